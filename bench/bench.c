@@ -1,0 +1,76 @@
+#include "bench/bench.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* One line per benchmark; each lives in its own file in bench/. */
+const fk_bench_entry fk_benches[] = {
+    {NULL, NULL, NULL},
+};
+
+double fk_bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void fk_bench_emit(int json, const char *bench, const char *case_name, const char *metric,
+                   double value, const char *extra)
+{
+    if (json)
+        printf("{\"bench\":\"%s\",\"case\":\"%s\",\"metric\":\"%s\",\"value\":%.9g%s%s}\n", bench,
+               case_name, metric, value, extra ? "," : "", extra ? extra : "");
+    else
+        printf("%-12s %-28s %-22s %14.6g%s%s\n", bench, case_name, metric, value, extra ? "  " : "",
+               extra ? extra : "");
+    fflush(stdout);
+}
+
+/* Number of leading argv words that spell name ("fidelity knn" = 2 words), or 0. */
+static int match_words(const char *name, int argc, char **argv)
+{
+    int used = 0;
+    const char *p = name;
+    while (*p) {
+        size_t len = strcspn(p, " ");
+        if (used >= argc || strlen(argv[used]) != len || strncmp(argv[used], p, len) != 0)
+            return 0;
+        used++;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    return used;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: fedkern bench NAME [options]\n\nbenchmarks:\n");
+    for (int i = 0; fk_benches[i].name; i++)
+        fprintf(out, "  %-22s %s\n", fk_benches[i].name, fk_benches[i].summary);
+    fprintf(out, "\nEvery benchmark takes --json for JSON-lines output.\n");
+}
+
+int fk_bench_main(int argc, char **argv)
+{
+    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+        usage(argc < 1 ? stderr : stdout);
+        return argc < 1 ? 2 : 0;
+    }
+    int best = -1, best_words = 0;
+    for (int i = 0; fk_benches[i].name; i++) {
+        int w = match_words(fk_benches[i].name, argc, argv);
+        if (w > best_words) {
+            best = i;
+            best_words = w;
+        }
+    }
+    if (best < 0) {
+        fprintf(stderr, "fedkern bench: unknown benchmark '%s'; run 'fedkern bench --help' for the list\n",
+                argv[0]);
+        return 2;
+    }
+    return fk_benches[best].run(argc - best_words, argv + best_words);
+}

@@ -1,0 +1,26 @@
+/* Benchmarks behind `fedkern bench NAME`: each prints a table, or JSON lines
+ * {"bench":...,"case":...,"metric":...,"value":...} with --json. Targets are
+ * reported as ratios to baselines measured in the same run. */
+#ifndef FK_BENCH_H
+#define FK_BENCH_H
+
+typedef struct fk_bench_entry {
+    const char *name;     /* "blas", "fidelity knn", ... (words joined by one space) */
+    const char *summary;
+    int (*run)(int argc, char **argv); /* argv after the name words; returns exit status */
+} fk_bench_entry;
+
+extern const fk_bench_entry fk_benches[];
+
+/* Dispatch argv (after "bench") to the longest matching entry name. */
+int fk_bench_main(int argc, char **argv);
+
+/* One result: JSON line when json != 0, else an aligned text row.
+ * extra is NULL or a JSON fragment like "\"published\":31.4" appended to the line. */
+void fk_bench_emit(int json, const char *bench, const char *case_name, const char *metric,
+                   double value, const char *extra);
+
+/* Monotonic seconds. */
+double fk_bench_now(void);
+
+#endif

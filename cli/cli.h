@@ -1,0 +1,18 @@
+/* Subcommands of the `fedkern` operator CLI. Each takes the words after its
+ * name and returns the process exit status (0 ok, 1 failure, 2 usage). */
+#ifndef FK_CLI_H
+#define FK_CLI_H
+
+typedef struct fk_cli_cmd {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} fk_cli_cmd;
+
+int fk_cmd_bench(int argc, char **argv);
+int fk_cmd_demo(int argc, char **argv);
+
+/* Print "fedkern NAME: message" to stderr and return 1. */
+int fk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,66 @@
+/* fedkern: the operator CLI (data inspection, simulation, benchmarks, demo). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "cli/cli.h"
+
+static const fk_cli_cmd commands[] = {
+    {"demo", "run the demo federation on built-in data", fk_cmd_demo},
+    {"bench", "run a benchmark (fedkern bench --help lists them)", fk_cmd_bench},
+    {NULL, NULL, NULL},
+};
+
+int fk_cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "fedkern %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+int fk_cmd_bench(int argc, char **argv)
+{
+    return fk_bench_main(argc, argv);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: fedkern COMMAND [options]\n"
+            "\n"
+            "fedkern is the operator tool of the fedkern federated kernel-learning system.\n"
+            "\n"
+            "commands:\n");
+    for (int i = 0; commands[i].name; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out,
+            "\n"
+            "  fedkern COMMAND --help   describes one command\n"
+            "  fedkern --version        prints the version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("fedkern %s\n", FK_VERSION);
+        return 0;
+    }
+    for (int i = 0; commands[i].name; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 2, argv + 2);
+    fprintf(stderr, "fedkern: unknown command '%s'; run 'fedkern --help' for the list\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,31 @@
+#include "common/base/log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+/* The one piece of process-wide mutable state: set once at start-up from the config. */
+static int log_level = FK_LOG_INFO;
+
+void fk_log_set_level(int level)
+{
+    log_level = level;
+}
+
+int fk_log_level(void)
+{
+    return log_level;
+}
+
+void fk_log(int level, const char *event, const char *fmt, ...)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    if (level > log_level)
+        return;
+    char body[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "level=%s event=%s%s%s\n", names[level < 0 ? 0 : level > 3 ? 3 : level], event,
+            *body ? " " : "", body);
+}

@@ -1,0 +1,299 @@
+#include "common/base/params.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void fk_params_init(fk_params *p)
+{
+    p->items = NULL;
+    p->count = 0;
+    p->cap = 0;
+}
+
+void fk_params_close(fk_params *p)
+{
+    for (int i = 0; i < p->count; i++) {
+        free(p->items[i].key);
+        free(p->items[i].value);
+    }
+    free(p->items);
+    fk_params_init(p);
+}
+
+static fk_param *find(const fk_params *p, const char *key)
+{
+    for (int i = 0; i < p->count; i++)
+        if (strcmp(p->items[i].key, key) == 0)
+            return &p->items[i];
+    return NULL;
+}
+
+int fk_params_set(fk_params *p, const char *key, const char *value)
+{
+    char *v = strdup(value);
+    if (!v)
+        return FK_ENOMEM;
+    fk_param *it = find(p, key);
+    if (it) {
+        free(it->value);
+        it->value = v;
+        return FK_OK;
+    }
+    if (p->count == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        fk_param *n = realloc(p->items, (size_t)cap * sizeof *n);
+        if (!n) {
+            free(v);
+            return FK_ENOMEM;
+        }
+        p->items = n;
+        p->cap = cap;
+    }
+    char *k = strdup(key);
+    if (!k) {
+        free(v);
+        return FK_ENOMEM;
+    }
+    p->items[p->count++] = (fk_param){.key = k, .value = v, .used = 0};
+    return FK_OK;
+}
+
+static char *trim(char *s)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    char *e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = '\0';
+    return s;
+}
+
+int fk_params_parse_ini(fk_params *p, const char *text, const char *origin, fk_err *err)
+{
+    char section[128] = "";
+    int lineno = 0;
+    const char *s = text;
+    while (*s) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        char line[1024];
+        lineno++;
+        if (len >= sizeof line)
+            return fk_err_set(err, FK_EFORMAT, "%s:%d: line longer than %zu bytes", origin, lineno,
+                              sizeof line - 1);
+        memcpy(line, s, len);
+        line[len] = '\0';
+        s += len + (nl ? 1 : 0);
+        char *c = strpbrk(line, "#;");
+        if (c)
+            *c = '\0';
+        char *t = trim(line);
+        if (!*t)
+            continue;
+        if (*t == '[') {
+            char *e = strchr(t, ']');
+            if (!e || e[1] != '\0' || e - t - 1 >= (long)sizeof section)
+                return fk_err_set(err, FK_EFORMAT, "%s:%d: malformed section header '%s'", origin,
+                                  lineno, t);
+            *e = '\0';
+            snprintf(section, sizeof section, "%s", trim(t + 1));
+            continue;
+        }
+        char *eq = strchr(t, '=');
+        if (!eq)
+            return fk_err_set(err, FK_EFORMAT, "%s:%d: expected 'key = value', got '%s'", origin,
+                              lineno, t);
+        *eq = '\0';
+        char *k = trim(t), *v = trim(eq + 1);
+        if (!*k)
+            return fk_err_set(err, FK_EFORMAT, "%s:%d: empty key", origin, lineno);
+        char full[300];
+        snprintf(full, sizeof full, "%s%s%s", section, *section ? "." : "", k);
+        if (fk_params_set(p, full, v) != FK_OK)
+            return fk_err_set(err, FK_ENOMEM, "out of memory reading %s", origin);
+    }
+    return FK_OK;
+}
+
+int fk_params_load_ini(fk_params *p, const char *path, fk_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fk_err_set(err, FK_EIO, "%s: cannot open config: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (cap - len < 4096) {
+            cap = cap ? 2 * cap : 8192;
+            if (cap > (1u << 24)) {
+                free(buf);
+                fclose(f);
+                return fk_err_set(err, FK_ELIMIT, "%s: config larger than 16 MiB", path);
+            }
+            char *n = realloc(buf, cap);
+            if (!n) {
+                free(buf);
+                fclose(f);
+                return fk_err_set(err, FK_ENOMEM, "out of memory reading %s", path);
+            }
+            buf = n;
+        }
+        size_t r = fread(buf + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0)
+            break;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return fk_err_set(err, FK_EIO, "%s: read error", path);
+    }
+    buf[len] = '\0';
+    if (memchr(buf, '\0', len)) {
+        free(buf);
+        return fk_err_set(err, FK_EFORMAT, "%s: config contains a NUL byte", path);
+    }
+    int rc = fk_params_parse_ini(p, buf, path, err);
+    free(buf);
+    return rc;
+}
+
+int fk_params_parse_args(fk_params *p, int *argc, char **argv, fk_err *err)
+{
+    int out = 0;
+    for (int i = 0; i < *argc; i++) {
+        char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            for (i++; i < *argc; i++)
+                argv[out++] = argv[i];
+            break;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            argv[out++] = a;
+            continue;
+        }
+        char key[256];
+        const char *val;
+        char *eq = strchr(a + 2, '=');
+        if (eq) {
+            size_t kl = (size_t)(eq - a - 2);
+            if (kl >= sizeof key)
+                return fk_err_set(err, FK_EINVAL, "option '%s' is too long", a);
+            memcpy(key, a + 2, kl);
+            key[kl] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(key, sizeof key, "%s", a + 2);
+            if (i + 1 < *argc && strncmp(argv[i + 1], "--", 2) != 0)
+                val = argv[++i];
+            else
+                val = "1";
+        }
+        if (fk_params_set(p, key, val) != FK_OK)
+            return fk_err_set(err, FK_ENOMEM, "out of memory parsing options");
+    }
+    *argc = out;
+    return FK_OK;
+}
+
+const char *fk_params_get(const fk_params *p, const char *key)
+{
+    fk_param *it = find(p, key);
+    if (!it)
+        return NULL;
+    it->used = 1;
+    return it->value;
+}
+
+const char *fk_params_str(const fk_params *p, const char *key, const char *dflt)
+{
+    const char *v = fk_params_get(p, key);
+    return v ? v : dflt;
+}
+
+int fk_params_int(const fk_params *p, const char *key, long dflt, long lo, long hi, long *out,
+                  fk_err *err)
+{
+    const char *v = fk_params_get(p, key);
+    if (!v) {
+        *out = dflt;
+        return FK_OK;
+    }
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || end == v || *end != '\0')
+        return fk_err_set(err, FK_EINVAL, "parameter '%s': '%s' is not an integer", key, v);
+    if (x < lo || x > hi)
+        return fk_err_set(err, FK_EINVAL, "parameter '%s' = %ld is out of range [%ld, %ld]", key, x,
+                          lo, hi);
+    *out = x;
+    return FK_OK;
+}
+
+int fk_params_u64(const fk_params *p, const char *key, uint64_t dflt, uint64_t *out, fk_err *err)
+{
+    const char *v = fk_params_get(p, key);
+    if (!v) {
+        *out = dflt;
+        return FK_OK;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 0);
+    if (errno || end == v || *end != '\0' || *v == '-')
+        return fk_err_set(err, FK_EINVAL, "parameter '%s': '%s' is not an unsigned integer", key,
+                          v);
+    *out = (uint64_t)x;
+    return FK_OK;
+}
+
+int fk_params_double(const fk_params *p, const char *key, double dflt, double lo, double hi,
+                     double *out, fk_err *err)
+{
+    const char *v = fk_params_get(p, key);
+    if (!v) {
+        *out = dflt;
+        return FK_OK;
+    }
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end != '\0' || !isfinite(x))
+        return fk_err_set(err, FK_EINVAL, "parameter '%s': '%s' is not a finite number", key, v);
+    if (x < lo || x > hi)
+        return fk_err_set(err, FK_EINVAL, "parameter '%s' = %g is out of range [%g, %g]", key, x,
+                          lo, hi);
+    *out = x;
+    return FK_OK;
+}
+
+int fk_params_bool(const fk_params *p, const char *key, int dflt, int *out, fk_err *err)
+{
+    const char *v = fk_params_get(p, key);
+    if (!v) {
+        *out = dflt;
+        return FK_OK;
+    }
+    if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on"))
+        *out = 1;
+    else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off"))
+        *out = 0;
+    else
+        return fk_err_set(err, FK_EINVAL, "parameter '%s': '%s' is not a boolean (true/false)",
+                          key, v);
+    return FK_OK;
+}
+
+const char *fk_params_unused(const fk_params *p)
+{
+    for (int i = 0; i < p->count; i++)
+        if (!p->items[i].used)
+            return p->items[i].key;
+    return NULL;
+}

@@ -1,0 +1,79 @@
+/* The method operations table: how a federated job type plugs into fedkern.
+ *
+ * A job runs in rounds. At the start of a round the server-side `plan` op
+ * picks the clients to contact. A round has one or more phases; in each phase
+ * the server builds one task per contacted client (`task`), each client runs
+ * `local_step` on its own data and answers with an update, and the server
+ * folds the updates that arrived in time into its state (`aggregate`), which
+ * also says whether the round needs another phase. Updates may be missing
+ * (dropouts): `aggregate` gets only those that arrived.
+ *
+ * The in-process simulator (sim.h) and the daemons call exactly these ops,
+ * so a simulation and a networked run of the same job and seed agree. */
+#ifndef FK_METHOD_H
+#define FK_METHOD_H
+
+#include <stdint.h>
+
+#include "common/base/err.h"
+#include "common/base/params.h"
+#include "common/data/dataset.h"
+#include "common/la/rng.h"
+#include "common/methods/bundle.h"
+
+/* What a client reports next to its update; NaN = not measured. */
+typedef struct fk_report {
+    double n_samples; /* FedAvg weight */
+    double loss;      /* local objective after the step */
+    double accuracy;  /* accuracy in [0,1] on data the client may score (e.g. target labels) */
+    double error;     /* estimation / clustering error where the method defines one */
+} fk_report;
+
+void fk_report_init(fk_report *r); /* all NaN, n_samples = 0 */
+
+/* One client's answer to one task. */
+typedef struct fk_update {
+    int client;      /* client index in [0, n_clients) */
+    fk_bundle msg;
+    fk_report report;
+} fk_update;
+
+typedef struct fk_method {
+    const char *name;    /* job type as written in job configs: "fedrf-tca", "fedgrem", ... */
+    const char *summary; /* one line for --help */
+
+    /* --- server side --- */
+    int (*server_init)(void **srv, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
+    void (*server_close)(void *srv);
+    /* Choose the clients to contact in `round` (1-based). chosen has room for n_clients. */
+    int (*plan)(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
+    /* Task for one client in (round, phase). */
+    int (*task)(void *srv, int round, int phase, int client, fk_bundle *out, fk_err *err);
+    /* Fold the phase's updates (sorted by client index) into the server state;
+     * *round_done = 1 when the round is complete, 0 when another phase follows. */
+    int (*aggregate)(void *srv, int round, int phase, const fk_update *ups, int n, int *round_done,
+                     fk_err *err);
+    /* Current global model (what `job result` returns). */
+    int (*model)(void *srv, fk_bundle *out, fk_err *err);
+    /* Checkpoint: the whole server state as a bundle, and back. */
+    int (*save)(void *srv, fk_bundle *out, fk_err *err);
+    int (*load)(void *srv, const fk_bundle *in, fk_err *err);
+
+    /* --- client side --- */
+    int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data, int client,
+                       int n_clients, uint64_t seed, fk_err *err);
+    void (*client_close)(void *cli);
+    int (*local_step)(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                      fk_err *err);
+    /* Score a model on the client's data (final evaluation). */
+    int (*evaluate)(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
+    int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
+    int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
+} fk_method;
+
+/* All job types, NULL-terminated. */
+extern const fk_method *const fk_methods[];
+/* Look up by name; NULL plus a message listing the known names if unknown. */
+const fk_method *fk_method_find(const char *name, fk_err *err);
+
+#endif

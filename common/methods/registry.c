@@ -1,0 +1,34 @@
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/methods/method.h"
+
+/* One line per job type; each method file exports its table. */
+const fk_method *const fk_methods[] = {
+    NULL,
+};
+
+void fk_report_init(fk_report *r)
+{
+    r->n_samples = 0.0;
+    r->loss = NAN;
+    r->accuracy = NAN;
+    r->error = NAN;
+}
+
+const fk_method *fk_method_find(const char *name, fk_err *err)
+{
+    char known[256] = "";
+    size_t off = 0;
+    for (int i = 0; fk_methods[i]; i++) {
+        if (strcmp(fk_methods[i]->name, name) == 0)
+            return fk_methods[i];
+        int w = snprintf(known + off, sizeof known - off, "%s%s", i ? ", " : "",
+                         fk_methods[i]->name);
+        if (w > 0 && (size_t)w < sizeof known - off)
+            off += (size_t)w;
+    }
+    fk_err_set(err, FK_ENOTFOUND, "unknown method '%s' (known: %s)", name, *known ? known : "none");
+    return NULL;
+}

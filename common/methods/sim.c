@@ -1,0 +1,176 @@
+#include "common/methods/sim.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { MAX_PHASES = 16 };
+static const uint64_t PLAN_STREAM = 0x706c616e00000000ULL;
+static const uint64_t DROP_STREAM = 0x64726f7000000000ULL;
+
+void fk_sim_plan_rng(fk_rng *rng, uint64_t seed, int round)
+{
+    fk_rng_init(rng, seed, PLAN_STREAM + (uint64_t)round);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Sample-weighted mean of one report field over the updates that define it. */
+static double weighted_mean(const fk_update *ups, int n, size_t field)
+{
+    double sum = 0.0, w = 0.0;
+    for (int i = 0; i < n; i++) {
+        double v = *(const double *)((const char *)&ups[i].report + field);
+        double wi = ups[i].report.n_samples > 0 ? ups[i].report.n_samples : 1.0;
+        if (!isnan(v)) {
+            sum += wi * v;
+            w += wi;
+        }
+    }
+    return w > 0 ? sum / w : NAN;
+}
+
+static void summarise(fk_sim_round *r, const fk_update *ups, int n)
+{
+    r->participants = n;
+    r->loss = weighted_mean(ups, n, offsetof(fk_report, loss));
+    r->accuracy = weighted_mean(ups, n, offsetof(fk_report, accuracy));
+    r->error = weighted_mean(ups, n, offsetof(fk_report, error));
+}
+
+typedef struct sim {
+    const fk_method *m;
+    void *srv;
+    void **cli;
+    int n;
+    fk_update *ups;
+    int *chosen;
+    fk_bundle task;
+} sim;
+
+static void sim_close(sim *s)
+{
+    if (s->cli)
+        for (int i = 0; i < s->n; i++)
+            if (s->cli[i])
+                s->m->client_close(s->cli[i]);
+    if (s->srv)
+        s->m->server_close(s->srv);
+    if (s->ups)
+        for (int i = 0; i < s->n; i++)
+            fk_bundle_close(&s->ups[i].msg);
+    free(s->cli);
+    free(s->ups);
+    free(s->chosen);
+    fk_bundle_close(&s->task);
+}
+
+static int sim_open(sim *s, const fk_method *m, const fk_params *p, const fk_dataset *clients,
+                    int n, uint64_t seed, fk_err *err)
+{
+    *s = (sim){.m = m, .n = n};
+    fk_bundle_init(&s->task);
+    s->cli = calloc((size_t)n, sizeof *s->cli);
+    s->ups = calloc((size_t)n, sizeof *s->ups);
+    s->chosen = calloc((size_t)n, sizeof *s->chosen);
+    if (!s->cli || !s->ups || !s->chosen)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for %d simulated clients", n);
+    for (int i = 0; i < n; i++)
+        fk_bundle_init(&s->ups[i].msg);
+    int rc = m->server_init(&s->srv, p, n, seed, err);
+    if (rc)
+        return rc;
+    for (int i = 0; i < n; i++) {
+        rc = m->client_init(&s->cli[i], p, &clients[i], i, n, seed, err);
+        if (rc)
+            return fk_err_prefix(err, "client %d (%s): ", i, clients[i].name);
+    }
+    return FK_OK;
+}
+
+/* One phase: tasks out, local steps, lost updates dropped, aggregate. */
+static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk_rng *drop_rng,
+                     fk_sim_round *r, int *done, fk_err *err)
+{
+    int got = 0;
+    for (int k = 0; k < n_chosen; k++) {
+        int c = s->chosen[k];
+        fk_bundle_clear(&s->task);
+        int rc = s->m->task(s->srv, round, phase, c, &s->task, err);
+        if (rc)
+            return rc;
+        r->bytes += 8 * fk_bundle_values(&s->task);
+        fk_update *u = &s->ups[got];
+        fk_bundle_clear(&u->msg);
+        fk_report_init(&u->report);
+        u->client = c;
+        rc = s->m->local_step(s->cli[c], &s->task, &u->msg, &u->report, err);
+        if (rc)
+            return fk_err_prefix(err, "client %d, round %d: ", c, round);
+        if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
+            continue;
+        r->bytes += 8 * fk_bundle_values(&u->msg);
+        got++;
+    }
+    summarise(r, s->ups, got);
+    return s->m->aggregate(s->srv, round, phase, s->ups, got, done, err);
+}
+
+static int compare_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients, int n_clients,
+               const fk_sim_opts *o, fk_bundle *model, fk_sim_round *last, fk_err *err)
+{
+    if (n_clients <= 0)
+        return fk_err_set(err, FK_EINVAL, "a simulation needs at least one client");
+    if (o->rounds <= 0)
+        return fk_err_set(err, FK_EINVAL, "rounds must be positive (got %d)", o->rounds);
+    if (!(o->drop >= 0.0 && o->drop < 1.0))
+        return fk_err_set(err, FK_EINVAL, "drop probability must be in [0, 1) (got %g)", o->drop);
+    sim s;
+    int rc = sim_open(&s, m, p, clients, n_clients, o->seed, err);
+    fk_rng drop_rng;
+    fk_rng_init(&drop_rng, o->seed, DROP_STREAM);
+    for (int round = 1; rc == FK_OK && round <= o->rounds; round++) {
+        fk_sim_round r = {.round = round};
+        double t0 = now_seconds();
+        fk_rng plan_rng;
+        fk_sim_plan_rng(&plan_rng, o->seed, round);
+        int n_chosen = 0;
+        rc = m->plan(s.srv, round, &plan_rng, s.chosen, &n_chosen, err);
+        if (rc)
+            break;
+        qsort(s.chosen, (size_t)n_chosen, sizeof *s.chosen, compare_int);
+        r.planned = n_chosen;
+        int done = 0;
+        for (int phase = 0; rc == FK_OK && !done; phase++) {
+            if (phase == MAX_PHASES) {
+                rc = fk_err_set(err, FK_ESTATE, "method %s did not finish round %d in %d phases",
+                                m->name, round, MAX_PHASES);
+                break;
+            }
+            rc = run_phase(&s, round, phase, n_chosen, o->drop, &drop_rng, &r, &done, err);
+        }
+        r.seconds = now_seconds() - t0;
+        if (rc == FK_OK && o->progress)
+            o->progress(&r, o->ctx);
+        if (last)
+            *last = r;
+    }
+    if (rc == FK_OK && model) {
+        fk_bundle_init(model);
+        rc = m->model(s.srv, model, err);
+    }
+    sim_close(&s);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* In-process federation: one server state and n client states driven through
+ * the method operations table, with optional message loss. */
+#ifndef FK_SIM_H
+#define FK_SIM_H
+
+#include <stdint.h>
+
+#include "common/methods/method.h"
+
+typedef struct fk_sim_round {
+    int round;
+    int planned;      /* clients contacted */
+    int participants; /* updates that reached the server in the last phase */
+    double loss;      /* sample-weighted mean over reports that define it */
+    double accuracy;
+    double error;
+    uint64_t bytes;   /* payload bytes down + up this round (8 per value) */
+    double seconds;   /* wall time of the round */
+} fk_sim_round;
+
+typedef void (*fk_sim_progress)(const fk_sim_round *r, void *ctx);
+
+typedef struct fk_sim_opts {
+    int rounds;
+    uint64_t seed;
+    double drop;               /* probability that one update is lost, in [0, 1) */
+    fk_sim_progress progress;  /* called after every round; may be NULL */
+    void *ctx;
+} fk_sim_opts;
+
+/* Seed of the plan RNG for a round: plans depend on (seed, round) only, so a
+ * resumed server plans exactly as an uninterrupted one. */
+void fk_sim_plan_rng(fk_rng *rng, uint64_t seed, int round);
+
+/* Run o->rounds rounds. On success *model holds the server's final model
+ * (caller closes it) and last, if not NULL, the last round's summary. */
+int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients, int n_clients,
+               const fk_sim_opts *o, fk_bundle *model, fk_sim_round *last, fk_err *err);
+
+#endif

@@ -1,0 +1,26 @@
+/* Fuzz target: the INI parser behind config files and job files. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/params.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    fk_params_parse_ini(&p, text, "fuzz", &err);
+    long l;
+    double d;
+    fk_params_int(&p, "a", 0, -10, 10, &l, &err);
+    fk_params_double(&p, "s.b", 0, -1, 1, &d, &err);
+    fk_params_close(&p);
+    free(text);
+    return 0;
+}

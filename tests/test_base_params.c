@@ -1,0 +1,88 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "common/base/params.h"
+
+static void ini_sections_and_comments(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_parse_ini(&p, "# c\nrounds = 5 ; five\n[tls]\ndir = /x y\n", "t", &err),
+                     FK_OK);
+    long r;
+    assert_int_equal(fk_params_int(&p, "rounds", 0, 1, 100, &r, &err), FK_OK);
+    assert_int_equal(r, 5);
+    assert_string_equal(fk_params_get(&p, "tls.dir"), "/x y");
+    assert_null(fk_params_unused(&p));
+    fk_params_close(&p);
+}
+
+static void ini_errors_name_the_line(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_parse_ini(&p, "a = 1\nnonsense\n", "job.conf", &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "job.conf:2"));
+    assert_int_equal(fk_params_parse_ini(&p, "[open\n", "x", &err), FK_EFORMAT);
+    fk_params_close(&p);
+}
+
+static void typed_getters_validate(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    fk_params_set(&p, "sigma", "-1");
+    fk_params_set(&p, "n", "12x");
+    fk_params_set(&p, "on", "yes");
+    double s;
+    long n;
+    int b;
+    assert_int_equal(fk_params_double(&p, "sigma", 1, 1e-12, 1e12, &s, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "sigma"));
+    assert_int_equal(fk_params_int(&p, "n", 0, 0, 10, &n, &err), FK_EINVAL);
+    assert_int_equal(fk_params_bool(&p, "on", 0, &b, &err), FK_OK);
+    assert_int_equal(b, 1);
+    assert_int_equal(fk_params_double(&p, "absent", 2.5, 0, 10, &s, &err), FK_OK);
+    assert_true(s == 2.5);
+    fk_params_close(&p);
+}
+
+static void args_consume_options(void **state)
+{
+    (void)state;
+    char a0[] = "fedrf-tca", a1[] = "--rounds", a2[] = "7", a3[] = "--json", a4[] = "--sigma=2",
+         a5[] = "extra";
+    char *argv[] = {a0, a1, a2, a3, a4, a5};
+    int argc = 6;
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_parse_args(&p, &argc, argv, &err), FK_OK);
+    assert_int_equal(argc, 2);
+    assert_string_equal(argv[0], "fedrf-tca");
+    assert_string_equal(argv[1], "extra");
+    assert_string_equal(fk_params_get(&p, "rounds"), "7");
+    assert_string_equal(fk_params_get(&p, "json"), "1");
+    assert_string_equal(fk_params_get(&p, "sigma"), "2");
+    fk_params_close(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ini_sections_and_comments),
+        cmocka_unit_test(ini_errors_name_the_line),
+        cmocka_unit_test(typed_getters_validate),
+        cmocka_unit_test(args_consume_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
