@@ -19,7 +19,7 @@
 #include "common/base/params.h"
 #include "common/data/dataset.h"
 #include "common/la/rng.h"
-#include "common/methods/bundle.h"
+#include "common/base/bundle.h"
 
 /* What a client reports next to its update; NaN = not measured. */
 typedef struct fk_report {

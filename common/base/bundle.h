@@ -1,4 +1,5 @@
-/* Bundles of named float64 tensors: the one shape every method message takes.
+/* Bundles of named float64 tensors: the one shape every method message and
+ * checkpoint takes.
  * Methods speak bundles; the wire layer turns bundles into protobuf and back,
  * so methods never see bytes and the network never sees models. */
 #ifndef FK_BUNDLE_H

@@ -1,4 +1,4 @@
-#include "common/methods/bundle.h"
+#include "common/base/bundle.h"
 
 #include <stdio.h>
 #include <stdlib.h>
