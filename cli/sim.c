@@ -1,0 +1,37 @@
+/* fedkern sim METHOD: in-process federations, one runner per method. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct sim_entry {
+    const char *method;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+} sim_entry;
+
+/* One line per method; each runner lives in cli/sim_<method>.c. */
+static const sim_entry sims[] = {
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: fedkern sim METHOD [options]\n\nRuns a federation of simulated clients in "
+                 "this process.\n\nmethods:\n");
+    for (int i = 0; sims[i].method; i++)
+        fprintf(out, "  %-12s %s\n", sims[i].method, sims[i].summary);
+    fprintf(out, "\nfedkern sim METHOD --help lists the method's options.\n");
+}
+
+int fk_cmd_sim(int argc, char **argv)
+{
+    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+        usage(argc < 1 ? stderr : stdout);
+        return argc < 1 ? 2 : 0;
+    }
+    for (int i = 0; sims[i].method; i++)
+        if (!strcmp(argv[0], sims[i].method))
+            return sims[i].run(argc - 1, argv + 1);
+    return fk_cli_fail("sim", "unknown method '%s'; run 'fedkern sim --help' for the list", argv[0]);
+}
