@@ -115,7 +115,7 @@ static void signs_are_fixed(void **state)
     fk_mat V = fk_mat_view(d, 3, 2, 2);
     fk_eig_fix_signs(&V);
     assert_true(d[0] == -0.1 && d[2] == 0.5 && d[4] == -0.3); /* column 0 flipped */
-    assert_true(d[1] == -0.9 && d[3] == 0.2); /* column 1 kept */
+    assert_true(d[1] == 0.9 && d[3] == -0.2); /* column 1 flipped too */
 }
 
 int main(void)
