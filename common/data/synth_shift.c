@@ -9,7 +9,7 @@
 void fk_synth_defaults(fk_synth_opts *o)
 {
     *o = (fk_synth_opts){.n_sources = 3, .n_per_domain = 200, .d = 32, .n_classes = 5,
-                         .class_sep = 1.0, .noise = 0.6, .shift = 3.0, .seed = 1};
+                         .class_sep = 0.5, .noise = 1.0, .shift = 8.0, .seed = 1};
 }
 
 /* One domain: x = scale .* (proto[y] + noise) + offset. */
