@@ -1,4 +1,5 @@
 #include "bench/bench.h"
+#include "bench/rftca.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
+    {"rf-tca", "RF-TCA / kernel TCA fit+transform time, GFLOP/s vs dgemm, scaling", fk_bench_rftca},
     {NULL, NULL, NULL},
 };
 

@@ -53,7 +53,7 @@ static void zero_on_identical_sets(void **state)
 }
 
 /* Spec T5: same distribution gives the V-statistic bias; a unit mean shift the
- * population MMD^2 (sigma = 2, p = 5, n = 2000 per side; N = 1500 keeps it fast). */
+ * population MMD^2 (sigma = 2, p = 5, n = 2000 per side; N = 1000 keeps it fast). */
 static void grows_with_mean_shift(void **state)
 {
     (void)state;
@@ -67,7 +67,7 @@ static void grows_with_mean_shift(void **state)
     fk_err err;
     for (int s = 0; s < seeds; s++) {
         fk_rff r;
-        fk_rff_init(&r, 100 + (uint64_t)s, p, 1500, 2.0, &err);
+        fk_rff_init(&r, 100 + (uint64_t)s, p, 1000, 2.0, &err);
         fill(&A, 10 + (uint64_t)s, 0);
         fill(&B, 20 + (uint64_t)s, 0);
         fill(&C, 30 + (uint64_t)s, 1.0);

@@ -4,8 +4,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/la/eig.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 double fk_tca_gamma_normalized(double lambda_n, size_t n_s, size_t n_t)
 {
@@ -62,8 +70,10 @@ out:
 }
 
 /* U (D x m): top-m right singular vectors of Y (n x D) and theta = sigma^2. */
-static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_err *err)
+static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_tca_times *tm,
+                             fk_err *err)
 {
+    double t0 = now();
     size_t n = Y->rows, D = Y->cols;
     size_t k = n < D ? n : D;
     fk_mat G, Q;
@@ -78,8 +88,15 @@ static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta
     for (size_t i = 0; i < k; i++)
         for (size_t j = 0; j < i; j++)
             G.data[i * G.ld + j] = G.data[j * G.ld + i];
+    double t1 = now();
     int rc = fk_eig_sym_top(&G, m, theta, &Q, err);
     fk_mat_close(&G);
+    if (tm) {
+        tm->gram = t1 - t0;
+        tm->eig = now() - t1;
+        tm->gram_dim = k;
+        tm->other_dim = D <= n ? n : D;
+    }
     if (rc)
         return rc;
     double tol = 1e-10 * (theta[0] > 0 ? theta[0] : 1.0);
@@ -122,6 +139,12 @@ static void normalize_columns(fk_mat *W, const double *theta, fk_tca_norm norm)
 int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
                  fk_mat *W, double *theta, fk_err *err)
 {
+    return fk_tca_solve_timed(Phi, n_s, gamma, m, norm, W, theta, NULL, err);
+}
+
+int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
+                       fk_mat *W, double *theta, fk_tca_times *tm, fk_err *err)
+{
     *W = (fk_mat){0};
     size_t n = Phi->rows, D = Phi->cols;
     if (n_s == 0 || n_s >= n)
@@ -136,11 +159,15 @@ int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_n
     fk_mat Y = {0}, U = {0};
     double *v = malloc(D * sizeof *v), c = 0;
     int rc = v ? FK_OK : fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
+    double t0 = now();
     if (!rc)
         rc = build_y(Phi, n_s, gamma, &Y, v, &c, err);
+    if (tm)
+        tm->center = now() - t0;
     if (!rc)
-        rc = top_right_vectors(&Y, m, &U, theta, err);
+        rc = top_right_vectors(&Y, m, &U, theta, tm, err);
     fk_mat_close(&Y);
+    double t3 = now();
     if (rc) {
         free(v);
         return rc;
@@ -160,6 +187,8 @@ int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_n
             W->data[i * W->ld + j] = g * (U.data[i * U.ld + j] - c * v[i] * vu[j]);
     normalize_columns(W, theta, norm);
     fk_eig_fix_signs(W);
+    if (tm)
+        tm->back = now() - t3;
     free(vu);
     free(v);
     fk_mat_close(&U);

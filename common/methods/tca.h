@@ -32,10 +32,23 @@ typedef enum fk_kernel_kind {
  * gamma = lambda_n * n / (n_s n_t). */
 double fk_tca_gamma_normalized(double lambda_n, size_t n_s, size_t n_t);
 
+/* Wall time of the solver's stages (seconds), for benchmarks. */
+typedef struct fk_tca_times {
+    double center; /* v, centring, closed-form B^-1/2 */
+    double gram;   /* dsyrk of the smaller Gram matrix */
+    double eig;    /* dsyevr, top m */
+    double back;   /* singular-vector map and W = P U */
+    size_t gram_dim, other_dim; /* Gram matrix order k and the summed dimension */
+} fk_tca_times;
+
 /* Solve the problem above: W (initialised here, D x m), theta[0..m) descending.
  * Errors: m = 0, m >= n or m > D, gamma <= 0, n_s or n_t empty, rank too small. */
 int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
                  fk_mat *W, double *theta, fk_err *err);
+
+/* Same, recording stage times into t (may be NULL). */
+int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
+                       fk_mat *W, double *theta, fk_tca_times *t, fk_err *err);
 
 /* Z (initialised here, n x m) = Phi W. */
 int fk_tca_project(const fk_mat *Phi, const fk_mat *W, fk_mat *Z, fk_err *err);
