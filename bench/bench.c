@@ -6,6 +6,7 @@
 
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
+    {"fidelity knn", "1-NN accuracy on the 12 Office-Caltech10 SURF pairs", fk_bench_fidelity_knn},
     {NULL, NULL, NULL},
 };
 
