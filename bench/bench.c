@@ -6,6 +6,7 @@
 
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
+    {"blas", "dgemm GFLOP/s and dsyevr top-m eigenpair time (baselines)", fk_bench_blas},
     {NULL, NULL, NULL},
 };
 

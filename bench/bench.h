@@ -23,4 +23,7 @@ void fk_bench_emit(int json, const char *bench, const char *case_name, const cha
 /* Monotonic seconds. */
 double fk_bench_now(void);
 
+/* Benchmark runners (one file each in bench/). */
+int fk_bench_blas(int argc, char **argv);
+
 #endif
