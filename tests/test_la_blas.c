@@ -259,6 +259,24 @@ static void axpy_scal_norms_on_views(void **state)
     fk_mat_close(&sy);
 }
 
+static void empty_inner_dimension_syrk_gemv(void **state)
+{
+    (void)state;
+    fk_mat A, C;
+    assert_int_equal(fk_mat_init(&A, 3, 0), FK_OK);
+    assert_int_equal(fk_mat_init(&C, 3, 3), FK_OK);
+    for (int i = 0; i < 9; i++)
+        C.data[i] = 1.0;
+    assert_int_equal(fk_syrk(FK_NOTRANS, 1.0, &A, 3.0, &C, NULL), FK_OK);
+    for (int i = 0; i < 9; i++)
+        assert_true(C.data[i] == 3.0);
+    double y[3] = {1, 2, 3};
+    assert_int_equal(fk_gemv(FK_NOTRANS, 1.0, &A, NULL, 0, 2.0, y, 3, NULL), FK_OK);
+    assert_true(y[0] == 2.0 && y[1] == 4.0 && y[2] == 6.0);
+    fk_mat_close(&A);
+    fk_mat_close(&C);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +288,7 @@ int main(void)
         cmocka_unit_test(syrk_fills_both_triangles),
         cmocka_unit_test(gemv_both_ways),
         cmocka_unit_test(axpy_scal_norms_on_views),
+        cmocka_unit_test(empty_inner_dimension_syrk_gemv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
