@@ -33,12 +33,13 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: fedkern bench blas [--json] [--quick] [--reps R] [--m M]\n"
             "\n"
-            "dgemm GFLOP/s for (2N x n)(n x 2N), N in {250, 500, 1000, 2000}, n in {800, 2000, 5000},\n"
-            "a square reference dgemm, and dsyevr time for the top-M eigenpairs (default 100) of a\n"
-            "random SPD 2N x 2N matrix, N in {500, 1000, 2000}, with the full dsyevd time and ratio.\n"
-            "Each timing is the best of R repetitions (default 3; fewer once a case has taken\n"
-            "%.0f s). --quick skips N = 2000 and n = 5000. OpenBLAS threading is left at its default\n"
-            "(OPENBLAS_NUM_THREADS).\n",
+            "dgemm GFLOP/s for (2N x n)(n x 2N), N in {250, 500, 1000, 2000},\n"
+            "n in {800, 2000, 5000}, a square reference dgemm, and dsyevr time for the\n"
+            "top-M eigenpairs (default 100) of a random SPD 2N x 2N matrix,\n"
+            "N in {500, 1000, 2000}, with the full dsyevd time and their ratio.\n"
+            "Each timing is the best of R repetitions (default 3; fewer once a case has\n"
+            "taken %.0f s). --quick skips N = 2000 and n = 5000. OpenBLAS threading is\n"
+            "left at its default (OPENBLAS_NUM_THREADS).\n",
             case_budget);
 }
 
@@ -197,8 +198,8 @@ static int bench_eig(const opts *o, size_t N, fk_rng *r)
         rc = time_eig(&S, 0, 0, o->reps, &full);
     fk_mat_close(&S);
     if (rc || top.info || full.info) {
-        fprintf(stderr, "fedkern bench blas: eigensolver failed for 2N = %zu (dsyevr info %d, dsyevd info %d)\n",
-                n, top.info, full.info);
+        fprintf(stderr, "fedkern bench blas: eigensolver failed for 2N = %zu (info %d / %d)\n", n,
+                top.info, full.info);
         free(top.w);
         free(full.w);
         return 1;
@@ -209,8 +210,8 @@ static int bench_eig(const opts *o, size_t N, fk_rng *r)
         diff = fmax(diff, fabs(top.w[i] - full.w[n - (size_t)m + (size_t)i]));
     char case_name[64], extra[256];
     snprintf(case_name, sizeof case_name, "dsyevr top-m N=%zu", N);
-    snprintf(extra, sizeof extra, "\"N\":%zu,\"n\":%zu,\"m\":%d,\"reps\":%d,\"max_eig_diff\":%.3g", N,
-             n, m, top.reps, diff);
+    snprintf(extra, sizeof extra, "\"N\":%zu,\"n\":%zu,\"m\":%d,\"reps\":%d,\"max_eig_diff\":%.3g",
+             N, n, m, top.reps, diff);
     fk_bench_emit(o->json, bench_name, case_name, "seconds", top.seconds, extra);
     snprintf(case_name, sizeof case_name, "dsyevd full N=%zu", N);
     snprintf(extra, sizeof extra, "\"N\":%zu,\"n\":%zu,\"reps\":%d", N, n, full.reps);
@@ -219,7 +220,8 @@ static int bench_eig(const opts *o, size_t N, fk_rng *r)
     snprintf(extra, sizeof extra, "\"N\":%zu,\"n\":%zu,\"m\":%d", N, n, m);
     fk_bench_emit(o->json, bench_name, case_name, "ratio", full.seconds / top.seconds, extra);
     if (diff > 1e-8 * (1.0 + fabs(top.top))) {
-        fprintf(stderr, "fedkern bench blas: dsyevr and dsyevd disagree by %.3g for 2N = %zu\n", diff, n);
+        fprintf(stderr, "fedkern bench blas: dsyevr and dsyevd disagree by %.3g for 2N = %zu\n",
+                diff, n);
         free(top.w);
         free(full.w);
         return 1;
@@ -263,9 +265,10 @@ static void cpu_features(char *out, size_t cap)
 /* OpenBLAS x86 cores whose kernels use AVX or later. */
 static int core_has_avx_kernels(const char *core)
 {
-    static const char *const avx_cores[] = {"Sandybridge", "Haswell",   "SkylakeX",  "Cooperlake",
-                                            "SapphireRapids", "Zen",   "Bulldozer", "Piledriver",
-                                            "Steamroller", "Excavator", NULL};
+    static const char *const avx_cores[] = {
+        "Sandybridge",    "Haswell",   "SkylakeX",  "Cooperlake",
+        "SapphireRapids", "Zen",       "Bulldozer", "Piledriver",
+        "Steamroller",    "Excavator", NULL};
     for (int i = 0; avx_cores[i]; i++)
         if (!strcasecmp(core, avx_cores[i]))
             return 1;

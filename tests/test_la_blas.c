@@ -141,6 +141,8 @@ static void gemm_rejects_bad_shapes_and_aliasing(void **state)
     fk_mat bad = fk_mat_view(A.data, 2, 4, 3);
     assert_int_equal(fk_gemm(FK_NOTRANS, FK_TRANS, 1, &bad, &bad, 0, &C2, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "leading dimension"));
+    assert_int_equal(fk_gemm(2, FK_NOTRANS, 1, &Asq, &Asq, 0, &C2, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "transpose flag 2"));
     fk_mat nodata = fk_mat_view(NULL, 2, 2, 2);
     assert_int_equal(fk_gemm(FK_NOTRANS, FK_NOTRANS, 1, &nodata, &Asq, 0, &C2, &err), FK_EINVAL);
     fk_mat_close(&A);

@@ -101,7 +101,8 @@ static void solve_whiten_logdet(void **state)
     assert_true(fabs(fk_chol_logdet(&c) - ld) < 1e-10 * fabs(ld));
     double rc = fk_chol_rcond(&c);
     assert_true(rc > 0.0 && rc <= 1.0);
-    /* dpocon estimates within a small factor of the true 1-norm value; bound by the 2-norm one loosely */
+    /* dpocon estimates within a small factor of the true 1-norm value; bound by the 2-norm one
+     * loosely */
     assert_true(rc > 0.01 * svd.s[n - 1] / svd.s[0]);
     fk_svd_close(&svd);
 

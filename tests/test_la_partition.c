@@ -128,7 +128,8 @@ static void dirichlet_skew_follows_alpha(void **state)
     assert_int_equal(fk_partition_dirichlet(&flat, y, N, C, K, 1000.0, 0, &r, &err), FK_OK);
     assert_valid(&flat, N);
     double s_skew = mean_top_class_share(&skew, y, C), s_flat = mean_top_class_share(&flat, y, C);
-    /* alpha = 0.1: clients are dominated by one or two classes; alpha = 1000: near the 1/C of IID */
+    /* alpha = 0.1: clients are dominated by one or two classes; alpha = 1000: near the 1/C of IID
+     */
     assert_true(s_skew > 0.5);
     assert_true(s_flat < 0.2);
     /* near-IID sizes are near n/K */

@@ -163,7 +163,8 @@ static void log_within_two_ulp_of_libm(void **state)
     assert_true(isnan(fk_rng_log(NAN)));
     assert_true(fk_rng_log(INFINITY) == INFINITY);
     assert_true(ulp_distance(fk_rng_log(0x1p-1074), log(0x1p-1074)) <= 2);
-    assert_true(ulp_distance(fk_rng_log(0x1.fffffffffffffp+1023), log(0x1.fffffffffffffp+1023)) <= 2);
+    assert_true(ulp_distance(fk_rng_log(0x1.fffffffffffffp+1023), log(0x1.fffffffffffffp+1023)) <=
+                2);
 }
 
 static void moments(fk_rng *r, double shape, int n, double *mean, double *var)

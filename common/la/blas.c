@@ -85,6 +85,14 @@ static int mats_overlap(const fk_mat *A, const fk_mat *B)
     return col < A->cols;
 }
 
+static int check_trans(int trans, const char *fn, fk_err *err)
+{
+    if (trans != FK_NOTRANS && trans != FK_TRANS)
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: transpose flag %d is neither FK_NOTRANS nor FK_TRANS", fn, trans);
+    return FK_OK;
+}
+
 static int check_out(const fk_mat *C, const fk_mat *in, const char *fn, const char *name,
                      fk_err *err)
 {
@@ -99,15 +107,18 @@ int fk_gemm(int transa, int transb, double alpha, const fk_mat *A, const fk_mat 
             fk_mat *C, fk_err *err)
 {
     int rc;
-    if ((rc = fk_blas_check_mat(A, "fk_gemm: A", err)) || (rc = fk_blas_check_mat(B, "fk_gemm: B", err)) ||
+    if ((rc = check_trans(transa, "fk_gemm", err)) || (rc = check_trans(transb, "fk_gemm", err)) ||
+        (rc = fk_blas_check_mat(A, "fk_gemm: A", err)) ||
+        (rc = fk_blas_check_mat(B, "fk_gemm: B", err)) ||
         (rc = fk_blas_check_mat(C, "fk_gemm: C", err)))
         return rc;
     size_t m = op_rows(A, transa), k = op_cols(A, transa);
     size_t kb = op_rows(B, transb), n = op_cols(B, transb);
     if (k != kb)
-        return fk_err_set(err, FK_EINVAL,
-                          "fk_gemm: op(A) is %zux%zu but op(B) is %zux%zu; inner dimensions must agree",
-                          m, k, kb, n);
+        return fk_err_set(
+            err, FK_EINVAL,
+            "fk_gemm: op(A) is %zux%zu but op(B) is %zux%zu; inner dimensions must agree", m, k, kb,
+            n);
     if (C->rows != m || C->cols != n)
         return fk_err_set(err, FK_EINVAL, "fk_gemm: C is %zux%zu but op(A)*op(B) is %zux%zu",
                           C->rows, C->cols, m, n);
@@ -123,7 +134,9 @@ int fk_gemm(int transa, int transb, double alpha, const fk_mat *A, const fk_mat 
 int fk_syrk(int trans, double alpha, const fk_mat *A, double beta, fk_mat *C, fk_err *err)
 {
     int rc;
-    if ((rc = fk_blas_check_mat(A, "fk_syrk: A", err)) || (rc = fk_blas_check_mat(C, "fk_syrk: C", err)))
+    if ((rc = check_trans(trans, "fk_syrk", err)) ||
+        (rc = fk_blas_check_mat(A, "fk_syrk: A", err)) ||
+        (rc = fk_blas_check_mat(C, "fk_syrk: C", err)))
         return rc;
     size_t n = op_rows(A, trans), k = op_cols(A, trans);
     if (C->rows != n || C->cols != n)
@@ -146,7 +159,7 @@ int fk_gemv(int trans, double alpha, const fk_mat *A, const double *x, size_t nx
             double *y, size_t ny, fk_err *err)
 {
     int rc;
-    if ((rc = fk_blas_check_mat(A, "fk_gemv: A", err)))
+    if ((rc = check_trans(trans, "fk_gemv", err)) || (rc = fk_blas_check_mat(A, "fk_gemv: A", err)))
         return rc;
     size_t m = op_rows(A, trans), n = op_cols(A, trans);
     if (nx != n || ny != m)
@@ -158,7 +171,8 @@ int fk_gemv(int trans, double alpha, const fk_mat *A, const double *x, size_t nx
         return fk_err_set(err, FK_EINVAL, "fk_gemv: x or y is NULL");
     fk_mat ym = fk_mat_view(y, 1, ny, ny);
     fk_mat xm = fk_mat_view((double *)x, 1, nx, nx);
-    if ((rc = check_out(&ym, A, "fk_gemv", "A", err)) || (rc = check_out(&ym, &xm, "fk_gemv", "x", err)))
+    if ((rc = check_out(&ym, A, "fk_gemv", "A", err)) ||
+        (rc = check_out(&ym, &xm, "fk_gemv", "x", err)))
         return rc;
     if (!m)
         return FK_OK;

@@ -16,8 +16,9 @@ int fk_chol_init(fk_chol *c, const fk_mat *A, fk_err *err)
     if (rc)
         return rc;
     if (A->rows != A->cols || A->rows == 0)
-        return fk_err_set(err, FK_EINVAL, "fk_chol_init: matrix is %zux%zu; need a square n x n, n >= 1",
-                          A->rows, A->cols);
+        return fk_err_set(err, FK_EINVAL,
+                          "fk_chol_init: matrix is %zux%zu; need a square n x n, n >= 1", A->rows,
+                          A->cols);
     size_t n = A->rows;
     if ((rc = fk_mat_init(&c->L, n, n)))
         return fk_err_set(err, rc, "fk_chol_init: cannot allocate the %zux%zu factor", n, n);
@@ -32,13 +33,15 @@ int fk_chol_init(fk_chol *c, const fk_mat *A, fk_err *err)
         fk_copy(i + 1, src, fk_mat_row(&c->L, i));
     }
     c->anorm = LAPACKE_dlansy(LAPACK_COL_MAJOR, '1', 'U', (lapack_int)n, c->L.data, (lapack_int)n);
-    lapack_int info = LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)n, c->L.data, (lapack_int)n);
+    lapack_int info =
+        LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'U', (lapack_int)n, c->L.data, (lapack_int)n);
     if (info > 0) {
         fk_chol_close(c);
-        return fk_err_set(err, FK_ENUMERIC,
-                          "fk_chol_init: matrix is not positive definite (leading minor %d of %zu is "
-                          "not positive); add a ridge to the diagonal or check the input",
-                          (int)info, n);
+        return fk_err_set(
+            err, FK_ENUMERIC,
+            "fk_chol_init: matrix is not positive definite (leading minor %d of %zu is "
+            "not positive); add a ridge to the diagonal or check the input",
+            (int)info, n);
     }
     if (info < 0) {
         fk_chol_close(c);
@@ -60,14 +63,16 @@ static int check_rhs(const fk_chol *c, const fk_mat *B, const char *fn, size_t n
     if (rc)
         return rc;
     if (!c->L.data)
-        return fk_err_set(err, FK_ESTATE, "%s: factor is empty (fk_chol_init failed or not called)", fn);
+        return fk_err_set(err, FK_ESTATE, "%s: factor is empty (fk_chol_init failed or not called)",
+                          fn);
     if ((need_rows && B->rows != need_rows) || (need_cols && B->cols != need_cols))
-        return fk_err_set(err, FK_EINVAL, "%s: factor is %zux%zu but the right-hand side is %zux%zu",
-                          fn, c->L.rows, c->L.cols, B->rows, B->cols);
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: factor is %zux%zu but the right-hand side is %zux%zu", fn, c->L.rows,
+                          c->L.cols, B->rows, B->cols);
     return FK_OK;
 }
 
-/* dpotrs' two triangular solves, done with cblas_dtrsm in row-major so B needs no transposed copy. */
+/* dpotrs' two triangular solves as row-major cblas_dtrsm: B needs no transposed copy. */
 int fk_chol_solve(const fk_chol *c, fk_mat *B, fk_err *err)
 {
     int rc = check_rhs(c, B, "fk_chol_solve", c->L.rows, 0, err);

@@ -49,8 +49,8 @@ int fk_rmse(const double *a, const double *b, size_t n, double *out, fk_err *err
         return fk_err_set(err, FK_EINVAL, "fk_rmse: no values to compare");
     for (size_t i = 0; i < n; i++)
         if (!isfinite(a[i]) || !isfinite(b[i]))
-            return fk_err_set(err, FK_EINVAL, "fk_rmse: value %zu is not finite (%g vs %g)", i, a[i],
-                              b[i]);
+            return fk_err_set(err, FK_EINVAL, "fk_rmse: value %zu is not finite (%g vs %g)", i,
+                              a[i], b[i]);
     double *d = malloc(n * sizeof *d);
     if (!d)
         return fk_err_set(err, FK_ENOMEM, "fk_rmse: out of memory for %zu values", n);

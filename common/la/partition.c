@@ -31,9 +31,11 @@ const int *fk_partition_client(const fk_partition *p, int client)
 static int check_counts(const char *fn, size_t n, int n_clients, fk_err *err)
 {
     if (n > (size_t)INT_MAX)
-        return fk_err_set(err, FK_ELIMIT, "%s: %zu samples exceed the index range %d", fn, n, INT_MAX);
+        return fk_err_set(err, FK_ELIMIT, "%s: %zu samples exceed the index range %d", fn, n,
+                          INT_MAX);
     if (n_clients <= 0)
-        return fk_err_set(err, FK_EINVAL, "%s: number of clients is %d; need at least 1", fn, n_clients);
+        return fk_err_set(err, FK_EINVAL, "%s: number of clients is %d; need at least 1", fn,
+                          n_clients);
     if ((size_t)n_clients > n)
         return fk_err_set(err, FK_EINVAL,
                           "%s: %d clients but only %zu samples; use at most %zu clients", fn,
@@ -151,8 +153,10 @@ int fk_partition_dirichlet(fk_partition *p, const int *y, size_t n, int n_classe
     if (rc)
         return rc;
     if (!(alpha > 0.0) || !isfinite(alpha))
-        return fk_err_set(err, FK_EINVAL, "%s: alpha = %g; the Dirichlet concentration must be > 0 "
-                          "(small = skewed, large = near IID)", fn, alpha);
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: alpha = %g; the Dirichlet concentration must be > 0 "
+                          "(small = skewed, large = near IID)",
+                          fn, alpha);
     if (n_classes <= 0)
         return fk_err_set(err, FK_EINVAL, "%s: %d classes; need labelled data with >= 1 class", fn,
                           n_classes);
@@ -163,8 +167,8 @@ int fk_partition_dirichlet(fk_partition *p, const int *y, size_t n, int n_classe
                           fn, n, n_clients, min_per_client);
     for (size_t i = 0; i < n; i++)
         if (y[i] < 0 || y[i] >= n_classes)
-            return fk_err_set(err, FK_EINVAL, "%s: label y[%zu] = %d is outside [0, %d)", fn, i, y[i],
-                              n_classes);
+            return fk_err_set(err, FK_EINVAL, "%s: label y[%zu] = %d is outside [0, %d)", fn, i,
+                              y[i], n_classes);
     size_t *class_start = calloc((size_t)n_classes + 1, sizeof *class_start);
     size_t *fill = calloc((size_t)n_classes, sizeof *fill);
     size_t *count = calloc((size_t)n_clients, sizeof *count);
@@ -228,7 +232,8 @@ int fk_partition_group(fk_partition *p, const int *group, size_t n, fk_err *err)
     if (n == 0)
         return fk_err_set(err, FK_EINVAL, "%s: no samples to partition", fn);
     if (n > (size_t)INT_MAX)
-        return fk_err_set(err, FK_ELIMIT, "%s: %zu samples exceed the index range %d", fn, n, INT_MAX);
+        return fk_err_set(err, FK_ELIMIT, "%s: %zu samples exceed the index range %d", fn, n,
+                          INT_MAX);
     for (size_t i = 0; i < n; i++)
         if (group[i] < 0)
             return fk_err_set(err, FK_EINVAL, "%s: group id of sample %zu is %d; ids must be >= 0",

@@ -67,15 +67,19 @@ int fk_pca_fit(fk_pca *p, const fk_mat *X, size_t k, fk_err *err)
         return rc;
     size_t n = X->rows, d = X->cols, r = n < d ? n : d;
     if (n < 2 || d < 1)
-        return fk_err_set(err, FK_EINVAL, "fk_pca_fit: data is %zux%zu; need at least 2 samples and 1 feature",
-                          n, d);
+        return fk_err_set(err, FK_EINVAL,
+                          "fk_pca_fit: data is %zux%zu; need at least 2 samples and 1 feature", n,
+                          d);
     if (k < 1 || k > r)
-        return fk_err_set(err, FK_EINVAL, "fk_pca_fit: k = %zu components requested; need 1 <= k <= min(n, d) = %zu",
-                          k, r);
+        return fk_err_set(
+            err, FK_EINVAL,
+            "fk_pca_fit: k = %zu components requested; need 1 <= k <= min(n, d) = %zu", k, r);
     if ((rc = fk_mat_init(&p->mean, 1, d)) || (rc = fk_mat_init(&p->axes, k, d)) ||
-        !(p->variance = malloc(k * sizeof *p->variance)) || !(p->ratio = malloc(k * sizeof *p->ratio))) {
+        !(p->variance = malloc(k * sizeof *p->variance)) ||
+        !(p->ratio = malloc(k * sizeof *p->ratio))) {
         fk_pca_close(p);
-        return fk_err_set(err, FK_ENOMEM, "fk_pca_fit: cannot allocate %zu axes of dimension %zu", k, d);
+        return fk_err_set(err, FK_ENOMEM, "fk_pca_fit: cannot allocate %zu axes of dimension %zu",
+                          k, d);
     }
     p->k = k;
     p->d = d;
@@ -124,7 +128,8 @@ int fk_pca_transform(const fk_pca *p, const fk_mat *X, fk_mat *Z, fk_err *err)
                           "fk_pca_transform: data has %zu features but the PCA was fitted on %zu",
                           X->cols, p->d);
     if ((rc = fk_mat_init(Z, X->rows, p->k)))
-        return fk_err_set(err, rc, "fk_pca_transform: cannot allocate %zux%zu scores", X->rows, p->k);
+        return fk_err_set(err, rc, "fk_pca_transform: cannot allocate %zux%zu scores", X->rows,
+                          p->k);
     if (!X->rows)
         return FK_OK;
     /* centre first: subtracting after the projection would cancel digits when |mean| >> spread */

@@ -7,11 +7,11 @@
 #include "common/la/mat.h"
 
 typedef struct fk_pca {
-    fk_mat mean;       /* 1 x d column means */
-    fk_mat axes;       /* k x d principal axes as orthonormal rows, by decreasing variance;
-                        * sign fixed so each axis' largest-magnitude entry is positive */
-    double *variance;  /* k variances along the axes: s_i^2 / (n - 1) */
-    double *ratio;     /* k fractions of the total variance */
+    fk_mat mean;           /* 1 x d column means */
+    fk_mat axes;           /* k x d principal axes as orthonormal rows, by decreasing variance;
+                            * sign fixed so each axis' largest-magnitude entry is positive */
+    double *variance;      /* k variances along the axes: s_i^2 / (n - 1) */
+    double *ratio;         /* k fractions of the total variance */
     double total_variance; /* sum of the column variances (divisor n - 1) */
     size_t k, d;
 } fk_pca;
