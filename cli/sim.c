@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/sim_fedrf_tca.h"
 
 typedef struct sim_entry {
     const char *method;
@@ -12,6 +13,7 @@ typedef struct sim_entry {
 
 /* One line per method; each runner lives in cli/sim_<method>.c. */
 static const sim_entry sims[] = {
+    {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
     {NULL, NULL, NULL},
 };
 

@@ -3,9 +3,11 @@
 #include <string.h>
 
 #include "common/methods/method.h"
+#include "common/methods/fedrf_tca.h"
 
 /* One line per job type; each method file exports its table. */
 const fk_method *const fk_methods[] = {
+    &fk_method_fedrf_tca,
     NULL,
 };
 
