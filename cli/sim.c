@@ -4,6 +4,8 @@
 
 #include "cli/cli.h"
 
+int fk_sim_fedgrem(int argc, char **argv);
+
 typedef struct sim_entry {
     const char *method;
     const char *summary;
@@ -12,6 +14,7 @@ typedef struct sim_entry {
 
 /* One line per method; each runner lives in cli/sim_<method>.c. */
 static const sim_entry sims[] = {
+    {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
     {NULL, NULL, NULL},
 };
 
