@@ -55,7 +55,7 @@ struct h2conn {
     fk_tls_peer peer;
     fk_grpc_call *calls;
     uv_timer_t tick;
-    uint64_t mem, last_rx, ping_sent;
+    uint64_t mem, peak_mem, last_rx, ping_sent;
     int nstreams, draining, dead, tick_init, in_recv;
 };
 
@@ -485,6 +485,8 @@ static int begin_message(h2conn *c, fk_grpc_call *call)
     call->req_len = len;
     call->req_have = 0;
     c->mem += len;
+    if (c->mem > c->peak_mem)
+        c->peak_mem = c->mem;
     if (c->mem > c->srv->stats.peak_conn_memory)
         c->srv->stats.peak_conn_memory = c->mem;
     return 0;
@@ -653,8 +655,8 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
         s->stats.conns_refused++;
         fk_log(FK_LOG_WARN, "conn_refused", "peer=%s reason=\"%s\"", t->peer.addr, reason);
     } else {
-        fk_log(FK_LOG_INFO, "conn_closed", "peer=%s cn=%s reason=\"%s\"", c->peer.addr, c->peer.cn,
-               reason);
+        fk_log(FK_LOG_INFO, "conn_closed", "peer=%s cn=%s peak_mem=%llu reason=\"%s\"", c->peer.addr,
+               c->peer.cn, (unsigned long long)c->peak_mem, reason);
     }
     c->tls = NULL;
     conn_release(c);
