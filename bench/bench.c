@@ -6,6 +6,7 @@
 
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
+    {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},
     {NULL, NULL, NULL},
 };
 

@@ -427,6 +427,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
     (void)ng;
     h2conn *c = ud;
+    if (frame->hd.type == NGHTTP2_GOAWAY)
+        fk_log(FK_LOG_DEBUG, "h2_goaway_recv", "peer=%s code=%u", c->peer.addr, frame->goaway.error_code);
+    if (frame->hd.type == NGHTTP2_RST_STREAM)
+        fk_log(FK_LOG_DEBUG, "h2_rst_recv", "peer=%s stream=%d code=%u", c->peer.addr, frame->hd.stream_id, frame->rst_stream.error_code);
     if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
         c->ping_sent = 0;
         return 0;
@@ -549,6 +553,16 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void
     return 0;
 }
 
+/* nghttp2 found a protocol violation in the peer's frames: say which. */
+static int on_error(nghttp2_session *ng, int code, const char *msg, size_t len, void *ud)
+{
+    (void)ng;
+    h2conn *c = ud;
+    fk_log(FK_LOG_WARN, "h2_error", "peer=%s code=%d reason=\"%.*s\"", c->peer.addr, code, (int)len,
+           msg);
+    return 0;
+}
+
 static ssize_t send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *ud)
 {
     (void)ng;
@@ -576,6 +590,7 @@ static int session_new(h2conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_max_send_header_block_length(opt, 16384);
@@ -643,6 +658,7 @@ static void conn_freed(uv_handle_t *h)
 {
     h2conn *c = h->data;
     fk_grpc_server *s = c->srv;
+    conn_unlink(c);
     free(c);
     maybe_server_done(s);
 }
@@ -660,10 +676,10 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
     }
     c->tls = NULL;
     conn_release(c);
-    conn_unlink(c);
-    if (c->tick_init)
+    if (c->tick_init) { /* stays on the server's list until its timer is closed too */
         uv_close((uv_handle_t *)&c->tick, conn_freed);
-    else {
+    } else {
+        conn_unlink(c);
         free(c);
         maybe_server_done(s);
     }
@@ -778,7 +794,6 @@ static void on_connection(uv_stream_t *l, int status)
     fk_err err;
     if (fk_tlsconn_new(&c->tls, s->loop, s->tls, &server_tls_cbs, c, s->lim.handshake_timeout_ms,
                        &err) != FK_OK) {
-        conn_unlink(c);
         uv_close((uv_handle_t *)&c->tick, conn_freed);
         return;
     }

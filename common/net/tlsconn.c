@@ -89,10 +89,12 @@ static void send_cipher(fk_tlsconn *c)
     }
 }
 
+
 static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
 {
     while (n > 0) {
-        int chunk = n > (1u << 30) ? (1 << 30) : (int)n;
+        /* 256 KB at a time keeps the memory BIO small instead of growing it by reallocs */
+        int chunk = n > (256u << 10) ? (256 << 10) : (int)n;
         int w = SSL_write(c->ssl, p, chunk);
         if (w <= 0) {
             char why[256];
@@ -102,6 +104,8 @@ static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
         }
         p += w;
         n -= (size_t)w;
+        if (n > 0)
+            send_cipher(c);
     }
     return 0;
 }
