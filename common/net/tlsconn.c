@@ -93,8 +93,9 @@ static void send_cipher(fk_tlsconn *c)
 static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
 {
     while (n > 0) {
-        /* 256 KB at a time keeps the memory BIO small instead of growing it by reallocs */
-        int chunk = n > (256u << 10) ? (256 << 10) : (int)n;
+        /* 64 KB at a time: the memory BIO stays small and write buffers stay under
+         * malloc's mmap threshold (an mmap per write costs page faults) */
+        int chunk = n > (64u << 10) ? (64 << 10) : (int)n;
         int w = SSL_write(c->ssl, p, chunk);
         if (w <= 0) {
             char why[256];
