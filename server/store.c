@@ -211,22 +211,39 @@ void fk_store_close(fk_store *st)
     free(st);
 }
 
-int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err)
+static int pragma_int(fk_store *st, const char *sql, int64_t *out, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st, "PRAGMA page_size", &s, err);
+    int rc = prep(st, sql, &s, err);
     if (rc)
         return rc;
-    int64_t page = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 4096;
-    sqlite3_finalize(s);
-    char sql[96];
-    uint64_t pages = max_bytes ? max_bytes / (uint64_t)page : 4294967294ULL;
-    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%llu", (unsigned long long)(pages ? pages : 1));
-    if ((rc = prep(st, sql, &s, err)))
-        return rc;
     rc = sqlite3_step(s);
+    *out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
     sqlite3_finalize(s);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "set size limit", err);
+    return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, sql, err);
+}
+
+int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err)
+{
+    int64_t pages = 0, page = 0;
+    int rc = pragma_int(st, "PRAGMA page_count", &pages, err);
+    if (!rc)
+        rc = pragma_int(st, "PRAGMA page_size", &page, err);
+    *bytes = rc ? 0 : (uint64_t)pages * (uint64_t)page;
+    return rc;
+}
+
+int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err)
+{
+    int64_t page = 4096;
+    int rc = pragma_int(st, "PRAGMA page_size", &page, err);
+    if (rc)
+        return rc;
+    uint64_t pages = max_bytes ? max_bytes / (uint64_t)page : 4294967294ULL;
+    char sql[96];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%llu", (unsigned long long)(pages ? pages : 1));
+    int64_t got;
+    return pragma_int(st, sql, &got, err);
 }
 
 int fk_store_schema_version(fk_store *st, int *version, fk_err *err)
@@ -771,6 +788,15 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     }
     sqlite3_finalize(s);
     return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read updates", err);
+}
+
+int fk_store_update_known(fk_store *st, const char *idem, int *known, fk_err *err)
+{
+    int rc = idem_exists(st, idem, err);
+    if (rc < 0)
+        return rc;
+    *known = rc;
+    return FK_OK;
 }
 
 int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)

@@ -24,6 +24,8 @@ int fk_store_open(fk_store **st, const char *path, fk_err *err);
 void fk_store_close(fk_store *st);
 /* Cap the database at max_bytes (0 = no cap): writes beyond it fail like a full disk. */
 int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
+/* Bytes the database file uses now (pages in use x page size). */
+int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
 int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
 
 /* Transactions group the writes of one state change (a round's close). */
@@ -127,6 +129,8 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
 int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int phase,
                          fk_store_update_cb cb, void *ctx, fk_err *err);
+/* *known = 1 if an update with this idempotency id is stored. */
+int fk_store_update_known(fk_store *st, const char *idem, int *known, fk_err *err);
 int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
 /* --- checkpoints (method server state) and models, per round --- */
