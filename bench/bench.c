@@ -1,11 +1,14 @@
 #include "bench/bench.h"
 
+int fk_bench_fedgrem(int argc, char **argv);
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
+    {"fedgrem", "FedGrEM wall time (simulation, T=1000) and K/p/R scaling", fk_bench_fedgrem},
     {NULL, NULL, NULL},
 };
 
