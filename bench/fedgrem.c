@@ -13,7 +13,7 @@
 #include "common/methods/gmm.h"
 #include "common/methods/gmm_run.h"
 
-int fk_bench_fedgrem(int argc, char **argv);
+
 
 /* The authors' R code on the simulation setting (issue 5 text; not measured here). */
 static const double PUBLISHED_R_SECONDS = 4.5;

@@ -4,9 +4,11 @@
 
 #include "common/methods/method.h"
 #include "common/methods/fedgrem.h"
+#include "common/methods/fedrf_tca.h"
 
 /* One line per job type; each method file exports its table. */
 const fk_method *const fk_methods[] = {
+    &fk_method_fedrf_tca,
     &fk_method_fedgrem,
     &fk_method_fedem,
     &fk_method_local_em,
