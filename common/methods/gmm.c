@@ -36,8 +36,9 @@ static double normalise_rows(double *L, size_t n, int R)
         for (int r = 0; r < R; r++)
             if (l[r] > m)
                 m = l[r];
-        for (int r = 0; r < R; r++) {
-            l[r] = l[r] == -INFINITY ? 0.0 : exp(l[r] - m);
+        for (int r = 0; r < R; r++) { /* exp(-60) < 1e-26: skip the call, keep the sum exact to 1 ulp */
+            double d = l[r] - m;
+            l[r] = d < -60.0 ? 0.0 : exp(d);
             s += l[r];
         }
         for (int r = 0; r < R; r++)
