@@ -806,15 +806,16 @@ int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_ser
                         fk_err *err)
 {
     *out = NULL;
-    if (!cfg->tls || !cfg->tls->is_server)
-        return fk_err_set(err, FK_EINVAL, "grpc server: a server TLS context is required");
+    if (cfg->tls && !cfg->tls->is_server)
+        return fk_err_set(err, FK_EINVAL, "grpc server: the TLS context is a client context");
     fk_grpc_server *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
     s->loop = loop;
     s->lim = cfg->limits;
     s->tls = cfg->tls;
-    fk_tls_ctx_ref(s->tls);
+    if (s->tls)
+        fk_tls_ctx_ref(s->tls);
     s->drain_ms = cfg->drain_ms ? cfg->drain_ms : 5000;
     uv_tcp_init(loop, &s->listener);
     uv_timer_init(loop, &s->drain_timer);
@@ -851,6 +852,8 @@ int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler f
 int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
 {
     char host[128];
+    if (!s->tls)
+        return fk_err_set(err, FK_EINVAL, "grpc server: listening needs a server TLS context");
     const char *colon = strrchr(hostport, ':');
     if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
         return fk_err_set(err, FK_EINVAL, "listen address '%s' must be HOST:PORT", hostport);
@@ -894,7 +897,7 @@ int fk_grpc_server_port(const fk_grpc_server *s)
 void fk_grpc_server_set_tls(fk_grpc_server *s, fk_tls_ctx *tls)
 {
     fk_tls_ctx_ref(tls);
-    fk_tls_ctx_unref(s->tls);
+    fk_tls_ctx_unref(s->tls); /* open connections hold their own reference */
     s->tls = tls;
 }
 
