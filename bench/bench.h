@@ -12,6 +12,10 @@ typedef struct fk_bench_entry {
 
 extern const fk_bench_entry fk_benches[];
 
+int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
+int fk_bench_fedgrem(int argc, char **argv); /* bench/fedgrem.c */
+int fk_bench_fidelity_fedgrem(int argc, char **argv); /* bench/fidelity_fedgrem.c */
+
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);
 
@@ -19,6 +23,9 @@ int fk_bench_main(int argc, char **argv);
  * extra is NULL or a JSON fragment like "\"published\":31.4" appended to the line. */
 void fk_bench_emit(int json, const char *bench, const char *case_name, const char *metric,
                    double value, const char *extra);
+
+/* Benchmark runners (one file each in bench/). */
+int fk_bench_fidelity_knn(int argc, char **argv);
 
 /* Monotonic seconds. */
 double fk_bench_now(void);
