@@ -20,7 +20,13 @@ int fk_bench_main(int argc, char **argv);
 void fk_bench_emit(int json, const char *bench, const char *case_name, const char *metric,
                    double value, const char *extra);
 
+/* Benchmark runners (one file each in bench/). */
+int fk_bench_fidelity_knn(int argc, char **argv);
+
 /* Monotonic seconds. */
 double fk_bench_now(void);
+
+/* Benchmark runners (one file each in bench/). */
+int fk_bench_blas(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@ typedef struct fk_cli_cmd {
 
 int fk_cmd_bench(int argc, char **argv);
 int fk_cmd_demo(int argc, char **argv);
+int fk_cmd_data(int argc, char **argv);
 int fk_cmd_sim(int argc, char **argv);
 int fk_cmd_certs(int argc, char **argv);
 

@@ -9,6 +9,7 @@
 static const fk_cli_cmd commands[] = {
     {"demo", "run the demo federation on built-in data", fk_cmd_demo},
     {"bench", "run a benchmark (fedkern bench --help lists them)", fk_cmd_bench},
+    {"data", "inspect data files and the benchmark catalog", fk_cmd_data},
     {"sim", "simulate a federation in this process", fk_cmd_sim},
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
     {NULL, NULL, NULL},

@@ -1,0 +1,61 @@
+/* Internal to the loaders: growable sample buffers, a streaming line reader over
+ * zlib (plain and gzip files alike) and the per-format entry points. */
+#ifndef FK_LOAD_INT_H
+#define FK_LOAD_INT_H
+
+#include <stddef.h>
+#include <zlib.h>
+
+#include "common/data/load.h"
+
+/* Growable array of doubles. */
+typedef struct fk_dbuf {
+    double *v;
+    size_t len;
+    size_t cap;
+} fk_dbuf;
+
+int fk_dbuf_reserve(fk_dbuf *b, size_t extra);
+int fk_dbuf_push(fk_dbuf *b, double x);
+void fk_dbuf_free(fk_dbuf *b);
+
+/* Lines of a text file read through gzread in chunks; '\n' ends a line, a trailing
+ * '\r' is dropped. The line is NUL-terminated and may be modified by the caller. */
+typedef struct fk_lines {
+    gzFile gz;
+    const char *path;
+    char *chunk;
+    size_t chunk_len, chunk_pos;
+    char *line;
+    size_t line_cap;
+    size_t lineno; /* 1-based number of the line last returned */
+    int eof;
+} fk_lines;
+
+int fk_lines_open(fk_lines *r, const char *path, fk_err *err);
+/* 1 and a line, 0 at end of file, or an error code. */
+int fk_lines_next(fk_lines *r, char **line, size_t *len, fk_err *err);
+void fk_lines_close(fk_lines *r);
+
+/* Read exactly n bytes from gz at uncompressed offset *off (advanced); short reads and
+ * gzip errors give FK_EFORMAT "PATH: truncated at byte ..." naming what was being read. */
+int fk_gz_read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t *off, const char *what,
+                     fk_err *err);
+/* gzopen with a clear error. */
+int fk_gz_open(gzFile *gz, const char *path, fk_err *err);
+
+/* Fill ds from n x d row-major values and optional raw labels (NULL). */
+int fk_load_finish(fk_dataset *ds, const char *path, const double *x, size_t n, size_t d,
+                   const double *labels, fk_err *err);
+/* The value limit in effect. */
+size_t fk_load_max_values(const fk_load_opts *o);
+/* Parse a whole cell as a finite double; 0 on success, else a reason string. */
+const char *fk_parse_cell(char *cell, double *out);
+
+int fk_load_csv(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err);
+int fk_load_libsvm(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err);
+int fk_load_idx(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err);
+int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err);
+int fk_load_npy(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err);
+
+#endif

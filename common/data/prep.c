@@ -1,0 +1,59 @@
+#include "common/data/prep.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+
+void fk_prep_l1_rows(fk_mat *X)
+{
+    for (size_t i = 0; i < X->rows; i++) {
+        double *r = fk_mat_row(X, i), s = 0;
+        /* signed sum (as MATLAB sum), not dasum: the features may be negative */
+        for (size_t j = 0; j < X->cols; j++)
+            s += r[j];
+        if (s != 0)
+            cblas_dscal((int)X->cols, 1.0 / s, r, 1);
+    }
+}
+
+void fk_prep_l2_rows(fk_mat *X)
+{
+    for (size_t i = 0; i < X->rows; i++) {
+        double *r = fk_mat_row(X, i);
+        double nrm = cblas_dnrm2((int)X->cols, r, 1);
+        if (nrm > 0)
+            cblas_dscal((int)X->cols, 1.0 / nrm, r, 1);
+    }
+}
+
+int fk_prep_zscore_cols(fk_mat *X)
+{
+    size_t n = X->rows, d = X->cols;
+    if (n == 0 || d == 0)
+        return FK_OK;
+    double *ones = malloc(n * sizeof *ones), *mu = calloc(d, sizeof *mu);
+    if (!ones || !mu) {
+        free(ones);
+        free(mu);
+        return FK_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        ones[i] = 1.0;
+    /* mu = X' 1 / n, then X -= 1 mu' (rank-1 update) */
+    cblas_dgemv(CblasRowMajor, CblasTrans, (int)n, (int)d, 1.0 / (double)n, X->data, (int)X->ld, ones, 1,
+                0.0, mu, 1);
+    cblas_dger(CblasRowMajor, (int)n, (int)d, -1.0, ones, 1, mu, 1, X->data, (int)X->ld);
+    for (size_t j = 0; j < d; j++) {
+        double *col = X->data + j;
+        double sd = cblas_dnrm2((int)n, col, (int)X->ld) / sqrt((double)n);
+        /* MATLAB sets sigma 0 to 1 so a constant column becomes 0; rounding in the mean can
+         * leave ~1e-17 residue in a constant column, which must not be blown up to +-1 */
+        if (sd <= 1e-13 * fabs(mu[j]) || sd == 0)
+            cblas_dscal((int)n, 0.0, col, (int)X->ld);
+        else
+            cblas_dscal((int)n, 1.0 / sd, col, (int)X->ld);
+    }
+    free(ones);
+    free(mu);
+    return FK_OK;
+}

@@ -1,0 +1,10 @@
+/* Fuzz target: the LIBSVM loader (fk_load with format libsvm) on arbitrary bytes. */
+#include "tests/fuzz/fuzz_load.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fk_load_opts o = {.format = FK_FORMAT_LIBSVM};
+
+    fuzz_load(data, size, &o);
+    return 0;
+}
