@@ -8,6 +8,7 @@
 const fk_bench_entry fk_benches[] = {
     {"blas", "dgemm GFLOP/s and dsyevr top-m eigenpair time (baselines)", fk_bench_blas},
     {"fidelity knn", "1-NN accuracy on the 12 Office-Caltech10 SURF pairs", fk_bench_fidelity_knn},
+    {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},
     {NULL, NULL, NULL},
 };
 

@@ -12,6 +12,8 @@ typedef struct fk_bench_entry {
 
 extern const fk_bench_entry fk_benches[];
 
+int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
+
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);
 

@@ -65,6 +65,7 @@ struct fk_agent {
     uint64_t gen;      /* connection generation: stale completions are ignored */
     int up, joined, in_flight, hb_in_flight;
     char client_id[128];
+    char session_id[64];
     uint32_t heartbeat_ms, max_message;
     uv_timer_t retry, hb;
     unsigned backoff_n;
@@ -289,6 +290,7 @@ static void join_done(void *ud, int status, const char *msg, const uint8_t *resp
         return;
     }
     snprintf(a->client_id, sizeof a->client_id, "%s", out.client_id);
+    snprintf(a->session_id, sizeof a->session_id, "%s", out.session_id);
     a->heartbeat_ms = out.heartbeat_interval_ms ? out.heartbeat_interval_ms : 5000;
     a->max_message = out.max_message_size ? out.max_message_size : (4u << 20);
     if (a->max_message > a->cfg.limits.max_message)
@@ -571,6 +573,7 @@ static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t
                       uint32_t chunk)
 {
     fedkern_v1_PullTaskRequest in = fedkern_v1_PullTaskRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
     if (task_id) {
         snprintf(in.job_id, sizeof in.job_id, "%s", task_id);
         in.round = round;
@@ -654,6 +657,7 @@ static void send_push(fk_agent *a)
 {
     work *w = &a->w;
     fedkern_v1_PushUpdateRequest in = fedkern_v1_PushUpdateRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
     snprintf(in.job_id, sizeof in.job_id, "%s", w->task_id);
     in.round = w->round;
     in.phase = w->phase;
@@ -702,6 +706,10 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     fk_agent *a = c->a;
     int go = completion(c, status, msg);
     free(c);
+    if (go && status == FK_GRPC_NOT_FOUND) { /* the server forgot us (restart): join again */
+        a->joined = 0;
+        next(a);
+    }
     if (!go || status != FK_GRPC_OK)
         return;
     fedkern_v1_HeartbeatResponse out;
@@ -723,6 +731,7 @@ static void on_hb(uv_timer_t *t)
     if (!a->joined || a->hb_in_flight || a->stopping)
         return;
     fedkern_v1_HeartbeatRequest in = fedkern_v1_HeartbeatRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
     if (a->w.running) {
         snprintf(in.job_id, sizeof in.job_id, "%s", a->w.task_id);
         in.round = a->w.round;
@@ -855,6 +864,7 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
     uv_close((uv_handle_t *)&a->hb, timer_closed);
     if (can_leave) {
         fedkern_v1_LeaveRequest in = fedkern_v1_LeaveRequest_init_zero;
+        snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
         snprintf(in.reason, sizeof in.reason, "stopping");
         uint8_t *buf;
         size_t len;

@@ -7,7 +7,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/rand.h>
+
 #include "common/base/log.h"
+#include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "fedkern.pb.h"
@@ -38,6 +41,12 @@ typedef struct seen {
     double written;
 } seen;
 
+/* A joined client: the session id it sends back with Heartbeat. */
+typedef struct session {
+    char id[33]; /* 128 random bits, hex */
+    char client[65];
+} session;
+
 struct fk_service {
     uv_loop_t *loop;
     fk_grpc_server *srv;
@@ -50,7 +59,8 @@ struct fk_service {
     int n_partials;
     seen *seen;
     int n_seen;
-    uint64_t sessions;
+    session *sessions;
+    int n_sessions;
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
     void (*on_closed)(void *);
@@ -99,16 +109,27 @@ static int listed(char **list, int n, const char *id)
     return 0;
 }
 
+/* The fedkern identity: NAME of the certificate's urn:fedkern:ROLE:NAME SAN. */
 static const char *identity_of(const fk_tls_peer *peer)
 {
-    return peer->cn;
+    return peer->id;
 }
 
-/* The caller may use the Federation calls: on the allow-list (if one is set). */
+/* The caller may use the Federation calls: a client certificate, on the
+ * allow-list when one is set. */
 static int allowed(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 {
     const char *id = identity_of(peer);
-    if (!*id || (s->cfg.n_allow > 0 && !listed(s->cfg.allow, s->cfg.n_allow, id))) {
+    if (peer->role != FK_ROLE_CLIENT || !*id) {
+        fk_log(FK_LOG_WARN, "client_refused", "peer=%s cn=%s path=%s reason=not_a_client_certificate",
+               peer->addr, peer->cn, fk_grpc_call_method(call));
+        s->stats.refused++;
+        fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
+                           "this call needs a client certificate (fedkern certs issue --client NAME)",
+                           NULL, 0);
+        return 0;
+    }
+    if (s->cfg.n_allow > 0 && !listed(s->cfg.allow, s->cfg.n_allow, id)) {
         fk_log(FK_LOG_WARN, "client_refused", "identity=\"%s\" peer=%s path=%s reason=not_allowed",
                id, peer->addr, fk_grpc_call_method(call));
         s->stats.refused++;
@@ -119,14 +140,17 @@ static int allowed(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
     return 1;
 }
 
+/* Admin calls: an admin certificate, listed in 'admins' when that is set. */
 static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 {
     const char *id = identity_of(peer);
-    if (!listed(s->cfg.admins, s->cfg.n_admins, id)) {
+    if (peer->role != FK_ROLE_ADMIN || !*id ||
+        (s->cfg.n_admins > 0 && !listed(s->cfg.admins, s->cfg.n_admins, id))) {
         fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s", id, peer->addr,
                fk_grpc_call_method(call));
         fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
-                           "admin calls need an admin certificate listed in the server's 'admins'",
+                           "admin calls need an admin certificate (fedkern certs issue --admin "
+                           "NAME) allowed by the server's 'admins'",
                            NULL, 0);
         return 0;
     }
@@ -358,14 +382,58 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
                       size_t len, uint64_t deadline, void *ud)
 {
     (void)peer;
-    (void)req;
-    (void)len;
     (void)deadline;
     fk_service *s = ud;
+    grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
+    fk_err err;
+    int rc = fk_codec_decode(grpc_health_v1_HealthCheckRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_codec_release(grpc_health_v1_HealthCheckRequest_fields, &in);
+    if (in.service[0] && strcmp(in.service, "fedkern.v1.Federation")) {
+        fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown service", NULL, 0);
+        return;
+    }
     grpc_health_v1_HealthCheckResponse msg = grpc_health_v1_HealthCheckResponse_init_zero;
     msg.status = s->closing ? grpc_health_v1_HealthCheckResponse_ServingStatus_NOT_SERVING
                             : grpc_health_v1_HealthCheckResponse_ServingStatus_SERVING;
     reply_msg(s, call, grpc_health_v1_HealthCheckResponse_fields, &msg);
+}
+
+static session *new_session(fk_service *s, const char *client)
+{
+    unsigned char raw[16];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return NULL;
+    session *g = realloc(s->sessions, (size_t)(s->n_sessions + 1) * sizeof *g);
+    if (!g)
+        return NULL;
+    s->sessions = g;
+    session *ss = &s->sessions[s->n_sessions++];
+    for (int i = 0; i < 16; i++)
+        snprintf(ss->id + 2 * i, 3, "%02x", raw[i]);
+    snprintf(ss->client, sizeof ss->client, "%s", client);
+    return ss;
+}
+
+static session *find_session(fk_service *s, const char *id)
+{
+    for (int i = 0; i < s->n_sessions; i++)
+        if (!strcmp(s->sessions[i].id, id))
+            return &s->sessions[i];
+    return NULL;
+}
+
+/* One session per client: a new Join replaces the old one. */
+static void drop_sessions_of(fk_service *s, const char *client)
+{
+    for (int i = 0; i < s->n_sessions;)
+        if (!strcmp(s->sessions[i].client, client))
+            s->sessions[i] = s->sessions[--s->n_sessions];
+        else
+            i++;
 }
 
 static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -383,20 +451,36 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         return;
     }
     const char *id = identity_of(peer);
+    int status = FK_GRPC_OK;
+    const char *why = NULL;
     if (in.name[0] && strcmp(in.name, id)) {
-        fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT,
-                           "Join name differs from the certificate identity", NULL, 0);
+        status = FK_GRPC_PERMISSION_DENIED;
+        why = "JoinRequest.name differs from the certificate identity";
+    } else if (in.protocol_version != 1) {
+        status = FK_GRPC_FAILED_PRECONDITION;
+        why = "unsupported protocol_version; this server speaks fedkern.v1 (1)";
+    }
+    session *ss = NULL;
+    if (!why) {
+        drop_sessions_of(s, id);
+        if (!(ss = new_session(s, id))) {
+            status = FK_GRPC_RESOURCE_EXHAUSTED;
+            why = "cannot create a session";
+        }
+    }
+    if (why) {
         fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
+        fk_grpc_call_reply(call, status, why, NULL, 0);
         return;
     }
     s->stats.joins++;
     note_seen(s, id, 1);
-    fk_log(FK_LOG_INFO, "client_joined", "identity=%s peer=%s software=\"%s\" samples=%" PRIu64,
-           id, peer->addr, in.software, in.n_samples);
+    fk_log(FK_LOG_INFO, "client_joined",
+           "client=%s session=%s peer=%s software=\"%s\" samples=%" PRIu64, id, ss->id,
+           peer->addr, in.software, in.n_samples);
     fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
     fedkern_v1_JoinResponse out = fedkern_v1_JoinResponse_init_zero;
-    snprintf(out.session_id, sizeof out.session_id, "%" PRIu64 "-%" PRIx64, ++s->sessions,
-             (uint64_t)time(NULL));
+    snprintf(out.session_id, sizeof out.session_id, "%s", ss->id);
     snprintf(out.client_id, sizeof out.client_id, "%.127s", id);
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
     out.max_message_size = s->cfg.max_message;
@@ -641,6 +725,12 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
         return;
     }
     const char *id = identity_of(peer);
+    session *ss = find_session(s, in.session_id);
+    if (!ss || strcmp(ss->client, id)) {
+        fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
+        fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown session: Join again", NULL, 0);
+        return;
+    }
     note_seen(s, id, 0);
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
@@ -1011,5 +1101,6 @@ void fk_service_free(fk_service *s)
         fk_reasm_close(&s->partials[i].r);
     free(s->partials);
     free(s->seen);
+    free(s->sessions);
     free(s);
 }

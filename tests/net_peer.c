@@ -226,6 +226,7 @@ int main(int argc, char **argv)
     }
     fk_params p;
     fk_err err = {0};
+    signal(SIGPIPE, SIG_IGN);
     fk_params_init(&p);
     int n = argc - 2;
     int rc = fk_params_parse_args(&p, &n, argv + 2, &err);

@@ -22,7 +22,7 @@ struct ccall {
     size_t req_len, read_off, sent_off;
     uint64_t timeout_ms;
     uv_timer_t timer;
-    int http_status, grpc_status, ctype_ok, done;
+    int http_status, grpc_status, ctype_ok, done, ended;
     char msg[256];
     uint8_t hdr[5];
     size_t hdr_have;
@@ -79,8 +79,8 @@ static void finish(ccall *c, int status, const char *msg)
     uv_timer_stop(&c->timer);
     if (c->sid > 0 && cl->ng) {
         nghttp2_session_set_stream_user_data(cl->ng, c->sid, NULL);
-        if (nghttp2_session_get_stream_remote_close(cl->ng, c->sid) == 0 ||
-            nghttp2_session_get_stream_local_close(cl->ng, c->sid) == 0)
+        /* Ended before the server's END_STREAM (deadline, limit): tell the server to stop. */
+        if (!c->ended && nghttp2_session_find_stream(cl->ng, c->sid))
             nghttp2_submit_rst_stream(cl->ng, NGHTTP2_FLAG_NONE, c->sid, NGHTTP2_CANCEL);
     }
     call_unlink(c);
@@ -223,8 +223,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     ccall *c = stream_call(ud, frame->hd.stream_id);
-    if (c && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (c && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        c->ended = 1;
         complete(c);
+    }
     return 0;
 }
 
@@ -292,6 +294,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void
     ccall *c = stream_call(ud, sid);
     if (!c)
         return 0;
+    c->ended = 1;
     char why[96];
     snprintf(why, sizeof why, "stream closed by the server: %s", nghttp2_http2_strerror(code));
     finish(c, code == NGHTTP2_REFUSED_STREAM ? FK_GRPC_UNAVAILABLE

@@ -427,6 +427,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
     (void)ng;
     h2conn *c = ud;
+    if (frame->hd.type == NGHTTP2_GOAWAY)
+        fk_log(FK_LOG_DEBUG, "h2_goaway_recv", "peer=%s code=%u", c->peer.addr, frame->goaway.error_code);
+    if (frame->hd.type == NGHTTP2_RST_STREAM)
+        fk_log(FK_LOG_DEBUG, "h2_rst_recv", "peer=%s stream=%d code=%u", c->peer.addr, frame->hd.stream_id, frame->rst_stream.error_code);
     if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
         c->ping_sent = 0;
         return 0;
@@ -549,6 +553,16 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void
     return 0;
 }
 
+/* nghttp2 found a protocol violation in the peer's frames: say which. */
+static int on_error(nghttp2_session *ng, int code, const char *msg, size_t len, void *ud)
+{
+    (void)ng;
+    h2conn *c = ud;
+    fk_log(FK_LOG_WARN, "h2_error", "peer=%s code=%d reason=\"%.*s\"", c->peer.addr, code, (int)len,
+           msg);
+    return 0;
+}
+
 static ssize_t send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *ud)
 {
     (void)ng;
@@ -576,6 +590,7 @@ static int session_new(h2conn *c)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_max_send_header_block_length(opt, 16384);
@@ -643,6 +658,7 @@ static void conn_freed(uv_handle_t *h)
 {
     h2conn *c = h->data;
     fk_grpc_server *s = c->srv;
+    conn_unlink(c);
     free(c);
     maybe_server_done(s);
 }
@@ -660,10 +676,10 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
     }
     c->tls = NULL;
     conn_release(c);
-    conn_unlink(c);
-    if (c->tick_init)
+    if (c->tick_init) { /* stays on the server's list until its timer is closed too */
         uv_close((uv_handle_t *)&c->tick, conn_freed);
-    else {
+    } else {
+        conn_unlink(c);
         free(c);
         maybe_server_done(s);
     }
@@ -778,7 +794,6 @@ static void on_connection(uv_stream_t *l, int status)
     fk_err err;
     if (fk_tlsconn_new(&c->tls, s->loop, s->tls, &server_tls_cbs, c, s->lim.handshake_timeout_ms,
                        &err) != FK_OK) {
-        conn_unlink(c);
         uv_close((uv_handle_t *)&c->tick, conn_freed);
         return;
     }
@@ -791,15 +806,16 @@ int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_ser
                         fk_err *err)
 {
     *out = NULL;
-    if (!cfg->tls || !cfg->tls->is_server)
-        return fk_err_set(err, FK_EINVAL, "grpc server: a server TLS context is required");
+    if (cfg->tls && !cfg->tls->is_server)
+        return fk_err_set(err, FK_EINVAL, "grpc server: the TLS context is a client context");
     fk_grpc_server *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
     s->loop = loop;
     s->lim = cfg->limits;
     s->tls = cfg->tls;
-    fk_tls_ctx_ref(s->tls);
+    if (s->tls)
+        fk_tls_ctx_ref(s->tls);
     s->drain_ms = cfg->drain_ms ? cfg->drain_ms : 5000;
     uv_tcp_init(loop, &s->listener);
     uv_timer_init(loop, &s->drain_timer);
@@ -836,6 +852,8 @@ int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler f
 int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
 {
     char host[128];
+    if (!s->tls)
+        return fk_err_set(err, FK_EINVAL, "grpc server: listening needs a server TLS context");
     const char *colon = strrchr(hostport, ':');
     if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
         return fk_err_set(err, FK_EINVAL, "listen address '%s' must be HOST:PORT", hostport);
@@ -879,7 +897,7 @@ int fk_grpc_server_port(const fk_grpc_server *s)
 void fk_grpc_server_set_tls(fk_grpc_server *s, fk_tls_ctx *tls)
 {
     fk_tls_ctx_ref(tls);
-    fk_tls_ctx_unref(s->tls);
+    fk_tls_ctx_unref(s->tls); /* open connections hold their own reference */
     s->tls = tls;
 }
 

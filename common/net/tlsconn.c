@@ -89,10 +89,13 @@ static void send_cipher(fk_tlsconn *c)
     }
 }
 
+
 static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
 {
     while (n > 0) {
-        int chunk = n > (1u << 30) ? (1 << 30) : (int)n;
+        /* 64 KB at a time: the memory BIO stays small and write buffers stay under
+         * malloc's mmap threshold (an mmap per write costs page faults) */
+        int chunk = n > (64u << 10) ? (64 << 10) : (int)n;
         int w = SSL_write(c->ssl, p, chunk);
         if (w <= 0) {
             char why[256];
@@ -102,6 +105,8 @@ static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
         }
         p += w;
         n -= (size_t)w;
+        if (n > 0)
+            send_cipher(c);
     }
     return 0;
 }

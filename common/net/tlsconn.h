@@ -35,7 +35,7 @@ struct fk_tlsconn {
     size_t stage_len, stage_cap;
     size_t queued; /* ciphertext bytes handed to uv_write and not yet written */
     char reason[384];
-    uint8_t rbuf[65536];
+    uint8_t rbuf[262144];
     uint8_t pbuf[65536];
 };
 

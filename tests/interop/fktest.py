@@ -9,6 +9,16 @@ import tempfile
 import time
 
 OPENSSL = "openssl"
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+sanitizer_reports = []
+
+
+def note_sanitizer(text, who):
+    """Remember sanitizer reports found in a child's output; Checks.finish fails on them."""
+    for m in SANITIZER_MARKS:
+        if m in text:
+            sanitizer_reports.append("%s: %s" % (who, text[text.index(m):][:3000]))
+            return
 CA_CNF = """[ca]
 default_ca = d
 [d]
@@ -146,6 +156,7 @@ class Proc:
             rc = self.p.wait()
             rc = ("killed", rc)
         self.errf.flush()
+        note_sanitizer(self.stderr(), self.log)
         return rc
 
 
@@ -180,5 +191,6 @@ class Checks:
         sys.stdout.flush()
 
     def finish(self):
+        self.check("no sanitizer reports from our processes", not sanitizer_reports, "\n".join(sanitizer_reports))
         print("%d passed, %d failed" % (self.passed, self.failed))
         return 1 if self.failed else 0

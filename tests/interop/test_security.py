@@ -124,7 +124,9 @@ def subprocess_call(peer, pki, port, *args):
     cmd = [peer, "call", "--port", str(port), "--ca", pki.ca.crt, "--cert", pki.client[0], "--key", pki.client[1],
            "--size", "16", "--timeout-ms", "5000"] + list(args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
-    return r.stdout.decode() + r.stderr.decode()
+    out = r.stdout.decode() + r.stderr.decode()
+    fktest.note_sanitizer(out, " ".join(cmd[:2]))
+    return out
 
 
 if __name__ == "__main__":
