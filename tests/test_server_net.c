@@ -286,11 +286,16 @@ static void federation_matches_sim(void **state)
     assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
     assert_int_equal(s.state, FK_JOB_DONE);
     compare_with_sim(t, text);
-    uint64_t committed = 0;
+    /* Every planned update committed once (rounds x phases x planned); the
+     * agents may stop before the last acknowledgement reaches them. */
+    uint64_t acked = 0;
     for (int c = 0; c < N; c++)
-        committed += t->astats[c].committed;
-    assert_int_equal(committed, 4 * 2 * 4); /* rounds x phases x planned */
-    assert_int_equal(t->sstats.committed, committed);
+        acked += t->astats[c].committed;
+    assert_int_equal(t->sstats.committed, 4 * 2 * 4);
+    assert_true(acked <= t->sstats.committed && acked + N >= t->sstats.committed);
+    int count;
+    assert_int_equal(fk_store_update_count(t->st, t->job, &count, &err), FK_OK);
+    assert_int_equal(count, 4 * 2 * 4);
     close_server(t);
 }
 
