@@ -664,8 +664,8 @@ static void send_push(fk_agent *a)
     snprintf(in.update_id, sizeof in.update_id, "%s", w->update_id);
     in.has_report = true;
     in.report.n_samples = w->report.n_samples > 0 ? (uint64_t)w->report.n_samples : 0;
-    in.report.loss = isnan(w->report.loss) ? 0 : w->report.loss;
-    in.report.accuracy = isnan(w->report.accuracy) ? 0 : w->report.accuracy;
+    in.report.loss = w->report.loss; /* NaN = not measured, as in fk_report */
+    in.report.accuracy = w->report.accuracy;
     in.report.seconds = w->seconds;
     fk_codec_tx tx = {0};
     fk_err err;
