@@ -5,6 +5,8 @@
 #include "cli/cli.h"
 #include "cli/sim_fedrf_tca.h"
 
+int fk_sim_fedgrem(int argc, char **argv);
+
 typedef struct sim_entry {
     const char *method;
     const char *summary;
@@ -14,6 +16,7 @@ typedef struct sim_entry {
 /* One line per method; each runner lives in cli/sim_<method>.c. */
 static const sim_entry sims[] = {
     {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
+    {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
     {NULL, NULL, NULL},
 };
 

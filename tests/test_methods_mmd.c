@@ -126,7 +126,7 @@ static void gradients_match_finite_differences(void **state)
         double lm = fk_mmd_loss(&W, d, 1.0, NULL, NULL, z);
         W.data[i] = w0;
         double fd = (lp - lm) / (2 * h);
-        assert_true(fabs(fd - gW.data[i]) <= 1e-6 * (fabs(fd) + 1e-6));
+        assert_true(fabs(fd - gW.data[i]) <= 1e-6 * (fabs(fd) + 1e-3));
     }
     /* source samples: upstream g / b_S for every row */
     fk_mat G, dX;

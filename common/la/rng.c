@@ -45,6 +45,8 @@ double fk_rng_uniform(fk_rng *r)
 
 uint64_t fk_rng_below(fk_rng *r, uint64_t n)
 {
+    if (n == 0) /* documented as invalid; answer 0 rather than divide by zero */
+        return 0;
     uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     uint64_t x;
     do
@@ -53,26 +55,32 @@ uint64_t fk_rng_below(fk_rng *r, uint64_t n)
     return x % n;
 }
 
-/* log(x) = e*ln2 + 2*atanh(s), s = (m-1)/(m+1), m in [sqrt(1/2), sqrt(2)):
- * |s| <= 0.1716, so 12 odd terms reach double precision. frexp/ldexp are exact. */
+/* fdlibm's reduction: x = 2^e * (1 + f), 1 + f in [sqrt(1/2), sqrt(2)), and
+ * log(1 + f) = f - (f^2/2 - s*(f^2/2 + R)), s = f/(2 + f), R = 2(s^2/3 + s^4/5 + ...),
+ * so the exact f dominates and rounding in the small correction stays below 1 ulp.
+ * R is a Horner sum of the atanh series (|s| <= 0.1716: 12 terms reach double
+ * precision). frexp is exact; everything else is IEEE +,-,*,/. */
 double fk_rng_log(double x)
 {
     static const double ln2_hi = 6.93147180369123816490e-01;
     static const double ln2_lo = 1.90821492927058770002e-10;
+    if (!(x > 0.0) || x == INFINITY) /* log(0) = -inf, log(inf) = inf, negative or NaN: NaN */
+        return x == 0.0 ? -INFINITY : (x == INFINITY ? x : NAN);
     int e;
     double m = frexp(x, &e);
     if (m < 0.70710678118654752440) {
         m *= 2.0;
         e -= 1;
     }
-    double s = (m - 1.0) / (m + 1.0);
-    double s2 = s * s;
-    double term = s, sum = 0.0;
-    for (int k = 0; k < 13; k++) {
-        sum += term / (double)(2 * k + 1);
-        term *= s2;
-    }
-    return (double)e * ln2_hi + ((double)e * ln2_lo + 2.0 * sum);
+    double f = m - 1.0;
+    double hfsq = 0.5 * f * f;
+    double s = f / (2.0 + f);
+    double z = s * s;
+    double R = 0.0;
+    for (int k = 12; k >= 1; k--)
+        R = z * (2.0 / (double)(2 * k + 1) + R);
+    double dk = (double)e;
+    return dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
 }
 
 double fk_rng_normal(fk_rng *r)
@@ -95,6 +103,8 @@ double fk_rng_normal(fk_rng *r)
 
 double fk_rng_gamma(fk_rng *r, double shape)
 {
+    if (!(shape > 0.0)) /* NaN or non-positive shape would loop forever below */
+        return NAN;
     if (shape < 1.0) {
         /* Boost: Gamma(a) = Gamma(a + 1) * U^(1/a), with U^(1/a) = exp(log(U)/a) via exp2-free pow-by-log. */
         double g = fk_rng_gamma(r, shape + 1.0);
@@ -104,6 +114,8 @@ double fk_rng_gamma(fk_rng *r, double shape)
         while (u == 0.0);
         /* exp(y) for y <= 0 by argument halving and a Taylor series: IEEE ops only. */
         double y = fk_rng_log(u) / shape;
+        if (y < -746.0) /* exp(y) underflows to 0; also stops -inf from a tiny shape */
+            return 0.0;
         int halvings = 0;
         while (y < -0.5 && halvings < 60) {
             y *= 0.5;

@@ -22,15 +22,16 @@ void fk_rng_init(fk_rng *r, uint64_t seed, uint64_t stream);
 uint64_t fk_rng_u64(fk_rng *r);
 /* Uniform on [0, 1) with 53 random bits. */
 double fk_rng_uniform(fk_rng *r);
-/* Uniform integer in [0, n), unbiased (rejection). n must be > 0. */
+/* Uniform integer in [0, n), unbiased (rejection). n must be > 0 (n = 0 gives 0). */
 uint64_t fk_rng_below(fk_rng *r, uint64_t n);
 /* Standard normal N(0, 1). */
 double fk_rng_normal(fk_rng *r);
-/* Gamma(shape, 1), Marsaglia-Tsang; shape > 0. */
+/* Gamma(shape, 1), Marsaglia-Tsang; shape > 0 (otherwise NaN, no draw). */
 double fk_rng_gamma(fk_rng *r, double shape);
 /* Fisher-Yates shuffle of idx[0..n). */
 void fk_rng_shuffle(fk_rng *r, int *idx, size_t n);
-/* Portable natural log for x > 0 (correct to ~1 ulp, bit-identical everywhere). */
+/* Portable natural log for x > 0 (within 2 ulp of libm, bit-identical everywhere);
+ * 0 gives -inf, +inf gives +inf, negative or NaN gives NaN. */
 double fk_rng_log(double x);
 
 #endif

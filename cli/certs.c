@@ -1,0 +1,164 @@
+/* fedkern certs: the federation's private PKI (CA, server, client and admin
+ * certificates) written with the OpenSSL API; layout in common/net/certs.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/base/params.h"
+#include "common/net/certs.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: fedkern certs init  --dir DIR [--cn NAME] [--days N] [--json]\n"
+            "       fedkern certs issue --dir DIR --server NAME [--dns N1,N2] [--ip A1,A2]\n"
+            "                           [--days N] [--json]\n"
+            "       fedkern certs issue --dir DIR --client NAME [--days N] [--json]\n"
+            "       fedkern certs issue --dir DIR --admin NAME [--days N] [--json]\n"
+            "\n"
+            "init creates DIR (mode 0700) with a new CA: ca.pem, ca.key.\n"
+            "issue signs a certificate with DIR's CA and writes ROLE-NAME.pem and\n"
+            "ROLE-NAME.key (server-, client- or admin-). Keys are ECDSA P-256, mode 0600;\n"
+            "existing files are never overwritten.\n"
+            "\n"
+            "  --dir DIR       certificate directory (required)\n"
+            "  --server NAME   server certificate; its SAN holds DNS:NAME, --dns and --ip\n"
+            "  --client NAME   client certificate; NAME is the client identity\n"
+            "  --admin NAME    operator certificate allowed to call the admin RPCs\n"
+            "  --dns LIST      extra DNS names for a server (comma-separated)\n"
+            "  --ip LIST       IPv4/IPv6 addresses for a server (comma-separated)\n"
+            "  --days N        validity in days (CA 3650, others 825)\n"
+            "  --cn NAME       CA common name (default \"fedkern CA\")\n"
+            "  --json          print the written files as one JSON line\n");
+}
+
+/* JSON string with quotes and backslashes escaped (paths come from the user). */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            putchar('\\');
+        if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+/* Library messages start with "certs: "; the CLI prefix already says so. */
+static int fail(const fk_err *err)
+{
+    const char *m = err->msg;
+    return fk_cli_fail("certs", "%s", strncmp(m, "certs: ", 7) ? m : m + 7);
+}
+
+static void report(int json, const char *dir, fk_cert_role role, const char *name)
+{
+    char pem[4096], key[4096];
+    fk_certs_path(pem, sizeof pem, dir, role, name, "pem", NULL);
+    fk_certs_path(key, sizeof key, dir, role, name, "key", NULL);
+    if (json) {
+        printf("{\"certificate\":");
+        json_str(pem);
+        printf(",\"key\":");
+        json_str(key);
+        printf("}\n");
+    } else
+        printf("wrote %s\nwrote %s (mode 0600)\n", pem, key);
+}
+
+/* The one role option given (exactly one of --server/--client/--admin). */
+static int pick_role(fk_params *p, fk_cert_role *role, const char **name)
+{
+    static const struct {
+        const char *opt;
+        fk_cert_role role;
+    } roles[] = {{"server", FK_ROLE_SERVER}, {"client", FK_ROLE_CLIENT}, {"admin", FK_ROLE_ADMIN}};
+    int found = 0;
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        const char *v = fk_params_get(p, roles[i].opt);
+        if (v) {
+            *role = roles[i].role;
+            *name = v;
+            found++;
+        }
+    }
+    return found == 1;
+}
+
+static int run(const char *sub, fk_params *p)
+{
+    fk_err err;
+    const char *dir = fk_params_get(p, "dir");
+    long days;
+    int json;
+    if (fk_params_int(p, "days", 0, 1, 36500, &days, &err) != FK_OK ||
+        fk_params_bool(p, "json", 0, &json, &err) != FK_OK) {
+        fk_cli_fail("certs", "%s", err.msg);
+        return 2;
+    }
+    if (!dir) {
+        fk_cli_fail("certs", "--dir DIR is required; see 'fedkern certs --help'");
+        return 2;
+    }
+    fk_cert_opts o = {.days = days};
+    if (!strcmp(sub, "init")) {
+        const char *cn = fk_params_get(p, "cn");
+        if (fk_params_unused(p)) {
+            fk_cli_fail("certs", "unknown option --%s for 'certs init'", fk_params_unused(p));
+            return 2;
+        }
+        if (fk_certs_init_ca(dir, cn, &o, &err) != FK_OK)
+            return fail(&err);
+        report(json, dir, FK_ROLE_NONE, NULL);
+        return 0;
+    }
+    fk_cert_role role = FK_ROLE_NONE;
+    const char *name = NULL;
+    if (!pick_role(p, &role, &name)) {
+        fk_cli_fail("certs", "give exactly one of --server NAME, --client NAME, --admin NAME");
+        return 2;
+    }
+    o.dns = fk_params_get(p, "dns");
+    o.ips = fk_params_get(p, "ip");
+    if ((o.dns || o.ips) && role != FK_ROLE_SERVER) {
+        fk_cli_fail("certs", "--dns and --ip apply to server certificates only");
+        return 2;
+    }
+    if (fk_params_unused(p)) {
+        fk_cli_fail("certs", "unknown option --%s for 'certs issue'", fk_params_unused(p));
+        return 2;
+    }
+    if (fk_certs_issue(dir, role, name, &o, &err) != FK_OK)
+        return fail(&err);
+    report(json, dir, role, name);
+    return 0;
+}
+
+int fk_cmd_certs(int argc, char **argv)
+{
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    int rc = fk_params_parse_args(&p, &argc, argv, &err);
+    if (rc != FK_OK) {
+        fk_params_close(&p);
+        fk_cli_fail("certs", "%s", err.msg);
+        return 2;
+    }
+    if (fk_params_get(&p, "help") || (argc == 1 && !strcmp(argv[0], "help"))) {
+        usage(stdout);
+        fk_params_close(&p);
+        return 0;
+    }
+    if (argc != 1 || (strcmp(argv[0], "init") && strcmp(argv[0], "issue"))) {
+        usage(stderr);
+        fk_params_close(&p);
+        return 2;
+    }
+    rc = run(argv[0], &p);
+    fk_params_close(&p);
+    return rc;
+}

@@ -1,0 +1,356 @@
+#include "common/net/certs.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/x509v3.h>
+
+#define URI_PREFIX "urn:fedkern:"
+
+static const char *role_word(fk_cert_role role)
+{
+    switch (role) {
+    case FK_ROLE_SERVER: return "server";
+    case FK_ROLE_CLIENT: return "client";
+    case FK_ROLE_ADMIN: return "admin";
+    default: return "ca";
+    }
+}
+
+/* Append OpenSSL's first queued error to a message. */
+static int ssl_fail(fk_err *err, int code, const char *what)
+{
+    char buf[256] = "no detail";
+    unsigned long e = ERR_get_error();
+    if (e)
+        ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    return fk_err_set(err, code, "certs: %s (%s)", what, buf);
+}
+
+int fk_certs_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > FK_CERT_NAME_MAX || name[0] == '.' || name[0] == '-')
+        return 0;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '.' || *c == '_' || *c == '-'))
+            return 0;
+    return 1;
+}
+
+int fk_certs_path(char *buf, size_t cap, const char *dir, fk_cert_role role, const char *name,
+                  const char *ext, fk_err *err)
+{
+    int n = role == FK_ROLE_NONE ? snprintf(buf, cap, "%s/ca.%s", dir, ext)
+                                 : snprintf(buf, cap, "%s/%s-%s.%s", dir, role_word(role), name,
+                                            ext);
+    if (n < 0 || (size_t)n >= cap)
+        return fk_err_set(err, FK_EINVAL, "certs: path in '%s' too long", dir);
+    return FK_OK;
+}
+
+/* ---------------------------------------------------------------- files */
+
+/* Create path exclusively with mode, write the PEM via fn, fsync. */
+static int write_new(const char *path, mode_t mode, int (*fn)(FILE *, void *), void *obj,
+                     fk_err *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return fk_err_set(err, FK_EIO, "certs: cannot create %s: %s%s", path, strerror(errno),
+                          errno == EEXIST ? " (remove it first or choose another name)" : "");
+    if (fchmod(fd, mode) != 0) { /* exact mode whatever the umask */
+        close(fd);
+        unlink(path);
+        return fk_err_set(err, FK_EIO, "certs: chmod %s: %s", path, strerror(errno));
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        unlink(path);
+        return fk_err_set(err, FK_EIO, "certs: fdopen %s: %s", path, strerror(errno));
+    }
+    int ok = fn(f, obj) && fflush(f) == 0 && fsync(fd) == 0;
+    if (fclose(f) != 0)
+        ok = 0;
+    if (!ok) {
+        unlink(path);
+        return ssl_fail(err, FK_EIO, "writing a PEM file failed");
+    }
+    return FK_OK;
+}
+
+static int pem_key(FILE *f, void *k)
+{
+    return PEM_write_PrivateKey(f, k, NULL, NULL, 0, NULL, NULL);
+}
+
+static int pem_cert(FILE *f, void *x)
+{
+    return PEM_write_X509(f, x);
+}
+
+/* Write cert (0644) and key (0600); on failure leave neither behind. */
+static int write_pair(const char *dir, fk_cert_role role, const char *name, X509 *x,
+                      EVP_PKEY *k, fk_err *err)
+{
+    char kp[4096], cp[4096];
+    int rc;
+    if ((rc = fk_certs_path(kp, sizeof kp, dir, role, name, "key", err)) != FK_OK ||
+        (rc = fk_certs_path(cp, sizeof cp, dir, role, name, "pem", err)) != FK_OK)
+        return rc;
+    if (access(cp, F_OK) == 0)
+        return fk_err_set(err, FK_EIO, "certs: %s already exists (remove it first or choose "
+                                       "another name)", cp);
+    if ((rc = write_new(kp, 0600, pem_key, k, err)) != FK_OK)
+        return rc;
+    if ((rc = write_new(cp, 0644, pem_cert, x, err)) != FK_OK)
+        unlink(kp);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- building */
+
+static int add_ext(X509 *x, X509 *issuer, int nid, const char *value, fk_err *err)
+{
+    X509V3_CTX ctx;
+    X509V3_set_ctx_nodb(&ctx);
+    X509V3_set_ctx(&ctx, issuer, x, NULL, NULL, 0);
+    X509_EXTENSION *e = X509V3_EXT_conf_nid(NULL, &ctx, nid, value);
+    if (!e)
+        return ssl_fail(err, FK_EINVAL, "bad certificate extension");
+    int ok = X509_add_ext(x, e, -1);
+    X509_EXTENSION_free(e);
+    return ok ? FK_OK : ssl_fail(err, FK_ENOMEM, "adding an extension failed");
+}
+
+/* A fresh certificate for key: random serial, subject, validity window. */
+static X509 *new_cert(EVP_PKEY *key, const char *cn, const char *ou, const fk_cert_opts *o,
+                      long default_days, fk_err *err)
+{
+    X509 *x = X509_new();
+    unsigned char serial[20];
+    BIGNUM *bn = NULL;
+    if (!x || RAND_bytes(serial, sizeof serial) != 1)
+        goto fail;
+    serial[0] &= 0x7f; /* positive, at most 20 octets (RFC 5280) */
+    bn = BN_bin2bn(serial, sizeof serial, NULL);
+    if (!bn || !BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) || !X509_set_version(x, 2))
+        goto fail;
+    long days = o && o->days > 0 ? o->days : default_days;
+    long start = o ? o->start_offset : 0;
+    if (!X509_gmtime_adj(X509_getm_notBefore(x), start) ||
+        !X509_gmtime_adj(X509_getm_notAfter(x), start + days * 86400L))
+        goto fail;
+    X509_NAME *nm = X509_get_subject_name(x);
+    if (!X509_NAME_add_entry_by_txt(nm, "O", MBSTRING_UTF8, (const unsigned char *)"fedkern", -1,
+                                    -1, 0) ||
+        (ou && !X509_NAME_add_entry_by_txt(nm, "OU", MBSTRING_UTF8, (const unsigned char *)ou, -1,
+                                           -1, 0)) ||
+        !X509_NAME_add_entry_by_txt(nm, "CN", MBSTRING_UTF8, (const unsigned char *)cn, -1, -1,
+                                    0) ||
+        !X509_set_pubkey(x, key))
+        goto fail;
+    BN_free(bn);
+    return x;
+fail:
+    BN_free(bn);
+    X509_free(x);
+    ssl_fail(err, FK_ENOMEM, "building a certificate failed");
+    return NULL;
+}
+
+static EVP_PKEY *new_key(fk_err *err)
+{
+    EVP_PKEY *k = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
+    if (!k)
+        ssl_fail(err, FK_ENOMEM, "generating an EC P-256 key failed");
+    return k;
+}
+
+/* Append "TYPE:item" for each comma-separated item, validated, to san. */
+static int san_list(char *san, size_t cap, const char *list, int ip, fk_err *err)
+{
+    if (!list || !*list)
+        return FK_OK;
+    char *copy = strdup(list), *save = NULL;
+    if (!copy)
+        return fk_err_set(err, FK_ENOMEM, "certs: out of memory");
+    int rc = FK_OK;
+    for (char *t = strtok_r(copy, ",", &save); t && rc == FK_OK; t = strtok_r(NULL, ",", &save)) {
+        unsigned char addr[16];
+        if (ip && inet_pton(AF_INET, t, addr) != 1 && inet_pton(AF_INET6, t, addr) != 1)
+            rc = fk_err_set(err, FK_EINVAL, "certs: '%s' is not an IPv4 or IPv6 address", t);
+        else if (!ip && !fk_certs_name_ok(t))
+            rc = fk_err_set(err, FK_EINVAL,
+                            "certs: '%s' is not a DNS name (letters, digits, '.', '-')", t);
+        else {
+            size_t used = strlen(san);
+            int n = snprintf(san + used, cap - used, ",%s:%s", ip ? "IP" : "DNS", t);
+            if (n < 0 || (size_t)n >= cap - used)
+                rc = fk_err_set(err, FK_ELIMIT, "certs: too many SAN entries");
+        }
+    }
+    free(copy);
+    return rc;
+}
+
+static int leaf_exts(X509 *x, X509 *ca, fk_cert_role role, const char *name,
+                     const fk_cert_opts *o, fk_err *err)
+{
+    char san[2048];
+    snprintf(san, sizeof san, "URI:" URI_PREFIX "%s:%s", role_word(role), name);
+    int rc;
+    if (role == FK_ROLE_SERVER) {
+        size_t used = strlen(san);
+        snprintf(san + used, sizeof san - used, ",DNS:%s", name);
+        if ((rc = san_list(san, sizeof san, o ? o->dns : NULL, 0, err)) != FK_OK ||
+            (rc = san_list(san, sizeof san, o ? o->ips : NULL, 1, err)) != FK_OK)
+            return rc;
+    }
+    const char *eku = role == FK_ROLE_SERVER ? "serverAuth" : "clientAuth";
+    if ((rc = add_ext(x, ca, NID_basic_constraints, "critical,CA:FALSE", err)) != FK_OK ||
+        (rc = add_ext(x, ca, NID_key_usage, "critical,digitalSignature", err)) != FK_OK ||
+        (rc = add_ext(x, ca, NID_ext_key_usage, eku, err)) != FK_OK ||
+        (rc = add_ext(x, ca, NID_subject_key_identifier, "hash", err)) != FK_OK ||
+        (rc = add_ext(x, ca, NID_authority_key_identifier, "keyid:always", err)) != FK_OK ||
+        (rc = add_ext(x, ca, NID_subject_alt_name, san, err)) != FK_OK)
+        return rc;
+    return FK_OK;
+}
+
+int fk_certs_init_ca(const char *dir, const char *cn, const fk_cert_opts *opts, fk_err *err)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return fk_err_set(err, FK_EIO, "certs: cannot create directory %s: %s", dir,
+                          strerror(errno));
+    EVP_PKEY *k = new_key(err);
+    if (!k)
+        return FK_ENOMEM;
+    X509 *x = new_cert(k, cn ? cn : "fedkern CA", "ca", opts, 3650, err);
+    int rc = x ? FK_OK : FK_ENOMEM;
+    if (rc == FK_OK && !X509_set_issuer_name(x, X509_get_subject_name(x)))
+        rc = ssl_fail(err, FK_ENOMEM, "setting the CA issuer failed");
+    if (rc == FK_OK)
+        rc = add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE,pathlen:0", err);
+    if (rc == FK_OK)
+        rc = add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign", err);
+    if (rc == FK_OK)
+        rc = add_ext(x, x, NID_subject_key_identifier, "hash", err);
+    if (rc == FK_OK && !X509_sign(x, k, EVP_sha256()))
+        rc = ssl_fail(err, FK_ENOMEM, "signing the CA certificate failed");
+    if (rc == FK_OK)
+        rc = write_pair(dir, FK_ROLE_NONE, NULL, x, k, err);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    return rc;
+}
+
+/* Read DIR's CA certificate and key. */
+static int load_ca(const char *dir, X509 **ca, EVP_PKEY **key, fk_err *err)
+{
+    char cp[4096], kp[4096];
+    int rc;
+    if ((rc = fk_certs_path(cp, sizeof cp, dir, FK_ROLE_NONE, NULL, "pem", err)) != FK_OK ||
+        (rc = fk_certs_path(kp, sizeof kp, dir, FK_ROLE_NONE, NULL, "key", err)) != FK_OK)
+        return rc;
+    FILE *f = fopen(cp, "r");
+    if (!f)
+        return fk_err_set(err, FK_EIO, "certs: cannot open %s: %s (run 'fedkern certs init' first)",
+                          cp, strerror(errno));
+    *ca = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!*ca)
+        return ssl_fail(err, FK_EFORMAT, "the CA certificate is not valid PEM");
+    f = fopen(kp, "r");
+    if (!f) {
+        X509_free(*ca);
+        return fk_err_set(err, FK_EIO, "certs: cannot open %s: %s", kp, strerror(errno));
+    }
+    *key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!*key || X509_check_private_key(*ca, *key) != 1) {
+        X509_free(*ca);
+        EVP_PKEY_free(*key);
+        return ssl_fail(err, FK_EFORMAT, "the CA key is unreadable or does not match ca.pem");
+    }
+    return FK_OK;
+}
+
+int fk_certs_issue(const char *dir, fk_cert_role role, const char *name, const fk_cert_opts *opts,
+                   fk_err *err)
+{
+    if (role != FK_ROLE_SERVER && role != FK_ROLE_CLIENT && role != FK_ROLE_ADMIN)
+        return fk_err_set(err, FK_EINVAL, "certs: unknown certificate role %d", (int)role);
+    if (!name || !fk_certs_name_ok(name))
+        return fk_err_set(err, FK_EINVAL,
+                          "certs: name '%s' must be 1..%d letters, digits, '.', '_' or '-'",
+                          name ? name : "", FK_CERT_NAME_MAX);
+    X509 *ca;
+    EVP_PKEY *ca_key;
+    int rc = load_ca(dir, &ca, &ca_key, err);
+    if (rc != FK_OK)
+        return rc;
+    EVP_PKEY *k = new_key(err);
+    X509 *x = k ? new_cert(k, name, role_word(role), opts, 825, err) : NULL;
+    rc = x ? FK_OK : FK_ENOMEM;
+    if (rc == FK_OK && !X509_set_issuer_name(x, X509_get_subject_name(ca)))
+        rc = ssl_fail(err, FK_ENOMEM, "setting the issuer failed");
+    if (rc == FK_OK)
+        rc = leaf_exts(x, ca, role, name, opts, err);
+    if (rc == FK_OK && !X509_sign(x, ca_key, EVP_sha256()))
+        rc = ssl_fail(err, FK_ENOMEM, "signing the certificate failed");
+    if (rc == FK_OK)
+        rc = write_pair(dir, role, name, x, k, err);
+    X509_free(x);
+    EVP_PKEY_free(k);
+    X509_free(ca);
+    EVP_PKEY_free(ca_key);
+    return rc;
+}
+
+int fk_certs_identity(X509 *cert, char *name, size_t cap, fk_cert_role *role, fk_err *err)
+{
+    GENERAL_NAMES *sans = X509_get_ext_d2i(cert, NID_subject_alt_name, NULL, NULL);
+    int rc = fk_err_set(err, FK_ENOTFOUND, "peer certificate has no " URI_PREFIX "ROLE:NAME SAN");
+    for (int i = 0; sans && i < sk_GENERAL_NAME_num(sans); i++) {
+        GENERAL_NAME *g = sk_GENERAL_NAME_value(sans, i);
+        if (g->type != GEN_URI)
+            continue;
+        const char *u = (const char *)ASN1_STRING_get0_data(g->d.uniformResourceIdentifier);
+        int len = ASN1_STRING_length(g->d.uniformResourceIdentifier);
+        if (!u || (size_t)len != strlen(u) || strncmp(u, URI_PREFIX, strlen(URI_PREFIX)))
+            continue;
+        const char *r = u + strlen(URI_PREFIX), *colon = strchr(r, ':');
+        if (!colon || !fk_certs_name_ok(colon + 1) || strlen(colon + 1) >= cap)
+            continue;
+        fk_cert_role found = FK_ROLE_NONE;
+        for (int k = FK_ROLE_SERVER; k <= FK_ROLE_ADMIN; k++)
+            if ((size_t)(colon - r) == strlen(role_word(k)) &&
+                !strncmp(r, role_word(k), (size_t)(colon - r)))
+                found = (fk_cert_role)k;
+        if (found == FK_ROLE_NONE)
+            continue;
+        snprintf(name, cap, "%s", colon + 1);
+        *role = found;
+        if (err)
+            fk_err_clear(err);
+        rc = FK_OK;
+        break;
+    }
+    GENERAL_NAMES_free(sans);
+    return rc;
+}

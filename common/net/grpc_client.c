@@ -1,0 +1,556 @@
+/* gRPC client: an HTTP/2 client session (nghttp2) on tlsconn, unary calls. */
+#include "common/net/grpc_client.h"
+
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/net/tlsconn.h"
+
+enum { SEND_HIGH_WATER = 8u << 20 };
+
+typedef struct ccall ccall;
+struct ccall {
+    fk_grpc_client *cl;
+    ccall *next, *prev;
+    int32_t sid;
+    char path[256];
+    uint8_t prefix[5];
+    const uint8_t *req;
+    size_t req_len, read_off, sent_off;
+    uint64_t timeout_ms;
+    uv_timer_t timer;
+    int http_status, grpc_status, ctype_ok, done, ended;
+    char msg[256];
+    uint8_t hdr[5];
+    size_t hdr_have;
+    uint8_t *resp;
+    size_t resp_len, resp_have;
+    int nmsgs, overflow;
+    fk_grpc_done cb;
+    void *ud;
+};
+
+struct fk_grpc_client {
+    uv_loop_t *loop;
+    fk_net_limits lim;
+    fk_tlsconn *tls;
+    nghttp2_session *ng;
+    ccall *calls;
+    int up, closing, in_recv, in_teardown;
+    char why[384];
+    fk_tls_peer peer;
+    void (*on_state)(fk_grpc_client *, int, const char *, void *);
+    void *ud;
+    void (*on_closed)(void *);
+    void *closed_ud;
+};
+
+static void pump(fk_grpc_client *cl);
+
+static void call_freed(uv_handle_t *h)
+{
+    ccall *c = h->data;
+    free(c->resp);
+    free(c);
+}
+
+static void call_unlink(ccall *c)
+{
+    fk_grpc_client *cl = c->cl;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (cl->calls == c)
+        cl->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+}
+
+/* Complete the call once: callback, stream detached, memory released. */
+static void finish(ccall *c, int status, const char *msg)
+{
+    if (c->done)
+        return;
+    c->done = 1;
+    fk_grpc_client *cl = c->cl;
+    uv_timer_stop(&c->timer);
+    if (c->sid > 0 && cl->ng) {
+        nghttp2_session_set_stream_user_data(cl->ng, c->sid, NULL);
+        /* Ended before the server's END_STREAM (deadline, limit): tell the server to stop. */
+        if (!c->ended && nghttp2_session_find_stream(cl->ng, c->sid))
+            nghttp2_submit_rst_stream(cl->ng, NGHTTP2_FLAG_NONE, c->sid, NGHTTP2_CANCEL);
+    }
+    call_unlink(c);
+    int ok = status == FK_GRPC_OK;
+    c->cb(c->ud, status, msg ? msg : "", ok ? (c->resp ? c->resp : (const uint8_t *)"") : NULL,
+          ok ? c->resp_len : 0);
+    uv_close((uv_handle_t *)&c->timer, call_freed);
+}
+
+static void deadline_fired(uv_timer_t *t)
+{
+    ccall *c = t->data;
+    fk_grpc_client *cl = c->cl;
+    finish(c, FK_GRPC_DEADLINE_EXCEEDED, "deadline exceeded");
+    pump(cl);
+}
+
+static ssize_t req_read(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t length,
+                        uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)ng;
+    (void)sid;
+    (void)buf;
+    (void)ud;
+    ccall *c = src->ptr;
+    size_t total = 5 + c->req_len, n = total - c->read_off;
+    if (n > length)
+        n = length;
+    c->read_off += n;
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (c->read_off == total)
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+static int send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *src, void *ud)
+{
+    (void)ng;
+    (void)frame;
+    fk_grpc_client *cl = ud;
+    ccall *c = src->ptr;
+    if (fk_tlsconn_write(cl->tls, framehd, 9) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    while (length > 0) {
+        size_t n;
+        int rc;
+        if (c->sent_off < 5) {
+            n = 5 - c->sent_off < length ? 5 - c->sent_off : length;
+            rc = fk_tlsconn_write(cl->tls, c->prefix + c->sent_off, n);
+        } else {
+            n = length;
+            rc = fk_tlsconn_write(cl->tls, c->req + (c->sent_off - 5), n);
+        }
+        if (rc < 0)
+            return NGHTTP2_ERR_CALLBACK_FAILURE;
+        c->sent_off += n;
+        length -= n;
+    }
+    return 0;
+}
+
+static ssize_t send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *ud)
+{
+    (void)ng;
+    (void)flags;
+    fk_grpc_client *cl = ud;
+    if (fk_tlsconn_queued(cl->tls) > SEND_HIGH_WATER)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    if (fk_tlsconn_write(cl->tls, data, len) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return (ssize_t)len;
+}
+
+static ccall *stream_call(fk_grpc_client *cl, int32_t sid)
+{
+    return cl->ng ? nghttp2_session_get_stream_user_data(cl->ng, sid) : NULL;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+    (void)ng;
+    (void)flags;
+    ccall *c = stream_call(ud, frame->hd.stream_id);
+    if (!c || frame->hd.type != NGHTTP2_HEADERS)
+        return 0;
+    if (namelen == 7 && !memcmp(name, ":status", 7)) {
+        c->http_status = 0;
+        for (size_t i = 0; i < valuelen && i < 3; i++)
+            c->http_status = c->http_status * 10 + (value[i] - '0');
+    } else if (namelen == 12 && !memcmp(name, "content-type", 12)) {
+        c->ctype_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16);
+    } else if (namelen == 11 && !memcmp(name, "grpc-status", 11)) {
+        int s = 0;
+        for (size_t i = 0; i < valuelen && i < 4; i++)
+            s = value[i] >= '0' && value[i] <= '9' ? s * 10 + (value[i] - '0') : 2;
+        c->grpc_status = valuelen ? s : FK_GRPC_UNKNOWN;
+    } else if (namelen == 12 && !memcmp(name, "grpc-message", 12)) {
+        fk_grpc_message_decode((const char *)value, valuelen, c->msg, sizeof c->msg);
+    }
+    return 0;
+}
+
+static int http_to_grpc(int http)
+{
+    switch (http) {
+    case 400: return FK_GRPC_INTERNAL;
+    case 401: return FK_GRPC_UNAUTHENTICATED;
+    case 403: return FK_GRPC_PERMISSION_DENIED;
+    case 404: return FK_GRPC_UNIMPLEMENTED;
+    case 429: case 502: case 503: case 504: return FK_GRPC_UNAVAILABLE;
+    default: return FK_GRPC_UNKNOWN;
+    }
+}
+
+static void complete(ccall *c)
+{
+    char why[96];
+    if (c->http_status != 200) {
+        snprintf(why, sizeof why, "HTTP status %d from the server", c->http_status);
+        finish(c, http_to_grpc(c->http_status), why);
+    } else if (c->grpc_status < 0) {
+        finish(c, FK_GRPC_INTERNAL, "response without grpc-status");
+    } else if (c->grpc_status != FK_GRPC_OK) {
+        finish(c, c->grpc_status, c->msg);
+    } else if (!c->ctype_ok) {
+        finish(c, FK_GRPC_INTERNAL, "response content-type is not application/grpc");
+    } else if (c->nmsgs != 1 || c->hdr_have != 0 || c->resp_have != c->resp_len) {
+        finish(c, FK_GRPC_INTERNAL, c->nmsgs == 0 ? "OK response without a message"
+                                                  : "malformed response message");
+    } else {
+        finish(c, FK_GRPC_OK, "");
+    }
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    (void)ng;
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    ccall *c = stream_call(ud, frame->hd.stream_id);
+    if (c && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        c->ended = 1;
+        complete(c);
+    }
+    return 0;
+}
+
+static int begin_message(fk_grpc_client *cl, ccall *c)
+{
+    uint32_t len = (uint32_t)c->hdr[1] << 24 | (uint32_t)c->hdr[2] << 16 |
+                   (uint32_t)c->hdr[3] << 8 | c->hdr[4];
+    char why[160];
+    if (++c->nmsgs > 1) {
+        finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
+        return -1;
+    }
+    if (c->hdr[0] != 0) {
+        finish(c, FK_GRPC_INTERNAL, "compressed response but no compression was offered");
+        return -1;
+    }
+    if (len > cl->lim.max_message) {
+        snprintf(why, sizeof why, "response message of %u bytes exceeds the limit of %llu bytes",
+                 len, (unsigned long long)cl->lim.max_message);
+        finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
+        return -1;
+    }
+    c->resp = malloc(len ? len : 1);
+    if (!c->resp) {
+        finish(c, FK_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
+        return -1;
+    }
+    c->resp_len = len;
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)ng;
+    (void)flags;
+    fk_grpc_client *cl = ud;
+    ccall *c = stream_call(cl, sid);
+    while (c && !c->done && len > 0) {
+        if (c->resp && c->resp_have < c->resp_len) {
+            size_t n = c->resp_len - c->resp_have < len ? c->resp_len - c->resp_have : len;
+            memcpy(c->resp + c->resp_have, data, n);
+            c->resp_have += n;
+            data += n;
+            len -= n;
+            continue;
+        }
+        size_t n = 5 - c->hdr_have < len ? 5 - c->hdr_have : len;
+        memcpy(c->hdr + c->hdr_have, data, n);
+        c->hdr_have += n;
+        data += n;
+        len -= n;
+        if (c->hdr_have == 5) {
+            c->hdr_have = 0;
+            if (begin_message(cl, c) < 0)
+                break;
+        }
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *ud)
+{
+    (void)ng;
+    ccall *c = stream_call(ud, sid);
+    if (!c)
+        return 0;
+    c->ended = 1;
+    char why[96];
+    snprintf(why, sizeof why, "stream closed by the server: %s", nghttp2_http2_strerror(code));
+    finish(c, code == NGHTTP2_REFUSED_STREAM ? FK_GRPC_UNAVAILABLE
+              : code == NGHTTP2_CANCEL       ? FK_GRPC_CANCELLED
+                                             : FK_GRPC_INTERNAL,
+           why);
+    return 0;
+}
+
+static int submit(fk_grpc_client *cl, ccall *c)
+{
+    char timeout[24];
+    fk_grpc_timeout_format(c->timeout_ms, timeout, sizeof timeout);
+    nghttp2_nv hd[] = {
+        {(uint8_t *)":method", (uint8_t *)"POST", 7, 4, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)":scheme", (uint8_t *)"https", 7, 5, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)":path", (uint8_t *)c->path, 5, strlen(c->path), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)":authority", (uint8_t *)cl->peer.addr, 10, strlen(cl->peer.addr),
+         NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"te", (uint8_t *)"trailers", 2, 8, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-timeout", (uint8_t *)timeout, 12, strlen(timeout), NGHTTP2_NV_FLAG_NONE},
+    };
+    nghttp2_data_provider dp = {.source.ptr = c, .read_callback = req_read};
+    int32_t sid = nghttp2_submit_request(cl->ng, NULL, hd, c->timeout_ms ? 7 : 6, &dp, c);
+    if (sid < 0) {
+        finish(c, FK_GRPC_UNAVAILABLE, nghttp2_strerror(sid));
+        return -1;
+    }
+    c->sid = sid;
+    return 0;
+}
+
+static void fail_all(fk_grpc_client *cl, int status, const char *why)
+{
+    while (cl->calls)
+        finish(cl->calls, status, why);
+}
+
+static void pump(fk_grpc_client *cl)
+{
+    if (!cl->ng || !cl->tls || cl->in_recv) /* nghttp2 forbids sending from its callbacks */
+        return;
+    if (nghttp2_session_send(cl->ng) != 0) {
+        fk_tlsconn_close(cl->tls, "HTTP/2 send failed");
+        return;
+    }
+    fk_tlsconn_flush(cl->tls);
+    if (!nghttp2_session_want_read(cl->ng) && !nghttp2_session_want_write(cl->ng))
+        fk_tlsconn_close(cl->tls, cl->closing ? "client closed"
+                                              : "server ended the HTTP/2 session (GOAWAY)");
+}
+
+static int session_new(fk_grpc_client *cl)
+{
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return -1;
+    nghttp2_session_callbacks_set_send_callback(cb, send_cb);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    int rc = nghttp2_session_client_new(&cl->ng, cb, cl);
+    nghttp2_session_callbacks_del(cb);
+    if (rc != 0)
+        return -1;
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20},
+        {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 20},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+    };
+    nghttp2_submit_settings(cl->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+    nghttp2_session_set_local_window_size(cl->ng, NGHTTP2_FLAG_NONE, 0, 64u << 20);
+    return 0;
+}
+
+static void tls_ready(fk_tlsconn *t)
+{
+    fk_grpc_client *cl = t->ud;
+    char authority[64];
+    snprintf(authority, sizeof authority, "%s", cl->peer.addr);
+    cl->peer = t->peer;
+    snprintf(cl->peer.addr, sizeof cl->peer.addr, "%s", authority);
+    if (session_new(cl) != 0) {
+        fk_tlsconn_close(t, "cannot create an HTTP/2 session");
+        return;
+    }
+    cl->up = 1;
+    /* Calls queued while connecting go out now, oldest first. */
+    ccall *last = cl->calls;
+    while (last && last->next)
+        last = last->next;
+    for (ccall *c = last; c;) {
+        ccall *prev = c->prev;
+        if (c->sid == 0)
+            submit(cl, c);
+        c = prev;
+    }
+    if (cl->on_state)
+        cl->on_state(cl, 1, "connected", cl->ud);
+    pump(cl);
+}
+
+static void tls_data(fk_tlsconn *t, const uint8_t *p, size_t n)
+{
+    fk_grpc_client *cl = t->ud;
+    if (!cl->ng)
+        return;
+    cl->in_recv = 1;
+    ssize_t r = nghttp2_session_mem_recv(cl->ng, p, n);
+    cl->in_recv = 0;
+    if (r < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "HTTP/2 protocol error from the server: %s",
+                 nghttp2_strerror((int)r));
+        fk_tlsconn_close(t, why);
+        return;
+    }
+    pump(cl);
+}
+
+static void tls_writable(fk_tlsconn *t)
+{
+    pump(t->ud);
+}
+
+static void tls_closed(fk_tlsconn *t, const char *reason)
+{
+    fk_grpc_client *cl = t->ud;
+    int was_up = cl->up;
+    cl->up = 0;
+    cl->tls = NULL;
+    snprintf(cl->why, sizeof cl->why, "%s", reason);
+    if (!was_up && !cl->closing)
+        fk_log(FK_LOG_WARN, "client_refused", "server=%s reason=\"%s\"", cl->peer.addr, reason);
+    nghttp2_session_del(cl->ng);
+    cl->ng = NULL;
+    cl->in_teardown = 1; /* callbacks below may call fk_grpc_client_close */
+    fail_all(cl, cl->closing ? FK_GRPC_CANCELLED : FK_GRPC_UNAVAILABLE, reason);
+    if (!cl->closing && cl->on_state)
+        cl->on_state(cl, 0, reason, cl->ud);
+    cl->in_teardown = 0;
+    if (cl->closing) {
+        void (*cb)(void *) = cl->on_closed;
+        void *ud = cl->closed_ud;
+        free(cl);
+        if (cb)
+            cb(ud);
+    }
+}
+
+static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed};
+
+int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg,
+                           const char *host, int port, const char *server_name,
+                           void (*on_state)(fk_grpc_client *, int, const char *, void *), void *ud,
+                           fk_err *err)
+{
+    *out = NULL;
+    if (!cfg->tls || cfg->tls->is_server)
+        return fk_err_set(err, FK_EINVAL, "grpc client: a client TLS context is required");
+    struct sockaddr_storage ss;
+    const char *ip = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
+    if (uv_ip4_addr(ip, port, (struct sockaddr_in *)&ss) != 0 &&
+        uv_ip6_addr(ip, port, (struct sockaddr_in6 *)&ss) != 0)
+        return fk_err_set(err, FK_EINVAL, "grpc client: host '%s' must be an IP address or localhost",
+                          host);
+    fk_grpc_client *cl = calloc(1, sizeof *cl);
+    if (!cl)
+        return fk_err_set(err, FK_ENOMEM, "grpc client: out of memory");
+    cl->loop = loop;
+    cl->lim = cfg->limits;
+    cl->on_state = on_state;
+    cl->ud = ud;
+    snprintf(cl->peer.addr, sizeof cl->peer.addr, "%s:%d", host, port);
+    int rc = fk_tlsconn_new(&cl->tls, loop, cfg->tls, &client_tls_cbs, cl,
+                            cfg->limits.handshake_timeout_ms, err);
+    if (rc != FK_OK) {
+        free(cl);
+        return rc;
+    }
+    /* On failure tls_closed still runs and reports through on_state. */
+    fk_tlsconn_connect(cl->tls, (struct sockaddr *)&ss, server_name, err);
+    *out = cl;
+    return FK_OK;
+}
+
+int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req, size_t len,
+                        uint64_t timeout_ms, fk_grpc_done done, void *ud)
+{
+    if (len > cl->lim.max_message || len > 0xffffffffu) {
+        char why[128];
+        snprintf(why, sizeof why, "request of %zu bytes exceeds the limit of %llu bytes", len,
+                 (unsigned long long)cl->lim.max_message);
+        done(ud, FK_GRPC_RESOURCE_EXHAUSTED, why, NULL, 0);
+        return FK_ELIMIT;
+    }
+    if (!cl->tls || cl->closing) {
+        done(ud, FK_GRPC_UNAVAILABLE, cl->why[0] ? cl->why : "client is closed", NULL, 0);
+        return FK_ESTATE;
+    }
+    ccall *c = calloc(1, sizeof *c);
+    if (!c) {
+        done(ud, FK_GRPC_RESOURCE_EXHAUSTED, "out of memory", NULL, 0);
+        return FK_ENOMEM;
+    }
+    c->cl = cl;
+    snprintf(c->path, sizeof c->path, "%s", path);
+    c->req = req;
+    c->req_len = len;
+    fk_grpc_prefix_encode(c->prefix, (uint32_t)len);
+    c->timeout_ms = timeout_ms;
+    c->grpc_status = -1;
+    c->cb = done;
+    c->ud = ud;
+    uv_timer_init(cl->loop, &c->timer);
+    c->timer.data = c;
+    c->next = cl->calls;
+    if (cl->calls)
+        cl->calls->prev = c;
+    cl->calls = c;
+    if (timeout_ms)
+        uv_timer_start(&c->timer, deadline_fired, timeout_ms, 0);
+    if (cl->up && submit(cl, c) == 0)
+        pump(cl);
+    return FK_OK;
+}
+
+void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *ud)
+{
+    if (cl->closing)
+        return;
+    cl->closing = 1;
+    cl->on_closed = on_closed;
+    cl->closed_ud = ud;
+    if (cl->in_teardown)
+        return; /* tls_closed frees the client when its callbacks return */
+    fail_all(cl, FK_GRPC_CANCELLED, "client closed");
+    if (cl->tls) {
+        if (cl->ng) {
+            nghttp2_session_terminate_session(cl->ng, NGHTTP2_NO_ERROR);
+            pump(cl);
+        }
+        if (cl->tls)
+            fk_tlsconn_close(cl->tls, "client closed");
+        return;
+    }
+    free(cl);
+    if (on_closed)
+        on_closed(ud);
+}
+
+const fk_tls_peer *fk_grpc_client_peer(const fk_grpc_client *cl)
+{
+    return &cl->peer;
+}

@@ -1,0 +1,49 @@
+/* gRPC client over HTTP/2 (nghttp2) over mutual TLS (tlsconn) on libuv: one
+ * connection, unary calls multiplexed on it. Reconnecting is the caller's job:
+ * when the connection drops, on_state(up = 0) runs, pending calls complete with
+ * UNAVAILABLE, and the caller closes this client and connects a new one. */
+#ifndef FK_NET_GRPC_CLIENT_H
+#define FK_NET_GRPC_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/base/err.h"
+#include "common/net/grpc.h"
+#include "common/net/limits.h"
+#include "common/net/tls.h"
+
+typedef struct fk_grpc_client fk_grpc_client;
+
+/* Completion of one call: runs exactly once. resp is valid only during the callback. */
+typedef void (*fk_grpc_done)(void *ud, int status, const char *msg, const uint8_t *resp,
+                             size_t len);
+
+typedef struct fk_grpc_client_config {
+    fk_net_limits limits;
+    fk_tls_ctx *tls; /* client context; the client takes its own reference */
+} fk_grpc_client_config;
+
+/* Connect to host (an IPv4/IPv6 literal or "localhost") and port; server_name is
+ * checked against the server certificate's SAN (DNS name or IP). on_state reports
+ * up = 1 once TLS and HTTP/2 are ready, up = 0 with the reason when the connection
+ * fails or ends. Calls may be issued at once; they wait for the connection. */
+int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg,
+                           const char *host, int port, const char *server_name,
+                           void (*on_state)(fk_grpc_client *cl, int up, const char *why, void *ud),
+                           void *ud, fk_err *err);
+
+/* Start a unary call to path ("/pkg.Service/Method") with a deadline timeout_ms from
+ * now (0 = none). req is NOT copied: it must stay valid until done runs. */
+int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req, size_t len,
+                        uint64_t timeout_ms, fk_grpc_done done, void *ud);
+
+/* Send GOAWAY, fail pending calls with CANCELLED, close; on_closed runs after the
+ * client is freed. */
+void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *ud), void *ud);
+
+/* Peer identity of the server once up (certificate CN/SAN). */
+const fk_tls_peer *fk_grpc_client_peer(const fk_grpc_client *cl);
+
+#endif

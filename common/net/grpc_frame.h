@@ -1,0 +1,54 @@
+/* gRPC length-prefixed message framing (the body of a gRPC HTTP/2 stream):
+ * each message is a 1-byte compressed flag, a 4-byte big-endian length and
+ * the message bytes. The parser takes arbitrary slices (HTTP/2 DATA frames
+ * split messages anywhere) and hands each complete message to a callback.
+ * It checks the announced length against the configured maximum BEFORE it
+ * allocates anything, so an oversized message costs the receiver nothing and
+ * the caller can answer RESOURCE_EXHAUSTED. */
+#ifndef FK_GRPC_FRAME_H
+#define FK_GRPC_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/err.h"
+
+#define FK_GRPC_PREFIX_LEN 5
+
+/* Receives one complete message and takes ownership of it (free() it).
+ * Return FK_OK to continue; any other code stops the feed and is returned. */
+typedef int (*fk_grpc_frame_cb)(void *ctx, uint8_t *msg, size_t len);
+
+typedef struct fk_grpc_frame_parser {
+    size_t max_size;                 /* largest message accepted */
+    uint8_t hdr[FK_GRPC_PREFIX_LEN]; /* prefix being assembled */
+    size_t hdr_len;
+    uint8_t *msg;                    /* message being assembled (grows as bytes arrive) */
+    size_t msg_len;                  /* announced length */
+    size_t msg_have;
+    size_t msg_cap;
+    int failed;                      /* an error poisons the stream */
+} fk_grpc_frame_parser;
+
+void fk_grpc_frame_init(fk_grpc_frame_parser *p, size_t max_size);
+void fk_grpc_frame_close(fk_grpc_frame_parser *p);
+
+/* Feed a slice of the stream. Returns FK_OK, FK_ELIMIT (a message announced
+ * more than max_size bytes: answer RESOURCE_EXHAUSTED), FK_EFORMAT (compressed
+ * flag set; we never negotiate grpc-encoding), FK_ENOMEM, or the callback's
+ * code. After an error every later feed fails with FK_ESTATE. */
+int fk_grpc_frame_feed(fk_grpc_frame_parser *p, const uint8_t *data, size_t len,
+                       fk_grpc_frame_cb cb, void *ctx, fk_err *err);
+
+/* Non-zero while a message is half received (at end of stream that is a
+ * truncated message: a protocol error). */
+int fk_grpc_frame_partial(const fk_grpc_frame_parser *p);
+
+/* Bytes held for the message in progress (for per-connection memory limits). */
+size_t fk_grpc_frame_buffered(const fk_grpc_frame_parser *p);
+
+/* Write the 5-byte prefix of an uncompressed message of len bytes.
+ * Returns FK_OK, or FK_ELIMIT when len does not fit the 32-bit length. */
+int fk_grpc_frame_prefix(uint8_t out[FK_GRPC_PREFIX_LEN], size_t len, fk_err *err);
+
+#endif

@@ -1,0 +1,989 @@
+/* gRPC server: HTTP/2 server sessions (nghttp2) on tlsconn, unary calls. */
+#include "common/net/grpc_server.h"
+
+#include <nghttp2/nghttp2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/net/tlsconn.h"
+
+enum { SEND_HIGH_WATER = 8u << 20 }; /* stop producing frames above this many queued bytes */
+
+typedef struct method {
+    char *path;
+    fk_grpc_handler fn;
+    void *ud;
+} method;
+
+typedef struct h2conn h2conn;
+
+struct fk_grpc_call {
+    h2conn *conn;
+    fk_grpc_call *next, *prev;
+    int32_t stream_id;
+    char path[256];
+    int post, ctype_ok, bad_timeout;
+    uint64_t deadline;
+    uv_timer_t timer;
+    int timer_init;
+    /* request message */
+    uint8_t hdr[5];
+    size_t hdr_have;
+    uint8_t *req;
+    size_t req_len, req_have;
+    int nmsgs, req_done, discarding;
+    /* lifecycle */
+    int handed, app_done, answered, stream_closed, cancelled;
+    void (*cancel_cb)(fk_grpc_call *, void *);
+    void *cancel_ud;
+    /* response */
+    int status;
+    char msg[256];
+    uint8_t prefix[5];
+    uint8_t *resp;
+    size_t resp_len, read_off, sent_off;
+    void (*resp_free)(void *);
+};
+
+struct h2conn {
+    fk_grpc_server *srv;
+    h2conn *next, *prev;
+    fk_tlsconn *tls; /* NULL for raw (fuzz) sessions */
+    nghttp2_session *ng;
+    fk_tls_peer peer;
+    fk_grpc_call *calls;
+    uv_timer_t tick;
+    uint64_t mem, peak_mem, last_rx, ping_sent;
+    int nstreams, draining, dead, tick_init, in_recv;
+};
+
+struct fk_grpc_server {
+    uv_loop_t *loop;
+    fk_net_limits lim;
+    fk_tls_ctx *tls;
+    uint64_t drain_ms;
+    uv_tcp_t listener;
+    uv_timer_t drain_timer;
+    int listening, closing, handles_open;
+    method *methods;
+    int nmethods;
+    h2conn *conns;
+    fk_grpc_server_stats stats;
+    void (*on_closed)(void *);
+    void *closed_ud;
+};
+
+static void conn_pump(h2conn *c);
+static void conn_close(h2conn *c, const char *why);
+static void maybe_server_done(fk_grpc_server *s);
+
+/* ---- calls ---------------------------------------------------------------- */
+
+static void call_free_now(fk_grpc_call *call)
+{
+    if (call->resp && call->resp_free)
+        call->resp_free(call->resp);
+    free(call->req);
+    free(call);
+}
+
+static void call_timer_closed(uv_handle_t *h)
+{
+    call_free_now(h->data);
+}
+
+static void call_unlink(fk_grpc_call *call)
+{
+    h2conn *c = call->conn;
+    if (!c)
+        return;
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        c->calls = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    c->mem -= call->req ? call->req_len : 0;
+    call->conn = NULL;
+}
+
+/* Free when the stream is gone and the application has let go of the handle. */
+static void call_maybe_free(fk_grpc_call *call)
+{
+    if (!call->stream_closed || !call->app_done)
+        return;
+    call_unlink(call);
+    if (call->timer_init) {
+        uv_timer_stop(&call->timer);
+        uv_close((uv_handle_t *)&call->timer, call_timer_closed);
+    } else {
+        call_free_now(call);
+    }
+}
+
+static void call_cancel(fk_grpc_call *call)
+{
+    if (call->cancelled || !call->handed || call->app_done)
+        return;
+    call->cancelled = 1;
+    if (call->cancel_cb)
+        call->cancel_cb(call, call->cancel_ud);
+}
+
+/* Stream gone: a call the handler still holds is cancelled (its reply frees it),
+ * anything else is freed now. */
+static void release_call(fk_grpc_call *call)
+{
+    if (call->handed && !call->app_done)
+        call_cancel(call);
+    else
+        call_maybe_free(call);
+}
+
+static ssize_t resp_read(nghttp2_session *ng, int32_t sid, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud)
+{
+    (void)buf;
+    (void)ud;
+    fk_grpc_call *call = src->ptr;
+    size_t total = 5 + call->resp_len, n = total - call->read_off;
+    if (n > length)
+        n = length;
+    call->read_off += n;
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (call->read_off == total) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        nghttp2_nv tr[] = {{(uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, NGHTTP2_NV_FLAG_NONE}};
+        if (nghttp2_submit_trailer(ng, sid, tr, 1) != 0)
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    return (ssize_t)n;
+}
+
+static int conn_write(h2conn *c, const uint8_t *p, size_t n)
+{
+    if (!c->tls)
+        return 0; /* raw session: output is discarded */
+    return fk_tlsconn_write(c->tls, p, n);
+}
+
+static int send_data_cb(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *src, void *ud)
+{
+    (void)ng;
+    (void)frame;
+    h2conn *c = ud;
+    fk_grpc_call *call = src->ptr;
+    if (conn_write(c, framehd, 9) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    while (length > 0) {
+        size_t n;
+        if (call->sent_off < 5) {
+            n = 5 - call->sent_off < length ? 5 - call->sent_off : length;
+            if (conn_write(c, call->prefix + call->sent_off, n) < 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        } else {
+            n = length;
+            if (conn_write(c, call->resp + (call->sent_off - 5), n) < 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        call->sent_off += n;
+        length -= n;
+    }
+    return 0;
+}
+
+#define NV(name, value) \
+    {(uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, strlen(value), NGHTTP2_NV_FLAG_NONE}
+
+/* Send the answer on the stream (status, message, optional body); idempotent. */
+static void call_answer(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes,
+                        size_t len, void (*free_fn)(void *))
+{
+    h2conn *c = call->conn;
+    if (call->answered || call->stream_closed || !c || c->dead) {
+        if (bytes && free_fn)
+            free_fn(bytes);
+        return;
+    }
+    call->answered = 1;
+    call->status = status;
+    if (call->timer_init)
+        uv_timer_stop(&call->timer);
+    int rc;
+    if (status == FK_GRPC_OK) {
+        call->resp = bytes;
+        call->resp_len = len;
+        call->resp_free = free_fn;
+        fk_grpc_prefix_encode(call->prefix, (uint32_t)len);
+        nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc")};
+        nghttp2_data_provider dp = {.source.ptr = call, .read_callback = resp_read};
+        rc = nghttp2_submit_response(c->ng, call->stream_id, hd, 2, &dp);
+    } else {
+        if (bytes && free_fn)
+            free_fn(bytes);
+        char code[8];
+        snprintf(code, sizeof code, "%d", status);
+        fk_grpc_message_encode(msg ? msg : "", call->msg, sizeof call->msg);
+        nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
+                           NV("grpc-status", code), NV("grpc-message", call->msg)};
+        rc = nghttp2_submit_response(c->ng, call->stream_id, hd, call->msg[0] ? 4 : 3, NULL);
+    }
+    if (rc != 0)
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_INTERNAL_ERROR);
+    if (status != FK_GRPC_OK && status != FK_GRPC_CANCELLED)
+        fk_log(FK_LOG_DEBUG, "grpc_status", "peer=%s path=%s status=%s msg=\"%s\"", c->peer.addr,
+               call->path, fk_grpc_status_name(status), msg ? msg : "");
+}
+
+static void deadline_fired(uv_timer_t *t)
+{
+    fk_grpc_call *call = t->data;
+    h2conn *c = call->conn;
+    call_answer(call, FK_GRPC_DEADLINE_EXCEEDED, "deadline exceeded", NULL, 0, NULL);
+    call_cancel(call);
+    if (c)
+        conn_pump(c);
+}
+
+static int reply(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes, size_t len,
+                 void (*free_fn)(void *))
+{
+    int was_cancelled = call->cancelled;
+    h2conn *c = call->conn;
+    call_answer(call, status, msg, bytes, len, free_fn);
+    call->app_done = 1;
+    call_maybe_free(call);
+    if (c && !c->dead)
+        conn_pump(c);
+    return was_cancelled ? FK_ESTATE : FK_OK;
+}
+
+int fk_grpc_call_reply(fk_grpc_call *call, int status, const char *msg, const uint8_t *bytes,
+                       size_t len)
+{
+    uint8_t *copy = NULL;
+    if (status == FK_GRPC_OK && !call->answered && !call->cancelled) {
+        copy = malloc(len ? len : 1);
+        if (!copy)
+            return reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0, NULL);
+        if (len)
+            memcpy(copy, bytes, len);
+    }
+    return reply(call, status, msg, copy, len, free);
+}
+
+int fk_grpc_call_reply_owned(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes,
+                             size_t len, void (*free_fn)(void *))
+{
+    return reply(call, status, msg, bytes, len, free_fn);
+}
+
+int fk_grpc_call_cancelled(const fk_grpc_call *call)
+{
+    return call->cancelled;
+}
+
+const char *fk_grpc_call_method(const fk_grpc_call *call)
+{
+    return call->path;
+}
+
+void fk_grpc_call_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *, void *), void *ud)
+{
+    call->cancel_cb = cb;
+    call->cancel_ud = ud;
+}
+
+/* ---- request handling ----------------------------------------------------- */
+
+static fk_grpc_call *stream_call(h2conn *c, int32_t sid)
+{
+    return nghttp2_session_get_stream_user_data(c->ng, sid);
+}
+
+/* Refuse the request early; remaining DATA is dropped and the stream reset after the answer. */
+static void refuse(fk_grpc_call *call, int status, const char *msg)
+{
+    call->discarding = 1;
+    call_answer(call, status, msg, NULL, 0, NULL);
+}
+
+static const method *find_method(const fk_grpc_server *s, const char *path)
+{
+    for (int i = 0; i < s->nmethods; i++)
+        if (!strcmp(s->methods[i].path, path))
+            return &s->methods[i];
+    return NULL;
+}
+
+static void dispatch(h2conn *c, fk_grpc_call *call)
+{
+    if (call->discarding || call->answered)
+        return;
+    if (call->nmsgs != 1 || call->hdr_have != 0) {
+        refuse(call, FK_GRPC_INTERNAL,
+               call->nmsgs == 0 ? "unary call without a request message" : "truncated request message");
+        return;
+    }
+    const method *m = find_method(c->srv, call->path);
+    if (!m) {
+        refuse(call, FK_GRPC_UNIMPLEMENTED, "method not implemented");
+        return;
+    }
+    c->srv->stats.calls++;
+    call->handed = 1;
+    call->app_done = 0;
+    m->fn(call, &c->peer, call->req ? call->req : (const uint8_t *)"", call->req_len, call->deadline,
+          m->ud);
+}
+
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    h2conn *c = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    fk_grpc_call *call = calloc(1, sizeof *call);
+    if (!call)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    call->conn = c;
+    call->stream_id = frame->hd.stream_id;
+    call->app_done = 1; /* until handed to a handler, the server alone owns it */
+    call->next = c->calls;
+    if (c->calls)
+        c->calls->prev = call;
+    c->calls = call;
+    c->nstreams++;
+    nghttp2_session_set_stream_user_data(ng, frame->hd.stream_id, call);
+    return 0;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud)
+{
+    (void)flags;
+    h2conn *c = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    fk_grpc_call *call = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
+    if (!call)
+        return 0;
+    if (namelen == 5 && !memcmp(name, ":path", 5)) {
+        snprintf(call->path, sizeof call->path, "%.*s", (int)valuelen, (const char *)value);
+    } else if (namelen == 7 && !memcmp(name, ":method", 7)) {
+        call->post = valuelen == 4 && !memcmp(value, "POST", 4);
+    } else if (namelen == 12 && !memcmp(name, "content-type", 12)) {
+        call->ctype_ok = valuelen >= 16 && !memcmp(value, "application/grpc", 16) &&
+                         (valuelen == 16 || value[16] == '+' || value[16] == ';');
+    } else if (namelen == 12 && !memcmp(name, "grpc-timeout", 12)) {
+        uint64_t ms;
+        if (fk_grpc_timeout_parse((const char *)value, valuelen, &ms) == 0)
+            call->deadline = uv_now(c->srv->loop) + (ms ? ms : 1);
+        else
+            call->bad_timeout = 1;
+    }
+    return 0;
+}
+
+static void start_deadline(h2conn *c, fk_grpc_call *call)
+{
+    if (!call->deadline)
+        return;
+    uv_timer_init(c->srv->loop, &call->timer);
+    call->timer.data = call;
+    call->timer_init = 1;
+    uint64_t now = uv_now(c->srv->loop);
+    uv_timer_start(&call->timer, deadline_fired, call->deadline > now ? call->deadline - now : 0, 0);
+}
+
+static void headers_done(h2conn *c, fk_grpc_call *call)
+{
+    if (!call->post || !call->ctype_ok) {
+        call->discarding = 1;
+        call->answered = 1;
+        /* Not gRPC at all: plain HTTP answer as the spec asks (415 for a wrong content type). */
+        nghttp2_nv hd[] = {NV(":status", call->post ? "415" : "405")};
+        nghttp2_submit_response(c->ng, call->stream_id, hd, 1, NULL);
+        return;
+    }
+    if (call->bad_timeout) {
+        refuse(call, FK_GRPC_INVALID_ARGUMENT, "malformed grpc-timeout header");
+        return;
+    }
+    if (c->draining) {
+        refuse(call, FK_GRPC_UNAVAILABLE, "server is shutting down");
+        return;
+    }
+    if (!find_method(c->srv, call->path)) {
+        refuse(call, FK_GRPC_UNIMPLEMENTED, "method not implemented");
+        return;
+    }
+    start_deadline(c, call);
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    (void)ng;
+    h2conn *c = ud;
+    if (frame->hd.type == NGHTTP2_GOAWAY)
+        fk_log(FK_LOG_DEBUG, "h2_goaway_recv", "peer=%s code=%u", c->peer.addr, frame->goaway.error_code);
+    if (frame->hd.type == NGHTTP2_RST_STREAM)
+        fk_log(FK_LOG_DEBUG, "h2_rst_recv", "peer=%s stream=%d code=%u", c->peer.addr, frame->hd.stream_id, frame->rst_stream.error_code);
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        c->ping_sent = 0;
+        return 0;
+    }
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
+        return 0;
+    fk_grpc_call *call = stream_call(c, frame->hd.stream_id);
+    if (!call)
+        return 0;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
+        headers_done(c, call);
+    if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+        call->req_done = 1;
+        dispatch(c, call);
+    }
+    return 0;
+}
+
+/* Start a message: the length is checked against the limits before any allocation. */
+static int begin_message(h2conn *c, fk_grpc_call *call)
+{
+    const fk_net_limits *lim = &c->srv->lim;
+    uint32_t len = (uint32_t)call->hdr[1] << 24 | (uint32_t)call->hdr[2] << 16 |
+                   (uint32_t)call->hdr[3] << 8 | call->hdr[4];
+    char why[200];
+    if (++call->nmsgs > 1) {
+        refuse(call, FK_GRPC_INTERNAL, "more than one request message in a unary call");
+        return -1;
+    }
+    if (call->hdr[0] != 0) {
+        refuse(call, FK_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        return -1;
+    }
+    if (len > lim->max_message) {
+        c->srv->stats.oversized_refused++;
+        snprintf(why, sizeof why, "request message of %u bytes exceeds the limit of %llu bytes", len,
+                 (unsigned long long)lim->max_message);
+        fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\" allocated=0",
+               c->peer.addr, call->path, why);
+        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
+        return -1;
+    }
+    if (c->mem + len > lim->max_conn_memory) {
+        snprintf(why, sizeof why, "connection memory limit of %llu bytes reached",
+                 (unsigned long long)lim->max_conn_memory);
+        fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\"", c->peer.addr,
+               call->path, why);
+        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
+        return -1;
+    }
+    call->req = malloc(len ? len : 1);
+    if (!call->req) {
+        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
+        return -1;
+    }
+    call->req_len = len;
+    call->req_have = 0;
+    c->mem += len;
+    if (c->mem > c->peak_mem)
+        c->peak_mem = c->mem;
+    if (c->mem > c->srv->stats.peak_conn_memory)
+        c->srv->stats.peak_conn_memory = c->mem;
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)ng;
+    (void)flags;
+    h2conn *c = ud;
+    fk_grpc_call *call = stream_call(c, sid);
+    while (call && len > 0 && !call->discarding && !call->answered) {
+        if (call->req && call->req_have < call->req_len) {
+            size_t n = call->req_len - call->req_have < len ? call->req_len - call->req_have : len;
+            memcpy(call->req + call->req_have, data, n);
+            call->req_have += n;
+            data += n;
+            len -= n;
+            continue;
+        }
+        size_t n = 5 - call->hdr_have < len ? 5 - call->hdr_have : len;
+        memcpy(call->hdr + call->hdr_have, data, n);
+        call->hdr_have += n;
+        data += n;
+        len -= n;
+        if (call->hdr_have == 5) {
+            call->hdr_have = 0;
+            if (begin_message(c, call) < 0)
+                break;
+        }
+    }
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
+{
+    h2conn *c = ud;
+    if (frame->hd.type != NGHTTP2_HEADERS || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    fk_grpc_call *call = stream_call(c, frame->hd.stream_id);
+    /* Answered before the request ended (refused): tell the client to stop sending. */
+    if (call && !call->req_done)
+        nghttp2_submit_rst_stream(ng, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *ud)
+{
+    (void)code;
+    h2conn *c = ud;
+    fk_grpc_call *call = stream_call(c, sid);
+    if (!call)
+        return 0;
+    nghttp2_session_set_stream_user_data(ng, sid, NULL);
+    c->nstreams--;
+    call->stream_closed = 1;
+    call->answered = 1;
+    release_call(call);
+    return 0;
+}
+
+/* nghttp2 found a protocol violation in the peer's frames: say which. */
+static int on_error(nghttp2_session *ng, int code, const char *msg, size_t len, void *ud)
+{
+    (void)ng;
+    h2conn *c = ud;
+    fk_log(FK_LOG_WARN, "h2_error", "peer=%s code=%d reason=\"%.*s\"", c->peer.addr, code, (int)len,
+           msg);
+    return 0;
+}
+
+static ssize_t send_cb(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *ud)
+{
+    (void)ng;
+    (void)flags;
+    h2conn *c = ud;
+    if (c->tls && fk_tlsconn_queued(c->tls) > SEND_HIGH_WATER)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    if (conn_write(c, data, len) < 0)
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return (ssize_t)len;
+}
+
+/* ---- connections ------------------------------------------------------------ */
+
+static int session_new(h2conn *c)
+{
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0)
+        return -1;
+    nghttp2_session_callbacks_set_send_callback(cb, send_cb);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_data_cb);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_max_send_header_block_length(opt, 16384);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    int rc = nghttp2_session_server_new2(&c->ng, cb, c, opt);
+    nghttp2_option_del(opt);
+    nghttp2_session_callbacks_del(cb);
+    if (rc != 0)
+        return -1;
+    /* Large windows: loopback and LAN transfers of big models should not stall on
+     * WINDOW_UPDATE round trips; the message-size and memory limits bound buffering. */
+    nghttp2_settings_entry iv[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->srv->lim.max_streams},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20},
+        {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 20},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+    };
+    nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
+    nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, 64u << 20);
+    return 0;
+}
+
+static void conn_pump(h2conn *c)
+{
+    if (c->dead || !c->ng || c->in_recv) /* nghttp2 forbids sending from its callbacks */
+        return;
+    if (nghttp2_session_send(c->ng) != 0) {
+        conn_close(c, "HTTP/2 send failed");
+        return;
+    }
+    if (c->tls)
+        fk_tlsconn_flush(c->tls);
+    if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng))
+        conn_close(c, c->draining ? "drained after GOAWAY" : "HTTP/2 session finished");
+}
+
+static void conn_unlink(h2conn *c)
+{
+    fk_grpc_server *s = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (s->conns == c)
+        s->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+}
+
+/* Detach every call from a dying connection: the app keeps its handles. */
+static void conn_release(h2conn *c)
+{
+    c->dead = 1;
+    while (c->calls) {
+        fk_grpc_call *call = c->calls;
+        call->stream_closed = 1;
+        call->answered = 1;
+        call_unlink(call);
+        release_call(call);
+    }
+    nghttp2_session_del(c->ng);
+    c->ng = NULL;
+}
+
+static void conn_freed(uv_handle_t *h)
+{
+    h2conn *c = h->data;
+    fk_grpc_server *s = c->srv;
+    conn_unlink(c);
+    free(c);
+    maybe_server_done(s);
+}
+
+static void tls_on_close(fk_tlsconn *t, const char *reason)
+{
+    h2conn *c = t->ud;
+    fk_grpc_server *s = c->srv;
+    if (!t->ready) {
+        s->stats.conns_refused++;
+        fk_log(FK_LOG_WARN, "conn_refused", "peer=%s reason=\"%s\"", t->peer.addr, reason);
+    } else {
+        fk_log(FK_LOG_INFO, "conn_closed", "peer=%s cn=%s peak_mem=%llu reason=\"%s\"", c->peer.addr,
+               c->peer.cn, (unsigned long long)c->peak_mem, reason);
+    }
+    c->tls = NULL;
+    conn_release(c);
+    if (c->tick_init) { /* stays on the server's list until its timer is closed too */
+        uv_close((uv_handle_t *)&c->tick, conn_freed);
+    } else {
+        conn_unlink(c);
+        free(c);
+        maybe_server_done(s);
+    }
+}
+
+static void conn_close(h2conn *c, const char *why)
+{
+    if (c->tls)
+        fk_tlsconn_close(c->tls, why);
+}
+
+static void tick(uv_timer_t *t)
+{
+    h2conn *c = t->data;
+    const fk_net_limits *lim = &c->srv->lim;
+    uint64_t now = uv_now(c->srv->loop);
+    if (c->dead || !c->ng)
+        return;
+    if (c->ping_sent && now - c->ping_sent >= lim->keepalive_timeout_ms) {
+        fk_log(FK_LOG_WARN, "conn_keepalive", "peer=%s reason=\"PING not answered in %llu ms\"",
+               c->peer.addr, (unsigned long long)lim->keepalive_timeout_ms);
+        conn_close(c, "keepalive PING not answered");
+        return;
+    }
+    if (lim->idle_timeout_ms && c->nstreams == 0 && now - c->last_rx >= lim->idle_timeout_ms) {
+        nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR,
+                              (const uint8_t *)"idle", 4);
+        c->draining = 1;
+        conn_pump(c);
+        conn_close(c, "idle timeout");
+        return;
+    }
+    if (lim->keepalive_ms && !c->ping_sent && now - c->last_rx >= lim->keepalive_ms) {
+        c->ping_sent = now;
+        nghttp2_submit_ping(c->ng, NGHTTP2_FLAG_NONE, NULL);
+        conn_pump(c);
+    }
+}
+
+static void tls_on_ready(fk_tlsconn *t)
+{
+    h2conn *c = t->ud;
+    fk_grpc_server *s = c->srv;
+    c->peer = t->peer;
+    s->stats.conns_accepted++;
+    fk_log(FK_LOG_INFO, "conn_open", "peer=%s cn=%s san=%s", c->peer.addr, c->peer.cn, c->peer.san);
+    if (session_new(c) != 0) {
+        conn_close(c, "cannot create an HTTP/2 session");
+        return;
+    }
+    c->last_rx = uv_now(s->loop);
+    uint64_t period = 1000;
+    const fk_net_limits *lim = &s->lim;
+    uint64_t cand[] = {lim->keepalive_ms, lim->idle_timeout_ms, lim->keepalive_timeout_ms};
+    for (int i = 0; i < 3; i++)
+        if (cand[i] && cand[i] / 4 < period)
+            period = cand[i] / 4;
+    if (period < 5)
+        period = 5;
+    uv_timer_start(&c->tick, tick, period, period);
+    if (s->closing)
+        c->draining = 1, nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
+    conn_pump(c);
+}
+
+static void tls_on_data(fk_tlsconn *t, const uint8_t *p, size_t n)
+{
+    h2conn *c = t->ud;
+    if (!c->ng)
+        return;
+    c->last_rx = uv_now(c->srv->loop);
+    c->ping_sent = 0; /* any traffic proves the peer alive */
+    c->in_recv = 1;
+    ssize_t r = nghttp2_session_mem_recv(c->ng, p, n);
+    c->in_recv = 0;
+    if (r < 0) {
+        char why[160];
+        snprintf(why, sizeof why, "HTTP/2 protocol error: %s", nghttp2_strerror((int)r));
+        fk_log(FK_LOG_WARN, "conn_protocol", "peer=%s reason=\"%s\"", c->peer.addr, why);
+        conn_pump(c);
+        conn_close(c, why);
+        return;
+    }
+    conn_pump(c);
+}
+
+static void tls_on_writable(fk_tlsconn *t)
+{
+    conn_pump(t->ud);
+}
+
+static const fk_tlsconn_cbs server_tls_cbs = {tls_on_ready, tls_on_data, tls_on_writable,
+                                              tls_on_close};
+
+static void on_connection(uv_stream_t *l, int status)
+{
+    fk_grpc_server *s = l->data;
+    if (status < 0 || s->closing)
+        return;
+    h2conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->srv = s;
+    uv_timer_init(s->loop, &c->tick);
+    c->tick.data = c;
+    c->tick_init = 1;
+    c->next = s->conns;
+    if (s->conns)
+        s->conns->prev = c;
+    s->conns = c;
+    fk_err err;
+    if (fk_tlsconn_new(&c->tls, s->loop, s->tls, &server_tls_cbs, c, s->lim.handshake_timeout_ms,
+                       &err) != FK_OK) {
+        uv_close((uv_handle_t *)&c->tick, conn_freed);
+        return;
+    }
+    fk_tlsconn_accept(c->tls, l, &err); /* on failure tls_on_close follows */
+}
+
+/* ---- server ----------------------------------------------------------------- */
+
+int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
+                        fk_err *err)
+{
+    *out = NULL;
+    if (cfg->tls && !cfg->tls->is_server)
+        return fk_err_set(err, FK_EINVAL, "grpc server: the TLS context is a client context");
+    fk_grpc_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
+    s->loop = loop;
+    s->lim = cfg->limits;
+    s->tls = cfg->tls;
+    if (s->tls)
+        fk_tls_ctx_ref(s->tls);
+    s->drain_ms = cfg->drain_ms ? cfg->drain_ms : 5000;
+    uv_tcp_init(loop, &s->listener);
+    uv_timer_init(loop, &s->drain_timer);
+    s->listener.data = s->drain_timer.data = s;
+    s->handles_open = 2;
+    *out = s;
+    return FK_OK;
+}
+
+int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler fn, void *ud,
+                          fk_err *err)
+{
+    if (!path || path[0] != '/' || !fn)
+        return fk_err_set(err, FK_EINVAL, "grpc server: method path must look like /pkg.Service/Method");
+    for (int i = 0; i < s->nmethods; i++)
+        if (!strcmp(s->methods[i].path, path)) {
+            s->methods[i].fn = fn;
+            s->methods[i].ud = ud;
+            return FK_OK;
+        }
+    method *m = realloc(s->methods, (size_t)(s->nmethods + 1) * sizeof *m);
+    if (!m)
+        return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
+    s->methods = m;
+    m[s->nmethods].path = strdup(path);
+    if (!m[s->nmethods].path)
+        return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
+    m[s->nmethods].fn = fn;
+    m[s->nmethods].ud = ud;
+    s->nmethods++;
+    return FK_OK;
+}
+
+int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
+{
+    char host[128];
+    if (!s->tls)
+        return fk_err_set(err, FK_EINVAL, "grpc server: listening needs a server TLS context");
+    const char *colon = strrchr(hostport, ':');
+    if (!colon || colon == hostport || (size_t)(colon - hostport) >= sizeof host)
+        return fk_err_set(err, FK_EINVAL, "listen address '%s' must be HOST:PORT", hostport);
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 0 || port > 65535 || end == colon + 1)
+        return fk_err_set(err, FK_EINVAL, "listen address '%s': bad port", hostport);
+    size_t hl = (size_t)(colon - hostport);
+    memcpy(host, hostport, hl);
+    host[hl] = '\0';
+    struct sockaddr_storage ss;
+    if (host[0] == '[' && host[hl - 1] == ']') {
+        host[hl - 1] = '\0';
+        if (uv_ip6_addr(host + 1, (int)port, (struct sockaddr_in6 *)&ss) != 0)
+            return fk_err_set(err, FK_EINVAL, "listen address '%s': bad IPv6 address", hostport);
+    } else if (uv_ip4_addr(host, (int)port, (struct sockaddr_in *)&ss) != 0) {
+        return fk_err_set(err, FK_EINVAL,
+                          "listen address '%s': host must be an IPv4 address or [IPv6]", hostport);
+    }
+    int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+    if (rc != 0)
+        return fk_err_set(err, FK_ENET, "cannot listen on %s: %s", hostport, uv_strerror(rc));
+    s->listening = 1;
+    fk_log(FK_LOG_INFO, "listening", "addr=%s port=%d", host, fk_grpc_server_port(s));
+    return FK_OK;
+}
+
+int fk_grpc_server_port(const fk_grpc_server *s)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+}
+
+void fk_grpc_server_set_tls(fk_grpc_server *s, fk_tls_ctx *tls)
+{
+    fk_tls_ctx_ref(tls);
+    fk_tls_ctx_unref(s->tls); /* open connections hold their own reference */
+    s->tls = tls;
+}
+
+void fk_grpc_server_stats_get(const fk_grpc_server *s, fk_grpc_server_stats *out)
+{
+    *out = s->stats;
+}
+
+static void server_handle_closed(uv_handle_t *h)
+{
+    fk_grpc_server *s = h->data;
+    s->handles_open--;
+    maybe_server_done(s);
+}
+
+static void maybe_server_done(fk_grpc_server *s)
+{
+    if (!s->closing || s->conns)
+        return;
+    if (!uv_is_closing((uv_handle_t *)&s->drain_timer)) {
+        uv_close((uv_handle_t *)&s->drain_timer, server_handle_closed);
+        return;
+    }
+    if (s->handles_open > 0)
+        return;
+    void (*cb)(void *) = s->on_closed;
+    void *ud = s->closed_ud;
+    for (int i = 0; i < s->nmethods; i++)
+        free(s->methods[i].path);
+    free(s->methods);
+    fk_tls_ctx_unref(s->tls);
+    free(s);
+    if (cb)
+        cb(ud);
+}
+
+static void drain_expired(uv_timer_t *t)
+{
+    fk_grpc_server *s = t->data;
+    for (h2conn *c = s->conns; c; c = c->next)
+        conn_close(c, "drain time over at shutdown");
+}
+
+void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud)
+{
+    if (s->closing)
+        return;
+    s->closing = 1;
+    s->on_closed = on_closed;
+    s->closed_ud = ud;
+    uv_close((uv_handle_t *)&s->listener, server_handle_closed);
+    for (h2conn *c = s->conns; c; c = c->next) {
+        if (!c->ng) {
+            conn_close(c, "server shutting down");
+            continue;
+        }
+        c->draining = 1;
+        nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR,
+                              (const uint8_t *)"shutdown", 8);
+        /* Calls the application still holds (long polls) are told to finish now. */
+        for (fk_grpc_call *call = c->calls; call; call = call->next)
+            if (call->handed && !call->app_done) {
+                call_answer(call, FK_GRPC_UNAVAILABLE, "server shutting down", NULL, 0, NULL);
+                call_cancel(call);
+            }
+        conn_pump(c);
+    }
+    if (s->conns)
+        uv_timer_start(&s->drain_timer, drain_expired, s->drain_ms, 0);
+    maybe_server_done(s);
+}
+
+void fk_grpc_server_feed_raw(fk_grpc_server *s, const uint8_t *data, size_t len)
+{
+    h2conn *c = calloc(1, sizeof *c);
+    if (!c)
+        return;
+    c->srv = s;
+    snprintf(c->peer.addr, sizeof c->peer.addr, "raw");
+    if (session_new(c) == 0) {
+        c->in_recv = 1;
+        nghttp2_session_mem_recv(c->ng, data, len);
+        c->in_recv = 0;
+        nghttp2_session_send(c->ng);
+    }
+    conn_release(c);
+    free(c);
+}

@@ -1,0 +1,78 @@
+/* gRPC server over HTTP/2 (nghttp2) over mutual TLS (tlsconn) on libuv.
+ *
+ * Register one handler per full method path before listening:
+ *     fk_grpc_server_handle(srv, "/fedkern.v1.Federation/Join", on_join, ud);
+ * A handler receives the call handle, the verified peer identity, the request
+ * message bytes and the deadline, and must answer exactly once through
+ * fk_grpc_call_reply() / fk_grpc_call_reply_owned() — now or later (long polls).
+ * The request bytes stay valid until that reply. If the client cancels, the
+ * deadline passes or the server shuts down first, the call is "cancelled": the
+ * server has already answered the client, the optional cancel callback runs, and
+ * the handler's reply only releases the handle. Unknown paths get UNIMPLEMENTED. */
+#ifndef FK_NET_GRPC_SERVER_H
+#define FK_NET_GRPC_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/base/err.h"
+#include "common/net/grpc.h"
+#include "common/net/limits.h"
+#include "common/net/tls.h"
+
+typedef struct fk_grpc_server fk_grpc_server;
+typedef struct fk_grpc_call fk_grpc_call;
+
+/* deadline_ms is uv_now(loop) time in ms at which the client gives up, 0 = none. */
+typedef void (*fk_grpc_handler)(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                                size_t len, uint64_t deadline_ms, void *ud);
+
+typedef struct fk_grpc_server_config {
+    fk_net_limits limits;
+    fk_tls_ctx *tls;     /* server context (the server takes a reference); NULL only for
+                          * fk_grpc_server_feed_raw, listening then refuses */
+    uint64_t drain_ms;   /* graceful close: how long open calls may finish (default 5000) */
+} fk_grpc_server_config;
+
+int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
+                        fk_err *err);
+/* Register (or replace) the handler for a full path "/package.Service/Method". */
+int fk_grpc_server_handle(fk_grpc_server *srv, const char *path, fk_grpc_handler fn, void *ud,
+                          fk_err *err);
+/* Listen on "HOST:PORT" (IPv4 or [IPv6]); port 0 picks a free port, see fk_grpc_server_port. */
+int fk_grpc_server_listen(fk_grpc_server *srv, const char *hostport, fk_err *err);
+int fk_grpc_server_port(const fk_grpc_server *srv);
+/* Swap in a rebuilt TLS context (certificate or CRL reload): new connections use it. */
+void fk_grpc_server_set_tls(fk_grpc_server *srv, fk_tls_ctx *tls);
+/* Graceful close: stop accepting, GOAWAY every connection, let open calls finish
+ * for drain_ms, then close. on_closed runs once everything is released; after it
+ * the server is freed. */
+void fk_grpc_server_close(fk_grpc_server *srv, void (*on_closed)(void *ud), void *ud);
+
+/* Answer the call. msg (may be NULL) becomes grpc-message; bytes are copied and
+ * sent only with FK_GRPC_OK. Returns FK_OK, or FK_ESTATE if the call was cancelled
+ * (the handle is released either way). */
+int fk_grpc_call_reply(fk_grpc_call *call, int status, const char *msg, const uint8_t *bytes,
+                       size_t len);
+/* Same, but takes ownership of bytes (freed with free_fn once sent) to avoid a copy. */
+int fk_grpc_call_reply_owned(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes,
+                             size_t len, void (*free_fn)(void *));
+int fk_grpc_call_cancelled(const fk_grpc_call *call);
+const char *fk_grpc_call_method(const fk_grpc_call *call);
+/* cb runs once if the call is cancelled before the handler replies. */
+void fk_grpc_call_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *call, void *ud), void *ud);
+
+/* Counters for tests and benchmarks. */
+typedef struct fk_grpc_server_stats {
+    uint64_t conns_accepted, conns_refused, calls, oversized_refused;
+    uint64_t peak_conn_memory; /* largest message-buffer total one connection held */
+} fk_grpc_server_stats;
+void fk_grpc_server_stats_get(const fk_grpc_server *srv, fk_grpc_server_stats *out);
+
+/* Fuzzing hook: run bytes through a fresh HTTP/2 server session with no TLS and
+ * no socket (output discarded), then release everything that can be released
+ * synchronously; run the loop afterwards to finish closing timers. */
+void fk_grpc_server_feed_raw(fk_grpc_server *srv, const uint8_t *data, size_t len);
+
+#endif

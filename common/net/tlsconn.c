@@ -1,0 +1,406 @@
+#include "common/net/tlsconn.h"
+
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+
+typedef struct wreq {
+    uv_write_t req;
+    fk_tlsconn *c;
+    size_t len;
+    uint8_t data[];
+} wreq;
+
+static void handle_closed(uv_handle_t *h)
+{
+    fk_tlsconn *c = h->data;
+    if (--c->handles > 0)
+        return;
+    if (c->cbs->on_close)
+        c->cbs->on_close(c, c->reason);
+    SSL_free(c->ssl);
+    fk_tls_ctx_unref(c->ctx);
+    free(c->stage);
+    free(c);
+}
+
+static void close_handles(fk_tlsconn *c)
+{
+    if (!uv_is_closing((uv_handle_t *)&c->tcp))
+        uv_close((uv_handle_t *)&c->tcp, handle_closed);
+    if (!uv_is_closing((uv_handle_t *)&c->hs_timer))
+        uv_close((uv_handle_t *)&c->hs_timer, handle_closed);
+}
+
+/* Abort without flushing: the stream is unusable. */
+static void fail(fk_tlsconn *c, const char *reason)
+{
+    if (!c->reason[0])
+        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    c->closing = 1;
+    close_handles(c);
+}
+
+static void write_done(uv_write_t *req, int status)
+{
+    wreq *w = (wreq *)req;
+    fk_tlsconn *c = w->c;
+    c->queued -= w->len;
+    free(w);
+    if (status < 0 && status != UV_ECANCELED) {
+        char why[128];
+        snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
+        fail(c, why);
+        return;
+    }
+    if (!c->closing && c->ready && c->cbs->on_writable)
+        c->cbs->on_writable(c);
+}
+
+/* Move ciphertext from the write BIO to libuv. */
+static void send_cipher(fk_tlsconn *c)
+{
+    size_t n;
+    while ((n = (size_t)BIO_ctrl_pending(c->wbio)) > 0) {
+        wreq *w = malloc(sizeof *w + n);
+        if (!w) {
+            fail(c, "out of memory for a write buffer");
+            return;
+        }
+        int got = BIO_read(c->wbio, w->data, (int)n);
+        if (got <= 0) {
+            free(w);
+            return;
+        }
+        w->c = c;
+        w->len = (size_t)got;
+        uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)got);
+        int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+        if (rc < 0) {
+            free(w);
+            fail(c, "uv_write refused the buffer");
+            return;
+        }
+        c->queued += (size_t)got;
+    }
+}
+
+
+static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        /* 64 KB at a time: the memory BIO stays small and write buffers stay under
+         * malloc's mmap threshold (an mmap per write costs page faults) */
+        int chunk = n > (64u << 10) ? (64 << 10) : (int)n;
+        int w = SSL_write(c->ssl, p, chunk);
+        if (w <= 0) {
+            char why[256];
+            fk_tls_error_string(NULL, why, sizeof why);
+            fail(c, why[0] ? why : "SSL_write failed");
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+        if (n > 0)
+            send_cipher(c);
+    }
+    return 0;
+}
+
+void fk_tlsconn_flush(fk_tlsconn *c)
+{
+    if (c->closing && uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    if (c->ready && c->stage_len > 0) {
+        size_t n = c->stage_len;
+        c->stage_len = 0;
+        if (ssl_write_all(c, c->stage, n) < 0)
+            return;
+    }
+    send_cipher(c);
+}
+
+int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n)
+{
+    if (c->closing || !c->ready)
+        return -1;
+    if (n >= 16384) { /* big chunk: encrypt straight from the caller's memory */
+        fk_tlsconn_flush(c);
+        if (c->closing)
+            return -1;
+        return ssl_write_all(c, p, n);
+    }
+    if (c->stage_len + n > c->stage_cap) {
+        fk_tlsconn_flush(c);
+        if (c->closing)
+            return -1;
+        if (n > c->stage_cap) {
+            size_t cap = c->stage_cap ? c->stage_cap : 65536;
+            while (cap < n)
+                cap *= 2;
+            uint8_t *s = realloc(c->stage, cap);
+            if (!s) {
+                fail(c, "out of memory for the send buffer");
+                return -1;
+            }
+            c->stage = s;
+            c->stage_cap = cap;
+        }
+    }
+    memcpy(c->stage + c->stage_len, p, n);
+    c->stage_len += n;
+    return 0;
+}
+
+size_t fk_tlsconn_queued(const fk_tlsconn *c)
+{
+    return c->queued + c->stage_len;
+}
+
+static void shutdown_done(uv_shutdown_t *req, int status)
+{
+    (void)status;
+    close_handles(req->data);
+}
+
+void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
+{
+    if (c->closing)
+        return;
+    if (!c->reason[0])
+        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    fk_tlsconn_flush(c);
+    if (uv_is_closing((uv_handle_t *)&c->tcp))
+        return;
+    c->closing = 1;
+    if (c->ready) {
+        SSL_shutdown(c->ssl); /* close_notify */
+        send_cipher(c);
+    }
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_done) < 0)
+        close_handles(c);
+}
+
+static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+{
+    (void)hint;
+    fk_tlsconn *c = h->data;
+    *buf = uv_buf_init((char *)c->rbuf, sizeof c->rbuf);
+}
+
+static int check_alpn(fk_tlsconn *c)
+{
+    const unsigned char *p = NULL;
+    unsigned int len = 0;
+    SSL_get0_alpn_selected(c->ssl, &p, &len);
+    return len == 2 && memcmp(p, "h2", 2) == 0;
+}
+
+static void handshake(fk_tlsconn *c)
+{
+    int r = SSL_do_handshake(c->ssl);
+    if (r == 1) {
+        if (!check_alpn(c)) {
+            send_cipher(c);
+            fail(c, "TLS handshake done but ALPN did not select h2 (not a gRPC peer)");
+            return;
+        }
+        c->ready = 1;
+        uv_timer_stop(&c->hs_timer);
+        fk_tls_peer_from_ssl(c->ssl, &c->peer);
+        send_cipher(c);
+        if (c->cbs->on_ready)
+            c->cbs->on_ready(c);
+        return;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        send_cipher(c);
+        return;
+    }
+    char why[320], full[384];
+    fk_tls_error_string(c->ssl, why, sizeof why);
+    snprintf(full, sizeof full, "TLS handshake failed: %s", why[0] ? why : "peer closed");
+    send_cipher(c); /* let the alert reach the peer */
+    fk_tlsconn_close(c, full);
+}
+
+static void read_plain(fk_tlsconn *c)
+{
+    while (!c->closing) {
+        int n = SSL_read(c->ssl, c->pbuf, (int)sizeof c->pbuf);
+        if (n > 0) {
+            if (c->cbs->on_data)
+                c->cbs->on_data(c, c->pbuf, (size_t)n);
+            continue;
+        }
+        int e = SSL_get_error(c->ssl, n);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            break;
+        if (e == SSL_ERROR_ZERO_RETURN) {
+            fk_tlsconn_close(c, "peer sent close_notify");
+            return;
+        }
+        char why[320], full[384];
+        fk_tls_error_string(c->ssl, why, sizeof why);
+        snprintf(full, sizeof full, "TLS read failed: %s", why);
+        fail(c, full);
+        return;
+    }
+    if (!c->closing)
+        send_cipher(c);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    (void)buf;
+    fk_tlsconn *c = s->data;
+    if (n < 0) {
+        char why[128];
+        snprintf(why, sizeof why, "%s", n == UV_EOF ? "peer closed the connection"
+                                                    : uv_strerror((int)n));
+        if (!c->ready && n == UV_EOF)
+            snprintf(why, sizeof why, "peer closed the connection during the TLS handshake");
+        fail(c, why);
+        return;
+    }
+    if (n == 0 || c->closing)
+        return;
+    if (BIO_write(c->rbio, c->rbuf, (int)n) != (int)n) {
+        fail(c, "out of memory in the TLS read buffer");
+        return;
+    }
+    if (!c->ready) {
+        handshake(c);
+        if (!c->ready || c->closing)
+            return;
+    }
+    read_plain(c);
+}
+
+static void hs_timeout(uv_timer_t *t)
+{
+    fk_tlsconn *c = t->data;
+    char why[128];
+    snprintf(why, sizeof why, "TLS handshake not finished within %llu ms",
+             (unsigned long long)c->hs_timeout_ms);
+    fail(c, why);
+}
+
+int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_tlsconn_cbs *cbs,
+                   void *ud, uint64_t hs_timeout_ms, fk_err *err)
+{
+    fk_tlsconn *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for a connection");
+    c->ssl = SSL_new(ctx->ssl);
+    c->rbio = BIO_new(BIO_s_mem());
+    c->wbio = BIO_new(BIO_s_mem());
+    if (!c->ssl || !c->rbio || !c->wbio) {
+        SSL_free(c->ssl);
+        BIO_free(c->rbio);
+        BIO_free(c->wbio);
+        free(c);
+        return fk_err_set(err, FK_ENOMEM, "out of memory for TLS state");
+    }
+    BIO_set_mem_eof_return(c->rbio, -1);
+    BIO_set_mem_eof_return(c->wbio, -1);
+    SSL_set_bio(c->ssl, c->rbio, c->wbio);
+    c->is_server = ctx->is_server;
+    c->ctx = ctx;
+    fk_tls_ctx_ref(ctx);
+    c->cbs = cbs;
+    c->ud = ud;
+    c->hs_timeout_ms = hs_timeout_ms;
+    uv_tcp_init(loop, &c->tcp);
+    uv_timer_init(loop, &c->hs_timer);
+    c->tcp.data = c->hs_timer.data = c;
+    c->handles = 2;
+    *out = c;
+    return FK_OK;
+}
+
+static void start(fk_tlsconn *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
+        char ip[48] = "?";
+        int port = 0;
+        if (ss.ss_family == AF_INET) {
+            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        } else if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        }
+        snprintf(c->peer.addr, sizeof c->peer.addr, "%s:%d", ip, port);
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_timer_start(&c->hs_timer, hs_timeout, c->hs_timeout_ms, 0);
+    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (!c->is_server)
+        handshake(c);
+}
+
+int fk_tlsconn_accept(fk_tlsconn *c, uv_stream_t *listener, fk_err *err)
+{
+    int rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (rc < 0) {
+        fail(c, "accept failed");
+        return fk_err_set(err, FK_ENET, "accept failed: %s", uv_strerror(rc));
+    }
+    SSL_set_accept_state(c->ssl);
+    start(c);
+    return FK_OK;
+}
+
+static void connect_cb(uv_connect_t *req, int status)
+{
+    fk_tlsconn *c = req->data;
+    free(req);
+    if (c->closing)
+        return;
+    if (status < 0) {
+        char why[160];
+        snprintf(why, sizeof why, "TCP connect failed: %s", uv_strerror(status));
+        fail(c, why);
+        return;
+    }
+    start(c);
+}
+
+int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr, const char *server_name,
+                       fk_err *err)
+{
+    SSL_set_connect_state(c->ssl);
+    X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+    X509_VERIFY_PARAM_set_hostflags(vp, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    if (X509_VERIFY_PARAM_set1_ip_asc(vp, server_name) != 1) { /* not an IP literal: a DNS name */
+        if (SSL_set1_host(c->ssl, server_name) != 1 ||
+            SSL_set_tlsext_host_name(c->ssl, server_name) != 1) {
+            fail(c, "bad server name");
+            return fk_err_set(err, FK_EINVAL, "server name '%s' is not a valid host name",
+                              server_name);
+        }
+    }
+    uv_connect_t *req = malloc(sizeof *req);
+    if (!req) {
+        fail(c, "out of memory");
+        return fk_err_set(err, FK_ENOMEM, "out of memory connecting");
+    }
+    req->data = c;
+    int rc = uv_tcp_connect(req, &c->tcp, addr, connect_cb);
+    if (rc < 0) {
+        free(req);
+        fail(c, "connect refused");
+        return fk_err_set(err, FK_ENET, "connect failed: %s", uv_strerror(rc));
+    }
+    return FK_OK;
+}

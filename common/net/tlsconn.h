@@ -1,0 +1,60 @@
+/* One TCP connection on libuv carrying TLS through OpenSSL memory BIOs: libuv
+ * reads ciphertext into the read BIO, OpenSSL writes ciphertext into the write
+ * BIO and we hand it to uv_write. No blocking sockets, no threads. */
+#ifndef FK_NET_TLSCONN_H
+#define FK_NET_TLSCONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/net/tls.h"
+
+typedef struct fk_tlsconn fk_tlsconn;
+
+typedef struct fk_tlsconn_cbs {
+    void (*on_ready)(fk_tlsconn *c);                              /* handshake done, peer verified */
+    void (*on_data)(fk_tlsconn *c, const uint8_t *p, size_t n);   /* decrypted bytes */
+    void (*on_writable)(fk_tlsconn *c);                           /* a write finished */
+    void (*on_close)(fk_tlsconn *c, const char *reason);          /* c is freed after this returns */
+} fk_tlsconn_cbs;
+
+struct fk_tlsconn {
+    uv_tcp_t tcp;
+    uv_timer_t hs_timer;
+    uv_shutdown_t shutdown_req;
+    SSL *ssl;
+    BIO *rbio, *wbio;
+    fk_tls_ctx *ctx;
+    const fk_tlsconn_cbs *cbs;
+    void *ud;
+    int is_server, ready, closing, handles;
+    uint64_t hs_timeout_ms;
+    fk_tls_peer peer;
+    uint8_t *stage; /* plaintext waiting to be encrypted, so small frames share TLS records */
+    size_t stage_len, stage_cap;
+    size_t queued; /* ciphertext bytes handed to uv_write and not yet written */
+    char reason[384];
+    uint8_t rbuf[262144];
+    uint8_t pbuf[65536];
+};
+
+/* Allocate and init the TCP handle on loop; the TLS side starts at accept/connect. */
+int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_tlsconn_cbs *cbs,
+                   void *ud, uint64_t hs_timeout_ms, fk_err *err);
+/* Server side: accept from the listener and start the handshake clock. */
+int fk_tlsconn_accept(fk_tlsconn *c, uv_stream_t *listener, fk_err *err);
+/* Client side: connect to addr; server_name (DNS name or IP literal) must match the
+ * server certificate's SAN. */
+int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr, const char *server_name,
+                       fk_err *err);
+/* Queue plaintext (copied). Returns 0, or -1 when the connection is closing. */
+int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n);
+/* Encrypt queued plaintext and pass it to libuv. */
+void fk_tlsconn_flush(fk_tlsconn *c);
+/* Ciphertext bytes in flight, for back-pressure. */
+size_t fk_tlsconn_queued(const fk_tlsconn *c);
+/* Flush, send close_notify, shut down and close; on_close follows with reason. */
+void fk_tlsconn_close(fk_tlsconn *c, const char *reason);
+
+#endif
