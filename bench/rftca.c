@@ -155,6 +155,12 @@ static int run(int argc, char **argv)
         random_rows(&X, ns + nt, d, 7);
     fk_bench_emit(json, B, what, "data_is_office_surf_a_c", X.rows == ns + nt && what[0] == 's',
                   NULL);
+    char core[96];
+    snprintf(core, sizeof core, "\"openblas_core\":\"%s\"", openblas_get_corename());
+    fk_bench_emit(json, B, "openblas", "threads", openblas_get_num_threads(), core);
+    if (!strcmp(openblas_get_corename(), "Prescott"))
+        fprintf(stderr, "fedkern bench rf-tca: OpenBLAS runs its generic Prescott kernels on this "
+                        "CPU; OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is much faster\n");
     double ref = dgemm_rate(ns + nt, d, 1000);
     fk_bench_emit(json, B, "dgemm 2081x800x1000", "gflops", ref, NULL);
     size_t Ns[3] = {500, 1000, 2000};
