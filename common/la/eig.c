@@ -295,7 +295,7 @@ int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis,
                     k.Q, (int)k.L, k.AQ + c, (int)k.L, 0.0, k.T + c, (int)k.L);
         /* Rayleigh-Ritz at geometrically spaced basis sizes (it costs O(L^3)). */
         if (j + 1 == next_check || j + 1 == blocks) {
-            next_check = next_check + 1 + next_check / 3;
+            next_check = next_check + 1 + next_check / 8;
             if ((rc = ritz(&k, c + k.b, m, vals, S, V, &worst, err)))
                 goto out;
         }
