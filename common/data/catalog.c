@@ -92,9 +92,8 @@ static int apply_prep(fk_dataset *ds, const entry *e, fk_err *err)
 {
     switch (e->prep) {
     case PREP_L1_ZSCORE:
-        fk_prep_l1_rows(&ds->X);
-        if (fk_prep_zscore_cols(&ds->X))
-            return fk_err_set(err, FK_ENOMEM, "%s: out of memory in z-score", e->name);
+        if (fk_prep_l1_rows(&ds->X) || fk_prep_zscore_cols(&ds->X))
+            return fk_err_set(err, FK_ENOMEM, "%s: out of memory in L1 / z-score", e->name);
         return FK_OK;
     case PREP_L2: fk_prep_l2_rows(&ds->X); return FK_OK;
     case PREP_DIV255:
