@@ -20,6 +20,7 @@ typedef struct entry {
     prep prep;
     int class_lo, class_hi; /* documented raw label range; ignored for regression */
     int target_col;         /* PREP_PARKINSONS: column of the target in the file */
+    int header;             /* the file starts with a header line */
 } entry;
 
 static const entry entries[] = {
@@ -37,8 +38,10 @@ static const entry entries[] = {
     {"pendigits/test", "uci-pendigits/pendigits.tes", FK_LABEL_LAST, PREP_NONE, 0, 9, 0},
     {"fashion-mnist/train", FASHION_DIR "/train-images-idx3-ubyte.gz", FK_LABEL_DEFAULT, PREP_DIV255, 0, 9, 0},
     {"fashion-mnist/test", FASHION_DIR "/t10k-images-idx3-ubyte.gz", FK_LABEL_DEFAULT, PREP_DIV255, 0, 9, 0},
-    {"parkinsons/motor", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 4},
-    {"parkinsons/total", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 5},
+    {"parkinsons/motor", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 4, 1},
+    {"parkinsons/total", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 5, 1},
+    {"gvhd/pos", "gvhd-flow-cytometry/GvHD_pos.csv", FK_LABEL_NONE, PREP_NONE, 0, 0, 0, 1},
+    {"gvhd/control", "gvhd-flow-cytometry/GvHD_control.csv", FK_LABEL_NONE, PREP_NONE, 0, 0, 0, 1},
 };
 
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
@@ -140,7 +143,7 @@ int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name, fk_e
         return fk_err_set(err, FK_EIO, "data set '%s': %s not found; %s", name, path,
                           e->file[0] == '/' ? "install the Debian package dataset-fashion-mnist"
                                             : "pass --data-dir pointing at the shared data folder");
-    fk_load_opts o = {.format = FK_FORMAT_AUTO, .label = e->label, .header = e->prep == PREP_PARKINSONS};
+    fk_load_opts o = {.format = FK_FORMAT_AUTO, .label = e->label, .header = e->header};
     if (e->prep == PREP_PARKINSONS)
         o.format = FK_FORMAT_CSV;
     int rc = fk_load(ds, path, &o, err);
