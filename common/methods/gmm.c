@@ -104,11 +104,14 @@ void fk_gmm_predict(const double *X, size_t n, int p, const double *w, const dou
         return;
     }
     fk_gmm_sqdist(X, n, p, NULL, theta, R, D);
+    double lw[R];
+    for (int r = 0; r < R; r++)
+        lw[r] = w[r] > 0 ? log(w[r]) : -INFINITY;
     for (size_t i = 0; i < n; i++) {
         int best = 0;
         double bv = -INFINITY;
         for (int r = 0; r < R; r++) {
-            double v = (w[r] > 0 ? log(w[r]) : -INFINITY) - 0.5 * D[i * (size_t)R + r];
+            double v = lw[r] - 0.5 * D[i * (size_t)R + r];
             if (v > bv) {
                 bv = v;
                 best = r;
@@ -209,10 +212,12 @@ static int eee_estep(eee_ws *s, const double *X, const double *w, const double *
     for (int j = 0; j < p; j++)
         logdet_half += log(s->chol[j * p + j]);
     fk_gmm_sqdist(s->Z, n, p, NULL, s->mu_t, R, s->G);
+    double lw[R];
+    for (int r = 0; r < R; r++)
+        lw[r] = w[r] > 0 ? log(w[r]) : -INFINITY;
     for (size_t i = 0; i < n; i++)
         for (int r = 0; r < R; r++)
-            s->G[i * (size_t)R + r] =
-                (w[r] > 0 ? log(w[r]) : -INFINITY) - 0.5 * s->G[i * (size_t)R + r];
+            s->G[i * (size_t)R + r] = lw[r] - 0.5 * s->G[i * (size_t)R + r];
     *ll = normalise_rows(s->G, n, R) - (double)n * (logdet_half + 0.5 * p * LN_2PI);
     return isfinite(*ll) ? FK_OK : FK_ENUMERIC;
 }
