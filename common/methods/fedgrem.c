@@ -149,6 +149,8 @@ static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, f
 {
     gsrv *s = v;
     size_t Rp = (size_t)s->R * (size_t)s->p;
+    if (client < 0 || client >= s->K)
+        return fk_err_set(err, FK_EINVAL, "task for unknown client %d (job has %d)", client, s->K);
     if (!s->init_done)
         return fk_bundle_put_scalar(out, "op", 0.0) ? fk_err_set(err, FK_ENOMEM, "task: no memory")
                                                     : FK_OK;
@@ -195,6 +197,10 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
     }
     for (int i = 0; i < n && rc == FK_OK; i++) {
         int k = ups[i].client;
+        if (k < 0 || k >= s->K) {
+            rc = fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", k, s->K);
+            break;
+        }
         const fk_tensor *m = fk_bundle_get(&ups[i].msg, "M");
         const fk_tensor *w = fk_bundle_get(&ups[i].msg, "W");
         const fk_tensor *nn = fk_bundle_get(&ups[i].msg, "n");
@@ -216,6 +222,9 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
                 memcpy(s->sigma + (size_t)k * p * p, sg->data, sg->len * sizeof(double));
         }
     }
+    for (int k = 0; rc == FK_OK && k < s->K; k++)
+        if (!(s->nk[k] > 0))
+            rc = fk_err_set(err, FK_ESTATE, "client %d sent no local fit (duplicate updates?)", k);
     fk_rng rng;
     fk_rng_init(&rng, s->seed, ALIGN_STREAM);
     if (!rc)
