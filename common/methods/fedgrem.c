@@ -768,47 +768,183 @@ static int cli_load(void *v, const fk_bundle *in, fk_err *err)
 
 /* ---------------- tables ---------------- */
 
-#define VARIANT_INITS(tag, V)                                                                     \
-    static int srv_init_##tag(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)    \
-    {                                                                                             \
-        return srv_init(s, p, n, seed, V, err);                                                   \
-    }                                                                                             \
-    static int cli_init_##tag(void **c, const fk_params *p, const fk_dataset *d, int k, int n,    \
-                              uint64_t seed, fk_err *err)                                         \
-    {                                                                                             \
-        return cli_init(c, p, d, k, n, seed, V, err);                                             \
-    }
+/* One server_init / client_init pair per variant: the tables differ only there. */
+static int srv_init_fedgrem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_FEDGREM, err);
+}
 
-VARIANT_INITS(fedgrem, V_FEDGREM)
-VARIANT_INITS(fedem, V_FEDEM)
-VARIANT_INITS(local_em, V_LOCAL_EM)
-VARIANT_INITS(local_grem, V_LOCAL_GREM)
-VARIANT_INITS(tgmm, V_TGMM)
-VARIANT_INITS(pooled_grem, V_POOLED_GREM)
+static int cli_init_fedgrem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_FEDGREM, err);
+}
 
-#define TABLE(tag, NAME, SUMMARY)                                                                 \
-    const fk_method fk_method_##tag = {                                                           \
-        .name = NAME,                                                                             \
-        .summary = SUMMARY,                                                                       \
-        .server_init = srv_init_##tag,                                                            \
-        .server_close = srv_close,                                                                \
-        .plan = srv_plan,                                                                         \
-        .task = srv_task,                                                                         \
-        .aggregate = srv_aggregate,                                                               \
-        .model = srv_model,                                                                       \
-        .save = srv_save,                                                                         \
-        .load = srv_load,                                                                         \
-        .client_init = cli_init_##tag,                                                            \
-        .client_close = cli_close,                                                                \
-        .local_step = cli_step,                                                                   \
-        .evaluate = cli_evaluate,                                                                 \
-        .client_save = cli_save,                                                                  \
-        .client_load = cli_load,                                                                  \
-    };
+static int srv_init_fedem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_FEDEM, err);
+}
 
-TABLE(fedgrem, "fedgrem", "federated gradient EM with robust penalized fusion (Tian et al. 2024)")
-TABLE(fedem, "fedem", "federated EM: local EM means averaged by the server")
-TABLE(local_em, "local-em", "per-client EEE Gaussian mixture (no federation)")
-TABLE(local_grem, "local-grem", "per-client gradient EM, step 0.1 (no federation)")
-TABLE(tgmm, "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres")
-TABLE(pooled_grem, "pooled-grem", "gradient EM on the union of all clients (summed statistics)")
+static int cli_init_fedem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_FEDEM, err);
+}
+
+static int srv_init_local_em(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_LOCAL_EM, err);
+}
+
+static int cli_init_local_em(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_LOCAL_EM, err);
+}
+
+static int srv_init_local_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_LOCAL_GREM, err);
+}
+
+static int cli_init_local_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_LOCAL_GREM, err);
+}
+
+static int srv_init_tgmm(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_TGMM, err);
+}
+
+static int cli_init_tgmm(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_TGMM, err);
+}
+
+static int srv_init_pooled_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_POOLED_GREM, err);
+}
+
+static int cli_init_pooled_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_POOLED_GREM, err);
+}
+
+const fk_method fk_method_fedgrem = {
+    .name = "fedgrem",
+    .summary = "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
+    .server_init = srv_init_fedgrem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_fedgrem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_fedem = {
+    .name = "fedem",
+    .summary = "federated EM: local EM means averaged by the server",
+    .server_init = srv_init_fedem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_fedem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_local_em = {
+    .name = "local-em",
+    .summary = "per-client EEE Gaussian mixture (no federation)",
+    .server_init = srv_init_local_em,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_local_em,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_local_grem = {
+    .name = "local-grem",
+    .summary = "per-client gradient EM, step 0.1 (no federation)",
+    .server_init = srv_init_local_grem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_local_grem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_tgmm = {
+    .name = "tgmm",
+    .summary = "transfer-learning GMM borrowing from the other clients' initial centres",
+    .server_init = srv_init_tgmm,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_tgmm,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_pooled_grem = {
+    .name = "pooled-grem",
+    .summary = "gradient EM on the union of all clients (summed statistics)",
+    .server_init = srv_init_pooled_grem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_pooled_grem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
