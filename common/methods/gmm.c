@@ -451,6 +451,12 @@ static double dist(const double *a, const double *b, int p)
     return sqrt(s);
 }
 
+/* Centre s of task k in a K x R x p block. */
+static const double *centre(const double *M, int R, int p, int k, int s)
+{
+    return M + ((size_t)k * (size_t)R + (size_t)s) * (size_t)p;
+}
+
 int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *perm, fk_err *err)
 {
     if (K < 1 || R < 1 || B < 1)
@@ -465,7 +471,6 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
         goto done;
     }
     double best = INFINITY;
-#define CENTRE(k, s) (M + ((size_t)(k) * R + (size_t)(s)) * p)
     for (int b = 0; b < B && rc == FK_OK; b++) {
         for (int k = 0; k < K; k++)
             order[k] = k;
@@ -479,7 +484,7 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
                     double c = 0.0;
                     for (int a = 0; a < j; a++) {
                         int k2 = order[a];
-                        c += dist(CENTRE(k, s), CENTRE(k2, cur[(size_t)k2 * R + r]), p);
+                        c += dist(centre(M, R, p, k, s), centre(M, R, p, k2, cur[(size_t)k2 * R + r]), p);
                     }
                     cost[r * R + s] = c;
                 }
@@ -491,14 +496,13 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
         for (int k = 0; k < K; k++)
             for (int k2 = k + 1; k2 < K; k2++)
                 for (int r = 0; r < R; r++)
-                    sc += dist(CENTRE(k, cur[(size_t)k * R + r]), CENTRE(k2, cur[(size_t)k2 * R + r]),
+                    sc += dist(centre(M, R, p, k, cur[(size_t)k * R + r]), centre(M, R, p, k2, cur[(size_t)k2 * R + r]),
                                p);
         if (rc == FK_OK && sc < best) {
             best = sc;
             memcpy(perm, cur, KR * sizeof *cur);
         }
     }
-#undef CENTRE
     if (rc == FK_OK && !isfinite(best))
         rc = fk_err_set(err, FK_ENUMERIC, "align: centres are not finite");
 done:
