@@ -222,6 +222,25 @@ static void lambda_zero_is_independent(void **state)
     drop(&f);
 }
 
+/* A huge penalty fuses every task at the n-weighted mean each round (spec 6.4.2 direction). */
+static void huge_lambda_fuses_all_tasks(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 7, 1);
+    fk_params p;
+    fast_params(&p);
+    fk_params_set(&p, "C", "1e9");
+    fk_gmm_result a;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 10, 7, NULL, NULL, &a, NULL), FK_OK);
+    for (int k = 1; k < 10; k++)
+        for (int i = 0; i < 50; i++)
+            NEAR(a.theta[k * 50 + i], a.theta[i], 1e-9 * (1 + fabs(a.theta[i])));
+    fk_gmm_result_close(&a);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 /* Same seed twice: bitwise identical. */
 static void deterministic(void **state)
 {
@@ -390,6 +409,7 @@ int main(void)
         cmocka_unit_test(central_objective_never_increases),
         cmocka_unit_test(outlier_task_does_not_pull),
         cmocka_unit_test(lambda_zero_is_independent),
+        cmocka_unit_test(huge_lambda_fuses_all_tasks),
         cmocka_unit_test(deterministic),
         cmocka_unit_test(save_load_round_trip),
         cmocka_unit_test(bad_input),
