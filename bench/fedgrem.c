@@ -221,7 +221,8 @@ int fk_bench_fedgrem(int argc, char **argv)
                     snprintf(extra, sizeof extra,
                              "\"rounds\":%ld,\"gflops\":%.3f,\"ratio_to_dgemm\":%.4f,"
                              "\"central_passes_mean\":%.0f,"
-                             "\"includes\":\"rounds only (E-step, gradient step, central)\"",
+                             "\"includes\":\"rounds 1..N only (E-step, gradient step, central) from a common "
+                             "start; central passes grow when tasks drift apart\"",
                              ST, gf, gf / peak, passes);
                     fk_bench_emit(json, "fedgrem", case_name, "ms_per_round", 1e3 * sec / ST, extra);
                 }
