@@ -110,6 +110,24 @@ def main():
         ch = fktest.grpc_channel(port, pki)
         t.check("a good client still works after all that", fktest.raw_unary(ch, "/fktest.Echo/Echo")(b"hi", timeout=5) == b"hi")
         ch.close()
+        rc = srv.stop()
+        t.check("server exits 0 on SIGTERM", rc == 0, str(rc))
+
+        # Revocation: a CRL naming a client certificate shuts that client out.
+        revoked = pki.ca.issue("revoked", "DNS:revoked")
+        crl = pki.ca.revoke_and_crl(revoked[0])
+        srv = fktest.Proc([peer, "serve", "--listen", "127.0.0.1:0", "--ca", pki.ca.crt, "--cert", pki.server[0],
+                           "--key", pki.server[1], "--crl", crl], pki.tmp.name, "serve-crl")
+        port = srv.wait_port()
+        ch = fktest.grpc_channel(port, pki, cert=revoked)
+        code = grpc_code(lambda: fktest.raw_unary(ch, "/fktest.Echo/Echo")(b"x", timeout=5))
+        ch.close()
+        t.check("revoked client certificate refused", code == grpc.StatusCode.UNAVAILABLE, str(code))
+        t.check("log says revoked", srv.wait_log(r"conn_refused .*certificate revoked"))
+        ch = fktest.grpc_channel(port, pki)
+        t.check("unrevoked client still served with the CRL on",
+                fktest.raw_unary(ch, "/fktest.Echo/Echo")(b"ok", timeout=5) == b"ok")
+        ch.close()
     finally:
         rc = srv.stop()
         t.check("server exits 0 on SIGTERM", rc == 0, str(rc))
