@@ -106,6 +106,7 @@ static void server_stop(uv_async_t *a)
 static void *server_main(void *arg)
 {
     wire_server *ws = arg;
+    pthread_setname_np(pthread_self(), "fk-bench-srv"); /* tells the two ends apart in perf/top */
     char ca[4096], crt[4096], key[4096];
     files(ws->dir, 1, ca, crt, key);
     fk_grpc_server_config cfg = {0};
@@ -265,6 +266,7 @@ static void next(driver *d)
             double mb = (double)d->sizes[d->size_i] * reps;
             double dc = clock_s(CLOCK_THREAD_CPUTIME_ID) - d->c0, ds = clock_s(d->server_clock) - d->s0;
             d->tput[d->size_i] = mb / (fk_bench_now() - d->t0);
+            fk_log(FK_LOG_DEBUG, "bench_cpu", "mb=%g client_cpu_s=%.3f server_cpu_s=%.3f", mb, dc, ds);
             d->cpu_total[d->size_i] = mb / (dc + ds);
             d->cpu_max[d->size_i] = mb / (dc > ds ? dc : ds);
             d->size_i++;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/net/bigbuf.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 8u << 20 };
@@ -27,7 +28,7 @@ struct ccall {
     uint8_t hdr[5];
     size_t hdr_have;
     uint8_t *resp;
-    size_t resp_len, resp_have;
+    size_t resp_len, resp_have, resp_cap;
     int nmsgs, overflow;
     fk_grpc_done cb;
     void *ud;
@@ -46,6 +47,7 @@ struct fk_grpc_client {
     void *ud;
     void (*on_closed)(void *);
     void *closed_ud;
+    fk_bigbuf_cache cache; /* one idle large response buffer */
 };
 
 static void pump(fk_grpc_client *cl);
@@ -53,7 +55,7 @@ static void pump(fk_grpc_client *cl);
 static void call_freed(uv_handle_t *h)
 {
     ccall *c = h->data;
-    free(c->resp);
+    fk_bigbuf_free(c->resp, c->resp_cap);
     free(c);
 }
 
@@ -87,6 +89,8 @@ static void finish(ccall *c, int status, const char *msg)
     int ok = status == FK_GRPC_OK;
     c->cb(c->ud, status, msg ? msg : "", ok ? (c->resp ? c->resp : (const uint8_t *)"") : NULL,
           ok ? c->resp_len : 0);
+    fk_bigbuf_cache_put(&cl->cache, c->resp, c->resp_cap);
+    c->resp = NULL;
     uv_close((uv_handle_t *)&c->timer, call_freed);
 }
 
@@ -249,7 +253,7 @@ static int begin_message(fk_grpc_client *cl, ccall *c)
         finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
         return -1;
     }
-    c->resp = malloc(len ? len : 1);
+    c->resp = fk_bigbuf_cache_get(&cl->cache, len, &c->resp_cap);
     if (!c->resp) {
         finish(c, FK_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
         return -1;
@@ -443,6 +447,7 @@ static void tls_closed(fk_tlsconn *t, const char *reason)
     if (cl->closing) {
         void (*cb)(void *) = cl->on_closed;
         void *ud = cl->closed_ud;
+        fk_bigbuf_cache_close(&cl->cache);
         free(cl);
         if (cb)
             cb(ud);
@@ -545,6 +550,7 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *u
             fk_tlsconn_close(cl->tls, "client closed");
         return;
     }
+    fk_bigbuf_cache_close(&cl->cache);
     free(cl);
     if (on_closed)
         on_closed(ud);
