@@ -1,6 +1,7 @@
-/* One TCP connection on libuv carrying TLS through OpenSSL memory BIOs: libuv
- * reads ciphertext into the read BIO, OpenSSL writes ciphertext into the write
- * BIO and we hand it to uv_write. No blocking sockets, no threads. */
+/* One TCP connection on libuv carrying TLS through OpenSSL memory BIOs: OpenSSL
+ * reads ciphertext from the buffer libuv just filled and writes its records into
+ * the next uv_write buffer (a minimal in-memory BIO pair, like BIO_s_mem without
+ * its extra copy). No blocking sockets, no threads. */
 #ifndef FK_NET_TLSCONN_H
 #define FK_NET_TLSCONN_H
 
@@ -25,6 +26,10 @@ struct fk_tlsconn {
     uv_shutdown_t shutdown_req;
     SSL *ssl;
     BIO *rbio, *wbio;
+    BIO_METHOD *meth;
+    const uint8_t *in_p; /* ciphertext from libuv not yet read by OpenSSL */
+    size_t in_len;
+    struct wreq *out;    /* ciphertext write being filled */
     fk_tls_ctx *ctx;
     const fk_tlsconn_cbs *cbs;
     void *ud;
