@@ -26,6 +26,8 @@ static void handle_closed(uv_handle_t *h)
     BIO_meth_free(c->meth);
     fk_tls_ctx_unref(c->ctx);
     free(c->out);
+    while (c->nspare > 0)
+        free(c->spare[--c->nspare]);
     free(c->stage);
     free(c);
 }
@@ -52,7 +54,15 @@ static void write_done(uv_write_t *req, int status)
     wreq *w = (wreq *)req;
     fk_tlsconn *c = w->c;
     c->queued -= w->len;
-    free(w);
+    /* Reuse buffers while a transfer is flowing (freeing and re-growing the heap
+     * costs page faults); an idle connection keeps none. */
+    if (c->queued > 0 && c->nspare < FK_TLSCONN_SPARES && !c->closing) {
+        c->spare[c->nspare++] = w;
+    } else {
+        free(w);
+        while (c->queued == 0 && c->nspare > 0)
+            free(c->spare[--c->nspare]);
+    }
     if (status < 0 && status != UV_ECANCELED) {
         char why[128];
         snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
@@ -90,7 +100,7 @@ static int out_write(BIO *b, const char *data, int len)
     BIO_clear_retry_flags(b);
     for (int done = 0; done < len;) {
         if (!c->out) {
-            c->out = malloc(sizeof *c->out + OUT_CAP);
+            c->out = c->nspare > 0 ? c->spare[--c->nspare] : malloc(sizeof *c->out + OUT_CAP);
             if (!c->out)
                 return -1;
             c->out->c = c;

@@ -13,6 +13,8 @@
 
 typedef struct fk_tlsconn fk_tlsconn;
 
+enum { FK_TLSCONN_SPARES = 16 };
+
 typedef struct fk_tlsconn_cbs {
     void (*on_ready)(fk_tlsconn *c);                              /* handshake done, peer verified */
     void (*on_data)(fk_tlsconn *c, const uint8_t *p, size_t n);   /* decrypted bytes */
@@ -30,6 +32,8 @@ struct fk_tlsconn {
     const uint8_t *in_p; /* ciphertext from libuv not yet read by OpenSSL */
     size_t in_len;
     struct wreq *out;    /* ciphertext write being filled */
+    struct wreq *spare[FK_TLSCONN_SPARES]; /* finished write buffers kept for reuse */
+    int nspare;
     fk_tls_ctx *ctx;
     const fk_tlsconn_cbs *cbs;
     void *ud;
