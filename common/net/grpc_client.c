@@ -48,9 +48,13 @@ struct fk_grpc_client {
     void (*on_closed)(void *);
     void *closed_ud;
     fk_bigbuf_cache cache; /* one idle large response buffer */
+    uv_timer_t ka;         /* keepalive PINGs while calls wait */
+    uint64_t last_rx, ping_sent;
 };
 
 static void pump(fk_grpc_client *cl);
+static void client_free(fk_grpc_client *cl);
+static void keepalive(uv_timer_t *t);
 
 static void call_freed(uv_handle_t *h)
 {
@@ -390,6 +394,13 @@ static void tls_ready(fk_tlsconn *t)
         return;
     }
     cl->up = 1;
+    cl->last_rx = uv_now(cl->loop);
+    if (cl->lim.keepalive_ms) {
+        uint64_t period = cl->lim.keepalive_ms < cl->lim.keepalive_timeout_ms ? cl->lim.keepalive_ms
+                                                                            : cl->lim.keepalive_timeout_ms;
+        period = period / 4 < 5 ? 5 : period / 4;
+        uv_timer_start(&cl->ka, keepalive, period, period);
+    }
     /* Calls queued while connecting go out now, oldest first. */
     ccall *last = cl->calls;
     while (last && last->next)
@@ -410,6 +421,8 @@ static void tls_data(fk_tlsconn *t, const uint8_t *p, size_t n)
     fk_grpc_client *cl = t->ud;
     if (!cl->ng)
         return;
+    cl->last_rx = uv_now(cl->loop);
+    cl->ping_sent = 0; /* any traffic proves the server alive */
     cl->in_recv = 1;
     ssize_t r = nghttp2_session_mem_recv(cl->ng, p, n);
     cl->in_recv = 0;
@@ -428,12 +441,48 @@ static void tls_writable(fk_tlsconn *t)
     pump(t->ud);
 }
 
+static void client_freed(uv_handle_t *h)
+{
+    fk_grpc_client *cl = h->data;
+    void (*cb)(void *) = cl->on_closed;
+    void *ud = cl->closed_ud;
+    fk_bigbuf_cache_close(&cl->cache);
+    free(cl);
+    if (cb)
+        cb(ud);
+}
+
+/* Last step of closing: the keepalive timer goes, then the memory. */
+static void client_free(fk_grpc_client *cl)
+{
+    uv_close((uv_handle_t *)&cl->ka, client_freed);
+}
+
+static void keepalive(uv_timer_t *t)
+{
+    fk_grpc_client *cl = t->data;
+    uint64_t now = uv_now(cl->loop);
+    if (!cl->ng || !cl->tls)
+        return;
+    if (cl->ping_sent && now - cl->ping_sent >= cl->lim.keepalive_timeout_ms) {
+        fk_tlsconn_close(cl->tls, "keepalive PING not answered: server unreachable");
+        return;
+    }
+    /* Only while calls wait (long polls): idle clients do not ping, as gRPC servers expect. */
+    if (cl->calls && !cl->ping_sent && now - cl->last_rx >= cl->lim.keepalive_ms) {
+        cl->ping_sent = now;
+        nghttp2_submit_ping(cl->ng, NGHTTP2_FLAG_NONE, NULL);
+        pump(cl);
+    }
+}
+
 static void tls_closed(fk_tlsconn *t, const char *reason)
 {
     fk_grpc_client *cl = t->ud;
     int was_up = cl->up;
     cl->up = 0;
     cl->tls = NULL;
+    uv_timer_stop(&cl->ka);
     snprintf(cl->why, sizeof cl->why, "%s", reason);
     if (!was_up && !cl->closing)
         fk_log(FK_LOG_WARN, "client_refused", "server=%s reason=\"%s\"", cl->peer.addr, reason);
@@ -444,14 +493,8 @@ static void tls_closed(fk_tlsconn *t, const char *reason)
     if (!cl->closing && cl->on_state)
         cl->on_state(cl, 0, reason, cl->ud);
     cl->in_teardown = 0;
-    if (cl->closing) {
-        void (*cb)(void *) = cl->on_closed;
-        void *ud = cl->closed_ud;
-        fk_bigbuf_cache_close(&cl->cache);
-        free(cl);
-        if (cb)
-            cb(ud);
-    }
+    if (cl->closing)
+        client_free(cl);
 }
 
 static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed};
@@ -484,6 +527,8 @@ int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_
         free(cl);
         return rc;
     }
+    uv_timer_init(loop, &cl->ka);
+    cl->ka.data = cl;
     /* On failure tls_closed still runs and reports through on_state. */
     fk_tlsconn_connect(cl->tls, (struct sockaddr *)&ss, server_name, err);
     *out = cl;
@@ -550,10 +595,7 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *u
             fk_tlsconn_close(cl->tls, "client closed");
         return;
     }
-    fk_bigbuf_cache_close(&cl->cache);
-    free(cl);
-    if (on_closed)
-        on_closed(ud);
+    client_free(cl);
 }
 
 const fk_tls_peer *fk_grpc_client_peer(const fk_grpc_client *cl)
