@@ -67,7 +67,7 @@ static int read_opts(fk_load_opts *o, const fk_params *p, fk_err *err)
     o->var = fk_params_get(p, "var");
     o->label_var = fk_params_get(p, "label-var");
     o->label_path = fk_params_get(p, "labels");
-    long cols;
+    long cols = 0;
     int rc = fk_params_bool(p, "header", 0, &o->header, err);
     if (!rc)
         rc = fk_params_bool(p, "samples-in-columns", 0, &o->samples_in_columns, err);

@@ -3,6 +3,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/sim_fedrf_tca.h"
+
+int fk_sim_fedgrem(int argc, char **argv);
 
 typedef struct sim_entry {
     const char *method;
@@ -12,6 +15,8 @@ typedef struct sim_entry {
 
 /* One line per method; each runner lives in cli/sim_<method>.c. */
 static const sim_entry sims[] = {
+    {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
+    {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
     {NULL, NULL, NULL},
 };
 

@@ -342,6 +342,51 @@ static void mat_bad_input(void **state)
     assert_non_null(strstr(err.msg, "cut.mat"));
 }
 
+/* Cells and structs beside the features pass the structural check; sparse is refused. */
+static void mat_cells_structs_sparse(void **state)
+{
+    fixture_dir *f = *state;
+    const char *p = fixture_path(f, "mixed.mat");
+    mat_t *m = Mat_CreateVer(p, NULL, MAT_FT_MAT5);
+    assert_non_null(m);
+    size_t d2[2] = {2, 1}, d11[2] = {1, 1}, d3[2] = {3, 2};
+    double a = 1, b = 2, x[6] = {1, 2, 3, 4, 5, 6};
+    matvar_t *cells[2] = {Mat_VarCreate(NULL, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, d11, &a, 0),
+                          Mat_VarCreate(NULL, MAT_C_CHAR, MAT_T_UINT8, 2, d11, "z", 0)};
+    matvar_t *cell = Mat_VarCreate("names", MAT_C_CELL, MAT_T_CELL, 2, d2, cells, 0);
+    const char *fields[2] = {"alpha", "beta"};
+    matvar_t *st = Mat_VarCreateStruct("cfg", 2, d11, fields, 2);
+    Mat_VarSetStructFieldByName(st, "alpha", 0, Mat_VarCreate(NULL, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, d11, &b, 0));
+    matvar_t *fts = Mat_VarCreate("fts", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, d3, x, 0);
+    assert_int_equal(Mat_VarWrite(m, cell, MAT_COMPRESSION_ZLIB), 0);
+    assert_int_equal(Mat_VarWrite(m, st, MAT_COMPRESSION_NONE), 0);
+    assert_int_equal(Mat_VarWrite(m, fts, MAT_COMPRESSION_NONE), 0);
+    Mat_VarFree(cell);
+    Mat_VarFree(st);
+    Mat_VarFree(fts);
+    Mat_Close(m);
+    fk_load_opts o = {.var = "fts"};
+    fk_dataset ds;
+    fk_err err = {0};
+    assert_int_equal(fk_load(&ds, p, &o, &err), FK_OK);
+    assert_int_equal(ds.X.rows, 3);
+    fk_dataset_close(&ds);
+    o.var = "names";
+    expect_error(p, &o, FK_EFORMAT, "mixed.mat", "not a real numeric array");
+
+    p = fixture_path(f, "sparse.mat");
+    m = Mat_CreateVer(p, NULL, MAT_FT_MAT5);
+    mat_uint32_t ir[1] = {0}, jc[3] = {0, 1, 1};
+    double v[1] = {5};
+    mat_sparse_t sp = {.nzmax = 1, .ir = ir, .nir = 1, .jc = jc, .njc = 3, .ndata = 1, .data = v};
+    matvar_t *s = Mat_VarCreate("S", MAT_C_SPARSE, MAT_T_DOUBLE, 2, d2, &sp, MAT_F_DONT_COPY_DATA);
+    assert_int_equal(Mat_VarWrite(m, s, MAT_COMPRESSION_NONE), 0);
+    s->data = NULL;
+    Mat_VarFree(s);
+    Mat_Close(m);
+    expect_error(p, NULL, FK_EFORMAT, "sparse.mat", "sparse variables are not supported");
+}
+
 /* NPY v1 file: header dict padded so data starts at a multiple of 64. */
 static size_t npy_bytes(unsigned char *b, int major, const char *dict, const void *data, size_t n)
 {
@@ -482,6 +527,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(idx_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(mat_variables, setup, teardown),
         cmocka_unit_test_setup_teardown(mat_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(mat_cells_structs_sparse, setup, teardown),
         cmocka_unit_test_setup_teardown(npy_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(npy_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(libsvm_sparse_to_dense, setup, teardown),

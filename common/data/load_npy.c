@@ -48,6 +48,8 @@ static const char *parse_descr(const char *v, npy_hdr *h)
     else
         order = '=';
     h->big_endian = order == '>';
+    if (!*v)
+        return "malformed 'descr'";
     h->kind = *v++;
     if (!isdigit((unsigned char)*v))
         return "malformed 'descr'";

@@ -3,9 +3,18 @@
 #include <string.h>
 
 #include "common/methods/method.h"
+#include "common/methods/fedgrem.h"
+#include "common/methods/fedrf_tca.h"
 
 /* One line per job type; each method file exports its table. */
 const fk_method *const fk_methods[] = {
+    &fk_method_fedrf_tca,
+    &fk_method_fedgrem,
+    &fk_method_fedem,
+    &fk_method_local_em,
+    &fk_method_local_grem,
+    &fk_method_tgmm,
+    &fk_method_pooled_grem,
     NULL,
 };
 

@@ -1,0 +1,195 @@
+/* fedkern bench rf-tca: fit + transform time of RF-TCA and kernel TCA on the
+ * Office-Caltech A->C shape (958 + 1123 samples, 800 features; random data of
+ * that shape), stage times, achieved GFLOP/s as a ratio to a dgemm measured in
+ * the same run, peak memory, and the scaling table in N and n. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "bench/bench.h"
+#include "common/base/params.h"
+#include "common/la/rff.h"
+#include "common/la/rng.h"
+#include "common/methods/rftca.h"
+#include "common/methods/tca.h"
+
+static const char *const B = "rf-tca";
+
+static void random_rows(fk_mat *X, size_t n, size_t d, uint64_t seed)
+{
+    fk_mat_init(X, n, d);
+    fk_rng g;
+    fk_rng_init(&g, seed, 0);
+    for (size_t i = 0; i < n * d; i++)
+        X->data[i] = fk_rng_normal(&g);
+    fk_rows_l2_normalize(X);
+}
+
+/* Best-of-3 dgemm rate (GFLOP/s) for an (a x k) * (k x b) product. */
+static double dgemm_rate(size_t a, size_t k, size_t b)
+{
+    fk_mat A, Bm, C;
+    random_rows(&A, a, k, 1);
+    random_rows(&Bm, k, b, 2);
+    fk_mat_init(&C, a, b);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = fk_bench_now();
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a, (int)b, (int)k, 1.0, A.data,
+                    (int)k, Bm.data, (int)b, 0.0, C.data, (int)b);
+        double t = fk_bench_now() - t0;
+        best = t < best ? t : best;
+    }
+    fk_mat_close(&A);
+    fk_mat_close(&Bm);
+    fk_mat_close(&C);
+    return 2.0 * (double)a * (double)k * (double)b / best / 1e9;
+}
+
+static double peak_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+typedef struct stage_stats {
+    double total, rff, solve, project;
+    fk_tca_times tm;
+    double flops_gemm; /* RFF gemm + Gram syrk */
+} stage_stats;
+
+/* RF-TCA fit + transform by stages (same calls as fk_rftca_fit). */
+static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, stage_stats *st,
+                        fk_err *err)
+{
+    memset(st, 0, sizeof *st);
+    double t0 = fk_bench_now();
+    fk_rff r;
+    fk_mat S, W, Z;
+    double theta[200];
+    int rc = fk_rff_init(&r, 1, X->cols, N, 1.0, err);
+    if (rc)
+        return rc;
+    double t1 = fk_bench_now();
+    rc = fk_rff_map(&r, X, &S, err);
+    double t2 = fk_bench_now();
+    if (!rc)
+        rc = fk_tca_solve_timed(&S, n_s, fk_tca_gamma_normalized(1.0, n_s, X->rows - n_s), m,
+                                FK_TCA_NORM_B, &W, theta, &st->tm, err);
+    double t3 = fk_bench_now();
+    if (!rc)
+        rc = fk_tca_project(&S, &W, &Z, err);
+    double t4 = fk_bench_now();
+    st->rff = t2 - t1;
+    st->solve = t3 - t2;
+    st->project = t4 - t3;
+    st->total = t4 - t0;
+    double k = (double)st->tm.gram_dim, o = (double)st->tm.other_dim;
+    st->flops_gemm = 2.0 * (double)X->rows * (double)X->cols * (double)N + k * k * o;
+    fk_mat_close(&S);
+    fk_mat_close(&W);
+    fk_mat_close(&Z);
+    fk_rff_close(&r);
+    return rc;
+}
+
+static int run(int argc, char **argv)
+{
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    int json = 0, quick = 0;
+    long m;
+    if (fk_params_parse_args(&p, &argc, argv, &err) || fk_params_bool(&p, "json", 0, &json, &err) ||
+        fk_params_bool(&p, "quick", 0, &quick, &err) ||
+        fk_params_int(&p, "m", 20, 1, 200, &m, &err)) {
+        fprintf(stderr, "fedkern bench rf-tca: %s\n", err.msg);
+        fk_params_close(&p);
+        return 2;
+    }
+    if (fk_params_get(&p, "help")) {
+        printf("usage: fedkern bench rf-tca [--json] [--m 20] [--quick]\n"
+               "RF-TCA (N = 500, 1000, 2000) and kernel TCA fit+transform on the A->C shape\n"
+               "(958 + 1123 x 800), stage times, GFLOP/s vs dgemm, peak memory, scaling in N, n.\n");
+        fk_params_close(&p);
+        return 0;
+    }
+    const char *unused = fk_params_unused(&p);
+    fk_params_close(&p);
+    if (unused) {
+        fprintf(stderr, "fedkern bench rf-tca: unknown option --%s\n", unused);
+        return 2;
+    }
+    size_t ns = 958, nt = 1123, d = 800;
+    fk_mat X;
+    random_rows(&X, ns + nt, d, 7);
+    double ref = dgemm_rate(ns + nt, d, 1000);
+    fk_bench_emit(json, B, "dgemm 2081x800x1000", "gflops", ref, NULL);
+    size_t Ns[3] = {500, 1000, 2000};
+    char cs[96], extra[160];
+    for (int i = 0; i < 3; i++) {
+        stage_stats st;
+        if (rftca_staged(&X, ns, Ns[i], (size_t)m, &st, &err)) {
+            fprintf(stderr, "fedkern bench rf-tca: %s\n", err.msg);
+            fk_mat_close(&X);
+            return 1;
+        }
+        snprintf(cs, sizeof cs, "rf-tca A->C N=%zu m=%ld", Ns[i], m);
+        snprintf(extra, sizeof extra, "\"target_seconds\":%s", Ns[i] == 1000 ? "0.5" : "null");
+        fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, extra);
+        fk_bench_emit(json, B, cs, "rff_seconds", st.rff, NULL);
+        fk_bench_emit(json, B, cs, "gram_seconds", st.tm.gram, NULL);
+        fk_bench_emit(json, B, cs, "eig_seconds", st.tm.eig, NULL);
+        fk_bench_emit(json, B, cs, "other_seconds", st.tm.center + st.tm.back + st.project, NULL);
+        double rate = st.flops_gemm / (st.rff + st.tm.gram) / 1e9;
+        fk_bench_emit(json, B, cs, "gemm_kernels_gflops", rate, NULL);
+        snprintf(extra, sizeof extra, "\"target\":0.6,\"dgemm_gflops\":%.3f", ref);
+        fk_bench_emit(json, B, cs, "gemm_kernels_ratio_to_dgemm", rate / ref, extra);
+    }
+    /* Kernel TCA (Gaussian, n x n) on the same pair. */
+    {
+        fk_mat Xs = fk_mat_rows(&X, 0, ns), Xt = fk_mat_rows(&X, ns, nt), Zs, Zt;
+        double t0 = fk_bench_now();
+        if (fk_ktca_fit(&Xs, &Xt, FK_KERNEL_GAUSS, 1.0, fk_tca_gamma_normalized(1.0, ns, nt),
+                        (size_t)m, FK_TCA_NORM_B, &Zs, &Zt, &err)) {
+            fprintf(stderr, "fedkern bench rf-tca: %s\n", err.msg);
+            fk_mat_close(&X);
+            return 1;
+        }
+        snprintf(cs, sizeof cs, "kernel-tca A->C m=%ld", m);
+        fk_bench_emit(json, B, cs, "fit_transform_seconds", fk_bench_now() - t0, NULL);
+        fk_mat_close(&Zs);
+        fk_mat_close(&Zt);
+    }
+    fk_bench_emit(json, B, "process", "peak_rss_mb", peak_mb(), NULL);
+    /* Scaling: N at the A->C size, then n at N = 1000. */
+    size_t sN[4] = {250, 500, 1000, 2000}, sn[4] = {500, 1000, 2081, 4000};
+    for (int i = 0; i < (quick ? 2 : 4); i++) {
+        stage_stats st;
+        if (rftca_staged(&X, ns, sN[i], (size_t)m, &st, &err) == FK_OK) {
+            snprintf(cs, sizeof cs, "scaling N=%zu n=2081", sN[i]);
+            fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, NULL);
+        }
+    }
+    fk_mat_close(&X);
+    for (int i = 0; i < (quick ? 2 : 4); i++) {
+        fk_mat Y;
+        random_rows(&Y, sn[i], d, 11);
+        stage_stats st;
+        if (rftca_staged(&Y, sn[i] * 46 / 100, 1000, (size_t)m, &st, &err) == FK_OK) {
+            snprintf(cs, sizeof cs, "scaling N=1000 n=%zu", sn[i]);
+            fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, NULL);
+        }
+        fk_mat_close(&Y);
+    }
+    fk_bench_emit(json, B, "process", "peak_rss_mb", peak_mb(), NULL);
+    return 0;
+}
+
+int fk_bench_rftca(int argc, char **argv)
+{
+    return run(argc, argv);
+}

@@ -1,0 +1,27 @@
+/* Symmetric eigen-solvers: top-m eigenpairs of a symmetric matrix and of a
+ * symmetric-definite pencil (A, B), via LAPACK's MRRR driver with an index
+ * range, so only the wanted eigenvectors are computed. */
+#ifndef FK_EIG_H
+#define FK_EIG_H
+
+#include <stddef.h>
+
+#include "common/base/err.h"
+#include "common/la/mat.h"
+
+/* Top-m eigenpairs of symmetric A (n x n; only the upper triangle in row-major
+ * terms is read, A is not modified). vals[0..m) descending; V is initialised
+ * here to n x m with the eigenvectors as orthonormal columns. */
+int fk_eig_sym_top(const fk_mat *A, size_t m, double *vals, fk_mat *V, fk_err *err);
+
+/* Top-m of the generalized problem A w = theta B w with B symmetric positive
+ * definite: Cholesky B = L L^T, C = L^-1 A L^-T (dsygst), dsyevr with an index
+ * range on C, W = L^-T U. W (initialised here, n x m) satisfies W^T B W = I. */
+int fk_eig_gen_top(const fk_mat *A, const fk_mat *B, size_t m, double *vals, fk_mat *W,
+                   fk_err *err);
+
+/* Flip each column of V so that its entry of largest magnitude is positive
+ * (a deterministic sign for eigenvectors). */
+void fk_eig_fix_signs(fk_mat *V);
+
+#endif

@@ -1,0 +1,20 @@
+/* Linear assignment (Hungarian / Kuhn-Munkres, O(n^3)) and the mis-clustering
+ * rate under the best one-to-one matching of cluster labels to classes. */
+#ifndef FK_HUNGARIAN_H
+#define FK_HUNGARIAN_H
+
+#include <stddef.h>
+
+#include "common/base/err.h"
+
+/* Minimum-cost perfect matching of an n x n row-major cost matrix.
+ * assign[r] = column given to row r; *total (may be NULL) = its cost.
+ * Deterministic: ties are broken by the lowest column index. Costs must be finite. */
+int fk_hungarian(const double *cost, int n, int *assign, double *total, fk_err *err);
+
+/* 1 - (matched count / n) under the label matching that maximizes the matched
+ * count; truth in [0, n_classes), pred in [0, n_clusters). n = 0 gives 0. */
+int fk_misclustering_rate(const int *truth, const int *pred, size_t n, int n_classes,
+                          int n_clusters, double *rate, fk_err *err);
+
+#endif

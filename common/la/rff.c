@@ -1,0 +1,128 @@
+#include "common/la/rff.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/la/rng.h"
+
+/* Omega's stream tag: changing any other random stream never changes Omega. */
+static const uint64_t OMEGA_STREAM = 0x6f6d656761000000ULL;
+
+/* Mix (d, N, sigma) into the stream so different shapes never share draws. */
+static uint64_t omega_stream(size_t d, size_t N, double sigma)
+{
+    uint64_t bits;
+    memcpy(&bits, &sigma, sizeof bits);
+    uint64_t h = OMEGA_STREAM ^ ((uint64_t)d * 0x9E3779B97F4A7C15ULL);
+    h ^= (uint64_t)N * 0xBF58476D1CE4E5B9ULL;
+    return h ^ (bits * 0x94D049BB133111EBULL);
+}
+
+int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_err *err)
+{
+    *r = (fk_rff){0};
+    if (!(sigma > 0) || !isfinite(sigma))
+        return fk_err_set(err, FK_EINVAL, "random features: kernel width sigma must be > 0 (got %g)",
+                          sigma);
+    if (N == 0)
+        return fk_err_set(err, FK_EINVAL, "random features: N (number of frequencies) must be >= 1");
+    if (d == 0)
+        return fk_err_set(err, FK_EINVAL, "random features: input dimension must be >= 1");
+    if (fk_mat_init(&r->omega, N, d))
+        return fk_err_set(err, FK_ENOMEM, "random features: out of memory for Omega (%zux%zu)", N, d);
+    fk_rng g;
+    fk_rng_init(&g, seed, omega_stream(d, N, sigma));
+    double inv = 1.0 / sigma;
+    for (size_t i = 0; i < N * d; i++)
+        r->omega.data[i] = inv * fk_rng_normal(&g);
+    r->d = d;
+    r->N = N;
+    r->sigma = sigma;
+    r->seed = seed;
+    return FK_OK;
+}
+
+void fk_rff_close(fk_rff *r)
+{
+    fk_mat_close(&r->omega);
+    *r = (fk_rff){0};
+}
+
+/* cos and sin of t[0..N) into c and s, scaled; a flat loop the compiler can vectorise. */
+static void cos_sin_row(const double *t, double *c, double *s, size_t N, double scale)
+{
+    for (size_t k = 0; k < N; k++) {
+        double tk = t[k];
+        c[k] = scale * cos(tk);
+        s[k] = scale * sin(tk);
+    }
+}
+
+int fk_rff_map_into(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err)
+{
+    size_t n = X->rows, N = r->N;
+    if (X->cols != r->d)
+        return fk_err_set(err, FK_EINVAL,
+                          "random features: data has %zu features but Omega was drawn for %zu; "
+                          "all domains must have the same dimension", X->cols, r->d);
+    if (Z->rows != n || Z->cols != 2 * N)
+        return fk_err_set(err, FK_EINVAL, "random features: output is %zux%zu, want %zux%zu",
+                          Z->rows, Z->cols, n, 2 * N);
+    if (n == 0)
+        return FK_OK;
+    /* The sine half of Z holds Omega x first, then each row is expanded in place. */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)N, (int)r->d, 1.0, X->data,
+                (int)X->ld, r->omega.data, (int)r->omega.ld, 0.0, Z->data + N, (int)Z->ld);
+    double scale = 1.0 / sqrt((double)N);
+    for (size_t i = 0; i < n; i++) {
+        double *row = fk_mat_row(Z, i);
+        cos_sin_row(row + N, row, row + N, N, scale);
+    }
+    return FK_OK;
+}
+
+int fk_rff_map(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err)
+{
+    *Z = (fk_mat){0};
+    if (fk_mat_init(Z, X->rows, 2 * r->N))
+        return fk_err_set(err, FK_ENOMEM, "random features: out of memory for %zux%zu features",
+                          X->rows, 2 * r->N);
+    int rc = fk_rff_map_into(r, X, Z, err);
+    if (rc)
+        fk_mat_close(Z);
+    return rc;
+}
+
+int fk_rff_backward(const fk_rff *r, const fk_mat *X, const fk_mat *G, fk_mat *dX, fk_err *err)
+{
+    size_t n = X->rows, N = r->N;
+    if (X->cols != r->d || G->rows != n || G->cols != 2 * N || dX->rows != n || dX->cols != r->d)
+        return fk_err_set(err, FK_EINVAL, "random features backward: shape mismatch");
+    fk_mat T;
+    if (fk_mat_init(&T, n, N))
+        return fk_err_set(err, FK_ENOMEM, "random features backward: out of memory");
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)N, (int)r->d, 1.0, X->data,
+                (int)X->ld, r->omega.data, (int)r->omega.ld, 0.0, T.data, (int)T.ld);
+    double scale = 1.0 / sqrt((double)N);
+    for (size_t i = 0; i < n; i++) {
+        double *t = fk_mat_row(&T, i);
+        const double *g = fk_mat_row(G, i);
+        for (size_t k = 0; k < N; k++)
+            t[k] = scale * (g[N + k] * cos(t[k]) - g[k] * sin(t[k]));
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r->d, (int)N, 1.0, T.data,
+                (int)T.ld, r->omega.data, (int)r->omega.ld, 0.0, dX->data, (int)dX->ld);
+    fk_mat_close(&T);
+    return FK_OK;
+}
+
+double fk_gauss_kernel(const double *x, const double *y, size_t d, double sigma)
+{
+    double s = 0;
+    for (size_t j = 0; j < d; j++) {
+        double t = x[j] - y[j];
+        s += t * t;
+    }
+    return exp(-s / (2 * sigma * sigma));
+}

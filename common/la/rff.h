@@ -1,0 +1,41 @@
+/* Random Fourier features of the Gaussian kernel exp(-|x-y|^2 / (2 sigma^2)):
+ * phi(x) = N^-1/2 [cos(Omega x); sin(Omega x)], Omega (N x d) with i.i.d.
+ * N(0, 1/sigma^2) entries drawn from fk_rng seeded by (seed, d, N, sigma)
+ * only, so every client and the server rebuild the same Omega without
+ * sending it. Samples are rows: features of X (n x d) are Z (n x 2N), columns
+ * 0..N-1 the cosines, N..2N-1 the sines of the same frequencies. */
+#ifndef FK_RFF_H
+#define FK_RFF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/err.h"
+#include "common/la/mat.h"
+
+typedef struct fk_rff {
+    size_t d;      /* input dimension */
+    size_t N;      /* number of frequencies; feature dimension is 2N */
+    double sigma;  /* kernel width */
+    uint64_t seed; /* shared seed */
+    fk_mat omega;  /* N x d */
+} fk_rff;
+
+/* Draw Omega. sigma <= 0, N = 0 or d = 0 give FK_EINVAL. */
+int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_err *err);
+void fk_rff_close(fk_rff *r);
+
+/* Z (initialised here, n x 2N) = features of the rows of X (n x d). */
+int fk_rff_map(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err);
+/* Same into an existing n x 2N matrix (no allocation). */
+int fk_rff_map_into(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err);
+
+/* Back-propagation through the map: given upstream gradients G (n x 2N, row i
+ * = dL/dphi(x_i)), dX (n x d, initialised by the caller) receives
+ * dL/dx_i = N^-1/2 Omega^T (g_s .* cos(Omega x_i) - g_c .* sin(Omega x_i)). */
+int fk_rff_backward(const fk_rff *r, const fk_mat *X, const fk_mat *G, fk_mat *dX, fk_err *err);
+
+/* Exact Gaussian kernel value for two d-vectors. */
+double fk_gauss_kernel(const double *x, const double *y, size_t d, double sigma);
+
+#endif

@@ -1,0 +1,805 @@
+#include "common/methods/fedgrem.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/la/hungarian.h"
+#include "common/methods/gmm.h"
+
+enum variant { V_FEDGREM, V_FEDEM, V_LOCAL_EM, V_LOCAL_GREM, V_TGMM, V_POOLED_GREM };
+static const char *const VARIANT_NAME[] = {"fedgrem", "fedem",      "local-em",
+                                           "local-grem", "tgmm", "pooled-grem"};
+static const uint64_t INIT_STREAM = 0x6565650000000000ULL;  /* client Local-EM restarts */
+static const uint64_t ALIGN_STREAM = 0x616c690000000000ULL; /* alignment task orders */
+
+typedef struct cfg {
+    int R, B, restarts, passes, guard, uniform;
+    double c_eta, kappa, C, lambda0, step, tgmm;
+} cfg;
+
+static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
+{
+    long R, B, rs, passes, guard;
+    int rc = fk_params_int(p, "R", 5, 1, 1000, &R, err);
+    if (!rc)
+        rc = fk_params_int(p, "align_B", 50, 1, 100000, &B, err);
+    if (!rc)
+        rc = fk_params_int(p, "restarts", 10, 1, 10000, &rs, err);
+    if (!rc)
+        rc = fk_params_int(p, "central_passes", 0, 0, 1000000, &passes, err);
+    if (!rc)
+        rc = fk_params_int(p, "step_guard", 0, 0, 1, &guard, err);
+    if (!rc)
+        rc = fk_params_double(p, "c_eta", 0.95, 1e-12, 100, &c->c_eta, err);
+    if (!rc)
+        rc = fk_params_double(p, "kappa", 0.1, 0, 0.999999, &c->kappa, err);
+    if (!rc)
+        rc = fk_params_double(p, "C", 2.0, 0, 1e12, &c->C, err);
+    if (!rc)
+        rc = fk_params_double(p, "lambda0", 1.0, 0, 1e12, &c->lambda0, err);
+    if (!rc)
+        rc = fk_params_double(p, "grem_step", 0.1, 1e-12, 100, &c->step, err);
+    if (!rc)
+        rc = fk_params_double(p, "tgmm_lambda", 0.4, 0, 1e6, &c->tgmm, err);
+    const char *wts = fk_params_str(p, "fedem_weights", "n");
+    if (!rc && strcmp(wts, "n") && strcmp(wts, "uniform"))
+        rc = fk_err_set(err, FK_EINVAL, "fedem_weights must be 'n' or 'uniform' (got '%s')", wts);
+    if (rc)
+        return rc;
+    c->R = (int)R;
+    c->B = (int)B;
+    c->restarts = (int)rs;
+    c->passes = (int)passes;
+    c->guard = (int)guard;
+    c->uniform = !strcmp(wts, "uniform");
+    return FK_OK;
+}
+
+/* ---------------- server ---------------- */
+
+typedef struct gsrv {
+    int variant, K, R, p, init_done, passes;
+    cfg c;
+    uint64_t seed;
+    double lambda;
+    double *nk, *theta, *tilde, *w, *theta0, *beta, *sigma, *perm, *src;
+    double *tt, *th, *work, *nkp;
+} gsrv;
+
+static void srv_free_arrays(gsrv *s)
+{
+    double **a[] = {&s->nk,   &s->theta, &s->tilde, &s->w,  &s->theta0, &s->beta, &s->sigma,
+                    &s->perm, &s->src,   &s->tt,    &s->th, &s->work,   &s->nkp};
+    for (size_t i = 0; i < sizeof a / sizeof *a; i++) {
+        free(*a[i]);
+        *a[i] = NULL;
+    }
+}
+
+static int srv_alloc(gsrv *s, int p, fk_err *err)
+{
+    srv_free_arrays(s);
+    s->p = p;
+    size_t K = (size_t)s->K, R = (size_t)s->R, P = (size_t)p;
+    s->nk = calloc(K, sizeof(double));
+    s->theta = calloc(K * R * P, sizeof(double));
+    s->tilde = calloc(K * R * P, sizeof(double));
+    s->w = calloc(K * R, sizeof(double));
+    s->theta0 = calloc(K * R * P, sizeof(double));
+    s->beta = calloc(R * P, sizeof(double));
+    s->sigma = calloc(K * P * P, sizeof(double));
+    s->perm = calloc(K * R, sizeof(double));
+    s->src = calloc(R * P, sizeof(double));
+    s->tt = calloc(K * P, sizeof(double));
+    s->th = calloc(K * P, sizeof(double));
+    s->work = calloc(K * P, sizeof(double));
+    s->nkp = calloc(K, sizeof(double));
+    if (!s->nk || !s->theta || !s->tilde || !s->w || !s->theta0 || !s->beta || !s->sigma ||
+        !s->perm || !s->src || !s->tt || !s->th || !s->work || !s->nkp)
+        return fk_err_set(err, FK_ENOMEM, "fedgrem server: out of memory for K=%d R=%d p=%d", s->K,
+                          s->R, p);
+    return FK_OK;
+}
+
+static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, int variant,
+                    fk_err *err)
+{
+    gsrv *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "fedgrem server: out of memory");
+    int rc = cfg_parse(&s->c, p, err);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->variant = variant;
+    s->K = n_clients;
+    s->R = s->c.R;
+    s->seed = seed;
+    s->lambda = s->c.lambda0;
+    *out = s;
+    return FK_OK;
+}
+
+static void srv_close(void *v)
+{
+    gsrv *s = v;
+    if (!s)
+        return;
+    srv_free_arrays(s);
+    free(s);
+}
+
+/* Every client takes part in every round: the algorithm has no sampling. */
+static int srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+{
+    (void)round;
+    (void)rng;
+    (void)err;
+    gsrv *s = v;
+    for (int k = 0; k < s->K; k++)
+        chosen[k] = k;
+    *n_chosen = s->K;
+    return FK_OK;
+}
+
+static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+{
+    gsrv *s = v;
+    size_t Rp = (size_t)s->R * (size_t)s->p;
+    if (!s->init_done)
+        return fk_bundle_put_scalar(out, "op", 0.0) ? fk_err_set(err, FK_ENOMEM, "task: no memory")
+                                                    : FK_OK;
+    uint64_t shape[2] = {(uint64_t)s->R, (uint64_t)s->p};
+    int rc = fk_bundle_put_scalar(out, "op", 1.0);
+    if (!rc)
+        rc = fk_bundle_put(out, "theta", 2, shape, s->theta + (size_t)client * Rp);
+    if (!rc && s->variant == V_POOLED_GREM)
+        rc = fk_bundle_put_vec(out, "w", (size_t)s->R, s->w + (size_t)client * s->R);
+    if (!rc && round == 1 && phase == 1)
+        rc = fk_bundle_put_vec(out, "perm", (size_t)s->R, s->perm + (size_t)client * s->R);
+    if (!rc && s->variant == V_TGMM) {
+        double *d = fk_bundle_add(out, "src", 2, shape);
+        if (!d)
+            rc = FK_ENOMEM;
+        for (size_t i = 0; d && i < Rp; i++)
+            d[i] = s->src[i] - s->theta0[(size_t)client * Rp + i];
+    }
+    return rc ? fk_err_set(err, FK_ENOMEM, "task: out of memory") : FK_OK;
+}
+
+/* Initialisation phase: collect local fits, check shapes, align labels. */
+static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
+{
+    if (n != s->K)
+        return fk_err_set(err, FK_ESTATE,
+                          "initialisation needs the local fit of every client (%d of %d arrived); "
+                          "rerun the round",
+                          n, s->K);
+    const fk_tensor *m0 = fk_bundle_get(&ups[0].msg, "M");
+    if (!m0 || m0->ndim != 2 || (int)m0->shape[0] != s->R)
+        return fk_err_set(err, FK_EFORMAT, "client %d sent no R x p centre matrix 'M'",
+                          ups[0].client);
+    int p = (int)m0->shape[1], R = s->R;
+    int rc = srv_alloc(s, p, err);
+    if (rc)
+        return rc;
+    size_t Rp = (size_t)R * p;
+    double *M = malloc((size_t)s->K * Rp * sizeof *M), *W = malloc((size_t)s->K * R * sizeof *W);
+    int *perm = malloc((size_t)s->K * R * sizeof *perm);
+    if (!M || !W || !perm) {
+        rc = fk_err_set(err, FK_ENOMEM, "initialisation: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n && rc == FK_OK; i++) {
+        int k = ups[i].client;
+        const fk_tensor *m = fk_bundle_get(&ups[i].msg, "M");
+        const fk_tensor *w = fk_bundle_get(&ups[i].msg, "W");
+        const fk_tensor *nn = fk_bundle_get(&ups[i].msg, "n");
+        if (!m || m->ndim != 2 || (int)m->shape[0] != R) {
+            rc = fk_err_set(err, FK_EFORMAT, "client %d sent no %d x p centre matrix 'M'", k, R);
+        } else if ((int)m->shape[1] != p) {
+            rc = fk_err_set(err, FK_EINVAL,
+                            "p mismatch: client %d has %llu features but client %d has %d; all "
+                            "clients must share one feature dimension",
+                            k, (unsigned long long)m->shape[1], ups[0].client, p);
+        } else if (!w || w->len != (size_t)R || !nn || nn->len != 1 || !(nn->data[0] > 0)) {
+            rc = fk_err_set(err, FK_EFORMAT, "client %d sent no weights 'W' (R) or size 'n'", k);
+        } else {
+            memcpy(M + (size_t)k * Rp, m->data, Rp * sizeof *M);
+            memcpy(W + (size_t)k * R, w->data, (size_t)R * sizeof *W);
+            s->nk[k] = nn->data[0];
+            const fk_tensor *sg = fk_bundle_get(&ups[i].msg, "sigma");
+            if (sg && sg->len == (size_t)p * p)
+                memcpy(s->sigma + (size_t)k * p * p, sg->data, sg->len * sizeof(double));
+        }
+    }
+    fk_rng rng;
+    fk_rng_init(&rng, s->seed, ALIGN_STREAM);
+    if (!rc)
+        rc = fk_gmm_align(M, s->K, R, p, s->c.B, &rng, perm, err);
+    for (int k = 0; rc == FK_OK && k < s->K; k++)
+        for (int r = 0; r < R; r++) {
+            int src = perm[(size_t)k * R + r];
+            s->perm[(size_t)k * R + r] = src;
+            s->w[(size_t)k * R + r] = W[(size_t)k * R + src];
+            memcpy(s->theta0 + (size_t)k * Rp + (size_t)r * p, M + (size_t)k * Rp + (size_t)src * p,
+                   (size_t)p * sizeof *M);
+        }
+    if (!rc) {
+        for (int k = 0; k < s->K; k++) {
+            const double *t0 = s->theta0 + (s->variant == V_POOLED_GREM ? 0 : (size_t)k * Rp);
+            memcpy(s->theta + (size_t)k * Rp, t0, Rp * sizeof *M);
+            if (s->variant == V_POOLED_GREM) /* pooled starts from task 1's aligned fit */
+                memcpy(s->w + (size_t)k * R, s->w, (size_t)R * sizeof *W);
+            for (size_t i = 0; i < Rp; i++)
+                s->src[i] += s->theta0[(size_t)k * Rp + i];
+        }
+        s->init_done = 1;
+    }
+done:
+    free(M);
+    free(W);
+    free(perm);
+    return rc;
+}
+
+static void central_all(gsrv *s, const int *present, int m)
+{
+    int p = s->p, R = s->R;
+    size_t Rp = (size_t)R * p;
+    s->lambda = fk_gmm_lambda_next(s->lambda, s->c.kappa, s->c.C, p, s->K);
+    s->passes = 0;
+    for (int j = 0; j < m; j++)
+        s->nkp[j] = s->nk[present[j]];
+    for (int r = 0; r < R; r++) {
+        for (int j = 0; j < m; j++)
+            memcpy(s->tt + (size_t)j * p, s->tilde + (size_t)present[j] * Rp + (size_t)r * p,
+                   (size_t)p * sizeof(double));
+        int ps = fk_gmm_central(s->tt, s->nkp, m, p, s->lambda, s->c.passes, s->th,
+                                s->beta + (size_t)r * p, s->work);
+        s->passes = ps > s->passes ? ps : s->passes;
+        for (int j = 0; j < m; j++)
+            memcpy(s->theta + (size_t)present[j] * Rp + (size_t)r * p, s->th + (size_t)j * p,
+                   (size_t)p * sizeof(double));
+    }
+}
+
+static void average_all(gsrv *s, const int *present, int m)
+{
+    size_t Rp = (size_t)s->R * s->p;
+    double tot = 0.0;
+    memset(s->beta, 0, Rp * sizeof(double));
+    for (int j = 0; j < m; j++) {
+        double wk = s->c.uniform ? 1.0 : s->nk[present[j]];
+        tot += wk;
+        for (size_t i = 0; i < Rp; i++)
+            s->beta[i] += wk * s->tilde[(size_t)present[j] * Rp + i];
+    }
+    for (size_t i = 0; i < Rp; i++)
+        s->beta[i] /= tot;
+    for (int k = 0; k < s->K; k++)
+        memcpy(s->theta + (size_t)k * Rp, s->beta, Rp * sizeof(double));
+}
+
+/* Pooled gradient EM: summed statistics of all clients give the pooled gradient. */
+static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
+{
+    int R = s->R, p = s->p;
+    size_t Rp = (size_t)R * p;
+    double nr[R], N = 0.0, *sx = s->tilde; /* reuse as the summed gamma^T X */
+    memset(nr, 0, sizeof nr);
+    memset(sx, 0, Rp * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        const fk_tensor *a = fk_bundle_get(&ups[i].msg, "nr"), *b = fk_bundle_get(&ups[i].msg, "sx");
+        if (!a || a->len != (size_t)R || !b || b->len != Rp)
+            return fk_err_set(err, FK_EFORMAT, "client %d sent no pooled statistics", ups[i].client);
+        for (int r = 0; r < R; r++)
+            nr[r] += a->data[r];
+        for (size_t q = 0; q < Rp; q++)
+            sx[q] += b->data[q];
+        N += s->nk[ups[i].client];
+    }
+    double eta[R];
+    for (int r = 0; r < R; r++)
+        eta[r] = s->c.step;
+    double *th = s->beta;
+    memcpy(th, s->theta, Rp * sizeof(double));
+    fk_gmm_grad_step(th, nr, sx, (size_t)(N > 0 ? N : 1), p, R, eta);
+    for (int k = 0; k < s->K; k++) {
+        memcpy(s->theta + (size_t)k * Rp, th, Rp * sizeof(double));
+        for (int r = 0; r < R; r++)
+            s->w[(size_t)k * R + r] = N > 0 ? nr[r] / N : s->w[(size_t)k * R + r];
+    }
+    return FK_OK;
+}
+
+static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+                         int *round_done, fk_err *err)
+{
+    (void)phase;
+    gsrv *s = v;
+    if (!s->init_done) {
+        *round_done = 0;
+        return srv_aggregate_init(s, ups, n, err);
+    }
+    *round_done = 1;
+    int R = s->R, p = s->p, present[s->K > 0 ? s->K : 1], m = 0;
+    size_t Rp = (size_t)R * p;
+    int rc = FK_OK;
+    if (s->variant == V_POOLED_GREM) {
+        rc = pooled_step(s, ups, n, err);
+    } else {
+        for (int i = 0; i < n; i++) {
+            int k = ups[i].client;
+            const fk_tensor *t = fk_bundle_get(&ups[i].msg, "theta");
+            const fk_tensor *w = fk_bundle_get(&ups[i].msg, "w");
+            if (!t || t->len != Rp || !w || w->len != (size_t)R || k < 0 || k >= s->K)
+                return fk_err_set(err, FK_EFORMAT,
+                                  "round %d: client %d sent no %d x %d 'theta' and 'w'", round, k,
+                                  R, p);
+            memcpy(s->tilde + (size_t)k * Rp, t->data, Rp * sizeof(double));
+            memcpy(s->w + (size_t)k * R, w->data, (size_t)R * sizeof(double));
+            present[m++] = k;
+        }
+        if (m == 0)
+            return FK_OK; /* every update lost: keep the estimates */
+        if (s->variant == V_FEDGREM)
+            central_all(s, present, m);
+        else if (s->variant == V_FEDEM)
+            average_all(s, present, m);
+        else
+            for (int j = 0; j < m; j++)
+                memcpy(s->theta + (size_t)present[j] * Rp, s->tilde + (size_t)present[j] * Rp,
+                       Rp * sizeof(double));
+    }
+    for (size_t i = 0; rc == FK_OK && i < (size_t)s->K * Rp; i++)
+        if (!isfinite(s->theta[i]))
+            rc = fk_err_set(err, FK_ENUMERIC,
+                            "round %d: %s estimates became non-finite (client %zu); the run "
+                            "diverged (try a smaller c_eta)",
+                            round, VARIANT_NAME[s->variant], i / Rp);
+    return rc;
+}
+
+static int srv_model(void *v, fk_bundle *out, fk_err *err)
+{
+    gsrv *s = v;
+    if (!s->init_done)
+        return fk_err_set(err, FK_ESTATE, "no model yet: the initialisation phase has not run");
+    uint64_t th[3] = {(uint64_t)s->K, (uint64_t)s->R, (uint64_t)s->p};
+    uint64_t ww[2] = {(uint64_t)s->K, (uint64_t)s->R};
+    uint64_t bb[2] = {(uint64_t)s->R, (uint64_t)s->p};
+    uint64_t sg[3] = {(uint64_t)s->K, (uint64_t)s->p, (uint64_t)s->p};
+    int rc = fk_bundle_put(out, "theta", 3, th, s->theta);
+    if (!rc)
+        rc = fk_bundle_put(out, "w", 2, ww, s->w);
+    if (!rc)
+        rc = fk_bundle_put(out, "beta", 2, bb, s->beta);
+    if (!rc && s->variant == V_LOCAL_EM)
+        rc = fk_bundle_put(out, "sigma", 3, sg, s->sigma);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "lambda", s->lambda);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "central_passes", s->passes);
+    return rc ? fk_err_set(err, FK_ENOMEM, "model: out of memory") : FK_OK;
+}
+
+static int srv_save(void *v, fk_bundle *out, fk_err *err)
+{
+    gsrv *s = v;
+    int rc = fk_bundle_put_scalar(out, "init_done", s->init_done);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "K", s->K);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "R", s->R);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "p", s->p);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "lambda", s->lambda);
+    if (rc || !s->init_done)
+        return rc ? fk_err_set(err, FK_ENOMEM, "save: out of memory") : FK_OK;
+    size_t K = (size_t)s->K, R = (size_t)s->R, P = (size_t)s->p;
+    struct {
+        const char *name;
+        double *a;
+        size_t len;
+    } arr[] = {{"nk", s->nk, K},           {"theta", s->theta, K * R * P}, {"w", s->w, K * R},
+               {"theta0", s->theta0, K * R * P}, {"beta", s->beta, R * P},
+               {"sigma", s->sigma, K * P * P},   {"perm", s->perm, K * R}, {"src", s->src, R * P}};
+    for (size_t i = 0; !rc && i < sizeof arr / sizeof *arr; i++)
+        rc = fk_bundle_put_vec(out, arr[i].name, arr[i].len, arr[i].a);
+    return rc ? fk_err_set(err, FK_ENOMEM, "save: out of memory") : FK_OK;
+}
+
+static int get_scalar(const fk_bundle *b, const char *name, double *v, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    if (!t || t->len != 1)
+        return fk_err_set(err, FK_EFORMAT, "checkpoint lacks scalar '%s'", name);
+    *v = t->data[0];
+    return FK_OK;
+}
+
+static int srv_load(void *v, const fk_bundle *in, fk_err *err)
+{
+    gsrv *s = v;
+    double init = 0, K = 0, R = 0, p = 0, lambda = 0;
+    int rc = get_scalar(in, "init_done", &init, err);
+    if (!rc)
+        rc = get_scalar(in, "K", &K, err);
+    if (!rc)
+        rc = get_scalar(in, "R", &R, err);
+    if (!rc)
+        rc = get_scalar(in, "p", &p, err);
+    if (!rc)
+        rc = get_scalar(in, "lambda", &lambda, err);
+    if (rc)
+        return rc;
+    if ((int)K != s->K || (int)R != s->R)
+        return fk_err_set(err, FK_EINVAL,
+                          "checkpoint is for K=%d, R=%d but this job has K=%d, R=%d", (int)K,
+                          (int)R, s->K, s->R);
+    s->lambda = lambda;
+    s->init_done = (int)init;
+    if (!s->init_done)
+        return FK_OK;
+    if (!(p >= 1 && p < 1e7))
+        return fk_err_set(err, FK_EFORMAT, "checkpoint has an invalid dimension p");
+    rc = srv_alloc(s, (int)p, err);
+    size_t Kz = (size_t)s->K, Rz = (size_t)s->R, P = (size_t)s->p;
+    struct {
+        const char *name;
+        double *a;
+        size_t len;
+    } arr[] = {{"nk", s->nk, Kz},           {"theta", s->theta, Kz * Rz * P}, {"w", s->w, Kz * Rz},
+               {"theta0", s->theta0, Kz * Rz * P}, {"beta", s->beta, Rz * P},
+               {"sigma", s->sigma, Kz * P * P},    {"perm", s->perm, Kz * Rz}, {"src", s->src, Rz * P}};
+    for (size_t i = 0; !rc && i < sizeof arr / sizeof *arr; i++) {
+        const fk_tensor *t = fk_bundle_get(in, arr[i].name);
+        if (!t || t->len != arr[i].len)
+            rc = fk_err_set(err, FK_EFORMAT, "checkpoint tensor '%s' is missing or has the wrong size",
+                            arr[i].name);
+        else
+            memcpy(arr[i].a, t->data, t->len * sizeof(double));
+    }
+    return rc;
+}
+
+/* ---------------- client ---------------- */
+
+typedef struct gcli {
+    int variant, k, K, R, p, fitted, aligned, warned;
+    cfg c;
+    uint64_t seed;
+    const double *X;
+    const fk_dataset *d;
+    size_t n;
+    double *xsq, *gamma, *W, *M, *S, *w, *eta, *nr, *sx, *theta;
+} gcli;
+
+static void cli_close(void *v)
+{
+    gcli *c = v;
+    if (!c)
+        return;
+    free(c->xsq);
+    free(c->gamma);
+    free(c->W);
+    free(c->M);
+    free(c->S);
+    free(c->w);
+    free(c->eta);
+    free(c->nr);
+    free(c->sx);
+    free(c->theta);
+    free(c);
+}
+
+static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                    int n_clients, uint64_t seed, int variant, fk_err *err)
+{
+    cfg cf;
+    int rc = cfg_parse(&cf, p, err);
+    if (rc)
+        return rc;
+    size_t n = data->X.rows;
+    int d = (int)data->X.cols, R = cf.R;
+    if (n == 0)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d has no samples (empty client); give it data or leave it out "
+                          "of the job",
+                          client);
+    if (n < (size_t)R)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d has %zu samples but R = %d components; every client needs at "
+                          "least R samples (lower R or merge clients)",
+                          client, n, R);
+    if (d < 1 || data->X.ld != data->X.cols)
+        return fk_err_set(err, FK_EINVAL, "client %d: data must be a dense n x p matrix", client);
+    for (size_t i = 0; i < n * (size_t)d; i++)
+        if (!isfinite(data->X.data[i]))
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d: sample %zu feature %zu is NaN or infinite; clean the "
+                              "data before the run",
+                              client, i / (size_t)d, i % (size_t)d);
+    gcli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "client: out of memory");
+    *c = (gcli){.variant = variant, .k = client, .K = n_clients, .R = R, .p = d, .c = cf,
+                .seed = seed, .X = data->X.data, .d = data, .n = n};
+    size_t Rp = (size_t)R * d;
+    c->xsq = malloc(n * sizeof(double));
+    c->gamma = malloc(n * (size_t)R * sizeof(double));
+    c->W = calloc((size_t)R, sizeof(double));
+    c->M = calloc(Rp, sizeof(double));
+    c->S = calloc((size_t)d * d, sizeof(double));
+    c->w = calloc((size_t)R, sizeof(double));
+    c->eta = calloc((size_t)R, sizeof(double));
+    c->nr = calloc((size_t)R, sizeof(double));
+    c->sx = calloc(Rp, sizeof(double));
+    c->theta = calloc(Rp, sizeof(double));
+    if (!c->xsq || !c->gamma || !c->W || !c->M || !c->S || !c->w || !c->eta || !c->nr || !c->sx ||
+        !c->theta) {
+        cli_close(c);
+        return fk_err_set(err, FK_ENOMEM, "client %d: out of memory (n=%zu)", client, n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const double *x = c->X + i * (size_t)d;
+        double s = 0.0;
+        for (int j = 0; j < d; j++)
+            s += x[j] * x[j];
+        c->xsq[i] = s;
+    }
+    *out = c;
+    return FK_OK;
+}
+
+static int put_common(gcli *c, fk_bundle *up)
+{
+    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
+    int rc = fk_bundle_put(up, "theta", 2, shape, c->theta);
+    if (!rc)
+        rc = fk_bundle_put_vec(up, "w", (size_t)c->R, c->w);
+    return rc;
+}
+
+static int local_init(gcli *c, fk_bundle *up, fk_report *rep, fk_err *err)
+{
+    fk_rng rng;
+    fk_rng_init(&rng, c->seed, INIT_STREAM + (uint64_t)c->k);
+    fk_eee_fit f = {.w = c->W, .mu = c->M, .sigma = c->S};
+    int rc = fk_gmm_fit_eee(c->X, c->n, c->p, c->R, c->c.restarts, &rng, &f, err);
+    if (rc)
+        return rc;
+    if (f.regularised && !c->warned) {
+        fk_log(FK_LOG_WARN, "covariance_regularised",
+               "client=%d msg=\"near-singular covariance in the local fit; added a ridge\"", c->k);
+        c->warned = 1;
+    }
+    c->fitted = 1;
+    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
+    uint64_t ss[2] = {(uint64_t)c->p, (uint64_t)c->p};
+    rc = fk_bundle_put(up, "M", 2, shape, c->M);
+    if (!rc)
+        rc = fk_bundle_put_vec(up, "W", (size_t)c->R, c->W);
+    if (!rc)
+        rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+    if (!rc && c->variant == V_LOCAL_EM)
+        rc = fk_bundle_put(up, "sigma", 2, ss, c->S);
+    rep->n_samples = (double)c->n;
+    rep->loss = -f.loglik / (double)c->n;
+    return rc ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+}
+
+/* Relabel the local fit with the server's permutation; fix the step sizes. */
+static int apply_perm(gcli *c, const fk_tensor *pt, fk_err *err)
+{
+    int R = c->R;
+    if (pt->len != (size_t)R)
+        return fk_err_set(err, FK_EFORMAT, "permutation has %zu entries, expected %d", pt->len, R);
+    for (int r = 0; r < R; r++) {
+        int s = (int)pt->data[r];
+        if (s < 0 || s >= R || pt->data[r] != s)
+            return fk_err_set(err, FK_EFORMAT, "permutation entry %d is invalid", r);
+        c->w[r] = c->W[s];
+    }
+    for (int r = 0; r < R; r++)
+        c->eta[r] = c->variant == V_FEDGREM ? c->c.c_eta / (c->w[r] > 1e-10 ? c->w[r] : 1e-10)
+                                            : c->c.step;
+    c->aligned = 1;
+    return FK_OK;
+}
+
+static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+{
+    gcli *c = v;
+    const fk_tensor *op = fk_bundle_get(task, "op");
+    if (!op || op->len != 1)
+        return fk_err_set(err, FK_EFORMAT, "task lacks 'op'");
+    if (op->data[0] == 0.0)
+        return local_init(c, up, rep, err);
+    int R = c->R, p = c->p;
+    size_t Rp = (size_t)R * p;
+    uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
+    const fk_tensor *th = fk_bundle_expect(task, "theta", 2, shape, err);
+    if (!th)
+        return fk_err_prefix(err, "task: ");
+    const fk_tensor *pt = fk_bundle_get(task, "perm");
+    if (pt) {
+        int rc = apply_perm(c, pt, err);
+        if (rc)
+            return rc;
+    }
+    if (!c->aligned || !c->fitted)
+        return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
+    memcpy(c->theta, th->data, Rp * sizeof(double));
+    rep->n_samples = (double)c->n;
+    if (c->variant == V_LOCAL_EM) /* the EEE fit is final; report it once more */
+        return put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+    if (c->variant == V_POOLED_GREM) {
+        const fk_tensor *w = fk_bundle_get(task, "w");
+        if (!w || w->len != (size_t)R)
+            return fk_err_set(err, FK_EFORMAT, "pooled task lacks weights 'w'");
+        memcpy(c->w, w->data, (size_t)R * sizeof(double));
+    }
+    double ll = fk_gmm_estep(c->X, c->n, p, c->xsq, c->w, c->theta, R, c->gamma);
+    fk_gmm_stats(c->X, c->n, p, c->gamma, R, c->nr, c->sx);
+    rep->loss = -ll / (double)c->n;
+    int rc = FK_OK;
+    if (c->variant == V_POOLED_GREM) {
+        rc = fk_bundle_put_vec(up, "nr", (size_t)R, c->nr);
+        if (!rc)
+            rc = fk_bundle_put(up, "sx", 2, shape, c->sx);
+        return rc ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+    }
+    for (int r = 0; r < R; r++)
+        c->w[r] = c->nr[r] / (double)c->n;
+    if (c->variant == V_FEDGREM || c->variant == V_LOCAL_GREM) {
+        double eta[R];
+        for (int r = 0; r < R; r++) /* step_guard caps the relaxation rho = eta w at 1 */
+            eta[r] = c->c.guard && c->eta[r] * c->w[r] > 1.0 ? 1.0 / c->w[r] : c->eta[r];
+        fk_gmm_grad_step(c->theta, c->nr, c->sx, c->n, p, R, eta);
+    } else {
+        fk_gmm_exact_means(c->theta, c->nr, c->sx, c->n, p, R);
+    }
+    if (c->variant == V_TGMM) {
+        const fk_tensor *src = fk_bundle_expect(task, "src", 2, shape, err);
+        if (!src)
+            return fk_err_prefix(err, "tgmm task: ");
+        double a = c->c.tgmm, den = 1.0 + a * (c->K - 1);
+        for (size_t i = 0; i < Rp; i++)
+            c->theta[i] = (c->theta[i] + a * src->data[i]) / den;
+    }
+    return put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+}
+
+static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+{
+    gcli *c = v;
+    int R = c->R, p = c->p;
+    size_t Rp = (size_t)R * p;
+    const fk_tensor *th = fk_bundle_get(model, "theta"), *w = fk_bundle_get(model, "w");
+    if (!th || th->len != (size_t)c->K * Rp || !w || w->len != (size_t)c->K * R)
+        return fk_err_set(err, FK_EFORMAT, "model lacks 'theta' (K x R x p) or 'w' (K x R)");
+    const double *tk = th->data + (size_t)c->k * Rp, *wk = w->data + (size_t)c->k * R;
+    rep->n_samples = (double)c->n;
+    rep->loss = -fk_gmm_estep(c->X, c->n, p, c->xsq, wk, tk, R, c->gamma) / (double)c->n;
+    if (!c->d->y || c->d->n_classes <= 0)
+        return FK_OK;
+    int *lab = malloc(c->n * sizeof *lab);
+    if (!lab)
+        return fk_err_set(err, FK_ENOMEM, "evaluate: out of memory");
+    int rc = FK_OK;
+    const fk_tensor *sg = fk_bundle_get(model, "sigma");
+    if (c->variant == V_LOCAL_EM && sg && sg->len == (size_t)c->K * p * p)
+        rc = fk_gmm_predict_eee(c->X, c->n, p, wk, tk, sg->data + (size_t)c->k * p * p, R, lab, err);
+    else
+        fk_gmm_predict(c->X, c->n, p, wk, tk, R, lab);
+    double rate = NAN;
+    if (!rc)
+        rc = fk_misclustering_rate(c->d->y, lab, c->n, c->d->n_classes, R, &rate, err);
+    rep->error = rate;
+    rep->accuracy = 1.0 - rate;
+    free(lab);
+    return rc;
+}
+
+static int cli_save(void *v, fk_bundle *out, fk_err *err)
+{
+    gcli *c = v;
+    size_t R = (size_t)c->R, P = (size_t)c->p;
+    int rc = fk_bundle_put_scalar(out, "fitted", c->fitted);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "aligned", c->aligned);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "W", R, c->W);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "M", R * P, c->M);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "S", P * P, c->S);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "w", R, c->w);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "eta", R, c->eta);
+    return rc ? fk_err_set(err, FK_ENOMEM, "client save: out of memory") : FK_OK;
+}
+
+static int cli_load(void *v, const fk_bundle *in, fk_err *err)
+{
+    gcli *c = v;
+    size_t R = (size_t)c->R, P = (size_t)c->p;
+    double f = 0, a = 0;
+    int rc = get_scalar(in, "fitted", &f, err);
+    if (!rc)
+        rc = get_scalar(in, "aligned", &a, err);
+    struct {
+        const char *name;
+        double *d;
+        size_t len;
+    } arr[] = {{"W", c->W, R}, {"M", c->M, R * P}, {"S", c->S, P * P}, {"w", c->w, R},
+               {"eta", c->eta, R}};
+    for (size_t i = 0; !rc && i < sizeof arr / sizeof *arr; i++) {
+        const fk_tensor *t = fk_bundle_get(in, arr[i].name);
+        if (!t || t->len != arr[i].len)
+            rc = fk_err_set(err, FK_EFORMAT,
+                            "client checkpoint tensor '%s' is missing or has the wrong size",
+                            arr[i].name);
+        else
+            memcpy(arr[i].d, t->data, t->len * sizeof(double));
+    }
+    if (!rc) {
+        c->fitted = (int)f;
+        c->aligned = (int)a;
+    }
+    return rc;
+}
+
+/* ---------------- tables ---------------- */
+
+#define VARIANT_INITS(tag, V)                                                                     \
+    static int srv_init_##tag(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)    \
+    {                                                                                             \
+        return srv_init(s, p, n, seed, V, err);                                                   \
+    }                                                                                             \
+    static int cli_init_##tag(void **c, const fk_params *p, const fk_dataset *d, int k, int n,    \
+                              uint64_t seed, fk_err *err)                                         \
+    {                                                                                             \
+        return cli_init(c, p, d, k, n, seed, V, err);                                             \
+    }
+
+VARIANT_INITS(fedgrem, V_FEDGREM)
+VARIANT_INITS(fedem, V_FEDEM)
+VARIANT_INITS(local_em, V_LOCAL_EM)
+VARIANT_INITS(local_grem, V_LOCAL_GREM)
+VARIANT_INITS(tgmm, V_TGMM)
+VARIANT_INITS(pooled_grem, V_POOLED_GREM)
+
+#define TABLE(tag, NAME, SUMMARY)                                                                 \
+    const fk_method fk_method_##tag = {                                                           \
+        .name = NAME,                                                                             \
+        .summary = SUMMARY,                                                                       \
+        .server_init = srv_init_##tag,                                                            \
+        .server_close = srv_close,                                                                \
+        .plan = srv_plan,                                                                         \
+        .task = srv_task,                                                                         \
+        .aggregate = srv_aggregate,                                                               \
+        .model = srv_model,                                                                       \
+        .save = srv_save,                                                                         \
+        .load = srv_load,                                                                         \
+        .client_init = cli_init_##tag,                                                            \
+        .client_close = cli_close,                                                                \
+        .local_step = cli_step,                                                                   \
+        .evaluate = cli_evaluate,                                                                 \
+        .client_save = cli_save,                                                                  \
+        .client_load = cli_load,                                                                  \
+    };
+
+TABLE(fedgrem, "fedgrem", "federated gradient EM with robust penalized fusion (Tian et al. 2024)")
+TABLE(fedem, "fedem", "federated EM: local EM means averaged by the server")
+TABLE(local_em, "local-em", "per-client EEE Gaussian mixture (no federation)")
+TABLE(local_grem, "local-grem", "per-client gradient EM, step 0.1 (no federation)")
+TABLE(tgmm, "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres")
+TABLE(pooled_grem, "pooled-grem", "gradient EM on the union of all clients (summed statistics)")

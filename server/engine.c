@@ -1,0 +1,954 @@
+#include "server/engine.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/base/log.h"
+#include "common/methods/sim.h"
+
+enum { MAX_PHASES = 16 };
+
+typedef struct slot {
+    int client;
+    int answered;
+    uint8_t *task;
+    size_t task_len;
+} slot;
+
+typedef struct job {
+    int64_t id;
+    char *config;
+    fk_jobconf conf;
+    const fk_method *m;
+    void *srv;
+    int state;
+    int round, attempt, phase;
+    slot *slots; /* the round's planned clients, ascending */
+    int n_slots;
+    int answered;
+    double deadline;
+} job;
+
+struct fk_engine {
+    fk_engine_opts o;
+    job **jobs; /* running jobs, ascending id */
+    int n_jobs, cap;
+};
+
+static double mono_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static void free_tasks(job *j)
+{
+    for (int i = 0; i < j->n_slots; i++) {
+        free(j->slots[i].task);
+        j->slots[i].task = NULL;
+        j->slots[i].task_len = 0;
+        j->slots[i].answered = 0;
+    }
+    j->answered = 0;
+}
+
+static void job_free(job *j)
+{
+    if (!j)
+        return;
+    free_tasks(j);
+    free(j->slots);
+    if (j->srv && j->m)
+        j->m->server_close(j->srv);
+    fk_jobconf_close(&j->conf);
+    free(j->config);
+    free(j);
+}
+
+static int encode(fk_engine *e, const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
+{
+    *out = NULL;
+    *len = 0;
+    return e->o.codec.encode(b, out, len, err);
+}
+
+/* Method state as a blob: which op (save or model) fills the bundle. */
+static int server_blob(fk_engine *e, job *j, int model, uint8_t **out, size_t *len, fk_err *err)
+{
+    fk_bundle b;
+    fk_bundle_init(&b);
+    int rc = model ? j->m->model(j->srv, &b, err) : j->m->save(j->srv, &b, err);
+    if (!rc)
+        rc = encode(e, &b, out, len, err);
+    fk_bundle_close(&b);
+    return rc;
+}
+
+/* Fresh server state, then the checkpoint of `round` if one is stored. */
+static int restore_checkpoint(fk_engine *e, job *j, int round, fk_err *err)
+{
+    if (j->srv)
+        j->m->server_close(j->srv);
+    j->srv = NULL;
+    int rc = j->m->server_init(&j->srv, &j->conf.params, j->conf.n_clients, j->conf.seed, err);
+    if (rc)
+        return rc;
+    void *blob;
+    size_t len;
+    rc = fk_store_checkpoint_get(e->o.store, j->id, round, &blob, &len, err);
+    if (rc)
+        return rc;
+    fk_bundle b;
+    fk_bundle_init(&b);
+    rc = e->o.codec.decode(blob, len, &b, err);
+    free(blob);
+    if (!rc)
+        rc = j->m->load(j->srv, &b, err);
+    fk_bundle_close(&b);
+    if (rc)
+        fk_err_prefix(err, "job %lld: checkpoint of round %d: ", (long long)j->id, round);
+    return rc;
+}
+
+static int compare_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+/* The method's sample for (round, attempt); attempt 0 uses the simulator's RNG. */
+static int plan(job *j, int *chosen, int *n, fk_err *err)
+{
+    fk_rng rng;
+    uint64_t seed = j->conf.seed;
+    if (j->attempt > 0)
+        seed ^= 0x9e3779b97f4a7c15ULL * (uint64_t)j->attempt;
+    fk_sim_plan_rng(&rng, seed, j->round);
+    *n = 0;
+    int rc = j->m->plan(j->srv, j->round, &rng, chosen, n, err);
+    if (rc)
+        return rc;
+    if (*n <= 0 || *n > j->conf.n_clients)
+        return fk_err_set(err, FK_ESTATE, "method %s planned %d of %d clients in round %d",
+                          j->m->name, *n, j->conf.n_clients, j->round);
+    qsort(chosen, (size_t)*n, sizeof *chosen, compare_int);
+    for (int i = 0; i < *n; i++)
+        if (chosen[i] < 0 || chosen[i] >= j->conf.n_clients || (i && chosen[i] == chosen[i - 1]))
+            return fk_err_set(err, FK_ESTATE, "method %s planned an invalid client %d in round %d",
+                              j->m->name, chosen[i], j->round);
+    return FK_OK;
+}
+
+static int plan_slots(job *j, fk_err *err)
+{
+    int *chosen = malloc((size_t)j->conf.n_clients * sizeof *chosen);
+    if (!chosen)
+        return fk_err_set(err, FK_ENOMEM, "out of memory planning job %lld", (long long)j->id);
+    int n = 0;
+    int rc = plan(j, chosen, &n, err);
+    if (!rc) {
+        free_tasks(j);
+        free(j->slots);
+        j->slots = calloc((size_t)n, sizeof *j->slots);
+        j->n_slots = j->slots ? n : 0;
+        if (!j->slots)
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory planning job %lld", (long long)j->id);
+        for (int i = 0; i < j->n_slots; i++)
+            j->slots[i].client = chosen[i];
+    }
+    free(chosen);
+    return rc;
+}
+
+/* Every planned client's task for the current phase, in client order (as the simulator). */
+static int make_tasks(fk_engine *e, job *j, fk_err *err)
+{
+    free_tasks(j);
+    fk_bundle b;
+    fk_bundle_init(&b);
+    int rc = FK_OK;
+    for (int i = 0; i < j->n_slots && !rc; i++) {
+        fk_bundle_clear(&b);
+        rc = j->m->task(j->srv, j->round, j->phase, j->slots[i].client, &b, err);
+        if (!rc)
+            rc = encode(e, &b, &j->slots[i].task, &j->slots[i].task_len, err);
+    }
+    fk_bundle_close(&b);
+    return rc;
+}
+
+static slot *find_slot(job *j, int client)
+{
+    for (int i = 0; i < j->n_slots; i++)
+        if (j->slots[i].client == client)
+            return &j->slots[i];
+    return NULL;
+}
+
+static int quorum(const job *j)
+{
+    return fk_jobconf_quorum(&j->conf, j->n_slots);
+}
+
+/* --------------------------------------------------- job state changes */
+
+/* Record a terminal state; the job leaves memory at the end of the call. */
+static void finish(fk_engine *e, job *j, int state, const char *reason, double now)
+{
+    fk_err err;
+    j->state = state;
+    if (fk_store_job_set_state(e->o.store, j->id, state, reason, now, &err))
+        fk_log(FK_LOG_ERROR, "job_state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
+               err.msg);
+    if (state == FK_JOB_FAILED)
+        fk_log(FK_LOG_ERROR, "job_failed", "job=%lld round=%d reason=\"%s\"", (long long)j->id,
+               j->round, reason);
+    else
+        fk_log(FK_LOG_INFO, state == FK_JOB_DONE ? "job_done" : "job_cancelled",
+               "job=%lld rounds=%d", (long long)j->id, j->round);
+}
+
+static void fail(fk_engine *e, job *j, const fk_err *why, double now)
+{
+    finish(e, j, FK_JOB_FAILED, why->msg, now);
+}
+
+/* Open (round, attempt): plan, store the round and its phase 0, build tasks. */
+static int start_round(fk_engine *e, job *j, double now, fk_err *err)
+{
+    j->phase = 0;
+    int rc = plan_slots(j, err);
+    if (rc)
+        return rc;
+    j->deadline = now + j->conf.deadline;
+    int *planned = malloc((size_t)j->n_slots * sizeof *planned);
+    if (!planned)
+        return fk_err_set(err, FK_ENOMEM, "out of memory opening a round");
+    for (int i = 0; i < j->n_slots; i++)
+        planned[i] = j->slots[i].client;
+    fk_store *st = e->o.store;
+    rc = fk_store_begin(st, err);
+    if (!rc)
+        rc = fk_store_round_open(st, j->id, j->round, j->attempt, planned, j->n_slots, quorum(j),
+                                 now, err);
+    if (!rc)
+        rc = fk_store_phase_open(st, j->id, j->round, j->attempt, 0, j->deadline, err);
+    if (!rc)
+        rc = fk_store_job_set_position(st, j->id, j->round, j->attempt, 0, now, err);
+    if (!rc)
+        rc = fk_store_commit(st, err);
+    else
+        fk_store_rollback(st);
+    free(planned);
+    if (rc)
+        return rc;
+    fk_log(FK_LOG_INFO, "round_open", "job=%lld round=%d attempt=%d planned=%d quorum=%d",
+           (long long)j->id, j->round, j->attempt, j->n_slots, quorum(j));
+    return make_tasks(e, j, err);
+}
+
+typedef struct collected {
+    fk_engine *e;
+    fk_update *ups;
+    int n, cap;
+} collected;
+
+static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    collected *c = ctx;
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 8;
+        fk_update *g = realloc(c->ups, (size_t)cap * sizeof *g);
+        if (!g)
+            return fk_err_set(err, FK_ENOMEM, "out of memory loading updates");
+        c->ups = g;
+        c->cap = cap;
+    }
+    fk_update *up = &c->ups[c->n];
+    up->client = u->client;
+    up->report = u->report;
+    fk_bundle_init(&up->msg);
+    c->n++;
+    int rc = c->e->o.codec.decode(u->blob, u->len, &up->msg, err);
+    if (rc)
+        fk_err_prefix(err, "stored update of client %d: ", u->client);
+    return rc;
+}
+
+static void collected_close(collected *c)
+{
+    for (int i = 0; i < c->n; i++)
+        fk_bundle_close(&c->ups[i].msg);
+    free(c->ups);
+}
+
+/* Sample-weighted mean of one report field over the reports that define it. */
+static double weighted(const fk_update *ups, int n, size_t field)
+{
+    double sum = 0.0, w = 0.0;
+    for (int i = 0; i < n; i++) {
+        double v = *(const double *)((const char *)&ups[i].report + field);
+        double wi = ups[i].report.n_samples > 0 ? ups[i].report.n_samples : 1.0;
+        if (!isnan(v)) {
+            sum += wi * v;
+            w += wi;
+        }
+    }
+    return w > 0 ? sum / w : NAN;
+}
+
+/* Aggregate the stored updates of the current phase in client order. */
+static int aggregate_phase(fk_engine *e, job *j, fk_store_round *r, int *done, fk_err *err)
+{
+    collected c = {.e = e};
+    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
+                                  collect_update, &c, err);
+    double t0 = mono_seconds();
+    if (!rc)
+        rc = j->m->aggregate(j->srv, j->round, j->phase, c.ups, c.n, done, err);
+    if (r) {
+        r->agg_seconds = mono_seconds() - t0;
+        r->participants = c.n;
+        r->loss = weighted(c.ups, c.n, offsetof(fk_report, loss));
+        r->accuracy = weighted(c.ups, c.n, offsetof(fk_report, accuracy));
+        r->error = weighted(c.ups, c.n, offsetof(fk_report, error));
+    }
+    collected_close(&c);
+    return rc;
+}
+
+/* Absent clients of the current phase, logged and listed in r->dropped. */
+static void count_dropouts(job *j, fk_store_round *r)
+{
+    size_t off = 0;
+    r->dropouts = 0;
+    r->dropped[0] = '\0';
+    for (int i = 0; i < j->n_slots; i++) {
+        if (j->slots[i].answered)
+            continue;
+        r->dropouts++;
+        fk_log(FK_LOG_WARN, "dropout", "job=%lld round=%d attempt=%d phase=%d client=%s",
+               (long long)j->id, j->round, j->attempt, j->phase,
+               j->conf.clients[j->slots[i].client]);
+        int w = snprintf(r->dropped + off, sizeof r->dropped - off, "%s%d", off ? "," : "",
+                         j->slots[i].client);
+        if (w > 0 && (size_t)w < sizeof r->dropped - off)
+            off += (size_t)w;
+    }
+}
+
+static int reload(fk_engine *e, job *j, double now, fk_err *err);
+
+/* Store the phase's close and open the next phase of the same round. */
+static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err *err)
+{
+    if (j->phase + 1 == MAX_PHASES)
+        return fk_err_set(err, FK_ESTATE, "method %s did not finish round %d in %d phases",
+                          j->m->name, j->round, MAX_PHASES);
+    fk_store *st = e->o.store;
+    double deadline = now + j->conf.deadline;
+    int rc = fk_store_begin(st, err);
+    if (!rc)
+        rc = fk_store_phase_close(st, j->id, j->round, j->attempt, j->phase, participants, err);
+    if (!rc)
+        rc = fk_store_phase_open(st, j->id, j->round, j->attempt, j->phase + 1, deadline, err);
+    if (!rc)
+        rc = fk_store_job_set_position(st, j->id, j->round, j->attempt, j->phase + 1, now, err);
+    if (!rc)
+        rc = fk_store_commit(st, err);
+    else
+        fk_store_rollback(st);
+    if (rc)
+        return rc;
+    j->phase++;
+    j->deadline = deadline;
+    return make_tasks(e, j, err);
+}
+
+/* One transaction: the last phase, the round's summary, checkpoint, model,
+ * and the job's next position (or its end). */
+static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_err *err)
+{
+    uint8_t *ckpt = NULL, *model = NULL;
+    size_t ckpt_len = 0, model_len = 0;
+    int rc = server_blob(e, j, 0, &ckpt, &ckpt_len, err);
+    if (!rc)
+        rc = server_blob(e, j, 1, &model, &model_len, err);
+    if (rc) {
+        free(ckpt);
+        return rc;
+    }
+    int last = j->round == j->conf.rounds;
+    fk_store *st = e->o.store;
+    rc = fk_store_begin(st, err);
+    if (!rc)
+        rc = fk_store_phase_close(st, j->id, j->round, j->attempt, j->phase, r->participants, err);
+    if (!rc)
+        rc = fk_store_round_close(st, r, err);
+    if (!rc)
+        rc = fk_store_checkpoint_put(st, j->id, j->round, ckpt, ckpt_len, err);
+    if (!rc)
+        rc = fk_store_model_put(st, j->id, j->round, model, model_len, err);
+    if (!rc && last)
+        rc = fk_store_job_set_state(st, j->id, FK_JOB_DONE, NULL, now, err);
+    if (!rc && !last)
+        rc = fk_store_job_set_position(st, j->id, j->round + 1, 0, 0, now, err);
+    if (!rc)
+        rc = fk_store_commit(st, err);
+    else
+        fk_store_rollback(st);
+    free(ckpt);
+    free(model);
+    if (rc)
+        return rc;
+    fk_log(FK_LOG_INFO, "round_closed",
+           "job=%lld round=%d attempt=%d participants=%d dropouts=%d agg_seconds=%.6f",
+           (long long)j->id, j->round, j->attempt, r->participants, r->dropouts, r->agg_seconds);
+    if (last) {
+        finish(e, j, FK_JOB_DONE, NULL, now);
+        return FK_OK;
+    }
+    j->round++;
+    j->attempt = 0;
+    return start_round(e, j, now, err);
+}
+
+/* The current phase is over: aggregate what arrived, then go on. Failures of
+ * the method fail the job; failures of the store reload it from the store. */
+static void close_phase(fk_engine *e, job *j, double now)
+{
+    fk_err err;
+    fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 1};
+    count_dropouts(j, &r);
+    int done = 0;
+    int rc = aggregate_phase(e, j, &r, &done, &err);
+    if (rc) {
+        fk_err_prefix(&err, "round %d phase %d: aggregation failed: ", j->round, j->phase);
+        fail(e, j, &err, now);
+        return;
+    }
+    rc = done ? close_round(e, j, &r, now, &err) : next_phase(e, j, r.participants, now, &err);
+    if (rc == FK_EIO || rc == FK_ENOMEM) {
+        fk_log(FK_LOG_ERROR, "state_not_stored", "job=%lld round=%d error=\"%s\"",
+               (long long)j->id, j->round, err.msg);
+        if (reload(e, j, now, &err))
+            fail(e, j, &err, now);
+    } else if (rc) {
+        fail(e, j, &err, now);
+    }
+}
+
+/* A phase missed its quorum at the deadline: new sample from the last
+ * checkpoint, or the job fails once the retries are used up. */
+static void retry_round(fk_engine *e, job *j, double now)
+{
+    fk_err err;
+    fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
+    count_dropouts(j, &r);
+    r.participants = j->answered;
+    r.loss = r.accuracy = r.error = NAN;
+    fk_log(FK_LOG_WARN, "quorum_missed",
+           "job=%lld round=%d attempt=%d phase=%d answered=%d quorum=%d", (long long)j->id, j->round, j->attempt, j->phase, j->answered, quorum(j));
+    if (j->attempt >= j->conf.retries) {
+        fk_err_set(&err, FK_ESTATE,
+                   "round %d missed its quorum (%d of %d planned clients answered, %d needed) "
+                   "in %d attempts; check that the clients are running and reachable, or lower "
+                   "'quorum' / raise 'deadline' or 'retries'",
+                   j->round, j->answered, j->n_slots, quorum(j), j->attempt + 1);
+        fk_err serr;
+        if (fk_store_round_close(e->o.store, &r, &serr))
+            fk_log(FK_LOG_ERROR, "state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
+                   serr.msg);
+        fail(e, j, &err, now);
+        return;
+    }
+    fk_store *st = e->o.store;
+    int rc = fk_store_begin(st, &err);
+    if (!rc)
+        rc = fk_store_round_close(st, &r, &err);
+    if (!rc)
+        rc = fk_store_job_set_position(st, j->id, j->round, j->attempt + 1, 0, now, &err);
+    if (!rc)
+        rc = fk_store_commit(st, &err);
+    else
+        fk_store_rollback(st);
+    if (!rc) {
+        j->attempt++;
+        rc = restore_checkpoint(e, j, j->round - 1, &err);
+    }
+    if (!rc)
+        rc = start_round(e, j, now, &err);
+    if (rc == FK_EIO || rc == FK_ENOMEM) {
+        if (reload(e, j, now, &err))
+            fail(e, j, &err, now);
+    } else if (rc) {
+        fail(e, j, &err, now);
+    }
+}
+
+/* ------------------------------------------------------------- resume */
+
+static int mark_answered(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)err;
+    job *j = ctx;
+    slot *s = find_slot(j, u->client);
+    if (s && !s->answered) {
+        s->answered = 1;
+        j->answered++;
+    }
+    return FK_OK;
+}
+
+/* Rebuild a job's in-memory state from the store: checkpoint of the last
+ * closed round, the same plan, the closed phases re-aggregated from their
+ * stored updates, the open phase's answers marked. */
+static int resume(fk_engine *e, job *j, double now, fk_err *err)
+{
+    fk_store_job row;
+    int rc = fk_store_job_get(e->o.store, j->id, &row, err);
+    if (rc)
+        return rc;
+    j->round = row.round;
+    j->attempt = row.attempt;
+    int phase = row.phase;
+    fk_store_job_free(&row);
+    if ((rc = restore_checkpoint(e, j, j->round - 1, err)))
+        return rc;
+    fk_store_round r;
+    rc = fk_store_round_get(e->o.store, j->id, j->round, j->attempt, &r, err);
+    if (rc == FK_ENOTFOUND)
+        return start_round(e, j, now, err); /* crashed between a close and the next open */
+    if (rc)
+        return rc;
+    rc = plan_slots(j, err);
+    int same = !rc && r.n_planned == j->n_slots;
+    for (int i = 0; same && i < j->n_slots; i++)
+        same = r.planned[i] == j->slots[i].client;
+    fk_store_round_free(&r);
+    if (rc)
+        return rc;
+    if (!same)
+        return fk_err_set(err, FK_ESTATE,
+                          "job %lld round %d: the method planned other clients than before the "
+                          "restart; its plan must depend on (seed, round) and the checkpoint only",
+                          (long long)j->id, j->round);
+    for (j->phase = 0; j->phase < phase; j->phase++) {
+        int done = 0;
+        if ((rc = make_tasks(e, j, err)) || (rc = aggregate_phase(e, j, NULL, &done, err)))
+            return rc;
+        if (done)
+            return fk_err_set(err, FK_ESTATE, "job %lld round %d ended after phase %d on replay",
+                              (long long)j->id, j->round, j->phase);
+    }
+    if ((rc = make_tasks(e, j, err)))
+        return rc;
+    int closed = 0;
+    rc = fk_store_phase_get(e->o.store, j->id, j->round, j->attempt, j->phase, &j->deadline,
+                            &closed, err);
+    if (rc)
+        return rc;
+    /* Clients need time to reconnect after a server restart. */
+    if (j->deadline < now)
+        j->deadline = now + j->conf.deadline;
+    return fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, mark_answered,
+                                j, err);
+}
+
+/* After a failed write: forget the in-memory state and rebuild it from the
+ * store (reads only, unless the round was never opened). A phase found
+ * complete is closed by the next tick, so a full disk cannot loop here. */
+static int reload(fk_engine *e, job *j, double now, fk_err *err)
+{
+    free_tasks(j);
+    return resume(e, j, now, err);
+}
+
+static int phase_complete(const job *j)
+{
+    return j->state == FK_JOB_RUNNING && j->n_slots > 0 && j->answered == j->n_slots;
+}
+
+/* --------------------------------------------------------- job table */
+
+static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_err *err)
+{
+    *out = NULL;
+    job *j = calloc(1, sizeof *j);
+    if (!j)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for a job");
+    j->id = id;
+    j->state = FK_JOB_RUNNING;
+    j->config = strdup(config);
+    int rc = j->config ? fk_jobconf_parse(&j->conf, config, "job config", err)
+                       : fk_err_set(err, FK_ENOMEM, "out of memory for a job");
+    if (!rc) {
+        j->m = (e->o.find ? e->o.find : fk_method_find)(j->conf.method, err);
+        if (!j->m)
+            rc = err ? err->code : FK_ENOTFOUND;
+    }
+    if (rc) {
+        job_free(j);
+        return rc;
+    }
+    *out = j;
+    return FK_OK;
+}
+
+static int add_job(fk_engine *e, job *j, fk_err *err)
+{
+    if (e->n_jobs == e->cap) {
+        int cap = e->cap ? 2 * e->cap : 8;
+        job **g = realloc(e->jobs, (size_t)cap * sizeof *g);
+        if (!g)
+            return fk_err_set(err, FK_ENOMEM, "out of memory for the job table");
+        e->jobs = g;
+        e->cap = cap;
+    }
+    e->jobs[e->n_jobs++] = j;
+    return FK_OK;
+}
+
+/* Drop jobs that reached a terminal state. */
+static void reap(fk_engine *e)
+{
+    int k = 0;
+    for (int i = 0; i < e->n_jobs; i++) {
+        if (e->jobs[i]->state == FK_JOB_RUNNING)
+            e->jobs[k++] = e->jobs[i];
+        else
+            job_free(e->jobs[i]);
+    }
+    e->n_jobs = k;
+}
+
+static job *find_job(fk_engine *e, int64_t id)
+{
+    for (int i = 0; i < e->n_jobs; i++)
+        if (e->jobs[i]->id == id && e->jobs[i]->state == FK_JOB_RUNNING)
+            return e->jobs[i];
+    return NULL;
+}
+
+int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err *err)
+{
+    *out = NULL;
+    if (!o->store || !o->codec.encode || !o->codec.decode)
+        return fk_err_set(err, FK_EINVAL, "engine needs a store and a codec");
+    fk_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the engine");
+    e->o = *o;
+    int64_t *ids;
+    int n;
+    int rc = fk_store_job_ids(o->store, FK_JOB_RUNNING, &ids, &n, err);
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        fk_store_job row;
+        fk_err jerr;
+        job *j = NULL;
+        rc = fk_store_job_get(o->store, ids[i], &row, &jerr);
+        if (!rc) {
+            rc = job_new(e, ids[i], row.config, &j, &jerr);
+            fk_store_job_free(&row);
+        }
+        if (!rc && (rc = add_job(e, j, &jerr)))
+            job_free(j);
+        if (!rc)
+            rc = reload(e, j, now, &jerr);
+        if (rc == FK_EIO || rc == FK_ENOMEM) {
+            fk_err_prefix(&jerr, "resuming job %lld: ", (long long)ids[i]);
+            *err = jerr;
+            free(ids);
+            fk_engine_close(e);
+            return rc;
+        }
+        if (rc && j) {
+            fail(e, j, &jerr, now);
+        } else if (rc) {
+            fk_store_job_set_state(o->store, ids[i], FK_JOB_FAILED, jerr.msg, now, &jerr);
+        } else {
+            fk_log(FK_LOG_INFO, "job_resumed", "job=%lld round=%d attempt=%d phase=%d answered=%d",
+                   (long long)j->id, j->round, j->attempt, j->phase, j->answered);
+            if (phase_complete(j))
+                close_phase(e, j, now);
+        }
+    }
+    free(ids);
+    reap(e);
+    *out = e;
+    return FK_OK;
+}
+
+void fk_engine_close(fk_engine *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->n_jobs; i++)
+        job_free(e->jobs[i]);
+    free(e->jobs);
+    free(e);
+}
+
+int fk_engine_running(const fk_engine *e)
+{
+    return e->n_jobs;
+}
+
+/* -------------------------------------------------------------- events */
+
+int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, fk_err *err)
+{
+    *id = 0;
+    job *j;
+    int rc = job_new(e, 0, config, &j, err);
+    if (rc)
+        return rc;
+    /* The method checks its own hyperparameters before anything is stored. */
+    rc = j->m->server_init(&j->srv, &j->conf.params, j->conf.n_clients, j->conf.seed, err);
+    if (rc) {
+        fk_err_prefix(err, "job config: method %s: ", j->m->name);
+        job_free(j);
+        return rc;
+    }
+    uint8_t *ckpt = NULL;
+    size_t len = 0;
+    fk_store *st = e->o.store;
+    rc = server_blob(e, j, 0, &ckpt, &len, err);
+    if (!rc)
+        rc = fk_store_begin(st, err);
+    if (!rc) {
+        rc = fk_store_job_insert(st, j->m->name, config, now, &j->id, err);
+        if (!rc)
+            rc = fk_store_checkpoint_put(st, j->id, 0, ckpt, len, err);
+        if (!rc)
+            rc = fk_store_job_set_position(st, j->id, 1, 0, 0, now, err);
+        if (!rc)
+            rc = fk_store_commit(st, err);
+        else
+            fk_store_rollback(st);
+    }
+    free(ckpt);
+    if (!rc)
+        rc = add_job(e, j, err);
+    if (rc) {
+        job_free(j);
+        return rc;
+    }
+    *id = j->id;
+    j->round = 1;
+    fk_log(FK_LOG_INFO, "job_submitted", "job=%lld method=%s dataset=%s clients=%d rounds=%d",
+           (long long)j->id, j->m->name, j->conf.dataset, j->conf.n_clients, j->conf.rounds);
+    fk_err serr;
+    rc = start_round(e, j, now, &serr);
+    if (rc == FK_EIO || rc == FK_ENOMEM) {
+        if (reload(e, j, now, &serr))
+            fail(e, j, &serr, now);
+    } else if (rc) {
+        fail(e, j, &serr, now);
+    }
+    reap(e);
+    return FK_OK;
+}
+
+int fk_engine_cancel(fk_engine *e, int64_t id, double now, fk_err *err)
+{
+    job *j = find_job(e, id);
+    if (!j) {
+        fk_store_job row;
+        int rc = fk_store_job_get(e->o.store, id, &row, err);
+        if (rc)
+            return rc;
+        int state = row.state;
+        fk_store_job_free(&row);
+        return fk_err_set(err, FK_ESTATE, "job %lld is already %s", (long long)id,
+                          fk_job_state_name(state));
+    }
+    int rc = fk_store_job_set_state(e->o.store, id, FK_JOB_CANCELLED, "cancelled by an operator",
+                                    now, err);
+    if (rc)
+        return rc;
+    j->state = FK_JOB_CANCELLED;
+    fk_log(FK_LOG_INFO, "job_cancelled", "job=%lld round=%d", (long long)id, j->round);
+    reap(e);
+    return FK_OK;
+}
+
+int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *t, fk_err *err)
+{
+    (void)now;
+    memset(t, 0, sizeof *t);
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        int c = fk_jobconf_client_index(&j->conf, identity);
+        slot *s = c < 0 ? NULL : find_slot(j, c);
+        if (!s || s->answered || !s->task)
+            continue;
+        *t = (fk_task_ref){.job = j->id, .round = j->round, .attempt = j->attempt,
+                           .phase = j->phase, .client = c, .n_clients = j->conf.n_clients,
+                           .seed = j->conf.seed, .method = j->m->name,
+                           .dataset = j->conf.dataset, .config = j->config, .task = s->task,
+                           .task_len = s->task_len, .deadline = j->deadline};
+        snprintf(t->idem, sizeof t->idem, "j%lld-r%d-a%d-p%d-c%d", (long long)j->id, j->round,
+                 j->attempt, j->phase, c);
+        return FK_OK;
+    }
+    return fk_err_set(err, FK_ENOTFOUND, "no task for '%s' right now", identity);
+}
+
+/* Why an update cannot be counted (FK_OK when it can). */
+static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_err *err)
+{
+    job *j = find_job(e, p->job);
+    if (!j) {
+        fk_store_job row;
+        int rc = fk_store_job_get(e->o.store, p->job, &row, err);
+        if (rc)
+            return rc;
+        int state = row.state;
+        fk_store_job_free(&row);
+        return fk_err_set(err, FK_ESTATE, "job %lld is %s; its update is no longer needed",
+                          (long long)p->job, fk_job_state_name(state));
+    }
+    if (p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
+        return fk_err_set(err, FK_ESTATE,
+                          "late update for job %lld round %d attempt %d phase %d: the job is at "
+                          "round %d attempt %d phase %d",
+                          (long long)j->id, p->round, p->attempt, p->phase, j->round, j->attempt,
+                          j->phase);
+    int c = fk_jobconf_client_index(&j->conf, p->identity);
+    slot *s = c < 0 ? NULL : find_slot(j, c);
+    if (!s)
+        return fk_err_set(err, FK_ESTATE, "client '%s' was not asked in job %lld round %d",
+                          p->identity, (long long)j->id, j->round);
+    if (s->answered)
+        return fk_err_set(err, FK_ESTATE,
+                          "client '%s' already answered job %lld round %d phase %d with another "
+                          "update; the first one counts",
+                          p->identity, (long long)j->id, j->round, j->phase);
+    *jo = j;
+    *so = s;
+    return FK_OK;
+}
+
+int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err)
+{
+    *dup = 0;
+    if (!p->idem || !*p->idem || strlen(p->idem) > 127 || !p->identity)
+        return fk_err_set(err, FK_EINVAL, "update without a valid idempotency id");
+    int known = 0;
+    int rc = fk_store_update_known(e->o.store, p->idem, &known, err);
+    if (rc)
+        return rc;
+    if (known) {
+        *dup = 1;
+        return FK_OK;
+    }
+    job *j = NULL;
+    slot *s = NULL;
+    if ((rc = check_push(e, p, &j, &s, err)))
+        return rc;
+    fk_bundle b;
+    fk_bundle_init(&b);
+    rc = e->o.codec.decode(p->blob, p->len, &b, err);
+    fk_bundle_close(&b);
+    if (rc) {
+        fk_err_prefix(err, "update from '%s': ", p->identity);
+        return rc;
+    }
+    fk_store_update u = {.job = j->id, .round = j->round, .attempt = j->attempt,
+                         .phase = j->phase, .client = s->client, .identity = p->identity,
+                         .idem = p->idem, .report = p->report, .blob = p->blob, .len = p->len,
+                         .received = now};
+    if ((rc = fk_store_update_put(e->o.store, &u, dup, err)))
+        return rc;
+    s->answered = 1;
+    j->answered++;
+    if (j->answered == j->n_slots)
+        close_phase(e, j, now);
+    reap(e);
+    return FK_OK;
+}
+
+int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
+{
+    (void)err;
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        if (j->state != FK_JOB_RUNNING || (now < j->deadline && !phase_complete(j)))
+            continue;
+        if (j->answered >= quorum(j))
+            close_phase(e, j, now);
+        else
+            retry_round(e, j, now);
+    }
+    reap(e);
+    double soonest = INFINITY;
+    for (int i = 0; i < e->n_jobs; i++)
+        if (e->jobs[i]->deadline < soonest)
+            soonest = e->jobs[i]->deadline;
+    if (next)
+        *next = soonest;
+    return FK_OK;
+}
+
+int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
+{
+    memset(s, 0, sizeof *s);
+    fk_store_job row;
+    int rc = fk_store_job_get(e->o.store, id, &row, err);
+    if (rc)
+        return rc;
+    s->job = id;
+    s->state = row.state;
+    s->round = row.round;
+    s->attempt = row.attempt;
+    s->phase = row.phase;
+    snprintf(s->method, sizeof s->method, "%s", row.method);
+    snprintf(s->failure, sizeof s->failure, "%s", row.failure);
+    fk_jobconf conf;
+    fk_err ignore;
+    if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK) {
+        snprintf(s->name, sizeof s->name, "%s", conf.name);
+        s->rounds = conf.rounds;
+    }
+    fk_jobconf_close(&conf);
+    fk_store_job_free(&row);
+    job *j = find_job(e, id);
+    if (j) {
+        s->planned = j->n_slots;
+        s->answered = j->answered;
+        s->quorum = quorum(j);
+        s->deadline = j->deadline;
+    }
+    return FK_OK;
+}
+
+int fk_engine_result(fk_engine *e, int64_t id, fk_bundle *model, int *round, fk_err *err)
+{
+    fk_bundle_init(model);
+    void *blob;
+    size_t len;
+    int r = 0;
+    int rc = fk_store_model_get(e->o.store, id, -1, &blob, &len, &r, err);
+    if (rc == FK_ENOTFOUND)
+        return fk_err_set(err, FK_ENOTFOUND,
+                          "job %lld has no model yet (no round closed); see 'fedkern job status'",
+                          (long long)id);
+    if (rc)
+        return rc;
+    rc = e->o.codec.decode(blob, len, model, err);
+    free(blob);
+    if (round)
+        *round = r;
+    return rc;
+}

@@ -1,0 +1,106 @@
+/* The round engine: every job as an event-driven state machine over the store.
+ *
+ * No network, no threads, no clock of its own: the server feeds it events
+ * (submit, pull, push, tick) with the current time, and it calls the method
+ * ops in the same order as the simulator (plan, task per client, aggregate),
+ * so a daemon run and `fedkern sim` of the same job and seed agree.
+ *
+ * Durability: a push returns FK_OK only after the update is committed; a
+ * round's close (its last phase, the method's checkpoint and the model) is one
+ * transaction. fk_engine_open resumes every running job from the store:
+ * checkpoint of the last closed round + the updates accepted since. */
+#ifndef FK_ENGINE_H
+#define FK_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/bundle.h"
+#include "common/methods/method.h"
+#include "server/jobconf.h"
+#include "server/store.h"
+
+/* Bundle <-> bytes (the wire codec, also the on-disk format of blobs).
+ * encode mallocs *out; decode fills an initialised bundle. */
+typedef struct fk_blob_codec {
+    int (*encode)(const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err);
+    int (*decode)(const uint8_t *buf, size_t len, fk_bundle *out, fk_err *err);
+} fk_blob_codec;
+
+typedef const fk_method *(*fk_method_lookup)(const char *name, fk_err *err);
+
+typedef struct fk_engine_opts {
+    fk_store *store;           /* borrowed; outlives the engine */
+    fk_blob_codec codec;
+    fk_method_lookup find;     /* NULL: fk_method_find (the registry) */
+} fk_engine_opts;
+
+typedef struct fk_engine fk_engine;
+
+/* Open the engine and resume every running job found in the store. */
+int fk_engine_open(fk_engine **e, const fk_engine_opts *o, double now, fk_err *err);
+void fk_engine_close(fk_engine *e);
+
+/* Validate a job config (including the method's own server_init), store it
+ * and start its first round. */
+int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *job, fk_err *err);
+int fk_engine_cancel(fk_engine *e, int64_t job, double now, fk_err *err);
+
+/* A task handed to a client. Pointers stay valid until the next engine call. */
+typedef struct fk_task_ref {
+    int64_t job;
+    int round, attempt, phase;
+    int client;    /* index in the job */
+    int n_clients;
+    uint64_t seed;
+    const char *method;
+    const char *dataset;
+    const char *config; /* the job's INI text: the client builds its method state from it */
+    const uint8_t *task;
+    size_t task_len;
+    double deadline;
+    char idem[96]; /* the idempotency id the update must carry */
+} fk_task_ref;
+
+/* The next task waiting for this client identity (lowest job id first):
+ * FK_OK with *t filled, or FK_ENOTFOUND when there is none right now. */
+int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *t, fk_err *err);
+
+typedef struct fk_push {
+    int64_t job;
+    int round, attempt, phase;
+    const char *identity;
+    const char *idem;
+    const uint8_t *blob;
+    size_t len;
+    fk_report report;
+} fk_push;
+
+/* Accept one update. FK_OK: committed, acknowledge it (*dup = 1 for a resend
+ * that was already counted). FK_ESTATE: late or not expected, drop it.
+ * FK_EFORMAT: undecodable. FK_EIO: could not be stored; refuse, the client
+ * may resend later. */
+int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
+
+/* Close phases whose deadline passed (with quorum) or retry/fail them.
+ * *next gets the earliest pending deadline (INFINITY when nothing waits). */
+int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err);
+
+typedef struct fk_job_status {
+    int64_t job;
+    char name[64];
+    char method[64];
+    int state; /* fk_job_state */
+    int round, attempt, phase, rounds;
+    int planned, answered, quorum; /* current phase (running jobs) */
+    double deadline;
+    char failure[512];
+} fk_job_status;
+
+int fk_engine_status(fk_engine *e, int64_t job, fk_job_status *s, fk_err *err);
+/* Latest model of a job (its round in *round, may be NULL); model initialised here. */
+int fk_engine_result(fk_engine *e, int64_t job, fk_bundle *model, int *round, fk_err *err);
+/* Jobs running in memory. */
+int fk_engine_running(const fk_engine *e);
+
+#endif

@@ -1,0 +1,161 @@
+#include "server/jobconf.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int fk_identity_valid(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > 127)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)id[i]) && !strchr("._@:-", id[i]))
+            return 0;
+    return 1;
+}
+
+static int copy_name(char *dst, size_t cap, const char *v, const char *key, const char *origin,
+                     fk_err *err)
+{
+    if (!fk_identity_valid(v) || strlen(v) >= cap)
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: %s = '%s' must be 1..%zu characters of letters, digits and ._@:-",
+                          origin, key, v, cap - 1);
+    snprintf(dst, cap, "%s", v);
+    return FK_OK;
+}
+
+static int add_client(fk_jobconf *c, const char *id, size_t len, const char *origin, fk_err *err)
+{
+    char buf[128];
+    if (len == 0 || len >= sizeof buf)
+        return fk_err_set(err, FK_EINVAL, "%s: clients: entry %d is empty or longer than 127 characters",
+                          origin, c->n_clients + 1);
+    memcpy(buf, id, len);
+    buf[len] = '\0';
+    if (!fk_identity_valid(buf))
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: clients: '%s' is not a certificate identity (letters, digits, ._@:-)",
+                          origin, buf);
+    if (fk_jobconf_client_index(c, buf) >= 0)
+        return fk_err_set(err, FK_EINVAL, "%s: clients: '%s' is listed twice", origin, buf);
+    if (c->n_clients == FK_JOBCONF_MAX_CLIENTS)
+        return fk_err_set(err, FK_ELIMIT, "%s: clients: more than %d clients", origin,
+                          FK_JOBCONF_MAX_CLIENTS);
+    char **g = realloc(c->clients, (size_t)(c->n_clients + 1) * sizeof *g);
+    if (!g)
+        return fk_err_set(err, FK_ENOMEM, "%s: out of memory", origin);
+    c->clients = g;
+    if (!(c->clients[c->n_clients] = strdup(buf)))
+        return fk_err_set(err, FK_ENOMEM, "%s: out of memory", origin);
+    c->n_clients++;
+    return FK_OK;
+}
+
+/* "a, b ,c" -> identities in order. */
+static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk_err *err)
+{
+    const char *s = list;
+    for (;;) {
+        while (isspace((unsigned char)*s))
+            s++;
+        const char *e = strchr(s, ',');
+        const char *end = e ? e : s + strlen(s);
+        const char *t = end;
+        while (t > s && isspace((unsigned char)t[-1]))
+            t--;
+        int rc = add_client(c, s, (size_t)(t - s), origin, err);
+        if (rc)
+            return rc;
+        if (!e)
+            return FK_OK;
+        s = e + 1;
+    }
+}
+
+static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
+{
+    const fk_params *p = &c->params;
+    long rounds, retries;
+    int rc = fk_params_int(p, "rounds", 10, 1, 1000000, &rounds, err);
+    if (!rc)
+        rc = fk_params_u64(p, "seed", 1, &c->seed, err);
+    if (!rc)
+        rc = fk_params_double(p, "quorum", 0.5, 1e-9, 1.0, &c->quorum, err);
+    if (!rc)
+        rc = fk_params_double(p, "deadline", 60.0, 1e-3, 7 * 86400.0, &c->deadline, err);
+    if (!rc)
+        rc = fk_params_int(p, "retries", 3, 0, 1000, &retries, err);
+    if (!rc && fk_params_get(p, "sampling"))
+        rc = fk_params_double(p, "sampling", 1.0, 1e-9, 1.0, &c->sampling, err);
+    if (rc) {
+        fk_err_prefix(err, "%s: ", origin);
+        return rc;
+    }
+    c->rounds = (int)rounds;
+    c->retries = (int)retries;
+    return FK_OK;
+}
+
+int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err *err)
+{
+    memset(c, 0, sizeof *c);
+    fk_params_init(&c->params);
+    c->sampling = NAN;
+    int rc = fk_params_parse_ini(&c->params, text, origin, err);
+    if (rc)
+        return rc;
+    const char *method = fk_params_get(&c->params, "method");
+    const char *dataset = fk_params_get(&c->params, "dataset");
+    const char *clients = fk_params_get(&c->params, "clients");
+    if (!method)
+        return fk_err_set(err, FK_EINVAL, "%s: missing 'method = NAME' (the job type)", origin);
+    if (!dataset)
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: missing 'dataset = NAME' (the data set the clients hold)", origin);
+    if (!clients)
+        return fk_err_set(err, FK_EINVAL,
+                          "%s: missing 'clients = id1, id2, ...' (certificate identities taking part)",
+                          origin);
+    if ((rc = copy_name(c->method, sizeof c->method, method, "method", origin, err)) ||
+        (rc = copy_name(c->dataset, sizeof c->dataset, dataset, "dataset", origin, err)) ||
+        (rc = copy_name(c->name, sizeof c->name, fk_params_str(&c->params, "name", method), "name",
+                        origin, err)))
+        return rc;
+    if ((rc = parse_clients(c, clients, origin, err)) || (rc = read_numbers(c, origin, err)))
+        return rc;
+    double trim;
+    rc = fk_params_double(&c->params, "trim", 0.1, 0.0, 0.499, &trim, err);
+    if (!rc)
+        rc = fk_aggregator_parse(&c->agg, fk_params_str(&c->params, "aggregator", "fedavg"), trim,
+                                 err);
+    if (rc)
+        fk_err_prefix(err, "%s: ", origin);
+    return rc;
+}
+
+void fk_jobconf_close(fk_jobconf *c)
+{
+    for (int i = 0; i < c->n_clients; i++)
+        free(c->clients[i]);
+    free(c->clients);
+    fk_params_close(&c->params);
+    memset(c, 0, sizeof *c);
+}
+
+int fk_jobconf_quorum(const fk_jobconf *c, int planned)
+{
+    int q = (int)ceil(c->quorum * planned - 1e-9);
+    return q < 1 ? 1 : q > planned ? planned : q;
+}
+
+int fk_jobconf_client_index(const fk_jobconf *c, const char *identity)
+{
+    for (int i = 0; i < c->n_clients; i++)
+        if (!strcmp(c->clients[i], identity))
+            return i;
+    return -1;
+}

@@ -1,0 +1,895 @@
+#include "server/store.h"
+
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fk_store {
+    sqlite3 *db;
+    char path[512];
+};
+
+/* Migration i takes the schema from version i to i + 1; append, never edit. */
+static const char *const migrations[] = {
+    "CREATE TABLE jobs ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  method TEXT NOT NULL,"
+    "  config TEXT NOT NULL,"
+    "  state INTEGER NOT NULL DEFAULT 0 CHECK (state BETWEEN 0 AND 3),"
+    "  round INTEGER NOT NULL DEFAULT 1,"
+    "  attempt INTEGER NOT NULL DEFAULT 0,"
+    "  phase INTEGER NOT NULL DEFAULT 0,"
+    "  failure TEXT NOT NULL DEFAULT '',"
+    "  created REAL NOT NULL,"
+    "  updated REAL NOT NULL);"
+    "CREATE TABLE rounds ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  round INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  planned TEXT NOT NULL,"
+    "  quorum INTEGER NOT NULL,"
+    "  started REAL NOT NULL,"
+    "  closed INTEGER NOT NULL DEFAULT 0,"
+    "  participants INTEGER NOT NULL DEFAULT 0,"
+    "  dropouts INTEGER NOT NULL DEFAULT 0,"
+    "  dropped TEXT NOT NULL DEFAULT '',"
+    "  agg_seconds REAL NOT NULL DEFAULT 0,"
+    "  loss REAL, accuracy REAL, error REAL,"
+    "  PRIMARY KEY (job_id, round, attempt));"
+    "CREATE TABLE phases ("
+    "  job_id INTEGER NOT NULL,"
+    "  round INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  phase INTEGER NOT NULL,"
+    "  deadline REAL NOT NULL,"
+    "  closed INTEGER NOT NULL DEFAULT 0,"
+    "  participants INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (job_id, round, attempt, phase),"
+    "  FOREIGN KEY (job_id, round, attempt) REFERENCES rounds(job_id, round, attempt)"
+    "    ON DELETE CASCADE);"
+    "CREATE TABLE clients ("
+    "  identity TEXT PRIMARY KEY,"
+    "  first_seen REAL NOT NULL,"
+    "  last_seen REAL NOT NULL);"
+    "CREATE TABLE updates ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id INTEGER NOT NULL,"
+    "  round INTEGER NOT NULL,"
+    "  attempt INTEGER NOT NULL,"
+    "  phase INTEGER NOT NULL,"
+    "  client INTEGER NOT NULL,"
+    "  identity TEXT NOT NULL,"
+    "  idem TEXT NOT NULL UNIQUE,"
+    "  n_samples REAL NOT NULL, loss REAL, accuracy REAL, error REAL,"
+    "  blob BLOB NOT NULL,"
+    "  received REAL NOT NULL,"
+    "  UNIQUE (job_id, round, attempt, phase, client),"
+    "  FOREIGN KEY (job_id, round, attempt, phase)"
+    "    REFERENCES phases(job_id, round, attempt, phase) ON DELETE CASCADE);"
+    "CREATE TABLE checkpoints ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  round INTEGER NOT NULL,"
+    "  blob BLOB NOT NULL,"
+    "  PRIMARY KEY (job_id, round));"
+    "CREATE TABLE models ("
+    "  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+    "  round INTEGER NOT NULL,"
+    "  blob BLOB NOT NULL,"
+    "  PRIMARY KEY (job_id, round));",
+};
+static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
+
+const char *fk_job_state_name(int state)
+{
+    static const char *names[] = {"running", "done", "failed", "cancelled"};
+    return state >= 0 && state <= 3 ? names[state] : "unknown";
+}
+
+/* One message for every SQLite failure, with a hint for the usual causes. */
+static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
+{
+    int prim = rc & 0xff;
+    int code = FK_EIO;
+    const char *hint = "check the state directory";
+    if (prim == SQLITE_FULL)
+        hint = "the disk or the configured size limit is full; free space, nothing was stored";
+    else if (prim == SQLITE_READONLY || prim == SQLITE_PERM || prim == SQLITE_CANTOPEN)
+        hint = "the state database is not writable; fix permissions of the state directory";
+    else if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB)
+        hint = "the state database is damaged; restore it from a backup";
+    else if (prim == SQLITE_NOMEM) {
+        code = FK_ENOMEM;
+        hint = "out of memory";
+    } else if (prim == SQLITE_CONSTRAINT) {
+        code = FK_ESTATE;
+        hint = "the row conflicts with stored state";
+    }
+    return fk_err_set(err, code, "state db %s: %s: %s (%s)", st->path, what,
+                      st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc), hint);
+}
+
+static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
+{
+    int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? FK_OK : db_fail(st, rc, what, err);
+}
+
+static int prep(fk_store *st, const char *sql, sqlite3_stmt **s, fk_err *err)
+{
+    int rc = sqlite3_prepare_v2(st->db, sql, -1, s, NULL);
+    return rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "prepare", err);
+}
+
+/* Step a statement that returns no rows, then finalize it. */
+static int run(fk_store *st, sqlite3_stmt *s, const char *what, fk_err *err)
+{
+    int rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, what, err);
+}
+
+static void bind_real_or_null(sqlite3_stmt *s, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(s, i);
+    else
+        sqlite3_bind_double(s, i, v);
+}
+
+static double column_real_or_nan(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
+}
+
+static int migrate(fk_store *st, fk_err *err)
+{
+    int rc = exec(st, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);",
+                  "create schema_version", err);
+    if (rc)
+        return rc;
+    int version = 0;
+    if ((rc = fk_store_schema_version(st, &version, err)))
+        return rc;
+    if (version > n_migrations)
+        return fk_err_set(err, FK_EFORMAT,
+                          "state db %s: schema version %d is newer than this server (%d); "
+                          "run a newer fedkern-server",
+                          st->path, version, n_migrations);
+    for (int v = version; v < n_migrations; v++) {
+        if ((rc = fk_store_begin(st, err)))
+            return rc;
+        char bump[96];
+        snprintf(bump, sizeof bump, "DELETE FROM schema_version; INSERT INTO schema_version VALUES (%d);",
+                 v + 1);
+        rc = exec(st, migrations[v], "migrate schema", err);
+        if (!rc)
+            rc = exec(st, bump, "record schema version", err);
+        if (!rc)
+            rc = fk_store_commit(st, err);
+        if (rc) {
+            fk_store_rollback(st);
+            return rc;
+        }
+    }
+    return FK_OK;
+}
+
+int fk_store_open(fk_store **out, const char *path, fk_err *err)
+{
+    *out = NULL;
+    fk_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return fk_err_set(err, FK_ENOMEM, "out of memory opening %s", path);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK) {
+        rc = db_fail(st, rc, "open", err);
+        fk_store_close(st);
+        return rc;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    rc = exec(st,
+              "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+              "configure (WAL, synchronous, foreign keys)", err);
+    if (!rc)
+        rc = migrate(st, err);
+    if (rc) {
+        fk_store_close(st);
+        return rc;
+    }
+    *out = st;
+    return FK_OK;
+}
+
+void fk_store_close(fk_store *st)
+{
+    if (!st)
+        return;
+    sqlite3_close(st->db);
+    free(st);
+}
+
+static int pragma_int(fk_store *st, const char *sql, int64_t *out, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(s);
+    *out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, sql, err);
+}
+
+int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err)
+{
+    int64_t pages = 0, page = 0;
+    int rc = pragma_int(st, "PRAGMA page_count", &pages, err);
+    if (!rc)
+        rc = pragma_int(st, "PRAGMA page_size", &page, err);
+    *bytes = rc ? 0 : (uint64_t)pages * (uint64_t)page;
+    return rc;
+}
+
+int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err)
+{
+    int64_t page = 4096;
+    int rc = pragma_int(st, "PRAGMA page_size", &page, err);
+    if (rc)
+        return rc;
+    uint64_t pages = max_bytes ? max_bytes / (uint64_t)page : 4294967294ULL;
+    char sql[96];
+    snprintf(sql, sizeof sql, "PRAGMA max_page_count=%llu", (unsigned long long)(pages ? pages : 1));
+    int64_t got;
+    return pragma_int(st, sql, &got, err);
+}
+
+int fk_store_schema_version(fk_store *st, int *version, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT max(version) FROM schema_version", &s, err);
+    if (rc)
+        return rc;
+    rc = sqlite3_step(s);
+    *version = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, "read schema version", err);
+}
+
+int fk_store_begin(fk_store *st, fk_err *err)
+{
+    return exec(st, "BEGIN IMMEDIATE", "begin transaction", err);
+}
+
+int fk_store_commit(fk_store *st, fk_err *err)
+{
+    int rc = exec(st, "COMMIT", "commit", err);
+    if (rc)
+        fk_store_rollback(st);
+    return rc;
+}
+
+void fk_store_rollback(fk_store *st)
+{
+    if (!sqlite3_get_autocommit(st->db))
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+void fk_store_job_free(fk_store_job *j)
+{
+    free(j->config);
+    j->config = NULL;
+}
+
+int fk_store_job_insert(fk_store *st, const char *method, const char *config, double now,
+                        int64_t *id, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT INTO jobs (method, config, created, updated) VALUES (?1, ?2, ?3, ?3)",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, method, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, config, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 3, now);
+    if ((rc = run(st, s, "insert job", err)))
+        return rc;
+    *id = sqlite3_last_insert_rowid(st->db);
+    return FK_OK;
+}
+
+int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "SELECT method, config, state, round, attempt, phase, failure, created, updated "
+                  "FROM jobs WHERE id = ?1",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(s);
+        if (rc == SQLITE_DONE)
+            return fk_err_set(err, FK_ENOTFOUND, "no job %lld; 'fedkern job status' lists jobs",
+                              (long long)id);
+        return db_fail(st, rc, "read job", err);
+    }
+    out->id = id;
+    snprintf(out->method, sizeof out->method, "%s", (const char *)sqlite3_column_text(s, 0));
+    out->config = strdup((const char *)sqlite3_column_text(s, 1));
+    out->state = sqlite3_column_int(s, 2);
+    out->round = sqlite3_column_int(s, 3);
+    out->attempt = sqlite3_column_int(s, 4);
+    out->phase = sqlite3_column_int(s, 5);
+    snprintf(out->failure, sizeof out->failure, "%s", (const char *)sqlite3_column_text(s, 6));
+    out->created = sqlite3_column_double(s, 7);
+    out->updated = sqlite3_column_double(s, 8);
+    sqlite3_finalize(s);
+    if (!out->config)
+        return fk_err_set(err, FK_ENOMEM, "out of memory reading job %lld", (long long)id);
+    return FK_OK;
+}
+
+int fk_store_job_ids(fk_store *st, int state, int64_t **ids, int *n, fk_err *err)
+{
+    *ids = NULL;
+    *n = 0;
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT id FROM jobs WHERE ?1 < 0 OR state = ?1 ORDER BY id", &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 1, state);
+    int cap = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            int64_t *g = realloc(*ids, (size_t)cap * sizeof *g);
+            if (!g) {
+                sqlite3_finalize(s);
+                free(*ids);
+                *ids = NULL;
+                *n = 0;
+                return fk_err_set(err, FK_ENOMEM, "out of memory listing jobs");
+            }
+            *ids = g;
+        }
+        (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE) {
+        free(*ids);
+        *ids = NULL;
+        *n = 0;
+        return db_fail(st, rc, "list jobs", err);
+    }
+    return FK_OK;
+}
+
+int fk_store_job_set_position(fk_store *st, int64_t id, int round, int attempt, int phase,
+                              double now, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "UPDATE jobs SET round = ?2, attempt = ?3, phase = ?4, updated = ?5 WHERE id = ?1",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    sqlite3_bind_int(s, 4, phase);
+    sqlite3_bind_double(s, 5, now);
+    return run(st, s, "update job position", err);
+}
+
+int fk_store_job_set_state(fk_store *st, int64_t id, int state, const char *failure, double now,
+                           fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "UPDATE jobs SET state = ?2, failure = ?3, updated = ?4 WHERE id = ?1", &s,
+                  err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    sqlite3_bind_int(s, 2, state);
+    sqlite3_bind_text(s, 3, failure ? failure : "", -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 4, now);
+    return run(st, s, "update job state", err);
+}
+
+/* -------------------------------------------------------------- rounds */
+
+void fk_store_round_free(fk_store_round *r)
+{
+    free(r->planned);
+    r->planned = NULL;
+    r->n_planned = 0;
+}
+
+/* "0,3,7" <-> int array. */
+static char *join_ints(const int *v, int n)
+{
+    char *s = malloc((size_t)n * 12 + 1);
+    if (!s)
+        return NULL;
+    size_t off = 0;
+    s[0] = '\0';
+    for (int i = 0; i < n; i++)
+        off += (size_t)sprintf(s + off, "%s%d", i ? "," : "", v[i]);
+    return s;
+}
+
+static int split_ints(const char *s, int **out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    int count = *s ? 1 : 0;
+    for (const char *p = s; *p; p++)
+        count += *p == ',';
+    if (!count)
+        return FK_OK;
+    int *v = malloc((size_t)count * sizeof *v);
+    if (!v)
+        return FK_ENOMEM;
+    const char *p = s;
+    for (int i = 0; i < count; i++) {
+        char *end;
+        v[i] = (int)strtol(p, &end, 10);
+        p = *end == ',' ? end + 1 : end;
+    }
+    *out = v;
+    *n = count;
+    return FK_OK;
+}
+
+int fk_store_round_open(fk_store *st, int64_t job, int round, int attempt, const int *planned,
+                        int n_planned, int quorum, double started, fk_err *err)
+{
+    char *list = join_ints(planned, n_planned);
+    if (!list)
+        return fk_err_set(err, FK_ENOMEM, "out of memory storing round %d", round);
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT INTO rounds (job_id, round, attempt, planned, quorum, started) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                  &s, err);
+    if (rc) {
+        free(list);
+        return rc;
+    }
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    sqlite3_bind_text(s, 4, list, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 5, quorum);
+    sqlite3_bind_double(s, 6, started);
+    free(list);
+    return run(st, s, "open round", err);
+}
+
+int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "UPDATE rounds SET closed = ?4, participants = ?5, dropouts = ?6, dropped = ?7, "
+                  "agg_seconds = ?8, loss = ?9, accuracy = ?10, error = ?11 "
+                  "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, r->job);
+    sqlite3_bind_int(s, 2, r->round);
+    sqlite3_bind_int(s, 3, r->attempt);
+    sqlite3_bind_int(s, 4, r->closed);
+    sqlite3_bind_int(s, 5, r->participants);
+    sqlite3_bind_int(s, 6, r->dropouts);
+    sqlite3_bind_text(s, 7, r->dropped, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 8, r->agg_seconds);
+    bind_real_or_null(s, 9, r->loss);
+    bind_real_or_null(s, 10, r->accuracy);
+    bind_real_or_null(s, 11, r->error);
+    if ((rc = run(st, s, "close round", err)))
+        return rc;
+    if (sqlite3_changes(st->db) != 1)
+        return fk_err_set(err, FK_ENOTFOUND, "state db %s: job %lld round %d attempt %d was never opened",
+                          st->path, (long long)r->job, r->round, r->attempt);
+    return FK_OK;
+}
+
+static const char round_cols[] =
+    "SELECT job_id, round, attempt, planned, quorum, started, closed, participants, dropouts, "
+    "dropped, agg_seconds, loss, accuracy, error FROM rounds ";
+
+static int read_round(sqlite3_stmt *s, fk_store_round *r)
+{
+    memset(r, 0, sizeof *r);
+    r->job = sqlite3_column_int64(s, 0);
+    r->round = sqlite3_column_int(s, 1);
+    r->attempt = sqlite3_column_int(s, 2);
+    r->quorum = sqlite3_column_int(s, 4);
+    r->started = sqlite3_column_double(s, 5);
+    r->closed = sqlite3_column_int(s, 6);
+    r->participants = sqlite3_column_int(s, 7);
+    r->dropouts = sqlite3_column_int(s, 8);
+    snprintf(r->dropped, sizeof r->dropped, "%s", (const char *)sqlite3_column_text(s, 9));
+    r->agg_seconds = sqlite3_column_double(s, 10);
+    r->loss = column_real_or_nan(s, 11);
+    r->accuracy = column_real_or_nan(s, 12);
+    r->error = column_real_or_nan(s, 13);
+    return split_ints((const char *)sqlite3_column_text(s, 3), &r->planned, &r->n_planned);
+}
+
+int fk_store_round_get(fk_store *st, int64_t job, int round, int attempt, fk_store_round *out,
+                       fk_err *err)
+{
+    memset(out, 0, sizeof *out);
+    char sql[512];
+    snprintf(sql, sizeof sql, "%sWHERE job_id = ?1 AND round = ?2 AND attempt = ?3", round_cols);
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        rc = read_round(s, out) ? fk_err_set(err, FK_ENOMEM, "out of memory reading a round")
+                                : FK_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = fk_err_set(err, FK_ENOTFOUND, "job %lld has no round %d attempt %d", (long long)job,
+                        round, attempt);
+    } else {
+        rc = db_fail(st, rc, "read round", err);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int fk_store_round_list(fk_store *st, int64_t job, fk_store_round **rows, int *n, fk_err *err)
+{
+    *rows = NULL;
+    *n = 0;
+    char sql[512];
+    snprintf(sql, sizeof sql, "%sWHERE job_id = ?1 ORDER BY round, attempt", round_cols);
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    int cap = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            fk_store_round *g = realloc(*rows, (size_t)cap * sizeof *g);
+            if (!g)
+                break;
+            *rows = g;
+        }
+        if (read_round(s, &(*rows)[*n]))
+            break;
+        (*n)++;
+    }
+    sqlite3_finalize(s);
+    if (rc == SQLITE_DONE)
+        return FK_OK;
+    for (int i = 0; i < *n; i++)
+        fk_store_round_free(&(*rows)[i]);
+    free(*rows);
+    *rows = NULL;
+    *n = 0;
+    return rc == SQLITE_ROW ? fk_err_set(err, FK_ENOMEM, "out of memory listing rounds")
+                            : db_fail(st, rc, "list rounds", err);
+}
+
+/* -------------------------------------------------------------- phases */
+
+int fk_store_phase_open(fk_store *st, int64_t job, int round, int attempt, int phase,
+                        double deadline, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT INTO phases (job_id, round, attempt, phase, deadline) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5)",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    sqlite3_bind_int(s, 4, phase);
+    sqlite3_bind_double(s, 5, deadline);
+    return run(st, s, "open phase", err);
+}
+
+int fk_store_phase_get(fk_store *st, int64_t job, int round, int attempt, int phase,
+                       double *deadline, int *closed, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "SELECT deadline, closed FROM phases "
+                  "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    sqlite3_bind_int(s, 4, phase);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *deadline = sqlite3_column_double(s, 0);
+        *closed = sqlite3_column_int(s, 1);
+        rc = FK_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = fk_err_set(err, FK_ENOTFOUND, "job %lld round %d attempt %d has no phase %d",
+                        (long long)job, round, attempt, phase);
+    } else {
+        rc = db_fail(st, rc, "read phase", err);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int fk_store_phase_close(fk_store *st, int64_t job, int round, int attempt, int phase,
+                         int participants, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "UPDATE phases SET closed = 1, participants = ?5 "
+                  "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    sqlite3_bind_int(s, 4, phase);
+    sqlite3_bind_int(s, 5, participants);
+    return run(st, s, "close phase", err);
+}
+
+/* ------------------------------------------------------------- clients */
+
+int fk_store_client_seen(fk_store *st, const char *identity, double now, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "INSERT INTO clients (identity, first_seen, last_seen) VALUES (?1, ?2, ?2) "
+                  "ON CONFLICT (identity) DO UPDATE SET last_seen = excluded.last_seen",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, identity, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 2, now);
+    return run(st, s, "record client", err);
+}
+
+int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT last_seen FROM clients WHERE identity = ?1", &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, identity, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *when = sqlite3_column_double(s, 0);
+        rc = FK_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = fk_err_set(err, FK_ENOTFOUND, "client '%s' was never seen", identity);
+    } else {
+        rc = db_fail(st, rc, "read client", err);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* ------------------------------------------------------------- updates */
+
+/* 1 if an update with this idempotency id is stored, 0 if not, <0 on error. */
+static int idem_exists(fk_store *st, const char *idem, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT 1 FROM updates WHERE idem = ?1", &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, idem, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return 1;
+    return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "look up idempotency id", err);
+}
+
+int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
+{
+    *dup = 0;
+    int rc = idem_exists(st, u->idem, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        *dup = 1;
+        return FK_OK;
+    }
+    sqlite3_stmt *s;
+    rc = prep(st,
+              "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
+              "n_samples, loss, accuracy, error, blob, received) "
+              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+              &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, u->job);
+    sqlite3_bind_int(s, 2, u->round);
+    sqlite3_bind_int(s, 3, u->attempt);
+    sqlite3_bind_int(s, 4, u->phase);
+    sqlite3_bind_int(s, 5, u->client);
+    sqlite3_bind_text(s, 6, u->identity, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 7, u->idem, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 8, u->report.n_samples);
+    bind_real_or_null(s, 9, u->report.loss);
+    bind_real_or_null(s, 10, u->report.accuracy);
+    bind_real_or_null(s, 11, u->report.error);
+    sqlite3_bind_blob64(s, 12, u->len ? u->blob : "", u->len, SQLITE_STATIC);
+    sqlite3_bind_double(s, 13, u->received);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_DONE)
+        return FK_OK;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT)
+        return fk_err_set(err, FK_ESTATE,
+                          "client %d already sent another update for job %lld round %d phase %d "
+                          "(or that phase is not open); the first one counts",
+                          u->client, (long long)u->job, u->round, u->phase);
+    return db_fail(st, rc, "store update", err);
+}
+
+int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int phase,
+                         fk_store_update_cb cb, void *ctx, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, received "
+                  "FROM updates WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
+                  "ORDER BY client",
+                  &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_int(s, 3, attempt);
+    sqlite3_bind_int(s, 4, phase);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        fk_store_update u = {.job = job, .round = round, .attempt = attempt, .phase = phase};
+        u.client = sqlite3_column_int(s, 0);
+        u.identity = (const char *)sqlite3_column_text(s, 1);
+        u.idem = (const char *)sqlite3_column_text(s, 2);
+        u.report.n_samples = sqlite3_column_double(s, 3);
+        u.report.loss = column_real_or_nan(s, 4);
+        u.report.accuracy = column_real_or_nan(s, 5);
+        u.report.error = column_real_or_nan(s, 6);
+        u.blob = sqlite3_column_blob(s, 7);
+        u.len = (size_t)sqlite3_column_bytes(s, 7);
+        u.received = sqlite3_column_double(s, 8);
+        int crc = cb(ctx, &u, err);
+        if (crc) {
+            sqlite3_finalize(s);
+            return crc;
+        }
+    }
+    sqlite3_finalize(s);
+    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read updates", err);
+}
+
+int fk_store_update_known(fk_store *st, const char *idem, int *known, fk_err *err)
+{
+    int rc = idem_exists(st, idem, err);
+    if (rc < 0)
+        return rc;
+    *known = rc;
+    return FK_OK;
+}
+
+int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "SELECT count(*) FROM updates WHERE job_id = ?1", &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    rc = sqlite3_step(s);
+    *n = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    sqlite3_finalize(s);
+    return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, "count updates", err);
+}
+
+/* ------------------------------------------------- checkpoints, models */
+
+static int blob_put(fk_store *st, const char *table, int64_t job, int round, const void *blob,
+                    size_t len, fk_err *err)
+{
+    char sql[128];
+    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO %s (job_id, round, blob) VALUES (?1, ?2, ?3)",
+             table);
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    sqlite3_bind_blob64(s, 3, len ? blob : "", len, SQLITE_STATIC);
+    return run(st, s, table, err);
+}
+
+static int blob_get(fk_store *st, const char *table, int64_t job, int round, void **blob,
+                    size_t *len, int *round_out, fk_err *err)
+{
+    *blob = NULL;
+    *len = 0;
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT blob, round FROM %s WHERE job_id = ?1 AND (?2 < 0 OR round = ?2) "
+             "ORDER BY round DESC LIMIT 1",
+             table);
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    sqlite3_bind_int(s, 2, round);
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        size_t n = (size_t)sqlite3_column_bytes(s, 0);
+        *blob = malloc(n ? n : 1);
+        if (!*blob) {
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory reading %zu bytes of %s", n, table);
+        } else {
+            if (n)
+                memcpy(*blob, sqlite3_column_blob(s, 0), n);
+            *len = n;
+            if (round_out)
+                *round_out = sqlite3_column_int(s, 1);
+            rc = FK_OK;
+        }
+    } else if (rc == SQLITE_DONE) {
+        rc = fk_err_set(err, FK_ENOTFOUND, "job %lld has no %s for round %d", (long long)job,
+                        table, round);
+    } else {
+        rc = db_fail(st, rc, table, err);
+    }
+    sqlite3_finalize(s);
+    return rc;
+}
+
+int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
+                            fk_err *err)
+{
+    return blob_put(st, "checkpoints", job, round, blob, len, err);
+}
+
+int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
+                            fk_err *err)
+{
+    return blob_get(st, "checkpoints", job, round, blob, len, NULL, err);
+}
+
+int fk_store_model_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
+                       fk_err *err)
+{
+    return blob_put(st, "models", job, round, blob, len, err);
+}
+
+int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
+                       int *round_out, fk_err *err)
+{
+    return blob_get(st, "models", job, round, blob, len, round_out, err);
+}

@@ -1,0 +1,148 @@
+/* The server's durable state in SQLite: jobs, rounds and phases, the client
+ * registry, accepted updates, checkpoints and models per round.
+ *
+ * WAL journal with synchronous=FULL, so a call that returned FK_OK survived a
+ * crash; an update is acknowledged to its client only after fk_store_update_put
+ * returned FK_OK. Blobs (updates, checkpoints, models) are opaque bytes here.
+ * A full disk or read-only file gives FK_EIO with a clear message: the caller
+ * must then refuse, not acknowledge. */
+#ifndef FK_STORE_H
+#define FK_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/err.h"
+#include "common/methods/method.h"
+
+typedef struct fk_store fk_store;
+
+enum { FK_STORE_SCHEMA_VERSION = 1 };
+
+/* Open (creating and migrating as needed) the database at path. */
+int fk_store_open(fk_store **st, const char *path, fk_err *err);
+void fk_store_close(fk_store *st);
+/* Cap the database at max_bytes (0 = no cap): writes beyond it fail like a full disk. */
+int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
+/* Bytes the database file uses now (pages in use x page size). */
+int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
+int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
+
+/* Transactions group the writes of one state change (a round's close). */
+int fk_store_begin(fk_store *st, fk_err *err);
+int fk_store_commit(fk_store *st, fk_err *err);
+void fk_store_rollback(fk_store *st);
+
+/* --- jobs --- */
+typedef enum fk_job_state {
+    FK_JOB_RUNNING = 0,
+    FK_JOB_DONE = 1,
+    FK_JOB_FAILED = 2,
+    FK_JOB_CANCELLED = 3,
+} fk_job_state;
+
+const char *fk_job_state_name(int state);
+
+typedef struct fk_store_job {
+    int64_t id;
+    char method[64];
+    char *config; /* the job's INI text, owned */
+    int state;    /* fk_job_state */
+    int round;    /* round in progress (1-based), or the last one when finished */
+    int attempt;  /* 0 for the first try of the round, +1 per retry */
+    int phase;
+    char failure[512];
+    double created;
+    double updated;
+} fk_store_job;
+
+void fk_store_job_free(fk_store_job *j);
+int fk_store_job_insert(fk_store *st, const char *method, const char *config, double now,
+                        int64_t *id, fk_err *err);
+int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err);
+/* Ids of the jobs in `state` (-1 = all), ascending; *ids is malloc'd. */
+int fk_store_job_ids(fk_store *st, int state, int64_t **ids, int *n, fk_err *err);
+int fk_store_job_set_position(fk_store *st, int64_t id, int round, int attempt, int phase,
+                              double now, fk_err *err);
+int fk_store_job_set_state(fk_store *st, int64_t id, int state, const char *failure, double now,
+                           fk_err *err);
+
+/* --- rounds (one row per attempt) and their phases --- */
+typedef struct fk_store_round {
+    int64_t job;
+    int round, attempt;
+    int *planned; /* client indices, ascending, owned */
+    int n_planned;
+    int quorum;
+    double started;
+    int closed;       /* 0 open, 1 aggregated, 2 abandoned (quorum missed) */
+    int participants; /* updates aggregated in the last phase */
+    int dropouts;
+    char dropped[512]; /* comma-separated client indices */
+    double agg_seconds;
+    double loss, accuracy, error; /* weighted means of the last phase's reports, NaN if none */
+} fk_store_round;
+
+void fk_store_round_free(fk_store_round *r);
+int fk_store_round_open(fk_store *st, int64_t job, int round, int attempt, const int *planned,
+                        int n_planned, int quorum, double started, fk_err *err);
+/* Write the close of a round: closed, participants, dropouts, metrics from r. */
+int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err);
+/* FK_ENOTFOUND if that attempt was never opened. */
+int fk_store_round_get(fk_store *st, int64_t job, int round, int attempt, fk_store_round *out,
+                       fk_err *err);
+/* Every round row of a job in order (round, attempt); *rows malloc'd, free each. */
+int fk_store_round_list(fk_store *st, int64_t job, fk_store_round **rows, int *n, fk_err *err);
+
+int fk_store_phase_open(fk_store *st, int64_t job, int round, int attempt, int phase,
+                        double deadline, fk_err *err);
+int fk_store_phase_get(fk_store *st, int64_t job, int round, int attempt, int phase,
+                       double *deadline, int *closed, fk_err *err);
+int fk_store_phase_close(fk_store *st, int64_t job, int round, int attempt, int phase,
+                         int participants, fk_err *err);
+
+/* --- client registry --- */
+int fk_store_client_seen(fk_store *st, const char *identity, double now, fk_err *err);
+/* FK_ENOTFOUND for a client never seen. */
+int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, fk_err *err);
+
+/* --- accepted updates --- */
+typedef struct fk_store_update {
+    int64_t job;
+    int round, attempt, phase;
+    int client;           /* index in the job */
+    const char *identity; /* certificate identity of the sender */
+    const char *idem;     /* idempotency id, unique over the whole store */
+    fk_report report;
+    const void *blob;
+    size_t len;
+    double received;
+} fk_store_update;
+
+/* Commit one update. A resend (same idem) is not stored again: *dup = 1 and
+ * FK_OK, so the caller acknowledges it again without counting it. A second,
+ * different update for the same (job, round, attempt, phase, client) gives
+ * FK_ESTATE. */
+int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err);
+/* Call cb for each update of one phase in ascending client order. The blob
+ * and strings are valid only during the call. */
+typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
+int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int phase,
+                         fk_store_update_cb cb, void *ctx, fk_err *err);
+/* *known = 1 if an update with this idempotency id is stored. */
+int fk_store_update_known(fk_store *st, const char *idem, int *known, fk_err *err);
+int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
+
+/* --- checkpoints (method server state) and models, per round --- */
+int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
+                            fk_err *err);
+/* *blob is malloc'd; FK_ENOTFOUND if absent. */
+int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
+                            fk_err *err);
+int fk_store_model_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
+                       fk_err *err);
+/* round < 0: the latest model. *round_out (may be NULL) gets its round. */
+int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
+                       int *round_out, fk_err *err);
+
+#endif

@@ -1,0 +1,130 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include <cblas.h>
+
+#include "common/la/eig.h"
+#include "common/la/rng.h"
+
+/* Random symmetric PSD A = Z Z^T of rank r and SPD B = G G^T + I. */
+static void random_psd(fk_mat *A, size_t n, size_t r, uint64_t seed)
+{
+    fk_mat Z;
+    fk_rng g;
+    fk_rng_init(&g, seed, 0);
+    fk_mat_init(&Z, n, r);
+    for (size_t i = 0; i < n * r; i++)
+        Z.data[i] = fk_rng_normal(&g);
+    fk_mat_init(A, n, n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)r, 1.0, Z.data,
+                (int)r, Z.data, (int)r, 0.0, A->data, (int)n);
+    fk_mat_close(&Z);
+}
+
+static void top_eigenpairs_of_symmetric(void **state)
+{
+    (void)state;
+    size_t n = 50, m = 7;
+    fk_mat A, V, AV;
+    random_psd(&A, n, 30, 1);
+    double vals[7];
+    fk_err err;
+    assert_int_equal(fk_eig_sym_top(&A, m, vals, &V, &err), FK_OK);
+    assert_int_equal(V.rows, n);
+    assert_int_equal(V.cols, m);
+    fk_mat_init(&AV, n, m);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)m, (int)n, 1.0, A.data,
+                (int)n, V.data, (int)m, 0.0, AV.data, (int)m);
+    for (size_t k = 0; k < m; k++) {
+        if (k)
+            assert_true(vals[k] <= vals[k - 1]);
+        for (size_t i = 0; i < n; i++)
+            assert_true(fabs(AV.data[i * m + k] - vals[k] * V.data[i * m + k]) < 1e-9 * vals[0]);
+        for (size_t l = 0; l < m; l++) {
+            double dot = 0;
+            for (size_t i = 0; i < n; i++)
+                dot += V.data[i * m + k] * V.data[i * m + l];
+            assert_true(fabs(dot - (k == l)) < 1e-10);
+        }
+    }
+    fk_mat_close(&A);
+    fk_mat_close(&V);
+    fk_mat_close(&AV);
+}
+
+static void generalized_top_is_b_orthonormal(void **state)
+{
+    (void)state;
+    size_t n = 40, m = 5;
+    fk_mat A, B, W;
+    random_psd(&A, n, 20, 2);
+    random_psd(&B, n, n, 3);
+    for (size_t i = 0; i < n; i++)
+        B.data[i * n + i] += 1.0;
+    double vals[5];
+    fk_err err;
+    assert_int_equal(fk_eig_gen_top(&A, &B, m, vals, &W, &err), FK_OK);
+    fk_mat AW, BW;
+    fk_mat_init(&AW, n, m);
+    fk_mat_init(&BW, n, m);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)m, (int)n, 1.0, A.data,
+                (int)n, W.data, (int)m, 0.0, AW.data, (int)m);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)m, (int)n, 1.0, B.data,
+                (int)n, W.data, (int)m, 0.0, BW.data, (int)m);
+    for (size_t k = 0; k < m; k++) {
+        for (size_t i = 0; i < n; i++)
+            assert_true(fabs(AW.data[i * m + k] - vals[k] * BW.data[i * m + k]) < 1e-9 * vals[0]);
+        for (size_t l = 0; l < m; l++) {
+            double dot = 0;
+            for (size_t i = 0; i < n; i++)
+                dot += W.data[i * m + k] * BW.data[i * m + l];
+            assert_true(fabs(dot - (k == l)) < 1e-9);
+        }
+    }
+    fk_mat_close(&A);
+    fk_mat_close(&B);
+    fk_mat_close(&W);
+    fk_mat_close(&AW);
+    fk_mat_close(&BW);
+}
+
+static void bad_input_gives_clear_errors(void **state)
+{
+    (void)state;
+    fk_mat A, B, V;
+    fk_err err;
+    double vals[4];
+    random_psd(&A, 4, 4, 4);
+    assert_int_equal(fk_eig_sym_top(&A, 5, vals, &V, &err), FK_EINVAL);
+    assert_int_equal(fk_eig_sym_top(&A, 0, vals, &V, &err), FK_EINVAL);
+    fk_mat_init(&B, 4, 4); /* zero: not positive definite */
+    assert_int_equal(fk_eig_gen_top(&A, &B, 2, vals, &V, &err), FK_ENUMERIC);
+    A.data[5] = NAN;
+    assert_int_equal(fk_eig_sym_top(&A, 2, vals, &V, &err), FK_ENUMERIC);
+    fk_mat_close(&A);
+    fk_mat_close(&B);
+}
+
+static void signs_are_fixed(void **state)
+{
+    (void)state;
+    double d[6] = {0.1, -0.9, -0.5, 0.2, 0.3, 0.1};
+    fk_mat V = fk_mat_view(d, 3, 2, 2);
+    fk_eig_fix_signs(&V);
+    assert_true(d[0] == -0.1 && d[2] == 0.5 && d[4] == -0.3); /* column 0 flipped */
+    assert_true(d[1] == 0.9 && d[3] == -0.2); /* column 1 flipped too */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(top_eigenpairs_of_symmetric),
+        cmocka_unit_test(generalized_top_is_b_orthonormal),
+        cmocka_unit_test(bad_input_gives_clear_errors),
+        cmocka_unit_test(signs_are_fixed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

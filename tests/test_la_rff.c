@@ -1,0 +1,197 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/la/rff.h"
+#include "common/la/rng.h"
+
+static void fill_normal(fk_mat *X, uint64_t seed)
+{
+    fk_rng g;
+    fk_rng_init(&g, seed, 7);
+    for (size_t i = 0; i < X->rows * X->cols; i++)
+        X->data[i] = fk_rng_normal(&g);
+}
+
+static void unit_norm_and_row_layout(void **state)
+{
+    (void)state;
+    fk_rff r;
+    fk_err err;
+    fk_mat X, Z;
+    assert_int_equal(fk_rff_init(&r, 3, 6, 40, 1.5, &err), FK_OK);
+    fk_mat_init(&X, 9, 6);
+    fill_normal(&X, 1);
+    for (size_t j = 0; j < 6; j++)
+        X.data[j] *= 50.0; /* any scale */
+    assert_int_equal(fk_rff_map(&r, &X, &Z, &err), FK_OK);
+    for (size_t i = 0; i < 9; i++) {
+        double s = 0;
+        for (size_t k = 0; k < 80; k++)
+            s += Z.data[i * 80 + k] * Z.data[i * 80 + k];
+        assert_true(fabs(s - 1.0) < 1e-12);
+        for (size_t k = 0; k < 40; k++) {
+            double t = 0;
+            for (size_t j = 0; j < 6; j++)
+                t += r.omega.data[k * 6 + j] * X.data[i * 6 + j];
+            assert_true(fabs(Z.data[i * 80 + k] - cos(t) / sqrt(40.0)) < 1e-13);
+            assert_true(fabs(Z.data[i * 80 + 40 + k] - sin(t) / sqrt(40.0)) < 1e-13);
+        }
+    }
+    fk_mat_close(&X);
+    fk_mat_close(&Z);
+    fk_rff_close(&r);
+}
+
+static void same_seed_same_omega(void **state)
+{
+    (void)state;
+    fk_rff a, b, c;
+    fk_err err;
+    assert_int_equal(fk_rff_init(&a, 42, 30, 100, 2.0, &err), FK_OK);
+    assert_int_equal(fk_rff_init(&b, 42, 30, 100, 2.0, &err), FK_OK);
+    assert_int_equal(fk_rff_init(&c, 43, 30, 100, 2.0, &err), FK_OK);
+    assert_memory_equal(a.omega.data, b.omega.data, 3000 * sizeof(double));
+    assert_memory_not_equal(a.omega.data, c.omega.data, 3000 * sizeof(double));
+    fk_rff_close(&a);
+    fk_rff_close(&b);
+    fk_rff_close(&c);
+}
+
+static void omega_statistics(void **state)
+{
+    (void)state;
+    fk_rff r;
+    fk_err err;
+    double sigma = 2.0;
+    assert_int_equal(fk_rff_init(&r, 5, 1000, 1000, sigma, &err), FK_OK);
+    double s = 0, s2 = 0, n = 1e6;
+    for (size_t i = 0; i < 1000000; i++) {
+        s += r.omega.data[i];
+        s2 += r.omega.data[i] * r.omega.data[i];
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    assert_true(fabs(mean) < 4.0 / (sigma * 1000.0));
+    assert_true(fabs(var * sigma * sigma - 1.0) < 0.01);
+    fk_rff_close(&r);
+}
+
+/* Over many draws of Omega: unbiased, variance (1-k^2)^2/(2N) and so an error
+ * that falls like 1/sqrt(N). */
+static double normalized_mse(size_t N, int draws, double *bias, double *rms)
+{
+    size_t n = 60, p = 5;
+    double sigma = 2.0, sum = 0, sumb = 0, sume = 0;
+    size_t cnt = 0;
+    fk_mat X, Z;
+    fk_err err;
+    fk_mat_init(&X, n, p);
+    fill_normal(&X, 11);
+    for (int t = 0; t < draws; t++) {
+        fk_rff r;
+        fk_rff_init(&r, 1000 + (uint64_t)t, p, N, sigma, &err);
+        fk_rff_map(&r, &X, &Z, &err);
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = i + 1; j < n; j++) {
+                double kh = 0;
+                for (size_t k = 0; k < 2 * N; k++)
+                    kh += Z.data[i * 2 * N + k] * Z.data[j * 2 * N + k];
+                double k = fk_gauss_kernel(X.data + i * p, X.data + j * p, p, sigma);
+                double e = kh - k;
+                sum += e * e * 2.0 * (double)N / ((1 - k * k) * (1 - k * k));
+                sumb += e;
+                sume += e * e;
+                cnt++;
+            }
+        fk_mat_close(&Z);
+        fk_rff_close(&r);
+    }
+    fk_mat_close(&X);
+    *bias = sumb / (double)cnt;
+    *rms = sqrt(sume / (double)cnt);
+    return sum / (double)cnt;
+}
+
+static void kernel_error_falls_like_inverse_sqrt_n(void **state)
+{
+    (void)state;
+    double b1, r1, b2, r2;
+    double m1 = normalized_mse(100, 200, &b1, &r1);
+    double m2 = normalized_mse(1600, 30, &b2, &r2);
+    assert_true(fabs(b1) <= 0.006);
+    assert_true(m1 >= 0.9 && m1 <= 1.1);
+    assert_true(m2 >= 0.8 && m2 <= 1.2);
+    /* 16x the frequencies: 4x smaller error. */
+    assert_true(r1 / r2 > 3.2 && r1 / r2 < 4.8);
+}
+
+static void backward_matches_finite_differences(void **state)
+{
+    (void)state;
+    size_t n = 3, p = 7, N = 16;
+    fk_rff r;
+    fk_err err;
+    fk_mat X, G, dX, Z;
+    fk_rff_init(&r, 9, p, N, 1.3, &err);
+    fk_mat_init(&X, n, p);
+    fk_mat_init(&G, n, 2 * N);
+    fk_mat_init(&dX, n, p);
+    fill_normal(&X, 2);
+    fill_normal(&G, 3);
+    assert_int_equal(fk_rff_backward(&r, &X, &G, &dX, &err), FK_OK);
+    for (size_t i = 0; i < n * p; i++) {
+        double x0 = X.data[i], h = 1e-6, lp = 0, lm = 0;
+        X.data[i] = x0 + h;
+        fk_rff_map(&r, &X, &Z, &err);
+        for (size_t k = 0; k < n * 2 * N; k++)
+            lp += G.data[k] * Z.data[k];
+        fk_mat_close(&Z);
+        X.data[i] = x0 - h;
+        fk_rff_map(&r, &X, &Z, &err);
+        for (size_t k = 0; k < n * 2 * N; k++)
+            lm += G.data[k] * Z.data[k];
+        fk_mat_close(&Z);
+        X.data[i] = x0;
+        double fd = (lp - lm) / (2 * h);
+        assert_true(fabs(fd - dX.data[i]) <= 1e-6 * (fabs(fd) + 1e-3));
+    }
+    fk_mat_close(&X);
+    fk_mat_close(&G);
+    fk_mat_close(&dX);
+    fk_rff_close(&r);
+}
+
+static void bad_input(void **state)
+{
+    (void)state;
+    fk_rff r;
+    fk_err err;
+    assert_int_equal(fk_rff_init(&r, 1, 5, 10, 0.0, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "sigma"));
+    assert_int_equal(fk_rff_init(&r, 1, 5, 10, -1.0, &err), FK_EINVAL);
+    assert_int_equal(fk_rff_init(&r, 1, 5, 0, 1.0, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "N"));
+    assert_int_equal(fk_rff_init(&r, 1, 5, 10, 1.0, &err), FK_OK);
+    fk_mat X, Z;
+    fk_mat_init(&X, 2, 6);
+    assert_int_equal(fk_rff_map(&r, &X, &Z, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    fk_mat_close(&X);
+    fk_rff_close(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(unit_norm_and_row_layout),
+        cmocka_unit_test(same_seed_same_omega),
+        cmocka_unit_test(omega_statistics),
+        cmocka_unit_test(kernel_error_falls_like_inverse_sqrt_n),
+        cmocka_unit_test(backward_matches_finite_differences),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,390 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/synth_gmm.h"
+#include "common/methods/fedgrem.h"
+#include "common/methods/gmm.h"
+#include "common/methods/gmm_run.h"
+
+#define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
+
+static int central(const double *tt, const double *n, int K, int p, double lam, int passes,
+                   double *th, double *beta)
+{
+    double work[64];
+    return fk_gmm_central(tt, n, K, p, lam, passes, th, beta, work);
+}
+
+static void central_lambda_zero_and_fuse(void **state)
+{
+    (void)state;
+    double tt[8] = {0, 0, 1, 0, 10, 0, 3, 4}, n[4] = {100, 50, 200, 80}, th[8], b[2];
+    central(tt, n, 4, 2, 0.0, 0, th, b);
+    for (int i = 0; i < 8; i++)
+        assert_true(th[i] == tt[i]);
+    double N = 430, mean[2] = {0, 0};
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 2; j++)
+            mean[j] += n[k] * tt[2 * k + j] / N;
+    double lf = 0;
+    for (int k = 0; k < 4; k++)
+        lf = fmax(lf, sqrt(n[k]) * hypot(tt[2 * k] - mean[0], tt[2 * k + 1] - mean[1]));
+    central(tt, n, 4, 2, lf, 0, th, b);
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 2; j++)
+            NEAR(th[2 * k + j], mean[j], 1e-12 * 10);
+    central(tt, n, 4, 2, 1e9, 0, th, b); /* very large lambda */
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 2; j++)
+            NEAR(th[2 * k + j], mean[j], 1e-12 * 10);
+    central(tt, n, 4, 2, 0.99 * lf, 0, th, b);
+    int unfused = 0;
+    for (int k = 0; k < 4; k++)
+        unfused += hypot(th[2 * k] - b[0], th[2 * k + 1] - b[1]) > 1e-12;
+    assert_true(unfused >= 1);
+}
+
+static void central_goldens(void **state)
+{
+    (void)state;
+    double tt[6] = {0, 0, 1, 0, 10, 0}, n[3] = {100, 100, 100}, th[6], b[2];
+    central(tt, n, 3, 2, 5, 0, th, b);
+    NEAR(b[0], 1, 1e-9);
+    NEAR(th[0], 0.5, 1e-9);
+    NEAR(th[2], 1, 1e-9);
+    NEAR(th[4], 9.5, 1e-9);
+    NEAR(fk_gmm_central_objective(tt, n, 3, 2, 5, th, b), 475, 1e-9);
+    central(tt, n, 3, 2, 5, 2, th, b); /* [COMPAT] two passes */
+    NEAR(b[0], 3.5, 1e-12);
+    NEAR(th[0], 0.5, 1e-12);
+    NEAR(th[2], 1.5, 1e-12);
+    NEAR(th[4], 9.5, 1e-12);
+    NEAR(fk_gmm_central_objective(tt, n, 3, 2, 5, th, b), 587.5, 1e-12 * 600);
+    double n2[3] = {100, 400, 25};
+    central(tt, n2, 3, 2, 5, 0, th, b);
+    NEAR(b[0], 0.9375, 1e-9);
+    NEAR(th[0], 0.5, 1e-9);
+    NEAR(th[2], 0.9375, 1e-9);
+    NEAR(th[4], 9, 1e-9);
+    NEAR(fk_gmm_central_objective(tt, n2, 3, 2, 5, th, b), 249.21875, 1e-9);
+    double t3[4] = {0, 0, 3, 0}, n3[2] = {100, 100};
+    central(t3, n3, 2, 2, 10, 0, th, b);
+    NEAR(th[0], 1, 1e-9);
+    NEAR(th[2], 2, 1e-9);
+    double t4[4] = {0, 0, 0.8, 0};
+    central(t4, n3, 2, 2, 5, 0, th, b);
+    NEAR(th[0], 0.4, 1e-9);
+    NEAR(th[2], 0.4, 1e-9);
+    double t1[2] = {3, -2}, n1[1] = {50}; /* K = 1 */
+    central(t1, n1, 1, 2, 7, 0, th, b);
+    NEAR(th[0], 3, 1e-12);
+    NEAR(th[1], -2, 1e-12);
+}
+
+/* Spec 6.2.8: one far task pulls the good ones by tau/(K-1) only. */
+static void central_robust_to_far_task(void **state)
+{
+    (void)state;
+    double tt[20], n[10], th[20], b[2];
+    for (int k = 0; k < 10; k++) {
+        tt[2 * k] = k < 9 ? 1 : 101;
+        tt[2 * k + 1] = 2;
+        n[k] = 150;
+    }
+    central(tt, n, 10, 2, 7.794453581366006, 0, th, b);
+    NEAR(b[0], 1.0707127188820, 1e-9);
+    NEAR(b[1], 2, 1e-9);
+    NEAR(th[18], 100.3635855300615, 1e-9);
+    for (int k = 0; k < 9; k++)
+        NEAR(th[2 * k], b[0], 1e-9);
+}
+
+/* The alternating objective never increases over half-steps (6.2.3). */
+static void central_objective_never_increases(void **state)
+{
+    (void)state;
+    fk_rng rng;
+    fk_rng_init(&rng, 4, 0);
+    enum { K = 7, P = 3 };
+    for (int trial = 0; trial < 50; trial++) {
+        double tt[K * P], n[K], lam = 0.5 + 20 * fk_rng_uniform(&rng);
+        for (int i = 0; i < K * P; i++)
+            tt[i] = 3 * fk_rng_normal(&rng) + (i < P ? 40 : 0);
+        for (int k = 0; k < K; k++)
+            n[k] = 20 + (double)fk_rng_below(&rng, 300);
+        double prev = INFINITY, th[K * P], b[P], wprev[K * P] = {0}, work[K * P];
+        for (int j = 1; j <= 40; j++) {
+            fk_gmm_central(tt, n, K, P, lam, j, th, b, work);
+            double half[K * P]; /* after the beta update: beta_j + delta_{j-1} */
+            for (int k = 0; k < K; k++)
+                for (int q = 0; q < P; q++)
+                    half[k * P + q] = b[q] + wprev[k * P + q];
+            double F1 = fk_gmm_central_objective(tt, n, K, P, lam, half, b);
+            double F2 = fk_gmm_central_objective(tt, n, K, P, lam, th, b);
+            assert_true(F1 <= prev + 1e-12 * fabs(prev) || j == 1);
+            assert_true(F2 <= F1 + 1e-12 * fabs(F1));
+            prev = F2;
+            memcpy(wprev, work, sizeof wprev);
+        }
+    }
+}
+
+/* ---- whole algorithm through the ops table ---- */
+
+typedef struct fixture {
+    fk_dataset tasks[10];
+    double th[500], w[50];
+} fixture;
+
+static void make(fixture *f, uint64_t seed, int outliers)
+{
+    fk_synth_gmm o;
+    fk_synth_gmm_defaults(&o);
+    o.n_outlier = outliers;
+    assert_int_equal(fk_synth_gmm_make(&o, seed, f->tasks, f->th, f->w, NULL), FK_OK);
+}
+
+static void drop(fixture *f)
+{
+    for (int k = 0; k < 10; k++)
+        fk_dataset_close(&f->tasks[k]);
+}
+
+/* A planted far outlier task does not move the good tasks' FedGrEM estimates. */
+static void outlier_task_does_not_pull(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 2, 1);
+    fk_params p;
+    fk_params_init(&p);
+    fk_gmm_result a, b;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 200, 2, NULL, NULL, &a, NULL), FK_OK);
+    for (size_t i = 0; i < 150 * 10; i++) /* move the outlier task very far away */
+        f.tasks[9].X.data[i] += 1000.0;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 200, 2, NULL, NULL, &b, NULL), FK_OK);
+    double d = 0; /* label order may differ between the runs: compare per task, matched */
+    for (int k = 0; k < 9; k++)
+        d = fmax(d, fk_gmm_err_theta(a.theta + k * 50, b.theta + k * 50, 5, 10));
+    print_message("outlier moved by 1000: good tasks moved by %g\n", d);
+    assert_true(d < 0.2); /* bounded pull tau/(K-1) ~ 0.07 per round, not ~100 */
+    double et, ew;
+    fk_gmm_sim_errors(&b, f.th, f.w, 9, &et, &ew);
+    assert_true(et < 1.5);
+    fk_gmm_result fe;
+    assert_int_equal(fk_gmm_run("fedem", &p, f.tasks, 10, 50, 2, NULL, NULL, &fe, NULL), FK_OK);
+    double et2, ew2;
+    fk_gmm_sim_errors(&fe, f.th, f.w, 9, &et2, &ew2);
+    assert_true(et2 > 10 * et); /* the plain mean is dragged ~100/K */
+    fk_gmm_result_close(&a);
+    fk_gmm_result_close(&b);
+    fk_gmm_result_close(&fe);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* lambda = 0 makes FedGrEM K independent gradient-EM runs (6.4.1): another task's
+ * data cannot change a task's estimates (up to the alignment's relabelling). */
+static void lambda_zero_is_independent(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 3, 1);
+    fk_params p;
+    fk_params_init(&p);
+    fk_params_set(&p, "C", "0");
+    fk_params_set(&p, "lambda0", "0");
+    fk_gmm_result a, b;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 3, NULL, NULL, &a, NULL), FK_OK);
+    for (size_t i = 0; i < 150 * 10; i++)
+        f.tasks[9].X.data[i] = 5.0 * f.tasks[9].X.data[i] - 40.0;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 3, NULL, NULL, &b, NULL), FK_OK);
+    for (int k = 0; k < 9; k++) {
+        assert_true(fk_gmm_err_theta(a.theta + k * 50, b.theta + k * 50, 5, 10) < 1e-10);
+        assert_true(fk_gmm_err_w(a.w + k * 5, b.w + k * 5, 5) < 1e-12);
+    }
+    fk_gmm_result_close(&a);
+    fk_gmm_result_close(&b);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* Same seed twice: bitwise identical. */
+static void deterministic(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 4, 1);
+    fk_params p;
+    fk_params_init(&p);
+    const char *ms[] = {"fedgrem", "fedem", "tgmm", "local-grem", "pooled-grem", "local-em",
+                        "pooled-em"};
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
+        fk_gmm_result a, b;
+        assert_int_equal(fk_gmm_run(ms[i], &p, f.tasks, 10, 20, 9, NULL, NULL, &a, NULL), FK_OK);
+        assert_int_equal(fk_gmm_run(ms[i], &p, f.tasks, 10, 20, 9, NULL, NULL, &b, NULL), FK_OK);
+        assert_memory_equal(a.theta, b.theta, sizeof(double) * 500);
+        assert_memory_equal(a.w, b.w, sizeof(double) * 50);
+        fk_gmm_result_close(&a);
+        fk_gmm_result_close(&b);
+    }
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* Drive the ops by hand for rounds [r0, r1]. */
+static void drive(const fk_method *m, void *srv, void **cli, int r0, int r1)
+{
+    fk_update ups[10];
+    fk_bundle task;
+    fk_bundle_init(&task);
+    int chosen[10], nc;
+    for (int round = r0; round <= r1; round++) {
+        assert_int_equal(m->plan(srv, round, NULL, chosen, &nc, NULL), FK_OK);
+        int done = 0;
+        for (int phase = 0; !done; phase++) {
+            for (int j = 0; j < nc; j++) {
+                fk_bundle_clear(&task);
+                assert_int_equal(m->task(srv, round, phase, chosen[j], &task, NULL), FK_OK);
+                fk_bundle_init(&ups[j].msg);
+                fk_report_init(&ups[j].report);
+                ups[j].client = chosen[j];
+                assert_int_equal(m->local_step(cli[chosen[j]], &task, &ups[j].msg, &ups[j].report,
+                                               NULL),
+                                 FK_OK);
+            }
+            assert_int_equal(m->aggregate(srv, round, phase, ups, nc, &done, NULL), FK_OK);
+            for (int j = 0; j < nc; j++)
+                fk_bundle_close(&ups[j].msg);
+        }
+    }
+    fk_bundle_close(&task);
+}
+
+/* Checkpoint after round 7, restore into fresh states, finish: same as uninterrupted. */
+static void save_load_round_trip(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 5, 1);
+    fk_params p;
+    fk_params_init(&p);
+    const fk_method *m = &fk_method_fedgrem;
+    void *srv, *cli[10], *srv2, *cli2[10];
+    assert_int_equal(m->server_init(&srv, &p, 10, 77, NULL), FK_OK);
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, 10, 77, NULL), FK_OK);
+    drive(m, srv, cli, 1, 7);
+    fk_bundle sb, cb[10];
+    fk_bundle_init(&sb);
+    assert_int_equal(m->save(srv, &sb, NULL), FK_OK);
+    assert_int_equal(m->server_init(&srv2, &p, 10, 77, NULL), FK_OK);
+    assert_int_equal(m->load(srv2, &sb, NULL), FK_OK);
+    for (int k = 0; k < 10; k++) {
+        fk_bundle_init(&cb[k]);
+        assert_int_equal(m->client_save(cli[k], &cb[k], NULL), FK_OK);
+        assert_int_equal(m->client_init(&cli2[k], &p, &f.tasks[k], k, 10, 77, NULL), FK_OK);
+        assert_int_equal(m->client_load(cli2[k], &cb[k], NULL), FK_OK);
+        fk_bundle_close(&cb[k]);
+    }
+    drive(m, srv, cli, 8, 15);
+    drive(m, srv2, cli2, 8, 15);
+    fk_bundle a, b;
+    fk_bundle_init(&a);
+    fk_bundle_init(&b);
+    assert_int_equal(m->model(srv, &a, NULL), FK_OK);
+    assert_int_equal(m->model(srv2, &b, NULL), FK_OK);
+    const fk_tensor *ta = fk_bundle_get(&a, "theta"), *tb = fk_bundle_get(&b, "theta");
+    assert_memory_equal(ta->data, tb->data, ta->len * sizeof(double));
+    /* and equal to fk_sim_run with the same seed */
+    fk_sim_opts o = {.rounds = 15, .seed = 77};
+    fk_bundle c;
+    assert_int_equal(fk_sim_run(m, &p, f.tasks, 10, &o, &c, NULL, NULL), FK_OK);
+    assert_memory_equal(fk_bundle_get(&c, "theta")->data, ta->data, ta->len * sizeof(double));
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(m->evaluate(cli[0], &a, &rep, NULL), FK_OK);
+    assert_true(rep.error >= 0 && rep.error < 0.2); /* synthetic tasks carry true labels */
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+    fk_bundle_close(&c);
+    fk_bundle_close(&sb);
+    for (int k = 0; k < 10; k++) {
+        m->client_close(cli[k]);
+        m->client_close(cli2[k]);
+    }
+    m->server_close(srv);
+    m->server_close(srv2);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+static void bad_input(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 6, 1);
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    fk_gmm_result r;
+    fk_sim_opts o = {.rounds = 2, .seed = 1};
+    fk_bundle model;
+    /* R > samples on a client */
+    fk_dataset small;
+    assert_int_equal(fk_dataset_subset(&small, &f.tasks[3], (int[]){0, 1, 2}, 3), FK_OK);
+    fk_dataset keep = f.tasks[3];
+    f.tasks[3] = small;
+    assert_int_not_equal(fk_sim_run(&fk_method_fedgrem, &p, f.tasks, 10, &o, &model, NULL, &err),
+                         FK_OK);
+    assert_non_null(strstr(err.msg, "R = 5"));
+    /* empty client */
+    fk_dataset empty;
+    assert_int_equal(fk_dataset_init(&empty, 0, 10, 0), FK_OK);
+    f.tasks[3] = empty;
+    assert_int_not_equal(fk_sim_run(&fk_method_fedem, &p, f.tasks, 10, &o, &model, NULL, &err),
+                         FK_OK);
+    assert_non_null(strstr(err.msg, "empty client"));
+    /* p mismatch */
+    fk_dataset narrow;
+    assert_int_equal(fk_dataset_init(&narrow, 150, 9, 0), FK_OK);
+    for (size_t i = 0; i < 150 * 9; i++)
+        narrow.X.data[i] = f.tasks[2].X.data[i];
+    f.tasks[3] = narrow;
+    assert_int_not_equal(fk_sim_run(&fk_method_fedgrem, &p, f.tasks, 10, &o, &model, NULL, &err),
+                         FK_OK);
+    assert_non_null(strstr(err.msg, "p mismatch"));
+    f.tasks[3] = keep;
+    /* NaN */
+    double save = f.tasks[5].X.data[17];
+    f.tasks[5].X.data[17] = NAN;
+    assert_int_not_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 2, 1, NULL, NULL, &r, &err), FK_OK);
+    assert_non_null(strstr(err.msg, "NaN"));
+    f.tasks[5].X.data[17] = save;
+    fk_dataset_close(&small);
+    fk_dataset_close(&empty);
+    fk_dataset_close(&narrow);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(central_lambda_zero_and_fuse),
+        cmocka_unit_test(central_goldens),
+        cmocka_unit_test(central_robust_to_far_task),
+        cmocka_unit_test(central_objective_never_increases),
+        cmocka_unit_test(outlier_task_does_not_pull),
+        cmocka_unit_test(lambda_zero_is_independent),
+        cmocka_unit_test(deterministic),
+        cmocka_unit_test(save_load_round_trip),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

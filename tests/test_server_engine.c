@@ -1,0 +1,1039 @@
+/* Round engine tests with two test-only methods (a one-phase federated mean
+ * and a two-phase mean + variance) and a test codec: same model as the
+ * simulator, dropouts at the deadline, quorum retries and failure, resent
+ * updates, full disk, and SIGKILL of a forked server mid-job. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/methods/aggregate.h"
+#include "common/methods/sim.h"
+#include "server/engine.h"
+
+enum { N_CLIENTS = 6, DIM = 3 };
+
+/* ------------------------------------------------------------ test codec */
+
+typedef struct wire_head {
+    char name[FK_TENSOR_NAME_MAX];
+    int32_t ndim;
+    uint64_t shape[FK_TENSOR_MAX_DIMS];
+} wire_head;
+
+static int t_encode(const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
+{
+    size_t n = sizeof(uint32_t);
+    for (size_t i = 0; i < b->count; i++)
+        n += sizeof(wire_head) + b->items[i].len * sizeof(double);
+    uint8_t *buf = malloc(n);
+    if (!buf)
+        return fk_err_set(err, FK_ENOMEM, "test codec: out of memory");
+    uint32_t count = (uint32_t)b->count;
+    memcpy(buf, &count, sizeof count);
+    size_t off = sizeof count;
+    for (size_t i = 0; i < b->count; i++) {
+        const fk_tensor *t = &b->items[i];
+        wire_head h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.name, t->name, sizeof h.name);
+        h.ndim = t->ndim;
+        memcpy(h.shape, t->shape, sizeof h.shape);
+        memcpy(buf + off, &h, sizeof h);
+        off += sizeof h;
+        memcpy(buf + off, t->data, t->len * sizeof(double));
+        off += t->len * sizeof(double);
+    }
+    *out = buf;
+    *len = n;
+    return FK_OK;
+}
+
+static int t_decode(const uint8_t *buf, size_t len, fk_bundle *out, fk_err *err)
+{
+    uint32_t count;
+    if (len < sizeof count)
+        return fk_err_set(err, FK_EFORMAT, "test codec: %zu bytes is too short", len);
+    memcpy(&count, buf, sizeof count);
+    size_t off = sizeof count;
+    for (uint32_t i = 0; i < count; i++) {
+        wire_head h;
+        if (len - off < sizeof h)
+            return fk_err_set(err, FK_EFORMAT, "test codec: truncated header");
+        memcpy(&h, buf + off, sizeof h);
+        off += sizeof h;
+        if (h.ndim < 0 || h.ndim > FK_TENSOR_MAX_DIMS || !memchr(h.name, 0, sizeof h.name))
+            return fk_err_set(err, FK_EFORMAT, "test codec: bad tensor header");
+        size_t n = 1;
+        for (int d = 0; d < h.ndim; d++) {
+            if (h.shape[d] > (len - off) / sizeof(double))
+                return fk_err_set(err, FK_EFORMAT, "test codec: tensor larger than the message");
+            n *= h.shape[d];
+        }
+        if (n > (len - off) / sizeof(double))
+            return fk_err_set(err, FK_EFORMAT, "test codec: truncated tensor");
+        double *d = fk_bundle_add(out, h.name, h.ndim, h.shape);
+        if (!d)
+            return fk_err_set(err, FK_ENOMEM, "test codec: out of memory");
+        memcpy(d, buf + off, n * sizeof(double));
+        off += n * sizeof(double);
+    }
+    if (off != len)
+        return fk_err_set(err, FK_EFORMAT, "test codec: %zu trailing bytes", len - off);
+    return FK_OK;
+}
+
+static const fk_blob_codec codec = {t_encode, t_decode};
+
+/* ----------------------------------------------- method 1: federated mean */
+
+typedef struct mean_srv {
+    int n;
+    double mu[DIM];
+    double sampling;
+    fk_aggregator agg;
+    /* two-phase method only */
+    double m[DIM];
+    double var;
+    long pad; /* extra checkpoint values, to make checkpoints need new pages */
+} mean_srv;
+
+typedef struct mean_cli {
+    const fk_dataset *data;
+} mean_cli;
+
+static int mean_server_init(void **srv, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    (void)seed;
+    mean_srv *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "oom");
+    s->n = n;
+    double trim;
+    int rc = fk_params_double(p, "sampling", 1.0, 1e-9, 1.0, &s->sampling, err);
+    if (!rc)
+        rc = fk_params_double(p, "trim", 0.1, 0.0, 0.49, &trim, err);
+    if (!rc)
+        rc = fk_aggregator_parse(&s->agg, fk_params_str(p, "aggregator", "fedavg"), trim, err);
+    if (!rc)
+        rc = fk_params_int(p, "ckpt_pad", 0, 0, 1 << 20, &s->pad, err);
+    if (!rc && fk_params_get(p, "fail_init"))
+        rc = fk_err_set(err, FK_EINVAL, "parameter 'fail_init' rejected");
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    *srv = s;
+    return FK_OK;
+}
+
+static void mean_server_close(void *srv)
+{
+    free(srv);
+}
+
+static int mean_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+{
+    (void)round;
+    (void)err;
+    mean_srv *s = srv;
+    int k = (int)ceil(s->sampling * s->n - 1e-9);
+    int idx[64];
+    for (int i = 0; i < s->n; i++)
+        idx[i] = i;
+    if (k < s->n)
+        fk_rng_shuffle(rng, idx, (size_t)s->n);
+    memcpy(chosen, idx, (size_t)k * sizeof *chosen);
+    *n_chosen = k;
+    return FK_OK;
+}
+
+static int mean_task(void *srv, int round, int phase, int client, fk_bundle *out, fk_err *err)
+{
+    (void)round;
+    (void)client;
+    (void)err;
+    mean_srv *s = srv;
+    return fk_bundle_put_vec(out, phase == 0 ? "mu" : "m", DIM, phase == 0 ? s->mu : s->m);
+}
+
+static int mean_aggregate(void *srv, int round, int phase, const fk_update *ups, int n,
+                          int *done, fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    mean_srv *s = srv;
+    double delta[DIM];
+    int rc = fk_aggregate_tensor(&s->agg, ups, n, "delta", delta, DIM, err);
+    if (rc)
+        return rc;
+    for (int j = 0; j < DIM; j++)
+        s->mu[j] += 0.5 * delta[j];
+    *done = 1;
+    return FK_OK;
+}
+
+static int mean_model(void *srv, fk_bundle *out, fk_err *err)
+{
+    (void)err;
+    mean_srv *s = srv;
+    return fk_bundle_put_vec(out, "mu", DIM, s->mu);
+}
+
+static int mean_save(void *srv, fk_bundle *out, fk_err *err)
+{
+    (void)err;
+    mean_srv *s = srv;
+    uint64_t shape[1] = {DIM};
+    int rc = fk_bundle_put(out, "mu", 1, shape, s->mu);
+    if (!rc)
+        rc = fk_bundle_put(out, "m", 1, shape, s->m);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "var", s->var);
+    if (!rc && s->pad && !fk_bundle_add(out, "pad", 1, (uint64_t[]){(uint64_t)s->pad}))
+        rc = FK_ENOMEM;
+    return rc;
+}
+
+static int mean_load(void *srv, const fk_bundle *in, fk_err *err)
+{
+    mean_srv *s = srv;
+    uint64_t shape[1] = {DIM};
+    const fk_tensor *mu = fk_bundle_expect(in, "mu", 1, shape, err);
+    const fk_tensor *m = fk_bundle_expect(in, "m", 1, shape, err);
+    const fk_tensor *var = fk_bundle_expect(in, "var", 0, NULL, err);
+    if (!mu || !m || !var)
+        return FK_EFORMAT;
+    memcpy(s->mu, mu->data, sizeof s->mu);
+    memcpy(s->m, m->data, sizeof s->m);
+    s->var = var->data[0];
+    return FK_OK;
+}
+
+static int mean_client_init(void **cli, const fk_params *p, const fk_dataset *data, int client,
+                            int n, uint64_t seed, fk_err *err)
+{
+    (void)p;
+    (void)client;
+    (void)n;
+    (void)seed;
+    mean_cli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "oom");
+    c->data = data;
+    *cli = c;
+    return FK_OK;
+}
+
+static void mean_client_close(void *cli)
+{
+    free(cli);
+}
+
+static void column_sums(const fk_dataset *ds, const double *center, double *sum, double *ss)
+{
+    memset(sum, 0, DIM * sizeof *sum);
+    *ss = 0.0;
+    for (size_t i = 0; i < ds->X.rows; i++)
+        for (int j = 0; j < DIM; j++) {
+            double v = ds->X.data[i * ds->X.cols + (size_t)j];
+            sum[j] += v;
+            *ss += (v - center[j]) * (v - center[j]);
+        }
+}
+
+static int mean_local_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                           fk_err *err)
+{
+    mean_cli *c = cli;
+    uint64_t shape[1] = {DIM};
+    const fk_tensor *mu = fk_bundle_expect(task, "mu", 1, shape, err);
+    if (!mu)
+        return FK_EFORMAT;
+    double sum[DIM], ss, delta[DIM];
+    column_sums(c->data, mu->data, sum, &ss);
+    double n = (double)c->data->X.rows;
+    for (int j = 0; j < DIM; j++)
+        delta[j] = sum[j] / n - mu->data[j];
+    rep->n_samples = n;
+    rep->loss = ss / n;
+    return fk_bundle_put_vec(update, "delta", DIM, delta);
+}
+
+static int no_evaluate(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err)
+{
+    (void)cli;
+    (void)model;
+    (void)rep;
+    (void)err;
+    return FK_OK;
+}
+
+static int no_client_save(void *cli, fk_bundle *out, fk_err *err)
+{
+    (void)cli;
+    (void)out;
+    (void)err;
+    return FK_OK;
+}
+
+static int no_client_load(void *cli, const fk_bundle *in, fk_err *err)
+{
+    (void)cli;
+    (void)in;
+    (void)err;
+    return FK_OK;
+}
+
+static const fk_method fedmean = {
+    .name = "fedmean", .summary = "test: federated mean, one phase",
+    .server_init = mean_server_init, .server_close = mean_server_close, .plan = mean_plan,
+    .task = mean_task, .aggregate = mean_aggregate, .model = mean_model, .save = mean_save,
+    .load = mean_load, .client_init = mean_client_init, .client_close = mean_client_close,
+    .local_step = mean_local_step, .evaluate = no_evaluate, .client_save = no_client_save,
+    .client_load = no_client_load,
+};
+
+/* ------------------------------------- method 2: mean, then variance (two phases) */
+
+static int var_aggregate(void *srv, int round, int phase, const fk_update *ups, int n, int *done,
+                         fk_err *err)
+{
+    (void)round;
+    mean_srv *s = srv;
+    if (n == 0)
+        return fk_err_set(err, FK_EINVAL, "no updates");
+    double w = 0.0;
+    if (phase == 0) {
+        double sum[DIM] = {0};
+        for (int i = 0; i < n; i++) {
+            const fk_tensor *t = fk_bundle_get(&ups[i].msg, "sum");
+            if (!t || t->len != DIM)
+                return fk_err_set(err, FK_EFORMAT, "client %d: no sum", ups[i].client);
+            for (int j = 0; j < DIM; j++)
+                sum[j] += t->data[j];
+            w += ups[i].report.n_samples;
+        }
+        for (int j = 0; j < DIM; j++)
+            s->m[j] = sum[j] / w;
+        *done = 0;
+        return FK_OK;
+    }
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) {
+        const fk_tensor *t = fk_bundle_get(&ups[i].msg, "ss");
+        if (!t || t->len != 1)
+            return fk_err_set(err, FK_EFORMAT, "client %d: no ss", ups[i].client);
+        ss += t->data[0];
+        w += ups[i].report.n_samples;
+    }
+    s->var = ss / w;
+    memcpy(s->mu, s->m, sizeof s->mu);
+    *done = 1;
+    return FK_OK;
+}
+
+static int var_model(void *srv, fk_bundle *out, fk_err *err)
+{
+    (void)err;
+    mean_srv *s = srv;
+    int rc = fk_bundle_put_vec(out, "mean", DIM, s->mu);
+    return rc ? rc : fk_bundle_put_scalar(out, "var", s->var);
+}
+
+static int var_local_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                          fk_err *err)
+{
+    mean_cli *c = cli;
+    const fk_tensor *mu = fk_bundle_get(task, "mu");
+    const fk_tensor *m = fk_bundle_get(task, "m");
+    const fk_tensor *center = mu ? mu : m;
+    if (!center || center->len != DIM)
+        return fk_err_set(err, FK_EFORMAT, "task lacks mu / m");
+    double sum[DIM], ss;
+    column_sums(c->data, center->data, sum, &ss);
+    rep->n_samples = (double)c->data->X.rows;
+    return mu ? fk_bundle_put_vec(update, "sum", DIM, sum) : fk_bundle_put_scalar(update, "ss", ss);
+}
+
+static const fk_method fedvar = {
+    .name = "fedvar", .summary = "test: mean then variance, two phases",
+    .server_init = mean_server_init, .server_close = mean_server_close, .plan = mean_plan,
+    .task = mean_task, .aggregate = var_aggregate, .model = var_model, .save = mean_save,
+    .load = mean_load, .client_init = mean_client_init, .client_close = mean_client_close,
+    .local_step = var_local_step, .evaluate = no_evaluate, .client_save = no_client_save,
+    .client_load = no_client_load,
+};
+
+static const fk_method *find_test_method(const char *name, fk_err *err)
+{
+    if (!strcmp(name, "fedmean"))
+        return &fedmean;
+    if (!strcmp(name, "fedvar"))
+        return &fedvar;
+    fk_err_set(err, FK_ENOTFOUND, "unknown method '%s' (known: fedmean, fedvar)", name);
+    return NULL;
+}
+
+/* ------------------------------------------------------------- harness */
+
+typedef struct fed {
+    char dir[64];
+    char path[128];
+    fk_dataset data[N_CLIENTS];
+    fk_store *st;
+    fk_engine *e;
+    double now;
+    /* client side, per run */
+    fk_jobconf conf;
+    int have_conf;
+    void *cli[N_CLIENTS];
+    const fk_method *m;
+    int pushes;
+} fed;
+
+static void make_data(fed *f)
+{
+    for (int c = 0; c < N_CLIENTS; c++) {
+        fk_dataset *ds = &f->data[c];
+        assert_int_equal(fk_dataset_init(ds, (size_t)(15 + 4 * c), DIM, 0), FK_OK);
+        snprintf(ds->name, sizeof ds->name, "c%d", c);
+        fk_rng r;
+        fk_rng_init(&r, 42, (uint64_t)c);
+        for (size_t i = 0; i < ds->X.rows * DIM; i++)
+            ds->X.data[i] = fk_rng_normal(&r) + 0.7 * c + 0.1 * (double)(i % DIM);
+    }
+}
+
+static void open_engine(fed *f)
+{
+    fk_err err;
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method};
+    if (fk_engine_open(&f->e, &o, f->now, &err))
+        fail_msg("engine open: %s", err.msg);
+}
+
+static void close_clients(fed *f)
+{
+    for (int c = 0; c < N_CLIENTS; c++)
+        if (f->cli[c])
+            f->m->client_close(f->cli[c]);
+    memset(f->cli, 0, sizeof f->cli);
+    if (f->have_conf)
+        fk_jobconf_close(&f->conf);
+    f->have_conf = 0;
+}
+
+static void close_engine(fed *f)
+{
+    close_clients(f);
+    fk_engine_close(f->e);
+    fk_store_close(f->st);
+    f->e = NULL;
+    f->st = NULL;
+}
+
+static void remove_db(fed *f)
+{
+    char p[160];
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
+        unlink(p);
+    }
+}
+
+static int setup(void **state)
+{
+    fed *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/fk-engine-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/state.db", f->dir);
+    make_data(f);
+    f->now = 1000.0;
+    open_engine(f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fed *f = *state;
+    close_engine(f);
+    remove_db(f);
+    rmdir(f->dir);
+    for (int c = 0; c < N_CLIENTS; c++)
+        fk_dataset_close(&f->data[c]);
+    free(f);
+    return 0;
+}
+
+static char *job_text(const char *method, const char *extra)
+{
+    static char text[1024];
+    snprintf(text, sizeof text,
+             "method = %s\ndataset = synth\nclients = c0, c1, c2, c3, c4, c5\n"
+             "rounds = 5\nseed = 11\ndeadline = 30\n%s",
+             method, extra);
+    return text;
+}
+
+static int64_t submit(fed *f, const char *text)
+{
+    fk_err err;
+    int64_t id = 0;
+    if (fk_engine_submit(f->e, text, f->now, &id, &err))
+        fail_msg("submit: %s", err.msg);
+    return id;
+}
+
+/* One client answers the task waiting for it, if any: 1 if it pushed (and
+ * the push returned FK_OK), 0 if no task waits, <0 the push's error. */
+static int answer_rc(fed *f, int c, int kill_after, fk_err *perr)
+{
+    char id[16];
+    snprintf(id, sizeof id, "c%d", c);
+    fk_task_ref t;
+    fk_err err;
+    int rc = fk_engine_pull(f->e, id, f->now, &t, &err);
+    if (rc == FK_ENOTFOUND)
+        return 0;
+    assert_int_equal(rc, FK_OK);
+    if (!f->have_conf) {
+        /* The client builds its state from the job config carried by the task. */
+        assert_int_equal(fk_jobconf_parse(&f->conf, t.config, "task", &err), FK_OK);
+        f->have_conf = 1;
+        f->m = find_test_method(t.method, &err);
+        assert_non_null(f->m);
+    }
+    if (!f->cli[c])
+        assert_int_equal(f->m->client_init(&f->cli[c], &f->conf.params, &f->data[c], t.client,
+                                           t.n_clients, t.seed, &err),
+                         FK_OK);
+    fk_bundle task, up;
+    fk_bundle_init(&task);
+    fk_bundle_init(&up);
+    assert_int_equal(t_decode(t.task, t.task_len, &task, &err), FK_OK);
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(f->m->local_step(f->cli[c], &task, &up, &rep, &err), FK_OK);
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(t_encode(&up, &blob, &len, &err), FK_OK);
+    fk_push p = {.job = t.job, .round = t.round, .attempt = t.attempt, .phase = t.phase,
+                 .identity = id, .idem = t.idem, .blob = blob, .len = len, .report = rep};
+    int dup = 0;
+    rc = fk_engine_push(f->e, &p, f->now, &dup, perr);
+    free(blob);
+    fk_bundle_close(&task);
+    fk_bundle_close(&up);
+    if (rc)
+        return rc;
+    assert_int_equal(dup, 0);
+    f->pushes++;
+    if (f->pushes == kill_after)
+        kill(getpid(), SIGKILL);
+    return 1;
+}
+
+static int answer(fed *f, int c, int kill_after)
+{
+    fk_err err;
+    int rc = answer_rc(f, c, kill_after, &err);
+    if (rc < 0)
+        fail_msg("push from c%d: %s", c, err.msg);
+    return rc;
+}
+
+/* Drive the job until no job runs: clients not in `absent` answer in a
+ * scrambled order; when nobody can answer, time jumps to the next deadline. */
+static void run(fed *f, unsigned absent, int kill_after)
+{
+    fk_err err;
+    for (int guard = 0; fk_engine_running(f->e) > 0; guard++) {
+        assert_true(guard < 10000);
+        int progress = 0;
+        for (int k = 0; k < N_CLIENTS; k++) {
+            int c = (5 * k + 2) % N_CLIENTS; /* arrival order differs from client order */
+            if (!(absent >> c & 1u))
+                progress += answer(f, c, kill_after);
+        }
+        f->now += 0.5;
+        double next;
+        assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+        if (!progress && isfinite(next) && next > f->now)
+            f->now = next;
+    }
+}
+
+static void model_of(fed *f, int64_t id, fk_bundle *model)
+{
+    fk_err err;
+    if (fk_engine_result(f->e, id, model, NULL, &err))
+        fail_msg("result: %s", err.msg);
+}
+
+static void sim_model(fed *f, const char *text, fk_bundle *model)
+{
+    fk_jobconf conf;
+    fk_err err;
+    assert_int_equal(fk_jobconf_parse(&conf, text, "job", &err), FK_OK);
+    fk_sim_opts o = {.rounds = conf.rounds, .seed = conf.seed};
+    if (fk_sim_run(find_test_method(conf.method, &err), &conf.params, f->data, N_CLIENTS, &o,
+                   model, NULL, &err))
+        fail_msg("sim: %s", err.msg);
+    fk_jobconf_close(&conf);
+}
+
+static void assert_same_bundle(const fk_bundle *a, const fk_bundle *b)
+{
+    assert_int_equal(a->count, b->count);
+    for (size_t i = 0; i < a->count; i++) {
+        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
+        assert_non_null(t);
+        assert_int_equal(t->len, a->items[i].len);
+        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
+    }
+}
+
+static int job_state(fed *f, int64_t id, fk_job_status *s)
+{
+    fk_err err;
+    assert_int_equal(fk_engine_status(f->e, id, s, &err), FK_OK);
+    return s->state;
+}
+
+/* --------------------------------------------------------------- tests */
+
+static void check_same_as_sim(fed *f, const char *text)
+{
+    int64_t id = submit(f, text);
+    run(f, 0, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_int_equal(s.round, 5);
+    fk_bundle daemon, sim;
+    model_of(f, id, &daemon);
+    sim_model(f, text, &sim);
+    assert_same_bundle(&daemon, &sim);
+    fk_bundle_close(&daemon);
+    fk_bundle_close(&sim);
+}
+
+static void one_phase_same_model_as_sim(void **state)
+{
+    fed *f = *state;
+    check_same_as_sim(f, job_text("fedmean", "sampling = 0.5\n"));
+    close_clients(f);
+    check_same_as_sim(f, job_text("fedmean", "aggregator = median\n"));
+}
+
+static void two_phases_same_model_as_sim(void **state)
+{
+    fed *f = *state;
+    check_same_as_sim(f, job_text("fedvar", "sampling = 0.66\n"));
+    /* Rounds store their planned clients and the metrics of the reports. */
+    fk_store_round *rows;
+    int n;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(f->st, 1, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rows[i].n_planned, 4);
+        assert_int_equal(rows[i].participants, 4);
+        assert_int_equal(rows[i].closed, 1);
+        fk_store_round_free(&rows[i]);
+    }
+    free(rows);
+}
+
+static void absent_client_is_a_dropout(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 0.8\n"));
+    double start = f->now;
+    run(f, 1u << 4, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    /* Each of the 5 rounds waited for its deadline. */
+    assert_true(f->now >= start + 5 * 30.0);
+    fk_store_round *rows;
+    int n;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rows[i].participants, 5);
+        assert_int_equal(rows[i].dropouts, 1);
+        assert_string_equal(rows[i].dropped, "4");
+        assert_false(isnan(rows[i].loss));
+        fk_store_round_free(&rows[i]);
+    }
+    free(rows);
+    int count;
+    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+    assert_int_equal(count, 25);
+}
+
+static void missed_quorum_retries_then_fails(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\nretries = 2\n"));
+    run(f, 1u << 1, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_FAILED);
+    assert_int_equal(s.round, 1);
+    assert_non_null(strstr(s.failure, "quorum"));
+    assert_non_null(strstr(s.failure, "3 attempts"));
+    fk_store_round *rows;
+    int n;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rows[i].attempt, i);
+        assert_int_equal(rows[i].closed, 2);
+        assert_int_equal(rows[i].participants, 5);
+        assert_string_equal(rows[i].dropped, "1");
+        fk_store_round_free(&rows[i]);
+    }
+    free(rows);
+    fk_bundle model;
+    assert_int_equal(fk_engine_result(f->e, id, &model, NULL, &err), FK_ENOTFOUND);
+    fk_bundle_close(&model);
+}
+
+/* With a partial sample, a retry draws a new sample: attempts that planned the
+ * absent client are abandoned, the others complete. */
+static void retry_draws_a_new_sample(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\nretries = 50\nsampling = 0.5\n"));
+    run(f, 1u << 2, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    fk_store_round *rows;
+    int n, retried = 0;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    for (int i = 0; i < n; i++) {
+        int has2 = 0;
+        for (int k = 0; k < rows[i].n_planned; k++)
+            has2 |= rows[i].planned[k] == 2;
+        assert_int_equal(rows[i].closed, has2 ? 2 : 1);
+        retried += rows[i].attempt > 0;
+        fk_store_round_free(&rows[i]);
+    }
+    free(rows);
+    assert_true(n > 5);
+    assert_true(retried > 0);
+}
+
+static void resent_update_counts_once(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\n"));
+    fk_task_ref t;
+    fk_err err;
+    assert_int_equal(fk_engine_pull(f->e, "c3", f->now, &t, &err), FK_OK);
+    assert_int_equal(t.client, 3);
+    fk_bundle up;
+    fk_bundle_init(&up);
+    double delta[DIM] = {1, 2, 3};
+    fk_bundle_put_vec(&up, "delta", DIM, delta);
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(t_encode(&up, &blob, &len, &err), FK_OK);
+    fk_push p = {.job = id, .round = t.round, .attempt = t.attempt, .phase = t.phase,
+                 .identity = "c3", .idem = t.idem, .blob = blob, .len = len};
+    fk_report_init(&p.report);
+    p.report.n_samples = 5;
+    char idem[96];
+    snprintf(idem, sizeof idem, "%s", t.idem);
+    p.idem = idem;
+    int dup = -1;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(dup, 0);
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(dup, 1);
+    fk_job_status s;
+    job_state(f, id, &s);
+    assert_int_equal(s.answered, 1);
+    /* A second, different update for the same task is refused. */
+    p.idem = "something-else";
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_ESTATE);
+    assert_non_null(strstr(err.msg, "already answered"));
+    /* The answered client gets no task until the next phase. */
+    assert_int_equal(fk_engine_pull(f->e, "c3", f->now, &t, &err), FK_ENOTFOUND);
+    /* Unknown identities, bad bytes and wrong rounds are refused. */
+    p.idem = "x1";
+    p.identity = "mallory";
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_ESTATE);
+    p.identity = "c0";
+    p.round = 2;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_ESTATE);
+    assert_non_null(strstr(err.msg, "late"));
+    p.round = 1;
+    p.len = 3;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_EFORMAT);
+    int count;
+    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+    assert_int_equal(count, 1);
+    free(blob);
+    fk_bundle_close(&up);
+    /* The rest answer; the resend after the round closed is still acknowledged, not counted. */
+    run(f, 0, -1);
+    p.identity = "c3";
+    p.idem = idem;
+    p.len = len;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(dup, 1);
+    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+    assert_int_equal(count, 30);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+}
+
+static void full_disk_refuses_then_recovers(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\nrounds = 2\n"));
+    fk_err err;
+    fk_task_ref t;
+    assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_OK);
+    fk_bundle up;
+    fk_bundle_init(&up);
+    double *big = fk_bundle_add(&up, "delta", 1, (uint64_t[]){DIM});
+    big[0] = 1.0;
+    fk_bundle_add(&up, "padding", 1, (uint64_t[]){200000});
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(t_encode(&up, &blob, &len, &err), FK_OK);
+    fk_bundle_close(&up);
+    fk_push p = {.job = id, .round = 1, .phase = 0, .identity = "c0", .idem = "big",
+                 .blob = blob, .len = len};
+    fk_report_init(&p.report);
+    p.report.n_samples = 1;
+    assert_int_equal(fk_store_set_limit(f->st, 512 * 1024, &err), FK_OK);
+    int dup;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_EIO);
+    assert_non_null(strstr(err.msg, "full"));
+    fk_job_status s;
+    job_state(f, id, &s);
+    assert_int_equal(s.answered, 0);
+    assert_int_equal(fk_store_set_limit(f->st, 0, &err), FK_OK);
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(dup, 0);
+    job_state(f, id, &s);
+    assert_int_equal(s.answered, 1);
+    free(blob);
+    run(f, 0, -1);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+}
+
+/* A full disk at any moment of a round's close: the last update is refused or
+ * stored, the close is stored whole or not at all, and once space is back the
+ * job ends with the simulator's model. */
+static void full_disk_at_round_close(void **state)
+{
+    fed *f = *state;
+    const char *text = job_text("fedmean", "quorum = 1\nrounds = 2\nckpt_pad = 3000\n");
+    int refused = 0, close_failed = 0, stored = 0;
+    for (int extra = 0; extra < 12; extra += 2) {
+        int64_t id = submit(f, text);
+        close_clients(f);
+        for (int c = 0; c < N_CLIENTS - 1; c++)
+            answer(f, c, -1);
+        fk_err err;
+        uint64_t size;
+        assert_int_equal(fk_store_size(f->st, &size, &err), FK_OK);
+        assert_int_equal(fk_store_set_limit(f->st, size + (uint64_t)extra * 4096, &err), FK_OK);
+        int rc = answer_rc(f, N_CLIENTS - 1, -1, &err);
+        assert_true(rc == 1 || rc == FK_EIO);
+        fk_job_status s;
+        job_state(f, id, &s);
+        refused += rc == FK_EIO;
+        close_failed += rc == 1 && s.round == 1;
+        stored += rc == 1 && s.round == 2;
+        double next;
+        assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+        assert_int_equal(fk_store_set_limit(f->st, 0, &err), FK_OK);
+        run(f, 0, -1);
+        assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+        fk_bundle daemon, sim;
+        model_of(f, id, &daemon);
+        sim_model(f, text, &sim);
+        assert_same_bundle(&daemon, &sim);
+        fk_bundle_close(&daemon);
+        fk_bundle_close(&sim);
+        int count;
+        assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+        assert_int_equal(count, 2 * N_CLIENTS);
+    }
+    /* The limits cover a refused update, a refused close and a stored close. */
+    assert_true(refused + close_failed > 0);
+    assert_true(close_failed > 0);
+    assert_true(stored > 0);
+}
+
+static void submit_and_cancel(void **state)
+{
+    fed *f = *state;
+    fk_err err;
+    int64_t id;
+    assert_int_equal(fk_engine_submit(f->e, "method = fedmean\n", f->now, &id, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dataset"));
+    assert_int_equal(fk_engine_submit(f->e, job_text("kmeans", ""), f->now, &id, &err),
+                     FK_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "kmeans"));
+    assert_int_equal(fk_engine_submit(f->e, job_text("fedmean", "fail_init = 1\n"), f->now, &id,
+                                      &err),
+                     FK_EINVAL);
+    assert_non_null(strstr(err.msg, "fail_init"));
+    int64_t *ids;
+    int n;
+    assert_int_equal(fk_store_job_ids(f->st, -1, &ids, &n, &err), FK_OK);
+    assert_int_equal(n, 0);
+    free(ids);
+    id = submit(f, job_text("fedmean", ""));
+    assert_int_equal(fk_engine_cancel(f->e, id, f->now, &err), FK_OK);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_CANCELLED);
+    fk_task_ref t;
+    assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_ENOTFOUND);
+    assert_int_equal(fk_engine_cancel(f->e, id, f->now, &err), FK_ESTATE);
+    assert_int_equal(fk_engine_cancel(f->e, 77, f->now, &err), FK_ENOTFOUND);
+    assert_int_equal(fk_engine_running(f->e), 0);
+}
+
+/* --------------------------------------------------------- crash/resume */
+
+/* The reference: an unfaulted run's model and update count. */
+static void reference(fed *f, const char *text, fk_bundle *model, int *updates, int *pushes)
+{
+    open_engine(f);
+    int64_t id = submit(f, text);
+    f->pushes = 0;
+    run(f, 0, -1);
+    *pushes = f->pushes;
+    model_of(f, id, model);
+    fk_err err;
+    assert_int_equal(fk_store_update_count(f->st, id, updates, &err), FK_OK);
+    close_engine(f);
+    remove_db(f);
+}
+
+/* Child: submit and run, killing itself after `kill_after` pushes (or being
+ * killed by the parent). Parent: reopen, resume, finish, compare. */
+static void crash_and_resume(fed *f, const char *text, int kill_after, long kill_usec,
+                             const fk_bundle *ref, int ref_updates)
+{
+    f->now = 5000.0;
+    f->pushes = 0;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        open_engine(f);
+        submit(f, text);
+        run(f, 0, kill_after);
+        _exit(kill_usec ? 0 : 3); /* finished before the kill */
+    }
+    if (kill_usec) {
+        usleep((useconds_t)kill_usec);
+        kill(pid, SIGKILL);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!kill_usec)
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    f->now = 6000.0;
+    open_engine(f);
+    fk_err err;
+    int64_t *ids;
+    int n;
+    assert_int_equal(fk_store_job_ids(f->st, -1, &ids, &n, &err), FK_OK);
+    if (n == 0) { /* killed before the job was stored: submit again */
+        free(ids);
+        submit(f, text);
+        assert_int_equal(fk_store_job_ids(f->st, -1, &ids, &n, &err), FK_OK);
+    }
+    assert_int_equal(n, 1);
+    int64_t id = ids[0];
+    free(ids);
+    run(f, 0, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    fk_bundle model;
+    model_of(f, id, &model);
+    assert_same_bundle(&model, ref);
+    fk_bundle_close(&model);
+    int updates;
+    assert_int_equal(fk_store_update_count(f->st, id, &updates, &err), FK_OK);
+    assert_int_equal(updates, ref_updates);
+    close_engine(f);
+    remove_db(f);
+}
+
+static void check_crashes(fed *f, const char *text)
+{
+    fk_bundle ref, sim;
+    int ref_updates, pushes;
+    reference(f, text, &ref, &ref_updates, &pushes);
+    sim_model(f, text, &sim);
+    assert_same_bundle(&ref, &sim);
+    fk_bundle_close(&sim);
+    for (int k = 1; k < pushes; k += 2)
+        crash_and_resume(f, text, k, 0, &ref, ref_updates);
+    /* Kills at arbitrary moments, inside transactions too. */
+    static const long delays[] = {2000, 9000, 23000, 47000, 90000};
+    for (size_t i = 0; i < sizeof delays / sizeof *delays; i++)
+        crash_and_resume(f, text, -1, delays[i], &ref, ref_updates);
+    fk_bundle_close(&ref);
+    open_engine(f);
+}
+
+static void sigkill_mid_job_resumes_to_same_model(void **state)
+{
+    fed *f = *state;
+    close_engine(f);
+    remove_db(f);
+    check_crashes(f, job_text("fedmean", "sampling = 0.5\n"));
+}
+
+static void sigkill_mid_round_of_two_phases(void **state)
+{
+    fed *f = *state;
+    close_engine(f);
+    remove_db(f);
+    check_crashes(f, job_text("fedvar", "rounds = 4\n"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(one_phase_same_model_as_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(two_phases_same_model_as_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(absent_client_is_a_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(missed_quorum_retries_then_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(retry_draws_a_new_sample, setup, teardown),
+        cmocka_unit_test_setup_teardown(resent_update_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_disk_refuses_then_recovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_disk_at_round_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(submit_and_cancel, setup, teardown),
+        cmocka_unit_test_setup_teardown(sigkill_mid_job_resumes_to_same_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(sigkill_mid_round_of_two_phases, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

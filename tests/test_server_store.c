@@ -1,0 +1,346 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/store.h"
+
+typedef struct fixture {
+    char dir[64];
+    char path[128];
+    fk_store *st;
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/fk-store-XXXXXX");
+    if (!f || !mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/state.db", f->dir);
+    fk_err err;
+    if (fk_store_open(&f->st, f->path, &err) != FK_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    fk_store_close(f->st);
+    char p[160];
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* A job with round 1 attempt 0 and phase 0 open, planned clients 0..2. */
+static int64_t make_job(fk_store *st)
+{
+    fk_err err;
+    int64_t id = 0;
+    assert_int_equal(fk_store_job_insert(st, "mean", "method = mean\n", 100.0, &id, &err), FK_OK);
+    int planned[] = {0, 1, 2};
+    assert_int_equal(fk_store_round_open(st, id, 1, 0, planned, 3, 2, 100.0, &err), FK_OK);
+    assert_int_equal(fk_store_phase_open(st, id, 1, 0, 0, 160.0, &err), FK_OK);
+    return id;
+}
+
+static fk_store_update update(int64_t job, int client, const char *idem, const void *blob,
+                              size_t len)
+{
+    fk_store_update u = {.job = job, .round = 1, .attempt = 0, .phase = 0, .client = client,
+                         .identity = "c", .idem = idem, .blob = blob, .len = len,
+                         .received = 101.0};
+    fk_report_init(&u.report);
+    u.report.n_samples = 10 + client;
+    return u;
+}
+
+static void schema_is_versioned_and_reopens(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int v = 0;
+    assert_int_equal(fk_store_schema_version(f->st, &v, &err), FK_OK);
+    assert_int_equal(v, FK_STORE_SCHEMA_VERSION);
+    int64_t id = make_job(f->st);
+    fk_store_close(f->st);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_store_job j;
+    assert_int_equal(fk_store_job_get(f->st, id, &j, &err), FK_OK);
+    assert_string_equal(j.method, "mean");
+    assert_string_equal(j.config, "method = mean\n");
+    fk_store_job_free(&j);
+
+    /* A database from a newer server is refused, not downgraded. */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "UPDATE schema_version SET version = 99", 0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    fk_store *other = NULL;
+    assert_int_equal(fk_store_open(&other, f->path, &err), FK_EFORMAT);
+    assert_null(other);
+    assert_non_null(strstr(err.msg, "newer"));
+}
+
+static void jobs_track_state_and_position(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t a = make_job(f->st), b = make_job(f->st);
+    assert_true(b > a);
+    assert_int_equal(fk_store_job_set_position(f->st, a, 3, 1, 2, 120.0, &err), FK_OK);
+    assert_int_equal(fk_store_job_set_state(f->st, b, FK_JOB_FAILED, "quorum missed", 130.0, &err),
+                     FK_OK);
+    fk_store_job j;
+    assert_int_equal(fk_store_job_get(f->st, a, &j, &err), FK_OK);
+    assert_int_equal(j.round, 3);
+    assert_int_equal(j.attempt, 1);
+    assert_int_equal(j.phase, 2);
+    assert_int_equal(j.state, FK_JOB_RUNNING);
+    fk_store_job_free(&j);
+    assert_int_equal(fk_store_job_get(f->st, b, &j, &err), FK_OK);
+    assert_int_equal(j.state, FK_JOB_FAILED);
+    assert_string_equal(j.failure, "quorum missed");
+    fk_store_job_free(&j);
+
+    int64_t *ids;
+    int n;
+    assert_int_equal(fk_store_job_ids(f->st, FK_JOB_RUNNING, &ids, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+    assert_true(ids[0] == a);
+    free(ids);
+    assert_int_equal(fk_store_job_ids(f->st, -1, &ids, &n, &err), FK_OK);
+    assert_int_equal(n, 2);
+    free(ids);
+    assert_int_equal(fk_store_job_get(f->st, 999, &j, &err), FK_ENOTFOUND);
+    assert_string_equal(fk_job_state_name(FK_JOB_CANCELLED), "cancelled");
+}
+
+static void rounds_and_phases_round_trip(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    fk_store_round r;
+    assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &r, &err), FK_OK);
+    assert_int_equal(r.n_planned, 3);
+    assert_int_equal(r.planned[2], 2);
+    assert_int_equal(r.quorum, 2);
+    assert_int_equal(r.closed, 0);
+    assert_true(isnan(r.loss));
+    r.closed = 1;
+    r.participants = 2;
+    r.dropouts = 1;
+    snprintf(r.dropped, sizeof r.dropped, "1");
+    r.agg_seconds = 0.25;
+    r.accuracy = 0.75;
+    assert_int_equal(fk_store_round_close(f->st, &r, &err), FK_OK);
+    fk_store_round_free(&r);
+
+    int planned[] = {4};
+    assert_int_equal(fk_store_round_open(f->st, id, 2, 0, planned, 1, 1, 200.0, &err), FK_OK);
+    /* Opening the same attempt twice is a conflict. */
+    assert_int_equal(fk_store_round_open(f->st, id, 2, 0, planned, 1, 1, 200.0, &err), FK_ESTATE);
+
+    fk_store_round *rows;
+    int n;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(rows[0].dropouts, 1);
+    assert_string_equal(rows[0].dropped, "1");
+    assert_true(rows[0].accuracy == 0.75);
+    assert_true(isnan(rows[0].loss));
+    assert_int_equal(rows[1].n_planned, 1);
+    assert_int_equal(rows[1].planned[0], 4);
+    for (int i = 0; i < n; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+
+    double deadline;
+    int closed;
+    assert_int_equal(fk_store_phase_get(f->st, id, 1, 0, 0, &deadline, &closed, &err), FK_OK);
+    assert_true(deadline == 160.0);
+    assert_int_equal(closed, 0);
+    assert_int_equal(fk_store_phase_close(f->st, id, 1, 0, 0, 2, &err), FK_OK);
+    assert_int_equal(fk_store_phase_get(f->st, id, 1, 0, 0, &deadline, &closed, &err), FK_OK);
+    assert_int_equal(closed, 1);
+    assert_int_equal(fk_store_phase_get(f->st, id, 1, 0, 5, &deadline, &closed, &err),
+                     FK_ENOTFOUND);
+    assert_int_equal(fk_store_round_get(f->st, id, 7, 0, &r, &err), FK_ENOTFOUND);
+}
+
+typedef struct seen {
+    int clients[8];
+    double weights[8];
+    char first[8];
+    int n;
+} seen;
+
+static int collect(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)err;
+    seen *s = ctx;
+    s->clients[s->n] = u->client;
+    s->weights[s->n] = u->report.n_samples;
+    s->first[s->n] = u->len ? ((const char *)u->blob)[0] : 0;
+    s->n++;
+    return FK_OK;
+}
+
+static void updates_are_idempotent(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    int dup = -1;
+    fk_store_update u2 = update(id, 2, "job1-r1-p0-c2", "B", 1);
+    fk_store_update u0 = update(id, 0, "job1-r1-p0-c0", "A", 1);
+    assert_int_equal(fk_store_update_put(f->st, &u2, &dup, &err), FK_OK);
+    assert_int_equal(dup, 0);
+    assert_int_equal(fk_store_update_put(f->st, &u0, &dup, &err), FK_OK);
+    /* The resend is acknowledged but not stored again. */
+    assert_int_equal(fk_store_update_put(f->st, &u2, &dup, &err), FK_OK);
+    assert_int_equal(dup, 1);
+    int n;
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 2);
+    /* Another update for an answered slot conflicts. */
+    fk_store_update again = update(id, 2, "other-id", "C", 1);
+    assert_int_equal(fk_store_update_put(f->st, &again, &dup, &err), FK_ESTATE);
+    assert_non_null(strstr(err.msg, "already sent"));
+    /* An update for a phase that was never opened is refused by the schema. */
+    fk_store_update stray = update(id, 1, "stray", "D", 1);
+    stray.phase = 3;
+    assert_int_equal(fk_store_update_put(f->st, &stray, &dup, &err), FK_ESTATE);
+
+    seen s = {0};
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, collect, &s, &err), FK_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.clients[0], 0);
+    assert_int_equal(s.clients[1], 2);
+    assert_true(s.weights[0] == 10.0 && s.weights[1] == 12.0);
+    assert_int_equal(s.first[0], 'A');
+    assert_int_equal(s.first[1], 'B');
+}
+
+static void blobs_per_round(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    assert_int_equal(fk_store_checkpoint_put(f->st, id, 0, "zero", 4, &err), FK_OK);
+    assert_int_equal(fk_store_checkpoint_put(f->st, id, 1, "one!", 4, &err), FK_OK);
+    assert_int_equal(fk_store_model_put(f->st, id, 1, "m1", 2, &err), FK_OK);
+    assert_int_equal(fk_store_model_put(f->st, id, 2, "m22", 3, &err), FK_OK);
+    void *b;
+    size_t len;
+    int round;
+    assert_int_equal(fk_store_checkpoint_get(f->st, id, 0, &b, &len, &err), FK_OK);
+    assert_int_equal(len, 4);
+    assert_memory_equal(b, "zero", 4);
+    free(b);
+    assert_int_equal(fk_store_model_get(f->st, id, -1, &b, &len, &round, &err), FK_OK);
+    assert_int_equal(round, 2);
+    assert_memory_equal(b, "m22", 3);
+    free(b);
+    assert_int_equal(fk_store_model_get(f->st, id, 1, &b, &len, &round, &err), FK_OK);
+    assert_int_equal(len, 2);
+    free(b);
+    assert_int_equal(fk_store_checkpoint_get(f->st, id, 5, &b, &len, &err), FK_ENOTFOUND);
+    assert_null(b);
+}
+
+static void clients_registry(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    double t;
+    assert_int_equal(fk_store_client_last_seen(f->st, "alice", &t, &err), FK_ENOTFOUND);
+    assert_int_equal(fk_store_client_seen(f->st, "alice", 10.0, &err), FK_OK);
+    assert_int_equal(fk_store_client_seen(f->st, "alice", 25.0, &err), FK_OK);
+    assert_int_equal(fk_store_client_last_seen(f->st, "alice", &t, &err), FK_OK);
+    assert_true(t == 25.0);
+}
+
+/* A full disk refuses the update with FK_EIO and stores nothing; after space
+ * comes back the same update goes in. */
+static void full_disk_refuses_updates(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    size_t big = 1 << 20;
+    char *blob = malloc(big);
+    memset(blob, 'x', big);
+    assert_int_equal(fk_store_set_limit(f->st, 256 * 1024, &err), FK_OK);
+    fk_store_update u = update(id, 1, "big-1", blob, big);
+    int dup = 0;
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_EIO);
+    assert_non_null(strstr(err.msg, "full"));
+    int n = -1;
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 0);
+    /* A failed transaction leaves nothing half-written either. */
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    assert_int_equal(fk_store_model_put(f->st, id, 1, blob, big, &err), FK_EIO);
+    fk_store_rollback(f->st);
+    void *b;
+    size_t len;
+    assert_int_equal(fk_store_model_get(f->st, id, -1, &b, &len, NULL, &err), FK_ENOTFOUND);
+    assert_int_equal(fk_store_set_limit(f->st, 0, &err), FK_OK);
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(dup, 0);
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+    free(blob);
+}
+
+static void unusable_paths_give_clear_errors(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    fk_store *st = NULL;
+    assert_int_equal(fk_store_open(&st, "/nonexistent-dir/x/state.db", &err), FK_EIO);
+    assert_null(st);
+    assert_non_null(strstr(err.msg, "/nonexistent-dir/x/state.db"));
+    char junk[160];
+    snprintf(junk, sizeof junk, "%s/junk.db", f->dir);
+    FILE *fp = fopen(junk, "wb");
+    assert_non_null(fp);
+    for (int i = 0; i < 64; i++)
+        fputs("this is not a database file at all ", fp);
+    fclose(fp);
+    assert_int_equal(fk_store_open(&st, junk, &err), FK_EIO);
+    assert_non_null(strstr(err.msg, "damaged"));
+    unlink(junk);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(schema_is_versioned_and_reopens, setup, teardown),
+        cmocka_unit_test_setup_teardown(jobs_track_state_and_position, setup, teardown),
+        cmocka_unit_test_setup_teardown(rounds_and_phases_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(updates_are_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(blobs_per_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(clients_registry, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_disk_refuses_updates, setup, teardown),
+        cmocka_unit_test_setup_teardown(unusable_paths_give_clear_errors, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
