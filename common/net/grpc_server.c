@@ -468,7 +468,7 @@ static int begin_message(h2conn *c, fk_grpc_call *call)
         return -1;
     }
     if (call->hdr[0] != 0) {
-        refuse(call, FK_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        refuse(call, FK_GRPC_INTERNAL, "compressed flag set but no grpc-encoding was negotiated");
         return -1;
     }
     if (len > lim->max_message) {
