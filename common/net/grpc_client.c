@@ -85,8 +85,10 @@ static void finish(ccall *c, int status, const char *msg)
     uv_timer_stop(&c->timer);
     if (c->sid > 0 && cl->ng) {
         nghttp2_session_set_stream_user_data(cl->ng, c->sid, NULL);
-        /* Ended before the server's END_STREAM (deadline, limit): tell the server to stop. */
-        if (!c->ended && nghttp2_session_find_stream(cl->ng, c->sid))
+        /* Ended while either side still streams (deadline, limit, early answer): reset,
+         * so nghttp2 stops reading the request buffer the caller may now free. */
+        if (nghttp2_session_find_stream(cl->ng, c->sid) &&
+            (!c->ended || nghttp2_session_get_stream_local_close(cl->ng, c->sid) == 0))
             nghttp2_submit_rst_stream(cl->ng, NGHTTP2_FLAG_NONE, c->sid, NGHTTP2_CANCEL);
     }
     call_unlink(c);
