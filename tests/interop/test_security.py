@@ -151,6 +151,10 @@ def main():
         code = grpc_code(lambda: echo(b"z" * (48 << 20), timeout=20))
         t.check("48 MB request -> RESOURCE_EXHAUSTED", code == grpc.StatusCode.RESOURCE_EXHAUSTED, str(code))
         ch.close()
+        out = subprocess_call(peer, pki, port, "--server-name", "localhost", "--size", str(20 << 20),
+                              "--net.max_message", str(64 << 20))
+        t.check("our client sending 20 MB to a 1 MB server gets the server's RESOURCE_EXHAUSTED",
+                "status=RESOURCE_EXHAUSTED" in out and "exceeds the limit of 1048576" in out, out)
         t.check("connection that sent 49 MB held no message buffer",
                 srv.wait_log(r"conn_closed .*cn=client1 peak_mem=0 "))
         ch = fktest.grpc_channel(port, pki)
