@@ -10,7 +10,7 @@
 #include "common/net/bigbuf.h"
 #include "common/net/tlsconn.h"
 
-enum { SEND_HIGH_WATER = 8u << 20 };
+enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
 
 typedef struct ccall ccall;
 struct ccall {
@@ -466,6 +466,8 @@ static void keepalive(uv_timer_t *t)
     uint64_t now = uv_now(cl->loop);
     if (!cl->ng || !cl->tls)
         return;
+    if (!cl->calls)
+        fk_tlsconn_trim(cl->tls);
     if (cl->ping_sent && now - cl->ping_sent >= cl->lim.keepalive_timeout_ms) {
         fk_tlsconn_close(cl->tls, "keepalive PING not answered: server unreachable");
         return;

@@ -10,7 +10,7 @@
 #include "common/net/bigbuf.h"
 #include "common/net/tlsconn.h"
 
-enum { SEND_HIGH_WATER = 8u << 20 }; /* stop producing frames above this many queued bytes */
+enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
 
 typedef struct method {
     char *path;
@@ -705,6 +705,8 @@ static void tick(uv_timer_t *t)
     uint64_t now = uv_now(c->srv->loop);
     if (c->dead || !c->ng)
         return;
+    if (c->nstreams == 0 && c->tls)
+        fk_tlsconn_trim(c->tls);
     if (c->ping_sent && now - c->ping_sent >= lim->keepalive_timeout_ms) {
         fk_log(FK_LOG_WARN, "conn_keepalive", "peer=%s reason=\"PING not answered in %llu ms\"",
                c->peer.addr, (unsigned long long)lim->keepalive_timeout_ms);

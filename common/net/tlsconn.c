@@ -54,15 +54,12 @@ static void write_done(uv_write_t *req, int status)
     wreq *w = (wreq *)req;
     fk_tlsconn *c = w->c;
     c->queued -= w->len;
-    /* Reuse buffers while a transfer is flowing (freeing and re-growing the heap
-     * costs page faults); an idle connection keeps none. */
-    if (c->queued > 0 && c->nspare < FK_TLSCONN_SPARES && !c->closing) {
+    /* Reuse buffers (freeing and re-growing the heap costs page faults);
+     * fk_tlsconn_trim gives them back once the connection is idle. */
+    if (c->nspare < FK_TLSCONN_SPARES && !c->closing)
         c->spare[c->nspare++] = w;
-    } else {
+    else
         free(w);
-        while (c->queued == 0 && c->nspare > 0)
-            free(c->spare[--c->nspare]);
-    }
     if (status < 0 && status != UV_ECANCELED) {
         char why[128];
         snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
@@ -216,6 +213,12 @@ int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n)
     memcpy(c->stage + c->stage_len, p, n);
     c->stage_len += n;
     return 0;
+}
+
+void fk_tlsconn_trim(fk_tlsconn *c)
+{
+    while (c->nspare > 0)
+        free(c->spare[--c->nspare]);
 }
 
 size_t fk_tlsconn_queued(const fk_tlsconn *c)

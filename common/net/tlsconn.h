@@ -61,6 +61,8 @@ int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr, const char *s
 int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n);
 /* Encrypt queued plaintext and pass it to libuv. */
 void fk_tlsconn_flush(fk_tlsconn *c);
+/* Free the write buffers kept for reuse (call when the connection goes idle). */
+void fk_tlsconn_trim(fk_tlsconn *c);
 /* Ciphertext bytes in flight, for back-pressure. */
 size_t fk_tlsconn_queued(const fk_tlsconn *c);
 /* Flush, send close_notify, shut down and close; on_close follows with reason. */
