@@ -879,6 +879,22 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
     return FK_OK;
 }
 
+int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, int phase,
+                        const char *identity)
+{
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        if (j->id != id || j->state != FK_JOB_RUNNING)
+            continue;
+        if (j->round != round || j->attempt != attempt || j->phase != phase)
+            return 0;
+        int c = fk_jobconf_client_index(&j->conf, identity);
+        slot *s = c < 0 ? NULL : find_slot(j, c);
+        return s && !s->answered;
+    }
+    return 0;
+}
+
 int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
 {
     (void)err;

@@ -1,4 +1,6 @@
-/* fedkern-server: the aggregation daemon. gRPC over mutual TLS 1.3 on one libuv loop. */
+/* fedkern-server: the aggregation daemon. gRPC over mutual TLS 1.3 on one libuv loop;
+ * jobs run in the round engine (server/engine.c) over the SQLite state (server/store.c),
+ * served by the Federation service (server/service.c). */
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -8,8 +10,11 @@
 
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/net/codec.h"
 #include "common/net/grpc_server.h"
-#include "server/rpc.h"
+#include "server/engine.h"
+#include "server/service.h"
+#include "server/store.h"
 
 typedef struct opt_doc {
     const char *key, *help;
@@ -25,6 +30,10 @@ static const opt_doc opts[] = {
     {"tls.key FILE", "server private key (TLS-DIR/server-NAME.key)"},
     {"tls.crl FILE", "PEM CRL of revoked client certificates (none); SIGHUP reloads all TLS files"},
     {"heartbeat-ms MS", "heartbeat interval told to clients (10000)"},
+    {"state FILE", "SQLite state database: jobs, rounds, updates, models (/var/lib/fedkern/state.db)"},
+    {"state-max-mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
+    {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
+    {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
     {"drain-ms MS", "at SIGTERM, how long open calls may finish (5000)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
@@ -52,7 +61,10 @@ static void usage(FILE *out)
 typedef struct server_state {
     uv_loop_t *loop;
     fk_grpc_server *srv;
-    fk_server_rpc rpc;
+    fk_store *st;
+    fk_engine *e;
+    fk_service *svc;
+    fk_service_config cfg;
     fk_params *p;
     uv_signal_t sigterm, sigint, sighup;
     int stopping;
@@ -111,6 +123,38 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     return fk_tls_ctx_new(out, 1, &f, err);
 }
 
+/* "a, b,c" -> malloc'd strings. */
+static int split_list(const char *text, char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    char *copy = text ? strdup(text) : NULL;
+    if (text && !copy)
+        return FK_ENOMEM;
+    for (char *tok = copy ? strtok(copy, ", \t") : NULL; tok; tok = strtok(NULL, ", \t")) {
+        char **g = realloc(*out, (size_t)(*n + 1) * sizeof *g);
+        if (!g) {
+            free(copy);
+            return FK_ENOMEM;
+        }
+        *out = g;
+        if (!(g[*n] = strdup(tok))) {
+            free(copy);
+            return FK_ENOMEM;
+        }
+        (*n)++;
+    }
+    free(copy);
+    return FK_OK;
+}
+
+static void free_list(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static void all_closed(void *ud)
 {
     server_state *st = ud;
@@ -120,18 +164,23 @@ static void all_closed(void *ud)
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
 }
 
+static void service_closed(void *ud)
+{
+    server_state *st = ud;
+    fk_grpc_server_close(st->srv, all_closed, st);
+}
+
 static void on_stop(uv_signal_t *sig, int signum)
 {
     server_state *st = sig->data;
     if (st->stopping)
         return;
     st->stopping = 1;
-    st->rpc.serving = 0;
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
     uv_signal_stop(&st->sigterm);
     uv_signal_stop(&st->sigint);
     uv_signal_stop(&st->sighup);
-    fk_grpc_server_close(st->srv, all_closed, st);
+    fk_service_close(st->svc, service_closed, st);
 }
 
 static void on_reload(uv_signal_t *sig, int signum)
@@ -161,6 +210,36 @@ static int set_log_level(const char *s)
     return -1;
 }
 
+static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
+
+/* Store, engine (resumes running jobs) and the service's access lists. */
+static int open_state(server_state *st, const fk_params *p, fk_err *err)
+{
+    long max_mb;
+    int rc = fk_params_int(p, "state-max-mb", 0, 0, 1L << 30, &max_mb, err);
+    if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
+                split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
+    const char *path = fk_params_str(p, "state", "/var/lib/fedkern/state.db");
+    if (!rc)
+        rc = fk_store_open(&st->st, path, err);
+    if (!rc && max_mb)
+        rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
+    fk_engine_opts eo = {.store = st->st, .codec = codec};
+    if (!rc)
+        rc = fk_engine_open(&st->e, &eo, fk_service_now(), err);
+    return rc;
+}
+
+static void close_state(server_state *st)
+{
+    fk_service_free(st->svc);
+    fk_engine_close(st->e);
+    fk_store_close(st->st);
+    free_list(st->cfg.allow, st->cfg.n_allow);
+    free_list(st->cfg.admins, st->cfg.n_admins);
+}
+
 static int run(fk_params *p)
 {
     fk_err err = {0};
@@ -174,31 +253,46 @@ static int run(fk_params *p)
     if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
         return fail("--log-level must be error, warn, info or debug");
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
+    server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
         return fail(err.msg);
     fk_params_get(p, "config");
+    fk_params_get(p, "state");
+    fk_params_get(p, "state-max-mb");
+    fk_params_get(p, "allow");
+    fk_params_get(p, "admins");
     const char *unused = fk_params_unused(p);
     if (unused) {
         fk_tls_ctx_unref(cfg.tls);
         fprintf(stderr, "fedkern-server: unknown option or key '%s'; see --help\n", unused);
         return 2;
     }
+    if (open_state(&st, p, &err) != FK_OK) {
+        fk_tls_ctx_unref(cfg.tls);
+        close_state(&st);
+        return fail(err.msg);
+    }
     cfg.drain_ms = (uint64_t)drain;
     uv_loop_t loop;
     uv_loop_init(&loop);
-    server_state st = {.loop = &loop, .p = p};
+    st.loop = &loop;
     int rc = fk_grpc_server_init(&st.srv, &loop, &cfg, &err);
     fk_tls_ctx_unref(cfg.tls);
-    if (rc != FK_OK)
+    if (rc != FK_OK) {
+        close_state(&st);
         return fail(err.msg);
-    fk_server_rpc_init(&st.rpc, &loop, (uint32_t)hb,
-                       cfg.limits.max_message > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg.limits.max_message);
-    if (fk_server_rpc_register(&st.rpc, st.srv, &err) != FK_OK ||
+    }
+    st.cfg.heartbeat_ms = (uint32_t)hb;
+    st.cfg.max_message =
+        cfg.limits.max_message > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg.limits.max_message;
+    if (fk_service_init(&st.svc, &loop, st.srv, st.e, st.st, &st.cfg, &err) != FK_OK ||
         fk_grpc_server_listen(st.srv, listen, &err) != FK_OK) {
+        if (st.svc)
+            fk_service_close(st.svc, NULL, NULL);
         fk_grpc_server_close(st.srv, NULL, NULL);
         uv_run(&loop, UV_RUN_DEFAULT);
         uv_loop_close(&loop);
-        fk_server_rpc_close(&st.rpc);
+        close_state(&st);
         return fail(err.msg);
     }
     uv_signal_init(&loop, &st.sigterm);
@@ -208,10 +302,12 @@ static int run(fk_params *p)
     uv_signal_start(&st.sigterm, on_stop, SIGTERM);
     uv_signal_start(&st.sigint, on_stop, SIGINT);
     uv_signal_start(&st.sighup, on_reload, SIGHUP);
-    fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d", listen, fk_grpc_server_port(st.srv));
+    fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
+           fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
+           fk_engine_running(st.e));
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = uv_loop_close(&loop) == 0 ? 0 : 1;
-    fk_server_rpc_close(&st.rpc);
+    close_state(&st);
     return rc;
 }
 

@@ -28,7 +28,8 @@ def main():
     import fedkern_pb2 as pb
     import health_pb2 as hpb
 
-    srv = fktest.Proc([server, "--listen", "127.0.0.1:0", "--tls-dir", d, "--heartbeat-ms", "2500"], tmp.name, "server")
+    srv = fktest.Proc([server, "--listen", "127.0.0.1:0", "--tls-dir", d, "--heartbeat-ms", "2500",
+                       "--state", os.path.join(tmp.name, "state.db")], tmp.name, "server")
     ok = srv.wait_log(r"event=server_ready .* port=(\d+)", 20)
     t.check("fedkern-server starts", ok, srv.stderr())
     if not ok:
@@ -85,9 +86,10 @@ def main():
         raw = ch.unary_unary("/fedkern.v1.Federation/Join", request_serializer=None, response_deserializer=None)
         c = code_of(lambda: raw(b"\x0a\xff\xff\xff\xff\x0f", timeout=5))
         t.check("undecodable Join = INVALID_ARGUMENT", c == grpc.StatusCode.INVALID_ARGUMENT, str(c))
-        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/PullTask", pb.PullTaskRequest(session_id=j.session_id),
-                                 pb.PullTaskResponse))
-        t.check("PullTask (not here yet) = UNIMPLEMENTED", c == grpc.StatusCode.UNIMPLEMENTED, str(c))
+        p = call(ch, "/fedkern.v1.Federation/PullTask", pb.PullTaskRequest(session_id=j.session_id),
+                 pb.PullTaskResponse, timeout=2)
+        t.check("PullTask without a job: long poll answers TASK_NONE before the deadline",
+                p.kind == pb.TASK_NONE, str(p))
         ch.close()
         # SIGHUP rebuilds the TLS context (certificate/CRL reload); a broken reload keeps the old one.
         srv.p.send_signal(1)
@@ -118,7 +120,8 @@ def main():
         t.check("missing tls dir: one clear error", bad.returncode == 1 and bad.stderr.count(b"\n") == 1, str(bad))
         cfg = os.path.join(tmp.name, "server.conf")
         with open(cfg, "w") as f:
-            f.write("listen = 127.0.0.1:0\ntls-dir = %s\n[net]\nmax_message = 1000\n" % d)
+            f.write("listen = 127.0.0.1:0\ntls-dir = %s\nstate = %s\n[net]\nmax_message = 1000\n"
+                    % (d, os.path.join(tmp.name, "state2.db")))
         srv = fktest.Proc([server, "--config", cfg], tmp.name, "server2")
         ok = srv.wait_log(r"event=server_ready .* port=(\d+)", 20)
         port = int(re.search(r"event=server_ready .* port=(\d+)", srv.stderr()).group(1)) if ok else 0
