@@ -1091,6 +1091,7 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 void fk_service_stats_get(const fk_service *s, fk_service_stats *out)
 {
     *out = s->stats;
+    out->sessions = s->n_sessions;
 }
 
 void fk_service_free(fk_service *s)

@@ -35,6 +35,7 @@ typedef struct env {
     char pki[96];
     char db[128];
     char port[16];
+    char metrics_port[16];
     pid_t server;
     pid_t clients[K];
 } env;
@@ -118,6 +119,37 @@ static int wait_log(const char *path, const char *needle, double seconds, char *
     return 0;
 }
 
+/* Value of `key` (up to a space) on the first line of path containing `event`. */
+static int line_value(const char *path, const char *event, const char *key, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *k = strstr(line, event) ? strstr(line, key) : NULL;
+        if (k) {
+            k += strlen(key);
+            snprintf(out, cap, "%.*s", (int)strcspn(k, " \n"), k);
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* GET /metrics from the server's metrics listener into out. */
+static int scrape(const char *port, char *out, size_t cap)
+{
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import sys,urllib.request;"
+                    "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+"
+                    "'/metrics',timeout=5).read().decode())",
+                    (char *)port, NULL};
+    return run_cmd(argv, out, cap);
+}
+
 static void write_data(env *e)
 {
     fk_rng r;
@@ -154,7 +186,7 @@ static int setup(void **state)
         fk_certs_issue(e->pki, FK_ROLE_ADMIN, "op", NULL, &err))
         return -1;
     for (int c = 0; c < K; c++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "c%d", c);
         if (fk_certs_issue(e->pki, FK_ROLE_CLIENT, name, NULL, &err))
             return -1;
@@ -193,18 +225,23 @@ static void start_server(env *e, const char *listen)
     snprintf(log, sizeof log, "%s/server.log", e->dir);
     unlink(log);
     char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls-dir", e->pki,
-                    "--state", e->db, "--heartbeat-ms", "500", "--drain-ms", "200", NULL};
+                    "--state", e->db, "--heartbeat-ms", "500", "--drain-ms", "200",
+                    "--metrics-listen", "127.0.0.1:0", NULL};
     e->server = spawn(argv, log);
-    if (!wait_log(log, "event=server_ready listen=", 20, NULL, 0))
+    char line[256];
+    if (!wait_log(log, "event=server_ready ", 20, line, sizeof line))
         fail_msg("fedkern-server did not start; see %s", log);
-    char port[16];
-    assert_true(wait_log(log, "port=", 1, port, sizeof port));
+    char port[16], mport[16];
+    assert_true(wait_log(log, "event=server_ready listen=127.0.0.1:", 1, NULL, 0));
+    assert_true(line_value(log, "event=server_ready", "port=", port, sizeof port));
     snprintf(e->port, sizeof e->port, "%s", port);
+    assert_true(line_value(log, "event=metrics_listening", "port=", mport, sizeof mport));
+    snprintf(e->metrics_port, sizeof e->metrics_port, "%s", mport);
 }
 
 static void start_client(env *e, int c)
 {
-    char log[160], server[64], name[8], data[160];
+    char log[160], server[64], name[16], data[160];
     snprintf(log, sizeof log, "%s/client%d.log", e->dir, c);
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     snprintf(name, sizeof name, "c%d", c);
@@ -339,6 +376,11 @@ static void daemons_match_sim(void **state)
     assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
     assert_non_null(strstr(status, "\"state\":\"done\""));
     assert_non_null(strstr(status, "\"dropouts_total\":0"));
+    static char metrics[1 << 14];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));
+    assert_non_null(strstr(metrics, "fedkern_jobs_running 0\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_updates_committed_total counter"));
 }
 
 /* Wait until the server log shows `needle` (a closed round). */
