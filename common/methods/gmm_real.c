@@ -237,7 +237,7 @@ int fk_gmm_real_rep(const fk_gmm_real *r, int K, int n_contam, const char *metho
     out->seconds = now() - t0;
     double sum = 0.0;
     for (int k = 0; rc == FK_OK && k < K - n_contam; k++) {
-        double rate;
+        double rate = 0.0;
         rc = fk_gmm_result_labels(&res, k, test[k].X.data, test[k].X.rows, lab, err);
         if (!rc)
             rc = fk_misclustering_rate(test[k].y, lab, test[k].X.rows, r->d.n_classes, res.R,
