@@ -171,6 +171,29 @@ static void write_data(env *e)
     }
 }
 
+/* Domain shift for FedRF-TCA: two classes in 4 dims, every client's domain
+ * moved and scaled a little; the last client is the target. */
+static void write_shift_data(env *e)
+{
+    fk_rng r;
+    fk_rng_init(&r, 7, 1);
+    for (int c = 0; c < K; c++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/d%d.csv", e->dir, c);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 80; i++) {
+            int k = (int)fk_rng_below(&r, 2);
+            fprintf(f, "%d", k + 1);
+            for (int j = 0; j < 4; j++)
+                fprintf(f, ",%.6f",
+                        (k ? 1.5 : -1.5) * (j < 2) + (0.8 + 0.1 * c) * fk_rng_normal(&r) + 0.3 * c);
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+}
+
 static int setup(void **state)
 {
     env *e = calloc(1, sizeof *e);
@@ -192,6 +215,7 @@ static int setup(void **state)
             return -1;
     }
     write_data(e);
+    write_shift_data(e);
     *state = e;
     return 0;
 }
@@ -246,9 +270,11 @@ static void start_client(env *e, int c)
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     snprintf(name, sizeof name, "c%d", c);
     snprintf(data, sizeof data, "%s/c%d.csv", e->dir, c);
+    char shift[160];
+    snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
     char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
                     "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--backoff-max-ms", "500", NULL};
+                    "--data.shift", shift, "--backoff-max-ms", "500", NULL};
     e->clients[c] = spawn(argv, log);
 }
 
@@ -320,9 +346,10 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     fk_err err;
     assert_int_equal(fk_params_parse_ini(&p, text, "job", &err), FK_OK);
     fk_dataset data[K];
+    int shift = !strcmp(fk_params_str(&p, "dataset", ""), "shift");
     for (int c = 0; c < K; c++) {
         char path[160];
-        snprintf(path, sizeof path, "%s/c%d.csv", e->dir, c);
+        snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : 'c', c);
         if (fk_load(&data[c], path, NULL, &err))
             fail_msg("load: %s", err.msg);
     }
@@ -360,6 +387,20 @@ static void check_against_sim(env *e, const char *id, const char *text)
     assert_same(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
+}
+
+static void fedrf_tca_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_server(e, "127.0.0.1:0");
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+    const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
+                       "classes = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
 }
 
 static void daemons_match_sim(void **state)
@@ -449,6 +490,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
     };
