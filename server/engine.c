@@ -859,7 +859,7 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
     if (!p->idem || !*p->idem || strlen(p->idem) > 127 || !p->identity)
         return fk_err_set(err, FK_EINVAL, "update without a valid idempotency id");
     int known = 0;
-    int rc = fk_store_update_known(e->o.store, p->idem, &known, err);
+    int rc = fk_store_update_known(e->o.store, p->idem, p->identity, &known, err);
     if (rc)
         return rc;
     if (known) {
