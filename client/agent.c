@@ -676,8 +676,8 @@ static void send_push(fk_agent *a)
     } else if (!w->chunked) {
         tx.bundle = &w->update;
     } else {
-        const uint8_t *data;
-        size_t dlen;
+        const uint8_t *data = NULL;
+        size_t dlen = 0;
         rc = fk_chunker_get(&w->chunker, w->next_chunk, &in.chunk, &data, &dlen, &err);
         tx.chunk_data = data;
         tx.chunk_len = dlen;
