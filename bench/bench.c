@@ -10,6 +10,7 @@ const fk_bench_entry fk_benches[] = {
     {"fidelity fedgrem", "FedGrEM paper cells: simulation, Pen-digits, Fashion-MNIST", fk_bench_fidelity_fedgrem},
     {"fedgrem", "FedGrEM wall time (simulation, T=1000) and K/p/R scaling", fk_bench_fedgrem},
     {"blas", "dgemm GFLOP/s and dsyevr top-m eigenpair time (baselines)", fk_bench_blas},
+    {"fidelity rf-tca", "1-NN, TCA, RF-TCA on Office-Caltech10 SURF vs published; Table II, X", fk_bench_fidelity_rftca},
     {"rf-tca", "RF-TCA / kernel TCA fit+transform time, GFLOP/s vs dgemm, scaling", fk_bench_rftca},
     {"fidelity knn", "1-NN accuracy on the 12 Office-Caltech10 SURF pairs", fk_bench_fidelity_knn},
     {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},

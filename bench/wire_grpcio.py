@@ -1,18 +1,14 @@
 """Baseline for `fedkern bench wire`: grpcio client -> grpcio server over loopback
-mTLS, same cases as the C side. Also writes the throwaway PKI both sides use.
-usage: wire_grpcio.py --pki DIR [--seconds S] [--latency-calls N] [--sizes MB,MB] [--skip-grpcio]
+mTLS, same cases as the C side, with the certificates the C side made.
+usage: wire_grpcio.py --ca F --server-cert F --server-key F --client-cert F --client-key F
+                      [--seconds S] [--latency-calls N] [--sizes MB,MB]
 Prints JSON lines {"case":..., "metric":..., "value":...}."""
 import argparse
 import json
-import os
-import shutil
 import sys
 import threading
 import time
 from concurrent import futures
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "interop"))
-import fktest  # noqa: E402
 
 MB = 1 << 20
 
@@ -22,15 +18,7 @@ def emit(case, metric, value):
     sys.stdout.flush()
 
 
-def write_pki(d):
-    pki = fktest.PKI()
-    for src, dst in ((pki.ca.crt, "ca.crt"), (pki.server[0], "server.crt"), (pki.server[1], "server.key"),
-                     (pki.client[0], "client.crt"), (pki.client[1], "client.key")):
-        shutil.copy(src, os.path.join(d, dst))
-    pki.close()
-
-
-def run_grpcio(d, seconds, ncalls, sizes):
+def run_grpcio(a, seconds, ncalls, sizes):
     import grpc
     big = (max(sizes) + 1) * MB
     opts = [("grpc.max_receive_message_length", big), ("grpc.max_send_message_length", big)]
@@ -38,12 +26,12 @@ def run_grpcio(d, seconds, ncalls, sizes):
     handlers = {"Echo": grpc.unary_unary_rpc_method_handler(lambda r, c: r),
                 "Sink": grpc.unary_unary_rpc_method_handler(lambda r, c: len(r).to_bytes(8, "little"))}
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("fkbench.Wire", handlers),))
-    rd = lambda n: open(os.path.join(d, n), "rb").read()  # noqa: E731
-    creds = grpc.ssl_server_credentials([(rd("server.key"), rd("server.crt"))], root_certificates=rd("ca.crt"),
+    rd = lambda n: open(n, "rb").read()  # noqa: E731
+    creds = grpc.ssl_server_credentials([(rd(a.server_key), rd(a.server_cert))], root_certificates=rd(a.ca),
                                         require_client_auth=True)
     port = server.add_secure_port("127.0.0.1:0", creds)
     server.start()
-    ccreds = grpc.ssl_channel_credentials(rd("ca.crt"), rd("client.key"), rd("client.crt"))
+    ccreds = grpc.ssl_channel_credentials(rd(a.ca), rd(a.client_key), rd(a.client_cert))
     ch = grpc.secure_channel("127.0.0.1:%d" % port, ccreds,
                              options=opts + [("grpc.ssl_target_name_override", "localhost")])
     echo = ch.unary_unary("/fkbench.Wire/Echo", request_serializer=None, response_deserializer=None)
@@ -95,17 +83,13 @@ def run_grpcio(d, seconds, ncalls, sizes):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pki", required=True)
+    for k in ("--ca", "--server-cert", "--server-key", "--client-cert", "--client-key"):
+        ap.add_argument(k, required=True)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--latency-calls", type=int, default=1000)
     ap.add_argument("--sizes", default="16,128")
-    ap.add_argument("--skip-grpcio", action="store_true")
     a = ap.parse_args()
-    write_pki(a.pki)
-    print(json.dumps({"pki": a.pki}))
-    sys.stdout.flush()
-    if not a.skip_grpcio:
-        run_grpcio(a.pki, a.seconds, a.latency_calls, [int(s) for s in a.sizes.split(",")])
+    run_grpcio(a, a.seconds, a.latency_calls, [int(s) for s in a.sizes.split(",")])
     return 0
 
 

@@ -14,6 +14,7 @@ int fk_cmd_demo(int argc, char **argv);
 int fk_cmd_data(int argc, char **argv);
 int fk_cmd_sim(int argc, char **argv);
 int fk_cmd_certs(int argc, char **argv);
+int fk_cmd_job(int argc, char **argv);
 
 /* Print "fedkern NAME: message" to stderr and return 1. */
 int fk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

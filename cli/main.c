@@ -12,6 +12,7 @@ static const fk_cli_cmd commands[] = {
     {"data", "inspect data files and the benchmark catalog", fk_cmd_data},
     {"sim", "simulate a federation in this process", fk_cmd_sim},
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
+    {"job", "submit, inspect, fetch and cancel jobs on a fedkern-server", fk_cmd_job},
     {NULL, NULL, NULL},
 };
 

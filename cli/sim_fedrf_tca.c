@@ -66,6 +66,9 @@ static void progress(const fk_sim_round *r, void *vp)
                r->round, na, nw, nc, isnan(r->loss) ? -1.0 : r->loss,
                isnan(r->accuracy) ? -1.0 : 100.0 * r->accuracy, (unsigned long long)r->bytes,
                r->seconds);
+    else if (isnan(r->accuracy))
+        printf("round %4d  S_t %2d  loss %9.5f  target acc      -    bytes %10llu\n", r->round,
+               na, r->loss, (unsigned long long)r->bytes);
     else
         printf("round %4d  S_t %2d  loss %9.5f  target acc %6.2f %%  bytes %10llu\n", r->round,
                na, r->loss, 100.0 * r->accuracy, (unsigned long long)r->bytes);

@@ -1,14 +1,249 @@
-/* fedkern-client: the client daemon. */
+/* fedkern-client: the client daemon. Config + certificate + local data by
+ * data-set name; the agent (client/agent.c) does the federation work. */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <uv.h>
+
+#include "client/agent.h"
+#include "common/base/log.h"
+#include "common/base/params.h"
+#include "common/data/catalog.h"
+#include "common/data/load.h"
+#include "common/net/limits.h"
+#include "common/net/tls.h"
+
+typedef struct opt_doc {
+    const char *key, *help;
+} opt_doc;
+
+static const opt_doc opts[] = {
+    {"config FILE", "INI file with any of the keys below (flags override it)"},
+    {"server HOST:PORT", "the fedkern-server to join (127.0.0.1:7443)"},
+    {"server-name NAME", "name the server certificate must carry (default: HOST)"},
+    {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, client-NAME.pem/.key)"},
+    {"name NAME", "which client-NAME.pem/.key of tls-dir to use (required with tls-dir)"},
+    {"tls.ca FILE", "CA bundle the server must chain to (TLS-DIR/ca.pem)"},
+    {"tls.cert FILE", "client certificate (TLS-DIR/client-NAME.pem)"},
+    {"tls.key FILE", "client private key (TLS-DIR/client-NAME.key)"},
+    {"data.DATASET SOURCE", "local data for jobs on DATASET: a catalog name (see 'fedkern data')"
+                            " or a file (CSV, LIBSVM, IDX, MAT, NPY)"},
+    {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
+    {"backoff-max-ms MS", "cap of the reconnect delay (15000)"},
+    {"log-level LEVEL", "error, warn, info or debug (info)"},
+    {NULL, NULL},
+};
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: fedkern-client [--config FILE] [options]\n"
+    fprintf(out, "usage: fedkern-client --server HOST:PORT --tls-dir DIR --name NAME "
+                 "--data.DATASET SOURCE [options]\n"
                  "\n"
-                 "The fedkern client daemon. Options:\n"
-                 "  --help      this text\n"
-                 "  --version   print the version\n");
+                 "The fedkern client daemon: joins the server over mutual TLS, long-polls tasks,\n"
+                 "runs the method's local step on the local data and pushes the updates.\n"
+                 "Reconnects with capped exponential backoff and full jitter; a half-sent update\n"
+                 "resumes and is never counted twice. SIGTERM/SIGINT: abandon the step, leave, exit 0.\n"
+                 "Every option is also a config-file key (without the dashes; [data] section for "
+                 "data.*).\n\noptions:\n");
+    for (int i = 0; opts[i].key; i++)
+        fprintf(out, "  --%-24s %s\n", opts[i].key, opts[i].help);
+    for (const fk_net_limit_doc *d = fk_net_limits_doc(); d->key; d++) {
+        char k[64];
+        snprintf(k, sizeof k, "net.%s N", d->key);
+        fprintf(out, "  --%-24s %s\n", k, d->help);
+    }
+    fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "this text", "version", "print the version");
+}
+
+/* Data sets loaded on first use, by job data-set name. */
+typedef struct data_cache {
+    const fk_params *p;
+    char names[16][64];
+    fk_dataset sets[16];
+    int n;
+} data_cache;
+
+static int is_catalog_name(const char *s)
+{
+    for (const char *const *n = fk_catalog_names(); *n; n++)
+        if (!strcmp(*n, s))
+            return 1;
+    return 0;
+}
+
+static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
+{
+    data_cache *c = ud;
+    for (int i = 0; i < c->n; i++)
+        if (!strcmp(c->names[i], dataset))
+            return &c->sets[i];
+    char key[96];
+    snprintf(key, sizeof key, "data.%s", dataset);
+    const char *src = fk_params_get(c->p, key);
+    if (!src) {
+        fk_err_set(err, FK_ENOTFOUND,
+                   "this client holds no data set '%s'; add 'data.%s = SOURCE' to its config",
+                   dataset, dataset);
+        return NULL;
+    }
+    if (c->n == 16) {
+        fk_err_set(err, FK_ELIMIT, "more than 16 data sets in use");
+        return NULL;
+    }
+    fk_dataset *ds = &c->sets[c->n];
+    int rc = is_catalog_name(src)
+                 ? fk_catalog_load(ds, fk_params_str(c->p, "data-dir", "../shared/data"), src, err)
+                 : fk_load(ds, src, NULL, err);
+    if (rc)
+        return NULL;
+    snprintf(c->names[c->n], sizeof c->names[c->n], "%s", dataset);
+    fk_log(FK_LOG_INFO, "data_loaded", "dataset=%s source=%s samples=%zu dims=%zu", dataset, src,
+           ds->X.rows, ds->X.cols);
+    return &c->sets[c->n++];
+}
+
+typedef struct client_state {
+    fk_agent *agent;
+    uv_signal_t sigterm, sigint;
+    int stopping;
+} client_state;
+
+static void agent_stopped(void *ud)
+{
+    client_state *st = ud;
+    uv_close((uv_handle_t *)&st->sigterm, NULL);
+    uv_close((uv_handle_t *)&st->sigint, NULL);
+    fk_log(FK_LOG_INFO, "client_stopped", "reason=signal");
+}
+
+static void on_stop(uv_signal_t *sig, int signum)
+{
+    client_state *st = sig->data;
+    if (st->stopping)
+        return;
+    st->stopping = 1;
+    fk_log(FK_LOG_INFO, "client_stopping", "signal=%d", signum);
+    uv_signal_stop(&st->sigterm);
+    uv_signal_stop(&st->sigint);
+    fk_agent_stop(st->agent, agent_stopped, st);
+}
+
+static int fail(const char *msg)
+{
+    fprintf(stderr, "fedkern-client: %s\n", msg);
+    return 1;
+}
+
+static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
+{
+    const char *dir = fk_params_get(p, "tls-dir");
+    const char *name = fk_params_get(p, "name");
+    char ca[4096], cert[4096], key[4096];
+    if (!fk_params_get(p, "tls.cert") || !fk_params_get(p, "tls.key") || !fk_params_get(p, "tls.ca")) {
+        if (!dir || !name)
+            return fk_err_set(err, FK_EINVAL,
+                              "--tls-dir DIR and --name NAME are required (or --tls.ca, --tls.cert "
+                              "and --tls.key)");
+    }
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir ? dir : ".");
+    snprintf(cert, sizeof cert, "%s/client-%s.pem", dir ? dir : ".", name ? name : "");
+    snprintf(key, sizeof key, "%s/client-%s.key", dir ? dir : ".", name ? name : "");
+    fk_tls_files f = {fk_params_str(p, "tls.ca", ca), fk_params_str(p, "tls.cert", cert),
+                      fk_params_str(p, "tls.key", key), NULL, 0};
+    return fk_tls_ctx_new(out, 0, &f, err);
+}
+
+static int set_log_level(const char *s)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, names[i])) {
+            fk_log_set_level(i);
+            return 0;
+        }
+    return -1;
+}
+
+/* "host:port" or "[v6]:port". */
+static int split_hostport(const char *s, char *host, size_t cap, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return -1;
+    const char *h = s;
+    size_t hl = (size_t)(colon - s);
+    if (*h == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (hl == 0 || hl >= cap || *end || p <= 0 || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+static int run(fk_params *p)
+{
+    fk_err err = {0};
+    fk_agent_config ac = {0};
+    fk_net_limits_default(&ac.limits);
+    long backoff;
+    if (fk_net_limits_from_params(&ac.limits, p, "net", &err) != FK_OK ||
+        fk_params_int(p, "backoff-max-ms", 15000, 100, 3600000, &backoff, &err) != FK_OK)
+        return fail(err.msg);
+    if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
+        return fail("--log-level must be error, warn, info or debug");
+    char host[256];
+    int port;
+    const char *server = fk_params_str(p, "server", "127.0.0.1:7443");
+    if (split_hostport(server, host, sizeof host, &port))
+        return fail("--server must be HOST:PORT");
+    fk_tls_ctx *tls;
+    if (build_tls(p, &tls, &err) != FK_OK)
+        return fail(err.msg);
+    fk_params_get(p, "config");
+    fk_params_get(p, "data-dir");
+    const char *server_name = fk_params_str(p, "server-name", host);
+    for (int i = 0; i < p->count; i++) /* data.* keys are read when a job needs them */
+        if (!strncmp(p->items[i].key, "data.", 5))
+            p->items[i].used = 1;
+    const char *unused = fk_params_unused(p);
+    if (unused) {
+        fk_tls_ctx_unref(tls);
+        fprintf(stderr, "fedkern-client: unknown option or key '%s'; see --help\n", unused);
+        return 2;
+    }
+    data_cache cache = {.p = p};
+    ac.host = host;
+    ac.port = port;
+    ac.server_name = server_name;
+    ac.tls = tls;
+    ac.data = data_for;
+    ac.data_ud = &cache;
+    ac.backoff_max_ms = (uint64_t)backoff;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    client_state st = {0};
+    int rc = fk_agent_start(&st.agent, &loop, &ac, &err);
+    fk_tls_ctx_unref(tls);
+    if (rc == FK_OK) {
+        uv_signal_init(&loop, &st.sigterm);
+        uv_signal_init(&loop, &st.sigint);
+        st.sigterm.data = st.sigint.data = &st;
+        uv_signal_start(&st.sigterm, on_stop, SIGTERM);
+        uv_signal_start(&st.sigint, on_stop, SIGINT);
+        fk_log(FK_LOG_INFO, "client_started", "server=%s", server);
+        uv_run(&loop, UV_RUN_DEFAULT);
+    }
+    uv_loop_close(&loop);
+    for (int i = 0; i < cache.n; i++)
+        fk_dataset_close(&cache.sets[i]);
+    return rc == FK_OK ? 0 : fail(err.msg);
 }
 
 int main(int argc, char **argv)
@@ -22,9 +257,28 @@ int main(int argc, char **argv)
             printf("fedkern-client %s\n", FK_VERSION);
             return 0;
         }
-        fprintf(stderr, "fedkern-client: unknown option '%s'; see --help\n", argv[i]);
-        return 2;
     }
-    usage(stderr);
-    return 2;
+    signal(SIGPIPE, SIG_IGN);
+    fk_params args, p;
+    fk_err err = {0};
+    fk_params_init(&args);
+    fk_params_init(&p);
+    int n = argc - 1, rc = 0;
+    if (fk_params_parse_args(&args, &n, argv + 1, &err) != FK_OK) {
+        rc = fail(err.msg);
+    } else if (n > 0) {
+        fprintf(stderr, "fedkern-client: unexpected argument '%s'; see --help\n", argv[1]);
+        rc = 2;
+    } else {
+        const char *cfg = fk_params_get(&args, "config");
+        if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
+            rc = fail(err.msg);
+        for (int i = 0; rc == 0 && i < args.count; i++)
+            fk_params_set(&p, args.items[i].key, args.items[i].value);
+        if (rc == 0)
+            rc = run(&p);
+    }
+    fk_params_close(&args);
+    fk_params_close(&p);
+    return rc;
 }

@@ -82,6 +82,11 @@ typedef struct fk_push {
  * may resend later. */
 int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
 
+/* 1 if identity still owes an update for exactly (job, round, attempt, phase):
+ * a client working on anything else should drop it (heartbeat cancel_task). */
+int fk_engine_task_open(const fk_engine *e, int64_t job, int round, int attempt, int phase,
+                        const char *identity);
+
 /* Close phases whose deadline passed (with quorum) or retry/fail them.
  * *next gets the earliest pending deadline (INFINITY when nothing waits). */
 int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err);
@@ -102,5 +107,12 @@ int fk_engine_status(fk_engine *e, int64_t job, fk_job_status *s, fk_err *err);
 int fk_engine_result(fk_engine *e, int64_t job, fk_bundle *model, int *round, fk_err *err);
 /* Jobs running in memory. */
 int fk_engine_running(const fk_engine *e);
+
+/* Counters since the engine opened (metrics). */
+typedef struct fk_engine_stats {
+    uint64_t rounds_closed, retries, participants, dropouts;
+    double aggregation_seconds;
+} fk_engine_stats;
+void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);
 
 #endif

@@ -1,14 +1,404 @@
-/* fedkern-server: the aggregation daemon. */
+/* fedkern-server: the aggregation daemon. gRPC over mutual TLS 1.3 on one libuv loop;
+ * jobs run in the round engine (server/engine.c) over the SQLite state (server/store.c),
+ * served by the Federation service (server/service.c). */
+#include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/base/log.h"
+#include "common/base/params.h"
+#include "common/net/codec.h"
+#include "common/net/grpc_server.h"
+#include "server/engine.h"
+#include "server/metrics.h"
+#include "server/service.h"
+#include "server/store.h"
+
+typedef struct opt_doc {
+    const char *key, *help;
+} opt_doc;
+
+static const opt_doc opts[] = {
+    {"config FILE", "INI file with any of the keys below (flags override it)"},
+    {"listen HOST:PORT", "address to listen on, IPv4 or [IPv6] (127.0.0.1:7443)"},
+    {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, server-NAME.pem/.key)"},
+    {"tls.server-name NAME", "which server-NAME.pem/.key of tls-dir to use (the only one there)"},
+    {"tls.ca FILE", "CA bundle clients must chain to (TLS-DIR/ca.pem)"},
+    {"tls.cert FILE", "server certificate chain (TLS-DIR/server-NAME.pem)"},
+    {"tls.key FILE", "server private key (TLS-DIR/server-NAME.key)"},
+    {"tls.crl FILE", "PEM CRL of revoked client certificates (none); SIGHUP reloads all TLS files"},
+    {"heartbeat-ms MS", "heartbeat interval told to clients (10000)"},
+    {"state FILE", "SQLite state database: jobs, rounds, updates, models (/var/lib/fedkern/state.db)"},
+    {"state-max-mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
+    {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
+    {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
+    {"metrics-listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
+    {"drain-ms MS", "at SIGTERM, how long open calls may finish (5000)"},
+    {"log-level LEVEL", "error, warn, info or debug (info)"},
+    {NULL, NULL},
+};
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: fedkern-server [--config FILE] [options]\n"
+    fprintf(out, "usage: fedkern-server --listen HOST:PORT --tls-dir DIR [--config FILE] [options]\n"
                  "\n"
-                 "The fedkern aggregation server. Options:\n"
-                 "  --help      this text\n"
-                 "  --version   print the version\n");
+                 "The fedkern aggregation server: serves the fedkern.v1.Federation gRPC service and\n"
+                 "grpc.health.v1.Health over mutual TLS 1.3. SIGTERM/SIGINT: GOAWAY, drain, exit 0.\n"
+                 "Every option is also a config-file key (without the dashes; [net] section for net.*).\n"
+                 "\n"
+                 "options:\n");
+    for (int i = 0; opts[i].key; i++)
+        fprintf(out, "  --%-24s %s\n", opts[i].key, opts[i].help);
+    for (const fk_net_limit_doc *d = fk_net_limits_doc(); d->key; d++) {
+        char k[64];
+        snprintf(k, sizeof k, "net.%s N", d->key);
+        fprintf(out, "  --%-24s %s\n", k, d->help);
+    }
+    fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "this text", "version", "print the version");
+}
+
+typedef struct server_state {
+    uv_loop_t *loop;
+    fk_grpc_server *srv;
+    fk_store *st;
+    fk_engine *e;
+    fk_service *svc;
+    fk_service_config cfg;
+    fk_metrics *metrics;
+    fk_params *p;
+    uv_signal_t sigterm, sigint, sighup;
+    int stopping;
+} server_state;
+
+static int fail(const char *msg)
+{
+    fprintf(stderr, "fedkern-server: %s\n", msg);
+    return 1;
+}
+
+/* The one server-*.pem in dir, as NAME; error if none or several. */
+static int find_server_name(const char *dir, char *name, size_t cap, fk_err *err)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return fk_err_set(err, FK_EIO, "cannot open --tls-dir %s; create it with 'fedkern certs init'", dir);
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l > 11 && !strncmp(e->d_name, "server-", 7) && !strcmp(e->d_name + l - 4, ".pem")) {
+            if (found++ == 0)
+                snprintf(name, cap, "%.*s", (int)(l - 11), e->d_name + 7);
+        }
+    }
+    closedir(d);
+    if (found == 1)
+        return FK_OK;
+    return fk_err_set(err, FK_EINVAL,
+                      found ? "%s holds several server certificates; pick one with --tls.server-name NAME"
+                            : "%s holds no server-NAME.pem; run 'fedkern certs issue --dir DIR --server NAME'",
+                      dir);
+}
+
+static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
+{
+    const char *dir = fk_params_get(p, "tls-dir");
+    char ca[4096], cert[4096], key[4096], name[128];
+    const char *sname = fk_params_get(p, "tls.server-name");
+    if (!fk_params_get(p, "tls.cert") || !fk_params_get(p, "tls.key") || !fk_params_get(p, "tls.ca")) {
+        if (!dir)
+            return fk_err_set(err, FK_EINVAL, "--tls-dir DIR is required (or --tls.ca, --tls.cert and --tls.key)");
+        if (!sname) {
+            int rc = find_server_name(dir, name, sizeof name, err);
+            if (rc != FK_OK)
+                return rc;
+            sname = name;
+        }
+    }
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir ? dir : ".");
+    snprintf(cert, sizeof cert, "%s/server-%s.pem", dir ? dir : ".", sname ? sname : "");
+    snprintf(key, sizeof key, "%s/server-%s.key", dir ? dir : ".", sname ? sname : "");
+    fk_tls_files f = {fk_params_str(p, "tls.ca", ca), fk_params_str(p, "tls.cert", cert),
+                      fk_params_str(p, "tls.key", key), fk_params_str(p, "tls.crl", NULL), 0};
+    return fk_tls_ctx_new(out, 1, &f, err);
+}
+
+/* "a, b,c" -> malloc'd strings. */
+static int split_list(const char *text, char ***out, int *n)
+{
+    *out = NULL;
+    *n = 0;
+    char *copy = text ? strdup(text) : NULL;
+    if (text && !copy)
+        return FK_ENOMEM;
+    for (char *tok = copy ? strtok(copy, ", \t") : NULL; tok; tok = strtok(NULL, ", \t")) {
+        char **g = realloc(*out, (size_t)(*n + 1) * sizeof *g);
+        if (!g) {
+            free(copy);
+            return FK_ENOMEM;
+        }
+        *out = g;
+        if (!(g[*n] = strdup(tok))) {
+            free(copy);
+            return FK_ENOMEM;
+        }
+        (*n)++;
+    }
+    free(copy);
+    return FK_OK;
+}
+
+static void free_list(char **v, int n)
+{
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void all_closed(void *ud)
+{
+    server_state *st = ud;
+    uv_close((uv_handle_t *)&st->sigterm, NULL);
+    uv_close((uv_handle_t *)&st->sigint, NULL);
+    uv_close((uv_handle_t *)&st->sighup, NULL);
+    fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
+}
+
+static void service_closed(void *ud)
+{
+    server_state *st = ud;
+    if (st->metrics)
+        fk_metrics_close(st->metrics, NULL, NULL);
+    st->metrics = NULL;
+    fk_grpc_server_close(st->srv, all_closed, st);
+}
+
+/* One Prometheus sample with its HELP and TYPE lines. */
+static int metric(char **b, size_t *len, size_t *cap, const char *name, const char *type,
+                  const char *help, double v)
+{
+    return fk_metrics_printf(b, len, cap, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
+                             name, type, name, v);
+}
+
+static int render_metrics(void *ud, char **b, size_t *len)
+{
+    server_state *st = ud;
+    fk_service_stats sv;
+    fk_engine_stats en;
+    fk_grpc_server_stats gs;
+    fk_service_stats_get(st->svc, &sv);
+    fk_engine_stats_get(st->e, &en);
+    fk_grpc_server_stats_get(st->srv, &gs);
+    long rss_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        long size;
+        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
+            rss_pages = 0;
+        fclose(f);
+    }
+    uv_rusage_t ru;
+    uv_getrusage(&ru);
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    size_t cap = 0;
+    *len = 0;
+    int rc = 0;
+    rc |= metric(b, len, &cap, "fedkern_jobs_running", "gauge", "Jobs in progress.",
+                 fk_engine_running(st->e));
+    rc |= metric(b, len, &cap, "fedkern_rounds_closed_total", "counter",
+                 "Rounds aggregated since the server started.", (double)en.rounds_closed);
+    rc |= metric(b, len, &cap, "fedkern_round_retries_total", "counter",
+                 "Round attempts abandoned for a missed quorum.", (double)en.retries);
+    rc |= metric(b, len, &cap, "fedkern_round_participants_total", "counter",
+                 "Updates aggregated in the last phase of closed rounds.", (double)en.participants);
+    rc |= metric(b, len, &cap, "fedkern_dropouts_total", "counter",
+                 "Planned clients absent or late at a phase close.", (double)en.dropouts);
+    rc |= metric(b, len, &cap, "fedkern_aggregation_seconds_total", "counter",
+                 "Time spent in the methods' aggregate step.", en.aggregation_seconds);
+    rc |= metric(b, len, &cap, "fedkern_clients_connected", "gauge",
+                 "Clients with a session (joined).", sv.sessions);
+    rc |= metric(b, len, &cap, "fedkern_polls_waiting", "gauge",
+                 "PullTask calls waiting for a task.", sv.waiting_polls);
+    rc |= metric(b, len, &cap, "fedkern_tasks_sent_total", "counter", "Tasks handed out.",
+                 (double)sv.tasks_sent);
+    rc |= metric(b, len, &cap, "fedkern_updates_committed_total", "counter",
+                 "Updates committed and acknowledged.", (double)sv.committed);
+    rc |= metric(b, len, &cap, "fedkern_updates_duplicate_total", "counter",
+                 "Resent updates acknowledged without being counted again.", (double)sv.duplicates);
+    rc |= metric(b, len, &cap, "fedkern_updates_stale_total", "counter",
+                 "Updates for a phase that was already over.", (double)sv.stale);
+    rc |= metric(b, len, &cap, "fedkern_clients_refused_total", "counter",
+                 "Calls refused for the certificate or the allow-list.", (double)sv.refused);
+    rc |= metric(b, len, &cap, "fedkern_bytes_received_total", "counter",
+                 "Request bytes of Federation calls.", (double)sv.bytes_in);
+    rc |= metric(b, len, &cap, "fedkern_bytes_sent_total", "counter",
+                 "Response bytes of Federation calls.", (double)sv.bytes_out);
+    rc |= metric(b, len, &cap, "fedkern_grpc_calls_total", "counter", "gRPC calls received.",
+                 (double)gs.calls);
+    rc |= metric(b, len, &cap, "fedkern_connections_accepted_total", "counter",
+                 "TLS connections accepted.", (double)gs.conns_accepted);
+    rc |= metric(b, len, &cap, "fedkern_connections_refused_total", "counter",
+                 "Connections refused (TLS, limits).", (double)gs.conns_refused);
+    rc |= metric(b, len, &cap, "process_resident_memory_bytes", "gauge", "Resident set size.",
+                 (double)rss_pages * (double)sysconf(_SC_PAGESIZE));
+    rc |= metric(b, len, &cap, "process_cpu_seconds_total", "counter", "User + system CPU time.",
+                 cpu);
+    return rc ? FK_ENOMEM : FK_OK;
+}
+
+static void on_stop(uv_signal_t *sig, int signum)
+{
+    server_state *st = sig->data;
+    if (st->stopping)
+        return;
+    st->stopping = 1;
+    fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
+    uv_signal_stop(&st->sigterm);
+    uv_signal_stop(&st->sigint);
+    uv_signal_stop(&st->sighup);
+    fk_service_close(st->svc, service_closed, st);
+}
+
+static void on_reload(uv_signal_t *sig, int signum)
+{
+    (void)signum;
+    server_state *st = sig->data;
+    fk_tls_ctx *tls;
+    fk_err err = {0};
+    if (build_tls(st->p, &tls, &err) != FK_OK) {
+        fk_log(FK_LOG_ERROR, "tls_reload_failed", "reason=\"%s\" action=\"kept the old certificates\"",
+               err.msg);
+        return;
+    }
+    fk_grpc_server_set_tls(st->srv, tls);
+    fk_tls_ctx_unref(tls);
+    fk_log(FK_LOG_INFO, "tls_reloaded", "scope=\"new connections\"");
+}
+
+static int set_log_level(const char *s)
+{
+    static const char *names[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(s, names[i])) {
+            fk_log_set_level(i);
+            return 0;
+        }
+    return -1;
+}
+
+static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
+
+/* Store, engine (resumes running jobs) and the service's access lists. */
+static int open_state(server_state *st, const fk_params *p, fk_err *err)
+{
+    long max_mb;
+    int rc = fk_params_int(p, "state-max-mb", 0, 0, 1L << 30, &max_mb, err);
+    if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
+                split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
+    const char *path = fk_params_str(p, "state", "/var/lib/fedkern/state.db");
+    if (!rc)
+        rc = fk_store_open(&st->st, path, err);
+    if (!rc && max_mb)
+        rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
+    fk_engine_opts eo = {.store = st->st, .codec = codec};
+    if (!rc)
+        rc = fk_engine_open(&st->e, &eo, fk_service_now(), err);
+    return rc;
+}
+
+static void close_state(server_state *st)
+{
+    fk_service_free(st->svc);
+    fk_engine_close(st->e);
+    fk_store_close(st->st);
+    free_list(st->cfg.allow, st->cfg.n_allow);
+    free_list(st->cfg.admins, st->cfg.n_admins);
+}
+
+static int run(fk_params *p)
+{
+    fk_err err = {0};
+    fk_grpc_server_config cfg = {0};
+    fk_net_limits_default(&cfg.limits);
+    long hb, drain;
+    if (fk_net_limits_from_params(&cfg.limits, p, "net", &err) != FK_OK ||
+        fk_params_int(p, "heartbeat-ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
+        fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK)
+        return fail(err.msg);
+    if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
+        return fail("--log-level must be error, warn, info or debug");
+    const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
+    server_state st = {.p = p};
+    if (build_tls(p, &cfg.tls, &err) != FK_OK)
+        return fail(err.msg);
+    fk_params_get(p, "config");
+    fk_params_get(p, "state");
+    fk_params_get(p, "state-max-mb");
+    fk_params_get(p, "allow");
+    fk_params_get(p, "admins");
+    const char *metrics_listen = fk_params_str(p, "metrics-listen", "127.0.0.1:9464");
+    const char *unused = fk_params_unused(p);
+    if (unused) {
+        fk_tls_ctx_unref(cfg.tls);
+        fprintf(stderr, "fedkern-server: unknown option or key '%s'; see --help\n", unused);
+        return 2;
+    }
+    if (open_state(&st, p, &err) != FK_OK) {
+        fk_tls_ctx_unref(cfg.tls);
+        close_state(&st);
+        return fail(err.msg);
+    }
+    cfg.drain_ms = (uint64_t)drain;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    st.loop = &loop;
+    int rc = fk_grpc_server_init(&st.srv, &loop, &cfg, &err);
+    fk_tls_ctx_unref(cfg.tls);
+    if (rc != FK_OK) {
+        close_state(&st);
+        return fail(err.msg);
+    }
+    st.cfg.heartbeat_ms = (uint32_t)hb;
+    st.cfg.max_message =
+        cfg.limits.max_message > UINT32_MAX ? UINT32_MAX : (uint32_t)cfg.limits.max_message;
+    if (fk_service_init(&st.svc, &loop, st.srv, st.e, st.st, &st.cfg, &err) != FK_OK ||
+        fk_grpc_server_listen(st.srv, listen, &err) != FK_OK) {
+        if (st.svc)
+            fk_service_close(st.svc, NULL, NULL);
+        fk_grpc_server_close(st.srv, NULL, NULL);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+        close_state(&st);
+        return fail(err.msg);
+    }
+    /* Metrics are optional: a taken port costs the metrics, not the server. */
+    if (strcmp(metrics_listen, "off") &&
+        fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &err) != FK_OK)
+        fk_log(FK_LOG_WARN, "metrics_disabled", "reason=\"%s\"", err.msg);
+    else if (st.metrics)
+        fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
+               fk_metrics_port(st.metrics));
+    uv_signal_init(&loop, &st.sigterm);
+    uv_signal_init(&loop, &st.sigint);
+    uv_signal_init(&loop, &st.sighup);
+    st.sigterm.data = st.sigint.data = st.sighup.data = &st;
+    uv_signal_start(&st.sigterm, on_stop, SIGTERM);
+    uv_signal_start(&st.sigint, on_stop, SIGINT);
+    uv_signal_start(&st.sighup, on_reload, SIGHUP);
+    fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
+           fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
+           fk_engine_running(st.e));
+    uv_run(&loop, UV_RUN_DEFAULT);
+    rc = uv_loop_close(&loop) == 0 ? 0 : 1;
+    close_state(&st);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -22,9 +412,28 @@ int main(int argc, char **argv)
             printf("fedkern-server %s\n", FK_VERSION);
             return 0;
         }
-        fprintf(stderr, "fedkern-server: unknown option '%s'; see --help\n", argv[i]);
-        return 2;
     }
-    usage(stderr);
-    return 2;
+    signal(SIGPIPE, SIG_IGN); /* a peer vanishing mid-write is an error code, not a kill */
+    fk_params args, p;
+    fk_err err = {0};
+    fk_params_init(&args);
+    fk_params_init(&p);
+    int n = argc - 1, rc = 0;
+    if (fk_params_parse_args(&args, &n, argv + 1, &err) != FK_OK) {
+        rc = fail(err.msg);
+    } else if (n > 0) {
+        fprintf(stderr, "fedkern-server: unexpected argument '%s'; see --help\n", argv[1]);
+        rc = 2;
+    } else {
+        const char *cfg = fk_params_get(&args, "config");
+        if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
+            rc = fail(err.msg);
+        for (int i = 0; rc == 0 && i < args.count; i++) /* flags override the file */
+            fk_params_set(&p, args.items[i].key, args.items[i].value);
+        if (rc == 0)
+            rc = run(&p);
+    }
+    fk_params_close(&args);
+    fk_params_close(&p);
+    return rc;
 }

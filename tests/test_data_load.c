@@ -222,7 +222,7 @@ static void idx_bad_input(void **state)
     size_t n = idx_bytes(b, 0x08, 3, di, px, 12);
     fixture_write(f, "cut-images-idx3-ubyte", b, n - 5, 0);
     expect_error(fixture_path(f, "cut-images-idx3-ubyte"), NULL, FK_EFORMAT, "cut-images-idx3-ubyte",
-                 "truncated at byte 23");
+                 "byte 16: truncated");
     fixture_write(f, "cuth.idx", b, 9, 0);
     expect_error(fixture_path(f, "cuth.idx"), NULL, FK_EFORMAT, "cuth.idx", "truncated");
     fixture_write(f, "cut.idx.gz", b, n - 1, 1);
@@ -244,6 +244,10 @@ static void idx_bad_input(void **state)
     assert_int_equal(fk_load(&ds, p, &none, &err), FK_OK);
     assert_null(ds.y);
     fk_dataset_close(&ds);
+    /* a header promising far more than a small gzip file can expand to: refused before allocating */
+    uint32_t lie[2] = {1000000, 1000};
+    fixture_write(f, "lie.idx.gz", b, idx_bytes(b, 0x08, 2, lie, px, 12), 1);
+    expect_error(fixture_path(f, "lie.idx.gz"), NULL, FK_EFORMAT, "lie.idx.gz", "promises");
     /* a 2^31 x 2^31 header must be refused before any allocation */
     uint32_t big[2] = {0x80000000u, 0x80000000u};
     fixture_write(f, "big.idx", b, idx_bytes(b, 0x08, 2, big, px, 0), 0);
@@ -342,6 +346,51 @@ static void mat_bad_input(void **state)
     assert_non_null(strstr(err.msg, "cut.mat"));
 }
 
+/* Cells and structs beside the features pass the structural check; sparse is refused. */
+static void mat_cells_structs_sparse(void **state)
+{
+    fixture_dir *f = *state;
+    const char *p = fixture_path(f, "mixed.mat");
+    mat_t *m = Mat_CreateVer(p, NULL, MAT_FT_MAT5);
+    assert_non_null(m);
+    size_t d2[2] = {2, 1}, d11[2] = {1, 1}, d3[2] = {3, 2};
+    double a = 1, b = 2, x[6] = {1, 2, 3, 4, 5, 6};
+    matvar_t *cells[2] = {Mat_VarCreate(NULL, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, d11, &a, 0),
+                          Mat_VarCreate(NULL, MAT_C_CHAR, MAT_T_UINT8, 2, d11, "z", 0)};
+    matvar_t *cell = Mat_VarCreate("names", MAT_C_CELL, MAT_T_CELL, 2, d2, cells, 0);
+    const char *fields[2] = {"alpha", "beta"};
+    matvar_t *st = Mat_VarCreateStruct("cfg", 2, d11, fields, 2);
+    Mat_VarSetStructFieldByName(st, "alpha", 0, Mat_VarCreate(NULL, MAT_C_DOUBLE, MAT_T_DOUBLE, 2, d11, &b, 0));
+    matvar_t *fts = Mat_VarCreate("fts", MAT_C_DOUBLE, MAT_T_DOUBLE, 2, d3, x, 0);
+    assert_int_equal(Mat_VarWrite(m, cell, MAT_COMPRESSION_ZLIB), 0);
+    assert_int_equal(Mat_VarWrite(m, st, MAT_COMPRESSION_NONE), 0);
+    assert_int_equal(Mat_VarWrite(m, fts, MAT_COMPRESSION_NONE), 0);
+    Mat_VarFree(cell);
+    Mat_VarFree(st);
+    Mat_VarFree(fts);
+    Mat_Close(m);
+    fk_load_opts o = {.var = "fts"};
+    fk_dataset ds;
+    fk_err err = {0};
+    assert_int_equal(fk_load(&ds, p, &o, &err), FK_OK);
+    assert_int_equal(ds.X.rows, 3);
+    fk_dataset_close(&ds);
+    o.var = "names";
+    expect_error(p, &o, FK_EFORMAT, "mixed.mat", "not a real numeric array");
+
+    p = fixture_path(f, "sparse.mat");
+    m = Mat_CreateVer(p, NULL, MAT_FT_MAT5);
+    mat_uint32_t ir[1] = {0}, jc[3] = {0, 1, 1};
+    double v[1] = {5};
+    mat_sparse_t sp = {.nzmax = 1, .ir = ir, .nir = 1, .jc = jc, .njc = 3, .ndata = 1, .data = v};
+    matvar_t *s = Mat_VarCreate("S", MAT_C_SPARSE, MAT_T_DOUBLE, 2, d2, &sp, MAT_F_DONT_COPY_DATA);
+    assert_int_equal(Mat_VarWrite(m, s, MAT_COMPRESSION_NONE), 0);
+    s->data = NULL;
+    Mat_VarFree(s);
+    Mat_Close(m);
+    expect_error(p, NULL, FK_EFORMAT, "sparse.mat", "sparse variables are not supported");
+}
+
 /* NPY v1 file: header dict padded so data starts at a multiple of 64. */
 static size_t npy_bytes(unsigned char *b, int major, const char *dict, const void *data, size_t n)
 {
@@ -413,7 +462,7 @@ static void npy_bad_input(void **state)
     const char *good = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }";
     size_t n = npy_bytes(b, 1, good, x, 48);
     expect_error(fixture_write(f, "nan.npy", b, n, 0), NULL, FK_EFORMAT, "nan.npy", "NaN");
-    expect_error(fixture_write(f, "cut.npy", b, n - 9, 0), NULL, FK_EFORMAT, "cut.npy", "truncated");
+    expect_error(fixture_write(f, "cut.npy", b, n - 9, 0), NULL, FK_EFORMAT, "cut.npy", "byte 128: truncated");
     expect_error(fixture_write(f, "cut.npy.gz", b, n - 9, 1), NULL, FK_EFORMAT, "cut.npy.gz", "truncated");
     expect_error(fixture_write(f, "short.npy", b, 5, 0), NULL, FK_EFORMAT, "short.npy", "truncated");
     n = npy_bytes(b, 1, "{'descr': '<c16', 'fortran_order': False, 'shape': (2, 3), }", x, 48);
@@ -482,6 +531,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(idx_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(mat_variables, setup, teardown),
         cmocka_unit_test_setup_teardown(mat_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(mat_cells_structs_sparse, setup, teardown),
         cmocka_unit_test_setup_teardown(npy_arrays, setup, teardown),
         cmocka_unit_test_setup_teardown(npy_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(libsvm_sparse_to_dense, setup, teardown),

@@ -143,6 +143,10 @@ static void gemm_rejects_bad_shapes_and_aliasing(void **state)
     assert_non_null(strstr(err.msg, "leading dimension"));
     assert_int_equal(fk_gemm(2, FK_NOTRANS, 1, &Asq, &Asq, 0, &C2, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "transpose flag 2"));
+    /* beyond the 32-bit BLAS index range: refused before any memory is touched */
+    fk_mat huge = fk_mat_view(A.data, (size_t)1 << 31, 1, 1);
+    assert_int_equal(fk_gemm(FK_TRANS, FK_NOTRANS, 1, &huge, &huge, 0, &C2, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "BLAS index range"));
     fk_mat nodata = fk_mat_view(NULL, 2, 2, 2);
     assert_int_equal(fk_gemm(FK_NOTRANS, FK_NOTRANS, 1, &nodata, &Asq, 0, &C2, &err), FK_EINVAL);
     fk_mat_close(&A);

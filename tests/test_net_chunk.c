@@ -227,6 +227,63 @@ static void bundle_through_messages(void **state)
     fk_bundle_close(&b);
 }
 
+/* Chunks cut from a bundle on demand equal the chunks of its full encoding. */
+static void bundle_chunker_matches_encoding(void **state)
+{
+    (void)state;
+    fk_bundle b;
+    fk_bundle_init(&b);
+    fk_rng r;
+    fk_rng_init(&r, 8, 0);
+    uint64_t shape[2] = {70, 50};
+    double *v = fk_bundle_add(&b, "big", 2, shape);
+    for (size_t i = 0; i < 3500; i++)
+        v[i] = fk_rng_normal(&r);
+    fk_bundle_put_scalar(&b, "s", 3.25);
+    uint64_t empty[1] = {0};
+    fk_bundle_add(&b, "e", 1, empty);
+    double w[3000];
+    for (size_t i = 0; i < 3000; i++)
+        w[i] = fk_rng_uniform(&r);
+    fk_bundle_put_vec(&b, "w", 3000, w);
+    int dtypes[2] = {FK_DTYPE_F64, FK_DTYPE_F32};
+    size_t sizes[3] = {7, 1000, 4096};
+    fk_err err;
+    for (int d = 0; d < 2; d++) {
+        uint8_t *enc;
+        size_t len;
+        assert_int_equal(fk_codec_bundle_encode_as(&b, dtypes[d], &enc, &len, &err), FK_OK);
+        for (int k = 0; k < 3; k++) {
+            fk_chunker pc, bc;
+            assert_int_equal(fk_chunker_init(&pc, enc, len, sizes[k], &err), FK_OK);
+            assert_int_equal(fk_chunker_init_bundle(&bc, &b, dtypes[d], sizes[k], &err), FK_OK);
+            assert_int_equal(bc.len, len);
+            assert_int_equal(bc.total, pc.total);
+            assert_memory_equal(bc.sha256, pc.sha256, 32);
+            uint8_t *buf = malloc(sizes[k]);
+            /* every chunk for the small size would be slow: sample them */
+            for (uint32_t i = 0; i < bc.total; i += sizes[k] < 100 ? 97 : 1) {
+                fedkern_v1_Chunk h1, h2;
+                const uint8_t *p;
+                size_t n1, n2;
+                assert_int_equal(fk_chunker_get(&pc, i, &h1, &p, &n1, &err), FK_OK);
+                assert_int_equal(fk_chunker_read(&bc, i, &h2, buf, sizes[k], &n2, &err), FK_OK);
+                assert_int_equal(n1, n2);
+                assert_memory_equal(p, buf, n1);
+                assert_memory_equal(&h1, &h2, sizeof h1);
+            }
+            fedkern_v1_Chunk h;
+            const uint8_t *p;
+            size_t n;
+            assert_int_equal(fk_chunker_get(&bc, 0, &h, &p, &n, &err), FK_ESTATE);
+            assert_int_equal(fk_chunker_read(&bc, 0, &h, buf, sizes[k] - 1, &n, &err), FK_EINVAL);
+            free(buf);
+        }
+        free(enc);
+    }
+    fk_bundle_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -234,6 +291,7 @@ int main(void)
         cmocka_unit_test(resume_from_missing_list),
         cmocka_unit_test(limits_and_corruption),
         cmocka_unit_test(bundle_through_messages),
+        cmocka_unit_test(bundle_chunker_matches_encoding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

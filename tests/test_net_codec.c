@@ -544,6 +544,14 @@ static void plain_messages(void **state)
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &sd);
     free(buf);
 
+    /* an empty message framed is just the 5-byte prefix */
+    fedkern_v1_LeaveResponse lr = fedkern_v1_LeaveResponse_init_zero;
+    assert_int_equal(fk_codec_encode(fedkern_v1_LeaveResponse_fields, &lr, 1, &buf, &len, &err),
+                     FK_OK);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "\0\0\0\0\0", 5);
+    free(buf);
+
     fedkern_v1_PushUpdateResponse p = fedkern_v1_PushUpdateResponse_init_zero;
     uint32_t missing[3] = {1, 4, 9};
     p.state = fedkern_v1_UpdateState_UPDATE_PARTIAL;

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "common/data/load_int.h"
+#include "common/data/mat_check.h"
 
 #define MAX_VARS 256
 
@@ -22,98 +22,6 @@ static void silent_log(int level, char *message)
 static void init_matio_log(void)
 {
     Mat_LogInitFunc("fedkern", silent_log);
-}
-
-static uint32_t u32(const unsigned char *p, int big)
-{
-    return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
-               : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
-}
-
-/* Inflate n compressed bytes of f into nowhere: libmatio zero-fills what it cannot
- * decompress, so a corrupt or cut stream must be caught here. */
-static int check_inflate(FILE *f, const char *path, long at, uint32_t n, size_t max_out, fk_err *err)
-{
-    z_stream z = {0};
-    if (inflateInit(&z) != Z_OK)
-        return fk_err_set(err, FK_ENOMEM, "%s: out of memory", path);
-    unsigned char in[16384], out[65536];
-    size_t left = n, produced = 0;
-    int zr = Z_OK;
-    while (zr != Z_STREAM_END) {
-        if (z.avail_in == 0) {
-            size_t k = left < sizeof in ? left : sizeof in;
-            if (k == 0 || fread(in, 1, k, f) != k)
-                break;
-            left -= k;
-            z.next_in = in;
-            z.avail_in = (uInt)k;
-        }
-        z.next_out = out;
-        z.avail_out = sizeof out;
-        zr = inflate(&z, Z_NO_FLUSH);
-        produced += sizeof out - z.avail_out;
-        if ((zr != Z_OK && zr != Z_STREAM_END) || produced > max_out)
-            break;
-    }
-    size_t pos = (size_t)z.total_in;
-    inflateEnd(&z);
-    if (zr == Z_STREAM_END)
-        return FK_OK;
-    if (produced > max_out)
-        return fk_err_set(err, FK_ELIMIT, "%s: byte %ld: compressed variable inflates beyond the limit", path, at);
-    return fk_err_set(err, FK_EFORMAT, "%s: byte %zu: corrupt or truncated compressed variable", path,
-                      (size_t)at + 8 + pos);
-}
-
-/* v5 header (116 bytes text, 8 subsystem offset, version 0x0100, endian "IM"/"MI"), then
- * top-level elements (tag: type, byte count) that must lie inside the file. */
-static int check_file(const char *path, size_t max_values, fk_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fk_err_set(err, FK_EIO, "%s: cannot open", path);
-    unsigned char h[128];
-    size_t got = fread(h, 1, sizeof h, f);
-    int rc = FK_OK, big = 0;
-    if (got < sizeof h)
-        rc = fk_err_set(err, FK_EFORMAT, "%s: byte %zu: file too short for a MATLAB v5 header (128 bytes)",
-                        path, got);
-    else if (!((h[126] == 'I' && h[127] == 'M') || (big = h[126] == 'M' && h[127] == 'I')))
-        rc = fk_err_set(err, FK_EFORMAT, "%s: byte 126: wrong magic, not a MATLAB v5 file (no IM/MI mark)",
-                        path);
-    unsigned ver = big ? (unsigned)(h[124] << 8 | h[125]) : (unsigned)(h[124] | h[125] << 8);
-    if (!rc && ver == 0x0200)
-        rc = fk_err_set(err, FK_EFORMAT,
-                        "%s: MATLAB v7.3 (HDF5) file; re-save it with save(..., '-v7') to load it", path);
-    else if (!rc && ver != 0x0100)
-        rc = fk_err_set(err, FK_EFORMAT, "%s: byte 124: unknown MAT version 0x%04x", path, ver);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f), at = 128;
-    size_t max_out = max_values * 8 + (1u << 20);
-    while (!rc && at < size) {
-        unsigned char tag[8];
-        if (fseek(f, at, SEEK_SET) != 0 || fread(tag, 1, 8, f) != 8) {
-            rc = fk_err_set(err, FK_EFORMAT, "%s: byte %ld: truncated variable tag", path, at);
-            break;
-        }
-        uint32_t type = u32(tag, big), n = u32(tag + 4, big);
-        long end = at + 8 + (long)n;
-        if (type == 14) /* miMATRIX is padded to 8 bytes */
-            end = at + 8 + ((long)n + 7) / 8 * 8;
-        if (type != 14 && type != 15)
-            rc = fk_err_set(err, FK_EFORMAT, "%s: byte %ld: element type %u is not a variable", path, at,
-                            type);
-        else if (at + 8 + (long)n > size)
-            rc = fk_err_set(err, FK_EFORMAT,
-                            "%s: byte %ld: truncated: variable needs %u bytes, the file ends %ld bytes later",
-                            path, at, n, size - at - 8);
-        else if (type == 15)
-            rc = check_inflate(f, path, at, n, max_out, err);
-        at = end;
-    }
-    fclose(f);
-    return rc;
 }
 
 static int is_numeric(const matvar_t *v)
@@ -300,7 +208,8 @@ int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, init_matio_log);
-    int rc = check_file(path, fk_load_max_values(o), err);
+    size_t mv = fk_load_max_values(o);
+    int rc = fk_mat_check_file(path, mv > SIZE_MAX / 16 ? SIZE_MAX / 2 : mv * 8 + (1u << 20), err);
     if (rc)
         return rc;
     mat_t *mat = Mat_Open(path, MAT_ACC_RDONLY);

@@ -122,6 +122,20 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
     return s->m->aggregate(s->srv, round, phase, s->ups, got, done, err);
 }
 
+/* Every client scores the final model on its own data. */
+static int evaluate_all(sim *s, const fk_bundle *model, fk_report *out, fk_err *err)
+{
+    if (!s->m->evaluate)
+        return fk_err_set(err, FK_ESTATE, "method %s has no evaluate op", s->m->name);
+    for (int c = 0; c < s->n; c++) {
+        fk_report_init(&out[c]);
+        int rc = s->m->evaluate(s->cli[c], model, &out[c], err);
+        if (rc)
+            return fk_err_prefix(err, "client %d, final evaluation: ", c);
+    }
+    return FK_OK;
+}
+
 static int compare_int(const void *a, const void *b)
 {
     int x = *(const int *)a, y = *(const int *)b;
@@ -170,6 +184,8 @@ int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients
     if (rc == FK_OK && model) {
         fk_bundle_init(model);
         rc = m->model(s.srv, model, err);
+        if (rc == FK_OK && o->final_reports)
+            rc = evaluate_all(&s, model, o->final_reports, err);
     }
     sim_close(&s);
     return rc;

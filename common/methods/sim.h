@@ -26,6 +26,8 @@ typedef struct fk_sim_opts {
     double drop;               /* probability that one update is lost, in [0, 1) */
     fk_sim_progress progress;  /* called after every round; may be NULL */
     void *ctx;
+    fk_report *final_reports;  /* if not NULL (n_clients entries): each client's evaluate op on
+                                  the final model; needs a non-NULL model argument */
 } fk_sim_opts;
 
 /* Seed of the plan RNG for a round: plans depend on (seed, round) only, so a

@@ -23,41 +23,136 @@ size_t fk_chunk_data_max(size_t max_message_size, size_t extra)
     return n > UINT32_MAX ? UINT32_MAX : n;
 }
 
-int fk_chunker_init(fk_chunker *c, const uint8_t *payload, size_t len, size_t chunk_size,
-                    fk_err *err)
+/* Cut len bytes into chunks of chunk_size: shared by both sources. */
+static int plan(fk_chunker *c, uint64_t len, size_t chunk_size, fk_err *err)
 {
-    memset(c, 0, sizeof *c);
     if (len == 0 || chunk_size == 0 || chunk_size > UINT32_MAX)
         return fk_err_set(err, FK_EINVAL, "chunker: empty payload or chunk size %zu out of range",
                           chunk_size);
     uint64_t total = len / chunk_size + (len % chunk_size != 0);
     if (total > UINT32_MAX)
-        return fk_err_set(err, FK_ELIMIT, "chunker: %zu bytes need too many chunks of %zu", len,
-                          chunk_size);
-    c->payload = payload;
+        return fk_err_set(err, FK_ELIMIT, "chunker: %llu bytes need too many chunks of %zu",
+                          (unsigned long long)len, chunk_size);
     c->len = len;
     c->chunk_size = (uint32_t)chunk_size;
     c->total = (uint32_t)total;
+    return FK_OK;
+}
+
+int fk_chunker_init(fk_chunker *c, const uint8_t *payload, size_t len, size_t chunk_size,
+                    fk_err *err)
+{
+    memset(c, 0, sizeof *c);
+    int rc = plan(c, len, chunk_size, err);
+    if (rc != FK_OK)
+        return rc;
+    c->payload = payload;
     return fk_sha256(payload, len, c->sha256, err);
 }
 
-int fk_chunker_get(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr,
-                   const uint8_t **data, size_t *len, fk_err *err)
+typedef struct digest_sink {
+    EVP_MD_CTX *md;
+    uint64_t len;
+} digest_sink;
+
+static int digest_write(void *ctx, const uint8_t *data, size_t len)
+{
+    digest_sink *d = ctx;
+    d->len += len;
+    return data && EVP_DigestUpdate(d->md, data, len) ? FK_OK : FK_EINVAL;
+}
+
+int fk_chunker_init_bundle(fk_chunker *c, const fk_bundle *b, int dtype, size_t chunk_size,
+                           fk_err *err)
+{
+    memset(c, 0, sizeof *c);
+    digest_sink d = {EVP_MD_CTX_new(), 0};
+    if (!d.md || !EVP_DigestInit_ex(d.md, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(d.md);
+        return fk_err_set(err, FK_ENOMEM, "chunker: OpenSSL digest setup failed");
+    }
+    int rc = fk_codec_bundle_stream(b, dtype, 0, UINT64_MAX, digest_write, &d, err);
+    unsigned int n = 0;
+    if (rc == FK_OK && (!EVP_DigestFinal_ex(d.md, c->sha256, &n) || n != 32))
+        rc = fk_err_set(err, FK_ENOMEM, "chunker: OpenSSL digest failed");
+    EVP_MD_CTX_free(d.md);
+    if (rc == FK_OK)
+        rc = plan(c, d.len, chunk_size, err);
+    c->bundle = b;
+    c->dtype = dtype;
+    return rc;
+}
+
+/* Header of chunk index and where its bytes lie. */
+static int locate(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr, uint64_t *off,
+                  size_t *len, fk_err *err)
 {
     if (index >= c->total)
         return fk_err_set(err, FK_EINVAL, "chunker: chunk %u of %u does not exist", index,
                           c->total);
-    uint64_t off = (uint64_t)index * c->chunk_size;
-    uint64_t n = c->len - off < c->chunk_size ? c->len - off : c->chunk_size;
+    *off = (uint64_t)index * c->chunk_size;
+    *len = (size_t)(c->len - *off < c->chunk_size ? c->len - *off : c->chunk_size);
     *hdr = (fedkern_v1_Chunk)fedkern_v1_Chunk_init_zero;
     hdr->index = index;
     hdr->total = c->total;
     hdr->chunk_size = c->chunk_size;
     hdr->total_size = c->len;
     memcpy(hdr->sha256, c->sha256, 32);
-    *data = c->payload + off;
-    *len = (size_t)n;
     return FK_OK;
+}
+
+int fk_chunker_get(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr,
+                   const uint8_t **data, size_t *len, fk_err *err)
+{
+    if (!c->payload)
+        return fk_err_set(err, FK_ESTATE, "chunker: a bundle chunker has no bytes to point at; "
+                                          "use fk_chunker_read");
+    uint64_t off = 0;
+    int rc = locate(c, index, hdr, &off, len, err);
+    if (rc == FK_OK)
+        *data = c->payload + off;
+    return rc;
+}
+
+typedef struct window_sink {
+    uint8_t *out;
+    uint64_t pos, off, len;
+} window_sink;
+
+/* Keep the part of each piece that falls inside [off, off + len). */
+static int window_write(void *ctx, const uint8_t *data, size_t n)
+{
+    window_sink *w = ctx;
+    uint64_t lo = w->pos > w->off ? w->pos : w->off;
+    uint64_t hi = w->pos + n < w->off + w->len ? w->pos + n : w->off + w->len;
+    if (lo < hi) {
+        if (!data)
+            return FK_ESTATE;
+        memcpy(w->out + (lo - w->off), data + (lo - w->pos), (size_t)(hi - lo));
+    }
+    w->pos += n;
+    return FK_OK;
+}
+
+int fk_chunker_read(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr, uint8_t *buf,
+                    size_t cap, size_t *len, fk_err *err)
+{
+    uint64_t off = 0;
+    int rc = locate(c, index, hdr, &off, len, err);
+    if (rc != FK_OK)
+        return rc;
+    if (cap < *len)
+        return fk_err_set(err, FK_EINVAL, "chunker: buffer of %zu bytes for a %zu-byte chunk", cap,
+                          *len);
+    if (c->payload) {
+        memcpy(buf, c->payload + off, *len);
+        return FK_OK;
+    }
+    window_sink w = {buf, 0, off, *len};
+    rc = fk_codec_bundle_stream(c->bundle, c->dtype, off, *len, window_write, &w, err);
+    if (rc == FK_OK && w.pos != c->len)
+        rc = fk_err_set(err, FK_ESTATE, "chunker: the bundle changed since the chunker was planned");
+    return rc;
 }
 
 void fk_reasm_init(fk_reasm *r, size_t mem_limit)

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/bundle.h"
 #include "common/base/err.h"
 #include "fedkern.pb.h"
 
@@ -19,9 +20,13 @@
  * send alongside (e.g. PullTaskResponse.params). */
 #define FK_CHUNK_OVERHEAD 4096
 
-/* Sender side: a payload cut into chunks. Holds a pointer, not a copy. */
+/* Sender side: a payload cut into chunks. Holds a pointer, not a copy:
+ * either to encoded bytes, or to a bundle whose encoding is produced one
+ * chunk at a time (so a large model is never held encoded as a whole). */
 typedef struct fk_chunker {
-    const uint8_t *payload;
+    const uint8_t *payload;  /* encoded bytes, or NULL */
+    const fk_bundle *bundle; /* or the bundle to encode on demand */
+    int dtype;
     uint64_t len;
     uint32_t chunk_size;
     uint32_t total;
@@ -36,9 +41,17 @@ size_t fk_chunk_data_max(size_t max_message_size, size_t extra);
  * len must be >= 1 and need at most UINT32_MAX chunks. */
 int fk_chunker_init(fk_chunker *c, const uint8_t *payload, size_t len, size_t chunk_size,
                     fk_err *err);
-/* Header and data slice of chunk index (data points into the payload). */
+/* Plan chunks of the encoding of b as dtype: one streaming pass computes its
+ * size and SHA-256 without building it. b must not change while in use. */
+int fk_chunker_init_bundle(fk_chunker *c, const fk_bundle *b, int dtype, size_t chunk_size,
+                           fk_err *err);
+/* Header and data slice of chunk index (data points into the payload;
+ * encoded-bytes chunkers only). */
 int fk_chunker_get(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr,
                    const uint8_t **data, size_t *len, fk_err *err);
+/* Header and a copy of chunk index in buf (cap >= chunk_size); any chunker. */
+int fk_chunker_read(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr, uint8_t *buf,
+                    size_t cap, size_t *len, fk_err *err);
 
 /* Receiver side. */
 typedef struct fk_reasm {

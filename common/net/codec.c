@@ -136,14 +136,47 @@ static void put_le64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/* State of a stream feeding an fk_codec_sink. */
+typedef struct sink_state {
+    fk_codec_sink fn;
+    void *ctx;
+    uint64_t pos; /* bytes produced so far */
+    uint64_t keep_off, keep_end;
+    int rc;
+} sink_state;
+
+static bool sink_write(pb_ostream_t *s, const pb_byte_t *buf, size_t count)
+{
+    sink_state *st = s->state;
+    st->rc = st->fn(st->ctx, buf, count);
+    st->pos += count;
+    return st->rc == FK_OK;
+}
+
+/* The next n bytes of s fall outside the kept window: skip computing them. */
+static int skippable(const pb_ostream_t *s, size_t n)
+{
+    if (s->callback != sink_write)
+        return 0;
+    const sink_state *st = s->state;
+    return st->pos + n <= st->keep_off || st->pos >= st->keep_end;
+}
+
 /* Write the tensor's values in the wire dtype, one block at a time. */
 static bool write_values(pb_ostream_t *s, const fk_tensor *t, int dtype)
 {
+    if (skippable(s, t->len * dtype_size(dtype)))
+        return pb_write(s, NULL, t->len * dtype_size(dtype));
     if (dtype == FK_DTYPE_F64 && HOST_LE)
         return pb_write(s, (const pb_byte_t *)t->data, t->len * 8);
     uint8_t block[CONV_BLOCK * 8];
     for (size_t i = 0; i < t->len; i += CONV_BLOCK) {
         size_t n = t->len - i < CONV_BLOCK ? t->len - i : CONV_BLOCK;
+        if (skippable(s, n * dtype_size(dtype))) {
+            if (!pb_write(s, NULL, n * dtype_size(dtype)))
+                return false;
+            continue;
+        }
         for (size_t k = 0; k < n; k++) {
             if (dtype == FK_DTYPE_F32) {
                 float f = (float)t->data[i + k];
@@ -280,6 +313,28 @@ int fk_codec_bundle_encode_as(const fk_bundle *b, int dtype, uint8_t **buf, size
     pb.tensors.funcs.encode = enc_tensors;
     pb.tensors.arg = &ctx;
     return fk_codec_encode(fedkern_v1_Bundle_fields, &pb, 0, buf, len, err);
+}
+
+int fk_codec_bundle_stream(const fk_bundle *b, int dtype, uint64_t keep_off, uint64_t keep_len,
+                           fk_codec_sink sink, void *ctx, fk_err *err)
+{
+    int rc = bundle_check(b, dtype, err);
+    if (rc != FK_OK)
+        return rc;
+    sink_state st = {sink, ctx, 0, keep_off,
+                     keep_len > UINT64_MAX - keep_off ? UINT64_MAX : keep_off + keep_len, FK_OK};
+    tx_ctx tx = {b, dtype, NULL, 0};
+    fedkern_v1_Bundle pb = fedkern_v1_Bundle_init_zero;
+    pb.tensors.funcs.encode = enc_tensors;
+    pb.tensors.arg = &tx;
+    pb_ostream_t os = {sink_write, &st, SIZE_MAX, 0, NULL};
+    if (!pb_encode(&os, fedkern_v1_Bundle_fields, &pb)) {
+        if (st.rc != FK_OK)
+            return fk_err_set(err, st.rc, "bundle encode: the output sink failed (%s)",
+                              fk_status_name(st.rc));
+        return fk_err_set(err, FK_EINVAL, "bundle encode failed: %s", PB_GET_ERROR(&os));
+    }
+    return FK_OK;
 }
 
 int fk_codec_bundle_encode(const fk_bundle *b, uint8_t **buf, size_t *len, fk_err *err)

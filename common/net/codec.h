@@ -38,6 +38,15 @@ int fk_codec_bundle_encode_as(const fk_bundle *b, int dtype, uint8_t **buf, size
  * left empty and err says what is wrong and where. */
 int fk_codec_bundle_decode(const uint8_t *buf, size_t len, fk_bundle *out, fk_err *err);
 
+/* Receives the encoding piece by piece, in order. data is NULL for bytes
+ * outside the kept window (their content was skipped, not computed). */
+typedef int (*fk_codec_sink)(void *ctx, const uint8_t *data, size_t len);
+/* Stream the encoding of b (as dtype) to sink without building it. Only bytes
+ * in [keep_off, keep_off + keep_len) are guaranteed non-NULL, so cutting one
+ * chunk out of a large model costs no conversion outside the chunk. */
+int fk_codec_bundle_stream(const fk_bundle *b, int dtype, uint64_t keep_off, uint64_t keep_len,
+                           fk_codec_sink sink, void *ctx, fk_err *err);
+
 /* ---- any nanopb message ---- */
 
 /* Encode msg into a new malloc'd buffer. With framed != 0 the buffer starts

@@ -30,7 +30,8 @@ typedef void (*fk_grpc_handler)(fk_grpc_call *call, const fk_tls_peer *peer, con
 
 typedef struct fk_grpc_server_config {
     fk_net_limits limits;
-    fk_tls_ctx *tls;     /* server context; the server takes its own reference */
+    fk_tls_ctx *tls;     /* server context (the server takes a reference); NULL only for
+                          * fk_grpc_server_feed_raw, listening then refuses */
     uint64_t drain_ms;   /* graceful close: how long open calls may finish (default 5000) */
 } fk_grpc_server_config;
 

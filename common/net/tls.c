@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/net/certs.h"
 
 typedef struct tls_ctx_box {
     fk_tls_ctx pub;
@@ -122,7 +123,8 @@ void fk_tls_ctx_unref(fk_tls_ctx *ctx)
 
 void fk_tls_peer_from_ssl(SSL *ssl, fk_tls_peer *peer)
 {
-    peer->cn[0] = peer->san[0] = '\0';
+    peer->cn[0] = peer->san[0] = peer->id[0] = '\0';
+    peer->role = 0;
     X509 *cert = SSL_get1_peer_certificate(ssl);
     if (!cert)
         return;
@@ -141,6 +143,11 @@ void fk_tls_peer_from_ssl(SSL *ssl, fk_tls_peer *peer)
         }
     }
     GENERAL_NAMES_free(sans);
+    fk_cert_role role = FK_ROLE_NONE;
+    peer->id[0] = '\0';
+    if (fk_certs_identity(cert, peer->id, sizeof peer->id, &role, NULL) != FK_OK)
+        peer->id[0] = '\0';
+    peer->role = (int)role;
     X509_free(cert);
 }
 

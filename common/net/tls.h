@@ -33,6 +33,8 @@ typedef struct fk_tls_peer {
     char cn[256];
     char san[256];
     char addr[64]; /* "ip:port" of the TCP peer */
+    char id[65];   /* fedkern identity NAME from the urn:fedkern:ROLE:NAME SAN, "" if none */
+    int role;      /* fk_cert_role of that SAN (FK_ROLE_NONE if none) */
 } fk_tls_peer;
 
 void fk_tls_peer_from_ssl(SSL *ssl, fk_tls_peer *peer);

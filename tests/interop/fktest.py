@@ -9,6 +9,16 @@ import tempfile
 import time
 
 OPENSSL = "openssl"
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+sanitizer_reports = []
+
+
+def note_sanitizer(text, who):
+    """Remember sanitizer reports found in a child's output; Checks.finish fails on them."""
+    for m in SANITIZER_MARKS:
+        if m in text:
+            sanitizer_reports.append("%s: %s" % (who, text[text.index(m):][:3000]))
+            return
 CA_CNF = """[ca]
 default_ca = d
 [d]
@@ -64,6 +74,18 @@ class CA:
         run([OPENSSL, "ca", "-batch", "-notext", "-config", cnf, "-extensions", "leaf", "-cert", self.crt,
              "-keyfile", self.key, "-in", csr, "-out", crt] + dates)
         return crt, key
+
+
+    def revoke_and_crl(self, crt):
+        """Revoke crt and write a CRL of this CA; returns the CRL path."""
+        cnf = os.path.join(self.dir, "crl.cnf")
+        with open(cnf, "w") as f:
+            f.write(CA_CNF.format(dir=self.dir, san="DNS:unused"))
+        run([OPENSSL, "ca", "-config", cnf, "-cert", self.crt, "-keyfile", self.key, "-revoke", crt])
+        crl = os.path.join(self.dir, "crl.pem")
+        run([OPENSSL, "ca", "-config", cnf, "-cert", self.crt, "-keyfile", self.key, "-gencrl", "-crldays", "2",
+             "-out", crl])
+        return crl
 
 
 class PKI:
@@ -146,6 +168,7 @@ class Proc:
             rc = self.p.wait()
             rc = ("killed", rc)
         self.errf.flush()
+        note_sanitizer(self.stderr(), self.log)
         return rc
 
 
@@ -180,5 +203,6 @@ class Checks:
         sys.stdout.flush()
 
     def finish(self):
+        self.check("no sanitizer reports from our processes", not sanitizer_reports, "\n".join(sanitizer_reports))
         print("%d passed, %d failed" % (self.passed, self.failed))
         return 1 if self.failed else 0

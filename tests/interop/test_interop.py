@@ -105,7 +105,9 @@ def our_call(peer, pki, port, *args, timeout=60):
     cmd = [peer, "call", "--port", str(port), "--server-name", "localhost", "--ca", pki.ca.crt,
            "--cert", pki.client[0], "--key", pki.client[1]] + list(args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
-    return r.stdout.decode() + r.stderr.decode()
+    out = r.stdout.decode() + r.stderr.decode()
+    fktest.note_sanitizer(out, " ".join(cmd[:2]))
+    return out
 
 
 def our_client_to_grpcio_server(t, peer, pki):

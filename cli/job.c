@@ -1,0 +1,474 @@
+/* fedkern job submit|status|result|cancel: the admin RPCs of a fedkern-server. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "cli/cli.h"
+#include "common/base/params.h"
+#include "common/net/chunk.h"
+#include "common/net/codec.h"
+#include "common/net/grpc_client.h"
+#include "fedkern.pb.h"
+
+#define FED "/fedkern.v1.Federation/"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: fedkern job submit JOB.conf       [connection options]\n"
+            "       fedkern job status ID             [connection options] [--json]\n"
+            "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--json]\n"
+            "       fedkern job cancel ID             [connection options]\n"
+            "\n"
+            "Talks to a fedkern-server with an admin certificate.\n"
+            "\n"
+            "connection options:\n"
+            "  --server HOST:PORT   the server (127.0.0.1:7443)\n"
+            "  --server-name NAME   name the server certificate must carry (default: HOST)\n"
+            "  --tls-dir DIR        certificate directory from 'fedkern certs'\n"
+            "  --name NAME          the admin certificate admin-NAME.pem/.key in DIR\n"
+            "  --timeout-ms MS      per call (10000)\n"
+            "\n"
+            "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
+            "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
+            "(seconds), retries, aggregator (fedavg | mean | median | trimmed-mean, trim), and the\n"
+            "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n");
+}
+
+typedef struct conn {
+    uv_loop_t loop;
+    fk_grpc_client *cl;
+    int up_failed;
+    char why[256];
+    /* the call in progress */
+    int done, status;
+    char msg[512];
+    uint8_t *resp;
+    size_t resp_len;
+    uint64_t timeout_ms;
+} conn;
+
+static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
+{
+    (void)cl;
+    conn *c = ud;
+    if (!up) {
+        c->up_failed = 1;
+        snprintf(c->why, sizeof c->why, "%s", why);
+    }
+}
+
+static void on_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    conn *c = ud;
+    c->done = 1;
+    c->status = status;
+    snprintf(c->msg, sizeof c->msg, "%s", msg ? msg : "");
+    free(c->resp);
+    c->resp = NULL;
+    c->resp_len = 0;
+    if (status == FK_GRPC_OK) {
+        c->resp = malloc(len ? len : 1);
+        if (c->resp) {
+            if (len)
+                memcpy(c->resp, resp, len);
+            c->resp_len = len;
+        } else {
+            c->status = FK_GRPC_RESOURCE_EXHAUSTED;
+        }
+    }
+}
+
+/* One unary call, run to completion. 0 = OK, else 1 with the message printed. */
+static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t *fields,
+               const void *req)
+{
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    if (fk_codec_encode(fields, req, 0, &buf, &len, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    char path[96];
+    snprintf(path, sizeof path, FED "%s", method);
+    c->done = 0;
+    if (fk_grpc_client_call(c->cl, path, buf, len, c->timeout_ms, on_done, c)) {
+        free(buf);
+        return fk_cli_fail(cmd, "cannot start the %s call", method);
+    }
+    while (!c->done && uv_run(&c->loop, UV_RUN_ONCE))
+        ;
+    free(buf);
+    if (!c->done)
+        return fk_cli_fail(cmd, "connection closed before the %s answer", method);
+    if (c->status != FK_GRPC_OK)
+        return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
+                           c->up_failed ? "; " : "", c->up_failed ? c->why : "");
+    return 0;
+}
+
+static int split_hostport(const char *s, char *host, size_t cap, int *port)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s)
+        return -1;
+    const char *h = s;
+    size_t hl = (size_t)(colon - s);
+    if (*h == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (hl == 0 || hl >= cap || *end || p <= 0 || p > 65535)
+        return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+static int open_conn(conn *c, const fk_params *p, const char *cmd)
+{
+    memset(c, 0, sizeof *c);
+    char host[256];
+    int port;
+    const char *server = fk_params_str(p, "server", "127.0.0.1:7443");
+    if (split_hostport(server, host, sizeof host, &port)) {
+        fk_cli_fail(cmd, "--server must be HOST:PORT (got '%s')", server);
+        return 2;
+    }
+    const char *dir = fk_params_get(p, "tls-dir");
+    const char *name = fk_params_get(p, "name");
+    if (!dir || !name) {
+        fk_cli_fail(cmd, "--tls-dir DIR and --name NAME (an admin certificate) are required");
+        return 2;
+    }
+    long timeout;
+    fk_err err;
+    if (fk_params_int(p, "timeout-ms", 10000, 1, 86400000, &timeout, &err)) {
+        fk_cli_fail(cmd, "%s", err.msg);
+        return 2;
+    }
+    c->timeout_ms = (uint64_t)timeout;
+    char ca[4096], cert[4096], key[4096];
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+    snprintf(cert, sizeof cert, "%s/admin-%s.pem", dir, name);
+    snprintf(key, sizeof key, "%s/admin-%s.key", dir, name);
+    fk_tls_files f = {ca, cert, key, NULL, 0};
+    fk_tls_ctx *tls;
+    if (fk_tls_ctx_new(&tls, 0, &f, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    uv_loop_init(&c->loop);
+    fk_grpc_client_config gc = {.tls = tls};
+    fk_net_limits_default(&gc.limits);
+    int rc = fk_grpc_client_connect(&c->cl, &c->loop, &gc, host, port,
+                                    fk_params_str(p, "server-name", host), on_state, c, &err);
+    fk_tls_ctx_unref(tls);
+    if (rc) {
+        uv_loop_close(&c->loop);
+        return fk_cli_fail(cmd, "%s", err.msg);
+    }
+    return 0;
+}
+
+static void close_conn(conn *c)
+{
+    if (c->cl)
+        fk_grpc_client_close(c->cl, NULL, NULL);
+    uv_run(&c->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&c->loop);
+    free(c->resp);
+}
+
+static char *read_file(const char *path, fk_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fk_err_set(err, FK_EIO, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (cap - len < 2) {
+            char *g = cap < (1u << 24) ? realloc(buf, cap * 2) : NULL;
+            if (!g) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = g;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        fk_err_set(err, FK_ELIMIT, "%s: job file too large", path);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static const char *state_name(int s)
+{
+    switch (s) {
+    case fedkern_v1_JobState_JOB_QUEUED:
+        return "queued";
+    case fedkern_v1_JobState_JOB_RUNNING:
+        return "running";
+    case fedkern_v1_JobState_JOB_DONE:
+        return "done";
+    case fedkern_v1_JobState_JOB_FAILED:
+        return "failed";
+    case fedkern_v1_JobState_JOB_CANCELLED:
+        return "cancelled";
+    default:
+        return "unknown";
+    }
+}
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static int do_submit(conn *c, const char *file)
+{
+    fk_err err;
+    char *text = read_file(file, &err);
+    if (!text)
+        return fk_cli_fail("job", "%s", err.msg);
+    fedkern_v1_SubmitJobRequest in = fedkern_v1_SubmitJobRequest_init_zero;
+    in.config = text;
+    int rc = rpc(c, "job submit", "SubmitJob", fedkern_v1_SubmitJobRequest_fields, &in);
+    free(text);
+    if (rc)
+        return rc;
+    fedkern_v1_SubmitJobResponse out;
+    if (fk_codec_decode(fedkern_v1_SubmitJobResponse_fields, &out, c->resp, c->resp_len, &err))
+        return fk_cli_fail("job submit", "%s", err.msg);
+    printf("%s\n", out.job_id);
+    return 0;
+}
+
+static int get_status(conn *c, const char *id, fedkern_v1_JobStatusResponse *out)
+{
+    fedkern_v1_JobStatusRequest in = fedkern_v1_JobStatusRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    int rc = rpc(c, "job status", "JobStatus", fedkern_v1_JobStatusRequest_fields, &in);
+    fk_err err;
+    if (!rc && fk_codec_decode(fedkern_v1_JobStatusResponse_fields, out, c->resp, c->resp_len, &err))
+        rc = fk_cli_fail("job status", "%s", err.msg);
+    return rc;
+}
+
+static void print_metrics(const fedkern_v1_Metric *m, int n, int json)
+{
+    for (int i = 0; i < n; i++) {
+        if (json)
+            printf(",\"%s\":%.17g", m[i].name, m[i].value);
+        else
+            printf("  %-22s %.9g\n", m[i].name, m[i].value);
+    }
+}
+
+static int do_status(conn *c, const char *id, int json)
+{
+    fedkern_v1_JobStatusResponse out;
+    int rc = get_status(c, id, &out);
+    if (rc)
+        return rc;
+    if (json) {
+        printf("{\"job\":\"%s\",\"state\":\"%s\",\"method\":\"%s\",\"rounds_done\":%u,"
+               "\"rounds\":%u,\"clients\":%u,\"message\":",
+               out.job_id, state_name(out.state), out.method, out.round, out.rounds_total,
+               out.clients);
+        print_json_string(out.message);
+        print_metrics(out.metrics, out.metrics_count, 1);
+        printf("}\n");
+    } else {
+        printf("job %s: %s, method %s, %u of %u rounds done\n", out.job_id, state_name(out.state),
+               out.method, out.round, out.rounds_total);
+        if (out.message[0])
+            printf("  reason: %s\n", out.message);
+        print_metrics(out.metrics, out.metrics_count, 0);
+    }
+    return out.state == fedkern_v1_JobState_JOB_FAILED ? 1 : 0;
+}
+
+static int write_all(const char *path, const uint8_t *buf, size_t len, fk_err *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f)
+        return fk_err_set(err, FK_EIO, "%s: %s", tmp, strerror(errno));
+    int bad = len && fwrite(buf, 1, len, f) != len;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path))
+        return fk_err_set(err, FK_EIO, "%s: cannot write the model: %s", path, strerror(errno));
+    return FK_OK;
+}
+
+static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int json)
+{
+    time_t until = time(NULL) + wait_s;
+    fedkern_v1_JobStatusResponse st;
+    for (;;) {
+        int rc = get_status(c, id, &st);
+        if (rc)
+            return rc;
+        if (st.state != fedkern_v1_JobState_JOB_RUNNING || time(NULL) >= until)
+            break;
+        usleep(200000);
+    }
+    if (st.state == fedkern_v1_JobState_JOB_FAILED || st.state == fedkern_v1_JobState_JOB_CANCELLED)
+        return fk_cli_fail("job result", "job %s is %s%s%s", id, state_name(st.state),
+                           st.message[0] ? ": " : "", st.message);
+    fk_reasm reasm;
+    fk_reasm_init(&reasm, (size_t)1 << 32);
+    uint8_t *model = NULL;
+    size_t model_len = 0;
+    fedkern_v1_JobResultResponse out;
+    fk_err err;
+    int rc = 0;
+    for (uint32_t chunk = 0; !rc && !model; chunk++) {
+        fedkern_v1_JobResultRequest in = fedkern_v1_JobResultRequest_init_zero;
+        snprintf(in.job_id, sizeof in.job_id, "%s", id);
+        in.chunk_index = chunk;
+        if ((rc = rpc(c, "job result", "JobResult", fedkern_v1_JobResultRequest_fields, &in)))
+            break;
+        fk_bundle b;
+        fk_bundle_init(&b);
+        fk_codec_rx rx = {.bundle = &b};
+        if (fk_codec_decode_job_result_response(c->resp, c->resp_len, &out, &rx, &err)) {
+            rc = fk_cli_fail("job result", "%s", err.msg);
+        } else if (rx.has_bundle) {
+            if (fk_codec_bundle_encode(&b, &model, &model_len, &err))
+                rc = fk_cli_fail("job result", "%s", err.msg);
+        } else if (rx.has_chunk) {
+            int complete = 0;
+            if (fk_reasm_add(&reasm, &out.chunk, rx.chunk_data, rx.chunk_len, &complete, &err) ||
+                (complete && fk_reasm_take(&reasm, &model, &model_len, &err)))
+                rc = fk_cli_fail("job result", "%s", err.msg);
+        } else {
+            rc = fk_cli_fail("job result", "job %s has no model yet (%s); try --wait SECONDS", id,
+                             state_name(out.state));
+        }
+        fk_bundle_close(&b);
+        if (!rc)
+            fk_codec_release(fedkern_v1_JobResultResponse_fields, &out);
+    }
+    fk_reasm_close(&reasm);
+    if (!rc && out_path && write_all(out_path, model, model_len, &err))
+        rc = fk_cli_fail("job result", "%s", err.msg);
+    if (!rc) {
+        if (json) {
+            printf("{\"job\":\"%s\",\"state\":\"%s\",\"bytes\":%zu,\"out\":", id,
+                   state_name(out.state), model_len);
+            print_json_string(out_path ? out_path : "");
+            print_metrics(out.metrics, out.metrics_count, 1);
+            printf("}\n");
+        } else {
+            printf("job %s: %s, model %zu bytes%s%s\n", id, state_name(out.state), model_len,
+                   out_path ? " written to " : "", out_path ? out_path : "");
+            print_metrics(out.metrics, out.metrics_count, 0);
+        }
+    }
+    free(model);
+    return rc;
+}
+
+static int do_cancel(conn *c, const char *id)
+{
+    fedkern_v1_CancelJobRequest in = fedkern_v1_CancelJobRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    int rc = rpc(c, "job cancel", "CancelJob", fedkern_v1_CancelJobRequest_fields, &in);
+    if (!rc)
+        printf("job %s cancelled\n", id);
+    return rc;
+}
+
+int fk_cmd_job(int argc, char **argv)
+{
+    if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
+        usage(argc < 1 ? stderr : stdout);
+        return argc < 1 ? 2 : 0;
+    }
+    const char *sub = argv[0];
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    int n = argc - 1;
+    char **rest = argv + 1;
+    int rc = 0;
+    if (fk_params_parse_args(&p, &n, rest, &err)) {
+        rc = fk_cli_fail("job", "%s", err.msg);
+        goto out;
+    }
+    if (fk_params_get(&p, "help")) {
+        usage(stdout);
+        goto out;
+    }
+    int known = !strcmp(sub, "submit") || !strcmp(sub, "status") || !strcmp(sub, "result") ||
+                !strcmp(sub, "cancel");
+    if (!known || n != 1) {
+        fk_cli_fail("job", known ? "%s takes exactly one argument; see --help"
+                                 : "unknown subcommand '%s'; see --help",
+                    sub);
+        rc = 2;
+        goto out;
+    }
+    long wait_s;
+    int json;
+    if (fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+        fk_params_bool(&p, "json", 0, &json, &err)) {
+        fk_cli_fail("job", "%s", err.msg);
+        rc = 2;
+        goto out;
+    }
+    const char *out_path = fk_params_get(&p, "out");
+    if (!strcmp(sub, "result") && !out_path) {
+        fk_cli_fail("job", "result needs --out FILE");
+        rc = 2;
+        goto out;
+    }
+    conn c;
+    if ((rc = open_conn(&c, &p, sub)))
+        goto out;
+    const char *unused = fk_params_unused(&p);
+    if (unused) {
+        fk_cli_fail("job", "unknown option '--%s'; see --help", unused);
+        rc = 2;
+    } else if (!strcmp(sub, "submit")) {
+        rc = do_submit(&c, rest[0]);
+    } else if (!strcmp(sub, "status")) {
+        rc = do_status(&c, rest[0], json);
+    } else if (!strcmp(sub, "result")) {
+        rc = do_result(&c, rest[0], out_path, wait_s, json);
+    } else {
+        rc = do_cancel(&c, rest[0]);
+    }
+    close_conn(&c);
+out:
+    fk_params_close(&p);
+    return rc;
+}

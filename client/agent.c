@@ -1,0 +1,884 @@
+#include "client/agent.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/base/log.h"
+#include "common/la/rng.h"
+#include "common/net/chunk.h"
+#include "common/net/codec.h"
+#include "common/net/grpc_client.h"
+#include "fedkern.pb.h"
+
+#define FED "/fedkern.v1.Federation/"
+
+enum { MAX_JOBS = 8 };
+
+/* Method state of one job on this client. */
+typedef struct jobctx {
+    int64_t job;
+    char *config;
+    fk_params params;
+    const fk_method *m;
+    void *cli;
+    int client, n_clients;
+} jobctx;
+
+/* The task being fetched or run, then the update being sent. */
+typedef struct work {
+    int active;        /* a task is held (fetching, running or pushing) */
+    char task_id[64];  /* "JOB.ATTEMPT" as the server sent it */
+    int64_t job;
+    uint32_t round, phase;
+    fk_reasm reasm;    /* chunked task */
+    fk_bundle task;
+    jobctx *ctx;
+    /* the step on the thread pool */
+    int running, cancelled;
+    uv_work_t req;
+    int step_rc;
+    fk_err step_err;
+    fk_bundle update;
+    fk_report report;
+    double seconds;
+    /* the update */
+    int ready;         /* update encoded, not yet committed */
+    char update_id[64];
+    uint8_t *blob;
+    size_t blob_len;
+    int chunked;
+    fk_chunker chunker;
+    uint32_t next_chunk;
+    int probe_first;   /* after a reconnect: ask the server what it holds */
+} work;
+
+struct fk_agent {
+    uv_loop_t *loop;
+    fk_agent_config cfg;
+    fk_grpc_client *cl;
+    uint64_t gen;      /* connection generation: stale completions are ignored */
+    int up, joined, in_flight, hb_in_flight;
+    char client_id[128];
+    char session_id[64];
+    uint32_t heartbeat_ms, max_message;
+    uv_timer_t retry, hb;
+    unsigned backoff_n;
+    fk_rng jitter;
+    jobctx *jobs[MAX_JOBS]; /* oldest first */
+    int n_jobs;
+    work w;
+    fk_agent_stats stats;
+    int stopping, closing_client, handles;
+    void (*on_stopped)(void *);
+    void *stopped_ud;
+};
+
+typedef struct callctx {
+    fk_agent *a;
+    uint64_t gen;
+    uint8_t *req;
+    int kind;
+} callctx;
+
+enum { CALL_JOIN, CALL_PULL, CALL_PUSH, CALL_HB, CALL_LEAVE };
+
+static void next(fk_agent *a);
+static void request_disconnect(fk_agent *a, const char *why);
+static void maybe_finish_stop(fk_agent *a);
+
+/* ------------------------------------------------------------ helpers */
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void jobctx_free(jobctx *j)
+{
+    if (!j)
+        return;
+    if (j->cli)
+        j->m->client_close(j->cli);
+    fk_params_close(&j->params);
+    free(j->config);
+    free(j);
+}
+
+static void work_reset(work *w)
+{
+    fk_reasm_close(&w->reasm);
+    fk_bundle_close(&w->task);
+    fk_bundle_close(&w->update);
+    free(w->blob);
+    memset(w, 0, sizeof *w);
+    fk_bundle_init(&w->task);
+    fk_bundle_init(&w->update);
+}
+
+static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t len,
+                uint64_t timeout_ms, fk_grpc_done done)
+{
+    callctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        free(req);
+        return FK_ENOMEM;
+    }
+    *c = (callctx){.a = a, .gen = a->gen, .req = req, .kind = kind};
+    if (kind == CALL_HB)
+        a->hb_in_flight = 1;
+    else
+        a->in_flight = 1;
+    char path[96];
+    snprintf(path, sizeof path, FED "%s", method);
+    if (fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c)) {
+        free(req);
+        free(c);
+        if (kind == CALL_HB)
+            a->hb_in_flight = 0;
+        else
+            a->in_flight = 0;
+        return FK_ENET;
+    }
+    return FK_OK;
+}
+
+/* Common start of a completion: 1 if the caller should handle it. */
+static int completion(callctx *c, int status, const char *msg)
+{
+    fk_agent *a = c->a;
+    int current = c->gen == a->gen;
+    if (current) {
+        if (c->kind == CALL_HB)
+            a->hb_in_flight = 0;
+        else
+            a->in_flight = 0;
+    }
+    free(c->req);
+    if (!current || a->stopping)
+        return 0;
+    if (status == FK_GRPC_UNAVAILABLE || status == FK_GRPC_CANCELLED) {
+        request_disconnect(a, msg && *msg ? msg : "call failed");
+        return 0;
+    }
+    return 1;
+}
+
+/* -------------------------------------------------------- connection */
+
+static void on_retry(uv_timer_t *t);
+
+static void schedule_reconnect(fk_agent *a)
+{
+    uint64_t cap = a->cfg.backoff_min_ms << (a->backoff_n < 16 ? a->backoff_n : 16);
+    if (cap > a->cfg.backoff_max_ms)
+        cap = a->cfg.backoff_max_ms;
+    uint64_t delay = fk_rng_below(&a->jitter, cap + 1); /* full jitter */
+    a->backoff_n++;
+    fk_log(FK_LOG_INFO, "reconnect_scheduled", "delay_ms=%" PRIu64 " attempt=%u", delay,
+           a->backoff_n);
+    uv_timer_start(&a->retry, on_retry, delay, 0);
+}
+
+static void client_closed(void *ud)
+{
+    fk_agent *a = ud;
+    a->closing_client = 0;
+    a->handles--;
+    if (a->stopping)
+        maybe_finish_stop(a);
+    else
+        schedule_reconnect(a);
+}
+
+static void disconnect(fk_agent *a, const char *why)
+{
+    if (!a->cl)
+        return;
+    fk_log(FK_LOG_WARN, "disconnected", "server=%s:%d reason=\"%s\"", a->cfg.host, a->cfg.port,
+           why);
+    a->gen++;
+    a->up = a->joined = a->in_flight = a->hb_in_flight = 0;
+    a->stats.reconnects++;
+    if (a->w.ready && a->w.chunked)
+        a->w.probe_first = 1;
+    fk_grpc_client *cl = a->cl;
+    a->cl = NULL;
+    a->closing_client = 1;
+    fk_grpc_client_close(cl, client_closed, a);
+}
+
+/* The client must not be closed from inside its own callbacks: the retry
+ * timer does it on the next loop turn. */
+static void request_disconnect(fk_agent *a, const char *why)
+{
+    if (!a->cl || a->stopping)
+        return;
+    if (a->up)
+        fk_log(FK_LOG_WARN, "connection_dropped", "server=%s:%d reason=\"%s\"", a->cfg.host,
+               a->cfg.port, why);
+    a->up = 0;
+    uv_timer_stop(&a->retry);
+    uv_timer_start(&a->retry, on_retry, 0, 0);
+}
+
+static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
+{
+    fk_agent *a = ud;
+    if (cl != a->cl)
+        return;
+    if (up) {
+        a->up = 1;
+        a->stats.connects++;
+        next(a);
+    } else {
+        request_disconnect(a, why);
+    }
+}
+
+static void connect_now(fk_agent *a)
+{
+    fk_grpc_client_config gc = {.limits = a->cfg.limits, .tls = a->cfg.tls};
+    fk_err err;
+    a->handles++;
+    if (fk_grpc_client_connect(&a->cl, a->loop, &gc, a->cfg.host, a->cfg.port,
+                               a->cfg.server_name, on_state, a, &err)) {
+        a->handles--;
+        a->cl = NULL;
+        fk_log(FK_LOG_WARN, "connect_failed", "error=\"%s\"", err.msg);
+        schedule_reconnect(a);
+    }
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    fk_agent *a = t->data;
+    if (a->stopping)
+        return;
+    if (a->cl && !a->up) {
+        disconnect(a, "connection lost");
+        return;
+    }
+    if (!a->cl && !a->closing_client)
+        connect_now(a);
+}
+
+/* -------------------------------------------------------------- join */
+
+static void join_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    callctx *c = ud;
+    fk_agent *a = c->a;
+    int go = completion(c, status, msg);
+    free(c);
+    if (!go)
+        return;
+    fedkern_v1_JoinResponse out;
+    fk_err err;
+    if (status != FK_GRPC_OK ||
+        fk_codec_decode(fedkern_v1_JoinResponse_fields, &out, resp, len, &err)) {
+        fk_log(FK_LOG_ERROR, "join_refused", "status=%s message=\"%s\"",
+               fk_grpc_status_name(status), status == FK_GRPC_OK ? err.msg : msg);
+        request_disconnect(a, "join refused");
+        return;
+    }
+    snprintf(a->client_id, sizeof a->client_id, "%s", out.client_id);
+    snprintf(a->session_id, sizeof a->session_id, "%s", out.session_id);
+    a->heartbeat_ms = out.heartbeat_interval_ms ? out.heartbeat_interval_ms : 5000;
+    a->max_message = out.max_message_size ? out.max_message_size : (4u << 20);
+    if (a->max_message > a->cfg.limits.max_message)
+        a->max_message = (uint32_t)a->cfg.limits.max_message;
+    fk_codec_release(fedkern_v1_JoinResponse_fields, &out);
+    a->joined = 1;
+    a->backoff_n = 0;
+    a->stats.joins++;
+    fk_log(FK_LOG_INFO, "joined", "server=%s:%d identity=%s heartbeat_ms=%u", a->cfg.host,
+           a->cfg.port, a->client_id, a->heartbeat_ms);
+    next(a);
+}
+
+static void send_join(fk_agent *a)
+{
+    fedkern_v1_JoinRequest in = fedkern_v1_JoinRequest_init_zero;
+    in.protocol_version = 1;
+    snprintf(in.software, sizeof in.software, "fedkern-client %s", FK_VERSION);
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err)) {
+        fk_log(FK_LOG_ERROR, "encode_failed", "error=\"%s\"", err.msg);
+        return;
+    }
+    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms, join_done);
+}
+
+/* -------------------------------------------------------------- tasks */
+
+static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const char *config,
+                           fk_err *err)
+{
+    for (int i = 0; i < a->n_jobs; i++)
+        if (a->jobs[i]->job == job)
+            return a->jobs[i];
+    if (a->n_jobs == MAX_JOBS) { /* forget the oldest job */
+        jobctx_free(a->jobs[0]);
+        memmove(&a->jobs[0], &a->jobs[1], (MAX_JOBS - 1) * sizeof a->jobs[0]);
+        a->n_jobs--;
+    }
+    jobctx *j = calloc(1, sizeof *j);
+    if (!j) {
+        fk_err_set(err, FK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    fk_params_init(&j->params);
+    j->job = job;
+    j->config = strdup(config ? config : "");
+    const fk_method *m = (a->cfg.find ? a->cfg.find : fk_method_find)(method, err);
+    int rc = !j->config ? fk_err_set(err, FK_ENOMEM, "out of memory")
+             : !m       ? FK_ENOTFOUND
+                        : fk_params_parse_ini(&j->params, j->config, "job parameters", err);
+    /* Our index is our place in the job's client list. */
+    const char *list = rc ? NULL : fk_params_get(&j->params, "clients");
+    int index = -1, n = 0;
+    if (list) {
+        char *copy = strdup(list);
+        for (char *tok = copy ? strtok(copy, ", \t") : NULL; tok; tok = strtok(NULL, ", \t")) {
+            if (!strcmp(tok, a->client_id))
+                index = n;
+            n++;
+        }
+        free(copy);
+    }
+    if (!rc && index < 0)
+        rc = fk_err_set(err, FK_ENOTFOUND, "job %" PRId64 " does not list this client ('%s')",
+                        job, a->client_id);
+    const char *dsname = rc ? NULL : fk_params_get(&j->params, "dataset");
+    const fk_dataset *ds = NULL;
+    if (!rc && !(ds = a->cfg.data(a->cfg.data_ud, dsname ? dsname : "", err)))
+        rc = err->code ? err->code : FK_ENOTFOUND;
+    uint64_t seed = 1;
+    if (!rc)
+        rc = fk_params_u64(&j->params, "seed", 1, &seed, err);
+    if (!rc) {
+        j->m = m;
+        rc = m->client_init(&j->cli, &j->params, ds, index, n, seed, err);
+    }
+    if (rc) {
+        j->cli = NULL;
+        jobctx_free(j);
+        return NULL;
+    }
+    j->client = index;
+    j->n_clients = n;
+    a->jobs[a->n_jobs++] = j;
+    return j;
+}
+
+static void step_run(uv_work_t *req)
+{
+    work *w = req->data;
+    double t0 = mono();
+    fk_report_init(&w->report);
+    fk_err_clear(&w->step_err);
+    w->step_rc = w->ctx->m->local_step(w->ctx->cli, &w->task, &w->update, &w->report,
+                                       &w->step_err);
+    w->seconds = mono() - t0;
+}
+
+static void new_update_id(char *out, size_t cap)
+{
+    unsigned char r[16];
+    if (RAND_bytes(r, sizeof r) != 1) { /* fall back on time and pid: still unique enough */
+        uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+        memcpy(r, &t, sizeof t);
+        memcpy(r + 8, &t, sizeof t);
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof r && off + 3 <= cap; i++)
+        off += (size_t)snprintf(out + off, cap - off, "%02x", r[i]);
+}
+
+static void step_done(uv_work_t *req, int status)
+{
+    work *w = req->data;
+    fk_agent *a = (fk_agent *)((char *)w - offsetof(fk_agent, w));
+    w->running = 0;
+    a->handles--;
+    if (a->stopping) {
+        work_reset(w);
+        maybe_finish_stop(a);
+        return;
+    }
+    if (status || w->cancelled) {
+        fk_log(FK_LOG_INFO, "step_dropped", "job=%s round=%u reason=%s", w->task_id, w->round,
+               status ? "cancelled" : "server_moved_on");
+        a->stats.cancelled++;
+        work_reset(w);
+        next(a);
+        return;
+    }
+    if (w->step_rc) {
+        fk_log(FK_LOG_ERROR, "step_failed", "job=%s round=%u error=\"%s\"", w->task_id, w->round,
+               w->step_err.msg);
+        work_reset(w);
+        next(a);
+        return;
+    }
+    a->stats.steps++;
+    fk_err err;
+    if (fk_codec_bundle_encode(&w->update, &w->blob, &w->blob_len, &err)) {
+        fk_log(FK_LOG_ERROR, "update_not_encoded", "error=\"%s\"", err.msg);
+        work_reset(w);
+        next(a);
+        return;
+    }
+    new_update_id(w->update_id, sizeof w->update_id);
+    size_t room = fk_chunk_data_max(a->max_message, 0);
+    w->chunked = w->blob_len > room;
+    if (w->chunked && fk_chunker_init(&w->chunker, w->blob, w->blob_len, room, &err)) {
+        fk_log(FK_LOG_ERROR, "update_not_chunked", "error=\"%s\"", err.msg);
+        work_reset(w);
+        next(a);
+        return;
+    }
+    w->ready = 1;
+    fk_log(FK_LOG_INFO, "step_done", "job=%s round=%u phase=%u seconds=%.3f bytes=%zu", w->task_id,
+           w->round, w->phase, w->seconds, w->blob_len);
+    next(a);
+}
+
+static void start_step(fk_agent *a)
+{
+    work *w = &a->w;
+    w->ctx = NULL;
+    for (int i = 0; i < a->n_jobs; i++)
+        if (a->jobs[i]->job == w->job)
+            w->ctx = a->jobs[i];
+    if (!w->ctx) {
+        work_reset(w);
+        return;
+    }
+    w->running = 1;
+    w->req.data = w;
+    a->handles++;
+    if (uv_queue_work(a->loop, &w->req, step_run, step_done)) {
+        a->handles--;
+        w->running = 0;
+        work_reset(w);
+    }
+}
+
+static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t phase,
+                      uint32_t chunk);
+
+static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    callctx *c = ud;
+    fk_agent *a = c->a;
+    int go = completion(c, status, msg);
+    free(c);
+    if (!go)
+        return;
+    work *w = &a->w;
+    if (status == FK_GRPC_DEADLINE_EXCEEDED) {
+        next(a);
+        return;
+    }
+    if (status != FK_GRPC_OK) {
+        fk_log(FK_LOG_WARN, "pull_failed", "status=%s message=\"%s\"", fk_grpc_status_name(status),
+               msg);
+        request_disconnect(a, "PullTask failed");
+        return;
+    }
+    fedkern_v1_PullTaskResponse out;
+    fk_bundle b;
+    fk_bundle_init(&b);
+    fk_codec_rx rx = {.bundle = &b};
+    fk_err err;
+    if (fk_codec_decode_pull_task_response(resp, len, &out, &rx, &err)) {
+        fk_log(FK_LOG_ERROR, "bad_task", "error=\"%s\"", err.msg);
+        fk_bundle_close(&b);
+        work_reset(w);
+        request_disconnect(a, "undecodable task");
+        return;
+    }
+    int rc = FK_OK;
+    if (out.kind != fedkern_v1_TaskKind_TASK_RUN) {
+        if (w->active)
+            work_reset(w); /* a chunked task that ended meanwhile */
+    } else {
+        int64_t job = strtoll(out.job_id, NULL, 10);
+        if (!w->active) {
+            a->stats.tasks++;
+            w->active = 1;
+            snprintf(w->task_id, sizeof w->task_id, "%s", out.job_id);
+            w->job = job;
+            w->round = out.round;
+            w->phase = out.phase;
+            fk_reasm_init(&w->reasm, (size_t)a->cfg.limits.max_conn_memory);
+            if (!job_context(a, job, out.method, out.params, &err)) {
+                fk_log(FK_LOG_ERROR, "task_refused", "job=%s error=\"%s\"", out.job_id, err.msg);
+                rc = FK_EINVAL;
+            }
+        }
+        int complete = 0;
+        if (!rc && rx.has_chunk) {
+            rc = fk_reasm_add(&w->reasm, &out.chunk, rx.chunk_data, rx.chunk_len, &complete, &err);
+            if (!rc && complete) {
+                uint8_t *payload;
+                size_t plen;
+                rc = fk_reasm_take(&w->reasm, &payload, &plen, &err);
+                if (!rc) {
+                    rc = fk_codec_bundle_decode(payload, plen, &w->task, &err);
+                    free(payload);
+                }
+            }
+        } else if (!rc) {
+            fk_bundle_close(&w->task);
+            w->task = b;
+            fk_bundle_init(&b);
+            complete = 1;
+        }
+        if (rc) {
+            fk_log(FK_LOG_ERROR, "task_failed", "job=%s error=\"%s\"", w->task_id, err.msg);
+            work_reset(w);
+        } else if (complete) {
+            start_step(a);
+        } else {
+            uint32_t miss;
+            fk_reasm_missing(&w->reasm, &miss, 1);
+            fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
+            fk_bundle_close(&b);
+            send_pull(a, w->task_id, w->round, w->phase, miss);
+            return;
+        }
+    }
+    fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
+    fk_bundle_close(&b);
+    if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.retry_after_ms) {
+        uv_timer_start(&a->retry, on_retry, out.retry_after_ms, 0);
+        return;
+    }
+    next(a);
+}
+
+static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t phase,
+                      uint32_t chunk)
+{
+    fedkern_v1_PullTaskRequest in = fedkern_v1_PullTaskRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
+    if (task_id) {
+        snprintf(in.job_id, sizeof in.job_id, "%s", task_id);
+        in.round = round;
+        in.phase = phase;
+        in.chunk_index = chunk;
+    }
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    if (fk_codec_encode(fedkern_v1_PullTaskRequest_fields, &in, 0, &buf, &len, &err))
+        return;
+    call(a, CALL_PULL, "PullTask", buf, len, task_id ? a->cfg.call_ms : a->cfg.poll_ms, pull_done);
+}
+
+/* ------------------------------------------------------------- updates */
+
+static void send_push(fk_agent *a);
+
+static void push_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    callctx *c = ud;
+    fk_agent *a = c->a;
+    int go = completion(c, status, msg);
+    free(c);
+    if (!go)
+        return;
+    work *w = &a->w;
+    if (status != FK_GRPC_OK) {
+        /* UNAVAILABLE from the server (e.g. its disk is full): keep the update, retry later. */
+        fk_log(FK_LOG_WARN, "push_refused", "job=%s status=%s message=\"%s\"", w->task_id,
+               fk_grpc_status_name(status), msg);
+        if (status == FK_GRPC_INVALID_ARGUMENT || status == FK_GRPC_FAILED_PRECONDITION) {
+            work_reset(w);
+            next(a);
+        } else {
+            request_disconnect(a, "PushUpdate refused");
+        }
+        return;
+    }
+    fedkern_v1_PushUpdateResponse out;
+    fk_err err;
+    if (fk_codec_decode(fedkern_v1_PushUpdateResponse_fields, &out, resp, len, &err)) {
+        request_disconnect(a, "undecodable PushUpdate answer");
+        return;
+    }
+    int done = 0;
+    switch (out.state) {
+    case fedkern_v1_UpdateState_UPDATE_COMMITTED:
+        a->stats.committed++;
+        done = 1;
+        break;
+    case fedkern_v1_UpdateState_UPDATE_DUPLICATE:
+        a->stats.duplicates++;
+        done = 1;
+        break;
+    case fedkern_v1_UpdateState_UPDATE_STALE:
+        a->stats.stale++;
+        fk_log(FK_LOG_INFO, "update_stale", "job=%s round=%u message=\"%s\"", w->task_id, w->round,
+               out.message);
+        done = 1;
+        break;
+    case fedkern_v1_UpdateState_UPDATE_PARTIAL:
+        w->next_chunk = out.missing_count ? out.missing[0] : w->next_chunk;
+        break;
+    case fedkern_v1_UpdateState_UPDATE_UNKNOWN:
+        w->next_chunk = 0;
+        break;
+    default:
+        break;
+    }
+    fk_codec_release(fedkern_v1_PushUpdateResponse_fields, &out);
+    if (done) {
+        fk_log(FK_LOG_DEBUG, "update_done", "job=%s round=%u phase=%u", w->task_id, w->round,
+               w->phase);
+        work_reset(w);
+    }
+    next(a);
+}
+
+static void send_push(fk_agent *a)
+{
+    work *w = &a->w;
+    fedkern_v1_PushUpdateRequest in = fedkern_v1_PushUpdateRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
+    snprintf(in.job_id, sizeof in.job_id, "%s", w->task_id);
+    in.round = w->round;
+    in.phase = w->phase;
+    snprintf(in.update_id, sizeof in.update_id, "%s", w->update_id);
+    in.has_report = true;
+    in.report.n_samples = w->report.n_samples > 0 ? (uint64_t)w->report.n_samples : 0;
+    in.report.loss = w->report.loss; /* NaN = not measured, as in fk_report */
+    in.report.accuracy = w->report.accuracy;
+    in.report.seconds = w->seconds;
+    fk_codec_tx tx = {0};
+    fk_err err;
+    int rc = FK_OK;
+    if (w->probe_first) {
+        in.probe = true;
+        w->probe_first = 0;
+    } else if (!w->chunked) {
+        tx.bundle = &w->update;
+    } else {
+        const uint8_t *data = NULL;
+        size_t dlen = 0;
+        rc = fk_chunker_get(&w->chunker, w->next_chunk, &in.chunk, &data, &dlen, &err);
+        tx.chunk_data = data;
+        tx.chunk_len = dlen;
+        if (w->next_chunk + 1 < w->chunker.total)
+            w->next_chunk++;
+        a->stats.chunks_sent++;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!rc)
+        rc = fk_codec_encode_push_update_request(&in, &tx, 0, &buf, &len, &err);
+    if (rc) {
+        fk_log(FK_LOG_ERROR, "push_not_encoded", "error=\"%s\"", err.msg);
+        work_reset(w);
+        return;
+    }
+    a->stats.pushes++;
+    call(a, CALL_PUSH, "PushUpdate", buf, len, a->cfg.call_ms, push_done);
+}
+
+/* ----------------------------------------------------------- heartbeat */
+
+static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    callctx *c = ud;
+    fk_agent *a = c->a;
+    int go = completion(c, status, msg);
+    free(c);
+    if (go && status == FK_GRPC_NOT_FOUND) { /* the server forgot us (restart): join again */
+        a->joined = 0;
+        next(a);
+    }
+    if (!go || status != FK_GRPC_OK)
+        return;
+    fedkern_v1_HeartbeatResponse out;
+    fk_err err;
+    if (fk_codec_decode(fedkern_v1_HeartbeatResponse_fields, &out, resp, len, &err))
+        return;
+    if (out.cancel_task && a->w.running) {
+        a->w.cancelled = 1;
+        uv_cancel((uv_req_t *)&a->w.req);
+    }
+    if (out.heartbeat_interval_ms)
+        a->heartbeat_ms = out.heartbeat_interval_ms;
+    fk_codec_release(fedkern_v1_HeartbeatResponse_fields, &out);
+}
+
+static void on_hb(uv_timer_t *t)
+{
+    fk_agent *a = t->data;
+    if (!a->joined || a->hb_in_flight || a->stopping)
+        return;
+    fedkern_v1_HeartbeatRequest in = fedkern_v1_HeartbeatRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
+    if (a->w.running) {
+        snprintf(in.job_id, sizeof in.job_id, "%s", a->w.task_id);
+        in.round = a->w.round;
+        in.phase = a->w.phase;
+    }
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err))
+        return;
+    a->stats.heartbeats++;
+    call(a, CALL_HB, "Heartbeat", buf, len, a->cfg.call_ms, hb_done);
+    uv_timer_set_repeat(&a->hb, a->heartbeat_ms);
+}
+
+/* ---------------------------------------------------------------- main */
+
+/* Decide the next call on an idle connection. */
+static void next(fk_agent *a)
+{
+    if (a->stopping || !a->cl || !a->up || a->in_flight)
+        return;
+    if (!a->joined) {
+        send_join(a);
+        return;
+    }
+    if (!uv_is_active((uv_handle_t *)&a->hb))
+        uv_timer_start(&a->hb, on_hb, a->heartbeat_ms, a->heartbeat_ms);
+    if (a->w.ready)
+        send_push(a);
+    else if (!a->w.running && !a->w.active)
+        send_pull(a, NULL, 0, 0, 0);
+}
+
+int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, fk_err *err)
+{
+    *out = NULL;
+    if (!cfg->data || !cfg->tls || !cfg->host)
+        return fk_err_set(err, FK_EINVAL, "agent needs a server address, TLS and data");
+    fk_agent *a = calloc(1, sizeof *a);
+    if (!a)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the agent");
+    a->loop = loop;
+    a->cfg = *cfg;
+    if (!a->cfg.backoff_min_ms)
+        a->cfg.backoff_min_ms = 200;
+    if (!a->cfg.backoff_max_ms)
+        a->cfg.backoff_max_ms = 15000;
+    if (!a->cfg.poll_ms)
+        a->cfg.poll_ms = 20000;
+    if (!a->cfg.call_ms)
+        a->cfg.call_ms = 30000;
+    if (!a->cfg.limits.max_message)
+        fk_net_limits_default(&a->cfg.limits);
+    fk_tls_ctx_ref(a->cfg.tls);
+    a->heartbeat_ms = 5000;
+    a->max_message = 4u << 20;
+    fk_rng_init(&a->jitter, (uint64_t)time(NULL) ^ (uint64_t)getpid(), (uint64_t)(uintptr_t)a);
+    work_reset(&a->w);
+    uv_timer_init(loop, &a->retry);
+    uv_timer_init(loop, &a->hb);
+    a->retry.data = a->hb.data = a;
+    a->handles += 2;
+    connect_now(a);
+    *out = a;
+    return FK_OK;
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    fk_agent *a = h->data;
+    a->handles--;
+    maybe_finish_stop(a);
+}
+
+static void maybe_finish_stop(fk_agent *a)
+{
+    if (!a->stopping)
+        return;
+    if (a->cl && !a->closing_client && !a->in_flight) {
+        fk_grpc_client *cl = a->cl;
+        a->cl = NULL;
+        a->closing_client = 1;
+        fk_grpc_client_close(cl, client_closed, a);
+        return;
+    }
+    if (a->handles > 0)
+        return;
+    for (int i = 0; i < a->n_jobs; i++)
+        jobctx_free(a->jobs[i]);
+    work_reset(&a->w);
+    fk_tls_ctx_unref(a->cfg.tls);
+    void (*cb)(void *) = a->on_stopped;
+    void *ud = a->stopped_ud;
+    free(a);
+    if (cb)
+        cb(ud);
+}
+
+static void leave_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    (void)status;
+    (void)msg;
+    (void)resp;
+    (void)len;
+    callctx *c = ud;
+    fk_agent *a = c->a;
+    if (c->gen == a->gen)
+        a->in_flight = 0;
+    free(c->req);
+    free(c);
+    maybe_finish_stop(a);
+}
+
+void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
+{
+    if (a->stopping)
+        return;
+    a->on_stopped = on_stopped;
+    a->stopped_ud = ud;
+    if (a->w.running) {
+        a->w.cancelled = 1;
+        uv_cancel((uv_req_t *)&a->w.req);
+    }
+    int can_leave = a->cl && a->up && a->joined && !a->in_flight;
+    a->stopping = 1;
+    uv_timer_stop(&a->retry);
+    uv_timer_stop(&a->hb);
+    uv_close((uv_handle_t *)&a->retry, timer_closed);
+    uv_close((uv_handle_t *)&a->hb, timer_closed);
+    if (can_leave) {
+        fedkern_v1_LeaveRequest in = fedkern_v1_LeaveRequest_init_zero;
+        snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
+        snprintf(in.reason, sizeof in.reason, "stopping");
+        uint8_t *buf;
+        size_t len;
+        fk_err err;
+        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK &&
+            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done) == FK_OK)
+            return;
+    }
+    if (a->in_flight) /* a pending call completes (or is cancelled) when the client closes */
+        a->in_flight = 0;
+    maybe_finish_stop(a);
+}
+
+void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out)
+{
+    *out = a->stats;
+}

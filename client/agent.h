@@ -1,0 +1,53 @@
+/* The client agent: one connection to the server, driven by the libuv loop.
+ *
+ * Joins, long-polls PullTask, runs the method's local_step on the thread pool
+ * (heartbeats go on meanwhile), pushes the update (chunked when it does not
+ * fit one message) and goes back to polling. On any network failure it drops
+ * the connection and reconnects after an exponential backoff with full jitter
+ * (capped); a pending update is kept and resent with the same update id, a
+ * chunked one resumes from the chunks the server still misses (probe), so an
+ * update is never counted twice. */
+#ifndef FK_AGENT_H
+#define FK_AGENT_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/data/dataset.h"
+#include "common/methods/method.h"
+#include "common/net/limits.h"
+#include "common/net/tls.h"
+
+/* The local data set the client holds under a job's dataset name (borrowed). */
+typedef const fk_dataset *(*fk_agent_data_fn)(void *ud, const char *dataset, fk_err *err);
+typedef const fk_method *(*fk_agent_method_fn)(const char *name, fk_err *err);
+
+typedef struct fk_agent_config {
+    const char *host;        /* server address (IPv4/IPv6 literal or localhost) */
+    int port;
+    const char *server_name; /* expected in the server certificate's SAN */
+    fk_tls_ctx *tls;         /* client context (borrowed; the agent takes a reference) */
+    fk_net_limits limits;
+    fk_agent_method_fn find;   /* NULL: the method registry */
+    fk_agent_data_fn data;
+    void *data_ud;
+    uint64_t backoff_min_ms; /* first reconnect delay bound (default 200) */
+    uint64_t backoff_max_ms; /* cap (default 15000) */
+    uint64_t poll_ms;        /* PullTask deadline (default 20000) */
+    uint64_t call_ms;        /* deadline of the other calls (default 30000) */
+} fk_agent_config;
+
+typedef struct fk_agent_stats {
+    uint64_t connects, joins, tasks, steps, pushes, committed, duplicates, stale, chunks_sent;
+    uint64_t reconnects, heartbeats, cancelled;
+} fk_agent_stats;
+
+typedef struct fk_agent fk_agent;
+
+int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, fk_err *err);
+/* Abandon the step in progress (its result is not sent), Leave, close; on_stopped
+ * runs once everything is released, after which the agent is freed. */
+void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud);
+void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out);
+
+#endif

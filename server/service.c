@@ -1,0 +1,1107 @@
+#include "server/service.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/rand.h>
+
+#include "common/base/log.h"
+#include "common/net/certs.h"
+#include "common/net/chunk.h"
+#include "common/net/codec.h"
+#include "fedkern.pb.h"
+#include "health.pb.h"
+
+#define FED "/fedkern.v1.Federation/"
+
+/* A PullTask call waiting for a task. */
+typedef struct waiter {
+    struct fk_service *s;
+    fk_grpc_call *call; /* NULL once answered */
+    char identity[256];
+    uv_timer_t timer;
+    struct waiter *next;
+} waiter;
+
+/* A chunked update being reassembled. */
+typedef struct partial {
+    char update_id[64];
+    char identity[256];
+    fk_reasm r;
+    double touched;
+} partial;
+
+/* When a client's last_seen was last written, so heartbeats do not fsync each time. */
+typedef struct seen {
+    char identity[256];
+    double written;
+} seen;
+
+/* A joined client: the session id it sends back with Heartbeat. */
+typedef struct session {
+    char id[33]; /* 128 random bits, hex */
+    char client[65];
+} session;
+
+struct fk_service {
+    uv_loop_t *loop;
+    fk_grpc_server *srv;
+    fk_engine *e;
+    fk_store *st;
+    fk_service_config cfg;
+    uv_timer_t tick;
+    waiter *waiting;
+    partial *partials;
+    int n_partials;
+    seen *seen;
+    int n_seen;
+    session *sessions;
+    int n_sessions;
+    fk_service_stats stats;
+    int closing, handles; /* handles: timers not yet closed */
+    void (*on_closed)(void *);
+    void *closed_ud;
+};
+
+double fk_service_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void fk_task_id_format(char *out, size_t cap, int64_t job, int attempt)
+{
+    snprintf(out, cap, "%" PRId64 ".%d", job, attempt);
+}
+
+int fk_task_id_parse(const char *s, int64_t *job, int *attempt)
+{
+    char *end;
+    long long j = strtoll(s, &end, 10);
+    if (end == s || j <= 0)
+        return FK_EINVAL;
+    long a = 0;
+    if (*end == '.') {
+        const char *p = end + 1;
+        a = strtol(p, &end, 10);
+        if (end == p || a < 0 || a > 1000000)
+            return FK_EINVAL;
+    }
+    if (*end)
+        return FK_EINVAL;
+    *job = j;
+    *attempt = (int)a;
+    return FK_OK;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+static int listed(char **list, int n, const char *id)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(list[i], id))
+            return 1;
+    return 0;
+}
+
+/* The fedkern identity: NAME of the certificate's urn:fedkern:ROLE:NAME SAN. */
+static const char *identity_of(const fk_tls_peer *peer)
+{
+    return peer->id;
+}
+
+/* The caller may use the Federation calls: a client certificate, on the
+ * allow-list when one is set. */
+static int allowed(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
+{
+    const char *id = identity_of(peer);
+    if (peer->role != FK_ROLE_CLIENT || !*id) {
+        fk_log(FK_LOG_WARN, "client_refused", "peer=%s cn=%s path=%s reason=not_a_client_certificate",
+               peer->addr, peer->cn, fk_grpc_call_method(call));
+        s->stats.refused++;
+        fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
+                           "this call needs a client certificate (fedkern certs issue --client NAME)",
+                           NULL, 0);
+        return 0;
+    }
+    if (s->cfg.n_allow > 0 && !listed(s->cfg.allow, s->cfg.n_allow, id)) {
+        fk_log(FK_LOG_WARN, "client_refused", "identity=\"%s\" peer=%s path=%s reason=not_allowed",
+               id, peer->addr, fk_grpc_call_method(call));
+        s->stats.refused++;
+        fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
+                           "this client identity is not on the server's allow-list", NULL, 0);
+        return 0;
+    }
+    return 1;
+}
+
+/* Admin calls: an admin certificate, listed in 'admins' when that is set. */
+static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
+{
+    const char *id = identity_of(peer);
+    if (peer->role != FK_ROLE_ADMIN || !*id ||
+        (s->cfg.n_admins > 0 && !listed(s->cfg.admins, s->cfg.n_admins, id))) {
+        fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s", id, peer->addr,
+               fk_grpc_call_method(call));
+        fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
+                           "admin calls need an admin certificate (fedkern certs issue --admin "
+                           "NAME) allowed by the server's 'admins'",
+                           NULL, 0);
+        return 0;
+    }
+    return 1;
+}
+
+static int status_of(int rc)
+{
+    switch (rc) {
+    case FK_EINVAL:
+    case FK_EFORMAT:
+        return FK_GRPC_INVALID_ARGUMENT;
+    case FK_ENOTFOUND:
+        return FK_GRPC_NOT_FOUND;
+    case FK_ESTATE:
+        return FK_GRPC_FAILED_PRECONDITION;
+    case FK_ELIMIT:
+    case FK_ENOMEM:
+        return FK_GRPC_RESOURCE_EXHAUSTED;
+    case FK_EIO:
+        return FK_GRPC_UNAVAILABLE;
+    default:
+        return FK_GRPC_INTERNAL;
+    }
+}
+
+static void reply_err(fk_grpc_call *call, int rc, const fk_err *err)
+{
+    fk_grpc_call_reply(call, status_of(rc), err->msg, NULL, 0);
+}
+
+/* Encode msg and send it (the buffer moves to the server). */
+static void reply_msg(fk_service *s, fk_grpc_call *call, const pb_msgdesc_t *fields,
+                      const void *msg)
+{
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    int rc = fk_codec_encode(fields, msg, 0, &buf, &len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    s->stats.bytes_out += len;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
+}
+
+static void note_seen(fk_service *s, const char *identity, int force)
+{
+    double now = fk_service_now();
+    seen *e = NULL;
+    for (int i = 0; i < s->n_seen; i++)
+        if (!strcmp(s->seen[i].identity, identity))
+            e = &s->seen[i];
+    if (!e) {
+        seen *g = realloc(s->seen, (size_t)(s->n_seen + 1) * sizeof *g);
+        if (!g)
+            return;
+        s->seen = g;
+        e = &s->seen[s->n_seen++];
+        snprintf(e->identity, sizeof e->identity, "%s", identity);
+        e->written = -INFINITY;
+        force = 1;
+    }
+    if (!force && now - e->written < 30.0)
+        return;
+    fk_err err;
+    if (fk_store_client_seen(s->st, identity, now, &err))
+        fk_log(FK_LOG_WARN, "client_seen_not_stored", "identity=%s error=\"%s\"", identity,
+               err.msg);
+    else
+        e->written = now;
+}
+
+/* --------------------------------------------------------- long polls */
+
+static void handle_gone(fk_service *s)
+{
+    if (--s->handles == 0 && s->closing && s->on_closed)
+        s->on_closed(s->closed_ud);
+}
+
+static void waiter_closed(uv_handle_t *h)
+{
+    waiter *w = h->data;
+    fk_service *s = w->s;
+    free(w);
+    handle_gone(s);
+}
+
+/* Unlink w and release its timer (the call must already be answered). */
+static void waiter_drop(fk_service *s, waiter *w)
+{
+    for (waiter **p = &s->waiting; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    s->stats.waiting_polls--;
+    uv_timer_stop(&w->timer);
+    uv_close((uv_handle_t *)&w->timer, waiter_closed);
+}
+
+static void reply_no_task(fk_service *s, fk_grpc_call *call, uint32_t retry_ms)
+{
+    fedkern_v1_PullTaskResponse msg = fedkern_v1_PullTaskResponse_init_zero;
+    msg.kind = fedkern_v1_TaskKind_TASK_NONE;
+    msg.retry_after_ms = retry_ms;
+    reply_msg(s, call, fedkern_v1_PullTaskResponse_fields, &msg);
+}
+
+/* Answer with the task (inline bundle, or its first chunk when too large). */
+static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
+                       uint32_t chunk_index)
+{
+    fedkern_v1_PullTaskResponse msg = fedkern_v1_PullTaskResponse_init_zero;
+    msg.kind = fedkern_v1_TaskKind_TASK_RUN;
+    fk_task_id_format(msg.job_id, sizeof msg.job_id, t->job, t->attempt);
+    snprintf(msg.method, sizeof msg.method, "%.31s", t->method);
+    msg.round = (uint32_t)t->round;
+    msg.phase = (uint32_t)t->phase;
+    msg.params = (char *)t->config;
+    size_t extra = strlen(t->config);
+    size_t room = fk_chunk_data_max(s->cfg.max_message, extra);
+    fk_codec_tx tx = {0};
+    fk_bundle b;
+    fk_bundle_init(&b);
+    fk_err err;
+    int rc = FK_OK;
+    if (t->task_len <= room && chunk_index == 0) {
+        rc = fk_codec_bundle_decode(t->task, t->task_len, &b, &err);
+        tx.bundle = &b;
+    } else {
+        fk_chunker ch;
+        const uint8_t *data = NULL;
+        size_t len = 0;
+        rc = fk_chunker_init(&ch, t->task, t->task_len, room, &err);
+        if (!rc)
+            rc = fk_chunker_get(&ch, chunk_index, &msg.chunk, &data, &len, &err);
+        tx.chunk_data = data;
+        tx.chunk_len = len;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!rc)
+        rc = fk_codec_encode_pull_task_response(&msg, &tx, 0, &buf, &len, &err);
+    fk_bundle_close(&b);
+    if (rc) {
+        fk_log(FK_LOG_ERROR, "task_not_sent", "job=%" PRId64 " error=\"%s\"", t->job, err.msg);
+        reply_err(call, rc, &err);
+        return;
+    }
+    s->stats.tasks_sent++;
+    s->stats.bytes_out += len;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
+}
+
+/* Give every waiting client the task the engine now has for it. */
+static void wake_waiters(fk_service *s)
+{
+    waiter *w = s->waiting;
+    while (w) {
+        waiter *next = w->next;
+        fk_task_ref t;
+        fk_err err;
+        if (w->call && fk_engine_pull(s->e, w->identity, fk_service_now(), &t, &err) == FK_OK) {
+            fk_grpc_call *call = w->call;
+            w->call = NULL;
+            reply_task(s, call, &t, 0);
+            waiter_drop(s, w);
+        }
+        w = next;
+    }
+}
+
+static void waiter_timeout(uv_timer_t *timer)
+{
+    waiter *w = timer->data;
+    if (w->call) {
+        fk_grpc_call *call = w->call;
+        w->call = NULL;
+        reply_no_task(w->s, call, 0);
+    }
+    waiter_drop(w->s, w);
+}
+
+static void waiter_cancelled(fk_grpc_call *call, void *ud)
+{
+    waiter *w = ud;
+    if (w->call == call) {
+        w->call = NULL;
+        fk_grpc_call_reply(call, FK_GRPC_CANCELLED, NULL, NULL, 0);
+        waiter_drop(w->s, w);
+    }
+}
+
+static void park(fk_service *s, fk_grpc_call *call, const char *identity, uint64_t deadline_ms)
+{
+    uint64_t now = uv_now(s->loop);
+    uint64_t wait = s->cfg.poll_max_ms;
+    if (deadline_ms) {
+        uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+        wait = left > s->cfg.poll_margin_ms ? left - s->cfg.poll_margin_ms : 0;
+        if (wait > s->cfg.poll_max_ms)
+            wait = s->cfg.poll_max_ms;
+    }
+    waiter *w = calloc(1, sizeof *w);
+    if (!w || wait == 0) {
+        free(w);
+        reply_no_task(s, call, 0);
+        return;
+    }
+    w->s = s;
+    w->call = call;
+    snprintf(w->identity, sizeof w->identity, "%s", identity);
+    uv_timer_init(s->loop, &w->timer);
+    s->handles++;
+    w->timer.data = w;
+    w->next = s->waiting;
+    s->waiting = w;
+    s->stats.waiting_polls++;
+    fk_grpc_call_on_cancel(call, waiter_cancelled, w);
+    uv_timer_start(&w->timer, waiter_timeout, wait, 0);
+}
+
+/* ----------------------------------------------------------- handlers */
+
+static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                      size_t len, uint64_t deadline, void *ud)
+{
+    (void)peer;
+    (void)deadline;
+    fk_service *s = ud;
+    grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
+    fk_err err;
+    int rc = fk_codec_decode(grpc_health_v1_HealthCheckRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_codec_release(grpc_health_v1_HealthCheckRequest_fields, &in);
+    if (in.service[0] && strcmp(in.service, "fedkern.v1.Federation")) {
+        fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown service", NULL, 0);
+        return;
+    }
+    grpc_health_v1_HealthCheckResponse msg = grpc_health_v1_HealthCheckResponse_init_zero;
+    msg.status = s->closing ? grpc_health_v1_HealthCheckResponse_ServingStatus_NOT_SERVING
+                            : grpc_health_v1_HealthCheckResponse_ServingStatus_SERVING;
+    reply_msg(s, call, grpc_health_v1_HealthCheckResponse_fields, &msg);
+}
+
+static session *new_session(fk_service *s, const char *client)
+{
+    unsigned char raw[16];
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return NULL;
+    session *g = realloc(s->sessions, (size_t)(s->n_sessions + 1) * sizeof *g);
+    if (!g)
+        return NULL;
+    s->sessions = g;
+    session *ss = &s->sessions[s->n_sessions++];
+    for (int i = 0; i < 16; i++)
+        snprintf(ss->id + 2 * i, 3, "%02x", raw[i]);
+    snprintf(ss->client, sizeof ss->client, "%s", client);
+    return ss;
+}
+
+static session *find_session(fk_service *s, const char *id)
+{
+    for (int i = 0; i < s->n_sessions; i++)
+        if (!strcmp(s->sessions[i].id, id))
+            return &s->sessions[i];
+    return NULL;
+}
+
+/* One session per client: a new Join replaces the old one. */
+static void drop_sessions_of(fk_service *s, const char *client)
+{
+    for (int i = 0; i < s->n_sessions;)
+        if (!strcmp(s->sessions[i].client, client))
+            s->sessions[i] = s->sessions[--s->n_sessions];
+        else
+            i++;
+}
+
+static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!allowed(s, call, peer))
+        return;
+    fedkern_v1_JoinRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_JoinRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    const char *id = identity_of(peer);
+    int status = FK_GRPC_OK;
+    const char *why = NULL;
+    if (in.name[0] && strcmp(in.name, id)) {
+        status = FK_GRPC_PERMISSION_DENIED;
+        why = "JoinRequest.name differs from the certificate identity";
+    } else if (in.protocol_version != 1) {
+        status = FK_GRPC_FAILED_PRECONDITION;
+        why = "unsupported protocol_version; this server speaks fedkern.v1 (1)";
+    }
+    session *ss = NULL;
+    if (!why) {
+        drop_sessions_of(s, id);
+        if (!(ss = new_session(s, id))) {
+            status = FK_GRPC_RESOURCE_EXHAUSTED;
+            why = "cannot create a session";
+        }
+    }
+    if (why) {
+        fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
+        fk_grpc_call_reply(call, status, why, NULL, 0);
+        return;
+    }
+    s->stats.joins++;
+    note_seen(s, id, 1);
+    fk_log(FK_LOG_INFO, "client_joined",
+           "client=%s session=%s peer=%s software=\"%s\" samples=%" PRIu64, id, ss->id,
+           peer->addr, in.software, in.n_samples);
+    fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
+    fedkern_v1_JoinResponse out = fedkern_v1_JoinResponse_init_zero;
+    snprintf(out.session_id, sizeof out.session_id, "%s", ss->id);
+    snprintf(out.client_id, sizeof out.client_id, "%.127s", id);
+    out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
+    out.max_message_size = s->cfg.max_message;
+    out.protocol_version = 1;
+    snprintf(out.software, sizeof out.software, "fedkern-server %s", FK_VERSION);
+    reply_msg(s, call, fedkern_v1_JoinResponse_fields, &out);
+}
+
+static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    fk_service *s = ud;
+    if (!allowed(s, call, peer))
+        return;
+    fedkern_v1_PullTaskRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_PullTaskRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    s->stats.pulls++;
+    s->stats.bytes_in += len;
+    const char *id = identity_of(peer);
+    fk_task_ref t;
+    rc = fk_engine_pull(s->e, id, fk_service_now(), &t, &err);
+    if (in.job_id[0]) {
+        /* A later chunk of a task that did not fit one message. */
+        int64_t job;
+        int attempt;
+        if (rc == FK_OK && fk_task_id_parse(in.job_id, &job, &attempt) == FK_OK &&
+            job == t.job && attempt == t.attempt && (int)in.round == t.round &&
+            (int)in.phase == t.phase)
+            reply_task(s, call, &t, in.chunk_index);
+        else
+            reply_no_task(s, call, 0); /* that task is over: poll again */
+        return;
+    }
+    if (rc == FK_OK)
+        reply_task(s, call, &t, 0);
+    else if (s->closing)
+        reply_no_task(s, call, 1000);
+    else
+        park(s, call, id, deadline);
+}
+
+static void reply_push(fk_service *s, fk_grpc_call *call, int state, const uint32_t *missing,
+                       size_t n_missing, const char *message)
+{
+    fedkern_v1_PushUpdateResponse out = fedkern_v1_PushUpdateResponse_init_zero;
+    out.state = state;
+    out.missing = (uint32_t *)missing;
+    out.missing_count = (pb_size_t)n_missing;
+    snprintf(out.message, sizeof out.message, "%s", message ? message : "");
+    reply_msg(s, call, fedkern_v1_PushUpdateResponse_fields, &out);
+}
+
+static partial *find_partial(fk_service *s, const char *update_id, const char *identity)
+{
+    for (int i = 0; i < s->n_partials; i++)
+        if (!strcmp(s->partials[i].update_id, update_id) &&
+            !strcmp(s->partials[i].identity, identity))
+            return &s->partials[i];
+    return NULL;
+}
+
+static void drop_partial(fk_service *s, partial *p)
+{
+    fk_reasm_close(&p->r);
+    *p = s->partials[--s->n_partials];
+}
+
+static partial *new_partial(fk_service *s, const char *update_id, const char *identity)
+{
+    partial *g = realloc(s->partials, (size_t)(s->n_partials + 1) * sizeof *g);
+    if (!g)
+        return NULL;
+    s->partials = g;
+    partial *p = &s->partials[s->n_partials++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->update_id, sizeof p->update_id, "%s", update_id);
+    snprintf(p->identity, sizeof p->identity, "%s", identity);
+    fk_reasm_init(&p->r, s->cfg.reasm_limit);
+    p->touched = fk_service_now();
+    return p;
+}
+
+static void reply_missing(fk_service *s, fk_grpc_call *call, const partial *p, int state)
+{
+    size_t n = fk_reasm_missing(&p->r, NULL, 0);
+    uint32_t *miss = n ? malloc(n * sizeof *miss) : NULL;
+    if (n && !miss) {
+        fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
+        return;
+    }
+    fk_reasm_missing(&p->r, miss, n);
+    reply_push(s, call, state, miss, n, NULL);
+    free(miss);
+}
+
+/* Hand a complete update (encoded bundle) to the engine and answer. */
+static void commit_update(fk_service *s, fk_grpc_call *call, const char *identity,
+                          const fedkern_v1_PushUpdateRequest *in, int64_t job, int attempt,
+                          const uint8_t *blob, size_t len)
+{
+    fk_push p = {.job = job, .round = (int)in->round, .attempt = attempt,
+                 .phase = (int)in->phase, .identity = identity, .idem = in->update_id,
+                 .blob = blob, .len = len};
+    fk_report_init(&p.report);
+    if (in->has_report) {
+        p.report.n_samples = (double)in->report.n_samples;
+        p.report.loss = in->report.loss;
+        p.report.accuracy = in->report.accuracy;
+    }
+    int dup = 0;
+    fk_err err;
+    int rc = fk_engine_push(s->e, &p, fk_service_now(), &dup, &err);
+    if (rc == FK_OK && !dup) {
+        s->stats.committed++;
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
+        wake_waiters(s);
+    } else if (rc == FK_OK) {
+        s->stats.duplicates++;
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
+                   "this update was committed before");
+    } else if (rc == FK_ESTATE) {
+        s->stats.stale++;
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, err.msg);
+    } else {
+        fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"", identity,
+               job, err.msg);
+        reply_err(call, rc, &err);
+    }
+}
+
+static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity,
+                         const fedkern_v1_PushUpdateRequest *in, const fk_codec_rx *rx,
+                         int64_t job, int attempt)
+{
+    partial *p = find_partial(s, in->update_id, identity);
+    if (!p && !(p = new_partial(s, in->update_id, identity))) {
+        fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
+        return;
+    }
+    p->touched = fk_service_now();
+    int complete = 0;
+    fk_err err;
+    int rc = fk_reasm_add(&p->r, &in->chunk, rx->chunk_data, rx->chunk_len, &complete, &err);
+    if (rc) {
+        drop_partial(s, p);
+        reply_err(call, rc, &err);
+        return;
+    }
+    if (!complete) {
+        reply_missing(s, call, p, fedkern_v1_UpdateState_UPDATE_PARTIAL);
+        return;
+    }
+    uint8_t *blob;
+    size_t len;
+    rc = fk_reasm_take(&p->r, &blob, &len, &err);
+    drop_partial(s, p);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    commit_update(s, call, identity, in, job, attempt, blob, len);
+    free(blob);
+}
+
+static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!allowed(s, call, peer))
+        return;
+    const char *id = identity_of(peer);
+    s->stats.pushes++;
+    s->stats.bytes_in += len;
+    fedkern_v1_PushUpdateRequest in;
+    fk_bundle b;
+    fk_bundle_init(&b);
+    fk_codec_rx rx = {.bundle = &b};
+    fk_err err;
+    int rc = fk_codec_decode_push_update_request(req, len, &in, &rx, &err);
+    int decoded = rc == FK_OK;
+    int64_t job = 0;
+    int attempt = 0;
+    if (!rc && fk_task_id_parse(in.job_id, &job, &attempt))
+        rc = fk_err_set(&err, FK_EINVAL, "PushUpdate: job_id '%s' is not a task id", in.job_id);
+    if (!rc && strlen(in.update_id) < 8)
+        rc = fk_err_set(&err, FK_EINVAL, "PushUpdate: update_id must have at least 8 characters");
+    if (rc) {
+        reply_err(call, rc, &err);
+    } else if (in.has_report && in.report.error[0]) {
+        fk_log(FK_LOG_WARN, "client_task_failed", "identity=%s job=%s round=%u error=\"%s\"", id,
+               in.job_id, in.round, in.report.error);
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
+                   "failure noted; the client counts as a dropout of this phase");
+    } else if (in.probe) {
+        int known = 0;
+        partial *p = find_partial(s, in.update_id, id);
+        if (fk_store_update_known(s->st, in.update_id, id, &known, &err) == FK_OK && known)
+            reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0, NULL);
+        else if (p)
+            reply_missing(s, call, p, fedkern_v1_UpdateState_UPDATE_PARTIAL);
+        else
+            reply_push(s, call, fedkern_v1_UpdateState_UPDATE_UNKNOWN, NULL, 0, NULL);
+    } else if (rx.has_chunk) {
+        handle_chunk(s, call, id, &in, &rx, job, attempt);
+    } else if (rx.has_bundle) {
+        uint8_t *blob;
+        size_t blen;
+        rc = fk_codec_bundle_encode(&b, &blob, &blen, &err);
+        if (rc) {
+            reply_err(call, rc, &err);
+        } else {
+            commit_update(s, call, id, &in, job, attempt, blob, blen);
+            free(blob);
+        }
+    } else {
+        fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, "PushUpdate without a payload", NULL,
+                           0);
+    }
+    fk_bundle_close(&b);
+    if (decoded)
+        fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &in);
+}
+
+static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                         size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!allowed(s, call, peer))
+        return;
+    fedkern_v1_HeartbeatRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_HeartbeatRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    const char *id = identity_of(peer);
+    session *ss = find_session(s, in.session_id);
+    if (!ss || strcmp(ss->client, id)) {
+        fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
+        fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown session: Join again", NULL, 0);
+        return;
+    }
+    note_seen(s, id, 0);
+    fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
+    out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
+    int64_t job;
+    int attempt;
+    if (in.job_id[0]) {
+        out.cancel_task = fk_task_id_parse(in.job_id, &job, &attempt) != FK_OK ||
+                          !fk_engine_task_open(s->e, job, (int)in.round, attempt, (int)in.phase, id);
+    }
+    fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
+    reply_msg(s, call, fedkern_v1_HeartbeatResponse_fields, &out);
+}
+
+static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                     uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!allowed(s, call, peer))
+        return;
+    fedkern_v1_LeaveRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_LeaveRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
+    fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
+    note_seen(s, identity_of(peer), 1);
+    fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
+    reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
+}
+
+/* -------------------------------------------------------------- admin */
+
+static int job_state_pb(int state)
+{
+    switch (state) {
+    case FK_JOB_RUNNING:
+        return fedkern_v1_JobState_JOB_RUNNING;
+    case FK_JOB_DONE:
+        return fedkern_v1_JobState_JOB_DONE;
+    case FK_JOB_FAILED:
+        return fedkern_v1_JobState_JOB_FAILED;
+    default:
+        return fedkern_v1_JobState_JOB_CANCELLED;
+    }
+}
+
+static int parse_job_id(fk_grpc_call *call, const char *text, int64_t *job)
+{
+    int attempt;
+    if (fk_task_id_parse(text, job, &attempt) == FK_OK)
+        return 1;
+    fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, "job_id must be a positive number", NULL,
+                       0);
+    return 0;
+}
+
+static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                      size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!admin(s, call, peer))
+        return;
+    fedkern_v1_SubmitJobRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_SubmitJobRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    int64_t job = 0;
+    rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
+    fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_log(FK_LOG_INFO, "job_accepted", "job=%" PRId64 " admin=%s", job, identity_of(peer));
+    fedkern_v1_SubmitJobResponse out = fedkern_v1_SubmitJobResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
+    reply_msg(s, call, fedkern_v1_SubmitJobResponse_fields, &out);
+    wake_waiters(s);
+}
+
+static void add_metric(fedkern_v1_Metric *m, pb_size_t *n, const char *name, double v)
+{
+    if (*n >= 64 || isnan(v))
+        return;
+    snprintf(m[*n].name, sizeof m[*n].name, "%s", name);
+    m[*n].value = v;
+    (*n)++;
+}
+
+/* Metrics of the last round that closed with an aggregate. */
+static void last_round_metrics(fk_service *s, int64_t job, fedkern_v1_Metric *m, pb_size_t *n)
+{
+    fk_store_round *rows;
+    int count;
+    fk_err err;
+    if (fk_store_round_list(s->st, job, &rows, &count, &err))
+        return;
+    int dropouts = 0, retries = 0;
+    const fk_store_round *last = NULL;
+    for (int i = 0; i < count; i++) {
+        dropouts += rows[i].dropouts;
+        retries += rows[i].closed == 2;
+        if (rows[i].closed == 1)
+            last = &rows[i];
+    }
+    if (last) {
+        add_metric(m, n, "round", last->round);
+        add_metric(m, n, "participants", last->participants);
+        add_metric(m, n, "planned", last->n_planned);
+        add_metric(m, n, "dropouts", last->dropouts);
+        add_metric(m, n, "aggregation_seconds", last->agg_seconds);
+        add_metric(m, n, "loss", last->loss);
+        add_metric(m, n, "accuracy", last->accuracy);
+        add_metric(m, n, "error", last->error);
+    }
+    add_metric(m, n, "dropouts_total", dropouts);
+    add_metric(m, n, "retries_total", retries);
+    for (int i = 0; i < count; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+}
+
+static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                      size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!admin(s, call, peer))
+        return;
+    fedkern_v1_JobStatusRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_JobStatusRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    int64_t job;
+    if (!parse_job_id(call, in.job_id, &job))
+        return;
+    fk_job_status st;
+    if ((rc = fk_engine_status(s->e, job, &st, &err))) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fedkern_v1_JobStatusResponse out = fedkern_v1_JobStatusResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
+    out.state = job_state_pb(st.state);
+    out.round = (uint32_t)(st.state == FK_JOB_DONE ? st.round : st.round - 1);
+    out.rounds_total = (uint32_t)st.rounds;
+    out.clients = (uint32_t)st.planned;
+    snprintf(out.message, sizeof out.message, "%s", st.failure);
+    snprintf(out.method, sizeof out.method, "%.31s", st.method);
+    last_round_metrics(s, job, out.metrics, &out.metrics_count);
+    if (st.state == FK_JOB_RUNNING) {
+        add_metric(out.metrics, &out.metrics_count, "current_round", st.round);
+        add_metric(out.metrics, &out.metrics_count, "current_attempt", st.attempt);
+        add_metric(out.metrics, &out.metrics_count, "current_phase", st.phase);
+        add_metric(out.metrics, &out.metrics_count, "current_answered", st.answered);
+        add_metric(out.metrics, &out.metrics_count, "current_quorum", st.quorum);
+    }
+    reply_msg(s, call, fedkern_v1_JobStatusResponse_fields, &out);
+}
+
+static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                      size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!admin(s, call, peer))
+        return;
+    fedkern_v1_JobResultRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_JobResultRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    int64_t job;
+    if (!parse_job_id(call, in.job_id, &job))
+        return;
+    fk_job_status st;
+    if ((rc = fk_engine_status(s->e, job, &st, &err))) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
+    out.state = job_state_pb(st.state);
+    last_round_metrics(s, job, out.metrics, &out.metrics_count);
+    void *blob = NULL;
+    size_t blen = 0;
+    fk_codec_tx tx = {0};
+    fk_bundle b;
+    fk_bundle_init(&b);
+    rc = fk_store_model_get(s->st, job, -1, &blob, &blen, NULL, &err);
+    if (rc == FK_OK) {
+        size_t room = fk_chunk_data_max(s->cfg.max_message, 0);
+        if (blen <= room && in.chunk_index == 0) {
+            rc = fk_codec_bundle_decode(blob, blen, &b, &err);
+            tx.bundle = &b;
+        } else {
+            fk_chunker ch;
+            const uint8_t *data = NULL;
+            size_t dlen = 0;
+            rc = fk_chunker_init(&ch, blob, blen, room, &err);
+            if (!rc)
+                rc = fk_chunker_get(&ch, in.chunk_index, &out.chunk, &data, &dlen, &err);
+            tx.chunk_data = data;
+            tx.chunk_len = dlen;
+        }
+    } else if (rc == FK_ENOTFOUND) {
+        rc = FK_OK; /* no round closed yet: state and metrics only */
+    }
+    uint8_t *buf = NULL;
+    size_t olen = 0;
+    if (!rc)
+        rc = fk_codec_encode_job_result_response(&out, &tx, 0, &buf, &olen, &err);
+    fk_bundle_close(&b);
+    free(blob);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    s->stats.bytes_out += olen;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
+}
+
+static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                      size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    if (!admin(s, call, peer))
+        return;
+    fedkern_v1_CancelJobRequest in;
+    fk_err err;
+    int rc = fk_codec_decode(fedkern_v1_CancelJobRequest_fields, &in, req, len, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    int64_t job;
+    if (!parse_job_id(call, in.job_id, &job))
+        return;
+    if ((rc = fk_engine_cancel(s->e, job, fk_service_now(), &err))) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_log(FK_LOG_INFO, "job_cancel", "job=%" PRId64 " admin=%s", job, identity_of(peer));
+    fedkern_v1_CancelJobResponse out = fedkern_v1_CancelJobResponse_init_zero;
+    out.state = fedkern_v1_JobState_JOB_CANCELLED;
+    reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
+}
+
+/* --------------------------------------------------------------- tick */
+
+static void on_tick(uv_timer_t *t)
+{
+    fk_service *s = t->data;
+    double now = fk_service_now();
+    double next;
+    fk_err err;
+    fk_engine_tick(s->e, now, &next, &err);
+    wake_waiters(s);
+    /* Forget chunked uploads abandoned for ten minutes. */
+    for (int i = 0; i < s->n_partials;)
+        if (now - s->partials[i].touched > 600.0)
+            drop_partial(s, &s->partials[i]);
+        else
+            i++;
+}
+
+int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_engine *e,
+                    fk_store *st, const fk_service_config *cfg, fk_err *err)
+{
+    *out = NULL;
+    fk_service *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the service");
+    s->loop = loop;
+    s->srv = srv;
+    s->e = e;
+    s->st = st;
+    s->cfg = *cfg;
+    if (!s->cfg.heartbeat_ms)
+        s->cfg.heartbeat_ms = 5000;
+    if (!s->cfg.max_message)
+        s->cfg.max_message = 4u << 20;
+    if (!s->cfg.poll_max_ms)
+        s->cfg.poll_max_ms = 30000;
+    if (!s->cfg.poll_margin_ms)
+        s->cfg.poll_margin_ms = 300;
+    if (!s->cfg.tick_ms)
+        s->cfg.tick_ms = 200;
+    if (!s->cfg.reasm_limit)
+        s->cfg.reasm_limit = (size_t)1 << 30;
+    static const struct {
+        const char *path;
+        fk_grpc_handler fn;
+    } routes[] = {
+        {"/grpc.health.v1.Health/Check", on_health},
+        {FED "Join", on_join},
+        {FED "PullTask", on_pull},
+        {FED "PushUpdate", on_push},
+        {FED "Heartbeat", on_heartbeat},
+        {FED "Leave", on_leave},
+        {FED "SubmitJob", on_submit},
+        {FED "JobStatus", on_status},
+        {FED "JobResult", on_result},
+        {FED "CancelJob", on_cancel},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);
+        if (rc) {
+            free(s);
+            return rc;
+        }
+    }
+    uv_timer_init(loop, &s->tick);
+    s->handles++;
+    s->tick.data = s;
+    uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms);
+    *out = s;
+    return FK_OK;
+}
+
+static void tick_closed(uv_handle_t *h)
+{
+    handle_gone(h->data);
+}
+
+void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
+{
+    s->closing = 1;
+    s->on_closed = on_closed;
+    s->closed_ud = ud;
+    while (s->waiting) {
+        waiter *w = s->waiting;
+        if (w->call) {
+            fk_grpc_call *call = w->call;
+            w->call = NULL;
+            reply_no_task(s, call, 1000);
+        }
+        waiter_drop(s, w);
+    }
+    uv_timer_stop(&s->tick);
+    uv_close((uv_handle_t *)&s->tick, tick_closed);
+}
+
+void fk_service_stats_get(const fk_service *s, fk_service_stats *out)
+{
+    *out = s->stats;
+    out->sessions = s->n_sessions;
+}
+
+void fk_service_free(fk_service *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->n_partials; i++)
+        fk_reasm_close(&s->partials[i].r);
+    free(s->partials);
+    free(s->seen);
+    free(s->sessions);
+    free(s);
+}

@@ -1,0 +1,61 @@
+/* The Federation service: gRPC handlers (fedkern.v1.Federation + grpc.health.v1)
+ * that turn calls into round-engine events on the libuv loop.
+ *
+ * PullTask is a long poll: a call with no task waiting is parked and answered
+ * as soon as the engine has a task for that client, or shortly before the
+ * call's deadline with TASK_NONE. PushUpdate answers UPDATE_COMMITTED only
+ * after the engine committed the update; chunked updates are reassembled in
+ * memory (a probe after a reconnect lists the missing chunks). Admin calls
+ * (SubmitJob, JobStatus, JobResult, CancelJob) need an identity listed as
+ * admin; every other call an identity on the allow-list (when one is set). */
+#ifndef FK_SERVICE_H
+#define FK_SERVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/net/grpc_server.h"
+#include "server/engine.h"
+#include "server/store.h"
+
+typedef struct fk_service_config {
+    char **allow;  /* client identities allowed; n_allow == 0 lets any CA-signed client in */
+    int n_allow;
+    char **admins; /* identities allowed to call the admin RPCs */
+    int n_admins;
+    uint32_t heartbeat_ms;  /* interval clients are told to use (default 5000) */
+    uint32_t max_message;   /* bytes of one gRPC message (the server's net limit) */
+    uint64_t poll_max_ms;   /* longest a PullTask waits when the call has no deadline (30000) */
+    uint64_t poll_margin_ms;/* answer a waiting PullTask this long before its deadline (300) */
+    uint64_t tick_ms;       /* how often deadlines are checked (200) */
+    size_t reasm_limit;     /* bytes one chunked update may hold (1 GiB) */
+} fk_service_config;
+
+typedef struct fk_service fk_service;
+
+/* Counters for metrics and tests. */
+typedef struct fk_service_stats {
+    uint64_t joins, pulls, tasks_sent, pushes, committed, duplicates, stale, refused;
+    uint64_t bytes_in, bytes_out;
+    int waiting_polls;
+    int sessions; /* clients joined (one session each) */
+} fk_service_stats;
+
+/* Register the handlers on srv (not yet listening) and start the tick timer. */
+int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_engine *e,
+                    fk_store *st, const fk_service_config *cfg, fk_err *err);
+/* Answer parked polls (TASK_NONE), stop timers; on_closed runs once all is released. */
+void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud);
+/* Free after on_closed ran. */
+void fk_service_free(fk_service *s);
+void fk_service_stats_get(const fk_service *s, fk_service_stats *out);
+
+/* Wall-clock seconds (deadlines are stored, so they must survive restarts). */
+double fk_service_now(void);
+
+/* "ID.ATTEMPT" task ids on the wire <-> numbers. */
+void fk_task_id_format(char *out, size_t cap, int64_t job, int attempt);
+int fk_task_id_parse(const char *s, int64_t *job, int *attempt);
+
+#endif

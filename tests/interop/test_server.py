@@ -1,0 +1,142 @@
+"""fedkern-server against grpcio: PKI from `fedkern certs`, stubs generated at test
+time with protoc from proto/, Health/Check, Join, Heartbeat, unimplemented RPCs,
+graceful SIGTERM. usage: test_server.py FEDKERN FEDKERN_SERVER PROTO_DIR"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+import fktest
+
+
+def main():
+    fedkern, server, proto = sys.argv[1:4]
+    t = fktest.Checks()
+    tmp = tempfile.TemporaryDirectory(prefix="fkserver-")
+    d = os.path.join(tmp.name, "pki")
+    for args in (["init"], ["issue", "--server", "srv1", "--dns", "localhost", "--ip", "127.0.0.1"],
+                 ["issue", "--client", "alice"], ["issue", "--admin", "op"]):
+        fktest.run([fedkern, "certs"] + args[:1] + ["--dir", d] + args[1:])
+    gen = os.path.join(tmp.name, "gen")
+    os.makedirs(gen)
+    fktest.run(["protoc", "-I", proto, "--python_out", gen, os.path.join(proto, "fedkern.proto")])
+    hdir = os.path.join(proto, "grpc", "health", "v1")
+    fktest.run(["protoc", "-I", hdir, "--python_out", gen, os.path.join(hdir, "health.proto")])
+    sys.path.insert(0, gen)
+    import fedkern_pb2 as pb
+    import health_pb2 as hpb
+
+    srv = fktest.Proc([server, "--listen", "127.0.0.1:0", "--tls-dir", d, "--heartbeat-ms", "2500",
+                       "--state", os.path.join(tmp.name, "state.db")], tmp.name, "server")
+    ok = srv.wait_log(r"event=server_ready .* port=(\d+)", 20)
+    t.check("fedkern-server starts", ok, srv.stderr())
+    if not ok:
+        srv.stop()
+        return t.finish()
+    import re
+    port = int(re.search(r"event=server_ready .* port=(\d+)", srv.stderr()).group(1))
+
+    def channel(who):
+        creds = grpc.ssl_channel_credentials(fktest.read_file(os.path.join(d, "ca.pem")),
+                                             fktest.read_file(os.path.join(d, who + ".key")),
+                                             fktest.read_file(os.path.join(d, who + ".pem")))
+        return grpc.secure_channel("127.0.0.1:%d" % port, creds, options=[("grpc.ssl_target_name_override", "localhost")])
+
+    def call(ch, path, req, resp_cls, timeout=5):
+        fn = ch.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=resp_cls.FromString)
+        return fn(req, timeout=timeout)
+
+    def code_of(fn):
+        try:
+            fn()
+            return grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            return e.code()
+
+    try:
+        ch = channel("client-alice")
+        h = call(ch, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(), hpb.HealthCheckResponse)
+        t.check("Health/Check = SERVING", h.status == hpb.HealthCheckResponse.SERVING, str(h))
+        h = call(ch, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(service="fedkern.v1.Federation"),
+                 hpb.HealthCheckResponse)
+        t.check("Health/Check(fedkern.v1.Federation) = SERVING", h.status == hpb.HealthCheckResponse.SERVING)
+        c = code_of(lambda: call(ch, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(service="nope"),
+                                 hpb.HealthCheckResponse))
+        t.check("Health/Check(unknown) = NOT_FOUND", c == grpc.StatusCode.NOT_FOUND, str(c))
+        j = call(ch, "/fedkern.v1.Federation/Join",
+                 pb.JoinRequest(name="alice", protocol_version=1, software="grpcio-test", methods=["fedavg"], n_samples=10),
+                 pb.JoinResponse)
+        t.check("Join answers with a session", len(j.session_id) == 32 and j.client_id == "alice", str(j))
+        t.check("Join tells the heartbeat interval and limits",
+                j.heartbeat_interval_ms == 2500 and j.max_message_size == 32 << 20 and j.protocol_version == 1, str(j))
+        hb = call(ch, "/fedkern.v1.Federation/Heartbeat", pb.HeartbeatRequest(session_id=j.session_id),
+                  pb.HeartbeatResponse)
+        t.check("Heartbeat answers", hb.heartbeat_interval_ms == 2500 and not hb.cancel_task, str(hb))
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Heartbeat", pb.HeartbeatRequest(session_id="x" * 32),
+                                 pb.HeartbeatResponse))
+        t.check("Heartbeat with an unknown session = NOT_FOUND", c == grpc.StatusCode.NOT_FOUND, str(c))
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(name="mallory", protocol_version=1),
+                                 pb.JoinResponse))
+        t.check("Join under another name = PERMISSION_DENIED", c == grpc.StatusCode.PERMISSION_DENIED, str(c))
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(protocol_version=2), pb.JoinResponse))
+        t.check("Join with protocol 2 = FAILED_PRECONDITION", c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        raw = ch.unary_unary("/fedkern.v1.Federation/Join", request_serializer=None, response_deserializer=None)
+        c = code_of(lambda: raw(b"\x0a\xff\xff\xff\xff\x0f", timeout=5))
+        t.check("undecodable Join = INVALID_ARGUMENT", c == grpc.StatusCode.INVALID_ARGUMENT, str(c))
+        p = call(ch, "/fedkern.v1.Federation/PullTask", pb.PullTaskRequest(session_id=j.session_id),
+                 pb.PullTaskResponse, timeout=2)
+        t.check("PullTask without a job: long poll answers TASK_NONE before the deadline",
+                p.kind == pb.TASK_NONE, str(p))
+        ch.close()
+        # SIGHUP rebuilds the TLS context (certificate/CRL reload); a broken reload keeps the old one.
+        srv.p.send_signal(1)
+        t.check("SIGHUP reloads TLS", srv.wait_log(r"event=tls_reloaded"))
+        ca_pem = os.path.join(d, "ca.pem")
+        os.rename(ca_pem, ca_pem + ".away")
+        srv.p.send_signal(1)
+        t.check("SIGHUP with a missing CA keeps the old certificates", srv.wait_log(r"event=tls_reload_failed .*ca.pem"))
+        os.rename(ca_pem + ".away", ca_pem)
+        ch2 = channel("client-alice")
+        h = call(ch2, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(), hpb.HealthCheckResponse)
+        t.check("still serving new connections after the reloads", h.status == hpb.HealthCheckResponse.SERVING)
+        ch2.close()
+        ch = channel("admin-op")
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(protocol_version=1), pb.JoinResponse))
+        t.check("Join with an admin certificate = PERMISSION_DENIED", c == grpc.StatusCode.PERMISSION_DENIED, str(c))
+        # Keep a connection open across SIGTERM: the server must GOAWAY it and still exit 0.
+        h = call(ch, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(), hpb.HealthCheckResponse)
+        rc = srv.stop()
+        t.check("SIGTERM: exit 0 with a client connected", rc == 0, str(rc))
+        t.check("SIGTERM: logged the drain", "event=server_stopping" in srv.stderr() and "event=server_stopped" in srv.stderr())
+        ch.close()
+        bad = subprocess.run([server, "--listen", "127.0.0.1:0", "--tls-dir", d, "--no-such-key", "1"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        t.check("unknown option refused with exit 2", bad.returncode == 2 and b"no-such-key" in bad.stderr, str(bad))
+        bad = subprocess.run([server, "--listen", "127.0.0.1:0", "--tls-dir", os.path.join(tmp.name, "none")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
+        t.check("missing tls dir: one clear error", bad.returncode == 1 and bad.stderr.count(b"\n") == 1, str(bad))
+        cfg = os.path.join(tmp.name, "server.conf")
+        with open(cfg, "w") as f:
+            f.write("listen = 127.0.0.1:0\ntls-dir = %s\nstate = %s\n[net]\nmax_message = 1000\n"
+                    % (d, os.path.join(tmp.name, "state2.db")))
+        srv = fktest.Proc([server, "--config", cfg], tmp.name, "server2")
+        ok = srv.wait_log(r"event=server_ready .* port=(\d+)", 20)
+        port = int(re.search(r"event=server_ready .* port=(\d+)", srv.stderr()).group(1)) if ok else 0
+        ch = channel("client-alice")
+        j = call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(protocol_version=1), pb.JoinResponse) if ok else None
+        t.check("config file read ([net] max_message)", j is not None and j.max_message_size == 1000, str(j))
+        ch.close()
+        t.check("second server exits 0", srv.stop() == 0)
+    finally:
+        srv.stop()
+        if t.failed:
+            print(srv.stderr()[-3000:])
+        tmp.cleanup()
+    return t.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

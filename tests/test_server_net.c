@@ -1,0 +1,367 @@
+/* The daemons' network path in one process: fedkern's gRPC server with the
+ * Federation service over the round engine, and one client agent per client,
+ * over mutual TLS on 127.0.0.1, with the test methods. Checks: same model as
+ * the simulator (inline and chunked messages), a client stopped mid-job is a
+ * dropout at the deadline, a client off the allow-list is refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "client/agent.h"
+#include "common/methods/sim.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
+#include "server/engine.h"
+#include "server/jobconf.h"
+#include "server/service.h"
+#include "tests/support_fedmean.h"
+
+enum { N = 6 };
+
+typedef struct net {
+    char dir[64];
+    char db[128];
+    uv_loop_t loop;
+    fk_store *st;
+    fk_engine *e;
+    fk_grpc_server *srv;
+    fk_service *svc;
+    fk_service_config cfg;
+    fk_net_limits limits;
+    fk_agent *agents[N];
+    fk_dataset data[N];
+    uv_timer_t watch;
+    int64_t job;
+    int stop_client;   /* stop this agent once round stop_round is reached (-1: none) */
+    int stop_round;
+    double started;
+    int finished, timed_out;
+    fk_agent_stats astats[N];
+    fk_service_stats sstats;
+} net;
+
+static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
+
+static const fk_dataset *data_of(void *ud, const char *name, fk_err *err)
+{
+    if (strcmp(name, "synth")) {
+        fk_err_set(err, FK_ENOTFOUND, "no local data set '%s'", name);
+        return NULL;
+    }
+    return ud;
+}
+
+static void make_certs(net *t)
+{
+    fk_err err;
+    char name[16];
+    if (fk_certs_init_ca(t->dir, NULL, NULL, &err))
+        fail_msg("ca: %s", err.msg);
+    fk_cert_opts so = {.ips = "127.0.0.1"};
+    if (fk_certs_issue(t->dir, FK_ROLE_SERVER, "server", &so, &err))
+        fail_msg("server cert: %s", err.msg);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "c%d", i);
+        if (fk_certs_issue(t->dir, FK_ROLE_CLIENT, name, NULL, &err))
+            fail_msg("client cert: %s", err.msg);
+    }
+}
+
+static fk_tls_ctx *tls_for(net *t, int server, const char *name)
+{
+    char ca[128], cert[128], key[128];
+    snprintf(ca, sizeof ca, "%s/ca.pem", t->dir);
+    snprintf(cert, sizeof cert, "%s/%s-%s.pem", t->dir, server ? "server" : "client", name);
+    snprintf(key, sizeof key, "%s/%s-%s.key", t->dir, server ? "server" : "client", name);
+    fk_tls_files f = {.ca = ca, .cert = cert, .key = key};
+    fk_tls_ctx *ctx;
+    fk_err err;
+    if (fk_tls_ctx_new(&ctx, server, &f, &err))
+        fail_msg("tls: %s", err.msg);
+    return ctx;
+}
+
+static int setup(void **state)
+{
+    net *t = calloc(1, sizeof *t);
+    snprintf(t->dir, sizeof t->dir, "/tmp/fk-net-XXXXXX");
+    if (!t || !mkdtemp(t->dir))
+        return -1;
+    snprintf(t->db, sizeof t->db, "%s/state.db", t->dir);
+    make_certs(t);
+    for (int c = 0; c < N; c++) {
+        fk_dataset *ds = &t->data[c];
+        if (fk_dataset_init(ds, (size_t)(15 + 4 * c), FK_TEST_DIM, 0))
+            return -1;
+        fk_rng r;
+        fk_rng_init(&r, 42, (uint64_t)c);
+        for (size_t i = 0; i < ds->X.rows * FK_TEST_DIM; i++)
+            ds->X.data[i] = fk_rng_normal(&r) + 0.7 * c;
+    }
+    fk_net_limits_default(&t->limits);
+    t->stop_client = -1;
+    uv_loop_init(&t->loop);
+    *state = t;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    net *t = *state;
+    uv_loop_close(&t->loop);
+    for (int c = 0; c < N; c++)
+        fk_dataset_close(&t->data[c]);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", t->dir);
+    free(t);
+    return 0;
+}
+
+static void start_server(net *t)
+{
+    fk_err err;
+    assert_int_equal(fk_store_open(&t->st, t->db, &err), FK_OK);
+    fk_engine_opts eo = {.store = t->st, .codec = codec, .find = fk_test_find_method};
+    assert_int_equal(fk_engine_open(&t->e, &eo, fk_service_now(), &err), FK_OK);
+    fk_tls_ctx *tls = tls_for(t, 1, "server");
+    fk_grpc_server_config gc = {.limits = t->limits, .tls = tls, .drain_ms = 300};
+    assert_int_equal(fk_grpc_server_init(&t->srv, &t->loop, &gc, &err), FK_OK);
+    fk_tls_ctx_unref(tls);
+    t->cfg.max_message = (uint32_t)t->limits.max_message;
+    t->cfg.heartbeat_ms = 300;
+    t->cfg.tick_ms = 50;
+    assert_int_equal(fk_service_init(&t->svc, &t->loop, t->srv, t->e, t->st, &t->cfg, &err),
+                     FK_OK);
+    if (fk_grpc_server_listen(t->srv, "127.0.0.1:0", &err))
+        fail_msg("listen: %s", err.msg);
+}
+
+static void start_agent(net *t, int c)
+{
+    char name[16];
+    snprintf(name, sizeof name, "c%d", c);
+    fk_tls_ctx *tls = tls_for(t, 0, name);
+    fk_agent_config ac = {.host = "127.0.0.1", .port = fk_grpc_server_port(t->srv),
+                          .server_name = "server", .tls = tls, .limits = t->limits,
+                          .find = fk_test_find_method, .data = data_of, .data_ud = &t->data[c],
+                          .backoff_min_ms = 50, .backoff_max_ms = 400, .poll_ms = 2000};
+    fk_err err;
+    if (fk_agent_start(&t->agents[c], &t->loop, &ac, &err))
+        fail_msg("agent: %s", err.msg);
+    fk_tls_ctx_unref(tls);
+}
+
+static void agent_stopped(void *ud)
+{
+    (void)ud;
+}
+
+static void server_closed(void *ud)
+{
+    (void)ud;
+}
+
+static void service_closed(void *ud)
+{
+    net *t = ud;
+    fk_grpc_server_close(t->srv, server_closed, t);
+}
+
+static void stop_agent(net *t, int c)
+{
+    if (!t->agents[c])
+        return;
+    fk_agent_stats_get(t->agents[c], &t->astats[c]);
+    fk_agent_stop(t->agents[c], agent_stopped, NULL);
+    t->agents[c] = NULL;
+}
+
+static void shutdown_all(net *t)
+{
+    for (int c = 0; c < N; c++)
+        stop_agent(t, c);
+    fk_service_stats_get(t->svc, &t->sstats);
+    fk_service_close(t->svc, service_closed, t);
+    uv_timer_stop(&t->watch);
+    uv_close((uv_handle_t *)&t->watch, NULL);
+}
+
+static void on_watch(uv_timer_t *timer)
+{
+    net *t = timer->data;
+    fk_job_status s;
+    fk_err err;
+    if (fk_engine_status(t->e, t->job, &s, &err))
+        fail_msg("status: %s", err.msg);
+    if (t->stop_client >= 0 && s.round >= t->stop_round) {
+        stop_agent(t, t->stop_client);
+        t->stop_client = -1;
+    }
+    if (s.state != FK_JOB_RUNNING) {
+        t->finished = 1;
+        shutdown_all(t);
+    } else if (fk_service_now() - t->started > 90.0) {
+        t->timed_out = 1;
+        shutdown_all(t);
+    }
+}
+
+/* Run job `text` with the agents in `mask`; returns when everything closed. */
+static void run_job(net *t, const char *text, unsigned mask)
+{
+    start_server(t);
+    for (int c = 0; c < N; c++)
+        if (mask >> c & 1u)
+            start_agent(t, c);
+    fk_err err;
+    if (fk_engine_submit(t->e, text, fk_service_now(), &t->job, &err))
+        fail_msg("submit: %s", err.msg);
+    t->started = fk_service_now();
+    uv_timer_init(&t->loop, &t->watch);
+    t->watch.data = t;
+    uv_timer_start(&t->watch, on_watch, 50, 50);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    assert_false(t->timed_out);
+    assert_true(t->finished);
+}
+
+static void close_server(net *t)
+{
+    fk_engine_close(t->e);
+    fk_store_close(t->st);
+}
+
+static void compare_with_sim(net *t, const char *text)
+{
+    fk_jobconf conf;
+    fk_err err;
+    assert_int_equal(fk_jobconf_parse(&conf, text, "job", &err), FK_OK);
+    fk_sim_opts o = {.rounds = conf.rounds, .seed = conf.seed};
+    fk_bundle sim, daemon;
+    assert_int_equal(fk_sim_run(fk_test_find_method(conf.method, &err), &conf.params, t->data, N,
+                                &o, &sim, NULL, &err),
+                     FK_OK);
+    fk_jobconf_close(&conf);
+    assert_int_equal(fk_engine_result(t->e, t->job, &daemon, NULL, &err), FK_OK);
+    assert_int_equal(daemon.count, sim.count);
+    for (size_t i = 0; i < sim.count; i++) {
+        const fk_tensor *d = fk_bundle_get(&daemon, sim.items[i].name);
+        assert_non_null(d);
+        assert_int_equal(d->len, sim.items[i].len);
+        assert_memory_equal(d->data, sim.items[i].data, d->len * sizeof(double));
+    }
+    fk_bundle_close(&sim);
+    fk_bundle_close(&daemon);
+}
+
+static const char *job(const char *method, const char *extra)
+{
+    static char text[512];
+    snprintf(text, sizeof text,
+             "method = %s\ndataset = synth\nclients = c0, c1, c2, c3, c4, c5\nrounds = 4\n"
+             "seed = 5\ndeadline = 20\n%s",
+             method, extra);
+    return text;
+}
+
+static void federation_matches_sim(void **state)
+{
+    net *t = *state;
+    const char *text = job("fedvar", "sampling = 0.66\n");
+    run_job(t, text, 0x3f);
+    fk_job_status s;
+    fk_err err;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_DONE);
+    compare_with_sim(t, text);
+    /* Every planned update committed once (rounds x phases x planned); the
+     * agents may stop before the last acknowledgement reaches them. */
+    uint64_t acked = 0;
+    for (int c = 0; c < N; c++)
+        acked += t->astats[c].committed;
+    assert_int_equal(t->sstats.committed, 4 * 2 * 4);
+    assert_true(acked <= t->sstats.committed && acked + N >= t->sstats.committed);
+    int count;
+    assert_int_equal(fk_store_update_count(t->st, t->job, &count, &err), FK_OK);
+    assert_int_equal(count, 4 * 2 * 4);
+    close_server(t);
+}
+
+static void chunked_messages_match_sim(void **state)
+{
+    net *t = *state;
+    t->limits.max_message = 16 * 1024;
+    const char *text = job("fedmean", "task_pad = 5000\nupdate_pad = 7000\nrounds = 3\n");
+    run_job(t, text, 0x3f);
+    compare_with_sim(t, text);
+    uint64_t chunks = 0;
+    for (int c = 0; c < N; c++)
+        chunks += t->astats[c].chunks_sent;
+    assert_true(chunks >= 3 * N * 4); /* 56 KB updates in 16 KB messages */
+    close_server(t);
+}
+
+static void stopped_client_is_a_dropout(void **state)
+{
+    net *t = *state;
+    t->stop_client = 3;
+    t->stop_round = 2;
+    run_job(t, job("fedmean", "deadline = 1.5\nquorum = 0.6\nrounds = 4\n"), 0x3f);
+    fk_store_round *rows;
+    int n;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(t->st, t->job, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 4);
+    assert_int_equal(rows[0].dropouts, 0);
+    assert_int_equal(rows[3].dropouts, 1);
+    assert_string_equal(rows[3].dropped, "3");
+    assert_int_equal(rows[3].participants, 5);
+    for (int i = 0; i < n; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+    close_server(t);
+}
+
+static void client_off_the_allow_list_is_refused(void **state)
+{
+    net *t = *state;
+    char *allow[] = {"c0", "c1", "c2", "c3"};
+    t->cfg.allow = allow;
+    t->cfg.n_allow = 4;
+    const char *text = "method = fedmean\ndataset = synth\nclients = c0, c1, c2, c3\n"
+                       "rounds = 2\ndeadline = 20\n";
+    run_job(t, text, 0x3f); /* c4 and c5 try to join too */
+    fk_job_status s;
+    fk_err err;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_DONE);
+    assert_true(t->sstats.refused >= 2);
+    assert_int_equal(t->astats[4].joins, 0);
+    assert_int_equal(t->astats[5].joins, 0);
+    assert_int_equal(t->astats[0].joins, 1);
+    close_server(t);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(federation_matches_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(client_off_the_allow_list_is_refused, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
