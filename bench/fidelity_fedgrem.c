@@ -329,6 +329,8 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     if (!rc) rc = fk_params_int(&p, "real-reps", 1, 1, 100000, &rr, &err);
     if (!rc) rc = fk_params_int(&p, "rounds", 1000, 1, 1000000, &rounds, &err);
     o.dir = fk_params_str(&p, "data-dir", "../shared/data");
+    if (!rc && fk_params_unused(&p))
+        rc = fk_err_set(&err, FK_EINVAL, "unknown option --%s; see --help", fk_params_unused(&p));
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity fedgrem: %s\n", err.msg);
         fk_params_close(&p);
