@@ -18,6 +18,8 @@ static void usage(FILE *out)
             "       fedkern certs revoke --dir DIR NAME [--crl-days N] [--json]\n"
             "       fedkern certs revoke --dir DIR --client NAME|--server NAME|--admin NAME\n"
             "       fedkern certs crl --dir DIR [--crl-days N] [--json]\n"
+            "       fedkern certs renew --dir DIR --server NAME|--client NAME|--admin NAME\n"
+            "                           [--dns N1,N2] [--ip A1,A2] [--days N] [--json]\n"
             "\n"
             "init creates DIR (mode 0700) with a new CA: ca.pem, ca.key.\n"
             "issue signs a certificate with DIR's CA and writes ROLE-NAME.pem and\n"
@@ -26,6 +28,8 @@ static void usage(FILE *out)
             "revoke adds ROLE-NAME.pem's serial to DIR/crl.pem (created if missing), signed by\n"
             "the CA; a bare NAME means the one ROLE-NAME.pem that exists. crl creates an empty\n"
             "CRL or re-signs the existing one (do it before its next update date passes).\n"
+            "renew (rotation) keeps the old pair as ROLE-NAME.pem.old/.key.old and issues a\n"
+            "new one under the same name; 'systemctl reload' makes a server serve it.\n"
             "Copy crl.pem to the server (tls.crl) and reload it: 'systemctl reload fedkern-server'.\n"
             "\n"
             "  --dir DIR       certificate directory (required)\n"
@@ -208,10 +212,12 @@ static int run(const char *sub, fk_params *p, const char *bare)
         return 2;
     }
     if (fk_params_unused(p)) {
-        fk_cli_fail("certs", "unknown option --%s for 'certs issue'", fk_params_unused(p));
+        fk_cli_fail("certs", "unknown option --%s for 'certs %s'", fk_params_unused(p), sub);
         return 2;
     }
-    if (fk_certs_issue(dir, role, name, &o, &err) != FK_OK)
+    int rc = !strcmp(sub, "renew") ? fk_certs_renew(dir, role, name, &o, &err)
+                                   : fk_certs_issue(dir, role, name, &o, &err);
+    if (rc != FK_OK)
         return fail(&err);
     report(json, dir, role, name);
     return 0;
@@ -235,7 +241,8 @@ int fk_cmd_certs(int argc, char **argv)
     }
     int bare_ok = argc == 2 && !strcmp(argv[0], "revoke"); /* revoke NAME */
     if ((argc != 1 && !bare_ok) || (strcmp(argv[0], "init") && strcmp(argv[0], "issue") &&
-                                    strcmp(argv[0], "revoke") && strcmp(argv[0], "crl"))) {
+                                    strcmp(argv[0], "revoke") && strcmp(argv[0], "crl") &&
+                                    strcmp(argv[0], "renew"))) {
         usage(stderr);
         fk_params_close(&p);
         return 2;

@@ -547,3 +547,38 @@ int fk_certs_crl(const char *dir, long days, fk_err *err)
 {
     return crl_update(dir, NULL, days, NULL, err);
 }
+
+/* ---------------------------------------------------------------- rotation */
+
+int fk_certs_renew(const char *dir, fk_cert_role role, const char *name, const fk_cert_opts *opts,
+                   fk_err *err)
+{
+    char pem[4096], key[4096], pem_old[4200], key_old[4200];
+    if (!name || !fk_certs_name_ok(name))
+        return fk_err_set(err, FK_EINVAL, "certs: '%s' is not a certificate name", name ? name : "");
+    int rc = fk_certs_path(pem, sizeof pem, dir, role, name, "pem", err);
+    if (rc == FK_OK)
+        rc = fk_certs_path(key, sizeof key, dir, role, name, "key", err);
+    if (rc != FK_OK)
+        return rc;
+    snprintf(pem_old, sizeof pem_old, "%s.old", pem);
+    snprintf(key_old, sizeof key_old, "%s.old", key);
+    if (access(pem, F_OK) != 0)
+        return fk_err_set(err, FK_ENOTFOUND, "certs: %s does not exist; use 'certs issue' for a new one",
+                          pem);
+    if (rename(pem, pem_old) != 0)
+        return fk_err_set(err, FK_EIO, "certs: cannot move %s aside: %s", pem, strerror(errno));
+    if (rename(key, key_old) != 0 && errno != ENOENT) {
+        int e = errno;
+        rename(pem_old, pem);
+        return fk_err_set(err, FK_EIO, "certs: cannot move %s aside: %s", key, strerror(e));
+    }
+    rc = fk_certs_issue(dir, role, name, opts, err);
+    if (rc != FK_OK) { /* put the old pair back: never leave the name without a certificate */
+        unlink(pem);
+        unlink(key);
+        rename(pem_old, pem);
+        rename(key_old, key);
+    }
+    return rc;
+}

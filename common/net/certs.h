@@ -62,6 +62,11 @@ int fk_certs_identity(X509 *cert, char *name, size_t cap, fk_cert_role *role, fk
 int fk_certs_revoke(const char *dir, fk_cert_role role, const char *name, long days, int *added,
                     fk_err *err);
 int fk_certs_crl(const char *dir, long days, fk_err *err);
+/* Rotation: move ROLE-NAME.pem/.key to ROLE-NAME.pem.old/.key.old (replacing older
+ * ones) and issue a fresh pair under the same name; on failure the old pair is put
+ * back. The running server picks the new pair up on SIGHUP. */
+int fk_certs_renew(const char *dir, fk_cert_role role, const char *name, const fk_cert_opts *opts,
+                   fk_err *err);
 /* Which ROLE-NAME.pem exists in dir for a bare NAME: FK_ROLE_NONE if none, -1 if several. */
 int fk_certs_find_role(const char *dir, const char *name);
 
