@@ -34,4 +34,15 @@ for u in fedkern-server.service fedkern-client@hospital-a.service; do
         fail=1
     fi
 done
+# Exposure score (0 = locked down, 10 = unprotected): fail above 2.0 so a dropped
+# hardening line shows up here; docs/operations.md quotes the numbers.
+for u in fedkern-server.service fedkern-client@hospital-a.service; do
+    if out=$(cd "$tmp/units" && timeout 120 systemd-analyze security --offline=yes --threshold=20 "./$u" 2>&1); then
+        echo "ok   systemd-analyze security $u: $(echo "$out" | grep 'Overall exposure' | sed 's/.*: //')"
+    else
+        echo "FAIL systemd-analyze security $u above 2.0"
+        echo "$out" | grep -E '✗|Overall'
+        fail=1
+    fi
+done
 exit $fail
