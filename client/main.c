@@ -28,6 +28,7 @@ static const opt_doc opts[] = {
     {"tls.ca FILE", "CA bundle the server must chain to (TLS-DIR/ca.pem)"},
     {"tls.cert FILE", "client certificate (TLS-DIR/client-NAME.pem)"},
     {"tls.key FILE", "client private key (TLS-DIR/client-NAME.key)"},
+    {"tls.crl FILE", "PEM CRL the server certificate is checked against (none)"},
     {"data.DATASET SOURCE", "local data for jobs on DATASET: a catalog name (see 'fedkern data')"
                             " or a file (CSV, LIBSVM, IDX, MAT, NPY)"},
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
@@ -165,7 +166,7 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     snprintf(cert, sizeof cert, "%s/client-%s.pem", dir ? dir : ".", name ? name : "");
     snprintf(key, sizeof key, "%s/client-%s.key", dir ? dir : ".", name ? name : "");
     fk_tls_files f = {fk_params_str(p, "tls.ca", ca), fk_params_str(p, "tls.cert", cert),
-                      fk_params_str(p, "tls.key", key), NULL, 0};
+                      fk_params_str(p, "tls.key", key), fk_params_str(p, "tls.crl", NULL), 0};
     return fk_tls_ctx_new(out, 0, &f, err);
 }
 

@@ -5,7 +5,8 @@
   with that CRL refuses it from the start;
   rotation: 'fedkern certs renew --server' + SIGHUP -> new connections get the new
   server certificate while a connection opened before keeps working (HTTP/2 PING).
-Every wait is bounded. usage: test_certs_lifecycle.py FEDKERN FEDKERN-SERVER"""
+Every wait is bounded.   client side: a fedkern-client given tls.crl refuses a revoked server certificate.
+usage: test_certs_lifecycle.py FEDKERN FEDKERN-SERVER FEDKERN-CLIENT"""
 import os
 import re
 import signal
@@ -98,7 +99,7 @@ def der(path):
 class Server:
     def __init__(self, binary, tls, tmp, tag):
         self.log = os.path.join(tmp, "server-%s.log" % tag)
-        self.p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--tls-dir", tls, "--tls.crl",
+        self.p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--tls-dir", tls, "--metrics-listen", "off", "--tls.crl",
                                    os.path.join(tls, "crl.pem"), "--state", os.path.join(tmp, tag + ".db")],
                                   stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         self.port = None
@@ -139,7 +140,7 @@ def fk(fedkern, *args):
 
 
 def main():
-    fedkern, server = sys.argv[1:3]
+    fedkern, server, client = sys.argv[1:4]
     with tempfile.TemporaryDirectory(prefix="fk-certs-") as tmp:
         tls = os.path.join(tmp, "tls")
         for args in (["init"], ["issue", "--server", "localhost", "--ip", "127.0.0.1"],
@@ -210,6 +211,25 @@ def main():
                 res = try_client(tls, "alice", srv.port)
                 check("revoked alice is refused at start", res != "ok", res)
                 check("bob connects to the restarted server", try_client(tls, "bob", srv.port) == "ok")
+                # client side: revoke the server's certificate; a client with tls.crl refuses it
+                r = fk(fedkern, "revoke", "--dir", tls, "--server", "localhost")
+                check("certs revoke --server", r.returncode == 0, r.stdout)
+                clog = os.path.join(tmp, "client.log")
+                cp = subprocess.Popen([client, "--server", "127.0.0.1:%d" % srv.port, "--server-name", "localhost",
+                                       "--tls-dir", tls, "--name", "bob", "--tls.crl", os.path.join(tls, "crl.pem")],
+                                      stdout=open(clog, "w"), stderr=subprocess.STDOUT)
+                end = time.monotonic() + 10
+                while time.monotonic() < end and "certificate revoked" not in open(clog).read():
+                    time.sleep(0.1)
+                cp.send_signal(signal.SIGTERM)
+                try:
+                    cp.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    cp.kill()
+                    cp.wait()
+                text = open(clog).read()
+                check("a client with tls.crl refuses the revoked server certificate",
+                      "certificate revoked" in text and "event=joined" not in text, text[-800:])
         finally:
             srv.stop()
         if failures:

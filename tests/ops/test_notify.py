@@ -105,7 +105,7 @@ def main():
         slog = open(os.path.join(tmp, "server.log"), "w+")
         s_sock = os.path.join(tmp, "server.notify")
         lis = Listener(s_sock)
-        srv = start([server, "--listen", "127.0.0.1:0", "--tls-dir", tls,
+        srv = start([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls,
                      "--state", os.path.join(tmp, "state.db")], s_sock, slog)
         try:
             lis.wait_for("READY=1", 15)
@@ -137,7 +137,7 @@ def main():
                 srv.wait()
         # without NOTIFY_SOCKET nothing is sent and nothing fails (a plain run)
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--tls-dir", tls, "--state",
+        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls, "--state",
                               os.path.join(tmp, "state2.db")], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         time.sleep(1.0)
