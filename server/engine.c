@@ -36,6 +36,7 @@ struct fk_engine {
     fk_engine_opts o;
     job **jobs; /* running jobs, ascending id */
     int n_jobs, cap;
+    fk_engine_stats stats;
 };
 
 static double mono_seconds(void)
@@ -410,6 +411,10 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
     fk_log(FK_LOG_INFO, "round_closed",
            "job=%lld round=%d attempt=%d participants=%d dropouts=%d agg_seconds=%.6f",
            (long long)j->id, j->round, j->attempt, r->participants, r->dropouts, r->agg_seconds);
+    e->stats.rounds_closed++;
+    e->stats.participants += (uint64_t)r->participants;
+    e->stats.dropouts += (uint64_t)r->dropouts;
+    e->stats.aggregation_seconds += r->agg_seconds;
     if (last) {
         finish(e, j, FK_JOB_DONE, NULL, now);
         return FK_OK;
@@ -454,7 +459,10 @@ static void retry_round(fk_engine *e, job *j, double now)
     r.participants = j->answered;
     r.loss = r.accuracy = r.error = NAN;
     fk_log(FK_LOG_WARN, "quorum_missed",
-           "job=%lld round=%d attempt=%d phase=%d answered=%d quorum=%d", (long long)j->id, j->round, j->attempt, j->phase, j->answered, quorum(j));
+           "job=%lld round=%d attempt=%d phase=%d answered=%d quorum=%d", (long long)j->id,
+           j->round, j->attempt, j->phase, j->answered, quorum(j));
+    e->stats.retries++;
+    e->stats.dropouts += (uint64_t)r.dropouts;
     if (j->attempt >= j->conf.retries) {
         fk_err_set(&err, FK_ESTATE,
                    "round %d missed its quorum (%d of %d planned clients answered, %d needed) "
@@ -704,6 +712,11 @@ int fk_engine_running(const fk_engine *e)
     return e->n_jobs;
 }
 
+void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out)
+{
+    *out = e->stats;
+}
+
 /* -------------------------------------------------------------- events */
 
 int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, fk_err *err)
@@ -846,7 +859,7 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
     if (!p->idem || !*p->idem || strlen(p->idem) > 127 || !p->identity)
         return fk_err_set(err, FK_EINVAL, "update without a valid idempotency id");
     int known = 0;
-    int rc = fk_store_update_known(e->o.store, p->idem, &known, err);
+    int rc = fk_store_update_known(e->o.store, p->idem, p->identity, &known, err);
     if (rc)
         return rc;
     if (known) {

@@ -108,4 +108,11 @@ int fk_engine_result(fk_engine *e, int64_t job, fk_bundle *model, int *round, fk
 /* Jobs running in memory. */
 int fk_engine_running(const fk_engine *e);
 
+/* Counters since the engine opened (metrics). */
+typedef struct fk_engine_stats {
+    uint64_t rounds_closed, retries, participants, dropouts;
+    double aggregation_seconds;
+} fk_engine_stats;
+void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);
+
 #endif

@@ -6,13 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_server.h"
+#include "common/sys/notify.h"
 #include "server/engine.h"
+#include "server/metrics.h"
 #include "server/service.h"
 #include "server/store.h"
 
@@ -34,6 +37,7 @@ static const opt_doc opts[] = {
     {"state-max-mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
     {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
     {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
+    {"metrics-listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
     {"drain-ms MS", "at SIGTERM, how long open calls may finish (5000)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
@@ -65,8 +69,10 @@ typedef struct server_state {
     fk_engine *e;
     fk_service *svc;
     fk_service_config cfg;
+    fk_metrics *metrics;
     fk_params *p;
     uv_signal_t sigterm, sigint, sighup;
+    fk_notify notify;
     int stopping;
 } server_state;
 
@@ -161,13 +167,92 @@ static void all_closed(void *ud)
     uv_close((uv_handle_t *)&st->sigterm, NULL);
     uv_close((uv_handle_t *)&st->sigint, NULL);
     uv_close((uv_handle_t *)&st->sighup, NULL);
+    fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
 }
 
 static void service_closed(void *ud)
 {
     server_state *st = ud;
+    if (st->metrics)
+        fk_metrics_close(st->metrics, NULL, NULL);
+    st->metrics = NULL;
     fk_grpc_server_close(st->srv, all_closed, st);
+}
+
+/* One Prometheus sample with its HELP and TYPE lines. */
+static int metric(char **b, size_t *len, size_t *cap, const char *name, const char *type,
+                  const char *help, double v)
+{
+    return fk_metrics_printf(b, len, cap, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
+                             name, type, name, v);
+}
+
+static int render_metrics(void *ud, char **b, size_t *len)
+{
+    server_state *st = ud;
+    fk_service_stats sv;
+    fk_engine_stats en;
+    fk_grpc_server_stats gs;
+    fk_service_stats_get(st->svc, &sv);
+    fk_engine_stats_get(st->e, &en);
+    fk_grpc_server_stats_get(st->srv, &gs);
+    long rss_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        long size;
+        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
+            rss_pages = 0;
+        fclose(f);
+    }
+    uv_rusage_t ru;
+    uv_getrusage(&ru);
+    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    size_t cap = 0;
+    *len = 0;
+    int rc = 0;
+    rc |= metric(b, len, &cap, "fedkern_jobs_running", "gauge", "Jobs in progress.",
+                 fk_engine_running(st->e));
+    rc |= metric(b, len, &cap, "fedkern_rounds_closed_total", "counter",
+                 "Rounds aggregated since the server started.", (double)en.rounds_closed);
+    rc |= metric(b, len, &cap, "fedkern_round_retries_total", "counter",
+                 "Round attempts abandoned for a missed quorum.", (double)en.retries);
+    rc |= metric(b, len, &cap, "fedkern_round_participants_total", "counter",
+                 "Updates aggregated in the last phase of closed rounds.", (double)en.participants);
+    rc |= metric(b, len, &cap, "fedkern_dropouts_total", "counter",
+                 "Planned clients absent or late at a phase close.", (double)en.dropouts);
+    rc |= metric(b, len, &cap, "fedkern_aggregation_seconds_total", "counter",
+                 "Time spent in the methods' aggregate step.", en.aggregation_seconds);
+    rc |= metric(b, len, &cap, "fedkern_clients_connected", "gauge",
+                 "Clients with a session (joined).", sv.sessions);
+    rc |= metric(b, len, &cap, "fedkern_polls_waiting", "gauge",
+                 "PullTask calls waiting for a task.", sv.waiting_polls);
+    rc |= metric(b, len, &cap, "fedkern_tasks_sent_total", "counter", "Tasks handed out.",
+                 (double)sv.tasks_sent);
+    rc |= metric(b, len, &cap, "fedkern_updates_committed_total", "counter",
+                 "Updates committed and acknowledged.", (double)sv.committed);
+    rc |= metric(b, len, &cap, "fedkern_updates_duplicate_total", "counter",
+                 "Resent updates acknowledged without being counted again.", (double)sv.duplicates);
+    rc |= metric(b, len, &cap, "fedkern_updates_stale_total", "counter",
+                 "Updates for a phase that was already over.", (double)sv.stale);
+    rc |= metric(b, len, &cap, "fedkern_clients_refused_total", "counter",
+                 "Calls refused for the certificate or the allow-list.", (double)sv.refused);
+    rc |= metric(b, len, &cap, "fedkern_bytes_received_total", "counter",
+                 "Request bytes of Federation calls.", (double)sv.bytes_in);
+    rc |= metric(b, len, &cap, "fedkern_bytes_sent_total", "counter",
+                 "Response bytes of Federation calls.", (double)sv.bytes_out);
+    rc |= metric(b, len, &cap, "fedkern_grpc_calls_total", "counter", "gRPC calls received.",
+                 (double)gs.calls);
+    rc |= metric(b, len, &cap, "fedkern_connections_accepted_total", "counter",
+                 "TLS connections accepted.", (double)gs.conns_accepted);
+    rc |= metric(b, len, &cap, "fedkern_connections_refused_total", "counter",
+                 "Connections refused (TLS, limits).", (double)gs.conns_refused);
+    rc |= metric(b, len, &cap, "process_resident_memory_bytes", "gauge", "Resident set size.",
+                 (double)rss_pages * (double)sysconf(_SC_PAGESIZE));
+    rc |= metric(b, len, &cap, "process_cpu_seconds_total", "counter", "User + system CPU time.",
+                 cpu);
+    return rc ? FK_ENOMEM : FK_OK;
 }
 
 static void on_stop(uv_signal_t *sig, int signum)
@@ -177,6 +262,7 @@ static void on_stop(uv_signal_t *sig, int signum)
         return;
     st->stopping = 1;
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
+    fk_notify_stopping(&st->notify, "draining");
     uv_signal_stop(&st->sigterm);
     uv_signal_stop(&st->sigint);
     uv_signal_stop(&st->sighup);
@@ -189,14 +275,17 @@ static void on_reload(uv_signal_t *sig, int signum)
     server_state *st = sig->data;
     fk_tls_ctx *tls;
     fk_err err = {0};
+    fk_notify_reloading(&st->notify, 0);
     if (build_tls(st->p, &tls, &err) != FK_OK) {
         fk_log(FK_LOG_ERROR, "tls_reload_failed", "reason=\"%s\" action=\"kept the old certificates\"",
                err.msg);
+        fk_notify_reloading(&st->notify, 1);
         return;
     }
     fk_grpc_server_set_tls(st->srv, tls);
     fk_tls_ctx_unref(tls);
     fk_log(FK_LOG_INFO, "tls_reloaded", "scope=\"new connections\"");
+    fk_notify_reloading(&st->notify, 1);
 }
 
 static int set_log_level(const char *s)
@@ -208,6 +297,17 @@ static int set_log_level(const char *s)
             return 0;
         }
     return -1;
+}
+
+/* STATUS= line for systemd: jobs running and rounds closed so far. */
+static void notify_status(void *ud, char *buf, size_t cap)
+{
+    server_state *st = ud;
+    fk_engine_stats es;
+    fk_engine_stats_get(st->e, &es);
+    snprintf(buf, cap, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
+             fk_engine_running(st->e), (unsigned long long)es.rounds_closed,
+             (unsigned long long)es.dropouts);
 }
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
@@ -261,6 +361,7 @@ static int run(fk_params *p)
     fk_params_get(p, "state-max-mb");
     fk_params_get(p, "allow");
     fk_params_get(p, "admins");
+    const char *metrics_listen = fk_params_str(p, "metrics-listen", "127.0.0.1:9464");
     const char *unused = fk_params_unused(p);
     if (unused) {
         fk_tls_ctx_unref(cfg.tls);
@@ -295,6 +396,13 @@ static int run(fk_params *p)
         close_state(&st);
         return fail(err.msg);
     }
+    /* Metrics are optional: a taken port costs the metrics, not the server. */
+    if (strcmp(metrics_listen, "off") &&
+        fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &err) != FK_OK)
+        fk_log(FK_LOG_WARN, "metrics_disabled", "reason=\"%s\"", err.msg);
+    else if (st.metrics)
+        fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
+               fk_metrics_port(st.metrics));
     uv_signal_init(&loop, &st.sigterm);
     uv_signal_init(&loop, &st.sigint);
     uv_signal_init(&loop, &st.sighup);
@@ -305,6 +413,10 @@ static int run(fk_params *p)
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
            fk_engine_running(st.e));
+    fk_notify_init(&st.notify, &loop, notify_status, &st);
+    char ready[256];
+    notify_status(&st, ready, sizeof ready);
+    fk_notify_ready(&st.notify, ready);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = uv_loop_close(&loop) == 0 ? 0 : 1;
     close_state(&st);

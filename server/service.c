@@ -285,8 +285,8 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
         tx.bundle = &b;
     } else {
         fk_chunker ch;
-        const uint8_t *data;
-        size_t len;
+        const uint8_t *data = NULL;
+        size_t len = 0;
         rc = fk_chunker_init(&ch, t->task, t->task_len, room, &err);
         if (!rc)
             rc = fk_chunker_get(&ch, chunk_index, &msg.chunk, &data, &len, &err);
@@ -683,7 +683,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     } else if (in.probe) {
         int known = 0;
         partial *p = find_partial(s, in.update_id, id);
-        if (fk_store_update_known(s->st, in.update_id, &known, &err) == FK_OK && known)
+        if (fk_store_update_known(s->st, in.update_id, id, &known, &err) == FK_OK && known)
             reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0, NULL);
         else if (p)
             reply_missing(s, call, p, fedkern_v1_UpdateState_UPDATE_PARTIAL);
@@ -941,8 +941,8 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
             tx.bundle = &b;
         } else {
             fk_chunker ch;
-            const uint8_t *data;
-            size_t dlen;
+            const uint8_t *data = NULL;
+            size_t dlen = 0;
             rc = fk_chunker_init(&ch, blob, blen, room, &err);
             if (!rc)
                 rc = fk_chunker_get(&ch, in.chunk_index, &out.chunk, &data, &dlen, &err);
@@ -1091,6 +1091,7 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 void fk_service_stats_get(const fk_service *s, fk_service_stats *out)
 {
     *out = s->stats;
+    out->sessions = s->n_sessions;
 }
 
 void fk_service_free(fk_service *s)

@@ -39,6 +39,7 @@ typedef struct fk_service_stats {
     uint64_t joins, pulls, tasks_sent, pushes, committed, duplicates, stale, refused;
     uint64_t bytes_in, bytes_out;
     int waiting_polls;
+    int sessions; /* clients joined (one session each) */
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */

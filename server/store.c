@@ -695,14 +695,16 @@ int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, 
 
 /* ------------------------------------------------------------- updates */
 
-/* 1 if an update with this idempotency id is stored, 0 if not, <0 on error. */
-static int idem_exists(fk_store *st, const char *idem, fk_err *err)
+/* 1 if this sender stored an update with this idempotency id, 0 if not, <0
+ * on error. Scoped to the sender: nobody can claim another client's id. */
+static int idem_exists(fk_store *st, const char *idem, const char *identity, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st, "SELECT 1 FROM updates WHERE idem = ?1", &s, err);
+    int rc = prep(st, "SELECT 1 FROM updates WHERE idem = ?1 AND identity = ?2", &s, err);
     if (rc)
         return rc;
     sqlite3_bind_text(s, 1, idem, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(s, 2, identity, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(s);
     sqlite3_finalize(s);
     if (rc == SQLITE_ROW)
@@ -713,7 +715,7 @@ static int idem_exists(fk_store *st, const char *idem, fk_err *err)
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
 {
     *dup = 0;
-    int rc = idem_exists(st, u->idem, err);
+    int rc = idem_exists(st, u->idem, u->identity, err);
     if (rc < 0)
         return rc;
     if (rc == 1) {
@@ -790,9 +792,10 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read updates", err);
 }
 
-int fk_store_update_known(fk_store *st, const char *idem, int *known, fk_err *err)
+int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
+                          fk_err *err)
 {
-    int rc = idem_exists(st, idem, err);
+    int rc = idem_exists(st, idem, identity, err);
     if (rc < 0)
         return rc;
     *known = rc;

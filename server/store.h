@@ -119,18 +119,19 @@ typedef struct fk_store_update {
     double received;
 } fk_store_update;
 
-/* Commit one update. A resend (same idem) is not stored again: *dup = 1 and
- * FK_OK, so the caller acknowledges it again without counting it. A second,
- * different update for the same (job, round, attempt, phase, client) gives
- * FK_ESTATE. */
+/* Commit one update. A resend (same idem from the same identity) is not
+ * stored again: *dup = 1 and FK_OK, so the caller acknowledges it again
+ * without counting it. A second, different update for the same (job, round,
+ * attempt, phase, client), or an idem another identity used, gives FK_ESTATE. */
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err);
 /* Call cb for each update of one phase in ascending client order. The blob
  * and strings are valid only during the call. */
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
 int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int phase,
                          fk_store_update_cb cb, void *ctx, fk_err *err);
-/* *known = 1 if an update with this idempotency id is stored. */
-int fk_store_update_known(fk_store *st, const char *idem, int *known, fk_err *err);
+/* *known = 1 if identity stored an update with this idempotency id. */
+int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
+                          fk_err *err);
 int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
 /* --- checkpoints (method server state) and models, per round --- */

@@ -223,6 +223,16 @@ static void updates_are_idempotent(void **state)
     fk_store_update again = update(id, 2, "other-id", "C", 1);
     assert_int_equal(fk_store_update_put(f->st, &again, &dup, &err), FK_ESTATE);
     assert_non_null(strstr(err.msg, "already sent"));
+    /* Another sender cannot claim an id that is already taken. */
+    fk_store_update thief = update(id, 1, "job1-r1-p0-c2", "X", 1);
+    thief.identity = "mallory";
+    assert_int_equal(fk_store_update_put(f->st, &thief, &dup, &err), FK_ESTATE);
+    assert_int_equal(dup, 0);
+    int known = -1;
+    assert_int_equal(fk_store_update_known(f->st, "job1-r1-p0-c2", "mallory", &known, &err), FK_OK);
+    assert_int_equal(known, 0);
+    assert_int_equal(fk_store_update_known(f->st, "job1-r1-p0-c2", "c", &known, &err), FK_OK);
+    assert_int_equal(known, 1);
     /* An update for a phase that was never opened is refused by the schema. */
     fk_store_update stray = update(id, 1, "stray", "D", 1);
     stray.phase = 3;

@@ -1,0 +1,498 @@
+/* Multi-process integration on 127.0.0.1 with the real programs: one
+ * fedkern-server, six fedkern-client daemons, jobs submitted and fetched with
+ * `fedkern job`, FedGrEM on generated mixture data (CSV files, one per client).
+ * Checks: the daemon run gives bit for bit the model of the in-process
+ * simulator; kill -9 of the server mid-job and a restart give the same model;
+ * a client killed mid-job is a dropout at the deadline and the job completes.
+ * Usage (meson passes these): test_daemons SERVER CLIENT FEDKERN */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/base/params.h"
+#include "common/data/load.h"
+#include "common/la/rng.h"
+#include "common/methods/sim.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
+
+enum { K = 6 };
+
+static const char *server_bin, *client_bin, *fedkern_bin;
+
+typedef struct env {
+    char dir[64];
+    char pki[96];
+    char db[128];
+    char port[16];
+    char metrics_port[16];
+    pid_t server;
+    pid_t clients[K];
+} env;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 2);
+            dup2(fd, 1);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Run to completion; stdout into out (may be NULL). Returns the exit status. */
+static int run_cmd(char *const argv[], char *out, size_t cap)
+{
+    int fds[2];
+    if (pipe(fds))
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    ssize_t r;
+    char sink[256];
+    while ((r = read(fds[0], out && len + 1 < cap ? out + len : sink,
+                     out && len + 1 < cap ? cap - len - 1 : sizeof sink)) > 0)
+        if (out && len + 1 < cap)
+            len += (size_t)r;
+    close(fds[0]);
+    if (out)
+        out[len] = '\0';
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Wait until the file contains `needle`; copy the rest of that line to tail. */
+static int wait_log(const char *path, const char *needle, double seconds, char *tail, size_t cap)
+{
+    double until = now_s() + seconds;
+    char buf[1 << 16];
+    while (now_s() < until) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            char *hit = strstr(buf, needle);
+            if (hit) {
+                if (tail) {
+                    hit += strlen(needle);
+                    size_t l = strcspn(hit, " \n");
+                    snprintf(tail, cap, "%.*s", (int)l, hit);
+                }
+                return 1;
+            }
+        }
+        usleep(20000);
+    }
+    return 0;
+}
+
+/* Value of `key` (up to a space) on the first line of path containing `event`. */
+static int line_value(const char *path, const char *event, const char *key, char *out, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *k = strstr(line, event) ? strstr(line, key) : NULL;
+        if (k) {
+            k += strlen(key);
+            snprintf(out, cap, "%.*s", (int)strcspn(k, " \n"), k);
+            found = 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* GET /metrics from the server's metrics listener into out. */
+static int scrape(const char *port, char *out, size_t cap)
+{
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import sys,urllib.request;"
+                    "sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+"
+                    "'/metrics',timeout=5).read().decode())",
+                    (char *)port, NULL};
+    return run_cmd(argv, out, cap);
+}
+
+static void write_data(env *e)
+{
+    fk_rng r;
+    fk_rng_init(&r, 99, 0);
+    static const double centers[3][3] = {{0, 0, 0}, {4, 4, 0}, {0, 4, 4}};
+    for (int c = 0; c < K; c++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/c%d.csv", e->dir, c);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 50 + 7 * c; i++) {
+            int k = (int)fk_rng_below(&r, 3);
+            fprintf(f, "%d", k + 1);
+            for (int j = 0; j < 3; j++)
+                fprintf(f, ",%.6f", centers[k][j] + fk_rng_normal(&r) + 0.05 * c);
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+}
+
+/* Domain shift for FedRF-TCA: two classes in 4 dims, every client's domain
+ * moved and scaled a little; the last client is the target. */
+static void write_shift_data(env *e)
+{
+    fk_rng r;
+    fk_rng_init(&r, 7, 1);
+    for (int c = 0; c < K; c++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/d%d.csv", e->dir, c);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 80; i++) {
+            int k = (int)fk_rng_below(&r, 2);
+            fprintf(f, "%d", k + 1);
+            for (int j = 0; j < 4; j++)
+                fprintf(f, ",%.6f",
+                        (k ? 1.5 : -1.5) * (j < 2) + (0.8 + 0.1 * c) * fk_rng_normal(&r) + 0.3 * c);
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+}
+
+static int setup(void **state)
+{
+    env *e = calloc(1, sizeof *e);
+    snprintf(e->dir, sizeof e->dir, "/tmp/fk-daemons-XXXXXX");
+    if (!e || !mkdtemp(e->dir))
+        return -1;
+    snprintf(e->pki, sizeof e->pki, "%s/pki", e->dir);
+    snprintf(e->db, sizeof e->db, "%s/state.db", e->dir);
+    fk_err err;
+    fk_cert_opts so = {.ips = "127.0.0.1"};
+    if (fk_certs_init_ca(e->pki, NULL, NULL, &err) ||
+        fk_certs_issue(e->pki, FK_ROLE_SERVER, "server", &so, &err) ||
+        fk_certs_issue(e->pki, FK_ROLE_ADMIN, "op", NULL, &err))
+        return -1;
+    for (int c = 0; c < K; c++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", c);
+        if (fk_certs_issue(e->pki, FK_ROLE_CLIENT, name, NULL, &err))
+            return -1;
+    }
+    write_data(e);
+    write_shift_data(e);
+    *state = e;
+    return 0;
+}
+
+static void stop(pid_t *pid, int sig)
+{
+    if (*pid > 0) {
+        kill(*pid, sig);
+        waitpid(*pid, NULL, 0);
+        *pid = 0;
+    }
+}
+
+static int teardown(void **state)
+{
+    env *e = *state;
+    for (int c = 0; c < K; c++)
+        stop(&e->clients[c], SIGTERM);
+    stop(&e->server, SIGTERM);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
+    if (system(cmd))
+        fprintf(stderr, "could not remove %s\n", e->dir);
+    free(e);
+    return 0;
+}
+
+static void start_server(env *e, const char *listen)
+{
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    unlink(log);
+    char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls-dir", e->pki,
+                    "--state", e->db, "--heartbeat-ms", "500", "--drain-ms", "200",
+                    "--metrics-listen", "127.0.0.1:0", NULL};
+    e->server = spawn(argv, log);
+    char line[256];
+    if (!wait_log(log, "event=server_ready ", 20, line, sizeof line))
+        fail_msg("fedkern-server did not start; see %s", log);
+    char port[16], mport[16];
+    assert_true(wait_log(log, "event=server_ready listen=127.0.0.1:", 1, NULL, 0));
+    assert_true(line_value(log, "event=server_ready", "port=", port, sizeof port));
+    snprintf(e->port, sizeof e->port, "%s", port);
+    assert_true(line_value(log, "event=metrics_listening", "port=", mport, sizeof mport));
+    snprintf(e->metrics_port, sizeof e->metrics_port, "%s", mport);
+}
+
+static void start_client(env *e, int c)
+{
+    char log[160], server[64], name[16], data[160];
+    snprintf(log, sizeof log, "%s/client%d.log", e->dir, c);
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    snprintf(name, sizeof name, "c%d", c);
+    snprintf(data, sizeof data, "%s/c%d.csv", e->dir, c);
+    char shift[160];
+    snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
+    char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
+                    "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
+                    "--data.shift", shift, "--backoff-max-ms", "500", NULL};
+    e->clients[c] = spawn(argv, log);
+}
+
+static const char *job_text(const char *extra)
+{
+    static char text[512];
+    snprintf(text, sizeof text,
+             "method = fedgrem\ndataset = gmm\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+             "R = 3\n%s",
+             extra);
+    return text;
+}
+
+/* fedkern job ARGS... against the running server; stdout into out. */
+static int job_cmd(env *e, const char *sub, const char *arg, const char *extra1,
+                   const char *extra2, char *out, size_t cap)
+{
+    char server[64];
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    char *argv[16] = {(char *)fedkern_bin, "job", (char *)sub, (char *)arg, "--server", server,
+                      "--server-name", "server", "--tls-dir", e->pki, "--name", "op"};
+    int n = 12;
+    if (extra1)
+        argv[n++] = (char *)extra1;
+    if (extra2)
+        argv[n++] = (char *)extra2;
+    argv[n] = NULL;
+    return run_cmd(argv, out, cap);
+}
+
+static void submit(env *e, const char *text, char *id, size_t cap)
+{
+    char path[160];
+    snprintf(path, sizeof path, "%s/job.conf", e->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(job_cmd(e, "submit", path, NULL, NULL, id, cap), 0);
+    id[strcspn(id, "\n")] = '\0';
+    assert_true(id[0] != '\0');
+}
+
+static void fetch_model(env *e, const char *id, fk_bundle *model)
+{
+    char out[160];
+    snprintf(out, sizeof out, "%s/model-%s.bin", e->dir, id);
+    char *argv_out = out;
+    char text[4096];
+    char outflag[200];
+    snprintf(outflag, sizeof outflag, "--out=%s", argv_out);
+    if (job_cmd(e, "result", id, outflag, "--wait=90", text, sizeof text))
+        fail_msg("job result failed: %s", text);
+    FILE *f = fopen(out, "rb");
+    assert_non_null(f);
+    static uint8_t buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    fk_err err;
+    fk_bundle_init(model);
+    if (fk_codec_bundle_decode(buf, n, model, &err))
+        fail_msg("model file: %s", err.msg);
+}
+
+static void sim_model(env *e, const char *text, fk_bundle *model)
+{
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    assert_int_equal(fk_params_parse_ini(&p, text, "job", &err), FK_OK);
+    fk_dataset data[K];
+    int shift = !strcmp(fk_params_str(&p, "dataset", ""), "shift");
+    for (int c = 0; c < K; c++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : 'c', c);
+        if (fk_load(&data[c], path, NULL, &err))
+            fail_msg("load: %s", err.msg);
+    }
+    long rounds;
+    uint64_t seed;
+    assert_int_equal(fk_params_int(&p, "rounds", 10, 1, 100000, &rounds, &err), FK_OK);
+    assert_int_equal(fk_params_u64(&p, "seed", 1, &seed, &err), FK_OK);
+    const fk_method *m = fk_method_find(fk_params_get(&p, "method"), &err);
+    assert_non_null(m);
+    fk_sim_opts o = {.rounds = (int)rounds, .seed = seed};
+    if (fk_sim_run(m, &p, data, K, &o, model, NULL, &err))
+        fail_msg("sim: %s", err.msg);
+    for (int c = 0; c < K; c++)
+        fk_dataset_close(&data[c]);
+    fk_params_close(&p);
+}
+
+static void assert_same(const fk_bundle *a, const fk_bundle *b)
+{
+    assert_int_equal(a->count, b->count);
+    for (size_t i = 0; i < a->count; i++) {
+        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
+        assert_non_null(t);
+        assert_int_equal(t->len, a->items[i].len);
+        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
+    }
+}
+
+static void check_against_sim(env *e, const char *id, const char *text)
+{
+    fk_bundle daemon, sim;
+    fetch_model(e, id, &daemon);
+    sim_model(e, text, &sim);
+    assert_true(daemon.count > 0);
+    assert_same(&daemon, &sim);
+    fk_bundle_close(&daemon);
+    fk_bundle_close(&sim);
+}
+
+static void fedrf_tca_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_server(e, "127.0.0.1:0");
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+    const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
+                       "classes = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
+static void daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_server(e, "127.0.0.1:0");
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+    const char *text = job_text("rounds = 12\ndeadline = 30\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    assert_non_null(strstr(status, "\"state\":\"done\""));
+    assert_non_null(strstr(status, "\"dropouts_total\":0"));
+    static char metrics[1 << 14];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));
+    assert_non_null(strstr(metrics, "fedkern_jobs_running 0\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_updates_committed_total counter"));
+}
+
+/* Wait until the server log shows `needle` (a closed round). */
+static void wait_round(env *e, const char *needle)
+{
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    if (!wait_log(log, needle, 60, NULL, 0))
+        fail_msg("server never logged '%s'", needle);
+}
+
+static void server_kill9_resumes_to_same_model(void **state)
+{
+    env *e = *state;
+    start_server(e, "127.0.0.1:0");
+    char listen[32];
+    snprintf(listen, sizeof listen, "127.0.0.1:%s", e->port);
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+    const char *text = job_text("rounds = 150\ndeadline = 30\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    wait_round(e, "event=round_closed job=1 round=20 ");
+    stop(&e->server, SIGKILL);
+    start_server(e, listen); /* same port: the clients reconnect by themselves */
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=job_resumed job=1", 5, NULL, 0));
+    check_against_sim(e, id, text);
+}
+
+static void killed_client_is_a_dropout(void **state)
+{
+    env *e = *state;
+    start_server(e, "127.0.0.1:0");
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+    const char *text = job_text("rounds = 10\ndeadline = 1\nquorum = 0.8\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    wait_round(e, "event=round_closed job=1 round=3 ");
+    stop(&e->clients[4], SIGKILL);
+    char status[4096];
+    char out[160];
+    snprintf(out, sizeof out, "--out=%s/m.bin", e->dir);
+    if (job_cmd(e, "result", id, out, "--wait=120", status, sizeof status))
+        fail_msg("job result: %s", status);
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    assert_non_null(strstr(status, "\"state\":\"done\""));
+    assert_null(strstr(status, "\"dropouts_total\":0,"));
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=dropout job=1", 1, NULL, 0));
+    assert_true(wait_log(log, "client=c4", 1, NULL, 0));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: test_daemons SERVER CLIENT FEDKERN\n");
+        return 2;
+    }
+    server_bin = argv[1];
+    client_bin = argv[2];
+    fedkern_bin = argv[3];
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
