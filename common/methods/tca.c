@@ -190,6 +190,8 @@ int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_n
 int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
                        fk_mat *W, double *theta, fk_tca_times *tm, fk_err *err)
 {
+    if (tm)
+        *tm = (fk_tca_times){0};
     *W = (fk_mat){0};
     size_t n = Phi->rows, D = Phi->cols;
     if (n_s == 0 || n_s >= n)
