@@ -139,6 +139,8 @@ static int scaling_case(int K, int p, int R, int n, int T, double *sec, double *
 
 int fk_bench_fedgrem(int argc, char **argv)
 {
+    /* per-client matrices are tiny (n x R x p): BLAS threads only add synchronisation */
+    openblas_set_num_threads(1);
     fk_params p;
     fk_err err;
     fk_params_init(&p);
