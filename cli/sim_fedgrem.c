@@ -1,5 +1,6 @@
 /* fedkern sim fedgrem: FedGrEM and its baselines on the paper's simulation
  * design (spec fedgrem.md 4.2), one line per replication plus progress lines. */
+#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +138,8 @@ static int run_real(fk_params *p, const char *data, const char *method, long rou
 
 int fk_sim_fedgrem(int argc, char **argv)
 {
+    /* per-client matrices are tiny (n x R x p): BLAS threads only add synchronisation */
+    openblas_set_num_threads(1);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);

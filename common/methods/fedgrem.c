@@ -59,6 +59,15 @@ static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
 
 /* ---------------- server ---------------- */
 
+/* 1 when every value is finite (messages from the network are checked before use). */
+static int all_finite(const double *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]))
+            return 0;
+    return 1;
+}
+
 typedef struct gsrv {
     int variant, K, R, p, init_done, passes;
     cfg c;
@@ -211,8 +220,11 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
                             "p mismatch: client %d has %llu features but client %d has %d; all "
                             "clients must share one feature dimension",
                             k, (unsigned long long)m->shape[1], ups[0].client, p);
-        } else if (!w || w->len != (size_t)R || !nn || nn->len != 1 || !(nn->data[0] > 0)) {
+        } else if (!w || w->len != (size_t)R || !nn || nn->len != 1 || !(nn->data[0] > 0) ||
+                   !isfinite(nn->data[0])) {
             rc = fk_err_set(err, FK_EFORMAT, "client %d sent no weights 'W' (R) or size 'n'", k);
+        } else if (!all_finite(m->data, m->len) || !all_finite(w->data, w->len)) {
+            rc = fk_err_set(err, FK_EFORMAT, "client %d sent non-finite centres or weights", k);
         } else {
             memcpy(M + (size_t)k * Rp, m->data, Rp * sizeof *M);
             memcpy(W + (size_t)k * R, w->data, (size_t)R * sizeof *W);
@@ -303,8 +315,10 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
     memset(sx, 0, Rp * sizeof(double));
     for (int i = 0; i < n; i++) {
         const fk_tensor *a = fk_bundle_get(&ups[i].msg, "nr"), *b = fk_bundle_get(&ups[i].msg, "sx");
-        if (!a || a->len != (size_t)R || !b || b->len != Rp)
-            return fk_err_set(err, FK_EFORMAT, "client %d sent no pooled statistics", ups[i].client);
+        if (!a || a->len != (size_t)R || !b || b->len != Rp || ups[i].client < 0 ||
+            ups[i].client >= s->K || !all_finite(a->data, a->len) || !all_finite(b->data, b->len))
+            return fk_err_set(err, FK_EFORMAT, "client %d sent no valid pooled statistics",
+                              ups[i].client);
         for (int r = 0; r < R; r++)
             nr[r] += a->data[r];
         for (size_t q = 0; q < Rp; q++)
@@ -341,7 +355,7 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
     if (s->variant == V_POOLED_GREM) {
         rc = pooled_step(s, ups, n, err);
     } else {
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n; i++) { /* validate every update before touching the state */
             int k = ups[i].client;
             const fk_tensor *t = fk_bundle_get(&ups[i].msg, "theta");
             const fk_tensor *w = fk_bundle_get(&ups[i].msg, "w");
@@ -349,6 +363,16 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
                 return fk_err_set(err, FK_EFORMAT,
                                   "round %d: client %d sent no %d x %d 'theta' and 'w'", round, k,
                                   R, p);
+            if (!all_finite(t->data, t->len) || !all_finite(w->data, w->len))
+                return fk_err_set(err, FK_EFORMAT,
+                                  "round %d: client %d sent non-finite estimates (its local step "
+                                  "diverged)",
+                                  round, k);
+        }
+        for (int i = 0; i < n; i++) {
+            int k = ups[i].client;
+            const fk_tensor *t = fk_bundle_get(&ups[i].msg, "theta");
+            const fk_tensor *w = fk_bundle_get(&ups[i].msg, "w");
             memcpy(s->tilde + (size_t)k * Rp, t->data, Rp * sizeof(double));
             memcpy(s->w + (size_t)k * R, w->data, (size_t)R * sizeof(double));
             present[m++] = k;
@@ -640,6 +664,8 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
     const fk_tensor *th = fk_bundle_expect(task, "theta", 2, shape, err);
     if (!th)
         return fk_err_prefix(err, "task: ");
+    if (!all_finite(th->data, th->len))
+        return fk_err_set(err, FK_EFORMAT, "task carries non-finite centres");
     const fk_tensor *pt = fk_bundle_get(task, "perm");
     if (pt) {
         int rc = apply_perm(c, pt, err);

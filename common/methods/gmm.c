@@ -423,10 +423,10 @@ int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const 
     } else {
         memcpy(sg, sigma, (size_t)p * p * sizeof *sg);
         double ll;
-        rc = eee_estep(&s, X, w, mu, sg, &ll);
-        if (rc == FK_ENUMERIC && isfinite(s.G[0]))
-            rc = FK_OK; /* infinite likelihood of test points is fine for labels */
-        if (rc)
+        rc = eee_chol(&s, sg);
+        if (rc == FK_OK) /* a non-finite likelihood of test points is fine for labels */
+            eee_estep(&s, X, w, mu, sg, &ll);
+        else
             fk_err_set(err, rc, "EEE predict: covariance is not positive definite");
         for (size_t i = 0; rc == FK_OK && i < n; i++) {
             int b = 0;

@@ -11,6 +11,7 @@
 #include "common/data/catalog.h"
 #include "common/data/prep.h"
 #include "common/la/hungarian.h"
+#include "common/la/tsne.h"
 #include "common/methods/gmm_run.h"
 
 enum { S_ASSIGN = 1, S_SPLIT, S_CONTAM_PICK, S_CONTAM_NOISE };
@@ -93,6 +94,59 @@ done:
     return rc;
 }
 
+/* Rtsne preprocessing on a seeded random subsample of n rows: PCA-50 scores,
+ * centred and divided by the largest absolute entry, then exact t-SNE to 10-d. */
+static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
+{
+    if (n < 100 || n > ds->X.rows)
+        return fk_err_set(err, FK_EINVAL, "t-SNE subsample must be in [100, %zu]", ds->X.rows);
+    int rc = pca_scores(ds, 50, err);
+    int *idx = malloc(ds->X.rows * sizeof *idx);
+    if (!rc && !idx)
+        rc = fk_err_set(err, FK_ENOMEM, "t-SNE: out of memory");
+    fk_dataset sub;
+    memset(&sub, 0, sizeof sub);
+    if (!rc) {
+        fk_rng g;
+        fk_rng_init(&g, 1, 0x7473756200000000ULL);
+        for (size_t i = 0; i < ds->X.rows; i++)
+            idx[i] = (int)i;
+        fk_rng_shuffle(&g, idx, ds->X.rows);
+        if (fk_dataset_subset(&sub, ds, idx, n))
+            rc = fk_err_set(err, FK_ENOMEM, "t-SNE: out of memory");
+    }
+    free(idx);
+    if (rc)
+        return rc;
+    double mx = 0.0;
+    size_t d = sub.X.cols;
+    for (size_t j = 0; j < d; j++) {
+        double m = 0.0;
+        for (size_t i = 0; i < n; i++)
+            m += fk_mat_get(&sub.X, i, j) / (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double v = fk_mat_get(&sub.X, i, j) - m;
+            fk_mat_set(&sub.X, i, j, v);
+            mx = fabs(v) > mx ? fabs(v) : mx;
+        }
+    }
+    for (size_t i = 0; mx > 0 && i < n * d; i++)
+        sub.X.data[i] /= mx;
+    fk_tsne_opts o;
+    fk_tsne_defaults(&o);
+    fk_mat Y;
+    rc = fk_tsne(&sub.X, &o, &Y, err);
+    if (rc) {
+        fk_dataset_close(&sub);
+        return rc;
+    }
+    fk_mat_close(&sub.X);
+    sub.X = Y;
+    fk_dataset_close(ds);
+    *ds = sub;
+    return FK_OK;
+}
+
 static int moments(fk_gmm_real *r, fk_err *err)
 {
     size_t n = r->d.X.rows, d = r->d.X.cols;
@@ -118,6 +172,7 @@ int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_
     *r = (fk_gmm_real){0};
     const char *base;
     int pca = 0, z = 0;
+    size_t tsne_n = 0;
     if (!strcmp(name, "pendigits")) {
         base = "pendigits";
         z = 1;
@@ -126,9 +181,13 @@ int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_
         base = "fashion-mnist";
         pca = 1;
         z = name[strlen(name) - 1] == 'z';
+    } else if (!strncmp(name, "fashion-mnist-tsne10-sub", 24) && atol(name + 24) > 0) {
+        base = "fashion-mnist";
+        tsne_n = (size_t)atol(name + 24);
     } else {
         return fk_err_set(err, FK_ENOTFOUND,
-                          "unknown data '%s' (pendigits, fashion-mnist-pca10, fashion-mnist-pca10z)",
+                          "unknown data '%s' (pendigits, fashion-mnist-pca10, fashion-mnist-pca10z, "
+                          "fashion-mnist-tsne10-subN)",
                           name);
     }
     char a[64], b[64];
@@ -146,6 +205,8 @@ int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_
     fk_dataset_close(&te);
     if (!rc && pca)
         rc = pca_scores(&r->d, 10, err);
+    if (!rc && tsne_n)
+        rc = tsne_subsample(&r->d, tsne_n, err);
     if (!rc && z && fk_prep_zscore_cols(&r->d.X))
         rc = fk_err_set(err, FK_ENOMEM, "z-score: out of memory");
     if (!rc)

@@ -17,8 +17,10 @@ typedef struct fk_gmm_real {
 } fk_gmm_real;
 
 /* Names: "pendigits" (train+test pooled, z-scored, 16-d), "fashion-mnist-pca10"
- * (70,000 images / 255, PCA to 10 dims, scores as they are) and
- * "fashion-mnist-pca10z" (the same, z-scored). */
+ * (70,000 images / 255, PCA to 10 dims, scores as they are),
+ * "fashion-mnist-pca10z" (the same, z-scored) and "fashion-mnist-tsne10-subN"
+ * (a fixed random subsample of N images, PCA-50, exact t-SNE to 10-d; exact
+ * t-SNE is O(N^2), so the paper's 70,000-image embedding is out of reach). */
 int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_err *err);
 void fk_gmm_real_close(fk_gmm_real *r);
 

@@ -1,0 +1,30 @@
+/* Exact t-SNE (van der Maaten & Hinton 2008) with the Rtsne defaults the
+ * FedGrEM spec names (perplexity 30 over 3*30 exact nearest neighbours, early
+ * exaggeration 12 for 250 iterations, momentum 0.5 -> 0.8, learning rate 200,
+ * adaptive gains, re-centring), seeded through fk_rng. Repulsion is exact and
+ * dense (O(N^2) memory and time per iteration), so it suits N up to ~10^4. */
+#ifndef FK_TSNE_H
+#define FK_TSNE_H
+
+#include <stdint.h>
+
+#include "common/base/err.h"
+#include "common/la/mat.h"
+
+typedef struct fk_tsne_opts {
+    int dims;           /* output dimension (10) */
+    double perplexity;  /* 30 */
+    int iters;          /* 1000 */
+    double lr;          /* 200 */
+    int exag_iters;     /* 250 */
+    double exag;        /* 12 */
+    uint64_t seed;
+} fk_tsne_opts;
+
+void fk_tsne_defaults(fk_tsne_opts *o);
+
+/* Embed X (n x d, n > 3 * perplexity + 1) into Y (initialised here, n x dims).
+ * X is used as given (callers reduce it with PCA first when d is large). */
+int fk_tsne(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err);
+
+#endif
