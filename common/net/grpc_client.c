@@ -29,7 +29,7 @@ struct ccall {
     size_t hdr_have;
     uint8_t *resp;
     size_t resp_len, resp_have, resp_cap;
-    int nmsgs, overflow;
+    int nmsgs, overflow, retries;
     fk_grpc_done cb;
     void *ud;
 };
@@ -40,7 +40,8 @@ struct fk_grpc_client {
     fk_tlsconn *tls;
     nghttp2_session *ng;
     ccall *calls;
-    int up, closing, in_recv, in_teardown;
+    int up, closing, in_teardown;
+    int busy, pump_again; /* inside nghttp2: sends wait */
     char why[384];
     fk_tls_peer peer;
     void (*on_state)(fk_grpc_client *, int, const char *, void *);
@@ -298,12 +299,25 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const 
     return 0;
 }
 
+static int submit(fk_grpc_client *cl, ccall *c);
+
 static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void *ud)
 {
-    (void)ng;
-    ccall *c = stream_call(ud, sid);
+    fk_grpc_client *cl = ud;
+    ccall *c = stream_call(cl, sid);
     if (!c)
         return 0;
+    /* REFUSED_STREAM: the server did not process it (e.g. we opened more streams
+     * than its SETTINGS allow before they arrived): send it again, as gRPC does. */
+    if (code == NGHTTP2_REFUSED_STREAM && c->retries < 5 && !c->resp && c->http_status == 0) {
+        nghttp2_session_set_stream_user_data(ng, sid, NULL);
+        c->retries++;
+        c->sid = 0;
+        c->read_off = c->sent_off = 0;
+        c->hdr_have = 0;
+        submit(cl, c); /* on failure it finishes the call */
+        return 0;
+    }
     c->ended = 1;
     char why[96];
     snprintf(why, sizeof why, "stream closed by the server: %s", nghttp2_http2_strerror(code));
@@ -346,12 +360,26 @@ static void fail_all(fk_grpc_client *cl, int status, const char *why)
 
 static void pump(fk_grpc_client *cl)
 {
-    if (!cl->ng || !cl->tls || cl->in_recv) /* nghttp2 forbids sending from its callbacks */
+    if (!cl->ng || !cl->tls)
         return;
-    if (nghttp2_session_send(cl->ng) != 0) {
-        fk_tlsconn_close(cl->tls, "HTTP/2 send failed");
+    if (cl->busy) { /* nghttp2 forbids re-entering it from its callbacks: send afterwards */
+        cl->pump_again = 1;
         return;
     }
+    cl->busy = 1;
+    int rc;
+    do {
+        cl->pump_again = 0;
+        rc = nghttp2_session_send(cl->ng);
+    } while (rc == 0 && cl->pump_again && cl->ng);
+    cl->busy = 0;
+    if (rc != 0) {
+        if (cl->tls)
+            fk_tlsconn_close(cl->tls, "HTTP/2 send failed");
+        return;
+    }
+    if (!cl->tls || !cl->ng)
+        return;
     fk_tlsconn_flush(cl->tls);
     if (!nghttp2_session_want_read(cl->ng) && !nghttp2_session_want_write(cl->ng))
         fk_tlsconn_close(cl->tls, cl->closing ? "client closed"
@@ -425,9 +453,9 @@ static void tls_data(fk_tlsconn *t, const uint8_t *p, size_t n)
         return;
     cl->last_rx = uv_now(cl->loop);
     cl->ping_sent = 0; /* any traffic proves the server alive */
-    cl->in_recv = 1;
+    cl->busy = 1;
     ssize_t r = nghttp2_session_mem_recv(cl->ng, p, n);
-    cl->in_recv = 0;
+    cl->busy = 0;
     if (r < 0) {
         char why[128];
         snprintf(why, sizeof why, "HTTP/2 protocol error from the server: %s",

@@ -57,7 +57,8 @@ struct h2conn {
     fk_grpc_call *calls;
     uv_timer_t tick;
     uint64_t mem, peak_mem, last_rx, ping_sent;
-    int nstreams, draining, dead, tick_init, in_recv;
+    int nstreams, draining, dead, tick_init;
+    int busy, pump_again; /* inside nghttp2 (or a loop over calls): sends wait */
 };
 
 struct fk_grpc_server {
@@ -622,9 +623,20 @@ static int session_new(h2conn *c)
 
 static void conn_pump(h2conn *c)
 {
-    if (c->dead || !c->ng || c->in_recv) /* nghttp2 forbids sending from its callbacks */
+    if (c->dead || !c->ng)
         return;
-    if (nghttp2_session_send(c->ng) != 0) {
+    if (c->busy) { /* nghttp2 forbids re-entering it from its callbacks: send afterwards */
+        c->pump_again = 1;
+        return;
+    }
+    c->busy = 1;
+    int rc;
+    do {
+        c->pump_again = 0;
+        rc = nghttp2_session_send(c->ng);
+    } while (rc == 0 && c->pump_again);
+    c->busy = 0;
+    if (rc != 0) {
         conn_close(c, "HTTP/2 send failed");
         return;
     }
@@ -762,9 +774,9 @@ static void tls_on_data(fk_tlsconn *t, const uint8_t *p, size_t n)
         return;
     c->last_rx = uv_now(c->srv->loop);
     c->ping_sent = 0; /* any traffic proves the peer alive */
-    c->in_recv = 1;
+    c->busy = 1;
     ssize_t r = nghttp2_session_mem_recv(c->ng, p, n);
-    c->in_recv = 0;
+    c->busy = 0;
     if (r < 0) {
         char why[160];
         snprintf(why, sizeof why, "HTTP/2 protocol error: %s", nghttp2_strerror((int)r));
@@ -968,12 +980,17 @@ void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud
         nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE,
                               nghttp2_session_get_last_proc_stream_id(c->ng), NGHTTP2_NO_ERROR,
                               (const uint8_t *)"shutdown", 8);
-        /* Calls the application still holds (long polls) are told to finish now. */
-        for (fk_grpc_call *call = c->calls; call; call = call->next)
+        /* Calls the application still holds (long polls) are told to finish now;
+         * busy keeps the list intact (nothing is sent, so nothing is freed) meanwhile. */
+        c->busy = 1;
+        for (fk_grpc_call *call = c->calls, *next; call; call = next) {
+            next = call->next;
             if (call->handed && !call->app_done) {
                 call_answer(call, FK_GRPC_UNAVAILABLE, "server shutting down", NULL, 0, NULL);
                 call_cancel(call);
             }
+        }
+        c->busy = 0;
         conn_pump(c);
     }
     if (s->conns)
@@ -993,9 +1010,9 @@ void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const u
     else
         snprintf(c->peer.addr, sizeof c->peer.addr, "raw");
     if (session_new(c) == 0) {
-        c->in_recv = 1;
+        c->busy = 1;
         nghttp2_session_mem_recv(c->ng, data, len);
-        c->in_recv = 0;
+        c->busy = 0;
         nghttp2_session_send(c->ng);
     }
     conn_release(c);

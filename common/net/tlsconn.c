@@ -248,7 +248,8 @@ void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
     }
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->shutdown_req.data = c;
-    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_done) < 0)
+    /* Still connecting: nothing to flush, and a shutdown would wait for the connect. */
+    if (!c->started || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_done) < 0)
         close_handles(c);
 }
 
@@ -399,6 +400,7 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
 
 static void start(fk_tlsconn *c)
 {
+    c->started = 1;
     struct sockaddr_storage ss;
     int len = sizeof ss;
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {

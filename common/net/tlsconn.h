@@ -37,7 +37,7 @@ struct fk_tlsconn {
     fk_tls_ctx *ctx;
     const fk_tlsconn_cbs *cbs;
     void *ud;
-    int is_server, ready, closing, handles;
+    int is_server, started, ready, closing, handles;
     uint64_t hs_timeout_ms;
     fk_tls_peer peer;
     uint8_t *stage; /* plaintext waiting to be encrypted, so small frames share TLS records */

@@ -1,0 +1,296 @@
+/* Our gRPC client against our gRPC server in one libuv loop over mutual TLS:
+ * the call life cycle (long polls cancelled by deadline, client and server
+ * shutdown), stream limits, idle timeout and peer identity. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/base/log.h"
+#include "common/net/certs.h"
+#include "common/net/grpc_client.h"
+#include "common/net/grpc_server.h"
+
+typedef struct fixture {
+    char dir[64];
+    uv_loop_t loop;
+    fk_grpc_server *srv;
+    fk_grpc_client *cl;
+    fk_net_limits lim;
+    /* observations */
+    int done, statuses[64], cancels, held_reply_rc, client_down, server_closed;
+    char peer_id[65], msg[256];
+    fk_grpc_call *held[8];
+    int nheld;
+} fixture;
+
+static void on_echo(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fixture *f = ud;
+    snprintf(f->peer_id, sizeof f->peer_id, "%s", peer->id);
+    fk_grpc_call_reply(call, FK_GRPC_OK, NULL, req, len);
+}
+
+static void held_cancelled(fk_grpc_call *call, void *ud)
+{
+    fixture *f = ud;
+    f->cancels++;
+    f->held_reply_rc = fk_grpc_call_reply(call, FK_GRPC_OK, NULL, (const uint8_t *)"late", 4);
+    for (int i = 0; i < f->nheld; i++)
+        if (f->held[i] == call)
+            f->held[i] = NULL;
+}
+
+/* A long poll that never answers by itself. */
+static void on_hold(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)peer;
+    (void)req;
+    (void)len;
+    (void)deadline;
+    fixture *f = ud;
+    fk_grpc_call_on_cancel(call, held_cancelled, f);
+    f->held[f->nheld++] = call;
+}
+
+static void server_closed(void *ud)
+{
+    ((fixture *)ud)->server_closed = 1;
+}
+
+static void client_closed(void *ud)
+{
+    (void)ud;
+}
+
+static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
+{
+    (void)cl;
+    (void)why;
+    if (!up)
+        ((fixture *)ud)->client_down = 1;
+}
+
+static void done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    (void)resp;
+    (void)len;
+    fixture *f = ud;
+    if (f->done < 64)
+        f->statuses[f->done] = status;
+    snprintf(f->msg, sizeof f->msg, "%s", msg);
+    f->done++;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/fk-net-loop-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    fk_err err;
+    fk_cert_opts o = {.days = 1, .ips = "127.0.0.1"};
+    char sub[96];
+    snprintf(sub, sizeof sub, "%s/pki", f->dir);
+    assert_int_equal(fk_certs_init_ca(sub, NULL, &o, &err), FK_OK);
+    assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "localhost", &o, &err), FK_OK);
+    o.ips = NULL;
+    assert_int_equal(fk_certs_issue(sub, FK_ROLE_CLIENT, "alice", &o, &err), FK_OK);
+    uv_loop_init(&f->loop);
+    fk_net_limits_default(&f->lim);
+    fk_log_set_level(FK_LOG_ERROR);
+    *state = f;
+    return 0;
+}
+
+static void paths(fixture *f, fk_cert_role role, const char *name, char *ca, char *crt, char *key)
+{
+    char sub[96];
+    snprintf(sub, sizeof sub, "%s/pki", f->dir);
+    fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL);
+    fk_certs_path(crt, 256, sub, role, name, "pem", NULL);
+    fk_certs_path(key, 256, sub, role, name, "key", NULL);
+}
+
+static void start(fixture *f)
+{
+    char ca[256], crt[256], key[256];
+    fk_err err;
+    paths(f, FK_ROLE_SERVER, "localhost", ca, crt, key);
+    fk_grpc_server_config sc = {.limits = f->lim, .drain_ms = 200};
+    fk_tls_files sf = {ca, crt, key, NULL, 0};
+    assert_int_equal(fk_tls_ctx_new(&sc.tls, 1, &sf, &err), FK_OK);
+    assert_int_equal(fk_grpc_server_init(&f->srv, &f->loop, &sc, &err), FK_OK);
+    fk_tls_ctx_unref(sc.tls);
+    assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Echo", on_echo, f, &err), FK_OK);
+    assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Hold", on_hold, f, &err), FK_OK);
+    assert_int_equal(fk_grpc_server_listen(f->srv, "127.0.0.1:0", &err), FK_OK);
+    paths(f, FK_ROLE_CLIENT, "alice", ca, crt, key);
+    fk_grpc_client_config cc = {.limits = f->lim};
+    fk_tls_files cf = {ca, crt, key, NULL, 0};
+    assert_int_equal(fk_tls_ctx_new(&cc.tls, 0, &cf, &err), FK_OK);
+    assert_int_equal(fk_grpc_client_connect(&f->cl, &f->loop, &cc, "127.0.0.1",
+                                            fk_grpc_server_port(f->srv), "127.0.0.1", on_state, f,
+                                            &err),
+                     FK_OK);
+    fk_tls_ctx_unref(cc.tls);
+}
+
+/* Run the loop until cond holds (bounded: 10 s of loop time). */
+static void run_until(fixture *f, int (*cond)(fixture *))
+{
+    uint64_t end = uv_now(&f->loop) + 10000;
+    while (!cond(f) && uv_now(&f->loop) < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_true(cond(f));
+}
+
+static int two_done(fixture *f) { return f->done >= 2; }
+static int one_done(fixture *f) { return f->done >= 1; }
+static int twenty_done(fixture *f) { return f->done >= 20; }
+static int is_down(fixture *f) { return f->client_down; }
+static int srv_closed(fixture *f) { return f->server_closed; }
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f->cl)
+        fk_grpc_client_close(f->cl, client_closed, NULL);
+    if (f->srv && !f->server_closed)
+        fk_grpc_server_close(f->srv, server_closed, f);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
+    assert_int_equal(system(cmd), 0);
+    free(f);
+    return 0;
+}
+
+static void echo_and_identity(void **state)
+{
+    fixture *f = *state;
+    start(f);
+    static const uint8_t hello[] = "hello";
+    fk_grpc_client_call(f->cl, "/t.T/Echo", hello, 5, 5000, done, f);
+    fk_grpc_client_call(f->cl, "/t.T/Missing", hello, 5, 5000, done, f);
+    run_until(f, two_done);
+    /* The refused call may finish first: the server answers it at its headers. */
+    assert_int_equal(f->statuses[0] + f->statuses[1], FK_GRPC_OK + FK_GRPC_UNIMPLEMENTED);
+    assert_true(f->statuses[0] == FK_GRPC_OK || f->statuses[1] == FK_GRPC_OK);
+    assert_string_equal(f->peer_id, "alice");
+    assert_string_equal(fk_grpc_client_peer(f->cl)->san, "localhost");
+}
+
+static void deadline_cancels_long_poll(void **state)
+{
+    fixture *f = *state;
+    start(f);
+    fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 150, done, f);
+    run_until(f, one_done);
+    assert_int_equal(f->statuses[0], FK_GRPC_DEADLINE_EXCEEDED);
+    f->done = 0;
+    fk_grpc_client_call(f->cl, "/t.T/Echo", (const uint8_t *)"x", 1, 5000, done, f);
+    run_until(f, one_done); /* by then the server has seen the cancel too */
+    assert_int_equal(f->cancels, 1);
+    assert_int_equal(f->held_reply_rc, FK_ESTATE); /* the late reply only released the handle */
+}
+
+static void server_shutdown_answers_held_calls(void **state)
+{
+    fixture *f = *state;
+    start(f);
+    fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 0, done, f);
+    fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 0, done, f);
+    while (f->nheld < 2)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    fk_grpc_server_close(f->srv, server_closed, f);
+    run_until(f, two_done);
+    assert_int_equal(f->statuses[0], FK_GRPC_UNAVAILABLE);
+    assert_int_equal(f->statuses[1], FK_GRPC_UNAVAILABLE);
+    assert_int_equal(f->cancels, 2);
+    run_until(f, srv_closed);
+    run_until(f, is_down); /* GOAWAY reached the client */
+    f->srv = NULL;
+}
+
+static void client_close_fails_pending_calls(void **state)
+{
+    fixture *f = *state;
+    start(f);
+    fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 0, done, f);
+    while (f->nheld < 1)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    fk_grpc_client_close(f->cl, client_closed, NULL);
+    f->cl = NULL;
+    assert_int_equal(f->done, 1);
+    assert_int_equal(f->statuses[0], FK_GRPC_CANCELLED);
+    uint64_t end = uv_now(&f->loop) + 5000;
+    while (f->cancels < 1 && uv_now(&f->loop) < end)
+        uv_run(&f->loop, UV_RUN_ONCE);
+    assert_int_equal(f->cancels, 1); /* the server noticed the connection go */
+}
+
+static void more_calls_than_streams(void **state)
+{
+    fixture *f = *state;
+    f->lim.max_streams = 3;
+    start(f);
+    static uint8_t payload[20][100];
+    for (int i = 0; i < 20; i++) {
+        memset(payload[i], i, sizeof payload[i]);
+        fk_grpc_client_call(f->cl, "/t.T/Echo", payload[i], sizeof payload[i], 5000, done, f);
+    }
+    run_until(f, twenty_done);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(f->statuses[i], FK_GRPC_OK);
+}
+
+static void idle_connection_closed(void **state)
+{
+    fixture *f = *state;
+    f->lim.idle_timeout_ms = 100;
+    start(f);
+    fk_grpc_client_call(f->cl, "/t.T/Echo", (const uint8_t *)"x", 1, 5000, done, f);
+    run_until(f, one_done);
+    run_until(f, is_down);
+    f->done = 0;
+    fk_grpc_client_call(f->cl, "/t.T/Echo", (const uint8_t *)"x", 1, 5000, done, f);
+    assert_int_equal(f->done, 1); /* a closed client fails calls at once */
+    assert_int_equal(f->statuses[0], FK_GRPC_UNAVAILABLE);
+}
+
+static void oversized_request_refused_by_client(void **state)
+{
+    fixture *f = *state;
+    f->lim.max_message = 1000;
+    start(f);
+    static uint8_t big[1001];
+    fk_grpc_client_call(f->cl, "/t.T/Echo", big, sizeof big, 5000, done, f);
+    assert_int_equal(f->done, 1);
+    assert_int_equal(f->statuses[0], FK_GRPC_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(f->msg, "1000"));
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN); /* a closed peer is an error code, not a kill */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(echo_and_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(deadline_cancels_long_poll, setup, teardown),
+        cmocka_unit_test_setup_teardown(server_shutdown_answers_held_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(client_close_fails_pending_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(more_calls_than_streams, setup, teardown),
+        cmocka_unit_test_setup_teardown(idle_connection_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(oversized_request_refused_by_client, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
