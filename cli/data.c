@@ -12,11 +12,14 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern data info FILE [options]\n"
+            "       fedkern data check FILE FILE... [options]\n"
             "       fedkern data catalog [NAME] [--data-dir DIR]\n"
             "\n"
             "info prints one line: rows=R cols=C classes=K mean=M (K distinct labels, 0 if\n"
             "unlabelled; M the mean of all feature values). catalog lists the benchmark data\n"
             "sets, or prints the same line for one of them after its standard preprocessing.\n"
+            "check loads several domains with the same options, verifies they share the feature\n"
+            "dimension, aligns their labels by raw value and prints domains=N cols=C classes=K.\n"
             "\n"
             "options of info:\n"
             "  --format F              csv|libsvm|idx|mat|npy (default: from the extension)\n"
@@ -110,6 +113,41 @@ static int cmd_info(int argc, char **argv, const fk_params *p)
     return 0;
 }
 
+static int cmd_check(int argc, char **argv, const fk_params *p)
+{
+    fk_err err = {0};
+    fk_load_opts o;
+    if (argc < 2)
+        return fk_cli_fail("data", "check takes two or more FILEs (got %d)", argc), 2;
+    if (read_opts(&o, p, &err))
+        return fk_cli_fail("data", "%s", err.msg), 2;
+    const char *unused = fk_params_unused(p);
+    if (unused)
+        return fk_cli_fail("data", "unknown option --%s; see fedkern data --help", unused), 2;
+    fk_dataset *ds = calloc((size_t)argc, sizeof *ds);
+    fk_dataset **all = calloc((size_t)argc, sizeof *all);
+    int rc = ds && all ? FK_OK : fk_err_set(&err, FK_ENOMEM, "out of memory");
+    int loaded = 0, labelled = 0;
+    for (; !rc && loaded < argc; loaded++) {
+        rc = fk_load(&ds[loaded], argv[loaded], &o, &err);
+        if (rc)
+            break;
+        all[loaded] = &ds[loaded];
+        labelled += ds[loaded].y_raw != NULL;
+        if (loaded > 0)
+            rc = fk_dataset_check_dims(&ds[0], &ds[loaded], &err);
+    }
+    if (!rc && labelled == argc)
+        rc = fk_dataset_align_labels(all, argc, &err);
+    if (!rc)
+        printf("domains=%d cols=%zu classes=%d\n", argc, ds[0].X.cols, labelled == argc ? ds[0].n_classes : 0);
+    for (int i = 0; ds && i < loaded; i++)
+        fk_dataset_close(&ds[i]);
+    free(ds);
+    free(all);
+    return rc ? fk_cli_fail("data", "%s", err.msg) : 0;
+}
+
 static int cmd_catalog(int argc, char **argv, const fk_params *p)
 {
     const char *dir = fk_params_str(p, "data-dir", "../shared/data");
@@ -155,10 +193,12 @@ int fk_cmd_data(int argc, char **argv)
         rc = fk_cli_fail("data", "%s", err.msg) + 1;
     else if (!strcmp(sub, "info"))
         rc = cmd_info(argc, argv, &p);
+    else if (!strcmp(sub, "check"))
+        rc = cmd_check(argc, argv, &p);
     else if (!strcmp(sub, "catalog"))
         rc = cmd_catalog(argc, argv, &p);
     else
-        rc = fk_cli_fail("data", "unknown subcommand '%s'; use info or catalog", sub) + 1;
+        rc = fk_cli_fail("data", "unknown subcommand '%s'; use info, check or catalog", sub) + 1;
     fk_params_close(&p);
     return rc;
 }

@@ -222,7 +222,7 @@ static void idx_bad_input(void **state)
     size_t n = idx_bytes(b, 0x08, 3, di, px, 12);
     fixture_write(f, "cut-images-idx3-ubyte", b, n - 5, 0);
     expect_error(fixture_path(f, "cut-images-idx3-ubyte"), NULL, FK_EFORMAT, "cut-images-idx3-ubyte",
-                 "truncated at byte 23");
+                 "byte 16: truncated");
     fixture_write(f, "cuth.idx", b, 9, 0);
     expect_error(fixture_path(f, "cuth.idx"), NULL, FK_EFORMAT, "cuth.idx", "truncated");
     fixture_write(f, "cut.idx.gz", b, n - 1, 1);
@@ -244,6 +244,10 @@ static void idx_bad_input(void **state)
     assert_int_equal(fk_load(&ds, p, &none, &err), FK_OK);
     assert_null(ds.y);
     fk_dataset_close(&ds);
+    /* a header promising far more than a small gzip file can expand to: refused before allocating */
+    uint32_t lie[2] = {1000000, 1000};
+    fixture_write(f, "lie.idx.gz", b, idx_bytes(b, 0x08, 2, lie, px, 12), 1);
+    expect_error(fixture_path(f, "lie.idx.gz"), NULL, FK_EFORMAT, "lie.idx.gz", "promises");
     /* a 2^31 x 2^31 header must be refused before any allocation */
     uint32_t big[2] = {0x80000000u, 0x80000000u};
     fixture_write(f, "big.idx", b, idx_bytes(b, 0x08, 2, big, px, 0), 0);
@@ -458,7 +462,7 @@ static void npy_bad_input(void **state)
     const char *good = "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }";
     size_t n = npy_bytes(b, 1, good, x, 48);
     expect_error(fixture_write(f, "nan.npy", b, n, 0), NULL, FK_EFORMAT, "nan.npy", "NaN");
-    expect_error(fixture_write(f, "cut.npy", b, n - 9, 0), NULL, FK_EFORMAT, "cut.npy", "truncated");
+    expect_error(fixture_write(f, "cut.npy", b, n - 9, 0), NULL, FK_EFORMAT, "cut.npy", "byte 128: truncated");
     expect_error(fixture_write(f, "cut.npy.gz", b, n - 9, 1), NULL, FK_EFORMAT, "cut.npy.gz", "truncated");
     expect_error(fixture_write(f, "short.npy", b, 5, 0), NULL, FK_EFORMAT, "short.npy", "truncated");
     n = npy_bytes(b, 1, "{'descr': '<c16', 'fortran_order': False, 'shape': (2, 3), }", x, 48);

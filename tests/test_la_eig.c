@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <string.h>
 
 #include <cblas.h>
 
@@ -108,6 +109,53 @@ static void bad_input_gives_clear_errors(void **state)
     fk_mat_close(&B);
 }
 
+typedef struct mat_op {
+    const fk_mat *A;
+} mat_op;
+
+static void apply(void *ctx, const double *X, size_t ldx, double *Y, size_t ldy, size_t b)
+{
+    const fk_mat *A = ((mat_op *)ctx)->A;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)A->rows, (int)b, (int)A->cols, 1.0,
+                A->data, (int)A->ld, X, (int)ldx, 0.0, Y, (int)ldy);
+}
+
+/* Block Krylov agrees with the dense solver; a too-small basis is reported. */
+static void krylov_matches_dense(void **state)
+{
+    (void)state;
+    size_t n = 300, m = 6;
+    fk_mat A, V1, V2;
+    fk_rng g;
+    fk_rng_init(&g, 9, 9);
+    fk_mat Z;
+    fk_mat_init(&Z, n, n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            Z.data[i * n + j] = fk_rng_normal(&g) * pow(0.97, (double)j);
+    fk_mat_init(&A, n, n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)n, 1.0, Z.data,
+                (int)n, Z.data, (int)n, 0.0, A.data, (int)n);
+    double v1[6], v2[6];
+    fk_err err;
+    mat_op op = {&A};
+    assert_int_equal(fk_eig_op_top(n, apply, &op, m, 200, 1e-10, 1, v1, &V1, &err), FK_OK);
+    assert_int_equal(fk_eig_sym_top(&A, m, v2, &V2, &err), FK_OK);
+    for (size_t k = 0; k < m; k++) {
+        assert_true(fabs(v1[k] - v2[k]) <= 1e-9 * v2[0]);
+        double dot = 0;
+        for (size_t i = 0; i < n; i++)
+            dot += V1.data[i * m + k] * V2.data[i * m + k];
+        assert_true(fabs(fabs(dot) - 1.0) < 1e-6);
+    }
+    fk_mat_close(&V1);
+    assert_int_equal(fk_eig_op_top(n, apply, &op, m, 28, 1e-14, 1, v1, &V1, &err), FK_ENUMERIC);
+    assert_non_null(strstr(err.msg, "not converged"));
+    fk_mat_close(&A);
+    fk_mat_close(&Z);
+    fk_mat_close(&V2);
+}
+
 static void signs_are_fixed(void **state)
 {
     (void)state;
@@ -124,6 +172,7 @@ int main(void)
         cmocka_unit_test(top_eigenpairs_of_symmetric),
         cmocka_unit_test(generalized_top_is_b_orthonormal),
         cmocka_unit_test(bad_input_gives_clear_errors),
+        cmocka_unit_test(krylov_matches_dense),
         cmocka_unit_test(signs_are_fixed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -136,6 +136,14 @@ static void central_objective_never_increases(void **state)
 
 /* ---- whole algorithm through the ops table ---- */
 
+/* Fewer Local-EM restarts and alignment orders keep the tests fast under ASan. */
+static void fast_params(fk_params *p)
+{
+    fk_params_init(p);
+    fk_params_set(p, "restarts", "2");
+    fk_params_set(p, "align_B", "4");
+}
+
 typedef struct fixture {
     fk_dataset tasks[10];
     double th[500], w[50];
@@ -162,7 +170,7 @@ static void outlier_task_does_not_pull(void **state)
     fixture f;
     make(&f, 2, 1);
     fk_params p;
-    fk_params_init(&p);
+    fast_params(&p);
     fk_gmm_result a, b;
     assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 200, 2, NULL, NULL, &a, NULL), FK_OK);
     for (size_t i = 0; i < 150 * 10; i++) /* move the outlier task very far away */
@@ -196,7 +204,7 @@ static void lambda_zero_is_independent(void **state)
     fixture f;
     make(&f, 3, 1);
     fk_params p;
-    fk_params_init(&p);
+    fast_params(&p);
     fk_params_set(&p, "C", "0");
     fk_params_set(&p, "lambda0", "0");
     fk_gmm_result a, b;
@@ -214,6 +222,25 @@ static void lambda_zero_is_independent(void **state)
     drop(&f);
 }
 
+/* A huge penalty fuses every task at the n-weighted mean each round (spec 6.4.2 direction). */
+static void huge_lambda_fuses_all_tasks(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 7, 1);
+    fk_params p;
+    fast_params(&p);
+    fk_params_set(&p, "C", "1e9");
+    fk_gmm_result a;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 10, 7, NULL, NULL, &a, NULL), FK_OK);
+    for (int k = 1; k < 10; k++)
+        for (int i = 0; i < 50; i++)
+            NEAR(a.theta[k * 50 + i], a.theta[i], 1e-9 * (1 + fabs(a.theta[i])));
+    fk_gmm_result_close(&a);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 /* Same seed twice: bitwise identical. */
 static void deterministic(void **state)
 {
@@ -221,13 +248,13 @@ static void deterministic(void **state)
     fixture f;
     make(&f, 4, 1);
     fk_params p;
-    fk_params_init(&p);
+    fast_params(&p);
     const char *ms[] = {"fedgrem", "fedem", "tgmm", "local-grem", "pooled-grem", "local-em",
                         "pooled-em"};
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
         fk_gmm_result a, b;
-        assert_int_equal(fk_gmm_run(ms[i], &p, f.tasks, 10, 20, 9, NULL, NULL, &a, NULL), FK_OK);
-        assert_int_equal(fk_gmm_run(ms[i], &p, f.tasks, 10, 20, 9, NULL, NULL, &b, NULL), FK_OK);
+        assert_int_equal(fk_gmm_run(ms[i], &p, f.tasks, 10, 5, 9, NULL, NULL, &a, NULL), FK_OK);
+        assert_int_equal(fk_gmm_run(ms[i], &p, f.tasks, 10, 5, 9, NULL, NULL, &b, NULL), FK_OK);
         assert_memory_equal(a.theta, b.theta, sizeof(double) * 500);
         assert_memory_equal(a.w, b.w, sizeof(double) * 50);
         fk_gmm_result_close(&a);
@@ -273,7 +300,7 @@ static void save_load_round_trip(void **state)
     fixture f;
     make(&f, 5, 1);
     fk_params p;
-    fk_params_init(&p);
+    fast_params(&p);
     const fk_method *m = &fk_method_fedgrem;
     void *srv, *cli[10], *srv2, *cli2[10];
     assert_int_equal(m->server_init(&srv, &p, 10, 77, NULL), FK_OK);
@@ -330,7 +357,7 @@ static void bad_input(void **state)
     fixture f;
     make(&f, 6, 1);
     fk_params p;
-    fk_params_init(&p);
+    fast_params(&p);
     fk_err err;
     fk_gmm_result r;
     fk_sim_opts o = {.rounds = 2, .seed = 1};
@@ -382,6 +409,7 @@ int main(void)
         cmocka_unit_test(central_objective_never_increases),
         cmocka_unit_test(outlier_task_does_not_pull),
         cmocka_unit_test(lambda_zero_is_independent),
+        cmocka_unit_test(huge_lambda_fuses_all_tasks),
         cmocka_unit_test(deterministic),
         cmocka_unit_test(save_load_round_trip),
         cmocka_unit_test(bad_input),

@@ -279,6 +279,56 @@ static void align_recovers_permutations(void **state)
     }
 }
 
+/* Generator (spec 6.6): exact heterogeneity radius, Dirichlet moments, outlier moments. */
+static void synth_generator(void **state)
+{
+    (void)state;
+    fk_synth_gmm o;
+    fk_synth_gmm_defaults(&o);
+    o.h = 1.25;
+    o.n = 2000;
+    fk_dataset ts[10];
+    double th[500], w[50], c[50];
+    assert_int_equal(fk_synth_gmm_make(&o, 8, ts, th, w, NULL), FK_OK);
+    assert_int_equal(fk_synth_gmm_centres(&o, 8, c, NULL), FK_OK);
+    for (int k = 0; k < 9; k++)
+        for (int r = 0; r < 5; r++) {
+            double d = 0;
+            for (int j = 0; j < 10; j++)
+                d += (th[(k * 5 + r) * 10 + j] - c[r * 10 + j]) * (th[(k * 5 + r) * 10 + j] - c[r * 10 + j]);
+            NEAR(sqrt(d), 1.25, 1e-12);
+        }
+    double m = 0, v = 0; /* outlier task: N(2.5, 4) per coordinate */
+    for (int i = 0; i < 2000 * 10; i++)
+        m += ts[9].X.data[i] / 20000;
+    for (int i = 0; i < 2000 * 10; i++)
+        v += (ts[9].X.data[i] - m) * (ts[9].X.data[i] - m) / 19999;
+    NEAR(m, 2.5, 5 * 2 / sqrt(20000));
+    NEAR(v, 4.0, 5 * 4 * sqrt(2.0 / 19999));
+    for (int k = 0; k < 10; k++)
+        fk_dataset_close(&ts[k]);
+    /* Dirichlet(5 1_5) weights: mean 0.2, variance 0.2*0.8/26 */
+    o.n = 1;
+    o.K = 1000;
+    o.n_outlier = 0;
+    fk_dataset *many = calloc(1000, sizeof *many);
+    double *tt = malloc(1000 * 50 * sizeof *tt), *ww = malloc(1000 * 5 * sizeof *ww);
+    double mw = 0, vw = 0;
+    for (int b = 0; b < 20; b++) {
+        assert_int_equal(fk_synth_gmm_make(&o, 100 + (uint64_t)b, many, tt, ww, NULL), FK_OK);
+        for (int k = 0; k < 1000; k++) {
+            mw += ww[k * 5] / 20000;
+            vw += (ww[k * 5] - 0.2) * (ww[k * 5] - 0.2) / 20000;
+            fk_dataset_close(&many[k]);
+        }
+    }
+    NEAR(mw, 0.2, 0.002);
+    NEAR(vw, 0.2 * 0.8 / 26, 0.05 * 0.2 * 0.8 / 26);
+    free(many);
+    free(tt);
+    free(ww);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +341,7 @@ int main(void)
         cmocka_unit_test(bottleneck_matches_brute_force),
         cmocka_unit_test(lambda_schedule),
         cmocka_unit_test(align_recovers_permutations),
+        cmocka_unit_test(synth_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

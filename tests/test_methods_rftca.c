@@ -131,6 +131,31 @@ static void w_rf_is_b_orthonormal_and_deterministic(void **state)
     fk_dataset_close(&ds[1]);
 }
 
+/* Same seed, different BLAS thread counts: the same W_RF up to rounding. */
+static void thread_count_does_not_change_results(void **state)
+{
+    (void)state;
+    fk_dataset ds[2];
+    make_pair(ds, 6);
+    fk_rftca_opts o = default_opts(ds[0].X.rows);
+    fk_mat Zs, Zt, W1, W2;
+    fk_err err;
+    openblas_set_num_threads(1);
+    assert_int_equal(fk_rftca_fit(&ds[0].X, &ds[1].X, &o, &Zs, &Zt, &W1, NULL, &err), FK_OK);
+    fk_mat_close(&Zs);
+    fk_mat_close(&Zt);
+    openblas_set_num_threads(2);
+    assert_int_equal(fk_rftca_fit(&ds[0].X, &ds[1].X, &o, &Zs, &Zt, &W2, NULL, &err), FK_OK);
+    for (size_t i = 0; i < W1.rows * W1.cols; i++)
+        assert_true(fabs(W1.data[i] - W2.data[i]) <= 1e-9);
+    fk_mat_close(&Zs);
+    fk_mat_close(&Zt);
+    fk_mat_close(&W1);
+    fk_mat_close(&W2);
+    fk_dataset_close(&ds[0]);
+    fk_dataset_close(&ds[1]);
+}
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -170,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(beats_no_adaptation),
         cmocka_unit_test(w_rf_is_b_orthonormal_and_deterministic),
+        cmocka_unit_test(thread_count_does_not_change_results),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

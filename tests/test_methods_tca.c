@@ -137,6 +137,39 @@ static void solver_matches_generalized_problem(void **state)
     check_solution(40, 90, 1.0, FK_TCA_NORM_E);
 }
 
+/* Large problems go through the block Krylov route: same eigenvalues and a
+ * B-orthonormal W as the dense generalized solver. */
+static void krylov_route_matches_dense(void **state)
+{
+    (void)state;
+    size_t n = 700, D = 640, n_s = 300, m = 5;
+    fk_mat Phi, A, B, W, Wg;
+    fk_mat_init(&Phi, n, D);
+    fill_normal(&Phi, 77, 0.5, n_s);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < D; j++)
+            Phi.data[i * D + j] *= pow(0.99, (double)j);
+    double theta[5], tg[5], gamma = 0.01, Q[25];
+    fk_err err;
+    fk_tca_times tm = {0};
+    assert_int_equal(fk_tca_solve_timed(&Phi, n_s, gamma, m, FK_TCA_NORM_B, &W, theta, &tm, &err),
+                     FK_OK);
+    assert_int_equal(tm.krylov_ok, 1);
+    explicit_ab(&Phi, n_s, gamma, &A, &B);
+    assert_int_equal(fk_eig_gen_top(&A, &B, m, tg, &Wg, &err), FK_OK);
+    for (size_t k = 0; k < m; k++)
+        assert_true(fabs(theta[k] - tg[k]) <= 1e-7 * tg[0]);
+    quad(&W, &B, Q);
+    for (size_t k = 0; k < m; k++)
+        for (size_t l = 0; l < m; l++)
+            assert_true(fabs(Q[k * m + l] - (k == l)) < 1e-7);
+    fk_mat_close(&Phi);
+    fk_mat_close(&A);
+    fk_mat_close(&B);
+    fk_mat_close(&W);
+    fk_mat_close(&Wg);
+}
+
 /* Optimality: no random B-orthonormal W' beats the sum of the top eigenvalues. */
 static void solution_is_optimal(void **state)
 {
@@ -224,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(solver_matches_generalized_problem),
         cmocka_unit_test(solution_is_optimal),
+        cmocka_unit_test(krylov_route_matches_dense),
         cmocka_unit_test(normalized_l_helper),
         cmocka_unit_test(kernel_tca_runs_and_rejects_bad_input),
     };

@@ -20,25 +20,28 @@ typedef struct entry {
     prep prep;
     int class_lo, class_hi; /* documented raw label range; ignored for regression */
     int target_col;         /* PREP_PARKINSONS: column of the target in the file */
+    int header;             /* the file starts with a header line */
 } entry;
 
 static const entry entries[] = {
-    {"office-surf/amazon", "office-caltech10-surf/amazon_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0},
-    {"office-surf/caltech", "office-caltech10-surf/Caltech10_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0},
-    {"office-surf/webcam", "office-caltech10-surf/webcam_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0},
-    {"office-surf/dslr", "office-caltech10-surf/dslr_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0},
-    {"office-decaf6/webcam", "office-caltech10-decaf6/webcam.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0},
-    {"office-decaf6/dslr", "office-caltech10-decaf6/dslr.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0},
-    {"mnist-usps/mnist", "mnist-usps/MNIST.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 10, 0},
-    {"mnist-usps/usps", "mnist-usps/USPS.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 10, 0},
-    {"coil20/1", "coil20/COIL1.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 20, 0},
-    {"coil20/2", "coil20/COIL2.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 20, 0},
-    {"pendigits/train", "uci-pendigits/pendigits.tra", FK_LABEL_LAST, PREP_NONE, 0, 9, 0},
-    {"pendigits/test", "uci-pendigits/pendigits.tes", FK_LABEL_LAST, PREP_NONE, 0, 9, 0},
-    {"fashion-mnist/train", FASHION_DIR "/train-images-idx3-ubyte.gz", FK_LABEL_DEFAULT, PREP_DIV255, 0, 9, 0},
-    {"fashion-mnist/test", FASHION_DIR "/t10k-images-idx3-ubyte.gz", FK_LABEL_DEFAULT, PREP_DIV255, 0, 9, 0},
-    {"parkinsons/motor", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 4},
-    {"parkinsons/total", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 5},
+    {"office-surf/amazon", "office-caltech10-surf/amazon_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0, 0},
+    {"office-surf/caltech", "office-caltech10-surf/Caltech10_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0, 0},
+    {"office-surf/webcam", "office-caltech10-surf/webcam_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0, 0},
+    {"office-surf/dslr", "office-caltech10-surf/dslr_SURF_L10.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0, 0},
+    {"office-decaf6/webcam", "office-caltech10-decaf6/webcam.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0, 0},
+    {"office-decaf6/dslr", "office-caltech10-decaf6/dslr.csv.gz", FK_LABEL_FIRST, PREP_L1_ZSCORE, 1, 10, 0, 0},
+    {"mnist-usps/mnist", "mnist-usps/MNIST.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 10, 0, 0},
+    {"mnist-usps/usps", "mnist-usps/USPS.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 10, 0, 0},
+    {"coil20/1", "coil20/COIL1.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 20, 0, 0},
+    {"coil20/2", "coil20/COIL2.csv.gz", FK_LABEL_FIRST, PREP_L2, 1, 20, 0, 0},
+    {"pendigits/train", "uci-pendigits/pendigits.tra", FK_LABEL_LAST, PREP_NONE, 0, 9, 0, 0},
+    {"pendigits/test", "uci-pendigits/pendigits.tes", FK_LABEL_LAST, PREP_NONE, 0, 9, 0, 0},
+    {"fashion-mnist/train", FASHION_DIR "/train-images-idx3-ubyte.gz", FK_LABEL_DEFAULT, PREP_DIV255, 0, 9, 0, 0},
+    {"fashion-mnist/test", FASHION_DIR "/t10k-images-idx3-ubyte.gz", FK_LABEL_DEFAULT, PREP_DIV255, 0, 9, 0, 0},
+    {"parkinsons/motor", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 4, 1},
+    {"parkinsons/total", "uci-parkinsons-telemonitoring/parkinsons_updrs.data", FK_LABEL_NONE, PREP_PARKINSONS, 0, 0, 5, 1},
+    {"gvhd/pos", "gvhd-flow-cytometry/GvHD_pos.csv", FK_LABEL_NONE, PREP_NONE, 0, 0, 0, 1},
+    {"gvhd/control", "gvhd-flow-cytometry/GvHD_control.csv", FK_LABEL_NONE, PREP_NONE, 0, 0, 0, 1},
 };
 
 #define N_ENTRIES (sizeof entries / sizeof entries[0])
@@ -92,9 +95,8 @@ static int apply_prep(fk_dataset *ds, const entry *e, fk_err *err)
 {
     switch (e->prep) {
     case PREP_L1_ZSCORE:
-        fk_prep_l1_rows(&ds->X);
-        if (fk_prep_zscore_cols(&ds->X))
-            return fk_err_set(err, FK_ENOMEM, "%s: out of memory in z-score", e->name);
+        if (fk_prep_l1_rows(&ds->X) || fk_prep_zscore_cols(&ds->X))
+            return fk_err_set(err, FK_ENOMEM, "%s: out of memory in L1 / z-score", e->name);
         return FK_OK;
     case PREP_L2: fk_prep_l2_rows(&ds->X); return FK_OK;
     case PREP_DIV255:
@@ -141,7 +143,7 @@ int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name, fk_e
         return fk_err_set(err, FK_EIO, "data set '%s': %s not found; %s", name, path,
                           e->file[0] == '/' ? "install the Debian package dataset-fashion-mnist"
                                             : "pass --data-dir pointing at the shared data folder");
-    fk_load_opts o = {.format = FK_FORMAT_AUTO, .label = e->label, .header = e->prep == PREP_PARKINSONS};
+    fk_load_opts o = {.format = FK_FORMAT_AUTO, .label = e->label, .header = e->header};
     if (e->prep == PREP_PARKINSONS)
         o.format = FK_FORMAT_CSV;
     int rc = fk_load(ds, path, &o, err);

@@ -16,6 +16,8 @@
  *   fashion-mnist/train|test  /usr/share/datasets/fashion-mnist/ (data_dir ignored)   pixels / 255
  *   parkinsons/motor       uci-parkinsons-telemonitoring/parkinsons_updrs.data   none
  *   parkinsons/total       (same file)
+ *   gvhd/pos, gvhd/control gvhd-flow-cytometry/GvHD_pos.csv, GvHD_control.csv   none; unlabelled
+ *                          (CD4, CD8b, CD3, CD8 intensities; GMM clustering)
  *
  * Parkinsons is a regression set: X holds age, sex, test_time and the 16 voice measures
  * (19 columns, raw), y_raw the target (motor_UPDRS or total_UPDRS), y/classes are NULL,

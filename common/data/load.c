@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "common/data/load_int.h"
 
@@ -90,6 +91,20 @@ int fk_gz_read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t *o
         got += (size_t)r;
     }
     *off += n;
+    return FK_OK;
+}
+
+int fk_gz_plausible(gzFile gz, const char *path, size_t off, size_t need, fk_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || st.st_size < 0)
+        return FK_OK; /* not a regular file (pipe): the reads will tell */
+    size_t size = (size_t)st.st_size;
+    size_t cap = gzdirect(gz) ? size : (size > SIZE_MAX / 1100 ? SIZE_MAX : size * 1100 + 4096);
+    if (need > cap || off > cap - need)
+        return fk_err_set(err, FK_EFORMAT,
+                          "%s: byte %zu: truncated: the header promises %zu more bytes than the file can hold",
+                          path, off, need);
     return FK_OK;
 }
 

@@ -125,6 +125,8 @@ static int read_idx(const char *path, idx_array *a, idx_alloc alloc, void *ctx, 
     if (rc)
         return rc;
     rc = read_header(gz, path, a, max_values, err);
+    if (!rc)
+        rc = fk_gz_plausible(gz, path, a->off, a->n * a->d * a->esize, err);
     double *out = NULL;
     if (!rc && !(out = alloc(ctx, a->n, a->d)))
         rc = fk_err_set(err, FK_ENOMEM, "%s: out of memory for %zu x %zu values", path, a->n, a->d);

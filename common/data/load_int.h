@@ -41,6 +41,10 @@ void fk_lines_close(fk_lines *r);
  * gzip errors give FK_EFORMAT "PATH: truncated at byte ..." naming what was being read. */
 int fk_gz_read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t *off, const char *what,
                      fk_err *err);
+/* Before allocating for an array whose header promises need more bytes at uncompressed
+ * offset off: FK_EFORMAT if the file cannot hold them (plain: its size; gzip: deflate
+ * expands at most ~1032:1), so a lying header in a small file costs no memory. */
+int fk_gz_plausible(gzFile gz, const char *path, size_t off, size_t need, fk_err *err);
 /* gzopen with a clear error. */
 int fk_gz_open(gzFile *gz, const char *path, fk_err *err);
 

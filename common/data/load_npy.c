@@ -180,13 +180,15 @@ static int read_data(gzFile gz, const char *path, const npy_hdr *h, size_t *off,
     size_t n = transpose ? b : a, d = transpose ? a : b, total = a * b;
     if (total == 0)
         return fk_err_set(err, FK_EFORMAT, "%s: empty NPY array", path);
+    int rc = fk_gz_plausible(gz, path, *off, total * h->esize, err);
+    if (rc)
+        return rc;
     if (fk_dataset_init(ds, n, d, 0))
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory for %zu x %zu values", path, n, d);
     size_t block = (1u << 16) / h->esize;
     unsigned char *buf = malloc(block * h->esize);
     if (!buf)
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory", path);
-    int rc = FK_OK;
     for (size_t at = 0; at < total && !rc; at += block) {
         size_t k = total - at < block ? total - at : block;
         rc = fk_gz_read_exact(gz, path, buf, k * h->esize, off, "the NPY data", err);

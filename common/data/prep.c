@@ -4,16 +4,27 @@
 #include <math.h>
 #include <stdlib.h>
 
-void fk_prep_l1_rows(fk_mat *X)
+int fk_prep_l1_rows(fk_mat *X)
 {
-    for (size_t i = 0; i < X->rows; i++) {
-        double *r = fk_mat_row(X, i), s = 0;
-        /* signed sum (as MATLAB sum), not dasum: the features may be negative */
-        for (size_t j = 0; j < X->cols; j++)
-            s += r[j];
-        if (s != 0)
-            cblas_dscal((int)X->cols, 1.0 / s, r, 1);
+    size_t n = X->rows, d = X->cols;
+    if (n == 0 || d == 0)
+        return FK_OK;
+    double *ones = malloc(d * sizeof *ones), *sum = malloc(n * sizeof *sum);
+    if (!ones || !sum) {
+        free(ones);
+        free(sum);
+        return FK_ENOMEM;
     }
+    for (size_t j = 0; j < d; j++)
+        ones[j] = 1.0;
+    /* signed row sums X 1 (as MATLAB sum), not dasum: features may be negative */
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)d, 1.0, X->data, (int)X->ld, ones, 1, 0.0, sum, 1);
+    for (size_t i = 0; i < n; i++)
+        if (sum[i] != 0)
+            cblas_dscal((int)d, 1.0 / sum[i], fk_mat_row(X, i), 1);
+    free(ones);
+    free(sum);
+    return FK_OK;
 }
 
 void fk_prep_l2_rows(fk_mat *X)

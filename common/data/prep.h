@@ -4,8 +4,9 @@
 
 #include "common/la/mat.h"
 
-/* Divide each row by its sum (MATLAB X ./ sum(X,2)); rows summing to 0 stay as they are. */
-void fk_prep_l1_rows(fk_mat *X);
+/* Divide each row by its sum (MATLAB X ./ sum(X,2)); rows summing to 0 stay as they are.
+ * FK_ENOMEM if the work vectors cannot be allocated. */
+int fk_prep_l1_rows(fk_mat *X);
 /* Divide each row by its Euclidean norm; zero rows stay zero. */
 void fk_prep_l2_rows(fk_mat *X);
 /* Centre each column and divide by its population std (MATLAB zscore(X,1));

@@ -7,6 +7,8 @@
 
 #include <cblas.h>
 
+#include "common/la/rng.h"
+
 /* Column-major copy of the n x n symmetric A (= A itself, by symmetry). */
 static double *sym_copy(const fk_mat *A)
 {
@@ -153,4 +155,167 @@ void fk_eig_fix_signs(fk_mat *V)
             for (size_t i = 0; i < V->rows; i++)
                 V->data[i * V->ld + k] = -V->data[i * V->ld + k];
     }
+}
+
+/* ---------- block Krylov for operators ---------- */
+
+typedef struct krylov {
+    size_t n, b, L;  /* dimension, block size, basis capacity */
+    double *Q, *AQ;  /* n x L, row-major, ld L */
+    double *T;       /* L x L projected matrix Q^T A Q */
+    double *tau, *tmp;
+} krylov;
+
+static void krylov_free(krylov *k)
+{
+    free(k->Q);
+    free(k->AQ);
+    free(k->T);
+    free(k->tau);
+    free(k->tmp);
+}
+
+/* Orthonormalise block columns [c, c+b) of Q against columns [0, c) (twice)
+ * and within the block (Householder QR). */
+static int orth_block(krylov *k, size_t c, fk_err *err)
+{
+    size_t n = k->n, b = k->b, L = k->L;
+    double *blk = k->Q + c;
+    for (int pass = 0; pass < 2 && c > 0; pass++) {
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c, (int)b, (int)n, 1.0, k->Q,
+                    (int)L, blk, (int)L, 0.0, k->tmp, (int)b);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)b, (int)c, -1.0, k->Q,
+                    (int)L, k->tmp, (int)b, 1.0, blk, (int)L);
+    }
+    lapack_int info = LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)b, blk,
+                                     (lapack_int)L, k->tau);
+    if (!info)
+        info = LAPACKE_dorgqr(LAPACK_ROW_MAJOR, (lapack_int)n, (lapack_int)b, (lapack_int)b, blk,
+                              (lapack_int)L, k->tau);
+    if (info)
+        return fk_err_set(err, FK_ENUMERIC, "Krylov eigen-solver: QR failed (info=%d)", (int)info);
+    return FK_OK;
+}
+
+/* Rayleigh-Ritz on the first c columns; returns the largest relative residual. */
+static int ritz(krylov *k, size_t c, size_t m, double *vals, double *S, fk_mat *V, double *worst,
+                fk_err *err)
+{
+    size_t n = k->n, L = k->L;
+    fk_mat Tm = fk_mat_view(k->T, c, c, L), Sm;
+    double *w = malloc(c * sizeof *w);
+    if (!w)
+        return fk_err_set(err, FK_ENOMEM, "Krylov eigen-solver: out of memory");
+    fk_mat Tc;
+    if (fk_mat_init(&Tc, c, c)) {
+        free(w);
+        return fk_err_set(err, FK_ENOMEM, "Krylov eigen-solver: out of memory");
+    }
+    /* Only entries (i, j) with i below the end of j's block were computed. */
+    for (size_t i = 0; i < c; i++)
+        for (size_t j = 0; j < c; j++) {
+            int ij = i < (j / k->b + 1) * k->b, ji = j < (i / k->b + 1) * k->b;
+            double a = Tm.data[i * L + j], bb = Tm.data[j * L + i];
+            Tc.data[i * c + j] = ij && ji ? 0.5 * (a + bb) : ij ? a : bb;
+        }
+    int rc = fk_eig_sym_top(&Tc, m, w, &Sm, err);
+    fk_mat_close(&Tc);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    memcpy(S, Sm.data, c * m * sizeof *S);
+    memcpy(vals, w, m * sizeof *w);
+    fk_mat_close(&Sm);
+    free(w);
+    /* U = Q S, R = AQ S - U diag(theta). */
+    fk_mat_close(V);
+    double *R = malloc(n * m * sizeof *R);
+    if (!R || fk_mat_init(V, n, m)) {
+        free(R);
+        return fk_err_set(err, FK_ENOMEM, "Krylov eigen-solver: out of memory");
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)m, (int)c, 1.0, k->Q, (int)L,
+                S, (int)m, 0.0, V->data, (int)m);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)m, (int)c, 1.0, k->AQ,
+                (int)L, S, (int)m, 0.0, R, (int)m);
+    double scale = vals[0] > 0 ? vals[0] : 1.0;
+    *worst = 0;
+    for (size_t j = 0; j < m; j++) {
+        double s2 = 0;
+        for (size_t i = 0; i < n; i++) {
+            double r = R[i * m + j] - vals[j] * V->data[i * m + j];
+            s2 += r * r;
+        }
+        double rel = sqrt(s2) / scale;
+        *worst = rel > *worst ? rel : *worst;
+    }
+    free(R);
+    return FK_OK;
+}
+
+int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis, double tol,
+                  uint64_t seed, double *vals, fk_mat *V, fk_err *err)
+{
+    *V = (fk_mat){0};
+    if (m == 0 || m > n)
+        return fk_err_set(err, FK_EINVAL, "Krylov eigen-solver: want 1 <= m <= n (m=%zu, n=%zu)", m, n);
+    krylov k = {.n = n, .b = m + 8 < n ? m + 8 : m};
+    size_t blocks = max_basis / k.b;
+    if (blocks < 2 || blocks * k.b > n)
+        blocks = n / k.b;
+    if (blocks < 2)
+        return fk_err_set(err, FK_ENUMERIC, "Krylov eigen-solver: matrix too small for a Krylov basis");
+    k.L = blocks * k.b;
+    k.Q = calloc(n * k.L, sizeof *k.Q);
+    k.AQ = calloc(n * k.L, sizeof *k.AQ);
+    k.T = calloc(k.L * k.L, sizeof *k.T);
+    k.tau = malloc(k.b * sizeof *k.tau);
+    k.tmp = malloc(k.L * k.b * sizeof *k.tmp);
+    double *S = malloc(k.L * m * sizeof *S);
+    int rc = FK_OK;
+    if (!k.Q || !k.AQ || !k.T || !k.tau || !k.tmp || !S) {
+        rc = fk_err_set(err, FK_ENOMEM, "Krylov eigen-solver: out of memory (basis %zu)", k.L);
+        goto out;
+    }
+    fk_rng g;
+    fk_rng_init(&g, seed, 0x6b72796c6f760000ULL);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < k.b; j++)
+            k.Q[i * k.L + j] = fk_rng_normal(&g);
+    if ((rc = orth_block(&k, 0, err)))
+        goto out;
+    double worst = INFINITY;
+    size_t next_check = 3;
+    for (size_t j = 0; j < blocks; j++) {
+        size_t c = j * k.b;
+        op(ctx, k.Q + c, k.L, k.AQ + c, k.L, k.b);
+        /* new columns of T = Q^T (A Q_j) for the blocks so far */
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)(c + k.b), (int)k.b, (int)n, 1.0,
+                    k.Q, (int)k.L, k.AQ + c, (int)k.L, 0.0, k.T + c, (int)k.L);
+        /* Rayleigh-Ritz at geometrically spaced basis sizes (it costs O(L^3)). */
+        if (j + 1 == next_check || j + 1 == blocks) {
+            next_check = next_check + 1 + next_check / 3;
+            if ((rc = ritz(&k, c + k.b, m, vals, S, V, &worst, err)))
+                goto out;
+        }
+        if (worst <= tol)
+            break;
+        if (j + 1 == blocks)
+            break;
+        /* next block: A Q_j, orthogonalised */
+        for (size_t i = 0; i < n; i++)
+            memcpy(k.Q + i * k.L + c + k.b, k.AQ + i * k.L + c, k.b * sizeof(double));
+        if ((rc = orth_block(&k, c + k.b, err)))
+            goto out;
+    }
+    if (worst > tol) {
+        fk_mat_close(V);
+        rc = fk_err_set(err, FK_ENUMERIC, "Krylov eigen-solver: not converged with %zu basis vectors "
+                        "(residual %.2g > %.2g)", k.L, worst, tol);
+    }
+out:
+    free(S);
+    krylov_free(&k);
+    return rc;
 }

@@ -5,6 +5,7 @@
 #define FK_EIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/base/err.h"
 #include "common/la/mat.h"
@@ -19,6 +20,18 @@ int fk_eig_sym_top(const fk_mat *A, size_t m, double *vals, fk_mat *V, fk_err *e
  * range on C, W = L^-T U. W (initialised here, n x m) satisfies W^T B W = I. */
 int fk_eig_gen_top(const fk_mat *A, const fk_mat *B, size_t m, double *vals, fk_mat *W,
                    fk_err *err);
+
+/* Symmetric PSD operator y = A x applied to the b columns of X (n x b,
+ * row-major, leading dimension ldx) into Y (n x b, leading dimension ldy). */
+typedef void (*fk_sym_op)(void *ctx, const double *X, size_t ldx, double *Y, size_t ldy, size_t b);
+
+/* Top-m eigenpairs of an n x n symmetric positive semi-definite operator by a
+ * block Krylov method with Rayleigh-Ritz (full reorthogonalisation, basis up
+ * to max_basis columns, random start from seed). Converged when every Ritz
+ * residual |A u - theta u| <= tol * theta_1. FK_ENUMERIC if the basis limit is
+ * reached first (callers then fall back to fk_eig_sym_top). */
+int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis, double tol,
+                  uint64_t seed, double *vals, fk_mat *V, fk_err *err);
 
 /* Flip each column of V so that its entry of largest magnitude is positive
  * (a deterministic sign for eigenvectors). */

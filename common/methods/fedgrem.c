@@ -149,6 +149,8 @@ static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, f
 {
     gsrv *s = v;
     size_t Rp = (size_t)s->R * (size_t)s->p;
+    if (client < 0 || client >= s->K)
+        return fk_err_set(err, FK_EINVAL, "task for unknown client %d (job has %d)", client, s->K);
     if (!s->init_done)
         return fk_bundle_put_scalar(out, "op", 0.0) ? fk_err_set(err, FK_ENOMEM, "task: no memory")
                                                     : FK_OK;
@@ -195,6 +197,10 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
     }
     for (int i = 0; i < n && rc == FK_OK; i++) {
         int k = ups[i].client;
+        if (k < 0 || k >= s->K) {
+            rc = fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", k, s->K);
+            break;
+        }
         const fk_tensor *m = fk_bundle_get(&ups[i].msg, "M");
         const fk_tensor *w = fk_bundle_get(&ups[i].msg, "W");
         const fk_tensor *nn = fk_bundle_get(&ups[i].msg, "n");
@@ -216,6 +222,9 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
                 memcpy(s->sigma + (size_t)k * p * p, sg->data, sg->len * sizeof(double));
         }
     }
+    for (int k = 0; rc == FK_OK && k < s->K; k++)
+        if (!(s->nk[k] > 0))
+            rc = fk_err_set(err, FK_ESTATE, "client %d sent no local fit (duplicate updates?)", k);
     fk_rng rng;
     fk_rng_init(&rng, s->seed, ALIGN_STREAM);
     if (!rc)
@@ -355,6 +364,10 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
                 memcpy(s->theta + (size_t)present[j] * Rp, s->tilde + (size_t)present[j] * Rp,
                        Rp * sizeof(double));
     }
+    for (size_t i = 0; rc == FK_OK && i < (size_t)s->K * R; i++)
+        if (!isfinite(s->w[i]))
+            rc = fk_err_set(err, FK_ENUMERIC, "round %d: weights of client %zu became non-finite",
+                            round, i / (size_t)R);
     for (size_t i = 0; rc == FK_OK && i < (size_t)s->K * Rp; i++)
         if (!isfinite(s->theta[i]))
             rc = fk_err_set(err, FK_ENUMERIC,
@@ -759,47 +772,183 @@ static int cli_load(void *v, const fk_bundle *in, fk_err *err)
 
 /* ---------------- tables ---------------- */
 
-#define VARIANT_INITS(tag, V)                                                                     \
-    static int srv_init_##tag(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)    \
-    {                                                                                             \
-        return srv_init(s, p, n, seed, V, err);                                                   \
-    }                                                                                             \
-    static int cli_init_##tag(void **c, const fk_params *p, const fk_dataset *d, int k, int n,    \
-                              uint64_t seed, fk_err *err)                                         \
-    {                                                                                             \
-        return cli_init(c, p, d, k, n, seed, V, err);                                             \
-    }
+/* One server_init / client_init pair per variant: the tables differ only there. */
+static int srv_init_fedgrem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_FEDGREM, err);
+}
 
-VARIANT_INITS(fedgrem, V_FEDGREM)
-VARIANT_INITS(fedem, V_FEDEM)
-VARIANT_INITS(local_em, V_LOCAL_EM)
-VARIANT_INITS(local_grem, V_LOCAL_GREM)
-VARIANT_INITS(tgmm, V_TGMM)
-VARIANT_INITS(pooled_grem, V_POOLED_GREM)
+static int cli_init_fedgrem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_FEDGREM, err);
+}
 
-#define TABLE(tag, NAME, SUMMARY)                                                                 \
-    const fk_method fk_method_##tag = {                                                           \
-        .name = NAME,                                                                             \
-        .summary = SUMMARY,                                                                       \
-        .server_init = srv_init_##tag,                                                            \
-        .server_close = srv_close,                                                                \
-        .plan = srv_plan,                                                                         \
-        .task = srv_task,                                                                         \
-        .aggregate = srv_aggregate,                                                               \
-        .model = srv_model,                                                                       \
-        .save = srv_save,                                                                         \
-        .load = srv_load,                                                                         \
-        .client_init = cli_init_##tag,                                                            \
-        .client_close = cli_close,                                                                \
-        .local_step = cli_step,                                                                   \
-        .evaluate = cli_evaluate,                                                                 \
-        .client_save = cli_save,                                                                  \
-        .client_load = cli_load,                                                                  \
-    };
+static int srv_init_fedem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_FEDEM, err);
+}
 
-TABLE(fedgrem, "fedgrem", "federated gradient EM with robust penalized fusion (Tian et al. 2024)")
-TABLE(fedem, "fedem", "federated EM: local EM means averaged by the server")
-TABLE(local_em, "local-em", "per-client EEE Gaussian mixture (no federation)")
-TABLE(local_grem, "local-grem", "per-client gradient EM, step 0.1 (no federation)")
-TABLE(tgmm, "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres")
-TABLE(pooled_grem, "pooled-grem", "gradient EM on the union of all clients (summed statistics)")
+static int cli_init_fedem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_FEDEM, err);
+}
+
+static int srv_init_local_em(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_LOCAL_EM, err);
+}
+
+static int cli_init_local_em(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_LOCAL_EM, err);
+}
+
+static int srv_init_local_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_LOCAL_GREM, err);
+}
+
+static int cli_init_local_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_LOCAL_GREM, err);
+}
+
+static int srv_init_tgmm(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_TGMM, err);
+}
+
+static int cli_init_tgmm(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_TGMM, err);
+}
+
+static int srv_init_pooled_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return srv_init(s, p, n, seed, V_POOLED_GREM, err);
+}
+
+static int cli_init_pooled_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
+                        uint64_t seed, fk_err *err)
+{
+    return cli_init(c, p, d, k, n, seed, V_POOLED_GREM, err);
+}
+
+const fk_method fk_method_fedgrem = {
+    .name = "fedgrem",
+    .summary = "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
+    .server_init = srv_init_fedgrem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_fedgrem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_fedem = {
+    .name = "fedem",
+    .summary = "federated EM: local EM means averaged by the server",
+    .server_init = srv_init_fedem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_fedem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_local_em = {
+    .name = "local-em",
+    .summary = "per-client EEE Gaussian mixture (no federation)",
+    .server_init = srv_init_local_em,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_local_em,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_local_grem = {
+    .name = "local-grem",
+    .summary = "per-client gradient EM, step 0.1 (no federation)",
+    .server_init = srv_init_local_grem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_local_grem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_tgmm = {
+    .name = "tgmm",
+    .summary = "transfer-learning GMM borrowing from the other clients' initial centres",
+    .server_init = srv_init_tgmm,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_tgmm,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};
+
+const fk_method fk_method_pooled_grem = {
+    .name = "pooled-grem",
+    .summary = "gradient EM on the union of all clients (summed statistics)",
+    .server_init = srv_init_pooled_grem,
+    .server_close = srv_close,
+    .plan = srv_plan,
+    .task = srv_task,
+    .aggregate = srv_aggregate,
+    .model = srv_model,
+    .save = srv_save,
+    .load = srv_load,
+    .client_init = cli_init_pooled_grem,
+    .client_close = cli_close,
+    .local_step = cli_step,
+    .evaluate = cli_evaluate,
+    .client_save = cli_save,
+    .client_load = cli_load,
+};

@@ -36,9 +36,9 @@ static double normalise_rows(double *L, size_t n, int R)
         for (int r = 0; r < R; r++)
             if (l[r] > m)
                 m = l[r];
-        for (int r = 0; r < R; r++) { /* exp(-60) < 1e-26: skip the call, keep the sum exact to 1 ulp */
+        for (int r = 0; r < R; r++) { /* exp(-37) < 2^-53: below the last bit of a sum >= 1 */
             double d = l[r] - m;
-            l[r] = d < -60.0 ? 0.0 : exp(d);
+            l[r] = d < -37.0 ? 0.0 : exp(d);
             s += l[r];
         }
         for (int r = 0; r < R; r++)
@@ -104,11 +104,14 @@ void fk_gmm_predict(const double *X, size_t n, int p, const double *w, const dou
         return;
     }
     fk_gmm_sqdist(X, n, p, NULL, theta, R, D);
+    double lw[R];
+    for (int r = 0; r < R; r++)
+        lw[r] = w[r] > 0 ? log(w[r]) : -INFINITY;
     for (size_t i = 0; i < n; i++) {
         int best = 0;
         double bv = -INFINITY;
         for (int r = 0; r < R; r++) {
-            double v = (w[r] > 0 ? log(w[r]) : -INFINITY) - 0.5 * D[i * (size_t)R + r];
+            double v = lw[r] - 0.5 * D[i * (size_t)R + r];
             if (v > bv) {
                 bv = v;
                 best = r;
@@ -209,10 +212,12 @@ static int eee_estep(eee_ws *s, const double *X, const double *w, const double *
     for (int j = 0; j < p; j++)
         logdet_half += log(s->chol[j * p + j]);
     fk_gmm_sqdist(s->Z, n, p, NULL, s->mu_t, R, s->G);
+    double lw[R];
+    for (int r = 0; r < R; r++)
+        lw[r] = w[r] > 0 ? log(w[r]) : -INFINITY;
     for (size_t i = 0; i < n; i++)
         for (int r = 0; r < R; r++)
-            s->G[i * (size_t)R + r] =
-                (w[r] > 0 ? log(w[r]) : -INFINITY) - 0.5 * s->G[i * (size_t)R + r];
+            s->G[i * (size_t)R + r] = lw[r] - 0.5 * s->G[i * (size_t)R + r];
     *ll = normalise_rows(s->G, n, R) - (double)n * (logdet_half + 0.5 * p * LN_2PI);
     return isfinite(*ll) ? FK_OK : FK_ENUMERIC;
 }
@@ -446,6 +451,12 @@ static double dist(const double *a, const double *b, int p)
     return sqrt(s);
 }
 
+/* Centre s of task k in a K x R x p block. */
+static const double *centre(const double *M, int R, int p, int k, int s)
+{
+    return M + ((size_t)k * (size_t)R + (size_t)s) * (size_t)p;
+}
+
 int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *perm, fk_err *err)
 {
     if (K < 1 || R < 1 || B < 1)
@@ -460,7 +471,6 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
         goto done;
     }
     double best = INFINITY;
-#define CENTRE(k, s) (M + ((size_t)(k) * R + (size_t)(s)) * p)
     for (int b = 0; b < B && rc == FK_OK; b++) {
         for (int k = 0; k < K; k++)
             order[k] = k;
@@ -474,7 +484,7 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
                     double c = 0.0;
                     for (int a = 0; a < j; a++) {
                         int k2 = order[a];
-                        c += dist(CENTRE(k, s), CENTRE(k2, cur[(size_t)k2 * R + r]), p);
+                        c += dist(centre(M, R, p, k, s), centre(M, R, p, k2, cur[(size_t)k2 * R + r]), p);
                     }
                     cost[r * R + s] = c;
                 }
@@ -486,14 +496,13 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
         for (int k = 0; k < K; k++)
             for (int k2 = k + 1; k2 < K; k2++)
                 for (int r = 0; r < R; r++)
-                    sc += dist(CENTRE(k, cur[(size_t)k * R + r]), CENTRE(k2, cur[(size_t)k2 * R + r]),
+                    sc += dist(centre(M, R, p, k, cur[(size_t)k * R + r]), centre(M, R, p, k2, cur[(size_t)k2 * R + r]),
                                p);
         if (rc == FK_OK && sc < best) {
             best = sc;
             memcpy(perm, cur, KR * sizeof *cur);
         }
     }
-#undef CENTRE
     if (rc == FK_OK && !isfinite(best))
         rc = fk_err_set(err, FK_ENUMERIC, "align: centres are not finite");
 done:

@@ -69,10 +69,55 @@ out:
     return rc;
 }
 
+/* x -> Y^T (Y x) for the Krylov solver. */
+typedef struct gram_op {
+    const fk_mat *Y;
+    double *tmp; /* n x b */
+    size_t cols; /* columns the operator was applied to */
+} gram_op;
+
+static void apply_gram(void *ctx, const double *X, size_t ldx, double *out, size_t ldo, size_t b)
+{
+    gram_op *g = ctx;
+    const fk_mat *Y = g->Y;
+    g->cols += b;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Y->rows, (int)b, (int)Y->cols, 1.0,
+                Y->data, (int)Y->ld, X, (int)ldx, 0.0, g->tmp, (int)b);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Y->cols, (int)b, (int)Y->rows, 1.0,
+                Y->data, (int)Y->ld, g->tmp, (int)b, 0.0, out, (int)ldo);
+}
+
+/* Large problems with few components: block Krylov on Y^T Y without forming
+ * it; 1 if it converged into U and theta, 0 to take the dense route. */
+static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_tca_times *tm)
+{
+    size_t n = Y->rows, D = Y->cols, k = n < D ? n : D;
+    if (k < 600 || 12 * m > k)
+        return 0;
+    double t0 = now();
+    gram_op g = {.Y = Y, .tmp = malloc(n * (m + 8) * sizeof(double))};
+    fk_err e;
+    int rc = g.tmp ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
+                   : FK_ENOMEM;
+    free(g.tmp);
+    if (tm) {
+        tm->krylov = now() - t0;
+        tm->krylov_ok = rc == FK_OK;
+        tm->krylov_flops = 4.0 * (double)n * (double)D * (double)g.cols;
+    }
+    return rc == FK_OK;
+}
+
 /* U (D x m): top-m right singular vectors of Y (n x D) and theta = sigma^2. */
 static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_tca_times *tm,
                              fk_err *err)
 {
+    if (krylov_route(Y, m, U, theta, tm)) {
+        double tol = 1e-10 * (theta[0] > 0 ? theta[0] : 1.0);
+        if (theta[m - 1] > tol)
+            return FK_OK;
+        fk_mat_close(U); /* rank check below decides with the dense solver */
+    }
     double t0 = now();
     size_t n = Y->rows, D = Y->cols;
     size_t k = n < D ? n : D;

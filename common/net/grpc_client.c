@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/net/bigbuf.h"
 #include "common/net/tlsconn.h"
 
-enum { SEND_HIGH_WATER = 8u << 20 };
+enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
 
 typedef struct ccall ccall;
 struct ccall {
@@ -27,7 +28,7 @@ struct ccall {
     uint8_t hdr[5];
     size_t hdr_have;
     uint8_t *resp;
-    size_t resp_len, resp_have;
+    size_t resp_len, resp_have, resp_cap;
     int nmsgs, overflow;
     fk_grpc_done cb;
     void *ud;
@@ -46,14 +47,19 @@ struct fk_grpc_client {
     void *ud;
     void (*on_closed)(void *);
     void *closed_ud;
+    fk_bigbuf_cache cache; /* one idle large response buffer */
+    uv_timer_t ka;         /* keepalive PINGs while calls wait */
+    uint64_t last_rx, ping_sent;
 };
 
 static void pump(fk_grpc_client *cl);
+static void client_free(fk_grpc_client *cl);
+static void keepalive(uv_timer_t *t);
 
 static void call_freed(uv_handle_t *h)
 {
     ccall *c = h->data;
-    free(c->resp);
+    fk_bigbuf_free(c->resp, c->resp_cap);
     free(c);
 }
 
@@ -79,14 +85,18 @@ static void finish(ccall *c, int status, const char *msg)
     uv_timer_stop(&c->timer);
     if (c->sid > 0 && cl->ng) {
         nghttp2_session_set_stream_user_data(cl->ng, c->sid, NULL);
-        /* Ended before the server's END_STREAM (deadline, limit): tell the server to stop. */
-        if (!c->ended && nghttp2_session_find_stream(cl->ng, c->sid))
+        /* Ended while either side still streams (deadline, limit, early answer): reset,
+         * so nghttp2 stops reading the request buffer the caller may now free. */
+        if (nghttp2_session_find_stream(cl->ng, c->sid) &&
+            (!c->ended || nghttp2_session_get_stream_local_close(cl->ng, c->sid) == 0))
             nghttp2_submit_rst_stream(cl->ng, NGHTTP2_FLAG_NONE, c->sid, NGHTTP2_CANCEL);
     }
     call_unlink(c);
     int ok = status == FK_GRPC_OK;
     c->cb(c->ud, status, msg ? msg : "", ok ? (c->resp ? c->resp : (const uint8_t *)"") : NULL,
           ok ? c->resp_len : 0);
+    fk_bigbuf_cache_put(&cl->cache, c->resp, c->resp_cap);
+    c->resp = NULL;
     uv_close((uv_handle_t *)&c->timer, call_freed);
 }
 
@@ -249,7 +259,7 @@ static int begin_message(fk_grpc_client *cl, ccall *c)
         finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
         return -1;
     }
-    c->resp = malloc(len ? len : 1);
+    c->resp = fk_bigbuf_cache_get(&cl->cache, len, &c->resp_cap);
     if (!c->resp) {
         finish(c, FK_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
         return -1;
@@ -386,6 +396,13 @@ static void tls_ready(fk_tlsconn *t)
         return;
     }
     cl->up = 1;
+    cl->last_rx = uv_now(cl->loop);
+    if (cl->lim.keepalive_ms) {
+        uint64_t period = cl->lim.keepalive_ms < cl->lim.keepalive_timeout_ms ? cl->lim.keepalive_ms
+                                                                            : cl->lim.keepalive_timeout_ms;
+        period = period / 4 < 5 ? 5 : period / 4;
+        uv_timer_start(&cl->ka, keepalive, period, period);
+    }
     /* Calls queued while connecting go out now, oldest first. */
     ccall *last = cl->calls;
     while (last && last->next)
@@ -406,6 +423,8 @@ static void tls_data(fk_tlsconn *t, const uint8_t *p, size_t n)
     fk_grpc_client *cl = t->ud;
     if (!cl->ng)
         return;
+    cl->last_rx = uv_now(cl->loop);
+    cl->ping_sent = 0; /* any traffic proves the server alive */
     cl->in_recv = 1;
     ssize_t r = nghttp2_session_mem_recv(cl->ng, p, n);
     cl->in_recv = 0;
@@ -424,12 +443,50 @@ static void tls_writable(fk_tlsconn *t)
     pump(t->ud);
 }
 
+static void client_freed(uv_handle_t *h)
+{
+    fk_grpc_client *cl = h->data;
+    void (*cb)(void *) = cl->on_closed;
+    void *ud = cl->closed_ud;
+    fk_bigbuf_cache_close(&cl->cache);
+    free(cl);
+    if (cb)
+        cb(ud);
+}
+
+/* Last step of closing: the keepalive timer goes, then the memory. */
+static void client_free(fk_grpc_client *cl)
+{
+    uv_close((uv_handle_t *)&cl->ka, client_freed);
+}
+
+static void keepalive(uv_timer_t *t)
+{
+    fk_grpc_client *cl = t->data;
+    uint64_t now = uv_now(cl->loop);
+    if (!cl->ng || !cl->tls)
+        return;
+    if (!cl->calls)
+        fk_tlsconn_trim(cl->tls);
+    if (cl->ping_sent && now - cl->ping_sent >= cl->lim.keepalive_timeout_ms) {
+        fk_tlsconn_close(cl->tls, "keepalive PING not answered: server unreachable");
+        return;
+    }
+    /* Only while calls wait (long polls): idle clients do not ping, as gRPC servers expect. */
+    if (cl->calls && !cl->ping_sent && now - cl->last_rx >= cl->lim.keepalive_ms) {
+        cl->ping_sent = now;
+        nghttp2_submit_ping(cl->ng, NGHTTP2_FLAG_NONE, NULL);
+        pump(cl);
+    }
+}
+
 static void tls_closed(fk_tlsconn *t, const char *reason)
 {
     fk_grpc_client *cl = t->ud;
     int was_up = cl->up;
     cl->up = 0;
     cl->tls = NULL;
+    uv_timer_stop(&cl->ka);
     snprintf(cl->why, sizeof cl->why, "%s", reason);
     if (!was_up && !cl->closing)
         fk_log(FK_LOG_WARN, "client_refused", "server=%s reason=\"%s\"", cl->peer.addr, reason);
@@ -440,13 +497,8 @@ static void tls_closed(fk_tlsconn *t, const char *reason)
     if (!cl->closing && cl->on_state)
         cl->on_state(cl, 0, reason, cl->ud);
     cl->in_teardown = 0;
-    if (cl->closing) {
-        void (*cb)(void *) = cl->on_closed;
-        void *ud = cl->closed_ud;
-        free(cl);
-        if (cb)
-            cb(ud);
-    }
+    if (cl->closing)
+        client_free(cl);
 }
 
 static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed};
@@ -479,6 +531,8 @@ int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_
         free(cl);
         return rc;
     }
+    uv_timer_init(loop, &cl->ka);
+    cl->ka.data = cl;
     /* On failure tls_closed still runs and reports through on_state. */
     fk_tlsconn_connect(cl->tls, (struct sockaddr *)&ss, server_name, err);
     *out = cl;
@@ -545,9 +599,7 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *u
             fk_tlsconn_close(cl->tls, "client closed");
         return;
     }
-    free(cl);
-    if (on_closed)
-        on_closed(ud);
+    client_free(cl);
 }
 
 const fk_tls_peer *fk_grpc_client_peer(const fk_grpc_client *cl)

@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/net/bigbuf.h"
 #include "common/net/tlsconn.h"
 
-enum { SEND_HIGH_WATER = 8u << 20 }; /* stop producing frames above this many queued bytes */
+enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
 
 typedef struct method {
     char *path;
@@ -32,7 +33,7 @@ struct fk_grpc_call {
     uint8_t hdr[5];
     size_t hdr_have;
     uint8_t *req;
-    size_t req_len, req_have;
+    size_t req_len, req_have, req_cap;
     int nmsgs, req_done, discarding;
     /* lifecycle */
     int handed, app_done, answered, stream_closed, cancelled;
@@ -71,6 +72,7 @@ struct fk_grpc_server {
     int nmethods;
     h2conn *conns;
     fk_grpc_server_stats stats;
+    fk_bigbuf_cache cache; /* one idle large request buffer */
     void (*on_closed)(void *);
     void *closed_ud;
 };
@@ -85,7 +87,7 @@ static void call_free_now(fk_grpc_call *call)
 {
     if (call->resp && call->resp_free)
         call->resp_free(call->resp);
-    free(call->req);
+    fk_bigbuf_free(call->req, call->req_cap);
     free(call);
 }
 
@@ -114,7 +116,12 @@ static void call_maybe_free(fk_grpc_call *call)
 {
     if (!call->stream_closed || !call->app_done)
         return;
+    h2conn *c = call->conn;
     call_unlink(call);
+    if (c && call->req) { /* the next large message on this server can reuse the pages */
+        fk_bigbuf_cache_put(&c->srv->cache, call->req, call->req_cap);
+        call->req = NULL;
+    }
     if (call->timer_init) {
         uv_timer_stop(&call->timer);
         uv_close((uv_handle_t *)&call->timer, call_timer_closed);
@@ -461,7 +468,7 @@ static int begin_message(h2conn *c, fk_grpc_call *call)
         return -1;
     }
     if (call->hdr[0] != 0) {
-        refuse(call, FK_GRPC_UNIMPLEMENTED, "compressed messages are not supported");
+        refuse(call, FK_GRPC_INTERNAL, "compressed flag set but no grpc-encoding was negotiated");
         return -1;
     }
     if (len > lim->max_message) {
@@ -481,7 +488,7 @@ static int begin_message(h2conn *c, fk_grpc_call *call)
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
         return -1;
     }
-    call->req = malloc(len ? len : 1);
+    call->req = fk_bigbuf_cache_get(&c->srv->cache, len, &call->req_cap);
     if (!call->req) {
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
         return -1;
@@ -698,6 +705,8 @@ static void tick(uv_timer_t *t)
     uint64_t now = uv_now(c->srv->loop);
     if (c->dead || !c->ng)
         return;
+    if (c->nstreams == 0 && c->tls)
+        fk_tlsconn_trim(c->tls);
     if (c->ping_sent && now - c->ping_sent >= lim->keepalive_timeout_ms) {
         fk_log(FK_LOG_WARN, "conn_keepalive", "peer=%s reason=\"PING not answered in %llu ms\"",
                c->peer.addr, (unsigned long long)lim->keepalive_timeout_ms);
@@ -929,6 +938,7 @@ static void maybe_server_done(fk_grpc_server *s)
         free(s->methods[i].path);
     free(s->methods);
     fk_tls_ctx_unref(s->tls);
+    fk_bigbuf_cache_close(&s->cache);
     free(s);
     if (cb)
         cb(ud);
@@ -971,13 +981,17 @@ void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud
     maybe_server_done(s);
 }
 
-void fk_grpc_server_feed_raw(fk_grpc_server *s, const uint8_t *data, size_t len)
+void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const uint8_t *data,
+                             size_t len)
 {
     h2conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
     c->srv = s;
-    snprintf(c->peer.addr, sizeof c->peer.addr, "raw");
+    if (peer)
+        c->peer = *peer;
+    else
+        snprintf(c->peer.addr, sizeof c->peer.addr, "raw");
     if (session_new(c) == 0) {
         c->in_recv = 1;
         nghttp2_session_mem_recv(c->ng, data, len);

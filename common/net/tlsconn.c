@@ -23,7 +23,11 @@ static void handle_closed(uv_handle_t *h)
     if (c->cbs->on_close)
         c->cbs->on_close(c, c->reason);
     SSL_free(c->ssl);
+    BIO_meth_free(c->meth);
     fk_tls_ctx_unref(c->ctx);
+    free(c->out);
+    while (c->nspare > 0)
+        free(c->spare[--c->nspare]);
     free(c->stage);
     free(c);
 }
@@ -50,7 +54,12 @@ static void write_done(uv_write_t *req, int status)
     wreq *w = (wreq *)req;
     fk_tlsconn *c = w->c;
     c->queued -= w->len;
-    free(w);
+    /* Reuse buffers (freeing and re-growing the heap costs page faults);
+     * fk_tlsconn_trim gives them back once the connection is idle. */
+    if (c->nspare < FK_TLSCONN_SPARES && !c->closing)
+        c->spare[c->nspare++] = w;
+    else
+        free(w);
     if (status < 0 && status != UV_ECANCELED) {
         char why[128];
         snprintf(why, sizeof why, "write failed: %s", uv_strerror(status));
@@ -61,41 +70,84 @@ static void write_done(uv_write_t *req, int status)
         c->cbs->on_writable(c);
 }
 
-/* Move ciphertext from the write BIO to libuv. */
+enum { OUT_CAP = 120u << 10 }; /* ciphertext per uv_write: below malloc's mmap threshold */
+
+/* Hand the ciphertext collected so far to libuv. */
 static void send_cipher(fk_tlsconn *c)
 {
-    size_t n;
-    while ((n = (size_t)BIO_ctrl_pending(c->wbio)) > 0) {
-        wreq *w = malloc(sizeof *w + n);
-        if (!w) {
-            fail(c, "out of memory for a write buffer");
-            return;
-        }
-        int got = BIO_read(c->wbio, w->data, (int)n);
-        if (got <= 0) {
-            free(w);
-            return;
-        }
-        w->c = c;
-        w->len = (size_t)got;
-        uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)got);
-        int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
-        if (rc < 0) {
-            free(w);
-            fail(c, "uv_write refused the buffer");
-            return;
-        }
-        c->queued += (size_t)got;
+    wreq *w = c->out;
+    if (!w || w->len == 0)
+        return;
+    c->out = NULL;
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)w->len);
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, write_done);
+    if (rc < 0) {
+        free(w);
+        fail(c, "uv_write refused the buffer");
+        return;
     }
+    c->queued += w->len;
 }
 
+/* Write side of our memory BIO pair: OpenSSL's records land straight in the
+ * next uv_write buffer (one copy less than BIO_s_mem + BIO_read). */
+static int out_write(BIO *b, const char *data, int len)
+{
+    fk_tlsconn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    for (int done = 0; done < len;) {
+        if (!c->out) {
+            c->out = c->nspare > 0 ? c->spare[--c->nspare] : malloc(sizeof *c->out + OUT_CAP);
+            if (!c->out)
+                return -1;
+            c->out->c = c;
+            c->out->len = 0;
+        }
+        size_t n = (size_t)(len - done);
+        if (n > OUT_CAP - c->out->len)
+            n = OUT_CAP - c->out->len;
+        memcpy(c->out->data + c->out->len, data + done, n);
+        c->out->len += n;
+        done += (int)n;
+        if (c->out->len == OUT_CAP)
+            send_cipher(c);
+    }
+    return len;
+}
+
+/* Read side: OpenSSL reads ciphertext straight from libuv's read buffer. */
+static int in_read(BIO *b, char *out, int len)
+{
+    fk_tlsconn *c = BIO_get_data(b);
+    BIO_clear_retry_flags(b);
+    if (c->in_len == 0) {
+        BIO_set_retry_read(b);
+        return -1;
+    }
+    size_t n = (size_t)len < c->in_len ? (size_t)len : c->in_len;
+    memcpy(out, c->in_p, n);
+    c->in_p += n;
+    c->in_len -= n;
+    return (int)n;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    (void)num;
+    (void)ptr;
+    fk_tlsconn *c = BIO_get_data(b);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_PENDING: return b == c->rbio ? (long)c->in_len : 0;
+    case BIO_CTRL_WPENDING: return b == c->wbio && c->out ? (long)c->out->len : 0;
+    default: return 0;
+    }
+}
 
 static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
 {
     while (n > 0) {
-        /* 64 KB at a time: the memory BIO stays small and write buffers stay under
-         * malloc's mmap threshold (an mmap per write costs page faults) */
-        int chunk = n > (64u << 10) ? (64 << 10) : (int)n;
+        int chunk = n > (1u << 30) ? (1 << 30) : (int)n;
         int w = SSL_write(c->ssl, p, chunk);
         if (w <= 0) {
             char why[256];
@@ -105,8 +157,6 @@ static int ssl_write_all(fk_tlsconn *c, const uint8_t *p, size_t n)
         }
         p += w;
         n -= (size_t)w;
-        if (n > 0)
-            send_cipher(c);
     }
     return 0;
 }
@@ -128,7 +178,16 @@ int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n)
 {
     if (c->closing || !c->ready)
         return -1;
-    if (n >= 16384) { /* big chunk: encrypt straight from the caller's memory */
+    if (n >= 16384 && c->stage_len + n > c->stage_cap) {
+        /* Big chunk: top up the staged bytes to a full 16 KB record, then encrypt
+         * the rest straight from the caller's memory. */
+        size_t k = c->stage_len ? 16384 - c->stage_len % 16384 : 0;
+        if (k > 0 && c->stage_len + k <= c->stage_cap) {
+            memcpy(c->stage + c->stage_len, p, k);
+            c->stage_len += k;
+            p += k;
+            n -= k;
+        }
         fk_tlsconn_flush(c);
         if (c->closing)
             return -1;
@@ -156,9 +215,15 @@ int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n)
     return 0;
 }
 
+void fk_tlsconn_trim(fk_tlsconn *c)
+{
+    while (c->nspare > 0)
+        free(c->spare[--c->nspare]);
+}
+
 size_t fk_tlsconn_queued(const fk_tlsconn *c)
 {
-    return c->queued + c->stage_len;
+    return c->queued + c->stage_len + (c->out ? c->out->len : 0);
 }
 
 static void shutdown_done(uv_shutdown_t *req, int status)
@@ -272,16 +337,13 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (n == 0 || c->closing)
         return;
-    if (BIO_write(c->rbio, c->rbuf, (int)n) != (int)n) {
-        fail(c, "out of memory in the TLS read buffer");
-        return;
-    }
-    if (!c->ready) {
+    c->in_p = c->rbuf;
+    c->in_len = (size_t)n;
+    if (!c->ready)
         handshake(c);
-        if (!c->ready || c->closing)
-            return;
-    }
-    read_plain(c);
+    if (c->ready && !c->closing)
+        read_plain(c);
+    c->in_len = 0; /* OpenSSL keeps any partial record itself */
 }
 
 static void hs_timeout(uv_timer_t *t)
@@ -300,17 +362,26 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "out of memory for a connection");
     c->ssl = SSL_new(ctx->ssl);
-    c->rbio = BIO_new(BIO_s_mem());
-    c->wbio = BIO_new(BIO_s_mem());
+    c->meth = BIO_meth_new(BIO_TYPE_SOURCE_SINK, "fedkern libuv"); /* fixed type: indexes run out */
+    if (c->meth) {
+        BIO_meth_set_write(c->meth, out_write);
+        BIO_meth_set_read(c->meth, in_read);
+        BIO_meth_set_ctrl(c->meth, bio_ctrl);
+        c->rbio = BIO_new(c->meth);
+        c->wbio = BIO_new(c->meth);
+    }
     if (!c->ssl || !c->rbio || !c->wbio) {
         SSL_free(c->ssl);
         BIO_free(c->rbio);
         BIO_free(c->wbio);
+        BIO_meth_free(c->meth);
         free(c);
         return fk_err_set(err, FK_ENOMEM, "out of memory for TLS state");
     }
-    BIO_set_mem_eof_return(c->rbio, -1);
-    BIO_set_mem_eof_return(c->wbio, -1);
+    BIO_set_data(c->rbio, c);
+    BIO_set_data(c->wbio, c);
+    BIO_set_init(c->rbio, 1);
+    BIO_set_init(c->wbio, 1);
     SSL_set_bio(c->ssl, c->rbio, c->wbio);
     c->is_server = ctx->is_server;
     c->ctx = ctx;

@@ -1,6 +1,7 @@
-/* One TCP connection on libuv carrying TLS through OpenSSL memory BIOs: libuv
- * reads ciphertext into the read BIO, OpenSSL writes ciphertext into the write
- * BIO and we hand it to uv_write. No blocking sockets, no threads. */
+/* One TCP connection on libuv carrying TLS through OpenSSL memory BIOs: OpenSSL
+ * reads ciphertext from the buffer libuv just filled and writes its records into
+ * the next uv_write buffer (a minimal in-memory BIO pair, like BIO_s_mem without
+ * its extra copy). No blocking sockets, no threads. */
 #ifndef FK_NET_TLSCONN_H
 #define FK_NET_TLSCONN_H
 
@@ -11,6 +12,8 @@
 #include "common/net/tls.h"
 
 typedef struct fk_tlsconn fk_tlsconn;
+
+enum { FK_TLSCONN_SPARES = 16 };
 
 typedef struct fk_tlsconn_cbs {
     void (*on_ready)(fk_tlsconn *c);                              /* handshake done, peer verified */
@@ -25,6 +28,12 @@ struct fk_tlsconn {
     uv_shutdown_t shutdown_req;
     SSL *ssl;
     BIO *rbio, *wbio;
+    BIO_METHOD *meth;
+    const uint8_t *in_p; /* ciphertext from libuv not yet read by OpenSSL */
+    size_t in_len;
+    struct wreq *out;    /* ciphertext write being filled */
+    struct wreq *spare[FK_TLSCONN_SPARES]; /* finished write buffers kept for reuse */
+    int nspare;
     fk_tls_ctx *ctx;
     const fk_tlsconn_cbs *cbs;
     void *ud;
@@ -52,6 +61,8 @@ int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr, const char *s
 int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n);
 /* Encrypt queued plaintext and pass it to libuv. */
 void fk_tlsconn_flush(fk_tlsconn *c);
+/* Free the write buffers kept for reuse (call when the connection goes idle). */
+void fk_tlsconn_trim(fk_tlsconn *c);
 /* Ciphertext bytes in flight, for back-pressure. */
 size_t fk_tlsconn_queued(const fk_tlsconn *c);
 /* Flush, send close_notify, shut down and close; on_close follows with reason. */

@@ -76,6 +76,18 @@ class CA:
         return crt, key
 
 
+    def revoke_and_crl(self, crt):
+        """Revoke crt and write a CRL of this CA; returns the CRL path."""
+        cnf = os.path.join(self.dir, "crl.cnf")
+        with open(cnf, "w") as f:
+            f.write(CA_CNF.format(dir=self.dir, san="DNS:unused"))
+        run([OPENSSL, "ca", "-config", cnf, "-cert", self.crt, "-keyfile", self.key, "-revoke", crt])
+        crl = os.path.join(self.dir, "crl.pem")
+        run([OPENSSL, "ca", "-config", cnf, "-cert", self.crt, "-keyfile", self.key, "-gencrl", "-crldays", "2",
+             "-out", crl])
+        return crl
+
+
 class PKI:
     """The fixtures every suite uses: CA, server and client certificates, plus bad ones."""
 

@@ -91,6 +91,18 @@ def main():
         t.check("PullTask without a job: long poll answers TASK_NONE before the deadline",
                 p.kind == pb.TASK_NONE, str(p))
         ch.close()
+        # SIGHUP rebuilds the TLS context (certificate/CRL reload); a broken reload keeps the old one.
+        srv.p.send_signal(1)
+        t.check("SIGHUP reloads TLS", srv.wait_log(r"event=tls_reloaded"))
+        ca_pem = os.path.join(d, "ca.pem")
+        os.rename(ca_pem, ca_pem + ".away")
+        srv.p.send_signal(1)
+        t.check("SIGHUP with a missing CA keeps the old certificates", srv.wait_log(r"event=tls_reload_failed .*ca.pem"))
+        os.rename(ca_pem + ".away", ca_pem)
+        ch2 = channel("client-alice")
+        h = call(ch2, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(), hpb.HealthCheckResponse)
+        t.check("still serving new connections after the reloads", h.status == hpb.HealthCheckResponse.SERVING)
+        ch2.close()
         ch = channel("admin-op")
         c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(protocol_version=1), pb.JoinResponse))
         t.check("Join with an admin certificate = PERMISSION_DENIED", c == grpc.StatusCode.PERMISSION_DENIED, str(c))
