@@ -379,20 +379,19 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         waitpid(child, NULL, 0);
         return 1;
     }
-    size_t cap = 256 + (size_t)n * 12;
-    char *conf = malloc(cap);
-    size_t off = (size_t)snprintf(conf, cap,
-                                  "method = loadgen\ndataset = none\nrounds = %d\ndim = %ld\n"
-                                  "quorum = 1\ndeadline = 600\nclients = ",
-                                  rounds, dim);
-    for (int i = 0; i < n; i++)
-        off += (size_t)snprintf(conf + off, cap - off, "%sl%d", i ? "," : "", i);
+    char conf[256];
+    snprintf(conf, sizeof conf,
+             "method = loadgen\ndataset = none\nrounds = %d\ndim = %ld\nquorum = 1\n"
+             "deadline = 600\nclients = l[0-%d]\n",
+             rounds, dim, n - 1);
     double cpu0 = cpu_seconds();
     double t1 = fk_bench_now();
-    int rc = fk_engine_submit(r.e, conf, fk_service_now(), &r.job, &err);
-    free(conf);
-    if (rc)
-        return fprintf(stderr, "bench server: %s\n", err.msg), 1;
+    if (fk_engine_submit(r.e, conf, fk_service_now(), &r.job, &err)) {
+        fprintf(stderr, "bench server: %s\n", err.msg);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        return 1;
+    }
     uv_timer_init(&r.loop, &r.watch);
     r.watch.data = &r;
     uv_timer_start(&r.watch, watch_job, 1, 1);
