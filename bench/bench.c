@@ -14,6 +14,7 @@ const fk_bench_entry fk_benches[] = {
     {"rf-tca", "RF-TCA / kernel TCA fit+transform time, GFLOP/s vs dgemm, scaling", fk_bench_rftca},
     {"fidelity knn", "1-NN accuracy on the 12 Office-Caltech10 SURF pairs", fk_bench_fidelity_knn},
     {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},
+    {"server", "aggregation server under a load generator: rounds/s, overhead, GB/s, RSS, CPU", fk_bench_server},
     {NULL, NULL, NULL},
 };
 

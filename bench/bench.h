@@ -13,6 +13,7 @@ typedef struct fk_bench_entry {
 extern const fk_bench_entry fk_benches[];
 
 int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
+int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedkern, see client/meson.build) */
 int fk_bench_fedgrem(int argc, char **argv); /* bench/fedgrem.c */
 int fk_bench_fidelity_fedgrem(int argc, char **argv); /* bench/fidelity_fedgrem.c */
 

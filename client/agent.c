@@ -15,6 +15,7 @@
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
 #include "fedkern.pb.h"
+#include "server/jobconf.h"
 
 #define FED "/fedkern.v1.Federation/"
 
@@ -355,17 +356,16 @@ static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const c
     int rc = !j->config ? fk_err_set(err, FK_ENOMEM, "out of memory")
              : !m       ? FK_ENOTFOUND
                         : fk_params_parse_ini(&j->params, j->config, "job parameters", err);
-    /* Our index is our place in the job's client list. */
-    const char *list = rc ? NULL : fk_params_get(&j->params, "clients");
+    /* Our index is our place in the job's client list, read as the server reads it. */
     int index = -1, n = 0;
-    if (list) {
-        char *copy = strdup(list);
-        for (char *tok = copy ? strtok(copy, ", \t") : NULL; tok; tok = strtok(NULL, ", \t")) {
-            if (!strcmp(tok, a->client_id))
-                index = n;
-            n++;
+    if (!rc) {
+        fk_jobconf conf;
+        rc = fk_jobconf_parse(&conf, j->config, "job parameters", err);
+        if (!rc) {
+            index = fk_jobconf_client_index(&conf, a->client_id);
+            n = conf.n_clients;
         }
-        free(copy);
+        fk_jobconf_close(&conf);
     }
     if (!rc && index < 0)
         rc = fk_err_set(err, FK_ENOTFOUND, "job %" PRId64 " does not list this client ('%s')",

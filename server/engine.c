@@ -37,6 +37,7 @@ struct fk_engine {
     job **jobs; /* running jobs, ascending id */
     int n_jobs, cap;
     fk_engine_stats stats;
+    uint64_t generation;
 };
 
 static double mono_seconds(void)
@@ -170,6 +171,7 @@ static int plan_slots(job *j, fk_err *err)
 /* Every planned client's task for the current phase, in client order (as the simulator). */
 static int make_tasks(fk_engine *e, job *j, fk_err *err)
 {
+    e->generation++; /* new tasks: waiting clients may have work now */
     free_tasks(j);
     fk_bundle b;
     fk_bundle_init(&b);
@@ -710,6 +712,11 @@ void fk_engine_close(fk_engine *e)
 int fk_engine_running(const fk_engine *e)
 {
     return e->n_jobs;
+}
+
+uint64_t fk_engine_generation(const fk_engine *e)
+{
+    return e->generation;
 }
 
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out)

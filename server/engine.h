@@ -108,6 +108,10 @@ int fk_engine_result(fk_engine *e, int64_t job, fk_bundle *model, int *round, fk
 /* Jobs running in memory. */
 int fk_engine_running(const fk_engine *e);
 
+/* Changes whenever new tasks were made (a phase or round opened): a server
+ * needs to look for waiting clients only then. */
+uint64_t fk_engine_generation(const fk_engine *e);
+
 /* Counters since the engine opened (metrics). */
 typedef struct fk_engine_stats {
     uint64_t rounds_closed, retries, participants, dropouts;

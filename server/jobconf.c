@@ -55,7 +55,29 @@ static int add_client(fk_jobconf *c, const char *id, size_t len, const char *ori
     return FK_OK;
 }
 
-/* "a, b ,c" -> identities in order. */
+/* "site[0-99]" -> site0 .. site99 (config lines are limited, federations are not). */
+static int add_range(fk_jobconf *c, const char *s, size_t len, const char *origin, fk_err *err)
+{
+    const char *open = memchr(s, '[', len);
+    char name[160];
+    long lo, hi;
+    char tail;
+    if (!open || s[len - 1] != ']' || len >= sizeof name ||
+        sscanf(open, "[%ld-%ld%c", &lo, &hi, &tail) != 3 || tail != ']' || lo < 0 || hi < lo)
+        return add_client(c, s, len, origin, err);
+    if (hi - lo >= FK_JOBCONF_MAX_CLIENTS)
+        return fk_err_set(err, FK_ELIMIT, "%s: clients: range '%.*s' is too large", origin,
+                          (int)len, s);
+    for (long i = lo; i <= hi; i++) {
+        int n = snprintf(name, sizeof name, "%.*s%ld", (int)(open - s), s, i);
+        int rc = add_client(c, name, (size_t)n, origin, err);
+        if (rc)
+            return rc;
+    }
+    return FK_OK;
+}
+
+/* "a, b ,c, site[0-9]" -> identities in order. */
 static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk_err *err)
 {
     const char *s = list;
@@ -67,7 +89,8 @@ static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk
         const char *t = end;
         while (t > s && isspace((unsigned char)t[-1]))
             t--;
-        int rc = add_client(c, s, (size_t)(t - s), origin, err);
+        int rc = t > s ? add_range(c, s, (size_t)(t - s), origin, err)
+                       : add_client(c, s, 0, origin, err);
         if (rc)
             return rc;
         if (!e)

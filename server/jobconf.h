@@ -24,7 +24,7 @@ typedef struct fk_jobconf {
     double deadline;   /* deadline = seconds a phase waits for its clients (60) */
     int retries;       /* retries = new samples tried for a round that misses its quorum (3) */
     fk_aggregator agg; /* aggregator = fedavg | mean | median | trimmed-mean, trim = fraction */
-    char **clients;    /* clients = id1, id2, ...: certificate identities; index = position */
+    char **clients;    /* clients = id1, id2, site[0-99], ...: certificate identities; index = position */
     int n_clients;
     fk_params params;  /* every key, for the method */
 } fk_jobconf;

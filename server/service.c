@@ -63,6 +63,7 @@ struct fk_service {
     int n_sessions;
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
+    uint64_t woken_gen;   /* engine generation the waiters were last matched against */
     void (*on_closed)(void *);
     void *closed_ud;
 };
@@ -308,9 +309,14 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
 }
 
-/* Give every waiting client the task the engine now has for it. */
+/* Give every waiting client the task the engine now has for it (only after
+ * the engine made new tasks: a scan per event would be quadratic). */
 static void wake_waiters(fk_service *s)
 {
+    uint64_t gen = fk_engine_generation(s->e);
+    if (gen == s->woken_gen)
+        return;
+    s->woken_gen = gen;
     waiter *w = s->waiting;
     while (w) {
         waiter *next = w->next;

@@ -258,6 +258,12 @@ int fk_store_schema_version(fk_store *st, int *version, fk_err *err)
     return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, "read schema version", err);
 }
 
+int fk_store_set_full_sync(fk_store *st, int full, fk_err *err)
+{
+    return exec(st, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                "set synchronous", err);
+}
+
 int fk_store_begin(fk_store *st, fk_err *err)
 {
     return exec(st, "BEGIN IMMEDIATE", "begin transaction", err);

@@ -27,6 +27,9 @@ int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
 /* Bytes the database file uses now (pages in use x page size). */
 int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
 int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
+/* full = 0 relaxes synchronous=FULL to NORMAL (WAL: survives a process crash,
+ * not a power cut). Benchmarks only, to tell protocol time from fsync time. */
+int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
 
 /* Transactions group the writes of one state change (a round's close). */
 int fk_store_begin(fk_store *st, fk_err *err);

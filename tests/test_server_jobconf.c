@@ -40,6 +40,26 @@ static void full_config_parses(void **state)
     fk_jobconf_close(&c);
 }
 
+static void client_ranges(void **state)
+{
+    (void)state;
+    fk_jobconf c;
+    fk_err err;
+    assert_int_equal(fk_jobconf_parse(&c, "method = m\ndataset = d\nclients = a, l[0-999], z\n",
+                                      "j", &err),
+                     FK_OK);
+    assert_int_equal(c.n_clients, 1002);
+    assert_string_equal(c.clients[1], "l0");
+    assert_string_equal(c.clients[1000], "l999");
+    assert_int_equal(fk_jobconf_client_index(&c, "z"), 1001);
+    fk_jobconf_close(&c);
+    assert_int_equal(fk_jobconf_parse(&c, "method = m\ndataset = d\nclients = l[0-3], l2\n", "j",
+                                      &err),
+                     FK_EINVAL);
+    assert_non_null(strstr(err.msg, "listed twice"));
+    fk_jobconf_close(&c);
+}
+
 static void defaults(void **state)
 {
     (void)state;
@@ -100,6 +120,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(full_config_parses),
         cmocka_unit_test(defaults),
+        cmocka_unit_test(client_ranges),
         cmocka_unit_test(errors_name_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,524 @@
+/* fedkern bench server: the aggregation server under a load generator.
+ *
+ * The parent runs the real server pieces (store with synchronous=FULL, round
+ * engine, Federation service, gRPC over mutual TLS on 127.0.0.1); a forked
+ * load-generator process runs N client agents that answer every task with a
+ * synthetic update of `dim` float64 values (method "loadgen": FedAvg of the
+ * updates). Reported per N: rounds/s, wall time per round, the share of it
+ * spent in aggregation, protocol overhead per round (wall minus aggregation),
+ * aggregation throughput of the payload in GB/s, server RSS and CPU seconds
+ * (the server process only). A second table times the FedAvg aggregator
+ * alone over N in-memory updates (no network, no disk). */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "bench/bench.h"
+#include "client/agent.h"
+#include "common/base/log.h"
+#include "common/base/params.h"
+#include "common/methods/aggregate.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
+#include "server/engine.h"
+#include "server/service.h"
+
+/* ------------------------------------------------------ loadgen method */
+
+typedef struct lg_srv {
+    long dim;
+    double *w;
+} lg_srv;
+
+typedef struct lg_cli {
+    long dim;
+    int client;
+    int step;
+} lg_cli;
+
+static int lg_server_init(void **srv, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    (void)n;
+    (void)seed;
+    lg_srv *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "oom");
+    if (fk_params_int(p, "dim", 1000, 1, 1L << 28, &s->dim, err) ||
+        !(s->w = calloc((size_t)s->dim, sizeof *s->w))) {
+        free(s);
+        return err && err->code ? err->code : FK_ENOMEM;
+    }
+    *srv = s;
+    return FK_OK;
+}
+
+static void lg_server_close(void *srv)
+{
+    lg_srv *s = srv;
+    free(s->w);
+    free(s);
+}
+
+static int lg_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err)
+{
+    (void)srv;
+    (void)round;
+    (void)rng;
+    (void)err;
+    (void)chosen;
+    return FK_OK + (*n = 0);
+}
+
+static int lg_task(void *srv, int round, int phase, int client, fk_bundle *out, fk_err *err)
+{
+    (void)srv;
+    (void)phase;
+    (void)client;
+    (void)err;
+    return fk_bundle_put_scalar(out, "round", round);
+}
+
+static int lg_aggregate(void *srv, int round, int phase, const fk_update *ups, int n, int *done,
+                        fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    lg_srv *s = srv;
+    fk_aggregator a = {.kind = FK_AGG_FEDAVG};
+    *done = 1;
+    return fk_aggregate_tensor(&a, ups, n, "w", s->w, (size_t)s->dim, err);
+}
+
+static int lg_model(void *srv, fk_bundle *out, fk_err *err)
+{
+    (void)err;
+    lg_srv *s = srv;
+    return fk_bundle_put_vec(out, "w", (size_t)s->dim, s->w);
+}
+
+static int lg_load(void *srv, const fk_bundle *in, fk_err *err)
+{
+    lg_srv *s = srv;
+    uint64_t shape[1] = {(uint64_t)s->dim};
+    const fk_tensor *t = fk_bundle_expect(in, "w", 1, shape, err);
+    if (!t)
+        return FK_EFORMAT;
+    memcpy(s->w, t->data, (size_t)s->dim * sizeof *s->w);
+    return FK_OK;
+}
+
+static int lg_client_init(void **cli, const fk_params *p, const fk_dataset *data, int client,
+                          int n, uint64_t seed, fk_err *err)
+{
+    (void)data;
+    (void)n;
+    (void)seed;
+    lg_cli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "oom");
+    c->client = client;
+    if (fk_params_int(p, "dim", 1000, 1, 1L << 28, &c->dim, err)) {
+        free(c);
+        return FK_EINVAL;
+    }
+    *cli = c;
+    return FK_OK;
+}
+
+static void lg_client_close(void *cli)
+{
+    free(cli);
+}
+
+static int lg_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                   fk_err *err)
+{
+    (void)task;
+    lg_cli *c = cli;
+    double *w = fk_bundle_add(update, "w", 1, (uint64_t[]){(uint64_t)c->dim});
+    if (!w)
+        return fk_err_set(err, FK_ENOMEM, "oom");
+    for (long i = 0; i < c->dim; i++)
+        w[i] = (double)((c->client + c->step + i) % 97) * 0.01;
+    c->step++;
+    rep->n_samples = 100 + c->client % 7;
+    return FK_OK;
+}
+
+static int lg_noop(void *cli, const fk_bundle *in, fk_report *rep, fk_err *err)
+{
+    (void)cli;
+    (void)in;
+    (void)rep;
+    (void)err;
+    return FK_OK;
+}
+
+static int lg_csave(void *cli, fk_bundle *out, fk_err *err)
+{
+    (void)cli;
+    (void)out;
+    (void)err;
+    return FK_OK;
+}
+
+static int lg_cload(void *cli, const fk_bundle *in, fk_err *err)
+{
+    (void)cli;
+    (void)in;
+    (void)err;
+    return FK_OK;
+}
+
+static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err);
+
+static const fk_method loadgen = {
+    .name = "loadgen", .summary = "bench: synthetic updates, FedAvg",
+    .server_init = lg_server_init, .server_close = lg_server_close, .plan = lg_plan_all,
+    .task = lg_task, .aggregate = lg_aggregate, .model = lg_model, .save = lg_model,
+    .load = lg_load, .client_init = lg_client_init, .client_close = lg_client_close,
+    .local_step = lg_step, .evaluate = lg_noop, .client_save = lg_csave, .client_load = lg_cload,
+};
+
+/* All clients every round (the server keeps n from server_init via the job's client list). */
+static int g_clients;
+
+static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err)
+{
+    lg_plan(srv, round, rng, chosen, n, err);
+    for (int i = 0; i < g_clients; i++)
+        chosen[i] = i;
+    *n = g_clients;
+    return FK_OK;
+}
+
+static const fk_method *find_loadgen(const char *name, fk_err *err)
+{
+    if (!strcmp(name, "loadgen"))
+        return &loadgen;
+    fk_err_set(err, FK_ENOTFOUND, "bench server runs only 'loadgen' (got '%s')", name);
+    return NULL;
+}
+
+/* ------------------------------------------------------ load generator */
+
+static fk_dataset dummy;
+
+static const fk_dataset *dummy_data(void *ud, const char *name, fk_err *err)
+{
+    (void)ud;
+    (void)name;
+    (void)err;
+    return &dummy;
+}
+
+static void on_term(uv_signal_t *s, int signum)
+{
+    (void)signum;
+    uv_stop(s->loop);
+}
+
+/* Child: n agents on one loop until SIGTERM. */
+static void loadgen_main(const char *pki, int port, int n)
+{
+    fk_log_set_level(FK_LOG_ERROR);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fk_dataset_init(&dummy, 1, 1, 0);
+    fk_agent **agents = calloc((size_t)n, sizeof *agents);
+    for (int i = 0; agents && i < n; i++) {
+        char ca[512], cert[512], key[512];
+        snprintf(ca, sizeof ca, "%s/ca.pem", pki);
+        snprintf(cert, sizeof cert, "%s/client-l%d.pem", pki, i);
+        snprintf(key, sizeof key, "%s/client-l%d.key", pki, i);
+        fk_tls_files f = {ca, cert, key, NULL, 0};
+        fk_tls_ctx *tls;
+        fk_err err;
+        if (fk_tls_ctx_new(&tls, 0, &f, &err))
+            _exit(3);
+        fk_agent_config ac = {.host = "127.0.0.1", .port = port, .server_name = "server",
+                              .tls = tls, .find = find_loadgen, .data = dummy_data,
+                              .backoff_max_ms = 1000};
+        fk_net_limits_default(&ac.limits);
+        if (fk_agent_start(&agents[i], &loop, &ac, &err))
+            _exit(4);
+        fk_tls_ctx_unref(tls);
+    }
+    uv_signal_t sig;
+    uv_signal_init(&loop, &sig);
+    uv_signal_start(&sig, on_term, SIGTERM);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    _exit(0); /* the bench ends the load generator; the OS frees it */
+}
+
+/* ------------------------------------------------------------ server */
+
+typedef struct run {
+    uv_loop_t loop;
+    fk_engine *e;
+    fk_service *svc;
+    fk_grpc_server *srv;
+    int64_t job;
+    uv_timer_t watch;
+    double t_first_task, t_done;
+    int done, ok;
+} run;
+
+static void watch_job(uv_timer_t *t)
+{
+    run *r = t->data;
+    fk_job_status s;
+    fk_err err;
+    if (fk_engine_status(r->e, r->job, &s, &err) == FK_OK && s.state != FK_JOB_RUNNING) {
+        r->t_done = fk_bench_now();
+        r->done = 1;
+        r->ok = s.state == FK_JOB_DONE;
+        uv_timer_stop(t);
+        uv_stop(&r->loop);
+    }
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+static double rss_mb(void)
+{
+    long size = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &res) != 2)
+            res = 0;
+        fclose(f);
+    }
+    return (double)res * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
+static void noop_closed(void *ud)
+{
+    (void)ud;
+}
+
+static void svc_closed(void *ud)
+{
+    run *r = ud;
+    fk_grpc_server_close(r->srv, noop_closed, NULL);
+}
+
+static int bench_n(int n, int rounds, long dim, int full_sync, int json, const char *tmp)
+{
+    char pki[256], db[256];
+    snprintf(pki, sizeof pki, "%s/pki-%d-%d", tmp, n, full_sync);
+    snprintf(db, sizeof db, "%s/state-%d-%d.db", tmp, n, full_sync);
+    fk_err err;
+    fk_cert_opts so = {.ips = "127.0.0.1"};
+    if (fk_certs_init_ca(pki, NULL, NULL, &err) ||
+        fk_certs_issue(pki, FK_ROLE_SERVER, "server", &so, &err))
+        return fprintf(stderr, "bench server: %s\n", err.msg), 1;
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "l%d", i);
+        if (fk_certs_issue(pki, FK_ROLE_CLIENT, name, NULL, &err))
+            return fprintf(stderr, "bench server: %s\n", err.msg), 1;
+    }
+    g_clients = n;
+    run r;
+    memset(&r, 0, sizeof r);
+    uv_loop_init(&r.loop);
+    fk_store *st;
+    if (fk_store_open(&st, db, &err) || fk_store_set_full_sync(st, full_sync, &err))
+        return fprintf(stderr, "bench server: %s\n", err.msg), 1;
+    fk_engine_opts eo = {.store = st,
+                         .codec = {fk_codec_bundle_encode, fk_codec_bundle_decode},
+                         .find = find_loadgen};
+    char ca[512], cert[512], key[512];
+    snprintf(ca, sizeof ca, "%s/ca.pem", pki);
+    snprintf(cert, sizeof cert, "%s/server-server.pem", pki);
+    snprintf(key, sizeof key, "%s/server-server.key", pki);
+    fk_tls_files tf = {ca, cert, key, NULL, 0};
+    fk_tls_ctx *tls;
+    fk_grpc_server_config gc = {.drain_ms = 200};
+    fk_net_limits_default(&gc.limits);
+    fk_service_config sc = {.heartbeat_ms = 5000, .tick_ms = 50};
+    sc.max_message = (uint32_t)gc.limits.max_message;
+    if (fk_engine_open(&r.e, &eo, fk_service_now(), &err) || fk_tls_ctx_new(&tls, 1, &tf, &err))
+        return fprintf(stderr, "bench server: %s\n", err.msg), 1;
+    gc.tls = tls;
+    if (fk_grpc_server_init(&r.srv, &r.loop, &gc, &err) ||
+        fk_service_init(&r.svc, &r.loop, r.srv, r.e, st, &sc, &err) ||
+        fk_grpc_server_listen(r.srv, "127.0.0.1:0", &err))
+        return fprintf(stderr, "bench server: %s\n", err.msg), 1;
+    fk_tls_ctx_unref(tls);
+    pid_t child = fork();
+    if (child == 0)
+        loadgen_main(pki, fk_grpc_server_port(r.srv), n);
+    /* Wait until every client joined, so the timing is the rounds only. */
+    fk_service_stats ss;
+    double t0 = fk_bench_now();
+    do {
+        uv_run(&r.loop, UV_RUN_NOWAIT);
+        fk_service_stats_get(r.svc, &ss);
+        if (ss.sessions < n)
+            usleep(1000);
+    } while (ss.sessions < n && fk_bench_now() - t0 < 120);
+    double join_s = fk_bench_now() - t0;
+    if (ss.sessions < n) {
+        fprintf(stderr, "bench server: only %d of %d load-generator clients joined in %.0f s\n",
+                ss.sessions, n, join_s);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        return 1;
+    }
+    char conf[256];
+    snprintf(conf, sizeof conf,
+             "method = loadgen\ndataset = none\nrounds = %d\ndim = %ld\nquorum = 1\n"
+             "deadline = 600\nclients = l[0-%d]\n",
+             rounds, dim, n - 1);
+    double cpu0 = cpu_seconds();
+    double t1 = fk_bench_now();
+    if (fk_engine_submit(r.e, conf, fk_service_now(), &r.job, &err)) {
+        fprintf(stderr, "bench server: %s\n", err.msg);
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        return 1;
+    }
+    uv_timer_init(&r.loop, &r.watch);
+    r.watch.data = &r;
+    uv_timer_start(&r.watch, watch_job, 1, 1);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    double wall = r.t_done - t1, cpu = cpu_seconds() - cpu0;
+    fk_engine_stats es;
+    fk_engine_stats_get(r.e, &es);
+    fk_service_stats_get(r.svc, &ss);
+    double payload = (double)rounds * n * (double)dim * 8.0;
+    char c[64];
+    snprintf(c, sizeof c, "clients=%d dim=%ld sync=%s", n, dim, full_sync ? "full" : "normal");
+    fk_bench_emit(json, "server", c, "join_all_seconds", join_s, NULL);
+    fk_bench_emit(json, "server", c, "rounds_per_second", rounds / wall, NULL);
+    fk_bench_emit(json, "server", c, "wall_ms_per_round", 1e3 * wall / rounds, NULL);
+    fk_bench_emit(json, "server", c, "aggregation_ms_per_round",
+                  1e3 * es.aggregation_seconds / rounds, NULL);
+    fk_bench_emit(json, "server", c, "protocol_overhead_ms_per_round",
+                  1e3 * (wall - es.aggregation_seconds) / rounds, NULL);
+    fk_bench_emit(json, "server", c, "aggregation_GB_per_s",
+                  es.aggregation_seconds > 0 ? payload / es.aggregation_seconds / 1e9 : NAN,
+                  NULL);
+    fk_bench_emit(json, "server", c, "server_cpu_seconds", cpu, NULL);
+    fk_bench_emit(json, "server", c, "server_cpu_ms_per_round", 1e3 * cpu / rounds, NULL);
+    fk_bench_emit(json, "server", c, "server_rss_MB", rss_mb(), NULL);
+    fk_bench_emit(json, "server", c, "updates_committed", (double)ss.committed, NULL);
+    fk_bench_emit(json, "server", c, "job_ok", r.ok, NULL);
+    fflush(stdout);
+    kill(child, SIGTERM);
+    waitpid(child, NULL, 0);
+    fk_service_close(r.svc, svc_closed, &r);
+    uv_run(&r.loop, UV_RUN_DEFAULT);
+    fk_service_free(r.svc);
+    fk_engine_close(r.e);
+    fk_store_close(st);
+    uv_loop_close(&r.loop);
+    return r.ok ? 0 : 1;
+}
+
+/* FedAvg alone over n in-memory updates of dim values. */
+static void bench_aggregate(int n, long dim, int json)
+{
+    fk_update *ups = calloc((size_t)n, sizeof *ups);
+    double *out = malloc((size_t)dim * sizeof *out);
+    if (!ups || !out) {
+        free(ups);
+        free(out);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        fk_bundle_init(&ups[i].msg);
+        double *w = fk_bundle_add(&ups[i].msg, "w", 1, (uint64_t[]){(uint64_t)dim});
+        for (long j = 0; w && j < dim; j++)
+            w[j] = (double)((i + j) % 13);
+        ups[i].client = i;
+        fk_report_init(&ups[i].report);
+        ups[i].report.n_samples = 10 + i % 5;
+    }
+    fk_aggregator a = {.kind = FK_AGG_FEDAVG};
+    fk_err err;
+    fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err); /* warm */
+    int reps = 5;
+    double t0 = fk_bench_now();
+    for (int r = 0; r < reps; r++)
+        fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err);
+    double s = (fk_bench_now() - t0) / reps;
+    char c[64];
+    snprintf(c, sizeof c, "fedavg clients=%d dim=%ld", n, dim);
+    fk_bench_emit(json, "server", c, "aggregation_GB_per_s", (double)n * dim * 8.0 / s / 1e9, NULL);
+    for (int i = 0; i < n; i++)
+        fk_bundle_close(&ups[i].msg);
+    free(ups);
+    free(out);
+}
+
+int fk_bench_server(int argc, char **argv)
+{
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    int rc = fk_params_parse_args(&p, &argc, argv, &err);
+    if (rc || fk_params_get(&p, "help")) {
+        fprintf(rc ? stderr : stdout,
+                "usage: fedkern bench server [--clients 100] [--rounds 5] [--dim 1000]\n"
+                "                            [--sync full,normal] [--json]\n"
+                "sync=full is the server's setting (every acknowledged update fsync'd);\n"
+                "sync=normal shows the same run without the per-update fsync.\n%s",
+                rc ? err.msg : "");
+        fk_params_close(&p);
+        return rc ? 2 : 0;
+    }
+    long rounds, dim;
+    int json;
+    const char *sync = fk_params_str(&p, "sync", "full,normal");
+    if (fk_params_int(&p, "rounds", 5, 1, 100000, &rounds, &err) ||
+        fk_params_int(&p, "dim", 1000, 1, 1L << 26, &dim, &err) ||
+        fk_params_bool(&p, "json", 0, &json, &err)) {
+        fprintf(stderr, "fedkern bench server: %s\n", err.msg);
+        fk_params_close(&p);
+        return 2;
+    }
+    char list[256];
+    snprintf(list, sizeof list, "%s", fk_params_str(&p, "clients", "100"));
+    char tmp[] = "/tmp/fk-bench-server-XXXXXX";
+    if (!mkdtemp(tmp)) {
+        fk_params_close(&p);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    fk_log_set_level(FK_LOG_ERROR);
+    rc = 0;
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        int n = atoi(tok);
+        if (n < 1 || n > 20000) {
+            fprintf(stderr, "fedkern bench server: --clients entries must be 1..20000\n");
+            rc = 2;
+            break;
+        }
+        if (strstr(sync, "full"))
+            rc |= bench_n(n, (int)rounds, dim, 1, json, tmp);
+        if (strstr(sync, "normal"))
+            rc |= bench_n(n, (int)rounds, dim, 0, json, tmp);
+        bench_aggregate(n, 100000, json);
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    if (system(cmd))
+        fprintf(stderr, "fedkern bench server: could not remove %s\n", tmp);
+    fk_params_close(&p);
+    return rc;
+}
