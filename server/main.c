@@ -299,13 +299,24 @@ static int set_log_level(const char *s)
     return -1;
 }
 
-/* STATUS= line for systemd: jobs running and rounds closed so far. */
+/* STATUS= line for systemd: the oldest running job's round and phase, then totals. */
 static void notify_status(void *ud, char *buf, size_t cap)
 {
     server_state *st = ud;
     fk_engine_stats es;
     fk_engine_stats_get(st->e, &es);
-    snprintf(buf, cap, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
+    int64_t *ids = NULL;
+    int n = 0, o = 0;
+    fk_job_status js;
+    if (fk_store_job_ids(st->st, FK_JOB_RUNNING, &ids, &n, NULL) == FK_OK && n > 0 &&
+        fk_engine_status(st->e, ids[0], &js, NULL) == FK_OK)
+        o = snprintf(buf, cap, "job %lld (%s) round %d/%d phase %d: %d/%d answered; ",
+                     (long long)js.job, js.method, js.round, js.rounds, js.phase, js.answered,
+                     js.planned);
+    free(ids);
+    if (o < 0 || (size_t)o >= cap)
+        o = 0;
+    snprintf(buf + o, cap - (size_t)o, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
              fk_engine_running(st->e), (unsigned long long)es.rounds_closed,
              (unsigned long long)es.dropouts);
 }

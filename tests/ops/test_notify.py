@@ -99,7 +99,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="fk-notify-") as tmp:
         tls = os.path.join(tmp, "tls")
         for args in (["init"], ["issue", "--server", "localhost", "--ip", "127.0.0.1"],
-                     ["issue", "--client", "alice"]):
+                     ["issue", "--client", "alice"], ["issue", "--admin", "ops"]):
             subprocess.run([fedkern, "certs"] + args + ["--dir", tls], check=True, timeout=60,
                            stdout=subprocess.DEVNULL)
         slog = open(os.path.join(tmp, "server.log"), "w+")
@@ -118,6 +118,14 @@ def main():
             clog = open(os.path.join(tmp, "client.log"), "w+")
             cl = start([client, "--server", "127.0.0.1:" + port, "--server-name", "localhost",
                         "--tls-dir", tls, "--name", "alice"], c_sock, clog)
+            job = os.path.join(tmp, "job.conf")
+            with open(job, "w") as f:
+                f.write("method = fedgrem\ndataset = nowhere\nclients = alice\nrounds = 3\n"
+                        "deadline = 600\nquorum = 1.0\n")
+            r = subprocess.run([fedkern, "job", "submit", job, "--server", "127.0.0.1:" + port,
+                                "--server-name", "localhost", "--tls-dir", tls, "--name", "ops"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+            check("job submitted (for the server's STATUS line)", r.returncode == 0, r.stdout)
             try:
                 exercise("fedkern-client", cl, clis)
                 check("fedkern-client: STATUS= reports the join",
@@ -131,6 +139,11 @@ def main():
             check("fedkern-server: STATUS= names jobs and rounds",
                   any("STATUS=jobs running: 0, rounds closed: 0" in msg for _, msg in lis.msgs),
                   str(lis.msgs[:2]))
+            status = [msg for _, msg in lis.msgs if "STATUS=job 1 (fedgrem) round 1/3 phase" in msg]
+            check("fedkern-server: STATUS= follows the running job's round", bool(status),
+                  str([msg for _, msg in lis.msgs if "STATUS" in msg][:6]))
+            if status:
+                print("     " + status[0].replace("\n", " | "))
         finally:
             if srv.poll() is None:
                 srv.kill()
