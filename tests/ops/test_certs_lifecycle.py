@@ -147,6 +147,14 @@ def main():
                      ["issue", "--client", "alice"], ["issue", "--client", "bob"], ["crl"]):
             r = fk(fedkern, *(args + ["--dir", tls]))
             assert r.returncode == 0, r.stdout
+        for args, want, what in ((["revoke"], 2, "revoke without a name"),
+                                 (["revoke", "carol"], 1, "revoke of an unknown name"),
+                                 (["crl", "--client", "bob"], 2, "crl with a certificate"),
+                                 (["renew", "--client", "carol"], 1, "renew of an unknown name")):
+            r = fk(fedkern, *(args + ["--dir", tls]))
+            lines = r.stdout.strip().splitlines()
+            check("certs %s: exit %d, one 'fedkern certs:' line" % (what, want),
+                  r.returncode == want and len(lines) == 1 and lines[0].startswith("fedkern certs: "), r.stdout)
         srv = Server(server, tls, tmp, "a")
         try:
             check("server starts with an empty CRL", srv.port is not None, srv.text()[-1000:])
