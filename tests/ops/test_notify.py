@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 WATCHDOG_USEC = 300000
@@ -26,22 +27,38 @@ def check(what, ok, detail=""):
 
 
 class Listener:
-    """The test's notify socket; messages kept with their arrival time."""
+    """The test's notify socket, drained by a thread the whole time (like PID 1 does: an
+    unread AF_UNIX datagram queue holds only net.unix.max_dgram_qlen messages, after
+    which the daemon's sd_notify blocks); messages kept with their arrival time."""
 
     def __init__(self, path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(path)
         self.sock.settimeout(0.05)
         self.msgs = []
+        self.lock = threading.Lock()
+        self.done = False
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
 
-    def pump(self, seconds):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
+    def _drain(self):
+        while not self.done:
             try:
                 data = self.sock.recv(4096)
             except socket.timeout:
                 continue
-            self.msgs.append((time.monotonic(), data.decode(errors="replace")))
+            except OSError:
+                return
+            with self.lock:
+                self.msgs.append((time.monotonic(), data.decode(errors="replace")))
+
+    def close(self):
+        self.done = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+    def pump(self, seconds):
+        time.sleep(seconds)
 
     def wait_for(self, needle, seconds):
         end = time.monotonic() + seconds
