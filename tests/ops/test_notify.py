@@ -175,6 +175,11 @@ def main():
         out, _ = p.communicate(timeout=20)
         check("no NOTIFY_SOCKET: server runs and exits 0", p.returncode == 0 and "server_ready" in out,
               out[-500:])
+        for name in sorted(os.listdir(tmp)):  # the ASan+UBSan build reports into the daemons' logs
+            if name.endswith(".log"):
+                text = open(os.path.join(tmp, name)).read()
+                bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in text]
+                check("no sanitizer report in " + name, not bad, bad)
         if failures:
             for name in ("server.log", "client.log"):
                 print("---- " + name)
