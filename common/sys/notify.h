@@ -29,6 +29,7 @@ typedef struct fk_notify {
     void *status_ud;
     char last_status[256];
     int active;            /* NOTIFY_SOCKET set */
+    int warned;            /* a send failed (logged once) */
     int handles;           /* uv handles open */
 } fk_notify;
 

@@ -175,6 +175,16 @@ def main():
         out, _ = p.communicate(timeout=20)
         check("no NOTIFY_SOCKET: server runs and exits 0", p.returncode == 0 and "server_ready" in out,
               out[-500:])
+        # a socket nobody listens on: one warning, then the daemon runs as usual
+        env = dict(os.environ, NOTIFY_SOCKET=os.path.join(tmp, "nobody.sock"), WATCHDOG_USEC="100000")
+        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls,
+                              "--state", os.path.join(tmp, "state3.db")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+        check("unreachable NOTIFY_SOCKET: one notify_failed line, exit 0",
+              p.returncode == 0 and out.count("event=notify_failed") == 1, out[-800:])
         for name in sorted(os.listdir(tmp)):  # the ASan+UBSan build reports into the daemons' logs
             if name.endswith(".log"):
                 text = open(os.path.join(tmp, name)).read()
