@@ -12,6 +12,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/net/codec.h"
+#include "common/net/certs.h"
 #include "common/net/grpc_server.h"
 #include "common/sys/notify.h"
 #include "server/engine.h"
@@ -126,7 +127,10 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     snprintf(key, sizeof key, "%s/server-%s.key", dir ? dir : ".", sname ? sname : "");
     fk_tls_files f = {fk_params_str(p, "tls.ca", ca), fk_params_str(p, "tls.cert", cert),
                       fk_params_str(p, "tls.key", key), fk_params_str(p, "tls.crl", NULL), 0};
-    return fk_tls_ctx_new(out, 1, &f, err);
+    int rc = fk_tls_ctx_new(out, 1, &f, err);
+    if (rc == FK_OK && f.crl && *f.crl)
+        fk_certs_crl_warn(f.crl);
+    return rc;
 }
 
 /* "a, b,c" -> malloc'd strings. */

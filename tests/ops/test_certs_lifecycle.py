@@ -206,7 +206,9 @@ def main():
             r = fk(fedkern, "crl", "--dir", tls)
             check("a broken crl.pem is not overwritten by 'certs crl'", r.returncode != 0, r.stdout)
             os.unlink(os.path.join(tls, "crl.pem"))
-            fk(fedkern, "revoke", "--dir", tls, "alice")
+            fk(fedkern, "revoke", "--dir", tls, "alice", "--crl-days", "1")
+            check("a CRL due within 30 days is reported on reload", srv.reload("crl_expiring"),
+                  srv.text()[-800:])
             check("SIGTERM: exit 0", srv.stop() == 0)
         finally:
             srv.stop()
