@@ -12,6 +12,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/net/codec.h"
+#include "common/net/certs.h"
 #include "common/net/grpc_server.h"
 #include "common/sys/notify.h"
 #include "server/engine.h"
@@ -126,7 +127,10 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     snprintf(key, sizeof key, "%s/server-%s.key", dir ? dir : ".", sname ? sname : "");
     fk_tls_files f = {fk_params_str(p, "tls.ca", ca), fk_params_str(p, "tls.cert", cert),
                       fk_params_str(p, "tls.key", key), fk_params_str(p, "tls.crl", NULL), 0};
-    return fk_tls_ctx_new(out, 1, &f, err);
+    int rc = fk_tls_ctx_new(out, 1, &f, err);
+    if (rc == FK_OK && f.crl && *f.crl)
+        fk_certs_crl_warn(f.crl);
+    return rc;
 }
 
 /* "a, b,c" -> malloc'd strings. */
@@ -299,13 +303,24 @@ static int set_log_level(const char *s)
     return -1;
 }
 
-/* STATUS= line for systemd: jobs running and rounds closed so far. */
+/* STATUS= line for systemd: the oldest running job's round and phase, then totals. */
 static void notify_status(void *ud, char *buf, size_t cap)
 {
     server_state *st = ud;
     fk_engine_stats es;
     fk_engine_stats_get(st->e, &es);
-    snprintf(buf, cap, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
+    int64_t *ids = NULL;
+    int n = 0, o = 0;
+    fk_job_status js;
+    if (fk_store_job_ids(st->st, FK_JOB_RUNNING, &ids, &n, NULL) == FK_OK && n > 0 &&
+        fk_engine_status(st->e, ids[0], &js, NULL) == FK_OK)
+        o = snprintf(buf, cap, "job %lld (%s) round %d/%d phase %d: %d/%d answered; ",
+                     (long long)js.job, js.method, js.round, js.rounds, js.phase, js.answered,
+                     js.planned);
+    free(ids);
+    if (o < 0 || (size_t)o >= cap)
+        o = 0;
+    snprintf(buf + o, cap - (size_t)o, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
              fk_engine_running(st->e), (unsigned long long)es.rounds_closed,
              (unsigned long long)es.dropouts);
 }

@@ -118,6 +118,17 @@ static void revoke_and_check(void **state)
     assert_int_equal(fk_certs_crl(f->dir, 10, &err), FK_OK);
     assert_int_equal(verify_with_crl(f->dir, "client-alice.pem"), X509_V_ERR_CERT_REVOKED);
 
+    /* next-update dates: 10 days ahead, then 2 days past (an expired CRL refuses all) */
+    char crl[128];
+    snprintf(crl, sizeof crl, "%s/crl.pem", f->dir);
+    double days = 0;
+    assert_int_equal(fk_certs_crl_days_left(crl, &days, &err), FK_OK);
+    assert_true(days > 9.99 && days <= 10.0);
+    assert_int_equal(fk_certs_crl(f->dir, -2, &err), FK_OK);
+    assert_int_equal(fk_certs_crl_days_left(crl, &days, &err), FK_OK);
+    assert_true(days < -1.99 && days > -2.01);
+    assert_int_equal(verify_with_crl(f->dir, "client-bob.pem"), X509_V_ERR_CRL_HAS_EXPIRED);
+    assert_int_equal(fk_certs_crl_days_left("/nonexistent-fk/crl.pem", &days, &err), FK_EIO);
     assert_int_equal(fk_certs_find_role(f->dir, "alice"), FK_ROLE_CLIENT);
     assert_int_equal(fk_certs_find_role(f->dir, "carol"), FK_ROLE_NONE);
     assert_int_equal(fk_certs_issue(f->dir, FK_ROLE_ADMIN, "bob", &o, &err), FK_OK);

@@ -17,6 +17,8 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
+#include "common/base/log.h"
+
 #define URI_PREFIX "urn:fedkern:"
 
 static const char *role_word(fk_cert_role role)
@@ -581,4 +583,37 @@ int fk_certs_renew(const char *dir, fk_cert_role role, const char *name, const f
         rename(key_old, key);
     }
     return rc;
+}
+
+int fk_certs_crl_days_left(const char *path, double *days, fk_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return fk_err_set(err, FK_EIO, "certs: cannot open %s: %s", path, strerror(errno));
+    X509_CRL *c = PEM_read_X509_CRL(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!c)
+        return ssl_fail(err, FK_EFORMAT, "the CRL is not valid PEM");
+    const ASN1_TIME *next = X509_CRL_get0_nextUpdate(c);
+    int d = 0, s = 0;
+    int ok = next && ASN1_TIME_diff(&d, &s, NULL, next);
+    X509_CRL_free(c);
+    if (!ok)
+        return fk_err_set(err, FK_EFORMAT, "certs: %s has no next-update date", path);
+    *days = d + s / 86400.0;
+    return FK_OK;
+}
+
+void fk_certs_crl_warn(const char *path)
+{
+    double days;
+    if (fk_certs_crl_days_left(path, &days, NULL) != FK_OK)
+        return;
+    if (days < 0)
+        fk_log(FK_LOG_ERROR, "crl_expired", "crl=%s days_ago=%.1f effect=\"every client certificate "
+               "is refused\" action=\"re-sign it: fedkern certs crl --dir CA-DIR, copy, reload\"",
+               path, -days);
+    else if (days < 30)
+        fk_log(FK_LOG_WARN, "crl_expiring", "crl=%s days_left=%.1f action=\"re-sign it before then: "
+               "fedkern certs crl --dir CA-DIR, copy, reload\"", path, days);
 }

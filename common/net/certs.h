@@ -67,6 +67,11 @@ int fk_certs_crl(const char *dir, long days, fk_err *err);
  * back. The running server picks the new pair up on SIGHUP. */
 int fk_certs_renew(const char *dir, fk_cert_role role, const char *name, const fk_cert_opts *opts,
                    fk_err *err);
+/* Days until the PEM CRL at path must be re-signed (its nextUpdate; negative once
+ * past, when every handshake checked against it fails). */
+int fk_certs_crl_days_left(const char *path, double *days, fk_err *err);
+/* Log crl_expired (error) or crl_expiring (warn, under 30 days) for a loaded CRL. */
+void fk_certs_crl_warn(const char *path);
 /* Which ROLE-NAME.pem exists in dir for a bare NAME: FK_ROLE_NONE if none, -1 if several. */
 int fk_certs_find_role(const char *dir, const char *name);
 

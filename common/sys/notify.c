@@ -9,10 +9,17 @@
 
 #include "common/base/log.h"
 
-static void notify_send(const fk_notify *n, const char *msg)
+/* One warning per run: a missing socket would otherwise log at every ping. */
+static void notify_send(fk_notify *n, const char *msg)
 {
-    if (n->active && sd_notify(0, msg) < 0)
-        fk_log(FK_LOG_WARN, "notify_failed", "message=\"%.40s\"", msg);
+    int rc = n->active ? sd_notify(0, msg) : 0;
+    if (rc < 0 && !n->warned) {
+        char first[41]; /* the message's first line, for the log */
+        snprintf(first, sizeof first, "%.*s", (int)strcspn(msg, "\n"), msg);
+        n->warned = 1;
+        fk_log(FK_LOG_WARN, "notify_failed", "socket=%s error=\"%s\" message=\"%s\"",
+               getenv("NOTIFY_SOCKET"), strerror(-rc), first);
+    }
 }
 
 static void send_status(fk_notify *n, const char *prefix, const char *text)

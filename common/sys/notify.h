@@ -1,5 +1,6 @@
 /* systemd service notification (sd_notify): READY=1 once listening, STATUS= lines,
  * WATCHDOG=1 pings from the daemon's own libuv loop, STOPPING=1 on shutdown.
+ * sd_notify blocks while the receiver's queue is full: PID 1 drains it, tests must too.
  * Everything is a no-op when NOTIFY_SOCKET is unset (not started by systemd).
  *
  * The watchdog ping is a uv timer at half of WATCHDOG_USEC, so a loop that stops
@@ -28,6 +29,7 @@ typedef struct fk_notify {
     void *status_ud;
     char last_status[256];
     int active;            /* NOTIFY_SOCKET set */
+    int warned;            /* a send failed (logged once) */
     int handles;           /* uv handles open */
 } fk_notify;
 

@@ -147,6 +147,14 @@ def main():
                      ["issue", "--client", "alice"], ["issue", "--client", "bob"], ["crl"]):
             r = fk(fedkern, *(args + ["--dir", tls]))
             assert r.returncode == 0, r.stdout
+        for args, want, what in ((["revoke"], 2, "revoke without a name"),
+                                 (["revoke", "carol"], 1, "revoke of an unknown name"),
+                                 (["crl", "--client", "bob"], 2, "crl with a certificate"),
+                                 (["renew", "--client", "carol"], 1, "renew of an unknown name")):
+            r = fk(fedkern, *(args + ["--dir", tls]))
+            lines = r.stdout.strip().splitlines()
+            check("certs %s: exit %d, one 'fedkern certs:' line" % (what, want),
+                  r.returncode == want and len(lines) == 1 and lines[0].startswith("fedkern certs: "), r.stdout)
         srv = Server(server, tls, tmp, "a")
         try:
             check("server starts with an empty CRL", srv.port is not None, srv.text()[-1000:])
@@ -198,7 +206,9 @@ def main():
             r = fk(fedkern, "crl", "--dir", tls)
             check("a broken crl.pem is not overwritten by 'certs crl'", r.returncode != 0, r.stdout)
             os.unlink(os.path.join(tls, "crl.pem"))
-            fk(fedkern, "revoke", "--dir", tls, "alice")
+            fk(fedkern, "revoke", "--dir", tls, "alice", "--crl-days", "1")
+            check("a CRL due within 30 days is reported on reload", srv.reload("crl_expiring"),
+                  srv.text()[-800:])
             check("SIGTERM: exit 0", srv.stop() == 0)
         finally:
             srv.stop()
@@ -232,6 +242,11 @@ def main():
                       "certificate revoked" in text and "event=joined" not in text, text[-800:])
         finally:
             srv.stop()
+        for name in sorted(os.listdir(tmp)):  # the ASan+UBSan build reports into the daemons' logs
+            if name.endswith(".log"):
+                text = open(os.path.join(tmp, name)).read()
+                bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in text]
+                check("no sanitizer report in " + name, not bad, bad)
         if failures:
             for tag in ("a", "b"):
                 p = os.path.join(tmp, "server-%s.log" % tag)

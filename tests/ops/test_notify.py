@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 WATCHDOG_USEC = 300000
@@ -26,22 +27,38 @@ def check(what, ok, detail=""):
 
 
 class Listener:
-    """The test's notify socket; messages kept with their arrival time."""
+    """The test's notify socket, drained by a thread the whole time (like PID 1 does: an
+    unread AF_UNIX datagram queue holds only net.unix.max_dgram_qlen messages, after
+    which the daemon's sd_notify blocks); messages kept with their arrival time."""
 
     def __init__(self, path):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.sock.bind(path)
         self.sock.settimeout(0.05)
         self.msgs = []
+        self.lock = threading.Lock()
+        self.done = False
+        self.thread = threading.Thread(target=self._drain, daemon=True)
+        self.thread.start()
 
-    def pump(self, seconds):
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
+    def _drain(self):
+        while not self.done:
             try:
                 data = self.sock.recv(4096)
             except socket.timeout:
                 continue
-            self.msgs.append((time.monotonic(), data.decode(errors="replace")))
+            except OSError:
+                return
+            with self.lock:
+                self.msgs.append((time.monotonic(), data.decode(errors="replace")))
+
+    def close(self):
+        self.done = True
+        self.thread.join(timeout=5)
+        self.sock.close()
+
+    def pump(self, seconds):
+        time.sleep(seconds)
 
     def wait_for(self, needle, seconds):
         end = time.monotonic() + seconds
@@ -99,7 +116,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="fk-notify-") as tmp:
         tls = os.path.join(tmp, "tls")
         for args in (["init"], ["issue", "--server", "localhost", "--ip", "127.0.0.1"],
-                     ["issue", "--client", "alice"]):
+                     ["issue", "--client", "alice"], ["issue", "--admin", "ops"]):
             subprocess.run([fedkern, "certs"] + args + ["--dir", tls], check=True, timeout=60,
                            stdout=subprocess.DEVNULL)
         slog = open(os.path.join(tmp, "server.log"), "w+")
@@ -118,6 +135,14 @@ def main():
             clog = open(os.path.join(tmp, "client.log"), "w+")
             cl = start([client, "--server", "127.0.0.1:" + port, "--server-name", "localhost",
                         "--tls-dir", tls, "--name", "alice"], c_sock, clog)
+            job = os.path.join(tmp, "job.conf")
+            with open(job, "w") as f:
+                f.write("method = fedgrem\ndataset = nowhere\nclients = alice\nrounds = 3\n"
+                        "deadline = 600\nquorum = 1.0\n")
+            r = subprocess.run([fedkern, "job", "submit", job, "--server", "127.0.0.1:" + port,
+                                "--server-name", "localhost", "--tls-dir", tls, "--name", "ops"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+            check("job submitted (for the server's STATUS line)", r.returncode == 0, r.stdout)
             try:
                 exercise("fedkern-client", cl, clis)
                 check("fedkern-client: STATUS= reports the join",
@@ -131,6 +156,11 @@ def main():
             check("fedkern-server: STATUS= names jobs and rounds",
                   any("STATUS=jobs running: 0, rounds closed: 0" in msg for _, msg in lis.msgs),
                   str(lis.msgs[:2]))
+            status = [msg for _, msg in lis.msgs if "STATUS=job 1 (fedgrem) round 1/3 phase" in msg]
+            check("fedkern-server: STATUS= follows the running job's round", bool(status),
+                  str([msg for _, msg in lis.msgs if "STATUS" in msg][:6]))
+            if status:
+                print("     " + status[0].replace("\n", " | "))
         finally:
             if srv.poll() is None:
                 srv.kill()
@@ -145,6 +175,21 @@ def main():
         out, _ = p.communicate(timeout=20)
         check("no NOTIFY_SOCKET: server runs and exits 0", p.returncode == 0 and "server_ready" in out,
               out[-500:])
+        # a socket nobody listens on: one warning, then the daemon runs as usual
+        env = dict(os.environ, NOTIFY_SOCKET=os.path.join(tmp, "nobody.sock"), WATCHDOG_USEC="100000")
+        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls,
+                              "--state", os.path.join(tmp, "state3.db")], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=20)
+        check("unreachable NOTIFY_SOCKET: one notify_failed line, exit 0",
+              p.returncode == 0 and out.count("event=notify_failed") == 1, out[-800:])
+        for name in sorted(os.listdir(tmp)):  # the ASan+UBSan build reports into the daemons' logs
+            if name.endswith(".log"):
+                text = open(os.path.join(tmp, name)).read()
+                bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in text]
+                check("no sanitizer report in " + name, not bad, bad)
         if failures:
             for name in ("server.log", "client.log"):
                 print("---- " + name)

@@ -24,9 +24,14 @@ for m in "$src"/docs/man/*.[158]; do
 done
 grep -q '^Type=notify$' "$tmp/units/fedkern-server.service"
 grep -q '^WatchdogSec=' "$tmp/units/fedkern-client@.service"
+man_opt=
+if ! command -v man >/dev/null 2>&1; then
+    echo "note: man not installed (Debian man-db): Documentation= pages not checked"
+    man_opt=--man=no
+fi
 fail=0
 for u in fedkern-server.service fedkern-client@hospital-a.service; do
-    if out=$(cd "$tmp/units" && MANPATH="$tmp/man" timeout 120 systemd-analyze verify "./$u" 2>&1) && [ -z "$out" ]; then
+    if out=$(cd "$tmp/units" && MANPATH="$tmp/man" timeout 120 systemd-analyze verify $man_opt "./$u" 2>&1) && [ -z "$out" ]; then
         echo "ok   systemd-analyze verify $u"
     else
         echo "FAIL systemd-analyze verify $u"
