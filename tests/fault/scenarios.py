@@ -11,7 +11,7 @@ Usage: scenarios.py BUILD_DIR [SCENARIO...]
   (default: all but multihost, which meson runs as its own test)
 Exit 0 all passed, 1 a check failed, 77 (the meson skip code) when every
 scenario asked for was skipped; a skip always prints "SKIP reason".
-disk-full mounts a 2 MiB tmpfs on the state directory; without the right to
+disk-full mounts a 16 MiB tmpfs on the state directory; without the right to
 mount it falls back to the server's --state-max-mb limit (and says so).
 multihost needs root for `ip netns`; without it: SKIP."""
 import json
@@ -51,6 +51,10 @@ KNOWN_BUGS = {
                         "a restarted fedkern-client has lost FedGrEM's client state (local fit "
                         "and alignment from round 1) and fails every later step without backoff; "
                         "the job fails once enough clients were restarted"),
+    "server-kill model": (r"double free detected|AddressSanitizer",
+                          "fedkern-client crashes (glibc: 'free(): double free detected') when the "
+                          "server is killed under it (connection reset by peer); the crashed "
+                          "client is a dropout, so the model differs from the unfaulted run"),
 }
 
 
@@ -412,7 +416,11 @@ def scenario_server_kill():
                    model is not None and kills == 20 and resumed == 20,
                    f"{kills} kills, {resumed} resumes, round {left.get('rounds_done')} after the "
                    f"last kill, {dt:.1f} s")
-        ok &= check("server-kill: model identical to the unfaulted run", model == ref)
+        ok &= check("server-kill: model identical to the unfaulted run", model == ref, "", fed,
+                    "server-kill model")
+        crashed = [c for c in range(K) if fed.clients[c].poll() is not None]
+        ok &= check("server-kill: every client survived the server kills", not crashed,
+                    f"crashed: {crashed}", fed, "server-kill model")
         acks, stored = fed.acknowledged(), fed.stored()
         lost = acks - stored
         ok &= check("server-kill: no acknowledged update lost (clients' acks vs updates table)",
@@ -446,15 +454,17 @@ def fill(path):
 def scenario_disk_full():
     """Disk full on the state directory: a clear error, updates refused (not
     acknowledged), and the job goes on once space is back."""
-    rounds = 30
+    rounds = 300
+    ref = reference("gmm", rounds)
     fed = Fed("disk-full")
     state = f"{fed.dir}/state"
-    mounted, why = try_mount_tmpfs(state, 2048)
+    # 16 MiB: room for SQLite's WAL to reach its 4 MiB auto-checkpoint once space is back
+    mounted, why = try_mount_tmpfs(state, 16384)
     ok = False
     try:
         t0 = time.time()
         if mounted:
-            log("     disk-full: state directory on a 2 MiB tmpfs; the disk is filled with a file")
+            log("     disk-full: state directory on a 16 MiB tmpfs; the disk is filled with a file")
             fed.start_server()
         else:
             log(f"     disk-full: cannot mount a tmpfs ({why}); using --state-max-mb 1 instead")
@@ -475,7 +485,8 @@ def scenario_disk_full():
         refused = None
         for c in range(K):
             refused = refused or wait_for(f"{fed.dir}/client{c}.log",
-                                          r"event=push_refused [^\n]*", 1 if refused else 20)
+                                          r"event=(push_refused|connection_dropped) [^\n]*full[^\n]*",
+                                          1 if refused else 20)
         ok &= check("disk-full: clients are refused (not acknowledged)", refused is not None,
                     refused.group(0)[:200] if refused else "no push_refused")
         time.sleep(2)
@@ -500,7 +511,7 @@ def scenario_disk_full():
             ok &= check("disk-full: the job completes once space is back", model is not None,
                         f"{time.time() - full_at:.1f} s after the disk filled")
             ok &= check("disk-full: the completed model equals the unfaulted run",
-                        model == reference("gmm", rounds))
+                        model == ref)
     finally:
         fed.close(keep=not ok)
         if mounted:
