@@ -10,6 +10,7 @@
 
 #include "bench/bench.h"
 #include "common/data/synth_gmm.h"
+#include "common/la/hungarian.h"
 #include "common/methods/gmm_real.h"
 #include "common/methods/gmm_run.h"
 
@@ -42,22 +43,27 @@ typedef struct sim_cell {
     double h;
     double paper_theta, paper_theta_sd, paper_w, paper_w_sd; /* Tables 5 / 4, NaN if none */
     double check_theta_mean, check_theta_median;             /* spec 4.4 check run of the R code */
+    int outliers;                                            /* outlier tasks among K = 10 */
 } sim_cell;
 
 static const sim_cell SIM[] = {
-    {"fedgrem", "fedgrem", NULL, 0, 1.13, 0.47, 0.072, 0.017, 0.676, 0.684},
-    {"fedgrem-2pass", "fedgrem", "2", 0, 1.13, 0.47, 0.072, 0.017, 0.813, 0.738},
-    {"fedem", "fedem", NULL, 0, NAN, NAN, NAN, NAN, 0.919, 0.847},
-    {"local-em", "local-em", NULL, 0, NAN, NAN, NAN, NAN, 1.609, 1.364},
-    {"fedgrem", "fedgrem", NULL, 1, 1.60, 0.61, 0.072, 0.020, 1.054, 1.015},
-    {"fedgrem-2pass", "fedgrem", "2", 1, 1.60, 0.61, 0.072, 0.020, 1.113, 1.083},
-    {"fedem", "fedem", NULL, 1, NAN, NAN, NAN, NAN, 1.646, 1.620},
-    {"local-em", "local-em", NULL, 1, NAN, NAN, NAN, NAN, 1.522, 1.199},
-    {"fedgrem", "fedgrem", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN},
-    {"fedem", "fedem", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN},
-    {"local-em", "local-em", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN},
-    {"local-grem", "local-grem", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN},
-    {"tgmm", "tgmm", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN},
+    {"fedgrem", "fedgrem", NULL, 0, 1.13, 0.47, 0.072, 0.017, 0.676, 0.684, 1},
+    {"fedgrem-2pass", "fedgrem", "2", 0, 1.13, 0.47, 0.072, 0.017, 0.813, 0.738, 1},
+    {"fedem", "fedem", NULL, 0, NAN, NAN, NAN, NAN, 0.919, 0.847, 1},
+    {"local-em", "local-em", NULL, 0, NAN, NAN, NAN, NAN, 1.609, 1.364, 1},
+    {"fedgrem", "fedgrem", NULL, 1, 1.60, 0.61, 0.072, 0.020, 1.054, 1.015, 1},
+    {"fedgrem-2pass", "fedgrem", "2", 1, 1.60, 0.61, 0.072, 0.020, 1.113, 1.083, 1},
+    {"fedem", "fedem", NULL, 1, NAN, NAN, NAN, NAN, 1.646, 1.620, 1},
+    {"local-em", "local-em", NULL, 1, NAN, NAN, NAN, NAN, 1.522, 1.199, 1},
+    {"fedgrem", "fedgrem", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN, 1},
+    {"fedem", "fedem", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN, 1},
+    {"local-em", "local-em", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN, 1},
+    {"local-grem", "local-grem", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN, 1},
+    {"tgmm", "tgmm", NULL, 2, NAN, NAN, NAN, NAN, NAN, NAN, 1},
+    {"fedgrem", "fedgrem", NULL, 0, NAN, NAN, NAN, NAN, NAN, NAN, 0},
+    {"fedem", "fedem", NULL, 0, NAN, NAN, NAN, NAN, NAN, NAN, 0},
+    {"fedgrem", "fedgrem", NULL, 0, NAN, NAN, NAN, NAN, NAN, NAN, 2},
+    {"fedem", "fedem", NULL, 0, NAN, NAN, NAN, NAN, NAN, NAN, 2},
 };
 
 static void num(char *buf, size_t cap, const char *key, double v)
@@ -73,10 +79,13 @@ static int run_sim(const fopts *o, fk_err *err)
 {
     int n = o->sim_reps;
     double *et = malloc((size_t)n * sizeof *et), *ew = malloc((size_t)n * sizeof *ew);
+    double *mc = malloc((size_t)n * sizeof *mc);
+    int lab[150];
     /* medians by h = 0, 1, 2 for the trend checks of spec 6.7.3 */
     double fedgrem_med[3] = {NAN, NAN, NAN}, fedem_med[3] = {NAN, NAN, NAN};
     double local_med = NAN, lgrem_med = NAN, tgmm_med = NAN;
-    int rc = et && ew ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
+    double eps_med[2] = {NAN, NAN}, eps_fedem[2] = {NAN, NAN}; /* 0 and 2 outlier tasks, h = 0 */
+    int rc = et && ew && mc ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
     for (size_t c = 0; rc == FK_OK && c < sizeof SIM / sizeof *SIM; c++) {
         const sim_cell *s = &SIM[c];
         fk_params p;
@@ -88,36 +97,58 @@ static int run_sim(const fopts *o, fk_err *err)
             fk_synth_gmm d;
             fk_synth_gmm_defaults(&d);
             d.h = s->h;
-            fk_dataset ts[10];
+            d.n_outlier = s->outliers;
+            d.n = 300; /* rows 0..149 are the paper's sample (same stream); 150..299 test points */
+            fk_dataset all[10], ts[10];
             double th[500], w[50];
             uint64_t seed = (uint64_t)r + 1 + (uint64_t)(s->h * 1000) * 100000;
-            rc = fk_synth_gmm_make(&d, seed, ts, th, w, err);
+            rc = fk_synth_gmm_make(&d, seed, all, th, w, err);
+            for (int k = 0; rc == FK_OK && k < 10; k++) {
+                ts[k] = all[k];
+                ts[k].X = fk_mat_rows(&all[k].X, 0, 150);
+            }
             fk_gmm_result res;
             if (!rc) {
                 int r2 = fk_gmm_run(s->method, &p, ts, 10, o->rounds, seed, NULL, NULL, &res, err);
+                int good = 10 - s->outliers;
                 if (r2 == FK_ENUMERIC) {
                     failed++;
                 } else if (r2) {
                     rc = r2;
                 } else {
-                    fk_gmm_sim_errors(&res, th, w, 9, &et[m], &ew[m]);
+                    fk_gmm_sim_errors(&res, th, w, good, &et[m], &ew[m]);
+                    mc[m] = 0;
+                    for (int k = 0; rc == FK_OK && k < good; k++) {
+                        double rate = 0;
+                        rc = fk_gmm_result_labels(&res, k, fk_mat_row(&all[k].X, 150), 150, lab, err);
+                        if (!rc)
+                            rc = fk_misclustering_rate(all[k].y + 150, lab, 150, 5, 5, &rate, err);
+                        mc[m] += 100 * rate / good;
+                    }
                     m++;
                     fk_gmm_result_close(&res);
                 }
                 for (int k = 0; k < 10; k++)
-                    fk_dataset_close(&ts[k]);
+                    fk_dataset_close(&all[k]);
             }
         }
         fk_params_close(&p);
         if (rc)
             break;
-        double mt, sdt, medt, mw, sdw, medw;
+        double mt, sdt, medt, mw, sdw, medw, mm, sdm, medm;
         stats(et, m, &mt, &sdt, &medt);
         stats(ew, m, &mw, &sdw, &medw);
-        int hi = (int)s->h;
-        if (!strcmp(s->label, "fedgrem"))
+        stats(mc, m, &mm, &sdm, &medm);
+        int hi = s->outliers == 1 ? (int)s->h : -1;
+        if (s->outliers != 1) {
+            if (!strcmp(s->label, "fedgrem"))
+                eps_med[s->outliers / 2] = medt;
+            else
+                eps_fedem[s->outliers / 2] = medt;
+        }
+        if (hi >= 0 && !strcmp(s->label, "fedgrem"))
             fedgrem_med[hi] = medt;
-        if (!strcmp(s->label, "fedem"))
+        if (hi >= 0 && !strcmp(s->label, "fedem"))
             fedem_med[hi] = medt;
         if (hi == 2 && !strcmp(s->label, "local-em"))
             local_med = medt;
@@ -126,7 +157,7 @@ static int run_sim(const fopts *o, fk_err *err)
         if (hi == 2 && !strcmp(s->label, "tgmm"))
             tgmm_med = medt;
         char cs[96], ex[512] = "";
-        snprintf(cs, sizeof cs, "sim gmm h=%g eps=0.1 %s", s->h, s->label);
+        snprintf(cs, sizeof cs, "sim gmm h=%g eps=%g %s", s->h, s->outliers / 10.0, s->label);
         snprintf(ex, sizeof ex, "\"reps\":%d,\"failed\":%d", m, failed);
         num(ex, sizeof ex, "sd", sdt);
         num(ex, sizeof ex, "median", medt);
@@ -150,6 +181,10 @@ static int run_sim(const fopts *o, fk_err *err)
                      fabs(mw - s->paper_w) <= s->paper_w_sd ? "true" : "false");
         }
         fk_bench_emit(o->json, "fidelity fedgrem", cs, "E_w_mean", mw, ex);
+        snprintf(ex, sizeof ex, "\"reps\":%d,\"note\":\"good tasks, 150 fresh test points each; "
+                 "no paper value (Figure 3 shows errors only)\"", m);
+        num(ex, sizeof ex, "sd", sdm);
+        fk_bench_emit(o->json, "fidelity fedgrem", cs, "misclustering_pct", mm, ex);
     }
     for (int hi = 0; rc == FK_OK && hi < 3; hi++) {
         char cs[64], ex[128];
@@ -158,6 +193,14 @@ static int run_sim(const fopts *o, fk_err *err)
                  fedgrem_med[hi], fedem_med[hi]);
         fk_bench_emit(o->json, "fidelity fedgrem", cs, "fedgrem_minus_fedem_median_E_theta",
                       fedgrem_med[hi] - fedem_med[hi], ex);
+    }
+    for (int e = 0; rc == FK_OK && e < 2; e++) {
+        char cs[64], ex[128];
+        snprintf(cs, sizeof cs, "sim gmm h=0 eps=%g", e ? 0.2 : 0.0);
+        snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"fedem_median\":%.4f%s", eps_med[e],
+                 eps_fedem[e], e ? ",\"target\":\"<= 0\"" : "");
+        fk_bench_emit(o->json, "fidelity fedgrem", cs, "fedgrem_minus_fedem_median_E_theta",
+                      eps_med[e] - eps_fedem[e], ex);
     }
     if (rc == FK_OK) {
         char ex[200];
@@ -175,6 +218,7 @@ static int run_sim(const fopts *o, fk_err *err)
     }
     free(et);
     free(ew);
+    free(mc);
     return rc;
 }
 
@@ -285,6 +329,8 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     if (!rc) rc = fk_params_int(&p, "real-reps", 1, 1, 100000, &rr, &err);
     if (!rc) rc = fk_params_int(&p, "rounds", 1000, 1, 1000000, &rounds, &err);
     o.dir = fk_params_str(&p, "data-dir", "../shared/data");
+    if (!rc && fk_params_unused(&p))
+        rc = fk_err_set(&err, FK_EINVAL, "unknown option --%s; see --help", fk_params_unused(&p));
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity fedgrem: %s\n", err.msg);
         fk_params_close(&p);

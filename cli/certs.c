@@ -15,11 +15,22 @@ static void usage(FILE *out)
             "                           [--days N] [--json]\n"
             "       fedkern certs issue --dir DIR --client NAME [--days N] [--json]\n"
             "       fedkern certs issue --dir DIR --admin NAME [--days N] [--json]\n"
+            "       fedkern certs revoke --dir DIR NAME [--crl-days N] [--json]\n"
+            "       fedkern certs revoke --dir DIR --client NAME|--server NAME|--admin NAME\n"
+            "       fedkern certs crl --dir DIR [--crl-days N] [--json]\n"
+            "       fedkern certs renew --dir DIR --server NAME|--client NAME|--admin NAME\n"
+            "                           [--dns N1,N2] [--ip A1,A2] [--days N] [--json]\n"
             "\n"
             "init creates DIR (mode 0700) with a new CA: ca.pem, ca.key.\n"
             "issue signs a certificate with DIR's CA and writes ROLE-NAME.pem and\n"
             "ROLE-NAME.key (server-, client- or admin-). Keys are ECDSA P-256, mode 0600;\n"
             "existing files are never overwritten.\n"
+            "revoke adds ROLE-NAME.pem's serial to DIR/crl.pem (created if missing), signed by\n"
+            "the CA; a bare NAME means the one ROLE-NAME.pem that exists. crl creates an empty\n"
+            "CRL or re-signs the existing one (do it before its next update date passes).\n"
+            "renew (rotation) keeps the old pair as ROLE-NAME.pem.old/.key.old and issues a\n"
+            "new one under the same name; 'systemctl reload' makes a server serve it.\n"
+            "Copy crl.pem to the server (tls.crl) and reload it: 'systemctl reload fedkern-server'.\n"
             "\n"
             "  --dir DIR       certificate directory (required)\n"
             "  --server NAME   server certificate; its SAN holds DNS:NAME, --dns and --ip\n"
@@ -29,6 +40,7 @@ static void usage(FILE *out)
             "  --ip LIST       IPv4/IPv6 addresses for a server (comma-separated)\n"
             "  --days N        validity in days (CA 3650, others 825)\n"
             "  --cn NAME       CA common name (default \"fedkern CA\")\n"
+            "  --crl-days N    the CRL's next update is N days away (365)\n"
             "  --json          print the written files as one JSON line\n");
 }
 
@@ -88,7 +100,77 @@ static int pick_role(fk_params *p, fk_cert_role *role, const char **name)
     return found == 1;
 }
 
-static int run(const char *sub, fk_params *p)
+static void report_crl(int json, const char *dir, const char *what, int added)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/crl.pem", dir);
+    if (json) {
+        printf("{\"crl\":");
+        json_str(path);
+        if (what) {
+            printf(",\"revoked\":");
+            json_str(what);
+            printf(",\"added\":%s", added ? "true" : "false");
+        }
+        printf("}\n");
+    } else if (what)
+        printf("%s %s\nwrote %s\n", added ? "revoked" : "already revoked:", what, path);
+    else
+        printf("wrote %s\n", path);
+}
+
+/* certs revoke / certs crl. */
+static int run_crl(const char *sub, fk_params *p, const char *dir, int json, const char *bare)
+{
+    fk_err err;
+    long days;
+    if (fk_params_int(p, "crl-days", 365, 1, 36500, &days, &err) != FK_OK) {
+        fk_cli_fail("certs", "%s", err.msg);
+        return 2;
+    }
+    fk_cert_role role = FK_ROLE_NONE;
+    const char *name = NULL;
+    int picked = pick_role(p, &role, &name);
+    if (fk_params_unused(p)) {
+        fk_cli_fail("certs", "unknown option --%s for 'certs %s'", fk_params_unused(p), sub);
+        return 2;
+    }
+    if (!strcmp(sub, "crl")) {
+        if (bare || picked) {
+            fk_cli_fail("certs", "'certs crl' takes no certificate; use 'certs revoke'");
+            return 2;
+        }
+        if (fk_certs_crl(dir, days, &err) != FK_OK)
+            return fail(&err);
+        report_crl(json, dir, NULL, 0);
+        return 0;
+    }
+    if (bare && !picked) {
+        int r = fk_certs_name_ok(bare) ? fk_certs_find_role(dir, bare) : FK_ROLE_NONE;
+        if (r <= FK_ROLE_NONE) {
+            fk_cli_fail("certs", r < 0 ? "several certificates are named '%s' in %s; say --client, "
+                                         "--server or --admin"
+                                       : "no server-, client- or admin-%s.pem in %s",
+                        bare, dir);
+            return 1;
+        }
+        role = (fk_cert_role)r;
+        name = bare;
+    } else if (bare || !picked) {
+        fk_cli_fail("certs", "give the certificate to revoke: NAME, or one of --client NAME, "
+                             "--server NAME, --admin NAME");
+        return 2;
+    }
+    int added = 0;
+    if (fk_certs_revoke(dir, role, name, days, &added, &err) != FK_OK)
+        return fail(&err);
+    char what[128];
+    snprintf(what, sizeof what, "%s-%s", role == FK_ROLE_SERVER ? "server" : role == FK_ROLE_CLIENT ? "client" : "admin", name);
+    report_crl(json, dir, what, added);
+    return 0;
+}
+
+static int run(const char *sub, fk_params *p, const char *bare)
 {
     fk_err err;
     const char *dir = fk_params_get(p, "dir");
@@ -104,6 +186,8 @@ static int run(const char *sub, fk_params *p)
         return 2;
     }
     fk_cert_opts o = {.days = days};
+    if (!strcmp(sub, "revoke") || !strcmp(sub, "crl"))
+        return run_crl(sub, p, dir, json, bare);
     if (!strcmp(sub, "init")) {
         const char *cn = fk_params_get(p, "cn");
         if (fk_params_unused(p)) {
@@ -128,10 +212,12 @@ static int run(const char *sub, fk_params *p)
         return 2;
     }
     if (fk_params_unused(p)) {
-        fk_cli_fail("certs", "unknown option --%s for 'certs issue'", fk_params_unused(p));
+        fk_cli_fail("certs", "unknown option --%s for 'certs %s'", fk_params_unused(p), sub);
         return 2;
     }
-    if (fk_certs_issue(dir, role, name, &o, &err) != FK_OK)
+    int rc = !strcmp(sub, "renew") ? fk_certs_renew(dir, role, name, &o, &err)
+                                   : fk_certs_issue(dir, role, name, &o, &err);
+    if (rc != FK_OK)
         return fail(&err);
     report(json, dir, role, name);
     return 0;
@@ -153,12 +239,15 @@ int fk_cmd_certs(int argc, char **argv)
         fk_params_close(&p);
         return 0;
     }
-    if (argc != 1 || (strcmp(argv[0], "init") && strcmp(argv[0], "issue"))) {
+    int bare_ok = argc == 2 && !strcmp(argv[0], "revoke"); /* revoke NAME */
+    if ((argc != 1 && !bare_ok) || (strcmp(argv[0], "init") && strcmp(argv[0], "issue") &&
+                                    strcmp(argv[0], "revoke") && strcmp(argv[0], "crl") &&
+                                    strcmp(argv[0], "renew"))) {
         usage(stderr);
         fk_params_close(&p);
         return 2;
     }
-    rc = run(argv[0], &p);
+    rc = run(argv[0], &p, bare_ok ? argv[1] : NULL);
     fk_params_close(&p);
     return rc;
 }

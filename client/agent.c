@@ -266,8 +266,19 @@ static void on_retry(uv_timer_t *t)
         disconnect(a, "connection lost");
         return;
     }
-    if (!a->cl && !a->closing_client)
-        connect_now(a);
+    if (!a->cl) {
+        if (!a->closing_client)
+            connect_now(a);
+        return;
+    }
+    next(a); /* a pause after a failed task, or the server's retry_after_ms */
+}
+
+/* A task this client cannot run would come straight back: poll again later. */
+static void pause_polling(fk_agent *a)
+{
+    uv_timer_start(&a->retry, on_retry, a->cfg.backoff_max_ms < 5000 ? a->cfg.backoff_max_ms : 5000,
+                   0);
 }
 
 /* -------------------------------------------------------------- join */
@@ -428,7 +439,7 @@ static void step_done(uv_work_t *req, int status)
         fk_log(FK_LOG_ERROR, "step_failed", "job=%s round=%u error=\"%s\"", w->task_id, w->round,
                w->step_err.msg);
         work_reset(w);
-        next(a);
+        pause_polling(a);
         return;
     }
     a->stats.steps++;
@@ -549,6 +560,10 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
         if (rc) {
             fk_log(FK_LOG_ERROR, "task_failed", "job=%s error=\"%s\"", w->task_id, err.msg);
             work_reset(w);
+            fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
+            fk_bundle_close(&b);
+            pause_polling(a);
+            return;
         } else if (complete) {
             start_step(a);
         } else {

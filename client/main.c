@@ -13,6 +13,7 @@
 #include "common/data/load.h"
 #include "common/net/limits.h"
 #include "common/net/tls.h"
+#include "common/sys/notify.h"
 
 typedef struct opt_doc {
     const char *key, *help;
@@ -27,6 +28,7 @@ static const opt_doc opts[] = {
     {"tls.ca FILE", "CA bundle the server must chain to (TLS-DIR/ca.pem)"},
     {"tls.cert FILE", "client certificate (TLS-DIR/client-NAME.pem)"},
     {"tls.key FILE", "client private key (TLS-DIR/client-NAME.key)"},
+    {"tls.crl FILE", "PEM CRL the server certificate is checked against (none)"},
     {"data.DATASET SOURCE", "local data for jobs on DATASET: a catalog name (see 'fedkern data')"
                             " or a file (CSV, LIBSVM, IDX, MAT, NPY)"},
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
@@ -106,6 +108,7 @@ static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
 typedef struct client_state {
     fk_agent *agent;
     uv_signal_t sigterm, sigint;
+    fk_notify notify;
     int stopping;
 } client_state;
 
@@ -114,6 +117,7 @@ static void agent_stopped(void *ud)
     client_state *st = ud;
     uv_close((uv_handle_t *)&st->sigterm, NULL);
     uv_close((uv_handle_t *)&st->sigint, NULL);
+    fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "client_stopped", "reason=signal");
 }
 
@@ -124,9 +128,21 @@ static void on_stop(uv_signal_t *sig, int signum)
         return;
     st->stopping = 1;
     fk_log(FK_LOG_INFO, "client_stopping", "signal=%d", signum);
+    fk_notify_stopping(&st->notify, "leaving");
     uv_signal_stop(&st->sigterm);
     uv_signal_stop(&st->sigint);
     fk_agent_stop(st->agent, agent_stopped, st);
+}
+
+/* STATUS= line for systemd: connection and task counters. */
+static void notify_status(void *ud, char *buf, size_t cap)
+{
+    client_state *st = ud;
+    fk_agent_stats as;
+    fk_agent_stats_get(st->agent, &as);
+    snprintf(buf, cap, "joins: %llu, tasks: %llu, updates committed: %llu, reconnects: %llu",
+             (unsigned long long)as.joins, (unsigned long long)as.tasks,
+             (unsigned long long)as.committed, (unsigned long long)as.reconnects);
 }
 
 static int fail(const char *msg)
@@ -150,7 +166,7 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     snprintf(cert, sizeof cert, "%s/client-%s.pem", dir ? dir : ".", name ? name : "");
     snprintf(key, sizeof key, "%s/client-%s.key", dir ? dir : ".", name ? name : "");
     fk_tls_files f = {fk_params_str(p, "tls.ca", ca), fk_params_str(p, "tls.cert", cert),
-                      fk_params_str(p, "tls.key", key), NULL, 0};
+                      fk_params_str(p, "tls.key", key), fk_params_str(p, "tls.crl", NULL), 0};
     return fk_tls_ctx_new(out, 0, &f, err);
 }
 
@@ -238,6 +254,8 @@ static int run(fk_params *p)
         uv_signal_start(&st.sigterm, on_stop, SIGTERM);
         uv_signal_start(&st.sigint, on_stop, SIGINT);
         fk_log(FK_LOG_INFO, "client_started", "server=%s", server);
+        fk_notify_init(&st.notify, &loop, notify_status, &st);
+        fk_notify_ready(&st.notify, "started, joining the server");
         uv_run(&loop, UV_RUN_DEFAULT);
     }
     uv_loop_close(&loop);

@@ -13,6 +13,7 @@
 #include "common/base/params.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_server.h"
+#include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/service.h"
@@ -71,6 +72,7 @@ typedef struct server_state {
     fk_metrics *metrics;
     fk_params *p;
     uv_signal_t sigterm, sigint, sighup;
+    fk_notify notify;
     int stopping;
 } server_state;
 
@@ -165,6 +167,7 @@ static void all_closed(void *ud)
     uv_close((uv_handle_t *)&st->sigterm, NULL);
     uv_close((uv_handle_t *)&st->sigint, NULL);
     uv_close((uv_handle_t *)&st->sighup, NULL);
+    fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
 }
 
@@ -259,6 +262,7 @@ static void on_stop(uv_signal_t *sig, int signum)
         return;
     st->stopping = 1;
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
+    fk_notify_stopping(&st->notify, "draining");
     uv_signal_stop(&st->sigterm);
     uv_signal_stop(&st->sigint);
     uv_signal_stop(&st->sighup);
@@ -271,14 +275,17 @@ static void on_reload(uv_signal_t *sig, int signum)
     server_state *st = sig->data;
     fk_tls_ctx *tls;
     fk_err err = {0};
+    fk_notify_reloading(&st->notify, 0);
     if (build_tls(st->p, &tls, &err) != FK_OK) {
         fk_log(FK_LOG_ERROR, "tls_reload_failed", "reason=\"%s\" action=\"kept the old certificates\"",
                err.msg);
+        fk_notify_reloading(&st->notify, 1);
         return;
     }
     fk_grpc_server_set_tls(st->srv, tls);
     fk_tls_ctx_unref(tls);
     fk_log(FK_LOG_INFO, "tls_reloaded", "scope=\"new connections\"");
+    fk_notify_reloading(&st->notify, 1);
 }
 
 static int set_log_level(const char *s)
@@ -290,6 +297,17 @@ static int set_log_level(const char *s)
             return 0;
         }
     return -1;
+}
+
+/* STATUS= line for systemd: jobs running and rounds closed so far. */
+static void notify_status(void *ud, char *buf, size_t cap)
+{
+    server_state *st = ud;
+    fk_engine_stats es;
+    fk_engine_stats_get(st->e, &es);
+    snprintf(buf, cap, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
+             fk_engine_running(st->e), (unsigned long long)es.rounds_closed,
+             (unsigned long long)es.dropouts);
 }
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
@@ -395,6 +413,10 @@ static int run(fk_params *p)
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
            fk_engine_running(st.e));
+    fk_notify_init(&st.notify, &loop, notify_status, &st);
+    char ready[256];
+    notify_status(&st, ready, sizeof ready);
+    fk_notify_ready(&st.notify, ready);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = uv_loop_close(&loop) == 0 ? 0 : 1;
     close_state(&st);

@@ -364,6 +364,10 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
                 memcpy(s->theta + (size_t)present[j] * Rp, s->tilde + (size_t)present[j] * Rp,
                        Rp * sizeof(double));
     }
+    for (size_t i = 0; rc == FK_OK && i < (size_t)s->K * R; i++)
+        if (!isfinite(s->w[i]))
+            rc = fk_err_set(err, FK_ENUMERIC, "round %d: weights of client %zu became non-finite",
+                            round, i / (size_t)R);
     for (size_t i = 0; rc == FK_OK && i < (size_t)s->K * Rp; i++)
         if (!isfinite(s->theta[i]))
             rc = fk_err_set(err, FK_ENUMERIC,

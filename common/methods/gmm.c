@@ -36,9 +36,9 @@ static double normalise_rows(double *L, size_t n, int R)
         for (int r = 0; r < R; r++)
             if (l[r] > m)
                 m = l[r];
-        for (int r = 0; r < R; r++) { /* exp(-60) < 1e-26: skip the call, keep the sum exact to 1 ulp */
+        for (int r = 0; r < R; r++) { /* exp(-37) < 2^-53: below the last bit of a sum >= 1 */
             double d = l[r] - m;
-            l[r] = d < -60.0 ? 0.0 : exp(d);
+            l[r] = d < -37.0 ? 0.0 : exp(d);
             s += l[r];
         }
         for (int r = 0; r < R; r++)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/bn.h>
@@ -352,5 +353,232 @@ int fk_certs_identity(X509 *cert, char *name, size_t cap, fk_cert_role *role, fk
         break;
     }
     GENERAL_NAMES_free(sans);
+    return rc;
+}
+
+/* ------------------------------------------------------------ revocation */
+
+int fk_certs_find_role(const char *dir, const char *name)
+{
+    static const fk_cert_role roles[] = {FK_ROLE_SERVER, FK_ROLE_CLIENT, FK_ROLE_ADMIN};
+    int found = FK_ROLE_NONE;
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        char path[4096];
+        if (fk_certs_path(path, sizeof path, dir, roles[i], name, "pem", NULL) == FK_OK &&
+            access(path, F_OK) == 0)
+            found = found == FK_ROLE_NONE ? (int)roles[i] : -1;
+    }
+    return found;
+}
+
+static X509 *read_cert(const char *path, fk_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fk_err_set(err, FK_ENOTFOUND, "certs: cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!x)
+        ssl_fail(err, FK_EFORMAT, "the certificate is not valid PEM");
+    return x;
+}
+
+/* The existing DIR/crl.pem (checked against the CA) or a new empty CRL. */
+static X509_CRL *load_or_new_crl(const char *path, X509 *ca, fk_err *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (errno != ENOENT) {
+            fk_err_set(err, FK_EIO, "certs: cannot open %s: %s", path, strerror(errno));
+            return NULL;
+        }
+        X509_CRL *c = X509_CRL_new();
+        if (!c || !X509_CRL_set_version(c, X509_CRL_VERSION_2) ||
+            !X509_CRL_set_issuer_name(c, X509_get_subject_name(ca))) {
+            X509_CRL_free(c);
+            ssl_fail(err, FK_ENOMEM, "creating the CRL failed");
+            return NULL;
+        }
+        return c;
+    }
+    X509_CRL *c = PEM_read_X509_CRL(f, NULL, NULL, NULL);
+    fclose(f);
+    if (!c) {
+        ssl_fail(err, FK_EFORMAT, "the existing crl.pem is not a valid PEM CRL; move it away");
+        return NULL;
+    }
+    EVP_PKEY *pub = X509_get0_pubkey(ca);
+    if (X509_NAME_cmp(X509_CRL_get_issuer(c), X509_get_subject_name(ca)) != 0 ||
+        X509_CRL_verify(c, pub) != 1) {
+        X509_CRL_free(c);
+        ERR_clear_error();
+        fk_err_set(err, FK_EINVAL, "certs: %s was not signed by this directory's CA; move it away",
+                   path);
+        return NULL;
+    }
+    return c;
+}
+
+static int crl_has_serial(X509_CRL *c, const ASN1_INTEGER *serial)
+{
+    X509_REVOKED *r = NULL;
+    return X509_CRL_get0_by_serial(c, &r, serial) == 1;
+}
+
+static int crl_add(X509_CRL *c, const ASN1_INTEGER *serial, fk_err *err)
+{
+    X509_REVOKED *r = X509_REVOKED_new();
+    ASN1_TIME *now = ASN1_TIME_set(NULL, time(NULL));
+    int ok = r && now && X509_REVOKED_set_serialNumber(r, (ASN1_INTEGER *)serial) &&
+             X509_REVOKED_set_revocationDate(r, now) && X509_CRL_add0_revoked(c, r);
+    ASN1_TIME_free(now);
+    if (!ok) {
+        X509_REVOKED_free(r);
+        return ssl_fail(err, FK_ENOMEM, "adding the serial to the CRL failed");
+    }
+    return FK_OK;
+}
+
+/* New lastUpdate/nextUpdate, CRL number + 1, sorted, signed by the CA. */
+static int crl_sign(X509_CRL *c, X509 *ca, EVP_PKEY *key, long days, fk_err *err)
+{
+    long number = 0;
+    ASN1_INTEGER *old = X509_CRL_get_ext_d2i(c, NID_crl_number, NULL, NULL);
+    if (old) {
+        number = ASN1_INTEGER_get(old);
+        ASN1_INTEGER_free(old);
+        int at = X509_CRL_get_ext_by_NID(c, NID_crl_number, -1);
+        if (at >= 0)
+            X509_EXTENSION_free(X509_CRL_delete_ext(c, at));
+    }
+    ASN1_INTEGER *num = ASN1_INTEGER_new();
+    ASN1_TIME *last = ASN1_TIME_set(NULL, time(NULL));
+    ASN1_TIME *next = X509_time_adj_ex(NULL, (int)(days ? days : 365), 0, NULL);
+    X509V3_CTX ctx;
+    X509V3_set_ctx(&ctx, ca, NULL, NULL, c, 0);
+    X509_EXTENSION *aki = X509V3_EXT_conf_nid(NULL, &ctx, NID_authority_key_identifier, "keyid:always");
+    int ok = num && last && next && ASN1_INTEGER_set(num, number + 1) &&
+             X509_CRL_add1_ext_i2d(c, NID_crl_number, num, 0, 0) && X509_CRL_set1_lastUpdate(c, last) &&
+             X509_CRL_set1_nextUpdate(c, next);
+    if (ok && aki && X509_CRL_get_ext_by_NID(c, NID_authority_key_identifier, -1) < 0)
+        ok = X509_CRL_add_ext(c, aki, -1);
+    ok = ok && X509_CRL_sort(c) && X509_CRL_sign(c, key, EVP_sha256());
+    X509_EXTENSION_free(aki);
+    ASN1_INTEGER_free(num);
+    ASN1_TIME_free(last);
+    ASN1_TIME_free(next);
+    return ok ? FK_OK : ssl_fail(err, FK_ENOMEM, "signing the CRL failed");
+}
+
+/* Write DIR/crl.pem through a temporary file and rename: a reader never sees half a CRL. */
+static int crl_write(const char *path, X509_CRL *c, fk_err *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return fk_err_set(err, FK_EIO, "certs: cannot create %s: %s", tmp, strerror(errno));
+    fchmod(fd, 0644); /* public: servers read it */
+    FILE *f = fdopen(fd, "w");
+    int ok = f && PEM_write_X509_CRL(f, c) && fflush(f) == 0 && fsync(fd) == 0;
+    if (f)
+        fclose(f);
+    else
+        close(fd);
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return fk_err_set(err, FK_EIO, "certs: cannot write %s: %s", path, strerror(errno));
+    }
+    return FK_OK;
+}
+
+/* Shared body of revoke and crl: serial NULL only re-signs. */
+static int crl_update(const char *dir, X509 *revoke, long days, int *added, fk_err *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/crl.pem", dir);
+    X509 *ca;
+    EVP_PKEY *key;
+    int rc = load_ca(dir, &ca, &key, err);
+    if (rc != FK_OK)
+        return rc;
+    X509_CRL *c = load_or_new_crl(path, ca, err);
+    rc = c ? FK_OK : (err ? err->code : FK_EINVAL);
+    if (rc == FK_OK && revoke && X509_check_issued(ca, revoke) != X509_V_OK)
+        rc = fk_err_set(err, FK_EINVAL, "certs: that certificate was not issued by %s/ca.pem", dir);
+    const ASN1_INTEGER *serial = revoke ? X509_get0_serialNumber(revoke) : NULL;
+    int add = rc == FK_OK && serial && !crl_has_serial(c, serial);
+    if (add)
+        rc = crl_add(c, serial, err);
+    if (rc == FK_OK)
+        rc = crl_sign(c, ca, key, days, err);
+    if (rc == FK_OK)
+        rc = crl_write(path, c, err);
+    if (added)
+        *added = rc == FK_OK && add;
+    X509_CRL_free(c);
+    X509_free(ca);
+    EVP_PKEY_free(key);
+    return rc;
+}
+
+int fk_certs_revoke(const char *dir, fk_cert_role role, const char *name, long days, int *added,
+                    fk_err *err)
+{
+    char path[4096];
+    if (!name || !fk_certs_name_ok(name))
+        return fk_err_set(err, FK_EINVAL, "certs: '%s' is not a certificate name", name ? name : "");
+    if (role != FK_ROLE_SERVER && role != FK_ROLE_CLIENT && role != FK_ROLE_ADMIN)
+        return fk_err_set(err, FK_EINVAL, "certs: unknown certificate role %d", (int)role);
+    int rc = fk_certs_path(path, sizeof path, dir, role, name, "pem", err);
+    if (rc != FK_OK)
+        return rc;
+    X509 *x = read_cert(path, err);
+    if (!x)
+        return err ? err->code : FK_EINVAL;
+    rc = crl_update(dir, x, days, added, err);
+    X509_free(x);
+    return rc;
+}
+
+int fk_certs_crl(const char *dir, long days, fk_err *err)
+{
+    return crl_update(dir, NULL, days, NULL, err);
+}
+
+/* ---------------------------------------------------------------- rotation */
+
+int fk_certs_renew(const char *dir, fk_cert_role role, const char *name, const fk_cert_opts *opts,
+                   fk_err *err)
+{
+    char pem[4096], key[4096], pem_old[4200], key_old[4200];
+    if (!name || !fk_certs_name_ok(name))
+        return fk_err_set(err, FK_EINVAL, "certs: '%s' is not a certificate name", name ? name : "");
+    int rc = fk_certs_path(pem, sizeof pem, dir, role, name, "pem", err);
+    if (rc == FK_OK)
+        rc = fk_certs_path(key, sizeof key, dir, role, name, "key", err);
+    if (rc != FK_OK)
+        return rc;
+    snprintf(pem_old, sizeof pem_old, "%s.old", pem);
+    snprintf(key_old, sizeof key_old, "%s.old", key);
+    if (access(pem, F_OK) != 0)
+        return fk_err_set(err, FK_ENOTFOUND, "certs: %s does not exist; use 'certs issue' for a new one",
+                          pem);
+    if (rename(pem, pem_old) != 0)
+        return fk_err_set(err, FK_EIO, "certs: cannot move %s aside: %s", pem, strerror(errno));
+    if (rename(key, key_old) != 0 && errno != ENOENT) {
+        int e = errno;
+        rename(pem_old, pem);
+        return fk_err_set(err, FK_EIO, "certs: cannot move %s aside: %s", key, strerror(e));
+    }
+    rc = fk_certs_issue(dir, role, name, opts, err);
+    if (rc != FK_OK) { /* put the old pair back: never leave the name without a certificate */
+        unlink(pem);
+        unlink(key);
+        rename(pem_old, pem);
+        rename(key_old, key);
+    }
     return rc;
 }

@@ -54,6 +54,22 @@ int fk_certs_path(char *buf, size_t cap, const char *dir, fk_cert_role role, con
  * urn:fedkern:ROLE:NAME SAN URI. FK_ENOTFOUND if it has none. */
 int fk_certs_identity(X509 *cert, char *name, size_t cap, fk_cert_role *role, fk_err *err);
 
+/* Certificate revocation list DIR/crl.pem, signed by DIR's CA (PEM, mode 0644, replaced
+ * atomically). fk_certs_revoke adds ROLE-NAME.pem's serial (again is a no-op, *added = 0),
+ * fk_certs_crl only re-signs it (new lastUpdate/nextUpdate; creates an empty one).
+ * days: nextUpdate = now + days (0: 365). A CRL past its nextUpdate fails every
+ * handshake of a server that checks it, so re-sign it before then. */
+int fk_certs_revoke(const char *dir, fk_cert_role role, const char *name, long days, int *added,
+                    fk_err *err);
+int fk_certs_crl(const char *dir, long days, fk_err *err);
+/* Rotation: move ROLE-NAME.pem/.key to ROLE-NAME.pem.old/.key.old (replacing older
+ * ones) and issue a fresh pair under the same name; on failure the old pair is put
+ * back. The running server picks the new pair up on SIGHUP. */
+int fk_certs_renew(const char *dir, fk_cert_role role, const char *name, const fk_cert_opts *opts,
+                   fk_err *err);
+/* Which ROLE-NAME.pem exists in dir for a bare NAME: FK_ROLE_NONE if none, -1 if several. */
+int fk_certs_find_role(const char *dir, const char *name);
+
 /* 1 if name is a valid NAME. */
 int fk_certs_name_ok(const char *name);
 

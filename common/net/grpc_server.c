@@ -981,13 +981,17 @@ void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud
     maybe_server_done(s);
 }
 
-void fk_grpc_server_feed_raw(fk_grpc_server *s, const uint8_t *data, size_t len)
+void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const uint8_t *data,
+                             size_t len)
 {
     h2conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
     c->srv = s;
-    snprintf(c->peer.addr, sizeof c->peer.addr, "raw");
+    if (peer)
+        c->peer = *peer;
+    else
+        snprintf(c->peer.addr, sizeof c->peer.addr, "raw");
     if (session_new(c) == 0) {
         c->in_recv = 1;
         nghttp2_session_mem_recv(c->ng, data, len);

@@ -71,8 +71,10 @@ typedef struct fk_grpc_server_stats {
 void fk_grpc_server_stats_get(const fk_grpc_server *srv, fk_grpc_server_stats *out);
 
 /* Fuzzing hook: run bytes through a fresh HTTP/2 server session with no TLS and
- * no socket (output discarded), then release everything that can be released
- * synchronously; run the loop afterwards to finish closing timers. */
-void fk_grpc_server_feed_raw(fk_grpc_server *srv, const uint8_t *data, size_t len);
+ * no socket (output discarded) as if they came from peer (NULL: no identity),
+ * then release everything that can be released synchronously; run the loop
+ * afterwards to finish closing timers. */
+void fk_grpc_server_feed_raw(fk_grpc_server *srv, const fk_tls_peer *peer, const uint8_t *data,
+                             size_t len);
 
 #endif
