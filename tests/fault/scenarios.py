@@ -346,7 +346,7 @@ def scenario_cuts():
 
 def scenario_client_kill():
     """Clients killed with SIGKILL at random moments, each restarted 0.2-1 s later."""
-    for kind, rounds in (("gmm", 600), ("shift", 150)):
+    for kind, rounds in (("gmm", 600), ("shift", 60)):
         client_kill(kind, rounds)
 
 
@@ -389,7 +389,7 @@ def client_kill(kind, rounds):
 
 def scenario_server_kill():
     """The server killed with SIGKILL 20 times in one job, restarted each time."""
-    rounds = 1500
+    rounds = 2500
     ref = reference("gmm", rounds)
     rng = random.Random(29)
     fed = Fed("server-kill")
@@ -400,7 +400,7 @@ def scenario_server_kill():
         jid = fed.submit(job_text("gmm", rounds))
         kills = 0
         while kills < 20 and time.time() - t0 < 240:
-            time.sleep(rng.uniform(0.2, 0.8))
+            time.sleep(rng.uniform(0.1, 0.5))
             if fed.status(jid).get("state") != "running":
                 break
             fed.kill(fed.server)
@@ -487,16 +487,20 @@ def scenario_disk_full():
             refused = refused or wait_for(f"{fed.dir}/client{c}.log",
                                           r"event=(push_refused|connection_dropped) [^\n]*full[^\n]*",
                                           1 if refused else 20)
-        ok &= check("disk-full: clients are refused (not acknowledged)", refused is not None,
-                    refused.group(0)[:200] if refused else "no push_refused")
         time.sleep(2)
         acks_full = fed.acknowledged()
+        time.sleep(3)
+        grew = fed.acknowledged() - acks_full
+        # the server may fail on the round's own state first; then no client pushes at all
+        ok &= check("disk-full: nothing acknowledged while full (clients refused or idle)",
+                    not grew, refused.group(0)[:200] if refused else
+                    f"no refusal logged; {len(grew)} acknowledged while full")
         stored = fed.stored()
         ok &= check("disk-full: every acknowledged update is stored", acks_full <= stored,
                     f"{len(acks_full)} acknowledged, {len(stored)} stored")
         st = fed.status(jid)
         rounds_while_full = st.get("rounds_done")
-        time.sleep(3)
+        time.sleep(2)
         st2 = fed.status(jid)
         ok &= check("disk-full: no round closes while the disk is full",
                     st2.get("rounds_done") == rounds_while_full and st2.get("state") == "running",
@@ -513,9 +517,16 @@ def scenario_disk_full():
             ok &= check("disk-full: the completed model equals the unfaulted run",
                         model == ref)
     finally:
-        fed.close(keep=not ok)
+        for c in range(K):  # stop everything before the state directory goes away
+            fed.kill(fed.clients[c], signal.SIGTERM)
+        fed.kill(fed.server, signal.SIGTERM)
         if mounted:
-            subprocess.run(["umount", "-l", state], capture_output=True)
+            if ok:
+                subprocess.run(["umount", "-l", state], capture_output=True)
+            else:  # keep the state db with the logs for a post-mortem
+                shutil.copytree(state, f"{fed.dir}/state-copy", dirs_exist_ok=True)
+                subprocess.run(["umount", "-l", state], capture_output=True)
+        fed.close(keep=not ok)
 
 
 class Netns:
