@@ -430,13 +430,14 @@ static void usage(FILE *out)
             "  --interval-ms MS  heartbeat interval per connection (1000)\n"
             "  --batch N         handshakes in flight at once (64)\n"
             "  --server-bin PATH fedkern-server to start (next to this fedkern)\n"
+            "  --keep            keep the work directory (server.log, state.db) and say where\n"
             "  --json            JSON lines\n");
 }
 
 typedef struct load_opts {
     long n, batch;
     double seconds, interval_ms;
-    int json;
+    int json, keep;
     char server_bin[512];
 } load_opts;
 
@@ -458,6 +459,8 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
         rc = fk_params_double(&p, "interval-ms", 1000, 10, 600000, &o->interval_ms, err);
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &o->json, err);
+    if (!rc)
+        rc = fk_params_bool(&p, "keep", 0, &o->keep, err);
     default_server_bin(o->server_bin, sizeof o->server_bin);
     if (!rc && fk_params_get(&p, "server-bin"))
         snprintf(o->server_bin, sizeof o->server_bin, "%s", fk_params_get(&p, "server-bin"));
@@ -470,6 +473,7 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
 
 typedef struct sample {
     long rss0, rss1, rss_min, rss_max, rss_end;
+    long rss_mid, rss_hb_end; /* halfway through and at the end of the heartbeat phase */
     int fds0, fds1, fds_end;
     double cpu0, cpu1, t_hb;
 } sample;
@@ -492,6 +496,9 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "memory", "server_rss_connected_kb", (double)s->rss1, NULL);
     fk_bench_emit(j, b, "memory", "kb_per_idle_connection", per_conn_kb, "\"goal\":50");
     fk_bench_emit(j, b, "memory", "rss_drift_during_heartbeats_kb", drift, NULL);
+    /* flat memory: the second half of the heartbeat phase adds (almost) nothing */
+    fk_bench_emit(j, b, "memory", "rss_growth_second_half_kb", (double)(s->rss_hb_end - s->rss_mid),
+                  NULL);
     fk_bench_emit(j, b, "memory", "server_rss_after_close_kb", (double)s->rss_end, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_before", s->fds0, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_connected", s->fds1, NULL);
@@ -591,6 +598,9 @@ int fk_bench_load(int argc, char **argv)
         uv_run(g.loop, UV_RUN_ONCE);
         if (fk_bench_now() >= next_sample) {
             long r = proc_rss_kb(srv);
+            if (!s.rss_mid && fk_bench_now() - th >= o.seconds / 2)
+                s.rss_mid = r;
+            s.rss_hb_end = r;
             s.rss_min = r < s.rss_min ? r : s.rss_min;
             s.rss_max = r > s.rss_max ? r : s.rss_max;
             next_sample += 0.5;
@@ -649,7 +659,9 @@ out:
     }
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd))
+    if (o.keep)
+        fprintf(stderr, "fedkern bench load: kept %s\n", dir);
+    else if (system(cmd))
         fprintf(stderr, "fedkern bench load: could not remove %s\n", dir);
     return rc;
 }
