@@ -294,25 +294,38 @@ def reference(kind, rounds, deadline=30):
     return REFS[text]
 
 
-def job_under(name, kind, rounds, proxy_args, same_model=True):
-    """Run one job with every client behind the proxy; check it completes."""
+def proxy_faults(fed):
+    plog = open(f"{fed.dir}/proxy.log").read()
+    return {k: len(re.findall(f"fate={k}", plog)) for k in ("dropped", "periodic_cut")}
+
+
+def job_under(name, kind, rounds, proxy_args, enough=None, max_jobs=6):
+    """Jobs with every client behind the proxy, one after the other until
+    enough(faults) holds (at most max_jobs; one job when enough is None): each
+    must complete with the unfaulted model. Repeating the job keeps the check
+    independent of how fast a job is compared with the faults' timing."""
     ref = reference(kind, rounds)
     fed = Fed(name)
     ok = False
     try:
         t0 = time.time()
         fed.start_all(proxy_args)
-        jid = fed.submit(job_text(kind, rounds))
-        model = fed.result(jid)
-        dt = time.time() - t0
-        timings.append((f"{name} {kind}", dt))
-        st = fed.status(jid)
-        plog = open(f"{fed.dir}/proxy.log").read()
-        faults = {k: len(re.findall(f"fate={k}", plog)) for k in ("dropped", "periodic_cut")}
-        ok = check(f"{name}: {kind} job completes", model is not None and st.get("state") == "done",
-                   f"{dt:.1f} s, dropouts {st.get('dropouts_total')}, proxy {faults}")
-        if model is not None and same_model:
-            ok &= check(f"{name}: {kind} model identical to the unfaulted run", model == ref)
+        ok = True
+        for j in range(max_jobs if enough else 1):
+            jid = fed.submit(job_text(kind, rounds))
+            model = fed.result(jid)
+            st = fed.status(jid)
+            faults = proxy_faults(fed)
+            ok &= check(f"{name}: {kind} job {j + 1} completes",
+                        model is not None and st.get("state") == "done",
+                        f"{time.time() - t0:.1f} s, dropouts {st.get('dropouts_total')}, "
+                        f"proxy {faults}")
+            if model is not None:
+                ok &= check(f"{name}: {kind} job {j + 1} model identical to the unfaulted run",
+                            model == ref)
+            if not ok or (enough and enough(faults)):
+                break
+        timings.append((f"{name} {kind} ({j + 1} jobs)", time.time() - t0))
         return fed, faults
     finally:
         fed.close(keep=not ok)
@@ -325,7 +338,8 @@ def scenario_drop():
         _, faults = job_under("drop30", kind, rounds, ["--drop", "0.3"])
         check(f"drop30: the proxy dropped connections ({kind})", faults["dropped"] > 0,
               str(faults["dropped"]))
-    _, faults = job_under("drop30+cuts", "gmm", 30, ["--drop", "0.3", "--cut-every-ms", "500"])
+    _, faults = job_under("drop30+cuts", "gmm", 30, ["--drop", "0.3", "--cut-every-ms", "300"],
+                          lambda f: f["dropped"] >= 5)
     check("drop30+cuts: many reconnections were dropped", faults["dropped"] >= 5,
           str(faults))
 
@@ -339,7 +353,8 @@ def scenario_latency():
 def scenario_cuts():
     """Every open connection reset (RST) every 400 ms."""
     for kind, rounds in (("gmm", 30), ("shift", 12)):
-        _, faults = job_under("cuts", kind, rounds, ["--cut-every-ms", "400"])
+        _, faults = job_under("cuts", kind, rounds, ["--cut-every-ms", "300"],
+                              lambda f: f["periodic_cut"] >= 3)
         check(f"cuts: connections were cut ({kind})", faults["periodic_cut"] > 0,
               str(faults["periodic_cut"]))
 
@@ -351,35 +366,38 @@ def scenario_client_kill():
 
 
 def client_kill(kind, rounds):
+    """8 kills spread over as many jobs as it takes (at most 6), each job must complete."""
     deadline = 5
-    ref = reference(kind, rounds, deadline)
     rng = random.Random(23)
     fed = Fed("client-kill")
     ok = False
     try:
         t0 = time.time()
         fed.start_all()
-        jid = fed.submit(job_text(kind, rounds, deadline))
-        kills = 0
-        while kills < 8 and time.time() - t0 < 120:
-            time.sleep(rng.uniform(0.1, 0.5))
-            if fed.status(jid).get("state") != "running":
+        kills, jobs, ok = 0, 0, True
+        while kills < 8 and jobs < 6 and ok and time.time() - t0 < 150:
+            jid = fed.submit(job_text(kind, rounds, deadline))
+            jobs += 1
+            while kills < 8 and time.time() - t0 < 150:
+                time.sleep(rng.uniform(0.1, 0.4))
+                if fed.status(jid).get("state") != "running":
+                    break
+                c = rng.randrange(K)
+                fed.kill(fed.clients[c])
+                kills += 1
+                time.sleep(rng.uniform(0.1, 0.4))
+                fed.start_client(c)
+            model = fed.result(jid)
+            st = fed.status(jid)
+            ok &= check(f"client-kill: {kind} job {jobs} completes after SIGKILLs of clients",
+                        model is not None,
+                        f"{kills} kills so far, {time.time() - t0:.1f} s, dropouts "
+                        f"{st.get('dropouts_total')}", fed, f"client-kill {kind}")
+            if model is None:
                 break
-            c = rng.randrange(K)
-            fed.kill(fed.clients[c])
-            kills += 1
-            time.sleep(rng.uniform(0.1, 0.5))
-            fed.start_client(c)
-        model = fed.result(jid)
-        dt = time.time() - t0
-        timings.append((f"client-kill {kind}", dt))
-        st = fed.status(jid)
-        ok = check(f"client-kill: {kind} job completes after SIGKILLs of clients",
-                   model is not None and kills == 8,
-                   f"{kills} kills, {dt:.1f} s, dropouts {st.get('dropouts_total')}", fed,
-                   f"client-kill {kind}")
-        log(f"     client-kill: {kind} model identical to the unfaulted run: {model == ref} "
-            "(not required: a killed client may miss a round's deadline)")
+        timings.append((f"client-kill {kind} ({jobs} jobs)", time.time() - t0))
+        if not known or not known[-1].startswith(f"client-kill: {kind}"):
+            ok &= check(f"client-kill: {kind}: 8 kills while jobs ran", kills == 8, str(kills))
         acks, stored = fed.acknowledged(), fed.stored()
         ok &= check(f"client-kill: {kind}: every acknowledged update is in the state db",
                     acks and acks <= stored, f"{len(acks)} acknowledged, {len(stored)} stored")
@@ -389,7 +407,7 @@ def client_kill(kind, rounds):
 
 def scenario_server_kill():
     """The server killed with SIGKILL 20 times in one job, restarted each time."""
-    rounds = 2500
+    rounds = 4000
     ref = reference("gmm", rounds)
     rng = random.Random(29)
     fed = Fed("server-kill")
