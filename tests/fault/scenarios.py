@@ -7,7 +7,7 @@ the result (every client eventually answers every round before its deadline)
 its model must be byte-identical to an unfaulted run with the same seed.
 
 Usage: scenarios.py BUILD_DIR [SCENARIO...]
-  scenarios: drop latency cuts client-kill server-kill disk-full multihost
+  scenarios: drop latency cuts corrupt client-kill server-kill disk-full multihost
   (default: all but multihost, which meson runs as its own test)
 Exit 0 all passed, 1 a check failed, 77 (the meson skip code) when every
 scenario asked for was skipped; a skip always prints "SKIP reason".
@@ -299,7 +299,7 @@ def proxy_faults(fed):
     return {k: len(re.findall(f"fate={k}", plog)) for k in ("dropped", "periodic_cut")}
 
 
-def job_under(name, kind, rounds, proxy_args, enough=None, max_jobs=6):
+def job_under(name, kind, rounds, proxy_args, enough=None, max_jobs=6, after=None):
     """Jobs with every client behind the proxy, one after the other until
     enough(faults) holds (at most max_jobs; one job when enough is None): each
     must complete with the unfaulted model. Repeating the job keeps the check
@@ -326,6 +326,8 @@ def job_under(name, kind, rounds, proxy_args, enough=None, max_jobs=6):
             if not ok or (enough and enough(faults)):
                 break
         timings.append((f"{name} {kind} ({j + 1} jobs)", time.time() - t0))
+        if after:
+            ok &= after(fed)
         return fed, faults
     finally:
         fed.close(keep=not ok)
@@ -357,6 +359,21 @@ def scenario_cuts():
                               lambda f: f["periodic_cut"] >= 3)
         check(f"cuts: connections were cut ({kind})", faults["periodic_cut"] > 0,
               str(faults["periodic_cut"]))
+
+
+def scenario_corrupt():
+    """Bytes flipped on the wire: TLS must reject the records (the connection
+    fails and is rebuilt), never deliver them; the job completes unchanged."""
+    def tls_rejected(fed):
+        text = open(f"{fed.dir}/server.log", errors="replace").read()
+        for c in range(K):
+            text += open(f"{fed.dir}/client{c}.log", errors="replace").read()
+        hits = re.findall(r"event=\w+ [^\n]*(?:bad record mac|decryption failed|bad_record_mac|"
+                          r"SSL|TLS|tls|decrypt)[^\n]*", text)
+        return check("corrupt: TLS rejected corrupted records (connections failed and were rebuilt)",
+                     len(hits) > 0, f"{len(hits)} TLS errors, e.g. {hits[0][:160] if hits else ''}")
+
+    job_under("corrupt", "gmm", 30, ["--corrupt", "0.0001"], after=tls_rejected)
 
 
 def scenario_client_kill():
@@ -640,6 +657,7 @@ SCENARIOS = {
     "drop": scenario_drop,
     "latency": scenario_latency,
     "cuts": scenario_cuts,
+    "corrupt": scenario_corrupt,
     "client-kill": scenario_client_kill,
     "server-kill": scenario_server_kill,
     "disk-full": scenario_disk_full,
