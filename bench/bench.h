@@ -33,5 +33,6 @@ double fk_bench_now(void);
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_blas(int argc, char **argv);
+int fk_bench_load(int argc, char **argv); /* bench/load.c */
 
 #endif

@@ -18,19 +18,11 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/la/rng.h"
+#include "deploy/faultproxy/rules.h"
 
-enum { MAX_SCRIPT = 256, QUEUE_HIGH = 4 << 20, READ_CHUNK = 64 << 10 };
+enum { MAX_SCRIPT = FK_FAULT_MAX_RULES, QUEUE_HIGH = 4 << 20, READ_CHUNK = 64 << 10 };
 
-/* The faults of one connection. */
-typedef struct fault {
-    double drop;          /* probability the connection is refused (RST at accept) */
-    double latency_ms;    /* added one-way delay of every chunk */
-    double jitter_ms;     /* plus a uniform 0..jitter_ms, order kept */
-    double rate;          /* bytes/s each direction (0: no cap) */
-    uint64_t cut_after;   /* reset both sides after this many bytes (0: never) */
-    uint64_t hole_after;  /* stop forwarding after this many bytes (0: never) */
-    double corrupt;       /* probability each forwarded byte is flipped */
-} fault;
+typedef fk_fault fault;
 
 typedef struct proxy proxy;
 typedef struct conn conn;
@@ -168,78 +160,22 @@ static int parse_addr(const char *text, struct sockaddr_storage *out, fk_err *er
 
 /* ---- fault settings ---- */
 
-/* Read the fault keys of p into f (defaults: what f holds). */
-static int read_fault(const fk_params *p, fault *f, fk_err *err)
-{
-    long cut = (long)f->cut_after, hole = (long)f->hole_after;
-    int rc = fk_params_double(p, "drop", f->drop, 0, 1, &f->drop, err);
-    if (!rc)
-        rc = fk_params_double(p, "latency-ms", f->latency_ms, 0, 600000, &f->latency_ms, err);
-    if (!rc)
-        rc = fk_params_double(p, "jitter-ms", f->jitter_ms, 0, 600000, &f->jitter_ms, err);
-    if (!rc)
-        rc = fk_params_double(p, "rate", f->rate, 0, 1e12, &f->rate, err);
-    if (!rc)
-        rc = fk_params_int(p, "cut-after", cut, 0, LONG_MAX, &cut, err);
-    if (!rc)
-        rc = fk_params_int(p, "blackhole-after", hole, 0, LONG_MAX, &hole, err);
-    if (!rc)
-        rc = fk_params_double(p, "corrupt", f->corrupt, 0, 1, &f->corrupt, err);
-    f->cut_after = (uint64_t)cut;
-    f->hole_after = (uint64_t)hole;
-    return rc;
-}
-
-/* One script line: whitespace-separated key=value pairs. */
-static int parse_script_line(char *line, const fault *dflt, fault *out, const char *path, int lineno,
-                             fk_err *err)
-{
-    fk_params p;
-    fk_params_init(&p);
-    int rc = FK_OK;
-    for (char *tok = strtok(line, " \t\r\n"); tok && !rc; tok = strtok(NULL, " \t\r\n")) {
-        char *eq = strchr(tok, '=');
-        if (!eq) {
-            rc = fk_err_set(err, FK_EINVAL, "%s:%d: '%s' is not key=value", path, lineno, tok);
-            break;
-        }
-        *eq = '\0';
-        if (fk_params_set(&p, tok, eq + 1))
-            rc = fk_err_set(err, FK_ENOMEM, "out of memory reading %s", path);
-    }
-    *out = *dflt;
-    if (!rc)
-        rc = read_fault(&p, out, err);
-    const char *extra = rc ? NULL : fk_params_unused(&p);
-    if (extra)
-        rc = fk_err_set(err, FK_EINVAL, "%s:%d: unknown key '%s'; see --help", path, lineno, extra);
-    fk_params_close(&p);
-    return rc;
-}
-
 static int load_script(proxy *px, const char *path, fk_err *err)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "rb");
     if (!f)
         return fk_err_set(err, FK_EIO, "cannot open script %s: %s", path, strerror(errno));
-    char line[1024];
-    int lineno = 0, rc = FK_OK;
-    while (!rc && fgets(line, sizeof line, f)) {
-        lineno++;
-        line[strcspn(line, "#")] = '\0';
-        if (strspn(line, " \t\r\n") == strlen(line))
-            continue;
-        if (px->n_script == MAX_SCRIPT) {
-            rc = fk_err_set(err, FK_EINVAL, "%s: more than %d lines", path, MAX_SCRIPT);
-            break;
-        }
-        rc = parse_script_line(line, &px->dflt, &px->script[px->n_script], path, lineno, err);
-        px->n_script++;
-    }
+    enum { MAX_SCRIPT_BYTES = 1 << 20 };
+    char *text = malloc(MAX_SCRIPT_BYTES);
+    size_t len = text ? fread(text, 1, MAX_SCRIPT_BYTES, f) : 0;
+    int big = text && len == MAX_SCRIPT_BYTES;
     fclose(f);
-    if (!rc && px->n_script == 0)
-        rc = fk_err_set(err, FK_EINVAL, "%s: no rules; write one key=value line per connection",
-                        path);
+    if (!text)
+        return fk_err_set(err, FK_ENOMEM, "out of memory reading %s", path);
+    int rc = big ? fk_err_set(err, FK_EINVAL, "script %s is over 1 MiB", path)
+                 : fk_fault_parse_script(text, len, &px->dflt, px->script, MAX_SCRIPT,
+                                         &px->n_script, path, err);
+    free(text);
     return rc;
 }
 
@@ -643,7 +579,7 @@ static int configure(proxy *px, fk_params *p, const char **listen, double *max_s
     if (!rc)
         rc = fk_params_u64(p, "seed", 1, &px->seed, err);
     if (!rc)
-        rc = read_fault(p, &px->dflt, err);
+        rc = fk_fault_read(p, &px->dflt, err);
     if (!rc)
         rc = fk_params_double(p, "cut-every-ms", 0, 0, 86400000, &px->cut_every_ms, err);
     if (!rc)

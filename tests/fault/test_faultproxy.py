@@ -67,12 +67,16 @@ class Proxy:
         return open(self.log.name).read()
 
     def close(self):
+        """SIGTERM: the proxy must stop cleanly (exit 0, no sanitizer report)."""
         self.p.terminate()
         try:
-            self.p.wait(10)
+            rc = self.p.wait(10)
         except subprocess.TimeoutExpired:
             self.p.kill()
-            self.p.wait()
+            rc = self.p.wait()
+        text = self.text()
+        if rc != 0 or "Sanitizer" in text or "runtime error" in text:
+            check("proxy exits cleanly on SIGTERM", False, f"exit {rc}: {text[-1500:]}")
         os.unlink(self.log.name)
 
 
