@@ -139,16 +139,8 @@ static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t 
         a->in_flight = 1;
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
-    if (fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c)) {
-        free(req);
-        free(c);
-        if (kind == CALL_HB)
-            a->hb_in_flight = 0;
-        else
-            a->in_flight = 0;
-        return FK_ENET;
-    }
-    return FK_OK;
+    /* A call that cannot start still reports through done, which frees req and c. */
+    return fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c) ? FK_ENET : FK_OK;
 }
 
 /* Common start of a completion: 1 if the caller should handle it. */
@@ -884,9 +876,10 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
         uint8_t *buf;
         size_t len;
         fk_err err;
-        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK &&
-            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done) == FK_OK)
+        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK) {
+            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done); /* leave_done finishes */
             return;
+        }
     }
     if (a->in_flight) /* a pending call completes (or is cancelled) when the client closes */
         a->in_flight = 0;

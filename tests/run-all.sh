@@ -53,7 +53,7 @@ if ninja -C build-fuzz >build-fuzz.ninja.log 2>&1; then
     name=${exe##*/fuzz_}
     work=$(mktemp -d)
     cp -r "tests/fuzz/corpus/$name/." "$work/" 2>/dev/null || true
-    if "$exe" "$work" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 \
+    if "$exe" "$work" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -timeout=10 -artifact_prefix="build-fuzz/$name-" \
         >"build-fuzz/$name.log" 2>&1; then
       passed=$((passed + 1)); echo "fuzz $name: ok ($fuzz_seconds s)"
     else

@@ -35,7 +35,8 @@ int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_
                            void *ud, fk_err *err);
 
 /* Start a unary call to path ("/pkg.Service/Method") with a deadline timeout_ms from
- * now (0 = none). req is NOT copied: it must stay valid until done runs. */
+ * now (0 = none). req is NOT copied: it must stay valid until done runs. done runs exactly
+ * once, also when the call cannot start (then before this returns non-zero). */
 int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req, size_t len,
                         uint64_t timeout_ms, fk_grpc_done done, void *ud);
 

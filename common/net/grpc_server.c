@@ -603,6 +603,7 @@ static int session_new(h2conn *c)
     nghttp2_option_new(&opt);
     nghttp2_option_set_max_send_header_block_length(opt, 16384);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    nghttp2_option_set_no_closed_streams(opt, 1); /* closed streams would pile up per connection */
     int rc = nghttp2_session_server_new2(&c->ng, cb, c, opt);
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);

@@ -51,10 +51,6 @@ KNOWN_BUGS = {
                         "a restarted fedkern-client has lost FedGrEM's client state (local fit "
                         "and alignment from round 1) and fails every later step without backoff; "
                         "the job fails once enough clients were restarted"),
-    "server-kill model": (r"double free detected|AddressSanitizer",
-                          "fedkern-client crashes (glibc: 'free(): double free detected') when the "
-                          "server is killed under it (connection reset by peer); the crashed "
-                          "client is a dropout, so the model differs from the unfaulted run"),
 }
 
 
