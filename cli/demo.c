@@ -325,6 +325,15 @@ static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t ca
     return FK_OK;
 }
 
+/* A number, or null for NaN (not measured this round). */
+static void json_num(double v)
+{
+    if (isnan(v) || isinf(v))
+        printf("null");
+    else
+        printf("%.9g", v);
+}
+
 /* One closed round, from the job status of that round. */
 static int show_round(demo_job *j, fk_job_conn *c, int round)
 {
@@ -345,12 +354,15 @@ static int show_round(demo_job *j, fk_job_conn *c, int round)
     if (round <= j->rounds)
         j->trace[round - 1] = r;
     double score = strcmp(j->metric, "accuracy") == 0 ? r.accuracy : r.error;
-    if (j->json)
+    if (j->json) {
         printf("{\"job\":\"%s\",\"method\":\"%s\",\"round\":%d,\"participants\":%d,"
-               "\"loss\":%.9g,\"%s\":%.9g}\n",
-               j->id, j->method, round, r.participants, isnan(r.loss) ? -1.0 : r.loss,
-               strcmp(j->metric, "accuracy") ? "error" : "accuracy", isnan(score) ? -1.0 : score);
-    else if (isnan(score))
+               "\"planned\":%d,\"loss\":",
+               j->id, j->method, round, r.participants, r.planned);
+        json_num(r.loss);
+        printf(",\"%s\":", strcmp(j->metric, "accuracy") ? "error" : "accuracy");
+        json_num(score);
+        printf("}\n");
+    } else if (isnan(score))
         printf("job %-3s %-9s round %4d  participants %2d/%-2d  loss %9.5f\n", j->id, j->method,
                round, r.participants, r.planned, r.loss);
     else
