@@ -5,6 +5,7 @@
  * a final table and plots (gnuplot, when installed) in a work directory.
  * --in-process runs the same method operations without daemons. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -580,10 +581,8 @@ static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const cha
         rc = run_daemon_job(&jobs[i], c, &f, o, err);
 out:
     fk_job_close(c);
-    if (rc && !fk_fleet_interrupted()) {
-        int died = fk_fleet_check(&f, err); /* a dead daemon explains most failures */
-        (void)died;
-    }
+    if (rc && !fk_fleet_interrupted())
+        fk_fleet_check(&f, err); /* a daemon that died explains most failures: say so */
     fk_fleet_stop(&f, 10.0);
     return rc;
 }
@@ -692,10 +691,14 @@ int fk_cmd_demo(int argc, char **argv)
         if (!rc)
             rc = run_job(&jobs[1], &o, &err);
     } else if (!rc) {
-        char abs[2048];
+        char abs[PATH_MAX];
         if (!realpath(o.workdir, abs))
-            snprintf(abs, sizeof abs, "%s", o.workdir);
-        rc = run_daemons(jobs, 2, &o, abs, &err);
+            rc = fk_err_set(&err, FK_EIO, "work directory %s: %s", o.workdir, strerror(errno));
+        else if (strlen(abs) > 1800) /* room for the file names under it */
+            rc = fk_err_set(&err, FK_ELIMIT, "work directory path %s is too long; use a shorter "
+                            "--workdir", abs);
+        else
+            rc = run_daemons(jobs, 2, &o, abs, &err);
     }
     int mismatch = 0;
     if (!rc) {
