@@ -39,6 +39,7 @@ typedef struct fk_tca_times {
     double eig;    /* dsyevr, top m */
     double back;   /* singular-vector map and W = P U */
     double krylov; /* block Krylov attempt on Y^T Y (large problems) */
+    double krylov_op; /* of which inside the operator Y^T (Y X) */
     double krylov_flops; /* operator flops (4 n D per column) */
     int krylov_ok; /* 1 if the Krylov route converged (then gram = eig = 0) */
     size_t gram_dim, other_dim; /* Gram matrix order k and the summed dimension */
