@@ -63,7 +63,22 @@ int fk_fedrf_parse_cfg(const fk_params *p, int n_clients, fk_fedrf_cfg *c, fk_er
     if (!c->drop_setting)
         return fk_err_set(err, FK_EINVAL, "drop_setting must be I, II or III (Table III; got '%s')",
                           ds);
-    return FK_OK;
+    static const char *const orders[] = {"subset", "all", "ordered", "ordered-random", "random",
+                                         "random-random"};
+    const char *ord = fk_params_str(p, "order", "subset");
+    c->order = -1;
+    for (int i = 0; i < (int)(sizeof orders / sizeof *orders); i++)
+        if (!strcmp(ord, orders[i]))
+            c->order = i;
+    if (c->order < 0)
+        return fk_err_set(err, FK_EINVAL,
+                          "order must be subset, all, ordered, ordered-random, random or "
+                          "random-random (Table XVIII; got '%s')", ord);
+    if (c->order != FK_FEDRF_ORDER_SUBSET && (c->all || c->drop_setting != 1))
+        return fk_err_set(err, FK_EINVAL,
+                          "order=%s picks the senders itself; leave participation (random) and "
+                          "drop_setting (I) at their defaults", ord);
+    return fk_params_bool(p, "common_init", 0, &c->common_init, err);
 }
 
 size_t fk_fedrf_classifier_params(const fk_fedrf_cfg *c, size_t classes)

@@ -102,7 +102,7 @@ int fk_fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data,
     if ((rc = fk_rff_init(&c->rff, seed, data->X.cols, (size_t)c->c.N, c->c.sigma, err)))
         goto fail;
     fk_rng init;
-    fk_rng_init(&init, seed, INIT_STREAM + (uint64_t)idx);
+    fk_rng_init(&init, seed, INIT_STREAM + (c->c.common_init ? 0 : (uint64_t)idx));
     double r = 1.0 / sqrt((double)c->D);
     for (size_t i = 0; i < c->WM; i++)
         c->par[i] = r * (2.0 * fk_rng_uniform(&init) - 1.0);

@@ -17,8 +17,23 @@ typedef struct fk_fedrf_cfg {
     int all;          /* participation: every source every round (setting I of Tables V/VI) */
     int drop_setting; /* Table III: 1 = A/A/A, 2 = A/A/B, 3 = A/B/C */
     int voting;       /* one-shot hard voting instead of classifier averaging */
+    int order;        /* fk_fedrf_order: who sends Sigma l and W (Table XVIII) */
+    int common_init;  /* every client starts from the same W and classifier */
     fk_opt_kind opt;
 } fk_fedrf_cfg;
+
+/* Message senders per round. SUBSET is §2.3 step 1 with the participation
+ * and Table III options; the others are Table XVIII (A)-(E): every source,
+ * or one source for Sigma l and one for W, taken in cyclic order (source
+ * (t-1) mod K) or uniformly at random. The classifier comes from the W sender. */
+typedef enum fk_fedrf_order {
+    FK_FEDRF_ORDER_SUBSET = 0,
+    FK_FEDRF_ORDER_ALL,            /* (A) all / all */
+    FK_FEDRF_ORDER_ORDERED,        /* (B) one cyclic source sends both */
+    FK_FEDRF_ORDER_ORDERED_RANDOM, /* (C) Sigma l cyclic, W from a random source */
+    FK_FEDRF_ORDER_RANDOM,         /* (D) one random source sends both */
+    FK_FEDRF_ORDER_RANDOM_RANDOM   /* (E) independent random sources */
+} fk_fedrf_order;
 
 /* Parse and check the job options (both sides parse the same fk_params). */
 int fk_fedrf_parse_cfg(const fk_params *p, int n_clients, fk_fedrf_cfg *c, fk_err *err);
@@ -71,9 +86,9 @@ typedef struct fk_fedrf_client {
     double evals; /* phase-2 calls, for the evaluation cadence */
 } fk_fedrf_client;
 
-/* The sets of one round (fedrf_tca_server.c): A = S_t and the Table III
- * subsets whose W and C arrive, as 0/1 flags per client. */
-void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, fk_rng *rng, unsigned char *inA,
+/* The sets of round `round` (1-based; fedrf_tca_server.c): A = the senders of
+ * Sigma l (S_t) and the clients whose W and C arrive, as 0/1 flags per client. */
+void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
                         unsigned char *inW, unsigned char *inC);
 
 /* Server operations (fedrf_tca_server.c, checkpoints in fedrf_tca_ckpt.c). */

@@ -81,9 +81,34 @@ static void random_subset(fk_rng *rng, const int *from, int k, int *to, int *n_t
     *n_to = size;
 }
 
+/* Table XVIII: one sender of Sigma l and one of W (and C), or every source. */
+static void ordered_sets(const fk_fedrf_cfg *c, const int *src, int K, int round, fk_rng *rng,
+                         unsigned char *inA, unsigned char *inW, unsigned char *inC)
+{
+    if (c->order == FK_FEDRF_ORDER_ALL) {
+        for (int i = 0; i < K; i++)
+            inA[src[i]] = inW[src[i]] = inC[src[i]] = 1;
+        return;
+    }
+    int cyclic = src[((round - 1) % K + K) % K], a, w;
+    if (c->order == FK_FEDRF_ORDER_ORDERED) {
+        a = w = cyclic;
+    } else if (c->order == FK_FEDRF_ORDER_ORDERED_RANDOM) {
+        a = cyclic;
+        w = src[fk_rng_below(rng, (uint64_t)K)];
+    } else if (c->order == FK_FEDRF_ORDER_RANDOM) {
+        a = w = src[fk_rng_below(rng, (uint64_t)K)];
+    } else {
+        a = src[fk_rng_below(rng, (uint64_t)K)];
+        w = src[fk_rng_below(rng, (uint64_t)K)];
+    }
+    inA[a] = 1;
+    inW[w] = inC[w] = 1;
+}
+
 /* The sets of one round: A = S_t (sends Sigma l), and the Table III subsets
- * whose W and C arrive. */
-void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, fk_rng *rng, unsigned char *inA,
+ * whose W and C arrive (or the Table XVIII senders). */
+void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
                         unsigned char *inW, unsigned char *inC)
 {
     int K = n - 1;
@@ -94,6 +119,14 @@ void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, fk_rng *rng, unsigned char
     for (int i = 0, k = 0; i < n; i++)
         if (i != c->target)
             src[k++] = i;
+    if (c->order != FK_FEDRF_ORDER_SUBSET) {
+        memset(inA, 0, (size_t)n);
+        memset(inW, 0, (size_t)n);
+        memset(inC, 0, (size_t)n);
+        ordered_sets(c, src, K, round, rng, inA, inW, inC);
+        free(src);
+        return;
+    }
     if (c->all) {
         memcpy(A, src, (size_t)K * sizeof *A);
         nA = K;
@@ -120,10 +153,9 @@ void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, fk_rng *rng, unsigned char
 
 int fk_fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
-    (void)round;
     (void)err;
     fk_fedrf_server *s = p;
-    fk_fedrf_draw_sets(&s->c, s->n, rng, s->inA, s->inW, s->inC);
+    fk_fedrf_draw_sets(&s->c, s->n, round, rng, s->inA, s->inW, s->inC);
     memset(s->has_s, 0, (size_t)s->n);
     /* Every client steps every round (sources outside S_t on L_C alone). */
     for (int i = 0; i < s->n; i++)
@@ -132,8 +164,8 @@ int fk_fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_ch
     return FK_OK;
 }
 
-int fk_fedrf_round_sets(const fk_params *p, int n_clients, fk_rng *plan_rng, int *n_a, int *n_w,
-                        int *n_c, fk_err *err)
+int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *plan_rng, int *n_a,
+                        int *n_w, int *n_c, fk_err *err)
 {
     fk_fedrf_cfg c;
     int rc = fk_fedrf_parse_cfg(p, n_clients, &c, err);
@@ -142,7 +174,7 @@ int fk_fedrf_round_sets(const fk_params *p, int n_clients, fk_rng *plan_rng, int
     unsigned char *f = calloc(3 * (size_t)n_clients, 1);
     if (!f)
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-    fk_fedrf_draw_sets(&c, n_clients, plan_rng, f, f + n_clients, f + 2 * n_clients);
+    fk_fedrf_draw_sets(&c, n_clients, round, plan_rng, f, f + n_clients, f + 2 * n_clients);
     *n_a = *n_w = *n_c = 0;
     for (int i = 0; i < n_clients; i++) {
         *n_a += f[i];
