@@ -398,3 +398,58 @@ int fk_ltca_fit(const fk_mat *Xs, const fk_mat *Xt, double gamma, size_t m, fk_t
     fk_mat_close(&X);
     return rc;
 }
+
+int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F, double *theta,
+                  fk_err *err)
+{
+    *F = (fk_mat){0};
+    size_t n = K->rows;
+    if (K->cols != n)
+        return fk_err_set(err, FK_EINVAL, "R-TCA: kernel matrix must be square (got %zux%zu)", n,
+                          K->cols);
+    if (n_s == 0 || n_s >= n)
+        return fk_err_set(err, FK_EINVAL, "R-TCA: need source and target samples (n_s=%zu, n=%zu)",
+                          n_s, n);
+    if (!(gamma > 0) || !isfinite(gamma))
+        return fk_err_set(err, FK_EINVAL, "R-TCA: regularizer gamma must be > 0 (got %g)", gamma);
+    if (m == 0 || m >= n)
+        return fk_err_set(err, FK_EINVAL, "R-TCA: projected dimension m=%zu must be in 1..%zu", m,
+                          n - 1);
+    fk_mat A;
+    double *l = malloc(n * sizeof *l), *u = malloc(n * sizeof *u), *mu = malloc(n * sizeof *mu);
+    if (!l || !u || !mu || fk_mat_init(&A, n, n)) {
+        free(l);
+        free(u);
+        free(mu);
+        return fk_err_set(err, FK_ENOMEM, "R-TCA: out of memory for a %zux%zu matrix", n, n);
+    }
+    for (size_t i = 0; i < n; i++)
+        l[i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)(n - n_s);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K->data, (int)K->ld, l, 1, 0.0, u,
+                1);
+    double s = 1.0 / (gamma + cblas_ddot((int)n, l, 1, u, 1));
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            A.data[i * n + j] = K->data[i * K->ld + j] - s * u[i] * u[j];
+    /* H M H: subtract row and column means (M is symmetric, so they coincide) and add the grand mean. */
+    double all = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = 0;
+        for (size_t j = 0; j < n; j++)
+            r += A.data[i * n + j];
+        mu[i] = r / (double)n;
+        all += r;
+    }
+    all /= (double)n * (double)n;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            A.data[i * n + j] = (A.data[i * n + j] - mu[i] - mu[j] + all) / gamma;
+    int rc = fk_eig_sym_top(&A, m, theta, F, err);
+    if (!rc)
+        fk_eig_fix_signs(F);
+    fk_mat_close(&A);
+    free(l);
+    free(u);
+    free(mu);
+    return rc;
+}
