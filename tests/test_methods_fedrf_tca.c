@@ -430,6 +430,47 @@ static void common_init_gives_one_start(void **state)
     close_data(ds, NC);
 }
 
+/* T15: hard voting with one source is that source's classifier. */
+static void voting_with_one_source_is_its_classifier(void **state)
+{
+    (void)state;
+    fk_synth_opts so;
+    fk_synth_defaults(&so);
+    so.n_sources = 1;
+    so.n_per_domain = 100;
+    so.seed = 8;
+    fk_dataset ds[2];
+    fk_err err;
+    assert_int_equal(fk_synth_shift(&so, ds, &err), FK_OK);
+    fk_params p;
+    base_params(&p, "3");
+    fk_params_set(&p, "voting", "1");
+    fk_sim_opts o = {.rounds = 3, .seed = 5};
+    fk_bundle m, single;
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, 2, &o, &m, NULL, &err), FK_OK);
+    const fk_tensor *v = fk_bundle_get(&m, "votes"), *W = fk_bundle_get(&m, "W");
+    assert_non_null(v);
+    assert_non_null(W);
+    assert_int_equal(v->shape[0], 1);
+    fk_bundle_init(&single);
+    assert_int_equal(fk_bundle_put(&single, "W", W->ndim, W->shape, W->data), 0);
+    assert_int_equal(fk_bundle_put_vec(&single, "C", v->len, v->data), 0);
+    void *cli;
+    fk_report a, b;
+    fk_report_init(&a);
+    fk_report_init(&b);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[1], 1, 2, 5, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &a, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &single, &b, &err), FK_OK);
+    assert_true(a.accuracy >= 0 && a.accuracy <= 1);
+    assert_true(a.accuracy == b.accuracy);
+    fk_method_fedrf_tca.client_close(cli);
+    fk_bundle_close(&m);
+    fk_bundle_close(&single);
+    fk_params_close(&p);
+    close_data(ds, 2);
+}
+
 static int init_error(const fk_params *p, const fk_dataset *d, int idx, const char *needle)
 {
     void *cli = NULL;
@@ -507,6 +548,7 @@ int main(void)
         cmocka_unit_test(table_xviii_orders),
         cmocka_unit_test(ordered_voting_sim),
         cmocka_unit_test(common_init_gives_one_start),
+        cmocka_unit_test(voting_with_one_source_is_its_classifier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
