@@ -263,10 +263,10 @@ static int ritz(krylov *k, size_t c, size_t m, double *vals, double *S, fk_mat *
 }
 
 /* Block after which to run the next Rayleigh-Ritz step, given a check after
- * block j with residual r. Residuals fall about geometrically per block (and
- * faster later), so 60% of the blocks the observed rate still asks for is
- * skipped: at most one block too many, and far fewer O(L^3) checks than a fixed
- * schedule. Without a usable rate the schedule grows by 1/8. */
+ * block j with residual r. Residuals fall about geometrically per block and
+ * faster later, so the rate since the last check overestimates the blocks
+ * still needed; skipping 60% of them rarely overshoots and saves most of the
+ * O(L^3) checks of a fixed schedule. Without a usable rate the step is 1 + j/8. */
 static size_t next_ritz(size_t j, double r, size_t *last_j, double *last_r, double tol)
 {
     size_t step = 1 + j / 8;
