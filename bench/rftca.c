@@ -187,6 +187,10 @@ static int run(int argc, char **argv)
         fk_bench_emit(json, B, cs, "gemm_kernels_gflops", rate, NULL);
         snprintf(extra, sizeof extra, "\"target\":0.6,\"dgemm_gflops\":%.3f", ref);
         fk_bench_emit(json, B, cs, "gemm_kernels_ratio_to_dgemm", rate / ref, extra);
+        /* The Krylov operator Y^T (Y X) alone, without Rayleigh-Ritz and orthogonalisation. */
+        double op_rate = st.tm.krylov_op > 0 ? st.tm.krylov_flops / st.tm.krylov_op / 1e9 : 0;
+        fk_bench_emit(json, B, cs, "krylov_op_seconds", st.tm.krylov_op, NULL);
+        fk_bench_emit(json, B, cs, "krylov_op_ratio_to_dgemm", op_rate / ref, extra);
     }
     /* Kernel TCA (Gaussian, n x n) on the same pair. */
     {

@@ -41,6 +41,9 @@ static const char *const HELP =
     "  --drop-setting I|II|III      Table III message-drop setting (default I)\n"
     "  --drop P              probability that any update is lost in transit (default 0)\n"
     "  --voting              one-shot hard voting of the source classifiers at the end\n"
+    "  --order O             senders per round: subset (default: S_t and --drop-setting), or\n"
+    "                        Table XVIII all, ordered, ordered-random, random, random-random\n"
+    "  --common-init         every client starts from the same W_RF and classifier\n"
     "  --eval-every E        target accuracy every E rounds (default 1)\n"
     "  --seed S              seed of Omega, initialisation, batches and plans (default 1)\n"
     "  --json                JSON lines instead of text\n";
@@ -59,7 +62,7 @@ static void progress(const fk_sim_round *r, void *vp)
     fk_err err;
     int na = 0, nw = 0, nc = 0;
     fk_sim_plan_rng(&rng, c->seed, r->round);
-    fk_fedrf_round_sets(c->p, c->n_clients, &rng, &na, &nw, &nc, &err);
+    fk_fedrf_round_sets(c->p, c->n_clients, r->round, &rng, &na, &nw, &nc, &err);
     if (c->json)
         printf("{\"round\":%d,\"participants\":%d,\"w_senders\":%d,\"c_senders\":%d,\"loss\":%.6g,"
                "\"target_accuracy\":%.6g,\"bytes\":%llu,\"seconds\":%.4f}\n",
@@ -122,10 +125,11 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    int json = 0, voting = 0;
+    int json = 0, voting = 0, common_init = 0;
     long rounds, seed_l;
     fk_params_bool(&a, "json", 0, &json, &err);
     fk_params_bool(&a, "voting", 0, &voting, &err);
+    fk_params_bool(&a, "common-init", 0, &common_init, &err);
     if (fk_params_int(&a, "rounds", 300, 1, 100000000, &rounds, &err) ||
         fk_params_int(&a, "seed", 1, 0, 0x7fffffffffffffffL, &seed_l, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
@@ -155,7 +159,9 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     pass(&p, &a, "participation", "participation", NULL);
     pass(&p, &a, "drop-setting", "drop_setting", NULL);
     pass(&p, &a, "eval-every", "eval_every", NULL);
+    pass(&p, &a, "order", "order", NULL);
     fk_params_set(&p, "voting", voting ? "1" : "0");
+    fk_params_set(&p, "common_init", common_init ? "1" : "0");
     char buf[32];
     snprintf(buf, sizeof buf, "%ld", rounds);
     fk_params_set(&p, "rounds", buf);

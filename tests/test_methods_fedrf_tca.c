@@ -8,6 +8,7 @@
 
 #include "common/data/synth_shift.h"
 #include "common/methods/fedrf_tca.h"
+#include "common/methods/fedrf_tca_int.h"
 #include "common/methods/sim.h"
 
 enum { K = 3, NC = K + 1 };
@@ -227,7 +228,7 @@ static void subsets_are_uniform_and_nested(void **state)
         fk_rng rng;
         int a, w, c;
         fk_sim_plan_rng(&rng, 3, r);
-        assert_int_equal(fk_fedrf_round_sets(&p, NC, &rng, &a, &w, &c, &err), FK_OK);
+        assert_int_equal(fk_fedrf_round_sets(&p, NC, r, &rng, &a, &w, &c, &err), FK_OK);
         assert_true(c <= w && w <= a && a <= K);
         count[a]++;
     }
@@ -277,6 +278,197 @@ static void table_two_counts(void **state)
     assert_int_equal(k.model, 1691210);
     assert_int_equal(k.total_paper, 1692210);
     assert_int_equal(k.total_sent, 1693210);
+}
+
+/* Flags of round r under order `ord` (sources are clients 0..K-1, target K). */
+static void order_flags(const char *ord, int r, unsigned char *f)
+{
+    fk_params p;
+    base_params(&p, "10");
+    fk_params_set(&p, "order", ord);
+    fk_fedrf_cfg c;
+    fk_err err;
+    assert_int_equal(fk_fedrf_parse_cfg(&p, NC, &c, &err), FK_OK);
+    fk_rng rng;
+    fk_sim_plan_rng(&rng, 4, r);
+    fk_fedrf_draw_sets(&c, NC, r, &rng, f, f + NC, f + 2 * NC);
+    assert_int_equal(f[K] + f[NC + K] + f[2 * NC + K], 0); /* the target never "sends" */
+    fk_params_close(&p);
+}
+
+static int count(const unsigned char *f)
+{
+    int k = 0;
+    for (int i = 0; i < NC; i++)
+        k += f[i];
+    return k;
+}
+
+static int member(const unsigned char *f)
+{
+    for (int i = 0; i < NC; i++)
+        if (f[i])
+            return i;
+    return -1;
+}
+
+static void table_xviii_orders(void **state)
+{
+    (void)state;
+    unsigned char f[3 * NC];
+    for (int r = 1; r <= 2 * K; r++) {
+        order_flags("all", r, f);
+        assert_int_equal(count(f), K);
+        assert_int_equal(count(f + NC), K);
+        assert_int_equal(count(f + 2 * NC), K);
+        /* (B) one source per round, cycling 1..K, sends both */
+        order_flags("ordered", r, f);
+        assert_int_equal(count(f), 1);
+        assert_int_equal(member(f), (r - 1) % K);
+        assert_memory_equal(f, f + NC, NC);
+        assert_memory_equal(f + NC, f + 2 * NC, NC);
+        /* (C) Sigma l cyclic, W from one random source */
+        order_flags("ordered-random", r, f);
+        assert_int_equal(member(f), (r - 1) % K);
+        assert_int_equal(count(f + NC), 1);
+    }
+    /* (D) and (E): one sender each, uniform over the sources; (E) draws them independently */
+    int hits[K] = {0}, differ = 0, draws = 3000;
+    for (int r = 1; r <= draws; r++) {
+        order_flags("random", r, f);
+        assert_int_equal(count(f), 1);
+        assert_memory_equal(f, f + NC, NC);
+        hits[member(f)]++;
+        order_flags("random-random", r, f);
+        assert_int_equal(count(f), 1);
+        assert_int_equal(count(f + NC), 1);
+        differ += member(f) != member(f + NC);
+    }
+    double chi = 0, e = (double)draws / K;
+    for (int k = 0; k < K; k++)
+        chi += (hits[k] - e) * (hits[k] - e) / e;
+    assert_true(chi < 13.82); /* chi-square, 2 dof, p = 0.001 */
+    /* independent picks differ with probability 1 - 1/K = 2/3 */
+    assert_true(fabs((double)differ / draws - 2.0 / 3.0) < 0.05);
+    /* bad values and conflicting options: one clear error each */
+    fk_params p;
+    fk_fedrf_cfg c;
+    fk_err err = {0};
+    base_params(&p, "10");
+    fk_params_set(&p, "order", "cyclic");
+    assert_int_equal(fk_fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "Table XVIII"));
+    fk_params_set(&p, "order", "ordered");
+    fk_params_set(&p, "drop_setting", "III");
+    assert_int_equal(fk_fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "drop_setting"));
+    fk_params_close(&p);
+}
+
+/* Ordered messages with one-shot voting (the Table XVIII setting) run end to
+ * end, deterministically, and every source's classifier reaches the vote. */
+static void ordered_voting_sim(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 6);
+    fk_params p;
+    base_params(&p, "5");
+    fk_params_set(&p, "voting", "1");
+    fk_params_set(&p, "order", "ordered-random");
+    fk_sim_opts o = {.rounds = 5, .seed = 3};
+    fk_bundle m1, m2;
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &m1, NULL, &err), FK_OK);
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &m2, NULL, &err), FK_OK);
+    const fk_tensor *v = fk_bundle_get(&m1, "votes");
+    assert_non_null(v);
+    assert_int_equal(v->shape[0], K);
+    same_tensor(&m1, &m2, "W");
+    same_tensor(&m1, &m2, "votes");
+    fk_bundle_close(&m1);
+    fk_bundle_close(&m2);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* Initial parameters (W then classifier) of client idx. */
+static void initial_params(const fk_params *p, const fk_dataset *d, int idx, fk_bundle *out)
+{
+    void *cli;
+    fk_err err;
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, p, d, idx, NC, 7, &err), FK_OK);
+    fk_bundle_init(out);
+    assert_int_equal(fk_method_fedrf_tca.client_save(cli, out, &err), FK_OK);
+    fk_method_fedrf_tca.client_close(cli);
+}
+
+static void common_init_gives_one_start(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 7);
+    fk_params p;
+    base_params(&p, "2");
+    fk_bundle a, b;
+    initial_params(&p, &ds[0], 0, &a);
+    initial_params(&p, &ds[2], 2, &b);
+    const fk_tensor *x = fk_bundle_get(&a, "par"), *y = fk_bundle_get(&b, "par");
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(x->len, y->len);
+    assert_memory_not_equal(x->data, y->data, x->len * sizeof(double)); /* per-client streams */
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+    fk_params_set(&p, "common_init", "1");
+    initial_params(&p, &ds[0], 0, &a);
+    initial_params(&p, &ds[K], K, &b);
+    same_tensor(&a, &b, "par");
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* T15: hard voting with one source is that source's classifier. */
+static void voting_with_one_source_is_its_classifier(void **state)
+{
+    (void)state;
+    fk_synth_opts so;
+    fk_synth_defaults(&so);
+    so.n_sources = 1;
+    so.n_per_domain = 100;
+    so.seed = 8;
+    fk_dataset ds[2];
+    fk_err err;
+    assert_int_equal(fk_synth_shift(&so, ds, &err), FK_OK);
+    fk_params p;
+    base_params(&p, "3");
+    fk_params_set(&p, "voting", "1");
+    fk_sim_opts o = {.rounds = 3, .seed = 5};
+    fk_bundle m, single;
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, 2, &o, &m, NULL, &err), FK_OK);
+    const fk_tensor *v = fk_bundle_get(&m, "votes"), *W = fk_bundle_get(&m, "W");
+    assert_non_null(v);
+    assert_non_null(W);
+    assert_int_equal(v->shape[0], 1);
+    fk_bundle_init(&single);
+    assert_int_equal(fk_bundle_put(&single, "W", W->ndim, W->shape, W->data), 0);
+    assert_int_equal(fk_bundle_put_vec(&single, "C", v->len, v->data), 0);
+    void *cli;
+    fk_report a, b;
+    fk_report_init(&a);
+    fk_report_init(&b);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[1], 1, 2, 5, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &a, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &single, &b, &err), FK_OK);
+    assert_true(a.accuracy >= 0 && a.accuracy <= 1);
+    assert_true(a.accuracy == b.accuracy);
+    fk_method_fedrf_tca.client_close(cli);
+    fk_bundle_close(&m);
+    fk_bundle_close(&single);
+    fk_params_close(&p);
+    close_data(ds, 2);
 }
 
 static int init_error(const fk_params *p, const fk_dataset *d, int idx, const char *needle)
@@ -353,6 +545,10 @@ int main(void)
         cmocka_unit_test(hard_voting_model),
         cmocka_unit_test(table_two_counts),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(table_xviii_orders),
+        cmocka_unit_test(ordered_voting_sim),
+        cmocka_unit_test(common_init_gives_one_start),
+        cmocka_unit_test(voting_with_one_source_is_its_classifier),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

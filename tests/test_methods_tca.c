@@ -10,6 +10,7 @@
 
 #include "common/la/eig.h"
 #include "common/la/rng.h"
+#include "common/methods/rftca.h"
 #include "common/methods/tca.h"
 
 static void fill_normal(fk_mat *X, uint64_t seed, double shift_rows_from, size_t r0)
@@ -252,12 +253,194 @@ static void kernel_tca_runs_and_rejects_bad_input(void **state)
     fk_mat_close(&Xbad);
 }
 
+/* ---------- T8 (Lemma 1, R-TCA forms) and T9 (RF-TCA -> R-TCA) ---------- */
+
+/* Orthonormal basis (n x m, overwrites X) of the column span of X by Gram-Schmidt twice. */
+static void orthonormalize(fk_mat *X)
+{
+    size_t n = X->rows, m = X->cols;
+    for (size_t k = 0; k < m; k++)
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t j = 0; j < k; j++) {
+                double d = 0;
+                for (size_t i = 0; i < n; i++)
+                    d += X->data[i * m + j] * X->data[i * m + k];
+                for (size_t i = 0; i < n; i++)
+                    X->data[i * m + k] -= d * X->data[i * m + j];
+            }
+            double s = cblas_dnrm2((int)n, X->data + k, (int)m);
+            cblas_dscal((int)n, 1.0 / s, X->data + k, (int)m);
+        }
+}
+
+/* sin(Theta)_F between the spans of X and Y (both n x m): sqrt(m - |Qx^T Qy|_F^2). */
+static double sin_theta(const fk_mat *X, const fk_mat *Y)
+{
+    size_t n = X->rows, m = X->cols;
+    fk_mat A, B;
+    fk_mat_copy(&A, X);
+    fk_mat_copy(&B, Y);
+    orthonormalize(&A);
+    orthonormalize(&B);
+    double *G = malloc(m * m * sizeof *G), f = 0;
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)m, (int)n, 1.0, A.data,
+                (int)m, B.data, (int)m, 0.0, G, (int)m);
+    for (size_t i = 0; i < m * m; i++)
+        f += G[i] * G[i];
+    free(G);
+    fk_mat_close(&A);
+    fk_mat_close(&B);
+    return sqrt(fabs((double)m - f));
+}
+
+/* H M: subtract each column's mean (M n x m, in place). */
+static void center_columns(fk_mat *M)
+{
+    for (size_t j = 0; j < M->cols; j++) {
+        double mu = 0;
+        for (size_t i = 0; i < M->rows; i++)
+            mu += M->data[i * M->ld + j] / (double)M->rows;
+        for (size_t i = 0; i < M->rows; i++)
+            M->data[i * M->ld + j] -= mu;
+    }
+}
+
+/* Source rows N(0, I), target rows shifted by `shift` in every coordinate, P-L2. */
+static void shifted_domains(fk_mat *X, size_t n_s, size_t n_t, size_t p, double shift, uint64_t seed)
+{
+    fk_mat_init(X, n_s + n_t, p);
+    fk_rng g;
+    fk_rng_init(&g, seed, 2);
+    for (size_t i = 0; i < n_s + n_t; i++)
+        for (size_t j = 0; j < p; j++)
+            X->data[i * p + j] = fk_rng_normal(&g) + (i >= n_s ? shift : 0.0);
+    fk_rows_l2_normalize(X);
+}
+
+static void lemma_one_and_rtca_forms(void **state)
+{
+    (void)state;
+    size_t n_s = 60, n_t = 40, n = n_s + n_t, m = 5;
+    double gamma = 0.05, theta[5], lam[5], mu[5];
+    fk_mat X, K, W, Z, F, A1;
+    fk_err err;
+    shifted_domains(&X, n_s, n_t, 10, 0.7, 3);
+    assert_int_equal(fk_kernel_matrix(&X, FK_KERNEL_GAUSS, 1.0, &K, &err), FK_OK);
+    /* Eq. (3) through the §1.5 solver, then H K W. */
+    assert_int_equal(fk_tca_solve(&K, n_s, gamma, m, FK_TCA_NORM_B, &W, theta, &err), FK_OK);
+    assert_int_equal(fk_tca_project(&K, &W, &Z, &err), FK_OK);
+    center_columns(&Z);
+    /* Eq. (4): A_L1 = H (K^2 - K^2 l l^T K^2 / (gamma + l^T K^2 l)) H. */
+    fk_mat K2;
+    fk_mat_init(&K2, n, n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0, K.data,
+                (int)n, K.data, (int)n, 0.0, K2.data, (int)n);
+    double *l = malloc(n * sizeof *l), *u = malloc(n * sizeof *u);
+    for (size_t i = 0; i < n; i++)
+        l[i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)n_t;
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K2.data, (int)n, l, 1, 0.0, u, 1);
+    double s = 1.0 / (gamma + cblas_ddot((int)n, l, 1, u, 1));
+    fk_mat_init(&A1, n, n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            A1.data[i * n + j] = K2.data[i * n + j] - s * u[i] * u[j];
+    center_columns(&A1); /* H M, then (H M)^T = M H by symmetry, centred again */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++) {
+            double t = A1.data[i * n + j];
+            A1.data[i * n + j] = A1.data[j * n + i];
+            A1.data[j * n + i] = t;
+        }
+    center_columns(&A1);
+    fk_mat V;
+    assert_int_equal(fk_eig_sym_top(&A1, m, lam, &V, &err), FK_OK);
+    assert_true(sin_theta(&Z, &V) <= 1e-6);
+    for (size_t k = 0; k < m; k++)
+        assert_true(fabs(lam[k] - gamma * theta[k]) <= 1e-8 * lam[k]);
+    /* R-TCA: Eq. (9) as the generalized problem (K H K, gamma K + K l l^T K), then H K W_R,
+     * against the Eq. (22) embedding of fk_rtca_embed; both eigenvalue sets agree. */
+    fk_mat KHK, Bm, WR, ZR;
+    fk_mat Kc;
+    fk_mat_copy(&Kc, &K);
+    center_columns(&Kc);
+    fk_mat_init(&KHK, n, n);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0, Kc.data,
+                (int)n, Kc.data, (int)n, 0.0, KHK.data, (int)n);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K.data, (int)n, l, 1, 0.0, u, 1);
+    fk_mat_init(&Bm, n, n);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            Bm.data[i * n + j] = gamma * K.data[i * n + j] + u[i] * u[j];
+    assert_int_equal(fk_eig_gen_top(&KHK, &Bm, m, mu, &WR, &err), FK_OK);
+    assert_int_equal(fk_tca_project(&K, &WR, &ZR, &err), FK_OK);
+    center_columns(&ZR);
+    assert_int_equal(fk_rtca_embed(&K, n_s, gamma, m, &F, theta, &err), FK_OK);
+    assert_true(sin_theta(&ZR, &F) <= 1e-6);
+    for (size_t k = 0; k < m; k++)
+        assert_true(fabs(theta[k] - mu[k]) <= 1e-8 * mu[0]);
+    /* bad input: one clear error each */
+    fk_mat none;
+    assert_int_equal(fk_rtca_embed(&K, 0, gamma, m, &none, theta, &err), FK_EINVAL);
+    assert_int_equal(fk_rtca_embed(&K, n_s, 0.0, m, &none, theta, &err), FK_EINVAL);
+    assert_int_equal(fk_rtca_embed(&K, n_s, gamma, n, &none, theta, &err), FK_EINVAL);
+    free(l);
+    free(u);
+    fk_mat_close(&X);
+    fk_mat_close(&K);
+    fk_mat_close(&K2);
+    fk_mat_close(&W);
+    fk_mat_close(&Z);
+    fk_mat_close(&A1);
+    fk_mat_close(&V);
+    fk_mat_close(&Kc);
+    fk_mat_close(&KHK);
+    fk_mat_close(&Bm);
+    fk_mat_close(&WR);
+    fk_mat_close(&ZR);
+    fk_mat_close(&F);
+}
+
+/* T9 on synthetic data: the RF-TCA features H Sigma^T W approach the R-TCA
+ * eigenspace as N grows (mean sin Theta over 3 Omega seeds). */
+static void rftca_converges_to_rtca(void **state)
+{
+    (void)state;
+    size_t n_s = 80, n_t = 70, m = 5, Ns[3] = {250, 1000, 4000};
+    double gamma = fk_tca_gamma_normalized(1.0, n_s, n_t), theta[5], sv[3] = {0, 0, 0};
+    fk_mat X, K, F;
+    fk_err err;
+    shifted_domains(&X, n_s, n_t, 5, 0.5, 4);
+    assert_int_equal(fk_kernel_matrix(&X, FK_KERNEL_GAUSS, 1.0, &K, &err), FK_OK);
+    assert_int_equal(fk_rtca_embed(&K, n_s, gamma, m, &F, theta, &err), FK_OK);
+    fk_mat Xs = fk_mat_rows(&X, 0, n_s), Xt = fk_mat_rows(&X, n_s, n_t);
+    for (int i = 0; i < 3; i++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            fk_rftca_opts o = {.N = Ns[i], .m = m, .sigma = 1.0, .gamma = gamma, .seed = seed};
+            fk_mat Zs, Zt, Z;
+            assert_int_equal(fk_rftca_fit(&Xs, &Xt, &o, &Zs, &Zt, NULL, NULL, &err), FK_OK);
+            assert_int_equal(fk_tca_stack(&Zs, &Zt, &Z, &err), FK_OK);
+            center_columns(&Z);
+            sv[i] += sin_theta(&Z, &F) / 3.0;
+            fk_mat_close(&Zs);
+            fk_mat_close(&Zt);
+            fk_mat_close(&Z);
+        }
+    print_message("T9 mean sin Theta: N=250 %.3f, N=1000 %.3f, N=4000 %.3f\n", sv[0], sv[1], sv[2]);
+    assert_true(sv[1] < sv[0] && sv[2] < sv[1]);
+    assert_true(sv[2] / sv[1] <= 0.75);
+    fk_mat_close(&X);
+    fk_mat_close(&K);
+    fk_mat_close(&F);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(solver_matches_generalized_problem),
         cmocka_unit_test(solution_is_optimal),
         cmocka_unit_test(krylov_route_matches_dense),
+        cmocka_unit_test(lemma_one_and_rtca_forms),
+        cmocka_unit_test(rftca_converges_to_rtca),
         cmocka_unit_test(normalized_l_helper),
         cmocka_unit_test(kernel_tca_runs_and_rejects_bad_input),
     };

@@ -12,7 +12,10 @@
  *   2  the server returns the averages W and C to the senders and the target.
  * The server only ever holds s, W and C; Omega is rebuilt from the shared seed
  * by every client and never sent. Table III drop settings choose which subset
- * of S_t delivers W and C (setting I A/A/A, II A/A/B, III A/B/C). */
+ * of S_t delivers W and C (setting I A/A/A, II A/A/B, III A/B/C); option
+ * order picks the Table XVIII senders instead (one source per round in cyclic
+ * or random order). Option common_init starts every client from one W and
+ * classifier (drawn from the shared seed, as if broadcast). */
 #ifndef FK_FEDRF_TCA_H
 #define FK_FEDRF_TCA_H
 
@@ -37,9 +40,9 @@ typedef struct fk_fedrf_counts {
 void fk_fedrf_message_params(size_t N, size_t m, const size_t *hidden, int n_hidden,
                              size_t classes, fk_fedrf_counts *out);
 
-/* Sizes of the round's sets as the server's plan draws them from plan_rng
- * (fk_sim_plan_rng): |S_t|, the W senders and the classifier senders. */
-int fk_fedrf_round_sets(const fk_params *p, int n_clients, fk_rng *plan_rng, int *n_a, int *n_w,
-                        int *n_c, fk_err *err);
+/* Sizes of the sets of round `round` as the server's plan draws them from
+ * plan_rng (fk_sim_plan_rng): |S_t|, the W senders and the classifier senders. */
+int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *plan_rng, int *n_a,
+                        int *n_w, int *n_c, fk_err *err);
 
 #endif

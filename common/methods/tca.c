@@ -30,40 +30,46 @@ void fk_rows_l2_normalize(fk_mat *X)
     }
 }
 
-/* v = Phi^T l and Y = gamma^-1/2 (Phi_c - c (Phi_c v) v^T), Phi_c column-centred. */
+/* v = Phi^T l and Y = gamma^-1/2 (Phi_c - c (Phi_c v) v^T), Phi_c column-centred.
+ * Phi is read three times (v and mu together, Phi v, the fused write of Y):
+ * Phi_c v = Phi v - (mu . v) 1, so Y is written once. */
 static int build_y(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *Y, double *v, double *c_out,
                    fk_err *err)
 {
     size_t n = Phi->rows, D = Phi->cols, n_t = n - n_s;
-    double *l = malloc(n * sizeof *l), *mu = calloc(D, sizeof *mu), *u = malloc(n * sizeof *u);
+    double *l = malloc(2 * n * sizeof *l), *vm = malloc(2 * D * sizeof *vm),
+           *mu = malloc(D * sizeof *mu), *u = malloc(n * sizeof *u);
     int rc = FK_OK;
-    if (!l || !mu || !u || fk_mat_init(Y, n, D)) {
+    if (!l || !vm || !mu || !u || fk_mat_init(Y, n, D)) {
         rc = fk_err_set(err, FK_ENOMEM, "TCA: out of memory for %zux%zu features", n, D);
         goto out;
     }
-    for (size_t i = 0; i < n; i++)
-        l[i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)n_t;
-    cblas_dgemv(CblasRowMajor, CblasTrans, (int)n, (int)D, 1.0, Phi->data, (int)Phi->ld, l, 1, 0.0,
-                v, 1);
-    for (size_t i = 0; i < n; i++)
-        l[i] = 1.0 / (double)n;
-    cblas_dgemv(CblasRowMajor, CblasTrans, (int)n, (int)D, 1.0, Phi->data, (int)Phi->ld, l, 1, 0.0,
-                mu, 1);
-    double a = cblas_ddot((int)D, v, 1, v, 1);
+    for (size_t i = 0; i < n; i++) {
+        l[2 * i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)n_t;
+        l[2 * i + 1] = 1.0 / (double)n;
+    }
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)D, 2, (int)n, 1.0, Phi->data,
+                (int)Phi->ld, l, 2, 0.0, vm, 2);
+    for (size_t j = 0; j < D; j++) {
+        v[j] = vm[2 * j];
+        mu[j] = vm[2 * j + 1];
+    }
+    double a = cblas_ddot((int)D, v, 1, v, 1), muv = cblas_ddot((int)D, mu, 1, v, 1);
     double c = a > 0 ? (1.0 - sqrt(gamma / (gamma + a))) / a : 0.0;
     double g = 1.0 / sqrt(gamma);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)D, 1.0, Phi->data, (int)Phi->ld, v, 1,
+                0.0, u, 1);
     for (size_t i = 0; i < n; i++) {
         const double *p = fk_mat_row(Phi, i);
         double *y = fk_mat_row(Y, i);
+        double cu = c * g * (u[i] - muv); /* c (Y_c v)_i, Y_c = g Phi_c */
         for (size_t j = 0; j < D; j++)
-            y[j] = g * (p[j] - mu[j]);
+            y[j] = g * (p[j] - mu[j]) - cu * v[j];
     }
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)D, 1.0, Y->data, (int)Y->ld, v, 1, 0.0, u,
-                1);
-    cblas_dger(CblasRowMajor, (int)n, (int)D, -c, u, 1, v, 1, Y->data, (int)Y->ld);
     *c_out = c;
 out:
     free(l);
+    free(vm);
     free(mu);
     free(u);
     return rc;
@@ -72,19 +78,35 @@ out:
 /* x -> Y^T (Y x) for the Krylov solver. */
 typedef struct gram_op {
     const fk_mat *Y;
-    double *tmp; /* n x b */
+    double *tmp; /* panel_rows x b */
     size_t cols; /* columns the operator was applied to */
+    double seconds; /* wall time inside the operator */
 } gram_op;
+
+/* Rows of Y per panel: the panel (about 4 MB at D = 2000) stays in cache
+ * between Y_p X and Y_p^T (Y_p X), so each application streams Y once. */
+static size_t panel_rows(size_t D)
+{
+    size_t r = (size_t)(1u << 19) / (D ? D : 1);
+    return r < 32 ? 32 : r;
+}
 
 static void apply_gram(void *ctx, const double *X, size_t ldx, double *out, size_t ldo, size_t b)
 {
     gram_op *g = ctx;
     const fk_mat *Y = g->Y;
+    size_t n = Y->rows, D = Y->cols, P = panel_rows(D);
     g->cols += b;
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Y->rows, (int)b, (int)Y->cols, 1.0,
-                Y->data, (int)Y->ld, X, (int)ldx, 0.0, g->tmp, (int)b);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Y->cols, (int)b, (int)Y->rows, 1.0,
-                Y->data, (int)Y->ld, g->tmp, (int)b, 0.0, out, (int)ldo);
+    double t0 = now();
+    for (size_t r0 = 0; r0 < n; r0 += P) {
+        size_t r = n - r0 < P ? n - r0 : P;
+        const double *Yp = Y->data + r0 * Y->ld;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)b, (int)D, 1.0, Yp,
+                    (int)Y->ld, X, (int)ldx, 0.0, g->tmp, (int)b);
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)D, (int)b, (int)r, 1.0, Yp,
+                    (int)Y->ld, g->tmp, (int)b, r0 ? 1.0 : 0.0, out, (int)ldo);
+    }
+    g->seconds += now() - t0;
 }
 
 /* Large problems with few components: block Krylov on Y^T Y without forming
@@ -95,7 +117,7 @@ static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_
     if (k < 600 || 12 * m > k)
         return 0;
     double t0 = now();
-    gram_op g = {.Y = Y, .tmp = malloc(n * (m + 8) * sizeof(double))};
+    gram_op g = {.Y = Y, .tmp = malloc(panel_rows(D) * (m + 8) * sizeof(double))};
     fk_err e;
     int rc = g.tmp ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
                    : FK_ENOMEM;
@@ -103,6 +125,7 @@ static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_
     if (tm) {
         tm->krylov = now() - t0;
         tm->krylov_ok = rc == FK_OK;
+        tm->krylov_op = g.seconds;
         tm->krylov_flops = 4.0 * (double)n * (double)D * (double)g.cols;
     }
     return rc == FK_OK;
@@ -373,5 +396,60 @@ int fk_ltca_fit(const fk_mat *Xs, const fk_mat *Xt, double gamma, size_t m, fk_t
         return rc;
     rc = fit_split(&X, Xs->rows, gamma, m, norm, Zs, Zt, err);
     fk_mat_close(&X);
+    return rc;
+}
+
+int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F, double *theta,
+                  fk_err *err)
+{
+    *F = (fk_mat){0};
+    size_t n = K->rows;
+    if (K->cols != n)
+        return fk_err_set(err, FK_EINVAL, "R-TCA: kernel matrix must be square (got %zux%zu)", n,
+                          K->cols);
+    if (n_s == 0 || n_s >= n)
+        return fk_err_set(err, FK_EINVAL, "R-TCA: need source and target samples (n_s=%zu, n=%zu)",
+                          n_s, n);
+    if (!(gamma > 0) || !isfinite(gamma))
+        return fk_err_set(err, FK_EINVAL, "R-TCA: regularizer gamma must be > 0 (got %g)", gamma);
+    if (m == 0 || m >= n)
+        return fk_err_set(err, FK_EINVAL, "R-TCA: projected dimension m=%zu must be in 1..%zu", m,
+                          n - 1);
+    fk_mat A;
+    double *l = malloc(n * sizeof *l), *u = malloc(n * sizeof *u), *mu = malloc(n * sizeof *mu);
+    if (!l || !u || !mu || fk_mat_init(&A, n, n)) {
+        free(l);
+        free(u);
+        free(mu);
+        return fk_err_set(err, FK_ENOMEM, "R-TCA: out of memory for a %zux%zu matrix", n, n);
+    }
+    for (size_t i = 0; i < n; i++)
+        l[i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)(n - n_s);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K->data, (int)K->ld, l, 1, 0.0, u,
+                1);
+    double s = 1.0 / (gamma + cblas_ddot((int)n, l, 1, u, 1));
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            A.data[i * n + j] = K->data[i * K->ld + j] - s * u[i] * u[j];
+    /* H M H: subtract row and column means (M is symmetric, so they coincide) and add the grand mean. */
+    double all = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = 0;
+        for (size_t j = 0; j < n; j++)
+            r += A.data[i * n + j];
+        mu[i] = r / (double)n;
+        all += r;
+    }
+    all /= (double)n * (double)n;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            A.data[i * n + j] = (A.data[i * n + j] - mu[i] - mu[j] + all) / gamma;
+    int rc = fk_eig_sym_top(&A, m, theta, F, err);
+    if (!rc)
+        fk_eig_fix_signs(F);
+    fk_mat_close(&A);
+    free(l);
+    free(u);
+    free(mu);
     return rc;
 }

@@ -39,6 +39,7 @@ typedef struct fk_tca_times {
     double eig;    /* dsyevr, top m */
     double back;   /* singular-vector map and W = P U */
     double krylov; /* block Krylov attempt on Y^T Y (large problems) */
+    double krylov_op; /* of which inside the operator Y^T (Y X) */
     double krylov_flops; /* operator flops (4 n D per column) */
     int krylov_ok; /* 1 if the Krylov route converged (then gram = eig = 0) */
     size_t gram_dim, other_dim; /* Gram matrix order k and the summed dimension */
@@ -74,6 +75,14 @@ int fk_ktca_fit(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind, double 
 /* Linear (primal) TCA, D = d: the form that reproduces the published SURF TCA row. */
 int fk_ltca_fit(const fk_mat *Xs, const fk_mat *Xt, double gamma, size_t m, fk_tca_norm norm,
                 fk_mat *Zs, fk_mat *Zt, fk_err *err);
+
+/* R-TCA (spec §1.7, Eq. (22)), the n x n object RF-TCA converges to: F
+ * (initialised here, n x m) holds the top-m eigenvectors of
+ * A_R = gamma^-1 H (K - K l l^T K / (gamma + l^T K l)) H, i.e. the normalized
+ * transferred features H K W_R, and theta[0..m) its eigenvalues (descending).
+ * K is the n x n kernel matrix, source rows first. */
+int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F, double *theta,
+                  fk_err *err);
 
 /* Divide every row by its Euclidean norm (rows of norm 0 are left alone). */
 void fk_rows_l2_normalize(fk_mat *X);
