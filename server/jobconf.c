@@ -40,40 +40,97 @@ static int add_client(fk_jobconf *c, const char *id, size_t len, const char *ori
         return fk_err_set(err, FK_EINVAL,
                           "%s: clients: '%s' is not a certificate identity (letters, digits, ._@:-)",
                           origin, buf);
-    if (fk_jobconf_client_index(c, buf) >= 0)
-        return fk_err_set(err, FK_EINVAL, "%s: clients: '%s' is listed twice", origin, buf);
-    if (c->n_clients == FK_JOBCONF_MAX_CLIENTS)
-        return fk_err_set(err, FK_ELIMIT, "%s: clients: more than %d clients", origin,
-                          FK_JOBCONF_MAX_CLIENTS);
-    char **g = realloc(c->clients, (size_t)(c->n_clients + 1) * sizeof *g);
-    if (!g)
-        return fk_err_set(err, FK_ENOMEM, "%s: out of memory", origin);
-    c->clients = g;
+    if (c->n_clients >= FK_JOBCONF_MAX_CLIENTS)
+        return fk_err_set(err, FK_ELIMIT,
+                          "%s: clients: more than %d clients in one job; split the federation "
+                          "into several jobs",
+                          origin, FK_JOBCONF_MAX_CLIENTS);
+    if (c->n_clients == c->cap_clients) { /* doubling keeps a long list linear */
+        int cap = c->cap_clients ? 2 * c->cap_clients : 16;
+        if (cap > FK_JOBCONF_MAX_CLIENTS)
+            cap = FK_JOBCONF_MAX_CLIENTS;
+        char **g = realloc(c->clients, (size_t)cap * sizeof *g);
+        if (!g)
+            return fk_err_set(err, FK_ENOMEM, "%s: out of memory", origin);
+        c->clients = g;
+        c->cap_clients = cap;
+    }
     if (!(c->clients[c->n_clients] = strdup(buf)))
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory", origin);
     c->n_clients++;
     return FK_OK;
 }
 
-/* "site[0-99]" -> site0 .. site99 (config lines are limited, federations are not). */
+/* Digits at *s as a non-negative number below 10^9 (longer ones are no range bound). */
+static int range_bound(const char **s, const char *end, long *v)
+{
+    const char *p = *s;
+    long x = 0;
+    while (p < end && isdigit((unsigned char)*p) && p - *s < 9)
+        x = 10 * x + (*p++ - '0');
+    if (p == *s || (p < end && isdigit((unsigned char)*p)))
+        return 0;
+    *s = p;
+    *v = x;
+    return 1;
+}
+
+/* "site[0-99]" -> site0 .. site99 (config lines are limited, federations are not).
+ * Anything else with brackets is taken as one identity (and refused by its charset). */
 static int add_range(fk_jobconf *c, const char *s, size_t len, const char *origin, fk_err *err)
 {
-    const char *open = memchr(s, '[', len);
+    const char *open = memchr(s, '[', len), *end = s + len - 1, *q;
     char name[160];
     long lo, hi;
-    char tail;
-    if (!open || s[len - 1] != ']' || len >= sizeof name ||
-        sscanf(open, "[%ld-%ld%c", &lo, &hi, &tail) != 3 || tail != ']' || lo < 0 || hi < lo)
+    if (!open || *end != ']' || len >= sizeof name || !(q = open + 1, range_bound(&q, end, &lo)) ||
+        q >= end || *q++ != '-' || !range_bound(&q, end, &hi) || q != end)
         return add_client(c, s, len, origin, err);
-    if (hi - lo >= FK_JOBCONF_MAX_CLIENTS)
-        return fk_err_set(err, FK_ELIMIT, "%s: clients: range '%.*s' is too large", origin,
-                          (int)len, s);
+    if (hi < lo)
+        return fk_err_set(err, FK_EINVAL, "%s: clients: range '%.*s' runs backwards (write [%ld-%ld])",
+                          origin, (int)len, s, hi, lo);
+    if (hi - lo + 1 > (long)(FK_JOBCONF_MAX_CLIENTS - c->n_clients))
+        return fk_err_set(err, FK_ELIMIT,
+                          "%s: clients: range '%.*s' names %ld clients after %d others; a job holds "
+                          "at most %d clients (split the federation into several jobs)",
+                          origin, (int)len, s, hi - lo + 1, c->n_clients, FK_JOBCONF_MAX_CLIENTS);
     for (long i = lo; i <= hi; i++) {
         int n = snprintf(name, sizeof name, "%.*s%ld", (int)(open - s), s, i);
         int rc = add_client(c, name, (size_t)n, origin, err);
         if (rc)
             return rc;
     }
+    return FK_OK;
+}
+
+/* One identity of the sorted index. */
+struct fk_jobconf_slot {
+    const char *id;
+    int index;
+};
+
+static int by_name(const void *a, const void *b)
+{
+    const struct fk_jobconf_slot *x = a, *y = b;
+    int d = strcmp(x->id, y->id);
+    return d ? d : (x->index > y->index) - (x->index < y->index);
+}
+
+/* Sorted index of the identities: duplicates in O(n log n), lookups by bisection. */
+static int index_clients(fk_jobconf *c, const char *origin, fk_err *err)
+{
+    if (c->n_clients == 0)
+        return FK_OK;
+    c->sorted = malloc((size_t)c->n_clients * sizeof *c->sorted);
+    if (!c->sorted)
+        return fk_err_set(err, FK_ENOMEM, "%s: out of memory", origin);
+    for (int i = 0; i < c->n_clients; i++)
+        c->sorted[i] = (struct fk_jobconf_slot){c->clients[i], i};
+    qsort(c->sorted, (size_t)c->n_clients, sizeof *c->sorted, by_name);
+    for (int i = 1; i < c->n_clients; i++)
+        if (!strcmp(c->sorted[i - 1].id, c->sorted[i].id))
+            return fk_err_set(err, FK_EINVAL, "%s: clients: '%s' is listed twice (entries %d and %d)",
+                              origin, c->sorted[i].id, c->sorted[i - 1].index + 1,
+                              c->sorted[i].index + 1);
     return FK_OK;
 }
 
@@ -94,7 +151,7 @@ static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk
         if (rc)
             return rc;
         if (!e)
-            return FK_OK;
+            return index_clients(c, origin, err);
         s = e + 1;
     }
 }
@@ -165,6 +222,7 @@ void fk_jobconf_close(fk_jobconf *c)
     for (int i = 0; i < c->n_clients; i++)
         free(c->clients[i]);
     free(c->clients);
+    free(c->sorted);
     fk_params_close(&c->params);
     memset(c, 0, sizeof *c);
 }
@@ -177,8 +235,21 @@ int fk_jobconf_quorum(const fk_jobconf *c, int planned)
 
 int fk_jobconf_client_index(const fk_jobconf *c, const char *identity)
 {
-    for (int i = 0; i < c->n_clients; i++)
-        if (!strcmp(c->clients[i], identity))
-            return i;
+    if (!c->sorted) { /* a list not built by fk_jobconf_parse */
+        for (int i = 0; i < c->n_clients; i++)
+            if (!strcmp(c->clients[i], identity))
+                return i;
+        return -1;
+    }
+    int lo = 0, hi = c->n_clients;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, d = strcmp(c->sorted[mid].id, identity);
+        if (d == 0)
+            return c->sorted[mid].index;
+        if (d < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return -1;
 }

@@ -11,6 +11,8 @@
 #include "common/base/params.h"
 #include "common/methods/aggregate.h"
 
+/* Most clients one job may list, ranges expanded (parse fails with FK_ELIMIT beyond):
+ * bounds the memory and time a submitted config can cost the server. */
 enum { FK_JOBCONF_MAX_CLIENTS = 100000 };
 
 typedef struct fk_jobconf {
@@ -26,6 +28,8 @@ typedef struct fk_jobconf {
     fk_aggregator agg; /* aggregator = fedavg | mean | median | trimmed-mean, trim = fraction */
     char **clients;    /* clients = id1, id2, site[0-99], ...: certificate identities; index = position */
     int n_clients;
+    int cap_clients;   /* allocated entries of clients */
+    struct fk_jobconf_slot *sorted; /* identities by name, for duplicates and lookups */
     fk_params params;  /* every key, for the method */
 } fk_jobconf;
 

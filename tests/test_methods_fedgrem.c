@@ -400,6 +400,155 @@ static void bad_input(void **state)
     drop(&f);
 }
 
+/* Round 1's initialisation updates of all ten clients (fresh states). */
+static void init_updates(const fk_method *m, void *srv, void **cli, fk_update *ups)
+{
+    fk_bundle task;
+    fk_bundle_init(&task);
+    for (int k = 0; k < 10; k++) {
+        fk_bundle_clear(&task);
+        assert_int_equal(m->task(srv, 1, 0, k, &task, NULL), FK_OK);
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = k;
+        assert_int_equal(m->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, NULL), FK_OK);
+    }
+    fk_bundle_close(&task);
+}
+
+/* Aggregate ups with client 4's tensor `name` replaced; expect `code` and `what` in the message. */
+static void tampered(const fk_method *m, void *srv, fk_update *ups, int round, const char *name,
+                     int ndim, const uint64_t *shape, const double *vals, int code,
+                     const char *what)
+{
+    fk_bundle keep = ups[4].msg, bad;
+    assert_int_equal(fk_bundle_copy(&bad, &keep), FK_OK);
+    assert_int_equal(fk_bundle_put(&bad, name, ndim, shape, vals), FK_OK);
+    ups[4].msg = bad;
+    fk_err err;
+    int done;
+    assert_int_equal(m->aggregate(srv, round, 0, ups, 10, &done, &err), code);
+    assert_non_null(strstr(err.msg, what));
+    ups[4].msg = keep;
+    fk_bundle_close(&bad);
+}
+
+/* Updates, tasks and checkpoints are untrusted bytes: wrong shapes and values
+ * whose squares overflow are refused with FK_EFORMAT before any state changes. */
+static void untrusted_messages_refused(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 8, 0);
+    fk_params p;
+    fast_params(&p);
+    const fk_method *m = &fk_method_fedgrem;
+    void *srv, *cli[10];
+    assert_int_equal(m->server_init(&srv, &p, 10, 3, NULL), FK_OK);
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, 10, 3, NULL), FK_OK);
+    fk_update ups[10];
+    init_updates(m, srv, cli, ups);
+    const fk_tensor *M = fk_bundle_get(&ups[4].msg, "M");
+    assert_non_null(M);
+    int R = (int)M->shape[0], P = (int)M->shape[1];
+    double big[M->len], flat[M->len];
+    memcpy(big, M->data, sizeof big);
+    memcpy(flat, M->data, sizeof flat);
+    big[1] = 7.687440341698395e+218; /* the fuzzer's centre: finite, its square is not */
+    uint64_t ms[2] = {(uint64_t)R, (uint64_t)P}, fs[1] = {(uint64_t)R * P}, ws[1] = {(uint64_t)R};
+    tampered(m, srv, ups, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with value 1");
+    tampered(m, srv, ups, 1, "M", 1, fs, flat, FK_EFORMAT, "wrong shape");
+    double negw[R];
+    for (int r = 0; r < R; r++)
+        negw[r] = r ? 0.5 : -0.5;
+    tampered(m, srv, ups, 1, "W", 1, ws, negw, FK_EFORMAT, ">= 0");
+    double nan_n = NAN;
+    tampered(m, srv, ups, 1, "n", 0, NULL, &nan_n, FK_EFORMAT, "scalar 'n'");
+    /* The refusals left no trace: the genuine updates still initialise. */
+    int done;
+    assert_int_equal(m->aggregate(srv, 1, 0, ups, 10, &done, NULL), FK_OK);
+    for (int k = 0; k < 10; k++)
+        fk_bundle_close(&ups[k].msg);
+
+    /* Step phase: the first step's updates, then the same with bad tensors. */
+    fk_bundle task;
+    fk_bundle_init(&task);
+    for (int k = 0; k < 10; k++) {
+        fk_bundle_clear(&task);
+        assert_int_equal(m->task(srv, 1, 1, k, &task, NULL), FK_OK);
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = k;
+        assert_int_equal(m->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, NULL), FK_OK);
+    }
+    const fk_tensor *th = fk_bundle_get(&ups[4].msg, "theta");
+    memcpy(big, th->data, sizeof big);
+    big[0] = -1e200;
+    tampered(m, srv, ups, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");
+    tampered(m, srv, ups, 1, "theta", 1, fs, th->data, FK_EFORMAT, "wrong shape");
+    assert_int_equal(m->aggregate(srv, 1, 1, ups, 10, &done, NULL), FK_OK);
+    for (int k = 0; k < 10; k++)
+        fk_bundle_close(&ups[k].msg);
+
+    /* Client: a task whose permutation entry cannot be an index. */
+    fk_bundle_clear(&task);
+    assert_int_equal(m->task(srv, 1, 1, 2, &task, NULL), FK_OK);
+    double perm[R];
+    for (int r = 0; r < R; r++)
+        perm[r] = r;
+    perm[1] = 1e300;
+    assert_int_equal(fk_bundle_put_vec(&task, "perm", (size_t)R, perm), FK_OK);
+    fk_bundle out;
+    fk_bundle_init(&out);
+    fk_report rep;
+    fk_report_init(&rep);
+    fk_err err;
+    assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "permutation entry 1"));
+    perm[1] = 0; /* not a permutation: 0 twice */
+    assert_int_equal(fk_bundle_put_vec(&task, "perm", (size_t)R, perm), FK_OK);
+    assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
+
+    /* Server checkpoint: K out of int range, then a non-finite estimate. */
+    fk_bundle sb, bad;
+    fk_bundle_init(&sb);
+    assert_int_equal(m->save(srv, &sb, NULL), FK_OK);
+    assert_int_equal(fk_bundle_copy(&bad, &sb), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&bad, "K", 1e300), FK_OK);
+    assert_int_equal(m->load(srv, &bad, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "'K'"));
+    fk_bundle_close(&bad);
+    assert_int_equal(fk_bundle_copy(&bad, &sb), FK_OK);
+    fk_bundle_get(&bad, "theta")->data[3] = INFINITY;
+    assert_int_equal(m->load(srv, &bad, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "'theta'"));
+    assert_int_equal(m->load(srv, &sb, NULL), FK_OK);
+
+    fk_bundle_close(&bad);
+    fk_bundle_close(&sb);
+    fk_bundle_close(&out);
+    fk_bundle_close(&task);
+    for (int k = 0; k < 10; k++)
+        m->client_close(cli[k]);
+    m->server_close(srv);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* Alignment of centres whose distances overflow: an error, never a read of an unset assignment. */
+static void align_overflowing_centres(void **state)
+{
+    (void)state;
+    double M[3 * 2 * 2] = {0, 7.687440341698395e+218, 0, 1, 0, 0, 3, 0, 0, 0, 3, 0};
+    int perm[6];
+    fk_rng rng;
+    fk_rng_init(&rng, 1, 0);
+    fk_err err;
+    assert_int_equal(fk_gmm_align(M, 3, 2, 2, 4, &rng, perm, &err), FK_ENUMERIC);
+    assert_non_null(strstr(err.msg, "not finite"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -413,6 +562,8 @@ int main(void)
         cmocka_unit_test(deterministic),
         cmocka_unit_test(save_load_round_trip),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(untrusted_messages_refused),
+        cmocka_unit_test(align_overflowing_centres),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "server/jobconf.h"
@@ -115,6 +116,69 @@ static void errors_name_key(void **state)
     }
 }
 
+/* Ranges expand up to FK_JOBCONF_MAX_CLIENTS in all and no further; lookups stay exact. */
+static void client_limit(void **state)
+{
+    (void)state;
+    fk_jobconf c;
+    fk_err err;
+    char text[128];
+    snprintf(text, sizeof text, "method = m\ndataset = d\nclients = s[1-%d]\n",
+             FK_JOBCONF_MAX_CLIENTS);
+    assert_int_equal(fk_jobconf_parse(&c, text, "j", &err), FK_OK);
+    assert_int_equal(c.n_clients, FK_JOBCONF_MAX_CLIENTS);
+    char last[32];
+    snprintf(last, sizeof last, "s%d", FK_JOBCONF_MAX_CLIENTS);
+    assert_int_equal(fk_jobconf_client_index(&c, last), FK_JOBCONF_MAX_CLIENTS - 1);
+    assert_int_equal(fk_jobconf_client_index(&c, "s1"), 0);
+    assert_int_equal(fk_jobconf_client_index(&c, "s777"), 776);
+    assert_int_equal(fk_jobconf_client_index(&c, "s0"), -1);
+    fk_jobconf_close(&c);
+    snprintf(text, sizeof text, "method = m\ndataset = d\nclients = a, s[1-%d]\n",
+             FK_JOBCONF_MAX_CLIENTS);
+    assert_int_equal(fk_jobconf_parse(&c, text, "j", &err), FK_ELIMIT);
+    snprintf(text, sizeof text, "at most %d clients", FK_JOBCONF_MAX_CLIENTS);
+    assert_non_null(strstr(err.msg, text));
+    fk_jobconf_close(&c);
+    /* one client past the limit, listed after the ranges */
+    snprintf(text, sizeof text, "method = m\ndataset = d\nclients = s[1-%d], z\n",
+             FK_JOBCONF_MAX_CLIENTS);
+    assert_int_equal(fk_jobconf_parse(&c, text, "j", &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "more than"));
+    fk_jobconf_close(&c);
+    /* a bound too long to be a number is no range */
+    assert_int_equal(fk_jobconf_parse(&c, "method = m\ndataset = d\nclients = a[0-99999999999]\n",
+                                      "j", &err),
+                     FK_EINVAL);
+    fk_jobconf_close(&c);
+    assert_int_equal(fk_jobconf_parse(&c, "method = m\ndataset = d\nclients = a[9-2]\n", "j", &err),
+                     FK_EINVAL);
+    assert_non_null(strstr(err.msg, "backwards"));
+    fk_jobconf_close(&c);
+}
+
+/* The fuzzer's slow input: text after a range's ']' makes it no range (it was
+ * expanded, 21000 identities checked pairwise for duplicates). */
+static void range_with_tail_is_one_identity(void **state)
+{
+    (void)state;
+    fk_jobconf c;
+    fk_err err;
+    assert_int_equal(fk_jobconf_parse(&c,
+                                      "method =m\ndataset = d\nclients = i,ae[6-20999]9]\xcf  c[-2]\n",
+                                      "j", &err),
+                     FK_EINVAL);
+    assert_non_null(strstr(err.msg, "not a certificate identity"));
+    assert_int_equal(c.n_clients, 1);
+    fk_jobconf_close(&c);
+    /* duplicates across ranges are still found, naming both entries */
+    assert_int_equal(fk_jobconf_parse(&c, "method = m\ndataset = d\nclients = a[0-500], b, a[500-501]\n",
+                                      "j", &err),
+                     FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'a500' is listed twice (entries 501 and 503)"));
+    fk_jobconf_close(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -122,6 +186,8 @@ int main(void)
         cmocka_unit_test(defaults),
         cmocka_unit_test(client_ranges),
         cmocka_unit_test(errors_name_key),
+        cmocka_unit_test(client_limit),
+        cmocka_unit_test(range_with_tail_is_one_identity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

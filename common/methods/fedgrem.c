@@ -1,6 +1,8 @@
 #include "common/methods/fedgrem.h"
 
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,13 +61,55 @@ static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
 
 /* ---------------- server ---------------- */
 
-/* 1 when every value is finite (messages from the network are checked before use). */
-static int all_finite(const double *a, size_t n)
+/* 1 when every value is finite and within +-FK_GMM_MAX_ABS (alignment and the
+ * central update square differences of these). */
+static int all_bounded(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(a[i]))
+        if (!(fabs(a[i]) <= FK_GMM_MAX_ABS))
             return 0;
     return 1;
+}
+
+/* A tensor from another party, before any use: present, exactly this shape
+ * (ndim and every dim), values bounded; `nonneg` also refuses negative values. */
+static int take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape, int nonneg,
+                const char *who, const fk_tensor **out, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    char want[64] = "";
+    for (int d = 0; d < ndim; d++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%llu", d ? " x " : "",
+                 (unsigned long long)shape[d]);
+    if (!t)
+        return fk_err_set(err, FK_EFORMAT, "%s sent no '%s' (%s)", who, name, want);
+    int ok = t->ndim == ndim;
+    for (int d = 0; ok && d < ndim; d++)
+        ok = t->shape[d] == shape[d];
+    if (!ok)
+        return fk_err_set(err, FK_EFORMAT,
+                          "%s sent '%s' of the wrong shape (%d dims; this job needs %s)", who, name,
+                          t->ndim, want);
+    for (size_t i = 0; i < t->len; i++)
+        if (!(fabs(t->data[i]) <= FK_GMM_MAX_ABS) || (nonneg && t->data[i] < 0))
+            return fk_err_set(err, FK_EFORMAT,
+                              "%s sent '%s' with value %zu = %g (must be finite%s, |x| <= %g; a "
+                              "diverged or corrupt message)",
+                              who, name, i, t->data[i], nonneg ? ", >= 0" : "", FK_GMM_MAX_ABS);
+    if (out)
+        *out = t;
+    return FK_OK;
+}
+
+/* A scalar from another party: one value, finite, in [lo, hi]. */
+static int take_scalar(const fk_bundle *b, const char *name, double lo, double hi, const char *who,
+                       double *v, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi))
+        return fk_err_set(err, FK_EFORMAT, "%s sent no scalar '%s' in [%g, %g]", who, name, lo, hi);
+    *v = t->data[0];
+    return FK_OK;
 }
 
 typedef struct gsrv {
@@ -190,9 +234,11 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
                           "rerun the round",
                           n, s->K);
     const fk_tensor *m0 = fk_bundle_get(&ups[0].msg, "M");
-    if (!m0 || m0->ndim != 2 || (int)m0->shape[0] != s->R)
-        return fk_err_set(err, FK_EFORMAT, "client %d sent no R x p centre matrix 'M'",
-                          ups[0].client);
+    if (!m0 || m0->ndim != 2 || m0->shape[0] != (uint64_t)s->R || m0->shape[1] < 1 ||
+        m0->shape[1] > FK_GMM_MAX_P)
+        return fk_err_set(err, FK_EFORMAT,
+                          "client %d sent no %d x p centre matrix 'M' (1 <= p <= %d)",
+                          ups[0].client, s->R, FK_GMM_MAX_P);
     int p = (int)m0->shape[1], R = s->R;
     int rc = srv_alloc(s, p, err);
     if (rc)
@@ -204,33 +250,33 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
         rc = fk_err_set(err, FK_ENOMEM, "initialisation: out of memory");
         goto done;
     }
+    const uint64_t mshape[2] = {(uint64_t)R, (uint64_t)p}, wshape[1] = {(uint64_t)R},
+                   sshape[2] = {(uint64_t)p, (uint64_t)p};
     for (int i = 0; i < n && rc == FK_OK; i++) {
         int k = ups[i].client;
         if (k < 0 || k >= s->K) {
             rc = fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", k, s->K);
             break;
         }
-        const fk_tensor *m = fk_bundle_get(&ups[i].msg, "M");
-        const fk_tensor *w = fk_bundle_get(&ups[i].msg, "W");
-        const fk_tensor *nn = fk_bundle_get(&ups[i].msg, "n");
-        if (!m || m->ndim != 2 || (int)m->shape[0] != R) {
-            rc = fk_err_set(err, FK_EFORMAT, "client %d sent no %d x p centre matrix 'M'", k, R);
-        } else if ((int)m->shape[1] != p) {
+        char who[48];
+        snprintf(who, sizeof who, "client %d", k);
+        const fk_bundle *u = &ups[i].msg;
+        const fk_tensor *m = fk_bundle_get(u, "M"), *w = NULL, *sg = NULL;
+        double nn = 0;
+        if (m && m->ndim == 2 && m->shape[0] == (uint64_t)R && m->shape[1] != (uint64_t)p) {
             rc = fk_err_set(err, FK_EINVAL,
                             "p mismatch: client %d has %llu features but client %d has %d; all "
                             "clients must share one feature dimension",
                             k, (unsigned long long)m->shape[1], ups[0].client, p);
-        } else if (!w || w->len != (size_t)R || !nn || nn->len != 1 || !(nn->data[0] > 0) ||
-                   !isfinite(nn->data[0])) {
-            rc = fk_err_set(err, FK_EFORMAT, "client %d sent no weights 'W' (R) or size 'n'", k);
-        } else if (!all_finite(m->data, m->len) || !all_finite(w->data, w->len)) {
-            rc = fk_err_set(err, FK_EFORMAT, "client %d sent non-finite centres or weights", k);
-        } else {
+        } else if (!(rc = take(u, "M", 2, mshape, 0, who, &m, err)) &&
+                   !(rc = take(u, "W", 1, wshape, 1, who, &w, err)) &&
+                   !(rc = take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)) &&
+                   !(fk_bundle_get(u, "sigma") &&
+                     (rc = take(u, "sigma", 2, sshape, 0, who, &sg, err)))) {
             memcpy(M + (size_t)k * Rp, m->data, Rp * sizeof *M);
             memcpy(W + (size_t)k * R, w->data, (size_t)R * sizeof *W);
-            s->nk[k] = nn->data[0];
-            const fk_tensor *sg = fk_bundle_get(&ups[i].msg, "sigma");
-            if (sg && sg->len == (size_t)p * p)
+            s->nk[k] = nn;
+            if (sg)
                 memcpy(s->sigma + (size_t)k * p * p, sg->data, sg->len * sizeof(double));
         }
     }
@@ -313,12 +359,20 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
     double nr[R], N = 0.0, *sx = s->tilde; /* reuse as the summed gamma^T X */
     memset(nr, 0, sizeof nr);
     memset(sx, 0, Rp * sizeof(double));
+    const uint64_t nshape[1] = {(uint64_t)R}, xshape[2] = {(uint64_t)R, (uint64_t)p};
+    for (int i = 0; i < n; i++) { /* validate every update before touching the state */
+        char who[48];
+        snprintf(who, sizeof who, "client %d", ups[i].client);
+        if (ups[i].client < 0 || ups[i].client >= s->K)
+            return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
+                              ups[i].client, s->K);
+        int rc;
+        if ((rc = take(&ups[i].msg, "nr", 1, nshape, 1, who, NULL, err)) ||
+            (rc = take(&ups[i].msg, "sx", 2, xshape, 0, who, NULL, err)))
+            return rc;
+    }
     for (int i = 0; i < n; i++) {
         const fk_tensor *a = fk_bundle_get(&ups[i].msg, "nr"), *b = fk_bundle_get(&ups[i].msg, "sx");
-        if (!a || a->len != (size_t)R || !b || b->len != Rp || ups[i].client < 0 ||
-            ups[i].client >= s->K || !all_finite(a->data, a->len) || !all_finite(b->data, b->len))
-            return fk_err_set(err, FK_EFORMAT, "client %d sent no valid pooled statistics",
-                              ups[i].client);
         for (int r = 0; r < R; r++)
             nr[r] += a->data[r];
         for (size_t q = 0; q < Rp; q++)
@@ -357,17 +411,15 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
     } else {
         for (int i = 0; i < n; i++) { /* validate every update before touching the state */
             int k = ups[i].client;
-            const fk_tensor *t = fk_bundle_get(&ups[i].msg, "theta");
-            const fk_tensor *w = fk_bundle_get(&ups[i].msg, "w");
-            if (!t || t->len != Rp || !w || w->len != (size_t)R || k < 0 || k >= s->K)
-                return fk_err_set(err, FK_EFORMAT,
-                                  "round %d: client %d sent no %d x %d 'theta' and 'w'", round, k,
-                                  R, p);
-            if (!all_finite(t->data, t->len) || !all_finite(w->data, w->len))
-                return fk_err_set(err, FK_EFORMAT,
-                                  "round %d: client %d sent non-finite estimates (its local step "
-                                  "diverged)",
-                                  round, k);
+            if (k < 0 || k >= s->K)
+                return fk_err_set(err, FK_EINVAL, "round %d: update from unknown client %d (job "
+                                  "has %d)", round, k, s->K);
+            char who[64];
+            snprintf(who, sizeof who, "round %d: client %d", round, k);
+            const uint64_t tshape[2] = {(uint64_t)R, (uint64_t)p}, wshape[1] = {(uint64_t)R};
+            if ((rc = take(&ups[i].msg, "theta", 2, tshape, 0, who, NULL, err)) ||
+                (rc = take(&ups[i].msg, "w", 1, wshape, 1, who, NULL, err)))
+                return rc;
         }
         for (int i = 0; i < n; i++) {
             int k = ups[i].client;
@@ -451,58 +503,70 @@ static int srv_save(void *v, fk_bundle *out, fk_err *err)
     return rc ? fk_err_set(err, FK_ENOMEM, "save: out of memory") : FK_OK;
 }
 
-static int get_scalar(const fk_bundle *b, const char *name, double *v, fk_err *err)
+/* A whole number in [lo, hi] from a checkpoint (range first: casting out-of-range doubles is undefined). */
+static int get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
-    if (!t || t->len != 1)
-        return fk_err_set(err, FK_EFORMAT, "checkpoint lacks scalar '%s'", name);
-    *v = t->data[0];
+    if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi) ||
+        t->data[0] != floor(t->data[0]))
+        return fk_err_set(err, FK_EFORMAT, "checkpoint lacks a whole number '%s' in [%g, %g]", name,
+                          lo, hi);
+    *v = (int)t->data[0];
     return FK_OK;
 }
 
 static int srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gsrv *s = v;
-    double init = 0, K = 0, R = 0, p = 0, lambda = 0;
-    int rc = get_scalar(in, "init_done", &init, err);
+    int init = 0, K = 0, R = 0, p = 0;
+    double lambda = 0;
+    int rc = get_count(in, "init_done", 0, 1, &init, err);
     if (!rc)
-        rc = get_scalar(in, "K", &K, err);
+        rc = get_count(in, "K", 0, INT_MAX, &K, err);
     if (!rc)
-        rc = get_scalar(in, "R", &R, err);
+        rc = get_count(in, "R", 0, INT_MAX, &R, err);
     if (!rc)
-        rc = get_scalar(in, "p", &p, err);
+        rc = get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
     if (!rc)
-        rc = get_scalar(in, "lambda", &lambda, err);
+        rc = take_scalar(in, "lambda", 0, FK_GMM_MAX_ABS, "checkpoint", &lambda, err);
     if (rc)
         return rc;
-    if ((int)K != s->K || (int)R != s->R)
+    if (K != s->K || R != s->R)
         return fk_err_set(err, FK_EINVAL,
-                          "checkpoint is for K=%d, R=%d but this job has K=%d, R=%d", (int)K,
-                          (int)R, s->K, s->R);
-    s->lambda = lambda;
-    s->init_done = (int)init;
-    if (!s->init_done)
-        return FK_OK;
-    if (!(p >= 1 && p < 1e7))
-        return fk_err_set(err, FK_EFORMAT, "checkpoint has an invalid dimension p");
-    rc = srv_alloc(s, (int)p, err);
-    size_t Kz = (size_t)s->K, Rz = (size_t)s->R, P = (size_t)s->p;
+                          "checkpoint is for K=%d, R=%d but this job has K=%d, R=%d", K, R, s->K,
+                          s->R);
+    if (init && p < 1)
+        return fk_err_set(err, FK_EFORMAT, "checkpoint has an invalid dimension p = %d", p);
+    size_t Kz = (size_t)K, Rz = (size_t)R, P = (size_t)p;
     struct {
         const char *name;
-        double *a;
         size_t len;
-    } arr[] = {{"nk", s->nk, Kz},           {"theta", s->theta, Kz * Rz * P}, {"w", s->w, Kz * Rz},
-               {"theta0", s->theta0, Kz * Rz * P}, {"beta", s->beta, Rz * P},
-               {"sigma", s->sigma, Kz * P * P},    {"perm", s->perm, Kz * Rz}, {"src", s->src, Rz * P}};
-    for (size_t i = 0; !rc && i < sizeof arr / sizeof *arr; i++) {
-        const fk_tensor *t = fk_bundle_get(in, arr[i].name);
-        if (!t || t->len != arr[i].len)
-            rc = fk_err_set(err, FK_EFORMAT, "checkpoint tensor '%s' is missing or has the wrong size",
-                            arr[i].name);
-        else
-            memcpy(arr[i].a, t->data, t->len * sizeof(double));
+    } arr[] = {{"nk", Kz},           {"theta", Kz * Rz * P}, {"w", Kz * Rz},
+               {"theta0", Kz * Rz * P}, {"beta", Rz * P},   {"sigma", Kz * P * P},
+               {"perm", Kz * Rz},    {"src", Rz * P}};
+    enum { N_ARR = sizeof arr / sizeof *arr };
+    const fk_tensor *t[N_ARR];
+    for (size_t i = 0; init && i < N_ARR; i++) { /* all checked before the state changes */
+        t[i] = fk_bundle_get(in, arr[i].name);
+        if (!t[i] || t[i]->len != arr[i].len || !all_bounded(t[i]->data, t[i]->len))
+            return fk_err_set(err, FK_EFORMAT,
+                              "checkpoint tensor '%s' is missing, has the wrong size or holds "
+                              "non-finite values",
+                              arr[i].name);
     }
-    return rc;
+    for (size_t i = 0; init && i < Kz * Rz; i++) { /* sent to clients as their permutation */
+        double e = t[6]->data[i];
+        if (!(e >= 0 && e < R) || e != floor(e))
+            return fk_err_set(err, FK_EFORMAT, "checkpoint permutation entry %zu is %g", i, e);
+    }
+    if (init && (rc = srv_alloc(s, p, err)))
+        return rc;
+    double *dst[N_ARR] = {s->nk, s->theta, s->w, s->theta0, s->beta, s->sigma, s->perm, s->src};
+    for (size_t i = 0; init && i < N_ARR; i++)
+        memcpy(dst[i], t[i]->data, t[i]->len * sizeof(double));
+    s->lambda = lambda;
+    s->init_done = init;
+    return FK_OK;
 }
 
 /* ---------------- client ---------------- */
@@ -556,6 +620,11 @@ static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int 
                           client, n, R);
     if (d < 1 || data->X.ld != data->X.cols)
         return fk_err_set(err, FK_EINVAL, "client %d: data must be a dense n x p matrix", client);
+    if (d > FK_GMM_MAX_P)
+        return fk_err_set(err, FK_ELIMIT,
+                          "client %d: %d features exceed the GMM limit of %d (p x p covariances); "
+                          "reduce the dimension first",
+                          client, d, FK_GMM_MAX_P);
     for (size_t i = 0; i < n * (size_t)d; i++)
         if (!isfinite(data->X.data[i]))
             return fk_err_set(err, FK_EINVAL,
@@ -637,12 +706,17 @@ static int apply_perm(gcli *c, const fk_tensor *pt, fk_err *err)
     int R = c->R;
     if (pt->len != (size_t)R)
         return fk_err_set(err, FK_EFORMAT, "permutation has %zu entries, expected %d", pt->len, R);
-    for (int r = 0; r < R; r++) {
-        int s = (int)pt->data[r];
-        if (s < 0 || s >= R || pt->data[r] != s)
-            return fk_err_set(err, FK_EFORMAT, "permutation entry %d is invalid", r);
-        c->w[r] = c->W[s];
+    int seen[R];
+    memset(seen, 0, sizeof seen);
+    for (int r = 0; r < R; r++) { /* range first: casting an out-of-range double is undefined */
+        double v = pt->data[r];
+        if (!(v >= 0 && v < R) || v != (double)(int)v || seen[(int)v]++)
+            return fk_err_set(err, FK_EFORMAT,
+                              "permutation entry %d is %g (want each of 0..%d exactly once)", r, v,
+                              R - 1);
     }
+    for (int r = 0; r < R; r++)
+        c->w[r] = c->W[(int)pt->data[r]];
     for (int r = 0; r < R; r++)
         c->eta[r] = c->variant == V_FEDGREM ? c->c.c_eta / (c->w[r] > 1e-10 ? c->w[r] : 1e-10)
                                             : c->c.step;
@@ -660,34 +734,28 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         return local_init(c, up, rep, err);
     int R = c->R, p = c->p;
     size_t Rp = (size_t)R * p;
-    uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
-    const fk_tensor *th = fk_bundle_expect(task, "theta", 2, shape, err);
-    if (!th)
-        return fk_err_prefix(err, "task: ");
-    if (!all_finite(th->data, th->len))
-        return fk_err_set(err, FK_EFORMAT, "task carries non-finite centres");
-    const fk_tensor *pt = fk_bundle_get(task, "perm");
-    if (pt) {
-        int rc = apply_perm(c, pt, err);
-        if (rc)
-            return rc;
-    }
+    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p}, rshape[1] = {(uint64_t)R};
+    const fk_tensor *th, *w = NULL, *src = NULL, *pt = fk_bundle_get(task, "perm");
+    int rc = take(task, "theta", 2, shape, 0, "the server's task", &th, err);
+    if (!rc && c->variant == V_POOLED_GREM)
+        rc = take(task, "w", 1, rshape, 1, "the server's pooled task", &w, err);
+    if (!rc && c->variant == V_TGMM)
+        rc = take(task, "src", 2, shape, 0, "the server's tgmm task", &src, err);
+    if (!rc && pt)
+        rc = apply_perm(c, pt, err);
+    if (rc)
+        return rc;
     if (!c->aligned || !c->fitted)
         return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
     memcpy(c->theta, th->data, Rp * sizeof(double));
     rep->n_samples = (double)c->n;
     if (c->variant == V_LOCAL_EM) /* the EEE fit is final; report it once more */
         return put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
-    if (c->variant == V_POOLED_GREM) {
-        const fk_tensor *w = fk_bundle_get(task, "w");
-        if (!w || w->len != (size_t)R)
-            return fk_err_set(err, FK_EFORMAT, "pooled task lacks weights 'w'");
+    if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
-    }
     double ll = fk_gmm_estep(c->X, c->n, p, c->xsq, c->w, c->theta, R, c->gamma);
     fk_gmm_stats(c->X, c->n, p, c->gamma, R, c->nr, c->sx);
     rep->loss = -ll / (double)c->n;
-    int rc = FK_OK;
     if (c->variant == V_POOLED_GREM) {
         rc = fk_bundle_put_vec(up, "nr", (size_t)R, c->nr);
         if (!rc)
@@ -704,10 +772,7 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
     } else {
         fk_gmm_exact_means(c->theta, c->nr, c->sx, c->n, p, R);
     }
-    if (c->variant == V_TGMM) {
-        const fk_tensor *src = fk_bundle_expect(task, "src", 2, shape, err);
-        if (!src)
-            return fk_err_prefix(err, "tgmm task: ");
+    if (src) {
         double a = c->c.tgmm, den = 1.0 + a * (c->K - 1);
         for (size_t i = 0; i < Rp; i++)
             c->theta[i] = (c->theta[i] + a * src->data[i]) / den;
@@ -770,30 +835,33 @@ static int cli_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gcli *c = v;
     size_t R = (size_t)c->R, P = (size_t)c->p;
-    double f = 0, a = 0;
-    int rc = get_scalar(in, "fitted", &f, err);
+    int f = 0, a = 0;
+    int rc = get_count(in, "fitted", 0, 1, &f, err);
     if (!rc)
-        rc = get_scalar(in, "aligned", &a, err);
+        rc = get_count(in, "aligned", 0, 1, &a, err);
+    if (rc)
+        return rc;
     struct {
         const char *name;
         double *d;
         size_t len;
     } arr[] = {{"W", c->W, R}, {"M", c->M, R * P}, {"S", c->S, P * P}, {"w", c->w, R},
                {"eta", c->eta, R}};
-    for (size_t i = 0; !rc && i < sizeof arr / sizeof *arr; i++) {
-        const fk_tensor *t = fk_bundle_get(in, arr[i].name);
-        if (!t || t->len != arr[i].len)
-            rc = fk_err_set(err, FK_EFORMAT,
-                            "client checkpoint tensor '%s' is missing or has the wrong size",
-                            arr[i].name);
-        else
-            memcpy(arr[i].d, t->data, t->len * sizeof(double));
+    enum { N_ARR = sizeof arr / sizeof *arr };
+    const fk_tensor *t[N_ARR];
+    for (size_t i = 0; i < N_ARR; i++) { /* all checked before the state changes */
+        t[i] = fk_bundle_get(in, arr[i].name);
+        if (!t[i] || t[i]->len != arr[i].len || !all_bounded(t[i]->data, t[i]->len))
+            return fk_err_set(err, FK_EFORMAT,
+                              "client checkpoint tensor '%s' is missing, has the wrong size or "
+                              "holds non-finite values",
+                              arr[i].name);
     }
-    if (!rc) {
-        c->fitted = (int)f;
-        c->aligned = (int)a;
-    }
-    return rc;
+    for (size_t i = 0; i < N_ARR; i++)
+        memcpy(arr[i].d, t[i]->data, t[i]->len * sizeof(double));
+    c->fitted = f;
+    c->aligned = a;
+    return FK_OK;
 }
 
 /* ---------------- tables ---------------- */

@@ -487,8 +487,16 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
                         c += dist(centre(M, R, p, k, s), centre(M, R, p, k2, cur[(size_t)k2 * R + r]), p);
                     }
                     cost[r * R + s] = c;
+                    if (!isfinite(c))
+                        rc = fk_err_set(err, FK_ENUMERIC,
+                                        "align: distances between the centres of tasks are not "
+                                        "finite (centres beyond +-%g?)",
+                                        FK_GMM_MAX_ABS);
                 }
-            rc = fk_hungarian(cost, R, as, NULL, err);
+            if (rc == FK_OK)
+                rc = fk_hungarian(cost, R, as, NULL, err);
+            if (rc) /* no assignment: cur must not be scored */
+                goto done;
             for (int r = 0; r < R; r++)
                 cur[(size_t)k * R + r] = as[r];
         }

@@ -55,6 +55,12 @@ int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const 
 void fk_gmm_predict(const double *X, size_t n, int p, const double *w, const double *theta, int R,
                     int *labels);
 
+/* Largest magnitude a centre, weight or statistic from another party may have:
+ * squared distances over p <= 1e7 features and sums over 1e5 tasks stay finite. */
+#define FK_GMM_MAX_ABS 1e100
+/* Most features a GMM job takes: every party holds p x p covariances. */
+#define FK_GMM_MAX_P 10000
+
 /* Label alignment across K tasks (spec 1.4): B random task orders, Hungarian
  * step per added task, best full score kept. M is K x R x p; perm[k*R + r] =
  * task k's own label assigned to common label r. */
