@@ -8,6 +8,7 @@
 
 #include "common/base/log.h"
 #include "common/net/bigbuf.h"
+#include "common/net/grpc_frame.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
@@ -25,10 +26,9 @@ struct ccall {
     uv_timer_t timer;
     int http_status, grpc_status, ctype_ok, done, ended;
     char msg[256];
-    uint8_t hdr[5];
-    size_t hdr_have;
+    fk_grpc_frame_parser frame;
     uint8_t *resp;
-    size_t resp_len, resp_have, resp_cap;
+    size_t resp_len, resp_cap;
     int nmsgs, overflow, retries;
     fk_grpc_done cb;
     void *ud;
@@ -60,6 +60,7 @@ static void keepalive(uv_timer_t *t);
 static void call_freed(uv_handle_t *h)
 {
     ccall *c = h->data;
+    fk_grpc_frame_close(&c->frame); /* the response buffer is ours, not the parser's */
     fk_bigbuf_free(c->resp, c->resp_cap);
     free(c);
 }
@@ -220,9 +221,10 @@ static void complete(ccall *c)
         finish(c, c->grpc_status, c->msg);
     } else if (!c->ctype_ok) {
         finish(c, FK_GRPC_INTERNAL, "response content-type is not application/grpc");
-    } else if (c->nmsgs != 1 || c->hdr_have != 0 || c->resp_have != c->resp_len) {
-        finish(c, FK_GRPC_INTERNAL, c->nmsgs == 0 ? "OK response without a message"
-                                                  : "malformed response message");
+    } else if (c->nmsgs != 1 || fk_grpc_frame_partial(&c->frame)) {
+        finish(c, FK_GRPC_INTERNAL,
+               c->nmsgs == 0 && !fk_grpc_frame_partial(&c->frame) ? "OK response without a message"
+                                                                   : "malformed response message");
     } else {
         finish(c, FK_GRPC_OK, "");
     }
@@ -241,32 +243,32 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     return 0;
 }
 
-static int begin_message(fk_grpc_client *cl, ccall *c)
+/* A response prefix passed the frame parser's checks (flag, max_message): one
+ * buffer of the exact size. */
+static int begin_message(void *ud, size_t len, uint8_t **buf)
 {
-    uint32_t len = (uint32_t)c->hdr[1] << 24 | (uint32_t)c->hdr[2] << 16 |
-                   (uint32_t)c->hdr[3] << 8 | c->hdr[4];
-    char why[160];
-    if (++c->nmsgs > 1) {
+    ccall *c = ud;
+    if (c->resp || c->nmsgs > 0) {
         finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
-        return -1;
+        return FK_ESTATE;
     }
-    if (c->hdr[0] != 0) {
-        finish(c, FK_GRPC_INTERNAL, "compressed response but no compression was offered");
-        return -1;
-    }
-    if (len > cl->lim.max_message) {
-        snprintf(why, sizeof why, "response message of %u bytes exceeds the limit of %llu bytes",
-                 len, (unsigned long long)cl->lim.max_message);
-        finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
-        return -1;
-    }
-    c->resp = fk_bigbuf_cache_get(&cl->cache, len, &c->resp_cap);
+    c->resp = fk_bigbuf_cache_get(&c->cl->cache, len, &c->resp_cap);
     if (!c->resp) {
         finish(c, FK_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
-        return -1;
+        return FK_ENOMEM;
     }
     c->resp_len = len;
-    return 0;
+    *buf = c->resp;
+    return FK_OK;
+}
+
+/* The response message is complete (it already lies in c->resp). */
+static int message_done(void *ud, uint8_t *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    ((ccall *)ud)->nmsgs++;
+    return FK_OK;
 }
 
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
@@ -276,25 +278,26 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const 
     (void)flags;
     fk_grpc_client *cl = ud;
     ccall *c = stream_call(cl, sid);
-    while (c && !c->done && len > 0) {
-        if (c->resp && c->resp_have < c->resp_len) {
-            size_t n = c->resp_len - c->resp_have < len ? c->resp_len - c->resp_have : len;
-            memcpy(c->resp + c->resp_have, data, n);
-            c->resp_have += n;
-            data += n;
-            len -= n;
-            continue;
-        }
-        size_t n = 5 - c->hdr_have < len ? 5 - c->hdr_have : len;
-        memcpy(c->hdr + c->hdr_have, data, n);
-        c->hdr_have += n;
-        data += n;
-        len -= n;
-        if (c->hdr_have == 5) {
-            c->hdr_have = 0;
-            if (begin_message(cl, c) < 0)
-                break;
-        }
+    if (!c || c->done || len == 0)
+        return 0;
+    if (c->nmsgs > 0) {
+        finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
+        return 0;
+    }
+    int rc = fk_grpc_frame_feed(&c->frame, data, len, message_done, c, NULL);
+    if (c->done)
+        return 0; /* begin_message finished it */
+    if (rc == FK_ELIMIT) {
+        char why[160];
+        snprintf(why, sizeof why, "response message of %zu bytes exceeds the limit of %llu bytes",
+                 c->frame.msg_len, (unsigned long long)cl->lim.max_message);
+        finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
+    } else if (rc == FK_EFORMAT) {
+        finish(c, FK_GRPC_INTERNAL, "compressed response but no compression was offered");
+    } else if (rc != FK_OK) {
+        finish(c, FK_GRPC_INTERNAL, "malformed response message");
+    } else if (c->nmsgs > 0 && fk_grpc_frame_partial(&c->frame)) {
+        finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
     }
     return 0;
 }
@@ -314,7 +317,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void
         c->retries++;
         c->sid = 0;
         c->read_off = c->sent_off = 0;
-        c->hdr_have = 0;
+        fk_grpc_frame_close(&c->frame);
         submit(cl, c); /* on failure it finishes the call */
         return 0;
     }
@@ -587,6 +590,8 @@ int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req
         return FK_ENOMEM;
     }
     c->cl = cl;
+    fk_grpc_frame_init(&c->frame, cl->lim.max_message);
+    fk_grpc_frame_set_alloc(&c->frame, begin_message);
     snprintf(c->path, sizeof c->path, "%s", path);
     c->req = req;
     c->req_len = len;
