@@ -51,6 +51,13 @@ struct fk_grpc_client {
     fk_bigbuf_cache cache; /* one idle large response buffer */
     uv_timer_t ka;         /* keepalive PINGs while calls wait */
     uint64_t last_rx, ping_sent;
+    /* a host name: resolved on the loop, its addresses tried in turn */
+    fk_tls_ctx *tls_ctx;
+    uint64_t hs_timeout_ms;
+    char server_name[256];
+    uv_getaddrinfo_t gai;
+    int resolving;
+    struct addrinfo *addrs, *next_addr;
 };
 
 static void pump(fk_grpc_client *cl);
@@ -480,6 +487,9 @@ static void client_freed(uv_handle_t *h)
     void (*cb)(void *) = cl->on_closed;
     void *ud = cl->closed_ud;
     fk_bigbuf_cache_close(&cl->cache);
+    if (cl->addrs)
+        uv_freeaddrinfo(cl->addrs);
+    fk_tls_ctx_unref(cl->tls_ctx);
     free(cl);
     if (cb)
         cb(ud);
@@ -511,9 +521,11 @@ static void keepalive(uv_timer_t *t)
     }
 }
 
-static void tls_closed(fk_tlsconn *t, const char *reason)
+static int connect_next(fk_grpc_client *cl, fk_err *err);
+
+/* The connection could not be made or has ended: fail the calls, tell the owner. */
+static void conn_lost(fk_grpc_client *cl, const char *reason)
 {
-    fk_grpc_client *cl = t->ud;
     int was_up = cl->up;
     cl->up = 0;
     cl->tls = NULL;
@@ -532,7 +544,67 @@ static void tls_closed(fk_tlsconn *t, const char *reason)
         client_free(cl);
 }
 
+static void tls_closed(fk_tlsconn *t, const char *reason)
+{
+    fk_grpc_client *cl = t->ud;
+    fk_err err;
+    if (!t->started && !cl->closing && cl->next_addr) { /* TCP connect failed: next address */
+        fk_log(FK_LOG_DEBUG, "client_next_address", "server=%s reason=\"%s\"", cl->peer.addr,
+               reason);
+        cl->tls = NULL;
+        if (connect_next(cl, &err) == FK_OK)
+            return;
+        reason = err.msg;
+    }
+    conn_lost(cl, reason);
+}
+
 static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed};
+
+/* Start the TLS connection to addr (on failure tls_closed still runs). */
+static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err *err)
+{
+    int rc = fk_tlsconn_new(&cl->tls, cl->loop, cl->tls_ctx, &client_tls_cbs, cl,
+                            cl->hs_timeout_ms, err);
+    if (rc != FK_OK) {
+        cl->tls = NULL;
+        return rc;
+    }
+    fk_tlsconn_connect(cl->tls, addr, cl->server_name, err);
+    return FK_OK;
+}
+
+/* The next resolved IPv4/IPv6 address, if any is left. */
+static int connect_next(fk_grpc_client *cl, fk_err *err)
+{
+    while (cl->next_addr) {
+        struct addrinfo *ai = cl->next_addr;
+        cl->next_addr = ai->ai_next;
+        if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6)
+            return connect_addr(cl, ai->ai_addr, err);
+    }
+    return fk_err_set(err, FK_ENET, "no address of %s accepted a TCP connection", cl->peer.addr);
+}
+
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    fk_grpc_client *cl = req->data;
+    cl->resolving = 0;
+    cl->addrs = res;
+    cl->next_addr = res;
+    if (cl->closing) { /* closed while resolving */
+        client_free(cl);
+        return;
+    }
+    fk_err err;
+    if (status < 0) {
+        fk_err_set(&err, FK_ENET, "cannot resolve the server host %s: %s", cl->peer.addr,
+                   uv_strerror(status));
+    } else if (connect_next(cl, &err) == FK_OK) {
+        return;
+    }
+    conn_lost(cl, err.msg);
+}
 
 int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg,
                            const char *host, int port, const char *server_name,
@@ -542,30 +614,50 @@ int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_
     *out = NULL;
     if (!cfg->tls || cfg->tls->is_server)
         return fk_err_set(err, FK_EINVAL, "grpc client: a client TLS context is required");
-    struct sockaddr_storage ss;
-    const char *ip = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
-    if (uv_ip4_addr(ip, port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(ip, port, (struct sockaddr_in6 *)&ss) != 0)
-        return fk_err_set(err, FK_EINVAL, "grpc client: host '%s' must be an IP address or localhost",
-                          host);
+    if (!host || !host[0] || port <= 0 || port > 65535)
+        return fk_err_set(err, FK_EINVAL, "grpc client: need a host and a port in 1..65535");
+    const char *name = server_name ? server_name : host;
     fk_grpc_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return fk_err_set(err, FK_ENOMEM, "grpc client: out of memory");
+    if (strlen(name) >= sizeof cl->server_name) {
+        free(cl);
+        return fk_err_set(err, FK_EINVAL, "grpc client: server name '%s' is too long", name);
+    }
     cl->loop = loop;
     cl->lim = cfg->limits;
     cl->on_state = on_state;
     cl->ud = ud;
+    cl->tls_ctx = cfg->tls;
+    fk_tls_ctx_ref(cl->tls_ctx);
+    cl->hs_timeout_ms = cfg->limits.handshake_timeout_ms;
+    snprintf(cl->server_name, sizeof cl->server_name, "%s", name);
     snprintf(cl->peer.addr, sizeof cl->peer.addr, "%s:%d", host, port);
-    int rc = fk_tlsconn_new(&cl->tls, loop, cfg->tls, &client_tls_cbs, cl,
-                            cfg->limits.handshake_timeout_ms, err);
-    if (rc != FK_OK) {
-        free(cl);
-        return rc;
-    }
     uv_timer_init(loop, &cl->ka);
     cl->ka.data = cl;
-    /* On failure tls_closed still runs and reports through on_state. */
-    fk_tlsconn_connect(cl->tls, (struct sockaddr *)&ss, server_name, err);
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+        int rc = connect_addr(cl, (struct sockaddr *)&ss, err);
+        if (rc != FK_OK) {
+            client_free(cl);
+            return rc;
+        }
+        *out = cl;
+        return FK_OK;
+    }
+    /* A DNS name (or localhost): resolve on the loop's thread pool, then try each address. */
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    cl->gai.data = cl;
+    int rc = uv_getaddrinfo(loop, &cl->gai, resolved, host, portstr, &hints);
+    if (rc != 0) {
+        client_free(cl);
+        return fk_err_set(err, FK_ENET, "grpc client: cannot resolve '%s': %s", host,
+                          uv_strerror(rc));
+    }
+    cl->resolving = 1;
     *out = cl;
     return FK_OK;
 }
@@ -580,7 +672,7 @@ int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req
         done(ud, FK_GRPC_RESOURCE_EXHAUSTED, why, NULL, 0);
         return FK_ELIMIT;
     }
-    if (!cl->tls || cl->closing) {
+    if ((!cl->tls && !cl->resolving) || cl->closing) {
         done(ud, FK_GRPC_UNAVAILABLE, cl->why[0] ? cl->why : "client is closed", NULL, 0);
         return FK_ESTATE;
     }
@@ -623,6 +715,10 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *u
     if (cl->in_teardown)
         return; /* tls_closed frees the client when its callbacks return */
     fail_all(cl, FK_GRPC_CANCELLED, "client closed");
+    if (cl->resolving) {
+        uv_cancel((uv_req_t *)&cl->gai); /* resolved() frees the client */
+        return;
+    }
     if (cl->tls) {
         if (cl->ng) {
             nghttp2_session_terminate_session(cl->ng, NGHTTP2_NO_ERROR);
