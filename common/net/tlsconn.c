@@ -101,6 +101,16 @@ static void send_cipher(fk_tlsconn *c)
     c->queued += w->len;
 }
 
+/* Bulk transfer: big write buffers, and OpenSSL keeps its record buffers instead
+ * of freeing and reallocating them for every record; fk_tlsconn_trim undoes both. */
+static void start_streaming(fk_tlsconn *c)
+{
+    if (c->streaming)
+        return;
+    c->streaming = 1;
+    SSL_clear_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
+}
+
 /* Write side of our memory BIO pair: OpenSSL's records land straight in the
  * next uv_write buffer (one copy less than BIO_s_mem + BIO_read). */
 static int out_write(BIO *b, const char *data, int len)
@@ -125,7 +135,7 @@ static int out_write(BIO *b, const char *data, int len)
         c->out->len += n;
         done += (int)n;
         if (c->out->len == c->out->cap) {
-            c->streaming = 1; /* a full buffer: more is coming, switch to big ones */
+            start_streaming(c); /* a full buffer: more is coming */
             send_cipher(c);
         }
     }
@@ -236,7 +246,12 @@ void fk_tlsconn_trim(fk_tlsconn *c)
 {
     while (c->nspare > 0)
         free(c->spare[--c->nspare]);
-    c->streaming = 0;
+    if (c->streaming) {
+        c->streaming = 0;
+        SSL_set_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
+        if (c->ready && !c->closing)
+            SSL_free_buffers(c->ssl); /* refused (harmlessly) while a record is half read */
+    }
     if (c->stage_len == 0 && c->stage) {
         free(c->stage);
         c->stage = NULL;
@@ -398,6 +413,8 @@ static void read_data(fk_tlsconn *c, ssize_t n, const uv_buf_t *buf)
         return;
     c->in_p = (const uint8_t *)buf->base;
     c->in_len = (size_t)n;
+    if (c->ready && (size_t)n >= PBUF_LEN)
+        start_streaming(c); /* a big read: a bulk transfer is coming in */
     if (!c->ready)
         handshake(c);
     if (c->ready && !c->closing)
