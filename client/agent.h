@@ -23,7 +23,7 @@ typedef const fk_dataset *(*fk_agent_data_fn)(void *ud, const char *dataset, fk_
 typedef const fk_method *(*fk_agent_method_fn)(const char *name, fk_err *err);
 
 typedef struct fk_agent_config {
-    const char *host;        /* server address (IPv4/IPv6 literal or localhost) */
+    const char *host;        /* server address: IPv4/IPv6 literal or DNS name */
     int port;
     const char *server_name; /* expected in the server certificate's SAN */
     fk_tls_ctx *tls;         /* client context (borrowed; the agent takes a reference) */

@@ -22,7 +22,7 @@ typedef struct opt_doc {
 
 static const opt_doc opts[] = {
     {"config FILE", "INI file with any of the keys below (flags override it)"},
-    {"server HOST:PORT", "the fedkern-server to join (127.0.0.1:7443)"},
+    {"server HOST:PORT", "the fedkern-server to join; HOST is an IP or a DNS name (127.0.0.1:7443)"},
     {"server-name NAME", "name the server certificate must carry (default: HOST)"},
     {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, client-NAME.pem/.key)"},
     {"name NAME", "which client-NAME.pem/.key of tls-dir to use (required with tls-dir)"},

@@ -138,6 +138,69 @@ static void partial_and_callback_stop(void **state)
     free(s);
 }
 
+/* The allocation hook: one caller-owned buffer per message, refusals stop the feed. */
+typedef struct hooked {
+    uint8_t bufs[3][70000];
+    int nalloc, ndone, refuse_at;
+    size_t lens[3];
+    uint8_t *delivered[3];
+} hooked;
+
+static int hook_alloc(void *ctx, size_t len, uint8_t **buf)
+{
+    hooked *h = ctx;
+    if (h->refuse_at && h->nalloc + 1 == h->refuse_at)
+        return FK_ELIMIT;
+    *buf = h->bufs[h->nalloc++];
+    return len <= sizeof h->bufs[0] ? FK_OK : FK_ENOMEM;
+}
+
+static int hook_done(void *ctx, uint8_t *msg, size_t len)
+{
+    hooked *h = ctx;
+    h->lens[h->ndone] = len;
+    h->delivered[h->ndone++] = msg; /* not freed: it is h's */
+    return FK_OK;
+}
+
+static void alloc_hook(void **state)
+{
+    (void)state;
+    size_t len;
+    uint8_t *s = make_stream(&len);
+    hooked *h = calloc(1, sizeof *h);
+    assert_non_null(h);
+    fk_grpc_frame_parser p;
+    fk_grpc_frame_init(&p, 1 << 20);
+    fk_grpc_frame_set_alloc(&p, hook_alloc);
+    fk_err err;
+    for (size_t off = 0; off < len; off += 4093) {
+        size_t n = len - off < 4093 ? len - off : 4093;
+        assert_int_equal(fk_grpc_frame_feed(&p, s + off, n, hook_done, h, &err), FK_OK);
+    }
+    assert_int_equal(h->nalloc, 3);
+    assert_int_equal(h->ndone, 3);
+    assert_int_equal(h->lens[0], 0);
+    assert_int_equal(h->lens[1], 3);
+    assert_int_equal(h->lens[2], 70000);
+    for (int i = 0; i < 3; i++)
+        assert_ptr_equal(h->delivered[i], h->bufs[i]);
+    assert_memory_equal(h->bufs[2], s + len - 70000, 70000);
+    assert_false(fk_grpc_frame_partial(&p));
+    fk_grpc_frame_close(&p);
+
+    memset(h, 0, sizeof *h);
+    h->refuse_at = 2;
+    fk_grpc_frame_init(&p, 1 << 20);
+    fk_grpc_frame_set_alloc(&p, hook_alloc);
+    assert_int_equal(fk_grpc_frame_feed(&p, s, len, hook_done, h, &err), FK_ELIMIT);
+    assert_int_equal(h->ndone, 1);
+    assert_int_equal(fk_grpc_frame_feed(&p, s, 1, hook_done, h, &err), FK_ESTATE);
+    fk_grpc_frame_close(&p); /* must not free h's buffers */
+    free(h);
+    free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,6 +208,7 @@ int main(void)
         cmocka_unit_test(oversized_refused_from_header),
         cmocka_unit_test(compressed_flag_rejected),
         cmocka_unit_test(partial_and_callback_stop),
+        cmocka_unit_test(alloc_hook),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

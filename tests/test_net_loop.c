@@ -120,7 +120,8 @@ static void paths(fixture *f, fk_cert_role role, const char *name, char *ca, cha
     fk_certs_path(key, 256, sub, role, name, "key", NULL);
 }
 
-static void start(fixture *f)
+/* Start the server and connect the client to host, checking server_name (NULL: host). */
+static void start_at(fixture *f, const char *host, const char *server_name)
 {
     char ca[256], crt[256], key[256];
     fk_err err;
@@ -137,11 +138,16 @@ static void start(fixture *f)
     fk_grpc_client_config cc = {.limits = f->lim};
     fk_tls_files cf = {ca, crt, key, NULL, 0};
     assert_int_equal(fk_tls_ctx_new(&cc.tls, 0, &cf, &err), FK_OK);
-    assert_int_equal(fk_grpc_client_connect(&f->cl, &f->loop, &cc, "127.0.0.1",
-                                            fk_grpc_server_port(f->srv), "127.0.0.1", on_state, f,
+    assert_int_equal(fk_grpc_client_connect(&f->cl, &f->loop, &cc, host,
+                                            fk_grpc_server_port(f->srv), server_name, on_state, f,
                                             &err),
                      FK_OK);
     fk_tls_ctx_unref(cc.tls);
+}
+
+static void start(fixture *f)
+{
+    start_at(f, "127.0.0.1", "127.0.0.1");
 }
 
 /* Run the loop until cond holds (bounded: 10 s of loop time). */
@@ -188,6 +194,58 @@ static void echo_and_identity(void **state)
     assert_true(f->statuses[0] == FK_GRPC_OK || f->statuses[1] == FK_GRPC_OK);
     assert_string_equal(f->peer_id, "alice");
     assert_string_equal(fk_grpc_client_peer(f->cl)->san, "localhost");
+}
+
+/* A host name is resolved on the loop; every address is tried (localhost may
+ * give ::1 first, where nothing listens); the TLS name defaults to the host. */
+static void host_name_resolved(void **state)
+{
+    fixture *f = *state;
+    start_at(f, "localhost", NULL);
+    fk_grpc_client_call(f->cl, "/t.T/Echo", (const uint8_t *)"hi", 2, 5000, done, f);
+    run_until(f, one_done);
+    assert_int_equal(f->statuses[0], FK_GRPC_OK);
+    assert_string_equal(fk_grpc_client_peer(f->cl)->san, "localhost");
+}
+
+/* Another /etc/hosts name for 127.0.0.1, when the machine has one. */
+static void etc_hosts_name_resolved(void **state)
+{
+    fixture *f = *state;
+    char line[512], name[256] = "";
+    FILE *h = fopen("/etc/hosts", "r");
+    while (h && !name[0] && fgets(line, sizeof line, h)) {
+        char *save = NULL, *tok = strtok_r(line, " \t\r\n", &save);
+        if (!tok || strcmp(tok, "127.0.0.1") != 0)
+            continue;
+        while ((tok = strtok_r(NULL, " \t\r\n", &save)) && tok[0] != '#')
+            if (strcmp(tok, "localhost") != 0) {
+                snprintf(name, sizeof name, "%s", tok);
+                break;
+            }
+    }
+    if (h)
+        fclose(h);
+    if (!name[0]) {
+        print_message("SKIP: /etc/hosts names no other host for 127.0.0.1\n");
+        skip();
+    }
+    start_at(f, name, "localhost");
+    fk_grpc_client_call(f->cl, "/t.T/Echo", (const uint8_t *)"hi", 2, 5000, done, f);
+    run_until(f, one_done);
+    assert_int_equal(f->statuses[0], FK_GRPC_OK);
+}
+
+/* Closing while the name is being resolved: the pending call is cancelled, nothing leaks. */
+static void close_while_resolving(void **state)
+{
+    fixture *f = *state;
+    start_at(f, "localhost", NULL);
+    fk_grpc_client_call(f->cl, "/t.T/Echo", (const uint8_t *)"hi", 2, 5000, done, f);
+    fk_grpc_client_close(f->cl, client_closed, NULL);
+    f->cl = NULL;
+    assert_int_equal(f->done, 1);
+    assert_int_equal(f->statuses[0], FK_GRPC_CANCELLED);
 }
 
 static void deadline_cancels_long_poll(void **state)
@@ -285,6 +343,9 @@ int main(void)
     signal(SIGPIPE, SIG_IGN); /* a closed peer is an error code, not a kill */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(echo_and_identity, setup, teardown),
+        cmocka_unit_test_setup_teardown(host_name_resolved, setup, teardown),
+        cmocka_unit_test_setup_teardown(etc_hosts_name_resolved, setup, teardown),
+        cmocka_unit_test_setup_teardown(close_while_resolving, setup, teardown),
         cmocka_unit_test_setup_teardown(deadline_cancels_long_poll, setup, teardown),
         cmocka_unit_test_setup_teardown(server_shutdown_answers_held_calls, setup, teardown),
         cmocka_unit_test_setup_teardown(client_close_fails_pending_calls, setup, teardown),

@@ -8,6 +8,7 @@
 
 #include "common/base/log.h"
 #include "common/net/bigbuf.h"
+#include "common/net/grpc_frame.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
@@ -25,10 +26,9 @@ struct ccall {
     uv_timer_t timer;
     int http_status, grpc_status, ctype_ok, done, ended;
     char msg[256];
-    uint8_t hdr[5];
-    size_t hdr_have;
+    fk_grpc_frame_parser frame;
     uint8_t *resp;
-    size_t resp_len, resp_have, resp_cap;
+    size_t resp_len, resp_cap;
     int nmsgs, overflow, retries;
     fk_grpc_done cb;
     void *ud;
@@ -51,6 +51,13 @@ struct fk_grpc_client {
     fk_bigbuf_cache cache; /* one idle large response buffer */
     uv_timer_t ka;         /* keepalive PINGs while calls wait */
     uint64_t last_rx, ping_sent;
+    /* a host name: resolved on the loop, its addresses tried in turn */
+    fk_tls_ctx *tls_ctx;
+    uint64_t hs_timeout_ms;
+    char server_name[256];
+    uv_getaddrinfo_t gai;
+    int resolving;
+    struct addrinfo *addrs, *next_addr;
 };
 
 static void pump(fk_grpc_client *cl);
@@ -60,6 +67,7 @@ static void keepalive(uv_timer_t *t);
 static void call_freed(uv_handle_t *h)
 {
     ccall *c = h->data;
+    fk_grpc_frame_close(&c->frame); /* the response buffer is ours, not the parser's */
     fk_bigbuf_free(c->resp, c->resp_cap);
     free(c);
 }
@@ -220,9 +228,10 @@ static void complete(ccall *c)
         finish(c, c->grpc_status, c->msg);
     } else if (!c->ctype_ok) {
         finish(c, FK_GRPC_INTERNAL, "response content-type is not application/grpc");
-    } else if (c->nmsgs != 1 || c->hdr_have != 0 || c->resp_have != c->resp_len) {
-        finish(c, FK_GRPC_INTERNAL, c->nmsgs == 0 ? "OK response without a message"
-                                                  : "malformed response message");
+    } else if (c->nmsgs != 1 || fk_grpc_frame_partial(&c->frame)) {
+        finish(c, FK_GRPC_INTERNAL,
+               c->nmsgs == 0 && !fk_grpc_frame_partial(&c->frame) ? "OK response without a message"
+                                                                   : "malformed response message");
     } else {
         finish(c, FK_GRPC_OK, "");
     }
@@ -241,32 +250,32 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     return 0;
 }
 
-static int begin_message(fk_grpc_client *cl, ccall *c)
+/* A response prefix passed the frame parser's checks (flag, max_message): one
+ * buffer of the exact size. */
+static int begin_message(void *ud, size_t len, uint8_t **buf)
 {
-    uint32_t len = (uint32_t)c->hdr[1] << 24 | (uint32_t)c->hdr[2] << 16 |
-                   (uint32_t)c->hdr[3] << 8 | c->hdr[4];
-    char why[160];
-    if (++c->nmsgs > 1) {
+    ccall *c = ud;
+    if (c->resp || c->nmsgs > 0) {
         finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
-        return -1;
+        return FK_ESTATE;
     }
-    if (c->hdr[0] != 0) {
-        finish(c, FK_GRPC_INTERNAL, "compressed response but no compression was offered");
-        return -1;
-    }
-    if (len > cl->lim.max_message) {
-        snprintf(why, sizeof why, "response message of %u bytes exceeds the limit of %llu bytes",
-                 len, (unsigned long long)cl->lim.max_message);
-        finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
-        return -1;
-    }
-    c->resp = fk_bigbuf_cache_get(&cl->cache, len, &c->resp_cap);
+    c->resp = fk_bigbuf_cache_get(&c->cl->cache, len, &c->resp_cap);
     if (!c->resp) {
         finish(c, FK_GRPC_RESOURCE_EXHAUSTED, "out of memory for the response");
-        return -1;
+        return FK_ENOMEM;
     }
     c->resp_len = len;
-    return 0;
+    *buf = c->resp;
+    return FK_OK;
+}
+
+/* The response message is complete (it already lies in c->resp). */
+static int message_done(void *ud, uint8_t *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    ((ccall *)ud)->nmsgs++;
+    return FK_OK;
 }
 
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
@@ -276,25 +285,26 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const 
     (void)flags;
     fk_grpc_client *cl = ud;
     ccall *c = stream_call(cl, sid);
-    while (c && !c->done && len > 0) {
-        if (c->resp && c->resp_have < c->resp_len) {
-            size_t n = c->resp_len - c->resp_have < len ? c->resp_len - c->resp_have : len;
-            memcpy(c->resp + c->resp_have, data, n);
-            c->resp_have += n;
-            data += n;
-            len -= n;
-            continue;
-        }
-        size_t n = 5 - c->hdr_have < len ? 5 - c->hdr_have : len;
-        memcpy(c->hdr + c->hdr_have, data, n);
-        c->hdr_have += n;
-        data += n;
-        len -= n;
-        if (c->hdr_have == 5) {
-            c->hdr_have = 0;
-            if (begin_message(cl, c) < 0)
-                break;
-        }
+    if (!c || c->done || len == 0)
+        return 0;
+    if (c->nmsgs > 0) {
+        finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
+        return 0;
+    }
+    int rc = fk_grpc_frame_feed(&c->frame, data, len, message_done, c, NULL);
+    if (c->done)
+        return 0; /* begin_message finished it */
+    if (rc == FK_ELIMIT) {
+        char why[160];
+        snprintf(why, sizeof why, "response message of %zu bytes exceeds the limit of %llu bytes",
+                 c->frame.msg_len, (unsigned long long)cl->lim.max_message);
+        finish(c, FK_GRPC_RESOURCE_EXHAUSTED, why);
+    } else if (rc == FK_EFORMAT) {
+        finish(c, FK_GRPC_INTERNAL, "compressed response but no compression was offered");
+    } else if (rc != FK_OK) {
+        finish(c, FK_GRPC_INTERNAL, "malformed response message");
+    } else if (c->nmsgs > 0 && fk_grpc_frame_partial(&c->frame)) {
+        finish(c, FK_GRPC_INTERNAL, "more than one response message in a unary call");
     }
     return 0;
 }
@@ -314,7 +324,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void
         c->retries++;
         c->sid = 0;
         c->read_off = c->sent_off = 0;
-        c->hdr_have = 0;
+        fk_grpc_frame_close(&c->frame);
         submit(cl, c); /* on failure it finishes the call */
         return 0;
     }
@@ -477,6 +487,9 @@ static void client_freed(uv_handle_t *h)
     void (*cb)(void *) = cl->on_closed;
     void *ud = cl->closed_ud;
     fk_bigbuf_cache_close(&cl->cache);
+    if (cl->addrs)
+        uv_freeaddrinfo(cl->addrs);
+    fk_tls_ctx_unref(cl->tls_ctx);
     free(cl);
     if (cb)
         cb(ud);
@@ -508,9 +521,11 @@ static void keepalive(uv_timer_t *t)
     }
 }
 
-static void tls_closed(fk_tlsconn *t, const char *reason)
+static int connect_next(fk_grpc_client *cl, fk_err *err);
+
+/* The connection could not be made or has ended: fail the calls, tell the owner. */
+static void conn_lost(fk_grpc_client *cl, const char *reason)
 {
-    fk_grpc_client *cl = t->ud;
     int was_up = cl->up;
     cl->up = 0;
     cl->tls = NULL;
@@ -529,7 +544,67 @@ static void tls_closed(fk_tlsconn *t, const char *reason)
         client_free(cl);
 }
 
+static void tls_closed(fk_tlsconn *t, const char *reason)
+{
+    fk_grpc_client *cl = t->ud;
+    fk_err err;
+    if (!t->started && !cl->closing && cl->next_addr) { /* TCP connect failed: next address */
+        fk_log(FK_LOG_DEBUG, "client_next_address", "server=%s reason=\"%s\"", cl->peer.addr,
+               reason);
+        cl->tls = NULL;
+        if (connect_next(cl, &err) == FK_OK)
+            return;
+        reason = err.msg;
+    }
+    conn_lost(cl, reason);
+}
+
 static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed};
+
+/* Start the TLS connection to addr (on failure tls_closed still runs). */
+static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err *err)
+{
+    int rc = fk_tlsconn_new(&cl->tls, cl->loop, cl->tls_ctx, &client_tls_cbs, cl,
+                            cl->hs_timeout_ms, err);
+    if (rc != FK_OK) {
+        cl->tls = NULL;
+        return rc;
+    }
+    fk_tlsconn_connect(cl->tls, addr, cl->server_name, err);
+    return FK_OK;
+}
+
+/* The next resolved IPv4/IPv6 address, if any is left. */
+static int connect_next(fk_grpc_client *cl, fk_err *err)
+{
+    while (cl->next_addr) {
+        struct addrinfo *ai = cl->next_addr;
+        cl->next_addr = ai->ai_next;
+        if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6)
+            return connect_addr(cl, ai->ai_addr, err);
+    }
+    return fk_err_set(err, FK_ENET, "no address of %s accepted a TCP connection", cl->peer.addr);
+}
+
+static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    fk_grpc_client *cl = req->data;
+    cl->resolving = 0;
+    cl->addrs = res;
+    cl->next_addr = res;
+    if (cl->closing) { /* closed while resolving */
+        client_free(cl);
+        return;
+    }
+    fk_err err;
+    if (status < 0) {
+        fk_err_set(&err, FK_ENET, "cannot resolve the server host %s: %s", cl->peer.addr,
+                   uv_strerror(status));
+    } else if (connect_next(cl, &err) == FK_OK) {
+        return;
+    }
+    conn_lost(cl, err.msg);
+}
 
 int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg,
                            const char *host, int port, const char *server_name,
@@ -539,30 +614,50 @@ int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_
     *out = NULL;
     if (!cfg->tls || cfg->tls->is_server)
         return fk_err_set(err, FK_EINVAL, "grpc client: a client TLS context is required");
-    struct sockaddr_storage ss;
-    const char *ip = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;
-    if (uv_ip4_addr(ip, port, (struct sockaddr_in *)&ss) != 0 &&
-        uv_ip6_addr(ip, port, (struct sockaddr_in6 *)&ss) != 0)
-        return fk_err_set(err, FK_EINVAL, "grpc client: host '%s' must be an IP address or localhost",
-                          host);
+    if (!host || !host[0] || port <= 0 || port > 65535)
+        return fk_err_set(err, FK_EINVAL, "grpc client: need a host and a port in 1..65535");
+    const char *name = server_name ? server_name : host;
     fk_grpc_client *cl = calloc(1, sizeof *cl);
     if (!cl)
         return fk_err_set(err, FK_ENOMEM, "grpc client: out of memory");
+    if (strlen(name) >= sizeof cl->server_name) {
+        free(cl);
+        return fk_err_set(err, FK_EINVAL, "grpc client: server name '%s' is too long", name);
+    }
     cl->loop = loop;
     cl->lim = cfg->limits;
     cl->on_state = on_state;
     cl->ud = ud;
+    cl->tls_ctx = cfg->tls;
+    fk_tls_ctx_ref(cl->tls_ctx);
+    cl->hs_timeout_ms = cfg->limits.handshake_timeout_ms;
+    snprintf(cl->server_name, sizeof cl->server_name, "%s", name);
     snprintf(cl->peer.addr, sizeof cl->peer.addr, "%s:%d", host, port);
-    int rc = fk_tlsconn_new(&cl->tls, loop, cfg->tls, &client_tls_cbs, cl,
-                            cfg->limits.handshake_timeout_ms, err);
-    if (rc != FK_OK) {
-        free(cl);
-        return rc;
-    }
     uv_timer_init(loop, &cl->ka);
     cl->ka.data = cl;
-    /* On failure tls_closed still runs and reports through on_state. */
-    fk_tlsconn_connect(cl->tls, (struct sockaddr *)&ss, server_name, err);
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+        int rc = connect_addr(cl, (struct sockaddr *)&ss, err);
+        if (rc != FK_OK) {
+            client_free(cl);
+            return rc;
+        }
+        *out = cl;
+        return FK_OK;
+    }
+    /* A DNS name (or localhost): resolve on the loop's thread pool, then try each address. */
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    cl->gai.data = cl;
+    int rc = uv_getaddrinfo(loop, &cl->gai, resolved, host, portstr, &hints);
+    if (rc != 0) {
+        client_free(cl);
+        return fk_err_set(err, FK_ENET, "grpc client: cannot resolve '%s': %s", host,
+                          uv_strerror(rc));
+    }
+    cl->resolving = 1;
     *out = cl;
     return FK_OK;
 }
@@ -577,7 +672,7 @@ int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req
         done(ud, FK_GRPC_RESOURCE_EXHAUSTED, why, NULL, 0);
         return FK_ELIMIT;
     }
-    if (!cl->tls || cl->closing) {
+    if ((!cl->tls && !cl->resolving) || cl->closing) {
         done(ud, FK_GRPC_UNAVAILABLE, cl->why[0] ? cl->why : "client is closed", NULL, 0);
         return FK_ESTATE;
     }
@@ -587,6 +682,8 @@ int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req
         return FK_ENOMEM;
     }
     c->cl = cl;
+    fk_grpc_frame_init(&c->frame, cl->lim.max_message);
+    fk_grpc_frame_set_alloc(&c->frame, begin_message);
     snprintf(c->path, sizeof c->path, "%s", path);
     c->req = req;
     c->req_len = len;
@@ -618,6 +715,10 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *u
     if (cl->in_teardown)
         return; /* tls_closed frees the client when its callbacks return */
     fail_all(cl, FK_GRPC_CANCELLED, "client closed");
+    if (cl->resolving) {
+        uv_cancel((uv_req_t *)&cl->gai); /* resolved() frees the client */
+        return;
+    }
     if (cl->tls) {
         if (cl->ng) {
             nghttp2_session_terminate_session(cl->ng, NGHTTP2_NO_ERROR);

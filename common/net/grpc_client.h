@@ -25,8 +25,10 @@ typedef struct fk_grpc_client_config {
     fk_tls_ctx *tls; /* client context; the client takes its own reference */
 } fk_grpc_client_config;
 
-/* Connect to host (an IPv4/IPv6 literal or "localhost") and port; server_name is
- * checked against the server certificate's SAN (DNS name or IP). on_state reports
+/* Connect to host and port. host is an IPv4/IPv6 literal or a DNS name (resolved
+ * with uv_getaddrinfo on the loop; each address is tried in turn until one accepts
+ * the TCP connection). server_name (NULL: host) is checked against the server
+ * certificate's SAN (DNS name or IP). on_state reports
  * up = 1 once TLS and HTTP/2 are ready, up = 0 with the reason when the connection
  * fails or ends. Calls may be issued at once; they wait for the connection. */
 int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg,

@@ -15,8 +15,16 @@ void fk_grpc_frame_init(fk_grpc_frame_parser *p, size_t max_size)
 
 void fk_grpc_frame_close(fk_grpc_frame_parser *p)
 {
-    free(p->msg);
+    fk_grpc_frame_alloc_cb alloc = p->alloc;
+    if (!alloc)
+        free(p->msg);
     fk_grpc_frame_init(p, p->max_size);
+    p->alloc = alloc;
+}
+
+void fk_grpc_frame_set_alloc(fk_grpc_frame_parser *p, fk_grpc_frame_alloc_cb alloc)
+{
+    p->alloc = alloc;
 }
 
 int fk_grpc_frame_partial(const fk_grpc_frame_parser *p)
@@ -41,7 +49,7 @@ static int fail(fk_grpc_frame_parser *p, fk_err *err, int code, const char *what
 }
 
 /* Parse a complete prefix: flag and length; start the message. */
-static int start_message(fk_grpc_frame_parser *p, fk_err *err)
+static int start_message(fk_grpc_frame_parser *p, void *ctx, fk_err *err)
 {
     uint8_t flag = p->hdr[0];
     size_t len = (size_t)p->hdr[1] << 24 | (size_t)p->hdr[2] << 16 | (size_t)p->hdr[3] << 8 |
@@ -51,12 +59,27 @@ static int start_message(fk_grpc_frame_parser *p, fk_err *err)
                     "compressed message received but no grpc-encoding was negotiated", 0);
     if (flag != 0)
         return fail(p, err, FK_EFORMAT, "invalid compressed-flag byte in message prefix", 0);
+    p->msg_len = len;
     if (len > p->max_size)
         return fail(p, err, FK_ELIMIT, NULL, len);
-    p->msg_len = len;
     p->msg_have = 0;
     p->msg_cap = 0;
     p->msg = NULL;
+    if (p->alloc) {
+        int rc = p->alloc(ctx, len, &p->msg);
+        if (rc != FK_OK) {
+            p->msg = NULL;
+            p->failed = 1;
+            if (err && err->code == FK_OK)
+                fk_err_set(err, rc, "gRPC message of %zu bytes refused by the receiver", len);
+            return rc;
+        }
+        if (!p->msg && len > 0) {
+            p->failed = 1;
+            return fk_err_set(err, FK_ENOMEM, "gRPC framing: no buffer for a %zu-byte message", len);
+        }
+        p->msg_cap = len;
+    }
     return FK_OK;
 }
 
@@ -64,7 +87,7 @@ static int start_message(fk_grpc_frame_parser *p, fk_err *err)
 static int reserve(fk_grpc_frame_parser *p, size_t more, fk_err *err)
 {
     size_t need = p->msg_have + more;
-    if (need <= p->msg_cap && p->msg)
+    if (need <= p->msg_cap && (p->msg || p->alloc))
         return FK_OK;
     size_t cap = p->msg_cap ? p->msg_cap : FRAME_FIRST_ALLOC;
     while (cap < need)
@@ -87,7 +110,7 @@ static int deliver(fk_grpc_frame_parser *p, fk_grpc_frame_cb cb, void *ctx, fk_e
 {
     uint8_t *msg = p->msg;
     size_t len = p->msg_len;
-    if (!msg && reserve(p, 0, err) != FK_OK)
+    if (!msg && !p->alloc && reserve(p, 0, err) != FK_OK)
         return FK_ENOMEM;
     msg = p->msg;
     p->msg = NULL;
@@ -122,7 +145,7 @@ int fk_grpc_frame_feed(fk_grpc_frame_parser *p, const uint8_t *data, size_t len,
             len -= n;
             if (p->hdr_len < FK_GRPC_PREFIX_LEN)
                 return FK_OK;
-            int rc = start_message(p, err);
+            int rc = start_message(p, ctx, err);
             if (rc != FK_OK)
                 return rc;
         }

@@ -8,6 +8,7 @@
 
 #include "common/base/log.h"
 #include "common/net/bigbuf.h"
+#include "common/net/grpc_frame.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
@@ -30,10 +31,9 @@ struct fk_grpc_call {
     uv_timer_t timer;
     int timer_init;
     /* request message */
-    uint8_t hdr[5];
-    size_t hdr_have;
+    fk_grpc_frame_parser frame;
     uint8_t *req;
-    size_t req_len, req_have, req_cap;
+    size_t req_len, req_cap;
     int nmsgs, req_done, discarding;
     /* lifecycle */
     int handed, app_done, answered, stream_closed, cancelled;
@@ -79,6 +79,7 @@ struct fk_grpc_server {
 };
 
 static void conn_pump(h2conn *c);
+static int begin_message(void *ud, size_t len, uint8_t **buf);
 static void conn_close(h2conn *c, const char *why);
 static void maybe_server_done(fk_grpc_server *s);
 
@@ -88,6 +89,7 @@ static void call_free_now(fk_grpc_call *call)
 {
     if (call->resp && call->resp_free)
         call->resp_free(call->resp);
+    fk_grpc_frame_close(&call->frame); /* the request buffer is ours, not the parser's */
     fk_bigbuf_free(call->req, call->req_cap);
     free(call);
 }
@@ -331,7 +333,7 @@ static void dispatch(h2conn *c, fk_grpc_call *call)
 {
     if (call->discarding || call->answered)
         return;
-    if (call->nmsgs != 1 || call->hdr_have != 0) {
+    if (call->nmsgs != 1 || fk_grpc_frame_partial(&call->frame)) {
         refuse(call, FK_GRPC_INTERNAL,
                call->nmsgs == 0 ? "unary call without a request message" : "truncated request message");
         return;
@@ -358,6 +360,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     call->conn = c;
     call->stream_id = frame->hd.stream_id;
+    fk_grpc_frame_init(&call->frame, c->srv->lim.max_message);
+    fk_grpc_frame_set_alloc(&call->frame, begin_message);
     call->app_done = 1; /* until handed to a handler, the server alone owns it */
     call->next = c->calls;
     if (c->calls)
@@ -457,51 +461,69 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     return 0;
 }
 
-/* Start a message: the length is checked against the limits before any allocation. */
-static int begin_message(h2conn *c, fk_grpc_call *call)
+/* A request prefix passed the frame parser's checks (flag, max_message): take it
+ * within the connection's memory limit, in one buffer of the exact size. */
+static int begin_message(void *ud, size_t len, uint8_t **buf)
 {
+    fk_grpc_call *call = ud;
+    h2conn *c = call->conn;
     const fk_net_limits *lim = &c->srv->lim;
-    uint32_t len = (uint32_t)call->hdr[1] << 24 | (uint32_t)call->hdr[2] << 16 |
-                   (uint32_t)call->hdr[3] << 8 | call->hdr[4];
-    char why[200];
-    if (++call->nmsgs > 1) {
+    if (call->req || call->nmsgs > 0) {
         refuse(call, FK_GRPC_INTERNAL, "more than one request message in a unary call");
-        return -1;
-    }
-    if (call->hdr[0] != 0) {
-        refuse(call, FK_GRPC_INTERNAL, "compressed flag set but no grpc-encoding was negotiated");
-        return -1;
-    }
-    if (len > lim->max_message) {
-        c->srv->stats.oversized_refused++;
-        snprintf(why, sizeof why, "request message of %u bytes exceeds the limit of %llu bytes", len,
-                 (unsigned long long)lim->max_message);
-        fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\" allocated=0",
-               c->peer.addr, call->path, why);
-        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
-        return -1;
+        return FK_ESTATE;
     }
     if (c->mem + len > lim->max_conn_memory) {
+        char why[200];
         snprintf(why, sizeof why, "connection memory limit of %llu bytes reached",
                  (unsigned long long)lim->max_conn_memory);
         fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\"", c->peer.addr,
                call->path, why);
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
-        return -1;
+        return FK_ELIMIT;
     }
     call->req = fk_bigbuf_cache_get(&c->srv->cache, len, &call->req_cap);
     if (!call->req) {
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
-        return -1;
+        return FK_ENOMEM;
     }
     call->req_len = len;
-    call->req_have = 0;
     c->mem += len;
     if (c->mem > c->peak_mem)
         c->peak_mem = c->mem;
     if (c->mem > c->srv->stats.peak_conn_memory)
         c->srv->stats.peak_conn_memory = c->mem;
-    return 0;
+    *buf = call->req;
+    return FK_OK;
+}
+
+/* The request message is complete (it already lies in call->req). */
+static int message_done(void *ud, uint8_t *msg, size_t len)
+{
+    (void)msg;
+    (void)len;
+    fk_grpc_call *call = ud;
+    call->nmsgs++;
+    return FK_OK;
+}
+
+/* The frame parser refused a prefix: answer the way gRPC asks. */
+static void frame_refused(h2conn *c, fk_grpc_call *call, int rc)
+{
+    if (call->answered) /* begin_message already answered */
+        return;
+    if (rc == FK_ELIMIT) {
+        char why[200];
+        c->srv->stats.oversized_refused++;
+        snprintf(why, sizeof why, "request message of %zu bytes exceeds the limit of %llu bytes",
+                 call->frame.msg_len, (unsigned long long)c->srv->lim.max_message);
+        fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\" allocated=0",
+               c->peer.addr, call->path, why);
+        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
+    } else if (rc == FK_EFORMAT) {
+        refuse(call, FK_GRPC_INTERNAL, "compressed flag set but no grpc-encoding was negotiated");
+    } else {
+        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
+    }
 }
 
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
@@ -511,26 +533,17 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const 
     (void)flags;
     h2conn *c = ud;
     fk_grpc_call *call = stream_call(c, sid);
-    while (call && len > 0 && !call->discarding && !call->answered) {
-        if (call->req && call->req_have < call->req_len) {
-            size_t n = call->req_len - call->req_have < len ? call->req_len - call->req_have : len;
-            memcpy(call->req + call->req_have, data, n);
-            call->req_have += n;
-            data += n;
-            len -= n;
-            continue;
-        }
-        size_t n = 5 - call->hdr_have < len ? 5 - call->hdr_have : len;
-        memcpy(call->hdr + call->hdr_have, data, n);
-        call->hdr_have += n;
-        data += n;
-        len -= n;
-        if (call->hdr_have == 5) {
-            call->hdr_have = 0;
-            if (begin_message(c, call) < 0)
-                break;
-        }
+    if (!call || len == 0 || call->discarding || call->answered)
+        return 0;
+    if (call->nmsgs > 0) { /* unary: nothing may follow the request message */
+        refuse(call, FK_GRPC_INTERNAL, "more than one request message in a unary call");
+        return 0;
     }
+    int rc = fk_grpc_frame_feed(&call->frame, data, len, message_done, call, NULL);
+    if (rc != FK_OK)
+        frame_refused(c, call, rc);
+    else if (call->nmsgs > 0 && fk_grpc_frame_partial(&call->frame))
+        refuse(call, FK_GRPC_INTERNAL, "more than one request message in a unary call");
     return 0;
 }
 

@@ -64,8 +64,9 @@ int fk_tls_ctx_new(fk_tls_ctx **out, int is_server, const fk_tls_files *f, fk_er
     int rc = FK_OK;
     SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
     SSL_CTX_set_max_proto_version(ctx, TLS1_3_VERSION);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS); /* tlsconn lifts it while streaming */
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_ciphersuites(ctx, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256");
     if (SSL_CTX_load_verify_locations(ctx, f->ca, NULL) != 1)
         rc = ssl_fail(err, "CA file", f->ca);
     else if (SSL_CTX_use_certificate_chain_file(ctx, f->cert) != 1)

@@ -8,10 +8,23 @@
 
 #include "common/base/log.h"
 
+/* Read buffers shared by every connection of a thread: libuv fills the ciphertext
+ * buffer and read_cb decrypts and consumes it before returning (OpenSSL keeps a
+ * partial record itself), so no connection needs its own; an idle connection
+ * then costs no read buffer at all. A nested read (a callback running another
+ * loop of the same thread) gets a private buffer instead. */
+enum { RBUF_LEN = 256u << 10, PBUF_LEN = 64u << 10 };
+static _Thread_local uint8_t *t_rbuf, *t_pbuf;
+static _Thread_local int t_rbuf_busy, t_pbuf_busy;
+
+/* Ciphertext per uv_write: big buffers (below malloc's mmap threshold) once a
+ * connection streams, small ones for the few records of a unary call. */
+enum { OUT_CAP = 120u << 10, OUT_SMALL = 4096 - 64 };
+
 typedef struct wreq {
     uv_write_t req;
     fk_tlsconn *c;
-    size_t len;
+    size_t len, cap;
     uint8_t data[];
 } wreq;
 
@@ -54,9 +67,9 @@ static void write_done(uv_write_t *req, int status)
     wreq *w = (wreq *)req;
     fk_tlsconn *c = w->c;
     c->queued -= w->len;
-    /* Reuse buffers (freeing and re-growing the heap costs page faults);
+    /* Reuse big buffers (freeing and re-growing the heap costs page faults);
      * fk_tlsconn_trim gives them back once the connection is idle. */
-    if (c->nspare < FK_TLSCONN_SPARES && !c->closing)
+    if (w->cap == OUT_CAP && c->nspare < FK_TLSCONN_SPARES && !c->closing)
         c->spare[c->nspare++] = w;
     else
         free(w);
@@ -70,7 +83,6 @@ static void write_done(uv_write_t *req, int status)
         c->cbs->on_writable(c);
 }
 
-enum { OUT_CAP = 120u << 10 }; /* ciphertext per uv_write: below malloc's mmap threshold */
 
 /* Hand the ciphertext collected so far to libuv. */
 static void send_cipher(fk_tlsconn *c)
@@ -89,6 +101,16 @@ static void send_cipher(fk_tlsconn *c)
     c->queued += w->len;
 }
 
+/* Bulk transfer: big write buffers, and OpenSSL keeps its record buffers instead
+ * of freeing and reallocating them for every record; fk_tlsconn_trim undoes both. */
+static void start_streaming(fk_tlsconn *c)
+{
+    if (c->streaming)
+        return;
+    c->streaming = 1;
+    SSL_clear_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
+}
+
 /* Write side of our memory BIO pair: OpenSSL's records land straight in the
  * next uv_write buffer (one copy less than BIO_s_mem + BIO_read). */
 static int out_write(BIO *b, const char *data, int len)
@@ -97,20 +119,25 @@ static int out_write(BIO *b, const char *data, int len)
     BIO_clear_retry_flags(b);
     for (int done = 0; done < len;) {
         if (!c->out) {
-            c->out = c->nspare > 0 ? c->spare[--c->nspare] : malloc(sizeof *c->out + OUT_CAP);
+            size_t cap = c->streaming ? OUT_CAP : OUT_SMALL;
+            c->out = cap == OUT_CAP && c->nspare > 0 ? c->spare[--c->nspare]
+                                                     : malloc(sizeof *c->out + cap);
             if (!c->out)
                 return -1;
             c->out->c = c;
             c->out->len = 0;
+            c->out->cap = cap;
         }
         size_t n = (size_t)(len - done);
-        if (n > OUT_CAP - c->out->len)
-            n = OUT_CAP - c->out->len;
+        if (n > c->out->cap - c->out->len)
+            n = c->out->cap - c->out->len;
         memcpy(c->out->data + c->out->len, data + done, n);
         c->out->len += n;
         done += (int)n;
-        if (c->out->len == OUT_CAP)
+        if (c->out->len == c->out->cap) {
+            start_streaming(c); /* a full buffer: more is coming */
             send_cipher(c);
+        }
     }
     return len;
 }
@@ -219,6 +246,17 @@ void fk_tlsconn_trim(fk_tlsconn *c)
 {
     while (c->nspare > 0)
         free(c->spare[--c->nspare]);
+    if (c->streaming) {
+        c->streaming = 0;
+        SSL_set_mode(c->ssl, SSL_MODE_RELEASE_BUFFERS);
+        if (c->ready && !c->closing)
+            SSL_free_buffers(c->ssl); /* refused (harmlessly) while a record is half read */
+    }
+    if (c->stage_len == 0 && c->stage) {
+        free(c->stage);
+        c->stage = NULL;
+        c->stage_cap = 0;
+    }
 }
 
 size_t fk_tlsconn_queued(const fk_tlsconn *c)
@@ -255,9 +293,26 @@ void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
 
 static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
+    (void)h;
     (void)hint;
-    fk_tlsconn *c = h->data;
-    *buf = uv_buf_init((char *)c->rbuf, sizeof c->rbuf);
+    if (!t_rbuf_busy && !t_rbuf)
+        t_rbuf = malloc(RBUF_LEN);
+    if (!t_rbuf_busy && t_rbuf) {
+        t_rbuf_busy = 1;
+        *buf = uv_buf_init((char *)t_rbuf, RBUF_LEN);
+        return;
+    }
+    uint8_t *own = malloc(PBUF_LEN); /* nested read: a private buffer, freed in read_cb */
+    *buf = uv_buf_init((char *)own, own ? PBUF_LEN : 0);
+}
+
+/* Give back what alloc_cb lent. */
+static void rbuf_release(const uv_buf_t *buf)
+{
+    if (buf->base && (uint8_t *)buf->base == t_rbuf)
+        t_rbuf_busy = 0;
+    else
+        free(buf->base);
 }
 
 static int check_alpn(fk_tlsconn *c)
@@ -297,13 +352,14 @@ static void handshake(fk_tlsconn *c)
     fk_tlsconn_close(c, full);
 }
 
-static void read_plain(fk_tlsconn *c)
+/* Decrypt what OpenSSL can from the ciphertext at hand, into pbuf. */
+static void read_plain_into(fk_tlsconn *c, uint8_t *pbuf)
 {
     while (!c->closing) {
-        int n = SSL_read(c->ssl, c->pbuf, (int)sizeof c->pbuf);
+        int n = SSL_read(c->ssl, pbuf, (int)PBUF_LEN);
         if (n > 0) {
             if (c->cbs->on_data)
-                c->cbs->on_data(c, c->pbuf, (size_t)n);
+                c->cbs->on_data(c, pbuf, (size_t)n);
             continue;
         }
         int e = SSL_get_error(c->ssl, n);
@@ -323,10 +379,27 @@ static void read_plain(fk_tlsconn *c)
         send_cipher(c);
 }
 
-static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+static void read_plain(fk_tlsconn *c)
 {
-    (void)buf;
-    fk_tlsconn *c = s->data;
+    if (!t_pbuf_busy && !t_pbuf)
+        t_pbuf = malloc(PBUF_LEN);
+    int shared = !t_pbuf_busy && t_pbuf;
+    uint8_t *pbuf = shared ? t_pbuf : malloc(PBUF_LEN);
+    if (!pbuf) {
+        fail(c, "out of memory for a read buffer");
+        return;
+    }
+    if (shared)
+        t_pbuf_busy = 1;
+    read_plain_into(c, pbuf);
+    if (shared)
+        t_pbuf_busy = 0;
+    else
+        free(pbuf);
+}
+
+static void read_data(fk_tlsconn *c, ssize_t n, const uv_buf_t *buf)
+{
     if (n < 0) {
         char why[128];
         snprintf(why, sizeof why, "%s", n == UV_EOF ? "peer closed the connection"
@@ -338,13 +411,21 @@ static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     if (n == 0 || c->closing)
         return;
-    c->in_p = c->rbuf;
+    c->in_p = (const uint8_t *)buf->base;
     c->in_len = (size_t)n;
+    if (c->ready && (size_t)n >= PBUF_LEN)
+        start_streaming(c); /* a big read: a bulk transfer is coming in */
     if (!c->ready)
         handshake(c);
     if (c->ready && !c->closing)
         read_plain(c);
     c->in_len = 0; /* OpenSSL keeps any partial record itself */
+}
+
+static void read_cb(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    read_data(s->data, n, buf);
+    rbuf_release(buf);
 }
 
 static void hs_timeout(uv_timer_t *t)

@@ -38,14 +38,13 @@ struct fk_tlsconn {
     const fk_tlsconn_cbs *cbs;
     void *ud;
     int is_server, started, ready, closing, handles;
+    int streaming; /* bulk transfer seen: big buffers until the next trim */
     uint64_t hs_timeout_ms;
     fk_tls_peer peer;
     uint8_t *stage; /* plaintext waiting to be encrypted, so small frames share TLS records */
     size_t stage_len, stage_cap;
     size_t queued; /* ciphertext bytes handed to uv_write and not yet written */
     char reason[384];
-    uint8_t rbuf[262144];
-    uint8_t pbuf[65536];
 };
 
 /* Allocate and init the TCP handle on loop; the TLS side starts at accept/connect. */
@@ -61,7 +60,8 @@ int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr, const char *s
 int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n);
 /* Encrypt queued plaintext and pass it to libuv. */
 void fk_tlsconn_flush(fk_tlsconn *c);
-/* Free the write buffers kept for reuse (call when the connection goes idle). */
+/* Free the write buffers kept for reuse, the empty send stage and, after a bulk
+ * transfer, OpenSSL's record buffers (call when the connection goes idle). */
 void fk_tlsconn_trim(fk_tlsconn *c);
 /* Ciphertext bytes in flight, for back-pressure. */
 size_t fk_tlsconn_queued(const fk_tlsconn *c);
