@@ -899,7 +899,12 @@ void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
         return; /* stored, but its phase is already over (as for a late update) */
     int c = fk_jobconf_client_index(&j->conf, p->identity);
     slot *s = c < 0 ? NULL : find_slot(j, c);
-    if (!s || s->answered)
+    if (!s) { /* stage checked the sender: a caller passing other data than it staged */
+        fk_log(FK_LOG_ERROR, "update_not_counted", "job=%lld identity=\"%s\" reason=not_planned",
+               (long long)j->id, p->identity);
+        return;
+    }
+    if (s->answered)
         return;
     s->answered = 1;
     j->answered++;

@@ -44,7 +44,7 @@ typedef struct seen {
 /* An update staged in the open batch transaction, answered after its commit. */
 typedef struct staged {
     fk_grpc_call *call;
-    fk_push p; /* blob unused; identity and idem point into the copies below */
+    fk_push p; /* blob unused; identity and idem are set to the copies below on use */
     char identity[256];
     char idem[128];
     int rc, dup; /* the stage's verdict, final only once the batch committed */
@@ -616,6 +616,8 @@ enum { BATCH_MAX = 512 }; /* updates per transaction: bounds the memory of one b
 static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err *commit_err,
                           double now)
 {
+    q->p.identity = q->identity; /* the queue may have moved since staging */
+    q->p.idem = q->idem;
     if (commit_rc) {
         reply_err(q->call, commit_rc, commit_err);
     } else if (q->rc == FK_OK && !q->dup) {
@@ -646,6 +648,8 @@ static void batch_flush(fk_service *s)
     uv_idle_stop(&s->batch_idle);
     fk_err err;
     int rc = fk_store_commit(s->st, &err); /* rolls back on failure */
+    s->stats.batches++;
+    s->stats.batch_failures += rc != FK_OK;
     if (rc)
         fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch,
                err.msg);
@@ -663,6 +667,8 @@ static void batch_flush(fk_service *s)
 static void batch_abort(fk_service *s, const fk_err *why)
 {
     fk_store_rollback(s->st);
+    s->stats.batches++;
+    s->stats.batch_failures++;
     fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch, why->msg);
     s->batch_open = 0;
     uv_check_stop(&s->batch_check);
@@ -687,7 +693,7 @@ static void on_batch_idle(uv_idle_t *h)
 static int batch_reserve(fk_service *s, fk_err *err)
 {
     if (s->n_batch == s->cap_batch) {
-        int cap = s->cap_batch ? 2 * s->cap_batch : 64;
+        int cap = s->cap_batch ? 2 * s->cap_batch : 4; /* small: tests cross a regrowth */
         staged *g = realloc(s->batch, (size_t)cap * sizeof *g);
         if (!g)
             return fk_err_set(err, FK_ENOMEM, "server out of memory queueing an update");

@@ -38,6 +38,7 @@ typedef struct fk_service fk_service;
 typedef struct fk_service_stats {
     uint64_t joins, pulls, tasks_sent, pushes, committed, duplicates, stale, refused;
     uint64_t bytes_in, bytes_out;
+    uint64_t batches, batch_failures; /* update transactions (group commits), rolled back ones */
     int waiting_polls;
     int sessions; /* clients joined (one session each) */
 } fk_service_stats;
