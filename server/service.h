@@ -4,7 +4,9 @@
  * PullTask is a long poll: a call with no task waiting is parked and answered
  * as soon as the engine has a task for that client, or shortly before the
  * call's deadline with TASK_NONE. PushUpdate answers UPDATE_COMMITTED only
- * after the engine committed the update; chunked updates are reassembled in
+ * after the engine committed the update: the updates of one loop iteration are
+ * staged in one transaction and answered after its one commit (group commit,
+ * counted in fk_service_stats.batches); chunked updates are reassembled in
  * memory (a probe after a reconnect lists the missing chunks). Admin calls
  * (SubmitJob, JobStatus, JobResult, CancelJob) need an identity listed as
  * admin; every other call an identity on the allow-list (when one is set). */
