@@ -425,6 +425,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fflush(stdout);
     kill(child, SIGTERM);
     waitpid(child, NULL, 0);
+    uv_close((uv_handle_t *)&r.watch, NULL); /* else uv_loop_close fails and leaks the loop */
     fk_service_close(r.svc, svc_closed, &r);
     uv_run(&r.loop, UV_RUN_DEFAULT);
     fk_service_free(r.svc);
