@@ -860,7 +860,7 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
     return FK_OK;
 }
 
-int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err)
+int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err)
 {
     *dup = 0;
     if (!p->idem || !*p->idem || strlen(p->idem) > 127 || !p->identity)
@@ -889,13 +889,45 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
                          .phase = j->phase, .client = s->client, .identity = p->identity,
                          .idem = p->idem, .report = p->report, .blob = p->blob, .len = p->len,
                          .received = now};
-    if ((rc = fk_store_update_put(e->o.store, &u, dup, err)))
-        return rc;
+    return fk_store_update_put(e->o.store, &u, dup, err);
+}
+
+void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
+{
+    job *j = find_job(e, p->job);
+    if (!j || p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
+        return; /* stored, but its phase is already over (as for a late update) */
+    int c = fk_jobconf_client_index(&j->conf, p->identity);
+    slot *s = c < 0 ? NULL : find_slot(j, c);
+    if (!s) { /* stage checked the sender: a caller passing other data than it staged */
+        fk_log(FK_LOG_ERROR, "update_not_counted", "job=%lld identity=\"%s\" reason=not_planned",
+               (long long)j->id, p->identity);
+        return;
+    }
+    if (s->answered)
+        return;
     s->answered = 1;
     j->answered++;
     if (j->answered == j->n_slots)
         close_phase(e, j, now);
     reap(e);
+}
+
+int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err)
+{
+    *dup = 0;
+    int rc = fk_store_begin(e->o.store, err);
+    if (rc)
+        return rc;
+    rc = fk_engine_push_stage(e, p, now, dup, err);
+    if (rc) {
+        fk_store_rollback(e->o.store);
+        return rc;
+    }
+    if ((rc = fk_store_commit(e->o.store, err)))
+        return rc;
+    if (!*dup)
+        fk_engine_push_apply(e, p, now);
     return FK_OK;
 }
 

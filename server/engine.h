@@ -82,6 +82,17 @@ typedef struct fk_push {
  * may resend later. */
 int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
 
+/* fk_engine_push in two steps, so that several updates share one commit
+ * (group commit). Stage: validate and insert the update inside the caller's
+ * open store transaction (fk_store_begin); nothing changes in memory, and the
+ * results are those of fk_engine_push (a resend of an update staged in the same
+ * transaction gives *dup = 1). After an FK_EIO or FK_ENOMEM the transaction may
+ * be lost: roll it back. Apply: only once that transaction committed, count a
+ * staged update that was not a duplicate (may close the phase and the round,
+ * in their own transactions); never for a rolled-back one. */
+int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
+void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now);
+
 /* 1 if identity still owes an update for exactly (job, round, attempt, phase):
  * a client working on anything else should drop it (heartbeat cancel_task). */
 int fk_engine_task_open(const fk_engine *e, int64_t job, int round, int attempt, int phase,

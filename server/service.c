@@ -41,6 +41,16 @@ typedef struct seen {
     double written;
 } seen;
 
+/* An update staged in the open batch transaction, answered after its commit. */
+typedef struct staged {
+    fk_grpc_call *call;
+    fk_push p; /* blob unused; identity and idem are set to the copies below on use */
+    char identity[256];
+    char idem[128];
+    int rc, dup; /* the stage's verdict, final only once the batch committed */
+    fk_err err;
+} staged;
+
 /* A joined client: the session id it sends back with Heartbeat. */
 typedef struct session {
     char id[33]; /* 128 random bits, hex */
@@ -61,6 +71,11 @@ struct fk_service {
     int n_seen;
     session *sessions;
     int n_sessions;
+    uv_check_t batch_check; /* commits the batch after the loop's I/O callbacks */
+    uv_idle_t batch_idle;   /* keeps the next poll from blocking while a batch is open */
+    staged *batch;          /* updates staged in the open transaction, arrival order */
+    int n_batch, cap_batch;
+    int batch_open;
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
     uint64_t woken_gen;   /* engine generation the waiters were last matched against */
@@ -587,38 +602,152 @@ static void reply_missing(fk_service *s, fk_grpc_call *call, const partial *p, i
     free(miss);
 }
 
-/* Hand a complete update (encoded bundle) to the engine and answer. */
+/* ------------------------------------------------------- group commit
+ *
+ * Updates that arrive in the same loop iteration are staged in one store
+ * transaction; a uv_check handle commits it once the iteration's I/O callbacks
+ * ran, and only then are they counted (fk_engine_push_apply) and answered. A
+ * failed commit rolls back: nothing is counted and every staged update is
+ * refused with UNAVAILABLE (its client resends). Other writes of the engine
+ * (submit, cancel, tick) flush the batch first; last_seen writes may join it. */
+
+enum { BATCH_MAX = 512 }; /* updates per transaction: bounds the memory of one batch */
+
+static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err *commit_err,
+                          double now)
+{
+    q->p.identity = q->identity; /* the queue may have moved since staging */
+    q->p.idem = q->idem;
+    if (commit_rc) {
+        reply_err(q->call, commit_rc, commit_err);
+    } else if (q->rc == FK_OK && !q->dup) {
+        fk_engine_push_apply(s->e, &q->p, now);
+        s->stats.committed++;
+        reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
+    } else if (q->rc == FK_OK) {
+        s->stats.duplicates++;
+        reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
+                   "this update was committed before");
+    } else if (q->rc == FK_ESTATE) {
+        s->stats.stale++;
+        reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, q->err.msg);
+    } else {
+        fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
+               q->identity, q->p.job, q->err.msg);
+        reply_err(q->call, q->rc, &q->err);
+    }
+}
+
+/* Commit the open batch, then count and answer its updates in arrival order. */
+static void batch_flush(fk_service *s)
+{
+    if (!s->batch_open)
+        return;
+    s->batch_open = 0;
+    uv_check_stop(&s->batch_check);
+    uv_idle_stop(&s->batch_idle);
+    fk_err err;
+    int rc = fk_store_commit(s->st, &err); /* rolls back on failure */
+    s->stats.batches++;
+    s->stats.batch_failures += rc != FK_OK;
+    if (rc)
+        fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch,
+               err.msg);
+    double now = fk_service_now();
+    int n = s->n_batch;
+    s->n_batch = 0; /* an answer below may not stage anything, but keep the queue sound */
+    for (int i = 0; i < n; i++)
+        answer_staged(s, &s->batch[i], rc, &err, now);
+    if (!rc)
+        wake_waiters(s);
+}
+
+/* Store failed inside the batch: SQLite may have dropped the transaction, so
+ * refuse everything staged so far. */
+static void batch_abort(fk_service *s, const fk_err *why)
+{
+    fk_store_rollback(s->st);
+    s->stats.batches++;
+    s->stats.batch_failures++;
+    fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch, why->msg);
+    s->batch_open = 0;
+    uv_check_stop(&s->batch_check);
+    uv_idle_stop(&s->batch_idle);
+    int n = s->n_batch;
+    s->n_batch = 0;
+    for (int i = 0; i < n; i++)
+        reply_err(s->batch[i].call, why->code, why);
+}
+
+static void on_batch_check(uv_check_t *h)
+{
+    batch_flush(h->data);
+}
+
+static void on_batch_idle(uv_idle_t *h)
+{
+    (void)h; /* only there so the loop polls without blocking until the check commits */
+}
+
+/* Room for one more staged update and an open transaction; FK_OK or an error. */
+static int batch_reserve(fk_service *s, fk_err *err)
+{
+    if (s->n_batch == s->cap_batch) {
+        int cap = s->cap_batch ? 2 * s->cap_batch : 4; /* small: tests cross a regrowth */
+        staged *g = realloc(s->batch, (size_t)cap * sizeof *g);
+        if (!g)
+            return fk_err_set(err, FK_ENOMEM, "server out of memory queueing an update");
+        s->batch = g;
+        s->cap_batch = cap;
+    }
+    if (s->batch_open)
+        return FK_OK;
+    int rc = fk_store_begin(s->st, err);
+    if (rc)
+        return rc;
+    s->batch_open = 1;
+    uv_check_start(&s->batch_check, on_batch_check);
+    uv_idle_start(&s->batch_idle, on_batch_idle);
+    return FK_OK;
+}
+
+/* Hand a complete update (encoded bundle) to the engine; it is answered once
+ * the batch it was staged in committed. */
 static void commit_update(fk_service *s, fk_grpc_call *call, const char *identity,
                           const fedkern_v1_PushUpdateRequest *in, int64_t job, int attempt,
                           const uint8_t *blob, size_t len)
 {
-    fk_push p = {.job = job, .round = (int)in->round, .attempt = attempt,
-                 .phase = (int)in->phase, .identity = identity, .idem = in->update_id,
-                 .blob = blob, .len = len};
-    fk_report_init(&p.report);
-    if (in->has_report) {
-        p.report.n_samples = (double)in->report.n_samples;
-        p.report.loss = in->report.loss;
-        p.report.accuracy = in->report.accuracy;
-    }
-    int dup = 0;
     fk_err err;
-    int rc = fk_engine_push(s->e, &p, fk_service_now(), &dup, &err);
-    if (rc == FK_OK && !dup) {
-        s->stats.committed++;
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
-        wake_waiters(s);
-    } else if (rc == FK_OK) {
-        s->stats.duplicates++;
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
-                   "this update was committed before");
-    } else if (rc == FK_ESTATE) {
-        s->stats.stale++;
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, err.msg);
-    } else {
-        fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"", identity,
-               job, err.msg);
+    int rc = batch_reserve(s, &err);
+    if (rc) {
+        fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
+               identity, job, err.msg);
         reply_err(call, rc, &err);
+        return;
+    }
+    staged *q = &s->batch[s->n_batch];
+    memset(q, 0, sizeof *q);
+    q->call = call;
+    snprintf(q->identity, sizeof q->identity, "%s", identity);
+    snprintf(q->idem, sizeof q->idem, "%s", in->update_id);
+    q->p = (fk_push){.job = job, .round = (int)in->round, .attempt = attempt,
+                     .phase = (int)in->phase, .identity = q->identity, .idem = q->idem,
+                     .blob = blob, .len = len};
+    fk_report_init(&q->p.report);
+    if (in->has_report) {
+        q->p.report.n_samples = (double)in->report.n_samples;
+        q->p.report.loss = in->report.loss;
+        q->p.report.accuracy = in->report.accuracy;
+    }
+    q->rc = fk_engine_push_stage(s->e, &q->p, fk_service_now(), &q->dup, &q->err);
+    q->p.blob = NULL; /* stored (or not) now; the caller frees it */
+    q->p.len = 0;
+    s->n_batch++;
+    if (q->rc == FK_EIO || q->rc == FK_ENOMEM) {
+        fk_err why = q->err;
+        batch_abort(s, &why);
+    } else if (s->n_batch >= BATCH_MAX) {
+        batch_flush(s);
     }
 }
 
@@ -687,6 +816,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
                    "failure noted; the client counts as a dropout of this phase");
     } else if (in.probe) {
+        batch_flush(s); /* a staged update is not known until it committed */
         int known = 0;
         partial *p = find_partial(s, in.update_id, id);
         if (fk_store_update_known(s->st, in.update_id, id, &known, &err) == FK_OK && known)
@@ -802,6 +932,7 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
+    batch_flush(s); /* the engine's own transactions need the batch closed */
     if (!admin(s, call, peer))
         return;
     fedkern_v1_SubmitJobRequest in;
@@ -873,6 +1004,7 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
+    batch_flush(s); /* the engine's own transactions need the batch closed */
     if (!admin(s, call, peer))
         return;
     fedkern_v1_JobStatusRequest in;
@@ -915,6 +1047,7 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
+    batch_flush(s); /* the engine's own transactions need the batch closed */
     if (!admin(s, call, peer))
         return;
     fedkern_v1_JobResultRequest in;
@@ -979,6 +1112,7 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
+    batch_flush(s); /* the engine's own transactions need the batch closed */
     if (!admin(s, call, peer))
         return;
     fedkern_v1_CancelJobRequest in;
@@ -1006,6 +1140,7 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 static void on_tick(uv_timer_t *t)
 {
     fk_service *s = t->data;
+    batch_flush(s);
     double now = fk_service_now();
     double next;
     fk_err err;
@@ -1065,6 +1200,11 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
             return rc;
         }
     }
+    uv_check_init(loop, &s->batch_check);
+    uv_idle_init(loop, &s->batch_idle);
+    s->batch_check.data = s;
+    s->batch_idle.data = s;
+    s->handles += 2;
     uv_timer_init(loop, &s->tick);
     s->handles++;
     s->tick.data = s;
@@ -1080,6 +1220,7 @@ static void tick_closed(uv_handle_t *h)
 
 void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 {
+    batch_flush(s); /* answer staged updates while the engine can still count them */
     s->closing = 1;
     s->on_closed = on_closed;
     s->closed_ud = ud;
@@ -1092,6 +1233,8 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
         }
         waiter_drop(s, w);
     }
+    uv_close((uv_handle_t *)&s->batch_check, tick_closed);
+    uv_close((uv_handle_t *)&s->batch_idle, tick_closed);
     uv_timer_stop(&s->tick);
     uv_close((uv_handle_t *)&s->tick, tick_closed);
 }
@@ -1109,6 +1252,7 @@ void fk_service_free(fk_service *s)
     for (int i = 0; i < s->n_partials; i++)
         fk_reasm_close(&s->partials[i].r);
     free(s->partials);
+    free(s->batch);
     free(s->seen);
     free(s->sessions);
     free(s);

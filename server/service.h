@@ -4,7 +4,9 @@
  * PullTask is a long poll: a call with no task waiting is parked and answered
  * as soon as the engine has a task for that client, or shortly before the
  * call's deadline with TASK_NONE. PushUpdate answers UPDATE_COMMITTED only
- * after the engine committed the update; chunked updates are reassembled in
+ * after the engine committed the update: the updates of one loop iteration are
+ * staged in one transaction and answered after its one commit (group commit,
+ * counted in fk_service_stats.batches); chunked updates are reassembled in
  * memory (a probe after a reconnect lists the missing chunks). Admin calls
  * (SubmitJob, JobStatus, JobResult, CancelJob) need an identity listed as
  * admin; every other call an identity on the allow-list (when one is set). */
@@ -38,6 +40,7 @@ typedef struct fk_service fk_service;
 typedef struct fk_service_stats {
     uint64_t joins, pulls, tasks_sent, pushes, committed, duplicates, stale, refused;
     uint64_t bytes_in, bytes_out;
+    uint64_t batches, batch_failures; /* update transactions (group commits), rolled back ones */
     int waiting_polls;
     int sessions; /* clients joined (one session each) */
 } fk_service_stats;

@@ -6,9 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { STMT_CACHE_MAX = 64 };
+
+/* A prepared statement kept for the store's lifetime, keyed by its SQL text. */
+typedef struct cached_stmt {
+    char *sql;
+    sqlite3_stmt *s;
+} cached_stmt;
+
 struct fk_store {
     sqlite3 *db;
     char path[512];
+    cached_stmt cache[STMT_CACHE_MAX];
+    int n_cache;
+    int fail_commits; /* test hook: this many next COMMITs fail like a full disk */
 };
 
 /* Migration i takes the schema from version i to i + 1; append, never edit. */
@@ -116,18 +127,71 @@ static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
     return rc == SQLITE_OK ? FK_OK : db_fail(st, rc, what, err);
 }
 
+/* A ready statement for sql: the cached one (reset, no bindings), or a fresh
+ * one that is cached. A cached statement still in use by an outer caller (a
+ * store call from inside fk_store_update_each's callback) gets a private copy. */
 static int prep(fk_store *st, const char *sql, sqlite3_stmt **s, fk_err *err)
 {
+    int in_use = 0;
+    for (int i = 0; i < st->n_cache; i++) {
+        if (strcmp(st->cache[i].sql, sql))
+            continue;
+        if (sqlite3_stmt_busy(st->cache[i].s)) {
+            in_use = 1;
+            break;
+        }
+        *s = st->cache[i].s;
+        sqlite3_reset(*s);
+        sqlite3_clear_bindings(*s);
+        return FK_OK;
+    }
     int rc = sqlite3_prepare_v2(st->db, sql, -1, s, NULL);
-    return rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "prepare", err);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "prepare", err);
+    if (!in_use && st->n_cache < STMT_CACHE_MAX) {
+        char *key = strdup(sql);
+        if (key) /* out of memory only costs the cache entry */
+            st->cache[st->n_cache++] = (cached_stmt){.sql = key, .s = *s};
+    }
+    return FK_OK;
 }
 
-/* Step a statement that returns no rows, then finalize it. */
+/* Done with a statement from prep(): a cached one is reset (ending its read
+ * and dropping borrowed blob pointers), any other finalized. */
+static void release(fk_store *st, sqlite3_stmt *s)
+{
+    for (int i = 0; i < st->n_cache; i++)
+        if (st->cache[i].s == s) {
+            sqlite3_reset(s);
+            sqlite3_clear_bindings(s);
+            return;
+        }
+    sqlite3_finalize(s);
+}
+
+static void cache_clear(fk_store *st)
+{
+    for (int i = 0; i < st->n_cache; i++) {
+        sqlite3_finalize(st->cache[i].s);
+        free(st->cache[i].sql);
+    }
+    st->n_cache = 0;
+}
+
+/* Step a statement that returns no rows, then release it. */
 static int run(fk_store *st, sqlite3_stmt *s, const char *what, fk_err *err)
 {
     int rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    release(st, s);
     return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, what, err);
+}
+
+/* Run one cached statement without parameters (transaction control). */
+static int exec_cached(fk_store *st, const char *sql, const char *what, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    return rc ? rc : run(st, s, what, err);
 }
 
 static void bind_real_or_null(sqlite3_stmt *s, int i, double v)
@@ -207,6 +271,7 @@ void fk_store_close(fk_store *st)
 {
     if (!st)
         return;
+    cache_clear(st);
     sqlite3_close(st->db);
     free(st);
 }
@@ -219,7 +284,7 @@ static int pragma_int(fk_store *st, const char *sql, int64_t *out, fk_err *err)
         return rc;
     rc = sqlite3_step(s);
     *out = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    sqlite3_finalize(s);
+    release(st, s);
     return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, sql, err);
 }
 
@@ -254,7 +319,7 @@ int fk_store_schema_version(fk_store *st, int *version, fk_err *err)
         return rc;
     rc = sqlite3_step(s);
     *version = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
-    sqlite3_finalize(s);
+    release(st, s);
     return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, "read schema version", err);
 }
 
@@ -266,15 +331,26 @@ int fk_store_set_full_sync(fk_store *st, int full, fk_err *err)
 
 int fk_store_begin(fk_store *st, fk_err *err)
 {
-    return exec(st, "BEGIN IMMEDIATE", "begin transaction", err);
+    return exec_cached(st, "BEGIN IMMEDIATE", "begin transaction", err);
 }
 
 int fk_store_commit(fk_store *st, fk_err *err)
 {
-    int rc = exec(st, "COMMIT", "commit", err);
+    if (st->fail_commits > 0) {
+        st->fail_commits--;
+        fk_store_rollback(st);
+        return fk_err_set(err, FK_EIO, "state db %s: commit: simulated failure (test hook); "
+                          "nothing was stored", st->path);
+    }
+    int rc = exec_cached(st, "COMMIT", "commit", err);
     if (rc)
         fk_store_rollback(st);
     return rc;
+}
+
+void fk_store_test_fail_commits(fk_store *st, int n)
+{
+    st->fail_commits = n;
 }
 
 void fk_store_rollback(fk_store *st)
@@ -322,7 +398,7 @@ int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err)
     sqlite3_bind_int64(s, 1, id);
     rc = sqlite3_step(s);
     if (rc != SQLITE_ROW) {
-        sqlite3_finalize(s);
+        release(st, s);
         if (rc == SQLITE_DONE)
             return fk_err_set(err, FK_ENOTFOUND, "no job %lld; 'fedkern job status' lists jobs",
                               (long long)id);
@@ -338,7 +414,7 @@ int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err)
     snprintf(out->failure, sizeof out->failure, "%s", (const char *)sqlite3_column_text(s, 6));
     out->created = sqlite3_column_double(s, 7);
     out->updated = sqlite3_column_double(s, 8);
-    sqlite3_finalize(s);
+    release(st, s);
     if (!out->config)
         return fk_err_set(err, FK_ENOMEM, "out of memory reading job %lld", (long long)id);
     return FK_OK;
@@ -359,7 +435,7 @@ int fk_store_job_ids(fk_store *st, int state, int64_t **ids, int *n, fk_err *err
             cap = cap ? 2 * cap : 16;
             int64_t *g = realloc(*ids, (size_t)cap * sizeof *g);
             if (!g) {
-                sqlite3_finalize(s);
+                release(st, s);
                 free(*ids);
                 *ids = NULL;
                 *n = 0;
@@ -369,7 +445,7 @@ int fk_store_job_ids(fk_store *st, int state, int64_t **ids, int *n, fk_err *err
         }
         (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
     }
-    sqlite3_finalize(s);
+    release(st, s);
     if (rc != SQLITE_DONE) {
         free(*ids);
         *ids = NULL;
@@ -556,7 +632,7 @@ int fk_store_round_get(fk_store *st, int64_t job, int round, int attempt, fk_sto
     } else {
         rc = db_fail(st, rc, "read round", err);
     }
-    sqlite3_finalize(s);
+    release(st, s);
     return rc;
 }
 
@@ -584,7 +660,7 @@ int fk_store_round_list(fk_store *st, int64_t job, fk_store_round **rows, int *n
             break;
         (*n)++;
     }
-    sqlite3_finalize(s);
+    release(st, s);
     if (rc == SQLITE_DONE)
         return FK_OK;
     for (int i = 0; i < *n; i++)
@@ -641,7 +717,7 @@ int fk_store_phase_get(fk_store *st, int64_t job, int round, int attempt, int ph
     } else {
         rc = db_fail(st, rc, "read phase", err);
     }
-    sqlite3_finalize(s);
+    release(st, s);
     return rc;
 }
 
@@ -695,7 +771,7 @@ int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, 
     } else {
         rc = db_fail(st, rc, "read client", err);
     }
-    sqlite3_finalize(s);
+    release(st, s);
     return rc;
 }
 
@@ -712,7 +788,7 @@ static int idem_exists(fk_store *st, const char *idem, const char *identity, fk_
     sqlite3_bind_text(s, 1, idem, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, identity, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    release(st, s);
     if (rc == SQLITE_ROW)
         return 1;
     return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "look up idempotency id", err);
@@ -750,7 +826,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     sqlite3_bind_blob64(s, 12, u->len ? u->blob : "", u->len, SQLITE_STATIC);
     sqlite3_bind_double(s, 13, u->received);
     rc = sqlite3_step(s);
-    sqlite3_finalize(s);
+    release(st, s);
     if (rc == SQLITE_DONE)
         return FK_OK;
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
@@ -790,11 +866,11 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
         u.received = sqlite3_column_double(s, 8);
         int crc = cb(ctx, &u, err);
         if (crc) {
-            sqlite3_finalize(s);
+            release(st, s);
             return crc;
         }
     }
-    sqlite3_finalize(s);
+    release(st, s);
     return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read updates", err);
 }
 
@@ -817,7 +893,7 @@ int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
     sqlite3_bind_int64(s, 1, job);
     rc = sqlite3_step(s);
     *n = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
-    sqlite3_finalize(s);
+    release(st, s);
     return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, "count updates", err);
 }
 
@@ -875,7 +951,7 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
     } else {
         rc = db_fail(st, rc, table, err);
     }
-    sqlite3_finalize(s);
+    release(st, s);
     return rc;
 }
 

@@ -31,10 +31,13 @@ int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
  * not a power cut). Benchmarks only, to tell protocol time from fsync time. */
 int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
 
-/* Transactions group the writes of one state change (a round's close). */
+/* Transactions group the writes of one state change (a round's close, or a
+ * batch of updates committed together). A failed commit rolls back. */
 int fk_store_begin(fk_store *st, fk_err *err);
 int fk_store_commit(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
+/* Tests only: the next n commits fail with FK_EIO and roll back, as on a full disk. */
+void fk_store_test_fail_commits(fk_store *st, int n);
 
 /* --- jobs --- */
 typedef enum fk_job_state {

@@ -523,6 +523,158 @@ static void resent_update_counts_once(void **state)
     assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
 }
 
+/* --------------------------------------------- group commit (stage/apply) */
+
+/* A hand-made update for the task waiting for client c (fedmean: any delta). */
+typedef struct staged_push {
+    fk_push p;
+    char identity[16];
+    char idem[96];
+    uint8_t *blob;
+} staged_push;
+
+static void make_push(fed *f, int c, staged_push *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    snprintf(sp->identity, sizeof sp->identity, "c%d", c);
+    fk_task_ref t;
+    fk_err err;
+    assert_int_equal(fk_engine_pull(f->e, sp->identity, f->now, &t, &err), FK_OK);
+    snprintf(sp->idem, sizeof sp->idem, "%s", t.idem);
+    fk_bundle up;
+    fk_bundle_init(&up);
+    double delta[DIM] = {1.0 + c, 2.0, 3.0 * c};
+    fk_bundle_put_vec(&up, "delta", DIM, delta);
+    size_t len;
+    assert_int_equal(t_encode(&up, &sp->blob, &len, &err), FK_OK);
+    fk_bundle_close(&up);
+    sp->p = (fk_push){.job = t.job, .round = t.round, .attempt = t.attempt, .phase = t.phase,
+                      .identity = sp->identity, .idem = sp->idem, .blob = sp->blob, .len = len};
+    fk_report_init(&sp->p.report);
+    sp->p.report.n_samples = 1 + c;
+}
+
+/* Updates committed by another connection (what survives a crash now). */
+static int committed_count(fed *f, int64_t id)
+{
+    fk_store *other;
+    fk_err err;
+    assert_int_equal(fk_store_open(&other, f->path, &err), FK_OK);
+    int n = -1;
+    assert_int_equal(fk_store_update_count(other, id, &n, &err), FK_OK);
+    fk_store_close(other);
+    return n;
+}
+
+/* Several updates staged in one transaction are stored by its one commit and
+ * counted only after it; a resend staged in the same batch counts once. */
+static void batch_commits_together_then_counts(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "rounds = 2\n"));
+    fk_err err;
+    staged_push sp[N_CLIENTS];
+    for (int c = 0; c < N_CLIENTS; c++)
+        make_push(f, c, &sp[c]);
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    int dup[4] = {-1, -1, -1, -1};
+    assert_int_equal(fk_engine_push_stage(f->e, &sp[2].p, f->now, &dup[0], &err), FK_OK);
+    assert_int_equal(fk_engine_push_stage(f->e, &sp[0].p, f->now, &dup[1], &err), FK_OK);
+    assert_int_equal(fk_engine_push_stage(f->e, &sp[2].p, f->now, &dup[2], &err), FK_OK);
+    assert_int_equal(fk_engine_push_stage(f->e, &sp[4].p, f->now, &dup[3], &err), FK_OK);
+    assert_int_equal(dup[0], 0);
+    assert_int_equal(dup[1], 0);
+    assert_int_equal(dup[2], 1); /* the resend inside the batch */
+    assert_int_equal(dup[3], 0);
+    /* Staged, not committed: nothing durable, nothing counted, tasks still open. */
+    assert_int_equal(committed_count(f, id), 0);
+    fk_job_status s;
+    job_state(f, id, &s);
+    assert_int_equal(s.answered, 0);
+    assert_true(fk_engine_task_open(f->e, id, 1, 0, 0, "c2"));
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    assert_int_equal(committed_count(f, id), 3);
+    fk_engine_push_apply(f->e, &sp[2].p, f->now);
+    fk_engine_push_apply(f->e, &sp[0].p, f->now);
+    fk_engine_push_apply(f->e, &sp[4].p, f->now);
+    job_state(f, id, &s);
+    assert_int_equal(s.answered, 3);
+    assert_false(fk_engine_task_open(f->e, id, 1, 0, 0, "c2"));
+    /* The rest in a second batch: its apply closes the phase and the round. */
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    int odd[3] = {1, 3, 5};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(fk_engine_push_stage(f->e, &sp[odd[k]].p, f->now, &dup[0], &err), FK_OK);
+        assert_int_equal(dup[0], 0);
+    }
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    for (int k = 0; k < 3; k++)
+        fk_engine_push_apply(f->e, &sp[odd[k]].p, f->now);
+    job_state(f, id, &s);
+    assert_int_equal(s.round, 2);
+    assert_int_equal(s.answered, 0);
+    assert_int_equal(committed_count(f, id), N_CLIENTS);
+    fk_store_round r;
+    assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &r, &err), FK_OK);
+    assert_int_equal(r.closed, 1);
+    assert_int_equal(r.participants, N_CLIENTS);
+    fk_store_round_free(&r);
+    for (int c = 0; c < N_CLIENTS; c++)
+        free(sp[c].blob);
+}
+
+/* A batch whose commit fails stores nothing and changes nothing in memory;
+ * the same updates resent later count, and the job still ends with the
+ * simulator's model. */
+static void failed_batch_commit_changes_nothing(void **state)
+{
+    fed *f = *state;
+    const char *text = job_text("fedmean", "rounds = 3\n");
+    int64_t id = submit(f, text);
+    fk_err err;
+    staged_push sp[N_CLIENTS];
+    for (int c = 0; c < N_CLIENTS; c++)
+        make_push(f, c, &sp[c]);
+    fk_job_status before, after;
+    job_state(f, id, &before);
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    int dup = -1;
+    for (int c = 0; c < N_CLIENTS; c++) {
+        assert_int_equal(fk_engine_push_stage(f->e, &sp[c].p, f->now, &dup, &err), FK_OK);
+        assert_int_equal(dup, 0);
+    }
+    fk_store_test_fail_commits(f->st, 1);
+    assert_int_equal(fk_store_commit(f->st, &err), FK_EIO);
+    assert_non_null(strstr(err.msg, "commit"));
+    /* Nothing applied: same position, nobody answered, every task still open. */
+    job_state(f, id, &after);
+    assert_int_equal(after.round, before.round);
+    assert_int_equal(after.phase, before.phase);
+    assert_int_equal(after.answered, 0);
+    int n = -1;
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 0);
+    assert_int_equal(committed_count(f, id), 0);
+    for (int c = 0; c < N_CLIENTS; c++) {
+        int known = 1;
+        assert_int_equal(fk_store_update_known(f->st, sp[c].idem, sp[c].identity, &known, &err),
+                         FK_OK);
+        assert_int_equal(known, 0);
+        assert_true(fk_engine_task_open(f->e, id, 1, 0, 0, sp[c].identity));
+        free(sp[c].blob);
+    }
+    /* The clients resend (here: compute again) and the job ends as in the simulator. */
+    run(f, 0, -1);
+    assert_int_equal(job_state(f, id, &after), FK_JOB_DONE);
+    fk_bundle daemon, sim;
+    model_of(f, id, &daemon);
+    sim_model(f, text, &sim);
+    assert_same_bundle(&daemon, &sim);
+    fk_bundle_close(&daemon);
+    fk_bundle_close(&sim);
+    assert_int_equal(committed_count(f, id), 3 * N_CLIENTS);
+}
+
 static void full_disk_refuses_then_recovers(void **state)
 {
     fed *f = *state;
@@ -746,6 +898,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(missed_quorum_retries_then_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(retry_draws_a_new_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(resent_update_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(batch_commits_together_then_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(failed_batch_commit_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_then_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_at_round_close, setup, teardown),
         cmocka_unit_test_setup_teardown(submit_and_cancel, setup, teardown),

@@ -42,6 +42,7 @@ typedef struct net {
     uv_timer_t wake; /* ends blocking loop runs while waiting for the agents */
     int64_t job;
     int stop_client;   /* stop this agent once round stop_round is reached (-1: none) */
+    int fail_round;    /* the next commit fails once round fail_round is reached (0: none) */
     int stop_round;
     double started;
     int finished, timed_out;
@@ -207,6 +208,11 @@ static void on_watch(uv_timer_t *timer)
     if (t->stop_client >= 0 && s.round >= t->stop_round) {
         stop_agent(t, t->stop_client);
         t->stop_client = -1;
+    }
+    if (t->fail_round > 0 && s.round >= t->fail_round) {
+        /* Timers run between loop iterations, so the next commit is an update batch. */
+        fk_store_test_fail_commits(t->st, 1);
+        t->fail_round = 0;
     }
     if (s.state != FK_JOB_RUNNING) {
         t->finished = 1;
@@ -376,6 +382,28 @@ static void stopped_client_is_a_dropout(void **state)
     close_server(t);
 }
 
+/* A group commit that fails refuses its updates (UNAVAILABLE, none counted);
+ * the clients resend and the job still ends with the simulator's model. */
+static void failed_group_commit_is_resent(void **state)
+{
+    net *t = *state;
+    const char *text = job("fedmean", "");
+    t->fail_round = 2;
+    run_job(t, text, 0x3f);
+    fk_job_status s;
+    fk_err err;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_DONE);
+    compare_with_sim(t, text);
+    assert_int_equal(t->sstats.batch_failures, 1);
+    assert_true(t->sstats.batches >= 2);
+    assert_int_equal(t->sstats.committed, 4 * N);
+    int count;
+    assert_int_equal(fk_store_update_count(t->st, t->job, &count, &err), FK_OK);
+    assert_int_equal(count, 4 * N);
+    close_server(t);
+}
+
 static void client_off_the_allow_list_is_refused(void **state)
 {
     net *t = *state;
@@ -404,6 +432,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(client_off_the_allow_list_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(failed_group_commit_is_resent, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

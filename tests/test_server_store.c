@@ -248,6 +248,98 @@ static void updates_are_idempotent(void **state)
     assert_int_equal(s.first[1], 'B');
 }
 
+/* Callback that reads the same phase again while the outer read is running:
+ * the cached statement is busy, so the store must use a private copy. */
+typedef struct nested {
+    fk_store *st;
+    int64_t job;
+    int outer, inner;
+} nested;
+
+static int count_inner(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)u;
+    (void)err;
+    ((nested *)ctx)->inner++;
+    return FK_OK;
+}
+
+static int read_again(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    nested *n = ctx;
+    n->outer++;
+    assert_int_equal(u->len, 1);
+    return fk_store_update_each(n->st, n->job, 1, 0, 0, count_inner, n, err);
+}
+
+/* Statements are prepared once and reused: repeated, nested and failing
+ * calls give the same answers as fresh statements would. */
+static void cached_statements_are_reused_safely(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    int dup;
+    for (int round = 0; round < 3; round++) { /* the same INSERT many times, new bindings */
+        for (int c = 0; c < 3; c++) {
+            char idem[32];
+            snprintf(idem, sizeof idem, "i-%d-%d", round, c);
+            fk_store_update u = update(id, c, idem, round ? "Z" : "A", 1);
+            int rc = fk_store_update_put(f->st, &u, &dup, &err);
+            /* round 0 stores, later rounds conflict with the stored slot */
+            assert_int_equal(rc, round ? FK_ESTATE : FK_OK);
+        }
+    }
+    int n = -1;
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 3);
+    nested ns = {.st = f->st, .job = id};
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, read_again, &ns, &err), FK_OK);
+    assert_int_equal(ns.outer, 3);
+    assert_int_equal(ns.inner, 9);
+    /* A lookup that found nothing leaves no stale row behind for the next call. */
+    double when;
+    assert_int_equal(fk_store_client_last_seen(f->st, "nobody", &when, &err), FK_ENOTFOUND);
+    assert_int_equal(fk_store_client_seen(f->st, "c0", 7.0, &err), FK_OK);
+    assert_int_equal(fk_store_client_last_seen(f->st, "c0", &when, &err), FK_OK);
+    assert_true(when == 7.0);
+    /* A cached read keeps no old snapshot: it sees what another connection committed since. */
+    fk_store *other;
+    assert_int_equal(fk_store_open(&other, f->path, &err), FK_OK);
+    assert_int_equal(fk_store_client_seen(other, "c1", 8.0, &err), FK_OK);
+    fk_store_close(other);
+    assert_int_equal(fk_store_client_last_seen(f->st, "c1", &when, &err), FK_OK);
+    assert_true(when == 8.0);
+}
+
+/* The test hook: a commit that fails rolls the whole transaction back. */
+static void failed_commit_stores_nothing(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    int dup;
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    fk_store_update u0 = update(id, 0, "batch-c0", "A", 1);
+    fk_store_update u1 = update(id, 1, "batch-c1", "B", 1);
+    assert_int_equal(fk_store_update_put(f->st, &u0, &dup, &err), FK_OK);
+    assert_int_equal(fk_store_update_put(f->st, &u1, &dup, &err), FK_OK);
+    assert_int_equal(fk_store_update_put(f->st, &u1, &dup, &err), FK_OK);
+    assert_int_equal(dup, 1); /* a resend inside the open transaction */
+    fk_store_test_fail_commits(f->st, 1);
+    assert_int_equal(fk_store_commit(f->st, &err), FK_EIO);
+    int n = -1;
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 0);
+    /* The next transaction commits normally. */
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    assert_int_equal(fk_store_update_put(f->st, &u0, &dup, &err), FK_OK);
+    assert_int_equal(dup, 0);
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+}
+
 static void blobs_per_round(void **state)
 {
     fixture *f = *state;
@@ -347,6 +439,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(jobs_track_state_and_position, setup, teardown),
         cmocka_unit_test_setup_teardown(rounds_and_phases_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(updates_are_idempotent, setup, teardown),
+        cmocka_unit_test_setup_teardown(cached_statements_are_reused_safely, setup, teardown),
+        cmocka_unit_test_setup_teardown(failed_commit_stores_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(blobs_per_round, setup, teardown),
         cmocka_unit_test_setup_teardown(clients_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_updates, setup, teardown),
