@@ -371,10 +371,10 @@ static int restore(fk_agent *a, jobctx *j)
     }
     fk_log(FK_LOG_INFO, "client_state_restored",
            "job=%" PRId64 " round=%" PRIu32 " phase=%" PRIu32 " task=%s pending_update=%d",
-           j->job, cs.round, cs.phase, cs.task_id, cs.update_len > 0);
+           j->job, cs.round, cs.phase, cs.task_id, cs.update_id[0] != '\0');
     fk_cstate_close(&j->saved);
     j->saved = cs;
-    j->has_saved = cs.update_len > 0;
+    j->has_saved = cs.update_id[0] != '\0';
     return 0;
 }
 

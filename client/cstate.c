@@ -159,8 +159,8 @@ int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err)
                           "client state file: lengths %" PRIu64 " + %" PRIu64
                           " do not match its %zu bytes (truncated?)",
                           st_len, up_len, len);
-    if (!up_len != !t.update_id[0])
-        return fk_err_set(err, FK_EFORMAT, "client state file: an update needs its id and back");
+    if (up_len && !t.update_id[0]) /* an update may be empty (0 bytes), never without its id */
+        return fk_err_set(err, FK_EFORMAT, "client state file: an update without its id");
     uint8_t sum[32];
     int rc = fk_sha256(buf, len - 32, sum, err);
     if (rc)

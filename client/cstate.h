@@ -27,7 +27,7 @@ typedef struct fk_cstate {
     int64_t job;
     uint32_t client, round, phase;
     char task_id[FK_CSTATE_ID_MAX];   /* "JOB.ATTEMPT" of the task the step answered */
-    char update_id[FK_CSTATE_ID_MAX]; /* its update's idempotency id; empty: no update */
+    char update_id[FK_CSTATE_ID_MAX]; /* its update's idempotency id; empty: no update (an update may be 0 bytes) */
     uint8_t digest[32];               /* fk_cstate_digest of the job */
     double report[5];                 /* n_samples, loss, accuracy, error, seconds */
     fk_bundle state;                  /* the method's client_save output */

@@ -560,6 +560,7 @@ typedef struct client {
     double *s_own, *grad, *z, *d;
     double loss;
     double evals; /* phase-2 calls, for the evaluation cadence */
+    int batched;  /* a mini-batch was drawn (phase 0): phase 1 steps on it */
 } client;
 
 static void client_close(void *p)
@@ -592,7 +593,7 @@ static int client_alloc(client *c, const fk_dataset *data, fk_err *err)
     size_t n = data->X.rows;
     c->par = calloc(c->WM + c->PC, sizeof(double));
     c->perm = malloc(n * sizeof(int));
-    c->yb = malloc(c->b * sizeof(int));
+    c->yb = calloc(c->b, sizeof(int));
     c->s_own = calloc(c->D, sizeof(double));
     c->grad = calloc(c->WM + c->PC, sizeof(double));
     c->z = calloc((size_t)c->c.m + 1, sizeof(double));
@@ -673,14 +674,11 @@ fail:
 }
 
 /* Draw a mini-batch without replacement and map it to random features. */
-static int sample_batch(client *c, fk_err *err)
+/* The mini-batch is perm[0..b): its rows, labels, random features and MMD
+ * statistic (also rebuilt this way when a client state is loaded). */
+static int load_batch(client *c, fk_err *err)
 {
-    size_t n = c->X.rows;
     for (size_t i = 0; i < c->b; i++) {
-        size_t j = i + (size_t)fk_rng_below(&c->rng, n - i);
-        int t = c->perm[i];
-        c->perm[i] = c->perm[j];
-        c->perm[j] = t;
         memcpy(fk_mat_row(&c->Xb, i), fk_mat_row(&c->X, (size_t)c->perm[i]),
                c->X.cols * sizeof(double));
         c->yb[i] = c->y ? c->y[c->perm[i]] : 0;
@@ -689,7 +687,20 @@ static int sample_batch(client *c, fk_err *err)
     if (rc)
         return rc;
     fk_mmd_embedding(&c->Phi, c->is_target ? -1.0 : 1.0, c->s_own);
+    c->batched = 1;
     return FK_OK;
+}
+
+static int sample_batch(client *c, fk_err *err)
+{
+    size_t n = c->X.rows;
+    for (size_t i = 0; i < c->b; i++) {
+        size_t j = i + (size_t)fk_rng_below(&c->rng, n - i);
+        int t = c->perm[i];
+        c->perm[i] = c->perm[j];
+        c->perm[j] = t;
+    }
+    return load_batch(c, err);
 }
 
 /* U = Phi W, rows normalized: F = U / (|U| + eps). Keeps U and the norms. */
@@ -858,6 +869,9 @@ static int cli_step(void *p, const fk_bundle *task, fk_bundle *up, fk_report *re
         return FK_OK;
     }
     if (phase == 1) {
+        if (!c->batched) /* e.g. a restarted client without its saved state */
+            return fk_err_set(err, FK_ESTATE, "fedrf-tca: client %d got a phase-1 step without "
+                              "the mini-batch of phase 0 (client state lost)", c->idx);
         if (c->is_target) {
             const fk_tensor *s = fk_bundle_get(task, "s_src");
             if (s && (s->ndim != 2 || s->shape[1] != c->D))
@@ -952,6 +966,8 @@ static int cli_save(void *p, fk_bundle *out, fk_err *err)
         rc = put_vec(out, "par", c->WM + c->PC, c->par, err);
     if (!rc)
         rc = put_vec(out, "rng", 10, rs, err);
+    if (!rc)
+        rc = put_scalar(out, "batched", c->batched, err);
     double t[2] = {c->optW.t, c->optC.t};
     if (!rc)
         rc = put_vec(out, "opt_t", 2, t, err);
@@ -1007,6 +1023,10 @@ static int cli_load(void *p, const fk_bundle *in, fk_err *err)
     c->optC.t = t->data[1];
     c->evals = meta->data[3];
     c->loss = meta->data[4];
+    /* the current mini-batch is perm[0..b): rebuilt, not stored (absent in older checkpoints) */
+    c->batched = 0;
+    if (scalar(in, "batched", 0) != 0)
+        return load_batch(c, err);
     return FK_OK;
 }
 

@@ -405,6 +405,9 @@ def client_kill(kind, rounds):
             if model is None:
                 break
         timings.append((f"client-kill {kind} ({jobs} jobs)", time.time() - t0))
+        dead = {f"c{c}": fed.clients[c].poll() for c in range(K) if fed.clients[c].poll() is not None}
+        ok &= check(f"client-kill: {kind}: every restarted client is still running", not dead,
+                    f"exited (code or -signal): {dead}")
         if not known or not known[-1].startswith(f"client-kill: {kind}"):
             ok &= check(f"client-kill: {kind}: 8 kills while jobs ran", kills == 8, str(kills))
         acks, stored = fed.acknowledged(), fed.stored()
