@@ -112,6 +112,7 @@ class Fed:
         self.port = None
         self.proxy_port = None
         self.server_starts = 0
+        self.client_state = False
         run([FEDKERN, "certs", "init", "--dir", self.pki])
         run([FEDKERN, "certs", "issue", "--dir", self.pki, "--server", "server", "--ip", ips])
         run([FEDKERN, "certs", "issue", "--dir", self.pki, "--admin", "op"])
@@ -159,8 +160,13 @@ class Fed:
                                       "--tls-dir", self.pki, "--name", f"c{c}", "--data.gmm",
                                       f"{self.dir}/c{c}.csv", "--data.shift",
                                       f"{self.dir}/d{c}.csv", "--backoff-max-ms", "500",
-                                      "--state-dir", f"{self.dir}/cstate-c{c}",
-                                      "--log-level", "debug"], f"client{c}.log", prefix)
+                                      *self.state_dir(c), "--log-level", "debug"],
+                                     f"client{c}.log", prefix)
+
+    def state_dir(self, c):
+        """--state-dir where clients are killed and must continue their jobs; elsewhere
+        none, so the other scenarios do not pay a client fsync per step."""
+        return ["--state-dir", f"{self.dir}/cstate-c{c}"] if self.client_state else []
 
     def start_all(self, proxy_args=None):
         self.start_server()
@@ -379,6 +385,7 @@ def client_kill(kind, rounds):
     deadline = 5
     rng = random.Random(23)
     fed = Fed("client-kill")
+    fed.client_state = True
     ok = False
     try:
         t0 = time.time()
