@@ -291,6 +291,18 @@ static void pause_polling(fk_agent *a)
     uv_timer_start(&a->retry, on_retry, delay, 0);
 }
 
+/* Deadline of a Heartbeat, which the server answers at once: a
+ * connection that carries neither within it is stalled (e.g. a damaged TLS
+ * record length leaves a peer waiting for bytes that never come), and waiting
+ * call_ms on it would miss the phase deadlines. */
+static uint64_t control_ms(const fk_agent *a)
+{
+    uint64_t ms = 4 * (uint64_t)a->heartbeat_ms;
+    if (ms < 5000)
+        ms = 5000;
+    return ms < a->cfg.call_ms ? ms : a->cfg.call_ms;
+}
+
 /* -------------------------------------------------------------- join */
 
 static void join_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
@@ -337,7 +349,9 @@ static void send_join(fk_agent *a)
         fk_log(FK_LOG_ERROR, "encode_failed", "error=\"%s\"", err.msg);
         return;
     }
-    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms, join_done);
+    /* answered at once, like a heartbeat, but before the heartbeat interval is known */
+    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
+         join_done);
 }
 
 /* -------------------------------------------------------------- tasks */
@@ -943,6 +957,10 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
         a->joined = 0;
         next(a);
     }
+    if (go && status == FK_GRPC_DEADLINE_EXCEEDED) {
+        request_disconnect(a, "heartbeat not answered: connection stalled");
+        return;
+    }
     if (!go || status != FK_GRPC_OK)
         return;
     fedkern_v1_HeartbeatResponse out;
@@ -976,7 +994,7 @@ static void on_hb(uv_timer_t *t)
     if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err))
         return;
     a->stats.heartbeats++;
-    call(a, CALL_HB, "Heartbeat", buf, len, a->cfg.call_ms, hb_done);
+    call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done);
     uv_timer_set_repeat(&a->hb, a->heartbeat_ms);
 }
 

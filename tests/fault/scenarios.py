@@ -420,8 +420,48 @@ def client_kill(kind, rounds):
         acks, stored = fed.acknowledged(), fed.stored()
         ok &= check(f"client-kill: {kind}: every acknowledged update is in the state db",
                     acks and acks <= stored, f"{len(acks)} acknowledged, {len(stored)} stored")
+        if ok and kind == "gmm":
+            ok &= lost_state(fed, jobs + 1)
     finally:
         fed.close(keep=not ok)
+
+
+def lost_state(fed, jid):
+    """A client restarted without its state directory cannot do FedGrEM steps
+    after round 1: it reports each failure, backs off, the server counts it as a
+    dropout with the reason and closes the phase without waiting for the deadline."""
+    rounds, deadline = 30, 5
+    t0 = time.time()
+    got = fed.submit(job_text("gmm", rounds, deadline))
+    if not check("lost-state: job submitted", got == str(jid), f"{got} != {jid}"):
+        return False
+    if not wait_for(f"{fed.dir}/server.log", rf"event=round_closed job={jid} round=2 ", 30):
+        return check("lost-state: round 2 closed", False)
+    fed.kill(fed.clients[0])
+    shutil.rmtree(f"{fed.dir}/cstate-c0", ignore_errors=True)
+    fed.start_client(0)
+    model = fed.result(jid, wait=120)
+    dt = time.time() - t0
+    timings.append(("client-kill lost-state gmm", dt))
+    slog = open(f"{fed.dir}/server.log", errors="replace").read()
+    clog = open(f"{fed.dir}/client0.log", errors="replace").read()
+    failed = re.findall(rf"event=client_failed job={jid} [^\n]*client=c0 [^\n]*", slog)
+    drops = re.findall(rf"event=dropout job={jid} [^\n]*client=c0 reason=\"client failed:[^\n]*", slog)
+    reports = len(re.findall(rf"event=failure_reported job={jid}\.", clog))
+    ok = check("lost-state: the job completes without the client's state",
+               model is not None, f"{dt:.1f} s")
+    ok &= check("lost-state: the server logs the client's failure with its reason",
+                failed and "before its initialisation" in failed[0],
+                failed[0][:200] if failed else "no client_failed line")
+    ok &= check("lost-state: each failure counted as a dropout with the reason", len(drops) >= 1,
+                f"{len(drops)} dropouts, {len(failed)} failures; e.g. {drops[0][:160] if drops else ''}")
+    ok &= check("lost-state: the client reports once per task and backs off (no spinning)",
+                0 < reports <= rounds and re.search(r"event=task_backoff", clog) is not None,
+                f"{reports} failure reports for {rounds} rounds")
+    # every failed phase closed once the others answered, not at its 5 s deadline
+    ok &= check("lost-state: phases close without waiting for the deadline",
+                dt < rounds * deadline / 4, f"{dt:.1f} s for {rounds} rounds, deadline {deadline} s")
+    return ok
 
 
 def scenario_server_kill():
