@@ -1,15 +1,26 @@
-/* fedkern demo: two federated jobs on built-in data, a progress line per round,
- * a final table and plots (gnuplot, when installed) in a work directory. */
+/* fedkern demo: a real federation on 127.0.0.1 (a CA, one fedkern-server and its
+ * fedkern-clients over mTLS, demo_fleet.c) runs two jobs on built-in data, submitted
+ * and followed through the `fedkern job` calls (job.c); each final model is checked
+ * against the in-process simulation with the same seed. A progress line per round,
+ * a final table and plots (gnuplot, when installed) in a work directory.
+ * --in-process runs the same method operations without daemons. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/demo.h"
+#include "cli/job.h"
 #include "common/base/params.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
 #include "common/data/synth_gmm.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/sim.h"
@@ -20,6 +31,7 @@ typedef struct demo_opts {
     const char *workdir;
     int json;
     int plots;
+    int in_process;
     uint64_t seed;
 } demo_opts;
 
@@ -27,6 +39,8 @@ typedef struct demo_job {
     const char *method;
     const char *data;     /* description for the table */
     const char *metric;   /* "accuracy" or "mis-clustering" */
+    const char *dataset;  /* data-set name in the job file and the client configs */
+    char spec[160];       /* synthetic data spec without the client index */
     int rounds;
     fk_params params;
     fk_dataset *clients;
@@ -36,28 +50,40 @@ typedef struct demo_job {
     double score;         /* target accuracy, or mean mis-clustering of the regular clients */
     FILE *dat;            /* per-round plot data */
     int json;
+    /* daemon mode */
+    char id[64];          /* the server's job id */
+    double sim_score;     /* score of the in-process simulation of the same job */
+    int same;             /* daemon model == simulation model, bit for bit */
+    double seconds;       /* submit to done */
 } demo_job;
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern demo [--clients K] [--rounds R] [--workdir DIR] [--seed S] [--json]\n"
-            "                    [--no-plots]\n"
+            "                    [--no-plots] [--in-process]\n"
             "\n"
-            "Runs two federated jobs on built-in data through the same method operations the\n"
-            "daemons run: FedRF-TCA (K-1 labelled source clients and one unlabelled target client\n"
-            "on a synthetic domain-shift task) and FedGrEM (Gaussian-mixture clustering on the\n"
-            "FedGrEM paper's simulation design with one outlier client). Prints one line per\n"
-            "round, a final table, and writes per-round data and SVG/PNG plots (gnuplot) of\n"
-            "accuracy/objective and participation to the work directory.\n"
+            "Runs a federation on this machine: creates a CA and certificates in the work\n"
+            "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
+            "mutual TLS (the programs next to this one), and submits two jobs as 'fedkern job\n"
+            "submit' does: FedRF-TCA (K-1 labelled source clients and one unlabelled target\n"
+            "client on a built-in synthetic domain-shift task) and FedGrEM (Gaussian-mixture\n"
+            "clustering on the FedGrEM paper's simulation design with one outlier client).\n"
+            "Prints one line per round (from job status), a final table that also says whether\n"
+            "each daemon model equals the in-process simulation with the same seed bit for bit,\n"
+            "and writes per-round data, SVG/PNG plots (gnuplot) of accuracy/objective and\n"
+            "participation, job files, models and daemon logs to the work directory. Every\n"
+            "daemon is stopped with SIGTERM at the end, on error and on Ctrl-C.\n"
             "\n"
             "options:\n"
-            "  --clients K    clients per job (default 4 for FedRF-TCA; FedGrEM uses max(K, 10))\n"
+            "  --clients K    clients of the FedRF-TCA job (default 4); FedGrEM uses max(K, 10),\n"
+            "                 and max(K, 10) client daemons are started\n"
             "  --rounds R     rounds per job (default 60 FedRF-TCA, 100 FedGrEM)\n"
-            "  --workdir DIR  where data and plots go (default ./fedkern-demo)\n"
+            "  --workdir DIR  certificates, state, logs, data and plots (default ./fedkern-demo)\n"
             "  --seed S       seed of data, features, initialisation and plans (default 1)\n"
             "  --json         JSON lines: one per round and a final one per job\n"
-            "  --no-plots     skip gnuplot\n");
+            "  --no-plots     skip gnuplot\n"
+            "  --in-process   no daemons: run both jobs through the simulator in this process\n");
 }
 
 static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err *err)
@@ -68,11 +94,12 @@ static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err 
     if (argc > 0)
         return fk_err_set(err, FK_EINVAL, "unexpected argument '%s' (see --help)", argv[0]);
     int no_plots = 0;
-    if ((rc = fk_params_int(p, "clients", 4, 2, 64, &o->clients, err)) ||
+    if ((rc = fk_params_int(p, "clients", 4, 2, FK_FLEET_MAX - 1, &o->clients, err)) ||
         (rc = fk_params_int(p, "rounds", 0, 0, 100000, &o->rounds, err)) ||
         (rc = fk_params_u64(p, "seed", 1, &o->seed, err)) ||
         (rc = fk_params_bool(p, "json", 0, &o->json, err)) ||
-        (rc = fk_params_bool(p, "no-plots", 0, &no_plots, err)))
+        (rc = fk_params_bool(p, "no-plots", 0, &no_plots, err)) ||
+        (rc = fk_params_bool(p, "in-process", 0, &o->in_process, err)))
         return rc;
     o->plots = !no_plots;
     o->workdir = fk_params_str(p, "workdir", "fedkern-demo");
@@ -109,6 +136,9 @@ static int setup_fedrf_tca(demo_job *j, const demo_opts *o, fk_err *err)
     so.seed = o->seed;
     j->method = "fedrf-tca";
     j->data = "synthetic domain shift";
+    j->dataset = "shift";
+    snprintf(j->spec, sizeof j->spec, "synthetic/shift:sources=%d,seed=%llu", so.n_sources,
+             (unsigned long long)so.seed);
     j->metric = "accuracy";
     j->rounds = o->rounds ? (int)o->rounds : 60;
     j->n_clients = so.n_sources + 1;
@@ -136,6 +166,9 @@ static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
         g.K = (int)o->clients;
     j->method = "fedgrem";
     j->data = "GMM design, 1 outlier client";
+    j->dataset = "gmm";
+    snprintf(j->spec, sizeof j->spec, "synthetic/gmm:tasks=%d,seed=%llu", g.K,
+             (unsigned long long)o->seed);
     j->metric = "mis-clustering";
     j->rounds = o->rounds ? (int)o->rounds : 100;
     j->n_clients = g.K;
@@ -155,13 +188,13 @@ static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
 
 /* FedRF-TCA: accuracy on the target (the last client). FedGrEM: mean mis-clustering
  * over the regular clients (the last client is the planted outlier). */
-static double score_job(const demo_job *j)
+static double score_reports(const demo_job *j, const fk_report *rep)
 {
     if (!strcmp(j->metric, "accuracy"))
-        return j->final[j->n_clients - 1].accuracy;
+        return rep[j->n_clients - 1].accuracy;
     double s = 0.0;
     for (int i = 0; i < j->n_clients - 1; i++)
-        s += j->final[i].error;
+        s += rep[i].error;
     return s / (double)(j->n_clients - 1);
 }
 
@@ -187,7 +220,7 @@ static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
     int rc = fk_sim_run(m, &j->params, j->clients, j->n_clients, &so, &model, NULL, err);
     if (rc == FK_OK) {
         fk_bundle_close(&model);
-        j->score = score_job(j);
+        j->score = score_reports(j, j->final);
     }
     fclose(j->dat);
     j->dat = NULL;
@@ -202,6 +235,356 @@ static void job_close(demo_job *j)
     free(j->trace);
     free(j->final);
     fk_params_close(&j->params);
+}
+
+/* ---- daemon mode ---------------------------------------------------------- */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int write_text(const char *path, const char *text, fk_err *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fk_err_set(err, FK_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int bad = fputs(text, f) < 0;
+    bad |= fclose(f) != 0;
+    return bad ? fk_err_set(err, FK_EIO, "%s: write failed: %s", path, strerror(errno)) : FK_OK;
+}
+
+/* One certificate, issued unless an earlier run left it in the directory. */
+static int ensure_cert(const char *pki, fk_cert_role role, const char *name, const fk_cert_opts *co,
+                       fk_err *err)
+{
+    char pem[4096];
+    fk_certs_path(pem, sizeof pem, pki, role, name, "pem", NULL);
+    if (access(pem, F_OK) == 0)
+        return FK_OK;
+    return fk_certs_issue(pki, role, name, co, err);
+}
+
+/* CA, server "server" (IP SAN 127.0.0.1), admin "demo" and clients c0..c(n-1). */
+static int make_pki(const char *pki, int n_clients, fk_err *err)
+{
+    char ca[4096];
+    snprintf(ca, sizeof ca, "%s/ca.pem", pki);
+    int rc = access(ca, F_OK) == 0 ? FK_OK : fk_certs_init_ca(pki, "fedkern demo CA", NULL, err);
+    fk_cert_opts so = {.ips = "127.0.0.1"};
+    if (!rc)
+        rc = ensure_cert(pki, FK_ROLE_SERVER, "server", &so, err);
+    if (!rc)
+        rc = ensure_cert(pki, FK_ROLE_ADMIN, "demo", NULL, err);
+    for (int c = 0; !rc && c < n_clients; c++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", c);
+        rc = ensure_cert(pki, FK_ROLE_CLIENT, name, NULL, err);
+    }
+    return rc ? fk_err_prefix(err, "certificates in %s: ", pki) : FK_OK;
+}
+
+/* Client cI's config: the server, its certificate and its part of each job's data. */
+static int write_client_conf(const char *path, const char *pki, int port, int c,
+                             const demo_job *jobs, int n_jobs, fk_err *err)
+{
+    char text[2048];
+    int len = snprintf(text, sizeof text,
+                       "# written by fedkern demo\nserver = 127.0.0.1:%d\nserver-name = server\n"
+                       "tls-dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
+                       port, pki, c);
+    for (int i = 0; i < n_jobs; i++)
+        if (c < jobs[i].n_clients)
+            len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s,client=%d\n",
+                            jobs[i].dataset, jobs[i].spec, c);
+    if (len >= (int)sizeof text)
+        return fk_err_set(err, FK_ELIMIT, "%s: config too long", path);
+    return write_text(path, text, err);
+}
+
+/* The job file `fedkern job submit` would send; every method parameter included. */
+static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t cap, fk_err *err)
+{
+    size_t len = (size_t)snprintf(text, cap,
+                                  "# written by fedkern demo\nname = demo-%s\nmethod = %s\n"
+                                  "dataset = %s\nrounds = %d\nseed = %llu\ndeadline = 30\n"
+                                  "clients = ",
+                                  j->method, j->method, j->dataset, j->rounds,
+                                  (unsigned long long)o->seed);
+    for (int c = 0; c < j->n_clients && len < cap; c++)
+        len += (size_t)snprintf(text + len, cap - len, "%sc%d", c ? ", " : "", c);
+    for (int i = 0; i < j->params.count && len < cap; i++)
+        if (strcmp(j->params.items[i].key, "rounds"))
+            len += (size_t)snprintf(text + len, cap - len, "\n%s = %s", j->params.items[i].key,
+                                    j->params.items[i].value);
+    if (len + 2 >= cap)
+        return fk_err_set(err, FK_ELIMIT, "job file too long");
+    text[len++] = '\n';
+    text[len] = '\0';
+    return FK_OK;
+}
+
+/* A number, or null for NaN (not measured this round). */
+static void json_num(double v)
+{
+    if (isnan(v) || isinf(v))
+        printf("null");
+    else
+        printf("%.9g", v);
+}
+
+/* One closed round, from the job status of that round. */
+static int show_round(demo_job *j, fk_job_conn *c, int round)
+{
+    fedkern_v1_JobStatusResponse st;
+    int rc = fk_job_status_get(c, j->id, (uint32_t)round, &st);
+    if (rc)
+        return rc;
+    const fedkern_v1_Metric *m = st.metrics;
+    int n = st.metrics_count;
+    if (fk_job_metric(m, n, "round") != round)
+        return -1; /* not recorded yet */
+    fk_sim_round r = {.round = round};
+    r.participants = (int)fk_job_metric(m, n, "participants");
+    r.planned = (int)fk_job_metric(m, n, "planned");
+    r.loss = fk_job_metric(m, n, "loss");
+    r.accuracy = fk_job_metric(m, n, "accuracy");
+    r.error = fk_job_metric(m, n, "error");
+    if (round <= j->rounds)
+        j->trace[round - 1] = r;
+    double score = strcmp(j->metric, "accuracy") == 0 ? r.accuracy : r.error;
+    if (j->json) {
+        printf("{\"job\":\"%s\",\"method\":\"%s\",\"round\":%d,\"participants\":%d,"
+               "\"planned\":%d,\"loss\":",
+               j->id, j->method, round, r.participants, r.planned);
+        json_num(r.loss);
+        printf(",\"%s\":", strcmp(j->metric, "accuracy") ? "error" : "accuracy");
+        json_num(score);
+        printf("}\n");
+    } else if (isnan(score))
+        printf("job %-3s %-9s round %4d  participants %2d/%-2d  loss %9.5f\n", j->id, j->method,
+               round, r.participants, r.planned, r.loss);
+    else
+        printf("job %-3s %-9s round %4d  participants %2d/%-2d  loss %9.5f  %s %6.2f%%\n", j->id,
+               j->method, round, r.participants, r.planned, r.loss, j->metric, 100.0 * score);
+    fflush(stdout);
+    if (j->dat)
+        fprintf(j->dat, "%d %d %.9g %.9g\n", round, r.participants, r.loss,
+                isnan(r.accuracy) ? 0.0 : r.accuracy);
+    return 0;
+}
+
+/* Poll the job's status until it is done, printing every round that closed. */
+static int follow_job(demo_job *j, fk_job_conn *c, fk_fleet *f, fk_err *err)
+{
+    int shown = 0;
+    double last_progress = mono_s();
+    for (;;) {
+        int rc = fk_fleet_check(f, err);
+        if (rc)
+            return rc;
+        fedkern_v1_JobStatusResponse st;
+        if (fk_job_status_get(c, j->id, 0, &st))
+            return fk_err_set(err, FK_ENET, "job %s: status call failed (see above)", j->id);
+        while (shown < (int)st.round) {
+            rc = show_round(j, c, shown + 1);
+            if (rc > 0)
+                return fk_err_set(err, FK_ENET, "job %s: status call failed (see above)", j->id);
+            if (rc < 0)
+                break;
+            shown++;
+            last_progress = mono_s();
+        }
+        if (st.state == fedkern_v1_JobState_JOB_DONE && shown >= (int)st.round)
+            return FK_OK;
+        if (st.state == fedkern_v1_JobState_JOB_FAILED ||
+            st.state == fedkern_v1_JobState_JOB_CANCELLED)
+            return fk_err_set(err, FK_ESTATE, "job %s (%s) is %s: %s; see %s/server.log", j->id,
+                              j->method, fk_jobcli_state_name(st.state), st.message, f->dir);
+        if (mono_s() - last_progress > 120.0)
+            return fk_err_set(err, FK_ESTATE,
+                              "job %s (%s): no round closed in 120 s (round %d); see the logs in %s",
+                              j->id, j->method, shown + 1, f->dir);
+        usleep(50000);
+    }
+}
+
+static int bundles_equal(const fk_bundle *a, const fk_bundle *b)
+{
+    if (a->count != b->count || a->count == 0)
+        return 0;
+    for (size_t i = 0; i < a->count; i++) {
+        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
+        if (!t || t->ndim != a->items[i].ndim || t->len != a->items[i].len ||
+            memcmp(t->shape, a->items[i].shape, sizeof t->shape) ||
+            memcmp(t->data, a->items[i].data, t->len * sizeof(double)))
+            return 0;
+    }
+    return 1;
+}
+
+/* Each client's evaluate op on a model, as the simulator's final evaluation does it. */
+static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job *j, uint64_t seed,
+                          const fk_bundle *model, fk_report *rep, fk_err *err)
+{
+    for (int c = 0; c < j->n_clients; c++) {
+        void *cli = NULL;
+        fk_report_init(&rep[c]);
+        int rc = m->client_init(&cli, p, &j->clients[c], c, j->n_clients, seed, err);
+        if (!rc)
+            rc = m->evaluate(cli, model, &rep[c], err);
+        if (cli)
+            m->client_close(cli);
+        if (rc)
+            return fk_err_prefix(err, "evaluating the daemon model on client %d: ", c);
+    }
+    return FK_OK;
+}
+
+/* Fetch the daemon's model, simulate the same job in-process, compare and score both. */
+static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_opts *o,
+                     const char *workdir, fk_err *err)
+{
+    uint8_t *blob = NULL;
+    size_t len = 0;
+    if (fk_job_model_get(c, j->id, &blob, &len))
+        return fk_err_set(err, FK_ENET, "job %s: cannot fetch the model (see above)", j->id);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s-model.bin", workdir, j->method);
+    FILE *mf = fopen(path, "wb");
+    if (mf) {
+        fwrite(blob, 1, len, mf);
+        fclose(mf);
+    }
+    fk_bundle daemon, sim;
+    fk_bundle_init(&daemon);
+    fk_bundle_init(&sim);
+    fk_params p;
+    fk_params_init(&p);
+    fk_report *rep = calloc((size_t)j->n_clients, sizeof *rep);
+    const fk_method *m = fk_method_find(j->method, err);
+    int rc = !m ? err->code : !rep ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
+    if (!rc && (rc = fk_codec_bundle_decode(blob, len, &daemon, err)))
+        fk_err_prefix(err, "job %s model: ", j->id);
+    if (!rc)
+        rc = fk_params_parse_ini(&p, text, "demo job", err);
+    fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .final_reports = j->final};
+    if (!rc && (rc = fk_sim_run(m, &p, j->clients, j->n_clients, &so, &sim, NULL, err)))
+        fk_err_prefix(err, "simulating job %s in-process: ", j->id);
+    if (!rc)
+        rc = evaluate_model(m, &p, j, o->seed, &daemon, rep, err);
+    if (!rc) {
+        j->sim_score = score_reports(j, j->final);
+        j->score = score_reports(j, rep);
+        j->same = bundles_equal(&daemon, &sim);
+    }
+    free(blob);
+    free(rep);
+    fk_params_close(&p);
+    fk_bundle_close(&daemon);
+    fk_bundle_close(&sim);
+    return rc;
+}
+
+static int run_daemon_job(demo_job *j, fk_job_conn *c, fk_fleet *f, const demo_opts *o,
+                          fk_err *err)
+{
+    j->trace = calloc((size_t)j->rounds, sizeof *j->trace);
+    j->final = calloc((size_t)j->n_clients, sizeof *j->final);
+    if (!j->trace || !j->final)
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    j->json = o->json;
+    char text[4096], path[4200];
+    int rc = job_text(j, o, text, sizeof text, err);
+    snprintf(path, sizeof path, "%s/%s.conf", f->dir, j->method);
+    if (!rc)
+        rc = write_text(path, text, err);
+    if (rc)
+        return rc;
+    snprintf(path, sizeof path, "%s/%s.dat", f->dir, j->method);
+    j->dat = fopen(path, "w");
+    if (!j->dat)
+        return fk_err_set(err, FK_EIO, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(j->dat, "# round participants loss accuracy\n");
+    double t0 = mono_s();
+    if (fk_job_submit_text(c, text, j->id, sizeof j->id))
+        rc = fk_err_set(err, FK_ENET, "cannot submit the %s job (see above)", j->method);
+    if (!rc && !o->json)
+        printf("job %s: %s on %s, %d clients, %d rounds (%s/%s.conf)\n", j->id, j->method, j->data,
+               j->n_clients, j->rounds, f->dir, j->method);
+    if (!rc)
+        rc = follow_job(j, c, f, err);
+    j->seconds = mono_s() - t0;
+    fclose(j->dat);
+    j->dat = NULL;
+    if (!rc)
+        rc = check_job(j, c, text, o, f->dir, err);
+    return rc;
+}
+
+/* Remove the state database of an earlier demo run, so job ids start at 1. */
+static void fresh_state(const char *state)
+{
+    static const char *const sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s%s", state, sfx[i]);
+        unlink(path);
+    }
+}
+
+static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const char *workdir,
+                       fk_err *err)
+{
+    fk_fleet f;
+    int rc = fk_fleet_init(&f, workdir, err);
+    if (rc)
+        return rc;
+    int n_daemons = 0;
+    for (int i = 0; i < n_jobs; i++)
+        if (jobs[i].n_clients > n_daemons)
+            n_daemons = jobs[i].n_clients;
+    char pki[2100], state[2100];
+    snprintf(pki, sizeof pki, "%s/pki", workdir);
+    snprintf(state, sizeof state, "%s/state.db", workdir);
+    fresh_state(state);
+    fk_job_conn *c = NULL;
+    if ((rc = make_pki(pki, n_daemons, err)) ||
+        (rc = fk_fleet_start_server(&f, pki, state, err)))
+        goto out;
+    for (int i = 0; i < n_daemons && !rc; i++) {
+        char conf[2200], name[16];
+        snprintf(conf, sizeof conf, "%s/client-c%d.conf", workdir, i);
+        snprintf(name, sizeof name, "c%d", i);
+        rc = write_client_conf(conf, pki, f.port, i, jobs, n_jobs, err);
+        if (!rc)
+            rc = fk_fleet_start_client(&f, name, conf, err);
+    }
+    if (rc || (rc = fk_fleet_wait_joined(&f, 30.0, err)))
+        goto out;
+    if (!o->json)
+        printf("fedkern-server on 127.0.0.1:%d and %d fedkern-client daemons (mTLS, certificates "
+               "in %s)\n", f.port, n_daemons, pki);
+    fk_params cp;
+    fk_params_init(&cp);
+    char server[64];
+    snprintf(server, sizeof server, "127.0.0.1:%d", f.port);
+    if (fk_params_set(&cp, "server", server) || fk_params_set(&cp, "server-name", "server") ||
+        fk_params_set(&cp, "tls-dir", pki) || fk_params_set(&cp, "name", "demo"))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    else if (fk_job_open(&c, &cp, "demo"))
+        rc = fk_err_set(err, FK_ENET, "cannot connect to the demo's fedkern-server (see above)");
+    fk_params_close(&cp);
+    for (int i = 0; i < n_jobs && !rc; i++)
+        rc = run_daemon_job(&jobs[i], c, &f, o, err);
+out:
+    fk_job_close(c);
+    if (rc && !fk_fleet_interrupted())
+        fk_fleet_check(&f, err); /* a daemon that died explains most failures: say so */
+    fk_fleet_stop(&f, 10.0);
+    return rc;
 }
 
 /* gnuplot draws the per-round data; a missing gnuplot is reported, not fatal. */
@@ -236,25 +619,43 @@ static void plot(const demo_job *j, const char *workdir)
                         "(apt-get install gnuplot-nox)\n");
 }
 
-static void print_table(demo_job *jobs, int n, const demo_opts *o)
+static const char *yes_no(int b)
 {
-    if (!o->json)
+    return b ? "yes" : "NO";
+}
+
+static void print_table(demo_job *jobs, int n, const demo_opts *o, const char *workdir)
+{
+    if (!o->json && o->in_process)
         printf("\n%-10s %-30s %7s %8s %-15s %8s\n", "job", "data", "clients", "rounds", "metric",
                "value");
+    else if (!o->json)
+        printf("\n%-4s %-10s %-29s %7s %6s %-15s %8s %8s %11s\n", "job", "method", "data",
+               "clients", "rounds", "metric", "daemons", "sim", "daemon==sim");
     for (int i = 0; i < n; i++) {
         demo_job *j = &jobs[i];
-        double v = j->score;
-        if (o->json)
+        const char *key = !strcmp(j->metric, "accuracy") ? "accuracy" : "error";
+        if (o->json && o->in_process)
             printf("{\"job\":\"demo-%d\",\"method\":\"%s\",\"rounds\":%d,\"clients\":%d,"
                    "\"%s\":%.9g}\n",
-                   i + 1, j->method, j->rounds, j->n_clients,
-                   !strcmp(j->metric, "accuracy") ? "accuracy" : "error", v);
-        else
+                   i + 1, j->method, j->rounds, j->n_clients, key, j->score);
+        else if (o->json)
+            printf("{\"job\":\"%s\",\"method\":\"%s\",\"state\":\"done\",\"rounds\":%d,"
+                   "\"clients\":%d,\"%s\":%.9g,\"sim_%s\":%.9g,\"daemon_equals_sim\":%s,"
+                   "\"seconds\":%.3f}\n",
+                   j->id, j->method, j->rounds, j->n_clients, key, j->score, key, j->sim_score,
+                   j->same ? "true" : "false", j->seconds);
+        else if (o->in_process)
             printf("%-10s %-30s %7d %8d %-15s %7.2f%%\n", j->method, j->data, j->n_clients,
-                   j->rounds, j->metric, 100.0 * v);
+                   j->rounds, j->metric, 100.0 * j->score);
+        else
+            printf("%-4s %-10s %-29s %7d %6d %-15s %7.2f%% %7.2f%% %11s\n", j->id, j->method,
+                   j->data, j->n_clients, j->rounds, j->metric, 100.0 * j->score,
+                   100.0 * j->sim_score, yes_no(j->same));
     }
     if (!o->json)
-        printf("\nper-round data and plots: %s/\n", o->workdir);
+        printf("\nper-round data, plots%s: %s/\n",
+               o->in_process ? "" : ", job files, models, certificates and daemon logs", workdir);
 }
 
 int fk_cmd_demo(int argc, char **argv)
@@ -284,20 +685,40 @@ int fk_cmd_demo(int argc, char **argv)
     fk_params_init(&jobs[1].params);
     rc = setup_fedrf_tca(&jobs[0], &o, &err);
     if (!rc)
-        rc = run_job(&jobs[0], &o, &err);
-    if (!rc)
         rc = setup_fedgrem(&jobs[1], &o, &err);
-    if (!rc)
-        rc = run_job(&jobs[1], &o, &err);
+    if (!rc && o.in_process) {
+        rc = run_job(&jobs[0], &o, &err);
+        if (!rc)
+            rc = run_job(&jobs[1], &o, &err);
+    } else if (!rc) {
+        char abs[PATH_MAX];
+        if (!realpath(o.workdir, abs))
+            rc = fk_err_set(&err, FK_EIO, "work directory %s: %s", o.workdir, strerror(errno));
+        else if (strlen(abs) > 1800) /* room for the file names under it */
+            rc = fk_err_set(&err, FK_ELIMIT, "work directory path %s is too long; use a shorter "
+                            "--workdir", abs);
+        else
+            rc = run_daemons(jobs, 2, &o, abs, &err);
+    }
+    int mismatch = 0;
     if (!rc) {
-        print_table(jobs, 2, &o);
+        print_table(jobs, 2, &o, o.workdir);
         for (int i = 0; o.plots && i < 2; i++)
             plot(&jobs[i], o.workdir);
+        for (int i = 0; !o.in_process && i < 2; i++)
+            if (!jobs[i].same) {
+                fk_cli_fail("demo", "job %s (%s): the daemon model differs from the in-process "
+                                    "simulation with the same seed",
+                            jobs[i].id, jobs[i].method);
+                mismatch = 1;
+            }
     } else {
         fk_cli_fail("demo", "%s", err.msg);
     }
     job_close(&jobs[0]);
     job_close(&jobs[1]);
     fk_params_close(&p);
-    return rc ? 1 : 0;
+    if (fk_fleet_interrupted())
+        return 128 + fk_fleet_interrupted();
+    return rc || mismatch ? 1 : 0;
 }

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "cli/cli.h"
+#include "cli/job.h"
 #include "common/base/params.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
@@ -22,7 +23,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern job submit JOB.conf       [connection options]\n"
-            "       fedkern job status ID             [connection options] [--json]\n"
+            "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
             "\n"
@@ -35,13 +36,14 @@ static void usage(FILE *out)
             "  --name NAME          the admin certificate admin-NAME.pem/.key in DIR\n"
             "  --timeout-ms MS      per call (10000)\n"
             "\n"
+            "status --round N shows the metrics of closed round N instead of the last round's.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, aggregator (fedavg | mean | median | trimmed-mean, trim), and the\n"
             "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n");
 }
 
-typedef struct conn {
+typedef struct fk_job_conn {
     uv_loop_t loop;
     fk_grpc_client *cl;
     int up_failed;
@@ -52,7 +54,8 @@ typedef struct conn {
     uint8_t *resp;
     size_t resp_len;
     uint64_t timeout_ms;
-} conn;
+} fk_job_conn;
+typedef fk_job_conn conn;
 
 static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
 {
@@ -186,6 +189,27 @@ static void close_conn(conn *c)
     free(c->resp);
 }
 
+int fk_job_open(fk_job_conn **out, const fk_params *p, const char *cmd)
+{
+    *out = malloc(sizeof **out);
+    if (!*out)
+        return fk_cli_fail(cmd, "out of memory");
+    int rc = open_conn(*out, p, cmd);
+    if (rc) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+void fk_job_close(fk_job_conn *c)
+{
+    if (c) {
+        close_conn(c);
+        free(c);
+    }
+}
+
 static char *read_file(const char *path, fk_err *err)
 {
     FILE *f = fopen(path, "rb");
@@ -218,7 +242,7 @@ static char *read_file(const char *path, fk_err *err)
     return buf;
 }
 
-static const char *state_name(int s)
+const char *fk_jobcli_state_name(int s)
 {
     switch (s) {
     case fedkern_v1_JobState_JOB_QUEUED:
@@ -250,34 +274,54 @@ static void print_json_string(const char *s)
     putchar('"');
 }
 
+int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
+{
+    fedkern_v1_SubmitJobRequest in = fedkern_v1_SubmitJobRequest_init_zero;
+    in.config = (char *)text;
+    int rc = rpc(c, "job submit", "SubmitJob", fedkern_v1_SubmitJobRequest_fields, &in);
+    if (rc)
+        return rc;
+    fedkern_v1_SubmitJobResponse out;
+    fk_err err;
+    if (fk_codec_decode(fedkern_v1_SubmitJobResponse_fields, &out, c->resp, c->resp_len, &err))
+        return fk_cli_fail("job submit", "%s", err.msg);
+    snprintf(id, cap, "%s", out.job_id);
+    return 0;
+}
+
 static int do_submit(conn *c, const char *file)
 {
     fk_err err;
     char *text = read_file(file, &err);
     if (!text)
         return fk_cli_fail("job", "%s", err.msg);
-    fedkern_v1_SubmitJobRequest in = fedkern_v1_SubmitJobRequest_init_zero;
-    in.config = text;
-    int rc = rpc(c, "job submit", "SubmitJob", fedkern_v1_SubmitJobRequest_fields, &in);
+    char id[64];
+    int rc = fk_job_submit_text(c, text, id, sizeof id);
     free(text);
-    if (rc)
-        return rc;
-    fedkern_v1_SubmitJobResponse out;
-    if (fk_codec_decode(fedkern_v1_SubmitJobResponse_fields, &out, c->resp, c->resp_len, &err))
-        return fk_cli_fail("job submit", "%s", err.msg);
-    printf("%s\n", out.job_id);
-    return 0;
+    if (!rc)
+        printf("%s\n", id);
+    return rc;
 }
 
-static int get_status(conn *c, const char *id, fedkern_v1_JobStatusResponse *out)
+int fk_job_status_get(fk_job_conn *c, const char *id, uint32_t round,
+                      fedkern_v1_JobStatusResponse *out)
 {
     fedkern_v1_JobStatusRequest in = fedkern_v1_JobStatusRequest_init_zero;
     snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    in.round = round;
     int rc = rpc(c, "job status", "JobStatus", fedkern_v1_JobStatusRequest_fields, &in);
     fk_err err;
     if (!rc && fk_codec_decode(fedkern_v1_JobStatusResponse_fields, out, c->resp, c->resp_len, &err))
         rc = fk_cli_fail("job status", "%s", err.msg);
     return rc;
+}
+
+double fk_job_metric(const fedkern_v1_Metric *m, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(m[i].name, name))
+            return m[i].value;
+    return NAN;
 }
 
 static void print_metrics(const fedkern_v1_Metric *m, int n, int json)
@@ -290,22 +334,22 @@ static void print_metrics(const fedkern_v1_Metric *m, int n, int json)
     }
 }
 
-static int do_status(conn *c, const char *id, int json)
+static int do_status(conn *c, const char *id, uint32_t round, int json)
 {
     fedkern_v1_JobStatusResponse out;
-    int rc = get_status(c, id, &out);
+    int rc = fk_job_status_get(c, id, round, &out);
     if (rc)
         return rc;
     if (json) {
         printf("{\"job\":\"%s\",\"state\":\"%s\",\"method\":\"%s\",\"rounds_done\":%u,"
                "\"rounds\":%u,\"clients\":%u,\"message\":",
-               out.job_id, state_name(out.state), out.method, out.round, out.rounds_total,
+               out.job_id, fk_jobcli_state_name(out.state), out.method, out.round, out.rounds_total,
                out.clients);
         print_json_string(out.message);
         print_metrics(out.metrics, out.metrics_count, 1);
         printf("}\n");
     } else {
-        printf("job %s: %s, method %s, %u of %u rounds done\n", out.job_id, state_name(out.state),
+        printf("job %s: %s, method %s, %u of %u rounds done\n", out.job_id, fk_jobcli_state_name(out.state),
                out.method, out.round, out.rounds_total);
         if (out.message[0])
             printf("  reason: %s\n", out.message);
@@ -328,26 +372,15 @@ static int write_all(const char *path, const uint8_t *buf, size_t len, fk_err *e
     return FK_OK;
 }
 
-static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int json)
+/* JobResult chunk by chunk until the whole model is here; the last answer into out. */
+static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len_out,
+                       fedkern_v1_JobResultResponse *out_msg)
 {
-    time_t until = time(NULL) + wait_s;
-    fedkern_v1_JobStatusResponse st;
-    for (;;) {
-        int rc = get_status(c, id, &st);
-        if (rc)
-            return rc;
-        if (st.state != fedkern_v1_JobState_JOB_RUNNING || time(NULL) >= until)
-            break;
-        usleep(200000);
-    }
-    if (st.state == fedkern_v1_JobState_JOB_FAILED || st.state == fedkern_v1_JobState_JOB_CANCELLED)
-        return fk_cli_fail("job result", "job %s is %s%s%s", id, state_name(st.state),
-                           st.message[0] ? ": " : "", st.message);
     fk_reasm reasm;
     fk_reasm_init(&reasm, (size_t)1 << 32);
     uint8_t *model = NULL;
     size_t model_len = 0;
-    fedkern_v1_JobResultResponse out;
+    fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     fk_err err;
     int rc = 0;
     for (uint32_t chunk = 0; !rc && !model; chunk++) {
@@ -371,24 +404,61 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
                 rc = fk_cli_fail("job result", "%s", err.msg);
         } else {
             rc = fk_cli_fail("job result", "job %s has no model yet (%s); try --wait SECONDS", id,
-                             state_name(out.state));
+                             fk_jobcli_state_name(out.state));
         }
         fk_bundle_close(&b);
         if (!rc)
             fk_codec_release(fedkern_v1_JobResultResponse_fields, &out);
     }
     fk_reasm_close(&reasm);
+    if (rc) {
+        free(model);
+        model = NULL;
+        model_len = 0;
+    }
+    *model_out = model;
+    *len_out = model_len;
+    *out_msg = out;
+    return rc;
+}
+
+int fk_job_model_get(fk_job_conn *c, const char *id, uint8_t **model, size_t *len)
+{
+    fedkern_v1_JobResultResponse out;
+    return fetch_model(c, id, model, len, &out);
+}
+
+static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int json)
+{
+    time_t until = time(NULL) + wait_s;
+    fedkern_v1_JobStatusResponse st;
+    for (;;) {
+        int rc = fk_job_status_get(c, id, 0, &st);
+        if (rc)
+            return rc;
+        if (st.state != fedkern_v1_JobState_JOB_RUNNING || time(NULL) >= until)
+            break;
+        usleep(200000);
+    }
+    if (st.state == fedkern_v1_JobState_JOB_FAILED || st.state == fedkern_v1_JobState_JOB_CANCELLED)
+        return fk_cli_fail("job result", "job %s is %s%s%s", id, fk_jobcli_state_name(st.state),
+                           st.message[0] ? ": " : "", st.message);
+    uint8_t *model = NULL;
+    size_t model_len = 0;
+    fedkern_v1_JobResultResponse out;
+    fk_err err;
+    int rc = fetch_model(c, id, &model, &model_len, &out);
     if (!rc && out_path && write_all(out_path, model, model_len, &err))
         rc = fk_cli_fail("job result", "%s", err.msg);
     if (!rc) {
         if (json) {
             printf("{\"job\":\"%s\",\"state\":\"%s\",\"bytes\":%zu,\"out\":", id,
-                   state_name(out.state), model_len);
+                   fk_jobcli_state_name(out.state), model_len);
             print_json_string(out_path ? out_path : "");
             print_metrics(out.metrics, out.metrics_count, 1);
             printf("}\n");
         } else {
-            printf("job %s: %s, model %zu bytes%s%s\n", id, state_name(out.state), model_len,
+            printf("job %s: %s, model %zu bytes%s%s\n", id, fk_jobcli_state_name(out.state), model_len,
                    out_path ? " written to " : "", out_path ? out_path : "");
             print_metrics(out.metrics, out.metrics_count, 0);
         }
@@ -437,9 +507,10 @@ int fk_cmd_job(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    long wait_s;
+    long wait_s, round;
     int json;
     if (fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+        fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err)) {
         fk_cli_fail("job", "%s", err.msg);
         rc = 2;
@@ -461,7 +532,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "submit")) {
         rc = do_submit(&c, rest[0]);
     } else if (!strcmp(sub, "status")) {
-        rc = do_status(&c, rest[0], json);
+        rc = do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
         rc = do_result(&c, rest[0], out_path, wait_s, json);
     } else {

@@ -13,6 +13,7 @@
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/data/load.h"
+#include "common/data/synth_spec.h"
 #include "common/net/limits.h"
 #include "common/net/tls.h"
 #include "common/sys/notify.h"
@@ -31,8 +32,10 @@ static const opt_doc opts[] = {
     {"tls.cert FILE", "client certificate (TLS-DIR/client-NAME.pem)"},
     {"tls.key FILE", "client private key (TLS-DIR/client-NAME.key)"},
     {"tls.crl FILE", "PEM CRL the server certificate is checked against (none)"},
-    {"data.DATASET SOURCE", "local data for jobs on DATASET: a catalog name (see 'fedkern data')"
-                            " or a file (CSV, LIBSVM, IDX, MAT, NPY)"},
+    {"data.DATASET SOURCE", "local data for jobs on DATASET: a catalog name (see 'fedkern data'),"
+                            " a file (CSV, LIBSVM, IDX, MAT, NPY) or built-in synthetic data"
+                            " (synthetic/shift:client=I,... or synthetic/gmm:client=I,...;"
+                            " see docs/data.md)"},
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
     {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
@@ -100,7 +103,8 @@ static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
     fk_dataset *ds = &c->sets[c->n];
     int rc = is_catalog_name(src)
                  ? fk_catalog_load(ds, fk_params_str(c->p, "data-dir", "../shared/data"), src, err)
-                 : fk_load(ds, src, NULL, err);
+             : fk_synth_spec_is(src) ? fk_synth_spec_load(ds, src, err)
+                                     : fk_load(ds, src, NULL, err);
     if (rc)
         return NULL;
     snprintf(c->names[c->n], sizeof c->names[c->n], "%s", dataset);

@@ -851,8 +851,9 @@ static void add_metric(fedkern_v1_Metric *m, pb_size_t *n, const char *name, dou
     (*n)++;
 }
 
-/* Metrics of the last round that closed with an aggregate. */
-static void last_round_metrics(fk_service *s, int64_t job, fedkern_v1_Metric *m, pb_size_t *n)
+/* Metrics of the last round that closed with an aggregate, or of round `want` if > 0
+ * (absent until that round has closed). */
+static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metric *m, pb_size_t *n)
 {
     fk_store_round *rows;
     int count;
@@ -864,7 +865,7 @@ static void last_round_metrics(fk_service *s, int64_t job, fedkern_v1_Metric *m,
     for (int i = 0; i < count; i++) {
         dropouts += rows[i].dropouts;
         retries += rows[i].closed == 2;
-        if (rows[i].closed == 1)
+        if (rows[i].closed == 1 && (want <= 0 || rows[i].round == want))
             last = &rows[i];
     }
     if (last) {
@@ -914,7 +915,8 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     out.clients = (uint32_t)st.planned;
     snprintf(out.message, sizeof out.message, "%s", st.failure);
     snprintf(out.method, sizeof out.method, "%.31s", st.method);
-    last_round_metrics(s, job, out.metrics, &out.metrics_count);
+    round_metrics(s, job, in.round > INT32_MAX ? INT32_MAX : (int)in.round, out.metrics,
+                  &out.metrics_count);
     if (st.state == FK_JOB_RUNNING) {
         add_metric(out.metrics, &out.metrics_count, "current_round", st.round);
         add_metric(out.metrics, &out.metrics_count, "current_attempt", st.attempt);
@@ -950,7 +952,7 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
     out.state = job_state_pb(st.state);
-    last_round_metrics(s, job, out.metrics, &out.metrics_count);
+    round_metrics(s, job, 0, out.metrics, &out.metrics_count);
     void *blob = NULL;
     size_t blen = 0;
     fk_codec_tx tx = {0};

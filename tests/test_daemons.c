@@ -417,6 +417,10 @@ static void daemons_match_sim(void **state)
     assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
     assert_non_null(strstr(status, "\"state\":\"done\""));
     assert_non_null(strstr(status, "\"dropouts_total\":0"));
+    assert_non_null(strstr(status, ",\"round\":12,")); /* the last closed round */
+    /* --round N: the metrics of that closed round */
+    assert_int_equal(job_cmd(e, "status", id, "--round=5", "--json", status, sizeof status), 0);
+    assert_non_null(strstr(status, ",\"round\":5,\"participants\":6,"));
     static char metrics[1 << 14];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));

@@ -1,5 +1,8 @@
 /* MATLAB v5 .mat loader through libmatio: a numeric feature variable (any class) and
- * an optional label vector; samples in rows unless samples_in_columns. */
+ * an optional label vector; samples in rows unless samples_in_columns. libmatio is opened
+ * with dlopen on the first .mat file: it pulls in HDF5, curl and GnuTLS, several MB of
+ * resident memory that a daemon reading CSV or IDX data should not carry. */
+#include <dlfcn.h>
 #include <math.h>
 #include <matio.h>
 #include <pthread.h>
@@ -19,9 +22,46 @@ static void silent_log(int level, char *message)
     (void)message; /* errors are reported through fk_err, one line, by this loader */
 }
 
-static void init_matio_log(void)
+/* The libmatio functions this loader calls, resolved once by dlsym. */
+static struct {
+    __typeof__(Mat_Open) *Open;
+    __typeof__(Mat_Close) *Close;
+    __typeof__(Mat_Rewind) *Rewind;
+    __typeof__(Mat_VarReadNextInfo) *VarReadNextInfo;
+    __typeof__(Mat_VarReadInfo) *VarReadInfo;
+    __typeof__(Mat_VarRead) *VarRead;
+    __typeof__(Mat_VarFree) *VarFree;
+    __typeof__(Mat_SizeOfClass) *SizeOfClass;
+    __typeof__(Mat_LogInitFunc) *LogInitFunc;
+    char why[200]; /* empty when loaded */
+} mx;
+
+static int resolve(void *lib, void **slot, const char *name)
 {
-    Mat_LogInitFunc("fedkern", silent_log);
+    *slot = dlsym(lib, name);
+    if (!*slot)
+        snprintf(mx.why, sizeof mx.why, "%s has no symbol %s", FK_MATIO_SONAME, name);
+    return *slot != NULL;
+}
+
+static void load_matio(void)
+{
+    void *lib = dlopen(FK_MATIO_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *e = dlerror();
+        snprintf(mx.why, sizeof mx.why, "%s", e ? e : FK_MATIO_SONAME ": cannot be loaded");
+        return;
+    }
+    if (!(resolve(lib, (void **)&mx.Open, "Mat_Open") && resolve(lib, (void **)&mx.Close, "Mat_Close") &&
+          resolve(lib, (void **)&mx.Rewind, "Mat_Rewind") &&
+          resolve(lib, (void **)&mx.VarReadNextInfo, "Mat_VarReadNextInfo") &&
+          resolve(lib, (void **)&mx.VarReadInfo, "Mat_VarReadInfo") &&
+          resolve(lib, (void **)&mx.VarRead, "Mat_VarRead") &&
+          resolve(lib, (void **)&mx.VarFree, "Mat_VarFree") &&
+          resolve(lib, (void **)&mx.SizeOfClass, "Mat_SizeOfClass") &&
+          resolve(lib, (void **)&mx.LogInitFunc, "Mat_LogInitFunc")))
+        return;
+    mx.LogInitFunc("fedkern", silent_log);
 }
 
 static int is_numeric(const matvar_t *v)
@@ -78,14 +118,14 @@ static int list_vars(mat_t *mat, var_list *l)
 {
     matvar_t *v;
     l->count = 0;
-    Mat_Rewind(mat);
-    while (l->count < MAX_VARS && (v = Mat_VarReadNextInfo(mat))) {
+    mx.Rewind(mat);
+    while (l->count < MAX_VARS && (v = mx.VarReadNextInfo(mat))) {
         if (v->name && (l->name[l->count] = strdup(v->name))) {
             l->numel[l->count] = numel(v);
             l->numeric[l->count] = is_numeric(v);
             l->count++;
         }
-        Mat_VarFree(v);
+        mx.VarFree(v);
     }
     return FK_OK;
 }
@@ -140,12 +180,12 @@ static int read_numeric(mat_t *mat, const char *path, const char *name, size_t m
                         fk_err *err)
 {
     *out = NULL;
-    matvar_t *info = Mat_VarReadInfo(mat, name);
+    matvar_t *info = mx.VarReadInfo(mat, name);
     if (!info)
         return fk_err_set(err, FK_EFORMAT, "%s: variable '%s': unreadable header", path, name);
     int ok = is_numeric(info), sparse = info->class_type == MAT_C_SPARSE;
     size_t n = numel(info);
-    Mat_VarFree(info);
+    mx.VarFree(info);
     if (!ok)
         return fk_err_set(err, FK_EFORMAT, "%s: variable '%s' is %s, not a real numeric array", path, name,
                           sparse ? "sparse" : "not numeric (or complex)");
@@ -154,10 +194,10 @@ static int read_numeric(mat_t *mat, const char *path, const char *name, size_t m
     if (n > max_values)
         return fk_err_set(err, FK_ELIMIT, "%s: variable '%s' has %zu values, over the limit %zu", path,
                           name, n, max_values);
-    matvar_t *v = Mat_VarRead(mat, name);
+    matvar_t *v = mx.VarRead(mat, name);
     if (!v || !v->data || numel(v) != n || !is_numeric(v) || v->data_size <= 0 ||
-        (size_t)v->data_size != Mat_SizeOfClass(v->class_type) || v->nbytes < n * (size_t)v->data_size) {
-        Mat_VarFree(v);
+        (size_t)v->data_size != mx.SizeOfClass(v->class_type) || v->nbytes < n * (size_t)v->data_size) {
+        mx.VarFree(v);
         return fk_err_set(err, FK_EFORMAT, "%s: variable '%s': data unreadable (corrupt or truncated file)",
                           path, name);
     }
@@ -207,12 +247,16 @@ static int fill(fk_dataset *ds, const char *path, const matvar_t *x, const matva
 int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, init_matio_log);
+    pthread_once(&once, load_matio);
+    if (mx.why[0])
+        return fk_err_set(err, FK_EINVAL, "%s: reading MATLAB files needs libmatio (%s); install the Debian "
+                          "package that provides %s (apt-get install libmatio11)", path, mx.why,
+                          FK_MATIO_SONAME);
     size_t mv = fk_load_max_values(o);
     int rc = fk_mat_check_file(path, mv > SIZE_MAX / 16 ? SIZE_MAX / 2 : mv * 8 + (1u << 20), err);
     if (rc)
         return rc;
-    mat_t *mat = Mat_Open(path, MAT_ACC_RDONLY);
+    mat_t *mat = mx.Open(path, MAT_ACC_RDONLY);
     if (!mat)
         return fk_err_set(err, FK_EFORMAT, "%s: libmatio cannot open it as a MATLAB file", path);
     var_list vars = {0};
@@ -246,9 +290,9 @@ int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
     }
     if (rc)
         fk_dataset_close(ds);
-    Mat_VarFree(x);
-    Mat_VarFree(lab);
+    mx.VarFree(x);
+    mx.VarFree(lab);
     var_list_free(&vars);
-    Mat_Close(mat);
+    mx.Close(mat);
     return rc;
 }

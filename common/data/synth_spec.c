@@ -1,0 +1,158 @@
+#include "common/data/synth_spec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/params.h"
+
+#define PREFIX "synthetic/"
+
+int fk_synth_spec_is(const char *src)
+{
+    return src && !strncmp(src, PREFIX, strlen(PREFIX));
+}
+
+/* "k=v,k=v" into p; every item needs a key and '='. */
+static int split_opts(const char *spec, const char *opts, fk_params *p, fk_err *err)
+{
+    const char *s = opts;
+    while (*s) {
+        size_t len = strcspn(s, ",");
+        const char *eq = memchr(s, '=', len);
+        if (!eq || eq == s || len > 200)
+            return fk_err_set(err, FK_EINVAL,
+                              "data set '%s': '%.*s' is not KEY=VALUE (options are "
+                              "comma-separated)", spec, (int)(len > 60 ? 60 : len), s);
+        char key[64], val[160];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - s), s);
+        snprintf(val, sizeof val, "%.*s", (int)(len - (size_t)(eq - s) - 1), eq + 1);
+        if (fk_params_get(p, key))
+            return fk_err_set(err, FK_EINVAL, "data set '%s': option '%s' given twice", spec, key);
+        if (fk_params_set(p, key, val))
+            return fk_err_set(err, FK_ENOMEM, "out of memory");
+        s += len;
+        if (*s == ',')
+            s++;
+    }
+    return FK_OK;
+}
+
+static int parse_shift(const fk_params *p, fk_synth_spec *o, fk_err *err)
+{
+    long sources, samples, dims, classes, client;
+    int rc;
+    fk_synth_defaults(&o->shift);
+    if ((rc = fk_params_int(p, "sources", 3, 1, 64, &sources, err)) ||
+        (rc = fk_params_int(p, "samples", 200, 10, 100000, &samples, err)) ||
+        (rc = fk_params_int(p, "dims", 32, 2, 4096, &dims, err)) ||
+        (rc = fk_params_int(p, "classes", 5, 2, 64, &classes, err)) ||
+        (rc = fk_params_int(p, "client", -1, 0, sources, &client, err)))
+        return rc;
+    o->shift.n_sources = (int)sources;
+    o->shift.n_per_domain = (size_t)samples;
+    o->shift.d = (size_t)dims;
+    o->shift.n_classes = (int)classes;
+    o->shift.seed = o->seed;
+    o->client = (int)client;
+    return FK_OK;
+}
+
+static int parse_gmm(const fk_params *p, fk_synth_spec *o, fk_err *err)
+{
+    long tasks, outliers, samples, client;
+    int rc;
+    fk_synth_gmm_defaults(&o->gmm);
+    if ((rc = fk_params_int(p, "tasks", 10, 2, 1000, &tasks, err)) ||
+        (rc = fk_params_int(p, "outliers", 1, 0, tasks - 1, &outliers, err)) ||
+        (rc = fk_params_int(p, "samples", 150, 10, 100000, &samples, err)) ||
+        (rc = fk_params_int(p, "client", -1, 0, tasks - 1, &client, err)))
+        return rc;
+    o->gmm.K = (int)tasks;
+    o->gmm.n_outlier = (int)outliers;
+    o->gmm.n = (int)samples;
+    o->client = (int)client;
+    return FK_OK;
+}
+
+int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!fk_synth_spec_is(spec))
+        return fk_err_set(err, FK_EINVAL, "data set '%.80s' does not start with '" PREFIX "'", spec);
+    const char *kind = spec + strlen(PREFIX);
+    size_t klen = strcspn(kind, ":");
+    if (klen == 5 && !strncmp(kind, "shift", 5))
+        out->kind = FK_SYNTH_SHIFT;
+    else if (klen == 3 && !strncmp(kind, "gmm", 3))
+        out->kind = FK_SYNTH_GMM;
+    else
+        return fk_err_set(err, FK_EINVAL,
+                          "data set '%.80s': unknown synthetic kind '%.*s' (use " PREFIX
+                          "shift:client=I or " PREFIX "gmm:client=I)",
+                          spec, (int)(klen > 40 ? 40 : klen), kind);
+    fk_params p;
+    fk_params_init(&p);
+    int rc = kind[klen] == ':' ? split_opts(spec, kind + klen + 1, &p, err) : FK_OK;
+    if (!rc && !fk_params_get(&p, "client"))
+        rc = fk_err_set(err, FK_EINVAL, "data set '%.80s': needs client=I (this client's index)",
+                        spec);
+    if (!rc)
+        rc = fk_params_u64(&p, "seed", 1, &out->seed, err);
+    if (!rc)
+        rc = out->kind == FK_SYNTH_SHIFT ? parse_shift(&p, out, err) : parse_gmm(&p, out, err);
+    if (rc && rc != FK_ENOMEM && strncmp(err->msg, "data set", 8))
+        fk_err_prefix(err, "data set '%.80s': ", spec);
+    const char *unused = rc ? NULL : fk_params_unused(&p);
+    if (unused)
+        rc = fk_err_set(err, FK_EINVAL, "data set '%.80s': unknown option '%s'", spec, unused);
+    fk_params_close(&p);
+    return rc;
+}
+
+static int load_shift(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
+{
+    int n = s->shift.n_sources + 1;
+    fk_dataset *all = calloc((size_t)n, sizeof *all);
+    if (!all)
+        return fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory");
+    int rc = fk_synth_shift(&s->shift, all, err);
+    if (!rc) {
+        *ds = all[s->client];
+        memset(&all[s->client], 0, sizeof all[s->client]);
+    }
+    for (int i = 0; i < n; i++)
+        fk_dataset_close(&all[i]);
+    free(all);
+    return rc;
+}
+
+static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
+{
+    const fk_synth_gmm *g = &s->gmm;
+    fk_dataset *all = calloc((size_t)g->K, sizeof *all);
+    double *theta = malloc((size_t)g->K * (size_t)g->R * (size_t)g->p * sizeof *theta);
+    double *w = malloc((size_t)g->K * (size_t)g->R * sizeof *w);
+    int rc = (!all || !theta || !w) ? fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory")
+                                    : fk_synth_gmm_make(g, s->seed, all, theta, w, err);
+    if (!rc) {
+        *ds = all[s->client];
+        memset(&all[s->client], 0, sizeof all[s->client]);
+    }
+    for (int i = 0; all && i < g->K; i++)
+        fk_dataset_close(&all[i]);
+    free(all);
+    free(theta);
+    free(w);
+    return rc;
+}
+
+int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err)
+{
+    memset(ds, 0, sizeof *ds);
+    fk_synth_spec s;
+    int rc = fk_synth_spec_parse(spec, &s, err);
+    if (rc)
+        return rc;
+    return s.kind == FK_SYNTH_SHIFT ? load_shift(ds, &s, err) : load_gmm(ds, &s, err);
+}

@@ -1,0 +1,22 @@
+/* Fuzz target: synthetic data-set specs (the data.NAME values of a client config). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/synth_spec.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (!text)
+        return 0;
+    memcpy(text, data, size);
+    text[size] = '\0';
+    fk_synth_spec s;
+    fk_err err;
+    /* parse only: generation of a valid spec is bounded by its limits, not worth fuzzing */
+    fk_synth_spec_parse(text, &s, &err);
+    fk_synth_spec_is(text);
+    free(text);
+    return 0;
+}

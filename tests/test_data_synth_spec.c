@@ -1,0 +1,107 @@
+/* Synthetic data-set specs (common/data/synth_spec.c): a client's dataset equals
+ * the simulator's dataset for that client, and bad specs give one clear error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/synth_spec.h"
+
+static void assert_same_data(const fk_dataset *a, const fk_dataset *b)
+{
+    assert_int_equal(a->X.rows, b->X.rows);
+    assert_int_equal(a->X.cols, b->X.cols);
+    for (size_t i = 0; i < a->X.rows; i++)
+        assert_memory_equal(fk_mat_row((fk_mat *)&a->X, i), fk_mat_row((fk_mat *)&b->X, i),
+                            a->X.cols * sizeof(double));
+    assert_int_equal(a->y != NULL, b->y != NULL);
+    if (a->y)
+        assert_memory_equal(a->y, b->y, a->X.rows * sizeof *a->y);
+    assert_int_equal(a->n_classes, b->n_classes);
+}
+
+static void shift_matches_generator(void **state)
+{
+    (void)state;
+    fk_synth_opts o;
+    fk_synth_defaults(&o);
+    o.n_sources = 2;
+    o.seed = 7;
+    fk_dataset all[3];
+    fk_err err;
+    assert_int_equal(fk_synth_shift(&o, all, &err), FK_OK);
+    for (int c = 0; c < 3; c++) {
+        char spec[96];
+        snprintf(spec, sizeof spec, "synthetic/shift:sources=2,seed=7,client=%d", c);
+        fk_dataset ds;
+        assert_int_equal(fk_synth_spec_load(&ds, spec, &err), FK_OK);
+        assert_same_data(&ds, &all[c]);
+        fk_dataset_close(&ds);
+        fk_dataset_close(&all[c]);
+    }
+}
+
+static void gmm_matches_generator(void **state)
+{
+    (void)state;
+    fk_synth_gmm g;
+    fk_synth_gmm_defaults(&g);
+    g.K = 4;
+    fk_dataset all[4];
+    double theta[4 * 5 * 10], w[4 * 5];
+    fk_err err;
+    assert_int_equal(fk_synth_gmm_make(&g, 3, all, theta, w, &err), FK_OK);
+    for (int c = 0; c < 4; c++) {
+        char spec[96];
+        snprintf(spec, sizeof spec, "synthetic/gmm:tasks=4,seed=3,client=%d", c);
+        fk_dataset ds;
+        assert_int_equal(fk_synth_spec_load(&ds, spec, &err), FK_OK);
+        assert_same_data(&ds, &all[c]);
+        fk_dataset_close(&ds);
+        fk_dataset_close(&all[c]);
+    }
+}
+
+static void bad_specs_fail_clearly(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec, *needle;
+    } cases[] = {
+        {"synthetic/shift", "client=I"},
+        {"synthetic/shift:sources=3", "client=I"},
+        {"synthetic/shift:client=4", "client"},          /* 3 sources: 0..3 */
+        {"synthetic/gmm:client=10", "client"},           /* 10 tasks: 0..9 */
+        {"synthetic/gmm:client=1,colour=red", "unknown option 'colour'"},
+        {"synthetic/gmm:client=1,client=2", "given twice"},
+        {"synthetic/gmm:client", "KEY=VALUE"},
+        {"synthetic/gmm:=3", "KEY=VALUE"},
+        {"synthetic/gmm:client=x", "client"},
+        {"synthetic/spiral:client=0", "unknown synthetic kind 'spiral'"},
+        {"synthetic/gmm:client=0,tasks=1", "tasks"},
+        {"mnist", "does not start with"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fk_synth_spec s;
+        fk_err err = {0};
+        int rc = fk_synth_spec_parse(cases[i].spec, &s, &err);
+        if (rc != FK_EINVAL || !strstr(err.msg, cases[i].needle))
+            fail_msg("%s: rc %d, message '%s' lacks '%s'", cases[i].spec, rc, err.msg,
+                     cases[i].needle);
+    }
+    assert_true(fk_synth_spec_is("synthetic/gmm:client=0"));
+    assert_false(fk_synth_spec_is("office-surf/amazon"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(shift_matches_generator),
+        cmocka_unit_test(gmm_matches_generator),
+        cmocka_unit_test(bad_specs_fail_clearly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
