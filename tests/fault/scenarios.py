@@ -433,8 +433,9 @@ def lost_state(fed, jid):
     rounds, deadline = 30, 5
     t0 = time.time()
     got = fed.submit(job_text("gmm", rounds, deadline))
-    if not check("lost-state: job submitted", got == str(jid), f"{got} != {jid}"):
-        return False
+    if got != str(jid):
+        return check("lost-state: job submitted with the expected id", False, f"{got} != {jid}")
+    jid = got
     if not wait_for(f"{fed.dir}/server.log", rf"event=round_closed job={jid} round=2 ", 30):
         return check("lost-state: round 2 closed", False)
     fed.kill(fed.clients[0])
