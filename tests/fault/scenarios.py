@@ -462,6 +462,16 @@ def lost_state(fed, jid):
     # every failed phase closed once the others answered, not at its 5 s deadline
     ok &= check("lost-state: phases close without waiting for the deadline",
                 dt < rounds * deadline / 4, f"{dt:.1f} s for {rounds} rounds, deadline {deadline} s")
+    # no job runs any more: the next idle PullTask answer (long poll, <= 20 s) lists none,
+    # and the clients remove their state files of the ended jobs
+    def left():
+        return sorted(f"c{c}/{n}" for c in range(K) if os.path.isdir(f"{fed.dir}/cstate-c{c}")
+                      for n in os.listdir(f"{fed.dir}/cstate-c{c}"))
+    until = time.time() + 40
+    while left() and time.time() < until:
+        time.sleep(0.5)
+    ok &= check("lost-state: the clients removed the state files of the ended jobs", not left(),
+                " ".join(left()[:6]))
     return ok
 
 
