@@ -1,4 +1,5 @@
 #include "client/agent.h"
+#include "client/cstate.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -29,6 +30,9 @@ typedef struct jobctx {
     const fk_method *m;
     void *cli;
     int client, n_clients;
+    uint8_t digest[32]; /* names the job in its state file */
+    fk_cstate saved;    /* restored from disk: the update of the last step before the restart */
+    int has_saved;
 } jobctx;
 
 /* The task being fetched or run, then the update being sent. */
@@ -48,6 +52,9 @@ typedef struct work {
     fk_bundle update;
     fk_report report;
     double seconds;
+    int save_rc;       /* the state file could not be written */
+    fk_err save_err;
+    int from_disk;     /* the update is the restored one: no step runs */
     /* the update */
     int ready;         /* update encoded, not yet committed */
     char update_id[64];
@@ -57,6 +64,8 @@ typedef struct work {
     fk_chunker chunker;
     uint32_t next_chunk;
     int probe_first;   /* after a reconnect: ask the server what it holds */
+    int failure;       /* the update is a failure report: report.error, no payload */
+    char error[256];
 } work;
 
 struct fk_agent {
@@ -70,6 +79,7 @@ struct fk_agent {
     uint32_t heartbeat_ms, max_message;
     uv_timer_t retry, hb;
     unsigned backoff_n;
+    unsigned fail_n;   /* tasks failed in a row: the pause after a failure grows with it */
     fk_rng jitter;
     jobctx *jobs[MAX_JOBS]; /* oldest first */
     int n_jobs;
@@ -108,6 +118,7 @@ static void jobctx_free(jobctx *j)
         return;
     if (j->cli)
         j->m->client_close(j->cli);
+    fk_cstate_close(&j->saved);
     fk_params_close(&j->params);
     free(j->config);
     free(j);
@@ -267,11 +278,29 @@ static void on_retry(uv_timer_t *t)
     next(a); /* a pause after a failed task, or the server's retry_after_ms */
 }
 
-/* A task this client cannot run would come straight back: poll again later. */
+/* After a task this client could not do: poll again later, the longer the more
+ * tasks failed in a row (half fixed, half jitter), so a client that cannot work
+ * does not spin. */
 static void pause_polling(fk_agent *a)
 {
-    uv_timer_start(&a->retry, on_retry, a->cfg.backoff_max_ms < 5000 ? a->cfg.backoff_max_ms : 5000,
-                   0);
+    uint64_t cap = a->cfg.backoff_min_ms << (a->fail_n < 16 ? a->fail_n : 16);
+    if (cap > a->cfg.backoff_max_ms)
+        cap = a->cfg.backoff_max_ms;
+    uint64_t delay = cap / 2 + fk_rng_below(&a->jitter, cap / 2 + 1);
+    fk_log(FK_LOG_INFO, "task_backoff", "delay_ms=%" PRIu64 " failed_in_a_row=%u", delay, a->fail_n);
+    uv_timer_start(&a->retry, on_retry, delay, 0);
+}
+
+/* Deadline of a Heartbeat, which the server answers at once: a
+ * connection that carries neither within it is stalled (e.g. a damaged TLS
+ * record length leaves a peer waiting for bytes that never come), and waiting
+ * call_ms on it would miss the phase deadlines. */
+static uint64_t control_ms(const fk_agent *a)
+{
+    uint64_t ms = 4 * (uint64_t)a->heartbeat_ms;
+    if (ms < 5000)
+        ms = 5000;
+    return ms < a->cfg.call_ms ? ms : a->cfg.call_ms;
 }
 
 /* -------------------------------------------------------------- join */
@@ -320,10 +349,48 @@ static void send_join(fk_agent *a)
         fk_log(FK_LOG_ERROR, "encode_failed", "error=\"%s\"", err.msg);
         return;
     }
-    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms, join_done);
+    /* answered at once, like a heartbeat, but before the heartbeat interval is known */
+    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
+         join_done);
 }
 
 /* -------------------------------------------------------------- tasks */
+
+/* The job's state file, if this client has one: the method state of its last
+ * step (and that step's update, for a resend). 1 if the method state may be
+ * half-loaded and must be built again; a file that is unusable is removed. */
+static int restore(fk_agent *a, jobctx *j)
+{
+    fk_cstate cs;
+    fk_cstate_init(&cs);
+    fk_err e;
+    int rc = fk_cstate_read(a->cfg.state_dir, j->job, &cs, &e), touched = 0;
+    if (rc == FK_ENOTFOUND) {
+        fk_cstate_close(&cs);
+        return 0;
+    }
+    if (!rc && (memcmp(cs.digest, j->digest, 32) != 0 || cs.client != (uint32_t)j->client))
+        rc = fk_err_set(&e, FK_ESTATE, "the file belongs to another job %" PRId64
+                        " (other method, configuration or client index)", j->job);
+    if (!rc) {
+        touched = 1;
+        rc = j->m->client_load(j->cli, &cs.state, &e);
+    }
+    if (rc) {
+        fk_log(FK_LOG_WARN, "client_state_discarded", "job=%" PRId64 " error=\"%s\"", j->job,
+               e.msg);
+        fk_cstate_remove(a->cfg.state_dir, j->job, NULL);
+        fk_cstate_close(&cs);
+        return touched;
+    }
+    fk_log(FK_LOG_INFO, "client_state_restored",
+           "job=%" PRId64 " round=%" PRIu32 " phase=%" PRIu32 " task=%s pending_update=%d",
+           j->job, cs.round, cs.phase, cs.task_id, cs.update_id[0] != '\0');
+    fk_cstate_close(&j->saved);
+    j->saved = cs;
+    j->has_saved = cs.update_id[0] != '\0';
+    return 0;
+}
 
 static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const char *config,
                            fk_err *err)
@@ -371,28 +438,28 @@ static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const c
         rc = fk_params_u64(&j->params, "seed", 1, &seed, err);
     if (!rc) {
         j->m = m;
-        rc = m->client_init(&j->cli, &j->params, ds, index, n, seed, err);
+        if ((rc = m->client_init(&j->cli, &j->params, ds, index, n, seed, err)))
+            j->cli = NULL;
     }
+    if (!rc)
+        rc = fk_cstate_digest(m->name, j->config, j->digest, err);
     if (rc) {
-        j->cli = NULL;
         jobctx_free(j);
         return NULL;
     }
     j->client = index;
     j->n_clients = n;
+    if (a->cfg.state_dir && restore(a, j)) { /* a failed load may leave it half-written */
+        j->m->client_close(j->cli);
+        j->cli = NULL;
+        if ((rc = m->client_init(&j->cli, &j->params, ds, index, n, seed, err))) {
+            j->cli = NULL;
+            jobctx_free(j);
+            return NULL;
+        }
+    }
     a->jobs[a->n_jobs++] = j;
     return j;
-}
-
-static void step_run(uv_work_t *req)
-{
-    work *w = req->data;
-    double t0 = mono();
-    fk_report_init(&w->report);
-    fk_err_clear(&w->step_err);
-    w->step_rc = w->ctx->m->local_step(w->ctx->cli, &w->task, &w->update, &w->report,
-                                       &w->step_err);
-    w->seconds = mono() - t0;
 }
 
 static void new_update_id(char *out, size_t cap)
@@ -408,10 +475,104 @@ static void new_update_id(char *out, size_t cap)
         off += (size_t)snprintf(out + off, cap - off, "%02x", r[i]);
 }
 
+static fk_agent *agent_of(work *w)
+{
+    return (fk_agent *)((char *)w - offsetof(fk_agent, w));
+}
+
+/* On the thread pool, after the step: the method state and the update, in one
+ * atomic file, before the update is sent. A file that cannot be written is
+ * removed, so that a restart never continues from an older step. */
+static void save_state(const char *dir, work *w)
+{
+    jobctx *j = w->ctx;
+    fk_cstate cs;
+    fk_cstate_init(&cs);
+    cs.job = w->job;
+    cs.client = (uint32_t)j->client;
+    cs.round = w->round;
+    cs.phase = w->phase;
+    snprintf(cs.task_id, sizeof cs.task_id, "%s", w->task_id);
+    snprintf(cs.update_id, sizeof cs.update_id, "%s", w->update_id);
+    memcpy(cs.digest, j->digest, 32);
+    double rep[5] = {w->report.n_samples, w->report.loss, w->report.accuracy, w->report.error,
+                     w->seconds};
+    memcpy(cs.report, rep, sizeof rep);
+    cs.update = w->blob; /* borrowed */
+    cs.update_len = w->blob_len;
+    fk_err_clear(&w->save_err);
+    w->save_rc = j->m->client_save(j->cli, &cs.state, &w->save_err);
+    if (!w->save_rc)
+        w->save_rc = fk_cstate_write(dir, &cs, &w->save_err);
+    if (w->save_rc)
+        fk_cstate_remove(dir, w->job, NULL);
+    cs.update = NULL;
+    cs.update_len = 0;
+    fk_cstate_close(&cs);
+}
+
+static void step_run(uv_work_t *req)
+{
+    work *w = req->data;
+    double t0 = mono();
+    fk_report_init(&w->report);
+    fk_err_clear(&w->step_err);
+    w->step_rc = w->ctx->m->local_step(w->ctx->cli, &w->task, &w->update, &w->report,
+                                       &w->step_err);
+    w->seconds = mono() - t0;
+    if (!w->step_rc)
+        w->step_rc = fk_codec_bundle_encode(&w->update, &w->blob, &w->blob_len, &w->step_err);
+    if (w->step_rc)
+        return;
+    new_update_id(w->update_id, sizeof w->update_id);
+    const char *dir = agent_of(w)->cfg.state_dir; /* set before the loop runs: read-only */
+    if (dir)
+        save_state(dir, w);
+}
+
+/* The task cannot be done here: tell the server (it counts us as a dropout of
+ * the phase and stops offering the task), then pause before the next poll. */
+static void report_failure(fk_agent *a, const char *why)
+{
+    work *w = &a->w;
+    fk_bundle_close(&w->update);
+    fk_bundle_init(&w->update);
+    free(w->blob);
+    w->blob = NULL;
+    w->blob_len = 0;
+    w->chunked = 0;
+    w->failure = 1;
+    snprintf(w->error, sizeof w->error, "%s", why && *why ? why : "unknown error");
+    fk_report_init(&w->report);
+    new_update_id(w->update_id, sizeof w->update_id);
+    w->ready = 1;
+    a->fail_n++;
+    next(a);
+}
+
+/* The update (w->blob) is ready: chunk it if needed and send it. */
+static void update_ready(fk_agent *a)
+{
+    work *w = &a->w;
+    fk_err err;
+    size_t room = fk_chunk_data_max(a->max_message, 0);
+    w->chunked = w->blob_len > room;
+    if (w->chunked && fk_chunker_init(&w->chunker, w->blob, w->blob_len, room, &err)) {
+        fk_log(FK_LOG_ERROR, "update_not_chunked", "error=\"%s\"", err.msg);
+        report_failure(a, err.msg);
+        return;
+    }
+    w->ready = 1;
+    fk_log(FK_LOG_INFO, "step_done", "job=%s round=%u phase=%u seconds=%.3f bytes=%zu%s",
+           w->task_id, w->round, w->phase, w->seconds, w->blob_len,
+           w->from_disk ? " restored=1" : "");
+    next(a);
+}
+
 static void step_done(uv_work_t *req, int status)
 {
     work *w = req->data;
-    fk_agent *a = (fk_agent *)((char *)w - offsetof(fk_agent, w));
+    fk_agent *a = agent_of(w);
     w->running = 0;
     a->handles--;
     if (a->stopping) {
@@ -421,40 +582,25 @@ static void step_done(uv_work_t *req, int status)
     }
     if (status || w->cancelled) {
         fk_log(FK_LOG_INFO, "step_dropped", "job=%s round=%u reason=%s", w->task_id, w->round,
-               status ? "cancelled" : "server_moved_on");
-        a->stats.cancelled++;
+               w->cancelled ? "cancelled" : "error");
         work_reset(w);
         next(a);
         return;
     }
     if (w->step_rc) {
-        fk_log(FK_LOG_ERROR, "step_failed", "job=%s round=%u error=\"%s\"", w->task_id, w->round,
-               w->step_err.msg);
-        work_reset(w);
-        pause_polling(a);
+        fk_log(FK_LOG_ERROR, "step_failed", "job=%s round=%u phase=%u error=\"%s\"", w->task_id,
+               w->round, w->phase, w->step_err.msg);
+        report_failure(a, w->step_err.msg);
         return;
     }
+    if (w->save_rc)
+        fk_log(FK_LOG_WARN, "client_state_not_saved",
+               "job=%s round=%u error=\"%s\" effect=\"a restart of this client loses the job's "
+               "method state\"",
+               w->task_id, w->round, w->save_err.msg);
+    a->fail_n = 0;
     a->stats.steps++;
-    fk_err err;
-    if (fk_codec_bundle_encode(&w->update, &w->blob, &w->blob_len, &err)) {
-        fk_log(FK_LOG_ERROR, "update_not_encoded", "error=\"%s\"", err.msg);
-        work_reset(w);
-        next(a);
-        return;
-    }
-    new_update_id(w->update_id, sizeof w->update_id);
-    size_t room = fk_chunk_data_max(a->max_message, 0);
-    w->chunked = w->blob_len > room;
-    if (w->chunked && fk_chunker_init(&w->chunker, w->blob, w->blob_len, room, &err)) {
-        fk_log(FK_LOG_ERROR, "update_not_chunked", "error=\"%s\"", err.msg);
-        work_reset(w);
-        next(a);
-        return;
-    }
-    w->ready = 1;
-    fk_log(FK_LOG_INFO, "step_done", "job=%s round=%u phase=%u seconds=%.3f bytes=%zu", w->task_id,
-           w->round, w->phase, w->seconds, w->blob_len);
-    next(a);
+    update_ready(a);
 }
 
 static void start_step(fk_agent *a)
@@ -468,6 +614,40 @@ static void start_step(fk_agent *a)
         work_reset(w);
         return;
     }
+    jobctx *j = w->ctx;
+    if (j->has_saved) { /* the first task after a restart: is it the one we answered? */
+        fk_cstate *sv = &j->saved;
+        j->has_saved = 0;
+        if (!strcmp(sv->task_id, w->task_id) && sv->round == w->round && sv->phase == w->phase) {
+            w->blob = sv->update;
+            w->blob_len = sv->update_len;
+            sv->update = NULL;
+            sv->update_len = 0;
+            snprintf(w->update_id, sizeof w->update_id, "%s", sv->update_id);
+            w->report.n_samples = sv->report[0];
+            w->report.loss = sv->report[1];
+            w->report.accuracy = sv->report[2];
+            w->report.error = sv->report[3];
+            w->seconds = sv->report[4];
+            w->from_disk = 1;
+            fk_cstate_close(sv);
+            fk_err err; /* an inline push sends the bundle, a chunked one the bytes: keep both */
+            fk_bundle_close(&w->update);
+            fk_bundle_init(&w->update);
+            if (fk_codec_bundle_decode(w->blob, w->blob_len, &w->update, &err)) {
+                fk_log(FK_LOG_ERROR, "update_not_restored", "job=%s error=\"%s\"", w->task_id,
+                       err.msg);
+                report_failure(a, err.msg);
+                return;
+            }
+            fk_log(FK_LOG_INFO, "update_restored", "job=%s round=%u phase=%u update=%s", w->task_id,
+                   w->round, w->phase, w->update_id);
+            a->fail_n = 0;
+            update_ready(a);
+            return;
+        }
+        fk_cstate_close(sv);
+    }
     w->running = 1;
     w->req.data = w;
     a->handles++;
@@ -480,6 +660,52 @@ static void start_step(fk_agent *a)
 
 static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t phase,
                       uint32_t chunk);
+
+static int listed(const fedkern_v1_PullTaskResponse *out, int64_t job)
+{
+    for (pb_size_t i = 0; i < out->running_jobs_count; i++)
+        if (strtoll(out->running_jobs[i], NULL, 10) == job)
+            return 1;
+    return 0;
+}
+
+/* The server listed the running jobs that include us: the method state of every
+ * other job (in memory and its file) is no longer needed. */
+static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *out)
+{
+    int k = 0;
+    for (int i = 0; i < a->n_jobs; i++) {
+        jobctx *j = a->jobs[i];
+        if (listed(out, j->job) || (a->w.active && a->w.job == j->job)) {
+            a->jobs[k++] = j;
+            continue;
+        }
+        fk_log(FK_LOG_INFO, "job_forgotten", "job=%" PRId64 " reason=\"the server no longer runs it\"",
+               j->job);
+        jobctx_free(j);
+    }
+    a->n_jobs = k;
+    if (!a->cfg.state_dir)
+        return;
+    int64_t *ids;
+    int n;
+    fk_err err;
+    if (fk_cstate_list(a->cfg.state_dir, &ids, &n, &err)) {
+        fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        if (listed(out, ids[i]) || (a->w.active && a->w.job == ids[i]))
+            continue;
+        if (fk_cstate_remove(a->cfg.state_dir, ids[i], &err))
+            fk_log(FK_LOG_WARN, "client_state_not_removed", "job=%" PRId64 " error=\"%s\"", ids[i],
+                   err.msg);
+        else
+            fk_log(FK_LOG_INFO, "client_state_removed", "job=%" PRId64 " reason=\"job ended\"",
+                   ids[i]);
+    }
+    free(ids);
+}
 
 static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
@@ -551,10 +777,9 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
         }
         if (rc) {
             fk_log(FK_LOG_ERROR, "task_failed", "job=%s error=\"%s\"", w->task_id, err.msg);
-            work_reset(w);
             fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
             fk_bundle_close(&b);
-            pause_polling(a);
+            report_failure(a, err.msg);
             return;
         } else if (complete) {
             start_step(a);
@@ -567,6 +792,8 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             return;
         }
     }
+    if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.running_jobs_listed)
+        forget_ended_jobs(a, &out);
     fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
     fk_bundle_close(&b);
     if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.retry_after_ms) {
@@ -613,8 +840,12 @@ static void push_done(void *ud, int status, const char *msg, const uint8_t *resp
         fk_log(FK_LOG_WARN, "push_refused", "job=%s status=%s message=\"%s\"", w->task_id,
                fk_grpc_status_name(status), msg);
         if (status == FK_GRPC_INVALID_ARGUMENT || status == FK_GRPC_FAILED_PRECONDITION) {
+            int failure = w->failure;
             work_reset(w);
-            next(a);
+            if (failure)
+                pause_polling(a);
+            else
+                next(a);
         } else {
             request_disconnect(a, "PushUpdate refused");
         }
@@ -652,6 +883,13 @@ static void push_done(void *ud, int status, const char *msg, const uint8_t *resp
         break;
     }
     fk_codec_release(fedkern_v1_PushUpdateResponse_fields, &out);
+    if (done && w->failure) {
+        fk_log(FK_LOG_INFO, "failure_reported", "job=%s round=%u phase=%u", w->task_id, w->round,
+               w->phase);
+        work_reset(w);
+        pause_polling(a);
+        return;
+    }
     if (done) {
         fk_log(FK_LOG_DEBUG, "update_done", "job=%s round=%u phase=%u", w->task_id, w->round,
                w->phase);
@@ -677,7 +915,9 @@ static void send_push(fk_agent *a)
     fk_codec_tx tx = {0};
     fk_err err;
     int rc = FK_OK;
-    if (w->probe_first) {
+    if (w->failure) {
+        snprintf(in.report.error, sizeof in.report.error, "%s", w->error);
+    } else if (w->probe_first) {
         in.probe = true;
         w->probe_first = 0;
     } else if (!w->chunked) {
@@ -717,6 +957,10 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
         a->joined = 0;
         next(a);
     }
+    if (go && status == FK_GRPC_DEADLINE_EXCEEDED) {
+        request_disconnect(a, "heartbeat not answered: connection stalled");
+        return;
+    }
     if (!go || status != FK_GRPC_OK)
         return;
     fedkern_v1_HeartbeatResponse out;
@@ -750,7 +994,7 @@ static void on_hb(uv_timer_t *t)
     if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err))
         return;
     a->stats.heartbeats++;
-    call(a, CALL_HB, "Heartbeat", buf, len, a->cfg.call_ms, hb_done);
+    call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done);
     uv_timer_set_repeat(&a->hb, a->heartbeat_ms);
 }
 

@@ -35,6 +35,9 @@ typedef struct fk_agent_config {
     uint64_t backoff_max_ms; /* cap (default 15000) */
     uint64_t poll_ms;        /* PullTask deadline (default 20000) */
     uint64_t call_ms;        /* deadline of the other calls (default 30000) */
+    /* Directory for the jobs' client-side method state (client/cstate.h), so a
+     * restarted client continues its jobs; NULL: kept in memory only. */
+    const char *state_dir;
 } fk_agent_config;
 
 typedef struct fk_agent_stats {

@@ -1,9 +1,11 @@
 /* fedkern-client: the client daemon. Config + certificate + local data by
  * data-set name; the agent (client/agent.c) does the federation work. */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <uv.h>
 
 #include "client/agent.h"
@@ -35,6 +37,8 @@ static const opt_doc opts[] = {
                             " (synthetic/shift:client=I,... or synthetic/gmm:client=I,...;"
                             " see docs/data.md)"},
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
+    {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
+                      "($STATE_DIRECTORY under systemd; unset: in memory only)"},
     {"backoff-max-ms MS", "cap of the reconnect delay (15000)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
@@ -207,6 +211,24 @@ static int split_hostport(const char *s, char *host, size_t cap, int *port)
     return 0;
 }
 
+/* --state-dir, else systemd's STATE_DIRECTORY (the first of a ':' list); "" = none. */
+static int state_dir(const fk_params *p, char *out, size_t cap, fk_err *err)
+{
+    const char *d = fk_params_get(p, "state-dir");
+    const char *env = getenv("STATE_DIRECTORY");
+    size_t n = d ? strlen(d) : env ? strcspn(env, ":") : 0;
+    if (n >= cap)
+        return fk_err_set(err, FK_EINVAL, "--state-dir: path too long");
+    memcpy(out, d ? d : env ? env : "", n);
+    out[n] = '\0';
+    if (n && mkdir(out, 0700) && errno != EEXIST)
+        return fk_err_set(err, FK_EIO, "--state-dir %s: cannot create it: %s", out, strerror(errno));
+    struct stat st;
+    if (n && (stat(out, &st) || !S_ISDIR(st.st_mode)))
+        return fk_err_set(err, FK_EINVAL, "--state-dir %s is not a directory", out);
+    return FK_OK;
+}
+
 static int run(fk_params *p)
 {
     fk_err err = {0};
@@ -218,8 +240,10 @@ static int run(fk_params *p)
         return fail(err.msg);
     if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
         return fail("--log-level must be error, warn, info or debug");
-    char host[256];
+    char host[256], sdir[4096];
     int port;
+    if (state_dir(p, sdir, sizeof sdir, &err) != FK_OK)
+        return fail(err.msg);
     const char *server = fk_params_str(p, "server", "127.0.0.1:7443");
     if (split_hostport(server, host, sizeof host, &port))
         return fail("--server must be HOST:PORT");
@@ -246,6 +270,7 @@ static int run(fk_params *p)
     ac.data = data_for;
     ac.data_ud = &cache;
     ac.backoff_max_ms = (uint64_t)backoff;
+    ac.state_dir = *sdir ? sdir : NULL;
     uv_loop_t loop;
     uv_loop_init(&loop);
     client_state st = {0};
@@ -257,7 +282,12 @@ static int run(fk_params *p)
         st.sigterm.data = st.sigint.data = &st;
         uv_signal_start(&st.sigterm, on_stop, SIGTERM);
         uv_signal_start(&st.sigint, on_stop, SIGINT);
-        fk_log(FK_LOG_INFO, "client_started", "server=%s", server);
+        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
+               *sdir ? sdir : "none");
+        if (!*sdir)
+            fk_log(FK_LOG_WARN, "client_state_not_persisted",
+                   "msg=\"no --state-dir: a restarted client cannot continue jobs whose method keeps "
+                   "client state (e.g. fedgrem)\"");
         fk_notify_init(&st.notify, &loop, notify_status, &st);
         fk_notify_ready(&st.notify, "started, joining the server");
         uv_run(&loop, UV_RUN_DEFAULT);

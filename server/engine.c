@@ -14,6 +14,8 @@ enum { MAX_PHASES = 16 };
 typedef struct slot {
     int client;
     int answered;
+    int failed;     /* the client reported it cannot do this task: not asked again */
+    char why[160];  /* its reason, for the dropout log */
     uint8_t *task;
     size_t task_len;
 } slot;
@@ -29,6 +31,7 @@ typedef struct job {
     slot *slots; /* the round's planned clients, ascending */
     int n_slots;
     int answered;
+    int failed; /* slots whose client reported a failure this phase */
     double deadline;
 } job;
 
@@ -56,8 +59,11 @@ static void free_tasks(job *j)
         j->slots[i].task = NULL;
         j->slots[i].task_len = 0;
         j->slots[i].answered = 0;
+        j->slots[i].failed = 0;
+        j->slots[i].why[0] = '\0';
     }
     j->answered = 0;
+    j->failed = 0;
 }
 
 static void job_free(job *j)
@@ -336,9 +342,10 @@ static void count_dropouts(job *j, fk_store_round *r)
         if (j->slots[i].answered)
             continue;
         r->dropouts++;
-        fk_log(FK_LOG_WARN, "dropout", "job=%lld round=%d attempt=%d phase=%d client=%s",
+        fk_log(FK_LOG_WARN, "dropout", "job=%lld round=%d attempt=%d phase=%d client=%s reason=\"%s\"",
                (long long)j->id, j->round, j->attempt, j->phase,
-               j->conf.clients[j->slots[i].client]);
+               j->conf.clients[j->slots[i].client],
+               j->slots[i].failed ? j->slots[i].why : "no answer before the deadline");
         int w = snprintf(r->dropped + off, sizeof r->dropped - off, "%s%d", off ? "," : "",
                          j->slots[i].client);
         if (w > 0 && (size_t)w < sizeof r->dropped - off)
@@ -580,9 +587,19 @@ static int reload(fk_engine *e, job *j, double now, fk_err *err)
     return resume(e, j, now, err);
 }
 
+/* Every planned client answered or reported that it cannot: waiting longer changes nothing. */
 static int phase_complete(const job *j)
 {
-    return j->state == FK_JOB_RUNNING && j->n_slots > 0 && j->answered == j->n_slots;
+    return j->state == FK_JOB_RUNNING && j->n_slots > 0 && j->answered + j->failed == j->n_slots;
+}
+
+/* A complete phase closes at once: aggregated with quorum, else a new attempt. */
+static void end_phase(fk_engine *e, job *j, double now)
+{
+    if (j->answered >= quorum(j))
+        close_phase(e, j, now);
+    else
+        retry_round(e, j, now);
 }
 
 /* --------------------------------------------------------- job table */
@@ -690,7 +707,7 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
             fk_log(FK_LOG_INFO, "job_resumed", "job=%lld round=%d attempt=%d phase=%d answered=%d",
                    (long long)j->id, j->round, j->attempt, j->phase, j->answered);
             if (phase_complete(j))
-                close_phase(e, j, now);
+                end_phase(e, j, now);
         }
     }
     free(ids);
@@ -811,7 +828,7 @@ int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *
         job *j = e->jobs[i];
         int c = fk_jobconf_client_index(&j->conf, identity);
         slot *s = c < 0 ? NULL : find_slot(j, c);
-        if (!s || s->answered || !s->task)
+        if (!s || s->answered || s->failed || !s->task)
             continue;
         *t = (fk_task_ref){.job = j->id, .round = j->round, .attempt = j->attempt,
                            .phase = j->phase, .client = c, .n_clients = j->conf.n_clients,
@@ -850,6 +867,11 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
     if (!s)
         return fk_err_set(err, FK_ESTATE, "client '%s' was not asked in job %lld round %d",
                           p->identity, (long long)j->id, j->round);
+    if (s->failed)
+        return fk_err_set(err, FK_ESTATE,
+                          "client '%s' reported a failure for job %lld round %d phase %d; it "
+                          "counts as a dropout of this phase",
+                          p->identity, (long long)j->id, j->round, j->phase);
     if (s->answered)
         return fk_err_set(err, FK_ESTATE,
                           "client '%s' already answered job %lld round %d phase %d with another "
@@ -908,8 +930,8 @@ void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
         return;
     s->answered = 1;
     j->answered++;
-    if (j->answered == j->n_slots)
-        close_phase(e, j, now);
+    if (phase_complete(j))
+        end_phase(e, j, now);
     reap(e);
 }
 
@@ -931,6 +953,43 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
     return FK_OK;
 }
 
+int fk_engine_fail(fk_engine *e, const fk_push *p, const char *reason, double now, fk_err *err)
+{
+    if (!p->identity)
+        return fk_err_set(err, FK_EINVAL, "failure report without a client identity");
+    job *j = NULL;
+    slot *s = NULL;
+    int rc = check_push(e, p, &j, &s, err);
+    if (rc)
+        return rc;
+    s->failed = 1;
+    snprintf(s->why, sizeof s->why, "client failed: %s", reason && *reason ? reason : "no reason");
+    for (char *c = s->why; *c; c++) /* one log line, one quoted value */
+        if (*c == '"' || *c == '\n')
+            *c = '\'';
+    j->failed++;
+    fk_log(FK_LOG_WARN, "client_failed", "job=%lld round=%d attempt=%d phase=%d client=%s "
+           "reason=\"%s\"", (long long)j->id, j->round, j->attempt, j->phase, p->identity, s->why);
+    if (phase_complete(j))
+        end_phase(e, j, now);
+    reap(e);
+    return FK_OK;
+}
+
+int fk_engine_client_jobs(const fk_engine *e, const char *identity, int64_t *ids, int cap)
+{
+    int n = 0;
+    for (int i = 0; i < e->n_jobs; i++) {
+        const job *j = e->jobs[i];
+        if (j->state != FK_JOB_RUNNING || fk_jobconf_client_index(&j->conf, identity) < 0)
+            continue;
+        if (n == cap)
+            return -1;
+        ids[n++] = j->id;
+    }
+    return n;
+}
+
 int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, int phase,
                         const char *identity)
 {
@@ -942,7 +1001,7 @@ int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, 
             return 0;
         int c = fk_jobconf_client_index(&j->conf, identity);
         slot *s = c < 0 ? NULL : find_slot(j, c);
-        return s && !s->answered;
+        return s && !s->answered && !s->failed;
     }
     return 0;
 }
@@ -954,10 +1013,7 @@ int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
         job *j = e->jobs[i];
         if (j->state != FK_JOB_RUNNING || (now < j->deadline && !phase_complete(j)))
             continue;
-        if (j->answered >= quorum(j))
-            close_phase(e, j, now);
-        else
-            retry_round(e, j, now);
+        end_phase(e, j, now);
     }
     reap(e);
     double soonest = INFINITY;

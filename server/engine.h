@@ -92,6 +92,14 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
  * in their own transactions); never for a rolled-back one. */
 int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
 void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now);
+/* The client cannot do its task for (job, round, attempt, phase) (e.g. its
+ * method state is lost): it is not asked again in this phase and counts as a
+ * dropout with `reason` logged; a phase whose other clients all answered
+ * closes at once. FK_ESTATE: no such open task (late), as for a push. */
+int fk_engine_fail(fk_engine *e, const fk_push *p, const char *reason, double now, fk_err *err);
+
+/* Ids of the running jobs that list identity, at most cap; -1 if there are more. */
+int fk_engine_client_jobs(const fk_engine *e, const char *identity, int64_t *ids, int cap);
 
 /* 1 if identity still owes an update for exactly (job, round, attempt, phase):
  * a client working on anything else should drop it (heartbeat cancel_task). */

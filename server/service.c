@@ -270,11 +270,22 @@ static void waiter_drop(fk_service *s, waiter *w)
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
 }
 
-static void reply_no_task(fk_service *s, fk_grpc_call *call, uint32_t retry_ms)
+/* identity (may be NULL): list its running jobs, so it can drop the state of the others. */
+static void reply_no_task(fk_service *s, fk_grpc_call *call, const char *identity,
+                          uint32_t retry_ms)
 {
     fedkern_v1_PullTaskResponse msg = fedkern_v1_PullTaskResponse_init_zero;
     msg.kind = fedkern_v1_TaskKind_TASK_NONE;
     msg.retry_after_ms = retry_ms;
+    enum { CAP = sizeof msg.running_jobs / sizeof msg.running_jobs[0] };
+    int64_t ids[CAP];
+    int n = identity ? fk_engine_client_jobs(s->e, identity, ids, CAP) : -1;
+    if (n >= 0) {
+        msg.running_jobs_listed = true;
+        msg.running_jobs_count = (pb_size_t)n;
+        for (int i = 0; i < n; i++)
+            snprintf(msg.running_jobs[i], sizeof msg.running_jobs[i], "%" PRId64, ids[i]);
+    }
     reply_msg(s, call, fedkern_v1_PullTaskResponse_fields, &msg);
 }
 
@@ -353,7 +364,7 @@ static void waiter_timeout(uv_timer_t *timer)
     if (w->call) {
         fk_grpc_call *call = w->call;
         w->call = NULL;
-        reply_no_task(w->s, call, 0);
+        reply_no_task(w->s, call, w->identity, 0);
     }
     waiter_drop(w->s, w);
 }
@@ -381,7 +392,7 @@ static void park(fk_service *s, fk_grpc_call *call, const char *identity, uint64
     waiter *w = calloc(1, sizeof *w);
     if (!w || wait == 0) {
         free(w);
-        reply_no_task(s, call, 0);
+        reply_no_task(s, call, identity, 0);
         return;
     }
     w->s = s;
@@ -537,13 +548,13 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
             (int)in.phase == t.phase)
             reply_task(s, call, &t, in.chunk_index);
         else
-            reply_no_task(s, call, 0); /* that task is over: poll again */
+            reply_no_task(s, call, NULL, 0); /* that task is over: poll again */
         return;
     }
     if (rc == FK_OK)
         reply_task(s, call, &t, 0);
     else if (s->closing)
-        reply_no_task(s, call, 1000);
+        reply_no_task(s, call, NULL, 1000);
     else
         park(s, call, id, deadline);
 }
@@ -811,10 +822,17 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (rc) {
         reply_err(call, rc, &err);
     } else if (in.has_report && in.report.error[0]) {
-        fk_log(FK_LOG_WARN, "client_task_failed", "identity=%s job=%s round=%u error=\"%s\"", id,
-               in.job_id, in.round, in.report.error);
+        fk_log(FK_LOG_WARN, "client_task_failed", "identity=%s job=%s round=%u phase=%u error=\"%s\"",
+               id, in.job_id, in.round, in.phase, in.report.error);
+        fk_push p = {.job = job, .round = (int)in.round, .attempt = attempt,
+                     .phase = (int)in.phase, .identity = id, .idem = in.update_id};
+        batch_flush(s); /* staged updates count first: the failure may close the phase */
+        rc = fk_engine_fail(s->e, &p, in.report.error, fk_service_now(), &err);
+        if (rc == FK_OK)
+            wake_waiters(s); /* the phase may have closed: new tasks */
         reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
-                   "failure noted; the client counts as a dropout of this phase");
+                   rc == FK_OK ? "failure noted; the client counts as a dropout of this phase"
+                               : err.msg);
     } else if (in.probe) {
         batch_flush(s); /* a staged update is not known until it committed */
         int known = 0;
@@ -1229,7 +1247,7 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
         if (w->call) {
             fk_grpc_call *call = w->call;
             w->call = NULL;
-            reply_no_task(s, call, 1000);
+            reply_no_task(s, call, NULL, 1000);
         }
         waiter_drop(s, w);
     }

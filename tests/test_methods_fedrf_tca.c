@@ -183,6 +183,77 @@ static void save_load_round_trip(void **state)
     close_data(ds, NC);
 }
 
+/* A client restarted between phase 0 and phase 1 of a round: its saved state
+ * rebuilds the mini-batch, so its phase-1 update equals the uninterrupted one;
+ * without the state the step is refused (FK_ESTATE), never run on no batch. */
+static void client_state_mid_round(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 4);
+    fk_params p;
+    base_params(&p, "4");
+    fk_err err;
+    fed f;
+    fed_open(&f, &p, ds, 9);
+    fed_rounds(&f, 9, 1, 2);
+    fk_rng rng;
+    int chosen[NC], n = 0, done = 0;
+    fk_sim_plan_rng(&rng, 9, 3);
+    assert_int_equal(f.m->plan(f.srv, 3, &rng, chosen, &n, &err), FK_OK);
+    fk_bundle task, up, up2;
+    fk_bundle_init(&task);
+    fk_bundle_init(&up);
+    fk_bundle_init(&up2);
+    fk_update ups[NC];
+    for (int k = 0; k < n; k++) {
+        fk_bundle_clear(&task);
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = chosen[k];
+        assert_int_equal(f.m->task(f.srv, 3, 0, chosen[k], &task, &err), FK_OK);
+        assert_int_equal(f.m->local_step(f.cli[chosen[k]], &task, &ups[k].msg, &ups[k].report,
+                                         &err), FK_OK);
+    }
+    assert_int_equal(f.m->aggregate(f.srv, 3, 0, ups, n, &done, &err), FK_OK);
+    for (int k = 0; k < n; k++)
+        fk_bundle_close(&ups[k].msg);
+    for (int i = 0; i < NC; i++) {
+        fk_bundle sv;
+        fk_bundle_init(&sv);
+        assert_int_equal(f.m->client_save(f.cli[i], &sv, &err), FK_OK);
+        void *fresh, *lost;
+        assert_int_equal(f.m->client_init(&fresh, &p, &ds[i], i, NC, 9, &err), FK_OK);
+        assert_int_equal(f.m->client_init(&lost, &p, &ds[i], i, NC, 9, &err), FK_OK);
+        assert_int_equal(f.m->client_load(fresh, &sv, &err), FK_OK);
+        fk_bundle_clear(&task);
+        fk_bundle_clear(&up);
+        fk_bundle_clear(&up2);
+        fk_report r1, r2;
+        fk_report_init(&r1);
+        fk_report_init(&r2);
+        assert_int_equal(f.m->task(f.srv, 3, 1, i, &task, &err), FK_OK);
+        assert_int_equal(f.m->local_step(f.cli[i], &task, &up, &r1, &err), FK_OK);
+        assert_int_equal(f.m->local_step(fresh, &task, &up2, &r2, &err), FK_OK);
+        assert_int_equal(up.count, up2.count);
+        for (size_t t = 0; t < up.count; t++)
+            same_tensor(&up, &up2, up.items[t].name);
+        assert_memory_equal(&r1.loss, &r2.loss, sizeof r1.loss);
+        fk_bundle_clear(&up2);
+        assert_int_equal(f.m->local_step(lost, &task, &up2, &r2, &err), FK_ESTATE);
+        assert_non_null(strstr(err.msg, "phase 0"));
+        f.m->client_close(fresh);
+        f.m->client_close(lost);
+        fk_bundle_close(&sv);
+    }
+    fk_bundle_close(&task);
+    fk_bundle_close(&up);
+    fk_bundle_close(&up2);
+    fed_close(&f);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
 /* With every source in every round the averaged W reaches everybody. */
 static void full_participation_synchronises_w(void **state)
 {
@@ -540,6 +611,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sim_is_deterministic),
         cmocka_unit_test(save_load_round_trip),
+        cmocka_unit_test(client_state_mid_round),
         cmocka_unit_test(full_participation_synchronises_w),
         cmocka_unit_test(subsets_are_uniform_and_nested),
         cmocka_unit_test(hard_voting_model),

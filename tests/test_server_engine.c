@@ -675,6 +675,64 @@ static void failed_batch_commit_changes_nothing(void **state)
     assert_int_equal(committed_count(f, id), 3 * N_CLIENTS);
 }
 
+/* A client reporting it cannot do its task is not asked again in that phase,
+ * counts as a dropout, and the phase closes as soon as the others answered
+ * (no wait for the deadline); without quorum the round is retried at once. */
+static void reported_failure_is_an_early_dropout(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 0.5\nrounds = 1\n"));
+    fk_task_ref t;
+    fk_err err;
+    assert_int_equal(fk_engine_pull(f->e, "c2", f->now, &t, &err), FK_OK);
+    fk_push p = {.job = id, .round = t.round, .attempt = t.attempt, .phase = t.phase,
+                 .identity = "c2", .idem = "failure-report-1"};
+    fk_report_init(&p.report);
+    assert_int_equal(fk_engine_fail(f->e, &p, "state lost", f->now, &err), FK_OK);
+    assert_int_equal(fk_engine_pull(f->e, "c2", f->now, &t, &err), FK_ENOTFOUND);
+    assert_int_equal(fk_engine_task_open(f->e, id, 1, 0, 0, "c2"), 0);
+    /* a second report, or an update after it, is late */
+    assert_int_equal(fk_engine_fail(f->e, &p, "again", f->now, &err), FK_ESTATE);
+    int64_t jobs[4];
+    assert_int_equal(fk_engine_client_jobs(f->e, "c2", jobs, 4), 1);
+    assert_int_equal(jobs[0], id);
+    assert_int_equal(fk_engine_client_jobs(f->e, "c2", jobs, 0), -1);
+    assert_int_equal(fk_engine_client_jobs(f->e, "mallory", jobs, 4), 0);
+    double start = f->now;
+    for (int c = 0; c < N_CLIENTS; c++)
+        if (c != 2)
+            assert_int_equal(answer(f, c, -1), 1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE); /* closed by the last push */
+    assert_true(f->now == start);
+    assert_int_equal(fk_engine_client_jobs(f->e, "c2", jobs, 4), 0);
+    fk_store_round *rows;
+    int n;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(rows[0].participants, 5);
+    assert_int_equal(rows[0].dropouts, 1);
+    assert_string_equal(rows[0].dropped, "2");
+    fk_store_round_free(&rows[0]);
+    free(rows);
+    /* every client failing: no quorum, the round is retried without waiting */
+    int64_t id2 = submit(f, job_text("fedmean", "quorum = 0.5\nrounds = 1\nretries = 1\n"));
+    for (int attempt = 0; attempt < 2; attempt++)
+        for (int c = 0; c < N_CLIENTS; c++) {
+            char who[8];
+            snprintf(who, sizeof who, "c%d", c);
+            assert_int_equal(fk_engine_pull(f->e, who, f->now, &t, &err), FK_OK);
+            assert_int_equal(t.attempt, attempt);
+            fk_push q = {.job = id2, .round = t.round, .attempt = t.attempt, .phase = t.phase,
+                         .identity = who, .idem = "failure-report-2"};
+            fk_report_init(&q.report);
+            assert_int_equal(fk_engine_fail(f->e, &q, "cannot", f->now, &err), FK_OK);
+        }
+    assert_int_equal(job_state(f, id2, &s), FK_JOB_FAILED);
+    assert_non_null(strstr(s.failure, "quorum"));
+    assert_true(f->now == start);
+}
+
 static void full_disk_refuses_then_recovers(void **state)
 {
     fed *f = *state;
@@ -900,6 +958,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(resent_update_counts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_commits_together_then_counts, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_batch_commit_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(reported_failure_is_an_early_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_then_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_at_round_close, setup, teardown),
         cmocka_unit_test_setup_teardown(submit_and_cancel, setup, teardown),

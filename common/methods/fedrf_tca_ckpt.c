@@ -81,6 +81,8 @@ int fk_fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
         rc = fk_fedrf_put_vec(out, "par", c->WM + c->PC, c->par, err);
     if (!rc)
         rc = fk_fedrf_put_vec(out, "rng", 10, rs, err);
+    if (!rc)
+        rc = fk_fedrf_put_scalar(out, "batched", c->batched, err);
     double t[2] = {c->optW.t, c->optC.t};
     if (!rc)
         rc = fk_fedrf_put_vec(out, "opt_t", 2, t, err);
@@ -140,5 +142,9 @@ int fk_fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
     c->optC.t = t->data[1];
     c->evals = meta->data[3];
     c->loss = meta->data[4];
+    /* the current mini-batch is perm[0..b): rebuilt, not stored (absent in older checkpoints) */
+    c->batched = 0;
+    if (fk_fedrf_scalar(in, "batched", 0) != 0)
+        return fk_fedrf_client_load_batch(c, err);
     return FK_OK;
 }

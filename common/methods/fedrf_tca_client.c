@@ -39,7 +39,7 @@ static int client_alloc(fk_fedrf_client *c, const fk_dataset *data, fk_err *err)
     size_t n = data->X.rows;
     c->par = calloc(c->WM + c->PC, sizeof(double));
     c->perm = malloc(n * sizeof(int));
-    c->yb = malloc(c->b * sizeof(int));
+    c->yb = calloc(c->b, sizeof(int));
     c->s_own = calloc(c->D, sizeof(double));
     c->grad = calloc(c->WM + c->PC, sizeof(double));
     c->z = calloc((size_t)c->c.m + 1, sizeof(double));
@@ -119,6 +119,21 @@ fail:
     return rc;
 }
 
+int fk_fedrf_client_load_batch(fk_fedrf_client *c, fk_err *err)
+{
+    for (size_t i = 0; i < c->b; i++) {
+        memcpy(fk_mat_row(&c->Xb, i), fk_mat_row(&c->X, (size_t)c->perm[i]),
+               c->X.cols * sizeof(double));
+        c->yb[i] = c->y ? c->y[c->perm[i]] : 0;
+    }
+    int rc = fk_rff_map_into(&c->rff, &c->Xb, &c->Phi, err);
+    if (rc)
+        return rc;
+    fk_mmd_embedding(&c->Phi, c->is_target ? -1.0 : 1.0, c->s_own);
+    c->batched = 1;
+    return FK_OK;
+}
+
 /* Draw a mini-batch without replacement and map it to random features. */
 static int sample_batch(fk_fedrf_client *c, fk_err *err)
 {
@@ -128,15 +143,8 @@ static int sample_batch(fk_fedrf_client *c, fk_err *err)
         int t = c->perm[i];
         c->perm[i] = c->perm[j];
         c->perm[j] = t;
-        memcpy(fk_mat_row(&c->Xb, i), fk_mat_row(&c->X, (size_t)c->perm[i]),
-               c->X.cols * sizeof(double));
-        c->yb[i] = c->y ? c->y[c->perm[i]] : 0;
     }
-    int rc = fk_rff_map_into(&c->rff, &c->Xb, &c->Phi, err);
-    if (rc)
-        return rc;
-    fk_mmd_embedding(&c->Phi, c->is_target ? -1.0 : 1.0, c->s_own);
-    return FK_OK;
+    return fk_fedrf_client_load_batch(c, err);
 }
 
 /* U = Phi W, rows normalized: F = U / (|U| + eps). Keeps U and the norms. */
@@ -305,6 +313,9 @@ int fk_fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repor
         return FK_OK;
     }
     if (phase == 1) {
+        if (!c->batched) /* e.g. a restarted client without its saved state */
+            return fk_err_set(err, FK_ESTATE, "fedrf-tca: client %d got a phase-1 step without "
+                              "the mini-batch of phase 0 (client state lost)", c->idx);
         if (c->is_target) {
             const fk_tensor *s = fk_bundle_get(task, "s_src");
             if (s && (s->ndim != 2 || s->shape[1] != c->D))

@@ -84,6 +84,7 @@ typedef struct fk_fedrf_client {
     double *s_own, *grad, *z, *d;
     double loss;
     double evals; /* phase-2 calls, for the evaluation cadence */
+    int batched;  /* a mini-batch was drawn (phase 0): phase 1 steps on it */
 } fk_fedrf_client;
 
 /* The sets of round `round` (1-based; fedrf_tca_server.c): A = the senders of
@@ -111,5 +112,7 @@ int fk_fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repor
 int fk_fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err);
 int fk_fedrf_client_save(void *p, fk_bundle *out, fk_err *err);
 int fk_fedrf_client_load(void *p, const fk_bundle *in, fk_err *err);
+/* Rebuild the mini-batch perm[0..b): rows, labels, random features, MMD statistic. */
+int fk_fedrf_client_load_batch(fk_fedrf_client *c, fk_err *err);
 
 #endif

@@ -46,12 +46,7 @@ timings = []
 
 # Known daemon bugs: a failing check whose logs show the signature is reported
 # as KNOWN-BUG (listed at the end, not counted); once fixed the check passes.
-KNOWN_BUGS = {
-    "client-kill gmm": (r"got a step before its initialisation",
-                        "a restarted fedkern-client has lost FedGrEM's client state (local fit "
-                        "and alignment from round 1) and fails every later step without backoff; "
-                        "the job fails once enough clients were restarted"),
-}
+KNOWN_BUGS = {}
 
 
 def log(msg):
@@ -117,6 +112,7 @@ class Fed:
         self.port = None
         self.proxy_port = None
         self.server_starts = 0
+        self.client_state = False
         run([FEDKERN, "certs", "init", "--dir", self.pki])
         run([FEDKERN, "certs", "issue", "--dir", self.pki, "--server", "server", "--ip", ips])
         run([FEDKERN, "certs", "issue", "--dir", self.pki, "--admin", "op"])
@@ -164,7 +160,13 @@ class Fed:
                                       "--tls-dir", self.pki, "--name", f"c{c}", "--data.gmm",
                                       f"{self.dir}/c{c}.csv", "--data.shift",
                                       f"{self.dir}/d{c}.csv", "--backoff-max-ms", "500",
-                                      "--log-level", "debug"], f"client{c}.log", prefix)
+                                      *self.state_dir(c), "--log-level", "debug"],
+                                     f"client{c}.log", prefix)
+
+    def state_dir(self, c):
+        """--state-dir where clients are killed and must continue their jobs; elsewhere
+        none, so the other scenarios do not pay a client fsync per step."""
+        return ["--state-dir", f"{self.dir}/cstate-c{c}"] if self.client_state else []
 
     def start_all(self, proxy_args=None):
         self.start_server()
@@ -383,6 +385,7 @@ def client_kill(kind, rounds):
     deadline = 5
     rng = random.Random(23)
     fed = Fed("client-kill")
+    fed.client_state = True
     ok = False
     try:
         t0 = time.time()
@@ -409,13 +412,67 @@ def client_kill(kind, rounds):
             if model is None:
                 break
         timings.append((f"client-kill {kind} ({jobs} jobs)", time.time() - t0))
+        dead = {f"c{c}": fed.clients[c].poll() for c in range(K) if fed.clients[c].poll() is not None}
+        ok &= check(f"client-kill: {kind}: every restarted client is still running", not dead,
+                    f"exited (code or -signal): {dead}")
         if not known or not known[-1].startswith(f"client-kill: {kind}"):
             ok &= check(f"client-kill: {kind}: 8 kills while jobs ran", kills == 8, str(kills))
         acks, stored = fed.acknowledged(), fed.stored()
         ok &= check(f"client-kill: {kind}: every acknowledged update is in the state db",
                     acks and acks <= stored, f"{len(acks)} acknowledged, {len(stored)} stored")
+        if ok and kind == "gmm":
+            ok &= lost_state(fed, jobs + 1)
     finally:
         fed.close(keep=not ok)
+
+
+def lost_state(fed, jid):
+    """A client restarted without its state directory cannot do FedGrEM steps
+    after round 1: it reports each failure, backs off, the server counts it as a
+    dropout with the reason and closes the phase without waiting for the deadline."""
+    rounds, deadline = 30, 5
+    t0 = time.time()
+    got = fed.submit(job_text("gmm", rounds, deadline))
+    if got != str(jid):
+        return check("lost-state: job submitted with the expected id", False, f"{got} != {jid}")
+    jid = got
+    if not wait_for(f"{fed.dir}/server.log", rf"event=round_closed job={jid} round=2 ", 30):
+        return check("lost-state: round 2 closed", False)
+    fed.kill(fed.clients[0])
+    shutil.rmtree(f"{fed.dir}/cstate-c0", ignore_errors=True)
+    fed.start_client(0)
+    model = fed.result(jid, wait=120)
+    dt = time.time() - t0
+    timings.append(("client-kill lost-state gmm", dt))
+    slog = open(f"{fed.dir}/server.log", errors="replace").read()
+    clog = open(f"{fed.dir}/client0.log", errors="replace").read()
+    failed = re.findall(rf"event=client_failed job={jid} [^\n]*client=c0 [^\n]*", slog)
+    drops = re.findall(rf"event=dropout job={jid} [^\n]*client=c0 reason=\"client failed:[^\n]*", slog)
+    reports = len(re.findall(rf"event=failure_reported job={jid}\.", clog))
+    ok = check("lost-state: the job completes without the client's state",
+               model is not None, f"{dt:.1f} s")
+    ok &= check("lost-state: the server logs the client's failure with its reason",
+                failed and "before its initialisation" in failed[0],
+                failed[0][:200] if failed else "no client_failed line")
+    ok &= check("lost-state: each failure counted as a dropout with the reason", len(drops) >= 1,
+                f"{len(drops)} dropouts, {len(failed)} failures; e.g. {drops[0][:160] if drops else ''}")
+    ok &= check("lost-state: the client reports once per task and backs off (no spinning)",
+                0 < reports <= rounds and re.search(r"event=task_backoff", clog) is not None,
+                f"{reports} failure reports for {rounds} rounds")
+    # every failed phase closed once the others answered, not at its 5 s deadline
+    ok &= check("lost-state: phases close without waiting for the deadline",
+                dt < rounds * deadline / 4, f"{dt:.1f} s for {rounds} rounds, deadline {deadline} s")
+    # no job runs any more: the next idle PullTask answer (long poll, <= 20 s) lists none,
+    # and the clients remove their state files of the ended jobs
+    def left():
+        return sorted(f"c{c}/{n}" for c in range(K) if os.path.isdir(f"{fed.dir}/cstate-c{c}")
+                      for n in os.listdir(f"{fed.dir}/cstate-c{c}"))
+    until = time.time() + 40
+    while left() and time.time() < until:
+        time.sleep(0.5)
+    ok &= check("lost-state: the clients removed the state files of the ended jobs", not left(),
+                " ".join(left()[:6]))
+    return ok
 
 
 def scenario_server_kill():
