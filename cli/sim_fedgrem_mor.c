@@ -1,6 +1,7 @@
 /* fedkern sim fedgrem --model mor: the mixture-of-regressions simulation (spec fedgrem.md 4.3)
  * with FedGrEM, its MoR baselines and FedGMM; one line per replication plus a summary. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -19,13 +20,19 @@ int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps,
         return fk_cli_fail("sim fedgrem", "%s", err.msg), 2;
     double sum_t = 0, sum_w = 0;
     int failed = 0;
+    double *th = malloc((size_t)(K * R * dim) * sizeof *th), *w = malloc((size_t)(K * R) * sizeof *w);
+    if (!th || !w) {
+        free(th);
+        free(w);
+        return fk_cli_fail("sim fedgrem", "out of memory for K=%ld R=%ld p=%ld", K, R, dim), 1;
+    }
     for (long s = 0; s < reps; s++) {
         uint64_t sd = seed + (uint64_t)s;
         fk_mor_data d;
         rc = fk_mor_make((int)K, (int)R, (int)dim, (int)n, (int)outl, h, coef, sd, &d, &err);
         if (rc)
-            return fk_cli_fail("sim fedgrem", "%s", err.msg), 1;
-        double th[K * R * dim], w[K * R], et = 0, ew = 0;
+            break;
+        double et = 0, ew = 0;
         rc = fk_mor_run(method, p, &d, (int)rounds, sd, th, w, &err);
         if (rc == FK_OK)
             fk_mor_errors(&d, th, w, &et, &ew);
@@ -34,10 +41,11 @@ int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps,
             failed++;
             fprintf(stderr, "fedkern sim fedgrem: replication %llu failed: %s\n",
                     (unsigned long long)sd, err.msg);
+            rc = FK_OK;
             continue;
         }
         if (rc)
-            return fk_cli_fail("sim fedgrem", "%s", err.msg), rc == FK_EINVAL ? 2 : 1;
+            break;
         sum_t += et;
         sum_w += ew;
         if (json)
@@ -49,6 +57,10 @@ int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps,
                    (unsigned long long)sd, h, et, ew);
         fflush(stdout);
     }
+    free(th);
+    free(w);
+    if (rc)
+        return fk_cli_fail("sim fedgrem", "%s", err.msg), rc == FK_EINVAL ? 2 : 1;
     long ok = reps - failed;
     if (ok > 0 && reps > 1) {
         if (json)
