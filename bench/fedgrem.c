@@ -11,6 +11,7 @@
 #include "bench/bench.h"
 #include "common/data/synth_gmm.h"
 #include "common/methods/gmm.h"
+#include "common/methods/gmm_estep.h"
 #include "common/methods/gmm_run.h"
 
 
@@ -68,13 +69,15 @@ static int scaling_case(int K, int p, int R, int n, int T, double *sec, double *
     size_t KRp = (size_t)K * R * p;
     double *th = malloc(KRp * sizeof *th), *w = malloc((size_t)K * R * sizeof *w);
     double *wk = malloc((size_t)K * R * sizeof *wk), *tt = malloc(KRp * sizeof *tt);
-    double *g = malloc((size_t)n * R * sizeof *g), *nr = malloc((size_t)R * sizeof *nr);
+    double *g = malloc(fk_gmm_estep_work((size_t)n, R) * sizeof *g), *nr = malloc((size_t)R * sizeof *nr);
     double *sx = malloc((size_t)R * p * sizeof *sx), *eta = malloc((size_t)R * sizeof *eta);
     double *ctt = malloc((size_t)K * p * sizeof *ctt), *cth = malloc((size_t)K * p * sizeof *cth);
     double *work = malloc((size_t)K * p * sizeof *work), *beta = malloc((size_t)p * sizeof *beta);
     double *nk = malloc((size_t)K * sizeof *nk), *xsq = malloc((size_t)K * n * sizeof *xsq);
+    double *xt = p <= 64 ? malloc((size_t)K * n * p * sizeof *xt) : NULL; /* as the client */
+    double *betas = malloc((size_t)R * p * sizeof *betas);
     int rc = (ts && th && w && wk && tt && g && nr && sx && eta && ctt && cth && work && beta &&
-              nk && xsq)
+              nk && xsq && betas && (p > 64 || xt))
                  ? fk_synth_gmm_make(&o, 1, ts, th, w, NULL)
                  : FK_ENOMEM;
     if (rc == FK_OK) {
@@ -82,22 +85,27 @@ static int scaling_case(int K, int p, int R, int n, int T, double *sec, double *
             nk[k] = n;
             for (int r = 0; r < R; r++) /* start near the truth; outliers at the centres */
                 wk[k * R + r] = 1.0 / R;
-            for (int i = 0; i < n; i++)
+            for (int i = 0; i < n; i++) {
                 xsq[(size_t)k * n + i] = cblas_ddot(p, fk_mat_row(&ts[k].X, (size_t)i), 1,
                                                     fk_mat_row(&ts[k].X, (size_t)i), 1);
+                for (int j = 0; xt && j < p; j++)
+                    xt[((size_t)k * p + j) * n + i] = fk_mat_row(&ts[k].X, (size_t)i)[j];
+            }
         }
         fk_synth_gmm_centres(&o, 1, tt, NULL);
         for (int k = 1; k < K; k++)
             memcpy(tt + (size_t)k * R * p, tt, (size_t)R * p * sizeof *tt);
         for (int r = 0; r < R; r++)
             eta[r] = 0.95 * R;
+        for (size_t i = 0; i < (size_t)R * p; i++)
+            betas[i] = NAN; /* round 1: no warm start */
         double lambda = 1.0, t0 = fk_bench_now();
         *passes = 0;
         for (int t = 0; t < T; t++) {
             for (int k = 0; k < K; k++) {
                 double *tk = tt + (size_t)k * R * p;
-                fk_gmm_estep(ts[k].X.data, (size_t)n, p, xsq + (size_t)k * n, wk + k * R, tk, R, g);
-                fk_gmm_stats(ts[k].X.data, (size_t)n, p, g, R, nr, sx);
+                fk_gmm_estep_stats(ts[k].X.data, xt ? xt + (size_t)k * n * p : NULL, (size_t)n, p,
+                                   xsq + (size_t)k * n, wk + k * R, tk, R, nr, sx, g, NULL);
                 for (int r = 0; r < R; r++)
                     wk[k * R + r] = nr[r] / n;
                 fk_gmm_grad_step(tk, nr, sx, (size_t)n, p, R, eta);
@@ -106,7 +114,8 @@ static int scaling_case(int K, int p, int R, int n, int T, double *sec, double *
             for (int r = 0; r < R; r++) {
                 for (int k = 0; k < K; k++)
                     memcpy(ctt + (size_t)k * p, tt + ((size_t)k * R + r) * p, (size_t)p * sizeof *ctt);
-                *passes += fk_gmm_central(ctt, nk, K, p, lambda, 0, cth, beta, work);
+                *passes += fk_gmm_central_mm(ctt, nk, K, p, lambda, cth, betas + (size_t)r * p,
+                                             work);
                 for (int k = 0; k < K; k++)
                     memcpy(tt + ((size_t)k * R + r) * p, cth + (size_t)k * p, (size_t)p * sizeof *ctt);
             }
@@ -134,6 +143,8 @@ static int scaling_case(int K, int p, int R, int n, int T, double *sec, double *
     free(beta);
     free(nk);
     free(xsq);
+    free(xt);
+    free(betas);
     return rc;
 }
 

@@ -14,9 +14,10 @@
 #include "common/la/hungarian.h"
 #include "common/methods/gmm_real.h"
 #include "common/methods/gmm_run.h"
+#include "common/methods/mor.h"
 
 typedef struct fopts {
-    int json, sim_reps, real_reps, full, rounds, fashion_clients;
+    int json, sim_reps, real_reps, full, rounds, fashion_clients, real_methods, mor_reps;
     const char *dir, *fashion_data;
 } fopts;
 
@@ -223,24 +224,27 @@ static int run_sim(const fopts *o, fk_err *err)
     return rc;
 }
 
-/* Paper Tables 1 and 3 (mean, sd) for FedGrEM, FedEM, Local-EM by contamination level. */
+/* Paper Tables 1 and 3 (mean, sd) by contamination level, in the order of REAL_METHODS. */
+enum { N_REAL = 7 };
+static const char *const REAL_METHODS[N_REAL] = {"fedgrem", "fedem",     "local-em",   "local-grem",
+                                                 "tgmm",    "pooled-em", "pooled-grem"};
 typedef struct real_ref {
     int contaminated;
     double pct;
-    double fedgrem[2], fedem[2], local_em[2];
+    double v[N_REAL][2];
 } real_ref;
 
 static const real_ref PEN[] = {
-    {0, 0.0, {9.62, 1.03}, {15.75, 2.09}, {13.30, 1.17}},
-    {3, 6.8, {9.31, 1.10}, {15.87, 2.20}, {12.88, 1.11}},
-    {6, 13.6, {9.04, 1.06}, {17.56, 2.44}, {12.62, 1.26}},
-    {9, 20.5, {9.39, 1.25}, {18.52, 2.38}, {12.94, 1.37}},
+    {0, 0.0, {{9.62, 1.03}, {15.75, 2.09}, {13.30, 1.17}, {13.20, 1.77}, {25.14, 2.72}, {26.84, 5.54}, {34.88, 11.70}}},
+    {3, 6.8, {{9.31, 1.10}, {15.87, 2.20}, {12.88, 1.11}, {12.96, 1.70}, {25.00, 3.16}, {26.60, 5.80}, {34.61, 11.92}}},
+    {6, 13.6, {{9.04, 1.06}, {17.56, 2.44}, {12.62, 1.26}, {12.99, 1.99}, {25.68, 2.85}, {26.79, 5.53}, {35.61, 12.52}}},
+    {9, 20.5, {{9.39, 1.25}, {18.52, 2.38}, {12.94, 1.37}, {13.31, 1.93}, {26.14, 3.08}, {27.05, 5.46}, {37.94, 13.65}}},
 };
 static const real_ref FASHION[] = {
-    {0, 0.0, {34.44, 1.98}, {36.06, 1.42}, {36.40, 0.67}},
-    {8, 8.0, {33.27, 1.96}, {36.82, 1.15}, {36.40, 0.72}},
-    {16, 16.0, {33.29, 1.86}, {36.80, 1.28}, {36.34, 0.66}},
-    {24, 24.0, {33.35, 1.69}, {37.93, 1.81}, {36.31, 0.69}},
+    {0, 0.0, {{34.44, 1.98}, {36.06, 1.42}, {36.40, 0.67}, {35.66, 0.64}, {36.14, 2.89}, {36.31, 1.25}, {35.72, 1.07}}},
+    {8, 8.0, {{33.27, 1.96}, {36.82, 1.15}, {36.40, 0.72}, {35.69, 0.65}, {36.71, 3.32}, {39.75, 1.41}, {39.71, 1.54}}},
+    {16, 16.0, {{33.29, 1.86}, {36.80, 1.28}, {36.34, 0.66}, {35.65, 0.70}, {37.50, 3.16}, {39.65, 1.50}, {39.34, 1.91}}},
+    {24, 24.0, {{33.35, 1.69}, {37.93, 1.81}, {36.31, 0.69}, {35.61, 0.73}, {38.20, 3.28}, {39.51, 1.24}, {39.44, 1.57}}},
 };
 
 static int run_real(const fopts *o, const char *data, const char *tag, const char *note, int K,
@@ -250,21 +254,20 @@ static int run_real(const fopts *o, const char *data, const char *tag, const cha
     int rc = fk_gmm_real_load(&r, o->dir, data, err);
     if (rc)
         return rc;
-    const char *methods[] = {"fedgrem", "fedem", "local-em"};
     for (int e = 0; rc == FK_OK && e < nref; e++) {
         if (quick && !o->full && e != 0 && e != nref - 1)
             continue; /* default run: the two ends of the contamination range */
-        double mean[3];
+        double mean[N_REAL];
         /* the paper's share of contaminated clients, at this run's client count */
         int n_contam = (int)lround(ref[e].pct / 100.0 * K);
-        for (int mi = 0; rc == FK_OK && mi < 3; mi++) {
+        for (int mi = 0; rc == FK_OK && mi < o->real_methods; mi++) {
             fk_params p;
             fk_params_init(&p);
             fk_params_set(&p, "R", "10");
             double *v = malloc((size_t)o->real_reps * sizeof *v), secs = 0;
             for (int s = 0; v && rc == FK_OK && s < o->real_reps; s++) {
                 fk_gmm_real_out out;
-                rc = fk_gmm_real_rep(&r, K, n_contam, methods[mi], &p, o->rounds,
+                rc = fk_gmm_real_rep(&r, K, n_contam, REAL_METHODS[mi], &p, o->rounds,
                                      (uint64_t)s + 1, &out, err);
                 v[s] = 100 * out.error;
                 secs += out.seconds;
@@ -280,9 +283,9 @@ static int run_real(const fopts *o, const char *data, const char *tag, const cha
             stats(v, o->real_reps, &m, &sd, &med);
             free(v);
             mean[mi] = m;
-            const double *pr = mi == 0 ? ref[e].fedgrem : mi == 1 ? ref[e].fedem : ref[e].local_em;
+            const double *pr = ref[e].v[mi];
             char cs[96], ex[400];
-            snprintf(cs, sizeof cs, "%s eps=%.1f%% %s", tag, ref[e].pct, methods[mi]);
+            snprintf(cs, sizeof cs, "%s eps=%.1f%% %s", tag, ref[e].pct, REAL_METHODS[mi]);
             snprintf(ex, sizeof ex,
                      "\"reps\":%d,\"sd\":%s%.3f,\"paper\":%.2f,\"paper_sd\":%.2f,"
                      "\"seconds_per_rep\":%.2f,\"note\":\"%s\"",
@@ -302,6 +305,74 @@ static int run_real(const fopts *o, const char *data, const char *tag, const cha
     return rc;
 }
 
+/* MoR simulation (spec 4.3; paper Figure 3, MoR panels: no printed numbers): E_theta / E_w of
+ * every MoR method incl. FedGMM, and the paper's ordering as trend rows. */
+static int run_mor(const fopts *o, fk_err *err)
+{
+    const double hs[2] = {0.0, 2.0};
+    int n = o->mor_reps, rc = FK_OK;
+    double *et = malloc((size_t)n * sizeof *et), *ew = malloc((size_t)n * sizeof *ew);
+    if (!et || !ew)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    for (int hi = 0; rc == FK_OK && hi < 2; hi++) {
+        double med[8];
+        for (int mi = 0; rc == FK_OK && fk_mor_methods[mi]; mi++) {
+            fk_params p;
+            fk_params_init(&p);
+            int m = 0, failed = 0;
+            for (int r = 0; rc == FK_OK && r < n; r++) {
+                fk_mor_data d;
+                uint64_t seed = (uint64_t)r + 1 + (uint64_t)(hs[hi] * 1000) * 100000;
+                rc = fk_mor_make(10, 5, 10, 200, 1, hs[hi], -3.0, seed, &d, err);
+                if (rc)
+                    break;
+                double th[500], w[50];
+                int r2 = fk_mor_run(fk_mor_methods[mi], &p, &d, o->rounds, seed, th, w, err);
+                if (r2 == FK_ENUMERIC) {
+                    failed++;
+                } else if (r2) {
+                    rc = r2;
+                } else {
+                    fk_mor_errors(&d, th, w, &et[m], &ew[m]);
+                    m++;
+                }
+                fk_mor_data_close(&d);
+            }
+            fk_params_close(&p);
+            if (rc)
+                break;
+            double mt, sdt, medt, mw, sdw, medw;
+            stats(et, m, &mt, &sdt, &medt);
+            stats(ew, m, &mw, &sdw, &medw);
+            med[mi] = medt;
+            char cs[96], ex[400] = "";
+            snprintf(cs, sizeof cs, "sim mor h=%g eps=0.1 %s", hs[hi], fk_mor_methods[mi]);
+            snprintf(ex, sizeof ex, "\"reps\":%d,\"failed\":%d", m, failed);
+            num(ex, sizeof ex, "sd", sdt);
+            num(ex, sizeof ex, "median", medt);
+            num(ex, sizeof ex, "E_w_mean", mw);
+            size_t l = strlen(ex);
+            snprintf(ex + l, sizeof ex - l, ",\"paper\":null,\"note\":\"Figure 3 MoR panel prints "
+                     "no numbers; n=200, outlier y=-3 1^T x+e (reference)\"");
+            fk_bench_emit(o->json, "fidelity fedgrem", cs, "E_theta_mean", mt, ex);
+        }
+        for (int c = 1; rc == FK_OK && c < 7; c++) {
+            if (c == 2 || c == 3 || c == 4 || c == 5)
+                continue; /* the paper's claims: FedGrEM beats FedEM and FedGMM with an outlier */
+            char cs[96], ex[160];
+            snprintf(cs, sizeof cs, "sim mor h=%g eps=0.1", hs[hi]);
+            snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"%s_median\":%.4f,\"target\":\"<= 0\"",
+                     med[0], fk_mor_methods[c], med[c]);
+            char metric[64];
+            snprintf(metric, sizeof metric, "fedgrem_minus_%s_median_E_theta", fk_mor_methods[c]);
+            fk_bench_emit(o->json, "fidelity fedgrem", cs, metric, med[0] - med[c], ex);
+        }
+    }
+    free(et);
+    free(ew);
+    return rc;
+}
+
 int fk_bench_fidelity_fedgrem(int argc, char **argv)
 {
     /* per-client matrices are tiny (n x R x p): BLAS threads only add synchronisation */
@@ -312,11 +383,13 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
                    "       [--sim-reps 10] [--real-reps 1] [--rounds 1000] [--full]\n"
                    "       [--skip-sim] [--skip-pendigits] [--skip-fashion]\n"
                    "       [--fashion-data fashion-mnist-pca10|fashion-mnist-tsne10-subN]\n"
-                   "       [--fashion-clients 100]\n\n"
+                   "       [--fashion-clients 100] [--real-methods 7] [--skip-mor] [--mor-reps 3]\n\n"
                    "Paper cells: GMM simulation E_theta/E_w at h = 0, 1 (Tables 4-5 and the\n"
                    "spec's check run of the published R code), Pen-digits (Table 1, random\n"
                    "clients) and Fashion-MNIST (Table 3, PCA-10 instead of t-SNE) mis-clustering\n"
-                   "for FedGrEM, FedEM, Local-EM. --full: all contamination levels (the paper\n"
+                   "for the paper's seven methods (--real-methods 3: FedGrEM, FedEM, Local-EM\n"
+                   "only), MoR simulation incl. FedGMM (Figure 3 trends, no printed numbers).\n"
+                   "--full: all contamination levels (the paper\n"
                    "uses --sim-reps 100 --real-reps 200).\n");
             return 0;
         }
@@ -325,13 +398,17 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     fk_params_init(&p);
     fopts o = {0};
     long sr, rr, rounds;
-    int s1 = 0, s2 = 0, s3 = 0;
+    int s1 = 0, s2 = 0, s3 = 0, s4 = 0;
+    long rm = N_REAL, mr = 3;
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &o.json, &err);
     if (!rc) rc = fk_params_bool(&p, "full", 0, &o.full, &err);
     if (!rc) rc = fk_params_bool(&p, "skip-sim", 0, &s1, &err);
     if (!rc) rc = fk_params_bool(&p, "skip-pendigits", 0, &s2, &err);
     if (!rc) rc = fk_params_bool(&p, "skip-fashion", 0, &s3, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip-mor", 0, &s4, &err);
+    if (!rc) rc = fk_params_int(&p, "real-methods", N_REAL, 1, N_REAL, &rm, &err);
+    if (!rc) rc = fk_params_int(&p, "mor-reps", 3, 1, 100000, &mr, &err);
     if (!rc) rc = fk_params_int(&p, "sim-reps", 10, 1, 100000, &sr, &err);
     if (!rc) rc = fk_params_int(&p, "real-reps", 1, 1, 100000, &rr, &err);
     if (!rc) rc = fk_params_int(&p, "rounds", 1000, 1, 1000000, &rounds, &err);
@@ -351,8 +428,12 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     o.sim_reps = (int)sr;
     o.real_reps = (int)rr;
     o.rounds = (int)rounds;
+    o.real_methods = (int)rm;
+    o.mor_reps = (int)mr;
     if (!s1)
         rc = run_sim(&o, &err);
+    if (!rc && !s4)
+        rc = run_mor(&o, &err);
     if (!rc && !s2)
         rc = run_real(&o, "pendigits", "pendigits-random44",
                       "random 44-client partition replaces the unavailable writer clients", 44,

@@ -12,6 +12,8 @@
 #include "common/methods/gmm_run.h"
 
 int fk_sim_fedgrem(int argc, char **argv);
+int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
+                       long K, long R, long dim, long n, long outl, double h, int json);
 
 typedef struct progress_ctx {
     int every, json, rep;
@@ -57,6 +59,11 @@ static void usage(FILE *out)
             "  --data-dir DIR    shared data directory (default ../shared/data)\n"
             "  --clients K       real data: clients (default 44 pendigits, 100 fashion)\n"
             "  --contaminated C  real data: contaminated clients (default 0)\n"
+            "  --model M         gmm (default) | mor: mixture of regressions (spec 4.3;\n"
+            "                    --n defaults to 200, outlier y = x^T(out-coef 1) + e,\n"
+            "                    --out-coef -3); methods fedgrem, fedem, local-em,\n"
+            "                    local-grem, pooled-em, pooled-grem, fedgmm\n"
+            "                    (--fedgmm_R1 3 --fedgmm_cov all|first)\n"
             "  --json            JSON lines\n"
             "method parameters: --c_eta 0.95 --kappa 0.1 --C 2 --lambda0 1 --central_passes 0\n"
             "  (2 = reference) --align_B 50 --restarts 10 --grem_step 0.1 --tgmm_lambda 0.4\n"
@@ -68,7 +75,7 @@ static const char *const KNOWN[] = {
     "method", "rounds", "reps", "seed", "K", "R", "p", "n", "h", "outliers", "outlier-text",
     "every", "json", "data", "data-dir", "clients", "contaminated", "c_eta", "kappa", "C",
     "lambda0", "central_passes", "align_B", "restarts", "grem_step", "tgmm_lambda",
-    "fedem_weights", "step_guard", NULL};
+    "fedem_weights", "step_guard", "model", "out-coef", "fedgmm_R1", "fedgmm_cov", NULL};
 
 static const char *unknown_option(const fk_params *p)
 {
@@ -179,6 +186,20 @@ int fk_sim_fedgrem(int argc, char **argv)
     if (!rc) rc = fk_params_int(&p, "outlier-text", 0, 0, 1, &text, &err);
     if (!rc) rc = fk_params_double(&p, "h", 0.0, 0.0, 1e6, &h, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &json, &err);
+    const char *model = fk_params_str(&p, "model", "gmm");
+    if (!rc && strcmp(model, "gmm") && strcmp(model, "mor"))
+        rc = fk_err_set(&err, FK_EINVAL, "unknown --model '%s' (gmm, mor)", model);
+    if (!rc && !strcmp(model, "mor")) {
+        if (!fk_params_get(&p, "n"))
+            n = 200; /* reference MoR.R (paper text: 150) */
+        if (outl >= K) {
+            fk_params_close(&p);
+            return fk_cli_fail("sim fedgrem", "--outliers %ld must be below --K %ld", outl, K), 2;
+        }
+        rc = fk_sim_fedgrem_mor(&p, method, rounds, reps, seed, K, R, dim, n, outl, h, json);
+        fk_params_close(&p);
+        return rc;
+    }
     if (!rc && !known_method(method))
         rc = fk_err_set(&err, FK_EINVAL,
                         "unknown --method '%s' (fedgrem, fedem, local-em, local-grem, tgmm, "

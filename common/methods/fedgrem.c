@@ -9,6 +9,7 @@
 #include "common/base/log.h"
 #include "common/la/hungarian.h"
 #include "common/methods/gmm.h"
+#include "common/methods/gmm_estep.h"
 
 enum variant { V_FEDGREM, V_FEDEM, V_LOCAL_EM, V_LOCAL_GREM, V_TGMM, V_POOLED_GREM };
 static const char *const VARIANT_NAME[] = {"fedgrem", "fedem",      "local-em",
@@ -325,8 +326,11 @@ static void central_all(gsrv *s, const int *present, int m)
         for (int j = 0; j < m; j++)
             memcpy(s->tt + (size_t)j * p, s->tilde + (size_t)present[j] * Rp + (size_t)r * p,
                    (size_t)p * sizeof(double));
-        int ps = fk_gmm_central(s->tt, s->nkp, m, p, s->lambda, s->c.passes, s->th,
-                                s->beta + (size_t)r * p, s->work);
+        /* converged mode: same minimizer, warm-started from last round's beta */
+        int ps = s->c.passes ? fk_gmm_central(s->tt, s->nkp, m, p, s->lambda, s->c.passes, s->th,
+                                              s->beta + (size_t)r * p, s->work)
+                             : fk_gmm_central_mm(s->tt, s->nkp, m, p, s->lambda, s->th,
+                                                 s->beta + (size_t)r * p, s->work);
         s->passes = ps > s->passes ? ps : s->passes;
         for (int j = 0; j < m; j++)
             memcpy(s->theta + (size_t)present[j] * Rp + (size_t)r * p, s->th + (size_t)j * p,
@@ -579,6 +583,7 @@ typedef struct gcli {
     const fk_dataset *d;
     size_t n;
     double *xsq, *gamma, *W, *M, *S, *w, *eta, *nr, *sx, *theta;
+    double *Xt; /* p x n transpose for the small-p E-step kernel (NULL: dgemm) */
 } gcli;
 
 static void cli_close(void *v)
@@ -587,6 +592,7 @@ static void cli_close(void *v)
     if (!c)
         return;
     free(c->xsq);
+    free(c->Xt);
     free(c->gamma);
     free(c->W);
     free(c->M);
@@ -638,7 +644,7 @@ static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int 
                 .seed = seed, .X = data->X.data, .d = data, .n = n};
     size_t Rp = (size_t)R * d;
     c->xsq = malloc(n * sizeof(double));
-    c->gamma = malloc(n * (size_t)R * sizeof(double));
+    c->gamma = malloc(fk_gmm_estep_work(n, R) * sizeof(double)); /* >= n x R */
     c->W = calloc((size_t)R, sizeof(double));
     c->M = calloc(Rp, sizeof(double));
     c->S = calloc((size_t)d * d, sizeof(double));
@@ -659,6 +665,10 @@ static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int 
             s += x[j] * x[j];
         c->xsq[i] = s;
     }
+    if (d <= 64 && (c->Xt = malloc(n * (size_t)d * sizeof(double))) != NULL)
+        for (size_t i = 0; i < n; i++)
+            for (int j = 0; j < d; j++)
+                c->Xt[(size_t)j * n + i] = c->X[i * (size_t)d + j];
     *out = c;
     return FK_OK;
 }
@@ -753,8 +763,8 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         return put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
     if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
-    double ll = fk_gmm_estep(c->X, c->n, p, c->xsq, c->w, c->theta, R, c->gamma);
-    fk_gmm_stats(c->X, c->n, p, c->gamma, R, c->nr, c->sx);
+    double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, c->theta, R, c->nr, c->sx,
+                                   c->gamma, NULL);
     rep->loss = -ll / (double)c->n;
     if (c->variant == V_POOLED_GREM) {
         rc = fk_bundle_put_vec(up, "nr", (size_t)R, c->nr);

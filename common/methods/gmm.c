@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/la/hungarian.h"
+#include "common/la/vexp.h"
 
 static const double LN_2PI = 1.8378770664093454836;
 
@@ -27,23 +28,32 @@ void fk_gmm_sqdist(const double *X, size_t n, int p, const double *xsq, const do
     }
 }
 
-/* Rows of L hold log-densities; replace them by posteriors, return sum of row log-sum-exps. */
+/* Rows of L hold log-densities; replace them by posteriors, return sum of row log-sum-exps.
+ * Blocks of rows: max per row, one vectorized exp over the block, then the row sums. */
 static double normalise_rows(double *L, size_t n, int R)
 {
-    double total = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double *l = L + i * (size_t)R, m = -INFINITY, s = 0.0;
-        for (int r = 0; r < R; r++)
-            if (l[r] > m)
-                m = l[r];
-        for (int r = 0; r < R; r++) { /* exp(-37) < 2^-53: below the last bit of a sum >= 1 */
-            double d = l[r] - m;
-            l[r] = d < -37.0 ? 0.0 : exp(d);
-            s += l[r];
+    enum { BLOCK = 256 };
+    double total = 0.0, mx[BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        size_t nb = n - i0 < BLOCK ? n - i0 : BLOCK;
+        double *B = L + i0 * (size_t)R;
+        for (size_t i = 0; i < nb; i++) {
+            double *l = B + i * (size_t)R, m = -INFINITY;
+            for (int r = 0; r < R; r++)
+                m = l[r] > m ? l[r] : m;
+            for (int r = 0; r < R; r++)
+                l[r] -= m;
+            mx[i] = m;
         }
-        for (int r = 0; r < R; r++)
-            l[r] /= s;
-        total += m + log(s);
+        fk_vexp_nonpos(B, nb * (size_t)R);
+        for (size_t i = 0; i < nb; i++) {
+            double *l = B + i * (size_t)R, s = 0.0;
+            for (int r = 0; r < R; r++)
+                s += l[r];
+            for (int r = 0; r < R; r++)
+                l[r] /= s;
+            total += mx[i] + log(s);
+        }
     }
     return total;
 }
@@ -595,6 +605,85 @@ int fk_gmm_central(const double *tt, const double *nk, int K, int p, double lamb
         if (passes > cap)
             passes = cap;
     }
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < p; j++)
+            theta[(size_t)k * p + j] = beta[j] + work[(size_t)k * p + j];
+    return passes;
+}
+
+/* Huber objective of beta (spec 1.6): sum_k n_k H_tau_k(|beta - tt_k|). */
+static double central_huber(const double *tt, const double *nk, int K, int p, double lambda,
+                            const double *beta)
+{
+    double f = 0.0;
+    for (int k = 0; k < K; k++) {
+        double s = 0.0, tau = lambda / sqrt(nk[k]);
+        for (int j = 0; j < p; j++) {
+            double d = beta[j] - tt[(size_t)k * p + j];
+            s += d * d;
+        }
+        double u = sqrt(s);
+        f += nk[k] * (u <= tau ? 0.5 * s : tau * u - 0.5 * tau * tau);
+    }
+    return f;
+}
+
+int fk_gmm_central_mm(const double *tt, const double *nk, int K, int p, double lambda,
+                      double *theta, double *beta, double *work)
+{
+    if (!(lambda > 0.0) || isinf(lambda) || K < 2)
+        return fk_gmm_central(tt, nk, K, p, lambda, 0, theta, beta, work);
+    double N = 0.0, mean[p > 0 ? p : 1], old[p > 0 ? p : 1];
+    for (int k = 0; k < K; k++)
+        N += nk[k];
+    memset(work, 0, (size_t)K * p * sizeof *work);
+    central_beta(tt, nk, K, p, work, N, mean);
+    int fused = 1; /* lambda >= lambda_fuse: the weighted mean is the exact solution */
+    for (int k = 0; k < K && fused; k++) {
+        double s = 0.0, tau = lambda / sqrt(nk[k]);
+        for (int j = 0; j < p; j++) {
+            double d = tt[(size_t)k * p + j] - mean[j];
+            s += d * d;
+        }
+        fused = s <= tau * tau;
+    }
+    int warm = 1;
+    for (int j = 0; j < p; j++)
+        warm = warm && isfinite(beta[j]);
+    if (fused || !warm ||
+        central_huber(tt, nk, K, p, lambda, mean) <= central_huber(tt, nk, K, p, lambda, beta))
+        memcpy(beta, mean, (size_t)p * sizeof *beta);
+    int passes = 1;
+    if (!fused) {
+        /* majorize-minimize: each Huber term is bounded by a quadratic touching it at beta, so
+         * the weighted mean with a_k = n_k min(1, tau_k/|tt_k - beta|) never increases f */
+        for (passes = 1; passes <= 10000; passes++) {
+            memcpy(old, beta, (size_t)p * sizeof *old);
+            double A = 0.0, on = 0.0, dn = 0.0;
+            for (int j = 0; j < p; j++)
+                beta[j] = 0.0;
+            for (int k = 0; k < K; k++) {
+                const double *t = tt + (size_t)k * p;
+                double s = 0.0, tau = lambda / sqrt(nk[k]);
+                for (int j = 0; j < p; j++)
+                    s += (t[j] - old[j]) * (t[j] - old[j]);
+                double a = s > tau * tau ? nk[k] * tau / sqrt(s) : nk[k];
+                A += a;
+                for (int j = 0; j < p; j++)
+                    beta[j] += a * t[j];
+            }
+            for (int j = 0; j < p; j++) {
+                beta[j] /= A;
+                dn += (beta[j] - old[j]) * (beta[j] - old[j]);
+                on += old[j] * old[j];
+            }
+            if (sqrt(dn) <= 1e-10 * (1.0 + sqrt(on)))
+                break;
+        }
+        if (passes > 10000)
+            passes = 10000;
+    }
+    central_delta(tt, nk, K, p, beta, lambda, work);
     for (int k = 0; k < K; k++)
         for (int j = 0; j < p; j++)
             theta[(size_t)k * p + j] = beta[j] + work[(size_t)k * p + j];

@@ -73,6 +73,13 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
  * Returns the number of passes. */
 int fk_gmm_central(const double *tt, const double *nk, int K, int p, double lambda,
                    int compat_passes, double *theta, double *beta, double *work);
+/* The same converged solution as fk_gmm_central(..., 0, ...) (for lambda in (0, inf), K >= 2),
+ * computed faster: exact when every task is fused at the weighted mean, otherwise
+ * majorize-minimize (IRLS) on beta's Huber objective from the better of the weighted mean and
+ * the warm start given in beta (e.g. the previous round's; ignored if not finite), stopping by
+ * the spec's rule |beta - beta_old| <= 1e-10 (1 + |beta_old|). Returns the number of passes. */
+int fk_gmm_central_mm(const double *tt, const double *nk, int K, int p, double lambda,
+                      double *theta, double *beta, double *work);
 /* The objective F of the central update at (theta, beta). */
 double fk_gmm_central_objective(const double *tt, const double *nk, int K, int p, double lambda,
                                 const double *theta, const double *beta);

@@ -1,0 +1,701 @@
+#include "common/methods/mor.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/synth_gmm.h"
+#include "common/la/rng.h"
+#include "common/methods/gmm.h"
+
+const char *const fk_mor_methods[] = {"fedgrem",   "fedem",       "local-em", "local-grem",
+                                      "pooled-em", "pooled-grem", "fedgmm",   NULL};
+
+static const double LN_2PI = 1.8378770664093454836;
+static const uint64_t X_STREAM = 0x6d6f727800000000ULL;    /* x and noise of task k */
+static const uint64_t INIT_STREAM = 0x6d6f726900000000ULL; /* Local-EM restarts of task k */
+static const uint64_t ALIGN_STREAM = 0x6d6f726100000000ULL;
+static const uint64_t POOL_STREAM = 0x6d6f727000000000ULL;
+static const uint64_t GMMX_STREAM = 0x6d6f726700000000ULL; /* FedGMM's x-mixture fits */
+
+typedef struct cfg {
+    int B, restarts, passes, R1, cov_first;
+    double c_eta, kappa, C, lambda0, step;
+} cfg;
+
+static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
+{
+    long B, rs, passes, R1;
+    int rc = fk_params_int(p, "align_B", 50, 1, 100000, &B, err);
+    if (!rc) rc = fk_params_int(p, "restarts", 10, 1, 10000, &rs, err);
+    if (!rc) rc = fk_params_int(p, "central_passes", 0, 0, 1000000, &passes, err);
+    if (!rc) rc = fk_params_int(p, "fedgmm_R1", 3, 1, 100, &R1, err);
+    if (!rc) rc = fk_params_double(p, "c_eta", 0.95, 1e-12, 100, &c->c_eta, err);
+    if (!rc) rc = fk_params_double(p, "kappa", 0.1, 0, 0.999999, &c->kappa, err);
+    if (!rc) rc = fk_params_double(p, "C", 2.0, 0, 1e12, &c->C, err);
+    if (!rc) rc = fk_params_double(p, "lambda0", 1.0, 0, 1e12, &c->lambda0, err);
+    if (!rc) rc = fk_params_double(p, "grem_step", 0.1, 1e-12, 100, &c->step, err);
+    const char *cov = fk_params_str(p, "fedgmm_cov", "all");
+    if (!rc && strcmp(cov, "all") && strcmp(cov, "first"))
+        rc = fk_err_set(err, FK_EINVAL, "fedgmm_cov must be 'all' or 'first' (got '%s')", cov);
+    if (rc)
+        return rc;
+    c->B = (int)B;
+    c->restarts = (int)rs;
+    c->passes = (int)passes;
+    c->R1 = (int)R1;
+    c->cov_first = !strcmp(cov, "first");
+    return FK_OK;
+}
+
+void fk_mor_data_close(fk_mor_data *d)
+{
+    free(d->X);
+    free(d->y);
+    free(d->theta);
+    free(d->w);
+    *d = (fk_mor_data){0};
+}
+
+int fk_mor_make(int K, int R, int p, int n, int n_outlier, double h, double out_coef,
+                uint64_t seed, fk_mor_data *d, fk_err *err)
+{
+    *d = (fk_mor_data){.K = K, .R = R, .p = p, .n = n, .n_outlier = n_outlier};
+    fk_synth_gmm o;
+    fk_synth_gmm_defaults(&o);
+    o.K = K;
+    o.R = R;
+    o.p = p;
+    o.n = n;
+    o.n_outlier = n_outlier;
+    o.h = h;
+    fk_dataset *ts = calloc((size_t)K, sizeof *ts);
+    d->X = malloc((size_t)K * n * p * sizeof(double));
+    d->y = malloc((size_t)K * n * sizeof(double));
+    d->theta = malloc((size_t)K * R * p * sizeof(double));
+    d->w = malloc((size_t)K * R * sizeof(double));
+    if (!ts || !d->X || !d->y || !d->theta || !d->w) {
+        free(ts);
+        fk_mor_data_close(d);
+        return fk_err_set(err, FK_ENOMEM, "mor: out of memory for K=%d n=%d p=%d", K, n, p);
+    }
+    /* the GMM design supplies the centres, perturbations, weights and latent labels */
+    int rc = fk_synth_gmm_make(&o, seed, ts, d->theta, d->w, err);
+    for (int k = 0; rc == FK_OK && k < K; k++) {
+        fk_rng g;
+        fk_rng_init(&g, seed, X_STREAM + (uint64_t)k);
+        int good = k < K - n_outlier;
+        for (int i = 0; i < n; i++) {
+            double *x = d->X + ((size_t)k * n + i) * p, mean = 0.0;
+            for (int j = 0; j < p; j++)
+                x[j] = fk_rng_normal(&g);
+            const double *t = good ? d->theta + ((size_t)k * R + ts[k].y[i]) * p : NULL;
+            for (int j = 0; j < p; j++)
+                mean += x[j] * (good ? t[j] : out_coef);
+            d->y[(size_t)k * n + i] = mean + fk_rng_normal(&g);
+        }
+    }
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ts[k]);
+    free(ts);
+    if (rc)
+        fk_mor_data_close(d);
+    return rc;
+}
+
+/* ---------- single-task pieces ---------- */
+
+/* G (n x R) <- posteriors of the R regressions (noise variances s2, NULL: 1) and, if E is
+ * given, the residuals y_i - x_i^T theta_r. Returns the log-likelihood. */
+static double mor_estep(const double *X, const double *y, size_t n, int p, const double *w,
+                        const double *th, const double *s2, int R, double *G, double *E)
+{
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, R, p, 1.0, X, p, th, p, 0.0, G,
+                R);
+    double c[R], iv[R], ll = 0.0;
+    for (int r = 0; r < R; r++) {
+        double v = s2 ? s2[r] : 1.0;
+        iv[r] = 1.0 / v;
+        c[r] = (w[r] > 0 ? log(w[r]) : -INFINITY) - 0.5 * (LN_2PI + log(v));
+    }
+    for (size_t i = 0; i < n; i++) {
+        double *g = G + i * (size_t)R, m = -INFINITY, s = 0.0;
+        for (int r = 0; r < R; r++) {
+            double e = y[i] - g[r];
+            if (E)
+                E[i * (size_t)R + r] = e;
+            g[r] = c[r] - 0.5 * e * e * iv[r];
+            m = g[r] > m ? g[r] : m;
+        }
+        for (int r = 0; r < R; r++) {
+            g[r] = exp(g[r] - m);
+            s += g[r];
+        }
+        for (int r = 0; r < R; r++)
+            g[r] /= s;
+        ll += m + log(s);
+    }
+    return ll;
+}
+
+/* out = (X^T diag(g) X + ridge I)^-1 X^T diag(g) y with g = column r of G (n x R);
+ * scratch A (p x p), B (n x p). A failed factorization retries with 1e-6 tr/p more ridge. */
+static int wls(const double *X, const double *y, size_t n, int p, const double *G, int R, int r,
+               double ridge, double *out, double *A, double *B)
+{
+    for (size_t i = 0; i < n; i++) {
+        double s = sqrt(G[i * (size_t)R + r]);
+        for (int j = 0; j < p; j++)
+            B[i * (size_t)p + j] = s * X[i * (size_t)p + j];
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, p, (int)n, 1.0, B, p, 0.0, A, p);
+        double tr = 0.0;
+        for (int j = 0; j < p; j++)
+            tr += A[j * p + j];
+        for (int j = 0; j < p; j++) {
+            A[j * p + j] += ridge + (attempt ? 1e-6 * tr / p + 1e-300 : 0.0);
+            out[j] = 0.0;
+        }
+        for (size_t i = 0; i < n; i++) {
+            double a = G[i * (size_t)R + r] * y[i];
+            for (int j = 0; j < p; j++)
+                out[j] += a * X[i * (size_t)p + j];
+        }
+        if (LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', p, 1, A, p, out, 1) == 0)
+            return FK_OK;
+    }
+    return FK_ENUMERIC;
+}
+
+typedef struct ws {
+    double *G, *E, *A, *B, *H;
+} ws;
+
+static void ws_close(ws *s)
+{
+    free(s->G);
+    free(s->E);
+    free(s->A);
+    free(s->B);
+    free(s->H);
+}
+
+static int ws_open(ws *s, size_t n, int p, int R, fk_err *err)
+{
+    *s = (ws){0};
+    s->G = malloc(n * R * sizeof(double));
+    s->E = malloc(n * R * sizeof(double));
+    s->A = malloc((size_t)p * p * sizeof(double));
+    s->B = malloc(n * p * sizeof(double));
+    s->H = malloc(n * R * sizeof(double));
+    if (!s->G || !s->E || !s->A || !s->B || !s->H) {
+        ws_close(s);
+        return fk_err_set(err, FK_ENOMEM, "mor: out of memory for n=%zu p=%d R=%d", n, p, R);
+    }
+    return FK_OK;
+}
+
+/* Mixture-of-regressions EM (spec 2.1, mixreg analogue): restarts from random hard
+ * partitions, relative tolerance 1e-6, at most 1000 iterations, best log-likelihood kept. */
+static int mixreg_fit(const double *X, const double *y, size_t n, int p, int R, int restarts,
+                      fk_rng *rng, double *w, double *th, ws *s, fk_err *err)
+{
+    double best = -INFINITY, cw[R], cth[R * p], s2[R];
+    for (int rs = 0; rs < restarts; rs++) {
+        memset(s->G, 0, n * R * sizeof(double));
+        for (size_t i = 0; i < n; i++)
+            s->G[i * R + fk_rng_below(rng, (uint64_t)R)] = 1.0;
+        double ll = -INFINITY;
+        int ok = 1;
+        for (int it = 0; it < 1000 && ok; it++) {
+            for (int r = 0; r < R && ok; r++) { /* M-step */
+                double nr = 0.0, ss = 0.0;
+                for (size_t i = 0; i < n; i++)
+                    nr += s->G[i * R + r];
+                if (nr < (double)(p + 1) || wls(X, y, n, p, s->G, R, r, 0.0, cth + r * p, s->A, s->B)) {
+                    ok = 0;
+                    break;
+                }
+                cw[r] = nr / (double)n;
+                for (size_t i = 0; i < n; i++) {
+                    double e = y[i] - cblas_ddot(p, X + i * p, 1, cth + r * p, 1);
+                    ss += s->G[i * R + r] * e * e;
+                }
+                s2[r] = fmax(ss / nr, 1e-6);
+            }
+            if (!ok)
+                break;
+            double nl = mor_estep(X, y, n, p, cw, cth, s2, R, s->G, NULL);
+            if (!isfinite(nl)) {
+                ok = 0;
+                break;
+            }
+            int done = fabs(nl - ll) <= 1e-6 * (1.0 + fabs(nl));
+            ll = nl;
+            if (done)
+                break;
+        }
+        if (ok && ll > best) {
+            best = ll;
+            memcpy(w, cw, sizeof cw);
+            memcpy(th, cth, sizeof cth);
+        }
+    }
+    if (!isfinite(best))
+        return fk_err_set(err, FK_ENUMERIC,
+                          "mor local-em: all %d restarts failed (a component lost its points or "
+                          "its weighted least squares was singular)",
+                          restarts);
+    return FK_OK;
+}
+
+/* Gradient ascent step on the unit-noise surrogate: theta_r += eta_r/n sum_i g_ir e_ir x_i. */
+static void grad_step(const double *X, size_t n, int p, int R, const double *eta, ws *s,
+                      double *th)
+{
+    for (size_t i = 0; i < n * R; i++)
+        s->H[i] = s->G[i] * s->E[i];
+    double g[R * p];
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, p, (int)n, 1.0, s->H, R, X, p, 0.0, g,
+                p);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < p; j++)
+            th[r * p + j] += eta[r] / (double)n * g[r * p + j];
+}
+
+static int all_finite(const double *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]))
+            return 0;
+    return 1;
+}
+
+/* ---------- initialization: Local-EM per task, then ALIGN (spec 1.3) ---------- */
+
+static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W0, double *M0,
+                    ws *s, fk_err *err)
+{
+    int K = d->K, R = d->R, p = d->p;
+    size_t n = (size_t)d->n, Rp = (size_t)R * p;
+    double *W = malloc((size_t)K * R * sizeof *W), *M = malloc((size_t)K * Rp * sizeof *M);
+    int *perm = malloc((size_t)K * R * sizeof *perm);
+    int rc = W && M && perm ? FK_OK : fk_err_set(err, FK_ENOMEM, "mor: out of memory");
+    for (int k = 0; rc == FK_OK && k < K; k++) {
+        fk_rng g;
+        fk_rng_init(&g, seed, INIT_STREAM + (uint64_t)k);
+        rc = mixreg_fit(d->X + (size_t)k * n * p, d->y + (size_t)k * n, n, p, R, c->restarts, &g,
+                        W + (size_t)k * R, M + (size_t)k * Rp, s, err);
+        if (rc)
+            fk_err_prefix(err, "task %d: ", k);
+    }
+    if (rc == FK_OK) {
+        fk_rng g;
+        fk_rng_init(&g, seed, ALIGN_STREAM);
+        rc = fk_gmm_align(M, K, R, p, c->B, &g, perm, err);
+    }
+    for (int k = 0; rc == FK_OK && k < K; k++)
+        for (int r = 0; r < R; r++) {
+            int src = perm[k * R + r];
+            W0[k * R + r] = W[k * R + src];
+            memcpy(M0 + k * Rp + (size_t)r * p, M + k * Rp + (size_t)src * p, (size_t)p * sizeof *M);
+        }
+    free(W);
+    free(M);
+    free(perm);
+    return rc;
+}
+
+/* ---------- federated loops ---------- */
+
+/* FedGrEM (central = 1) or Local-GrEM (central = 0) from the aligned initial values. */
+static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, const double *W0,
+                const double *M0, double *theta, double *w, ws *s, fk_err *err)
+{
+    int K = d->K, R = d->R, p = d->p;
+    size_t n = (size_t)d->n, Rp = (size_t)R * p;
+    memcpy(theta, M0, (size_t)K * Rp * sizeof *theta);
+    memcpy(w, W0, (size_t)K * R * sizeof *w);
+    double *eta = malloc((size_t)K * R * sizeof *eta), *tt = malloc((size_t)K * p * sizeof *tt);
+    double *th = malloc((size_t)K * p * sizeof *th), *work = malloc((size_t)K * p * sizeof *work);
+    double *beta = malloc(Rp * sizeof *beta), *nk = malloc((size_t)K * sizeof *nk);
+    int rc = eta && tt && th && work && beta && nk ? FK_OK
+                                                   : fk_err_set(err, FK_ENOMEM, "mor: out of memory");
+    for (int i = 0; rc == FK_OK && i < K * R; i++)
+        eta[i] = central ? c->c_eta / fmax(W0[i], 1e-10) : c->step;
+    for (size_t i = 0; rc == FK_OK && i < Rp; i++)
+        beta[i] = NAN; /* no warm start in round 1 */
+    for (int k = 0; rc == FK_OK && k < K; k++)
+        nk[k] = (double)n;
+    double lambda = c->lambda0;
+    for (int t = 1; rc == FK_OK && t <= rounds; t++) {
+        for (int k = 0; k < K; k++) {
+            const double *X = d->X + (size_t)k * n * p, *y = d->y + (size_t)k * n;
+            double *tk = theta + (size_t)k * Rp, *wk = w + (size_t)k * R;
+            mor_estep(X, y, n, p, wk, tk, NULL, R, s->G, s->E);
+            for (int r = 0; r < R; r++) {
+                double a = 0.0;
+                for (size_t i = 0; i < n; i++)
+                    a += s->G[i * R + r];
+                wk[r] = a / (double)n;
+            }
+            grad_step(X, n, p, R, eta + (size_t)k * R, s, tk);
+        }
+        if (central) {
+            lambda = fk_gmm_lambda_next(lambda, c->kappa, c->C, p, K);
+            for (int r = 0; r < R; r++) {
+                for (int k = 0; k < K; k++)
+                    memcpy(tt + (size_t)k * p, theta + (size_t)k * Rp + (size_t)r * p,
+                           (size_t)p * sizeof *tt);
+                if (c->passes)
+                    fk_gmm_central(tt, nk, K, p, lambda, c->passes, th, beta + (size_t)r * p, work);
+                else
+                    fk_gmm_central_mm(tt, nk, K, p, lambda, th, beta + (size_t)r * p, work);
+                for (int k = 0; k < K; k++)
+                    memcpy(theta + (size_t)k * Rp + (size_t)r * p, th + (size_t)k * p,
+                           (size_t)p * sizeof *th);
+            }
+        }
+        if (!all_finite(theta, (size_t)K * Rp) || !all_finite(w, (size_t)K * R))
+            rc = fk_err_set(err, FK_ENUMERIC, "mor %s: estimates became non-finite in round %d",
+                            central ? "fedgrem" : "local-grem", t);
+    }
+    free(eta);
+    free(tt);
+    free(th);
+    free(work);
+    free(beta);
+    free(nk);
+    return rc;
+}
+
+/* FedEM (spec 2.3): exact weighted-least-squares M-step, n-weighted average of the means. */
+static int fedem(const fk_mor_data *d, int rounds, const double *W0, const double *M0,
+                 double *theta, double *w, ws *s, fk_err *err)
+{
+    int K = d->K, R = d->R, p = d->p;
+    size_t n = (size_t)d->n, Rp = (size_t)R * p;
+    memcpy(theta, M0, (size_t)K * Rp * sizeof *theta);
+    memcpy(w, W0, (size_t)K * R * sizeof *w);
+    double *avg = malloc(Rp * sizeof *avg), *loc = malloc(Rp * sizeof *loc);
+    int rc = avg && loc ? FK_OK : fk_err_set(err, FK_ENOMEM, "mor: out of memory");
+    for (int t = 1; rc == FK_OK && t <= rounds; t++) {
+        memset(avg, 0, Rp * sizeof *avg);
+        for (int k = 0; rc == FK_OK && k < K; k++) {
+            const double *X = d->X + (size_t)k * n * p, *y = d->y + (size_t)k * n;
+            mor_estep(X, y, n, p, w + (size_t)k * R, theta + (size_t)k * Rp, NULL, R, s->G, NULL);
+            for (int r = 0; rc == FK_OK && r < R; r++) {
+                double a = 0.0;
+                for (size_t i = 0; i < n; i++)
+                    a += s->G[i * R + r];
+                w[(size_t)k * R + r] = a / (double)n;
+                if (wls(X, y, n, p, s->G, R, r, 1e-5, loc + (size_t)r * p, s->A, s->B))
+                    rc = fk_err_set(err, FK_ENUMERIC, "mor fedem: singular least squares");
+            }
+            for (size_t i = 0; i < Rp; i++) /* equal n_k: the n-weighted mean is the mean */
+                avg[i] += loc[i] / K;
+        }
+        for (int k = 0; k < K; k++)
+            memcpy(theta + (size_t)k * Rp, avg, Rp * sizeof *avg);
+        if (rc == FK_OK && (!all_finite(theta, (size_t)K * Rp) || !all_finite(w, (size_t)K * R)))
+            rc = fk_err_set(err, FK_ENUMERIC, "mor fedem: estimates became non-finite in round %d", t);
+    }
+    free(avg);
+    free(loc);
+    return rc;
+}
+
+/* Cholesky of S (p x p) into L with ln|S|; one retry with 1e-6 tr/p ridge. */
+static int chol_logdet(const double *S, int p, double *L, double *logdet)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        memcpy(L, S, (size_t)p * p * sizeof *L);
+        double tr = 0.0;
+        for (int j = 0; j < p; j++)
+            tr += S[j * p + j];
+        if (attempt)
+            for (int j = 0; j < p; j++)
+                L[j * p + j] += 1e-6 * tr / p + 1e-300;
+        if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', p, L, p) == 0) {
+            double ld = 0.0;
+            for (int j = 0; j < p; j++)
+                ld += 2.0 * log(L[j * p + j]);
+            *logdet = ld;
+            return FK_OK;
+        }
+    }
+    return FK_ENUMERIC;
+}
+
+/* FedGMM (spec 2.5): R1 Gaussian x-components crossed with R regressions per task;
+ * x-means (mass-weighted), x-covariances and regression coefficients averaged by the server. */
+static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
+                  const double *W0, const double *M0, double *theta, double *w, ws *s,
+                  fk_err *err)
+{
+    int K = d->K, R = d->R, p = d->p, R1 = c->R1, Q = R1 * R;
+    size_t n = (size_t)d->n, Rp = (size_t)R * p, pp = (size_t)p * p;
+    double *mu = malloc((size_t)K * R1 * p * sizeof *mu), *Sig = malloc((size_t)K * R1 * pp * sizeof *Sig);
+    double *pi = malloc((size_t)K * Q * sizeof *pi), *L = malloc(pp * sizeof *L);
+    double *Z = malloc(n * p * sizeof *Z), *LX = malloc(n * R1 * sizeof *LX);
+    double *GG = malloc(n * Q * sizeof *GG), *U = malloc(n * R1 * sizeof *U);
+    double *loc = malloc((size_t)K * Rp * sizeof *loc), *wk = malloc((size_t)R1 * sizeof *wk);
+    double *mbar = malloc((size_t)R1 * p * sizeof *mbar), *sbar = malloc((size_t)R1 * pp * sizeof *sbar);
+    double *tbar = malloc(Rp * sizeof *tbar), *mass = malloc((size_t)R1 * sizeof *mass);
+    int *perm = malloc((size_t)K * R1 * sizeof *perm);
+    int rc = mu && Sig && pi && L && Z && LX && GG && U && loc && wk && mbar && sbar && tbar &&
+                     mass && perm
+                 ? FK_OK
+                 : fk_err_set(err, FK_ENOMEM, "mor fedgmm: out of memory");
+    double *tmu = rc ? NULL : malloc((size_t)K * R1 * p * sizeof *tmu);
+    if (!rc && !tmu)
+        rc = fk_err_set(err, FK_ENOMEM, "mor fedgmm: out of memory");
+    for (int k = 0; rc == FK_OK && k < K; k++) { /* x-mixtures: EEE fits, aligned below */
+        fk_rng g;
+        fk_rng_init(&g, seed, GMMX_STREAM + (uint64_t)k);
+        fk_eee_fit f = {.w = wk, .mu = tmu + (size_t)k * R1 * p, .sigma = Sig + (size_t)k * R1 * pp};
+        rc = fk_gmm_fit_eee(d->X + (size_t)k * n * p, n, p, R1, c->restarts, &g, &f, err);
+        for (int a = 1; rc == FK_OK && a < R1; a++) /* EEE: all x-components start equal */
+            memcpy(Sig + ((size_t)k * R1 + a) * pp, Sig + (size_t)k * R1 * pp, pp * sizeof *Sig);
+        for (int q = 0; q < Q; q++)
+            pi[(size_t)k * Q + q] = W0[k * R + q % R] / R1; /* q = a R + r */
+    }
+    if (rc == FK_OK) {
+        fk_rng g;
+        fk_rng_init(&g, seed, ALIGN_STREAM + 1);
+        rc = fk_gmm_align(tmu, K, R1, p, c->B, &g, perm, err);
+    }
+    for (int k = 0; rc == FK_OK && k < K; k++)
+        for (int a = 0; a < R1; a++)
+            memcpy(mu + ((size_t)k * R1 + a) * p, tmu + ((size_t)k * R1 + perm[k * R1 + a]) * p,
+                   (size_t)p * sizeof *mu);
+    if (rc == FK_OK)
+        memcpy(theta, M0, (size_t)K * Rp * sizeof *theta);
+    for (int t = 1; rc == FK_OK && t <= rounds; t++) {
+        for (int k = 0; rc == FK_OK && k < K; k++) {
+            const double *X = d->X + (size_t)k * n * p, *y = d->y + (size_t)k * n;
+            double *pk = pi + (size_t)k * Q;
+            for (int a = 0; rc == FK_OK && a < R1; a++) { /* ln N(x_i; mu_a, Sigma_a) */
+                double ld;
+                if (chol_logdet(Sig + ((size_t)k * R1 + a) * pp, p, L, &ld)) {
+                    rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: x-covariance not positive definite");
+                    break;
+                }
+                const double *m = mu + ((size_t)k * R1 + a) * p;
+                for (size_t i = 0; i < n; i++)
+                    for (int j = 0; j < p; j++)
+                        Z[i * p + j] = X[i * p + j] - m[j];
+                cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)n,
+                            p, 1.0, L, p, Z, p);
+                for (size_t i = 0; i < n; i++)
+                    LX[i * R1 + a] = -0.5 * (cblas_ddot(p, Z + i * p, 1, Z + i * p, 1) + ld + p * LN_2PI);
+            }
+            if (rc)
+                break;
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, R, p, 1.0, X, p,
+                        theta + (size_t)k * Rp, p, 0.0, s->E, R);
+            double lp[Q];
+            for (int q = 0; q < Q; q++)
+                lp[q] = pk[q] > 0 ? log(pk[q]) : -INFINITY;
+            for (size_t i = 0; i < n; i++) { /* joint posterior over (a, r) */
+                double *g = GG + i * Q, mx = -INFINITY, sm = 0.0;
+                for (int a = 0; a < R1; a++)
+                    for (int r = 0; r < R; r++) {
+                        double e = y[i] - s->E[i * R + r];
+                        g[a * R + r] = lp[a * R + r] + LX[i * R1 + a] - 0.5 * e * e;
+                        mx = g[a * R + r] > mx ? g[a * R + r] : mx;
+                    }
+                for (int q = 0; q < Q; q++) {
+                    g[q] = exp(g[q] - mx);
+                    sm += g[q];
+                }
+                for (int q = 0; q < Q; q++)
+                    g[q] /= sm;
+            }
+            for (int q = 0; q < Q; q++)
+                pk[q] = 0.0;
+            for (size_t i = 0; i < n; i++) {
+                for (int q = 0; q < Q; q++)
+                    pk[q] += GG[i * Q + q] / (double)n;
+                for (int a = 0; a < R1; a++) {
+                    double u = 0.0;
+                    for (int r = 0; r < R; r++)
+                        u += GG[i * Q + a * R + r];
+                    U[i * R1 + a] = u;
+                }
+                for (int r = 0; r < R; r++) {
+                    double v = 0.0;
+                    for (int a = 0; a < R1; a++)
+                        v += GG[i * Q + a * R + r];
+                    s->G[i * R + r] = v;
+                }
+            }
+            for (int a = 0; a < R1; a++) { /* local x-means and covariances */
+                double ua = 0.0, *m = mu + ((size_t)k * R1 + a) * p;
+                for (size_t i = 0; i < n; i++)
+                    ua += U[i * R1 + a];
+                ua = fmax(ua, 1e-10 * (double)n);
+                for (int j = 0; j < p; j++)
+                    m[j] = 0.0;
+                for (size_t i = 0; i < n; i++)
+                    for (int j = 0; j < p; j++)
+                        m[j] += U[i * R1 + a] * X[i * p + j] / ua;
+                for (size_t i = 0; i < n; i++) {
+                    double sq = sqrt(U[i * R1 + a] / ua);
+                    for (int j = 0; j < p; j++)
+                        Z[i * p + j] = sq * (X[i * p + j] - m[j]);
+                }
+                double *S = Sig + ((size_t)k * R1 + a) * pp;
+                cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, p, (int)n, 1.0, Z, p, 0.0, S, p);
+                for (int i = 0; i < p; i++)
+                    for (int j = 0; j < i; j++)
+                        S[i * p + j] = S[j * p + i];
+            }
+            for (int r = 0; rc == FK_OK && r < R; r++)
+                if (wls(X, y, n, p, s->G, R, r, 1e-5, loc + (size_t)k * Rp + (size_t)r * p, s->A, s->B))
+                    rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: singular least squares");
+        }
+        if (rc)
+            break;
+        /* server: mass-weighted x-means, averaged covariances and coefficients */
+        memset(mbar, 0, (size_t)R1 * p * sizeof *mbar);
+        memset(sbar, 0, (size_t)R1 * pp * sizeof *sbar);
+        memset(tbar, 0, Rp * sizeof *tbar);
+        memset(mass, 0, (size_t)R1 * sizeof *mass);
+        for (int k = 0; k < K; k++) {
+            for (int a = 0; a < R1; a++) {
+                double m = 0.0;
+                for (int r = 0; r < R; r++)
+                    m += pi[(size_t)k * Q + a * R + r];
+                mass[a] += m;
+                for (int j = 0; j < p; j++)
+                    mbar[a * p + j] += m * mu[((size_t)k * R1 + a) * p + j];
+                const double *S = Sig + ((size_t)k * R1 + (c->cov_first ? 0 : a)) * pp;
+                for (size_t q = 0; q < pp; q++)
+                    sbar[a * pp + q] += S[q] / K;
+            }
+            for (size_t i = 0; i < Rp; i++)
+                tbar[i] += loc[(size_t)k * Rp + i] / K;
+        }
+        for (int a = 0; a < R1; a++)
+            for (int j = 0; j < p; j++)
+                mbar[a * p + j] /= fmax(mass[a], 1e-300);
+        for (int k = 0; k < K; k++) {
+            memcpy(mu + (size_t)k * R1 * p, mbar, (size_t)R1 * p * sizeof *mu);
+            memcpy(Sig + (size_t)k * R1 * pp, sbar, (size_t)R1 * pp * sizeof *Sig);
+            memcpy(theta + (size_t)k * Rp, tbar, Rp * sizeof *theta);
+        }
+        if (!all_finite(theta, (size_t)K * Rp) || !all_finite(pi, (size_t)K * Q))
+            rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: estimates became non-finite in round %d", t);
+    }
+    for (int k = 0; rc == FK_OK && k < K; k++)
+        for (int r = 0; r < R; r++) {
+            double a = 0.0;
+            for (int b = 0; b < R1; b++)
+                a += pi[(size_t)k * Q + b * R + r];
+            w[k * R + r] = a;
+        }
+    free(mu);
+    free(Sig);
+    free(pi);
+    free(L);
+    free(Z);
+    free(LX);
+    free(GG);
+    free(U);
+    free(loc);
+    free(wk);
+    free(mbar);
+    free(sbar);
+    free(tbar);
+    free(mass);
+    free(perm);
+    free(tmu);
+    return rc;
+}
+
+int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, int rounds,
+               uint64_t seed, double *theta, double *w, fk_err *err)
+{
+    int m = -1;
+    for (int i = 0; fk_mor_methods[i]; i++)
+        if (!strcmp(method, fk_mor_methods[i]))
+            m = i;
+    if (m < 0)
+        return fk_err_set(err, FK_EINVAL,
+                          "unknown MoR method '%s' (fedgrem, fedem, local-em, local-grem, "
+                          "pooled-em, pooled-grem, fedgmm)",
+                          method);
+    if (d->K < 1 || d->R < 1 || d->p < 1 || d->n < d->R || d->n < d->p)
+        return fk_err_set(err, FK_EINVAL,
+                          "mor: need K >= 1 tasks with n >= R and n >= p samples (K=%d R=%d p=%d "
+                          "n=%d)",
+                          d->K, d->R, d->p, d->n);
+    if (rounds < 1)
+        return fk_err_set(err, FK_EINVAL, "mor: rounds must be positive");
+    cfg c;
+    int rc = cfg_parse(&c, prm, err);
+    if (rc)
+        return rc;
+    int K = d->K, R = d->R, p = d->p;
+    size_t n = (size_t)d->n, N = (size_t)K * n, Rp = (size_t)R * p;
+    int pooled = !strcmp(method, "pooled-em") || !strcmp(method, "pooled-grem");
+    ws s;
+    rc = ws_open(&s, pooled ? N : n, p, R, err);
+    if (rc)
+        return rc;
+    if (!strcmp(method, "pooled-em")) { /* its own start, not the aligned local fits */
+        fk_rng g;
+        fk_rng_init(&g, seed, POOL_STREAM);
+        rc = mixreg_fit(d->X, d->y, N, p, R, c.restarts, &g, w, theta, &s, err);
+    } else {
+        double *W0 = malloc((size_t)K * R * sizeof *W0), *M0 = malloc((size_t)K * Rp * sizeof *M0);
+        rc = W0 && M0 ? FK_OK : fk_err_set(err, FK_ENOMEM, "mor: out of memory");
+        ws s1 = s;
+        if (!rc && pooled)
+            rc = ws_open(&s1, n, p, R, err);
+        if (!rc)
+            rc = init_all(d, &c, seed, W0, M0, &s1, err);
+        if (pooled && s1.G != s.G)
+            ws_close(&s1);
+        if (rc) {
+        } else if (!strcmp(method, "local-em")) {
+            memcpy(theta, M0, (size_t)K * Rp * sizeof *theta);
+            memcpy(w, W0, (size_t)K * R * sizeof *w);
+        } else if (!strcmp(method, "fedgrem") || !strcmp(method, "local-grem")) {
+            rc = grem(d, &c, !strcmp(method, "fedgrem"), rounds, W0, M0, theta, w, &s, err);
+        } else if (!strcmp(method, "fedem")) {
+            rc = fedem(d, rounds, W0, M0, theta, w, &s, err);
+        } else if (!strcmp(method, "pooled-grem")) { /* one task: all data, task 1's start */
+            fk_mor_data pd = {.K = 1, .R = R, .p = p, .n = (int)N, .X = d->X, .y = d->y};
+            rc = grem(&pd, &c, 0, rounds, W0, M0, theta, w, &s, err);
+        } else {
+            rc = fedgmm(d, &c, seed, rounds, W0, M0, theta, w, &s, err);
+        }
+        free(W0);
+        free(M0);
+    }
+    ws_close(&s);
+    if (rc == FK_OK && pooled)
+        for (int k = 1; k < K; k++) { /* the single pooled model serves every task */
+            memcpy(theta + (size_t)k * Rp, theta, Rp * sizeof *theta);
+            memcpy(w + (size_t)k * R, w, (size_t)R * sizeof *w);
+        }
+    return rc;
+}
+
+void fk_mor_errors(const fk_mor_data *d, const double *theta, const double *w, double *e_theta,
+                   double *e_w)
+{
+    size_t Rp = (size_t)d->R * d->p;
+    double et = 0.0, ew = 0.0;
+    for (int k = 0; k < d->K - d->n_outlier; k++) {
+        et = fmax(et, fk_gmm_err_theta(theta + k * Rp, d->theta + k * Rp, d->R, d->p));
+        ew = fmax(ew, fk_gmm_err_w(w + (size_t)k * d->R, d->w + (size_t)k * d->R, d->R));
+    }
+    *e_theta = et;
+    *e_w = ew;
+}
