@@ -14,17 +14,15 @@
 #include "common/net/codec.h"
 #include "common/net/certs.h"
 #include "common/net/grpc_server.h"
+#include "common/net/limits.h"
+#include "common/sys/daemon.h"
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/store.h"
 
-typedef struct opt_doc {
-    const char *key, *help;
-} opt_doc;
-
-static const opt_doc opts[] = {
+static const fk_param_doc opts[] = {
     {"config FILE", "INI file with any of the keys below (flags override it)"},
     {"listen HOST:PORT", "address to listen on, IPv4 or [IPv6] (127.0.0.1:7443)"},
     {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, server-NAME.pem/.key)"},
@@ -53,14 +51,9 @@ static void usage(FILE *out)
                  "Every option is also a config-file key (without the dashes; [net] section for net.*).\n"
                  "\n"
                  "options:\n");
-    for (int i = 0; opts[i].key; i++)
-        fprintf(out, "  --%-24s %s\n", opts[i].key, opts[i].help);
-    for (const fk_net_limit_doc *d = fk_net_limits_doc(); d->key; d++) {
-        char k[64];
-        snprintf(k, sizeof k, "net.%s N", d->key);
-        fprintf(out, "  --%-24s %s\n", k, d->help);
-    }
-    fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "this text", "version", "print the version");
+    fk_param_docs_print(out, opts, NULL, NULL);
+    fk_param_docs_print(out, fk_net_limits_doc(), "net.", " N");
+    fk_param_docs_print(out, fk_daemon_std_docs, NULL, NULL);
 }
 
 typedef struct server_state {
@@ -72,7 +65,8 @@ typedef struct server_state {
     fk_service_config cfg;
     fk_metrics *metrics;
     fk_params *p;
-    uv_signal_t sigterm, sigint, sighup;
+    fk_stop_signals stop;
+    uv_signal_t sighup;
     fk_notify notify;
     int stopping;
 } server_state;
@@ -168,8 +162,7 @@ static void free_list(char **v, int n)
 static void all_closed(void *ud)
 {
     server_state *st = ud;
-    uv_close((uv_handle_t *)&st->sigterm, NULL);
-    uv_close((uv_handle_t *)&st->sigint, NULL);
+    fk_stop_signals_close(&st->stop);
     uv_close((uv_handle_t *)&st->sighup, NULL);
     fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
@@ -267,8 +260,7 @@ static void on_stop(uv_signal_t *sig, int signum)
     st->stopping = 1;
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
     fk_notify_stopping(&st->notify, "draining");
-    uv_signal_stop(&st->sigterm);
-    uv_signal_stop(&st->sigint);
+    fk_stop_signals_stop(&st->stop);
     uv_signal_stop(&st->sighup);
     fk_service_close(st->svc, service_closed, st);
 }
@@ -290,17 +282,6 @@ static void on_reload(uv_signal_t *sig, int signum)
     fk_tls_ctx_unref(tls);
     fk_log(FK_LOG_INFO, "tls_reloaded", "scope=\"new connections\"");
     fk_notify_reloading(&st->notify, 1);
-}
-
-static int set_log_level(const char *s)
-{
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(s, names[i])) {
-            fk_log_set_level(i);
-            return 0;
-        }
-    return -1;
 }
 
 /* STATUS= line for systemd: the oldest running job's round and phase, then totals. */
@@ -365,8 +346,10 @@ static int run(fk_params *p)
         fk_params_int(p, "heartbeat-ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
         fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK)
         return fail(err.msg);
-    if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
+    int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
+    if (level < 0)
         return fail("--log-level must be error, warn, info or debug");
+    fk_log_set_level(level);
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
@@ -418,12 +401,9 @@ static int run(fk_params *p)
     else if (st.metrics)
         fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
                fk_metrics_port(st.metrics));
-    uv_signal_init(&loop, &st.sigterm);
-    uv_signal_init(&loop, &st.sigint);
+    fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
     uv_signal_init(&loop, &st.sighup);
-    st.sigterm.data = st.sigint.data = st.sighup.data = &st;
-    uv_signal_start(&st.sigterm, on_stop, SIGTERM);
-    uv_signal_start(&st.sigint, on_stop, SIGINT);
+    st.sighup.data = &st;
     uv_signal_start(&st.sighup, on_reload, SIGHUP);
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
@@ -440,37 +420,5 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--version")) {
-            printf("fedkern-server %s\n", FK_VERSION);
-            return 0;
-        }
-    }
-    signal(SIGPIPE, SIG_IGN); /* a peer vanishing mid-write is an error code, not a kill */
-    fk_params args, p;
-    fk_err err = {0};
-    fk_params_init(&args);
-    fk_params_init(&p);
-    int n = argc - 1, rc = 0;
-    if (fk_params_parse_args(&args, &n, argv + 1, &err) != FK_OK) {
-        rc = fail(err.msg);
-    } else if (n > 0) {
-        fprintf(stderr, "fedkern-server: unexpected argument '%s'; see --help\n", argv[1]);
-        rc = 2;
-    } else {
-        const char *cfg = fk_params_get(&args, "config");
-        if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
-            rc = fail(err.msg);
-        for (int i = 0; rc == 0 && i < args.count; i++) /* flags override the file */
-            fk_params_set(&p, args.items[i].key, args.items[i].value);
-        if (rc == 0)
-            rc = run(&p);
-    }
-    fk_params_close(&args);
-    fk_params_close(&p);
-    return rc;
+    return fk_daemon_main(argc, argv, "fedkern-server", usage, run);
 }
