@@ -13,6 +13,7 @@
 #include "common/data/catalog.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
+#include "common/net/hostport.h"
 #include "common/net/limits.h"
 #include "common/net/tls.h"
 #include "common/sys/daemon.h"
@@ -167,28 +168,6 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     return fk_tls_ctx_new(out, 0, &f, err);
 }
 
-/* "host:port" or "[v6]:port". */
-static int split_hostport(const char *s, char *host, size_t cap, int *port)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s)
-        return -1;
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (*h == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= cap || *end || p <= 0 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 /* --state-dir, else systemd's STATE_DIRECTORY (the first of a ':' list); "" = none. */
 static int state_dir(const fk_params *p, char *out, size_t cap, fk_err *err)
 {
@@ -225,7 +204,7 @@ static int run(fk_params *p)
     if (state_dir(p, sdir, sizeof sdir, &err) != FK_OK)
         return fail(err.msg);
     const char *server = fk_params_str(p, "server", "127.0.0.1:7443");
-    if (split_hostport(server, host, sizeof host, &port))
+    if (fk_hostport_split(server, host, sizeof host, &port) || port == 0)
         return fail("--server must be HOST:PORT");
     fk_tls_ctx *tls;
     if (build_tls(p, &tls, &err) != FK_OK)
