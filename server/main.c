@@ -206,49 +206,50 @@ static int render_metrics(void *ud, char **b, size_t *len)
     uv_getrusage(&ru);
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } rows[] = {
+        {"fedkern_jobs_running", "gauge", "Jobs in progress.", fk_engine_running(st->e)},
+        {"fedkern_rounds_closed_total", "counter",
+         "Rounds aggregated since the server started.", (double)en.rounds_closed},
+        {"fedkern_round_retries_total", "counter",
+         "Round attempts abandoned for a missed quorum.", (double)en.retries},
+        {"fedkern_round_participants_total", "counter",
+         "Updates aggregated in the last phase of closed rounds.", (double)en.participants},
+        {"fedkern_dropouts_total", "counter",
+         "Planned clients absent or late at a phase close.", (double)en.dropouts},
+        {"fedkern_aggregation_seconds_total", "counter",
+         "Time spent in the methods' aggregate step.", en.aggregation_seconds},
+        {"fedkern_clients_connected", "gauge", "Clients with a session (joined).", sv.sessions},
+        {"fedkern_polls_waiting", "gauge", "PullTask calls waiting for a task.", sv.waiting_polls},
+        {"fedkern_tasks_sent_total", "counter", "Tasks handed out.", (double)sv.tasks_sent},
+        {"fedkern_updates_committed_total", "counter",
+         "Updates committed and acknowledged.", (double)sv.committed},
+        {"fedkern_updates_duplicate_total", "counter",
+         "Resent updates acknowledged without being counted again.", (double)sv.duplicates},
+        {"fedkern_updates_stale_total", "counter",
+         "Updates for a phase that was already over.", (double)sv.stale},
+        {"fedkern_clients_refused_total", "counter",
+         "Calls refused for the certificate or the allow-list.", (double)sv.refused},
+        {"fedkern_bytes_received_total", "counter",
+         "Request bytes of Federation calls.", (double)sv.bytes_in},
+        {"fedkern_bytes_sent_total", "counter",
+         "Response bytes of Federation calls.", (double)sv.bytes_out},
+        {"fedkern_grpc_calls_total", "counter", "gRPC calls received.", (double)gs.calls},
+        {"fedkern_connections_accepted_total", "counter",
+         "TLS connections accepted.", (double)gs.conns_accepted},
+        {"fedkern_connections_refused_total", "counter",
+         "Connections refused (TLS, limits).", (double)gs.conns_refused},
+        {"process_resident_memory_bytes", "gauge",
+         "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
+        {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
+    };
     size_t cap = 0;
     *len = 0;
     int rc = 0;
-    rc |= metric(b, len, &cap, "fedkern_jobs_running", "gauge", "Jobs in progress.",
-                 fk_engine_running(st->e));
-    rc |= metric(b, len, &cap, "fedkern_rounds_closed_total", "counter",
-                 "Rounds aggregated since the server started.", (double)en.rounds_closed);
-    rc |= metric(b, len, &cap, "fedkern_round_retries_total", "counter",
-                 "Round attempts abandoned for a missed quorum.", (double)en.retries);
-    rc |= metric(b, len, &cap, "fedkern_round_participants_total", "counter",
-                 "Updates aggregated in the last phase of closed rounds.", (double)en.participants);
-    rc |= metric(b, len, &cap, "fedkern_dropouts_total", "counter",
-                 "Planned clients absent or late at a phase close.", (double)en.dropouts);
-    rc |= metric(b, len, &cap, "fedkern_aggregation_seconds_total", "counter",
-                 "Time spent in the methods' aggregate step.", en.aggregation_seconds);
-    rc |= metric(b, len, &cap, "fedkern_clients_connected", "gauge",
-                 "Clients with a session (joined).", sv.sessions);
-    rc |= metric(b, len, &cap, "fedkern_polls_waiting", "gauge",
-                 "PullTask calls waiting for a task.", sv.waiting_polls);
-    rc |= metric(b, len, &cap, "fedkern_tasks_sent_total", "counter", "Tasks handed out.",
-                 (double)sv.tasks_sent);
-    rc |= metric(b, len, &cap, "fedkern_updates_committed_total", "counter",
-                 "Updates committed and acknowledged.", (double)sv.committed);
-    rc |= metric(b, len, &cap, "fedkern_updates_duplicate_total", "counter",
-                 "Resent updates acknowledged without being counted again.", (double)sv.duplicates);
-    rc |= metric(b, len, &cap, "fedkern_updates_stale_total", "counter",
-                 "Updates for a phase that was already over.", (double)sv.stale);
-    rc |= metric(b, len, &cap, "fedkern_clients_refused_total", "counter",
-                 "Calls refused for the certificate or the allow-list.", (double)sv.refused);
-    rc |= metric(b, len, &cap, "fedkern_bytes_received_total", "counter",
-                 "Request bytes of Federation calls.", (double)sv.bytes_in);
-    rc |= metric(b, len, &cap, "fedkern_bytes_sent_total", "counter",
-                 "Response bytes of Federation calls.", (double)sv.bytes_out);
-    rc |= metric(b, len, &cap, "fedkern_grpc_calls_total", "counter", "gRPC calls received.",
-                 (double)gs.calls);
-    rc |= metric(b, len, &cap, "fedkern_connections_accepted_total", "counter",
-                 "TLS connections accepted.", (double)gs.conns_accepted);
-    rc |= metric(b, len, &cap, "fedkern_connections_refused_total", "counter",
-                 "Connections refused (TLS, limits).", (double)gs.conns_refused);
-    rc |= metric(b, len, &cap, "process_resident_memory_bytes", "gauge", "Resident set size.",
-                 (double)rss_pages * (double)sysconf(_SC_PAGESIZE));
-    rc |= metric(b, len, &cap, "process_cpu_seconds_total", "counter", "User + system CPU time.",
-                 cpu);
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
     return rc ? FK_ENOMEM : FK_OK;
 }
 
