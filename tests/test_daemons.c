@@ -25,6 +25,7 @@
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
+#include "tests/bundle_assert.h"
 
 enum { K = 6 };
 
@@ -367,24 +368,13 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     fk_params_close(&p);
 }
 
-static void assert_same(const fk_bundle *a, const fk_bundle *b)
-{
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, a->items[i].len);
-        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
-    }
-}
-
 static void check_against_sim(env *e, const char *id, const char *text)
 {
     fk_bundle daemon, sim;
     fetch_model(e, id, &daemon);
     sim_model(e, text, &sim);
     assert_true(daemon.count > 0);
-    assert_same(&daemon, &sim);
+    assert_bundles_equal(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
 }

@@ -19,6 +19,7 @@
 #include "common/methods/aggregate.h"
 #include "common/methods/sim.h"
 #include "server/engine.h"
+#include "tests/bundle_assert.h"
 
 enum { N_CLIENTS = 6, DIM = 3 };
 
@@ -315,17 +316,6 @@ static void sim_model(fed *f, const char *text, fk_bundle *model)
     fk_jobconf_close(&conf);
 }
 
-static void assert_same_bundle(const fk_bundle *a, const fk_bundle *b)
-{
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, a->items[i].len);
-        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
-    }
-}
-
 static int job_state(fed *f, int64_t id, fk_job_status *s)
 {
     fk_err err;
@@ -345,7 +335,7 @@ static void check_same_as_sim(fed *f, const char *text)
     fk_bundle daemon, sim;
     model_of(f, id, &daemon);
     sim_model(f, text, &sim);
-    assert_same_bundle(&daemon, &sim);
+    assert_bundles_equal(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
 }
@@ -669,7 +659,7 @@ static void failed_batch_commit_changes_nothing(void **state)
     fk_bundle daemon, sim;
     model_of(f, id, &daemon);
     sim_model(f, text, &sim);
-    assert_same_bundle(&daemon, &sim);
+    assert_bundles_equal(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
     assert_int_equal(committed_count(f, id), 3 * N_CLIENTS);
@@ -802,7 +792,7 @@ static void full_disk_at_round_close(void **state)
         fk_bundle daemon, sim;
         model_of(f, id, &daemon);
         sim_model(f, text, &sim);
-        assert_same_bundle(&daemon, &sim);
+        assert_bundles_equal(&daemon, &sim);
         fk_bundle_close(&daemon);
         fk_bundle_close(&sim);
         int count;
@@ -904,7 +894,7 @@ static void crash_and_resume(fed *f, const char *text, int kill_after, long kill
     assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
     fk_bundle model;
     model_of(f, id, &model);
-    assert_same_bundle(&model, ref);
+    assert_bundles_equal(&model, ref);
     fk_bundle_close(&model);
     int updates;
     assert_int_equal(fk_store_update_count(f->st, id, &updates, &err), FK_OK);
@@ -919,7 +909,7 @@ static void check_crashes(fed *f, const char *text)
     int ref_updates, pushes;
     reference(f, text, &ref, &ref_updates, &pushes);
     sim_model(f, text, &sim);
-    assert_same_bundle(&ref, &sim);
+    assert_bundles_equal(&ref, &sim);
     fk_bundle_close(&sim);
     for (int k = 1; k < pushes; k += 2)
         crash_and_resume(f, text, k, 0, &ref, ref_updates);
