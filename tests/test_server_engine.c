@@ -316,6 +316,17 @@ static void sim_model(fed *f, const char *text, fk_bundle *model)
     fk_jobconf_close(&conf);
 }
 
+/* The job's final model is bit-identical to the simulator's for the same config. */
+static void assert_model_is_sim(fed *f, int64_t id, const char *text)
+{
+    fk_bundle daemon, sim;
+    model_of(f, id, &daemon);
+    sim_model(f, text, &sim);
+    assert_bundles_equal(&daemon, &sim);
+    fk_bundle_close(&daemon);
+    fk_bundle_close(&sim);
+}
+
 static int job_state(fed *f, int64_t id, fk_job_status *s)
 {
     fk_err err;
@@ -332,12 +343,7 @@ static void check_same_as_sim(fed *f, const char *text)
     fk_job_status s;
     assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
     assert_int_equal(s.round, 5);
-    fk_bundle daemon, sim;
-    model_of(f, id, &daemon);
-    sim_model(f, text, &sim);
-    assert_bundles_equal(&daemon, &sim);
-    fk_bundle_close(&daemon);
-    fk_bundle_close(&sim);
+    assert_model_is_sim(f, id, text);
 }
 
 static void one_phase_same_model_as_sim(void **state)
@@ -656,12 +662,7 @@ static void failed_batch_commit_changes_nothing(void **state)
     /* The clients resend (here: compute again) and the job ends as in the simulator. */
     run(f, 0, -1);
     assert_int_equal(job_state(f, id, &after), FK_JOB_DONE);
-    fk_bundle daemon, sim;
-    model_of(f, id, &daemon);
-    sim_model(f, text, &sim);
-    assert_bundles_equal(&daemon, &sim);
-    fk_bundle_close(&daemon);
-    fk_bundle_close(&sim);
+    assert_model_is_sim(f, id, text);
     assert_int_equal(committed_count(f, id), 3 * N_CLIENTS);
 }
 
@@ -789,12 +790,7 @@ static void full_disk_at_round_close(void **state)
         assert_int_equal(fk_store_set_limit(f->st, 0, &err), FK_OK);
         run(f, 0, -1);
         assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
-        fk_bundle daemon, sim;
-        model_of(f, id, &daemon);
-        sim_model(f, text, &sim);
-        assert_bundles_equal(&daemon, &sim);
-        fk_bundle_close(&daemon);
-        fk_bundle_close(&sim);
+        assert_model_is_sim(f, id, text);
         int count;
         assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
         assert_int_equal(count, 2 * N_CLIENTS);
