@@ -279,6 +279,14 @@ static void start_client(env *e, int c)
     e->clients[c] = spawn(argv, log);
 }
 
+/* The server on a free port and the K clients. */
+static void start_fleet(env *e)
+{
+    start_server(e, "127.0.0.1:0");
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+}
+
 static const char *job_text(const char *extra)
 {
     static char text[512];
@@ -382,9 +390,7 @@ static void check_against_sim(env *e, const char *id, const char *text)
 static void fedrf_tca_daemons_match_sim(void **state)
 {
     env *e = *state;
-    start_server(e, "127.0.0.1:0");
-    for (int c = 0; c < K; c++)
-        start_client(e, c);
+    start_fleet(e);
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
                        "classes = 2\ndeadline = 30\n";
@@ -396,9 +402,7 @@ static void fedrf_tca_daemons_match_sim(void **state)
 static void daemons_match_sim(void **state)
 {
     env *e = *state;
-    start_server(e, "127.0.0.1:0");
-    for (int c = 0; c < K; c++)
-        start_client(e, c);
+    start_fleet(e);
     const char *text = job_text("rounds = 12\ndeadline = 30\n");
     char id[32];
     submit(e, text, id, sizeof id);
@@ -450,9 +454,7 @@ static void server_kill9_resumes_to_same_model(void **state)
 static void killed_client_is_a_dropout(void **state)
 {
     env *e = *state;
-    start_server(e, "127.0.0.1:0");
-    for (int c = 0; c < K; c++)
-        start_client(e, c);
+    start_fleet(e);
     const char *text = job_text("rounds = 10\ndeadline = 1\nquorum = 0.8\n");
     char id[32];
     submit(e, text, id, sizeof id);
