@@ -15,6 +15,7 @@
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
+#include "common/net/hostport.h"
 #include "fedkern.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
@@ -115,34 +116,13 @@ static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t 
     return 0;
 }
 
-static int split_hostport(const char *s, char *host, size_t cap, int *port)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s)
-        return -1;
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (*h == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= cap || *end || p <= 0 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 static int open_conn(conn *c, const fk_params *p, const char *cmd)
 {
     memset(c, 0, sizeof *c);
     char host[256];
     int port;
     const char *server = fk_params_str(p, "server", "127.0.0.1:7443");
-    if (split_hostport(server, host, sizeof host, &port)) {
+    if (fk_hostport_split(server, host, sizeof host, &port) || port == 0) {
         fk_cli_fail(cmd, "--server must be HOST:PORT (got '%s')", server);
         return 2;
     }

@@ -154,9 +154,11 @@ static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t 
     return fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c) ? FK_ENET : FK_OK;
 }
 
-/* Common start of a completion: 1 if the caller should handle it. */
-static int completion(callctx *c, int status, const char *msg)
+/* Common start of a completion (frees the call context ud): the agent if the
+ * caller should handle it, NULL if not. */
+static fk_agent *completion(void *ud, int status, const char *msg)
 {
+    callctx *c = ud;
     fk_agent *a = c->a;
     int current = c->gen == a->gen;
     if (current) {
@@ -166,13 +168,14 @@ static int completion(callctx *c, int status, const char *msg)
             a->in_flight = 0;
     }
     free(c->req);
+    free(c);
     if (!current || a->stopping)
-        return 0;
+        return NULL;
     if (status == FK_GRPC_UNAVAILABLE || status == FK_GRPC_CANCELLED) {
         request_disconnect(a, msg && *msg ? msg : "call failed");
-        return 0;
+        return NULL;
     }
-    return 1;
+    return a;
 }
 
 /* -------------------------------------------------------- connection */
@@ -307,11 +310,8 @@ static uint64_t control_ms(const fk_agent *a)
 
 static void join_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
-    callctx *c = ud;
-    fk_agent *a = c->a;
-    int go = completion(c, status, msg);
-    free(c);
-    if (!go)
+    fk_agent *a = completion(ud, status, msg);
+    if (!a)
         return;
     fedkern_v1_JoinResponse out;
     fk_err err;
@@ -709,11 +709,8 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
 
 static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
-    callctx *c = ud;
-    fk_agent *a = c->a;
-    int go = completion(c, status, msg);
-    free(c);
-    if (!go)
+    fk_agent *a = completion(ud, status, msg);
+    if (!a)
         return;
     work *w = &a->w;
     if (status == FK_GRPC_DEADLINE_EXCEEDED) {
@@ -828,11 +825,8 @@ static void send_push(fk_agent *a);
 
 static void push_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
-    callctx *c = ud;
-    fk_agent *a = c->a;
-    int go = completion(c, status, msg);
-    free(c);
-    if (!go)
+    fk_agent *a = completion(ud, status, msg);
+    if (!a)
         return;
     work *w = &a->w;
     if (status != FK_GRPC_OK) {
@@ -949,19 +943,18 @@ static void send_push(fk_agent *a)
 
 static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
-    callctx *c = ud;
-    fk_agent *a = c->a;
-    int go = completion(c, status, msg);
-    free(c);
-    if (go && status == FK_GRPC_NOT_FOUND) { /* the server forgot us (restart): join again */
+    fk_agent *a = completion(ud, status, msg);
+    if (!a)
+        return;
+    if (status == FK_GRPC_NOT_FOUND) { /* the server forgot us (restart): join again */
         a->joined = 0;
         next(a);
     }
-    if (go && status == FK_GRPC_DEADLINE_EXCEEDED) {
+    if (status == FK_GRPC_DEADLINE_EXCEEDED) {
         request_disconnect(a, "heartbeat not answered: connection stalled");
         return;
     }
-    if (!go || status != FK_GRPC_OK)
+    if (status != FK_GRPC_OK)
         return;
     fedkern_v1_HeartbeatResponse out;
     fk_err err;

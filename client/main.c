@@ -1,7 +1,6 @@
 /* fedkern-client: the client daemon. Config + certificate + local data by
  * data-set name; the agent (client/agent.c) does the federation work. */
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +13,13 @@
 #include "common/data/catalog.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
+#include "common/net/hostport.h"
 #include "common/net/limits.h"
 #include "common/net/tls.h"
+#include "common/sys/daemon.h"
 #include "common/sys/notify.h"
 
-typedef struct opt_doc {
-    const char *key, *help;
-} opt_doc;
-
-static const opt_doc opts[] = {
+static const fk_param_doc opts[] = {
     {"config FILE", "INI file with any of the keys below (flags override it)"},
     {"server HOST:PORT", "the fedkern-server to join; HOST is an IP or a DNS name (127.0.0.1:7443)"},
     {"server-name NAME", "name the server certificate must carry (default: HOST)"},
@@ -55,14 +52,9 @@ static void usage(FILE *out)
                  "resumes and is never counted twice. SIGTERM/SIGINT: abandon the step, leave, exit 0.\n"
                  "Every option is also a config-file key (without the dashes; [data] section for "
                  "data.*).\n\noptions:\n");
-    for (int i = 0; opts[i].key; i++)
-        fprintf(out, "  --%-24s %s\n", opts[i].key, opts[i].help);
-    for (const fk_net_limit_doc *d = fk_net_limits_doc(); d->key; d++) {
-        char k[64];
-        snprintf(k, sizeof k, "net.%s N", d->key);
-        fprintf(out, "  --%-24s %s\n", k, d->help);
-    }
-    fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "this text", "version", "print the version");
+    fk_param_docs_print(out, opts, NULL, NULL);
+    fk_param_docs_print(out, fk_net_limits_doc(), "net.", " N");
+    fk_param_docs_print(out, fk_daemon_std_docs, NULL, NULL);
 }
 
 /* Data sets loaded on first use, by job data-set name. */
@@ -115,7 +107,7 @@ static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
 
 typedef struct client_state {
     fk_agent *agent;
-    uv_signal_t sigterm, sigint;
+    fk_stop_signals stop;
     fk_notify notify;
     int stopping;
 } client_state;
@@ -123,8 +115,7 @@ typedef struct client_state {
 static void agent_stopped(void *ud)
 {
     client_state *st = ud;
-    uv_close((uv_handle_t *)&st->sigterm, NULL);
-    uv_close((uv_handle_t *)&st->sigint, NULL);
+    fk_stop_signals_close(&st->stop);
     fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "client_stopped", "reason=signal");
 }
@@ -137,8 +128,7 @@ static void on_stop(uv_signal_t *sig, int signum)
     st->stopping = 1;
     fk_log(FK_LOG_INFO, "client_stopping", "signal=%d", signum);
     fk_notify_stopping(&st->notify, "leaving");
-    uv_signal_stop(&st->sigterm);
-    uv_signal_stop(&st->sigint);
+    fk_stop_signals_stop(&st->stop);
     fk_agent_stop(st->agent, agent_stopped, st);
 }
 
@@ -178,39 +168,6 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     return fk_tls_ctx_new(out, 0, &f, err);
 }
 
-static int set_log_level(const char *s)
-{
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(s, names[i])) {
-            fk_log_set_level(i);
-            return 0;
-        }
-    return -1;
-}
-
-/* "host:port" or "[v6]:port". */
-static int split_hostport(const char *s, char *host, size_t cap, int *port)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s)
-        return -1;
-    const char *h = s;
-    size_t hl = (size_t)(colon - s);
-    if (*h == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (hl == 0 || hl >= cap || *end || p <= 0 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 /* --state-dir, else systemd's STATE_DIRECTORY (the first of a ':' list); "" = none. */
 static int state_dir(const fk_params *p, char *out, size_t cap, fk_err *err)
 {
@@ -238,14 +195,16 @@ static int run(fk_params *p)
     if (fk_net_limits_from_params(&ac.limits, p, "net", &err) != FK_OK ||
         fk_params_int(p, "backoff-max-ms", 15000, 100, 3600000, &backoff, &err) != FK_OK)
         return fail(err.msg);
-    if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
+    int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
+    if (level < 0)
         return fail("--log-level must be error, warn, info or debug");
+    fk_log_set_level(level);
     char host[256], sdir[4096];
     int port;
     if (state_dir(p, sdir, sizeof sdir, &err) != FK_OK)
         return fail(err.msg);
     const char *server = fk_params_str(p, "server", "127.0.0.1:7443");
-    if (split_hostport(server, host, sizeof host, &port))
+    if (fk_hostport_split(server, host, sizeof host, &port) || port == 0)
         return fail("--server must be HOST:PORT");
     fk_tls_ctx *tls;
     if (build_tls(p, &tls, &err) != FK_OK)
@@ -277,11 +236,7 @@ static int run(fk_params *p)
     int rc = fk_agent_start(&st.agent, &loop, &ac, &err);
     fk_tls_ctx_unref(tls);
     if (rc == FK_OK) {
-        uv_signal_init(&loop, &st.sigterm);
-        uv_signal_init(&loop, &st.sigint);
-        st.sigterm.data = st.sigint.data = &st;
-        uv_signal_start(&st.sigterm, on_stop, SIGTERM);
-        uv_signal_start(&st.sigint, on_stop, SIGINT);
+        fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
         fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
                *sdir ? sdir : "none");
         if (!*sdir)
@@ -300,37 +255,5 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--version")) {
-            printf("fedkern-client %s\n", FK_VERSION);
-            return 0;
-        }
-    }
-    signal(SIGPIPE, SIG_IGN);
-    fk_params args, p;
-    fk_err err = {0};
-    fk_params_init(&args);
-    fk_params_init(&p);
-    int n = argc - 1, rc = 0;
-    if (fk_params_parse_args(&args, &n, argv + 1, &err) != FK_OK) {
-        rc = fail(err.msg);
-    } else if (n > 0) {
-        fprintf(stderr, "fedkern-client: unexpected argument '%s'; see --help\n", argv[1]);
-        rc = 2;
-    } else {
-        const char *cfg = fk_params_get(&args, "config");
-        if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
-            rc = fail(err.msg);
-        for (int i = 0; rc == 0 && i < args.count; i++)
-            fk_params_set(&p, args.items[i].key, args.items[i].value);
-        if (rc == 0)
-            rc = run(&p);
-    }
-    fk_params_close(&args);
-    fk_params_close(&p);
-    return rc;
+    return fk_daemon_main(argc, argv, "fedkern-client", usage, run);
 }

@@ -297,21 +297,6 @@ static void collected_close(collected *c)
     free(c->ups);
 }
 
-/* Sample-weighted mean of one report field over the reports that define it. */
-static double weighted(const fk_update *ups, int n, size_t field)
-{
-    double sum = 0.0, w = 0.0;
-    for (int i = 0; i < n; i++) {
-        double v = *(const double *)((const char *)&ups[i].report + field);
-        double wi = ups[i].report.n_samples > 0 ? ups[i].report.n_samples : 1.0;
-        if (!isnan(v)) {
-            sum += wi * v;
-            w += wi;
-        }
-    }
-    return w > 0 ? sum / w : NAN;
-}
-
 /* Aggregate the stored updates of the current phase in client order. */
 static int aggregate_phase(fk_engine *e, job *j, fk_store_round *r, int *done, fk_err *err)
 {
@@ -324,9 +309,9 @@ static int aggregate_phase(fk_engine *e, job *j, fk_store_round *r, int *done, f
     if (r) {
         r->agg_seconds = mono_seconds() - t0;
         r->participants = c.n;
-        r->loss = weighted(c.ups, c.n, offsetof(fk_report, loss));
-        r->accuracy = weighted(c.ups, c.n, offsetof(fk_report, accuracy));
-        r->error = weighted(c.ups, c.n, offsetof(fk_report, error));
+        r->loss = fk_report_mean(c.ups, c.n, offsetof(fk_report, loss));
+        r->accuracy = fk_report_mean(c.ups, c.n, offsetof(fk_report, accuracy));
+        r->error = fk_report_mean(c.ups, c.n, offsetof(fk_report, error));
     }
     collected_close(&c);
     return rc;

@@ -14,17 +14,15 @@
 #include "common/net/codec.h"
 #include "common/net/certs.h"
 #include "common/net/grpc_server.h"
+#include "common/net/limits.h"
+#include "common/sys/daemon.h"
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/store.h"
 
-typedef struct opt_doc {
-    const char *key, *help;
-} opt_doc;
-
-static const opt_doc opts[] = {
+static const fk_param_doc opts[] = {
     {"config FILE", "INI file with any of the keys below (flags override it)"},
     {"listen HOST:PORT", "address to listen on, IPv4 or [IPv6] (127.0.0.1:7443)"},
     {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, server-NAME.pem/.key)"},
@@ -53,14 +51,9 @@ static void usage(FILE *out)
                  "Every option is also a config-file key (without the dashes; [net] section for net.*).\n"
                  "\n"
                  "options:\n");
-    for (int i = 0; opts[i].key; i++)
-        fprintf(out, "  --%-24s %s\n", opts[i].key, opts[i].help);
-    for (const fk_net_limit_doc *d = fk_net_limits_doc(); d->key; d++) {
-        char k[64];
-        snprintf(k, sizeof k, "net.%s N", d->key);
-        fprintf(out, "  --%-24s %s\n", k, d->help);
-    }
-    fprintf(out, "  --%-24s %s\n  --%-24s %s\n", "help", "this text", "version", "print the version");
+    fk_param_docs_print(out, opts, NULL, NULL);
+    fk_param_docs_print(out, fk_net_limits_doc(), "net.", " N");
+    fk_param_docs_print(out, fk_daemon_std_docs, NULL, NULL);
 }
 
 typedef struct server_state {
@@ -72,7 +65,8 @@ typedef struct server_state {
     fk_service_config cfg;
     fk_metrics *metrics;
     fk_params *p;
-    uv_signal_t sigterm, sigint, sighup;
+    fk_stop_signals stop;
+    uv_signal_t sighup;
     fk_notify notify;
     int stopping;
 } server_state;
@@ -168,8 +162,7 @@ static void free_list(char **v, int n)
 static void all_closed(void *ud)
 {
     server_state *st = ud;
-    uv_close((uv_handle_t *)&st->sigterm, NULL);
-    uv_close((uv_handle_t *)&st->sigint, NULL);
+    fk_stop_signals_close(&st->stop);
     uv_close((uv_handle_t *)&st->sighup, NULL);
     fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
@@ -213,49 +206,50 @@ static int render_metrics(void *ud, char **b, size_t *len)
     uv_getrusage(&ru);
     double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
                  (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } rows[] = {
+        {"fedkern_jobs_running", "gauge", "Jobs in progress.", fk_engine_running(st->e)},
+        {"fedkern_rounds_closed_total", "counter",
+         "Rounds aggregated since the server started.", (double)en.rounds_closed},
+        {"fedkern_round_retries_total", "counter",
+         "Round attempts abandoned for a missed quorum.", (double)en.retries},
+        {"fedkern_round_participants_total", "counter",
+         "Updates aggregated in the last phase of closed rounds.", (double)en.participants},
+        {"fedkern_dropouts_total", "counter",
+         "Planned clients absent or late at a phase close.", (double)en.dropouts},
+        {"fedkern_aggregation_seconds_total", "counter",
+         "Time spent in the methods' aggregate step.", en.aggregation_seconds},
+        {"fedkern_clients_connected", "gauge", "Clients with a session (joined).", sv.sessions},
+        {"fedkern_polls_waiting", "gauge", "PullTask calls waiting for a task.", sv.waiting_polls},
+        {"fedkern_tasks_sent_total", "counter", "Tasks handed out.", (double)sv.tasks_sent},
+        {"fedkern_updates_committed_total", "counter",
+         "Updates committed and acknowledged.", (double)sv.committed},
+        {"fedkern_updates_duplicate_total", "counter",
+         "Resent updates acknowledged without being counted again.", (double)sv.duplicates},
+        {"fedkern_updates_stale_total", "counter",
+         "Updates for a phase that was already over.", (double)sv.stale},
+        {"fedkern_clients_refused_total", "counter",
+         "Calls refused for the certificate or the allow-list.", (double)sv.refused},
+        {"fedkern_bytes_received_total", "counter",
+         "Request bytes of Federation calls.", (double)sv.bytes_in},
+        {"fedkern_bytes_sent_total", "counter",
+         "Response bytes of Federation calls.", (double)sv.bytes_out},
+        {"fedkern_grpc_calls_total", "counter", "gRPC calls received.", (double)gs.calls},
+        {"fedkern_connections_accepted_total", "counter",
+         "TLS connections accepted.", (double)gs.conns_accepted},
+        {"fedkern_connections_refused_total", "counter",
+         "Connections refused (TLS, limits).", (double)gs.conns_refused},
+        {"process_resident_memory_bytes", "gauge",
+         "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
+        {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
+    };
     size_t cap = 0;
     *len = 0;
     int rc = 0;
-    rc |= metric(b, len, &cap, "fedkern_jobs_running", "gauge", "Jobs in progress.",
-                 fk_engine_running(st->e));
-    rc |= metric(b, len, &cap, "fedkern_rounds_closed_total", "counter",
-                 "Rounds aggregated since the server started.", (double)en.rounds_closed);
-    rc |= metric(b, len, &cap, "fedkern_round_retries_total", "counter",
-                 "Round attempts abandoned for a missed quorum.", (double)en.retries);
-    rc |= metric(b, len, &cap, "fedkern_round_participants_total", "counter",
-                 "Updates aggregated in the last phase of closed rounds.", (double)en.participants);
-    rc |= metric(b, len, &cap, "fedkern_dropouts_total", "counter",
-                 "Planned clients absent or late at a phase close.", (double)en.dropouts);
-    rc |= metric(b, len, &cap, "fedkern_aggregation_seconds_total", "counter",
-                 "Time spent in the methods' aggregate step.", en.aggregation_seconds);
-    rc |= metric(b, len, &cap, "fedkern_clients_connected", "gauge",
-                 "Clients with a session (joined).", sv.sessions);
-    rc |= metric(b, len, &cap, "fedkern_polls_waiting", "gauge",
-                 "PullTask calls waiting for a task.", sv.waiting_polls);
-    rc |= metric(b, len, &cap, "fedkern_tasks_sent_total", "counter", "Tasks handed out.",
-                 (double)sv.tasks_sent);
-    rc |= metric(b, len, &cap, "fedkern_updates_committed_total", "counter",
-                 "Updates committed and acknowledged.", (double)sv.committed);
-    rc |= metric(b, len, &cap, "fedkern_updates_duplicate_total", "counter",
-                 "Resent updates acknowledged without being counted again.", (double)sv.duplicates);
-    rc |= metric(b, len, &cap, "fedkern_updates_stale_total", "counter",
-                 "Updates for a phase that was already over.", (double)sv.stale);
-    rc |= metric(b, len, &cap, "fedkern_clients_refused_total", "counter",
-                 "Calls refused for the certificate or the allow-list.", (double)sv.refused);
-    rc |= metric(b, len, &cap, "fedkern_bytes_received_total", "counter",
-                 "Request bytes of Federation calls.", (double)sv.bytes_in);
-    rc |= metric(b, len, &cap, "fedkern_bytes_sent_total", "counter",
-                 "Response bytes of Federation calls.", (double)sv.bytes_out);
-    rc |= metric(b, len, &cap, "fedkern_grpc_calls_total", "counter", "gRPC calls received.",
-                 (double)gs.calls);
-    rc |= metric(b, len, &cap, "fedkern_connections_accepted_total", "counter",
-                 "TLS connections accepted.", (double)gs.conns_accepted);
-    rc |= metric(b, len, &cap, "fedkern_connections_refused_total", "counter",
-                 "Connections refused (TLS, limits).", (double)gs.conns_refused);
-    rc |= metric(b, len, &cap, "process_resident_memory_bytes", "gauge", "Resident set size.",
-                 (double)rss_pages * (double)sysconf(_SC_PAGESIZE));
-    rc |= metric(b, len, &cap, "process_cpu_seconds_total", "counter", "User + system CPU time.",
-                 cpu);
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
     return rc ? FK_ENOMEM : FK_OK;
 }
 
@@ -267,8 +261,7 @@ static void on_stop(uv_signal_t *sig, int signum)
     st->stopping = 1;
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
     fk_notify_stopping(&st->notify, "draining");
-    uv_signal_stop(&st->sigterm);
-    uv_signal_stop(&st->sigint);
+    fk_stop_signals_stop(&st->stop);
     uv_signal_stop(&st->sighup);
     fk_service_close(st->svc, service_closed, st);
 }
@@ -290,17 +283,6 @@ static void on_reload(uv_signal_t *sig, int signum)
     fk_tls_ctx_unref(tls);
     fk_log(FK_LOG_INFO, "tls_reloaded", "scope=\"new connections\"");
     fk_notify_reloading(&st->notify, 1);
-}
-
-static int set_log_level(const char *s)
-{
-    static const char *names[] = {"error", "warn", "info", "debug"};
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(s, names[i])) {
-            fk_log_set_level(i);
-            return 0;
-        }
-    return -1;
 }
 
 /* STATUS= line for systemd: the oldest running job's round and phase, then totals. */
@@ -365,8 +347,10 @@ static int run(fk_params *p)
         fk_params_int(p, "heartbeat-ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
         fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK)
         return fail(err.msg);
-    if (set_log_level(fk_params_str(p, "log-level", "info")) != 0)
+    int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
+    if (level < 0)
         return fail("--log-level must be error, warn, info or debug");
+    fk_log_set_level(level);
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
@@ -418,12 +402,9 @@ static int run(fk_params *p)
     else if (st.metrics)
         fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
                fk_metrics_port(st.metrics));
-    uv_signal_init(&loop, &st.sigterm);
-    uv_signal_init(&loop, &st.sigint);
+    fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
     uv_signal_init(&loop, &st.sighup);
-    st.sigterm.data = st.sigint.data = st.sighup.data = &st;
-    uv_signal_start(&st.sigterm, on_stop, SIGTERM);
-    uv_signal_start(&st.sigint, on_stop, SIGINT);
+    st.sighup.data = &st;
     uv_signal_start(&st.sighup, on_reload, SIGHUP);
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
@@ -440,37 +421,5 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--version")) {
-            printf("fedkern-server %s\n", FK_VERSION);
-            return 0;
-        }
-    }
-    signal(SIGPIPE, SIG_IGN); /* a peer vanishing mid-write is an error code, not a kill */
-    fk_params args, p;
-    fk_err err = {0};
-    fk_params_init(&args);
-    fk_params_init(&p);
-    int n = argc - 1, rc = 0;
-    if (fk_params_parse_args(&args, &n, argv + 1, &err) != FK_OK) {
-        rc = fail(err.msg);
-    } else if (n > 0) {
-        fprintf(stderr, "fedkern-server: unexpected argument '%s'; see --help\n", argv[1]);
-        rc = 2;
-    } else {
-        const char *cfg = fk_params_get(&args, "config");
-        if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
-            rc = fail(err.msg);
-        for (int i = 0; rc == 0 && i < args.count; i++) /* flags override the file */
-            fk_params_set(&p, args.items[i].key, args.items[i].value);
-        if (rc == 0)
-            rc = run(&p);
-    }
-    fk_params_close(&args);
-    fk_params_close(&p);
-    return rc;
+    return fk_daemon_main(argc, argv, "fedkern-server", usage, run);
 }

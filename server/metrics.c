@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/net/hostport.h"
+
 enum { MAX_REQUEST = 8192, IDLE_MS = 5000 };
 
 typedef struct mconn {
@@ -189,27 +191,6 @@ static void on_connection(uv_stream_t *server, int status)
     uv_timer_start(&c->idle, on_idle, IDLE_MS, 0);
 }
 
-static int parse_hostport(const char *s, char *host, size_t cap, int *port)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s)
-        return -1;
-    size_t hl = (size_t)(colon - s);
-    const char *h = s;
-    if (*h == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
-    char *end;
-    long p = strtol(colon + 1, &end, 10);
-    if (!hl || hl >= cap || *end || p < 0 || p > 65535)
-        return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    *port = (int)p;
-    return 0;
-}
-
 static void listener_closed(uv_handle_t *h)
 {
     struct fk_metrics *m = h->data;
@@ -223,7 +204,7 @@ int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
     *out = NULL;
     char host[128];
     int port;
-    if (parse_hostport(hostport, host, sizeof host, &port))
+    if (fk_hostport_split(hostport, host, sizeof host, &port))
         return fk_err_set(err, FK_EINVAL, "metrics listener '%s': expected HOST:PORT", hostport);
     struct sockaddr_storage addr;
     if (uv_ip4_addr(host, port, (struct sockaddr_in *)&addr) &&

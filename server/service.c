@@ -198,6 +198,17 @@ static void reply_err(fk_grpc_call *call, int rc, const fk_err *err)
     fk_grpc_call_reply(call, status_of(rc), err->msg, NULL, 0);
 }
 
+/* Decode the request into msg; on failure answer the call and return 0. */
+static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
+                      const uint8_t *req, size_t len)
+{
+    fk_err err;
+    int rc = fk_codec_decode(fields, msg, req, len, &err);
+    if (rc)
+        reply_err(call, rc, &err);
+    return rc == FK_OK;
+}
+
 /* Encode msg and send it (the buffer moves to the server). */
 static void reply_msg(fk_service *s, fk_grpc_call *call, const pb_msgdesc_t *fields,
                       const void *msg)
@@ -289,6 +300,26 @@ static void reply_no_task(fk_service *s, fk_grpc_call *call, const char *identit
     reply_msg(s, call, fedkern_v1_PullTaskResponse_fields, &msg);
 }
 
+/* What a response carries of an encoded bundle: the bundle inline when it fits
+ * room and chunk 0 is asked for, else chunk chunk_index of it (header in *hdr). */
+static int payload_tx(const uint8_t *blob, size_t blen, size_t room, uint32_t chunk_index,
+                      fedkern_v1_Chunk *hdr, fk_bundle *b, fk_codec_tx *tx, fk_err *err)
+{
+    if (blen <= room && chunk_index == 0) {
+        tx->bundle = b;
+        return fk_codec_bundle_decode(blob, blen, b, err);
+    }
+    fk_chunker ch;
+    const uint8_t *data = NULL;
+    size_t len = 0;
+    int rc = fk_chunker_init(&ch, blob, blen, room, err);
+    if (!rc)
+        rc = fk_chunker_get(&ch, chunk_index, hdr, &data, &len, err);
+    tx->chunk_data = data;
+    tx->chunk_len = len;
+    return rc;
+}
+
 /* Answer with the task (inline bundle, or its first chunk when too large). */
 static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
                        uint32_t chunk_index)
@@ -306,20 +337,7 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_bundle b;
     fk_bundle_init(&b);
     fk_err err;
-    int rc = FK_OK;
-    if (t->task_len <= room && chunk_index == 0) {
-        rc = fk_codec_bundle_decode(t->task, t->task_len, &b, &err);
-        tx.bundle = &b;
-    } else {
-        fk_chunker ch;
-        const uint8_t *data = NULL;
-        size_t len = 0;
-        rc = fk_chunker_init(&ch, t->task, t->task_len, room, &err);
-        if (!rc)
-            rc = fk_chunker_get(&ch, chunk_index, &msg.chunk, &data, &len, &err);
-        tx.chunk_data = data;
-        tx.chunk_len = len;
-    }
+    int rc = payload_tx(t->task, t->task_len, room, chunk_index, &msg.chunk, &b, &tx, &err);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (!rc)
@@ -417,12 +435,8 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     (void)deadline;
     fk_service *s = ud;
     grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
-    fk_err err;
-    int rc = fk_codec_decode(grpc_health_v1_HealthCheckRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len))
         return;
-    }
     fk_codec_release(grpc_health_v1_HealthCheckRequest_fields, &in);
     if (in.service[0] && strcmp(in.service, "fedkern.v1.Federation")) {
         fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown service", NULL, 0);
@@ -476,12 +490,8 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_JoinRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_JoinRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len))
         return;
-    }
     const char *id = identity_of(peer);
     int status = FK_GRPC_OK;
     const char *why = NULL;
@@ -528,17 +538,14 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_PullTaskRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_PullTaskRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len))
         return;
-    }
     s->stats.pulls++;
     s->stats.bytes_in += len;
     const char *id = identity_of(peer);
     fk_task_ref t;
-    rc = fk_engine_pull(s->e, id, fk_service_now(), &t, &err);
+    fk_err err;
+    int rc = fk_engine_pull(s->e, id, fk_service_now(), &t, &err);
     if (in.job_id[0]) {
         /* A later chunk of a task that did not fit one message. */
         int64_t job;
@@ -872,12 +879,8 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_HeartbeatRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_HeartbeatRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len))
         return;
-    }
     const char *id = identity_of(peer);
     session *ss = find_session(s, in.session_id);
     if (!ss || strcmp(ss->client, id)) {
@@ -906,12 +909,8 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_LeaveRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_LeaveRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len))
         return;
-    }
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     note_seen(s, identity_of(peer), 1);
@@ -945,23 +944,39 @@ static int parse_job_id(fk_grpc_call *call, const char *text, int64_t *job)
     return 0;
 }
 
+/* The prologue of every admin call: close the batch (the engine's own
+ * transactions need it closed), check the caller, decode; 0 = answered. */
+static int admin_req(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer,
+                     const pb_msgdesc_t *fields, void *msg, const uint8_t *req, size_t len)
+{
+    batch_flush(s);
+    return admin(s, call, peer) && decode_req(call, fields, msg, req, len);
+}
+
+/* The job named by job_id and its engine status; 0 = answered with the error. */
+static int job_status(fk_service *s, fk_grpc_call *call, const char *job_id, int64_t *job,
+                      fk_job_status *st)
+{
+    if (!parse_job_id(call, job_id, job))
+        return 0;
+    fk_err err;
+    int rc = fk_engine_status(s->e, *job, st, &err);
+    if (rc)
+        reply_err(call, rc, &err);
+    return rc == FK_OK;
+}
+
 static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                       size_t len, uint64_t deadline, void *ud)
 {
     (void)deadline;
     fk_service *s = ud;
-    batch_flush(s); /* the engine's own transactions need the batch closed */
-    if (!admin(s, call, peer))
-        return;
     fedkern_v1_SubmitJobRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_SubmitJobRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!admin_req(s, call, peer, fedkern_v1_SubmitJobRequest_fields, &in, req, len))
         return;
-    }
     int64_t job = 0;
-    rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
+    fk_err err;
+    int rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc) {
         reply_err(call, rc, &err);
@@ -1022,24 +1037,13 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
-    batch_flush(s); /* the engine's own transactions need the batch closed */
-    if (!admin(s, call, peer))
-        return;
     fedkern_v1_JobStatusRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_JobStatusRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!admin_req(s, call, peer, fedkern_v1_JobStatusRequest_fields, &in, req, len))
         return;
-    }
     int64_t job;
-    if (!parse_job_id(call, in.job_id, &job))
-        return;
     fk_job_status st;
-    if ((rc = fk_engine_status(s->e, job, &st, &err))) {
-        reply_err(call, rc, &err);
+    if (!job_status(s, call, in.job_id, &job, &st))
         return;
-    }
     fedkern_v1_JobStatusResponse out = fedkern_v1_JobStatusResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
     out.state = job_state_pb(st.state);
@@ -1065,24 +1069,13 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
-    batch_flush(s); /* the engine's own transactions need the batch closed */
-    if (!admin(s, call, peer))
-        return;
     fedkern_v1_JobResultRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_JobResultRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!admin_req(s, call, peer, fedkern_v1_JobResultRequest_fields, &in, req, len))
         return;
-    }
     int64_t job;
-    if (!parse_job_id(call, in.job_id, &job))
-        return;
     fk_job_status st;
-    if ((rc = fk_engine_status(s->e, job, &st, &err))) {
-        reply_err(call, rc, &err);
+    if (!job_status(s, call, in.job_id, &job, &st))
         return;
-    }
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
     out.state = job_state_pb(st.state);
@@ -1092,25 +1085,13 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fk_codec_tx tx = {0};
     fk_bundle b;
     fk_bundle_init(&b);
-    rc = fk_store_model_get(s->st, job, -1, &blob, &blen, NULL, &err);
-    if (rc == FK_OK) {
-        size_t room = fk_chunk_data_max(s->cfg.max_message, 0);
-        if (blen <= room && in.chunk_index == 0) {
-            rc = fk_codec_bundle_decode(blob, blen, &b, &err);
-            tx.bundle = &b;
-        } else {
-            fk_chunker ch;
-            const uint8_t *data = NULL;
-            size_t dlen = 0;
-            rc = fk_chunker_init(&ch, blob, blen, room, &err);
-            if (!rc)
-                rc = fk_chunker_get(&ch, in.chunk_index, &out.chunk, &data, &dlen, &err);
-            tx.chunk_data = data;
-            tx.chunk_len = dlen;
-        }
-    } else if (rc == FK_ENOTFOUND) {
+    fk_err err;
+    int rc = fk_store_model_get(s->st, job, -1, &blob, &blen, NULL, &err);
+    if (rc == FK_OK)
+        rc = payload_tx(blob, blen, fk_chunk_data_max(s->cfg.max_message, 0), in.chunk_index,
+                        &out.chunk, &b, &tx, &err);
+    else if (rc == FK_ENOTFOUND)
         rc = FK_OK; /* no round closed yet: state and metrics only */
-    }
     uint8_t *buf = NULL;
     size_t olen = 0;
     if (!rc)
@@ -1130,19 +1111,14 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 {
     (void)deadline;
     fk_service *s = ud;
-    batch_flush(s); /* the engine's own transactions need the batch closed */
-    if (!admin(s, call, peer))
-        return;
     fedkern_v1_CancelJobRequest in;
-    fk_err err;
-    int rc = fk_codec_decode(fedkern_v1_CancelJobRequest_fields, &in, req, len, &err);
-    if (rc) {
-        reply_err(call, rc, &err);
+    if (!admin_req(s, call, peer, fedkern_v1_CancelJobRequest_fields, &in, req, len))
         return;
-    }
     int64_t job;
     if (!parse_job_id(call, in.job_id, &job))
         return;
+    fk_err err;
+    int rc;
     if ((rc = fk_engine_cancel(s->e, job, fk_service_now(), &err))) {
         reply_err(call, rc, &err);
         return;

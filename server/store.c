@@ -207,6 +207,30 @@ static double column_real_or_nan(sqlite3_stmt *s, int i)
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
 }
 
+/* prep() with the key of a round attempt bound: ?1 job, ?2 round, ?3 attempt. */
+static int prep_round(fk_store *st, const char *sql, int64_t job, int round, int attempt,
+                      sqlite3_stmt **s, fk_err *err)
+{
+    int rc = prep(st, sql, s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(*s, 1, job);
+    sqlite3_bind_int(*s, 2, round);
+    sqlite3_bind_int(*s, 3, attempt);
+    return FK_OK;
+}
+
+/* prep_round() and ?4 phase: the key of a phase. */
+static int prep_phase(fk_store *st, const char *sql, int64_t job, int round, int attempt,
+                      int phase, sqlite3_stmt **s, fk_err *err)
+{
+    int rc = prep_round(st, sql, job, round, attempt, s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(*s, 4, phase);
+    return FK_OK;
+}
+
 static int migrate(fk_store *st, fk_err *err)
 {
     int rc = exec(st, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);",
@@ -459,15 +483,12 @@ int fk_store_job_set_position(fk_store *st, int64_t id, int round, int attempt, 
                               double now, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "UPDATE jobs SET round = ?2, attempt = ?3, phase = ?4, updated = ?5 WHERE id = ?1",
-                  &s, err);
+    int rc = prep_phase(st,
+                        "UPDATE jobs SET round = ?2, attempt = ?3, phase = ?4, updated = ?5 "
+                        "WHERE id = ?1",
+                        id, round, attempt, phase, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, id);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
-    sqlite3_bind_int(s, 4, phase);
     sqlite3_bind_double(s, 5, now);
     return run(st, s, "update job position", err);
 }
@@ -539,17 +560,14 @@ int fk_store_round_open(fk_store *st, int64_t job, int round, int attempt, const
     if (!list)
         return fk_err_set(err, FK_ENOMEM, "out of memory storing round %d", round);
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "INSERT INTO rounds (job_id, round, attempt, planned, quorum, started) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                  &s, err);
+    int rc = prep_round(st,
+                        "INSERT INTO rounds (job_id, round, attempt, planned, quorum, started) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        job, round, attempt, &s, err);
     if (rc) {
         free(list);
         return rc;
     }
-    sqlite3_bind_int64(s, 1, job);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
     sqlite3_bind_text(s, 4, list, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(s, 5, quorum);
     sqlite3_bind_double(s, 6, started);
@@ -560,16 +578,13 @@ int fk_store_round_open(fk_store *st, int64_t job, int round, int attempt, const
 int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "UPDATE rounds SET closed = ?4, participants = ?5, dropouts = ?6, dropped = ?7, "
-                  "agg_seconds = ?8, loss = ?9, accuracy = ?10, error = ?11 "
-                  "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
-                  &s, err);
+    int rc = prep_round(st,
+                        "UPDATE rounds SET closed = ?4, participants = ?5, dropouts = ?6, "
+                        "dropped = ?7, agg_seconds = ?8, loss = ?9, accuracy = ?10, error = ?11 "
+                        "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
+                        r->job, r->round, r->attempt, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, r->job);
-    sqlite3_bind_int(s, 2, r->round);
-    sqlite3_bind_int(s, 3, r->attempt);
     sqlite3_bind_int(s, 4, r->closed);
     sqlite3_bind_int(s, 5, r->participants);
     sqlite3_bind_int(s, 6, r->dropouts);
@@ -616,12 +631,9 @@ int fk_store_round_get(fk_store *st, int64_t job, int round, int attempt, fk_sto
     char sql[512];
     snprintf(sql, sizeof sql, "%sWHERE job_id = ?1 AND round = ?2 AND attempt = ?3", round_cols);
     sqlite3_stmt *s;
-    int rc = prep(st, sql, &s, err);
+    int rc = prep_round(st, sql, job, round, attempt, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, job);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         rc = read_round(s, out) ? fk_err_set(err, FK_ENOMEM, "out of memory reading a round")
@@ -678,16 +690,12 @@ int fk_store_phase_open(fk_store *st, int64_t job, int round, int attempt, int p
                         double deadline, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "INSERT INTO phases (job_id, round, attempt, phase, deadline) "
-                  "VALUES (?1, ?2, ?3, ?4, ?5)",
-                  &s, err);
+    int rc = prep_phase(st,
+                        "INSERT INTO phases (job_id, round, attempt, phase, deadline) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5)",
+                        job, round, attempt, phase, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, job);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
-    sqlite3_bind_int(s, 4, phase);
     sqlite3_bind_double(s, 5, deadline);
     return run(st, s, "open phase", err);
 }
@@ -696,16 +704,12 @@ int fk_store_phase_get(fk_store *st, int64_t job, int round, int attempt, int ph
                        double *deadline, int *closed, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "SELECT deadline, closed FROM phases "
-                  "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4",
-                  &s, err);
+    int rc = prep_phase(st,
+                        "SELECT deadline, closed FROM phases "
+                        "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4",
+                        job, round, attempt, phase, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, job);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
-    sqlite3_bind_int(s, 4, phase);
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         *deadline = sqlite3_column_double(s, 0);
@@ -725,16 +729,12 @@ int fk_store_phase_close(fk_store *st, int64_t job, int round, int attempt, int 
                          int participants, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "UPDATE phases SET closed = 1, participants = ?5 "
-                  "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4",
-                  &s, err);
+    int rc = prep_phase(st,
+                        "UPDATE phases SET closed = 1, participants = ?5 "
+                        "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4",
+                        job, round, attempt, phase, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, job);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
-    sqlite3_bind_int(s, 4, phase);
     sqlite3_bind_int(s, 5, participants);
     return run(st, s, "close phase", err);
 }
@@ -805,17 +805,13 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
         return FK_OK;
     }
     sqlite3_stmt *s;
-    rc = prep(st,
-              "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
-              "n_samples, loss, accuracy, error, blob, received) "
-              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
-              &s, err);
+    rc = prep_phase(st,
+                    "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
+                    "n_samples, loss, accuracy, error, blob, received) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    u->job, u->round, u->attempt, u->phase, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, u->job);
-    sqlite3_bind_int(s, 2, u->round);
-    sqlite3_bind_int(s, 3, u->attempt);
-    sqlite3_bind_int(s, 4, u->phase);
     sqlite3_bind_int(s, 5, u->client);
     sqlite3_bind_text(s, 6, u->identity, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 7, u->idem, -1, SQLITE_TRANSIENT);
@@ -841,17 +837,14 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
                          fk_store_update_cb cb, void *ctx, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st,
-                  "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, received "
-                  "FROM updates WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
-                  "ORDER BY client",
-                  &s, err);
+    int rc = prep_phase(st,
+                        "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, "
+                        "received FROM updates "
+                        "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
+                        "ORDER BY client",
+                        job, round, attempt, phase, &s, err);
     if (rc)
         return rc;
-    sqlite3_bind_int64(s, 1, job);
-    sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_int(s, 3, attempt);
-    sqlite3_bind_int(s, 4, phase);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         fk_store_update u = {.job = job, .round = round, .attempt = attempt, .phase = phase};
         u.client = sqlite3_column_int(s, 0);

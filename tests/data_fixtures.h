@@ -83,4 +83,23 @@ static inline void fixture_close(fixture_dir *f)
     rmdir(f->dir);
 }
 
+/* cmocka setup/teardown: a fresh fixture_dir in *state for each test. */
+static inline int fixture_setup(void **state)
+{
+    fixture_dir *f = calloc(1, sizeof *f);
+    if (!f || fixture_open(f)) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static inline int fixture_teardown(void **state)
+{
+    fixture_close(*state);
+    free(*state);
+    return 0;
+}
+
 #endif

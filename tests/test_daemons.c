@@ -25,6 +25,7 @@
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
+#include "tests/bundle_assert.h"
 
 enum { K = 6 };
 
@@ -278,6 +279,14 @@ static void start_client(env *e, int c)
     e->clients[c] = spawn(argv, log);
 }
 
+/* The server on a free port and the K clients. */
+static void start_fleet(env *e)
+{
+    start_server(e, "127.0.0.1:0");
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+}
+
 static const char *job_text(const char *extra)
 {
     static char text[512];
@@ -367,24 +376,13 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     fk_params_close(&p);
 }
 
-static void assert_same(const fk_bundle *a, const fk_bundle *b)
-{
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, a->items[i].len);
-        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
-    }
-}
-
 static void check_against_sim(env *e, const char *id, const char *text)
 {
     fk_bundle daemon, sim;
     fetch_model(e, id, &daemon);
     sim_model(e, text, &sim);
     assert_true(daemon.count > 0);
-    assert_same(&daemon, &sim);
+    assert_bundles_equal(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
 }
@@ -392,9 +390,7 @@ static void check_against_sim(env *e, const char *id, const char *text)
 static void fedrf_tca_daemons_match_sim(void **state)
 {
     env *e = *state;
-    start_server(e, "127.0.0.1:0");
-    for (int c = 0; c < K; c++)
-        start_client(e, c);
+    start_fleet(e);
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
                        "classes = 2\ndeadline = 30\n";
@@ -406,9 +402,7 @@ static void fedrf_tca_daemons_match_sim(void **state)
 static void daemons_match_sim(void **state)
 {
     env *e = *state;
-    start_server(e, "127.0.0.1:0");
-    for (int c = 0; c < K; c++)
-        start_client(e, c);
+    start_fleet(e);
     const char *text = job_text("rounds = 12\ndeadline = 30\n");
     char id[32];
     submit(e, text, id, sizeof id);
@@ -460,9 +454,7 @@ static void server_kill9_resumes_to_same_model(void **state)
 static void killed_client_is_a_dropout(void **state)
 {
     env *e = *state;
-    start_server(e, "127.0.0.1:0");
-    for (int c = 0; c < K; c++)
-        start_client(e, c);
+    start_fleet(e);
     const char *text = job_text("rounds = 10\ndeadline = 1\nquorum = 0.8\n");
     char id[32];
     submit(e, text, id, sizeof id);

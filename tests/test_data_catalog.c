@@ -9,24 +9,6 @@
 #include "common/data/catalog.h"
 #include "tests/data_fixtures.h"
 
-static int setup(void **state)
-{
-    fixture_dir *f = calloc(1, sizeof *f);
-    if (!f || fixture_open(f)) {
-        free(f);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture_close(*state);
-    free(*state);
-    return 0;
-}
-
 static void office_preprocessing_and_labels(void **state)
 {
     fixture_dir *f = *state;
@@ -128,10 +110,10 @@ static void fashion_mnist_from_debian(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(office_preprocessing_and_labels, setup, teardown),
-        cmocka_unit_test_setup_teardown(pendigits_label_last, setup, teardown),
-        cmocka_unit_test_setup_teardown(parkinsons_regression, setup, teardown),
-        cmocka_unit_test_setup_teardown(unknown_and_missing, setup, teardown),
+        cmocka_unit_test_setup_teardown(office_preprocessing_and_labels, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(pendigits_label_last, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(parkinsons_regression, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(unknown_and_missing, fixture_setup, fixture_teardown),
         cmocka_unit_test(fashion_mnist_from_debian),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

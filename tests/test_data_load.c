@@ -10,24 +10,6 @@
 #include "common/data/load.h"
 #include "tests/data_fixtures.h"
 
-static int setup(void **state)
-{
-    fixture_dir *f = calloc(1, sizeof *f);
-    if (!f || fixture_open(f)) {
-        free(f);
-        return -1;
-    }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture_close(*state);
-    free(*state);
-    return 0;
-}
-
 /* Load must fail with code, and the single-line message must contain both needles. */
 static void expect_error(const char *path, const fk_load_opts *o, int code, const char *needle1,
                          const char *needle2)
@@ -522,19 +504,19 @@ static void formats_by_name(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(csv_label_first, setup, teardown),
-        cmocka_unit_test_setup_teardown(csv_label_last_header_crlf_gzip, setup, teardown),
-        cmocka_unit_test_setup_teardown(csv_unlabelled_and_long_rows, setup, teardown),
-        cmocka_unit_test_setup_teardown(csv_bad_input, setup, teardown),
-        cmocka_unit_test_setup_teardown(csv_truncated_gzip, setup, teardown),
-        cmocka_unit_test_setup_teardown(idx_images_and_labels, setup, teardown),
-        cmocka_unit_test_setup_teardown(idx_bad_input, setup, teardown),
-        cmocka_unit_test_setup_teardown(mat_variables, setup, teardown),
-        cmocka_unit_test_setup_teardown(mat_bad_input, setup, teardown),
-        cmocka_unit_test_setup_teardown(mat_cells_structs_sparse, setup, teardown),
-        cmocka_unit_test_setup_teardown(npy_arrays, setup, teardown),
-        cmocka_unit_test_setup_teardown(npy_bad_input, setup, teardown),
-        cmocka_unit_test_setup_teardown(libsvm_sparse_to_dense, setup, teardown),
+        cmocka_unit_test_setup_teardown(csv_label_first, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(csv_label_last_header_crlf_gzip, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(csv_unlabelled_and_long_rows, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(csv_bad_input, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(csv_truncated_gzip, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(idx_images_and_labels, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(idx_bad_input, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(mat_variables, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(mat_bad_input, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(mat_cells_structs_sparse, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(npy_arrays, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(npy_bad_input, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(libsvm_sparse_to_dense, fixture_setup, fixture_teardown),
         cmocka_unit_test(formats_by_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -19,6 +19,7 @@
 #include "common/methods/aggregate.h"
 #include "common/methods/sim.h"
 #include "server/engine.h"
+#include "tests/bundle_assert.h"
 
 enum { N_CLIENTS = 6, DIM = 3 };
 
@@ -315,15 +316,15 @@ static void sim_model(fed *f, const char *text, fk_bundle *model)
     fk_jobconf_close(&conf);
 }
 
-static void assert_same_bundle(const fk_bundle *a, const fk_bundle *b)
+/* The job's final model is bit-identical to the simulator's for the same config. */
+static void assert_model_is_sim(fed *f, int64_t id, const char *text)
 {
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, a->items[i].len);
-        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
-    }
+    fk_bundle daemon, sim;
+    model_of(f, id, &daemon);
+    sim_model(f, text, &sim);
+    assert_bundles_equal(&daemon, &sim);
+    fk_bundle_close(&daemon);
+    fk_bundle_close(&sim);
 }
 
 static int job_state(fed *f, int64_t id, fk_job_status *s)
@@ -342,12 +343,7 @@ static void check_same_as_sim(fed *f, const char *text)
     fk_job_status s;
     assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
     assert_int_equal(s.round, 5);
-    fk_bundle daemon, sim;
-    model_of(f, id, &daemon);
-    sim_model(f, text, &sim);
-    assert_same_bundle(&daemon, &sim);
-    fk_bundle_close(&daemon);
-    fk_bundle_close(&sim);
+    assert_model_is_sim(f, id, text);
 }
 
 static void one_phase_same_model_as_sim(void **state)
@@ -666,12 +662,7 @@ static void failed_batch_commit_changes_nothing(void **state)
     /* The clients resend (here: compute again) and the job ends as in the simulator. */
     run(f, 0, -1);
     assert_int_equal(job_state(f, id, &after), FK_JOB_DONE);
-    fk_bundle daemon, sim;
-    model_of(f, id, &daemon);
-    sim_model(f, text, &sim);
-    assert_same_bundle(&daemon, &sim);
-    fk_bundle_close(&daemon);
-    fk_bundle_close(&sim);
+    assert_model_is_sim(f, id, text);
     assert_int_equal(committed_count(f, id), 3 * N_CLIENTS);
 }
 
@@ -799,12 +790,7 @@ static void full_disk_at_round_close(void **state)
         assert_int_equal(fk_store_set_limit(f->st, 0, &err), FK_OK);
         run(f, 0, -1);
         assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
-        fk_bundle daemon, sim;
-        model_of(f, id, &daemon);
-        sim_model(f, text, &sim);
-        assert_same_bundle(&daemon, &sim);
-        fk_bundle_close(&daemon);
-        fk_bundle_close(&sim);
+        assert_model_is_sim(f, id, text);
         int count;
         assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
         assert_int_equal(count, 2 * N_CLIENTS);
@@ -904,7 +890,7 @@ static void crash_and_resume(fed *f, const char *text, int kill_after, long kill
     assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
     fk_bundle model;
     model_of(f, id, &model);
-    assert_same_bundle(&model, ref);
+    assert_bundles_equal(&model, ref);
     fk_bundle_close(&model);
     int updates;
     assert_int_equal(fk_store_update_count(f->st, id, &updates, &err), FK_OK);
@@ -919,7 +905,7 @@ static void check_crashes(fed *f, const char *text)
     int ref_updates, pushes;
     reference(f, text, &ref, &ref_updates, &pushes);
     sim_model(f, text, &sim);
-    assert_same_bundle(&ref, &sim);
+    assert_bundles_equal(&ref, &sim);
     fk_bundle_close(&sim);
     for (int k = 1; k < pushes; k += 2)
         crash_and_resume(f, text, k, 0, &ref, ref_updates);

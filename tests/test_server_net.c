@@ -289,6 +289,14 @@ static void close_server(net *t)
     fk_store_close(t->st);
 }
 
+static void assert_job_done(net *t)
+{
+    fk_job_status s;
+    fk_err err;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_DONE);
+}
+
 static void compare_with_sim(net *t, const char *text)
 {
     fk_jobconf conf;
@@ -327,10 +335,7 @@ static void federation_matches_sim(void **state)
     net *t = *state;
     const char *text = job("fedvar", "sampling = 0.66\n");
     run_job(t, text, 0x3f);
-    fk_job_status s;
-    fk_err err;
-    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
-    assert_int_equal(s.state, FK_JOB_DONE);
+    assert_job_done(t);
     compare_with_sim(t, text);
     /* Every planned update committed once (rounds x phases x planned); the
      * agents may stop before the last acknowledgement reaches them. */
@@ -340,6 +345,7 @@ static void federation_matches_sim(void **state)
     assert_int_equal(t->sstats.committed, 4 * 2 * 4);
     assert_true(acked <= t->sstats.committed && acked + N >= t->sstats.committed);
     int count;
+    fk_err err;
     assert_int_equal(fk_store_update_count(t->st, t->job, &count, &err), FK_OK);
     assert_int_equal(count, 4 * 2 * 4);
     close_server(t);
@@ -390,15 +396,13 @@ static void failed_group_commit_is_resent(void **state)
     const char *text = job("fedmean", "");
     t->fail_round = 2;
     run_job(t, text, 0x3f);
-    fk_job_status s;
-    fk_err err;
-    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
-    assert_int_equal(s.state, FK_JOB_DONE);
+    assert_job_done(t);
     compare_with_sim(t, text);
     assert_int_equal(t->sstats.batch_failures, 1);
     assert_true(t->sstats.batches >= 2);
     assert_int_equal(t->sstats.committed, 4 * N);
     int count;
+    fk_err err;
     assert_int_equal(fk_store_update_count(t->st, t->job, &count, &err), FK_OK);
     assert_int_equal(count, 4 * N);
     close_server(t);
@@ -413,10 +417,7 @@ static void client_off_the_allow_list_is_refused(void **state)
     const char *text = "method = fedmean\ndataset = synth\nclients = c0, c1, c2, c3\n"
                        "rounds = 2\ndeadline = 20\n";
     run_job(t, text, 0x3f); /* c4 and c5 try to join too */
-    fk_job_status s;
-    fk_err err;
-    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
-    assert_int_equal(s.state, FK_JOB_DONE);
+    assert_job_done(t);
     assert_true(t->sstats.refused >= 2);
     assert_int_equal(t->astats[4].joins, 0);
     assert_int_equal(t->astats[5].joins, 0);

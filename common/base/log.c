@@ -2,6 +2,9 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+
+static const char *const names[] = {"error", "warn", "info", "debug"};
 
 /* The one piece of process-wide mutable state: set once at start-up from the config. */
 static int log_level = FK_LOG_INFO;
@@ -16,9 +19,16 @@ int fk_log_level(void)
     return log_level;
 }
 
+int fk_log_level_from_name(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(name, names[i]))
+            return i;
+    return -1;
+}
+
 void fk_log(int level, const char *event, const char *fmt, ...)
 {
-    static const char *names[] = {"error", "warn", "info", "debug"};
     if (level > log_level)
         return;
     char body[1024];

@@ -297,3 +297,13 @@ const char *fk_params_unused(const fk_params *p)
             return p->items[i].key;
     return NULL;
 }
+
+void fk_param_docs_print(FILE *out, const fk_param_doc *docs, const char *prefix,
+                         const char *suffix)
+{
+    for (const fk_param_doc *d = docs; d->key; d++) {
+        char k[128];
+        snprintf(k, sizeof k, "%s%s%s", prefix ? prefix : "", d->key, suffix ? suffix : "");
+        fprintf(out, "  --%-24s %s\n", k, d->help);
+    }
+}

@@ -3,6 +3,7 @@
 #define FK_PARAMS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/base/err.h"
 
@@ -48,5 +49,16 @@ int fk_params_bool(const fk_params *p, const char *key, int dflt, int *out, fk_e
 
 /* First key never read by a getter, or NULL: reports typos in configs. */
 const char *fk_params_unused(const fk_params *p);
+
+/* One documented key for --help texts: "KEY ARG" and what it means. */
+typedef struct fk_param_doc {
+    const char *key;
+    const char *help;
+} fk_param_doc;
+
+/* Print "  --PREFIXKEYSUFFIX  help" for each entry of a NULL-terminated table
+ * (prefix and suffix may be NULL), keys in a column of 24. */
+void fk_param_docs_print(FILE *out, const fk_param_doc *docs, const char *prefix,
+                         const char *suffix);
 
 #endif

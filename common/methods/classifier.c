@@ -74,8 +74,12 @@ static void fwd_close(fwd *f)
         fk_mat_close(&f->act[l]);
 }
 
+/* Fails (before allocating anything) when X does not have the input width. */
 static int forward(const fk_mlp *net, const double *theta, const fk_mat *X, fwd *f, fk_err *err)
 {
+    if (X->cols != net->sizes[0])
+        return fk_err_set(err, FK_EINVAL, "classifier: input has %zu columns, network expects %zu",
+                          X->cols, net->sizes[0]);
     size_t b = X->rows;
     memset(f, 0, sizeof *f);
     f->n = net->n_layers;
@@ -122,9 +126,6 @@ int fk_mlp_loss_grad(const fk_mlp *net, const double *theta, const fk_mat *X, co
                      double *loss, double *gtheta, fk_mat *gX, fk_err *err)
 {
     size_t b = X->rows, C = net->sizes[net->n_layers];
-    if (X->cols != net->sizes[0])
-        return fk_err_set(err, FK_EINVAL, "classifier: input has %zu columns, network expects %zu",
-                          X->cols, net->sizes[0]);
     fwd f;
     int rc = forward(net, theta, X, &f, err);
     if (rc)
@@ -192,9 +193,6 @@ int fk_mlp_loss_grad(const fk_mlp *net, const double *theta, const fk_mat *X, co
 
 int fk_mlp_predict(const fk_mlp *net, const double *theta, const fk_mat *X, int *pred, fk_err *err)
 {
-    if (X->cols != net->sizes[0])
-        return fk_err_set(err, FK_EINVAL, "classifier: input has %zu columns, network expects %zu",
-                          X->cols, net->sizes[0]);
     fwd f;
     int rc = forward(net, theta, X, &f, err);
     if (rc)

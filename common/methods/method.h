@@ -38,6 +38,11 @@ typedef struct fk_update {
     fk_report report;
 } fk_update;
 
+/* Sample-weighted mean (weight n_samples, or 1 when not positive) of one report
+ * field, given as offsetof(fk_report, loss) etc., over the updates where it is not
+ * NaN; NaN when none is. */
+double fk_report_mean(const fk_update *ups, int n, size_t field);
+
 typedef struct fk_method {
     const char *name;    /* job type as written in job configs: "fedrf-tca", "fedgrem", ... */
     const char *summary; /* one line for --help */

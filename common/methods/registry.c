@@ -26,6 +26,20 @@ void fk_report_init(fk_report *r)
     r->error = NAN;
 }
 
+double fk_report_mean(const fk_update *ups, int n, size_t field)
+{
+    double sum = 0.0, w = 0.0;
+    for (int i = 0; i < n; i++) {
+        double v = *(const double *)((const char *)&ups[i].report + field);
+        double wi = ups[i].report.n_samples > 0 ? ups[i].report.n_samples : 1.0;
+        if (!isnan(v)) {
+            sum += wi * v;
+            w += wi;
+        }
+    }
+    return w > 0 ? sum / w : NAN;
+}
+
 const fk_method *fk_method_find(const char *name, fk_err *err)
 {
     char known[256] = "";

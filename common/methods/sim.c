@@ -21,27 +21,12 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Sample-weighted mean of one report field over the updates that define it. */
-static double weighted_mean(const fk_update *ups, int n, size_t field)
-{
-    double sum = 0.0, w = 0.0;
-    for (int i = 0; i < n; i++) {
-        double v = *(const double *)((const char *)&ups[i].report + field);
-        double wi = ups[i].report.n_samples > 0 ? ups[i].report.n_samples : 1.0;
-        if (!isnan(v)) {
-            sum += wi * v;
-            w += wi;
-        }
-    }
-    return w > 0 ? sum / w : NAN;
-}
-
 static void summarise(fk_sim_round *r, const fk_update *ups, int n)
 {
     r->participants = n;
-    r->loss = weighted_mean(ups, n, offsetof(fk_report, loss));
-    r->accuracy = weighted_mean(ups, n, offsetof(fk_report, accuracy));
-    r->error = weighted_mean(ups, n, offsetof(fk_report, error));
+    r->loss = fk_report_mean(ups, n, offsetof(fk_report, loss));
+    r->accuracy = fk_report_mean(ups, n, offsetof(fk_report, accuracy));
+    r->error = fk_report_mean(ups, n, offsetof(fk_report, error));
 }
 
 typedef struct sim {

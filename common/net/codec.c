@@ -286,15 +286,38 @@ static int tx_prepare(const fk_codec_tx *tx, tx_ctx *ctx, fk_err *err)
     return ctx->b ? bundle_check(ctx->b, ctx->dtype, err) : FK_OK;
 }
 
-int fk_codec_bundle_size(const fk_bundle *b, int dtype, size_t *len, fk_err *err)
+/* Encode a message whose payload is a bundle or a chunk (the one tx gives). */
+static int encode_payload(const pb_msgdesc_t *fields, const void *msg, fedkern_v1_Bundle *pb,
+                          bool *has_bundle, fedkern_v1_Chunk *pc, bool *has_chunk,
+                          const fk_codec_tx *tx, int framed, uint8_t **buf, size_t *len,
+                          fk_err *err)
 {
-    int rc = bundle_check(b, dtype, err);
+    tx_ctx ctx;
+    int rc = tx_prepare(tx, &ctx, err);
     if (rc != FK_OK)
         return rc;
-    tx_ctx ctx = {b, dtype, NULL, 0};
-    fedkern_v1_Bundle pb = fedkern_v1_Bundle_init_zero;
-    pb.tensors.funcs.encode = enc_tensors;
-    pb.tensors.arg = &ctx;
+    bind_tx(pb, has_bundle, pc, has_chunk, &ctx);
+    return fk_codec_encode(fields, msg, framed, buf, len, err);
+}
+
+/* Check b and bind it (as dtype, through ctx) to a fresh Bundle message. */
+static int bundle_bind(const fk_bundle *b, int dtype, tx_ctx *ctx, fedkern_v1_Bundle *pb,
+                       fk_err *err)
+{
+    *ctx = (tx_ctx){b, dtype, NULL, 0};
+    *pb = (fedkern_v1_Bundle)fedkern_v1_Bundle_init_zero;
+    pb->tensors.funcs.encode = enc_tensors;
+    pb->tensors.arg = ctx;
+    return bundle_check(b, dtype, err);
+}
+
+int fk_codec_bundle_size(const fk_bundle *b, int dtype, size_t *len, fk_err *err)
+{
+    tx_ctx ctx;
+    fedkern_v1_Bundle pb;
+    int rc = bundle_bind(b, dtype, &ctx, &pb, err);
+    if (rc != FK_OK)
+        return rc;
     if (!pb_get_encoded_size(len, fedkern_v1_Bundle_fields, &pb))
         return fk_err_set(err, FK_EINVAL, "bundle encode: cannot size the bundle");
     return FK_OK;
@@ -305,28 +328,24 @@ int fk_codec_bundle_encode_as(const fk_bundle *b, int dtype, uint8_t **buf, size
 {
     *buf = NULL;
     *len = 0;
-    int rc = bundle_check(b, dtype, err);
+    tx_ctx ctx;
+    fedkern_v1_Bundle pb;
+    int rc = bundle_bind(b, dtype, &ctx, &pb, err);
     if (rc != FK_OK)
         return rc;
-    tx_ctx ctx = {b, dtype, NULL, 0};
-    fedkern_v1_Bundle pb = fedkern_v1_Bundle_init_zero;
-    pb.tensors.funcs.encode = enc_tensors;
-    pb.tensors.arg = &ctx;
     return fk_codec_encode(fedkern_v1_Bundle_fields, &pb, 0, buf, len, err);
 }
 
 int fk_codec_bundle_stream(const fk_bundle *b, int dtype, uint64_t keep_off, uint64_t keep_len,
                            fk_codec_sink sink, void *ctx, fk_err *err)
 {
-    int rc = bundle_check(b, dtype, err);
+    tx_ctx tx;
+    fedkern_v1_Bundle pb;
+    int rc = bundle_bind(b, dtype, &tx, &pb, err);
     if (rc != FK_OK)
         return rc;
     sink_state st = {sink, ctx, 0, keep_off,
                      keep_len > UINT64_MAX - keep_off ? UINT64_MAX : keep_off + keep_len, FK_OK};
-    tx_ctx tx = {b, dtype, NULL, 0};
-    fedkern_v1_Bundle pb = fedkern_v1_Bundle_init_zero;
-    pb.tensors.funcs.encode = enc_tensors;
-    pb.tensors.arg = &tx;
     pb_ostream_t os = {sink_write, &st, SIZE_MAX, 0, NULL};
     if (!pb_encode(&os, fedkern_v1_Bundle_fields, &pb)) {
         if (st.rc != FK_OK)
@@ -379,6 +398,15 @@ static bool read_values(pb_istream_t *s, double *dst, size_t count, int dtype)
     return true;
 }
 
+/* Add pt's tensor (name and shape) to rx's bundle; NULL when out of memory. */
+static double *add_tensor(rx_ctx *rx, const fedkern_v1_Tensor *pt)
+{
+    uint64_t shape[FK_TENSOR_MAX_DIMS];
+    for (pb_size_t d = 0; d < pt->shape_count; d++)
+        shape[d] = pt->shape[d];
+    return fk_bundle_add(rx->b, pt->name, pt->shape_count, shape);
+}
+
 /* Checks common to tensors with and without data; returns the value count. */
 static bool tensor_header_ok(rx_ctx *rx, const fedkern_v1_Tensor *pt, size_t *count)
 {
@@ -413,10 +441,7 @@ static bool dec_tensor_data(pb_istream_t *s, const pb_field_t *f, void **arg)
         return rx_fail(rx, FK_EFORMAT,
                        "tensor '%s': %zu data bytes but shape x dtype needs %zu values of %zu bytes",
                        pt->name, s->bytes_left, count, es);
-    uint64_t shape[FK_TENSOR_MAX_DIMS];
-    for (pb_size_t d = 0; d < pt->shape_count; d++)
-        shape[d] = pt->shape[d];
-    double *dst = fk_bundle_add(rx->b, pt->name, pt->shape_count, shape);
+    double *dst = add_tensor(rx, pt);
     if (!dst)
         return rx_fail(rx, FK_ENOMEM, "tensor '%s': out of memory for %zu values", pt->name,
                        count);
@@ -455,10 +480,7 @@ static bool dec_tensors(pb_istream_t *s, const pb_field_t *f, void **arg)
         if (count != 0)
             return rx_fail(rx, FK_EFORMAT, "tensor '%s': %zu values expected but no data",
                            pt.name, count);
-        uint64_t shape[FK_TENSOR_MAX_DIMS];
-        for (pb_size_t d = 0; d < pt.shape_count; d++)
-            shape[d] = pt.shape[d];
-        if (!fk_bundle_add(rx->b, pt.name, pt.shape_count, shape))
+        if (!add_tensor(rx, &pt))
             return rx_fail(rx, FK_ENOMEM, "tensor '%s': out of memory", pt.name);
     }
     rx->tensors++;
@@ -588,12 +610,8 @@ static int decode_payload(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bund
 int fk_codec_encode_pull_task_response(fedkern_v1_PullTaskResponse *msg, const fk_codec_tx *tx,
                                        int framed, uint8_t **buf, size_t *len, fk_err *err)
 {
-    tx_ctx ctx;
-    int rc = tx_prepare(tx, &ctx, err);
-    if (rc != FK_OK)
-        return rc;
-    bind_tx(&msg->bundle, &msg->has_bundle, &msg->chunk, &msg->has_chunk, &ctx);
-    return fk_codec_encode(fedkern_v1_PullTaskResponse_fields, msg, framed, buf, len, err);
+    return encode_payload(fedkern_v1_PullTaskResponse_fields, msg, &msg->bundle, &msg->has_bundle, &msg->chunk,
+                          &msg->has_chunk, tx, framed, buf, len, err);
 }
 
 int fk_codec_decode_pull_task_response(const uint8_t *buf, size_t len,
@@ -608,12 +626,8 @@ int fk_codec_decode_pull_task_response(const uint8_t *buf, size_t len,
 int fk_codec_encode_push_update_request(fedkern_v1_PushUpdateRequest *msg, const fk_codec_tx *tx,
                                         int framed, uint8_t **buf, size_t *len, fk_err *err)
 {
-    tx_ctx ctx;
-    int rc = tx_prepare(tx, &ctx, err);
-    if (rc != FK_OK)
-        return rc;
-    bind_tx(&msg->bundle, &msg->has_bundle, &msg->chunk, &msg->has_chunk, &ctx);
-    return fk_codec_encode(fedkern_v1_PushUpdateRequest_fields, msg, framed, buf, len, err);
+    return encode_payload(fedkern_v1_PushUpdateRequest_fields, msg, &msg->bundle, &msg->has_bundle, &msg->chunk,
+                          &msg->has_chunk, tx, framed, buf, len, err);
 }
 
 int fk_codec_decode_push_update_request(const uint8_t *buf, size_t len,
@@ -629,12 +643,8 @@ int fk_codec_decode_push_update_request(const uint8_t *buf, size_t len,
 int fk_codec_encode_job_result_response(fedkern_v1_JobResultResponse *msg, const fk_codec_tx *tx,
                                         int framed, uint8_t **buf, size_t *len, fk_err *err)
 {
-    tx_ctx ctx;
-    int rc = tx_prepare(tx, &ctx, err);
-    if (rc != FK_OK)
-        return rc;
-    bind_tx(&msg->model, &msg->has_model, &msg->chunk, &msg->has_chunk, &ctx);
-    return fk_codec_encode(fedkern_v1_JobResultResponse_fields, msg, framed, buf, len, err);
+    return encode_payload(fedkern_v1_JobResultResponse_fields, msg, &msg->model, &msg->has_model, &msg->chunk,
+                          &msg->has_chunk, tx, framed, buf, len, err);
 }
 
 int fk_codec_decode_job_result_response(const uint8_t *buf, size_t len,

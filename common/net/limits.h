@@ -20,11 +20,8 @@ typedef struct fk_net_limits {
     uint64_t keepalive_timeout_ms; /* close when a PING is not answered in time */
 } fk_net_limits;
 
-/* One documented key of the limits table, for --help texts. */
-typedef struct fk_net_limit_doc {
-    const char *key;
-    const char *help;
-} fk_net_limit_doc;
+/* One documented key of the limits table, for --help texts (fk_param_docs_print). */
+typedef fk_param_doc fk_net_limit_doc;
 
 void fk_net_limits_default(fk_net_limits *l);
 

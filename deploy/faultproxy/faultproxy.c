@@ -585,11 +585,7 @@ static int configure(proxy *px, fk_params *p, const char **listen, double *max_s
     if (!rc)
         rc = fk_params_double(p, "max-seconds", 0, 0, 86400 * 365, max_s, err);
     const char *level = fk_params_str(p, "log-level", "info");
-    static const char *levels[] = {"error", "warn", "info", "debug"};
-    int lv = -1;
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(level, levels[i]))
-            lv = i;
+    int lv = fk_log_level_from_name(level);
     if (!rc && lv < 0)
         rc = fk_err_set(err, FK_EINVAL, "--log-level '%s': use error, warn, info or debug", level);
     if (!rc)

@@ -2,18 +2,16 @@
  * (server/jobconf.c), and the task ids clients send back (server/service.c). */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "server/jobconf.h"
 #include "server/service.h"
+#include "tests/fuzz/fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     fk_jobconf c;
     fk_err err;
     if (fk_jobconf_parse(&c, text, "fuzz", &err) == FK_OK) {

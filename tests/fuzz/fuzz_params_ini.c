@@ -1,17 +1,15 @@
 /* Fuzz target: the INI parser behind config files and job files. */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common/base/params.h"
+#include "tests/fuzz/fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     fk_params p;
     fk_err err;
     fk_params_init(&p);

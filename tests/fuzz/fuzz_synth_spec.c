@@ -1,17 +1,15 @@
 /* Fuzz target: synthetic data-set specs (the data.NAME values of a client config). */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "common/data/synth_spec.h"
+#include "tests/fuzz/fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (!text)
         return 0;
-    memcpy(text, data, size);
-    text[size] = '\0';
     fk_synth_spec s;
     fk_err err;
     /* parse only: generation of a valid spec is bounded by its limits, not worth fuzzing */

@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 
+import opscheck
+
 failures = []
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
@@ -242,11 +244,8 @@ def main():
                       "certificate revoked" in text and "event=joined" not in text, text[-800:])
         finally:
             srv.stop()
-        for name in sorted(os.listdir(tmp)):  # the ASan+UBSan build reports into the daemons' logs
-            if name.endswith(".log"):
-                text = open(os.path.join(tmp, name)).read()
-                bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in text]
-                check("no sanitizer report in " + name, not bad, bad)
+        for name, bad in opscheck.log_reports(tmp):  # the ASan+UBSan build reports into the daemons' logs
+            check("no sanitizer report in " + name, not bad, bad)
         if failures:
             for tag in ("a", "b"):
                 p = os.path.join(tmp, "server-%s.log" % tag)

@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+import opscheck
+
 failures = []
 
 
@@ -124,10 +126,7 @@ def main():
         finally:
             rc = stop(srv)
         check("fedkern-server exits 0 at SIGTERM", rc == 0, open(slog).read()[-800:])
-        for name in ("server.log", "client.log"):
-            p = os.path.join(tmp, name)
-            text = open(p).read() if os.path.exists(p) else ""
-            bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in text]
+        for name, bad in opscheck.log_reports(tmp, ("server.log", "client.log")):
             check("no sanitizer report in " + name, not bad, bad)
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0

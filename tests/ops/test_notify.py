@@ -15,6 +15,8 @@ import tempfile
 import threading
 import time
 
+import opscheck
+
 WATCHDOG_USEC = 300000
 STALL_MS = 1500
 failures = []
@@ -185,11 +187,8 @@ def main():
         out, _ = p.communicate(timeout=20)
         check("unreachable NOTIFY_SOCKET: one notify_failed line, exit 0",
               p.returncode == 0 and out.count("event=notify_failed") == 1, out[-800:])
-        for name in sorted(os.listdir(tmp)):  # the ASan+UBSan build reports into the daemons' logs
-            if name.endswith(".log"):
-                text = open(os.path.join(tmp, name)).read()
-                bad = [m for m in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:") if m in text]
-                check("no sanitizer report in " + name, not bad, bad)
+        for name, bad in opscheck.log_reports(tmp):  # the ASan+UBSan build reports into the daemons' logs
+            check("no sanitizer report in " + name, not bad, bad)
         if failures:
             for name in ("server.log", "client.log"):
                 print("---- " + name)

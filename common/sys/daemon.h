@@ -1,0 +1,34 @@
+/* What fedkern-server and fedkern-client share around their own work: the command
+ * line (--help, --version, --config FILE with flags over it) and the SIGTERM/SIGINT
+ * pair that starts an orderly stop. */
+#ifndef FK_SYS_DAEMON_H
+#define FK_SYS_DAEMON_H
+
+#include <stdio.h>
+#include <uv.h>
+
+#include "common/base/params.h"
+
+/* --help and --version: the last lines of every daemon's option list. */
+extern const fk_param_doc fk_daemon_std_docs[];
+
+/* The whole main() of a daemon around run(): --help/-h or --version anywhere in argv
+ * answer at once (usage(stdout), "PROG VERSION"); otherwise SIGPIPE is ignored, the
+ * flags are parsed, --config FILE is read and the flags override its keys, and run()
+ * gets the result. Returns the exit code: run()'s, 1 for a bad flag or config file,
+ * 2 for a positional argument. */
+int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *out),
+                   int (*run)(fk_params *p));
+
+/* SIGTERM and SIGINT on one loop, both calling cb with the handle's data = data. */
+typedef struct fk_stop_signals {
+    uv_signal_t term, intr;
+} fk_stop_signals;
+
+void fk_stop_signals_start(fk_stop_signals *s, uv_loop_t *loop, uv_signal_cb cb, void *data);
+/* Ignore further signals (the stop is under way). */
+void fk_stop_signals_stop(fk_stop_signals *s);
+/* Release both handles (after fk_stop_signals_start). */
+void fk_stop_signals_close(fk_stop_signals *s);
+
+#endif
