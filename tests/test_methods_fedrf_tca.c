@@ -542,6 +542,265 @@ static void voting_with_one_source_is_its_classifier(void **state)
     close_data(ds, 2);
 }
 
+/* One round driven by hand (as the simulator does) with everything that passes
+ * between server and clients recorded: payload values (statistics, W, C), scalar
+ * control values, the W and C uploads, and each client's parameters before the
+ * round and after its local step (phase 1), i.e. before any averaging. */
+typedef struct probe {
+    size_t payload, control, wm, pc;
+    unsigned char inA[NC], inW[NC], inC[NC];
+    int s_seen, c_up, c_down, nw, nc;
+    double before[NC][2048], pre[NC][2048], wsum[2048], csum[2048];
+} probe;
+
+static int is_payload(const char *name)
+{
+    return !strcmp(name, "s") || !strcmp(name, "s_peer") || !strcmp(name, "s_src") ||
+           !strcmp(name, "W") || !strcmp(name, "C");
+}
+
+static void tally(probe *pr, const fk_bundle *b, size_t D)
+{
+    for (size_t t = 0; t < b->count; t++) {
+        const fk_tensor *x = &b->items[t];
+        if (!is_payload(x->name)) {
+            assert_int_equal(x->len, 1); /* only flags pass besides messages: never Omega or data */
+            pr->control++;
+            continue;
+        }
+        pr->payload += x->len;
+        if (x->name[0] == 's') {
+            pr->s_seen = 1;
+            assert_int_equal(x->shape[x->ndim - 1], D); /* statistics have length 2N */
+        }
+    }
+}
+
+static double *cli_par(const fed *f, int i)
+{
+    return ((fk_fedrf_client *)f->cli[i])->par;
+}
+
+static void probe_round(fed *f, uint64_t seed, int round, probe *pr)
+{
+    const fk_fedrf_client *c0 = f->cli[0];
+    const fk_fedrf_server *srv = f->srv;
+    size_t P = c0->WM + c0->PC;
+    assert_true(P <= 2048);
+    memset(pr, 0, sizeof *pr);
+    pr->wm = c0->WM;
+    pr->pc = c0->PC;
+    for (int i = 0; i < NC; i++)
+        memcpy(pr->before[i], cli_par(f, i), P * sizeof(double));
+    fk_err err;
+    fk_rng rng;
+    int chosen[NC], n = 0, done = 0;
+    fk_sim_plan_rng(&rng, seed, round);
+    assert_int_equal(f->m->plan(f->srv, round, &rng, chosen, &n, &err), FK_OK);
+    memcpy(pr->inA, srv->inA, NC);
+    memcpy(pr->inW, srv->inW, NC);
+    memcpy(pr->inC, srv->inC, NC);
+    fk_update ups[NC];
+    fk_bundle task;
+    fk_bundle_init(&task);
+    for (int k = 0; k < NC; k++)
+        fk_bundle_init(&ups[k].msg);
+    for (int phase = 0; !done; phase++) {
+        assert_true(phase < 8);
+        for (int k = 0; k < n; k++) {
+            fk_bundle_clear(&task);
+            fk_bundle_clear(&ups[k].msg);
+            fk_report_init(&ups[k].report);
+            ups[k].client = chosen[k];
+            assert_int_equal(f->m->task(f->srv, round, phase, chosen[k], &task, &err), FK_OK);
+            tally(pr, &task, c0->D);
+            pr->c_down += fk_bundle_get(&task, "C") != NULL;
+            assert_int_equal(f->m->local_step(f->cli[chosen[k]], &task, &ups[k].msg,
+                                              &ups[k].report, &err), FK_OK);
+            tally(pr, &ups[k].msg, c0->D);
+            const fk_tensor *W = fk_bundle_get(&ups[k].msg, "W"),
+                            *C = fk_bundle_get(&ups[k].msg, "C");
+            if (W) {
+                for (size_t j = 0; j < pr->wm; j++)
+                    pr->wsum[j] += W->data[j];
+                pr->nw++;
+            }
+            if (C) {
+                for (size_t j = 0; j < pr->pc; j++)
+                    pr->csum[j] += C->data[j];
+                pr->nc++;
+                pr->c_up++;
+            }
+            if (phase == 1)
+                memcpy(pr->pre[chosen[k]], cli_par(f, chosen[k]), P * sizeof(double));
+        }
+        assert_int_equal(f->m->aggregate(f->srv, round, phase, ups, n, &done, &err), FK_OK);
+    }
+    for (int k = 0; k < NC; k++)
+        fk_bundle_close(&ups[k].msg);
+    fk_bundle_close(&task);
+}
+
+static int count_sources(const unsigned char *f)
+{
+    int k = 0;
+    for (int i = 0; i < K; i++)
+        k += f[i];
+    return k;
+}
+
+/* |a - sum/k| elementwise; the server averages in double, in client order. */
+static void is_average(const double *a, const double *sum, int k, size_t len)
+{
+    for (size_t j = 0; j < len; j++)
+        assert_true(fabs(a[j] - sum[j] / k) <= 1e-14); /* values are O(1): rounding only */
+}
+
+/* T15: after a round W_T and W_i (i in S_t) are bitwise equal to the plain
+ * average, clients outside S_t keep their own W; classifiers change (by
+ * averaging) only when t mod T_C = 0 and S_t is not empty; an empty S_t
+ * exchanges and averages nothing. */
+static void aggregation_follows_the_round_rules(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 11);
+    fk_params p;
+    base_params(&p, "1000"); /* far past the rounds run: no final collection round */
+    fk_params_set(&p, "tc", "3");
+    fed f;
+    fed_open(&f, &p, ds, 21);
+    static probe pr;
+    int empty = 0, c_rounds = 0, w_rounds = 0;
+    for (int round = 1; round <= 24; round++) {
+        probe_round(&f, 21, round, &pr);
+        int s = count_sources(pr.inA), tc_round = round % 3 == 0 && s > 0;
+        size_t wm = pr.wm, pc = pr.pc;
+        const double *T = cli_par(&f, K);
+        assert_memory_equal(pr.inA, pr.inW, NC); /* drop setting I: W and C from S_t */
+        assert_memory_equal(pr.inA, pr.inC, NC);
+        /* classifiers travel only in T_C rounds with someone in S_t */
+        assert_int_equal(pr.c_up, tc_round ? s : 0);
+        assert_int_equal(pr.c_down, tc_round ? s + 1 : 0);
+        /* the target's classifier is not trained locally: it moves only by averaging */
+        assert_memory_equal(pr.pre[K] + wm, pr.before[K] + wm, pc * sizeof(double));
+        if (tc_round)
+            is_average(T + wm, pr.csum, s, pc);
+        else
+            assert_memory_equal(T + wm, pr.before[K] + wm, pc * sizeof(double));
+        if (s > 0)
+            is_average(T, pr.wsum, s + 1, wm); /* W_T and the W_i of S_t, plain average */
+        else
+            assert_memory_equal(T, pr.before[K], (wm + pc) * sizeof(double));
+        for (int i = 0; i < K; i++) {
+            const double *Pi = cli_par(&f, i);
+            assert_memory_equal(Pi, pr.inA[i] ? T : pr.pre[i], wm * sizeof(double));
+            assert_memory_equal(Pi + wm, tc_round && pr.inA[i] ? T + wm : pr.pre[i] + wm,
+                                pc * sizeof(double));
+        }
+        if (s == 0) {
+            assert_int_equal(pr.payload, 0); /* nothing exchanged */
+            assert_int_equal(pr.s_seen, 0);
+        }
+        empty += s == 0;
+        c_rounds += tc_round;
+        w_rounds += s > 0;
+    }
+    /* the seeds give every kind of round (fixed plan: deterministic) */
+    assert_true(empty >= 1 && c_rounds >= 2 && w_rounds >= 10);
+    fed_close(&f);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* T15: with lambda = 0 (the "without Sigma l" baseline) no statistics pass and
+ * the target's W_T changes only by averaging. */
+static void lambda_zero_moves_target_w_only_by_averaging(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 12);
+    fk_params p;
+    base_params(&p, "1000");
+    fk_params_set(&p, "lambda", "0");
+    fed f;
+    fed_open(&f, &p, ds, 22);
+    static probe pr;
+    int averaged = 0, kept = 0;
+    for (int round = 1; round <= 16; round++) {
+        probe_round(&f, 22, round, &pr);
+        int s = count_sources(pr.inA);
+        const double *T = cli_par(&f, K);
+        assert_int_equal(pr.s_seen, 0);
+        /* no local step on the target */
+        assert_memory_equal(pr.pre[K], pr.before[K], pr.wm * sizeof(double));
+        if (s > 0) {
+            assert_int_equal(pr.nw, s + 1);
+            is_average(T, pr.wsum, s + 1, pr.wm);
+            averaged++;
+        } else {
+            assert_memory_equal(T, pr.before[K], pr.wm * sizeof(double));
+            kept++;
+        }
+    }
+    assert_true(averaged >= 5 && kept >= 1);
+    fed_close(&f);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+static void record_bytes(const fk_sim_round *r, void *ctx)
+{
+    ((uint64_t *)ctx)[r->round] = r->bytes;
+}
+
+/* T14: the per-round count of §2.4 equals the values that actually pass
+ * (statistics relayed by the server), and the simulator's byte counter is
+ * exactly 8 bytes per value that passed, messages and control flags. */
+static void round_count_matches_the_channel(void **state)
+{
+    (void)state;
+    const char *settings[2] = {"I", "III"};
+    enum { R = 12 };
+    for (int st = 0; st < 2; st++) {
+        fk_dataset ds[NC];
+        make_data(ds, 13);
+        fk_params p;
+        base_params(&p, "1000");
+        fk_params_set(&p, "drop_setting", settings[st]);
+        size_t N = 50, m = 8;
+        fed f;
+        fed_open(&f, &p, ds, 23);
+        static probe pr;
+        size_t expect[R + 1];
+        int seen_c = 0, seen_empty = 0;
+        for (int round = 1; round <= R; round++) {
+            probe_round(&f, 23, round, &pr);
+            int s = count_sources(pr.inA), w = count_sources(pr.inW);
+            int c = round % 2 == 0 ? count_sources(pr.inC) : 0; /* tc = 2 */
+            fk_fedrf_round_values v;
+            fk_fedrf_round_count(N, m, pr.pc, s, w, c, &v);
+            assert_int_equal(pr.payload, v.relayed);
+            if (st == 0 && s > 0) /* the spec's formula, setting I (w = c = s) */
+                assert_int_equal(v.direct, 4 * s * N + 2 * (s + 1) * 2 * N * m +
+                                               (round % 2 == 0 ? (2 * s + 1) * pr.pc : 0));
+            expect[round] = 8 * (pr.payload + pr.control);
+            seen_c += c > 0;
+            seen_empty += s == 0;
+        }
+        assert_true(seen_c >= 1 && seen_empty >= 1);
+        fed_close(&f);
+        uint64_t bytes[R + 1] = {0};
+        fk_sim_opts o = {.rounds = R, .seed = 23, .progress = record_bytes, .ctx = bytes};
+        fk_err err;
+        assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, NULL, NULL, &err), FK_OK);
+        for (int round = 1; round <= R; round++)
+            assert_int_equal(bytes[round], expect[round]);
+        fk_params_close(&p);
+        close_data(ds, NC);
+    }
+}
+
 static int init_error(const fk_params *p, const fk_dataset *d, int idx, const char *needle)
 {
     void *cli = NULL;
@@ -621,6 +880,9 @@ int main(void)
         cmocka_unit_test(ordered_voting_sim),
         cmocka_unit_test(common_init_gives_one_start),
         cmocka_unit_test(voting_with_one_source_is_its_classifier),
+        cmocka_unit_test(aggregation_follows_the_round_rules),
+        cmocka_unit_test(lambda_zero_moves_target_w_only_by_averaging),
+        cmocka_unit_test(round_count_matches_the_channel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,19 @@ typedef struct fk_fedrf_counts {
 void fk_fedrf_message_params(size_t N, size_t m, const size_t *hidden, int n_hidden,
                              size_t classes, fk_fedrf_counts *out);
 
+/* Values exchanged in one round (spec §2.4) when s sources send Sigma l, w sources
+ * send W and c sources send their classifier (c = 0 in rounds that average no
+ * classifier); an empty set exchanges nothing. direct is the spec's count with
+ * statistics passed peer to peer, 4sN + 2(w+1)2Nm + (2c+1)P_C; relayed adds what
+ * the server relay costs on top, the uploads of the s + 1 statistics (2N each). */
+typedef struct fk_fedrf_round_values {
+    size_t direct;
+    size_t relayed;
+} fk_fedrf_round_values;
+
+void fk_fedrf_round_count(size_t N, size_t m, size_t p_c, int s, int w, int c,
+                          fk_fedrf_round_values *out);
+
 /* Sizes of the sets of round `round` as the server's plan draws them from
  * plan_rng (fk_sim_plan_rng): |S_t|, the W senders and the classifier senders. */
 int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *plan_rng, int *n_a,

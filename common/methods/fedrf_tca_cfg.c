@@ -105,3 +105,14 @@ void fk_fedrf_message_params(size_t N, size_t m, const size_t *hidden, int n_hid
     out->total_paper = out->model + N;
     out->total_sent = out->model + 2 * N;
 }
+
+void fk_fedrf_round_count(size_t N, size_t m, size_t p_c, int s, int w, int c,
+                          fk_fedrf_round_values *out)
+{
+    size_t S = s > 0 ? (size_t)s : 0, Wn = w > 0 ? (size_t)w : 0, Cn = c > 0 ? (size_t)c : 0;
+    size_t stats = 4 * S * N;
+    size_t wrf = Wn ? 2 * (Wn + 1) * 2 * N * m : 0;
+    size_t cls = Cn ? (2 * Cn + 1) * p_c : 0;
+    out->direct = stats + wrf + cls;
+    out->relayed = out->direct + (S ? (S + 1) * 2 * N : 0);
+}

@@ -212,9 +212,12 @@ int fk_fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, f
     int tgt = (int)s->c.target, rc = fk_fedrf_put_scalar(out, "phase", phase, err);
     if (rc)
         return rc;
-    if (phase == 0)
-        return fk_fedrf_put_scalar(out, "mmd", c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c],
-                                   err);
+    if (phase == 0) {
+        /* lambda = 0 is the "without Sigma l" baseline (spec §2.8, T15): no statistics at all,
+         * so the target never steps and its W changes only by averaging. */
+        int mmd = s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
+        return fk_fedrf_put_scalar(out, "mmd", mmd, err);
+    }
     if (phase == 1) {
         if (c != tgt) {
             if (s->inA[c] && s->has_s[tgt] &&
