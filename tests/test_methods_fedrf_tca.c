@@ -287,26 +287,39 @@ static void full_participation_synchronises_w(void **state)
     close_data(ds, NC);
 }
 
+/* T15: |S_t| uniform on {0..K} (chi-square over 10^5 draws), each source in S_t
+ * with probability 1/2, and the Table III sets nested element by element. */
 static void subsets_are_uniform_and_nested(void **state)
 {
     (void)state;
     fk_params p;
     base_params(&p, "6");
     fk_params_set(&p, "drop_setting", "III");
-    int count[K + 1] = {0}, draws = 8000;
+    fk_fedrf_cfg cfg;
     fk_err err;
+    assert_int_equal(fk_fedrf_parse_cfg(&p, NC, &cfg, &err), FK_OK);
+    int count[K + 1] = {0}, member[K] = {0}, draws = 100000;
     for (int r = 1; r <= draws; r++) {
         fk_rng rng;
-        int a, w, c;
+        unsigned char f[3 * NC];
         fk_sim_plan_rng(&rng, 3, r);
-        assert_int_equal(fk_fedrf_round_sets(&p, NC, r, &rng, &a, &w, &c, &err), FK_OK);
-        assert_true(c <= w && w <= a && a <= K);
+        fk_fedrf_draw_sets(&cfg, NC, r, &rng, f, f + NC, f + 2 * NC);
+        int a = 0;
+        for (int i = 0; i < NC; i++) {
+            assert_true(f[2 * NC + i] <= f[NC + i] && f[NC + i] <= f[i]); /* C in B in A */
+            a += f[i];
+            if (i < K)
+                member[i] += f[i];
+        }
+        assert_int_equal(f[K], 0); /* the target is never in S_t */
         count[a]++;
     }
     double chi = 0, e = (double)draws / (K + 1);
     for (int k = 0; k <= K; k++)
         chi += (count[k] - e) * (count[k] - e) / e;
     assert_true(chi < 16.27); /* chi-square, 3 dof, p = 0.001 */
+    for (int i = 0; i < K; i++) /* P(i in S_t) = E|S_t| / K = 1/2; sd of the rate 0.0016 */
+        assert_true(fabs((double)member[i] / draws - 0.5) < 0.01);
     fk_params_close(&p);
 }
 
