@@ -555,6 +555,52 @@ static void voting_with_one_source_is_its_classifier(void **state)
     close_data(ds, 2);
 }
 
+/* T15: hard voting is a majority with ties to the smallest class. Softmax
+ * classifiers (hidden = none: weights m x C, then C biases) with zero weights
+ * and one positive bias always predict that class, so the vote's accuracy is
+ * the share of target labels equal to the winning class. */
+static void voting_majority_ties_to_smallest_class(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 9);
+    /* target labels with class counts 10, 15, 20, 25, 30: every class scores differently */
+    for (size_t i = 0; i < ds[K].X.rows; i++)
+        ds[K].y[i] = i < 10 ? 0 : i < 25 ? 1 : i < 45 ? 2 : i < 70 ? 3 : 4;
+    fk_params p;
+    base_params(&p, "3");
+    fk_params_set(&p, "hidden", "none");
+    void *cli;
+    fk_err err;
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[K], K, NC, 5, &err), FK_OK);
+    size_t m = 8, C = 5, pc = m * C + C;
+    const int cases[3][3] = {{3, 1, -1}, {3, 1, 3}, {4, 2, 0}}; /* -1: only two voters */
+    const int winner[3] = {1, 3, 0};
+    for (int t = 0; t < 3; t++) {
+        int k = cases[t][2] < 0 ? 2 : 3;
+        double *v = calloc((size_t)k * pc, sizeof *v);
+        for (int i = 0; i < k; i++)
+            v[(size_t)i * pc + m * C + (size_t)cases[t][i]] = 1.0;
+        fk_bundle model;
+        fk_bundle_init(&model);
+        uint64_t shape[2] = {(uint64_t)k, pc};
+        assert_int_equal(fk_bundle_put(&model, "votes", 2, shape, v), 0);
+        fk_report rep;
+        fk_report_init(&rep);
+        assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &model, &rep, &err), FK_OK);
+        size_t hit = 0, n = ds[K].X.rows;
+        for (size_t i = 0; i < n; i++)
+            hit += ds[K].y[i] == winner[t];
+        assert_int_equal(hit, 10 + 5 * (size_t)winner[t]);
+        assert_true(rep.accuracy == (double)hit / (double)n);
+        fk_bundle_close(&model);
+        free(v);
+    }
+    fk_method_fedrf_tca.client_close(cli);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
 /* One round driven by hand (as the simulator does) with everything that passes
  * between server and clients recorded: payload values (statistics, W, C), scalar
  * control values, the W and C uploads, and each client's parameters before the
@@ -896,6 +942,7 @@ int main(void)
         cmocka_unit_test(aggregation_follows_the_round_rules),
         cmocka_unit_test(lambda_zero_moves_target_w_only_by_averaging),
         cmocka_unit_test(round_count_matches_the_channel),
+        cmocka_unit_test(voting_majority_ties_to_smallest_class),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
