@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
 #include "common/methods/mmd.h"
@@ -126,6 +127,85 @@ static void same_distribution_bias(void **state)
     fk_mat_close(&B);
 }
 
+/* Spec T5, projected loss: |W^T d|^2 <= |W|^2 |d|^2 (spectral norm), with
+ * equality when W has orthonormal columns one of which is d/|d|; and 0 for
+ * identical source and target batches. */
+static void projected_loss_bounds(void **state)
+{
+    (void)state;
+    size_t D = 40, m = 4, p = 5;
+    fk_rff r;
+    fk_err err;
+    fk_mat A, B, Za, Zb, W;
+    assert_int_equal(fk_rff_init(&r, 3, p, D / 2, 1.5, &err), FK_OK);
+    fk_mat_init(&A, 30, p);
+    fk_mat_init(&B, 30, p);
+    fill(&A, 5, 0);
+    fill(&B, 6, 0.8);
+    fk_rff_map(&r, &A, &Za, &err);
+    fk_rff_map(&r, &B, &Zb, &err);
+    double d[40], t[40], z[4], dd = 0;
+    fk_mmd_embedding(&Za, 1.0, d);
+    fk_mmd_embedding(&Zb, -1.0, t);
+    for (size_t k = 0; k < D; k++) {
+        d[k] += t[k];
+        dd += d[k] * d[k];
+    }
+    fk_mat_init(&W, D, m);
+    for (int trial = 0; trial < 20; trial++) {
+        fill(&W, 100 + (uint64_t)trial, 0);
+        /* |W|^2 = largest eigenvalue of W^T W (m x m) */
+        fk_mat G, V;
+        double top;
+        fk_mat_init(&G, m, m);
+        for (size_t i = 0; i < m; i++)
+            for (size_t j = 0; j < m; j++) {
+                double g = 0;
+                for (size_t k = 0; k < D; k++)
+                    g += W.data[k * m + i] * W.data[k * m + j];
+                G.data[i * m + j] = g;
+            }
+        assert_int_equal(fk_eig_sym_top(&G, 1, &top, &V, &err), FK_OK);
+        double L = fk_mmd_loss(&W, d, 1.0, NULL, NULL, z);
+        assert_true(L <= top * dd * (1 + 1e-12));
+        fk_mat_close(&G);
+        fk_mat_close(&V);
+    }
+    /* orthonormal columns: e = d/|d| first, then Gram-Schmidt of random columns */
+    fill(&W, 7, 0);
+    for (size_t k = 0; k < D; k++)
+        W.data[k * m] = d[k] / sqrt(dd);
+    for (size_t j = 1; j < m; j++)
+        for (int pass = 0; pass < 2; pass++) {
+            for (size_t i = 0; i < j; i++) {
+                double a = 0;
+                for (size_t k = 0; k < D; k++)
+                    a += W.data[k * m + i] * W.data[k * m + j];
+                for (size_t k = 0; k < D; k++)
+                    W.data[k * m + j] -= a * W.data[k * m + i];
+            }
+            double nn = 0;
+            for (size_t k = 0; k < D; k++)
+                nn += W.data[k * m + j] * W.data[k * m + j];
+            for (size_t k = 0; k < D; k++)
+                W.data[k * m + j] /= sqrt(nn);
+        }
+    double L = fk_mmd_loss(&W, d, 1.0, NULL, NULL, z);
+    assert_true(fabs(L - dd) <= 1e-13 * dd); /* |W| = 1 and d in span(W): equality */
+    /* identical batches: d = 0 exactly, so the projected loss is 0 */
+    fk_mmd_embedding(&Za, 1.0, d);
+    fk_mmd_embedding(&Za, -1.0, t);
+    for (size_t k = 0; k < D; k++)
+        d[k] += t[k];
+    assert_true(fk_mmd_loss(&W, d, 1.0, NULL, NULL, z) == 0.0);
+    fk_mat_close(&A);
+    fk_mat_close(&B);
+    fk_mat_close(&Za);
+    fk_mat_close(&Zb);
+    fk_mat_close(&W);
+    fk_rff_close(&r);
+}
+
 /* dL/dW and dL/dx of the sample points through the RFF map (spec T6). */
 static void gradients_match_finite_differences(void **state)
 {
@@ -203,6 +283,7 @@ int main(void)
         cmocka_unit_test(zero_on_identical_sets),
         cmocka_unit_test(grows_with_mean_shift),
         cmocka_unit_test(same_distribution_bias),
+        cmocka_unit_test(projected_loss_bounds),
         cmocka_unit_test(gradients_match_finite_differences),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
