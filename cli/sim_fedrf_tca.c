@@ -30,7 +30,7 @@ static const char *const HELP =
     "  --N N                 random frequencies (default 1000; 200 on synthetic data)\n"
     "  --m M                 adaptive-layer width (default 100; 20 on synthetic data)\n"
     "  --sigma S             Gaussian kernel width (default 1)\n"
-    "  --lambda L            MMD weight in the source loss (default 1)\n"
+    "  --lambda L            MMD weight in the source loss (default 1; 0 = no Sigma-l messages)\n"
     "  --lr LR               learning rate (default 1e-3)\n"
     "  --optimizer adam|sgd  (default adam)\n"
     "  --batch B             mini-batch size (default 128)\n"
