@@ -10,9 +10,9 @@
 
 /* Cody-Waite reduction x = k pi/2 + r, |r| <~ pi/4, with pi/2 in three parts (fdlibm's
  * pio2_1, pio2_2, pio2_2t): the first two have 33 significant bits, so k PIO2_1 and k PIO2_2
- * are exact for k < 2^20 and x - k PIO2_1 is exact (Sterbenz). The absolute error of r is
- * below k 2^-119 + 2^-53 |r|. Then fdlibm's minimax polynomials on [-pi/4, pi/4] (|error| <
- * 2^-58) and the quadrant k mod 4 picks and signs the results with selects, no branches, so
+ * are exact for k < 2^20 and x - k PIO2_1 is exact (Sterbenz); the rounding errors of the
+ * last two steps are carried in a tail lo (as fdlibm's rem_pio2 does). Then fdlibm's minimax
+ * polynomials on [-pi/4, pi/4] (|error| < 2^-58) with the tail correction, and the quadrant k mod 4 picks and signs the results with selects, no branches, so
  * GCC vectorizes the loop (libm's sin and cos are a call each per element). */
 static const double INV_PIO2 = 0x1.45f306dc9c883p-1;  /* 2/pi */
 static const double PIO2_1 = 0x1.921fb544p+0;          /* first 33 bits of pi/2 */
@@ -53,17 +53,24 @@ static inline void sincos_reduced(double x, double *sp, double *cp)
 {
     double ks = x * INV_PIO2 + SHIFT; /* low mantissa bits hold k mod 2^51 */
     double kd = ks - SHIFT;
-    double r = ((x - kd * PIO2_1) - kd * PIO2_2) - kd * PIO2_2T;
+    double y1 = x - kd * PIO2_1; /* exact */
+    double t2 = kd * PIO2_2;      /* exact */
+    double y2 = y1 - t2;
+    double e2 = (y1 - y2) - t2; /* rounding error of y2 (Fast2Sum; 0 when y2 is exact) */
+    double t3 = kd * PIO2_2T;
+    double r = y2 - t3;
+    double lo = ((y2 - r) - t3) + e2; /* x - k pi/2 = r + lo: the tail keeps the result < 1 ulp */
     uint64_t q = bits_of(ks);
     double z = r * r;
     double w = z * z;
+    double vz = z * r;
     double ps = S2 + z * (S3 + z * S4) + z * w * (S5 + z * S6);
-    double sr = r + (z * r) * (S1 + z * ps);
+    double sr = r - ((z * (0.5 * lo - vz * ps) - lo) - vz * S1); /* fdlibm's sin(r + lo) */
     sr = fabs(r) < TINY ? r : sr; /* keeps -0 and tiny r exact, as libm does */
     double pc = z * (C1 + z * (C2 + z * C3)) + w * w * (C4 + z * (C5 + z * C6));
     double hz = 0.5 * z;
     double v = 1.0 - hz;
-    double cr = v + (((1.0 - v) - hz) + z * pc); /* (1 - v) - hz recovers the rounding of v */
+    double cr = v + (((1.0 - v) - hz) + (z * pc - r * lo)); /* (1 - v) - hz: v's rounding */
     /* quadrant q: sin x = (s, c, -s, -c), cos x = (c, -s, -c, s) for q mod 4 = 0, 1, 2, 3 */
     double sv = (q & 1) ? cr : sr;
     double cv = (q & 1) ? sr : cr;
