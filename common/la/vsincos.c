@@ -12,8 +12,9 @@
  * pio2_1, pio2_2, pio2_2t): the first two have 33 significant bits, so k PIO2_1 and k PIO2_2
  * are exact for k < 2^20 and x - k PIO2_1 is exact (Sterbenz); the rounding errors of the
  * last two steps are carried in a tail lo (as fdlibm's rem_pio2 does). Then fdlibm's minimax
- * polynomials on [-pi/4, pi/4] (|error| < 2^-58) with the tail correction, and the quadrant k mod 4 picks and signs the results with selects, no branches, so
- * GCC vectorizes the loop (libm's sin and cos are a call each per element). */
+ * polynomials on [-pi/4, pi/4] (|error| < 2^-58) with the tail correction, and the quadrant
+ * k mod 4 picks and signs the results with selects, no branches, so GCC vectorizes the loop
+ * (libm's sin and cos are a call each per element). */
 static const double INV_PIO2 = 0x1.45f306dc9c883p-1;  /* 2/pi */
 static const double PIO2_1 = 0x1.921fb544p+0;          /* first 33 bits of pi/2 */
 static const double PIO2_2 = 0x1.0b4611a6p-34;         /* next 33 bits */
