@@ -2,9 +2,11 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/la/rng.h"
+#include "common/la/vsincos.h"
 
 /* Omega's stream tag: changing any other random stream never changes Omega. */
 static const uint64_t OMEGA_STREAM = 0x6f6d656761000000ULL;
@@ -49,13 +51,14 @@ void fk_rff_close(fk_rff *r)
     *r = (fk_rff){0};
 }
 
-/* cos and sin of t[0..N) into c and s, scaled; a flat loop the compiler can vectorise. */
+/* cos and sin of t[0..N) into c and s (s may be t), scaled. Our sincos, not libm: it is
+ * vectorised (libm's calls dominated the map) and gives the same bits on every machine. */
 static void cos_sin_row(const double *t, double *c, double *s, size_t N, double scale)
 {
+    fk_vsincos(t, s, c, N);
     for (size_t k = 0; k < N; k++) {
-        double tk = t[k];
-        c[k] = scale * cos(tk);
-        s[k] = scale * sin(tk);
+        c[k] *= scale;
+        s[k] *= scale;
     }
 }
 
@@ -100,20 +103,25 @@ int fk_rff_backward(const fk_rff *r, const fk_mat *X, const fk_mat *G, fk_mat *d
     if (X->cols != r->d || G->rows != n || G->cols != 2 * N || dX->rows != n || dX->cols != r->d)
         return fk_err_set(err, FK_EINVAL, "random features backward: shape mismatch");
     fk_mat T;
-    if (fk_mat_init(&T, n, N))
+    double *sc = malloc(2 * N * sizeof *sc); /* sin and cos of one row: the forward map's values */
+    if (!sc || fk_mat_init(&T, n, N)) {
+        free(sc);
         return fk_err_set(err, FK_ENOMEM, "random features backward: out of memory");
+    }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)N, (int)r->d, 1.0, X->data,
                 (int)X->ld, r->omega.data, (int)r->omega.ld, 0.0, T.data, (int)T.ld);
     double scale = 1.0 / sqrt((double)N);
     for (size_t i = 0; i < n; i++) {
         double *t = fk_mat_row(&T, i);
         const double *g = fk_mat_row(G, i);
+        fk_vsincos(t, sc, sc + N, N);
         for (size_t k = 0; k < N; k++)
-            t[k] = scale * (g[N + k] * cos(t[k]) - g[k] * sin(t[k]));
+            t[k] = scale * (g[N + k] * sc[N + k] - g[k] * sc[k]);
     }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)r->d, (int)N, 1.0, T.data,
                 (int)T.ld, r->omega.data, (int)r->omega.ld, 0.0, dX->data, (int)dX->ld);
     fk_mat_close(&T);
+    free(sc);
     return FK_OK;
 }
 
