@@ -457,10 +457,11 @@ static void killed_client_is_a_dropout(void **state)
 {
     env *e = *state;
     start_fleet(e);
-    const char *text = job_text("rounds = 10\ndeadline = 1\nquorum = 0.8\n");
+    /* rounds take milliseconds: 30 of them leave the kill time to land mid-job */
+    const char *text = job_text("rounds = 30\ndeadline = 0.3\nquorum = 0.8\n");
     char id[32];
     submit(e, text, id, sizeof id);
-    wait_round(e, "event=round_closed job=1 round=3 ");
+    wait_round(e, "event=round_closed job=1 round=2 ");
     stop(&e->clients[4], SIGKILL);
     char status[4096];
     char out[160];
