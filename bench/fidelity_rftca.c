@@ -104,7 +104,7 @@ static int method_acc(int meth, const fk_dataset *s, const fk_dataset *t, const 
 static void emit(const cfg *c, const char *method, const char *pair, double acc, double published,
                  const char *more)
 {
-    char cs[64], extra[256];
+    char cs[64], extra[448];
     snprintf(cs, sizeof cs, "%s %s", method, pair);
     if (isnan(published))
         snprintf(extra, sizeof extra, "\"method\":\"%s\",\"pair\":\"%s\",\"published\":null%s%s",
@@ -249,11 +249,15 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
             fk_params_close(&p);
             if (rc)
                 break;
-            char more[160];
-            snprintf(more, sizeof more,
-                     "\"table\":\"%s\",\"proxy\":true,\"rounds\":%ld,\"seconds\":%.1f",
-                     with_mmd ? "V (III)" : "IX (no Sigma-l analogue)", rounds,
-                     fk_bench_now() - t0);
+            char more[200];
+            int n = snprintf(more, sizeof more,
+                             "\"table\":\"%s\",\"proxy\":true,\"rounds\":%ld,\"seconds\":%.1f",
+                             with_mmd ? "V (III)" : "IX (no Sigma-l analogue)", rounds,
+                             fk_bench_now() - t0);
+            /* spec T16 (loose sanity, C,D,W->A): finite and above 20 % (chance is 10 %) */
+            if (tasks[t].tgt == 1)
+                snprintf(more + n, sizeof more - (size_t)n, ",\"spec_T16_pass\":%d",
+                         isfinite(rep.accuracy) && rep.accuracy > 0.20);
             emit(c, with_mmd ? "fedrf-tca" : "fedrf-tca lambda=0", label, 100.0 * rep.accuracy,
                  with_mmd ? tasks[t].table_v3 : tasks[t].table_ix, more);
         }
@@ -281,15 +285,18 @@ static int run(int argc, char **argv)
     fk_params_init(&p);
     cfg c = {0};
     long m, seeds, fed_rounds;
-    int decaf = 1, surf = 1;
+    int decaf = 1, surf = 1, spec = 1;
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc && fk_params_get(&p, "help")) {
         printf("usage: fedkern bench fidelity rf-tca [--data-dir DIR] [--json] [--m 20] "
-               "[--sigma 2] [--lambda 1] [--seeds 1] [--surf 1] [--decaf 1] [--fed-rounds 300]\n\n"
+               "[--sigma 2] [--lambda 1] [--seeds 1]\n"
+               "       [--surf 1] [--decaf 1] [--spec 1] [--fed-rounds 300]\n\n"
                "1-NN, linear TCA, Gaussian kernel TCA and RF-TCA (N = 500, 1000, 2000) on the 12\n"
                "Office-Caltech10 SURF pairs next to the published numbers; DeCAF6 W<->D rows of\n"
                "Table X; Table II message size; FedRF-TCA SURF proxy of Tables V/IX (3 sources ->\n"
-               "1 target, fed-rounds rounds, 0 skips). lambda is the normalized-L regularizer.\n");
+               "1 target, fed-rounds rounds, 0 skips); the spec's data checks T3, T7, T9 on SURF\n"
+               "D/W (--spec 0 skips) and T16 on the C,D,W->A proxy row. lambda is the\n"
+               "normalized-L regularizer.\n");
         fk_params_close(&p);
         return 0;
     }
@@ -307,6 +314,8 @@ static int run(int argc, char **argv)
         rc = fk_params_bool(&p, "decaf", 1, &decaf, &err);
     if (!rc)
         rc = fk_params_bool(&p, "surf", 1, &surf, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "spec", 1, &spec, &err);
     if (!rc)
         rc = fk_params_int(&p, "fed-rounds", 300, 0, 100000, &fed_rounds, &err);
     const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
@@ -334,6 +343,8 @@ static int run(int argc, char **argv)
     }
     if (!rc && decaf)
         rc = decaf_rows(dir, &c, &err);
+    if (!rc && spec)
+        rc = fk_bench_rftca_spec_checks(dir, c.json, &err);
     if (!rc && fed_rounds > 0)
         rc = fed_proxy(dir, &c, fed_rounds, &err);
     fk_params_close(&p);

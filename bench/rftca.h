@@ -2,7 +2,12 @@
 #ifndef FK_BENCH_RFTCA_H
 #define FK_BENCH_RFTCA_H
 
+#include "common/base/err.h"
+
 int fk_bench_rftca(int argc, char **argv);
 int fk_bench_fidelity_rftca(int argc, char **argv);
+
+/* Spec §6 checks T3, T7, T9 on the SURF data under dir (bench/fidelity_rftca_spec.c). */
+int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err *err);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "common/la/eig.h"
 #include "common/la/rng.h"
+#include "common/la/subspace.h"
 #include "common/methods/rftca.h"
 #include "common/methods/tca.h"
 
@@ -255,54 +256,20 @@ static void kernel_tca_runs_and_rejects_bad_input(void **state)
 
 /* ---------- T8 (Lemma 1, R-TCA forms) and T9 (RF-TCA -> R-TCA) ---------- */
 
-/* Orthonormal basis (n x m, overwrites X) of the column span of X by Gram-Schmidt twice. */
-static void orthonormalize(fk_mat *X)
-{
-    size_t n = X->rows, m = X->cols;
-    for (size_t k = 0; k < m; k++)
-        for (int pass = 0; pass < 2; pass++) {
-            for (size_t j = 0; j < k; j++) {
-                double d = 0;
-                for (size_t i = 0; i < n; i++)
-                    d += X->data[i * m + j] * X->data[i * m + k];
-                for (size_t i = 0; i < n; i++)
-                    X->data[i * m + k] -= d * X->data[i * m + j];
-            }
-            double s = cblas_dnrm2((int)n, X->data + k, (int)m);
-            cblas_dscal((int)n, 1.0 / s, X->data + k, (int)m);
-        }
-}
-
-/* sin(Theta)_F between the spans of X and Y (both n x m): sqrt(m - |Qx^T Qy|_F^2). */
+/* sin(Theta)_F between the spans of X and Y (both n x m). */
 static double sin_theta(const fk_mat *X, const fk_mat *Y)
 {
-    size_t n = X->rows, m = X->cols;
-    fk_mat A, B;
-    fk_mat_copy(&A, X);
-    fk_mat_copy(&B, Y);
-    orthonormalize(&A);
-    orthonormalize(&B);
-    double *G = malloc(m * m * sizeof *G), f = 0;
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)m, (int)n, 1.0, A.data,
-                (int)m, B.data, (int)m, 0.0, G, (int)m);
-    for (size_t i = 0; i < m * m; i++)
-        f += G[i] * G[i];
-    free(G);
-    fk_mat_close(&A);
-    fk_mat_close(&B);
-    return sqrt(fabs((double)m - f));
+    double s;
+    fk_err err;
+    assert_int_equal(fk_sin_theta(X, Y, &s, &err), FK_OK);
+    return s;
 }
 
-/* H M: subtract each column's mean (M n x m, in place). */
+/* H M: subtract each column's mean (in place). */
 static void center_columns(fk_mat *M)
 {
-    for (size_t j = 0; j < M->cols; j++) {
-        double mu = 0;
-        for (size_t i = 0; i < M->rows; i++)
-            mu += M->data[i * M->ld + j] / (double)M->rows;
-        for (size_t i = 0; i < M->rows; i++)
-            M->data[i * M->ld + j] -= mu;
-    }
+    fk_err err;
+    assert_int_equal(fk_center_columns(M, &err), FK_OK);
 }
 
 /* Source rows N(0, I), target rows shifted by `shift` in every coordinate, P-L2. */
