@@ -86,7 +86,7 @@ static int kernel_errors(const fk_mat *X, const fk_mat *K, size_t N, uint64_t se
     return rc;
 }
 
-/* T3: rho(N) = |Sigma^T Sigma - K| / |K| on SURD D u W, sigma = 1, 3 seeds. */
+/* T3: rho(N) = |Sigma^T Sigma - K| / |K| on SURF D u W, sigma = 1, 3 seeds. */
 static int spec_t3(const fk_mat *X, int json, fk_err *err)
 {
     static const double spec[3][N_SIZES] = {{0.0482, 0.0243, 0.0123, 0.0060},
