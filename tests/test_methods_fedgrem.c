@@ -273,52 +273,9 @@ static void save_load_round_trip(void **state)
     make(&f, 5, 1);
     fk_params p;
     fast_params(&p);
-    const fk_method *m = &fk_method_fedgrem;
-    void *srv, *cli[10], *srv2, *cli2[10];
-    assert_int_equal(m->server_init(&srv, &p, 10, 77, NULL), FK_OK);
-    for (int k = 0; k < 10; k++)
-        assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, 10, 77, NULL), FK_OK);
-    drive(m, srv, cli, 1, 7);
-    fk_bundle sb, cb[10];
-    fk_bundle_init(&sb);
-    assert_int_equal(m->save(srv, &sb, NULL), FK_OK);
-    assert_int_equal(m->server_init(&srv2, &p, 10, 77, NULL), FK_OK);
-    assert_int_equal(m->load(srv2, &sb, NULL), FK_OK);
-    for (int k = 0; k < 10; k++) {
-        fk_bundle_init(&cb[k]);
-        assert_int_equal(m->client_save(cli[k], &cb[k], NULL), FK_OK);
-        assert_int_equal(m->client_init(&cli2[k], &p, &f.tasks[k], k, 10, 77, NULL), FK_OK);
-        assert_int_equal(m->client_load(cli2[k], &cb[k], NULL), FK_OK);
-        fk_bundle_close(&cb[k]);
-    }
-    drive(m, srv, cli, 8, 15);
-    drive(m, srv2, cli2, 8, 15);
-    fk_bundle a, b;
-    fk_bundle_init(&a);
-    fk_bundle_init(&b);
-    assert_int_equal(m->model(srv, &a, NULL), FK_OK);
-    assert_int_equal(m->model(srv2, &b, NULL), FK_OK);
-    const fk_tensor *ta = fk_bundle_get(&a, "theta"), *tb = fk_bundle_get(&b, "theta");
-    assert_memory_equal(ta->data, tb->data, ta->len * sizeof(double));
-    /* and equal to fk_sim_run with the same seed */
-    fk_sim_opts o = {.rounds = 15, .seed = 77};
-    fk_bundle c;
-    assert_int_equal(fk_sim_run(m, &p, f.tasks, 10, &o, &c, NULL, NULL), FK_OK);
-    assert_memory_equal(fk_bundle_get(&c, "theta")->data, ta->data, ta->len * sizeof(double));
     fk_report rep;
-    fk_report_init(&rep);
-    assert_int_equal(m->evaluate(cli[0], &a, &rep, NULL), FK_OK);
+    checkpoint_round_trip(&fk_method_fedgrem, &p, f.tasks, 10, 77, 7, 15, &rep);
     assert_true(rep.error >= 0 && rep.error < 0.2); /* synthetic tasks carry true labels */
-    fk_bundle_close(&a);
-    fk_bundle_close(&b);
-    fk_bundle_close(&c);
-    fk_bundle_close(&sb);
-    for (int k = 0; k < 10; k++) {
-        m->client_close(cli[k]);
-        m->client_close(cli2[k]);
-    }
-    m->server_close(srv);
-    m->server_close(srv2);
     fk_params_close(&p);
     drop(&f);
 }
@@ -387,7 +344,7 @@ static void untrusted_messages_refused(void **state)
     for (int k = 0; k < 10; k++)
         assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, 10, 3, NULL), FK_OK);
     fk_update ups[10];
-    init_updates(m, srv, cli, 10, ups);
+    phase_updates(m, srv, cli, 10, 1, 0, ups);
     const fk_tensor *M = fk_bundle_get(&ups[4].msg, "M");
     assert_non_null(M);
     int R = (int)M->shape[0], P = (int)M->shape[1];

@@ -137,54 +137,11 @@ static void save_load_round_trip(void **state)
     make(&f);
     fk_params p;
     params(&p);
-    const fk_method *ms[2] = {&fk_method_fedgrem_mor, &fk_method_fedem_mor};
-    for (int mi = 0; mi < 2; mi++) {
-        const fk_method *m = ms[mi];
-        void *srv, *cli[K], *srv2, *cli2[K];
-        assert_int_equal(m->server_init(&srv, &p, K, SEED, NULL), FK_OK);
-        for (int k = 0; k < K; k++)
-            assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, K, SEED, NULL), FK_OK);
-        drive(m, srv, cli, 1, 7);
-        fk_bundle sb, cb;
-        fk_bundle_init(&sb);
-        assert_int_equal(m->save(srv, &sb, NULL), FK_OK);
-        assert_int_equal(m->server_init(&srv2, &p, K, SEED, NULL), FK_OK);
-        assert_int_equal(m->load(srv2, &sb, NULL), FK_OK);
-        for (int k = 0; k < K; k++) {
-            fk_bundle_init(&cb);
-            assert_int_equal(m->client_save(cli[k], &cb, NULL), FK_OK);
-            assert_int_equal(m->client_init(&cli2[k], &p, &f.tasks[k], k, K, SEED, NULL), FK_OK);
-            assert_int_equal(m->client_load(cli2[k], &cb, NULL), FK_OK);
-            fk_bundle_close(&cb);
-        }
-        drive(m, srv, cli, 8, 15);
-        drive(m, srv2, cli2, 8, 15);
-        fk_bundle a, b;
-        fk_bundle_init(&a);
-        fk_bundle_init(&b);
-        assert_int_equal(m->model(srv, &a, NULL), FK_OK);
-        assert_int_equal(m->model(srv2, &b, NULL), FK_OK);
-        const fk_tensor *ta = fk_bundle_get(&a, "theta"), *tb = fk_bundle_get(&b, "theta");
-        assert_memory_equal(ta->data, tb->data, ta->len * sizeof(double));
-        assert_memory_equal(fk_bundle_get(&a, "w")->data, fk_bundle_get(&b, "w")->data,
-                            K * R * sizeof(double));
-        double th[K * RP], w[K * R]; /* and equal to fk_sim_run with the same seed */
-        run(m, &p, f.tasks, K, 15, th, w);
-        assert_memory_equal(th, ta->data, sizeof th);
-        fk_report rep;
-        fk_report_init(&rep);
-        assert_int_equal(m->evaluate(cli2[0], &b, &rep, NULL), FK_OK);
-        assert_true(isfinite(rep.loss) && rep.n_samples == N);
-        fk_bundle_close(&a);
-        fk_bundle_close(&b);
-        fk_bundle_close(&sb);
-        for (int k = 0; k < K; k++) {
-            m->client_close(cli[k]);
-            m->client_close(cli2[k]);
-        }
-        m->server_close(srv);
-        m->server_close(srv2);
-    }
+    fk_report rep;
+    checkpoint_round_trip(&fk_method_fedgrem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss) && rep.n_samples == N);
+    checkpoint_round_trip(&fk_method_fedem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss));
     fk_params_close(&p);
     drop(&f);
 }
@@ -284,13 +241,6 @@ static void bad_input(void **state)
     assert_int_equal(fk_mor_run("fedgrem-mor", &r3, &f.d, 2, SEED, th, w, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "R = 3"));
     fk_params_close(&r3);
-    /* bad synthetic/mor specs */
-    fk_synth_spec s;
-    assert_int_equal(fk_synth_spec_parse("synthetic/mor:client=0,dims=10,samples=10", &s, &err),
-                     FK_EINVAL);
-    assert_non_null(strstr(err.msg, "samples"));
-    assert_int_equal(fk_synth_spec_parse("synthetic/mor:client=0,sigma=2", &s, &err), FK_EINVAL);
-    assert_non_null(strstr(err.msg, "unknown option 'sigma'"));
     fk_params_close(&p);
     drop(&f);
 }
@@ -309,7 +259,7 @@ static void untrusted_messages_refused(void **state)
     for (int k = 0; k < K; k++)
         assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, K, SEED, NULL), FK_OK);
     fk_update ups[K];
-    init_updates(m, srv, cli, K, ups);
+    phase_updates(m, srv, cli, K, 1, 0, ups);
     uint64_t ms[2] = {R, P}, fs[1] = {RP}, ws[1] = {R};
     double big[RP], negw[R] = {-0.5, 1.5};
     memcpy(big, fk_bundle_get(&ups[4].msg, "M")->data, sizeof big);
@@ -350,14 +300,7 @@ static void untrusted_messages_refused(void **state)
     assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
     assert_non_null(strstr(err.msg, "permutation"));
     /* the genuine tasks still work, and a non-finite step update is refused */
-    for (int k = 0; k < K; k++) {
-        fk_bundle_clear(&task);
-        assert_int_equal(m->task(srv, 1, 1, k, &task, NULL), FK_OK);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        assert_int_equal(m->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, NULL), FK_OK);
-    }
+    phase_updates(m, srv, cli, K, 1, 1, ups);
     memcpy(big, fk_bundle_get(&ups[4].msg, "theta")->data, sizeof big);
     big[0] = INFINITY;
     tampered(m, srv, ups, K, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");

@@ -70,8 +70,8 @@ int fk_fedgrem_all_bounded(const double *a, size_t n)
 
 /* A tensor from another party, before any use: present, exactly this shape
  * (ndim and every dim), values bounded; `nonneg` also refuses negative values. */
-int fk_fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape, int nonneg,
-                const char *who, const fk_tensor **out, fk_err *err)
+int fk_fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
+                    int nonneg, const char *who, const fk_tensor **out, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     char want[64] = "";
@@ -99,8 +99,8 @@ int fk_fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64
 }
 
 /* A scalar from another party: one value, finite, in [lo, hi]. */
-int fk_fedgrem_take_scalar(const fk_bundle *b, const char *name, double lo, double hi, const char *who,
-                       double *v, fk_err *err)
+int fk_fedgrem_take_scalar(const fk_bundle *b, const char *name, double lo, double hi,
+                           const char *who, double *v, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi))
@@ -396,7 +396,7 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
 }
 
 int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
-                         int *round_done, fk_err *err)
+                             int *round_done, fk_err *err)
 {
     (void)phase;
     gsrv *s = v;
@@ -506,7 +506,8 @@ int fk_fedgrem_srv_save(void *v, fk_bundle *out, fk_err *err)
 }
 
 /* A whole number in [lo, hi] from a checkpoint (range first: casting out-of-range doubles is undefined). */
-int fk_fedgrem_get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v, fk_err *err)
+int fk_fedgrem_get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v,
+                         fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi) ||
@@ -594,7 +595,7 @@ void fk_fedgrem_cli_close(void *v)
 }
 
 int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
-                    int n_clients, uint64_t seed, int variant, fk_err *err)
+                        int n_clients, uint64_t seed, int variant, fk_err *err)
 {
     fk_fedgrem_cfg cf;
     int rc = fk_fedgrem_cfg_parse(&cf, p, err);
@@ -661,6 +662,17 @@ int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     return FK_OK;
 }
 
+int fk_fedgrem_put_fit(fk_fedgrem_cli *c, fk_bundle *up)
+{
+    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
+    int rc = fk_bundle_put(up, "M", 2, shape, c->M);
+    if (!rc)
+        rc = fk_bundle_put_vec(up, "W", (size_t)c->R, c->W);
+    if (!rc)
+        rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+    return rc;
+}
+
 int fk_fedgrem_put_common(fk_fedgrem_cli *c, fk_bundle *up)
 {
     uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
@@ -684,13 +696,8 @@ static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *
         c->warned = 1;
     }
     c->fitted = 1;
-    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
     uint64_t ss[2] = {(uint64_t)c->p, (uint64_t)c->p};
-    rc = fk_bundle_put(up, "M", 2, shape, c->M);
-    if (!rc)
-        rc = fk_bundle_put_vec(up, "W", (size_t)c->R, c->W);
-    if (!rc)
-        rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+    rc = fk_fedgrem_put_fit(c, up);
     if (!rc && c->variant == V_LOCAL_EM)
         rc = fk_bundle_put(up, "sigma", 2, ss, c->S);
     rep->n_samples = (double)c->n;
@@ -722,6 +729,27 @@ int fk_fedgrem_apply_perm(fk_fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
     return FK_OK;
 }
 
+int fk_fedgrem_step_task(fk_fedgrem_cli *c, const fk_bundle *task, const fk_tensor **w,
+                         const fk_tensor **src, fk_err *err)
+{
+    int R = c->R, p = c->p;
+    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p}, rshape[1] = {(uint64_t)R};
+    const fk_tensor *th, *pt = fk_bundle_get(task, "perm");
+    int rc = fk_fedgrem_take(task, "theta", 2, shape, 0, "the server's task", &th, err);
+    if (!rc && c->variant == V_POOLED_GREM)
+        rc = fk_fedgrem_take(task, "w", 1, rshape, 1, "the server's pooled task", w, err);
+    if (!rc && c->variant == V_TGMM)
+        rc = fk_fedgrem_take(task, "src", 2, shape, 0, "the server's tgmm task", src, err);
+    if (!rc && pt)
+        rc = fk_fedgrem_apply_perm(c, pt, err);
+    if (rc)
+        return rc;
+    if (!c->aligned || !c->fitted)
+        return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
+    memcpy(c->theta, th->data, (size_t)R * p * sizeof(double));
+    return FK_OK;
+}
+
 static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_fedgrem_cli *c = v;
@@ -732,23 +760,15 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         return local_init(c, up, rep, err);
     int R = c->R, p = c->p;
     size_t Rp = (size_t)R * p;
-    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p}, rshape[1] = {(uint64_t)R};
-    const fk_tensor *th, *w = NULL, *src = NULL, *pt = fk_bundle_get(task, "perm");
-    int rc = fk_fedgrem_take(task, "theta", 2, shape, 0, "the server's task", &th, err);
-    if (!rc && c->variant == V_POOLED_GREM)
-        rc = fk_fedgrem_take(task, "w", 1, rshape, 1, "the server's pooled task", &w, err);
-    if (!rc && c->variant == V_TGMM)
-        rc = fk_fedgrem_take(task, "src", 2, shape, 0, "the server's tgmm task", &src, err);
-    if (!rc && pt)
-        rc = fk_fedgrem_apply_perm(c, pt, err);
+    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
+    const fk_tensor *w = NULL, *src = NULL;
+    int rc = fk_fedgrem_step_task(c, task, &w, &src, err);
     if (rc)
         return rc;
-    if (!c->aligned || !c->fitted)
-        return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
-    memcpy(c->theta, th->data, Rp * sizeof(double));
     rep->n_samples = (double)c->n;
     if (c->variant == V_LOCAL_EM) /* the EEE fit is final; report it once more */
-        return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+        return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+                                            : FK_OK;
     if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
     double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, c->theta, R, c->nr, c->sx,
@@ -775,7 +795,8 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         for (size_t i = 0; i < Rp; i++)
             c->theta[i] = (c->theta[i] + a * src->data[i]) / den;
     }
-    return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+    return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+                                        : FK_OK;
 }
 
 int fk_fedgrem_model_slice(const fk_fedgrem_cli *c, const fk_bundle *model, const double **theta,
@@ -879,182 +900,29 @@ int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
 /* ---------------- tables ---------------- */
 
 /* One server_init / client_init pair per variant: the tables differ only there. */
-static int srv_init_fedgrem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_FEDGREM, FK_FEDGREM_GMM, err);
-}
+FK_FEDGREM_INITS(fedgrem, V_FEDGREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(fedem, V_FEDEM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(local_em, V_LOCAL_EM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(local_grem, V_LOCAL_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(tgmm, V_TGMM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(pooled_grem, V_POOLED_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
 
-static int cli_init_fedgrem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_cli_init(c, p, d, k, n, seed, V_FEDGREM, err);
-}
-
-static int srv_init_fedem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_FEDEM, FK_FEDGREM_GMM, err);
-}
-
-static int cli_init_fedem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_cli_init(c, p, d, k, n, seed, V_FEDEM, err);
-}
-
-static int srv_init_local_em(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_LOCAL_EM, FK_FEDGREM_GMM, err);
-}
-
-static int cli_init_local_em(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_cli_init(c, p, d, k, n, seed, V_LOCAL_EM, err);
-}
-
-static int srv_init_local_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_LOCAL_GREM, FK_FEDGREM_GMM, err);
-}
-
-static int cli_init_local_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_cli_init(c, p, d, k, n, seed, V_LOCAL_GREM, err);
-}
-
-static int srv_init_tgmm(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_TGMM, FK_FEDGREM_GMM, err);
-}
-
-static int cli_init_tgmm(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_cli_init(c, p, d, k, n, seed, V_TGMM, err);
-}
-
-static int srv_init_pooled_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_POOLED_GREM, FK_FEDGREM_GMM, err);
-}
-
-static int cli_init_pooled_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_cli_init(c, p, d, k, n, seed, V_POOLED_GREM, err);
-}
-
-const fk_method fk_method_fedgrem = {
-    .name = "fedgrem",
-    .summary = "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
-    .server_init = srv_init_fedgrem,
-    .server_close = fk_fedgrem_srv_close,
-    .plan = fk_fedgrem_srv_plan,
-    .task = fk_fedgrem_srv_task,
-    .aggregate = fk_fedgrem_srv_aggregate,
-    .model = fk_fedgrem_srv_model,
-    .save = fk_fedgrem_srv_save,
-    .load = fk_fedgrem_srv_load,
-    .client_init = cli_init_fedgrem,
-    .client_close = fk_fedgrem_cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = fk_fedgrem_cli_save,
-    .client_load = fk_fedgrem_cli_load,
-};
-
-const fk_method fk_method_fedem = {
-    .name = "fedem",
-    .summary = "federated EM: local EM means averaged by the server",
-    .server_init = srv_init_fedem,
-    .server_close = fk_fedgrem_srv_close,
-    .plan = fk_fedgrem_srv_plan,
-    .task = fk_fedgrem_srv_task,
-    .aggregate = fk_fedgrem_srv_aggregate,
-    .model = fk_fedgrem_srv_model,
-    .save = fk_fedgrem_srv_save,
-    .load = fk_fedgrem_srv_load,
-    .client_init = cli_init_fedem,
-    .client_close = fk_fedgrem_cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = fk_fedgrem_cli_save,
-    .client_load = fk_fedgrem_cli_load,
-};
-
-const fk_method fk_method_local_em = {
-    .name = "local-em",
-    .summary = "per-client EEE Gaussian mixture (no federation)",
-    .server_init = srv_init_local_em,
-    .server_close = fk_fedgrem_srv_close,
-    .plan = fk_fedgrem_srv_plan,
-    .task = fk_fedgrem_srv_task,
-    .aggregate = fk_fedgrem_srv_aggregate,
-    .model = fk_fedgrem_srv_model,
-    .save = fk_fedgrem_srv_save,
-    .load = fk_fedgrem_srv_load,
-    .client_init = cli_init_local_em,
-    .client_close = fk_fedgrem_cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = fk_fedgrem_cli_save,
-    .client_load = fk_fedgrem_cli_load,
-};
-
-const fk_method fk_method_local_grem = {
-    .name = "local-grem",
-    .summary = "per-client gradient EM, step 0.1 (no federation)",
-    .server_init = srv_init_local_grem,
-    .server_close = fk_fedgrem_srv_close,
-    .plan = fk_fedgrem_srv_plan,
-    .task = fk_fedgrem_srv_task,
-    .aggregate = fk_fedgrem_srv_aggregate,
-    .model = fk_fedgrem_srv_model,
-    .save = fk_fedgrem_srv_save,
-    .load = fk_fedgrem_srv_load,
-    .client_init = cli_init_local_grem,
-    .client_close = fk_fedgrem_cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = fk_fedgrem_cli_save,
-    .client_load = fk_fedgrem_cli_load,
-};
-
-const fk_method fk_method_tgmm = {
-    .name = "tgmm",
-    .summary = "transfer-learning GMM borrowing from the other clients' initial centres",
-    .server_init = srv_init_tgmm,
-    .server_close = fk_fedgrem_srv_close,
-    .plan = fk_fedgrem_srv_plan,
-    .task = fk_fedgrem_srv_task,
-    .aggregate = fk_fedgrem_srv_aggregate,
-    .model = fk_fedgrem_srv_model,
-    .save = fk_fedgrem_srv_save,
-    .load = fk_fedgrem_srv_load,
-    .client_init = cli_init_tgmm,
-    .client_close = fk_fedgrem_cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = fk_fedgrem_cli_save,
-    .client_load = fk_fedgrem_cli_load,
-};
-
-const fk_method fk_method_pooled_grem = {
-    .name = "pooled-grem",
-    .summary = "gradient EM on the union of all clients (summed statistics)",
-    .server_init = srv_init_pooled_grem,
-    .server_close = fk_fedgrem_srv_close,
-    .plan = fk_fedgrem_srv_plan,
-    .task = fk_fedgrem_srv_task,
-    .aggregate = fk_fedgrem_srv_aggregate,
-    .model = fk_fedgrem_srv_model,
-    .save = fk_fedgrem_srv_save,
-    .load = fk_fedgrem_srv_load,
-    .client_init = cli_init_pooled_grem,
-    .client_close = fk_fedgrem_cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = fk_fedgrem_cli_save,
-    .client_load = fk_fedgrem_cli_load,
-};
+const fk_method fk_method_fedgrem =
+    FK_FEDGREM_TABLE("fedgrem",
+                     "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
+                     fedgrem, cli_step, cli_evaluate);
+const fk_method fk_method_fedem =
+    FK_FEDGREM_TABLE("fedem", "federated EM: local EM means averaged by the server", fedem,
+                     cli_step, cli_evaluate);
+const fk_method fk_method_local_em =
+    FK_FEDGREM_TABLE("local-em", "per-client EEE Gaussian mixture (no federation)", local_em,
+                     cli_step, cli_evaluate);
+const fk_method fk_method_local_grem =
+    FK_FEDGREM_TABLE("local-grem", "per-client gradient EM, step 0.1 (no federation)", local_grem,
+                     cli_step, cli_evaluate);
+const fk_method fk_method_tgmm = FK_FEDGREM_TABLE(
+    "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres", tgmm,
+    cli_step, cli_evaluate);
+const fk_method fk_method_pooled_grem = FK_FEDGREM_TABLE(
+    "pooled-grem", "gradient EM on the union of all clients (summed statistics)", pooled_grem,
+    cli_step, cli_evaluate);

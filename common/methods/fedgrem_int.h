@@ -68,6 +68,13 @@ int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
 void fk_fedgrem_cli_close(void *v);
 /* Relabel the local fit (W) with the server's permutation; fix the step sizes. */
 int fk_fedgrem_apply_perm(fk_fedgrem_cli *c, const fk_tensor *pt, fk_err *err);
+/* A step task, checked: theta (R x p) into c->theta, the permutation applied when present;
+ * w (pooled-grem) and src (tgmm) for those variants (the pointers may be NULL otherwise).
+ * FK_ESTATE before the client's initialisation. */
+int fk_fedgrem_step_task(fk_fedgrem_cli *c, const fk_bundle *task, const fk_tensor **w,
+                         const fk_tensor **src, fk_err *err);
+/* The initialisation update: the local fit M (R x p), W (R) and the sample count n. */
+int fk_fedgrem_put_fit(fk_fedgrem_cli *c, fk_bundle *up);
 /* The step update: theta (R x p) and w (R). */
 int fk_fedgrem_put_common(fk_fedgrem_cli *c, fk_bundle *up);
 /* This client's slice (R x p, R) of a K-task model, with its shape checked. */
@@ -75,5 +82,32 @@ int fk_fedgrem_model_slice(const fk_fedgrem_cli *c, const fk_bundle *model, cons
                            const double **w, fk_err *err);
 int fk_fedgrem_cli_save(void *v, fk_bundle *out, fk_err *err);
 int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err);
+
+/* server_init / client_init of one variant, named srv_init_SUFFIX / cli_init_SUFFIX; CLI_INIT
+ * has fk_fedgrem_cli_init's signature (the model's client init). */
+#define FK_FEDGREM_INITS(SUFFIX, VARIANT, MODEL, CLI_INIT)                                      \
+    static int srv_init_##SUFFIX(void **s, const fk_params *p, int n, uint64_t seed,            \
+                                 fk_err *err)                                                   \
+    {                                                                                           \
+        return fk_fedgrem_srv_init(s, p, n, seed, VARIANT, MODEL, err);                         \
+    }                                                                                           \
+    static int cli_init_##SUFFIX(void **c, const fk_params *p, const fk_dataset *d, int k,      \
+                                 int n, uint64_t seed, fk_err *err)                             \
+    {                                                                                           \
+        return CLI_INIT(c, p, d, k, n, seed, VARIANT, err);                                     \
+    }
+
+/* The operations table of one variant: fedgrem.c's server and client state, the model's
+ * step and evaluation. */
+#define FK_FEDGREM_TABLE(NAME, SUMMARY, SUFFIX, STEP, EVALUATE)                                  \
+    {                                                                                            \
+        .name = NAME, .summary = SUMMARY, .server_init = srv_init_##SUFFIX,                      \
+        .server_close = fk_fedgrem_srv_close, .plan = fk_fedgrem_srv_plan,                       \
+        .task = fk_fedgrem_srv_task, .aggregate = fk_fedgrem_srv_aggregate,                     \
+        .model = fk_fedgrem_srv_model, .save = fk_fedgrem_srv_save, .load = fk_fedgrem_srv_load, \
+        .client_init = cli_init_##SUFFIX, .client_close = fk_fedgrem_cli_close,                  \
+        .local_step = STEP, .evaluate = EVALUATE, .client_save = fk_fedgrem_cli_save,            \
+        .client_load = fk_fedgrem_cli_load,                                                      \
+    }
 
 #endif

@@ -61,12 +61,7 @@ static int mor_local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_e
     if (rc)
         return fk_err_prefix(err, "client %d local fit: ", c->k);
     c->fitted = 1;
-    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
-    rc = fk_bundle_put(up, "M", 2, shape, c->M);
-    if (!rc)
-        rc = fk_bundle_put_vec(up, "W", (size_t)c->R, c->W);
-    if (!rc)
-        rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+    rc = fk_fedgrem_put_fit(c, up);
     rep->n_samples = (double)c->n;
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, c->W, c->M, NULL, c->R, c->mws.G, NULL) /
                 (double)c->n;
@@ -83,16 +78,9 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
     if (op->data[0] == 0.0)
         return mor_local_init(c, up, rep, err);
     int R = c->R, p = c->p;
-    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
-    const fk_tensor *th, *pt = fk_bundle_get(task, "perm");
-    int rc = fk_fedgrem_take(task, "theta", 2, shape, 0, "the server's task", &th, err);
-    if (!rc && pt)
-        rc = fk_fedgrem_apply_perm(c, pt, err);
+    int rc = fk_fedgrem_step_task(c, task, NULL, NULL, err); /* theta, permutation */
     if (rc)
         return rc;
-    if (!c->aligned || !c->fitted)
-        return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
-    memcpy(c->theta, th->data, (size_t)R * p * sizeof(double));
     double ll;
     if (c->variant == V_FEDGREM) {
         ll = fk_mor_grem_step(c->X, c->y, c->n, p, R, c->eta, c->w, c->theta, &c->mws);
@@ -122,43 +110,12 @@ static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_
     return FK_OK;
 }
 
-static int srv_init_fedgrem_mor(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_FEDGREM, FK_FEDGREM_MOR, err);
-}
-
-static int cli_init_fedgrem_mor(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                                uint64_t seed, fk_err *err)
-{
-    return mor_cli_init(c, p, d, k, n, seed, V_FEDGREM, err);
-}
-
-static int srv_init_fedem_mor(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return fk_fedgrem_srv_init(s, p, n, seed, V_FEDEM, FK_FEDGREM_MOR, err);
-}
-
-static int cli_init_fedem_mor(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                              uint64_t seed, fk_err *err)
-{
-    return mor_cli_init(c, p, d, k, n, seed, V_FEDEM, err);
-}
-
-#define MOR_TABLE(NAME, SUMMARY, SRV_INIT, CLI_INIT)                                             \
-    {                                                                                            \
-        .name = NAME, .summary = SUMMARY, .server_init = SRV_INIT,                               \
-        .server_close = fk_fedgrem_srv_close, .plan = fk_fedgrem_srv_plan,                       \
-        .task = fk_fedgrem_srv_task, .aggregate = fk_fedgrem_srv_aggregate,                     \
-        .model = fk_fedgrem_srv_model, .save = fk_fedgrem_srv_save, .load = fk_fedgrem_srv_load, \
-        .client_init = CLI_INIT, .client_close = fk_fedgrem_cli_close,                           \
-        .local_step = mor_cli_step, .evaluate = mor_cli_evaluate,                                \
-        .client_save = fk_fedgrem_cli_save, .client_load = fk_fedgrem_cli_load,                  \
-    }
+FK_FEDGREM_INITS(fedgrem_mor, V_FEDGREM, FK_FEDGREM_MOR, mor_cli_init)
+FK_FEDGREM_INITS(fedem_mor, V_FEDEM, FK_FEDGREM_MOR, mor_cli_init)
 
 const fk_method fk_method_fedgrem_mor =
-    MOR_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
-              srv_init_fedgrem_mor, cli_init_fedgrem_mor);
-
-const fk_method fk_method_fedem_mor =
-    MOR_TABLE("fedem-mor", "federated EM for mixtures of regressions: local WLS, server average",
-              srv_init_fedem_mor, cli_init_fedem_mor);
+    FK_FEDGREM_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
+                     fedgrem_mor, mor_cli_step, mor_cli_evaluate);
+const fk_method fk_method_fedem_mor = FK_FEDGREM_TABLE(
+    "fedem-mor", "federated EM for mixtures of regressions: local WLS, server average", fedem_mor,
+    mor_cli_step, mor_cli_evaluate);
