@@ -348,7 +348,8 @@ static void untrusted_messages_refused(void **state)
     const fk_tensor *M = fk_bundle_get(&ups[4].msg, "M");
     assert_non_null(M);
     int R = (int)M->shape[0], P = (int)M->shape[1];
-    double big[M->len], flat[M->len];
+    size_t len = M->len; /* M is freed with the updates below; sizeof big must not re-read it */
+    double big[len], flat[len];
     memcpy(big, M->data, sizeof big);
     memcpy(flat, M->data, sizeof flat);
     big[1] = 7.687440341698395e+218; /* the fuzzer's centre: finite, its square is not */
