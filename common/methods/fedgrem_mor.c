@@ -19,11 +19,13 @@ static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     long guard;
     int rc = fk_params_int(p, "step_guard", 0, 0, 0, &guard, err);
     if (rc)
-        return fk_err_prefix(err, "fedgrem-mor has no step guard: ");
+        return fk_err_prefix(err, "%s has no step guard: ",
+                             variant == V_FEDGREM ? "fedgrem-mor" : "fedem-mor");
     if (!data->y_raw || data->y)
         return fk_err_set(err, FK_EINVAL,
                           "client %d (%s): %s; a mixture of regressions needs a numeric target per "
-                          "sample (e.g. a synthetic/mor: data set or a file with a target column)",
+                          "sample (a synthetic/mor: data set, or a catalog data set with a "
+                          "regression target such as parkinsons/motor)",
                           client, data->name,
                           data->y ? "the data holds class labels, not a regression target"
                                   : "the data has no regression target y");
