@@ -6,6 +6,7 @@
 #include "cli/sim_fedrf_tca.h"
 
 int fk_sim_fedgrem(int argc, char **argv);
+int fk_sim_fedgrem_mor_jobs(int argc, char **argv);
 
 typedef struct sim_entry {
     const char *method;
@@ -17,6 +18,8 @@ typedef struct sim_entry {
 static const sim_entry sims[] = {
     {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
     {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
+    {"fedgrem-mor", "the fedgrem-mor / fedem-mor job types on the mixture-of-regressions design",
+     fk_sim_fedgrem_mor_jobs},
     {NULL, NULL, NULL},
 };
 

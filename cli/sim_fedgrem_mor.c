@@ -9,6 +9,33 @@
 
 int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
                        long K, long R, long dim, long n, long outl, double h, int json);
+int fk_sim_fedgrem(int argc, char **argv);
+int fk_sim_fedgrem_mor_jobs(int argc, char **argv);
+
+/* fedkern sim fedgrem-mor [options]: `sim fedgrem --model mor` with the federated job type
+ * fedgrem-mor (or --method fedem-mor) run through the method table. */
+int fk_sim_fedgrem_mor_jobs(int argc, char **argv)
+{
+    int has_method = 0;
+    for (int i = 0; i < argc; i++)
+        has_method |= !strcmp(argv[i], "--method") || !strncmp(argv[i], "--method=", 9);
+    char **av = malloc(((size_t)argc + 5) * sizeof *av);
+    if (!av)
+        return fk_cli_fail("sim fedgrem-mor", "out of memory"), 1;
+    int n = 0;
+    av[n++] = "--model";
+    av[n++] = "mor";
+    if (!has_method) {
+        av[n++] = "--method";
+        av[n++] = "fedgrem-mor";
+    }
+    for (int i = 0; i < argc; i++)
+        av[n++] = argv[i];
+    av[n] = NULL;
+    int rc = fk_sim_fedgrem(n, av);
+    free(av);
+    return rc;
+}
 
 int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
                        long K, long R, long dim, long n, long outl, double h, int json)

@@ -21,6 +21,7 @@
 
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/synth_spec.h"
 #include "common/la/rng.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
@@ -264,6 +265,9 @@ static void start_server(env *e, const char *listen)
     snprintf(e->metrics_port, sizeof e->metrics_port, "%s", mport);
 }
 
+/* Mixture-of-regressions clients hold built-in synthetic data (client index c). */
+#define MOR_SPEC "synthetic/mor:client=%d,tasks=6,outliers=1,components=2,dims=3,samples=200,seed=5"
+
 static void start_client(env *e, int c)
 {
     char log[160], server[64], name[16], data[160];
@@ -271,11 +275,12 @@ static void start_client(env *e, int c)
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     snprintf(name, sizeof name, "c%d", c);
     snprintf(data, sizeof data, "%s/c%d.csv", e->dir, c);
-    char shift[160];
+    char shift[160], mor[160];
     snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
+    snprintf(mor, sizeof mor, MOR_SPEC, c);
     char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
                     "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--data.shift", shift, "--backoff-max-ms", "500", NULL};
+                    "--data.shift", shift, "--data.mor", mor, "--backoff-max-ms", "500", NULL};
     e->clients[c] = spawn(argv, log);
 }
 
@@ -356,10 +361,14 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     assert_int_equal(fk_params_parse_ini(&p, text, "job", &err), FK_OK);
     fk_dataset data[K];
     int shift = !strcmp(fk_params_str(&p, "dataset", ""), "shift");
+    int mor = !strcmp(fk_params_str(&p, "dataset", ""), "mor");
     for (int c = 0; c < K; c++) {
         char path[160];
-        snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : 'c', c);
-        if (fk_load(&data[c], path, NULL, &err))
+        if (mor)
+            snprintf(path, sizeof path, MOR_SPEC, c);
+        else
+            snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : 'c', c);
+        if (mor ? fk_synth_spec_load(&data[c], path, &err) : fk_load(&data[c], path, NULL, &err))
             fail_msg("load: %s", err.msg);
     }
     long rounds;
@@ -394,6 +403,18 @@ static void fedrf_tca_daemons_match_sim(void **state)
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
                        "classes = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
+/* fedgrem-mor on built-in synthetic/mor client data: the daemons run the same ops. */
+static void fedgrem_mor_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = fedgrem-mor\ndataset = mor\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 5\nrounds = 10\nR = 2\nrestarts = 3\nalign_B = 4\ndeadline = 30\n";
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
@@ -490,6 +511,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
     };

@@ -65,6 +65,35 @@ static void gmm_matches_generator(void **state)
     }
 }
 
+/* Task I of the mixture-of-regressions design: X and the target y (y_raw, unlabelled). */
+static void mor_matches_generator(void **state)
+{
+    (void)state;
+    fk_mor_data d;
+    fk_err err;
+    assert_int_equal(fk_mor_make(4, 2, 3, 50, 1, 0.5, 2.0, 9, &d, &err), FK_OK);
+    for (int c = 0; c < 4; c++) {
+        char spec[128];
+        snprintf(spec, sizeof spec,
+                 "synthetic/mor:tasks=4,components=2,dims=3,samples=50,h=0.5,out_coef=2,seed=9,"
+                 "client=%d",
+                 c);
+        fk_dataset ds, ref;
+        assert_int_equal(fk_synth_spec_load(&ds, spec, &err), FK_OK);
+        assert_int_equal(fk_mor_task_dataset(&d, c, &ref, &err), FK_OK);
+        assert_same_data(&ds, &ref);
+        assert_null(ds.y);
+        assert_memory_equal(ds.y_raw, d.y + (size_t)c * 50, 50 * sizeof(double));
+        fk_dataset_close(&ds);
+        fk_dataset_close(&ref);
+    }
+    fk_mor_data_close(&d);
+    fk_synth_spec s; /* defaults: the spec 4.3 reference design */
+    assert_int_equal(fk_synth_spec_parse("synthetic/mor:client=9", &s, &err), FK_OK);
+    assert_true(s.kind == FK_SYNTH_MOR && s.mor.K == 10 && s.mor.R == 5 && s.mor.p == 10 &&
+                s.mor.n == 200 && s.mor.n_outlier == 1 && s.mor.out_coef == -3.0);
+}
+
 static void bad_specs_fail_clearly(void **state)
 {
     (void)state;
@@ -82,6 +111,9 @@ static void bad_specs_fail_clearly(void **state)
         {"synthetic/gmm:client=x", "client"},
         {"synthetic/spiral:client=0", "unknown synthetic kind 'spiral'"},
         {"synthetic/gmm:client=0,tasks=1", "tasks"},
+        {"synthetic/mor:client=0,dims=10,samples=10", "samples"}, /* n > p for a regression */
+        {"synthetic/mor:client=0,h=-1", "h"},
+        {"synthetic/mor:client=0,sigma=1", "unknown option 'sigma'"},
         {"mnist", "does not start with"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -101,6 +133,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(shift_matches_generator),
         cmocka_unit_test(gmm_matches_generator),
+        cmocka_unit_test(mor_matches_generator),
         cmocka_unit_test(bad_specs_fail_clearly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

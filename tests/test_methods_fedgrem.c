@@ -10,6 +10,7 @@
 #include "common/methods/fedgrem.h"
 #include "common/methods/gmm.h"
 #include "common/methods/gmm_run.h"
+#include "tests/support_ops.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 
@@ -264,35 +265,6 @@ static void deterministic(void **state)
     drop(&f);
 }
 
-/* Drive the ops by hand for rounds [r0, r1]. */
-static void drive(const fk_method *m, void *srv, void **cli, int r0, int r1)
-{
-    fk_update ups[10];
-    fk_bundle task;
-    fk_bundle_init(&task);
-    int chosen[10], nc;
-    for (int round = r0; round <= r1; round++) {
-        assert_int_equal(m->plan(srv, round, NULL, chosen, &nc, NULL), FK_OK);
-        int done = 0;
-        for (int phase = 0; !done; phase++) {
-            for (int j = 0; j < nc; j++) {
-                fk_bundle_clear(&task);
-                assert_int_equal(m->task(srv, round, phase, chosen[j], &task, NULL), FK_OK);
-                fk_bundle_init(&ups[j].msg);
-                fk_report_init(&ups[j].report);
-                ups[j].client = chosen[j];
-                assert_int_equal(m->local_step(cli[chosen[j]], &task, &ups[j].msg, &ups[j].report,
-                                               NULL),
-                                 FK_OK);
-            }
-            assert_int_equal(m->aggregate(srv, round, phase, ups, nc, &done, NULL), FK_OK);
-            for (int j = 0; j < nc; j++)
-                fk_bundle_close(&ups[j].msg);
-        }
-    }
-    fk_bundle_close(&task);
-}
-
 /* Checkpoint after round 7, restore into fresh states, finish: same as uninterrupted. */
 static void save_load_round_trip(void **state)
 {
@@ -301,52 +273,9 @@ static void save_load_round_trip(void **state)
     make(&f, 5, 1);
     fk_params p;
     fast_params(&p);
-    const fk_method *m = &fk_method_fedgrem;
-    void *srv, *cli[10], *srv2, *cli2[10];
-    assert_int_equal(m->server_init(&srv, &p, 10, 77, NULL), FK_OK);
-    for (int k = 0; k < 10; k++)
-        assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, 10, 77, NULL), FK_OK);
-    drive(m, srv, cli, 1, 7);
-    fk_bundle sb, cb[10];
-    fk_bundle_init(&sb);
-    assert_int_equal(m->save(srv, &sb, NULL), FK_OK);
-    assert_int_equal(m->server_init(&srv2, &p, 10, 77, NULL), FK_OK);
-    assert_int_equal(m->load(srv2, &sb, NULL), FK_OK);
-    for (int k = 0; k < 10; k++) {
-        fk_bundle_init(&cb[k]);
-        assert_int_equal(m->client_save(cli[k], &cb[k], NULL), FK_OK);
-        assert_int_equal(m->client_init(&cli2[k], &p, &f.tasks[k], k, 10, 77, NULL), FK_OK);
-        assert_int_equal(m->client_load(cli2[k], &cb[k], NULL), FK_OK);
-        fk_bundle_close(&cb[k]);
-    }
-    drive(m, srv, cli, 8, 15);
-    drive(m, srv2, cli2, 8, 15);
-    fk_bundle a, b;
-    fk_bundle_init(&a);
-    fk_bundle_init(&b);
-    assert_int_equal(m->model(srv, &a, NULL), FK_OK);
-    assert_int_equal(m->model(srv2, &b, NULL), FK_OK);
-    const fk_tensor *ta = fk_bundle_get(&a, "theta"), *tb = fk_bundle_get(&b, "theta");
-    assert_memory_equal(ta->data, tb->data, ta->len * sizeof(double));
-    /* and equal to fk_sim_run with the same seed */
-    fk_sim_opts o = {.rounds = 15, .seed = 77};
-    fk_bundle c;
-    assert_int_equal(fk_sim_run(m, &p, f.tasks, 10, &o, &c, NULL, NULL), FK_OK);
-    assert_memory_equal(fk_bundle_get(&c, "theta")->data, ta->data, ta->len * sizeof(double));
     fk_report rep;
-    fk_report_init(&rep);
-    assert_int_equal(m->evaluate(cli[0], &a, &rep, NULL), FK_OK);
+    checkpoint_round_trip(&fk_method_fedgrem, &p, f.tasks, 10, 77, 7, 15, &rep);
     assert_true(rep.error >= 0 && rep.error < 0.2); /* synthetic tasks carry true labels */
-    fk_bundle_close(&a);
-    fk_bundle_close(&b);
-    fk_bundle_close(&c);
-    fk_bundle_close(&sb);
-    for (int k = 0; k < 10; k++) {
-        m->client_close(cli[k]);
-        m->client_close(cli2[k]);
-    }
-    m->server_close(srv);
-    m->server_close(srv2);
     fk_params_close(&p);
     drop(&f);
 }
@@ -400,39 +329,6 @@ static void bad_input(void **state)
     drop(&f);
 }
 
-/* Round 1's initialisation updates of all ten clients (fresh states). */
-static void init_updates(const fk_method *m, void *srv, void **cli, fk_update *ups)
-{
-    fk_bundle task;
-    fk_bundle_init(&task);
-    for (int k = 0; k < 10; k++) {
-        fk_bundle_clear(&task);
-        assert_int_equal(m->task(srv, 1, 0, k, &task, NULL), FK_OK);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        assert_int_equal(m->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, NULL), FK_OK);
-    }
-    fk_bundle_close(&task);
-}
-
-/* Aggregate ups with client 4's tensor `name` replaced; expect `code` and `what` in the message. */
-static void tampered(const fk_method *m, void *srv, fk_update *ups, int round, const char *name,
-                     int ndim, const uint64_t *shape, const double *vals, int code,
-                     const char *what)
-{
-    fk_bundle keep = ups[4].msg, bad;
-    assert_int_equal(fk_bundle_copy(&bad, &keep), FK_OK);
-    assert_int_equal(fk_bundle_put(&bad, name, ndim, shape, vals), FK_OK);
-    ups[4].msg = bad;
-    fk_err err;
-    int done;
-    assert_int_equal(m->aggregate(srv, round, 0, ups, 10, &done, &err), code);
-    assert_non_null(strstr(err.msg, what));
-    ups[4].msg = keep;
-    fk_bundle_close(&bad);
-}
-
 /* Updates, tasks and checkpoints are untrusted bytes: wrong shapes and values
  * whose squares overflow are refused with FK_EFORMAT before any state changes. */
 static void untrusted_messages_refused(void **state)
@@ -448,23 +344,24 @@ static void untrusted_messages_refused(void **state)
     for (int k = 0; k < 10; k++)
         assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, 10, 3, NULL), FK_OK);
     fk_update ups[10];
-    init_updates(m, srv, cli, ups);
+    phase_updates(m, srv, cli, 10, 1, 0, ups);
     const fk_tensor *M = fk_bundle_get(&ups[4].msg, "M");
     assert_non_null(M);
     int R = (int)M->shape[0], P = (int)M->shape[1];
-    double big[M->len], flat[M->len];
+    size_t len = M->len; /* M is freed with the updates below; sizeof big must not re-read it */
+    double big[len], flat[len];
     memcpy(big, M->data, sizeof big);
     memcpy(flat, M->data, sizeof flat);
     big[1] = 7.687440341698395e+218; /* the fuzzer's centre: finite, its square is not */
     uint64_t ms[2] = {(uint64_t)R, (uint64_t)P}, fs[1] = {(uint64_t)R * P}, ws[1] = {(uint64_t)R};
-    tampered(m, srv, ups, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with value 1");
-    tampered(m, srv, ups, 1, "M", 1, fs, flat, FK_EFORMAT, "wrong shape");
+    tampered(m, srv, ups, 10, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with value 1");
+    tampered(m, srv, ups, 10, 1, "M", 1, fs, flat, FK_EFORMAT, "wrong shape");
     double negw[R];
     for (int r = 0; r < R; r++)
         negw[r] = r ? 0.5 : -0.5;
-    tampered(m, srv, ups, 1, "W", 1, ws, negw, FK_EFORMAT, ">= 0");
+    tampered(m, srv, ups, 10, 1, "W", 1, ws, negw, FK_EFORMAT, ">= 0");
     double nan_n = NAN;
-    tampered(m, srv, ups, 1, "n", 0, NULL, &nan_n, FK_EFORMAT, "scalar 'n'");
+    tampered(m, srv, ups, 10, 1, "n", 0, NULL, &nan_n, FK_EFORMAT, "scalar 'n'");
     /* The refusals left no trace: the genuine updates still initialise. */
     int done;
     assert_int_equal(m->aggregate(srv, 1, 0, ups, 10, &done, NULL), FK_OK);
@@ -485,8 +382,8 @@ static void untrusted_messages_refused(void **state)
     const fk_tensor *th = fk_bundle_get(&ups[4].msg, "theta");
     memcpy(big, th->data, sizeof big);
     big[0] = -1e200;
-    tampered(m, srv, ups, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");
-    tampered(m, srv, ups, 1, "theta", 1, fs, th->data, FK_EFORMAT, "wrong shape");
+    tampered(m, srv, ups, 10, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");
+    tampered(m, srv, ups, 10, 1, "theta", 1, fs, th->data, FK_EFORMAT, "wrong shape");
     assert_int_equal(m->aggregate(srv, 1, 1, ups, 10, &done, NULL), FK_OK);
     for (int k = 0; k < 10; k++)
         fk_bundle_close(&ups[k].msg);

@@ -75,6 +75,30 @@ static int parse_gmm(const fk_params *p, fk_synth_spec *o, fk_err *err)
     return FK_OK;
 }
 
+static int parse_mor(const fk_params *p, fk_synth_spec *o, fk_err *err)
+{
+    long tasks, outliers, samples, comps, dims, client;
+    int rc;
+    fk_synth_mor *m = &o->mor;
+    fk_synth_mor_defaults(m);
+    if ((rc = fk_params_int(p, "tasks", 10, 2, 1000, &tasks, err)) ||
+        (rc = fk_params_int(p, "outliers", 1, 0, tasks - 1, &outliers, err)) ||
+        (rc = fk_params_int(p, "components", 5, 1, 100, &comps, err)) ||
+        (rc = fk_params_int(p, "dims", 10, 1, 1000, &dims, err)) ||
+        (rc = fk_params_int(p, "samples", 200, dims + 1, 100000, &samples, err)) ||
+        (rc = fk_params_double(p, "h", 0.0, 0.0, 1e6, &m->h, err)) ||
+        (rc = fk_params_double(p, "out_coef", -3.0, -1e6, 1e6, &m->out_coef, err)) ||
+        (rc = fk_params_int(p, "client", -1, 0, tasks - 1, &client, err)))
+        return rc;
+    m->K = (int)tasks;
+    m->n_outlier = (int)outliers;
+    m->R = (int)comps;
+    m->p = (int)dims;
+    m->n = (int)samples;
+    o->client = (int)client;
+    return FK_OK;
+}
+
 int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
 {
     memset(out, 0, sizeof *out);
@@ -86,10 +110,12 @@ int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
         out->kind = FK_SYNTH_SHIFT;
     else if (klen == 3 && !strncmp(kind, "gmm", 3))
         out->kind = FK_SYNTH_GMM;
+    else if (klen == 3 && !strncmp(kind, "mor", 3))
+        out->kind = FK_SYNTH_MOR;
     else
         return fk_err_set(err, FK_EINVAL,
                           "data set '%.80s': unknown synthetic kind '%.*s' (use " PREFIX
-                          "shift:client=I or " PREFIX "gmm:client=I)",
+                          "shift:client=I, " PREFIX "gmm:client=I or " PREFIX "mor:client=I)",
                           spec, (int)(klen > 40 ? 40 : klen), kind);
     fk_params p;
     fk_params_init(&p);
@@ -100,7 +126,9 @@ int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
     if (!rc)
         rc = fk_params_u64(&p, "seed", 1, &out->seed, err);
     if (!rc)
-        rc = out->kind == FK_SYNTH_SHIFT ? parse_shift(&p, out, err) : parse_gmm(&p, out, err);
+        rc = out->kind == FK_SYNTH_SHIFT ? parse_shift(&p, out, err)
+             : out->kind == FK_SYNTH_GMM ? parse_gmm(&p, out, err)
+                                         : parse_mor(&p, out, err);
     if (rc && rc != FK_ENOMEM && strncmp(err->msg, "data set", 8))
         fk_err_prefix(err, "data set '%.80s': ", spec);
     const char *unused = rc ? NULL : fk_params_unused(&p);
@@ -147,6 +175,18 @@ static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
     return rc;
 }
 
+static int load_mor(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
+{
+    const fk_synth_mor *m = &s->mor;
+    fk_mor_data d;
+    int rc = fk_mor_make(m->K, m->R, m->p, m->n, m->n_outlier, m->h, m->out_coef, s->seed, &d, err);
+    if (rc)
+        return rc;
+    rc = fk_mor_task_dataset(&d, s->client, ds, err);
+    fk_mor_data_close(&d);
+    return rc;
+}
+
 int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err)
 {
     memset(ds, 0, sizeof *ds);
@@ -154,5 +194,7 @@ int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err)
     int rc = fk_synth_spec_parse(spec, &s, err);
     if (rc)
         return rc;
-    return s.kind == FK_SYNTH_SHIFT ? load_shift(ds, &s, err) : load_gmm(ds, &s, err);
+    return s.kind == FK_SYNTH_SHIFT ? load_shift(ds, &s, err)
+           : s.kind == FK_SYNTH_GMM ? load_gmm(ds, &s, err)
+                                    : load_mor(ds, &s, err);
 }

@@ -6,6 +6,10 @@
  *   synthetic/gmm:client=I[,tasks=10,outliers=1,seed=1,samples=150]
  *       task I of the FedGrEM simulation design (fk_synth_gmm_make; the last
  *       `outliers` tasks are outliers)
+ *   synthetic/mor:client=I[,tasks=10,outliers=1,seed=1,samples=200,components=5,dims=10,
+ *                 h=0,out_coef=-3]
+ *       task I of the mixture-of-regressions design (fk_mor_make): X and the regression
+ *       target y (in y_raw), for fedgrem-mor / fedem-mor
  *
  * Every client of a federation passes the same options but its own index, and gets
  * exactly the dataset the in-process simulator gives that client for the same seed. */
@@ -17,9 +21,10 @@
 #include "common/base/err.h"
 #include "common/data/dataset.h"
 #include "common/data/synth_gmm.h"
+#include "common/data/synth_mor.h"
 #include "common/data/synth_shift.h"
 
-typedef enum fk_synth_kind { FK_SYNTH_SHIFT = 1, FK_SYNTH_GMM = 2 } fk_synth_kind;
+typedef enum fk_synth_kind { FK_SYNTH_SHIFT = 1, FK_SYNTH_GMM = 2, FK_SYNTH_MOR = 3 } fk_synth_kind;
 
 typedef struct fk_synth_spec {
     fk_synth_kind kind;
@@ -27,6 +32,7 @@ typedef struct fk_synth_spec {
     uint64_t seed;
     fk_synth_opts shift; /* FK_SYNTH_SHIFT */
     fk_synth_gmm gmm;    /* FK_SYNTH_GMM */
+    fk_synth_mor mor;    /* FK_SYNTH_MOR */
 } fk_synth_spec;
 
 /* 1 if src starts with "synthetic/" (and is meant as a spec), else 0. */

@@ -1,4 +1,5 @@
 #include "common/methods/fedgrem.h"
+#include "common/methods/fedgrem_int.h"
 
 #include <limits.h>
 #include <math.h>
@@ -11,18 +12,13 @@
 #include "common/methods/gmm.h"
 #include "common/methods/gmm_estep.h"
 
-enum variant { V_FEDGREM, V_FEDEM, V_LOCAL_EM, V_LOCAL_GREM, V_TGMM, V_POOLED_GREM };
 static const char *const VARIANT_NAME[] = {"fedgrem", "fedem",      "local-em",
                                            "local-grem", "tgmm", "pooled-grem"};
 static const uint64_t INIT_STREAM = 0x6565650000000000ULL;  /* client Local-EM restarts */
 static const uint64_t ALIGN_STREAM = 0x616c690000000000ULL; /* alignment task orders */
+static const char *const MODEL_NAME[] = {"", "-mor"};
 
-typedef struct cfg {
-    int R, B, restarts, passes, guard, uniform;
-    double c_eta, kappa, C, lambda0, step, tgmm;
-} cfg;
-
-static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
+int fk_fedgrem_cfg_parse(fk_fedgrem_cfg *c, const fk_params *p, fk_err *err)
 {
     long R, B, rs, passes, guard;
     int rc = fk_params_int(p, "R", 5, 1, 1000, &R, err);
@@ -64,7 +60,7 @@ static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
 
 /* 1 when every value is finite and within +-FK_GMM_MAX_ABS (alignment and the
  * central update square differences of these). */
-static int all_bounded(const double *a, size_t n)
+int fk_fedgrem_all_bounded(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!(fabs(a[i]) <= FK_GMM_MAX_ABS))
@@ -74,8 +70,8 @@ static int all_bounded(const double *a, size_t n)
 
 /* A tensor from another party, before any use: present, exactly this shape
  * (ndim and every dim), values bounded; `nonneg` also refuses negative values. */
-static int take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape, int nonneg,
-                const char *who, const fk_tensor **out, fk_err *err)
+int fk_fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
+                    int nonneg, const char *who, const fk_tensor **out, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     char want[64] = "";
@@ -103,8 +99,8 @@ static int take(const fk_bundle *b, const char *name, int ndim, const uint64_t *
 }
 
 /* A scalar from another party: one value, finite, in [lo, hi]. */
-static int take_scalar(const fk_bundle *b, const char *name, double lo, double hi, const char *who,
-                       double *v, fk_err *err)
+int fk_fedgrem_take_scalar(const fk_bundle *b, const char *name, double lo, double hi,
+                           const char *who, double *v, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi))
@@ -114,8 +110,8 @@ static int take_scalar(const fk_bundle *b, const char *name, double lo, double h
 }
 
 typedef struct gsrv {
-    int variant, K, R, p, init_done, passes;
-    cfg c;
+    int variant, model, K, R, p, init_done, passes;
+    fk_fedgrem_cfg c;
     uint64_t seed;
     double lambda;
     double *nk, *theta, *tilde, *w, *theta0, *beta, *sigma, *perm, *src;
@@ -157,18 +153,19 @@ static int srv_alloc(gsrv *s, int p, fk_err *err)
     return FK_OK;
 }
 
-static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, int variant,
-                    fk_err *err)
+int fk_fedgrem_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, int variant,
+                        int model, fk_err *err)
 {
     gsrv *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "fedgrem server: out of memory");
-    int rc = cfg_parse(&s->c, p, err);
+    int rc = fk_fedgrem_cfg_parse(&s->c, p, err);
     if (rc) {
         free(s);
         return rc;
     }
     s->variant = variant;
+    s->model = model;
     s->K = n_clients;
     s->R = s->c.R;
     s->seed = seed;
@@ -177,7 +174,7 @@ static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed
     return FK_OK;
 }
 
-static void srv_close(void *v)
+void fk_fedgrem_srv_close(void *v)
 {
     gsrv *s = v;
     if (!s)
@@ -187,7 +184,7 @@ static void srv_close(void *v)
 }
 
 /* Every client takes part in every round: the algorithm has no sampling. */
-static int srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+int fk_fedgrem_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
     (void)round;
     (void)rng;
@@ -199,7 +196,7 @@ static int srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen,
     return FK_OK;
 }
 
-static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+int fk_fedgrem_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     size_t Rp = (size_t)s->R * (size_t)s->p;
@@ -269,11 +266,11 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
                             "p mismatch: client %d has %llu features but client %d has %d; all "
                             "clients must share one feature dimension",
                             k, (unsigned long long)m->shape[1], ups[0].client, p);
-        } else if (!(rc = take(u, "M", 2, mshape, 0, who, &m, err)) &&
-                   !(rc = take(u, "W", 1, wshape, 1, who, &w, err)) &&
-                   !(rc = take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)) &&
+        } else if (!(rc = fk_fedgrem_take(u, "M", 2, mshape, 0, who, &m, err)) &&
+                   !(rc = fk_fedgrem_take(u, "W", 1, wshape, 1, who, &w, err)) &&
+                   !(rc = fk_fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)) &&
                    !(fk_bundle_get(u, "sigma") &&
-                     (rc = take(u, "sigma", 2, sshape, 0, who, &sg, err)))) {
+                     (rc = fk_fedgrem_take(u, "sigma", 2, sshape, 0, who, &sg, err)))) {
             memcpy(M + (size_t)k * Rp, m->data, Rp * sizeof *M);
             memcpy(W + (size_t)k * R, w->data, (size_t)R * sizeof *W);
             s->nk[k] = nn;
@@ -285,7 +282,8 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
         if (!(s->nk[k] > 0))
             rc = fk_err_set(err, FK_ESTATE, "client %d sent no local fit (duplicate updates?)", k);
     fk_rng rng;
-    fk_rng_init(&rng, s->seed, ALIGN_STREAM);
+    /* MoR aligns with the direct simulation's stream, so both give the same labels */
+    fk_rng_init(&rng, s->seed, s->model == FK_FEDGREM_MOR ? FK_MOR_ALIGN_STREAM : ALIGN_STREAM);
     if (!rc)
         rc = fk_gmm_align(M, s->K, R, p, s->c.B, &rng, perm, err);
     for (int k = 0; rc == FK_OK && k < s->K; k++)
@@ -371,8 +369,8 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
             return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
                               ups[i].client, s->K);
         int rc;
-        if ((rc = take(&ups[i].msg, "nr", 1, nshape, 1, who, NULL, err)) ||
-            (rc = take(&ups[i].msg, "sx", 2, xshape, 0, who, NULL, err)))
+        if ((rc = fk_fedgrem_take(&ups[i].msg, "nr", 1, nshape, 1, who, NULL, err)) ||
+            (rc = fk_fedgrem_take(&ups[i].msg, "sx", 2, xshape, 0, who, NULL, err)))
             return rc;
     }
     for (int i = 0; i < n; i++) {
@@ -397,8 +395,8 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
     return FK_OK;
 }
 
-static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
-                         int *round_done, fk_err *err)
+int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+                             int *round_done, fk_err *err)
 {
     (void)phase;
     gsrv *s = v;
@@ -421,8 +419,8 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
             char who[64];
             snprintf(who, sizeof who, "round %d: client %d", round, k);
             const uint64_t tshape[2] = {(uint64_t)R, (uint64_t)p}, wshape[1] = {(uint64_t)R};
-            if ((rc = take(&ups[i].msg, "theta", 2, tshape, 0, who, NULL, err)) ||
-                (rc = take(&ups[i].msg, "w", 1, wshape, 1, who, NULL, err)))
+            if ((rc = fk_fedgrem_take(&ups[i].msg, "theta", 2, tshape, 0, who, NULL, err)) ||
+                (rc = fk_fedgrem_take(&ups[i].msg, "w", 1, wshape, 1, who, NULL, err)))
                 return rc;
         }
         for (int i = 0; i < n; i++) {
@@ -451,13 +449,13 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
     for (size_t i = 0; rc == FK_OK && i < (size_t)s->K * Rp; i++)
         if (!isfinite(s->theta[i]))
             rc = fk_err_set(err, FK_ENUMERIC,
-                            "round %d: %s estimates became non-finite (client %zu); the run "
+                            "round %d: %s%s estimates became non-finite (client %zu); the run "
                             "diverged (try a smaller c_eta)",
-                            round, VARIANT_NAME[s->variant], i / Rp);
+                            round, VARIANT_NAME[s->variant], MODEL_NAME[s->model], i / Rp);
     return rc;
 }
 
-static int srv_model(void *v, fk_bundle *out, fk_err *err)
+int fk_fedgrem_srv_model(void *v, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     if (!s->init_done)
@@ -480,7 +478,7 @@ static int srv_model(void *v, fk_bundle *out, fk_err *err)
     return rc ? fk_err_set(err, FK_ENOMEM, "model: out of memory") : FK_OK;
 }
 
-static int srv_save(void *v, fk_bundle *out, fk_err *err)
+int fk_fedgrem_srv_save(void *v, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     int rc = fk_bundle_put_scalar(out, "init_done", s->init_done);
@@ -508,7 +506,8 @@ static int srv_save(void *v, fk_bundle *out, fk_err *err)
 }
 
 /* A whole number in [lo, hi] from a checkpoint (range first: casting out-of-range doubles is undefined). */
-static int get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v, fk_err *err)
+int fk_fedgrem_get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v,
+                         fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi) ||
@@ -519,20 +518,20 @@ static int get_count(const fk_bundle *b, const char *name, double lo, double hi,
     return FK_OK;
 }
 
-static int srv_load(void *v, const fk_bundle *in, fk_err *err)
+int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gsrv *s = v;
     int init = 0, K = 0, R = 0, p = 0;
     double lambda = 0;
-    int rc = get_count(in, "init_done", 0, 1, &init, err);
+    int rc = fk_fedgrem_get_count(in, "init_done", 0, 1, &init, err);
     if (!rc)
-        rc = get_count(in, "K", 0, INT_MAX, &K, err);
+        rc = fk_fedgrem_get_count(in, "K", 0, INT_MAX, &K, err);
     if (!rc)
-        rc = get_count(in, "R", 0, INT_MAX, &R, err);
+        rc = fk_fedgrem_get_count(in, "R", 0, INT_MAX, &R, err);
     if (!rc)
-        rc = get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
+        rc = fk_fedgrem_get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
     if (!rc)
-        rc = take_scalar(in, "lambda", 0, FK_GMM_MAX_ABS, "checkpoint", &lambda, err);
+        rc = fk_fedgrem_take_scalar(in, "lambda", 0, FK_GMM_MAX_ABS, "checkpoint", &lambda, err);
     if (rc)
         return rc;
     if (K != s->K || R != s->R)
@@ -552,7 +551,7 @@ static int srv_load(void *v, const fk_bundle *in, fk_err *err)
     const fk_tensor *t[N_ARR];
     for (size_t i = 0; init && i < N_ARR; i++) { /* all checked before the state changes */
         t[i] = fk_bundle_get(in, arr[i].name);
-        if (!t[i] || t[i]->len != arr[i].len || !all_bounded(t[i]->data, t[i]->len))
+        if (!t[i] || t[i]->len != arr[i].len || !fk_fedgrem_all_bounded(t[i]->data, t[i]->len))
             return fk_err_set(err, FK_EFORMAT,
                               "checkpoint tensor '%s' is missing, has the wrong size or holds "
                               "non-finite values",
@@ -575,20 +574,9 @@ static int srv_load(void *v, const fk_bundle *in, fk_err *err)
 
 /* ---------------- client ---------------- */
 
-typedef struct gcli {
-    int variant, k, K, R, p, fitted, aligned, warned;
-    cfg c;
-    uint64_t seed;
-    const double *X;
-    const fk_dataset *d;
-    size_t n;
-    double *xsq, *gamma, *W, *M, *S, *w, *eta, *nr, *sx, *theta;
-    double *Xt; /* p x n transpose for the small-p E-step kernel (NULL: dgemm) */
-} gcli;
-
-static void cli_close(void *v)
+void fk_fedgrem_cli_close(void *v)
 {
-    gcli *c = v;
+    fk_fedgrem_cli *c = v;
     if (!c)
         return;
     free(c->xsq);
@@ -602,14 +590,15 @@ static void cli_close(void *v)
     free(c->nr);
     free(c->sx);
     free(c->theta);
+    fk_mor_ws_close(&c->mws);
     free(c);
 }
 
-static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
-                    int n_clients, uint64_t seed, int variant, fk_err *err)
+int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                        int n_clients, uint64_t seed, int variant, fk_err *err)
 {
-    cfg cf;
-    int rc = cfg_parse(&cf, p, err);
+    fk_fedgrem_cfg cf;
+    int rc = fk_fedgrem_cfg_parse(&cf, p, err);
     if (rc)
         return rc;
     size_t n = data->X.rows;
@@ -637,10 +626,10 @@ static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int 
                               "client %d: sample %zu feature %zu is NaN or infinite; clean the "
                               "data before the run",
                               client, i / (size_t)d, i % (size_t)d);
-    gcli *c = calloc(1, sizeof *c);
+    fk_fedgrem_cli *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "client: out of memory");
-    *c = (gcli){.variant = variant, .k = client, .K = n_clients, .R = R, .p = d, .c = cf,
+    *c = (fk_fedgrem_cli){.variant = variant, .k = client, .K = n_clients, .R = R, .p = d, .c = cf,
                 .seed = seed, .X = data->X.data, .d = data, .n = n};
     size_t Rp = (size_t)R * d;
     c->xsq = malloc(n * sizeof(double));
@@ -655,7 +644,7 @@ static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int 
     c->theta = calloc(Rp, sizeof(double));
     if (!c->xsq || !c->gamma || !c->W || !c->M || !c->S || !c->w || !c->eta || !c->nr || !c->sx ||
         !c->theta) {
-        cli_close(c);
+        fk_fedgrem_cli_close(c);
         return fk_err_set(err, FK_ENOMEM, "client %d: out of memory (n=%zu)", client, n);
     }
     for (size_t i = 0; i < n; i++) {
@@ -673,7 +662,18 @@ static int cli_init(void **out, const fk_params *p, const fk_dataset *data, int 
     return FK_OK;
 }
 
-static int put_common(gcli *c, fk_bundle *up)
+int fk_fedgrem_put_fit(fk_fedgrem_cli *c, fk_bundle *up)
+{
+    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
+    int rc = fk_bundle_put(up, "M", 2, shape, c->M);
+    if (!rc)
+        rc = fk_bundle_put_vec(up, "W", (size_t)c->R, c->W);
+    if (!rc)
+        rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+    return rc;
+}
+
+int fk_fedgrem_put_common(fk_fedgrem_cli *c, fk_bundle *up)
 {
     uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
     int rc = fk_bundle_put(up, "theta", 2, shape, c->theta);
@@ -682,7 +682,7 @@ static int put_common(gcli *c, fk_bundle *up)
     return rc;
 }
 
-static int local_init(gcli *c, fk_bundle *up, fk_report *rep, fk_err *err)
+static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_rng rng;
     fk_rng_init(&rng, c->seed, INIT_STREAM + (uint64_t)c->k);
@@ -696,13 +696,8 @@ static int local_init(gcli *c, fk_bundle *up, fk_report *rep, fk_err *err)
         c->warned = 1;
     }
     c->fitted = 1;
-    uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
     uint64_t ss[2] = {(uint64_t)c->p, (uint64_t)c->p};
-    rc = fk_bundle_put(up, "M", 2, shape, c->M);
-    if (!rc)
-        rc = fk_bundle_put_vec(up, "W", (size_t)c->R, c->W);
-    if (!rc)
-        rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+    rc = fk_fedgrem_put_fit(c, up);
     if (!rc && c->variant == V_LOCAL_EM)
         rc = fk_bundle_put(up, "sigma", 2, ss, c->S);
     rep->n_samples = (double)c->n;
@@ -711,7 +706,7 @@ static int local_init(gcli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 }
 
 /* Relabel the local fit with the server's permutation; fix the step sizes. */
-static int apply_perm(gcli *c, const fk_tensor *pt, fk_err *err)
+int fk_fedgrem_apply_perm(fk_fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
 {
     int R = c->R;
     if (pt->len != (size_t)R)
@@ -734,9 +729,30 @@ static int apply_perm(gcli *c, const fk_tensor *pt, fk_err *err)
     return FK_OK;
 }
 
+int fk_fedgrem_step_task(fk_fedgrem_cli *c, const fk_bundle *task, const fk_tensor **w,
+                         const fk_tensor **src, fk_err *err)
+{
+    int R = c->R, p = c->p;
+    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p}, rshape[1] = {(uint64_t)R};
+    const fk_tensor *th, *pt = fk_bundle_get(task, "perm");
+    int rc = fk_fedgrem_take(task, "theta", 2, shape, 0, "the server's task", &th, err);
+    if (!rc && c->variant == V_POOLED_GREM)
+        rc = fk_fedgrem_take(task, "w", 1, rshape, 1, "the server's pooled task", w, err);
+    if (!rc && c->variant == V_TGMM)
+        rc = fk_fedgrem_take(task, "src", 2, shape, 0, "the server's tgmm task", src, err);
+    if (!rc && pt)
+        rc = fk_fedgrem_apply_perm(c, pt, err);
+    if (rc)
+        return rc;
+    if (!c->aligned || !c->fitted)
+        return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
+    memcpy(c->theta, th->data, (size_t)R * p * sizeof(double));
+    return FK_OK;
+}
+
 static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
-    gcli *c = v;
+    fk_fedgrem_cli *c = v;
     const fk_tensor *op = fk_bundle_get(task, "op");
     if (!op || op->len != 1)
         return fk_err_set(err, FK_EFORMAT, "task lacks 'op'");
@@ -744,23 +760,15 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         return local_init(c, up, rep, err);
     int R = c->R, p = c->p;
     size_t Rp = (size_t)R * p;
-    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p}, rshape[1] = {(uint64_t)R};
-    const fk_tensor *th, *w = NULL, *src = NULL, *pt = fk_bundle_get(task, "perm");
-    int rc = take(task, "theta", 2, shape, 0, "the server's task", &th, err);
-    if (!rc && c->variant == V_POOLED_GREM)
-        rc = take(task, "w", 1, rshape, 1, "the server's pooled task", &w, err);
-    if (!rc && c->variant == V_TGMM)
-        rc = take(task, "src", 2, shape, 0, "the server's tgmm task", &src, err);
-    if (!rc && pt)
-        rc = apply_perm(c, pt, err);
+    const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
+    const fk_tensor *w = NULL, *src = NULL;
+    int rc = fk_fedgrem_step_task(c, task, &w, &src, err);
     if (rc)
         return rc;
-    if (!c->aligned || !c->fitted)
-        return fk_err_set(err, FK_ESTATE, "client %d got a step before its initialisation", c->k);
-    memcpy(c->theta, th->data, Rp * sizeof(double));
     rep->n_samples = (double)c->n;
     if (c->variant == V_LOCAL_EM) /* the EEE fit is final; report it once more */
-        return put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+        return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+                                            : FK_OK;
     if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
     double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, c->theta, R, c->nr, c->sx,
@@ -787,18 +795,33 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         for (size_t i = 0; i < Rp; i++)
             c->theta[i] = (c->theta[i] + a * src->data[i]) / den;
     }
-    return put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+    return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+                                        : FK_OK;
+}
+
+int fk_fedgrem_model_slice(const fk_fedgrem_cli *c, const fk_bundle *model, const double **theta,
+                           const double **w, fk_err *err)
+{
+    size_t Rp = (size_t)c->R * c->p;
+    const fk_tensor *th = fk_bundle_get(model, "theta"), *wt = fk_bundle_get(model, "w");
+    if (!th || th->len != (size_t)c->K * Rp || !wt || wt->len != (size_t)c->K * c->R ||
+        !fk_fedgrem_all_bounded(th->data, th->len) || !fk_fedgrem_all_bounded(wt->data, wt->len))
+        return fk_err_set(err, FK_EFORMAT,
+                          "model lacks finite 'theta' (K x R x p = %d x %d x %d) or 'w' (K x R)",
+                          c->K, c->R, c->p);
+    *theta = th->data + (size_t)c->k * Rp;
+    *w = wt->data + (size_t)c->k * c->R;
+    return FK_OK;
 }
 
 static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
-    gcli *c = v;
+    fk_fedgrem_cli *c = v;
     int R = c->R, p = c->p;
-    size_t Rp = (size_t)R * p;
-    const fk_tensor *th = fk_bundle_get(model, "theta"), *w = fk_bundle_get(model, "w");
-    if (!th || th->len != (size_t)c->K * Rp || !w || w->len != (size_t)c->K * R)
-        return fk_err_set(err, FK_EFORMAT, "model lacks 'theta' (K x R x p) or 'w' (K x R)");
-    const double *tk = th->data + (size_t)c->k * Rp, *wk = w->data + (size_t)c->k * R;
+    const double *tk, *wk;
+    int rc0 = fk_fedgrem_model_slice(c, model, &tk, &wk, err);
+    if (rc0)
+        return rc0;
     rep->n_samples = (double)c->n;
     rep->loss = -fk_gmm_estep(c->X, c->n, p, c->xsq, wk, tk, R, c->gamma) / (double)c->n;
     if (!c->d->y || c->d->n_classes <= 0)
@@ -821,9 +844,9 @@ static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err 
     return rc;
 }
 
-static int cli_save(void *v, fk_bundle *out, fk_err *err)
+int fk_fedgrem_cli_save(void *v, fk_bundle *out, fk_err *err)
 {
-    gcli *c = v;
+    fk_fedgrem_cli *c = v;
     size_t R = (size_t)c->R, P = (size_t)c->p;
     int rc = fk_bundle_put_scalar(out, "fitted", c->fitted);
     if (!rc)
@@ -841,14 +864,14 @@ static int cli_save(void *v, fk_bundle *out, fk_err *err)
     return rc ? fk_err_set(err, FK_ENOMEM, "client save: out of memory") : FK_OK;
 }
 
-static int cli_load(void *v, const fk_bundle *in, fk_err *err)
+int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
 {
-    gcli *c = v;
+    fk_fedgrem_cli *c = v;
     size_t R = (size_t)c->R, P = (size_t)c->p;
     int f = 0, a = 0;
-    int rc = get_count(in, "fitted", 0, 1, &f, err);
+    int rc = fk_fedgrem_get_count(in, "fitted", 0, 1, &f, err);
     if (!rc)
-        rc = get_count(in, "aligned", 0, 1, &a, err);
+        rc = fk_fedgrem_get_count(in, "aligned", 0, 1, &a, err);
     if (rc)
         return rc;
     struct {
@@ -861,7 +884,7 @@ static int cli_load(void *v, const fk_bundle *in, fk_err *err)
     const fk_tensor *t[N_ARR];
     for (size_t i = 0; i < N_ARR; i++) { /* all checked before the state changes */
         t[i] = fk_bundle_get(in, arr[i].name);
-        if (!t[i] || t[i]->len != arr[i].len || !all_bounded(t[i]->data, t[i]->len))
+        if (!t[i] || t[i]->len != arr[i].len || !fk_fedgrem_all_bounded(t[i]->data, t[i]->len))
             return fk_err_set(err, FK_EFORMAT,
                               "client checkpoint tensor '%s' is missing, has the wrong size or "
                               "holds non-finite values",
@@ -877,182 +900,29 @@ static int cli_load(void *v, const fk_bundle *in, fk_err *err)
 /* ---------------- tables ---------------- */
 
 /* One server_init / client_init pair per variant: the tables differ only there. */
-static int srv_init_fedgrem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return srv_init(s, p, n, seed, V_FEDGREM, err);
-}
+FK_FEDGREM_INITS(fedgrem, V_FEDGREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(fedem, V_FEDEM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(local_em, V_LOCAL_EM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(local_grem, V_LOCAL_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(tgmm, V_TGMM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(pooled_grem, V_POOLED_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
 
-static int cli_init_fedgrem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return cli_init(c, p, d, k, n, seed, V_FEDGREM, err);
-}
-
-static int srv_init_fedem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return srv_init(s, p, n, seed, V_FEDEM, err);
-}
-
-static int cli_init_fedem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return cli_init(c, p, d, k, n, seed, V_FEDEM, err);
-}
-
-static int srv_init_local_em(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return srv_init(s, p, n, seed, V_LOCAL_EM, err);
-}
-
-static int cli_init_local_em(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return cli_init(c, p, d, k, n, seed, V_LOCAL_EM, err);
-}
-
-static int srv_init_local_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return srv_init(s, p, n, seed, V_LOCAL_GREM, err);
-}
-
-static int cli_init_local_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return cli_init(c, p, d, k, n, seed, V_LOCAL_GREM, err);
-}
-
-static int srv_init_tgmm(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return srv_init(s, p, n, seed, V_TGMM, err);
-}
-
-static int cli_init_tgmm(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return cli_init(c, p, d, k, n, seed, V_TGMM, err);
-}
-
-static int srv_init_pooled_grem(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
-{
-    return srv_init(s, p, n, seed, V_POOLED_GREM, err);
-}
-
-static int cli_init_pooled_grem(void **c, const fk_params *p, const fk_dataset *d, int k, int n,
-                        uint64_t seed, fk_err *err)
-{
-    return cli_init(c, p, d, k, n, seed, V_POOLED_GREM, err);
-}
-
-const fk_method fk_method_fedgrem = {
-    .name = "fedgrem",
-    .summary = "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
-    .server_init = srv_init_fedgrem,
-    .server_close = srv_close,
-    .plan = srv_plan,
-    .task = srv_task,
-    .aggregate = srv_aggregate,
-    .model = srv_model,
-    .save = srv_save,
-    .load = srv_load,
-    .client_init = cli_init_fedgrem,
-    .client_close = cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = cli_save,
-    .client_load = cli_load,
-};
-
-const fk_method fk_method_fedem = {
-    .name = "fedem",
-    .summary = "federated EM: local EM means averaged by the server",
-    .server_init = srv_init_fedem,
-    .server_close = srv_close,
-    .plan = srv_plan,
-    .task = srv_task,
-    .aggregate = srv_aggregate,
-    .model = srv_model,
-    .save = srv_save,
-    .load = srv_load,
-    .client_init = cli_init_fedem,
-    .client_close = cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = cli_save,
-    .client_load = cli_load,
-};
-
-const fk_method fk_method_local_em = {
-    .name = "local-em",
-    .summary = "per-client EEE Gaussian mixture (no federation)",
-    .server_init = srv_init_local_em,
-    .server_close = srv_close,
-    .plan = srv_plan,
-    .task = srv_task,
-    .aggregate = srv_aggregate,
-    .model = srv_model,
-    .save = srv_save,
-    .load = srv_load,
-    .client_init = cli_init_local_em,
-    .client_close = cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = cli_save,
-    .client_load = cli_load,
-};
-
-const fk_method fk_method_local_grem = {
-    .name = "local-grem",
-    .summary = "per-client gradient EM, step 0.1 (no federation)",
-    .server_init = srv_init_local_grem,
-    .server_close = srv_close,
-    .plan = srv_plan,
-    .task = srv_task,
-    .aggregate = srv_aggregate,
-    .model = srv_model,
-    .save = srv_save,
-    .load = srv_load,
-    .client_init = cli_init_local_grem,
-    .client_close = cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = cli_save,
-    .client_load = cli_load,
-};
-
-const fk_method fk_method_tgmm = {
-    .name = "tgmm",
-    .summary = "transfer-learning GMM borrowing from the other clients' initial centres",
-    .server_init = srv_init_tgmm,
-    .server_close = srv_close,
-    .plan = srv_plan,
-    .task = srv_task,
-    .aggregate = srv_aggregate,
-    .model = srv_model,
-    .save = srv_save,
-    .load = srv_load,
-    .client_init = cli_init_tgmm,
-    .client_close = cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = cli_save,
-    .client_load = cli_load,
-};
-
-const fk_method fk_method_pooled_grem = {
-    .name = "pooled-grem",
-    .summary = "gradient EM on the union of all clients (summed statistics)",
-    .server_init = srv_init_pooled_grem,
-    .server_close = srv_close,
-    .plan = srv_plan,
-    .task = srv_task,
-    .aggregate = srv_aggregate,
-    .model = srv_model,
-    .save = srv_save,
-    .load = srv_load,
-    .client_init = cli_init_pooled_grem,
-    .client_close = cli_close,
-    .local_step = cli_step,
-    .evaluate = cli_evaluate,
-    .client_save = cli_save,
-    .client_load = cli_load,
-};
+const fk_method fk_method_fedgrem =
+    FK_FEDGREM_TABLE("fedgrem",
+                     "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
+                     fedgrem, cli_step, cli_evaluate);
+const fk_method fk_method_fedem =
+    FK_FEDGREM_TABLE("fedem", "federated EM: local EM means averaged by the server", fedem,
+                     cli_step, cli_evaluate);
+const fk_method fk_method_local_em =
+    FK_FEDGREM_TABLE("local-em", "per-client EEE Gaussian mixture (no federation)", local_em,
+                     cli_step, cli_evaluate);
+const fk_method fk_method_local_grem =
+    FK_FEDGREM_TABLE("local-grem", "per-client gradient EM, step 0.1 (no federation)", local_grem,
+                     cli_step, cli_evaluate);
+const fk_method fk_method_tgmm = FK_FEDGREM_TABLE(
+    "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres", tgmm,
+    cli_step, cli_evaluate);
+const fk_method fk_method_pooled_grem = FK_FEDGREM_TABLE(
+    "pooled-grem", "gradient EM on the union of all clients (summed statistics)", pooled_grem,
+    cli_step, cli_evaluate);

@@ -6,6 +6,8 @@
  *   local-grem   per-client gradient EM, step 0.1, no server step
  *   tgmm         per-client EM borrowing from the other clients' initial centres (0.4)
  *   pooled-grem  gradient EM on the union of all clients via summed statistics
+ *   fedgrem-mor, fedem-mor   the same two on mixtures of regressions (fedgrem_mor.c;
+ *                data with a regression target y, e.g. synthetic/mor:client=I)
  * Round 1 starts with an initialisation phase: every client fits Local-EM and
  * sends its centres; the server aligns labels (Hungarian step) and answers
  * with each client's permutation. Parameters (job config / --key value):
@@ -23,5 +25,7 @@ extern const fk_method fk_method_local_em;
 extern const fk_method fk_method_local_grem;
 extern const fk_method fk_method_tgmm;
 extern const fk_method fk_method_pooled_grem;
+extern const fk_method fk_method_fedgrem_mor;
+extern const fk_method fk_method_fedem_mor;
 
 #endif

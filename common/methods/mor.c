@@ -3,20 +3,20 @@
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/data/synth_gmm.h"
 #include "common/la/rng.h"
 #include "common/methods/gmm.h"
+#include "common/methods/mor_local.h"
+#include "common/methods/sim.h"
+
+static const double LN_2PI = 1.8378770664093454836;
 
 const char *const fk_mor_methods[] = {"fedgrem",   "fedem",       "local-em", "local-grem",
                                       "pooled-em", "pooled-grem", "fedgmm",   NULL};
 
-static const double LN_2PI = 1.8378770664093454836;
-static const uint64_t X_STREAM = 0x6d6f727800000000ULL;    /* x and noise of task k */
-static const uint64_t INIT_STREAM = 0x6d6f726900000000ULL; /* Local-EM restarts of task k */
-static const uint64_t ALIGN_STREAM = 0x6d6f726100000000ULL;
 static const uint64_t POOL_STREAM = 0x6d6f727000000000ULL;
 static const uint64_t GMMX_STREAM = 0x6d6f726700000000ULL; /* FedGMM's x-mixture fits */
 
@@ -50,222 +50,6 @@ static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
     return FK_OK;
 }
 
-void fk_mor_data_close(fk_mor_data *d)
-{
-    free(d->X);
-    free(d->y);
-    free(d->theta);
-    free(d->w);
-    *d = (fk_mor_data){0};
-}
-
-int fk_mor_make(int K, int R, int p, int n, int n_outlier, double h, double out_coef,
-                uint64_t seed, fk_mor_data *d, fk_err *err)
-{
-    *d = (fk_mor_data){.K = K, .R = R, .p = p, .n = n, .n_outlier = n_outlier};
-    fk_synth_gmm o;
-    fk_synth_gmm_defaults(&o);
-    o.K = K;
-    o.R = R;
-    o.p = p;
-    o.n = n;
-    o.n_outlier = n_outlier;
-    o.h = h;
-    fk_dataset *ts = calloc((size_t)K, sizeof *ts);
-    d->X = malloc((size_t)K * n * p * sizeof(double));
-    d->y = malloc((size_t)K * n * sizeof(double));
-    d->theta = malloc((size_t)K * R * p * sizeof(double));
-    d->w = malloc((size_t)K * R * sizeof(double));
-    if (!ts || !d->X || !d->y || !d->theta || !d->w) {
-        free(ts);
-        fk_mor_data_close(d);
-        return fk_err_set(err, FK_ENOMEM, "mor: out of memory for K=%d n=%d p=%d", K, n, p);
-    }
-    /* the GMM design supplies the centres, perturbations, weights and latent labels */
-    int rc = fk_synth_gmm_make(&o, seed, ts, d->theta, d->w, err);
-    for (int k = 0; rc == FK_OK && k < K; k++) {
-        fk_rng g;
-        fk_rng_init(&g, seed, X_STREAM + (uint64_t)k);
-        int good = k < K - n_outlier;
-        for (int i = 0; i < n; i++) {
-            double *x = d->X + ((size_t)k * n + i) * p, mean = 0.0;
-            for (int j = 0; j < p; j++)
-                x[j] = fk_rng_normal(&g);
-            const double *t = good ? d->theta + ((size_t)k * R + ts[k].y[i]) * p : NULL;
-            for (int j = 0; j < p; j++)
-                mean += x[j] * (good ? t[j] : out_coef);
-            d->y[(size_t)k * n + i] = mean + fk_rng_normal(&g);
-        }
-    }
-    for (int k = 0; k < K; k++)
-        fk_dataset_close(&ts[k]);
-    free(ts);
-    if (rc)
-        fk_mor_data_close(d);
-    return rc;
-}
-
-/* ---------- single-task pieces ---------- */
-
-/* G (n x R) <- posteriors of the R regressions (noise variances s2, NULL: 1) and, if E is
- * given, the residuals y_i - x_i^T theta_r. Returns the log-likelihood. */
-static double mor_estep(const double *X, const double *y, size_t n, int p, const double *w,
-                        const double *th, const double *s2, int R, double *G, double *E)
-{
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, R, p, 1.0, X, p, th, p, 0.0, G,
-                R);
-    double c[R], iv[R], ll = 0.0;
-    for (int r = 0; r < R; r++) {
-        double v = s2 ? s2[r] : 1.0;
-        iv[r] = 1.0 / v;
-        c[r] = (w[r] > 0 ? log(w[r]) : -INFINITY) - 0.5 * (LN_2PI + log(v));
-    }
-    for (size_t i = 0; i < n; i++) {
-        double *g = G + i * (size_t)R, m = -INFINITY, s = 0.0;
-        for (int r = 0; r < R; r++) {
-            double e = y[i] - g[r];
-            if (E)
-                E[i * (size_t)R + r] = e;
-            g[r] = c[r] - 0.5 * e * e * iv[r];
-            m = g[r] > m ? g[r] : m;
-        }
-        for (int r = 0; r < R; r++) {
-            g[r] = exp(g[r] - m);
-            s += g[r];
-        }
-        for (int r = 0; r < R; r++)
-            g[r] /= s;
-        ll += m + log(s);
-    }
-    return ll;
-}
-
-/* out = (X^T diag(g) X + ridge I)^-1 X^T diag(g) y with g = column r of G (n x R);
- * scratch A (p x p), B (n x p). A failed factorization retries with 1e-6 tr/p more ridge. */
-static int wls(const double *X, const double *y, size_t n, int p, const double *G, int R, int r,
-               double ridge, double *out, double *A, double *B)
-{
-    for (size_t i = 0; i < n; i++) {
-        double s = sqrt(G[i * (size_t)R + r]);
-        for (int j = 0; j < p; j++)
-            B[i * (size_t)p + j] = s * X[i * (size_t)p + j];
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, p, (int)n, 1.0, B, p, 0.0, A, p);
-        double tr = 0.0;
-        for (int j = 0; j < p; j++)
-            tr += A[j * p + j];
-        for (int j = 0; j < p; j++) {
-            A[j * p + j] += ridge + (attempt ? 1e-6 * tr / p + 1e-300 : 0.0);
-            out[j] = 0.0;
-        }
-        for (size_t i = 0; i < n; i++) {
-            double a = G[i * (size_t)R + r] * y[i];
-            for (int j = 0; j < p; j++)
-                out[j] += a * X[i * (size_t)p + j];
-        }
-        if (LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', p, 1, A, p, out, 1) == 0)
-            return FK_OK;
-    }
-    return FK_ENUMERIC;
-}
-
-typedef struct ws {
-    double *G, *E, *A, *B, *H;
-} ws;
-
-static void ws_close(ws *s)
-{
-    free(s->G);
-    free(s->E);
-    free(s->A);
-    free(s->B);
-    free(s->H);
-}
-
-static int ws_open(ws *s, size_t n, int p, int R, fk_err *err)
-{
-    *s = (ws){0};
-    s->G = malloc(n * R * sizeof(double));
-    s->E = malloc(n * R * sizeof(double));
-    s->A = malloc((size_t)p * p * sizeof(double));
-    s->B = malloc(n * p * sizeof(double));
-    s->H = malloc(n * R * sizeof(double));
-    if (!s->G || !s->E || !s->A || !s->B || !s->H) {
-        ws_close(s);
-        return fk_err_set(err, FK_ENOMEM, "mor: out of memory for n=%zu p=%d R=%d", n, p, R);
-    }
-    return FK_OK;
-}
-
-/* Mixture-of-regressions EM (spec 2.1, mixreg analogue): restarts from random hard
- * partitions, relative tolerance 1e-6, at most 1000 iterations, best log-likelihood kept. */
-static int mixreg_fit(const double *X, const double *y, size_t n, int p, int R, int restarts,
-                      fk_rng *rng, double *w, double *th, ws *s, fk_err *err)
-{
-    double best = -INFINITY, cw[R], cth[R * p], s2[R];
-    for (int rs = 0; rs < restarts; rs++) {
-        memset(s->G, 0, n * R * sizeof(double));
-        for (size_t i = 0; i < n; i++)
-            s->G[i * R + fk_rng_below(rng, (uint64_t)R)] = 1.0;
-        double ll = -INFINITY;
-        int ok = 1;
-        for (int it = 0; it < 1000 && ok; it++) {
-            for (int r = 0; r < R && ok; r++) { /* M-step */
-                double nr = 0.0, ss = 0.0;
-                for (size_t i = 0; i < n; i++)
-                    nr += s->G[i * R + r];
-                if (nr < (double)(p + 1) || wls(X, y, n, p, s->G, R, r, 0.0, cth + r * p, s->A, s->B)) {
-                    ok = 0;
-                    break;
-                }
-                cw[r] = nr / (double)n;
-                for (size_t i = 0; i < n; i++) {
-                    double e = y[i] - cblas_ddot(p, X + i * p, 1, cth + r * p, 1);
-                    ss += s->G[i * R + r] * e * e;
-                }
-                s2[r] = fmax(ss / nr, 1e-6);
-            }
-            if (!ok)
-                break;
-            double nl = mor_estep(X, y, n, p, cw, cth, s2, R, s->G, NULL);
-            if (!isfinite(nl)) {
-                ok = 0;
-                break;
-            }
-            int done = fabs(nl - ll) <= 1e-6 * (1.0 + fabs(nl));
-            ll = nl;
-            if (done)
-                break;
-        }
-        if (ok && ll > best) {
-            best = ll;
-            memcpy(w, cw, sizeof cw);
-            memcpy(th, cth, sizeof cth);
-        }
-    }
-    if (!isfinite(best))
-        return fk_err_set(err, FK_ENUMERIC,
-                          "mor local-em: all %d restarts failed (a component lost its points or "
-                          "its weighted least squares was singular)",
-                          restarts);
-    return FK_OK;
-}
-
-/* Gradient ascent step on the unit-noise surrogate: theta_r += eta_r/n sum_i g_ir e_ir x_i. */
-static void grad_step(const double *X, size_t n, int p, int R, const double *eta, ws *s,
-                      double *th)
-{
-    for (size_t i = 0; i < n * R; i++)
-        s->H[i] = s->G[i] * s->E[i];
-    double g[R * p];
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, p, (int)n, 1.0, s->H, R, X, p, 0.0, g,
-                p);
-    for (int r = 0; r < R; r++)
-        for (int j = 0; j < p; j++)
-            th[r * p + j] += eta[r] / (double)n * g[r * p + j];
-}
-
 static int all_finite(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -277,7 +61,7 @@ static int all_finite(const double *a, size_t n)
 /* ---------- initialization: Local-EM per task, then ALIGN (spec 1.3) ---------- */
 
 static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W0, double *M0,
-                    ws *s, fk_err *err)
+                    fk_mor_ws *s, fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p;
     size_t n = (size_t)d->n, Rp = (size_t)R * p;
@@ -286,15 +70,15 @@ static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W
     int rc = W && M && perm ? FK_OK : fk_err_set(err, FK_ENOMEM, "mor: out of memory");
     for (int k = 0; rc == FK_OK && k < K; k++) {
         fk_rng g;
-        fk_rng_init(&g, seed, INIT_STREAM + (uint64_t)k);
-        rc = mixreg_fit(d->X + (size_t)k * n * p, d->y + (size_t)k * n, n, p, R, c->restarts, &g,
+        fk_rng_init(&g, seed, FK_MOR_INIT_STREAM + (uint64_t)k);
+        rc = fk_mor_mixreg_fit(d->X + (size_t)k * n * p, d->y + (size_t)k * n, n, p, R, c->restarts, &g,
                         W + (size_t)k * R, M + (size_t)k * Rp, s, err);
         if (rc)
             fk_err_prefix(err, "task %d: ", k);
     }
     if (rc == FK_OK) {
         fk_rng g;
-        fk_rng_init(&g, seed, ALIGN_STREAM);
+        fk_rng_init(&g, seed, FK_MOR_ALIGN_STREAM);
         rc = fk_gmm_align(M, K, R, p, c->B, &g, perm, err);
     }
     for (int k = 0; rc == FK_OK && k < K; k++)
@@ -313,7 +97,7 @@ static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W
 
 /* FedGrEM (central = 1) or Local-GrEM (central = 0) from the aligned initial values. */
 static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, const double *W0,
-                const double *M0, double *theta, double *w, ws *s, fk_err *err)
+                const double *M0, double *theta, double *w, fk_mor_ws *s, fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p;
     size_t n = (size_t)d->n, Rp = (size_t)R * p;
@@ -335,14 +119,7 @@ static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, con
         for (int k = 0; k < K; k++) {
             const double *X = d->X + (size_t)k * n * p, *y = d->y + (size_t)k * n;
             double *tk = theta + (size_t)k * Rp, *wk = w + (size_t)k * R;
-            mor_estep(X, y, n, p, wk, tk, NULL, R, s->G, s->E);
-            for (int r = 0; r < R; r++) {
-                double a = 0.0;
-                for (size_t i = 0; i < n; i++)
-                    a += s->G[i * R + r];
-                wk[r] = a / (double)n;
-            }
-            grad_step(X, n, p, R, eta + (size_t)k * R, s, tk);
+            fk_mor_grem_step(X, y, n, p, R, eta + (size_t)k * R, wk, tk, s);
         }
         if (central) {
             lambda = fk_gmm_lambda_next(lambda, c->kappa, c->C, p, K);
@@ -374,7 +151,7 @@ static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, con
 
 /* FedEM (spec 2.3): exact weighted-least-squares M-step, n-weighted average of the means. */
 static int fedem(const fk_mor_data *d, int rounds, const double *W0, const double *M0,
-                 double *theta, double *w, ws *s, fk_err *err)
+                 double *theta, double *w, fk_mor_ws *s, fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p;
     size_t n = (size_t)d->n, Rp = (size_t)R * p;
@@ -386,15 +163,10 @@ static int fedem(const fk_mor_data *d, int rounds, const double *W0, const doubl
         memset(avg, 0, Rp * sizeof *avg);
         for (int k = 0; rc == FK_OK && k < K; k++) {
             const double *X = d->X + (size_t)k * n * p, *y = d->y + (size_t)k * n;
-            mor_estep(X, y, n, p, w + (size_t)k * R, theta + (size_t)k * Rp, NULL, R, s->G, NULL);
-            for (int r = 0; rc == FK_OK && r < R; r++) {
-                double a = 0.0;
-                for (size_t i = 0; i < n; i++)
-                    a += s->G[i * R + r];
-                w[(size_t)k * R + r] = a / (double)n;
-                if (wls(X, y, n, p, s->G, R, r, 1e-5, loc + (size_t)r * p, s->A, s->B))
-                    rc = fk_err_set(err, FK_ENUMERIC, "mor fedem: singular least squares");
-            }
+            double ll;
+            if (fk_mor_em_step(X, y, n, p, R, w + (size_t)k * R, theta + (size_t)k * Rp, loc, &ll,
+                               s))
+                rc = fk_err_set(err, FK_ENUMERIC, "mor fedem: singular least squares");
             for (size_t i = 0; i < Rp; i++) /* equal n_k: the n-weighted mean is the mean */
                 avg[i] += loc[i] / K;
         }
@@ -433,7 +205,7 @@ static int chol_logdet(const double *S, int p, double *L, double *logdet)
 /* FedGMM (spec 2.5): R1 Gaussian x-components crossed with R regressions per task;
  * x-means (mass-weighted), x-covariances and regression coefficients averaged by the server. */
 static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
-                  const double *W0, const double *M0, double *theta, double *w, ws *s,
+                  const double *W0, const double *M0, double *theta, double *w, fk_mor_ws *s,
                   fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p, R1 = c->R1, Q = R1 * R;
@@ -465,7 +237,7 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
     }
     if (rc == FK_OK) {
         fk_rng g;
-        fk_rng_init(&g, seed, ALIGN_STREAM + 1);
+        fk_rng_init(&g, seed, FK_MOR_ALIGN_STREAM + 1);
         rc = fk_gmm_align(tmu, K, R1, p, c->B, &g, perm, err);
     }
     for (int k = 0; rc == FK_OK && k < K; k++)
@@ -555,7 +327,7 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
                         S[i * p + j] = S[j * p + i];
             }
             for (int r = 0; rc == FK_OK && r < R; r++)
-                if (wls(X, y, n, p, s->G, R, r, 1e-5, loc + (size_t)k * Rp + (size_t)r * p, s->A, s->B))
+                if (fk_mor_wls(X, y, n, p, s->G, R, r, 1e-5, loc + (size_t)k * Rp + (size_t)r * p, s->A, s->B))
                     rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: singular least squares");
         }
         if (rc)
@@ -617,9 +389,60 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
     return rc;
 }
 
+/* The federated job types (fedgrem-mor, fedem-mor) through the method table and the
+ * in-process simulator: the code the daemons run, on the same data and seed. */
+static int run_ops(const fk_method *m, const fk_params *prm, const fk_mor_data *d, int rounds,
+                   uint64_t seed, double *theta, double *w, fk_err *err)
+{
+    fk_dataset *ds = calloc((size_t)d->K, sizeof *ds);
+    if (!ds)
+        return fk_err_set(err, FK_ENOMEM, "mor: out of memory for %d clients", d->K);
+    int rc = FK_OK;
+    for (int k = 0; rc == FK_OK && k < d->K; k++)
+        rc = fk_mor_task_dataset(d, k, &ds[k], err);
+    fk_params q; /* the job's parameters with R taken from the design unless given */
+    fk_params_init(&q);
+    for (int i = 0; rc == FK_OK && i < prm->count; i++)
+        if (fk_params_set(&q, prm->items[i].key, prm->items[i].value))
+            rc = fk_err_set(err, FK_ENOMEM, "mor: out of memory");
+    char rs[16];
+    snprintf(rs, sizeof rs, "%d", d->R);
+    const char *given = fk_params_get(&q, "R");
+    if (!rc && given && strcmp(given, rs))
+        rc = fk_err_set(err, FK_EINVAL, "%s: R = %s but the design has R = %d components", m->name,
+                        given, d->R);
+    if (!rc && !given && fk_params_set(&q, "R", rs))
+        rc = fk_err_set(err, FK_ENOMEM, "mor: out of memory");
+    fk_sim_opts o = {.rounds = rounds, .seed = seed};
+    fk_bundle model;
+    fk_bundle_init(&model);
+    if (!rc)
+        rc = fk_sim_run(m, &q, ds, d->K, &o, &model, NULL, err);
+    fk_params_close(&q);
+    size_t Rp = (size_t)d->R * d->p;
+    const fk_tensor *th = rc ? NULL : fk_bundle_get(&model, "theta");
+    const fk_tensor *wt = rc ? NULL : fk_bundle_get(&model, "w");
+    if (!rc && (!th || th->len != (size_t)d->K * Rp || !wt || wt->len != (size_t)d->K * d->R))
+        rc = fk_err_set(err, FK_EFORMAT, "%s returned no K x R x p model (is R = %d set?)",
+                        m->name, d->R);
+    if (!rc) {
+        memcpy(theta, th->data, th->len * sizeof *theta);
+        memcpy(w, wt->data, wt->len * sizeof *w);
+    }
+    fk_bundle_close(&model);
+    for (int k = 0; k < d->K; k++)
+        fk_dataset_close(&ds[k]);
+    free(ds);
+    return rc;
+}
+
 int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, int rounds,
                uint64_t seed, double *theta, double *w, fk_err *err)
 {
+    if (!strcmp(method, "fedgrem-mor") || !strcmp(method, "fedem-mor")) {
+        const fk_method *om = fk_method_find(method, err);
+        return om ? run_ops(om, prm, d, rounds, seed, theta, w, err) : err->code;
+    }
     int m = -1;
     for (int i = 0; fk_mor_methods[i]; i++)
         if (!strcmp(method, fk_mor_methods[i]))
@@ -627,7 +450,8 @@ int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, i
     if (m < 0)
         return fk_err_set(err, FK_EINVAL,
                           "unknown MoR method '%s' (fedgrem, fedem, local-em, local-grem, "
-                          "pooled-em, pooled-grem, fedgmm)",
+                          "pooled-em, pooled-grem, fedgmm; as federated jobs: fedgrem-mor, "
+                          "fedem-mor)",
                           method);
     if (d->K < 1 || d->R < 1 || d->p < 1 || d->n < d->R || d->n < d->p)
         return fk_err_set(err, FK_EINVAL,
@@ -643,24 +467,24 @@ int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, i
     int K = d->K, R = d->R, p = d->p;
     size_t n = (size_t)d->n, N = (size_t)K * n, Rp = (size_t)R * p;
     int pooled = !strcmp(method, "pooled-em") || !strcmp(method, "pooled-grem");
-    ws s;
-    rc = ws_open(&s, pooled ? N : n, p, R, err);
+    fk_mor_ws s;
+    rc = fk_mor_ws_open(&s, pooled ? N : n, p, R, err);
     if (rc)
         return rc;
     if (!strcmp(method, "pooled-em")) { /* its own start, not the aligned local fits */
         fk_rng g;
         fk_rng_init(&g, seed, POOL_STREAM);
-        rc = mixreg_fit(d->X, d->y, N, p, R, c.restarts, &g, w, theta, &s, err);
+        rc = fk_mor_mixreg_fit(d->X, d->y, N, p, R, c.restarts, &g, w, theta, &s, err);
     } else {
         double *W0 = malloc((size_t)K * R * sizeof *W0), *M0 = malloc((size_t)K * Rp * sizeof *M0);
         rc = W0 && M0 ? FK_OK : fk_err_set(err, FK_ENOMEM, "mor: out of memory");
-        ws s1 = s;
+        fk_mor_ws s1 = s;
         if (!rc && pooled)
-            rc = ws_open(&s1, n, p, R, err);
+            rc = fk_mor_ws_open(&s1, n, p, R, err);
         if (!rc)
             rc = init_all(d, &c, seed, W0, M0, &s1, err);
         if (pooled && s1.G != s.G)
-            ws_close(&s1);
+            fk_mor_ws_close(&s1);
         if (rc) {
         } else if (!strcmp(method, "local-em")) {
             memcpy(theta, M0, (size_t)K * Rp * sizeof *theta);
@@ -678,7 +502,7 @@ int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, i
         free(W0);
         free(M0);
     }
-    ws_close(&s);
+    fk_mor_ws_close(&s);
     if (rc == FK_OK && pooled)
         for (int k = 1; k < K; k++) { /* the single pooled model serves every task */
             memcpy(theta + (size_t)k * Rp, theta, Rp * sizeof *theta);

@@ -1,4 +1,5 @@
-/* Fuzz target: FedGrEM messages and checkpoints as the daemons receive them.
+/* Fuzz target: FedGrEM messages and checkpoints as the daemons receive them, for the
+ * Gaussian-mixture (fedgrem) and the mixture-of-regressions (fedgrem-mor) tables.
  * The input is decoded as a Bundle and fed to a client as a task, to the
  * server as an update (initialisation and step phases), and to both as a
  * checkpoint. Every outcome must be an error code or a valid state: no crash,
@@ -20,6 +21,11 @@ static void make_data(fk_dataset *d)
             d[k].X.data[i * P] = (i % 2 ? 3.0 : 0.0) + 0.01 * ((i * 7 + k) % 11);
             d[k].X.data[i * P + 1] = 0.02 * ((i * 5 + 3 * k) % 13);
         }
+        double y[N]; /* fedgrem-mor's target: two regressions, by parity */
+        for (int i = 0; i < N; i++)
+            y[i] = (i % 2 ? 1.0 : -1.0) * (d[k].X.data[i * P] + 2.0 * d[k].X.data[i * P + 1]) +
+                   0.01 * ((i * 3 + k) % 7);
+        fk_dataset_set_target(&d[k], y, NULL);
     }
 }
 
@@ -55,15 +61,11 @@ static int start(const fk_method *m, const fk_params *p, const fk_dataset *d, vo
     return 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* The decoded bundle b as every message and checkpoint of method m. */
+static void feed(const fk_method *m, const fk_bundle *b)
 {
-    fk_bundle b, out;
+    fk_bundle out;
     fk_err err;
-    fk_bundle_init(&b);
-    if (fk_codec_bundle_decode(data, size, &b, &err) != FK_OK) {
-        fk_bundle_close(&b);
-        return 0;
-    }
     fk_params p;
     fk_params_init(&p);
     fk_params_set(&p, "R", "2");
@@ -71,16 +73,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fk_params_set(&p, "align_B", "1");
     fk_dataset d[K];
     make_data(d);
-    const fk_method *m = &fk_method_fedgrem;
     void *srv = NULL, *cli[K] = {0};
     if (start(m, &p, d, &srv, cli))
         abort();
     fk_report rep;
     fk_report_init(&rep);
     fk_bundle_init(&out); /* as a task */
-    m->local_step(cli[0], &b, &out, &rep, &err);
+    m->local_step(cli[0], b, &out, &rep, &err);
     fk_bundle_close(&out);
-    fk_update u = {.client = 1, .msg = b}; /* as a step update */
+    fk_update u = {.client = 1, .msg = *b}; /* as a step update */
     fk_report_init(&u.report);
     int done;
     int agg = m->aggregate(srv, 2, 0, &u, 1, &done, &err);
@@ -92,14 +93,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort(); /* an accepted round has finite estimates */
     }
     fk_bundle_close(&out);
-    m->load(srv, &b, &err); /* as checkpoints */
-    m->client_load(cli[2], &b, &err);
+    m->load(srv, b, &err); /* as checkpoints */
+    m->client_load(cli[2], b, &err);
     m->server_close(srv);
     void *fresh; /* as an initialisation update */
     if (m->server_init(&fresh, &p, K, 5, &err) == FK_OK) {
         fk_update ups[K];
         for (int k = 0; k < K; k++)
-            ups[k] = (fk_update){.client = k, .msg = b};
+            ups[k] = (fk_update){.client = k, .msg = *b};
         m->aggregate(fresh, 1, 0, ups, K, &done, &err);
         m->server_close(fresh);
     }
@@ -108,6 +109,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fk_dataset_close(&d[k]);
     }
     fk_params_close(&p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fk_bundle b;
+    fk_err err;
+    fk_bundle_init(&b);
+    if (fk_codec_bundle_decode(data, size, &b, &err) == FK_OK) {
+        feed(&fk_method_fedgrem, &b);
+        feed(&fk_method_fedgrem_mor, &b);
+    }
     fk_bundle_close(&b);
     return 0;
 }

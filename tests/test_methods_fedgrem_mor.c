@@ -1,0 +1,340 @@
+/* The fedgrem-mor / fedem-mor job types (fedgrem_mor.c): mixture-of-regressions FedGrEM
+ * through the operations table, against the direct simulation fk_mor_run on the same
+ * design and seed, checkpoints, robustness to an outlier task, and bad input. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/data/synth_spec.h"
+#include "common/methods/fedgrem.h"
+#include "common/methods/mor.h"
+#include "common/methods/sim.h"
+#include "tests/support_ops.h"
+
+/* Small design: 5 tasks (the last an outlier y = -3 x^T 1 + e), R = 2, p = 3, n = 600. */
+enum { K = 5, R = 2, P = 3, N = 600, RP = R * P };
+static const uint64_t SEED = 3;
+
+typedef struct fixture {
+    fk_mor_data d;
+    fk_dataset tasks[K];
+} fixture;
+
+static void params(fk_params *p)
+{
+    fk_params_init(p);
+    fk_params_set(p, "R", "2");
+    fk_params_set(p, "restarts", "4");
+    fk_params_set(p, "align_B", "5");
+}
+
+/* The clients load their data from synthetic/mor specs, as client daemons do. */
+static void make(fixture *f)
+{
+    assert_int_equal(fk_mor_make(K, R, P, N, 1, 0.0, -3.0, SEED, &f->d, NULL), FK_OK);
+    for (int k = 0; k < K; k++) {
+        char spec[160];
+        snprintf(spec, sizeof spec,
+                 "synthetic/mor:client=%d,tasks=%d,outliers=1,components=%d,dims=%d,samples=%d,"
+                 "seed=%llu",
+                 k, K, R, P, N, (unsigned long long)SEED);
+        fk_err err;
+        int rc = fk_synth_spec_load(&f->tasks[k], spec, &err);
+        if (rc)
+            print_message("%s\n", err.msg);
+        assert_int_equal(rc, FK_OK);
+    }
+}
+
+static void drop(fixture *f)
+{
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&f->tasks[k]);
+    fk_mor_data_close(&f->d);
+}
+
+static void run(const fk_method *m, const fk_params *p, const fk_dataset *tasks, int n, int rounds,
+                double *theta, double *w)
+{
+    fk_sim_opts o = {.rounds = rounds, .seed = SEED};
+    fk_bundle model;
+    fk_err err;
+    int rc = fk_sim_run(m, p, tasks, n, &o, &model, NULL, &err);
+    if (rc)
+        print_message("%s: %s\n", m->name, err.msg);
+    assert_int_equal(rc, FK_OK);
+    const fk_tensor *th = fk_bundle_get(&model, "theta"), *wt = fk_bundle_get(&model, "w");
+    assert_non_null(th);
+    assert_non_null(wt);
+    assert_int_equal(th->len, (size_t)n * RP);
+    memcpy(theta, th->data, th->len * sizeof *theta);
+    memcpy(w, wt->data, wt->len * sizeof *w);
+    fk_bundle_close(&model);
+}
+
+/* A synthetic/mor spec yields exactly task k of fk_mor_make (X and the target y). */
+static void spec_is_the_design(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(f.tasks[k].X.rows, N);
+        assert_int_equal(f.tasks[k].X.cols, P);
+        assert_null(f.tasks[k].y);
+        assert_memory_equal(f.tasks[k].X.data, f.d.X + (size_t)k * N * P, N * P * sizeof(double));
+        assert_memory_equal(f.tasks[k].y_raw, f.d.y + (size_t)k * N, N * sizeof(double));
+    }
+    drop(&f);
+}
+
+/* The ops-table job reproduces the direct simulation: same init streams, same alignment
+ * stream, same single-task code, so fedgrem-mor equals fk_mor_run("fedgrem") bit for bit;
+ * fedem-mor equals fk_mor_run("fedem") up to the order of the server's average. */
+static void ops_equal_direct(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    double th_ops[K * RP], w_ops[K * R], th_dir[K * RP], w_dir[K * R];
+    run(&fk_method_fedgrem_mor, &p, f.tasks, K, 100, th_ops, w_ops);
+    assert_int_equal(fk_mor_run("fedgrem", &p, &f.d, 100, SEED, th_dir, w_dir, NULL), FK_OK);
+    assert_memory_equal(th_ops, th_dir, sizeof th_ops);
+    assert_memory_equal(w_ops, w_dir, sizeof w_ops);
+    double et, ew;
+    fk_mor_errors(&f.d, th_ops, w_ops, &et, &ew);
+    print_message("fedgrem-mor E_theta %.6f E_w %.6f (fk_mor_run fedgrem: identical)\n", et, ew);
+    assert_true(et < 0.6 && ew < 0.1);
+    /* fk_mor_run also runs the job type by name */
+    double th3[K * RP], w3[K * R];
+    assert_int_equal(fk_mor_run("fedgrem-mor", &p, &f.d, 100, SEED, th3, w3, NULL), FK_OK);
+    assert_memory_equal(th3, th_dir, sizeof th3);
+    run(&fk_method_fedem_mor, &p, f.tasks, K, 100, th_ops, w_ops);
+    assert_int_equal(fk_mor_run("fedem", &p, &f.d, 100, SEED, th_dir, w_dir, NULL), FK_OK);
+    double dmax = 0;
+    for (int i = 0; i < K * RP; i++)
+        dmax = fmax(dmax, fabs(th_ops[i] - th_dir[i]));
+    for (int i = 0; i < K * R; i++)
+        dmax = fmax(dmax, fabs(w_ops[i] - w_dir[i]));
+    print_message("fedem-mor vs fk_mor_run fedem: max |difference| %.3g\n", dmax);
+    assert_true(dmax < 1e-9);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* Checkpoint after round 7, restore into fresh states, finish: same as uninterrupted. */
+static void save_load_round_trip(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    fk_report rep;
+    checkpoint_round_trip(&fk_method_fedgrem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss) && rep.n_samples == N);
+    checkpoint_round_trip(&fk_method_fedem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss));
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* The outlier task (client 4) does not pull the good tasks: their FedGrEM estimates with it
+ * are as good as without it, while FedEM's average is dragged away. */
+static void outlier_task_does_not_pull(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    double th[K * RP], w[K * R], et_all, et_good, et_fedem, ew;
+    run(&fk_method_fedgrem_mor, &p, f.tasks, K, 100, th, w);
+    fk_mor_errors(&f.d, th, w, &et_all, &ew);
+    run(&fk_method_fedgrem_mor, &p, f.tasks, K - 1, 100, th, w); /* good clients only */
+    fk_mor_errors(&f.d, th, w, &et_good, &ew);                   /* (task 4 not scored) */
+    run(&fk_method_fedem_mor, &p, f.tasks, K, 100, th, w);
+    fk_mor_errors(&f.d, th, w, &et_fedem, &ew);
+    print_message("E_theta good tasks: fedgrem-mor %.4f with the outlier, %.4f without; "
+                  "fedem-mor %.4f with it\n",
+                  et_all, et_good, et_fedem);
+    assert_true(fabs(et_all - et_good) < 0.1);
+    assert_true(et_all < 0.6);
+    assert_true(et_fedem > et_all + 1.0);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+static void expect_init_error(const fk_params *p, const fk_dataset *d, const char *what)
+{
+    void *cli = NULL;
+    fk_err err;
+    assert_int_equal(fk_method_fedgrem_mor.client_init(&cli, p, d, 2, K, SEED, &err), FK_EINVAL);
+    assert_null(cli);
+    if (!strstr(err.msg, what))
+        print_message("message: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, what));
+}
+
+static void bad_input(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    fk_err err;
+    /* no target: features only */
+    fk_dataset x;
+    assert_int_equal(fk_dataset_init(&x, N, P, 0), FK_OK);
+    memcpy(x.X.data, f.tasks[2].X.data, N * P * sizeof(double));
+    expect_init_error(&p, &x, "no regression target y");
+    /* class labels are not a target */
+    double lab[N];
+    for (int i = 0; i < N; i++)
+        lab[i] = i % 3;
+    assert_int_equal(fk_dataset_set_labels(&x, lab, NULL), FK_OK);
+    expect_init_error(&p, &x, "class labels");
+    /* NaN target */
+    assert_int_equal(fk_dataset_set_target(&x, f.tasks[2].y_raw, NULL), FK_OK);
+    x.y_raw[17] = NAN;
+    expect_init_error(&p, &x, "target of sample 17");
+    fk_dataset_close(&x);
+    /* fewer samples than features */
+    fk_dataset few;
+    assert_int_equal(fk_dataset_subset(&few, &f.tasks[2], (int[]){0, 1, 2}, 3), FK_OK);
+    expect_init_error(&p, &few, "more samples than features");
+    fk_dataset_close(&few);
+    /* step_guard is a GMM option */
+    fk_params g;
+    params(&g);
+    fk_params_set(&g, "step_guard", "1");
+    expect_init_error(&g, &f.tasks[2], "no step guard");
+    fk_params_close(&g);
+    /* p mismatch: client 3 has 4 features */
+    fk_dataset wide, keep = f.tasks[3];
+    assert_int_equal(fk_synth_spec_load(&wide,
+                                        "synthetic/mor:client=3,tasks=5,components=2,dims=4,"
+                                        "samples=600,seed=3",
+                                        NULL),
+                     FK_OK);
+    f.tasks[3] = wide;
+    fk_sim_opts o = {.rounds = 2, .seed = SEED};
+    fk_bundle model;
+    assert_int_equal(fk_sim_run(&fk_method_fedgrem_mor, &p, f.tasks, K, &o, &model, NULL, &err),
+                     FK_EINVAL);
+    assert_non_null(strstr(err.msg, "p mismatch"));
+    f.tasks[3] = keep;
+    fk_dataset_close(&wide);
+    /* R of the job against the design (fk_mor_run) */
+    fk_params r3;
+    params(&r3);
+    fk_params_set(&r3, "R", "3");
+    double th[K * RP], w[K * R];
+    assert_int_equal(fk_mor_run("fedgrem-mor", &r3, &f.d, 2, SEED, th, w, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "R = 3"));
+    fk_params_close(&r3);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+/* Tasks and updates are untrusted: every received tensor is checked before use. */
+static void untrusted_messages_refused(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    const fk_method *m = &fk_method_fedgrem_mor;
+    void *srv, *cli[K];
+    assert_int_equal(m->server_init(&srv, &p, K, SEED, NULL), FK_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(m->client_init(&cli[k], &p, &f.tasks[k], k, K, SEED, NULL), FK_OK);
+    fk_update ups[K];
+    phase_updates(m, srv, cli, K, 1, 0, ups);
+    uint64_t ms[2] = {R, P}, fs[1] = {RP}, ws[1] = {R};
+    double big[RP], negw[R] = {-0.5, 1.5};
+    memcpy(big, fk_bundle_get(&ups[4].msg, "M")->data, sizeof big);
+    big[1] = 7.687440341698395e+218;
+    tampered(m, srv, ups, K, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with value 1");
+    tampered(m, srv, ups, K, 1, "M", 1, fs, big, FK_EFORMAT, "wrong shape");
+    tampered(m, srv, ups, K, 1, "W", 1, ws, negw, FK_EFORMAT, ">= 0");
+    int done;
+    assert_int_equal(m->aggregate(srv, 1, 0, ups, K, &done, NULL), FK_OK);
+    for (int k = 0; k < K; k++)
+        fk_bundle_close(&ups[k].msg);
+    /* client: tasks with a bad op, a mis-shaped or non-finite theta, a bad permutation */
+    fk_bundle task, out;
+    fk_bundle_init(&task);
+    fk_bundle_init(&out);
+    fk_report rep;
+    fk_report_init(&rep);
+    fk_err err;
+    assert_int_equal(m->task(srv, 1, 1, 2, &task, NULL), FK_OK);
+    fk_bundle good;
+    assert_int_equal(fk_bundle_copy(&good, &task), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&task, "op", 7), FK_OK);
+    assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "'op'"));
+    fk_bundle_close(&task);
+    assert_int_equal(fk_bundle_copy(&task, &good), FK_OK);
+    assert_int_equal(fk_bundle_put(&task, "theta", 1, fs, big), FK_OK);
+    assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "wrong shape"));
+    big[1] = NAN;
+    assert_int_equal(fk_bundle_put(&task, "theta", 2, ms, big), FK_OK);
+    assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "'theta'"));
+    fk_bundle_close(&task);
+    assert_int_equal(fk_bundle_copy(&task, &good), FK_OK);
+    double perm[R] = {0, 0};
+    assert_int_equal(fk_bundle_put_vec(&task, "perm", R, perm), FK_OK);
+    assert_int_equal(m->local_step(cli[2], &task, &out, &rep, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "permutation"));
+    /* the genuine tasks still work, and a non-finite step update is refused */
+    phase_updates(m, srv, cli, K, 1, 1, ups);
+    memcpy(big, fk_bundle_get(&ups[4].msg, "theta")->data, sizeof big);
+    big[0] = INFINITY;
+    tampered(m, srv, ups, K, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");
+    tampered(m, srv, ups, K, 1, "w", 1, ws, negw, FK_EFORMAT, ">= 0");
+    assert_int_equal(m->aggregate(srv, 1, 1, ups, K, &done, NULL), FK_OK);
+    for (int k = 0; k < K; k++)
+        fk_bundle_close(&ups[k].msg);
+    drive(m, srv, cli, 2, 3);
+    /* a non-finite model is refused by evaluate */
+    fk_bundle model;
+    fk_bundle_init(&model);
+    assert_int_equal(m->model(srv, &model, NULL), FK_OK);
+    fk_bundle_get(&model, "theta")->data[0] = NAN;
+    assert_int_equal(m->evaluate(cli[0], &model, &rep, &err), FK_EFORMAT);
+    fk_bundle_close(&model);
+    fk_bundle_close(&good);
+    fk_bundle_close(&task);
+    fk_bundle_close(&out);
+    for (int k = 0; k < K; k++)
+        m->client_close(cli[k]);
+    m->server_close(srv);
+    fk_params_close(&p);
+    drop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(spec_is_the_design),
+        cmocka_unit_test(ops_equal_direct),
+        cmocka_unit_test(save_load_round_trip),
+        cmocka_unit_test(outlier_task_does_not_pull),
+        cmocka_unit_test(bad_input),
+        cmocka_unit_test(untrusted_messages_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
