@@ -16,6 +16,32 @@ typedef struct fk_spnode {
     int32_t depth;
 } fk_spnode;
 
+typedef struct fk_spflat {
+    uint32_t cum;
+    int32_t point;
+    int32_t first;  /* first child in the flat order */
+    int32_t nchild; /* 0: leaf */
+    int32_t depth;
+} fk_spflat;
+
+/* Give k's children the ids next.., then lay out their subtrees in turn. */
+static void flatten(fk_sptree *t, int32_t k, int32_t id, int32_t *next)
+{
+    size_t D = (size_t)t->dims;
+    const fk_spnode *nd = &t->node[k];
+    fk_spflat *f = &t->flat[id];
+    *f = (fk_spflat){.cum = nd->cum, .point = nd->point, .first = *next, .nchild = 0,
+                     .depth = nd->depth};
+    memcpy(t->fcom + (size_t)id * D, t->com + (size_t)k * D, D * sizeof(double));
+    for (int32_t c = nd->child; c >= 0; c = t->node[c].sibling)
+        f->nchild++;
+    int32_t first = *next;
+    *next += f->nchild;
+    int32_t q = first;
+    for (int32_t c = nd->child; c >= 0; c = t->node[c].sibling)
+        flatten(t, c, q++, next);
+}
+
 static int32_t new_node(fk_sptree *t, const double *centre, uint32_t code, int depth)
 {
     if (t->nodes == t->cap) {
@@ -148,6 +174,21 @@ int fk_sptree_init(fk_sptree *t, const double *Y, size_t n, int dims)
     }
     for (size_t i = 0; !rc && i < n; i++)
         rc = insert(t, (int32_t)i);
+    if (!rc) {
+        t->flat = malloc(t->nodes * sizeof *t->flat);
+        t->fcom = malloc(t->nodes * D * sizeof *t->fcom);
+        if (t->flat && t->fcom) {
+            int32_t next = 1;
+            flatten(t, 0, 0, &next);
+        } else {
+            rc = FK_ENOMEM;
+        }
+        free(t->centre); /* the build arrays are done with */
+        free(t->com);
+        free(t->node);
+        t->centre = t->com = NULL;
+        t->node = NULL;
+    }
     free(lo);
     free(hi);
     free(mean);
@@ -162,22 +203,24 @@ void fk_sptree_close(fk_sptree *t)
     free(t->com);
     free(t->node);
     free(t->hw0);
+    free(t->flat);
+    free(t->fcom);
     memset(t, 0, sizeof *t);
 }
 
 static void force(const fk_sptree *t, int32_t k, int32_t i, const double *y, double theta,
                   double *neg_f, double *sum_q)
 {
-    const fk_spnode *nd = &t->node[k];
-    if (nd->cum == 0 || (nd->child < 0 && nd->cum == 1 && nd->point == i))
+    const fk_spflat *nd = &t->flat[k];
+    if (nd->cum == 0 || (nd->nchild == 0 && nd->cum == 1 && nd->point == i))
         return;
     int D = t->dims;
-    const double *m = t->com + (size_t)k * (size_t)D;
+    const double *m = t->fcom + (size_t)k * (size_t)D;
     double d2 = 0.0;
     for (int d = 0; d < D; d++)
         d2 += (y[d] - m[d]) * (y[d] - m[d]);
     double maxhw = ldexp(t->maxhw0, -nd->depth);
-    if (nd->child < 0 || maxhw < theta * sqrt(d2)) {
+    if (nd->nchild == 0 || maxhw < theta * sqrt(d2)) {
         double q = 1.0 / (1.0 + d2), mult = (double)nd->cum * q;
         *sum_q += mult;
         mult *= q;
@@ -185,7 +228,7 @@ static void force(const fk_sptree *t, int32_t k, int32_t i, const double *y, dou
             neg_f[d] += mult * (y[d] - m[d]);
         return;
     }
-    for (int32_t c = nd->child; c >= 0; c = t->node[c].sibling)
+    for (int32_t c = nd->first; c < nd->first + nd->nchild; c++)
         force(t, c, i, y, theta, neg_f, sum_q);
 }
 

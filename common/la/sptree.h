@@ -18,6 +18,10 @@ typedef struct fk_sptree {
     double *hw0;         /* dims: root half-widths */
     double maxhw0;       /* largest root half-width */
     struct fk_spnode *node;
+    /* after the build: nodes renumbered so every node's children are
+     * contiguous (the force walk then streams through memory) */
+    struct fk_spflat *flat;
+    double *fcom;        /* nodes x dims, in the flat order */
 } fk_sptree;
 
 /* Build the tree over the n rows of Y (the root box spans them, as Rtsne). */

@@ -1,17 +1,15 @@
 #include "common/methods/gmm_real.h"
 
 #include <cblas.h>
-#include <errno.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "common/data/catalog.h"
+#include "common/data/mat_cache.h"
 #include "common/data/prep.h"
 #include "common/la/hungarian.h"
 #include "common/la/tsne.h"
@@ -157,101 +155,12 @@ static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
     return FK_OK;
 }
 
-enum { CACHE_KEY = 256 };
-static const char CACHE_MAGIC[8] = "FKTSNE1\n";
-
-/* Cache directory: the option, else $XDG_CACHE_HOME/fedkern, else ~/.cache/fedkern. */
-static int cache_dir(const fk_gmm_real_opts *ro, char *out, size_t cap)
-{
-    const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    int w;
-    if (ro && ro->cache_dir && *ro->cache_dir)
-        w = snprintf(out, cap, "%s", ro->cache_dir);
-    else if (x && *x)
-        w = snprintf(out, cap, "%s/fedkern", x);
-    else if (h && *h)
-        w = snprintf(out, cap, "%s/.cache/fedkern", h);
-    else
-        return FK_ENOTFOUND;
-    return w > 0 && (size_t)w < cap ? FK_OK : FK_EINVAL;
-}
-
-static int mkdir_p(char *path)
-{
-    for (char *s = path + 1; *s; s++)
-        if (*s == '/') {
-            *s = 0;
-            int bad = mkdir(path, 0777) && errno != EEXIST;
-            *s = '/';
-            if (bad)
-                return -1;
-        }
-    return mkdir(path, 0777) && errno != EEXIST ? -1 : 0;
-}
-
 static uint64_t fnv1a(const char *s)
 {
     uint64_t h = 0xcbf29ce484222325ULL;
     for (; *s; s++)
         h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
     return h;
-}
-
-/* Read the cached embedding: FK_ENOTFOUND if absent, FK_EFORMAT (with the
- * path and what to do) if the header, key or size do not match. */
-static int cache_read(const char *path, const char *key, size_t n, size_t m, fk_mat *Y,
-                      fk_err *err)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return FK_ENOTFOUND;
-    char magic[8], k[CACHE_KEY];
-    uint64_t dim[2];
-    long expect = (long)(sizeof magic + sizeof k + sizeof dim + n * m * sizeof(double));
-    int ok = fseek(f, 0, SEEK_END) == 0 && ftell(f) == expect && fseek(f, 0, SEEK_SET) == 0 &&
-             fread(magic, sizeof magic, 1, f) == 1 && !memcmp(magic, CACHE_MAGIC, sizeof magic) &&
-             fread(k, sizeof k, 1, f) == 1 && !strncmp(k, key, sizeof k) &&
-             fread(dim, sizeof dim, 1, f) == 1 && dim[0] == n && dim[1] == m;
-    if (ok && fk_mat_init(Y, n, m)) {
-        fclose(f);
-        return fk_err_set(err, FK_ENOMEM, "t-SNE cache: out of memory");
-    }
-    if (ok)
-        ok = fread(Y->data, sizeof(double), n * m, f) == n * m;
-    for (size_t i = 0; ok && i < n * m; i++)
-        ok = isfinite(Y->data[i]);
-    fclose(f);
-    if (!ok) {
-        if (Y->data)
-            fk_mat_close(Y);
-        return fk_err_set(err, FK_EFORMAT,
-                          "t-SNE cache %s is corrupt or from other parameters (expected %ld bytes, "
-                          "key '%s'); delete it to recompute the embedding",
-                          path, expect, key);
-    }
-    return FK_OK;
-}
-
-/* Write tmp + rename, so readers never see a partial file. */
-static int cache_write(const char *path, const char *key, const fk_mat *Y)
-{
-    char tmp[4300], k[CACHE_KEY] = {0};
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    snprintf(k, sizeof k, "%s", key);
-    uint64_t dim[2] = {Y->rows, Y->cols};
-    FILE *f = fopen(tmp, "wb");
-    if (!f)
-        return -1;
-    int ok = fwrite(CACHE_MAGIC, sizeof CACHE_MAGIC, 1, f) == 1 && fwrite(k, sizeof k, 1, f) == 1 &&
-             fwrite(dim, sizeof dim, 1, f) == 1 &&
-             fwrite(Y->data, sizeof(double), Y->rows * Y->cols, f) == Y->rows * Y->cols;
-    ok = fflush(f) == 0 && fsync(fileno(f)) == 0 && ok;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path)) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
 }
 
 /* Rtsne preprocessing of all rows: PCA-50 scores, normalize_max, Barnes-Hut
@@ -265,18 +174,19 @@ static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
         o.iters = ro->tsne_iters;
     o.verbose = 1;
     size_t n = ds->X.rows;
-    char key[CACHE_KEY], dir[4000], path[4200];
+    char key[FK_MAT_CACHE_KEY], dir[4000], path[4200];
     snprintf(key, sizeof key,
              "fedkern t-SNE v1 fashion-mnist pca50 normalize_max n=%zu dims=%d perp=%g iters=%d "
              "lr=%g exag=%g exag_iters=%d theta=%g seed=%llu",
              n, o.dims, o.perplexity, o.iters, o.lr, o.exag, o.exag_iters, o.theta,
              (unsigned long long)o.seed);
-    int have_dir = cache_dir(ro, dir, sizeof dir) == FK_OK;
+    fk_err cerr;
+    int have_dir = fk_mat_cache_dir(ro ? ro->cache_dir : NULL, dir, sizeof dir, &cerr) == FK_OK;
     if (have_dir)
         snprintf(path, sizeof path, "%s/fashion-mnist-tsne10-n%zu-seed%llu-it%d-%016llx.f64", dir,
                  n, (unsigned long long)o.seed, o.iters, (unsigned long long)fnv1a(key));
     fk_mat Y = {0};
-    int rc = have_dir ? cache_read(path, key, n, (size_t)o.dims, &Y, err) : FK_ENOTFOUND;
+    int rc = have_dir ? fk_mat_cache_read(path, key, n, (size_t)o.dims, &Y, err) : FK_ENOTFOUND;
     if (rc == FK_OK) {
         fprintf(stderr, "t-SNE: using the cached embedding %s\n", path);
     } else if (rc == FK_ENOTFOUND) {
@@ -288,10 +198,9 @@ static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
             if (!rc)
                 fprintf(stderr, "t-SNE: %zu x %d embedding in %.1f s\n", n, o.dims, now() - t0);
         }
-        if (!rc && (!have_dir || mkdir_p(dir) || cache_write(path, key, &Y)))
-            fprintf(stderr, "t-SNE: warning: could not write the cache %s (%s); continuing\n",
-                    have_dir ? path : "(no cache directory: set --cache-dir or HOME)",
-                    strerror(errno));
+        if (!rc && (!have_dir || fk_mat_cache_write(path, key, &Y, &cerr)))
+            fprintf(stderr, "t-SNE: warning: the embedding is not cached (%s); continuing\n",
+                    cerr.msg);
         else if (!rc)
             fprintf(stderr, "t-SNE: cached the embedding in %s\n", path);
     }
