@@ -184,6 +184,11 @@ static void barnes_hut_matches_dense(void **state)
     assert_int_equal(fk_tsne(&X, &o, &Yb, NULL), FK_OK);
     assert_int_equal(fk_tsne(&X, &o, &Yb2, NULL), FK_OK);
     assert_memory_equal(Yb.data, Yb2.data, N * 10 * sizeof(double));
+    fk_mat_close(&Yb2);
+    o.threads = 3; /* threads split the points, never the sums: same bits */
+    assert_int_equal(fk_tsne(&X, &o, &Yb2, NULL), FK_OK);
+    assert_memory_equal(Yb.data, Yb2.data, N * 10 * sizeof(double));
+    o.threads = 0;
     double ad = nn_accuracy(&Yd, y), ab = nn_accuracy(&Yb, y);
     assert_true(ad >= 0.97);
     assert_true(ab >= 0.97);

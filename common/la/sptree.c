@@ -220,7 +220,7 @@ static void force(const fk_sptree *t, int32_t k, int32_t i, const double *y, dou
     for (int d = 0; d < D; d++)
         d2 += (y[d] - m[d]) * (y[d] - m[d]);
     double maxhw = ldexp(t->maxhw0, -nd->depth);
-    if (nd->nchild == 0 || maxhw < theta * sqrt(d2)) {
+    if (nd->nchild == 0 || maxhw * maxhw < theta * theta * d2) { /* maxhw / dist < theta */
         double q = 1.0 / (1.0 + d2), mult = (double)nd->cum * q;
         *sum_q += mult;
         mult *= q;

@@ -2,11 +2,11 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/la/rng.h"
@@ -310,6 +310,48 @@ done:
     return rc;
 }
 
+typedef struct rep_job {
+    const fk_sptree *tree;
+    size_t lo, hi;
+    double theta, *neg, *z;
+} rep_job;
+
+/* Repulsion of points lo..hi-1; z[i] per point so the total is summed in one
+ * fixed order whatever the thread count. */
+static void *rep_rows(void *arg)
+{
+    rep_job *j = arg;
+    size_t m = (size_t)j->tree->dims;
+    for (size_t i = j->lo; i < j->hi; i++) {
+        j->z[i] = 0.0;
+        fk_sptree_repulsion(j->tree, i, j->theta, j->neg + i * m, &j->z[i]);
+    }
+    return NULL;
+}
+
+static void repulsion(const fk_sptree *tree, size_t n, double theta, int threads, double *neg,
+                      double *z)
+{
+    enum { MAXT = 16 };
+    int T = threads < 1 ? 1 : threads > MAXT ? MAXT : threads;
+    rep_job job[MAXT];
+    pthread_t th[MAXT];
+    int started[MAXT] = {0};
+    for (int t = 0; t < T; t++) {
+        /* interleaved-size chunks would balance better; contiguous keeps locality */
+        job[t] = (rep_job){tree, n * (size_t)t / (size_t)T, n * (size_t)(t + 1) / (size_t)T, theta,
+                           neg, z};
+        started[t] = t > 0 && pthread_create(&th[t], NULL, rep_rows, &job[t]) == 0;
+    }
+    rep_rows(&job[0]);
+    for (int t = 1; t < T; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            rep_rows(&job[t]); /* no thread: do it here */
+    }
+}
+
 /* Rtsne's Barnes-Hut t-SNE: gradient = sum_j p_ij q_ij Z (y_i - y_j)
  * - sum_j (q_ij Z)^2 (y_i - y_j) / Z, with the second sum from the tree. */
 static int tsne_bh(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err)
@@ -324,7 +366,8 @@ static int tsne_bh(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *er
     csr P = {0};
     double *G = malloc(n * m * sizeof *G), *U = calloc(n * m, sizeof *U);
     double *gain = malloc(n * m * sizeof *gain), *neg = malloc(n * m * sizeof *neg);
-    int rc = (G && U && gain && neg) ? sparse_p(X->data, n, (int)X->cols, o->perplexity, &P)
+    double *zi = malloc(n * sizeof *zi);
+    int rc = (G && U && gain && neg && zi) ? sparse_p(X->data, n, (int)X->cols, o->perplexity, &P)
                                      : FK_ENOMEM;
     if (!rc)
         rc = fk_mat_init(Y, n, m);
@@ -359,10 +402,11 @@ static int tsne_bh(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *er
             break;
         }
         memset(neg, 0, n * m * sizeof *neg);
+        repulsion(&tree, n, o->theta, o->threads, neg, zi);
+        fk_sptree_close(&tree);
         double Z = 0.0;
         for (size_t i = 0; i < n; i++)
-            fk_sptree_repulsion(&tree, i, o->theta, neg + i * m, &Z);
-        fk_sptree_close(&tree);
+            Z += zi[i];
         cblas_daxpy((int)(n * m), -1.0 / Z, neg, 1, G, 1);
         step(Y, G, U, gain, mom, o->lr);
         if (o->verbose && (it < 5 || (it + 1) % 50 == 0))
@@ -380,6 +424,7 @@ done:
     free(U);
     free(gain);
     free(neg);
+    free(zi);
     return rc;
 }
 

@@ -25,6 +25,7 @@ typedef struct fk_tsne_opts {
     uint64_t seed;
     double theta;       /* 0.5 (Rtsne); 0 selects the exact dense path */
     int verbose;        /* 1: progress and seconds per iteration on stderr */
+    int threads;        /* Barnes-Hut repulsion threads (0, 1: none); results do not depend on it */
 } fk_tsne_opts;
 
 void fk_tsne_defaults(fk_tsne_opts *o);
