@@ -385,6 +385,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
                    "       [--skip-sim] [--skip-pendigits] [--skip-fashion]\n"
                    "       [--fashion-data fashion-mnist-pca10|fashion-mnist-tsne10|fashion-mnist-tsne10-subN]\n"
                    "       [--cache-dir DIR] [--tsne-iters 1000] [--tsne-threads 1]\n"
+                   "       [--tsne-seed 1]\n"
                    "       [--fashion-clients 100] [--real-methods 7] [--skip-mor] [--mor-reps 3]\n\n"
                    "Paper cells: GMM simulation E_theta/E_w at h = 0, 1 (Tables 4-5 and the\n"
                    "spec's check run of the published R code), Pen-digits (Table 1, random\n"
@@ -397,6 +398,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
                    "seed, n and parameters; -subN: exact t-SNE of a random N-image subsample.\n"
                    "--tsne-iters: fewer t-SNE iterations (timing runs; cached separately).\n"
                    "--tsne-threads: threads for the repulsion (the embedding is the same).\n"
+                   "--tsne-seed: seed of the t-SNE initialisation (cached per seed).\n"
                    "--full: all contamination levels (the paper\n"
                    "uses --sim-reps 100 --real-reps 200).\n");
             return 0;
@@ -434,6 +436,10 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "tsne-threads", 1, 1, 16, &tt, &err);
     o.ro.tsne_threads = (int)tt;
+    long ts = 1;
+    if (!rc)
+        rc = fk_params_int(&p, "tsne-seed", 1, 1, 1000000000, &ts, &err);
+    o.ro.tsne_seed = (uint64_t)ts;
     o.ro.cache_dir = fk_params_str(&p, "cache-dir", NULL);
     if (!rc && fk_params_unused(&p))
         rc = fk_err_set(&err, FK_EINVAL, "unknown option --%s; see --help", fk_params_unused(&p));

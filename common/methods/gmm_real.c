@@ -174,6 +174,8 @@ static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
         o.iters = ro->tsne_iters;
     o.verbose = 1;
     o.threads = ro ? ro->tsne_threads : 1;
+    if (ro && ro->tsne_seed)
+        o.seed = ro->tsne_seed;
     size_t n = ds->X.rows;
     char key[FK_MAT_CACHE_KEY], dir[4000], path[4200];
     snprintf(key, sizeof key,

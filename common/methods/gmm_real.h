@@ -28,6 +28,7 @@ typedef struct fk_gmm_real_opts {
     const char *cache_dir; /* NULL: $XDG_CACHE_HOME/fedkern, else ~/.cache/fedkern */
     int tsne_iters;        /* 0: the Rtsne default 1000 (fewer: timing runs) */
     int tsne_threads;      /* Barnes-Hut repulsion threads (same result for any count) */
+    uint64_t tsne_seed;    /* 0: seed 1 */
 } fk_gmm_real_opts;
 
 int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name,
