@@ -1,8 +1,12 @@
-/* Exact t-SNE (van der Maaten & Hinton 2008) with the Rtsne defaults the
- * FedGrEM spec names (perplexity 30 over 3*30 exact nearest neighbours, early
- * exaggeration 12 for 250 iterations, momentum 0.5 -> 0.8, learning rate 200,
- * adaptive gains, re-centring), seeded through fk_rng. Repulsion is exact and
- * dense (O(N^2) memory and time per iteration), so it suits N up to ~10^4. */
+/* t-SNE (van der Maaten & Hinton 2008; van der Maaten 2014) with the Rtsne
+ * defaults the FedGrEM spec names (perplexity 30 over 3*30 exact nearest
+ * neighbours, early exaggeration 12 for 250 iterations, momentum 0.5 -> 0.8,
+ * learning rate 200, adaptive gains, re-centring), seeded through fk_rng.
+ * theta = 0: exact dense path (O(N^2) memory, N up to ~10^4).
+ * theta > 0: Rtsne's Barnes-Hut path: blockwise exact kNN, sparse symmetric P,
+ * repulsion through a 2^dims-ary space-partitioning tree (sptree.h); memory
+ * O(N k), so all 70,000 Fashion-MNIST images fit. Like Rtsne, the Barnes-Hut
+ * gradient omits the factor 4 of the exact one (the dense path keeps it). */
 #ifndef FK_TSNE_H
 #define FK_TSNE_H
 
@@ -19,6 +23,9 @@ typedef struct fk_tsne_opts {
     int exag_iters;     /* 250 */
     double exag;        /* 12 */
     uint64_t seed;
+    double theta;       /* 0.5 (Rtsne); 0 selects the exact dense path */
+    int verbose;        /* 1: progress and seconds per iteration on stderr */
+    int threads;        /* Barnes-Hut repulsion threads (0, 1: none); results do not depend on it */
 } fk_tsne_opts;
 
 void fk_tsne_defaults(fk_tsne_opts *o);

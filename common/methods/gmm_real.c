@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/data/catalog.h"
+#include "common/data/mat_cache.h"
 #include "common/data/prep.h"
 #include "common/la/hungarian.h"
 #include "common/la/tsne.h"
@@ -94,6 +95,25 @@ done:
     return rc;
 }
 
+/* Rtsne's normalize_input: centre the columns, divide by the largest |entry|. */
+static void normalize_max(fk_mat *X)
+{
+    size_t n = X->rows, d = X->cols;
+    double mx = 0.0;
+    for (size_t j = 0; j < d; j++) {
+        double m = 0.0;
+        for (size_t i = 0; i < n; i++)
+            m += fk_mat_get(X, i, j) / (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double v = fk_mat_get(X, i, j) - m;
+            fk_mat_set(X, i, j, v);
+            mx = fabs(v) > mx ? fabs(v) : mx;
+        }
+    }
+    for (size_t i = 0; mx > 0 && i < n * d; i++)
+        X->data[i] /= mx;
+}
+
 /* Rtsne preprocessing on a seeded random subsample of n rows: PCA-50 scores,
  * centred and divided by the largest absolute entry, then exact t-SNE to 10-d. */
 static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
@@ -118,22 +138,10 @@ static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
     free(idx);
     if (rc)
         return rc;
-    double mx = 0.0;
-    size_t d = sub.X.cols;
-    for (size_t j = 0; j < d; j++) {
-        double m = 0.0;
-        for (size_t i = 0; i < n; i++)
-            m += fk_mat_get(&sub.X, i, j) / (double)n;
-        for (size_t i = 0; i < n; i++) {
-            double v = fk_mat_get(&sub.X, i, j) - m;
-            fk_mat_set(&sub.X, i, j, v);
-            mx = fabs(v) > mx ? fabs(v) : mx;
-        }
-    }
-    for (size_t i = 0; mx > 0 && i < n * d; i++)
-        sub.X.data[i] /= mx;
+    normalize_max(&sub.X);
     fk_tsne_opts o;
     fk_tsne_defaults(&o);
+    o.theta = 0; /* exact dense t-SNE: the subsample is small */
     fk_mat Y;
     rc = fk_tsne(&sub.X, &o, &Y, err);
     if (rc) {
@@ -144,6 +152,65 @@ static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
     sub.X = Y;
     fk_dataset_close(ds);
     *ds = sub;
+    return FK_OK;
+}
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Rtsne preprocessing of all rows: PCA-50 scores, normalize_max, Barnes-Hut
+ * t-SNE (theta 0.5) to 10-d; the embedding is cached on disk keyed by the
+ * seed, n and every t-SNE parameter (it takes tens of minutes or more). */
+static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
+{
+    fk_tsne_opts o;
+    fk_tsne_defaults(&o);
+    if (ro && ro->tsne_iters > 0)
+        o.iters = ro->tsne_iters;
+    o.verbose = 1;
+    o.threads = ro ? ro->tsne_threads : 1;
+    if (ro && ro->tsne_seed)
+        o.seed = ro->tsne_seed;
+    size_t n = ds->X.rows;
+    char key[FK_MAT_CACHE_KEY], dir[4000], path[4200];
+    snprintf(key, sizeof key,
+             "fedkern t-SNE v1 fashion-mnist pca50 normalize_max n=%zu dims=%d perp=%g iters=%d "
+             "lr=%g exag=%g exag_iters=%d theta=%g seed=%llu",
+             n, o.dims, o.perplexity, o.iters, o.lr, o.exag, o.exag_iters, o.theta,
+             (unsigned long long)o.seed);
+    fk_err cerr;
+    int have_dir = fk_mat_cache_dir(ro ? ro->cache_dir : NULL, dir, sizeof dir, &cerr) == FK_OK;
+    if (have_dir)
+        snprintf(path, sizeof path, "%s/fashion-mnist-tsne10-n%zu-seed%llu-it%d-%016llx.f64", dir,
+                 n, (unsigned long long)o.seed, o.iters, (unsigned long long)fnv1a(key));
+    fk_mat Y = {0};
+    int rc = have_dir ? fk_mat_cache_read(path, key, n, (size_t)o.dims, &Y, err) : FK_ENOTFOUND;
+    if (rc == FK_OK) {
+        fprintf(stderr, "t-SNE: using the cached embedding %s\n", path);
+    } else if (rc == FK_ENOTFOUND) {
+        rc = pca_scores(ds, 50, err);
+        if (!rc) {
+            normalize_max(&ds->X);
+            double t0 = now();
+            rc = fk_tsne(&ds->X, &o, &Y, err);
+            if (!rc)
+                fprintf(stderr, "t-SNE: %zu x %d embedding in %.1f s\n", n, o.dims, now() - t0);
+        }
+        if (!rc && (!have_dir || fk_mat_cache_write(path, key, &Y, &cerr)))
+            fprintf(stderr, "t-SNE: warning: the embedding is not cached (%s); continuing\n",
+                    cerr.msg);
+        else if (!rc)
+            fprintf(stderr, "t-SNE: cached the embedding in %s\n", path);
+    }
+    if (rc)
+        return rc;
+    fk_mat_close(&ds->X);
+    ds->X = Y;
     return FK_OK;
 }
 
@@ -169,10 +236,17 @@ static int moments(fk_gmm_real *r, fk_err *err)
 
 int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_err *err)
 {
+    return fk_gmm_real_load_opts(r, data_dir, name, NULL, err);
+}
+
+int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name,
+                          const fk_gmm_real_opts *ro, fk_err *err)
+{
     *r = (fk_gmm_real){0};
     const char *base;
     int pca = 0, z = 0;
     size_t tsne_n = 0;
+    int tsne_all = 0;
     if (!strcmp(name, "pendigits")) {
         base = "pendigits";
         z = 1;
@@ -181,13 +255,16 @@ int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_
         base = "fashion-mnist";
         pca = 1;
         z = name[strlen(name) - 1] == 'z';
+    } else if (!strcmp(name, "fashion-mnist-tsne10")) {
+        base = "fashion-mnist";
+        tsne_all = 1;
     } else if (!strncmp(name, "fashion-mnist-tsne10-sub", 24) && atol(name + 24) > 0) {
         base = "fashion-mnist";
         tsne_n = (size_t)atol(name + 24);
     } else {
         return fk_err_set(err, FK_ENOTFOUND,
                           "unknown data '%s' (pendigits, fashion-mnist-pca10, fashion-mnist-pca10z, "
-                          "fashion-mnist-tsne10-subN)",
+                          "fashion-mnist-tsne10, fashion-mnist-tsne10-subN)",
                           name);
     }
     char a[64], b[64];
@@ -207,6 +284,8 @@ int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_
         rc = pca_scores(&r->d, 10, err);
     if (!rc && tsne_n)
         rc = tsne_subsample(&r->d, tsne_n, err);
+    if (!rc && tsne_all)
+        rc = tsne_full(&r->d, ro, err);
     if (!rc && z && fk_prep_zscore_cols(&r->d.X))
         rc = fk_err_set(err, FK_ENOMEM, "z-score: out of memory");
     if (!rc)

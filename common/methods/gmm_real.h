@@ -19,9 +19,20 @@ typedef struct fk_gmm_real {
 /* Names: "pendigits" (train+test pooled, z-scored, 16-d), "fashion-mnist-pca10"
  * (70,000 images / 255, PCA to 10 dims, scores as they are),
  * "fashion-mnist-pca10z" (the same, z-scored) and "fashion-mnist-tsne10-subN"
- * (a fixed random subsample of N images, PCA-50, exact t-SNE to 10-d; exact
- * t-SNE is O(N^2), so the paper's 70,000-image embedding is out of reach). */
+ * (a fixed random subsample of N images, PCA-50, exact t-SNE to 10-d) and
+ * "fashion-mnist-tsne10" (all 70,000 images, PCA-50, Barnes-Hut t-SNE to 10-d
+ * as Rtsne; the embedding is cached, see fk_gmm_real_opts). */
 int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_err *err);
+
+typedef struct fk_gmm_real_opts {
+    const char *cache_dir; /* NULL: $XDG_CACHE_HOME/fedkern, else ~/.cache/fedkern */
+    int tsne_iters;        /* 0: the Rtsne default 1000 (fewer: timing runs) */
+    int tsne_threads;      /* Barnes-Hut repulsion threads (same result for any count) */
+    uint64_t tsne_seed;    /* 0: seed 1 */
+} fk_gmm_real_opts;
+
+int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name,
+                          const fk_gmm_real_opts *o, fk_err *err);
 void fk_gmm_real_close(fk_gmm_real *r);
 
 typedef struct fk_gmm_real_out {
