@@ -463,11 +463,12 @@ static int tsne_dense(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err 
             }
             sq[i] = rs;
         }
-        /* gradient 4 (diag(rowsum) - M) Y */
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, m, (int)n, -4.0, Q, (int)n,
+        /* (diag(rowsum) - M) Y: Rtsne's exact gradient omits the factor 4 of the paper's,
+         * and the spec's learning rate 200 is Rtsne's (the Barnes-Hut path does the same) */
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, m, (int)n, -1.0, Q, (int)n,
                     Y->data, m, 0.0, G, m);
         for (size_t i = 0; i < n; i++)
-            cblas_daxpy(m, 4.0 * sq[i], Y->data + i * (size_t)m, 1, G + i * (size_t)m, 1);
+            cblas_daxpy(m, sq[i], Y->data + i * (size_t)m, 1, G + i * (size_t)m, 1);
         step(Y, G, U, gain, mom, o->lr);
     }
     rc = check_finite(Y, err);
