@@ -8,27 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/data/mat_cache.h"
+#include "tests/fuzz/fuzz_memfd.h"
 
 enum { ROWS = 3, COLS = 2, HEAD = 8 + FK_MAT_CACHE_KEY + 16, FULL = HEAD + ROWS * COLS * 8 };
 static const char KEY[] = "fuzz-key";
 
 static void one(const uint8_t *data, size_t size)
 {
-    int fd = memfd_create("fuzz", 0);
+    char path[64];
+    int fd = fuzz_memfd(data, size, path, sizeof path);
     if (fd < 0)
         return;
-    for (size_t off = 0; off < size;) {
-        ssize_t w = write(fd, data + off, size - off);
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     fk_mat Y;
     fk_err err = {0};
     int rc = fk_mat_cache_read(path, KEY, ROWS, COLS, &Y, &err);
