@@ -27,6 +27,8 @@ typedef struct job {
     const fk_method *m;
     void *srv;
     int state;
+    int stalled;        /* the store refused a write: no tasks until the retry at `deadline` */
+    int store_failures; /* failed tries since the store last took a write */
     int round, attempt, phase;
     slot *slots; /* the round's planned clients, ascending */
     int n_slots;
@@ -338,7 +340,8 @@ static void count_dropouts(job *j, fk_store_round *r)
     }
 }
 
-static int reload(fk_engine *e, job *j, double now, fk_err *err);
+static void store_failed(fk_engine *e, job *j, int rc, fk_err *err, double now);
+static void store_ok(job *j);
 
 /* Store the phase's close and open the next phase of the same round. */
 static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err *err)
@@ -433,14 +436,10 @@ static void close_phase(fk_engine *e, job *j, double now)
         return;
     }
     rc = done ? close_round(e, j, &r, now, &err) : next_phase(e, j, r.participants, now, &err);
-    if (rc == FK_EIO || rc == FK_ENOMEM) {
-        fk_log(FK_LOG_ERROR, "state_not_stored", "job=%lld round=%d error=\"%s\"",
-               (long long)j->id, j->round, err.msg);
-        if (reload(e, j, now, &err))
-            fail(e, j, &err, now);
-    } else if (rc) {
-        fail(e, j, &err, now);
-    }
+    if (rc)
+        store_failed(e, j, rc, &err, now);
+    else
+        store_ok(j);
 }
 
 /* A phase missed its quorum at the deadline: new sample from the last
@@ -486,12 +485,10 @@ static void retry_round(fk_engine *e, job *j, double now)
     }
     if (!rc)
         rc = start_round(e, j, now, &err);
-    if (rc == FK_EIO || rc == FK_ENOMEM) {
-        if (reload(e, j, now, &err))
-            fail(e, j, &err, now);
-    } else if (rc) {
-        fail(e, j, &err, now);
-    }
+    if (rc)
+        store_failed(e, j, rc, &err, now);
+    else
+        store_ok(j);
 }
 
 /* ------------------------------------------------------------- resume */
@@ -563,19 +560,50 @@ static int resume(fk_engine *e, job *j, double now, fk_err *err)
                                 j, err);
 }
 
-/* After a failed write: forget the in-memory state and rebuild it from the
- * store (reads only, unless the round was never opened). A phase found
- * complete is closed by the next tick, so a full disk cannot loop here. */
+/* Forget the in-memory state and rebuild it from the store (reads only,
+ * unless the round was never opened): at start, and after a failed write. */
 static int reload(fk_engine *e, job *j, double now, fk_err *err)
 {
     free_tasks(j);
     return resume(e, j, now, err);
 }
 
+/* How long a stalled job waits before it tries the store again. */
+static const double STALL_RETRY_SECONDS = 1.0;
+
+/* A step failed with rc: errors of the method fail the job; errors of the
+ * store (a full disk) stall it: no tasks, no updates, and every
+ * STALL_RETRY_SECONDS a reload from the store and the step again. */
+static void store_failed(fk_engine *e, job *j, int rc, fk_err *err, double now)
+{
+    if (rc != FK_EIO && rc != FK_ENOMEM) {
+        fail(e, j, err, now);
+        return;
+    }
+    if (!j->store_failures++) /* once per outage, not once per retry */
+        fk_log(FK_LOG_ERROR, "state_not_stored",
+               "job=%lld round=%d error=\"%s\" action=\"the job takes no updates and retries "
+               "every %.0f s; free space in the state directory\"",
+               (long long)j->id, j->round, err->msg, STALL_RETRY_SECONDS);
+    free_tasks(j);
+    j->stalled = 1;
+    j->deadline = now + STALL_RETRY_SECONDS;
+}
+
+/* A step's writes were stored: end of an outage, if there was one. */
+static void store_ok(job *j)
+{
+    if (j->store_failures)
+        fk_log(FK_LOG_INFO, "state_stored_again", "job=%lld round=%d failed_tries=%d",
+               (long long)j->id, j->round, j->store_failures);
+    j->store_failures = 0;
+}
+
 /* Every planned client answered or reported that it cannot: waiting longer changes nothing. */
 static int phase_complete(const job *j)
 {
-    return j->state == FK_JOB_RUNNING && j->n_slots > 0 && j->answered + j->failed == j->n_slots;
+    return j->state == FK_JOB_RUNNING && !j->stalled && j->n_slots > 0 &&
+           j->answered + j->failed == j->n_slots;
 }
 
 /* A complete phase closes at once: aggregated with quorum, else a new attempt. */
@@ -585,6 +613,18 @@ static void end_phase(fk_engine *e, job *j, double now)
         close_phase(e, j, now);
     else
         retry_round(e, j, now);
+}
+
+/* A stalled job's retry: rebuild from the store, then the step it could not store. */
+static void unstall(fk_engine *e, job *j, double now)
+{
+    fk_err err;
+    j->stalled = 0;
+    int rc = reload(e, j, now, &err);
+    if (rc)
+        store_failed(e, j, rc, &err, now);
+    else if (phase_complete(j))
+        end_phase(e, j, now);
 }
 
 /* --------------------------------------------------------- job table */
@@ -675,8 +715,10 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
         }
         if (!rc && (rc = add_job(e, j, &jerr)))
             job_free(j);
-        if (!rc)
-            rc = reload(e, j, now, &jerr);
+        if (!rc && (rc = reload(e, j, now, &jerr)) && (rc == FK_EIO || rc == FK_ENOMEM)) {
+            store_failed(e, j, rc, &jerr, now); /* the server runs; the job waits for space */
+            rc = FK_OK;
+        }
         if (rc == FK_EIO || rc == FK_ENOMEM) {
             fk_err_prefix(&jerr, "resuming job %lld: ", (long long)ids[i]);
             *err = jerr;
@@ -772,12 +814,8 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
            (long long)j->id, j->m->name, j->conf.dataset, j->conf.n_clients, j->conf.rounds);
     fk_err serr;
     rc = start_round(e, j, now, &serr);
-    if (rc == FK_EIO || rc == FK_ENOMEM) {
-        if (reload(e, j, now, &serr))
-            fail(e, j, &serr, now);
-    } else if (rc) {
-        fail(e, j, &serr, now);
-    }
+    if (rc)
+        store_failed(e, j, rc, &serr, now);
     reap(e);
     return FK_OK;
 }
@@ -841,6 +879,11 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
         return fk_err_set(err, FK_ESTATE, "job %lld is %s; its update is no longer needed",
                           (long long)p->job, fk_job_state_name(state));
     }
+    if (j->stalled)
+        return fk_err_set(err, FK_ELIMIT, /* not FK_EIO: other jobs' staged updates stay */
+                          "job %lld takes no updates while its state cannot be stored (state "
+                          "directory full?); send it again later",
+                          (long long)j->id);
     if (p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
         return fk_err_set(err, FK_ESTATE,
                           "late update for job %lld round %d attempt %d phase %d: the job is at "
@@ -982,7 +1025,7 @@ int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, 
         job *j = e->jobs[i];
         if (j->id != id || j->state != FK_JOB_RUNNING)
             continue;
-        if (j->round != round || j->attempt != attempt || j->phase != phase)
+        if (j->stalled || j->round != round || j->attempt != attempt || j->phase != phase)
             return 0;
         int c = fk_jobconf_client_index(&j->conf, identity);
         slot *s = c < 0 ? NULL : find_slot(j, c);
@@ -998,7 +1041,10 @@ int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
         job *j = e->jobs[i];
         if (j->state != FK_JOB_RUNNING || (now < j->deadline && !phase_complete(j)))
             continue;
-        end_phase(e, j, now);
+        if (j->stalled)
+            unstall(e, j, now);
+        else
+            end_phase(e, j, now);
     }
     reap(e);
     double soonest = INFINITY;

@@ -19,7 +19,8 @@ struct fk_store {
     char path[512];
     cached_stmt cache[STMT_CACHE_MAX];
     int n_cache;
-    int fail_commits; /* test hook: this many next COMMITs fail like a full disk */
+    int pass_commits; /* test hook: this many next COMMITs succeed, then */
+    int fail_commits; /* this many fail like a full disk */
 };
 
 /* Migration i takes the schema from version i to i + 1; append, never edit. */
@@ -360,7 +361,9 @@ int fk_store_begin(fk_store *st, fk_err *err)
 
 int fk_store_commit(fk_store *st, fk_err *err)
 {
-    if (st->fail_commits > 0) {
+    if (st->pass_commits > 0) {
+        st->pass_commits--;
+    } else if (st->fail_commits > 0) {
         st->fail_commits--;
         fk_store_rollback(st);
         return fk_err_set(err, FK_EIO, "state db %s: commit: simulated failure (test hook); "
@@ -372,8 +375,9 @@ int fk_store_commit(fk_store *st, fk_err *err)
     return rc;
 }
 
-void fk_store_test_fail_commits(fk_store *st, int n)
+void fk_store_test_fail_commits(fk_store *st, int skip, int n)
 {
+    st->pass_commits = skip;
     st->fail_commits = n;
 }
 

@@ -36,8 +36,9 @@ int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
 int fk_store_begin(fk_store *st, fk_err *err);
 int fk_store_commit(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
-/* Tests only: the next n commits fail with FK_EIO and roll back, as on a full disk. */
-void fk_store_test_fail_commits(fk_store *st, int n);
+/* Tests only: after `skip` commits that succeed, the next n fail with FK_EIO
+ * and roll back, as on a full disk. */
+void fk_store_test_fail_commits(fk_store *st, int skip, int n);
 
 /* --- jobs --- */
 typedef enum fk_job_state {

@@ -639,7 +639,7 @@ static void failed_batch_commit_changes_nothing(void **state)
         assert_int_equal(fk_engine_push_stage(f->e, &sp[c].p, f->now, &dup, &err), FK_OK);
         assert_int_equal(dup, 0);
     }
-    fk_store_test_fail_commits(f->st, 1);
+    fk_store_test_fail_commits(f->st, 0, 1);
     assert_int_equal(fk_store_commit(f->st, &err), FK_EIO);
     assert_non_null(strstr(err.msg, "commit"));
     /* Nothing applied: same position, nobody answered, every task still open. */
@@ -801,6 +801,57 @@ static void full_disk_at_round_close(void **state)
     assert_true(stored > 0);
 }
 
+/* The round's close is stored but the next round cannot be opened (disk full
+ * right after the close): the job stalls instead of failing, takes no
+ * updates and hands out no tasks while the store refuses writes, survives a
+ * restart in that state, and once writes succeed again it goes on to the
+ * simulator's model. */
+static void full_disk_after_close_stalls_the_job(void **state)
+{
+    fed *f = *state;
+    const char *text = job_text("fedmean", "quorum = 1\nrounds = 3\n");
+    int64_t id = submit(f, text);
+    for (int c = 0; c < N_CLIENTS - 1; c++)
+        answer(f, c, -1);
+    /* the last push and the close commit; every later commit fails */
+    fk_store_test_fail_commits(f->st, 2, 1 << 20);
+    assert_int_equal(answer(f, N_CLIENTS - 1, -1), 1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    assert_int_equal(s.round, 2);
+    fk_err err;
+    fk_task_ref t;
+    for (int k = 0; k < 5; k++) {
+        f->now += 1.0;
+        double next;
+        assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+        assert_true(isfinite(next) && next <= f->now + 1.0);
+        assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+        assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_ENOTFOUND);
+        assert_false(fk_engine_task_open(f->e, id, 2, 0, 0, "c0"));
+    }
+    fk_push p = {.job = id, .round = 2, .phase = 0, .identity = "c0", .idem = "while-stalled"};
+    fk_report_init(&p.report);
+    int dup;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "cannot be stored"));
+    /* A restart while the disk is still full: the server starts, the job waits. */
+    close_engine(f);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_store_test_fail_commits(f->st, 0, 1 << 20);
+    fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method};
+    assert_int_equal(fk_engine_open(&f->e, &o, f->now, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_ENOTFOUND);
+    fk_store_test_fail_commits(f->st, 0, 0);
+    run(f, 0, -1);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_model_is_sim(f, id, text);
+    int count;
+    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+    assert_int_equal(count, 3 * N_CLIENTS);
+}
+
 static void submit_and_cancel(void **state)
 {
     fed *f = *state;
@@ -947,6 +998,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(reported_failure_is_an_early_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_then_recovers, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_at_round_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(full_disk_after_close_stalls_the_job, setup, teardown),
         cmocka_unit_test_setup_teardown(submit_and_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(sigkill_mid_job_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(sigkill_mid_round_of_two_phases, setup, teardown),

@@ -211,7 +211,7 @@ static void on_watch(uv_timer_t *timer)
     }
     if (t->fail_round > 0 && s.round >= t->fail_round) {
         /* Timers run between loop iterations, so the next commit is an update batch. */
-        fk_store_test_fail_commits(t->st, 1);
+        fk_store_test_fail_commits(t->st, 0, 1);
         t->fail_round = 0;
     }
     if (s.state != FK_JOB_RUNNING) {

@@ -326,7 +326,7 @@ static void failed_commit_stores_nothing(void **state)
     assert_int_equal(fk_store_update_put(f->st, &u1, &dup, &err), FK_OK);
     assert_int_equal(fk_store_update_put(f->st, &u1, &dup, &err), FK_OK);
     assert_int_equal(dup, 1); /* a resend inside the open transaction */
-    fk_store_test_fail_commits(f->st, 1);
+    fk_store_test_fail_commits(f->st, 0, 1);
     assert_int_equal(fk_store_commit(f->st, &err), FK_EIO);
     int n = -1;
     assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
