@@ -20,6 +20,8 @@ static _Thread_local int t_rbuf_busy, t_pbuf_busy;
 /* Ciphertext per uv_write: big buffers (below malloc's mmap threshold) once a
  * connection streams, small ones for the few records of a unary call. */
 enum { OUT_CAP = 120u << 10, OUT_SMALL = 4096 - 64 };
+/* Plaintext staging: small for idle chatter (heartbeats), grown up to STAGE_MAX for bursts. */
+enum { STAGE_MIN = 4096, STAGE_MAX = 65536 };
 
 typedef struct wreq {
     uv_write_t req;
@@ -201,15 +203,34 @@ void fk_tlsconn_flush(fk_tlsconn *c)
     send_cipher(c);
 }
 
+/* Room for `need` staged bytes, growing by doubling from STAGE_MIN; 0 or -1 (no memory). */
+static int stage_reserve(fk_tlsconn *c, size_t need)
+{
+    if (need <= c->stage_cap)
+        return 0;
+    size_t cap = c->stage_cap ? c->stage_cap : STAGE_MIN;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *s = realloc(c->stage, cap);
+    if (!s) {
+        fail(c, "out of memory for the send buffer");
+        return -1;
+    }
+    c->stage = s;
+    c->stage_cap = cap;
+    return 0;
+}
+
 int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n)
 {
     if (c->closing || !c->ready)
         return -1;
-    if (n >= 16384 && c->stage_len + n > c->stage_cap) {
+    size_t room = c->stage_cap > STAGE_MAX ? c->stage_cap : STAGE_MAX;
+    if (n >= 16384 && c->stage_len + n > room) {
         /* Big chunk: top up the staged bytes to a full 16 KB record, then encrypt
          * the rest straight from the caller's memory. */
-        size_t k = c->stage_len ? 16384 - c->stage_len % 16384 : 0;
-        if (k > 0 && c->stage_len + k <= c->stage_cap) {
+        size_t k = c->stage_len % 16384 ? 16384 - c->stage_len % 16384 : 0;
+        if (k > 0 && stage_reserve(c, c->stage_len + k) == 0) {
             memcpy(c->stage + c->stage_len, p, k);
             c->stage_len += k;
             p += k;
@@ -220,23 +241,13 @@ int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n)
             return -1;
         return ssl_write_all(c, p, n);
     }
-    if (c->stage_len + n > c->stage_cap) {
+    if (c->stage_len + n > room) {
         fk_tlsconn_flush(c);
         if (c->closing)
             return -1;
-        if (n > c->stage_cap) {
-            size_t cap = c->stage_cap ? c->stage_cap : 65536;
-            while (cap < n)
-                cap *= 2;
-            uint8_t *s = realloc(c->stage, cap);
-            if (!s) {
-                fail(c, "out of memory for the send buffer");
-                return -1;
-            }
-            c->stage = s;
-            c->stage_cap = cap;
-        }
     }
+    if (stage_reserve(c, c->stage_len + n))
+        return -1;
     memcpy(c->stage + c->stage_len, p, n);
     c->stage_len += n;
     return 0;
