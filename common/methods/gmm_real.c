@@ -255,16 +255,17 @@ int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name
         base = "fashion-mnist";
         pca = 1;
         z = name[strlen(name) - 1] == 'z';
-    } else if (!strcmp(name, "fashion-mnist-tsne10")) {
-        base = "fashion-mnist";
+    } else if (!strcmp(name, "fashion-mnist-tsne10") || !strcmp(name, "fashion-mnist-tsne10z")) {
+        base = "fashion-mnist"; /* ...z: the spec's z-scored sensitivity variant */
         tsne_all = 1;
+        z = name[strlen(name) - 1] == 'z';
     } else if (!strncmp(name, "fashion-mnist-tsne10-sub", 24) && atol(name + 24) > 0) {
         base = "fashion-mnist";
         tsne_n = (size_t)atol(name + 24);
     } else {
         return fk_err_set(err, FK_ENOTFOUND,
                           "unknown data '%s' (pendigits, fashion-mnist-pca10, fashion-mnist-pca10z, "
-                          "fashion-mnist-tsne10, fashion-mnist-tsne10-subN)",
+                          "fashion-mnist-tsne10, fashion-mnist-tsne10z, fashion-mnist-tsne10-subN)",
                           name);
     }
     char a[64], b[64];
