@@ -132,13 +132,20 @@ static void make_data(fed *f)
     }
 }
 
-static void open_engine(fed *f)
+/* fail_commits: commits that fail from the start, as on a disk full before the restart. */
+static void open_engine_failing(fed *f, int fail_commits)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_store_test_fail_commits(f->st, 0, fail_commits);
     fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method};
     if (fk_engine_open(&f->e, &o, f->now, &err))
         fail_msg("engine open: %s", err.msg);
+}
+
+static void open_engine(fed *f)
+{
+    open_engine_failing(f, 0);
 }
 
 static void close_clients(fed *f)
@@ -327,11 +334,25 @@ static void assert_model_is_sim(fed *f, int64_t id, const char *text)
     fk_bundle_close(&sim);
 }
 
+
 static int job_state(fed *f, int64_t id, fk_job_status *s)
 {
     fk_err err;
     assert_int_equal(fk_engine_status(f->e, id, s, &err), FK_OK);
     return s->state;
+}
+
+/* Drive the job to its end: done, the simulator's model, every client's update of every round stored. */
+static void run_to_sim_model(fed *f, int64_t id, const char *text, int rounds)
+{
+    run(f, 0, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_model_is_sim(f, id, text);
+    int count;
+    fk_err err;
+    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+    assert_int_equal(count, rounds * N_CLIENTS);
 }
 
 /* --------------------------------------------------------------- tests */
@@ -788,12 +809,7 @@ static void full_disk_at_round_close(void **state)
         double next;
         assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
         assert_int_equal(fk_store_set_limit(f->st, 0, &err), FK_OK);
-        run(f, 0, -1);
-        assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
-        assert_model_is_sim(f, id, text);
-        int count;
-        assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
-        assert_int_equal(count, 2 * N_CLIENTS);
+        run_to_sim_model(f, id, text, 2);
     }
     /* The limits cover a refused update, a refused close and a stored close. */
     assert_true(refused + close_failed > 0);
@@ -837,19 +853,11 @@ static void full_disk_after_close_stalls_the_job(void **state)
     assert_non_null(strstr(err.msg, "cannot be stored"));
     /* A restart while the disk is still full: the server starts, the job waits. */
     close_engine(f);
-    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
-    fk_store_test_fail_commits(f->st, 0, 1 << 20);
-    fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method};
-    assert_int_equal(fk_engine_open(&f->e, &o, f->now, &err), FK_OK);
+    open_engine_failing(f, 1 << 20);
     assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
     assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_ENOTFOUND);
     fk_store_test_fail_commits(f->st, 0, 0);
-    run(f, 0, -1);
-    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
-    assert_model_is_sim(f, id, text);
-    int count;
-    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
-    assert_int_equal(count, 3 * N_CLIENTS);
+    run_to_sim_model(f, id, text, 3);
 }
 
 static void submit_and_cancel(void **state)
