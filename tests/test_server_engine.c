@@ -334,7 +334,6 @@ static void assert_model_is_sim(fed *f, int64_t id, const char *text)
     fk_bundle_close(&sim);
 }
 
-
 static int job_state(fed *f, int64_t id, fk_job_status *s)
 {
     fk_err err;
