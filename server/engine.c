@@ -766,6 +766,9 @@ uint64_t fk_engine_generation(const fk_engine *e)
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out)
 {
     *out = e->stats;
+    out->jobs_stalled = 0;
+    for (int i = 0; i < e->n_jobs; i++)
+        out->jobs_stalled += e->jobs[i]->state == FK_JOB_RUNNING && e->jobs[i]->stalled;
 }
 
 /* -------------------------------------------------------------- events */

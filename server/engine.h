@@ -135,6 +135,7 @@ uint64_t fk_engine_generation(const fk_engine *e);
 typedef struct fk_engine_stats {
     uint64_t rounds_closed, retries, participants, dropouts;
     double aggregation_seconds;
+    int jobs_stalled; /* running jobs waiting for the state store to take writes again */
 } fk_engine_stats;
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);
 

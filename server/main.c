@@ -211,6 +211,9 @@ static int render_metrics(void *ud, char **b, size_t *len)
         double v;
     } rows[] = {
         {"fedkern_jobs_running", "gauge", "Jobs in progress.", fk_engine_running(st->e)},
+        {"fedkern_jobs_stalled", "gauge",
+         "Running jobs that take no updates until the state directory accepts writes again.",
+         en.jobs_stalled},
         {"fedkern_rounds_closed_total", "counter",
          "Rounds aggregated since the server started.", (double)en.rounds_closed},
         {"fedkern_round_retries_total", "counter",
@@ -307,9 +310,14 @@ static void notify_status(void *ud, char *buf, size_t cap)
     free(ids);
     if (o < 0 || (size_t)o >= cap)
         o = 0;
-    snprintf(buf + o, cap - (size_t)o, "jobs running: %d, rounds closed: %llu, dropouts: %llu",
-             fk_engine_running(st->e), (unsigned long long)es.rounds_closed,
-             (unsigned long long)es.dropouts);
+    int w = snprintf(buf + o, cap - (size_t)o,
+                     "jobs running: %d, rounds closed: %llu, dropouts: %llu",
+                     fk_engine_running(st->e), (unsigned long long)es.rounds_closed,
+                     (unsigned long long)es.dropouts);
+    if (es.jobs_stalled && w > 0 && (size_t)(o + w) < cap)
+        snprintf(buf + o + w, cap - (size_t)(o + w),
+                 "; %d stalled: state not stored, free space in the state directory",
+                 es.jobs_stalled);
 }
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};

@@ -440,6 +440,7 @@ static void daemons_match_sim(void **state)
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));
     assert_non_null(strstr(metrics, "fedkern_jobs_running 0\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_jobs_stalled gauge\nfedkern_jobs_stalled 0\n"));
     assert_non_null(strstr(metrics, "# TYPE fedkern_updates_committed_total counter"));
     assert_non_null(strstr(metrics, "# TYPE fedkern_update_transactions_total counter"));
     assert_non_null(strstr(metrics, "fedkern_update_transactions_failed_total 0\n"));

@@ -845,6 +845,9 @@ static void full_disk_after_close_stalls_the_job(void **state)
         assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_ENOTFOUND);
         assert_false(fk_engine_task_open(f->e, id, 2, 0, 0, "c0"));
     }
+    fk_engine_stats es;
+    fk_engine_stats_get(f->e, &es);
+    assert_int_equal(es.jobs_stalled, 1);
     fk_push p = {.job = id, .round = 2, .phase = 0, .identity = "c0", .idem = "while-stalled"};
     fk_report_init(&p.report);
     int dup;
@@ -857,6 +860,8 @@ static void full_disk_after_close_stalls_the_job(void **state)
     assert_int_equal(fk_engine_pull(f->e, "c0", f->now, &t, &err), FK_ENOTFOUND);
     fk_store_test_fail_commits(f->st, 0, 0);
     run_to_sim_model(f, id, text, 3);
+    fk_engine_stats_get(f->e, &es);
+    assert_int_equal(es.jobs_stalled, 0);
 }
 
 static void submit_and_cancel(void **state)
