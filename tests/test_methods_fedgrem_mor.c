@@ -125,6 +125,22 @@ static void ops_equal_direct(void **state)
         dmax = fmax(dmax, fabs(w_ops[i] - w_dir[i]));
     print_message("fedem-mor vs fk_mor_run fedem: max |difference| %.3g\n", dmax);
     assert_true(dmax < 1e-9);
+    /* the per-client baselines: the aligned local fits, and gradient EM without fusion */
+    const fk_method *local[] = {&fk_method_local_em_mor, &fk_method_local_grem_mor};
+    const char *direct[] = {"local-em", "local-grem"};
+    for (int i = 0; i < 2; i++) {
+        run(local[i], &p, f.tasks, K, 100, th_ops, w_ops);
+        assert_int_equal(fk_mor_run(direct[i], &p, &f.d, 100, SEED, th_dir, w_dir, NULL), FK_OK);
+        assert_memory_equal(th_ops, th_dir, sizeof th_ops);
+        assert_memory_equal(w_ops, w_dir, sizeof w_ops);
+    }
+    /* without fusion the outlier task's pull is gone, but so is the borrowed strength */
+    double et_local, ew_local, et_fed, ew_fed;
+    fk_mor_errors(&f.d, th_ops, w_ops, &et_local, &ew_local);
+    run(&fk_method_fedgrem_mor, &p, f.tasks, K, 100, th_ops, w_ops);
+    fk_mor_errors(&f.d, th_ops, w_ops, &et_fed, &ew_fed);
+    print_message("E_theta local-grem-mor %.4f, fedgrem-mor %.4f\n", et_local, et_fed);
+    assert_true(et_fed <= et_local);
     fk_params_close(&p);
     drop(&f);
 }
@@ -141,6 +157,10 @@ static void save_load_round_trip(void **state)
     checkpoint_round_trip(&fk_method_fedgrem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
     assert_true(isfinite(rep.loss) && rep.n_samples == N);
     checkpoint_round_trip(&fk_method_fedem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss));
+    checkpoint_round_trip(&fk_method_local_em_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss));
+    checkpoint_round_trip(&fk_method_local_grem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
     assert_true(isfinite(rep.loss));
     fk_params_close(&p);
     drop(&f);

@@ -27,5 +27,7 @@ extern const fk_method fk_method_tgmm;
 extern const fk_method fk_method_pooled_grem;
 extern const fk_method fk_method_fedgrem_mor;
 extern const fk_method fk_method_fedem_mor;
+extern const fk_method fk_method_local_em_mor;
+extern const fk_method fk_method_local_grem_mor;
 
 #endif

@@ -1,8 +1,9 @@
-/* FedGrEM for mixtures of regressions (spec fedgrem.md 1.1 eq. (5), 1.5, 2, 4.3) as method
- * tables: the server is fedgrem.c's (it only sees R x p coefficient matrices and weights);
- * the client fits y_i = x_i^T theta_r + e with the MoR E-step on residuals, unit noise in the
- * federated steps, and Local-EM (mixreg, per-component noise) as the initialisation, the same
- * single-task code (mor_local.c) the direct simulation fk_mor_run runs. */
+/* FedGrEM for mixtures of regressions (spec fedgrem.md 1.1 eq. (5), 1.5, 2, 4.3) and its
+ * FedEM, Local-EM and Local-GrEM baselines as method tables: the server is fedgrem.c's (it
+ * only sees R x p coefficient matrices and weights); the client fits y_i = x_i^T theta_r + e
+ * with the MoR E-step on residuals, unit noise in the federated steps, and Local-EM (mixreg,
+ * per-component noise) as the initialisation, the same single-task code (mor_local.c) the
+ * direct simulation fk_mor_run runs. */
 #include "common/methods/fedgrem.h"
 
 #include <math.h>
@@ -19,8 +20,7 @@ static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     long guard;
     int rc = fk_params_int(p, "step_guard", 0, 0, 0, &guard, err);
     if (rc)
-        return fk_err_prefix(err, "%s has no step guard: ",
-                             variant == V_FEDGREM ? "fedgrem-mor" : "fedem-mor");
+        return fk_err_prefix(err, "the mixture-of-regressions job types have no step guard: ");
     if (!data->y_raw || data->y)
         return fk_err_set(err, FK_EINVAL,
                           "client %d (%s): %s; a mixture of regressions needs a numeric target per "
@@ -84,7 +84,9 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
     if (rc)
         return rc;
     double ll;
-    if (c->variant == V_FEDGREM) {
+    if (c->variant == V_LOCAL_EM) { /* the mixreg fit is final; report it once more */
+        ll = fk_mor_estep(c->X, c->y, c->n, p, c->w, c->theta, NULL, R, c->mws.G, NULL);
+    } else if (c->variant == V_FEDGREM || c->variant == V_LOCAL_GREM) {
         ll = fk_mor_grem_step(c->X, c->y, c->n, p, R, c->eta, c->w, c->theta, &c->mws);
     } else if (fk_mor_em_step(c->X, c->y, c->n, p, R, c->w, c->theta, c->theta, &ll, &c->mws)) {
         return fk_err_set(err, FK_ENUMERIC,
@@ -114,6 +116,8 @@ static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_
 
 FK_FEDGREM_INITS(fedgrem_mor, V_FEDGREM, FK_FEDGREM_MOR, mor_cli_init)
 FK_FEDGREM_INITS(fedem_mor, V_FEDEM, FK_FEDGREM_MOR, mor_cli_init)
+FK_FEDGREM_INITS(local_em_mor, V_LOCAL_EM, FK_FEDGREM_MOR, mor_cli_init)
+FK_FEDGREM_INITS(local_grem_mor, V_LOCAL_GREM, FK_FEDGREM_MOR, mor_cli_init)
 
 const fk_method fk_method_fedgrem_mor =
     FK_FEDGREM_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
@@ -121,3 +125,9 @@ const fk_method fk_method_fedgrem_mor =
 const fk_method fk_method_fedem_mor = FK_FEDGREM_TABLE(
     "fedem-mor", "federated EM for mixtures of regressions: local WLS, server average", fedem_mor,
     mor_cli_step, mor_cli_evaluate);
+const fk_method fk_method_local_em_mor = FK_FEDGREM_TABLE(
+    "local-em-mor", "per-client mixture-of-regressions EM (mixreg; no federation)", local_em_mor,
+    mor_cli_step, mor_cli_evaluate);
+const fk_method fk_method_local_grem_mor = FK_FEDGREM_TABLE(
+    "local-grem-mor", "per-client mixture-of-regressions gradient EM, step 0.1 (no federation)",
+    local_grem_mor, mor_cli_step, mor_cli_evaluate);

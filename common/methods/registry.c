@@ -17,6 +17,8 @@ const fk_method *const fk_methods[] = {
     &fk_method_pooled_grem,
     &fk_method_fedgrem_mor,
     &fk_method_fedem_mor,
+    &fk_method_local_em_mor,
+    &fk_method_local_grem_mor,
     NULL,
 };
 

@@ -119,6 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (fk_codec_bundle_decode(data, size, &b, &err) == FK_OK) {
         feed(&fk_method_fedgrem, &b);
         feed(&fk_method_fedgrem_mor, &b);
+        feed(&fk_method_local_em_mor, &b); /* its step only evaluates the task's estimate */
     }
     fk_bundle_close(&b);
     return 0;
