@@ -65,7 +65,7 @@ static void usage(FILE *out)
             "                    local-grem, pooled-em, pooled-grem, fedgmm\n"
             "                    (--fedgmm_R1 3 --fedgmm_cov all|first), and the job\n"
             "                    types fedgrem-mor, fedem-mor, local-em-mor,\n"
-            "                    local-grem-mor (method table; also\n"
+            "                    local-grem-mor, pooled-grem-mor (method table; also\n"
             "                    'fedkern sim fedgrem-mor')\n"
             "  --json            JSON lines\n"
             "method parameters: --c_eta 0.95 --kappa 0.1 --C 2 --lambda0 1 --central_passes 0\n"

@@ -77,6 +77,17 @@ static void run(const fk_method *m, const fk_params *p, const fk_dataset *tasks,
     fk_bundle_close(&model);
 }
 
+/* Largest |difference| between two runs' estimates (K x R x p theta, K x R w). */
+static double max_diff(const double *th_a, const double *w_a, const double *th_b, const double *w_b)
+{
+    double d = 0;
+    for (int i = 0; i < K * RP; i++)
+        d = fmax(d, fabs(th_a[i] - th_b[i]));
+    for (int i = 0; i < K * R; i++)
+        d = fmax(d, fabs(w_a[i] - w_b[i]));
+    return d;
+}
+
 /* A synthetic/mor spec yields exactly task k of fk_mor_make (X and the target y). */
 static void spec_is_the_design(void **state)
 {
@@ -118,11 +129,7 @@ static void ops_equal_direct(void **state)
     assert_memory_equal(th3, th_dir, sizeof th3);
     run(&fk_method_fedem_mor, &p, f.tasks, K, 100, th_ops, w_ops);
     assert_int_equal(fk_mor_run("fedem", &p, &f.d, 100, SEED, th_dir, w_dir, NULL), FK_OK);
-    double dmax = 0;
-    for (int i = 0; i < K * RP; i++)
-        dmax = fmax(dmax, fabs(th_ops[i] - th_dir[i]));
-    for (int i = 0; i < K * R; i++)
-        dmax = fmax(dmax, fabs(w_ops[i] - w_dir[i]));
+    double dmax = max_diff(th_ops, w_ops, th_dir, w_dir);
     print_message("fedem-mor vs fk_mor_run fedem: max |difference| %.3g\n", dmax);
     assert_true(dmax < 1e-9);
     /* the per-client baselines: the aligned local fits, and gradient EM without fusion */
@@ -141,6 +148,15 @@ static void ops_equal_direct(void **state)
     fk_mor_errors(&f.d, th_ops, w_ops, &et_fed, &ew_fed);
     print_message("E_theta local-grem-mor %.4f, fedgrem-mor %.4f\n", et_local, et_fed);
     assert_true(et_fed <= et_local);
+    /* pooled: the clients' summed statistics give the step on the union of the data; the
+     * sums run in another order than the direct loop's single task */
+    run(&fk_method_pooled_grem_mor, &p, f.tasks, K, 100, th_ops, w_ops);
+    assert_int_equal(fk_mor_run("pooled-grem", &p, &f.d, 100, SEED, th_dir, w_dir, NULL), FK_OK);
+    dmax = max_diff(th_ops, w_ops, th_dir, w_dir);
+    print_message("pooled-grem-mor vs fk_mor_run pooled-grem: max |difference| %.3g\n", dmax);
+    assert_true(dmax < 1e-9);
+    for (int k = 1; k < K; k++) /* one model for every client */
+        assert_memory_equal(th_ops + k * RP, th_ops, RP * sizeof *th_ops);
     fk_params_close(&p);
     drop(&f);
 }
@@ -161,6 +177,8 @@ static void save_load_round_trip(void **state)
     checkpoint_round_trip(&fk_method_local_em_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
     assert_true(isfinite(rep.loss));
     checkpoint_round_trip(&fk_method_local_grem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss));
+    checkpoint_round_trip(&fk_method_pooled_grem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
     assert_true(isfinite(rep.loss));
     fk_params_close(&p);
     drop(&f);

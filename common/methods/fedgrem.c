@@ -353,7 +353,8 @@ static void average_all(gsrv *s, const int *present, int m)
         memcpy(s->theta + (size_t)k * Rp, s->beta, Rp * sizeof(double));
 }
 
-/* Pooled gradient EM: summed statistics of all clients give the pooled gradient. */
+/* Pooled gradient EM: summed statistics of all clients give the pooled gradient (GMM:
+ * sx = sum gamma x; MoR: sx = sum gamma e x, the gradient's numerator itself). */
 static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
 {
     int R = s->R, p = s->p;
@@ -386,7 +387,12 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
         eta[r] = s->c.step;
     double *th = s->beta;
     memcpy(th, s->theta, Rp * sizeof(double));
-    fk_gmm_grad_step(th, nr, sx, (size_t)(N > 0 ? N : 1), p, R, eta);
+    if (s->model == FK_FEDGREM_MOR)
+        for (int r = 0; r < R; r++)
+            for (int j = 0; j < p; j++)
+                th[r * p + j] += eta[r] / (N > 0 ? N : 1) * sx[r * p + j];
+    else
+        fk_gmm_grad_step(th, nr, sx, (size_t)(N > 0 ? N : 1), p, R, eta);
     for (int k = 0; k < s->K; k++) {
         memcpy(s->theta + (size_t)k * Rp, th, Rp * sizeof(double));
         for (int r = 0; r < R; r++)

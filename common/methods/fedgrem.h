@@ -29,5 +29,6 @@ extern const fk_method fk_method_fedgrem_mor;
 extern const fk_method fk_method_fedem_mor;
 extern const fk_method fk_method_local_em_mor;
 extern const fk_method fk_method_local_grem_mor;
+extern const fk_method fk_method_pooled_grem_mor;
 
 #endif

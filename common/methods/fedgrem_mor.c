@@ -1,5 +1,5 @@
 /* FedGrEM for mixtures of regressions (spec fedgrem.md 1.1 eq. (5), 1.5, 2, 4.3) and its
- * FedEM, Local-EM and Local-GrEM baselines as method tables: the server is fedgrem.c's (it
+ * FedEM, Local-EM, Local-GrEM and Pooled-GrEM baselines as method tables: the server is fedgrem.c's (it
  * only sees R x p coefficient matrices and weights); the client fits y_i = x_i^T theta_r + e
  * with the MoR E-step on residuals, unit noise in the federated steps, and Local-EM (mixreg,
  * per-component noise) as the initialisation, the same single-task code (mor_local.c) the
@@ -80,10 +80,22 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
     if (op->data[0] == 0.0)
         return mor_local_init(c, up, rep, err);
     int R = c->R, p = c->p;
-    int rc = fk_fedgrem_step_task(c, task, NULL, NULL, err); /* theta, permutation */
+    const fk_tensor *wt = NULL; /* the pooled weights (pooled-grem-mor) */
+    int rc = fk_fedgrem_step_task(c, task, &wt, NULL, err); /* theta, permutation */
     if (rc)
         return rc;
     double ll;
+    if (c->variant == V_POOLED_GREM) { /* the server adds the sums and takes the step */
+        double nr[R], g[R * p];
+        ll = fk_mor_grem_stats(c->X, c->y, c->n, p, R, wt->data, c->theta, nr, g, &c->mws);
+        const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
+        rc = fk_bundle_put_vec(up, "nr", (size_t)R, nr);
+        if (!rc)
+            rc = fk_bundle_put(up, "sx", 2, shape, g);
+        rep->n_samples = (double)c->n;
+        rep->loss = -ll / (double)c->n;
+        return rc ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
+    }
     if (c->variant == V_LOCAL_EM) { /* the mixreg fit is final; report it once more */
         ll = fk_mor_estep(c->X, c->y, c->n, p, c->w, c->theta, NULL, R, c->mws.G, NULL);
     } else if (c->variant == V_FEDGREM || c->variant == V_LOCAL_GREM) {
@@ -118,6 +130,7 @@ FK_FEDGREM_INITS(fedgrem_mor, V_FEDGREM, FK_FEDGREM_MOR, mor_cli_init)
 FK_FEDGREM_INITS(fedem_mor, V_FEDEM, FK_FEDGREM_MOR, mor_cli_init)
 FK_FEDGREM_INITS(local_em_mor, V_LOCAL_EM, FK_FEDGREM_MOR, mor_cli_init)
 FK_FEDGREM_INITS(local_grem_mor, V_LOCAL_GREM, FK_FEDGREM_MOR, mor_cli_init)
+FK_FEDGREM_INITS(pooled_grem_mor, V_POOLED_GREM, FK_FEDGREM_MOR, mor_cli_init)
 
 const fk_method fk_method_fedgrem_mor =
     FK_FEDGREM_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
@@ -131,3 +144,7 @@ const fk_method fk_method_local_em_mor = FK_FEDGREM_TABLE(
 const fk_method fk_method_local_grem_mor = FK_FEDGREM_TABLE(
     "local-grem-mor", "per-client mixture-of-regressions gradient EM, step 0.1 (no federation)",
     local_grem_mor, mor_cli_step, mor_cli_evaluate);
+const fk_method fk_method_pooled_grem_mor = FK_FEDGREM_TABLE(
+    "pooled-grem-mor",
+    "mixture-of-regressions gradient EM on the union of all clients (summed statistics)",
+    pooled_grem_mor, mor_cli_step, mor_cli_evaluate);

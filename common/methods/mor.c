@@ -389,8 +389,8 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
     return rc;
 }
 
-/* The federated job types (fedgrem-mor, fedem-mor, local-em-mor, local-grem-mor) through
- * the method table and the in-process simulator: the code the daemons run, on the same data
+/* The federated job types (fedgrem-mor, fedem-mor, local-em-mor, local-grem-mor,
+ * pooled-grem-mor) through the method table and the in-process simulator: the code the daemons run, on the same data
  * and seed. */
 static int run_ops(const fk_method *m, const fk_params *prm, const fk_mor_data *d, int rounds,
                    uint64_t seed, double *theta, double *w, fk_err *err)
@@ -453,7 +453,7 @@ int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, i
         return fk_err_set(err, FK_EINVAL,
                           "unknown MoR method '%s' (fedgrem, fedem, local-em, local-grem, "
                           "pooled-em, pooled-grem, fedgmm; as federated jobs: fedgrem-mor, "
-                          "fedem-mor, local-em-mor, local-grem-mor)",
+                          "fedem-mor, local-em-mor, local-grem-mor, pooled-grem-mor)",
                           method);
     if (d->K < 1 || d->R < 1 || d->p < 1 || d->n < d->R || d->n < d->p)
         return fk_err_set(err, FK_EINVAL,

@@ -150,28 +150,51 @@ int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, 
 }
 
 /* Gradient ascent step on the unit-noise surrogate: theta_r += eta_r/n sum_i g_ir e_ir x_i. */
-static void grad_step(const double *X, size_t n, int p, int R, const double *eta, fk_mor_ws *s,
-                      double *th)
+/* g (R x p) = sum_i g_ir e_ir x_i, from G and E of the last E-step. */
+static void grad_sum(const double *X, size_t n, int p, int R, fk_mor_ws *s, double *g)
 {
     for (size_t i = 0; i < n * R; i++)
         s->H[i] = s->G[i] * s->E[i];
-    double g[R * p];
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, R, p, (int)n, 1.0, s->H, R, X, p, 0.0, g,
                 p);
+}
+
+static void grad_step(const double *X, size_t n, int p, int R, const double *eta, fk_mor_ws *s,
+                      double *th)
+{
+    double g[R * p];
+    grad_sum(X, n, p, R, s, g);
     for (int r = 0; r < R; r++)
         for (int j = 0; j < p; j++)
             th[r * p + j] += eta[r] / (double)n * g[r * p + j];
 }
 
-/* w_r <- mean of column r of G (n x R). */
-static void mean_weights(const double *G, size_t n, int R, double *w)
+/* s_r <- sum of column r of G (n x R). */
+static void column_sums(const double *G, size_t n, int R, double *s)
 {
     for (int r = 0; r < R; r++) {
         double a = 0.0;
         for (size_t i = 0; i < n; i++)
             a += G[i * R + r];
-        w[r] = a / (double)n;
+        s[r] = a;
     }
+}
+
+/* w_r <- mean of column r of G (n x R). */
+static void mean_weights(const double *G, size_t n, int R, double *w)
+{
+    column_sums(G, n, R, w);
+    for (int r = 0; r < R; r++)
+        w[r] /= (double)n;
+}
+
+double fk_mor_grem_stats(const double *X, const double *y, size_t n, int p, int R, const double *w,
+                         const double *th, double *nr, double *g, fk_mor_ws *s)
+{
+    double ll = fk_mor_estep(X, y, n, p, w, th, NULL, R, s->G, s->E);
+    column_sums(s->G, n, R, nr);
+    grad_sum(X, n, p, R, s, g);
+    return ll;
 }
 
 double fk_mor_grem_step(const double *X, const double *y, size_t n, int p, int R,

@@ -44,6 +44,12 @@ int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, 
 double fk_mor_grem_step(const double *X, const double *y, size_t n, int p, int R,
                         const double *eta, double *w, double *th, fk_mor_ws *s);
 
+/* The same step's sums, for a server that adds them over clients (pooled gradient EM):
+ * E-step at (w, th), nr_r = sum_i g_ir, g (R x p) = sum_i g_ir e_ir x_i. Returns the
+ * log-likelihood at (w, th). */
+double fk_mor_grem_stats(const double *X, const double *y, size_t n, int p, int R, const double *w,
+                         const double *th, double *nr, double *g, fk_mor_ws *s);
+
 /* One local exact EM step (FedEM's client, spec 2.3): E-step at (w, th), w <- mean
  * responsibilities, out_r <- weighted least squares (ridge 1e-5); out may equal th.
  * *ll receives the log-likelihood at the incoming (w, th). FK_ENUMERIC if singular. */

@@ -120,6 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         feed(&fk_method_fedgrem, &b);
         feed(&fk_method_fedgrem_mor, &b);
         feed(&fk_method_local_em_mor, &b); /* its step only evaluates the task's estimate */
+        feed(&fk_method_pooled_grem_mor, &b); /* the server's summed MoR step */
     }
     fk_bundle_close(&b);
     return 0;
