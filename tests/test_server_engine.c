@@ -341,7 +341,7 @@ static int job_state(fed *f, int64_t id, fk_job_status *s)
     return s->state;
 }
 
-/* Drive the job to its end: done, the simulator's model, every client's update of every round stored. */
+/* Drive the job to its end: done, the simulator's model, every update of every round stored. */
 static void run_to_sim_model(fed *f, int64_t id, const char *text, int rounds)
 {
     run(f, 0, -1);

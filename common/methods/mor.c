@@ -390,8 +390,8 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
 }
 
 /* The federated job types (fedgrem-mor, fedem-mor, local-em-mor, local-grem-mor,
- * pooled-grem-mor) through the method table and the in-process simulator: the code the daemons run, on the same data
- * and seed. */
+ * pooled-grem-mor) through the method table and the in-process simulator: the code the
+ * daemons run, on the same data and seed. */
 static int run_ops(const fk_method *m, const fk_params *prm, const fk_mor_data *d, int rounds,
                    uint64_t seed, double *theta, double *w, fk_err *err)
 {

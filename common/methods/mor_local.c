@@ -149,7 +149,6 @@ int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, 
     return FK_OK;
 }
 
-/* Gradient ascent step on the unit-noise surrogate: theta_r += eta_r/n sum_i g_ir e_ir x_i. */
 /* g (R x p) = sum_i g_ir e_ir x_i, from G and E of the last E-step. */
 static void grad_sum(const double *X, size_t n, int p, int R, fk_mor_ws *s, double *g)
 {
@@ -159,6 +158,7 @@ static void grad_sum(const double *X, size_t n, int p, int R, fk_mor_ws *s, doub
                 p);
 }
 
+/* Gradient ascent step on the unit-noise surrogate: theta_r += eta_r/n sum_i g_ir e_ir x_i. */
 static void grad_step(const double *X, size_t n, int p, int R, const double *eta, fk_mor_ws *s,
                       double *th)
 {
