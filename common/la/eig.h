@@ -21,9 +21,14 @@ int fk_eig_sym_top(const fk_mat *A, size_t m, double *vals, fk_mat *V, fk_err *e
 int fk_eig_gen_top(const fk_mat *A, const fk_mat *B, size_t m, double *vals, fk_mat *W,
                    fk_err *err);
 
-/* Symmetric PSD operator y = A x applied to the b columns of X (n x b,
- * row-major, leading dimension ldx) into Y (n x b, leading dimension ldy). */
+/* Symmetric PSD operator y = A x applied to the b rows of X (b x n,
+ * row-major, leading dimension ldx) into the rows of Y (b x n, leading
+ * dimension ldy). */
 typedef void (*fk_sym_op)(void *ctx, const double *X, size_t ldx, double *Y, size_t ldy, size_t b);
+
+/* Vectors per block fk_eig_op_top applies the operator to, for m eigenpairs
+ * of an n x n operator (callers size their work buffers with it). */
+size_t fk_eig_op_block(size_t m, size_t n);
 
 /* Top-m eigenpairs of an n x n symmetric positive semi-definite operator by a
  * block Krylov method with Rayleigh-Ritz (full reorthogonalisation, basis up

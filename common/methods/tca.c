@@ -75,37 +75,25 @@ out:
     return rc;
 }
 
-/* x -> Y^T (Y x) for the Krylov solver. */
+/* x -> Y^T (Y x) for the Krylov solver, on a block of vectors as rows. */
 typedef struct gram_op {
     const fk_mat *Y;
-    double *tmp; /* panel_rows x b */
-    size_t cols; /* columns the operator was applied to */
+    double *yt; /* b x n: the block times Y^T */
+    size_t cols; /* vectors the operator was applied to */
     double seconds; /* wall time inside the operator */
 } gram_op;
-
-/* Rows of Y per panel: the panel (about 4 MB at D = 2000) stays in cache
- * between Y_p X and Y_p^T (Y_p X), so each application streams Y once. */
-static size_t panel_rows(size_t D)
-{
-    size_t r = (size_t)(1u << 19) / (D ? D : 1);
-    return r < 32 ? 32 : r;
-}
 
 static void apply_gram(void *ctx, const double *X, size_t ldx, double *out, size_t ldo, size_t b)
 {
     gram_op *g = ctx;
     const fk_mat *Y = g->Y;
-    size_t n = Y->rows, D = Y->cols, P = panel_rows(D);
+    size_t n = Y->rows, D = Y->cols;
     g->cols += b;
     double t0 = now();
-    for (size_t r0 = 0; r0 < n; r0 += P) {
-        size_t r = n - r0 < P ? n - r0 : P;
-        const double *Yp = Y->data + r0 * Y->ld;
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)r, (int)b, (int)D, 1.0, Yp,
-                    (int)Y->ld, X, (int)ldx, 0.0, g->tmp, (int)b);
-        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)D, (int)b, (int)r, 1.0, Yp,
-                    (int)Y->ld, g->tmp, (int)b, r0 ? 1.0 : 0.0, out, (int)ldo);
-    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)n, (int)D, 1.0, X, (int)ldx,
+                Y->data, (int)Y->ld, 0.0, g->yt, (int)n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)D, (int)n, 1.0, g->yt,
+                (int)n, Y->data, (int)Y->ld, 0.0, out, (int)ldo);
     g->seconds += now() - t0;
 }
 
@@ -117,11 +105,11 @@ static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_
     if (k < 600 || 12 * m > k)
         return 0;
     double t0 = now();
-    gram_op g = {.Y = Y, .tmp = malloc(panel_rows(D) * (m + 8) * sizeof(double))};
+    gram_op g = {.Y = Y, .yt = malloc(fk_eig_op_block(m, D) * n * sizeof(double))};
     fk_err e;
-    int rc = g.tmp ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
-                   : FK_ENOMEM;
-    free(g.tmp);
+    int rc = g.yt ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
+                  : FK_ENOMEM;
+    free(g.yt);
     if (tm) {
         tm->krylov = now() - t0;
         tm->krylov_ok = rc == FK_OK;
