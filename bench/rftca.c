@@ -57,21 +57,21 @@ static double peak_mb(void)
 }
 
 typedef struct stage_stats {
-    double total, rff, solve, project;
+    double total, omega, rff, solve, project;
     fk_tca_times tm;
     double flops_gemm; /* RFF gemm + Gram syrk */
 } stage_stats;
 
 /* RF-TCA fit + transform by stages (same calls as fk_rftca_fit). */
-static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, stage_stats *st,
-                        fk_err *err)
+static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, fk_rff_kind kind,
+                        stage_stats *st, fk_err *err)
 {
     memset(st, 0, sizeof *st);
     double t0 = fk_bench_now();
     fk_rff r;
     fk_mat S, W, Z;
     double theta[200];
-    int rc = fk_rff_init(&r, 1, X->cols, N, 1.0, err);
+    int rc = fk_rff_init_kind(&r, 1, X->cols, N, 1.0, kind, err);
     if (rc)
         return rc;
     double t1 = fk_bench_now();
@@ -84,6 +84,7 @@ static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, stage_s
     if (!rc)
         rc = fk_tca_project(&S, &W, &Z, err);
     double t4 = fk_bench_now();
+    st->omega = t1 - t0;
     st->rff = t2 - t1;
     st->solve = t3 - t2;
     st->project = t4 - t3;
@@ -167,7 +168,7 @@ static int run(int argc, char **argv)
     char cs[96], extra[160];
     for (int i = 0; i < 3; i++) {
         stage_stats st;
-        if (rftca_staged(&X, ns, Ns[i], (size_t)m, &st, &err)) {
+        if (rftca_staged(&X, ns, Ns[i], (size_t)m, FK_RFF_IID, &st, &err)) {
             fprintf(stderr, "fedkern bench rf-tca: %s\n", err.msg);
             fk_mat_close(&X);
             return 1;
@@ -207,12 +208,21 @@ static int run(int argc, char **argv)
         fk_mat_close(&Zs);
         fk_mat_close(&Zt);
     }
+    /* Orthogonal frequencies: same solver, Omega orthogonalised in plain loops. */
+    for (int i = 1; i < 3; i++) {
+        stage_stats st;
+        if (rftca_staged(&X, ns, Ns[i], (size_t)m, FK_RFF_ORTHOGONAL, &st, &err) == FK_OK) {
+            snprintf(cs, sizeof cs, "rf-tca-orf A->C N=%zu m=%ld", Ns[i], m);
+            fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, NULL);
+            fk_bench_emit(json, B, cs, "omega_seconds", st.omega, NULL);
+        }
+    }
     fk_bench_emit(json, B, "process", "peak_rss_mb", peak_mb(), NULL);
     /* Scaling: N at the A->C size, then n at N = 1000. */
     size_t sN[4] = {250, 500, 1000, 2000}, sn[4] = {500, 1000, 2081, 4000};
     for (int i = 0; i < (quick ? 2 : 4); i++) {
         stage_stats st;
-        if (rftca_staged(&X, ns, sN[i], (size_t)m, &st, &err) == FK_OK) {
+        if (rftca_staged(&X, ns, sN[i], (size_t)m, FK_RFF_IID, &st, &err) == FK_OK) {
             snprintf(cs, sizeof cs, "scaling N=%zu n=2081", sN[i]);
             fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, NULL);
         }
@@ -222,7 +232,7 @@ static int run(int argc, char **argv)
         fk_mat Y;
         random_rows(&Y, sn[i], d, 11);
         stage_stats st;
-        if (rftca_staged(&Y, sn[i] * 46 / 100, 1000, (size_t)m, &st, &err) == FK_OK) {
+        if (rftca_staged(&Y, sn[i] * 46 / 100, 1000, (size_t)m, FK_RFF_IID, &st, &err) == FK_OK) {
             snprintf(cs, sizeof cs, "scaling N=1000 n=%zu", sn[i]);
             fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, NULL);
         }

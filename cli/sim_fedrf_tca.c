@@ -30,6 +30,8 @@ static const char *const HELP =
     "  --N N                 random frequencies (default 1000; 200 on synthetic data)\n"
     "  --m M                 adaptive-layer width (default 100; 20 on synthetic data)\n"
     "  --sigma S             Gaussian kernel width (default 1)\n"
+    "  --features iid|orthogonal   Omega's frequencies i.i.d. (default, the paper's) or in\n"
+    "                        orthogonal blocks (smaller kernel error at the same N)\n"
     "  --lambda L            MMD weight in the source loss (default 1; 0 = no Sigma-l messages)\n"
     "  --lr LR               learning rate (default 1e-3)\n"
     "  --optimizer adam|sgd  (default adam)\n"
@@ -150,6 +152,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     pass(&p, &a, "N", "N", synthetic ? "200" : "1000");
     pass(&p, &a, "m", "m", synthetic ? "20" : "100");
     pass(&p, &a, "sigma", "sigma", NULL);
+    pass(&p, &a, "features", "features", NULL);
     pass(&p, &a, "lambda", "lambda", NULL);
     pass(&p, &a, "lr", "lr", NULL);
     pass(&p, &a, "optimizer", "optimizer", NULL);

@@ -66,6 +66,16 @@ static void sim_is_deterministic(void **state)
     assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &m2, NULL, &err), FK_OK);
     same_tensor(&m1, &m2, "W");
     same_tensor(&m1, &m2, "C");
+    /* orthogonal frequencies: also deterministic, and another model */
+    fk_bundle o1, o2;
+    fk_params_set(&p, "features", "orthogonal");
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &o1, NULL, &err), FK_OK);
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &o2, NULL, &err), FK_OK);
+    same_tensor(&o1, &o2, "W");
+    const fk_tensor *wi = fk_bundle_get(&m1, "W"), *wo = fk_bundle_get(&o1, "W");
+    assert_memory_not_equal(wi->data, wo->data, wi->len * sizeof(double));
+    fk_bundle_close(&o1);
+    fk_bundle_close(&o2);
     fk_bundle_close(&m1);
     fk_bundle_close(&m2);
     fk_params_close(&p);
@@ -446,6 +456,11 @@ static void table_xviii_orders(void **state)
     fk_params_set(&p, "drop_setting", "III");
     assert_int_equal(fk_fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "drop_setting"));
+    fk_params_set(&p, "order", "subset");
+    fk_params_set(&p, "drop_setting", "I");
+    fk_params_set(&p, "features", "sobol");
+    assert_int_equal(fk_fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "features must be iid"));
     fk_params_close(&p);
 }
 

@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "common/la/eig.h"
+#include "common/la/rff.h"
 #include "common/la/rng.h"
 #include "common/la/subspace.h"
 #include "common/methods/rftca.h"
@@ -400,6 +401,44 @@ static void rftca_converges_to_rtca(void **state)
     fk_mat_close(&F);
 }
 
+/* With K = Phi Phi^T, the kernel-only projection equals Phi W of the feature
+ * solver (normalization 'B') column for column, up to sign. */
+static void rtca_project_equals_feature_projection(void **state)
+{
+    (void)state;
+    size_t n_s = 70, n_t = 50, n = n_s + n_t, m = 6;
+    double gamma = fk_tca_gamma_normalized(1.0, n_s, n_t), theta[6];
+    fk_mat X, Phi, K, W, Z1, Z2;
+    fk_err err;
+    shifted_domains(&X, n_s, n_t, 8, 0.6, 5);
+    fk_rff r;
+    assert_int_equal(fk_rff_init(&r, 7, 8, 300, 1.0, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&r, &X, &Phi, &err), FK_OK);
+    fk_mat_init(&K, n, n);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)Phi.cols, 1.0,
+                Phi.data, (int)Phi.ld, Phi.data, (int)Phi.ld, 0.0, K.data, (int)n);
+    assert_int_equal(fk_tca_solve(&Phi, n_s, gamma, m, FK_TCA_NORM_B, &W, theta, &err), FK_OK);
+    assert_int_equal(fk_tca_project(&Phi, &W, &Z1, &err), FK_OK);
+    assert_int_equal(fk_rtca_project(&K, n_s, gamma, m, &Z2, &err), FK_OK);
+    for (size_t j = 0; j < m; j++) {
+        double dot = cblas_ddot((int)n, Z1.data + j, (int)m, Z2.data + j, (int)m), worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            double d = Z1.data[i * m + j] - (dot < 0 ? -1 : 1) * Z2.data[i * m + j];
+            worst = fabs(d) > worst ? fabs(d) : worst;
+        }
+        assert_true(worst <= 1e-6 * cblas_dnrm2((int)n, Z1.data + j, (int)m));
+    }
+    fk_mat none;
+    assert_int_equal(fk_rtca_project(&K, n_s, gamma, 2 * n, &none, &err), FK_EINVAL);
+    fk_rff_close(&r);
+    fk_mat_close(&X);
+    fk_mat_close(&Phi);
+    fk_mat_close(&K);
+    fk_mat_close(&W);
+    fk_mat_close(&Z1);
+    fk_mat_close(&Z2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +447,7 @@ int main(void)
         cmocka_unit_test(krylov_route_matches_dense),
         cmocka_unit_test(lemma_one_and_rtca_forms),
         cmocka_unit_test(rftca_converges_to_rtca),
+        cmocka_unit_test(rtca_project_equals_feature_projection),
         cmocka_unit_test(normalized_l_helper),
         cmocka_unit_test(kernel_tca_runs_and_rejects_bad_input),
     };

@@ -21,7 +21,86 @@ static uint64_t omega_stream(size_t d, size_t N, double sigma)
     return h ^ (bits * 0x94D049BB133111EBULL);
 }
 
+/* Dot product in one fixed order, so Omega does not depend on the BLAS build;
+ * eight independent partial sums keep the adder busy (and vectorise). */
+static double plain_dot(const double *a, const double *b, size_t n)
+{
+    double acc[8] = {0};
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (size_t l = 0; l < 8; l++)
+            acc[l] += a[j + l] * b[j + l];
+    double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; j < n; j++)
+        s += a[j] * b[j];
+    return s;
+}
+
+/* Rows [r0, r0 + b) of W (ld d) orthonormal by modified Gram-Schmidt; plain
+ * loops, not LAPACK, so every machine gets the same bits. One pass suffices:
+ * only the directions' independence matters here, not orthogonality to 1e-16. */
+static void orthonormalize_rows(double *W, size_t d, size_t r0, size_t b)
+{
+    for (size_t i = r0; i < r0 + b; i++) {
+        double *wi = W + i * d;
+        for (size_t k = r0; k < i; k++) {
+            const double *wk = W + k * d;
+            double c = plain_dot(wi, wk, d);
+            for (size_t j = 0; j < d; j++)
+                wi[j] -= c * wk[j];
+        }
+        double inv = 1.0 / sqrt(plain_dot(wi, wi, d));
+        for (size_t j = 0; j < d; j++)
+            wi[j] *= inv;
+    }
+}
+
+/* Orthogonal blocks of min(d, N) rows, each row rescaled to a chi_d length
+ * drawn from its own stream (independent of the directions). */
+static void make_orthogonal(fk_rff *r, uint64_t stream)
+{
+    size_t d = r->d, N = r->N;
+    double *W = r->omega.data;
+    fk_rng g;
+    fk_rng_init(&g, r->seed, stream ^ 0x6c656e6774680000ULL);
+    for (size_t r0 = 0; r0 < N; r0 += d) {
+        size_t b = N - r0 < d ? N - r0 : d;
+        orthonormalize_rows(W, d, r0, b);
+        for (size_t i = r0; i < r0 + b; i++) {
+            double c2 = 0;
+            for (size_t j = 0; j < d; j++) {
+                double z = fk_rng_normal(&g);
+                c2 += z * z;
+            }
+            cblas_dscal((int)d, sqrt(c2) / r->sigma, W + i * d, 1);
+        }
+    }
+}
+
+int fk_rff_kind_parse(const char *s, fk_rff_kind *kind, fk_err *err)
+{
+    if (!strcmp(s, "iid"))
+        *kind = FK_RFF_IID;
+    else if (!strcmp(s, "orthogonal"))
+        *kind = FK_RFF_ORTHOGONAL;
+    else
+        return fk_err_set(err, FK_EINVAL,
+                          "features must be iid (the paper's) or orthogonal (got '%s')", s);
+    return FK_OK;
+}
+
+const char *fk_rff_kind_name(fk_rff_kind kind)
+{
+    return kind == FK_RFF_ORTHOGONAL ? "orthogonal" : "iid";
+}
+
 int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_err *err)
+{
+    return fk_rff_init_kind(r, seed, d, N, sigma, FK_RFF_IID, err);
+}
+
+int fk_rff_init_kind(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_rff_kind kind,
+                     fk_err *err)
 {
     *r = (fk_rff){0};
     if (!(sigma > 0) || !isfinite(sigma))
@@ -42,6 +121,9 @@ int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_e
     r->N = N;
     r->sigma = sigma;
     r->seed = seed;
+    r->kind = kind;
+    if (kind == FK_RFF_ORTHOGONAL)
+        make_orthogonal(r, omega_stream(d, N, sigma));
     return FK_OK;
 }
 

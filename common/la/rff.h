@@ -13,16 +13,31 @@
 #include "common/base/err.h"
 #include "common/la/mat.h"
 
+/* How the frequencies are drawn. IID is the paper's: i.i.d. N(0, 1/sigma^2)
+ * entries. ORTHOGONAL (Yu et al., "Orthogonal Random Features", NeurIPS 2016)
+ * makes each block of min(d, N) rows orthogonal and gives each row an
+ * independent chi_d length over sigma: every row is still N(0, I/sigma^2),
+ * so the kernel estimate stays unbiased up to O(1/d), with a smaller error
+ * at the same N. */
+typedef enum fk_rff_kind { FK_RFF_IID = 0, FK_RFF_ORTHOGONAL = 1 } fk_rff_kind;
+
 typedef struct fk_rff {
     size_t d;      /* input dimension */
     size_t N;      /* number of frequencies; feature dimension is 2N */
     double sigma;  /* kernel width */
     uint64_t seed; /* shared seed */
+    fk_rff_kind kind;
     fk_mat omega;  /* N x d */
 } fk_rff;
 
-/* Draw Omega. sigma <= 0, N = 0 or d = 0 give FK_EINVAL. */
+/* Draw Omega (i.i.d.). sigma <= 0, N = 0 or d = 0 give FK_EINVAL. */
 int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_err *err);
+/* Same with the frequencies drawn as `kind` says; the same bits on every machine. */
+int fk_rff_init_kind(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_rff_kind kind,
+                     fk_err *err);
+/* "iid" or "orthogonal" into *kind; FK_EINVAL with a message otherwise. */
+int fk_rff_kind_parse(const char *s, fk_rff_kind *kind, fk_err *err);
+const char *fk_rff_kind_name(fk_rff_kind kind);
 void fk_rff_close(fk_rff *r);
 
 /* Z (initialised here, n x 2N) = features of the rows of X (n x d). */

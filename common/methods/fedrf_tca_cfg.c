@@ -52,7 +52,8 @@ int fk_fedrf_parse_cfg(const fk_params *p, int n_clients, fk_fedrf_cfg *c, fk_er
     if (n_clients < 2)
         return fk_err_set(err, FK_EINVAL, "fedrf-tca needs at least one source and one target client");
     if ((rc = parse_hidden(fk_params_str(p, "hidden", "100,100"), c, err)) ||
-        (rc = fk_opt_parse(fk_params_str(p, "optimizer", "adam"), &c->opt, err)))
+        (rc = fk_opt_parse(fk_params_str(p, "optimizer", "adam"), &c->opt, err)) ||
+        (rc = fk_rff_kind_parse(fk_params_str(p, "features", "iid"), &c->features, err)))
         return rc;
     const char *part = fk_params_str(p, "participation", "random");
     if (strcmp(part, "random") && strcmp(part, "all"))

@@ -99,7 +99,8 @@ int fk_fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data,
     if ((rc = client_alloc(c, data, err)))
         goto fail;
     fk_rows_l2_normalize(&c->X);
-    if ((rc = fk_rff_init(&c->rff, seed, data->X.cols, (size_t)c->c.N, c->c.sigma, err)))
+    if ((rc = fk_rff_init_kind(&c->rff, seed, data->X.cols, (size_t)c->c.N, c->c.sigma,
+                                c->c.features, err)))
         goto fail;
     fk_rng init;
     fk_rng_init(&init, seed, INIT_STREAM + (c->c.common_init ? 0 : (uint64_t)idx));

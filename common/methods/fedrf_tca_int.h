@@ -20,6 +20,7 @@ typedef struct fk_fedrf_cfg {
     int order;        /* fk_fedrf_order: who sends Sigma l and W (Table XVIII) */
     int common_init;  /* every client starts from the same W and classifier */
     fk_opt_kind opt;
+    fk_rff_kind features; /* how Omega's frequencies are drawn */
 } fk_fedrf_cfg;
 
 /* Message senders per round. SUBSET is §2.3 step 1 with the participation

@@ -20,7 +20,7 @@ int fk_rftca_fit(const fk_mat *Xs, const fk_mat *Xt, const fk_rftca_opts *o, fk_
                           "RF-TCA: m=%zu exceeds the random-feature dimension 2N=%zu; raise N or "
                           "lower m", o->m, 2 * o->N);
     fk_rff rff;
-    if ((rc = fk_rff_init(&rff, o->seed, Xs->cols, o->N, o->sigma, err)))
+    if ((rc = fk_rff_init_kind(&rff, o->seed, Xs->cols, o->N, o->sigma, o->features, err)))
         return rc;
     fk_mat X, S, Wl = {0}, Z = {0};
     double *th = malloc(o->m * sizeof *th);

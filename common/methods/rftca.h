@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "common/la/mat.h"
+#include "common/la/rff.h"
 #include "common/methods/tca.h"
 
 typedef struct fk_rftca_opts {
@@ -16,6 +17,7 @@ typedef struct fk_rftca_opts {
     double gamma;     /* regularizer (paper's gamma) */
     uint64_t seed;    /* Omega seed */
     fk_tca_norm norm; /* column normalization, FK_TCA_NORM_B by default */
+    fk_rff_kind features; /* FK_RFF_IID (the paper's) by default */
 } fk_rftca_opts;
 
 /* Fit on the stacked domains. W (2N x m) and theta (m values) are optional

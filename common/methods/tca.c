@@ -441,3 +441,73 @@ int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F
     free(mu);
     return rc;
 }
+
+/* Z = gamma^-1 (K F - s u (u^T F)) diag(theta)^-1/2, u = K l, s = 1 / (gamma + l^T u). */
+static int rtca_lift(const fk_mat *K, size_t n_s, double gamma, const fk_mat *F,
+                     const double *theta, fk_mat *Z, fk_err *err)
+{
+    size_t n = K->rows, m = F->cols;
+    double *l = malloc(n * sizeof *l), *u = malloc(n * sizeof *u), *uf = malloc(m * sizeof *uf);
+    int rc = FK_OK;
+    if (!l || !u || !uf || fk_mat_init(Z, n, m)) {
+        rc = fk_err_set(err, FK_ENOMEM, "R-TCA: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        l[i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)(n - n_s);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K->data, (int)K->ld, l, 1, 0.0, u,
+                1);
+    double s = 1.0 / (gamma + cblas_ddot((int)n, l, 1, u, 1));
+    cblas_dgemv(CblasRowMajor, CblasTrans, (int)n, (int)m, 1.0, F->data, (int)F->ld, u, 1, 0.0, uf,
+                1);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)m, (int)n, 1.0, K->data,
+                (int)K->ld, F->data, (int)F->ld, 0.0, Z->data, (int)Z->ld);
+    cblas_dger(CblasRowMajor, (int)n, (int)m, -s, u, 1, uf, 1, Z->data, (int)Z->ld);
+    for (size_t j = 0; j < m; j++)
+        cblas_dscal((int)n, 1.0 / (gamma * sqrt(theta[j])), Z->data + j, (int)Z->ld);
+out:
+    free(l);
+    free(u);
+    free(uf);
+    return rc;
+}
+
+int fk_rtca_project(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *Z, fk_err *err)
+{
+    *Z = (fk_mat){0};
+    fk_mat F;
+    double *theta = malloc(m * sizeof *theta);
+    if (!theta)
+        return fk_err_set(err, FK_ENOMEM, "R-TCA: out of memory");
+    int rc = fk_rtca_embed(K, n_s, gamma, m, &F, theta, err);
+    if (!rc && !(theta[m - 1] > 1e-10 * theta[0]))
+        rc = fk_err_set(err, FK_ENUMERIC, "R-TCA: only components below %zu carry variance; "
+                        "lower m", m);
+    if (!rc)
+        rc = rtca_lift(K, n_s, gamma, &F, theta, Z, err);
+    fk_mat_close(&F);
+    free(theta);
+    return rc;
+}
+
+int fk_rtca_fit(const fk_mat *Xs, const fk_mat *Xt, double sigma, double gamma, size_t m,
+                fk_mat *Zs, fk_mat *Zt, fk_err *err)
+{
+    *Zs = *Zt = (fk_mat){0};
+    int rc = fk_tca_check_domains(Xs, Xt, m, err);
+    if (rc)
+        return rc;
+    fk_mat X, K, Z;
+    if ((rc = fk_tca_stack(Xs, Xt, &X, err)))
+        return rc;
+    rc = fk_kernel_matrix(&X, FK_KERNEL_GAUSS, sigma, &K, err);
+    fk_mat_close(&X);
+    if (rc)
+        return rc;
+    rc = fk_rtca_project(&K, Xs->rows, gamma, m, &Z, err);
+    fk_mat_close(&K);
+    if (!rc)
+        rc = split_rows(&Z, Xs->rows, Zs, Zt, err);
+    fk_mat_close(&Z);
+    return rc;
+}

@@ -84,6 +84,18 @@ int fk_ltca_fit(const fk_mat *Xs, const fk_mat *Xt, double gamma, size_t m, fk_t
 int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F, double *theta,
                   fk_err *err);
 
+/* The projection Phi W of TCA with normalization 'B' computed from the kernel
+ * K = Phi Phi^T alone: Z (initialised here, n x m) is
+ * gamma^-1 (K - K l l^T K / (gamma + l^T K l)) F diag(theta)^-1/2, F and theta
+ * from fk_rtca_embed. Column signs follow F. With the exact Gaussian kernel it
+ * is the N -> infinity limit of RF-TCA. */
+int fk_rtca_project(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *Z, fk_err *err);
+
+/* fk_rtca_project with the Gaussian kernel of the stacked domains, split into
+ * Zs and Zt (initialised here). */
+int fk_rtca_fit(const fk_mat *Xs, const fk_mat *Xt, double sigma, double gamma, size_t m,
+                fk_mat *Zs, fk_mat *Zt, fk_err *err);
+
 /* Divide every row by its Euclidean norm (rows of norm 0 are left alone). */
 void fk_rows_l2_normalize(fk_mat *X);
 
