@@ -430,6 +430,20 @@ static void rtca_project_equals_feature_projection(void **state)
     }
     fk_mat none;
     assert_int_equal(fk_rtca_project(&K, n_s, gamma, 2 * n, &none, &err), FK_EINVAL);
+    /* fk_rtca_fit: the Gaussian kernel of the stacked domains, split after n_s rows */
+    fk_mat KG, ZG, Zs, Zt, Xs = fk_mat_rows(&X, 0, n_s), Xt = fk_mat_rows(&X, n_s, n_t);
+    assert_int_equal(fk_kernel_matrix(&X, FK_KERNEL_GAUSS, 1.5, &KG, &err), FK_OK);
+    assert_int_equal(fk_rtca_project(&KG, n_s, gamma, m, &ZG, &err), FK_OK);
+    assert_int_equal(fk_rtca_fit(&Xs, &Xt, 1.5, gamma, m, &Zs, &Zt, &err), FK_OK);
+    assert_memory_equal(Zs.data, ZG.data, n_s * m * sizeof(double));
+    assert_memory_equal(Zt.data, ZG.data + n_s * m, n_t * m * sizeof(double));
+    fk_mat Xbad = fk_mat_view(X.data, n_t, 7, X.ld); /* 7 of the 8 features */
+    assert_int_equal(fk_rtca_fit(&Xs, &Xbad, 1.5, gamma, m, &none, &none, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "feature space"));
+    fk_mat_close(&KG);
+    fk_mat_close(&ZG);
+    fk_mat_close(&Zs);
+    fk_mat_close(&Zt);
     fk_rff_close(&r);
     fk_mat_close(&X);
     fk_mat_close(&Phi);

@@ -353,18 +353,27 @@ static int fit_split(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_t
     return rc;
 }
 
+/* K (initialised here) = kernel matrix of [Xs; Xt], after the domain checks. */
+static int stacked_kernel(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind, double sigma,
+                          size_t m, fk_mat *K, fk_err *err)
+{
+    int rc = fk_tca_check_domains(Xs, Xt, m, err);
+    if (rc)
+        return rc;
+    fk_mat X;
+    if ((rc = fk_tca_stack(Xs, Xt, &X, err)))
+        return rc;
+    rc = fk_kernel_matrix(&X, kind, sigma, K, err);
+    fk_mat_close(&X);
+    return rc;
+}
+
 int fk_ktca_fit(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind, double sigma,
                 double gamma, size_t m, fk_tca_norm norm, fk_mat *Zs, fk_mat *Zt, fk_err *err)
 {
     *Zs = *Zt = (fk_mat){0};
-    int rc = fk_tca_check_domains(Xs, Xt, m, err);
-    if (rc)
-        return rc;
-    fk_mat X, K;
-    if ((rc = fk_tca_stack(Xs, Xt, &X, err)))
-        return rc;
-    rc = fk_kernel_matrix(&X, kind, sigma, &K, err);
-    fk_mat_close(&X);
+    fk_mat K;
+    int rc = stacked_kernel(Xs, Xt, kind, sigma, m, &K, err);
     if (rc)
         return rc;
     rc = fit_split(&K, Xs->rows, gamma, m, norm, Zs, Zt, err);
@@ -494,14 +503,8 @@ int fk_rtca_fit(const fk_mat *Xs, const fk_mat *Xt, double sigma, double gamma, 
                 fk_mat *Zs, fk_mat *Zt, fk_err *err)
 {
     *Zs = *Zt = (fk_mat){0};
-    int rc = fk_tca_check_domains(Xs, Xt, m, err);
-    if (rc)
-        return rc;
-    fk_mat X, K, Z;
-    if ((rc = fk_tca_stack(Xs, Xt, &X, err)))
-        return rc;
-    rc = fk_kernel_matrix(&X, FK_KERNEL_GAUSS, sigma, &K, err);
-    fk_mat_close(&X);
+    fk_mat K, Z;
+    int rc = stacked_kernel(Xs, Xt, FK_KERNEL_GAUSS, sigma, m, &K, err);
     if (rc)
         return rc;
     rc = fk_rtca_project(&K, Xs->rows, gamma, m, &Z, err);
