@@ -46,6 +46,7 @@ static const char *const method_names[N_METHODS] = {
 static const size_t rf_N[N_METHODS] = {0, 0, 0, 0, 500, 1000, 2000, 500, 1000, 2000};
 
 typedef struct cfg {
+    const char *fed_features; /* Omega of the federated proxy: iid or orthogonal */
     size_t m;
     double lambda_n, sigma;
     int seeds;
@@ -238,6 +239,7 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
             fk_params_set(&p, "N", "1000");
             fk_params_set(&p, "m", "100");
             fk_params_set(&p, "sigma", "1");
+            fk_params_set(&p, "features", c->fed_features);
             fk_params_set(&p, "lambda", with_mmd ? "1" : "0");
             fk_params_set(&p, "classes", "10");
             snprintf(buf, sizeof buf, "%ld", rounds);
@@ -302,13 +304,14 @@ static int run(int argc, char **argv)
     if (!rc && fk_params_get(&p, "help")) {
         printf("usage: fedkern bench fidelity rf-tca [--data-dir DIR] [--json] [--m 20] "
                "[--sigma 2] [--lambda 1] [--seeds 1]\n"
-               "       [--surf 1] [--decaf 1] [--spec 1] [--fed-rounds 300]\n\n"
+               "       [--surf 1] [--decaf 1] [--spec 1] [--fed-rounds 300] [--fed-features iid]\n\n"
                "1-NN, linear TCA, Gaussian kernel TCA, R-TCA (RF-TCA's N -> infinity limit) and\n"
                "RF-TCA with i.i.d. (rf-tca) and orthogonal (rf-tca-orf) frequencies, N = 500,\n"
                "1000, 2000, on the 12 Office-Caltech10 SURF pairs next to the published numbers;\n"
                "DeCAF6 W<->D rows of\n"
                "Table X; Table II message size; FedRF-TCA SURF proxy of Tables V/IX (3 sources ->\n"
-               "1 target, fed-rounds rounds, 0 skips); the spec's data checks T3, T7, T9 on SURF\n"
+               "1 target, fed-rounds rounds, 0 skips; --fed-features orthogonal for orthogonal\n"
+               "frequencies); the spec's data checks T3, T7, T9 on SURF\n"
                "D/W (--spec 0 skips) and T16 on the C,D,W->A proxy row. lambda is the\n"
                "normalized-L regularizer.\n");
         fk_params_close(&p);
@@ -333,6 +336,10 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "fed-rounds", 300, 0, 100000, &fed_rounds, &err);
     const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
+    c.fed_features = fk_params_str(&p, "fed-features", "iid");
+    fk_rff_kind kind;
+    if (!rc)
+        rc = fk_rff_kind_parse(c.fed_features, &kind, &err);
     if (!rc && (argc > 0 || fk_params_unused(&p))) {
         fprintf(stderr, "fedkern bench fidelity rf-tca: unexpected argument '%s'; see --help\n",
                 argc > 0 ? argv[0] : fk_params_unused(&p));
