@@ -58,6 +58,7 @@ static double peak_mb(void)
 
 typedef struct stage_stats {
     double total, omega, rff, solve, project;
+    double rff_gemm; /* the map's X Omega^T product alone, run again on the same operands */
     fk_tca_times tm;
     double flops_gemm; /* RFF gemm + Gram syrk */
 } stage_stats;
@@ -84,6 +85,14 @@ static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, fk_rff_
     if (!rc)
         rc = fk_tca_project(&S, &W, &Z, err);
     double t4 = fk_bench_now();
+    fk_mat T;
+    if (!rc && fk_mat_init(&T, X->rows, N) == 0) {
+        double t5 = fk_bench_now();
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)X->rows, (int)N, (int)X->cols,
+                    1.0, X->data, (int)X->ld, r.omega.data, (int)r.omega.ld, 0.0, T.data, (int)N);
+        st->rff_gemm = fk_bench_now() - t5;
+        fk_mat_close(&T);
+    }
     st->omega = t1 - t0;
     st->rff = t2 - t1;
     st->solve = t3 - t2;
@@ -184,14 +193,20 @@ static int run(int argc, char **argv)
         fk_bench_emit(json, B, cs, "gram_seconds", st.tm.gram, NULL);
         fk_bench_emit(json, B, cs, "eig_seconds", st.tm.eig, NULL);
         fk_bench_emit(json, B, cs, "other_seconds", st.tm.center + st.tm.back + st.project, NULL);
-        double rate = st.flops_gemm / (st.rff + st.tm.gram + st.tm.krylov) / 1e9;
-        fk_bench_emit(json, B, cs, "gemm_kernels_gflops", rate, NULL);
+        /* The dominant kernels: the map's gemm, the Gram syrk (dense route) and the Krylov
+         * operator Y^T (Y X), each timed alone. */
+        double dom_s = st.rff_gemm + st.tm.gram + st.tm.krylov_op;
+        double dom_rate = dom_s > 0 ? st.flops_gemm / dom_s / 1e9 : 0;
         snprintf(extra, sizeof extra, "\"target\":0.6,\"dgemm_gflops\":%.3f", ref);
-        fk_bench_emit(json, B, cs, "gemm_kernels_ratio_to_dgemm", rate / ref, extra);
-        /* The Krylov operator Y^T (Y X) alone, without Rayleigh-Ritz and orthogonalisation. */
+        fk_bench_emit(json, B, cs, "dominant_kernels_ratio_to_dgemm", dom_rate / ref, extra);
         double op_rate = st.tm.krylov_op > 0 ? st.tm.krylov_flops / st.tm.krylov_op / 1e9 : 0;
         fk_bench_emit(json, B, cs, "krylov_op_seconds", st.tm.krylov_op, NULL);
         fk_bench_emit(json, B, cs, "krylov_op_ratio_to_dgemm", op_rate / ref, extra);
+        /* The same flops over the stages' wall time: sin/cos, orthogonalisation and
+         * Rayleigh-Ritz count as overhead here. */
+        double rate = st.flops_gemm / (st.rff + st.tm.gram + st.tm.krylov) / 1e9;
+        fk_bench_emit(json, B, cs, "pipeline_gflops", rate, NULL);
+        fk_bench_emit(json, B, cs, "pipeline_ratio_to_dgemm", rate / ref, NULL);
     }
     /* Kernel TCA (Gaussian, n x n) on the same pair. */
     {
