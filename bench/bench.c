@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* One line per benchmark; each lives in its own file in bench/. */
@@ -24,6 +25,15 @@ double fk_bench_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int fk_bench_data_dir(const char *dir, fk_err *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return fk_err_set(err, FK_EIO, "data dir '%s' does not exist; pass --data-dir pointing at "
+                          "the shared data folder (e.g. ../shared/data)", dir);
+    return FK_OK;
 }
 
 void fk_bench_emit(int json, const char *bench, const char *case_name, const char *metric,

@@ -4,6 +4,8 @@
 #ifndef FK_BENCH_H
 #define FK_BENCH_H
 
+#include "common/base/err.h"
+
 typedef struct fk_bench_entry {
     const char *name;     /* "blas", "fidelity knn", ... (words joined by one space) */
     const char *summary;
@@ -30,6 +32,9 @@ int fk_bench_fidelity_knn(int argc, char **argv);
 
 /* Monotonic seconds. */
 double fk_bench_now(void);
+
+/* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data-dir) in err. */
+int fk_bench_data_dir(const char *dir, fk_err *err);
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_blas(int argc, char **argv);

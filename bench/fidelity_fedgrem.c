@@ -450,6 +450,11 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
         fk_params_close(&p);
         return 2;
     }
+    if (!s2 && fk_bench_data_dir(o.dir, &err)) { /* before minutes of simulation cells */
+        fprintf(stderr, "fedkern bench fidelity fedgrem: %s, or --skip-pendigits\n", err.msg);
+        fk_params_close(&p);
+        return 1;
+    }
     o.sim_reps = (int)sr;
     o.real_reps = (int)rr;
     o.rounds = (int)rounds;

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "bench/bench.h"
 #include "common/base/params.h"
@@ -71,10 +70,8 @@ static int run(int argc, char **argv)
         fk_params_close(&p);
         return 2;
     }
-    struct stat st;
-    if (!rc && (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)))
-        rc = fk_err_set(&err, FK_EIO, "data dir '%s' does not exist; pass --data-dir pointing at the "
-                        "shared data folder (e.g. ../shared/data)", dir);
+    if (!rc)
+        rc = fk_bench_data_dir(dir, &err);
     fk_dataset ds[4] = {0};
     for (int i = 0; i < 4 && !rc; i++) {
         char name[64];

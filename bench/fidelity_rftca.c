@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "bench/bench.h"
 #include "bench/rftca.h"
@@ -359,10 +358,7 @@ static int run(int argc, char **argv)
     }
     c.m = (size_t)m;
     c.seeds = (int)seeds;
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        rc = fk_err_set(&err, FK_EIO, "data dir '%s' does not exist; pass --data-dir pointing at the "
-                        "shared data folder (e.g. ../shared/data)", dir);
+    rc = fk_bench_data_dir(dir, &err);
     if (!rc) {
         table_two(&c);
         if (surf)

@@ -151,11 +151,11 @@ static int run(int argc, char **argv)
     char dir[512];
     snprintf(dir, sizeof dir, "%s", fk_params_str(&p, "data-dir", "../shared/data"));
     const char *unused = fk_params_unused(&p);
+    if (unused) /* the name lives in p: report it before closing */
+        fprintf(stderr, "fedkern bench rf-tca: unknown option --%s; see --help\n", unused);
     fk_params_close(&p);
-    if (unused) {
-        fprintf(stderr, "fedkern bench rf-tca: unknown option --%s\n", unused);
+    if (unused)
         return 2;
-    }
     size_t ns = 958, nt = 1123, d = 800;
     fk_mat X;
     const char *what = "random";

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""fedkern bench: the quick benchmarks run to completion on built-in data and
+print well-formed JSON lines with the rows the issues ask for; the fidelity
+benchmarks refuse a missing data folder at once, with one line. No timing is
+asserted (machines are noisy): only that the numbers exist and are sane.
+Usage: cli_bench.py FEDKERN"""
+import json
+import math
+import subprocess
+import sys
+
+FK = sys.argv[1]
+failures = []
+
+
+def run(args, timeout=600):
+    try:
+        p = subprocess.run([FK, "bench"] + args, capture_output=True, text=True, errors="replace",
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, "", f"still running after {timeout} s\n"
+    return p.returncode, p.stdout, p.stderr
+
+
+def rows(out):
+    table = {}
+    for line in out.splitlines():
+        r = json.loads(line)  # every stdout line must be JSON
+        table.setdefault((r["case"], r["metric"]), []).append(r)
+    return table
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+
+
+def positive(table, case, metric):
+    r = table.get((case, metric))
+    ok = bool(r) and isinstance(r[0]["value"], (int, float)) and math.isfinite(r[0]["value"]) \
+        and r[0]["value"] > 0
+    check(ok, f"{case} {metric}: want a finite positive value, got {r}")
+    return r[0] if ok else None
+
+
+# rf-tca on random data of the A->C shape (no data folder)
+rc, out, err = run(["rf-tca", "--quick", "--json", "--data-dir", "/nonexistent-fedkern-data"])
+check(rc == 0, f"bench rf-tca exit {rc}: {err}")
+if rc == 0:
+    t = rows(out)
+    check(t[("random", "data_is_office_surf_a_c")][0]["value"] == 0, "rf-tca: expected random data")
+    positive(t, "dgemm 2081x800x1000", "gflops")
+    for n in (500, 1000, 2000):
+        case = f"rf-tca A->C N={n} m=20"
+        positive(t, case, "fit_transform_seconds")
+        k = t.get((case, "krylov_seconds"))
+        check(bool(k) and k[0].get("converged") is True, f"{case}: Krylov did not converge: {k}")
+        check(positive(t, case, "krylov_columns") is not None, f"{case}: no Krylov columns")
+        for metric in ("dominant_kernels_ratio_to_dgemm", "krylov_op_ratio_to_dgemm",
+                       "pipeline_ratio_to_dgemm"):
+            r = positive(t, case, metric)
+            check(r is None or r["value"] < 2.0, f"{case} {metric} implausible: {r}")
+    for n in (1000, 2000):
+        positive(t, f"rf-tca-orf A->C N={n} m=20", "omega_seconds")
+        positive(t, f"rf-tca-orf A->C N={n} m=20", "fit_transform_seconds")
+    positive(t, "kernel-tca A->C m=20", "fit_transform_seconds")
+    positive(t, "process", "peak_rss_mb")
+
+# FedGrEM wall time, few rounds: the run itself and its estimation error
+rc, out, err = run(["fedgrem", "--json", "--rounds", "200", "--reps", "1", "--no-scaling"])
+check(rc == 0, f"bench fedgrem exit {rc}: {err}")
+if rc == 0:
+    t = rows(out)
+    r = positive(t, "sim K10 R5 p10 n150 T200", "seconds_best_of_reps")
+    check(r is None or (math.isfinite(r["E_theta"]) and r["E_theta"] < 5), f"fedgrem E_theta: {r}")
+
+# BLAS baselines
+rc, out, err = run(["blas", "--quick", "--json"])
+check(rc == 0, f"bench blas exit {rc}: {err}")
+if rc == 0:
+    check(len(rows(out)) > 0, "bench blas printed no rows")
+
+# bad input: one line on stderr, non-zero exit, nothing run
+for args, needle in (
+        (["rf-tca", "--bogus"], "unknown option --bogus"),
+        (["fidelity", "rf-tca", "--data-dir", "/nonexistent-fedkern-data"], "--data-dir"),
+        (["fidelity", "rf-tca", "--fed-features", "sobol"], "orthogonal"),
+        (["fidelity", "knn", "--data-dir", "/nonexistent-fedkern-data"], "--data-dir"),
+        (["fidelity", "fedgrem", "--data-dir", "/nonexistent-fedkern-data"], "--skip-pendigits")):
+    rc, out, err = run(args, timeout=30)
+    lines = err.strip().splitlines()
+    check(rc != 0 and len(lines) == 1 and needle in lines[0] and not out,
+          f"bench {' '.join(args)}: exit {rc}, stderr {err!r}, stdout {out[:200]!r}")
+
+for f in failures:
+    print("FAIL:", f)
+print(f"cli_bench: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
