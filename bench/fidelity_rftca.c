@@ -45,7 +45,7 @@ static const char *const method_names[N_METHODS] = {
 static const size_t rf_N[N_METHODS] = {0, 0, 0, 0, 500, 1000, 2000, 500, 1000, 2000};
 
 typedef struct cfg {
-    const char *fed_features; /* Omega of the federated proxy: iid or orthogonal */
+    fk_rff_kind fed_features; /* Omega of the federated proxy */
     size_t m;
     double lambda_n, sigma;
     int seeds;
@@ -244,7 +244,7 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
             fk_params_set(&p, "N", "1000");
             fk_params_set(&p, "m", "100");
             fk_params_set(&p, "sigma", "1");
-            fk_params_set(&p, "features", c->fed_features);
+            fk_params_set(&p, "features", fk_rff_kind_name(c->fed_features));
             fk_params_set(&p, "lambda", with_mmd ? "1" : "0");
             fk_params_set(&p, "classes", "10");
             snprintf(buf, sizeof buf, "%ld", rounds);
@@ -270,9 +270,10 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
                 break;
             char more[200];
             int n = snprintf(more, sizeof more,
-                             "\"table\":\"%s\",\"proxy\":true,\"rounds\":%ld,\"seconds\":%.1f",
+                             "\"table\":\"%s\",\"proxy\":true,\"rounds\":%ld,\"seconds\":%.1f,"
+                             "\"features\":\"%s\"",
                              with_mmd ? "V (III)" : "IX (no Sigma-l analogue)", rounds,
-                             fk_bench_now() - t0);
+                             fk_bench_now() - t0, fk_rff_kind_name(c->fed_features));
             /* spec T16 (loose sanity, C,D,W->A): finite and above 20 % (chance is 10 %) */
             if (tasks[t].tgt == 1)
                 snprintf(more + n, sizeof more - (size_t)n, ",\"spec_T16_pass\":%d",
@@ -341,10 +342,8 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "fed-rounds", 300, 0, 100000, &fed_rounds, &err);
     const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
-    c.fed_features = fk_params_str(&p, "fed-features", "iid");
-    fk_rff_kind kind;
     if (!rc)
-        rc = fk_rff_kind_parse(c.fed_features, &kind, &err);
+        rc = fk_rff_kind_parse(fk_params_str(&p, "fed-features", "iid"), &c.fed_features, &err);
     if (!rc && (argc > 0 || fk_params_unused(&p))) {
         fprintf(stderr, "fedkern bench fidelity rf-tca: unexpected argument '%s'; see --help\n",
                 argc > 0 ? argv[0] : fk_params_unused(&p));

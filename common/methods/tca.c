@@ -485,7 +485,7 @@ int fk_rtca_project(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat 
 {
     *Z = (fk_mat){0};
     fk_mat F;
-    double *theta = malloc(m * sizeof *theta);
+    double *theta = malloc((m ? m : 1) * sizeof *theta); /* m = 0 gets fk_rtca_embed's error */
     if (!theta)
         return fk_err_set(err, FK_ENOMEM, "R-TCA: out of memory");
     int rc = fk_rtca_embed(K, n_s, gamma, m, &F, theta, err);
