@@ -127,13 +127,14 @@ static int spec_t3(const fk_mat *X, int json, fk_err *err)
 
 /* Mean over 3 seeds of sin Theta between H Phi W_RF and the R-TCA eigenspace. */
 static int t9_distance(const fk_mat *X, size_t n_s, const fk_mat *F, size_t m, size_t N,
-                       double gamma, double *out, fk_err *err)
+                       double gamma, fk_rff_kind kind, double *out, fk_err *err)
 {
     fk_mat Xs = fk_mat_rows(X, 0, n_s), Xt = fk_mat_rows(X, n_s, X->rows - n_s);
     int rc = FK_OK;
     *out = 0;
     for (uint64_t s = 1; s <= SEEDS && !rc; s++) {
-        fk_rftca_opts o = {.N = N, .m = m, .sigma = 1.0, .gamma = gamma, .seed = s};
+        fk_rftca_opts o = {.N = N, .m = m, .sigma = 1.0, .gamma = gamma, .seed = s,
+                           .features = kind};
         fk_mat Zs = {0}, Zt = {0}, Z = {0};
         double st = 0;
         rc = fk_rftca_fit(&Xs, &Xt, &o, &Zs, &Zt, NULL, NULL, err);
@@ -160,12 +161,15 @@ static int spec_t9(const fk_mat *X, size_t n_s, int json, fk_err *err)
     fk_mat K;
     int rc = fk_kernel_matrix(X, FK_KERNEL_GAUSS, 1.0, &K, err);
     for (int k = 0; k < 2 && !rc; k++) {
-        double theta[10], s[N_SIZES];
+        double theta[10], s[N_SIZES], so[N_SIZES];
         fk_mat F;
         if ((rc = fk_rtca_embed(&K, n_s, gamma, ms[k], &F, theta, err)))
             break;
         for (int t = 0; t < N_SIZES && !rc; t++)
-            rc = t9_distance(X, n_s, &F, ms[k], sizes[t], gamma, &s[t], err);
+            rc = t9_distance(X, n_s, &F, ms[k], sizes[t], gamma, FK_RFF_IID, &s[t], err);
+        /* not a spec check: the same distance with orthogonal frequencies, for comparison */
+        for (int t = 0; t < N_SIZES && !rc; t++)
+            rc = t9_distance(X, n_s, &F, ms[k], sizes[t], gamma, FK_RFF_ORTHOGONAL, &so[t], err);
         fk_mat_close(&F);
         if (rc)
             break;
@@ -174,6 +178,8 @@ static int spec_t9(const fk_mat *X, size_t n_s, int json, fk_err *err)
             char cs[64];
             snprintf(cs, sizeof cs, "T9 SURF D->W m=%zu N=%zu", ms[k], sizes[t]);
             row(json, cs, "mean_sin_theta", s[t], spec[k][t]);
+            snprintf(cs, sizeof cs, "T9 SURF D->W m=%zu N=%zu orthogonal", ms[k], sizes[t]);
+            row(json, cs, "mean_sin_theta", so[t], NAN);
             if (t > 0)
                 ok &= s[t] < s[t - 1];
             if (t > 1)
