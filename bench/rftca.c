@@ -144,7 +144,9 @@ static int run(int argc, char **argv)
                "Uses Office-Caltech A->C SURF from DIR (default ../shared/data) when present,\n"
                "else random data of that shape.\n"
                "RF-TCA (N = 500, 1000, 2000) and kernel TCA fit+transform on the A->C shape\n"
-               "(958 + 1123 x 800), stage times, GFLOP/s vs dgemm, peak memory, scaling in N, n.\n");
+               "(958 + 1123 x 800), stage times, GFLOP/s vs dgemm (the dominant kernels timed\n"
+               "alone, and the whole pipeline), peak memory, scaling in N, n; RF-TCA with\n"
+               "orthogonal frequencies (N = 1000, 2000) and the time to build its Omega.\n");
         fk_params_close(&p);
         return 0;
     }
