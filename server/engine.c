@@ -382,7 +382,7 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
         free(ckpt);
         return rc;
     }
-    int last = j->round == j->conf.rounds;
+    int last = j->round == j->conf.rounds || (j->m->finished && j->m->finished(j->srv));
     fk_store *st = e->o.store;
     rc = fk_store_begin(st, err);
     if (!rc)

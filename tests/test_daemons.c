@@ -410,6 +410,33 @@ static void fedrf_tca_daemons_match_sim(void **state)
     check_against_sim(e, id, text);
 }
 
+/* pooled-em ends itself once every restart has converged: the job is done long before its
+ * round budget, "converged", and equal to the simulation, which stops at the same round. */
+static void pooled_em_daemons_end_early(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = pooled-em\ndataset = gmm\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 7\nrounds = 5000\nR = 3\nrestarts = 3\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+    char out[2048];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"state\":\"done\""));
+    const char *rd = strstr(out, "\"rounds_done\":");
+    assert_non_null(rd);
+    int done = atoi(rd + strlen("\"rounds_done\":"));
+    print_message("pooled-em finished after %d of 5000 rounds\n", done);
+    assert_true(done > 4 && done < 1000);
+    fk_bundle m;
+    fetch_model(e, id, &m);
+    const fk_tensor *cv = fk_bundle_get(&m, "converged");
+    assert_non_null(cv);
+    assert_true(cv->data[0] == 1.0);
+    fk_bundle_close(&m);
+}
+
 /* fedgrem-mor on built-in synthetic/mor client data: the daemons run the same ops. */
 static void fedgrem_mor_daemons_match_sim(void **state)
 {
@@ -515,6 +542,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
     };

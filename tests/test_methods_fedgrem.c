@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/data/synth_gmm.h"
 #include "common/methods/fedgrem.h"
 #include "common/methods/gmm.h"
 #include "common/methods/gmm_run.h"
+#include "tests/support_gmm.h"
 #include "tests/support_ops.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
@@ -143,25 +143,6 @@ static void fast_params(fk_params *p)
     fk_params_init(p);
     fk_params_set(p, "restarts", "2");
     fk_params_set(p, "align_B", "4");
-}
-
-typedef struct fixture {
-    fk_dataset tasks[10];
-    double th[500], w[50];
-} fixture;
-
-static void make(fixture *f, uint64_t seed, int outliers)
-{
-    fk_synth_gmm o;
-    fk_synth_gmm_defaults(&o);
-    o.n_outlier = outliers;
-    assert_int_equal(fk_synth_gmm_make(&o, seed, f->tasks, f->th, f->w, NULL), FK_OK);
-}
-
-static void drop(fixture *f)
-{
-    for (int k = 0; k < 10; k++)
-        fk_dataset_close(&f->tasks[k]);
 }
 
 /* A planted far outlier task does not move the good tasks' FedGrEM estimates. */

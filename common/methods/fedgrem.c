@@ -600,15 +600,10 @@ void fk_fedgrem_cli_close(void *v)
     free(c);
 }
 
-int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
-                        int n_clients, uint64_t seed, int variant, fk_err *err)
+int fk_fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err)
 {
-    fk_fedgrem_cfg cf;
-    int rc = fk_fedgrem_cfg_parse(&cf, p, err);
-    if (rc)
-        return rc;
     size_t n = data->X.rows;
-    int d = (int)data->X.cols, R = cf.R;
+    int d = (int)data->X.cols;
     if (n == 0)
         return fk_err_set(err, FK_EINVAL,
                           "client %d has no samples (empty client); give it data or leave it out "
@@ -632,6 +627,20 @@ int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
                               "client %d: sample %zu feature %zu is NaN or infinite; clean the "
                               "data before the run",
                               client, i / (size_t)d, i % (size_t)d);
+    return FK_OK;
+}
+
+int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                        int n_clients, uint64_t seed, int variant, fk_err *err)
+{
+    fk_fedgrem_cfg cf;
+    int rc = fk_fedgrem_cfg_parse(&cf, p, err);
+    if (rc)
+        return rc;
+    size_t n = data->X.rows;
+    int d = (int)data->X.cols, R = cf.R;
+    if ((rc = fk_fedgrem_check_data(data, client, R, err)))
+        return rc;
     fk_fedgrem_cli *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "client: out of memory");

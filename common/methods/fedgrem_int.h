@@ -62,7 +62,10 @@ typedef struct fk_fedgrem_cli {
     fk_mor_ws mws;   /* MoR: E-step and least-squares work space */
 } fk_fedgrem_cli;
 
-/* Checks the data (non-empty, >= R samples, dense, finite) and allocates the state. */
+/* One client's data for an R-component mixture: non-empty, >= R samples, dense, at most
+ * FK_GMM_MAX_P features, finite; one clear error otherwise. */
+int fk_fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err);
+/* Checks the data (fk_fedgrem_check_data) and allocates the state. */
 int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                         int n_clients, uint64_t seed, int variant, fk_err *err);
 void fk_fedgrem_cli_close(void *v);

@@ -172,12 +172,10 @@ static int eee_ws_open(eee_ws *s, size_t n, int p, int R)
                : FK_ENOMEM;
 }
 
-/* Cholesky of sigma into chol (lower); regularise when singular or ill-conditioned. */
-static int eee_chol(eee_ws *s, double *sigma)
+int fk_gmm_eee_chol(double *sigma, int p, double *chol, int *regularised)
 {
-    int p = s->p;
     for (int attempt = 0; attempt < 8; attempt++) {
-        memcpy(s->chol, sigma, (size_t)p * p * sizeof(double));
+        memcpy(chol, sigma, (size_t)p * p * sizeof(double));
         double anorm = 0.0, tr = 0.0;
         for (int j = 0; j < p; j++) {
             double c = 0.0;
@@ -187,9 +185,9 @@ static int eee_chol(eee_ws *s, double *sigma)
             tr += sigma[j * p + j];
         }
         int ok = isfinite(anorm) && anorm > 0 &&
-                 LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', p, s->chol, p) == 0;
+                 LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', p, chol, p) == 0;
         double rcond = 0.0;
-        if (ok && LAPACKE_dpocon(LAPACK_ROW_MAJOR, 'L', p, s->chol, p, anorm, &rcond) != 0)
+        if (ok && LAPACKE_dpocon(LAPACK_ROW_MAJOR, 'L', p, chol, p, anorm, &rcond) != 0)
             ok = 0;
         if (ok && rcond >= 1e-12)
             return FK_OK;
@@ -198,61 +196,70 @@ static int eee_chol(eee_ws *s, double *sigma)
         double add = tr > 0 ? 1e-6 * tr / p : 1e-6;
         for (int j = 0; j < p; j++)
             sigma[j * p + j] += add * (double)(1 << (2 * attempt));
-        s->regularised = 1;
+        if (regularised)
+            *regularised = 1;
     }
     return FK_ENUMERIC;
+}
+
+double fk_gmm_eee_estep(const double *X, size_t n, int p, const double *w, const double *mu,
+                        const double *chol, int R, double *G, double *Z, double *mu_t)
+{
+    memcpy(Z, X, n * (size_t)p * sizeof(double));
+    memcpy(mu_t, mu, (size_t)R * p * sizeof(double));
+    /* Z = X L^-T, so |L^-1 (x - mu)|^2 = |z - mu_t|^2 */
+    cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)n, p, 1.0,
+                chol, p, Z, p);
+    cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, R, p, 1.0, chol, p,
+                mu_t, p);
+    double logdet_half = 0.0;
+    for (int j = 0; j < p; j++)
+        logdet_half += log(chol[j * p + j]);
+    fk_gmm_sqdist(Z, n, p, NULL, mu_t, R, G);
+    double lw[R > 0 ? R : 1];
+    for (int r = 0; r < R; r++)
+        lw[r] = w[r] > 0 ? log(w[r]) : -INFINITY;
+    for (size_t i = 0; i < n; i++)
+        for (int r = 0; r < R; r++)
+            G[i * (size_t)R + r] = lw[r] - 0.5 * G[i * (size_t)R + r];
+    return normalise_rows(G, n, R) - (double)n * (logdet_half + 0.5 * p * LN_2PI);
 }
 
 /* E-step with shared covariance; X is centred data. Returns log-likelihood. */
 static int eee_estep(eee_ws *s, const double *X, const double *w, const double *mu, double *sigma,
                      double *ll)
 {
-    int p = s->p, R = s->R;
-    size_t n = s->n;
-    if (eee_chol(s, sigma) != FK_OK)
+    if (fk_gmm_eee_chol(sigma, s->p, s->chol, &s->regularised) != FK_OK)
         return FK_ENUMERIC;
-    memcpy(s->Z, X, n * (size_t)p * sizeof(double));
-    memcpy(s->mu_t, mu, (size_t)R * p * sizeof(double));
-    /* Z = X L^-T, so |L^-1 (x - mu)|^2 = |z - mu_t|^2 */
-    cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)n, p, 1.0,
-                s->chol, p, s->Z, p);
-    cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, R, p, 1.0, s->chol,
-                p, s->mu_t, p);
-    double logdet_half = 0.0;
-    for (int j = 0; j < p; j++)
-        logdet_half += log(s->chol[j * p + j]);
-    fk_gmm_sqdist(s->Z, n, p, NULL, s->mu_t, R, s->G);
-    double lw[R];
-    for (int r = 0; r < R; r++)
-        lw[r] = w[r] > 0 ? log(w[r]) : -INFINITY;
-    for (size_t i = 0; i < n; i++)
-        for (int r = 0; r < R; r++)
-            s->G[i * (size_t)R + r] = lw[r] - 0.5 * s->G[i * (size_t)R + r];
-    *ll = normalise_rows(s->G, n, R) - (double)n * (logdet_half + 0.5 * p * LN_2PI);
+    *ll = fk_gmm_eee_estep(X, s->n, s->p, w, mu, s->chol, s->R, s->G, s->Z, s->mu_t);
     return isfinite(*ll) ? FK_OK : FK_ENUMERIC;
+}
+
+int fk_gmm_eee_mstep(const double *nr, const double *sx, const double *xtx, double n, int p, int R,
+                     double *w, double *mu, double *sigma)
+{
+    memcpy(sigma, xtx, (size_t)p * p * sizeof(double));
+    for (int r = 0; r < R; r++) {
+        if (!(nr[r] >= 1e-8 * n))
+            return FK_ENUMERIC;
+        w[r] = nr[r] / n;
+        for (int j = 0; j < p; j++)
+            mu[(size_t)r * p + j] = sx[(size_t)r * p + j] / nr[r];
+        /* sigma -= nr_r mu_r mu_r^T */
+        cblas_dger(CblasRowMajor, p, p, -nr[r], mu + (size_t)r * p, 1, mu + (size_t)r * p, 1,
+                   sigma, p);
+    }
+    for (int j = 0; j < p * p; j++)
+        sigma[j] /= n;
+    return FK_OK;
 }
 
 /* M-step from responsibilities G (centred X). Fails when a component empties. */
 static int eee_mstep(eee_ws *s, const double *X, const double *G, double *w, double *mu,
                      double *sigma)
 {
-    int p = s->p, R = s->R;
-    size_t n = s->n;
-    fk_gmm_stats(X, n, p, G, R, s->nr, s->sx);
-    memcpy(sigma, s->xtx, (size_t)p * p * sizeof(double));
-    for (int r = 0; r < R; r++) {
-        if (!(s->nr[r] >= 1e-8 * (double)n))
-            return FK_ENUMERIC;
-        w[r] = s->nr[r] / (double)n;
-        for (int j = 0; j < p; j++)
-            mu[(size_t)r * p + j] = s->sx[(size_t)r * p + j] / s->nr[r];
-        /* sigma -= nr_r mu_r mu_r^T */
-        cblas_dger(CblasRowMajor, p, p, -s->nr[r], mu + (size_t)r * p, 1, mu + (size_t)r * p, 1,
-                   sigma, p);
-    }
-    for (int j = 0; j < p * p; j++)
-        sigma[j] /= (double)n;
-    return FK_OK;
+    fk_gmm_stats(X, s->n, s->p, G, s->R, s->nr, s->sx);
+    return fk_gmm_eee_mstep(s->nr, s->sx, s->xtx, (double)s->n, s->p, s->R, w, mu, sigma);
 }
 
 /* k-means++ seeding and Lloyd iterations; hard labels into G (one-hot). */
@@ -433,7 +440,7 @@ int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const 
     } else {
         memcpy(sg, sigma, (size_t)p * p * sizeof *sg);
         double ll;
-        rc = eee_chol(&s, sg);
+        rc = fk_gmm_eee_chol(sg, p, s.chol, &s.regularised);
         if (rc == FK_OK) /* a non-finite likelihood of test points is fine for labels */
             eee_estep(&s, X, w, mu, sg, &ll);
         else

@@ -48,6 +48,20 @@ typedef struct fk_eee_fit {
 int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng,
                    fk_eee_fit *out, fk_err *err);
 
+/* The EEE pieces the federated pooled-em job splits between server and clients. */
+/* Lower Cholesky factor of sigma (p x p) into chol; a singular or ill-conditioned sigma is
+ * regularised in place first (+1e-6 tr/p I, growing) and *regularised (may be NULL) set to 1.
+ * FK_ENUMERIC when even that fails. */
+int fk_gmm_eee_chol(double *sigma, int p, double *chol, int *regularised);
+/* E-step given the factor: posteriors into G (n x R), returns the log-likelihood.
+ * Z (n x p) and mu_t (R x p) are work space. */
+double fk_gmm_eee_estep(const double *X, size_t n, int p, const double *w, const double *mu,
+                        const double *chol, int R, double *G, double *Z, double *mu_t);
+/* M-step from sums over n samples: nr (R), sx = sum gamma x (R x p), xtx = sum x x^T (p x p).
+ * FK_ENUMERIC when a component holds under 1e-8 n of the weight. */
+int fk_gmm_eee_mstep(const double *nr, const double *sx, const double *xtx, double n, int p, int R,
+                     double *w, double *mu, double *sigma);
+
 /* EEE posterior log-densities -> hard labels (argmax, ties to the smallest r). */
 int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const double *mu,
                        const double *sigma, int R, int *labels, fk_err *err);

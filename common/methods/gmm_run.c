@@ -4,11 +4,10 @@
 #include <string.h>
 
 #include "common/methods/gmm.h"
+#include "common/methods/pooled_em.h"
 
 const char *const fk_gmm_methods[] = {"fedgrem",     "fedem",     "local-em", "local-grem",
                                       "tgmm",        "pooled-em", "pooled-grem", NULL};
-
-static const uint64_t POOLED_STREAM = 0x706f6f6c00000000ULL;
 
 void fk_gmm_result_close(fk_gmm_result *res)
 {
@@ -32,47 +31,6 @@ static int alloc_result(fk_gmm_result *res, int K, int R, int p, int with_sigma,
     return FK_OK;
 }
 
-static int run_pooled_em(const fk_params *p, const fk_dataset *tasks, int K, uint64_t seed,
-                         fk_gmm_result *res, fk_err *err)
-{
-    long R, restarts;
-    int rc = fk_params_int(p, "R", 5, 1, 1000, &R, err);
-    if (!rc)
-        rc = fk_params_int(p, "restarts", 10, 1, 10000, &restarts, err);
-    if (rc)
-        return rc;
-    size_t N = 0, d = tasks[0].X.cols;
-    for (int k = 0; k < K; k++) {
-        if (tasks[k].X.cols != d)
-            return fk_err_set(err, FK_EINVAL, "p mismatch: task %d has %zu features, task 0 has %zu",
-                              k, tasks[k].X.cols, d);
-        N += tasks[k].X.rows;
-    }
-    double *X = malloc(N * d * sizeof *X);
-    if (!X)
-        return fk_err_set(err, FK_ENOMEM, "pooled-em: out of memory for %zu x %zu", N, d);
-    size_t off = 0;
-    for (int k = 0; k < K; k++)
-        for (size_t i = 0; i < tasks[k].X.rows; i++, off++)
-            memcpy(X + off * d, fk_mat_row(&tasks[k].X, i), d * sizeof *X);
-    rc = alloc_result(res, K, (int)R, (int)d, 1, err);
-    fk_rng rng;
-    fk_rng_init(&rng, seed, POOLED_STREAM);
-    fk_eee_fit f = {.w = res->w, .mu = res->theta, .sigma = res->sigma};
-    if (!rc)
-        rc = fk_gmm_fit_eee(X, N, (int)d, (int)R, (int)restarts, &rng, &f, err);
-    free(X);
-    if (rc)
-        return rc;
-    size_t Rp = (size_t)R * d;
-    for (int k = 1; k < K; k++) { /* one model for every task */
-        memcpy(res->theta + k * Rp, res->theta, Rp * sizeof(double));
-        memcpy(res->w + (size_t)k * R, res->w, (size_t)R * sizeof(double));
-        memcpy(res->sigma + (size_t)k * d * d, res->sigma, d * d * sizeof(double));
-    }
-    return FK_OK;
-}
-
 int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks, int K, int rounds,
                uint64_t seed, fk_sim_progress progress, void *ctx, fk_gmm_result *res,
                fk_err *err)
@@ -80,13 +38,17 @@ int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks, 
     *res = (fk_gmm_result){0};
     if (K < 1)
         return fk_err_set(err, FK_EINVAL, "need at least one task");
-    if (!strcmp(method, "pooled-em"))
-        return run_pooled_em(p, tasks, K, seed, res, err);
     const fk_method *m = fk_method_find(method, err);
     if (!m)
         return FK_ENOTFOUND;
     fk_sim_opts o = {.rounds = !strcmp(method, "local-em") ? 1 : rounds, .seed = seed,
                      .progress = progress, .ctx = ctx};
+    if (m == &fk_method_pooled_em) { /* runs until every restart has converged */
+        long R;
+        if (fk_params_int(p, "R", 5, 1, 1000, &R, err))
+            return FK_EINVAL;
+        o.rounds = fk_pooled_em_rounds((int)R);
+    }
     fk_bundle model;
     int rc = fk_sim_run(m, p, tasks, K, &o, &model, NULL, err);
     if (rc)
@@ -94,8 +56,12 @@ int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks, 
     const fk_tensor *th = fk_bundle_get(&model, "theta"), *w = fk_bundle_get(&model, "w");
     const fk_tensor *sg = fk_bundle_get(&model, "sigma");
     const fk_tensor *lam = fk_bundle_get(&model, "lambda"), *ps = fk_bundle_get(&model, "central_passes");
+    const fk_tensor *cv = fk_bundle_get(&model, "converged");
     if (!th || th->ndim != 3 || !w)
         rc = fk_err_set(err, FK_EFORMAT, "method %s returned no theta/w model", method);
+    else if (cv && cv->data[0] != 1.0)
+        rc = fk_err_set(err, FK_ENUMERIC, "method %s did not converge in %d rounds", method,
+                        o.rounds);
     if (!rc)
         rc = alloc_result(res, K, (int)th->shape[1], (int)th->shape[2], sg != NULL, err);
     if (!rc) {

@@ -1,7 +1,7 @@
 /* One replication of a mixture method on K task datasets, through the method
- * operations table and the in-process simulator (pooled-em, the centralised
- * EEE fit on the union of the tasks, runs directly). Shared by `fedkern sim
- * fedgrem` and the FedGrEM benchmarks. */
+ * operations table and the in-process simulator (pooled-em runs until it has
+ * converged, whatever `rounds` says). Shared by `fedkern sim fedgrem` and the
+ * FedGrEM benchmarks. */
 #ifndef FK_GMM_RUN_H
 #define FK_GMM_RUN_H
 
@@ -18,7 +18,7 @@ typedef struct fk_gmm_result {
     int passes;     /* central passes in the last round (fedgrem) */
 } fk_gmm_result;
 
-/* Names accepted by fk_gmm_run: the mixture method tables plus "pooled-em". */
+/* The Gaussian-mixture job types fk_gmm_run takes. */
 extern const char *const fk_gmm_methods[];
 
 int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks, int K, int rounds,

@@ -63,6 +63,9 @@ typedef struct fk_method {
     /* Checkpoint: the whole server state as a bundle, and back. */
     int (*save)(void *srv, fk_bundle *out, fk_err *err);
     int (*load)(void *srv, const fk_bundle *in, fk_err *err);
+    /* Optional (NULL: the job runs all its rounds): 1 when the method has converged and
+     * further rounds would change nothing, so the job ends after this round. */
+    int (*finished)(void *srv);
 
     /* --- client side --- */
     int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data, int client,

@@ -5,6 +5,7 @@
 #include "common/methods/method.h"
 #include "common/methods/fedgrem.h"
 #include "common/methods/fedrf_tca.h"
+#include "common/methods/pooled_em.h"
 
 /* One line per job type; each method file exports its table. */
 const fk_method *const fk_methods[] = {
@@ -15,6 +16,7 @@ const fk_method *const fk_methods[] = {
     &fk_method_local_grem,
     &fk_method_tgmm,
     &fk_method_pooled_grem,
+    &fk_method_pooled_em,
     &fk_method_fedgrem_mor,
     &fk_method_fedem_mor,
     &fk_method_local_em_mor,
@@ -47,7 +49,7 @@ double fk_report_mean(const fk_update *ups, int n, size_t field)
 
 const fk_method *fk_method_find(const char *name, fk_err *err)
 {
-    char known[256] = "";
+    char known[512] = "";
     size_t off = 0;
     for (int i = 0; fk_methods[i]; i++) {
         if (strcmp(fk_methods[i]->name, name) == 0)

@@ -165,6 +165,8 @@ int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients
             o->progress(&r, o->ctx);
         if (last)
             *last = r;
+        if (rc == FK_OK && m->finished && m->finished(s.srv))
+            break;
     }
     if (rc == FK_OK && model) {
         fk_bundle_init(model);

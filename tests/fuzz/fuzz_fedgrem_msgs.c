@@ -1,5 +1,6 @@
 /* Fuzz target: FedGrEM messages and checkpoints as the daemons receive them, for the
- * Gaussian-mixture (fedgrem) and the mixture-of-regressions (fedgrem-mor) tables.
+ * Gaussian-mixture (fedgrem), the mixture-of-regressions (fedgrem-mor) and the pooled-em
+ * tables.
  * The input is decoded as a Bundle and fed to a client as a task, to the
  * server as an update (initialisation and step phases), and to both as a
  * checkpoint. Every outcome must be an error code or a valid state: no crash,
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "common/methods/fedgrem.h"
+#include "common/methods/pooled_em.h"
 #include "common/net/codec.h"
 
 enum { K = 3, N = 20, P = 2 };
@@ -85,6 +87,13 @@ static void feed(const fk_method *m, const fk_bundle *b)
     fk_report_init(&u.report);
     int done;
     int agg = m->aggregate(srv, 2, 0, &u, 1, &done, &err);
+    fk_update all[K]; /* as every client's step update */
+    for (int k = 0; k < K; k++) {
+        all[k] = (fk_update){.client = k, .msg = *b};
+        fk_report_init(&all[k].report);
+    }
+    if (agg == FK_OK)
+        agg = m->aggregate(srv, 2, 0, all, K, &done, &err);
     fk_bundle_init(&out);
     if (agg == FK_OK && m->model(srv, &out, &err) == FK_OK) {
         const fk_tensor *t = fk_bundle_get(&out, "theta");
@@ -121,6 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         feed(&fk_method_fedgrem_mor, &b);
         feed(&fk_method_local_em_mor, &b); /* its step only evaluates the task's estimate */
         feed(&fk_method_pooled_grem_mor, &b); /* the server's summed MoR step */
+        feed(&fk_method_pooled_em, &b);       /* summed EEE statistics, seeds, checkpoints */
     }
     fk_bundle_close(&b);
     return 0;
