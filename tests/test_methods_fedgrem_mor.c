@@ -12,6 +12,8 @@
 
 #include "common/data/synth_spec.h"
 #include "common/methods/fedgrem.h"
+#include "common/methods/gmm.h"
+#include "common/methods/mor_local.h"
 #include "common/methods/mor.h"
 #include "common/methods/sim.h"
 #include "tests/support_ops.h"
@@ -364,6 +366,70 @@ static void untrusted_messages_refused(void **state)
     drop(&f);
 }
 
+/* pooled-em-mor (federated mixreg EM on the union) reaches the direct fit of the concatenated
+ * data (fk_mor_mixreg_fit, what fk_mor_run("pooled-em") runs), ends itself, survives a
+ * checkpoint, and lost updates only delay it: the same model bit for bit. */
+static void pooled_em_mor_is_the_union_fit(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    const fk_method *m = &fk_method_pooled_em_mor;
+    fk_bundle a, b;
+    fk_sim_round last;
+    fk_sim_opts o = {.rounds = 5000, .seed = 4};
+    assert_int_equal(fk_sim_run(m, &p, f.tasks, K, &o, &a, &last, NULL), FK_OK);
+    print_message("pooled-em-mor ended after %d of 5000 rounds\n", last.round);
+    assert_true(last.round > 2 && last.round < 1000);
+    const fk_tensor *cv = fk_bundle_get(&a, "converged"), *th = fk_bundle_get(&a, "theta");
+    const fk_tensor *w = fk_bundle_get(&a, "w");
+    assert_true(cv && cv->data[0] == 1.0 && th && th->len == (size_t)K * RP && w);
+
+    fk_mor_ws ws;
+    assert_int_equal(fk_mor_ws_open(&ws, (size_t)K * N, P, R, NULL), FK_OK);
+    double cw[R], cth[RP];
+    fk_rng rng;
+    fk_rng_init(&rng, 5, 2);
+    assert_int_equal(fk_mor_mixreg_fit(f.d.X, f.d.y, (size_t)K * N, P, R, 4, &rng, cw, cth, &ws,
+                                       NULL),
+                     FK_OK);
+    double et = fk_gmm_err_theta(th->data, cth, R, P), ew = fk_gmm_err_w(w->data, cw, R);
+    print_message("federated vs direct union fit: theta %.2e, w %.2e apart\n", et, ew);
+    assert_true(et < 1e-3 && ew < 1e-3);
+    for (int k = 1; k < K; k++)
+        assert_memory_equal(th->data + k * RP, th->data, RP * sizeof(double));
+    fk_mor_ws_close(&ws);
+
+    o.drop = 0.1;
+    fk_sim_round lb;
+    assert_int_equal(fk_sim_run(m, &p, f.tasks, K, &o, &b, &lb, NULL), FK_OK);
+    print_message("with 10%% of updates lost: %d rounds\n", lb.round);
+    assert_true(lb.round > last.round);
+    const char *names[] = {"theta", "w", "s2", "loglik"};
+    for (int i = 0; i < 4; i++) {
+        const fk_tensor *ta = fk_bundle_get(&a, names[i]), *tb = fk_bundle_get(&b, names[i]);
+        assert_true(ta && tb && ta->len == tb->len);
+        assert_memory_equal(ta->data, tb->data, ta->len * sizeof(double));
+    }
+    fk_report rep;
+    checkpoint_round_trip(m, &p, f.tasks, K, 4, 3, 400, &rep);
+    assert_true(isfinite(rep.loss));
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+
+    fk_dataset x; /* class labels are not a regression target */
+    assert_int_equal(fk_dataset_init(&x, N, P, 1), FK_OK);
+    void *cli = NULL;
+    fk_err err;
+    assert_int_equal(m->client_init(&cli, &p, &x, 1, K, 4, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "regression target"));
+    fk_dataset_close(&x);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +439,7 @@ int main(void)
         cmocka_unit_test(outlier_task_does_not_pull),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(untrusted_messages_refused),
+        cmocka_unit_test(pooled_em_mor_is_the_union_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

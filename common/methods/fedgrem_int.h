@@ -65,6 +65,9 @@ typedef struct fk_fedgrem_cli {
 /* One client's data for an R-component mixture: non-empty, >= R samples, dense, at most
  * FK_GMM_MAX_P features, finite; one clear error otherwise. */
 int fk_fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err);
+/* A mixture-of-regressions client's data: a finite regression target y_raw (not class labels)
+ * and more samples than features; one clear error otherwise. */
+int fk_fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err);
 /* Checks the data (fk_fedgrem_check_data) and allocates the state. */
 int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                         int n_clients, uint64_t seed, int variant, fk_err *err);

@@ -14,14 +14,9 @@
 #include "common/methods/fedgrem_int.h"
 #include "common/methods/mor_local.h"
 
-static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
-                        int n_clients, uint64_t seed, int variant, fk_err *err)
+int fk_fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err)
 {
     size_t n = data->X.rows, d = data->X.cols;
-    long guard;
-    int rc = fk_params_int(p, "step_guard", 0, 0, 0, &guard, err);
-    if (rc)
-        return fk_err_prefix(err, "the mixture-of-regressions job types have no step guard: ");
     if (!data->y_raw || data->y)
         return fk_err_set(err, FK_EINVAL,
                           "client %d (%s): %s; a mixture of regressions needs a numeric target per "
@@ -41,6 +36,19 @@ static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
                               "client %d (%s): target of sample %zu is NaN or infinite; clean the "
                               "data before the run",
                               client, data->name, i);
+    return FK_OK;
+}
+
+static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                        int n_clients, uint64_t seed, int variant, fk_err *err)
+{
+    size_t n = data->X.rows;
+    long guard;
+    int rc = fk_params_int(p, "step_guard", 0, 0, 0, &guard, err);
+    if (rc)
+        return fk_err_prefix(err, "the mixture-of-regressions job types have no step guard: ");
+    if ((rc = fk_fedgrem_check_mor_data(data, client, err)))
+        return rc;
     rc = fk_fedgrem_cli_init(out, p, data, client, n_clients, seed, variant, err);
     if (rc)
         return rc;

@@ -41,34 +41,39 @@ double fk_mor_estep(const double *X, const double *y, size_t n, int p, const dou
     return ll;
 }
 
-/* out = (X^T diag(g) X + ridge I)^-1 X^T diag(g) y with g = column r of G (n x R);
- * scratch A (p x p), B (n x p). A failed factorization retries with 1e-6 tr/p more ridge. */
-int fk_mor_wls(const double *X, const double *y, size_t n, int p, const double *G, int R, int r,
-               double ridge, double *out, double *A, double *B)
+int fk_mor_solve(const double *A, const double *b, int p, double ridge, double *out,
+                 double *work)
 {
-    for (size_t i = 0; i < n; i++) {
-        double s = sqrt(G[i * (size_t)R + r]);
-        for (int j = 0; j < p; j++)
-            B[i * (size_t)p + j] = s * X[i * (size_t)p + j];
-    }
+    double tr = 0.0;
+    for (int j = 0; j < p; j++)
+        tr += A[j * p + j];
     for (int attempt = 0; attempt < 2; attempt++) {
-        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, p, (int)n, 1.0, B, p, 0.0, A, p);
-        double tr = 0.0;
+        memcpy(work, A, (size_t)p * p * sizeof(double));
+        memcpy(out, b, (size_t)p * sizeof(double));
         for (int j = 0; j < p; j++)
-            tr += A[j * p + j];
-        for (int j = 0; j < p; j++) {
-            A[j * p + j] += ridge + (attempt ? 1e-6 * tr / p + 1e-300 : 0.0);
-            out[j] = 0.0;
-        }
-        for (size_t i = 0; i < n; i++) {
-            double a = G[i * (size_t)R + r] * y[i];
-            for (int j = 0; j < p; j++)
-                out[j] += a * X[i * (size_t)p + j];
-        }
-        if (LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', p, 1, A, p, out, 1) == 0)
+            work[j * p + j] += ridge + (attempt ? 1e-6 * tr / p + 1e-300 : 0.0);
+        if (LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', p, 1, work, p, out, 1) == 0)
             return FK_OK;
     }
     return FK_ENUMERIC;
+}
+
+/* out = (X^T diag(g) X + ridge I)^-1 X^T diag(g) y with g = column r of G (n x R);
+ * scratch A (p x p), B (n x p), the right-hand side in B's first row. */
+int fk_mor_wls(const double *X, const double *y, size_t n, int p, const double *G, int R, int r,
+               double ridge, double *out, double *A, double *B)
+{
+    double xty[p];
+    memset(xty, 0, sizeof xty);
+    for (size_t i = 0; i < n; i++) {
+        double s = sqrt(G[i * (size_t)R + r]), a = G[i * (size_t)R + r] * y[i];
+        for (int j = 0; j < p; j++) {
+            B[i * (size_t)p + j] = s * X[i * (size_t)p + j];
+            xty[j] += a * X[i * (size_t)p + j];
+        }
+    }
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, p, (int)n, 1.0, B, p, 0.0, A, p);
+    return fk_mor_solve(A, xty, p, ridge, out, B);
 }
 
 void fk_mor_ws_close(fk_mor_ws *s)

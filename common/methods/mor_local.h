@@ -28,8 +28,12 @@ void fk_mor_ws_close(fk_mor_ws *s);
 double fk_mor_estep(const double *X, const double *y, size_t n, int p, const double *w,
                     const double *th, const double *s2, int R, double *G, double *E);
 
-/* out = (X^T diag(g) X + ridge I)^-1 X^T diag(g) y with g = column r of G (n x R);
- * scratch A (p x p), B (n x p). FK_ENUMERIC if singular even after a small extra ridge. */
+/* out = (A + ridge I)^-1 b for a Gram matrix A (p x p, upper triangle read); a failed
+ * factorization retries with 1e-6 tr(A)/p more ridge. work: p x p. FK_ENUMERIC if that fails. */
+int fk_mor_solve(const double *A, const double *b, int p, double ridge, double *out,
+                 double *work);
+/* out = (X^T diag(g) X + ridge I)^-1 X^T diag(g) y with g = column r of G (n x R), through
+ * fk_mor_solve; scratch A (p x p), B (n x p, n >= p). */
 int fk_mor_wls(const double *X, const double *y, size_t n, int p, const double *G, int R, int r,
                double ridge, double *out, double *A, double *B);
 

@@ -32,9 +32,8 @@ static const double EM_TOL = 1e-5; /* Local-EM's relative log-likelihood toleran
 /* ---------------- server ---------------- */
 
 typedef struct psrv {
-    int K, R, S, p, gstage, tick, repeats, regularised;
-    uint64_t seed;
-    double N;
+    fk_pooled_head h; /* first: fk_pooled_plan reads it; op: G_SUMS, G_SCATTER, G_MAIN */
+    int regularised;
     /* per job: nk (K), mean (p), xtx (p x p); per restart s: stage, ncent, iters, ll, ll_old
      * (S each), C (S x R x p: seeds, Lloyd centres, then the EM means), w (S x R), sigma and
      * chol (S x p x p) */
@@ -42,19 +41,13 @@ typedef struct psrv {
     double *nr, *sx, *tot; /* work: R, R x p, K */
 } psrv;
 
-typedef struct arr {
-    const char *name;
-    double **a;
-    size_t len;
-} arr;
-
 enum { N_ARR = 12 };
 
 /* The server's arrays with their lengths for the current K, S, R, p (checkpoint order). */
-static void srv_arrays(psrv *s, arr *out)
+static void srv_arrays(psrv *s, fk_pooled_arr *out)
 {
-    size_t K = (size_t)s->K, S = (size_t)s->S, R = (size_t)s->R, P = (size_t)s->p;
-    arr a[N_ARR] = {{"nk", &s->nk, K},          {"mean", &s->mean, P},
+    size_t K = (size_t)s->h.K, S = (size_t)s->h.S, R = (size_t)s->h.R, P = (size_t)s->h.p;
+    fk_pooled_arr a[N_ARR] = {{"nk", &s->nk, K},          {"mean", &s->mean, P},
                     {"xtx", &s->xtx, P * P},    {"stage", &s->stage, S},
                     {"ncent", &s->ncent, S},    {"iters", &s->iters, S},
                     {"ll", &s->ll, S},          {"ll_old", &s->ll_old, S},
@@ -65,12 +58,9 @@ static void srv_arrays(psrv *s, arr *out)
 
 static void srv_free(psrv *s)
 {
-    arr a[N_ARR];
+    fk_pooled_arr a[N_ARR];
     srv_arrays(s, a);
-    for (int i = 0; i < N_ARR; i++) {
-        free(*a[i].a);
-        *a[i].a = NULL;
-    }
+    fk_pooled_free(a, N_ARR);
     free(s->nr);
     free(s->sx);
     free(s->tot);
@@ -80,34 +70,33 @@ static void srv_free(psrv *s)
 static int srv_alloc(psrv *s, int p, fk_err *err)
 {
     srv_free(s);
-    s->p = p;
-    arr a[N_ARR];
+    s->h.p = p;
+    fk_pooled_arr a[N_ARR];
     srv_arrays(s, a);
-    s->nr = malloc((size_t)s->R * sizeof(double));
-    s->sx = malloc((size_t)s->R * p * sizeof(double));
-    s->tot = malloc((size_t)s->K * sizeof(double));
+    s->nr = malloc((size_t)s->h.R * sizeof(double));
+    s->sx = malloc((size_t)s->h.R * p * sizeof(double));
+    s->tot = malloc((size_t)s->h.K * sizeof(double));
     int ok = s->nr && s->sx && s->tot;
     for (int i = 0; i < N_ARR; i++)
         ok = ok && (*a[i].a = calloc(a[i].len ? a[i].len : 1, sizeof(double))) != NULL;
     if (!ok)
         return fk_err_set(err, FK_ENOMEM,
-                          "pooled-em server: out of memory for K=%d R=%d p=%d restarts=%d", s->K,
-                          s->R, p, s->S);
+                          "pooled-em server: out of memory for K=%d R=%d p=%d restarts=%d", s->h.K,
+                          s->h.R, p, s->h.S);
     return FK_OK;
 }
 
 static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
-    fk_fedgrem_cfg c;
-    int rc = fk_fedgrem_cfg_parse(&c, p, err);
-    if (rc)
-        return rc;
     psrv *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "pooled-em server: out of memory");
-    *s = (psrv){.K = n_clients, .R = c.R, .S = c.restarts, .seed = seed};
-    *out = s;
-    return FK_OK;
+    int rc = fk_pooled_head_init(&s->h, p, n_clients, seed, err);
+    if (rc)
+        free(s);
+    else
+        *out = s;
+    return rc;
 }
 
 static void srv_close(void *v)
@@ -119,35 +108,21 @@ static void srv_close(void *v)
     free(s);
 }
 
-static int srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
-{
-    (void)round;
-    (void)rng;
-    (void)err;
-    psrv *s = v;
-    for (int k = 0; k < s->K; k++)
-        chosen[k] = k;
-    *n_chosen = s->K;
-    return FK_OK;
-}
-
 static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     (void)round;
     (void)phase;
     psrv *s = v;
-    if (client < 0 || client >= s->K)
-        return fk_err_set(err, FK_EINVAL, "task for unknown client %d (job has %d)", client, s->K);
-    int rc = fk_bundle_put_scalar(out, "op", s->gstage);
-    if (!rc)
-        rc = fk_bundle_put_scalar(out, "tick", s->tick);
-    if (!rc && s->gstage >= G_SCATTER)
-        rc = fk_bundle_put_vec(out, "mean", (size_t)s->p, s->mean);
-    if (!rc && s->gstage == G_MAIN) {
-        uint64_t S = (uint64_t)s->S, R = (uint64_t)s->R, P = (uint64_t)s->p;
+    int rc = fk_pooled_task_head(&s->h, client, out, err);
+    if (rc)
+        return rc;
+    if (s->h.op >= G_SCATTER)
+        rc = fk_bundle_put_vec(out, "mean", (size_t)s->h.p, s->mean);
+    if (!rc && s->h.op == G_MAIN) {
+        uint64_t S = (uint64_t)s->h.S, R = (uint64_t)s->h.R, P = (uint64_t)s->h.p;
         const uint64_t cs[3] = {S, R, P}, ws[2] = {S, R}, ps[3] = {S, P, P};
-        if ((rc = fk_bundle_put_vec(out, "stage", s->S, s->stage)) ||
-            (rc = fk_bundle_put_vec(out, "ncent", s->S, s->ncent)) ||
+        if ((rc = fk_bundle_put_vec(out, "stage", s->h.S, s->stage)) ||
+            (rc = fk_bundle_put_vec(out, "ncent", s->h.S, s->ncent)) ||
             (rc = fk_bundle_put(out, "C", 3, cs, s->C)) ||
             (rc = fk_bundle_put(out, "w", 2, ws, s->w)))
             ;
@@ -175,19 +150,18 @@ static int pick_client(const double *wt, int K, double u)
 /* Every update of one step: all K clients, each once, with the tensors of this stage. */
 static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
 {
+    int rc0 = fk_pooled_check_clients(&s->h, ups, n, err);
+    if (rc0)
+        return rc0;
     for (int i = 0; i < n; i++) {
-        if (ups[i].client < 0 || ups[i].client >= s->K || (i && ups[i].client <= ups[i - 1].client))
-            return fk_err_set(err, FK_EINVAL,
-                              "update from unknown or repeated client %d (job has %d)",
-                              ups[i].client, s->K);
         char who[48];
         snprintf(who, sizeof who, "client %d", ups[i].client);
         const fk_bundle *u = &ups[i].msg;
-        uint64_t S = (uint64_t)s->S, R = (uint64_t)s->R, P = (uint64_t)s->p;
+        uint64_t S = (uint64_t)s->h.S, R = (uint64_t)s->h.R, P = (uint64_t)s->h.p;
         const uint64_t sv[1] = {S}, sp[2] = {S, P}, sr[2] = {S, R}, srp[3] = {S, R, P},
                        pp[2] = {P, P};
         int rc = FK_OK;
-        if (s->gstage == G_SUMS) {
+        if (s->h.op == G_SUMS) {
             const fk_tensor *sum = fk_bundle_get(u, "sum"), *s0 = fk_bundle_get(&ups[0].msg, "sum");
             if (!sum || sum->ndim != 1 || sum->len < 1 || sum->len > FK_GMM_MAX_P)
                 return fk_err_set(err, FK_EFORMAT, "%s sent no feature sum 'sum' (1 <= p <= %d)",
@@ -202,7 +176,7 @@ static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
             if ((rc = fk_fedgrem_take(u, "sum", 1, ls, 0, who, NULL, err)) ||
                 (rc = fk_fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
                 return rc;
-        } else if (s->gstage == G_SCATTER) {
+        } else if (s->h.op == G_SCATTER) {
             if ((rc = fk_fedgrem_take(u, "xtx", 2, pp, 0, who, NULL, err)) ||
                 (rc = fk_fedgrem_take(u, "cand", 2, sp, 0, who, NULL, err)))
                 return rc;
@@ -226,48 +200,48 @@ static int agg_sums(psrv *s, const fk_update *ups, fk_err *err)
     int rc = srv_alloc(s, p, err);
     if (rc)
         return rc;
-    s->N = 0.0;
-    for (int k = 0; k < s->K; k++) {
+    s->h.N = 0.0;
+    for (int k = 0; k < s->h.K; k++) {
         s->nk[k] = fk_bundle_get(&ups[k].msg, "n")->data[0];
-        s->N += s->nk[k];
+        s->h.N += s->nk[k];
         cblas_daxpy(p, 1.0, fk_bundle_get(&ups[k].msg, "sum")->data, 1, s->mean, 1);
     }
-    cblas_dscal(p, 1.0 / s->N, s->mean, 1);
-    s->gstage = G_SCATTER;
+    cblas_dscal(p, 1.0 / s->h.N, s->mean, 1);
+    s->h.op = G_SCATTER;
     return FK_OK;
 }
 
 /* Round 2: pooled scatter about the mean; each restart's first seed uniform over the union. */
 static void agg_scatter(psrv *s, const fk_update *ups, fk_rng *rng)
 {
-    size_t P = (size_t)s->p, Rp = (size_t)s->R * P;
+    size_t P = (size_t)s->h.p, Rp = (size_t)s->h.R * P;
     memset(s->xtx, 0, P * P * sizeof(double));
-    for (int k = 0; k < s->K; k++)
+    for (int k = 0; k < s->h.K; k++)
         cblas_daxpy((int)(P * P), 1.0, fk_bundle_get(&ups[k].msg, "xtx")->data, 1, s->xtx, 1);
-    for (int r = 0; r < s->S; r++) {
-        int k = pick_client(s->nk, s->K, fk_rng_uniform(rng) * s->N);
+    for (int r = 0; r < s->h.S; r++) {
+        int k = pick_client(s->nk, s->h.K, fk_rng_uniform(rng) * s->h.N);
         memcpy(s->C + (size_t)r * Rp, fk_bundle_get(&ups[k].msg, "cand")->data + (size_t)r * P,
                P * sizeof(double));
         s->ncent[r] = 1;
-        s->stage[r] = s->R > 1 ? S_SEED : S_LLOYD;
+        s->stage[r] = s->h.R > 1 ? S_SEED : S_LLOYD;
     }
-    s->gstage = G_MAIN;
+    s->h.op = G_MAIN;
 }
 
 /* One more seed for restart r: a client by its sum of squared distances, then its point. */
 static void step_seed(psrv *s, int r, const fk_update *ups, fk_rng *rng)
 {
-    size_t P = (size_t)s->p;
+    size_t P = (size_t)s->h.p;
     double *tot = s->tot, T = 0.0;
-    for (int k = 0; k < s->K; k++)
+    for (int k = 0; k < s->h.K; k++)
         T += tot[k] = fk_bundle_get(&ups[k].msg, "tot")->data[r];
-    int k = T > 0 ? pick_client(tot, s->K, fk_rng_uniform(rng) * T)
-                  : pick_client(s->nk, s->K, fk_rng_uniform(rng) * s->N);
+    int k = T > 0 ? pick_client(tot, s->h.K, fk_rng_uniform(rng) * T)
+                  : pick_client(s->nk, s->h.K, fk_rng_uniform(rng) * s->h.N);
     int c = (int)s->ncent[r];
-    memcpy(s->C + ((size_t)r * s->R + c) * P,
+    memcpy(s->C + ((size_t)r * s->h.R + c) * P,
            fk_bundle_get(&ups[k].msg, "cand")->data + (size_t)r * P, P * sizeof(double));
     s->ncent[r] = c + 1;
-    if (c + 1 == s->R) {
+    if (c + 1 == s->h.R) {
         s->stage[r] = S_LLOYD;
         s->iters[r] = 0;
     }
@@ -276,11 +250,12 @@ static void step_seed(psrv *s, int r, const fk_update *ups, fk_rng *rng)
 /* Summed counts and sums of restart r over the clients, into nr (R) and sx (R x p). */
 static void sum_stats(const psrv *s, int r, const fk_update *ups, double *nr, double *sx)
 {
-    size_t Rp = (size_t)s->R * s->p;
-    memset(nr, 0, (size_t)s->R * sizeof *nr);
+    size_t Rp = (size_t)s->h.R * s->h.p;
+    memset(nr, 0, (size_t)s->h.R * sizeof *nr);
     memset(sx, 0, Rp * sizeof *sx);
-    for (int k = 0; k < s->K; k++) {
-        cblas_daxpy(s->R, 1.0, fk_bundle_get(&ups[k].msg, "nr")->data + (size_t)r * s->R, 1, nr, 1);
+    for (int k = 0; k < s->h.K; k++) {
+        const double *nk = fk_bundle_get(&ups[k].msg, "nr")->data + (size_t)r * s->h.R;
+        cblas_daxpy(s->h.R, 1.0, nk, 1, nr, 1);
         cblas_daxpy((int)Rp, 1.0, fk_bundle_get(&ups[k].msg, "sx")->data + (size_t)r * Rp, 1, sx,
                     1);
     }
@@ -289,21 +264,22 @@ static void sum_stats(const psrv *s, int r, const fk_update *ups, double *nr, do
 /* EM parameters of restart r from its summed statistics; a failed M-step or factor ends it. */
 static void mstep(psrv *s, int r, const double *nr, const double *sx)
 {
-    size_t P = (size_t)s->p;
-    double *mu = s->C + (size_t)r * s->R * P, *sg = s->sigma + (size_t)r * P * P;
-    if (fk_gmm_eee_mstep(nr, sx, s->xtx, s->N, s->p, s->R, s->w + (size_t)r * s->R, mu, sg) ||
-        fk_gmm_eee_chol(sg, s->p, s->chol + (size_t)r * P * P, &s->regularised))
+    size_t P = (size_t)s->h.p;
+    double *mu = s->C + (size_t)r * s->h.R * P, *sg = s->sigma + (size_t)r * P * P;
+    double *w = s->w + (size_t)r * s->h.R;
+    if (fk_gmm_eee_mstep(nr, sx, s->xtx, s->h.N, s->h.p, s->h.R, w, mu, sg) ||
+        fk_gmm_eee_chol(sg, s->h.p, s->chol + (size_t)r * P * P, &s->regularised))
         s->stage[r] = S_FAILED;
 }
 
 /* The e-th (0-based) farthest of the clients' farthest points, for the e-th empty cluster. */
 static const double *far_point(const psrv *s, int r, const fk_update *ups, int e)
 {
-    int used[s->K], best = 0;
+    int used[s->h.K], best = 0;
     memset(used, 0, sizeof used);
     for (int j = 0; j <= e; j++) {
         best = -1;
-        for (int k = 0; k < s->K; k++) {
+        for (int k = 0; k < s->h.K; k++) {
             double d = fk_bundle_get(&ups[k].msg, "fard")->data[r];
             if (!used[k] && (best < 0 || d > fk_bundle_get(&ups[best].msg, "fard")->data[r]))
                 best = k;
@@ -312,14 +288,14 @@ static const double *far_point(const psrv *s, int r, const fk_update *ups, int e
             return far_point(s, r, ups, 0);
         used[best] = 1;
     }
-    return fk_bundle_get(&ups[best].msg, "far")->data + (size_t)r * s->p;
+    return fk_bundle_get(&ups[best].msg, "far")->data + (size_t)r * s->h.p;
 }
 
 /* One Lloyd step of restart r; when the centres stop moving (or at the cap) the hard
  * partition's statistics give the first M-step. */
 static void step_lloyd(psrv *s, int r, const fk_update *ups)
 {
-    int R = s->R, p = s->p, empty = 0;
+    int R = s->h.R, p = s->h.p, empty = 0;
     size_t Rp = (size_t)R * p;
     double *nr = s->nr, *sx = s->sx, *C = s->C + (size_t)r * Rp;
     sum_stats(s, r, ups, nr, sx);
@@ -353,7 +329,7 @@ static void step_em(psrv *s, int r, const fk_update *ups)
 {
     double ll = 0.0;
     int bad = 0;
-    for (int k = 0; k < s->K; k++) {
+    for (int k = 0; k < s->h.K; k++) {
         double v = fk_bundle_get(&ups[k].msg, "ll")->data[r];
         bad |= v <= -FK_GMM_MAX_ABS;
         ll += v;
@@ -376,9 +352,9 @@ static void step_em(psrv *s, int r, const fk_update *ups)
 static int srv_finished(void *v)
 {
     psrv *s = v;
-    if (s->gstage != G_MAIN)
+    if (s->h.op != G_MAIN)
         return 0;
-    for (int r = 0; r < s->S; r++)
+    for (int r = 0; r < s->h.S; r++)
         if (s->stage[r] != S_DONE && s->stage[r] != S_FAILED)
             return 0;
     return 1;
@@ -395,18 +371,18 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
     int rc = check_updates(s, ups, n, err);
     if (rc)
         return fk_err_prefix(err, "round %d: ", round);
-    if (n < s->K) { /* pooled sums need every client: the same step again next round */
-        s->repeats++;
+    if (n < s->h.K) { /* pooled sums need every client: the same step again next round */
+        s->h.repeats++;
         return FK_OK;
     }
     fk_rng rng;
-    fk_rng_init(&rng, s->seed, PICK_STREAM + (uint64_t)s->tick);
-    if (s->gstage == G_SUMS) {
+    fk_rng_init(&rng, s->h.seed, PICK_STREAM + (uint64_t)s->h.tick);
+    if (s->h.op == G_SUMS) {
         rc = agg_sums(s, ups, err);
-    } else if (s->gstage == G_SCATTER) {
+    } else if (s->h.op == G_SCATTER) {
         agg_scatter(s, ups, &rng);
     } else {
-        for (int r = 0; r < s->S; r++) {
+        for (int r = 0; r < s->h.S; r++) {
             int st = (int)s->stage[r];
             if (st == S_SEED)
                 step_seed(s, r, ups, &rng);
@@ -416,16 +392,16 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
                 step_em(s, r, ups);
         }
         int failed = 0;
-        for (int r = 0; r < s->S; r++)
+        for (int r = 0; r < s->h.S; r++)
             failed += s->stage[r] == S_FAILED;
-        if (failed == s->S)
+        if (failed == s->h.S)
             rc = fk_err_set(err, FK_ENUMERIC,
                             "pooled-em: all %d restarts failed (a component emptied or the "
                             "covariance is degenerate) with N=%g, p=%d, R=%d; try fewer components",
-                            s->S, s->N, s->p, s->R);
+                            s->h.S, s->h.N, s->h.p, s->h.R);
     }
     if (!rc)
-        s->tick++;
+        s->h.tick++;
     return rc;
 }
 
@@ -434,7 +410,7 @@ static int best_restart(const psrv *s, int *converged)
 {
     int best = -1;
     for (int want = S_DONE; best < 0 && want >= S_EM; want--)
-        for (int r = 0; r < s->S; r++)
+        for (int r = 0; r < s->h.S; r++)
             if (s->stage[r] == want && (best < 0 || s->ll[r] > s->ll[best]))
                 best = r;
     *converged = srv_finished((void *)s);
@@ -444,15 +420,15 @@ static int best_restart(const psrv *s, int *converged)
 static int srv_model(void *v, fk_bundle *out, fk_err *err)
 {
     psrv *s = v;
-    int conv = 0, b = s->gstage == G_MAIN ? best_restart(s, &conv) : -1;
+    int conv = 0, b = s->h.op == G_MAIN ? best_restart(s, &conv) : -1;
     int rc = fk_bundle_put_scalar(out, "ready", b >= 0);
     if (!rc)
         rc = fk_bundle_put_scalar(out, "converged", conv);
     if (!rc)
-        rc = fk_bundle_put_scalar(out, "repeats", s->repeats);
+        rc = fk_bundle_put_scalar(out, "repeats", s->h.repeats);
     if (rc || b < 0)
         return rc ? fk_err_set(err, FK_ENOMEM, "model: out of memory") : FK_OK;
-    size_t K = (size_t)s->K, R = (size_t)s->R, P = (size_t)s->p;
+    size_t K = (size_t)s->h.K, R = (size_t)s->h.R, P = (size_t)s->h.p;
     const uint64_t th[3] = {K, R, P}, ww[2] = {K, R}, sg[3] = {K, P, P};
     double *t = fk_bundle_add(out, "theta", 3, th), *w = fk_bundle_add(out, "w", 2, ww);
     double *g = fk_bundle_add(out, "sigma", 3, sg);
@@ -475,90 +451,53 @@ static int srv_model(void *v, fk_bundle *out, fk_err *err)
 static int srv_save(void *v, fk_bundle *out, fk_err *err)
 {
     psrv *s = v;
-    const char *names[] = {"K", "R", "restarts", "p", "gstage", "tick", "repeats", "regularised"};
-    const int vals[] = {s->K, s->R, s->S, s->p, s->gstage, s->tick, s->repeats, s->regularised};
-    int rc = fk_bundle_put_scalar(out, "N", s->N);
-    for (size_t i = 0; !rc && i < sizeof vals / sizeof *vals; i++)
-        rc = fk_bundle_put_scalar(out, names[i], vals[i]);
-    arr a[N_ARR];
+    fk_pooled_arr a[N_ARR];
     srv_arrays(s, a);
-    for (int i = 0; !rc && s->gstage > G_SUMS && i < N_ARR; i++)
-        rc = fk_bundle_put_vec(out, a[i].name, a[i].len, *a[i].a);
-    return rc ? fk_err_set(err, FK_ENOMEM, "save: out of memory") : FK_OK;
+    int rc = fk_pooled_save(&s->h, a, N_ARR, out, err);
+    if (!rc && fk_bundle_put_scalar(out, "regularised", s->regularised))
+        rc = fk_err_set(err, FK_ENOMEM, "save: out of memory");
+    return rc;
 }
 
 /* A checkpoint's restart stages and seed counts: whole numbers in range. */
 static int check_counts(const psrv *s, const fk_tensor *stage, const fk_tensor *ncent,
                         fk_err *err)
 {
-    for (int r = 0; r < s->S; r++) {
+    for (int r = 0; r < s->h.S; r++) {
         double st = stage->data[r], nc = ncent->data[r];
-        if (!(st >= S_SEED && st <= S_FAILED) || st != floor(st) || !(nc >= 0 && nc <= s->R) ||
+        if (!(st >= S_SEED && st <= S_FAILED) || st != floor(st) || !(nc >= 0 && nc <= s->h.R) ||
             nc != floor(nc))
             return fk_err_set(err, FK_EFORMAT,
                               "checkpoint restart %d has stage %g and %g seeds (want a stage "
                               "0..%d and 0..%d seeds)",
-                              r, st, nc, S_FAILED, s->R);
+                              r, st, nc, S_FAILED, s->h.R);
     }
     return FK_OK;
 }
 
 static int srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
-    psrv *s = v;
-    int K, R, S, p, gstage, tick, repeats, reg;
-    double N;
-    int rc = fk_fedgrem_get_count(in, "K", 0, INT_MAX, &K, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "R", 0, INT_MAX, &R, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "restarts", 0, INT_MAX, &S, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "gstage", G_SUMS, G_MAIN, &gstage, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "tick", 0, INT_MAX, &tick, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "repeats", 0, INT_MAX, &repeats, err);
-    if (!rc)
-        rc = fk_fedgrem_get_count(in, "regularised", 0, 1, &reg, err);
-    if (!rc)
-        rc = fk_fedgrem_take_scalar(in, "N", 0, FK_GMM_MAX_ABS, "checkpoint", &N, err);
+    psrv *s = v, t = *s;
+    int reg;
+    int rc = fk_fedgrem_get_count(in, "regularised", 0, 1, &reg, err);
     if (rc)
         return rc;
-    if (K != s->K || R != s->R || S != s->S)
-        return fk_err_set(err, FK_EINVAL,
-                          "checkpoint is for K=%d, R=%d, restarts=%d but this job has K=%d, R=%d, "
-                          "restarts=%d",
-                          K, R, S, s->K, s->R, s->S);
-    if (gstage > G_SUMS && (p < 1 || !(N > 0)))
-        return fk_err_set(err, FK_EFORMAT, "checkpoint has p = %d and N = %g", p, N);
-    psrv t = *s; /* array lengths for the checkpoint's p */
-    t.p = p;
-    arr a[N_ARR];
-    srv_arrays(&t, a);
     const fk_tensor *ts[N_ARR];
-    for (int i = 0; gstage > G_SUMS && i < N_ARR; i++) { /* all checked before any change */
-        ts[i] = fk_bundle_get(in, a[i].name);
-        if (!ts[i] || ts[i]->len != a[i].len || !fk_fedgrem_all_bounded(ts[i]->data, ts[i]->len))
-            return fk_err_set(err, FK_EFORMAT,
-                              "checkpoint tensor '%s' is missing, has the wrong size or holds "
-                              "non-finite values",
-                              a[i].name);
-    }
-    if (gstage > G_SUMS && (rc = check_counts(s, ts[3], ts[4], err)))
+    fk_pooled_arr a[N_ARR];
+    fk_pooled_head got;
+    if ((rc = fk_pooled_load_head(&s->h, in, G_MAIN, &got, err)))
         return rc;
-    if (gstage > G_SUMS && (rc = srv_alloc(s, p, err)))
+    t.h.p = got.p;
+    srv_arrays(&t, a); /* lengths for the checkpoint's p */
+    if (got.op > G_SUMS && ((rc = fk_pooled_take_arrays(in, a, N_ARR, ts, err)) ||
+                            (rc = check_counts(s, ts[3], ts[4], err))))
+        return rc;
+    if (got.op > G_SUMS && (rc = srv_alloc(s, got.p, err)))
         return rc;
     srv_arrays(s, a);
-    for (int i = 0; gstage > G_SUMS && i < N_ARR; i++)
+    for (int i = 0; got.op > G_SUMS && i < N_ARR; i++)
         memcpy(*a[i].a, ts[i]->data, a[i].len * sizeof(double));
-    s->p = p;
-    s->N = N;
-    s->gstage = gstage;
-    s->tick = tick;
-    s->repeats = repeats;
+    s->h = got;
     s->regularised = reg;
     return FK_OK;
 }
@@ -568,7 +507,7 @@ const fk_method fk_method_pooled_em = {
     .summary = "EEE Gaussian mixture (Local-EM) on the union of all clients via summed statistics",
     .server_init = srv_init,
     .server_close = srv_close,
-    .plan = srv_plan,
+    .plan = fk_pooled_plan,
     .task = srv_task,
     .aggregate = srv_aggregate,
     .model = srv_model,

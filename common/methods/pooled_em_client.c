@@ -256,23 +256,20 @@ int fk_pooled_em_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_repo
                           fk_err *err)
 {
     pcli *c = v;
-    const fk_tensor *op = fk_bundle_get(task, "op"), *tick = fk_bundle_get(task, "tick");
-    if (!op || op->len != 1 || !(op->data[0] == G_SUMS || op->data[0] == G_SCATTER ||
-                                 op->data[0] == G_MAIN))
-        return fk_err_set(err, FK_EFORMAT, "task lacks 'op' (0 = sums, 1 = scatter, 2 = step)");
-    if (!tick || tick->len != 1 || !(tick->data[0] >= 0 && tick->data[0] < 1e15) ||
-        tick->data[0] != floor(tick->data[0]))
-        return fk_err_set(err, FK_EFORMAT, "task lacks a whole step count 'tick'");
+    int op;
+    uint64_t tick;
+    int rc = fk_pooled_task_op(task, G_MAIN, &op, &tick, err); /* sums, scatter or a step */
+    if (rc)
+        return rc;
     rep->n_samples = (double)c->n;
-    if (op->data[0] == G_SUMS)
+    if (op == G_SUMS)
         return put_sums(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
-    int rc = centre(c, task, err);
+    rc = centre(c, task, err);
     if (rc)
         return rc;
     fk_rng rng; /* the same draws however often a step is repeated */
-    fk_rng_init(&rng, c->seed,
-                CAND_STREAM + ((uint64_t)tick->data[0] << CLIENT_BITS) + (uint64_t)c->k);
-    if (op->data[0] == G_SCATTER)
+    fk_rng_init(&rng, c->seed, CAND_STREAM + (tick << CLIENT_BITS) + (uint64_t)c->k);
+    if (op == G_SCATTER)
         return put_scatter(c, &rng, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
                                         : FK_OK;
     double best = -INFINITY; /* the best restart's log-likelihood on this client, while in EM */

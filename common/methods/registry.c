@@ -22,6 +22,7 @@ const fk_method *const fk_methods[] = {
     &fk_method_local_em_mor,
     &fk_method_local_grem_mor,
     &fk_method_pooled_grem_mor,
+    &fk_method_pooled_em_mor,
     NULL,
 };
 

@@ -131,6 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         feed(&fk_method_local_em_mor, &b); /* its step only evaluates the task's estimate */
         feed(&fk_method_pooled_grem_mor, &b); /* the server's summed MoR step */
         feed(&fk_method_pooled_em, &b);       /* summed EEE statistics, seeds, checkpoints */
+        feed(&fk_method_pooled_em_mor, &b);   /* summed least-squares statistics */
     }
     fk_bundle_close(&b);
     return 0;
