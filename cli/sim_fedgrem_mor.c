@@ -14,7 +14,7 @@ int fk_sim_fedgrem_mor_jobs(int argc, char **argv);
 
 /* fedkern sim fedgrem-mor [options]: `sim fedgrem --model mor` with the federated job type
  * fedgrem-mor (or --method fedem-mor, local-em-mor, local-grem-mor, pooled-grem-mor,
- * pooled-em-mor) run through the method table. */
+ * pooled-em-mor, fedgmm-mor) run through the method table. */
 int fk_sim_fedgrem_mor_jobs(int argc, char **argv)
 {
     int has_method = 0;

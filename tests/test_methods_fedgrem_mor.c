@@ -159,6 +159,13 @@ static void ops_equal_direct(void **state)
     assert_true(dmax < 1e-9);
     for (int k = 1; k < K; k++) /* one model for every client */
         assert_memory_equal(th_ops + k * RP, th_ops, RP * sizeof *th_ops);
+    /* FedGMM: the same local step and averages as the direct loop, bit for bit */
+    run(&fk_method_fedgmm_mor, &p, f.tasks, K, 30, th_ops, w_ops);
+    assert_int_equal(fk_mor_run("fedgmm", &p, &f.d, 30, SEED, th_dir, w_dir, NULL), FK_OK);
+    assert_memory_equal(th_ops, th_dir, sizeof th_ops);
+    assert_memory_equal(w_ops, w_dir, sizeof w_ops);
+    fk_mor_errors(&f.d, th_ops, w_ops, &et, &ew);
+    print_message("fedgmm-mor E_theta %.4f E_w %.4f (fk_mor_run fedgmm: identical)\n", et, ew);
     fk_params_close(&p);
     drop(&f);
 }
@@ -181,6 +188,8 @@ static void save_load_round_trip(void **state)
     checkpoint_round_trip(&fk_method_local_grem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
     assert_true(isfinite(rep.loss));
     checkpoint_round_trip(&fk_method_pooled_grem_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
+    assert_true(isfinite(rep.loss));
+    checkpoint_round_trip(&fk_method_fedgmm_mor, &p, f.tasks, K, SEED, 7, 15, &rep);
     assert_true(isfinite(rep.loss));
     fk_params_close(&p);
     drop(&f);

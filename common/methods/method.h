@@ -43,6 +43,9 @@ typedef struct fk_update {
  * NaN; NaN when none is. */
 double fk_report_mean(const fk_update *ups, int n, size_t field);
 
+/* The plan of methods without client sampling: every one of the K clients, every round. */
+void fk_plan_every_client(int K, int *chosen, int *n_chosen);
+
 typedef struct fk_method {
     const char *name;    /* job type as written in job configs: "fedrf-tca", "fedgrem", ... */
     const char *summary; /* one line for --help */

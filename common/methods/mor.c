@@ -1,24 +1,21 @@
 #include "common/methods/mor.h"
 
-#include <cblas.h>
-#include <lapacke.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/la/rng.h"
+#include "common/methods/fedgmm.h"
 #include "common/methods/gmm.h"
 #include "common/methods/mor_local.h"
 #include "common/methods/sim.h"
 
-static const double LN_2PI = 1.8378770664093454836;
 
 const char *const fk_mor_methods[] = {"fedgrem",   "fedem",       "local-em", "local-grem",
                                       "pooled-em", "pooled-grem", "fedgmm",   NULL};
 
 static const uint64_t POOL_STREAM = 0x6d6f727000000000ULL;
-static const uint64_t GMMX_STREAM = 0x6d6f726700000000ULL; /* FedGMM's x-mixture fits */
 
 typedef struct cfg {
     int B, restarts, passes, R1, cov_first;
@@ -180,28 +177,6 @@ static int fedem(const fk_mor_data *d, int rounds, const double *W0, const doubl
     return rc;
 }
 
-/* Cholesky of S (p x p) into L with ln|S|; one retry with 1e-6 tr/p ridge. */
-static int chol_logdet(const double *S, int p, double *L, double *logdet)
-{
-    for (int attempt = 0; attempt < 2; attempt++) {
-        memcpy(L, S, (size_t)p * p * sizeof *L);
-        double tr = 0.0;
-        for (int j = 0; j < p; j++)
-            tr += S[j * p + j];
-        if (attempt)
-            for (int j = 0; j < p; j++)
-                L[j * p + j] += 1e-6 * tr / p + 1e-300;
-        if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', p, L, p) == 0) {
-            double ld = 0.0;
-            for (int j = 0; j < p; j++)
-                ld += 2.0 * log(L[j * p + j]);
-            *logdet = ld;
-            return FK_OK;
-        }
-    }
-    return FK_ENUMERIC;
-}
-
 /* FedGMM (spec 2.5): R1 Gaussian x-components crossed with R regressions per task;
  * x-means (mass-weighted), x-covariances and regression coefficients averaged by the server. */
 static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
@@ -211,150 +186,31 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
     int K = d->K, R = d->R, p = d->p, R1 = c->R1, Q = R1 * R;
     size_t n = (size_t)d->n, Rp = (size_t)R * p, pp = (size_t)p * p;
     double *mu = malloc((size_t)K * R1 * p * sizeof *mu), *Sig = malloc((size_t)K * R1 * pp * sizeof *Sig);
-    double *pi = malloc((size_t)K * Q * sizeof *pi), *L = malloc(pp * sizeof *L);
-    double *Z = malloc(n * p * sizeof *Z), *LX = malloc(n * R1 * sizeof *LX);
-    double *GG = malloc(n * Q * sizeof *GG), *U = malloc(n * R1 * sizeof *U);
-    double *loc = malloc((size_t)K * Rp * sizeof *loc), *wk = malloc((size_t)R1 * sizeof *wk);
+    double *pi = malloc((size_t)K * Q * sizeof *pi), *loc = malloc((size_t)K * Rp * sizeof *loc);
     double *mbar = malloc((size_t)R1 * p * sizeof *mbar), *sbar = malloc((size_t)R1 * pp * sizeof *sbar);
-    double *tbar = malloc(Rp * sizeof *tbar), *mass = malloc((size_t)R1 * sizeof *mass);
-    int *perm = malloc((size_t)K * R1 * sizeof *perm);
-    int rc = mu && Sig && pi && L && Z && LX && GG && U && loc && wk && mbar && sbar && tbar &&
-                     mass && perm
-                 ? FK_OK
+    double *tbar = malloc(Rp * sizeof *tbar);
+    fk_fedgmm_ws g = {0};
+    int rc = mu && Sig && pi && loc && mbar && sbar && tbar
+                 ? fk_fedgmm_ws_open(&g, n, p, R, R1, err)
                  : fk_err_set(err, FK_ENOMEM, "mor fedgmm: out of memory");
-    double *tmu = rc ? NULL : malloc((size_t)K * R1 * p * sizeof *tmu);
-    if (!rc && !tmu)
-        rc = fk_err_set(err, FK_ENOMEM, "mor fedgmm: out of memory");
-    for (int k = 0; rc == FK_OK && k < K; k++) { /* x-mixtures: EEE fits, aligned below */
-        fk_rng g;
-        fk_rng_init(&g, seed, GMMX_STREAM + (uint64_t)k);
-        fk_eee_fit f = {.w = wk, .mu = tmu + (size_t)k * R1 * p, .sigma = Sig + (size_t)k * R1 * pp};
-        rc = fk_gmm_fit_eee(d->X + (size_t)k * n * p, n, p, R1, c->restarts, &g, &f, err);
-        for (int a = 1; rc == FK_OK && a < R1; a++) /* EEE: all x-components start equal */
-            memcpy(Sig + ((size_t)k * R1 + a) * pp, Sig + (size_t)k * R1 * pp, pp * sizeof *Sig);
-        for (int q = 0; q < Q; q++)
-            pi[(size_t)k * Q + q] = W0[k * R + q % R] / R1; /* q = a R + r */
+    for (int k = 0; rc == FK_OK && k < K; k++) {
+        rc = fk_fedgmm_init_x(d->X + (size_t)k * n * p, n, p, R1, c->restarts, seed, k,
+                              mu + (size_t)k * R1 * p, Sig + (size_t)k * R1 * pp, err);
+        fk_fedgmm_pi_init(W0 + (size_t)k * R, R, R1, pi + (size_t)k * Q);
     }
-    if (rc == FK_OK) {
-        fk_rng g;
-        fk_rng_init(&g, seed, FK_MOR_ALIGN_STREAM + 1);
-        rc = fk_gmm_align(tmu, K, R1, p, c->B, &g, perm, err);
-    }
-    for (int k = 0; rc == FK_OK && k < K; k++)
-        for (int a = 0; a < R1; a++)
-            memcpy(mu + ((size_t)k * R1 + a) * p, tmu + ((size_t)k * R1 + perm[k * R1 + a]) * p,
-                   (size_t)p * sizeof *mu);
+    if (rc == FK_OK)
+        rc = fk_fedgmm_align_x(mu, K, R1, p, c->B, seed, err);
     if (rc == FK_OK)
         memcpy(theta, M0, (size_t)K * Rp * sizeof *theta);
     for (int t = 1; rc == FK_OK && t <= rounds; t++) {
-        for (int k = 0; rc == FK_OK && k < K; k++) {
-            const double *X = d->X + (size_t)k * n * p, *y = d->y + (size_t)k * n;
-            double *pk = pi + (size_t)k * Q;
-            for (int a = 0; rc == FK_OK && a < R1; a++) { /* ln N(x_i; mu_a, Sigma_a) */
-                double ld;
-                if (chol_logdet(Sig + ((size_t)k * R1 + a) * pp, p, L, &ld)) {
-                    rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: x-covariance not positive definite");
-                    break;
-                }
-                const double *m = mu + ((size_t)k * R1 + a) * p;
-                for (size_t i = 0; i < n; i++)
-                    for (int j = 0; j < p; j++)
-                        Z[i * p + j] = X[i * p + j] - m[j];
-                cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, (int)n,
-                            p, 1.0, L, p, Z, p);
-                for (size_t i = 0; i < n; i++)
-                    LX[i * R1 + a] = -0.5 * (cblas_ddot(p, Z + i * p, 1, Z + i * p, 1) + ld + p * LN_2PI);
-            }
-            if (rc)
-                break;
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, R, p, 1.0, X, p,
-                        theta + (size_t)k * Rp, p, 0.0, s->E, R);
-            double lp[Q];
-            for (int q = 0; q < Q; q++)
-                lp[q] = pk[q] > 0 ? log(pk[q]) : -INFINITY;
-            for (size_t i = 0; i < n; i++) { /* joint posterior over (a, r) */
-                double *g = GG + i * Q, mx = -INFINITY, sm = 0.0;
-                for (int a = 0; a < R1; a++)
-                    for (int r = 0; r < R; r++) {
-                        double e = y[i] - s->E[i * R + r];
-                        g[a * R + r] = lp[a * R + r] + LX[i * R1 + a] - 0.5 * e * e;
-                        mx = g[a * R + r] > mx ? g[a * R + r] : mx;
-                    }
-                for (int q = 0; q < Q; q++) {
-                    g[q] = exp(g[q] - mx);
-                    sm += g[q];
-                }
-                for (int q = 0; q < Q; q++)
-                    g[q] /= sm;
-            }
-            for (int q = 0; q < Q; q++)
-                pk[q] = 0.0;
-            for (size_t i = 0; i < n; i++) {
-                for (int q = 0; q < Q; q++)
-                    pk[q] += GG[i * Q + q] / (double)n;
-                for (int a = 0; a < R1; a++) {
-                    double u = 0.0;
-                    for (int r = 0; r < R; r++)
-                        u += GG[i * Q + a * R + r];
-                    U[i * R1 + a] = u;
-                }
-                for (int r = 0; r < R; r++) {
-                    double v = 0.0;
-                    for (int a = 0; a < R1; a++)
-                        v += GG[i * Q + a * R + r];
-                    s->G[i * R + r] = v;
-                }
-            }
-            for (int a = 0; a < R1; a++) { /* local x-means and covariances */
-                double ua = 0.0, *m = mu + ((size_t)k * R1 + a) * p;
-                for (size_t i = 0; i < n; i++)
-                    ua += U[i * R1 + a];
-                ua = fmax(ua, 1e-10 * (double)n);
-                for (int j = 0; j < p; j++)
-                    m[j] = 0.0;
-                for (size_t i = 0; i < n; i++)
-                    for (int j = 0; j < p; j++)
-                        m[j] += U[i * R1 + a] * X[i * p + j] / ua;
-                for (size_t i = 0; i < n; i++) {
-                    double sq = sqrt(U[i * R1 + a] / ua);
-                    for (int j = 0; j < p; j++)
-                        Z[i * p + j] = sq * (X[i * p + j] - m[j]);
-                }
-                double *S = Sig + ((size_t)k * R1 + a) * pp;
-                cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, p, (int)n, 1.0, Z, p, 0.0, S, p);
-                for (int i = 0; i < p; i++)
-                    for (int j = 0; j < i; j++)
-                        S[i * p + j] = S[j * p + i];
-            }
-            for (int r = 0; rc == FK_OK && r < R; r++)
-                if (fk_mor_wls(X, y, n, p, s->G, R, r, 1e-5, loc + (size_t)k * Rp + (size_t)r * p, s->A, s->B))
-                    rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: singular least squares");
-        }
+        for (int k = 0; rc == FK_OK && k < K; k++)
+            rc = fk_fedgmm_local(d->X + (size_t)k * n * p, d->y + (size_t)k * n, n, p, R, R1,
+                                 theta + (size_t)k * Rp, pi + (size_t)k * Q,
+                                 mu + (size_t)k * R1 * p, Sig + (size_t)k * R1 * pp,
+                                 loc + (size_t)k * Rp, s, &g, err);
         if (rc)
             break;
-        /* server: mass-weighted x-means, averaged covariances and coefficients */
-        memset(mbar, 0, (size_t)R1 * p * sizeof *mbar);
-        memset(sbar, 0, (size_t)R1 * pp * sizeof *sbar);
-        memset(tbar, 0, Rp * sizeof *tbar);
-        memset(mass, 0, (size_t)R1 * sizeof *mass);
-        for (int k = 0; k < K; k++) {
-            for (int a = 0; a < R1; a++) {
-                double m = 0.0;
-                for (int r = 0; r < R; r++)
-                    m += pi[(size_t)k * Q + a * R + r];
-                mass[a] += m;
-                for (int j = 0; j < p; j++)
-                    mbar[a * p + j] += m * mu[((size_t)k * R1 + a) * p + j];
-                const double *S = Sig + ((size_t)k * R1 + (c->cov_first ? 0 : a)) * pp;
-                for (size_t q = 0; q < pp; q++)
-                    sbar[a * pp + q] += S[q] / K;
-            }
-            for (size_t i = 0; i < Rp; i++)
-                tbar[i] += loc[(size_t)k * Rp + i] / K;
-        }
-        for (int a = 0; a < R1; a++)
-            for (int j = 0; j < p; j++)
-                mbar[a * p + j] /= fmax(mass[a], 1e-300);
+        fk_fedgmm_average(K, R, R1, p, pi, mu, Sig, loc, c->cov_first, mbar, sbar, tbar);
         for (int k = 0; k < K; k++) {
             memcpy(mu + (size_t)k * R1 * p, mbar, (size_t)R1 * p * sizeof *mu);
             memcpy(Sig + (size_t)k * R1 * pp, sbar, (size_t)R1 * pp * sizeof *Sig);
@@ -364,28 +220,15 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
             rc = fk_err_set(err, FK_ENUMERIC, "mor fedgmm: estimates became non-finite in round %d", t);
     }
     for (int k = 0; rc == FK_OK && k < K; k++)
-        for (int r = 0; r < R; r++) {
-            double a = 0.0;
-            for (int b = 0; b < R1; b++)
-                a += pi[(size_t)k * Q + b * R + r];
-            w[k * R + r] = a;
-        }
+        fk_fedgmm_weights(pi + (size_t)k * Q, R, R1, w + (size_t)k * R);
+    fk_fedgmm_ws_close(&g);
     free(mu);
     free(Sig);
     free(pi);
-    free(L);
-    free(Z);
-    free(LX);
-    free(GG);
-    free(U);
     free(loc);
-    free(wk);
     free(mbar);
     free(sbar);
     free(tbar);
-    free(mass);
-    free(perm);
-    free(tmu);
     return rc;
 }
 

@@ -25,10 +25,7 @@ int fk_pooled_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen
     (void)round;
     (void)rng;
     (void)err;
-    const fk_pooled_head *h = srv;
-    for (int k = 0; k < h->K; k++)
-        chosen[k] = k;
-    *n_chosen = h->K;
+    fk_plan_every_client(((const fk_pooled_head *)srv)->K, chosen, n_chosen);
     return FK_OK;
 }
 

@@ -23,6 +23,7 @@ const fk_method *const fk_methods[] = {
     &fk_method_local_grem_mor,
     &fk_method_pooled_grem_mor,
     &fk_method_pooled_em_mor,
+    &fk_method_fedgmm_mor,
     NULL,
 };
 
@@ -46,6 +47,13 @@ double fk_report_mean(const fk_update *ups, int n, size_t field)
         }
     }
     return w > 0 ? sum / w : NAN;
+}
+
+void fk_plan_every_client(int K, int *chosen, int *n_chosen)
+{
+    for (int k = 0; k < K; k++)
+        chosen[k] = k;
+    *n_chosen = K;
 }
 
 const fk_method *fk_method_find(const char *name, fk_err *err)

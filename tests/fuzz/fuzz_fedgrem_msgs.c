@@ -132,6 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         feed(&fk_method_pooled_grem_mor, &b); /* the server's summed MoR step */
         feed(&fk_method_pooled_em, &b);       /* summed EEE statistics, seeds, checkpoints */
         feed(&fk_method_pooled_em_mor, &b);   /* summed least-squares statistics */
+        feed(&fk_method_fedgmm_mor, &b);      /* x-moments, coefficients, client pi */
     }
     fk_bundle_close(&b);
     return 0;
