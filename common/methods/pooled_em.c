@@ -32,7 +32,8 @@ static const double EM_TOL = 1e-5; /* Local-EM's relative log-likelihood toleran
 /* ---------------- server ---------------- */
 
 typedef struct psrv {
-    fk_pooled_head h; /* first: fk_pooled_plan reads it; op: G_SUMS, G_SCATTER, G_MAIN */
+    /* first (fk_pooled_srv_new, fk_pooled_plan rely on it); op: G_SUMS, G_SCATTER, G_MAIN */
+    fk_pooled_head h;
     int regularised;
     /* per job: nk (K), mean (p), xtx (p x p); per restart s: stage, ncent, iters, ll, ll_old
      * (S each), C (S x R x p: seeds, Lloyd centres, then the EM means), w (S x R), sigma and
@@ -88,15 +89,7 @@ static int srv_alloc(psrv *s, int p, fk_err *err)
 
 static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
-    psrv *s = calloc(1, sizeof *s);
-    if (!s)
-        return fk_err_set(err, FK_ENOMEM, "pooled-em server: out of memory");
-    int rc = fk_pooled_head_init(&s->h, p, n_clients, seed, err);
-    if (rc)
-        free(s);
-    else
-        *out = s;
-    return rc;
+    return fk_pooled_srv_new(out, sizeof(psrv), p, n_clients, seed, err);
 }
 
 static void srv_close(void *v)

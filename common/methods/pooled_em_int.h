@@ -29,9 +29,10 @@ typedef struct fk_pooled_arr {
     size_t len;
 } fk_pooled_arr;
 
-/* R and restarts from the job's parameters. */
-int fk_pooled_head_init(fk_pooled_head *h, const fk_params *p, int n_clients, uint64_t seed,
-                        fk_err *err);
+/* A zeroed server state of `size` bytes whose first member is its head, the head filled from
+ * the job's parameters (R, restarts). */
+int fk_pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients,
+                      uint64_t seed, fk_err *err);
 /* The plan op of both tables (their server state starts with its head): sums need every
  * client, so all of them, every round. */
 int fk_pooled_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);

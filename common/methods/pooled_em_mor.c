@@ -33,7 +33,8 @@ enum { MOR_CAP = 1000 };
 /* ---------------- server ---------------- */
 
 typedef struct msrv {
-    fk_pooled_head h; /* first: fk_pooled_plan reads it; op 1 once partitions are summed */
+    /* first (fk_pooled_srv_new, fk_pooled_plan rely on it); op 1 once partitions are summed */
+    fk_pooled_head h;
     /* per restart: stage, iters, ll, ll_old (S); th (S x R x p), w, s2 (S x R) */
     double *stage, *iters, *ll, *ll_old, *th, *w, *s2;
     double *A, *b, *nr, *c, *work; /* summed statistics of one restart, factor work space */
@@ -86,15 +87,7 @@ static int msrv_alloc(msrv *s, int p, fk_err *err)
 
 static int msrv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
-    msrv *s = calloc(1, sizeof *s);
-    if (!s)
-        return fk_err_set(err, FK_ENOMEM, "pooled-em-mor server: out of memory");
-    int rc = fk_pooled_head_init(&s->h, p, n_clients, seed, err);
-    if (rc)
-        free(s);
-    else
-        *out = s;
-    return rc;
+    return fk_pooled_srv_new(out, sizeof(msrv), p, n_clients, seed, err);
 }
 
 static void msrv_close(void *v)

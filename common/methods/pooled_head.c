@@ -9,14 +9,18 @@
 #include "common/methods/gmm.h"
 #include "common/methods/pooled_em_int.h"
 
-int fk_pooled_head_init(fk_pooled_head *h, const fk_params *p, int n_clients, uint64_t seed,
-                        fk_err *err)
+int fk_pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients,
+                      uint64_t seed, fk_err *err)
 {
     fk_fedgrem_cfg c;
     int rc = fk_fedgrem_cfg_parse(&c, p, err);
     if (rc)
         return rc;
+    fk_pooled_head *h = calloc(1, size);
+    if (!h)
+        return fk_err_set(err, FK_ENOMEM, "pooled server: out of memory");
     *h = (fk_pooled_head){.K = n_clients, .R = c.R, .S = c.restarts, .seed = seed};
+    *out = h;
     return FK_OK;
 }
 
