@@ -18,7 +18,9 @@ typedef struct sim_entry {
 static const sim_entry sims[] = {
     {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
     {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
-    {"fedgrem-mor", "the *-mor job types (fedgrem, fedem, local-em, local-grem, pooled-grem, pooled-em, fedgmm) on the mixture-of-regressions design",
+    {"fedgrem-mor",
+     "the *-mor job types (fedgrem, fedem, local-em, local-grem, pooled-grem, pooled-em, "
+     "fedgmm) on the mixture-of-regressions design",
      fk_sim_fedgrem_mor_jobs},
     {NULL, NULL, NULL},
 };
