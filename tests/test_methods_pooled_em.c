@@ -123,6 +123,32 @@ static void dropouts_only_delay(void **state)
     drop(&f);
 }
 
+/* A client that stops answering does not keep the job waiting to its last round: after
+ * max_repeats incomplete rounds in a row the job fails with one clear error. */
+static void gone_client_ends_the_job(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 4, 0);
+    fk_params p;
+    params(&p, "2");
+    fk_params_set(&p, "max_repeats", "5");
+    fk_sim_opts o = {.rounds = 1000, .seed = 2, .drop = 0.6}; /* all 10 arrive: 1 round in 10^4 */
+    fk_bundle m;
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_pooled_em, &p, f.tasks, K, &o, &m, NULL, &err),
+                     FK_ESTATE);
+    print_message("%s\n", err.msg);
+    assert_non_null(strstr(err.msg, "6 rounds in a row lacked a client"));
+    assert_non_null(strstr(err.msg, "max_repeats (5)"));
+    fk_params_set(&p, "max_repeats", "-1");
+    assert_int_not_equal(fk_sim_run(&fk_method_pooled_em, &p, f.tasks, K, &o, &m, NULL, &err),
+                         FK_OK);
+    assert_non_null(strstr(err.msg, "max_repeats"));
+    fk_params_close(&p);
+    drop(&f);
+}
+
 /* Checkpoint mid-seeding and mid-Lloyd, restore into fresh states, finish: same model as
  * uninterrupted and as the simulator; the clients score it (mis-clustering of true labels). */
 static void save_load_round_trip(void **state)
@@ -285,6 +311,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_centralised_fit),
         cmocka_unit_test(dropouts_only_delay),
+        cmocka_unit_test(gone_client_ends_the_job),
         cmocka_unit_test(save_load_round_trip),
         cmocka_unit_test(unfinished_model),
         cmocka_unit_test(bad_input),

@@ -364,10 +364,8 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
     int rc = check_updates(s, ups, n, err);
     if (rc)
         return fk_err_prefix(err, "round %d: ", round);
-    if (n < s->h.K) { /* pooled sums need every client: the same step again next round */
-        s->h.repeats++;
-        return FK_OK;
-    }
+    if ((rc = fk_pooled_incomplete(&s->h, n, round, "pooled-em", err)))
+        return rc < 0 ? rc : FK_OK; /* sums need every client: the same step next round */
     fk_rng rng;
     fk_rng_init(&rng, s->h.seed, PICK_STREAM + (uint64_t)s->h.tick);
     if (s->h.op == G_SUMS) {

@@ -18,6 +18,7 @@ enum { CLIENT_BITS = 24 };                        /* client index bits in a stre
  * for a missing client, and the pooled sample count. */
 typedef struct fk_pooled_head {
     int K, R, S, p, op, tick, repeats;
+    int streak, max_repeats; /* incomplete rounds in a row, and how many end the job */
     uint64_t seed;
     double N;
 } fk_pooled_head;
@@ -30,7 +31,7 @@ typedef struct fk_pooled_arr {
 } fk_pooled_arr;
 
 /* A zeroed server state of `size` bytes whose first member is its head, the head filled from
- * the job's parameters (R, restarts). */
+ * the job's parameters (R, restarts, max_repeats). */
 int fk_pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients,
                       uint64_t seed, fk_err *err);
 /* The plan op of both tables (their server state starts with its head): sums need every
@@ -38,6 +39,10 @@ int fk_pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients
 int fk_pooled_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
 /* A task's op and tick, for a client of this job. */
 int fk_pooled_task_head(const fk_pooled_head *h, int client, fk_bundle *out, fk_err *err);
+/* After a round's updates (n of K) are checked: 0 when all arrived; 1 when some are missing
+ * and the step is to be repeated; FK_ESTATE once more than max_repeats rounds in a row lacked
+ * a client (a client that is gone would otherwise keep the job waiting to its last round). */
+int fk_pooled_incomplete(fk_pooled_head *h, int n, int round, const char *method, fk_err *err);
 /* Updates from this job's clients, each at most once, in client order. */
 int fk_pooled_check_clients(const fk_pooled_head *h, const fk_update *ups, int n, fk_err *err);
 /* The head and, once op > 0, the arrays into a checkpoint. */

@@ -236,10 +236,8 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     int rc = mcheck_updates(s, ups, n, err);
     if (rc)
         return fk_err_prefix(err, "round %d: ", round);
-    if (n < s->h.K) { /* pooled sums need every client: the same step again next round */
-        s->h.repeats++;
-        return FK_OK;
-    }
+    if ((rc = fk_pooled_incomplete(&s->h, n, round, "pooled-em-mor", err)))
+        return rc < 0 ? rc : FK_OK; /* sums need every client: the same step next round */
     if (!s->h.op) { /* the random partitions' M-step */
         if ((rc = msrv_alloc(s, (int)fk_bundle_get(&ups[0].msg, "b")->shape[2], err)))
             return rc;

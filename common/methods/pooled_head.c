@@ -13,13 +13,17 @@ int fk_pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients
                       uint64_t seed, fk_err *err)
 {
     fk_fedgrem_cfg c;
+    long maxrep;
     int rc = fk_fedgrem_cfg_parse(&c, p, err);
+    if (!rc)
+        rc = fk_params_int(p, "max_repeats", 20, 0, 1000000, &maxrep, err);
     if (rc)
         return rc;
     fk_pooled_head *h = calloc(1, size);
     if (!h)
         return fk_err_set(err, FK_ENOMEM, "pooled server: out of memory");
-    *h = (fk_pooled_head){.K = n_clients, .R = c.R, .S = c.restarts, .seed = seed};
+    *h = (fk_pooled_head){.K = n_clients, .R = c.R, .S = c.restarts, .seed = seed,
+                          .max_repeats = (int)maxrep};
     *out = h;
     return FK_OK;
 }
@@ -42,6 +46,22 @@ int fk_pooled_task_head(const fk_pooled_head *h, int client, fk_bundle *out, fk_
     return FK_OK;
 }
 
+int fk_pooled_incomplete(fk_pooled_head *h, int n, int round, const char *method, fk_err *err)
+{
+    if (n == h->K) {
+        h->streak = 0;
+        return 0;
+    }
+    h->repeats++;
+    if (++h->streak <= h->max_repeats)
+        return 1;
+    return fk_err_set(err, FK_ESTATE,
+                      "round %d: %d rounds in a row lacked a client (%d of %d answered this "
+                      "time); %s sums every client's statistics, so restart the missing "
+                      "clients and resubmit, or raise max_repeats (%d)",
+                      round, h->streak, n, h->K, method, h->max_repeats);
+}
+
 int fk_pooled_check_clients(const fk_pooled_head *h, const fk_update *ups, int n, fk_err *err)
 {
     for (int i = 0; i < n; i++)
@@ -53,13 +73,14 @@ int fk_pooled_check_clients(const fk_pooled_head *h, const fk_update *ups, int n
     return FK_OK;
 }
 
-static const char *const HEAD_NAMES[] = {"K", "R", "restarts", "p", "op", "tick", "repeats"};
+static const char *const HEAD_NAMES[] = {"K",    "R",       "restarts", "p",
+                                         "op",   "tick",    "repeats",  "streak"};
 enum { N_HEAD = sizeof HEAD_NAMES / sizeof *HEAD_NAMES };
 
 int fk_pooled_save(const fk_pooled_head *h, const fk_pooled_arr *a, int n_arr, fk_bundle *out,
                    fk_err *err)
 {
-    const int vals[N_HEAD] = {h->K, h->R, h->S, h->p, h->op, h->tick, h->repeats};
+    const int vals[N_HEAD] = {h->K, h->R, h->S, h->p, h->op, h->tick, h->repeats, h->streak};
     int rc = fk_bundle_put_scalar(out, "N", h->N);
     for (int i = 0; !rc && i < N_HEAD; i++)
         rc = fk_bundle_put_scalar(out, HEAD_NAMES[i], vals[i]);
@@ -72,7 +93,8 @@ int fk_pooled_load_head(const fk_pooled_head *h, const fk_bundle *in, int max_op
                         fk_pooled_head *got, fk_err *err)
 {
     int v[N_HEAD];
-    const double hi[N_HEAD] = {INT_MAX, INT_MAX, INT_MAX, FK_GMM_MAX_P, max_op, INT_MAX, INT_MAX};
+    const double hi[N_HEAD] = {INT_MAX, INT_MAX, INT_MAX, FK_GMM_MAX_P,
+                               max_op,  INT_MAX, INT_MAX, INT_MAX};
     double N;
     int rc = fk_fedgrem_take_scalar(in, "N", 0, FK_GMM_MAX_ABS, "checkpoint", &N, err);
     for (int i = 0; !rc && i < N_HEAD; i++)
@@ -80,7 +102,8 @@ int fk_pooled_load_head(const fk_pooled_head *h, const fk_bundle *in, int max_op
     if (rc)
         return rc;
     *got = (fk_pooled_head){.K = v[0], .R = v[1], .S = v[2], .p = v[3], .op = v[4], .tick = v[5],
-                            .repeats = v[6], .seed = h->seed, .N = N};
+                            .repeats = v[6], .streak = v[7], .max_repeats = h->max_repeats,
+                            .seed = h->seed, .N = N};
     if (got->K != h->K || got->R != h->R || got->S != h->S)
         return fk_err_set(err, FK_EINVAL,
                           "checkpoint is for K=%d, R=%d, restarts=%d but this job has K=%d, R=%d, "
