@@ -15,7 +15,6 @@
 #include "common/methods/pooled_em.h"
 
 #include <cblas.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
