@@ -108,15 +108,21 @@ static int joint_p(const double *X, size_t n, int d, double perp, double *P, dou
     return FK_OK;
 }
 
-/* Y ~ N(0, 1e-4 I) from the seed, gains 1. */
+/* Y = 1e-4 * N(0, I) from the seed (Rtsne's randn() * .0001), gains 1. */
 static void init_y(fk_mat *Y, uint64_t seed, double *gain)
 {
     fk_rng rng;
     fk_rng_init(&rng, seed, 0x74736e6500000000ULL);
     for (size_t i = 0; i < Y->rows * Y->cols; i++) {
-        Y->data[i] = 1e-2 * fk_rng_normal(&rng);
+        Y->data[i] = 1e-4 * fk_rng_normal(&rng);
         gain[i] = 1.0;
     }
+}
+
+/* Rtsne's sign(): 0 has its own sign, so every gain grows on the first step. */
+static int sign3(double x)
+{
+    return (x > 0.0) - (x < 0.0);
 }
 
 /* One Rtsne update: adaptive gains (floor 0.01), momentum, re-centring. */
@@ -126,7 +132,7 @@ static void step(fk_mat *Y, const double *G, double *U, double *gain, double mom
     double mean[m];
     memset(mean, 0, sizeof mean);
     for (size_t i = 0; i < n * m; i++) {
-        int flip = (G[i] > 0) != (U[i] > 0);
+        int flip = sign3(G[i]) != sign3(U[i]);
         gain[i] = flip ? gain[i] + 0.2 : gain[i] * 0.8;
         if (gain[i] < 0.01)
             gain[i] = 0.01;

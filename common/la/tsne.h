@@ -5,8 +5,8 @@
  * theta = 0: exact dense path (O(N^2) memory, N up to ~10^4).
  * theta > 0: Rtsne's Barnes-Hut path: blockwise exact kNN, sparse symmetric P,
  * repulsion through a 2^dims-ary space-partitioning tree (sptree.h); memory
- * O(N k), so all 70,000 Fashion-MNIST images fit. Like Rtsne, the Barnes-Hut
- * gradient omits the factor 4 of the exact one (the dense path keeps it). */
+ * O(N k), so all 70,000 Fashion-MNIST images fit. Both paths use Rtsne's
+ * gradient, which omits the paper's factor 4, and its start Y = 1e-4 N(0, I). */
 #ifndef FK_TSNE_H
 #define FK_TSNE_H
 

@@ -179,7 +179,7 @@ static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
     size_t n = ds->X.rows;
     char key[FK_MAT_CACHE_KEY], dir[4000], path[4200];
     snprintf(key, sizeof key,
-             "fedkern t-SNE v1 fashion-mnist pca50 normalize_max n=%zu dims=%d perp=%g iters=%d "
+             "fedkern t-SNE v2 fashion-mnist pca50 normalize_max n=%zu dims=%d perp=%g iters=%d "
              "lr=%g exag=%g exag_iters=%d theta=%g seed=%llu",
              n, o.dims, o.perplexity, o.iters, o.lr, o.exag, o.exag_iters, o.theta,
              (unsigned long long)o.seed);
