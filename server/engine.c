@@ -644,6 +644,8 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
         j->m = (e->o.find ? e->o.find : fk_method_find)(j->conf.method, err);
         if (!j->m)
             rc = err ? err->code : FK_ENOTFOUND;
+        else
+            fk_jobconf_set_method(&j->conf, j->m);
     }
     if (rc) {
         job_free(j);
@@ -1076,6 +1078,9 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     fk_jobconf conf;
     fk_err ignore;
     if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK) {
+        const fk_method *m = (e->o.find ? e->o.find : fk_method_find)(conf.method, &ignore);
+        if (m)
+            fk_jobconf_set_method(&conf, m);
         snprintf(s->name, sizeof s->name, "%s", conf.name);
         s->rounds = conf.rounds;
     }

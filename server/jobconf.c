@@ -160,7 +160,7 @@ static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
 {
     const fk_params *p = &c->params;
     long rounds, retries;
-    int rc = fk_params_int(p, "rounds", 10, 1, 1000000, &rounds, err);
+    int rc = fk_params_int(p, "rounds", FK_DEFAULT_ROUNDS, 1, 1000000, &rounds, err);
     if (!rc)
         rc = fk_params_u64(p, "seed", 1, &c->seed, err);
     if (!rc)
@@ -215,6 +215,12 @@ int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err
     if (rc)
         fk_err_prefix(err, "%s: ", origin);
     return rc;
+}
+
+void fk_jobconf_set_method(fk_jobconf *c, const fk_method *m)
+{
+    if (!fk_params_get(&c->params, "rounds"))
+        c->rounds = fk_method_default_rounds(m, &c->params);
 }
 
 void fk_jobconf_close(fk_jobconf *c)

@@ -10,6 +10,7 @@
 
 #include "common/base/params.h"
 #include "common/methods/aggregate.h"
+#include "common/methods/method.h"
 
 /* Most clients one job may list, ranges expanded (parse fails with FK_ELIMIT beyond):
  * bounds the memory and time a submitted config can cost the server. */
@@ -19,7 +20,7 @@ typedef struct fk_jobconf {
     char method[64];   /* method = fedrf-tca            (required) */
     char dataset[64];  /* dataset = NAME the clients hold (required) */
     char name[64];     /* name = label for humans        (default: the method) */
-    int rounds;        /* rounds = R                      (default 10) */
+    int rounds;        /* rounds = R       (default 10; fk_jobconf_set_method: the method's) */
     uint64_t seed;     /* seed = S                        (default 1) */
     double sampling;   /* sampling = fraction of clients the method samples per round, NaN if unset */
     double quorum;     /* quorum = fraction of a phase's planned clients needed at the deadline (0.5) */
@@ -37,6 +38,9 @@ typedef struct fk_jobconf {
  * be closed even on failure. */
 int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err *err);
 void fk_jobconf_close(fk_jobconf *c);
+/* Once the job's method is known: a config without `rounds` gets the method's budget
+ * (fk_method_default_rounds), e.g. as many rounds as pooled-em can need. */
+void fk_jobconf_set_method(fk_jobconf *c, const fk_method *m);
 
 /* Updates needed to close a phase of `planned` clients at its deadline (>= 1). */
 int fk_jobconf_quorum(const fk_jobconf *c, int planned);

@@ -23,6 +23,7 @@
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
 #include "common/la/rng.h"
+#include "common/methods/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -373,10 +374,12 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     }
     long rounds;
     uint64_t seed;
-    assert_int_equal(fk_params_int(&p, "rounds", 10, 1, 100000, &rounds, &err), FK_OK);
-    assert_int_equal(fk_params_u64(&p, "seed", 1, &seed, &err), FK_OK);
     const fk_method *m = fk_method_find(fk_params_get(&p, "method"), &err);
     assert_non_null(m);
+    assert_int_equal(fk_params_int(&p, "rounds", fk_method_default_rounds(m, &p), 1, 100000,
+                                   &rounds, &err),
+                     FK_OK);
+    assert_int_equal(fk_params_u64(&p, "seed", 1, &seed, &err), FK_OK);
     fk_sim_opts o = {.rounds = (int)rounds, .seed = seed};
     if (fk_sim_run(m, &p, data, K, &o, model, NULL, &err))
         fail_msg("sim: %s", err.msg);
@@ -411,13 +414,14 @@ static void fedrf_tca_daemons_match_sim(void **state)
 }
 
 /* pooled-em ends itself once every restart has converged: the job is done long before its
- * round budget, "converged", and equal to the simulation, which stops at the same round. */
+ * round budget (by default as many rounds as the fit can need), "converged", and equal to the
+ * simulation, which stops at the same round. */
 static void pooled_em_daemons_end_early(void **state)
 {
     env *e = *state;
     start_fleet(e);
     const char *text = "method = pooled-em\ndataset = gmm\nclients = c0, c1, c2, c3, c4, c5\n"
-                       "seed = 7\nrounds = 5000\nR = 3\nrestarts = 3\ndeadline = 30\n";
+                       "seed = 7\nR = 3\nrestarts = 3\ndeadline = 30\n";
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
@@ -427,7 +431,10 @@ static void pooled_em_daemons_end_early(void **state)
     const char *rd = strstr(out, "\"rounds_done\":");
     assert_non_null(rd);
     int done = atoi(rd + strlen("\"rounds_done\":"));
-    print_message("pooled-em finished after %d of 5000 rounds\n", done);
+    char budget[48];
+    snprintf(budget, sizeof budget, "\"rounds\":%d,", fk_pooled_em_rounds(3));
+    assert_non_null(strstr(out, budget)); /* no `rounds` key: the method's own budget */
+    print_message("pooled-em finished after %d of %d rounds\n", done, fk_pooled_em_rounds(3));
     assert_true(done > 4 && done < 1000);
     fk_bundle m;
     fetch_model(e, id, &m);

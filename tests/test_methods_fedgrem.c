@@ -9,6 +9,7 @@
 #include "common/methods/fedgrem.h"
 #include "common/methods/gmm.h"
 #include "common/methods/gmm_run.h"
+#include "tests/bundle_assert.h"
 #include "tests/support_gmm.h"
 #include "tests/support_ops.h"
 
@@ -246,6 +247,29 @@ static void deterministic(void **state)
     drop(&f);
 }
 
+/* Local-EM's fit is final after round 1, so the job ends there: the same model as one round. */
+static void local_em_ends_after_one_round(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 4, 1);
+    fk_params p;
+    fast_params(&p);
+    fk_sim_opts one = {.rounds = 1, .seed = 9}, ten = {.rounds = 10, .seed = 9};
+    fk_bundle a, b;
+    fk_sim_round last;
+    fk_err err;
+    const fk_method *m = &fk_method_local_em;
+    assert_int_equal(fk_sim_run(m, &p, f.tasks, 10, &one, &a, NULL, &err), FK_OK);
+    assert_int_equal(fk_sim_run(m, &p, f.tasks, 10, &ten, &b, &last, &err), FK_OK);
+    assert_int_equal(last.round, 1);
+    assert_bundles_equal(&a, &b);
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 /* Checkpoint after round 7, restore into fresh states, finish: same as uninterrupted. */
 static void save_load_round_trip(void **state)
 {
@@ -438,6 +462,7 @@ int main(void)
         cmocka_unit_test(lambda_zero_is_independent),
         cmocka_unit_test(huge_lambda_fuses_all_tasks),
         cmocka_unit_test(deterministic),
+        cmocka_unit_test(local_em_ends_after_one_round),
         cmocka_unit_test(save_load_round_trip),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(untrusted_messages_refused),

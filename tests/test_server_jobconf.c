@@ -79,6 +79,34 @@ static void defaults(void **state)
     fk_jobconf_close(&c);
 }
 
+static int twice_r(const fk_params *p)
+{
+    long R;
+    fk_err err;
+    return fk_params_int(p, "R", 4, 1, 100, &R, &err) ? 1 : 2 * (int)R;
+}
+
+/* Without `rounds` the method's max_rounds op sets the budget; a given `rounds` wins. */
+static void method_sets_default_rounds(void **state)
+{
+    (void)state;
+    const fk_method plain = {.name = "m"}, self_ending = {.name = "m", .max_rounds = twice_r};
+    fk_jobconf c;
+    fk_err err;
+    const char *text = "method = m\ndataset = d\nclients = a\nR = 7\n";
+    assert_int_equal(fk_jobconf_parse(&c, text, "j", &err), FK_OK);
+    fk_jobconf_set_method(&c, &plain);
+    assert_int_equal(c.rounds, FK_DEFAULT_ROUNDS);
+    fk_jobconf_set_method(&c, &self_ending);
+    assert_int_equal(c.rounds, 14);
+    fk_jobconf_close(&c);
+    text = "method = m\ndataset = d\nclients = a\nrounds = 3\n";
+    assert_int_equal(fk_jobconf_parse(&c, text, "j", &err), FK_OK);
+    fk_jobconf_set_method(&c, &self_ending);
+    assert_int_equal(c.rounds, 3);
+    fk_jobconf_close(&c);
+}
+
 /* Each bad config gives one error naming the file and the key. */
 static void errors_name_key(void **state)
 {
@@ -185,6 +213,7 @@ int main(void)
         cmocka_unit_test(full_config_parses),
         cmocka_unit_test(defaults),
         cmocka_unit_test(client_ranges),
+        cmocka_unit_test(method_sets_default_rounds),
         cmocka_unit_test(errors_name_key),
         cmocka_unit_test(client_limit),
         cmocka_unit_test(range_with_tail_is_one_identity),

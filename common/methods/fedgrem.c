@@ -575,6 +575,12 @@ int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
+int fk_fedgrem_srv_finished(void *v)
+{
+    const gsrv *s = v;
+    return s->variant == V_LOCAL_EM && s->init_done;
+}
+
 /* ---------------- client ---------------- */
 
 void fk_fedgrem_cli_close(void *v)

@@ -47,6 +47,8 @@ int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups
 int fk_fedgrem_srv_model(void *v, fk_bundle *out, fk_err *err);
 int fk_fedgrem_srv_save(void *v, fk_bundle *out, fk_err *err);
 int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err);
+/* Local-EM's fit is final after its first round; the other variants run all rounds. */
+int fk_fedgrem_srv_finished(void *v);
 
 /* --- client --- */
 typedef struct fk_fedgrem_cli {
@@ -111,6 +113,7 @@ int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err);
         .server_close = fk_fedgrem_srv_close, .plan = fk_fedgrem_srv_plan,                       \
         .task = fk_fedgrem_srv_task, .aggregate = fk_fedgrem_srv_aggregate,                     \
         .model = fk_fedgrem_srv_model, .save = fk_fedgrem_srv_save, .load = fk_fedgrem_srv_load, \
+        .finished = fk_fedgrem_srv_finished,                                                     \
         .client_init = cli_init_##SUFFIX, .client_close = fk_fedgrem_cli_close,                  \
         .local_step = STEP, .evaluate = EVALUATE, .client_save = fk_fedgrem_cli_save,            \
         .client_load = fk_fedgrem_cli_load,                                                      \

@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "common/methods/gmm.h"
-#include "common/methods/pooled_em.h"
 
 const char *const fk_gmm_methods[] = {"fedgrem",     "fedem",     "local-em", "local-grem",
                                       "tgmm",        "pooled-em", "pooled-grem", NULL};
@@ -41,14 +40,9 @@ int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks, 
     const fk_method *m = fk_method_find(method, err);
     if (!m)
         return FK_ENOTFOUND;
-    fk_sim_opts o = {.rounds = !strcmp(method, "local-em") ? 1 : rounds, .seed = seed,
+    /* a method that ends itself gets its own budget (pooled-em runs until it has converged) */
+    fk_sim_opts o = {.rounds = m->max_rounds ? m->max_rounds(p) : rounds, .seed = seed,
                      .progress = progress, .ctx = ctx};
-    if (m == &fk_method_pooled_em) { /* runs until every restart has converged */
-        long R;
-        if (fk_params_int(p, "R", 5, 1, 1000, &R, err))
-            return FK_EINVAL;
-        o.rounds = fk_pooled_em_rounds((int)R);
-    }
     fk_bundle model;
     int rc = fk_sim_run(m, p, tasks, K, &o, &model, NULL, err);
     if (rc)

@@ -69,6 +69,9 @@ typedef struct fk_method {
     /* Optional (NULL: the job runs all its rounds): 1 when the method has converged and
      * further rounds would change nothing, so the job ends after this round. */
     int (*finished)(void *srv);
+    /* Optional (NULL: FK_DEFAULT_ROUNDS): the rounds a job with these parameters needs at
+     * most when no round is repeated; the job's budget when its config sets no `rounds`. */
+    int (*max_rounds)(const fk_params *p);
 
     /* --- client side --- */
     int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data, int client,
@@ -81,6 +84,12 @@ typedef struct fk_method {
     int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
     int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
 } fk_method;
+
+/* Round budget of a job whose config sets no `rounds` and whose method has no max_rounds. */
+enum { FK_DEFAULT_ROUNDS = 10 };
+
+/* The round budget of a job of type m without `rounds`: max_rounds(p) or FK_DEFAULT_ROUNDS. */
+int fk_method_default_rounds(const fk_method *m, const fk_params *p);
 
 /* All job types, NULL-terminated. */
 extern const fk_method *const fk_methods[];

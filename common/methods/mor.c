@@ -257,7 +257,8 @@ static int run_ops(const fk_method *m, const fk_params *prm, const fk_mor_data *
                         given, d->R);
     if (!rc && !given && fk_params_set(&q, "R", rs))
         rc = fk_err_set(err, FK_ENOMEM, "mor: out of memory");
-    fk_sim_opts o = {.rounds = rounds, .seed = seed};
+    /* a method that ends itself gets its own budget (pooled-em-mor runs until converged) */
+    fk_sim_opts o = {.rounds = m->max_rounds ? m->max_rounds(&q) : rounds, .seed = seed};
     fk_bundle model;
     fk_bundle_init(&model);
     if (!rc)

@@ -501,6 +501,13 @@ static int mcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     return FK_OK;
 }
 
+/* The partitions' round, then at most MOR_CAP E-steps. */
+static int msrv_max_rounds(const fk_params *p)
+{
+    (void)p;
+    return 1 + MOR_CAP;
+}
+
 const fk_method fk_method_pooled_em_mor = {
     .name = "pooled-em-mor",
     .summary = "mixture-of-regressions EM (mixreg) on the union of all clients via summed "
@@ -514,6 +521,7 @@ const fk_method fk_method_pooled_em_mor = {
     .save = msrv_save,
     .load = msrv_load,
     .finished = msrv_finished,
+    .max_rounds = msrv_max_rounds,
     .client_init = mcli_init,
     .client_close = mcli_close,
     .local_step = mcli_step,

@@ -56,6 +56,11 @@ void fk_plan_every_client(int K, int *chosen, int *n_chosen)
     *n_chosen = K;
 }
 
+int fk_method_default_rounds(const fk_method *m, const fk_params *p)
+{
+    return m->max_rounds ? m->max_rounds(p) : FK_DEFAULT_ROUNDS;
+}
+
 const fk_method *fk_method_find(const char *name, fk_err *err)
 {
     char known[512] = "";
