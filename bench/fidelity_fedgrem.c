@@ -461,9 +461,10 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
                    "       [--fashion-clients 100] [--real-methods 7] [--skip-mor] [--mor-reps 3]\n\n"
                    "Paper cells: GMM simulation E_theta/E_w at h = 0, 1 (Tables 4-5 and the\n"
                    "spec's check run of the published R code), Pen-digits (Table 1, random\n"
-                   "clients) and Fashion-MNIST (Table 3, PCA-10 instead of t-SNE) mis-clustering\n"
-                   "for the paper's seven methods (--real-methods 3: FedGrEM, FedEM, Local-EM\n"
-                   "only), MoR simulation incl. FedGMM (Figure 3 trends, no printed numbers).\n"
+                   "clients) and Fashion-MNIST (Table 3; PCA-10 by default, t-SNE below)\n"
+                   "mis-clustering for the paper's seven methods (--real-methods 3: FedGrEM,\n"
+                   "FedEM, Local-EM only), MoR simulation incl. FedGMM (Figure 3 trends, no\n"
+                   "printed numbers).\n"
                    "--fashion-data fashion-mnist-tsne10: the paper's preprocessing, Barnes-Hut\n"
                    "t-SNE of all 70,000 images (long: minutes per 10 iterations), cached in\n"
                    "--cache-dir (default $XDG_CACHE_HOME/fedkern or ~/.cache/fedkern) keyed by\n"
@@ -475,8 +476,8 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
                    "--tsne-seed: seed of the t-SNE initialisation (cached per seed).\n"
                    "--tsne-seeds 1,2,3: run on each of these embeddings and add rows with\n"
                    "each method's mean over them (the FedGrEM eps=0 row carries the target).\n"
-                   "--full: all contamination levels (the paper\n"
-                   "uses --sim-reps 100 --real-reps 200).\n");
+                   "--full: all contamination levels (the paper uses --sim-reps 100\n"
+                   "--real-reps 200).\n");
             return 0;
         }
     fk_params p;
