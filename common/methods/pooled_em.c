@@ -492,6 +492,14 @@ static int srv_load(void *v, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
+/* fk_pooled_em_rounds of the job's R (5). */
+static int srv_max_rounds(const fk_params *p)
+{
+    long R;
+    fk_err ignore; /* a bad R fails server_init with its own message */
+    return fk_pooled_em_rounds(fk_params_int(p, "R", 5, 1, 1000, &R, &ignore) ? 1 : (int)R);
+}
+
 const fk_method fk_method_pooled_em = {
     .name = "pooled-em",
     .summary = "EEE Gaussian mixture (Local-EM) on the union of all clients via summed statistics",
@@ -504,7 +512,7 @@ const fk_method fk_method_pooled_em = {
     .save = srv_save,
     .load = srv_load,
     .finished = srv_finished,
-    .max_rounds = fk_pooled_em_max_rounds,
+    .max_rounds = srv_max_rounds,
     .client_init = fk_pooled_em_cli_init,
     .client_close = fk_pooled_em_cli_close,
     .local_step = fk_pooled_em_cli_step,
@@ -516,11 +524,4 @@ const fk_method fk_method_pooled_em = {
 int fk_pooled_em_rounds(int R)
 {
     return 2 + (R > 1 ? R - 1 : 0) + LLOYD_CAP + EM_CAP;
-}
-
-int fk_pooled_em_max_rounds(const fk_params *p)
-{
-    long R;
-    fk_err ignore; /* a bad R fails server_init with its own message */
-    return fk_pooled_em_rounds(fk_params_int(p, "R", 5, 1, 1000, &R, &ignore) ? 1 : (int)R);
 }

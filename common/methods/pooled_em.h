@@ -14,7 +14,5 @@ extern const fk_method fk_method_pooled_em;
 /* Rounds after which an R-component job has always finished (seeding, the Lloyd cap, the EM
  * cap), when no round is repeated for a missing client. */
 int fk_pooled_em_rounds(int R);
-/* The method's max_rounds op: fk_pooled_em_rounds of the job's R (default 5). */
-int fk_pooled_em_max_rounds(const fk_params *p);
 
 #endif
