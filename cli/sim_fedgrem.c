@@ -71,7 +71,8 @@ static void usage(FILE *out)
             "  --json            JSON lines\n"
             "method parameters: --c_eta 0.95 --kappa 0.1 --C 2 --lambda0 1 --central_passes 0\n"
             "  (2 = reference) --align_B 50 --restarts 10 --grem_step 0.1 --tgmm_lambda 0.4\n"
-            "  --fedem_weights n|uniform --step_guard 0\n");
+            "  --fedem_weights n|uniform --step_guard 0 --local_init kmeans|hc (Local-EM start:\n"
+            "  k-means++ restarts, or mclust's hierarchical VVV partition as in the paper)\n");
 }
 
 /* Every option this command or the mixture methods read. */
@@ -79,7 +80,7 @@ static const char *const KNOWN[] = {
     "method", "rounds", "reps", "seed", "K", "R", "p", "n", "h", "outliers", "outlier-text",
     "every", "json", "data", "data-dir", "clients", "contaminated", "c_eta", "kappa", "C",
     "lambda0", "central_passes", "align_B", "restarts", "grem_step", "tgmm_lambda",
-    "fedem_weights", "step_guard", "model", "out-coef", "fedgmm_R1", "fedgmm_cov", NULL};
+    "fedem_weights", "step_guard", "local_init", "model", "out-coef", "fedgmm_R1", "fedgmm_cov", NULL};
 
 static const char *unknown_option(const fk_params *p)
 {

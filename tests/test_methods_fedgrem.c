@@ -270,6 +270,41 @@ static void local_em_ends_after_one_round(void **state)
     drop(&f);
 }
 
+/* local_init hc: every client's Local-EM starts from mclust's hierarchical partition;
+ * FedGrEM from there fits the simulation; an unknown start or a MoR job is refused. */
+static void hierarchical_local_init(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 7, 1);
+    fk_params p;
+    fast_params(&p);
+    fk_params_set(&p, "local_init", "hc");
+    fk_gmm_result a, b;
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 3, NULL, NULL, &a, NULL), FK_OK);
+    assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 4, NULL, NULL, &b, NULL), FK_OK);
+    double et, ew;
+    fk_gmm_sim_errors(&a, f.th, f.w, 9, &et, &ew);
+    print_message("FedGrEM from the hierarchical start: E_theta %g, E_w %g\n", et, ew);
+    assert_true(et < 1.5 && ew < 0.2);
+    for (int k = 0; k < 9; k++) /* the start has no randomness; only alignment orders differ */
+        assert_true(fk_gmm_err_theta(a.theta + k * 50, b.theta + k * 50, 5, 10) < 1e-9);
+    fk_gmm_result_close(&a);
+    fk_gmm_result_close(&b);
+    fk_err err;
+    fk_params_set(&p, "local_init", "ward");
+    assert_int_not_equal(fk_gmm_run("local-em", &p, f.tasks, 10, 1, 1, NULL, NULL, &a, &err),
+                         FK_OK);
+    assert_non_null(strstr(err.msg, "local_init must be 'kmeans' or 'hc'"));
+    void *srv = NULL;
+    fk_params_set(&p, "local_init", "hc");
+    assert_int_not_equal(fk_method_fedgrem_mor.server_init(&srv, &p, 10, 1, &err), FK_OK);
+    assert_non_null(strstr(err.msg, "Gaussian mixtures only"));
+    assert_null(srv);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 /* Checkpoint after round 7, restore into fresh states, finish: same as uninterrupted. */
 static void save_load_round_trip(void **state)
 {
@@ -463,6 +498,7 @@ int main(void)
         cmocka_unit_test(huge_lambda_fuses_all_tasks),
         cmocka_unit_test(deterministic),
         cmocka_unit_test(local_em_ends_after_one_round),
+        cmocka_unit_test(hierarchical_local_init),
         cmocka_unit_test(save_load_round_trip),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(untrusted_messages_refused),

@@ -97,6 +97,10 @@ static void bad_input(void **state)
     d.n = 50;
     fk_params_set(&p, "fedgmm_cov", "some");
     assert_int_equal(fk_mor_run("fedgmm", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
+    fk_params_set(&p, "fedgmm_cov", "all");
+    fk_params_set(&p, "local_init", "hc"); /* the hierarchical start is for Gaussian mixtures */
+    assert_int_equal(fk_mor_run("local-em", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "Gaussian mixtures only"));
     fk_mor_data_close(&d);
     fk_params_close(&p);
 }

@@ -45,6 +45,9 @@ int fk_fedgrem_cfg_parse(fk_fedgrem_cfg *c, const fk_params *p, fk_err *err)
     const char *wts = fk_params_str(p, "fedem_weights", "n");
     if (!rc && strcmp(wts, "n") && strcmp(wts, "uniform"))
         rc = fk_err_set(err, FK_EINVAL, "fedem_weights must be 'n' or 'uniform' (got '%s')", wts);
+    const char *init = fk_params_str(p, "local_init", "kmeans");
+    if (!rc && strcmp(init, "kmeans") && strcmp(init, "hc"))
+        rc = fk_err_set(err, FK_EINVAL, "local_init must be 'kmeans' or 'hc' (got '%s')", init);
     if (rc)
         return rc;
     c->R = (int)R;
@@ -53,6 +56,7 @@ int fk_fedgrem_cfg_parse(fk_fedgrem_cfg *c, const fk_params *p, fk_err *err)
     c->passes = (int)passes;
     c->guard = (int)guard;
     c->uniform = !strcmp(wts, "uniform");
+    c->hc_init = !strcmp(init, "hc");
     return FK_OK;
 }
 
@@ -160,6 +164,10 @@ int fk_fedgrem_srv_init(void **out, const fk_params *p, int n_clients, uint64_t 
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "fedgrem server: out of memory");
     int rc = fk_fedgrem_cfg_parse(&s->c, p, err);
+    if (!rc && model == FK_FEDGREM_MOR && s->c.hc_init)
+        rc = fk_err_set(err, FK_EINVAL,
+                        "local_init hc starts Gaussian mixtures only; mixtures of regressions "
+                        "start from random partitions (drop local_init)");
     if (rc) {
         free(s);
         return rc;
@@ -705,7 +713,8 @@ static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *
     fk_rng rng;
     fk_rng_init(&rng, c->seed, INIT_STREAM + (uint64_t)c->k);
     fk_eee_fit f = {.w = c->W, .mu = c->M, .sigma = c->S};
-    int rc = fk_gmm_fit_eee(c->X, c->n, c->p, c->R, c->c.restarts, &rng, &f, err);
+    int rc = c->c.hc_init ? fk_gmm_fit_eee_hc(c->X, c->n, c->p, c->R, &f, err)
+                          : fk_gmm_fit_eee(c->X, c->n, c->p, c->R, c->c.restarts, &rng, &f, err);
     if (rc)
         return rc;
     if (f.regularised && !c->warned) {

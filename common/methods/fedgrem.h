@@ -16,7 +16,8 @@
  * with each client's permutation. Parameters (job config / --key value):
  *   R (5), c_eta (0.95), kappa (0.1), C (2), lambda0 (1), central_passes (0 =
  *   converge; 2 = reference), align_B (50), restarts (10), grem_step (0.1),
- *   tgmm_lambda (0.4), fedem_weights (n|uniform), step_guard (0). */
+ *   tgmm_lambda (0.4), fedem_weights (n|uniform), step_guard (0), local_init
+ *   (kmeans = k-means++ starts, `restarts` of them | hc = mclust's hierarchical start; GMM). */
 #ifndef FK_FEDGREM_H
 #define FK_FEDGREM_H
 

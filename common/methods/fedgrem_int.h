@@ -18,6 +18,7 @@ enum fk_fedgrem_model { FK_FEDGREM_GMM = 0, FK_FEDGREM_MOR = 1 };
 
 typedef struct fk_fedgrem_cfg {
     int R, B, restarts, passes, guard, uniform;
+    int hc_init; /* local_init = hc: mclust's hierarchical start instead of k-means++ */
     double c_eta, kappa, C, lambda0, step, tgmm;
 } fk_fedgrem_cfg;
 

@@ -8,6 +8,7 @@
 
 #include "common/la/hungarian.h"
 #include "common/la/vexp.h"
+#include "common/methods/gmm_hc.h"
 
 static const double LN_2PI = 1.8378770664093454836;
 
@@ -358,7 +359,22 @@ static int eee_em(eee_ws *s, const double *X, double *w, double *mu, double *sig
     return rc;
 }
 
-int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng,
+/* One-hot s->G from the hierarchical (mclust) partition of X into s->R clusters. */
+static int hc_start(eee_ws *s, const double *X, fk_err *err)
+{
+    int *lab = malloc(s->n * sizeof *lab);
+    if (!lab)
+        return fk_err_set(err, FK_ENOMEM, "EEE fit: out of memory (n=%zu)", s->n);
+    int rc = fk_gmm_hc_vvv(X, s->n, s->p, s->R, lab, err);
+    for (size_t i = 0; rc == FK_OK && i < s->n; i++)
+        for (int r = 0; r < s->R; r++)
+            s->G[i * (size_t)s->R + r] = lab[i] == r;
+    free(lab);
+    return rc;
+}
+
+/* Best of `restarts` EM runs, each from k-means++ (rng) or, with hc, the one hierarchical start. */
+static int fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng, int hc,
                    fk_eee_fit *out, fk_err *err)
 {
     if (R < 1 || p < 1)
@@ -397,7 +413,10 @@ int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng
     out->regularised = 0;
     int found = 0;
     for (int b = 0; b < restarts; b++) {
-        kmeans(&s, Xc, xsq, rng, C);
+        if (hc && (rc = hc_start(&s, Xc, err)) != FK_OK)
+            goto done;
+        if (!hc)
+            kmeans(&s, Xc, xsq, rng, C);
         double ll = -INFINITY;
         int iters = 0;
         if (eee_em(&s, Xc, w, mu, sg, &ll, &iters) != FK_OK || !(ll > out->loglik))
@@ -427,6 +446,17 @@ done:
     free(mu);
     free(sg);
     return rc;
+}
+
+int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng,
+                   fk_eee_fit *out, fk_err *err)
+{
+    return fit_eee(X, n, p, R, restarts, rng, 0, out, err);
+}
+
+int fk_gmm_fit_eee_hc(const double *X, size_t n, int p, int R, fk_eee_fit *out, fk_err *err)
+{
+    return fit_eee(X, n, p, R, 1, NULL, 1, out, err);
 }
 
 int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const double *mu,

@@ -47,6 +47,8 @@ typedef struct fk_eee_fit {
 
 int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng,
                    fk_eee_fit *out, fk_err *err);
+/* The same EM from one start: mclust's hierarchical partition (fk_gmm_hc_vvv). */
+int fk_gmm_fit_eee_hc(const double *X, size_t n, int p, int R, fk_eee_fit *out, fk_err *err);
 
 /* The EEE pieces the federated pooled-em job splits between server and clients. */
 /* Lower Cholesky factor of sigma (p x p) into chol; a singular or ill-conditioned sigma is
