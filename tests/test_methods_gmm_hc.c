@@ -226,6 +226,9 @@ static void bad_input(void **state)
     assert_non_null(strstr(err.msg, "3 samples cannot make 4 clusters"));
     assert_int_equal(fk_gmm_hc_vvv(X, 12, 2, 3, lab, &err), FK_ENUMERIC); /* constant data */
     assert_non_null(strstr(err.msg, "no variance"));
+    X[7] = NAN;
+    assert_int_equal(fk_gmm_hc_vvv(X, 12, 2, 3, lab, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "sample 3 feature 1 is not finite"));
     double *many = calloc((FK_GMM_HC_MAX_ROWS + 1), sizeof *many);
     assert_non_null(many);
     assert_int_equal(fk_gmm_hc_agglomerate(many, FK_GMM_HC_MAX_ROWS + 1, 1, 2, lab, &err),

@@ -209,8 +209,9 @@ static int svd_scores(const double *X, size_t n, int p, size_t step, size_t m, d
         for (int j = 0; j < p; j++)
             for (int k = k0; k < p; k++)
                 V[(size_t)j * *q + (k - k0)] = A[(size_t)j * p + k] / pow(ev[k], 0.25);
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, *q, p, 1.0, Xs, p, V, *q,
-                    0.0, Z, *q);
+        if (*q > 0)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, *q, p, 1.0, Xs, p, V,
+                        *q, 0.0, Z, *q);
     }
     free(mu);
     free(sd);
@@ -286,8 +287,14 @@ static int run(const double *Z, size_t n, int q, size_t step, size_t m, int G, i
     return rc;
 }
 
-static int check_args(size_t n, int p, int G, fk_err *err)
+static int check_args(const double *X, size_t n, int p, int G, fk_err *err)
 {
+    for (size_t i = 0; p >= 1 && p <= FK_GMM_HC_MAX_P && i < n * (size_t)p; i++)
+        if (!isfinite(X[i]))
+            return fk_err_set(err, FK_EINVAL,
+                              "hierarchical start: sample %zu feature %zu is not finite; remove "
+                              "or impute NaN/Inf values first",
+                              i / (size_t)p, i % (size_t)p);
     if (p < 1 || p > FK_GMM_HC_MAX_P)
         return fk_err_set(err, FK_EINVAL,
                           "hierarchical start: p = %d features; it supports 1..%d (use the "
@@ -303,7 +310,7 @@ static int check_args(size_t n, int p, int G, fk_err *err)
 
 int fk_gmm_hc_agglomerate(const double *Z, size_t n, int q, int G, int *labels, fk_err *err)
 {
-    int rc = check_args(n, q, G, err);
+    int rc = check_args(Z, n, q, G, err);
     if (!rc && n > FK_GMM_HC_MAX_ROWS)
         rc = fk_err_set(err, FK_EINVAL,
                         "hierarchical start: %zu rows; it agglomerates at most %d (use "
@@ -314,7 +321,7 @@ int fk_gmm_hc_agglomerate(const double *Z, size_t n, int q, int G, int *labels, 
 
 int fk_gmm_hc_vvv(const double *X, size_t n, int p, int G, int *labels, fk_err *err)
 {
-    int rc = check_args(n, p, G, err);
+    int rc = check_args(X, n, p, G, err);
     if (rc)
         return rc;
     size_t step = n > FK_GMM_HC_MAX_ROWS ? n / FK_GMM_HC_MAX_ROWS : 1;
