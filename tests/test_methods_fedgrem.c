@@ -299,7 +299,7 @@ static void hierarchical_local_init(void **state)
     void *srv = NULL;
     fk_params_set(&p, "local_init", "hc");
     assert_int_not_equal(fk_method_fedgrem_mor.server_init(&srv, &p, 10, 1, &err), FK_OK);
-    assert_non_null(strstr(err.msg, "Gaussian mixtures only"));
+    assert_non_null(strstr(err.msg, "not a start for mixtures of regressions"));
     assert_null(srv);
     fk_params_close(&p);
     drop(&f);

@@ -98,9 +98,9 @@ static void bad_input(void **state)
     fk_params_set(&p, "fedgmm_cov", "some");
     assert_int_equal(fk_mor_run("fedgmm", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
     fk_params_set(&p, "fedgmm_cov", "all");
-    fk_params_set(&p, "local_init", "hc"); /* the hierarchical start is for Gaussian mixtures */
+    fk_params_set(&p, "local_init", "hc"); /* MoR fits start from random partitions */
     assert_int_equal(fk_mor_run("local-em", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
-    assert_non_null(strstr(err.msg, "Gaussian mixtures only"));
+    assert_non_null(strstr(err.msg, "not a start for mixtures of regressions"));
     fk_mor_data_close(&d);
     fk_params_close(&p);
 }

@@ -11,6 +11,7 @@
 #include "common/la/hungarian.h"
 #include "common/methods/gmm.h"
 #include "common/methods/gmm_estep.h"
+#include "common/methods/mor_local.h"
 
 static const char *const VARIANT_NAME[] = {"fedgrem", "fedem",      "local-em",
                                            "local-grem", "tgmm", "pooled-grem"};
@@ -164,10 +165,8 @@ int fk_fedgrem_srv_init(void **out, const fk_params *p, int n_clients, uint64_t 
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "fedgrem server: out of memory");
     int rc = fk_fedgrem_cfg_parse(&s->c, p, err);
-    if (!rc && model == FK_FEDGREM_MOR && s->c.hc_init)
-        rc = fk_err_set(err, FK_EINVAL,
-                        "local_init hc starts Gaussian mixtures only; mixtures of regressions "
-                        "start from random partitions (drop local_init)");
+    if (!rc && model == FK_FEDGREM_MOR)
+        rc = fk_mor_check_local_init(fk_params_str(p, "local_init", "kmeans"), err);
     if (rc) {
         free(s);
         return rc;

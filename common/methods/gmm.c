@@ -431,7 +431,13 @@ static int fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng
                 out->mu[(size_t)r * p + j] = mu[(size_t)r * p + j] + m[j];
     }
     out->regularised = s.regularised;
-    if (!found)
+    if (!found && hc)
+        rc = fk_err_set(err, FK_ENUMERIC,
+                        "EEE fit from the hierarchical start failed (a component emptied or the "
+                        "covariance is degenerate) with n=%zu, p=%d, R=%d; try fewer components "
+                        "or local_init = kmeans",
+                        n, p, R);
+    else if (!found)
         rc = fk_err_set(err, FK_ENUMERIC,
                         "EEE fit: all %d restarts failed (a component emptied or the covariance "
                         "is degenerate) with n=%zu, p=%d, R=%d; try fewer components",

@@ -37,10 +37,8 @@ static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
     const char *cov = fk_params_str(p, "fedgmm_cov", "all");
     if (!rc && strcmp(cov, "all") && strcmp(cov, "first"))
         rc = fk_err_set(err, FK_EINVAL, "fedgmm_cov must be 'all' or 'first' (got '%s')", cov);
-    if (!rc && strcmp(fk_params_str(p, "local_init", "kmeans"), "kmeans"))
-        rc = fk_err_set(err, FK_EINVAL,
-                        "local_init hc starts Gaussian mixtures only; mixtures of regressions "
-                        "start from random partitions (drop local_init)");
+    if (!rc)
+        rc = fk_mor_check_local_init(fk_params_str(p, "local_init", "kmeans"), err);
     if (rc)
         return rc;
     c->B = (int)B;

@@ -102,6 +102,16 @@ int fk_mor_ws_open(fk_mor_ws *s, size_t n, int p, int R, fk_err *err)
 
 /* Mixture-of-regressions EM (spec 2.1, mixreg analogue): restarts from random hard
  * partitions, relative tolerance 1e-6, at most 1000 iterations, best log-likelihood kept. */
+int fk_mor_check_local_init(const char *local_init, fk_err *err)
+{
+    if (!strcmp(local_init, "kmeans"))
+        return FK_OK;
+    return fk_err_set(err, FK_EINVAL,
+                      "local_init '%s' is not a start for mixtures of regressions: they "
+                      "always start from random partitions (drop local_init)",
+                      local_init);
+}
+
 int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, int restarts,
                       fk_rng *rng, double *w, double *th, fk_mor_ws *s, fk_err *err)
 {

@@ -37,6 +37,10 @@ int fk_mor_solve(const double *A, const double *b, int p, double ridge, double *
 int fk_mor_wls(const double *X, const double *y, size_t n, int p, const double *G, int R, int r,
                double ridge, double *out, double *A, double *B);
 
+/* FK_OK when the job key local_init is "kmeans" (its default): MoR fits start from random
+ * partitions, and the hierarchical start (gmm_hc.h) clusters points, not regressions. */
+int fk_mor_check_local_init(const char *local_init, fk_err *err);
+
 /* Mixture-of-regressions EM (spec 2.1, mixreg analogue, per-component noise variance):
  * restarts from random hard partitions, best log-likelihood kept; w (R), th (R x p). */
 int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, int restarts,
