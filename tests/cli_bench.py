@@ -6,6 +6,7 @@ asserted (machines are noisy): only that the numbers exist and are sane.
 Usage: cli_bench.py FEDKERN"""
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -73,6 +74,42 @@ if rc == 0:
     t = rows(out)
     r = positive(t, "sim K10 R5 p10 n150 T200", "seconds_best_of_reps")
     check(r is None or (math.isfinite(r["E_theta"]) and r["E_theta"] < 5), f"fedgrem E_theta: {r}")
+
+# Fashion-MNIST (Debian's dataset-fashion-mnist) through two small t-SNE embeddings: each seed is
+# its own embedding, and the over-embedding rows are the mean, sd and standard error of the cells.
+FASHION = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"
+if not os.path.exists(FASHION):
+    print(f"cli_bench: skipping the Fashion-MNIST rows ({FASHION} missing: "
+          "apt-get install dataset-fashion-mnist)")
+else:
+    sub = "fashion-mnist-tsne10-sub600"
+    rc, out, err = run(["fidelity", "fedgrem", "--json", "--skip-sim", "--skip-pendigits",
+                        "--skip-mor", "--fashion-data", sub, "--fashion-clients", "3",
+                        "--tsne-seeds", "1,2", "--tsne-iters", "300", "--real-reps", "1",
+                        "--real-methods", "3", "--rounds", "50"])
+    check(rc == 0, f"bench fidelity fedgrem {sub} exit {rc}: {err}")
+    if rc == 0:
+        t = rows(out)
+        for eps in ("0.0", "24.0"):
+            for m in ("fedgrem", "fedem", "local-em"):
+                metric = "misclustering_pct"
+                v = [positive(t, f"{sub} tsne-seed={s} eps={eps}% {m}", metric) for s in (1, 2)]
+                mean = positive(t, f"{sub} over embeddings eps={eps}% {m}", metric)
+                if None in v or mean is None:
+                    continue
+                a, b = v[0]["value"], v[1]["value"]
+                sd = abs(a - b) / math.sqrt(2)
+                check(abs(mean["value"] - (a + b) / 2) < 1e-6 and
+                      abs(mean["sd_over_embeddings"] - sd) < 2e-3 and
+                      abs(mean["se_of_mean"] - sd / math.sqrt(2)) < 2e-3 and
+                      mean["embeddings"] == "1,2", f"{sub} eps={eps} {m}: {a}, {b} -> {mean}")
+        # the seeds must give different embeddings, so some cell differs between them
+        cells = [(t[(f"{sub} tsne-seed=1 eps=0.0% {m}", "misclustering_pct")][0]["value"],
+                  t[(f"{sub} tsne-seed=2 eps=0.0% {m}", "misclustering_pct")][0]["value"])
+                 for m in ("fedgrem", "fedem", "local-em")]
+        check(any(a != b for a, b in cells), f"{sub}: seeds 1 and 2 gave the same cells {cells}")
+        r = t[(f"{sub} over embeddings eps=0.0% fedgrem", "misclustering_pct")][0]
+        check(r.get("target_met") == (abs(r["value"] - 34.44) <= 3), f"{sub} target row: {r}")
 
 # BLAS baselines
 rc, out, err = run(["blas", "--quick", "--json"])

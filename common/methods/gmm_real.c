@@ -114,9 +114,24 @@ static void normalize_max(fk_mat *X)
         X->data[i] /= mx;
 }
 
+/* Rtsne's defaults with the caller's seed, iteration count and threads. */
+static void tsne_opts(fk_tsne_opts *o, const fk_gmm_real_opts *ro)
+{
+    fk_tsne_defaults(o);
+    o->verbose = 1;
+    if (!ro)
+        return;
+    if (ro->tsne_iters > 0)
+        o->iters = ro->tsne_iters;
+    o->threads = ro->tsne_threads;
+    if (ro->tsne_seed)
+        o->seed = ro->tsne_seed;
+}
+
 /* Rtsne preprocessing on a seeded random subsample of n rows: PCA-50 scores,
- * centred and divided by the largest absolute entry, then exact t-SNE to 10-d. */
-static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
+ * centred and divided by the largest absolute entry, then exact t-SNE to 10-d.
+ * The subsample is fixed; ro's t-SNE seed and iteration count apply as in tsne_full. */
+static int tsne_subsample(fk_dataset *ds, size_t n, const fk_gmm_real_opts *ro, fk_err *err)
 {
     if (n < 100 || n > ds->X.rows)
         return fk_err_set(err, FK_EINVAL, "t-SNE subsample must be in [100, %zu]", ds->X.rows);
@@ -140,7 +155,8 @@ static int tsne_subsample(fk_dataset *ds, size_t n, fk_err *err)
         return rc;
     normalize_max(&sub.X);
     fk_tsne_opts o;
-    fk_tsne_defaults(&o);
+    tsne_opts(&o, ro);
+    o.verbose = 0;
     o.theta = 0; /* exact dense t-SNE: the subsample is small */
     fk_mat Y;
     rc = fk_tsne(&sub.X, &o, &Y, err);
@@ -169,13 +185,7 @@ static uint64_t fnv1a(const char *s)
 static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
 {
     fk_tsne_opts o;
-    fk_tsne_defaults(&o);
-    if (ro && ro->tsne_iters > 0)
-        o.iters = ro->tsne_iters;
-    o.verbose = 1;
-    o.threads = ro ? ro->tsne_threads : 1;
-    if (ro && ro->tsne_seed)
-        o.seed = ro->tsne_seed;
+    tsne_opts(&o, ro);
     size_t n = ds->X.rows;
     char key[FK_MAT_CACHE_KEY], dir[4000], path[4200];
     snprintf(key, sizeof key,
@@ -284,7 +294,7 @@ int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name
     if (!rc && pca)
         rc = pca_scores(&r->d, 10, err);
     if (!rc && tsne_n)
-        rc = tsne_subsample(&r->d, tsne_n, err);
+        rc = tsne_subsample(&r->d, tsne_n, ro, err);
     if (!rc && tsne_all)
         rc = tsne_full(&r->d, ro, err);
     if (!rc && z && fk_prep_zscore_cols(&r->d.X))
