@@ -374,7 +374,8 @@ static int run_fashion(fopts *o, fk_err *err)
             stats(v, ns, &m, &sd, &med);
             const double *pr = FASHION[e].v[mi];
             char cs[128], ex[320];
-            sd = isnan(sd) ? 0.0 : sd; /* the mean's standard error says how far a target is decided */
+            sd = isnan(sd) ? 0.0 : sd;
+            /* the mean's standard error says how far a target is decided */
             int n = snprintf(ex, sizeof ex, "\"embeddings\":\"%s\",\"sd_over_embeddings\":%.3f,"
                              "\"se_of_mean\":%.3f,\"paper\":%.2f", seeds, sd, sd / sqrt(ns), pr[0]);
             if (e == 0 && mi == 0) /* the target: FedGrEM at eps = 0 within 3 points */

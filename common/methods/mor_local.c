@@ -100,8 +100,6 @@ int fk_mor_ws_open(fk_mor_ws *s, size_t n, int p, int R, fk_err *err)
     return FK_OK;
 }
 
-/* Mixture-of-regressions EM (spec 2.1, mixreg analogue): restarts from random hard
- * partitions, relative tolerance 1e-6, at most 1000 iterations, best log-likelihood kept. */
 int fk_mor_check_local_init(const char *local_init, fk_err *err)
 {
     if (!strcmp(local_init, "kmeans"))
@@ -112,6 +110,8 @@ int fk_mor_check_local_init(const char *local_init, fk_err *err)
                       local_init);
 }
 
+/* Mixture-of-regressions EM (spec 2.1, mixreg analogue): restarts from random hard
+ * partitions, relative tolerance 1e-6, at most 1000 iterations, best log-likelihood kept. */
 int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, int restarts,
                       fk_rng *rng, double *w, double *th, fk_mor_ws *s, fk_err *err)
 {
