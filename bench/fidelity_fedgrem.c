@@ -340,6 +340,49 @@ static int parse_seeds(const char *s, uint64_t *seeds, int *n, fk_err *err)
     return *n ? FK_OK : fk_err_set(err, FK_EINVAL, "tsne-seeds: empty list; want e.g. 1,2,3");
 }
 
+/* One spec 6.7 check 5 claim as a row with its verdict; value NAN (a method or level not run)
+ * prints nothing. */
+static void emit_claim(const fopts *o, const char *data, const char *what, const char *metric,
+                       double value, const char *target, int met)
+{
+    if (isnan(value))
+        return;
+    char cs[160], ex[224];
+    snprintf(cs, sizeof cs, "%s over embeddings %s", data, what);
+    snprintf(ex, sizeof ex, "\"target\":\"%s\",\"target_met\":%s,\"target_of\":\"spec 6.7 check 5\"",
+             target, met ? "true" : "false");
+    fk_bench_emit(o->json, "fidelity fedgrem", cs, metric, value, ex);
+}
+
+/* The spec's Fashion-MNIST claims beyond the issue's eps = 0 target, on the means over
+ * embeddings M[eps][method]: FedGrEM below Local-EM and FedEM, level from eps = 0 to 24 %,
+ * FedEM and the pooled fits rising with eps. */
+static void emit_fashion_claims(const fopts *o, double M[4][N_REAL])
+{
+    for (int e = 0; e < 4; e++) {
+        char what[64];
+        double d = M[e][0] - M[e][2];
+        snprintf(what, sizeof what, "eps=%.1f%%", FASHION[e].pct);
+        emit_claim(o, o->fashion_data, what, "fedgrem_minus_local_em_pct", d,
+                   "< 0 (FedGrEM below Local-EM)", d < 0);
+        if (e > 0) {
+            d = M[e][0] - M[e][1];
+            emit_claim(o, o->fashion_data, what, "fedgrem_minus_fedem_pct", d,
+                       "< 0 (FedGrEM below FedEM)", d < 0);
+        }
+    }
+    const int rising[3] = {1, 5, 6}; /* FedEM, Pooled-EM, Pooled-GrEM */
+    double d = M[3][0] - M[0][0];
+    emit_claim(o, o->fashion_data, "fedgrem eps=0->24%", "change_pct", d, "|x| <= 1.5",
+               fabs(d) <= 1.5);
+    for (int i = 0; i < 3; i++) {
+        char what[64];
+        d = M[3][rising[i]] - M[0][rising[i]];
+        snprintf(what, sizeof what, "%s eps=0->24%%", REAL_METHODS[rising[i]]);
+        emit_claim(o, o->fashion_data, what, "change_pct", d, "> 0 (rises with eps)", d > 0);
+    }
+}
+
 /* Fashion-MNIST on each t-SNE embedding asked for, then each method's mean over the
  * embeddings: t-SNE's seed moves every method by several points, so one embedding is one draw. */
 static int run_fashion(fopts *o, fk_err *err)
@@ -364,6 +407,10 @@ static int run_fashion(fopts *o, fk_err *err)
                         (unsigned long long)o->tsne_seeds[s]);
         rc = run_real(o, o->fashion_data, tag, note, o->fashion_clients, FASHION, 4, 1, all[s], err);
     }
+    double M[4][N_REAL];
+    for (int e = 0; e < 4; e++)
+        for (int mi = 0; mi < N_REAL; mi++)
+            M[e][mi] = NAN;
     for (int e = 0; rc == FK_OK && tsne && e < 4; e++)
         for (int mi = 0; mi < o->real_methods; mi++) {
             double v[8], m, sd, med;
@@ -372,20 +419,24 @@ static int run_fashion(fopts *o, fk_err *err)
             for (int s = 0; s < ns; s++)
                 v[s] = all[s][e][mi];
             stats(v, ns, &m, &sd, &med);
+            M[e][mi] = m;
             const double *pr = FASHION[e].v[mi];
             char cs[128], ex[320];
             sd = isnan(sd) ? 0.0 : sd;
             /* the mean's standard error says how far a target is decided */
             int n = snprintf(ex, sizeof ex, "\"embeddings\":\"%s\",\"sd_over_embeddings\":%.3f,"
                              "\"se_of_mean\":%.3f,\"paper\":%.2f", seeds, sd, sd / sqrt(ns), pr[0]);
-            if (e == 0 && mi == 0) /* the issue's target: FedGrEM at eps = 0 within 3 points */
+            if (mi == 0) /* FedGrEM within 3 points: the issue's target at eps = 0, the spec's at all */
                 snprintf(ex + n, sizeof ex - (size_t)n,
-                         ",\"target\":\"|x - %.2f| <= 3\",\"target_met\":%s", pr[0],
-                         fabs(m - pr[0]) <= 3.0 ? "true" : "false");
+                         ",\"target\":\"|x - %.2f| <= 3\",\"target_met\":%s,\"target_of\":\"%s\"",
+                         pr[0], fabs(m - pr[0]) <= 3.0 ? "true" : "false",
+                         e == 0 ? "issue 5" : "spec 6.7 check 5");
             snprintf(cs, sizeof cs, "%s over embeddings eps=%.1f%% %s%s", o->fashion_data,
                      FASHION[e].pct, REAL_METHODS[mi], init_suffix(o));
             fk_bench_emit(o->json, "fidelity fedgrem", cs, "misclustering_pct", m, ex);
         }
+    if (rc == FK_OK && tsne)
+        emit_fashion_claims(o, M);
     return rc;
 }
 

@@ -109,7 +109,26 @@ else:
                  for m in ("fedgrem", "fedem", "local-em")]
         check(any(a != b for a, b in cells), f"{sub}: seeds 1 and 2 gave the same cells {cells}")
         r = t[(f"{sub} over embeddings eps=0.0% fedgrem", "misclustering_pct")][0]
-        check(r.get("target_met") == (abs(r["value"] - 34.44) <= 3), f"{sub} target row: {r}")
+        check(r.get("target_met") == (abs(r["value"] - 34.44) <= 3) and
+              r.get("target_of") == "issue 5", f"{sub} target row: {r}")
+        # the spec's other claims are differences of the over-embedding means, with verdicts
+        mean = {(eps, m): t[(f"{sub} over embeddings eps={eps}% {m}", "misclustering_pct")][0]["value"]
+                for eps in ("0.0", "24.0") for m in ("fedgrem", "fedem", "local-em")}
+        claims = (("eps=0.0%", "fedgrem_minus_local_em_pct",
+                   mean["0.0", "fedgrem"] - mean["0.0", "local-em"], lambda d: d < 0),
+                  ("eps=24.0%", "fedgrem_minus_local_em_pct",
+                   mean["24.0", "fedgrem"] - mean["24.0", "local-em"], lambda d: d < 0),
+                  ("eps=24.0%", "fedgrem_minus_fedem_pct",
+                   mean["24.0", "fedgrem"] - mean["24.0", "fedem"], lambda d: d < 0),
+                  ("fedgrem eps=0->24%", "change_pct",
+                   mean["24.0", "fedgrem"] - mean["0.0", "fedgrem"], lambda d: abs(d) <= 1.5),
+                  ("fedem eps=0->24%", "change_pct",
+                   mean["24.0", "fedem"] - mean["0.0", "fedem"], lambda d: d > 0))
+        for what, metric, d, ok in claims:
+            r = t.get((f"{sub} over embeddings {what}", metric), [None])[0]
+            check(r is not None and abs(r["value"] - d) < 1e-5 and r["target_met"] == ok(d) and
+                  r["target_of"] == "spec 6.7 check 5", f"{sub} {what} {metric}: {r}")
+        check(not any("pooled" in k[0] for k in t), f"{sub}: pooled claims without pooled runs")
 
 # BLAS baselines
 rc, out, err = run(["blas", "--quick", "--json"])
