@@ -4,9 +4,11 @@
 
 #include "cli/cli.h"
 #include "cli/sim_fedrf_tca.h"
+#include "common/methods/method.h"
 
 int fk_sim_fedgrem(int argc, char **argv);
 int fk_sim_fedgrem_mor_jobs(int argc, char **argv);
+int fk_sim_generic(const fk_method *m, int argc, char **argv);
 
 typedef struct sim_entry {
     const char *method;
@@ -14,7 +16,8 @@ typedef struct sim_entry {
     int (*run)(int argc, char **argv);
 } sim_entry;
 
-/* One line per method; each runner lives in cli/sim_<method>.c. */
+/* Methods with a runner of their own (cli/sim_<method>.c: paper designs, several
+ * replications); every other job type runs through the generic runner (sim_generic.c). */
 static const sim_entry sims[] = {
     {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
     {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
@@ -31,7 +34,11 @@ static void usage(FILE *out)
                  "this process.\n\nmethods:\n");
     for (int i = 0; sims[i].method; i++)
         fprintf(out, "  %-12s %s\n", sims[i].method, sims[i].summary);
-    fprintf(out, "\nfedkern sim METHOD --help lists the method's options.\n");
+    for (int i = 0; fk_methods[i]; i++)
+        if (fk_methods[i]->sim_data)
+            fprintf(out, "  %-12s %s\n", fk_methods[i]->name, fk_methods[i]->summary);
+    fprintf(out, "\nAny other job type runs with one --data FILE per client.\n"
+                 "fedkern sim METHOD --help lists the method's options.\n");
 }
 
 int fk_cmd_sim(int argc, char **argv)
@@ -43,5 +50,8 @@ int fk_cmd_sim(int argc, char **argv)
     for (int i = 0; sims[i].method; i++)
         if (!strcmp(argv[0], sims[i].method))
             return sims[i].run(argc - 1, argv + 1);
+    for (int i = 0; fk_methods[i]; i++)
+        if (!strcmp(argv[0], fk_methods[i]->name))
+            return fk_sim_generic(fk_methods[i], argc - 1, argv + 1);
     return fk_cli_fail("sim", "unknown method '%s'; run 'fedkern sim --help' for the list", argv[0]);
 }

@@ -72,6 +72,12 @@ typedef struct fk_method {
     /* Optional (NULL: FK_DEFAULT_ROUNDS): the rounds a job with these parameters needs at
      * most when no round is repeated; the job's budget when its config sets no `rounds`. */
     int (*max_rounds)(const fk_params *p);
+    /* Optional (NULL: every update is taken as sent). Checks one client's update for
+     * (round, phase) before it is committed: tensor names, shapes, finiteness and the bounds
+     * the method knows. FK_OK, or FK_EINVAL with a message naming the tensor and the reason.
+     * A refused update is never stored and never reaches aggregate; its client counts as a
+     * dropout for the phase. Reads the server state, never changes it. */
+    int (*check_update)(void *srv, int round, int phase, const fk_update *up, fk_err *err);
 
     /* --- client side --- */
     int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data, int client,
@@ -83,6 +89,15 @@ typedef struct fk_method {
     int (*evaluate)(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
     int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
     int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
+
+    /* --- in-process simulation and docs (optional) --- */
+    /* Built-in synthetic clients for `fedkern sim NAME` run without --data: fills
+     * clients[0..n_clients) (zeroed on entry; the caller closes each) from the job
+     * parameters and the seed. */
+    int (*sim_data)(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
+                    fk_err *err);
+    /* The job keys the method reads, NULL-terminated, for --help and the docs. */
+    const fk_param_doc *keys;
 } fk_method;
 
 /* Round budget of a job whose config sets no `rounds` and whose method has no max_rounds. */

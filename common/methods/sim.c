@@ -100,6 +100,14 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
             return fk_err_prefix(err, "client %d, round %d: ", c, round);
         if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
             continue;
+        /* A refused update is a dropout, as in the daemon: it never reaches aggregate. */
+        if (s->m->check_update) {
+            fk_err cerr;
+            if (s->m->check_update(s->srv, round, phase, u, &cerr) != FK_OK) {
+                r->refused++;
+                continue;
+            }
+        }
         r->bytes += 8 * fk_bundle_values(&u->msg);
         got++;
     }

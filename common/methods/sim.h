@@ -11,6 +11,7 @@ typedef struct fk_sim_round {
     int round;
     int planned;      /* clients contacted */
     int participants; /* updates that reached the server in the last phase */
+    int refused;      /* updates the method's check_update refused, all phases */
     double loss;      /* sample-weighted mean over reports that define it */
     double accuracy;
     double error;
