@@ -1,0 +1,140 @@
+/* Sparse functional learning over a family of Gaussian RKHSs (Peifer, Chamon, Paternain,
+ * Ribeiro 2020; Peifer 2021, Ch. 2-4; implementation spec 004 "peifer").
+ *
+ * The coefficient function alpha(s, w) over kernel centres s and widths w is discretised on
+ * a finite atom set {(s_j, w_j, v_j)} (centre, width, quadrature weight), spec §3.7. The
+ * problems
+ *   regression  (PII)/(PII')/(PII''):  min 1/2||alpha||^2 + gamma||alpha||_0
+ *                                      s.t. |f(x_n) - y_n| <= sqrt(eps)     (2.25, reduced dual)
+ *   classification (PC)/(Pi)/(PF):     same objective s.t. y_n f(x_n) >= 1 - eps [- u_n]
+ * are solved on their dual by projected (super)gradient ascent with FISTA momentum (spec §3.6,
+ * Algorithm SFL-DA): per iteration one product with K^T (the un-thresholded coefficients), one
+ * hard threshold (2.15)/(3.4) and one product with K (the fit at the rows). The step is 1/L
+ * with L the top eigenvalue of the un-thresholded operator, so it does not depend on the data
+ * scale. Optional resilient slack (Ch. 4, §5.8 closed form): quadratic, Huber or linear
+ * relaxation cost with the job-level weight kappa = 1/n_ref.
+ *
+ * Estimator only: matrices in, matrices out; no rounds, bundles or federation. */
+#ifndef FK_MODELS_SFL_H
+#define FK_MODELS_SFL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/err.h"
+
+enum { FK_SFL_GRID_MAX_P = 3 }; /* the tensor grid explodes beyond this (spec §3.7) */
+
+/* Atom set: J atoms, centre s_j (row j of s, p values), width w_j, weight v_j. Grid atoms
+ * also keep their structure for bump detection: atom j has grid coordinates
+ * (q, i_1, .., i_p) in the order width-major, j = ((q n_1 + i_1) n_2 + i_2) ... */
+typedef struct fk_sfl_atoms {
+    size_t J;
+    int p;
+    double *s; /* J x p */
+    double *w; /* J */
+    double *v; /* J */
+    int grid;  /* 1: built by fk_sfl_atoms_grid; dims below valid */
+    size_t dims[FK_SFL_GRID_MAX_P + 1]; /* dims[0] = widths Q, dims[1..p] = points per axis */
+    double dw; /* width spacing (1 when one width): bumps join widths at most dw apart */
+} fk_sfl_atoms;
+
+/* Q widths uniformly spaced on [wmin, wmax] (Q = 1: wmin). */
+void fk_sfl_widths(double wmin, double wmax, int Q, double *out);
+/* Tensor grid of spacing h over the box [lo, hi] (per feature) times Q widths; weight
+ * h^p * dw (dw = width spacing, 1 when Q = 1). Refuses p > FK_SFL_GRID_MAX_P and grids
+ * whose N x J kernel matrix would exceed max_bytes for n_rows rows. */
+int fk_sfl_atoms_grid(fk_sfl_atoms *a, int p, const double *lo, const double *hi, double h,
+                      const double *widths, int Q, size_t n_rows, size_t max_bytes, fk_err *err);
+/* Candidate centres (M x p, e.g. the training rows or k-means centroids) times Q widths;
+ * weight dw (counting measure on the centres), spec §3.7 `candidates`. */
+int fk_sfl_atoms_candidates(fk_sfl_atoms *a, const double *Z, size_t M, int p,
+                            const double *widths, int Q, fk_err *err);
+void fk_sfl_atoms_close(fk_sfl_atoms *a);
+
+/* Gaussian kernel matrix Kmat[n*J + j] = exp(-||x_n - s_j||^2 / (2 w_j^2)), N x J. */
+void fk_sfl_kernel(const double *X, size_t N, int p, const fk_sfl_atoms *a, double *Kmat);
+
+enum { FK_SFL_REGRESS = 0, FK_SFL_CLASSIFY = 1 };
+enum { FK_SFL_HARD = 0, FK_SFL_QUAD = 1, FK_SFL_HUBER = 2, FK_SFL_LINEAR = 3 };
+enum { FK_SFL_CONVERGED = 0, FK_SFL_INFEASIBLE = 1, FK_SFL_MAXITER = 2 };
+
+typedef struct fk_sfl_opts {
+    int mode;         /* FK_SFL_REGRESS or FK_SFL_CLASSIFY */
+    double eps;       /* regression: max squared error; classification: margin slack */
+    double gamma;     /* sparsity weight (absolute) */
+    double gamma_rel; /* > 0: gamma = gamma_rel * max_j abar_j^2 / 2 at the gamma = 0 solution */
+    int res;          /* FK_SFL_HARD / QUAD / HUBER / LINEAR (classification only) */
+    double c;         /* quadratic cost c, Huber delta, or linear C */
+    double n_ref;     /* slack weight kappa = 1/n_ref (0: the problem's own N) */
+    int momentum;     /* FISTA on lambda (spec default on) */
+    long T;           /* iteration cap per phase (gamma = 0 pass, gamma pass) */
+    double tau_feas, tau_gap, tau_crit, tau_act; /* §3.9, §4.3 (relative to the scale) */
+    uint64_t seed;    /* classification start U(0, 1e-3] */
+} fk_sfl_opts;
+
+void fk_sfl_opts_default(fk_sfl_opts *o, int mode);
+
+typedef struct fk_sfl_fit {
+    size_t N, J;
+    int status;       /* FK_SFL_CONVERGED / INFEASIBLE / MAXITER */
+    long iters;       /* total over both phases */
+    double gamma;     /* the gamma solved (after gamma_rel) */
+    double viol;      /* max constraint violation of the returned iterate */
+    double primal;    /* primal objective of the returned alpha (incl. slack cost) */
+    double dual;      /* dual value at the returned lambda */
+    double best_dual; /* largest dual value seen (for gap bounds when gamma > 0) */
+    double L;         /* step constant, eta = 1/L */
+    double *lambda;   /* N multipliers of the returned iterate */
+    double *alpha;    /* J thresholded coefficients */
+    double *f;        /* N fitted values at the rows */
+    size_t support;   /* atoms with alpha != 0 */
+    int kept;         /* 1: the kept best-feasible iterate was returned (gamma > 0) */
+    int worst[20];    /* INFEASIBLE: rows with the largest |lambda| */
+    int n_worst;
+} fk_sfl_fit;
+
+/* Solve on N rows (X: N x p, y: N targets or +-1 labels) over the atoms. lambda0 (N values,
+ * may be NULL) warm-starts; with gamma > 0 and no warm start a gamma = 0 pass runs first
+ * (continuation, §3.9). INFEASIBLE and MAXITER are results, not errors: FK_OK is returned
+ * and fit->status says which; errors are bad arguments and memory. */
+int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+                 const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err);
+void fk_sfl_fit_close(fk_sfl_fit *f);
+const char *fk_sfl_status_name(int status);
+
+/* Critical rows (§4.3): lambda_n > tau_crit max|lambda| and the constraint active to tau_act
+ * (classification: l_n - u_n >= -tau_act (1 - eps); regression: |f_n - y_n| >= sqrt(eps)
+ * (1 - tau_act)). idx gets the row indices (room for N) in ascending order; *not_conv counts
+ * rows with a large lambda whose constraint is not active (not converged). */
+void fk_sfl_critical(const fk_sfl_fit *fit, const double *y, const fk_sfl_opts *o, int *idx,
+                     size_t *n_crit, size_t *not_conv);
+/* The slack u_n the resilient cost assigns to row n at multiplier lam (0 when hard). */
+double fk_sfl_slack(const fk_sfl_opts *o, size_t N, double lam, double loss);
+
+/* ---- discrete model (§3.8) ---- */
+typedef struct fk_sfl_model {
+    size_t K;
+    int p;
+    double *s; /* K x p */
+    double *w; /* K */
+    double *c; /* K */
+} fk_sfl_model;
+
+/* Support model: every atom with alpha != 0, c_j = v_j alpha_j (exact for the atom set). */
+int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_model *m,
+                         fk_err *err);
+/* Bumps: grid atoms: connected components of the support under grid adjacency (3^(p+1)-1
+ * neighbours) with the same sign; other atoms: greedy non-maximum suppression with radius
+ * r_nms min(w, w') and width gap dw. label[j] = bump of atom j, -1 off the support. */
+int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
+                 size_t *n_bumps, fk_err *err);
+/* Peaks model: one kernel per bump at its largest |alpha|; refit = 1: least squares of y on
+ * the peak kernels (ridge 1e-8, Cholesky), else c = v alpha at the peak summed over the bump. */
+int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
+                       const double *y, size_t N, int refit, fk_sfl_model *m, fk_err *err);
+/* f(x) = sum_k c_k exp(-||x - s_k||^2 / (2 w_k^2)) for n rows of X (n x p). */
+void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f);
+void fk_sfl_model_close(fk_sfl_model *m);
+
+#endif

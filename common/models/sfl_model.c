@@ -1,0 +1,261 @@
+/* From alpha on the atoms to a discrete model (spec §3.8): support model, bumps, one kernel
+ * per bump at its peak, optional least-squares refit; and model evaluation. */
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/models/sfl.h"
+
+void fk_sfl_model_close(fk_sfl_model *m)
+{
+    if (!m)
+        return;
+    free(m->s);
+    free(m->w);
+    free(m->c);
+    memset(m, 0, sizeof *m);
+}
+
+static int model_alloc(fk_sfl_model *m, size_t K, int p, fk_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->K = K;
+    m->p = p;
+    m->s = malloc((K ? K : 1) * (size_t)p * sizeof(double));
+    m->w = malloc((K ? K : 1) * sizeof(double));
+    m->c = malloc((K ? K : 1) * sizeof(double));
+    if (!m->s || !m->w || !m->c) {
+        fk_sfl_model_close(m);
+        return fk_err_set(err, FK_ENOMEM, "sfl model: out of memory for %zu kernels", K);
+    }
+    return FK_OK;
+}
+
+int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_model *m,
+                         fk_err *err)
+{
+    size_t K = 0, p = (size_t)a->p;
+    for (size_t j = 0; j < a->J; j++)
+        K += alpha[j] != 0.0;
+    int rc = model_alloc(m, K, a->p, err);
+    if (rc)
+        return rc;
+    size_t k = 0;
+    for (size_t j = 0; j < a->J; j++)
+        if (alpha[j] != 0.0) {
+            memcpy(m->s + k * p, a->s + j * p, p * sizeof(double));
+            m->w[k] = a->w[j];
+            m->c[k++] = a->v[j] * alpha[j];
+        }
+    return FK_OK;
+}
+
+/* Connected components of the support on the grid, same sign, by depth-first search. */
+static int bumps_grid(const fk_sfl_atoms *a, const double *alpha, int *label, size_t *n_out,
+                      fk_err *err)
+{
+    size_t J = a->J, D = (size_t)a->p + 1, n = 0, noff = 1;
+    for (size_t d = 0; d < D; d++)
+        noff *= 3;
+    size_t *stack = malloc(J * sizeof *stack);
+    if (!stack)
+        return fk_err_set(err, FK_ENOMEM, "sfl bumps: out of memory");
+    for (size_t j0 = 0; j0 < J; j0++) {
+        if (alpha[j0] == 0.0 || label[j0] >= 0)
+            continue;
+        size_t top = 0;
+        stack[top++] = j0;
+        label[j0] = (int)n;
+        while (top) {
+            size_t j = stack[--top], c[FK_SFL_GRID_MAX_P + 1], r = j;
+            for (size_t d = D; d-- > 0;) { /* grid coordinates of j */
+                c[d] = r % a->dims[d];
+                r /= a->dims[d];
+            }
+            for (size_t o = 0; o < noff; o++) { /* the 3^(p+1) - 1 neighbours */
+                size_t q = o, nb = 0;
+                int ok = 1, self = 1;
+                for (size_t d = 0; d < D; d++) {
+                    long off = (long)(q % 3) - 1;
+                    q /= 3;
+                    long cd = (long)c[d] + off;
+                    self &= off == 0;
+                    if (cd < 0 || cd >= (long)a->dims[d])
+                        ok = 0;
+                    nb = nb * a->dims[d] + (size_t)(cd < 0 ? 0 : cd);
+                }
+                if (!ok || self || alpha[nb] == 0.0 || label[nb] >= 0 ||
+                    (alpha[nb] > 0) != (alpha[j0] > 0))
+                    continue;
+                label[nb] = (int)n;
+                stack[top++] = nb;
+            }
+        }
+        n++;
+    }
+    free(stack);
+    *n_out = n;
+    return FK_OK;
+}
+
+typedef struct ranked {
+    double a;
+    size_t j;
+} ranked;
+
+static int by_abs_desc(const void *x, const void *y)
+{
+    const ranked *u = x, *v = y;
+    return u->a < v->a ? 1 : u->a > v->a ? -1 : (u->j > v->j) - (u->j < v->j);
+}
+
+/* Greedy non-maximum suppression for unstructured atoms. */
+static int bumps_nms(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
+                     size_t *n_out, fk_err *err)
+{
+    size_t J = a->J, p = (size_t)a->p, m = 0, n = 0;
+    ranked *ord = malloc((J ? J : 1) * sizeof *ord);
+    size_t *acc = malloc((J ? J : 1) * sizeof *acc);
+    if (!ord || !acc) {
+        free(ord);
+        free(acc);
+        return fk_err_set(err, FK_ENOMEM, "sfl bumps: out of memory");
+    }
+    for (size_t j = 0; j < J; j++)
+        if (alpha[j] != 0.0)
+            ord[m++] = (ranked){fabs(alpha[j]), j};
+    qsort(ord, m, sizeof *ord, by_abs_desc);
+    for (size_t i = 0; i < m; i++) {
+        size_t j = ord[i].j;
+        int hit = -1;
+        for (size_t k = 0; k < n && hit < 0; k++) {
+            size_t q = acc[k];
+            if ((alpha[q] > 0) != (alpha[j] > 0) || fabs(a->w[q] - a->w[j]) > a->dw * (1 + 1e-9))
+                continue;
+            double d2 = 0, r = r_nms * fmin(a->w[q], a->w[j]);
+            for (size_t t = 0; t < p; t++)
+                d2 += (a->s[q * p + t] - a->s[j * p + t]) * (a->s[q * p + t] - a->s[j * p + t]);
+            if (d2 <= r * r)
+                hit = label[q];
+        }
+        if (hit >= 0) {
+            label[j] = hit;
+        } else {
+            label[j] = (int)n;
+            acc[n++] = j;
+        }
+    }
+    free(ord);
+    free(acc);
+    *n_out = n;
+    return FK_OK;
+}
+
+int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
+                 size_t *n_bumps, fk_err *err)
+{
+    for (size_t j = 0; j < a->J; j++)
+        label[j] = -1;
+    return a->grid ? bumps_grid(a, alpha, label, n_bumps, err)
+                   : bumps_nms(a, alpha, r_nms, label, n_bumps, err);
+}
+
+void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f)
+{
+    size_t p = (size_t)m->p;
+    for (size_t i = 0; i < n; i++) {
+        const double *x = X + i * p;
+        double acc = 0;
+        for (size_t k = 0; k < m->K; k++) {
+            double d2 = 0;
+            for (size_t t = 0; t < p; t++) {
+                double u = x[t] - m->s[k * p + t];
+                d2 += u * u;
+            }
+            acc += m->c[k] * exp(-d2 / (2.0 * m->w[k] * m->w[k]));
+        }
+        f[i] = acc;
+    }
+}
+
+/* Least squares of y on the model's kernels, ridge 1e-8, by Cholesky (dposv). */
+static int refit(fk_sfl_model *m, const double *X, const double *y, size_t N, fk_err *err)
+{
+    size_t K = m->K, p = (size_t)m->p;
+    if (K == 0)
+        return FK_OK;
+    double *A = malloc(N * K * sizeof *A), *G = malloc(K * K * sizeof *G);
+    if (!A || !G) {
+        free(A);
+        free(G);
+        return fk_err_set(err, FK_ENOMEM, "sfl refit: out of memory");
+    }
+    for (size_t n = 0; n < N; n++)
+        for (size_t k = 0; k < K; k++) {
+            double d2 = 0;
+            for (size_t t = 0; t < p; t++) {
+                double u = X[n * p + t] - m->s[k * p + t];
+                d2 += u * u;
+            }
+            A[n * K + k] = exp(-d2 / (2.0 * m->w[k] * m->w[k]));
+        }
+    cblas_dsyrk(CblasRowMajor, CblasLower, CblasTrans, (int)K, (int)N, 1.0, A, (int)K, 0.0, G,
+                (int)K);
+    for (size_t k = 0; k < K; k++)
+        G[k * K + k] += 1e-8;
+    cblas_dgemv(CblasRowMajor, CblasTrans, (int)N, (int)K, 1.0, A, (int)K, y, 1, 0.0, m->c, 1);
+    lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', (lapack_int)K, 1, G, (lapack_int)K,
+                                    m->c, 1);
+    free(A);
+    free(G);
+    if (info != 0)
+        return fk_err_set(err, FK_ENUMERIC,
+                          "sfl refit: normal equations of %zu kernels not positive definite "
+                          "(dposv info %d); use the support model",
+                          K, (int)info);
+    return FK_OK;
+}
+
+int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
+                       const double *y, size_t N, int do_refit, fk_sfl_model *m, fk_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int *label = malloc((a->J ? a->J : 1) * sizeof *label);
+    if (!label)
+        return fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
+    size_t nb = 0, p = (size_t)a->p;
+    int rc = fk_sfl_bumps(a, alpha, 1.0, label, &nb, err);
+    size_t *peak = rc ? NULL : malloc((nb ? nb : 1) * sizeof *peak);
+    if (!rc && !peak)
+        rc = fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
+    if (!rc)
+        rc = model_alloc(m, nb, a->p, err);
+    if (rc) {
+        free(label);
+        free(peak);
+        return rc;
+    }
+    for (size_t b = 0; b < nb; b++) {
+        peak[b] = (size_t)-1;
+        m->c[b] = 0;
+    }
+    for (size_t j = 0; j < a->J; j++) { /* peak = largest |alpha| of the bump; mass = sum */
+        if (label[j] < 0)
+            continue;
+        size_t b = (size_t)label[j];
+        if (peak[b] == (size_t)-1 || fabs(alpha[j]) > fabs(alpha[peak[b]]))
+            peak[b] = j;
+        m->c[b] += a->v[j] * alpha[j];
+    }
+    for (size_t b = 0; b < nb; b++) {
+        memcpy(m->s + b * p, a->s + peak[b] * p, p * sizeof(double));
+        m->w[b] = a->w[peak[b]];
+    }
+    free(label);
+    free(peak);
+    if (do_refit && (rc = refit(m, X, y, N, err)))
+        fk_sfl_model_close(m);
+    return rc;
+}

@@ -1,0 +1,303 @@
+/* Sparse functional learning solver (common/models/sfl.h) against spec 004 §10.1. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/la/rng.h"
+#include "common/models/sfl.h"
+
+/* Two Gaussian blobs 4w apart (w = 1) in 2-D, labels -1 / +1, n per blob. */
+static void blobs(size_t n, uint64_t seed, double *X, double *y)
+{
+    fk_rng r;
+    fk_rng_init(&r, seed, 7);
+    for (size_t i = 0; i < 2 * n; i++) {
+        int pos = i >= n;
+        X[2 * i] = (pos ? 4.0 : 0.0) + 0.5 * fk_rng_normal(&r);
+        X[2 * i + 1] = 0.5 * fk_rng_normal(&r);
+        y[i] = pos ? 1.0 : -1.0;
+    }
+}
+
+/* Grid atoms over the data box enlarged by 3 w_max (spec §3.7 default). */
+static void grid_for(const double *X, size_t N, double h, const double *widths, int Q,
+                     fk_sfl_atoms *a)
+{
+    double lo[2] = {1e300, 1e300}, hi[2] = {-1e300, -1e300};
+    for (size_t i = 0; i < N; i++)
+        for (int k = 0; k < 2; k++) {
+            lo[k] = fmin(lo[k], X[2 * i + k]);
+            hi[k] = fmax(hi[k], X[2 * i + k]);
+        }
+    double m = 3 * widths[Q - 1];
+    for (int k = 0; k < 2; k++) {
+        lo[k] -= m;
+        hi[k] += m;
+    }
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_atoms_grid(a, 2, lo, hi, h, widths, Q, N, 0, &err), FK_OK);
+}
+
+/* T6: the grid sum of Gaussian products equals the closed-form integral at h = w/2. */
+static void grid_quadrature(void **state)
+{
+    (void)state;
+    double w = 0.8, lo[2] = {-7, -7}, hi[2] = {8, 8}, x[2] = {0.3, -0.2}, x2[2] = {1.1, 0.7};
+    fk_sfl_atoms a;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_atoms_grid(&a, 2, lo, hi, w / 2, &w, 1, 2, 0, &err), FK_OK);
+    double *K = malloc(2 * a.J * sizeof *K), X[4] = {x[0], x[1], x2[0], x2[1]};
+    fk_sfl_kernel(X, 2, 2, &a, K);
+    double sum = 0;
+    for (size_t j = 0; j < a.J; j++)
+        sum += a.v[j] * K[j] * K[a.J + j];
+    double d2 = (x[0] - x2[0]) * (x[0] - x2[0]) + (x[1] - x2[1]) * (x[1] - x2[1]);
+    double ref = M_PI * w * w * exp(-d2 / (4 * w * w));
+    assert_true(fabs(sum - ref) <= 1e-10 * ref);
+    free(K);
+    fk_sfl_atoms_close(&a);
+}
+
+/* T5: hard margin, gamma = 0: feasible, complementary slackness, converged. */
+static void kkt_hard_margin(void **state)
+{
+    (void)state;
+    size_t n = 50, N = 2 * n;
+    double *X = malloc(2 * N * sizeof *X), *y = malloc(N * sizeof *y), w = 1.0;
+    blobs(n, 3, X, y);
+    fk_sfl_atoms a;
+    grid_for(X, N, 0.5, &w, 1, &a);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_HARD;
+    fk_sfl_fit f;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &o, NULL, &f, &err), FK_OK);
+    assert_int_equal(f.status, FK_SFL_CONVERGED);
+    double s = 1 - o.eps, lmax = 0;
+    for (size_t i = 0; i < N; i++)
+        lmax = fmax(lmax, f.lambda[i]);
+    assert_true(lmax > 0);
+    assert_true(f.viol <= 1e-4 * s);
+    assert_true(fabs(f.primal - f.dual) <= 1e-4 * fmax(1, fabs(f.primal)));
+    size_t active = 0;
+    for (size_t i = 0; i < N; i++) {
+        double l = 1 - o.eps - y[i] * f.f[i];
+        assert_true(f.lambda[i] >= 0);
+        assert_true(l <= 1e-4 * s); /* feasible */
+        if (f.lambda[i] > o.tau_crit * lmax) {
+            assert_true(fabs(l) <= 1e-3 * s); /* dual > 0 only on active constraints */
+            active++;
+        }
+        assert_true(f.lambda[i] * fabs(l) <= 1e-4 * lmax * s);
+    }
+    assert_true(active >= 2 && active < N);
+    int *idx = malloc(N * sizeof *idx);
+    size_t nc = 0, notc = 0;
+    fk_sfl_critical(&f, y, &o, idx, &nc, &notc);
+    assert_int_equal(nc, active);
+    /* T9: re-solving on the critical rows alone gives the same alpha (Prop. 3) */
+    double *Xc = malloc(2 * nc * sizeof *Xc), *yc = malloc(nc * sizeof *yc);
+    for (size_t i = 0; i < nc; i++) {
+        memcpy(Xc + 2 * i, X + 2 * (size_t)idx[i], 2 * sizeof *Xc);
+        yc[i] = y[idx[i]];
+    }
+    fk_sfl_fit g;
+    assert_int_equal(fk_sfl_solve(Xc, yc, nc, 2, &a, &o, NULL, &g, &err), FK_OK);
+    assert_int_equal(g.status, FK_SFL_CONVERGED);
+    double d = 0, nrm = 0;
+    for (size_t j = 0; j < a.J; j++) {
+        d += (f.alpha[j] - g.alpha[j]) * (f.alpha[j] - g.alpha[j]);
+        nrm += f.alpha[j] * f.alpha[j];
+    }
+    assert_true(sqrt(d / nrm) <= 1e-3);
+    fk_sfl_fit_close(&g);
+    fk_sfl_fit_close(&f);
+    fk_sfl_atoms_close(&a);
+    free(Xc);
+    free(yc);
+    free(idx);
+    free(X);
+    free(y);
+}
+
+/* T11: two identical rows with opposite labels: INFEASIBLE, those rows on top; the resilient
+ * quadratic relaxation of the same set converges with u = lambda / (kappa c N). */
+static void infeasible_reported(void **state)
+{
+    (void)state;
+    size_t N = 12;
+    double X[24], y[12], w = 1.0;
+    for (size_t i = 0; i < N; i++) {
+        X[2 * i] = (double)(i % 6) - 2.5;
+        X[2 * i + 1] = i < 6 ? -1.5 : 1.5;
+        y[i] = i < 6 ? -1 : 1;
+    }
+    X[2 * 11] = X[2 * 3]; /* row 11 duplicates row 3 with the opposite label */
+    X[2 * 11 + 1] = X[2 * 3 + 1];
+    fk_sfl_atoms a;
+    grid_for(X, N, 0.5, &w, 1, &a);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_HARD;
+    fk_sfl_fit f;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &o, NULL, &f, &err), FK_OK);
+    assert_int_equal(f.status, FK_SFL_INFEASIBLE);
+    assert_true(f.iters <= 20000);
+    assert_true(f.n_worst >= 2);
+    assert_true((f.worst[0] == 3 && f.worst[1] == 11) || (f.worst[0] == 11 && f.worst[1] == 3));
+    fk_sfl_fit_close(&f);
+    o.res = FK_SFL_QUAD;
+    o.c = 100;
+    assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &o, NULL, &f, &err), FK_OK);
+    assert_int_equal(f.status, FK_SFL_CONVERGED);
+    /* equilibrium (P'-RSL): the duplicated rows violate their margin by exactly u_n */
+    for (int k = 0; k < 2; k++) {
+        size_t i = k ? 11 : 3;
+        double l = 1 - o.eps - y[i] * f.f[i], u = fk_sfl_slack(&o, N, f.lambda[i], l);
+        assert_true(u > 0.1);
+        assert_true(fabs(l - u) <= 1e-2 * u);
+    }
+    fk_sfl_fit_close(&f);
+    fk_sfl_atoms_close(&a);
+}
+
+/* Sparsity grows with the regulariser: support atoms fall as gamma rises (spec §10.1 T10). */
+static void sparsity_grows_with_gamma(void **state)
+{
+    (void)state;
+    size_t n = 40, N = 2 * n;
+    double *X = malloc(2 * N * sizeof *X), *y = malloc(N * sizeof *y), widths[3];
+    blobs(n, 5, X, y);
+    y[0] = 1; /* one flipped label: hard margin would be infeasible */
+    fk_sfl_widths(0.5, 1.5, 3, widths);
+    fk_sfl_atoms a;
+    grid_for(X, N, 0.5, widths, 3, &a);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_QUAD;
+    o.c = 100;
+    o.T = 6000;
+    const double rel[4] = {0, 0.05, 0.2, 0.5};
+    size_t prev = a.J + 1;
+    fk_err err = {0};
+    for (int g = 0; g < 4; g++) {
+        o.gamma_rel = rel[g];
+        fk_sfl_fit f;
+        assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &o, NULL, &f, &err), FK_OK);
+        assert_true(f.support < prev);
+        assert_true(f.support > 0);
+        size_t correct = 0;
+        for (size_t i = 1; i < N; i++)
+            correct += (f.f[i] >= 0 ? 1.0 : -1.0) == y[i];
+        assert_true(correct >= N - 3); /* still classifies the clean rows */
+        prev = f.support;
+        fk_sfl_fit_close(&f);
+    }
+    assert_true(prev < a.J / 4);
+    fk_sfl_atoms_close(&a);
+    free(X);
+    free(y);
+}
+
+/* T14 (Remark 1): the single kernel at 2.5 that no sample sits on is found. */
+static void remark1_single_bump(void **state)
+{
+    (void)state;
+    size_t N = 19;
+    double X[19], y[19], lo = -2, hi = 7, w = 1.0;
+    for (size_t i = 0; i < N; i++) {
+        X[i] = 0.1 + 0.25 * (double)i; /* 0.1 .. 4.6, none in (2.45, 2.55) */
+        y[i] = exp(-(X[i] - 2.5) * (X[i] - 2.5) / 2);
+    }
+    fk_sfl_atoms a;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_atoms_grid(&a, 1, &lo, &hi, 0.02, &w, 1, N, 0, &err), FK_OK);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_REGRESS);
+    o.eps = 1e-4;
+    const double gammas[4] = {0, 1, 3, 10};
+    for (int g = 0; g < 4; g++) {
+        o.gamma = gammas[g];
+        fk_sfl_fit f;
+        assert_int_equal(fk_sfl_solve(X, y, N, 1, &a, &o, NULL, &f, &err), FK_OK);
+        assert_true(f.viol <= 0.05 * sqrt(o.eps));
+        int *label = malloc(a.J * sizeof *label);
+        size_t nb = 0;
+        assert_int_equal(fk_sfl_bumps(&a, f.alpha, 1.0, label, &nb, &err), FK_OK);
+        size_t top = 0;
+        for (size_t j = 0; j < a.J; j++)
+            top = fabs(f.alpha[j]) > fabs(f.alpha[top]) ? j : top;
+        assert_true(fabs(a.s[top] - 2.5) <= 0.04); /* the largest coefficient sits at 2.5 */
+        if (g == 0) { /* gamma = 0 keeps every atom: side lobes of alternating sign */
+            free(label);
+            fk_sfl_fit_close(&f);
+            continue;
+        }
+        assert_int_equal(nb, 1); /* gamma > 0: exactly one bump */
+        assert_true(f.support <= 40);
+        fk_sfl_model m;
+        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, &m, &err), FK_OK);
+        assert_int_equal(m.K, 1);
+        assert_true(fabs(m.s[0] - 2.5) <= 0.04);
+        double fx[19], worst = 0;
+        fk_sfl_predict(&m, X, N, fx);
+        for (size_t i = 0; i < N; i++)
+            worst = fmax(worst, fabs(fx[i] - y[i]));
+        assert_true(worst <= 0.02);
+        /* the support model reproduces the solver's fit at the rows */
+        fk_sfl_model sm;
+        assert_int_equal(fk_sfl_model_support(&a, f.alpha, &sm, &err), FK_OK);
+        assert_int_equal(sm.K, f.support);
+        fk_sfl_predict(&sm, X, N, fx);
+        for (size_t i = 0; i < N; i++)
+            assert_true(fabs(fx[i] - f.f[i]) <= 1e-10);
+        fk_sfl_model_close(&sm);
+        fk_sfl_model_close(&m);
+        free(label);
+        fk_sfl_fit_close(&f);
+    }
+    fk_sfl_atoms_close(&a);
+}
+
+static void bad_input(void **state)
+{
+    (void)state;
+    double X[4] = {0, 1, NAN, 2}, y[2] = {1, -1}, w = 1, lo = -1, hi = 1;
+    fk_sfl_atoms a;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_atoms_grid(&a, 1, &lo, &hi, 0.5, &w, 1, 2, 0, &err), FK_OK);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    fk_sfl_fit f;
+    assert_int_equal(fk_sfl_solve(X, y, 2, 2, &a, &o, NULL, &f, &err), FK_EINVAL); /* p */
+    double X1[2] = {0, NAN};
+    assert_int_equal(fk_sfl_solve(X1, y, 2, 1, &a, &o, NULL, &f, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "NaN"));
+    double X2[2] = {0, 0.5}, y2[2] = {1, 0.5};
+    assert_int_equal(fk_sfl_solve(X2, y2, 2, 1, &a, &o, NULL, &f, &err), FK_EINVAL);
+    fk_sfl_atoms_close(&a);
+    double lo4[4] = {0}, hi4[4] = {1, 1, 1, 1};
+    assert_int_equal(fk_sfl_atoms_grid(&a, 4, lo4, hi4, 0.5, &w, 1, 2, 0, &err), FK_EINVAL);
+    double lo2[2] = {-100, -100}, hi2[2] = {100, 100};
+    assert_int_equal(fk_sfl_atoms_grid(&a, 2, lo2, hi2, 0.01, &w, 1, 1000, 1u << 30, &err),
+                     FK_ELIMIT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(grid_quadrature),
+        cmocka_unit_test(kkt_hard_margin),
+        cmocka_unit_test(infeasible_reported),
+        cmocka_unit_test(sparsity_grows_with_gamma),
+        cmocka_unit_test(remark1_single_bump),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
