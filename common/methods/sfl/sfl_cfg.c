@@ -1,0 +1,335 @@
+/* Job configuration of the sfl job type (spec §6.2), the task's rows and atom sets. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/methods/sfl/sfl_int.h"
+
+const fk_param_doc fk__sfl_keys[] = {
+    {"raw_sample_upload", "must be 'acknowledged': clients upload raw rows (their critical "
+                          "samples) to the server; the job refuses to start otherwise"},
+    {"local.allow_raw_upload", "CLIENT-side consent (client config [local] section, or the "
+                               "simulator): true lets this client upload raw rows; default false"},
+    {"local.max_upload_fraction", "client-side cap on the uploaded fraction of its rows (0, 1]; "
+                                  "rows with the largest dual values are kept (default 1)"},
+    {"max_upload_fraction", "job cap on the fraction of a client's rows it may upload (default 1)"},
+    {"mode", "classify (margin classification, spec Ch. 3) or regress (eps-tube, Ch. 2)"},
+    {"pos_label", "raw label of the +1 class (default 1)"},
+    {"neg_label", "raw label of the -1 class, or 'rest' (default rest)"},
+    {"eps", "margin slack (classify, default 0.5) or max squared error (regress, default 1e-3)"},
+    {"gamma_client", "sparsity weight of the clients' problems (default 0)"},
+    {"gamma_server", "sparsity weight of the server's problem (default 0)"},
+    {"gamma_rel_client", "relative sparsity in [0, 1) for the clients (overrides gamma_client)"},
+    {"gamma_rel_server", "relative sparsity in [0, 1) for the server (overrides gamma_server)"},
+    {"resilient", "none, quadratic (default), huber or linear relaxation of the margins (Ch. 4)"},
+    {"c", "relaxation cost: quadratic c, Huber delta or linear C (default 100)"},
+    {"T_client", "iteration cap of a client solve (default 20000)"},
+    {"T_server", "iteration cap of the server solve (default 20000)"},
+    {"atoms", "samples (kernel centres at the rows, default) or grid (needs box_lo, box_hi)"},
+    {"width_min", "smallest kernel width (default 0.5)"},
+    {"width_max", "largest kernel width (default 3)"},
+    {"n_widths", "number of widths (default 6)"},
+    {"grid_h", "grid spacing (default width_min / 2)"},
+    {"box_lo", "grid box lower corner: one value or p comma-separated values"},
+    {"box_hi", "grid box upper corner: one value or p comma-separated values"},
+    {"x_shift", "preprocessing x <- (x - shift) / scale: one value or p values (default 0)"},
+    {"x_scale", "preprocessing scale: one value or p values, > 0 (default 1)"},
+    {"server_init", "concat (client duals, default), rescaled (by N_F/N_i) or zero"},
+    {"model_form", "atoms (support atoms, default) or peaks (one refit kernel per bump)"},
+    {"crit_rule", "tol (dual > 1e-8 max and margin active, default) or strict (dual > 0)"},
+    {"sim_n", "fedkern sim only: rows per synthetic client (default 50)"},
+    {NULL, NULL},
+};
+
+void fk__sfl_cfg_close(fk__sfl_cfg *c)
+{
+    free(c->box_lo);
+    free(c->box_hi);
+    free(c->shift);
+    free(c->scale);
+    memset(c, 0, sizeof *c);
+}
+
+/* "v" or "v1,v2,...": a list of finite doubles (NULL/0 when the key is absent). */
+static int parse_list(const fk_params *p, const char *key, double **out, int *n, fk_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    const char *s = fk_params_get(p, key);
+    if (!s)
+        return FK_OK;
+    int cap = 1;
+    for (const char *q = s; *q; q++)
+        cap += *q == ',';
+    double *v = malloc((size_t)cap * sizeof *v);
+    if (!v)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for '%s'", key);
+    const char *q = s;
+    for (int i = 0; i < cap; i++) {
+        char *end;
+        v[i] = strtod(q, &end);
+        while (*end == ' ')
+            end++;
+        if (end == q || !isfinite(v[i]) || (*end != ',' && *end != '\0')) {
+            free(v);
+            return fk_err_set(err, FK_EINVAL,
+                              "%s: '%s' is not a number or a comma-separated list of numbers", key,
+                              s);
+        }
+        q = end + (*end == ',');
+    }
+    *out = v;
+    *n = cap;
+    return FK_OK;
+}
+
+static int pick(const char *key, const char *v, const char *const *names, int *out, fk_err *err)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(v, names[i])) {
+            *out = i;
+            return FK_OK;
+        }
+    return fk_err_set(err, FK_EINVAL, "%s = '%s' is not one of the allowed values (%s, %s, ...)",
+                      key, v, names[0], names[1]);
+}
+
+int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
+{
+    memset(c, 0, sizeof *c);
+    const char *ack = fk_params_str(p, "raw_sample_upload", "");
+    if (strcmp(ack, "acknowledged"))
+        return fk_err_set(err, FK_EINVAL,
+                          "sfl uploads raw training rows (each client's critical samples) to the "
+                          "server; the job needs 'raw_sample_upload = acknowledged' to start "
+                          "(see docs/sfl.md, 'What leaves the machine')");
+    static const char *const modes[] = {"regress", "classify", NULL};
+    static const char *const ress[] = {"none", "quadratic", "huber", "linear", NULL};
+    static const char *const inits[] = {"concat", "rescaled", "zero", NULL};
+    static const char *const atoms[] = {"samples", "grid", NULL};
+    static const char *const forms[] = {"atoms", "peaks", NULL};
+    static const char *const crits[] = {"tol", "strict", NULL};
+    int rc = pick("mode", fk_params_str(p, "mode", "classify"), modes, &c->mode, err);
+    if (!rc)
+        rc = pick("resilient", fk_params_str(p, "resilient", "quadratic"), ress, &c->res, err);
+    if (!rc)
+        rc = pick("server_init", fk_params_str(p, "server_init", "concat"), inits,
+                  &c->server_init, err);
+    if (!rc)
+        rc = pick("atoms", fk_params_str(p, "atoms", "samples"), atoms, &c->grid, err);
+    if (!rc)
+        rc = pick("model_form", fk_params_str(p, "model_form", "atoms"), forms, &c->peaks, err);
+    if (!rc)
+        rc = pick("crit_rule", fk_params_str(p, "crit_rule", "tol"), crits, &c->strict, err);
+    if (rc)
+        return rc;
+    int cls = c->mode == FK_SFL_CLASSIFY;
+    long Q = 6;
+    if (!rc)
+        rc = fk_params_double(p, "eps", cls ? 0.5 : 1e-3, 0, cls ? 0.999999 : 1e12, &c->eps, err);
+    if (!rc)
+        rc = fk_params_double(p, "gamma_client", 0, 0, 1e12, &c->gamma_client, err);
+    if (!rc)
+        rc = fk_params_double(p, "gamma_server", 0, 0, 1e12, &c->gamma_server, err);
+    if (!rc)
+        rc = fk_params_double(p, "gamma_rel_client", 0, 0, 0.999999, &c->grel_client, err);
+    if (!rc)
+        rc = fk_params_double(p, "gamma_rel_server", 0, 0, 0.999999, &c->grel_server, err);
+    if (!rc)
+        rc = fk_params_double(p, "c", 100, 1e-12, 1e12, &c->c, err);
+    if (!rc)
+        rc = fk_params_int(p, "T_client", 20000, 1, 100000000, &c->T_client, err);
+    if (!rc)
+        rc = fk_params_int(p, "T_server", 20000, 1, 100000000, &c->T_server, err);
+    if (!rc)
+        rc = fk_params_double(p, "width_min", 0.5, 1e-12, 1e12, &c->wmin, err);
+    if (!rc)
+        rc = fk_params_double(p, "width_max", 3.0, c->wmin, 1e12, &c->wmax, err);
+    if (!rc)
+        rc = fk_params_int(p, "n_widths", 6, 1, 1000, &Q, err);
+    if (!rc)
+        rc = fk_params_double(p, "grid_h", c->wmin / 2, 1e-12, 1e12, &c->h, err);
+    if (!rc)
+        rc = fk_params_double(p, "pos_label", 1, -1e300, 1e300, &c->pos_label, err);
+    if (!rc)
+        rc = fk_params_double(p, "max_upload_fraction", 1, 1e-12, 1, &c->max_frac, err);
+    if (rc)
+        return rc;
+    c->Q = (int)Q;
+    const char *neg = fk_params_str(p, "neg_label", "rest");
+    c->neg_rest = !strcmp(neg, "rest");
+    if (!c->neg_rest) {
+        char *end;
+        c->neg_label = strtod(neg, &end);
+        if (end == neg || *end || !isfinite(c->neg_label) || c->neg_label == c->pos_label)
+            return fk_err_set(err, FK_EINVAL,
+                              "neg_label = '%s' must be 'rest' or a raw label other than "
+                              "pos_label",
+                              neg);
+    }
+    int nlo = 0, nhi = 0, nsh = 0, nsc = 0;
+    rc = parse_list(p, "box_lo", &c->box_lo, &nlo, err);
+    if (!rc)
+        rc = parse_list(p, "box_hi", &c->box_hi, &nhi, err);
+    if (!rc)
+        rc = parse_list(p, "x_shift", &c->shift, &nsh, err);
+    if (!rc)
+        rc = parse_list(p, "x_scale", &c->scale, &nsc, err);
+    if (!rc && c->grid && (!nlo || nlo != nhi))
+        rc = fk_err_set(err, FK_EINVAL,
+                        "atoms = grid needs box_lo and box_hi with the same number of values "
+                        "(the centre box must be fixed in advance: no party sees all the data)");
+    if (!rc && nsh && nsc && nsh != nsc && nsh != 1 && nsc != 1)
+        rc = fk_err_set(err, FK_EINVAL, "x_shift has %d values but x_scale %d", nsh, nsc);
+    for (int i = 0; !rc && i < nsc; i++)
+        if (!(c->scale[i] > 0))
+            rc = fk_err_set(err, FK_EINVAL, "x_scale value %d is %g (must be > 0)", i,
+                            c->scale[i]);
+    c->box_p = nlo;
+    c->n_pre = nsh > nsc ? nsh : nsc;
+    if (!rc && c->n_pre && (!c->shift || !c->scale)) { /* fill the missing one with 0 / 1 */
+        double **miss = c->shift ? &c->scale : &c->shift, fill = c->shift ? 1.0 : 0.0;
+        if (!(*miss = malloc((size_t)c->n_pre * sizeof **miss)))
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+        for (int i = 0; !rc && i < c->n_pre; i++)
+            (*miss)[i] = fill;
+    } else if (!rc && c->n_pre && nsh != nsc) { /* broadcast the single value */
+        double **one = nsh == 1 ? &c->shift : &c->scale;
+        double v = (*one)[0], *w = realloc(*one, (size_t)c->n_pre * sizeof *w);
+        if (!w)
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+        else
+            for (int i = 0; i < c->n_pre; i++)
+                w[i] = v;
+        if (w)
+            *one = w;
+    }
+    if (rc)
+        fk__sfl_cfg_close(c);
+    return rc;
+}
+
+void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed, fk_sfl_opts *o)
+{
+    fk_sfl_opts_default(o, c->mode);
+    o->eps = c->eps;
+    o->gamma = server ? c->gamma_server : c->gamma_client;
+    o->gamma_rel = server ? c->grel_server : c->grel_client;
+    o->res = c->res;
+    o->c = c->c;
+    o->n_ref = n_ref;
+    o->T = server ? c->T_server : c->T_client;
+    o->seed = seed;
+    if (c->strict) { /* the dissertation's rule: every positive dual is critical */
+        o->tau_crit = 0;
+        o->tau_act = INFINITY;
+    }
+}
+
+int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, double **y,
+                      size_t *n, fk_err *err)
+{
+    *X = *y = NULL;
+    *n = 0;
+    size_t N = ds->X.rows, p = ds->X.cols;
+    if (p < 1 || !ds->X.data)
+        return fk_err_set(err, FK_EINVAL, "sfl: the data set '%s' has no feature columns",
+                          ds->name);
+    if (c->n_pre > 1 && (size_t)c->n_pre != p)
+        return fk_err_set(err, FK_EINVAL,
+                          "sfl: x_shift/x_scale give %d values but data set '%s' has %zu "
+                          "features; the preprocessing map must match the data",
+                          c->n_pre, ds->name, p);
+    if (c->grid && (size_t)c->box_p != p && c->box_p != 1)
+        return fk_err_set(err, FK_EINVAL,
+                          "sfl: box_lo/box_hi give %d values but data set '%s' has %zu features",
+                          c->box_p, ds->name, p);
+    if (!ds->y_raw)
+        return fk_err_set(err, FK_EINVAL, "sfl: data set '%s' has no labels or targets",
+                          ds->name);
+    double *Xo = malloc((N ? N : 1) * p * sizeof *Xo), *yo = malloc((N ? N : 1) * sizeof *yo);
+    if (!Xo || !yo) {
+        free(Xo);
+        free(yo);
+        return fk_err_set(err, FK_ENOMEM, "sfl: out of memory for %zu rows", N);
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < N; i++) {
+        double t = ds->y_raw[i], target;
+        if (c->mode == FK_SFL_CLASSIFY) {
+            if (t == c->pos_label)
+                target = 1;
+            else if (c->neg_rest || t == c->neg_label)
+                target = -1;
+            else
+                continue; /* a class outside the task */
+        } else {
+            target = t;
+        }
+        const double *x = ds->X.data + i * ds->X.ld;
+        for (size_t k = 0; k < p; k++) {
+            double v = x[k];
+            if (c->n_pre)
+                v = (v - c->shift[c->n_pre > 1 ? k : 0]) / c->scale[c->n_pre > 1 ? k : 0];
+            if (!isfinite(v) || !isfinite(target)) {
+                free(Xo);
+                free(yo);
+                return fk_err_set(err, FK_EINVAL,
+                                  "sfl: data set '%s' row %zu has a NaN or infinite %s; clean the "
+                                  "data before the run",
+                                  ds->name, i, isfinite(target) ? "feature" : "target");
+            }
+            Xo[m * p + k] = v;
+        }
+        yo[m++] = target;
+    }
+    *X = Xo;
+    *y = yo;
+    *n = m;
+    return FK_OK;
+}
+
+int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p, fk_sfl_atoms *a,
+                  fk_err *err)
+{
+    double *w = malloc((size_t)c->Q * sizeof *w);
+    if (!w)
+        return fk_err_set(err, FK_ENOMEM, "sfl: out of memory");
+    fk_sfl_widths(c->wmin, c->wmax, c->Q, w);
+    int rc;
+    if (c->grid) {
+        double lo[FK_SFL_GRID_MAX_P], hi[FK_SFL_GRID_MAX_P];
+        for (int k = 0; k < p && k < FK_SFL_GRID_MAX_P; k++) {
+            lo[k] = c->box_lo[c->box_p > 1 ? k : 0];
+            hi[k] = c->box_hi[c->box_p > 1 ? k : 0];
+        }
+        rc = fk_sfl_atoms_grid(a, p, lo, hi, c->h, w, c->Q, n, (size_t)4 << 30, err);
+    } else {
+        rc = n ? fk_sfl_atoms_candidates(a, X, n, p, w, c->Q, err)
+               : fk_err_set(err, FK_EINVAL, "sfl: no rows to place kernels on");
+    }
+    free(w);
+    return rc;
+}
+
+int fk__sfl_solve(const double *X, const double *y, size_t n, int p, const fk_sfl_atoms *a,
+                  const fk_sfl_opts *o, const double *lam0, fk_sfl_fit *fit, fk_err *err)
+{
+    if (!lam0 || (o->gamma <= 0 && o->gamma_rel <= 0))
+        return fk_sfl_solve(X, y, n, p, a, o, lam0, fit, err);
+    fk_sfl_opts o0 = *o; /* warm start: gamma = 0 pass from lam0, then gamma from it */
+    o0.gamma = 0;
+    o0.gamma_rel = 0;
+    fk_sfl_fit f0;
+    int rc = fk_sfl_solve(X, y, n, p, a, &o0, lam0, &f0, err);
+    if (rc || f0.status == FK_SFL_INFEASIBLE) {
+        if (!rc)
+            *fit = f0;
+        return rc;
+    }
+    rc = fk_sfl_solve(X, y, n, p, a, o, f0.lambda, fit, err);
+    if (!rc)
+        fit->iters += f0.iters;
+    fk_sfl_fit_close(&f0);
+    return rc;
+}

@@ -1,0 +1,283 @@
+/* Client side of the sfl job (spec §6.3, Alg. 3): declare the task's row count, solve the
+ * local problem (Pi), upload the critical rows with their duals once, score the model.
+ *
+ * Raw rows leave this machine, so the client refuses the job unless BOTH the job says
+ * raw_sample_upload = acknowledged AND this client's own configuration says
+ * local.allow_raw_upload = true; local.max_upload_fraction caps what it sends. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/methods/sfl/sfl_int.h"
+
+typedef struct scli {
+    fk__sfl_cfg c;
+    int k, K, p;
+    uint64_t seed;
+    double *X, *y; /* the task's rows, preprocessed */
+    size_t n;
+    double frac;   /* effective upload cap: min(job, local) */
+    int uploaded;
+} scli;
+
+void fk__sfl_cli_close(void *v)
+{
+    scli *c = v;
+    if (!c)
+        return;
+    fk__sfl_cfg_close(&c->c);
+    free(c->X);
+    free(c->y);
+    free(c);
+}
+
+int fk__sfl_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                     int n_clients, uint64_t seed, fk_err *err)
+{
+    int allow = 0;
+    double local_frac = 1;
+    int rc = fk_params_bool(p, "local.allow_raw_upload", 0, &allow, err);
+    if (!rc)
+        rc = fk_params_double(p, "local.max_upload_fraction", 1, 1e-12, 1, &local_frac, err);
+    if (rc)
+        return rc;
+    scli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    fk_params_str(p, "sim_n", NULL);
+    if ((rc = fk__sfl_cfg_parse(&c->c, p, err))) {
+        free(c);
+        return rc;
+    }
+    if (!allow) {
+        fk__sfl_cli_close(c);
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d refuses the sfl job: it would upload raw training rows (its "
+                          "critical samples) to the server, and this client's own configuration "
+                          "does not allow that; set 'allow_raw_upload = true' in the [local] "
+                          "section of the client config to consent",
+                          client);
+    }
+    c->k = client;
+    c->K = n_clients;
+    c->seed = seed;
+    c->p = (int)data->X.cols;
+    c->frac = fmin(local_frac, c->c.max_frac);
+    if ((rc = fk__sfl_task_rows(&c->c, data, &c->X, &c->y, &c->n, err))) {
+        fk__sfl_cli_close(c);
+        return rc;
+    }
+    *out = c;
+    return FK_OK;
+}
+
+typedef struct ranked {
+    double lam;
+    int row;
+} ranked;
+
+static int by_lam_desc(const void *a, const void *b)
+{
+    const ranked *u = a, *v = b;
+    return u->lam < v->lam ? 1 : u->lam > v->lam ? -1 : (u->row > v->row) - (u->row < v->row);
+}
+
+static int by_row(const void *a, const void *b)
+{
+    const ranked *u = a, *v = b;
+    return (u->row > v->row) - (u->row < v->row);
+}
+
+/* Solve (Pi) on the local rows and put the critical rows (capped) into the upload. */
+static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *err)
+{
+    size_t n = c->n, P = (size_t)c->p;
+    int rc = fk_bundle_put_scalar(up, "n", (double)n);
+    if (rc)
+        return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    rep->n_samples = (double)n;
+    if (n == 0) { /* no rows of the task: an empty upload */
+        fk_log(FK_LOG_INFO, "sfl_upload", "client=%d rows=0 of=0 bytes=0 capped=0", c->k);
+        return fk_bundle_put_scalar(up, "rows", 0) ? fk_err_set(err, FK_ENOMEM, "no memory")
+                                                   : FK_OK;
+    }
+    fk_sfl_atoms a;
+    if ((rc = fk__sfl_atoms(&c->c, c->X, n, c->p, &a, err)))
+        return rc;
+    fk_sfl_opts o;
+    fk__sfl_opts(&c->c, 0, n_ref, c->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(c->k + 1), &o);
+    fk_sfl_fit f;
+    rc = fk_sfl_solve(c->X, c->y, n, c->p, &a, &o, NULL, &f, err);
+    fk_sfl_atoms_close(&a);
+    if (rc)
+        return rc;
+    int *idx = malloc(n * sizeof *idx);
+    ranked *rk = malloc(n * sizeof *rk);
+    size_t C = 0, not_conv = 0;
+    if (!idx || !rk) {
+        free(idx);
+        free(rk);
+        fk_sfl_fit_close(&f);
+        return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    }
+    fk_sfl_critical(&f, c->y, &o, idx, &C, &not_conv);
+    for (size_t i = 0; i < C; i++)
+        rk[i] = (ranked){fabs(f.lambda[idx[i]]), idx[i]};
+    /* the client's cap binds: keep the rows with the largest duals, mark the upload capped */
+    size_t cap = (size_t)ceil(c->frac * (double)n - 1e-9), capped = C > cap;
+    if (capped) {
+        qsort(rk, C, sizeof *rk, by_lam_desc);
+        C = cap;
+        qsort(rk, C, sizeof *rk, by_row);
+    }
+    uint64_t sh[2] = {(uint64_t)C, P};
+    double *x = C ? fk_bundle_add(up, "x", 2, sh) : NULL;
+    double *yy = C ? fk_bundle_add(up, "y", 1, sh) : NULL;
+    double *ll = C ? fk_bundle_add(up, "lambda", 1, sh) : NULL;
+    rc = C && (!x || !yy || !ll);
+    for (size_t i = 0; !rc && i < C; i++) {
+        memcpy(x + i * P, c->X + (size_t)rk[i].row * P, P * sizeof *x);
+        yy[i] = c->y[rk[i].row];
+        ll[i] = f.lambda[rk[i].row];
+    }
+    if (!rc)
+        rc = fk_bundle_put_scalar(up, "rows", (double)C);
+    if (!rc)
+        rc = fk_bundle_put_scalar(up, "capped", (double)capped);
+    double diag[6] = {f.status, (double)f.iters, f.viol, f.dual, f.primal, (double)f.support};
+    if (!rc)
+        rc = fk_bundle_put_vec(up, "diag", 6, diag);
+    if (!rc)
+        rc = fk_bundle_put_scalar(up, "not_converged", (double)not_conv);
+    size_t right = 0;
+    for (size_t i = 0; i < n; i++)
+        right += c->c.mode == FK_SFL_CLASSIFY ? (f.f[i] >= 0 ? 1.0 : -1.0) == c->y[i] : 0;
+    rep->loss = f.primal;
+    if (c->c.mode == FK_SFL_CLASSIFY)
+        rep->accuracy = (double)right / (double)n;
+    /* what leaves the machine, in the client's own log (counts only, never values) */
+    fk_log(FK_LOG_INFO, "sfl_upload",
+           "client=%d rows=%zu of=%zu bytes=%zu capped=%d status=%s msg=\"raw feature rows, "
+           "labels and dual values of the critical samples are sent to the server\"",
+           c->k, C, n, C * (P + 2) * sizeof(double), (int)capped, fk_sfl_status_name(f.status));
+    if (f.status == FK_SFL_INFEASIBLE)
+        fk_log(FK_LOG_WARN, "sfl_infeasible",
+               "client=%d msg=\"hard margins cannot be met on the local rows; use resilient = "
+               "quadratic\"",
+               c->k);
+    free(idx);
+    free(rk);
+    fk_sfl_fit_close(&f);
+    c->uploaded = 1;
+    return rc ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory") : FK_OK;
+}
+
+int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+{
+    scli *c = v;
+    const fk_tensor *op = fk_bundle_get(task, "op");
+    if (!op || op->len != 1)
+        return fk_err_set(err, FK_EFORMAT, "sfl task lacks 'op'");
+    if (op->data[0] == FK__SFL_OP_COUNT) {
+        rep->n_samples = (double)c->n;
+        int rc = fk_bundle_put_scalar(up, "n", (double)c->n);
+        if (!rc)
+            rc = fk_bundle_put_scalar(up, "p", c->p);
+        return rc ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory") : FK_OK;
+    }
+    const fk_tensor *nr = fk_bundle_get(task, "n_ref");
+    if (op->data[0] != FK__SFL_OP_UPLOAD || !nr || nr->len != 1 ||
+        !(nr->data[0] >= (double)c->n && nr->data[0] <= 1e12))
+        return fk_err_set(err, FK_EFORMAT,
+                          "sfl task: unknown op or no 'n_ref' >= this client's %zu rows", c->n);
+    return upload(c, nr->data[0], up, rep, err);
+}
+
+int fk__sfl_model_read(const fk_bundle *b, int p, fk_sfl_model *m, fk_err *err)
+{
+    memset(m, 0, sizeof *m);
+    const fk_tensor *K = fk_bundle_get(b, "K"), *pp = fk_bundle_get(b, "p");
+    if (!K || K->len != 1 || !(K->data[0] >= 0 && K->data[0] <= 1e8) ||
+        K->data[0] != floor(K->data[0]) || !pp || pp->len != 1 || pp->data[0] != p)
+        return fk_err_set(err, FK_EFORMAT,
+                          "sfl model: no kernel count 'K' or its 'p' is not this client's %d", p);
+    size_t k = (size_t)K->data[0];
+    const fk_tensor *s = fk_bundle_get(b, "s"), *w = fk_bundle_get(b, "w"),
+                    *c = fk_bundle_get(b, "c");
+    if (k && (!s || s->len != k * (size_t)p || !w || w->len != k || !c || c->len != k))
+        return fk_err_set(err, FK_EFORMAT, "sfl model: 's' (K x p), 'w', 'c' (K) missing or "
+                                           "of the wrong size");
+    for (size_t i = 0; k && i < s->len; i++)
+        if (!isfinite(s->data[i]))
+            return fk_err_set(err, FK_EFORMAT, "sfl model: centre value %zu is not finite", i);
+    for (size_t i = 0; i < k; i++)
+        if (!(w->data[i] > 0 && w->data[i] < 1e300) || !isfinite(c->data[i]))
+            return fk_err_set(err, FK_EFORMAT, "sfl model: kernel %zu has width %g, weight %g", i,
+                              w->data[i], c->data[i]);
+    m->K = k;
+    m->p = p;
+    m->s = malloc((k ? k : 1) * (size_t)p * sizeof(double));
+    m->w = malloc((k ? k : 1) * sizeof(double));
+    m->c = malloc((k ? k : 1) * sizeof(double));
+    if (!m->s || !m->w || !m->c) {
+        fk_sfl_model_close(m);
+        return fk_err_set(err, FK_ENOMEM, "sfl model: out of memory");
+    }
+    if (k) {
+        memcpy(m->s, s->data, s->len * sizeof(double));
+        memcpy(m->w, w->data, k * sizeof(double));
+        memcpy(m->c, c->data, k * sizeof(double));
+    }
+    return FK_OK;
+}
+
+int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+{
+    scli *c = v;
+    fk_sfl_model m;
+    int rc = fk__sfl_model_read(model, c->p, &m, err);
+    if (rc)
+        return rc;
+    rep->n_samples = (double)c->n;
+    double *f = malloc((c->n ? c->n : 1) * sizeof *f);
+    if (!f) {
+        fk_sfl_model_close(&m);
+        return fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
+    }
+    fk_sfl_predict(&m, c->X, c->n, f);
+    double right = 0, se = 0, hinge = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        right += (f[i] >= 0 ? 1.0 : -1.0) == c->y[i]; /* sign(0) := +1 */
+        se += (f[i] - c->y[i]) * (f[i] - c->y[i]);
+        hinge += fmax(0, 1 - c->y[i] * f[i]);
+    }
+    if (c->n && c->c.mode == FK_SFL_CLASSIFY) {
+        rep->accuracy = right / (double)c->n;
+        rep->error = 1 - rep->accuracy;
+        rep->loss = hinge / (double)c->n;
+    } else if (c->n) {
+        rep->error = sqrt(se / (double)c->n); /* RMSE */
+        rep->loss = se / (double)c->n;
+    }
+    free(f);
+    fk_sfl_model_close(&m);
+    return FK_OK;
+}
+
+int fk__sfl_cli_save(void *v, fk_bundle *out, fk_err *err)
+{
+    return fk_bundle_put_scalar(out, "uploaded", ((scli *)v)->uploaded)
+               ? fk_err_set(err, FK_ENOMEM, "sfl client save: out of memory")
+               : FK_OK;
+}
+
+int fk__sfl_cli_load(void *v, const fk_bundle *in, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(in, "uploaded");
+    if (!t || t->len != 1 || (t->data[0] != 0 && t->data[0] != 1))
+        return fk_err_set(err, FK_EFORMAT, "sfl client checkpoint: no 'uploaded' flag");
+    ((scli *)v)->uploaded = (int)t->data[0];
+    return FK_OK;
+}

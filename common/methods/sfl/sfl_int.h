@@ -1,0 +1,88 @@
+/* Internals shared by the files of the sfl job type (common/methods/sfl/). */
+#ifndef FK_SFL_INT_H
+#define FK_SFL_INT_H
+
+#include <stddef.h>
+
+#include "common/base/params.h"
+#include "common/data/dataset.h"
+#include "common/methods/method.h"
+#include "common/models/sfl.h"
+
+enum { FK__SFL_INIT_CONCAT = 0, FK__SFL_INIT_RESCALED = 1, FK__SFL_INIT_ZERO = 2 };
+enum { FK__SFL_OP_COUNT = 1, FK__SFL_OP_UPLOAD = 2 };
+
+/* The job configuration (spec §6.2), identical for every party. */
+typedef struct fk__sfl_cfg {
+    int mode;                       /* FK_SFL_CLASSIFY / FK_SFL_REGRESS */
+    double eps;
+    double gamma_client, gamma_server, grel_client, grel_server;
+    int res;                        /* FK_SFL_HARD / QUAD / HUBER / LINEAR */
+    double c;                       /* quadratic c, Huber delta or linear C */
+    long T_client, T_server;
+    int grid;                       /* atoms = grid (else samples: candidates at the rows) */
+    double wmin, wmax, h;
+    int Q;
+    double *box_lo, *box_hi;        /* grid box, p values each (NULL unless grid) */
+    int box_p;
+    double *shift, *scale;          /* preprocessing x <- (x - shift) / scale, n_pre values */
+    int n_pre;                      /* 0: none; 1: one value for every feature; else p */
+    double pos_label, neg_label;
+    int neg_rest;                   /* neg_label = rest: every other label is -1 */
+    double max_frac;                /* job cap on the uploaded fraction of a client's rows */
+    int server_init;
+    int peaks;                      /* model_form = peaks (one refit kernel per bump) */
+    int strict;                     /* crit_rule = strict: lambda > 0 */
+} fk__sfl_cfg;
+
+/* Parse and check the job keys; refuses a job without raw_sample_upload = acknowledged. */
+int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err);
+void fk__sfl_cfg_close(fk__sfl_cfg *c);
+/* Solver options for a client (server = 0) or the server (server = 1) problem. */
+void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed, fk_sfl_opts *o);
+/* The task's rows of a data set, preprocessed (X: n x p) with targets (+-1 or values);
+ * rows of other classes are left out. Caller frees *X and *y. */
+int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, double **y,
+                      size_t *n, fk_err *err);
+/* The atom set of a problem on rows X (n x p): the grid of the configuration, or the rows
+ * themselves as candidate centres times the width grid. */
+int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p, fk_sfl_atoms *a,
+                  fk_err *err);
+/* Solve with the spec's continuation (gamma = 0 pass warm-started from lam0 when given,
+ * then the problem's gamma from its lambda). */
+int fk__sfl_solve(const double *X, const double *y, size_t n, int p, const fk_sfl_atoms *a,
+                  const fk_sfl_opts *o, const double *lam0, fk_sfl_fit *fit, fk_err *err);
+
+extern const fk_param_doc fk__sfl_keys[];
+
+/* server ops (sfl_server.c) */
+int fk__sfl_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
+void fk__sfl_srv_close(void *v);
+int fk__sfl_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
+int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err);
+int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+                          int *round_done, fk_err *err);
+int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err);
+int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err);
+int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err);
+int fk__sfl_srv_finished(void *v);
+int fk__sfl_srv_max_rounds(const fk_params *p);
+int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_err *err);
+
+/* client ops (sfl_client.c) */
+int fk__sfl_cli_init(void **cli, const fk_params *p, const fk_dataset *data, int client,
+                     int n_clients, uint64_t seed, fk_err *err);
+void fk__sfl_cli_close(void *cli);
+int fk__sfl_cli_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                     fk_err *err);
+int fk__sfl_cli_evaluate(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
+int fk__sfl_cli_save(void *cli, fk_bundle *out, fk_err *err);
+int fk__sfl_cli_load(void *cli, const fk_bundle *in, fk_err *err);
+/* Read a model bundle (K, p, s, w, c) into m, checking shapes and finiteness. */
+int fk__sfl_model_read(const fk_bundle *b, int p, fk_sfl_model *m, fk_err *err);
+
+/* built-in synthetic clients (sfl_sim.c) */
+int fk__sfl_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
+                     fk_err *err);
+
+#endif

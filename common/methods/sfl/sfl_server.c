@@ -1,0 +1,515 @@
+/* Server side of the sfl job (spec §6.5, Alg. 4): count the rows (phase 0, fixes
+ * n_ref = sum N_i for the slack weight), collect the critical rows with their duals (phase 1),
+ * solve (PF) on the union warm-started from those duals, hold the global model. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/methods/sfl/sfl_int.h"
+
+enum { ST_COUNT = 0, ST_COLLECT = 1, ST_DONE = 2 };
+
+typedef struct ssrv {
+    fk__sfl_cfg c;
+    int K, stage, p;
+    uint64_t seed;
+    double n_ref;
+    double *n_decl; /* K: rows declared in phase 0 (-1: none, or excluded) */
+    double *n_up;   /* K: rows uploaded (-1: no upload) */
+    double *capped; /* K */
+    size_t U;
+    double *X, *y, *lam, *owner; /* the union of the uploads, U rows */
+    fk_sfl_model m;
+    double status, iters, viol, support, primal;
+} ssrv;
+
+int fk__sfl_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
+{
+    ssrv *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+    int rc = fk__sfl_cfg_parse(&s->c, p, err);
+    fk_params_str(p, "sim_n", NULL); /* the simulator's key, not the server's */
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->K = n_clients;
+    s->seed = seed;
+    s->n_decl = malloc((size_t)n_clients * sizeof(double));
+    s->n_up = malloc((size_t)n_clients * sizeof(double));
+    s->capped = calloc((size_t)n_clients, sizeof(double));
+    if (!s->n_decl || !s->n_up || !s->capped) {
+        fk__sfl_srv_close(s);
+        return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+    }
+    for (int k = 0; k < n_clients; k++)
+        s->n_decl[k] = s->n_up[k] = -1;
+    *out = s;
+    return FK_OK;
+}
+
+void fk__sfl_srv_close(void *v)
+{
+    ssrv *s = v;
+    if (!s)
+        return;
+    fk__sfl_cfg_close(&s->c);
+    free(s->n_decl);
+    free(s->n_up);
+    free(s->capped);
+    free(s->X);
+    free(s->y);
+    free(s->lam);
+    free(s->owner);
+    fk_sfl_model_close(&s->m);
+    free(s);
+}
+
+int fk__sfl_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+{
+    (void)round;
+    (void)rng;
+    (void)err;
+    fk_plan_every_client(((ssrv *)v)->K, chosen, n_chosen);
+    return FK_OK;
+}
+
+int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+{
+    ssrv *s = v;
+    (void)round;
+    if (client < 0 || client >= s->K)
+        return fk_err_set(err, FK_EINVAL, "sfl task for unknown client %d (job has %d)", client,
+                          s->K);
+    int rc = fk_bundle_put_scalar(out, "op", phase == 0 ? FK__SFL_OP_COUNT : FK__SFL_OP_UPLOAD);
+    if (!rc && phase > 0)
+        rc = fk_bundle_put_scalar(out, "n_ref", s->n_ref);
+    return rc ? fk_err_set(err, FK_ENOMEM, "sfl task: out of memory") : FK_OK;
+}
+
+/* A scalar of an update: present, one value, finite, in [lo, hi]. */
+static int scalar(const fk_update *u, const char *name, double lo, double hi, double *out,
+                  fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(&u->msg, name);
+    if (!t || t->len != 1 || !(t->data[0] >= lo && t->data[0] <= hi))
+        return fk_err_set(err, FK_EINVAL, "client %d sent no scalar '%s' in [%g, %g]", u->client,
+                          name, lo, hi);
+    *out = t->data[0];
+    return FK_OK;
+}
+
+int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_err *err)
+{
+    const ssrv *s = v;
+    (void)round;
+    if (u->client < 0 || u->client >= s->K)
+        return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", u->client,
+                          s->K);
+    double n, p, C;
+    int rc = scalar(u, "n", 0, 1e9, &n, err);
+    if (!rc && n != floor(n))
+        rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g is not a row count", u->client, n);
+    if (rc || phase == 0)
+        return rc ? rc : scalar(u, "p", 1, 1e6, &p, err);
+    if (s->stage != ST_COLLECT || s->n_decl[u->client] < 0)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d: upload without a valid row count from phase 0 (or a "
+                          "feature dimension other than the job's p = %d)",
+                          u->client, s->p);
+    if (n != s->n_decl[u->client])
+        return fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g differs from the %g rows it "
+                                          "declared", u->client, n, s->n_decl[u->client]);
+    if ((rc = scalar(u, "rows", 0, n, &C, err)))
+        return rc;
+    double cap = ceil(s->c.max_frac * n - 1e-9);
+    if (C > cap)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d uploaded %g of its %g rows, over the job's "
+                          "max_upload_fraction = %g (at most %g rows)",
+                          u->client, C, n, s->c.max_frac, cap);
+    if (C == 0)
+        return FK_OK;
+    static const char *const names[3] = {"x", "y", "lambda"};
+    for (int i = 0; i < 3; i++) {
+        const fk_tensor *t = fk_bundle_get(&u->msg, names[i]);
+        int want_nd = i == 0 ? 2 : 1;
+        if (!t || t->ndim != want_nd || t->shape[0] != (uint64_t)C ||
+            (i == 0 && t->shape[1] != (uint64_t)s->p))
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d: tensor '%s' missing or not of shape %g%s (rows x p = "
+                              "%d)",
+                              u->client, names[i], C, i == 0 ? " x p" : "", s->p);
+        for (size_t j = 0; j < t->len; j++) {
+            double x = t->data[j];
+            int bad = !isfinite(x) || fabs(x) > 1e12;
+            if (i == 1 && s->c.mode == FK_SFL_CLASSIFY)
+                bad |= x != 1.0 && x != -1.0;
+            if (i == 2)
+                bad |= s->c.mode == FK_SFL_CLASSIFY ? !(x > 0) : x == 0.0;
+            if (bad)
+                return fk_err_set(err, FK_EINVAL,
+                                  "client %d: tensor '%s' value %zu = %g is not allowed (finite; "
+                                  "labels +1/-1; duals > 0 (classify) or != 0 (regress))",
+                                  u->client, names[i], j, x);
+        }
+    }
+    return FK_OK;
+}
+
+/* Phase 0: the declared row counts fix p and n_ref = sum N_i (slack weight 1/n_ref). */
+static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
+{
+    s->n_ref = 0;
+    for (int i = 0; i < n; i++) {
+        double rows, p;
+        int k = ups[i].client;
+        if (fk__sfl_check_update(s, 1, 0, &ups[i], err) || scalar(&ups[i], "p", 1, 1e6, &p, err))
+            continue; /* a malformed count is a dropout */
+        if (!s->p)
+            s->p = (int)p;
+        if ((int)p != s->p) {
+            fk_log(FK_LOG_WARN, "sfl_client_excluded",
+                   "client=%d p=%d job_p=%d msg=\"feature dimension differs; its upload will be "
+                   "refused\"",
+                   k, (int)p, s->p);
+            continue;
+        }
+        scalar(&ups[i], "n", 0, 1e9, &rows, err);
+        s->n_decl[k] = rows;
+        s->n_ref += rows;
+    }
+    if (!(s->n_ref > 0))
+        return fk_err_set(err, FK_ESTATE,
+                          "sfl: no client declared any rows of the task (check pos_label / "
+                          "neg_label against the clients' labels)");
+    s->stage = ST_COLLECT;
+    return FK_OK;
+}
+
+static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
+{
+    double C = 0, n = 0, cap = 0;
+    scalar(u, "rows", 0, 1e9, &C, err);
+    scalar(u, "n", 0, 1e9, &n, err);
+    const fk_tensor *cp = fk_bundle_get(&u->msg, "capped");
+    cap = cp && cp->len == 1 && cp->data[0] == 1.0;
+    int k = u->client;
+    s->n_up[k] = C;
+    s->capped[k] = cap;
+    if (C == 0)
+        return FK_OK;
+    size_t U = s->U + (size_t)C, p = (size_t)s->p;
+    double *X = realloc(s->X, U * p * sizeof *X);
+    if (X)
+        s->X = X;
+    double *y = realloc(s->y, U * sizeof *y);
+    if (y)
+        s->y = y;
+    double *l = realloc(s->lam, U * sizeof *l);
+    if (l)
+        s->lam = l;
+    double *o = realloc(s->owner, U * sizeof *o);
+    if (o)
+        s->owner = o;
+    if (!X || !y || !l || !o)
+        return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory for %zu rows", U);
+    memcpy(s->X + s->U * p, fk_bundle_get(&u->msg, "x")->data, (size_t)C * p * sizeof *X);
+    memcpy(s->y + s->U, fk_bundle_get(&u->msg, "y")->data, (size_t)C * sizeof *y);
+    const double *lu = fk_bundle_get(&u->msg, "lambda")->data;
+    for (size_t j = 0; j < (size_t)C; j++) { /* Alg. 4 start: concat, rescaled or zero */
+        s->lam[s->U + j] = lu[j];
+        s->owner[s->U + j] = k;
+    }
+    s->U = U;
+    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%g of=%g capped=%d", k, C, n,
+           (int)cap);
+    return FK_OK;
+}
+
+/* Solve (PF) on the union and build the model (Alg. 4 steps 4-8). */
+static int solve_union(ssrv *s, fk_err *err)
+{
+    if (s->U == 0)
+        return fk_err_set(err, FK_ESTATE,
+                          "sfl: no client uploaded any critical rows (all dropped out or hold no "
+                          "rows of the task); the job has no data to solve on");
+    size_t U = s->U;
+    double *lam0 = NULL;
+    if (s->c.server_init != FK__SFL_INIT_ZERO) {
+        if (!(lam0 = malloc(U * sizeof *lam0)))
+            return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+        for (size_t j = 0; j < U; j++) { /* rescaled: Lemma 3's N_F / N_i */
+            double ni = s->n_decl[(int)s->owner[j]];
+            lam0[j] = s->lam[j] * (s->c.server_init == FK__SFL_INIT_RESCALED && ni > 0
+                                       ? (double)U / ni
+                                       : 1.0);
+        }
+    }
+    fk_sfl_atoms a;
+    int rc = fk__sfl_atoms(&s->c, s->X, U, s->p, &a, err);
+    fk_sfl_opts o;
+    fk__sfl_opts(&s->c, 1, s->n_ref, s->seed, &o);
+    fk_sfl_fit f;
+    if (!rc)
+        rc = fk__sfl_solve(s->X, s->y, U, s->p, &a, &o, lam0, &f, err);
+    free(lam0);
+    if (rc) {
+        fk_sfl_atoms_close(&a);
+        return rc;
+    }
+    fk_sfl_model_close(&s->m);
+    rc = s->c.peaks ? fk_sfl_model_peaks(&a, f.alpha, s->X, s->y, U, 1, &s->m, err)
+                    : fk_sfl_model_support(&a, f.alpha, &s->m, err);
+    s->status = f.status;
+    s->iters = (double)f.iters;
+    s->viol = f.viol;
+    s->support = (double)f.support;
+    s->primal = f.primal;
+    if (f.status == FK_SFL_INFEASIBLE)
+        fk_log(FK_LOG_WARN, "sfl_infeasible",
+               "rows=%zu msg=\"the union's hard margins cannot be met; use resilient = "
+               "quadratic\"",
+               U);
+    fk_log(FK_LOG_INFO, "sfl_server_solved", "rows=%zu status=%s iterations=%ld support=%zu "
+                                             "kernels=%zu",
+           U, fk_sfl_status_name(f.status), f.iters, f.support, s->m.K);
+    fk_sfl_fit_close(&f);
+    fk_sfl_atoms_close(&a);
+    if (!rc)
+        s->stage = ST_DONE;
+    return rc;
+}
+
+int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+                         int *round_done, fk_err *err)
+{
+    ssrv *s = v;
+    (void)round;
+    *round_done = 0;
+    if (s->stage == ST_DONE) { /* one shot: a repeated round changes nothing */
+        *round_done = 1;
+        return FK_OK;
+    }
+    if (phase == 0)
+        return aggregate_count(s, ups, n, err);
+    for (int i = 0; i < n; i++) {
+        fk_err e2;
+        if (s->n_up[ups[i].client] >= 0 || fk__sfl_check_update(s, round, phase, &ups[i], &e2))
+            continue; /* a second upload of one client, or an unchecked bad one */
+        int rc = append_rows(s, &ups[i], err);
+        if (rc)
+            return rc;
+    }
+    *round_done = 1;
+    return solve_union(s, err);
+}
+
+static int put_model(const fk_sfl_model *m, int p, fk_bundle *out)
+{
+    uint64_t sh[2] = {(uint64_t)m->K, (uint64_t)p};
+    int rc = fk_bundle_put_scalar(out, "K", (double)m->K);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "p", p);
+    if (!rc && m->K) {
+        rc = fk_bundle_put(out, "s", 2, sh, m->s);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "w", m->K, m->w);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "c", m->K, m->c);
+    }
+    return rc;
+}
+
+int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err)
+{
+    ssrv *s = v;
+    if (s->stage != ST_DONE)
+        return fk_err_set(err, FK_ESTATE, "sfl: no model yet (the server has not solved)");
+    double capped = 0;
+    for (int k = 0; k < s->K; k++)
+        capped += s->capped[k];
+    int rc = put_model(&s->m, s->p, out);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "mode", s->c.mode);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "rows_union", (double)s->U);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "n_ref", s->n_ref);
+    if (!rc) /* > 0: "capped - not the method's solution" (spec §6.8) */
+        rc = fk_bundle_put_scalar(out, "capped_clients", capped);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "status", s->status);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "iterations", s->iters);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "support", s->support);
+    return rc ? fk_err_set(err, FK_ENOMEM, "sfl model: out of memory") : FK_OK;
+}
+
+int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err)
+{
+    ssrv *s = v;
+    uint64_t sh[2] = {(uint64_t)s->U, (uint64_t)(s->p ? s->p : 1)};
+    int rc = fk_bundle_put_scalar(out, "stage", s->stage);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "p", s->p);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "n_ref", s->n_ref);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "n_decl", (size_t)s->K, s->n_decl);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "n_up", (size_t)s->K, s->n_up);
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "capped", (size_t)s->K, s->capped);
+    if (!rc && s->U) {
+        rc = fk_bundle_put(out, "ux", 2, sh, s->X);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "uy", s->U, s->y);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "ulam", s->U, s->lam);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "uowner", s->U, s->owner);
+    }
+    double diag[5] = {s->status, s->iters, s->viol, s->support, s->primal};
+    if (!rc)
+        rc = fk_bundle_put_vec(out, "diag", 5, diag);
+    if (!rc && s->stage == ST_DONE) {
+        fk_bundle m;
+        fk_bundle_init(&m);
+        rc = put_model(&s->m, s->p, &m);
+        for (size_t i = 0; !rc && i < m.count; i++) {
+            char name[FK_TENSOR_NAME_MAX + 8];
+            snprintf(name, sizeof name, "model_%.8s", m.items[i].name);
+            rc = fk_bundle_put(out, name, m.items[i].ndim, m.items[i].shape, m.items[i].data);
+        }
+        fk_bundle_close(&m);
+    }
+    return rc ? fk_err_set(err, FK_ENOMEM, "sfl save: out of memory") : FK_OK;
+}
+
+/* A checkpoint tensor of exactly len finite values. */
+static const double *ck(const fk_bundle *in, const char *name, size_t len, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(in, name);
+    if (!t || t->len != len) {
+        fk_err_set(err, FK_EFORMAT, "sfl checkpoint: '%s' missing or not %zu values", name, len);
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (!isfinite(t->data[i]) || fabs(t->data[i]) > 1e15) {
+            fk_err_set(err, FK_EFORMAT, "sfl checkpoint: '%s' value %zu is not finite", name, i);
+            return NULL;
+        }
+    return t->data;
+}
+
+int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
+{
+    ssrv *s = v;
+    size_t K = (size_t)s->K;
+    const double *st = ck(in, "stage", 1, err), *p = st ? ck(in, "p", 1, err) : NULL,
+                 *nr = p ? ck(in, "n_ref", 1, err) : NULL,
+                 *nd = nr ? ck(in, "n_decl", K, err) : NULL,
+                 *nu = nd ? ck(in, "n_up", K, err) : NULL,
+                 *cp = nu ? ck(in, "capped", K, err) : NULL,
+                 *dg = cp ? ck(in, "diag", 5, err) : NULL;
+    if (!dg)
+        return FK_EFORMAT;
+    if (!(st[0] == ST_COUNT || st[0] == ST_COLLECT || st[0] == ST_DONE) || !(p[0] >= 0) ||
+        p[0] > 1e6 || p[0] != floor(p[0]))
+        return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad stage %g or p %g", st[0], p[0]);
+    size_t U = 0, P = (size_t)p[0];
+    for (size_t k = 0; k < K; k++) {
+        if (nu[k] > 1e9 || nd[k] > 1e9 || nu[k] != floor(nu[k]))
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad row counts of client %zu", k);
+        U += nu[k] > 0 ? (size_t)nu[k] : 0;
+    }
+    const double *ux = NULL, *uy = NULL, *ul = NULL, *uo = NULL;
+    if (U && (!(ux = ck(in, "ux", U * P, err)) || !(uy = ck(in, "uy", U, err)) ||
+              !(ul = ck(in, "ulam", U, err)) || !(uo = ck(in, "uowner", U, err))))
+        return FK_EFORMAT;
+    for (size_t j = 0; j < U; j++)
+        if (!(uo[j] >= 0 && uo[j] < (double)K))
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has owner %g", j, uo[j]);
+    fk_sfl_model m = {0};
+    if (st[0] == ST_DONE) {
+        const double *kk = ck(in, "model_K", 1, err);
+        if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0]))
+            return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad model size") : FK_EFORMAT;
+        size_t Km = (size_t)kk[0];
+        const double *ms = NULL, *mw = NULL, *mc = NULL;
+        if (Km && (!(ms = ck(in, "model_s", Km * P, err)) || !(mw = ck(in, "model_w", Km, err)) ||
+                   !(mc = ck(in, "model_c", Km, err))))
+            return FK_EFORMAT;
+        m.K = Km;
+        m.p = (int)P;
+        m.s = malloc((Km ? Km : 1) * (P ? P : 1) * sizeof(double));
+        m.w = malloc((Km ? Km : 1) * sizeof(double));
+        m.c = malloc((Km ? Km : 1) * sizeof(double));
+        if (!m.s || !m.w || !m.c) {
+            fk_sfl_model_close(&m);
+            return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+        }
+        if (Km) {
+            memcpy(m.s, ms, Km * P * sizeof(double));
+            memcpy(m.w, mw, Km * sizeof(double));
+            memcpy(m.c, mc, Km * sizeof(double));
+        }
+    }
+    double *X = malloc((U ? U : 1) * (P ? P : 1) * sizeof *X), *y = malloc((U ? U : 1) * sizeof *y),
+           *l = malloc((U ? U : 1) * sizeof *l), *o = malloc((U ? U : 1) * sizeof *o);
+    if (!X || !y || !l || !o) {
+        free(X);
+        free(y);
+        free(l);
+        free(o);
+        fk_sfl_model_close(&m);
+        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+    }
+    if (U) {
+        memcpy(X, ux, U * P * sizeof *X);
+        memcpy(y, uy, U * sizeof *y);
+        memcpy(l, ul, U * sizeof *l);
+        memcpy(o, uo, U * sizeof *o);
+    }
+    /* everything checked: replace the state */
+    free(s->X);
+    free(s->y);
+    free(s->lam);
+    free(s->owner);
+    fk_sfl_model_close(&s->m);
+    s->X = X;
+    s->y = y;
+    s->lam = l;
+    s->owner = o;
+    s->U = U;
+    s->m = m;
+    s->stage = (int)st[0];
+    s->p = (int)P;
+    s->n_ref = nr[0];
+    memcpy(s->n_decl, nd, K * sizeof(double));
+    memcpy(s->n_up, nu, K * sizeof(double));
+    memcpy(s->capped, cp, K * sizeof(double));
+    s->status = dg[0];
+    s->iters = dg[1];
+    s->viol = dg[2];
+    s->support = dg[3];
+    s->primal = dg[4];
+    return FK_OK;
+}
+
+int fk__sfl_srv_finished(void *v)
+{
+    return ((ssrv *)v)->stage == ST_DONE;
+}
+
+int fk__sfl_srv_max_rounds(const fk_params *p)
+{
+    (void)p;
+    return 1;
+}
+
