@@ -415,6 +415,19 @@ static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const c
     int rc = !j->config ? fk_err_set(err, FK_ENOMEM, "out of memory")
              : !m       ? FK_ENOTFOUND
                         : fk_params_parse_ini(&j->params, j->config, "job parameters", err);
+    /* local.* keys speak for this client (consent, caps): only its own config sets them */
+    for (int i = 0; !rc && i < j->params.count; i++)
+        if (!strncmp(j->params.items[i].key, "local.", 6))
+            rc = fk_err_set(err, FK_EINVAL,
+                            "job %" PRId64 " sets '%s'; local.* keys belong to the client's own "
+                            "config, not to a job",
+                            job, j->params.items[i].key);
+    for (int i = 0; !rc && a->cfg.local && i < a->cfg.local->count; i++)
+        if (!strncmp(a->cfg.local->items[i].key, "local.", 6))
+            rc = fk_params_set(&j->params, a->cfg.local->items[i].key,
+                               a->cfg.local->items[i].value)
+                     ? fk_err_set(err, FK_ENOMEM, "out of memory")
+                     : FK_OK;
     /* Our index is our place in the job's client list, read as the server reads it. */
     int index = -1, n = 0;
     if (!rc) {

@@ -38,6 +38,10 @@ typedef struct fk_agent_config {
     /* Directory for the jobs' client-side method state (client/cstate.h), so a
      * restarted client continues its jobs; NULL: kept in memory only. */
     const char *state_dir;
+    /* The client's own settings for methods (its config's [local] section: "local.KEY"),
+     * e.g. consent to upload raw rows; copied into every job's parameters, where the
+     * server cannot set them (a job config with a local.* key is refused). NULL: none. */
+    const fk_params *local;
 } fk_agent_config;
 
 typedef struct fk_agent_stats {

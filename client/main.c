@@ -36,6 +36,9 @@ static const fk_param_doc opts[] = {
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
     {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
+    {"local.KEY VALUE", "this client's own settings for job types, never set by a job: "
+                        "local.allow_raw_upload true consents to sfl jobs uploading raw rows "
+                        "(false); local.max_upload_fraction F caps that upload ([local] section)"},
     {"backoff-max-ms MS", "cap of the reconnect delay (15000)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
@@ -212,8 +215,8 @@ static int run(fk_params *p)
     fk_params_get(p, "config");
     fk_params_get(p, "data-dir");
     const char *server_name = fk_params_str(p, "server-name", host);
-    for (int i = 0; i < p->count; i++) /* data.* keys are read when a job needs them */
-        if (!strncmp(p->items[i].key, "data.", 5))
+    for (int i = 0; i < p->count; i++) /* data.* and local.* keys are read by the jobs */
+        if (!strncmp(p->items[i].key, "data.", 5) || !strncmp(p->items[i].key, "local.", 6))
             p->items[i].used = 1;
     const char *unused = fk_params_unused(p);
     if (unused) {
@@ -230,6 +233,7 @@ static int run(fk_params *p)
     ac.data_ud = &cache;
     ac.backoff_max_ms = (uint64_t)backoff;
     ac.state_dir = *sdir ? sdir : NULL;
+    ac.local = p;
     uv_loop_t loop;
     uv_loop_init(&loop);
     client_state st = {0};

@@ -1,0 +1,385 @@
+/* Job type sfl (common/methods/sfl/) against spec 004 §10.2 and §6.8. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/methods/sfl/sfl.h"
+#include "common/methods/sim.h"
+#include "common/models/sfl.h"
+
+static const fk_method *M = &fk_method_sfl;
+
+static void job(fk_params *p, int consent)
+{
+    fk_params_init(p);
+    fk_params_set(p, "raw_sample_upload", "acknowledged");
+    if (consent)
+        fk_params_set(p, "local.allow_raw_upload", "true");
+    fk_params_set(p, "width_min", "1");
+    fk_params_set(p, "width_max", "3");
+    fk_params_set(p, "n_widths", "3");
+}
+
+static void make_clients(int K, size_t n, fk_dataset *ds)
+{
+    fk_err err = {0};
+    for (int k = 0; k < K; k++)
+        assert_int_equal(fk_sfl_e31_make(K, k, n, 11, &ds[k], &err), FK_OK);
+}
+
+static void close_clients(fk_dataset *ds, int K)
+{
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+}
+
+static double scalar(const fk_bundle *b, const char *name)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    assert_non_null(t);
+    assert_int_equal(t->len, 1);
+    return t->data[0];
+}
+
+/* The generic simulator runs the job in one round; every client scores the model. */
+static void sim_run(void **state)
+{
+    (void)state;
+    enum { K = 9 };
+    fk_dataset ds[K];
+    make_clients(K, 30, ds);
+    fk_params p;
+    job(&p, 1);
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 3, .final_reports = fin};
+    fk_bundle model;
+    fk_sim_round last;
+    fk_err err = {0};
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, K);
+    assert_int_equal(last.refused, 0);
+    double K_ker = scalar(&model, "K"), rows = scalar(&model, "rows_union");
+    assert_true(K_ker > 0);
+    assert_true(rows > 0 && rows < K * 30); /* only the critical rows travelled */
+    assert_true(scalar(&model, "n_ref") == K * 30);
+    double acc = 0;
+    for (int k = 0; k < K; k++)
+        acc += fin[k].accuracy / K;
+    assert_true(acc >= 0.9);
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
+/* Prop. 3 + Lemma 4: when every row is critical the union is the pooled data set and the
+ * federated model equals the centralised one (resilient quadratic, c = 1: all rows active). */
+static void federated_equals_centralised(void **state)
+{
+    (void)state;
+    enum { K = 3 };
+    size_t n = 25, N = K * n;
+    fk_dataset ds[K];
+    make_clients(K, n, ds);
+    fk_params p;
+    job(&p, 1);
+    fk_params_set(&p, "c", "1");
+    fk_sim_opts o = {.rounds = 1, .seed = 5};
+    fk_bundle model;
+    fk_err err = {0};
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, NULL, &err), FK_OK);
+    assert_true(scalar(&model, "rows_union") == (double)N); /* containment checked first */
+    /* the pooled learner: same rows in client order, same atoms, kappa = 1/N */
+    double *X = malloc(N * 2 * sizeof *X), *y = malloc(N * sizeof *y), w[3];
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < n; i++) {
+            memcpy(X + 2 * (k * n + i), ds[k].X.data + 2 * i, 2 * sizeof *X);
+            y[k * n + i] = ds[k].y_raw[i] == 1 ? 1 : -1;
+        }
+    fk_sfl_widths(1, 3, 3, w);
+    fk_sfl_atoms a;
+    assert_int_equal(fk_sfl_atoms_candidates(&a, X, N, 2, w, 3, &err), FK_OK);
+    fk_sfl_opts so;
+    fk_sfl_opts_default(&so, FK_SFL_CLASSIFY);
+    so.res = FK_SFL_QUAD;
+    so.c = 1;
+    so.n_ref = (double)N;
+    so.tau_gap = 1e-9; /* tight, so the comparison is about the method, not the tolerance */
+    fk_sfl_fit f;
+    assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &so, NULL, &f, &err), FK_OK);
+    fk_sfl_model mc;
+    assert_int_equal(fk_sfl_model_support(&a, f.alpha, &mc, &err), FK_OK);
+    fk_sfl_model mf = {.K = (size_t)scalar(&model, "K"), .p = 2};
+    mf.s = fk_bundle_get(&model, "s")->data;
+    mf.w = fk_bundle_get(&model, "w")->data;
+    mf.c = fk_bundle_get(&model, "c")->data;
+    fk_dataset test;
+    assert_int_equal(fk_sfl_e31_make(K, -1, 400, 99, &test, &err), FK_OK);
+    double ff[400], fc[400], d = 0, s = 0;
+    fk_sfl_predict(&mf, test.X.data, 400, ff);
+    fk_sfl_predict(&mc, test.X.data, 400, fc);
+    int agree = 0;
+    for (int i = 0; i < 400; i++) {
+        d += (ff[i] - fc[i]) * (ff[i] - fc[i]);
+        s += fc[i] * fc[i];
+        agree += (ff[i] >= 0) == (fc[i] >= 0);
+    }
+    assert_true(sqrt(d / s) <= 1e-2);
+    assert_true(agree >= 398);
+    fk_dataset_close(&test);
+    fk_sfl_model_close(&mc);
+    fk_sfl_fit_close(&f);
+    fk_sfl_atoms_close(&a);
+    free(X);
+    free(y);
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
+/* §6.8 / T25: no job acknowledgement, no client consent: refused; client cap honoured. */
+static void opt_in_refusal(void **state)
+{
+    (void)state;
+    enum { K = 2 };
+    fk_dataset ds[K];
+    make_clients(K, 40, ds);
+    fk_params p;
+    fk_params_init(&p);
+    void *srv = NULL, *cli = NULL;
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "raw_sample_upload = acknowledged"));
+    fk_params_close(&p);
+    job(&p, 0);
+    assert_int_equal(M->client_init(&cli, &p, &ds[0], 0, K, 1, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "allow_raw_upload"));
+    fk_params_set(&p, "local.allow_raw_upload", "false");
+    assert_int_equal(M->client_init(&cli, &p, &ds[0], 0, K, 1, &err), FK_EINVAL);
+    fk_params_set(&p, "local.allow_raw_upload", "true");
+    fk_params_set(&p, "local.max_upload_fraction", "0.1");
+    fk_params_set(&p, "c", "1"); /* every row would be critical: the cap binds */
+    assert_int_equal(M->client_init(&cli, &p, &ds[0], 0, K, 1, &err), FK_OK);
+    fk_bundle task, up;
+    fk_bundle_init(&task);
+    fk_bundle_init(&up);
+    fk_bundle_put_scalar(&task, "op", 2);
+    fk_bundle_put_scalar(&task, "n_ref", 80);
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(M->local_step(cli, &task, &up, &rep, &err), FK_OK);
+    assert_true(scalar(&up, "rows") <= 4); /* ceil(0.1 * 40) */
+    assert_true(scalar(&up, "rows") >= 1);
+    assert_true(scalar(&up, "capped") == 1);
+    M->client_close(cli);
+    fk_bundle_close(&task);
+    fk_bundle_close(&up);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
+/* Drive the ops by hand: phase 0 (counts) and phase 1 (uploads) of round 1. */
+static void phase(void *srv, void **cli, int K, int ph, fk_update *ups)
+{
+    fk_err err = {0};
+    fk_bundle task;
+    fk_bundle_init(&task);
+    for (int k = 0; k < K; k++) {
+        fk_bundle_clear(&task);
+        assert_int_equal(M->task(srv, 1, ph, k, &task, &err), FK_OK);
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = k;
+        assert_int_equal(M->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, &err), FK_OK);
+        assert_int_equal(M->check_update(srv, 1, ph, &ups[k], &err), FK_OK);
+    }
+    fk_bundle_close(&task);
+}
+
+static void close_ups(fk_update *ups, int K)
+{
+    for (int k = 0; k < K; k++)
+        fk_bundle_close(&ups[k].msg);
+}
+
+static void assert_bundles_equal(const fk_bundle *a, const fk_bundle *b)
+{
+    assert_int_equal(a->count, b->count);
+    for (size_t i = 0; i < a->count; i++) {
+        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
+        assert_non_null(t);
+        assert_int_equal(t->len, a->items[i].len);
+        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
+    }
+}
+
+/* Checkpoints: a server saved between the phases and after the solve resumes identically. */
+static void checkpoint_round_trip(void **state)
+{
+    (void)state;
+    enum { K = 3 };
+    fk_dataset ds[K];
+    make_clients(K, 30, ds);
+    fk_params p;
+    job(&p, 1);
+    void *srv = NULL, *srv2 = NULL, *cli[K];
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, K, 7, &err), FK_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 7, &err), FK_OK);
+    fk_update ups[K];
+    int done = 0;
+    phase(srv, cli, K, 0, ups);
+    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
+    assert_int_equal(done, 0);
+    close_ups(ups, K);
+    fk_bundle ck, ck2, m1, m2;
+    fk_bundle_init(&ck);
+    fk_bundle_init(&ck2);
+    fk_bundle_init(&m1);
+    fk_bundle_init(&m2);
+    assert_int_equal(M->save(srv, &ck, &err), FK_OK); /* between the phases */
+    assert_int_equal(M->server_init(&srv2, &p, K, 7, &err), FK_OK);
+    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    phase(srv, cli, K, 1, ups);
+    assert_int_equal(M->aggregate(srv, 1, 1, ups, K, &done, &err), FK_OK);
+    assert_int_equal(done, 1);
+    assert_int_equal(M->aggregate(srv2, 1, 1, ups, K, &done, &err), FK_OK);
+    assert_true(M->finished(srv) && M->finished(srv2));
+    assert_int_equal(M->model(srv, &m1, &err), FK_OK);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2); /* the resumed server solved the same problem */
+    fk_bundle_clear(&ck);
+    assert_int_equal(M->save(srv, &ck, &err), FK_OK); /* after the solve */
+    M->server_close(srv2);
+    assert_int_equal(M->server_init(&srv2, &p, K, 7, &err), FK_OK);
+    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    fk_bundle_clear(&m2);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    assert_int_equal(M->save(srv2, &ck2, &err), FK_OK);
+    assert_bundles_equal(&ck, &ck2);
+    /* a corrupt checkpoint is refused and leaves the state alone */
+    fk_bundle_put_scalar(&ck2, "stage", 7);
+    assert_int_equal(M->load(srv2, &ck2, &err), FK_EFORMAT);
+    fk_bundle_clear(&m2);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    /* client checkpoint */
+    fk_bundle_clear(&ck2);
+    assert_int_equal(M->client_save(cli[0], &ck2, &err), FK_OK);
+    assert_int_equal(M->client_load(cli[1], &ck2, &err), FK_OK);
+    /* the clients score the model */
+    fk_report r;
+    fk_report_init(&r);
+    assert_int_equal(M->evaluate(cli[0], &m1, &r, &err), FK_OK);
+    assert_true(r.accuracy >= 0.8);
+    close_ups(ups, K);
+    for (int k = 0; k < K; k++)
+        M->client_close(cli[k]);
+    M->server_close(srv);
+    M->server_close(srv2);
+    fk_bundle_close(&ck);
+    fk_bundle_close(&ck2);
+    fk_bundle_close(&m1);
+    fk_bundle_close(&m2);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
+/* Bad uploads are refused by check_update, one clear error each; bad data and configs too. */
+static void bad_input(void **state)
+{
+    (void)state;
+    enum { K = 2 };
+    fk_dataset ds[K];
+    make_clients(K, 30, ds);
+    fk_params p;
+    job(&p, 1);
+    fk_params_set(&p, "max_upload_fraction", "0.9");
+    void *srv = NULL, *cli[K];
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_update ups[K];
+    int done = 0;
+    phase(srv, cli, K, 0, ups);
+    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
+    close_ups(ups, K);
+    phase(srv, cli, K, 1, ups);
+    fk_update *u = &ups[0];
+    size_t C = (size_t)scalar(&u->msg, "rows");
+    assert_true(C > 1);
+    fk_tensor *x = (fk_tensor *)fk_bundle_get(&u->msg, "x"),
+              *lam = (fk_tensor *)fk_bundle_get(&u->msg, "lambda"),
+              *y = (fk_tensor *)fk_bundle_get(&u->msg, "y");
+    double keep = x->data[1];
+    x->data[1] = NAN;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'x'"));
+    x->data[1] = keep;
+    keep = lam->data[0];
+    lam->data[0] = -1;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'lambda'"));
+    lam->data[0] = keep;
+    keep = y->data[0];
+    y->data[0] = 0.5;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    y->data[0] = keep;
+    x->shape[1] = 1; /* wrong feature dimension */
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    x->shape[1] = 2;
+    fk_bundle_put_scalar(&u->msg, "n", 31); /* not the declared count */
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    fk_bundle_put_scalar(&u->msg, "n", 30);
+    fk_bundle_put_scalar(&u->msg, "rows", 28); /* over the job's cap of ceil(0.9 * 30) = 27 */
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "max_upload_fraction"));
+    fk_bundle_put_scalar(&u->msg, "rows", (double)C);
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
+    fk_update stranger = ups[1];
+    stranger.client = 5;
+    assert_int_equal(M->check_update(srv, 1, 1, &stranger, &err), FK_EINVAL);
+    close_ups(ups, K);
+    for (int k = 0; k < K; k++)
+        M->client_close(cli[k]);
+    M->server_close(srv);
+    /* data with a NaN, preprocessing of the wrong dimension, a class no client holds */
+    ds[0].X.data[3] = NAN;
+    assert_int_equal(M->client_init(&cli[0], &p, &ds[0], 0, K, 1, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "NaN"));
+    fk_params_set(&p, "x_scale", "1,2,3");
+    assert_int_equal(M->client_init(&cli[0], &p, &ds[1], 1, K, 1, &err), FK_EINVAL);
+    fk_params_set(&p, "x_scale", "1");
+    fk_params_set(&p, "pos_label", "7");
+    fk_params_set(&p, "neg_label", "8");
+    assert_int_equal(M->server_init(&srv, &p, 1, 1, &err), FK_OK);
+    assert_int_equal(M->client_init(&cli[1], &p, &ds[1], 0, 1, 1, &err), FK_OK);
+    phase(srv, &cli[1], 1, 0, ups);
+    assert_int_equal(M->aggregate(srv, 1, 0, ups, 1, &done, &err), FK_ESTATE);
+    assert_non_null(strstr(err.msg, "pos_label"));
+    close_ups(ups, 1);
+    M->client_close(cli[1]);
+    M->server_close(srv);
+    fk_params_set(&p, "resilient", "bogus");
+    assert_int_equal(M->server_init(&srv, &p, 1, 1, &err), FK_EINVAL);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sim_run),
+        cmocka_unit_test(federated_equals_centralised),
+        cmocka_unit_test(opt_in_refusal),
+        cmocka_unit_test(checkpoint_round_trip),
+        cmocka_unit_test(bad_input),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
