@@ -9,6 +9,7 @@
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
     {"fidelity fedgrem", "FedGrEM paper cells: simulation, Pen-digits, Fashion-MNIST", fk_bench_fidelity_fedgrem},
+    {"fidelity sfl", "sparse functional learning: E2.1, E3.1 federated vs pooled, pen-digits pairs", fk_bench_fidelity_sfl},
     {"fedgrem", "FedGrEM wall time (simulation, T=1000) and K/p/R scaling", fk_bench_fedgrem},
     {"blas", "dgemm GFLOP/s and dsyevr top-m eigenpair time (baselines)", fk_bench_blas},
     {"fidelity rf-tca", "1-NN, TCA, RF-TCA on Office-Caltech10 SURF vs published; Table II, X", fk_bench_fidelity_rftca},

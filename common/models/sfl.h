@@ -124,8 +124,9 @@ typedef struct fk_sfl_model {
 /* Support model: every atom with alpha != 0, c_j = v_j alpha_j (exact for the atom set). */
 int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_model *m,
                          fk_err *err);
-/* Bumps: grid atoms: connected components of the support under grid adjacency (3^(p+1)-1
- * neighbours) with the same sign; other atoms: greedy non-maximum suppression with radius
+/* Bumps: grid atoms: basins of steepest ascent of |alpha| over same-sign grid neighbours
+ * (3^(p+1)-1 of them), i.e. the connected same-sign components of the support split at
+ * their local maxima; other atoms: greedy non-maximum suppression with radius
  * r_nms min(w, w') and width gap dw. label[j] = bump of atom j, -1 off the support. */
 int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
                  size_t *n_bumps, fk_err *err);

@@ -52,50 +52,61 @@ int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_mode
     return FK_OK;
 }
 
-/* Connected components of the support on the grid, same sign, by depth-first search. */
+/* Bumps on the grid: every support atom climbs to its steepest same-sign neighbour (largest
+ * |alpha| among the 3^(p+1) - 1 grid neighbours) until a local maximum; a bump is the basin of
+ * one local maximum. Within a connected same-sign component this splits hills that share a
+ * ridge (E2.1: a blob over several widths holding several kernels), and gives exactly the
+ * component when it has one maximum. */
 static int bumps_grid(const fk_sfl_atoms *a, const double *alpha, int *label, size_t *n_out,
                       fk_err *err)
 {
     size_t J = a->J, D = (size_t)a->p + 1, n = 0, noff = 1;
     for (size_t d = 0; d < D; d++)
         noff *= 3;
-    size_t *stack = malloc(J * sizeof *stack);
-    if (!stack)
+    size_t *up = malloc((J ? J : 1) * sizeof *up);
+    if (!up)
         return fk_err_set(err, FK_ENOMEM, "sfl bumps: out of memory");
-    for (size_t j0 = 0; j0 < J; j0++) {
-        if (alpha[j0] == 0.0 || label[j0] >= 0)
+    for (size_t j = 0; j < J; j++) {
+        up[j] = j;
+        if (alpha[j] == 0.0)
             continue;
-        size_t top = 0;
-        stack[top++] = j0;
-        label[j0] = (int)n;
-        while (top) {
-            size_t j = stack[--top], c[FK_SFL_GRID_MAX_P + 1], r = j;
-            for (size_t d = D; d-- > 0;) { /* grid coordinates of j */
-                c[d] = r % a->dims[d];
-                r /= a->dims[d];
+        size_t c[FK_SFL_GRID_MAX_P + 1], r = j;
+        for (size_t d = D; d-- > 0;) { /* grid coordinates of j */
+            c[d] = r % a->dims[d];
+            r /= a->dims[d];
+        }
+        double best = fabs(alpha[j]);
+        for (size_t o = 0; o < noff; o++) { /* the 3^(p+1) - 1 neighbours */
+            size_t q = o, nb = 0;
+            int ok = 1;
+            for (size_t d = 0; d < D; d++) {
+                long cd = (long)c[d] + (long)(q % 3) - 1;
+                q /= 3;
+                if (cd < 0 || cd >= (long)a->dims[d])
+                    ok = 0;
+                nb = nb * a->dims[d] + (size_t)(cd < 0 ? 0 : cd);
             }
-            for (size_t o = 0; o < noff; o++) { /* the 3^(p+1) - 1 neighbours */
-                size_t q = o, nb = 0;
-                int ok = 1, self = 1;
-                for (size_t d = 0; d < D; d++) {
-                    long off = (long)(q % 3) - 1;
-                    q /= 3;
-                    long cd = (long)c[d] + off;
-                    self &= off == 0;
-                    if (cd < 0 || cd >= (long)a->dims[d])
-                        ok = 0;
-                    nb = nb * a->dims[d] + (size_t)(cd < 0 ? 0 : cd);
-                }
-                if (!ok || self || alpha[nb] == 0.0 || label[nb] >= 0 ||
-                    (alpha[nb] > 0) != (alpha[j0] > 0))
-                    continue;
-                label[nb] = (int)n;
-                stack[top++] = nb;
+            if (!ok || nb == j || alpha[nb] == 0.0 || (alpha[nb] > 0) != (alpha[j] > 0))
+                continue;
+            double v = fabs(alpha[nb]);
+            if (v > best || (v == best && nb < up[j])) { /* ties go to the lower index */
+                best = v;
+                up[j] = nb;
             }
         }
-        n++;
     }
-    free(stack);
+    for (size_t j = 0; j < J; j++) /* roots (local maxima) get the bump numbers */
+        if (alpha[j] != 0.0 && up[j] == j)
+            label[j] = (int)n++;
+    for (size_t j = 0; j < J; j++) {
+        if (alpha[j] == 0.0)
+            continue;
+        size_t r = j;
+        for (size_t steps = 0; up[r] != r && steps < J; steps++) /* strictly uphill: ends */
+            r = up[r];
+        label[j] = label[r];
+    }
+    free(up);
     *n_out = n;
     return FK_OK;
 }

@@ -1,0 +1,518 @@
+/* fedkern bench fidelity sfl: our numbers next to the dissertation's (Peifer 2021; spec 004
+ * §8) for the rows we can run here: E2.1 (sum of Gaussians, (PII'') and (PII): test MSE and
+ * kernel counts), E3.1 (one-shot federated versus pooled centralised classification on the
+ * (3.37) generator, 9 clients) and the E3.2-E3.5 substitute on pen-digits pairs 1 vs 2 and
+ * 1 vs 7 (random clients). Every row carries its success criterion as target_met. */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "common/base/log.h"
+#include "common/base/params.h"
+#include "common/data/catalog.h"
+#include "common/la/rng.h"
+#include "common/methods/sfl/sfl.h"
+#include "common/methods/sim.h"
+#include "common/models/sfl.h"
+
+typedef struct bopts {
+    int json, reps21, reps31, reps_pen, K_pen, n_pen;
+    long T;
+    double grel_pii2, grel_pii;
+    const char *dir;
+} bopts;
+
+static void emit_target(const bopts *o, const char *cs, const char *metric, double v,
+                        double published, const char *target, int met)
+{
+    char ex[320];
+    if (isnan(published))
+        snprintf(ex, sizeof ex, "\"target\":\"%s\",\"target_met\":%s", target,
+                 met ? "true" : "false");
+    else
+        snprintf(ex, sizeof ex, "\"published\":%.6g,\"target\":\"%s\",\"target_met\":%s",
+                 published, target, met ? "true" : "false");
+    fk_bench_emit(o->json, "sfl", cs, metric, v, ex);
+}
+
+/* ---------------- E2.1: sum of 10 Gaussians, w0 = 0.453 ---------------- */
+
+static void e21_draw(fk_rng *r, const double *a, const double *c, size_t n, double *x, double *y)
+{
+    for (size_t i = 0; i < n; i++) {
+        x[i] = 3.0 * fk_rng_uniform(r); /* x ~ U(0, 3), spec A2 */
+        double s = 0;
+        for (int m = 0; m < 10; m++)
+            s += a[m] * exp(-(x[i] - c[m]) * (x[i] - c[m]) / (2 * 0.453 * 0.453));
+        y[i] = s + sqrt(1e-3) * fk_rng_normal(r); /* variance 1e-3 */
+    }
+}
+
+/* One realisation: fit (PII'') (candidates = samples) or (PII) (grid) and score the peaks
+ * model refit by least squares (§3.8) on 1000 test points. */
+static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
+                   const double *yt, size_t Nt, int pii, double grel, long T, double *mse,
+                   double *kernels, double *support, double *mse_sup, fk_err *err)
+{
+    double widths[10], lo = -3, hi = 6;
+    fk_sfl_widths(0.1, 1.0, 10, widths); /* spec A3 */
+    fk_sfl_atoms a;
+    int rc = pii ? fk_sfl_atoms_grid(&a, 1, &lo, &hi, 0.05, widths, 10, N, 0, err)
+                 : fk_sfl_atoms_candidates(&a, x, N, 1, widths, 10, err);
+    if (rc)
+        return rc;
+    fk_sfl_opts so;
+    fk_sfl_opts_default(&so, FK_SFL_REGRESS);
+    so.eps = 9e-3; /* a 3 sigma tube, spec A5 */
+    so.gamma_rel = grel;
+    so.T = T;
+    fk_sfl_fit f;
+    fk_sfl_model m;
+    rc = fk_sfl_solve(x, y, N, 1, &a, &so, NULL, &f, err);
+    fk_sfl_model sm;
+    if (!rc && !(rc = fk_sfl_model_support(&a, f.alpha, &sm, err))) { /* exact atom model */
+        double *ft = malloc(Nt * sizeof *ft), s = 0;
+        if (ft) {
+            fk_sfl_predict(&sm, xt, Nt, ft);
+            for (size_t i = 0; i < Nt; i++)
+                s += (ft[i] - yt[i]) * (ft[i] - yt[i]);
+        }
+        *mse_sup = ft ? s / (double)Nt : NAN;
+        free(ft);
+        fk_sfl_model_close(&sm);
+    }
+    if (!rc) {
+        rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, &m, err);
+        *support = (double)f.support;
+        fk_sfl_fit_close(&f);
+    }
+    if (!rc) {
+        double *ft = malloc(Nt * sizeof *ft), s = 0;
+        if (!ft) {
+            fk_sfl_model_close(&m);
+            fk_sfl_atoms_close(&a);
+            return fk_err_set(err, FK_ENOMEM, "out of memory");
+        }
+        fk_sfl_predict(&m, xt, Nt, ft);
+        for (size_t i = 0; i < Nt; i++)
+            s += (ft[i] - yt[i]) * (ft[i] - yt[i]);
+        *mse = s / (double)Nt;
+        *kernels = (double)m.K;
+        free(ft);
+        fk_sfl_model_close(&m);
+    }
+    fk_sfl_atoms_close(&a);
+    return rc;
+}
+
+static int run_e21(const bopts *o, fk_err *err)
+{
+    size_t N = 100, Nt = 1000;
+    double x[100], y[100], *xt = malloc(Nt * sizeof *xt), *yt = malloc(Nt * sizeof *yt);
+    double sum[2][4] = {{0}}, t0 = fk_bench_now();
+    if (!xt || !yt) {
+        free(xt);
+        free(yt);
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    }
+    int rc = FK_OK;
+    for (int r = 0; r < o->reps21 && !rc; r++) {
+        fk_rng g;
+        fk_rng_init(&g, 2021, (uint64_t)r);
+        double a[10], c[10];
+        for (int m = 0; m < 10; m++) {
+            a[m] = 1 + fk_rng_uniform(&g); /* a_i ~ U(1, 2) */
+            c[m] = 1 + fk_rng_uniform(&g); /* centres ~ U(1, 2), as printed */
+        }
+        e21_draw(&g, a, c, N, x, y);
+        e21_draw(&g, a, c, Nt, xt, yt);
+        for (int pii = 0; pii < 2 && !rc; pii++) {
+            double mse = NAN, k = NAN, sup = NAN, ms = NAN;
+            rc = e21_fit(x, y, N, xt, yt, Nt, pii, pii ? o->grel_pii : o->grel_pii2, o->T, &mse,
+                         &k, &sup, &ms, err);
+            sum[pii][3] += ms / o->reps21;
+            sum[pii][0] += mse / o->reps21;
+            sum[pii][1] += k / o->reps21;
+            sum[pii][2] += sup / o->reps21;
+        }
+    }
+    free(xt);
+    free(yt);
+    if (rc)
+        return rc;
+    static const char *const name[2] = {"E2.1 (PII'')", "E2.1 (PII)"};
+    const double pub_mse[2] = {0.0457, 0.0588}, pub_k[2] = {14, 6}, tol_k[2] = {4, 2};
+    for (int i = 0; i < 2; i++) {
+        char t[96];
+        snprintf(t, sizeof t, "within 25%% of %.4g", pub_mse[i]);
+        emit_target(o, name[i], "test_mse", sum[i][0], pub_mse[i], t,
+                    fabs(sum[i][0] - pub_mse[i]) <= 0.25 * pub_mse[i]);
+        snprintf(t, sizeof t, "%g +- %g", pub_k[i], tol_k[i]);
+        emit_target(o, name[i], "kernels_peaks", sum[i][1], pub_k[i], t,
+                    fabs(sum[i][1] - pub_k[i]) <= tol_k[i]);
+        fk_bench_emit(o->json, "sfl", name[i], "support_atoms", sum[i][2], NULL);
+        fk_bench_emit(o->json, "sfl", name[i], "test_mse_support_model", sum[i][3], NULL);
+    }
+    fk_bench_emit(o->json, "sfl", "E2.1", "realisations", o->reps21, NULL);
+    fk_bench_emit(o->json, "sfl", "E2.1", "seconds", fk_bench_now() - t0, NULL);
+    return FK_OK;
+}
+
+/* ---------------- federated versus pooled (E3.1 and the pen-digits pairs) ---------------- */
+
+typedef struct fedres {
+    double acc_f, acc_c, ratio, kernels_f, kernels_c;
+} fedres;
+
+static double accuracy(const fk_sfl_model *m, const double *X, const double *y, size_t n)
+{
+    double *f = malloc((n ? n : 1) * sizeof *f), right = 0;
+    if (!f)
+        return NAN;
+    fk_sfl_predict(m, X, n, f);
+    for (size_t i = 0; i < n; i++)
+        right += (f[i] >= 0 ? 1.0 : -1.0) == y[i];
+    free(f);
+    return right / (double)n;
+}
+
+/* Rows of the task from data sets in the federated job's own preprocessing. */
+static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X, double **y,
+                       size_t *n, fk_err *err);
+
+/* One federated run (through the job type's ops) and the pooled learner on the same rows
+ * with the same keys; accuracies on the test rows (already in task form). */
+static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K, const double *Xt,
+                         const double *yt, size_t nt, int dim, fedres *r, fk_err *err)
+{
+    fk_sim_opts so = {.rounds = 1, .seed = 1};
+    fk_bundle model;
+    int rc = fk_sim_run(&fk_method_sfl, p, ds, K, &so, &model, NULL, err);
+    if (rc)
+        return rc;
+    const fk_tensor *Kt = fk_bundle_get(&model, "K"), *U = fk_bundle_get(&model, "rows_union"),
+                    *nr = fk_bundle_get(&model, "n_ref");
+    fk_sfl_model mf = {.K = (size_t)Kt->data[0], .p = dim};
+    if (mf.K) {
+        mf.s = fk_bundle_get(&model, "s")->data;
+        mf.w = fk_bundle_get(&model, "w")->data;
+        mf.c = fk_bundle_get(&model, "c")->data;
+    }
+    r->acc_f = accuracy(&mf, Xt, yt, nt);
+    r->ratio = U->data[0] / nr->data[0];
+    r->kernels_f = (double)mf.K;
+    fk_bundle_close(&model);
+    /* the pooled (PC) learner: same keys, kappa = 1/N, one problem on all rows */
+    double *X = NULL, *y = NULL, wmin, wmax, c, eps;
+    size_t n = 0;
+    long Q, T;
+    if ((rc = pooled_rows(p, ds, K, &X, &y, &n, err)))
+        return rc;
+    fk_params_double(p, "width_min", 0.5, 0, 1e300, &wmin, err);
+    fk_params_double(p, "width_max", 3, 0, 1e300, &wmax, err);
+    fk_params_int(p, "n_widths", 6, 1, 1000, &Q, err);
+    fk_params_double(p, "c", 100, 0, 1e300, &c, err);
+    fk_params_double(p, "eps", 0.5, 0, 1, &eps, err);
+    fk_params_int(p, "T_server", 20000, 1, 100000000, &T, err);
+    double w[1000];
+    fk_sfl_widths(wmin, wmax, (int)Q, w);
+    fk_sfl_atoms a;
+    rc = fk_sfl_atoms_candidates(&a, X, n, dim, w, (int)Q, err);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_QUAD;
+    o.c = c;
+    o.eps = eps;
+    o.T = T;
+    o.n_ref = (double)n;
+    fk_sfl_fit f;
+    fk_sfl_model mc;
+    if (!rc && !(rc = fk_sfl_solve(X, y, n, dim, &a, &o, NULL, &f, err))) {
+        rc = fk_sfl_model_support(&a, f.alpha, &mc, err);
+        fk_sfl_fit_close(&f);
+        if (!rc) {
+            r->acc_c = accuracy(&mc, Xt, yt, nt);
+            r->kernels_c = (double)mc.K;
+            fk_sfl_model_close(&mc);
+        }
+    }
+    fk_sfl_atoms_close(&a);
+    free(X);
+    free(y);
+    return rc;
+}
+
+static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X, double **y,
+                       size_t *n, fk_err *err)
+{
+    double pos = 1, scale = 1;
+    fk_params_double(p, "pos_label", 1, -1e300, 1e300, &pos, err);
+    fk_params_double(p, "x_scale", 1, 1e-300, 1e300, &scale, err);
+    const char *neg = fk_params_str(p, "neg_label", "rest");
+    int rest = !strcmp(neg, "rest");
+    double negv = rest ? 0 : atof(neg);
+    size_t tot = 0, d = ds[0].X.cols;
+    for (int k = 0; k < K; k++)
+        tot += ds[k].X.rows;
+    *X = malloc((tot ? tot : 1) * d * sizeof **X);
+    *y = malloc((tot ? tot : 1) * sizeof **y);
+    if (!*X || !*y) {
+        free(*X);
+        free(*y);
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    }
+    size_t m = 0;
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < ds[k].X.rows; i++) {
+            double t = ds[k].y_raw[i];
+            if (t != pos && !rest && t != negv)
+                continue;
+            for (size_t j = 0; j < d; j++)
+                (*X)[m * d + j] = ds[k].X.data[i * ds[k].X.ld + j] / scale;
+            (*y)[m++] = t == pos ? 1 : -1;
+        }
+    *n = m;
+    return FK_OK;
+}
+
+static void base_keys(fk_params *p, long T)
+{
+    char t[32];
+    snprintf(t, sizeof t, "%ld", T);
+    fk_params_set(p, "raw_sample_upload", "acknowledged");
+    fk_params_set(p, "local.allow_raw_upload", "true");
+    fk_params_set(p, "resilient", "quadratic");
+    fk_params_set(p, "c", "100");
+    fk_params_set(p, "T_client", t);
+    fk_params_set(p, "T_server", t);
+}
+
+static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap_max, int reps)
+{
+    double gap = 100 * (m->acc_f - m->acc_c);
+    fk_bench_emit(o->json, "sfl", cs, "accuracy_federated", m->acc_f, NULL);
+    fk_bench_emit(o->json, "sfl", cs, "accuracy_centralised", m->acc_c, NULL);
+    emit_target(o, cs, "gap_points_mean", gap, NAN, "|gap| <= 2 points",
+                fabs(gap) <= 2);
+    fk_bench_emit(o->json, "sfl", cs, "gap_points_max_abs", gap_max, NULL);
+    emit_target(o, cs, "upload_ratio", m->ratio, 0.40, "< 0.5 at gamma = 0", m->ratio < 0.5);
+    fk_bench_emit(o->json, "sfl", cs, "kernels_federated", m->kernels_f, NULL);
+    fk_bench_emit(o->json, "sfl", cs, "kernels_centralised", m->kernels_c, NULL);
+    fk_bench_emit(o->json, "sfl", cs, "repetitions", reps, NULL);
+}
+
+static int run_e31(const bopts *o, size_t N, fk_err *err)
+{
+    enum { K = 9 };
+    fk_params p;
+    fk_params_init(&p);
+    base_keys(&p, o->T);
+    fk_params_set(&p, "eps", "0.01");
+    fk_params_set(&p, "width_min", "1");
+    fk_params_set(&p, "width_max", "3");
+    fk_params_set(&p, "n_widths", "3");
+    fedres mean = {0};
+    double gmax = 0, t0 = fk_bench_now();
+    int rc = FK_OK;
+    for (int r = 0; r < o->reps31 && !rc; r++) {
+        fk_dataset ds[K], test;
+        memset(ds, 0, sizeof ds);
+        for (int k = 0; k < K && !rc; k++)
+            rc = fk_sfl_e31_make(K, k, N / K, 3100 + (uint64_t)r, &ds[k], err);
+        if (!rc)
+            rc = fk_sfl_e31_make(K, -1, 1000, 9100 + (uint64_t)r, &test, err);
+        double yt[1000];
+        fedres one = {0};
+        if (!rc) {
+            for (int i = 0; i < 1000; i++)
+                yt[i] = test.y_raw[i] == 1 ? 1 : -1;
+            rc = fed_vs_pooled(&p, ds, K, test.X.data, yt, 1000, 2, &one, err);
+            fk_dataset_close(&test);
+        }
+        for (int k = 0; k < K; k++)
+            fk_dataset_close(&ds[k]);
+        if (rc)
+            break;
+        mean.acc_f += one.acc_f / o->reps31;
+        mean.acc_c += one.acc_c / o->reps31;
+        mean.ratio += one.ratio / o->reps31;
+        mean.kernels_f += one.kernels_f / o->reps31;
+        mean.kernels_c += one.kernels_c / o->reps31;
+        gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
+    }
+    if (!rc) {
+        char cs[64];
+        snprintf(cs, sizeof cs, "E3.1 N=%zu K=9", N);
+        emit_fed(o, cs, &mean, gmax, o->reps31);
+        fk_bench_emit(o->json, "sfl", cs, "seconds", fk_bench_now() - t0, NULL);
+    }
+    fk_params_close(&p);
+    return rc;
+}
+
+/* Pen-digits pair (a vs b): official train split dealt to K random clients, test split. */
+static int run_pen(const bopts *o, int a, int b, fk_err *err)
+{
+    fk_dataset tr, te;
+    int rc = fk_catalog_load(&tr, o->dir, "pendigits/train", err);
+    if (rc)
+        return rc;
+    if ((rc = fk_catalog_load(&te, o->dir, "pendigits/test", err))) {
+        fk_dataset_close(&tr);
+        return rc;
+    }
+    int K = o->K_pen;
+    fk_params p;
+    fk_params_init(&p);
+    base_keys(&p, o->T);
+    char av[16], bv[16];
+    snprintf(av, sizeof av, "%d", a);
+    snprintf(bv, sizeof bv, "%d", b);
+    fk_params_set(&p, "pos_label", av);
+    fk_params_set(&p, "neg_label", bv);
+    fk_params_set(&p, "x_scale", "100"); /* pen-digits features are 0..100 (spec §6.2 (a)) */
+    fk_params_set(&p, "eps", "0.5");
+    fk_params_set(&p, "width_min", "0.2");
+    fk_params_set(&p, "width_max", "0.6");
+    fk_params_set(&p, "n_widths", "3");
+    /* test rows of the pair, scaled */
+    size_t d = te.X.cols, nt = 0;
+    double *Xt = malloc(te.X.rows * d * sizeof *Xt), *yt = malloc(te.X.rows * sizeof *yt);
+    int *rows = malloc(tr.X.rows * sizeof *rows);
+    if (!Xt || !yt || !rows)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < te.X.rows; i++)
+        if (te.y_raw[i] == a || te.y_raw[i] == b) {
+            for (size_t j = 0; j < d; j++)
+                Xt[nt * d + j] = te.X.data[i * te.X.ld + j] / 100;
+            yt[nt++] = te.y_raw[i] == a ? 1 : -1;
+        }
+    size_t npair = 0;
+    for (size_t i = 0; !rc && i < tr.X.rows; i++)
+        if (tr.y_raw[i] == a || tr.y_raw[i] == b)
+            rows[npair++] = (int)i;
+    size_t ntrain = npair < (size_t)o->n_pen ? npair : (size_t)o->n_pen;
+    fedres mean = {0};
+    double gmax = 0, t0 = fk_bench_now();
+    for (int r = 0; r < o->reps_pen && !rc; r++) {
+        fk_rng g;
+        fk_rng_init(&g, 777, (uint64_t)r);
+        fk_rng_shuffle(&g, rows, npair);
+        fk_dataset *ds = calloc((size_t)K, sizeof *ds);
+        if (!ds) {
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+            break;
+        }
+        for (int k = 0; k < K && !rc; k++) { /* IID split into K clients */
+            size_t lo = ntrain * (size_t)k / (size_t)K, hi = ntrain * (size_t)(k + 1) / (size_t)K;
+            rc = fk_dataset_subset(&ds[k], &tr, rows + lo, hi - lo);
+        }
+        fedres one = {0};
+        if (!rc)
+            rc = fed_vs_pooled(&p, ds, K, Xt, yt, nt, (int)d, &one, err);
+        for (int k = 0; k < K; k++)
+            fk_dataset_close(&ds[k]);
+        free(ds);
+        if (rc)
+            break;
+        mean.acc_f += one.acc_f / o->reps_pen;
+        mean.acc_c += one.acc_c / o->reps_pen;
+        mean.ratio += one.ratio / o->reps_pen;
+        mean.kernels_f += one.kernels_f / o->reps_pen;
+        mean.kernels_c += one.kernels_c / o->reps_pen;
+        gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
+    }
+    if (!rc) {
+        char cs[64];
+        snprintf(cs, sizeof cs, "pendigits %d vs %d K=%d", a, b, K);
+        emit_fed(o, cs, &mean, gmax, o->reps_pen);
+        fk_bench_emit(o->json, "sfl", cs, "train_rows", (double)ntrain, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "test_rows", (double)nt, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "seconds", fk_bench_now() - t0, NULL);
+    }
+    free(Xt);
+    free(yt);
+    free(rows);
+    fk_params_close(&p);
+    fk_dataset_close(&tr);
+    fk_dataset_close(&te);
+    return rc;
+}
+
+int fk_bench_fidelity_sfl(int argc, char **argv)
+{
+    openblas_set_num_threads(1);
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
+                   "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
+                   "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
+                   "       [--skip-e21] [--skip-e31] [--skip-pendigits]\n\n"
+                   "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
+                   "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
+                   "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
+                   "rows of the pair dealt to IID clients; the official test split).\n");
+            return 0;
+        }
+    fk_params p;
+    fk_err err = {0};
+    fk_params_init(&p);
+    int rc = fk_params_parse_args(&p, &argc, argv, &err);
+    bopts o = {0};
+    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
+    int json = 0, s21 = 0, s31 = 0, spen = 0;
+    if (!rc)
+        rc = fk_params_bool(&p, "json", 0, &json, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps21", 20, 1, 100000, &r21, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps31", 20, 1, 100000, &r31, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps-pen", 3, 1, 100000, &rp, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "clients-pen", 10, 1, 1000, &kp, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "n-pen", 600, 10, 100000, &np, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "T", 5000, 1, 100000000, &o.T, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "grel-pii2", 0.3, 0, 0.999, &o.grel_pii2, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "grel-pii", 0.3, 0, 0.999, &o.grel_pii, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-e21", 0, &s21, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-e31", 0, &s31, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-pendigits", 0, &spen, &err);
+    o.dir = fk_params_str(&p, "data-dir", "../shared/data");
+    o.json = json;
+    o.reps21 = (int)r21;
+    o.reps31 = (int)r31;
+    o.reps_pen = (int)rp;
+    o.K_pen = (int)kp;
+    o.n_pen = (int)np;
+    if (!rc && fk_params_unused(&p))
+        rc = fk_err_set(&err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(&p));
+    fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines would drown the table */
+    if (!rc && !s21)
+        rc = run_e21(&o, &err);
+    if (!rc && !s31)
+        rc = run_e31(&o, 450, &err);
+    if (!rc && !s31)
+        rc = run_e31(&o, 900, &err);
+    if (!rc && !spen && !(rc = fk_bench_data_dir(o.dir, &err))) {
+        rc = run_pen(&o, 1, 2, &err);
+        if (!rc)
+            rc = run_pen(&o, 1, 7, &err);
+    }
+    fk_params_close(&p);
+    if (rc) {
+        fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
