@@ -22,7 +22,7 @@ typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     long T;
     double grel_pii2, grel_pii;
-    const char *dir;
+    const char *dir, *pen_wmin, *pen_wmax;
 } bopts;
 
 static void emit_target(const bopts *o, const char *cs, const char *metric, double v,
@@ -375,8 +375,8 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     fk_params_set(&p, "neg_label", bv);
     fk_params_set(&p, "x_scale", "100"); /* pen-digits features are 0..100 (spec §6.2 (a)) */
     fk_params_set(&p, "eps", "0.5");
-    fk_params_set(&p, "width_min", "0.2");
-    fk_params_set(&p, "width_max", "0.6");
+    fk_params_set(&p, "width_min", o->pen_wmin);
+    fk_params_set(&p, "width_max", o->pen_wmax);
     fk_params_set(&p, "n_widths", "3");
     /* test rows of the pair, scaled */
     size_t d = te.X.cols, nt = 0;
@@ -449,6 +449,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
                    "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
+                   "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
                    "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
                    "       [--skip-e21] [--skip-e31] [--skip-pendigits]\n\n"
                    "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
@@ -489,6 +490,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc)
         rc = fk_params_bool(&p, "skip-pendigits", 0, &spen, &err);
     o.dir = fk_params_str(&p, "data-dir", "../shared/data");
+    o.pen_wmin = fk_params_str(&p, "pen-wmin", "0.5");
+    o.pen_wmax = fk_params_str(&p, "pen-wmax", "1.5");
     o.json = json;
     o.reps21 = (int)r21;
     o.reps31 = (int)r31;
