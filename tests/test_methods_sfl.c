@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/log.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
@@ -374,6 +375,7 @@ static void bad_input(void **state)
 
 int main(void)
 {
+    fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sim_run),
         cmocka_unit_test(federated_equals_centralised),
