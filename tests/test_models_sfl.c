@@ -265,6 +265,59 @@ static void remark1_single_bump(void **state)
     fk_sfl_atoms_close(&a);
 }
 
+/* T12: resilient equilibrium. Quadratic: the closed form and the generic Arrow-Hurwicz
+ * iteration (Alg. 5) agree; Huber: duals capped at delta kappa N, rows at the cap violate their
+ * margin by at least delta. Two blobs with 10 % flipped labels. */
+static void resilient_equilibrium(void **state)
+{
+    (void)state;
+    size_t n = 20, N = 2 * n;
+    double *X = malloc(2 * N * sizeof *X), *y = malloc(N * sizeof *y), w = 1.0;
+    blobs(n, 9, X, y);
+    for (size_t i = 0; i < N; i += 10)
+        y[i] = -y[i]; /* 4 flipped labels */
+    fk_sfl_atoms a;
+    grid_for(X, N, 0.5, &w, 1, &a);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_QUAD;
+    o.c = 10;
+    o.tau_gap = 1e-12;
+    o.tau_feas = 1e-12;
+    o.T = 200000;
+    fk_sfl_fit cf, ah;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &o, NULL, &cf, &err), FK_OK);
+    o.T = 400000;
+    assert_int_equal(fk_sfl_arrow_hurwicz(X, y, N, 2, &a, &o, 0.5, 0.5, 1e-12, &ah, &err), FK_OK);
+    double d = 0, s = 0;
+    for (size_t i = 0; i < N; i++) {
+        d += (ah.lambda[i] - cf.lambda[i]) * (ah.lambda[i] - cf.lambda[i]);
+        s += cf.lambda[i] * cf.lambda[i];
+    }
+    assert_true(sqrt(d / s) <= 1e-3);
+    fk_sfl_fit_close(&ah);
+    fk_sfl_fit_close(&cf);
+    o.res = FK_SFL_HUBER;
+    o.c = 0.3; /* delta */
+    o.T = 200000;
+    assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &o, NULL, &cf, &err), FK_OK);
+    double cap = o.c; /* delta kappa N with kappa = 1/N */
+    size_t at_cap = 0;
+    for (size_t i = 0; i < N; i++) {
+        assert_true(cf.lambda[i] <= cap * (1 + 1e-12));
+        if (cf.lambda[i] >= cap * (1 - 1e-9)) {
+            at_cap++;
+            assert_true(1 - o.eps - y[i] * cf.f[i] >= o.c - 1e-4);
+        }
+    }
+    assert_true(at_cap >= 4); /* the flipped rows pay linearly */
+    fk_sfl_fit_close(&cf);
+    fk_sfl_atoms_close(&a);
+    free(X);
+    free(y);
+}
+
 static void bad_input(void **state)
 {
     (void)state;
@@ -297,6 +350,7 @@ int main(void)
         cmocka_unit_test(infeasible_reported),
         cmocka_unit_test(sparsity_grows_with_gamma),
         cmocka_unit_test(remark1_single_bump),
+        cmocka_unit_test(resilient_equilibrium),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

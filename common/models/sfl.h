@@ -112,6 +112,17 @@ void fk_sfl_critical(const fk_sfl_fit *fit, const double *y, const fk_sfl_opts *
 /* The slack u_n the resilient cost assigns to row n at multiplier lam (0 when hard). */
 double fk_sfl_slack(const fk_sfl_opts *o, size_t N, double lam, double loss);
 
+/* Generic Arrow-Hurwicz primal-dual iteration (Alg. 5, errata E10-E12 fixed) on the resilient
+ * classification problem at gamma = 0: simultaneous gradient steps on the primal alpha (J
+ * values), the slacks u (N) and the multipliers lambda (N, projected on lambda >= 0 and the
+ * Huber / linear box). Step sizes are relative: eta_alpha v_j = eta_u kappa c = r_primal,
+ * eta_lambda = r_dual / L. The reference for the closed form of fk_sfl_solve (spec T12); slow,
+ * for tests and small problems. fit gets lambda, alpha and f; status MAXITER unless one step
+ * moved lambda and alpha by less than tol (relative; checked every 1000 iterations). */
+int fk_sfl_arrow_hurwicz(const double *X, const double *y, size_t N, int p,
+                         const fk_sfl_atoms *a, const fk_sfl_opts *o, double r_primal,
+                         double r_dual, double tol, fk_sfl_fit *fit, fk_err *err);
+
 /* ---- discrete model (§3.8) ---- */
 typedef struct fk_sfl_model {
     size_t K;
