@@ -55,7 +55,8 @@ static void e21_draw(fk_rng *r, const double *a, const double *c, size_t n, doub
  * model refit by least squares (§3.8) on 1000 test points. */
 static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
                    const double *yt, size_t Nt, int pii, double grel, long T, double *mse,
-                   double *kernels, double *support, double *mse_sup, fk_err *err)
+                   double *kernels, double *support, double *mse_sup, double *mse_peak,
+                   fk_err *err)
 {
     double widths[10], lo = -3, hi = 6;
     fk_sfl_widths(0.1, 1.0, 10, widths); /* spec A3 */
@@ -85,7 +86,20 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
         fk_sfl_model_close(&sm);
     }
     if (!rc) {
-        rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, &m, err);
+        fk_sfl_model mp; /* the spec's peak placement, reported next to the centroid */
+        rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 0, &mp, err);
+        if (!rc) {
+            double *ft = malloc(Nt * sizeof *ft), s = 0;
+            if (ft) {
+                fk_sfl_predict(&mp, xt, Nt, ft);
+                for (size_t i = 0; i < Nt; i++)
+                    s += (ft[i] - yt[i]) * (ft[i] - yt[i]);
+            }
+            *mse_peak = ft ? s / (double)Nt : NAN;
+            free(ft);
+            fk_sfl_model_close(&mp);
+            rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 1, &m, err);
+        }
         *support = (double)f.support;
         fk_sfl_fit_close(&f);
     }
@@ -112,7 +126,7 @@ static int run_e21(const bopts *o, fk_err *err)
 {
     size_t N = 100, Nt = 1000;
     double x[100], y[100], *xt = malloc(Nt * sizeof *xt), *yt = malloc(Nt * sizeof *yt);
-    double sum[2][4] = {{0}}, t0 = fk_bench_now();
+    double sum[2][5] = {{0}}, t0 = fk_bench_now();
     if (!xt || !yt) {
         free(xt);
         free(yt);
@@ -130,10 +144,11 @@ static int run_e21(const bopts *o, fk_err *err)
         e21_draw(&g, a, c, N, x, y);
         e21_draw(&g, a, c, Nt, xt, yt);
         for (int pii = 0; pii < 2 && !rc; pii++) {
-            double mse = NAN, k = NAN, sup = NAN, ms = NAN;
+            double mse = NAN, k = NAN, sup = NAN, ms = NAN, mpk = NAN;
             rc = e21_fit(x, y, N, xt, yt, Nt, pii, pii ? o->grel_pii : o->grel_pii2, o->T, &mse,
-                         &k, &sup, &ms, err);
+                         &k, &sup, &ms, &mpk, err);
             sum[pii][3] += ms / o->reps21;
+            sum[pii][4] += mpk / o->reps21;
             sum[pii][0] += mse / o->reps21;
             sum[pii][1] += k / o->reps21;
             sum[pii][2] += sup / o->reps21;
@@ -148,13 +163,14 @@ static int run_e21(const bopts *o, fk_err *err)
     for (int i = 0; i < 2; i++) {
         char t[96];
         snprintf(t, sizeof t, "within 25%% of %.4g", pub_mse[i]);
-        emit_target(o, name[i], "test_mse", sum[i][0], pub_mse[i], t,
+        emit_target(o, name[i], "test_mse_kernels_at_centroids", sum[i][0], pub_mse[i], t,
                     fabs(sum[i][0] - pub_mse[i]) <= 0.25 * pub_mse[i]);
         snprintf(t, sizeof t, "%g +- %g", pub_k[i], tol_k[i]);
-        emit_target(o, name[i], "kernels_peaks", sum[i][1], pub_k[i], t,
+        emit_target(o, name[i], "kernels", sum[i][1], pub_k[i], t,
                     fabs(sum[i][1] - pub_k[i]) <= tol_k[i]);
         fk_bench_emit(o->json, "sfl", name[i], "support_atoms", sum[i][2], NULL);
         fk_bench_emit(o->json, "sfl", name[i], "test_mse_support_model", sum[i][3], NULL);
+        fk_bench_emit(o->json, "sfl", name[i], "test_mse_kernels_at_peaks", sum[i][4], NULL);
     }
     fk_bench_emit(o->json, "sfl", "E2.1", "realisations", o->reps21, NULL);
     fk_bench_emit(o->json, "sfl", "E2.1", "seconds", fk_bench_now() - t0, NULL);

@@ -242,7 +242,7 @@ static void remark1_single_bump(void **state)
         assert_int_equal(nb, 1); /* gamma > 0: exactly one bump */
         assert_true(f.support <= 40);
         fk_sfl_model m;
-        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, &m, &err), FK_OK);
+        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, 0, &m, &err), FK_OK);
         assert_int_equal(m.K, 1);
         assert_true(fabs(m.s[0] - 2.5) <= 0.04);
         double fx[19], worst = 0;
@@ -250,6 +250,10 @@ static void remark1_single_bump(void **state)
         for (size_t i = 0; i < N; i++)
             worst = fmax(worst, fabs(fx[i] - y[i]));
         assert_true(worst <= 0.02);
+        fk_sfl_model_close(&m); /* the bump's centroid lands on 2.5 as well */
+        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, 1, &m, &err), FK_OK);
+        assert_int_equal(m.K, 1);
+        assert_true(fabs(m.s[0] - 2.5) <= 0.04);
         /* the support model reproduces the solver's fit at the rows */
         fk_sfl_model sm;
         assert_int_equal(fk_sfl_model_support(&a, f.alpha, &sm, &err), FK_OK);

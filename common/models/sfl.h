@@ -141,10 +141,14 @@ int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_mode
  * r_nms min(w, w') and width gap dw. label[j] = bump of atom j, -1 off the support. */
 int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
                  size_t *n_bumps, fk_err *err);
-/* Peaks model: one kernel per bump at its largest |alpha|; refit = 1: least squares of y on
- * the peak kernels (ridge 1e-8, Cholesky), else c = v alpha at the peak summed over the bump. */
+/* Peaks model: one kernel per bump, at its largest |alpha| (centroid = 0, spec §3.8) or at the
+ * bump's mass centroid, the |alpha| v weighted mean of its centres and widths (centroid = 1;
+ * Prop. 1 reads a bump of mass a as one kernel of weight a; on E2.1 (PII) the peak sits on
+ * the narrow edge of a ridge over widths and the centroid fits far better). refit = 1: least
+ * squares of y on those kernels (ridge 1e-8, Cholesky), else c = the bump's mass sum v alpha. */
 int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
-                       const double *y, size_t N, int refit, fk_sfl_model *m, fk_err *err);
+                       const double *y, size_t N, int refit, int centroid, fk_sfl_model *m,
+                       fk_err *err);
 /* f(x) = sum_k c_k exp(-||x - s_k||^2 / (2 w_k^2)) for n rows of X (n x p). */
 void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f);
 void fk_sfl_model_close(fk_sfl_model *m);

@@ -230,7 +230,8 @@ static int refit(fk_sfl_model *m, const double *X, const double *y, size_t N, fk
 }
 
 int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
-                       const double *y, size_t N, int do_refit, fk_sfl_model *m, fk_err *err)
+                       const double *y, size_t N, int do_refit, int centroid, fk_sfl_model *m,
+                       fk_err *err)
 {
     memset(m, 0, sizeof *m);
     int *label = malloc((a->J ? a->J : 1) * sizeof *label);
@@ -263,6 +264,33 @@ int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double 
     for (size_t b = 0; b < nb; b++) {
         memcpy(m->s + b * p, a->s + peak[b] * p, p * sizeof(double));
         m->w[b] = a->w[peak[b]];
+    }
+    if (centroid) { /* |alpha| v weighted mean of the bump's centres and widths */
+        double *mass = calloc(nb ? nb : 1, sizeof *mass);
+        if (!mass) {
+            free(label);
+            free(peak);
+            fk_sfl_model_close(m);
+            return fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
+        }
+        memset(m->s, 0, nb * p * sizeof(double));
+        memset(m->w, 0, nb * sizeof(double));
+        for (size_t j = 0; j < a->J; j++) {
+            if (label[j] < 0)
+                continue;
+            size_t b = (size_t)label[j];
+            double q = fabs(alpha[j]) * a->v[j];
+            mass[b] += q;
+            m->w[b] += q * a->w[j];
+            for (size_t t = 0; t < p; t++)
+                m->s[b * p + t] += q * a->s[j * p + t];
+        }
+        for (size_t b = 0; b < nb; b++) {
+            m->w[b] /= mass[b];
+            for (size_t t = 0; t < p; t++)
+                m->s[b * p + t] /= mass[b];
+        }
+        free(mass);
     }
     free(label);
     free(peak);
