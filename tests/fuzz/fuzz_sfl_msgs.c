@@ -1,0 +1,126 @@
+/* Fuzz target: sfl job messages and checkpoints as the daemons receive them (the job type
+ * speaks fk_bundle only, so this drives the bundle decoder into the sfl ops). The input is
+ * decoded as a Bundle and fed to a client as a task and as the final model (evaluate), to the
+ * server as a phase-1 upload (through check_update, as the daemon does, then aggregate), and
+ * to both as checkpoints. Every outcome must be an error code or a valid state. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/methods/sfl/sfl.h"
+#include "common/net/codec.h"
+
+enum { K = 2, N = 12 };
+
+static void make_data(fk_dataset *d)
+{
+    for (int k = 0; k < K; k++) {
+        fk_dataset_init(&d[k], N, 2, 0);
+        double lab[N];
+        for (int i = 0; i < N; i++) {
+            d[k].X.data[2 * i] = (i % 2 ? 2.0 : -2.0) + 0.1 * ((i * 7 + k) % 5);
+            d[k].X.data[2 * i + 1] = 0.2 * ((i * 5 + 3 * k) % 7);
+            lab[i] = i % 2;
+        }
+        fk_dataset_set_labels(&d[k], lab, NULL);
+    }
+}
+
+static void params(fk_params *p)
+{
+    fk_params_init(p);
+    fk_params_set(p, "raw_sample_upload", "acknowledged");
+    fk_params_set(p, "local.allow_raw_upload", "true");
+    fk_params_set(p, "T_client", "200");
+    fk_params_set(p, "T_server", "200");
+    fk_params_set(p, "n_widths", "2");
+}
+
+/* A server after phase 0 (collecting uploads) and K clients. */
+static int start(const fk_params *p, const fk_dataset *d, void **srv, void **cli)
+{
+    const fk_method *m = &fk_method_sfl;
+    fk_err err;
+    if (m->server_init(srv, p, K, 5, &err))
+        return -1;
+    for (int k = 0; k < K; k++)
+        if (m->client_init(&cli[k], p, &d[k], k, K, 5, &err))
+            return -1;
+    fk_update ups[K];
+    for (int k = 0; k < K; k++) {
+        fk_bundle t;
+        fk_bundle_init(&t);
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = k;
+        if (m->task(*srv, 1, 0, k, &t, &err) ||
+            m->local_step(cli[k], &t, &ups[k].msg, &ups[k].report, &err))
+            abort();
+        fk_bundle_close(&t);
+    }
+    int done;
+    if (m->aggregate(*srv, 1, 0, ups, K, &done, &err))
+        abort();
+    for (int k = 0; k < K; k++)
+        fk_bundle_close(&ups[k].msg);
+    return 0;
+}
+
+static void feed(const fk_bundle *b)
+{
+    const fk_method *m = &fk_method_sfl;
+    fk_err err;
+    fk_params p;
+    params(&p);
+    fk_dataset d[K];
+    make_data(d);
+    void *srv = NULL, *cli[K] = {0};
+    if (start(&p, d, &srv, cli))
+        abort();
+    fk_report rep;
+    fk_report_init(&rep);
+    fk_bundle out;
+    fk_bundle_init(&out); /* as a task */
+    m->local_step(cli[0], b, &out, &rep, &err);
+    fk_bundle_close(&out);
+    fk_report_init(&rep); /* as the model */
+    m->evaluate(cli[1], b, &rep, &err);
+    fk_update u[K]; /* as both clients' uploads, through the gate */
+    int n = 0, done;
+    for (int k = 0; k < K; k++) {
+        u[n] = (fk_update){.client = k, .msg = *b};
+        fk_report_init(&u[n].report);
+        if (m->check_update(srv, 1, 1, &u[n], &err) == FK_OK)
+            n++;
+    }
+    fk_bundle_init(&out);
+    if (n && m->aggregate(srv, 1, 1, u, n, &done, &err) == FK_OK &&
+        m->model(srv, &out, &err) == FK_OK) {
+        const fk_tensor *c = fk_bundle_get(&out, "c");
+        for (size_t i = 0; c && i < c->len; i++)
+            if (!(c->data[i] - c->data[i] == 0.0))
+                abort(); /* an accepted solve has finite weights */
+    }
+    fk_bundle_close(&out);
+    m->load(srv, b, &err); /* as checkpoints */
+    m->client_load(cli[1], b, &err);
+    m->server_close(srv);
+    for (int k = 0; k < K; k++) {
+        m->client_close(cli[k]);
+        fk_dataset_close(&d[k]);
+    }
+    fk_params_close(&p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fk_log_set_level(FK_LOG_ERROR);
+    fk_bundle b;
+    fk_err err;
+    fk_bundle_init(&b);
+    if (fk_codec_bundle_decode(data, size, &b, &err) == FK_OK)
+        feed(&b);
+    fk_bundle_close(&b);
+    return 0;
+}
