@@ -392,6 +392,23 @@ static int restore(fk_agent *a, jobctx *j)
     return 0;
 }
 
+int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
+                          fk_err *err)
+{
+    /* local.* keys speak for this client (consent, caps): only its own config sets them */
+    for (int i = 0; i < job_params->count; i++)
+        if (!strncmp(job_params->items[i].key, "local.", 6))
+            return fk_err_set(err, FK_EINVAL,
+                              "job %" PRId64 " sets '%s'; local.* keys belong to the client's "
+                              "own config, not to a job (refused)",
+                              job, job_params->items[i].key);
+    for (int i = 0; local && i < local->count; i++)
+        if (!strncmp(local->items[i].key, "local.", 6) &&
+            fk_params_set(job_params, local->items[i].key, local->items[i].value))
+            return fk_err_set(err, FK_ENOMEM, "out of memory");
+    return FK_OK;
+}
+
 static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const char *config,
                            fk_err *err)
 {
@@ -415,19 +432,8 @@ static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const c
     int rc = !j->config ? fk_err_set(err, FK_ENOMEM, "out of memory")
              : !m       ? FK_ENOTFOUND
                         : fk_params_parse_ini(&j->params, j->config, "job parameters", err);
-    /* local.* keys speak for this client (consent, caps): only its own config sets them */
-    for (int i = 0; !rc && i < j->params.count; i++)
-        if (!strncmp(j->params.items[i].key, "local.", 6))
-            rc = fk_err_set(err, FK_EINVAL,
-                            "job %" PRId64 " sets '%s'; local.* keys belong to the client's own "
-                            "config, not to a job",
-                            job, j->params.items[i].key);
-    for (int i = 0; !rc && a->cfg.local && i < a->cfg.local->count; i++)
-        if (!strncmp(a->cfg.local->items[i].key, "local.", 6))
-            rc = fk_params_set(&j->params, a->cfg.local->items[i].key,
-                               a->cfg.local->items[i].value)
-                     ? fk_err_set(err, FK_ENOMEM, "out of memory")
-                     : FK_OK;
+    if (!rc)
+        rc = fk_agent_local_params(&j->params, a->cfg.local, job, err);
     /* Our index is our place in the job's client list, read as the server reads it. */
     int index = -1, n = 0;
     if (!rc) {

@@ -57,4 +57,9 @@ int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, 
 void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud);
 void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out);
 
+/* Add the client's own local.* settings to a job's parameters; FK_EINVAL when the job itself
+ * sets a local.* key (a server must not speak for the client, e.g. consent to raw uploads). */
+int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
+                          fk_err *err);
+
 #endif
