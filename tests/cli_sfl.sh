@@ -1,0 +1,54 @@
+#!/bin/sh
+# sfl across the real daemons on 127.0.0.1 over mTLS: a job with two consenting clients runs
+# to the end (the uploads logged as counts on the client), a client without its own consent
+# refuses with a clear error and counts as a dropout, and a job that tries to set a client's
+# local.* key is refused by every client.
+set -u
+fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+bin=$(dirname "$fk")
+dir=$(mktemp -d)
+pids=""
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; sleep 0.3; rm -rf "$dir"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "== $f"; tail -n 5 "$f"; done; exit 1; }
+cd "$dir" || exit 1
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$fk" certs init --dir pki >/dev/null && "$fk" certs issue --dir pki --server server --ip 127.0.0.1 >/dev/null \
+  && "$fk" certs issue --dir pki --admin op >/dev/null || fail "certs"
+for c in c0 c1 c2; do "$fk" certs issue --dir pki --client $c >/dev/null || fail "cert $c"; done
+/usr/bin/python3 - <<'PY'
+import math, random
+random.seed(4)
+lab = lambda a, b: int((a - 3) ** 2 + 0.25 * b * b <= 9 or (a + 10) ** 2 + 0.25 * (b - 6) ** 2 <= 30)
+for k in range(3):
+    with open(f"c{k}.csv", "w") as f:
+        for i in range(40):
+            a, b = random.uniform(-20, 11), random.uniform(-11, 20)
+            f.write(f"{lab(a, b)},{a + random.gauss(0, math.sqrt(0.2)):.6f},{b + random.gauss(0, math.sqrt(0.2)):.6f}\n")
+PY
+printf '[local]\nallow_raw_upload = true\n' > consent.conf
+: > none.conf
+OPENBLAS_NUM_THREADS=1 "$bin/fedkern-server" --listen 127.0.0.1:$port --tls-dir pki --state state.db \
+  --allow c0,c1,c2 --admins op --metrics-listen off >server.log 2>&1 &
+pids="$pids $!"
+sleep 0.5
+for c in c0 c1 c2; do
+  conf=consent.conf; [ $c = c2 ] && conf=none.conf
+  OPENBLAS_NUM_THREADS=1 "$bin/fedkern-client" --server 127.0.0.1:$port --server-name server --tls-dir pki \
+    --name $c --data.e31 $c.csv --config $conf >$c.log 2>&1 &
+  pids="$pids $!"
+done
+conn="--server 127.0.0.1:$port --server-name server --tls-dir pki --name op"
+printf 'method = sfl\ndataset = e31\nclients = c0, c1, c2\nseed = 7\ndeadline = 4\nquorum = 0.6\nraw_sample_upload = acknowledged\nwidth_min = 1\nwidth_max = 3\nn_widths = 3\n' > job.conf
+"$fk" job submit job.conf $conn >/dev/null || fail "submit"
+"$fk" job result 1 --out model.bin --wait 60 $conn >status1.txt 2>&1 || fail "job 1: $(cat status1.txt)"
+grep -q "participants *2" status1.txt || fail "job 1 should have run with the two consenting clients"
+grep -q "event=sfl_upload client=0 rows=[0-9]* of=40 bytes=" c0.log || fail "client 0 did not log its upload"
+grep -q "refuses the sfl job.*allow_raw_upload = true" c2.log || fail "client 2 did not refuse clearly"
+grep -q "event=sfl_upload " c2.log && fail "client 2 uploaded without consent"
+printf 'local.allow_raw_upload = true\n' | cat job.conf - > job2.conf
+"$fk" job submit job2.conf $conn >/dev/null || fail "submit 2"
+sleep 2
+grep -q "job 2 sets 'local.allow_raw_upload'; local.\* keys belong to the client" c0.log \
+  || fail "a job setting local.* was not refused"
+echo ok
