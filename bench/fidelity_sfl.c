@@ -233,6 +233,8 @@ static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K, const 
     fk_params_double(p, "c", 100, 0, 1e300, &c, err);
     fk_params_double(p, "eps", 0.5, 0, 1, &eps, err);
     fk_params_int(p, "T_server", 20000, 1, 100000000, &T, err);
+    double grel = 0;
+    fk_params_double(p, "gamma_rel_server", 0, 0, 0.999999, &grel, err);
     double w[1000];
     fk_sfl_widths(wmin, wmax, (int)Q, w);
     fk_sfl_atoms a;
@@ -244,6 +246,7 @@ static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K, const 
     o.eps = eps;
     o.T = T;
     o.n_ref = (double)n;
+    o.gamma_rel = grel;
     fk_sfl_fit f;
     fk_sfl_model mc;
     if (!rc && !(rc = fk_sfl_solve(X, y, n, dim, &a, &o, NULL, &f, err))) {
@@ -320,7 +323,8 @@ static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap
     fk_bench_emit(o->json, "sfl", cs, "repetitions", reps, NULL);
 }
 
-static int run_e31(const bopts *o, size_t N, fk_err *err)
+static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, fedres *res,
+                   fk_err *err)
 {
     enum { K = 9 };
     fk_params p;
@@ -330,10 +334,14 @@ static int run_e31(const bopts *o, size_t N, fk_err *err)
     fk_params_set(&p, "width_min", "1");
     fk_params_set(&p, "width_max", "3");
     fk_params_set(&p, "n_widths", "3");
+    char gv[32];
+    snprintf(gv, sizeof gv, "%g", grel);
+    fk_params_set(&p, "gamma_rel_client", gv);
+    fk_params_set(&p, "gamma_rel_server", gv);
     fedres mean = {0};
     double gmax = 0, t0 = fk_bench_now();
     int rc = FK_OK;
-    for (int r = 0; r < o->reps31 && !rc; r++) {
+    for (int r = 0; r < reps && !rc; r++) {
         fk_dataset ds[K], test;
         memset(ds, 0, sizeof ds);
         for (int k = 0; k < K && !rc; k++)
@@ -352,17 +360,28 @@ static int run_e31(const bopts *o, size_t N, fk_err *err)
             fk_dataset_close(&ds[k]);
         if (rc)
             break;
-        mean.acc_f += one.acc_f / o->reps31;
-        mean.acc_c += one.acc_c / o->reps31;
-        mean.ratio += one.ratio / o->reps31;
-        mean.kernels_f += one.kernels_f / o->reps31;
-        mean.kernels_c += one.kernels_c / o->reps31;
+        mean.acc_f += one.acc_f / reps;
+        mean.acc_c += one.acc_c / reps;
+        mean.ratio += one.ratio / reps;
+        mean.kernels_f += one.kernels_f / reps;
+        mean.kernels_c += one.kernels_c / reps;
         gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
     }
-    if (!rc) {
+    if (res)
+        *res = mean;
+    if (!rc && sweep) { /* sweep rows: the shapes of Figs. 16-17 are checked by the caller */
+        char cs[64];
+        snprintf(cs, sizeof cs, "E3.1 N=%zu K=9 gamma_rel=%g", N, grel);
+        fk_bench_emit(o->json, "sfl", cs, "accuracy_federated", mean.acc_f, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "accuracy_centralised", mean.acc_c, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "upload_ratio", mean.ratio, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "kernels_federated", mean.kernels_f, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "kernels_centralised", mean.kernels_c, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "repetitions", reps, NULL);
+    } else if (!rc) {
         char cs[64];
         snprintf(cs, sizeof cs, "E3.1 N=%zu K=9", N);
-        emit_fed(o, cs, &mean, gmax, o->reps31);
+        emit_fed(o, cs, &mean, gmax, reps);
         fk_bench_emit(o->json, "sfl", cs, "seconds", fk_bench_now() - t0, NULL);
     }
     fk_params_close(&p);
@@ -520,9 +539,23 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc && !s21)
         rc = run_e21(&o, &err);
     if (!rc && !s31)
-        rc = run_e31(&o, 450, &err);
+        rc = run_e31(&o, 450, 0, o.reps31, 0, NULL, &err);
     if (!rc && !s31)
-        rc = run_e31(&o, 900, &err);
+        rc = run_e31(&o, 900, 0, o.reps31, 0, NULL, &err);
+    if (!rc && !s31) { /* sparsity sweep (Figs. 16-17 shapes): kernels fall, upload rises */
+        const double g[3] = {0, 0.1, 0.3};
+        fedres r[3];
+        for (int i = 0; i < 3 && !rc; i++)
+            rc = run_e31(&o, 450, g[i], 5, 1, &r[i], &err);
+        if (!rc) {
+            int fall = r[1].kernels_f < r[0].kernels_f && r[2].kernels_f < r[1].kernels_f;
+            int rise = r[1].ratio >= r[0].ratio && r[2].ratio >= r[1].ratio;
+            emit_target(&o, "E3.1 N=450 gamma sweep", "kernels_fall_with_gamma", fall, NAN,
+                        "federated kernels decrease over gamma_rel 0, 0.1, 0.3", fall);
+            emit_target(&o, "E3.1 N=450 gamma sweep", "upload_rises_with_gamma", rise, NAN,
+                        "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3", rise);
+        }
+    }
     if (!rc && !spen && !(rc = fk_bench_data_dir(o.dir, &err))) {
         rc = run_pen(&o, 1, 2, &err);
         if (!rc)
