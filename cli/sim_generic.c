@@ -41,7 +41,7 @@ static void usage(FILE *out, const fk_method *m)
             m->name, m->summary, m->name);
     if (m->keys) {
         fprintf(out, "\njob keys (--KEY VALUE here, KEY = VALUE in a job file):\n");
-        fk_param_docs_print(out, m->keys, "--", NULL);
+        fk_param_docs_print(out, m->keys, NULL, NULL);
     }
 }
 

@@ -6,39 +6,39 @@
 #include "common/methods/sfl/sfl_int.h"
 
 const fk_param_doc fk__sfl_keys[] = {
-    {"raw_sample_upload", "must be 'acknowledged': clients upload raw rows (their critical "
+    {"raw_sample_upload acknowledged", "must be 'acknowledged': clients upload raw rows (their critical "
                           "samples) to the server; the job refuses to start otherwise"},
-    {"local.allow_raw_upload", "CLIENT-side consent (client config [local] section, or the "
+    {"local.allow_raw_upload BOOL", "CLIENT-side consent (client config [local] section, or the "
                                "simulator): true lets this client upload raw rows; default false"},
-    {"local.max_upload_fraction", "client-side cap on the uploaded fraction of its rows (0, 1]; "
+    {"local.max_upload_fraction F", "client-side cap on the uploaded fraction of its rows (0, 1]; "
                                   "rows with the largest dual values are kept (default 1)"},
-    {"max_upload_fraction", "job cap on the fraction of a client's rows it may upload (default 1)"},
-    {"mode", "classify (margin classification, spec Ch. 3) or regress (eps-tube, Ch. 2)"},
-    {"pos_label", "raw label of the +1 class (default 1)"},
-    {"neg_label", "raw label of the -1 class, or 'rest' (default rest)"},
-    {"eps", "margin slack (classify, default 0.5) or max squared error (regress, default 1e-3)"},
-    {"gamma_client", "sparsity weight of the clients' problems (default 0)"},
-    {"gamma_server", "sparsity weight of the server's problem (default 0)"},
-    {"gamma_rel_client", "relative sparsity in [0, 1) for the clients (overrides gamma_client)"},
-    {"gamma_rel_server", "relative sparsity in [0, 1) for the server (overrides gamma_server)"},
-    {"resilient", "none, quadratic (default), huber or linear relaxation of the margins (Ch. 4)"},
-    {"c", "relaxation cost: quadratic c, Huber delta or linear C (default 100)"},
-    {"T_client", "iteration cap of a client solve (default 20000)"},
-    {"T_server", "iteration cap of the server solve (default 20000)"},
-    {"atoms", "samples (kernel centres at the rows, default) or grid (needs box_lo, box_hi)"},
-    {"width_min", "smallest kernel width (default 0.5)"},
-    {"width_max", "largest kernel width (default 3)"},
-    {"n_widths", "number of widths (default 6)"},
-    {"grid_h", "grid spacing (default width_min / 2)"},
-    {"box_lo", "grid box lower corner: one value or p comma-separated values"},
-    {"box_hi", "grid box upper corner: one value or p comma-separated values"},
-    {"x_shift", "preprocessing x <- (x - shift) / scale: one value or p values (default 0)"},
-    {"x_scale", "preprocessing scale: one value or p values, > 0 (default 1)"},
-    {"server_init", "concat (client duals, default), rescaled (by N_F/N_i) or zero"},
-    {"model_form", "atoms (support atoms, default) or peaks (one refit kernel per bump)"},
-    {"crit_rule", "tol (dual > 1e-8 max, and at gamma = 0 margin active; default) or strict "
+    {"max_upload_fraction F", "job cap on the fraction of a client's rows it may upload (default 1)"},
+    {"mode classify|regress", "classify (margin classification, spec Ch. 3) or regress (eps-tube, Ch. 2)"},
+    {"pos_label V", "raw label of the +1 class (default 1)"},
+    {"neg_label V|rest", "raw label of the -1 class, or 'rest' (default rest)"},
+    {"eps E", "margin slack (classify, default 0.5) or max squared error (regress, default 1e-3)"},
+    {"gamma_client G", "sparsity weight of the clients' problems (default 0)"},
+    {"gamma_server G", "sparsity weight of the server's problem (default 0)"},
+    {"gamma_rel_client R", "relative sparsity in [0, 1) for the clients (overrides gamma_client)"},
+    {"gamma_rel_server R", "relative sparsity in [0, 1) for the server (overrides gamma_server)"},
+    {"resilient COST", "none, quadratic (default), huber or linear relaxation of the margins (Ch. 4)"},
+    {"c C", "relaxation cost: quadratic c, Huber delta or linear C (default 100)"},
+    {"T_client N", "iteration cap of a client solve (default 20000)"},
+    {"T_server N", "iteration cap of the server solve (default 20000)"},
+    {"atoms samples|grid", "samples (kernel centres at the rows, default) or grid (needs box_lo, box_hi)"},
+    {"width_min W", "smallest kernel width (default 0.5)"},
+    {"width_max W", "largest kernel width (default 3)"},
+    {"n_widths Q", "number of widths (default 6)"},
+    {"grid_h H", "grid spacing (default width_min / 2)"},
+    {"box_lo LIST", "grid box lower corner: one value or p comma-separated values"},
+    {"box_hi LIST", "grid box upper corner: one value or p comma-separated values"},
+    {"x_shift LIST", "preprocessing x <- (x - shift) / scale: one value or p values (default 0)"},
+    {"x_scale LIST", "preprocessing scale: one value or p values, > 0 (default 1)"},
+    {"server_init INIT", "concat (client duals, default), rescaled (by N_F/N_i) or zero"},
+    {"model_form FORM", "atoms (support atoms, default) or peaks (one refit kernel per bump)"},
+    {"crit_rule RULE", "tol (dual > 1e-8 max, and at gamma = 0 margin active; default) or strict "
                   "(dual > 0)"},
-    {"sim_n", "fedkern sim only: rows per synthetic client (default 50)"},
+    {"sim_n N", "fedkern sim only: rows per synthetic client (default 50)"},
     {NULL, NULL},
 };
 
