@@ -5,6 +5,7 @@
 #include "common/methods/method.h"
 #include "common/methods/fedgrem.h"
 #include "common/methods/fedrf_tca.h"
+#include "common/methods/kahm/kahm.h"
 #include "common/methods/pooled_em.h"
 
 /* One line per job type; each method file exports its table. */
@@ -24,6 +25,7 @@ const fk_method *const fk_methods[] = {
     &fk_method_pooled_grem_mor,
     &fk_method_pooled_em_mor,
     &fk_method_fedgmm_mor,
+    &fk_method_kahm,
     NULL,
 };
 

@@ -111,6 +111,9 @@ static int leading_dirs(const double *Y, size_t N, size_t p, size_t ldy, const f
     else
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)p, (int)N, s, Yc, (int)p, 0.0, S,
                     (int)p);
+    for (size_t i = 0; i < dim; i++) /* dsyrk wrote the upper triangle; mirror it */
+        for (size_t j = 0; j < i; j++)
+            S[i * dim + j] = S[j * dim + i];
     fk_mat Sm = fk_mat_view(S, dim, dim, dim);
     rc = fk_eig_sym_top(&Sm, (size_t)*m, vals, &V, err);
     if (rc)
