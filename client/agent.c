@@ -415,6 +415,10 @@ static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const c
     int rc = !j->config ? fk_err_set(err, FK_ENOMEM, "out of memory")
              : !m       ? FK_ENOTFOUND
                         : fk_params_parse_ini(&j->params, j->config, "job parameters", err);
+    /* The client's own policy keys override the job's: only this daemon's config grants. */
+    if (!rc && fk_params_set(&j->params, "client.allow_model_upload",
+                             a->cfg.allow_model_upload ? "1" : "0"))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     /* Our index is our place in the job's client list, read as the server reads it. */
     int index = -1, n = 0;
     if (!rc) {

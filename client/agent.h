@@ -38,6 +38,10 @@ typedef struct fk_agent_config {
     /* Directory for the jobs' client-side method state (client/cstate.h), so a
      * restarted client continues its jobs; NULL: kept in memory only. */
     const char *state_dir;
+    /* This client's own consent to send models that contain its training samples (KAHM
+     * mode A). Written into every job's parameters as client.allow_model_upload, over
+     * whatever the job config says, so a job cannot grant it. */
+    int allow_model_upload;
 } fk_agent_config;
 
 typedef struct fk_agent_stats {

@@ -36,6 +36,8 @@ static const fk_param_doc opts[] = {
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
     {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
+    {"allow-model-upload 0|1", "consent to jobs that upload models containing this client's "
+                               "training samples (kahm upload_models = 1); 0 refuses them (0)"},
     {"backoff-max-ms MS", "cap of the reconnect delay (15000)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
@@ -193,7 +195,8 @@ static int run(fk_params *p)
     fk_net_limits_default(&ac.limits);
     long backoff;
     if (fk_net_limits_from_params(&ac.limits, p, "net", &err) != FK_OK ||
-        fk_params_int(p, "backoff-max-ms", 15000, 100, 3600000, &backoff, &err) != FK_OK)
+        fk_params_int(p, "backoff-max-ms", 15000, 100, 3600000, &backoff, &err) != FK_OK ||
+        fk_params_bool(p, "allow-model-upload", 0, &ac.allow_model_upload, &err) != FK_OK)
         return fail(err.msg);
     int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
     if (level < 0)
@@ -230,6 +233,10 @@ static int run(fk_params *p)
     ac.data_ud = &cache;
     ac.backoff_max_ms = (uint64_t)backoff;
     ac.state_dir = *sdir ? sdir : NULL;
+    if (ac.allow_model_upload)
+        fk_log(FK_LOG_WARN, "model_upload_allowed",
+               "msg=\"jobs that ask for it (kahm upload_models = 1) will send models from which the "
+               "server can reconstruct this client's training samples\"");
     uv_loop_t loop;
     uv_loop_init(&loop);
     client_state st = {0};
