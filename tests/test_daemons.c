@@ -281,7 +281,9 @@ static void start_client(env *e, int c)
     snprintf(mor, sizeof mor, MOR_SPEC, c);
     char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
                     "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--data.shift", shift, "--data.mor", mor, "--backoff-max-ms", "500", NULL};
+                    "--data.shift", shift, "--data.mor", mor, "--backoff-max-ms", "500",
+                    /* even clients consent to model uploads (kahm mode A), odd ones do not */
+                    "--allow-model-upload", c % 2 ? "0" : "1", NULL};
     e->clients[c] = spawn(argv, log);
 }
 
@@ -535,6 +537,45 @@ static void killed_client_is_a_dropout(void **state)
     assert_true(wait_log(log, "client=c4", 1, NULL, 0));
 }
 
+/* kahm: mode B through the daemons equals the simulation bit for bit; mode A takes the
+ * models of the clients that consent in their own config, the others refuse the task (a
+ * dropout) and say why in their log. */
+static void kahm_daemons_modes(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    /* labels 1..3 of the gmm files are the class ids */
+    const char *tb = "method = kahm\ndataset = gmm\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+                     "classes = 4\n";
+    char id[32];
+    submit(e, tb, id, sizeof id);
+    check_against_sim(e, id, tb);
+    char ta[600];
+    snprintf(ta, sizeof ta, "%supload_models = 1\ndeadline = 20\nquorum = 0.5\n", tb);
+    submit(e, ta, id, sizeof id);
+    fk_bundle model;
+    fetch_model(e, id, &model);
+    const fk_tensor *h = fk_bundle_get(&model, "holders");
+    assert_non_null(h);
+    for (int c = 0; c < K; c++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "c%d.m0.0.M", c);
+        if (c % 2) {
+            assert_null(fk_bundle_get(&model, nm));
+            assert_true(h->data[c * 4] == -1);
+        } else {
+            assert_non_null(fk_bundle_get(&model, nm));
+            assert_true(h->data[c * 4 + 1] > 0);
+        }
+    }
+    fk_bundle_close(&model);
+    char log[160];
+    snprintf(log, sizeof log, "%s/client1.log", e->dir);
+    assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
+    snprintf(log, sizeof log, "%s/client0.log", e->dir);
+    assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -552,6 +593,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
