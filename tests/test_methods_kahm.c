@@ -156,32 +156,32 @@ static void check_update_refusals(void **state)
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "outside the job's classes"));
     /* NaN in a model */
-    fk_bundle_clear(&b2);
+    fk_bundle_close(&b2);
     fk_bundle_copy(&b2, &up);
     ((fk_tensor *)fk_bundle_get(&b2, "m1.0.M"))->data[5] = NAN;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "m1.0.M"));
     assert_non_null(strstr(err.msg, "finite"));
     /* sizes that disagree with the class list */
-    fk_bundle_clear(&b2);
+    fk_bundle_close(&b2);
     fk_bundle_copy(&b2, &up);
     ((fk_tensor *)fk_bundle_get(&b2, "counts"))->data[0] += 1;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "hold"));
     /* a truncated model tensor */
-    fk_bundle_clear(&b2);
+    fk_bundle_close(&b2);
     fk_bundle_copy(&b2, &up);
     ((fk_tensor *)fk_bundle_get(&b2, "m0.0.b"))->shape[0] -= 1;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "m0.0.b"));
     /* no consent flag */
-    fk_bundle_clear(&b2);
+    fk_bundle_close(&b2);
     fk_bundle_copy(&b2, &up);
     ((fk_tensor *)fk_bundle_get(&b2, "allowed"))->data[0] = 0;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "consent"));
     /* dimension other than the job's */
-    fk_bundle_clear(&b2);
+    fk_bundle_close(&b2);
     client_update(&pb, &ds[2], 2, 0, &b2);
     assert_int_equal(check(sb, &b2, 2, &err), FK_OK);
     ((fk_tensor *)fk_bundle_get(&b2, "dim"))->data[0] = 17;
