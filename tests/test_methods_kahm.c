@@ -11,6 +11,7 @@
 #include "common/base/log.h"
 #include "common/methods/kahm/kahm.h"
 #include "common/methods/sim.h"
+#include "common/net/codec.h"
 
 enum { K = 4 };
 
@@ -325,6 +326,44 @@ static void checkpoint_round_trip(void **state)
     fk_params_close(&p);
 }
 
+
+/* Message size (spec §8.2): a mode-A update carries per KAHM N(p + n + 1) + np + n^2 + 9
+ * values (L is sent square), plus the class list (3 per class), dim and the consent flag;
+ * the wire adds under 1 % to 8 bytes a value. A mode-B update carries 3 per class + 1. */
+static void message_size_matches_spec(void **state)
+{
+    (void)state;
+    fk_params p;
+    set_keys(&p, (const char *const[]){"classes", "6", "holdout", "0",
+                                       "client.allow_model_upload", "1", NULL});
+    fk_dataset ds[K];
+    make_clients(&p, ds);
+    fk_bundle a, b;
+    client_update(&p, &ds[0], 0, 1, &a);
+    client_update(&p, &ds[0], 0, 0, &b);
+    const fk_tensor *h = fk_bundle_get(&a, "held"), *parts = fk_bundle_get(&a, "parts");
+    size_t want = 3 * h->len + 2;
+    for (size_t c = 0; c < h->len; c++)
+        for (int q = 0; q < (int)parts->data[c]; q++) {
+            char nm[48];
+            snprintf(nm, sizeof nm, "m%zu.%d.meta", c, q);
+            const double *m = fk_bundle_get(&a, nm)->data;
+            size_t N = (size_t)m[2], P = (size_t)m[3], n = (size_t)m[4];
+            assert_int_equal(P, 16);
+            want += N * (P + n + 1) + n * P + n * n + 9;
+        }
+    assert_int_equal(fk_bundle_values(&a), want);
+    assert_int_equal(fk_bundle_values(&b), 3 * h->len + 1);
+    size_t wire = 0;
+    fk_err err;
+    assert_int_equal(fk_codec_bundle_size(&a, FK_DTYPE_F64, &wire, &err), FK_OK);
+    assert_true(wire >= 8 * want && wire <= 8 * want + 8 * want / 100 + 512);
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+    close_clients(ds);
+    fk_params_close(&p);
+}
+
 int main(void)
 {
     fk_log_set_level(FK_LOG_ERROR);
@@ -334,6 +373,7 @@ int main(void)
         cmocka_unit_test(check_update_refusals),
         cmocka_unit_test(client_refusals),
         cmocka_unit_test(checkpoint_round_trip),
+        cmocka_unit_test(message_size_matches_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

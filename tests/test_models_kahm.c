@@ -366,6 +366,61 @@ static void partition_rule(void **state)
     free(X);
 }
 
+
+/* Toy example (57)-(59), §11.1 item 12: N equidistant points on [-1, 1], class 1 iff
+ * |y| < 0.5; one class-1 KAHM (p = n = 1), f* = exp(-Gamma(y)/p). The risk is the left
+ * side of (55): |E_y |f*(y) - 1{|y| < 0.5}|^2 - (1/N) sum_i |f*(y^i) - z^i|^2|, the
+ * expectation over 50,000 equidistant y. It matches the spec's prototype within 20 % and
+ * stays below the bound 4/sqrt(N) + sqrt(log 20 / (2N)). */
+static void toy_risk_matches_prototype(void **state)
+{
+    (void)state;
+    static const int Ns[4] = {10, 100, 1000, 2000};
+    static const double proto[4] = {0.0441, 0.00353, 0.00029, 0.00015};
+    enum { NQ = 50000 };
+    double *q = malloc(NQ * sizeof(double)), *g = malloc(NQ * sizeof(double));
+    for (int i = 0; i < NQ; i++)
+        q[i] = -1.0 + 2.0 * i / (NQ - 1);
+    for (int t = 0; t < 4; t++) {
+        int N = Ns[t], m = 0;
+        double *Y = malloc((size_t)N * sizeof(double)), *all = malloc((size_t)N * sizeof(double));
+        double *ga = malloc((size_t)N * sizeof(double));
+        for (int i = 0; i < N; i++) {
+            all[i] = -1.0 + 2.0 * i / (N - 1);
+            if (fabs(all[i]) < 0.5)
+                Y[m++] = all[i];
+        }
+        fk_kahm_opts o = opts();
+        fk_kahm k;
+        fk_err err;
+        assert_int_equal(fk_kahm_fit(&k, Y, (size_t)m, 1, 1, &o, &err), FK_OK);
+        assert_int_equal(k.n, 1);
+        assert_int_equal(fk_kahm_dist(&k, q, NQ, 1, g, NULL, &err), FK_OK);
+        assert_int_equal(fk_kahm_dist(&k, all, (size_t)N, 1, ga, NULL, &err), FK_OK);
+        double expected = 0, empirical = 0;
+        for (int i = 0; i < NQ; i++) {
+            double d = exp(-g[i]) - (fabs(q[i]) < 0.5 ? 1.0 : 0.0);
+            expected += d * d / NQ;
+        }
+        for (int i = 0; i < N; i++) {
+            double d = exp(-ga[i]) - (fabs(all[i]) < 0.5 ? 1.0 : 0.0);
+            empirical += d * d / N;
+        }
+        double risk = fabs(expected - empirical);
+        double bound = 4 / sqrt(N) + sqrt(log(20.0) / (2.0 * N));
+        print_message("toy N=%d risk %.6g (prototype %.6g, bound %.4g)\n", N, risk, proto[t],
+                      bound);
+        assert_true(fabs(risk - proto[t]) <= 0.2 * proto[t]);
+        assert_true(risk < bound);
+        fk_kahm_close(&k);
+        free(Y);
+        free(all);
+        free(ga);
+    }
+    free(q);
+    free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -376,6 +431,7 @@ int main(void)
         cmocka_unit_test(far_point_is_finite),
         cmocka_unit_test(one_party_equals_single_class_parties),
         cmocka_unit_test(partition_rule),
+        cmocka_unit_test(toy_risk_matches_prototype),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
