@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/job.h"
 #include "common/base/params.h"
+#include "common/data/load.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
@@ -27,6 +28,7 @@ static void usage(FILE *out)
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
+            "       fedkern job predict ID --data FILE [--out FILE] [--no-labels] [--json]\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
             "\n"
@@ -41,7 +43,11 @@ static void usage(FILE *out)
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, aggregator (fedavg | mean | median | trimmed-mean, trim), and the\n"
-            "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n");
+            "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n"
+            "predict: labels and distances of the rows of FILE (CSV, LIBSVM, ...; a CSV's first\n"
+            "column is its label unless --no-labels) from a finished job's model at the server,\n"
+            "one 'label distance' line per row (or --out FILE as CSV); kahm jobs with\n"
+            "upload_models = 1 only. One call: the queries must fit one message.\n");
 }
 
 typedef struct fk_job_conn {
@@ -89,6 +95,8 @@ static void on_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     }
 }
 
+static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len);
+
 /* One unary call, run to completion. 0 = OK, else 1 with the message printed. */
 static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t *fields,
                const void *req)
@@ -98,6 +106,12 @@ static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t 
     fk_err err;
     if (fk_codec_encode(fields, req, 0, &buf, &len, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
+    return call_encoded(c, cmd, method, buf, len);
+}
+
+/* The call with an encoded request (freed here). */
+static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len)
+{
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
     c->done = 0;
@@ -447,6 +461,73 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     return rc;
 }
 
+
+/* fedkern job predict ID --data FILE: the queries' labels and distances from the job's
+ * model at the server (job types with a predict op: kahm with uploaded models). A labelled
+ * file (CSV: label in the first column) also gets its accuracy; --no-labels reads every
+ * column as a feature. */
+static int do_predict(conn *c, const char *id, const char *data, int no_labels,
+                      const char *out_path, int json)
+{
+    const char *cmd = "job predict";
+    fk_err err;
+    fk_dataset ds = {0};
+    fk_load_opts lo = {.label = no_labels ? FK_LABEL_NONE : FK_LABEL_DEFAULT};
+    if (fk_load(&ds, data, &lo, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    fk_bundle q, res;
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    uint64_t sh[2] = {ds.X.rows, ds.X.cols};
+    double *x = fk_bundle_add(&q, "X", 2, sh);
+    int rc = x || !ds.X.rows ? 0 : fk_cli_fail(cmd, "out of memory");
+    for (size_t i = 0; !rc && i < ds.X.rows; i++)
+        memcpy(x + i * ds.X.cols, fk_mat_row(&ds.X, i), ds.X.cols * sizeof(double));
+    fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    fk_codec_tx tx = {.bundle = &q};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!rc && fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err))
+        rc = fk_cli_fail(cmd, "%s", err.msg);
+    if (!rc)
+        rc = call_encoded(c, cmd, "Predict", buf, len);
+    fedkern_v1_PredictResponse out;
+    if (!rc && fk_codec_decode_predict_response(c->resp, c->resp_len, &out, &res, &err))
+        rc = fk_cli_fail(cmd, "%s", err.msg);
+    const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
+    const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
+    if (!rc && (!lab || !dist || lab->len != ds.X.rows || dist->len != ds.X.rows))
+        rc = fk_cli_fail(cmd, "the server's answer has no labels/distances for the %zu queries",
+                         ds.X.rows);
+    FILE *f = NULL;
+    if (!rc && out_path && !(f = fopen(out_path, "w")))
+        rc = fk_cli_fail(cmd, "cannot write %s: %s", out_path, strerror(errno));
+    size_t hit = 0, n = rc ? 0 : ds.X.rows;
+    for (size_t i = 0; i < n; i++) {
+        if (ds.y && ds.classes)
+            hit += lab->data[i] == ds.classes[ds.y[i]];
+        if (f)
+            fprintf(f, "%.17g,%.17g\n", lab->data[i], dist->data[i]);
+        else if (!json)
+            printf("%.17g %.17g\n", lab->data[i], dist->data[i]);
+    }
+    if (f && fclose(f))
+        rc = fk_cli_fail(cmd, "cannot write %s", out_path);
+    if (!rc) {
+        double acc = ds.y && n ? (double)hit / (double)n : NAN;
+        if (json)
+            printf("{\"job\":\"%s\",\"queries\":%zu,\"accuracy\":%.9g}\n", id, n, acc);
+        else if (!isnan(acc))
+            fprintf(stderr, "job %s: %zu queries, accuracy %.4f against the file's labels\n", id, n,
+                    acc);
+    }
+    fk_bundle_close(&q);
+    fk_bundle_close(&res);
+    fk_dataset_close(&ds);
+    return rc;
+}
+
 static int do_cancel(conn *c, const char *id)
 {
     fedkern_v1_CancelJobRequest in = fedkern_v1_CancelJobRequest_init_zero;
@@ -479,7 +560,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     int known = !strcmp(sub, "submit") || !strcmp(sub, "status") || !strcmp(sub, "result") ||
-                !strcmp(sub, "cancel");
+                !strcmp(sub, "cancel") || !strcmp(sub, "predict");
     if (!known || n != 1) {
         fk_cli_fail("job", known ? "%s takes exactly one argument; see --help"
                                  : "unknown subcommand '%s'; see --help",
@@ -488,8 +569,9 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round;
-    int json;
-    if (fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+    int json, no_labels;
+    if (fk_params_bool(&p, "no-labels", 0, &no_labels, &err) ||
+        fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err)) {
         fk_cli_fail("job", "%s", err.msg);
@@ -497,6 +579,12 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     const char *out_path = fk_params_get(&p, "out");
+    const char *data_path = fk_params_get(&p, "data");
+    if (!strcmp(sub, "predict") && !data_path) {
+        fk_cli_fail("job", "predict needs --data FILE");
+        rc = 2;
+        goto out;
+    }
     if (!strcmp(sub, "result") && !out_path) {
         fk_cli_fail("job", "result needs --out FILE");
         rc = 2;
@@ -515,6 +603,8 @@ int fk_cmd_job(int argc, char **argv)
         rc = do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
         rc = do_result(&c, rest[0], out_path, wait_s, json);
+    } else if (!strcmp(sub, "predict")) {
+        rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json);
     } else {
         rc = do_cancel(&c, rest[0]);
     }

@@ -13,6 +13,7 @@
 #include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
+#include "common/methods/method.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
 
@@ -1129,6 +1130,67 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
 }
 
+
+/* Predict: the method's predict op on a finished job's model (kahm with uploaded models).
+ * Queries and result are inline bundles, so one call is bounded by the message size. */
+static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                       size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    batch_flush(s);
+    if (!admin(s, call, peer))
+        return;
+    fk_err err;
+    fk_bundle model, q, res;
+    fk_bundle_init(&model);
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    fedkern_v1_PredictRequest in;
+    int rc = fk_codec_decode_predict_request(req, len, &in, &q, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    int64_t job;
+    fk_job_status st;
+    if (!job_status(s, call, in.job_id, &job, &st)) {
+        fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
+        fk_bundle_close(&q);
+        return;
+    }
+    fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
+    const fk_method *m = fk_method_find(st.method, &err);
+    rc = m ? FK_OK : FK_ENOTFOUND;
+    if (!rc && !m->predict)
+        rc = fk_err_set(&err, FK_EINVAL, "job %" PRId64 " (%s) serves no predictions", job,
+                        st.method);
+    if (!rc && st.state != FK_JOB_DONE)
+        rc = fk_err_set(&err, FK_ESTATE, "job %" PRId64 " is not done; predict after it finished",
+                        job);
+    if (!rc)
+        rc = fk_engine_result(s->e, job, &model, NULL, &err);
+    if (!rc)
+        rc = m->predict(&model, &q, &res, &err);
+    uint8_t *buf = NULL;
+    size_t olen = 0;
+    fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
+    fk_codec_tx tx = {.bundle = &res};
+    if (!rc)
+        rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    fk_bundle_close(&model);
+    fk_bundle_close(&q);
+    fk_bundle_close(&res);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s", job, identity_of(peer));
+    s->stats.bytes_out += olen;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
+}
+
 /* --------------------------------------------------------------- tick */
 
 static void on_tick(uv_timer_t *t)
@@ -1186,6 +1248,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "JobStatus", on_status},
         {FED "JobResult", on_result},
         {FED "CancelJob", on_cancel},
+        {FED "Predict", on_predict},
     };
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);

@@ -547,9 +547,13 @@ static void kahm_daemons_modes(void **state)
     /* labels 1..3 of the gmm files are the class ids */
     const char *tb = "method = kahm\ndataset = gmm\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
                      "classes = 4\n";
-    char id[32];
+    char id[32], idb[32], out[4096], dflag[200], oflag[200], pred[160];
     submit(e, tb, id, sizeof id);
     check_against_sim(e, id, tb);
+    snprintf(idb, sizeof idb, "%s", id);
+    snprintf(dflag, sizeof dflag, "--data=%s/c0.csv", e->dir);
+    snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
+    snprintf(oflag, sizeof oflag, "--out=%s", pred);
     char ta[600];
     snprintf(ta, sizeof ta, "%supload_models = 1\ndeadline = 20\nquorum = 0.5\n", tb);
     submit(e, ta, id, sizeof id);
@@ -568,6 +572,38 @@ static void kahm_daemons_modes(void **state)
             assert_true(h->data[c * 4 + 1] > 0);
         }
     }
+    /* job predict: the server's answer equals the predict op on the fetched model */
+    assert_int_equal(job_cmd(e, "predict", id, dflag, oflag, out, sizeof out), 0);
+    fk_dataset q;
+    fk_err err;
+    assert_int_equal(fk_load(&q, dflag + 7, NULL, &err), FK_OK);
+    fk_bundle qb, res;
+    fk_bundle_init(&qb);
+    fk_bundle_init(&res);
+    assert_int_equal(fk_bundle_put(&qb, "X", 2, (uint64_t[]){q.X.rows, q.X.cols}, q.X.data),
+                     FK_OK);
+    const fk_method *km = fk_method_find("kahm", &err);
+    assert_non_null(km);
+    assert_int_equal(km->predict(&model, &qb, &res, &err), FK_OK);
+    const fk_tensor *lab = fk_bundle_get(&res, "labels"), *dist = fk_bundle_get(&res, "distances");
+    FILE *f = fopen(pred, "r");
+    assert_non_null(f);
+    size_t rows = 0, hit = 0;
+    double l, d;
+    while (fscanf(f, "%lf,%lf", &l, &d) == 2) {
+        assert_true(rows < q.X.rows);
+        assert_true(l == lab->data[rows] && d == dist->data[rows]);
+        hit += l == q.classes[q.y[rows]];
+        rows++;
+    }
+    fclose(f);
+    assert_int_equal(rows, q.X.rows);
+    assert_true(hit > 0.8 * rows);
+    fk_bundle_close(&qb);
+    fk_bundle_close(&res);
+    fk_dataset_close(&q);
+    /* mode B keeps the models on the clients: predict says so */
+    assert_int_not_equal(job_cmd(e, "predict", idb, dflag, oflag, out, sizeof out), 0);
     fk_bundle_close(&model);
     char log[160];
     snprintf(log, sizeof log, "%s/client1.log", e->dir);

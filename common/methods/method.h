@@ -78,6 +78,12 @@ typedef struct fk_method {
      * A refused update is never stored and never reaches aggregate; its client counts as a
      * dropout for the phase. Reads the server state, never changes it. */
     int (*check_update)(void *srv, int round, int phase, const fk_update *up, fk_err *err);
+    /* Optional (NULL: the job type serves no predictions). Predictions for the queries
+     * (tensor "X", n x p) from a job's model as `model` returned it: fills out with
+     * "labels" (n) and "distances" (n) and what the method adds; FK_EINVAL with the
+     * reason when the model cannot serve them (e.g. the models stay on the clients). */
+    int (*predict)(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
+                   fk_err *err);
 
     /* --- client side --- */
     int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data, int client,

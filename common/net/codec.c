@@ -655,3 +655,61 @@ int fk_codec_decode_job_result_response(const uint8_t *buf, size_t len,
     return decode_payload(fedkern_v1_JobResultResponse_fields, msg, &msg->model, &msg->has_model,
                           &msg->chunk, &msg->has_chunk, buf, len, rx, "JobResultResponse", err);
 }
+
+/* Predict messages carry no chunk: a dummy one stands in for the payload helpers. */
+static int encode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+                             bool *has, const fk_codec_tx *tx, uint8_t **buf, size_t *len,
+                             const char *what, fk_err *err)
+{
+    if (!tx->bundle || tx->chunk_data)
+        return fk_err_set(err, FK_EINVAL, "%s carries exactly one inline bundle", what);
+    fedkern_v1_Chunk none = fedkern_v1_Chunk_init_zero;
+    bool no = false;
+    return encode_payload(fields, msg, pb, has, &none, &no, tx, 0, buf, len, err);
+}
+
+static int decode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+                             const bool *has, const uint8_t *buf, size_t len, fk_bundle *out,
+                             const char *what, fk_err *err)
+{
+    fedkern_v1_Chunk none = fedkern_v1_Chunk_init_zero;
+    bool no = false;
+    fk_codec_rx rx = {.bundle = out};
+    int rc = decode_payload(fields, msg, pb, has, &none, &no, buf, len, &rx, what, err);
+    if (rc == FK_OK && !*has) {
+        pb_release(fields, msg);
+        return fk_err_set(err, FK_EFORMAT, "%s: no bundle", what);
+    }
+    return rc;
+}
+
+int fk_codec_encode_predict_request(fedkern_v1_PredictRequest *msg, const fk_codec_tx *tx,
+                                    uint8_t **buf, size_t *len, fk_err *err)
+{
+    return encode_one_bundle(fedkern_v1_PredictRequest_fields, msg, &msg->queries,
+                             &msg->has_queries, tx, buf, len, "PredictRequest", err);
+}
+
+int fk_codec_decode_predict_request(const uint8_t *buf, size_t len, fedkern_v1_PredictRequest *msg,
+                                    fk_bundle *queries, fk_err *err)
+{
+    *msg = (fedkern_v1_PredictRequest)fedkern_v1_PredictRequest_init_zero;
+    return decode_one_bundle(fedkern_v1_PredictRequest_fields, msg, &msg->queries,
+                             &msg->has_queries, buf, len, queries, "PredictRequest", err);
+}
+
+int fk_codec_encode_predict_response(fedkern_v1_PredictResponse *msg, const fk_codec_tx *tx,
+                                     uint8_t **buf, size_t *len, fk_err *err)
+{
+    return encode_one_bundle(fedkern_v1_PredictResponse_fields, msg, &msg->result,
+                             &msg->has_result, tx, buf, len, "PredictResponse", err);
+}
+
+int fk_codec_decode_predict_response(const uint8_t *buf, size_t len,
+                                     fedkern_v1_PredictResponse *msg, fk_bundle *result,
+                                     fk_err *err)
+{
+    *msg = (fedkern_v1_PredictResponse)fedkern_v1_PredictResponse_init_zero;
+    return decode_one_bundle(fedkern_v1_PredictResponse_fields, msg, &msg->result,
+                             &msg->has_result, buf, len, result, "PredictResponse", err);
+}

@@ -163,6 +163,7 @@ const fk_method fk_method_kahm = {
     .finished = fk__kahm_finished,
     .max_rounds = max_rounds,
     .check_update = fk__kahm_check_update,
+    .predict = fk__kahm_predict,
     .client_init = fk__kahm_cli_init,
     .client_close = fk__kahm_cli_close,
     .local_step = fk__kahm_local_step,

@@ -62,6 +62,9 @@ int fk__kahm_local_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_
 int fk__kahm_evaluate(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
 int fk__kahm_cli_save(void *cli, fk_bundle *out, fk_err *err);
 int fk__kahm_cli_load(void *cli, const fk_bundle *in, fk_err *err);
+/* Global classifier (63) at the server over a mode-A model (kahm_predict.c). */
+int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
+                     fk_err *err);
 int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
                       fk_err *err);
 

@@ -156,7 +156,8 @@ int fk__kahm_model(void *v, fk_bundle *out, fk_err *err)
     uint64_t sh[2] = {(uint64_t)s->K, (uint64_t)s->j.C};
     if (fk_bundle_put(out, "holders", 2, sh, s->holders) ||
         fk_bundle_put_scalar(out, "upload", s->j.upload) ||
-        fk_bundle_put_scalar(out, "dim", s->p) || fk_bundle_put_scalar(out, "done", s->done))
+        fk_bundle_put_scalar(out, "dim", s->p) || fk_bundle_put_scalar(out, "done", s->done) ||
+        fk_bundle_put_vec(out, "prep", 2, (double[]){s->j.tanh, s->j.scale}))
         return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
     for (size_t i = 0; i < s->models.count; i++) {
         const fk_tensor *t = &s->models.items[i];
