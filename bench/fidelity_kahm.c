@@ -28,6 +28,7 @@ static const uint64_t SKEW_STREAM = 0x736b657700000000ULL;
 
 typedef struct bopts {
     int json, seeds, skip_pen, skip_fashion, skip_single, skip_skew, skip_digits;
+    int only_skew; /* 20 or 30: run that label skew only; 0: both */
     const char *dir;
 } bopts;
 
@@ -303,6 +304,8 @@ static int run_skew(const bopts *o, const char *name, const fk_dataset *tr, cons
                                           "global_all_plain_pct"};
     for (int sk = 0; sk < 2; sk++) {
         int pct = sk ? 30 : 20, k = sk ? 3 : 2;
+        if (o->only_skew && o->only_skew != pct)
+            continue;
         double mean[4] = {0};
         int all_below = 1;
         for (int s = 0; s < o->seeds; s++) {
@@ -448,7 +451,8 @@ static int run(int argc, char **argv)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: fedkern bench fidelity kahm [--data-dir DIR] [--json] [--seeds 3]\n"
                    "       [--skip-pendigits] [--skip-fashion] [--skip-single] [--skip-skew]\n"
-                   "       [--skip-digits] [--digits-file PATH (python3-sklearn's digits.csv.gz)]\n\n"
+                   "       [--skip-digits] [--digits-file PATH (python3-sklearn's digits.csv.gz)]\n"
+                   "       [--skew 20|30 (one label skew only)]\n\n"
                    "KAHM accuracy cells of spec kahm.md 11.3 (Pen-digits; Fashion-MNIST from the\n"
                    "Debian dataset-fashion-mnist package) with the spec's targets and target_met.\n");
             return 0;
@@ -466,6 +470,11 @@ static int run(int argc, char **argv)
     if (!rc) rc = fk_params_bool(&p, "skip-single", 0, &o.skip_single, &err);
     if (!rc) rc = fk_params_bool(&p, "skip-skew", 0, &o.skip_skew, &err);
     if (!rc) rc = fk_params_bool(&p, "skip-digits", 0, &o.skip_digits, &err);
+    long only = 0;
+    if (!rc) rc = fk_params_int(&p, "skew", 0, 0, 30, &only, &err);
+    if (!rc && only && only != 20 && only != 30)
+        rc = fk_err_set(&err, FK_EINVAL, "--skew must be 20 or 30 (got %ld)", only);
+    o.only_skew = (int)only;
     const char *digits = fk_params_str(&p, "digits-file", DIGITS_FILE);
     o.seeds = (int)seeds;
     o.dir = fk_params_str(&p, "data-dir", "../shared/data");
