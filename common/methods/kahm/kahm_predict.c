@@ -13,7 +13,8 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
     const fk_tensor *up = fk_bundle_get(model, "upload"), *h = fk_bundle_get(model, "holders"),
                     *dim = fk_bundle_get(model, "dim"), *prep = fk_bundle_get(model, "prep");
     if (!up || up->len != 1 || !h || h->ndim != 2 || h->shape[1] < 2 ||
-        h->shape[1] > 100000 || !dim || dim->len != 1 || !prep || prep->len != 2 ||
+        h->shape[1] > 100000 || !dim || dim->len != 1 ||
+        !(dim->data[0] >= 1 && dim->data[0] <= FK_KAHM_MAX_DIM) || !prep || prep->len != 2 ||
         !(prep->data[1] > 0 && isfinite(prep->data[1])))
         return fk_err_set(err, FK_EFORMAT, "kahm model: 'upload', 'holders', 'dim' or 'prep' "
                           "missing or malformed");
@@ -25,7 +26,7 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
                           "the server");
     int C = (int)h->shape[1];
     const fk_tensor *X = fk_bundle_get(queries, "X");
-    if (!X || X->ndim != 2 || X->shape[1] != (uint64_t)dim->data[0] || dim->data[0] < 1)
+    if (!X || X->ndim != 2 || X->shape[1] != (uint64_t)dim->data[0])
         return fk_err_set(err, FK_EINVAL,
                           "queries: need tensor 'X' of n x %g values (the job's data dimension); "
                           "got %s",
