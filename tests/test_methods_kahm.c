@@ -364,6 +364,71 @@ static void message_size_matches_spec(void **state)
     fk_params_close(&p);
 }
 
+/* The predict op: on a mode-A model it answers every query, classifies the clients' data
+ * well and names the scored classes; it refuses a mode-B model, queries of another
+ * dimension and non-finite queries, each with its reason. */
+static void predict_op(void **state)
+{
+    (void)state;
+    fk_params p;
+    set_keys(&p, (const char *const[]){"classes", "6", "upload_models", "1",
+                                       "client.allow_model_upload", "1", NULL});
+    fk_dataset ds[K];
+    make_clients(&p, ds);
+    fk_bundle model, q, res;
+    fk_report fin[K];
+    fk_err err;
+    assert_int_equal(run(&p, ds, &model, fin, &err), FK_OK);
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    const fk_dataset *d = &ds[2];
+    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){d->X.rows, d->X.cols}, d->X.data),
+                     FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_OK);
+    const fk_tensor *l = fk_bundle_get(&res, "labels"), *g = fk_bundle_get(&res, "distances"),
+                    *sc = fk_bundle_get(&res, "scored_classes");
+    assert_non_null(l);
+    assert_non_null(g);
+    assert_non_null(sc);
+    assert_int_equal(l->len, d->X.rows);
+    size_t hit = 0;
+    for (size_t i = 0; i < d->X.rows; i++) {
+        hit += l->data[i] == d->classes[d->y[i]];
+        assert_true(g->data[i] >= 0 && isfinite(g->data[i]));
+    }
+    assert_true(hit > 0.9 * d->X.rows);
+    for (int c = 0; c < 6; c++)
+        assert_true(sc->data[c] == 1);
+    /* another dimension */
+    fk_bundle_close(&res);
+    fk_bundle_close(&q);
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){2, 8}, d->X.data), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    /* NaN */
+    fk_bundle_close(&q);
+    fk_bundle_init(&q);
+    double *x = fk_bundle_add(&q, "X", 2, (uint64_t[]){1, d->X.cols});
+    x[3] = NAN;
+    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "finite"));
+    fk_bundle_close(&model);
+    /* mode B: the models are not at the server */
+    fk_params_close(&p);
+    set_keys(&p, (const char *const[]){"classes", "6", NULL});
+    assert_int_equal(run(&p, ds, &model, fin, &err), FK_OK);
+    x[3] = 0;
+    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "upload_models = 0"));
+    fk_bundle_close(&model);
+    fk_bundle_close(&q);
+    fk_bundle_close(&res);
+    close_clients(ds);
+    fk_params_close(&p);
+}
+
 int main(void)
 {
     fk_log_set_level(FK_LOG_ERROR);
@@ -374,6 +439,7 @@ int main(void)
         cmocka_unit_test(client_refusals),
         cmocka_unit_test(checkpoint_round_trip),
         cmocka_unit_test(message_size_matches_spec),
+        cmocka_unit_test(predict_op),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
