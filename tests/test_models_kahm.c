@@ -421,6 +421,36 @@ static void toy_risk_matches_prototype(void **state)
     free(g);
 }
 
+/* §11.1 item 7: the Gram route (N x N) and the covariance route (p x p) give the same
+ * subspace up to signs, so the same distances, for N < p and for N > p. */
+static void gram_path_equals_covariance_path(void **state)
+{
+    (void)state;
+    double *X = malloc(NC * NPC * P * sizeof(double));
+    int *y = malloc(NC * NPC * sizeof(int));
+    make_data(X, y, NPC, NC, P, 11);
+    static const size_t Ns[2] = {18, NPC}; /* N - 1 < p and N - 1 > p */
+    for (int t = 0; t < 2; t++) {
+        fk_kahm_opts og = opts(), oc = opts();
+        og.path = 1;
+        oc.path = 2;
+        fk_kahm kg, kc;
+        fk_err err;
+        assert_int_equal(fk_kahm_fit(&kg, X, Ns[t], P, P, &og, &err), FK_OK);
+        assert_int_equal(fk_kahm_fit(&kc, X, Ns[t], P, P, &oc, &err), FK_OK);
+        assert_int_equal(kg.n, kc.n);
+        double gg[NC * NPC], gc[NC * NPC];
+        assert_int_equal(fk_kahm_dist(&kg, X, NC * NPC, P, gg, NULL, &err), FK_OK);
+        assert_int_equal(fk_kahm_dist(&kc, X, NC * NPC, P, gc, NULL, &err), FK_OK);
+        for (int i = 0; i < NC * NPC; i++)
+            assert_true(fabs(gg[i] - gc[i]) <= 1e-9 * (1 + gc[i]));
+        fk_kahm_close(&kg);
+        fk_kahm_close(&kc);
+    }
+    free(X);
+    free(y);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +462,7 @@ int main(void)
         cmocka_unit_test(one_party_equals_single_class_parties),
         cmocka_unit_test(partition_rule),
         cmocka_unit_test(toy_risk_matches_prototype),
+        cmocka_unit_test(gram_path_equals_covariance_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

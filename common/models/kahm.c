@@ -83,7 +83,8 @@ static int leading_dirs(const double *Y, size_t N, size_t p, size_t ldy, const f
 {
     double *Yc = malloc(N * p * sizeof(double));
     double *mean = calloc(p, sizeof(double));
-    size_t dim = N - 1 < p ? N : p;
+    int gram = o->path ? o->path == 1 : N - 1 < p;
+    size_t dim = gram ? N : p;
     double *S = malloc(dim * dim * sizeof(double));
     double *vals = malloc((size_t)*m * sizeof(double));
     double *P = calloc((size_t)*m * p, sizeof(double));
@@ -104,7 +105,6 @@ static int leading_dirs(const double *Y, size_t N, size_t p, size_t ldy, const f
         for (size_t j = 0; j < p; j++)
             Yc[i * p + j] = Y[i * ldy + j] - mean[j];
     double s = 1.0 / (double)(N - 1);
-    int gram = N - 1 < p;
     if (gram)
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)N, (int)p, s, Yc, (int)p, 0.0, S,
                     (int)N);

@@ -29,6 +29,8 @@ typedef struct fk_kahm_opts {
     int km_restarts;      /* k-means++ restarts (10) */
     int km_maxit;         /* Lloyd iterations per restart (10000) */
     uint64_t seed;        /* k-means seed */
+    int path;             /* eigenvectors from 0: the smaller of Gram / covariance, 1: the
+                             N x N Gram matrix, 2: the p x p covariance (tests compare them) */
 } fk_kahm_opts;
 
 /* The spec's defaults (§6). */
