@@ -1,0 +1,1076 @@
+#include "common/models/dica.h"
+
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "common/la/blas.h"
+#include "common/la/eig.h"
+
+static const double TAU_RANK = 1e-10; /* relative cut of the kernel and output spectra (§5.3) */
+static const double COMPLEX_TOL = 1e-8; /* |Im gamma| allowed relative to |gamma_1| (§5.2) */
+
+static const char *const VARIANT_NAMES[4] = {"dica", "udica", "coir", "kpca"};
+
+int fk_dica_variant_parse(const char *s, fk_dica_variant *v, fk_err *err)
+{
+    for (int i = 0; i < 4; i++)
+        if (s && !strcmp(s, VARIANT_NAMES[i])) {
+            *v = (fk_dica_variant)i;
+            return FK_OK;
+        }
+    return fk_err_set(err, FK_EINVAL, "variant must be dica, udica, coir or kpca (got '%s')",
+                      s ? s : "(null)");
+}
+
+const char *fk_dica_variant_name(fk_dica_variant v)
+{
+    return (unsigned)v < 4 ? VARIANT_NAMES[v] : "?";
+}
+
+int fk_dica_supervised(fk_dica_variant v)
+{
+    return v == FK_DICA_DICA || v == FK_DICA_COIR;
+}
+
+void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m)
+{
+    *o = (fk_dica_opts){.variant = v, .m = m, .lambda = 1.0, .eps = 1e-3, .q_weight = 1.0,
+                        .delta = 1e-8, .min_domain = 2};
+}
+
+/* ---------------- statistics ---------------- */
+
+int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err)
+{
+    *st = (fk_dica_stats){.D = D, .Dy = Dy};
+    if (D == 0)
+        return fk_err_set(err, FK_EINVAL, "dica: feature dimension must be positive");
+    st->S = calloc(D * D, sizeof *st->S);
+    if (Dy) {
+        st->s_psi = calloc(Dy, sizeof *st->s_psi);
+        st->C = calloc(D * Dy, sizeof *st->C);
+        st->Syy = calloc(Dy * Dy, sizeof *st->Syy);
+    }
+    if (!st->S || (Dy && (!st->s_psi || !st->C || !st->Syy))) {
+        fk_dica_stats_close(st);
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for statistics (D=%zu)", D);
+    }
+    return FK_OK;
+}
+
+void fk_dica_stats_close(fk_dica_stats *st)
+{
+    free(st->S);
+    free(st->dom_id);
+    free(st->dom_n);
+    free(st->dom_sum);
+    free(st->s_psi);
+    free(st->C);
+    free(st->Syy);
+    *st = (fk_dica_stats){0};
+}
+
+long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err)
+{
+    for (size_t i = 0; i < st->n_dom; i++)
+        if (st->dom_id[i] == id)
+            return (long)i;
+    if (st->n_dom == st->cap_dom) {
+        size_t cap = st->cap_dom ? 2 * st->cap_dom : 8;
+        long *ids = realloc(st->dom_id, cap * sizeof *ids);
+        if (ids)
+            st->dom_id = ids;
+        double *nn = realloc(st->dom_n, cap * sizeof *nn);
+        if (nn)
+            st->dom_n = nn;
+        double *ss = realloc(st->dom_sum, cap * st->D * sizeof *ss);
+        if (ss)
+            st->dom_sum = ss;
+        if (!ids || !nn || !ss) {
+            fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu domains", cap);
+            return -1;
+        }
+        st->cap_dom = cap;
+    }
+    size_t i = st->n_dom++;
+    st->dom_id[i] = id;
+    st->dom_n[i] = 0;
+    memset(st->dom_sum + i * st->D, 0, st->D * sizeof *st->dom_sum);
+    return (long)i;
+}
+
+static int all_finite(const double *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i]))
+            return 0;
+    return 1;
+}
+
+int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, const long *dom,
+                      fk_err *err)
+{
+    size_t n = Phi->rows, D = st->D, Dy = st->Dy;
+    if (Phi->cols != D)
+        return fk_err_set(err, FK_EINVAL, "dica: features have %zu columns, statistics expect %zu",
+                          Phi->cols, D);
+    if ((Dy > 0) != (Psi != NULL) || (Psi && (Psi->cols != Dy || Psi->rows != n)))
+        return fk_err_set(err, FK_EINVAL, "dica: outputs must be %zu x %zu for these statistics", n,
+                          Dy);
+    for (size_t i = 0; i < n; i++) {
+        if (!all_finite(fk_mat_row(Phi, i), D) || (Psi && !all_finite(fk_mat_row(Psi, i), Dy)))
+            return fk_err_set(err, FK_EINVAL, "dica: row %zu has a NaN or Inf feature", i);
+        if (dom[i] < 0)
+            return fk_err_set(err, FK_EINVAL, "dica: row %zu has negative domain id %ld", i, dom[i]);
+    }
+    if (n == 0)
+        return FK_OK;
+    /* Second moments by BLAS: S += Phi^T Phi, C += Phi^T Psi, Syy += Psi^T Psi. */
+    fk_mat S = fk_mat_view(st->S, D, D, D);
+    int rc = fk_syrk(FK_TRANS, 1.0, Phi, 1.0, &S, err);
+    if (rc == FK_OK && Psi) {
+        fk_mat C = fk_mat_view(st->C, D, Dy, Dy), Y = fk_mat_view(st->Syy, Dy, Dy, Dy);
+        rc = fk_gemm(FK_TRANS, FK_NOTRANS, 1.0, Phi, Psi, 1.0, &C, err);
+        if (rc == FK_OK)
+            rc = fk_syrk(FK_TRANS, 1.0, Psi, 1.0, &Y, err);
+        for (size_t i = 0; rc == FK_OK && i < n; i++)
+            fk_axpy(Dy, 1.0, fk_mat_row(Psi, i), st->s_psi);
+    }
+    /* First moments per domain, in row order. */
+    for (size_t i = 0; rc == FK_OK && i < n; i++) {
+        long k = fk_dica_stats_domain(st, dom[i], err);
+        if (k < 0)
+            return FK_ENOMEM;
+        st->dom_n[k] += 1.0;
+        fk_axpy(D, 1.0, fk_mat_row(Phi, i), st->dom_sum + (size_t)k * D);
+    }
+    st->n += rc == FK_OK ? (double)n : 0.0;
+    return rc;
+}
+
+int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err)
+{
+    if (o->D != st->D || o->Dy != st->Dy)
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: statistics of dimension %zu/%zu cannot be added to %zu/%zu", o->D,
+                          o->Dy, st->D, st->Dy);
+    size_t D = st->D, Dy = st->Dy;
+    fk_axpy(D * D, 1.0, o->S, st->S);
+    if (Dy) {
+        fk_axpy(Dy, 1.0, o->s_psi, st->s_psi);
+        fk_axpy(D * Dy, 1.0, o->C, st->C);
+        fk_axpy(Dy * Dy, 1.0, o->Syy, st->Syy);
+    }
+    for (size_t i = 0; i < o->n_dom; i++) {
+        long k = fk_dica_stats_domain(st, o->dom_id[i], err);
+        if (k < 0)
+            return FK_ENOMEM;
+        st->dom_n[k] += o->dom_n[i];
+        fk_axpy(D, 1.0, o->dom_sum + i * D, st->dom_sum + (size_t)k * D);
+    }
+    st->n += o->n;
+    return FK_OK;
+}
+
+/* ---------------- the finite-feature solver (§6, §7.4) ---------------- */
+
+void fk_dica_fit_close(fk_dica_fit *f)
+{
+    fk_mat_close(&f->W);
+    free(f->gamma);
+    free(f->phi_bar);
+    *f = (fk_dica_fit){0};
+}
+
+static int cmp_long_idx_ctx_sort(const long *ids, size_t *idx, size_t n)
+{
+    /* insertion sort of domain indices by id: n is the number of domains (small) */
+    for (size_t i = 1; i < n; i++) {
+        size_t v = idx[i], j = i;
+        while (j > 0 && ids[idx[j - 1]] > ids[v]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = v;
+    }
+    return 0;
+}
+
+/* Symmetric inverse square root (A + eps I)^{-1/2} of a Dy x Dy matrix, in place. */
+static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
+{
+    double *w = malloc(k * sizeof *w), *V = malloc(k * k * sizeof *V);
+    if (!w || !V) {
+        free(w);
+        free(V);
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory (output dimension %zu)", k);
+    }
+    memcpy(V, A, k * k * sizeof *V);
+    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)k, V, (lapack_int)k, w);
+    int rc = FK_OK;
+    if (info != 0) {
+        rc = fk_err_set(err, FK_ENUMERIC, "dica: dsyevd on the output covariance failed (%d)",
+                        (int)info);
+    } else {
+        for (size_t i = 0; i < k; i++)
+            for (size_t j = 0; j < k; j++) {
+                double s = 0;
+                for (size_t l = 0; l < k; l++) {
+                    double e = w[l] > 0 ? w[l] : 0.0;
+                    s += V[i * k + l] * V[j * k + l] / sqrt(e + eps);
+                }
+                A[i * k + j] = s;
+            }
+    }
+    free(w);
+    free(V);
+    return rc;
+}
+
+typedef struct solve_ws {
+    double *phibar, *G, *Ginv, *P, *Pf, *F, *Y1, *GY, *T, *wr, *wi, *vr, *tmp;
+    size_t *dom_idx;
+} solve_ws;
+
+static void ws_free(solve_ws *w)
+{
+    free(w->phibar);
+    free(w->G);
+    free(w->Ginv);
+    free(w->P);
+    free(w->Pf);
+    free(w->F);
+    free(w->Y1);
+    free(w->GY);
+    free(w->T);
+    free(w->wr);
+    free(w->wi);
+    free(w->vr);
+    free(w->tmp);
+    free(w->dom_idx);
+}
+
+static int check_opts(const fk_dica_opts *o, const fk_dica_stats *st, fk_err *err)
+{
+    if (!(o->lambda > 0) || !isfinite(o->lambda))
+        return fk_err_set(err, FK_EINVAL, "dica: lambda must be > 0 (got %g)", o->lambda);
+    if (fk_dica_supervised(o->variant) && (!(o->eps > 0) || !isfinite(o->eps)))
+        return fk_err_set(err, FK_EINVAL, "dica: eps must be > 0 (got %g)", o->eps);
+    if (!(o->q_weight >= 0) || !isfinite(o->q_weight))
+        return fk_err_set(err, FK_EINVAL, "dica: q_weight must be >= 0 (got %g)", o->q_weight);
+    if (!(o->delta >= 0))
+        return fk_err_set(err, FK_EINVAL, "dica: delta must be >= 0 (got %g)", o->delta);
+    if (o->m == 0 || o->m >= st->D)
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: m = %zu components must be in [1, %zu) (the feature rank r = %zu)",
+                          o->m, st->D, st->D);
+    if (fk_dica_supervised(o->variant) && st->Dy == 0)
+        return fk_err_set(err, FK_EINVAL, "dica: variant %s needs outputs (labels or targets)",
+                          fk_dica_variant_name(o->variant));
+    return FK_OK;
+}
+
+/* w^T P w for column k of W (D x m row-major). */
+static double quad_col(const double *P, const fk_mat *W, size_t k, double *tmp)
+{
+    size_t D = W->rows;
+    for (size_t i = 0; i < D; i++)
+        tmp[i] = W->data[i * W->ld + k];
+    double s = 0;
+    for (size_t i = 0; i < D; i++)
+        s += tmp[i] * cblas_ddot((int)D, P + i * D, 1, tmp, 1);
+    return s;
+}
+
+/* DICA/COIR: the small non-symmetric problem (S3) and W = P^-1 G^-1 F a. */
+static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solve_ws *w,
+                            fk_dica_fit *fit, fk_err *err)
+{
+    size_t D = st->D, Dy = st->Dy, m = o->m;
+    double n = st->n;
+    /* Centred covariances (§7.4 step 4) and F = C_xy (C_yy + eps I)^-1/2. */
+    double *psibar = malloc(Dy * sizeof *psibar), *Cyy = malloc(Dy * Dy * sizeof *Cyy);
+    double *Cxy = malloc(D * Dy * sizeof *Cxy);
+    w->F = malloc(D * Dy * sizeof *w->F);
+    w->Y1 = malloc(D * Dy * sizeof *w->Y1);
+    w->GY = malloc(D * Dy * sizeof *w->GY);
+    w->T = malloc(Dy * Dy * sizeof *w->T);
+    w->wr = malloc(Dy * sizeof *w->wr);
+    w->wi = malloc(Dy * sizeof *w->wi);
+    w->vr = malloc(Dy * Dy * sizeof *w->vr);
+    int rc = FK_OK;
+    if (!psibar || !Cyy || !Cxy || !w->F || !w->Y1 || !w->GY || !w->T || !w->wr || !w->wi ||
+        !w->vr) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu, Dy=%zu)", D, Dy);
+        goto out;
+    }
+    for (size_t j = 0; j < Dy; j++)
+        psibar[j] = st->s_psi[j] / n;
+    for (size_t i = 0; i < Dy; i++)
+        for (size_t j = 0; j < Dy; j++)
+            Cyy[i * Dy + j] = st->Syy[i * Dy + j] / n - psibar[i] * psibar[j];
+    for (size_t i = 0; i < D; i++)
+        for (size_t j = 0; j < Dy; j++)
+            Cxy[i * Dy + j] = st->C[i * Dy + j] / n - w->phibar[i] * psibar[j];
+    rc = inv_sqrt_sym(Cyy, Dy, o->eps, err);
+    if (rc)
+        goto out;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)Dy, (int)Dy, 1.0, Cxy,
+                (int)Dy, Cyy, (int)Dy, 0.0, w->F, (int)Dy);
+    /* Y1 = P^-1 G^-1 F, T = F^T G Y1 (§7.4 step 6). */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)Dy, (int)D, 1.0, w->Ginv,
+                (int)D, w->F, (int)Dy, 0.0, w->Y1, (int)Dy);
+    lapack_int info = LAPACKE_dpotrs(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, (lapack_int)Dy, w->Pf,
+                                     (lapack_int)D, w->Y1, (lapack_int)Dy);
+    if (info != 0) {
+        rc = fk_err_set(err, FK_ENUMERIC, "dica: solve with P failed (%d)", (int)info);
+        goto out;
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)Dy, (int)D, 1.0, w->G,
+                (int)D, w->Y1, (int)Dy, 0.0, w->GY, (int)Dy);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Dy, (int)Dy, (int)D, 1.0, w->F,
+                (int)Dy, w->GY, (int)Dy, 0.0, w->T, (int)Dy);
+    info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, w->T, (lapack_int)Dy, w->wr,
+                         w->wi, NULL, 1, w->vr, (lapack_int)Dy);
+    if (info != 0) {
+        rc = fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
+                        Dy, Dy, (int)info);
+        goto out;
+    }
+    /* Order by real part, descending; check the rank and the imaginary parts. */
+    size_t *ord = malloc(Dy * sizeof *ord);
+    if (!ord) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < Dy; i++)
+        ord[i] = i;
+    for (size_t i = 1; i < Dy; i++) {
+        size_t v = ord[i], j = i;
+        while (j > 0 && w->wr[ord[j - 1]] < w->wr[v]) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = v;
+    }
+    double g1 = fabs(w->wr[ord[0]]);
+    size_t rank = 0;
+    for (size_t i = 0; i < Dy; i++)
+        rank += w->wr[ord[i]] > TAU_RANK * g1;
+    if (m > rank) {
+        rc = fk_err_set(err, FK_EINVAL,
+                        "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
+                        "eigenvalues; C classes give at most C-1); lower m",
+                        m, rank);
+        free(ord);
+        goto out;
+    }
+    for (size_t k = 0; k < m && rc == FK_OK; k++) {
+        size_t j = ord[k];
+        if (fabs(w->wi[j]) > COMPLEX_TOL * g1) {
+            rc = fk_err_set(err, FK_ENUMERIC,
+                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)", m,
+                            k + 1, w->wr[j], w->wi[j]);
+            break;
+        }
+        size_t col = (w->wi[j] < 0 && j > 0) ? j - 1 : j; /* real part of a conjugate pair */
+        fit->gamma[k] = w->wr[j];
+        /* column k of W = Y1 a */
+        for (size_t i = 0; i < D; i++) {
+            double s = 0;
+            for (size_t l = 0; l < Dy; l++)
+                s += w->Y1[i * Dy + l] * w->vr[l * Dy + col];
+            fit->W.data[i * fit->W.ld + k] = s;
+        }
+    }
+    free(ord);
+out:
+    free(psibar);
+    free(Cyy);
+    free(Cxy);
+    return rc;
+}
+
+int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *fit, fk_err *err)
+{
+    *fit = (fk_dica_fit){0};
+    int rc = check_opts(o, st, err);
+    if (rc)
+        return rc;
+    size_t D = st->D, m = o->m;
+    solve_ws w = {0};
+    w.dom_idx = malloc((st->n_dom + 1) * sizeof *w.dom_idx);
+    w.phibar = calloc(D, sizeof *w.phibar);
+    w.G = malloc(D * D * sizeof *w.G);
+    w.Ginv = malloc(D * D * sizeof *w.Ginv);
+    w.P = calloc(D * D, sizeof *w.P);
+    w.Pf = malloc(D * D * sizeof *w.Pf);
+    w.tmp = malloc(D * sizeof *w.tmp);
+    fit->gamma = calloc(m, sizeof *fit->gamma);
+    if (!w.dom_idx || !w.phibar || !w.G || !w.Ginv || !w.P || !w.Pf || !w.tmp || !fit->gamma ||
+        fk_mat_init(&fit->W, D, m)) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory for the D = %zu solve", D);
+        goto out;
+    }
+    /* Domains in increasing id order so the result does not depend on arrival order. */
+    size_t N = 0;
+    for (size_t i = 0; i < st->n_dom; i++) {
+        if (st->dom_n[i] <= 0)
+            continue;
+        if (st->dom_n[i] < o->min_domain) {
+            rc = fk_err_set(err, FK_EINVAL,
+                            "dica: domain %ld has %.0f samples, below the minimum %.0f; merge or "
+                            "drop it",
+                            st->dom_id[i], st->dom_n[i], o->min_domain);
+            goto out;
+        }
+        w.dom_idx[N++] = i;
+    }
+    cmp_long_idx_ctx_sort(st->dom_id, w.dom_idx, N);
+    if (N == 0 || !(st->n >= 2)) {
+        rc = fk_err_set(err, FK_EINVAL, "dica: no domain with samples to solve on");
+        goto out;
+    }
+    double n = st->n;
+    /* phi_bar and the centred second moment G (§7.4 steps 1-2). */
+    for (size_t k = 0; k < N; k++)
+        fk_axpy(D, 1.0, st->dom_sum + w.dom_idx[k] * D, w.phibar);
+    fk_scal(D, 1.0 / n, w.phibar);
+    memcpy(w.G, st->S, D * D * sizeof *w.G);
+    cblas_dger(CblasRowMajor, (int)D, (int)D, -n, w.phibar, 1, w.phibar, 1, w.G, (int)D);
+    double tr = 0;
+    for (size_t i = 0; i < D; i++)
+        tr += w.G[i * D + i];
+    if (!(tr > 0) || !isfinite(tr)) {
+        rc = fk_err_set(err, FK_ENUMERIC, "dica: the feature covariance is zero or not finite");
+        goto out;
+    }
+    for (size_t i = 0; i < D; i++)
+        w.G[i * D + i] += o->delta * tr / (double)D;
+    /* S_Q = (1/N) sum (mu_i - mubar)(mu_i - mubar)^T (S1), into P, scaled by q_weight. */
+    double *Mc = malloc(N * D * sizeof *Mc);
+    if (!Mc) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        goto out;
+    }
+    memset(w.tmp, 0, D * sizeof *w.tmp);
+    for (size_t k = 0; k < N; k++) {
+        size_t i = w.dom_idx[k];
+        for (size_t j = 0; j < D; j++)
+            Mc[k * D + j] = st->dom_sum[i * D + j] / st->dom_n[i];
+        fk_axpy(D, 1.0 / (double)N, Mc + k * D, w.tmp);
+    }
+    double dvar = 0;
+    for (size_t k = 0; k < N; k++) {
+        fk_axpy(D, -1.0, w.tmp, Mc + k * D);
+        dvar += fk_dot(D, Mc + k * D, Mc + k * D);
+    }
+    fit->dvar_in = dvar / (double)N;
+    if (o->q_weight > 0)
+        cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)D, (int)N, o->q_weight / (double)N,
+                    Mc, (int)D, 0.0, w.P, (int)D);
+    free(Mc);
+    /* G^-1 by Cholesky (§7.4 step 5); P = q S_Q + I + lambda G^-1 (upper triangle). */
+    memcpy(w.Ginv, w.G, D * D * sizeof *w.Ginv);
+    lapack_int info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Ginv, (lapack_int)D);
+    if (info == 0)
+        info = LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Ginv, (lapack_int)D);
+    if (info != 0) {
+        rc = fk_err_set(err, FK_ENUMERIC,
+                        "dica: the feature covariance G is not positive definite (minor %d); "
+                        "raise delta or use fewer features",
+                        (int)info);
+        goto out;
+    }
+    for (size_t i = 0; i < D; i++)
+        for (size_t j = 0; j < i; j++)
+            w.Ginv[i * D + j] = w.Ginv[j * D + i];
+    for (size_t i = 0; i < D; i++) {
+        for (size_t j = i; j < D; j++)
+            w.P[i * D + j] += o->lambda * w.Ginv[i * D + j];
+        w.P[i * D + i] += 1.0;
+        for (size_t j = 0; j < i; j++)
+            w.P[i * D + j] = w.P[j * D + i];
+    }
+    memcpy(w.Pf, w.P, D * D * sizeof *w.Pf);
+    info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Pf, (lapack_int)D);
+    if (info != 0) {
+        rc = fk_err_set(err, FK_ENUMERIC, "dica: P is not positive definite (minor %d)", (int)info);
+        goto out;
+    }
+    if (fk_dica_supervised(o->variant)) {
+        rc = solve_supervised(st, o, &w, fit, err);
+    } else {
+        /* UDICA/KPCA: (1/n) G W = P W Gamma (S4), symmetric-definite. */
+        fk_mat A = fk_mat_view(w.G, D, D, D), B = fk_mat_view(w.P, D, D, D);
+        fk_mat_scal(1.0 / n, &A, NULL);
+        fk_mat Wt;
+        rc = fk_eig_gen_top(&A, &B, m, fit->gamma, &Wt, err);
+        if (rc == FK_OK) {
+            for (size_t i = 0; i < D; i++)
+                memcpy(fk_mat_row(&fit->W, i), fk_mat_row(&Wt, i), m * sizeof(double));
+            fk_mat_close(&Wt);
+        }
+    }
+    if (rc)
+        goto out;
+    /* Normalise w^T P w = 1 (§5.5 constraint), then a deterministic sign (§7.4 step 7). */
+    for (size_t k = 0; k < m; k++) {
+        double q = quad_col(w.P, &fit->W, k, w.tmp);
+        if (!(q > 0) || !isfinite(q)) {
+            rc = fk_err_set(err, FK_ENUMERIC, "dica: component %zu has zero norm", k + 1);
+            goto out;
+        }
+        double s = 1.0 / sqrt(q);
+        for (size_t i = 0; i < D; i++)
+            fit->W.data[i * fit->W.ld + k] *= s;
+    }
+    fk_eig_fix_signs(&fit->W);
+    fit->D = D;
+    fit->m = m;
+    fit->n_domains = (int)N;
+    fit->phi_bar = w.phibar;
+    w.phibar = NULL;
+out:
+    ws_free(&w);
+    if (rc)
+        fk_dica_fit_close(fit);
+    return rc;
+}
+
+int fk_dica_project(const fk_dica_fit *f, const fk_mat *Phi, const double *center, fk_mat *Z,
+                    fk_err *err)
+{
+    *Z = (fk_mat){0};
+    if (Phi->cols != f->D)
+        return fk_err_set(err, FK_EINVAL, "dica: features have %zu columns, the fit has %zu",
+                          Phi->cols, f->D);
+    const double *c = center ? center : f->phi_bar;
+    if (fk_mat_init(Z, Phi->rows, f->m))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu projections", Phi->rows);
+    int rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, Phi, &f->W, 0.0, Z, err);
+    /* subtract c^T W from every row */
+    double *cw = calloc(f->m, sizeof *cw);
+    if (!cw)
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    if (rc == FK_OK) {
+        fk_gemv(FK_TRANS, 1.0, &f->W, c, f->D, 0.0, cw, f->m, err);
+        for (size_t i = 0; i < Z->rows; i++)
+            fk_axpy(f->m, -1.0, cw, fk_mat_row(Z, i));
+    }
+    free(cw);
+    if (rc)
+        fk_mat_close(Z);
+    return rc;
+}
+
+double fk_dica_domain_variance(const fk_mat *Z, const long *dom)
+{
+    size_t n = Z->rows, m = Z->cols, N = 0;
+    long *ids = malloc(n * sizeof *ids);
+    double *cnt = calloc(n, sizeof *cnt), *mean = calloc(n * m, sizeof *mean);
+    double *bar = calloc(m, sizeof *bar), v = NAN;
+    if (!ids || !cnt || !mean || !bar)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < N && ids[k] != dom[i])
+            k++;
+        if (k == N)
+            ids[N++] = dom[i];
+        cnt[k] += 1;
+        fk_axpy(m, 1.0, fk_mat_row(Z, i), mean + k * m);
+    }
+    for (size_t k = 0; k < N; k++) {
+        fk_scal(m, 1.0 / cnt[k], mean + k * m);
+        fk_axpy(m, 1.0 / (double)N, mean + k * m, bar);
+    }
+    v = 0;
+    for (size_t k = 0; k < N; k++) {
+        fk_axpy(m, -1.0, bar, mean + k * m);
+        v += fk_dot(m, mean + k * m, mean + k * m);
+    }
+    v /= (double)N;
+out:
+    free(ids);
+    free(cnt);
+    free(mean);
+    free(bar);
+    return v;
+}
+
+int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err)
+{
+    *Psi = (fk_mat){0};
+    if (C < 1)
+        return fk_err_set(err, FK_EINVAL, "dica: need at least one class (got %d)", C);
+    if (fk_mat_init(Psi, n, (size_t)C))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for one-hot outputs");
+    for (size_t i = 0; i < n; i++) {
+        if (y[i] < 0 || y[i] >= C) {
+            fk_mat_close(Psi);
+            return fk_err_set(err, FK_EINVAL, "dica: label %d of sample %zu is outside [0, %d)",
+                              y[i], i, C);
+        }
+        fk_mat_set(Psi, i, (size_t)y[i], 1.0);
+    }
+    return FK_OK;
+}
+
+/* ---------------- kernel version (§5) ---------------- */
+
+int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, fk_err *err)
+{
+    *K = (fk_mat){0};
+    if (!(sigma > 0))
+        return fk_err_set(err, FK_EINVAL, "dica: sigma must be > 0 (got %g)", sigma);
+    if (A->cols != B->cols)
+        return fk_err_set(err, FK_EINVAL, "dica: inputs have %zu and %zu columns", A->cols,
+                          B->cols);
+    if (fk_mat_init(K, A->rows, B->rows))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for a %zu x %zu kernel", A->rows,
+                          B->rows);
+    int rc = fk_gemm(FK_NOTRANS, FK_TRANS, 1.0, A, B, 0.0, K, err);
+    if (rc) {
+        fk_mat_close(K);
+        return rc;
+    }
+    double *nb = malloc(B->rows * sizeof *nb);
+    if (!nb) {
+        fk_mat_close(K);
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    }
+    for (size_t j = 0; j < B->rows; j++)
+        nb[j] = fk_dot(B->cols, fk_mat_row(B, j), fk_mat_row(B, j));
+    double s = -0.5 / (sigma * sigma);
+    for (size_t i = 0; i < A->rows; i++) {
+        double na = fk_dot(A->cols, fk_mat_row(A, i), fk_mat_row(A, i));
+        double *r = fk_mat_row(K, i);
+        for (size_t j = 0; j < B->rows; j++) {
+            double d2 = na + nb[j] - 2 * r[j];
+            r[j] = exp(s * (d2 > 0 ? d2 : 0));
+        }
+    }
+    free(nb);
+    return FK_OK;
+}
+
+/* K~ = H K H in place; colmean and grand of the uncentred K if asked. */
+static void center_gram(fk_mat *K, double *colmean, double *grand)
+{
+    size_t n = K->rows;
+    double *c = calloc(n, sizeof *c), g = 0;
+    if (!c)
+        return;
+    for (size_t i = 0; i < n; i++)
+        fk_axpy(n, 1.0 / (double)n, fk_mat_row(K, i), c);
+    for (size_t j = 0; j < n; j++)
+        g += c[j] / (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double *r = fk_mat_row(K, i);
+        for (size_t j = 0; j < n; j++)
+            r[j] += g - c[i] - c[j];
+    }
+    if (colmean)
+        memcpy(colmean, c, n * sizeof *c);
+    if (grand)
+        *grand = g;
+    free(c);
+}
+
+/* Features of the centred PSD matrix A (n x n, destroyed): rows of U diag(sqrt(s)) for the
+ * eigenvalues above TAU_RANK * s_max, largest first. Umap (optional) = U diag(1/sqrt(s)). */
+static int kernel_map(fk_mat *A, fk_mat *Phi, fk_mat *Umap, fk_err *err)
+{
+    size_t n = A->rows;
+    *Phi = (fk_mat){0};
+    double *w = malloc(n * sizeof *w);
+    if (!w)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, A->data,
+                                     (lapack_int)A->ld, w);
+    if (info != 0) {
+        free(w);
+        return fk_err_set(err, FK_ENUMERIC, "dica: dsyevd on the %zu x %zu kernel failed (%d)", n,
+                          n, (int)info);
+    }
+    double smax = w[n - 1];
+    size_t r = 0;
+    while (r < n && w[n - 1 - r] > TAU_RANK * smax)
+        r++;
+    if (r == 0 || fk_mat_init(Phi, n, r) || (Umap && fk_mat_init(Umap, n, r))) {
+        free(w);
+        fk_mat_close(Phi);
+        return fk_err_set(err, r ? FK_ENOMEM : FK_ENUMERIC,
+                          r ? "dica: out of memory" : "dica: the centred kernel is zero");
+    }
+    for (size_t k = 0; k < r; k++) {
+        size_t src = n - 1 - k;
+        double s = sqrt(w[src]);
+        for (size_t i = 0; i < n; i++) {
+            double u = A->data[i * A->ld + src];
+            Phi->data[i * Phi->ld + k] = u * s;
+            if (Umap)
+                Umap->data[i * Umap->ld + k] = u / s;
+        }
+    }
+    free(w);
+    return FK_OK;
+}
+
+void fk_dica_kernel_close(fk_dica_kernel *k)
+{
+    fk_dica_fit_close(&k->fit);
+    fk_mat_close(&k->X);
+    fk_mat_close(&k->Umap);
+    fk_mat_close(&k->Z);
+    free(k->colmean);
+    *k = (fk_dica_kernel){0};
+}
+
+int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
+                       double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
+                       fk_err *err)
+{
+    *k = (fk_dica_kernel){0};
+    size_t n = X->rows;
+    int sup = fk_dica_supervised(o->variant);
+    if (n < 2)
+        return fk_err_set(err, FK_EINVAL, "dica: need at least 2 samples (got %zu)", n);
+    for (size_t i = 0; i < n; i++)
+        if (!all_finite(fk_mat_row(X, i), X->cols))
+            return fk_err_set(err, FK_EINVAL, "dica: input row %zu has a NaN or Inf", i);
+    if (sup && !y && !t)
+        return fk_err_set(err, FK_EINVAL, "dica: variant %s needs labels or targets",
+                          fk_dica_variant_name(o->variant));
+    if (sup && !y && !(sigma_y > 0))
+        return fk_err_set(err, FK_EINVAL, "dica: sigma_y must be > 0 (got %g)", sigma_y);
+    fk_mat K = {0}, Phi = {0}, Psi = {0}, L = {0};
+    fk_dica_stats st = {0};
+    k->colmean = malloc(n * sizeof *k->colmean);
+    int rc = k->colmean ? FK_OK : fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    /* Empirical kernel map of the centred Gram matrix (§5.3 steps 1-2). */
+    if (rc == FK_OK)
+        rc = fk_dica_gauss_gram(X, X, sigma, &K, err);
+    if (rc == FK_OK) {
+        center_gram(&K, k->colmean, &k->grand);
+        rc = kernel_map(&K, &Phi, &k->Umap, err);
+    }
+    /* Output features: one-hot for labels (exact delta kernel), the kernel map of the
+     * centred Gaussian output kernel for targets. */
+    if (rc == FK_OK && sup) {
+        if (y) {
+            rc = fk_dica_onehot(y, n, C, &Psi, err);
+        } else {
+            fk_mat T = fk_mat_view((double *)t, n, 1, 1);
+            rc = fk_dica_gauss_gram(&T, &T, sigma_y, &L, err);
+            if (rc == FK_OK) {
+                center_gram(&L, NULL, NULL);
+                rc = kernel_map(&L, &Psi, NULL, err);
+            }
+        }
+    }
+    if (rc == FK_OK)
+        rc = fk_dica_stats_init(&st, Phi.cols, sup ? Psi.cols : 0, err);
+    if (rc == FK_OK)
+        rc = fk_dica_stats_add(&st, &Phi, sup ? &Psi : NULL, dom, err);
+    fk_dica_opts ok = *o;
+    ok.delta = 0; /* G = diag(s) exactly: no ridge needed */
+    if (rc == FK_OK)
+        rc = fk_dica_solve(&st, &ok, &k->fit, err);
+    if (rc == FK_OK)
+        rc = fk_dica_project(&k->fit, &Phi, NULL, &k->Z, err);
+    if (rc == FK_OK)
+        rc = fk_mat_copy(&k->X, X) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
+    k->n = n;
+    k->d = X->cols;
+    k->r = Phi.cols;
+    k->sigma = sigma;
+    fk_mat_close(&K);
+    fk_mat_close(&L);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Psi);
+    fk_dica_stats_close(&st);
+    if (rc)
+        fk_dica_kernel_close(k);
+    return rc;
+}
+
+int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch, fk_mat *Z,
+                           fk_err *err)
+{
+    *Z = (fk_mat){0};
+    if (Xt->cols != k->d)
+        return fk_err_set(err, FK_EINVAL, "dica: test inputs have %zu columns, training had %zu",
+                          Xt->cols, k->d);
+    fk_mat Kt = {0}, F = {0};
+    int rc = fk_dica_gauss_gram(Xt, &k->X, k->sigma, &Kt, err);
+    size_t nt = Xt->rows, n = k->n;
+    /* K~_t = (K_t - 1 c^T) H_n (train) or H_t K_t H_n (batch), §5.6. */
+    double *cm = rc == FK_OK ? calloc(n, sizeof *cm) : NULL;
+    if (rc == FK_OK && !cm)
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    if (rc == FK_OK) {
+        if (batch)
+            for (size_t i = 0; i < nt; i++)
+                fk_axpy(n, 1.0 / (double)nt, fk_mat_row(&Kt, i), cm);
+        else
+            memcpy(cm, k->colmean, n * sizeof *cm);
+        double g = 0;
+        for (size_t j = 0; j < n; j++)
+            g += cm[j] / (double)n;
+        for (size_t i = 0; i < nt; i++) {
+            double *r = fk_mat_row(&Kt, i), rm = 0;
+            for (size_t j = 0; j < n; j++)
+                rm += r[j] / (double)n;
+            for (size_t j = 0; j < n; j++)
+                r[j] += g - rm - cm[j];
+        }
+        if (fk_mat_init(&F, nt, k->r))
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    }
+    if (rc == FK_OK)
+        rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Kt, &k->Umap, 0.0, &F, err);
+    if (rc == FK_OK)
+        rc = fk_dica_project(&k->fit, &F, NULL, Z, err);
+    free(cm);
+    fk_mat_close(&Kt);
+    fk_mat_close(&F);
+    return rc;
+}
+
+/* ---------------- direct solver (§5.2) ---------------- */
+
+int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_dica_opts *o,
+                   double *gamma, fk_mat *Z, fk_err *err)
+{
+    *Z = (fk_mat){0};
+    size_t n = K->rows, m = o->m;
+    int sup = fk_dica_supervised(o->variant);
+    if (sup && !L)
+        return fk_err_set(err, FK_EINVAL, "dica: the direct solver needs L for %s",
+                          fk_dica_variant_name(o->variant));
+    if (m == 0 || m >= n)
+        return fk_err_set(err, FK_EINVAL, "dica: m = %zu must be in [1, %zu)", m, n);
+    fk_mat Kc = {0}, R = {0}, Cn = {0}, Lc = {0}, Mk = {0}, B = {0}, tmp = {0};
+    long *ids = malloc(n * sizeof *ids);
+    double *cnt = calloc(n, sizeof *cnt);
+    int rc = (ids && cnt && !fk_mat_copy(&Kc, K) && !fk_mat_init(&R, n, n) &&
+              !fk_mat_init(&Cn, n, n) && !fk_mat_init(&tmp, n, n) && !fk_mat_init(&Mk, n, n))
+                 ? FK_OK
+                 : fk_err_set(err, FK_ENOMEM, "dica: out of memory (direct, n=%zu)", n);
+    if (rc)
+        goto out;
+    center_gram(&Kc, NULL, NULL);
+    /* K~ Q K~ = (1/N) (M H_N)(M H_N)^T with M the per-domain row means of K~ (§5.1 step 4). */
+    size_t N = 0;
+    size_t *di = malloc(n * sizeof *di);
+    if (!di) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < N && ids[k] != dom[i])
+            k++;
+        if (k == N)
+            ids[N++] = dom[i];
+        di[i] = k;
+        cnt[k] += 1;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            Mk.data[i * Mk.ld + di[j]] += Kc.data[i * Kc.ld + j] / cnt[di[j]];
+    free(di);
+    for (size_t i = 0; i < n; i++) {
+        double mean = 0;
+        for (size_t k = 0; k < N; k++)
+            mean += Mk.data[i * Mk.ld + k] / (double)N;
+        for (size_t k = 0; k < N; k++)
+            Mk.data[i * Mk.ld + k] -= mean;
+    }
+    fk_mat Mv = fk_mat_view(Mk.data, n, N, Mk.ld);
+    rc = fk_syrk(FK_NOTRANS, o->q_weight / (double)N, &Mv, 0.0, &R, err);
+    if (rc)
+        goto out;
+    rc = fk_mat_axpy(1.0, &Kc, &R, err);
+    for (size_t i = 0; i < n; i++)
+        R.data[i * R.ld + i] += o->lambda;
+    /* C_num = (1/n) K~^2, supervised (1/n) L~ (L~ + n eps I)^-1 K~^2. */
+    if (rc == FK_OK)
+        rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0 / (double)n, &Kc, &Kc, 0.0, &Cn, err);
+    if (rc == FK_OK && sup) {
+        rc = fk_mat_copy(&Lc, L) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
+        if (rc)
+            goto out;
+        center_gram(&Lc, NULL, NULL);
+        /* (L~ + n eps)^-1 L~ K~^2/n = L~ (L~ + n eps)^-1 K~^2/n: they commute. */
+        fk_mat_close(&tmp);
+        rc = fk_mat_copy(&tmp, &Lc) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
+        for (size_t i = 0; rc == FK_OK && i < n; i++)
+            tmp.data[i * tmp.ld + i] += (double)n * o->eps;
+        fk_mat LC;
+        if (rc == FK_OK && fk_mat_init(&LC, n, n))
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        if (rc == FK_OK) {
+            rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Lc, &Cn, 0.0, &LC, err);
+            lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)n,
+                                            tmp.data, (lapack_int)tmp.ld, LC.data,
+                                            (lapack_int)LC.ld);
+            if (rc == FK_OK && info != 0)
+                rc = fk_err_set(err, FK_ENUMERIC, "dica: L~ + n eps I is not definite (%d)",
+                                (int)info);
+            fk_mat_close(&Cn);
+            Cn = LC;
+        }
+    }
+    if (rc)
+        goto out;
+    if (!sup) {
+        rc = fk_eig_gen_top(&Cn, &R, m, gamma, &B, err);
+    } else {
+        /* A = R^-1 C_num, dgeev, top m by real part (§5.2). */
+        fk_mat_close(&tmp);
+        if (fk_mat_copy(&tmp, &R) || fk_mat_init(&B, n, m)) {
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+            goto out;
+        }
+        lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)n,
+                                        tmp.data, (lapack_int)tmp.ld, Cn.data, (lapack_int)Cn.ld);
+        double *wr = malloc(n * sizeof *wr), *wi = malloc(n * sizeof *wi);
+        double *vr = malloc(n * n * sizeof *vr);
+        size_t *ord = malloc(n * sizeof *ord);
+        if (!wr || !wi || !vr || !ord)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        if (rc == FK_OK && info == 0)
+            info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)n, Cn.data,
+                                 (lapack_int)Cn.ld, wr, wi, NULL, 1, vr, (lapack_int)n);
+        if (rc == FK_OK && info != 0)
+            rc = fk_err_set(err, FK_ENUMERIC, "dica: direct solve failed (%d)", (int)info);
+        for (size_t i = 0; rc == FK_OK && i < n; i++)
+            ord[i] = i;
+        for (size_t i = 1; rc == FK_OK && i < n; i++) {
+            size_t v = ord[i], j = i;
+            while (j > 0 && wr[ord[j - 1]] < wr[v]) {
+                ord[j] = ord[j - 1];
+                j--;
+            }
+            ord[j] = v;
+        }
+        for (size_t k = 0; rc == FK_OK && k < m; k++) {
+            size_t j = ord[k];
+            if (fabs(wi[j]) > COMPLEX_TOL * fabs(wr[ord[0]])) {
+                rc = fk_err_set(err, FK_ENUMERIC, "dica: complex eigenpairs (direct solver)");
+                break;
+            }
+            size_t col = (wi[j] < 0 && j > 0) ? j - 1 : j;
+            gamma[k] = wr[j];
+            for (size_t i = 0; i < n; i++)
+                B.data[i * B.ld + k] = vr[i * n + col];
+        }
+        free(wr);
+        free(wi);
+        free(vr);
+        free(ord);
+    }
+    if (rc)
+        goto out;
+    /* beta^T R beta = 1, then Z = K~ B. */
+    double *tv = malloc(n * sizeof *tv);
+    if (!tv) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < m; k++) {
+        double q = quad_col(R.data, &B, k, tv);
+        for (size_t i = 0; i < n; i++)
+            B.data[i * B.ld + k] /= sqrt(q);
+    }
+    free(tv);
+    if (fk_mat_init(Z, n, m))
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    else
+        rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Kc, &B, 0.0, Z, err);
+out:
+    free(ids);
+    free(cnt);
+    fk_mat_close(&Kc);
+    fk_mat_close(&R);
+    fk_mat_close(&Cn);
+    fk_mat_close(&Lc);
+    fk_mat_close(&Mk);
+    fk_mat_close(&B);
+    fk_mat_close(&tmp);
+    if (rc)
+        fk_mat_close(Z);
+    return rc;
+}
+
+double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2)
+{
+    double m2 = 0;
+    for (size_t j = 0; j < d; j++)
+        m2 += (sum_x[j] / n) * (sum_x[j] / n);
+    double tr = sum_x2 / n - m2;
+    return tr > 0 ? sqrt(2.0 * tr) : NAN;
+}
+
+/* ---------------- ridge (§8.1) ---------------- */
+
+void fk_dica_ridge_add(const fk_mat *Z, const double *T, size_t k, double *A, double *b)
+{
+    size_t m = Z->cols, p = m + 1;
+    for (size_t i = 0; i < Z->rows; i++) {
+        const double *z = fk_mat_row(Z, i);
+        const double *t = T + i * k;
+        for (size_t a = 0; a < p; a++) {
+            double za = a < m ? z[a] : 1.0;
+            for (size_t c = 0; c < p; c++)
+                A[a * p + c] += za * (c < m ? z[c] : 1.0);
+            for (size_t c = 0; c < k; c++)
+                b[a * k + c] += za * t[c];
+        }
+    }
+}
+
+int fk_dica_ridge_solve(size_t m, size_t k, const double *A, const double *b, double alpha_rel,
+                        double *Theta, fk_err *err)
+{
+    size_t p = m + 1;
+    double *M = malloc(p * p * sizeof *M);
+    if (!M)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    memcpy(M, A, p * p * sizeof *M);
+    memcpy(Theta, b, p * k * sizeof *Theta);
+    double tr = 0;
+    for (size_t i = 0; i < m; i++)
+        tr += A[i * p + i];
+    double alpha = alpha_rel * tr / (double)(m ? m : 1);
+    for (size_t i = 0; i < m; i++)
+        M[i * p + i] += alpha;
+    lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)p, (lapack_int)k, M,
+                                    (lapack_int)p, Theta, (lapack_int)k);
+    free(M);
+    if (info != 0)
+        return fk_err_set(err, FK_ENUMERIC,
+                          "dica: ridge system is singular (%d); are there any samples?", (int)info);
+    return FK_OK;
+}
+
+void fk_dica_ridge_predict(const fk_mat *Z, const double *Theta, size_t k, double *out)
+{
+    size_t m = Z->cols;
+    for (size_t i = 0; i < Z->rows; i++) {
+        const double *z = fk_mat_row(Z, i);
+        for (size_t c = 0; c < k; c++) {
+            double s = Theta[m * k + c];
+            for (size_t a = 0; a < m; a++)
+                s += z[a] * Theta[a * k + c];
+            out[i * k + c] = s;
+        }
+    }
+}
