@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/methods/method.h"
+#include "common/methods/dica/dica_job.h"
 #include "common/methods/fedgrem.h"
 #include "common/methods/fedrf_tca.h"
 #include "common/methods/pooled_em.h"
@@ -24,6 +25,8 @@ const fk_method *const fk_methods[] = {
     &fk_method_pooled_grem_mor,
     &fk_method_pooled_em_mor,
     &fk_method_fedgmm_mor,
+    &fk_method_dica,
+    &fk_method_udica,
     NULL,
 };
 
