@@ -39,7 +39,7 @@ int fk_dica_supervised(fk_dica_variant v)
 void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m)
 {
     *o = (fk_dica_opts){.variant = v, .m = m, .lambda = 1.0, .eps = 1e-3, .q_weight = 1.0,
-                        .delta = 1e-8, .min_domain = 2};
+                        .delta = 1e-8, .min_domain = 2, .rank_check = 1};
 }
 
 /* ---------------- statistics ---------------- */
@@ -292,6 +292,8 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
 {
     size_t D = st->D, Dy = st->Dy, m = o->m;
     double n = st->n;
+    if (Dy == 0)
+        return fk_err_set(err, FK_EINVAL, "dica: supervised variant without outputs");
     /* Centred covariances (§7.4 step 4) and F = C_xy (C_yy + eps I)^-1/2. */
     double *psibar = malloc(Dy * sizeof *psibar), *Cyy = malloc(Dy * Dy * sizeof *Cyy);
     double *Cxy = malloc(D * Dy * sizeof *Cxy);
@@ -361,7 +363,7 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
     size_t rank = 0;
     for (size_t i = 0; i < Dy; i++)
         rank += w->wr[ord[i]] > TAU_RANK * g1;
-    if (m > rank) {
+    if (o->rank_check && m > rank) {
         rc = fk_err_set(err, FK_EINVAL,
                         "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
                         "eigenvalues; C classes give at most C-1); lower m",
@@ -779,6 +781,7 @@ int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, 
     if (rc == FK_OK)
         rc = fk_dica_stats_add(&st, &Phi, sup ? &Psi : NULL, dom, err);
     fk_dica_opts ok = *o;
+    ok.rank_check = o->rank_check && y != NULL;
     ok.delta = 0; /* G = diag(s) exactly: no ridge needed */
     if (rc == FK_OK)
         rc = fk_dica_solve(&st, &ok, &k->fit, err);

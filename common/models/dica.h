@@ -42,9 +42,11 @@ typedef struct fk_dica_opts {
     double q_weight;   /* weight of the distributional variance (1 = paper; 0 for KPCA/COIR) */
     double delta;      /* G += delta * tr(G)/D * I (1e-8 random features, 0 kernel map) */
     double min_domain; /* smallest accepted domain size (>= 2) */
+    int rank_check;    /* refuse m above the rank of the output features (one-hot, §5.4);
+                          0 keeps near-zero components (smooth regression outputs) */
 } fk_dica_opts;
 
-/* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2. */
+/* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2, rank_check 1. */
 void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m);
 
 /* Sufficient statistics (spec §7.3): sums over the samples added so far. */

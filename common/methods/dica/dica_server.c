@@ -323,6 +323,7 @@ static int aggregate_stats(fk_dicaj_server *s, const fk_update *ups, int n, fk_e
     o.q_weight = s->c.q_weight;
     o.delta = s->c.delta;
     o.min_domain = s->c.min_domain;
+    o.rank_check = !s->c.regression;
     fk_dica_fit_close(&s->fit);
     rc = fk_dica_solve(&s->st, &o, &s->fit, err);
     if (rc)
@@ -522,6 +523,7 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         o.q_weight = s->c.q_weight;
         o.delta = s->c.delta;
         o.min_domain = s->c.min_domain;
+    o.rank_check = !s->c.regression;
         fk_dica_fit_close(&s->fit);
         rc = fk_dica_solve(&s->st, &o, &s->fit, err);
         if (rc)
