@@ -235,22 +235,24 @@ static int aggregate_moments(fk_dicaj_server *s, const fk_update *ups, int n, fk
                         "dica: %d training client(s) with %g samples answered phase 0, below the "
                         "quorum of %ld",
                         train, N, s->c.quorum);
-    s->sigma = s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
+    double sigma = s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
     free(sx);
     if (rc)
         return rc;
-    if (!(s->sigma > 0))
+    if (!(sigma > 0) || !isfinite(sigma))
         return fk_err_set(err, FK_EINVAL, "dica: the training inputs have zero spread; set sigma");
+    s->sigma = sigma;
     s->C = s->c.classes ? s->c.classes : C;
     if (fk_dica_supervised(s->c.variant) && !s->c.regression && s->C < 2)
         return fk_err_set(err, FK_EINVAL, "dica: supervised DICA needs at least 2 classes (got %ld)",
                           s->C);
     s->sigma_y = 0;
     if (s->c.regression) {
-        s->sigma_y = s->c.sigma_y > 0 ? s->c.sigma_y : sy / N;
-        if (!(s->sigma_y > 0))
+        double sy_rule = s->c.sigma_y > 0 ? s->c.sigma_y : sy / N;
+        if (!(sy_rule > 0) || !isfinite(sy_rule))
             return fk_err_set(err, FK_EINVAL,
                               "dica: the mean training target is %g; set sigma_y > 0", sy / N);
+        s->sigma_y = sy_rule;
     }
     s->m = fk_dicaj_m(&s->c, s->C);
     s->k = s->c.regression ? 1 : (size_t)s->C;
@@ -366,22 +368,46 @@ int fk_dicaj_server_aggregate(void *v, int round, int phase, const fk_update *up
 {
     fk_dicaj_server *s = v;
     *done = 0;
-    if (round != 1)
-        return fk_err_set(err, FK_ESTATE, "dica: the job has one round");
+    if (round != 1 || phase < 0 || phase > 3)
+        return fk_err_set(err, FK_ESTATE, "dica: the job has one round of 4 phases (got %d/%d)",
+                          round, phase);
+    if (s->stage < phase) /* stages count the phases done */
+        return fk_err_set(err, FK_ESTATE, "dica: phase %d before the earlier phases", phase);
+    /* Every update passes the checks here too (the daemon may not call check_update); a
+     * refused one is a dropout, as the method table says. One per client, in order. */
+    fk_update *ok = malloc(((size_t)n + 1) * sizeof *ok);
+    if (!ok)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        fk_err cerr;
+        if ((m > 0 && ups[i].client <= ok[m - 1].client) ||
+            fk_dicaj_server_check(s, round, phase, &ups[i], &cerr) != FK_OK) {
+            fk_log(FK_LOG_WARN, "dica_update_refused", "client=%d phase=%d reason=\"%s\"",
+                   ups[i].client, phase, m > 0 && ups[i].client <= ok[m - 1].client
+                                             ? "duplicate or out of order" : cerr.msg);
+            continue;
+        }
+        ok[m++] = ups[i];
+    }
+    int rc = FK_OK;
     switch (phase) {
     case 0:
-        return aggregate_moments(s, ups, n, err);
+        rc = aggregate_moments(s, ok, m, err);
+        break;
     case 1:
-        return aggregate_stats(s, ups, n, err);
+        rc = aggregate_stats(s, ok, m, err);
+        break;
     case 2:
-        return aggregate_ridge(s, ups, n, err);
-    case 3:
+        rc = aggregate_ridge(s, ok, m, err);
+        break;
+    default:
         s->stage = ST_DONE;
         *done = 1;
-        return FK_OK;
-    default:
-        return fk_err_set(err, FK_ESTATE, "dica: no phase %d", phase);
+        break;
     }
+    free(ok);
+    return rc;
 }
 
 int fk_dicaj_server_model(void *v, fk_bundle *out, fk_err *err)
@@ -468,7 +494,9 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         return FK_EFORMAT;
     int stage = (int)sc->data[0];
     if (stage < ST_NEW || stage > ST_DONE || sc->data[7] != (double)s->c.R || sc->data[1] < 0 ||
-        sc->data[1] > 1e8 || sc->data[2] < 0 || sc->data[2] > 65536)
+        sc->data[1] > 1e8 || sc->data[2] < 0 || sc->data[2] > 65536 || sc->data[5] < 0 ||
+        sc->data[5] >= (double)D_of(s) || sc->data[6] < 0 || sc->data[6] > 65536 ||
+        sc->data[3] < 0 || sc->data[4] < 0)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint does not match this job (R, stage)");
     s->d = (long)sc->data[1];
     s->C = (long)sc->data[2];
