@@ -729,42 +729,28 @@ void fk_dica_kernel_close(fk_dica_kernel *k)
     fk_dica_fit_close(&k->fit);
     fk_mat_close(&k->X);
     fk_mat_close(&k->Umap);
+    fk_mat_close(&k->Phi);
     fk_mat_close(&k->Z);
     free(k->colmean);
     *k = (fk_dica_kernel){0};
 }
 
-int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
-                       double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
-                       fk_err *err)
+int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t,
+                         double sigma_y, const long *dom, const fk_dica_opts *o, fk_err *err)
 {
-    *k = (fk_dica_kernel){0};
-    size_t n = X->rows;
+    size_t n = k->n;
     int sup = fk_dica_supervised(o->variant);
-    if (n < 2)
-        return fk_err_set(err, FK_EINVAL, "dica: need at least 2 samples (got %zu)", n);
-    for (size_t i = 0; i < n; i++)
-        if (!all_finite(fk_mat_row(X, i), X->cols))
-            return fk_err_set(err, FK_EINVAL, "dica: input row %zu has a NaN or Inf", i);
     if (sup && !y && !t)
         return fk_err_set(err, FK_EINVAL, "dica: variant %s needs labels or targets",
                           fk_dica_variant_name(o->variant));
     if (sup && !y && !(sigma_y > 0))
         return fk_err_set(err, FK_EINVAL, "dica: sigma_y must be > 0 (got %g)", sigma_y);
-    fk_mat K = {0}, Phi = {0}, Psi = {0}, L = {0};
+    fk_mat Psi = {0}, L = {0};
     fk_dica_stats st = {0};
-    k->colmean = malloc(n * sizeof *k->colmean);
-    int rc = k->colmean ? FK_OK : fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    /* Empirical kernel map of the centred Gram matrix (§5.3 steps 1-2). */
-    if (rc == FK_OK)
-        rc = fk_dica_gauss_gram(X, X, sigma, &K, err);
-    if (rc == FK_OK) {
-        center_gram(&K, k->colmean, &k->grand);
-        rc = kernel_map(&K, &Phi, &k->Umap, err);
-    }
+    int rc = FK_OK;
     /* Output features: one-hot for labels (exact delta kernel), the kernel map of the
      * centred Gaussian output kernel for targets. */
-    if (rc == FK_OK && sup) {
+    if (sup) {
         if (y) {
             rc = fk_dica_onehot(y, n, C, &Psi, err);
         } else {
@@ -777,27 +763,57 @@ int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, 
         }
     }
     if (rc == FK_OK)
-        rc = fk_dica_stats_init(&st, Phi.cols, sup ? Psi.cols : 0, err);
+        rc = fk_dica_stats_init(&st, k->Phi.cols, sup ? Psi.cols : 0, err);
     if (rc == FK_OK)
-        rc = fk_dica_stats_add(&st, &Phi, sup ? &Psi : NULL, dom, err);
+        rc = fk_dica_stats_add(&st, &k->Phi, sup ? &Psi : NULL, dom, err);
     fk_dica_opts ok = *o;
     ok.rank_check = o->rank_check && y != NULL;
     ok.delta = 0; /* G = diag(s) exactly: no ridge needed */
+    fk_dica_fit_close(&k->fit);
+    fk_mat_close(&k->Z);
     if (rc == FK_OK)
         rc = fk_dica_solve(&st, &ok, &k->fit, err);
     if (rc == FK_OK)
-        rc = fk_dica_project(&k->fit, &Phi, NULL, &k->Z, err);
+        rc = fk_dica_project(&k->fit, &k->Phi, NULL, &k->Z, err);
+    fk_mat_close(&L);
+    fk_mat_close(&Psi);
+    fk_dica_stats_close(&st);
+    return rc;
+}
+
+int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
+                       double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
+                       fk_err *err)
+{
+    *k = (fk_dica_kernel){0};
+    size_t n = X->rows;
+    if (n < 2)
+        return fk_err_set(err, FK_EINVAL, "dica: need at least 2 samples (got %zu)", n);
+    for (size_t i = 0; i < n; i++)
+        if (!all_finite(fk_mat_row(X, i), X->cols))
+            return fk_err_set(err, FK_EINVAL, "dica: input row %zu has a NaN or Inf", i);
+    if (fk_dica_supervised(o->variant) && !y && !t)
+        return fk_err_set(err, FK_EINVAL, "dica: variant %s needs labels or targets",
+                          fk_dica_variant_name(o->variant));
+    fk_mat K = {0};
+    k->colmean = malloc(n * sizeof *k->colmean);
+    int rc = k->colmean ? FK_OK : fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    /* Empirical kernel map of the centred Gram matrix (§5.3 steps 1-2). */
+    if (rc == FK_OK)
+        rc = fk_dica_gauss_gram(X, X, sigma, &K, err);
+    if (rc == FK_OK) {
+        center_gram(&K, k->colmean, &k->grand);
+        rc = kernel_map(&K, &k->Phi, &k->Umap, err);
+    }
+    fk_mat_close(&K);
     if (rc == FK_OK)
         rc = fk_mat_copy(&k->X, X) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
     k->n = n;
     k->d = X->cols;
-    k->r = Phi.cols;
+    k->r = k->Phi.cols;
     k->sigma = sigma;
-    fk_mat_close(&K);
-    fk_mat_close(&L);
-    fk_mat_close(&Phi);
-    fk_mat_close(&Psi);
-    fk_dica_stats_close(&st);
+    if (rc == FK_OK)
+        rc = fk_dica_kernel_refit(k, y, C, t, sigma_y, dom, o, err);
     if (rc)
         fk_dica_kernel_close(k);
     return rc;

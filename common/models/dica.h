@@ -109,6 +109,7 @@ typedef struct fk_dica_kernel {
     double sigma;
     fk_mat X;         /* training inputs (copy) */
     fk_mat Umap;      /* n x r: U diag(1/sqrt(s)); features of a centred kernel row k are k^T Umap */
+    fk_mat Phi;       /* n x r: U diag(sqrt(s)), the training rows in those coordinates */
     double *colmean;  /* n column means of the uncentred training kernel */
     double grand;     /* its grand mean */
     fk_mat Z;         /* n x m fitted training embedding */
@@ -121,6 +122,10 @@ int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, 
                        double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
                        fk_err *err);
 void fk_dica_kernel_close(fk_dica_kernel *k);
+/* Solve again on the same kernel map (another variant, q_weight, m or outputs): the O(n^3)
+ * eigendecomposition of K~ is shared. k->fit and k->Z are replaced. */
+int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t,
+                         double sigma_y, const long *dom, const fk_dica_opts *o, fk_err *err);
 /* Z (initialised here, n_t x m) for new rows Xt; batch = 1 centres the test rows by the
  * batch mean (reference code), 0 by the training means (default, §5.6). */
 int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch, fk_mat *Z,

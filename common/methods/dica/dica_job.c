@@ -302,6 +302,35 @@ int fk_dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
     return rc;
 }
 
+int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *features,
+                        const fk_mat *X, fk_mat *Z, fk_err *err)
+{
+    *Z = (fk_mat){0};
+    const fk_tensor *R = fk_dicaj_take(model, "R", 1, err), *sg = fk_dicaj_take(model, "sigma", 1, err);
+    const fk_tensor *W = fk_bundle_get(model, "W");
+    if (!R || !sg || !W || W->ndim != 2 || !(R->data[0] >= 1 && R->data[0] <= (1 << 20)) ||
+        W->shape[0] != 2 * (uint64_t)R->data[0])
+        return fk_err_set(err, FK_EINVAL, "dica: not a solved dica model bundle");
+    size_t D = (size_t)W->shape[0], m = (size_t)W->shape[1];
+    const fk_tensor *pb = fk_dicaj_take(model, "phi_bar", D, err);
+    if (!pb)
+        return FK_EINVAL;
+    fk_dicaj_cfg c = {.R = (long)R->data[0]};
+    int rc = fk_rff_kind_parse(features, &c.features, err);
+    fk_rff rf = {0};
+    fk_mat Phi = {0};
+    if (!rc)
+        rc = fk_dicaj_rff(&c, seed, X->cols, sg->data[0], &rf, err);
+    if (!rc)
+        rc = fk_rff_map(&rf, X, &Phi, err);
+    fk_dica_fit f = {.D = D, .m = m, .W = fk_mat_view(W->data, D, m, m), .phi_bar = pb->data};
+    if (!rc)
+        rc = fk_dica_project(&f, &Phi, NULL, Z, err);
+    fk_mat_close(&Phi);
+    fk_rff_close(&rf);
+    return rc;
+}
+
 /* The variant is fixed by the table; thin wrappers pass it on. */
 static int srv_init_dica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
 {
