@@ -14,6 +14,7 @@ const fk_bench_entry fk_benches[] = {
     {"fidelity rf-tca", "1-NN, TCA, RF-TCA on Office-Caltech10 SURF vs published; Table II, X", fk_bench_fidelity_rftca},
     {"rf-tca", "RF-TCA / kernel TCA fit+transform time, GFLOP/s vs dgemm, scaling", fk_bench_rftca},
     {"fidelity dica", "DICA/UDICA/KPCA/COIR and federated RF DICA on Office-Caltech10 SURF LODO", fk_bench_fidelity_dica},
+    {"dica", "DICA client statistics, server solve and kernel solver time, GFLOP/s vs dgemm", fk_bench_dica},
     {"fidelity knn", "1-NN accuracy on the 12 Office-Caltech10 SURF pairs", fk_bench_fidelity_knn},
     {"load", "1000 concurrent mTLS clients: memory per connection, fd leak, heartbeat p99", fk_bench_load},
     {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},

@@ -30,6 +30,7 @@ void fk_bench_emit(int json, const char *bench, const char *case_name, const cha
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_fidelity_knn(int argc, char **argv);
 int fk_bench_fidelity_dica(int argc, char **argv); /* bench/fidelity_dica.c */
+int fk_bench_dica(int argc, char **argv);          /* bench/dica.c */
 
 /* Monotonic seconds. */
 double fk_bench_now(void);

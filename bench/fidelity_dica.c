@@ -10,10 +10,13 @@
  * Every cell is printed next to the spec's prototype value with target_met (cells +-1.0,
  * averages +-0.5; RF averages +-1.0, gaps to kernel DICA at R = 2000 <= 2.0 ridge /
  * 3.5 1-NN, gaps shrinking in R). No selection on target labels. */
+#include <lapacke.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "bench/bench.h"
 #include "common/base/params.h"
@@ -55,7 +58,7 @@ static const double rf_proto[2][3][5] = { /* [ridge, 1nn][R] A C D W avg */
 static const double rf_upload_mb[3] = {4.09, 16.2, 64.4};
 
 typedef struct opts {
-    int json, kernel, rf, seeds;
+    int json, kernel, rf, park, seeds;
     long rf_max;
 } opts;
 
@@ -368,6 +371,241 @@ static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, f
     return FK_OK;
 }
 
+/* ---- Parkinson's telemonitoring (spec §11.3): deterministic 10-split protocol ---- */
+
+enum { P_LLS, P_KRR01, P_KRR1, P_KPCA, P_UDICA, P_COIR, P_DICA, NP_ROWS };
+static const struct {
+    const char *name;
+    double proto[2], paper[2]; /* motor, total; paper NAN where it prints none */
+} prow[NP_ROWS] = {
+    {"lls", {9.47, 12.31}, {8.82, 11.80}},
+    {"input rbf kernel ridge alpha=0.1", {9.47, 12.57}, {9.58, 12.67}},
+    {"input rbf kernel ridge alpha=1", {9.29, 12.19}, {NAN, NAN}},
+    {"kpca+ridge", {9.47, 12.37}, {8.54, 11.20}},
+    {"udica+ridge", {9.47, 12.37}, {8.67, 11.36}},
+    {"coir+ridge", {9.52, 12.63}, {9.25, 12.41}},
+    {"dica+ridge", {9.52, 12.63}, {8.40, 11.05}},
+};
+
+static double rmse(const double *p, const double *t, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (p[i] - t[i]) * (p[i] - t[i]);
+    return sqrt(s / (double)n);
+}
+
+/* Ridge (§8.1) on features Ztr -> targets, RMSE on Zte. */
+static int ridge_rmse(const fk_mat *Ztr, const double *ttr, const fk_mat *Zte, const double *tte,
+                      double alpha_rel, double *out, fk_err *err)
+{
+    size_t p = Ztr->cols + 1;
+    double *A = calloc(p * p, sizeof *A), *b = calloc(p, sizeof *b), *th = calloc(p, sizeof *th);
+    double *pr = malloc(Zte->rows * sizeof *pr);
+    int rc = (A && b && th && pr) ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
+    if (!rc) {
+        fk_dica_ridge_add(Ztr, ttr, 1, A, b);
+        rc = fk_dica_ridge_solve(Ztr->cols, 1, A, b, alpha_rel, th, err);
+    }
+    if (!rc) {
+        fk_dica_ridge_predict(Zte, th, 1, pr);
+        *out = rmse(pr, tte, Zte->rows);
+    }
+    free(A);
+    free(b);
+    free(th);
+    free(pr);
+    return rc;
+}
+
+/* RBF kernel ridge, targets centred by their training mean (GP posterior mean). */
+static int krr_rmse(const fk_mat *Xtr, const double *ttr, const fk_mat *Xte, const double *tte,
+                    double sigma, double alpha, double *out, fk_err *err)
+{
+    size_t n = Xtr->rows;
+    fk_mat K = {0}, Kt = {0};
+    double *a = malloc(n * sizeof *a), *pr = malloc(Xte->rows * sizeof *pr), mean = 0;
+    int rc = (a && pr) ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
+    if (!rc)
+        rc = fk_dica_gauss_gram(Xtr, Xtr, sigma, &K, err);
+    if (!rc)
+        rc = fk_dica_gauss_gram(Xte, Xtr, sigma, &Kt, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        mean += ttr[i] / (double)n;
+    for (size_t i = 0; !rc && i < n; i++) {
+        a[i] = ttr[i] - mean;
+        K.data[i * K.ld + i] += alpha;
+    }
+    if (!rc && LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, 1, K.data, (lapack_int)K.ld, a, 1))
+        rc = fk_err_set(err, FK_ENUMERIC, "kernel ridge: not positive definite");
+    if (!rc) {
+        for (size_t i = 0; i < Xte->rows; i++)
+            pr[i] = mean + cblas_ddot((int)n, fk_mat_row(&Kt, i), 1, a, 1);
+        *out = rmse(pr, tte, Xte->rows);
+    }
+    free(a);
+    free(pr);
+    fk_mat_close(&K);
+    fk_mat_close(&Kt);
+    return rc;
+}
+
+/* One split: rows, z-scoring, every method for both targets; out[target][row]. */
+static int park_split(const fk_dataset *mo, const fk_dataset *to, int r, double out[2][NP_ROWS],
+                      fk_err *err)
+{
+    size_t N = mo->X.rows, d = 16;
+    int test[43] = {0};
+    for (int j = 0; j < 12; j++)
+        test[((4 * r + j) % 42) + 1] = 1;
+    /* training rows: 50 per training patient at positions floor(i n_s / 50), file order */
+    size_t *tr = malloc(N * sizeof *tr), *te = malloc(N * sizeof *te), ntr = 0, nte = 0;
+    size_t *rows_of = malloc(N * sizeof *rows_of);
+    if (!tr || !te || !rows_of) {
+        free(tr);
+        free(te);
+        free(rows_of);
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    }
+    for (int s = 1; s <= 42; s++) {
+        size_t ns = 0;
+        for (size_t i = 0; i < N; i++)
+            if (mo->group[i] == s)
+                rows_of[ns++] = i;
+        if (test[s]) {
+            for (size_t i = 0; i < ns; i++)
+                te[nte++] = rows_of[i];
+        } else {
+            for (size_t i = 0; i < 50 && ns; i++)
+                tr[ntr++] = rows_of[i * ns / 50];
+        }
+    }
+    free(rows_of);
+    fk_mat Xtr = {0}, Xte = {0}, Ztr = {0}, Zte = {0};
+    double *t[2][2] = {{NULL}};
+    long *dom = malloc(ntr * sizeof *dom);
+    int rc = (!fk_mat_init(&Xtr, ntr, d) && !fk_mat_init(&Xte, nte, d) && dom) ? FK_OK
+             : fk_err_set(err, FK_ENOMEM, "out of memory");
+    for (int k = 0; k < 2 && !rc; k++) {
+        t[k][0] = malloc(ntr * sizeof(double));
+        t[k][1] = malloc(nte * sizeof(double));
+        if (!t[k][0] || !t[k][1])
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; !rc && i < ntr; i++) {
+        memcpy(fk_mat_row(&Xtr, i), fk_mat_row(&mo->X, tr[i]) + 3, d * sizeof(double));
+        dom[i] = mo->group[tr[i]];
+        t[0][0][i] = mo->y_raw[tr[i]];
+        t[1][0][i] = to->y_raw[tr[i]];
+    }
+    for (size_t i = 0; !rc && i < nte; i++) {
+        memcpy(fk_mat_row(&Xte, i), fk_mat_row(&mo->X, te[i]) + 3, d * sizeof(double));
+        t[0][1][i] = mo->y_raw[te[i]];
+        t[1][1][i] = to->y_raw[te[i]];
+    }
+    /* z-score with the pooled training mean and (population) sd */
+    for (size_t j = 0; !rc && j < d; j++) {
+        double m = 0, v = 0;
+        for (size_t i = 0; i < ntr; i++)
+            m += fk_mat_get(&Xtr, i, j) / (double)ntr;
+        for (size_t i = 0; i < ntr; i++)
+            v += (fk_mat_get(&Xtr, i, j) - m) * (fk_mat_get(&Xtr, i, j) - m) / (double)ntr;
+        double sd = v > 0 ? sqrt(v) : 1.0;
+        for (size_t i = 0; i < ntr; i++)
+            Xtr.data[i * Xtr.ld + j] = (Xtr.data[i * Xtr.ld + j] - m) / sd;
+        for (size_t i = 0; i < nte; i++)
+            Xte.data[i * Xte.ld + j] = (Xte.data[i * Xte.ld + j] - m) / sd;
+    }
+    double sigma = sigma_rule(&Xtr);
+    for (int k = 0; k < 2 && !rc; k++) {
+        /* LLS: least squares with intercept = the ridge with alpha 0 on the inputs */
+        rc = ridge_rmse(&Xtr, t[k][0], &Xte, t[k][1], 0.0, &out[k][P_LLS], err);
+        if (!rc)
+            rc = krr_rmse(&Xtr, t[k][0], &Xte, t[k][1], sigma, 0.1, &out[k][P_KRR01], err);
+        if (!rc)
+            rc = krr_rmse(&Xtr, t[k][0], &Xte, t[k][1], sigma, 1.0, &out[k][P_KRR1], err);
+    }
+    static const struct {
+        fk_dica_variant v;
+        int row;
+    } fits[4] = {{FK_DICA_KPCA, P_KPCA}, {FK_DICA_UDICA, P_UDICA}, {FK_DICA_COIR, P_COIR},
+                 {FK_DICA_DICA, P_DICA}};
+    fk_dica_kernel kd = {0};
+    int fitted = 0;
+    for (int k = 0; k < 2 && !rc; k++) {
+        double sy = 0;
+        for (size_t i = 0; i < ntr; i++)
+            sy += t[k][0][i] / (double)ntr;
+        for (int f = 0; f < 4 && !rc; f++) {
+            if (k == 1 && !fk_dica_supervised(fits[f].v)) { /* unsupervised: same projection */
+                fk_dica_opts o;
+                fk_dica_opts_default(&o, fits[f].v, 20);
+                o.q_weight = fits[f].v == FK_DICA_KPCA ? 0 : 1;
+                rc = fk_dica_kernel_refit(&kd, NULL, 0, NULL, 0, dom, &o, err);
+            } else {
+                fk_dica_opts o;
+                fk_dica_opts_default(&o, fits[f].v, 20);
+                if (fits[f].v == FK_DICA_KPCA || fits[f].v == FK_DICA_COIR)
+                    o.q_weight = 0;
+                rc = fitted ? fk_dica_kernel_refit(&kd, NULL, 0, t[k][0], sy, dom, &o, err)
+                            : fk_dica_kernel_fit(&kd, &Xtr, NULL, 0, t[k][0], sy, dom, sigma, &o,
+                                                 err);
+                fitted = 1;
+            }
+            if (!rc)
+                rc = fk_dica_kernel_project(&kd, &Xte, 0, &Zte, err);
+            if (!rc)
+                rc = ridge_rmse(&kd.Z, t[k][0], &Zte, t[k][1], 1e-3, &out[k][fits[f].row], err);
+            fk_mat_close(&Zte);
+        }
+    }
+    fk_dica_kernel_close(&kd);
+    for (int k = 0; k < 2; k++) {
+        free(t[k][0]);
+        free(t[k][1]);
+    }
+    free(tr);
+    free(te);
+    free(dom);
+    fk_mat_close(&Xtr);
+    fk_mat_close(&Xte);
+    fk_mat_close(&Ztr);
+    return rc;
+}
+
+static int run_parkinsons(const char *dir, const opts *o, fk_err *err)
+{
+    fk_dataset mo = {0}, to = {0};
+    int rc = fk_catalog_load(&mo, dir, "parkinsons/motor", err);
+    if (!rc)
+        rc = fk_catalog_load(&to, dir, "parkinsons/total", err);
+    if (!rc && (mo.X.cols != 19 || !mo.group || !mo.y_raw || !to.y_raw))
+        rc = fk_err_set(err, FK_EFORMAT, "parkinsons: unexpected layout");
+    double res[10][2][NP_ROWS];
+    double t0 = fk_bench_now();
+    for (int r = 0; r < 10 && !rc; r++)
+        rc = park_split(&mo, &to, r, res[r], err);
+    for (int k = 0; k < 2 && !rc; k++)
+        for (int row = 0; row < NP_ROWS; row++) {
+            double m = 0, v = 0;
+            for (int r = 0; r < 10; r++)
+                m += res[r][k][row] / 10;
+            for (int r = 0; r < 10; r++)
+                v += (res[r][k][row] - m) * (res[r][k][row] - m) / 10;
+            char cs[96], ex[320];
+            snprintf(cs, sizeof cs, "parkinsons %s %s", k ? "total" : "motor", prow[row].name);
+            snprintf(ex, sizeof ex,
+                     "\"std\":%.3f,\"prototype\":%.2f,\"paper_pooling\":%.2f,"
+                     "\"target\":\"|x - prototype| <= 0.05\",\"target_met\":%s,\"seconds\":%.0f",
+                     sqrt(v), prow[row].proto[k], prow[row].paper[k],
+                     fabs(m - prow[row].proto[k]) <= 0.05 ? "true" : "false", fk_bench_now() - t0);
+            fk_bench_emit(o->json, "fidelity dica", cs, "rmse_mean", m, ex);
+        }
+    fk_dataset_close(&mo);
+    fk_dataset_close(&to);
+    return rc;
+}
+
 int fk_bench_fidelity_dica(int argc, char **argv)
 {
     fk_params p;
@@ -376,7 +614,7 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     fk_err_clear(&err);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
-            printf("usage: fedkern bench fidelity dica [--data-dir DIR] [--json] [--part all|kernel|rf]\n"
+            printf("usage: fedkern bench fidelity dica [--data-dir DIR] [--json] [--part all|kernel|rf|parkinsons]\n"
                    "                                   [--rf-max R] [--seeds N]\n"
                    "Spec dica.md §11.3 on Office-Caltech10 SURF leave-one-domain-out: kernel\n"
                    "DICA/UDICA/KPCA/COIR with 1-NN and ridge, and the federated job at R = 500,\n"
@@ -399,7 +637,8 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     o.seeds = (int)seeds;
     o.kernel = !strcmp(part, "all") || !strcmp(part, "kernel");
     o.rf = !strcmp(part, "all") || !strcmp(part, "rf");
-    if (!rc && (argc > 0 || fk_params_unused(&p) || (!o.kernel && !o.rf)))
+    o.park = !strcmp(part, "all") || !strcmp(part, "parkinsons");
+    if (!rc && (argc > 0 || fk_params_unused(&p) || (!o.kernel && !o.rf && !o.park)))
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument '%s'; see --help",
                         argc > 0 ? argv[0] : fk_params_unused(&p) ? fk_params_unused(&p) : part);
     if (!rc)
@@ -416,6 +655,8 @@ int fk_bench_fidelity_dica(int argc, char **argv)
         rc = run_kernel(ds, &o, dica_avg, &err);
     if (!rc && o.rf)
         rc = run_rf(ds, &o, dica_avg, &err);
+    if (!rc && o.park)
+        rc = run_parkinsons(dir, &o, &err);
     for (int i = 0; i < 4; i++)
         fk_dataset_close(&ds[i]);
     fk_params_close(&p);
