@@ -456,6 +456,19 @@ static void fedgrem_mor_daemons_match_sim(void **state)
     check_against_sim(e, id, text);
 }
 
+/* dica on the shift data (one domain per client, the last one held out): the one-round
+ * statistics job gives the same model through the daemons as in simulation. */
+static void dica_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = dica\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nR = 16\nholdout = 5\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
 static void daemons_match_sim(void **state)
 {
     env *e = *state;
@@ -549,6 +562,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
