@@ -320,6 +320,51 @@ static void federated_sums_equal_pooled(void **state)
     fk_mat_close(&T.X);
 }
 
+/* §11.1 item 12: random-feature DICA approaches kernel DICA as R grows (first component,
+ * mean |rho| over 3 RF seeds, on the training points). */
+static void random_features_approach_kernel(void **state)
+{
+    (void)state;
+    toy T;
+    toy_make(&T, 8);
+    fk_err err;
+    fk_dica_opts o;
+    fk_dica_opts_default(&o, FK_DICA_DICA, 2);
+    fk_dica_kernel kd;
+    assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, T.y, 3, NULL, 0, T.dom, 2.0, &o, &err), FK_OK);
+    fk_mat Psi;
+    assert_int_equal(fk_dica_onehot(T.y, T.n, 3, &Psi, &err), FK_OK);
+    static const size_t Rs[3] = {25, 100, 400};
+    double prev = 0;
+    for (int r = 0; r < 3; r++) {
+        double mean = 0;
+        for (uint64_t seed = 0; seed < 3; seed++) {
+            fk_rff rf;
+            fk_mat Phi, Z;
+            fk_dica_stats st;
+            fk_dica_fit f;
+            assert_int_equal(fk_rff_init(&rf, seed, 5, Rs[r], 2.0, &err), FK_OK);
+            assert_int_equal(fk_rff_map(&rf, &T.X, &Phi, &err), FK_OK);
+            assert_int_equal(fk_dica_stats_init(&st, 2 * Rs[r], 3, &err), FK_OK);
+            assert_int_equal(fk_dica_stats_add(&st, &Phi, &Psi, T.dom, &err), FK_OK);
+            assert_int_equal(fk_dica_solve(&st, &o, &f, &err), FK_OK);
+            assert_int_equal(fk_dica_project(&f, &Phi, NULL, &Z, &err), FK_OK);
+            mean += corr_abs(&Z, 0, &kd.Z, 0) / 3;
+            fk_mat_close(&Z);
+            fk_dica_fit_close(&f);
+            fk_dica_stats_close(&st);
+            fk_mat_close(&Phi);
+            fk_rff_close(&rf);
+        }
+        assert_true(mean > prev);
+        prev = mean;
+    }
+    assert_true(prev > 0.99);
+    fk_mat_close(&Psi);
+    fk_dica_kernel_close(&kd);
+    fk_mat_close(&T.X);
+}
+
 /* §11.1 items 7 and 14: one clear error each. */
 static void errors_are_clear(void **state)
 {
@@ -410,6 +455,7 @@ int main(void)
         cmocka_unit_test(projection_and_invariance),
         cmocka_unit_test(finite_features_equal_kernel),
         cmocka_unit_test(federated_sums_equal_pooled),
+        cmocka_unit_test(random_features_approach_kernel),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
     };
