@@ -10,6 +10,7 @@
 
 #include "common/methods/dica/dica_int.h"
 #include "common/methods/sim.h"
+#include "common/net/codec.h"
 
 enum { K = 4 };
 
@@ -123,6 +124,10 @@ static void federated_equals_pooled_and_sizes(void **state)
     assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_OK);
     assert_int_equal(job_phase(&j, 1, NULL, &done, &err), FK_OK);
     assert_int_equal(fk_bundle_values(&j.ups[0].msg), fk_dica_upload_values(40, 1, 3));
+    size_t wire = 0; /* what crosses the wire: the encoded bundle, float64 */
+    assert_int_equal(fk_codec_bundle_size(&j.ups[0].msg, FK_DTYPE_F64, &wire, &err), FK_OK);
+    assert_true(wire >= 8 * fk_dica_upload_values(40, 1, 3));
+    assert_true(wire <= fk_dica_upload_bytes(40, 1, 3));
     assert_int_equal(fk_bundle_values(&j.ups[3].msg), 1); /* held out: nothing but n = 0 */
     fk_bundle model;
     fk_bundle_init(&model);
@@ -267,8 +272,8 @@ static void refusals(void **state)
     assert_int_equal(job_start(&j, &err), FK_ELIMIT);
     assert_non_null(strstr(err.msg, "64.0 MB"));
     assert_non_null(strstr(err.msg, "largest R that fits is 1447"));
-    assert_true(8 * fk_dica_upload_values(1447, 1, 0) <= 33554432u &&
-                8 * fk_dica_upload_values(1448, 1, 0) > 33554432u);
+    assert_true(fk_dica_upload_bytes(1447, 1, 0) <= 33554432u &&
+                fk_dica_upload_bytes(1448, 1, 0) > 33554432u);
     job_close(&j);
     job_open(&j, &fk_method_dica, (const char *const[]){"R", "0", NULL});
     assert_int_equal(job_start(&j, &err), FK_EINVAL);

@@ -42,6 +42,11 @@ size_t fk_dica_upload_values(size_t R, size_t Nq, size_t Dy)
     return 1 + Nq * (D + 2) + D * (D + 1) / 2 + Dy + D * Dy + Dy * (Dy + 1) / 2;
 }
 
+size_t fk_dica_upload_bytes(size_t R, size_t Nq, size_t Dy)
+{
+    return 8 * fk_dica_upload_values(R, Nq, Dy) + FK_DICA_WIRE_OVERHEAD;
+}
+
 size_t fk_dica_download_values(size_t R, size_t m)
 {
     return 2 * R * (m + 1) + m;
@@ -50,11 +55,11 @@ size_t fk_dica_download_values(size_t R, size_t m)
 size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy)
 {
     size_t lo = 0, hi = 1;
-    while (hi < (1u << 20) && 8 * fk_dica_upload_values(hi, Nq, Dy) <= max_bytes)
+    while (hi < (1u << 20) && fk_dica_upload_bytes(hi, Nq, Dy) <= max_bytes)
         hi *= 2;
     while (lo + 1 < hi) { /* invariant: lo fits (or is 0), hi does not */
         size_t mid = lo + (hi - lo) / 2;
-        if (8 * fk_dica_upload_values(mid, Nq, Dy) <= max_bytes)
+        if (fk_dica_upload_bytes(mid, Nq, Dy) <= max_bytes)
             lo = mid;
         else
             hi = mid;
@@ -186,7 +191,7 @@ size_t fk_dicaj_m(const fk_dicaj_cfg *c, long C)
 int fk_dicaj_check_size(const fk_dicaj_cfg *c, size_t Nq, long C, fk_err *err)
 {
     size_t Dy = fk_dicaj_dy(c, C);
-    size_t bytes = 8 * fk_dica_upload_values((size_t)c->R, Nq, Dy);
+    size_t bytes = fk_dica_upload_bytes((size_t)c->R, Nq, Dy);
     if (bytes <= c->max_message)
         return FK_OK;
     size_t best = fk_dica_max_R(c->max_message, Nq, Dy);

@@ -30,8 +30,11 @@ extern const fk_method fk_method_udica;
 size_t fk_dica_upload_values(size_t R, size_t Nq, size_t Dy);
 /* Values of the phase-2 download (§7.6): D (m + 1) + m. */
 size_t fk_dica_download_values(size_t R, size_t m);
-/* Largest R whose upload (Nq domains, Dy outputs) fits in max_bytes (8 bytes a value); 0 if
- * none does. */
+/* Bytes of that upload on the wire: 8 a value (float64) plus at most FK_DICA_WIRE_OVERHEAD for
+ * the tensor names, shapes and framing of the encoded bundle. */
+enum { FK_DICA_WIRE_OVERHEAD = 512 };
+size_t fk_dica_upload_bytes(size_t R, size_t Nq, size_t Dy);
+/* Largest R whose upload (Nq domains, Dy outputs) fits in max_bytes; 0 if none does. */
 size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy);
 
 /* Projections Z (initialised here, n x m) = (phi(X) - 1 phi_bar^T) W of the rows of X under
