@@ -1,4 +1,7 @@
+/* DICA / UDICA estimator core: variants, the §7.3 sufficient statistics and the
+ * finite-feature solver of spec dica.md §6 / §7.4 that every version shares. */
 #include "common/models/dica.h"
+#include "common/models/dica_int.h"
 
 #include <lapacke.h>
 #include <math.h>
@@ -9,9 +12,6 @@
 
 #include "common/la/blas.h"
 #include "common/la/eig.h"
-
-static const double TAU_RANK = 1e-10; /* relative cut of the kernel and output spectra (§5.3) */
-static const double COMPLEX_TOL = 1e-8; /* |Im gamma| allowed relative to |gamma_1| (§5.2) */
 
 static const char *const VARIANT_NAMES[4] = {"dica", "udica", "coir", "kpca"};
 
@@ -103,7 +103,7 @@ long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err)
     return (long)i;
 }
 
-static int all_finite(const double *a, size_t n)
+int fk__dica_all_finite(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!isfinite(a[i]))
@@ -122,7 +122,7 @@ int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, c
         return fk_err_set(err, FK_EINVAL, "dica: outputs must be %zu x %zu for these statistics", n,
                           Dy);
     for (size_t i = 0; i < n; i++) {
-        if (!all_finite(fk_mat_row(Phi, i), D) || (Psi && !all_finite(fk_mat_row(Psi, i), Dy)))
+        if (!fk__dica_all_finite(fk_mat_row(Phi, i), D) || (Psi && !fk__dica_all_finite(fk_mat_row(Psi, i), Dy)))
             return fk_err_set(err, FK_EINVAL, "dica: row %zu has a NaN or Inf feature", i);
         if (dom[i] < 0)
             return fk_err_set(err, FK_EINVAL, "dica: row %zu has negative domain id %ld", i, dom[i]);
@@ -186,9 +186,9 @@ void fk_dica_fit_close(fk_dica_fit *f)
     *f = (fk_dica_fit){0};
 }
 
-static int cmp_long_idx_ctx_sort(const long *ids, size_t *idx, size_t n)
+/* Insertion sort of domain indices by id (n is the number of domains, small). */
+static void sort_by_id(const long *ids, size_t *idx, size_t n)
 {
-    /* insertion sort of domain indices by id: n is the number of domains (small) */
     for (size_t i = 1; i < n; i++) {
         size_t v = idx[i], j = i;
         while (j > 0 && ids[idx[j - 1]] > ids[v]) {
@@ -197,7 +197,6 @@ static int cmp_long_idx_ctx_sort(const long *ids, size_t *idx, size_t n)
         }
         idx[j] = v;
     }
-    return 0;
 }
 
 /* Symmetric inverse square root (A + eps I)^{-1/2} of a Dy x Dy matrix, in place. */
@@ -275,7 +274,7 @@ static int check_opts(const fk_dica_opts *o, const fk_dica_stats *st, fk_err *er
 }
 
 /* w^T P w for column k of W (D x m row-major). */
-static double quad_col(const double *P, const fk_mat *W, size_t k, double *tmp)
+double fk__dica_quad_col(const double *P, const fk_mat *W, size_t k, double *tmp)
 {
     size_t D = W->rows;
     for (size_t i = 0; i < D; i++)
@@ -362,7 +361,7 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
     double g1 = fabs(w->wr[ord[0]]);
     size_t rank = 0;
     for (size_t i = 0; i < Dy; i++)
-        rank += w->wr[ord[i]] > TAU_RANK * g1;
+        rank += w->wr[ord[i]] > FK__DICA_TAU_RANK * g1;
     if (o->rank_check && m > rank) {
         rc = fk_err_set(err, FK_EINVAL,
                         "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
@@ -373,7 +372,7 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
     }
     for (size_t k = 0; k < m && rc == FK_OK; k++) {
         size_t j = ord[k];
-        if (fabs(w->wi[j]) > COMPLEX_TOL * g1) {
+        if (fabs(w->wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
             rc = fk_err_set(err, FK_ENUMERIC,
                             "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)", m,
                             k + 1, w->wr[j], w->wi[j]);
@@ -432,7 +431,7 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
         }
         w.dom_idx[N++] = i;
     }
-    cmp_long_idx_ctx_sort(st->dom_id, w.dom_idx, N);
+    sort_by_id(st->dom_id, w.dom_idx, N);
     if (N == 0 || !(st->n >= 2)) {
         rc = fk_err_set(err, FK_EINVAL, "dica: no domain with samples to solve on");
         goto out;
@@ -522,7 +521,7 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
         goto out;
     /* Normalise w^T P w = 1 (§5.5 constraint), then a deterministic sign (§7.4 step 7). */
     for (size_t k = 0; k < m; k++) {
-        double q = quad_col(w.P, &fit->W, k, w.tmp);
+        double q = fk__dica_quad_col(w.P, &fit->W, k, w.tmp);
         if (!(q > 0) || !isfinite(q)) {
             rc = fk_err_set(err, FK_ENUMERIC, "dica: component %zu has zero norm", k + 1);
             goto out;
@@ -621,475 +620,4 @@ int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err)
         fk_mat_set(Psi, i, (size_t)y[i], 1.0);
     }
     return FK_OK;
-}
-
-/* ---------------- kernel version (§5) ---------------- */
-
-int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, fk_err *err)
-{
-    *K = (fk_mat){0};
-    if (!(sigma > 0))
-        return fk_err_set(err, FK_EINVAL, "dica: sigma must be > 0 (got %g)", sigma);
-    if (A->cols != B->cols)
-        return fk_err_set(err, FK_EINVAL, "dica: inputs have %zu and %zu columns", A->cols,
-                          B->cols);
-    if (fk_mat_init(K, A->rows, B->rows))
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for a %zu x %zu kernel", A->rows,
-                          B->rows);
-    int rc = fk_gemm(FK_NOTRANS, FK_TRANS, 1.0, A, B, 0.0, K, err);
-    if (rc) {
-        fk_mat_close(K);
-        return rc;
-    }
-    double *nb = malloc(B->rows * sizeof *nb);
-    if (!nb) {
-        fk_mat_close(K);
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    }
-    for (size_t j = 0; j < B->rows; j++)
-        nb[j] = fk_dot(B->cols, fk_mat_row(B, j), fk_mat_row(B, j));
-    double s = -0.5 / (sigma * sigma);
-    for (size_t i = 0; i < A->rows; i++) {
-        double na = fk_dot(A->cols, fk_mat_row(A, i), fk_mat_row(A, i));
-        double *r = fk_mat_row(K, i);
-        for (size_t j = 0; j < B->rows; j++) {
-            double d2 = na + nb[j] - 2 * r[j];
-            r[j] = exp(s * (d2 > 0 ? d2 : 0));
-        }
-    }
-    free(nb);
-    return FK_OK;
-}
-
-/* K~ = H K H in place; colmean and grand of the uncentred K if asked. */
-static void center_gram(fk_mat *K, double *colmean, double *grand)
-{
-    size_t n = K->rows;
-    double *c = calloc(n, sizeof *c), g = 0;
-    if (!c)
-        return;
-    for (size_t i = 0; i < n; i++)
-        fk_axpy(n, 1.0 / (double)n, fk_mat_row(K, i), c);
-    for (size_t j = 0; j < n; j++)
-        g += c[j] / (double)n;
-    for (size_t i = 0; i < n; i++) {
-        double *r = fk_mat_row(K, i);
-        for (size_t j = 0; j < n; j++)
-            r[j] += g - c[i] - c[j];
-    }
-    if (colmean)
-        memcpy(colmean, c, n * sizeof *c);
-    if (grand)
-        *grand = g;
-    free(c);
-}
-
-/* Features of the centred PSD matrix A (n x n, destroyed): rows of U diag(sqrt(s)) for the
- * eigenvalues above TAU_RANK * s_max, largest first. Umap (optional) = U diag(1/sqrt(s)). */
-static int kernel_map(fk_mat *A, fk_mat *Phi, fk_mat *Umap, fk_err *err)
-{
-    size_t n = A->rows;
-    *Phi = (fk_mat){0};
-    double *w = malloc(n * sizeof *w);
-    if (!w)
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, A->data,
-                                     (lapack_int)A->ld, w);
-    if (info != 0) {
-        free(w);
-        return fk_err_set(err, FK_ENUMERIC, "dica: dsyevd on the %zu x %zu kernel failed (%d)", n,
-                          n, (int)info);
-    }
-    double smax = w[n - 1];
-    size_t r = 0;
-    while (r < n && w[n - 1 - r] > TAU_RANK * smax)
-        r++;
-    if (r == 0 || fk_mat_init(Phi, n, r) || (Umap && fk_mat_init(Umap, n, r))) {
-        free(w);
-        fk_mat_close(Phi);
-        return fk_err_set(err, r ? FK_ENOMEM : FK_ENUMERIC,
-                          r ? "dica: out of memory" : "dica: the centred kernel is zero");
-    }
-    for (size_t k = 0; k < r; k++) {
-        size_t src = n - 1 - k;
-        double s = sqrt(w[src]);
-        for (size_t i = 0; i < n; i++) {
-            double u = A->data[i * A->ld + src];
-            Phi->data[i * Phi->ld + k] = u * s;
-            if (Umap)
-                Umap->data[i * Umap->ld + k] = u / s;
-        }
-    }
-    free(w);
-    return FK_OK;
-}
-
-void fk_dica_kernel_close(fk_dica_kernel *k)
-{
-    fk_dica_fit_close(&k->fit);
-    fk_mat_close(&k->X);
-    fk_mat_close(&k->Umap);
-    fk_mat_close(&k->Phi);
-    fk_mat_close(&k->Z);
-    free(k->colmean);
-    *k = (fk_dica_kernel){0};
-}
-
-int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t,
-                         double sigma_y, const long *dom, const fk_dica_opts *o, fk_err *err)
-{
-    size_t n = k->n;
-    int sup = fk_dica_supervised(o->variant);
-    if (sup && !y && !t)
-        return fk_err_set(err, FK_EINVAL, "dica: variant %s needs labels or targets",
-                          fk_dica_variant_name(o->variant));
-    if (sup && !y && !(sigma_y > 0))
-        return fk_err_set(err, FK_EINVAL, "dica: sigma_y must be > 0 (got %g)", sigma_y);
-    fk_mat Psi = {0}, L = {0};
-    fk_dica_stats st = {0};
-    int rc = FK_OK;
-    /* Output features: one-hot for labels (exact delta kernel), the kernel map of the
-     * centred Gaussian output kernel for targets. */
-    if (sup) {
-        if (y) {
-            rc = fk_dica_onehot(y, n, C, &Psi, err);
-        } else {
-            fk_mat T = fk_mat_view((double *)t, n, 1, 1);
-            rc = fk_dica_gauss_gram(&T, &T, sigma_y, &L, err);
-            if (rc == FK_OK) {
-                center_gram(&L, NULL, NULL);
-                rc = kernel_map(&L, &Psi, NULL, err);
-            }
-        }
-    }
-    if (rc == FK_OK)
-        rc = fk_dica_stats_init(&st, k->Phi.cols, sup ? Psi.cols : 0, err);
-    if (rc == FK_OK)
-        rc = fk_dica_stats_add(&st, &k->Phi, sup ? &Psi : NULL, dom, err);
-    fk_dica_opts ok = *o;
-    ok.rank_check = o->rank_check && y != NULL;
-    ok.delta = 0; /* G = diag(s) exactly: no ridge needed */
-    fk_dica_fit_close(&k->fit);
-    fk_mat_close(&k->Z);
-    if (rc == FK_OK)
-        rc = fk_dica_solve(&st, &ok, &k->fit, err);
-    if (rc == FK_OK)
-        rc = fk_dica_project(&k->fit, &k->Phi, NULL, &k->Z, err);
-    fk_mat_close(&L);
-    fk_mat_close(&Psi);
-    fk_dica_stats_close(&st);
-    return rc;
-}
-
-int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
-                       double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
-                       fk_err *err)
-{
-    *k = (fk_dica_kernel){0};
-    size_t n = X->rows;
-    if (n < 2)
-        return fk_err_set(err, FK_EINVAL, "dica: need at least 2 samples (got %zu)", n);
-    for (size_t i = 0; i < n; i++)
-        if (!all_finite(fk_mat_row(X, i), X->cols))
-            return fk_err_set(err, FK_EINVAL, "dica: input row %zu has a NaN or Inf", i);
-    if (fk_dica_supervised(o->variant) && !y && !t)
-        return fk_err_set(err, FK_EINVAL, "dica: variant %s needs labels or targets",
-                          fk_dica_variant_name(o->variant));
-    fk_mat K = {0};
-    k->colmean = malloc(n * sizeof *k->colmean);
-    int rc = k->colmean ? FK_OK : fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    /* Empirical kernel map of the centred Gram matrix (§5.3 steps 1-2). */
-    if (rc == FK_OK)
-        rc = fk_dica_gauss_gram(X, X, sigma, &K, err);
-    if (rc == FK_OK) {
-        center_gram(&K, k->colmean, &k->grand);
-        rc = kernel_map(&K, &k->Phi, &k->Umap, err);
-    }
-    fk_mat_close(&K);
-    if (rc == FK_OK)
-        rc = fk_mat_copy(&k->X, X) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
-    k->n = n;
-    k->d = X->cols;
-    k->r = k->Phi.cols;
-    k->sigma = sigma;
-    if (rc == FK_OK)
-        rc = fk_dica_kernel_refit(k, y, C, t, sigma_y, dom, o, err);
-    if (rc)
-        fk_dica_kernel_close(k);
-    return rc;
-}
-
-int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch, fk_mat *Z,
-                           fk_err *err)
-{
-    *Z = (fk_mat){0};
-    if (Xt->cols != k->d)
-        return fk_err_set(err, FK_EINVAL, "dica: test inputs have %zu columns, training had %zu",
-                          Xt->cols, k->d);
-    fk_mat Kt = {0}, F = {0};
-    int rc = fk_dica_gauss_gram(Xt, &k->X, k->sigma, &Kt, err);
-    size_t nt = Xt->rows, n = k->n;
-    /* K~_t = (K_t - 1 c^T) H_n (train) or H_t K_t H_n (batch), §5.6. */
-    double *cm = rc == FK_OK ? calloc(n, sizeof *cm) : NULL;
-    if (rc == FK_OK && !cm)
-        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    if (rc == FK_OK) {
-        if (batch)
-            for (size_t i = 0; i < nt; i++)
-                fk_axpy(n, 1.0 / (double)nt, fk_mat_row(&Kt, i), cm);
-        else
-            memcpy(cm, k->colmean, n * sizeof *cm);
-        double g = 0;
-        for (size_t j = 0; j < n; j++)
-            g += cm[j] / (double)n;
-        for (size_t i = 0; i < nt; i++) {
-            double *r = fk_mat_row(&Kt, i), rm = 0;
-            for (size_t j = 0; j < n; j++)
-                rm += r[j] / (double)n;
-            for (size_t j = 0; j < n; j++)
-                r[j] += g - rm - cm[j];
-        }
-        if (fk_mat_init(&F, nt, k->r))
-            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    }
-    if (rc == FK_OK)
-        rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Kt, &k->Umap, 0.0, &F, err);
-    if (rc == FK_OK)
-        rc = fk_dica_project(&k->fit, &F, NULL, Z, err);
-    free(cm);
-    fk_mat_close(&Kt);
-    fk_mat_close(&F);
-    return rc;
-}
-
-/* ---------------- direct solver (§5.2) ---------------- */
-
-int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_dica_opts *o,
-                   double *gamma, fk_mat *Z, fk_err *err)
-{
-    *Z = (fk_mat){0};
-    size_t n = K->rows, m = o->m;
-    int sup = fk_dica_supervised(o->variant);
-    if (sup && !L)
-        return fk_err_set(err, FK_EINVAL, "dica: the direct solver needs L for %s",
-                          fk_dica_variant_name(o->variant));
-    if (m == 0 || m >= n)
-        return fk_err_set(err, FK_EINVAL, "dica: m = %zu must be in [1, %zu)", m, n);
-    fk_mat Kc = {0}, R = {0}, Cn = {0}, Lc = {0}, Mk = {0}, B = {0}, tmp = {0};
-    long *ids = malloc(n * sizeof *ids);
-    double *cnt = calloc(n, sizeof *cnt);
-    int rc = (ids && cnt && !fk_mat_copy(&Kc, K) && !fk_mat_init(&R, n, n) &&
-              !fk_mat_init(&Cn, n, n) && !fk_mat_init(&tmp, n, n) && !fk_mat_init(&Mk, n, n))
-                 ? FK_OK
-                 : fk_err_set(err, FK_ENOMEM, "dica: out of memory (direct, n=%zu)", n);
-    if (rc)
-        goto out;
-    center_gram(&Kc, NULL, NULL);
-    /* K~ Q K~ = (1/N) (M H_N)(M H_N)^T with M the per-domain row means of K~ (§5.1 step 4). */
-    size_t N = 0;
-    size_t *di = malloc(n * sizeof *di);
-    if (!di) {
-        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < N && ids[k] != dom[i])
-            k++;
-        if (k == N)
-            ids[N++] = dom[i];
-        di[i] = k;
-        cnt[k] += 1;
-    }
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < n; j++)
-            Mk.data[i * Mk.ld + di[j]] += Kc.data[i * Kc.ld + j] / cnt[di[j]];
-    free(di);
-    for (size_t i = 0; i < n; i++) {
-        double mean = 0;
-        for (size_t k = 0; k < N; k++)
-            mean += Mk.data[i * Mk.ld + k] / (double)N;
-        for (size_t k = 0; k < N; k++)
-            Mk.data[i * Mk.ld + k] -= mean;
-    }
-    fk_mat Mv = fk_mat_view(Mk.data, n, N, Mk.ld);
-    rc = fk_syrk(FK_NOTRANS, o->q_weight / (double)N, &Mv, 0.0, &R, err);
-    if (rc)
-        goto out;
-    rc = fk_mat_axpy(1.0, &Kc, &R, err);
-    for (size_t i = 0; i < n; i++)
-        R.data[i * R.ld + i] += o->lambda;
-    /* C_num = (1/n) K~^2, supervised (1/n) L~ (L~ + n eps I)^-1 K~^2. */
-    if (rc == FK_OK)
-        rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0 / (double)n, &Kc, &Kc, 0.0, &Cn, err);
-    if (rc == FK_OK && sup) {
-        rc = fk_mat_copy(&Lc, L) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
-        if (rc)
-            goto out;
-        center_gram(&Lc, NULL, NULL);
-        /* (L~ + n eps)^-1 L~ K~^2/n = L~ (L~ + n eps)^-1 K~^2/n: they commute. */
-        fk_mat_close(&tmp);
-        rc = fk_mat_copy(&tmp, &Lc) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
-        for (size_t i = 0; rc == FK_OK && i < n; i++)
-            tmp.data[i * tmp.ld + i] += (double)n * o->eps;
-        fk_mat LC;
-        if (rc == FK_OK && fk_mat_init(&LC, n, n))
-            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        if (rc == FK_OK) {
-            rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Lc, &Cn, 0.0, &LC, err);
-            lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)n,
-                                            tmp.data, (lapack_int)tmp.ld, LC.data,
-                                            (lapack_int)LC.ld);
-            if (rc == FK_OK && info != 0)
-                rc = fk_err_set(err, FK_ENUMERIC, "dica: L~ + n eps I is not definite (%d)",
-                                (int)info);
-            fk_mat_close(&Cn);
-            Cn = LC;
-        }
-    }
-    if (rc)
-        goto out;
-    if (!sup) {
-        rc = fk_eig_gen_top(&Cn, &R, m, gamma, &B, err);
-    } else {
-        /* A = R^-1 C_num, dgeev, top m by real part (§5.2). */
-        fk_mat_close(&tmp);
-        if (fk_mat_copy(&tmp, &R) || fk_mat_init(&B, n, m)) {
-            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-            goto out;
-        }
-        lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)n,
-                                        tmp.data, (lapack_int)tmp.ld, Cn.data, (lapack_int)Cn.ld);
-        double *wr = malloc(n * sizeof *wr), *wi = malloc(n * sizeof *wi);
-        double *vr = malloc(n * n * sizeof *vr);
-        size_t *ord = malloc(n * sizeof *ord);
-        if (!wr || !wi || !vr || !ord)
-            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        if (rc == FK_OK && info == 0)
-            info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)n, Cn.data,
-                                 (lapack_int)Cn.ld, wr, wi, NULL, 1, vr, (lapack_int)n);
-        if (rc == FK_OK && info != 0)
-            rc = fk_err_set(err, FK_ENUMERIC, "dica: direct solve failed (%d)", (int)info);
-        for (size_t i = 0; rc == FK_OK && i < n; i++)
-            ord[i] = i;
-        for (size_t i = 1; rc == FK_OK && i < n; i++) {
-            size_t v = ord[i], j = i;
-            while (j > 0 && wr[ord[j - 1]] < wr[v]) {
-                ord[j] = ord[j - 1];
-                j--;
-            }
-            ord[j] = v;
-        }
-        for (size_t k = 0; rc == FK_OK && k < m; k++) {
-            size_t j = ord[k];
-            if (fabs(wi[j]) > COMPLEX_TOL * fabs(wr[ord[0]])) {
-                rc = fk_err_set(err, FK_ENUMERIC, "dica: complex eigenpairs (direct solver)");
-                break;
-            }
-            size_t col = (wi[j] < 0 && j > 0) ? j - 1 : j;
-            gamma[k] = wr[j];
-            for (size_t i = 0; i < n; i++)
-                B.data[i * B.ld + k] = vr[i * n + col];
-        }
-        free(wr);
-        free(wi);
-        free(vr);
-        free(ord);
-    }
-    if (rc)
-        goto out;
-    /* beta^T R beta = 1, then Z = K~ B. */
-    double *tv = malloc(n * sizeof *tv);
-    if (!tv) {
-        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        goto out;
-    }
-    for (size_t k = 0; k < m; k++) {
-        double q = quad_col(R.data, &B, k, tv);
-        for (size_t i = 0; i < n; i++)
-            B.data[i * B.ld + k] /= sqrt(q);
-    }
-    free(tv);
-    if (fk_mat_init(Z, n, m))
-        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    else
-        rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Kc, &B, 0.0, Z, err);
-out:
-    free(ids);
-    free(cnt);
-    fk_mat_close(&Kc);
-    fk_mat_close(&R);
-    fk_mat_close(&Cn);
-    fk_mat_close(&Lc);
-    fk_mat_close(&Mk);
-    fk_mat_close(&B);
-    fk_mat_close(&tmp);
-    if (rc)
-        fk_mat_close(Z);
-    return rc;
-}
-
-double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2)
-{
-    double m2 = 0;
-    for (size_t j = 0; j < d; j++)
-        m2 += (sum_x[j] / n) * (sum_x[j] / n);
-    double tr = sum_x2 / n - m2;
-    return tr > 0 ? sqrt(2.0 * tr) : NAN;
-}
-
-/* ---------------- ridge (§8.1) ---------------- */
-
-void fk_dica_ridge_add(const fk_mat *Z, const double *T, size_t k, double *A, double *b)
-{
-    size_t m = Z->cols, p = m + 1;
-    for (size_t i = 0; i < Z->rows; i++) {
-        const double *z = fk_mat_row(Z, i);
-        const double *t = T + i * k;
-        for (size_t a = 0; a < p; a++) {
-            double za = a < m ? z[a] : 1.0;
-            for (size_t c = 0; c < p; c++)
-                A[a * p + c] += za * (c < m ? z[c] : 1.0);
-            for (size_t c = 0; c < k; c++)
-                b[a * k + c] += za * t[c];
-        }
-    }
-}
-
-int fk_dica_ridge_solve(size_t m, size_t k, const double *A, const double *b, double alpha_rel,
-                        double *Theta, fk_err *err)
-{
-    size_t p = m + 1;
-    double *M = malloc(p * p * sizeof *M);
-    if (!M)
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    memcpy(M, A, p * p * sizeof *M);
-    memcpy(Theta, b, p * k * sizeof *Theta);
-    double tr = 0;
-    for (size_t i = 0; i < m; i++)
-        tr += A[i * p + i];
-    double alpha = alpha_rel * tr / (double)(m ? m : 1);
-    for (size_t i = 0; i < m; i++)
-        M[i * p + i] += alpha;
-    lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)p, (lapack_int)k, M,
-                                    (lapack_int)p, Theta, (lapack_int)k);
-    free(M);
-    if (info != 0)
-        return fk_err_set(err, FK_ENUMERIC,
-                          "dica: ridge system is singular (%d); are there any samples?", (int)info);
-    return FK_OK;
-}
-
-void fk_dica_ridge_predict(const fk_mat *Z, const double *Theta, size_t k, double *out)
-{
-    size_t m = Z->cols;
-    for (size_t i = 0; i < Z->rows; i++) {
-        const double *z = fk_mat_row(Z, i);
-        for (size_t c = 0; c < k; c++) {
-            double s = Theta[m * k + c];
-            for (size_t a = 0; a < m; a++)
-                s += z[a] * Theta[a * k + c];
-            out[i * k + c] = s;
-        }
-    }
 }
