@@ -60,7 +60,7 @@ static const double rf_upload_mb[3] = {4.09, 16.2, 64.4};
 
 typedef struct opts {
     int json, kernel, rf, park, gvhd, seeds;
-    long rf_max;
+    long rf_max, rf_min;
 } opts;
 
 static void emit(const opts *o, const char *cs, double v, double proto, double tol,
@@ -320,8 +320,14 @@ static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, f
 {
     double gaps[2][3];
     int n_r = 0;
-    for (int ri = 0; ri < 3 && rf_R[ri] <= (size_t)o->rf_max; ri++, n_r++) {
+    int first = -1;
+    for (int ri = 0; ri < 3 && rf_R[ri] <= (size_t)o->rf_max; ri++) {
         size_t R = rf_R[ri];
+        if (R < (size_t)o->rf_min)
+            continue;
+        if (first < 0)
+            first = ri;
+        n_r = ri - first + 1;
         double acc[2][4] = {{0}}, secs = 0, bytes = 0;
         for (int t = 0; t < 4; t++)
             for (int s = 0; s < o->seeds; s++) {
@@ -361,8 +367,8 @@ static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, f
     }
     for (int pr = 0; pr < 2 && n_r > 0; pr++) {
         double lim = pr ? 3.5 : 2.0;
-        int last = n_r - 1, dec = 1;
-        for (int i = 1; i < n_r; i++)
+        int last = first + n_r - 1, dec = 1;
+        for (int i = first + 1; i <= last; i++)
             dec &= gaps[pr][i] < gaps[pr][i - 1];
         char cs[64], ex[200];
         snprintf(cs, sizeof cs, "rf gap R=%zu %s", rf_R[last], pr ? "1nn" : "ridge");
@@ -821,10 +827,10 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
             printf("usage: fedkern bench fidelity dica [--data-dir DIR] [--json] [--part all|kernel|rf|parkinsons|gvhd]\n"
-                   "                                   [--rf-max R] [--seeds N]\n"
+                   "                                   [--rf-min R] [--rf-max R] [--seeds N]\n"
                    "Spec dica.md §11.3 on Office-Caltech10 SURF leave-one-domain-out: kernel\n"
                    "DICA/UDICA/KPCA/COIR with 1-NN and ridge, and the federated job at R = 500,\n"
-                   "1000, 2000 (up to --rf-max) over --seeds RF seeds (3), each cell next to the\n"
+                   "1000, 2000 (from --rf-min up to --rf-max) over --seeds RF seeds (3), each cell next to the\n"
                    "spec's prototype value with target_met.\n");
             fk_params_close(&p);
             return 0;
@@ -836,6 +842,8 @@ int fk_bench_fidelity_dica(int argc, char **argv)
         rc = fk_params_bool(&p, "json", 0, &o.json, &err);
     if (!rc)
         rc = fk_params_int(&p, "rf-max", 2000, 0, 2000, &o.rf_max, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "rf-min", 500, 0, 2000, &o.rf_min, &err);
     if (!rc)
         rc = fk_params_int(&p, "seeds", 3, 1, 10, &seeds, &err);
     const char *part = fk_params_str(&p, "part", "all");

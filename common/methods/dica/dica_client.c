@@ -13,6 +13,7 @@ void fk_dicaj_client_close(void *v)
         return;
     fk_dicaj_cfg_close(&c->c);
     fk_mat_close(&c->X);
+    fk_mat_close(&c->Phi);
     free(c->y);
     free(c->t);
     free(c->dom);
@@ -129,19 +130,27 @@ static double task_scalar(const fk_bundle *b, const char *name)
     return t && t->len == 1 ? t->data[0] : NAN;
 }
 
-/* Random features of the client's rows for the broadcast sigma. */
-static int features(const fk_dicaj_client *c, const fk_bundle *task, fk_mat *Phi, fk_err *err)
+/* Random features of the client's rows for the broadcast sigma, computed once and kept
+ * (phases 1-3 and the final score all need them; sigma and d come from each task). */
+static int features(fk_dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
 {
     double sigma = task_scalar(task, "sigma"), d = task_scalar(task, "d");
-    if (!(sigma > 0) || d != (double)c->X.cols)
+    if (!(sigma > 0) || !isfinite(sigma) || d != (double)c->X.cols)
         return fk_err_set(err, FK_EINVAL,
                           "dica: client %d: task carries sigma = %g and d = %g (client has d = %zu)",
                           c->idx, sigma, d, c->X.cols);
+    if (c->Phi.data && c->phi_sigma == sigma) {
+        *Phi = &c->Phi;
+        return FK_OK;
+    }
+    fk_mat_close(&c->Phi);
     fk_rff rf;
     int rc = fk_dicaj_rff(&c->c, c->seed, c->X.cols, sigma, &rf, err);
     if (rc == FK_OK)
-        rc = fk_rff_map(&rf, &c->X, Phi, err);
+        rc = fk_rff_map(&rf, &c->X, &c->Phi, err);
     fk_rff_close(&rf);
+    c->phi_sigma = rc == FK_OK ? sigma : 0;
+    *Phi = &c->Phi;
     return rc;
 }
 
@@ -201,7 +210,8 @@ static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
     if (rc)
         return fk_err_prefix(err, "client %d: ", c->idx);
     size_t Dy = fk_dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;
-    fk_mat Phi = {0}, Psi = {0};
+    fk_mat Psi = {0};
+    const fk_mat *Phi = NULL;
     fk_dica_stats st = {0};
     rc = features(c, task, &Phi, err);
     if (!rc && Dy)
@@ -209,8 +219,7 @@ static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
     if (!rc)
         rc = fk_dica_stats_init(&st, D, Dy, err);
     if (!rc)
-        rc = fk_dica_stats_add(&st, &Phi, Dy ? &Psi : NULL, c->dom, err);
-    fk_mat_close(&Phi);
+        rc = fk_dica_stats_add(&st, Phi, Dy ? &Psi : NULL, c->dom, err);
     fk_mat_close(&Psi);
     double *buf = NULL;
     if (!rc) {
@@ -248,7 +257,7 @@ static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
 }
 
 /* Projections z = W^T (phi(x) - c) of the client's rows under a model bundle. */
-static int project(const fk_dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t *m,
+static int project(fk_dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t *m,
                    fk_err *err)
 {
     size_t D = 2 * (size_t)c->c.R;
@@ -259,7 +268,7 @@ static int project(const fk_dicaj_client *c, const fk_bundle *model, fk_mat *Z, 
     const fk_tensor *pb = fk_dicaj_take(model, "phi_bar", D, err);
     if (!pb || !fk_dicaj_take(model, "W", D * *m, err))
         return fk_err_prefix(err, "client %d: ", c->idx);
-    fk_mat Phi = {0};
+    const fk_mat *Phi = NULL;
     int rc = features(c, model, &Phi, err);
     fk_dica_fit f = {.D = D, .m = *m, .W = fk_mat_view(W->data, D, *m, *m), .phi_bar = pb->data};
     double *center = NULL;
@@ -267,13 +276,12 @@ static int project(const fk_dicaj_client *c, const fk_bundle *model, fk_mat *Z, 
         center = calloc(D, sizeof *center);
         if (!center)
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        for (size_t i = 0; !rc && i < Phi.rows; i++)
-            fk_axpy(D, 1.0 / (double)Phi.rows, fk_mat_row(&Phi, i), center);
+        for (size_t i = 0; !rc && i < Phi->rows; i++)
+            fk_axpy(D, 1.0 / (double)Phi->rows, fk_mat_row(Phi, i), center);
     }
     if (!rc)
-        rc = fk_dica_project(&f, &Phi, center, Z, err);
+        rc = fk_dica_project(&f, Phi, center, Z, err);
     free(center);
-    fk_mat_close(&Phi);
     return rc;
 }
 

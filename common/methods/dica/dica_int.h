@@ -77,6 +77,8 @@ typedef struct fk_dicaj_client {
     long *dom;
     size_t n_dom;    /* distinct domains */
     int labelled;    /* y (classification) or t (regression) present */
+    fk_mat Phi;      /* random features of X for phi_sigma (a cache, not state) */
+    double phi_sigma;
 } fk_dicaj_client;
 
 int fk_dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed,
