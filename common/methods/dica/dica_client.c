@@ -130,6 +130,17 @@ static double task_scalar(const fk_bundle *b, const char *name)
     return t && t->len == 1 ? t->data[0] : NAN;
 }
 
+/* The class count a task or model carries: an integer in [1, 65536] (1 for regression). */
+static int task_classes(const fk_dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
+{
+    double v = c->c.regression ? 1.0 : task_scalar(b, "classes");
+    if (!(v >= 1 && v <= 65536) || v != floor(v))
+        return fk_err_set(err, FK_EINVAL, "dica: client %d: 'classes' = %g is not a class count",
+                          c->idx, v);
+    *k = (size_t)v;
+    return FK_OK;
+}
+
 /* Random features of the client's rows for the broadcast sigma, computed once and kept
  * (phases 1-3 and the final score all need them; sigma and d come from each task). */
 static int features(fk_dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
@@ -205,8 +216,12 @@ static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
 {
     if (c->holdout)
         return fk_dicaj_put(up, "n", 1, 0, (double[]){0}, err);
-    long C = (long)task_scalar(task, "classes");
-    int rc = fk_dicaj_check_size(&c->c, c->n_dom, C, err);
+    size_t kc;
+    int rc = task_classes(c, task, &kc, err);
+    if (rc)
+        return rc;
+    long C = c->c.regression ? 0 : (long)kc;
+    rc = fk_dicaj_check_size(&c->c, c->n_dom, C, err);
     if (rc)
         return fk_err_prefix(err, "client %d: ", c->idx);
     size_t Dy = fk_dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;
@@ -312,10 +327,13 @@ static int step_ridge(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
 {
     if (c->holdout)
         return fk_dicaj_put(up, "n", 1, 0, (double[]){0}, err);
-    size_t m, k = c->c.regression ? 1 : (size_t)task_scalar(task, "classes");
+    size_t m, k;
     fk_mat Z = {0};
     double *T = NULL;
-    int rc = project(c, task, &Z, &m, err);
+    int rc = task_classes(c, task, &k, err);
+    if (rc)
+        return rc;
+    rc = project(c, task, &Z, &m, err);
     if (!rc)
         rc = targets(c, k, &T, err);
     size_t p = m + 1;
@@ -343,13 +361,15 @@ int fk_dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk
     rep->n_samples = (double)c->X.rows;
     if (!c->labelled)
         return FK_OK; /* nothing to score with */
-    size_t m, k = c->c.regression ? 1 : (size_t)task_scalar(model, "classes");
+    size_t m, k;
     const fk_tensor *th = fk_bundle_get(model, "Theta");
+    if (task_classes(c, model, &k, err))
+        return FK_EINVAL;
     if (!th)
         return fk_err_set(err, FK_EINVAL, "dica: client %d: model has no predictor 'Theta'", c->idx);
     fk_mat Z = {0};
     int rc = project(c, model, &Z, &m, err);
-    if (!rc && (k == 0 || !fk_dicaj_take(model, "Theta", (m + 1) * k, err)))
+    if (!rc && !fk_dicaj_take(model, "Theta", (m + 1) * k, err))
         rc = fk_err_set(err, FK_EINVAL, "dica: client %d: 'Theta' is not (m+1) x classes", c->idx);
     double *pred = rc ? NULL : malloc(Z.rows * k * sizeof *pred);
     if (!rc && !pred)

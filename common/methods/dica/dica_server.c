@@ -168,7 +168,8 @@ int fk_dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk
         double total = 0;
         for (size_t i = 0; i < Nq; i++) {
             double id = ids->data[i];
-            if (!is_count(id, 0) || (s->c.domains && id >= (double)s->c.domains))
+            if (!is_count(id, 0) || id > 2147483647.0 ||
+                (s->c.domains && id >= (double)s->c.domains))
                 return fk_err_set(err, FK_EINVAL, "dica: client %d: unknown domain id %g (%s)", who,
                                   id, s->c.domains ? "outside [0, domains)" : "not an id >= 0");
             for (size_t j = 0; j < i; j++)
@@ -492,8 +493,10 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
     const fk_tensor *sc = want(in, "state", 8, err), *got = want(in, "got", (size_t)s->n, err);
     if (!sc || !got)
         return FK_EFORMAT;
+    if (!(sc->data[0] >= ST_NEW && sc->data[0] <= ST_DONE))
+        return fk_err_set(err, FK_EFORMAT, "dica: checkpoint stage %g is not a stage", sc->data[0]);
     int stage = (int)sc->data[0];
-    if (stage < ST_NEW || stage > ST_DONE || sc->data[7] != (double)s->c.R || sc->data[1] < 0 ||
+    if (sc->data[7] != (double)s->c.R || sc->data[1] < 0 ||
         sc->data[1] > 1e8 || sc->data[2] < 0 || sc->data[2] > 65536 || sc->data[5] < 0 ||
         sc->data[5] >= (double)D_of(s) || sc->data[6] < 0 || sc->data[6] > 65536 ||
         sc->data[3] < 0 || sc->data[4] < 0)
@@ -529,6 +532,8 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         s->st.n = sn->data[0];
         fk_dicaj_unpack_add(S->data, D, s->st.S);
         for (size_t i = 0; i < Nd; i++) {
+            if (!is_count(ids->data[i], 0) || ids->data[i] > 2147483647.0)
+                return fk_err_set(err, FK_EFORMAT, "dica: checkpoint domain id %g", ids->data[i]);
             long k = fk_dica_stats_domain(&s->st, (long)ids->data[i], err);
             if (k < 0)
                 return FK_ENOMEM;
