@@ -209,6 +209,12 @@ static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory (output dimension %zu)", k);
     }
     memcpy(V, A, k * k * sizeof *V);
+    /* LAPACK's scaling of out-of-range input misbehaves on Inf: refuse it first. */
+    if (!fk__dica_all_finite(V, k * k)) {
+        free(w);
+        free(V);
+        return fk_err_set(err, FK_ENUMERIC, "dica: the output covariance is not finite");
+    }
     lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)k, V, (lapack_int)k, w);
     int rc = FK_OK;
     if (info != 0) {
@@ -335,6 +341,12 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
                 (int)D, w->Y1, (int)Dy, 0.0, w->GY, (int)Dy);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Dy, (int)Dy, (int)D, 1.0, w->F,
                 (int)Dy, w->GY, (int)Dy, 0.0, w->T, (int)Dy);
+    if (!fk__dica_all_finite(w->T, Dy * Dy)) { /* dgeev's scaling breaks on Inf */
+        rc = fk_err_set(err, FK_ENUMERIC,
+                        "dica: the reduced %zu x %zu problem is not finite (statistics out of "
+                        "range)", Dy, Dy);
+        goto out;
+    }
     info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, w->T, (lapack_int)Dy, w->wr,
                          w->wi, NULL, 1, w->vr, (lapack_int)Dy);
     if (info != 0) {

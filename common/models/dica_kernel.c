@@ -352,6 +352,8 @@ int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_d
         size_t *ord = malloc(n * sizeof *ord);
         if (!wr || !wi || !vr || !ord)
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        if (rc == FK_OK && info == 0 && !fk__dica_all_finite(Cn.data, n * n))
+            rc = fk_err_set(err, FK_ENUMERIC, "dica: direct solver: R^-1 C is not finite");
         if (rc == FK_OK && info == 0)
             info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)n, Cn.data,
                                  (lapack_int)Cn.ld, wr, wi, NULL, 1, vr, (lapack_int)n);
