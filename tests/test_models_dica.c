@@ -365,6 +365,33 @@ static void random_features_approach_kernel(void **state)
     fk_mat_close(&T.X);
 }
 
+/* Regression outputs have a fast-decaying spectrum: components past the output rank stay
+ * zero (gamma 0, zero projection) instead of reading past the reduced problem. */
+static void regression_zero_components(void **state)
+{
+    (void)state;
+    toy T;
+    toy_make(&T, 9);
+    fk_err err;
+    fk_dica_opts o;
+    fk_dica_opts_default(&o, FK_DICA_DICA, 60);
+    fk_dica_kernel kd;
+    assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, NULL, 0, T.t, 5.0, T.dom, 2.0, &o, &err), FK_OK);
+    int zeros = 0;
+    for (size_t k = 0; k < 60; k++) {
+        double s = 0;
+        for (size_t i = 0; i < T.n; i++)
+            s += fabs(fk_mat_get(&kd.Z, i, k));
+        if (s == 0) {
+            zeros++;
+            assert_true(kd.fit.gamma[k] == 0);
+        }
+    }
+    assert_true(zeros > 0 && zeros < 60);
+    fk_dica_kernel_close(&kd);
+    fk_mat_close(&T.X);
+}
+
 /* §11.1 items 7 and 14: one clear error each. */
 static void errors_are_clear(void **state)
 {
@@ -456,6 +483,7 @@ int main(void)
         cmocka_unit_test(finite_features_equal_kernel),
         cmocka_unit_test(federated_sums_equal_pooled),
         cmocka_unit_test(random_features_approach_kernel),
+        cmocka_unit_test(regression_zero_components),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
     };

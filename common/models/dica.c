@@ -382,7 +382,9 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
         free(ord);
         goto out;
     }
-    for (size_t k = 0; k < m && rc == FK_OK; k++) {
+    /* Without the rank check (smooth regression outputs) components beyond the Dy of the
+     * outputs stay zero: W column 0, gamma 0 (the spec's --allow-zero-components). */
+    for (size_t k = 0; k < m && k < Dy && rc == FK_OK; k++) {
         size_t j = ord[k];
         if (fabs(w->wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
             rc = fk_err_set(err, FK_ENUMERIC,
@@ -534,6 +536,8 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
     /* Normalise w^T P w = 1 (§5.5 constraint), then a deterministic sign (§7.4 step 7). */
     for (size_t k = 0; k < m; k++) {
         double q = fk__dica_quad_col(w.P, &fit->W, k, w.tmp);
+        if (q == 0 && !o->rank_check)
+            continue; /* a zero component (m above the output rank), kept as zero */
         if (!(q > 0) || !isfinite(q)) {
             rc = fk_err_set(err, FK_ENUMERIC, "dica: component %zu has zero norm", k + 1);
             goto out;
