@@ -807,8 +807,8 @@ static int run_gvhd(const char *dir, const opts *o, fk_err *err)
         for (int f = 0; f < 5; f++) {
             char cs[80];
             snprintf(cs, sizeof cs, "gvhd proxy %s p%d", grow[r].name, g_patients[f]);
-            emit(o, cs, 100 * acc[f][r], grow[r].proto[f], 0.3, "\"proxy\":true");
-            mean += 100 * acc[f][r] / 5;
+            emit(o, cs, acc[f][r], grow[r].proto[f], 0.3, "\"proxy\":true");
+            mean += acc[f][r] / 5;
         }
         char cs[80];
         snprintf(cs, sizeof cs, "gvhd proxy %s mean", grow[r].name);
