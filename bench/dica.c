@@ -168,6 +168,29 @@ static int kernel_solver(int json, size_t n, double ref, fk_err *err)
     return rc;
 }
 
+/* The message sizes of spec §7.6, from the job's own formula (tests/test_methods_dica.c checks
+ * it against the encoded bundles). */
+static void sizes(int json)
+{
+    static const struct {
+        const char *name;
+        size_t R, Dy, Nq, m;
+        double up, down; /* spec, MB and KB */
+    } s[6] = {{"office R=500", 500, 10, 1, 9, 4.09, 80}, {"office R=1000", 1000, 10, 1, 9, 16.2, 160},
+              {"office R=2000", 2000, 10, 1, 9, 64.4, 320},
+              {"parkinsons R=500", 500, 100, 1, 20, 4.85, 168},
+              {"parkinsons udica R=500", 500, 0, 1, 20, 4.01, 168},
+              {"gvhd proxy R=250 7 domains", 250, 2, 7, 1, 1.04, 8}};
+    for (int i = 0; i < 6; i++) {
+        char cs[64], ex[160];
+        snprintf(cs, sizeof cs, "message %s", s[i].name);
+        snprintf(ex, sizeof ex, "\"spec_MB\":%.2f,\"download_KB\":%.1f,\"spec_download_KB\":%.0f",
+                 s[i].up, 8e-3 * (double)fk_dica_download_values(s[i].R, s[i].m), s[i].down);
+        fk_bench_emit(json, B, cs, "upload_MB",
+                      8e-6 * (double)fk_dica_upload_values(s[i].R, s[i].Nq, s[i].Dy), ex);
+    }
+}
+
 int fk_bench_dica(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
@@ -194,6 +217,8 @@ int fk_bench_dica(int argc, char **argv)
     if (!rc && (argc > 0 || fk_params_unused(&p)))
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument; see --help");
     double ref = 0;
+    if (!rc)
+        sizes(json);
     if (!rc) {
         ref = dgemm_rate(2000, 800, 2000);
         fk_bench_emit(json, B, "dgemm 2000x800x2000", "gflops", ref, NULL);

@@ -162,6 +162,20 @@ static void federated_equals_pooled_and_sizes(void **state)
         dw = fmax(dw, fabs(f.W.data[i] - W->data[i]));
     }
     assert_true(dw <= 1e-9 * wmax);
+    /* a tool projecting with the model bundle gets the estimator's projections */
+    fk_mat Zj, Phi0, Ze;
+    assert_int_equal(fk_dica_job_project(&model, 5, "iid", &j.ds[0].X, &Zj, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&rf, &j.ds[0].X, &Phi0, &err), FK_OK);
+    assert_int_equal(fk_dica_project(&f, &Phi0, NULL, &Ze, &err), FK_OK);
+    double zmax = 0, dz = 0;
+    for (size_t i = 0; i < Ze.rows * Ze.cols; i++) {
+        zmax = fmax(zmax, fabs(Ze.data[i]));
+        dz = fmax(dz, fabs(Ze.data[i] - Zj.data[i]));
+    }
+    assert_true(dz <= 1e-8 * zmax);
+    fk_mat_close(&Zj);
+    fk_mat_close(&Phi0);
+    fk_mat_close(&Ze);
     fk_dica_fit_close(&f);
     fk_dica_stats_close(&st);
     fk_rff_close(&rf);
