@@ -68,8 +68,7 @@ static void labels(size_t n, int *y, long *dom)
     }
 }
 
-static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats *out,
-                        fk_err *err)
+static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats *out, fk_err *err)
 {
     size_t d = 800, D = 2 * R;
     fk_mat X, Phi = {0}, Psi = {0};
@@ -129,7 +128,8 @@ static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st,
     double D = 2.0 * (double)R, fl = 4.0 / 3.0 * D * D * D;
     char cs[64], ex[200];
     snprintf(cs, sizeof cs, "server solve D=%.0f", D);
-    snprintf(ex, sizeof ex, "\"seconds\":%.3f,\"gflops\":%.2f,\"flops\":\"4/3 D^3 (2 potrf + potri)\","
+    snprintf(ex, sizeof ex,
+             "\"seconds\":%.3f,\"gflops\":%.2f,\"flops\":\"4/3 D^3 (2 potrf + potri)\","
              "\"target\":0.6,\"target_met\":%s,\"peak_mb\":%.0f",
              t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", peak_mb());
     fk_bench_emit(json, B, cs, "ratio_to_dgemm", fl / t / 1e9 / ref, ex);
@@ -176,7 +176,8 @@ static void sizes(int json)
         const char *name;
         size_t R, Dy, Nq, m;
         double up, down; /* spec, MB and KB */
-    } s[6] = {{"office R=500", 500, 10, 1, 9, 4.09, 80}, {"office R=1000", 1000, 10, 1, 9, 16.2, 160},
+    } s[6] = {{"office R=500", 500, 10, 1, 9, 4.09, 80},
+              {"office R=1000", 1000, 10, 1, 9, 16.2, 160},
               {"office R=2000", 2000, 10, 1, 9, 64.4, 320},
               {"parkinsons R=500", 500, 100, 1, 20, 4.85, 168},
               {"parkinsons udica R=500", 500, 0, 1, 20, 4.01, 168},

@@ -31,8 +31,21 @@
 static const char *const domains[4] = {"amazon", "caltech", "dslr", "webcam"};
 static const char letters[4] = {'A', 'C', 'D', 'W'};
 
-enum { R_INPUT_NN, R_INPUT_RIDGE, R_KPCA_NN, R_KPCA_RIDGE, R_UDICA_NN, R_UDICA_RIDGE, R_COIR_NN,
-       R_COIR_RIDGE, R_DICA_NN, R_DICA_RIDGE, R_DICA_BATCH, R_UDICA_BATCH, N_ROWS };
+enum {
+    R_INPUT_NN,
+    R_INPUT_RIDGE,
+    R_KPCA_NN,
+    R_KPCA_RIDGE,
+    R_UDICA_NN,
+    R_UDICA_RIDGE,
+    R_COIR_NN,
+    R_COIR_RIDGE,
+    R_DICA_NN,
+    R_DICA_RIDGE,
+    R_DICA_BATCH,
+    R_UDICA_BATCH,
+    N_ROWS
+};
 
 static const struct {
     const char *name;
@@ -53,9 +66,13 @@ static const struct {
 };
 
 static const size_t rf_R[3] = {500, 1000, 2000};
-static const double rf_proto[2][3][5] = { /* [ridge, 1nn][R] A C D W avg */
-    {{48.0, 41.4, 60.9, 48.1, 49.61}, {50.5, 44.1, 62.8, 53.4, 52.73}, {51.9, 45.5, 65.6, 55.8, 54.71}},
-    {{46.9, 39.9, 55.8, 44.7, 46.84}, {49.9, 42.9, 58.6, 48.7, 50.02}, {50.2, 45.3, 63.7, 52.5, 52.92}}};
+static const double rf_proto[2][3][5] = {/* [ridge, 1nn][R] A C D W avg */
+                                         {{48.0, 41.4, 60.9, 48.1, 49.61},
+                                          {50.5, 44.1, 62.8, 53.4, 52.73},
+                                          {51.9, 45.5, 65.6, 55.8, 54.71}},
+                                         {{46.9, 39.9, 55.8, 44.7, 46.84},
+                                          {49.9, 42.9, 58.6, 48.7, 50.02},
+                                          {50.2, 45.3, 63.7, 52.5, 52.92}}};
 static const double rf_upload_mb[3] = {4.09, 16.2, 64.4};
 
 typedef struct opts {
@@ -74,8 +91,8 @@ static void emit(const opts *o, const char *cs, double v, double proto, double t
     fk_bench_emit(o->json, "fidelity dica", cs, "accuracy", v, ex);
 }
 
-static int nn_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const int *yte,
-                  double *acc, fk_err *err)
+static int nn_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const int *yte, double *acc,
+                  fk_err *err)
 {
     int *pred = malloc(Zte->rows * sizeof *pred);
     if (!pred)
@@ -231,7 +248,8 @@ static int run_kernel(const fk_dataset *ds, const opts *o, double *dica_avg, fk_
         fk_bench_emit(o->json, "fidelity dica", cs, "sigma_x", sig[t], more);
         /* invariance (§11.1 item 13): UDICA below KPCA, DICA below COIR */
         char ex[200];
-        snprintf(ex, sizeof ex, "\"kpca\":%.6g,\"udica\":%.6g,\"coir\":%.6g,\"dica\":%.6g,"
+        snprintf(ex, sizeof ex,
+                 "\"kpca\":%.6g,\"udica\":%.6g,\"coir\":%.6g,\"dica\":%.6g,"
                  "\"target\":\"udica < kpca and dica < coir\",\"target_met\":%s",
                  dv[t][0], dv[t][1], dv[t][2], dv[t][3],
                  dv[t][1] < dv[t][0] && dv[t][3] < dv[t][2] ? "true" : "false");
@@ -345,8 +363,10 @@ static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, f
             for (int t = 0; t < 4; t++) {
                 char cs[80];
                 snprintf(cs, sizeof cs, "rf dica R=%zu %s %c", R, pr ? "1nn" : "ridge", letters[t]);
-                char ex[160]; /* cells move with the RF seeds (spec: ~1 pt); the average is the target */
-                snprintf(ex, sizeof ex, "\"prototype\":%.2f,\"target\":\"none (seed noise; see avg)\"",
+                char ex[160]; /* cells move with the RF seeds (spec: ~1 pt); the average is the
+                                 target */
+                snprintf(ex, sizeof ex,
+                         "\"prototype\":%.2f,\"target\":\"none (seed noise; see avg)\"",
                          rf_proto[pr][ri][t]);
                 fk_bench_emit(o->json, "fidelity dica", cs, "accuracy", acc[pr][t], ex);
                 avg += acc[pr][t] / 4;
@@ -360,8 +380,8 @@ static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, f
         }
         char cs[64], ex[200];
         snprintf(cs, sizeof cs, "rf dica R=%zu upload", R);
-        snprintf(ex, sizeof ex, "\"spec\":%.2f,\"values\":%zu,\"round_bytes_last_fold\":%.0f", rf_upload_mb[ri],
-                 fk_dica_upload_values(R, 1, 10), bytes);
+        snprintf(ex, sizeof ex, "\"spec\":%.2f,\"values\":%zu,\"round_bytes_last_fold\":%.0f",
+                 rf_upload_mb[ri], fk_dica_upload_values(R, 1, 10), bytes);
         fk_bench_emit(o->json, "fidelity dica", cs, "MB_per_client",
                       8e-6 * (double)fk_dica_upload_values(R, 1, 10), ex);
     }
@@ -372,9 +392,10 @@ static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, f
             dec &= gaps[pr][i] < gaps[pr][i - 1];
         char cs[64], ex[200];
         snprintf(cs, sizeof cs, "rf gap R=%zu %s", rf_R[last], pr ? "1nn" : "ridge");
-        snprintf(ex, sizeof ex, "\"target\":\"gap <= %.1f at R = 2000\",\"target_met\":%s,"
-                 "\"gap_decreasing_in_R\":%s", lim,
-                 rf_R[last] == 2000 && gaps[pr][last] <= lim ? "true" : "false",
+        snprintf(ex, sizeof ex,
+                 "\"target\":\"gap <= %.1f at R = 2000\",\"target_met\":%s,"
+                 "\"gap_decreasing_in_R\":%s",
+                 lim, rf_R[last] == 2000 && gaps[pr][last] <= lim ? "true" : "false",
                  dec ? "true" : "false");
         fk_bench_emit(o->json, "fidelity dica", cs, "gap_pt", gaps[pr][last], ex);
     }
@@ -446,7 +467,8 @@ static int krr_rmse(const fk_mat *Xtr, const double *ttr, const fk_mat *Xte, con
         a[i] = ttr[i] - mean;
         K.data[i * K.ld + i] += alpha;
     }
-    if (!rc && LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, 1, K.data, (lapack_int)K.ld, a, 1))
+    if (!rc &&
+        LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, 1, K.data, (lapack_int)K.ld, a, 1))
         rc = fk_err_set(err, FK_ENUMERIC, "kernel ridge: not positive definite");
     if (!rc) {
         for (size_t i = 0; i < Xte->rows; i++)
@@ -494,8 +516,9 @@ static int park_split(const fk_dataset *mo, const fk_dataset *to, int r, double 
     fk_mat Xtr = {0}, Xte = {0}, Ztr = {0}, Zte = {0};
     double *t[2][2] = {{NULL}};
     long *dom = malloc(ntr * sizeof *dom);
-    int rc = (!fk_mat_init(&Xtr, ntr, d) && !fk_mat_init(&Xte, nte, d) && dom) ? FK_OK
-             : fk_err_set(err, FK_ENOMEM, "out of memory");
+    int rc = (!fk_mat_init(&Xtr, ntr, d) && !fk_mat_init(&Xte, nte, d) && dom)
+                 ? FK_OK
+                 : fk_err_set(err, FK_ENOMEM, "out of memory");
     for (int k = 0; k < 2 && !rc; k++) {
         t[k][0] = malloc(ntr * sizeof(double));
         t[k][1] = malloc(nte * sizeof(double));
@@ -538,7 +561,9 @@ static int park_split(const fk_dataset *mo, const fk_dataset *to, int r, double 
     static const struct {
         fk_dica_variant v;
         int row;
-    } fits[4] = {{FK_DICA_KPCA, P_KPCA}, {FK_DICA_UDICA, P_UDICA}, {FK_DICA_COIR, P_COIR},
+    } fits[4] = {{FK_DICA_KPCA, P_KPCA},
+                 {FK_DICA_UDICA, P_UDICA},
+                 {FK_DICA_COIR, P_COIR},
                  {FK_DICA_DICA, P_DICA}};
     fk_dica_kernel kd = {0};
     int fitted = 0;
@@ -557,9 +582,9 @@ static int park_split(const fk_dataset *mo, const fk_dataset *to, int r, double 
                 fk_dica_opts_default(&o, fits[f].v, 20);
                 if (fits[f].v == FK_DICA_KPCA || fits[f].v == FK_DICA_COIR)
                     o.q_weight = 0;
-                rc = fitted ? fk_dica_kernel_refit(&kd, NULL, 0, t[k][0], sy, dom, &o, err)
-                            : fk_dica_kernel_fit(&kd, &Xtr, NULL, 0, t[k][0], sy, dom, sigma, &o,
-                                                 err);
+                rc = fitted
+                         ? fk_dica_kernel_refit(&kd, NULL, 0, t[k][0], sy, dom, &o, err)
+                         : fk_dica_kernel_fit(&kd, &Xtr, NULL, 0, t[k][0], sy, dom, sigma, &o, err);
                 fitted = 1;
             }
             if (!rc)
@@ -633,7 +658,7 @@ static const int g_patients[5] = {5, 6, 7, 9, 10};
 
 typedef struct gvhd {
     size_t n;
-    double *x;   /* n x 6, transformed */
+    double *x;                       /* n x 6, transformed */
     int *y, *patient, *sample, *pos; /* pos: index of the cell within its sample, file order */
 } gvhd;
 
@@ -649,7 +674,8 @@ static void gvhd_free(gvhd *g)
 static int gvhd_load(const char *dir, gvhd *g, fk_err *err)
 {
     char path[512];
-    snprintf(path, sizeof path, "%s/gvhd-flow-cytometry/GvHD_flowset_35samples_1000cells.csv.gz", dir);
+    snprintf(path, sizeof path, "%s/gvhd-flow-cytometry/GvHD_flowset_35samples_1000cells.csv.gz",
+             dir);
     gzFile f = gzopen(path, "rb");
     if (!f)
         return fk_err_set(err, FK_EIO, "cannot open %s (pass --data-dir)", path);
@@ -725,7 +751,8 @@ static int gvhd_fold(const gvhd *g, int f, double *acc, double *dv, fk_err *err)
     int *ytr = malloc(ntr * sizeof *ytr), *yte = malloc(nte * sizeof *yte);
     long *dom = malloc(ntr * sizeof *dom);
     int rc = (ytr && yte && dom && !fk_mat_init(&Xtr, ntr, 6) && !fk_mat_init(&Xte, nte, 6))
-                 ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
+                 ? FK_OK
+                 : fk_err_set(err, FK_ENOMEM, "out of memory");
     size_t a = 0, b = 0;
     for (size_t i = 0; !rc && i < g->n; i++) {
         if (g->patient[i] == g_patients[f]) {
@@ -756,7 +783,9 @@ static int gvhd_fold(const gvhd *g, int f, double *acc, double *dv, fk_err *err)
         fk_dica_variant v;
         size_t m;
         int row;
-    } fits[4] = {{FK_DICA_KPCA, 5, G_KPCA}, {FK_DICA_UDICA, 5, G_UDICA}, {FK_DICA_COIR, 1, G_COIR},
+    } fits[4] = {{FK_DICA_KPCA, 5, G_KPCA},
+                 {FK_DICA_UDICA, 5, G_UDICA},
+                 {FK_DICA_COIR, 1, G_COIR},
                  {FK_DICA_DICA, 1, G_DICA}};
     fk_dica_kernel kd = {0};
     for (int k = 0; k < 4 && !rc; k++) {
@@ -795,7 +824,8 @@ static int run_gvhd(const char *dir, const opts *o, fk_err *err)
             break;
         char cs[64], ex[240];
         snprintf(cs, sizeof cs, "gvhd proxy domain variance p%d", g_patients[f]);
-        snprintf(ex, sizeof ex, "\"kpca\":%.4g,\"udica\":%.4g,\"coir\":%.4g,\"dica\":%.4g,"
+        snprintf(ex, sizeof ex,
+                 "\"kpca\":%.4g,\"udica\":%.4g,\"coir\":%.4g,\"dica\":%.4g,"
                  "\"target\":\"udica < kpca and dica < coir\",\"target_met\":%s,\"seconds\":%.0f",
                  dv[f][0], dv[f][1], dv[f][2], dv[f][3],
                  dv[f][1] < dv[f][0] && dv[f][3] < dv[f][2] ? "true" : "false",
@@ -826,11 +856,13 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     fk_err_clear(&err);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
-            printf("usage: fedkern bench fidelity dica [--data-dir DIR] [--json] [--part all|kernel|rf|parkinsons|gvhd]\n"
+            printf("usage: fedkern bench fidelity dica [--data-dir DIR] [--json] [--part "
+                   "all|kernel|rf|parkinsons|gvhd]\n"
                    "                                   [--rf-min R] [--rf-max R] [--seeds N]\n"
                    "Spec dica.md §11.3 on Office-Caltech10 SURF leave-one-domain-out: kernel\n"
                    "DICA/UDICA/KPCA/COIR with 1-NN and ridge, and the federated job at R = 500,\n"
-                   "1000, 2000 (from --rf-min up to --rf-max) over --seeds RF seeds (3), each cell next to the\n"
+                   "1000, 2000 (from --rf-min up to --rf-max) over --seeds RF seeds (3), each cell "
+                   "next to the\n"
                    "spec's prototype value with target_met.\n");
             fk_params_close(&p);
             return 0;
@@ -855,7 +887,9 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     o.gvhd = !strcmp(part, "all") || !strcmp(part, "gvhd");
     if (!rc && (argc > 0 || fk_params_unused(&p) || (!o.kernel && !o.rf && !o.park && !o.gvhd)))
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument '%s'; see --help",
-                        argc > 0 ? argv[0] : fk_params_unused(&p) ? fk_params_unused(&p) : part);
+                        argc > 0               ? argv[0]
+                        : fk_params_unused(&p) ? fk_params_unused(&p)
+                                               : part);
     if (!rc)
         rc = fk_bench_data_dir(dir, &err);
     fk_dataset ds[4] = {0};

@@ -134,9 +134,9 @@ static void federated_equals_pooled_and_sizes(void **state)
     assert_int_equal(j.m->model(j.srv, &model, &err), FK_OK);
     assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K, fk_dica_download_values(40, 2));
     /* pooled: clients 0..2, rows in order, domain = client index */
-    fk_dicaj_server *s = j.srv;
+    fk__dicaj_server *s = j.srv;
     fk_rff rf;
-    assert_int_equal(fk_dicaj_rff(&s->c, 5, 5, s->sigma, &rf, &err), FK_OK);
+    assert_int_equal(fk__dicaj_rff(&s->c, 5, 5, s->sigma, &rf, &err), FK_OK);
     fk_dica_stats st;
     assert_int_equal(fk_dica_stats_init(&st, 80, 3, &err), FK_OK);
     for (int c = 0; c < 3; c++) {

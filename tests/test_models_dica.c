@@ -426,8 +426,7 @@ static void errors_are_clear(void **state)
     long dom[130];
     memcpy(dom, T.dom, sizeof dom);
     dom[0] = 99;
-    assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, T.y, 3, NULL, 0, dom, 2.0, &o, &err),
-                     FK_EINVAL);
+    assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, T.y, 3, NULL, 0, dom, 2.0, &o, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "domain 99 has 1 samples"));
     T.X.data[7] = NAN;
     assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, T.y, 3, NULL, 0, T.dom, 2.0, &o, &err),

@@ -38,8 +38,14 @@ int fk_dica_supervised(fk_dica_variant v)
 
 void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m)
 {
-    *o = (fk_dica_opts){.variant = v, .m = m, .lambda = 1.0, .eps = 1e-3, .q_weight = 1.0,
-                        .delta = 1e-8, .min_domain = 2, .rank_check = 1};
+    *o = (fk_dica_opts){.variant = v,
+                        .m = m,
+                        .lambda = 1.0,
+                        .eps = 1e-3,
+                        .q_weight = 1.0,
+                        .delta = 1e-8,
+                        .min_domain = 2,
+                        .rank_check = 1};
 }
 
 /* ---------------- statistics ---------------- */
@@ -122,10 +128,12 @@ int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, c
         return fk_err_set(err, FK_EINVAL, "dica: outputs must be %zu x %zu for these statistics", n,
                           Dy);
     for (size_t i = 0; i < n; i++) {
-        if (!fk__dica_all_finite(fk_mat_row(Phi, i), D) || (Psi && !fk__dica_all_finite(fk_mat_row(Psi, i), Dy)))
+        if (!fk__dica_all_finite(fk_mat_row(Phi, i), D) ||
+            (Psi && !fk__dica_all_finite(fk_mat_row(Psi, i), Dy)))
             return fk_err_set(err, FK_EINVAL, "dica: row %zu has a NaN or Inf feature", i);
         if (dom[i] < 0)
-            return fk_err_set(err, FK_EINVAL, "dica: row %zu has negative domain id %ld", i, dom[i]);
+            return fk_err_set(err, FK_EINVAL, "dica: row %zu has negative domain id %ld", i,
+                              dom[i]);
     }
     if (n == 0)
         return FK_OK;
@@ -215,7 +223,8 @@ static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
         free(V);
         return fk_err_set(err, FK_ENUMERIC, "dica: the output covariance is not finite");
     }
-    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)k, V, (lapack_int)k, w);
+    lapack_int info =
+        LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)k, V, (lapack_int)k, w);
     int rc = FK_OK;
     if (info != 0) {
         rc = fk_err_set(err, FK_ENUMERIC, "dica: dsyevd on the output covariance failed (%d)",
@@ -344,14 +353,16 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
     if (!fk__dica_all_finite(w->T, Dy * Dy)) { /* dgeev's scaling breaks on Inf */
         rc = fk_err_set(err, FK_ENUMERIC,
                         "dica: the reduced %zu x %zu problem is not finite (statistics out of "
-                        "range)", Dy, Dy);
+                        "range)",
+                        Dy, Dy);
         goto out;
     }
     info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, w->T, (lapack_int)Dy, w->wr,
                          w->wi, NULL, 1, w->vr, (lapack_int)Dy);
     if (info != 0) {
-        rc = fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
-                        Dy, Dy, (int)info);
+        rc =
+            fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
+                       Dy, Dy, (int)info);
         goto out;
     }
     /* Order by real part, descending; check the rank and the imaginary parts. */
@@ -388,8 +399,8 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
         size_t j = ord[k];
         if (fabs(w->wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
             rc = fk_err_set(err, FK_ENUMERIC,
-                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)", m,
-                            k + 1, w->wr[j], w->wi[j]);
+                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)",
+                            m, k + 1, w->wr[j], w->wi[j]);
             break;
         }
         size_t col = (w->wi[j] < 0 && j > 0) ? j - 1 : j; /* real part of a conjugate pair */

@@ -51,16 +51,16 @@ void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m);
 
 /* Sufficient statistics (spec §7.3): sums over the samples added so far. */
 typedef struct fk_dica_stats {
-    size_t D, Dy;       /* input and output feature dimensions (Dy = 0: unsupervised) */
-    double n;           /* samples */
-    double *S;          /* D x D, sum phi phi^T (both triangles) */
+    size_t D, Dy; /* input and output feature dimensions (Dy = 0: unsupervised) */
+    double n;     /* samples */
+    double *S;    /* D x D, sum phi phi^T (both triangles) */
     size_t n_dom, cap_dom;
-    long *dom_id;       /* ids of the domains seen, in order of first appearance */
-    double *dom_n;      /* samples per domain */
-    double *dom_sum;    /* n_dom x D, per-domain sum of phi */
-    double *s_psi;      /* Dy */
-    double *C;          /* D x Dy, sum phi psi^T */
-    double *Syy;        /* Dy x Dy, sum psi psi^T */
+    long *dom_id;    /* ids of the domains seen, in order of first appearance */
+    double *dom_n;   /* samples per domain */
+    double *dom_sum; /* n_dom x D, per-domain sum of phi */
+    double *s_psi;   /* Dy */
+    double *C;       /* D x Dy, sum phi psi^T */
+    double *Syy;     /* Dy x Dy, sum psi psi^T */
 } fk_dica_stats;
 
 int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err);
@@ -78,11 +78,11 @@ int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err);
 /* A fitted projection in feature coordinates: z = W^T (phi(x) - phi_bar). */
 typedef struct fk_dica_fit {
     size_t D, m;
-    fk_mat W;         /* D x m, columns w_k with w_k^T P w_k = 1, largest |entry| positive */
-    double *gamma;    /* m eigenvalues, descending */
-    double *phi_bar;  /* D, pooled feature mean */
-    int n_domains;    /* domains in the solve */
-    double dvar_in;   /* distributional variance of the domains in feature space, tr S_Q */
+    fk_mat W;        /* D x m, columns w_k with w_k^T P w_k = 1, largest |entry| positive */
+    double *gamma;   /* m eigenvalues, descending */
+    double *phi_bar; /* D, pooled feature mean */
+    int n_domains;   /* domains in the solve */
+    double dvar_in;  /* distributional variance of the domains in feature space, tr S_Q */
 } fk_dica_fit;
 
 void fk_dica_fit_close(fk_dica_fit *f);
@@ -104,15 +104,15 @@ int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err);
 /* ---- kernel DICA (spec §5) ---- */
 
 typedef struct fk_dica_kernel {
-    fk_dica_fit fit;  /* in empirical-kernel-map coordinates (r of them) */
+    fk_dica_fit fit; /* in empirical-kernel-map coordinates (r of them) */
     size_t n, d, r;
     double sigma;
-    fk_mat X;         /* training inputs (copy) */
-    fk_mat Umap;      /* n x r: U diag(1/sqrt(s)); features of a centred kernel row k are k^T Umap */
-    fk_mat Phi;       /* n x r: U diag(sqrt(s)), the training rows in those coordinates */
-    double *colmean;  /* n column means of the uncentred training kernel */
-    double grand;     /* its grand mean */
-    fk_mat Z;         /* n x m fitted training embedding */
+    fk_mat X;        /* training inputs (copy) */
+    fk_mat Umap;     /* n x r: U diag(1/sqrt(s)); features of a centred kernel row k are k^T Umap */
+    fk_mat Phi;      /* n x r: U diag(sqrt(s)), the training rows in those coordinates */
+    double *colmean; /* n column means of the uncentred training kernel */
+    double grand;    /* its grand mean */
+    fk_mat Z;        /* n x m fitted training embedding */
 } fk_dica_kernel;
 
 /* Fit on X (n x d) with domain ids dom. Outputs: labels y in [0, C) (delta kernel) or,
@@ -124,8 +124,8 @@ int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, 
 void fk_dica_kernel_close(fk_dica_kernel *k);
 /* Solve again on the same kernel map (another variant, q_weight, m or outputs): the O(n^3)
  * eigendecomposition of K~ is shared. k->fit and k->Z are replaced. */
-int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t,
-                         double sigma_y, const long *dom, const fk_dica_opts *o, fk_err *err);
+int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
+                         const long *dom, const fk_dica_opts *o, fk_err *err);
 /* Z (initialised here, n_t x m) for new rows Xt; batch = 1 centres the test rows by the
  * batch mean (reference code), 0 by the training means (default, §5.6). */
 int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch, fk_mat *Z,

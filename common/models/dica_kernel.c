@@ -72,7 +72,8 @@ static void center_gram(fk_mat *K, double *colmean, double *grand)
 }
 
 /* Features of the centred PSD matrix A (n x n, destroyed): rows of U diag(sqrt(s)) for the
- * eigenvalues above FK__DICA_TAU_RANK * s_max, largest first. Umap (optional) = U diag(1/sqrt(s)). */
+ * eigenvalues above FK__DICA_TAU_RANK * s_max, largest first. Umap (optional) = U diag(1/sqrt(s)).
+ */
 static int kernel_map(fk_mat *A, fk_mat *Phi, fk_mat *Umap, fk_err *err)
 {
     size_t n = A->rows;
@@ -80,8 +81,8 @@ static int kernel_map(fk_mat *A, fk_mat *Phi, fk_mat *Umap, fk_err *err)
     double *w = malloc(n * sizeof *w);
     if (!w)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    lapack_int info = LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, A->data,
-                                     (lapack_int)A->ld, w);
+    lapack_int info =
+        LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)n, A->data, (lapack_int)A->ld, w);
     if (info != 0) {
         free(w);
         return fk_err_set(err, FK_ENUMERIC, "dica: dsyevd on the %zu x %zu kernel failed (%d)", n,
@@ -122,8 +123,8 @@ void fk_dica_kernel_close(fk_dica_kernel *k)
     *k = (fk_dica_kernel){0};
 }
 
-int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t,
-                         double sigma_y, const long *dom, const fk_dica_opts *o, fk_err *err)
+int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
+                         const long *dom, const fk_dica_opts *o, fk_err *err)
 {
     size_t n = k->n;
     int sup = fk_dica_supervised(o->variant);
@@ -324,9 +325,9 @@ int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_d
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
         if (rc == FK_OK) {
             rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &Lc, &Cn, 0.0, &LC, err);
-            lapack_int info = LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)n,
-                                            tmp.data, (lapack_int)tmp.ld, LC.data,
-                                            (lapack_int)LC.ld);
+            lapack_int info =
+                LAPACKE_dposv(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)n, tmp.data,
+                              (lapack_int)tmp.ld, LC.data, (lapack_int)LC.ld);
             if (rc == FK_OK && info != 0)
                 rc = fk_err_set(err, FK_ENUMERIC, "dica: L~ + n eps I is not definite (%d)",
                                 (int)info);

@@ -21,8 +21,8 @@ static void make_data(fk_dataset *d)
         double y[N];
         for (int i = 0; i < N; i++) {
             for (int j = 0; j < P; j++)
-                d[k].X.data[i * P + j] = (i % 2 == j ? 2.0 : 0.0) + 0.1 * k +
-                                         0.05 * ((i * 7 + 3 * j + k) % 11);
+                d[k].X.data[i * P + j] =
+                    (i % 2 == j ? 2.0 : 0.0) + 0.1 * k + 0.05 * ((i * 7 + 3 * j + k) % 11);
             y[i] = i % 2;
         }
         fk_dataset_set_labels(&d[k], y, NULL);
@@ -94,8 +94,8 @@ static void feed_phase(const fk_method *m, const fk_params *p, const fk_dataset 
     fk_report_init(&rep);
     m->local_step(cli[1], b, &out, &rep, &err); /* as a task */
     fk_bundle_close(&out);
-    m->evaluate(cli[2], b, &rep, &err);         /* as a final model */
-    if (m->load(srv, b, &err) == FK_OK)          /* as a checkpoint */
+    m->evaluate(cli[2], b, &rep, &err); /* as a final model */
+    if (m->load(srv, b, &err) == FK_OK) /* as a checkpoint */
         check_model(m, srv);
     m->client_load(cli[0], b, &err);
     m->server_close(srv);

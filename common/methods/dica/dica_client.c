@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void fk_dicaj_client_close(void *v)
+void fk__dicaj_client_close(void *v)
 {
-    fk_dicaj_client *c = v;
+    fk__dicaj_client *c = v;
     if (!c)
         return;
-    fk_dicaj_cfg_close(&c->c);
+    fk__dicaj_cfg_close(&c->c);
     fk_mat_close(&c->X);
     fk_mat_close(&c->Phi);
     free(c->y);
@@ -21,7 +21,7 @@ void fk_dicaj_client_close(void *v)
 }
 
 /* Domain ids and sizes: group values when present, else the client index. */
-static int set_domains(fk_dicaj_client *c, const fk_dataset *data, fk_err *err)
+static int set_domains(fk__dicaj_client *c, const fk_dataset *data, fk_err *err)
 {
     size_t n = data->X.rows;
     c->dom = malloc((n ? n : 1) * sizeof *c->dom);
@@ -57,24 +57,25 @@ static int set_domains(fk_dicaj_client *c, const fk_dataset *data, fk_err *err)
     return rc;
 }
 
-int fk_dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
-                         int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err)
+int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
+                          int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err)
 {
     *out = NULL;
-    fk_dicaj_client *c = calloc(1, sizeof *c);
+    fk__dicaj_client *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     c->idx = idx;
     c->seed = seed;
-    int rc = fk_dicaj_cfg_parse(p, v, n_clients, &c->c, err);
+    int rc = fk__dicaj_cfg_parse(p, v, n_clients, &c->c, err);
     if (rc == FK_OK && (idx < 0 || idx >= n_clients))
         rc = fk_err_set(err, FK_EINVAL, "dica: client index %d outside [0, %d)", idx, n_clients);
     size_t n = data->X.rows, d = data->X.cols;
     if (rc == FK_OK) {
         c->holdout = c->c.holdout[idx];
         if (d == 0 || (!c->holdout && n < 2))
-            rc = fk_err_set(err, FK_EINVAL, "dica: client %d (%s) holds %zu samples of %zu features",
-                            idx, data->name, n, d);
+            rc =
+                fk_err_set(err, FK_EINVAL, "dica: client %d (%s) holds %zu samples of %zu features",
+                           idx, data->name, n, d);
     }
     for (size_t i = 0; rc == FK_OK && i < n; i++)
         for (size_t j = 0; j < d; j++)
@@ -117,7 +118,7 @@ int fk_dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data,
     if (rc == FK_OK)
         rc = set_domains(c, data, err);
     if (rc) {
-        fk_dicaj_client_close(c);
+        fk__dicaj_client_close(c);
         return rc;
     }
     *out = c;
@@ -131,7 +132,7 @@ static double task_scalar(const fk_bundle *b, const char *name)
 }
 
 /* The class count a task or model carries: an integer in [1, 65536] (1 for regression). */
-static int task_classes(const fk_dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
+static int task_classes(const fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
 {
     double v = c->c.regression ? 1.0 : task_scalar(b, "classes");
     if (!(v >= 1 && v <= 65536) || v != floor(v))
@@ -143,20 +144,21 @@ static int task_classes(const fk_dicaj_client *c, const fk_bundle *b, size_t *k,
 
 /* Random features of the client's rows for the broadcast sigma, computed once and kept
  * (phases 1-3 and the final score all need them; sigma and d come from each task). */
-static int features(fk_dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
+static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
 {
     double sigma = task_scalar(task, "sigma"), d = task_scalar(task, "d");
     if (!(sigma > 0) || !isfinite(sigma) || d != (double)c->X.cols)
-        return fk_err_set(err, FK_EINVAL,
-                          "dica: client %d: task carries sigma = %g and d = %g (client has d = %zu)",
-                          c->idx, sigma, d, c->X.cols);
+        return fk_err_set(
+            err, FK_EINVAL,
+            "dica: client %d: task carries sigma = %g and d = %g (client has d = %zu)", c->idx,
+            sigma, d, c->X.cols);
     if (c->Phi.data && c->phi_sigma == sigma) {
         *Phi = &c->Phi;
         return FK_OK;
     }
     fk_mat_close(&c->Phi);
     fk_rff rf;
-    int rc = fk_dicaj_rff(&c->c, c->seed, c->X.cols, sigma, &rf, err);
+    int rc = fk__dicaj_rff(&c->c, c->seed, c->X.cols, sigma, &rf, err);
     if (rc == FK_OK)
         rc = fk_rff_map(&rf, &c->X, &c->Phi, err);
     fk_rff_close(&rf);
@@ -166,13 +168,13 @@ static int features(fk_dicaj_client *c, const fk_bundle *task, const fk_mat **Ph
 }
 
 /* Output features: one-hot (exact delta kernel) or random features of the target. */
-static int outputs(const fk_dicaj_client *c, const fk_bundle *task, long C, fk_mat *Psi,
+static int outputs(const fk__dicaj_client *c, const fk_bundle *task, long C, fk_mat *Psi,
                    fk_err *err)
 {
     if (!c->c.regression)
         return fk_dica_onehot(c->y, c->X.rows, (int)C, Psi, err);
     fk_rff rf;
-    int rc = fk_dicaj_rff_y(c->seed, task_scalar(task, "sigma_y"), &rf, err);
+    int rc = fk__dicaj_rff_y(c->seed, task_scalar(task, "sigma_y"), &rf, err);
     fk_mat T = fk_mat_view(c->t, c->X.rows, 1, 1);
     if (rc == FK_OK)
         rc = fk_rff_map(&rf, &T, Psi, err);
@@ -180,7 +182,7 @@ static int outputs(const fk_dicaj_client *c, const fk_bundle *task, long C, fk_m
     return rc;
 }
 
-static int step_moments(fk_dicaj_client *c, fk_bundle *up, fk_err *err)
+static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
 {
     size_t n = c->holdout ? 0 : c->X.rows, d = c->X.cols;
     double *sx = calloc(d, sizeof *sx), sx2 = 0, sy = 0;
@@ -196,35 +198,35 @@ static int step_moments(fk_dicaj_client *c, fk_bundle *up, fk_err *err)
     int C = 0;
     for (size_t i = 0; c->y && i < c->X.rows; i++)
         C = c->y[i] + 1 > C ? c->y[i] + 1 : C;
-    int rc = fk_dicaj_put(up, "n", 1, 0, (double[]){(double)n}, err);
+    int rc = fk__dicaj_put(up, "n", 1, 0, (double[]){(double)n}, err);
     if (!rc)
-        rc = fk_dicaj_put(up, "d", 1, 0, (double[]){(double)d}, err);
+        rc = fk__dicaj_put(up, "d", 1, 0, (double[]){(double)d}, err);
     if (!rc)
-        rc = fk_dicaj_put(up, "sum_x", d, 0, sx, err);
+        rc = fk__dicaj_put(up, "sum_x", d, 0, sx, err);
     if (!rc)
-        rc = fk_dicaj_put(up, "sum_x2", 1, 0, &sx2, err);
+        rc = fk__dicaj_put(up, "sum_x2", 1, 0, &sx2, err);
     if (!rc)
-        rc = fk_dicaj_put(up, "classes", 1, 0, (double[]){(double)C}, err);
+        rc = fk__dicaj_put(up, "classes", 1, 0, (double[]){(double)C}, err);
     if (!rc && c->c.regression)
-        rc = fk_dicaj_put(up, "sum_y", 1, 0, &sy, err);
+        rc = fk__dicaj_put(up, "sum_y", 1, 0, &sy, err);
     free(sx);
     return rc;
 }
 
 /* The §7.3 message: per-domain sums, packed second moment, output cross-moments. */
-static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
+static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
 {
     if (c->holdout)
-        return fk_dicaj_put(up, "n", 1, 0, (double[]){0}, err);
+        return fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);
     size_t kc;
     int rc = task_classes(c, task, &kc, err);
     if (rc)
         return rc;
     long C = c->c.regression ? 0 : (long)kc;
-    rc = fk_dicaj_check_size(&c->c, c->n_dom, C, err);
+    rc = fk__dicaj_check_size(&c->c, c->n_dom, C, err);
     if (rc)
         return fk_err_prefix(err, "client %d: ", c->idx);
-    size_t Dy = fk_dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;
+    size_t Dy = fk__dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;
     fk_mat Psi = {0};
     const fk_mat *Phi = NULL;
     fk_dica_stats st = {0};
@@ -244,27 +246,27 @@ static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory for the D = %zu upload", D);
     }
     if (!rc)
-        rc = fk_dicaj_put(up, "n", 1, 0, &st.n, err);
+        rc = fk__dicaj_put(up, "n", 1, 0, &st.n, err);
     if (!rc) {
         for (size_t i = 0; i < st.n_dom; i++)
             buf[i] = (double)st.dom_id[i];
-        rc = fk_dicaj_put(up, "dom_id", st.n_dom, 0, buf, err);
+        rc = fk__dicaj_put(up, "dom_id", st.n_dom, 0, buf, err);
     }
     if (!rc)
-        rc = fk_dicaj_put(up, "dom_n", st.n_dom, 0, st.dom_n, err);
+        rc = fk__dicaj_put(up, "dom_n", st.n_dom, 0, st.dom_n, err);
     if (!rc)
-        rc = fk_dicaj_put(up, "dom_sum", st.n_dom, D, st.dom_sum, err);
+        rc = fk__dicaj_put(up, "dom_sum", st.n_dom, D, st.dom_sum, err);
     if (!rc) {
-        fk_dicaj_pack(st.S, D, buf);
-        rc = fk_dicaj_put(up, "S_phiphi", D * (D + 1) / 2, 0, buf, err);
+        fk__dicaj_pack(st.S, D, buf);
+        rc = fk__dicaj_put(up, "S_phiphi", D * (D + 1) / 2, 0, buf, err);
     }
     if (!rc && Dy) {
-        rc = fk_dicaj_put(up, "s_psi", Dy, 0, st.s_psi, err);
+        rc = fk__dicaj_put(up, "s_psi", Dy, 0, st.s_psi, err);
         if (!rc)
-            rc = fk_dicaj_put(up, "C_phipsi", D, Dy, st.C, err);
-        fk_dicaj_pack(st.Syy, Dy, buf);
+            rc = fk__dicaj_put(up, "C_phipsi", D, Dy, st.C, err);
+        fk__dicaj_pack(st.Syy, Dy, buf);
         if (!rc)
-            rc = fk_dicaj_put(up, "S_psipsi", Dy * (Dy + 1) / 2, 0, buf, err);
+            rc = fk__dicaj_put(up, "S_psipsi", Dy * (Dy + 1) / 2, 0, buf, err);
     }
     free(buf);
     fk_dica_stats_close(&st);
@@ -272,16 +274,15 @@ static int step_stats(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
 }
 
 /* Projections z = W^T (phi(x) - c) of the client's rows under a model bundle. */
-static int project(fk_dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t *m,
-                   fk_err *err)
+static int project(fk__dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t *m, fk_err *err)
 {
     size_t D = 2 * (size_t)c->c.R;
     const fk_tensor *W = fk_bundle_get(model, "W");
     if (!W || W->ndim != 2 || W->shape[0] != D || W->shape[1] == 0 || W->shape[1] >= D)
         return fk_err_set(err, FK_EINVAL, "dica: client %d: model has no D x m tensor 'W'", c->idx);
     *m = (size_t)W->shape[1];
-    const fk_tensor *pb = fk_dicaj_take(model, "phi_bar", D, err);
-    if (!pb || !fk_dicaj_take(model, "W", D * *m, err))
+    const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
+    if (!pb || !fk__dicaj_take(model, "W", D * *m, err))
         return fk_err_prefix(err, "client %d: ", c->idx);
     const fk_mat *Phi = NULL;
     int rc = features(c, model, &Phi, err);
@@ -301,7 +302,7 @@ static int project(fk_dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t
 }
 
 /* Ridge targets: one-hot rows or the regression target. */
-static int targets(const fk_dicaj_client *c, size_t k, double **T, fk_err *err)
+static int targets(const fk__dicaj_client *c, size_t k, double **T, fk_err *err)
 {
     size_t n = c->X.rows;
     *T = calloc(n * k, sizeof **T);
@@ -323,10 +324,10 @@ static int targets(const fk_dicaj_client *c, size_t k, double **T, fk_err *err)
     return FK_OK;
 }
 
-static int step_ridge(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
+static int step_ridge(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
 {
     if (c->holdout)
-        return fk_dicaj_put(up, "n", 1, 0, (double[]){0}, err);
+        return fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);
     size_t m, k;
     fk_mat Z = {0};
     double *T = NULL;
@@ -342,12 +343,12 @@ static int step_ridge(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     if (!rc) {
         fk_dica_ridge_add(&Z, T, k, A, b);
-        rc = fk_dicaj_put(up, "n", 1, 0, (double[]){(double)Z.rows}, err);
+        rc = fk__dicaj_put(up, "n", 1, 0, (double[]){(double)Z.rows}, err);
     }
     if (!rc)
-        rc = fk_dicaj_put(up, "ridge_A", p, p, A, err);
+        rc = fk__dicaj_put(up, "ridge_A", p, p, A, err);
     if (!rc)
-        rc = fk_dicaj_put(up, "ridge_b", p, k, b, err);
+        rc = fk__dicaj_put(up, "ridge_b", p, k, b, err);
     free(A);
     free(b);
     free(T);
@@ -355,9 +356,9 @@ static int step_ridge(fk_dicaj_client *c, const fk_bundle *task, fk_bundle *up, 
     return rc;
 }
 
-int fk_dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+int fk__dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
-    fk_dicaj_client *c = v;
+    fk__dicaj_client *c = v;
     rep->n_samples = (double)c->X.rows;
     if (!c->labelled)
         return FK_OK; /* nothing to score with */
@@ -366,10 +367,11 @@ int fk_dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk
     if (task_classes(c, model, &k, err))
         return FK_EINVAL;
     if (!th)
-        return fk_err_set(err, FK_EINVAL, "dica: client %d: model has no predictor 'Theta'", c->idx);
+        return fk_err_set(err, FK_EINVAL, "dica: client %d: model has no predictor 'Theta'",
+                          c->idx);
     fk_mat Z = {0};
     int rc = project(c, model, &Z, &m, err);
-    if (!rc && !fk_dicaj_take(model, "Theta", (m + 1) * k, err))
+    if (!rc && !fk__dicaj_take(model, "Theta", (m + 1) * k, err))
         rc = fk_err_set(err, FK_EINVAL, "dica: client %d: 'Theta' is not (m+1) x classes", c->idx);
     double *pred = rc ? NULL : malloc(Z.rows * k * sizeof *pred);
     if (!rc && !pred)
@@ -399,10 +401,10 @@ int fk_dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk
     return rc;
 }
 
-int fk_dicaj_client_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
-                         fk_err *err)
+int fk__dicaj_client_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
+                          fk_err *err)
 {
-    fk_dicaj_client *c = v;
+    fk__dicaj_client *c = v;
     double ph = task_scalar(task, "phase");
     rep->n_samples = (double)c->X.rows;
     if (ph == 0)
@@ -412,25 +414,25 @@ int fk_dicaj_client_step(void *v, const fk_bundle *task, fk_bundle *up, fk_repor
     if (ph == 2)
         return step_ridge(c, task, up, err);
     if (ph == 3) {
-        int rc = fk_dicaj_client_evaluate(c, task, rep, err);
+        int rc = fk__dicaj_client_evaluate(c, task, rep, err);
         if (!rc)
-            rc = fk_dicaj_put(up, "n", 1, 0, (double[]){0}, err);
+            rc = fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);
         return rc;
     }
     return fk_err_set(err, FK_EINVAL, "dica: client %d: task has no valid 'phase'", c->idx);
 }
 
 /* The client keeps no state between phases: every task carries what the phase needs. */
-int fk_dicaj_client_save(void *v, fk_bundle *out, fk_err *err)
+int fk__dicaj_client_save(void *v, fk_bundle *out, fk_err *err)
 {
-    fk_dicaj_client *c = v;
-    return fk_dicaj_put(out, "client", 1, 0, (double[]){(double)c->idx}, err);
+    fk__dicaj_client *c = v;
+    return fk__dicaj_put(out, "client", 1, 0, (double[]){(double)c->idx}, err);
 }
 
-int fk_dicaj_client_load(void *v, const fk_bundle *in, fk_err *err)
+int fk__dicaj_client_load(void *v, const fk_bundle *in, fk_err *err)
 {
-    fk_dicaj_client *c = v;
-    const fk_tensor *t = fk_dicaj_take(in, "client", 1, err);
+    fk__dicaj_client *c = v;
+    const fk_tensor *t = fk__dicaj_take(in, "client", 1, err);
     if (!t || t->data[0] != (double)c->idx)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint is not client %d's", c->idx);
     return FK_OK;

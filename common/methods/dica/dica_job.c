@@ -7,12 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const uint64_t RFF_X_STREAM = 0x6469636178000000ULL; /* input frequencies */
 static const uint64_t RFF_Y_STREAM = 0x6469636179000000ULL; /* output frequencies */
 static const uint64_t SIM_STREAM = 0x6469636173000000ULL;   /* built-in data */
 
-const fk_param_doc fk_dicaj_keys[] = {
+const fk_param_doc fk__dicaj_keys[] = {
     {"R N", "random frequencies; features D = 2R (default 500)"},
     {"m N", "components (default 0: C-1 for dica, 10 for udica)"},
     {"lambda X", "ridge of the constraint, > 0 (1.0)"},
@@ -30,7 +29,8 @@ const fk_param_doc fk_dicaj_keys[] = {
     {"alpha_rel X", "ridge of the predictor relative to the mean feature energy (1e-3)"},
     {"center_test train|batch", "centre test features by phi_bar or the own batch (train)"},
     {"features iid|orthogonal", "how the random frequencies are drawn (iid)"},
-    {"max_message BYTES", "refuse an R whose upload exceeds this; match the server's net.max_message"},
+    {"max_message BYTES",
+     "refuse an R whose upload exceeds this; match the server's net.max_message"},
     {"sim_n N", "fedkern sim: samples per built-in client (150)"},
     {"sim_d N", "fedkern sim: input dimension of the built-in data (5)"},
     {NULL, NULL},
@@ -91,10 +91,10 @@ static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err
     return FK_OK;
 }
 
-int fk_dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk_dicaj_cfg *c,
-                       fk_err *err)
+int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk__dicaj_cfg *c,
+                        fk_err *err)
 {
-    *c = (fk_dicaj_cfg){.variant = v, .n_clients = n_clients};
+    *c = (fk__dicaj_cfg){.variant = v, .n_clients = n_clients};
     if (n_clients < 1)
         return fk_err_set(err, FK_EINVAL, "dica: a job needs at least one client");
     long mind = 30;
@@ -135,8 +135,8 @@ int fk_dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk_
     const char *feat = fk_params_str(p, "features", "iid");
     const char *ho = fk_params_str(p, "holdout", "none");
     if (!rc && strcmp(task, "classification") && strcmp(task, "regression"))
-        rc = fk_err_set(err, FK_EINVAL, "dica: task must be classification or regression (got '%s')",
-                        task);
+        rc = fk_err_set(err, FK_EINVAL,
+                        "dica: task must be classification or regression (got '%s')", task);
     if (!rc && strcmp(ct, "train") && strcmp(ct, "batch"))
         rc = fk_err_set(err, FK_EINVAL, "dica: center_test must be train or batch (got '%s')", ct);
     if (!rc)
@@ -162,24 +162,24 @@ int fk_dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk_
     if (!rc && c->regression && c->classes)
         rc = fk_err_set(err, FK_EINVAL, "dica: classes is for task = classification");
     if (rc)
-        fk_dicaj_cfg_close(c);
+        fk__dicaj_cfg_close(c);
     return rc;
 }
 
-void fk_dicaj_cfg_close(fk_dicaj_cfg *c)
+void fk__dicaj_cfg_close(fk__dicaj_cfg *c)
 {
     free(c->holdout);
     c->holdout = NULL;
 }
 
-size_t fk_dicaj_dy(const fk_dicaj_cfg *c, long C)
+size_t fk__dicaj_dy(const fk__dicaj_cfg *c, long C)
 {
     if (!fk_dica_supervised(c->variant))
         return 0;
     return c->regression ? 2 * FK_DICA_RY : (size_t)C;
 }
 
-size_t fk_dicaj_m(const fk_dicaj_cfg *c, long C)
+size_t fk__dicaj_m(const fk__dicaj_cfg *c, long C)
 {
     if (c->m > 0)
         return (size_t)c->m;
@@ -188,9 +188,9 @@ size_t fk_dicaj_m(const fk_dicaj_cfg *c, long C)
     return 10;
 }
 
-int fk_dicaj_check_size(const fk_dicaj_cfg *c, size_t Nq, long C, fk_err *err)
+int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, fk_err *err)
 {
-    size_t Dy = fk_dicaj_dy(c, C);
+    size_t Dy = fk__dicaj_dy(c, C);
     size_t bytes = fk_dica_upload_bytes((size_t)c->R, Nq, Dy);
     if (bytes <= c->max_message)
         return FK_OK;
@@ -203,19 +203,19 @@ int fk_dicaj_check_size(const fk_dicaj_cfg *c, size_t Nq, long C, fk_err *err)
                       (unsigned long long)c->max_message, best);
 }
 
-int fk_dicaj_rff(const fk_dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
-                 fk_err *err)
+int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
+                  fk_err *err)
 {
     return fk_rff_init_kind(rf, seed ^ RFF_X_STREAM, d, (size_t)c->R, sigma, c->features, err);
 }
 
-int fk_dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err)
+int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err)
 {
     return fk_rff_init(rf, seed ^ RFF_Y_STREAM, 1, FK_DICA_RY, sigma_y, err);
 }
 
-int fk_dicaj_put(fk_bundle *b, const char *name, size_t r, size_t c, const double *src,
-                 fk_err *err)
+int fk__dicaj_put(fk_bundle *b, const char *name, size_t r, size_t c, const double *src,
+                  fk_err *err)
 {
     uint64_t shape[2] = {r, c};
     int rc = c == 0 ? fk_bundle_put(b, name, 1, shape, src) : fk_bundle_put(b, name, 2, shape, src);
@@ -224,7 +224,7 @@ int fk_dicaj_put(fk_bundle *b, const char *name, size_t r, size_t c, const doubl
     return FK_OK;
 }
 
-const fk_tensor *fk_dicaj_take(const fk_bundle *b, const char *name, size_t len, fk_err *err)
+const fk_tensor *fk__dicaj_take(const fk_bundle *b, const char *name, size_t len, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
     if (!t || t->len != len) {
@@ -240,7 +240,7 @@ const fk_tensor *fk_dicaj_take(const fk_bundle *b, const char *name, size_t len,
     return t;
 }
 
-void fk_dicaj_pack(const double *S, size_t D, double *out)
+void fk__dicaj_pack(const double *S, size_t D, double *out)
 {
     size_t k = 0;
     for (size_t j = 0; j < D; j++)
@@ -248,7 +248,7 @@ void fk_dicaj_pack(const double *S, size_t D, double *out)
             out[k++] = S[i * D + j];
 }
 
-void fk_dicaj_unpack_add(const double *pk, size_t D, double *S)
+void fk__dicaj_unpack_add(const double *pk, size_t D, double *S)
 {
     size_t k = 0;
     for (size_t j = 0; j < D; j++)
@@ -261,8 +261,8 @@ void fk_dicaj_unpack_add(const double *pk, size_t D, double *S)
 
 /* Built-in data: one domain per client. Three classes with shared class means; each
  * domain shifts and scales the inputs (the domain shift DICA should be invariant to). */
-int fk_dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                      fk_err *err)
+int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
+                       fk_err *err)
 {
     long n, d;
     int rc = fk_params_int(p, "sim_n", 150, 2, 1000000, &n, err);
@@ -289,8 +289,7 @@ int fk_dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
             int y = (int)fk_rng_below(&g, 3);
             double *x = fk_mat_row(&clients[c].X, (size_t)i);
             for (long j = 0; j < d; j++)
-                x[j] = (j == y ? 2.0 : 0.0) + (j < 3 ? shift[j] : 0.0) +
-                       scale * fk_rng_normal(&g);
+                x[j] = (j == y ? 2.0 : 0.0) + (j < 3 ? shift[j] : 0.0) + scale * fk_rng_normal(&g);
             raw[i] = reg ? sin(x[0]) + x[1] - 0.5 * x[2] : (double)y;
         }
         rc = reg ? fk_dataset_set_target(&clients[c], raw, err)
@@ -311,21 +310,22 @@ int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *featu
                         const fk_mat *X, fk_mat *Z, fk_err *err)
 {
     *Z = (fk_mat){0};
-    const fk_tensor *R = fk_dicaj_take(model, "R", 1, err), *sg = fk_dicaj_take(model, "sigma", 1, err);
+    const fk_tensor *R = fk__dicaj_take(model, "R", 1, err),
+                    *sg = fk__dicaj_take(model, "sigma", 1, err);
     const fk_tensor *W = fk_bundle_get(model, "W");
     if (!R || !sg || !W || W->ndim != 2 || !(R->data[0] >= 1 && R->data[0] <= (1 << 20)) ||
         W->shape[0] != 2 * (uint64_t)R->data[0])
         return fk_err_set(err, FK_EINVAL, "dica: not a solved dica model bundle");
     size_t D = (size_t)W->shape[0], m = (size_t)W->shape[1];
-    const fk_tensor *pb = fk_dicaj_take(model, "phi_bar", D, err);
+    const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
     if (!pb)
         return FK_EINVAL;
-    fk_dicaj_cfg c = {.R = (long)R->data[0]};
+    fk__dicaj_cfg c = {.R = (long)R->data[0]};
     int rc = fk_rff_kind_parse(features, &c.features, err);
     fk_rff rf = {0};
     fk_mat Phi = {0};
     if (!rc)
-        rc = fk_dicaj_rff(&c, seed, X->cols, sg->data[0], &rf, err);
+        rc = fk__dicaj_rff(&c, seed, X->cols, sg->data[0], &rf, err);
     if (!rc)
         rc = fk_rff_map(&rf, X, &Phi, err);
     fk_dica_fit f = {.D = D, .m = m, .W = fk_mat_view(W->data, D, m, m), .phi_bar = pb->data};
@@ -339,24 +339,24 @@ int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *featu
 /* The variant is fixed by the table; thin wrappers pass it on. */
 static int srv_init_dica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
 {
-    return fk_dicaj_server_init(s, p, n, seed, FK_DICA_DICA, err);
+    return fk__dicaj_server_init(s, p, n, seed, FK_DICA_DICA, err);
 }
 
 static int srv_init_udica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
 {
-    return fk_dicaj_server_init(s, p, n, seed, FK_DICA_UDICA, err);
+    return fk__dicaj_server_init(s, p, n, seed, FK_DICA_UDICA, err);
 }
 
 static int cli_init_dica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
                          uint64_t seed, fk_err *err)
 {
-    return fk_dicaj_client_init(c, p, d, i, n, seed, FK_DICA_DICA, err);
+    return fk__dicaj_client_init(c, p, d, i, n, seed, FK_DICA_DICA, err);
 }
 
 static int cli_init_udica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
                           uint64_t seed, fk_err *err)
 {
-    return fk_dicaj_client_init(c, p, d, i, n, seed, FK_DICA_UDICA, err);
+    return fk__dicaj_client_init(c, p, d, i, n, seed, FK_DICA_UDICA, err);
 }
 
 static int one_round(const fk_params *p)
@@ -365,18 +365,18 @@ static int one_round(const fk_params *p)
     return 1;
 }
 
-#define FK_DICA_TABLE(NAME, SUMMARY, SINIT, CINIT)                                              \
-    {                                                                                          \
-        .name = NAME, .summary = SUMMARY, .server_init = SINIT,                                \
-        .server_close = fk_dicaj_server_close, .plan = fk_dicaj_server_plan,                    \
-        .task = fk_dicaj_server_task, .aggregate = fk_dicaj_server_aggregate,                   \
-        .model = fk_dicaj_server_model, .save = fk_dicaj_server_save,                           \
-        .load = fk_dicaj_server_load, .finished = fk_dicaj_server_finished,                     \
-        .max_rounds = one_round, .check_update = fk_dicaj_server_check, .client_init = CINIT,  \
-        .client_close = fk_dicaj_client_close, .local_step = fk_dicaj_client_step,              \
-        .evaluate = fk_dicaj_client_evaluate, .client_save = fk_dicaj_client_save,              \
-        .client_load = fk_dicaj_client_load, .sim_data = fk_dicaj_sim_data,                     \
-        .keys = fk_dicaj_keys,                                                                  \
+#define FK_DICA_TABLE(NAME, SUMMARY, SINIT, CINIT)                                                 \
+    {                                                                                              \
+        .name = NAME, .summary = SUMMARY, .server_init = SINIT,                                    \
+        .server_close = fk__dicaj_server_close, .plan = fk__dicaj_server_plan,                     \
+        .task = fk__dicaj_server_task, .aggregate = fk__dicaj_server_aggregate,                    \
+        .model = fk__dicaj_server_model, .save = fk__dicaj_server_save,                            \
+        .load = fk__dicaj_server_load, .finished = fk__dicaj_server_finished,                      \
+        .max_rounds = one_round, .check_update = fk__dicaj_server_check, .client_init = CINIT,     \
+        .client_close = fk__dicaj_client_close, .local_step = fk__dicaj_client_step,               \
+        .evaluate = fk__dicaj_client_evaluate, .client_save = fk__dicaj_client_save,               \
+        .client_load = fk__dicaj_client_load, .sim_data = fk__dicaj_sim_data,                      \
+        .keys = fk__dicaj_keys,                                                                    \
     }
 
 const fk_method fk_method_dica = FK_DICA_TABLE(

@@ -10,22 +10,22 @@
 
 #include "common/base/log.h"
 
-int fk_dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed,
-                         fk_dica_variant v, fk_err *err)
+int fk__dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed,
+                          fk_dica_variant v, fk_err *err)
 {
     *out = NULL;
-    fk_dicaj_server *s = calloc(1, sizeof *s);
+    fk__dicaj_server *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    int rc = fk_dicaj_cfg_parse(p, v, n_clients, &s->c, err);
+    int rc = fk__dicaj_cfg_parse(p, v, n_clients, &s->c, err);
     /* The smallest upload (one domain, C from the job if set) must fit already. */
     if (rc == FK_OK)
-        rc = fk_dicaj_check_size(&s->c, 1, s->c.classes, err);
+        rc = fk__dicaj_check_size(&s->c, 1, s->c.classes, err);
     s->got = calloc((size_t)n_clients, 1);
     if (rc == FK_OK && !s->got)
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     if (rc) {
-        fk_dicaj_server_close(s);
+        fk__dicaj_server_close(s);
         return rc;
     }
     s->n = n_clients;
@@ -34,12 +34,12 @@ int fk_dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_t
     return FK_OK;
 }
 
-void fk_dicaj_server_close(void *v)
+void fk__dicaj_server_close(void *v)
 {
-    fk_dicaj_server *s = v;
+    fk__dicaj_server *s = v;
     if (!s)
         return;
-    fk_dicaj_cfg_close(&s->c);
+    fk__dicaj_cfg_close(&s->c);
     fk_dica_stats_close(&s->st);
     fk_dica_fit_close(&s->fit);
     free(s->A);
@@ -49,37 +49,40 @@ void fk_dicaj_server_close(void *v)
     free(s);
 }
 
-int fk_dicaj_server_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+int fk__dicaj_server_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
-    fk_dicaj_server *s = v;
+    fk__dicaj_server *s = v;
     (void)rng;
     if (round != 1)
-        return fk_err_set(err, FK_ESTATE, "dica: the job has one round (asked for round %d)", round);
+        return fk_err_set(err, FK_ESTATE, "dica: the job has one round (asked for round %d)",
+                          round);
     fk_plan_every_client(s->n, chosen, n_chosen);
     return FK_OK;
 }
 
-static size_t D_of(const fk_dicaj_server *s)
+static size_t D_of(const fk__dicaj_server *s)
 {
     return 2 * (size_t)s->c.R;
 }
 
 /* The model as far as it exists: projection, predictor and what a client needs to use
  * them (the frequencies come from the job seed and these scalars). */
-static int put_model(fk_dicaj_server *s, fk_bundle *out, fk_err *err)
+static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
 {
     int rc = FK_OK;
-    if (fk_bundle_put_scalar(out, "sigma", s->sigma) || fk_bundle_put_scalar(out, "sigma_y", s->sigma_y) ||
-        fk_bundle_put_scalar(out, "d", (double)s->d) || fk_bundle_put_scalar(out, "classes", (double)s->C) ||
+    if (fk_bundle_put_scalar(out, "sigma", s->sigma) ||
+        fk_bundle_put_scalar(out, "sigma_y", s->sigma_y) ||
+        fk_bundle_put_scalar(out, "d", (double)s->d) ||
+        fk_bundle_put_scalar(out, "classes", (double)s->C) ||
         fk_bundle_put_scalar(out, "R", (double)s->c.R))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     if (s->stage >= ST_SOLVED) {
         size_t D = D_of(s);
-        rc = fk_dicaj_put(out, "W", D, s->m, s->fit.W.data, err);
+        rc = fk__dicaj_put(out, "W", D, s->m, s->fit.W.data, err);
         if (!rc)
-            rc = fk_dicaj_put(out, "phi_bar", D, 0, s->fit.phi_bar, err);
+            rc = fk__dicaj_put(out, "phi_bar", D, 0, s->fit.phi_bar, err);
         if (!rc)
-            rc = fk_dicaj_put(out, "gamma", s->m, 0, s->fit.gamma, err);
+            rc = fk__dicaj_put(out, "gamma", s->m, 0, s->fit.gamma, err);
         if (!rc && fk_bundle_put_scalar(out, "n_domains", s->fit.n_domains))
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
         double *drop = calloc((size_t)s->n, sizeof *drop);
@@ -88,17 +91,17 @@ static int put_model(fk_dicaj_server *s, fk_bundle *out, fk_err *err)
         for (int i = 0; !rc && i < s->n; i++)
             drop[i] = !s->c.holdout[i] && !s->got[i];
         if (!rc)
-            rc = fk_dicaj_put(out, "dropped", (size_t)s->n, 0, drop, err);
+            rc = fk__dicaj_put(out, "dropped", (size_t)s->n, 0, drop, err);
         free(drop);
     }
     if (!rc && s->stage >= ST_RIDGE)
-        rc = fk_dicaj_put(out, "Theta", s->m + 1, s->k, s->Theta, err);
+        rc = fk__dicaj_put(out, "Theta", s->m + 1, s->k, s->Theta, err);
     return rc;
 }
 
-int fk_dicaj_server_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+int fk__dicaj_server_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
-    fk_dicaj_server *s = v;
+    fk__dicaj_server *s = v;
     (void)client;
     if (round != 1 || phase < 0 || phase > 3)
         return fk_err_set(err, FK_ESTATE, "dica: no task for round %d phase %d", round, phase);
@@ -117,15 +120,15 @@ static int is_count(double v, double lo)
 }
 
 /* One update before it is committed: names, shapes, finiteness, ids and counts. */
-int fk_dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
+int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
 {
-    fk_dicaj_server *s = v;
+    fk__dicaj_server *s = v;
     const fk_bundle *b = &up->msg;
     int who = up->client;
     if (round != 1 || who < 0 || who >= s->n)
         return fk_err_set(err, FK_EINVAL, "dica: update of client %d for round %d is unexpected",
                           who, round);
-    const fk_tensor *t = fk_dicaj_take(b, "n", 1, err);
+    const fk_tensor *t = fk__dicaj_take(b, "n", 1, err);
     if (!t)
         return fk_err_prefix(err, "client %d: ", who);
     double n = t->data[0];
@@ -133,15 +136,15 @@ int fk_dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk
         return fk_err_set(err, FK_EINVAL, "dica: client %d: n = %g is not a sample count", who, n);
     int train = !s->c.holdout[who];
     if (phase == 0) {
-        const fk_tensor *d = fk_dicaj_take(b, "d", 1, err);
+        const fk_tensor *d = fk__dicaj_take(b, "d", 1, err);
         if (!d || !is_count(d->data[0], 1) || d->data[0] > 1e8)
-            return d ? fk_err_set(err, FK_EINVAL, "dica: client %d: d = %g is not a dimension",
-                                  who, d->data[0])
+            return d ? fk_err_set(err, FK_EINVAL, "dica: client %d: d = %g is not a dimension", who,
+                                  d->data[0])
                      : fk_err_prefix(err, "client %d: ", who);
         size_t dd = (size_t)d->data[0];
-        const fk_tensor *c = fk_dicaj_take(b, "classes", 1, err);
-        if (!c || !fk_dicaj_take(b, "sum_x", dd, err) || !fk_dicaj_take(b, "sum_x2", 1, err) ||
-            (s->c.regression && !fk_dicaj_take(b, "sum_y", 1, err)))
+        const fk_tensor *c = fk__dicaj_take(b, "classes", 1, err);
+        if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !fk__dicaj_take(b, "sum_x2", 1, err) ||
+            (s->c.regression && !fk__dicaj_take(b, "sum_y", 1, err)))
             return fk_err_prefix(err, "client %d: ", who);
         if (!is_count(c->data[0], 0) || c->data[0] > 65536)
             return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g", who, c->data[0]);
@@ -151,19 +154,22 @@ int fk_dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk
         if (!is_count(n, 2))
             return fk_err_set(err, FK_EINVAL, "dica: client %d sent statistics of %g samples", who,
                               n);
-        size_t D = D_of(s), Dy = fk_dicaj_dy(&s->c, s->C);
+        size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
         const fk_tensor *ids = fk_bundle_get(b, "dom_id");
         if (!ids || ids->len == 0 || ids->len > (size_t)n)
-            return fk_err_set(err, FK_EINVAL, "dica: client %d: tensor 'dom_id' is missing or has "
-                              "%zu ids for %g samples", who, ids ? ids->len : (size_t)0, n);
+            return fk_err_set(err, FK_EINVAL,
+                              "dica: client %d: tensor 'dom_id' is missing or has "
+                              "%zu ids for %g samples",
+                              who, ids ? ids->len : (size_t)0, n);
         size_t Nq = ids->len;
         const fk_tensor *dn;
-        if (!fk_dicaj_take(b, "dom_id", Nq, err) || !(dn = fk_dicaj_take(b, "dom_n", Nq, err)) ||
-            !fk_dicaj_take(b, "dom_sum", Nq * D, err) ||
-            !fk_dicaj_take(b, "S_phiphi", D * (D + 1) / 2, err))
+        if (!fk__dicaj_take(b, "dom_id", Nq, err) || !(dn = fk__dicaj_take(b, "dom_n", Nq, err)) ||
+            !fk__dicaj_take(b, "dom_sum", Nq * D, err) ||
+            !fk__dicaj_take(b, "S_phiphi", D * (D + 1) / 2, err))
             return fk_err_prefix(err, "client %d: ", who);
-        if (Dy && (!fk_dicaj_take(b, "s_psi", Dy, err) || !fk_dicaj_take(b, "C_phipsi", D * Dy, err) ||
-                   !fk_dicaj_take(b, "S_psipsi", Dy * (Dy + 1) / 2, err)))
+        if (Dy &&
+            (!fk__dicaj_take(b, "s_psi", Dy, err) || !fk__dicaj_take(b, "C_phipsi", D * Dy, err) ||
+             !fk__dicaj_take(b, "S_psipsi", Dy * (Dy + 1) / 2, err)))
             return fk_err_prefix(err, "client %d: ", who);
         double total = 0;
         for (size_t i = 0; i < Nq; i++) {
@@ -185,19 +191,20 @@ int fk_dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk
             total += dn->data[i];
         }
         if (total != n)
-            return fk_err_set(err, FK_EINVAL,
-                              "dica: client %d: domain sizes add to %g, n says %g", who, total, n);
+            return fk_err_set(err, FK_EINVAL, "dica: client %d: domain sizes add to %g, n says %g",
+                              who, total, n);
         return FK_OK;
     }
     if (phase == 2 && train && n > 0) {
         size_t p = s->m + 1;
-        if (!fk_dicaj_take(b, "ridge_A", p * p, err) || !fk_dicaj_take(b, "ridge_b", p * s->k, err))
+        if (!fk__dicaj_take(b, "ridge_A", p * p, err) ||
+            !fk__dicaj_take(b, "ridge_b", p * s->k, err))
             return fk_err_prefix(err, "client %d: ", who);
     }
     return FK_OK;
 }
 
-static int aggregate_moments(fk_dicaj_server *s, const fk_update *ups, int n, fk_err *err)
+static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     double N = 0, sx2 = 0, sy = 0;
     long C = 0;
@@ -236,7 +243,8 @@ static int aggregate_moments(fk_dicaj_server *s, const fk_update *ups, int n, fk
                         "dica: %d training client(s) with %g samples answered phase 0, below the "
                         "quorum of %ld",
                         train, N, s->c.quorum);
-    double sigma = s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
+    double sigma =
+        s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
     free(sx);
     if (rc)
         return rc;
@@ -245,8 +253,8 @@ static int aggregate_moments(fk_dicaj_server *s, const fk_update *ups, int n, fk
     s->sigma = sigma;
     s->C = s->c.classes ? s->c.classes : C;
     if (fk_dica_supervised(s->c.variant) && !s->c.regression && s->C < 2)
-        return fk_err_set(err, FK_EINVAL, "dica: supervised DICA needs at least 2 classes (got %ld)",
-                          s->C);
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: supervised DICA needs at least 2 classes (got %ld)", s->C);
     s->sigma_y = 0;
     if (s->c.regression) {
         double sy_rule = s->c.sigma_y > 0 ? s->c.sigma_y : sy / N;
@@ -255,11 +263,12 @@ static int aggregate_moments(fk_dicaj_server *s, const fk_update *ups, int n, fk
                               "dica: the mean training target is %g; set sigma_y > 0", sy / N);
         s->sigma_y = sy_rule;
     }
-    s->m = fk_dicaj_m(&s->c, s->C);
+    s->m = fk__dicaj_m(&s->c, s->C);
     s->k = s->c.regression ? 1 : (size_t)s->C;
     if (s->m >= D_of(s))
-        return fk_err_set(err, FK_EINVAL, "dica: m = %zu must be below D = 2R = %zu", s->m, D_of(s));
-    rc = fk_dicaj_check_size(&s->c, 1, s->C, err);
+        return fk_err_set(err, FK_EINVAL, "dica: m = %zu must be below D = 2R = %zu", s->m,
+                          D_of(s));
+    rc = fk__dicaj_check_size(&s->c, 1, s->C, err);
     if (rc)
         return rc;
     s->stage = ST_SIGMA;
@@ -267,9 +276,9 @@ static int aggregate_moments(fk_dicaj_server *s, const fk_update *ups, int n, fk
 }
 
 /* Sum the statistics in client order, name the missing training clients, solve. */
-static int aggregate_stats(fk_dicaj_server *s, const fk_update *ups, int n, fk_err *err)
+static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
-    size_t D = D_of(s), Dy = fk_dicaj_dy(&s->c, s->C);
+    size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
     fk_dica_stats_close(&s->st);
     int rc = fk_dica_stats_init(&s->st, D, Dy, err);
     memset(s->got, 0, (size_t)s->n);
@@ -289,11 +298,11 @@ static int aggregate_stats(fk_dicaj_server *s, const fk_update *ups, int n, fk_e
             s->st.dom_n[k] += dn->data[q];
             fk_axpy(D, 1.0, ds->data + q * D, s->st.dom_sum + (size_t)k * D);
         }
-        fk_dicaj_unpack_add(fk_bundle_get(b, "S_phiphi")->data, D, s->st.S);
+        fk__dicaj_unpack_add(fk_bundle_get(b, "S_phiphi")->data, D, s->st.S);
         if (Dy) {
             fk_axpy(Dy, 1.0, fk_bundle_get(b, "s_psi")->data, s->st.s_psi);
             fk_axpy(D * Dy, 1.0, fk_bundle_get(b, "C_phipsi")->data, s->st.C);
-            fk_dicaj_unpack_add(fk_bundle_get(b, "S_psipsi")->data, Dy, s->st.Syy);
+            fk__dicaj_unpack_add(fk_bundle_get(b, "S_psipsi")->data, Dy, s->st.Syy);
         }
         s->st.n += fk_bundle_get(b, "n")->data[0];
         s->got[c] = 1;
@@ -312,8 +321,10 @@ static int aggregate_stats(fk_dicaj_server *s, const fk_update *ups, int n, fk_e
             off += (size_t)snprintf(missing + off, sizeof missing - off, "%s%d", off ? "," : "", c);
     }
     if (have < want)
-        fk_log(FK_LOG_WARN, "dica_dropout", "clients=%s delivered=%d of=%d (their domains are "
-               "left out of the solve)", missing, have, want);
+        fk_log(FK_LOG_WARN, "dica_dropout",
+               "clients=%s delivered=%d of=%d (their domains are "
+               "left out of the solve)",
+               missing, have, want);
     if (have < s->c.quorum)
         return fk_err_set(err, FK_ELIMIT,
                           "dica: %d of %d training clients delivered statistics, below the quorum "
@@ -335,7 +346,7 @@ static int aggregate_stats(fk_dicaj_server *s, const fk_update *ups, int n, fk_e
     return FK_OK;
 }
 
-static int aggregate_ridge(fk_dicaj_server *s, const fk_update *ups, int n, fk_err *err)
+static int aggregate_ridge(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     size_t p = s->m + 1, k = s->k;
     free(s->A);
@@ -364,10 +375,10 @@ static int aggregate_ridge(fk_dicaj_server *s, const fk_update *ups, int n, fk_e
     return FK_OK;
 }
 
-int fk_dicaj_server_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
-                              int *done, fk_err *err)
+int fk__dicaj_server_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+                               int *done, fk_err *err)
 {
-    fk_dicaj_server *s = v;
+    fk__dicaj_server *s = v;
     *done = 0;
     if (round != 1 || phase < 0 || phase > 3)
         return fk_err_set(err, FK_ESTATE, "dica: the job has one round of 4 phases (got %d/%d)",
@@ -383,10 +394,11 @@ int fk_dicaj_server_aggregate(void *v, int round, int phase, const fk_update *up
     for (int i = 0; i < n; i++) {
         fk_err cerr;
         if ((m > 0 && ups[i].client <= ok[m - 1].client) ||
-            fk_dicaj_server_check(s, round, phase, &ups[i], &cerr) != FK_OK) {
+            fk__dicaj_server_check(s, round, phase, &ups[i], &cerr) != FK_OK) {
             fk_log(FK_LOG_WARN, "dica_update_refused", "client=%d phase=%d reason=\"%s\"",
-                   ups[i].client, phase, m > 0 && ups[i].client <= ok[m - 1].client
-                                             ? "duplicate or out of order" : cerr.msg);
+                   ups[i].client, phase,
+                   m > 0 && ups[i].client <= ok[m - 1].client ? "duplicate or out of order"
+                                                              : cerr.msg);
             continue;
         }
         ok[m++] = ups[i];
@@ -411,31 +423,31 @@ int fk_dicaj_server_aggregate(void *v, int round, int phase, const fk_update *up
     return rc;
 }
 
-int fk_dicaj_server_model(void *v, fk_bundle *out, fk_err *err)
+int fk__dicaj_server_model(void *v, fk_bundle *out, fk_err *err)
 {
     return put_model(v, out, err);
 }
 
-int fk_dicaj_server_finished(void *v)
+int fk__dicaj_server_finished(void *v)
 {
-    return ((fk_dicaj_server *)v)->stage == ST_DONE;
+    return ((fk__dicaj_server *)v)->stage == ST_DONE;
 }
 
 /* ---- checkpoints: the scalars, the summed statistics, the solve and the ridge ---- */
 
-int fk_dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
+int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
 {
-    fk_dicaj_server *s = v;
-    double sc[8] = {s->stage, (double)s->d, (double)s->C, s->sigma, s->sigma_y, (double)s->m,
-                    (double)s->k, (double)s->c.R};
-    int rc = fk_dicaj_put(out, "state", 8, 0, sc, err);
+    fk__dicaj_server *s = v;
+    double sc[8] = {s->stage,   (double)s->d, (double)s->C, s->sigma,
+                    s->sigma_y, (double)s->m, (double)s->k, (double)s->c.R};
+    int rc = fk__dicaj_put(out, "state", 8, 0, sc, err);
     double *got = calloc((size_t)s->n, sizeof *got);
     if (!got)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     for (int i = 0; i < s->n; i++)
         got[i] = s->got[i];
     if (!rc)
-        rc = fk_dicaj_put(out, "got", (size_t)s->n, 0, got, err);
+        rc = fk__dicaj_put(out, "got", (size_t)s->n, 0, got, err);
     free(got);
     if (!rc && s->stage >= ST_SOLVED) {
         const fk_dica_stats *st = &s->st;
@@ -445,25 +457,25 @@ int fk_dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
         if (!pk || !ids)
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
         if (!rc) {
-            fk_dicaj_pack(st->S, D, pk);
+            fk__dicaj_pack(st->S, D, pk);
             for (size_t i = 0; i < Nd; i++)
                 ids[i] = (double)st->dom_id[i];
             double sn[3] = {st->n, (double)Dy, (double)Nd};
-            rc = fk_dicaj_put(out, "st_scal", 3, 0, sn, err);
+            rc = fk__dicaj_put(out, "st_scal", 3, 0, sn, err);
             if (!rc)
-                rc = fk_dicaj_put(out, "st_S", D * (D + 1) / 2, 0, pk, err);
+                rc = fk__dicaj_put(out, "st_S", D * (D + 1) / 2, 0, pk, err);
             if (!rc && Nd)
-                rc = fk_dicaj_put(out, "st_dom_id", Nd, 0, ids, err);
+                rc = fk__dicaj_put(out, "st_dom_id", Nd, 0, ids, err);
             if (!rc && Nd)
-                rc = fk_dicaj_put(out, "st_dom_n", Nd, 0, st->dom_n, err);
+                rc = fk__dicaj_put(out, "st_dom_n", Nd, 0, st->dom_n, err);
             if (!rc && Nd)
-                rc = fk_dicaj_put(out, "st_dom_sum", Nd, D, st->dom_sum, err);
+                rc = fk__dicaj_put(out, "st_dom_sum", Nd, D, st->dom_sum, err);
             if (!rc && Dy) {
-                rc = fk_dicaj_put(out, "st_s_psi", Dy, 0, st->s_psi, err);
+                rc = fk__dicaj_put(out, "st_s_psi", Dy, 0, st->s_psi, err);
                 if (!rc)
-                    rc = fk_dicaj_put(out, "st_C", D, Dy, st->C, err);
+                    rc = fk__dicaj_put(out, "st_C", D, Dy, st->C, err);
                 if (!rc)
-                    rc = fk_dicaj_put(out, "st_Syy", Dy, Dy, st->Syy, err);
+                    rc = fk__dicaj_put(out, "st_Syy", Dy, Dy, st->Syy, err);
             }
         }
         free(pk);
@@ -472,34 +484,33 @@ int fk_dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
     /* The solve itself is not stored: load re-solves from the sums (bit-identical, §7.8). */
     if (!rc && s->stage >= ST_RIDGE) {
         size_t p = s->m + 1;
-        rc = fk_dicaj_put(out, "ridge_A", p, p, s->A, err);
+        rc = fk__dicaj_put(out, "ridge_A", p, p, s->A, err);
         if (!rc)
-            rc = fk_dicaj_put(out, "ridge_b", p, s->k, s->b, err);
+            rc = fk__dicaj_put(out, "ridge_b", p, s->k, s->b, err);
     }
     return rc;
 }
 
 static const fk_tensor *want(const fk_bundle *in, const char *name, size_t len, fk_err *err)
 {
-    const fk_tensor *t = fk_dicaj_take(in, name, len, err);
+    const fk_tensor *t = fk__dicaj_take(in, name, len, err);
     if (!t)
         fk_err_prefix(err, "checkpoint: ");
     return t;
 }
 
-int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
+int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
 {
-    fk_dicaj_server *s = v;
+    fk__dicaj_server *s = v;
     const fk_tensor *sc = want(in, "state", 8, err), *got = want(in, "got", (size_t)s->n, err);
     if (!sc || !got)
         return FK_EFORMAT;
     if (!(sc->data[0] >= ST_NEW && sc->data[0] <= ST_DONE))
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint stage %g is not a stage", sc->data[0]);
     int stage = (int)sc->data[0];
-    if (sc->data[7] != (double)s->c.R || sc->data[1] < 0 ||
-        sc->data[1] > 1e8 || sc->data[2] < 0 || sc->data[2] > 65536 || sc->data[5] < 0 ||
-        sc->data[5] >= (double)D_of(s) || sc->data[6] < 0 || sc->data[6] > 65536 ||
-        sc->data[3] < 0 || sc->data[4] < 0)
+    if (sc->data[7] != (double)s->c.R || sc->data[1] < 0 || sc->data[1] > 1e8 || sc->data[2] < 0 ||
+        sc->data[2] > 65536 || sc->data[5] < 0 || sc->data[5] >= (double)D_of(s) ||
+        sc->data[6] < 0 || sc->data[6] > 65536 || sc->data[3] < 0 || sc->data[4] < 0)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint does not match this job (R, stage)");
     s->d = (long)sc->data[1];
     s->C = (long)sc->data[2];
@@ -511,7 +522,7 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         s->got[i] = got->data[i] != 0;
     s->stage = stage >= ST_SOLVED ? ST_SIGMA : stage;
     if (stage >= ST_SOLVED) {
-        size_t D = D_of(s), Dy = fk_dicaj_dy(&s->c, s->C);
+        size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
         const fk_tensor *sn = want(in, "st_scal", 3, err);
         if (!sn)
             return FK_EFORMAT;
@@ -530,7 +541,7 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         if (rc)
             return rc;
         s->st.n = sn->data[0];
-        fk_dicaj_unpack_add(S->data, D, s->st.S);
+        fk__dicaj_unpack_add(S->data, D, s->st.S);
         for (size_t i = 0; i < Nd; i++) {
             if (!is_count(ids->data[i], 0) || ids->data[i] > 2147483647.0)
                 return fk_err_set(err, FK_EFORMAT, "dica: checkpoint domain id %g", ids->data[i]);
@@ -541,7 +552,8 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
             fk_axpy(D, 1.0, ds->data + i * D, s->st.dom_sum + (size_t)k * D);
         }
         if (Dy) {
-            const fk_tensor *a = want(in, "st_s_psi", Dy, err), *c = a ? want(in, "st_C", D * Dy, err) : NULL;
+            const fk_tensor *a = want(in, "st_s_psi", Dy, err),
+                            *c = a ? want(in, "st_C", D * Dy, err) : NULL;
             const fk_tensor *yy = c ? want(in, "st_Syy", Dy * Dy, err) : NULL;
             if (!yy)
                 return FK_EFORMAT;
@@ -556,7 +568,7 @@ int fk_dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         o.q_weight = s->c.q_weight;
         o.delta = s->c.delta;
         o.min_domain = s->c.min_domain;
-    o.rank_check = !s->c.regression;
+        o.rank_check = !s->c.regression;
         fk_dica_fit_close(&s->fit);
         rc = fk_dica_solve(&s->st, &o, &s->fit, err);
         if (rc)
