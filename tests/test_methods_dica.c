@@ -111,6 +111,35 @@ static void sim_runs(void **state)
     }
 }
 
+/* Regression (task = regression): random features of the target as outputs, sigma_y from
+ * the phase-0 sums; the held-out domain's RMSE beats predicting the training mean. */
+static void regression_runs(void **state)
+{
+    (void)state;
+    job j;
+    job_open(&j, &fk_method_dica,
+             (const char *const[]){"R", "60", "holdout", "last", "task", "regression", NULL});
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
+    fk_bundle model;
+    fk_err err;
+    assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, NULL, &err), FK_OK);
+    assert_int_equal(get(&model, "W")->shape[1], 20);
+    assert_true(get(&model, "sigma_y")->data[0] > 0);
+    /* RMSE of the constant predictor (the held-out domain's own mean, a lower bound for any
+     * constant) */
+    const fk_dataset *t = &j.ds[K - 1];
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < t->X.rows; i++)
+        mean += t->y_raw[i] / (double)t->X.rows;
+    for (size_t i = 0; i < t->X.rows; i++)
+        var += (t->y_raw[i] - mean) * (t->y_raw[i] - mean) / (double)t->X.rows;
+    assert_true(isfinite(fin[K - 1].error) && fin[K - 1].error < sqrt(var));
+    assert_true(isnan(fin[K - 1].accuracy));
+    fk_bundle_close(&model);
+    job_close(&j);
+}
+
 /* The federated model equals the estimator on the pooled training data (same frequencies),
  * and the phase-1 upload carries exactly the §7.6 number of values. */
 static void federated_equals_pooled_and_sizes(void **state)
@@ -368,6 +397,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(sim_runs),
+        cmocka_unit_test(regression_runs),
         cmocka_unit_test(federated_equals_pooled_and_sizes),
         cmocka_unit_test(checkpoint_round_trip),
         cmocka_unit_test(dropouts_and_quorum),
