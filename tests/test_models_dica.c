@@ -392,6 +392,43 @@ static void regression_zero_components(void **state)
     fk_mat_close(&T.X);
 }
 
+/* §11.1 item 8: components satisfy the constraint of (10). With q_weight 0 in kernel-map
+ * coordinates P = I + lambda diag(1/s), s_i = |Phi column i|^2: W^T P W = I for KPCA,
+ * diag(W^T P W) = 1 for COIR. */
+static void normalisation_constraint(void **state)
+{
+    (void)state;
+    toy T;
+    toy_make(&T, 10);
+    fk_err err;
+    for (int v = 0; v < 2; v++) {
+        fk_dica_opts o;
+        fk_dica_opts_default(&o, v ? FK_DICA_COIR : FK_DICA_KPCA, 2);
+        o.q_weight = 0;
+        o.lambda = 0.3;
+        fk_dica_kernel kd;
+        assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, T.y, 3, NULL, 0, T.dom, 2.0, &o, &err),
+                         FK_OK);
+        for (size_t a = 0; a < 2; a++)
+            for (size_t b = 0; b < 2; b++) {
+                double q = 0;
+                for (size_t i = 0; i < kd.r; i++) {
+                    double si = 0;
+                    for (size_t r = 0; r < kd.n; r++)
+                        si += fk_mat_get(&kd.Phi, r, i) * fk_mat_get(&kd.Phi, r, i);
+                    q += fk_mat_get(&kd.fit.W, i, a) * fk_mat_get(&kd.fit.W, i, b) *
+                         (1 + o.lambda / si);
+                }
+                if (a == b)
+                    assert_true(fabs(q - 1) < 1e-8);
+                else if (!v)
+                    assert_true(fabs(q) < 1e-8);
+            }
+        fk_dica_kernel_close(&kd);
+    }
+    fk_mat_close(&T.X);
+}
+
 /* §11.1 items 7 and 14: one clear error each. */
 static void errors_are_clear(void **state)
 {
@@ -483,6 +520,7 @@ int main(void)
         cmocka_unit_test(federated_sums_equal_pooled),
         cmocka_unit_test(random_features_approach_kernel),
         cmocka_unit_test(regression_zero_components),
+        cmocka_unit_test(normalisation_constraint),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
     };
