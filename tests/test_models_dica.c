@@ -424,6 +424,23 @@ static void normalisation_constraint(void **state)
                 else if (!v)
                     assert_true(fabs(q) < 1e-8);
             }
+        /* `ref`: the same directions, |beta_k| sqrt(n gamma_k) = 1 */
+        o.ref_norm = 1;
+        fk_mat Zc;
+        assert_int_equal(fk_mat_copy(&Zc, &kd.Z), 0);
+        assert_int_equal(fk_dica_kernel_refit(&kd, T.y, 3, NULL, 0, T.dom, &o, &err), FK_OK);
+        for (size_t a = 0; a < 2; a++) {
+            double b2 = 0;
+            for (size_t r = 0; r < kd.n; r++) {
+                double bt = 0; /* beta = Umap w */
+                for (size_t i = 0; i < kd.r; i++)
+                    bt += fk_mat_get(&kd.Umap, r, i) * fk_mat_get(&kd.fit.W, i, a);
+                b2 += bt * bt;
+            }
+            assert_true(fabs(sqrt(b2) * sqrt((double)kd.n * kd.fit.gamma[a]) - 1) < 1e-8);
+            assert_true(corr_abs(&Zc, a, &kd.Z, a) > 1 - 1e-12);
+        }
+        fk_mat_close(&Zc);
         fk_dica_kernel_close(&kd);
     }
     fk_mat_close(&T.X);

@@ -44,6 +44,8 @@ typedef struct fk_dica_opts {
     double min_domain; /* smallest accepted domain size (>= 2) */
     int rank_check;    /* refuse m above the rank of the output features (one-hot, §5.4);
                           0 keeps near-zero components (smooth regression outputs) */
+    int ref_norm;      /* kernel version only: the reference code's normalisation (§5.5 `ref`):
+                          unit |beta_k|, then / sqrt(n gamma_k); 0 = `constraint` (default) */
 } fk_dica_opts;
 
 /* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2, rank_check 1. */

@@ -123,6 +123,35 @@ void fk_dica_kernel_close(fk_dica_kernel *k)
     *k = (fk_dica_kernel){0};
 }
 
+/* §5.5 `ref`: beta_k = Umap w_k has |beta_k|^2 = sum_i w_ik^2 / s_i (U orthonormal), so
+ * w_k /= |beta_k| sqrt(n gamma_k) gives the reference code's unit-then-1/sqrt(n gamma) rule. */
+static int ref_normalise(fk_dica_kernel *k, fk_err *err)
+{
+    fk_mat *W = &k->fit.W;
+    double *s = calloc(W->rows, sizeof *s); /* s_i = |Phi column i|^2 */
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    for (size_t r = 0; r < k->n; r++)
+        for (size_t i = 0; i < W->rows; i++)
+            s[i] += fk_mat_get(&k->Phi, r, i) * fk_mat_get(&k->Phi, r, i);
+    int rc = FK_OK;
+    for (size_t c = 0; c < W->cols && rc == FK_OK; c++) {
+        double b2 = 0, g = k->fit.gamma[c];
+        for (size_t i = 0; i < W->rows; i++)
+            b2 += fk_mat_get(W, i, c) * fk_mat_get(W, i, c) / s[i];
+        if (!(g > 0) || !(b2 > 0)) {
+            rc = fk_err_set(err, FK_ENUMERIC, "dica: normalise = ref needs gamma_%zu > 0 (got %g)",
+                            c + 1, g);
+            break;
+        }
+        double scale = 1.0 / (sqrt(b2) * sqrt((double)k->n * g));
+        for (size_t i = 0; i < W->rows; i++)
+            W->data[i * W->ld + c] *= scale;
+    }
+    free(s);
+    return rc;
+}
+
 int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
                          const long *dom, const fk_dica_opts *o, fk_err *err)
 {
@@ -161,6 +190,8 @@ int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t
     fk_mat_close(&k->Z);
     if (rc == FK_OK)
         rc = fk_dica_solve(&st, &ok, &k->fit, err);
+    if (rc == FK_OK && o->ref_norm)
+        rc = ref_normalise(k, err);
     if (rc == FK_OK)
         rc = fk_dica_project(&k->fit, &k->Phi, NULL, &k->Z, err);
     fk_mat_close(&L);
