@@ -78,8 +78,9 @@ typedef struct fk_push {
 
 /* Accept one update. FK_OK: committed, acknowledge it (*dup = 1 for a resend
  * that was already counted). FK_ESTATE: late or not expected, drop it.
- * FK_EFORMAT: undecodable. FK_EIO: could not be stored; refuse, the client
- * may resend later. */
+ * FK_EFORMAT: undecodable. FK_EINVAL: refused by the report check or the method's
+ * check_update (the message names the tensor and the reason): never stored, the client is a
+ * dropout of the phase. FK_EIO: could not be stored; refuse, the client may resend later. */
 int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
 
 /* fk_engine_push in two steps, so that several updates share one commit
@@ -92,6 +93,10 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
  * in their own transactions); never for a rolled-back one. */
 int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
 void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now);
+/* A stage that refused an update (FK_EINVAL: the report, or the method's check_update, named
+ * the tensor and the reason) made its client a dropout of the phase in memory, nothing
+ * stored; once the caller's transaction is over, this closes the phase if that completed it. */
+void fk_engine_settle(fk_engine *e, int64_t job, double now);
 /* The client cannot do its task for (job, round, attempt, phase) (e.g. its
  * method state is lost): it is not asked again in this phase and counts as a
  * dropout with `reason` logged; a phase whose other clients all answered
@@ -118,7 +123,7 @@ typedef struct fk_job_status {
     int round, attempt, phase, rounds;
     int planned, answered, quorum; /* current phase (running jobs) */
     double deadline;
-    char failure[512];
+    char failure[512]; /* why it failed; for a running job, which clients it excluded and why */
 } fk_job_status;
 
 int fk_engine_status(fk_engine *e, int64_t job, fk_job_status *s, fk_err *err);
@@ -134,6 +139,8 @@ uint64_t fk_engine_generation(const fk_engine *e);
 /* Counters since the engine opened (metrics). */
 typedef struct fk_engine_stats {
     uint64_t rounds_closed, retries, participants, dropouts;
+    uint64_t updates_refused;  /* by the report or method checks, or blamed for an aggregation */
+    uint64_t clients_excluded; /* from a job after max_refusals refusals */
     double aggregation_seconds;
     int jobs_stalled; /* running jobs waiting for the state store to take writes again */
 } fk_engine_stats;

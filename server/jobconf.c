@@ -159,7 +159,7 @@ static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk
 static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
 {
     const fk_params *p = &c->params;
-    long rounds, retries;
+    long rounds, retries, refusals;
     int rc = fk_params_int(p, "rounds", FK_DEFAULT_ROUNDS, 1, 1000000, &rounds, err);
     if (!rc)
         rc = fk_params_u64(p, "seed", 1, &c->seed, err);
@@ -169,6 +169,8 @@ static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
         rc = fk_params_double(p, "deadline", 60.0, 1e-3, 7 * 86400.0, &c->deadline, err);
     if (!rc)
         rc = fk_params_int(p, "retries", 3, 0, 1000, &retries, err);
+    if (!rc)
+        rc = fk_params_int(p, "max_refusals", 3, 0, 1000000, &refusals, err);
     if (!rc && fk_params_get(p, "sampling"))
         rc = fk_params_double(p, "sampling", 1.0, 1e-9, 1.0, &c->sampling, err);
     if (rc) {
@@ -177,6 +179,7 @@ static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
     }
     c->rounds = (int)rounds;
     c->retries = (int)retries;
+    c->max_refusals = (int)refusals;
     return FK_OK;
 }
 

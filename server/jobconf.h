@@ -26,6 +26,8 @@ typedef struct fk_jobconf {
     double quorum;     /* quorum = fraction of a phase's planned clients needed at the deadline (0.5) */
     double deadline;   /* deadline = seconds a phase waits for its clients (60) */
     int retries;       /* retries = new samples tried for a round that misses its quorum (3) */
+    int max_refusals;  /* max_refusals = refused updates after which a client is left out of
+                        * the job's later phases (3; 0 = never) */
     fk_aggregator agg; /* aggregator = fedavg | mean | median | trimmed-mean, trim = fraction */
     char **clients;    /* clients = id1, id2, site[0-99], ...: certificate identities; index = position */
     int n_clients;

@@ -653,6 +653,8 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
         fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
                q->identity, q->p.job, q->err.msg);
         reply_err(q->call, q->rc, &q->err);
+        if (q->rc == FK_EINVAL) /* a refused update is a dropout: it may complete the phase */
+            fk_engine_settle(s->e, q->p.job, now);
     }
 }
 

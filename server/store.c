@@ -871,6 +871,22 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read updates", err);
 }
 
+int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int phase, int client,
+                         fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep_phase(st,
+                        "DELETE FROM updates WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 "
+                        "AND phase = ?4 AND client = ?5",
+                        job, round, attempt, phase, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 5, client);
+    rc = sqlite3_step(s);
+    release(st, s);
+    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "drop an update", err);
+}
+
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
                           fk_err *err)
 {

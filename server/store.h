@@ -136,6 +136,10 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
 int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int phase,
                          fk_store_update_cb cb, void *ctx, fk_err *err);
+/* Forget one client's update of one phase (its data made the aggregation fail): a replay
+ * of the phase after a restart aggregates without it, as the running server did. */
+int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int phase, int client,
+                         fk_err *err);
 /* *known = 1 if identity stored an update with this idempotency id. */
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
                           fk_err *err);

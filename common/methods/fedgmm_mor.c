@@ -192,6 +192,13 @@ static int check_updates(gsrv *s, const fk_update *ups, int n, fk_err *err)
     return FK_OK;
 }
 
+void fk__fedgmm_mor_shape(const void *v, fk__fedgmm_mor_shape_t *out)
+{
+    const gsrv *s = v;
+    *out = (fk__fedgmm_mor_shape_t){.K = s->K, .R = s->c.R, .R1 = s->c.R1, .p = s->p,
+                                    .init_done = s->init_done};
+}
+
 /* Round 1's initialisation: every client's fits, aligned (regressions with the stream of
  * the direct loop's init_all, x-components with fk_fedgmm_align_x). */
 static int agg_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
@@ -543,6 +550,7 @@ const fk_method fk_method_fedgmm_mor = {
     .model = gsrv_model,
     .save = gsrv_save,
     .load = gsrv_load,
+    .check_update = fk__fedgmm_mor_check,
     .client_init = gcli_init,
     .client_close = gcli_close,
     .local_step = gcli_step,

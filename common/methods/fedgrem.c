@@ -582,6 +582,13 @@ int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
+void fk__fedgrem_srv_shape(const void *v, fk__fedgrem_shape *out)
+{
+    const gsrv *s = v;
+    *out = (fk__fedgrem_shape){.variant = s->variant, .model = s->model, .K = s->K, .R = s->R,
+                               .p = s->p, .init_done = s->init_done};
+}
+
 int fk_fedgrem_srv_finished(void *v)
 {
     const gsrv *s = v;

@@ -51,6 +51,21 @@ int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err);
 /* Local-EM's fit is final after its first round; the other variants run all rounds. */
 int fk_fedgrem_srv_finished(void *v);
 
+/* What fedgrem_check.c needs of the server state (fedgrem.c keeps it private). */
+typedef struct fk__fedgrem_shape {
+    int variant, model, K, R, p, init_done;
+} fk__fedgrem_shape;
+void fk__fedgrem_srv_shape(const void *v, fk__fedgrem_shape *out);
+/* The check_update op of every table below (fedgrem_check.c). */
+int fk__fedgrem_srv_check(void *v, int round, int phase, const fk_update *up, fk_err *err);
+
+/* fedgmm-mor's server state as its check_update (fedgmm_mor_check.c) needs it. */
+typedef struct fk__fedgmm_mor_shape_t {
+    int K, R, R1, p, init_done;
+} fk__fedgmm_mor_shape_t;
+void fk__fedgmm_mor_shape(const void *v, fk__fedgmm_mor_shape_t *out);
+int fk__fedgmm_mor_check(void *v, int round, int phase, const fk_update *up, fk_err *err);
+
 /* --- client --- */
 typedef struct fk_fedgrem_cli {
     int variant, k, K, R, p, fitted, aligned, warned;
@@ -114,7 +129,7 @@ int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err);
         .server_close = fk_fedgrem_srv_close, .plan = fk_fedgrem_srv_plan,                       \
         .task = fk_fedgrem_srv_task, .aggregate = fk_fedgrem_srv_aggregate,                     \
         .model = fk_fedgrem_srv_model, .save = fk_fedgrem_srv_save, .load = fk_fedgrem_srv_load, \
-        .finished = fk_fedgrem_srv_finished,                                                     \
+        .finished = fk_fedgrem_srv_finished, .check_update = fk__fedgrem_srv_check,              \
         .client_init = cli_init_##SUFFIX, .client_close = fk_fedgrem_cli_close,                  \
         .local_step = STEP, .evaluate = EVALUATE, .client_save = fk_fedgrem_cli_save,            \
         .client_load = fk_fedgrem_cli_load,                                                      \

@@ -13,6 +13,7 @@ const fk_method fk_method_fedrf_tca = {
     .plan = fk_fedrf_server_plan,
     .task = fk_fedrf_server_task,
     .aggregate = fk_fedrf_server_aggregate,
+    .check_update = fk__fedrf_server_check,
     .model = fk_fedrf_server_model,
     .save = fk_fedrf_server_save,
     .load = fk_fedrf_server_load,

@@ -103,6 +103,8 @@ int fk_fedrf_server_aggregate(void *p, int round, int phase, const fk_update *up
 int fk_fedrf_server_model(void *p, fk_bundle *out, fk_err *err);
 int fk_fedrf_server_save(void *p, fk_bundle *out, fk_err *err);
 int fk_fedrf_server_load(void *p, const fk_bundle *in, fk_err *err);
+/* check_update: each phase's update against its task (fedrf_tca_check.c). */
+int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, fk_err *err);
 
 /* Client operations (fedrf_tca_client.c, checkpoints in fedrf_tca_ckpt.c). */
 int fk_fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,

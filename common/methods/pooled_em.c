@@ -512,6 +512,7 @@ const fk_method fk_method_pooled_em = {
     .save = srv_save,
     .load = srv_load,
     .finished = srv_finished,
+    .check_update = fk__pooled_em_check,
     .max_rounds = srv_max_rounds,
     .client_init = fk_pooled_em_cli_init,
     .client_close = fk_pooled_em_cli_close,

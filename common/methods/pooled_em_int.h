@@ -58,6 +58,10 @@ int fk_pooled_take_arrays(const fk_bundle *in, const fk_pooled_arr *a, int n_arr
 int fk_pooled_task_op(const fk_bundle *task, int max_op, int *op, uint64_t *tick, fk_err *err);
 void fk_pooled_free(fk_pooled_arr *a, int n_arr);
 
+/* The check_update ops of pooled-em and pooled-em-mor (pooled_em_check.c). */
+int fk__pooled_em_check(void *srv, int round, int phase, const fk_update *up, fk_err *err);
+int fk__pooled_em_mor_check(void *srv, int round, int phase, const fk_update *up, fk_err *err);
+
 int fk_pooled_em_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                           int n_clients, uint64_t seed, fk_err *err);
 void fk_pooled_em_cli_close(void *v);

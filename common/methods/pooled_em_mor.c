@@ -521,6 +521,7 @@ const fk_method fk_method_pooled_em_mor = {
     .save = msrv_save,
     .load = msrv_load,
     .finished = msrv_finished,
+    .check_update = fk__pooled_em_mor_check,
     .max_rounds = msrv_max_rounds,
     .client_init = mcli_init,
     .client_close = mcli_close,

@@ -1,0 +1,108 @@
+/* check_update of pooled-em and pooled-em-mor: the sums each step's aggregate adds up,
+ * checked per update before it is committed (names, shapes from the server's head, finite,
+ * bounded by FK_GMM_MAX_ABS, counts >= 0). Both servers start with their fk_pooled_head,
+ * which says the step (op), the restarts S, R and, once known, p. A refused client leaves
+ * its step incomplete: the step repeats next round (the sums need every client). */
+#include <stdio.h>
+
+#include "common/methods/gmm.h"
+#include "common/methods/pooled_em_int.h"
+#include "common/methods/update_check.h"
+
+static int check_client(const fk_pooled_head *h, const fk_update *up, fk_err *err)
+{
+    if (up->client < 0 || up->client >= h->K)
+        return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
+                          up->client, h->K);
+    return FK_OK;
+}
+
+/* A count n >= 1. */
+static int check_n(const fk_bundle *b, int k, fk_err *err)
+{
+    const fk_tensor *n;
+    int rc = fk_update_check_tensor(b, "n", 0, NULL, FK_GMM_MAX_ABS, 1, 0, k, &n, err);
+    if (!rc && !(n->data[0] >= 1))
+        rc = fk_err_set(err, FK_EINVAL, "client %d sent sample count n = %g (must be >= 1)", k,
+                        n->data[0]);
+    return rc;
+}
+
+int fk__pooled_em_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    const fk_pooled_head *h = v;
+    const fk_bundle *b = &up->msg;
+    int k = up->client, rc = check_client(h, up, err);
+    if (rc)
+        return rc;
+    const double B = FK_GMM_MAX_ABS;
+    if (h->op == G_SUMS) {
+        static const char *const names[] = {"sum", "n"};
+        const fk_tensor *s = fk_bundle_get(b, "sum");
+        if ((rc = fk_update_check_names(b, names, 2, k, err)))
+            return rc;
+        if (!s || s->ndim != 1 || s->len < 1 || s->len > FK_GMM_MAX_P)
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d sent no feature sum 'sum' (a vector of 1 <= p <= %d)", k,
+                              FK_GMM_MAX_P);
+        const uint64_t ps[1] = {s->shape[0]};
+        if ((rc = fk_update_check_tensor(b, "sum", 1, ps, B, 0, 0, k, NULL, err)))
+            return rc;
+        return check_n(b, k, err);
+    }
+    uint64_t S = (uint64_t)h->S, R = (uint64_t)h->R, P = (uint64_t)h->p;
+    const uint64_t sv[1] = {S}, sp[2] = {S, P}, sr[2] = {S, R}, srp[3] = {S, R, P},
+                   pp[2] = {P, P};
+    if (h->op == G_SCATTER) {
+        static const char *const names[] = {"xtx", "cand"};
+        if ((rc = fk_update_check_names(b, names, 2, k, err)) ||
+            (rc = fk_update_check_tensor(b, "xtx", 2, pp, B, 0, 0, k, NULL, err)) ||
+            (rc = fk_update_check_tensor(b, "cand", 2, sp, B, 0, 0, k, NULL, err)))
+            return rc;
+        return FK_OK;
+    }
+    static const char *const names[] = {"tot", "cand", "nr", "sx", "far", "fard", "ll"};
+    if ((rc = fk_update_check_names(b, names, 7, k, err)) ||
+        (rc = fk_update_check_tensor(b, "tot", 1, sv, B, 1, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "cand", 2, sp, B, 0, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "nr", 2, sr, B, 1, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "sx", 3, srp, B, 0, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "far", 2, sp, B, 0, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "fard", 1, sv, B, 1, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "ll", 1, sv, B, 0, 0, k, NULL, err)))
+        return rc;
+    return FK_OK;
+}
+
+int fk__pooled_em_mor_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    const fk_pooled_head *h = v;
+    const fk_bundle *b = &up->msg;
+    int k = up->client, rc = check_client(h, up, err);
+    if (rc)
+        return rc;
+    static const char *const names[] = {"A", "b", "nr", "c", "ll", "n"};
+    if ((rc = fk_update_check_names(b, names, 6, k, err)))
+        return rc;
+    /* p is the server's once known; the first step takes it from the client's 'b' */
+    const fk_tensor *bt = fk_bundle_get(b, "b");
+    uint64_t P = h->op ? (uint64_t)h->p : bt && bt->ndim == 3 ? bt->shape[2] : 0;
+    if (P < 1 || P > FK_GMM_MAX_P)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d sent no sums 'b' (restarts x R x p, 1 <= p <= %d)", k,
+                          FK_GMM_MAX_P);
+    uint64_t S = (uint64_t)h->S, R = (uint64_t)h->R;
+    const uint64_t as[4] = {S, R, P, P}, bs[3] = {S, R, P}, rs[2] = {S, R}, sv[1] = {S};
+    const double B = FK_GMM_MAX_ABS;
+    if ((rc = fk_update_check_tensor(b, "A", 4, as, B, 0, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "b", 3, bs, B, 0, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "nr", 2, rs, B, 1, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "c", 2, rs, B, 1, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "ll", 1, sv, B, 0, 0, k, NULL, err)))
+        return rc;
+    return check_n(b, k, err);
+}
