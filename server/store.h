@@ -19,7 +19,11 @@ typedef struct fk_store fk_store;
 
 enum { FK_STORE_SCHEMA_VERSION = 1 };
 
-/* Open (creating and migrating as needed) the database at path. */
+/* Open (creating and migrating as needed) the database at path. Refused with one message
+ * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
+ * cannot write; FK_EFORMAT with the restore steps (docs/operations.md section 9) when
+ * PRAGMA quick_check fails or SQLite finds the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB,
+ * also on any later call): a damaged database is never waited for like a full disk (FK_EIO). */
 int fk_store_open(fk_store **st, const char *path, fk_err *err);
 void fk_store_close(fk_store *st);
 /* Cap the database at max_bytes (0 = no cap): writes beyond it fail like a full disk. */

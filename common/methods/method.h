@@ -40,7 +40,10 @@ typedef struct fk_update {
 
 /* Sample-weighted mean (weight n_samples, or 1 when not positive) of one report
  * field, given as offsetof(fk_report, loss) etc., over the updates where it is not
- * NaN; NaN when none is. */
+ * NaN; NaN when none is. NaN here only ever means "not measured" (e.g. FedRF-TCA's
+ * sources have no accuracy): a report with an infinite field or a bad n_samples
+ * (fk_update_check_report), or NaN where the method always measures the field (its
+ * check_update), was refused before it was stored, like a bad update. */
 double fk_report_mean(const fk_update *ups, int n, size_t field);
 
 /* The plan of methods without client sampling: every one of the K clients, every round. */
