@@ -238,8 +238,12 @@ static void call_answer(fk_grpc_call *call, int status, const char *msg, uint8_t
         snprintf(code, sizeof code, "%d", status);
         fk_grpc_message_encode(msg ? msg : "", call->msg, sizeof call->msg);
         nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
-                           NV("grpc-status", code), NV("grpc-message", call->msg)};
-        rc = nghttp2_submit_response(c->ng, call->stream_id, hd, call->msg[0] ? 4 : 3, NULL);
+                           NV("grpc-status", code), NV("grpc-accept-encoding", "identity"),
+                           NV("grpc-message", call->msg)};
+        if (status != FK_GRPC_UNIMPLEMENTED) /* accept-encoding only where it explains */
+            hd[3] = hd[4];
+        size_t n = 3 + (status == FK_GRPC_UNIMPLEMENTED) + (call->msg[0] != 0);
+        rc = nghttp2_submit_response(c->ng, call->stream_id, hd, n, NULL);
     }
     if (rc != 0)
         nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_INTERNAL_ERROR);
@@ -519,8 +523,14 @@ static void frame_refused(h2conn *c, fk_grpc_call *call, int rc)
         fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\" allocated=0",
                c->peer.addr, call->path, why);
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
+    } else if (rc == FK_EFORMAT && call->frame.hdr[0] == 1) {
+        /* gRPC: a message compressed with an encoding the server does not support is
+         * UNIMPLEMENTED, with grpc-accept-encoding listing what it takes (identity) */
+        refuse(call, FK_GRPC_UNIMPLEMENTED,
+               "compressed messages are not supported (grpc-accept-encoding: identity); send "
+               "them uncompressed");
     } else if (rc == FK_EFORMAT) {
-        refuse(call, FK_GRPC_INTERNAL, "compressed flag set but no grpc-encoding was negotiated");
+        refuse(call, FK_GRPC_INTERNAL, "invalid compressed-flag byte in the message prefix");
     } else {
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
     }
