@@ -126,8 +126,9 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
             dup2(fd, 2);
             close(fd);
         }
+        /* memtrim-ms 500: the idle trim after the connections close lands within the run */
         execl(bin, bin, "--listen", "127.0.0.1:0", "--tls-dir", dir, "--state", db,
-              "--metrics-listen", "127.0.0.1:0", (char *)NULL);
+              "--metrics-listen", "127.0.0.1:0", "--memtrim-ms", "500", (char *)NULL);
         _exit(127);
     }
     if (pid < 0) {
@@ -474,6 +475,7 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
 typedef struct sample {
     long rss0, rss1, rss_min, rss_max, rss_end;
     long rss_mid, rss_hb_end; /* halfway through and at the end of the heartbeat phase */
+    long rss_idle;            /* 2 s after the closes: the server's idle trim has run */
     int fds0, fds1, fds_end;
     double cpu0, cpu1, t_hb;
 } sample;
@@ -500,6 +502,9 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "memory", "rss_growth_second_half_kb", (double)(s->rss_hb_end - s->rss_mid),
                   NULL);
     fk_bench_emit(j, b, "memory", "server_rss_after_close_kb", (double)s->rss_end, NULL);
+    fk_bench_emit(j, b, "memory", "server_rss_after_idle_trim_kb", (double)s->rss_idle, NULL);
+    fk_bench_emit(j, b, "memory", "rss_returned_by_idle_trim_kb",
+                  (double)(s->rss_end - s->rss_idle), NULL);
     fk_bench_emit(j, b, "fds", "server_fds_before", s->fds0, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_connected", s->fds1, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_after_close", s->fds_end, NULL);
@@ -623,6 +628,9 @@ int fk_bench_load(int argc, char **argv)
         usleep(100000);
     }
     s.rss_end = proc_rss_kb(srv);
+    /* the server trims once its free heap stayed up for two 0.5 s checks */
+    usleep(2000000);
+    s.rss_idle = proc_rss_kb(srv);
     qsort(g.lat, g.n_lat, sizeof *g.lat, cmp_double);
     report(&o, &g, &s, t_connect);
     rc = 0;

@@ -16,6 +16,7 @@
 #include "common/net/grpc_server.h"
 #include "common/net/limits.h"
 #include "common/sys/daemon.h"
+#include "common/sys/memtrim.h"
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
@@ -38,6 +39,8 @@ static const fk_param_doc opts[] = {
     {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
     {"metrics-listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
     {"drain-ms MS", "at SIGTERM, how long open calls may finish (5000)"},
+    {"memtrim-ms MS", "how often freed heap is checked and, after a load spike, given back to the "
+                      "system (5000; 0 = never)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
 };
@@ -68,6 +71,8 @@ typedef struct server_state {
     fk_stop_signals stop;
     uv_signal_t sighup;
     fk_notify notify;
+    fk_memtrim trim;
+    int trimming;
     int stopping;
 } server_state;
 
@@ -258,6 +263,11 @@ static int render_metrics(void *ud, char **b, size_t *len)
         {"process_resident_memory_bytes", "gauge",
          "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
         {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
+        {"fedkern_memory_trims_total", "counter",
+         "Times freed heap was given back to the system after a load spike (memtrim-ms).",
+         (double)st->trim.trims},
+        {"fedkern_memory_trimmed_bytes_total", "counter",
+         "Resident memory those trims gave back.", (double)st->trim.released},
     };
     size_t cap = 0;
     *len = 0;
@@ -277,6 +287,8 @@ static void on_stop(uv_signal_t *sig, int signum)
     fk_notify_stopping(&st->notify, "draining");
     fk_stop_signals_stop(&st->stop);
     uv_signal_stop(&st->sighup);
+    if (st->trimming)
+        fk_memtrim_stop(&st->trim);
     fk_service_close(st->svc, service_closed, st);
 }
 
@@ -361,10 +373,11 @@ static int run(fk_params *p)
     fk_err err = {0};
     fk_grpc_server_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
-    long hb, drain;
+    long hb, drain, trim_ms;
     if (fk_net_limits_from_params(&cfg.limits, p, "net", &err) != FK_OK ||
         fk_params_int(p, "heartbeat-ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
-        fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK)
+        fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK ||
+        fk_params_int(p, "memtrim-ms", 5000, 0, 3600000, &trim_ms, &err) != FK_OK)
         return fail(err.msg);
     int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
     if (level < 0)
@@ -428,6 +441,9 @@ static int run(fk_params *p)
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
            fk_engine_running(st.e));
+    /* 8 MiB free in the heap for two checks in a row: a spike is over, give it back */
+    if (trim_ms > 0 && fk_memtrim_start(&st.trim, &loop, (unsigned)trim_ms, (size_t)8 << 20) == 0)
+        st.trimming = 1;
     fk_notify_init(&st.notify, &loop, notify_status, &st);
     char ready[256];
     notify_status(&st, ready, sizeof ready);
