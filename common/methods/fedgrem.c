@@ -613,6 +613,9 @@ void fk_fedgrem_cli_close(void *v)
     free(c->nr);
     free(c->sx);
     free(c->theta);
+    free(c->ref);
+    free(c->Xc);
+    free(c->thc);
     fk_mor_ws_close(&c->mws);
     free(c);
 }
@@ -644,7 +647,89 @@ int fk_fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err
                               "client %d: sample %zu feature %zu is NaN or infinite; clean the "
                               "data before the run",
                               client, i / (size_t)d, i % (size_t)d);
+    /* Beyond this every fit fails (its squares and covariances overflow or drown the rest),
+     * and a centre that large could not be sent: name the magnitude, not the components. */
+    for (size_t i = 0; i < n * (size_t)d; i++)
+        if (!(fabs(data->X.data[i]) <= FK_GMM_MAX_ABS))
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d: sample %zu feature %zu is %g, beyond the magnitude a "
+                              "mixture fit handles (|x| <= %g); rescale the data or remove the "
+                              "outlier",
+                              client, i / (size_t)d, i % (size_t)d, data->X.data[i],
+                              FK_GMM_MAX_ABS);
     return FK_OK;
+}
+
+/* A Gaussian-mixture client works about its own reference point, the mean of its data:
+ * the E-step expands |x - theta|^2 = |x|^2 - 2 x.theta + |theta|^2, which cancels
+ * catastrophically when the data sit far from the origin (offset 1e10: -loglik/n 6678
+ * instead of 6.8072). Every quantity is translation invariant, so the client keeps X - ref
+ * (its row norms and transpose), moves theta by -ref before each E-step and back after the
+ * step (O(Rp)), and sends everything in the original coordinates. */
+static int centre_data(fk_fedgrem_cli *c)
+{
+    size_t n = c->n, p = (size_t)c->p;
+    c->ref = calloc(p, sizeof *c->ref);
+    c->Xc = malloc(n * p * sizeof *c->Xc);
+    c->thc = malloc((size_t)c->R * p * sizeof *c->thc);
+    if (!c->ref || !c->Xc || !c->thc)
+        return FK_ENOMEM;
+    const double *X = c->d->X.data;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < p; j++)
+            c->ref[j] += X[i * p + j];
+    for (size_t j = 0; j < p; j++)
+        c->ref[j] /= (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double s = 0.0;
+        for (size_t j = 0; j < p; j++) {
+            double v = X[i * p + j] - c->ref[j];
+            c->Xc[i * p + j] = v;
+            s += v * v;
+        }
+        c->xsq[i] = s;
+    }
+    if (c->Xt)
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < p; j++)
+                c->Xt[j * n + i] = c->Xc[i * p + j];
+    c->X = c->Xc;
+    return FK_OK;
+}
+
+/* theta (R x p, original coordinates) about the reference point, in c->thc; theta itself when
+ * the client works in the original coordinates (mixtures of regressions). */
+static double *centred(fk_fedgrem_cli *c, const double *theta)
+{
+    size_t p = (size_t)c->p;
+    if (!c->ref)
+        return (double *)theta;
+    for (size_t r = 0; r < (size_t)c->R; r++)
+        for (size_t j = 0; j < p; j++)
+            c->thc[r * p + j] = theta[r * p + j] - c->ref[j];
+    return c->thc;
+}
+
+/* Rows of a (R x p) from the reference point back to the original coordinates. */
+static void uncentre(const fk_fedgrem_cli *c, const double *a, double *out)
+{
+    size_t p = (size_t)c->p;
+    for (size_t r = 0; c->ref && r < (size_t)c->R; r++)
+        for (size_t j = 0; j < p; j++)
+            out[r * p + j] = a[r * p + j] + c->ref[j];
+}
+
+/* The Gaussian-mixture tables' client init: fk_fedgrem_cli_init about the data's mean. */
+static int gmm_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                        int n_clients, uint64_t seed, int variant, fk_err *err)
+{
+    int rc = fk_fedgrem_cli_init(out, p, data, client, n_clients, seed, variant, err);
+    if (rc == FK_OK && centre_data(*out)) {
+        fk_fedgrem_cli_close(*out);
+        *out = NULL;
+        rc = fk_err_set(err, FK_ENOMEM, "client %d: out of memory", client);
+    }
+    return rc;
 }
 
 int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
@@ -729,6 +814,7 @@ static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *
         c->warned = 1;
     }
     c->fitted = 1;
+    uncentre(c, c->M, c->M); /* fitted about the reference point */
     uint64_t ss[2] = {(uint64_t)c->p, (uint64_t)c->p};
     rc = fk_fedgrem_put_fit(c, up);
     if (!rc && c->variant == V_LOCAL_EM)
@@ -804,10 +890,14 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
                                             : FK_OK;
     if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
-    double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, c->theta, R, c->nr, c->sx,
+    double *th = centred(c, c->theta); /* the step about the reference point */
+    double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, th, R, c->nr, c->sx,
                                    c->gamma, NULL);
     rep->loss = -ll / (double)c->n;
     if (c->variant == V_POOLED_GREM) {
+        for (int r = 0; c->ref && r < R; r++) /* the server adds the sums of all clients */
+            for (int j = 0; j < p; j++)
+                c->sx[(size_t)r * p + j] += c->nr[r] * c->ref[j];
         rc = fk_bundle_put_vec(up, "nr", (size_t)R, c->nr);
         if (!rc)
             rc = fk_bundle_put(up, "sx", 2, shape, c->sx);
@@ -819,10 +909,11 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         double eta[R];
         for (int r = 0; r < R; r++) /* step_guard caps the relaxation rho = eta w at 1 */
             eta[r] = c->c.guard && c->eta[r] * c->w[r] > 1.0 ? 1.0 / c->w[r] : c->eta[r];
-        fk_gmm_grad_step(c->theta, c->nr, c->sx, c->n, p, R, eta);
+        fk_gmm_grad_step(th, c->nr, c->sx, c->n, p, R, eta);
     } else {
-        fk_gmm_exact_means(c->theta, c->nr, c->sx, c->n, p, R);
+        fk_gmm_exact_means(th, c->nr, c->sx, c->n, p, R);
     }
+    uncentre(c, th, c->theta);
     if (src) {
         double a = c->c.tgmm, den = 1.0 + a * (c->K - 1);
         for (size_t i = 0; i < Rp; i++)
@@ -856,6 +947,7 @@ static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err 
     if (rc0)
         return rc0;
     rep->n_samples = (double)c->n;
+    tk = centred(c, tk); /* the data are kept about the reference point */
     rep->loss = -fk_gmm_estep(c->X, c->n, p, c->xsq, wk, tk, R, c->gamma) / (double)c->n;
     if (!c->d->y || c->d->n_classes <= 0)
         return FK_OK;
@@ -933,12 +1025,12 @@ int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
 /* ---------------- tables ---------------- */
 
 /* One server_init / client_init pair per variant: the tables differ only there. */
-FK_FEDGREM_INITS(fedgrem, V_FEDGREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(fedem, V_FEDEM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(local_em, V_LOCAL_EM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(local_grem, V_LOCAL_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(tgmm, V_TGMM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(pooled_grem, V_POOLED_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK_FEDGREM_INITS(fedgrem, V_FEDGREM, FK_FEDGREM_GMM, gmm_cli_init)
+FK_FEDGREM_INITS(fedem, V_FEDEM, FK_FEDGREM_GMM, gmm_cli_init)
+FK_FEDGREM_INITS(local_em, V_LOCAL_EM, FK_FEDGREM_GMM, gmm_cli_init)
+FK_FEDGREM_INITS(local_grem, V_LOCAL_GREM, FK_FEDGREM_GMM, gmm_cli_init)
+FK_FEDGREM_INITS(tgmm, V_TGMM, FK_FEDGREM_GMM, gmm_cli_init)
+FK_FEDGREM_INITS(pooled_grem, V_POOLED_GREM, FK_FEDGREM_GMM, gmm_cli_init)
 
 const fk_method fk_method_fedgrem =
     FK_FEDGREM_TABLE("fedgrem",

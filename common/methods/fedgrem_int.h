@@ -76,6 +76,7 @@ typedef struct fk_fedgrem_cli {
     size_t n;
     double *xsq, *gamma, *W, *M, *S, *w, *eta, *nr, *sx, *theta;
     double *Xt; /* p x n transpose for the small-p E-step kernel (NULL: dgemm) */
+    double *ref, *Xc, *thc; /* GMM: the data's mean, X - ref (c->X points here), theta - ref */
     const double *y; /* MoR: regression target (n), else NULL */
     fk_mor_ws mws;   /* MoR: E-step and least-squares work space */
 } fk_fedgrem_cli;
