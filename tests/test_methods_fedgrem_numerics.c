@@ -8,7 +8,9 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/data/synth_gmm.h"
 #include "common/methods/fedgrem.h"
@@ -144,11 +146,68 @@ static void huge_value_names_magnitude(void **state)
         fk_dataset_close(&tasks[k]);
 }
 
+/* stderr of one simulation (the log), into buf. */
+static void sim_log(const char *c_eta, const char *guard, char *buf, size_t cap)
+{
+    fk_dataset tasks[K];
+    make(tasks);
+    fk_params p;
+    params(&p);
+    fk_params_set(&p, "c_eta", c_eta);
+    fk_params_set(&p, "step_guard", guard);
+    char path[] = "/tmp/fk-fedgrem-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fk_sim_opts o = {.rounds = 4, .seed = 5};
+    fk_bundle model;
+    fk_err err;
+    int rc = fk_sim_run(&fk_method_fedgrem, &p, tasks, K, &o, &model, NULL, &err);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (rc)
+        fail_msg("sim: %s", err.msg);
+    fk_bundle_close(&model);
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    fk_params_close(&p);
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&tasks[k]);
+}
+
+/* C_eta w_r / w0_r > 2 makes the gradient step oscillate: logged with client and component
+ * (the paper's rule stays the default); step_guard = 1 caps it and says nothing. */
+static void unstable_relaxation_is_logged(void **state)
+{
+    (void)state;
+    static char log[1 << 16];
+    sim_log("2.5", "0", log, sizeof log);
+    const char *hit = strstr(log, "event=relaxation_unstable");
+    if (!hit)
+        fail_msg("no relaxation_unstable warning at c_eta 2.5:\n%s", log);
+    assert_non_null(strstr(hit, "client="));
+    assert_non_null(strstr(hit, "component="));
+    assert_non_null(strstr(hit, "step_guard = 1"));
+    /* once per client and component, not every round */
+    int lines = 0;
+    for (const char *q = log; (q = strstr(q, "event=relaxation_unstable")); q++)
+        lines++;
+    assert_true(lines <= K * R);
+    sim_log("2.5", "1", log, sizeof log);
+    assert_null(strstr(log, "relaxation_unstable"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(offset_fit_equals_the_fit_at_the_origin),
         cmocka_unit_test(huge_value_names_magnitude),
+        cmocka_unit_test(unstable_relaxation_is_logged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -869,6 +869,27 @@ int fk_fedgrem_step_task(fk_fedgrem_cli *c, const fk_bundle *task, const fk_tens
     return FK_OK;
 }
 
+/* The gradient step moves theta_r by rho_r = eta_r w_r of the way to its responsibility mean;
+ * with the paper's eta_r = C_eta / w0_r that is C_eta w_r / w0_r, and beyond 2 the step
+ * overshoots by more than it corrects: the estimates oscillate with period 2 (the demo's
+ * outlier client from round 32 on). The paper's rule stays the default; say so once per client
+ * and component, with the cure. */
+static void warn_unstable(fk_fedgrem_cli *c)
+{
+    for (int r = 0; r < c->R; r++) {
+        double rho = c->eta[r] * c->w[r];
+        uint64_t bit = 1ull << (r < 63 ? r : 63);
+        if (!(rho > 2.0) || (c->rho_warned & bit))
+            continue;
+        c->rho_warned |= bit;
+        fk_log(FK_LOG_WARN, "relaxation_unstable",
+               "client=%d component=%d rho=%.4g c_eta=%g w=%.4g w0=%.4g msg=\"C_eta w_r / w0_r "
+               "> 2: the gradient step overshoots and the estimates oscillate with period 2; "
+               "step_guard = 1 caps rho at 1\"",
+               c->k, r, rho, c->c.c_eta, c->w[r], c->c.c_eta / c->eta[r]);
+    }
+}
+
 static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_fedgrem_cli *c = v;
@@ -909,6 +930,8 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         double eta[R];
         for (int r = 0; r < R; r++) /* step_guard caps the relaxation rho = eta w at 1 */
             eta[r] = c->c.guard && c->eta[r] * c->w[r] > 1.0 ? 1.0 / c->w[r] : c->eta[r];
+        if (!c->c.guard)
+            warn_unstable(c);
         fk_gmm_grad_step(th, c->nr, c->sx, c->n, p, R, eta);
     } else {
         fk_gmm_exact_means(th, c->nr, c->sx, c->n, p, R);

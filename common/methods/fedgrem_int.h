@@ -77,6 +77,7 @@ typedef struct fk_fedgrem_cli {
     double *xsq, *gamma, *W, *M, *S, *w, *eta, *nr, *sx, *theta;
     double *Xt; /* p x n transpose for the small-p E-step kernel (NULL: dgemm) */
     double *ref, *Xc, *thc; /* GMM: the data's mean, X - ref (c->X points here), theta - ref */
+    uint64_t rho_warned; /* components whose relaxation C_eta w_r / w0_r > 2 was logged */
     const double *y; /* MoR: regression target (n), else NULL */
     fk_mor_ws mws;   /* MoR: E-step and least-squares work space */
 } fk_fedgrem_cli;
