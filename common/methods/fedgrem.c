@@ -883,7 +883,7 @@ static void warn_unstable(fk_fedgrem_cli *c)
             continue;
         c->rho_warned |= bit;
         fk_log(FK_LOG_WARN, "relaxation_unstable",
-               "client=%d component=%d rho=%.4g c_eta=%g w=%.4g w0=%.4g msg=\"C_eta w_r / w0_r "
+               "client=%d component=%d rho=%.6g c_eta=%g w=%.4g w0=%.4g msg=\"C_eta w_r / w0_r "
                "> 2: the gradient step overshoots and the estimates oscillate with period 2; "
                "step_guard = 1 caps rho at 1\"",
                c->k, r, rho, c->c.c_eta, c->w[r], c->c.c_eta / c->eta[r]);
