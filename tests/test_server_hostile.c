@@ -573,6 +573,34 @@ static void aggregation_error_excludes_one_client(void **state)
     fk_bundle_close(&ref);
 }
 
+/* A FedRF-TCA client with fewer samples (60) than m (80) used to be refused at init ("m must
+ * be below the samples"); W is learned on mini-batches, so the job runs to a finite model
+ * that scores the target. */
+static void fedrf_tca_fewer_samples_than_m(void **state)
+{
+    fed *f = *state;
+    make_data(f, 2);
+    jobcase jc = FEDRF;
+    jc.extra = "N = 50\nm = 80\nhidden = 8\nbatch = 16\ntc = 1\nclasses = 3\nrounds = 3\n"
+               "participation = all\n";
+    assert_true(f->data[0].X.rows < 80);
+    fk_bundle got;
+    fk_job_status st;
+    int s = run_case(f, &jc, H_NONE, 0, NULL, &got, &st);
+    if (s != FK_JOB_DONE)
+        fail_msg("job %s: %s", fk_job_state_name(s), st.failure);
+    all_finite(&got);
+    const fk_tensor *W = fk_bundle_get(&got, "W");
+    assert_non_null(W);
+    assert_int_equal(W->len, 100 * 80);
+    fk_report rep;
+    fk_report_init(&rep);
+    fk_err err;
+    assert_int_equal(f->m->evaluate(f->cli[K - 1], &got, &rep, &err), FK_OK);
+    assert_true(rep.accuracy >= 0.0 && rep.accuracy <= 1.0);
+    fk_bundle_close(&got);
+}
+
 /* ------------------------------------------------------------ simulator */
 
 /* The simulator wraps the method: client 1's update spoiled in round 2. */
@@ -659,6 +687,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_reports_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(aggregation_error_excludes_one_client, setup, teardown),
         cmocka_unit_test_setup_teardown(sim_refuses_bad_updates, setup, teardown),
+        cmocka_unit_test_setup_teardown(fedrf_tca_fewer_samples_than_m, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,11 +82,8 @@ int fk_fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data,
         rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: domain '%s' is empty", data->name);
         goto fail;
     }
-    if (c->c.m >= (long)n) {
-        rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: m=%ld must be below the %zu samples of '%s'",
-                        c->c.m, n, data->name);
-        goto fail;
-    }
+    /* m may exceed the client's samples: W (2N x m) is learned by gradient steps on
+     * mini-batches of min(batch, n) rows; nothing factorises an n x m matrix here. */
     if (!c->is_target && (rc = fk_labels_check(data->y, n, c->classes, data->name, err)))
         goto fail;
     if ((rc = fk_mlp_layout(&c->net, (size_t)c->c.m, c->c.hidden, c->c.n_hidden,
