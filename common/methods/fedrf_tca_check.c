@@ -4,13 +4,27 @@
  *            features phi(x) = N^-1/2 [cos; sin]) and the feature dimension d (a whole number,
  *            the one the other clients reported), both only when the task asked (mmd);
  *   phase 1: W (2N x m) when the task set send_W, the classifier C when it set send_C, both
- *            finite and bounded by FK_UPDATE_MAX_ABS;
+ *            finite and within GROWTH times the global model's largest entry (at least 1):
+ *            a client's W is one optimizer step from the last average it received (Adam moves
+ *            an entry by about lr), so anything far beyond is a blown-up or forged update that
+ *            would drag every client's next step with it;
  *   phase 2: nothing. */
 #include <math.h>
 #include <stdio.h>
 
 #include "common/methods/fedrf_tca_int.h"
 #include "common/methods/update_check.h"
+
+static const double GROWTH = 1e3;
+
+/* GROWTH times the largest |entry| of a (at least 1: the initial W is within 2N^-1/2). */
+static double growth_bound(const double *a, size_t n, int have)
+{
+    double m = 1.0;
+    for (size_t i = 0; have && i < n; i++)
+        m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return GROWTH * m;
+}
 
 static int any_other(const unsigned char *f, int n, int skip)
 {
@@ -63,11 +77,11 @@ static int check_models(const fk_fedrf_server *s, int round, const fk_update *up
         names[n++] = "C";
     const fk_bundle *b = &up->msg;
     const uint64_t ws[2] = {(uint64_t)s->D, (uint64_t)s->c.m}, cs[1] = {(uint64_t)s->PC};
+    double bw = wantW ? growth_bound(s->Wmodel, s->WM, s->have_Wmodel) : 0;
+    double bc = wantC ? growth_bound(s->Cmodel, s->PC, s->have_Cmodel) : 0;
     if ((rc = fk_update_check_names(b, names, n, k, err)) ||
-        (wantW && (rc = fk_update_check_tensor(b, "W", 2, ws, FK_UPDATE_MAX_ABS, 0, 0, k, NULL,
-                                               err))) ||
-        (wantC && (rc = fk_update_check_tensor(b, "C", 1, cs, FK_UPDATE_MAX_ABS, 0, 0, k, NULL,
-                                               err))))
+        (wantW && (rc = fk_update_check_tensor(b, "W", 2, ws, bw, 0, 0, k, NULL, err))) ||
+        (wantC && (rc = fk_update_check_tensor(b, "C", 1, cs, bc, 0, 0, k, NULL, err))))
         return rc;
     return FK_OK;
 }

@@ -3,6 +3,7 @@
  * bounded by FK_GMM_MAX_ABS, counts >= 0). Both servers start with their fk_pooled_head,
  * which says the step (op), the restarts S, R and, once known, p. A refused client leaves
  * its step incomplete: the step repeats next round (the sums need every client). */
+#include <math.h>
 #include <stdio.h>
 
 #include "common/methods/gmm.h"
@@ -26,6 +27,39 @@ static int check_n(const fk_bundle *b, int k, fk_err *err)
         rc = fk_err_set(err, FK_EINVAL, "client %d sent sample count n = %g (must be >= 1)", k,
                         n->data[0]);
     return rc;
+}
+
+/* The scatter step's own bounds: xtx = Xc^T Xc is symmetric with |xtx_ij| <= sqrt(xtx_ii
+ * xtx_jj), and every candidate is a row of Xc, so its squared entries are at most xtx's
+ * diagonal. Scaling an honest update (every value times s, each one finite and in bounds) breaks
+ * the second once s^2 exceeds the client's sample count, so one client cannot blow up the
+ * pooled covariance and, through it, every client's next sums. */
+static int check_scatter(const fk_tensor *x, const fk_tensor *c, size_t P, int k, fk_err *err)
+{
+    const double tol = 1e-9;
+    const double *a = x->data;
+    for (size_t i = 0; i < P; i++)
+        for (size_t j = 0; j <= i; j++) {
+            double aij = a[i * P + j], aji = a[j * P + i], lim = sqrt(a[i * P + i] * a[j * P + j]);
+            if (!(a[i * P + i] >= 0) ||
+                !(fabs(aij - aji) <= tol * (fabs(aij) + fabs(aji)) + 1e-300) ||
+                !(fabs(aij) <= lim * (1 + tol) + 1e-300))
+                return fk_err_set(err, FK_EINVAL,
+                                  "client %d sent a scatter matrix 'xtx' that is no X^T X (entry "
+                                  "%zu,%zu = %g, %zu,%zu = %g, diagonal %g and %g)",
+                                  k, i, j, aij, j, i, aji, a[i * P + i], a[j * P + j]);
+        }
+    for (size_t r = 0; r < c->len / (P ? P : 1); r++)
+        for (size_t j = 0; j < P; j++) {
+            double v = c->data[r * P + j];
+            if (!(v * v <= a[j * P + j] * (1 + tol) + 1e-300))
+                return fk_err_set(err, FK_EINVAL,
+                                  "client %d sent candidate 'cand' %zu with feature %zu = %g, "
+                                  "beyond its own scatter (a data row has x_j^2 <= sum x_j^2 = "
+                                  "%g)",
+                                  k, r, j, v, a[j * P + j]);
+        }
+    return FK_OK;
 }
 
 int fk__pooled_em_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
@@ -57,11 +91,12 @@ int fk__pooled_em_check(void *v, int round, int phase, const fk_update *up, fk_e
                    pp[2] = {P, P};
     if (h->op == G_SCATTER) {
         static const char *const names[] = {"xtx", "cand"};
+        const fk_tensor *x, *c;
         if ((rc = fk_update_check_names(b, names, 2, k, err)) ||
-            (rc = fk_update_check_tensor(b, "xtx", 2, pp, B, 0, 0, k, NULL, err)) ||
-            (rc = fk_update_check_tensor(b, "cand", 2, sp, B, 0, 0, k, NULL, err)))
+            (rc = fk_update_check_tensor(b, "xtx", 2, pp, B, 0, 0, k, &x, err)) ||
+            (rc = fk_update_check_tensor(b, "cand", 2, sp, B, 0, 0, k, &c, err)))
             return rc;
-        return FK_OK;
+        return check_scatter(x, c, (size_t)P, k, err);
     }
     static const char *const names[] = {"tot", "cand", "nr", "sx", "far", "fard", "ll"};
     if ((rc = fk_update_check_names(b, names, 7, k, err)) ||

@@ -16,9 +16,9 @@
 
 /* The report next to an update. NaN in loss, accuracy or error means "not measured" and is
  * taken; what is refused: n_samples NaN, infinite or negative (it weighs the client in every
- * mean), any infinite field, accuracy outside [0, 1], |loss| or |error| beyond
- * FK_UPDATE_MAX_ABS. A method that always measures a field refuses NaN there itself
- * (fk_update_check_measured). */
+ * mean), any infinite field, accuracy outside [0, 1]. A huge finite loss is taken: it says the
+ * model diverged, and refusing it would make honest clients dropouts of a bad global model. A
+ * method that always measures a field refuses NaN there itself (fk_update_check_measured). */
 int fk_update_check_report(const fk_report *r, int client, fk_err *err);
 /* The method measures `field` (offsetof(fk_report, loss) etc.) in this phase: NaN is refused. */
 int fk_update_check_measured(const fk_report *r, size_t field, const char *what, int client,
