@@ -85,8 +85,9 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
 
 /* fk_engine_push in two steps, so that several updates share one commit
  * (group commit). Stage: validate and insert the update inside the caller's
- * open store transaction (fk_store_begin); nothing changes in memory, and the
- * results are those of fk_engine_push (a resend of an update staged in the same
+ * open store transaction (fk_store_begin); nothing changes in memory but a
+ * refusal (FK_EINVAL: its client becomes a dropout of the phase, see
+ * fk_engine_settle), and the results are those of fk_engine_push (a resend of an update staged in the same
  * transaction gives *dup = 1). After an FK_EIO or FK_ENOMEM the transaction may
  * be lost: roll it back. Apply: only once that transaction committed, count a
  * staged update that was not a duplicate (may close the phase and the round,
