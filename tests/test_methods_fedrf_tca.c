@@ -913,8 +913,12 @@ static void bad_input(void **state)
     fk_params_set(&p, "N", "3");
     assert_int_equal(init_error(&p, &ds[0], 0, "2N"), FK_EINVAL);
     fk_params_set(&p, "N", "200");
-    fk_params_set(&p, "m", "150");
-    assert_int_equal(init_error(&p, &ds[0], 0, "samples"), FK_EINVAL);
+    fk_params_set(&p, "m", "150"); /* more than the samples: taken (issue 19) */
+    void *big = NULL;
+    fk_err berr;
+    assert_true(ds[0].X.rows < 150);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&big, &p, &ds[0], 0, NC, 1, &berr), FK_OK);
+    fk_method_fedrf_tca.client_close(big);
     fk_params_set(&p, "m", "8");
     /* a target with another feature dimension is caught when statistics meet */
     fk_dataset odd[NC];
