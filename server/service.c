@@ -978,6 +978,17 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     int64_t job = 0;
     fk_err err;
+    int line;
+    size_t at;
+    if (fk_codec_string_nul(req, len, fedkern_v1_SubmitJobRequest_config_tag, &line, &at)) {
+        fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
+        fk_err_set(&err, FK_EINVAL,
+                   "job config line %d: a NUL byte (byte %zu); a job file is text and would "
+                   "end there",
+                   line, at + 1);
+        reply_err(call, FK_EINVAL, &err);
+        return;
+    }
     int rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc) {

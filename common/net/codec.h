@@ -25,6 +25,12 @@
 /* Most tensors a decoded bundle may hold (keeps duplicate checks cheap). */
 #define FK_CODEC_MAX_TENSORS 4096
 
+/* A NUL byte inside string field `field` of the encoded message buf (nanopb's C strings would
+ * end there and drop the rest silently): 1 with *line (1-based, counted in the string) and
+ * *at (byte offset in the string) of the first one, 0 when there is none or buf does not
+ * parse (the decoder reports that). */
+int fk_codec_string_nul(const uint8_t *buf, size_t len, uint32_t field, int *line, size_t *at);
+
 /* ---- bundles on their own (disk format, chunked payloads) ---- */
 
 /* Encoded size of b with tensors sent as dtype. */
