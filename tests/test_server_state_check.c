@@ -54,6 +54,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     dir *d = *state;
+    if (!d)
+        return 0;
     chmod(d->path, 0700);
     rm_db(d, 1);
     char sub[160];
