@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "common/data/synth_gmm.h"
-#include "common/methods/fedgrem.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 
 enum { K = 4, R = 3, P = 4, N = 120, ROUNDS = 15 };

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "server/jobconf.h"
+#include "common/methods/jobconf.h"
 #include "server/service.h"
 #include "tests/fuzz/fuzz_text.h"
 
