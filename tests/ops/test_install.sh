@@ -33,6 +33,7 @@ $2/fedkern-server.service
 $2/fedkern-client@.service
 $3/fedkern.conf
 $1/share/man/man1/fedkern.1
+$1/share/man/man1/fedkern-faultproxy.1
 $1/share/man/man5/fedkern.conf.5
 $1/share/man/man8/fedkern-server.8
 $1/share/man/man8/fedkern-client.8
