@@ -5,7 +5,9 @@
 # directory (where dpkg-buildpackage writes) gets build products.
 # Needs the Build-Depends of debian/control plus dpkg-dev and debhelper; run as root it
 # installs what is missing (apt-get), like deploy/bootstrap.sh.
-# usage: deploy/build-deb.sh [OUTDIR]     env: FK_DEB_JOBS (parallel jobs, default nproc)
+# usage: deploy/build-deb.sh [OUTDIR]
+# env: FK_DEB_JOBS (parallel jobs, default nproc); FK_DEB_NO_INSTALL=1: exit 3 if a package
+# is missing instead of installing it.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$top/deb}" && cd "${1:-$top/deb}" && pwd)
@@ -21,6 +23,10 @@ for pkg in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
 done
 if [ ${#missing[@]} -gt 0 ]; then
+  if [ -n "${FK_DEB_NO_INSTALL:-}" ]; then # tests: never change the system
+    echo "build-deb: missing Debian packages: ${missing[*]}" >&2
+    exit 3
+  fi
   if [ "$(id -u)" -ne 0 ]; then
     echo "build-deb: missing Debian packages: ${missing[*]} (sudo apt-get install ${missing[*]})" >&2
     exit 1
