@@ -35,16 +35,25 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# The source tree without build directories, VCS data or earlier packages.
+# The source tree without build directories, VCS data or earlier packages: in a git checkout
+# the tracked and untracked-but-not-ignored files (so uncommitted edits count), else all
+# but the usual build products.
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/fedkern"
-tar -C "$top" --exclude='./build*' --exclude='./.git' --exclude='./deb' --exclude='./obj-*' \
-  --exclude='*.o' --exclude='__pycache__' -cf - . | tar -C "$work/fedkern" -xf -
+if git -C "$top" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  (cd "$top" && git ls-files -z -co --exclude-standard | while IFS= read -r -d '' f; do
+     [ -e "$f" ] || [ -L "$f" ] && printf '%s\0' "$f"; done) \
+    | tar -C "$top" --null -T - -cf - | tar -C "$work/fedkern" -xf -
+else
+  tar -C "$top" --exclude='./build*' --exclude='./.git' --exclude='./deb' --exclude='./obj-*' \
+    --exclude='./fedkern-demo' --exclude='*.o' --exclude='__pycache__' -cf - . | tar -C "$work/fedkern" -xf -
+fi
 
 jobs=${FK_DEB_JOBS:-$(nproc)}
 log=$work/dpkg-buildpackage.log
-if ! (cd "$work/fedkern" && DEB_BUILD_OPTIONS="nocheck noddebs parallel=$jobs" \
+# nocheck: the project's suites test the programs; noddebs: no -dbgsym packages (faster).
+if ! (cd "$work/fedkern" && DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-} nocheck noddebs parallel=$jobs" \
         dpkg-buildpackage -us -uc -b >"$log" 2>&1); then
   tail -n 60 "$log" >&2
   echo "build-deb: dpkg-buildpackage failed" >&2
