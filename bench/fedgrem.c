@@ -10,9 +10,9 @@
 
 #include "bench/bench.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/gmm.h"
-#include "common/methods/gmm_estep.h"
-#include "common/methods/gmm_run.h"
+#include "common/methods/mixture/gmm_run.h"
+#include "common/models/gmm.h"
+#include "common/models/gmm_estep.h"
 
 
 

@@ -8,8 +8,8 @@
 
 #include "cli/cli.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/gmm_real.h"
-#include "common/methods/gmm_run.h"
+#include "common/methods/mixture/gmm_real.h"
+#include "common/methods/mixture/gmm_run.h"
 
 int fk_sim_fedgrem(int argc, char **argv);
 int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,

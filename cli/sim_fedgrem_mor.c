@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "common/methods/mor.h"
+#include "common/methods/mixture/mor.h"
 
 int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
                        long K, long R, long dim, long n, long outl, double h, int json);

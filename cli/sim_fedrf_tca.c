@@ -9,7 +9,7 @@
 #include "cli/sim_fedrf_tca.h"
 #include "common/base/params.h"
 #include "common/data/synth_shift.h"
-#include "common/methods/fedrf_tca.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/sim.h"
 
 static const char *const HELP =

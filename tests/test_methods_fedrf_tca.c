@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/data/synth_shift.h"
-#include "common/methods/fedrf_tca.h"
-#include "common/methods/fedrf_tca_int.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
+#include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/sim.h"
 
 enum { K = 3, NC = K + 1 };

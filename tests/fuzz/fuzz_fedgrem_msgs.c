@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/methods/fedgrem.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/fedgmm_mor.h"
+#include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/net/codec.h"
 
 enum { K = 3, N = 20, P = 2 };
