@@ -12,11 +12,11 @@
 
 #include "common/base/log.h"
 #include "common/la/rng.h"
+#include "common/methods/jobconf.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
 #include "fedkern.pb.h"
-#include "server/jobconf.h"
 
 #define FED "/fedkern.v1.Federation/"
 

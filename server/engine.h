@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "common/base/bundle.h"
+#include "common/methods/jobconf.h"
 #include "common/methods/method.h"
-#include "server/jobconf.h"
 #include "server/store.h"
 
 /* Bundle <-> bytes (the wire codec, also the on-disk format of blobs).

@@ -16,11 +16,11 @@
 #include <uv.h>
 
 #include "client/agent.h"
+#include "common/methods/jobconf.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "server/engine.h"
-#include "server/jobconf.h"
 #include "server/service.h"
 #include "tests/support_fedmean.h"
 

@@ -1,4 +1,4 @@
-#include "server/jobconf.h"
+#include "common/methods/jobconf.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/jobconf.h"
+#include "common/methods/jobconf.h"
 
 static void full_config_parses(void **state)
 {
