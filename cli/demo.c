@@ -19,11 +19,11 @@
 #include "cli/demo.h"
 #include "cli/job.h"
 #include "common/base/params.h"
-#include "common/net/certs.h"
-#include "common/net/codec.h"
 #include "common/data/synth_gmm.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/sim.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
 
 typedef struct demo_opts {
     long clients;

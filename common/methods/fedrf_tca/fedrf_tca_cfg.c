@@ -4,7 +4,7 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 
-static int parse_hidden(const char *s, fk_fedrf_cfg *c, fk_err *err)
+static int parse_hidden(const char *s, fk__fedrf_cfg *c, fk_err *err)
 {
     c->n_hidden = 0;
     if (!*s || !strcmp(s, "none"))
@@ -24,7 +24,7 @@ static int parse_hidden(const char *s, fk_fedrf_cfg *c, fk_err *err)
     return FK_OK;
 }
 
-int fk_fedrf_parse_cfg(const fk_params *p, int n_clients, fk_fedrf_cfg *c, fk_err *err)
+int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_err *err)
 {
     memset(c, 0, sizeof *c);
     int rc;
@@ -75,14 +75,14 @@ int fk_fedrf_parse_cfg(const fk_params *p, int n_clients, fk_fedrf_cfg *c, fk_er
         return fk_err_set(err, FK_EINVAL,
                           "order must be subset, all, ordered, ordered-random, random or "
                           "random-random (Table XVIII; got '%s')", ord);
-    if (c->order != FK_FEDRF_ORDER_SUBSET && (c->all || c->drop_setting != 1))
+    if (c->order != FK__FEDRF_ORDER_SUBSET && (c->all || c->drop_setting != 1))
         return fk_err_set(err, FK_EINVAL,
                           "order=%s picks the senders itself; leave participation (random) and "
                           "drop_setting (I) at their defaults", ord);
     return fk_params_bool(p, "common_init", 0, &c->common_init, err);
 }
 
-size_t fk_fedrf_classifier_params(const fk_fedrf_cfg *c, size_t classes)
+size_t fk__fedrf_classifier_params(const fk__fedrf_cfg *c, size_t classes)
 {
     fk_mlp net;
     fk_err e;

@@ -3,18 +3,18 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 
-int fk_fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
+int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
 {
-    fk_fedrf_server *s = p;
+    fk__fedrf_server *s = p;
     double meta[8] = {(double)s->n, (double)s->D, (double)s->c.m, (double)s->PC,
                       (double)s->d_seen, s->have_Wmodel, s->have_Cmodel, s->c.voting};
-    int rc = fk_fedrf_put_vec(out, "meta", 8, meta, err);
+    int rc = fk__fedrf_put_vec(out, "meta", 8, meta, err);
     if (!rc)
-        rc = fk_fedrf_put_mat(out, "Wmodel", s->D, (size_t)s->c.m, s->Wmodel, err);
+        rc = fk__fedrf_put_mat(out, "Wmodel", s->D, (size_t)s->c.m, s->Wmodel, err);
     if (!rc)
-        rc = fk_fedrf_put_vec(out, "Cmodel", s->PC, s->Cmodel, err);
+        rc = fk__fedrf_put_vec(out, "Cmodel", s->PC, s->Cmodel, err);
     if (!rc)
-        rc = fk_fedrf_put_mat(out, "votes", (size_t)s->n, s->PC, s->votes, err);
+        rc = fk__fedrf_put_mat(out, "votes", (size_t)s->n, s->PC, s->votes, err);
     if (!rc) {
         double *hv = fk_bundle_add(out, "has_vote", 1, (uint64_t[1]){(uint64_t)s->n});
         if (!hv)
@@ -25,10 +25,10 @@ int fk_fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
     return rc;
 }
 
-int fk_fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
+int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
 {
-    fk_fedrf_server *s = p;
-    const fk_tensor *meta = fk_fedrf_want_len(in, "meta", 8, err), *W, *C, *V, *H;
+    fk__fedrf_server *s = p;
+    const fk_tensor *meta = fk__fedrf_want_len(in, "meta", 8, err), *W, *C, *V, *H;
     if (!meta)
         return FK_EFORMAT;
     if (meta->data[0] != s->n || meta->data[1] != (double)s->D || meta->data[2] != s->c.m ||
@@ -36,10 +36,10 @@ int fk_fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
         return fk_err_set(err, FK_EINVAL,
                           "fedrf-tca: checkpoint is for another job shape (clients, N, m, classifier "
                           "or voting differ)");
-    if (!(W = fk_fedrf_want_len(in, "Wmodel", s->WM, err)) ||
-        !(C = fk_fedrf_want_len(in, "Cmodel", s->PC, err)) ||
-        !(V = fk_fedrf_want_len(in, "votes", (size_t)s->n * s->PC, err)) ||
-        !(H = fk_fedrf_want_len(in, "has_vote", (size_t)s->n, err)))
+    if (!(W = fk__fedrf_want_len(in, "Wmodel", s->WM, err)) ||
+        !(C = fk__fedrf_want_len(in, "Cmodel", s->PC, err)) ||
+        !(V = fk__fedrf_want_len(in, "votes", (size_t)s->n * s->PC, err)) ||
+        !(H = fk__fedrf_want_len(in, "has_vote", (size_t)s->n, err)))
         return FK_EFORMAT;
     s->d_seen = (long)meta->data[4];
     s->have_Wmodel = meta->data[5] != 0;
@@ -71,27 +71,27 @@ static void rng_unpack(fk_rng *r, const double *in)
     r->has_spare = in[9] != 0;
 }
 
-int fk_fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
+int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
 {
-    fk_fedrf_client *c = p;
+    fk__fedrf_client *c = p;
     double rs[10], meta[5] = {(double)c->D, (double)c->c.m, (double)c->PC, c->evals, c->loss};
     rng_pack(&c->rng, rs);
-    int rc = fk_fedrf_put_vec(out, "meta", 5, meta, err);
+    int rc = fk__fedrf_put_vec(out, "meta", 5, meta, err);
     if (!rc)
-        rc = fk_fedrf_put_vec(out, "par", c->WM + c->PC, c->par, err);
+        rc = fk__fedrf_put_vec(out, "par", c->WM + c->PC, c->par, err);
     if (!rc)
-        rc = fk_fedrf_put_vec(out, "rng", 10, rs, err);
+        rc = fk__fedrf_put_vec(out, "rng", 10, rs, err);
     if (!rc)
-        rc = fk_fedrf_put_scalar(out, "batched", c->batched, err);
+        rc = fk__fedrf_put_scalar(out, "batched", c->batched, err);
     double t[2] = {c->optW.t, c->optC.t};
     if (!rc)
-        rc = fk_fedrf_put_vec(out, "opt_t", 2, t, err);
+        rc = fk__fedrf_put_vec(out, "opt_t", 2, t, err);
     if (!rc && c->c.opt == FK_OPT_ADAM) {
-        if ((rc = fk_fedrf_put_vec(out, "optW_m", c->WM, c->optW.m, err)) ||
-            (rc = fk_fedrf_put_vec(out, "optW_v", c->WM, c->optW.v, err)) ||
-            (rc = fk_fedrf_put_vec(out, "optC_m", c->PC, c->optC.m, err)))
+        if ((rc = fk__fedrf_put_vec(out, "optW_m", c->WM, c->optW.m, err)) ||
+            (rc = fk__fedrf_put_vec(out, "optW_v", c->WM, c->optW.v, err)) ||
+            (rc = fk__fedrf_put_vec(out, "optC_m", c->PC, c->optC.m, err)))
             return rc;
-        rc = fk_fedrf_put_vec(out, "optC_v", c->PC, c->optC.v, err);
+        rc = fk__fedrf_put_vec(out, "optC_v", c->PC, c->optC.v, err);
     }
     if (!rc) {
         /* the sampling pool order matters for the next draws */
@@ -104,19 +104,19 @@ int fk_fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
     return rc;
 }
 
-int fk_fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
+int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
 {
-    fk_fedrf_client *c = p;
-    const fk_tensor *meta = fk_fedrf_want_len(in, "meta", 5, err), *par, *rs, *t, *perm;
+    fk__fedrf_client *c = p;
+    const fk_tensor *meta = fk__fedrf_want_len(in, "meta", 5, err), *par, *rs, *t, *perm;
     if (!meta)
         return FK_EFORMAT;
     if (meta->data[0] != (double)c->D || meta->data[1] != c->c.m || meta->data[2] != (double)c->PC)
         return fk_err_set(err, FK_EINVAL, "fedrf-tca: client checkpoint is for another shape "
                           "(N, m or classifier differ)");
-    if (!(par = fk_fedrf_want_len(in, "par", c->WM + c->PC, err)) ||
-        !(rs = fk_fedrf_want_len(in, "rng", 10, err)) ||
-        !(t = fk_fedrf_want_len(in, "opt_t", 2, err)) ||
-        !(perm = fk_fedrf_want_len(in, "perm", c->X.rows, err)))
+    if (!(par = fk__fedrf_want_len(in, "par", c->WM + c->PC, err)) ||
+        !(rs = fk__fedrf_want_len(in, "rng", 10, err)) ||
+        !(t = fk__fedrf_want_len(in, "opt_t", 2, err)) ||
+        !(perm = fk__fedrf_want_len(in, "perm", c->X.rows, err)))
         return FK_EFORMAT;
     for (size_t i = 0; i < c->X.rows; i++) {
         double v = perm->data[i];
@@ -125,10 +125,10 @@ int fk_fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
         c->perm[i] = (int)v;
     }
     if (c->c.opt == FK_OPT_ADAM) {
-        const fk_tensor *a = fk_fedrf_want_len(in, "optW_m", c->WM, err),
-                        *b = fk_fedrf_want_len(in, "optW_v", c->WM, err);
-        const fk_tensor *e = fk_fedrf_want_len(in, "optC_m", c->PC, err),
-                        *f = fk_fedrf_want_len(in, "optC_v", c->PC, err);
+        const fk_tensor *a = fk__fedrf_want_len(in, "optW_m", c->WM, err),
+                        *b = fk__fedrf_want_len(in, "optW_v", c->WM, err);
+        const fk_tensor *e = fk__fedrf_want_len(in, "optC_m", c->PC, err),
+                        *f = fk__fedrf_want_len(in, "optC_v", c->PC, err);
         if (!a || !b || !e || !f)
             return FK_EFORMAT;
         memcpy(c->optW.m, a->data, c->WM * sizeof(double));
@@ -144,7 +144,7 @@ int fk_fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
     c->loss = meta->data[4];
     /* the current mini-batch is perm[0..b): rebuilt, not stored (absent in older checkpoints) */
     c->batched = 0;
-    if (fk_fedrf_scalar(in, "batched", 0) != 0)
-        return fk_fedrf_client_load_batch(c, err);
+    if (fk__fedrf_scalar(in, "batched", 0) != 0)
+        return fk__fedrf_client_load_batch(c, err);
     return FK_OK;
 }

@@ -9,9 +9,9 @@
 #include "common/models/mmd.h"
 #include "common/models/tca.h"
 
-void fk_fedrf_client_close(void *p)
+void fk__fedrf_client_close(void *p)
 {
-    fk_fedrf_client *c = p;
+    fk__fedrf_client *c = p;
     if (!c)
         return;
     fk_mat_close(&c->X);
@@ -34,7 +34,7 @@ void fk_fedrf_client_close(void *p)
 static const uint64_t BATCH_STREAM = 0x6261746368000000ULL;
 static const uint64_t INIT_STREAM = 0x696e697400000000ULL;
 
-static int client_alloc(fk_fedrf_client *c, const fk_dataset *data, fk_err *err)
+static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
 {
     size_t n = data->X.rows;
     c->par = calloc(c->WM + c->PC, sizeof(double));
@@ -59,14 +59,14 @@ static int client_alloc(fk_fedrf_client *c, const fk_dataset *data, fk_err *err)
     return FK_OK;
 }
 
-int fk_fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
+int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                          int n_clients, uint64_t seed, fk_err *err)
 {
     *out = NULL;
-    fk_fedrf_client *c = calloc(1, sizeof *c);
+    fk__fedrf_client *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-    int rc = fk_fedrf_parse_cfg(p, n_clients, &c->c, err);
+    int rc = fk__fedrf_parse_cfg(p, n_clients, &c->c, err);
     if (rc)
         goto fail;
     c->idx = idx;
@@ -116,11 +116,11 @@ int fk_fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data,
     *out = c;
     return FK_OK;
 fail:
-    fk_fedrf_client_close(c);
+    fk__fedrf_client_close(c);
     return rc;
 }
 
-int fk_fedrf_client_load_batch(fk_fedrf_client *c, fk_err *err)
+int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err)
 {
     for (size_t i = 0; i < c->b; i++) {
         memcpy(fk_mat_row(&c->Xb, i), fk_mat_row(&c->X, (size_t)c->perm[i]),
@@ -136,7 +136,7 @@ int fk_fedrf_client_load_batch(fk_fedrf_client *c, fk_err *err)
 }
 
 /* Draw a mini-batch without replacement and map it to random features. */
-static int sample_batch(fk_fedrf_client *c, fk_err *err)
+static int sample_batch(fk__fedrf_client *c, fk_err *err)
 {
     size_t n = c->X.rows;
     for (size_t i = 0; i < c->b; i++) {
@@ -145,11 +145,11 @@ static int sample_batch(fk_fedrf_client *c, fk_err *err)
         c->perm[i] = c->perm[j];
         c->perm[j] = t;
     }
-    return fk_fedrf_client_load_batch(c, err);
+    return fk__fedrf_client_load_batch(c, err);
 }
 
 /* U = Phi W, rows normalized: F = U / (|U| + eps). Keeps U and the norms. */
-static int project_rows(const fk_fedrf_client *c, const fk_mat *Phi, const double *W, fk_mat *U,
+static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const double *W, fk_mat *U,
                         fk_mat *F, double *norms, fk_err *err)
 {
     size_t b = Phi->rows, m = (size_t)c->c.m;
@@ -171,7 +171,7 @@ static int project_rows(const fk_fedrf_client *c, const fk_mat *Phi, const doubl
 
 /* Source step: classification loss through the normalization into W and C,
  * plus lambda * the pairwise MMD when the target's statistic arrived. */
-static int source_step(fk_fedrf_client *c, const fk_tensor *s_peer, fk_err *err)
+static int source_step(fk__fedrf_client *c, const fk_tensor *s_peer, fk_err *err)
 {
     size_t b = c->b, m = (size_t)c->c.m;
     double *W = c->par, *gW = c->grad, *gC = c->grad + c->WM;
@@ -213,7 +213,7 @@ static int source_step(fk_fedrf_client *c, const fk_tensor *s_peer, fk_err *err)
 }
 
 /* Target step: mean over the received sources of |W^T (s_i + s_T)|^2. */
-static void target_step(fk_fedrf_client *c, const fk_tensor *s_src)
+static void target_step(fk__fedrf_client *c, const fk_tensor *s_src)
 {
     size_t m = (size_t)c->c.m, k = s_src ? (size_t)s_src->shape[0] : 0;
     if (!k) {
@@ -234,7 +234,7 @@ static void target_step(fk_fedrf_client *c, const fk_tensor *s_src)
 
 /* Predictions for all rows of the client's data with W and one classifier
  * (votes == NULL) or a majority vote of k classifiers. */
-static int predict_all(const fk_fedrf_client *c, const double *W, const double *C,
+static int predict_all(const fk__fedrf_client *c, const double *W, const double *C,
                        const double *votes, size_t k, int *pred, fk_err *err)
 {
     size_t n = c->X.rows, chunk = 256, cls = (size_t)c->classes;
@@ -279,7 +279,7 @@ static int predict_all(const fk_fedrf_client *c, const double *W, const double *
     return rc;
 }
 
-static int accuracy(const fk_fedrf_client *c, const double *W, const double *C, const double *votes,
+static int accuracy(const fk__fedrf_client *c, const double *W, const double *C, const double *votes,
                     size_t k, double *acc, fk_err *err)
 {
     *acc = NAN;
@@ -298,18 +298,18 @@ static int accuracy(const fk_fedrf_client *c, const double *W, const double *C, 
     return rc;
 }
 
-int fk_fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
-    fk_fedrf_client *c = p;
-    int phase = (int)fk_fedrf_scalar(task, "phase", -1), rc = FK_OK;
+    fk__fedrf_client *c = p;
+    int phase = (int)fk__fedrf_scalar(task, "phase", -1), rc = FK_OK;
     rep->n_samples = (double)c->X.rows;
     if (phase == 0) {
         if ((rc = sample_batch(c, err)))
             return rc;
-        if (fk_fedrf_scalar(task, "mmd", 0) != 0) {
-            if ((rc = fk_fedrf_put_vec(up, "s", c->D, c->s_own, err)))
+        if (fk__fedrf_scalar(task, "mmd", 0) != 0) {
+            if ((rc = fk__fedrf_put_vec(up, "s", c->D, c->s_own, err)))
                 return rc;
-            return fk_fedrf_put_scalar(up, "d", (double)c->X.cols, err);
+            return fk__fedrf_put_scalar(up, "d", (double)c->X.cols, err);
         }
         return FK_OK;
     }
@@ -329,11 +329,11 @@ int fk_fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repor
             if ((rc = source_step(c, s, err)))
                 return rc;
         }
-        if (fk_fedrf_scalar(task, "send_W", 0) != 0 &&
-            (rc = fk_fedrf_put_mat(up, "W", c->D, (size_t)c->c.m, c->par, err)))
+        if (fk__fedrf_scalar(task, "send_W", 0) != 0 &&
+            (rc = fk__fedrf_put_mat(up, "W", c->D, (size_t)c->c.m, c->par, err)))
             return rc;
-        if (fk_fedrf_scalar(task, "send_C", 0) != 0 &&
-            (rc = fk_fedrf_put_vec(up, "C", c->PC, c->par + c->WM, err)))
+        if (fk__fedrf_scalar(task, "send_C", 0) != 0 &&
+            (rc = fk__fedrf_put_vec(up, "C", c->PC, c->par + c->WM, err)))
             return rc;
         return FK_OK;
     }
@@ -359,9 +359,9 @@ int fk_fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repor
     return rc;
 }
 
-int fk_fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err)
+int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
-    fk_fedrf_client *c = p;
+    fk__fedrf_client *c = p;
     rep->n_samples = (double)c->X.rows;
     const fk_tensor *W = fk_bundle_get(model, "W");
     const double *Wd = c->par;

@@ -6,9 +6,9 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 
-void fk_fedrf_server_close(void *p)
+void fk__fedrf_server_close(void *p)
 {
-    fk_fedrf_server *s = p;
+    fk__fedrf_server *s = p;
     if (!s)
         return;
     free(s->inA);
@@ -25,14 +25,14 @@ void fk_fedrf_server_close(void *p)
     free(s);
 }
 
-int fk_fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
+int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
     (void)seed;
     *out = NULL;
-    fk_fedrf_server *s = calloc(1, sizeof *s);
+    fk__fedrf_server *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-    int rc = fk_fedrf_parse_cfg(p, n_clients, &s->c, err);
+    int rc = fk__fedrf_parse_cfg(p, n_clients, &s->c, err);
     if (rc) {
         free(s);
         return rc;
@@ -44,7 +44,7 @@ int fk_fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t
     s->n = n_clients;
     s->D = 2 * (size_t)s->c.N;
     s->WM = s->D * (size_t)s->c.m;
-    s->PC = fk_fedrf_classifier_params(&s->c, (size_t)s->c.classes);
+    s->PC = fk__fedrf_classifier_params(&s->c, (size_t)s->c.classes);
     size_t n = (size_t)n_clients;
     s->inA = calloc(n, 1);
     s->inW = calloc(n, 1);
@@ -59,7 +59,7 @@ int fk_fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t
     s->votes = calloc(n * s->PC, sizeof(double));
     if (!s->inA || !s->inW || !s->inC || !s->has_s || !s->has_vote || !s->s || !s->Wbar ||
         !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->PC) {
-        fk_fedrf_server_close(s);
+        fk__fedrf_server_close(s);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the server state");
     }
     *out = s;
@@ -82,21 +82,21 @@ static void random_subset(fk_rng *rng, const int *from, int k, int *to, int *n_t
 }
 
 /* Table XVIII: one sender of Sigma l and one of W (and C), or every source. */
-static void ordered_sets(const fk_fedrf_cfg *c, const int *src, int K, int round, fk_rng *rng,
+static void ordered_sets(const fk__fedrf_cfg *c, const int *src, int K, int round, fk_rng *rng,
                          unsigned char *inA, unsigned char *inW, unsigned char *inC)
 {
-    if (c->order == FK_FEDRF_ORDER_ALL) {
+    if (c->order == FK__FEDRF_ORDER_ALL) {
         for (int i = 0; i < K; i++)
             inA[src[i]] = inW[src[i]] = inC[src[i]] = 1;
         return;
     }
     int cyclic = src[((round - 1) % K + K) % K], a, w;
-    if (c->order == FK_FEDRF_ORDER_ORDERED) {
+    if (c->order == FK__FEDRF_ORDER_ORDERED) {
         a = w = cyclic;
-    } else if (c->order == FK_FEDRF_ORDER_ORDERED_RANDOM) {
+    } else if (c->order == FK__FEDRF_ORDER_ORDERED_RANDOM) {
         a = cyclic;
         w = src[fk_rng_below(rng, (uint64_t)K)];
-    } else if (c->order == FK_FEDRF_ORDER_RANDOM) {
+    } else if (c->order == FK__FEDRF_ORDER_RANDOM) {
         a = w = src[fk_rng_below(rng, (uint64_t)K)];
     } else {
         a = src[fk_rng_below(rng, (uint64_t)K)];
@@ -108,7 +108,7 @@ static void ordered_sets(const fk_fedrf_cfg *c, const int *src, int K, int round
 
 /* The sets of one round: A = S_t (sends Sigma l), and the Table III subsets
  * whose W and C arrive (or the Table XVIII senders). */
-void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
+void fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
                         unsigned char *inW, unsigned char *inC)
 {
     int K = n - 1;
@@ -119,7 +119,7 @@ void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, int round, fk_rng *rng, un
     for (int i = 0, k = 0; i < n; i++)
         if (i != c->target)
             src[k++] = i;
-    if (c->order != FK_FEDRF_ORDER_SUBSET) {
+    if (c->order != FK__FEDRF_ORDER_SUBSET) {
         memset(inA, 0, (size_t)n);
         memset(inW, 0, (size_t)n);
         memset(inC, 0, (size_t)n);
@@ -151,11 +151,11 @@ void fk_fedrf_draw_sets(const fk_fedrf_cfg *c, int n, int round, fk_rng *rng, un
     free(src);
 }
 
-int fk_fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+int fk__fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
     (void)err;
-    fk_fedrf_server *s = p;
-    fk_fedrf_draw_sets(&s->c, s->n, round, rng, s->inA, s->inW, s->inC);
+    fk__fedrf_server *s = p;
+    fk__fedrf_draw_sets(&s->c, s->n, round, rng, s->inA, s->inW, s->inC);
     memset(s->has_s, 0, (size_t)s->n);
     /* Every client steps every round (sources outside S_t on L_C alone). */
     for (int i = 0; i < s->n; i++)
@@ -167,14 +167,14 @@ int fk_fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_ch
 int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *plan_rng, int *n_a,
                         int *n_w, int *n_c, fk_err *err)
 {
-    fk_fedrf_cfg c;
-    int rc = fk_fedrf_parse_cfg(p, n_clients, &c, err);
+    fk__fedrf_cfg c;
+    int rc = fk__fedrf_parse_cfg(p, n_clients, &c, err);
     if (rc)
         return rc;
     unsigned char *f = calloc(3 * (size_t)n_clients, 1);
     if (!f)
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-    fk_fedrf_draw_sets(&c, n_clients, round, plan_rng, f, f + n_clients, f + 2 * n_clients);
+    fk__fedrf_draw_sets(&c, n_clients, round, plan_rng, f, f + n_clients, f + 2 * n_clients);
     *n_a = *n_w = *n_c = 0;
     for (int i = 0; i < n_clients; i++) {
         *n_a += f[i];
@@ -193,39 +193,39 @@ static int any_set(const unsigned char *f, int n, int skip)
     return 0;
 }
 
-static int is_last(const fk_fedrf_server *s, int round)
+static int is_last(const fk__fedrf_server *s, int round)
 {
     return s->c.rounds > 0 && round == s->c.rounds;
 }
 
 /* Does source c send its classifier in this round? */
-static int sends_c(const fk_fedrf_server *s, int round, int c)
+static int sends_c(const fk__fedrf_server *s, int round, int c)
 {
     if (is_last(s, round))
         return 1; /* the final model collects every source's classifier */
     return !s->c.voting && round % s->c.tc == 0 && s->inC[c];
 }
 
-int fk_fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, fk_err *err)
+int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, fk_err *err)
 {
-    fk_fedrf_server *s = p;
-    int tgt = (int)s->c.target, rc = fk_fedrf_put_scalar(out, "phase", phase, err);
+    fk__fedrf_server *s = p;
+    int tgt = (int)s->c.target, rc = fk__fedrf_put_scalar(out, "phase", phase, err);
     if (rc)
         return rc;
     if (phase == 0) {
         /* lambda = 0 is the "without Sigma l" baseline (spec §2.8, T15): no statistics at all,
          * so the target never steps and its W changes only by averaging. */
         int mmd = s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
-        return fk_fedrf_put_scalar(out, "mmd", mmd, err);
+        return fk__fedrf_put_scalar(out, "mmd", mmd, err);
     }
     if (phase == 1) {
         if (c != tgt) {
             if (s->inA[c] && s->has_s[tgt] &&
-                (rc = fk_fedrf_put_vec(out, "s_peer", s->D, s->s + (size_t)tgt * s->D, err)))
+                (rc = fk__fedrf_put_vec(out, "s_peer", s->D, s->s + (size_t)tgt * s->D, err)))
                 return rc;
-            if ((rc = fk_fedrf_put_scalar(out, "send_W", s->inW[c], err)))
+            if ((rc = fk__fedrf_put_scalar(out, "send_W", s->inW[c], err)))
                 return rc;
-            return fk_fedrf_put_scalar(out, "send_C", sends_c(s, round, c), err);
+            return fk__fedrf_put_scalar(out, "send_C", sends_c(s, round, c), err);
         }
         size_t k = 0;
         for (int i = 0; i < s->n; i++)
@@ -241,19 +241,19 @@ int fk_fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, f
                     dst += s->D;
                 }
         }
-        return fk_fedrf_put_scalar(out, "send_W", any_set(s->inW, s->n, tgt) || is_last(s, round),
+        return fk__fedrf_put_scalar(out, "send_W", any_set(s->inW, s->n, tgt) || is_last(s, round),
                                    err);
     }
     int getsW = c == tgt || s->inW[c];
     int getsC = c == tgt || s->inC[c] || (is_last(s, round) && c != tgt);
-    if (s->have_W && getsW && (rc = fk_fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wbar, err)))
+    if (s->have_W && getsW && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wbar, err)))
         return rc;
-    if (s->have_C && getsC && (rc = fk_fedrf_put_vec(out, "C", s->PC, s->Cbar, err)))
+    if (s->have_C && getsC && (rc = fk__fedrf_put_vec(out, "C", s->PC, s->Cbar, err)))
         return rc;
     return FK_OK;
 }
 
-static int agg_stats(fk_fedrf_server *s, const fk_update *ups, int n, fk_err *err)
+static int agg_stats(fk__fedrf_server *s, const fk_update *ups, int n, fk_err *err)
 {
     for (int k = 0; k < n; k++) {
         const fk_tensor *t = fk_bundle_get(&ups[k].msg, "s");
@@ -262,7 +262,7 @@ static int agg_stats(fk_fedrf_server *s, const fk_update *ups, int n, fk_err *er
         if (t->len != s->D)
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client %d sent a statistic of %zu values, "
                               "want 2N=%zu", ups[k].client, t->len, s->D);
-        long d = (long)fk_fedrf_scalar(&ups[k].msg, "d", -1);
+        long d = (long)fk__fedrf_scalar(&ups[k].msg, "d", -1);
         if (s->d_seen == 0)
             s->d_seen = d;
         else if (d != s->d_seen)
@@ -275,7 +275,7 @@ static int agg_stats(fk_fedrf_server *s, const fk_update *ups, int n, fk_err *er
     return FK_OK;
 }
 
-static int agg_models(fk_fedrf_server *s, int round, const fk_update *ups, int n, fk_err *err)
+static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int n, fk_err *err)
 {
     int tgt = (int)s->c.target, nW = 0, nWsrc = 0, nC = 0, got_target_W = 0;
     memset(s->Wbar, 0, s->WM * sizeof(double));
@@ -283,7 +283,7 @@ static int agg_models(fk_fedrf_server *s, int round, const fk_update *ups, int n
     for (int k = 0; k < n; k++) {
         const fk_bundle *m = &ups[k].msg;
         if (fk_bundle_get(m, "W")) {
-            const fk_tensor *t = fk_fedrf_want_len(m, "W", s->WM, err);
+            const fk_tensor *t = fk__fedrf_want_len(m, "W", s->WM, err);
             if (!t)
                 return FK_EFORMAT;
             cblas_daxpy((int)s->WM, 1.0, t->data, 1, s->Wbar, 1);
@@ -295,7 +295,7 @@ static int agg_models(fk_fedrf_server *s, int round, const fk_update *ups, int n
             }
         }
         if (fk_bundle_get(m, "C")) {
-            const fk_tensor *t = fk_fedrf_want_len(m, "C", s->PC, err);
+            const fk_tensor *t = fk__fedrf_want_len(m, "C", s->PC, err);
             if (!t)
                 return FK_EFORMAT;
             if (s->c.voting) {
@@ -326,10 +326,10 @@ static int agg_models(fk_fedrf_server *s, int round, const fk_update *ups, int n
     return FK_OK;
 }
 
-int fk_fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups, int n, int *done,
+int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups, int n, int *done,
                               fk_err *err)
 {
-    fk_fedrf_server *s = p;
+    fk__fedrf_server *s = p;
     *done = phase == 2;
     if (phase == 0)
         return agg_stats(s, ups, n, err);
@@ -338,11 +338,11 @@ int fk_fedrf_server_aggregate(void *p, int round, int phase, const fk_update *up
     return FK_OK;
 }
 
-int fk_fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
+int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
 {
-    fk_fedrf_server *s = p;
+    fk__fedrf_server *s = p;
     int rc;
-    if (s->have_Wmodel && (rc = fk_fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wmodel, err)))
+    if (s->have_Wmodel && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wmodel, err)))
         return rc;
     if (s->c.voting) {
         size_t k = 0;
@@ -362,6 +362,6 @@ int fk_fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
         return FK_OK;
     }
     if (s->have_Cmodel)
-        return fk_fedrf_put_vec(out, "C", s->PC, s->Cmodel, err);
+        return fk__fedrf_put_vec(out, "C", s->PC, s->Cmodel, err);
     return FK_OK;
 }

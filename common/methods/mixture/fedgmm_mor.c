@@ -25,9 +25,9 @@ typedef struct gcfg {
 
 static int gcfg_parse(gcfg *c, const fk_params *p, fk_err *err)
 {
-    fk_fedgrem_cfg f;
+    fk__fedgrem_cfg f;
     long R1;
-    int rc = fk_fedgrem_cfg_parse(&f, p, err);
+    int rc = fk__fedgrem_cfg_parse(&f, p, err);
     if (!rc)
         rc = fk_params_int(p, "fedgmm_R1", 3, 1, 100, &R1, err);
     const char *cov = fk_params_str(p, "fedgmm_cov", "all");
@@ -176,16 +176,16 @@ static int check_updates(gsrv *s, const fk_update *ups, int n, fk_err *err)
         double nn;
         int rc;
         if (!s->init_done) {
-            if ((rc = fk_fedgrem_take(u, "M", 2, rp, 0, who, NULL, err)) ||
-                (rc = fk_fedgrem_take(u, "W", 1, r1, 1, who, NULL, err)) ||
-                (rc = fk_fedgrem_take(u, "mu", 2, sp, 0, who, NULL, err)) ||
-                (rc = fk_fedgrem_take(u, "Sig", 3, spp, 0, who, NULL, err)) ||
-                (rc = fk_fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
+            if ((rc = fk__fedgrem_take(u, "M", 2, rp, 0, who, NULL, err)) ||
+                (rc = fk__fedgrem_take(u, "W", 1, r1, 1, who, NULL, err)) ||
+                (rc = fk__fedgrem_take(u, "mu", 2, sp, 0, who, NULL, err)) ||
+                (rc = fk__fedgrem_take(u, "Sig", 3, spp, 0, who, NULL, err)) ||
+                (rc = fk__fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
                 return rc;
-        } else if ((rc = fk_fedgrem_take(u, "loc", 2, rp, 0, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "pi", 1, q, 1, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "mu", 2, sp, 0, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "Sig", 3, spp, 0, who, NULL, err))) {
+        } else if ((rc = fk__fedgrem_take(u, "loc", 2, rp, 0, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "pi", 1, q, 1, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "mu", 2, sp, 0, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "Sig", 3, spp, 0, who, NULL, err))) {
             return rc;
         }
     }
@@ -275,9 +275,9 @@ static int gsrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     if (n == 0)
         return FK_OK; /* every update lost: keep the estimates */
     agg_step(s, ups, n);
-    if (!fk_fedgrem_all_bounded(s->th, (size_t)s->K * s->c.R * s->p) ||
-        !fk_fedgrem_all_bounded(s->mu, (size_t)s->K * s->c.R1 * s->p) ||
-        !fk_fedgrem_all_bounded(s->Sig, (size_t)s->K * s->c.R1 * s->p * s->p))
+    if (!fk__fedgrem_all_bounded(s->th, (size_t)s->K * s->c.R * s->p) ||
+        !fk__fedgrem_all_bounded(s->mu, (size_t)s->K * s->c.R1 * s->p) ||
+        !fk__fedgrem_all_bounded(s->Sig, (size_t)s->K * s->c.R1 * s->p * s->p))
         return fk_err_set(err, FK_ENUMERIC,
                           "round %d: fedgmm-mor estimates became non-finite; the run diverged",
                           round);
@@ -324,13 +324,13 @@ static int gsrv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gsrv *s = v, t = *s;
     int init = 0, stepped = 0, K = 0, p = 0;
-    int rc = fk_fedgrem_get_count(in, "init_done", 0, 1, &init, err);
+    int rc = fk__fedgrem_get_count(in, "init_done", 0, 1, &init, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "stepped", 0, 1, &stepped, err);
+        rc = fk__fedgrem_get_count(in, "stepped", 0, 1, &stepped, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "K", 0, INT_MAX, &K, err);
+        rc = fk__fedgrem_get_count(in, "K", 0, INT_MAX, &K, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
+        rc = fk__fedgrem_get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
     if (rc)
         return rc;
     if (K != s->K)
@@ -343,7 +343,7 @@ static int gsrv_load(void *v, const fk_bundle *in, fk_err *err)
     const fk_tensor *ts[G_ARR];
     for (int i = 0; init && i < G_ARR; i++) { /* all checked before the state changes */
         ts[i] = fk_bundle_get(in, a[i].name);
-        if (!ts[i] || ts[i]->len != a[i].len || !fk_fedgrem_all_bounded(ts[i]->data, ts[i]->len))
+        if (!ts[i] || ts[i]->len != a[i].len || !fk__fedgrem_all_bounded(ts[i]->data, ts[i]->len))
             return fk_err_set(err, FK_EFORMAT,
                               "checkpoint tensor '%s' is missing, has the wrong size or holds "
                               "non-finite values",
@@ -395,9 +395,9 @@ static int gcli_init(void **out, const fk_params *p, const fk_dataset *data, int
     gcfg cf;
     int rc = gcfg_parse(&cf, p, err);
     if (!rc)
-        rc = fk_fedgrem_check_data(data, client, cf.R, err);
+        rc = fk__fedgrem_check_data(data, client, cf.R, err);
     if (!rc)
-        rc = fk_fedgrem_check_mor_data(data, client, err);
+        rc = fk__fedgrem_check_mor_data(data, client, err);
     if (!rc && data->X.rows < (size_t)cf.R1)
         rc = fk_err_set(err, FK_EINVAL,
                         "client %d has %zu samples for fedgmm_R1 = %d x-components; lower "
@@ -462,10 +462,10 @@ static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     const fk_tensor *th, *w0, *mu, *Sig;
     const char *who = "the server's task";
     int rc;
-    if ((rc = fk_fedgrem_take(task, "theta", 2, rp, 0, who, &th, err)) ||
-        (rc = fk_fedgrem_take(task, "w0", 1, r1, 1, who, &w0, err)) ||
-        (rc = fk_fedgrem_take(task, "mu", 2, sp, 0, who, &mu, err)) ||
-        (rc = fk_fedgrem_take(task, "Sig", 3, spp, 0, who, &Sig, err)))
+    if ((rc = fk__fedgrem_take(task, "theta", 2, rp, 0, who, &th, err)) ||
+        (rc = fk__fedgrem_take(task, "w0", 1, r1, 1, who, &w0, err)) ||
+        (rc = fk__fedgrem_take(task, "mu", 2, sp, 0, who, &mu, err)) ||
+        (rc = fk__fedgrem_take(task, "Sig", 3, spp, 0, who, &Sig, err)))
         return rc;
     if (!c->pi_set) { /* the first step starts pi from the aligned Local-EM weights */
         fk_fedgmm_pi_init(w0->data, (int)R, (int)S, c->pi);
@@ -491,8 +491,8 @@ static int gcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     const uint64_t ts[3] = {K, R, P}, ws[2] = {K, R};
     const fk_tensor *t, *w;
     int rc;
-    if ((rc = fk_fedgrem_take(model, "theta", 3, ts, 0, "the model", &t, err)) ||
-        (rc = fk_fedgrem_take(model, "w", 2, ws, 1, "the model", &w, err)))
+    if ((rc = fk__fedgrem_take(model, "theta", 3, ts, 0, "the model", &t, err)) ||
+        (rc = fk__fedgrem_take(model, "w", 2, ws, 1, "the model", &w, err)))
         return rc;
     rep->n_samples = (double)c->n;
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, w->data + c->k * R,
@@ -515,11 +515,11 @@ static int gcli_load(void *v, const fk_bundle *in, fk_err *err)
     gcli *c = v;
     int set;
     size_t Q = (size_t)c->c.R1 * c->c.R;
-    int rc = fk_fedgrem_get_count(in, "pi_set", 0, 1, &set, err);
+    int rc = fk__fedgrem_get_count(in, "pi_set", 0, 1, &set, err);
     if (rc)
         return rc;
     const fk_tensor *t = fk_bundle_get(in, "pi");
-    if (!t || t->len != Q || !fk_fedgrem_all_bounded(t->data, Q))
+    if (!t || t->len != Q || !fk__fedgrem_all_bounded(t->data, Q))
         return fk_err_set(err, FK_EFORMAT,
                           "client checkpoint tensor 'pi' is missing, has the wrong size or holds "
                           "non-finite values");

@@ -19,7 +19,7 @@ static const uint64_t INIT_STREAM = 0x6565650000000000ULL;  /* client Local-EM r
 static const uint64_t ALIGN_STREAM = 0x616c690000000000ULL; /* alignment task orders */
 static const char *const MODEL_NAME[] = {"", "-mor"};
 
-int fk_fedgrem_cfg_parse(fk_fedgrem_cfg *c, const fk_params *p, fk_err *err)
+int fk__fedgrem_cfg_parse(fk__fedgrem_cfg *c, const fk_params *p, fk_err *err)
 {
     long R, B, rs, passes, guard;
     int rc = fk_params_int(p, "R", 5, 1, 1000, &R, err);
@@ -65,7 +65,7 @@ int fk_fedgrem_cfg_parse(fk_fedgrem_cfg *c, const fk_params *p, fk_err *err)
 
 /* 1 when every value is finite and within +-FK_GMM_MAX_ABS (alignment and the
  * central update square differences of these). */
-int fk_fedgrem_all_bounded(const double *a, size_t n)
+int fk__fedgrem_all_bounded(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!(fabs(a[i]) <= FK_GMM_MAX_ABS))
@@ -75,7 +75,7 @@ int fk_fedgrem_all_bounded(const double *a, size_t n)
 
 /* A tensor from another party, before any use: present, exactly this shape
  * (ndim and every dim), values bounded; `nonneg` also refuses negative values. */
-int fk_fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
+int fk__fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
                     int nonneg, const char *who, const fk_tensor **out, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
@@ -104,7 +104,7 @@ int fk_fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint64
 }
 
 /* A scalar from another party: one value, finite, in [lo, hi]. */
-int fk_fedgrem_take_scalar(const fk_bundle *b, const char *name, double lo, double hi,
+int fk__fedgrem_take_scalar(const fk_bundle *b, const char *name, double lo, double hi,
                            const char *who, double *v, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
@@ -116,7 +116,7 @@ int fk_fedgrem_take_scalar(const fk_bundle *b, const char *name, double lo, doub
 
 typedef struct gsrv {
     int variant, model, K, R, p, init_done, passes;
-    fk_fedgrem_cfg c;
+    fk__fedgrem_cfg c;
     uint64_t seed;
     double lambda;
     double *nk, *theta, *tilde, *w, *theta0, *beta, *sigma, *perm, *src;
@@ -158,14 +158,14 @@ static int srv_alloc(gsrv *s, int p, fk_err *err)
     return FK_OK;
 }
 
-int fk_fedgrem_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, int variant,
+int fk__fedgrem_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, int variant,
                         int model, fk_err *err)
 {
     gsrv *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "fedgrem server: out of memory");
-    int rc = fk_fedgrem_cfg_parse(&s->c, p, err);
-    if (!rc && model == FK_FEDGREM_MOR)
+    int rc = fk__fedgrem_cfg_parse(&s->c, p, err);
+    if (!rc && model == FK__FEDGREM_MOR)
         rc = fk_mor_check_local_init(fk_params_str(p, "local_init", "kmeans"), err);
     if (rc) {
         free(s);
@@ -181,7 +181,7 @@ int fk_fedgrem_srv_init(void **out, const fk_params *p, int n_clients, uint64_t 
     return FK_OK;
 }
 
-void fk_fedgrem_srv_close(void *v)
+void fk__fedgrem_srv_close(void *v)
 {
     gsrv *s = v;
     if (!s)
@@ -191,7 +191,7 @@ void fk_fedgrem_srv_close(void *v)
 }
 
 /* Every client takes part in every round: the algorithm has no sampling. */
-int fk_fedgrem_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+int fk__fedgrem_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
     (void)round;
     (void)rng;
@@ -200,7 +200,7 @@ int fk_fedgrem_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_cho
     return FK_OK;
 }
 
-int fk_fedgrem_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+int fk__fedgrem_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     size_t Rp = (size_t)s->R * (size_t)s->p;
@@ -213,11 +213,11 @@ int fk_fedgrem_srv_task(void *v, int round, int phase, int client, fk_bundle *ou
     int rc = fk_bundle_put_scalar(out, "op", 1.0);
     if (!rc)
         rc = fk_bundle_put(out, "theta", 2, shape, s->theta + (size_t)client * Rp);
-    if (!rc && s->variant == V_POOLED_GREM)
+    if (!rc && s->variant == FK__FEDGREM_V_POOLED_GREM)
         rc = fk_bundle_put_vec(out, "w", (size_t)s->R, s->w + (size_t)client * s->R);
     if (!rc && round == 1 && phase == 1)
         rc = fk_bundle_put_vec(out, "perm", (size_t)s->R, s->perm + (size_t)client * s->R);
-    if (!rc && s->variant == V_TGMM) {
+    if (!rc && s->variant == FK__FEDGREM_V_TGMM) {
         double *d = fk_bundle_add(out, "src", 2, shape);
         if (!d)
             rc = FK_ENOMEM;
@@ -270,11 +270,11 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
                             "p mismatch: client %d has %llu features but client %d has %d; all "
                             "clients must share one feature dimension",
                             k, (unsigned long long)m->shape[1], ups[0].client, p);
-        } else if (!(rc = fk_fedgrem_take(u, "M", 2, mshape, 0, who, &m, err)) &&
-                   !(rc = fk_fedgrem_take(u, "W", 1, wshape, 1, who, &w, err)) &&
-                   !(rc = fk_fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)) &&
+        } else if (!(rc = fk__fedgrem_take(u, "M", 2, mshape, 0, who, &m, err)) &&
+                   !(rc = fk__fedgrem_take(u, "W", 1, wshape, 1, who, &w, err)) &&
+                   !(rc = fk__fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)) &&
                    !(fk_bundle_get(u, "sigma") &&
-                     (rc = fk_fedgrem_take(u, "sigma", 2, sshape, 0, who, &sg, err)))) {
+                     (rc = fk__fedgrem_take(u, "sigma", 2, sshape, 0, who, &sg, err)))) {
             memcpy(M + (size_t)k * Rp, m->data, Rp * sizeof *M);
             memcpy(W + (size_t)k * R, w->data, (size_t)R * sizeof *W);
             s->nk[k] = nn;
@@ -287,7 +287,7 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
             rc = fk_err_set(err, FK_ESTATE, "client %d sent no local fit (duplicate updates?)", k);
     fk_rng rng;
     /* MoR aligns with the direct simulation's stream, so both give the same labels */
-    fk_rng_init(&rng, s->seed, s->model == FK_FEDGREM_MOR ? FK_MOR_ALIGN_STREAM : ALIGN_STREAM);
+    fk_rng_init(&rng, s->seed, s->model == FK__FEDGREM_MOR ? FK_MOR_ALIGN_STREAM : ALIGN_STREAM);
     if (!rc)
         rc = fk_gmm_align(M, s->K, R, p, s->c.B, &rng, perm, err);
     for (int k = 0; rc == FK_OK && k < s->K; k++)
@@ -300,9 +300,9 @@ static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
         }
     if (!rc) {
         for (int k = 0; k < s->K; k++) {
-            const double *t0 = s->theta0 + (s->variant == V_POOLED_GREM ? 0 : (size_t)k * Rp);
+            const double *t0 = s->theta0 + (s->variant == FK__FEDGREM_V_POOLED_GREM ? 0 : (size_t)k * Rp);
             memcpy(s->theta + (size_t)k * Rp, t0, Rp * sizeof *M);
-            if (s->variant == V_POOLED_GREM) /* pooled starts from task 1's aligned fit */
+            if (s->variant == FK__FEDGREM_V_POOLED_GREM) /* pooled starts from task 1's aligned fit */
                 memcpy(s->w + (size_t)k * R, s->w, (size_t)R * sizeof *W);
             for (size_t i = 0; i < Rp; i++)
                 s->src[i] += s->theta0[(size_t)k * Rp + i];
@@ -374,8 +374,8 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
             return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
                               ups[i].client, s->K);
         int rc;
-        if ((rc = fk_fedgrem_take(&ups[i].msg, "nr", 1, nshape, 1, who, NULL, err)) ||
-            (rc = fk_fedgrem_take(&ups[i].msg, "sx", 2, xshape, 0, who, NULL, err)))
+        if ((rc = fk__fedgrem_take(&ups[i].msg, "nr", 1, nshape, 1, who, NULL, err)) ||
+            (rc = fk__fedgrem_take(&ups[i].msg, "sx", 2, xshape, 0, who, NULL, err)))
             return rc;
     }
     for (int i = 0; i < n; i++) {
@@ -391,7 +391,7 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
         eta[r] = s->c.step;
     double *th = s->beta;
     memcpy(th, s->theta, Rp * sizeof(double));
-    if (s->model == FK_FEDGREM_MOR)
+    if (s->model == FK__FEDGREM_MOR)
         for (int r = 0; r < R; r++)
             for (int j = 0; j < p; j++)
                 th[r * p + j] += eta[r] / (N > 0 ? N : 1) * sx[r * p + j];
@@ -405,7 +405,7 @@ static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
     return FK_OK;
 }
 
-int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+int fk__fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
                              int *round_done, fk_err *err)
 {
     (void)phase;
@@ -418,7 +418,7 @@ int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups
     int R = s->R, p = s->p, present[s->K > 0 ? s->K : 1], m = 0;
     size_t Rp = (size_t)R * p;
     int rc = FK_OK;
-    if (s->variant == V_POOLED_GREM) {
+    if (s->variant == FK__FEDGREM_V_POOLED_GREM) {
         rc = pooled_step(s, ups, n, err);
     } else {
         for (int i = 0; i < n; i++) { /* validate every update before touching the state */
@@ -429,8 +429,8 @@ int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups
             char who[64];
             snprintf(who, sizeof who, "round %d: client %d", round, k);
             const uint64_t tshape[2] = {(uint64_t)R, (uint64_t)p}, wshape[1] = {(uint64_t)R};
-            if ((rc = fk_fedgrem_take(&ups[i].msg, "theta", 2, tshape, 0, who, NULL, err)) ||
-                (rc = fk_fedgrem_take(&ups[i].msg, "w", 1, wshape, 1, who, NULL, err)))
+            if ((rc = fk__fedgrem_take(&ups[i].msg, "theta", 2, tshape, 0, who, NULL, err)) ||
+                (rc = fk__fedgrem_take(&ups[i].msg, "w", 1, wshape, 1, who, NULL, err)))
                 return rc;
         }
         for (int i = 0; i < n; i++) {
@@ -443,9 +443,9 @@ int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups
         }
         if (m == 0)
             return FK_OK; /* every update lost: keep the estimates */
-        if (s->variant == V_FEDGREM)
+        if (s->variant == FK__FEDGREM_V_FEDGREM)
             central_all(s, present, m);
-        else if (s->variant == V_FEDEM)
+        else if (s->variant == FK__FEDGREM_V_FEDEM)
             average_all(s, present, m);
         else
             for (int j = 0; j < m; j++)
@@ -465,7 +465,7 @@ int fk_fedgrem_srv_aggregate(void *v, int round, int phase, const fk_update *ups
     return rc;
 }
 
-int fk_fedgrem_srv_model(void *v, fk_bundle *out, fk_err *err)
+int fk__fedgrem_srv_model(void *v, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     if (!s->init_done)
@@ -479,7 +479,7 @@ int fk_fedgrem_srv_model(void *v, fk_bundle *out, fk_err *err)
         rc = fk_bundle_put(out, "w", 2, ww, s->w);
     if (!rc)
         rc = fk_bundle_put(out, "beta", 2, bb, s->beta);
-    if (!rc && s->variant == V_LOCAL_EM)
+    if (!rc && s->variant == FK__FEDGREM_V_LOCAL_EM)
         rc = fk_bundle_put(out, "sigma", 3, sg, s->sigma);
     if (!rc)
         rc = fk_bundle_put_scalar(out, "lambda", s->lambda);
@@ -488,7 +488,7 @@ int fk_fedgrem_srv_model(void *v, fk_bundle *out, fk_err *err)
     return rc ? fk_err_set(err, FK_ENOMEM, "model: out of memory") : FK_OK;
 }
 
-int fk_fedgrem_srv_save(void *v, fk_bundle *out, fk_err *err)
+int fk__fedgrem_srv_save(void *v, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     int rc = fk_bundle_put_scalar(out, "init_done", s->init_done);
@@ -516,7 +516,7 @@ int fk_fedgrem_srv_save(void *v, fk_bundle *out, fk_err *err)
 }
 
 /* A whole number in [lo, hi] from a checkpoint (range first: casting out-of-range doubles is undefined). */
-int fk_fedgrem_get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v,
+int fk__fedgrem_get_count(const fk_bundle *b, const char *name, double lo, double hi, int *v,
                          fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
@@ -528,20 +528,20 @@ int fk_fedgrem_get_count(const fk_bundle *b, const char *name, double lo, double
     return FK_OK;
 }
 
-int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
+int fk__fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gsrv *s = v;
     int init = 0, K = 0, R = 0, p = 0;
     double lambda = 0;
-    int rc = fk_fedgrem_get_count(in, "init_done", 0, 1, &init, err);
+    int rc = fk__fedgrem_get_count(in, "init_done", 0, 1, &init, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "K", 0, INT_MAX, &K, err);
+        rc = fk__fedgrem_get_count(in, "K", 0, INT_MAX, &K, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "R", 0, INT_MAX, &R, err);
+        rc = fk__fedgrem_get_count(in, "R", 0, INT_MAX, &R, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
+        rc = fk__fedgrem_get_count(in, "p", 0, FK_GMM_MAX_P, &p, err);
     if (!rc)
-        rc = fk_fedgrem_take_scalar(in, "lambda", 0, FK_GMM_MAX_ABS, "checkpoint", &lambda, err);
+        rc = fk__fedgrem_take_scalar(in, "lambda", 0, FK_GMM_MAX_ABS, "checkpoint", &lambda, err);
     if (rc)
         return rc;
     if (K != s->K || R != s->R)
@@ -561,7 +561,7 @@ int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
     const fk_tensor *t[N_ARR];
     for (size_t i = 0; init && i < N_ARR; i++) { /* all checked before the state changes */
         t[i] = fk_bundle_get(in, arr[i].name);
-        if (!t[i] || t[i]->len != arr[i].len || !fk_fedgrem_all_bounded(t[i]->data, t[i]->len))
+        if (!t[i] || t[i]->len != arr[i].len || !fk__fedgrem_all_bounded(t[i]->data, t[i]->len))
             return fk_err_set(err, FK_EFORMAT,
                               "checkpoint tensor '%s' is missing, has the wrong size or holds "
                               "non-finite values",
@@ -582,17 +582,17 @@ int fk_fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
-int fk_fedgrem_srv_finished(void *v)
+int fk__fedgrem_srv_finished(void *v)
 {
     const gsrv *s = v;
-    return s->variant == V_LOCAL_EM && s->init_done;
+    return s->variant == FK__FEDGREM_V_LOCAL_EM && s->init_done;
 }
 
 /* ---------------- client ---------------- */
 
-void fk_fedgrem_cli_close(void *v)
+void fk__fedgrem_cli_close(void *v)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     if (!c)
         return;
     free(c->xsq);
@@ -610,7 +610,7 @@ void fk_fedgrem_cli_close(void *v)
     free(c);
 }
 
-int fk_fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err)
+int fk__fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err)
 {
     size_t n = data->X.rows;
     int d = (int)data->X.cols;
@@ -640,21 +640,21 @@ int fk_fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *err
     return FK_OK;
 }
 
-int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+int fk__fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                         int n_clients, uint64_t seed, int variant, fk_err *err)
 {
-    fk_fedgrem_cfg cf;
-    int rc = fk_fedgrem_cfg_parse(&cf, p, err);
+    fk__fedgrem_cfg cf;
+    int rc = fk__fedgrem_cfg_parse(&cf, p, err);
     if (rc)
         return rc;
     size_t n = data->X.rows;
     int d = (int)data->X.cols, R = cf.R;
-    if ((rc = fk_fedgrem_check_data(data, client, R, err)))
+    if ((rc = fk__fedgrem_check_data(data, client, R, err)))
         return rc;
-    fk_fedgrem_cli *c = calloc(1, sizeof *c);
+    fk__fedgrem_cli *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "client: out of memory");
-    *c = (fk_fedgrem_cli){.variant = variant, .k = client, .K = n_clients, .R = R, .p = d, .c = cf,
+    *c = (fk__fedgrem_cli){.variant = variant, .k = client, .K = n_clients, .R = R, .p = d, .c = cf,
                 .seed = seed, .X = data->X.data, .d = data, .n = n};
     size_t Rp = (size_t)R * d;
     c->xsq = malloc(n * sizeof(double));
@@ -669,7 +669,7 @@ int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     c->theta = calloc(Rp, sizeof(double));
     if (!c->xsq || !c->gamma || !c->W || !c->M || !c->S || !c->w || !c->eta || !c->nr || !c->sx ||
         !c->theta) {
-        fk_fedgrem_cli_close(c);
+        fk__fedgrem_cli_close(c);
         return fk_err_set(err, FK_ENOMEM, "client %d: out of memory (n=%zu)", client, n);
     }
     for (size_t i = 0; i < n; i++) {
@@ -687,7 +687,7 @@ int fk_fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     return FK_OK;
 }
 
-int fk_fedgrem_put_fit(fk_fedgrem_cli *c, fk_bundle *up)
+int fk__fedgrem_put_fit(fk__fedgrem_cli *c, fk_bundle *up)
 {
     uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
     int rc = fk_bundle_put(up, "M", 2, shape, c->M);
@@ -698,7 +698,7 @@ int fk_fedgrem_put_fit(fk_fedgrem_cli *c, fk_bundle *up)
     return rc;
 }
 
-int fk_fedgrem_put_common(fk_fedgrem_cli *c, fk_bundle *up)
+int fk__fedgrem_put_common(fk__fedgrem_cli *c, fk_bundle *up)
 {
     uint64_t shape[2] = {(uint64_t)c->R, (uint64_t)c->p};
     int rc = fk_bundle_put(up, "theta", 2, shape, c->theta);
@@ -707,7 +707,7 @@ int fk_fedgrem_put_common(fk_fedgrem_cli *c, fk_bundle *up)
     return rc;
 }
 
-static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
+static int local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_rng rng;
     fk_rng_init(&rng, c->seed, INIT_STREAM + (uint64_t)c->k);
@@ -723,8 +723,8 @@ static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *
     }
     c->fitted = 1;
     uint64_t ss[2] = {(uint64_t)c->p, (uint64_t)c->p};
-    rc = fk_fedgrem_put_fit(c, up);
-    if (!rc && c->variant == V_LOCAL_EM)
+    rc = fk__fedgrem_put_fit(c, up);
+    if (!rc && c->variant == FK__FEDGREM_V_LOCAL_EM)
         rc = fk_bundle_put(up, "sigma", 2, ss, c->S);
     rep->n_samples = (double)c->n;
     rep->loss = -f.loglik / (double)c->n;
@@ -732,7 +732,7 @@ static int local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *
 }
 
 /* Relabel the local fit with the server's permutation; fix the step sizes. */
-int fk_fedgrem_apply_perm(fk_fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
+int fk__fedgrem_apply_perm(fk__fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
 {
     int R = c->R;
     if (pt->len != (size_t)R)
@@ -749,25 +749,25 @@ int fk_fedgrem_apply_perm(fk_fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
     for (int r = 0; r < R; r++)
         c->w[r] = c->W[(int)pt->data[r]];
     for (int r = 0; r < R; r++)
-        c->eta[r] = c->variant == V_FEDGREM ? c->c.c_eta / (c->w[r] > 1e-10 ? c->w[r] : 1e-10)
+        c->eta[r] = c->variant == FK__FEDGREM_V_FEDGREM ? c->c.c_eta / (c->w[r] > 1e-10 ? c->w[r] : 1e-10)
                                             : c->c.step;
     c->aligned = 1;
     return FK_OK;
 }
 
-int fk_fedgrem_step_task(fk_fedgrem_cli *c, const fk_bundle *task, const fk_tensor **w,
+int fk__fedgrem_step_task(fk__fedgrem_cli *c, const fk_bundle *task, const fk_tensor **w,
                          const fk_tensor **src, fk_err *err)
 {
     int R = c->R, p = c->p;
     const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p}, rshape[1] = {(uint64_t)R};
     const fk_tensor *th, *pt = fk_bundle_get(task, "perm");
-    int rc = fk_fedgrem_take(task, "theta", 2, shape, 0, "the server's task", &th, err);
-    if (!rc && c->variant == V_POOLED_GREM)
-        rc = fk_fedgrem_take(task, "w", 1, rshape, 1, "the server's pooled task", w, err);
-    if (!rc && c->variant == V_TGMM)
-        rc = fk_fedgrem_take(task, "src", 2, shape, 0, "the server's tgmm task", src, err);
+    int rc = fk__fedgrem_take(task, "theta", 2, shape, 0, "the server's task", &th, err);
+    if (!rc && c->variant == FK__FEDGREM_V_POOLED_GREM)
+        rc = fk__fedgrem_take(task, "w", 1, rshape, 1, "the server's pooled task", w, err);
+    if (!rc && c->variant == FK__FEDGREM_V_TGMM)
+        rc = fk__fedgrem_take(task, "src", 2, shape, 0, "the server's tgmm task", src, err);
     if (!rc && pt)
-        rc = fk_fedgrem_apply_perm(c, pt, err);
+        rc = fk__fedgrem_apply_perm(c, pt, err);
     if (rc)
         return rc;
     if (!c->aligned || !c->fitted)
@@ -778,7 +778,7 @@ int fk_fedgrem_step_task(fk_fedgrem_cli *c, const fk_bundle *task, const fk_tens
 
 static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     const fk_tensor *op = fk_bundle_get(task, "op");
     if (!op || op->len != 1)
         return fk_err_set(err, FK_EFORMAT, "task lacks 'op'");
@@ -788,19 +788,19 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
     size_t Rp = (size_t)R * p;
     const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
     const fk_tensor *w = NULL, *src = NULL;
-    int rc = fk_fedgrem_step_task(c, task, &w, &src, err);
+    int rc = fk__fedgrem_step_task(c, task, &w, &src, err);
     if (rc)
         return rc;
     rep->n_samples = (double)c->n;
-    if (c->variant == V_LOCAL_EM) /* the EEE fit is final; report it once more */
-        return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+    if (c->variant == FK__FEDGREM_V_LOCAL_EM) /* the EEE fit is final; report it once more */
+        return fk__fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
                                             : FK_OK;
     if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
     double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, c->theta, R, c->nr, c->sx,
                                    c->gamma, NULL);
     rep->loss = -ll / (double)c->n;
-    if (c->variant == V_POOLED_GREM) {
+    if (c->variant == FK__FEDGREM_V_POOLED_GREM) {
         rc = fk_bundle_put_vec(up, "nr", (size_t)R, c->nr);
         if (!rc)
             rc = fk_bundle_put(up, "sx", 2, shape, c->sx);
@@ -808,7 +808,7 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
     }
     for (int r = 0; r < R; r++)
         c->w[r] = c->nr[r] / (double)c->n;
-    if (c->variant == V_FEDGREM || c->variant == V_LOCAL_GREM) {
+    if (c->variant == FK__FEDGREM_V_FEDGREM || c->variant == FK__FEDGREM_V_LOCAL_GREM) {
         double eta[R];
         for (int r = 0; r < R; r++) /* step_guard caps the relaxation rho = eta w at 1 */
             eta[r] = c->c.guard && c->eta[r] * c->w[r] > 1.0 ? 1.0 / c->w[r] : c->eta[r];
@@ -821,17 +821,17 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
         for (size_t i = 0; i < Rp; i++)
             c->theta[i] = (c->theta[i] + a * src->data[i]) / den;
     }
-    return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+    return fk__fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
                                         : FK_OK;
 }
 
-int fk_fedgrem_model_slice(const fk_fedgrem_cli *c, const fk_bundle *model, const double **theta,
+int fk__fedgrem_model_slice(const fk__fedgrem_cli *c, const fk_bundle *model, const double **theta,
                            const double **w, fk_err *err)
 {
     size_t Rp = (size_t)c->R * c->p;
     const fk_tensor *th = fk_bundle_get(model, "theta"), *wt = fk_bundle_get(model, "w");
     if (!th || th->len != (size_t)c->K * Rp || !wt || wt->len != (size_t)c->K * c->R ||
-        !fk_fedgrem_all_bounded(th->data, th->len) || !fk_fedgrem_all_bounded(wt->data, wt->len))
+        !fk__fedgrem_all_bounded(th->data, th->len) || !fk__fedgrem_all_bounded(wt->data, wt->len))
         return fk_err_set(err, FK_EFORMAT,
                           "model lacks finite 'theta' (K x R x p = %d x %d x %d) or 'w' (K x R)",
                           c->K, c->R, c->p);
@@ -842,10 +842,10 @@ int fk_fedgrem_model_slice(const fk_fedgrem_cli *c, const fk_bundle *model, cons
 
 static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     int R = c->R, p = c->p;
     const double *tk, *wk;
-    int rc0 = fk_fedgrem_model_slice(c, model, &tk, &wk, err);
+    int rc0 = fk__fedgrem_model_slice(c, model, &tk, &wk, err);
     if (rc0)
         return rc0;
     rep->n_samples = (double)c->n;
@@ -857,7 +857,7 @@ static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err 
         return fk_err_set(err, FK_ENOMEM, "evaluate: out of memory");
     int rc = FK_OK;
     const fk_tensor *sg = fk_bundle_get(model, "sigma");
-    if (c->variant == V_LOCAL_EM && sg && sg->len == (size_t)c->K * p * p)
+    if (c->variant == FK__FEDGREM_V_LOCAL_EM && sg && sg->len == (size_t)c->K * p * p)
         rc = fk_gmm_predict_eee(c->X, c->n, p, wk, tk, sg->data + (size_t)c->k * p * p, R, lab, err);
     else
         fk_gmm_predict(c->X, c->n, p, wk, tk, R, lab);
@@ -870,9 +870,9 @@ static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err 
     return rc;
 }
 
-int fk_fedgrem_cli_save(void *v, fk_bundle *out, fk_err *err)
+int fk__fedgrem_cli_save(void *v, fk_bundle *out, fk_err *err)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     size_t R = (size_t)c->R, P = (size_t)c->p;
     int rc = fk_bundle_put_scalar(out, "fitted", c->fitted);
     if (!rc)
@@ -890,14 +890,14 @@ int fk_fedgrem_cli_save(void *v, fk_bundle *out, fk_err *err)
     return rc ? fk_err_set(err, FK_ENOMEM, "client save: out of memory") : FK_OK;
 }
 
-int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
+int fk__fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     size_t R = (size_t)c->R, P = (size_t)c->p;
     int f = 0, a = 0;
-    int rc = fk_fedgrem_get_count(in, "fitted", 0, 1, &f, err);
+    int rc = fk__fedgrem_get_count(in, "fitted", 0, 1, &f, err);
     if (!rc)
-        rc = fk_fedgrem_get_count(in, "aligned", 0, 1, &a, err);
+        rc = fk__fedgrem_get_count(in, "aligned", 0, 1, &a, err);
     if (rc)
         return rc;
     struct {
@@ -910,7 +910,7 @@ int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
     const fk_tensor *t[N_ARR];
     for (size_t i = 0; i < N_ARR; i++) { /* all checked before the state changes */
         t[i] = fk_bundle_get(in, arr[i].name);
-        if (!t[i] || t[i]->len != arr[i].len || !fk_fedgrem_all_bounded(t[i]->data, t[i]->len))
+        if (!t[i] || t[i]->len != arr[i].len || !fk__fedgrem_all_bounded(t[i]->data, t[i]->len))
             return fk_err_set(err, FK_EFORMAT,
                               "client checkpoint tensor '%s' is missing, has the wrong size or "
                               "holds non-finite values",
@@ -926,29 +926,29 @@ int fk_fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *err)
 /* ---------------- tables ---------------- */
 
 /* One server_init / client_init pair per variant: the tables differ only there. */
-FK_FEDGREM_INITS(fedgrem, V_FEDGREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(fedem, V_FEDEM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(local_em, V_LOCAL_EM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(local_grem, V_LOCAL_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(tgmm, V_TGMM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
-FK_FEDGREM_INITS(pooled_grem, V_POOLED_GREM, FK_FEDGREM_GMM, fk_fedgrem_cli_init)
+FK__FEDGREM_INITS(fedgrem, FK__FEDGREM_V_FEDGREM, FK__FEDGREM_GMM, fk__fedgrem_cli_init)
+FK__FEDGREM_INITS(fedem, FK__FEDGREM_V_FEDEM, FK__FEDGREM_GMM, fk__fedgrem_cli_init)
+FK__FEDGREM_INITS(local_em, FK__FEDGREM_V_LOCAL_EM, FK__FEDGREM_GMM, fk__fedgrem_cli_init)
+FK__FEDGREM_INITS(local_grem, FK__FEDGREM_V_LOCAL_GREM, FK__FEDGREM_GMM, fk__fedgrem_cli_init)
+FK__FEDGREM_INITS(tgmm, FK__FEDGREM_V_TGMM, FK__FEDGREM_GMM, fk__fedgrem_cli_init)
+FK__FEDGREM_INITS(pooled_grem, FK__FEDGREM_V_POOLED_GREM, FK__FEDGREM_GMM, fk__fedgrem_cli_init)
 
 const fk_method fk_method_fedgrem =
-    FK_FEDGREM_TABLE("fedgrem",
+    FK__FEDGREM_TABLE("fedgrem",
                      "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
                      fedgrem, cli_step, cli_evaluate);
 const fk_method fk_method_fedem =
-    FK_FEDGREM_TABLE("fedem", "federated EM: local EM means averaged by the server", fedem,
+    FK__FEDGREM_TABLE("fedem", "federated EM: local EM means averaged by the server", fedem,
                      cli_step, cli_evaluate);
 const fk_method fk_method_local_em =
-    FK_FEDGREM_TABLE("local-em", "per-client EEE Gaussian mixture (no federation)", local_em,
+    FK__FEDGREM_TABLE("local-em", "per-client EEE Gaussian mixture (no federation)", local_em,
                      cli_step, cli_evaluate);
 const fk_method fk_method_local_grem =
-    FK_FEDGREM_TABLE("local-grem", "per-client gradient EM, step 0.1 (no federation)", local_grem,
+    FK__FEDGREM_TABLE("local-grem", "per-client gradient EM, step 0.1 (no federation)", local_grem,
                      cli_step, cli_evaluate);
-const fk_method fk_method_tgmm = FK_FEDGREM_TABLE(
+const fk_method fk_method_tgmm = FK__FEDGREM_TABLE(
     "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres", tgmm,
     cli_step, cli_evaluate);
-const fk_method fk_method_pooled_grem = FK_FEDGREM_TABLE(
+const fk_method fk_method_pooled_grem = FK__FEDGREM_TABLE(
     "pooled-grem", "gradient EM on the union of all clients (summed statistics)", pooled_grem,
     cli_step, cli_evaluate);

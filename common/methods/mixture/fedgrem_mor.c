@@ -14,7 +14,7 @@
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/models/mor_local.h"
 
-int fk_fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err)
+int fk__fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err)
 {
     size_t n = data->X.rows, d = data->X.cols;
     if (!data->y_raw || data->y)
@@ -47,23 +47,23 @@ static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     int rc = fk_params_int(p, "step_guard", 0, 0, 0, &guard, err);
     if (rc)
         return fk_err_prefix(err, "the mixture-of-regressions job types have no step guard: ");
-    if ((rc = fk_fedgrem_check_mor_data(data, client, err)))
+    if ((rc = fk__fedgrem_check_mor_data(data, client, err)))
         return rc;
-    rc = fk_fedgrem_cli_init(out, p, data, client, n_clients, seed, variant, err);
+    rc = fk__fedgrem_cli_init(out, p, data, client, n_clients, seed, variant, err);
     if (rc)
         return rc;
-    fk_fedgrem_cli *c = *out;
+    fk__fedgrem_cli *c = *out;
     c->y = data->y_raw;
     rc = fk_mor_ws_open(&c->mws, n, c->p, c->R, err);
     if (rc) {
-        fk_fedgrem_cli_close(c);
+        fk__fedgrem_cli_close(c);
         *out = NULL;
     }
     return rc;
 }
 
 /* Initialisation phase: Local-EM (mixreg) on this client's data, sent for alignment. */
-static int mor_local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
+static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_rng rng;
     fk_rng_init(&rng, c->seed, FK_MOR_INIT_STREAM + (uint64_t)c->k);
@@ -72,7 +72,7 @@ static int mor_local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_e
     if (rc)
         return fk_err_prefix(err, "client %d local fit: ", c->k);
     c->fitted = 1;
-    rc = fk_fedgrem_put_fit(c, up);
+    rc = fk__fedgrem_put_fit(c, up);
     rep->n_samples = (double)c->n;
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, c->W, c->M, NULL, c->R, c->mws.G, NULL) /
                 (double)c->n;
@@ -82,7 +82,7 @@ static int mor_local_init(fk_fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_e
 static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
                         fk_err *err)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     const fk_tensor *op = fk_bundle_get(task, "op");
     if (!op || op->len != 1 || !(op->data[0] == 0.0 || op->data[0] == 1.0))
         return fk_err_set(err, FK_EFORMAT, "task lacks 'op' (0 = local fit, 1 = step)");
@@ -90,11 +90,11 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
         return mor_local_init(c, up, rep, err);
     int R = c->R, p = c->p;
     const fk_tensor *wt = NULL; /* the pooled weights (pooled-grem-mor) */
-    int rc = fk_fedgrem_step_task(c, task, &wt, NULL, err); /* theta, permutation */
+    int rc = fk__fedgrem_step_task(c, task, &wt, NULL, err); /* theta, permutation */
     if (rc)
         return rc;
     double ll;
-    if (c->variant == V_POOLED_GREM) { /* the server adds the sums and takes the step */
+    if (c->variant == FK__FEDGREM_V_POOLED_GREM) { /* the server adds the sums and takes the step */
         double nr[R], g[R * p];
         ll = fk_mor_grem_stats(c->X, c->y, c->n, p, R, wt->data, c->theta, nr, g, &c->mws);
         const uint64_t shape[2] = {(uint64_t)R, (uint64_t)p};
@@ -105,9 +105,9 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
         rep->loss = -ll / (double)c->n;
         return rc ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
     }
-    if (c->variant == V_LOCAL_EM) { /* the mixreg fit is final; report it once more */
+    if (c->variant == FK__FEDGREM_V_LOCAL_EM) { /* the mixreg fit is final; report it once more */
         ll = fk_mor_estep(c->X, c->y, c->n, p, c->w, c->theta, NULL, R, c->mws.G, NULL);
-    } else if (c->variant == V_FEDGREM || c->variant == V_LOCAL_GREM) {
+    } else if (c->variant == FK__FEDGREM_V_FEDGREM || c->variant == FK__FEDGREM_V_LOCAL_GREM) {
         ll = fk_mor_grem_step(c->X, c->y, c->n, p, R, c->eta, c->w, c->theta, &c->mws);
     } else if (fk_mor_em_step(c->X, c->y, c->n, p, R, c->w, c->theta, c->theta, &ll, &c->mws)) {
         return fk_err_set(err, FK_ENUMERIC,
@@ -117,16 +117,16 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
     }
     rep->n_samples = (double)c->n;
     rep->loss = -ll / (double)c->n;
-    return fk_fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
+    return fk__fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
                                         : FK_OK;
 }
 
 /* Unit-noise negative log-likelihood per sample of this client's slice of the model. */
 static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
-    fk_fedgrem_cli *c = v;
+    fk__fedgrem_cli *c = v;
     const double *tk, *wk;
-    int rc = fk_fedgrem_model_slice(c, model, &tk, &wk, err);
+    int rc = fk__fedgrem_model_slice(c, model, &tk, &wk, err);
     if (rc)
         return rc;
     rep->n_samples = (double)c->n;
@@ -135,25 +135,25 @@ static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_
     return FK_OK;
 }
 
-FK_FEDGREM_INITS(fedgrem_mor, V_FEDGREM, FK_FEDGREM_MOR, mor_cli_init)
-FK_FEDGREM_INITS(fedem_mor, V_FEDEM, FK_FEDGREM_MOR, mor_cli_init)
-FK_FEDGREM_INITS(local_em_mor, V_LOCAL_EM, FK_FEDGREM_MOR, mor_cli_init)
-FK_FEDGREM_INITS(local_grem_mor, V_LOCAL_GREM, FK_FEDGREM_MOR, mor_cli_init)
-FK_FEDGREM_INITS(pooled_grem_mor, V_POOLED_GREM, FK_FEDGREM_MOR, mor_cli_init)
+FK__FEDGREM_INITS(fedgrem_mor, FK__FEDGREM_V_FEDGREM, FK__FEDGREM_MOR, mor_cli_init)
+FK__FEDGREM_INITS(fedem_mor, FK__FEDGREM_V_FEDEM, FK__FEDGREM_MOR, mor_cli_init)
+FK__FEDGREM_INITS(local_em_mor, FK__FEDGREM_V_LOCAL_EM, FK__FEDGREM_MOR, mor_cli_init)
+FK__FEDGREM_INITS(local_grem_mor, FK__FEDGREM_V_LOCAL_GREM, FK__FEDGREM_MOR, mor_cli_init)
+FK__FEDGREM_INITS(pooled_grem_mor, FK__FEDGREM_V_POOLED_GREM, FK__FEDGREM_MOR, mor_cli_init)
 
 const fk_method fk_method_fedgrem_mor =
-    FK_FEDGREM_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
+    FK__FEDGREM_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
                      fedgrem_mor, mor_cli_step, mor_cli_evaluate);
-const fk_method fk_method_fedem_mor = FK_FEDGREM_TABLE(
+const fk_method fk_method_fedem_mor = FK__FEDGREM_TABLE(
     "fedem-mor", "federated EM for mixtures of regressions: local WLS, server average", fedem_mor,
     mor_cli_step, mor_cli_evaluate);
-const fk_method fk_method_local_em_mor = FK_FEDGREM_TABLE(
+const fk_method fk_method_local_em_mor = FK__FEDGREM_TABLE(
     "local-em-mor", "per-client mixture-of-regressions EM (mixreg; no federation)", local_em_mor,
     mor_cli_step, mor_cli_evaluate);
-const fk_method fk_method_local_grem_mor = FK_FEDGREM_TABLE(
+const fk_method fk_method_local_grem_mor = FK__FEDGREM_TABLE(
     "local-grem-mor", "per-client mixture-of-regressions gradient EM, step 0.1 (no federation)",
     local_grem_mor, mor_cli_step, mor_cli_evaluate);
-const fk_method fk_method_pooled_grem_mor = FK_FEDGREM_TABLE(
+const fk_method fk_method_pooled_grem_mor = FK__FEDGREM_TABLE(
     "pooled-grem-mor",
     "mixture-of-regressions gradient EM on the union of all clients (summed statistics)",
     pooled_grem_mor, mor_cli_step, mor_cli_evaluate);

@@ -31,8 +31,8 @@ static const double EM_TOL = 1e-5; /* Local-EM's relative log-likelihood toleran
 /* ---------------- server ---------------- */
 
 typedef struct psrv {
-    /* first (fk_pooled_srv_new, fk_pooled_plan rely on it); op: G_SUMS, G_SCATTER, G_MAIN */
-    fk_pooled_head h;
+    /* first (fk__pooled_srv_new, fk__pooled_plan rely on it); op: FK__POOLED_G_SUMS, FK__POOLED_G_SCATTER, FK__POOLED_G_MAIN */
+    fk__pooled_head h;
     int regularised;
     /* per job: nk (K), mean (p), xtx (p x p); per restart s: stage, ncent, iters, ll, ll_old
      * (S each), C (S x R x p: seeds, Lloyd centres, then the EM means), w (S x R), sigma and
@@ -44,10 +44,10 @@ typedef struct psrv {
 enum { N_ARR = 12 };
 
 /* The server's arrays with their lengths for the current K, S, R, p (checkpoint order). */
-static void srv_arrays(psrv *s, fk_pooled_arr *out)
+static void srv_arrays(psrv *s, fk__pooled_arr *out)
 {
     size_t K = (size_t)s->h.K, S = (size_t)s->h.S, R = (size_t)s->h.R, P = (size_t)s->h.p;
-    fk_pooled_arr a[N_ARR] = {{"nk", &s->nk, K},          {"mean", &s->mean, P},
+    fk__pooled_arr a[N_ARR] = {{"nk", &s->nk, K},          {"mean", &s->mean, P},
                     {"xtx", &s->xtx, P * P},    {"stage", &s->stage, S},
                     {"ncent", &s->ncent, S},    {"iters", &s->iters, S},
                     {"ll", &s->ll, S},          {"ll_old", &s->ll_old, S},
@@ -58,9 +58,9 @@ static void srv_arrays(psrv *s, fk_pooled_arr *out)
 
 static void srv_free(psrv *s)
 {
-    fk_pooled_arr a[N_ARR];
+    fk__pooled_arr a[N_ARR];
     srv_arrays(s, a);
-    fk_pooled_free(a, N_ARR);
+    fk__pooled_free(a, N_ARR);
     free(s->nr);
     free(s->sx);
     free(s->tot);
@@ -71,7 +71,7 @@ static int srv_alloc(psrv *s, int p, fk_err *err)
 {
     srv_free(s);
     s->h.p = p;
-    fk_pooled_arr a[N_ARR];
+    fk__pooled_arr a[N_ARR];
     srv_arrays(s, a);
     s->nr = malloc((size_t)s->h.R * sizeof(double));
     s->sx = malloc((size_t)s->h.R * p * sizeof(double));
@@ -88,7 +88,7 @@ static int srv_alloc(psrv *s, int p, fk_err *err)
 
 static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
-    return fk_pooled_srv_new(out, sizeof(psrv), p, n_clients, seed, err);
+    return fk__pooled_srv_new(out, sizeof(psrv), p, n_clients, seed, err);
 }
 
 static void srv_close(void *v)
@@ -105,12 +105,12 @@ static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, f
     (void)round;
     (void)phase;
     psrv *s = v;
-    int rc = fk_pooled_task_head(&s->h, client, out, err);
+    int rc = fk__pooled_task_head(&s->h, client, out, err);
     if (rc)
         return rc;
-    if (s->h.op >= G_SCATTER)
+    if (s->h.op >= FK__POOLED_G_SCATTER)
         rc = fk_bundle_put_vec(out, "mean", (size_t)s->h.p, s->mean);
-    if (!rc && s->h.op == G_MAIN) {
+    if (!rc && s->h.op == FK__POOLED_G_MAIN) {
         uint64_t S = (uint64_t)s->h.S, R = (uint64_t)s->h.R, P = (uint64_t)s->h.p;
         const uint64_t cs[3] = {S, R, P}, ws[2] = {S, R}, ps[3] = {S, P, P};
         if ((rc = fk_bundle_put_vec(out, "stage", s->h.S, s->stage)) ||
@@ -142,7 +142,7 @@ static int pick_client(const double *wt, int K, double u)
 /* Every update of one step: all K clients, each once, with the tensors of this stage. */
 static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
 {
-    int rc0 = fk_pooled_check_clients(&s->h, ups, n, err);
+    int rc0 = fk__pooled_check_clients(&s->h, ups, n, err);
     if (rc0)
         return rc0;
     for (int i = 0; i < n; i++) {
@@ -153,7 +153,7 @@ static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
         const uint64_t sv[1] = {S}, sp[2] = {S, P}, sr[2] = {S, R}, srp[3] = {S, R, P},
                        pp[2] = {P, P};
         int rc = FK_OK;
-        if (s->h.op == G_SUMS) {
+        if (s->h.op == FK__POOLED_G_SUMS) {
             const fk_tensor *sum = fk_bundle_get(u, "sum"), *s0 = fk_bundle_get(&ups[0].msg, "sum");
             if (!sum || sum->ndim != 1 || sum->len < 1 || sum->len > FK_GMM_MAX_P)
                 return fk_err_set(err, FK_EFORMAT, "%s sent no feature sum 'sum' (1 <= p <= %d)",
@@ -165,20 +165,20 @@ static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
                                   ups[i].client, sum->len, ups[0].client, s0->len);
             const uint64_t ls[1] = {(uint64_t)sum->len};
             double nn;
-            if ((rc = fk_fedgrem_take(u, "sum", 1, ls, 0, who, NULL, err)) ||
-                (rc = fk_fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
+            if ((rc = fk__fedgrem_take(u, "sum", 1, ls, 0, who, NULL, err)) ||
+                (rc = fk__fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
                 return rc;
-        } else if (s->h.op == G_SCATTER) {
-            if ((rc = fk_fedgrem_take(u, "xtx", 2, pp, 0, who, NULL, err)) ||
-                (rc = fk_fedgrem_take(u, "cand", 2, sp, 0, who, NULL, err)))
+        } else if (s->h.op == FK__POOLED_G_SCATTER) {
+            if ((rc = fk__fedgrem_take(u, "xtx", 2, pp, 0, who, NULL, err)) ||
+                (rc = fk__fedgrem_take(u, "cand", 2, sp, 0, who, NULL, err)))
                 return rc;
-        } else if ((rc = fk_fedgrem_take(u, "tot", 1, sv, 1, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "cand", 2, sp, 0, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "nr", 2, sr, 1, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "sx", 3, srp, 0, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "far", 2, sp, 0, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "fard", 1, sv, 1, who, NULL, err)) ||
-                   (rc = fk_fedgrem_take(u, "ll", 1, sv, 0, who, NULL, err))) {
+        } else if ((rc = fk__fedgrem_take(u, "tot", 1, sv, 1, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "cand", 2, sp, 0, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "nr", 2, sr, 1, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "sx", 3, srp, 0, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "far", 2, sp, 0, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "fard", 1, sv, 1, who, NULL, err)) ||
+                   (rc = fk__fedgrem_take(u, "ll", 1, sv, 0, who, NULL, err))) {
             return rc;
         }
     }
@@ -199,7 +199,7 @@ static int agg_sums(psrv *s, const fk_update *ups, fk_err *err)
         cblas_daxpy(p, 1.0, fk_bundle_get(&ups[k].msg, "sum")->data, 1, s->mean, 1);
     }
     cblas_dscal(p, 1.0 / s->h.N, s->mean, 1);
-    s->h.op = G_SCATTER;
+    s->h.op = FK__POOLED_G_SCATTER;
     return FK_OK;
 }
 
@@ -215,9 +215,9 @@ static void agg_scatter(psrv *s, const fk_update *ups, fk_rng *rng)
         memcpy(s->C + (size_t)r * Rp, fk_bundle_get(&ups[k].msg, "cand")->data + (size_t)r * P,
                P * sizeof(double));
         s->ncent[r] = 1;
-        s->stage[r] = s->h.R > 1 ? S_SEED : S_LLOYD;
+        s->stage[r] = s->h.R > 1 ? FK__POOLED_S_SEED : FK__POOLED_S_LLOYD;
     }
-    s->h.op = G_MAIN;
+    s->h.op = FK__POOLED_G_MAIN;
 }
 
 /* One more seed for restart r: a client by its sum of squared distances, then its point. */
@@ -234,7 +234,7 @@ static void step_seed(psrv *s, int r, const fk_update *ups, fk_rng *rng)
            fk_bundle_get(&ups[k].msg, "cand")->data + (size_t)r * P, P * sizeof(double));
     s->ncent[r] = c + 1;
     if (c + 1 == s->h.R) {
-        s->stage[r] = S_LLOYD;
+        s->stage[r] = FK__POOLED_S_LLOYD;
         s->iters[r] = 0;
     }
 }
@@ -261,7 +261,7 @@ static void mstep(psrv *s, int r, const double *nr, const double *sx)
     double *w = s->w + (size_t)r * s->h.R;
     if (fk_gmm_eee_mstep(nr, sx, s->xtx, s->h.N, s->h.p, s->h.R, w, mu, sg) ||
         fk_gmm_eee_chol(sg, s->h.p, s->chol + (size_t)r * P * P, &s->regularised))
-        s->stage[r] = S_FAILED;
+        s->stage[r] = FK__POOLED_S_FAILED;
 }
 
 /* The e-th (0-based) farthest of the clients' farthest points, for the e-th empty cluster. */
@@ -309,7 +309,7 @@ static void step_lloyd(psrv *s, int r, const fk_update *ups)
     s->iters[r] += 1;
     if ((moved || empty) && s->iters[r] < LLOYD_CAP)
         return;
-    s->stage[r] = S_EM;
+    s->stage[r] = FK__POOLED_S_EM;
     s->iters[r] = 0;
     s->ll_old[r] = -FK_GMM_MAX_ABS; /* no previous E-step */
     mstep(s, r, nr, sx);
@@ -328,12 +328,12 @@ static void step_em(psrv *s, int r, const fk_update *ups)
     }
     s->iters[r] += 1;
     if (bad || !isfinite(ll)) {
-        s->stage[r] = S_FAILED;
+        s->stage[r] = FK__POOLED_S_FAILED;
         return;
     }
     s->ll[r] = ll;
     if (fabs(ll - s->ll_old[r]) <= EM_TOL * (1.0 + fabs(ll)) || s->iters[r] >= EM_CAP) {
-        s->stage[r] = S_DONE;
+        s->stage[r] = FK__POOLED_S_DONE;
         return;
     }
     s->ll_old[r] = ll;
@@ -344,10 +344,10 @@ static void step_em(psrv *s, int r, const fk_update *ups)
 static int srv_finished(void *v)
 {
     psrv *s = v;
-    if (s->h.op != G_MAIN)
+    if (s->h.op != FK__POOLED_G_MAIN)
         return 0;
     for (int r = 0; r < s->h.S; r++)
-        if (s->stage[r] != S_DONE && s->stage[r] != S_FAILED)
+        if (s->stage[r] != FK__POOLED_S_DONE && s->stage[r] != FK__POOLED_S_FAILED)
             return 0;
     return 1;
 }
@@ -363,27 +363,27 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
     int rc = check_updates(s, ups, n, err);
     if (rc)
         return fk_err_prefix(err, "round %d: ", round);
-    if ((rc = fk_pooled_incomplete(&s->h, n, round, "pooled-em", err)))
+    if ((rc = fk__pooled_incomplete(&s->h, n, round, "pooled-em", err)))
         return rc < 0 ? rc : FK_OK; /* sums need every client: the same step next round */
     fk_rng rng;
     fk_rng_init(&rng, s->h.seed, PICK_STREAM + (uint64_t)s->h.tick);
-    if (s->h.op == G_SUMS) {
+    if (s->h.op == FK__POOLED_G_SUMS) {
         rc = agg_sums(s, ups, err);
-    } else if (s->h.op == G_SCATTER) {
+    } else if (s->h.op == FK__POOLED_G_SCATTER) {
         agg_scatter(s, ups, &rng);
     } else {
         for (int r = 0; r < s->h.S; r++) {
             int st = (int)s->stage[r];
-            if (st == S_SEED)
+            if (st == FK__POOLED_S_SEED)
                 step_seed(s, r, ups, &rng);
-            else if (st == S_LLOYD)
+            else if (st == FK__POOLED_S_LLOYD)
                 step_lloyd(s, r, ups);
-            else if (st == S_EM)
+            else if (st == FK__POOLED_S_EM)
                 step_em(s, r, ups);
         }
         int failed = 0;
         for (int r = 0; r < s->h.S; r++)
-            failed += s->stage[r] == S_FAILED;
+            failed += s->stage[r] == FK__POOLED_S_FAILED;
         if (failed == s->h.S)
             rc = fk_err_set(err, FK_ENUMERIC,
                             "pooled-em: all %d restarts failed (a component emptied or the "
@@ -399,7 +399,7 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
 static int best_restart(const psrv *s, int *converged)
 {
     int best = -1;
-    for (int want = S_DONE; best < 0 && want >= S_EM; want--)
+    for (int want = FK__POOLED_S_DONE; best < 0 && want >= FK__POOLED_S_EM; want--)
         for (int r = 0; r < s->h.S; r++)
             if (s->stage[r] == want && (best < 0 || s->ll[r] > s->ll[best]))
                 best = r;
@@ -410,7 +410,7 @@ static int best_restart(const psrv *s, int *converged)
 static int srv_model(void *v, fk_bundle *out, fk_err *err)
 {
     psrv *s = v;
-    int conv = 0, b = s->h.op == G_MAIN ? best_restart(s, &conv) : -1;
+    int conv = 0, b = s->h.op == FK__POOLED_G_MAIN ? best_restart(s, &conv) : -1;
     int rc = fk_bundle_put_scalar(out, "ready", b >= 0);
     if (!rc)
         rc = fk_bundle_put_scalar(out, "converged", conv);
@@ -441,9 +441,9 @@ static int srv_model(void *v, fk_bundle *out, fk_err *err)
 static int srv_save(void *v, fk_bundle *out, fk_err *err)
 {
     psrv *s = v;
-    fk_pooled_arr a[N_ARR];
+    fk__pooled_arr a[N_ARR];
     srv_arrays(s, a);
-    int rc = fk_pooled_save(&s->h, a, N_ARR, out, err);
+    int rc = fk__pooled_save(&s->h, a, N_ARR, out, err);
     if (!rc && fk_bundle_put_scalar(out, "regularised", s->regularised))
         rc = fk_err_set(err, FK_ENOMEM, "save: out of memory");
     return rc;
@@ -455,12 +455,12 @@ static int check_counts(const psrv *s, const fk_tensor *stage, const fk_tensor *
 {
     for (int r = 0; r < s->h.S; r++) {
         double st = stage->data[r], nc = ncent->data[r];
-        if (!(st >= S_SEED && st <= S_FAILED) || st != floor(st) || !(nc >= 0 && nc <= s->h.R) ||
+        if (!(st >= FK__POOLED_S_SEED && st <= FK__POOLED_S_FAILED) || st != floor(st) || !(nc >= 0 && nc <= s->h.R) ||
             nc != floor(nc))
             return fk_err_set(err, FK_EFORMAT,
                               "checkpoint restart %d has stage %g and %g seeds (want a stage "
                               "0..%d and 0..%d seeds)",
-                              r, st, nc, S_FAILED, s->h.R);
+                              r, st, nc, FK__POOLED_S_FAILED, s->h.R);
     }
     return FK_OK;
 }
@@ -469,23 +469,23 @@ static int srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     psrv *s = v, t = *s;
     int reg;
-    int rc = fk_fedgrem_get_count(in, "regularised", 0, 1, &reg, err);
+    int rc = fk__fedgrem_get_count(in, "regularised", 0, 1, &reg, err);
     if (rc)
         return rc;
     const fk_tensor *ts[N_ARR];
-    fk_pooled_arr a[N_ARR];
-    fk_pooled_head got;
-    if ((rc = fk_pooled_load_head(&s->h, in, G_MAIN, &got, err)))
+    fk__pooled_arr a[N_ARR];
+    fk__pooled_head got;
+    if ((rc = fk__pooled_load_head(&s->h, in, FK__POOLED_G_MAIN, &got, err)))
         return rc;
     t.h.p = got.p;
     srv_arrays(&t, a); /* lengths for the checkpoint's p */
-    if (got.op > G_SUMS && ((rc = fk_pooled_take_arrays(in, a, N_ARR, ts, err)) ||
+    if (got.op > FK__POOLED_G_SUMS && ((rc = fk__pooled_take_arrays(in, a, N_ARR, ts, err)) ||
                             (rc = check_counts(s, ts[3], ts[4], err))))
         return rc;
-    if (got.op > G_SUMS && (rc = srv_alloc(s, got.p, err)))
+    if (got.op > FK__POOLED_G_SUMS && (rc = srv_alloc(s, got.p, err)))
         return rc;
     srv_arrays(s, a);
-    for (int i = 0; got.op > G_SUMS && i < N_ARR; i++)
+    for (int i = 0; got.op > FK__POOLED_G_SUMS && i < N_ARR; i++)
         memcpy(*a[i].a, ts[i]->data, a[i].len * sizeof(double));
     s->h = got;
     s->regularised = reg;
@@ -505,7 +505,7 @@ const fk_method fk_method_pooled_em = {
     .summary = "EEE Gaussian mixture (Local-EM) on the union of all clients via summed statistics",
     .server_init = srv_init,
     .server_close = srv_close,
-    .plan = fk_pooled_plan,
+    .plan = fk__pooled_plan,
     .task = srv_task,
     .aggregate = srv_aggregate,
     .model = srv_model,
@@ -513,12 +513,12 @@ const fk_method fk_method_pooled_em = {
     .load = srv_load,
     .finished = srv_finished,
     .max_rounds = srv_max_rounds,
-    .client_init = fk_pooled_em_cli_init,
-    .client_close = fk_pooled_em_cli_close,
-    .local_step = fk_pooled_em_cli_step,
-    .evaluate = fk_pooled_em_cli_evaluate,
-    .client_save = fk_pooled_em_cli_save,
-    .client_load = fk_pooled_em_cli_load,
+    .client_init = fk__pooled_em_cli_init,
+    .client_close = fk__pooled_em_cli_close,
+    .local_step = fk__pooled_em_cli_step,
+    .evaluate = fk__pooled_em_cli_evaluate,
+    .client_save = fk__pooled_em_cli_save,
+    .client_load = fk__pooled_em_cli_load,
 };
 
 int fk_pooled_em_rounds(int R)

@@ -21,7 +21,7 @@ typedef struct pcli {
     double *mean, *Xc, *xsq, *D, *Z, *mu_t, *dmin;
 } pcli;
 
-void fk_pooled_em_cli_close(void *v)
+void fk__pooled_em_cli_close(void *v)
 {
     pcli *c = v;
     if (!c)
@@ -32,17 +32,17 @@ void fk_pooled_em_cli_close(void *v)
     free(c);
 }
 
-int fk_pooled_em_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+int fk__pooled_em_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                           int n_clients, uint64_t seed, fk_err *err)
 {
-    fk_fedgrem_cfg cf;
-    int rc = fk_fedgrem_cfg_parse(&cf, p, err);
+    fk__fedgrem_cfg cf;
+    int rc = fk__fedgrem_cfg_parse(&cf, p, err);
     if (!rc)
-        rc = fk_fedgrem_check_data(data, client, cf.R, err);
+        rc = fk__fedgrem_check_data(data, client, cf.R, err);
     if (rc)
         return rc;
-    if (n_clients >= 1 << CLIENT_BITS)
-        return fk_err_set(err, FK_ELIMIT, "pooled-em takes at most %d clients", 1 << CLIENT_BITS);
+    if (n_clients >= 1 << FK__POOLED_CLIENT_BITS)
+        return fk_err_set(err, FK_ELIMIT, "pooled-em takes at most %d clients", 1 << FK__POOLED_CLIENT_BITS);
     pcli *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "client: out of memory");
@@ -57,7 +57,7 @@ int fk_pooled_em_cli_init(void **out, const fk_params *p, const fk_dataset *data
     c->mu_t = malloc(R * P * sizeof(double));
     c->dmin = malloc(n * sizeof(double));
     if (!c->mean || !c->Xc || !c->xsq || !c->D || !c->Z || !c->mu_t || !c->dmin) {
-        fk_pooled_em_cli_close(c);
+        fk__pooled_em_cli_close(c);
         return fk_err_set(err, FK_ENOMEM, "client %d: out of memory (n=%zu)", client, n);
     }
     *out = c;
@@ -69,7 +69,7 @@ static int centre(pcli *c, const fk_bundle *task, fk_err *err)
 {
     const uint64_t ps[1] = {(uint64_t)c->p};
     const fk_tensor *m;
-    int rc = fk_fedgrem_take(task, "mean", 1, ps, 0, "the server's task", &m, err);
+    int rc = fk__fedgrem_take(task, "mean", 1, ps, 0, "the server's task", &m, err);
     if (rc)
         return rc;
     size_t P = (size_t)c->p;
@@ -190,19 +190,19 @@ static int main_task(const pcli *c, const fk_bundle *task, const fk_tensor **t, 
     const uint64_t sv[1] = {S}, srp[3] = {S, R, P}, sr[2] = {S, R}, spp[3] = {S, P, P};
     const char *who = "the server's task";
     int rc;
-    if ((rc = fk_fedgrem_take(task, "stage", 1, sv, 1, who, &t[0], err)) ||
-        (rc = fk_fedgrem_take(task, "ncent", 1, sv, 1, who, &t[1], err)) ||
-        (rc = fk_fedgrem_take(task, "C", 3, srp, 0, who, &t[2], err)) ||
-        (rc = fk_fedgrem_take(task, "w", 2, sr, 1, who, &t[3], err)) ||
-        (rc = fk_fedgrem_take(task, "chol", 3, spp, 0, who, &t[4], err)))
+    if ((rc = fk__fedgrem_take(task, "stage", 1, sv, 1, who, &t[0], err)) ||
+        (rc = fk__fedgrem_take(task, "ncent", 1, sv, 1, who, &t[1], err)) ||
+        (rc = fk__fedgrem_take(task, "C", 3, srp, 0, who, &t[2], err)) ||
+        (rc = fk__fedgrem_take(task, "w", 2, sr, 1, who, &t[3], err)) ||
+        (rc = fk__fedgrem_take(task, "chol", 3, spp, 0, who, &t[4], err)))
         return rc;
     for (int r = 0; r < c->S; r++) {
         double st = t[0]->data[r], nc = t[1]->data[r];
-        if (st != floor(st) || st > S_FAILED || nc != floor(nc) || nc > c->R ||
-            (st == S_SEED && nc < 1))
+        if (st != floor(st) || st > FK__POOLED_S_FAILED || nc != floor(nc) || nc > c->R ||
+            (st == FK__POOLED_S_SEED && nc < 1))
             return fk_err_set(err, FK_EFORMAT, "%s has restart %d at stage %g with %g seeds", who,
                               r, st, nc);
-        for (int j = 0; st == S_EM && j < c->p; j++) /* a factor's diagonal is positive */
+        for (int j = 0; st == FK__POOLED_S_EM && j < c->p; j++) /* a factor's diagonal is positive */
             if (!(t[4]->data[((size_t)r * P + j) * P + j] > 0))
                 return fk_err_set(err, FK_EFORMAT,
                                   "%s has a Cholesky factor for restart %d with diagonal entry "
@@ -238,38 +238,38 @@ static int put_main(pcli *c, const fk_bundle *task, fk_rng *rng, fk_bundle *up, 
     for (int r = 0; r < c->S; r++) {
         int st = (int)t[0]->data[r];
         const double *C = t[2]->data + (size_t)r * R * P;
-        if (st == S_SEED)
+        if (st == FK__POOLED_S_SEED)
             seed_step(c, C, (int)t[1]->data[r], rng, tot + r, cand + (size_t)r * P);
-        else if (st == S_LLOYD)
+        else if (st == FK__POOLED_S_LLOYD)
             lloyd_step(c, C, nr + (size_t)r * R, sx + (size_t)r * R * P, far + (size_t)r * P,
                        fard + r);
-        else if (st == S_EM)
+        else if (st == FK__POOLED_S_EM)
             ll[r] = em_step(c, t[3]->data + (size_t)r * R, C, t[4]->data + (size_t)r * P * P,
                             nr + (size_t)r * R, sx + (size_t)r * R * P);
-        if (st == S_EM && ll[r] > *ll_out)
+        if (st == FK__POOLED_S_EM && ll[r] > *ll_out)
             *ll_out = ll[r];
     }
     return FK_OK;
 }
 
-int fk_pooled_em_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
+int fk__pooled_em_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
                           fk_err *err)
 {
     pcli *c = v;
     int op;
     uint64_t tick;
-    int rc = fk_pooled_task_op(task, G_MAIN, &op, &tick, err); /* sums, scatter or a step */
+    int rc = fk__pooled_task_op(task, FK__POOLED_G_MAIN, &op, &tick, err); /* sums, scatter or a step */
     if (rc)
         return rc;
     rep->n_samples = (double)c->n;
-    if (op == G_SUMS)
+    if (op == FK__POOLED_G_SUMS)
         return put_sums(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
     rc = centre(c, task, err);
     if (rc)
         return rc;
     fk_rng rng; /* the same draws however often a step is repeated */
-    fk_rng_init(&rng, c->seed, CAND_STREAM + (tick << CLIENT_BITS) + (uint64_t)c->k);
-    if (op == G_SCATTER)
+    fk_rng_init(&rng, c->seed, FK__POOLED_CAND_STREAM + (tick << FK__POOLED_CLIENT_BITS) + (uint64_t)c->k);
+    if (op == FK__POOLED_G_SCATTER)
         return put_scatter(c, &rng, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
                                         : FK_OK;
     double best = -INFINITY; /* the best restart's log-likelihood on this client, while in EM */
@@ -281,7 +281,7 @@ int fk_pooled_em_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_repo
 
 /* Negative log-likelihood per sample under the pooled EEE model and, with labels, the
  * mis-clustering rate of its hard labels. */
-int fk_pooled_em_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+int fk__pooled_em_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     pcli *c = v;
     size_t R = (size_t)c->R, P = (size_t)c->p, K = (size_t)c->K;
@@ -289,9 +289,9 @@ int fk_pooled_em_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, f
     const fk_tensor *t, *w, *g;
     const char *who = "the pooled-em model";
     int rc;
-    if ((rc = fk_fedgrem_take(model, "theta", 3, th, 0, who, &t, err)) ||
-        (rc = fk_fedgrem_take(model, "w", 2, ww, 1, who, &w, err)) ||
-        (rc = fk_fedgrem_take(model, "sigma", 3, sg, 0, who, &g, err)))
+    if ((rc = fk__fedgrem_take(model, "theta", 3, th, 0, who, &t, err)) ||
+        (rc = fk__fedgrem_take(model, "w", 2, ww, 1, who, &w, err)) ||
+        (rc = fk__fedgrem_take(model, "sigma", 3, sg, 0, who, &g, err)))
         return rc;
     const double *mu = t->data + c->k * R * P, *wk = w->data + c->k * R;
     double *sigma = malloc(P * P * sizeof *sigma), *chol = malloc(P * P * sizeof *chol);
@@ -331,14 +331,14 @@ done:
 }
 
 /* Nothing to keep: the client's steps are functions of the task and the data. */
-int fk_pooled_em_cli_save(void *v, fk_bundle *out, fk_err *err)
+int fk__pooled_em_cli_save(void *v, fk_bundle *out, fk_err *err)
 {
     (void)v;
     return fk_bundle_put_scalar(out, "stateless", 1) ? fk_err_set(err, FK_ENOMEM, "out of memory")
                                                       : FK_OK;
 }
 
-int fk_pooled_em_cli_load(void *v, const fk_bundle *in, fk_err *err)
+int fk__pooled_em_cli_load(void *v, const fk_bundle *in, fk_err *err)
 {
     (void)v;
     (void)in;

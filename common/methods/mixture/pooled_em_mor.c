@@ -32,8 +32,8 @@ enum { MOR_CAP = 1000 };
 /* ---------------- server ---------------- */
 
 typedef struct msrv {
-    /* first (fk_pooled_srv_new, fk_pooled_plan rely on it); op 1 once partitions are summed */
-    fk_pooled_head h;
+    /* first (fk__pooled_srv_new, fk__pooled_plan rely on it); op 1 once partitions are summed */
+    fk__pooled_head h;
     /* per restart: stage, iters, ll, ll_old (S); th (S x R x p), w, s2 (S x R) */
     double *stage, *iters, *ll, *ll_old, *th, *w, *s2;
     double *A, *b, *nr, *c, *work; /* summed statistics of one restart, factor work space */
@@ -41,10 +41,10 @@ typedef struct msrv {
 
 enum { M_ARR = 7 };
 
-static void msrv_arrays(msrv *s, fk_pooled_arr *out)
+static void msrv_arrays(msrv *s, fk__pooled_arr *out)
 {
     size_t S = (size_t)s->h.S, R = (size_t)s->h.R, P = (size_t)s->h.p;
-    fk_pooled_arr a[M_ARR] = {{"stage", &s->stage, S},    {"iters", &s->iters, S},
+    fk__pooled_arr a[M_ARR] = {{"stage", &s->stage, S},    {"iters", &s->iters, S},
                      {"ll", &s->ll, S},          {"ll_old", &s->ll_old, S},
                      {"th", &s->th, S * R * P},  {"w", &s->w, S * R},
                      {"s2", &s->s2, S * R}};
@@ -53,9 +53,9 @@ static void msrv_arrays(msrv *s, fk_pooled_arr *out)
 
 static void msrv_free(msrv *s)
 {
-    fk_pooled_arr a[M_ARR];
+    fk__pooled_arr a[M_ARR];
     msrv_arrays(s, a);
-    fk_pooled_free(a, M_ARR);
+    fk__pooled_free(a, M_ARR);
     double **wk[] = {&s->A, &s->b, &s->nr, &s->c, &s->work};
     for (size_t i = 0; i < sizeof wk / sizeof *wk; i++) {
         free(*wk[i]);
@@ -68,7 +68,7 @@ static int msrv_alloc(msrv *s, int p, fk_err *err)
     msrv_free(s);
     s->h.p = p;
     size_t R = (size_t)s->h.R, P = (size_t)p;
-    fk_pooled_arr a[M_ARR];
+    fk__pooled_arr a[M_ARR];
     msrv_arrays(s, a);
     s->A = malloc(R * P * P * sizeof(double));
     s->b = malloc(R * P * sizeof(double));
@@ -86,7 +86,7 @@ static int msrv_alloc(msrv *s, int p, fk_err *err)
 
 static int msrv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
-    return fk_pooled_srv_new(out, sizeof(msrv), p, n_clients, seed, err);
+    return fk__pooled_srv_new(out, sizeof(msrv), p, n_clients, seed, err);
 }
 
 static void msrv_close(void *v)
@@ -103,7 +103,7 @@ static int msrv_task(void *v, int round, int phase, int client, fk_bundle *out, 
     (void)round;
     (void)phase;
     msrv *s = v;
-    int rc = fk_pooled_task_head(&s->h, client, out, err);
+    int rc = fk__pooled_task_head(&s->h, client, out, err);
     if (rc)
         return rc;
     if (s->h.op) {
@@ -126,7 +126,7 @@ static int mcheck_updates(msrv *s, const fk_update *ups, int n, fk_err *err)
     if (n && (p < 1 || p > FK_GMM_MAX_P))
         return fk_err_set(err, FK_EFORMAT, "client %d sent no sums 'b' (restarts x R x p)",
                           ups[0].client);
-    int rc0 = fk_pooled_check_clients(&s->h, ups, n, err);
+    int rc0 = fk__pooled_check_clients(&s->h, ups, n, err);
     if (rc0)
         return rc0;
     for (int i = 0; i < n; i++) {
@@ -143,12 +143,12 @@ static int mcheck_updates(msrv *s, const fk_update *ups, int n, fk_err *err)
         const uint64_t as[4] = {S, R, P, P}, bs[3] = {S, R, P}, rs[2] = {S, R}, sv[1] = {S};
         double nn;
         int rc;
-        if ((rc = fk_fedgrem_take(u, "A", 4, as, 0, who, NULL, err)) ||
-            (rc = fk_fedgrem_take(u, "b", 3, bs, 0, who, NULL, err)) ||
-            (rc = fk_fedgrem_take(u, "nr", 2, rs, 1, who, NULL, err)) ||
-            (rc = fk_fedgrem_take(u, "c", 2, rs, 1, who, NULL, err)) ||
-            (rc = fk_fedgrem_take(u, "ll", 1, sv, 0, who, NULL, err)) ||
-            (rc = fk_fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
+        if ((rc = fk__fedgrem_take(u, "A", 4, as, 0, who, NULL, err)) ||
+            (rc = fk__fedgrem_take(u, "b", 3, bs, 0, who, NULL, err)) ||
+            (rc = fk__fedgrem_take(u, "nr", 2, rs, 1, who, NULL, err)) ||
+            (rc = fk__fedgrem_take(u, "c", 2, rs, 1, who, NULL, err)) ||
+            (rc = fk__fedgrem_take(u, "ll", 1, sv, 0, who, NULL, err)) ||
+            (rc = fk__fedgrem_take_scalar(u, "n", 1, FK_GMM_MAX_ABS, who, &nn, err)))
             return rc;
     }
     return FK_OK;
@@ -180,7 +180,7 @@ static void mstep(msrv *s, int r)
         const double *A = s->A + (size_t)q * p * p, *b = s->b + (size_t)q * p;
         double *th = s->th + ((size_t)r * R + q) * p, nr = s->nr[q];
         if (nr < (double)(p + 1) || fk_mor_solve(A, b, p, 0.0, th, s->work)) {
-            s->stage[r] = S_FAILED;
+            s->stage[r] = FK__POOLED_S_FAILED;
             return;
         }
         double tAt = 0.0; /* theta^T A theta from the full symmetric A */
@@ -198,7 +198,7 @@ static int msrv_finished(void *v)
     if (!s->h.op)
         return 0;
     for (int r = 0; r < s->h.S; r++)
-        if (s->stage[r] == S_EM)
+        if (s->stage[r] == FK__POOLED_S_EM)
             return 0;
     return 1;
 }
@@ -211,12 +211,12 @@ static void mstep_em(msrv *s, int r, const fk_update *ups)
         ll += fk_bundle_get(&ups[k].msg, "ll")->data[r];
     s->iters[r] += 1;
     if (!isfinite(ll) || ll <= -FK_GMM_MAX_ABS) {
-        s->stage[r] = S_FAILED;
+        s->stage[r] = FK__POOLED_S_FAILED;
         return;
     }
     s->ll[r] = ll;
     if (fabs(ll - s->ll_old[r]) <= MOR_TOL * (1.0 + fabs(ll)) || s->iters[r] >= MOR_CAP) {
-        s->stage[r] = S_DONE;
+        s->stage[r] = FK__POOLED_S_DONE;
         return;
     }
     s->ll_old[r] = ll;
@@ -235,7 +235,7 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     int rc = mcheck_updates(s, ups, n, err);
     if (rc)
         return fk_err_prefix(err, "round %d: ", round);
-    if ((rc = fk_pooled_incomplete(&s->h, n, round, "pooled-em-mor", err)))
+    if ((rc = fk__pooled_incomplete(&s->h, n, round, "pooled-em-mor", err)))
         return rc < 0 ? rc : FK_OK; /* sums need every client: the same step next round */
     if (!s->h.op) { /* the random partitions' M-step */
         if ((rc = msrv_alloc(s, (int)fk_bundle_get(&ups[0].msg, "b")->shape[2], err)))
@@ -244,7 +244,7 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
         for (int k = 0; k < s->h.K; k++)
             s->h.N += fk_bundle_get(&ups[k].msg, "n")->data[0];
         for (int r = 0; r < s->h.S; r++) {
-            s->stage[r] = S_EM;
+            s->stage[r] = FK__POOLED_S_EM;
             s->ll_old[r] = -FK_GMM_MAX_ABS;
             msum(s, r, ups);
             mstep(s, r);
@@ -252,12 +252,12 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
         s->h.op = 1;
     } else {
         for (int r = 0; r < s->h.S; r++)
-            if (s->stage[r] == S_EM)
+            if (s->stage[r] == FK__POOLED_S_EM)
                 mstep_em(s, r, ups);
     }
     int failed = 0;
     for (int r = 0; r < s->h.S; r++)
-        failed += s->stage[r] == S_FAILED;
+        failed += s->stage[r] == FK__POOLED_S_FAILED;
     if (failed == s->h.S)
         return fk_err_set(err, FK_ENUMERIC,
                           "pooled-em-mor: all %d restarts failed (a component lost its points or "
@@ -271,7 +271,7 @@ static int msrv_model(void *v, fk_bundle *out, fk_err *err)
 {
     msrv *s = v;
     int b = -1; /* the best finished restart, else the best running one */
-    for (int want = S_DONE; s->h.op && b < 0 && want >= S_EM; want--)
+    for (int want = FK__POOLED_S_DONE; s->h.op && b < 0 && want >= FK__POOLED_S_EM; want--)
         for (int r = 0; r < s->h.S; r++)
             if (s->stage[r] == want && (b < 0 || s->ll[r] > s->ll[b]))
                 b = r;
@@ -302,27 +302,27 @@ static int msrv_model(void *v, fk_bundle *out, fk_err *err)
 static int msrv_save(void *v, fk_bundle *out, fk_err *err)
 {
     msrv *s = v;
-    fk_pooled_arr a[M_ARR];
+    fk__pooled_arr a[M_ARR];
     msrv_arrays(s, a);
-    return fk_pooled_save(&s->h, a, M_ARR, out, err);
+    return fk__pooled_save(&s->h, a, M_ARR, out, err);
 }
 
 static int msrv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     msrv *s = v, t = *s;
-    fk_pooled_head got;
-    int rc = fk_pooled_load_head(&s->h, in, 1, &got, err);
+    fk__pooled_head got;
+    int rc = fk__pooled_load_head(&s->h, in, 1, &got, err);
     if (rc)
         return rc;
     const fk_tensor *ts[M_ARR];
-    fk_pooled_arr a[M_ARR];
+    fk__pooled_arr a[M_ARR];
     t.h.p = got.p;
     msrv_arrays(&t, a); /* lengths for the checkpoint's p */
-    if (got.op && (rc = fk_pooled_take_arrays(in, a, M_ARR, ts, err)))
+    if (got.op && (rc = fk__pooled_take_arrays(in, a, M_ARR, ts, err)))
         return rc;
     for (int r = 0; got.op && r < s->h.S; r++) {
         double st = ts[0]->data[r];
-        if (!(st == S_EM || st == S_DONE || st == S_FAILED))
+        if (!(st == FK__POOLED_S_EM || st == FK__POOLED_S_DONE || st == FK__POOLED_S_FAILED))
             return fk_err_set(err, FK_EFORMAT, "checkpoint restart %d has stage %g", r, st);
     }
     if (got.op && (rc = msrv_alloc(s, got.p, err)))
@@ -357,17 +357,17 @@ static void mcli_close(void *v)
 static int mcli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                      int n_clients, uint64_t seed, fk_err *err)
 {
-    fk_fedgrem_cfg cf;
-    int rc = fk_fedgrem_cfg_parse(&cf, p, err);
+    fk__fedgrem_cfg cf;
+    int rc = fk__fedgrem_cfg_parse(&cf, p, err);
     if (!rc)
-        rc = fk_fedgrem_check_data(data, client, cf.R, err);
+        rc = fk__fedgrem_check_data(data, client, cf.R, err);
     if (!rc)
-        rc = fk_fedgrem_check_mor_data(data, client, err);
+        rc = fk__fedgrem_check_mor_data(data, client, err);
     if (rc)
         return rc;
-    if (n_clients >= 1 << CLIENT_BITS)
+    if (n_clients >= 1 << FK__POOLED_CLIENT_BITS)
         return fk_err_set(err, FK_ELIMIT, "pooled-em-mor takes at most %d clients",
-                          1 << CLIENT_BITS);
+                          1 << FK__POOLED_CLIENT_BITS);
     mcli *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "client: out of memory");
@@ -413,13 +413,13 @@ static int mcli_task(const mcli *c, const fk_bundle *task, const fk_tensor **t, 
     const uint64_t sv[1] = {S}, ts[3] = {S, R, P}, ws[2] = {S, R};
     const char *who = "the server's task";
     int rc;
-    if ((rc = fk_fedgrem_take(task, "stage", 1, sv, 1, who, &t[0], err)) ||
-        (rc = fk_fedgrem_take(task, "th", 3, ts, 0, who, &t[1], err)) ||
-        (rc = fk_fedgrem_take(task, "w", 2, ws, 1, who, &t[2], err)) ||
-        (rc = fk_fedgrem_take(task, "s2", 2, ws, 1, who, &t[3], err)))
+    if ((rc = fk__fedgrem_take(task, "stage", 1, sv, 1, who, &t[0], err)) ||
+        (rc = fk__fedgrem_take(task, "th", 3, ts, 0, who, &t[1], err)) ||
+        (rc = fk__fedgrem_take(task, "w", 2, ws, 1, who, &t[2], err)) ||
+        (rc = fk__fedgrem_take(task, "s2", 2, ws, 1, who, &t[3], err)))
         return rc;
     for (size_t i = 0; i < S * R; i++)
-        if (t[0]->data[i / R] == S_EM && !(t[3]->data[i] >= 1e-300))
+        if (t[0]->data[i / R] == FK__POOLED_S_EM && !(t[3]->data[i] >= 1e-300))
             return fk_err_set(err, FK_EFORMAT, "%s has noise variance %g for restart %zu", who,
                               t[3]->data[i], i / R);
     return FK_OK;
@@ -431,7 +431,7 @@ static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     int op;
     uint64_t tick;
     const fk_tensor *t[4] = {0};
-    int rc = fk_pooled_task_op(task, 1, &op, &tick, err); /* 0: partition, 1: EM step */
+    int rc = fk__pooled_task_op(task, 1, &op, &tick, err); /* 0: partition, 1: EM step */
     if (!rc && op == 1)
         rc = mcli_task(c, task, t, err);
     if (rc)
@@ -449,14 +449,14 @@ static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     memset(cc, 0, S * R * sizeof *cc);
     memset(ll, 0, S * sizeof *ll);
     fk_rng rng; /* the same partitions however often the step is repeated */
-    fk_rng_init(&rng, c->seed, PART_STREAM + (tick << CLIENT_BITS) + (uint64_t)c->k);
+    fk_rng_init(&rng, c->seed, PART_STREAM + (tick << FK__POOLED_CLIENT_BITS) + (uint64_t)c->k);
     double best = -INFINITY;
     for (int r = 0; r < c->S; r++) {
         if (op == 0) { /* a random hard partition, as mixreg's restarts */
             memset(c->G, 0, c->n * R * sizeof(double));
             for (size_t i = 0; i < c->n; i++)
                 c->G[i * R + fk_rng_below(&rng, R)] = 1.0;
-        } else if (t[0]->data[r] == S_EM) {
+        } else if (t[0]->data[r] == FK__POOLED_S_EM) {
             ll[r] = fk_mor_estep(c->X, c->y, c->n, c->p, t[2]->data + r * R,
                                  t[1]->data + r * R * P, t[3]->data + r * R, c->R, c->G, NULL);
             if (!(fabs(ll[r]) < FK_GMM_MAX_ABS)) {
@@ -486,9 +486,9 @@ static int mcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     const fk_tensor *t, *w, *s2;
     const char *who = "the pooled-em-mor model";
     int rc;
-    if ((rc = fk_fedgrem_take(model, "theta", 3, ts, 0, who, &t, err)) ||
-        (rc = fk_fedgrem_take(model, "w", 2, ws, 1, who, &w, err)) ||
-        (rc = fk_fedgrem_take(model, "s2", 2, ws, 1, who, &s2, err)))
+    if ((rc = fk__fedgrem_take(model, "theta", 3, ts, 0, who, &t, err)) ||
+        (rc = fk__fedgrem_take(model, "w", 2, ws, 1, who, &w, err)) ||
+        (rc = fk__fedgrem_take(model, "s2", 2, ws, 1, who, &s2, err)))
         return rc;
     for (uint64_t q = 0; q < R; q++)
         if (!(s2->data[c->k * R + q] >= 1e-300))
@@ -514,7 +514,7 @@ const fk_method fk_method_pooled_em_mor = {
                "statistics",
     .server_init = msrv_init,
     .server_close = msrv_close,
-    .plan = fk_pooled_plan,
+    .plan = fk__pooled_plan,
     .task = msrv_task,
     .aggregate = msrv_aggregate,
     .model = msrv_model,
@@ -526,6 +526,6 @@ const fk_method fk_method_pooled_em_mor = {
     .client_close = mcli_close,
     .local_step = mcli_step,
     .evaluate = mcli_evaluate,
-    .client_save = fk_pooled_em_cli_save,
-    .client_load = fk_pooled_em_cli_load,
+    .client_save = fk__pooled_em_cli_save,
+    .client_load = fk__pooled_em_cli_load,
 };

@@ -9,35 +9,35 @@
 #include "common/methods/mixture/pooled_int.h"
 #include "common/models/gmm.h"
 
-int fk_pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients,
+int fk__pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients,
                       uint64_t seed, fk_err *err)
 {
-    fk_fedgrem_cfg c;
+    fk__fedgrem_cfg c;
     long maxrep;
-    int rc = fk_fedgrem_cfg_parse(&c, p, err);
+    int rc = fk__fedgrem_cfg_parse(&c, p, err);
     if (!rc)
         rc = fk_params_int(p, "max_repeats", 20, 0, 1000000, &maxrep, err);
     if (rc)
         return rc;
-    fk_pooled_head *h = calloc(1, size);
+    fk__pooled_head *h = calloc(1, size);
     if (!h)
         return fk_err_set(err, FK_ENOMEM, "pooled server: out of memory");
-    *h = (fk_pooled_head){.K = n_clients, .R = c.R, .S = c.restarts, .seed = seed,
+    *h = (fk__pooled_head){.K = n_clients, .R = c.R, .S = c.restarts, .seed = seed,
                           .max_repeats = (int)maxrep};
     *out = h;
     return FK_OK;
 }
 
-int fk_pooled_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+int fk__pooled_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
     (void)round;
     (void)rng;
     (void)err;
-    fk_plan_every_client(((const fk_pooled_head *)srv)->K, chosen, n_chosen);
+    fk_plan_every_client(((const fk__pooled_head *)srv)->K, chosen, n_chosen);
     return FK_OK;
 }
 
-int fk_pooled_task_head(const fk_pooled_head *h, int client, fk_bundle *out, fk_err *err)
+int fk__pooled_task_head(const fk__pooled_head *h, int client, fk_bundle *out, fk_err *err)
 {
     if (client < 0 || client >= h->K)
         return fk_err_set(err, FK_EINVAL, "task for unknown client %d (job has %d)", client, h->K);
@@ -46,7 +46,7 @@ int fk_pooled_task_head(const fk_pooled_head *h, int client, fk_bundle *out, fk_
     return FK_OK;
 }
 
-int fk_pooled_incomplete(fk_pooled_head *h, int n, int round, const char *method, fk_err *err)
+int fk__pooled_incomplete(fk__pooled_head *h, int n, int round, const char *method, fk_err *err)
 {
     if (n == h->K) {
         h->streak = 0;
@@ -62,7 +62,7 @@ int fk_pooled_incomplete(fk_pooled_head *h, int n, int round, const char *method
                       round, h->streak, n, h->K, method, h->max_repeats);
 }
 
-int fk_pooled_check_clients(const fk_pooled_head *h, const fk_update *ups, int n, fk_err *err)
+int fk__pooled_check_clients(const fk__pooled_head *h, const fk_update *ups, int n, fk_err *err)
 {
     for (int i = 0; i < n; i++)
         if (ups[i].client < 0 || ups[i].client >= h->K ||
@@ -77,7 +77,7 @@ static const char *const HEAD_NAMES[] = {"K",    "R",       "restarts", "p",
                                          "op",   "tick",    "repeats",  "streak"};
 enum { N_HEAD = sizeof HEAD_NAMES / sizeof *HEAD_NAMES };
 
-int fk_pooled_save(const fk_pooled_head *h, const fk_pooled_arr *a, int n_arr, fk_bundle *out,
+int fk__pooled_save(const fk__pooled_head *h, const fk__pooled_arr *a, int n_arr, fk_bundle *out,
                    fk_err *err)
 {
     const int vals[N_HEAD] = {h->K, h->R, h->S, h->p, h->op, h->tick, h->repeats, h->streak};
@@ -89,19 +89,19 @@ int fk_pooled_save(const fk_pooled_head *h, const fk_pooled_arr *a, int n_arr, f
     return rc ? fk_err_set(err, FK_ENOMEM, "save: out of memory") : FK_OK;
 }
 
-int fk_pooled_load_head(const fk_pooled_head *h, const fk_bundle *in, int max_op,
-                        fk_pooled_head *got, fk_err *err)
+int fk__pooled_load_head(const fk__pooled_head *h, const fk_bundle *in, int max_op,
+                        fk__pooled_head *got, fk_err *err)
 {
     int v[N_HEAD];
     const double hi[N_HEAD] = {INT_MAX, INT_MAX, INT_MAX, FK_GMM_MAX_P,
                                max_op,  INT_MAX, INT_MAX, INT_MAX};
     double N;
-    int rc = fk_fedgrem_take_scalar(in, "N", 0, FK_GMM_MAX_ABS, "checkpoint", &N, err);
+    int rc = fk__fedgrem_take_scalar(in, "N", 0, FK_GMM_MAX_ABS, "checkpoint", &N, err);
     for (int i = 0; !rc && i < N_HEAD; i++)
-        rc = fk_fedgrem_get_count(in, HEAD_NAMES[i], 0, hi[i], &v[i], err);
+        rc = fk__fedgrem_get_count(in, HEAD_NAMES[i], 0, hi[i], &v[i], err);
     if (rc)
         return rc;
-    *got = (fk_pooled_head){.K = v[0], .R = v[1], .S = v[2], .p = v[3], .op = v[4], .tick = v[5],
+    *got = (fk__pooled_head){.K = v[0], .R = v[1], .S = v[2], .p = v[3], .op = v[4], .tick = v[5],
                             .repeats = v[6], .streak = v[7], .max_repeats = h->max_repeats,
                             .seed = h->seed, .N = N};
     if (got->K != h->K || got->R != h->R || got->S != h->S)
@@ -114,12 +114,12 @@ int fk_pooled_load_head(const fk_pooled_head *h, const fk_bundle *in, int max_op
     return FK_OK;
 }
 
-int fk_pooled_take_arrays(const fk_bundle *in, const fk_pooled_arr *a, int n_arr,
+int fk__pooled_take_arrays(const fk_bundle *in, const fk__pooled_arr *a, int n_arr,
                           const fk_tensor **t, fk_err *err)
 {
     for (int i = 0; i < n_arr; i++) {
         t[i] = fk_bundle_get(in, a[i].name);
-        if (!t[i] || t[i]->len != a[i].len || !fk_fedgrem_all_bounded(t[i]->data, t[i]->len))
+        if (!t[i] || t[i]->len != a[i].len || !fk__fedgrem_all_bounded(t[i]->data, t[i]->len))
             return fk_err_set(err, FK_EFORMAT,
                               "checkpoint tensor '%s' is missing, has the wrong size or holds "
                               "non-finite values",
@@ -128,7 +128,7 @@ int fk_pooled_take_arrays(const fk_bundle *in, const fk_pooled_arr *a, int n_arr
     return FK_OK;
 }
 
-int fk_pooled_task_op(const fk_bundle *task, int max_op, int *op, uint64_t *tick, fk_err *err)
+int fk__pooled_task_op(const fk_bundle *task, int max_op, int *op, uint64_t *tick, fk_err *err)
 {
     const fk_tensor *o = fk_bundle_get(task, "op"), *t = fk_bundle_get(task, "tick");
     if (!o || o->len != 1 || !(o->data[0] >= 0 && o->data[0] <= max_op) ||
@@ -142,7 +142,7 @@ int fk_pooled_task_op(const fk_bundle *task, int max_op, int *op, uint64_t *tick
     return FK_OK;
 }
 
-void fk_pooled_free(fk_pooled_arr *a, int n_arr)
+void fk__pooled_free(fk__pooled_arr *a, int n_arr)
 {
     for (int i = 0; i < n_arr; i++) {
         free(*a[i].a);
