@@ -135,13 +135,16 @@ static void work_reset(work *w)
     fk_bundle_init(&w->update);
 }
 
+/* Start a call (takes req). FK_OK when `done` will run, also for a call that cannot start
+ * (it reports through done); FK_ENOMEM when nothing was started, so the caller must arrange
+ * the retry itself or the agent would wait for a completion that never comes. */
 static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t len,
-                uint64_t timeout_ms, fk_grpc_done done)
+                uint64_t timeout_ms, fk_grpc_done done, fk_err *err)
 {
     callctx *c = calloc(1, sizeof *c);
     if (!c) {
         free(req);
-        return FK_ENOMEM;
+        return fk_err_set(err, FK_ENOMEM, "%s: out of memory for the call", method);
     }
     *c = (callctx){.a = a, .gen = a->gen, .req = req, .kind = kind};
     if (kind == CALL_HB)
@@ -151,7 +154,8 @@ static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t 
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
     /* A call that cannot start still reports through done, which frees req and c. */
-    return fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c) ? FK_ENET : FK_OK;
+    (void)fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c);
+    return FK_OK;
 }
 
 /* Common start of a completion (frees the call context ud): the agent if the
@@ -294,6 +298,14 @@ static void pause_polling(fk_agent *a)
     uv_timer_start(&a->retry, on_retry, delay, 0);
 }
 
+/* A call that could not be encoded or started: nothing is in flight, so nothing would ever
+ * call next(); try again after a pause instead of stalling. */
+static void not_sent(fk_agent *a, const char *what, const fk_err *err)
+{
+    fk_log(FK_LOG_ERROR, "call_not_sent", "call=%s error=\"%s\"", what, err->msg);
+    pause_polling(a);
+}
+
 /* Deadline of a Heartbeat, which the server answers at once: a
  * connection that carries neither within it is stalled (e.g. a damaged TLS
  * record length leaves a peer waiting for bytes that never come), and waiting
@@ -345,13 +357,11 @@ static void send_join(fk_agent *a)
     uint8_t *buf;
     size_t len;
     fk_err err;
-    if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err)) {
-        fk_log(FK_LOG_ERROR, "encode_failed", "error=\"%s\"", err.msg);
-        return;
-    }
     /* answered at once, like a heartbeat, but before the heartbeat interval is known */
-    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
-         join_done);
+    if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err) ||
+        call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
+             join_done, &err))
+        not_sent(a, "Join", &err);
 }
 
 /* -------------------------------------------------------------- tasks */
@@ -814,9 +824,14 @@ static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t
     uint8_t *buf;
     size_t len;
     fk_err err;
-    if (fk_codec_encode(fedkern_v1_PullTaskRequest_fields, &in, 0, &buf, &len, &err))
-        return;
-    call(a, CALL_PULL, "PullTask", buf, len, task_id ? a->cfg.call_ms : a->cfg.poll_ms, pull_done);
+    if (fk_codec_encode(fedkern_v1_PullTaskRequest_fields, &in, 0, &buf, &len, &err) ||
+        call(a, CALL_PULL, "PullTask", buf, len, task_id ? a->cfg.call_ms : a->cfg.poll_ms,
+             pull_done, &err)) {
+        /* A half-received task is dropped: the next pull (after the pause) starts it over. */
+        if (task_id)
+            work_reset(&a->w);
+        not_sent(a, "PullTask", &err);
+    }
 }
 
 /* ------------------------------------------------------------- updates */
@@ -933,10 +948,12 @@ static void send_push(fk_agent *a)
     if (rc) {
         fk_log(FK_LOG_ERROR, "push_not_encoded", "error=\"%s\"", err.msg);
         work_reset(w);
+        pause_polling(a); /* nothing is in flight: poll again after the pause */
         return;
     }
     a->stats.pushes++;
-    call(a, CALL_PUSH, "PushUpdate", buf, len, a->cfg.call_ms, push_done);
+    if (call(a, CALL_PUSH, "PushUpdate", buf, len, a->cfg.call_ms, push_done, &err))
+        not_sent(a, "PushUpdate", &err); /* the update stays ready: sent again after the pause */
 }
 
 /* ----------------------------------------------------------- heartbeat */
@@ -984,10 +1001,13 @@ static void on_hb(uv_timer_t *t)
     uint8_t *buf;
     size_t len;
     fk_err err;
-    if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err))
+    /* The heartbeat timer repeats, so a heartbeat not sent is only logged. */
+    if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err) ||
+        call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done, &err)) {
+        fk_log(FK_LOG_WARN, "call_not_sent", "call=Heartbeat error=\"%s\"", err.msg);
         return;
+    }
     a->stats.heartbeats++;
-    call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done);
     uv_timer_set_repeat(&a->hb, a->heartbeat_ms);
 }
 
@@ -1113,10 +1133,10 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
         uint8_t *buf;
         size_t len;
         fk_err err;
-        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK) {
-            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done); /* leave_done finishes */
-            return;
-        }
+        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK &&
+            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done, &err) == FK_OK)
+            return; /* leave_done finishes */
+        fk_log(FK_LOG_WARN, "call_not_sent", "call=Leave error=\"%s\"", err.msg);
     }
     if (a->in_flight) /* a pending call completes (or is cancelled) when the client closes */
         a->in_flight = 0;

@@ -89,9 +89,10 @@ typedef struct fk__fedrf_client {
 } fk__fedrf_client;
 
 /* The sets of round `round` (1-based; fedrf_tca_server.c): A = the senders of
- * Sigma l (S_t) and the clients whose W and C arrive, as 0/1 flags per client. */
-void fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
-                        unsigned char *inW, unsigned char *inC);
+ * Sigma l (S_t) and the clients whose W and C arrive, as 0/1 flags per client. FK_ENOMEM
+ * leaves the flags as they were. */
+int fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
+                        unsigned char *inW, unsigned char *inC, fk_err *err);
 
 /* Server operations (fedrf_tca_server.c, checkpoints in fedrf_tca_ckpt.c). */
 int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
