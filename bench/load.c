@@ -280,14 +280,14 @@ static void start_conn(loadgen *g, lconn *c)
     char ca[600], cert[600], key[600], name[32];
     snprintf(name, sizeof name, "load%d", c->idx);
     fk_err err;
-    fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err);
-    fk_certs_path(cert, sizeof cert, g->dir, FK_ROLE_CLIENT, name, "pem", &err);
-    fk_certs_path(key, sizeof key, g->dir, FK_ROLE_CLIENT, name, "key", &err);
     fk_tls_files files = {.ca = ca, .cert = cert, .key = key};
     fk_grpc_client_config cfg;
     fk_net_limits_default(&cfg.limits);
     g->connecting++;
-    if (fk_tls_ctx_new(&c->tls, 0, &files, &err)) {
+    if (fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err) ||
+        fk_certs_path(cert, sizeof cert, g->dir, FK_ROLE_CLIENT, name, "pem", &err) ||
+        fk_certs_path(key, sizeof key, g->dir, FK_ROLE_CLIENT, name, "key", &err) ||
+        fk_tls_ctx_new(&c->tls, 0, &files, &err)) {
         g->connecting--;
         if (!g->failed_conns++)
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);

@@ -366,6 +366,15 @@ static void send_join(fk_agent *a)
 
 /* -------------------------------------------------------------- tasks */
 
+/* A state file that cannot be removed is stale; say so (a later load refuses it anyway). */
+static void remove_state(const char *dir, int64_t job)
+{
+    fk_err err;
+    if (fk_cstate_remove(dir, job, &err))
+        fk_log(FK_LOG_WARN, "client_state_not_removed", "job=%" PRId64 " error=\"%s\"", job,
+               err.msg);
+}
+
 /* The job's state file, if this client has one: the method state of its last
  * step (and that step's update, for a resend). 1 if the method state may be
  * half-loaded and must be built again; a file that is unusable is removed. */
@@ -389,7 +398,7 @@ static int restore(fk_agent *a, jobctx *j)
     if (rc) {
         fk_log(FK_LOG_WARN, "client_state_discarded", "job=%" PRId64 " error=\"%s\"", j->job,
                e.msg);
-        fk_cstate_remove(a->cfg.state_dir, j->job, NULL);
+        remove_state(a->cfg.state_dir, j->job);
         fk_cstate_close(&cs);
         return touched;
     }
@@ -515,7 +524,7 @@ static void save_state(const char *dir, work *w)
     if (!w->save_rc)
         w->save_rc = fk_cstate_write(dir, &cs, &w->save_err);
     if (w->save_rc)
-        fk_cstate_remove(dir, w->job, NULL);
+        remove_state(dir, w->job);
     cs.update = NULL;
     cs.update_len = 0;
     fk_cstate_close(&cs);

@@ -16,8 +16,8 @@ typedef int (*fk_metrics_render)(void *ud, char **buf, size_t *len);
 typedef struct fk_metrics fk_metrics;
 
 /* Listen on "HOST:PORT" (port 0 picks one, see fk_metrics_port). */
-int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
-                     fk_metrics_render render, void *ud, fk_err *err);
+FK_CHECKRETURN int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
+                                    fk_metrics_render render, void *ud, fk_err *err);
 int fk_metrics_port(const fk_metrics *m);
 /* Stop listening, close open connections; on_closed runs after, then m is freed. */
 void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *ud), void *ud);

@@ -1138,7 +1138,9 @@ static void on_tick(uv_timer_t *t)
     double now = fk_service_now();
     double next;
     fk_err err;
-    fk_engine_tick(s->e, now, &next, &err);
+    /* A failed tick (the store) is logged; the timer tries again on its next turn. */
+    if (fk_engine_tick(s->e, now, &next, &err))
+        fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
     wake_waiters(s);
     /* Forget chunked uploads abandoned for ten minutes. */
     for (int i = 0; i < s->n_partials;)

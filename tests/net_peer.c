@@ -132,10 +132,13 @@ static int serve(fk_params *p, fk_err *err)
     fk_tls_ctx_unref(cfg.tls);
     if (rc != FK_OK)
         return rc;
-    fk_grpc_server_handle(st.srv, "/fktest.Echo/Echo", on_echo, NULL, err);
-    fk_grpc_server_handle(st.srv, "/fktest.Echo/Size", on_size, NULL, err);
-    fk_grpc_server_handle(st.srv, "/fktest.Echo/Sleep", on_sleep, &loop, err);
-    rc = fk_grpc_server_listen(st.srv, fk_params_str(p, "listen", "127.0.0.1:0"), err);
+    rc = fk_grpc_server_handle(st.srv, "/fktest.Echo/Echo", on_echo, NULL, err);
+    if (!rc)
+        rc = fk_grpc_server_handle(st.srv, "/fktest.Echo/Size", on_size, NULL, err);
+    if (!rc)
+        rc = fk_grpc_server_handle(st.srv, "/fktest.Echo/Sleep", on_sleep, &loop, err);
+    if (!rc)
+        rc = fk_grpc_server_listen(st.srv, fk_params_str(p, "listen", "127.0.0.1:0"), err);
     if (rc != FK_OK) {
         fk_grpc_server_close(st.srv, NULL, NULL);
         uv_run(&loop, UV_RUN_DEFAULT);

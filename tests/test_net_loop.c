@@ -115,9 +115,9 @@ static void paths(fixture *f, fk_cert_role role, const char *name, char *ca, cha
 {
     char sub[96];
     snprintf(sub, sizeof sub, "%s/pki", f->dir);
-    fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL);
-    fk_certs_path(crt, 256, sub, role, name, "pem", NULL);
-    fk_certs_path(key, 256, sub, role, name, "key", NULL);
+    assert_int_equal(fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL), FK_OK);
+    assert_int_equal(fk_certs_path(crt, 256, sub, role, name, "pem", NULL), FK_OK);
+    assert_int_equal(fk_certs_path(key, 256, sub, role, name, "key", NULL), FK_OK);
 }
 
 /* Start the server and connect the client to host, checking server_name (NULL: host). */

@@ -570,7 +570,9 @@ static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err 
         cl->tls = NULL;
         return rc;
     }
-    fk_tlsconn_connect(cl->tls, addr, cl->server_name, err);
+    if (fk_tlsconn_connect(cl->tls, addr, cl->server_name, err) != FK_OK) {
+        /* Not the caller's failure to handle: tls_closed runs and reports the reason. */
+    }
     return FK_OK;
 }
 

@@ -832,7 +832,9 @@ static void on_connection(uv_stream_t *l, int status)
         uv_close((uv_handle_t *)&c->tick, conn_freed);
         return;
     }
-    fk_tlsconn_accept(c->tls, l, &err); /* on failure tls_on_close follows */
+    if (fk_tlsconn_accept(c->tls, l, &err) != FK_OK) {
+        /* tls_on_close follows and frees the connection; nothing else to undo */
+    }
 }
 
 /* ---- server ----------------------------------------------------------------- */

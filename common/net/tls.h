@@ -24,7 +24,8 @@ typedef struct fk_tls_ctx {
 
 /* Build a server or client context from files; on error *out is NULL and err says
  * which file and why. */
-int fk_tls_ctx_new(fk_tls_ctx **out, int is_server, const fk_tls_files *files, fk_err *err);
+FK_CHECKRETURN int fk_tls_ctx_new(fk_tls_ctx **out, int is_server, const fk_tls_files *files,
+                                  fk_err *err);
 void fk_tls_ctx_ref(fk_tls_ctx *ctx);
 void fk_tls_ctx_unref(fk_tls_ctx *ctx); /* frees at zero */
 
