@@ -13,6 +13,7 @@
 #include "bench/bench.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server.h"
@@ -116,21 +117,33 @@ static void *server_main(void *arg)
     limits(&cfg.limits, 128);
     fk_tls_files f = {ca, crt, key, NULL, 0};
     fk_err err = {0};
-    uv_loop_init(&ws->loop);
+    int uvrc = uv_loop_init(&ws->loop);
+    if (uvrc) {
+        fprintf(stderr, "fedkern bench: uv_loop_init: %s\n", uv_strerror(uvrc));
+        set_port(ws, -1);
+        return NULL;
+    }
     if (files(ws->dir, 1, ca, crt, key, &err) != FK_OK ||
         fk_tls_ctx_new(&cfg.tls, 1, &f, &err) != FK_OK ||
         fk_grpc_server_init(&ws->srv, &ws->loop, &cfg, &err) != FK_OK) {
         fprintf(stderr, "fedkern bench: %s\n", err.msg);
         fk_tls_ctx_unref(cfg.tls);
         set_port(ws, -1);
-        uv_loop_close(&ws->loop);
+        FK_UV_MUST(uv_loop_close(&ws->loop));
         return NULL;
     }
     fk_tls_ctx_unref(cfg.tls);
     if (fk_grpc_server_handle(ws->srv, "/fkbench.Wire/Echo", on_echo, NULL, &err) ||
         fk_grpc_server_handle(ws->srv, "/fkbench.Wire/Sink", on_sink, NULL, &err))
         fprintf(stderr, "fedkern bench: %s\n", err.msg); /* those calls then fail UNIMPLEMENTED */
-    uv_async_init(&ws->loop, &ws->stop, server_stop);
+    if ((uvrc = uv_async_init(&ws->loop, &ws->stop, server_stop)) != 0) {
+        fprintf(stderr, "fedkern bench: uv_async_init: %s\n", uv_strerror(uvrc));
+        set_port(ws, -1);
+        fk_grpc_server_close(ws->srv, NULL, NULL);
+        FK_UV_MUST(uv_run(&ws->loop, UV_RUN_DEFAULT));
+        FK_UV_MUST(uv_loop_close(&ws->loop));
+        return NULL;
+    }
     ws->stop.data = ws;
     if (fk_grpc_server_listen(ws->srv, "127.0.0.1:0", &err) != FK_OK) {
         fprintf(stderr, "fedkern bench: %s\n", err.msg);
@@ -140,8 +153,8 @@ static void *server_main(void *arg)
     } else {
         set_port(ws, fk_grpc_server_port(ws->srv));
     }
-    uv_run(&ws->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&ws->loop);
+    FK_UV_MUST(uv_run(&ws->loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(&ws->loop));
     return NULL;
 }
 
@@ -493,9 +506,12 @@ int fk_bench_wire(int argc, char **argv)
     d.rate_end = seconds;
     memset(d.small, 0x5a, sizeof d.small);
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    int loop_rc = uv_loop_init(&loop);
     d.loop = &loop;
-    if (ws.port > 0 && d.lat && d.big) {
+    if (loop_rc) {
+        d.failed = 1;
+        snprintf(d.why, sizeof d.why, "uv_loop_init: %s", uv_strerror(loop_rc));
+    } else if (ws.port > 0 && d.lat && d.big) {
         char ca[4096], crt[4096], key[4096];
         fk_tls_files f = {ca, crt, key, NULL, 0};
         fk_grpc_client_config cfg = {0};
@@ -505,7 +521,7 @@ int fk_bench_wire(int argc, char **argv)
             fk_grpc_client_connect(&d.cl, &loop, &cfg, "127.0.0.1", ws.port, "localhost", on_state,
                                    &d, &err) == FK_OK) {
             d.reps = (int)reps_small; /* per size below; adjusted in the loop */
-            uv_run(&loop, UV_RUN_DEFAULT);
+            FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
         } else {
             snprintf(d.why, sizeof d.why, "%s", err.msg);
             d.failed = 1;
@@ -515,9 +531,10 @@ int fk_bench_wire(int argc, char **argv)
         d.failed = 1;
         snprintf(d.why, sizeof d.why, "server did not start or out of memory");
     }
-    uv_loop_close(&loop);
+    if (!loop_rc)
+        FK_UV_MUST(uv_loop_close(&loop));
     if (ws.port > 0)
-        uv_async_send(&ws.stop);
+        FK_UV_MUST(uv_async_send(&ws.stop));
     pthread_join(th, NULL);
     if (d.failed) {
         fprintf(stderr, "fedkern bench wire: %s\n", d.why);

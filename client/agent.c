@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/la/rng.h"
 #include "common/methods/jobconf.h"
 #include "common/net/chunk.h"
@@ -195,7 +196,7 @@ static void schedule_reconnect(fk_agent *a)
     a->backoff_n++;
     fk_log(FK_LOG_INFO, "reconnect_scheduled", "delay_ms=%" PRIu64 " attempt=%u", delay,
            a->backoff_n);
-    uv_timer_start(&a->retry, on_retry, delay, 0);
+    FK_UV_MUST(uv_timer_start(&a->retry, on_retry, delay, 0));
 }
 
 static void client_closed(void *ud)
@@ -236,8 +237,8 @@ static void request_disconnect(fk_agent *a, const char *why)
         fk_log(FK_LOG_WARN, "connection_dropped", "server=%s:%d reason=\"%s\"", a->cfg.host,
                a->cfg.port, why);
     a->up = 0;
-    uv_timer_stop(&a->retry);
-    uv_timer_start(&a->retry, on_retry, 0, 0);
+    FK_UV_MUST(uv_timer_stop(&a->retry));
+    FK_UV_MUST(uv_timer_start(&a->retry, on_retry, 0, 0));
 }
 
 static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
@@ -295,7 +296,7 @@ static void pause_polling(fk_agent *a)
         cap = a->cfg.backoff_max_ms;
     uint64_t delay = cap / 2 + fk_rng_below(&a->jitter, cap / 2 + 1);
     fk_log(FK_LOG_INFO, "task_backoff", "delay_ms=%" PRIu64 " failed_in_a_row=%u", delay, a->fail_n);
-    uv_timer_start(&a->retry, on_retry, delay, 0);
+    FK_UV_MUST(uv_timer_start(&a->retry, on_retry, delay, 0));
 }
 
 /* A call that could not be encoded or started: nothing is in flight, so nothing would ever
@@ -365,6 +366,16 @@ static void send_join(fk_agent *a)
 }
 
 /* -------------------------------------------------------------- tasks */
+
+/* Cancel the running step. UV_EBUSY (it runs already) is the usual answer: step_done then
+ * sees `cancelled` and drops the result. */
+static void cancel_step(fk_agent *a)
+{
+    a->w.cancelled = 1;
+    int rc = uv_cancel((uv_req_t *)&a->w.req);
+    if (rc && rc != UV_EBUSY)
+        fk_log(FK_LOG_ERROR, "libuv_failed", "call=uv_cancel error=\"%s\"", uv_strerror(rc));
+}
 
 /* A state file that cannot be removed is stale; say so (a later load refuses it anyway). */
 static void remove_state(const char *dir, int64_t job)
@@ -813,7 +824,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
     fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
     fk_bundle_close(&b);
     if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.retry_after_ms) {
-        uv_timer_start(&a->retry, on_retry, out.retry_after_ms, 0);
+        FK_UV_MUST(uv_timer_start(&a->retry, on_retry, out.retry_after_ms, 0));
         return;
     }
     next(a);
@@ -987,8 +998,7 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     if (fk_codec_decode(fedkern_v1_HeartbeatResponse_fields, &out, resp, len, &err))
         return;
     if (out.cancel_task && a->w.running) {
-        a->w.cancelled = 1;
-        uv_cancel((uv_req_t *)&a->w.req);
+        cancel_step(a);
     }
     if (out.heartbeat_interval_ms)
         a->heartbeat_ms = out.heartbeat_interval_ms;
@@ -1032,7 +1042,7 @@ static void next(fk_agent *a)
         return;
     }
     if (!uv_is_active((uv_handle_t *)&a->hb))
-        uv_timer_start(&a->hb, on_hb, a->heartbeat_ms, a->heartbeat_ms);
+        FK_UV_MUST(uv_timer_start(&a->hb, on_hb, a->heartbeat_ms, a->heartbeat_ms));
     if (a->w.ready)
         send_push(a);
     else if (!a->w.running && !a->w.active)
@@ -1064,8 +1074,8 @@ int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, 
     a->max_message = 4u << 20;
     fk_rng_init(&a->jitter, (uint64_t)time(NULL) ^ (uint64_t)getpid(), (uint64_t)(uintptr_t)a);
     work_reset(&a->w);
-    uv_timer_init(loop, &a->retry);
-    uv_timer_init(loop, &a->hb);
+    FK_UV_MUST(uv_timer_init(loop, &a->retry));
+    FK_UV_MUST(uv_timer_init(loop, &a->hb));
     a->retry.data = a->hb.data = a;
     a->handles += 2;
     connect_now(a);
@@ -1126,13 +1136,12 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
     a->on_stopped = on_stopped;
     a->stopped_ud = ud;
     if (a->w.running) {
-        a->w.cancelled = 1;
-        uv_cancel((uv_req_t *)&a->w.req);
+        cancel_step(a);
     }
     int can_leave = a->cl && a->up && a->joined && !a->in_flight;
     a->stopping = 1;
-    uv_timer_stop(&a->retry);
-    uv_timer_stop(&a->hb);
+    FK_UV_MUST(uv_timer_stop(&a->retry));
+    FK_UV_MUST(uv_timer_stop(&a->hb));
     uv_close((uv_handle_t *)&a->retry, timer_closed);
     uv_close((uv_handle_t *)&a->hb, timer_closed);
     if (can_leave) {

@@ -2,6 +2,7 @@
  * jobs run in the round engine (server/engine.c) over the SQLite state (server/store.c),
  * served by the Federation service (server/service.c). */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +12,9 @@
 
 #include "common/base/log.h"
 #include "common/base/params.h"
-#include "common/net/codec.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
+#include "common/net/codec.h"
 #include "common/net/grpc_server.h"
 #include "common/net/limits.h"
 #include "common/sys/daemon.h"
@@ -67,6 +69,7 @@ typedef struct server_state {
     fk_params *p;
     fk_stop_signals stop;
     uv_signal_t sighup;
+    int sighup_live; /* sighup initialised */
     fk_notify notify;
     int stopping;
 } server_state;
@@ -163,7 +166,8 @@ static void all_closed(void *ud)
 {
     server_state *st = ud;
     fk_stop_signals_close(&st->stop);
-    uv_close((uv_handle_t *)&st->sighup, NULL);
+    if (st->sighup_live)
+        uv_close((uv_handle_t *)&st->sighup, NULL);
     fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
 }
@@ -203,9 +207,10 @@ static int render_metrics(void *ud, char **b, size_t *len)
         fclose(f);
     }
     uv_rusage_t ru;
-    uv_getrusage(&ru);
-    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    double cpu = NAN; /* unknown when getrusage fails */
+    if (uv_getrusage(&ru) == 0)
+        cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+              (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     const struct {
         const char *name, *type, *help;
         double v;
@@ -270,7 +275,8 @@ static void on_stop(uv_signal_t *sig, int signum)
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
     fk_notify_stopping(&st->notify, "draining");
     fk_stop_signals_stop(&st->stop);
-    uv_signal_stop(&st->sighup);
+    if (st->sighup_live)
+        FK_UV_MUST(uv_signal_stop(&st->sighup));
     fk_service_close(st->svc, service_closed, st);
 }
 
@@ -387,9 +393,14 @@ static int run(fk_params *p)
     }
     cfg.drain_ms = (uint64_t)drain;
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
+    if (rc) {
+        fk_tls_ctx_unref(cfg.tls);
+        close_state(&st);
+        return fail(err.msg);
+    }
     st.loop = &loop;
-    int rc = fk_grpc_server_init(&st.srv, &loop, &cfg, &err);
+    rc = fk_grpc_server_init(&st.srv, &loop, &cfg, &err);
     fk_tls_ctx_unref(cfg.tls);
     if (rc != FK_OK) {
         close_state(&st);
@@ -403,8 +414,8 @@ static int run(fk_params *p)
         if (st.svc)
             fk_service_close(st.svc, NULL, NULL);
         fk_grpc_server_close(st.srv, NULL, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
+        FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
+        FK_UV_MUST(uv_loop_close(&loop));
         close_state(&st);
         return fail(err.msg);
     }
@@ -415,10 +426,18 @@ static int run(fk_params *p)
     else if (st.metrics)
         fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
                fk_metrics_port(st.metrics));
-    fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
-    uv_signal_init(&loop, &st.sighup);
+    /* Without the handlers the server still serves: SIGTERM then ends it at once (the state
+     * is crash-safe) and SIGHUP cannot reload. */
+    if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &err))
+        fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", err.msg);
+    int hup = uv_signal_init(&loop, &st.sighup);
+    st.sighup_live = hup == 0;
     st.sighup.data = &st;
-    uv_signal_start(&st.sighup, on_reload, SIGHUP);
+    if (!hup)
+        hup = uv_signal_start(&st.sighup, on_reload, SIGHUP);
+    if (hup)
+        fk_log(FK_LOG_ERROR, "reload_unavailable", "error=\"SIGHUP handler: %s\"",
+               uv_strerror(hup));
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
            fk_engine_running(st.e));
@@ -426,7 +445,7 @@ static int run(fk_params *p)
     char ready[256];
     notify_status(&st, ready, sizeof ready);
     fk_notify_ready(&st.notify, ready);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     rc = uv_loop_close(&loop) == 0 ? 0 : 1;
     close_state(&st);
     return rc;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/uvcheck.h"
 #include "common/net/hostport.h"
 
 enum { MAX_REQUEST = 8192, IDLE_MS = 5000 };
@@ -87,7 +88,7 @@ static void conn_close(mconn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    uv_timer_stop(&c->idle);
+    FK_UV_MUST(uv_timer_stop(&c->idle));
     uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
 }
@@ -121,7 +122,7 @@ static void respond(mconn *c, const char *status, const char *type, const char *
 
 static void handle_request(mconn *c)
 {
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    FK_UV_MUST(uv_read_stop((uv_stream_t *)&c->tcp));
     if (strncmp(c->req, "GET /metrics ", 13) && strncmp(c->req, "GET /metrics?", 13)) {
         static const char nf[] = "not found: GET /metrics\n";
         respond(c, "404 Not Found", "text/plain", nf, sizeof nf - 1);
@@ -177,8 +178,8 @@ static void on_connection(uv_stream_t *server, int status)
     if (!c)
         return;
     c->m = m;
-    uv_tcp_init(m->loop, &c->tcp);
-    uv_timer_init(m->loop, &c->idle);
+    FK_UV_MUST(uv_tcp_init(m->loop, &c->tcp));
+    FK_UV_MUST(uv_timer_init(m->loop, &c->idle));
     c->tcp.data = c->idle.data = c;
     c->handles = 2;
     c->next = m->conns;
@@ -188,7 +189,7 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    uv_timer_start(&c->idle, on_idle, IDLE_MS, 0);
+    FK_UV_MUST(uv_timer_start(&c->idle, on_idle, IDLE_MS, 0));
 }
 
 static void listener_closed(uv_handle_t *h)
@@ -216,20 +217,21 @@ int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
     m->loop = loop;
     m->render = render;
     m->ud = ud;
-    uv_tcp_init(loop, &m->listener);
+    FK_UV_MUST(uv_tcp_init(loop, &m->listener));
     m->listener.data = m;
     m->handles = 1;
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
     int rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&addr, 0);
     if (!rc)
         rc = uv_listen((uv_stream_t *)&m->listener, 64, on_connection);
+    if (!rc) /* the port actually bound (listen on :0 picks one) */
+        rc = uv_tcp_getsockname(&m->listener, (struct sockaddr *)&bound, &blen);
     if (rc) {
         m->closing = 1;
         uv_close((uv_handle_t *)&m->listener, listener_closed);
         return fk_err_set(err, FK_ENET, "metrics listener %s: %s", hostport, uv_strerror(rc));
     }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    uv_tcp_getsockname(&m->listener, (struct sockaddr *)&bound, &blen);
     m->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                           : ntohs(((struct sockaddr_in *)&bound)->sin_port);
     *out = m;

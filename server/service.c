@@ -10,6 +10,7 @@
 #include <openssl/rand.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
@@ -277,7 +278,7 @@ static void waiter_drop(fk_service *s, waiter *w)
             break;
         }
     s->stats.waiting_polls--;
-    uv_timer_stop(&w->timer);
+    FK_UV_MUST(uv_timer_stop(&w->timer));
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
 }
 
@@ -416,14 +417,14 @@ static void park(fk_service *s, fk_grpc_call *call, const char *identity, uint64
     w->s = s;
     w->call = call;
     snprintf(w->identity, sizeof w->identity, "%s", identity);
-    uv_timer_init(s->loop, &w->timer);
+    FK_UV_MUST(uv_timer_init(s->loop, &w->timer));
     s->handles++;
     w->timer.data = w;
     w->next = s->waiting;
     s->waiting = w;
     s->stats.waiting_polls++;
     fk_grpc_call_on_cancel(call, waiter_cancelled, w);
-    uv_timer_start(&w->timer, waiter_timeout, wait, 0);
+    FK_UV_MUST(uv_timer_start(&w->timer, waiter_timeout, wait, 0));
 }
 
 /* ----------------------------------------------------------- handlers */
@@ -662,8 +663,8 @@ static void batch_flush(fk_service *s)
     if (!s->batch_open)
         return;
     s->batch_open = 0;
-    uv_check_stop(&s->batch_check);
-    uv_idle_stop(&s->batch_idle);
+    FK_UV_MUST(uv_check_stop(&s->batch_check));
+    FK_UV_MUST(uv_idle_stop(&s->batch_idle));
     fk_err err;
     int rc = fk_store_commit(s->st, &err); /* rolls back on failure */
     s->stats.batches++;
@@ -689,8 +690,8 @@ static void batch_abort(fk_service *s, const fk_err *why)
     s->stats.batch_failures++;
     fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch, why->msg);
     s->batch_open = 0;
-    uv_check_stop(&s->batch_check);
-    uv_idle_stop(&s->batch_idle);
+    FK_UV_MUST(uv_check_stop(&s->batch_check));
+    FK_UV_MUST(uv_idle_stop(&s->batch_idle));
     int n = s->n_batch;
     s->n_batch = 0;
     for (int i = 0; i < n; i++)
@@ -724,8 +725,8 @@ static int batch_reserve(fk_service *s, fk_err *err)
     if (rc)
         return rc;
     s->batch_open = 1;
-    uv_check_start(&s->batch_check, on_batch_check);
-    uv_idle_start(&s->batch_idle, on_batch_idle);
+    FK_UV_MUST(uv_check_start(&s->batch_check, on_batch_check));
+    FK_UV_MUST(uv_idle_start(&s->batch_idle, on_batch_idle));
     return FK_OK;
 }
 
@@ -1196,15 +1197,15 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
             return rc;
         }
     }
-    uv_check_init(loop, &s->batch_check);
-    uv_idle_init(loop, &s->batch_idle);
+    FK_UV_MUST(uv_check_init(loop, &s->batch_check));
+    FK_UV_MUST(uv_idle_init(loop, &s->batch_idle));
     s->batch_check.data = s;
     s->batch_idle.data = s;
     s->handles += 2;
-    uv_timer_init(loop, &s->tick);
+    FK_UV_MUST(uv_timer_init(loop, &s->tick));
     s->handles++;
     s->tick.data = s;
-    uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms);
+    FK_UV_MUST(uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms));
     *out = s;
     return FK_OK;
 }
@@ -1231,7 +1232,7 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
     }
     uv_close((uv_handle_t *)&s->batch_check, tick_closed);
     uv_close((uv_handle_t *)&s->batch_idle, tick_closed);
-    uv_timer_stop(&s->tick);
+    FK_UV_MUST(uv_timer_stop(&s->tick));
     uv_close((uv_handle_t *)&s->tick, tick_closed);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 
 /* Read buffers shared by every connection of a thread: libuv fills the ciphertext
  * buffer and read_cb decrypts and consumes it before returning (OpenSSL keeps a
@@ -295,7 +296,7 @@ void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
         SSL_shutdown(c->ssl); /* close_notify */
         send_cipher(c);
     }
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    FK_UV_MUST(uv_read_stop((uv_stream_t *)&c->tcp));
     c->shutdown_req.data = c;
     /* Still connecting: nothing to flush, and a shutdown would wait for the connect. */
     if (!c->started || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_done) < 0)
@@ -344,7 +345,7 @@ static void handshake(fk_tlsconn *c)
             return;
         }
         c->ready = 1;
-        uv_timer_stop(&c->hs_timer);
+        FK_UV_MUST(uv_timer_stop(&c->hs_timer));
         fk_tls_peer_from_ssl(c->ssl, &c->peer);
         send_cipher(c);
         if (c->cbs->on_ready)
@@ -482,8 +483,8 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
     c->cbs = cbs;
     c->ud = ud;
     c->hs_timeout_ms = hs_timeout_ms;
-    uv_tcp_init(loop, &c->tcp);
-    uv_timer_init(loop, &c->hs_timer);
+    FK_UV_MUST(uv_tcp_init(loop, &c->tcp));
+    FK_UV_MUST(uv_timer_init(loop, &c->hs_timer));
     c->tcp.data = c->hs_timer.data = c;
     c->handles = 2;
     *out = c;
@@ -499,17 +500,23 @@ static void start(fk_tlsconn *c)
         char ip[48] = "?";
         int port = 0;
         if (ss.ss_family == AF_INET) {
-            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+            FK_UV_MUST(uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip));
             port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         } else if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+            FK_UV_MUST(uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip));
             port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
         }
         snprintf(c->peer.addr, sizeof c->peer.addr, "%s:%d", ip, port);
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    uv_timer_start(&c->hs_timer, hs_timeout, c->hs_timeout_ms, 0);
-    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    FK_UV_MUST(uv_tcp_nodelay(&c->tcp, 1));
+    FK_UV_MUST(uv_timer_start(&c->hs_timer, hs_timeout, c->hs_timeout_ms, 0));
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (rc) {
+        char why[96];
+        snprintf(why, sizeof why, "cannot read from the socket: %s", uv_strerror(rc));
+        fail(c, why);
+        return;
+    }
     if (!c->is_server)
         handshake(c);
 }
