@@ -182,88 +182,10 @@ static void service_closed(void *ud)
 }
 
 /* One Prometheus sample with its HELP and TYPE lines. */
-static int metric(char **b, size_t *len, size_t *cap, const char *name, const char *type,
-                  const char *help, double v)
-{
-    return fk_metrics_printf(b, len, cap, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
-                             name, type, name, v);
-}
-
 static int render_metrics(void *ud, char **b, size_t *len)
 {
     server_state *st = ud;
-    fk_service_stats sv;
-    fk_engine_stats en;
-    fk_grpc_server_stats gs;
-    fk_service_stats_get(st->svc, &sv);
-    fk_engine_stats_get(st->e, &en);
-    fk_grpc_server_stats_get(st->srv, &gs);
-    long rss_pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        long size;
-        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
-            rss_pages = 0;
-        fclose(f);
-    }
-    uv_rusage_t ru;
-    double cpu = NAN; /* unknown when getrusage fails */
-    if (uv_getrusage(&ru) == 0)
-        cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-              (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-    const struct {
-        const char *name, *type, *help;
-        double v;
-    } rows[] = {
-        {"fedkern_jobs_running", "gauge", "Jobs in progress.", fk_engine_running(st->e)},
-        {"fedkern_jobs_stalled", "gauge",
-         "Running jobs that take no updates until the state directory accepts writes again.",
-         en.jobs_stalled},
-        {"fedkern_rounds_closed_total", "counter",
-         "Rounds aggregated since the server started.", (double)en.rounds_closed},
-        {"fedkern_round_retries_total", "counter",
-         "Round attempts abandoned for a missed quorum.", (double)en.retries},
-        {"fedkern_round_participants_total", "counter",
-         "Updates aggregated in the last phase of closed rounds.", (double)en.participants},
-        {"fedkern_dropouts_total", "counter",
-         "Planned clients absent or late at a phase close.", (double)en.dropouts},
-        {"fedkern_aggregation_seconds_total", "counter",
-         "Time spent in the methods' aggregate step.", en.aggregation_seconds},
-        {"fedkern_clients_connected", "gauge", "Clients with a session (joined).", sv.sessions},
-        {"fedkern_polls_waiting", "gauge", "PullTask calls waiting for a task.", sv.waiting_polls},
-        {"fedkern_tasks_sent_total", "counter", "Tasks handed out.", (double)sv.tasks_sent},
-        {"fedkern_updates_committed_total", "counter",
-         "Updates committed and acknowledged.", (double)sv.committed},
-        {"fedkern_updates_duplicate_total", "counter",
-         "Resent updates acknowledged without being counted again.", (double)sv.duplicates},
-        {"fedkern_update_transactions_total", "counter",
-         "Group commits: transactions that stored the updates of one loop turn.", (double)sv.batches},
-        {"fedkern_update_transactions_failed_total", "counter",
-         "Group commits rolled back (their updates were refused, not acknowledged).",
-         (double)sv.batch_failures},
-        {"fedkern_updates_stale_total", "counter",
-         "Updates for a phase that was already over.", (double)sv.stale},
-        {"fedkern_clients_refused_total", "counter",
-         "Calls refused for the certificate or the allow-list.", (double)sv.refused},
-        {"fedkern_bytes_received_total", "counter",
-         "Request bytes of Federation calls.", (double)sv.bytes_in},
-        {"fedkern_bytes_sent_total", "counter",
-         "Response bytes of Federation calls.", (double)sv.bytes_out},
-        {"fedkern_grpc_calls_total", "counter", "gRPC calls received.", (double)gs.calls},
-        {"fedkern_connections_accepted_total", "counter",
-         "TLS connections accepted.", (double)gs.conns_accepted},
-        {"fedkern_connections_refused_total", "counter",
-         "Connections refused (TLS, limits).", (double)gs.conns_refused},
-        {"process_resident_memory_bytes", "gauge",
-         "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
-        {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
-    };
-    size_t cap = 0;
-    *len = 0;
-    int rc = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-        rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
-    return rc ? FK_ENOMEM : FK_OK;
+    return fk_metrics_render_server(st->svc, st->e, st->srv, b, len);
 }
 
 static void on_stop(uv_signal_t *sig, int signum)

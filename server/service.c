@@ -23,7 +23,7 @@
 typedef struct waiter {
     struct fk_service *s;
     fk_grpc_call *call; /* NULL once answered */
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     uv_timer_t timer;
     struct waiter *next;
 } waiter;
@@ -31,14 +31,14 @@ typedef struct waiter {
 /* A chunked update being reassembled. */
 typedef struct partial {
     char update_id[64];
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     fk_reasm r;
     double touched;
 } partial;
 
 /* When a client's last_seen was last written, so heartbeats do not fsync each time. */
 typedef struct seen {
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     double written;
 } seen;
 
@@ -46,7 +46,7 @@ typedef struct seen {
 typedef struct staged {
     fk_grpc_call *call;
     fk_push p; /* blob unused; identity and idem are set to the copies below on use */
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     char idem[128];
     int rc, dup; /* the stage's verdict, final only once the batch committed */
     fk_err err;
@@ -55,7 +55,7 @@ typedef struct staged {
 /* A joined client: the session id it sends back with Heartbeat. */
 typedef struct session {
     char id[33]; /* 128 random bits, hex */
-    char client[65];
+    char client[FK_IDENTITY_CAP];
 } session;
 
 struct fk_service {
@@ -199,7 +199,8 @@ static void reply_err(fk_grpc_call *call, int rc, const fk_err *err)
     fk_grpc_call_reply(call, status_of(rc), err->msg, NULL, 0);
 }
 
-/* Decode the request into msg; on failure answer the call and return 0. */
+/* Decode the request into msg: FK_OK, or the decoder's code after answering the call with it
+ * (the convention of fk_codec_decode). */
 static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
                       const uint8_t *req, size_t len)
 {
@@ -207,7 +208,7 @@ static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
     int rc = fk_codec_decode(fields, msg, req, len, &err);
     if (rc)
         reply_err(call, rc, &err);
-    return rc == FK_OK;
+    return rc;
 }
 
 /* Encode msg and send it (the buffer moves to the server). */
@@ -436,7 +437,7 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     (void)deadline;
     fk_service *s = ud;
     grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
-    if (!decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len))
+    if (decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len) != FK_OK)
         return;
     fk_codec_release(grpc_health_v1_HealthCheckRequest_fields, &in);
     if (in.service[0] && strcmp(in.service, "fedkern.v1.Federation")) {
@@ -491,7 +492,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_JoinRequest in;
-    if (!decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
     int status = FK_GRPC_OK;
@@ -539,7 +540,7 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_PullTaskRequest in;
-    if (!decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
     s->stats.pulls++;
     s->stats.bytes_in += len;
@@ -880,7 +881,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_HeartbeatRequest in;
-    if (!decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
     session *ss = find_session(s, in.session_id);
@@ -910,7 +911,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_LeaveRequest in;
-    if (!decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
         return;
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
@@ -951,7 +952,7 @@ static int admin_req(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer,
                      const pb_msgdesc_t *fields, void *msg, const uint8_t *req, size_t len)
 {
     batch_flush(s);
-    return admin(s, call, peer) && decode_req(call, fields, msg, req, len);
+    return admin(s, call, peer) && decode_req(call, fields, msg, req, len) == FK_OK;
 }
 
 /* The job named by job_id and its engine status; 0 = answered with the error. */

@@ -28,6 +28,9 @@ typedef enum fk_cert_role {
 
 /* Longest NAME (letters, digits, '.', '_', '-'; it becomes part of file names). */
 #define FK_CERT_NAME_MAX 64
+/* Bytes of a buffer that holds an identity (a certificate NAME) and its NUL: the one size
+ * for identities everywhere (TLS peers, the server's sessions, waiters, staged updates). */
+#define FK_IDENTITY_CAP (FK_CERT_NAME_MAX + 1)
 
 typedef struct fk_cert_opts {
     long days;             /* validity length in days (0: 3650 for the CA, 825 otherwise) */

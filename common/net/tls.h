@@ -8,6 +8,7 @@
 #include <openssl/ssl.h>
 
 #include "common/base/err.h"
+#include "common/net/certs.h"
 
 typedef struct fk_tls_files {
     const char *ca;   /* PEM bundle of trusted CAs (peers must chain to it) */
@@ -34,7 +35,7 @@ typedef struct fk_tls_peer {
     char cn[256];
     char san[256];
     char addr[64]; /* "ip:port" of the TCP peer */
-    char id[65];   /* fedkern identity NAME from the urn:fedkern:ROLE:NAME SAN, "" if none */
+    char id[FK_IDENTITY_CAP]; /* fedkern identity NAME from the urn:fedkern:ROLE:NAME SAN, "" if none */
     int role;      /* fk_cert_role of that SAN (FK_ROLE_NONE if none) */
 } fk_tls_peer;
 

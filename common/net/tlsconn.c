@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,37 @@
 enum { RBUF_LEN = 256u << 10, PBUF_LEN = 64u << 10 };
 static _Thread_local uint8_t *t_rbuf, *t_pbuf;
 static _Thread_local int t_rbuf_busy, t_pbuf_busy;
+
+/* The buffers are freed when their thread ends (a pthread key's destructor; the main thread's
+ * go with the process). They are the one state besides the log level that outlives a call
+ * (docs/architecture.md). */
+static pthread_key_t t_key;
+static pthread_once_t t_once = PTHREAD_ONCE_INIT;
+static int t_key_ok;
+
+static void t_free(void *unused)
+{
+    (void)unused;
+    free(t_rbuf);
+    free(t_pbuf);
+    t_rbuf = t_pbuf = NULL;
+}
+
+static void t_key_make(void)
+{
+    t_key_ok = pthread_key_create(&t_key, t_free) == 0;
+}
+
+/* A thread's first buffer: arrange for t_free at its exit. Without a key (out of keys) the
+ * buffers stay until the process ends, as before; nothing else depends on it. */
+static uint8_t *t_alloc(size_t len)
+{
+    uint8_t *b = malloc(len);
+    if (b && pthread_once(&t_once, t_key_make) == 0 && t_key_ok &&
+        pthread_setspecific(t_key, (void *)1) != 0)
+        fk_log(FK_LOG_DEBUG, "tls_buffer_untracked", "reason=\"pthread_setspecific failed\"");
+    return b;
+}
 
 /* Ciphertext per uv_write: big buffers (below malloc's mmap threshold) once a
  * connection streams, small ones for the few records of a unary call. */
@@ -308,7 +340,7 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     (void)h;
     (void)hint;
     if (!t_rbuf_busy && !t_rbuf)
-        t_rbuf = malloc(RBUF_LEN);
+        t_rbuf = t_alloc(RBUF_LEN);
     if (!t_rbuf_busy && t_rbuf) {
         t_rbuf_busy = 1;
         *buf = uv_buf_init((char *)t_rbuf, RBUF_LEN);
@@ -394,7 +426,7 @@ static void read_plain_into(fk_tlsconn *c, uint8_t *pbuf)
 static void read_plain(fk_tlsconn *c)
 {
     if (!t_pbuf_busy && !t_pbuf)
-        t_pbuf = malloc(PBUF_LEN);
+        t_pbuf = t_alloc(PBUF_LEN);
     int shared = !t_pbuf_busy && t_pbuf;
     uint8_t *pbuf = shared ? t_pbuf : malloc(PBUF_LEN);
     if (!pbuf) {
