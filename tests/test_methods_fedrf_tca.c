@@ -177,7 +177,7 @@ static void save_load_round_trip(void **state)
     /* a truncated checkpoint is rejected with a clear error */
     fk_bundle bad;
     fk_bundle_init(&bad);
-    fk_bundle_put_vec(&bad, "meta", 2, (double[2]){1, 2});
+    assert_int_equal(fk_bundle_put_vec(&bad, "meta", 2, (double[2]){1, 2}), FK_OK);
     assert_int_equal(c.m->load(c.srv, &bad, &err), FK_EFORMAT);
     assert_int_equal(c.m->client_load(c.cli[0], &bad, &err), FK_EFORMAT);
     fk_bundle_close(&bad);

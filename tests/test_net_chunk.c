@@ -174,7 +174,7 @@ static void bundle_through_messages(void **state)
     fk_rng_init(&r, 5, 0);
     for (size_t i = 0; i < 300000; i++)
         v[i] = fk_rng_normal(&r);
-    fk_bundle_put_scalar(&b, "bias", -1.5);
+    assert_int_equal(fk_bundle_put_scalar(&b, "bias", -1.5), FK_OK);
     uint8_t *payload;
     size_t plen;
     fk_err err;
@@ -239,13 +239,13 @@ static void bundle_chunker_matches_encoding(void **state)
     double *v = fk_bundle_add(&b, "big", 2, shape);
     for (size_t i = 0; i < 3500; i++)
         v[i] = fk_rng_normal(&r);
-    fk_bundle_put_scalar(&b, "s", 3.25);
+    assert_int_equal(fk_bundle_put_scalar(&b, "s", 3.25), FK_OK);
     uint64_t empty[1] = {0};
     fk_bundle_add(&b, "e", 1, empty);
     double w[3000];
     for (size_t i = 0; i < 3000; i++)
         w[i] = fk_rng_uniform(&r);
-    fk_bundle_put_vec(&b, "w", 3000, w);
+    assert_int_equal(fk_bundle_put_vec(&b, "w", 3000, w), FK_OK);
     int dtypes[2] = {FK_DTYPE_F64, FK_DTYPE_F32};
     size_t sizes[3] = {7, 1000, 4096};
     fk_err err;
