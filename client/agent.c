@@ -737,12 +737,14 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
     free(ids);
 }
 
+/* The answer to a PullTask: nothing to do, a whole task, or one chunk of a large task. */
 static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
     fk_agent *a = completion(ud, status, msg);
     if (!a)
         return;
     work *w = &a->w;
+    /* A long poll that timed out is the normal idle case: poll again. */
     if (status == FK_GRPC_DEADLINE_EXCEEDED) {
         next(a);
         return;
@@ -753,6 +755,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
         request_disconnect(a, "PullTask failed");
         return;
     }
+    /* An answer we cannot decode means a broken peer or stream: start over on a new connection. */
     fedkern_v1_PullTaskResponse out;
     fk_bundle b;
     fk_bundle_init(&b);
@@ -771,6 +774,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             work_reset(w); /* a chunked task that ended meanwhile */
     } else {
         int64_t job = strtoll(out.job_id, NULL, 10);
+        /* A new task: remember its coordinates and make sure the job's method state exists. */
         if (!w->active) {
             a->stats.tasks++;
             w->active = 1;
@@ -784,6 +788,8 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
                 rc = FK_EINVAL;
             }
         }
+        /* The payload: a chunk goes to the reassembler (complete once all arrived), a whole
+         * bundle becomes the task directly. */
         int complete = 0;
         if (!rc && rx.has_chunk) {
             rc = fk_reasm_add(&w->reasm, &out.chunk, rx.chunk_data, rx.chunk_len, &complete, &err);
@@ -802,6 +808,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             fk_bundle_init(&b);
             complete = 1;
         }
+        /* Then: report a task we cannot take, run a complete one, or ask for the next chunk. */
         if (rc) {
             fk_log(FK_LOG_ERROR, "task_failed", "job=%s error=\"%s\"", w->task_id, err.msg);
             fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
@@ -819,6 +826,8 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             return;
         }
     }
+    /* No task: the server's list of running jobs lets us drop state of ended ones, and its
+     * retry_after_ms paces the next poll. */
     if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.running_jobs_listed)
         forget_ended_jobs(a, &out);
     fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
