@@ -23,7 +23,7 @@
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
 #include "common/la/rng.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
