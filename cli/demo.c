@@ -19,11 +19,11 @@
 #include "cli/demo.h"
 #include "cli/job.h"
 #include "common/base/params.h"
-#include "common/net/certs.h"
-#include "common/net/codec.h"
 #include "common/data/synth_gmm.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/sim.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
 
 typedef struct demo_opts {
     long clients;
@@ -267,7 +267,9 @@ static int ensure_cert(const char *pki, fk_cert_role role, const char *name, con
                        fk_err *err)
 {
     char pem[4096];
-    fk_certs_path(pem, sizeof pem, pki, role, name, "pem", NULL);
+    int rc = fk_certs_path(pem, sizeof pem, pki, role, name, "pem", err);
+    if (rc)
+        return rc;
     if (access(pem, F_OK) == 0)
         return FK_OK;
     return fk_certs_issue(pki, role, name, co, err);
@@ -587,8 +589,10 @@ static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const cha
         rc = run_daemon_job(&jobs[i], c, &f, o, err);
 out:
     fk_job_close(c);
-    if (rc && !fk_fleet_interrupted())
-        fk_fleet_check(&f, err); /* a daemon that died explains most failures: say so */
+    /* A daemon that died explains most failures: its message replaces err; FK_OK leaves err. */
+    if (rc && !fk_fleet_interrupted() && fk_fleet_check(&f, err) != FK_OK) {
+        /* err now names the daemon that died */
+    }
     fk_fleet_stop(&f, 10.0);
     return rc;
 }

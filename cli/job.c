@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/job.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
@@ -150,14 +151,18 @@ static int open_conn(conn *c, const fk_params *p, const char *cmd)
     fk_tls_ctx *tls;
     if (fk_tls_ctx_new(&tls, 0, &f, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
-    uv_loop_init(&c->loop);
+    int uvrc = uv_loop_init(&c->loop);
+    if (uvrc) {
+        fk_tls_ctx_unref(tls);
+        return fk_cli_fail(cmd, "uv_loop_init: %s", uv_strerror(uvrc));
+    }
     fk_grpc_client_config gc = {.tls = tls};
     fk_net_limits_default(&gc.limits);
     int rc = fk_grpc_client_connect(&c->cl, &c->loop, &gc, host, port,
                                     fk_params_str(p, "server-name", host), on_state, c, &err);
     fk_tls_ctx_unref(tls);
     if (rc) {
-        uv_loop_close(&c->loop);
+        FK_UV_MUST(uv_loop_close(&c->loop));
         return fk_cli_fail(cmd, "%s", err.msg);
     }
     return 0;
@@ -167,8 +172,8 @@ static void close_conn(conn *c)
 {
     if (c->cl)
         fk_grpc_client_close(c->cl, NULL, NULL);
-    uv_run(&c->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&c->loop);
+    FK_UV_MUST(uv_run(&c->loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(&c->loop));
     free(c->resp);
 }
 

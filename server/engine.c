@@ -889,7 +889,10 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
         if (rc && j) {
             fail(e, j, &jerr, now);
         } else if (rc) {
-            fk_store_job_set_state(o->store, ids[i], FK_JOB_FAILED, jerr.msg, now, &jerr);
+            fk_err serr;
+            if (fk_store_job_set_state(o->store, ids[i], FK_JOB_FAILED, jerr.msg, now, &serr))
+                fk_log(FK_LOG_ERROR, "job_not_failed", "job=%lld error=\"%s\" cause=\"%s\"",
+                       (long long)ids[i], serr.msg, jerr.msg);
         } else {
             fk_log(FK_LOG_INFO, "job_resumed", "job=%lld round=%d attempt=%d phase=%d answered=%d",
                    (long long)j->id, j->round, j->attempt, j->phase, j->answered);

@@ -11,8 +11,10 @@
 #include <string.h>
 
 #include "common/data/synth_spec.h"
+#include "common/methods/mixture/fedgmm_mor.h"
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/mor.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/models/gmm.h"
 #include "common/models/mor_local.h"

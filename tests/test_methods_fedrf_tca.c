@@ -177,7 +177,7 @@ static void save_load_round_trip(void **state)
     /* a truncated checkpoint is rejected with a clear error */
     fk_bundle bad;
     fk_bundle_init(&bad);
-    fk_bundle_put_vec(&bad, "meta", 2, (double[2]){1, 2});
+    assert_int_equal(fk_bundle_put_vec(&bad, "meta", 2, (double[2]){1, 2}), FK_OK);
     assert_int_equal(c.m->load(c.srv, &bad, &err), FK_EFORMAT);
     assert_int_equal(c.m->client_load(c.cli[0], &bad, &err), FK_EFORMAT);
     fk_bundle_close(&bad);
@@ -313,7 +313,8 @@ static void subsets_are_uniform_and_nested(void **state)
         fk_rng rng;
         unsigned char f[3 * NC];
         fk_sim_plan_rng(&rng, 3, r);
-        fk__fedrf_draw_sets(&cfg, NC, r, &rng, f, f + NC, f + 2 * NC);
+        assert_int_equal(fk__fedrf_draw_sets(&cfg, NC, r, &rng, f, f + NC, f + 2 * NC, &err),
+                         FK_OK);
         int a = 0;
         for (int i = 0; i < NC; i++) {
             assert_true(f[2 * NC + i] <= f[NC + i] && f[NC + i] <= f[i]); /* C in B in A */
@@ -385,7 +386,7 @@ static void order_flags(const char *ord, int r, unsigned char *f)
     assert_int_equal(fk__fedrf_parse_cfg(&p, NC, &c, &err), FK_OK);
     fk_rng rng;
     fk_sim_plan_rng(&rng, 4, r);
-    fk__fedrf_draw_sets(&c, NC, r, &rng, f, f + NC, f + 2 * NC);
+    assert_int_equal(fk__fedrf_draw_sets(&c, NC, r, &rng, f, f + NC, f + 2 * NC, &err), FK_OK);
     assert_int_equal(f[K] + f[NC + K] + f[2 * NC + K], 0); /* the target never "sends" */
     fk_params_close(&p);
 }

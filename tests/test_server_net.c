@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "client/agent.h"
+#include "common/base/uvcheck.h"
 #include "common/methods/jobconf.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
@@ -111,7 +112,7 @@ static int setup(void **state)
     }
     fk_net_limits_default(&t->limits);
     t->stop_client = -1;
-    uv_loop_init(&t->loop);
+    assert_int_equal(uv_loop_init(&t->loop), 0);
     *state = t;
     return 0;
 }
@@ -119,7 +120,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     net *t = *state;
-    uv_loop_close(&t->loop);
+    FK_UV_MUST(uv_loop_close(&t->loop));
     for (int c = 0; c < N; c++)
         fk_dataset_close(&t->data[c]);
     char cmd[160];
@@ -197,7 +198,7 @@ static void shutdown_all(net *t)
         stop_agent(t, c);
     fk_service_stats_get(t->svc, &t->sstats);
     fk_service_close(t->svc, service_closed, t);
-    uv_timer_stop(&t->watch);
+    FK_UV_MUST(uv_timer_stop(&t->watch));
     uv_close((uv_handle_t *)&t->watch, NULL);
 }
 
@@ -255,11 +256,11 @@ static int agents_settled(net *t, unsigned mask)
  * first deadline does not race their TLS handshakes on a loaded machine. */
 static void wait_agents(net *t, unsigned mask)
 {
-    uv_timer_init(&t->loop, &t->wake);
-    uv_timer_start(&t->wake, wake, 20, 20);
+    assert_int_equal(uv_timer_init(&t->loop, &t->wake), 0);
+    assert_int_equal(uv_timer_start(&t->wake, wake, 20, 20), 0);
     double end = fk_service_now() + 30.0;
     while (!agents_settled(t, mask) && fk_service_now() < end)
-        uv_run(&t->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
     uv_close((uv_handle_t *)&t->wake, NULL);
     assert_true(agents_settled(t, mask));
 }
@@ -276,10 +277,10 @@ static void run_job(net *t, const char *text, unsigned mask)
     if (fk_engine_submit(t->e, text, fk_service_now(), &t->job, &err))
         fail_msg("submit: %s", err.msg);
     t->started = fk_service_now();
-    uv_timer_init(&t->loop, &t->watch);
+    assert_int_equal(uv_timer_init(&t->loop, &t->watch), 0);
     t->watch.data = t;
-    uv_timer_start(&t->watch, on_watch, 5, 5);
-    uv_run(&t->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_timer_start(&t->watch, on_watch, 5, 5), 0);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT));
     fk_service_free(t->svc);
     t->svc = NULL;
     assert_false(t->timed_out);

@@ -38,7 +38,8 @@ typedef struct fk_jobconf {
 
 /* Parse and validate; errors name origin and key. c is zeroed first and must
  * be closed even on failure. */
-int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err *err);
+FK_CHECKRETURN int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin,
+                                    fk_err *err);
 void fk_jobconf_close(fk_jobconf *c);
 /* Once the job's method is known: a config without `rounds` gets the method's budget
  * (fk_method_default_rounds), e.g. as many rounds as pooled-em can need. */

@@ -4,6 +4,7 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/method.h"
+#include "common/methods/mixture/fedgmm_mor.h"
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/pooled_em.h"
 

@@ -182,6 +182,8 @@ int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients
         rc = m->model(s.srv, model, err);
         if (rc == FK_OK && o->final_reports)
             rc = evaluate_all(&s, model, o->final_reports, err);
+        if (rc != FK_OK) /* the caller closes the model only on success */
+            fk_bundle_close(model);
     }
     sim_close(&s);
     return rc;

@@ -263,8 +263,10 @@ static int eee_mstep(eee_ws *s, const double *X, const double *G, double *w, dou
     return fk_gmm_eee_mstep(s->nr, s->sx, s->xtx, (double)s->n, s->p, s->R, w, mu, sigma);
 }
 
-/* k-means++ seeding and Lloyd iterations; hard labels into G (one-hot). */
-static void kmeans(eee_ws *s, const double *X, const double *xsq, fk_rng *rng, double *C)
+/* k-means++ seeding and Lloyd iterations; hard labels into G (one-hot). FK_ENOMEM when the
+ * label buffer cannot be had: the restart must not go on to EM without its Lloyd steps. */
+static int kmeans(eee_ws *s, const double *X, const double *xsq, fk_rng *rng, double *C,
+                  fk_err *err)
 {
     int p = s->p, R = s->R;
     size_t n = s->n;
@@ -296,7 +298,7 @@ static void kmeans(eee_ws *s, const double *X, const double *xsq, fk_rng *rng, d
     }
     int *lab = malloc(n * sizeof *lab);
     if (!lab)
-        return;
+        return fk_err_set(err, FK_ENOMEM, "EEE fit: out of memory for k-means labels (n=%zu)", n);
     for (size_t i = 0; i < n; i++)
         lab[i] = -1;
     for (int it = 0; it < 100; it++) {
@@ -338,6 +340,7 @@ static void kmeans(eee_ws *s, const double *X, const double *xsq, fk_rng *rng, d
         for (int r = 0; r < R; r++)
             s->G[i * (size_t)R + r] = lab[i] == r;
     free(lab);
+    return FK_OK;
 }
 
 /* One EM run from the hard partition in s->G. */
@@ -415,8 +418,8 @@ static int fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng
     for (int b = 0; b < restarts; b++) {
         if (hc && (rc = hc_start(&s, Xc, err)) != FK_OK)
             goto done;
-        if (!hc)
-            kmeans(&s, Xc, xsq, rng, C);
+        if (!hc && (rc = kmeans(&s, Xc, xsq, rng, C, err)) != FK_OK)
+            goto done;
         double ll = -INFINITY;
         int iters = 0;
         if (eee_em(&s, Xc, w, mu, sg, &ll, &iters) != FK_OK || !(ll > out->loglik))

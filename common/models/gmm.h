@@ -45,10 +45,11 @@ typedef struct fk_eee_fit {
     int regularised;
 } fk_eee_fit;
 
-int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng,
-                   fk_eee_fit *out, fk_err *err);
+FK_CHECKRETURN int fk_gmm_fit_eee(const double *X, size_t n, int p, int R, int restarts,
+                                  fk_rng *rng, fk_eee_fit *out, fk_err *err);
 /* The same EM from one start: mclust's hierarchical partition (fk_gmm_hc_vvv). */
-int fk_gmm_fit_eee_hc(const double *X, size_t n, int p, int R, fk_eee_fit *out, fk_err *err);
+FK_CHECKRETURN int fk_gmm_fit_eee_hc(const double *X, size_t n, int p, int R, fk_eee_fit *out,
+                                     fk_err *err);
 
 /* The EEE pieces the federated pooled-em job splits between server and clients. */
 /* Lower Cholesky factor of sigma (p x p) into chol; a singular or ill-conditioned sigma is
@@ -65,8 +66,9 @@ int fk_gmm_eee_mstep(const double *nr, const double *sx, const double *xtx, doub
                      double *w, double *mu, double *sigma);
 
 /* EEE posterior log-densities -> hard labels (argmax, ties to the smallest r). */
-int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const double *mu,
-                       const double *sigma, int R, int *labels, fk_err *err);
+FK_CHECKRETURN int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w,
+                                      const double *mu, const double *sigma, int R, int *labels,
+                                      fk_err *err);
 /* Identity-covariance hard labels: argmax_r ln w_r - |x - theta_r|^2 / 2. */
 void fk_gmm_predict(const double *X, size_t n, int p, const double *w, const double *theta, int R,
                     int *labels);
@@ -80,7 +82,8 @@ void fk_gmm_predict(const double *X, size_t n, int p, const double *w, const dou
 /* Label alignment across K tasks (spec 1.4): B random task orders, Hungarian
  * step per added task, best full score kept. M is K x R x p; perm[k*R + r] =
  * task k's own label assigned to common label r. */
-int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *perm, fk_err *err);
+FK_CHECKRETURN int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *perm,
+                                fk_err *err);
 
 /* Central penalized update for one component (spec 1.6): given theta_tilde
  * (K x p) and sizes n (K), minimize sum_k n_k/2 |t_k - tt_k|^2 + sqrt(n_k) lambda |t_k - beta|.

@@ -20,10 +20,11 @@
 
 /* Cut of the merge tree at G clusters: labels[i] in 0..G-1, numbered by each
  * cluster's smallest row index. X is n x p row-major. */
-int fk_gmm_hc_vvv(const double *X, size_t n, int p, int G, int *labels, fk_err *err);
+FK_CHECKRETURN int fk_gmm_hc_vvv(const double *X, size_t n, int p, int G, int *labels, fk_err *err);
 
 /* The agglomeration alone, on coordinates Z (n x q, n <= FK_GMM_HC_MAX_ROWS) as
  * given: no standardising, no subset. Same labelling. */
-int fk_gmm_hc_agglomerate(const double *Z, size_t n, int q, int G, int *labels, fk_err *err);
+FK_CHECKRETURN int fk_gmm_hc_agglomerate(const double *Z, size_t n, int q, int G, int *labels,
+                                         fk_err *err);
 
 #endif

@@ -20,7 +20,7 @@ typedef struct fk_mor_ws {
     double *G, *E, *A, *B, *H; /* n x R, n x R, p x p, n x p, n x R */
 } fk_mor_ws;
 
-int fk_mor_ws_open(fk_mor_ws *s, size_t n, int p, int R, fk_err *err);
+FK_CHECKRETURN int fk_mor_ws_open(fk_mor_ws *s, size_t n, int p, int R, fk_err *err);
 void fk_mor_ws_close(fk_mor_ws *s);
 
 /* G (n x R) <- posteriors of the R regressions (noise variances s2, NULL: 1) and, if E is
@@ -39,12 +39,13 @@ int fk_mor_wls(const double *X, const double *y, size_t n, int p, const double *
 
 /* FK_OK when the job key local_init is "kmeans" (its default): MoR fits start from random
  * partitions, and the hierarchical start (gmm_hc.h) clusters points, not regressions. */
-int fk_mor_check_local_init(const char *local_init, fk_err *err);
+FK_CHECKRETURN int fk_mor_check_local_init(const char *local_init, fk_err *err);
 
 /* Mixture-of-regressions EM (spec 2.1, mixreg analogue, per-component noise variance):
  * restarts from random hard partitions, best log-likelihood kept; w (R), th (R x p). */
-int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R, int restarts,
-                      fk_rng *rng, double *w, double *th, fk_mor_ws *s, fk_err *err);
+FK_CHECKRETURN int fk_mor_mixreg_fit(const double *X, const double *y, size_t n, int p, int R,
+                                     int restarts, fk_rng *rng, double *w, double *th, fk_mor_ws *s,
+                                     fk_err *err);
 
 /* One local gradient-EM step on the unit-noise surrogate (spec 1.5): E-step at (w, th),
  * w <- mean responsibilities, th_r += eta_r/n sum_i g_ir e_ir x_i. Returns the

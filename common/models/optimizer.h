@@ -18,11 +18,11 @@ typedef struct fk_opt {
 } fk_opt;
 
 /* Adam uses beta = 0.9, 0.999 and eps = 1e-8. */
-int fk_opt_init(fk_opt *o, fk_opt_kind kind, size_t n, double lr, fk_err *err);
+FK_CHECKRETURN int fk_opt_init(fk_opt *o, fk_opt_kind kind, size_t n, double lr, fk_err *err);
 void fk_opt_close(fk_opt *o);
 /* theta -= step(g). */
 void fk_opt_step(fk_opt *o, double *theta, const double *g);
 /* "sgd" or "adam". */
-int fk_opt_parse(const char *name, fk_opt_kind *kind, fk_err *err);
+FK_CHECKRETURN int fk_opt_parse(const char *name, fk_opt_kind *kind, fk_err *err);
 
 #endif

@@ -22,7 +22,7 @@ typedef struct fk_rftca_opts {
 
 /* Fit on the stacked domains. W (2N x m) and theta (m values) are optional
  * outputs (NULL to skip); Zs, Zt (initialised here) are the projections. */
-int fk_rftca_fit(const fk_mat *Xs, const fk_mat *Xt, const fk_rftca_opts *o, fk_mat *Zs,
-                 fk_mat *Zt, fk_mat *W, double *theta, fk_err *err);
+FK_CHECKRETURN int fk_rftca_fit(const fk_mat *Xs, const fk_mat *Xt, const fk_rftca_opts *o,
+                                fk_mat *Zs, fk_mat *Zt, fk_mat *W, double *theta, fk_err *err);
 
 #endif

@@ -47,54 +47,58 @@ typedef struct fk_tca_times {
 
 /* Solve the problem above: W (initialised here, D x m), theta[0..m) descending.
  * Errors: m = 0, m >= n or m > D, gamma <= 0, n_s or n_t empty, rank too small. */
-int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
-                 fk_mat *W, double *theta, fk_err *err);
+FK_CHECKRETURN int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m,
+                                fk_tca_norm norm, fk_mat *W, double *theta, fk_err *err);
 
 /* Same, recording stage times into t (may be NULL). */
-int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
-                       fk_mat *W, double *theta, fk_tca_times *t, fk_err *err);
+FK_CHECKRETURN int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m,
+                                      fk_tca_norm norm, fk_mat *W, double *theta, fk_tca_times *t,
+                                      fk_err *err);
 
 /* Z (initialised here, n x m) = Phi W. */
-int fk_tca_project(const fk_mat *Phi, const fk_mat *W, fk_mat *Z, fk_err *err);
+FK_CHECKRETURN int fk_tca_project(const fk_mat *Phi, const fk_mat *W, fk_mat *Z, fk_err *err);
 
 /* Kernel matrix K (initialised here, n x n) of the rows of X. */
-int fk_kernel_matrix(const fk_mat *X, fk_kernel_kind kind, double sigma, fk_mat *K, fk_err *err);
+FK_CHECKRETURN int fk_kernel_matrix(const fk_mat *X, fk_kernel_kind kind, double sigma, fk_mat *K,
+                                    fk_err *err);
 
 /* Check that source and target can be adapted: same dimension, both
  * non-empty, and 1 <= m < n_s + n_t. */
-int fk_tca_check_domains(const fk_mat *Xs, const fk_mat *Xt, size_t m, fk_err *err);
+FK_CHECKRETURN int fk_tca_check_domains(const fk_mat *Xs, const fk_mat *Xt, size_t m, fk_err *err);
 
 /* Stack [Xs; Xt] into X (initialised here). */
-int fk_tca_stack(const fk_mat *Xs, const fk_mat *Xt, fk_mat *X, fk_err *err);
+FK_CHECKRETURN int fk_tca_stack(const fk_mat *Xs, const fk_mat *Xt, fk_mat *X, fk_err *err);
 
 /* Kernel TCA: Zs, Zt (initialised here, n_s x m and n_t x m) embed the source
  * and target rows. */
-int fk_ktca_fit(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind, double sigma,
-                double gamma, size_t m, fk_tca_norm norm, fk_mat *Zs, fk_mat *Zt, fk_err *err);
+FK_CHECKRETURN int fk_ktca_fit(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind,
+                               double sigma, double gamma, size_t m, fk_tca_norm norm, fk_mat *Zs,
+                               fk_mat *Zt, fk_err *err);
 
 /* Linear (primal) TCA, D = d: the form that reproduces the published SURF TCA row. */
-int fk_ltca_fit(const fk_mat *Xs, const fk_mat *Xt, double gamma, size_t m, fk_tca_norm norm,
-                fk_mat *Zs, fk_mat *Zt, fk_err *err);
+FK_CHECKRETURN int fk_ltca_fit(const fk_mat *Xs, const fk_mat *Xt, double gamma, size_t m,
+                               fk_tca_norm norm, fk_mat *Zs, fk_mat *Zt, fk_err *err);
 
 /* R-TCA (spec §1.7, Eq. (22)), the n x n object RF-TCA converges to: F
  * (initialised here, n x m) holds the top-m eigenvectors of
  * A_R = gamma^-1 H (K - K l l^T K / (gamma + l^T K l)) H, i.e. the normalized
  * transferred features H K W_R, and theta[0..m) its eigenvalues (descending).
  * K is the n x n kernel matrix, source rows first. */
-int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F, double *theta,
-                  fk_err *err);
+FK_CHECKRETURN int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F,
+                                 double *theta, fk_err *err);
 
 /* The projection Phi W of TCA with normalization 'B' computed from the kernel
  * K = Phi Phi^T alone: Z (initialised here, n x m) is
  * gamma^-1 (K - K l l^T K / (gamma + l^T K l)) F diag(theta)^-1/2, F and theta
  * from fk_rtca_embed. Column signs follow F. With the exact Gaussian kernel it
  * is the N -> infinity limit of RF-TCA. */
-int fk_rtca_project(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *Z, fk_err *err);
+FK_CHECKRETURN int fk_rtca_project(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *Z,
+                                   fk_err *err);
 
 /* fk_rtca_project with the Gaussian kernel of the stacked domains, split into
  * Zs and Zt (initialised here). */
-int fk_rtca_fit(const fk_mat *Xs, const fk_mat *Xt, double sigma, double gamma, size_t m,
-                fk_mat *Zs, fk_mat *Zt, fk_err *err);
+FK_CHECKRETURN int fk_rtca_fit(const fk_mat *Xs, const fk_mat *Xt, double sigma, double gamma,
+                               size_t m, fk_mat *Zs, fk_mat *Zt, fk_err *err);
 
 /* Divide every row by its Euclidean norm (rows of norm 0 are left alone). */
 void fk_rows_l2_normalize(fk_mat *X);

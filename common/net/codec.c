@@ -259,8 +259,10 @@ int fk_codec_encode(const pb_msgdesc_t *fields, const void *msg, int framed, uin
         free(b);
         return fk_err_set(err, FK_EINVAL, "protobuf encode failed: %s", PB_GET_ERROR(&os));
     }
-    if (framed)
-        fk_grpc_frame_prefix(b, size, NULL);
+    if (framed && fk_grpc_frame_prefix(b, size, err) != FK_OK) { /* size was checked above */
+        free(b);
+        return FK_ELIMIT;
+    }
     *buf = b;
     *len = head + size;
     return FK_OK;

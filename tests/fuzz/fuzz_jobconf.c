@@ -1,5 +1,5 @@
 /* Fuzz target: job configs as SubmitJob delivers them from the network
- * (server/jobconf.c), and the task ids clients send back (server/service.c). */
+ * (common/methods/jobconf.c), and the task ids clients send back (server/service.c). */
 #include <stdint.h>
 #include <stdlib.h>
 

@@ -55,7 +55,7 @@ void fk_fedrf_round_count(size_t N, size_t m, size_t p_c, int s, int w, int c,
 
 /* Sizes of the sets of round `round` as the server's plan draws them from
  * plan_rng (fk_sim_plan_rng): |S_t|, the W senders and the classifier senders. */
-int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *plan_rng, int *n_a,
-                        int *n_w, int *n_c, fk_err *err);
+FK_CHECKRETURN int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round,
+                                       fk_rng *plan_rng, int *n_a, int *n_w, int *n_c, fk_err *err);
 
 #endif

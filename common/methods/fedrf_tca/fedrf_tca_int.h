@@ -37,7 +37,8 @@ typedef enum fk__fedrf_order {
 } fk__fedrf_order;
 
 /* Parse and check the job options (both sides parse the same fk_params). */
-int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c,
+                                       fk_err *err);
 
 /* Classifier parameter count for the configured MLP, 0 if the layout is invalid. */
 size_t fk__fedrf_classifier_params(const fk__fedrf_cfg *c, size_t classes);
@@ -46,10 +47,11 @@ size_t fk__fedrf_classifier_params(const fk__fedrf_cfg *c, size_t classes);
  * scalar (FK_ENOMEM on failure); a tensor of exactly len values or NULL with
  * an FK_EFORMAT error naming it. */
 double fk__fedrf_scalar(const fk_bundle *b, const char *name, double dflt);
-int fk__fedrf_put_mat(fk_bundle *b, const char *name, size_t r, size_t c, const double *src,
-                     fk_err *err);
-int fk__fedrf_put_vec(fk_bundle *b, const char *name, size_t n, const double *src, fk_err *err);
-int fk__fedrf_put_scalar(fk_bundle *b, const char *name, double v, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_put_mat(fk_bundle *b, const char *name, size_t r, size_t c,
+                                     const double *src, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_put_vec(fk_bundle *b, const char *name, size_t n, const double *src,
+                                     fk_err *err);
+FK_CHECKRETURN int fk__fedrf_put_scalar(fk_bundle *b, const char *name, double v, fk_err *err);
 const fk_tensor *fk__fedrf_want_len(const fk_bundle *b, const char *name, size_t len, fk_err *err);
 
 typedef struct fk__fedrf_server {
@@ -89,33 +91,40 @@ typedef struct fk__fedrf_client {
 } fk__fedrf_client;
 
 /* The sets of round `round` (1-based; fedrf_tca_server.c): A = the senders of
- * Sigma l (S_t) and the clients whose W and C arrive, as 0/1 flags per client. */
-void fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
-                        unsigned char *inW, unsigned char *inC);
+ * Sigma l (S_t) and the clients whose W and C arrive, as 0/1 flags per client. FK_ENOMEM
+ * leaves the flags as they were. */
+FK_CHECKRETURN int fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng,
+                                       unsigned char *inA, unsigned char *inW, unsigned char *inC,
+                                       fk_err *err);
 
 /* Server operations (fedrf_tca_server.c, checkpoints in fedrf_tca_ckpt.c). */
-int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients,
+                                         uint64_t seed, fk_err *err);
 void fk__fedrf_server_close(void *p);
-int fk__fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
-int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, fk_err *err);
-int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups, int n, int *done,
-                              fk_err *err);
-int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err);
-int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err);
-int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen,
+                                         int *n_chosen, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out,
+                                         fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups,
+                                              int n, int *done, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err);
 /* check_update: each phase's update against its task (fedrf_tca_check.c). */
-int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up,
+                                          fk_err *err);
 
 /* Client operations (fedrf_tca_client.c, checkpoints in fedrf_tca_ckpt.c). */
-int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
-                         int n_clients, uint64_t seed, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data,
+                                         int idx, int n_clients, uint64_t seed, fk_err *err);
 void fk__fedrf_client_close(void *p);
-int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_report *rep,
-                         fk_err *err);
-int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err);
-int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err);
-int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up,
+                                         fk_report *rep, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep,
+                                             fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err);
 /* Rebuild the mini-batch perm[0..b): rows, labels, random features, MMD statistic. */
-int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err);
 
 #endif

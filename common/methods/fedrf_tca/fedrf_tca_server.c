@@ -108,13 +108,14 @@ static void ordered_sets(const fk__fedrf_cfg *c, const int *src, int K, int roun
 
 /* The sets of one round: A = S_t (sends Sigma l), and the Table III subsets
  * whose W and C arrive (or the Table XVIII senders). */
-void fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
-                        unsigned char *inW, unsigned char *inC)
+int fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
+                        unsigned char *inW, unsigned char *inC, fk_err *err)
 {
     int K = n - 1;
     int *src = malloc(4 * (size_t)n * sizeof *src);
     if (!src)
-        return;
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory drawing the sets of round %d",
+                          round);
     int *A = src + n, *B = A + n, *C = B + n, nA = 0, nB = 0, nC = 0;
     for (int i = 0, k = 0; i < n; i++)
         if (i != c->target)
@@ -125,7 +126,7 @@ void fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, 
         memset(inC, 0, (size_t)n);
         ordered_sets(c, src, K, round, rng, inA, inW, inC);
         free(src);
-        return;
+        return FK_OK;
     }
     if (c->all) {
         memcpy(A, src, (size_t)K * sizeof *A);
@@ -149,13 +150,16 @@ void fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, 
     for (int i = 0; i < nc; i++)
         inC[cset[i]] = 1;
     free(src);
+    return FK_OK;
 }
 
 int fk__fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
-    (void)err;
     fk__fedrf_server *s = p;
-    fk__fedrf_draw_sets(&s->c, s->n, round, rng, s->inA, s->inW, s->inC);
+    /* A failed draw fails the plan: the previous round's sets must not be reused. */
+    int rc = fk__fedrf_draw_sets(&s->c, s->n, round, rng, s->inA, s->inW, s->inC, err);
+    if (rc)
+        return rc;
     memset(s->has_s, 0, (size_t)s->n);
     /* Every client steps every round (sources outside S_t on L_C alone). */
     for (int i = 0; i < s->n; i++)
@@ -174,7 +178,12 @@ int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *pl
     unsigned char *f = calloc(3 * (size_t)n_clients, 1);
     if (!f)
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-    fk__fedrf_draw_sets(&c, n_clients, round, plan_rng, f, f + n_clients, f + 2 * n_clients);
+    rc = fk__fedrf_draw_sets(&c, n_clients, round, plan_rng, f, f + n_clients, f + 2 * n_clients,
+                             err);
+    if (rc) {
+        free(f);
+        return rc;
+    }
     *n_a = *n_w = *n_c = 0;
     for (int i = 0; i < n_clients; i++) {
         *n_a += f[i];

@@ -7,6 +7,7 @@
  * run equals fk_mor_run("fedgmm") on the same data and seed. pi stays on the clients; they
  * report it so the model carries the weights w_r = sum_a pi_{a,r}. */
 #include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/fedgmm_mor.h"
 
 #include <limits.h>
 #include <math.h>

@@ -771,10 +771,15 @@ int fk__fedgrem_cli_init(void **out, const fk_params *p, const fk_dataset *data,
             s += x[j] * x[j];
         c->xsq[i] = s;
     }
-    if (d <= 64 && (c->Xt = malloc(n * (size_t)d * sizeof(double))) != NULL)
-        for (size_t i = 0; i < n; i++)
-            for (int j = 0; j < d; j++)
-                c->Xt[(size_t)j * n + i] = c->X[i * (size_t)d + j];
+    /* The small-p E-step kernel needs the transpose. Its absence is an error, not a quiet switch
+     * to the dgemm path: that one rounds differently, and a daemon run must equal the simulation. */
+    if (d <= 64 && (c->Xt = malloc(n * (size_t)d * sizeof(double))) == NULL) {
+        fk__fedgrem_cli_close(c);
+        return fk_err_set(err, FK_ENOMEM, "client %d: out of memory (n=%zu)", client, n);
+    }
+    for (size_t i = 0; c->Xt && i < n; i++)
+        for (int j = 0; j < d; j++)
+            c->Xt[(size_t)j * n + i] = c->X[i * (size_t)d + j];
     *out = c;
     return FK_OK;
 }

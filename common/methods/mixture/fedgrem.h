@@ -8,9 +8,8 @@
  *   pooled-grem  gradient EM on the union of all clients via summed statistics
  *   fedgrem-mor, fedem-mor   the same two on mixtures of regressions (fedgrem_mor.c;
  *                data with a regression target y, e.g. synthetic/mor:client=I), with
- *                local-em-mor, local-grem-mor, pooled-grem-mor and pooled-em-mor
- *                (pooled_em_mor.c: mixreg EM on the union from summed statistics) and
- *                fedgmm-mor (fedgmm_mor.c: FedGMM, spec 2.5)
+ *                local-em-mor, local-grem-mor and pooled-grem-mor
+ * (pooled-em and pooled-em-mor are declared in pooled_em.h, fedgmm-mor in fedgmm_mor.h.)
  * Round 1 starts with an initialisation phase: every client fits Local-EM and
  * sends its centres; the server aligns labels (Hungarian step) and answers
  * with each client's permutation. Parameters (job config / --key value):
@@ -34,7 +33,5 @@ extern const fk_method fk_method_fedem_mor;
 extern const fk_method fk_method_local_em_mor;
 extern const fk_method fk_method_local_grem_mor;
 extern const fk_method fk_method_pooled_grem_mor;
-extern const fk_method fk_method_pooled_em_mor; /* pooled_em_mor.c */
-extern const fk_method fk_method_fedgmm_mor;    /* fedgmm_mor.c */
 
 #endif

@@ -22,7 +22,8 @@ typedef struct fk_gmm_real {
  * (a fixed random subsample of N images, PCA-50, exact t-SNE to 10-d) and
  * "fashion-mnist-tsne10" (all 70,000 images, PCA-50, Barnes-Hut t-SNE to 10-d
  * as Rtsne; the embedding is cached, see fk_gmm_real_opts). */
-int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name, fk_err *err);
+FK_CHECKRETURN int fk_gmm_real_load(fk_gmm_real *r, const char *data_dir, const char *name,
+                                    fk_err *err);
 
 typedef struct fk_gmm_real_opts {
     const char *cache_dir; /* NULL: $XDG_CACHE_HOME/fedkern, else ~/.cache/fedkern */
@@ -31,8 +32,8 @@ typedef struct fk_gmm_real_opts {
     uint64_t tsne_seed;    /* 0: seed 1 */
 } fk_gmm_real_opts;
 
-int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name,
-                          const fk_gmm_real_opts *o, fk_err *err);
+FK_CHECKRETURN int fk_gmm_real_load_opts(fk_gmm_real *r, const char *data_dir, const char *name,
+                                         const fk_gmm_real_opts *o, fk_err *err);
 void fk_gmm_real_close(fk_gmm_real *r);
 
 typedef struct fk_gmm_real_out {
@@ -41,8 +42,8 @@ typedef struct fk_gmm_real_out {
 } fk_gmm_real_out;
 
 /* One replication with K clients of which n_contam are contaminated. */
-int fk_gmm_real_rep(const fk_gmm_real *r, int K, int n_contam, const char *method,
-                    const fk_params *p, int rounds, uint64_t seed, fk_gmm_real_out *out,
-                    fk_err *err);
+FK_CHECKRETURN int fk_gmm_real_rep(const fk_gmm_real *r, int K, int n_contam, const char *method,
+                                   const fk_params *p, int rounds, uint64_t seed,
+                                   fk_gmm_real_out *out, fk_err *err);
 
 #endif

@@ -21,16 +21,14 @@ typedef struct fk_gmm_result {
 /* The Gaussian-mixture job types fk_gmm_run takes. */
 extern const char *const fk_gmm_methods[];
 
-int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks, int K, int rounds,
-               uint64_t seed, fk_sim_progress progress, void *ctx, fk_gmm_result *res,
-               fk_err *err);
+FK_CHECKRETURN int fk_gmm_run(const char *method, const fk_params *p, const fk_dataset *tasks,
+                              int K, int rounds, uint64_t seed, fk_sim_progress progress, void *ctx,
+                              fk_gmm_result *res, fk_err *err);
 void fk_gmm_result_close(fk_gmm_result *res);
 
 /* Hard labels of points X (n x p) of task k under the result's model. */
-int fk_gmm_result_labels(const fk_gmm_result *res, int k, const double *X, size_t n, int *labels,
-                         fk_err *err);
-
-
+FK_CHECKRETURN int fk_gmm_result_labels(const fk_gmm_result *res, int k, const double *X, size_t n,
+                                        int *labels, fk_err *err);
 
 /* Simulation errors over the good tasks 0..n_good-1 (spec 4.1):
  * E_theta = max_k min_pi max_r |theta_hat - theta*|, E_w likewise. */

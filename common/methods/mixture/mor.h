@@ -22,8 +22,8 @@ extern const char *const fk_mor_methods[];
  * "fedgrem-mor" and "fedem-mor" run the federated job types (fedgrem_mor.c) through the
  * method table and the in-process simulator instead (R from the design); fedgrem-mor gives
  * the same estimates as "fedgrem" (same streams, same single-task code). */
-int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d, int rounds,
-               uint64_t seed, double *theta, double *w, fk_err *err);
+FK_CHECKRETURN int fk_mor_run(const char *method, const fk_params *prm, const fk_mor_data *d,
+                              int rounds, uint64_t seed, double *theta, double *w, fk_err *err);
 
 /* Spec 4.1 errors over the good tasks (max over tasks of the bottleneck errors). */
 void fk_mor_errors(const fk_mor_data *d, const double *theta, const double *w, double *e_theta,

@@ -9,7 +9,9 @@
 
 #include "common/methods/method.h"
 
-extern const fk_method fk_method_pooled_em;
+extern const fk_method fk_method_pooled_em;     /* pooled_em.c, pooled_em_client.c */
+/* The same on mixtures of regressions (mixreg EM on the union from summed statistics). */
+extern const fk_method fk_method_pooled_em_mor; /* pooled_em_mor.c */
 
 /* Rounds after which an R-component job has always finished (seeding, the Lloyd cap, the EM
  * cap), when no round is repeated for a missing client. */

@@ -13,6 +13,7 @@
  * singular, as in fk_mor_mixreg_fit. A round that lacks a client's update is repeated, not
  * aggregated; the draws depend on the step count only, so dropouts never change the fit. */
 #include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/pooled_em.h"
 
 #include <cblas.h>
 #include <math.h>
