@@ -36,7 +36,7 @@ int fk_bench_dica(int argc, char **argv);          /* bench/dica.c */
 double fk_bench_now(void);
 
 /* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data-dir) in err. */
-int fk_bench_data_dir(const char *dir, fk_err *err);
+FK_CHECKRETURN int fk_bench_data_dir(const char *dir, fk_err *err);
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_blas(int argc, char **argv);

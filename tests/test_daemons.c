@@ -23,7 +23,7 @@
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
 #include "common/la/rng.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -548,6 +548,26 @@ static void killed_client_is_a_dropout(void **state)
     assert_true(wait_log(log, "client=c4", 1, NULL, 0));
 }
 
+/* job result on a running job: exit non-zero and no file (was: exit 0 and a partial model),
+ * unless --current asks for the latest model. */
+static void result_of_running_job_writes_nothing(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = job_text("rounds = 100000\ndeadline = 30\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    wait_round(e, "event=round_closed job=1 round=2 ");
+    char path[160], out[200], text_out[4096];
+    snprintf(path, sizeof path, "%s/partial.bin", e->dir);
+    snprintf(out, sizeof out, "--out=%s", path);
+    assert_int_not_equal(job_cmd(e, "result", id, out, "--wait=1", text_out, sizeof text_out), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(job_cmd(e, "result", id, out, "--current", text_out, sizeof text_out), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(job_cmd(e, "cancel", id, NULL, NULL, text_out, sizeof text_out), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -566,6 +586,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -371,14 +371,14 @@ static void refusals(void **state)
     /* two ids, the same one twice */
     fk_bundle up2;
     fk_bundle_init(&up2);
-    fk_bundle_copy(&up2, &u->msg);
+    assert_int_equal(fk_bundle_copy(&up2, &u->msg), FK_OK);
     const fk_tensor *dn = fk_bundle_get(&u->msg, "dom_n"), *ds = fk_bundle_get(&u->msg, "dom_sum");
     double idv[2] = {1, 1}, nv[2] = {75, 75};
     double *sum2 = calloc(2 * ds->len, sizeof *sum2);
     memcpy(sum2, ds->data, ds->len * sizeof *sum2);
-    fk_bundle_put_vec(&up2, "dom_id", 2, idv);
-    fk_bundle_put_vec(&up2, "dom_n", 2, nv);
-    fk_bundle_put(&up2, "dom_sum", 2, (uint64_t[]){2, ds->len}, sum2);
+    assert_int_equal(fk_bundle_put_vec(&up2, "dom_id", 2, idv), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&up2, "dom_n", 2, nv), FK_OK);
+    assert_int_equal(fk_bundle_put(&up2, "dom_sum", 2, (uint64_t[]){2, ds->len}, sum2), FK_OK);
     (void)dn;
     fk_update u2 = {.client = 0, .msg = up2};
     assert_int_equal(j.m->check_update(j.srv, 1, 1, &u2, &err), FK_EINVAL);

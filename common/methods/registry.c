@@ -2,11 +2,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/methods/method.h"
 #include "common/methods/dica/dica_job.h"
-#include "common/methods/fedgrem.h"
-#include "common/methods/fedrf_tca.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
+#include "common/methods/method.h"
+#include "common/methods/mixture/fedgmm_mor.h"
+#include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/pooled_em.h"
 
 /* One line per job type; each method file exports its table. */
 const fk_method *const fk_methods[] = {

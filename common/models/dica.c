@@ -533,9 +533,10 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
     } else {
         /* UDICA/KPCA: (1/n) G W = P W Gamma (S4), symmetric-definite. */
         fk_mat A = fk_mat_view(w.G, D, D, D), B = fk_mat_view(w.P, D, D, D);
-        fk_mat_scal(1.0 / n, &A, NULL);
         fk_mat Wt;
-        rc = fk_eig_gen_top(&A, &B, m, fit->gamma, &Wt, err);
+        rc = fk_mat_scal(1.0 / n, &A, err);
+        if (rc == FK_OK)
+            rc = fk_eig_gen_top(&A, &B, m, fit->gamma, &Wt, err);
         if (rc == FK_OK) {
             for (size_t i = 0; i < D; i++)
                 memcpy(fk_mat_row(&fit->W, i), fk_mat_row(&Wt, i), m * sizeof(double));
@@ -585,8 +586,9 @@ int fk_dica_project(const fk_dica_fit *f, const fk_mat *Phi, const double *cente
     double *cw = calloc(f->m, sizeof *cw);
     if (!cw)
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    if (rc == FK_OK)
+        rc = fk_gemv(FK_TRANS, 1.0, &f->W, c, f->D, 0.0, cw, f->m, err);
     if (rc == FK_OK) {
-        fk_gemv(FK_TRANS, 1.0, &f->W, c, f->D, 0.0, cw, f->m, err);
         for (size_t i = 0; i < Z->rows; i++)
             fk_axpy(f->m, -1.0, cw, fk_mat_row(Z, i));
     }

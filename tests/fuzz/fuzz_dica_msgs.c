@@ -25,8 +25,15 @@ static void make_data(fk_dataset *d)
                     (i % 2 == j ? 2.0 : 0.0) + 0.1 * k + 0.05 * ((i * 7 + 3 * j + k) % 11);
             y[i] = i % 2;
         }
-        fk_dataset_set_labels(&d[k], y, NULL);
+        if (fk_dataset_set_labels(&d[k], y, NULL) != FK_OK)
+            abort();
     }
+}
+
+/* Accepted or refused, both are fine: the target looks for crashes and leaks. */
+static void any_result(int rc)
+{
+    (void)rc;
 }
 
 static void run_phase(const fk_method *m, void *srv, void **cli, int phase, fk_err *err)
@@ -83,21 +90,21 @@ static void feed_phase(const fk_method *m, const fk_params *p, const fk_dataset 
         fk_report_init(&u[k].report);
     }
     int done;
-    m->check_update(srv, 1, phase, &u[0], &err);
-    m->aggregate(srv, 1, phase, u, 1, &done, &err);
+    any_result(m->check_update(srv, 1, phase, &u[0], &err));
+    any_result(m->aggregate(srv, 1, phase, u, 1, &done, &err));
     check_model(m, srv);
-    m->aggregate(srv, 1, phase, u, K, &done, &err);
+    any_result(m->aggregate(srv, 1, phase, u, K, &done, &err));
     check_model(m, srv);
     fk_bundle out;
     fk_report rep;
     fk_bundle_init(&out);
     fk_report_init(&rep);
-    m->local_step(cli[1], b, &out, &rep, &err); /* as a task */
+    any_result(m->local_step(cli[1], b, &out, &rep, &err)); /* as a task */
     fk_bundle_close(&out);
-    m->evaluate(cli[2], b, &rep, &err); /* as a final model */
+    any_result(m->evaluate(cli[2], b, &rep, &err)); /* as a final model */
     if (m->load(srv, b, &err) == FK_OK) /* as a checkpoint */
         check_model(m, srv);
-    m->client_load(cli[0], b, &err);
+    any_result(m->client_load(cli[0], b, &err));
     m->server_close(srv);
     for (int k = 0; k < K; k++)
         m->client_close(cli[k]);
