@@ -15,6 +15,8 @@ const fk_bench_entry fk_benches[] = {
     {"rf-tca", "RF-TCA / kernel TCA fit+transform time, GFLOP/s vs dgemm, scaling", fk_bench_rftca},
     {"fidelity kahm", "KAHM: Pen-digits, Fashion-MNIST label skew and single-class clients vs spec/paper", fk_bench_fidelity_kahm},
     {"kahm", "KAHM fit time per class model, queries/s, GFLOP/s vs dgemm, upload bytes", fk_bench_kahm},
+    {"fidelity dica", "DICA/UDICA/KPCA/COIR and federated RF DICA on Office-Caltech10 SURF LODO", fk_bench_fidelity_dica},
+    {"dica", "DICA client statistics, server solve and kernel solver time, GFLOP/s vs dgemm", fk_bench_dica},
     {"fidelity knn", "1-NN accuracy on the 12 Office-Caltech10 SURF pairs", fk_bench_fidelity_knn},
     {"load", "1000 concurrent mTLS clients: memory per connection, fd leak, heartbeat p99", fk_bench_load},
     {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},

@@ -10,6 +10,7 @@
 #include "client/agent.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/data/catalog.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
@@ -238,12 +239,18 @@ static int run(fk_params *p)
                "msg=\"jobs that ask for it (kahm upload_models = 1) will send models from which the "
                "server can reconstruct this client's training samples\"");
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
+    if (rc) {
+        fk_tls_ctx_unref(tls);
+        return fail(err.msg);
+    }
     client_state st = {0};
-    int rc = fk_agent_start(&st.agent, &loop, &ac, &err);
+    rc = fk_agent_start(&st.agent, &loop, &ac, &err);
     fk_tls_ctx_unref(tls);
     if (rc == FK_OK) {
-        fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
+        fk_err serr;
+        if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &serr))
+            fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
         fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
                *sdir ? sdir : "none");
         if (!*sdir)
@@ -252,9 +259,9 @@ static int run(fk_params *p)
                    "client state (e.g. fedgrem)\"");
         fk_notify_init(&st.notify, &loop, notify_status, &st);
         fk_notify_ready(&st.notify, "started, joining the server");
-        uv_run(&loop, UV_RUN_DEFAULT);
+        FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     }
-    uv_loop_close(&loop);
+    FK_UV_MUST(uv_loop_close(&loop));
     for (int i = 0; i < cache.n; i++)
         fk_dataset_close(&cache.sets[i]);
     return rc == FK_OK ? 0 : fail(err.msg);

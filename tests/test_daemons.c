@@ -23,7 +23,7 @@
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
 #include "common/la/rng.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -458,6 +458,19 @@ static void fedgrem_mor_daemons_match_sim(void **state)
     check_against_sim(e, id, text);
 }
 
+/* dica on the shift data (one domain per client, the last one held out): the one-round
+ * statistics job gives the same model through the daemons as in simulation. */
+static void dica_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = dica\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nR = 16\nholdout = 5\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
 static void daemons_match_sim(void **state)
 {
     env *e = *state;
@@ -612,6 +625,26 @@ static void kahm_daemons_modes(void **state)
     assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
 }
 
+/* job result on a running job: exit non-zero and no file (was: exit 0 and a partial model),
+ * unless --current asks for the latest model. */
+static void result_of_running_job_writes_nothing(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = job_text("rounds = 100000\ndeadline = 30\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    wait_round(e, "event=round_closed job=1 round=2 ");
+    char path[160], out[200], text_out[4096];
+    snprintf(path, sizeof path, "%s/partial.bin", e->dir);
+    snprintf(out, sizeof out, "--out=%s", path);
+    assert_int_not_equal(job_cmd(e, "result", id, out, "--wait=1", text_out, sizeof text_out), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(job_cmd(e, "result", id, out, "--current", text_out, sizeof text_out), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(job_cmd(e, "cancel", id, NULL, NULL, text_out, sizeof text_out), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -626,10 +659,12 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
+        cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

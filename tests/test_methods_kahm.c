@@ -113,7 +113,7 @@ static void client_update(const fk_params *p, const fk_dataset *ds, int client, 
     assert_int_equal(fk_method_kahm.client_init(&cli, p, ds, client, K, 7, &err), FK_OK);
     fk_bundle task;
     fk_bundle_init(&task);
-    fk_bundle_put_scalar(&task, "upload", upload);
+    assert_int_equal(fk_bundle_put_scalar(&task, "upload", upload), FK_OK);
     fk_bundle_init(up);
     fk_report rep;
     fk_report_init(&rep);
@@ -152,32 +152,32 @@ static void check_update_refusals(void **state)
     assert_non_null(strstr(err.msg, "upload_models = 0"));
     /* class id outside [0, C) */
     fk_bundle_init(&b2);
-    fk_bundle_copy(&b2, &up);
+    assert_int_equal(fk_bundle_copy(&b2, &up), FK_OK);
     ((fk_tensor *)fk_bundle_get(&b2, "held"))->data[2] = 6;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "outside the job's classes"));
     /* NaN in a model */
     fk_bundle_close(&b2);
-    fk_bundle_copy(&b2, &up);
+    assert_int_equal(fk_bundle_copy(&b2, &up), FK_OK);
     ((fk_tensor *)fk_bundle_get(&b2, "m1.0.M"))->data[5] = NAN;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "m1.0.M"));
     assert_non_null(strstr(err.msg, "finite"));
     /* sizes that disagree with the class list */
     fk_bundle_close(&b2);
-    fk_bundle_copy(&b2, &up);
+    assert_int_equal(fk_bundle_copy(&b2, &up), FK_OK);
     ((fk_tensor *)fk_bundle_get(&b2, "counts"))->data[0] += 1;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "hold"));
     /* a truncated model tensor */
     fk_bundle_close(&b2);
-    fk_bundle_copy(&b2, &up);
+    assert_int_equal(fk_bundle_copy(&b2, &up), FK_OK);
     ((fk_tensor *)fk_bundle_get(&b2, "m0.0.b"))->shape[0] -= 1;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "m0.0.b"));
     /* no consent flag */
     fk_bundle_close(&b2);
-    fk_bundle_copy(&b2, &up);
+    assert_int_equal(fk_bundle_copy(&b2, &up), FK_OK);
     ((fk_tensor *)fk_bundle_get(&b2, "allowed"))->data[0] = 0;
     assert_int_equal(check(sa, &b2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "consent"));
@@ -215,7 +215,7 @@ static void client_refusals(void **state)
     fk_bundle task, up;
     fk_bundle_init(&task);
     fk_bundle_init(&up);
-    fk_bundle_put_scalar(&task, "upload", 0);
+    assert_int_equal(fk_bundle_put_scalar(&task, "upload", 0), FK_OK);
     fk_report rep;
     assert_int_equal(fk_method_kahm.client_init(&cli, &p, &d, 0, 1, 1, &err), FK_OK);
     assert_int_equal(fk_method_kahm.local_step(cli, &task, &up, &rep, &err), FK_EINVAL);
@@ -282,7 +282,7 @@ static void checkpoint_round_trip(void **state)
     assert_int_equal(fk_method_kahm.model(srv, &m1, &err), FK_OK);
     assert_int_equal(fk_method_kahm.server_init(&srv2, &p, K, 7, &err), FK_OK);
     /* corrupt: a NaN in one model; refused, nothing kept */
-    fk_bundle_copy(&bad, &s1);
+    assert_int_equal(fk_bundle_copy(&bad, &s1), FK_OK);
     ((fk_tensor *)fk_bundle_get(&bad, "c1.m0.0.Xw"))->data[0] = NAN;
     assert_int_equal(fk_method_kahm.load(srv2, &bad, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "c1.m0.0.Xw"));

@@ -259,8 +259,10 @@ int fk_codec_encode(const pb_msgdesc_t *fields, const void *msg, int framed, uin
         free(b);
         return fk_err_set(err, FK_EINVAL, "protobuf encode failed: %s", PB_GET_ERROR(&os));
     }
-    if (framed)
-        fk_grpc_frame_prefix(b, size, NULL);
+    if (framed && fk_grpc_frame_prefix(b, size, err) != FK_OK) { /* size was checked above */
+        free(b);
+        return FK_ELIMIT;
+    }
     *buf = b;
     *len = head + size;
     return FK_OK;
@@ -712,4 +714,57 @@ int fk_codec_decode_predict_response(const uint8_t *buf, size_t len,
     *msg = (fedkern_v1_PredictResponse)fedkern_v1_PredictResponse_init_zero;
     return decode_one_bundle(fedkern_v1_PredictResponse_fields, msg, &msg->result,
                              &msg->has_result, buf, len, result, "PredictResponse", err);
+}
+
+/* --------------------------------------------------- NUL bytes in strings */
+
+static int read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *pos < len; shift += 7) {
+        uint8_t b = buf[(*pos)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+int fk_codec_string_nul(const uint8_t *buf, size_t len, uint32_t field, int *line, size_t *at)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        uint64_t key, n;
+        if (read_varint(buf, len, &pos, &key))
+            return 0;
+        switch (key & 7) {
+        case 0:
+            if (read_varint(buf, len, &pos, &n))
+                return 0;
+            break;
+        case 1:
+            pos += 8;
+            break;
+        case 5:
+            pos += 4;
+            break;
+        case 2: {
+            if (read_varint(buf, len, &pos, &n) || n > len - pos)
+                return 0;
+            const uint8_t *s = buf + pos, *z = (key >> 3) == field ? memchr(s, 0, n) : NULL;
+            if (z) {
+                *line = 1;
+                for (const uint8_t *c = s; c < z; c++)
+                    *line += *c == '\n';
+                *at = (size_t)(z - s);
+                return 1;
+            }
+            pos += n;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+    return 0;
 }

@@ -32,7 +32,8 @@ static int make_model(fk_bundle *model)
                 d[k].X.data[i * P + j] = 0.3 * ((i * 7 + j * 3 + k) % 11) - 1.0 + (i % 2) * j;
             y[i] = (double)(k + i % 2);
         }
-        fk_dataset_set_labels(&d[k], y, NULL);
+        if (fk_dataset_set_labels(&d[k], y, NULL) != FK_OK)
+            abort();
     }
     fk_sim_opts o = {.rounds = 1, .seed = 5};
     fk_err err;
@@ -85,7 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fk_bundle_init(&qq);
         fk_bundle_init(&res);
         double x[2 * P] = {0.1, -0.2, 0.3, 1.0, 0.5, -0.7};
-        fk_bundle_put(&qq, "X", 2, (uint64_t[]){2, P}, x);
+        if (fk_bundle_put(&qq, "X", 2, (uint64_t[]){2, P}, x) != FK_OK)
+            abort();
         if (fk_method_kahm.predict(&b, &qq, &res, &err) == FK_OK)
             check_result(&res, &qq);
         fk_bundle_close(&res);

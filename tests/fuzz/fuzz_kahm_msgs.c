@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "common/methods/kahm/kahm.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_result.h"
 
 enum { K = 2, N = 12, P = 3 };
 
@@ -23,7 +24,8 @@ static void make_data(fk_dataset *d)
                 d[k].X.data[i * P + j] = 0.3 * ((i * 7 + j * 3 + k) % 11) - 1.0 + (i % 2) * j;
             y[i] = (double)(k + i % 2);
         }
-        fk_dataset_set_labels(&d[k], y, NULL);
+        if (fk_dataset_set_labels(&d[k], y, NULL) != FK_OK)
+            abort();
     }
 }
 
@@ -49,7 +51,7 @@ static void feed(const fk_bundle *b, int upload)
     fk_report_init(&rep);
     fk_bundle out;
     fk_bundle_init(&out); /* as a task */
-    m->local_step(cli[0], b, &out, &rep, &err);
+    fuzz_any_result(m->local_step(cli[0], b, &out, &rep, &err));
     fk_bundle_close(&out);
     fk_update u = {.client = 1, .msg = *b}; /* as an update */
     fk_report_init(&u.report);
@@ -59,12 +61,12 @@ static void feed(const fk_bundle *b, int upload)
             abort();
         fk_bundle_init(&out);
         if (m->model(srv, &out, &err) == FK_OK) /* the model a client then scores */
-            m->evaluate(cli[0], &out, &rep, &err);
+            fuzz_any_result(m->evaluate(cli[0], &out, &rep, &err));
         fk_bundle_close(&out);
     }
-    m->load(srv, b, &err); /* as checkpoints */
-    m->client_load(cli[1], b, &err);
-    m->evaluate(cli[1], b, &rep, &err); /* as the job's model */
+    fuzz_any_result(m->load(srv, b, &err)); /* as checkpoints */
+    fuzz_any_result(m->client_load(cli[1], b, &err));
+    fuzz_any_result(m->evaluate(cli[1], b, &rep, &err)); /* as the job's model */
     m->server_close(srv);
     for (int k = 0; k < K; k++) {
         m->client_close(cli[k]);
