@@ -30,12 +30,16 @@ void fk_bench_emit(int json, const char *bench, const char *case_name, const cha
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_fidelity_knn(int argc, char **argv);
+int fk_bench_fidelity_kahm(int argc, char **argv); /* bench/fidelity_kahm.c */
+int fk_bench_kahm(int argc, char **argv);          /* bench/kahm.c */
+int fk_bench_fidelity_dica(int argc, char **argv); /* bench/fidelity_dica.c */
+int fk_bench_dica(int argc, char **argv);          /* bench/dica.c */
 
 /* Monotonic seconds. */
 double fk_bench_now(void);
 
 /* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data-dir) in err. */
-int fk_bench_data_dir(const char *dir, fk_err *err);
+FK_CHECKRETURN int fk_bench_data_dir(const char *dir, fk_err *err);
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_blas(int argc, char **argv);

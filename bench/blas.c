@@ -84,7 +84,10 @@ static double time_gemm(const fk_mat *A, const fk_mat *B, fk_mat *C, long reps, 
     int k = 0;
     while (k < reps && (k == 0 || spent < case_budget)) {
         double t0 = fk_bench_now();
-        fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, A, B, 0.0, C, NULL);
+        if (fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, A, B, 0.0, C, NULL)) {
+            *done = 0; /* shapes are the caller's: no time for a product that did not run */
+            return NAN;
+        }
         double t = fk_bench_now() - t0;
         best = t < best ? t : best;
         spent += t;
@@ -107,6 +110,13 @@ static int bench_gemm(const opts *o, size_t rows, size_t inner, size_t cols, con
     }
     int reps;
     double t = time_gemm(&A, &B, &C, o->reps, &reps);
+    if (!reps) {
+        fk_mat_close(&A);
+        fk_mat_close(&B);
+        fk_mat_close(&C);
+        fprintf(stderr, "fedkern bench blas: dgemm failed for %s\n", case_name);
+        return 1;
+    }
     double flops = 2.0 * (double)rows * (double)inner * (double)cols;
     char extra[256];
     snprintf(extra, sizeof extra, "%s,\"seconds\":%.6g,\"reps\":%d", shape, t, reps);
@@ -125,11 +135,11 @@ static int random_spd(fk_mat *S, size_t n, fk_rng *r)
         fk_mat_close(&G);
         return FK_ENOMEM;
     }
-    fk_syrk(FK_TRANS, 1.0 / (double)n, &G, 0.0, S, NULL);
-    for (size_t i = 0; i < n; i++)
+    int rc = fk_syrk(FK_TRANS, 1.0 / (double)n, &G, 0.0, S, NULL);
+    for (size_t i = 0; !rc && i < n; i++)
         S->data[i * n + i] += 1.0;
     fk_mat_close(&G);
-    return FK_OK;
+    return rc;
 }
 
 typedef struct eig_run {

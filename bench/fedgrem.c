@@ -10,9 +10,9 @@
 
 #include "bench/bench.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/gmm.h"
-#include "common/methods/gmm_estep.h"
-#include "common/methods/gmm_run.h"
+#include "common/methods/mixture/gmm_run.h"
+#include "common/models/gmm.h"
+#include "common/models/gmm_estep.h"
 
 
 
@@ -92,7 +92,9 @@ static int scaling_case(int K, int p, int R, int n, int T, double *sec, double *
                     xt[((size_t)k * p + j) * n + i] = fk_mat_row(&ts[k].X, (size_t)i)[j];
             }
         }
-        fk_synth_gmm_centres(&o, 1, tt, NULL);
+        rc = fk_synth_gmm_centres(&o, 1, tt, NULL);
+    }
+    if (rc == FK_OK) {
         for (int k = 1; k < K; k++)
             memcpy(tt + (size_t)k * R * p, tt, (size_t)R * p * sizeof *tt);
         for (int r = 0; r < R; r++)

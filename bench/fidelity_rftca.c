@@ -15,10 +15,10 @@
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/knn.h"
-#include "common/methods/fedrf_tca.h"
-#include "common/methods/rftca.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/sim.h"
-#include "common/methods/tca.h"
+#include "common/models/rftca.h"
+#include "common/models/tca.h"
 
 static const char *const domains[4] = {"caltech", "amazon", "webcam", "dslr"};
 static const char letters[4] = {'C', 'A', 'W', 'D'};

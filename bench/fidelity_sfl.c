@@ -227,14 +227,18 @@ static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K, const 
     long Q, T;
     if ((rc = pooled_rows(p, ds, K, &X, &y, &n, err)))
         return rc;
-    fk_params_double(p, "width_min", 0.5, 0, 1e300, &wmin, err);
-    fk_params_double(p, "width_max", 3, 0, 1e300, &wmax, err);
-    fk_params_int(p, "n_widths", 6, 1, 1000, &Q, err);
-    fk_params_double(p, "c", 100, 0, 1e300, &c, err);
-    fk_params_double(p, "eps", 0.5, 0, 1, &eps, err);
-    fk_params_int(p, "T_server", 20000, 1, 100000000, &T, err);
     double grel = 0;
-    fk_params_double(p, "gamma_rel_server", 0, 0, 0.999999, &grel, err);
+    if ((rc = fk_params_double(p, "width_min", 0.5, 0, 1e300, &wmin, err)) ||
+        (rc = fk_params_double(p, "width_max", 3, 0, 1e300, &wmax, err)) ||
+        (rc = fk_params_int(p, "n_widths", 6, 1, 1000, &Q, err)) ||
+        (rc = fk_params_double(p, "c", 100, 0, 1e300, &c, err)) ||
+        (rc = fk_params_double(p, "eps", 0.5, 0, 1, &eps, err)) ||
+        (rc = fk_params_int(p, "T_server", 20000, 1, 100000000, &T, err)) ||
+        (rc = fk_params_double(p, "gamma_rel_server", 0, 0, 0.999999, &grel, err))) {
+        free(X);
+        free(y);
+        return rc;
+    }
     double w[1000];
     fk_sfl_widths(wmin, wmax, (int)Q, w);
     fk_sfl_atoms a;
@@ -268,8 +272,9 @@ static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double *
                        size_t *n, fk_err *err)
 {
     double pos = 1, scale = 1;
-    fk_params_double(p, "pos_label", 1, -1e300, 1e300, &pos, err);
-    fk_params_double(p, "x_scale", 1, 1e-300, 1e300, &scale, err);
+    int rc = fk_params_double(p, "pos_label", 1, -1e300, 1e300, &pos, err);
+    if (rc || (rc = fk_params_double(p, "x_scale", 1, 1e-300, 1e300, &scale, err)))
+        return rc;
     const char *neg = fk_params_str(p, "neg_label", "rest");
     int rest = !strcmp(neg, "rest");
     double negv = rest ? 0 : atof(neg);

@@ -23,6 +23,7 @@
 #include "bench/bench.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
@@ -126,8 +127,9 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
             dup2(fd, 2);
             close(fd);
         }
+        /* memtrim-ms 500: the idle trim after the connections close lands within the run */
         execl(bin, bin, "--listen", "127.0.0.1:0", "--tls-dir", dir, "--state", db,
-              "--metrics-listen", "127.0.0.1:0", (char *)NULL);
+              "--metrics-listen", "127.0.0.1:0", "--memtrim-ms", "500", (char *)NULL);
         _exit(127);
     }
     if (pid < 0) {
@@ -280,14 +282,14 @@ static void start_conn(loadgen *g, lconn *c)
     char ca[600], cert[600], key[600], name[32];
     snprintf(name, sizeof name, "load%d", c->idx);
     fk_err err;
-    fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err);
-    fk_certs_path(cert, sizeof cert, g->dir, FK_ROLE_CLIENT, name, "pem", &err);
-    fk_certs_path(key, sizeof key, g->dir, FK_ROLE_CLIENT, name, "key", &err);
     fk_tls_files files = {.ca = ca, .cert = cert, .key = key};
     fk_grpc_client_config cfg;
     fk_net_limits_default(&cfg.limits);
     g->connecting++;
-    if (fk_tls_ctx_new(&c->tls, 0, &files, &err)) {
+    if (fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err) ||
+        fk_certs_path(cert, sizeof cert, g->dir, FK_ROLE_CLIENT, name, "pem", &err) ||
+        fk_certs_path(key, sizeof key, g->dir, FK_ROLE_CLIENT, name, "key", &err) ||
+        fk_tls_ctx_new(&c->tls, 0, &files, &err)) {
         g->connecting--;
         if (!g->failed_conns++)
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);
@@ -347,7 +349,7 @@ static int run_until(loadgen *g, int (*cond)(loadgen *), double seconds)
 {
     double until = fk_bench_now() + seconds;
     while (!cond(g) && fk_bench_now() < until)
-        uv_run(g->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(g->loop, UV_RUN_ONCE));
     return cond(g);
 }
 
@@ -474,6 +476,7 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
 typedef struct sample {
     long rss0, rss1, rss_min, rss_max, rss_end;
     long rss_mid, rss_hb_end; /* halfway through and at the end of the heartbeat phase */
+    long rss_idle;            /* 2 s after the closes: the server's idle trim has run */
     int fds0, fds1, fds_end;
     double cpu0, cpu1, t_hb;
 } sample;
@@ -500,6 +503,9 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "memory", "rss_growth_second_half_kb", (double)(s->rss_hb_end - s->rss_mid),
                   NULL);
     fk_bench_emit(j, b, "memory", "server_rss_after_close_kb", (double)s->rss_end, NULL);
+    fk_bench_emit(j, b, "memory", "server_rss_after_idle_trim_kb", (double)s->rss_idle, NULL);
+    fk_bench_emit(j, b, "memory", "rss_returned_by_idle_trim_kb",
+                  (double)(s->rss_end - s->rss_idle), NULL);
     fk_bench_emit(j, b, "fds", "server_fds_before", s->fds0, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_connected", s->fds1, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_after_close", s->fds_end, NULL);
@@ -583,19 +589,19 @@ int fk_bench_load(int argc, char **argv)
     /* settle: let the server finish per-connection work before measuring */
     double settle = fk_bench_now() + 1.0;
     while (fk_bench_now() < settle)
-        uv_run(g.loop, UV_RUN_NOWAIT), usleep(1000);
+        FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT)), usleep(1000);
     s.rss1 = proc_rss_kb(srv);
     s.fds1 = proc_fds(srv);
     s.rss_min = s.rss_max = s.rss1;
-    uv_timer_init(g.loop, &g.tick);
+    FK_UV_MUST(uv_timer_init(g.loop, &g.tick));
     g.tick.data = &g;
     g.phase = 1;
     s.cpu0 = proc_cpu_s(srv);
     double th = fk_bench_now();
-    uv_timer_start(&g.tick, on_tick, 10, 10);
+    FK_UV_MUST(uv_timer_start(&g.tick, on_tick, 10, 10));
     double next_sample = th + 0.5;
     while (fk_bench_now() - th < o.seconds) {
-        uv_run(g.loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(g.loop, UV_RUN_ONCE));
         if (fk_bench_now() >= next_sample) {
             long r = proc_rss_kb(srv);
             if (!s.rss_mid && fk_bench_now() - th >= o.seconds / 2)
@@ -608,7 +614,7 @@ int fk_bench_load(int argc, char **argv)
     }
     s.cpu1 = proc_cpu_s(srv);
     s.t_hb = fk_bench_now() - th;
-    uv_timer_stop(&g.tick);
+    FK_UV_MUST(uv_timer_stop(&g.tick));
     g.phase = 3; /* heartbeats still in flight complete but are not timed */
     run_until(&g, none_busy, 15);
     close_all(&g);
@@ -616,13 +622,16 @@ int fk_bench_load(int argc, char **argv)
     uv_close((uv_handle_t *)&g.tick, NULL);
     /* the server notices the closes on its next loop turns */
     for (int i = 0; i < 50; i++) {
-        uv_run(g.loop, UV_RUN_NOWAIT);
+        FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT));
         s.fds_end = proc_fds(srv);
         if (s.fds_end <= s.fds0)
             break;
         usleep(100000);
     }
     s.rss_end = proc_rss_kb(srv);
+    /* the server trims once its free heap stayed up for two 0.5 s checks */
+    usleep(2000000);
+    s.rss_idle = proc_rss_kb(srv);
     qsort(g.lat, g.n_lat, sizeof *g.lat, cmp_double);
     report(&o, &g, &s, t_connect);
     rc = 0;
@@ -646,7 +655,7 @@ int fk_bench_load(int argc, char **argv)
     }
 out:
     if (g.loop) {
-        uv_run(g.loop, UV_RUN_NOWAIT);
+        FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT));
         for (int i = 0; g.conns && i < g.n; i++)
             if (g.conns[i].tls)
                 fk_tls_ctx_unref(g.conns[i].tls);

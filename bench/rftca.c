@@ -13,8 +13,8 @@
 #include "common/data/catalog.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/methods/rftca.h"
-#include "common/methods/tca.h"
+#include "common/models/rftca.h"
+#include "common/models/tca.h"
 
 static const char *const B = "rf-tca";
 

@@ -8,6 +8,6 @@ int fk_bench_rftca(int argc, char **argv);
 int fk_bench_fidelity_rftca(int argc, char **argv);
 
 /* Spec §6 checks T3, T7, T9 on the SURF data under dir (bench/fidelity_rftca_spec.c). */
-int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err *err);
+FK_CHECKRETURN int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err *err);
 
 #endif

@@ -23,6 +23,7 @@
 #include "client/agent.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/methods/aggregate.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -229,7 +230,8 @@ static void loadgen_main(const char *pki, int port, int n)
 {
     fk_log_set_level(FK_LOG_ERROR);
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    if (uv_loop_init(&loop))
+        _exit(2);
     fk_dataset_init(&dummy, 1, 1, 0);
     fk_agent **agents = calloc((size_t)n, sizeof *agents);
     for (int i = 0; agents && i < n; i++) {
@@ -251,9 +253,9 @@ static void loadgen_main(const char *pki, int port, int n)
         fk_tls_ctx_unref(tls);
     }
     uv_signal_t sig;
-    uv_signal_init(&loop, &sig);
-    uv_signal_start(&sig, on_term, SIGTERM);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    if (uv_signal_init(&loop, &sig) || uv_signal_start(&sig, on_term, SIGTERM))
+        _exit(5); /* without its stop signal the bench could not end this child */
+    FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     _exit(0); /* the bench ends the load generator; the OS frees it */
 }
 
@@ -279,7 +281,7 @@ static void watch_job(uv_timer_t *t)
         r->t_done = fk_bench_now();
         r->done = 1;
         r->ok = s.state == FK_JOB_DONE;
-        uv_timer_stop(t);
+        FK_UV_MUST(uv_timer_stop(t));
         uv_stop(&r->loop);
     }
 }
@@ -334,7 +336,9 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     g_clients = n;
     run r;
     memset(&r, 0, sizeof r);
-    uv_loop_init(&r.loop);
+    int uvrc = uv_loop_init(&r.loop);
+    if (uvrc)
+        return fprintf(stderr, "bench server: uv_loop_init: %s\n", uv_strerror(uvrc)), 1;
     fk_store *st;
     if (fk_store_open(&st, db, &err) || fk_store_set_full_sync(st, full_sync, &err))
         return fprintf(stderr, "bench server: %s\n", err.msg), 1;
@@ -366,7 +370,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_service_stats ss;
     double t0 = fk_bench_now();
     do {
-        uv_run(&r.loop, UV_RUN_NOWAIT);
+        FK_UV_MUST(uv_run(&r.loop, UV_RUN_NOWAIT));
         fk_service_stats_get(r.svc, &ss);
         if (ss.sessions < n)
             usleep(1000);
@@ -392,10 +396,10 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         waitpid(child, NULL, 0);
         return 1;
     }
-    uv_timer_init(&r.loop, &r.watch);
+    FK_UV_MUST(uv_timer_init(&r.loop, &r.watch));
     r.watch.data = &r;
-    uv_timer_start(&r.watch, watch_job, 1, 1);
-    uv_run(&r.loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_timer_start(&r.watch, watch_job, 1, 1));
+    FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
     double wall = r.t_done - t1, cpu = cpu_seconds() - cpu0;
     fk_engine_stats es;
     fk_engine_stats_get(r.e, &es);
@@ -427,11 +431,11 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     waitpid(child, NULL, 0);
     uv_close((uv_handle_t *)&r.watch, NULL); /* else uv_loop_close fails and leaks the loop */
     fk_service_close(r.svc, svc_closed, &r);
-    uv_run(&r.loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
     fk_service_free(r.svc);
     fk_engine_close(r.e);
     fk_store_close(st);
-    uv_loop_close(&r.loop);
+    FK_UV_MUST(uv_loop_close(&r.loop));
     return r.ok ? 0 : 1;
 }
 
@@ -456,15 +460,19 @@ static void bench_aggregate(int n, long dim, int json)
     }
     fk_aggregator a = {.kind = FK_AGG_FEDAVG};
     fk_err err;
-    fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err); /* warm */
+    int rc = fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err); /* warm */
     int reps = 5;
     double t0 = fk_bench_now();
-    for (int r = 0; r < reps; r++)
-        fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err);
+    for (int r = 0; !rc && r < reps; r++)
+        rc = fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err);
     double s = (fk_bench_now() - t0) / reps;
     char c[64];
     snprintf(c, sizeof c, "fedavg clients=%d dim=%ld", n, dim);
-    fk_bench_emit(json, "server", c, "aggregation_GB_per_s", (double)n * dim * 8.0 / s / 1e9, NULL);
+    if (rc) /* an update without its w (out of memory above): no rate to report */
+        fprintf(stderr, "fedkern bench server: aggregation failed: %s\n", err.msg);
+    else
+        fk_bench_emit(json, "server", c, "aggregation_GB_per_s", (double)n * dim * 8.0 / s / 1e9,
+                      NULL);
     for (int i = 0; i < n; i++)
         fk_bundle_close(&ups[i].msg);
     free(ups);

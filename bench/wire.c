@@ -13,6 +13,7 @@
 #include "bench/bench.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server.h"
@@ -79,13 +80,17 @@ static int make_pki(const char *dir, fk_err *err)
     return rc;
 }
 
-static void files(const char *dir, int server, char *ca, char *crt, char *key)
+/* The PKI file names (buffers of 4096); FK_ELIMIT when dir is too long for them. */
+static int files(const char *dir, int server, char *ca, char *crt, char *key, fk_err *err)
 {
-    fk_certs_path(ca, 4096, dir, FK_ROLE_NONE, NULL, "pem", NULL);
-    fk_certs_path(crt, 4096, dir, server ? FK_ROLE_SERVER : FK_ROLE_CLIENT, server ? "localhost" : "bench",
-                  "pem", NULL);
-    fk_certs_path(key, 4096, dir, server ? FK_ROLE_SERVER : FK_ROLE_CLIENT, server ? "localhost" : "bench",
-                  "key", NULL);
+    fk_cert_role role = server ? FK_ROLE_SERVER : FK_ROLE_CLIENT;
+    const char *name = server ? "localhost" : "bench";
+    int rc = fk_certs_path(ca, 4096, dir, FK_ROLE_NONE, NULL, "pem", err);
+    if (!rc)
+        rc = fk_certs_path(crt, 4096, dir, role, name, "pem", err);
+    if (!rc)
+        rc = fk_certs_path(key, 4096, dir, role, name, "key", err);
+    return rc;
 }
 
 static void set_port(wire_server *ws, int port)
@@ -108,24 +113,37 @@ static void *server_main(void *arg)
     wire_server *ws = arg;
     pthread_setname_np(pthread_self(), "fk-bench-srv"); /* tells the two ends apart in perf/top */
     char ca[4096], crt[4096], key[4096];
-    files(ws->dir, 1, ca, crt, key);
     fk_grpc_server_config cfg = {0};
     limits(&cfg.limits, 128);
     fk_tls_files f = {ca, crt, key, NULL, 0};
     fk_err err = {0};
-    uv_loop_init(&ws->loop);
-    if (fk_tls_ctx_new(&cfg.tls, 1, &f, &err) != FK_OK ||
+    int uvrc = uv_loop_init(&ws->loop);
+    if (uvrc) {
+        fprintf(stderr, "fedkern bench: uv_loop_init: %s\n", uv_strerror(uvrc));
+        set_port(ws, -1);
+        return NULL;
+    }
+    if (files(ws->dir, 1, ca, crt, key, &err) != FK_OK ||
+        fk_tls_ctx_new(&cfg.tls, 1, &f, &err) != FK_OK ||
         fk_grpc_server_init(&ws->srv, &ws->loop, &cfg, &err) != FK_OK) {
         fprintf(stderr, "fedkern bench: %s\n", err.msg);
         fk_tls_ctx_unref(cfg.tls);
         set_port(ws, -1);
-        uv_loop_close(&ws->loop);
+        FK_UV_MUST(uv_loop_close(&ws->loop));
         return NULL;
     }
     fk_tls_ctx_unref(cfg.tls);
-    fk_grpc_server_handle(ws->srv, "/fkbench.Wire/Echo", on_echo, NULL, &err);
-    fk_grpc_server_handle(ws->srv, "/fkbench.Wire/Sink", on_sink, NULL, &err);
-    uv_async_init(&ws->loop, &ws->stop, server_stop);
+    if (fk_grpc_server_handle(ws->srv, "/fkbench.Wire/Echo", on_echo, NULL, &err) ||
+        fk_grpc_server_handle(ws->srv, "/fkbench.Wire/Sink", on_sink, NULL, &err))
+        fprintf(stderr, "fedkern bench: %s\n", err.msg); /* those calls then fail UNIMPLEMENTED */
+    if ((uvrc = uv_async_init(&ws->loop, &ws->stop, server_stop)) != 0) {
+        fprintf(stderr, "fedkern bench: uv_async_init: %s\n", uv_strerror(uvrc));
+        set_port(ws, -1);
+        fk_grpc_server_close(ws->srv, NULL, NULL);
+        FK_UV_MUST(uv_run(&ws->loop, UV_RUN_DEFAULT));
+        FK_UV_MUST(uv_loop_close(&ws->loop));
+        return NULL;
+    }
     ws->stop.data = ws;
     if (fk_grpc_server_listen(ws->srv, "127.0.0.1:0", &err) != FK_OK) {
         fprintf(stderr, "fedkern bench: %s\n", err.msg);
@@ -135,8 +153,8 @@ static void *server_main(void *arg)
     } else {
         set_port(ws, fk_grpc_server_port(ws->srv));
     }
-    uv_run(&ws->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&ws->loop);
+    FK_UV_MUST(uv_run(&ws->loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(&ws->loop));
     return NULL;
 }
 
@@ -328,8 +346,11 @@ static int run_helper(const char *helper, const char *dir, double seconds, long 
     if (skip)
         return 0;
     char ca[4096], scrt[4096], skey[4096], ccrt[4096], ckey[4096];
-    files(dir, 1, ca, scrt, skey);
-    files(dir, 0, ca, ccrt, ckey);
+    fk_err err;
+    if (files(dir, 1, ca, scrt, skey, &err) || files(dir, 0, ca, ccrt, ckey, &err)) {
+        fprintf(stderr, "fedkern bench wire: %s\n", err.msg);
+        return -1;
+    }
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s' --ca '%s' --server-cert '%s' --server-key '%s' --client-cert '%s' "
              "--client-key '%s' --seconds %g --latency-calls %ld --sizes %s",
@@ -485,19 +506,22 @@ int fk_bench_wire(int argc, char **argv)
     d.rate_end = seconds;
     memset(d.small, 0x5a, sizeof d.small);
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    int loop_rc = uv_loop_init(&loop);
     d.loop = &loop;
-    if (ws.port > 0 && d.lat && d.big) {
+    if (loop_rc) {
+        d.failed = 1;
+        snprintf(d.why, sizeof d.why, "uv_loop_init: %s", uv_strerror(loop_rc));
+    } else if (ws.port > 0 && d.lat && d.big) {
         char ca[4096], crt[4096], key[4096];
-        files(dir, 0, ca, crt, key);
         fk_tls_files f = {ca, crt, key, NULL, 0};
         fk_grpc_client_config cfg = {0};
         limits(&cfg.limits, (size_t)maxmb);
-        if (fk_tls_ctx_new(&cfg.tls, 0, &f, &err) == FK_OK &&
-            fk_grpc_client_connect(&d.cl, &loop, &cfg, "127.0.0.1", ws.port, "localhost", on_state, &d,
-                                   &err) == FK_OK) {
+        if (files(dir, 0, ca, crt, key, &err) == FK_OK &&
+            fk_tls_ctx_new(&cfg.tls, 0, &f, &err) == FK_OK &&
+            fk_grpc_client_connect(&d.cl, &loop, &cfg, "127.0.0.1", ws.port, "localhost", on_state,
+                                   &d, &err) == FK_OK) {
             d.reps = (int)reps_small; /* per size below; adjusted in the loop */
-            uv_run(&loop, UV_RUN_DEFAULT);
+            FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
         } else {
             snprintf(d.why, sizeof d.why, "%s", err.msg);
             d.failed = 1;
@@ -507,9 +531,10 @@ int fk_bench_wire(int argc, char **argv)
         d.failed = 1;
         snprintf(d.why, sizeof d.why, "server did not start or out of memory");
     }
-    uv_loop_close(&loop);
+    if (!loop_rc)
+        FK_UV_MUST(uv_loop_close(&loop));
     if (ws.port > 0)
-        uv_async_send(&ws.stop);
+        FK_UV_MUST(uv_async_send(&ws.stop));
     pthread_join(th, NULL);
     if (d.failed) {
         fprintf(stderr, "fedkern bench wire: %s\n", d.why);

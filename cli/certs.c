@@ -69,8 +69,12 @@ static int fail(const fk_err *err)
 static void report(int json, const char *dir, fk_cert_role role, const char *name)
 {
     char pem[4096], key[4096];
-    fk_certs_path(pem, sizeof pem, dir, role, name, "pem", NULL);
-    fk_certs_path(key, sizeof key, dir, role, name, "key", NULL);
+    fk_err err;
+    if (fk_certs_path(pem, sizeof pem, dir, role, name, "pem", &err) ||
+        fk_certs_path(key, sizeof key, dir, role, name, "key", &err)) {
+        fail(&err); /* the files were written, only their names cannot be printed */
+        return;
+    }
     if (json) {
         printf("{\"certificate\":");
         json_str(pem);

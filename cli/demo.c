@@ -19,11 +19,11 @@
 #include "cli/demo.h"
 #include "cli/job.h"
 #include "common/base/params.h"
-#include "common/net/certs.h"
-#include "common/net/codec.h"
 #include "common/data/synth_gmm.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/sim.h"
+#include "common/net/certs.h"
+#include "common/net/codec.h"
 
 typedef struct demo_opts {
     long clients;
@@ -74,6 +74,12 @@ static void usage(FILE *out)
             "and writes per-round data, SVG/PNG plots (gnuplot) of accuracy/objective and\n"
             "participation, job files, models and daemon logs to the work directory. Every\n"
             "daemon is stopped with SIGTERM at the end, on error and on Ctrl-C.\n"
+            "FedGrEM's printed objective is the mean -loglik/n over all clients, the outlier\n"
+            "client included: its data fit no common centre, and with the paper's step\n"
+            "C_eta / w0_r its relaxation C_eta w_r / w0_r passes 2 (logged once as\n"
+            "relaxation_unstable), so its estimates oscillate with period 2 and the mean rises\n"
+            "and wiggles while the regular clients' mis-clustering (the score) improves; the\n"
+            "job key step_guard = 1 caps the relaxation at 1.\n"
             "\n"
             "options:\n"
             "  --clients K    clients of the FedRF-TCA job (default 4); FedGrEM uses max(K, 10),\n"
@@ -261,7 +267,9 @@ static int ensure_cert(const char *pki, fk_cert_role role, const char *name, con
                        fk_err *err)
 {
     char pem[4096];
-    fk_certs_path(pem, sizeof pem, pki, role, name, "pem", NULL);
+    int rc = fk_certs_path(pem, sizeof pem, pki, role, name, "pem", err);
+    if (rc)
+        return rc;
     if (access(pem, F_OK) == 0)
         return FK_OK;
     return fk_certs_issue(pki, role, name, co, err);
@@ -581,8 +589,10 @@ static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const cha
         rc = run_daemon_job(&jobs[i], c, &f, o, err);
 out:
     fk_job_close(c);
-    if (rc && !fk_fleet_interrupted())
-        fk_fleet_check(&f, err); /* a daemon that died explains most failures: say so */
+    /* A daemon that died explains most failures: its message replaces err; FK_OK leaves err. */
+    if (rc && !fk_fleet_interrupted() && fk_fleet_check(&f, err) != FK_OK) {
+        /* err now names the daemon that died */
+    }
     fk_fleet_stop(&f, 10.0);
     return rc;
 }

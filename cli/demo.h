@@ -22,20 +22,22 @@ typedef struct fk_fleet {
 /* Find fedkern-server and fedkern-client next to this program (or in ../sbin, the
  * installed layout) and install the SIGINT/SIGTERM/SIGHUP handlers that stop the
  * fleet. FK_ENOTFOUND names the paths tried. */
-int fk_fleet_init(fk_fleet *f, const char *dir, fk_err *err);
+FK_CHECKRETURN int fk_fleet_init(fk_fleet *f, const char *dir, fk_err *err);
 
 /* Start fedkern-server on 127.0.0.1 port 0 and wait for its ready line; f->port
  * then holds the port it bound. */
-int fk_fleet_start_server(fk_fleet *f, const char *tls_dir, const char *state, fk_err *err);
+FK_CHECKRETURN int fk_fleet_start_server(fk_fleet *f, const char *tls_dir, const char *state,
+                                         fk_err *err);
 
 /* Start fedkern-client NAME with a config file. */
-int fk_fleet_start_client(fk_fleet *f, const char *name, const char *config, fk_err *err);
+FK_CHECKRETURN int fk_fleet_start_client(fk_fleet *f, const char *name, const char *config,
+                                         fk_err *err);
 /* Wait until every client's log says it joined the server. */
-int fk_fleet_wait_joined(fk_fleet *f, double seconds, fk_err *err);
+FK_CHECKRETURN int fk_fleet_wait_joined(fk_fleet *f, double seconds, fk_err *err);
 
 /* FK_ESTATE if a daemon exited (the message quotes the end of its log) or the demo
  * was interrupted by a signal (fk_fleet_interrupted() says which). */
-int fk_fleet_check(fk_fleet *f, fk_err *err);
+FK_CHECKRETURN int fk_fleet_check(fk_fleet *f, fk_err *err);
 
 /* SIGTERM to every daemon, wait up to `seconds`, then SIGKILL the rest and reap
  * them. Safe to call twice and on a zeroed fleet. */

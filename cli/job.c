@@ -12,6 +12,8 @@
 #include "cli/cli.h"
 #include "cli/job.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
+#include "common/data/load.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
@@ -25,8 +27,10 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: fedkern job submit JOB.conf       [connection options]\n"
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
-            "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--json]\n"
+            "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
+            "                                         [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
+            "       fedkern job predict ID --data FILE [--out FILE] [--no-labels] [--json]\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
             "\n"
@@ -38,10 +42,16 @@ static void usage(FILE *out)
             "  --timeout-ms MS      per call (10000)\n"
             "\n"
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
+            "result writes the model of a done job; a job still running after --wait SECONDS\n"
+            "exits 1 and writes nothing, unless --current asks for its latest model.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, aggregator (fedavg | mean | median | trimmed-mean, trim), and the\n"
-            "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n");
+            "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n"
+            "predict: labels and distances of the rows of FILE (CSV, LIBSVM, ...; a CSV's first\n"
+            "column is its label unless --no-labels) from a finished job's model at the server,\n"
+            "one 'label distance' line per row (or --out FILE as CSV); kahm jobs with\n"
+            "upload_models = 1 only. One call: the queries must fit one message.\n");
 }
 
 typedef struct fk_job_conn {
@@ -89,6 +99,8 @@ static void on_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     }
 }
 
+static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len);
+
 /* One unary call, run to completion. 0 = OK, else 1 with the message printed. */
 static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t *fields,
                const void *req)
@@ -98,6 +110,12 @@ static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t 
     fk_err err;
     if (fk_codec_encode(fields, req, 0, &buf, &len, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
+    return call_encoded(c, cmd, method, buf, len);
+}
+
+/* The call with an encoded request (freed here). */
+static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len)
+{
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
     c->done = 0;
@@ -147,14 +165,18 @@ static int open_conn(conn *c, const fk_params *p, const char *cmd)
     fk_tls_ctx *tls;
     if (fk_tls_ctx_new(&tls, 0, &f, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
-    uv_loop_init(&c->loop);
+    int uvrc = uv_loop_init(&c->loop);
+    if (uvrc) {
+        fk_tls_ctx_unref(tls);
+        return fk_cli_fail(cmd, "uv_loop_init: %s", uv_strerror(uvrc));
+    }
     fk_grpc_client_config gc = {.tls = tls};
     fk_net_limits_default(&gc.limits);
     int rc = fk_grpc_client_connect(&c->cl, &c->loop, &gc, host, port,
                                     fk_params_str(p, "server-name", host), on_state, c, &err);
     fk_tls_ctx_unref(tls);
     if (rc) {
-        uv_loop_close(&c->loop);
+        FK_UV_MUST(uv_loop_close(&c->loop));
         return fk_cli_fail(cmd, "%s", err.msg);
     }
     return 0;
@@ -164,8 +186,8 @@ static void close_conn(conn *c)
 {
     if (c->cl)
         fk_grpc_client_close(c->cl, NULL, NULL);
-    uv_run(&c->loop, UV_RUN_DEFAULT);
-    uv_loop_close(&c->loop);
+    FK_UV_MUST(uv_run(&c->loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(&c->loop));
     free(c->resp);
 }
 
@@ -219,6 +241,19 @@ static char *read_file(const char *path, fk_err *err)
         return NULL;
     }
     buf[len] = '\0';
+    /* a NUL would end the text early and the server would never see the rest */
+    const char *nul = memchr(buf, '\0', len);
+    if (nul) {
+        int line = 1;
+        for (const char *c = buf; c < nul; c++)
+            line += *c == '\n';
+        fk_err_set(err, FK_EFORMAT,
+                   "%s line %d: a NUL byte (byte %zu); a job file is text (saved as UTF-16 or "
+                   "binary?)",
+                   path, line, (size_t)(nul - buf) + 1);
+        free(buf);
+        return NULL;
+    }
     return buf;
 }
 
@@ -269,12 +304,8 @@ int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
     return 0;
 }
 
-static int do_submit(conn *c, const char *file)
+static int do_submit(conn *c, char *text)
 {
-    fk_err err;
-    char *text = read_file(file, &err);
-    if (!text)
-        return fk_cli_fail("job", "%s", err.msg);
     char id[64];
     int rc = fk_job_submit_text(c, text, id, sizeof id);
     free(text);
@@ -408,7 +439,11 @@ int fk_job_model_get(fk_job_conn *c, const char *id, uint8_t **model, size_t *le
     return fetch_model(c, id, model, len, &out);
 }
 
-static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int json)
+/* The model of a done job into out_path. A job still running after --wait is an error and
+ * nothing is written (a script must not take a partial model for the result), unless
+ * `current` asks for its latest model explicitly. */
+static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int current,
+                     int json)
 {
     time_t until = time(NULL) + wait_s;
     fedkern_v1_JobStatusResponse st;
@@ -423,11 +458,19 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     if (st.state == fedkern_v1_JobState_JOB_FAILED || st.state == fedkern_v1_JobState_JOB_CANCELLED)
         return fk_cli_fail("job result", "job %s is %s%s%s", id, fk_jobcli_state_name(st.state),
                            st.message[0] ? ": " : "", st.message);
+    if (st.state != fedkern_v1_JobState_JOB_DONE && !current)
+        return fk_cli_fail("job result",
+                           "job %s is %s (round %u of %u); nothing written: wait longer "
+                           "(--wait SECONDS) or ask for its current model with --current",
+                           id, fk_jobcli_state_name(st.state), st.round, st.rounds_total);
     uint8_t *model = NULL;
     size_t model_len = 0;
     fedkern_v1_JobResultResponse out;
     fk_err err;
     int rc = fetch_model(c, id, &model, &model_len, &out);
+    if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
+        rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
+                         fk_jobcli_state_name(out.state));
     if (!rc && out_path && write_all(out_path, model, model_len, &err))
         rc = fk_cli_fail("job result", "%s", err.msg);
     if (!rc) {
@@ -444,6 +487,73 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
         }
     }
     free(model);
+    return rc;
+}
+
+
+/* fedkern job predict ID --data FILE: the queries' labels and distances from the job's
+ * model at the server (job types with a predict op: kahm with uploaded models). A labelled
+ * file (CSV: label in the first column) also gets its accuracy; --no-labels reads every
+ * column as a feature. */
+static int do_predict(conn *c, const char *id, const char *data, int no_labels,
+                      const char *out_path, int json)
+{
+    const char *cmd = "job predict";
+    fk_err err;
+    fk_dataset ds = {0};
+    fk_load_opts lo = {.label = no_labels ? FK_LABEL_NONE : FK_LABEL_DEFAULT};
+    if (fk_load(&ds, data, &lo, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    fk_bundle q, res;
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    uint64_t sh[2] = {ds.X.rows, ds.X.cols};
+    double *x = fk_bundle_add(&q, "X", 2, sh);
+    int rc = x || !ds.X.rows ? 0 : fk_cli_fail(cmd, "out of memory");
+    for (size_t i = 0; !rc && i < ds.X.rows; i++)
+        memcpy(x + i * ds.X.cols, fk_mat_row(&ds.X, i), ds.X.cols * sizeof(double));
+    fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    fk_codec_tx tx = {.bundle = &q};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (!rc && fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err))
+        rc = fk_cli_fail(cmd, "%s", err.msg);
+    if (!rc)
+        rc = call_encoded(c, cmd, "Predict", buf, len);
+    fedkern_v1_PredictResponse out;
+    if (!rc && fk_codec_decode_predict_response(c->resp, c->resp_len, &out, &res, &err))
+        rc = fk_cli_fail(cmd, "%s", err.msg);
+    const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
+    const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
+    if (!rc && (!lab || !dist || lab->len != ds.X.rows || dist->len != ds.X.rows))
+        rc = fk_cli_fail(cmd, "the server's answer has no labels/distances for the %zu queries",
+                         ds.X.rows);
+    FILE *f = NULL;
+    if (!rc && out_path && !(f = fopen(out_path, "w")))
+        rc = fk_cli_fail(cmd, "cannot write %s: %s", out_path, strerror(errno));
+    size_t hit = 0, n = rc ? 0 : ds.X.rows;
+    for (size_t i = 0; i < n; i++) {
+        if (ds.y && ds.classes)
+            hit += lab->data[i] == ds.classes[ds.y[i]];
+        if (f)
+            fprintf(f, "%.17g,%.17g\n", lab->data[i], dist->data[i]);
+        else if (!json)
+            printf("%.17g %.17g\n", lab->data[i], dist->data[i]);
+    }
+    if (f && fclose(f))
+        rc = fk_cli_fail(cmd, "cannot write %s", out_path);
+    if (!rc) {
+        double acc = ds.y && n ? (double)hit / (double)n : NAN;
+        if (json)
+            printf("{\"job\":\"%s\",\"queries\":%zu,\"accuracy\":%.9g}\n", id, n, acc);
+        else if (!isnan(acc))
+            fprintf(stderr, "job %s: %zu queries, accuracy %.4f against the file's labels\n", id, n,
+                    acc);
+    }
+    fk_bundle_close(&q);
+    fk_bundle_close(&res);
+    fk_dataset_close(&ds);
     return rc;
 }
 
@@ -479,7 +589,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     int known = !strcmp(sub, "submit") || !strcmp(sub, "status") || !strcmp(sub, "result") ||
-                !strcmp(sub, "cancel");
+                !strcmp(sub, "cancel") || !strcmp(sub, "predict");
     if (!known || n != 1) {
         fk_cli_fail("job", known ? "%s takes exactly one argument; see --help"
                                  : "unknown subcommand '%s'; see --help",
@@ -488,36 +598,55 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round;
-    int json;
-    if (fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+    int json, current, no_labels;
+    if (fk_params_bool(&p, "no-labels", 0, &no_labels, &err) ||
+        fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
-        fk_params_bool(&p, "json", 0, &json, &err)) {
+        fk_params_bool(&p, "json", 0, &json, &err) ||
+        fk_params_bool(&p, "current", 0, &current, &err)) {
         fk_cli_fail("job", "%s", err.msg);
         rc = 2;
         goto out;
     }
     const char *out_path = fk_params_get(&p, "out");
+    const char *data_path = fk_params_get(&p, "data");
+    if (!strcmp(sub, "predict") && !data_path) {
+        fk_cli_fail("job", "predict needs --data FILE");
+        rc = 2;
+        goto out;
+    }
     if (!strcmp(sub, "result") && !out_path) {
         fk_cli_fail("job", "result needs --out FILE");
         rc = 2;
         goto out;
     }
-    conn c;
-    if ((rc = open_conn(&c, &p, sub)))
+    char *text = NULL; /* a job file is read (and refused) before any connection */
+    if (!strcmp(sub, "submit") && !(text = read_file(rest[0], &err))) {
+        rc = fk_cli_fail("job", "%s", err.msg);
         goto out;
+    }
+    conn c;
+    if ((rc = open_conn(&c, &p, sub))) {
+        free(text);
+        goto out;
+    }
     const char *unused = fk_params_unused(&p);
     if (unused) {
         fk_cli_fail("job", "unknown option '--%s'; see --help", unused);
         rc = 2;
     } else if (!strcmp(sub, "submit")) {
-        rc = do_submit(&c, rest[0]);
+        rc = do_submit(&c, text);
+        text = NULL;
     } else if (!strcmp(sub, "status")) {
         rc = do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
-        rc = do_result(&c, rest[0], out_path, wait_s, json);
+        rc = do_result(&c, rest[0], out_path, wait_s, current, json);
+    } else if (!strcmp(sub, "predict")) {
+        rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json);
     } else {
         rc = do_cancel(&c, rest[0]);
     }
+    free(text);
     close_conn(&c);
 out:
     fk_params_close(&p);

@@ -4,11 +4,8 @@
 
 #include "cli/cli.h"
 #include "cli/sim_fedrf_tca.h"
+#include "cli/sim_runners.h"
 #include "common/methods/method.h"
-
-int fk_sim_fedgrem(int argc, char **argv);
-int fk_sim_fedgrem_mor_jobs(int argc, char **argv);
-int fk_sim_generic(const fk_method *m, int argc, char **argv);
 
 typedef struct sim_entry {
     const char *method;

@@ -7,13 +7,10 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/sim_runners.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/gmm_real.h"
-#include "common/methods/gmm_run.h"
-
-int fk_sim_fedgrem(int argc, char **argv);
-int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
-                       long K, long R, long dim, long n, long outl, double h, int json);
+#include "common/methods/mixture/gmm_real.h"
+#include "common/methods/mixture/gmm_run.h"
 
 typedef struct progress_ctx {
     int every, json, rep;

@@ -5,12 +5,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "common/methods/mor.h"
-
-int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
-                       long K, long R, long dim, long n, long outl, double h, int json);
-int fk_sim_fedgrem(int argc, char **argv);
-int fk_sim_fedgrem_mor_jobs(int argc, char **argv);
+#include "cli/sim_runners.h"
+#include "common/methods/mixture/mor.h"
 
 /* fedkern sim fedgrem-mor [options]: `sim fedgrem --model mor` with the federated job type
  * fedgrem-mor (or --method fedem-mor, local-em-mor, local-grem-mor, pooled-grem-mor,

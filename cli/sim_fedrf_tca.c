@@ -9,7 +9,7 @@
 #include "cli/sim_fedrf_tca.h"
 #include "common/base/params.h"
 #include "common/data/synth_shift.h"
-#include "common/methods/fedrf_tca.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/sim.h"
 
 static const char *const HELP =
@@ -64,7 +64,8 @@ static void progress(const fk_sim_round *r, void *vp)
     fk_err err;
     int na = 0, nw = 0, nc = 0;
     fk_sim_plan_rng(&rng, c->seed, r->round);
-    fk_fedrf_round_sets(c->p, c->n_clients, r->round, &rng, &na, &nw, &nc, &err);
+    if (fk_fedrf_round_sets(c->p, c->n_clients, r->round, &rng, &na, &nw, &nc, &err))
+        na = nw = nc = -1; /* the counts are only reported: -1 = could not be recomputed */
     if (c->json)
         printf("{\"round\":%d,\"participants\":%d,\"w_senders\":%d,\"c_senders\":%d,\"loss\":%.6g,"
                "\"target_accuracy\":%.6g,\"bytes\":%llu,\"seconds\":%.4f}\n",
@@ -129,10 +130,10 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     }
     int json = 0, voting = 0, common_init = 0;
     long rounds, seed_l;
-    fk_params_bool(&a, "json", 0, &json, &err);
-    fk_params_bool(&a, "voting", 0, &voting, &err);
-    fk_params_bool(&a, "common-init", 0, &common_init, &err);
-    if (fk_params_int(&a, "rounds", 300, 1, 100000000, &rounds, &err) ||
+    if (fk_params_bool(&a, "json", 0, &json, &err) ||
+        fk_params_bool(&a, "voting", 0, &voting, &err) ||
+        fk_params_bool(&a, "common-init", 0, &common_init, &err) ||
+        fk_params_int(&a, "rounds", 300, 1, 100000000, &rounds, &err) ||
         fk_params_int(&a, "seed", 1, 0, 0x7fffffffffffffffL, &seed_l, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
         rc = 2;
@@ -209,8 +210,11 @@ int fk_sim_fedrf_tca(int argc, char **argv)
                ds[tgt].name, 100.0 * rep.accuracy, rounds, n_clients - 1);
     /* Per-message parameter counts: this run, and the paper's Table II setting. */
     long N, mm;
-    fk_params_int(&p, "N", 1000, 1, 1000000, &N, &err);
-    fk_params_int(&p, "m", 100, 1, 1000000, &mm, &err);
+    if (fk_params_int(&p, "N", 1000, 1, 1000000, &N, &err) ||
+        fk_params_int(&p, "m", 100, 1, 1000000, &mm, &err)) {
+        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+        goto out;
+    }
     size_t hid[4] = {100, 100}, paper_hidden[2] = {100, 100};
     int nh = 2;
     const char *hs = fk_params_str(&p, "hidden", "100,100");

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/sim_runners.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
 #include "common/methods/method.h"

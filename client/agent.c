@@ -11,12 +11,13 @@
 #include <unistd.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/la/rng.h"
+#include "common/methods/jobconf.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
 #include "fedkern.pb.h"
-#include "server/jobconf.h"
 
 #define FED "/fedkern.v1.Federation/"
 
@@ -135,13 +136,16 @@ static void work_reset(work *w)
     fk_bundle_init(&w->update);
 }
 
+/* Start a call (takes req). FK_OK when `done` will run, also for a call that cannot start
+ * (it reports through done); FK_ENOMEM when nothing was started, so the caller must arrange
+ * the retry itself or the agent would wait for a completion that never comes. */
 static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t len,
-                uint64_t timeout_ms, fk_grpc_done done)
+                uint64_t timeout_ms, fk_grpc_done done, fk_err *err)
 {
     callctx *c = calloc(1, sizeof *c);
     if (!c) {
         free(req);
-        return FK_ENOMEM;
+        return fk_err_set(err, FK_ENOMEM, "%s: out of memory for the call", method);
     }
     *c = (callctx){.a = a, .gen = a->gen, .req = req, .kind = kind};
     if (kind == CALL_HB)
@@ -151,7 +155,8 @@ static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t 
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
     /* A call that cannot start still reports through done, which frees req and c. */
-    return fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c) ? FK_ENET : FK_OK;
+    (void)fk_grpc_client_call(a->cl, path, req, len, timeout_ms, done, c);
+    return FK_OK;
 }
 
 /* Common start of a completion (frees the call context ud): the agent if the
@@ -191,7 +196,7 @@ static void schedule_reconnect(fk_agent *a)
     a->backoff_n++;
     fk_log(FK_LOG_INFO, "reconnect_scheduled", "delay_ms=%" PRIu64 " attempt=%u", delay,
            a->backoff_n);
-    uv_timer_start(&a->retry, on_retry, delay, 0);
+    FK_UV_MUST(uv_timer_start(&a->retry, on_retry, delay, 0));
 }
 
 static void client_closed(void *ud)
@@ -232,8 +237,8 @@ static void request_disconnect(fk_agent *a, const char *why)
         fk_log(FK_LOG_WARN, "connection_dropped", "server=%s:%d reason=\"%s\"", a->cfg.host,
                a->cfg.port, why);
     a->up = 0;
-    uv_timer_stop(&a->retry);
-    uv_timer_start(&a->retry, on_retry, 0, 0);
+    FK_UV_MUST(uv_timer_stop(&a->retry));
+    FK_UV_MUST(uv_timer_start(&a->retry, on_retry, 0, 0));
 }
 
 static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
@@ -291,7 +296,15 @@ static void pause_polling(fk_agent *a)
         cap = a->cfg.backoff_max_ms;
     uint64_t delay = cap / 2 + fk_rng_below(&a->jitter, cap / 2 + 1);
     fk_log(FK_LOG_INFO, "task_backoff", "delay_ms=%" PRIu64 " failed_in_a_row=%u", delay, a->fail_n);
-    uv_timer_start(&a->retry, on_retry, delay, 0);
+    FK_UV_MUST(uv_timer_start(&a->retry, on_retry, delay, 0));
+}
+
+/* A call that could not be encoded or started: nothing is in flight, so nothing would ever
+ * call next(); try again after a pause instead of stalling. */
+static void not_sent(fk_agent *a, const char *what, const fk_err *err)
+{
+    fk_log(FK_LOG_ERROR, "call_not_sent", "call=%s error=\"%s\"", what, err->msg);
+    pause_polling(a);
 }
 
 /* Deadline of a Heartbeat, which the server answers at once: a
@@ -345,16 +358,33 @@ static void send_join(fk_agent *a)
     uint8_t *buf;
     size_t len;
     fk_err err;
-    if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err)) {
-        fk_log(FK_LOG_ERROR, "encode_failed", "error=\"%s\"", err.msg);
-        return;
-    }
     /* answered at once, like a heartbeat, but before the heartbeat interval is known */
-    call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
-         join_done);
+    if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err) ||
+        call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
+             join_done, &err))
+        not_sent(a, "Join", &err);
 }
 
 /* -------------------------------------------------------------- tasks */
+
+/* Cancel the running step. UV_EBUSY (it runs already) is the usual answer: step_done then
+ * sees `cancelled` and drops the result. */
+static void cancel_step(fk_agent *a)
+{
+    a->w.cancelled = 1;
+    int rc = uv_cancel((uv_req_t *)&a->w.req);
+    if (rc && rc != UV_EBUSY)
+        fk_log(FK_LOG_ERROR, "libuv_failed", "call=uv_cancel error=\"%s\"", uv_strerror(rc));
+}
+
+/* A state file that cannot be removed is stale; say so (a later load refuses it anyway). */
+static void remove_state(const char *dir, int64_t job)
+{
+    fk_err err;
+    if (fk_cstate_remove(dir, job, &err))
+        fk_log(FK_LOG_WARN, "client_state_not_removed", "job=%" PRId64 " error=\"%s\"", job,
+               err.msg);
+}
 
 /* The job's state file, if this client has one: the method state of its last
  * step (and that step's update, for a resend). 1 if the method state may be
@@ -379,7 +409,7 @@ static int restore(fk_agent *a, jobctx *j)
     if (rc) {
         fk_log(FK_LOG_WARN, "client_state_discarded", "job=%" PRId64 " error=\"%s\"", j->job,
                e.msg);
-        fk_cstate_remove(a->cfg.state_dir, j->job, NULL);
+        remove_state(a->cfg.state_dir, j->job);
         fk_cstate_close(&cs);
         return touched;
     }
@@ -524,7 +554,7 @@ static void save_state(const char *dir, work *w)
     if (!w->save_rc)
         w->save_rc = fk_cstate_write(dir, &cs, &w->save_err);
     if (w->save_rc)
-        fk_cstate_remove(dir, w->job, NULL);
+        remove_state(dir, w->job);
     cs.update = NULL;
     cs.update_len = 0;
     fk_cstate_close(&cs);
@@ -726,12 +756,14 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
     free(ids);
 }
 
+/* The answer to a PullTask: nothing to do, a whole task, or one chunk of a large task. */
 static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
     fk_agent *a = completion(ud, status, msg);
     if (!a)
         return;
     work *w = &a->w;
+    /* A long poll that timed out is the normal idle case: poll again. */
     if (status == FK_GRPC_DEADLINE_EXCEEDED) {
         next(a);
         return;
@@ -742,6 +774,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
         request_disconnect(a, "PullTask failed");
         return;
     }
+    /* An answer we cannot decode means a broken peer or stream: start over on a new connection. */
     fedkern_v1_PullTaskResponse out;
     fk_bundle b;
     fk_bundle_init(&b);
@@ -760,6 +793,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             work_reset(w); /* a chunked task that ended meanwhile */
     } else {
         int64_t job = strtoll(out.job_id, NULL, 10);
+        /* A new task: remember its coordinates and make sure the job's method state exists. */
         if (!w->active) {
             a->stats.tasks++;
             w->active = 1;
@@ -773,6 +807,8 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
                 rc = FK_EINVAL;
             }
         }
+        /* The payload: a chunk goes to the reassembler (complete once all arrived), a whole
+         * bundle becomes the task directly. */
         int complete = 0;
         if (!rc && rx.has_chunk) {
             rc = fk_reasm_add(&w->reasm, &out.chunk, rx.chunk_data, rx.chunk_len, &complete, &err);
@@ -791,6 +827,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             fk_bundle_init(&b);
             complete = 1;
         }
+        /* Then: report a task we cannot take, run a complete one, or ask for the next chunk. */
         if (rc) {
             fk_log(FK_LOG_ERROR, "task_failed", "job=%s error=\"%s\"", w->task_id, err.msg);
             fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
@@ -808,12 +845,14 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
             return;
         }
     }
+    /* No task: the server's list of running jobs lets us drop state of ended ones, and its
+     * retry_after_ms paces the next poll. */
     if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.running_jobs_listed)
         forget_ended_jobs(a, &out);
     fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
     fk_bundle_close(&b);
     if (out.kind == fedkern_v1_TaskKind_TASK_NONE && out.retry_after_ms) {
-        uv_timer_start(&a->retry, on_retry, out.retry_after_ms, 0);
+        FK_UV_MUST(uv_timer_start(&a->retry, on_retry, out.retry_after_ms, 0));
         return;
     }
     next(a);
@@ -833,9 +872,14 @@ static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t
     uint8_t *buf;
     size_t len;
     fk_err err;
-    if (fk_codec_encode(fedkern_v1_PullTaskRequest_fields, &in, 0, &buf, &len, &err))
-        return;
-    call(a, CALL_PULL, "PullTask", buf, len, task_id ? a->cfg.call_ms : a->cfg.poll_ms, pull_done);
+    if (fk_codec_encode(fedkern_v1_PullTaskRequest_fields, &in, 0, &buf, &len, &err) ||
+        call(a, CALL_PULL, "PullTask", buf, len, task_id ? a->cfg.call_ms : a->cfg.poll_ms,
+             pull_done, &err)) {
+        /* A half-received task is dropped: the next pull (after the pause) starts it over. */
+        if (task_id)
+            work_reset(&a->w);
+        not_sent(a, "PullTask", &err);
+    }
 }
 
 /* ------------------------------------------------------------- updates */
@@ -952,10 +996,12 @@ static void send_push(fk_agent *a)
     if (rc) {
         fk_log(FK_LOG_ERROR, "push_not_encoded", "error=\"%s\"", err.msg);
         work_reset(w);
+        pause_polling(a); /* nothing is in flight: poll again after the pause */
         return;
     }
     a->stats.pushes++;
-    call(a, CALL_PUSH, "PushUpdate", buf, len, a->cfg.call_ms, push_done);
+    if (call(a, CALL_PUSH, "PushUpdate", buf, len, a->cfg.call_ms, push_done, &err))
+        not_sent(a, "PushUpdate", &err); /* the update stays ready: sent again after the pause */
 }
 
 /* ----------------------------------------------------------- heartbeat */
@@ -980,8 +1026,7 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     if (fk_codec_decode(fedkern_v1_HeartbeatResponse_fields, &out, resp, len, &err))
         return;
     if (out.cancel_task && a->w.running) {
-        a->w.cancelled = 1;
-        uv_cancel((uv_req_t *)&a->w.req);
+        cancel_step(a);
     }
     if (out.heartbeat_interval_ms)
         a->heartbeat_ms = out.heartbeat_interval_ms;
@@ -1003,10 +1048,13 @@ static void on_hb(uv_timer_t *t)
     uint8_t *buf;
     size_t len;
     fk_err err;
-    if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err))
+    /* The heartbeat timer repeats, so a heartbeat not sent is only logged. */
+    if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err) ||
+        call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done, &err)) {
+        fk_log(FK_LOG_WARN, "call_not_sent", "call=Heartbeat error=\"%s\"", err.msg);
         return;
+    }
     a->stats.heartbeats++;
-    call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done);
     uv_timer_set_repeat(&a->hb, a->heartbeat_ms);
 }
 
@@ -1022,7 +1070,7 @@ static void next(fk_agent *a)
         return;
     }
     if (!uv_is_active((uv_handle_t *)&a->hb))
-        uv_timer_start(&a->hb, on_hb, a->heartbeat_ms, a->heartbeat_ms);
+        FK_UV_MUST(uv_timer_start(&a->hb, on_hb, a->heartbeat_ms, a->heartbeat_ms));
     if (a->w.ready)
         send_push(a);
     else if (!a->w.running && !a->w.active)
@@ -1054,8 +1102,8 @@ int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, 
     a->max_message = 4u << 20;
     fk_rng_init(&a->jitter, (uint64_t)time(NULL) ^ (uint64_t)getpid(), (uint64_t)(uintptr_t)a);
     work_reset(&a->w);
-    uv_timer_init(loop, &a->retry);
-    uv_timer_init(loop, &a->hb);
+    FK_UV_MUST(uv_timer_init(loop, &a->retry));
+    FK_UV_MUST(uv_timer_init(loop, &a->hb));
     a->retry.data = a->hb.data = a;
     a->handles += 2;
     connect_now(a);
@@ -1116,13 +1164,12 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
     a->on_stopped = on_stopped;
     a->stopped_ud = ud;
     if (a->w.running) {
-        a->w.cancelled = 1;
-        uv_cancel((uv_req_t *)&a->w.req);
+        cancel_step(a);
     }
     int can_leave = a->cl && a->up && a->joined && !a->in_flight;
     a->stopping = 1;
-    uv_timer_stop(&a->retry);
-    uv_timer_stop(&a->hb);
+    FK_UV_MUST(uv_timer_stop(&a->retry));
+    FK_UV_MUST(uv_timer_stop(&a->hb));
     uv_close((uv_handle_t *)&a->retry, timer_closed);
     uv_close((uv_handle_t *)&a->hb, timer_closed);
     if (can_leave) {
@@ -1132,10 +1179,10 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
         uint8_t *buf;
         size_t len;
         fk_err err;
-        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK) {
-            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done); /* leave_done finishes */
-            return;
-        }
+        if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK &&
+            call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done, &err) == FK_OK)
+            return; /* leave_done finishes */
+        fk_log(FK_LOG_WARN, "call_not_sent", "call=Leave error=\"%s\"", err.msg);
     }
     if (a->in_flight) /* a pending call completes (or is cancelled) when the client closes */
         a->in_flight = 0;

@@ -51,7 +51,8 @@ typedef struct fk_agent_stats {
 
 typedef struct fk_agent fk_agent;
 
-int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, fk_err *err);
+FK_CHECKRETURN int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg,
+                                  fk_err *err);
 /* Abandon the step in progress (its result is not sent), Leave, close; on_stopped
  * runs once everything is released, after which the agent is freed. */
 void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud);

@@ -39,22 +39,23 @@ void fk_cstate_init(fk_cstate *s);
 void fk_cstate_close(fk_cstate *s);
 
 /* Which job a file belongs to: SHA-256 of method name, NUL, job config text. */
-int fk_cstate_digest(const char *method, const char *config, uint8_t out[32], fk_err *err);
+FK_CHECKRETURN int fk_cstate_digest(const char *method, const char *config, uint8_t out[32],
+                                    fk_err *err);
 
 /* File bytes and back. decode checks every length, the NUL-terminated ids, the
  * checksum and both bundles; s must be initialised and is filled only on FK_OK. */
-int fk_cstate_encode(const fk_cstate *s, uint8_t **out, size_t *len, fk_err *err);
-int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err);
+FK_CHECKRETURN int fk_cstate_encode(const fk_cstate *s, uint8_t **out, size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err);
 
 /* DIR/job-ID.state. */
-int fk_cstate_path(char *out, size_t cap, const char *dir, int64_t job, fk_err *err);
+FK_CHECKRETURN int fk_cstate_path(char *out, size_t cap, const char *dir, int64_t job, fk_err *err);
 /* Atomic replace of the job's file. */
-int fk_cstate_write(const char *dir, const fk_cstate *s, fk_err *err);
+FK_CHECKRETURN int fk_cstate_write(const char *dir, const fk_cstate *s, fk_err *err);
 /* FK_ENOTFOUND when the job has no file; FK_EFORMAT when it is not a valid one. */
-int fk_cstate_read(const char *dir, int64_t job, fk_cstate *s, fk_err *err);
+FK_CHECKRETURN int fk_cstate_read(const char *dir, int64_t job, fk_cstate *s, fk_err *err);
 /* Remove the job's file (no file is not an error). */
-int fk_cstate_remove(const char *dir, int64_t job, fk_err *err);
+FK_CHECKRETURN int fk_cstate_remove(const char *dir, int64_t job, fk_err *err);
 /* Job ids of the files in dir (malloc'd *jobs, free it). */
-int fk_cstate_list(const char *dir, int64_t **jobs, int *n, fk_err *err);
+FK_CHECKRETURN int fk_cstate_list(const char *dir, int64_t **jobs, int *n, fk_err *err);
 
 #endif

@@ -10,6 +10,7 @@
 #include "client/agent.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/data/catalog.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
@@ -36,9 +37,11 @@ static const fk_param_doc opts[] = {
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
     {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
-    {"local.KEY VALUE", "this client's own settings for job types, never set by a job: "
-                        "local.allow_raw_upload true consents to sfl jobs uploading raw rows "
-                        "(false); local.max_upload_fraction F caps that upload ([local] section)"},
+    {"local.KEY VALUE", "this client's own settings for job types, never set by a job "
+                        "([local] section): local.allow_raw_upload true consents to sfl jobs "
+                        "uploading raw rows, local.max_upload_fraction F caps that upload, "
+                        "local.allow_model_upload true consents to kahm jobs uploading models "
+                        "that contain the training samples (all false / unset)"},
     {"backoff-max-ms MS", "cap of the reconnect delay (15000)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
@@ -234,13 +237,32 @@ static int run(fk_params *p)
     ac.backoff_max_ms = (uint64_t)backoff;
     ac.state_dir = *sdir ? sdir : NULL;
     ac.local = p;
+    /* Say once, at start, what this client's consents let leave the machine. */
+    int raw = 0, models = 0;
+    if (fk_params_bool(p, "local.allow_raw_upload", 0, &raw, &err) ||
+        fk_params_bool(p, "local.allow_model_upload", 0, &models, &err))
+        return fail(err.msg);
+    if (raw)
+        fk_log(FK_LOG_WARN, "raw_upload_allowed",
+               "msg=\"jobs that ask for it (sfl raw_sample_upload = acknowledged) will send raw "
+               "rows of this client's data (its critical samples) to the server\"");
+    if (models)
+        fk_log(FK_LOG_WARN, "model_upload_allowed",
+               "msg=\"jobs that ask for it (kahm upload_models = 1) will send models from which the "
+               "server can reconstruct this client's training samples\"");
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
+    if (rc) {
+        fk_tls_ctx_unref(tls);
+        return fail(err.msg);
+    }
     client_state st = {0};
-    int rc = fk_agent_start(&st.agent, &loop, &ac, &err);
+    rc = fk_agent_start(&st.agent, &loop, &ac, &err);
     fk_tls_ctx_unref(tls);
     if (rc == FK_OK) {
-        fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
+        fk_err serr;
+        if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &serr))
+            fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
         fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
                *sdir ? sdir : "none");
         if (!*sdir)
@@ -249,9 +271,9 @@ static int run(fk_params *p)
                    "client state (e.g. fedgrem)\"");
         fk_notify_init(&st.notify, &loop, notify_status, &st);
         fk_notify_ready(&st.notify, "started, joining the server");
-        uv_run(&loop, UV_RUN_DEFAULT);
+        FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     }
-    uv_loop_close(&loop);
+    FK_UV_MUST(uv_loop_close(&loop));
     for (int i = 0; i < cache.n; i++)
         fk_dataset_close(&cache.sets[i]);
     return rc == FK_OK ? 0 : fail(err.msg);

@@ -8,6 +8,7 @@
 
 #include "common/base/log.h"
 #include "common/methods/sim.h"
+#include "common/methods/update_check.h"
 
 enum { MAX_PHASES = 16 };
 
@@ -15,7 +16,8 @@ typedef struct slot {
     int client;
     int answered;
     int failed;     /* the client reported it cannot do this task: not asked again */
-    char why[160];  /* its reason, for the dropout log */
+    int refused;    /* failed because its update was refused (or it is excluded) */
+    char why[256];  /* its reason, for the dropout log */
     uint8_t *task;
     size_t task_len;
 } slot;
@@ -35,6 +37,9 @@ typedef struct job {
     int answered;
     int failed; /* slots whose client reported a failure this phase */
     double deadline;
+    int *refusals;           /* per client: updates refused over the job (this server run) */
+    unsigned char *excluded; /* per client: refused max_refusals times, left out of every phase */
+    char note[512];          /* why clients are excluded, for job status */
 } job;
 
 struct fk_engine {
@@ -62,6 +67,7 @@ static void free_tasks(job *j)
         j->slots[i].task_len = 0;
         j->slots[i].answered = 0;
         j->slots[i].failed = 0;
+        j->slots[i].refused = 0;
         j->slots[i].why[0] = '\0';
     }
     j->answered = 0;
@@ -74,6 +80,8 @@ static void job_free(job *j)
         return;
     free_tasks(j);
     free(j->slots);
+    free(j->refusals);
+    free(j->excluded);
     if (j->srv && j->m)
         j->m->server_close(j->srv);
     fk_jobconf_close(&j->conf);
@@ -176,6 +184,20 @@ static int plan_slots(job *j, fk_err *err)
     return rc;
 }
 
+/* Excluded clients are dropouts of every phase from its start: never asked, not waited for. */
+static void mark_excluded(job *j)
+{
+    for (int i = 0; i < j->n_slots; i++) {
+        slot *s = &j->slots[i];
+        if (!j->excluded[s->client] || s->failed)
+            continue;
+        s->failed = s->refused = 1;
+        snprintf(s->why, sizeof s->why, "excluded from the job after %d refused updates",
+                 j->refusals[s->client]);
+        j->failed++;
+    }
+}
+
 /* Every planned client's task for the current phase, in client order (as the simulator). */
 static int make_tasks(fk_engine *e, job *j, fk_err *err)
 {
@@ -191,6 +213,7 @@ static int make_tasks(fk_engine *e, job *j, fk_err *err)
             rc = encode(e, &b, &j->slots[i].task, &j->slots[i].task_len, err);
     }
     fk_bundle_close(&b);
+    mark_excluded(j);
     return rc;
 }
 
@@ -268,11 +291,14 @@ typedef struct collected {
     fk_engine *e;
     fk_update *ups;
     int n, cap;
+    int skip; /* a client whose update is left out, -1 for none */
 } collected;
 
 static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
 {
     collected *c = ctx;
+    if (u->client == c->skip)
+        return FK_OK;
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 8;
         fk_update *g = realloc(c->ups, (size_t)cap * sizeof *g);
@@ -299,10 +325,11 @@ static void collected_close(collected *c)
     free(c->ups);
 }
 
-/* Aggregate the stored updates of the current phase in client order. */
-static int aggregate_phase(fk_engine *e, job *j, fk_store_round *r, int *done, fk_err *err)
+/* Aggregate the stored updates of the current phase in client order (but skip's). */
+static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, int *done,
+                           fk_err *err)
 {
-    collected c = {.e = e};
+    collected c = {.e = e, .skip = skip};
     int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
                                   collect_update, &c, err);
     double t0 = mono_seconds();
@@ -421,17 +448,135 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
     return start_round(e, j, now, err);
 }
 
+static int reload(fk_engine *e, job *j, double now, fk_err *err);
+static void refuse(fk_engine *e, job *j, slot *s, const char *reason);
+static void end_phase(fk_engine *e, job *j, double now);
+static void retry_round(fk_engine *e, job *j, double now, const char *why);
+
+typedef struct slot_mark {
+    int failed, refused;
+    char why[256];
+} slot_mark;
+
+/* The in-memory marks of the phase's slots (a reload forgets them). */
+static void marks_save(const job *j, slot_mark *m)
+{
+    for (int i = 0; i < j->n_slots; i++) {
+        m[i].failed = j->slots[i].failed;
+        m[i].refused = j->slots[i].refused;
+        memcpy(m[i].why, j->slots[i].why, sizeof m[i].why);
+    }
+}
+
+static void marks_restore(job *j, const slot_mark *m)
+{
+    j->failed = 0;
+    for (int i = 0; i < j->n_slots; i++) {
+        slot *s = &j->slots[i];
+        if (!s->failed && m[i].failed) {
+            s->failed = 1;
+            s->refused = m[i].refused;
+            memcpy(s->why, m[i].why, sizeof s->why);
+        }
+        j->failed += s->failed;
+    }
+}
+
+/* The phase's aggregation failed: the slot of the one client without whose update it
+ * succeeds (*culprit, -1 if there is none). Every try starts from the method state rebuilt
+ * from the store, since the failed aggregate may have changed it; so does the state left. */
+static int find_culprit(fk_engine *e, job *j, double now, int *culprit, fk_err *err)
+{
+    *culprit = -1;
+    slot_mark *m = malloc((size_t)j->n_slots * sizeof *m);
+    if (!m)
+        return fk_err_set(err, FK_ENOMEM, "out of memory looking for a bad update");
+    marks_save(j, m);
+    int n = j->n_slots, rc = FK_OK;
+    int *answered = malloc((size_t)n * sizeof *answered);
+    if (!answered)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory looking for a bad update");
+    for (int i = 0; !rc && i < n; i++)
+        answered[i] = j->slots[i].answered;
+    for (int i = 0; !rc && i < n && *culprit < 0; i++) {
+        if (!answered[i])
+            continue;
+        fk_err trial;
+        int done = 0;
+        if ((rc = reload(e, j, now, err)))
+            break;
+        int arc = aggregate_phase(e, j, j->slots[i].client, NULL, &done, &trial);
+        if (arc == FK_ENOMEM || arc == FK_EIO)
+            rc = arc, *err = trial;
+        else if (arc == FK_OK)
+            *culprit = i;
+    }
+    if (!rc)
+        rc = reload(e, j, now, err);
+    if (!rc)
+        marks_restore(j, m);
+    free(answered);
+    free(m);
+    return rc;
+}
+
+/* A failed aggregation caused by one client's data excludes that client's update from the
+ * phase (the client is refused, a dropout) and the phase closes again without it; one that
+ * may need the clients that dropped out (FedGrEM's initialisation needs every client) is
+ * retried like a missed quorum. 0: the job fails (no one client is to blame). */
+static int survive_aggregation_error(fk_engine *e, job *j, const fk_err *why, double now)
+{
+    fk_err err;
+    int culprit = -1;
+    int rc = find_culprit(e, j, now, &culprit, &err);
+    if (rc) {
+        store_failed(e, j, rc, &err, now);
+        return 1;
+    }
+    if (culprit < 0) {
+        if (j->answered == j->n_slots)
+            return 0; /* every planned client's update is in: nobody to wait for */
+        fk_log(FK_LOG_WARN, "aggregation_retried", "job=%lld round=%d phase=%d error=\"%s\"",
+               (long long)j->id, j->round, j->phase, why->msg);
+        retry_round(e, j, now, why->msg);
+        return 1;
+    }
+    slot *s = &j->slots[culprit];
+    fk_store *st = e->o.store;
+    rc = fk_store_begin(st, &err);
+    if (!rc)
+        rc = fk_store_update_drop(st, j->id, j->round, j->attempt, j->phase, s->client, &err);
+    if (!rc)
+        rc = fk_store_commit(st, &err);
+    else
+        fk_store_rollback(st);
+    if (rc) {
+        store_failed(e, j, rc, &err, now);
+        return 1;
+    }
+    s->answered = 0;
+    j->answered--;
+    char reason[400];
+    snprintf(reason, sizeof reason, "the aggregation fails with it: %.360s", why->msg);
+    refuse(e, j, s, reason);
+    end_phase(e, j, now);
+    return 1;
+}
+
 /* The current phase is over: aggregate what arrived, then go on. Failures of
- * the method fail the job; failures of the store reload it from the store. */
+ * the method fail the job unless one client's update caused them; failures of
+ * the store reload it from the store. */
 static void close_phase(fk_engine *e, job *j, double now)
 {
     fk_err err;
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 1};
     count_dropouts(j, &r);
     int done = 0;
-    int rc = aggregate_phase(e, j, &r, &done, &err);
+    int rc = aggregate_phase(e, j, -1, &r, &done, &err);
     if (rc) {
         fk_err_prefix(&err, "round %d phase %d: aggregation failed: ", j->round, j->phase);
+        if (rc != FK_ENOMEM && rc != FK_EIO && survive_aggregation_error(e, j, &err, now))
+            return;
         fail(e, j, &err, now);
         return;
     }
@@ -442,9 +587,10 @@ static void close_phase(fk_engine *e, job *j, double now)
         store_ok(j);
 }
 
-/* A phase missed its quorum at the deadline: new sample from the last
- * checkpoint, or the job fails once the retries are used up. */
-static void retry_round(fk_engine *e, job *j, double now)
+/* A phase missed its quorum at the deadline (or, with `why`, could not be aggregated without
+ * its dropouts): new sample from the last checkpoint, or the job fails once the retries are
+ * used up. */
+static void retry_round(fk_engine *e, job *j, double now, const char *why)
 {
     fk_err err;
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
@@ -457,11 +603,17 @@ static void retry_round(fk_engine *e, job *j, double now)
     e->stats.retries++;
     e->stats.dropouts += (uint64_t)r.dropouts;
     if (j->attempt >= j->conf.retries) {
-        fk_err_set(&err, FK_ESTATE,
-                   "round %d missed its quorum (%d of %d planned clients answered, %d needed) "
-                   "in %d attempts; check that the clients are running and reachable, or lower "
-                   "'quorum' / raise 'deadline' or 'retries'",
-                   j->round, j->answered, j->n_slots, quorum(j), j->attempt + 1);
+        if (why)
+            fk_err_set(&err, FK_ESTATE,
+                       "%.300s (in %d attempts; it needs the clients that dropped out%s%.150s)",
+                       why, j->attempt + 1, j->note[0] ? "; " : "", j->note);
+        else
+            fk_err_set(&err, FK_ESTATE,
+                       "round %d missed its quorum (%d of %d planned clients answered, %d "
+                       "needed) in %d attempts; check that the clients are running and "
+                       "reachable, or lower 'quorum' / raise 'deadline' or 'retries'%s%.200s",
+                       j->round, j->answered, j->n_slots, quorum(j), j->attempt + 1,
+                       j->note[0] ? "; " : "", j->note);
         fk_err serr;
         if (fk_store_round_close(e->o.store, &r, &serr))
             fk_log(FK_LOG_ERROR, "state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
@@ -540,7 +692,7 @@ static int resume(fk_engine *e, job *j, double now, fk_err *err)
                           (long long)j->id, j->round);
     for (j->phase = 0; j->phase < phase; j->phase++) {
         int done = 0;
-        if ((rc = make_tasks(e, j, err)) || (rc = aggregate_phase(e, j, NULL, &done, err)))
+        if ((rc = make_tasks(e, j, err)) || (rc = aggregate_phase(e, j, -1, NULL, &done, err)))
             return rc;
         if (done)
             return fk_err_set(err, FK_ESTATE, "job %lld round %d ended after phase %d on replay",
@@ -612,7 +764,7 @@ static void end_phase(fk_engine *e, job *j, double now)
     if (j->answered >= quorum(j))
         close_phase(e, j, now);
     else
-        retry_round(e, j, now);
+        retry_round(e, j, now, NULL);
 }
 
 /* A stalled job's retry: rebuild from the store, then the step it could not store. */
@@ -646,6 +798,12 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
             rc = err ? err->code : FK_ENOTFOUND;
         else
             fk_jobconf_set_method(&j->conf, j->m);
+    }
+    if (!rc) {
+        j->refusals = calloc((size_t)j->conf.n_clients, sizeof *j->refusals);
+        j->excluded = calloc((size_t)j->conf.n_clients, 1);
+        if (!j->refusals || !j->excluded)
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory for a job");
     }
     if (rc) {
         job_free(j);
@@ -731,7 +889,10 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
         if (rc && j) {
             fail(e, j, &jerr, now);
         } else if (rc) {
-            fk_store_job_set_state(o->store, ids[i], FK_JOB_FAILED, jerr.msg, now, &jerr);
+            fk_err serr;
+            if (fk_store_job_set_state(o->store, ids[i], FK_JOB_FAILED, jerr.msg, now, &serr))
+                fk_log(FK_LOG_ERROR, "job_not_failed", "job=%lld error=\"%s\" cause=\"%s\"",
+                       (long long)ids[i], serr.msg, jerr.msg);
         } else {
             fk_log(FK_LOG_INFO, "job_resumed", "job=%lld round=%d attempt=%d phase=%d answered=%d",
                    (long long)j->id, j->round, j->attempt, j->phase, j->answered);
@@ -870,6 +1031,36 @@ int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *
     return fk_err_set(err, FK_ENOTFOUND, "no task for '%s' right now", identity);
 }
 
+/* One client's update (or its part in a failed aggregation) was refused: the client is a
+ * dropout of this phase with the reason logged and counted; after max_refusals of them it is
+ * excluded from the job's later phases (job status says why). Memory only: a restarted server
+ * counts again from zero. */
+static void refuse(fk_engine *e, job *j, slot *s, const char *reason)
+{
+    const char *who = j->conf.clients[s->client];
+    if (!s->failed)
+        j->failed++;
+    s->failed = s->refused = 1;
+    snprintf(s->why, sizeof s->why, "update refused: %s", reason);
+    for (char *c = s->why; *c; c++) /* one log line, one quoted value */
+        if (*c == '"' || *c == '\n')
+            *c = '\'';
+    int n = ++j->refusals[s->client];
+    e->stats.updates_refused++;
+    fk_log(FK_LOG_WARN, "update_refused",
+           "job=%lld round=%d attempt=%d phase=%d client=%s refusals=%d reason=\"%s\"",
+           (long long)j->id, j->round, j->attempt, j->phase, who, n, s->why);
+    if (j->conf.max_refusals <= 0 || n < j->conf.max_refusals || j->excluded[s->client])
+        return;
+    j->excluded[s->client] = 1;
+    e->stats.clients_excluded++;
+    size_t off = strlen(j->note);
+    snprintf(j->note + off, sizeof j->note - off, "%sclient %s excluded after %d refused updates "
+             "(last: %.160s)", off ? "; " : "", who, n, s->why);
+    fk_log(FK_LOG_WARN, "client_excluded", "job=%lld round=%d client=%s refusals=%d",
+           (long long)j->id, j->round, who, n);
+}
+
 /* Why an update cannot be counted (FK_OK when it can). */
 static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_err *err)
 {
@@ -900,6 +1091,10 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
     if (!s)
         return fk_err_set(err, FK_ESTATE, "client '%s' was not asked in job %lld round %d",
                           p->identity, (long long)j->id, j->round);
+    if (s->failed && s->refused)
+        return fk_err_set(err, FK_ESTATE,
+                          "client '%s' counts as a dropout of job %lld round %d phase %d (%.300s)",
+                          p->identity, (long long)j->id, j->round, j->phase, s->why);
     if (s->failed)
         return fk_err_set(err, FK_ESTATE,
                           "client '%s' reported a failure for job %lld round %d phase %d; it "
@@ -935,9 +1130,26 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
     fk_bundle b;
     fk_bundle_init(&b);
     rc = e->o.codec.decode(p->blob, p->len, &b, err);
+    if (!rc) /* the report and the method's checks, before anything is stored */
+        rc = fk_update_check_report(&p->report, s->client, err);
+    if (!rc && j->m->check_update) {
+        fk_update up = {.client = s->client, .msg = b, .report = p->report};
+        rc = j->m->check_update(j->srv, j->round, j->phase, &up, err);
+        if (rc && rc != FK_ENOMEM)
+            rc = err->code = FK_EINVAL;
+        if (rc == FK_EINVAL) {
+            refuse(e, j, s, err->msg);
+            fk_err_prefix(err, "update from '%s' for job %lld round %d phase %d refused: ",
+                          p->identity, (long long)j->id, j->round, j->phase);
+        }
+    } else if (rc == FK_EINVAL) {
+        refuse(e, j, s, err->msg);
+        fk_err_prefix(err, "update from '%s' refused: ", p->identity);
+    }
     fk_bundle_close(&b);
     if (rc) {
-        fk_err_prefix(err, "update from '%s': ", p->identity);
+        if (rc != FK_EINVAL)
+            fk_err_prefix(err, "update from '%s': ", p->identity);
         return rc;
     }
     fk_store_update u = {.job = j->id, .round = j->round, .attempt = j->attempt,
@@ -968,6 +1180,14 @@ void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
     reap(e);
 }
 
+void fk_engine_settle(fk_engine *e, int64_t id, double now)
+{
+    job *j = find_job(e, id);
+    if (j && phase_complete(j))
+        end_phase(e, j, now);
+    reap(e);
+}
+
 int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err)
 {
     *dup = 0;
@@ -977,6 +1197,8 @@ int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err 
     rc = fk_engine_push_stage(e, p, now, dup, err);
     if (rc) {
         fk_store_rollback(e->o.store);
+        if (rc == FK_EINVAL)
+            fk_engine_settle(e, p->job, now);
         return rc;
     }
     if ((rc = fk_store_commit(e->o.store, err)))
@@ -1087,6 +1309,8 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     fk_jobconf_close(&conf);
     fk_store_job_free(&row);
     job *j = find_job(e, id);
+    if (j && !s->failure[0])
+        snprintf(s->failure, sizeof s->failure, "%s", j->note);
     if (j) {
         s->planned = j->n_slots;
         s->answered = j->answered;

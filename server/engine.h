@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 #include "common/base/bundle.h"
+#include "common/methods/jobconf.h"
 #include "common/methods/method.h"
-#include "server/jobconf.h"
 #include "server/store.h"
 
 /* Bundle <-> bytes (the wire codec, also the on-disk format of blobs).
@@ -38,13 +38,14 @@ typedef struct fk_engine_opts {
 typedef struct fk_engine fk_engine;
 
 /* Open the engine and resume every running job found in the store. */
-int fk_engine_open(fk_engine **e, const fk_engine_opts *o, double now, fk_err *err);
+FK_CHECKRETURN int fk_engine_open(fk_engine **e, const fk_engine_opts *o, double now, fk_err *err);
 void fk_engine_close(fk_engine *e);
 
 /* Validate a job config (including the method's own server_init), store it
  * and start its first round. */
-int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *job, fk_err *err);
-int fk_engine_cancel(fk_engine *e, int64_t job, double now, fk_err *err);
+FK_CHECKRETURN int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *job,
+                                    fk_err *err);
+FK_CHECKRETURN int fk_engine_cancel(fk_engine *e, int64_t job, double now, fk_err *err);
 
 /* A task handed to a client. Pointers stay valid until the next engine call. */
 typedef struct fk_task_ref {
@@ -64,7 +65,8 @@ typedef struct fk_task_ref {
 
 /* The next task waiting for this client identity (lowest job id first):
  * FK_OK with *t filled, or FK_ENOTFOUND when there is none right now. */
-int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *t, fk_err *err);
+FK_CHECKRETURN int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *t,
+                                  fk_err *err);
 
 typedef struct fk_push {
     int64_t job;
@@ -78,25 +80,34 @@ typedef struct fk_push {
 
 /* Accept one update. FK_OK: committed, acknowledge it (*dup = 1 for a resend
  * that was already counted). FK_ESTATE: late or not expected, drop it.
- * FK_EFORMAT: undecodable. FK_EIO: could not be stored; refuse, the client
- * may resend later. */
-int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
+ * FK_EFORMAT: undecodable. FK_EINVAL: refused by the report check or the method's
+ * check_update (the message names the tensor and the reason): never stored, the client is a
+ * dropout of the phase. FK_EIO: could not be stored; refuse, the client may resend later. */
+FK_CHECKRETURN int fk_engine_push(fk_engine *e, const fk_push *p, double now, int *dup,
+                                  fk_err *err);
 
 /* fk_engine_push in two steps, so that several updates share one commit
  * (group commit). Stage: validate and insert the update inside the caller's
- * open store transaction (fk_store_begin); nothing changes in memory, and the
- * results are those of fk_engine_push (a resend of an update staged in the same
+ * open store transaction (fk_store_begin); nothing changes in memory but a
+ * refusal (FK_EINVAL: its client becomes a dropout of the phase, see
+ * fk_engine_settle), and the results are those of fk_engine_push (a resend of an update staged in the same
  * transaction gives *dup = 1). After an FK_EIO or FK_ENOMEM the transaction may
  * be lost: roll it back. Apply: only once that transaction committed, count a
  * staged update that was not a duplicate (may close the phase and the round,
  * in their own transactions); never for a rolled-back one. */
-int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, fk_err *err);
+FK_CHECKRETURN int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup,
+                                        fk_err *err);
 void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now);
+/* A stage that refused an update (FK_EINVAL: the report, or the method's check_update, named
+ * the tensor and the reason) made its client a dropout of the phase in memory, nothing
+ * stored; once the caller's transaction is over, this closes the phase if that completed it. */
+void fk_engine_settle(fk_engine *e, int64_t job, double now);
 /* The client cannot do its task for (job, round, attempt, phase) (e.g. its
  * method state is lost): it is not asked again in this phase and counts as a
  * dropout with `reason` logged; a phase whose other clients all answered
  * closes at once. FK_ESTATE: no such open task (late), as for a push. */
-int fk_engine_fail(fk_engine *e, const fk_push *p, const char *reason, double now, fk_err *err);
+FK_CHECKRETURN int fk_engine_fail(fk_engine *e, const fk_push *p, const char *reason, double now,
+                                  fk_err *err);
 
 /* Ids of the running jobs that list identity, at most cap; -1 if there are more. */
 int fk_engine_client_jobs(const fk_engine *e, const char *identity, int64_t *ids, int cap);
@@ -108,7 +119,7 @@ int fk_engine_task_open(const fk_engine *e, int64_t job, int round, int attempt,
 
 /* Close phases whose deadline passed (with quorum) or retry/fail them.
  * *next gets the earliest pending deadline (INFINITY when nothing waits). */
-int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err);
+FK_CHECKRETURN int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err);
 
 typedef struct fk_job_status {
     int64_t job;
@@ -118,12 +129,13 @@ typedef struct fk_job_status {
     int round, attempt, phase, rounds;
     int planned, answered, quorum; /* current phase (running jobs) */
     double deadline;
-    char failure[512];
+    char failure[512]; /* why it failed; for a running job, which clients it excluded and why */
 } fk_job_status;
 
-int fk_engine_status(fk_engine *e, int64_t job, fk_job_status *s, fk_err *err);
+FK_CHECKRETURN int fk_engine_status(fk_engine *e, int64_t job, fk_job_status *s, fk_err *err);
 /* Latest model of a job (its round in *round, may be NULL); model initialised here. */
-int fk_engine_result(fk_engine *e, int64_t job, fk_bundle *model, int *round, fk_err *err);
+FK_CHECKRETURN int fk_engine_result(fk_engine *e, int64_t job, fk_bundle *model, int *round,
+                                    fk_err *err);
 /* Jobs running in memory. */
 int fk_engine_running(const fk_engine *e);
 
@@ -134,6 +146,8 @@ uint64_t fk_engine_generation(const fk_engine *e);
 /* Counters since the engine opened (metrics). */
 typedef struct fk_engine_stats {
     uint64_t rounds_closed, retries, participants, dropouts;
+    uint64_t updates_refused;  /* by the report or method checks, or blamed for an aggregation */
+    uint64_t clients_excluded; /* from a job after max_refusals refusals */
     double aggregation_seconds;
     int jobs_stalled; /* running jobs waiting for the state store to take writes again */
 } fk_engine_stats;

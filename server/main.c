@@ -2,6 +2,7 @@
  * jobs run in the round engine (server/engine.c) over the SQLite state (server/store.c),
  * served by the Federation service (server/service.c). */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +12,13 @@
 
 #include "common/base/log.h"
 #include "common/base/params.h"
-#include "common/net/codec.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
+#include "common/net/codec.h"
 #include "common/net/grpc_server.h"
 #include "common/net/limits.h"
 #include "common/sys/daemon.h"
+#include "common/sys/memtrim.h"
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
@@ -38,6 +41,8 @@ static const fk_param_doc opts[] = {
     {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
     {"metrics-listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
     {"drain-ms MS", "at SIGTERM, how long open calls may finish (5000)"},
+    {"memtrim-ms MS", "how often freed heap is checked and, after a load spike, given back to the "
+                      "system (5000; 0 = never)"},
     {"log-level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
 };
@@ -67,7 +72,10 @@ typedef struct server_state {
     fk_params *p;
     fk_stop_signals stop;
     uv_signal_t sighup;
+    int sighup_live; /* sighup initialised */
     fk_notify notify;
+    fk_memtrim trim;
+    int trimming;
     int stopping;
 } server_state;
 
@@ -163,7 +171,8 @@ static void all_closed(void *ud)
 {
     server_state *st = ud;
     fk_stop_signals_close(&st->stop);
-    uv_close((uv_handle_t *)&st->sighup, NULL);
+    if (st->sighup_live)
+        uv_close((uv_handle_t *)&st->sighup, NULL);
     fk_notify_close(&st->notify);
     fk_log(FK_LOG_INFO, "server_stopped", "reason=signal");
 }
@@ -178,87 +187,11 @@ static void service_closed(void *ud)
 }
 
 /* One Prometheus sample with its HELP and TYPE lines. */
-static int metric(char **b, size_t *len, size_t *cap, const char *name, const char *type,
-                  const char *help, double v)
-{
-    return fk_metrics_printf(b, len, cap, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
-                             name, type, name, v);
-}
-
 static int render_metrics(void *ud, char **b, size_t *len)
 {
     server_state *st = ud;
-    fk_service_stats sv;
-    fk_engine_stats en;
-    fk_grpc_server_stats gs;
-    fk_service_stats_get(st->svc, &sv);
-    fk_engine_stats_get(st->e, &en);
-    fk_grpc_server_stats_get(st->srv, &gs);
-    long rss_pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        long size;
-        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
-            rss_pages = 0;
-        fclose(f);
-    }
-    uv_rusage_t ru;
-    uv_getrusage(&ru);
-    double cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-                 (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-    const struct {
-        const char *name, *type, *help;
-        double v;
-    } rows[] = {
-        {"fedkern_jobs_running", "gauge", "Jobs in progress.", fk_engine_running(st->e)},
-        {"fedkern_jobs_stalled", "gauge",
-         "Running jobs that take no updates until the state directory accepts writes again.",
-         en.jobs_stalled},
-        {"fedkern_rounds_closed_total", "counter",
-         "Rounds aggregated since the server started.", (double)en.rounds_closed},
-        {"fedkern_round_retries_total", "counter",
-         "Round attempts abandoned for a missed quorum.", (double)en.retries},
-        {"fedkern_round_participants_total", "counter",
-         "Updates aggregated in the last phase of closed rounds.", (double)en.participants},
-        {"fedkern_dropouts_total", "counter",
-         "Planned clients absent or late at a phase close.", (double)en.dropouts},
-        {"fedkern_aggregation_seconds_total", "counter",
-         "Time spent in the methods' aggregate step.", en.aggregation_seconds},
-        {"fedkern_clients_connected", "gauge", "Clients with a session (joined).", sv.sessions},
-        {"fedkern_polls_waiting", "gauge", "PullTask calls waiting for a task.", sv.waiting_polls},
-        {"fedkern_tasks_sent_total", "counter", "Tasks handed out.", (double)sv.tasks_sent},
-        {"fedkern_updates_committed_total", "counter",
-         "Updates committed and acknowledged.", (double)sv.committed},
-        {"fedkern_updates_duplicate_total", "counter",
-         "Resent updates acknowledged without being counted again.", (double)sv.duplicates},
-        {"fedkern_update_transactions_total", "counter",
-         "Group commits: transactions that stored the updates of one loop turn.", (double)sv.batches},
-        {"fedkern_update_transactions_failed_total", "counter",
-         "Group commits rolled back (their updates were refused, not acknowledged).",
-         (double)sv.batch_failures},
-        {"fedkern_updates_stale_total", "counter",
-         "Updates for a phase that was already over.", (double)sv.stale},
-        {"fedkern_clients_refused_total", "counter",
-         "Calls refused for the certificate or the allow-list.", (double)sv.refused},
-        {"fedkern_bytes_received_total", "counter",
-         "Request bytes of Federation calls.", (double)sv.bytes_in},
-        {"fedkern_bytes_sent_total", "counter",
-         "Response bytes of Federation calls.", (double)sv.bytes_out},
-        {"fedkern_grpc_calls_total", "counter", "gRPC calls received.", (double)gs.calls},
-        {"fedkern_connections_accepted_total", "counter",
-         "TLS connections accepted.", (double)gs.conns_accepted},
-        {"fedkern_connections_refused_total", "counter",
-         "Connections refused (TLS, limits).", (double)gs.conns_refused},
-        {"process_resident_memory_bytes", "gauge",
-         "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
-        {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
-    };
-    size_t cap = 0;
-    *len = 0;
-    int rc = 0;
-    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
-        rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
-    return rc ? FK_ENOMEM : FK_OK;
+    return fk_metrics_render_server(st->svc, st->e, st->srv, st->trimming ? &st->trim : NULL, b,
+                                    len);
 }
 
 static void on_stop(uv_signal_t *sig, int signum)
@@ -270,7 +203,10 @@ static void on_stop(uv_signal_t *sig, int signum)
     fk_log(FK_LOG_INFO, "server_stopping", "signal=%d action=\"GOAWAY and drain\"", signum);
     fk_notify_stopping(&st->notify, "draining");
     fk_stop_signals_stop(&st->stop);
-    uv_signal_stop(&st->sighup);
+    if (st->sighup_live)
+        FK_UV_MUST(uv_signal_stop(&st->sighup));
+    if (st->trimming)
+        fk_memtrim_stop(&st->trim);
     fk_service_close(st->svc, service_closed, st);
 }
 
@@ -355,10 +291,11 @@ static int run(fk_params *p)
     fk_err err = {0};
     fk_grpc_server_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
-    long hb, drain;
+    long hb, drain, trim_ms;
     if (fk_net_limits_from_params(&cfg.limits, p, "net", &err) != FK_OK ||
         fk_params_int(p, "heartbeat-ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
-        fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK)
+        fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK ||
+        fk_params_int(p, "memtrim-ms", 5000, 0, 3600000, &trim_ms, &err) != FK_OK)
         return fail(err.msg);
     int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
     if (level < 0)
@@ -387,9 +324,14 @@ static int run(fk_params *p)
     }
     cfg.drain_ms = (uint64_t)drain;
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
+    if (rc) {
+        fk_tls_ctx_unref(cfg.tls);
+        close_state(&st);
+        return fail(err.msg);
+    }
     st.loop = &loop;
-    int rc = fk_grpc_server_init(&st.srv, &loop, &cfg, &err);
+    rc = fk_grpc_server_init(&st.srv, &loop, &cfg, &err);
     fk_tls_ctx_unref(cfg.tls);
     if (rc != FK_OK) {
         close_state(&st);
@@ -403,8 +345,8 @@ static int run(fk_params *p)
         if (st.svc)
             fk_service_close(st.svc, NULL, NULL);
         fk_grpc_server_close(st.srv, NULL, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
+        FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
+        FK_UV_MUST(uv_loop_close(&loop));
         close_state(&st);
         return fail(err.msg);
     }
@@ -415,18 +357,29 @@ static int run(fk_params *p)
     else if (st.metrics)
         fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
                fk_metrics_port(st.metrics));
-    fk_stop_signals_start(&st.stop, &loop, on_stop, &st);
-    uv_signal_init(&loop, &st.sighup);
+    /* Without the handlers the server still serves: SIGTERM then ends it at once (the state
+     * is crash-safe) and SIGHUP cannot reload. */
+    if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &err))
+        fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", err.msg);
+    int hup = uv_signal_init(&loop, &st.sighup);
+    st.sighup_live = hup == 0;
     st.sighup.data = &st;
-    uv_signal_start(&st.sighup, on_reload, SIGHUP);
+    if (!hup)
+        hup = uv_signal_start(&st.sighup, on_reload, SIGHUP);
+    if (hup)
+        fk_log(FK_LOG_ERROR, "reload_unavailable", "error=\"SIGHUP handler: %s\"",
+               uv_strerror(hup));
     fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
            fk_engine_running(st.e));
+    /* 8 MiB free in the heap for two checks in a row: a spike is over, give it back */
+    if (trim_ms > 0 && fk_memtrim_start(&st.trim, &loop, (unsigned)trim_ms, (size_t)8 << 20) == 0)
+        st.trimming = 1;
     fk_notify_init(&st.notify, &loop, notify_status, &st);
     char ready[256];
     notify_status(&st, ready, sizeof ready);
     fk_notify_ready(&st.notify, ready);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     rc = uv_loop_close(&loop) == 0 ? 0 : 1;
     close_state(&st);
     return rc;

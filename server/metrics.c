@@ -1,10 +1,13 @@
 #include "server/metrics.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/base/uvcheck.h"
 #include "common/net/hostport.h"
 
 enum { MAX_REQUEST = 8192, IDLE_MS = 5000 };
@@ -87,7 +90,7 @@ static void conn_close(mconn *c)
     if (c->closing)
         return;
     c->closing = 1;
-    uv_timer_stop(&c->idle);
+    FK_UV_MUST(uv_timer_stop(&c->idle));
     uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
     uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
 }
@@ -121,7 +124,7 @@ static void respond(mconn *c, const char *status, const char *type, const char *
 
 static void handle_request(mconn *c)
 {
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    FK_UV_MUST(uv_read_stop((uv_stream_t *)&c->tcp));
     if (strncmp(c->req, "GET /metrics ", 13) && strncmp(c->req, "GET /metrics?", 13)) {
         static const char nf[] = "not found: GET /metrics\n";
         respond(c, "404 Not Found", "text/plain", nf, sizeof nf - 1);
@@ -177,8 +180,8 @@ static void on_connection(uv_stream_t *server, int status)
     if (!c)
         return;
     c->m = m;
-    uv_tcp_init(m->loop, &c->tcp);
-    uv_timer_init(m->loop, &c->idle);
+    FK_UV_MUST(uv_tcp_init(m->loop, &c->tcp));
+    FK_UV_MUST(uv_timer_init(m->loop, &c->idle));
     c->tcp.data = c->idle.data = c;
     c->handles = 2;
     c->next = m->conns;
@@ -188,7 +191,7 @@ static void on_connection(uv_stream_t *server, int status)
         conn_close(c);
         return;
     }
-    uv_timer_start(&c->idle, on_idle, IDLE_MS, 0);
+    FK_UV_MUST(uv_timer_start(&c->idle, on_idle, IDLE_MS, 0));
 }
 
 static void listener_closed(uv_handle_t *h)
@@ -216,20 +219,21 @@ int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
     m->loop = loop;
     m->render = render;
     m->ud = ud;
-    uv_tcp_init(loop, &m->listener);
+    FK_UV_MUST(uv_tcp_init(loop, &m->listener));
     m->listener.data = m;
     m->handles = 1;
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
     int rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&addr, 0);
     if (!rc)
         rc = uv_listen((uv_stream_t *)&m->listener, 64, on_connection);
+    if (!rc) /* the port actually bound (listen on :0 picks one) */
+        rc = uv_tcp_getsockname(&m->listener, (struct sockaddr *)&bound, &blen);
     if (rc) {
         m->closing = 1;
         uv_close((uv_handle_t *)&m->listener, listener_closed);
         return fk_err_set(err, FK_ENET, "metrics listener %s: %s", hostport, uv_strerror(rc));
     }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    uv_tcp_getsockname(&m->listener, (struct sockaddr *)&bound, &blen);
     m->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                           : ntohs(((struct sockaddr_in *)&bound)->sin_port);
     *out = m;
@@ -249,4 +253,101 @@ void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *), void *ud)
     for (mconn *c = m->conns; c; c = c->next)
         conn_close(c);
     uv_close((uv_handle_t *)&m->listener, listener_closed);
+}
+
+/* ---- the server's metrics: names, types and help texts live here ---- */
+
+static int metric(char **b, size_t *len, size_t *cap, const char *name, const char *type,
+                  const char *help, double v)
+{
+    return fk_metrics_printf(b, len, cap, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help,
+                             name, type, name, v);
+}
+
+int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
+                             const fk_memtrim *trim, char **b, size_t *len)
+{
+    fk_service_stats sv;
+    fk_engine_stats en;
+    fk_grpc_server_stats gs;
+    fk_service_stats_get(svc, &sv);
+    fk_engine_stats_get(e, &en);
+    fk_grpc_server_stats_get(srv, &gs);
+    long rss_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        long size;
+        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
+            rss_pages = 0;
+        fclose(f);
+    }
+    uv_rusage_t ru;
+    double cpu = NAN; /* unknown when getrusage fails */
+    if (uv_getrusage(&ru) == 0)
+        cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+              (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } rows[] = {
+        {"fedkern_jobs_running", "gauge", "Jobs in progress.", fk_engine_running(e)},
+        {"fedkern_jobs_stalled", "gauge",
+         "Running jobs that take no updates until the state directory accepts writes again.",
+         en.jobs_stalled},
+        {"fedkern_rounds_closed_total", "counter",
+         "Rounds aggregated since the server started.", (double)en.rounds_closed},
+        {"fedkern_round_retries_total", "counter",
+         "Round attempts abandoned for a missed quorum.", (double)en.retries},
+        {"fedkern_round_participants_total", "counter",
+         "Updates aggregated in the last phase of closed rounds.", (double)en.participants},
+        {"fedkern_dropouts_total", "counter",
+         "Planned clients absent or late at a phase close.", (double)en.dropouts},
+        {"fedkern_updates_refused_total", "counter",
+         "Updates refused by the report or method checks, or blamed for a failed aggregation.",
+         (double)en.updates_refused},
+        {"fedkern_clients_excluded_total", "counter",
+         "Clients left out of a job after max_refusals refused updates.",
+         (double)en.clients_excluded},
+        {"fedkern_aggregation_seconds_total", "counter",
+         "Time spent in the methods' aggregate step.", en.aggregation_seconds},
+        {"fedkern_clients_connected", "gauge", "Clients with a session (joined).", sv.sessions},
+        {"fedkern_polls_waiting", "gauge", "PullTask calls waiting for a task.", sv.waiting_polls},
+        {"fedkern_tasks_sent_total", "counter", "Tasks handed out.", (double)sv.tasks_sent},
+        {"fedkern_updates_committed_total", "counter",
+         "Updates committed and acknowledged.", (double)sv.committed},
+        {"fedkern_updates_duplicate_total", "counter",
+         "Resent updates acknowledged without being counted again.", (double)sv.duplicates},
+        {"fedkern_update_transactions_total", "counter",
+         "Group commits: transactions that stored the updates of one loop turn.", (double)sv.batches},
+        {"fedkern_update_transactions_failed_total", "counter",
+         "Group commits rolled back (their updates were refused, not acknowledged).",
+         (double)sv.batch_failures},
+        {"fedkern_updates_stale_total", "counter",
+         "Updates for a phase that was already over.", (double)sv.stale},
+        {"fedkern_clients_refused_total", "counter",
+         "Calls refused for the certificate or the allow-list.", (double)sv.refused},
+        {"fedkern_bytes_received_total", "counter",
+         "Request bytes of Federation calls.", (double)sv.bytes_in},
+        {"fedkern_bytes_sent_total", "counter",
+         "Response bytes of Federation calls.", (double)sv.bytes_out},
+        {"fedkern_grpc_calls_total", "counter", "gRPC calls received.", (double)gs.calls},
+        {"fedkern_connections_accepted_total", "counter",
+         "TLS connections accepted.", (double)gs.conns_accepted},
+        {"fedkern_connections_refused_total", "counter",
+         "Connections refused (TLS, limits).", (double)gs.conns_refused},
+        {"process_resident_memory_bytes", "gauge",
+         "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
+        {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
+        {"fedkern_memory_trims_total", "counter",
+         "Times freed heap was given back to the system after a load spike (memtrim-ms).",
+         trim ? (double)trim->trims : 0.0},
+        {"fedkern_memory_trimmed_bytes_total", "counter",
+         "Resident memory those trims gave back.", trim ? (double)trim->released : 0.0},
+    };
+    size_t cap = 0;
+    *len = 0;
+    int rc = 0;
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
+    return rc ? FK_ENOMEM : FK_OK;
 }

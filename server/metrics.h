@@ -9,6 +9,10 @@
 #include <uv.h>
 
 #include "common/base/err.h"
+#include "common/net/grpc_server.h"
+#include "common/sys/memtrim.h"
+#include "server/engine.h"
+#include "server/service.h"
 
 /* Append the metrics text to *buf (malloc'd, *len bytes); return FK_OK. */
 typedef int (*fk_metrics_render)(void *ud, char **buf, size_t *len);
@@ -16,8 +20,8 @@ typedef int (*fk_metrics_render)(void *ud, char **buf, size_t *len);
 typedef struct fk_metrics fk_metrics;
 
 /* Listen on "HOST:PORT" (port 0 picks one, see fk_metrics_port). */
-int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
-                     fk_metrics_render render, void *ud, fk_err *err);
+FK_CHECKRETURN int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
+                                    fk_metrics_render render, void *ud, fk_err *err);
 int fk_metrics_port(const fk_metrics *m);
 /* Stop listening, close open connections; on_closed runs after, then m is freed. */
 void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *ud), void *ud);
@@ -25,5 +29,11 @@ void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *ud), void *ud);
 /* printf onto a growing buffer (helper for render functions). */
 int fk_metrics_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The server's metrics (every name, type and help text is here): jobs and rounds from the
+ * engine, sessions and updates from the service, calls and connections from the gRPC server,
+ * resident memory and CPU time of the process, and the memory trims (trim may be NULL). A render function for fk_metrics_start. */
+FK_CHECKRETURN int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
+                                            const fk_memtrim *trim, char **buf, size_t *len);
 
 #endif

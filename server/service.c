@@ -10,9 +10,11 @@
 #include <openssl/rand.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
+#include "common/methods/method.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
 
@@ -22,7 +24,7 @@
 typedef struct waiter {
     struct fk_service *s;
     fk_grpc_call *call; /* NULL once answered */
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     uv_timer_t timer;
     struct waiter *next;
 } waiter;
@@ -30,14 +32,14 @@ typedef struct waiter {
 /* A chunked update being reassembled. */
 typedef struct partial {
     char update_id[64];
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     fk_reasm r;
     double touched;
 } partial;
 
 /* When a client's last_seen was last written, so heartbeats do not fsync each time. */
 typedef struct seen {
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     double written;
 } seen;
 
@@ -45,7 +47,7 @@ typedef struct seen {
 typedef struct staged {
     fk_grpc_call *call;
     fk_push p; /* blob unused; identity and idem are set to the copies below on use */
-    char identity[256];
+    char identity[FK_IDENTITY_CAP];
     char idem[128];
     int rc, dup; /* the stage's verdict, final only once the batch committed */
     fk_err err;
@@ -54,7 +56,7 @@ typedef struct staged {
 /* A joined client: the session id it sends back with Heartbeat. */
 typedef struct session {
     char id[33]; /* 128 random bits, hex */
-    char client[65];
+    char client[FK_IDENTITY_CAP];
 } session;
 
 struct fk_service {
@@ -198,7 +200,8 @@ static void reply_err(fk_grpc_call *call, int rc, const fk_err *err)
     fk_grpc_call_reply(call, status_of(rc), err->msg, NULL, 0);
 }
 
-/* Decode the request into msg; on failure answer the call and return 0. */
+/* Decode the request into msg: FK_OK, or the decoder's code after answering the call with it
+ * (the convention of fk_codec_decode). */
 static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
                       const uint8_t *req, size_t len)
 {
@@ -206,7 +209,7 @@ static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
     int rc = fk_codec_decode(fields, msg, req, len, &err);
     if (rc)
         reply_err(call, rc, &err);
-    return rc == FK_OK;
+    return rc;
 }
 
 /* Encode msg and send it (the buffer moves to the server). */
@@ -277,7 +280,7 @@ static void waiter_drop(fk_service *s, waiter *w)
             break;
         }
     s->stats.waiting_polls--;
-    uv_timer_stop(&w->timer);
+    FK_UV_MUST(uv_timer_stop(&w->timer));
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
 }
 
@@ -416,14 +419,14 @@ static void park(fk_service *s, fk_grpc_call *call, const char *identity, uint64
     w->s = s;
     w->call = call;
     snprintf(w->identity, sizeof w->identity, "%s", identity);
-    uv_timer_init(s->loop, &w->timer);
+    FK_UV_MUST(uv_timer_init(s->loop, &w->timer));
     s->handles++;
     w->timer.data = w;
     w->next = s->waiting;
     s->waiting = w;
     s->stats.waiting_polls++;
     fk_grpc_call_on_cancel(call, waiter_cancelled, w);
-    uv_timer_start(&w->timer, waiter_timeout, wait, 0);
+    FK_UV_MUST(uv_timer_start(&w->timer, waiter_timeout, wait, 0));
 }
 
 /* ----------------------------------------------------------- handlers */
@@ -435,7 +438,7 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     (void)deadline;
     fk_service *s = ud;
     grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
-    if (!decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len))
+    if (decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len) != FK_OK)
         return;
     fk_codec_release(grpc_health_v1_HealthCheckRequest_fields, &in);
     if (in.service[0] && strcmp(in.service, "fedkern.v1.Federation")) {
@@ -490,7 +493,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_JoinRequest in;
-    if (!decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
     int status = FK_GRPC_OK;
@@ -538,7 +541,7 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_PullTaskRequest in;
-    if (!decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
     s->stats.pulls++;
     s->stats.bytes_in += len;
@@ -653,6 +656,8 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
         fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
                q->identity, q->p.job, q->err.msg);
         reply_err(q->call, q->rc, &q->err);
+        if (q->rc == FK_EINVAL) /* a refused update is a dropout: it may complete the phase */
+            fk_engine_settle(s->e, q->p.job, now);
     }
 }
 
@@ -662,8 +667,8 @@ static void batch_flush(fk_service *s)
     if (!s->batch_open)
         return;
     s->batch_open = 0;
-    uv_check_stop(&s->batch_check);
-    uv_idle_stop(&s->batch_idle);
+    FK_UV_MUST(uv_check_stop(&s->batch_check));
+    FK_UV_MUST(uv_idle_stop(&s->batch_idle));
     fk_err err;
     int rc = fk_store_commit(s->st, &err); /* rolls back on failure */
     s->stats.batches++;
@@ -689,8 +694,8 @@ static void batch_abort(fk_service *s, const fk_err *why)
     s->stats.batch_failures++;
     fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch, why->msg);
     s->batch_open = 0;
-    uv_check_stop(&s->batch_check);
-    uv_idle_stop(&s->batch_idle);
+    FK_UV_MUST(uv_check_stop(&s->batch_check));
+    FK_UV_MUST(uv_idle_stop(&s->batch_idle));
     int n = s->n_batch;
     s->n_batch = 0;
     for (int i = 0; i < n; i++)
@@ -724,8 +729,8 @@ static int batch_reserve(fk_service *s, fk_err *err)
     if (rc)
         return rc;
     s->batch_open = 1;
-    uv_check_start(&s->batch_check, on_batch_check);
-    uv_idle_start(&s->batch_idle, on_batch_idle);
+    FK_UV_MUST(uv_check_start(&s->batch_check, on_batch_check));
+    FK_UV_MUST(uv_idle_start(&s->batch_idle, on_batch_idle));
     return FK_OK;
 }
 
@@ -879,7 +884,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_HeartbeatRequest in;
-    if (!decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
     session *ss = find_session(s, in.session_id);
@@ -909,7 +914,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_LeaveRequest in;
-    if (!decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len))
+    if (decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
         return;
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
@@ -950,7 +955,7 @@ static int admin_req(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer,
                      const pb_msgdesc_t *fields, void *msg, const uint8_t *req, size_t len)
 {
     batch_flush(s);
-    return admin(s, call, peer) && decode_req(call, fields, msg, req, len);
+    return admin(s, call, peer) && decode_req(call, fields, msg, req, len) == FK_OK;
 }
 
 /* The job named by job_id and its engine status; 0 = answered with the error. */
@@ -976,6 +981,17 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     int64_t job = 0;
     fk_err err;
+    int line;
+    size_t at;
+    if (fk_codec_string_nul(req, len, fedkern_v1_SubmitJobRequest_config_tag, &line, &at)) {
+        fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
+        fk_err_set(&err, FK_EINVAL,
+                   "job config line %d: a NUL byte (byte %zu); a job file is text and would "
+                   "end there",
+                   line, at + 1);
+        reply_err(call, FK_EINVAL, &err);
+        return;
+    }
     int rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc) {
@@ -1129,6 +1145,67 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
 }
 
+
+/* Predict: the method's predict op on a finished job's model (kahm with uploaded models).
+ * Queries and result are inline bundles, so one call is bounded by the message size. */
+static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                       size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    batch_flush(s);
+    if (!admin(s, call, peer))
+        return;
+    fk_err err;
+    fk_bundle model, q, res;
+    fk_bundle_init(&model);
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    fedkern_v1_PredictRequest in;
+    int rc = fk_codec_decode_predict_request(req, len, &in, &q, &err);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    int64_t job;
+    fk_job_status st;
+    if (!job_status(s, call, in.job_id, &job, &st)) {
+        fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
+        fk_bundle_close(&q);
+        return;
+    }
+    fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
+    const fk_method *m = fk_method_find(st.method, &err);
+    rc = m ? FK_OK : FK_ENOTFOUND;
+    if (!rc && !m->predict)
+        rc = fk_err_set(&err, FK_EINVAL, "job %" PRId64 " (%s) serves no predictions", job,
+                        st.method);
+    if (!rc && st.state != FK_JOB_DONE)
+        rc = fk_err_set(&err, FK_ESTATE, "job %" PRId64 " is not done; predict after it finished",
+                        job);
+    if (!rc)
+        rc = fk_engine_result(s->e, job, &model, NULL, &err);
+    if (!rc)
+        rc = m->predict(&model, &q, &res, &err);
+    uint8_t *buf = NULL;
+    size_t olen = 0;
+    fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
+    fk_codec_tx tx = {.bundle = &res};
+    if (!rc)
+        rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    fk_bundle_close(&model);
+    fk_bundle_close(&q);
+    fk_bundle_close(&res);
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s", job, identity_of(peer));
+    s->stats.bytes_out += olen;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
+}
+
 /* --------------------------------------------------------------- tick */
 
 static void on_tick(uv_timer_t *t)
@@ -1138,7 +1215,9 @@ static void on_tick(uv_timer_t *t)
     double now = fk_service_now();
     double next;
     fk_err err;
-    fk_engine_tick(s->e, now, &next, &err);
+    /* A failed tick (the store) is logged; the timer tries again on its next turn. */
+    if (fk_engine_tick(s->e, now, &next, &err))
+        fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
     wake_waiters(s);
     /* Forget chunked uploads abandoned for ten minutes. */
     for (int i = 0; i < s->n_partials;)
@@ -1186,6 +1265,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "JobStatus", on_status},
         {FED "JobResult", on_result},
         {FED "CancelJob", on_cancel},
+        {FED "Predict", on_predict},
     };
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);
@@ -1194,15 +1274,15 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
             return rc;
         }
     }
-    uv_check_init(loop, &s->batch_check);
-    uv_idle_init(loop, &s->batch_idle);
+    FK_UV_MUST(uv_check_init(loop, &s->batch_check));
+    FK_UV_MUST(uv_idle_init(loop, &s->batch_idle));
     s->batch_check.data = s;
     s->batch_idle.data = s;
     s->handles += 2;
-    uv_timer_init(loop, &s->tick);
+    FK_UV_MUST(uv_timer_init(loop, &s->tick));
     s->handles++;
     s->tick.data = s;
-    uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms);
+    FK_UV_MUST(uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms));
     *out = s;
     return FK_OK;
 }
@@ -1229,7 +1309,7 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
     }
     uv_close((uv_handle_t *)&s->batch_check, tick_closed);
     uv_close((uv_handle_t *)&s->batch_idle, tick_closed);
-    uv_timer_stop(&s->tick);
+    FK_UV_MUST(uv_timer_stop(&s->tick));
     uv_close((uv_handle_t *)&s->tick, tick_closed);
 }
 

@@ -46,8 +46,9 @@ typedef struct fk_service_stats {
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */
-int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_engine *e,
-                    fk_store *st, const fk_service_config *cfg, fk_err *err);
+FK_CHECKRETURN int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv,
+                                   fk_engine *e, fk_store *st, const fk_service_config *cfg,
+                                   fk_err *err);
 /* Answer parked polls (TASK_NONE), stop timers; on_closed runs once all is released. */
 void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud);
 /* Free after on_closed ran. */

@@ -1,10 +1,14 @@
 #include "server/store.h"
 
+#include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 enum { STMT_CACHE_MAX = 64 };
 
@@ -100,18 +104,25 @@ const char *fk_job_state_name(int state)
 }
 
 /* One message for every SQLite failure, with a hint for the usual causes. */
+/* What an operator does with a damaged database (docs/operations.md section 9). */
+#define FK_STORE_RESTORE_STEPS                                                                  \
+    "the state database is damaged: stop the server, move the damaged state.db (and its "     \
+    "-wal, -shm) aside, restore the latest backup as state.db (docs/operations.md section 9: "  \
+    "'Backup and restore of the state directory'), then start the server"
+
 static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
 {
     int prim = rc & 0xff;
-    int code = FK_EIO;
+    int code = FK_EIO; /* the engine waits and retries: a full disk may get space */
     const char *hint = "check the state directory";
     if (prim == SQLITE_FULL)
         hint = "the disk or the configured size limit is full; free space, nothing was stored";
     else if (prim == SQLITE_READONLY || prim == SQLITE_PERM || prim == SQLITE_CANTOPEN)
         hint = "the state database is not writable; fix permissions of the state directory";
-    else if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB)
-        hint = "the state database is damaged; restore it from a backup";
-    else if (prim == SQLITE_NOMEM) {
+    else if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
+        code = FK_EFORMAT; /* no retry mends it: never waited for like a full disk */
+        hint = FK_STORE_RESTORE_STEPS;
+    } else if (prim == SQLITE_NOMEM) {
         code = FK_ENOMEM;
         hint = "out of memory";
     } else if (prim == SQLITE_CONSTRAINT) {
@@ -265,23 +276,97 @@ static int migrate(fk_store *st, fk_err *err)
     return FK_OK;
 }
 
+/* Before SQLite sees the path: a directory, a read-only file or a directory the server cannot
+ * write (SQLite puts state.db-wal and -shm next to the file) is refused with one message,
+ * instead of a start that stalls at the first write. The mode bit is checked as well as
+ * access(): root passes access() for a file an operator made read-only. */
+static int check_path(const char *path, fk_err *err)
+{
+    if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
+        return FK_OK; /* no file of ours to check (tests, fuzz targets) */
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return fk_err_set(err, FK_EINVAL,
+                              "state db %s is a directory, not a database file: --state names "
+                              "the file (e.g. --state %s/state.db)",
+                              path, path);
+        if (!S_ISREG(sb.st_mode))
+            return fk_err_set(err, FK_EINVAL, "state db %s is not a regular file", path);
+        if (!(sb.st_mode & S_IWUSR) || access(path, R_OK | W_OK))
+            return fk_err_set(err, FK_EINVAL,
+                              "state db %s is read-only (mode %04o): the server writes every "
+                              "update to it; make it writable by the server's user (e.g. chmod "
+                              "0600, chown fedkern:fedkern)",
+                              path, (unsigned)(sb.st_mode & 07777));
+    } else if (errno != ENOENT) {
+        return fk_err_set(err, FK_EIO, "state db %s: %s", path, strerror(errno));
+    }
+    char copy[4096];
+    snprintf(copy, sizeof copy, "%s", path);
+    const char *dir = dirname(copy);
+    if (access(dir, W_OK | X_OK) && errno == ENOENT)
+        return fk_err_set(err, FK_EIO,
+                          "state db %s: its directory %s does not exist; create it, owned by the "
+                          "server's user",
+                          path, dir);
+    if (access(dir, W_OK | X_OK))
+        return fk_err_set(err, FK_EINVAL,
+                          "state directory %s is not writable (%s): the database keeps its -wal "
+                          "and -shm files next to it; fix the directory's permissions",
+                          dir, strerror(errno));
+    return FK_OK;
+}
+
+/* PRAGMA quick_check: FK_OK for "ok", else FK_EFORMAT with SQLite's first finding and the
+ * restore steps. */
+static int quick_check(fk_store *st, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(1)", -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "check (PRAGMA quick_check)", err);
+    rc = sqlite3_step(s);
+    char first[200] = "";
+    if (rc == SQLITE_ROW)
+        snprintf(first, sizeof first, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW)
+        return db_fail(st, rc, "check (PRAGMA quick_check)", err);
+    if (strcmp(first, "ok"))
+        return fk_err_set(err, FK_EFORMAT, "state db %s: PRAGMA quick_check: %s (%s)", st->path,
+                          first, FK_STORE_RESTORE_STEPS);
+    return FK_OK;
+}
+
 int fk_store_open(fk_store **out, const char *path, fk_err *err)
 {
     *out = NULL;
+    int rc = check_path(path, err);
+    if (rc)
+        return rc;
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening %s", path);
     snprintf(st->path, sizeof st->path, "%s", path);
-    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK) {
         rc = db_fail(st, rc, "open", err);
         fk_store_close(st);
         return rc;
     }
     sqlite3_busy_timeout(st->db, 5000);
-    rc = exec(st,
-              "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-              "configure (WAL, synchronous, foreign keys)", err);
+    if (sqlite3_db_readonly(st->db, "main") == 1)
+        rc = fk_err_set(err, FK_EINVAL,
+                        "state db %s opened read-only: the server writes every update to it; "
+                        "make the file and its directory writable by the server's user",
+                        path);
+    if (!rc)
+        rc = exec(st,
+                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+                  "configure (WAL, synchronous, foreign keys)", err);
+    if (!rc)
+        rc = quick_check(st, err);
     if (!rc)
         rc = migrate(st, err);
     if (rc) {
@@ -869,6 +954,22 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     }
     release(st, s);
     return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read updates", err);
+}
+
+int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int phase, int client,
+                         fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep_phase(st,
+                        "DELETE FROM updates WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 "
+                        "AND phase = ?4 AND client = ?5",
+                        job, round, attempt, phase, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 5, client);
+    rc = sqlite3_step(s);
+    release(st, s);
+    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "drop an update", err);
 }
 
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,

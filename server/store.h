@@ -19,22 +19,26 @@ typedef struct fk_store fk_store;
 
 enum { FK_STORE_SCHEMA_VERSION = 1 };
 
-/* Open (creating and migrating as needed) the database at path. */
-int fk_store_open(fk_store **st, const char *path, fk_err *err);
+/* Open (creating and migrating as needed) the database at path. Refused with one message
+ * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
+ * cannot write; FK_EFORMAT with the restore steps (docs/operations.md section 9) when
+ * PRAGMA quick_check fails or SQLite finds the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB,
+ * also on any later call): a damaged database is never waited for like a full disk (FK_EIO). */
+FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
 void fk_store_close(fk_store *st);
 /* Cap the database at max_bytes (0 = no cap): writes beyond it fail like a full disk. */
-int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
+FK_CHECKRETURN int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
 /* Bytes the database file uses now (pages in use x page size). */
-int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
-int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
+FK_CHECKRETURN int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
+FK_CHECKRETURN int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
 /* full = 0 relaxes synchronous=FULL to NORMAL (WAL: survives a process crash,
  * not a power cut). Benchmarks only, to tell protocol time from fsync time. */
-int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
+FK_CHECKRETURN int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
 
 /* Transactions group the writes of one state change (a round's close, or a
  * batch of updates committed together). A failed commit rolls back. */
-int fk_store_begin(fk_store *st, fk_err *err);
-int fk_store_commit(fk_store *st, fk_err *err);
+FK_CHECKRETURN int fk_store_begin(fk_store *st, fk_err *err);
+FK_CHECKRETURN int fk_store_commit(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
 /* Tests only: after `skip` commits that succeed, the next n fail with FK_EIO
  * and roll back, as on a full disk. */
@@ -64,15 +68,15 @@ typedef struct fk_store_job {
 } fk_store_job;
 
 void fk_store_job_free(fk_store_job *j);
-int fk_store_job_insert(fk_store *st, const char *method, const char *config, double now,
-                        int64_t *id, fk_err *err);
-int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err);
+FK_CHECKRETURN int fk_store_job_insert(fk_store *st, const char *method, const char *config,
+                                       double now, int64_t *id, fk_err *err);
+FK_CHECKRETURN int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err);
 /* Ids of the jobs in `state` (-1 = all), ascending; *ids is malloc'd. */
-int fk_store_job_ids(fk_store *st, int state, int64_t **ids, int *n, fk_err *err);
-int fk_store_job_set_position(fk_store *st, int64_t id, int round, int attempt, int phase,
-                              double now, fk_err *err);
-int fk_store_job_set_state(fk_store *st, int64_t id, int state, const char *failure, double now,
-                           fk_err *err);
+FK_CHECKRETURN int fk_store_job_ids(fk_store *st, int state, int64_t **ids, int *n, fk_err *err);
+FK_CHECKRETURN int fk_store_job_set_position(fk_store *st, int64_t id, int round, int attempt,
+                                             int phase, double now, fk_err *err);
+FK_CHECKRETURN int fk_store_job_set_state(fk_store *st, int64_t id, int state, const char *failure,
+                                          double now, fk_err *err);
 
 /* --- rounds (one row per attempt) and their phases --- */
 typedef struct fk_store_round {
@@ -91,27 +95,31 @@ typedef struct fk_store_round {
 } fk_store_round;
 
 void fk_store_round_free(fk_store_round *r);
-int fk_store_round_open(fk_store *st, int64_t job, int round, int attempt, const int *planned,
-                        int n_planned, int quorum, double started, fk_err *err);
+FK_CHECKRETURN int fk_store_round_open(fk_store *st, int64_t job, int round, int attempt,
+                                       const int *planned, int n_planned, int quorum,
+                                       double started, fk_err *err);
 /* Write the close of a round: closed, participants, dropouts, metrics from r. */
-int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err);
+FK_CHECKRETURN int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err);
 /* FK_ENOTFOUND if that attempt was never opened. */
-int fk_store_round_get(fk_store *st, int64_t job, int round, int attempt, fk_store_round *out,
-                       fk_err *err);
+FK_CHECKRETURN int fk_store_round_get(fk_store *st, int64_t job, int round, int attempt,
+                                      fk_store_round *out, fk_err *err);
 /* Every round row of a job in order (round, attempt); *rows malloc'd, free each. */
-int fk_store_round_list(fk_store *st, int64_t job, fk_store_round **rows, int *n, fk_err *err);
+FK_CHECKRETURN int fk_store_round_list(fk_store *st, int64_t job, fk_store_round **rows, int *n,
+                                       fk_err *err);
 
-int fk_store_phase_open(fk_store *st, int64_t job, int round, int attempt, int phase,
-                        double deadline, fk_err *err);
-int fk_store_phase_get(fk_store *st, int64_t job, int round, int attempt, int phase,
-                       double *deadline, int *closed, fk_err *err);
-int fk_store_phase_close(fk_store *st, int64_t job, int round, int attempt, int phase,
-                         int participants, fk_err *err);
+FK_CHECKRETURN int fk_store_phase_open(fk_store *st, int64_t job, int round, int attempt, int phase,
+                                       double deadline, fk_err *err);
+FK_CHECKRETURN int fk_store_phase_get(fk_store *st, int64_t job, int round, int attempt, int phase,
+                                      double *deadline, int *closed, fk_err *err);
+FK_CHECKRETURN int fk_store_phase_close(fk_store *st, int64_t job, int round, int attempt,
+                                        int phase, int participants, fk_err *err);
 
 /* --- client registry --- */
-int fk_store_client_seen(fk_store *st, const char *identity, double now, fk_err *err);
+FK_CHECKRETURN int fk_store_client_seen(fk_store *st, const char *identity, double now,
+                                        fk_err *err);
 /* FK_ENOTFOUND for a client never seen. */
-int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, fk_err *err);
+FK_CHECKRETURN int fk_store_client_last_seen(fk_store *st, const char *identity, double *when,
+                                             fk_err *err);
 
 /* --- accepted updates --- */
 typedef struct fk_store_update {
@@ -130,27 +138,32 @@ typedef struct fk_store_update {
  * stored again: *dup = 1 and FK_OK, so the caller acknowledges it again
  * without counting it. A second, different update for the same (job, round,
  * attempt, phase, client), or an idem another identity used, gives FK_ESTATE. */
-int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err);
+FK_CHECKRETURN int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup,
+                                       fk_err *err);
 /* Call cb for each update of one phase in ascending client order. The blob
  * and strings are valid only during the call. */
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
-int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int phase,
-                         fk_store_update_cb cb, void *ctx, fk_err *err);
+FK_CHECKRETURN int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt,
+                                        int phase, fk_store_update_cb cb, void *ctx, fk_err *err);
+/* Forget one client's update of one phase (its data made the aggregation fail): a replay
+ * of the phase after a restart aggregates without it, as the running server did. */
+FK_CHECKRETURN int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt,
+                                        int phase, int client, fk_err *err);
 /* *known = 1 if identity stored an update with this idempotency id. */
-int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
-                          fk_err *err);
-int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
+FK_CHECKRETURN int fk_store_update_known(fk_store *st, const char *idem, const char *identity,
+                                         int *known, fk_err *err);
+FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
 /* --- checkpoints (method server state) and models, per round --- */
-int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
-                            fk_err *err);
+FK_CHECKRETURN int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob,
+                                           size_t len, fk_err *err);
 /* *blob is malloc'd; FK_ENOTFOUND if absent. */
-int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
-                            fk_err *err);
-int fk_store_model_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
-                       fk_err *err);
+FK_CHECKRETURN int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob,
+                                           size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_store_model_put(fk_store *st, int64_t job, int round, const void *blob,
+                                      size_t len, fk_err *err);
 /* round < 0: the latest model. *round_out (may be NULL) gets its round. */
-int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
-                       int *round_out, fk_err *err);
+FK_CHECKRETURN int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob,
+                                      size_t *len, int *round_out, fk_err *err);
 
 #endif

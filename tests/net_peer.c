@@ -16,6 +16,7 @@
 
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server.h"
 
@@ -44,7 +45,7 @@ static void sleep_cancelled(fk_grpc_call *call, void *ud)
     fk_log(FK_LOG_INFO, "test_cancelled", "path=%s", fk_grpc_call_method(call));
     fk_grpc_call_reply(call, FK_GRPC_CANCELLED, NULL, NULL, 0);
     s->call = NULL;
-    uv_timer_stop(&s->timer);
+    FK_UV_MUST(uv_timer_stop(&s->timer));
     uv_close((uv_handle_t *)&s->timer, sleeper_closed);
 }
 
@@ -62,10 +63,10 @@ static void on_sleep(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
         return;
     }
     s->call = call;
-    uv_timer_init(ud, &s->timer);
+    FK_UV_MUST(uv_timer_init(ud, &s->timer));
     s->timer.data = s;
     fk_grpc_call_on_cancel(call, sleep_cancelled, s);
-    uv_timer_start(&s->timer, sleep_done, ms, 0);
+    FK_UV_MUST(uv_timer_start(&s->timer, sleep_done, ms, 0));
 }
 
 static void on_echo(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -105,7 +106,7 @@ static void on_signal(uv_signal_t *sig, int signum)
 {
     (void)signum;
     serve_state *st = sig->data;
-    uv_signal_stop(sig);
+    FK_UV_MUST(uv_signal_stop(sig));
     fk_grpc_server_close(st->srv, serve_closed, st);
 }
 
@@ -119,7 +120,8 @@ static int load_tls(const fk_params *p, int server, fk_tls_ctx **tls, fk_err *er
 static int serve(fk_params *p, fk_err *err)
 {
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    if (uv_loop_init(&loop))
+        return fk_err_set(err, FK_ENET, "cannot create the event loop");
     fk_grpc_server_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
     int rc = fk_net_limits_from_params(&cfg.limits, p, "net", err);
@@ -132,23 +134,28 @@ static int serve(fk_params *p, fk_err *err)
     fk_tls_ctx_unref(cfg.tls);
     if (rc != FK_OK)
         return rc;
-    fk_grpc_server_handle(st.srv, "/fktest.Echo/Echo", on_echo, NULL, err);
-    fk_grpc_server_handle(st.srv, "/fktest.Echo/Size", on_size, NULL, err);
-    fk_grpc_server_handle(st.srv, "/fktest.Echo/Sleep", on_sleep, &loop, err);
-    rc = fk_grpc_server_listen(st.srv, fk_params_str(p, "listen", "127.0.0.1:0"), err);
+    rc = fk_grpc_server_handle(st.srv, "/fktest.Echo/Echo", on_echo, NULL, err);
+    if (!rc)
+        rc = fk_grpc_server_handle(st.srv, "/fktest.Echo/Size", on_size, NULL, err);
+    if (!rc)
+        rc = fk_grpc_server_handle(st.srv, "/fktest.Echo/Sleep", on_sleep, &loop, err);
+    if (!rc)
+        rc = fk_grpc_server_listen(st.srv, fk_params_str(p, "listen", "127.0.0.1:0"), err);
     if (rc != FK_OK) {
         fk_grpc_server_close(st.srv, NULL, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-        uv_loop_close(&loop);
+        FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
+        FK_UV_MUST(uv_loop_close(&loop));
         return rc;
     }
     printf("PORT %d\n", fk_grpc_server_port(st.srv));
     fflush(stdout);
-    uv_signal_init(&loop, &st.sig);
-    st.sig.data = &st;
-    uv_signal_start(&st.sig, on_signal, SIGTERM);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    /* without the handler SIGTERM ends the peer at once, which the test scripts accept */
+    if (uv_signal_init(&loop, &st.sig) == 0) {
+        st.sig.data = &st;
+        FK_UV_MUST(uv_signal_start(&st.sig, on_signal, SIGTERM));
+    }
+    FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(&loop));
     return FK_OK;
 }
 
@@ -179,7 +186,8 @@ static void call_done(void *ud, int status, const char *msg, const uint8_t *resp
 static int call(fk_params *p, fk_err *err)
 {
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    if (uv_loop_init(&loop))
+        return fk_err_set(err, FK_ENET, "cannot create the event loop");
     fk_grpc_client_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
     long port, size, timeout, sleep_ms;
@@ -212,8 +220,8 @@ static int call(fk_params *p, fk_err *err)
     if (rc == FK_OK)
         fk_grpc_client_call(st.cl, fk_params_str(p, "method", "/fktest.Echo/Echo"), st.req, st.len,
                             (uint64_t)timeout, call_done, &st);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(&loop));
     free(st.req);
     return rc;
 }

@@ -38,10 +38,11 @@ run_meson_tests() { # LABEL BUILDDIR TEST-ARGS SETUP-ARGS...
 }
 
 # The normal build runs every suite, the fault suite (tests/fault: proxy, fault scenarios,
-# multi-host, load; ~6 min) included; the sanitizer build runs all but the fault suite.
+# multi-host, load; ~6 min) and the package suite (tests/ops/test_deb.sh: builds the .deb
+# files, ~2.5 min) included; the sanitizer build runs all but those two.
 run_meson_tests normal build "" -Db_ndebug=false
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-  run_meson_tests asan build-asan "--no-suite fault" -Db_sanitize=address,undefined -Db_lundef=false
+  run_meson_tests asan build-asan "--no-suite fault --no-suite package" -Db_sanitize=address,undefined -Db_lundef=false
 
 # Fuzz: clang + libFuzzer, each target a bounded run from its seed corpus.
 if [ ! -f build-fuzz/build.ninja ]; then

@@ -12,7 +12,7 @@
 
 #include "client/cstate.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/fedgrem.h"
+#include "common/methods/mixture/fedgrem.h"
 #include "common/net/codec.h"
 
 static void sample(fk_cstate *s)

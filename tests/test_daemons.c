@@ -23,7 +23,7 @@
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
 #include "common/la/rng.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -281,7 +281,9 @@ static void start_client(env *e, int c)
     snprintf(mor, sizeof mor, MOR_SPEC, c);
     char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
                     "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--data.shift", shift, "--data.mor", mor, "--backoff-max-ms", "500", NULL};
+                    "--data.shift", shift, "--data.mor", mor, "--backoff-max-ms", "500",
+                    /* even clients consent to model uploads (kahm mode A), odd ones do not */
+                    "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
     e->clients[c] = spawn(argv, log);
 }
 
@@ -456,6 +458,19 @@ static void fedgrem_mor_daemons_match_sim(void **state)
     check_against_sim(e, id, text);
 }
 
+/* dica on the shift data (one domain per client, the last one held out): the one-round
+ * statistics job gives the same model through the daemons as in simulation. */
+static void dica_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = dica\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nR = 16\nholdout = 5\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
 static void daemons_match_sim(void **state)
 {
     env *e = *state;
@@ -535,6 +550,101 @@ static void killed_client_is_a_dropout(void **state)
     assert_true(wait_log(log, "client=c4", 1, NULL, 0));
 }
 
+/* kahm: mode B through the daemons equals the simulation bit for bit; mode A takes the
+ * models of the clients that consent in their own config, the others refuse the task (a
+ * dropout) and say why in their log. */
+static void kahm_daemons_modes(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    /* labels 1..3 of the gmm files are the class ids */
+    const char *tb = "method = kahm\ndataset = gmm\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+                     "classes = 4\n";
+    char id[32], idb[32], out[4096], dflag[200], oflag[200], pred[160];
+    submit(e, tb, id, sizeof id);
+    check_against_sim(e, id, tb);
+    snprintf(idb, sizeof idb, "%s", id);
+    snprintf(dflag, sizeof dflag, "--data=%s/c0.csv", e->dir);
+    snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
+    snprintf(oflag, sizeof oflag, "--out=%s", pred);
+    char ta[600];
+    snprintf(ta, sizeof ta, "%supload_models = 1\ndeadline = 20\nquorum = 0.5\n", tb);
+    submit(e, ta, id, sizeof id);
+    fk_bundle model;
+    fetch_model(e, id, &model);
+    const fk_tensor *h = fk_bundle_get(&model, "holders");
+    assert_non_null(h);
+    for (int c = 0; c < K; c++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "c%d.m0.0.M", c);
+        if (c % 2) {
+            assert_null(fk_bundle_get(&model, nm));
+            assert_true(h->data[c * 4] == -1);
+        } else {
+            assert_non_null(fk_bundle_get(&model, nm));
+            assert_true(h->data[c * 4 + 1] > 0);
+        }
+    }
+    /* job predict: the server's answer equals the predict op on the fetched model */
+    assert_int_equal(job_cmd(e, "predict", id, dflag, oflag, out, sizeof out), 0);
+    fk_dataset q;
+    fk_err err;
+    assert_int_equal(fk_load(&q, dflag + 7, NULL, &err), FK_OK);
+    fk_bundle qb, res;
+    fk_bundle_init(&qb);
+    fk_bundle_init(&res);
+    assert_int_equal(fk_bundle_put(&qb, "X", 2, (uint64_t[]){q.X.rows, q.X.cols}, q.X.data),
+                     FK_OK);
+    const fk_method *km = fk_method_find("kahm", &err);
+    assert_non_null(km);
+    assert_int_equal(km->predict(&model, &qb, &res, &err), FK_OK);
+    const fk_tensor *lab = fk_bundle_get(&res, "labels"), *dist = fk_bundle_get(&res, "distances");
+    FILE *f = fopen(pred, "r");
+    assert_non_null(f);
+    size_t rows = 0, hit = 0;
+    double l, d;
+    while (fscanf(f, "%lf,%lf", &l, &d) == 2) {
+        assert_true(rows < q.X.rows);
+        assert_true(l == lab->data[rows] && d == dist->data[rows]);
+        hit += l == q.classes[q.y[rows]];
+        rows++;
+    }
+    fclose(f);
+    assert_int_equal(rows, q.X.rows);
+    assert_true(hit > 0.8 * rows);
+    fk_bundle_close(&qb);
+    fk_bundle_close(&res);
+    fk_dataset_close(&q);
+    /* mode B keeps the models on the clients: predict says so */
+    assert_int_not_equal(job_cmd(e, "predict", idb, dflag, oflag, out, sizeof out), 0);
+    fk_bundle_close(&model);
+    char log[160];
+    snprintf(log, sizeof log, "%s/client1.log", e->dir);
+    assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
+    snprintf(log, sizeof log, "%s/client0.log", e->dir);
+    assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
+}
+
+/* job result on a running job: exit non-zero and no file (was: exit 0 and a partial model),
+ * unless --current asks for the latest model. */
+static void result_of_running_job_writes_nothing(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = job_text("rounds = 100000\ndeadline = 30\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    wait_round(e, "event=round_closed job=1 round=2 ");
+    char path[160], out[200], text_out[4096];
+    snprintf(path, sizeof path, "%s/partial.bin", e->dir);
+    snprintf(out, sizeof out, "--out=%s", path);
+    assert_int_not_equal(job_cmd(e, "result", id, out, "--wait=1", text_out, sizeof text_out), 0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(job_cmd(e, "result", id, out, "--current", text_out, sizeof text_out), 0);
+    assert_int_equal(access(path, F_OK), 0);
+    assert_int_equal(job_cmd(e, "cancel", id, NULL, NULL, text_out, sizeof text_out), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -549,9 +659,12 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
+        cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

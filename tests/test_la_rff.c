@@ -97,8 +97,8 @@ static double normalized_mse(size_t N, int draws, double *bias, double *rms)
     fill_normal(&X, 11);
     for (int t = 0; t < draws; t++) {
         fk_rff r;
-        fk_rff_init(&r, 1000 + (uint64_t)t, p, N, sigma, &err);
-        fk_rff_map(&r, &X, &Z, &err);
+        assert_int_equal(fk_rff_init(&r, 1000 + (uint64_t)t, p, N, sigma, &err), FK_OK);
+        assert_int_equal(fk_rff_map(&r, &X, &Z, &err), FK_OK);
         for (size_t i = 0; i < n; i++)
             for (size_t j = i + 1; j < n; j++) {
                 double kh = 0;
@@ -207,7 +207,7 @@ static void backward_matches_finite_differences(void **state)
     fk_rff r;
     fk_err err;
     fk_mat X, G, dX, Z;
-    fk_rff_init(&r, 9, p, N, 1.3, &err);
+    assert_int_equal(fk_rff_init(&r, 9, p, N, 1.3, &err), FK_OK);
     fk_mat_init(&X, n, p);
     fk_mat_init(&G, n, 2 * N);
     fk_mat_init(&dX, n, p);
@@ -217,12 +217,12 @@ static void backward_matches_finite_differences(void **state)
     for (size_t i = 0; i < n * p; i++) {
         double x0 = X.data[i], h = 1e-6, lp = 0, lm = 0;
         X.data[i] = x0 + h;
-        fk_rff_map(&r, &X, &Z, &err);
+        assert_int_equal(fk_rff_map(&r, &X, &Z, &err), FK_OK);
         for (size_t k = 0; k < n * 2 * N; k++)
             lp += G.data[k] * Z.data[k];
         fk_mat_close(&Z);
         X.data[i] = x0 - h;
-        fk_rff_map(&r, &X, &Z, &err);
+        assert_int_equal(fk_rff_map(&r, &X, &Z, &err), FK_OK);
         for (size_t k = 0; k < n * 2 * N; k++)
             lm += G.data[k] * Z.data[k];
         fk_mat_close(&Z);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/methods/classifier.h"
+#include "common/models/classifier.h"
 
 static void check_gradients(const size_t *hidden, int n_hidden)
 {
@@ -30,9 +30,9 @@ static void check_gradients(const size_t *hidden, int n_hidden)
     for (size_t i = 0; i < net.n_params; i++) {
         double t0 = th[i], h = 1e-6;
         th[i] = t0 + h;
-        fk_mlp_loss_grad(&net, th, &X, y, &lp, NULL, NULL, &err);
+        assert_int_equal(fk_mlp_loss_grad(&net, th, &X, y, &lp, NULL, NULL, &err), FK_OK);
         th[i] = t0 - h;
-        fk_mlp_loss_grad(&net, th, &X, y, &lm, NULL, NULL, &err);
+        assert_int_equal(fk_mlp_loss_grad(&net, th, &X, y, &lm, NULL, NULL, &err), FK_OK);
         th[i] = t0;
         double fd = (lp - lm) / (2 * h);
         assert_true(fabs(fd - g[i]) <= 1e-6 * (fabs(fd) + 1e-4));
@@ -40,9 +40,9 @@ static void check_gradients(const size_t *hidden, int n_hidden)
     for (size_t i = 0; i < b * in; i++) {
         double t0 = X.data[i], h = 1e-6;
         X.data[i] = t0 + h;
-        fk_mlp_loss_grad(&net, th, &X, y, &lp, NULL, NULL, &err);
+        assert_int_equal(fk_mlp_loss_grad(&net, th, &X, y, &lp, NULL, NULL, &err), FK_OK);
         X.data[i] = t0 - h;
-        fk_mlp_loss_grad(&net, th, &X, y, &lm, NULL, NULL, &err);
+        assert_int_equal(fk_mlp_loss_grad(&net, th, &X, y, &lm, NULL, NULL, &err), FK_OK);
         X.data[i] = t0;
         double fd = (lp - lm) / (2 * h);
         assert_true(fabs(fd - gX.data[i]) <= 1e-6 * (fabs(fd) + 1e-4));
@@ -84,7 +84,7 @@ static void training_learns_separable_data(void **state)
     for (int k = 0; k < 2; k++) {
         fk_mlp net;
         fk_err err;
-        fk_mlp_layout(&net, in, h, k, 3, &err);
+        assert_int_equal(fk_mlp_layout(&net, in, h, k, 3, &err), FK_OK);
         double *th = malloc(net.n_params * sizeof *th);
         fk_mlp_init_params(&net, th, &rng);
         fk_train_opts o = {.epochs = 30, .batch = 32, .lr = k ? 0.01 : 0.1,

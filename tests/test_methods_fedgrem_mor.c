@@ -11,11 +11,13 @@
 #include <string.h>
 
 #include "common/data/synth_spec.h"
-#include "common/methods/fedgrem.h"
-#include "common/methods/gmm.h"
-#include "common/methods/mor_local.h"
-#include "common/methods/mor.h"
+#include "common/methods/mixture/fedgmm_mor.h"
+#include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/mor.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
+#include "common/models/gmm.h"
+#include "common/models/mor_local.h"
 #include "tests/support_ops.h"
 
 /* Small design: 5 tasks (the last an outlier y = -3 x^T 1 + e), R = 2, p = 3, n = 600. */

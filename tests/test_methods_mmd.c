@@ -8,7 +8,7 @@
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/methods/mmd.h"
+#include "common/models/mmd.h"
 
 static void fill(fk_mat *X, uint64_t seed, double shift)
 {
@@ -24,8 +24,8 @@ static double mmd2(const fk_rff *r, const fk_mat *A, const fk_mat *B)
 {
     fk_mat Za, Zb;
     fk_err err;
-    fk_rff_map(r, A, &Za, &err);
-    fk_rff_map(r, B, &Zb, &err);
+    assert_int_equal(fk_rff_map(r, A, &Za, &err), FK_OK);
+    assert_int_equal(fk_rff_map(r, B, &Zb, &err), FK_OK);
     size_t D = Za.cols;
     double *s = malloc(D * sizeof *s), *t = malloc(D * sizeof *t), L = 0;
     fk_mmd_embedding(&Za, 1.0, s);
@@ -45,7 +45,7 @@ static void zero_on_identical_sets(void **state)
     fk_rff r;
     fk_err err;
     fk_mat X;
-    fk_rff_init(&r, 1, 5, 200, 2.0, &err);
+    assert_int_equal(fk_rff_init(&r, 1, 5, 200, 2.0, &err), FK_OK);
     fk_mat_init(&X, 50, 5);
     fill(&X, 3, 0);
     assert_true(mmd2(&r, &X, &X) == 0.0);
@@ -69,7 +69,7 @@ static void grows_with_mean_shift(void **state)
     fk_err err;
     for (int s = 0; s < seeds; s++) {
         fk_rff r;
-        fk_rff_init(&r, 100 + (uint64_t)s, p, 1000, 2.0, &err);
+        assert_int_equal(fk_rff_init(&r, 100 + (uint64_t)s, p, 1000, 2.0, &err), FK_OK);
         fill(&A, 10 + (uint64_t)s, 0);
         fill(&B, 20 + (uint64_t)s, 0);
         fill(&C, 30 + (uint64_t)s, 1.0);
@@ -82,7 +82,7 @@ static void grows_with_mean_shift(void **state)
     assert_true(fabs(shifted - 0.058667) <= 0.0025 * 2.6);
     /* monotone in the shift */
     fk_rff r;
-    fk_rff_init(&r, 7, p, 1000, 2.0, &err);
+    assert_int_equal(fk_rff_init(&r, 7, p, 1000, 2.0, &err), FK_OK);
     for (double sh = 0.5; sh <= 2.0; sh += 0.5) {
         fill(&C, 40, sh);
         double v = mmd2(&r, &A, &C);
@@ -142,8 +142,8 @@ static void projected_loss_bounds(void **state)
     fk_mat_init(&B, 30, p);
     fill(&A, 5, 0);
     fill(&B, 6, 0.8);
-    fk_rff_map(&r, &A, &Za, &err);
-    fk_rff_map(&r, &B, &Zb, &err);
+    assert_int_equal(fk_rff_map(&r, &A, &Za, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&r, &B, &Zb, &err), FK_OK);
     double d[40], t[40], z[4], dd = 0;
     fk_mmd_embedding(&Za, 1.0, d);
     fk_mmd_embedding(&Zb, -1.0, t);
@@ -213,7 +213,7 @@ static void gradients_match_finite_differences(void **state)
     size_t p = 7, N = 16, m = 3, b = 5, D = 32;
     fk_rff r;
     fk_err err;
-    fk_rff_init(&r, 4, p, N, 1.1, &err);
+    assert_int_equal(fk_rff_init(&r, 4, p, N, 1.1, &err), FK_OK);
     fk_mat Xs, Xt, W, gW, Zs, Zt;
     fk_mat_init(&Xs, b, p);
     fk_mat_init(&Xt, b + 1, p);
@@ -223,8 +223,8 @@ static void gradients_match_finite_differences(void **state)
     fill(&Xt, 2, 0);
     fill(&W, 3, 0);
     double d[32], t[32], gd[32], z[3];
-    fk_rff_map(&r, &Xs, &Zs, &err);
-    fk_rff_map(&r, &Xt, &Zt, &err);
+    assert_int_equal(fk_rff_map(&r, &Xs, &Zs, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&r, &Xt, &Zt, &err), FK_OK);
     fk_mmd_embedding(&Zs, 1.0, d);
     fk_mmd_embedding(&Zt, -1.0, t);
     for (size_t k = 0; k < D; k++)
@@ -248,14 +248,14 @@ static void gradients_match_finite_differences(void **state)
     for (size_t i = 0; i < b; i++)
         for (size_t k = 0; k < D; k++)
             G.data[i * D + k] = gd[k] / (double)b;
-    fk_rff_backward(&r, &Xs, &G, &dX, &err);
+    assert_int_equal(fk_rff_backward(&r, &Xs, &G, &dX, &err), FK_OK);
     for (size_t i = 0; i < b * p; i++) {
         double x0 = Xs.data[i], h = 1e-6, L[2];
         for (int s = 0; s < 2; s++) {
             Xs.data[i] = x0 + (s ? -h : h);
             fk_mat Zp;
             double dd[32];
-            fk_rff_map(&r, &Xs, &Zp, &err);
+            assert_int_equal(fk_rff_map(&r, &Xs, &Zp, &err), FK_OK);
             fk_mmd_embedding(&Zp, 1.0, dd);
             for (size_t k = 0; k < D; k++)
                 dd[k] += t[k];

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/base/params.h"
-#include "common/methods/mor.h"
+#include "common/methods/mixture/mor.h"
 
 static void small_params(fk_params *p)
 {

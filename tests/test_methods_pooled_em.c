@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/methods/gmm.h"
-#include "common/methods/gmm_run.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/gmm_run.h"
+#include "common/methods/mixture/pooled_em.h"
+#include "common/models/gmm.h"
 #include "tests/support_gmm.h"
 #include "tests/support_ops.h"
 

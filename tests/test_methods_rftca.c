@@ -11,7 +11,7 @@
 
 #include "common/data/synth_shift.h"
 #include "common/la/rff.h"
-#include "common/methods/rftca.h"
+#include "common/models/rftca.h"
 
 /* Plain 1-NN accuracy (percent) of target rows against labelled source rows. */
 static double one_nn(const fk_mat *Zs, const int *ys, const fk_mat *Zt, const int *yt)
@@ -94,9 +94,9 @@ static void w_rf_is_b_orthonormal_and_deterministic(void **state)
     /* W^T B W = I with B = v v^T + gamma I, v = Sigma l = mean_S phi - mean_T phi. */
     fk_rff r;
     fk_mat Ss, St;
-    fk_rff_init(&r, o.seed, ds[0].X.cols, o.N, o.sigma, &err);
-    fk_rff_map(&r, &ds[0].X, &Ss, &err);
-    fk_rff_map(&r, &ds[1].X, &St, &err);
+    assert_int_equal(fk_rff_init(&r, o.seed, ds[0].X.cols, o.N, o.sigma, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&r, &ds[0].X, &Ss, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&r, &ds[1].X, &St, &err), FK_OK);
     size_t D = 2 * o.N, m = o.m;
     double *v = calloc(D, sizeof *v), *vw = calloc(m, sizeof *vw);
     for (size_t i = 0; i < Ss.rows; i++)

@@ -167,8 +167,8 @@ static void opt_in_refusal(void **state)
     fk_bundle task, up;
     fk_bundle_init(&task);
     fk_bundle_init(&up);
-    fk_bundle_put_scalar(&task, "op", 2);
-    fk_bundle_put_scalar(&task, "n_ref", 80);
+    assert_int_equal(fk_bundle_put_scalar(&task, "op", 2), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&task, "n_ref", 80), FK_OK);
     fk_report rep;
     fk_report_init(&rep);
     assert_int_equal(M->local_step(cli, &task, &up, &rep, &err), FK_OK);
@@ -264,7 +264,7 @@ static void checkpoint_round_trip(void **state)
     assert_int_equal(M->save(srv2, &ck2, &err), FK_OK);
     assert_bundles_equal(&ck, &ck2);
     /* a corrupt checkpoint is refused and leaves the state alone */
-    fk_bundle_put_scalar(&ck2, "stage", 7);
+    assert_int_equal(fk_bundle_put_scalar(&ck2, "stage", 7), FK_OK);
     assert_int_equal(M->load(srv2, &ck2, &err), FK_EFORMAT);
     fk_bundle_clear(&m2);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
@@ -335,13 +335,14 @@ static void bad_input(void **state)
     x->shape[1] = 1; /* wrong feature dimension */
     assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
     x->shape[1] = 2;
-    fk_bundle_put_scalar(&u->msg, "n", 31); /* not the declared count */
+    assert_int_equal(fk_bundle_put_scalar(&u->msg, "n", 31), FK_OK); /* not the declared count */
     assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
-    fk_bundle_put_scalar(&u->msg, "n", 30);
-    fk_bundle_put_scalar(&u->msg, "rows", 28); /* over the job's cap of ceil(0.9 * 30) = 27 */
+    assert_int_equal(fk_bundle_put_scalar(&u->msg, "n", 30), FK_OK);
+    /* over the job's cap of ceil(0.9 * 30) = 27 */
+    assert_int_equal(fk_bundle_put_scalar(&u->msg, "rows", 28), FK_OK);
     assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "max_upload_fraction"));
-    fk_bundle_put_scalar(&u->msg, "rows", (double)C);
+    assert_int_equal(fk_bundle_put_scalar(&u->msg, "rows", (double)C), FK_OK);
     assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
     fk_update stranger = ups[1];
     stranger.client = 5;

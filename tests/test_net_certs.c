@@ -62,7 +62,7 @@ static void rm_dir(const char *dir)
 static mode_t mode_of(const char *dir, fk_cert_role role, const char *name, const char *ext)
 {
     char p[4096];
-    fk_certs_path(p, sizeof p, dir, role, name, ext, NULL);
+    assert_int_equal(fk_certs_path(p, sizeof p, dir, role, name, ext, NULL), FK_OK);
     struct stat st;
     assert_int_equal(stat(p, &st), 0);
     return st.st_mode & 0777;
@@ -117,7 +117,8 @@ static void issue_and_verify(void **state)
 
     /* the private key on disk matches the certificate */
     char kp[4096];
-    fk_certs_path(kp, sizeof kp, dir, FK_ROLE_CLIENT, "hospital-a", "key", NULL);
+    assert_int_equal(fk_certs_path(kp, sizeof kp, dir, FK_ROLE_CLIENT, "hospital-a", "key", NULL),
+                     FK_OK);
     FILE *f = fopen(kp, "r");
     EVP_PKEY *k = PEM_read_PrivateKey(f, NULL, NULL, NULL);
     fclose(f);
@@ -184,7 +185,7 @@ static void refusals(void **state)
     fk_cert_opts bad = {.ips = "300.1.1.1"};
     assert_int_equal(fk_certs_issue(dir, FK_ROLE_SERVER, "s", &bad, &err), FK_EINVAL);
     char p[4096];
-    fk_certs_path(p, sizeof p, dir, FK_ROLE_SERVER, "s", "key", NULL);
+    assert_int_equal(fk_certs_path(p, sizeof p, dir, FK_ROLE_SERVER, "s", "key", NULL), FK_OK);
     assert_int_not_equal(access(p, F_OK), 0);
     fk_cert_opts bad_dns = {.dns = "x,y z"};
     assert_int_equal(fk_certs_issue(dir, FK_ROLE_SERVER, "s", &bad_dns, &err), FK_EINVAL);

@@ -117,7 +117,7 @@ static void limits_and_corruption(void **state)
     /* over the memory limit: refused before allocating */
     fk_reasm ra;
     fk_reasm_init(&ra, 4000);
-    fk_chunker_get(&c, 0, &h, &d, &n, &err);
+    assert_int_equal(fk_chunker_get(&c, 0, &h, &d, &n, &err), FK_OK);
     assert_int_equal(fk_reasm_add(&ra, &h, d, n, &complete, &err), FK_ELIMIT);
     assert_null(ra.buf);
     assert_non_null(strstr(err.msg, "memory limit"));
@@ -137,7 +137,7 @@ static void limits_and_corruption(void **state)
     assert_non_null(strstr(err.msg, "different bytes"));
     /* a corrupted chunk passes on its own but fails the hash at the end, which resets */
     for (uint32_t i = 1; i < 5; i++) {
-        fk_chunker_get(&c, i, &h, &d, &n, &err);
+        assert_int_equal(fk_chunker_get(&c, i, &h, &d, &n, &err), FK_OK);
         memcpy(changed, d, n);
         if (i == 3)
             changed[0] ^= 1;
@@ -151,7 +151,7 @@ static void limits_and_corruption(void **state)
     size_t olen;
     assert_int_equal(fk_reasm_take(&ra, &out, &olen, &err), FK_ESTATE);
     /* inconsistent header: wrong length for a middle chunk */
-    fk_chunker_get(&c, 1, &h, &d, &n, &err);
+    assert_int_equal(fk_chunker_get(&c, 1, &h, &d, &n, &err), FK_OK);
     assert_int_equal(fk_reasm_add(&ra, &h, d, n - 1, &complete, &err), FK_EFORMAT);
     fk_reasm_close(&ra);
     free(p);
@@ -174,7 +174,7 @@ static void bundle_through_messages(void **state)
     fk_rng_init(&r, 5, 0);
     for (size_t i = 0; i < 300000; i++)
         v[i] = fk_rng_normal(&r);
-    fk_bundle_put_scalar(&b, "bias", -1.5);
+    assert_int_equal(fk_bundle_put_scalar(&b, "bias", -1.5), FK_OK);
     uint8_t *payload;
     size_t plen;
     fk_err err;
@@ -239,13 +239,13 @@ static void bundle_chunker_matches_encoding(void **state)
     double *v = fk_bundle_add(&b, "big", 2, shape);
     for (size_t i = 0; i < 3500; i++)
         v[i] = fk_rng_normal(&r);
-    fk_bundle_put_scalar(&b, "s", 3.25);
+    assert_int_equal(fk_bundle_put_scalar(&b, "s", 3.25), FK_OK);
     uint64_t empty[1] = {0};
     fk_bundle_add(&b, "e", 1, empty);
     double w[3000];
     for (size_t i = 0; i < 3000; i++)
         w[i] = fk_rng_uniform(&r);
-    fk_bundle_put_vec(&b, "w", 3000, w);
+    assert_int_equal(fk_bundle_put_vec(&b, "w", 3000, w), FK_OK);
     int dtypes[2] = {FK_DTYPE_F64, FK_DTYPE_F32};
     size_t sizes[3] = {7, 1000, 4096};
     fk_err err;

@@ -138,7 +138,7 @@ static void encoder_refuses_unreadable_bundles(void **state)
     (void)state;
     fk_bundle b;
     fk_bundle_init(&b);
-    fk_bundle_put_scalar(&b, "bad\tname", 1);
+    assert_int_equal(fk_bundle_put_scalar(&b, "bad\tname", 1), FK_OK);
     uint8_t *buf;
     size_t len;
     fk_err err;
@@ -146,7 +146,7 @@ static void encoder_refuses_unreadable_bundles(void **state)
     assert_null(buf);
     fk_bundle_close(&b);
     fk_bundle_init(&b);
-    fk_bundle_put_scalar(&b, "a", 1);
+    assert_int_equal(fk_bundle_put_scalar(&b, "a", 1), FK_OK);
     assert_int_equal(fk_codec_bundle_encode_as(&b, 7, &buf, &len, &err), FK_EINVAL);
     fk_bundle_close(&b);
 }
@@ -568,6 +568,30 @@ static void plain_messages(void **state)
     free(buf);
 }
 
+/* A NUL inside a SubmitJob config (nanopb would end the C string there): found, with its
+ * line; none in a clean one; an unparsable buffer is left to the decoder. */
+static void string_nul_is_found(void **state)
+{
+    (void)state;
+    const char text[] = "method = fedgrem\ndataset = gmm\nclients = a\0, b\n";
+    uint8_t buf[128];
+    size_t n = sizeof text - 1;
+    buf[0] = 0x0a; /* field 1, length-delimited */
+    buf[1] = (uint8_t)n;
+    memcpy(buf + 2, text, n);
+    int line = 0;
+    size_t at = 0;
+    assert_int_equal(fk_codec_string_nul(buf, n + 2, fedkern_v1_SubmitJobRequest_config_tag,
+                                         &line, &at),
+                     1);
+    assert_int_equal(line, 3);
+    assert_int_equal(at, 42);
+    buf[2 + 42] = 'x';
+    assert_int_equal(fk_codec_string_nul(buf, n + 2, 1, &line, &at), 0);
+    buf[1] = 0x7f; /* longer than the buffer */
+    assert_int_equal(fk_codec_string_nul(buf, n + 2, 1, &line, &at), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -581,6 +605,7 @@ int main(void)
         cmocka_unit_test(both_payloads_refused_on_decode),
         cmocka_unit_test(pull_task_and_job_result),
         cmocka_unit_test(plain_messages),
+        cmocka_unit_test(string_nul_is_found),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,7 +91,7 @@ static void oversized_refused_from_header(void **state)
     /* Exactly the maximum passes. */
     fk_grpc_frame_init(&p, 1000);
     uint8_t *m = calloc(1005, 1);
-    fk_grpc_frame_prefix(m, 1000, NULL);
+    assert_int_equal(fk_grpc_frame_prefix(m, 1000, NULL), FK_OK);
     assert_int_equal(fk_grpc_frame_feed(&p, m, 1005, collect, &c, &err), FK_OK);
     assert_int_equal(c.count, 1);
     free(m);

@@ -2,9 +2,17 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <nghttp2/nghttp2.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <uv.h>
 
+#include "common/base/log.h"
 #include "common/net/grpc.h"
+#include "common/net/grpc_server.h"
 #include "common/net/limits.h"
 
 static void timeout_units(void **state)
@@ -100,12 +108,107 @@ static void limits_from_params(void **state)
     fk_params_close(&p);
 }
 
+/* ------------------------------------------- a raw HTTP/2 client's bytes */
+
+static size_t frame(uint8_t *out, uint8_t type, uint8_t flags, uint32_t sid, const uint8_t *p,
+                    size_t len)
+{
+    out[0] = (uint8_t)(len >> 16), out[1] = (uint8_t)(len >> 8), out[2] = (uint8_t)len;
+    out[3] = type, out[4] = flags;
+    out[5] = (uint8_t)(sid >> 24), out[6] = (uint8_t)(sid >> 16), out[7] = (uint8_t)(sid >> 8);
+    out[8] = (uint8_t)sid;
+    if (len)
+        memcpy(out + 9, p, len);
+    return 9 + len;
+}
+
+static void on_echo(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)peer, (void)deadline, (void)ud;
+    fk_grpc_call_reply(call, FK_GRPC_OK, NULL, req, len);
+}
+
+#define HNV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, NGHTTP2_NV_FLAG_NONE}
+
+/* One unary call whose message prefix carries `flag`; the status the server answered, as the
+ * name its debug log prints (the raw hook discards the bytes it sends). */
+static void status_for_flag(uint8_t flag, char *status, size_t cap)
+{
+    uint8_t in[1024];
+    size_t n = 0;
+    memcpy(in, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+    n = 24;
+    n += frame(in + n, NGHTTP2_SETTINGS, 0, 0, NULL, 0);
+    nghttp2_hd_deflater *d;
+    assert_int_equal(nghttp2_hd_deflate_new(&d, 4096), 0);
+    nghttp2_nv nv[] = {HNV(":method", "POST"), HNV(":scheme", "http"),
+                       HNV(":path", "/fktest.Echo/Echo"), HNV(":authority", "x"),
+                       HNV("content-type", "application/grpc"), HNV("te", "trailers"),
+                       HNV("grpc-encoding", "gzip")};
+    uint8_t block[256];
+    ssize_t bl = nghttp2_hd_deflate_hd(d, block, sizeof block, nv, sizeof nv / sizeof *nv);
+    nghttp2_hd_deflate_del(d);
+    assert_true(bl > 0);
+    n += frame(in + n, NGHTTP2_HEADERS, NGHTTP2_FLAG_END_HEADERS, 1, block, (size_t)bl);
+    const uint8_t msg[8] = {flag, 0, 0, 0, 3, 'a', 'b', 'c'};
+    n += frame(in + n, NGHTTP2_DATA, NGHTTP2_FLAG_END_STREAM, 1, msg, sizeof msg);
+
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    fk_grpc_server_config cfg = {0};
+    fk_net_limits_default(&cfg.limits);
+    fk_grpc_server *srv;
+    fk_err err;
+    assert_int_equal(fk_grpc_server_init(&srv, &loop, &cfg, &err), FK_OK);
+    assert_int_equal(fk_grpc_server_handle(srv, "/fktest.Echo/Echo", on_echo, NULL, &err), FK_OK);
+    fk_tls_peer peer = {.cn = "t", .san = "t", .addr = "raw", .id = "t"};
+    /* the answer's status is in the debug log on stderr: catch it in a file */
+    char path[] = "/tmp/fk-grpc-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    int level = fk_log_level();
+    fk_log_set_level(FK_LOG_DEBUG);
+    fk_grpc_server_feed_raw(srv, &peer, in, n);
+    fk_log_set_level(level);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fk_grpc_server_close(srv, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    char log[4096] = "";
+    ssize_t got = pread(fd, log, sizeof log - 1, 0);
+    close(fd);
+    unlink(path);
+    log[got > 0 ? got : 0] = '\0';
+    const char *st = strstr(log, "status=");
+    snprintf(status, cap, "%s", st ? st + 7 : "none");
+    status[strcspn(status, " ")] = '\0';
+}
+
+/* gRPC: a compressed message in an encoding the server does not support is UNIMPLEMENTED (it
+ * was INTERNAL); a prefix flag that is neither 0 nor 1 stays INTERNAL. */
+static void compressed_message_is_unimplemented(void **state)
+{
+    (void)state;
+    char status[64];
+    status_for_flag(1, status, sizeof status);
+    assert_string_equal(status, "UNIMPLEMENTED");
+    status_for_flag(7, status, sizeof status);
+    assert_string_equal(status, "INTERNAL");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(timeout_units),         cmocka_unit_test(timeout_malformed),
         cmocka_unit_test(timeout_format_roundtrip), cmocka_unit_test(message_percent_encoding),
         cmocka_unit_test(status_names),          cmocka_unit_test(limits_from_params),
+        cmocka_unit_test(compressed_message_is_unimplemented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server.h"
@@ -104,7 +105,7 @@ static int setup(void **state)
     assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "localhost", &o, &err), FK_OK);
     o.ips = NULL;
     assert_int_equal(fk_certs_issue(sub, FK_ROLE_CLIENT, "alice", &o, &err), FK_OK);
-    uv_loop_init(&f->loop);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
     fk_net_limits_default(&f->lim);
     fk_log_set_level(FK_LOG_ERROR);
     *state = f;
@@ -115,9 +116,9 @@ static void paths(fixture *f, fk_cert_role role, const char *name, char *ca, cha
 {
     char sub[96];
     snprintf(sub, sizeof sub, "%s/pki", f->dir);
-    fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL);
-    fk_certs_path(crt, 256, sub, role, name, "pem", NULL);
-    fk_certs_path(key, 256, sub, role, name, "key", NULL);
+    assert_int_equal(fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL), FK_OK);
+    assert_int_equal(fk_certs_path(crt, 256, sub, role, name, "pem", NULL), FK_OK);
+    assert_int_equal(fk_certs_path(key, 256, sub, role, name, "key", NULL), FK_OK);
 }
 
 /* Start the server and connect the client to host, checking server_name (NULL: host). */
@@ -155,7 +156,7 @@ static void run_until(fixture *f, int (*cond)(fixture *))
 {
     uint64_t end = uv_now(&f->loop) + 10000;
     while (!cond(f) && uv_now(&f->loop) < end)
-        uv_run(&f->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(&f->loop, UV_RUN_ONCE));
     assert_true(cond(f));
 }
 
@@ -172,7 +173,7 @@ static int teardown(void **state)
         fk_grpc_client_close(f->cl, client_closed, NULL);
     if (f->srv && !f->server_closed)
         fk_grpc_server_close(f->srv, server_closed, f);
-    uv_run(&f->loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_run(&f->loop, UV_RUN_DEFAULT));
     assert_int_equal(uv_loop_close(&f->loop), 0);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
@@ -269,7 +270,7 @@ static void server_shutdown_answers_held_calls(void **state)
     fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 0, done, f);
     fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 0, done, f);
     while (f->nheld < 2)
-        uv_run(&f->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(&f->loop, UV_RUN_ONCE));
     fk_grpc_server_close(f->srv, server_closed, f);
     run_until(f, two_done);
     assert_int_equal(f->statuses[0], FK_GRPC_UNAVAILABLE);
@@ -286,14 +287,14 @@ static void client_close_fails_pending_calls(void **state)
     start(f);
     fk_grpc_client_call(f->cl, "/t.T/Hold", (const uint8_t *)"", 0, 0, done, f);
     while (f->nheld < 1)
-        uv_run(&f->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(&f->loop, UV_RUN_ONCE));
     fk_grpc_client_close(f->cl, client_closed, NULL);
     f->cl = NULL;
     assert_int_equal(f->done, 1);
     assert_int_equal(f->statuses[0], FK_GRPC_CANCELLED);
     uint64_t end = uv_now(&f->loop) + 5000;
     while (f->cancels < 1 && uv_now(&f->loop) < end)
-        uv_run(&f->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(&f->loop, UV_RUN_ONCE));
     assert_int_equal(f->cancels, 1); /* the server noticed the connection go */
 }
 

@@ -486,7 +486,7 @@ static void resent_update_counts_once(void **state)
     fk_bundle up;
     fk_bundle_init(&up);
     double delta[DIM] = {1, 2, 3};
-    fk_bundle_put_vec(&up, "delta", DIM, delta);
+    assert_int_equal(fk_bundle_put_vec(&up, "delta", DIM, delta), FK_OK);
     uint8_t *blob;
     size_t len;
     assert_int_equal(t_encode(&up, &blob, &len, &err), FK_OK);
@@ -560,7 +560,7 @@ static void make_push(fed *f, int c, staged_push *sp)
     fk_bundle up;
     fk_bundle_init(&up);
     double delta[DIM] = {1.0 + c, 2.0, 3.0 * c};
-    fk_bundle_put_vec(&up, "delta", DIM, delta);
+    assert_int_equal(fk_bundle_put_vec(&up, "delta", DIM, delta), FK_OK);
     size_t len;
     assert_int_equal(t_encode(&up, &sp->blob, &len, &err), FK_OK);
     fk_bundle_close(&up);

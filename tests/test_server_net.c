@@ -16,11 +16,12 @@
 #include <uv.h>
 
 #include "client/agent.h"
+#include "common/base/uvcheck.h"
+#include "common/methods/jobconf.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "server/engine.h"
-#include "server/jobconf.h"
 #include "server/service.h"
 #include "tests/support_fedmean.h"
 
@@ -48,6 +49,7 @@ typedef struct net {
     int finished, timed_out;
     fk_agent_stats astats[N];
     fk_service_stats sstats;
+    fk_method_lookup find; /* NULL: the test methods */
 } net;
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
@@ -110,7 +112,7 @@ static int setup(void **state)
     }
     fk_net_limits_default(&t->limits);
     t->stop_client = -1;
-    uv_loop_init(&t->loop);
+    assert_int_equal(uv_loop_init(&t->loop), 0);
     *state = t;
     return 0;
 }
@@ -118,7 +120,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     net *t = *state;
-    uv_loop_close(&t->loop);
+    FK_UV_MUST(uv_loop_close(&t->loop));
     for (int c = 0; c < N; c++)
         fk_dataset_close(&t->data[c]);
     char cmd[160];
@@ -133,7 +135,8 @@ static void start_server(net *t)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&t->st, t->db, &err), FK_OK);
-    fk_engine_opts eo = {.store = t->st, .codec = codec, .find = fk_test_find_method};
+    fk_engine_opts eo = {.store = t->st, .codec = codec,
+                         .find = t->find ? t->find : fk_test_find_method};
     assert_int_equal(fk_engine_open(&t->e, &eo, fk_service_now(), &err), FK_OK);
     fk_tls_ctx *tls = tls_for(t, 1, "server");
     fk_grpc_server_config gc = {.limits = t->limits, .tls = tls, .drain_ms = 300};
@@ -155,7 +158,8 @@ static void start_agent(net *t, int c)
     fk_tls_ctx *tls = tls_for(t, 0, name);
     fk_agent_config ac = {.host = "127.0.0.1", .port = fk_grpc_server_port(t->srv),
                           .server_name = "server", .tls = tls, .limits = t->limits,
-                          .find = fk_test_find_method, .data = data_of, .data_ud = &t->data[c],
+                          .find = t->find ? t->find : fk_test_find_method, .data = data_of,
+                          .data_ud = &t->data[c],
                           .backoff_min_ms = 50, .backoff_max_ms = 400, .poll_ms = 2000};
     fk_err err;
     if (fk_agent_start(&t->agents[c], &t->loop, &ac, &err))
@@ -194,7 +198,7 @@ static void shutdown_all(net *t)
         stop_agent(t, c);
     fk_service_stats_get(t->svc, &t->sstats);
     fk_service_close(t->svc, service_closed, t);
-    uv_timer_stop(&t->watch);
+    FK_UV_MUST(uv_timer_stop(&t->watch));
     uv_close((uv_handle_t *)&t->watch, NULL);
 }
 
@@ -252,11 +256,11 @@ static int agents_settled(net *t, unsigned mask)
  * first deadline does not race their TLS handshakes on a loaded machine. */
 static void wait_agents(net *t, unsigned mask)
 {
-    uv_timer_init(&t->loop, &t->wake);
-    uv_timer_start(&t->wake, wake, 20, 20);
+    assert_int_equal(uv_timer_init(&t->loop, &t->wake), 0);
+    assert_int_equal(uv_timer_start(&t->wake, wake, 20, 20), 0);
     double end = fk_service_now() + 30.0;
     while (!agents_settled(t, mask) && fk_service_now() < end)
-        uv_run(&t->loop, UV_RUN_ONCE);
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
     uv_close((uv_handle_t *)&t->wake, NULL);
     assert_true(agents_settled(t, mask));
 }
@@ -273,10 +277,10 @@ static void run_job(net *t, const char *text, unsigned mask)
     if (fk_engine_submit(t->e, text, fk_service_now(), &t->job, &err))
         fail_msg("submit: %s", err.msg);
     t->started = fk_service_now();
-    uv_timer_init(&t->loop, &t->watch);
+    assert_int_equal(uv_timer_init(&t->loop, &t->watch), 0);
     t->watch.data = t;
-    uv_timer_start(&t->watch, on_watch, 5, 5);
-    uv_run(&t->loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_timer_start(&t->watch, on_watch, 5, 5), 0);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT));
     fk_service_free(t->svc);
     t->svc = NULL;
     assert_false(t->timed_out);
@@ -304,8 +308,9 @@ static void compare_with_sim(net *t, const char *text)
     assert_int_equal(fk_jobconf_parse(&conf, text, "job", &err), FK_OK);
     fk_sim_opts o = {.rounds = conf.rounds, .seed = conf.seed};
     fk_bundle sim, daemon;
-    assert_int_equal(fk_sim_run(fk_test_find_method(conf.method, &err), &conf.params, t->data, N,
-                                &o, &sim, NULL, &err),
+    fk_method_lookup find = t->find ? t->find : fk_test_find_method;
+    assert_int_equal(fk_sim_run(find(conf.method, &err), &conf.params, t->data, N, &o, &sim, NULL,
+                                &err),
                      FK_OK);
     fk_jobconf_close(&conf);
     assert_int_equal(fk_engine_result(t->e, t->job, &daemon, NULL, &err), FK_OK);
@@ -328,6 +333,78 @@ static const char *job(const char *method, const char *extra)
              "seed = 5\ndeadline = 20\n%s",
              method, extra);
     return text;
+}
+
+/* "fedmean-hostile": fedmean whose server checks every update (finite values) and whose
+ * client 2 sends NaN in its second round. */
+static fk_method hostile;
+static void *hostile_cli2;
+static int hostile_steps;
+
+static int hostile_check(void *srv, int round, int phase, const fk_update *up, fk_err *err)
+{
+    (void)srv, (void)round, (void)phase;
+    for (size_t i = 0; i < up->msg.count; i++)
+        for (size_t k = 0; k < up->msg.items[i].len; k++)
+            if (!isfinite(up->msg.items[i].data[k]))
+                return fk_err_set(err, FK_EINVAL, "client %d sent tensor '%s' with value %zu = %g",
+                                  up->client, up->msg.items[i].name, k,
+                                  up->msg.items[i].data[k]);
+    return FK_OK;
+}
+
+static int hostile_init(void **cli, const fk_params *p, const fk_dataset *d, int client, int n,
+                        uint64_t seed, fk_err *err)
+{
+    int rc = fk_test_fedmean.client_init(cli, p, d, client, n, seed, err);
+    if (!rc && client == 2) {
+        hostile_cli2 = *cli;
+        hostile_steps = 0;
+    }
+    return rc;
+}
+
+static int hostile_step(void *cli, const fk_bundle *task, fk_bundle *up, fk_report *rep,
+                        fk_err *err)
+{
+    int rc = fk_test_fedmean.local_step(cli, task, up, rep, err);
+    if (!rc && cli == hostile_cli2 && ++hostile_steps == 2 && up->count && up->items[0].len)
+        up->items[0].data[0] = NAN;
+    return rc;
+}
+
+static const fk_method *hostile_find(const char *name, fk_err *err)
+{
+    if (strcmp(name, "fedmean-hostile"))
+        return fk_test_find_method(name, err);
+    hostile = fk_test_fedmean;
+    hostile.name = "fedmean-hostile";
+    hostile.check_update = hostile_check;
+    hostile.client_init = hostile_init;
+    hostile.local_step = hostile_step;
+    return &hostile;
+}
+
+/* Over the network: client 2's NaN update is answered INVALID_ARGUMENT (the agent drops it),
+ * never stored, counted; the phase closes as soon as the others answered (no wait for the
+ * 20 s deadline) and the model is the simulator's, which refuses the same update. */
+static void bad_update_is_refused_over_the_wire(void **state)
+{
+    net *t = *state;
+    t->find = hostile_find;
+    const char *text = job("fedmean-hostile", "");
+    run_job(t, text, 0x3f);
+    assert_job_done(t);
+    assert_true(fk_service_now() - t->started < 20.0);
+    fk_engine_stats es;
+    fk_engine_stats_get(t->e, &es);
+    assert_int_equal(es.updates_refused, 1);
+    int count;
+    fk_err err;
+    assert_int_equal(fk_store_update_count(t->st, t->job, &count, &err), FK_OK);
+    assert_int_equal(count, 4 * N - 1);
+    compare_with_sim(t, text);
+    close_server(t);
 }
 
 static void federation_matches_sim(void **state)
@@ -430,6 +507,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(federation_matches_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(bad_update_is_refused_over_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(client_off_the_allow_list_is_refused, setup, teardown),

@@ -35,16 +35,16 @@ void fk_bundle_clear(fk_bundle *b);
  * or NULL on bad shape / out of memory. */
 double *fk_bundle_add(fk_bundle *b, const char *name, int ndim, const uint64_t *shape);
 /* Add a copy of src[0..len) with the given shape. */
-int fk_bundle_put(fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
-                  const double *src);
+FK_CHECKRETURN int fk_bundle_put(fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
+                                 const double *src);
 /* Convenience for scalars and vectors. */
-int fk_bundle_put_scalar(fk_bundle *b, const char *name, double v);
-int fk_bundle_put_vec(fk_bundle *b, const char *name, size_t n, const double *src);
+FK_CHECKRETURN int fk_bundle_put_scalar(fk_bundle *b, const char *name, double v);
+FK_CHECKRETURN int fk_bundle_put_vec(fk_bundle *b, const char *name, size_t n, const double *src);
 const fk_tensor *fk_bundle_get(const fk_bundle *b, const char *name);
 /* Look up a tensor and check its shape (ndim and every dim; 0 in want = any). */
 const fk_tensor *fk_bundle_expect(const fk_bundle *b, const char *name, int ndim,
                                   const uint64_t *want, fk_err *err);
-int fk_bundle_copy(fk_bundle *dst, const fk_bundle *src);
+FK_CHECKRETURN int fk_bundle_copy(fk_bundle *dst, const fk_bundle *src);
 /* Number of float values carried (what Table II of the RF-TCA paper counts). */
 size_t fk_bundle_values(const fk_bundle *b);
 

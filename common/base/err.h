@@ -17,6 +17,15 @@ enum fk_status {
     FK_ENOTFOUND = -9 /* named thing does not exist */
 };
 
+/* Marks a fallible function (returns FK_OK or an FK_E* code): under -Werror the compiler
+ * refuses a call that drops the result, like nanopb's `checkreturn`. GCC does not accept a
+ * (void) cast as handling it: use the code (or test it and say why it may be ignored). */
+#if defined(__GNUC__) || defined(__clang__)
+#define FK_CHECKRETURN __attribute__((warn_unused_result))
+#else
+#define FK_CHECKRETURN
+#endif
+
 /* One human-readable message: what failed, where, and what to do. */
 typedef struct fk_err {
     int code;

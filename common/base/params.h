@@ -27,25 +27,28 @@ int fk_params_set(fk_params *p, const char *key, const char *value);
 
 /* Parse "key = value" lines; '#' and ';' start comments; "[section]" prefixes
  * following keys as "section.key". */
-int fk_params_parse_ini(fk_params *p, const char *text, const char *origin, fk_err *err);
-int fk_params_load_ini(fk_params *p, const char *path, fk_err *err);
+FK_CHECKRETURN int fk_params_parse_ini(fk_params *p, const char *text, const char *origin,
+                                       fk_err *err);
+FK_CHECKRETURN int fk_params_load_ini(fk_params *p, const char *path, fk_err *err);
 
 /* Consume "--key value" and "--key=value" pairs from argv[0..argc).
  * Bare "--flag" followed by another option or nothing sets "flag" = "1".
  * Non-option words are left in place: *argc shrinks to the positional count. */
-int fk_params_parse_args(fk_params *p, int *argc, char **argv, fk_err *err);
+FK_CHECKRETURN int fk_params_parse_args(fk_params *p, int *argc, char **argv, fk_err *err);
 
 const char *fk_params_get(const fk_params *p, const char *key); /* NULL if absent */
 const char *fk_params_str(const fk_params *p, const char *key, const char *dflt);
 
 /* Typed getters: absent key gives dflt; present but malformed or out of
  * [lo, hi] gives FK_EINVAL with a message naming the key. */
-int fk_params_int(const fk_params *p, const char *key, long dflt, long lo, long hi, long *out,
-                  fk_err *err);
-int fk_params_u64(const fk_params *p, const char *key, uint64_t dflt, uint64_t *out, fk_err *err);
-int fk_params_double(const fk_params *p, const char *key, double dflt, double lo, double hi,
-                     double *out, fk_err *err);
-int fk_params_bool(const fk_params *p, const char *key, int dflt, int *out, fk_err *err);
+FK_CHECKRETURN int fk_params_int(const fk_params *p, const char *key, long dflt, long lo, long hi,
+                                 long *out, fk_err *err);
+FK_CHECKRETURN int fk_params_u64(const fk_params *p, const char *key, uint64_t dflt, uint64_t *out,
+                                 fk_err *err);
+FK_CHECKRETURN int fk_params_double(const fk_params *p, const char *key, double dflt, double lo,
+                                    double hi, double *out, fk_err *err);
+FK_CHECKRETURN int fk_params_bool(const fk_params *p, const char *key, int dflt, int *out,
+                                  fk_err *err);
 
 /* First key never read by a getter, or NULL: reports typos in configs. */
 const char *fk_params_unused(const fk_params *p);

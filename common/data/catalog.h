@@ -29,7 +29,8 @@
 
 /* Load the named data set. FK_ENOTFOUND for an unknown name (the message lists the
  * names), FK_EIO when the file is missing (the message names the path and --data-dir). */
-int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name, fk_err *err);
+FK_CHECKRETURN int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name,
+                                   fk_err *err);
 
 /* NULL-terminated list of the names fk_catalog_load accepts. */
 const char *const *fk_catalog_names(void);

@@ -35,19 +35,20 @@ int fk_dataset_subset(fk_dataset *dst, const fk_dataset *src, const int *rows, s
 
 /* Set labels from n raw values (copied): builds classes (sorted distinct) and y.
  * Non-finite raw values give FK_EFORMAT naming the sample. */
-int fk_dataset_set_labels(fk_dataset *ds, const double *raw, fk_err *err);
+FK_CHECKRETURN int fk_dataset_set_labels(fk_dataset *ds, const double *raw, fk_err *err);
 /* Set a regression target (copied into y_raw); y, classes and n_classes are cleared. */
-int fk_dataset_set_target(fk_dataset *ds, const double *target, fk_err *err);
+FK_CHECKRETURN int fk_dataset_set_target(fk_dataset *ds, const double *target, fk_err *err);
 /* Re-index ds's labels against the given ascending class list (k raw values), e.g. a data
  * set's documented label set, so every domain uses the same indices. FK_EINVAL if a raw
  * label is not in the list. */
-int fk_dataset_use_classes(fk_dataset *ds, const double *classes, int k, fk_err *err);
+FK_CHECKRETURN int fk_dataset_use_classes(fk_dataset *ds, const double *classes, int k,
+                                          fk_err *err);
 /* Re-index the labels of m labelled data sets against the union of their raw values,
  * so equal raw labels share one class index. Every data set ends with the same classes. */
-int fk_dataset_align_labels(fk_dataset *const *ds, int m, fk_err *err);
+FK_CHECKRETURN int fk_dataset_align_labels(fk_dataset *const *ds, int m, fk_err *err);
 /* FK_EINVAL with a message naming both domains unless a and b have the same number of
  * feature columns. */
-int fk_dataset_check_dims(const fk_dataset *a, const fk_dataset *b, fk_err *err);
+FK_CHECKRETURN int fk_dataset_check_dims(const fk_dataset *a, const fk_dataset *b, fk_err *err);
 /* Set the name used in messages (truncated to fit). */
 void fk_dataset_set_name(fk_dataset *ds, const char *name);
 

@@ -13,7 +13,7 @@
 #define CHUNK_BYTES (1u << 16)
 #define MAX_LINE_BYTES ((size_t)1 << 28) /* a line longer than 256 MiB is not a data row */
 
-int fk_dbuf_reserve(fk_dbuf *b, size_t extra)
+int fk__dbuf_reserve(fk__dbuf *b, size_t extra)
 {
     if (b->cap - b->len >= extra)
         return FK_OK;
@@ -30,21 +30,21 @@ int fk_dbuf_reserve(fk_dbuf *b, size_t extra)
     return FK_OK;
 }
 
-int fk_dbuf_push(fk_dbuf *b, double x)
+int fk__dbuf_push(fk__dbuf *b, double x)
 {
-    if (b->len == b->cap && fk_dbuf_reserve(b, 1))
+    if (b->len == b->cap && fk__dbuf_reserve(b, 1))
         return FK_ENOMEM;
     b->v[b->len++] = x;
     return FK_OK;
 }
 
-void fk_dbuf_free(fk_dbuf *b)
+void fk__dbuf_free(fk__dbuf *b)
 {
     free(b->v);
-    *b = (fk_dbuf){0};
+    *b = (fk__dbuf){0};
 }
 
-int fk_gz_open(gzFile *gz, const char *path, fk_err *err)
+int fk__gz_open(gzFile *gz, const char *path, fk_err *err)
 {
     errno = 0;
     *gz = gzopen(path, "rb");
@@ -73,7 +73,7 @@ static int gz_check(gzFile gz, const char *path, size_t off, fk_err *err)
                       path, off, msg ? msg : "zlib error");
 }
 
-int fk_gz_read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t *off, const char *what,
+int fk__gz_read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t *off, const char *what,
                      fk_err *err)
 {
     size_t got = 0;
@@ -94,7 +94,7 @@ int fk_gz_read_exact(gzFile gz, const char *path, void *buf, size_t n, size_t *o
     return FK_OK;
 }
 
-int fk_gz_plausible(gzFile gz, const char *path, size_t off, size_t need, fk_err *err)
+int fk__gz_plausible(gzFile gz, const char *path, size_t off, size_t need, fk_err *err)
 {
     struct stat st;
     if (stat(path, &st) != 0 || st.st_size < 0)
@@ -108,33 +108,33 @@ int fk_gz_plausible(gzFile gz, const char *path, size_t off, size_t need, fk_err
     return FK_OK;
 }
 
-int fk_lines_open(fk_lines *r, const char *path, fk_err *err)
+int fk__lines_open(fk__lines *r, const char *path, fk_err *err)
 {
-    *r = (fk_lines){.path = path};
+    *r = (fk__lines){.path = path};
     r->chunk = malloc(CHUNK_BYTES);
     r->line_cap = 4096;
     r->line = malloc(r->line_cap);
     if (!r->chunk || !r->line) {
-        fk_lines_close(r);
+        fk__lines_close(r);
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory", path);
     }
-    int rc = fk_gz_open(&r->gz, path, err);
+    int rc = fk__gz_open(&r->gz, path, err);
     if (rc)
-        fk_lines_close(r);
+        fk__lines_close(r);
     return rc;
 }
 
-void fk_lines_close(fk_lines *r)
+void fk__lines_close(fk__lines *r)
 {
     if (r->gz)
         gzclose_r(r->gz);
     free(r->chunk);
     free(r->line);
-    *r = (fk_lines){0};
+    *r = (fk__lines){0};
 }
 
 /* Append n bytes to the current line, growing it. */
-static int line_append(fk_lines *r, size_t *len, const char *p, size_t n, fk_err *err)
+static int line_append(fk__lines *r, size_t *len, const char *p, size_t n, fk_err *err)
 {
     if (*len + n + 1 > MAX_LINE_BYTES)
         return fk_err_set(err, FK_ELIMIT, "%s:%zu: line longer than %zu bytes; not a data file?", r->path,
@@ -154,7 +154,7 @@ static int line_append(fk_lines *r, size_t *len, const char *p, size_t n, fk_err
     return FK_OK;
 }
 
-int fk_lines_next(fk_lines *r, char **line, size_t *len_out, fk_err *err)
+int fk__lines_next(fk__lines *r, char **line, size_t *len_out, fk_err *err)
 {
     size_t len = 0;
     int any = 0;
@@ -199,7 +199,7 @@ int fk_lines_next(fk_lines *r, char **line, size_t *len_out, fk_err *err)
     return 1;
 }
 
-const char *fk_parse_cell(char *cell, double *out)
+const char *fk__parse_cell(char *cell, double *out)
 {
     while (*cell == ' ' || *cell == '\t')
         cell++;
@@ -219,7 +219,7 @@ const char *fk_parse_cell(char *cell, double *out)
     return NULL;
 }
 
-size_t fk_load_max_values(const fk_load_opts *o)
+size_t fk__load_max_values(const fk_load_opts *o)
 {
     return o && o->max_values ? o->max_values : (size_t)1 << 31;
 }
@@ -230,7 +230,7 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-int fk_load_finish(fk_dataset *ds, const char *path, const double *x, size_t n, size_t d,
+int fk__load_finish(fk_dataset *ds, const char *path, const double *x, size_t n, size_t d,
                    const double *labels, fk_err *err)
 {
     if (n == 0 || d == 0)
@@ -300,11 +300,11 @@ int fk_load(fk_dataset *ds, const char *path, const fk_load_opts *opts, fk_err *
     memset(ds, 0, sizeof *ds);
     fk_format f = o->format != FK_FORMAT_AUTO ? o->format : fk_format_from_path(path);
     switch (f) {
-    case FK_FORMAT_CSV: return fk_load_csv(ds, path, o, err);
-    case FK_FORMAT_LIBSVM: return fk_load_libsvm(ds, path, o, err);
-    case FK_FORMAT_IDX: return fk_load_idx(ds, path, o, err);
-    case FK_FORMAT_MAT: return fk_load_mat(ds, path, o, err);
-    case FK_FORMAT_NPY: return fk_load_npy(ds, path, o, err);
+    case FK_FORMAT_CSV: return fk__load_csv(ds, path, o, err);
+    case FK_FORMAT_LIBSVM: return fk__load_libsvm(ds, path, o, err);
+    case FK_FORMAT_IDX: return fk__load_idx(ds, path, o, err);
+    case FK_FORMAT_MAT: return fk__load_mat(ds, path, o, err);
+    case FK_FORMAT_NPY: return fk__load_npy(ds, path, o, err);
     default: break;
     }
     return fk_err_set(err, FK_EINVAL,

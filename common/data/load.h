@@ -44,7 +44,7 @@ typedef struct fk_load_opts {
 
 /* Load path into ds (initialised here; fk_dataset_close frees it). opts may be NULL.
  * The data set's name is the file's base name. */
-int fk_load(fk_dataset *ds, const char *path, const fk_load_opts *opts, fk_err *err);
+FK_CHECKRETURN int fk_load(fk_dataset *ds, const char *path, const fk_load_opts *opts, fk_err *err);
 
 /* The format fk_load would pick for path (FK_FORMAT_AUTO if none). */
 fk_format fk_format_from_path(const char *path);

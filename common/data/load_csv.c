@@ -4,7 +4,7 @@
 #include "common/data/load_int.h"
 
 typedef struct csv_state {
-    fk_dbuf x, y;
+    fk__dbuf x, y;
     size_t rows;
     size_t cells;      /* cells per row, fixed by the first data row */
     size_t first_line; /* line number of the first data row, for ragged-row messages */
@@ -16,7 +16,7 @@ static int is_blank(const char *s)
 }
 
 /* Parse one data row of the line into st. */
-static int parse_row(csv_state *st, const fk_lines *r, char *line, char delim, fk_label_pos lab,
+static int parse_row(csv_state *st, const fk__lines *r, char *line, char delim, fk_label_pos lab,
                      size_t max_values, fk_err *err)
 {
     size_t ncell = 1;
@@ -39,7 +39,7 @@ static int parse_row(csv_state *st, const fk_lines *r, char *line, char delim, f
     if (nfeat > max_values || st->x.len > max_values - nfeat)
         return fk_err_set(err, FK_ELIMIT, "%s:%zu: more than %zu values; raise the limit if intended",
                           r->path, r->lineno, max_values);
-    if (fk_dbuf_reserve(&st->x, nfeat) || (lab != FK_LABEL_NONE && fk_dbuf_reserve(&st->y, 1)))
+    if (fk__dbuf_reserve(&st->x, nfeat) || (lab != FK_LABEL_NONE && fk__dbuf_reserve(&st->y, 1)))
         return fk_err_set(err, FK_ENOMEM, "%s:%zu: out of memory", r->path, r->lineno);
     char *cell = line;
     for (size_t c = 0; c < ncell; c++) {
@@ -47,7 +47,7 @@ static int parse_row(csv_state *st, const fk_lines *r, char *line, char delim, f
         if (end)
             *end = '\0';
         double v;
-        const char *why = fk_parse_cell(cell, &v);
+        const char *why = fk__parse_cell(cell, &v);
         if (why)
             return fk_err_set(err, FK_EFORMAT, "%s:%zu: column %zu: %s '%.40s'", r->path, r->lineno,
                               c + 1, why, cell);
@@ -62,20 +62,20 @@ static int parse_row(csv_state *st, const fk_lines *r, char *line, char delim, f
     return FK_OK;
 }
 
-int fk_load_csv(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
+int fk__load_csv(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
 {
     fk_label_pos lab = o->label == FK_LABEL_DEFAULT ? FK_LABEL_FIRST : o->label;
     char delim = o->delim ? o->delim : ',';
-    size_t max_values = fk_load_max_values(o);
-    fk_lines r;
-    int rc = fk_lines_open(&r, path, err);
+    size_t max_values = fk__load_max_values(o);
+    fk__lines r;
+    int rc = fk__lines_open(&r, path, err);
     if (rc)
         return rc;
     csv_state st = {0};
     int skip_header = o->header;
     char *line;
     size_t len;
-    while ((rc = fk_lines_next(&r, &line, &len, err)) == 1) {
+    while ((rc = fk__lines_next(&r, &line, &len, err)) == 1) {
         if (is_blank(line))
             continue;
         if (skip_header) {
@@ -90,10 +90,10 @@ int fk_load_csv(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
         rc = fk_err_set(err, FK_EFORMAT, "%s: no data rows (empty file%s)", path,
                         o->header ? " or only a header" : "");
     if (rc == 0)
-        rc = fk_load_finish(ds, path, st.x.v, st.rows, st.x.len / st.rows,
+        rc = fk__load_finish(ds, path, st.x.v, st.rows, st.x.len / st.rows,
                             lab == FK_LABEL_NONE ? NULL : st.y.v, err);
-    fk_lines_close(&r);
-    fk_dbuf_free(&st.x);
-    fk_dbuf_free(&st.y);
+    fk__lines_close(&r);
+    fk__dbuf_free(&st.x);
+    fk__dbuf_free(&st.y);
     return rc;
 }

@@ -61,7 +61,7 @@ static int read_header(gzFile gz, const char *path, idx_array *a, size_t max_val
 {
     unsigned char h[4], dims[4 * 255];
     *a = (idx_array){0};
-    int rc = fk_gz_read_exact(gz, path, h, 4, &a->off, "the IDX magic number", err);
+    int rc = fk__gz_read_exact(gz, path, h, 4, &a->off, "the IDX magic number", err);
     if (rc)
         return rc;
     a->type = h[2];
@@ -72,7 +72,7 @@ static int read_header(gzFile gz, const char *path, idx_array *a, size_t max_val
                           "(expected 00 00 TYPE NDIM)",
                           path, h[0], h[1], h[2], h[3]);
     int ndim = h[3];
-    rc = fk_gz_read_exact(gz, path, dims, 4 * (size_t)ndim, &a->off, "the IDX dimensions", err);
+    rc = fk__gz_read_exact(gz, path, dims, 4 * (size_t)ndim, &a->off, "the IDX dimensions", err);
     if (rc)
         return rc;
     a->n = (size_t)be(dims, 4);
@@ -102,7 +102,7 @@ static int read_body(gzFile gz, const char *path, idx_array *a, double *out, fk_
     int rc = FK_OK;
     for (size_t at = 0; at < total && !rc; at += block) {
         size_t k = total - at < block ? total - at : block;
-        rc = fk_gz_read_exact(gz, path, buf, k * a->esize, &a->off, "the IDX data", err);
+        rc = fk__gz_read_exact(gz, path, buf, k * a->esize, &a->off, "the IDX data", err);
         for (size_t i = 0; i < k && !rc; i++) {
             out[at + i] = decode(buf + i * a->esize, a->type);
             if (!isfinite(out[at + i]))
@@ -121,12 +121,12 @@ static int read_idx(const char *path, idx_array *a, idx_alloc alloc, void *ctx, 
                     fk_err *err)
 {
     gzFile gz;
-    int rc = fk_gz_open(&gz, path, err);
+    int rc = fk__gz_open(&gz, path, err);
     if (rc)
         return rc;
     rc = read_header(gz, path, a, max_values, err);
     if (!rc)
-        rc = fk_gz_plausible(gz, path, a->off, a->n * a->d * a->esize, err);
+        rc = fk__gz_plausible(gz, path, a->off, a->n * a->d * a->esize, err);
     double *out = NULL;
     if (!rc && !(out = alloc(ctx, a->n, a->d)))
         rc = fk_err_set(err, FK_ENOMEM, "%s: out of memory for %zu x %zu values", path, a->n, a->d);
@@ -174,7 +174,7 @@ static char *sibling_labels(const char *path)
     return s;
 }
 
-int fk_load_idx(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
+int fk__load_idx(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
 {
     idx_array a, la;
     double *y = NULL;
@@ -182,7 +182,7 @@ int fk_load_idx(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
     const char *lpath = o->label_path;
     if (!lpath && o->label != FK_LABEL_NONE)
         lpath = auto_labels = sibling_labels(path);
-    size_t max_values = fk_load_max_values(o);
+    size_t max_values = fk__load_max_values(o);
     int rc = read_idx(path, &a, alloc_dataset, ds, max_values, err);
     if (!rc) {
         const char *b = strrchr(path, '/');

@@ -8,7 +8,7 @@
 #include "common/data/load_int.h"
 
 typedef struct svm_state {
-    fk_dbuf val, idx, y; /* indices stored as doubles: exact below 2^53 */
+    fk__dbuf val, idx, y; /* indices stored as doubles: exact below 2^53 */
     size_t *row_end;     /* entries of row i end at row_end[i] */
     size_t rows, cap_rows;
     size_t max_index;
@@ -41,7 +41,7 @@ static char *token(char **p)
     return s;
 }
 
-static int parse_line(svm_state *st, const fk_lines *r, char *line, size_t limit, fk_err *err)
+static int parse_line(svm_state *st, const fk__lines *r, char *line, size_t limit, fk_err *err)
 {
     char *hash = strchr(line, '#');
     if (hash)
@@ -50,10 +50,10 @@ static int parse_line(svm_state *st, const fk_lines *r, char *line, size_t limit
     if (!tok)
         return FK_OK; /* blank or comment line */
     double y;
-    const char *why = fk_parse_cell(tok, &y);
+    const char *why = fk__parse_cell(tok, &y);
     if (why)
         return fk_err_set(err, FK_EFORMAT, "%s:%zu: label: %s '%.40s'", r->path, r->lineno, why, tok);
-    if (fk_dbuf_push(&st->y, y))
+    if (fk__dbuf_push(&st->y, y))
         return fk_err_set(err, FK_ENOMEM, "%s:%zu: out of memory", r->path, r->lineno);
     unsigned long long prev = 0;
     while ((tok = token(&p))) {
@@ -71,13 +71,13 @@ static int parse_line(svm_state *st, const fk_lines *r, char *line, size_t limit
                               r->path, r->lineno, k, prev);
         prev = k;
         double v;
-        why = fk_parse_cell(colon + 1, &v);
+        why = fk__parse_cell(colon + 1, &v);
         if (why)
             return fk_err_set(err, FK_EFORMAT, "%s:%zu: feature %llu: %s '%.40s'", r->path, r->lineno, k, why,
                               colon + 1);
         if (st->val.len >= limit)
             return fk_err_set(err, FK_ELIMIT, "%s:%zu: more than %zu entries", r->path, r->lineno, limit);
-        if (fk_dbuf_push(&st->val, v) || fk_dbuf_push(&st->idx, (double)(k - 1)))
+        if (fk__dbuf_push(&st->val, v) || fk__dbuf_push(&st->idx, (double)(k - 1)))
             return fk_err_set(err, FK_ENOMEM, "%s:%zu: out of memory", r->path, r->lineno);
         if (k > st->max_index)
             st->max_index = (size_t)k;
@@ -108,17 +108,17 @@ static int densify(fk_dataset *ds, const char *path, const svm_state *st, size_t
     return labelled ? fk_dataset_set_labels(ds, st->y.v, err) : FK_OK;
 }
 
-int fk_load_libsvm(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
+int fk__load_libsvm(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
 {
-    size_t limit = fk_load_max_values(o);
-    fk_lines r;
-    int rc = fk_lines_open(&r, path, err);
+    size_t limit = fk__load_max_values(o);
+    fk__lines r;
+    int rc = fk__lines_open(&r, path, err);
     if (rc)
         return rc;
     svm_state st = {0};
     char *line;
     size_t len;
-    while ((rc = fk_lines_next(&r, &line, &len, err)) == 1)
+    while ((rc = fk__lines_next(&r, &line, &len, err)) == 1)
         if ((rc = parse_line(&st, &r, line, o->cols ? o->cols : limit, err)))
             break;
     if (rc == 0) {
@@ -127,10 +127,10 @@ int fk_load_libsvm(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_e
         if (rc)
             fk_dataset_close(ds);
     }
-    fk_lines_close(&r);
-    fk_dbuf_free(&st.val);
-    fk_dbuf_free(&st.idx);
-    fk_dbuf_free(&st.y);
+    fk__lines_close(&r);
+    fk__dbuf_free(&st.val);
+    fk__dbuf_free(&st.idx);
+    fk__dbuf_free(&st.y);
     free(st.row_end);
     return rc;
 }

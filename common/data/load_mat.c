@@ -244,7 +244,7 @@ static int fill(fk_dataset *ds, const char *path, const matvar_t *x, const matva
     return rc ? fk_err_prefix(err, "%s: label variable '%s': ", path, lab->name) : FK_OK;
 }
 
-int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
+int fk__load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, load_matio);
@@ -252,7 +252,7 @@ int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
         return fk_err_set(err, FK_EINVAL, "%s: reading MATLAB files needs libmatio (%s); install the Debian "
                           "package that provides %s (apt-get install libmatio11)", path, mx.why,
                           FK_MATIO_SONAME);
-    size_t mv = fk_load_max_values(o);
+    size_t mv = fk__load_max_values(o);
     int rc = fk_mat_check_file(path, mv > SIZE_MAX / 16 ? SIZE_MAX / 2 : mv * 8 + (1u << 20), err);
     if (rc)
         return rc;
@@ -270,7 +270,7 @@ int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
                                  path, o->var, names)
                     : fk_err_set(err, FK_EFORMAT, "%s: no numeric variable (variables: %s)", path, names);
     if (!rc)
-        rc = read_numeric(mat, path, fvar, fk_load_max_values(o), &x, err);
+        rc = read_numeric(mat, path, fvar, fk__load_max_values(o), &x, err);
     const char *lvar = NULL;
     if (!rc && o->label != FK_LABEL_NONE) {
         size_t r = x->dims[0], n = o->samples_in_columns ? numel(x) / r : r;
@@ -282,7 +282,7 @@ int fk_load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err 
             lvar = pick_labels(&vars, fvar, n);
     }
     if (!rc && lvar)
-        rc = read_numeric(mat, path, lvar, fk_load_max_values(o), &lab, err);
+        rc = read_numeric(mat, path, lvar, fk__load_max_values(o), &lab, err);
     if (!rc) {
         rc = fill(ds, path, x, lab, o->samples_in_columns, err);
         const char *b = strrchr(path, '/');

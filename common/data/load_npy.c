@@ -95,7 +95,7 @@ static const char *parse_shape(const char *v, npy_hdr *h, size_t max_values)
 static int read_header(gzFile gz, const char *path, npy_hdr *h, size_t *off, size_t max_values, fk_err *err)
 {
     unsigned char pre[12];
-    int rc = fk_gz_read_exact(gz, path, pre, 8, off, "the NPY magic", err);
+    int rc = fk__gz_read_exact(gz, path, pre, 8, off, "the NPY magic", err);
     if (rc)
         return rc;
     if (memcmp(pre, "\x93NUMPY", 6) != 0)
@@ -105,7 +105,7 @@ static int read_header(gzFile gz, const char *path, npy_hdr *h, size_t *off, siz
     if (major < 1 || major > 3)
         return fk_err_set(err, FK_EFORMAT, "%s: byte 6: unsupported NPY version %d", path, major);
     size_t lb = major == 1 ? 2 : 4;
-    rc = fk_gz_read_exact(gz, path, pre + 8, lb, off, "the NPY header length", err);
+    rc = fk__gz_read_exact(gz, path, pre + 8, lb, off, "the NPY header length", err);
     if (rc)
         return rc;
     size_t hlen = pre[8] | (size_t)pre[9] << 8;
@@ -118,7 +118,7 @@ static int read_header(gzFile gz, const char *path, npy_hdr *h, size_t *off, siz
     if (!text)
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory", path);
     size_t hstart = *off;
-    rc = fk_gz_read_exact(gz, path, text, hlen, off, "the NPY header", err);
+    rc = fk__gz_read_exact(gz, path, text, hlen, off, "the NPY header", err);
     if (rc) {
         free(text);
         return rc;
@@ -180,7 +180,7 @@ static int read_data(gzFile gz, const char *path, const npy_hdr *h, size_t *off,
     size_t n = transpose ? b : a, d = transpose ? a : b, total = a * b;
     if (total == 0)
         return fk_err_set(err, FK_EFORMAT, "%s: empty NPY array", path);
-    int rc = fk_gz_plausible(gz, path, *off, total * h->esize, err);
+    int rc = fk__gz_plausible(gz, path, *off, total * h->esize, err);
     if (rc)
         return rc;
     if (fk_dataset_init(ds, n, d, 0))
@@ -191,7 +191,7 @@ static int read_data(gzFile gz, const char *path, const npy_hdr *h, size_t *off,
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory", path);
     for (size_t at = 0; at < total && !rc; at += block) {
         size_t k = total - at < block ? total - at : block;
-        rc = fk_gz_read_exact(gz, path, buf, k * h->esize, off, "the NPY data", err);
+        rc = fk__gz_read_exact(gz, path, buf, k * h->esize, off, "the NPY data", err);
         for (size_t e = 0; e < k && !rc; e++) {
             size_t idx = at + e;
             double v = decode(buf + e * h->esize, h);
@@ -222,7 +222,7 @@ static int load_array(fk_dataset *ds, const char *path, int transpose, size_t ma
     size_t off = 0;
     npy_hdr h = {0};
     memset(ds, 0, sizeof *ds);
-    int rc = fk_gz_open(&gz, path, err);
+    int rc = fk__gz_open(&gz, path, err);
     if (rc)
         return rc;
     rc = read_header(gz, path, &h, &off, max_values, err);
@@ -243,9 +243,9 @@ static int load_array(fk_dataset *ds, const char *path, int transpose, size_t ma
     return rc;
 }
 
-int fk_load_npy(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
+int fk__load_npy(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)
 {
-    size_t max_values = fk_load_max_values(o);
+    size_t max_values = fk__load_max_values(o);
     int rc = load_array(ds, path, o->samples_in_columns, max_values, err);
     if (rc)
         return rc;

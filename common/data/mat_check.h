@@ -12,6 +12,6 @@
  * streams complete, dimensions consistent with the stored data, cells and structs
  * recursively so. Sparse, function and opaque variables are refused. Inflated variables
  * larger than max_bytes give FK_ELIMIT. */
-int fk_mat_check_file(const char *path, size_t max_bytes, fk_err *err);
+FK_CHECKRETURN int fk_mat_check_file(const char *path, size_t max_bytes, fk_err *err);
 
 #endif

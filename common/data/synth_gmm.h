@@ -22,12 +22,13 @@ typedef struct fk_synth_gmm {
 void fk_synth_gmm_defaults(fk_synth_gmm *o);
 
 /* Common centres: the paper's table for R=5, p=10; otherwise N(0, 9 I) draws from seed. */
-int fk_synth_gmm_centres(const fk_synth_gmm *o, uint64_t seed, double *centres, fk_err *err);
+FK_CHECKRETURN int fk_synth_gmm_centres(const fk_synth_gmm *o, uint64_t seed, double *centres,
+                                        fk_err *err);
 
 /* Fill K datasets (caller closes them) labelled with the true component (0 for
  * outlier tasks); theta (K x R x p) and w (K x R) receive the true parameters
  * (outlier entries: NaN). */
-int fk_synth_gmm_make(const fk_synth_gmm *o, uint64_t seed, fk_dataset *tasks, double *theta,
-                      double *w, fk_err *err);
+FK_CHECKRETURN int fk_synth_gmm_make(const fk_synth_gmm *o, uint64_t seed, fk_dataset *tasks,
+                                     double *theta, double *w, fk_err *err);
 
 #endif

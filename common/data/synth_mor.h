@@ -28,12 +28,12 @@ void fk_synth_mor_defaults(fk_synth_mor *o);
 
 /* Spec 4.3 design: n = 200 (reference; paper 150), outlier tasks y = x^T (out_coef 1) + e,
  * out_coef = -3 (reference; +3 is the text's reading). Caller frees with fk_mor_data_close. */
-int fk_mor_make(int K, int R, int p, int n, int n_outlier, double h, double out_coef,
-                uint64_t seed, fk_mor_data *d, fk_err *err);
+FK_CHECKRETURN int fk_mor_make(int K, int R, int p, int n, int n_outlier, double h, double out_coef,
+                               uint64_t seed, fk_mor_data *d, fk_err *err);
 void fk_mor_data_close(fk_mor_data *d);
 
 /* Task k as a client data set: X (n x p) and the regression target in y_raw (unlabelled).
  * Caller closes ds. */
-int fk_mor_task_dataset(const fk_mor_data *d, int k, fk_dataset *ds, fk_err *err);
+FK_CHECKRETURN int fk_mor_task_dataset(const fk_mor_data *d, int k, fk_dataset *ds, fk_err *err);
 
 #endif

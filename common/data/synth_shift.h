@@ -29,6 +29,6 @@ void fk_synth_defaults(fk_synth_opts *o);
 /* out[0..n_sources) are the labelled sources (names "src0"...), out[n_sources]
  * the target (labelled, name "target", labels for scoring only). The caller
  * provides n_sources + 1 datasets and closes them. */
-int fk_synth_shift(const fk_synth_opts *o, fk_dataset *out, fk_err *err);
+FK_CHECKRETURN int fk_synth_shift(const fk_synth_opts *o, fk_dataset *out, fk_err *err);
 
 #endif

@@ -39,9 +39,9 @@ typedef struct fk_synth_spec {
 int fk_synth_spec_is(const char *src);
 
 /* Parse and validate; FK_EINVAL with a message naming the spec and the key. */
-int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err);
+FK_CHECKRETURN int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err);
 
 /* Parse and generate the one client's dataset. */
-int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err);
+FK_CHECKRETURN int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err);
 
 #endif

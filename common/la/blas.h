@@ -17,22 +17,23 @@ enum fk_trans { FK_NOTRANS = 0, FK_TRANS = 1 };
 
 /* C = alpha * op(A) * op(B) + beta * C. C must not overlap A or B.
  * beta == 0 ignores the old contents of C (NaN in C does not propagate). */
-int fk_gemm(int transa, int transb, double alpha, const fk_mat *A, const fk_mat *B, double beta,
-            fk_mat *C, fk_err *err);
+FK_CHECKRETURN int fk_gemm(int transa, int transb, double alpha, const fk_mat *A, const fk_mat *B,
+                           double beta, fk_mat *C, fk_err *err);
 
 /* Symmetric rank-k update, both triangles of C written:
  * FK_NOTRANS: C = alpha * A * A^T + beta * C  (C is A.rows x A.rows)
  * FK_TRANS:   C = alpha * A^T * A + beta * C  (C is A.cols x A.cols) */
-int fk_syrk(int trans, double alpha, const fk_mat *A, double beta, fk_mat *C, fk_err *err);
+FK_CHECKRETURN int fk_syrk(int trans, double alpha, const fk_mat *A, double beta, fk_mat *C,
+                           fk_err *err);
 
 /* y = alpha * op(A) * x + beta * y; nx, ny are the lengths of x and y. */
-int fk_gemv(int trans, double alpha, const fk_mat *A, const double *x, size_t nx, double beta,
-            double *y, size_t ny, fk_err *err);
+FK_CHECKRETURN int fk_gemv(int trans, double alpha, const fk_mat *A, const double *x, size_t nx,
+                           double beta, double *y, size_t ny, fk_err *err);
 
 /* Y = alpha * X + Y, same shape. */
-int fk_mat_axpy(double alpha, const fk_mat *X, fk_mat *Y, fk_err *err);
+FK_CHECKRETURN int fk_mat_axpy(double alpha, const fk_mat *X, fk_mat *Y, fk_err *err);
 /* M = alpha * M. */
-int fk_mat_scal(double alpha, fk_mat *M, fk_err *err);
+FK_CHECKRETURN int fk_mat_scal(double alpha, fk_mat *M, fk_err *err);
 /* Frobenius norm of M. */
 double fk_mat_nrm2(const fk_mat *M);
 
@@ -45,6 +46,6 @@ double fk_nrm2(size_t n, const double *x);
 void fk_copy(size_t n, const double *x, double *y);
 
 /* FK_OK if M is a well-formed matrix for BLAS (data set, ld >= max(1, cols), fits int). */
-int fk_blas_check_mat(const fk_mat *M, const char *what, fk_err *err);
+FK_CHECKRETURN int fk_blas_check_mat(const fk_mat *M, const char *what, fk_err *err);
 
 #endif

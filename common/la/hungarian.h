@@ -10,11 +10,11 @@
 /* Minimum-cost perfect matching of an n x n row-major cost matrix.
  * assign[r] = column given to row r; *total (may be NULL) = its cost.
  * Deterministic: ties are broken by the lowest column index. Costs must be finite. */
-int fk_hungarian(const double *cost, int n, int *assign, double *total, fk_err *err);
+FK_CHECKRETURN int fk_hungarian(const double *cost, int n, int *assign, double *total, fk_err *err);
 
 /* 1 - (matched count / n) under the label matching that maximizes the matched
  * count; truth in [0, n_classes), pred in [0, n_clusters). n = 0 gives 0. */
-int fk_misclustering_rate(const int *truth, const int *pred, size_t n, int n_classes,
-                          int n_clusters, double *rate, fk_err *err);
+FK_CHECKRETURN int fk_misclustering_rate(const int *truth, const int *pred, size_t n, int n_classes,
+                                         int n_clusters, double *rate, fk_err *err);
 
 #endif

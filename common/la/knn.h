@@ -9,6 +9,7 @@
  * training index. Squared distances come from ||a||^2 + ||b||^2 - 2 a.b with the cross
  * terms from dgemm in blocks of test rows. FK_EINVAL on a feature-count mismatch or an
  * empty training set, FK_ENOMEM if the block buffer cannot be allocated. */
-int fk_knn1_predict(const fk_mat *train, const int *ytrain, const fk_mat *test, int *pred, fk_err *err);
+FK_CHECKRETURN int fk_knn1_predict(const fk_mat *train, const int *ytrain, const fk_mat *test,
+                                   int *pred, fk_err *err);
 
 #endif

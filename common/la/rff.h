@@ -31,24 +31,26 @@ typedef struct fk_rff {
 } fk_rff;
 
 /* Draw Omega (i.i.d.). sigma <= 0, N = 0 or d = 0 give FK_EINVAL. */
-int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_err *err);
+FK_CHECKRETURN int fk_rff_init(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma,
+                               fk_err *err);
 /* Same with the frequencies drawn as `kind` says; the same bits on every machine. */
-int fk_rff_init_kind(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma, fk_rff_kind kind,
-                     fk_err *err);
+FK_CHECKRETURN int fk_rff_init_kind(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma,
+                                    fk_rff_kind kind, fk_err *err);
 /* "iid" or "orthogonal" into *kind; FK_EINVAL with a message otherwise. */
-int fk_rff_kind_parse(const char *s, fk_rff_kind *kind, fk_err *err);
+FK_CHECKRETURN int fk_rff_kind_parse(const char *s, fk_rff_kind *kind, fk_err *err);
 const char *fk_rff_kind_name(fk_rff_kind kind);
 void fk_rff_close(fk_rff *r);
 
 /* Z (initialised here, n x 2N) = features of the rows of X (n x d). */
-int fk_rff_map(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err);
+FK_CHECKRETURN int fk_rff_map(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err);
 /* Same into an existing n x 2N matrix (no allocation). */
-int fk_rff_map_into(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err);
+FK_CHECKRETURN int fk_rff_map_into(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err);
 
 /* Back-propagation through the map: given upstream gradients G (n x 2N, row i
  * = dL/dphi(x_i)), dX (n x d, initialised by the caller) receives
  * dL/dx_i = N^-1/2 Omega^T (g_s .* cos(Omega x_i) - g_c .* sin(Omega x_i)). */
-int fk_rff_backward(const fk_rff *r, const fk_mat *X, const fk_mat *G, fk_mat *dX, fk_err *err);
+FK_CHECKRETURN int fk_rff_backward(const fk_rff *r, const fk_mat *X, const fk_mat *G, fk_mat *dX,
+                                   fk_err *err);
 
 /* Exact Gaussian kernel value for two d-vectors. */
 double fk_gauss_kernel(const double *x, const double *y, size_t d, double sigma);

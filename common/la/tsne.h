@@ -32,6 +32,6 @@ void fk_tsne_defaults(fk_tsne_opts *o);
 
 /* Embed X (n x d, n > 3 * perplexity + 1) into Y (initialised here, n x dims).
  * X is used as given (callers reduce it with PCA first when d is large). */
-int fk_tsne(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err);
+FK_CHECKRETURN int fk_tsne(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err);
 
 #endif

@@ -40,7 +40,10 @@ typedef struct fk_update {
 
 /* Sample-weighted mean (weight n_samples, or 1 when not positive) of one report
  * field, given as offsetof(fk_report, loss) etc., over the updates where it is not
- * NaN; NaN when none is. */
+ * NaN; NaN when none is. NaN here only ever means "not measured" (e.g. FedRF-TCA's
+ * sources have no accuracy): a report with an infinite field or a bad n_samples
+ * (fk_update_check_report), or NaN where the method always measures the field (its
+ * check_update), was refused before it was stored, like a bad update. */
 double fk_report_mean(const fk_update *ups, int n, size_t field);
 
 /* The plan of methods without client sampling: every one of the K clients, every round. */
@@ -51,21 +54,24 @@ typedef struct fk_method {
     const char *summary; /* one line for --help */
 
     /* --- server side --- */
-    int (*server_init)(void **srv, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
+    FK_CHECKRETURN int (*server_init)(void **srv, const fk_params *p, int n_clients, uint64_t seed,
+                                      fk_err *err);
     void (*server_close)(void *srv);
     /* Choose the clients to contact in `round` (1-based). chosen has room for n_clients. */
-    int (*plan)(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
+    FK_CHECKRETURN int (*plan)(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen,
+                               fk_err *err);
     /* Task for one client in (round, phase). */
-    int (*task)(void *srv, int round, int phase, int client, fk_bundle *out, fk_err *err);
+    FK_CHECKRETURN int (*task)(void *srv, int round, int phase, int client, fk_bundle *out,
+                               fk_err *err);
     /* Fold the phase's updates (sorted by client index) into the server state;
      * *round_done = 1 when the round is complete, 0 when another phase follows. */
-    int (*aggregate)(void *srv, int round, int phase, const fk_update *ups, int n, int *round_done,
-                     fk_err *err);
+    FK_CHECKRETURN int (*aggregate)(void *srv, int round, int phase, const fk_update *ups, int n,
+                                    int *round_done, fk_err *err);
     /* Current global model (what `job result` returns). */
-    int (*model)(void *srv, fk_bundle *out, fk_err *err);
+    FK_CHECKRETURN int (*model)(void *srv, fk_bundle *out, fk_err *err);
     /* Checkpoint: the whole server state as a bundle, and back. */
-    int (*save)(void *srv, fk_bundle *out, fk_err *err);
-    int (*load)(void *srv, const fk_bundle *in, fk_err *err);
+    FK_CHECKRETURN int (*save)(void *srv, fk_bundle *out, fk_err *err);
+    FK_CHECKRETURN int (*load)(void *srv, const fk_bundle *in, fk_err *err);
     /* Optional (NULL: the job runs all its rounds): 1 when the method has converged and
      * further rounds would change nothing, so the job ends after this round. */
     int (*finished)(void *srv);
@@ -77,25 +83,32 @@ typedef struct fk_method {
      * the method knows. FK_OK, or FK_EINVAL with a message naming the tensor and the reason.
      * A refused update is never stored and never reaches aggregate; its client counts as a
      * dropout for the phase. Reads the server state, never changes it. */
-    int (*check_update)(void *srv, int round, int phase, const fk_update *up, fk_err *err);
+    FK_CHECKRETURN int (*check_update)(void *srv, int round, int phase, const fk_update *up,
+                                       fk_err *err);
+    /* Optional (NULL: the job type serves no predictions). Predictions for the queries
+     * (tensor "X", n x p) from a job's model as `model` returned it: fills out with
+     * "labels" (n) and "distances" (n) and what the method adds; FK_EINVAL with the
+     * reason when the model cannot serve them (e.g. the models stay on the clients). */
+    FK_CHECKRETURN int (*predict)(const fk_bundle *model, const fk_bundle *queries,
+                                  fk_bundle *out, fk_err *err);
 
     /* --- client side --- */
-    int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data, int client,
-                       int n_clients, uint64_t seed, fk_err *err);
+    FK_CHECKRETURN int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data,
+                                      int client, int n_clients, uint64_t seed, fk_err *err);
     void (*client_close)(void *cli);
-    int (*local_step)(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
-                      fk_err *err);
+    FK_CHECKRETURN int (*local_step)(void *cli, const fk_bundle *task, fk_bundle *update,
+                                     fk_report *rep, fk_err *err);
     /* Score a model on the client's data (final evaluation). */
-    int (*evaluate)(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
-    int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
-    int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
+    FK_CHECKRETURN int (*evaluate)(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
+    FK_CHECKRETURN int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
+    FK_CHECKRETURN int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
 
     /* --- in-process simulation and docs (optional) --- */
     /* Built-in synthetic clients for `fedkern sim NAME` run without --data: fills
      * clients[0..n_clients) (zeroed on entry; the caller closes each) from the job
      * parameters and the seed. */
-    int (*sim_data)(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                    fk_err *err);
+    FK_CHECKRETURN int (*sim_data)(const fk_params *p, int n_clients, uint64_t seed,
+                                   fk_dataset *clients, fk_err *err);
     /* The job keys the method reads, NULL-terminated, for --help and the docs. */
     const fk_param_doc *keys;
 } fk_method;

@@ -2,10 +2,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/methods/dica/dica_job.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
+#include "common/methods/kahm/kahm.h"
 #include "common/methods/method.h"
-#include "common/methods/fedgrem.h"
-#include "common/methods/fedrf_tca.h"
-#include "common/methods/pooled_em.h"
+#include "common/methods/mixture/fedgmm_mor.h"
+#include "common/methods/mixture/fedgrem.h"
+#include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sfl/sfl.h"
 
 /* One line per job type; each method file exports its table. */
@@ -26,6 +29,9 @@ const fk_method *const fk_methods[] = {
     &fk_method_pooled_em_mor,
     &fk_method_fedgmm_mor,
     &fk_method_sfl,
+    &fk_method_kahm,
+    &fk_method_dica,
+    &fk_method_udica,
     NULL,
 };
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/methods/update_check.h"
+
 enum { MAX_PHASES = 16 };
 static const uint64_t PLAN_STREAM = 0x706c616e00000000ULL;
 static const uint64_t DROP_STREAM = 0x64726f7000000000ULL;
@@ -101,12 +103,11 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
         if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
             continue;
         /* A refused update is a dropout, as in the daemon: it never reaches aggregate. */
-        if (s->m->check_update) {
-            fk_err cerr;
-            if (s->m->check_update(s->srv, round, phase, u, &cerr) != FK_OK) {
-                r->refused++;
-                continue;
-            }
+        fk_err cerr;
+        if (fk_update_check_report(&u->report, c, &cerr) != FK_OK ||
+            (s->m->check_update && s->m->check_update(s->srv, round, phase, u, &cerr) != FK_OK)) {
+            r->refused++;
+            continue;
         }
         r->bytes += 8 * fk_bundle_values(&u->msg);
         got++;
@@ -181,6 +182,8 @@ int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients
         rc = m->model(s.srv, model, err);
         if (rc == FK_OK && o->final_reports)
             rc = evaluate_all(&s, model, o->final_reports, err);
+        if (rc != FK_OK) /* the caller closes the model only on success */
+            fk_bundle_close(model);
     }
     sim_close(&s);
     return rc;

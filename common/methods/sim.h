@@ -38,7 +38,8 @@ void fk_sim_plan_rng(fk_rng *rng, uint64_t seed, int round);
 /* Run o->rounds rounds, fewer when the method's finished op says so. On success *model
  * holds the server's final model (caller closes it) and last, if not NULL, the last round's
  * summary. */
-int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients, int n_clients,
-               const fk_sim_opts *o, fk_bundle *model, fk_sim_round *last, fk_err *err);
+FK_CHECKRETURN int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients,
+                              int n_clients, const fk_sim_opts *o, fk_bundle *model,
+                              fk_sim_round *last, fk_err *err);
 
 #endif

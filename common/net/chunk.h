@@ -39,19 +39,19 @@ size_t fk_chunk_data_max(size_t max_message_size, size_t extra);
 
 /* Plan chunks of chunk_size bytes for payload[0..len) and hash it.
  * len must be >= 1 and need at most UINT32_MAX chunks. */
-int fk_chunker_init(fk_chunker *c, const uint8_t *payload, size_t len, size_t chunk_size,
-                    fk_err *err);
+FK_CHECKRETURN int fk_chunker_init(fk_chunker *c, const uint8_t *payload, size_t len,
+                                   size_t chunk_size, fk_err *err);
 /* Plan chunks of the encoding of b as dtype: one streaming pass computes its
  * size and SHA-256 without building it. b must not change while in use. */
-int fk_chunker_init_bundle(fk_chunker *c, const fk_bundle *b, int dtype, size_t chunk_size,
-                           fk_err *err);
+FK_CHECKRETURN int fk_chunker_init_bundle(fk_chunker *c, const fk_bundle *b, int dtype,
+                                          size_t chunk_size, fk_err *err);
 /* Header and data slice of chunk index (data points into the payload;
  * encoded-bytes chunkers only). */
-int fk_chunker_get(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr,
-                   const uint8_t **data, size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_chunker_get(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr,
+                                  const uint8_t **data, size_t *len, fk_err *err);
 /* Header and a copy of chunk index in buf (cap >= chunk_size); any chunker. */
-int fk_chunker_read(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr, uint8_t *buf,
-                    size_t cap, size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_chunker_read(const fk_chunker *c, uint32_t index, fedkern_v1_Chunk *hdr,
+                                   uint8_t *buf, size_t cap, size_t *len, fk_err *err);
 
 /* Receiver side. */
 typedef struct fk_reasm {
@@ -76,16 +76,16 @@ void fk_reasm_close(fk_reasm *r);
  * allocating), FK_EFORMAT (header inconsistent with itself or with earlier
  * chunks, a resent chunk with different bytes, or a SHA-256 mismatch at the
  * end -- then the reassembly is reset and the sender must start again). */
-int fk_reasm_add(fk_reasm *r, const fedkern_v1_Chunk *hdr, const uint8_t *data, size_t len,
-                 int *complete, fk_err *err);
+FK_CHECKRETURN int fk_reasm_add(fk_reasm *r, const fedkern_v1_Chunk *hdr, const uint8_t *data,
+                                size_t len, int *complete, fk_err *err);
 /* Indices still missing, ascending: writes up to max of them to out (out
  * may be NULL) and returns how many are missing in all. Before the first
  * chunk nothing is known and 0 is returned. */
 size_t fk_reasm_missing(const fk_reasm *r, uint32_t *out, size_t max);
 /* Hand the verified payload to the caller (free() it) and reset. */
-int fk_reasm_take(fk_reasm *r, uint8_t **payload, size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_reasm_take(fk_reasm *r, uint8_t **payload, size_t *len, fk_err *err);
 
 /* SHA-256 of data[0..len) through OpenSSL EVP. */
-int fk_sha256(const uint8_t *data, size_t len, uint8_t out[32], fk_err *err);
+FK_CHECKRETURN int fk_sha256(const uint8_t *data, size_t len, uint8_t out[32], fk_err *err);
 
 #endif

@@ -259,8 +259,10 @@ int fk_codec_encode(const pb_msgdesc_t *fields, const void *msg, int framed, uin
         free(b);
         return fk_err_set(err, FK_EINVAL, "protobuf encode failed: %s", PB_GET_ERROR(&os));
     }
-    if (framed)
-        fk_grpc_frame_prefix(b, size, NULL);
+    if (framed && fk_grpc_frame_prefix(b, size, err) != FK_OK) { /* size was checked above */
+        free(b);
+        return FK_ELIMIT;
+    }
     *buf = b;
     *len = head + size;
     return FK_OK;
@@ -654,4 +656,115 @@ int fk_codec_decode_job_result_response(const uint8_t *buf, size_t len,
     *msg = (fedkern_v1_JobResultResponse)fedkern_v1_JobResultResponse_init_zero;
     return decode_payload(fedkern_v1_JobResultResponse_fields, msg, &msg->model, &msg->has_model,
                           &msg->chunk, &msg->has_chunk, buf, len, rx, "JobResultResponse", err);
+}
+
+/* Predict messages carry no chunk: a dummy one stands in for the payload helpers. */
+static int encode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+                             bool *has, const fk_codec_tx *tx, uint8_t **buf, size_t *len,
+                             const char *what, fk_err *err)
+{
+    if (!tx->bundle || tx->chunk_data)
+        return fk_err_set(err, FK_EINVAL, "%s carries exactly one inline bundle", what);
+    fedkern_v1_Chunk none = fedkern_v1_Chunk_init_zero;
+    bool no = false;
+    return encode_payload(fields, msg, pb, has, &none, &no, tx, 0, buf, len, err);
+}
+
+static int decode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+                             const bool *has, const uint8_t *buf, size_t len, fk_bundle *out,
+                             const char *what, fk_err *err)
+{
+    fedkern_v1_Chunk none = fedkern_v1_Chunk_init_zero;
+    bool no = false;
+    fk_codec_rx rx = {.bundle = out};
+    int rc = decode_payload(fields, msg, pb, has, &none, &no, buf, len, &rx, what, err);
+    if (rc == FK_OK && !*has) {
+        pb_release(fields, msg);
+        return fk_err_set(err, FK_EFORMAT, "%s: no bundle", what);
+    }
+    return rc;
+}
+
+int fk_codec_encode_predict_request(fedkern_v1_PredictRequest *msg, const fk_codec_tx *tx,
+                                    uint8_t **buf, size_t *len, fk_err *err)
+{
+    return encode_one_bundle(fedkern_v1_PredictRequest_fields, msg, &msg->queries,
+                             &msg->has_queries, tx, buf, len, "PredictRequest", err);
+}
+
+int fk_codec_decode_predict_request(const uint8_t *buf, size_t len, fedkern_v1_PredictRequest *msg,
+                                    fk_bundle *queries, fk_err *err)
+{
+    *msg = (fedkern_v1_PredictRequest)fedkern_v1_PredictRequest_init_zero;
+    return decode_one_bundle(fedkern_v1_PredictRequest_fields, msg, &msg->queries,
+                             &msg->has_queries, buf, len, queries, "PredictRequest", err);
+}
+
+int fk_codec_encode_predict_response(fedkern_v1_PredictResponse *msg, const fk_codec_tx *tx,
+                                     uint8_t **buf, size_t *len, fk_err *err)
+{
+    return encode_one_bundle(fedkern_v1_PredictResponse_fields, msg, &msg->result,
+                             &msg->has_result, tx, buf, len, "PredictResponse", err);
+}
+
+int fk_codec_decode_predict_response(const uint8_t *buf, size_t len,
+                                     fedkern_v1_PredictResponse *msg, fk_bundle *result,
+                                     fk_err *err)
+{
+    *msg = (fedkern_v1_PredictResponse)fedkern_v1_PredictResponse_init_zero;
+    return decode_one_bundle(fedkern_v1_PredictResponse_fields, msg, &msg->result,
+                             &msg->has_result, buf, len, result, "PredictResponse", err);
+}
+
+/* --------------------------------------------------- NUL bytes in strings */
+
+static int read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && *pos < len; shift += 7) {
+        uint8_t b = buf[(*pos)++];
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+    }
+    return -1;
+}
+
+int fk_codec_string_nul(const uint8_t *buf, size_t len, uint32_t field, int *line, size_t *at)
+{
+    size_t pos = 0;
+    while (pos < len) {
+        uint64_t key, n;
+        if (read_varint(buf, len, &pos, &key))
+            return 0;
+        switch (key & 7) {
+        case 0:
+            if (read_varint(buf, len, &pos, &n))
+                return 0;
+            break;
+        case 1:
+            pos += 8;
+            break;
+        case 5:
+            pos += 4;
+            break;
+        case 2: {
+            if (read_varint(buf, len, &pos, &n) || n > len - pos)
+                return 0;
+            const uint8_t *s = buf + pos, *z = (key >> 3) == field ? memchr(s, 0, n) : NULL;
+            if (z) {
+                *line = 1;
+                for (const uint8_t *c = s; c < z; c++)
+                    *line += *c == '\n';
+                *at = (size_t)(z - s);
+                return 1;
+            }
+            pos += n;
+            break;
+        }
+        default:
+            return 0;
+        }
+    }
+    return 0;
 }

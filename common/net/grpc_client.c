@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/net/bigbuf.h"
 #include "common/net/grpc_frame.h"
 #include "common/net/tlsconn.h"
@@ -91,7 +92,7 @@ static void finish(ccall *c, int status, const char *msg)
         return;
     c->done = 1;
     fk_grpc_client *cl = c->cl;
-    uv_timer_stop(&c->timer);
+    FK_UV_MUST(uv_timer_stop(&c->timer));
     if (c->sid > 0 && cl->ng) {
         nghttp2_session_set_stream_user_data(cl->ng, c->sid, NULL);
         /* Ended while either side still streams (deadline, limit, early answer): reset,
@@ -439,7 +440,7 @@ static void tls_ready(fk_tlsconn *t)
         uint64_t period = cl->lim.keepalive_ms < cl->lim.keepalive_timeout_ms ? cl->lim.keepalive_ms
                                                                             : cl->lim.keepalive_timeout_ms;
         period = period / 4 < 5 ? 5 : period / 4;
-        uv_timer_start(&cl->ka, keepalive, period, period);
+        FK_UV_MUST(uv_timer_start(&cl->ka, keepalive, period, period));
     }
     /* Calls queued while connecting go out now, oldest first. */
     ccall *last = cl->calls;
@@ -529,7 +530,7 @@ static void conn_lost(fk_grpc_client *cl, const char *reason)
     int was_up = cl->up;
     cl->up = 0;
     cl->tls = NULL;
-    uv_timer_stop(&cl->ka);
+    FK_UV_MUST(uv_timer_stop(&cl->ka));
     snprintf(cl->why, sizeof cl->why, "%s", reason);
     if (!was_up && !cl->closing)
         fk_log(FK_LOG_WARN, "client_refused", "server=%s reason=\"%s\"", cl->peer.addr, reason);
@@ -570,7 +571,9 @@ static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err 
         cl->tls = NULL;
         return rc;
     }
-    fk_tlsconn_connect(cl->tls, addr, cl->server_name, err);
+    if (fk_tlsconn_connect(cl->tls, addr, cl->server_name, err) != FK_OK) {
+        /* Not the caller's failure to handle: tls_closed runs and reports the reason. */
+    }
     return FK_OK;
 }
 
@@ -633,7 +636,7 @@ int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_
     cl->hs_timeout_ms = cfg->limits.handshake_timeout_ms;
     snprintf(cl->server_name, sizeof cl->server_name, "%s", name);
     snprintf(cl->peer.addr, sizeof cl->peer.addr, "%s:%d", host, port);
-    uv_timer_init(loop, &cl->ka);
+    FK_UV_MUST(uv_timer_init(loop, &cl->ka));
     cl->ka.data = cl;
     struct sockaddr_storage ss;
     if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
@@ -692,14 +695,14 @@ int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req
     c->grpc_status = -1;
     c->cb = done;
     c->ud = ud;
-    uv_timer_init(cl->loop, &c->timer);
+    FK_UV_MUST(uv_timer_init(cl->loop, &c->timer));
     c->timer.data = c;
     c->next = cl->calls;
     if (cl->calls)
         cl->calls->prev = c;
     cl->calls = c;
     if (timeout_ms)
-        uv_timer_start(&c->timer, deadline_fired, timeout_ms, 0);
+        FK_UV_MUST(uv_timer_start(&c->timer, deadline_fired, timeout_ms, 0));
     if (cl->up && submit(cl, c) == 0)
         pump(cl);
     return FK_OK;
@@ -716,7 +719,10 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *), void *u
         return; /* tls_closed frees the client when its callbacks return */
     fail_all(cl, FK_GRPC_CANCELLED, "client closed");
     if (cl->resolving) {
-        uv_cancel((uv_req_t *)&cl->gai); /* resolved() frees the client */
+        /* resolved() runs either way (UV_EBUSY: the lookup is under way) and frees the client */
+        int rc = uv_cancel((uv_req_t *)&cl->gai);
+        if (rc && rc != UV_EBUSY)
+            fk_log(FK_LOG_ERROR, "libuv_failed", "call=uv_cancel error=\"%s\"", uv_strerror(rc));
         return;
     }
     if (cl->tls) {

@@ -31,10 +31,10 @@ typedef struct fk_grpc_client_config {
  * certificate's SAN (DNS name or IP). on_state reports
  * up = 1 once TLS and HTTP/2 are ready, up = 0 with the reason when the connection
  * fails or ends. Calls may be issued at once; they wait for the connection. */
-int fk_grpc_client_connect(fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg,
-                           const char *host, int port, const char *server_name,
-                           void (*on_state)(fk_grpc_client *cl, int up, const char *why, void *ud),
-                           void *ud, fk_err *err);
+FK_CHECKRETURN int fk_grpc_client_connect(
+    fk_grpc_client **out, uv_loop_t *loop, const fk_grpc_client_config *cfg, const char *host,
+    int port, const char *server_name,
+    void (*on_state)(fk_grpc_client *cl, int up, const char *why, void *ud), void *ud, fk_err *err);
 
 /* Start a unary call to path ("/pkg.Service/Method") with a deadline timeout_ms from
  * now (0 = none). req is NOT copied: it must stay valid until done runs. done runs exactly

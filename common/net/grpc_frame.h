@@ -48,8 +48,8 @@ void fk_grpc_frame_set_alloc(fk_grpc_frame_parser *p, fk_grpc_frame_alloc_cb all
  * more than max_size bytes: answer RESOURCE_EXHAUSTED), FK_EFORMAT (compressed
  * flag set; we never negotiate grpc-encoding), FK_ENOMEM, or the callback's
  * code. After an error every later feed fails with FK_ESTATE. */
-int fk_grpc_frame_feed(fk_grpc_frame_parser *p, const uint8_t *data, size_t len,
-                       fk_grpc_frame_cb cb, void *ctx, fk_err *err);
+FK_CHECKRETURN int fk_grpc_frame_feed(fk_grpc_frame_parser *p, const uint8_t *data, size_t len,
+                                      fk_grpc_frame_cb cb, void *ctx, fk_err *err);
 
 /* Non-zero while a message is half received, prefix or body (at end of stream
  * that is a truncated message: a protocol error). */
@@ -60,6 +60,6 @@ size_t fk_grpc_frame_buffered(const fk_grpc_frame_parser *p);
 
 /* Write the 5-byte prefix of an uncompressed message of len bytes.
  * Returns FK_OK, or FK_ELIMIT when len does not fit the 32-bit length. */
-int fk_grpc_frame_prefix(uint8_t out[FK_GRPC_PREFIX_LEN], size_t len, fk_err *err);
+FK_CHECKRETURN int fk_grpc_frame_prefix(uint8_t out[FK_GRPC_PREFIX_LEN], size_t len, fk_err *err);
 
 #endif

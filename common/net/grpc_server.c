@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/net/bigbuf.h"
 #include "common/net/grpc_frame.h"
 #include "common/net/tlsconn.h"
@@ -126,7 +127,7 @@ static void call_maybe_free(fk_grpc_call *call)
         call->req = NULL;
     }
     if (call->timer_init) {
-        uv_timer_stop(&call->timer);
+        FK_UV_MUST(uv_timer_stop(&call->timer));
         uv_close((uv_handle_t *)&call->timer, call_timer_closed);
     } else {
         call_free_now(call);
@@ -221,7 +222,7 @@ static void call_answer(fk_grpc_call *call, int status, const char *msg, uint8_t
     call->answered = 1;
     call->status = status;
     if (call->timer_init)
-        uv_timer_stop(&call->timer);
+        FK_UV_MUST(uv_timer_stop(&call->timer));
     int rc;
     if (status == FK_GRPC_OK) {
         call->resp = bytes;
@@ -238,8 +239,12 @@ static void call_answer(fk_grpc_call *call, int status, const char *msg, uint8_t
         snprintf(code, sizeof code, "%d", status);
         fk_grpc_message_encode(msg ? msg : "", call->msg, sizeof call->msg);
         nghttp2_nv hd[] = {NV(":status", "200"), NV("content-type", "application/grpc"),
-                           NV("grpc-status", code), NV("grpc-message", call->msg)};
-        rc = nghttp2_submit_response(c->ng, call->stream_id, hd, call->msg[0] ? 4 : 3, NULL);
+                           NV("grpc-status", code), NV("grpc-accept-encoding", "identity"),
+                           NV("grpc-message", call->msg)};
+        if (status != FK_GRPC_UNIMPLEMENTED) /* accept-encoding only where it explains */
+            hd[3] = hd[4];
+        size_t n = 3 + (status == FK_GRPC_UNIMPLEMENTED) + (call->msg[0] != 0);
+        rc = nghttp2_submit_response(c->ng, call->stream_id, hd, n, NULL);
     }
     if (rc != 0)
         nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, call->stream_id, NGHTTP2_INTERNAL_ERROR);
@@ -403,11 +408,12 @@ static void start_deadline(h2conn *c, fk_grpc_call *call)
 {
     if (!call->deadline)
         return;
-    uv_timer_init(c->srv->loop, &call->timer);
+    FK_UV_MUST(uv_timer_init(c->srv->loop, &call->timer));
     call->timer.data = call;
     call->timer_init = 1;
     uint64_t now = uv_now(c->srv->loop);
-    uv_timer_start(&call->timer, deadline_fired, call->deadline > now ? call->deadline - now : 0, 0);
+    FK_UV_MUST(uv_timer_start(&call->timer, deadline_fired,
+                              call->deadline > now ? call->deadline - now : 0, 0));
 }
 
 static void headers_done(h2conn *c, fk_grpc_call *call)
@@ -519,8 +525,14 @@ static void frame_refused(h2conn *c, fk_grpc_call *call, int rc)
         fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\" allocated=0",
                c->peer.addr, call->path, why);
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, why);
+    } else if (rc == FK_EFORMAT && call->frame.hdr[0] == 1) {
+        /* gRPC: a message compressed with an encoding the server does not support is
+         * UNIMPLEMENTED, with grpc-accept-encoding listing what it takes (identity) */
+        refuse(call, FK_GRPC_UNIMPLEMENTED,
+               "compressed messages are not supported (grpc-accept-encoding: identity); send "
+               "them uncompressed");
     } else if (rc == FK_EFORMAT) {
-        refuse(call, FK_GRPC_INTERNAL, "compressed flag set but no grpc-encoding was negotiated");
+        refuse(call, FK_GRPC_INTERNAL, "invalid compressed-flag byte in the message prefix");
     } else {
         refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
     }
@@ -775,7 +787,7 @@ static void tls_on_ready(fk_tlsconn *t)
             period = cand[i] / 4;
     if (period < 5)
         period = 5;
-    uv_timer_start(&c->tick, tick, period, period);
+    FK_UV_MUST(uv_timer_start(&c->tick, tick, period, period));
     if (s->closing)
         c->draining = 1, nghttp2_submit_goaway(c->ng, NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR, NULL, 0);
     conn_pump(c);
@@ -819,7 +831,7 @@ static void on_connection(uv_stream_t *l, int status)
     if (!c)
         return;
     c->srv = s;
-    uv_timer_init(s->loop, &c->tick);
+    FK_UV_MUST(uv_timer_init(s->loop, &c->tick));
     c->tick.data = c;
     c->tick_init = 1;
     c->next = s->conns;
@@ -832,7 +844,9 @@ static void on_connection(uv_stream_t *l, int status)
         uv_close((uv_handle_t *)&c->tick, conn_freed);
         return;
     }
-    fk_tlsconn_accept(c->tls, l, &err); /* on failure tls_on_close follows */
+    if (fk_tlsconn_accept(c->tls, l, &err) != FK_OK) {
+        /* tls_on_close follows and frees the connection; nothing else to undo */
+    }
 }
 
 /* ---- server ----------------------------------------------------------------- */
@@ -852,8 +866,8 @@ int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_ser
     if (s->tls)
         fk_tls_ctx_ref(s->tls);
     s->drain_ms = cfg->drain_ms ? cfg->drain_ms : 5000;
-    uv_tcp_init(loop, &s->listener);
-    uv_timer_init(loop, &s->drain_timer);
+    FK_UV_MUST(uv_tcp_init(loop, &s->listener));
+    FK_UV_MUST(uv_timer_init(loop, &s->drain_timer));
     s->listener.data = s->drain_timer.data = s;
     s->handles_open = 2;
     *out = s;
@@ -1008,7 +1022,7 @@ void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud
         conn_pump(c);
     }
     if (s->conns)
-        uv_timer_start(&s->drain_timer, drain_expired, s->drain_ms, 0);
+        FK_UV_MUST(uv_timer_start(&s->drain_timer, drain_expired, s->drain_ms, 0));
     maybe_server_done(s);
 }
 

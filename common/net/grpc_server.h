@@ -35,13 +35,13 @@ typedef struct fk_grpc_server_config {
     uint64_t drain_ms;   /* graceful close: how long open calls may finish (default 5000) */
 } fk_grpc_server_config;
 
-int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
-                        fk_err *err);
+FK_CHECKRETURN int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop,
+                                       const fk_grpc_server_config *cfg, fk_err *err);
 /* Register (or replace) the handler for a full path "/package.Service/Method". */
-int fk_grpc_server_handle(fk_grpc_server *srv, const char *path, fk_grpc_handler fn, void *ud,
-                          fk_err *err);
+FK_CHECKRETURN int fk_grpc_server_handle(fk_grpc_server *srv, const char *path, fk_grpc_handler fn,
+                                         void *ud, fk_err *err);
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]); port 0 picks a free port, see fk_grpc_server_port. */
-int fk_grpc_server_listen(fk_grpc_server *srv, const char *hostport, fk_err *err);
+FK_CHECKRETURN int fk_grpc_server_listen(fk_grpc_server *srv, const char *hostport, fk_err *err);
 int fk_grpc_server_port(const fk_grpc_server *srv);
 /* Swap in a rebuilt TLS context (certificate or CRL reload): new connections use it. */
 void fk_grpc_server_set_tls(fk_grpc_server *srv, fk_tls_ctx *tls);

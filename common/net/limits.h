@@ -27,7 +27,8 @@ void fk_net_limits_default(fk_net_limits *l);
 
 /* Read "PREFIX.max_message", ... from p (prefix "net" gives "net.max_message");
  * absent keys keep their current value. */
-int fk_net_limits_from_params(fk_net_limits *l, const fk_params *p, const char *prefix, fk_err *err);
+FK_CHECKRETURN int fk_net_limits_from_params(fk_net_limits *l, const fk_params *p,
+                                             const char *prefix, fk_err *err);
 
 /* NULL-terminated list of the limit keys (without prefix) with their meaning and default. */
 const fk_net_limit_doc *fk_net_limits_doc(void);

@@ -8,6 +8,7 @@
 #include <openssl/ssl.h>
 
 #include "common/base/err.h"
+#include "common/net/certs.h"
 
 typedef struct fk_tls_files {
     const char *ca;   /* PEM bundle of trusted CAs (peers must chain to it) */
@@ -24,7 +25,8 @@ typedef struct fk_tls_ctx {
 
 /* Build a server or client context from files; on error *out is NULL and err says
  * which file and why. */
-int fk_tls_ctx_new(fk_tls_ctx **out, int is_server, const fk_tls_files *files, fk_err *err);
+FK_CHECKRETURN int fk_tls_ctx_new(fk_tls_ctx **out, int is_server, const fk_tls_files *files,
+                                  fk_err *err);
 void fk_tls_ctx_ref(fk_tls_ctx *ctx);
 void fk_tls_ctx_unref(fk_tls_ctx *ctx); /* frees at zero */
 
@@ -33,7 +35,7 @@ typedef struct fk_tls_peer {
     char cn[256];
     char san[256];
     char addr[64]; /* "ip:port" of the TCP peer */
-    char id[65];   /* fedkern identity NAME from the urn:fedkern:ROLE:NAME SAN, "" if none */
+    char id[FK_IDENTITY_CAP]; /* fedkern identity NAME from the urn:fedkern:ROLE:NAME SAN, "" if none */
     int role;      /* fk_cert_role of that SAN (FK_ROLE_NONE if none) */
 } fk_tls_peer;
 

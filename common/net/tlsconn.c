@@ -2,11 +2,13 @@
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 
 /* Read buffers shared by every connection of a thread: libuv fills the ciphertext
  * buffer and read_cb decrypts and consumes it before returning (OpenSSL keeps a
@@ -16,6 +18,37 @@
 enum { RBUF_LEN = 256u << 10, PBUF_LEN = 64u << 10 };
 static _Thread_local uint8_t *t_rbuf, *t_pbuf;
 static _Thread_local int t_rbuf_busy, t_pbuf_busy;
+
+/* The buffers are freed when their thread ends (a pthread key's destructor; the main thread's
+ * go with the process). They are the one state besides the log level that outlives a call
+ * (docs/architecture.md). */
+static pthread_key_t t_key;
+static pthread_once_t t_once = PTHREAD_ONCE_INIT;
+static int t_key_ok;
+
+static void t_free(void *unused)
+{
+    (void)unused;
+    free(t_rbuf);
+    free(t_pbuf);
+    t_rbuf = t_pbuf = NULL;
+}
+
+static void t_key_make(void)
+{
+    t_key_ok = pthread_key_create(&t_key, t_free) == 0;
+}
+
+/* A thread's first buffer: arrange for t_free at its exit. Without a key (out of keys) the
+ * buffers stay until the process ends, as before; nothing else depends on it. */
+static uint8_t *t_alloc(size_t len)
+{
+    uint8_t *b = malloc(len);
+    if (b && pthread_once(&t_once, t_key_make) == 0 && t_key_ok &&
+        pthread_setspecific(t_key, (void *)1) != 0)
+        fk_log(FK_LOG_DEBUG, "tls_buffer_untracked", "reason=\"pthread_setspecific failed\"");
+    return b;
+}
 
 /* Ciphertext per uv_write: big buffers (below malloc's mmap threshold) once a
  * connection streams, small ones for the few records of a unary call. */
@@ -295,7 +328,7 @@ void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
         SSL_shutdown(c->ssl); /* close_notify */
         send_cipher(c);
     }
-    uv_read_stop((uv_stream_t *)&c->tcp);
+    FK_UV_MUST(uv_read_stop((uv_stream_t *)&c->tcp));
     c->shutdown_req.data = c;
     /* Still connecting: nothing to flush, and a shutdown would wait for the connect. */
     if (!c->started || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, shutdown_done) < 0)
@@ -307,7 +340,7 @@ static void alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *buf)
     (void)h;
     (void)hint;
     if (!t_rbuf_busy && !t_rbuf)
-        t_rbuf = malloc(RBUF_LEN);
+        t_rbuf = t_alloc(RBUF_LEN);
     if (!t_rbuf_busy && t_rbuf) {
         t_rbuf_busy = 1;
         *buf = uv_buf_init((char *)t_rbuf, RBUF_LEN);
@@ -344,7 +377,7 @@ static void handshake(fk_tlsconn *c)
             return;
         }
         c->ready = 1;
-        uv_timer_stop(&c->hs_timer);
+        FK_UV_MUST(uv_timer_stop(&c->hs_timer));
         fk_tls_peer_from_ssl(c->ssl, &c->peer);
         send_cipher(c);
         if (c->cbs->on_ready)
@@ -393,7 +426,7 @@ static void read_plain_into(fk_tlsconn *c, uint8_t *pbuf)
 static void read_plain(fk_tlsconn *c)
 {
     if (!t_pbuf_busy && !t_pbuf)
-        t_pbuf = malloc(PBUF_LEN);
+        t_pbuf = t_alloc(PBUF_LEN);
     int shared = !t_pbuf_busy && t_pbuf;
     uint8_t *pbuf = shared ? t_pbuf : malloc(PBUF_LEN);
     if (!pbuf) {
@@ -482,8 +515,8 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
     c->cbs = cbs;
     c->ud = ud;
     c->hs_timeout_ms = hs_timeout_ms;
-    uv_tcp_init(loop, &c->tcp);
-    uv_timer_init(loop, &c->hs_timer);
+    FK_UV_MUST(uv_tcp_init(loop, &c->tcp));
+    FK_UV_MUST(uv_timer_init(loop, &c->hs_timer));
     c->tcp.data = c->hs_timer.data = c;
     c->handles = 2;
     *out = c;
@@ -499,17 +532,23 @@ static void start(fk_tlsconn *c)
         char ip[48] = "?";
         int port = 0;
         if (ss.ss_family == AF_INET) {
-            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip);
+            FK_UV_MUST(uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof ip));
             port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
         } else if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip);
+            FK_UV_MUST(uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof ip));
             port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
         }
         snprintf(c->peer.addr, sizeof c->peer.addr, "%s:%d", ip, port);
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    uv_timer_start(&c->hs_timer, hs_timeout, c->hs_timeout_ms, 0);
-    uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    FK_UV_MUST(uv_tcp_nodelay(&c->tcp, 1));
+    FK_UV_MUST(uv_timer_start(&c->hs_timer, hs_timeout, c->hs_timeout_ms, 0));
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb);
+    if (rc) {
+        char why[96];
+        snprintf(why, sizeof why, "cannot read from the socket: %s", uv_strerror(rc));
+        fail(c, why);
+        return;
+    }
     if (!c->is_server)
         handshake(c);
 }

@@ -48,14 +48,15 @@ struct fk_tlsconn {
 };
 
 /* Allocate and init the TCP handle on loop; the TLS side starts at accept/connect. */
-int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_tlsconn_cbs *cbs,
-                   void *ud, uint64_t hs_timeout_ms, fk_err *err);
+FK_CHECKRETURN int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx,
+                                  const fk_tlsconn_cbs *cbs, void *ud, uint64_t hs_timeout_ms,
+                                  fk_err *err);
 /* Server side: accept from the listener and start the handshake clock. */
-int fk_tlsconn_accept(fk_tlsconn *c, uv_stream_t *listener, fk_err *err);
+FK_CHECKRETURN int fk_tlsconn_accept(fk_tlsconn *c, uv_stream_t *listener, fk_err *err);
 /* Client side: connect to addr; server_name (DNS name or IP literal) must match the
  * server certificate's SAN. */
-int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr, const char *server_name,
-                       fk_err *err);
+FK_CHECKRETURN int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr,
+                                      const char *server_name, fk_err *err);
 /* Queue plaintext (copied). Returns 0, or -1 when the connection is closing. */
 int fk_tlsconn_write(fk_tlsconn *c, const uint8_t *p, size_t n);
 /* Encrypt queued plaintext and pass it to libuv. */

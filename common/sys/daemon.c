@@ -1,4 +1,5 @@
 #include "common/sys/daemon.h"
+#include "common/base/uvcheck.h"
 
 #include <signal.h>
 #include <string.h>
@@ -53,23 +54,39 @@ int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *
     return rc;
 }
 
-void fk_stop_signals_start(fk_stop_signals *s, uv_loop_t *loop, uv_signal_cb cb, void *data)
+int fk_stop_signals_start(fk_stop_signals *s, uv_loop_t *loop, uv_signal_cb cb, void *data,
+                          fk_err *err)
 {
-    uv_signal_init(loop, &s->term);
-    uv_signal_init(loop, &s->intr);
-    s->term.data = s->intr.data = data;
-    uv_signal_start(&s->term, cb, SIGTERM);
-    uv_signal_start(&s->intr, cb, SIGINT);
+    int rc = uv_signal_init(loop, &s->term);
+    s->term_live = rc == 0;
+    if (!rc) {
+        s->term.data = data;
+        rc = uv_signal_start(&s->term, cb, SIGTERM);
+    }
+    if (rc)
+        return fk_uv_err(rc, "SIGTERM handler", err);
+    rc = uv_signal_init(loop, &s->intr);
+    s->intr_live = rc == 0;
+    if (!rc) {
+        s->intr.data = data;
+        rc = uv_signal_start(&s->intr, cb, SIGINT);
+    }
+    return fk_uv_err(rc, "SIGINT handler", err);
 }
 
 void fk_stop_signals_stop(fk_stop_signals *s)
 {
-    uv_signal_stop(&s->term);
-    uv_signal_stop(&s->intr);
+    if (s->term_live)
+        FK_UV_MUST(uv_signal_stop(&s->term));
+    if (s->intr_live)
+        FK_UV_MUST(uv_signal_stop(&s->intr));
 }
 
 void fk_stop_signals_close(fk_stop_signals *s)
 {
-    uv_close((uv_handle_t *)&s->term, NULL);
-    uv_close((uv_handle_t *)&s->intr, NULL);
+    if (s->term_live)
+        uv_close((uv_handle_t *)&s->term, NULL);
+    if (s->intr_live)
+        uv_close((uv_handle_t *)&s->intr, NULL);
+    s->term_live = s->intr_live = 0;
 }

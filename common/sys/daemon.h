@@ -23,9 +23,13 @@ int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *
 /* SIGTERM and SIGINT on one loop, both calling cb with the handle's data = data. */
 typedef struct fk_stop_signals {
     uv_signal_t term, intr;
+    int term_live, intr_live; /* handle initialised (stop and close touch only those) */
 } fk_stop_signals;
 
-void fk_stop_signals_start(fk_stop_signals *s, uv_loop_t *loop, uv_signal_cb cb, void *data);
+/* FK_ENET when a handle could not be set up; stop and close stay safe to call, and the
+ * daemon may go on (SIGTERM then ends it at once, which its crash-safe state allows). */
+FK_CHECKRETURN int fk_stop_signals_start(fk_stop_signals *s, uv_loop_t *loop, uv_signal_cb cb,
+                                         void *data, fk_err *err);
 /* Ignore further signals (the stop is under way). */
 void fk_stop_signals_stop(fk_stop_signals *s);
 /* Release both handles (after fk_stop_signals_start). */

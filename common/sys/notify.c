@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 
 /* One warning per run: a missing socket would otherwise log at every ping. */
 static void notify_send(fk_notify *n, const char *msg)
@@ -57,9 +58,9 @@ static void on_stall(uv_signal_t *s, int signum)
 
 static void unref_start(fk_notify *n, uv_timer_t *t, uv_loop_t *loop, uv_timer_cb cb, uint64_t ms)
 {
-    uv_timer_init(loop, t);
+    FK_UV_MUST(uv_timer_init(loop, t));
     t->data = n;
-    uv_timer_start(t, cb, ms, ms);
+    FK_UV_MUST(uv_timer_start(t, cb, ms, ms));
     uv_unref((uv_handle_t *)t);
     n->handles++;
 }
@@ -85,11 +86,15 @@ void fk_notify_init(fk_notify *n, uv_loop_t *loop, fk_notify_status_fn fn, void 
     const char *stall = getenv("FEDKERN_TEST_STALL_MS");
     if (stall && *stall) {
         n->stall_ms = strtoull(stall, NULL, 10);
-        uv_signal_init(loop, &n->stall);
-        n->stall.data = n;
-        uv_signal_start(&n->stall, on_stall, SIGUSR2);
-        uv_unref((uv_handle_t *)&n->stall);
-        n->handles++;
+        int rc = uv_signal_init(loop, &n->stall);
+        if (rc == 0) { /* initialised: counted and closed even if it cannot start */
+            n->stall.data = n;
+            rc = uv_signal_start(&n->stall, on_stall, SIGUSR2);
+            uv_unref((uv_handle_t *)&n->stall);
+            n->handles++;
+        }
+        if (rc)
+            fk_log(FK_LOG_ERROR, "test_stall_unavailable", "error=\"%s\"", uv_strerror(rc));
     }
 }
 

@@ -17,6 +17,7 @@
 #include "common/base/err.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/base/uvcheck.h"
 #include "common/la/rng.h"
 #include "deploy/faultproxy/rules.h"
 
@@ -331,7 +332,7 @@ static void pump(pipe_dir *d)
             return;
     }
     if (d->head) {
-        uv_timer_start(&d->timer, on_timer, d->head->due_ms - now, 0);
+        FK_UV_MUST(uv_timer_start(&d->timer, on_timer, d->head->due_ms - now, 0));
     } else if (d->eof && !d->shut) {
         d->shut = 1;
         uv_shutdown_t *s = malloc(sizeof *s);
@@ -400,7 +401,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
             conn_close(c, 1, "peer_reset");
             return;
         }
-        uv_read_stop(s);
+        FK_UV_MUST(uv_read_stop(s));
         d->reading = 0;
         d->eof = 1;
         pump(d);
@@ -434,11 +435,11 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
     }
     free(buf->base);
     if (cut) {
-        uv_read_stop((uv_stream_t *)c->to_up.src);
-        uv_read_stop((uv_stream_t *)c->to_down.src);
+        FK_UV_MUST(uv_read_stop((uv_stream_t *)c->to_up.src));
+        FK_UV_MUST(uv_read_stop((uv_stream_t *)c->to_down.src));
         c->to_up.reading = c->to_down.reading = 0;
     } else if (d->queued >= QUEUE_HIGH) {
-        uv_read_stop(s); /* back-pressure: resume once the queue drains */
+        FK_UV_MUST(uv_read_stop(s)); /* back-pressure: resume once the queue drains */
         d->reading = 0;
     }
     pump(d);
@@ -461,7 +462,7 @@ static void on_upstream(uv_connect_t *req, int status)
         conn_close(c, 1, "target_unreachable");
         return;
     }
-    uv_tcp_nodelay(&c->up, 1);
+    FK_UV_MUST(uv_tcp_nodelay(&c->up, 1));
     start_reading(&c->to_up);
     start_reading(&c->to_down);
 }
@@ -471,7 +472,7 @@ static void init_pipe(conn *c, pipe_dir *d, uv_tcp_t *src, uv_tcp_t *dst)
     d->c = c;
     d->src = src;
     d->dst = dst;
-    uv_timer_init(c->p->loop, &d->timer);
+    FK_UV_MUST(uv_timer_init(c->p->loop, &d->timer));
     d->timer.data = d;
     c->open_handles++;
 }
@@ -495,7 +496,7 @@ static void on_accept(uv_stream_t *server, int status)
     c->f = *fault_of(px, c->id);
     fk_rng_init(&c->rng, px->seed, c->id);
     c->fate = "open";
-    uv_tcp_init(px->loop, &c->down);
+    FK_UV_MUST(uv_tcp_init(px->loop, &c->down));
     c->down.data = c;
     c->open_handles = 1;
     if (uv_accept(server, (uv_stream_t *)&c->down) < 0) {
@@ -513,8 +514,8 @@ static void on_accept(uv_stream_t *server, int status)
         conn_close(c, 1, "dropped");
         return;
     }
-    uv_tcp_nodelay(&c->down, 1);
-    uv_tcp_init(px->loop, &c->up);
+    FK_UV_MUST(uv_tcp_nodelay(&c->down, 1));
+    FK_UV_MUST(uv_tcp_init(px->loop, &c->up));
     c->up.data = c;
     c->open_handles++;
     init_pipe(c, &c->to_up, &c->down, &c->up);
@@ -606,49 +607,56 @@ static int run(proxy *px, const char *listen, double max_s, fk_err *err)
     if (rc)
         return rc;
     px->loop = uv_default_loop();
-    uv_tcp_init(px->loop, &px->listener);
+    FK_UV_MUST(uv_tcp_init(px->loop, &px->listener));
     px->listener.data = px;
+    struct sockaddr_storage bound;
+    int blen = sizeof bound;
     int r = uv_tcp_bind(&px->listener, (const struct sockaddr *)&la, 0);
     if (!r)
         r = uv_listen((uv_stream_t *)&px->listener, 1024, on_accept);
+    if (!r) /* the port actually bound, for the ready line */
+        r = uv_tcp_getsockname(&px->listener, (struct sockaddr *)&bound, &blen);
     if (r < 0) {
         uv_close((uv_handle_t *)&px->listener, NULL);
-        uv_run(px->loop, UV_RUN_DEFAULT);
-        uv_loop_close(px->loop);
+        FK_UV_MUST(uv_run(px->loop, UV_RUN_DEFAULT));
+        FK_UV_MUST(uv_loop_close(px->loop));
         return fk_err_set(err, FK_EIO, "cannot listen on %s: %s", listen, uv_strerror(r));
     }
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    uv_tcp_getsockname(&px->listener, (struct sockaddr *)&bound, &blen);
     char host[64] = "";
     int port = 0;
     if (bound.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&bound, host, sizeof host);
+        FK_UV_MUST(uv_ip6_name((struct sockaddr_in6 *)&bound, host, sizeof host));
         port = ntohs(((struct sockaddr_in6 *)&bound)->sin6_port);
     } else {
-        uv_ip4_name((struct sockaddr_in *)&bound, host, sizeof host);
+        FK_UV_MUST(uv_ip4_name((struct sockaddr_in *)&bound, host, sizeof host));
         port = ntohs(((struct sockaddr_in *)&bound)->sin_port);
     }
-    uv_timer_init(px->loop, &px->cut_timer);
+    FK_UV_MUST(uv_timer_init(px->loop, &px->cut_timer));
     px->cut_timer.data = px;
     if (px->cut_every_ms > 0)
-        uv_timer_start(&px->cut_timer, on_cut_timer, (uint64_t)px->cut_every_ms,
-                       (uint64_t)px->cut_every_ms);
-    uv_timer_init(px->loop, &px->stop_timer);
+        FK_UV_MUST(uv_timer_start(&px->cut_timer, on_cut_timer, (uint64_t)px->cut_every_ms,
+                                  (uint64_t)px->cut_every_ms));
+    FK_UV_MUST(uv_timer_init(px->loop, &px->stop_timer));
     px->stop_timer.data = px;
     if (max_s > 0)
-        uv_timer_start(&px->stop_timer, on_stop_timer, (uint64_t)(max_s * 1000), 0);
-    uv_signal_init(px->loop, &px->sigint);
-    uv_signal_init(px->loop, &px->sigterm);
-    px->sigint.data = px->sigterm.data = px;
-    uv_signal_start(&px->sigint, on_signal, SIGINT);
-    uv_signal_start(&px->sigterm, on_signal, SIGTERM);
+        FK_UV_MUST(uv_timer_start(&px->stop_timer, on_stop_timer, (uint64_t)(max_s * 1000), 0));
+    /* Without a handler the signal's default action ends the proxy at once: logged, not fatal. */
+    int s = uv_signal_init(px->loop, &px->sigint);
+    px->sigint.data = px;
+    if (!s)
+        s = uv_signal_start(&px->sigint, on_signal, SIGINT);
+    int t = uv_signal_init(px->loop, &px->sigterm);
+    px->sigterm.data = px;
+    if (!t)
+        t = uv_signal_start(&px->sigterm, on_signal, SIGTERM);
+    if (s || t)
+        fk_log(FK_LOG_ERROR, "signals_unavailable", "error=\"%s\"", uv_strerror(s ? s : t));
     fk_log(FK_LOG_INFO, "proxy_ready", "listen=%s:%d port=%d seed=%" PRIu64, host, port, port,
            px->seed);
-    uv_run(px->loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_run(px->loop, UV_RUN_DEFAULT));
     uv_walk(px->loop, close_walk, NULL);
-    uv_run(px->loop, UV_RUN_DEFAULT);
-    uv_loop_close(px->loop);
+    FK_UV_MUST(uv_run(px->loop, UV_RUN_DEFAULT));
+    FK_UV_MUST(uv_loop_close(px->loop));
     return FK_OK;
 }
 

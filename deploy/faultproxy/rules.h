@@ -24,12 +24,13 @@ typedef struct fk_fault {
 
 /* Read the fault keys (drop latency-ms jitter-ms rate cut-after blackhole-after
  * corrupt) of p into f; absent keys keep what f holds. */
-int fk_fault_read(const fk_params *p, fk_fault *f, fk_err *err);
+FK_CHECKRETURN int fk_fault_read(const fk_params *p, fk_fault *f, fk_err *err);
 
 /* Parse a rule script (text of len bytes, need not be NUL-terminated): every
  * non-empty line after '#' comments are cut is one rule, defaults from dflt.
  * Fills out[0..*n); origin names the script in errors. */
-int fk_fault_parse_script(const char *text, size_t len, const fk_fault *dflt, fk_fault *out,
-                          int max, int *n, const char *origin, fk_err *err);
+FK_CHECKRETURN int fk_fault_parse_script(const char *text, size_t len, const fk_fault *dflt,
+                                         fk_fault *out, int max, int *n, const char *origin,
+                                         fk_err *err);
 
 #endif

@@ -21,8 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fk_codec_rx rx = {0};
         if (fk_codec_decode_push_update_request(data, n, &m, &rx, &err) == FK_OK) {
             int complete;
-            if (rx.has_chunk)
-                fk_reasm_add(&r, &m.chunk, rx.chunk_data, rx.chunk_len, &complete, &err);
+            /* refusals are expected here: the target checks memory safety */
+            if (rx.has_chunk &&
+                fk_reasm_add(&r, &m.chunk, rx.chunk_data, rx.chunk_len, &complete, &err) != FK_OK)
+                complete = 0;
             uint32_t missing[8];
             fk_reasm_missing(&r, missing, 8);
             fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &m);

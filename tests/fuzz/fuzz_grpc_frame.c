@@ -48,8 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fk_grpc_frame_set_alloc(&p, hook);
     sink_ctx s = {0};
     fk_err err;
-    if (fk_grpc_frame_feed(&p, data + 1, cut - 1, sink, &s, &err) == FK_OK)
-        fk_grpc_frame_feed(&p, data + cut, size - cut, sink, &s, &err);
+    if (fk_grpc_frame_feed(&p, data + 1, cut - 1, sink, &s, &err) == FK_OK &&
+        fk_grpc_frame_feed(&p, data + cut, size - cut, sink, &s, &err) != FK_OK) {
+        /* a refused second half is a verdict, not a fault: partial/close must still be safe */
+    }
     fk_grpc_frame_partial(&p);
     fk_grpc_frame_close(&p);
     free(s.cur); /* a half-received message: the parser leaves it to us */

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_server.h"
@@ -47,7 +48,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(buf + 24, data + 1, size - 1);
     size_t len = 24 + (size > 1 ? size - 1 : 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
+    if (uv_loop_init(&loop))
+        abort(); /* the harness, not the input */
     fk_grpc_server_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
     cfg.limits.max_message = 4096;
@@ -64,20 +66,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fk_engine_open(&e, &eo, fk_service_now(), &err) == FK_OK &&
         fk_grpc_server_init(&srv, &loop, &cfg, &err) == FK_OK &&
         fk_service_init(&svc, &loop, srv, e, st, &scfg, &err) == FK_OK) {
-        fk_grpc_server_handle(srv, "/fktest.Echo/Echo", on_echo, NULL, &err);
+        if (fk_grpc_server_handle(srv, "/fktest.Echo/Echo", on_echo, NULL, &err))
+            abort(); /* a fixed, valid path: only a harness fault gets here */
         fk_grpc_server_feed_raw(srv, &peer, buf, len);
     }
     if (svc) {
         fk_service_close(svc, service_closed, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
+        FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     }
     if (srv)
         fk_grpc_server_close(srv, NULL, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
+    FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     fk_service_free(svc);
     fk_engine_close(e);
     fk_store_close(st);
-    uv_loop_close(&loop);
+    FK_UV_MUST(uv_loop_close(&loop));
     free(buf);
     return 0;
 }

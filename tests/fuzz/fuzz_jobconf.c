@@ -1,9 +1,9 @@
 /* Fuzz target: job configs as SubmitJob delivers them from the network
- * (server/jobconf.c), and the task ids clients send back (server/service.c). */
+ * (common/methods/jobconf.c), and the task ids clients send back (server/service.c). */
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "server/jobconf.h"
+#include "common/methods/jobconf.h"
 #include "server/service.h"
 #include "tests/fuzz/fuzz_text.h"
 

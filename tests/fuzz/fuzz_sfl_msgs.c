@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_result.h"
 
 enum { K = 2, N = 12 };
 
@@ -23,7 +24,8 @@ static void make_data(fk_dataset *d)
             d[k].X.data[2 * i + 1] = 0.2 * ((i * 5 + 3 * k) % 7);
             lab[i] = i % 2;
         }
-        fk_dataset_set_labels(&d[k], lab, NULL);
+        if (fk_dataset_set_labels(&d[k], lab, NULL) != FK_OK)
+            abort();
     }
 }
 
@@ -82,10 +84,10 @@ static void feed(const fk_bundle *b)
     fk_report_init(&rep);
     fk_bundle out;
     fk_bundle_init(&out); /* as a task */
-    m->local_step(cli[0], b, &out, &rep, &err);
+    fuzz_any_result(m->local_step(cli[0], b, &out, &rep, &err));
     fk_bundle_close(&out);
     fk_report_init(&rep); /* as the model */
-    m->evaluate(cli[1], b, &rep, &err);
+    fuzz_any_result(m->evaluate(cli[1], b, &rep, &err));
     fk_update u[K]; /* as both clients' uploads, through the gate */
     int n = 0, done;
     for (int k = 0; k < K; k++) {
@@ -103,8 +105,8 @@ static void feed(const fk_bundle *b)
                 abort(); /* an accepted solve has finite weights */
     }
     fk_bundle_close(&out);
-    m->load(srv, b, &err); /* as checkpoints */
-    m->client_load(cli[1], b, &err);
+    fuzz_any_result(m->load(srv, b, &err)); /* as checkpoints */
+    fuzz_any_result(m->client_load(cli[1], b, &err));
     m->server_close(srv);
     for (int k = 0; k < K; k++) {
         m->client_close(cli[k]);

@@ -29,7 +29,7 @@ def check(what, ok, detail=""):
 
 def help_keys(binary):
     out = subprocess.run([binary, "--help"], stdout=subprocess.PIPE, text=True, timeout=30).stdout
-    keys = re.findall(r"^  --(data\.DATASET|[a-z][a-z0-9_.\-]*)", out, re.M)
+    keys = re.findall(r"^  --(data\.DATASET|local\.KEY|[a-z][a-z0-9_.\-]*)", out, re.M)
     return [k for k in keys if k not in ("help", "version", "config")]
 
 
@@ -82,14 +82,17 @@ def main():
         keys = help_keys(binary)
         have = conf_keys(os.path.join(cfg, example))
         page_text = man_text(os.path.join(man, page)) if have_man else open(os.path.join(man, page)).read()
-        missing = [k for k in keys if k != "data.DATASET" and k not in have]
+        # data.DATASET and local.KEY name sections: the example must show the section
+        missing = [k for k in keys if k not in ("data.DATASET", "local.KEY") and k not in have]
         check("%s documents every option of %s --help (%d)" % (example, os.path.basename(binary), len(keys)),
               not missing, missing)
         if example == "client.conf":
             check("client.conf has a [data] example", any(k.startswith("data.") for k in have))
-        nomatch = [k for k in keys if k != "data.DATASET" and k.split(".")[-1] not in conf5]
+            check("client.conf has a [local] example", any(k.startswith("local.") for k in have))
+        nomatch = [k for k in keys if k not in ("data.DATASET", "local.KEY") and k.split(".")[-1] not in conf5]
         check("fedkern.conf(5) describes every %s key" % os.path.basename(binary), not nomatch, nomatch)
-        nomatch = [k for k in keys if not k.startswith("net.") and k != "data.DATASET" and "--" + k not in page_text]
+        nomatch = [k for k in keys if not k.startswith("net.") and k != "data.DATASET"
+                   and "--" + k.replace("KEY", "") not in page_text]
         check("%s lists every option" % page, not nomatch, nomatch)
 
     with tempfile.TemporaryDirectory(prefix="fk-configs-") as tmp:

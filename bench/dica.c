@@ -1,0 +1,244 @@
+/* fedkern bench dica: speed of the DICA building blocks on the Office-Caltech10 SURF
+ * shapes (synthetic rows of the same size: d = 800, the largest domain n = 1123, pooled
+ * training n up to ~2400), with GFLOP/s as a ratio to a dgemm measured in the same run:
+ *   client statistics (§7.3): random-feature map + the D x D second moment, R = 500..2000;
+ *   server solve (§7.4) at D = 2R, 3 domains, 10 classes;
+ *   kernel solver (§5.3, reduced exact) at n = 500, 1000, 2000;
+ * plus bytes uploaded per client against the raw data, and peak memory. Flop counts are
+ * the standard LAPACK leading terms (stated per row). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include <cblas.h>
+
+#include "bench/bench.h"
+#include "common/base/params.h"
+#include "common/la/rff.h"
+#include "common/la/rng.h"
+#include "common/methods/dica/dica_job.h"
+#include "common/models/dica.h"
+
+static const char *B = "dica";
+
+static void random_rows(fk_mat *X, size_t n, size_t d, uint64_t seed)
+{
+    fk_mat_init(X, n, d);
+    fk_rng g;
+    fk_rng_init(&g, seed, 0);
+    for (size_t i = 0; i < n * d; i++)
+        X->data[i] = fk_rng_normal(&g);
+}
+
+static double dgemm_rate(size_t a, size_t k, size_t b)
+{
+    fk_mat A, Bm, C;
+    random_rows(&A, a, k, 1);
+    random_rows(&Bm, k, b, 2);
+    fk_mat_init(&C, a, b);
+    double best = 1e30;
+    for (int r = 0; r < 3; r++) {
+        double t0 = fk_bench_now();
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a, (int)b, (int)k, 1.0, A.data,
+                    (int)k, Bm.data, (int)b, 0.0, C.data, (int)b);
+        double t = fk_bench_now() - t0;
+        best = t < best ? t : best;
+    }
+    fk_mat_close(&A);
+    fk_mat_close(&Bm);
+    fk_mat_close(&C);
+    return 2.0 * (double)a * (double)k * (double)b / best / 1e9;
+}
+
+static double peak_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+/* Labels in 10 classes and 3 domains for synthetic rows. */
+static void labels(size_t n, int *y, long *dom)
+{
+    for (size_t i = 0; i < n; i++) {
+        y[i] = (int)(i % 10);
+        dom[i] = (long)(3 * i / n);
+    }
+}
+
+static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats *out, fk_err *err)
+{
+    size_t d = 800, D = 2 * R;
+    fk_mat X, Phi = {0}, Psi = {0};
+    random_rows(&X, n, d, 3);
+    int *y = malloc(n * sizeof *y);
+    long *dom = malloc(n * sizeof *dom);
+    labels(n, y, dom);
+    fk_rff rf;
+    double t0 = fk_bench_now();
+    int rc = fk_rff_init(&rf, 1, d, R, 40.0, err);
+    if (!rc)
+        rc = fk_rff_map(&rf, &X, &Phi, err);
+    double t_map = fk_bench_now() - t0;
+    if (!rc)
+        rc = fk_dica_onehot(y, n, 10, &Psi, err);
+    if (!rc)
+        rc = fk_dica_stats_init(out, D, 10, err);
+    t0 = fk_bench_now();
+    if (!rc)
+        rc = fk_dica_stats_add(out, &Phi, &Psi, dom, err);
+    double t_st = fk_bench_now() - t0;
+    if (!rc) {
+        char cs[64], ex[256];
+        double f_map = 2.0 * (double)n * (double)d * (double)R;
+        double f_st = (double)n * (double)D * (double)(D + 1) + 2.0 * (double)n * (double)D * 10;
+        snprintf(cs, sizeof cs, "client n=%zu R=%zu", n, R);
+        snprintf(ex, sizeof ex,
+                 "\"map_seconds\":%.3f,\"stats_seconds\":%.3f,\"stats_gflops\":%.2f,"
+                 "\"flops\":\"syrk n D^2 + gemm 2 n D C\",\"target\":0.6,\"target_met\":%s,"
+                 "\"map_gflops\":%.2f",
+                 t_map, t_st, f_st / t_st / 1e9, f_st / t_st / 1e9 / ref >= 0.6 ? "true" : "false",
+                 f_map / t_map / 1e9);
+        fk_bench_emit(json, B, cs, "stats_ratio_to_dgemm", f_st / t_st / 1e9 / ref, ex);
+        size_t up = 8 * fk_dica_upload_values(R, 1, 10);
+        snprintf(ex, sizeof ex, "\"upload_bytes\":%zu,\"raw_bytes\":%zu", up, 8 * n * d);
+        fk_bench_emit(json, B, cs, "upload_over_raw", (double)up / (double)(8 * n * d), ex);
+    }
+    fk_rff_close(&rf);
+    fk_mat_close(&X);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Psi);
+    free(y);
+    free(dom);
+    return rc;
+}
+
+static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st, fk_err *err)
+{
+    fk_dica_opts o;
+    fk_dica_opts_default(&o, FK_DICA_DICA, 9);
+    fk_dica_fit f;
+    double t0 = fk_bench_now();
+    int rc = fk_dica_solve(st, &o, &f, err);
+    double t = fk_bench_now() - t0;
+    if (rc)
+        return rc;
+    double D = 2.0 * (double)R, fl = 4.0 / 3.0 * D * D * D;
+    char cs[64], ex[200];
+    snprintf(cs, sizeof cs, "server solve D=%.0f", D);
+    snprintf(ex, sizeof ex,
+             "\"seconds\":%.3f,\"gflops\":%.2f,\"flops\":\"4/3 D^3 (2 potrf + potri)\","
+             "\"target\":0.6,\"target_met\":%s,\"peak_mb\":%.0f",
+             t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", peak_mb());
+    fk_bench_emit(json, B, cs, "ratio_to_dgemm", fl / t / 1e9 / ref, ex);
+    fk_dica_fit_close(&f);
+    return FK_OK;
+}
+
+static int kernel_solver(int json, size_t n, double ref, fk_err *err)
+{
+    fk_mat X;
+    random_rows(&X, n, 800, 4);
+    int *y = malloc(n * sizeof *y);
+    long *dom = malloc(n * sizeof *dom);
+    labels(n, y, dom);
+    fk_dica_opts o;
+    fk_dica_opts_default(&o, FK_DICA_DICA, 9);
+    fk_dica_kernel k;
+    double t0 = fk_bench_now();
+    int rc = fk_dica_kernel_fit(&k, &X, y, 10, NULL, 0, dom, 40.0, &o, err);
+    double t = fk_bench_now() - t0;
+    if (!rc) {
+        double nn = (double)n;
+        double fl = 2.0 * nn * nn * 800 + 17.0 / 3.0 * nn * nn * nn;
+        char cs[64], ex[240];
+        snprintf(cs, sizeof cs, "kernel dica n=%zu", n);
+        snprintf(ex, sizeof ex,
+                 "\"seconds\":%.3f,\"gflops\":%.2f,\"flops\":\"2 n^2 d + 17/3 n^3 (gram, dsyevd, "
+                 "syrk, 2 potrf + potri)\",\"target\":0.6,\"target_met\":%s,\"peak_mb\":%.0f",
+                 t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", peak_mb());
+        fk_bench_emit(json, B, cs, "ratio_to_dgemm", fl / t / 1e9 / ref, ex);
+        fk_dica_kernel_close(&k);
+    }
+    fk_mat_close(&X);
+    free(y);
+    free(dom);
+    return rc;
+}
+
+/* The message sizes of spec §7.6, from the job's own formula (tests/test_methods_dica.c checks
+ * it against the encoded bundles). */
+static void sizes(int json)
+{
+    static const struct {
+        const char *name;
+        size_t R, Dy, Nq, m;
+        double up, down; /* spec, MB and KB */
+    } s[6] = {{"office R=500", 500, 10, 1, 9, 4.09, 80},
+              {"office R=1000", 1000, 10, 1, 9, 16.2, 160},
+              {"office R=2000", 2000, 10, 1, 9, 64.4, 320},
+              {"parkinsons R=500", 500, 100, 1, 20, 4.85, 168},
+              {"parkinsons udica R=500", 500, 0, 1, 20, 4.01, 168},
+              {"gvhd proxy R=250 7 domains", 250, 2, 7, 1, 1.04, 8}};
+    for (int i = 0; i < 6; i++) {
+        char cs[64], ex[160];
+        snprintf(cs, sizeof cs, "message %s", s[i].name);
+        snprintf(ex, sizeof ex, "\"spec_MB\":%.2f,\"download_KB\":%.1f,\"spec_download_KB\":%.0f",
+                 s[i].up, 8e-3 * (double)fk_dica_download_values(s[i].R, s[i].m), s[i].down);
+        fk_bench_emit(json, B, cs, "upload_MB",
+                      8e-6 * (double)fk_dica_upload_values(s[i].R, s[i].Nq, s[i].Dy), ex);
+    }
+}
+
+int fk_bench_dica(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            printf("usage: fedkern bench dica [--json] [--max-R R] [--max-n N]\n"
+                   "Client statistics and server solve of federated DICA (R = 500..max-R, 2000)\n"
+                   "and the kernel solver (n = 500..max-n, 2000) on SURF-sized synthetic rows,\n"
+                   "GFLOP/s as a ratio to dgemm measured in the same run.\n");
+            return 0;
+        }
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    fk_err_clear(&err);
+    int json = 0;
+    long maxR = 2000, maxn = 2000;
+    int rc = fk_params_parse_args(&p, &argc, argv, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "json", 0, &json, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "max-R", 2000, 100, 4000, &maxR, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "max-n", 2000, 100, 8000, &maxn, &err);
+    if (!rc && (argc > 0 || fk_params_unused(&p)))
+        rc = fk_err_set(&err, FK_EINVAL, "unexpected argument; see --help");
+    double ref = 0;
+    if (!rc)
+        sizes(json);
+    if (!rc) {
+        ref = dgemm_rate(2000, 800, 2000);
+        fk_bench_emit(json, B, "dgemm 2000x800x2000", "gflops", ref, NULL);
+    }
+    static const size_t Rs[3] = {500, 1000, 2000};
+    for (int i = 0; i < 3 && !rc && Rs[i] <= (size_t)maxR; i++) {
+        fk_dica_stats st;
+        rc = client_stats(json, 1123, Rs[i], ref, &st, &err);
+        if (!rc)
+            rc = server_solve(json, Rs[i], ref, &st, &err);
+        fk_dica_stats_close(&st);
+    }
+    static const size_t ns[3] = {500, 1000, 2000};
+    for (int i = 0; i < 3 && !rc && ns[i] <= (size_t)maxn; i++)
+        rc = kernel_solver(json, ns[i], ref, &err);
+    fk_params_close(&p);
+    if (rc) {
+        fprintf(stderr, "fedkern bench dica: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,387 @@
+/* DICA job types: configuration, message sizes, bundle helpers, built-in data, keys
+ * and the two operations tables. */
+#include "common/methods/dica/dica_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const uint64_t RFF_X_STREAM = 0x6469636178000000ULL; /* input frequencies */
+static const uint64_t RFF_Y_STREAM = 0x6469636179000000ULL; /* output frequencies */
+static const uint64_t SIM_STREAM = 0x6469636173000000ULL;   /* built-in data */
+
+const fk_param_doc fk__dicaj_keys[] = {
+    {"R N", "random frequencies; features D = 2R (default 500)"},
+    {"m N", "components (default 0: C-1 for dica, 10 for udica)"},
+    {"lambda X", "ridge of the constraint, > 0 (1.0)"},
+    {"eps X", "output-kernel regulariser, > 0 (1e-3)"},
+    {"q_weight X", "weight of the distributional variance; 1 = the paper (1.0)"},
+    {"delta X", "G += delta tr(G)/D I (1e-8)"},
+    {"sigma X", "input kernel width; 0 = mean-distance rule from the clients' sums (0)"},
+    {"sigma_y X", "output kernel width (regression); 0 = mean training target (0)"},
+    {"task classification|regression", "outputs: class labels or the target in y_raw"},
+    {"classes C", "number of classes; 0 = the largest the clients report (0)"},
+    {"holdout LIST", "none, last or client indices (1,3): test-only clients, no upload (none)"},
+    {"domains K", "domain ids must be in [0, K); 0 = any id >= 0 (0)"},
+    {"min_domain_size N", "smallest domain a client may upload, >= 2 (30; privacy, §7.7)"},
+    {"quorum N", "training clients whose statistics must arrive (1)"},
+    {"alpha_rel X", "ridge of the predictor relative to the mean feature energy (1e-3)"},
+    {"center_test train|batch", "centre test features by phi_bar or the own batch (train)"},
+    {"features iid|orthogonal", "how the random frequencies are drawn (iid)"},
+    {"max_message BYTES",
+     "refuse an R whose upload exceeds this; match the server's net.max_message"},
+    {"sim_n N", "fedkern sim: samples per built-in client (150)"},
+    {"sim_d N", "fedkern sim: input dimension of the built-in data (5)"},
+    {NULL, NULL},
+};
+
+size_t fk_dica_upload_values(size_t R, size_t Nq, size_t Dy)
+{
+    size_t D = 2 * R;
+    return 1 + Nq * (D + 2) + D * (D + 1) / 2 + Dy + D * Dy + Dy * (Dy + 1) / 2;
+}
+
+size_t fk_dica_upload_bytes(size_t R, size_t Nq, size_t Dy)
+{
+    return 8 * fk_dica_upload_values(R, Nq, Dy) + FK_DICA_WIRE_OVERHEAD;
+}
+
+size_t fk_dica_download_values(size_t R, size_t m)
+{
+    return 2 * R * (m + 1) + m;
+}
+
+size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy)
+{
+    size_t lo = 0, hi = 1;
+    while (hi < (1u << 20) && fk_dica_upload_bytes(hi, Nq, Dy) <= max_bytes)
+        hi *= 2;
+    while (lo + 1 < hi) { /* invariant: lo fits (or is 0), hi does not */
+        size_t mid = lo + (hi - lo) / 2;
+        if (fk_dica_upload_bytes(mid, Nq, Dy) <= max_bytes)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err)
+{
+    if (!strcmp(s, "none") || !*s)
+        return FK_OK;
+    if (!strcmp(s, "last")) {
+        flags[n - 1] = 1;
+        return FK_OK;
+    }
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= n)
+            return fk_err_set(err, FK_EINVAL,
+                              "holdout: '%s' must be none, last or client indices in [0, %d)", s,
+                              n);
+        flags[v] = 1;
+        p = end;
+        while (*p == ',' || *p == ' ')
+            p++;
+    }
+    return FK_OK;
+}
+
+int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk__dicaj_cfg *c,
+                        fk_err *err)
+{
+    *c = (fk__dicaj_cfg){.variant = v, .n_clients = n_clients};
+    if (n_clients < 1)
+        return fk_err_set(err, FK_EINVAL, "dica: a job needs at least one client");
+    long mind = 30;
+    /* The default of the servers' net.max_message (common/net/limits.c); methods do not
+     * link the net layer, so a server with another limit says so in the job. */
+    double maxmsg = 33554432.0;
+    int rc = fk_params_int(p, "R", 500, 0, 1 << 20, &c->R, err);
+    if (!rc && c->R == 0)
+        rc = fk_err_set(err, FK_EINVAL, "dica: R = 0 random frequencies; use R >= 1 (e.g. 500)");
+    if (!rc)
+        rc = fk_params_int(p, "m", 0, 0, 1 << 20, &c->m, err);
+    if (!rc)
+        rc = fk_params_double(p, "lambda", 1.0, 1e-300, 1e300, &c->lambda, err);
+    if (!rc)
+        rc = fk_params_double(p, "eps", 1e-3, 1e-300, 1e300, &c->eps, err);
+    if (!rc)
+        rc = fk_params_double(p, "q_weight", 1.0, 0, 1e12, &c->q_weight, err);
+    if (!rc)
+        rc = fk_params_double(p, "delta", 1e-8, 0, 1, &c->delta, err);
+    if (!rc)
+        rc = fk_params_double(p, "alpha_rel", 1e-3, 0, 1e6, &c->alpha_rel, err);
+    if (!rc)
+        rc = fk_params_double(p, "sigma", 0, 0, 1e300, &c->sigma, err);
+    if (!rc)
+        rc = fk_params_double(p, "sigma_y", 0, 0, 1e300, &c->sigma_y, err);
+    if (!rc)
+        rc = fk_params_int(p, "min_domain_size", 30, 2, 1L << 40, &mind, err);
+    if (!rc)
+        rc = fk_params_int(p, "quorum", 1, 1, n_clients, &c->quorum, err);
+    if (!rc)
+        rc = fk_params_int(p, "domains", 0, 0, 1L << 31, &c->domains, err);
+    if (!rc)
+        rc = fk_params_int(p, "classes", 0, 0, 1 << 16, &c->classes, err);
+    if (!rc)
+        rc = fk_params_double(p, "max_message", maxmsg, 1024, 1e18, &maxmsg, err);
+    const char *task = fk_params_str(p, "task", "classification");
+    const char *ct = fk_params_str(p, "center_test", "train");
+    const char *feat = fk_params_str(p, "features", "iid");
+    const char *ho = fk_params_str(p, "holdout", "none");
+    if (!rc && strcmp(task, "classification") && strcmp(task, "regression"))
+        rc = fk_err_set(err, FK_EINVAL,
+                        "dica: task must be classification or regression (got '%s')", task);
+    if (!rc && strcmp(ct, "train") && strcmp(ct, "batch"))
+        rc = fk_err_set(err, FK_EINVAL, "dica: center_test must be train or batch (got '%s')", ct);
+    if (!rc)
+        rc = fk_rff_kind_parse(feat, &c->features, err);
+    if (rc)
+        return rc;
+    c->min_domain = (double)mind;
+    c->max_message = (uint64_t)maxmsg;
+    c->regression = !strcmp(task, "regression");
+    c->batch_center = !strcmp(ct, "batch");
+    c->holdout = calloc((size_t)n_clients, 1);
+    if (!c->holdout)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    rc = parse_holdout(ho, n_clients, c->holdout, err);
+    int train = 0;
+    for (int i = 0; i < n_clients; i++)
+        train += !c->holdout[i];
+    if (!rc && train == 0)
+        rc = fk_err_set(err, FK_EINVAL, "dica: holdout '%s' leaves no training client", ho);
+    if (!rc && c->quorum > train)
+        rc = fk_err_set(err, FK_EINVAL, "dica: quorum %ld exceeds the %d training clients",
+                        c->quorum, train);
+    if (!rc && c->regression && c->classes)
+        rc = fk_err_set(err, FK_EINVAL, "dica: classes is for task = classification");
+    if (rc)
+        fk__dicaj_cfg_close(c);
+    return rc;
+}
+
+void fk__dicaj_cfg_close(fk__dicaj_cfg *c)
+{
+    free(c->holdout);
+    c->holdout = NULL;
+}
+
+size_t fk__dicaj_dy(const fk__dicaj_cfg *c, long C)
+{
+    if (!fk_dica_supervised(c->variant))
+        return 0;
+    return c->regression ? 2 * FK_DICA_RY : (size_t)C;
+}
+
+size_t fk__dicaj_m(const fk__dicaj_cfg *c, long C)
+{
+    if (c->m > 0)
+        return (size_t)c->m;
+    if (fk_dica_supervised(c->variant))
+        return c->regression ? 20 : (size_t)(C > 1 ? C - 1 : 1);
+    return 10;
+}
+
+int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, fk_err *err)
+{
+    size_t Dy = fk__dicaj_dy(c, C);
+    size_t bytes = fk_dica_upload_bytes((size_t)c->R, Nq, Dy);
+    if (bytes <= c->max_message)
+        return FK_OK;
+    size_t best = fk_dica_max_R(c->max_message, Nq, Dy);
+    return fk_err_set(err, FK_ELIMIT,
+                      "dica: R = %ld gives a %.1f MB upload per client (%zu domain(s), D = %ld, "
+                      "Dy = %zu), above max_message = %llu bytes; the largest R that fits is %zu "
+                      "(or raise net.max_message and the job's max_message)",
+                      c->R, 1e-6 * (double)bytes, Nq, 2 * c->R, Dy,
+                      (unsigned long long)c->max_message, best);
+}
+
+int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
+                  fk_err *err)
+{
+    return fk_rff_init_kind(rf, seed ^ RFF_X_STREAM, d, (size_t)c->R, sigma, c->features, err);
+}
+
+int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err)
+{
+    return fk_rff_init(rf, seed ^ RFF_Y_STREAM, 1, FK_DICA_RY, sigma_y, err);
+}
+
+int fk__dicaj_put(fk_bundle *b, const char *name, size_t r, size_t c, const double *src,
+                  fk_err *err)
+{
+    uint64_t shape[2] = {r, c};
+    int rc = c == 0 ? fk_bundle_put(b, name, 1, shape, src) : fk_bundle_put(b, name, 2, shape, src);
+    if (rc)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory adding '%s'", name);
+    return FK_OK;
+}
+
+const fk_tensor *fk__dicaj_take(const fk_bundle *b, const char *name, size_t len, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    if (!t || t->len != len) {
+        fk_err_set(err, FK_EINVAL, "dica: tensor '%s' %s (want %zu values, got %zu)", name,
+                   t ? "has the wrong size" : "is missing", len, t ? t->len : (size_t)0);
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (!isfinite(t->data[i])) {
+            fk_err_set(err, FK_EINVAL, "dica: tensor '%s' holds a NaN or Inf at %zu", name, i);
+            return NULL;
+        }
+    return t;
+}
+
+void fk__dicaj_pack(const double *S, size_t D, double *out)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < D; j++)
+        for (size_t i = 0; i <= j; i++)
+            out[k++] = S[i * D + j];
+}
+
+void fk__dicaj_unpack_add(const double *pk, size_t D, double *S)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < D; j++)
+        for (size_t i = 0; i <= j; i++, k++) {
+            S[i * D + j] += pk[k];
+            if (i != j)
+                S[j * D + i] += pk[k];
+        }
+}
+
+/* Built-in data: one domain per client. Three classes with shared class means; each
+ * domain shifts and scales the inputs (the domain shift DICA should be invariant to). */
+int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
+                       fk_err *err)
+{
+    long n, d;
+    int rc = fk_params_int(p, "sim_n", 150, 2, 1000000, &n, err);
+    if (!rc)
+        rc = fk_params_int(p, "sim_d", 5, 3, 10000, &d, err);
+    const char *task = fk_params_str(p, "task", "classification");
+    if (rc)
+        return rc;
+    int reg = !strcmp(task, "regression");
+    fk_rng g;
+    double *raw = malloc((size_t)n * sizeof *raw);
+    if (!raw)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    for (int c = 0; c < n_clients && rc == FK_OK; c++) {
+        fk_rng_init(&g, seed, SIM_STREAM + (uint64_t)c);
+        if (fk_dataset_init(&clients[c], (size_t)n, (size_t)d, 0)) {
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory for client %d", c);
+            break;
+        }
+        double scale = 0.7 + 0.6 * fk_rng_uniform(&g);
+        double shift[3] = {0.7 * fk_rng_normal(&g), 0.7 * fk_rng_normal(&g),
+                           0.7 * fk_rng_normal(&g)};
+        for (long i = 0; i < n; i++) {
+            int y = (int)fk_rng_below(&g, 3);
+            double *x = fk_mat_row(&clients[c].X, (size_t)i);
+            for (long j = 0; j < d; j++)
+                x[j] = (j == y ? 2.0 : 0.0) + (j < 3 ? shift[j] : 0.0) + scale * fk_rng_normal(&g);
+            raw[i] = reg ? sin(x[0]) + x[1] - 0.5 * x[2] : (double)y;
+        }
+        rc = reg ? fk_dataset_set_target(&clients[c], raw, err)
+                 : fk_dataset_set_labels(&clients[c], raw, err);
+        if (!rc && !reg) {
+            static const double cls[3] = {0, 1, 2};
+            rc = fk_dataset_use_classes(&clients[c], cls, 3, err);
+        }
+        char name[32];
+        snprintf(name, sizeof name, "domain-%d", c);
+        fk_dataset_set_name(&clients[c], name);
+    }
+    free(raw);
+    return rc;
+}
+
+int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *features,
+                        const fk_mat *X, fk_mat *Z, fk_err *err)
+{
+    *Z = (fk_mat){0};
+    const fk_tensor *R = fk__dicaj_take(model, "R", 1, err),
+                    *sg = fk__dicaj_take(model, "sigma", 1, err);
+    const fk_tensor *W = fk_bundle_get(model, "W");
+    if (!R || !sg || !W || W->ndim != 2 || !(R->data[0] >= 1 && R->data[0] <= (1 << 20)) ||
+        W->shape[0] != 2 * (uint64_t)R->data[0])
+        return fk_err_set(err, FK_EINVAL, "dica: not a solved dica model bundle");
+    size_t D = (size_t)W->shape[0], m = (size_t)W->shape[1];
+    const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
+    if (!pb)
+        return FK_EINVAL;
+    fk__dicaj_cfg c = {.R = (long)R->data[0]};
+    int rc = fk_rff_kind_parse(features, &c.features, err);
+    fk_rff rf = {0};
+    fk_mat Phi = {0};
+    if (!rc)
+        rc = fk__dicaj_rff(&c, seed, X->cols, sg->data[0], &rf, err);
+    if (!rc)
+        rc = fk_rff_map(&rf, X, &Phi, err);
+    fk_dica_fit f = {.D = D, .m = m, .W = fk_mat_view(W->data, D, m, m), .phi_bar = pb->data};
+    if (!rc)
+        rc = fk_dica_project(&f, &Phi, NULL, Z, err);
+    fk_mat_close(&Phi);
+    fk_rff_close(&rf);
+    return rc;
+}
+
+/* The variant is fixed by the table; thin wrappers pass it on. */
+static int srv_init_dica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return fk__dicaj_server_init(s, p, n, seed, FK_DICA_DICA, err);
+}
+
+static int srv_init_udica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+{
+    return fk__dicaj_server_init(s, p, n, seed, FK_DICA_UDICA, err);
+}
+
+static int cli_init_dica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
+                         uint64_t seed, fk_err *err)
+{
+    return fk__dicaj_client_init(c, p, d, i, n, seed, FK_DICA_DICA, err);
+}
+
+static int cli_init_udica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
+                          uint64_t seed, fk_err *err)
+{
+    return fk__dicaj_client_init(c, p, d, i, n, seed, FK_DICA_UDICA, err);
+}
+
+static int one_round(const fk_params *p)
+{
+    (void)p;
+    return 1;
+}
+
+#define FK_DICA_TABLE(NAME, SUMMARY, SINIT, CINIT)                                                 \
+    {                                                                                              \
+        .name = NAME, .summary = SUMMARY, .server_init = SINIT,                                    \
+        .server_close = fk__dicaj_server_close, .plan = fk__dicaj_server_plan,                     \
+        .task = fk__dicaj_server_task, .aggregate = fk__dicaj_server_aggregate,                    \
+        .model = fk__dicaj_server_model, .save = fk__dicaj_server_save,                            \
+        .load = fk__dicaj_server_load, .finished = fk__dicaj_server_finished,                      \
+        .max_rounds = one_round, .check_update = fk__dicaj_server_check, .client_init = CINIT,     \
+        .client_close = fk__dicaj_client_close, .local_step = fk__dicaj_client_step,               \
+        .evaluate = fk__dicaj_client_evaluate, .client_save = fk__dicaj_client_save,               \
+        .client_load = fk__dicaj_client_load, .sim_data = fk__dicaj_sim_data,                      \
+        .keys = fk__dicaj_keys,                                                                    \
+    }
+
+const fk_method fk_method_dica = FK_DICA_TABLE(
+    "dica", "one-shot federated DICA (supervised domain-invariant components, random features)",
+    srv_init_dica, cli_init_dica);
+const fk_method fk_method_udica = FK_DICA_TABLE(
+    "udica", "one-shot federated UDICA (unsupervised domain-invariant components, random features)",
+    srv_init_udica, cli_init_udica);

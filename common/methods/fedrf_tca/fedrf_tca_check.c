@@ -1,0 +1,100 @@
+/* check_update of fedrf-tca: what each phase's task asked for, and nothing else, checked per
+ * update before it is committed, so one source's NaN cannot turn the averaged W into NaN.
+ *   phase 0: the MMD statistic s (2N values, |s_i| <= N^-1/2: a signed mean of random
+ *            features phi(x) = N^-1/2 [cos; sin]) and the feature dimension d (a whole number,
+ *            the one the other clients reported), both only when the task asked (mmd);
+ *   phase 1: W (2N x m) when the task set send_W, the classifier C when it set send_C, both
+ *            finite and within GROWTH times the global model's largest entry (at least 1):
+ *            a client's W is one optimizer step from the last average it received (Adam moves
+ *            an entry by about lr), so anything far beyond is a blown-up or forged update that
+ *            would drag every client's next step with it;
+ *   phase 2: nothing. */
+#include <math.h>
+#include <stdio.h>
+
+#include "common/methods/fedrf_tca/fedrf_tca_int.h"
+#include "common/methods/update_check.h"
+
+static const double GROWTH = 1e3;
+
+/* GROWTH times the largest |entry| of a (at least 1: the initial W is within 2N^-1/2). */
+static double growth_bound(const double *a, size_t n, int have)
+{
+    double m = 1.0;
+    for (size_t i = 0; have && i < n; i++)
+        m = fabs(a[i]) > m ? fabs(a[i]) : m;
+    return GROWTH * m;
+}
+
+static int any_other(const unsigned char *f, int n, int skip)
+{
+    for (int i = 0; i < n; i++)
+        if (i != skip && f[i])
+            return 1;
+    return 0;
+}
+
+static int check_stats(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
+{
+    int k = up->client, tgt = (int)s->c.target, rc;
+    const fk_bundle *b = &up->msg;
+    int asked = s->c.lambda > 0 && (k == tgt ? any_other(s->inA, s->n, tgt) : s->inA[k]);
+    static const char *const names[] = {"s", "d"};
+    if ((rc = fk_update_check_names(b, names, asked ? 2 : 0, k, err)))
+        return rc;
+    if (!asked)
+        return FK_OK;
+    const uint64_t ds[1] = {(uint64_t)s->D};
+    const double bound = (1.0 + 1e-9) / sqrt((double)s->c.N);
+    const fk_tensor *d;
+    if ((rc = fk_update_check_tensor(b, "s", 1, ds, bound, 0, 0, k, NULL, err)) ||
+        (rc = fk_update_check_tensor(b, "d", 0, NULL, 1e9, 0, 0, k, &d, err)))
+        return rc;
+    double dv = d->data[0];
+    if (!(dv >= 1 && dv == floor(dv)))
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d sent feature dimension d = %g (must be a whole number >= 1)",
+                          k, dv);
+    if (s->d_seen > 0 && dv != (double)s->d_seen)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d sent d = %g features but the other clients have %ld; all "
+                          "domains must share one feature space",
+                          k, dv, s->d_seen);
+    return FK_OK;
+}
+
+static int check_models(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
+{
+    int k = up->client, tgt = (int)s->c.target, rc;
+    int last = s->c.rounds > 0 && round == s->c.rounds;
+    int wantW = k == tgt ? any_other(s->inW, s->n, tgt) || last : s->inW[k];
+    int wantC = k != tgt && (last || (!s->c.voting && round % s->c.tc == 0 && s->inC[k]));
+    const char *names[2] = {NULL, NULL};
+    int n = 0;
+    if (wantW)
+        names[n++] = "W";
+    if (wantC)
+        names[n++] = "C";
+    const fk_bundle *b = &up->msg;
+    const uint64_t ws[2] = {(uint64_t)s->D, (uint64_t)s->c.m}, cs[1] = {(uint64_t)s->PC};
+    double bw = wantW ? growth_bound(s->Wmodel, s->WM, s->have_Wmodel) : 0;
+    double bc = wantC ? growth_bound(s->Cmodel, s->PC, s->have_Cmodel) : 0;
+    if ((rc = fk_update_check_names(b, names, n, k, err)) ||
+        (wantW && (rc = fk_update_check_tensor(b, "W", 2, ws, bw, 0, 0, k, NULL, err))) ||
+        (wantC && (rc = fk_update_check_tensor(b, "C", 1, cs, bc, 0, 0, k, NULL, err))))
+        return rc;
+    return FK_OK;
+}
+
+int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, fk_err *err)
+{
+    const fk__fedrf_server *s = p;
+    if (up->client < 0 || up->client >= s->n)
+        return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
+                          up->client, s->n);
+    if (phase == 0)
+        return check_stats(s, up, err);
+    if (phase == 1)
+        return check_models(s, round, up, err);
+    return fk_update_check_names(&up->msg, NULL, 0, up->client, err);
+}

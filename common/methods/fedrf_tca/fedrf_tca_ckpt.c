@@ -1,0 +1,150 @@
+/* FedRF-TCA checkpoints: server and client state to and from bundles. */
+#include <string.h>
+
+#include "common/methods/fedrf_tca/fedrf_tca_int.h"
+
+int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    double meta[8] = {(double)s->n, (double)s->D, (double)s->c.m, (double)s->PC,
+                      (double)s->d_seen, s->have_Wmodel, s->have_Cmodel, s->c.voting};
+    int rc = fk__fedrf_put_vec(out, "meta", 8, meta, err);
+    if (!rc)
+        rc = fk__fedrf_put_mat(out, "Wmodel", s->D, (size_t)s->c.m, s->Wmodel, err);
+    if (!rc)
+        rc = fk__fedrf_put_vec(out, "Cmodel", s->PC, s->Cmodel, err);
+    if (!rc)
+        rc = fk__fedrf_put_mat(out, "votes", (size_t)s->n, s->PC, s->votes, err);
+    if (!rc) {
+        double *hv = fk_bundle_add(out, "has_vote", 1, (uint64_t[1]){(uint64_t)s->n});
+        if (!hv)
+            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+        for (int i = 0; i < s->n; i++)
+            hv[i] = s->has_vote[i];
+    }
+    return rc;
+}
+
+int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    const fk_tensor *meta = fk__fedrf_want_len(in, "meta", 8, err), *W, *C, *V, *H;
+    if (!meta)
+        return FK_EFORMAT;
+    if (meta->data[0] != s->n || meta->data[1] != (double)s->D || meta->data[2] != s->c.m ||
+        meta->data[3] != (double)s->PC || meta->data[7] != s->c.voting)
+        return fk_err_set(err, FK_EINVAL,
+                          "fedrf-tca: checkpoint is for another job shape (clients, N, m, classifier "
+                          "or voting differ)");
+    if (!(W = fk__fedrf_want_len(in, "Wmodel", s->WM, err)) ||
+        !(C = fk__fedrf_want_len(in, "Cmodel", s->PC, err)) ||
+        !(V = fk__fedrf_want_len(in, "votes", (size_t)s->n * s->PC, err)) ||
+        !(H = fk__fedrf_want_len(in, "has_vote", (size_t)s->n, err)))
+        return FK_EFORMAT;
+    s->d_seen = (long)meta->data[4];
+    s->have_Wmodel = meta->data[5] != 0;
+    s->have_Cmodel = meta->data[6] != 0;
+    memcpy(s->Wmodel, W->data, s->WM * sizeof(double));
+    memcpy(s->Cmodel, C->data, s->PC * sizeof(double));
+    memcpy(s->votes, V->data, (size_t)s->n * s->PC * sizeof(double));
+    for (int i = 0; i < s->n; i++)
+        s->has_vote[i] = H->data[i] != 0;
+    return FK_OK;
+}
+
+/* RNG state as 32-bit halves, so doubles carry it exactly. */
+static void rng_pack(const fk_rng *r, double *out)
+{
+    for (int i = 0; i < 4; i++) {
+        out[2 * i] = (double)(r->s[i] >> 32);
+        out[2 * i + 1] = (double)(r->s[i] & 0xffffffffULL);
+    }
+    out[8] = r->spare;
+    out[9] = r->has_spare;
+}
+
+static void rng_unpack(fk_rng *r, const double *in)
+{
+    for (int i = 0; i < 4; i++)
+        r->s[i] = ((uint64_t)in[2 * i] << 32) | (uint64_t)in[2 * i + 1];
+    r->spare = in[8];
+    r->has_spare = in[9] != 0;
+}
+
+int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
+{
+    fk__fedrf_client *c = p;
+    double rs[10], meta[5] = {(double)c->D, (double)c->c.m, (double)c->PC, c->evals, c->loss};
+    rng_pack(&c->rng, rs);
+    int rc = fk__fedrf_put_vec(out, "meta", 5, meta, err);
+    if (!rc)
+        rc = fk__fedrf_put_vec(out, "par", c->WM + c->PC, c->par, err);
+    if (!rc)
+        rc = fk__fedrf_put_vec(out, "rng", 10, rs, err);
+    if (!rc)
+        rc = fk__fedrf_put_scalar(out, "batched", c->batched, err);
+    double t[2] = {c->optW.t, c->optC.t};
+    if (!rc)
+        rc = fk__fedrf_put_vec(out, "opt_t", 2, t, err);
+    if (!rc && c->c.opt == FK_OPT_ADAM) {
+        if ((rc = fk__fedrf_put_vec(out, "optW_m", c->WM, c->optW.m, err)) ||
+            (rc = fk__fedrf_put_vec(out, "optW_v", c->WM, c->optW.v, err)) ||
+            (rc = fk__fedrf_put_vec(out, "optC_m", c->PC, c->optC.m, err)))
+            return rc;
+        rc = fk__fedrf_put_vec(out, "optC_v", c->PC, c->optC.v, err);
+    }
+    if (!rc) {
+        /* the sampling pool order matters for the next draws */
+        double *pp = fk_bundle_add(out, "perm", 1, (uint64_t[1]){c->X.rows});
+        if (!pp)
+            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+        for (size_t i = 0; i < c->X.rows; i++)
+            pp[i] = c->perm[i];
+    }
+    return rc;
+}
+
+int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
+{
+    fk__fedrf_client *c = p;
+    const fk_tensor *meta = fk__fedrf_want_len(in, "meta", 5, err), *par, *rs, *t, *perm;
+    if (!meta)
+        return FK_EFORMAT;
+    if (meta->data[0] != (double)c->D || meta->data[1] != c->c.m || meta->data[2] != (double)c->PC)
+        return fk_err_set(err, FK_EINVAL, "fedrf-tca: client checkpoint is for another shape "
+                          "(N, m or classifier differ)");
+    if (!(par = fk__fedrf_want_len(in, "par", c->WM + c->PC, err)) ||
+        !(rs = fk__fedrf_want_len(in, "rng", 10, err)) ||
+        !(t = fk__fedrf_want_len(in, "opt_t", 2, err)) ||
+        !(perm = fk__fedrf_want_len(in, "perm", c->X.rows, err)))
+        return FK_EFORMAT;
+    for (size_t i = 0; i < c->X.rows; i++) {
+        double v = perm->data[i];
+        if (!(v >= 0 && v < (double)c->X.rows))
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client checkpoint has a bad sample index");
+        c->perm[i] = (int)v;
+    }
+    if (c->c.opt == FK_OPT_ADAM) {
+        const fk_tensor *a = fk__fedrf_want_len(in, "optW_m", c->WM, err),
+                        *b = fk__fedrf_want_len(in, "optW_v", c->WM, err);
+        const fk_tensor *e = fk__fedrf_want_len(in, "optC_m", c->PC, err),
+                        *f = fk__fedrf_want_len(in, "optC_v", c->PC, err);
+        if (!a || !b || !e || !f)
+            return FK_EFORMAT;
+        memcpy(c->optW.m, a->data, c->WM * sizeof(double));
+        memcpy(c->optW.v, b->data, c->WM * sizeof(double));
+        memcpy(c->optC.m, e->data, c->PC * sizeof(double));
+        memcpy(c->optC.v, f->data, c->PC * sizeof(double));
+    }
+    memcpy(c->par, par->data, (c->WM + c->PC) * sizeof(double));
+    rng_unpack(&c->rng, rs->data);
+    c->optW.t = t->data[0];
+    c->optC.t = t->data[1];
+    c->evals = meta->data[3];
+    c->loss = meta->data[4];
+    /* the current mini-batch is perm[0..b): rebuilt, not stored (absent in older checkpoints) */
+    c->batched = 0;
+    if (fk__fedrf_scalar(in, "batched", 0) != 0)
+        return fk__fedrf_client_load_batch(c, err);
+    return FK_OK;
+}

@@ -1,0 +1,381 @@
+/* FedRF-TCA client side: mini-batches and their random features, the source
+ * (L_C + lambda L_MMD) and target (L_MMD) steps, and evaluation. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/methods/fedrf_tca/fedrf_tca_int.h"
+#include "common/models/mmd.h"
+#include "common/models/tca.h"
+
+void fk__fedrf_client_close(void *p)
+{
+    fk__fedrf_client *c = p;
+    if (!c)
+        return;
+    fk_mat_close(&c->X);
+    free(c->y);
+    fk_rff_close(&c->rff);
+    free(c->par);
+    fk_opt_close(&c->optW);
+    fk_opt_close(&c->optC);
+    free(c->perm);
+    fk_mat_close(&c->Xb);
+    fk_mat_close(&c->Phi);
+    free(c->yb);
+    free(c->s_own);
+    free(c->grad);
+    free(c->z);
+    free(c->d);
+    free(c);
+}
+
+static const uint64_t BATCH_STREAM = 0x6261746368000000ULL;
+static const uint64_t INIT_STREAM = 0x696e697400000000ULL;
+
+static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
+{
+    size_t n = data->X.rows;
+    c->par = calloc(c->WM + c->PC, sizeof(double));
+    c->perm = malloc(n * sizeof(int));
+    c->yb = calloc(c->b, sizeof(int));
+    c->s_own = calloc(c->D, sizeof(double));
+    c->grad = calloc(c->WM + c->PC, sizeof(double));
+    c->z = calloc((size_t)c->c.m + 1, sizeof(double));
+    c->d = calloc(c->D, sizeof(double));
+    if (!c->par || !c->perm || !c->yb || !c->s_own || !c->grad || !c->z || !c->d ||
+        fk_mat_copy(&c->X, &data->X) || fk_mat_init(&c->Xb, c->b, data->X.cols) ||
+        fk_mat_init(&c->Phi, c->b, c->D))
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for client %d", c->idx);
+    if (data->y) {
+        c->y = malloc(n * sizeof(int));
+        if (!c->y)
+            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+        memcpy(c->y, data->y, n * sizeof(int));
+    }
+    for (size_t i = 0; i < n; i++)
+        c->perm[i] = (int)i;
+    return FK_OK;
+}
+
+int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
+                         int n_clients, uint64_t seed, fk_err *err)
+{
+    *out = NULL;
+    fk__fedrf_client *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    int rc = fk__fedrf_parse_cfg(p, n_clients, &c->c, err);
+    if (rc)
+        goto fail;
+    c->idx = idx;
+    c->is_target = idx == c->c.target;
+    c->classes = c->c.classes >= 2 ? (int)c->c.classes : data->n_classes;
+    size_t n = data->X.rows;
+    if (c->classes < 2) {
+        rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: set classes (>= 2); the %s domain '%s' does not "
+                        "say how many there are", c->is_target ? "target" : "source", data->name);
+        goto fail;
+    }
+    if (n == 0 || data->X.cols == 0) {
+        rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: domain '%s' is empty", data->name);
+        goto fail;
+    }
+    /* m may exceed the client's samples: W (2N x m) is learned by gradient steps on
+     * mini-batches of min(batch, n) rows; nothing factorises an n x m matrix here. */
+    if (!c->is_target && (rc = fk_labels_check(data->y, n, c->classes, data->name, err)))
+        goto fail;
+    if ((rc = fk_mlp_layout(&c->net, (size_t)c->c.m, c->c.hidden, c->c.n_hidden,
+                            (size_t)c->classes, err)))
+        goto fail;
+    c->D = 2 * (size_t)c->c.N;
+    c->WM = c->D * (size_t)c->c.m;
+    c->PC = c->net.n_params;
+    c->b = (size_t)c->c.batch < n ? (size_t)c->c.batch : n;
+    if ((rc = client_alloc(c, data, err)))
+        goto fail;
+    fk_rows_l2_normalize(&c->X);
+    if ((rc = fk_rff_init_kind(&c->rff, seed, data->X.cols, (size_t)c->c.N, c->c.sigma,
+                                c->c.features, err)))
+        goto fail;
+    fk_rng init;
+    fk_rng_init(&init, seed, INIT_STREAM + (c->c.common_init ? 0 : (uint64_t)idx));
+    double r = 1.0 / sqrt((double)c->D);
+    for (size_t i = 0; i < c->WM; i++)
+        c->par[i] = r * (2.0 * fk_rng_uniform(&init) - 1.0);
+    fk_mlp_init_params(&c->net, c->par + c->WM, &init);
+    fk_rng_init(&c->rng, seed, BATCH_STREAM + (uint64_t)idx);
+    if ((rc = fk_opt_init(&c->optW, c->c.opt, c->WM, c->c.lr, err)) ||
+        (rc = fk_opt_init(&c->optC, c->c.opt, c->PC, c->c.lr, err)))
+        goto fail;
+    c->loss = NAN;
+    *out = c;
+    return FK_OK;
+fail:
+    fk__fedrf_client_close(c);
+    return rc;
+}
+
+int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err)
+{
+    for (size_t i = 0; i < c->b; i++) {
+        memcpy(fk_mat_row(&c->Xb, i), fk_mat_row(&c->X, (size_t)c->perm[i]),
+               c->X.cols * sizeof(double));
+        c->yb[i] = c->y ? c->y[c->perm[i]] : 0;
+    }
+    int rc = fk_rff_map_into(&c->rff, &c->Xb, &c->Phi, err);
+    if (rc)
+        return rc;
+    fk_mmd_embedding(&c->Phi, c->is_target ? -1.0 : 1.0, c->s_own);
+    c->batched = 1;
+    return FK_OK;
+}
+
+/* Draw a mini-batch without replacement and map it to random features. */
+static int sample_batch(fk__fedrf_client *c, fk_err *err)
+{
+    size_t n = c->X.rows;
+    for (size_t i = 0; i < c->b; i++) {
+        size_t j = i + (size_t)fk_rng_below(&c->rng, n - i);
+        int t = c->perm[i];
+        c->perm[i] = c->perm[j];
+        c->perm[j] = t;
+    }
+    return fk__fedrf_client_load_batch(c, err);
+}
+
+/* U = Phi W, rows normalized: F = U / (|U| + eps). Keeps U and the norms. */
+static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const double *W, fk_mat *U,
+                        fk_mat *F, double *norms, fk_err *err)
+{
+    size_t b = Phi->rows, m = (size_t)c->c.m;
+    if (fk_mat_init(U, b, m) || fk_mat_init(F, b, m)) {
+        fk_mat_close(U);
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    }
+    if (b)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)m, (int)c->D, 1.0,
+                    Phi->data, (int)Phi->ld, W, (int)m, 0.0, U->data, (int)U->ld);
+    for (size_t i = 0; i < b; i++) {
+        double r = cblas_dnrm2((int)m, fk_mat_row(U, i), 1);
+        norms[i] = r;
+        for (size_t j = 0; j < m; j++)
+            F->data[i * m + j] = U->data[i * m + j] / (r + c->c.eps);
+    }
+    return FK_OK;
+}
+
+/* Source step: classification loss through the normalization into W and C,
+ * plus lambda * the pairwise MMD when the target's statistic arrived. */
+static int source_step(fk__fedrf_client *c, const fk_tensor *s_peer, fk_err *err)
+{
+    size_t b = c->b, m = (size_t)c->c.m;
+    double *W = c->par, *gW = c->grad, *gC = c->grad + c->WM;
+    double *norms = malloc(b * sizeof *norms);
+    fk_mat U = {0}, F = {0}, gF = {0};
+    int rc = norms ? project_rows(c, &c->Phi, W, &U, &F, norms, err)
+                   : fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    if (!rc && fk_mat_init(&gF, b, m))
+        rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    double Lc = 0, Lm = 0;
+    if (!rc)
+        rc = fk_mlp_loss_grad(&c->net, c->par + c->WM, &F, c->yb, &Lc, gC, &gF, err);
+    if (!rc) {
+        /* d f / d u for f = u / (|u| + eps): g_u = g_f/(r+eps) - u (u.g_f) / (r (r+eps)^2). */
+        for (size_t i = 0; i < b; i++) {
+            double r = norms[i], *u = fk_mat_row(&U, i), *g = fk_mat_row(&gF, i);
+            double ug = cblas_ddot((int)m, u, 1, g, 1), a = 1.0 / (r + c->c.eps);
+            double bcoef = r > 0 ? ug / (r * (r + c->c.eps) * (r + c->c.eps)) : 0.0;
+            for (size_t j = 0; j < m; j++)
+                g[j] = a * g[j] - bcoef * u[j];
+        }
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->D, (int)m, (int)b, 1.0,
+                    c->Phi.data, (int)c->Phi.ld, gF.data, (int)gF.ld, 0.0, gW, (int)m);
+        if (s_peer && c->c.lambda > 0) {
+            for (size_t k = 0; k < c->D; k++)
+                c->d[k] = c->s_own[k] + s_peer->data[k];
+            fk_mat Wm = fk_mat_view(W, c->D, m, m), gWm = fk_mat_view(gW, c->D, m, m);
+            Lm = fk_mmd_loss(&Wm, c->d, c->c.lambda, &gWm, NULL, c->z);
+        }
+        fk_opt_step(&c->optW, W, gW);
+        fk_opt_step(&c->optC, c->par + c->WM, gC);
+        c->loss = Lc + c->c.lambda * Lm;
+    }
+    free(norms);
+    fk_mat_close(&U);
+    fk_mat_close(&F);
+    fk_mat_close(&gF);
+    return rc;
+}
+
+/* Target step: mean over the received sources of |W^T (s_i + s_T)|^2. */
+static void target_step(fk__fedrf_client *c, const fk_tensor *s_src)
+{
+    size_t m = (size_t)c->c.m, k = s_src ? (size_t)s_src->shape[0] : 0;
+    if (!k) {
+        c->loss = NAN;
+        return;
+    }
+    double *gW = c->grad, L = 0;
+    memset(gW, 0, c->WM * sizeof *gW);
+    fk_mat Wm = fk_mat_view(c->par, c->D, m, m), gWm = fk_mat_view(gW, c->D, m, m);
+    for (size_t i = 0; i < k; i++) {
+        for (size_t j = 0; j < c->D; j++)
+            c->d[j] = s_src->data[i * c->D + j] + c->s_own[j];
+        L += fk_mmd_loss(&Wm, c->d, 1.0 / (double)k, &gWm, NULL, c->z) / (double)k;
+    }
+    fk_opt_step(&c->optW, c->par, gW);
+    c->loss = L;
+}
+
+/* Predictions for all rows of the client's data with W and one classifier
+ * (votes == NULL) or a majority vote of k classifiers. */
+static int predict_all(const fk__fedrf_client *c, const double *W, const double *C,
+                       const double *votes, size_t k, int *pred, fk_err *err)
+{
+    size_t n = c->X.rows, chunk = 256, cls = (size_t)c->classes;
+    int rc = FK_OK;
+    int *one = malloc(chunk * sizeof *one);
+    int *tally = calloc(chunk * cls, sizeof *tally);
+    double *norms = malloc(chunk * sizeof *norms);
+    if (!one || !tally || !norms)
+        rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    for (size_t r0 = 0; r0 < n && !rc; r0 += chunk) {
+        size_t b = n - r0 < chunk ? n - r0 : chunk;
+        fk_mat Xc = fk_mat_rows(&c->X, r0, b), Phi, U, F;
+        if ((rc = fk_rff_map(&c->rff, &Xc, &Phi, err)))
+            break;
+        rc = project_rows(c, &Phi, W, &U, &F, norms, err);
+        fk_mat_close(&Phi);
+        if (rc)
+            break;
+        if (!votes) {
+            rc = fk_mlp_predict(&c->net, C, &F, pred + r0, err);
+        } else {
+            memset(tally, 0, chunk * cls * sizeof *tally);
+            for (size_t v = 0; v < k && !rc; v++) {
+                rc = fk_mlp_predict(&c->net, votes + v * c->PC, &F, one, err);
+                for (size_t i = 0; i < b && !rc; i++)
+                    tally[i * cls + (size_t)one[i]]++;
+            }
+            for (size_t i = 0; i < b; i++) {
+                int best = 0; /* majority, ties to the smallest class */
+                for (size_t q = 1; q < cls; q++)
+                    if (tally[i * cls + q] > tally[i * cls + (size_t)best])
+                        best = (int)q;
+                pred[r0 + i] = best;
+            }
+        }
+        fk_mat_close(&U);
+        fk_mat_close(&F);
+    }
+    free(one);
+    free(tally);
+    free(norms);
+    return rc;
+}
+
+static int accuracy(const fk__fedrf_client *c, const double *W, const double *C, const double *votes,
+                    size_t k, double *acc, fk_err *err)
+{
+    *acc = NAN;
+    if (!c->y)
+        return FK_OK;
+    int *pred = malloc(c->X.rows * sizeof *pred);
+    if (!pred)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    int rc = predict_all(c, W, C, votes, k, pred, err);
+    size_t ok = 0;
+    for (size_t i = 0; i < c->X.rows && !rc; i++)
+        ok += pred[i] == c->y[i];
+    if (!rc)
+        *acc = (double)ok / (double)c->X.rows;
+    free(pred);
+    return rc;
+}
+
+int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+{
+    fk__fedrf_client *c = p;
+    int phase = (int)fk__fedrf_scalar(task, "phase", -1), rc = FK_OK;
+    rep->n_samples = (double)c->X.rows;
+    if (phase == 0) {
+        if ((rc = sample_batch(c, err)))
+            return rc;
+        if (fk__fedrf_scalar(task, "mmd", 0) != 0) {
+            if ((rc = fk__fedrf_put_vec(up, "s", c->D, c->s_own, err)))
+                return rc;
+            return fk__fedrf_put_scalar(up, "d", (double)c->X.cols, err);
+        }
+        return FK_OK;
+    }
+    if (phase == 1) {
+        if (!c->batched) /* e.g. a restarted client without its saved state */
+            return fk_err_set(err, FK_ESTATE, "fedrf-tca: client %d got a phase-1 step without "
+                              "the mini-batch of phase 0 (client state lost)", c->idx);
+        if (c->is_target) {
+            const fk_tensor *s = fk_bundle_get(task, "s_src");
+            if (s && (s->ndim != 2 || s->shape[1] != c->D))
+                return fk_err_set(err, FK_EFORMAT, "fedrf-tca: s_src must be k x 2N");
+            target_step(c, s);
+        } else {
+            const fk_tensor *s = fk_bundle_get(task, "s_peer");
+            if (s && s->len != c->D)
+                return fk_err_set(err, FK_EFORMAT, "fedrf-tca: s_peer must have 2N values");
+            if ((rc = source_step(c, s, err)))
+                return rc;
+        }
+        if (fk__fedrf_scalar(task, "send_W", 0) != 0 &&
+            (rc = fk__fedrf_put_mat(up, "W", c->D, (size_t)c->c.m, c->par, err)))
+            return rc;
+        if (fk__fedrf_scalar(task, "send_C", 0) != 0 &&
+            (rc = fk__fedrf_put_vec(up, "C", c->PC, c->par + c->WM, err)))
+            return rc;
+        return FK_OK;
+    }
+    if (phase != 2)
+        return fk_err_set(err, FK_EFORMAT, "fedrf-tca: task has no valid phase");
+    const fk_tensor *W = fk_bundle_get(task, "W"), *C = fk_bundle_get(task, "C");
+    if (W) {
+        if (W->len != c->WM)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: averaged W has %zu values, want %zu",
+                              W->len, c->WM);
+        memcpy(c->par, W->data, c->WM * sizeof(double));
+    }
+    if (C) {
+        if (C->len != c->PC)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: averaged classifier has %zu values, "
+                              "want %zu", C->len, c->PC);
+        memcpy(c->par + c->WM, C->data, c->PC * sizeof(double));
+    }
+    rep->loss = c->loss;
+    c->evals += 1;
+    if (c->is_target && fmod(c->evals, (double)c->c.eval_every) == 0)
+        rc = accuracy(c, c->par, c->par + c->WM, NULL, 0, &rep->accuracy, err);
+    return rc;
+}
+
+int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err)
+{
+    fk__fedrf_client *c = p;
+    rep->n_samples = (double)c->X.rows;
+    const fk_tensor *W = fk_bundle_get(model, "W");
+    const double *Wd = c->par;
+    if (W) {
+        if (W->len != c->WM)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: model W has %zu values, want %zu",
+                              W->len, c->WM);
+        Wd = W->data;
+    }
+    const fk_tensor *V = fk_bundle_get(model, "votes"), *C = fk_bundle_get(model, "C");
+    if (V) {
+        if (V->ndim != 2 || V->shape[1] != c->PC)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);
+        return accuracy(c, Wd, NULL, V->data, (size_t)V->shape[0], &rep->accuracy, err);
+    }
+    if (C && C->len != c->PC)
+        return fk_err_set(err, FK_EFORMAT, "fedrf-tca: model classifier has %zu values, want %zu",
+                          C->len, c->PC);
+    return accuracy(c, Wd, C ? C->data : c->par + c->WM, NULL, 0, &rep->accuracy, err);
+}

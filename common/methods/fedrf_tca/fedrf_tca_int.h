@@ -1,0 +1,130 @@
+/* FedRF-TCA internals shared by the files of the method (not a public API):
+ * the job configuration, the server and client states and the message
+ * helpers. fedrf_tca.c holds the operations table. */
+#ifndef FK_FEDRF_TCA_INT_H
+#define FK_FEDRF_TCA_INT_H
+
+#include "common/la/rff.h"
+#include "common/methods/fedrf_tca/fedrf_tca.h"
+#include "common/models/classifier.h"
+#include "common/models/optimizer.h"
+
+typedef struct fk__fedrf_cfg {
+    long N, m, batch, tc, rounds, classes, target, eval_every;
+    double sigma, lambda, lr, eps;
+    size_t hidden[FK_MLP_MAX_HIDDEN];
+    int n_hidden;
+    int all;          /* participation: every source every round (setting I of Tables V/VI) */
+    int drop_setting; /* Table III: 1 = A/A/A, 2 = A/A/B, 3 = A/B/C */
+    int voting;       /* one-shot hard voting instead of classifier averaging */
+    int order;        /* fk__fedrf_order: who sends Sigma l and W (Table XVIII) */
+    int common_init;  /* every client starts from the same W and classifier */
+    fk_opt_kind opt;
+    fk_rff_kind features; /* how Omega's frequencies are drawn */
+} fk__fedrf_cfg;
+
+/* Message senders per round. SUBSET is §2.3 step 1 with the participation
+ * and Table III options; the others are Table XVIII (A)-(E): every source,
+ * or one source for Sigma l and one for W, taken in cyclic order (source
+ * (t-1) mod K) or uniformly at random. The classifier comes from the W sender. */
+typedef enum fk__fedrf_order {
+    FK__FEDRF_ORDER_SUBSET = 0,
+    FK__FEDRF_ORDER_ALL,            /* (A) all / all */
+    FK__FEDRF_ORDER_ORDERED,        /* (B) one cyclic source sends both */
+    FK__FEDRF_ORDER_ORDERED_RANDOM, /* (C) Sigma l cyclic, W from a random source */
+    FK__FEDRF_ORDER_RANDOM,         /* (D) one random source sends both */
+    FK__FEDRF_ORDER_RANDOM_RANDOM   /* (E) independent random sources */
+} fk__fedrf_order;
+
+/* Parse and check the job options (both sides parse the same fk_params). */
+FK_CHECKRETURN int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c,
+                                       fk_err *err);
+
+/* Classifier parameter count for the configured MLP, 0 if the layout is invalid. */
+size_t fk__fedrf_classifier_params(const fk__fedrf_cfg *c, size_t classes);
+
+/* Bundle helpers (fedrf_tca_msg.c): a scalar or dflt; put a matrix, vector or
+ * scalar (FK_ENOMEM on failure); a tensor of exactly len values or NULL with
+ * an FK_EFORMAT error naming it. */
+double fk__fedrf_scalar(const fk_bundle *b, const char *name, double dflt);
+FK_CHECKRETURN int fk__fedrf_put_mat(fk_bundle *b, const char *name, size_t r, size_t c,
+                                     const double *src, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_put_vec(fk_bundle *b, const char *name, size_t n, const double *src,
+                                     fk_err *err);
+FK_CHECKRETURN int fk__fedrf_put_scalar(fk_bundle *b, const char *name, double v, fk_err *err);
+const fk_tensor *fk__fedrf_want_len(const fk_bundle *b, const char *name, size_t len, fk_err *err);
+
+typedef struct fk__fedrf_server {
+    fk__fedrf_cfg c;
+    int n;
+    size_t D, WM, PC;
+    long d_seen;                /* feature dimension reported by the clients */
+    unsigned char *inA, *inW, *inC;
+    double *s;                  /* n x D statistics of this round */
+    unsigned char *has_s;
+    double *Wbar, *Cbar;        /* averages of this round (phase 2) */
+    int have_W, have_C;
+    double *Wmodel, *Cmodel;    /* latest global model */
+    int have_Wmodel, have_Cmodel;
+    double *votes;              /* n x PC one-shot classifiers */
+    unsigned char *has_vote;
+} fk__fedrf_server;
+
+typedef struct fk__fedrf_client {
+    fk__fedrf_cfg c;
+    int idx, is_target, classes;
+    fk_mat X;     /* P-L2 normalized rows */
+    int *y;       /* NULL when unlabelled */
+    fk_rff rff;
+    fk_mlp net;
+    size_t D, WM, PC, b;
+    double *par;  /* W (D x m, row-major) then the classifier */
+    fk_opt optW, optC;
+    fk_rng rng;   /* mini-batches */
+    int *perm;    /* index pool for sampling without replacement */
+    fk_mat Xb, Phi; /* current mini-batch and its random features */
+    int *yb;
+    double *s_own, *grad, *z, *d;
+    double loss;
+    double evals; /* phase-2 calls, for the evaluation cadence */
+    int batched;  /* a mini-batch was drawn (phase 0): phase 1 steps on it */
+} fk__fedrf_client;
+
+/* The sets of round `round` (1-based; fedrf_tca_server.c): A = the senders of
+ * Sigma l (S_t) and the clients whose W and C arrive, as 0/1 flags per client. FK_ENOMEM
+ * leaves the flags as they were. */
+FK_CHECKRETURN int fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng,
+                                       unsigned char *inA, unsigned char *inW, unsigned char *inC,
+                                       fk_err *err);
+
+/* Server operations (fedrf_tca_server.c, checkpoints in fedrf_tca_ckpt.c). */
+FK_CHECKRETURN int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients,
+                                         uint64_t seed, fk_err *err);
+void fk__fedrf_server_close(void *p);
+FK_CHECKRETURN int fk__fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen,
+                                         int *n_chosen, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out,
+                                         fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups,
+                                              int n, int *done, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err);
+/* check_update: each phase's update against its task (fedrf_tca_check.c). */
+FK_CHECKRETURN int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up,
+                                          fk_err *err);
+
+/* Client operations (fedrf_tca_client.c, checkpoints in fedrf_tca_ckpt.c). */
+FK_CHECKRETURN int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data,
+                                         int idx, int n_clients, uint64_t seed, fk_err *err);
+void fk__fedrf_client_close(void *p);
+FK_CHECKRETURN int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up,
+                                         fk_report *rep, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep,
+                                             fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err);
+/* Rebuild the mini-batch perm[0..b): rows, labels, random features, MMD statistic. */
+FK_CHECKRETURN int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err);
+
+#endif

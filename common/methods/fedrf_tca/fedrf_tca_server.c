@@ -1,0 +1,376 @@
+/* FedRF-TCA server side: round sets, per-phase tasks, aggregation of the
+ * statistics, W_RF and the classifier, and the global model. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/methods/fedrf_tca/fedrf_tca_int.h"
+
+void fk__fedrf_server_close(void *p)
+{
+    fk__fedrf_server *s = p;
+    if (!s)
+        return;
+    free(s->inA);
+    free(s->inW);
+    free(s->inC);
+    free(s->s);
+    free(s->has_s);
+    free(s->Wbar);
+    free(s->Cbar);
+    free(s->Wmodel);
+    free(s->Cmodel);
+    free(s->votes);
+    free(s->has_vote);
+    free(s);
+}
+
+int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
+{
+    (void)seed;
+    *out = NULL;
+    fk__fedrf_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    int rc = fk__fedrf_parse_cfg(p, n_clients, &s->c, err);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    if (s->c.classes < 2) {
+        free(s);
+        return fk_err_set(err, FK_EINVAL, "fedrf-tca: set classes (number of classes, >= 2) for the job");
+    }
+    s->n = n_clients;
+    s->D = 2 * (size_t)s->c.N;
+    s->WM = s->D * (size_t)s->c.m;
+    s->PC = fk__fedrf_classifier_params(&s->c, (size_t)s->c.classes);
+    size_t n = (size_t)n_clients;
+    s->inA = calloc(n, 1);
+    s->inW = calloc(n, 1);
+    s->inC = calloc(n, 1);
+    s->has_s = calloc(n, 1);
+    s->has_vote = calloc(n, 1);
+    s->s = calloc(n * s->D, sizeof *s->s);
+    s->Wbar = calloc(s->WM, sizeof(double));
+    s->Wmodel = calloc(s->WM, sizeof(double));
+    s->Cbar = calloc(s->PC, sizeof(double));
+    s->Cmodel = calloc(s->PC, sizeof(double));
+    s->votes = calloc(n * s->PC, sizeof(double));
+    if (!s->inA || !s->inW || !s->inC || !s->has_s || !s->has_vote || !s->s || !s->Wbar ||
+        !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->PC) {
+        fk__fedrf_server_close(s);
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the server state");
+    }
+    *out = s;
+    return FK_OK;
+}
+
+/* Uniform size in 0..k, then a uniform subset of that size (spec §2.3 step 1). */
+static void random_subset(fk_rng *rng, const int *from, int k, int *to, int *n_to)
+{
+    /* partial Fisher-Yates on a copy; to may not alias from */
+    memcpy(to, from, (size_t)k * sizeof *to);
+    int size = (int)fk_rng_below(rng, (uint64_t)k + 1);
+    for (int i = 0; i < size; i++) {
+        int j = i + (int)fk_rng_below(rng, (uint64_t)(k - i));
+        int t = to[i];
+        to[i] = to[j];
+        to[j] = t;
+    }
+    *n_to = size;
+}
+
+/* Table XVIII: one sender of Sigma l and one of W (and C), or every source. */
+static void ordered_sets(const fk__fedrf_cfg *c, const int *src, int K, int round, fk_rng *rng,
+                         unsigned char *inA, unsigned char *inW, unsigned char *inC)
+{
+    if (c->order == FK__FEDRF_ORDER_ALL) {
+        for (int i = 0; i < K; i++)
+            inA[src[i]] = inW[src[i]] = inC[src[i]] = 1;
+        return;
+    }
+    int cyclic = src[((round - 1) % K + K) % K], a, w;
+    if (c->order == FK__FEDRF_ORDER_ORDERED) {
+        a = w = cyclic;
+    } else if (c->order == FK__FEDRF_ORDER_ORDERED_RANDOM) {
+        a = cyclic;
+        w = src[fk_rng_below(rng, (uint64_t)K)];
+    } else if (c->order == FK__FEDRF_ORDER_RANDOM) {
+        a = w = src[fk_rng_below(rng, (uint64_t)K)];
+    } else {
+        a = src[fk_rng_below(rng, (uint64_t)K)];
+        w = src[fk_rng_below(rng, (uint64_t)K)];
+    }
+    inA[a] = 1;
+    inW[w] = inC[w] = 1;
+}
+
+/* The sets of one round: A = S_t (sends Sigma l), and the Table III subsets
+ * whose W and C arrive (or the Table XVIII senders). */
+int fk__fedrf_draw_sets(const fk__fedrf_cfg *c, int n, int round, fk_rng *rng, unsigned char *inA,
+                        unsigned char *inW, unsigned char *inC, fk_err *err)
+{
+    int K = n - 1;
+    int *src = malloc(4 * (size_t)n * sizeof *src);
+    if (!src)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory drawing the sets of round %d",
+                          round);
+    int *A = src + n, *B = A + n, *C = B + n, nA = 0, nB = 0, nC = 0;
+    for (int i = 0, k = 0; i < n; i++)
+        if (i != c->target)
+            src[k++] = i;
+    if (c->order != FK__FEDRF_ORDER_SUBSET) {
+        memset(inA, 0, (size_t)n);
+        memset(inW, 0, (size_t)n);
+        memset(inC, 0, (size_t)n);
+        ordered_sets(c, src, K, round, rng, inA, inW, inC);
+        free(src);
+        return FK_OK;
+    }
+    if (c->all) {
+        memcpy(A, src, (size_t)K * sizeof *A);
+        nA = K;
+    } else {
+        random_subset(rng, src, K, A, &nA);
+    }
+    random_subset(rng, A, nA, B, &nB);
+    random_subset(rng, B, nB, C, &nC);
+    memset(inA, 0, (size_t)n);
+    memset(inW, 0, (size_t)n);
+    memset(inC, 0, (size_t)n);
+    const int *wset = c->drop_setting == 3 ? B : A;
+    int nw = c->drop_setting == 3 ? nB : nA;
+    const int *cset = c->drop_setting == 1 ? A : c->drop_setting == 2 ? B : C;
+    int nc = c->drop_setting == 1 ? nA : c->drop_setting == 2 ? nB : nC;
+    for (int i = 0; i < nA; i++)
+        inA[A[i]] = 1;
+    for (int i = 0; i < nw; i++)
+        inW[wset[i]] = 1;
+    for (int i = 0; i < nc; i++)
+        inC[cset[i]] = 1;
+    free(src);
+    return FK_OK;
+}
+
+int fk__fedrf_server_plan(void *p, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    /* A failed draw fails the plan: the previous round's sets must not be reused. */
+    int rc = fk__fedrf_draw_sets(&s->c, s->n, round, rng, s->inA, s->inW, s->inC, err);
+    if (rc)
+        return rc;
+    memset(s->has_s, 0, (size_t)s->n);
+    /* Every client steps every round (sources outside S_t on L_C alone). */
+    for (int i = 0; i < s->n; i++)
+        chosen[i] = i;
+    *n_chosen = s->n;
+    return FK_OK;
+}
+
+int fk_fedrf_round_sets(const fk_params *p, int n_clients, int round, fk_rng *plan_rng, int *n_a,
+                        int *n_w, int *n_c, fk_err *err)
+{
+    fk__fedrf_cfg c;
+    int rc = fk__fedrf_parse_cfg(p, n_clients, &c, err);
+    if (rc)
+        return rc;
+    unsigned char *f = calloc(3 * (size_t)n_clients, 1);
+    if (!f)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    rc = fk__fedrf_draw_sets(&c, n_clients, round, plan_rng, f, f + n_clients, f + 2 * n_clients,
+                             err);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    *n_a = *n_w = *n_c = 0;
+    for (int i = 0; i < n_clients; i++) {
+        *n_a += f[i];
+        *n_w += f[n_clients + i];
+        *n_c += f[2 * n_clients + i];
+    }
+    free(f);
+    return FK_OK;
+}
+
+static int any_set(const unsigned char *f, int n, int skip)
+{
+    for (int i = 0; i < n; i++)
+        if (i != skip && f[i])
+            return 1;
+    return 0;
+}
+
+static int is_last(const fk__fedrf_server *s, int round)
+{
+    return s->c.rounds > 0 && round == s->c.rounds;
+}
+
+/* Does source c send its classifier in this round? */
+static int sends_c(const fk__fedrf_server *s, int round, int c)
+{
+    if (is_last(s, round))
+        return 1; /* the final model collects every source's classifier */
+    return !s->c.voting && round % s->c.tc == 0 && s->inC[c];
+}
+
+int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    int tgt = (int)s->c.target, rc = fk__fedrf_put_scalar(out, "phase", phase, err);
+    if (rc)
+        return rc;
+    if (phase == 0) {
+        /* lambda = 0 is the "without Sigma l" baseline (spec §2.8, T15): no statistics at all,
+         * so the target never steps and its W changes only by averaging. */
+        int mmd = s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
+        return fk__fedrf_put_scalar(out, "mmd", mmd, err);
+    }
+    if (phase == 1) {
+        if (c != tgt) {
+            if (s->inA[c] && s->has_s[tgt] &&
+                (rc = fk__fedrf_put_vec(out, "s_peer", s->D, s->s + (size_t)tgt * s->D, err)))
+                return rc;
+            if ((rc = fk__fedrf_put_scalar(out, "send_W", s->inW[c], err)))
+                return rc;
+            return fk__fedrf_put_scalar(out, "send_C", sends_c(s, round, c), err);
+        }
+        size_t k = 0;
+        for (int i = 0; i < s->n; i++)
+            k += i != tgt && s->inA[i] && s->has_s[i];
+        if (k && s->has_s[tgt]) {
+            uint64_t shape[2] = {k, s->D};
+            double *dst = fk_bundle_add(out, "s_src", 2, shape);
+            if (!dst)
+                return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+            for (int i = 0; i < s->n; i++)
+                if (i != tgt && s->inA[i] && s->has_s[i]) {
+                    memcpy(dst, s->s + (size_t)i * s->D, s->D * sizeof *dst);
+                    dst += s->D;
+                }
+        }
+        return fk__fedrf_put_scalar(out, "send_W", any_set(s->inW, s->n, tgt) || is_last(s, round),
+                                   err);
+    }
+    int getsW = c == tgt || s->inW[c];
+    int getsC = c == tgt || s->inC[c] || (is_last(s, round) && c != tgt);
+    if (s->have_W && getsW && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wbar, err)))
+        return rc;
+    if (s->have_C && getsC && (rc = fk__fedrf_put_vec(out, "C", s->PC, s->Cbar, err)))
+        return rc;
+    return FK_OK;
+}
+
+static int agg_stats(fk__fedrf_server *s, const fk_update *ups, int n, fk_err *err)
+{
+    for (int k = 0; k < n; k++) {
+        const fk_tensor *t = fk_bundle_get(&ups[k].msg, "s");
+        if (!t)
+            continue;
+        if (t->len != s->D)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client %d sent a statistic of %zu values, "
+                              "want 2N=%zu", ups[k].client, t->len, s->D);
+        long d = (long)fk__fedrf_scalar(&ups[k].msg, "d", -1);
+        if (s->d_seen == 0)
+            s->d_seen = d;
+        else if (d != s->d_seen)
+            return fk_err_set(err, FK_EINVAL,
+                              "fedrf-tca: client %d has %ld features but other clients have %ld; "
+                              "all domains must share one feature space", ups[k].client, d, s->d_seen);
+        memcpy(s->s + (size_t)ups[k].client * s->D, t->data, s->D * sizeof(double));
+        s->has_s[ups[k].client] = 1;
+    }
+    return FK_OK;
+}
+
+static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int n, fk_err *err)
+{
+    int tgt = (int)s->c.target, nW = 0, nWsrc = 0, nC = 0, got_target_W = 0;
+    memset(s->Wbar, 0, s->WM * sizeof(double));
+    memset(s->Cbar, 0, s->PC * sizeof(double));
+    for (int k = 0; k < n; k++) {
+        const fk_bundle *m = &ups[k].msg;
+        if (fk_bundle_get(m, "W")) {
+            const fk_tensor *t = fk__fedrf_want_len(m, "W", s->WM, err);
+            if (!t)
+                return FK_EFORMAT;
+            cblas_daxpy((int)s->WM, 1.0, t->data, 1, s->Wbar, 1);
+            nW++;
+            nWsrc += ups[k].client != tgt;
+            if (ups[k].client == tgt) {
+                got_target_W = 1;
+                memcpy(s->Wmodel, t->data, s->WM * sizeof(double));
+            }
+        }
+        if (fk_bundle_get(m, "C")) {
+            const fk_tensor *t = fk__fedrf_want_len(m, "C", s->PC, err);
+            if (!t)
+                return FK_EFORMAT;
+            if (s->c.voting) {
+                memcpy(s->votes + (size_t)ups[k].client * s->PC, t->data, s->PC * sizeof(double));
+                s->has_vote[ups[k].client] = 1;
+            } else {
+                cblas_daxpy((int)s->PC, 1.0, t->data, 1, s->Cbar, 1);
+                nC++;
+            }
+        }
+    }
+    /* Average only when some source took part (nothing is exchanged otherwise). */
+    s->have_W = nWsrc > 0;
+    if (s->have_W) {
+        cblas_dscal((int)s->WM, 1.0 / nW, s->Wbar, 1);
+        memcpy(s->Wmodel, s->Wbar, s->WM * sizeof(double));
+        s->have_Wmodel = 1;
+    } else if (got_target_W) {
+        s->have_Wmodel = 1;
+    }
+    s->have_C = nC > 0;
+    if (s->have_C) {
+        cblas_dscal((int)s->PC, 1.0 / nC, s->Cbar, 1);
+        memcpy(s->Cmodel, s->Cbar, s->PC * sizeof(double));
+        s->have_Cmodel = 1;
+    }
+    (void)round;
+    return FK_OK;
+}
+
+int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups, int n, int *done,
+                              fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    *done = phase == 2;
+    if (phase == 0)
+        return agg_stats(s, ups, n, err);
+    if (phase == 1)
+        return agg_models(s, round, ups, n, err);
+    return FK_OK;
+}
+
+int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    int rc;
+    if (s->have_Wmodel && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wmodel, err)))
+        return rc;
+    if (s->c.voting) {
+        size_t k = 0;
+        for (int i = 0; i < s->n; i++)
+            k += s->has_vote[i];
+        if (!k)
+            return FK_OK;
+        uint64_t shape[2] = {k, s->PC};
+        double *dst = fk_bundle_add(out, "votes", 2, shape);
+        if (!dst)
+            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+        for (int i = 0; i < s->n; i++)
+            if (s->has_vote[i]) {
+                memcpy(dst, s->votes + (size_t)i * s->PC, s->PC * sizeof(double));
+                dst += s->PC;
+            }
+        return FK_OK;
+    }
+    if (s->have_Cmodel)
+        return fk__fedrf_put_vec(out, "C", s->PC, s->Cmodel, err);
+    return FK_OK;
+}

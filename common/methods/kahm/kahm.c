@@ -1,0 +1,175 @@
+/* Job type kahm: the job keys, the built-in synthetic clients and the method table. */
+#include "common/methods/kahm/kahm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/la/rng.h"
+
+static const uint64_t SIM_STREAM = 0x6b73696d00000000ULL; /* "ksim" */
+
+int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err *err)
+{
+    long C, up, dim, nmax, nb, minc, maxit, tanh_on, rs;
+    memset(j, 0, sizeof *j);
+    fk_kahm_opts_default(&j->ko);
+    int rc = fk_params_int(p, "classes", 10, 2, 100000, &C, err);
+    if (!rc) rc = fk_params_int(p, "upload_models", 0, 0, 1, &up, err);
+    if (!rc) rc = fk_params_int(p, "dim", 0, 0, FK_KAHM_MAX_DIM, &dim, err);
+    if (!rc) rc = fk_params_int(p, "tanh", 1, 0, 1, &tanh_on, err);
+    if (!rc) rc = fk_params_double(p, "scale", 1.0, 1e-300, 1e300, &j->scale, err);
+    if (!rc) rc = fk_params_double(p, "holdout", 0.2, 0.0, 0.9, &j->holdout, err);
+    if (!rc) rc = fk_params_int(p, "n_max", 20, 1, 10000, &nmax, err);
+    if (!rc) rc = fk_params_int(p, "nb", 1000, 2, 1000000, &nb, err);
+    if (!rc) rc = fk_params_int(p, "min_cluster", 30, 2, 1000000, &minc, err);
+    if (!rc) rc = fk_params_int(p, "lambda_maxit", 100, 1, 100000, &maxit, err);
+    if (!rc) rc = fk_params_double(p, "lambda_tol", 0.01, 0.0, 1e6, &j->ko.lambda_tol, err);
+    if (!rc) rc = fk_params_int(p, "kmeans_restarts", 10, 1, 1000, &rs, err);
+    const char *lf = fk_params_str(p, "lambda_final", "last-used");
+    const char *part = fk_params_str(p, "partition", "round");
+    if (!rc && strcmp(lf, "last-used") && strcmp(lf, "converged"))
+        rc = fk_err_set(err, FK_EINVAL,
+                        "lambda_final must be 'last-used' or 'converged' (got '%s')", lf);
+    if (!rc && strcmp(part, "round") && strcmp(part, "ceil"))
+        rc = fk_err_set(err, FK_EINVAL, "partition must be 'round' or 'ceil' (got '%s')", part);
+    if (rc)
+        return rc;
+    j->C = (int)C;
+    j->upload = (int)up;
+    j->dim = (int)dim;
+    j->tanh = (int)tanh_on;
+    j->ko.n_max = (int)nmax;
+    j->ko.nb = (int)nb;
+    j->ko.min_cluster = (int)minc;
+    j->ko.lambda_maxit = (int)maxit;
+    j->ko.lambda_converged = !strcmp(lf, "converged");
+    j->ko.partition_ceil = !strcmp(part, "ceil");
+    j->ko.km_restarts = (int)rs;
+    j->ko.seed = seed;
+    return FK_OK;
+}
+
+/* Synthetic clients: C shared class generators (centre + 4-d linear structure + noise,
+ * in [-1, 1] after tanh); client i holds sim_classes_per_client classes, round robin, with
+ * sim_samples samples of each, so every class is held by some client when K*k >= C. */
+int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
+                      fk_err *err)
+{
+    long C, per, d, k;
+    int rc = fk_params_int(p, "classes", 10, 2, 100000, &C, err);
+    if (!rc) rc = fk_params_int(p, "sim_samples", 80, 4, 1000000, &per, err);
+    if (!rc) rc = fk_params_int(p, "sim_dim", 16, 2, 100000, &d, err);
+    if (!rc) rc = fk_params_int(p, "sim_classes_per_client", 3, 1, 100000, &k, err);
+    if (rc)
+        return rc;
+    if (k > C)
+        k = C;
+    fk_rng r;
+    fk_rng_init(&r, seed, SIM_STREAM);
+    size_t D = (size_t)d;
+    double *mu = malloc((size_t)C * D * sizeof(double));
+    double *A = malloc((size_t)C * 4 * D * sizeof(double));
+    double *raw = malloc((size_t)(k * per) * sizeof(double));
+    if (!mu || !A || !raw) {
+        free(mu);
+        free(A);
+        free(raw);
+        return fk_err_set(err, FK_ENOMEM, "kahm sim: out of memory");
+    }
+    for (size_t i = 0; i < (size_t)C * D; i++)
+        mu[i] = 0.5 * fk_rng_normal(&r);
+    for (size_t i = 0; i < (size_t)C * 4 * D; i++)
+        A[i] = 0.35 * fk_rng_normal(&r);
+    for (int q = 0; q < n_clients && !rc; q++) {
+        fk_dataset *ds = &clients[q];
+        rc = fk_dataset_init(ds, (size_t)(k * per), D, 1);
+        fk_rng cr;
+        fk_rng_init(&cr, seed, SIM_STREAM + 1 + (uint64_t)q);
+        for (long a = 0; !rc && a < k; a++) {
+            long c = ((long)q * k + a) % C;
+            for (long s = 0; s < per; s++) {
+                size_t i = (size_t)(a * per + s);
+                double z[4];
+                for (int t = 0; t < 4; t++)
+                    z[t] = fk_rng_normal(&cr);
+                for (size_t j = 0; j < D; j++) {
+                    double v = mu[(size_t)c * D + j] + 0.05 * fk_rng_normal(&cr);
+                    for (int t = 0; t < 4; t++)
+                        v += A[((size_t)c * 4 + (size_t)t) * D + j] * z[t];
+                    ds->X.data[i * ds->X.ld + j] = v;
+                }
+                raw[i] = (double)c;
+            }
+        }
+        if (!rc)
+            rc = fk_dataset_set_labels(ds, raw, err);
+        if (!rc) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "kahm-sim-%d", q);
+            fk_dataset_set_name(ds, nm);
+        }
+    }
+    free(mu);
+    free(A);
+    free(raw);
+    return rc;
+}
+
+static int max_rounds(const fk_params *p)
+{
+    (void)p;
+    return 1;
+}
+
+static const fk_param_doc keys[] = {
+    {"classes C", "number of classes; class ids are the data's labels, integers in [0, C) (10)"},
+    {"upload_models 0|1", "mode A: clients upload their KAHMs to the server (they CONTAIN the "
+                          "training samples); each client must also allow it in its own "
+                          "config ([local] allow_model_upload = true), else it refuses the task (0: mode B, models "
+                          "stay on the clients, only class ids and counts are sent)"},
+    {"local.allow_model_upload 0|1", "copied by the client daemon from its own [local] "
+                                      "section; a job that sets it is refused (sim only)"},
+    {"dim D", "expected input dimension; updates of another dimension are refused (0: any)"},
+    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels)"},
+    {"tanh 0|1", "apply tanh elementwise after scaling (1, the paper's preprocessing)"},
+    {"holdout F", "share of each class a client keeps aside to score the model (0.2)"},
+    {"n_max N", "subspace dimension cap of App. B (20)"},
+    {"nb N", "samples per KAHM before a class is split by k-means (1000)"},
+    {"partition round|ceil", "cluster count round(N/nb) (reference code) or ceil (eq. 65)"},
+    {"min_cluster N", "smallest k-means cluster (30)"},
+    {"kmeans_restarts N", "k-means++ restarts (10)"},
+    {"lambda_tol T", "absolute stop of the ridge fixed point (0.01)"},
+    {"lambda_maxit N", "iterations of the ridge fixed point (100)"},
+    {"lambda_final last-used|converged", "ridge kept: the reference's last used, or the final"},
+    {"sim_samples N", "fedkern sim: samples per class per synthetic client (80)"},
+    {"sim_dim D", "fedkern sim: dimension of the synthetic data (16)"},
+    {"sim_classes_per_client K", "fedkern sim: classes each synthetic client holds (3)"},
+    {NULL, NULL},
+};
+
+const fk_method fk_method_kahm = {
+    .name = "kahm",
+    .summary = "kernel affine hull machines: one-shot class models, min-distance classifier "
+               "(Kumar et al. 2025)",
+    .server_init = fk__kahm_srv_init,
+    .server_close = fk__kahm_srv_close,
+    .plan = fk__kahm_plan,
+    .task = fk__kahm_task,
+    .aggregate = fk__kahm_aggregate,
+    .model = fk__kahm_model,
+    .save = fk__kahm_save,
+    .load = fk__kahm_load,
+    .finished = fk__kahm_finished,
+    .max_rounds = max_rounds,
+    .check_update = fk__kahm_check_update,
+    .predict = fk__kahm_predict,
+    .client_init = fk__kahm_cli_init,
+    .client_close = fk__kahm_cli_close,
+    .local_step = fk__kahm_local_step,
+    .evaluate = fk__kahm_evaluate,
+    .client_save = fk__kahm_cli_save,
+    .client_load = fk__kahm_cli_load,
+    .sim_data = fk__kahm_sim_data,
+    .keys = keys,
+};

@@ -1,0 +1,71 @@
+/* Job type `kahm`: one-shot collaborative classification with kernel affine hull
+ * machines (spec kahm.md §8). Round 1: every client fits the KAHMs of the classes it
+ * holds. Mode B (default): the models stay on the clients and the server's model is
+ * the list of (client, classes held, samples). Mode A (opt-in twice: the job's
+ * upload_models = 1 and the client's own [local] allow_model_upload = true): the clients upload
+ * their KAHMs, which carry their training samples in recoverable form. */
+#ifndef FK_METHODS_KAHM_H
+#define FK_METHODS_KAHM_H
+
+#include "common/base/bundle.h"
+#include "common/base/params.h"
+#include "common/methods/method.h"
+#include "common/models/kahm.h"
+
+extern const fk_method fk_method_kahm;
+
+/* The job keys, parsed once by the server and every client. */
+typedef struct fk_kahm_job {
+    int C;           /* classes: ids in [0, C) */
+    int upload;      /* mode A asked for */
+    int dim;         /* expected input dimension, 0 = any */
+    int tanh;        /* x -> tanh(scale x) before fitting and scoring */
+    double scale;
+    double holdout;  /* share of each class a client keeps aside for evaluate */
+    fk_kahm_opts ko;
+} fk_kahm_job;
+
+int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err *err);
+
+/* Largest class count and dimension a message may declare. */
+enum { FK_KAHM_MAX_COUNT = 10000000, FK_KAHM_MAX_DIM = 1000000, FK_KAHM_MAX_PARTS = 10000 };
+
+/* Class list of a set: "PREheld", "PREcounts", "PREparts" (one entry per class held)
+ * and "PREdim"; with models = 1 also every KAHM as "PREmA.S.{meta,P,L,Xw,M,b}". */
+int fk__kahm_encode(const fk_kahm_set *s, int p, const char *pre, int models, fk_bundle *out,
+                    fk_err *err);
+/* Check and read what fk__kahm_encode wrote (from another party or from disk): names,
+ * shapes, finiteness, class ids in [0, C), counts, parts, dimension (dim > 0: must
+ * match). With models = 1 the KAHMs are decoded into s (else s gets empty classes);
+ * s may be NULL to check only. *p_out gets the dimension. Nothing is kept on error. */
+int fk__kahm_decode(const fk_bundle *b, const char *pre, int C, int dim, int models,
+                    fk_kahm_set *s, int *p_out, fk_err *err);
+
+/* Server and client ops (kahm_server.c, kahm_client.c). */
+int fk__kahm_srv_init(void **srv, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
+void fk__kahm_srv_close(void *srv);
+int fk__kahm_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
+int fk__kahm_task(void *srv, int round, int phase, int client, fk_bundle *out, fk_err *err);
+int fk__kahm_aggregate(void *srv, int round, int phase, const fk_update *ups, int n,
+                       int *round_done, fk_err *err);
+int fk__kahm_model(void *srv, fk_bundle *out, fk_err *err);
+int fk__kahm_save(void *srv, fk_bundle *out, fk_err *err);
+int fk__kahm_load(void *srv, const fk_bundle *in, fk_err *err);
+int fk__kahm_finished(void *srv);
+int fk__kahm_check_update(void *srv, int round, int phase, const fk_update *up, fk_err *err);
+
+int fk__kahm_cli_init(void **cli, const fk_params *p, const fk_dataset *data, int client,
+                      int n_clients, uint64_t seed, fk_err *err);
+void fk__kahm_cli_close(void *cli);
+int fk__kahm_local_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                        fk_err *err);
+int fk__kahm_evaluate(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
+int fk__kahm_cli_save(void *cli, fk_bundle *out, fk_err *err);
+int fk__kahm_cli_load(void *cli, const fk_bundle *in, fk_err *err);
+/* Global classifier (63) at the server over a mode-A model (kahm_predict.c). */
+int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
+                     fk_err *err);
+int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
+                      fk_err *err);
+
+#endif

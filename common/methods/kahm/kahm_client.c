@@ -1,0 +1,293 @@
+/* kahm client: preprocess the local data, keep a per-class holdout, fit the KAHMs of
+ * the classes held (once), answer with the class list (mode B) or the models too
+ * (mode A, only if this client allows it), and score models on the holdout. */
+#include "common/methods/kahm/kahm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/base/log.h"
+#include "common/la/rng.h"
+
+static const uint64_t HOLDOUT_STREAM = 0x6b686f6c00000000ULL; /* "khol" */
+
+typedef struct kcli {
+    fk_kahm_job j;
+    int allowed, client;
+    size_t p, ntr, nte;
+    double *Xtr, *Xte; /* preprocessed rows, p columns */
+    int *ytr, *yte;    /* class ids in [0, C) */
+    int label_rc;      /* a label outside the job's classes: every task is refused */
+    char label_msg[256];
+    int fitted;
+    fk_kahm_set set;
+} kcli;
+
+void fk__kahm_cli_close(void *v)
+{
+    kcli *c = v;
+    if (!c)
+        return;
+    free(c->Xtr);
+    free(c->Xte);
+    free(c->ytr);
+    free(c->yte);
+    fk_kahm_set_close(&c->set);
+    free(c);
+}
+
+/* The class id of sample i: its raw label, which must be an integer in [0, C). */
+static int class_id(const fk_dataset *d, size_t i, int C, int *id)
+{
+    double v = d->classes ? d->classes[d->y[i]] : (double)d->y[i];
+    if (!(v >= 0 && v < C && v == floor(v)))
+        return -1;
+    *id = (int)v;
+    return 0;
+}
+
+static double prep(const kcli *c, double x)
+{
+    x *= c->j.scale;
+    return c->j.tanh ? tanh(x) : x;
+}
+
+int fk__kahm_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+                      int n_clients, uint64_t seed, fk_err *err)
+{
+    (void)n_clients;
+    kcli *c = calloc(1, sizeof *c);
+    if (!c)
+        return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+    int rc = fk__kahm_job_parse(&c->j, p, seed, err);
+    /* The client's own consent, written by the client daemon from its config. */
+    if (!rc)
+        rc = fk_params_bool(p, "local.allow_model_upload", 0, &c->allowed, err);
+    if (!rc && !data->y)
+        rc = fk_err_set(err, FK_EINVAL, "kahm: data set '%s' has no labels; KAHM fits one model "
+                        "per class", data->name);
+    size_t n = data->X.rows, P = data->X.cols;
+    int *id = rc ? NULL : malloc((n ? n : 1) * sizeof(int));
+    if (!rc && !id)
+        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+    for (size_t i = 0; !rc && i < n; i++)
+        if (class_id(data, i, c->j.C, &id[i]) && !c->label_rc) {
+            c->label_rc = FK_EINVAL;
+            snprintf(c->label_msg, sizeof c->label_msg,
+                     "sample %zu of '%s' has label %g, outside the job's classes [0, %d): "
+                     "refusing the task (fix the labels or raise 'classes')",
+                     i, data->name, data->classes ? data->classes[data->y[i]] : (double)data->y[i],
+                     c->j.C);
+        }
+    if (rc) {
+        free(id);
+        free(c);
+        return rc;
+    }
+    /* Holdout: floor(holdout * n_c) samples of each class, chosen by the client's stream. */
+    int *perm = malloc((n ? n : 1) * sizeof(int));
+    unsigned char *out_mask = calloc(n ? n : 1, 1);
+    c->Xtr = malloc((n ? n : 1) * P * sizeof(double));
+    c->Xte = malloc((n ? n : 1) * P * sizeof(double));
+    c->ytr = malloc((n ? n : 1) * sizeof(int));
+    c->yte = malloc((n ? n : 1) * sizeof(int));
+    if (!perm || !out_mask || !c->Xtr || !c->Xte || !c->ytr || !c->yte) {
+        free(perm);
+        free(out_mask);
+        free(id);
+        fk__kahm_cli_close(c);
+        return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory for %zu samples", n);
+    }
+    if (!c->label_rc && c->j.holdout > 0) {
+        fk_rng r;
+        fk_rng_init(&r, seed, HOLDOUT_STREAM + (uint64_t)client);
+        for (int k = 0; k < c->j.C; k++) {
+            size_t m = 0;
+            for (size_t i = 0; i < n; i++)
+                if (id[i] == k)
+                    perm[m++] = (int)i;
+            fk_rng_shuffle(&r, perm, m);
+            size_t h = (size_t)floor(c->j.holdout * (double)m);
+            for (size_t t = 0; t < h; t++)
+                out_mask[perm[t]] = 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        double *dst = out_mask[i] ? c->Xte + c->nte * P : c->Xtr + c->ntr * P;
+        for (size_t j = 0; j < P; j++)
+            dst[j] = prep(c, data->X.data[i * data->X.ld + j]);
+        if (out_mask[i])
+            c->yte[c->nte++] = c->label_rc ? 0 : id[i];
+        else
+            c->ytr[c->ntr++] = c->label_rc ? 0 : id[i];
+    }
+    c->p = P;
+    c->client = client;
+    free(perm);
+    free(out_mask);
+    free(id);
+    *out = c;
+    return FK_OK;
+}
+
+static double max_model_err(const fk_kahm_set *s)
+{
+    double e = 0;
+    for (int a = 0; a < s->n; a++)
+        for (int q = 0; q < s->cls[a].n_parts; q++)
+            e = s->cls[a].parts[q].model_err > e ? s->cls[a].parts[q].model_err : e;
+    return e;
+}
+
+/* Accuracy (in [0, 1]) on the holdout of the labels argmin_c D; NaN without a holdout. */
+static double holdout_acc(const kcli *c, const double *D)
+{
+    if (!c->nte)
+        return NAN;
+    int *lab = malloc(c->nte * sizeof(int));
+    if (!lab)
+        return NAN;
+    fk_kahm_argmin(D, c->nte, c->j.C, lab, NULL);
+    size_t hit = 0;
+    for (size_t i = 0; i < c->nte; i++)
+        hit += lab[i] == c->yte[i];
+    free(lab);
+    return (double)hit / (double)c->nte;
+}
+
+static int local_acc(const kcli *c, double *acc, fk_err *err)
+{
+    *acc = NAN;
+    if (!c->nte)
+        return FK_OK;
+    double *D = malloc(c->nte * (size_t)c->j.C * sizeof(double));
+    if (!D)
+        return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+    int rc = fk_kahm_set_dist(&c->set, c->Xte, c->nte, c->p, D, 0, err);
+    if (!rc)
+        *acc = holdout_acc(c, D);
+    free(D);
+    return rc;
+}
+
+int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_report *rep,
+                        fk_err *err)
+{
+    kcli *c = v;
+    const fk_tensor *u = fk_bundle_get(task, "upload");
+    if (!u || u->len != 1 || !(u->data[0] == 0 || u->data[0] == 1))
+        return fk_err_set(err, FK_EFORMAT, "kahm task: no 'upload' flag 0 or 1");
+    int upload = u->data[0] == 1;
+    if (c->label_rc)
+        return fk_err_set(err, c->label_rc, "%s", c->label_msg);
+    if (upload && !c->allowed)
+        return fk_err_set(err, FK_EINVAL,
+                          "refusing the task: the job asks for upload_models = 1 (mode A), which "
+                          "sends this client's KAHMs to the server, and a KAHM contains the "
+                          "client's training samples in recoverable form; this client does not "
+                          "allow it (set allow_model_upload = true in the [local] section of "
+                          "this client's config to consent, or run the job with "
+                          "upload_models = 0)");
+    if (c->j.dim > 0 && c->p != (size_t)c->j.dim)
+        return fk_err_set(err, FK_EINVAL, "kahm: this client's data have %zu columns, the job's "
+                          "dim is %d", c->p, c->j.dim);
+    int rc = FK_OK;
+    if (!c->fitted) {
+        rc = fk_kahm_set_fit(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C, &c->j.ko, err);
+        if (rc)
+            return fk_err_prefix(err, "kahm client %d: ", c->client);
+        c->fitted = 1;
+    }
+    rc = fk__kahm_encode(&c->set, (int)c->p, "", upload, update, err);
+    if (!rc && upload && fk_bundle_put_scalar(update, "allowed", 1))
+        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+    if (rc)
+        return rc;
+    size_t nk = 0;
+    for (int a = 0; a < c->set.n; a++)
+        nk += (size_t)c->set.cls[a].n_parts;
+    double mb = 8e-6 * (double)fk_bundle_values(update);
+    if (upload)
+        fk_log(FK_LOG_WARN, "kahm_upload",
+               "client=%d sending %zu KAHM models of %d classes (%.3f MB): whitened encodings and "
+               "(K+lambda I)^-1 Y of all %zu training samples; the server can reconstruct these "
+               "samples exactly",
+               c->client, nk, c->set.n, mb, c->ntr);
+    else
+        fk_log(FK_LOG_INFO, "kahm_class_list",
+               "client=%d sending only class ids and sample counts of %d classes (%.6f MB); the "
+               "%zu KAHM models stay on this client",
+               c->client, c->set.n, mb, nk);
+    rep->n_samples = (double)c->ntr;
+    rep->error = max_model_err(&c->set);
+    return local_acc(c, &rep->accuracy, err);
+}
+
+/* Mode A: the global classifier (63) over every uploaded model; mode B: this client's
+ * local classifier (64) (the server holds no model it could score). */
+int fk__kahm_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+{
+    kcli *c = v;
+    const fk_tensor *up = fk_bundle_get(model, "upload"), *h = fk_bundle_get(model, "holders");
+    if (!up || up->len != 1 || !h || h->ndim != 2 || h->shape[1] != (uint64_t)c->j.C)
+        return fk_err_set(err, FK_EFORMAT, "kahm model: 'upload' or 'holders' missing");
+    rep->n_samples = (double)c->ntr;
+    if (!c->fitted)
+        return FK_OK;
+    rep->error = max_model_err(&c->set);
+    if (up->data[0] != 1)
+        return local_acc(c, &rep->accuracy, err);
+    if (!c->nte)
+        return FK_OK;
+    size_t C = (size_t)c->j.C;
+    double *D = malloc(c->nte * C * sizeof(double));
+    if (!D)
+        return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+    for (size_t i = 0; i < c->nte * C; i++)
+        D[i] = INFINITY;
+    int rc = FK_OK;
+    for (uint64_t k = 0; !rc && k < h->shape[0]; k++) {
+        if (h->data[k * C] < 0)
+            continue; /* no update from client k: +inf for its classes (Remark 11) */
+        char pre[32];
+        snprintf(pre, sizeof pre, "c%llu.", (unsigned long long)k);
+        fk_kahm_set s;
+        rc = fk__kahm_decode(model, pre, c->j.C, (int)c->p, 1, &s, NULL, err);
+        if (!rc)
+            rc = fk_kahm_set_dist(&s, c->Xte, c->nte, c->p, D, 1, err);
+        if (!rc)
+            fk_kahm_set_close(&s);
+    }
+    if (!rc)
+        rep->accuracy = holdout_acc(c, D);
+    free(D);
+    return rc;
+}
+
+int fk__kahm_cli_save(void *v, fk_bundle *out, fk_err *err)
+{
+    kcli *c = v;
+    if (fk_bundle_put_scalar(out, "fitted", c->fitted))
+        return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+    return c->fitted ? fk__kahm_encode(&c->set, (int)c->p, "", 1, out, err) : FK_OK;
+}
+
+int fk__kahm_cli_load(void *v, const fk_bundle *in, fk_err *err)
+{
+    kcli *c = v;
+    const fk_tensor *f = fk_bundle_get(in, "fitted");
+    if (!f || f->len != 1 || !(f->data[0] == 0 || f->data[0] == 1))
+        return fk_err_set(err, FK_EFORMAT, "kahm client checkpoint: no 'fitted' flag 0 or 1");
+    if (f->data[0] == 0)
+        return FK_OK;
+    fk_kahm_set s;
+    int rc = fk__kahm_decode(in, "", c->j.C, (int)c->p, 1, &s, NULL, err);
+    if (rc)
+        return fk_err_prefix(err, "kahm client checkpoint: ");
+    fk_kahm_set_close(&c->set);
+    c->set = s;
+    c->fitted = 1;
+    return FK_OK;
+}

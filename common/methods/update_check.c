@@ -1,0 +1,100 @@
+#include "common/methods/update_check.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+int fk_update_check_report(const fk_report *r, int client, fk_err *err)
+{
+    if (!(isfinite(r->n_samples) && r->n_samples >= 0))
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d reported n_samples = %g (must be finite and >= 0: it weighs "
+                          "the client in every mean)",
+                          client, r->n_samples);
+    const struct {
+        const char *name;
+        double v;
+    } f[] = {{"loss", r->loss}, {"accuracy", r->accuracy}, {"error", r->error}};
+    /* a huge finite loss is information (a diverged model), not an attack: only +-Inf */
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (isinf(f[i].v))
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d reported %s = %g (must be finite, or NaN for not "
+                              "measured)",
+                              client, f[i].name, f[i].v);
+    if (!isnan(r->accuracy) && !(r->accuracy >= 0.0 && r->accuracy <= 1.0))
+        return fk_err_set(err, FK_EINVAL, "client %d reported accuracy = %g (must be in [0, 1])",
+                          client, r->accuracy);
+    return FK_OK;
+}
+
+int fk_update_check_measured(const fk_report *r, size_t field, const char *what, int client,
+                             fk_err *err)
+{
+    double v = *(const double *)((const char *)r + field);
+    if (isnan(v))
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d reported %s = NaN, but this step always measures it (its "
+                          "local computation diverged or the report is corrupt)",
+                          client, what);
+    return FK_OK;
+}
+
+int fk_update_check_names(const fk_bundle *b, const char *const *names, int n, int client,
+                          fk_err *err)
+{
+    for (size_t i = 0; i < b->count; i++) {
+        int known = 0;
+        for (int k = 0; k < n && !known; k++)
+            known = !strcmp(b->items[i].name, names[k]);
+        if (known)
+            continue;
+        char list[160] = "";
+        for (int k = 0; k < n; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "",
+                     names[k]);
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d sent an unexpected tensor '%.47s' (this step takes: %s)",
+                          client, b->items[i].name, n ? list : "no tensors");
+    }
+    return FK_OK;
+}
+
+int fk_update_check_tensor(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
+                           double bound, int nonneg, int optional, int client,
+                           const fk_tensor **out, fk_err *err)
+{
+    if (out)
+        *out = NULL;
+    const fk_tensor *t = fk_bundle_get(b, name);
+    char want[96] = "";
+    for (int d = 0; d < ndim; d++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%llu", d ? " x " : "",
+                 (unsigned long long)shape[d]);
+    if (!t && optional)
+        return FK_OK;
+    if (!t)
+        return fk_err_set(err, FK_EINVAL, "client %d sent no tensor '%s' (%s)", client, name,
+                          ndim ? want : "a scalar");
+    int ok = t->ndim == ndim;
+    for (int d = 0; ok && d < ndim; d++)
+        ok = t->shape[d] == shape[d];
+    if (!ok) {
+        char got[96] = "";
+        for (int d = 0; d < t->ndim; d++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", d ? " x " : "",
+                     (unsigned long long)t->shape[d]);
+        return fk_err_set(err, FK_EINVAL, "client %d sent tensor '%s' of shape %s (this job needs %s)",
+                          client, name, t->ndim ? got : "scalar", ndim ? want : "a scalar");
+    }
+    for (size_t i = 0; i < t->len; i++)
+        if (!(fabs(t->data[i]) <= bound) || (nonneg && t->data[i] < 0))
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d sent tensor '%s' with value %zu = %g (must be finite%s, "
+                              "|x| <= %g)",
+                              client, name, i, t->data[i], nonneg ? ", >= 0" : "", bound);
+    if (out)
+        *out = t;
+    return FK_OK;
+}

@@ -1,0 +1,160 @@
+/* DICA / UDICA (Muandet, Balduzzi, Schölkopf, ICML 2013; spec shared/specs/dica.md).
+ *
+ * Domain-invariant component analysis finds m directions that keep the
+ * functional relation X -> Y (DICA: central subspace; UDICA: variance) while
+ * shrinking the distributional variance between training domains. Every
+ * solver here goes through the finite-feature form of the eigenproblem
+ * (spec §6, (S2)/(S3)/(S4)) fed by plain sums over samples (§7.3), so the
+ * kernel version (features = the empirical kernel map of the centred Gram
+ * matrix, §5.3), the random-feature version (§7) and the federated job (sums
+ * added over clients) share one code path. The direct O(n^3) solver of §5.2
+ * is here as the reference the tests compare against.
+ *
+ * Matrices are fk_mat (row-major, samples in rows). Nothing here knows of
+ * rounds, bundles or federation. */
+#ifndef FK_MODELS_DICA_H
+#define FK_MODELS_DICA_H
+
+#include <stddef.h>
+
+#include "common/base/err.h"
+#include "common/la/mat.h"
+
+/* The four variants differ in one term each (spec §3.6 [choice]): KPCA = UDICA with
+ * q_weight 0, COIR = DICA with q_weight 0. */
+typedef enum fk_dica_variant {
+    FK_DICA_DICA = 0,
+    FK_DICA_UDICA = 1,
+    FK_DICA_COIR = 2,
+    FK_DICA_KPCA = 3
+} fk_dica_variant;
+
+int fk_dica_variant_parse(const char *s, fk_dica_variant *v, fk_err *err);
+const char *fk_dica_variant_name(fk_dica_variant v);
+/* 1 for DICA and COIR (they need outputs). */
+int fk_dica_supervised(fk_dica_variant v);
+
+typedef struct fk_dica_opts {
+    fk_dica_variant variant;
+    size_t m;          /* components */
+    double lambda;     /* ridge of the constraint, > 0 (spec §4: 1.0) */
+    double eps;        /* output-kernel regulariser, > 0 (supervised; 1e-3) */
+    double q_weight;   /* weight of the distributional variance (1 = paper; 0 for KPCA/COIR) */
+    double delta;      /* G += delta * tr(G)/D * I (1e-8 random features, 0 kernel map) */
+    double min_domain; /* smallest accepted domain size (>= 2) */
+    int rank_check;    /* refuse m above the rank of the output features (one-hot, §5.4);
+                          0 keeps near-zero components (smooth regression outputs) */
+    int ref_norm;      /* kernel version only: the reference code's normalisation (§5.5 `ref`):
+                          unit |beta_k|, then / sqrt(n gamma_k); 0 = `constraint` (default) */
+} fk_dica_opts;
+
+/* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2, rank_check 1. */
+void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m);
+
+/* Sufficient statistics (spec §7.3): sums over the samples added so far. */
+typedef struct fk_dica_stats {
+    size_t D, Dy; /* input and output feature dimensions (Dy = 0: unsupervised) */
+    double n;     /* samples */
+    double *S;    /* D x D, sum phi phi^T (both triangles) */
+    size_t n_dom, cap_dom;
+    long *dom_id;    /* ids of the domains seen, in order of first appearance */
+    double *dom_n;   /* samples per domain */
+    double *dom_sum; /* n_dom x D, per-domain sum of phi */
+    double *s_psi;   /* Dy */
+    double *C;       /* D x Dy, sum phi psi^T */
+    double *Syy;     /* Dy x Dy, sum psi psi^T */
+} fk_dica_stats;
+
+int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err);
+void fk_dica_stats_close(fk_dica_stats *st);
+/* Add the rows of Phi (n x D) with outputs Psi (n x Dy, NULL iff Dy = 0) and domain
+ * ids dom[0..n) (>= 0). Refuses non-finite values naming the row. */
+int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, const long *dom,
+                      fk_err *err);
+/* Index of domain id (added with zero sums if new); -1 and FK_ENOMEM on failure. */
+long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err);
+
+/* st += o: every sum added, domains merged by id (a domain split over clients). */
+int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err);
+
+/* A fitted projection in feature coordinates: z = W^T (phi(x) - phi_bar). */
+typedef struct fk_dica_fit {
+    size_t D, m;
+    fk_mat W;        /* D x m, columns w_k with w_k^T P w_k = 1, largest |entry| positive */
+    double *gamma;   /* m eigenvalues, descending */
+    double *phi_bar; /* D, pooled feature mean */
+    int n_domains;   /* domains in the solve */
+    double dvar_in;  /* distributional variance of the domains in feature space, tr S_Q */
+} fk_dica_fit;
+
+void fk_dica_fit_close(fk_dica_fit *f);
+
+/* Solve (S2) from the statistics (spec §7.4). Domains with zero samples are ignored;
+ * one below o->min_domain is an error naming it. */
+int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *fit, fk_err *err);
+
+/* Z (n x m, initialised here) = (Phi - 1 c^T) W with c = center, or phi_bar if NULL. */
+int fk_dica_project(const fk_dica_fit *f, const fk_mat *Phi, const double *center, fk_mat *Z,
+                    fk_err *err);
+
+/* (1/N) sum_i |zbar_i - zbar|^2 over the domains of the rows of Z (spec §11.1 item 13). */
+double fk_dica_domain_variance(const fk_mat *Z, const long *dom);
+
+/* One-hot rows (n x C) for labels y in [0, C): the exact feature map of the delta kernel. */
+int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err);
+
+/* ---- kernel DICA (spec §5) ---- */
+
+typedef struct fk_dica_kernel {
+    fk_dica_fit fit; /* in empirical-kernel-map coordinates (r of them) */
+    size_t n, d, r;
+    double sigma;
+    fk_mat X;        /* training inputs (copy) */
+    fk_mat Umap;     /* n x r: U diag(1/sqrt(s)); features of a centred kernel row k are k^T Umap */
+    fk_mat Phi;      /* n x r: U diag(sqrt(s)), the training rows in those coordinates */
+    double *colmean; /* n column means of the uncentred training kernel */
+    double grand;    /* its grand mean */
+    fk_mat Z;        /* n x m fitted training embedding */
+} fk_dica_kernel;
+
+/* Fit on X (n x d) with domain ids dom. Outputs: labels y in [0, C) (delta kernel) or,
+ * with y NULL, regression targets t (Gaussian output kernel of width sigma_y);
+ * unsupervised variants read neither. Reduced exact solver of §5.3. */
+int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
+                       double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
+                       fk_err *err);
+void fk_dica_kernel_close(fk_dica_kernel *k);
+/* Solve again on the same kernel map (another variant, q_weight, m or outputs): the O(n^3)
+ * eigendecomposition of K~ is shared. k->fit and k->Z are replaced. */
+int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
+                         const long *dom, const fk_dica_opts *o, fk_err *err);
+/* Z (initialised here, n_t x m) for new rows Xt; batch = 1 centres the test rows by the
+ * batch mean (reference code), 0 by the training means (default, §5.6). */
+int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch, fk_mat *Z,
+                           fk_err *err);
+
+/* Gaussian Gram matrix K (initialised here, na x nb) of the rows of A and B. */
+int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, fk_err *err);
+
+/* Direct solver (§5.2; O(n^3), for tests): uncentred K (n x n), uncentred output kernel L
+ * (n x n; NULL for unsupervised variants), domain ids. gamma (m) and Z = K~ B (initialised
+ * here, n x m; columns normalised by beta^T R beta = 1). */
+int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_dica_opts *o,
+                   double *gamma, fk_mat *Z, fk_err *err);
+
+/* Mean-distance bandwidth rule (spec §4): sigma^2 = 2 tr Cov(x) from n, sum x and
+ * sum |x|^2. */
+double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2);
+
+/* ---- one-shot ridge predictor on the projections (spec §8.1) ---- */
+
+/* A ((m+1) x (m+1)) += sum ztilde ztilde^T, b ((m+1) x k) += sum ztilde t^T over the rows
+ * of Z (n x m) and T (n x k row-major), ztilde = [z; 1]. */
+void fk_dica_ridge_add(const fk_mat *Z, const double *T, size_t k, double *A, double *b);
+/* Theta ((m+1) x k) = (A + alpha diag(1..1,0))^-1 b, alpha = alpha_rel tr(A[0:m,0:m]) / m. */
+int fk_dica_ridge_solve(size_t m, size_t k, const double *A, const double *b, double alpha_rel,
+                        double *Theta, fk_err *err);
+/* out (n x k) = [Z 1] Theta. */
+void fk_dica_ridge_predict(const fk_mat *Z, const double *Theta, size_t k, double *out);
+
+#endif

@@ -1,0 +1,407 @@
+/* DICA / UDICA job types: simulation, federated == pooled, message sizes, checkpoints,
+ * dropouts and the refusals of bad input (spec dica.md §7, issue 20). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/methods/dica/dica_int.h"
+#include "common/methods/sim.h"
+#include "common/net/codec.h"
+
+enum { K = 4 };
+
+typedef struct job {
+    const fk_method *m;
+    fk_params p;
+    fk_dataset ds[K];
+    void *srv;
+    void *cli[K];
+    fk_update ups[K];
+} job;
+
+static void job_open(job *j, const fk_method *m, const char *const *kv)
+{
+    memset(j, 0, sizeof *j);
+    j->m = m;
+    fk_params_init(&j->p);
+    for (int i = 0; kv && kv[i]; i += 2)
+        assert_int_equal(fk_params_set(&j->p, kv[i], kv[i + 1]), FK_OK);
+    fk_err err;
+    assert_int_equal(m->sim_data(&j->p, K, 5, j->ds, &err), FK_OK);
+    for (int i = 0; i < K; i++) {
+        fk_bundle_init(&j->ups[i].msg);
+        j->ups[i].client = i;
+    }
+}
+
+static int job_start(job *j, fk_err *err)
+{
+    int rc = j->m->server_init(&j->srv, &j->p, K, 5, err);
+    for (int i = 0; rc == FK_OK && i < K; i++)
+        rc = j->m->client_init(&j->cli[i], &j->p, &j->ds[i], i, K, 5, err);
+    return rc;
+}
+
+static void job_close(job *j)
+{
+    for (int i = 0; i < K; i++) {
+        if (j->cli[i])
+            j->m->client_close(j->cli[i]);
+        fk_bundle_close(&j->ups[i].msg);
+        fk_dataset_close(&j->ds[i]);
+    }
+    if (j->srv)
+        j->m->server_close(j->srv);
+    fk_params_close(&j->p);
+}
+
+/* One phase; clients with skip[i] set drop out. Returns the aggregate's status. */
+static int job_phase(job *j, int phase, const int *skip, int *done, fk_err *err)
+{
+    fk_bundle task;
+    fk_bundle_init(&task);
+    int got = 0;
+    for (int i = 0; i < K; i++) {
+        fk_bundle_clear(&task);
+        assert_int_equal(j->m->task(j->srv, 1, phase, i, &task, err), FK_OK);
+        fk_update *u = &j->ups[got];
+        fk_bundle_clear(&u->msg);
+        fk_report_init(&u->report);
+        u->client = i;
+        assert_int_equal(j->m->local_step(j->cli[i], &task, &u->msg, &u->report, err), FK_OK);
+        if (skip && skip[i])
+            continue;
+        assert_int_equal(j->m->check_update(j->srv, 1, phase, u, err), FK_OK);
+        got++;
+    }
+    fk_bundle_close(&task);
+    return j->m->aggregate(j->srv, 1, phase, j->ups, got, done, err);
+}
+
+static const fk_tensor *get(const fk_bundle *b, const char *name)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    assert_non_null(t);
+    return t;
+}
+
+/* fedkern sim dica: the built-in domains, the last one unseen; the held-out domain is
+ * classified well above chance (3 classes). UDICA too. */
+static void sim_runs(void **state)
+{
+    (void)state;
+    for (int v = 0; v < 2; v++) {
+        const fk_method *m = v ? &fk_method_udica : &fk_method_dica;
+        job j;
+        job_open(&j, m, (const char *const[]){"R", "100", "holdout", "last", NULL});
+        fk_report fin[K];
+        fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
+        fk_bundle model;
+        fk_err err;
+        assert_int_equal(fk_sim_run(m, &j.p, j.ds, K, &o, &model, NULL, &err), FK_OK);
+        assert_int_equal(get(&model, "W")->shape[0], 200);
+        assert_int_equal(get(&model, "W")->shape[1], v ? 10 : 2);
+        assert_true(fin[K - 1].accuracy > 0.6);
+        fk_bundle_close(&model);
+        job_close(&j);
+    }
+}
+
+/* Regression (task = regression): random features of the target as outputs, sigma_y from
+ * the phase-0 sums; the held-out domain's RMSE beats predicting the training mean. */
+static void regression_runs(void **state)
+{
+    (void)state;
+    job j;
+    job_open(&j, &fk_method_dica,
+             (const char *const[]){"R", "60", "holdout", "last", "task", "regression", NULL});
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
+    fk_bundle model;
+    fk_err err;
+    assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, NULL, &err), FK_OK);
+    assert_int_equal(get(&model, "W")->shape[1], 20);
+    assert_true(get(&model, "sigma_y")->data[0] > 0);
+    /* RMSE of the constant predictor (the held-out domain's own mean, a lower bound for any
+     * constant) */
+    const fk_dataset *t = &j.ds[K - 1];
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < t->X.rows; i++)
+        mean += t->y_raw[i] / (double)t->X.rows;
+    for (size_t i = 0; i < t->X.rows; i++)
+        var += (t->y_raw[i] - mean) * (t->y_raw[i] - mean) / (double)t->X.rows;
+    assert_true(isfinite(fin[K - 1].error) && fin[K - 1].error < sqrt(var));
+    assert_true(isnan(fin[K - 1].accuracy));
+    fk_bundle_close(&model);
+    job_close(&j);
+}
+
+/* The federated model equals the estimator on the pooled training data (same frequencies),
+ * and the phase-1 upload carries exactly the §7.6 number of values. */
+static void federated_equals_pooled_and_sizes(void **state)
+{
+    (void)state;
+    job j;
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "40", "holdout", "3", NULL});
+    fk_err err;
+    int done;
+    assert_int_equal(job_start(&j, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 1, NULL, &done, &err), FK_OK);
+    assert_int_equal(fk_bundle_values(&j.ups[0].msg), fk_dica_upload_values(40, 1, 3));
+    size_t wire = 0; /* what crosses the wire: the encoded bundle, float64 */
+    assert_int_equal(fk_codec_bundle_size(&j.ups[0].msg, FK_DTYPE_F64, &wire, &err), FK_OK);
+    assert_true(wire >= 8 * fk_dica_upload_values(40, 1, 3));
+    assert_true(wire <= fk_dica_upload_bytes(40, 1, 3));
+    assert_int_equal(fk_bundle_values(&j.ups[3].msg), 1); /* held out: nothing but n = 0 */
+    fk_bundle model;
+    fk_bundle_init(&model);
+    assert_int_equal(j.m->model(j.srv, &model, &err), FK_OK);
+    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K, fk_dica_download_values(40, 2));
+    /* pooled: clients 0..2, rows in order, domain = client index */
+    fk__dicaj_server *s = j.srv;
+    fk_rff rf;
+    assert_int_equal(fk__dicaj_rff(&s->c, 5, 5, s->sigma, &rf, &err), FK_OK);
+    fk_dica_stats st;
+    assert_int_equal(fk_dica_stats_init(&st, 80, 3, &err), FK_OK);
+    for (int c = 0; c < 3; c++) {
+        fk_mat Phi, Psi;
+        long dom[150];
+        for (int i = 0; i < 150; i++)
+            dom[i] = c;
+        assert_int_equal(fk_rff_map(&rf, &j.ds[c].X, &Phi, &err), FK_OK);
+        assert_int_equal(fk_dica_onehot(j.ds[c].y, 150, 3, &Psi, &err), FK_OK);
+        assert_int_equal(fk_dica_stats_add(&st, &Phi, &Psi, dom, &err), FK_OK);
+        fk_mat_close(&Phi);
+        fk_mat_close(&Psi);
+    }
+    fk_dica_opts o;
+    fk_dica_opts_default(&o, FK_DICA_DICA, 2);
+    o.min_domain = 30;
+    fk_dica_fit f;
+    assert_int_equal(fk_dica_solve(&st, &o, &f, &err), FK_OK);
+    const fk_tensor *W = get(&model, "W");
+    double wmax = 0, dw = 0;
+    for (size_t i = 0; i < W->len; i++) {
+        wmax = fmax(wmax, fabs(f.W.data[i]));
+        dw = fmax(dw, fabs(f.W.data[i] - W->data[i]));
+    }
+    assert_true(dw <= 1e-9 * wmax);
+    /* a tool projecting with the model bundle gets the estimator's projections */
+    fk_mat Zj, Phi0, Ze;
+    assert_int_equal(fk_dica_job_project(&model, 5, "iid", &j.ds[0].X, &Zj, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&rf, &j.ds[0].X, &Phi0, &err), FK_OK);
+    assert_int_equal(fk_dica_project(&f, &Phi0, NULL, &Ze, &err), FK_OK);
+    double zmax = 0, dz = 0;
+    for (size_t i = 0; i < Ze.rows * Ze.cols; i++) {
+        zmax = fmax(zmax, fabs(Ze.data[i]));
+        dz = fmax(dz, fabs(Ze.data[i] - Zj.data[i]));
+    }
+    assert_true(dz <= 1e-8 * zmax);
+    fk_mat_close(&Zj);
+    fk_mat_close(&Phi0);
+    fk_mat_close(&Ze);
+    fk_dica_fit_close(&f);
+    fk_dica_stats_close(&st);
+    fk_rff_close(&rf);
+    fk_bundle_close(&model);
+    job_close(&j);
+}
+
+/* A server checkpointed after the solve and restored into a fresh state gives the same
+ * model bit for bit, and finishes the round like the uninterrupted one. */
+static void checkpoint_round_trip(void **state)
+{
+    (void)state;
+    job j;
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "30", "holdout", "last", NULL});
+    fk_err err;
+    int done;
+    assert_int_equal(job_start(&j, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 1, NULL, &done, &err), FK_OK);
+    fk_bundle ck, m1, m2, cc;
+    fk_bundle_init(&ck);
+    fk_bundle_init(&m1);
+    fk_bundle_init(&m2);
+    fk_bundle_init(&cc);
+    assert_int_equal(j.m->save(j.srv, &ck, &err), FK_OK);
+    void *srv2;
+    assert_int_equal(j.m->server_init(&srv2, &j.p, K, 5, &err), FK_OK);
+    assert_int_equal(j.m->load(srv2, &ck, &err), FK_OK);
+    assert_int_equal(j.m->model(j.srv, &m1, &err), FK_OK);
+    assert_int_equal(j.m->model(srv2, &m2, &err), FK_OK);
+    const fk_tensor *a = get(&m1, "W"), *b = get(&m2, "W");
+    assert_int_equal(a->len, b->len);
+    assert_memory_equal(a->data, b->data, a->len * sizeof(double));
+    /* finish both and compare the predictors */
+    void *orig = j.srv;
+    assert_int_equal(job_phase(&j, 2, NULL, &done, &err), FK_OK);
+    j.srv = srv2;
+    assert_int_equal(job_phase(&j, 2, NULL, &done, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 3, NULL, &done, &err), FK_OK);
+    assert_int_equal(done, 1);
+    assert_true(j.m->finished(srv2));
+    fk_bundle_clear(&ck);
+    assert_int_equal(j.m->save(srv2, &ck, &err), FK_OK);
+    void *srv3;
+    assert_int_equal(j.m->server_init(&srv3, &j.p, K, 5, &err), FK_OK);
+    assert_int_equal(j.m->load(srv3, &ck, &err), FK_OK);
+    fk_bundle_clear(&m1);
+    fk_bundle_clear(&m2);
+    assert_int_equal(j.m->model(orig, &m1, &err), FK_OK);
+    assert_int_equal(j.m->model(srv3, &m2, &err), FK_OK);
+    a = get(&m1, "Theta");
+    b = get(&m2, "Theta");
+    assert_memory_equal(a->data, b->data, a->len * sizeof(double));
+    assert_true(j.m->finished(srv3));
+    /* client state */
+    assert_int_equal(j.m->client_save(j.cli[1], &cc, &err), FK_OK);
+    assert_int_equal(j.m->client_load(j.cli[1], &cc, &err), FK_OK);
+    assert_int_equal(j.m->client_load(j.cli[2], &cc, &err), FK_EFORMAT);
+    /* a checkpoint of another job (different R) is refused */
+    fk_params_set(&j.p, "R", "31");
+    void *srv4;
+    assert_int_equal(j.m->server_init(&srv4, &j.p, K, 5, &err), FK_OK);
+    assert_int_equal(j.m->load(srv4, &ck, &err), FK_EFORMAT);
+    j.m->server_close(srv4);
+    j.m->server_close(srv3);
+    j.m->server_close(orig);
+    fk_bundle_close(&ck);
+    fk_bundle_close(&m1);
+    fk_bundle_close(&m2);
+    fk_bundle_close(&cc);
+    job_close(&j);
+}
+
+/* §7.8: a missing training client is left out and named; below the quorum the job fails. */
+static void dropouts_and_quorum(void **state)
+{
+    (void)state;
+    job j;
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "30", "quorum", "2", NULL});
+    fk_err err;
+    int done;
+    assert_int_equal(job_start(&j, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_OK);
+    int skip1[K] = {0, 1, 0, 0};
+    assert_int_equal(job_phase(&j, 1, skip1, &done, &err), FK_OK);
+    fk_bundle model;
+    fk_bundle_init(&model);
+    assert_int_equal(j.m->model(j.srv, &model, &err), FK_OK);
+    const fk_tensor *dr = get(&model, "dropped");
+    assert_true(dr->data[1] == 1 && dr->data[0] == 0 && dr->data[3] == 0);
+    assert_true(get(&model, "n_domains")->data[0] == 3);
+    int skip3[K] = {1, 1, 1, 0};
+    assert_int_equal(job_phase(&j, 1, skip3, &done, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "quorum"));
+    assert_non_null(strstr(err.msg, "missing: 0,1,2"));
+    fk_bundle_close(&model);
+    job_close(&j);
+}
+
+/* Bad input: one clear error each. */
+static void refusals(void **state)
+{
+    (void)state;
+    fk_err err;
+    job j;
+    /* R whose upload exceeds max_message: size and the largest R that fits */
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "2000", NULL});
+    assert_int_equal(job_start(&j, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "64.0 MB"));
+    assert_non_null(strstr(err.msg, "largest R that fits is 1447"));
+    assert_true(fk_dica_upload_bytes(1447, 1, 0) <= 33554432u &&
+                fk_dica_upload_bytes(1448, 1, 0) > 33554432u);
+    job_close(&j);
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "0", NULL});
+    assert_int_equal(job_start(&j, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "R = 0"));
+    job_close(&j);
+    /* supervised client without labels */
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "20", NULL});
+    free(j.ds[2].y);
+    j.ds[2].y = NULL;
+    assert_int_equal(job_start(&j, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "client 2"));
+    assert_non_null(strstr(err.msg, "no labels"));
+    job_close(&j);
+    /* a one-sample domain */
+    job_open(&j, &fk_method_udica, (const char *const[]){"R", "20", "min_domain_size", "2", NULL});
+    j.ds[1].group = calloc(150, sizeof(int));
+    j.ds[1].group[7] = 9;
+    assert_int_equal(job_start(&j, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "domain 9 has 1 sample"));
+    job_close(&j);
+    /* NaN input */
+    job_open(&j, &fk_method_udica, (const char *const[]){"R", "20", NULL});
+    j.ds[0].X.data[12] = INFINITY;
+    assert_int_equal(job_start(&j, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "row 2 column 2"));
+    job_close(&j);
+    /* clients whose dimensions differ */
+    job_open(&j, &fk_method_udica, (const char *const[]){"R", "20", NULL});
+    j.ds[2].X.cols = 4; /* a view of fewer columns (ld unchanged) */
+    int done;
+    assert_int_equal(job_start(&j, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "client 2 has d = 4"));
+    j.ds[2].X.cols = 5;
+    job_close(&j);
+    /* uploads: duplicate domain id, unknown id, NaN */
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "20", "domains", "4", NULL});
+    assert_int_equal(job_start(&j, &err), FK_OK);
+    assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_OK);
+    fk_bundle task;
+    fk_bundle_init(&task);
+    assert_int_equal(j.m->task(j.srv, 1, 1, 0, &task, &err), FK_OK);
+    fk_update *u = &j.ups[0];
+    fk_bundle_clear(&u->msg);
+    u->client = 0;
+    assert_int_equal(j.m->local_step(j.cli[0], &task, &u->msg, &u->report, &err), FK_OK);
+    assert_int_equal(j.m->check_update(j.srv, 1, 1, u, &err), FK_OK);
+    fk_tensor *ids = (fk_tensor *)fk_bundle_get(&u->msg, "dom_id");
+    ids->data[0] = 4;
+    assert_int_equal(j.m->check_update(j.srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "unknown domain id 4"));
+    /* two ids, the same one twice */
+    fk_bundle up2;
+    fk_bundle_init(&up2);
+    assert_int_equal(fk_bundle_copy(&up2, &u->msg), FK_OK);
+    const fk_tensor *dn = fk_bundle_get(&u->msg, "dom_n"), *ds = fk_bundle_get(&u->msg, "dom_sum");
+    double idv[2] = {1, 1}, nv[2] = {75, 75};
+    double *sum2 = calloc(2 * ds->len, sizeof *sum2);
+    memcpy(sum2, ds->data, ds->len * sizeof *sum2);
+    assert_int_equal(fk_bundle_put_vec(&up2, "dom_id", 2, idv), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&up2, "dom_n", 2, nv), FK_OK);
+    assert_int_equal(fk_bundle_put(&up2, "dom_sum", 2, (uint64_t[]){2, ds->len}, sum2), FK_OK);
+    (void)dn;
+    fk_update u2 = {.client = 0, .msg = up2};
+    assert_int_equal(j.m->check_update(j.srv, 1, 1, &u2, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "appears twice"));
+    ids->data[0] = 0;
+    ((fk_tensor *)fk_bundle_get(&u->msg, "S_phiphi"))->data[3] = NAN;
+    assert_int_equal(j.m->check_update(j.srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "S_phiphi"));
+    free(sum2);
+    fk_bundle_close(&up2);
+    fk_bundle_close(&task);
+    job_close(&j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sim_runs),
+        cmocka_unit_test(regression_runs),
+        cmocka_unit_test(federated_equals_pooled_and_sizes),
+        cmocka_unit_test(checkpoint_round_trip),
+        cmocka_unit_test(dropouts_and_quorum),
+        cmocka_unit_test(refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
