@@ -102,8 +102,8 @@ static int run_sim(const fopts *o, fk_err *err)
         const sim_cell *s = &SIM[c];
         fk_params p;
         fk_params_init(&p);
-        if (s->passes)
-            fk_params_set(&p, "central_passes", s->passes);
+        if (s->passes && fk_params_set(&p, "central_passes", s->passes))
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
         int failed = 0, m = 0;
         for (int r = 0; rc == FK_OK && r < n; r++) {
             fk_synth_gmm d;
@@ -292,8 +292,8 @@ static int run_real(const fopts *o, const char *data, const char *tag, const cha
         for (int mi = 0; rc == FK_OK && mi < o->real_methods; mi++) {
             fk_params p;
             fk_params_init(&p);
-            fk_params_set(&p, "R", "10");
-            fk_params_set(&p, "local_init", o->local_init);
+            if (fk_params_set(&p, "R", "10") || fk_params_set(&p, "local_init", o->local_init))
+                rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
             double *v = malloc((size_t)o->real_reps * sizeof *v), secs = 0;
             for (int s = 0; v && rc == FK_OK && s < o->real_reps; s++) {
                 fk_gmm_real_out out;

@@ -241,19 +241,20 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
         for (int with_mmd = 1; with_mmd >= 0 && !rc; with_mmd--) {
             fk_params p;
             fk_params_init(&p);
-            fk_params_set(&p, "N", "1000");
-            fk_params_set(&p, "m", "100");
-            fk_params_set(&p, "sigma", "1");
-            fk_params_set(&p, "features", fk_rff_kind_name(c->fed_features));
-            fk_params_set(&p, "lambda", with_mmd ? "1" : "0");
-            fk_params_set(&p, "classes", "10");
             snprintf(buf, sizeof buf, "%ld", rounds);
-            fk_params_set(&p, "rounds", buf);
-            fk_params_set(&p, "eval_every", buf);
+            if (fk_params_set(&p, "N", "1000") || fk_params_set(&p, "m", "100") ||
+                fk_params_set(&p, "sigma", "1") ||
+                fk_params_set(&p, "features", fk_rff_kind_name(c->fed_features)) ||
+                fk_params_set(&p, "lambda", with_mmd ? "1" : "0") ||
+                fk_params_set(&p, "classes", "10") || fk_params_set(&p, "rounds", buf) ||
+                fk_params_set(&p, "eval_every", buf))
+                rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
             fk_sim_opts so = {.rounds = (int)rounds, .seed = 1};
             fk_bundle model;
             double t0 = fk_bench_now();
-            rc = fk_sim_run(&fk_method_fedrf_tca, &p, ds, 4, &so, &model, NULL, err);
+            if (!rc)
+                rc = fk_sim_run(&fk_method_fedrf_tca, &p, ds, 4, &so, &model, NULL, err);
+            int have_model = !rc; /* closed below whatever fails after the run */
             void *cli = NULL;
             fk_report rep;
             fk_report_init(&rep);
@@ -263,7 +264,7 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
                 rc = fk_method_fedrf_tca.evaluate(cli, &model, &rep, err);
             if (cli)
                 fk_method_fedrf_tca.client_close(cli);
-            if (!rc)
+            if (have_model)
                 fk_bundle_close(&model);
             fk_params_close(&p);
             if (rc)

@@ -18,23 +18,28 @@
 
 static const char *const B = "rf-tca";
 
-static void random_rows(fk_mat *X, size_t n, size_t d, uint64_t seed)
+/* n x d normal rows, L2-normalised; FK_ENOMEM (X empty) when they do not fit. */
+static int random_rows(fk_mat *X, size_t n, size_t d, uint64_t seed)
 {
-    fk_mat_init(X, n, d);
+    if (fk_mat_init(X, n, d))
+        return FK_ENOMEM;
     fk_rng g;
     fk_rng_init(&g, seed, 0);
     for (size_t i = 0; i < n * d; i++)
         X->data[i] = fk_rng_normal(&g);
     fk_rows_l2_normalize(X);
+    return FK_OK;
 }
 
-/* Best-of-3 dgemm rate (GFLOP/s) for an (a x k) * (k x b) product. */
+/* Best-of-3 dgemm rate (GFLOP/s) for an (a x k) * (k x b) product; NaN without the memory. */
 static double dgemm_rate(size_t a, size_t k, size_t b)
 {
-    fk_mat A, Bm, C;
-    random_rows(&A, a, k, 1);
-    random_rows(&Bm, k, b, 2);
-    fk_mat_init(&C, a, b);
+    fk_mat A = {0}, Bm = {0}, C = {0};
+    if (random_rows(&A, a, k, 1) || random_rows(&Bm, k, b, 2) || fk_mat_init(&C, a, b)) {
+        fk_mat_close(&A);
+        fk_mat_close(&Bm);
+        return NAN;
+    }
     double best = 1e30;
     for (int r = 0; r < 3; r++) {
         double t0 = fk_bench_now();
@@ -161,10 +166,12 @@ static int run(int argc, char **argv)
     size_t ns = 958, nt = 1123, d = 800;
     fk_mat X;
     const char *what = "random";
-    if (load_ac(dir, &X) == FK_OK)
+    if (load_ac(dir, &X) == FK_OK) {
         what = "surf";
-    else
-        random_rows(&X, ns + nt, d, 7);
+    } else if (random_rows(&X, ns + nt, d, 7)) {
+        fprintf(stderr, "fedkern bench rf-tca: out of memory for the %zu x %zu data\n", ns + nt, d);
+        return 1;
+    }
     fk_bench_emit(json, B, what, "data_is_office_surf_a_c", X.rows == ns + nt && what[0] == 's',
                   NULL);
     char core[96];
@@ -247,9 +254,9 @@ static int run(int argc, char **argv)
     fk_mat_close(&X);
     for (int i = 0; i < (quick ? 2 : 4); i++) {
         fk_mat Y;
-        random_rows(&Y, sn[i], d, 11);
         stage_stats st;
-        if (rftca_staged(&Y, sn[i] * 46 / 100, 1000, (size_t)m, FK_RFF_IID, &st, &err) == FK_OK) {
+        if (random_rows(&Y, sn[i], d, 11) == FK_OK &&
+            rftca_staged(&Y, sn[i] * 46 / 100, 1000, (size_t)m, FK_RFF_IID, &st, &err) == FK_OK) {
             snprintf(cs, sizeof cs, "scaling N=1000 n=%zu", sn[i]);
             fk_bench_emit(json, B, cs, "fit_transform_seconds", st.total, NULL);
         }

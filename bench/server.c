@@ -232,7 +232,8 @@ static void loadgen_main(const char *pki, int port, int n)
     uv_loop_t loop;
     if (uv_loop_init(&loop))
         _exit(2);
-    fk_dataset_init(&dummy, 1, 1, 0);
+    if (fk_dataset_init(&dummy, 1, 1, 0))
+        _exit(2);
     fk_agent **agents = calloc((size_t)n, sizeof *agents);
     for (int i = 0; agents && i < n; i++) {
         char ca[512], cert[512], key[512];

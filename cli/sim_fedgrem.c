@@ -108,8 +108,8 @@ static int run_real(fk_params *p, const char *data, const char *method, long rou
     int rc = fk_params_int(p, "clients", strcmp(data, "pendigits") ? 100 : 44, 1, 1000000, &K, &err);
     if (!rc)
         rc = fk_params_int(p, "contaminated", 0, 0, 1000000, &C, &err);
-    if (!fk_params_get(p, "R"))
-        fk_params_set(p, "R", "10");
+    if (!rc && !fk_params_get(p, "R") && fk_params_set(p, "R", "10"))
+        rc = fk_err_set(&err, FK_ENOMEM, "out of memory for the job parameters");
     fk_gmm_real r;
     if (!rc)
         rc = fk_gmm_real_load(&r, dir, data, &err);

@@ -96,13 +96,14 @@ static void print_counts(int json, const char *what, const fk_fedrf_counts *k)
            k->total_paper / 1e6, k->total_sent / 1e6);
 }
 
-/* Copy an option into the method's parameter name if given. */
+/* Copy an option into the method's parameter name if given; a copy that cannot be made (out of
+ * memory) is remembered in *failed, so the run stops instead of using a default silently. */
 static void pass(fk_params *dst, const fk_params *src, const char *opt, const char *key,
-                 const char *dflt)
+                 const char *dflt, int *failed)
 {
     const char *v = fk_params_get(src, opt);
-    if (v || dflt)
-        fk_params_set(dst, key, v ? v : dflt);
+    if ((v || dflt) && fk_params_set(dst, key, v ? v : dflt))
+        *failed = 1;
 }
 
 int fk_sim_fedrf_tca(int argc, char **argv)
@@ -145,32 +146,37 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    int unset = 0; /* a job parameter could not be stored */
     int synthetic = fk_params_get(&a, "synthetic") || !fk_params_get(&a, "data-dir");
     if (fk_fedrf_cli_load(&a, synthetic, &ds, &n_clients, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
         goto out;
     }
-    pass(&p, &a, "N", "N", synthetic ? "200" : "1000");
-    pass(&p, &a, "m", "m", synthetic ? "20" : "100");
-    pass(&p, &a, "sigma", "sigma", NULL);
-    pass(&p, &a, "features", "features", NULL);
-    pass(&p, &a, "lambda", "lambda", NULL);
-    pass(&p, &a, "lr", "lr", NULL);
-    pass(&p, &a, "optimizer", "optimizer", NULL);
-    pass(&p, &a, "batch", "batch", NULL);
-    pass(&p, &a, "hidden", "hidden", NULL);
-    pass(&p, &a, "tc", "tc", NULL);
-    pass(&p, &a, "participation", "participation", NULL);
-    pass(&p, &a, "drop-setting", "drop_setting", NULL);
-    pass(&p, &a, "eval-every", "eval_every", NULL);
-    pass(&p, &a, "order", "order", NULL);
-    fk_params_set(&p, "voting", voting ? "1" : "0");
-    fk_params_set(&p, "common_init", common_init ? "1" : "0");
+    pass(&p, &a, "N", "N", synthetic ? "200" : "1000", &unset);
+    pass(&p, &a, "m", "m", synthetic ? "20" : "100", &unset);
+    pass(&p, &a, "sigma", "sigma", NULL, &unset);
+    pass(&p, &a, "features", "features", NULL, &unset);
+    pass(&p, &a, "lambda", "lambda", NULL, &unset);
+    pass(&p, &a, "lr", "lr", NULL, &unset);
+    pass(&p, &a, "optimizer", "optimizer", NULL, &unset);
+    pass(&p, &a, "batch", "batch", NULL, &unset);
+    pass(&p, &a, "hidden", "hidden", NULL, &unset);
+    pass(&p, &a, "tc", "tc", NULL, &unset);
+    pass(&p, &a, "participation", "participation", NULL, &unset);
+    pass(&p, &a, "drop-setting", "drop_setting", NULL, &unset);
+    pass(&p, &a, "eval-every", "eval_every", NULL, &unset);
+    pass(&p, &a, "order", "order", NULL, &unset);
+    unset |= fk_params_set(&p, "voting", voting ? "1" : "0") != FK_OK;
+    unset |= fk_params_set(&p, "common_init", common_init ? "1" : "0") != FK_OK;
     char buf[32];
     snprintf(buf, sizeof buf, "%ld", rounds);
-    fk_params_set(&p, "rounds", buf);
+    unset |= fk_params_set(&p, "rounds", buf) != FK_OK;
     snprintf(buf, sizeof buf, "%d", ds[0].n_classes);
-    fk_params_set(&p, "classes", buf);
+    unset |= fk_params_set(&p, "classes", buf) != FK_OK;
+    if (unset) {
+        fk_cli_fail("sim fedrf-tca", "out of memory for the job parameters");
+        goto out;
+    }
     const char *unused = fk_params_unused(&a);
     if (unused) {
         fk_cli_fail("sim fedrf-tca", "unknown option --%s; see --help", unused);

@@ -28,7 +28,7 @@ static void unit_norm_and_row_layout(void **state)
     fk_err err;
     fk_mat X, Z;
     assert_int_equal(fk_rff_init(&r, 3, 6, 40, 1.5, &err), FK_OK);
-    fk_mat_init(&X, 9, 6);
+    assert_int_equal(fk_mat_init(&X, 9, 6), FK_OK);
     fill_normal(&X, 1);
     for (size_t j = 0; j < 6; j++)
         X.data[j] *= 50.0; /* any scale */
@@ -93,7 +93,7 @@ static double normalized_mse(size_t N, int draws, double *bias, double *rms)
     size_t cnt = 0;
     fk_mat X, Z;
     fk_err err;
-    fk_mat_init(&X, n, p);
+    assert_int_equal(fk_mat_init(&X, n, p), FK_OK);
     fill_normal(&X, 11);
     for (int t = 0; t < draws; t++) {
         fk_rff r;
@@ -157,9 +157,9 @@ static void spectral_error_halves_when_n_quadruples(void **state)
     int seeds = 96;
     fk_err err;
     fk_mat X, K, G;
-    fk_mat_init(&X, n, p);
-    fk_mat_init(&K, n, n);
-    fk_mat_init(&G, n, n);
+    assert_int_equal(fk_mat_init(&X, n, p), FK_OK);
+    assert_int_equal(fk_mat_init(&K, n, n), FK_OK);
+    assert_int_equal(fk_mat_init(&G, n, n), FK_OK);
     fill_normal(&X, 31);
     for (size_t i = 0; i < n; i++) {
         double r = fk_nrm2(p, X.data + i * p);
@@ -208,9 +208,9 @@ static void backward_matches_finite_differences(void **state)
     fk_err err;
     fk_mat X, G, dX, Z;
     assert_int_equal(fk_rff_init(&r, 9, p, N, 1.3, &err), FK_OK);
-    fk_mat_init(&X, n, p);
-    fk_mat_init(&G, n, 2 * N);
-    fk_mat_init(&dX, n, p);
+    assert_int_equal(fk_mat_init(&X, n, p), FK_OK);
+    assert_int_equal(fk_mat_init(&G, n, 2 * N), FK_OK);
+    assert_int_equal(fk_mat_init(&dX, n, p), FK_OK);
     fill_normal(&X, 2);
     fill_normal(&G, 3);
     assert_int_equal(fk_rff_backward(&r, &X, &G, &dX, &err), FK_OK);
@@ -279,7 +279,7 @@ static double kernel_rms(fk_rff_kind kind, size_t p, size_t N, int draws, double
     size_t cnt = 0;
     fk_mat X, Z;
     fk_err err;
-    fk_mat_init(&X, n, p);
+    assert_int_equal(fk_mat_init(&X, n, p), FK_OK);
     fill_normal(&X, 12);
     for (size_t i = 0; i < n; i++)
         cblas_dscal((int)p, 1.0 / cblas_dnrm2((int)p, X.data + i * p, 1), X.data + i * p, 1);
@@ -337,7 +337,7 @@ static void bad_input(void **state)
     assert_non_null(strstr(err.msg, "N"));
     assert_int_equal(fk_rff_init(&r, 1, 5, 10, 1.0, &err), FK_OK);
     fk_mat X, Z;
-    fk_mat_init(&X, 2, 6);
+    assert_int_equal(fk_mat_init(&X, 2, 6), FK_OK);
     assert_int_equal(fk_rff_map(&r, &X, &Z, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "dimension"));
     fk_mat_close(&X);

@@ -29,9 +29,9 @@ static void sin_theta_known_cases(void **state)
     fk_mat X, R, Y, E1, E2;
     fk_err err;
     double s;
-    fk_mat_init(&X, n, m);
-    fk_mat_init(&R, m, m);
-    fk_mat_init(&Y, n, m);
+    assert_int_equal(fk_mat_init(&X, n, m), FK_OK);
+    assert_int_equal(fk_mat_init(&R, m, m), FK_OK);
+    assert_int_equal(fk_mat_init(&Y, n, m), FK_OK);
     fill_normal(&X, 1);
     fill_normal(&R, 2);
     for (size_t i = 0; i < n; i++)
@@ -43,8 +43,8 @@ static void sin_theta_known_cases(void **state)
         }
     assert_int_equal(fk_sin_theta(&X, &Y, &s, &err), FK_OK);
     assert_true(s <= 1e-7);
-    fk_mat_init(&E1, n, m);
-    fk_mat_init(&E2, n, m);
+    assert_int_equal(fk_mat_init(&E1, n, m), FK_OK);
+    assert_int_equal(fk_mat_init(&E2, n, m), FK_OK);
     for (size_t j = 0; j < m; j++) {
         fk_mat_set(&E1, j, j, 1.0);
         fk_mat_set(&E2, m + j, j, 2.0);
@@ -74,7 +74,7 @@ static void spectral_norm_of_symmetric(void **state)
     fk_mat A;
     fk_err err;
     double s;
-    fk_mat_init(&A, 3, 3);
+    assert_int_equal(fk_mat_init(&A, 3, 3), FK_OK);
     /* eigenvalues of [[2,1,0],[1,2,0],[0,0,-5]]: 3, 1, -5 */
     fk_mat_set(&A, 0, 0, 2);
     fk_mat_set(&A, 0, 1, 1);
@@ -97,7 +97,7 @@ static void centring_zeroes_column_means(void **state)
     (void)state;
     fk_mat M;
     fk_err err;
-    fk_mat_init(&M, 17, 5);
+    assert_int_equal(fk_mat_init(&M, 17, 5), FK_OK);
     fill_normal(&M, 3);
     for (size_t i = 0; i < 17; i++)
         fk_mat_set(&M, i, 2, fk_mat_get(&M, i, 2) + 40.0);

@@ -20,8 +20,8 @@ static void check_gradients(const size_t *hidden, int n_hidden)
     fk_rng_init(&rng, 1, 1);
     fk_mlp_init_params(&net, th, &rng);
     fk_mat X, gX;
-    fk_mat_init(&X, b, in);
-    fk_mat_init(&gX, b, in);
+    assert_int_equal(fk_mat_init(&X, b, in), FK_OK);
+    assert_int_equal(fk_mat_init(&gX, b, in), FK_OK);
     for (size_t i = 0; i < b * in; i++)
         X.data[i] = fk_rng_normal(&rng);
     int y[5] = {0, 1, 2, 3, 1};
@@ -73,7 +73,7 @@ static void training_learns_separable_data(void **state)
     size_t n = 300, in = 4, h[1] = {16};
     fk_mat X;
     int *y = malloc(n * sizeof *y), *pred = malloc(n * sizeof *pred);
-    fk_mat_init(&X, n, in);
+    assert_int_equal(fk_mat_init(&X, n, in), FK_OK);
     fk_rng rng;
     fk_rng_init(&rng, 2, 2);
     for (size_t i = 0; i < n; i++) {

@@ -926,7 +926,7 @@ static void bad_input(void **state)
     for (int i = 0; i < K; i++)
         odd[i] = ds[i];
     fk_dataset t;
-    fk_dataset_init(&t, 50, ds[K].X.cols + 2, 1);
+    assert_int_equal(fk_dataset_init(&t, 50, ds[K].X.cols + 2, 1), FK_OK);
     for (size_t i = 0; i < 50; i++)
         t.y[i] = (int)(i % 5);
     for (size_t i = 0; i < 50 * t.X.cols; i++)

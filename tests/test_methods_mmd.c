@@ -46,7 +46,7 @@ static void zero_on_identical_sets(void **state)
     fk_err err;
     fk_mat X;
     assert_int_equal(fk_rff_init(&r, 1, 5, 200, 2.0, &err), FK_OK);
-    fk_mat_init(&X, 50, 5);
+    assert_int_equal(fk_mat_init(&X, 50, 5), FK_OK);
     fill(&X, 3, 0);
     assert_true(mmd2(&r, &X, &X) == 0.0);
     fk_mat_close(&X);
@@ -61,9 +61,9 @@ static void grows_with_mean_shift(void **state)
     (void)state;
     size_t n = 2000, p = 5;
     fk_mat A, B, C;
-    fk_mat_init(&A, n, p);
-    fk_mat_init(&B, n, p);
-    fk_mat_init(&C, n, p);
+    assert_int_equal(fk_mat_init(&A, n, p), FK_OK);
+    assert_int_equal(fk_mat_init(&B, n, p), FK_OK);
+    assert_int_equal(fk_mat_init(&C, n, p), FK_OK);
     double same = 0, shifted = 0, prev = -1;
     int seeds = 3;
     fk_err err;
@@ -107,8 +107,8 @@ static void same_distribution_bias(void **state)
     int seeds = 20;
     double sigma = 2.0, mean = 0;
     fk_mat A, B;
-    fk_mat_init(&A, n, p);
-    fk_mat_init(&B, n, p);
+    assert_int_equal(fk_mat_init(&A, n, p), FK_OK);
+    assert_int_equal(fk_mat_init(&B, n, p), FK_OK);
     fk_err err;
     for (int s = 0; s < seeds; s++) {
         fk_rff r;
@@ -138,8 +138,8 @@ static void projected_loss_bounds(void **state)
     fk_err err;
     fk_mat A, B, Za, Zb, W;
     assert_int_equal(fk_rff_init(&r, 3, p, D / 2, 1.5, &err), FK_OK);
-    fk_mat_init(&A, 30, p);
-    fk_mat_init(&B, 30, p);
+    assert_int_equal(fk_mat_init(&A, 30, p), FK_OK);
+    assert_int_equal(fk_mat_init(&B, 30, p), FK_OK);
     fill(&A, 5, 0);
     fill(&B, 6, 0.8);
     assert_int_equal(fk_rff_map(&r, &A, &Za, &err), FK_OK);
@@ -151,13 +151,13 @@ static void projected_loss_bounds(void **state)
         d[k] += t[k];
         dd += d[k] * d[k];
     }
-    fk_mat_init(&W, D, m);
+    assert_int_equal(fk_mat_init(&W, D, m), FK_OK);
     for (int trial = 0; trial < 20; trial++) {
         fill(&W, 100 + (uint64_t)trial, 0);
         /* |W|^2 = largest eigenvalue of W^T W (m x m) */
         fk_mat G, V;
         double top;
-        fk_mat_init(&G, m, m);
+        assert_int_equal(fk_mat_init(&G, m, m), FK_OK);
         for (size_t i = 0; i < m; i++)
             for (size_t j = 0; j < m; j++) {
                 double g = 0;
@@ -215,10 +215,10 @@ static void gradients_match_finite_differences(void **state)
     fk_err err;
     assert_int_equal(fk_rff_init(&r, 4, p, N, 1.1, &err), FK_OK);
     fk_mat Xs, Xt, W, gW, Zs, Zt;
-    fk_mat_init(&Xs, b, p);
-    fk_mat_init(&Xt, b + 1, p);
-    fk_mat_init(&W, D, m);
-    fk_mat_init(&gW, D, m);
+    assert_int_equal(fk_mat_init(&Xs, b, p), FK_OK);
+    assert_int_equal(fk_mat_init(&Xt, b + 1, p), FK_OK);
+    assert_int_equal(fk_mat_init(&W, D, m), FK_OK);
+    assert_int_equal(fk_mat_init(&gW, D, m), FK_OK);
     fill(&Xs, 1, 0.5);
     fill(&Xt, 2, 0);
     fill(&W, 3, 0);
@@ -243,8 +243,8 @@ static void gradients_match_finite_differences(void **state)
     }
     /* source samples: upstream g / b_S for every row */
     fk_mat G, dX;
-    fk_mat_init(&G, b, D);
-    fk_mat_init(&dX, b, p);
+    assert_int_equal(fk_mat_init(&G, b, D), FK_OK);
+    assert_int_equal(fk_mat_init(&dX, b, p), FK_OK);
     for (size_t i = 0; i < b; i++)
         for (size_t k = 0; k < D; k++)
             G.data[i * D + k] = gd[k] / (double)b;

@@ -181,7 +181,7 @@ static void bad_input(void **state)
     o.m = 400;
     assert_int_equal(fk_rftca_fit(&ds[0].X, &ds[1].X, &o, &Zs, &Zt, NULL, NULL, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "samples"));
-    fk_mat_init(&Xb, 10, ds[0].X.cols + 1);
+    assert_int_equal(fk_mat_init(&Xb, 10, ds[0].X.cols + 1), FK_OK);
     o = default_opts(ds[0].X.rows);
     assert_int_equal(fk_rftca_fit(&ds[0].X, &Xb, &o, &Zs, &Zt, NULL, NULL, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "feature space"));

@@ -29,7 +29,7 @@ static void explicit_ab(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *A, 
 {
     size_t n = Phi->rows, D = Phi->cols;
     fk_mat C;
-    fk_mat_copy(&C, Phi);
+    assert_int_equal(fk_mat_copy(&C, Phi), FK_OK);
     double *v = calloc(D, sizeof *v);
     for (size_t j = 0; j < D; j++) {
         double mu = 0;
@@ -40,8 +40,8 @@ static void explicit_ab(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *A, 
         for (size_t i = 0; i < n; i++)
             C.data[i * D + j] -= mu;
     }
-    fk_mat_init(A, D, D);
-    fk_mat_init(B, D, D);
+    assert_int_equal(fk_mat_init(A, D, D), FK_OK);
+    assert_int_equal(fk_mat_init(B, D, D), FK_OK);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)D, (int)D, (int)n, 1.0, C.data,
                 (int)D, C.data, (int)D, 0.0, A->data, (int)D);
     for (size_t i = 0; i < D; i++)
@@ -75,7 +75,7 @@ static void check_solution(size_t n, size_t D, double gamma, fk_tca_norm norm)
 {
     size_t n_s = n / 2 + 3, m = 5;
     fk_mat Phi, A, B, W, Wg;
-    fk_mat_init(&Phi, n, D);
+    assert_int_equal(fk_mat_init(&Phi, n, D), FK_OK);
     fill_normal(&Phi, n * 31 + D, 0.8, n_s);
     double theta[5], tg[5];
     fk_err err;
@@ -147,7 +147,7 @@ static void krylov_route_matches_dense(void **state)
     (void)state;
     size_t n = 700, D = 640, n_s = 300, m = 5;
     fk_mat Phi, A, B, W, Wg;
-    fk_mat_init(&Phi, n, D);
+    assert_int_equal(fk_mat_init(&Phi, n, D), FK_OK);
     fill_normal(&Phi, 77, 0.5, n_s);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < D; j++)
@@ -179,7 +179,7 @@ static void solution_is_optimal(void **state)
     (void)state;
     size_t n = 50, D = 12, n_s = 20, m = 3;
     fk_mat Phi, A, B, W;
-    fk_mat_init(&Phi, n, D);
+    assert_int_equal(fk_mat_init(&Phi, n, D), FK_OK);
     fill_normal(&Phi, 5, 1.0, n_s);
     double theta[3];
     fk_err err;
@@ -226,9 +226,9 @@ static void kernel_tca_runs_and_rejects_bad_input(void **state)
     (void)state;
     fk_mat Xs, Xt, Zs, Zt, Xbad;
     fk_err err;
-    fk_mat_init(&Xs, 30, 6);
-    fk_mat_init(&Xt, 20, 6);
-    fk_mat_init(&Xbad, 20, 7);
+    assert_int_equal(fk_mat_init(&Xs, 30, 6), FK_OK);
+    assert_int_equal(fk_mat_init(&Xt, 20, 6), FK_OK);
+    assert_int_equal(fk_mat_init(&Xbad, 20, 7), FK_OK);
     fill_normal(&Xs, 1, 0, 0);
     fill_normal(&Xt, 2, 0.7, 0);
     assert_int_equal(fk_ktca_fit(&Xs, &Xt, FK_KERNEL_GAUSS, 1.0, 0.05, 5, FK_TCA_NORM_B, &Zs, &Zt,
@@ -276,7 +276,7 @@ static void center_columns(fk_mat *M)
 /* Source rows N(0, I), target rows shifted by `shift` in every coordinate, P-L2. */
 static void shifted_domains(fk_mat *X, size_t n_s, size_t n_t, size_t p, double shift, uint64_t seed)
 {
-    fk_mat_init(X, n_s + n_t, p);
+    assert_int_equal(fk_mat_init(X, n_s + n_t, p), FK_OK);
     fk_rng g;
     fk_rng_init(&g, seed, 2);
     for (size_t i = 0; i < n_s + n_t; i++)
@@ -300,7 +300,7 @@ static void lemma_one_and_rtca_forms(void **state)
     center_columns(&Z);
     /* Eq. (4): A_L1 = H (K^2 - K^2 l l^T K^2 / (gamma + l^T K^2 l)) H. */
     fk_mat K2;
-    fk_mat_init(&K2, n, n);
+    assert_int_equal(fk_mat_init(&K2, n, n), FK_OK);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0, K.data,
                 (int)n, K.data, (int)n, 0.0, K2.data, (int)n);
     double *l = malloc(n * sizeof *l), *u = malloc(n * sizeof *u);
@@ -308,7 +308,7 @@ static void lemma_one_and_rtca_forms(void **state)
         l[i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)n_t;
     cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K2.data, (int)n, l, 1, 0.0, u, 1);
     double s = 1.0 / (gamma + cblas_ddot((int)n, l, 1, u, 1));
-    fk_mat_init(&A1, n, n);
+    assert_int_equal(fk_mat_init(&A1, n, n), FK_OK);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
             A1.data[i * n + j] = K2.data[i * n + j] - s * u[i] * u[j];
@@ -329,13 +329,13 @@ static void lemma_one_and_rtca_forms(void **state)
      * against the Eq. (22) embedding of fk_rtca_embed; both eigenvalue sets agree. */
     fk_mat KHK, Bm, WR, ZR;
     fk_mat Kc;
-    fk_mat_copy(&Kc, &K);
+    assert_int_equal(fk_mat_copy(&Kc, &K), FK_OK);
     center_columns(&Kc);
-    fk_mat_init(&KHK, n, n);
+    assert_int_equal(fk_mat_init(&KHK, n, n), FK_OK);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)n, (int)n, (int)n, 1.0, Kc.data,
                 (int)n, Kc.data, (int)n, 0.0, KHK.data, (int)n);
     cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)n, 1.0, K.data, (int)n, l, 1, 0.0, u, 1);
-    fk_mat_init(&Bm, n, n);
+    assert_int_equal(fk_mat_init(&Bm, n, n), FK_OK);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
             Bm.data[i * n + j] = gamma * K.data[i * n + j] + u[i] * u[j];
@@ -414,7 +414,7 @@ static void rtca_project_equals_feature_projection(void **state)
     fk_rff r;
     assert_int_equal(fk_rff_init(&r, 7, 8, 300, 1.0, &err), FK_OK);
     assert_int_equal(fk_rff_map(&r, &X, &Phi, &err), FK_OK);
-    fk_mat_init(&K, n, n);
+    assert_int_equal(fk_mat_init(&K, n, n), FK_OK);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)Phi.cols, 1.0,
                 Phi.data, (int)Phi.ld, Phi.data, (int)Phi.ld, 0.0, K.data, (int)n);
     assert_int_equal(fk_tca_solve(&Phi, n_s, gamma, m, FK_TCA_NORM_B, &W, theta, &err), FK_OK);

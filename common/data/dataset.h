@@ -28,10 +28,11 @@ typedef struct fk_dataset {
 } fk_dataset;
 
 /* Allocate X (n x d, zeroed) and, if labelled, y (all 0, no raw values yet). */
-int fk_dataset_init(fk_dataset *ds, size_t n, size_t d, int labelled);
+FK_CHECKRETURN int fk_dataset_init(fk_dataset *ds, size_t n, size_t d, int labelled);
 void fk_dataset_close(fk_dataset *ds);
 /* New dataset holding the given rows (copied), labels, raw labels, class list and groups kept. */
-int fk_dataset_subset(fk_dataset *dst, const fk_dataset *src, const int *rows, size_t n);
+FK_CHECKRETURN int fk_dataset_subset(fk_dataset *dst, const fk_dataset *src, const int *rows,
+                                     size_t n);
 
 /* Set labels from n raw values (copied): builds classes (sorted distinct) and y.
  * Non-finite raw values give FK_EFORMAT naming the sample. */

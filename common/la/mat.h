@@ -15,7 +15,7 @@ typedef struct fk_mat {
 } fk_mat;
 
 /* Allocate rows x cols, zero-filled, 64-byte aligned. */
-int fk_mat_init(fk_mat *m, size_t rows, size_t cols);
+FK_CHECKRETURN int fk_mat_init(fk_mat *m, size_t rows, size_t cols);
 /* Free owned data and reset to empty; safe on an empty or view matrix. */
 void fk_mat_close(fk_mat *m);
 /* Non-owning view of existing memory. */
@@ -23,7 +23,7 @@ fk_mat fk_mat_view(double *data, size_t rows, size_t cols, size_t ld);
 /* View of rows [r0, r0 + n). */
 fk_mat fk_mat_rows(const fk_mat *m, size_t r0, size_t n);
 /* Deep copy into a freshly initialised dst. */
-int fk_mat_copy(fk_mat *dst, const fk_mat *src);
+FK_CHECKRETURN int fk_mat_copy(fk_mat *dst, const fk_mat *src);
 
 static inline double *fk_mat_row(const fk_mat *m, size_t i)
 {

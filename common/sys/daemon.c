@@ -45,7 +45,8 @@ int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *
         if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
             rc = fail(prog, err.msg);
         for (int i = 0; rc == 0 && i < args.count; i++) /* flags override the file */
-            fk_params_set(&p, args.items[i].key, args.items[i].value);
+            if (fk_params_set(&p, args.items[i].key, args.items[i].value))
+                rc = fail(prog, "out of memory for the options");
         if (rc == 0)
             rc = run(&p);
     }

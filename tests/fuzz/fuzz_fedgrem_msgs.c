@@ -19,7 +19,8 @@ enum { K = 3, N = 20, P = 2 };
 static void make_data(fk_dataset *d)
 {
     for (int k = 0; k < K; k++) {
-        fk_dataset_init(&d[k], N, P, 0);
+        if (fk_dataset_init(&d[k], N, P, 0))
+            abort();                  /* the harness, not the input */
         for (int i = 0; i < N; i++) { /* two clusters at 0 and 3 with a small deterministic spread */
             d[k].X.data[i * P] = (i % 2 ? 3.0 : 0.0) + 0.01 * ((i * 7 + k) % 11);
             d[k].X.data[i * P + 1] = 0.02 * ((i * 5 + 3 * k) % 13);
