@@ -25,7 +25,8 @@ static int make_model(fk_bundle *model)
     fk_params_set(&p, "local.allow_model_upload", "1");
     fk_dataset d[K];
     for (int k = 0; k < K; k++) {
-        fk_dataset_init(&d[k], N, P, 1);
+        if (fk_dataset_init(&d[k], N, P, 1) != FK_OK)
+            abort();
         double y[N];
         for (int i = 0; i < N; i++) {
             for (int j = 0; j < P; j++)

@@ -17,7 +17,8 @@ enum { K = 2, N = 12, P = 3 };
 static void make_data(fk_dataset *d)
 {
     for (int k = 0; k < K; k++) {
-        fk_dataset_init(&d[k], N, P, 1);
+        if (fk_dataset_init(&d[k], N, P, 1) != FK_OK)
+            abort();
         double y[N];
         for (int i = 0; i < N; i++) {
             for (int j = 0; j < P; j++)

@@ -17,7 +17,8 @@ enum { K = 2, N = 12 };
 static void make_data(fk_dataset *d)
 {
     for (int k = 0; k < K; k++) {
-        fk_dataset_init(&d[k], N, 2, 0);
+        if (fk_dataset_init(&d[k], N, 2, 0) != FK_OK)
+            abort();
         double lab[N];
         for (int i = 0; i < N; i++) {
             d[k].X.data[2 * i] = (i % 2 ? 2.0 : -2.0) + 0.1 * ((i * 7 + k) % 5);

@@ -218,7 +218,7 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
 {
     if (c->holdout)
         return fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);
-    size_t kc;
+    size_t kc = 0;
     int rc = task_classes(c, task, &kc, err);
     if (rc)
         return rc;
@@ -328,7 +328,7 @@ static int step_ridge(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
 {
     if (c->holdout)
         return fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);
-    size_t m, k;
+    size_t m = 0, k = 0;
     fk_mat Z = {0};
     double *T = NULL;
     int rc = task_classes(c, task, &k, err);
@@ -362,7 +362,7 @@ int fk__dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, f
     rep->n_samples = (double)c->X.rows;
     if (!c->labelled)
         return FK_OK; /* nothing to score with */
-    size_t m, k;
+    size_t m = 0, k = 0;
     const fk_tensor *th = fk_bundle_get(model, "Theta");
     if (task_classes(c, model, &k, err))
         return FK_EINVAL;

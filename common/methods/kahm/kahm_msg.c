@@ -94,7 +94,7 @@ static int decode_part(const fk_bundle *b, const char *pre, int a, int q, int cl
                        fk_kahm *k, int *N_out, fk_err *err)
 {
     char nm[FK_TENSOR_NAME_MAX];
-    const fk_tensor *meta;
+    const fk_tensor *meta = NULL;
     tname(nm, pre, a, q, "meta");
     int rc = take(b, nm, META_LEN, 0, &meta, err);
     if (rc)

@@ -109,7 +109,7 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
     if (u->client < 0 || u->client >= s->K)
         return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", u->client,
                           s->K);
-    double n, p, C;
+    double n = 0, p = 0, C = 0;
     int rc = scalar(u, "n", 0, 1e9, &n, err);
     if (!rc && n != floor(n))
         rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g is not a row count", u->client, n);
@@ -165,7 +165,7 @@ static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
 {
     s->n_ref = 0;
     for (int i = 0; i < n; i++) {
-        double rows, p;
+        double rows = 0, p = 0;
         int k = ups[i].client;
         if (fk__sfl_check_update(s, 1, 0, &ups[i], err) || scalar(&ups[i], "p", 1, 1e6, &p, err))
             continue; /* a malformed count is a dropout */
