@@ -1,5 +1,5 @@
 /* Kernel affine hull machines (KAHM; Kumar et al., JAIR 83, 2025, App. A-B; spec
- * /work/shared/specs/kahm.md §2-§7): a closed-form, parameter-free class model whose
+ * ../shared/specs/kahm.md §2-§7): a closed-form, parameter-free class model whose
  * distance function Gamma(y) = ||y - A(y)|| says how far y is from the affine hull of a
  * class's samples. One KAHM per class (or per k-means cluster of a large class); a
  * classifier takes the class of the smallest distance (eqs. 63, 64).
