@@ -135,17 +135,27 @@ static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err 
     return FK_OK;
 }
 
+/* A number, or null for NaN (not measured this round). */
+static void json_num(double v)
+{
+    if (isnan(v) || isinf(v))
+        printf("null");
+    else
+        printf("%.9g", v);
+}
+
 static void progress(const fk_sim_round *r, void *ctx)
 {
     demo_job *j = ctx;
     j->trace[r->round - 1] = *r;
     double score = strcmp(j->metric, "accuracy") == 0 ? r->accuracy : r->error;
-    if (j->json)
-        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"loss\":%.9g,\"%s\":%.9g,"
-               "\"bytes\":%llu}\n",
-               j->method, r->round, r->participants, r->loss, j->metric,
-               isnan(score) ? -1.0 : score, (unsigned long long)r->bytes);
-    else
+    if (j->json) {
+        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"loss\":", j->method,
+               r->round, r->participants);
+        json_num(r->loss);
+        printf(",\"%s\":%.9g,\"bytes\":%llu}\n", j->metric, isnan(score) ? -1.0 : score,
+               (unsigned long long)r->bytes);
+    } else
         printf("%-9s round %4d  participants %2d/%-2d  loss %9.5f  bytes %9llu\n", j->method,
                r->round, r->participants, r->planned, r->loss, (unsigned long long)r->bytes);
     if (j->dat)
@@ -451,7 +461,8 @@ static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
     fprintf(j->dat, "# round participants loss accuracy\n");
     j->json = o->json;
     if (!o->json && j->leaves)
-        printf("%s: what would leave the clients in a federation: %s\n", j->method, j->leaves);
+        printf("%s: in a federation, what leaves the clients: %s\n", j->method, j->leaves);
+    fflush(stdout);
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .progress = progress, .ctx = j,
                       .final_reports = j->final};
     fk_bundle model;
@@ -586,14 +597,6 @@ static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t ca
     return FK_OK;
 }
 
-/* A number, or null for NaN (not measured this round). */
-static void json_num(double v)
-{
-    if (isnan(v) || isinf(v))
-        printf("null");
-    else
-        printf("%.9g", v);
-}
 
 /* One closed round, from the job status of that round. */
 static int show_round(demo_job *j, fk_job_conn *c, int round)
