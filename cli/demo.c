@@ -1,9 +1,10 @@
 /* fedkern demo: a real federation on 127.0.0.1 (a CA, one fedkern-server and its
- * fedkern-clients over mTLS, demo_fleet.c) runs two jobs on built-in data, submitted
- * and followed through the `fedkern job` calls (job.c); each final model is checked
- * against the in-process simulation with the same seed. A progress line per round,
- * a final table and plots (gnuplot, when installed) in a work directory.
- * --in-process runs the same method operations without daemons. */
+ * fedkern-clients over mTLS, demo_fleet.c) runs five jobs on built-in data (FedRF-TCA,
+ * FedGrEM, then the one-round dica, kahm and sfl), submitted and followed through the
+ * `fedkern job` calls (job.c); each final model is checked against the in-process
+ * simulation with the same seed, and kahm's model also serves one `job predict`. A
+ * progress line per round, a final table and plots (gnuplot, when installed) in a work
+ * directory. --in-process runs the same method operations without daemons. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -85,14 +86,28 @@ static void usage(FILE *out)
             "\n"
             "Runs a federation on this machine: creates a CA and certificates in the work\n"
             "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
-            "mutual TLS (the programs next to this one), and submits two jobs as 'fedkern job\n"
+            "mutual TLS (the programs next to this one), and submits five jobs as 'fedkern job\n"
             "submit' does: FedRF-TCA (K-1 labelled source clients and one unlabelled target\n"
-            "client on a built-in synthetic domain-shift task) and FedGrEM (Gaussian-mixture\n"
-            "clustering on the FedGrEM paper's simulation design with one outlier client).\n"
+            "client on a built-in synthetic domain-shift task), FedGrEM (Gaussian-mixture\n"
+            "clustering on the FedGrEM paper's simulation design with one outlier client), and\n"
+            "three one-round jobs on their job types' own built-in data (the data 'fedkern sim\n"
+            "NAME' uses, written to DIR/NAME-cI.csv for the clients to load):\n"
+            "  dica  K clients, one domain each; the last is an unseen domain that uploads\n"
+            "        nothing and scores the predictor. Each other client uploads per-domain sums\n"
+            "        of random features (no samples).\n"
+            "  kahm  max(K, 4) clients holding 3 of 10 classes each, mode A (upload_models = 1):\n"
+            "        THE CLIENTS UPLOAD THEIR CLASS MODELS, WHICH CONTAIN THEIR TRAINING SAMPLES\n"
+            "        (whitened); then one 'fedkern job predict' of DIR/kahm-queries.csv through\n"
+            "        the server.\n"
+            "  sfl   K clients: RAW ROWS LEAVE THE CLIENTS (each uploads its critical samples);\n"
+            "        the job says raw_sample_upload = acknowledged.\n"
+            "The demo's own client configs consent to both in their [local] section\n"
+            "(allow_model_upload = true, allow_raw_upload = true); a client's default is no.\n"
             "Prints one line per round (from job status), a final table that also says whether\n"
-            "each daemon model equals the in-process simulation with the same seed bit for bit,\n"
-            "and writes per-round data, SVG/PNG plots (gnuplot) of accuracy/objective and\n"
-            "participation, job files, models and daemon logs to the work directory. Every\n"
+            "each daemon model (and kahm's predictions) equals the in-process simulation with\n"
+            "the same seed bit for bit, and writes per-round data, SVG/PNG plots (gnuplot) of\n"
+            "accuracy/objective and participation (one-round jobs: each client's accuracy),\n"
+            "job files, data files, models and daemon logs to the work directory. Every\n"
             "daemon is stopped with SIGTERM at the end, on error and on Ctrl-C.\n"
             "FedGrEM's printed objective is the mean -loglik/n over all clients, the outlier\n"
             "client included: its data fit no common centre, and with the paper's step\n"
@@ -102,14 +117,16 @@ static void usage(FILE *out)
             "job key step_guard = 1 caps the relaxation at 1.\n"
             "\n"
             "options:\n"
-            "  --clients K    clients of the FedRF-TCA job (default 4); FedGrEM uses max(K, 10),\n"
-            "                 and max(K, 10) client daemons are started\n"
-            "  --rounds R     rounds per job (default 60 FedRF-TCA, 100 FedGrEM)\n"
+            "  --clients K    clients of the FedRF-TCA, dica and sfl jobs (default 4); FedGrEM\n"
+            "                 uses max(K, 10), kahm max(K, 4); max(K, 10) client daemons start\n"
+            "  --rounds R     rounds of FedRF-TCA and FedGrEM (default 60, 100); dica, kahm and\n"
+            "                 sfl have one round\n"
             "  --workdir DIR  certificates, state, logs, data and plots (default ./fedkern-demo)\n"
             "  --seed S       seed of data, features, initialisation and plans (default 1)\n"
             "  --json         JSON lines: one per round and a final one per job\n"
             "  --no-plots     skip gnuplot\n"
-            "  --in-process   no daemons: run both jobs through the simulator in this process\n");
+            "  --in-process   no daemons: run the jobs (and kahm's predictions) through the\n"
+            "                 simulator in this process\n");
 }
 
 static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err *err)
@@ -1014,17 +1031,22 @@ static void print_table(demo_job *jobs, int n, const demo_opts *o, const char *w
     for (int i = 0; i < n; i++) {
         demo_job *j = &jobs[i];
         const char *key = !strcmp(j->metric, "accuracy") ? "accuracy" : "error";
-        if (o->json && o->in_process)
+        if (o->json && o->in_process) {
             printf("{\"job\":\"demo-%d\",\"method\":\"%s\",\"rounds\":%d,\"clients\":%d,"
-                   "\"%s\":%.9g}\n",
-                   i + 1, j->method, j->rounds, j->n_clients, key, j->score);
-        else if (o->json)
+                   "\"%s\":",
+                   i + 1, j->method, j->rounds, j->n_clients, key);
+            json_num(j->score);
+            printf("}\n");
+        } else if (o->json) {
             printf("{\"job\":\"%s\",\"method\":\"%s\",\"state\":\"done\",\"rounds\":%d,"
-                   "\"clients\":%d,\"%s\":%.9g,\"sim_%s\":%.9g,\"daemon_equals_sim\":%s,"
-                   "\"seconds\":%.3f}\n",
-                   j->id, j->method, j->rounds, j->n_clients, key, j->score, key, j->sim_score,
-                   j->same ? "true" : "false", j->seconds);
-        else if (o->in_process)
+                   "\"clients\":%d,\"%s\":",
+                   j->id, j->method, j->rounds, j->n_clients, key);
+            json_num(j->score);
+            printf(",\"sim_%s\":", key);
+            json_num(j->sim_score);
+            printf(",\"daemon_equals_sim\":%s,\"seconds\":%.3f}\n", j->same ? "true" : "false",
+                   j->seconds);
+        } else if (o->in_process)
             printf("%-10s %-30s %7d %8d %-15s %7.2f%%\n", j->method, j->data, j->n_clients,
                    j->rounds, j->metric, 100.0 * j->score);
         else
