@@ -1,9 +1,10 @@
 /* fedkern demo: a real federation on 127.0.0.1 (a CA, one fedkern-server and its
- * fedkern-clients over mTLS, demo_fleet.c) runs two jobs on built-in data, submitted
- * and followed through the `fedkern job` calls (job.c); each final model is checked
- * against the in-process simulation with the same seed. A progress line per round,
- * a final table and plots (gnuplot, when installed) in a work directory.
- * --in-process runs the same method operations without daemons. */
+ * fedkern-clients over mTLS, demo_fleet.c) runs five jobs on built-in data (FedRF-TCA,
+ * FedGrEM, then the one-round dica, kahm and sfl), submitted and followed through the
+ * `fedkern job` calls (job.c); each final model is checked against the in-process
+ * simulation with the same seed, and kahm's model also serves one `job predict`. A
+ * progress line per round, a final table and plots (gnuplot, when installed) in a work
+ * directory. --in-process runs the same method operations without daemons. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -18,7 +19,9 @@
 #include "cli/cli.h"
 #include "cli/demo.h"
 #include "cli/job.h"
+#include "common/base/log.h"
 #include "common/base/params.h"
+#include "common/data/load.h"
 #include "common/data/synth_gmm.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/sim.h"
@@ -34,6 +37,13 @@ typedef struct demo_opts {
     int in_process;
     uint64_t seed;
 } demo_opts;
+
+/* How a job's score comes from the clients' reports of the final model. */
+enum {
+    SCORE_LAST_ACCURACY, /* accuracy of the last client (the target / unseen domain) */
+    SCORE_REGULAR_ERROR, /* mean error over all clients but the last (the outlier) */
+    SCORE_MEAN_ACCURACY, /* mean accuracy over the clients */
+};
 
 typedef struct demo_job {
     const char *method;
@@ -55,6 +65,17 @@ typedef struct demo_job {
     double sim_score;     /* score of the in-process simulation of the same job */
     int same;             /* daemon model == simulation model, bit for bit */
     double seconds;       /* submit to done */
+    int score_kind;       /* SCORE_* */
+    const char *leaves;   /* what leaves the clients, said when the job starts */
+    int from_files;       /* clients read WORKDIR/METHOD-cI.csv (the method's built-in data) */
+    fk_report *drep;      /* daemon model scored by each client (daemon mode) */
+    /* one `job predict` call (kahm): queries, and the daemon's / simulation's answers */
+    int predict;
+    int refit;            /* its evaluate scores with the client's own round-1 fit (kahm) */
+    fk_dataset queries;
+    double pred_acc, sim_pred_acc;
+    int pred_same;
+    double pred_seconds;
 } demo_job;
 
 static void usage(FILE *out)
@@ -65,14 +86,28 @@ static void usage(FILE *out)
             "\n"
             "Runs a federation on this machine: creates a CA and certificates in the work\n"
             "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
-            "mutual TLS (the programs next to this one), and submits two jobs as 'fedkern job\n"
+            "mutual TLS (the programs next to this one), and submits five jobs as 'fedkern job\n"
             "submit' does: FedRF-TCA (K-1 labelled source clients and one unlabelled target\n"
-            "client on a built-in synthetic domain-shift task) and FedGrEM (Gaussian-mixture\n"
-            "clustering on the FedGrEM paper's simulation design with one outlier client).\n"
+            "client on a built-in synthetic domain-shift task), FedGrEM (Gaussian-mixture\n"
+            "clustering on the FedGrEM paper's simulation design with one outlier client), and\n"
+            "three one-round jobs on their job types' own built-in data (the data 'fedkern sim\n"
+            "NAME' uses, written to DIR/NAME-cI.csv for the clients to load):\n"
+            "  dica  K clients, one domain each; the last is an unseen domain that uploads\n"
+            "        nothing and scores the predictor. Each other client uploads per-domain sums\n"
+            "        of random features (no samples).\n"
+            "  kahm  max(K, 4) clients holding 3 of 10 classes each, mode A (upload_models = 1):\n"
+            "        THE CLIENTS UPLOAD THEIR CLASS MODELS, WHICH CONTAIN THEIR TRAINING SAMPLES\n"
+            "        (whitened); then one 'fedkern job predict' of DIR/kahm-queries.csv through\n"
+            "        the server.\n"
+            "  sfl   K clients: RAW ROWS LEAVE THE CLIENTS (each uploads its critical samples);\n"
+            "        the job says raw_sample_upload = acknowledged.\n"
+            "The demo's own client configs consent to both in their [local] section\n"
+            "(allow_model_upload = true, allow_raw_upload = true); a client's default is no.\n"
             "Prints one line per round (from job status), a final table that also says whether\n"
-            "each daemon model equals the in-process simulation with the same seed bit for bit,\n"
-            "and writes per-round data, SVG/PNG plots (gnuplot) of accuracy/objective and\n"
-            "participation, job files, models and daemon logs to the work directory. Every\n"
+            "each daemon model (and kahm's predictions) equals the in-process simulation with\n"
+            "the same seed bit for bit, and writes per-round data, SVG/PNG plots (gnuplot) of\n"
+            "accuracy/objective and participation (one-round jobs: each client's accuracy),\n"
+            "job files, data files, models and daemon logs to the work directory. Every\n"
             "daemon is stopped with SIGTERM at the end, on error and on Ctrl-C.\n"
             "FedGrEM's printed objective is the mean -loglik/n over all clients, the outlier\n"
             "client included: its data fit no common centre, and with the paper's step\n"
@@ -82,14 +117,16 @@ static void usage(FILE *out)
             "job key step_guard = 1 caps the relaxation at 1.\n"
             "\n"
             "options:\n"
-            "  --clients K    clients of the FedRF-TCA job (default 4); FedGrEM uses max(K, 10),\n"
-            "                 and max(K, 10) client daemons are started\n"
-            "  --rounds R     rounds per job (default 60 FedRF-TCA, 100 FedGrEM)\n"
+            "  --clients K    clients of the FedRF-TCA, dica and sfl jobs (default 4); FedGrEM\n"
+            "                 uses max(K, 10), kahm max(K, 4); max(K, 10) client daemons start\n"
+            "  --rounds R     rounds of FedRF-TCA and FedGrEM (default 60, 100); dica, kahm and\n"
+            "                 sfl have one round\n"
             "  --workdir DIR  certificates, state, logs, data and plots (default ./fedkern-demo)\n"
             "  --seed S       seed of data, features, initialisation and plans (default 1)\n"
             "  --json         JSON lines: one per round and a final one per job\n"
             "  --no-plots     skip gnuplot\n"
-            "  --in-process   no daemons: run both jobs through the simulator in this process\n");
+            "  --in-process   no daemons: run the jobs (and kahm's predictions) through the\n"
+            "                 simulator in this process\n");
 }
 
 static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err *err)
@@ -115,17 +152,27 @@ static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err 
     return FK_OK;
 }
 
+/* A number, or null for NaN (not measured this round). */
+static void json_num(double v)
+{
+    if (isnan(v) || isinf(v))
+        printf("null");
+    else
+        printf("%.9g", v);
+}
+
 static void progress(const fk_sim_round *r, void *ctx)
 {
     demo_job *j = ctx;
     j->trace[r->round - 1] = *r;
     double score = strcmp(j->metric, "accuracy") == 0 ? r->accuracy : r->error;
-    if (j->json)
-        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"loss\":%.9g,\"%s\":%.9g,"
-               "\"bytes\":%llu}\n",
-               j->method, r->round, r->participants, r->loss, j->metric,
-               isnan(score) ? -1.0 : score, (unsigned long long)r->bytes);
-    else
+    if (j->json) {
+        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"loss\":", j->method,
+               r->round, r->participants);
+        json_num(r->loss);
+        printf(",\"%s\":%.9g,\"bytes\":%llu}\n", j->metric, isnan(score) ? -1.0 : score,
+               (unsigned long long)r->bytes);
+    } else
         printf("%-9s round %4d  participants %2d/%-2d  loss %9.5f  bytes %9llu\n", j->method,
                r->round, r->participants, r->planned, r->loss, (unsigned long long)r->bytes);
     if (j->dat)
@@ -176,6 +223,7 @@ static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
     snprintf(j->spec, sizeof j->spec, "synthetic/gmm:tasks=%d,seed=%llu", g.K,
              (unsigned long long)o->seed);
     j->metric = "mis-clustering";
+    j->score_kind = SCORE_REGULAR_ERROR;
     j->rounds = o->rounds ? (int)o->rounds : 100;
     j->n_clients = g.K;
     j->clients = calloc((size_t)g.K, sizeof *j->clients);
@@ -192,16 +240,225 @@ static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
     return fk_params_set(&j->params, "R", buf) ? FK_ENOMEM : FK_OK;
 }
 
-/* FedRF-TCA: accuracy on the target (the last client). FedGrEM: mean mis-clustering
- * over the regular clients (the last client is the planted outlier). */
+/* One data set as CSV, the raw label first: %.17g reads back to the same doubles, so
+ * the client daemons, the simulation check and --in-process all see the same rows. */
+static int write_csv(FILE *f, const fk_dataset *ds)
+{
+    for (size_t i = 0; i < ds->X.rows; i++) {
+        double y = ds->y_raw ? ds->y_raw[i] : ds->y ? ds->classes[ds->y[i]] : 0.0;
+        if (fprintf(f, "%.17g", y) < 0)
+            return -1;
+        const double *x = fk_mat_row(&ds->X, i);
+        for (size_t k = 0; k < ds->X.cols; k++)
+            if (fprintf(f, ",%.17g", x[k]) < 0)
+                return -1;
+        if (fputc('\n', f) == EOF)
+            return -1;
+    }
+    return 0;
+}
+
+/* Write data sets ds[0..n) into one CSV file at path and read it back into out. */
+static int csv_round_trip(const char *path, const fk_dataset *ds, int n, fk_dataset *out,
+                          fk_err *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return fk_err_set(err, FK_EIO, "%s: cannot write: %s", path, strerror(errno));
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++)
+        bad = write_csv(f, &ds[i]);
+    bad |= fclose(f) != 0;
+    if (bad)
+        return fk_err_set(err, FK_EIO, "%s: write failed: %s", path, strerror(errno));
+    fk_load_opts lo = {.format = FK_FORMAT_CSV, .label = FK_LABEL_FIRST};
+    return fk_load(out, path, &lo, err);
+}
+
+/* The clients' data of a job type with built-in data: the method's own sim_data op
+ * (what `fedkern sim NAME` uses) with the generator keys in gen, one CSV file per client
+ * in dir (WORKDIR/METHOD-cI.csv, read by the client daemons) and read back here. With
+ * n_extra > 0 the generator makes that many more clients; their rows, drawn like the
+ * others but used by no client, become the query file WORKDIR/METHOD-queries.csv. */
+static int builtin_data(demo_job *j, const demo_opts *o, const char *dir, const fk_params *gen,
+                        int n_extra, fk_err *err)
+{
+    const fk_method *m = fk_method_find(j->method, err);
+    if (!m)
+        return err->code;
+    if (!m->sim_data)
+        return fk_err_set(err, FK_EINVAL, "job type %s has no built-in data", j->method);
+    int n = j->n_clients + n_extra;
+    fk_dataset *gen_ds = calloc((size_t)n, sizeof *gen_ds);
+    j->clients = calloc((size_t)j->n_clients, sizeof *j->clients);
+    if (!gen_ds || !j->clients) {
+        free(gen_ds);
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    }
+    j->from_files = 1;
+    int rc = m->sim_data(gen, n, o->seed, gen_ds, err);
+    char path[4200];
+    for (int c = 0; !rc && c < j->n_clients; c++) {
+        snprintf(path, sizeof path, "%s/%s-c%d.csv", dir, j->method, c);
+        rc = csv_round_trip(path, &gen_ds[c], 1, &j->clients[c], err);
+    }
+    if (!rc && n_extra) {
+        snprintf(path, sizeof path, "%s/%s-queries.csv", dir, j->method);
+        rc = csv_round_trip(path, &gen_ds[j->n_clients], n_extra, &j->queries, err);
+    }
+    for (int c = 0; c < n; c++)
+        fk_dataset_close(&gen_ds[c]);
+    free(gen_ds);
+    return rc ? fk_err_prefix(err, "%s demo data: ", j->method) : FK_OK;
+}
+
+static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fk_params_set(p, kv[i][0], kv[i][1]))
+            return fk_err_set(err, FK_ENOMEM, "out of memory");
+    return FK_OK;
+}
+
+/* DICA: one domain per client, the last one held out (it uploads nothing and scores the
+ * federated DICA predictor on a domain no statistic came from). */
+static int setup_dica(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
+{
+    j->method = "dica";
+    j->data = "shifted domains, last unseen";
+    j->dataset = "dica";
+    j->metric = "accuracy";
+    j->score_kind = SCORE_LAST_ACCURACY;
+    j->rounds = 1;
+    j->n_clients = (int)o->clients;
+    j->leaves = "each training client uploads once the per-domain sums of its random features "
+                "(means and second moments, no samples); the held-out client uploads nothing";
+    static const char *const kv[][2] = {{"R", "200"}, {"holdout", "last"}, {"classes", "3"}};
+    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
+    fk_params gen;
+    fk_params_init(&gen);
+    if (!rc)
+        rc = builtin_data(j, o, dir, &gen, 0, err);
+    fk_params_close(&gen);
+    return rc;
+}
+
+/* KAHM mode A: the clients upload their class models (which contain their training
+ * samples), so the server can answer `job predict`; the demo's own client configs
+ * consent with [local] allow_model_upload = true. Client i holds 3 of the 10 classes;
+ * four clients cover them all. Two further generated clients give the queries. */
+static int setup_kahm(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
+{
+    j->method = "kahm";
+    j->data = "10 classes, 3 per client";
+    j->dataset = "kahm";
+    j->metric = "accuracy";
+    j->score_kind = SCORE_MEAN_ACCURACY;
+    j->rounds = 1;
+    j->n_clients = o->clients > 4 ? (int)o->clients : 4;
+    j->predict = 1;
+    j->refit = 1;
+    j->leaves = "mode A (upload_models = 1): each client uploads its KAHM class models, which "
+                "contain whitened encodings of ALL its training samples (close to the data "
+                "itself); the demo's client configs allow it ([local] allow_model_upload = true)";
+    static const char *const kv[][2] = {{"classes", "10"}, {"upload_models", "1"},
+                                        {"local.allow_model_upload", "true"}};
+    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
+    fk_params gen;
+    fk_params_init(&gen);
+    if (!rc)
+        rc = set_keys(&gen, kv, 1, err);
+    if (!rc)
+        rc = builtin_data(j, o, dir, &gen, 2, err);
+    fk_params_close(&gen);
+    return rc;
+}
+
+/* sfl: one shot, each client uploads its critical samples (raw rows with their dual
+ * values); the job acknowledges that and the demo's client configs allow it. */
+static int setup_sfl(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
+{
+    j->method = "sfl";
+    j->data = "2-d two-class task (E3.1)";
+    j->dataset = "sfl";
+    j->metric = "accuracy";
+    j->score_kind = SCORE_MEAN_ACCURACY;
+    j->rounds = 1;
+    j->n_clients = (int)o->clients;
+    j->leaves = "RAW ROWS leave the clients: each uploads its critical samples (inputs, label, "
+                "dual value); the job says raw_sample_upload = acknowledged and the demo's "
+                "client configs allow it ([local] allow_raw_upload = true)";
+    static const char *const kv[][2] = {{"raw_sample_upload", "acknowledged"},
+                                        {"local.allow_raw_upload", "true"}};
+    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
+    fk_params gen;
+    fk_params_init(&gen);
+    if (!rc)
+        rc = builtin_data(j, o, dir, &gen, 0, err);
+    fk_params_close(&gen);
+    return rc;
+}
+
+/* The job's score from the clients' reports of the final model (score_kind). */
 static double score_reports(const demo_job *j, const fk_report *rep)
 {
-    if (!strcmp(j->metric, "accuracy"))
+    if (j->score_kind == SCORE_LAST_ACCURACY)
         return rep[j->n_clients - 1].accuracy;
     double s = 0.0;
-    for (int i = 0; i < j->n_clients - 1; i++)
-        s += rep[i].error;
-    return s / (double)(j->n_clients - 1);
+    int n = 0;
+    for (int i = 0; i < j->n_clients; i++) {
+        double v = j->score_kind == SCORE_REGULAR_ERROR ? rep[i].error : rep[i].accuracy;
+        if (j->score_kind == SCORE_REGULAR_ERROR && i == j->n_clients - 1)
+            continue;
+        if (isnan(v))
+            continue;
+        s += v;
+        n++;
+    }
+    return n ? s / (double)n : NAN;
+}
+
+/* The queries as `fedkern job predict` sends them: tensor "X", n x p. */
+static int query_bundle(const demo_job *j, fk_bundle *q, fk_err *err)
+{
+    const fk_mat *X = &j->queries.X;
+    double *x = fk_bundle_add(q, "X", 2, (uint64_t[]){X->rows, X->cols});
+    if (!x)
+        return fk_err_set(err, FK_ENOMEM, "out of memory for %zu queries", X->rows);
+    for (size_t i = 0; i < X->rows; i++)
+        memcpy(x + i * X->cols, fk_mat_row(X, i), X->cols * sizeof(double));
+    return FK_OK;
+}
+
+/* Share of the queries whose predicted label is the query file's label (NaN if the
+ * answer has no label per query). */
+static double predict_accuracy(const demo_job *j, const fk_bundle *res)
+{
+    const fk_dataset *q = &j->queries;
+    const fk_tensor *lab = fk_bundle_get(res, "labels");
+    if (!lab || lab->len != q->X.rows || !q->y || !q->X.rows)
+        return NAN;
+    size_t hit = 0;
+    for (size_t i = 0; i < q->X.rows; i++)
+        hit += lab->data[i] == q->classes[q->y[i]];
+    return (double)hit / (double)q->X.rows;
+}
+
+/* The model's predictions for the job's queries, in this process. */
+static int predict_local(const demo_job *j, const fk_bundle *model, fk_bundle *res, fk_err *err)
+{
+    const fk_method *m = fk_method_find(j->method, err);
+    if (!m)
+        return err->code;
+    if (!m->predict)
+        return fk_err_set(err, FK_EINVAL, "job type %s serves no predictions", j->method);
+    fk_bundle q;
+    fk_bundle_init(&q);
+    int rc = query_bundle(j, &q, err);
+    if (!rc)
+        rc = m->predict(model, &q, res, err);
+    fk_bundle_close(&q);
+    return rc;
 }
 
 static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
@@ -220,13 +477,23 @@ static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
         return fk_err_set(err, FK_EIO, "%s: cannot write: %s", path, strerror(errno));
     fprintf(j->dat, "# round participants loss accuracy\n");
     j->json = o->json;
+    if (!o->json && j->leaves)
+        printf("%s: in a federation, what leaves the clients: %s\n", j->method, j->leaves);
+    fflush(stdout);
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .progress = progress, .ctx = j,
                       .final_reports = j->final};
     fk_bundle model;
     int rc = fk_sim_run(m, &j->params, j->clients, j->n_clients, &so, &model, NULL, err);
     if (rc == FK_OK) {
-        fk_bundle_close(&model);
         j->score = score_reports(j, j->final);
+        if (j->predict) {
+            fk_bundle res;
+            fk_bundle_init(&res);
+            rc = predict_local(j, &model, &res, err);
+            j->pred_acc = rc ? NAN : predict_accuracy(j, &res);
+            fk_bundle_close(&res);
+        }
+        fk_bundle_close(&model);
     }
     fclose(j->dat);
     j->dat = NULL;
@@ -240,6 +507,8 @@ static void job_close(demo_job *j)
     free(j->clients);
     free(j->trace);
     free(j->final);
+    free(j->drep);
+    fk_dataset_close(&j->queries);
     fk_params_close(&j->params);
 }
 
@@ -294,19 +563,29 @@ static int make_pki(const char *pki, int n_clients, fk_err *err)
     return rc ? fk_err_prefix(err, "certificates in %s: ", pki) : FK_OK;
 }
 
-/* Client cI's config: the server, its certificate and its part of each job's data. */
+/* Client cI's config: the server, its certificate, its part of each job's data and
+ * its consent to the demo's data-leaving jobs (kahm mode A, sfl). */
 static int write_client_conf(const char *path, const char *pki, int port, int c,
-                             const demo_job *jobs, int n_jobs, fk_err *err)
+                             const demo_job *jobs, int n_jobs, const char *workdir, fk_err *err)
 {
-    char text[2048];
+    char text[16384];
     int len = snprintf(text, sizeof text,
                        "# written by fedkern demo\nserver = 127.0.0.1:%d\nserver-name = server\n"
                        "tls-dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
                        port, pki, c);
-    for (int i = 0; i < n_jobs; i++)
-        if (c < jobs[i].n_clients)
+    for (int i = 0; i < n_jobs && len < (int)sizeof text; i++)
+        if (c < jobs[i].n_clients && jobs[i].from_files)
+            len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s/%s-c%d.csv\n",
+                            jobs[i].dataset, workdir, jobs[i].method, c);
+        else if (c < jobs[i].n_clients)
             len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s,client=%d\n",
                             jobs[i].dataset, jobs[i].spec, c);
+    if (len < (int)sizeof text)
+        len += snprintf(text + len, sizeof text - (size_t)len,
+                        "\n# This client's own consent (a job cannot set it): kahm jobs with\n"
+                        "# upload_models = 1 may upload its class models, which contain its\n"
+                        "# training samples; sfl jobs may upload raw rows (its critical samples).\n"
+                        "[local]\nallow_model_upload = true\nallow_raw_upload = true\n");
     if (len >= (int)sizeof text)
         return fk_err_set(err, FK_ELIMIT, "%s: config too long", path);
     return write_text(path, text, err);
@@ -324,7 +603,8 @@ static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t ca
     for (int c = 0; c < j->n_clients && len < cap; c++)
         len += (size_t)snprintf(text + len, cap - len, "%sc%d", c ? ", " : "", c);
     for (int i = 0; i < j->params.count && len < cap; i++)
-        if (strcmp(j->params.items[i].key, "rounds"))
+        if (strcmp(j->params.items[i].key, "rounds") &&
+            strncmp(j->params.items[i].key, "local.", 6)) /* the clients' own configs say these */
             len += (size_t)snprintf(text + len, cap - len, "\n%s = %s", j->params.items[i].key,
                                     j->params.items[i].value);
     if (len + 2 >= cap)
@@ -334,14 +614,6 @@ static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t ca
     return FK_OK;
 }
 
-/* A number, or null for NaN (not measured this round). */
-static void json_num(double v)
-{
-    if (isnan(v) || isinf(v))
-        printf("null");
-    else
-        printf("%.9g", v);
-}
 
 /* One closed round, from the job status of that round. */
 static int show_round(demo_job *j, fk_job_conn *c, int round)
@@ -433,6 +705,29 @@ static int bundles_equal(const fk_bundle *a, const fk_bundle *b)
     return 1;
 }
 
+/* A client's round-1 step again, on the round-1 task of a fresh server state: what a
+ * kahm client's evaluate needs (its own held-out rows and class models, from its fit). */
+static int refit_client(const fk_method *m, const fk_params *p, const demo_job *j, uint64_t seed,
+                        void *cli, int c, fk_err *err)
+{
+    void *srv = NULL;
+    fk_bundle task, up;
+    fk_bundle_init(&task);
+    fk_bundle_init(&up);
+    fk_report r;
+    fk_report_init(&r);
+    int rc = m->server_init(&srv, p, j->n_clients, seed, err);
+    if (!rc)
+        rc = m->task(srv, 1, 0, c, &task, err);
+    if (!rc)
+        rc = m->local_step(cli, &task, &up, &r, err);
+    if (srv)
+        m->server_close(srv);
+    fk_bundle_close(&task);
+    fk_bundle_close(&up);
+    return rc;
+}
+
 /* Each client's evaluate op on a model, as the simulator's final evaluation does it. */
 static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job *j, uint64_t seed,
                           const fk_bundle *model, fk_report *rep, fk_err *err)
@@ -441,6 +736,8 @@ static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job
         void *cli = NULL;
         fk_report_init(&rep[c]);
         int rc = m->client_init(&cli, p, &j->clients[c], c, j->n_clients, seed, err);
+        if (!rc && j->refit)
+            rc = refit_client(m, p, j, seed, cli, c, err);
         if (!rc)
             rc = m->evaluate(cli, model, &rep[c], err);
         if (cli)
@@ -449,6 +746,32 @@ static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job
             return fk_err_prefix(err, "evaluating the daemon model on client %d: ", c);
     }
     return FK_OK;
+}
+
+/* One `job predict` through the daemons and the same predictions from the simulation's
+ * model in this process: both scored against the query file's labels and compared. */
+static int check_predict(demo_job *j, fk_job_conn *c, const fk_bundle *sim_model, fk_err *err)
+{
+    fk_bundle q, dres, sres;
+    fk_bundle_init(&q);
+    fk_bundle_init(&dres);
+    fk_bundle_init(&sres);
+    int rc = query_bundle(j, &q, err);
+    double t0 = mono_s();
+    if (!rc && fk_job_predict(c, j->id, &q, &dres))
+        rc = fk_err_set(err, FK_ENET, "job %s: the predict call failed (see above)", j->id);
+    j->pred_seconds = mono_s() - t0;
+    if (!rc)
+        rc = predict_local(j, sim_model, &sres, err);
+    if (!rc) {
+        j->pred_acc = predict_accuracy(j, &dres);
+        j->sim_pred_acc = predict_accuracy(j, &sres);
+        j->pred_same = bundles_equal(&dres, &sres);
+    }
+    fk_bundle_close(&q);
+    fk_bundle_close(&dres);
+    fk_bundle_close(&sres);
+    return rc;
 }
 
 /* Fetch the daemon's model, simulate the same job in-process, compare and score both. */
@@ -472,24 +795,36 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
     fk_params p;
     fk_params_init(&p);
     fk_report *rep = calloc((size_t)j->n_clients, sizeof *rep);
+    free(j->drep);
+    j->drep = rep;
     const fk_method *m = fk_method_find(j->method, err);
     int rc = !m ? err->code : !rep ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
     if (!rc && (rc = fk_codec_bundle_decode(blob, len, &daemon, err)))
         fk_err_prefix(err, "job %s model: ", j->id);
     if (!rc)
         rc = fk_params_parse_ini(&p, text, "demo job", err);
+    /* the client daemons add their own [local] keys to the job's; so does the simulation */
+    for (int i = 0; !rc && i < j->params.count; i++)
+        if (!strncmp(j->params.items[i].key, "local.", 6) &&
+            fk_params_set(&p, j->params.items[i].key, j->params.items[i].value))
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .final_reports = j->final};
     if (!rc && (rc = fk_sim_run(m, &p, j->clients, j->n_clients, &so, &sim, NULL, err)))
         fk_err_prefix(err, "simulating job %s in-process: ", j->id);
+    /* the re-run fits log what they would send; nothing is sent here */
+    int level = fk_log_level();
+    fk_log_set_level(FK_LOG_ERROR);
     if (!rc)
         rc = evaluate_model(m, &p, j, o->seed, &daemon, rep, err);
+    fk_log_set_level(level);
     if (!rc) {
         j->sim_score = score_reports(j, j->final);
         j->score = score_reports(j, rep);
         j->same = bundles_equal(&daemon, &sim);
     }
+    if (!rc && j->predict)
+        rc = check_predict(j, c, &sim, err);
     free(blob);
-    free(rep);
     fk_params_close(&p);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
@@ -520,8 +855,10 @@ static int run_daemon_job(demo_job *j, fk_job_conn *c, fk_fleet *f, const demo_o
     if (fk_job_submit_text(c, text, j->id, sizeof j->id))
         rc = fk_err_set(err, FK_ENET, "cannot submit the %s job (see above)", j->method);
     if (!rc && !o->json)
-        printf("job %s: %s on %s, %d clients, %d rounds (%s/%s.conf)\n", j->id, j->method, j->data,
-               j->n_clients, j->rounds, f->dir, j->method);
+        printf("job %s: %s on %s, %d clients, %d round%s (%s/%s.conf)\n", j->id, j->method,
+               j->data, j->n_clients, j->rounds, j->rounds == 1 ? "" : "s", f->dir, j->method);
+    if (!rc && !o->json && j->leaves)
+        printf("job %s: what leaves the clients: %s\n", j->id, j->leaves);
     if (!rc)
         rc = follow_job(j, c, f, err);
     j->seconds = mono_s() - t0;
@@ -566,7 +903,7 @@ static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const cha
         char conf[2200], name[16];
         snprintf(conf, sizeof conf, "%s/client-c%d.conf", workdir, i);
         snprintf(name, sizeof name, "c%d", i);
-        rc = write_client_conf(conf, pki, f.port, i, jobs, n_jobs, err);
+        rc = write_client_conf(conf, pki, f.port, i, jobs, n_jobs, workdir, err);
         if (!rc)
             rc = fk_fleet_start_client(&f, name, conf, err);
     }
@@ -602,11 +939,31 @@ static void plot(const demo_job *j, const char *workdir)
 {
     char script[4096], cmd[8192];
     snprintf(script, sizeof script, "%s/%s.gp", workdir, j->method);
+    /* a one-round job has no curve: its plot is each client's accuracy of the final model */
+    const fk_report *rep = j->drep ? j->drep : j->final;
+    if (j->rounds == 1) {
+        char dat[4200];
+        snprintf(dat, sizeof dat, "%s/%s-clients.dat", workdir, j->method);
+        FILE *d = fopen(dat, "w");
+        if (!d)
+            return;
+        fprintf(d, "# client accuracy\n");
+        for (int c = 0; rep && c < j->n_clients; c++)
+            fprintf(d, "%d %.9g\n", c, isnan(rep[c].accuracy) ? 0.0 : rep[c].accuracy);
+        fclose(d);
+    }
     FILE *f = fopen(script, "w");
     if (!f)
         return;
     const char *terms[][2] = {{"svg size 900,600", "svg"}, {"pngcairo size 900,600", "png"}};
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 2 && j->rounds == 1; t++)
+        fprintf(f, "set terminal %s\nset output '%s/%s.%s'\nset title 'fedkern demo: %s on %s "
+                   "(one round)'\nset xlabel 'client'\nset ylabel 'accuracy of the final model'\n"
+                   "set yrange [0:1.05]\nset grid\nset style fill solid 0.5\nset boxwidth 0.6\n"
+                   "set xtics 1\nplot '%s/%s-clients.dat' using 1:2 with boxes title 'accuracy'\n",
+                terms[t][0], workdir, j->method, terms[t][1], j->method, j->data, workdir,
+                j->method);
+    for (int t = 0; t < 2 && j->rounds != 1; t++) {
         fprintf(f, "set terminal %s\nset output '%s/%s.%s'\n", terms[t][0], workdir, j->method,
                 terms[t][1]);
         fprintf(f, "set multiplot layout 2,1 title 'fedkern demo: %s on %s'\n", j->method, j->data);
@@ -634,6 +991,35 @@ static const char *yes_no(int b)
     return b ? "yes" : "NO";
 }
 
+/* The job predict row: accuracy of the predicted labels against the query file's. */
+static void print_predict_row(const demo_job *j, int i, const demo_opts *o)
+{
+    size_t nq = j->queries.X.rows;
+    char what[64];
+    snprintf(what, sizeof what, "job predict, %zu queries", nq);
+    if (o->json && o->in_process) {
+        printf("{\"job\":\"demo-%d\",\"method\":\"%s\",\"predict\":%zu,\"accuracy\":", i + 1,
+               j->method, nq);
+        json_num(j->pred_acc);
+        printf("}\n");
+    } else if (o->json) {
+        printf("{\"job\":\"%s\",\"method\":\"%s\",\"predict\":%zu,\"accuracy\":", j->id,
+               j->method, nq);
+        json_num(j->pred_acc);
+        printf(",\"sim_accuracy\":");
+        json_num(j->sim_pred_acc);
+        printf(",\"daemon_equals_sim\":%s,\"seconds\":%.3f}\n", j->pred_same ? "true" : "false",
+               j->pred_seconds);
+    } else if (o->in_process) {
+        printf("%-10s %-30s %7s %8s %-15s %7.2f%%\n", j->method, what, "-", "-", "accuracy",
+               100.0 * j->pred_acc);
+    } else {
+        printf("%-4s %-10s %-29s %7s %6s %-15s %7.2f%% %7.2f%% %11s\n", j->id, j->method, what, "-",
+               "-", "accuracy", 100.0 * j->pred_acc, 100.0 * j->sim_pred_acc,
+               yes_no(j->pred_same));
+    }
+}
+
 static void print_table(demo_job *jobs, int n, const demo_opts *o, const char *workdir)
 {
     if (!o->json && o->in_process)
@@ -645,23 +1031,30 @@ static void print_table(demo_job *jobs, int n, const demo_opts *o, const char *w
     for (int i = 0; i < n; i++) {
         demo_job *j = &jobs[i];
         const char *key = !strcmp(j->metric, "accuracy") ? "accuracy" : "error";
-        if (o->json && o->in_process)
+        if (o->json && o->in_process) {
             printf("{\"job\":\"demo-%d\",\"method\":\"%s\",\"rounds\":%d,\"clients\":%d,"
-                   "\"%s\":%.9g}\n",
-                   i + 1, j->method, j->rounds, j->n_clients, key, j->score);
-        else if (o->json)
+                   "\"%s\":",
+                   i + 1, j->method, j->rounds, j->n_clients, key);
+            json_num(j->score);
+            printf("}\n");
+        } else if (o->json) {
             printf("{\"job\":\"%s\",\"method\":\"%s\",\"state\":\"done\",\"rounds\":%d,"
-                   "\"clients\":%d,\"%s\":%.9g,\"sim_%s\":%.9g,\"daemon_equals_sim\":%s,"
-                   "\"seconds\":%.3f}\n",
-                   j->id, j->method, j->rounds, j->n_clients, key, j->score, key, j->sim_score,
-                   j->same ? "true" : "false", j->seconds);
-        else if (o->in_process)
+                   "\"clients\":%d,\"%s\":",
+                   j->id, j->method, j->rounds, j->n_clients, key);
+            json_num(j->score);
+            printf(",\"sim_%s\":", key);
+            json_num(j->sim_score);
+            printf(",\"daemon_equals_sim\":%s,\"seconds\":%.3f}\n", j->same ? "true" : "false",
+                   j->seconds);
+        } else if (o->in_process)
             printf("%-10s %-30s %7d %8d %-15s %7.2f%%\n", j->method, j->data, j->n_clients,
                    j->rounds, j->metric, 100.0 * j->score);
         else
             printf("%-4s %-10s %-29s %7d %6d %-15s %7.2f%% %7.2f%% %11s\n", j->id, j->method,
                    j->data, j->n_clients, j->rounds, j->metric, 100.0 * j->score,
                    100.0 * j->sim_score, yes_no(j->same));
+        if (j->predict)
+            print_predict_row(j, i, o);
     }
     if (!o->json)
         printf("\nper-round data, plots%s: %s/\n",
@@ -690,43 +1083,54 @@ int fk_cmd_demo(int argc, char **argv)
         fk_params_close(&p);
         return 1;
     }
-    demo_job jobs[2] = {0};
-    fk_params_init(&jobs[0].params);
-    fk_params_init(&jobs[1].params);
-    rc = setup_fedrf_tca(&jobs[0], &o, &err);
+    enum { N_JOBS = 5 };
+    demo_job jobs[N_JOBS] = {0};
+    for (int i = 0; i < N_JOBS; i++)
+        fk_params_init(&jobs[i].params);
+    char abs[PATH_MAX];
+    if (!realpath(o.workdir, abs))
+        rc = fk_err_set(&err, FK_EIO, "work directory %s: %s", o.workdir, strerror(errno));
+    else if (strlen(abs) > 1800) /* room for the file names under it */
+        rc = fk_err_set(&err, FK_ELIMIT, "work directory path %s is too long; use a shorter "
+                        "--workdir", abs);
+    if (!rc)
+        rc = setup_fedrf_tca(&jobs[0], &o, &err);
     if (!rc)
         rc = setup_fedgrem(&jobs[1], &o, &err);
-    if (!rc && o.in_process) {
-        rc = run_job(&jobs[0], &o, &err);
-        if (!rc)
-            rc = run_job(&jobs[1], &o, &err);
-    } else if (!rc) {
-        char abs[PATH_MAX];
-        if (!realpath(o.workdir, abs))
-            rc = fk_err_set(&err, FK_EIO, "work directory %s: %s", o.workdir, strerror(errno));
-        else if (strlen(abs) > 1800) /* room for the file names under it */
-            rc = fk_err_set(&err, FK_ELIMIT, "work directory path %s is too long; use a shorter "
-                            "--workdir", abs);
-        else
-            rc = run_daemons(jobs, 2, &o, abs, &err);
-    }
+    if (!rc)
+        rc = setup_dica(&jobs[2], &o, abs, &err);
+    if (!rc)
+        rc = setup_kahm(&jobs[3], &o, abs, &err);
+    if (!rc)
+        rc = setup_sfl(&jobs[4], &o, abs, &err);
+    for (int i = 0; !rc && o.in_process && i < N_JOBS; i++)
+        rc = run_job(&jobs[i], &o, &err);
+    if (!rc && !o.in_process)
+        rc = run_daemons(jobs, N_JOBS, &o, abs, &err);
     int mismatch = 0;
     if (!rc) {
-        print_table(jobs, 2, &o, o.workdir);
-        for (int i = 0; o.plots && i < 2; i++)
+        print_table(jobs, N_JOBS, &o, o.workdir);
+        for (int i = 0; o.plots && i < N_JOBS; i++)
             plot(&jobs[i], o.workdir);
-        for (int i = 0; !o.in_process && i < 2; i++)
+        for (int i = 0; !o.in_process && i < N_JOBS; i++) {
             if (!jobs[i].same) {
                 fk_cli_fail("demo", "job %s (%s): the daemon model differs from the in-process "
                                     "simulation with the same seed",
                             jobs[i].id, jobs[i].method);
                 mismatch = 1;
             }
+            if (jobs[i].predict && !jobs[i].pred_same) {
+                fk_cli_fail("demo", "job %s (%s): the daemons' predictions differ from the "
+                                    "in-process model's",
+                            jobs[i].id, jobs[i].method);
+                mismatch = 1;
+            }
+        }
     } else {
         fk_cli_fail("demo", "%s", err.msg);
     }
-    job_close(&jobs[0]);
-    job_close(&jobs[1]);
+    for (int i = 0; i < N_JOBS; i++)
+        job_close(&jobs[i]);
     fk_params_close(&p);
     if (fk_fleet_interrupted())
         return 128 + fk_fleet_interrupted();

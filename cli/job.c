@@ -491,6 +491,24 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
 }
 
 
+int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, fk_bundle *result)
+{
+    const char *cmd = "job predict";
+    fk_err err;
+    fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    fk_codec_tx tx = {.bundle = queries};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    int rc = call_encoded(c, cmd, "Predict", buf, len);
+    fedkern_v1_PredictResponse out;
+    if (!rc && fk_codec_decode_predict_response(c->resp, c->resp_len, &out, result, &err))
+        rc = fk_cli_fail(cmd, "%s", err.msg);
+    return rc;
+}
+
 /* fedkern job predict ID --data FILE: the queries' labels and distances from the job's
  * model at the server (job types with a predict op: kahm with uploaded models). A labelled
  * file (CSV: label in the first column) also gets its accuracy; --no-labels reads every
@@ -512,18 +530,8 @@ static int do_predict(conn *c, const char *id, const char *data, int no_labels,
     int rc = x || !ds.X.rows ? 0 : fk_cli_fail(cmd, "out of memory");
     for (size_t i = 0; !rc && i < ds.X.rows; i++)
         memcpy(x + i * ds.X.cols, fk_mat_row(&ds.X, i), ds.X.cols * sizeof(double));
-    fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
-    snprintf(in.job_id, sizeof in.job_id, "%s", id);
-    fk_codec_tx tx = {.bundle = &q};
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (!rc && fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err))
-        rc = fk_cli_fail(cmd, "%s", err.msg);
     if (!rc)
-        rc = call_encoded(c, cmd, "Predict", buf, len);
-    fedkern_v1_PredictResponse out;
-    if (!rc && fk_codec_decode_predict_response(c->resp, c->resp_len, &out, &res, &err))
-        rc = fk_cli_fail(cmd, "%s", err.msg);
+        rc = fk_job_predict(c, id, &q, &res);
     const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
     const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
     if (!rc && (!lab || !dist || lab->len != ds.X.rows || dist->len != ds.X.rows))

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/bundle.h"
 #include "common/base/params.h"
 #include "fedkern.pb.h"
 
@@ -24,6 +25,9 @@ int fk_job_status_get(fk_job_conn *c, const char *id, uint32_t round,
                       fedkern_v1_JobStatusResponse *out);
 /* JobResult of a finished job: the model as an encoded fedkern.v1.Bundle (caller frees). */
 int fk_job_model_get(fk_job_conn *c, const char *id, uint8_t **model, size_t *len);
+/* Predict: the server's answer ("labels", "distances", ...) for the queries bundle (tensor
+ * "X", n x p) from job id's model, into result (an empty bundle the caller closes). */
+int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, fk_bundle *result);
 
 const char *fk_jobcli_state_name(int state);
 /* Metric `name` of a status answer, NaN if absent. */

@@ -1,6 +1,7 @@
 #!/bin/sh
-# fedkern demo end to end: the real daemons on 127.0.0.1 over mTLS, both jobs to
-# completion, each daemon model equal to the in-process simulation, every daemon
+# fedkern demo end to end: the real daemons on 127.0.0.1 over mTLS, all five jobs to
+# completion (fedrf-tca, fedgrem, dica, kahm with one job predict, sfl), each daemon model
+# (and the predictions) equal to the in-process simulation, every daemon
 # gone afterwards; plus the clear errors (no daemons beside fedkern, bad option).
 set -u
 fk=$1
@@ -15,27 +16,49 @@ timeout -s INT 100 "$fk" demo --clients 3 --rounds $rounds --workdir "$dir/w" --
 rc=$?
 [ $rc = 0 ] || { cat "$dir/err.txt"; tail -n 5 "$dir/out.json"; fail "demo exited $rc"; }
 /usr/bin/python3 - "$dir/out.json" $rounds <<'PY' || fail "JSON checks"
-import json, sys
+import json, math, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rounds = int(sys.argv[2])
 final = {l["method"]: l for l in lines if "state" in l}
 per_round = [l for l in lines if "round" in l]
-assert set(final) == {"fedrf-tca", "fedgrem"}, final
+predict = [l for l in lines if "predict" in l]
+assert set(final) == {"fedrf-tca", "fedgrem", "dica", "kahm", "sfl"}, final
+# the one-round job types (dica, kahm, sfl) ignore --rounds
+want_rounds = {"fedrf-tca": rounds, "fedgrem": rounds, "dica": 1, "kahm": 1, "sfl": 1}
 for m, f in final.items():
-    assert f["state"] == "done" and f["rounds"] == rounds, f
+    assert f["state"] == "done" and f["rounds"] == want_rounds[m], f
     assert f["daemon_equals_sim"] is True, f
     got = sorted(l["round"] for l in per_round if l["method"] == m)
-    assert got == list(range(1, rounds + 1)), (m, got)
+    assert got == list(range(1, want_rounds[m] + 1)), (m, got)
     assert all(l["participants"] == l["planned"] > 0 for l in per_round if l["method"] == m)
 t, g = final["fedrf-tca"], final["fedgrem"]
 assert t["clients"] == 3 and g["clients"] == 10, (t, g)
 # 5 classes: chance is 0.2; the demo task reaches about 0.7 by round 20
 assert 0.5 < t["accuracy"] <= 1 and t["accuracy"] == t["sim_accuracy"], t
 assert 0 <= g["error"] < 0.1 and g["error"] == g["sim_error"], g
+# dica: 2 training domains + 1 unseen (3 classes, chance 1/3); kahm: 4 clients cover its
+# 10 classes; sfl: two classes. Scores finite, equal to the simulation's, above chance.
+d, k, s = final["dica"], final["kahm"], final["sfl"]
+assert (d["clients"], k["clients"], s["clients"]) == (3, 4, 3), (d, k, s)
+for f, chance in ((d, 1 / 3), (k, 0.1), (s, 0.5)):
+    assert math.isfinite(f["accuracy"]) and chance < f["accuracy"] <= 1, f
+    assert f["accuracy"] == f["sim_accuracy"], f
+# one job predict through the daemons, for the kahm job, equal to the in-process model's
+assert len(predict) == 1, predict
+p = predict[0]
+assert p["job"] == k["job"] and p["method"] == "kahm" and p["predict"] > 0, p
+assert math.isfinite(p["accuracy"]) and 0.1 < p["accuracy"] <= 1, p
+assert p["accuracy"] == p["sim_accuracy"] and p["daemon_equals_sim"] is True, p
 PY
-for f in pki/ca.pem server.log client-c9.log fedrf-tca.conf fedgrem.dat fedrf-tca-model.bin; do
+for f in pki/ca.pem server.log client-c9.log fedrf-tca.conf fedgrem.dat fedrf-tca-model.bin \
+         dica.conf dica-c2.csv kahm-c3.csv kahm-queries.csv kahm-model.bin sfl.conf sfl-c0.csv; do
   [ -s "$dir/w/$f" ] || fail "missing $f in the work directory"
 done
+# the data-leaving jobs: the job files opt in, the clients' own configs consent
+grep -q "^upload_models = 1" "$dir/w/kahm.conf" || fail "kahm job not in mode A"
+grep -q "^raw_sample_upload = acknowledged" "$dir/w/sfl.conf" || fail "sfl job not acknowledged"
+grep -q "^local\." "$dir/w/kahm.conf" "$dir/w/sfl.conf" && fail "a job file sets local.* keys"
+grep -A2 "^\[local\]" "$dir/w/client-c0.conf" | grep -q "allow_raw_upload = true" || fail "client consent"
 grep -q "event=server_stopped" "$dir/w/server.log" || fail "server not stopped with SIGTERM"
 grep -q "event=client_stopped" "$dir/w/client-c0.log" || fail "client not stopped with SIGTERM"
 sleep 0.2
@@ -48,4 +71,18 @@ grep -q "^fedkern demo: fedkern-server not found: looked for $dir/bin/fedkern-se
   || fail "missing-daemon message: $(cat "$dir/err2.txt")"
 "$fk" demo --colour red 2>/dev/null; [ $? = 2 ] || fail "unknown option not a usage error"
 "$fk" demo --help | grep -q -- "--in-process" || fail "--help"
+
+# --in-process: the same five jobs and the predict row, no daemons
+"$fk" demo --in-process --clients 3 --rounds 5 --workdir "$dir/w3" --json --no-plots \
+  >"$dir/ip.json" 2>/dev/null || fail "--in-process exited $?"
+/usr/bin/python3 - "$dir/ip.json" <<'PY' || fail "--in-process JSON checks"
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [l for l in lines if "round" not in l]
+assert [l["method"] for l in rows] == ["fedrf-tca", "fedgrem", "dica", "kahm", "kahm", "sfl"], rows
+for l in rows:
+    v = l.get("accuracy", l.get("error"))
+    assert v is not None and math.isfinite(v), l
+assert rows[4]["predict"] > 0, rows[4]
+PY
 echo ok
