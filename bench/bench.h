@@ -19,6 +19,7 @@ int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedker
 int fk_bench_fedgrem(int argc, char **argv); /* bench/fedgrem.c */
 int fk_bench_fidelity_fedgrem(int argc, char **argv); /* bench/fidelity_fedgrem.c */
 int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/fidelity_sfl.c */
+int fk_bench_sfl(int argc, char **argv);          /* bench/sfl.c */
 
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);
