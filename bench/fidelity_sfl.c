@@ -491,7 +491,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
                    "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
                    "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
                    "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-                   "       [--skip-e21] [--skip-e31] [--skip-pendigits]\n\n"
+                   "       [--reps22 50] [--grel-e22 0.3] [--reps23 3] [--grel-e23 0.3] [--komp-w 0.2]\n"
+                   "       [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31] [--skip-pendigits]\n\n"
                    "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
                    "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
                    "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -503,8 +504,9 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     fk_params_init(&p);
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     bopts o = {0};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
-    int json = 0, s21 = 0, s31 = 0, spen = 0;
+    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600, r22 = 50, r23 = 3;
+    int json = 0, s21 = 0, s31 = 0, spen = 0, s22 = 0, s23 = 0;
+    double g22 = 0.3, g23 = 0.3, kw = 0.2;
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &json, &err);
     if (!rc)
@@ -528,6 +530,20 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc)
         rc = fk_params_bool(&p, "skip-e31", 0, &s31, &err);
     if (!rc)
+        rc = fk_params_bool(&p, "skip-e22", 0, &s22, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-e23", 0, &s23, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps22", 50, 1, 100000, &r22, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps23", 3, 1, 100000, &r23, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "grel-e22", 0.3, 0, 0.999, &g22, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "grel-e23", 0.3, 0, 0.999, &g23, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "komp-w", 0.2, 1e-3, 100, &kw, &err);
+    if (!rc)
         rc = fk_params_bool(&p, "skip-pendigits", 0, &spen, &err);
     o.dir = fk_params_str(&p, "data-dir", "../shared/data");
     o.pen_wmin = fk_params_str(&p, "pen-wmin", "0.5");
@@ -543,6 +559,10 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines would drown the table */
     if (!rc && !s21)
         rc = run_e21(&o, &err);
+    if (!rc && !s22)
+        rc = fk__bench_sfl_e22(json, (int)r22, o.T, g22, &err);
+    if (!rc && !s23)
+        rc = fk__bench_sfl_e23(json, (int)r23, o.T, g23, kw, &err);
     if (!rc && !s31)
         rc = run_e31(&o, 450, 0, o.reps31, 0, NULL, &err);
     if (!rc && !s31)
