@@ -1,8 +1,10 @@
 /* fedkern bench fidelity sfl: our numbers next to the dissertation's (Peifer 2021; spec 004
  * §8) for the rows we can run here: E2.1 (sum of Gaussians, (PII'') and (PII): test MSE and
  * kernel counts), E3.1 (one-shot federated versus pooled centralised classification on the
- * (3.37) generator, 9 clients) and the E3.2-E3.5 substitute on pen-digits pairs 1 vs 2 and
- * 1 vs 7 (random clients). Every row carries its success criterion as target_met. */
+ * (3.37) generator, 9 clients), the E3.2-E3.5 substitute on pen-digits pairs 1 vs 2 and
+ * 1 vs 7 (random clients) and on Parkinson's telemonitoring (42 subjects as clients); E2.2, E2.3
+ * (fidelity_sfl_ch2.c) and the label-flip rows (fidelity_sfl_res.c). Every row carries its
+ * success criterion as target_met. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
