@@ -584,7 +584,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
                    "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
                    "       [--reps22 50] [--grel-e22 0.3] [--reps23 3] [--grel-e23 0.3] [--komp-w 0.2]\n"
                    "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
-                   "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n\n"
+                   "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
+                   "       [--skip-ksweep]\n\n"
                    "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
                    "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
                    "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -599,7 +600,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600, r22 = 50, r23 = 3;
     int json = 0, s21 = 0, s31 = 0, spen = 0, s22 = 0, s23 = 0, spark = 0;
     long npark = 40, rres = 2;
-    int sres = 0;
+    int sres = 0, sks = 0;
     double g22 = 0.3, g23 = 0.3, kw = 0.2;
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &json, &err);
@@ -629,6 +630,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = fk_params_bool(&p, "skip-parkinsons", 0, &spark, &err);
     if (!rc)
         rc = fk_params_bool(&p, "skip-resilient", 0, &sres, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-ksweep", 0, &sks, &err);
     if (!rc)
         rc = fk_params_int(&p, "reps-res", 2, 1, 100000, &rres, &err);
     if (!rc)
@@ -687,6 +690,16 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = run_pen(&o, 1, 2, &err);
         if (!rc)
             rc = run_pen(&o, 1, 7, &err);
+    }
+    if (!rc && !sks && !(rc = fk_bench_data_dir(o.dir, &err))) {
+        /* E3.2/E3.3 shape: the number of clients, K = 2 .. 51, one repetition each */
+        static const int Ks[6] = {2, 5, 10, 20, 30, 51};
+        bopts ok = o;
+        ok.reps_pen = 1;
+        for (int i = 0; i < 6 && !rc; i++) {
+            ok.K_pen = Ks[i];
+            rc = run_pen(&ok, 1, 2, &err);
+        }
     }
     if (!rc && !sres && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = fk__bench_sfl_resilient(json, o.dir, 1, 7, 600, (int)rres, o.T, &err);
