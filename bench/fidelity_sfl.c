@@ -582,7 +582,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
                    "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
                    "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
                    "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-                   "       [--reps22 50] [--grel-e22 0.3] [--reps23 3] [--grel-e23 0.3] [--komp-w 0.2]\n"
+                   "       [--reps22 50] [--grel-e22 0.3] [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
                    "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
                    "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
                    "       [--skip-ksweep]\n\n"
@@ -597,7 +597,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     fk_params_init(&p);
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     bopts o = {0};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600, r22 = 50, r23 = 3;
+    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600, r22 = 50, r23 = 2;
     int json = 0, s21 = 0, s31 = 0, spen = 0, s22 = 0, s23 = 0, spark = 0;
     long npark = 40, rres = 2;
     int sres = 0, sks = 0;
@@ -641,7 +641,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "reps22", 50, 1, 100000, &r22, &err);
     if (!rc)
-        rc = fk_params_int(&p, "reps23", 3, 1, 100000, &r23, &err);
+        rc = fk_params_int(&p, "reps23", 2, 1, 100000, &r23, &err);
     if (!rc)
         rc = fk_params_double(&p, "grel-e22", 0.3, 0, 0.999, &g22, &err);
     if (!rc)
