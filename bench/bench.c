@@ -9,6 +9,7 @@
 /* One line per benchmark; each lives in its own file in bench/. */
 const fk_bench_entry fk_benches[] = {
     {"fidelity fedgrem", "FedGrEM paper cells: simulation, Pen-digits, Fashion-MNIST", fk_bench_fidelity_fedgrem},
+    {"sfl", "sparse functional learning: time to stop, kernel GFLOP/s vs dgemm, upload bytes, server vs pooled", fk_bench_sfl},
     {"fidelity sfl", "sparse functional learning: E2.1, E3.1 federated vs pooled, pen-digits pairs", fk_bench_fidelity_sfl},
     {"fedgrem", "FedGrEM wall time (simulation, T=1000) and K/p/R scaling", fk_bench_fedgrem},
     {"blas", "dgemm GFLOP/s and dsyevr top-m eigenpair time (baselines)", fk_bench_blas},

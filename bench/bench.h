@@ -19,6 +19,14 @@ int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedker
 int fk_bench_fedgrem(int argc, char **argv); /* bench/fedgrem.c */
 int fk_bench_fidelity_fedgrem(int argc, char **argv); /* bench/fidelity_fedgrem.c */
 int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/fidelity_sfl.c */
+int fk_bench_sfl(int argc, char **argv);          /* bench/sfl.c */
+/* Rows of `fidelity sfl` in bench/fidelity_sfl_ch2.c (E2.2, E2.3 with the KOMP baseline) and
+ * bench/fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
+FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb,
+                                           int n_train, int reps, long T, fk_err *err);
+FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err);
+FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
+                                     fk_err *err);
 
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);

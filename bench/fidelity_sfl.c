@@ -1,8 +1,10 @@
 /* fedkern bench fidelity sfl: our numbers next to the dissertation's (Peifer 2021; spec 004
  * §8) for the rows we can run here: E2.1 (sum of Gaussians, (PII'') and (PII): test MSE and
  * kernel counts), E3.1 (one-shot federated versus pooled centralised classification on the
- * (3.37) generator, 9 clients) and the E3.2-E3.5 substitute on pen-digits pairs 1 vs 2 and
- * 1 vs 7 (random clients). Every row carries its success criterion as target_met. */
+ * (3.37) generator, 9 clients), the E3.2-E3.5 substitute on pen-digits pairs 1 vs 2 and
+ * 1 vs 7 (random clients) and on Parkinson's telemonitoring (42 subjects as clients); E2.2, E2.3
+ * (fidelity_sfl_ch2.c) and the label-flip rows (fidelity_sfl_res.c). Every row carries its
+ * success criterion as target_met. */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +15,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
+#include "common/data/prep.h"
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
@@ -482,6 +485,94 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     return rc;
 }
 
+/* Parkinson's telemonitoring, the 42 subjects as natural clients (spec §8 E3.2-E3.5
+ * substitute): y = +1 when motor_UPDRS >= 20.871 (the global median), features z-scored over
+ * the file (public preprocessing), n_sub random rows of each subject for training and up to
+ * 30 others for the test set. Extreme label skew: most subjects hold one class only. */
+static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
+{
+    fk_dataset full;
+    int rc = fk_catalog_load(&full, o->dir, "parkinsons/motor", err);
+    if (rc)
+        return rc;
+    if (!full.group || fk_prep_zscore_cols(&full.X)) {
+        fk_dataset_close(&full);
+        return fk_err_set(err, FK_EINVAL, "parkinsons: no subject ids or out of memory");
+    }
+    for (size_t i = 0; i < full.X.rows; i++)
+        full.y_raw[i] = full.y_raw[i] >= 20.871 ? 1 : 0;
+    int K = 0;
+    for (size_t i = 0; i < full.X.rows; i++)
+        K = full.group[i] > K ? full.group[i] : K; /* subjects are numbered 1..42 */
+    size_t d = full.X.cols, n = full.X.rows, nt = 0;
+    int *rows = malloc(n * sizeof *rows), both = 0;
+    double *Xt = malloc(n * d * sizeof *Xt), *yt = malloc(n * sizeof *yt);
+    fk_dataset *ds = calloc((size_t)K, sizeof *ds);
+    if (!rows || !Xt || !yt || !ds)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    fk_params p;
+    fk_params_init(&p);
+    base_keys(&p, o->T);
+    fk_params_set(&p, "pos_label", "1");
+    fk_params_set(&p, "eps", "0.5");
+    fk_params_set(&p, "width_min", "2");
+    fk_params_set(&p, "width_max", "4");
+    fk_params_set(&p, "n_widths", "2");
+    fedres mean = {0};
+    double gmax = 0, t0 = fk_bench_now();
+    for (int r = 0; r < o->reps_pen && !rc; r++) {
+        fk_rng g;
+        fk_rng_init(&g, 4242, (uint64_t)r);
+        nt = 0;
+        both = 0;
+        for (int k = 0; k < K && !rc; k++) { /* subject k + 1: shuffle, train / test */
+            size_t m = 0, pos = 0;
+            for (size_t i = 0; i < n; i++)
+                if (full.group[i] == k + 1)
+                    rows[m++] = (int)i;
+            fk_rng_shuffle(&g, rows, m);
+            size_t ntr = m < (size_t)n_sub ? m / 2 : (size_t)n_sub;
+            for (size_t i = 0; i < ntr; i++)
+                pos += full.y_raw[rows[i]] == 1;
+            both += pos > 0 && pos < ntr;
+            for (size_t i = ntr; i < m && i < ntr + 30; i++) {
+                memcpy(Xt + nt * d, full.X.data + (size_t)rows[i] * full.X.ld, d * sizeof *Xt);
+                yt[nt++] = full.y_raw[rows[i]] == 1 ? 1 : -1;
+            }
+            fk_dataset_close(&ds[k]);
+            rc = fk_dataset_subset(&ds[k], &full, rows, ntr);
+        }
+        fedres one = {0};
+        if (!rc)
+            rc = fed_vs_pooled(&p, ds, K, Xt, yt, nt, (int)d, &one, err);
+        if (rc)
+            break;
+        mean.acc_f += one.acc_f / o->reps_pen;
+        mean.acc_c += one.acc_c / o->reps_pen;
+        mean.ratio += one.ratio / o->reps_pen;
+        mean.kernels_f += one.kernels_f / o->reps_pen;
+        mean.kernels_c += one.kernels_c / o->reps_pen;
+        gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
+    }
+    if (!rc) {
+        char cs[64];
+        snprintf(cs, sizeof cs, "parkinsons %d subjects x %d rows", K, n_sub);
+        emit_fed(o, cs, &mean, gmax, o->reps_pen);
+        fk_bench_emit(o->json, "sfl", cs, "subjects_with_both_classes", both, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "test_rows", (double)nt, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "seconds", fk_bench_now() - t0, NULL);
+    }
+    for (int k = 0; ds && k < K; k++)
+        fk_dataset_close(&ds[k]);
+    free(ds);
+    free(rows);
+    free(Xt);
+    free(yt);
+    fk_params_close(&p);
+    fk_dataset_close(&full);
+    return rc;
+}
+
 int fk_bench_fidelity_sfl(int argc, char **argv)
 {
     openblas_set_num_threads(1);
@@ -491,7 +582,10 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
                    "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
                    "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
                    "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-                   "       [--skip-e21] [--skip-e31] [--skip-pendigits]\n\n"
+                   "       [--reps22 50] [--grel-e22 0.3] [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
+                   "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
+                   "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
+                   "       [--skip-ksweep]\n\n"
                    "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
                    "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
                    "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -503,8 +597,11 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     fk_params_init(&p);
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     bopts o = {0};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
-    int json = 0, s21 = 0, s31 = 0, spen = 0;
+    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600, r22 = 50, r23 = 2;
+    int json = 0, s21 = 0, s31 = 0, spen = 0, s22 = 0, s23 = 0, spark = 0;
+    long npark = 40, rres = 2;
+    int sres = 0, sks = 0;
+    double g22 = 0.3, g23 = 0.3, kw = 0.2;
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &json, &err);
     if (!rc)
@@ -528,6 +625,30 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc)
         rc = fk_params_bool(&p, "skip-e31", 0, &s31, &err);
     if (!rc)
+        rc = fk_params_bool(&p, "skip-e22", 0, &s22, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-parkinsons", 0, &spark, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-resilient", 0, &sres, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-ksweep", 0, &sks, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps-res", 2, 1, 100000, &rres, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "n-park", 40, 2, 100000, &npark, &err);
+    if (!rc)
+        rc = fk_params_bool(&p, "skip-e23", 0, &s23, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps22", 50, 1, 100000, &r22, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "reps23", 2, 1, 100000, &r23, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "grel-e22", 0.3, 0, 0.999, &g22, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "grel-e23", 0.3, 0, 0.999, &g23, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "komp-w", 0.2, 1e-3, 100, &kw, &err);
+    if (!rc)
         rc = fk_params_bool(&p, "skip-pendigits", 0, &spen, &err);
     o.dir = fk_params_str(&p, "data-dir", "../shared/data");
     o.pen_wmin = fk_params_str(&p, "pen-wmin", "0.5");
@@ -543,6 +664,10 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines would drown the table */
     if (!rc && !s21)
         rc = run_e21(&o, &err);
+    if (!rc && !s22)
+        rc = fk__bench_sfl_e22(json, (int)r22, o.T, g22, &err);
+    if (!rc && !s23)
+        rc = fk__bench_sfl_e23(json, (int)r23, o.T, g23, kw, &err);
     if (!rc && !s31)
         rc = run_e31(&o, 450, 0, o.reps31, 0, NULL, &err);
     if (!rc && !s31)
@@ -566,6 +691,20 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         if (!rc)
             rc = run_pen(&o, 1, 7, &err);
     }
+    if (!rc && !sks && !(rc = fk_bench_data_dir(o.dir, &err))) {
+        /* E3.2/E3.3 shape: the number of clients, K = 2 .. 51, one repetition each */
+        static const int Ks[6] = {2, 5, 10, 20, 30, 51};
+        bopts ok = o;
+        ok.reps_pen = 1;
+        for (int i = 0; i < 6 && !rc; i++) {
+            ok.K_pen = Ks[i];
+            rc = run_pen(&ok, 1, 2, &err);
+        }
+    }
+    if (!rc && !sres && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = fk__bench_sfl_resilient(json, o.dir, 1, 7, 600, (int)rres, o.T, &err);
+    if (!rc && !spark && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = run_parkinsons(&o, (int)npark, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);

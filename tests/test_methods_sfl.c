@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
@@ -374,6 +375,115 @@ static void bad_input(void **state)
     close_clients(ds, K);
 }
 
+/* T24: one of 9 clients silent in the upload phase (a dropout at the deadline): the job
+ * completes on the other 8 uploads and the model scores within 5 points of the all-clients
+ * one on every client's rows. */
+static double mean_accuracy(void **cli, int K, const fk_bundle *m)
+{
+    double acc = 0;
+    fk_err err = {0};
+    for (int k = 0; k < K; k++) {
+        fk_report r;
+        fk_report_init(&r);
+        assert_int_equal(M->evaluate(cli[k], m, &r, &err), FK_OK);
+        acc += r.accuracy / K;
+    }
+    return acc;
+}
+
+static void dropout(void **state)
+{
+    (void)state;
+    enum { K = 9, SILENT = 4 };
+    fk_dataset ds[K];
+    make_clients(K, 30, ds);
+    fk_params p;
+    job(&p, 1);
+    double acc[2];
+    fk_err err = {0};
+    void *cli[K];
+    for (int k = 0; k < K; k++)
+        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 7, &err), FK_OK);
+    for (int drop = 0; drop < 2; drop++) {
+        void *srv = NULL;
+        assert_int_equal(M->server_init(&srv, &p, K, 7, &err), FK_OK);
+        fk_update ups[K], kept[K];
+        int done = 0, n = 0;
+        phase(srv, cli, K, 0, ups);
+        assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
+        close_ups(ups, K);
+        for (int k = 0; k < K; k++) /* fresh clients: an sfl client uploads once per job */
+            M->client_close(cli[k]);
+        for (int k = 0; k < K; k++)
+            assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 7, &err), FK_OK);
+        phase(srv, cli, K, 1, ups);
+        for (int k = 0; k < K; k++)
+            if (!drop || k != SILENT)
+                kept[n++] = ups[k];
+        assert_int_equal(M->aggregate(srv, 1, 1, kept, n, &done, &err), FK_OK);
+        assert_int_equal(done, 1);
+        assert_true(M->finished(srv));
+        fk_bundle m;
+        fk_bundle_init(&m);
+        assert_int_equal(M->model(srv, &m, &err), FK_OK);
+        assert_true(scalar(&m, "K") > 0);
+        acc[drop] = mean_accuracy(cli, K, &m);
+        fk_bundle_close(&m);
+        close_ups(ups, K);
+        M->server_close(srv);
+    }
+    assert_true(acc[0] >= 0.85);
+    assert_true(acc[1] >= acc[0] - 0.05);
+    for (int k = 0; k < K; k++)
+        M->client_close(cli[k]);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
+/* Regression mode end to end: y = sin(x) + noise on 3 clients, eps = 1e-2 (a 0.1 tube); the
+ * clients' RMSE on their own rows stays near the tube and the model is sparse. */
+static void regression_job(void **state)
+{
+    (void)state;
+    enum { K = 3, NR = 40 };
+    fk_dataset ds[K];
+    fk_err err = {0};
+    for (int k = 0; k < K; k++) {
+        fk_rng r;
+        fk_rng_init(&r, 5, (uint64_t)k);
+        double t[NR];
+        assert_int_equal(fk_dataset_init(&ds[k], NR, 1, 0), FK_OK);
+        for (size_t i = 0; i < NR; i++) {
+            double x = 6 * fk_rng_uniform(&r);
+            ds[k].X.data[i * ds[k].X.ld] = x;
+            t[i] = sin(x) + 0.01 * fk_rng_normal(&r);
+        }
+        assert_int_equal(fk_dataset_set_target(&ds[k], t, &err), FK_OK);
+    }
+    fk_params p;
+    job(&p, 1);
+    fk_params_set(&p, "mode", "regress");
+    fk_params_set(&p, "eps", "0.01");
+    fk_params_set(&p, "width_min", "0.5");
+    fk_params_set(&p, "width_max", "1.5");
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 3, .final_reports = fin};
+    fk_bundle model;
+    fk_sim_round last;
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, K);
+    double rows = scalar(&model, "rows_union"), ker = scalar(&model, "K");
+    assert_true(rows > 0 && rows <= K * NR);
+    assert_true(ker > 0 && ker < 3 * K * NR); /* fewer kernels than atoms */
+    for (int k = 0; k < K; k++) {
+        assert_true(isfinite(fin[k].error));
+        assert_true(fin[k].error <= 0.15); /* RMSE; the tube is 0.1 */
+    }
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
 int main(void)
 {
     fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines */
@@ -383,6 +493,8 @@ int main(void)
         cmocka_unit_test(opt_in_refusal),
         cmocka_unit_test(checkpoint_round_trip),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(dropout),
+        cmocka_unit_test(regression_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

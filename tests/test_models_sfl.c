@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,70 @@ static void bad_input(void **state)
                      FK_ELIMIT);
 }
 
+/* T17: determinism. Same seed and thread count: bitwise equal lambda, alpha, f and critical
+ * set; 1 against 2 OpenBLAS threads: rel <= 1e-10 and the same critical set. */
+static void solve_blobs(fk_sfl_fit *f, int *crit, size_t *nc)
+{
+    enum { NB = 120 };
+    double X[2 * 2 * NB], y[2 * NB], w[2] = {1, 2};
+    blobs(NB, 99, X, y);
+    for (size_t i = 0; i < 2 * NB; i += 9) /* a few flipped rows: slack and critical rows */
+        y[i] = -y[i];
+    fk_sfl_atoms a;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_atoms_candidates(&a, X, 2 * NB, 2, w, 2, &err), FK_OK);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_QUAD;
+    o.c = 100;
+    o.gamma_rel = 0.1; /* both phases and the kept-iterate path */
+    o.T = 3000;
+    o.seed = 17;
+    assert_int_equal(fk_sfl_solve(X, y, 2 * NB, 2, &a, &o, NULL, f, &err), FK_OK);
+    fk_sfl_critical(f, y, &o, crit, nc, &(size_t){0});
+    fk_sfl_atoms_close(&a);
+}
+
+static double rel_diff(const double *a, const double *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; i < n; i++) {
+        d = fmax(d, fabs(a[i] - b[i]));
+        s = fmax(s, fabs(a[i]));
+    }
+    return s > 0 ? d / s : d;
+}
+
+static void determinism(void **state)
+{
+    (void)state;
+    fk_sfl_fit f1, f2, f3;
+    int c1[240], c2[240], c3[240];
+    size_t n1, n2, n3;
+    openblas_set_num_threads(1);
+    solve_blobs(&f1, c1, &n1);
+    solve_blobs(&f2, c2, &n2);
+    assert_int_equal(f1.N, f2.N);
+    assert_int_equal(f1.J, f2.J);
+    assert_int_equal(f1.iters, f2.iters);
+    assert_memory_equal(f1.lambda, f2.lambda, f1.N * sizeof(double));
+    assert_memory_equal(f1.alpha, f2.alpha, f1.J * sizeof(double));
+    assert_memory_equal(f1.f, f2.f, f1.N * sizeof(double));
+    assert_int_equal(n1, n2);
+    assert_true(n1 > 0);
+    assert_memory_equal(c1, c2, n1 * sizeof(int));
+    openblas_set_num_threads(2);
+    solve_blobs(&f3, c3, &n3);
+    openblas_set_num_threads(1);
+    assert_true(rel_diff(f1.lambda, f3.lambda, f1.N) <= 1e-10);
+    assert_true(rel_diff(f1.alpha, f3.alpha, f1.J) <= 1e-10);
+    assert_int_equal(n1, n3);
+    assert_memory_equal(c1, c3, n1 * sizeof(int));
+    fk_sfl_fit_close(&f1);
+    fk_sfl_fit_close(&f2);
+    fk_sfl_fit_close(&f3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -356,6 +421,7 @@ int main(void)
         cmocka_unit_test(remark1_single_bump),
         cmocka_unit_test(resilient_equilibrium),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(determinism),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
