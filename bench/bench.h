@@ -12,13 +12,15 @@ typedef struct fk_bench_entry {
     int (*run)(int argc, char **argv); /* argv after the name words; returns exit status */
 } fk_bench_entry;
 
+/* The benchmarks not tied to one job type (this folder), NULL-terminated. A method family
+ * with benchmarks has a folder bench/<family>/ named like common/methods/<family>/, with a
+ * meson.build that appends its files to fk_bench_src and an entries.c that defines
+ * `const fk_bench_entry fk_bench_family_<family>[]`; bench/meson.build finds the folder and
+ * fk_bench_main searches its table after this one. No line here or in bench.c names it. */
 extern const fk_bench_entry fk_benches[];
 
 int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
 int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedkern, see client/meson.build) */
-int fk_bench_fedgrem(int argc, char **argv); /* bench/fedgrem.c */
-int fk_bench_fidelity_fedgrem(int argc, char **argv); /* bench/fidelity_fedgrem.c */
-int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/fidelity_sfl.c */
 
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);
@@ -30,10 +32,6 @@ void fk_bench_emit(int json, const char *bench, const char *case_name, const cha
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_fidelity_knn(int argc, char **argv);
-int fk_bench_fidelity_kahm(int argc, char **argv); /* bench/fidelity_kahm.c */
-int fk_bench_kahm(int argc, char **argv);          /* bench/kahm.c */
-int fk_bench_fidelity_dica(int argc, char **argv); /* bench/fidelity_dica.c */
-int fk_bench_dica(int argc, char **argv);          /* bench/dica.c */
 
 /* Monotonic seconds. */
 double fk_bench_now(void);

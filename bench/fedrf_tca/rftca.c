@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "bench/bench.h"
+#include "bench/fedrf_tca/rftca_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/rff.h"

@@ -15,6 +15,7 @@
 #include <cblas.h>
 
 #include "bench/bench.h"
+#include "bench/dica/dica_bench.h"
 #include "common/base/params.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
+#include "bench/mixture/fedgrem_bench.h"
 #include "common/data/synth_gmm.h"
 #include "common/methods/mixture/gmm_run.h"
 #include "common/models/gmm.h"

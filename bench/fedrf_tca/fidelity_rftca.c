@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "bench/rftca.h"
+#include "bench/fedrf_tca/rftca_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/knn.h"

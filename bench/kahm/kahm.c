@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/kahm/kahm_bench.h"
 #include "common/base/params.h"
 #include "common/la/rng.h"
 #include "common/models/kahm.h"

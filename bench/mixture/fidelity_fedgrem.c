@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/mixture/fedgrem_bench.h"
 #include "common/data/synth_gmm.h"
 #include "common/la/hungarian.h"
 #include "common/methods/mixture/gmm_real.h"

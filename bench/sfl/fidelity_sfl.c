@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/sfl/sfl_bench.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"

@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "bench/bench.h"
+#include "bench/dica/dica_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/knn.h"
