@@ -4,7 +4,13 @@
 #ifndef FK_BENCH_H
 #define FK_BENCH_H
 
+#include <stddef.h>
+
+#include <stdint.h>
+
 #include "common/base/err.h"
+#include "common/data/dataset.h"
+#include "common/la/mat.h"
 
 typedef struct fk_bench_entry {
     const char *name;     /* "blas", "fidelity knn", ... (words joined by one space) */
@@ -35,6 +41,23 @@ int fk_bench_fidelity_knn(int argc, char **argv);
 
 /* Monotonic seconds. */
 double fk_bench_now(void);
+
+/* The dgemm baseline speed benches report their GFLOP/s against: best-of-reps GFLOP/s of
+ * an (a x k) * (k x b) row-major product on seeded normal entries, measured now (so in the
+ * same run and under the same load as the bench). NaN when the matrices cannot be had. */
+double fk_bench_dgemm_rate(size_t a, size_t k, size_t b, int reps);
+
+/* X = n x d standard normal entries from fk_rng(seed); FK_ENOMEM (X empty) when they do not fit. */
+FK_CHECKRETURN int fk_bench_normal_rows(fk_mat *X, size_t n, size_t d, uint64_t seed, fk_err *err);
+
+/* Peak resident set of this process so far, MiB. */
+double fk_bench_peak_mb(void);
+
+/* ds[i] = Office-Caltech10 SURF domain domains[i] ("amazon", "caltech", "dslr", "webcam")
+ * from the catalog under dir. On failure the sets loaded so far stay in ds: the caller
+ * closes all four (ds zeroed on entry). */
+FK_CHECKRETURN int fk_bench_load_surf(fk_dataset ds[4], const char *const domains[4],
+                                      const char *dir, fk_err *err);
 
 /* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data-dir) in err. */
 FK_CHECKRETURN int fk_bench_data_dir(const char *dir, fk_err *err);

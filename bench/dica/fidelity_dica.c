@@ -894,11 +894,8 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     if (!rc)
         rc = fk_bench_data_dir(dir, &err);
     fk_dataset ds[4] = {0};
-    for (int i = 0; i < 4 && !rc; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "office-surf/%s", domains[i]);
-        rc = fk_catalog_load(&ds[i], dir, name, &err);
-    }
+    if (!rc)
+        rc = fk_bench_load_surf(ds, domains, dir, &err);
     /* the prototype's kernel DICA averages stand in when only the rf part runs */
     double dica_avg[2] = {rows[R_DICA_RIDGE].proto[4], rows[R_DICA_NN].proto[4]};
     if (!rc && o.kernel)
