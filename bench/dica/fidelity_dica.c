@@ -290,18 +290,17 @@ static int rf_fold(const fk_dataset *ds, int t, size_t R, uint64_t seed, double 
     fk_params_init(&p);
     char buf[32];
     snprintf(buf, sizeof buf, "%zu", R);
-    fk_params_set(&p, "R", buf);
-    fk_params_set(&p, "m", "9");
-    fk_params_set(&p, "lambda", "1");
-    fk_params_set(&p, "eps", "1e-3");
-    fk_params_set(&p, "classes", "10");
-    fk_params_set(&p, "holdout", "3");
-    fk_params_set(&p, "max_message", "1e9");
     fk_report fin[4];
     fk_sim_opts so = {.rounds = 1, .seed = seed, .final_reports = fin};
     fk_bundle model;
     fk_sim_round last;
-    int rc = fk_sim_run(&fk_method_dica, &p, cl, 4, &so, &model, &last, err);
+    int rc = fk_params_set_all(&p, (const char *const[]){"R", buf, "m", "9", "lambda", "1", "eps",
+                                                          "1e-3", "classes", "10", "holdout", "3",
+                                                          "max_message", "1e9", NULL});
+    if (rc)
+        rc = fk_err_set(err, rc, "out of memory for the job parameters");
+    else
+        rc = fk_sim_run(&fk_method_dica, &p, cl, 4, &so, &model, &last, err);
     fk_params_close(&p);
     if (rc)
         return rc;

@@ -303,16 +303,17 @@ static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double *
     return FK_OK;
 }
 
-static void base_keys(fk_params *p, long T)
+/* The keys every sfl run here shares; FK_ENOMEM with the reason in err. */
+static int base_keys(fk_params *p, long T, fk_err *err)
 {
     char t[32];
     snprintf(t, sizeof t, "%ld", T);
-    fk_params_set(p, "raw_sample_upload", "acknowledged");
-    fk_params_set(p, "local.allow_raw_upload", "true");
-    fk_params_set(p, "resilient", "quadratic");
-    fk_params_set(p, "c", "100");
-    fk_params_set(p, "T_client", t);
-    fk_params_set(p, "T_server", t);
+    if (fk_params_set_all(p, (const char *const[]){"raw_sample_upload", "acknowledged",
+                                                   "local.allow_raw_upload", "true", "resilient",
+                                                   "quadratic", "c", "100", "T_client", t,
+                                                   "T_server", t, NULL}))
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
+    return FK_OK;
 }
 
 static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap_max, int reps)
@@ -335,18 +336,16 @@ static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, f
     enum { K = 9 };
     fk_params p;
     fk_params_init(&p);
-    base_keys(&p, o->T);
-    fk_params_set(&p, "eps", "0.01");
-    fk_params_set(&p, "width_min", "1");
-    fk_params_set(&p, "width_max", "3");
-    fk_params_set(&p, "n_widths", "3");
     char gv[32];
     snprintf(gv, sizeof gv, "%g", grel);
-    fk_params_set(&p, "gamma_rel_client", gv);
-    fk_params_set(&p, "gamma_rel_server", gv);
     fedres mean = {0};
     double gmax = 0, t0 = fk_bench_now();
-    int rc = FK_OK;
+    int rc = base_keys(&p, o->T, err);
+    if (!rc && fk_params_set_all(&p, (const char *const[]){"eps", "0.01", "width_min", "1",
+                                                           "width_max", "3", "n_widths", "3",
+                                                           "gamma_rel_client", gv,
+                                                           "gamma_rel_server", gv, NULL}))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
     for (int r = 0; r < reps && !rc; r++) {
         fk_dataset ds[K], test;
         memset(ds, 0, sizeof ds);
@@ -408,17 +407,16 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     int K = o->K_pen;
     fk_params p;
     fk_params_init(&p);
-    base_keys(&p, o->T);
     char av[16], bv[16];
     snprintf(av, sizeof av, "%d", a);
     snprintf(bv, sizeof bv, "%d", b);
-    fk_params_set(&p, "pos_label", av);
-    fk_params_set(&p, "neg_label", bv);
-    fk_params_set(&p, "x_scale", "100"); /* pen-digits features are 0..100 (spec §6.2 (a)) */
-    fk_params_set(&p, "eps", "0.5");
-    fk_params_set(&p, "width_min", o->pen_wmin);
-    fk_params_set(&p, "width_max", o->pen_wmax);
-    fk_params_set(&p, "n_widths", "3");
+    rc = base_keys(&p, o->T, err);
+    /* x_scale: pen-digits features are 0..100 (spec §6.2 (a)) */
+    if (!rc && fk_params_set_all(&p, (const char *const[]){"pos_label", av, "neg_label", bv,
+                                                           "x_scale", "100", "eps", "0.5",
+                                                           "width_min", o->pen_wmin, "width_max",
+                                                           o->pen_wmax, "n_widths", "3", NULL}))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
     /* test rows of the pair, scaled */
     size_t d = te.X.cols, nt = 0;
     double *Xt = malloc(te.X.rows * d * sizeof *Xt), *yt = malloc(te.X.rows * sizeof *yt);

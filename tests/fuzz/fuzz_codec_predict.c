@@ -11,6 +11,7 @@
 #include "common/methods/kahm/kahm.h"
 #include "common/methods/sim.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_result.h"
 #include "tests/fuzz/fuzz_kahm_data.h"
 
 enum { K = FUZZ_KAHM_K, P = FUZZ_KAHM_P };
@@ -20,10 +21,10 @@ static int make_model(fk_bundle *model)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "classes", "3");
-    fk_params_set(&p, "holdout", "0");
-    fk_params_set(&p, "upload_models", "1");
-    fk_params_set(&p, "local.allow_model_upload", "1");
+    fuzz_setup(fk_params_set(&p, "classes", "3"));
+    fuzz_setup(fk_params_set(&p, "holdout", "0"));
+    fuzz_setup(fk_params_set(&p, "upload_models", "1"));
+    fuzz_setup(fk_params_set(&p, "local.allow_model_upload", "1"));
     fk_dataset d[K];
     fuzz_kahm_data(d);
     fk_sim_opts o = {.rounds = 1, .seed = 5};

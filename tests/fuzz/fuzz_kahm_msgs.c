@@ -19,10 +19,10 @@ static void feed(const fk_bundle *b, int upload)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "classes", "3");
-    fk_params_set(&p, "holdout", "0");
-    fk_params_set(&p, "upload_models", upload ? "1" : "0");
-    fk_params_set(&p, "local.allow_model_upload", "1");
+    fuzz_setup(fk_params_set(&p, "classes", "3"));
+    fuzz_setup(fk_params_set(&p, "holdout", "0"));
+    fuzz_setup(fk_params_set(&p, "upload_models", upload ? "1" : "0"));
+    fuzz_setup(fk_params_set(&p, "local.allow_model_upload", "1"));
     fk_dataset d[K];
     fuzz_kahm_data(d);
     const fk_method *m = &fk_method_kahm;
