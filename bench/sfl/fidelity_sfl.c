@@ -481,86 +481,108 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     return rc;
 }
 
+static void usage(void)
+{
+    printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
+           "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
+           "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
+           "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
+           "       [--skip-e21] [--skip-e31] [--skip-pendigits]\n\n"
+           "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
+           "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
+           "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
+           "rows of the pair dealt to IID clients; the official test split).\n");
+}
+
+/* The bench's options from the command line; skip[0..2] = --skip-e21, --skip-e31,
+ * --skip-pendigits. o->dir and the pen widths point into p. */
+static int read_opts(fk_params *p, bopts *o, int skip[3], fk_err *err)
+{
+    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
+    int json = 0;
+    int rc = fk_params_bool(p, "json", 0, &json, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps21", 20, 1, 100000, &r21, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps31", 20, 1, 100000, &r31, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps-pen", 3, 1, 100000, &rp, err);
+    if (!rc)
+        rc = fk_params_int(p, "clients-pen", 10, 1, 1000, &kp, err);
+    if (!rc)
+        rc = fk_params_int(p, "n-pen", 600, 10, 100000, &np, err);
+    if (!rc)
+        rc = fk_params_int(p, "T", 5000, 1, 100000000, &o->T, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-pii", 0.3, 0, 0.999, &o->grel_pii, err);
+    if (!rc)
+        rc = fk_params_bool(p, "skip-e21", 0, &skip[0], err);
+    if (!rc)
+        rc = fk_params_bool(p, "skip-e31", 0, &skip[1], err);
+    if (!rc)
+        rc = fk_params_bool(p, "skip-pendigits", 0, &skip[2], err);
+    o->dir = fk_params_str(p, "data-dir", "../shared/data");
+    o->pen_wmin = fk_params_str(p, "pen-wmin", "0.5");
+    o->pen_wmax = fk_params_str(p, "pen-wmax", "1.5");
+    o->json = json;
+    o->reps21 = (int)r21;
+    o->reps31 = (int)r31;
+    o->reps_pen = (int)rp;
+    o->K_pen = (int)kp;
+    o->n_pen = (int)np;
+    if (!rc && fk_params_unused(p))
+        rc = fk_err_set(err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(p));
+    return rc;
+}
+
+/* Sparsity sweep (Figs. 16-17 shapes): over gamma_rel 0, 0.1, 0.3 the federated kernels
+ * fall and the upload ratio does not fall. */
+static int run_e31_sweep(const bopts *o, fk_err *err)
+{
+    const double g[3] = {0, 0.1, 0.3};
+    fedres r[3];
+    int rc = FK_OK;
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = run_e31(o, 450, g[i], 5, 1, &r[i], err);
+    if (!rc) {
+        int fall = r[1].kernels_f < r[0].kernels_f && r[2].kernels_f < r[1].kernels_f;
+        int rise = r[1].ratio >= r[0].ratio && r[2].ratio >= r[1].ratio;
+        emit_target(o, "E3.1 N=450 gamma sweep", "kernels_fall_with_gamma", fall, NAN,
+                    "federated kernels decrease over gamma_rel 0, 0.1, 0.3", fall);
+        emit_target(o, "E3.1 N=450 gamma sweep", "upload_rises_with_gamma", rise, NAN,
+                    "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3", rise);
+    }
+    return rc;
+}
+
 int fk_bench_fidelity_sfl(int argc, char **argv)
 {
     openblas_set_num_threads(1);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
-                   "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
-                   "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
-                   "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-                   "       [--skip-e21] [--skip-e31] [--skip-pendigits]\n\n"
-                   "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
-                   "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
-                   "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
-                   "rows of the pair dealt to IID clients; the official test split).\n");
+            usage();
             return 0;
         }
     fk_params p;
     fk_err err = {0};
     fk_params_init(&p);
-    int rc = fk_params_parse_args(&p, &argc, argv, &err);
     bopts o = {0};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
-    int json = 0, s21 = 0, s31 = 0, spen = 0;
+    int skip[3] = {0, 0, 0};
+    int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc)
-        rc = fk_params_bool(&p, "json", 0, &json, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps21", 20, 1, 100000, &r21, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps31", 20, 1, 100000, &r31, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps-pen", 3, 1, 100000, &rp, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "clients-pen", 10, 1, 1000, &kp, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "n-pen", 600, 10, 100000, &np, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "T", 5000, 1, 100000000, &o.T, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "grel-pii2", 0.3, 0, 0.999, &o.grel_pii2, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "grel-pii", 0.3, 0, 0.999, &o.grel_pii, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-e21", 0, &s21, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-e31", 0, &s31, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-pendigits", 0, &spen, &err);
-    o.dir = fk_params_str(&p, "data-dir", "../shared/data");
-    o.pen_wmin = fk_params_str(&p, "pen-wmin", "0.5");
-    o.pen_wmax = fk_params_str(&p, "pen-wmax", "1.5");
-    o.json = json;
-    o.reps21 = (int)r21;
-    o.reps31 = (int)r31;
-    o.reps_pen = (int)rp;
-    o.K_pen = (int)kp;
-    o.n_pen = (int)np;
-    if (!rc && fk_params_unused(&p))
-        rc = fk_err_set(&err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(&p));
+        rc = read_opts(&p, &o, skip, &err);
     fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines would drown the table */
-    if (!rc && !s21)
+    if (!rc && !skip[0])
         rc = run_e21(&o, &err);
-    if (!rc && !s31)
+    if (!rc && !skip[1])
         rc = run_e31(&o, 450, 0, o.reps31, 0, NULL, &err);
-    if (!rc && !s31)
+    if (!rc && !skip[1])
         rc = run_e31(&o, 900, 0, o.reps31, 0, NULL, &err);
-    if (!rc && !s31) { /* sparsity sweep (Figs. 16-17 shapes): kernels fall, upload rises */
-        const double g[3] = {0, 0.1, 0.3};
-        fedres r[3];
-        for (int i = 0; i < 3 && !rc; i++)
-            rc = run_e31(&o, 450, g[i], 5, 1, &r[i], &err);
-        if (!rc) {
-            int fall = r[1].kernels_f < r[0].kernels_f && r[2].kernels_f < r[1].kernels_f;
-            int rise = r[1].ratio >= r[0].ratio && r[2].ratio >= r[1].ratio;
-            emit_target(&o, "E3.1 N=450 gamma sweep", "kernels_fall_with_gamma", fall, NAN,
-                        "federated kernels decrease over gamma_rel 0, 0.1, 0.3", fall);
-            emit_target(&o, "E3.1 N=450 gamma sweep", "upload_rises_with_gamma", rise, NAN,
-                        "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3", rise);
-        }
-    }
-    if (!rc && !spen && !(rc = fk_bench_data_dir(o.dir, &err))) {
+    if (!rc && !skip[1])
+        rc = run_e31_sweep(&o, &err);
+    if (!rc && !skip[2] && !(rc = fk_bench_data_dir(o.dir, &err))) {
         rc = run_pen(&o, 1, 2, &err);
         if (!rc)
             rc = run_pen(&o, 1, 7, &err);
