@@ -11,6 +11,7 @@
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
+#include "tests/bundle_assert.h"
 
 static const fk_method *M = &fk_method_sfl;
 
@@ -204,17 +205,6 @@ static void close_ups(fk_update *ups, int K)
 {
     for (int k = 0; k < K; k++)
         fk_bundle_close(&ups[k].msg);
-}
-
-static void assert_bundles_equal(const fk_bundle *a, const fk_bundle *b)
-{
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, a->items[i].len);
-        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
-    }
 }
 
 /* Checkpoints: a server saved between the phases and after the solve resumes identically. */
