@@ -4,7 +4,13 @@
 #ifndef FK_BENCH_H
 #define FK_BENCH_H
 
+#include <stddef.h>
+
+#include <stdint.h>
+
 #include "common/base/err.h"
+#include "common/data/dataset.h"
+#include "common/la/mat.h"
 
 typedef struct fk_bench_entry {
     const char *name;     /* "blas", "fidelity knn", ... (words joined by one space) */
@@ -12,21 +18,15 @@ typedef struct fk_bench_entry {
     int (*run)(int argc, char **argv); /* argv after the name words; returns exit status */
 } fk_bench_entry;
 
+/* The benchmarks not tied to one job type (this folder), NULL-terminated. A method family
+ * with benchmarks has a folder bench/<family>/ named like common/methods/<family>/, with a
+ * meson.build that appends its files to fk_bench_src and an entries.c that defines
+ * `const fk_bench_entry fk_bench_family_<family>[]`; bench/meson.build finds the folder and
+ * fk_bench_main searches its table after this one. No line here or in bench.c names it. */
 extern const fk_bench_entry fk_benches[];
 
 int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
 int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedkern, see client/meson.build) */
-int fk_bench_fedgrem(int argc, char **argv); /* bench/fedgrem.c */
-int fk_bench_fidelity_fedgrem(int argc, char **argv); /* bench/fidelity_fedgrem.c */
-int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/fidelity_sfl.c */
-int fk_bench_sfl(int argc, char **argv);          /* bench/sfl.c */
-/* Rows of `fidelity sfl` in bench/fidelity_sfl_ch2.c (E2.2, E2.3 with the KOMP baseline) and
- * bench/fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
-FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb,
-                                           int n_train, int reps, long T, fk_err *err);
-FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err);
-FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
-                                     fk_err *err);
 
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);
@@ -38,13 +38,26 @@ void fk_bench_emit(int json, const char *bench, const char *case_name, const cha
 
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_fidelity_knn(int argc, char **argv);
-int fk_bench_fidelity_kahm(int argc, char **argv); /* bench/fidelity_kahm.c */
-int fk_bench_kahm(int argc, char **argv);          /* bench/kahm.c */
-int fk_bench_fidelity_dica(int argc, char **argv); /* bench/fidelity_dica.c */
-int fk_bench_dica(int argc, char **argv);          /* bench/dica.c */
 
 /* Monotonic seconds. */
 double fk_bench_now(void);
+
+/* The dgemm baseline speed benches report their GFLOP/s against: best-of-reps GFLOP/s of
+ * an (a x k) * (k x b) row-major product on seeded normal entries, measured now (so in the
+ * same run and under the same load as the bench). NaN when the matrices cannot be had. */
+double fk_bench_dgemm_rate(size_t a, size_t k, size_t b, int reps);
+
+/* X = n x d standard normal entries from fk_rng(seed); FK_ENOMEM (X empty) when they do not fit. */
+FK_CHECKRETURN int fk_bench_normal_rows(fk_mat *X, size_t n, size_t d, uint64_t seed, fk_err *err);
+
+/* Peak resident set of this process so far, MiB. */
+double fk_bench_peak_mb(void);
+
+/* ds[i] = Office-Caltech10 SURF domain domains[i] ("amazon", "caltech", "dslr", "webcam")
+ * from the catalog under dir. On failure the sets loaded so far stay in ds: the caller
+ * closes all four (ds zeroed on entry). */
+FK_CHECKRETURN int fk_bench_load_surf(fk_dataset ds[4], const char *const domains[4],
+                                      const char *dir, fk_err *err);
 
 /* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data-dir) in err. */
 FK_CHECKRETURN int fk_bench_data_dir(const char *dir, fk_err *err);

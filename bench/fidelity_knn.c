@@ -73,11 +73,8 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_bench_data_dir(dir, &err);
     fk_dataset ds[4] = {0};
-    for (int i = 0; i < 4 && !rc; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "office-surf/%s", domains[i]);
-        rc = fk_catalog_load(&ds[i], dir, name, &err);
-    }
+    if (!rc)
+        rc = fk_bench_load_surf(ds, domains, dir, &err);
     double sum = 0;
     for (int k = 0; k < 12 && !rc; k++) {
         double acc = 0;

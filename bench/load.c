@@ -534,6 +534,82 @@ static void close_all(loadgen *g)
         }
 }
 
+/* The timed phase: every connection heartbeats for `seconds` (on_tick paces them) while
+ * the server's RSS is sampled every 0.5 s and its CPU time is taken at both ends. */
+static void heartbeat_phase(loadgen *g, pid_t srv, double seconds, sample *s)
+{
+    FK_UV_MUST(uv_timer_init(g->loop, &g->tick));
+    g->tick.data = g;
+    g->phase = 1;
+    s->cpu0 = proc_cpu_s(srv);
+    double th = fk_bench_now();
+    FK_UV_MUST(uv_timer_start(&g->tick, on_tick, 10, 10));
+    double next_sample = th + 0.5;
+    while (fk_bench_now() - th < seconds) {
+        FK_UV_MUST(uv_run(g->loop, UV_RUN_ONCE));
+        if (fk_bench_now() >= next_sample) {
+            long r = proc_rss_kb(srv);
+            if (!s->rss_mid && fk_bench_now() - th >= seconds / 2)
+                s->rss_mid = r;
+            s->rss_hb_end = r;
+            s->rss_min = r < s->rss_min ? r : s->rss_min;
+            s->rss_max = r > s->rss_max ? r : s->rss_max;
+            next_sample += 0.5;
+        }
+    }
+    s->cpu1 = proc_cpu_s(srv);
+    s->t_hb = fk_bench_now() - th;
+    FK_UV_MUST(uv_timer_stop(&g->tick));
+    g->phase = 3; /* heartbeats still in flight complete but are not timed */
+    run_until(g, none_busy, 15);
+}
+
+/* Close every connection, then measure what the server gives back: its fds (a leak shows
+ * here) and its RSS right after and once it had time to trim. */
+static void close_phase(loadgen *g, pid_t srv, sample *s)
+{
+    close_all(g);
+    run_until(g, all_closed, 30);
+    uv_close((uv_handle_t *)&g->tick, NULL);
+    /* the server notices the closes on its next loop turns */
+    for (int i = 0; i < 50; i++) {
+        FK_UV_MUST(uv_run(g->loop, UV_RUN_NOWAIT));
+        s->fds_end = proc_fds(srv);
+        if (s->fds_end <= s->fds0)
+            break;
+        usleep(100000);
+    }
+    s->rss_end = proc_rss_kb(srv);
+    /* the server trims once its free heap stayed up for two 0.5 s checks */
+    usleep(2000000);
+    s->rss_idle = proc_rss_kb(srv);
+}
+
+/* Exit status of the run: 1 with a line per broken promise (joins, calls, fd leak). */
+static int verdict(const loadgen *g, const sample *s)
+{
+    int rc = 0;
+    if (g->joined != g->n || g->failed_conns) {
+        fprintf(stderr, "fedkern bench load: %d of %d connections joined, %ld failed\n", g->joined,
+                g->n, g->failed_conns);
+        rc = 1;
+    }
+    if (g->failed_calls) {
+        fprintf(stderr, "fedkern bench load: %ld heartbeat calls failed\n", g->failed_calls);
+        rc = 1;
+    }
+    if (s->fds_end > s->fds0) {
+        fprintf(stderr, "fedkern bench load: server fd leak: %d fds before, %d after closing\n",
+                s->fds0, s->fds_end);
+        rc = 1;
+    }
+    if (g->n_lat == 0) {
+        fprintf(stderr, "fedkern bench load: no heartbeat completed\n");
+        rc = 1;
+    }
+    return rc;
+}
+
 int fk_bench_load(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
@@ -547,6 +623,7 @@ int fk_bench_load(int argc, char **argv)
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return 2;
     }
+    /* a peer's reset must not kill the generator; 1000 connections need the fds */
     signal(SIGPIPE, SIG_IGN);
     raise_nofile((int)(2 * o.n + 256));
     char dir[] = "/tmp/fk-bench-load-XXXXXX";
@@ -559,6 +636,7 @@ int fk_bench_load(int argc, char **argv)
     loadgen g = {.n = (int)o.n, .batch = (int)o.batch, .hb_interval = o.interval_ms / 1e3,
                  .dir = dir};
     sample s = {0};
+    /* one certificate per client and the real fedkern-server binary, as deployed */
     double t0 = fk_bench_now();
     if (make_pki(dir, g.n, &err)) {
         fprintf(stderr, "fedkern bench load: certificates: %s\n", err.msg);
@@ -570,6 +648,7 @@ int fk_bench_load(int argc, char **argv)
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         goto out;
     }
+    /* baseline RSS and fds of the idle server, then connect everyone and settle */
     usleep(300000);
     s.rss0 = proc_rss_kb(srv);
     s.fds0 = proc_fds(srv);
@@ -593,67 +672,13 @@ int fk_bench_load(int argc, char **argv)
     s.rss1 = proc_rss_kb(srv);
     s.fds1 = proc_fds(srv);
     s.rss_min = s.rss_max = s.rss1;
-    FK_UV_MUST(uv_timer_init(g.loop, &g.tick));
-    g.tick.data = &g;
-    g.phase = 1;
-    s.cpu0 = proc_cpu_s(srv);
-    double th = fk_bench_now();
-    FK_UV_MUST(uv_timer_start(&g.tick, on_tick, 10, 10));
-    double next_sample = th + 0.5;
-    while (fk_bench_now() - th < o.seconds) {
-        FK_UV_MUST(uv_run(g.loop, UV_RUN_ONCE));
-        if (fk_bench_now() >= next_sample) {
-            long r = proc_rss_kb(srv);
-            if (!s.rss_mid && fk_bench_now() - th >= o.seconds / 2)
-                s.rss_mid = r;
-            s.rss_hb_end = r;
-            s.rss_min = r < s.rss_min ? r : s.rss_min;
-            s.rss_max = r > s.rss_max ? r : s.rss_max;
-            next_sample += 0.5;
-        }
-    }
-    s.cpu1 = proc_cpu_s(srv);
-    s.t_hb = fk_bench_now() - th;
-    FK_UV_MUST(uv_timer_stop(&g.tick));
-    g.phase = 3; /* heartbeats still in flight complete but are not timed */
-    run_until(&g, none_busy, 15);
-    close_all(&g);
-    run_until(&g, all_closed, 30);
-    uv_close((uv_handle_t *)&g.tick, NULL);
-    /* the server notices the closes on its next loop turns */
-    for (int i = 0; i < 50; i++) {
-        FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT));
-        s.fds_end = proc_fds(srv);
-        if (s.fds_end <= s.fds0)
-            break;
-        usleep(100000);
-    }
-    s.rss_end = proc_rss_kb(srv);
-    /* the server trims once its free heap stayed up for two 0.5 s checks */
-    usleep(2000000);
-    s.rss_idle = proc_rss_kb(srv);
+    heartbeat_phase(&g, srv, o.seconds, &s);
+    close_phase(&g, srv, &s);
     qsort(g.lat, g.n_lat, sizeof *g.lat, cmp_double);
     report(&o, &g, &s, t_connect);
-    rc = 0;
-    if (g.joined != g.n || g.failed_conns) {
-        fprintf(stderr, "fedkern bench load: %d of %d connections joined, %ld failed\n", g.joined,
-                g.n, g.failed_conns);
-        rc = 1;
-    }
-    if (g.failed_calls) {
-        fprintf(stderr, "fedkern bench load: %ld heartbeat calls failed\n", g.failed_calls);
-        rc = 1;
-    }
-    if (s.fds_end > s.fds0) {
-        fprintf(stderr, "fedkern bench load: server fd leak: %d fds before, %d after closing\n",
-                s.fds0, s.fds_end);
-        rc = 1;
-    }
-    if (g.n_lat == 0) {
-        fprintf(stderr, "fedkern bench load: no heartbeat completed\n");
-        rc = 1;
-    }
+    rc = verdict(&g, &s);
 out:
+    /* cleanup on every path: client TLS contexts, the server process, the temp dir */
     if (g.loop) {
         FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT));
         for (int i = 0; g.conns && i < g.n; i++)

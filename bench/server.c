@@ -318,8 +318,11 @@ static void svc_closed(void *ud)
     fk_grpc_server_close(r->srv, noop_closed, NULL);
 }
 
+/* One configuration: n load-generator clients (a forked process) against the real engine,
+ * service and store in this process, `rounds` rounds of dim values each. */
 static int bench_n(int n, int rounds, long dim, int full_sync, int json, const char *tmp)
 {
+    /* a fresh PKI and state database per configuration: no run sees another's sessions */
     char pki[256], db[256];
     snprintf(pki, sizeof pki, "%s/pki-%d-%d", tmp, n, full_sync);
     snprintf(db, sizeof db, "%s/state-%d-%d.db", tmp, n, full_sync);
@@ -334,6 +337,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         if (fk_certs_issue(pki, FK_ROLE_CLIENT, name, NULL, &err))
             return fprintf(stderr, "bench server: %s\n", err.msg), 1;
     }
+    /* the server side exactly as fedkern-server wires it: store, engine, TLS, gRPC, service */
     g_clients = n;
     run r;
     memset(&r, 0, sizeof r);
@@ -364,6 +368,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         fk_grpc_server_listen(r.srv, "127.0.0.1:0", &err))
         return fprintf(stderr, "bench server: %s\n", err.msg), 1;
     fk_tls_ctx_unref(tls);
+    /* the clients in another process, so their CPU is not counted as the server's */
     pid_t child = fork();
     if (child == 0)
         loadgen_main(pki, fk_grpc_server_port(r.srv), n);
@@ -384,6 +389,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         waitpid(child, NULL, 0);
         return 1;
     }
+    /* the timed part: one job of `rounds` rounds, the loop runs until watch_job sees it end */
     char conf[256];
     snprintf(conf, sizeof conf,
              "method = loadgen\ndataset = none\nrounds = %d\ndim = %ld\nquorum = 1\n"
@@ -402,6 +408,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     FK_UV_MUST(uv_timer_start(&r.watch, watch_job, 1, 1));
     FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
     double wall = r.t_done - t1, cpu = cpu_seconds() - cpu0;
+    /* rows: throughput, where the time went (aggregation vs protocol), cost, group commit */
     fk_engine_stats es;
     fk_engine_stats_get(r.e, &es);
     fk_service_stats_get(r.svc, &ss);
@@ -428,6 +435,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
                   ss.batches ? (double)ss.committed / (double)ss.batches : 0.0, NULL);
     fk_bench_emit(json, "server", c, "job_ok", r.ok, NULL);
     fflush(stdout);
+    /* teardown in the daemon's order: clients gone, handles closed, loop drained, then state */
     kill(child, SIGTERM);
     waitpid(child, NULL, 0);
     uv_close((uv_handle_t *)&r.watch, NULL); /* else uv_loop_close fails and leaks the loop */

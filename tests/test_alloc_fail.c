@@ -109,13 +109,13 @@ enum { NC = 4 };
 static void fedrf_params(fk_params *p, const char *rounds)
 {
     fk_params_init(p);
-    fk_params_set(p, "N", "20");
-    fk_params_set(p, "m", "4");
-    fk_params_set(p, "hidden", "8");
-    fk_params_set(p, "batch", "16");
-    fk_params_set(p, "tc", "2");
-    fk_params_set(p, "classes", "5");
-    fk_params_set(p, "rounds", rounds);
+    assert_int_equal(fk_params_set(p, "N", "20"), FK_OK);
+    assert_int_equal(fk_params_set(p, "m", "4"), FK_OK);
+    assert_int_equal(fk_params_set(p, "hidden", "8"), FK_OK);
+    assert_int_equal(fk_params_set(p, "batch", "16"), FK_OK);
+    assert_int_equal(fk_params_set(p, "tc", "2"), FK_OK);
+    assert_int_equal(fk_params_set(p, "classes", "5"), FK_OK);
+    assert_int_equal(fk_params_set(p, "rounds", rounds), FK_OK);
 }
 
 /* The plan op after a failed allocation: an error, never the previous round's sets (the
@@ -271,8 +271,8 @@ static void mixture_sim_one(const fk_method *m, int rounds)
     mixture_data(d);
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "R", "2");
-    fk_params_set(&p, "restarts", "2");
+    assert_int_equal(fk_params_set(&p, "R", "2"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "restarts", "2"), FK_OK);
     fk_sim_opts o = {.rounds = rounds, .seed = 4};
     fk_err err;
     fk_bundle ref;

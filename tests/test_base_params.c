@@ -40,9 +40,9 @@ static void typed_getters_validate(void **state)
     fk_params p;
     fk_err err;
     fk_params_init(&p);
-    fk_params_set(&p, "sigma", "-1");
-    fk_params_set(&p, "n", "12x");
-    fk_params_set(&p, "on", "yes");
+    assert_int_equal(fk_params_set(&p, "sigma", "-1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "n", "12x"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "on", "yes"), FK_OK);
     double s;
     long n;
     int b;
@@ -53,6 +53,24 @@ static void typed_getters_validate(void **state)
     assert_int_equal(b, 1);
     assert_int_equal(fk_params_double(&p, "absent", 2.5, 0, 10, &s, &err), FK_OK);
     assert_true(s == 2.5);
+    fk_params_close(&p);
+}
+
+/* fk_params_set_all sets every pair in order (a later pair replaces an earlier key) and
+ * stops at the NULL key. */
+static void set_all_pairs(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_set_all(&p, (const char *const[]){"a", "1", "b", "2", "a", "3",
+                                                                 NULL, "ignored"}),
+                     FK_OK);
+    assert_int_equal(p.count, 2);
+    assert_string_equal(fk_params_get(&p, "a"), "3");
+    assert_string_equal(fk_params_get(&p, "b"), "2");
+    assert_int_equal(fk_params_set_all(&p, (const char *const[]){NULL}), FK_OK);
+    assert_int_equal(p.count, 2);
     fk_params_close(&p);
 }
 
@@ -82,6 +100,7 @@ int main(void)
         cmocka_unit_test(ini_sections_and_comments),
         cmocka_unit_test(ini_errors_name_the_line),
         cmocka_unit_test(typed_getters_validate),
+        cmocka_unit_test(set_all_pairs),
         cmocka_unit_test(args_consume_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

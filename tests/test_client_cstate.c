@@ -149,8 +149,8 @@ static void fedgrem_state_through_a_file(void **st)
     assert_int_equal(fk_synth_gmm_make(&o, 5, tasks, th, w, NULL), FK_OK);
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "restarts", "2");
-    fk_params_set(&p, "align_B", "4");
+    assert_int_equal(fk_params_set(&p, "restarts", "2"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "align_B", "4"), FK_OK);
     const fk_method *m = &fk_method_fedgrem;
     void *srv, *cli[10];
     assert_int_equal(m->server_init(&srv, &p, 10, 77, NULL), FK_OK);

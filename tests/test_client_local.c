@@ -52,7 +52,7 @@ static void no_consent_no_sfl(void **state)
     fk_params job;
     fk_params_init(&job);
     fk_err err = {0};
-    fk_params_set(&job, "raw_sample_upload", "acknowledged");
+    assert_int_equal(fk_params_set(&job, "raw_sample_upload", "acknowledged"), FK_OK);
     assert_int_equal(fk_agent_local_params(&job, NULL, 1, &err), FK_OK);
     fk_dataset ds;
     assert_int_equal(fk_sfl_e31_make(1, 0, 10, 1, &ds, &err), FK_OK);

@@ -264,7 +264,7 @@ static void checkpoint_round_trip(void **state)
     assert_int_equal(j.m->client_load(j.cli[1], &cc, &err), FK_OK);
     assert_int_equal(j.m->client_load(j.cli[2], &cc, &err), FK_EFORMAT);
     /* a checkpoint of another job (different R) is refused */
-    fk_params_set(&j.p, "R", "31");
+    assert_int_equal(fk_params_set(&j.p, "R", "31"), FK_OK);
     void *srv4;
     assert_int_equal(j.m->server_init(&srv4, &j.p, K, 5, &err), FK_OK);
     assert_int_equal(j.m->load(srv4, &ck, &err), FK_EFORMAT);

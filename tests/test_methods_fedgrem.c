@@ -142,8 +142,8 @@ static void central_objective_never_increases(void **state)
 static void fast_params(fk_params *p)
 {
     fk_params_init(p);
-    fk_params_set(p, "restarts", "2");
-    fk_params_set(p, "align_B", "4");
+    assert_int_equal(fk_params_set(p, "restarts", "2"), FK_OK);
+    assert_int_equal(fk_params_set(p, "align_B", "4"), FK_OK);
 }
 
 /* A planted far outlier task does not move the good tasks' FedGrEM estimates. */
@@ -188,8 +188,8 @@ static void lambda_zero_is_independent(void **state)
     make(&f, 3, 1);
     fk_params p;
     fast_params(&p);
-    fk_params_set(&p, "C", "0");
-    fk_params_set(&p, "lambda0", "0");
+    assert_int_equal(fk_params_set(&p, "C", "0"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "lambda0", "0"), FK_OK);
     fk_gmm_result a, b;
     assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 3, NULL, NULL, &a, NULL), FK_OK);
     for (size_t i = 0; i < 150 * 10; i++)
@@ -213,7 +213,7 @@ static void huge_lambda_fuses_all_tasks(void **state)
     make(&f, 7, 1);
     fk_params p;
     fast_params(&p);
-    fk_params_set(&p, "C", "1e9");
+    assert_int_equal(fk_params_set(&p, "C", "1e9"), FK_OK);
     fk_gmm_result a;
     assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 10, 7, NULL, NULL, &a, NULL), FK_OK);
     for (int k = 1; k < 10; k++)
@@ -279,7 +279,7 @@ static void hierarchical_local_init(void **state)
     make(&f, 7, 1);
     fk_params p;
     fast_params(&p);
-    fk_params_set(&p, "local_init", "hc");
+    assert_int_equal(fk_params_set(&p, "local_init", "hc"), FK_OK);
     fk_gmm_result a, b;
     assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 3, NULL, NULL, &a, NULL), FK_OK);
     assert_int_equal(fk_gmm_run("fedgrem", &p, f.tasks, 10, 30, 4, NULL, NULL, &b, NULL), FK_OK);
@@ -292,12 +292,12 @@ static void hierarchical_local_init(void **state)
     fk_gmm_result_close(&a);
     fk_gmm_result_close(&b);
     fk_err err;
-    fk_params_set(&p, "local_init", "ward");
+    assert_int_equal(fk_params_set(&p, "local_init", "ward"), FK_OK);
     assert_int_not_equal(fk_gmm_run("local-em", &p, f.tasks, 10, 1, 1, NULL, NULL, &a, &err),
                          FK_OK);
     assert_non_null(strstr(err.msg, "local_init must be 'kmeans' or 'hc'"));
     void *srv = NULL;
-    fk_params_set(&p, "local_init", "hc");
+    assert_int_equal(fk_params_set(&p, "local_init", "hc"), FK_OK);
     assert_int_not_equal(fk_method_fedgrem_mor.server_init(&srv, &p, 10, 1, &err), FK_OK);
     assert_non_null(strstr(err.msg, "not a start for mixtures of regressions"));
     assert_null(srv);

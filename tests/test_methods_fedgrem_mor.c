@@ -32,9 +32,9 @@ typedef struct fixture {
 static void params(fk_params *p)
 {
     fk_params_init(p);
-    fk_params_set(p, "R", "2");
-    fk_params_set(p, "restarts", "4");
-    fk_params_set(p, "align_B", "5");
+    assert_int_equal(fk_params_set(p, "R", "2"), FK_OK);
+    assert_int_equal(fk_params_set(p, "restarts", "4"), FK_OK);
+    assert_int_equal(fk_params_set(p, "align_B", "5"), FK_OK);
 }
 
 /* The clients load their data from synthetic/mor specs, as client daemons do. */
@@ -266,7 +266,7 @@ static void bad_input(void **state)
     /* step_guard is a GMM option */
     fk_params g;
     params(&g);
-    fk_params_set(&g, "step_guard", "1");
+    assert_int_equal(fk_params_set(&g, "step_guard", "1"), FK_OK);
     expect_init_error(&g, &f.tasks[2], "no step guard");
     fk_params_close(&g);
     /* p mismatch: client 3 has 4 features */
@@ -287,7 +287,7 @@ static void bad_input(void **state)
     /* R of the job against the design (fk_mor_run) */
     fk_params r3;
     params(&r3);
-    fk_params_set(&r3, "R", "3");
+    assert_int_equal(fk_params_set(&r3, "R", "3"), FK_OK);
     double th[K * RP], w[K * R];
     assert_int_equal(fk_mor_run("fedgrem-mor", &r3, &f.d, 2, SEED, th, w, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "R = 3"));

@@ -32,9 +32,9 @@ static void make(fk_dataset *tasks)
 static void params(fk_params *p)
 {
     fk_params_init(p);
-    fk_params_set(p, "R", "3");
-    fk_params_set(p, "restarts", "3");
-    fk_params_set(p, "align_B", "5");
+    assert_int_equal(fk_params_set(p, "R", "3"), FK_OK);
+    assert_int_equal(fk_params_set(p, "restarts", "3"), FK_OK);
+    assert_int_equal(fk_params_set(p, "align_B", "5"), FK_OK);
 }
 
 /* Mean over the clients of -loglik/n of the final model on their data, and the model. */
@@ -153,8 +153,8 @@ static void sim_log(const char *c_eta, const char *guard, char *buf, size_t cap)
     make(tasks);
     fk_params p;
     params(&p);
-    fk_params_set(&p, "c_eta", c_eta);
-    fk_params_set(&p, "step_guard", guard);
+    assert_int_equal(fk_params_set(&p, "c_eta", c_eta), FK_OK);
+    assert_int_equal(fk_params_set(&p, "step_guard", guard), FK_OK);
     char path[] = "/tmp/fk-fedgrem-log-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);

@@ -33,14 +33,14 @@ static void close_data(fk_dataset *ds, int n)
 static void base_params(fk_params *p, const char *rounds)
 {
     fk_params_init(p);
-    fk_params_set(p, "N", "50");
-    fk_params_set(p, "m", "8");
-    fk_params_set(p, "hidden", "16");
-    fk_params_set(p, "batch", "32");
-    fk_params_set(p, "tc", "2");
-    fk_params_set(p, "lr", "0.01");
-    fk_params_set(p, "classes", "5");
-    fk_params_set(p, "rounds", rounds);
+    assert_int_equal(fk_params_set(p, "N", "50"), FK_OK);
+    assert_int_equal(fk_params_set(p, "m", "8"), FK_OK);
+    assert_int_equal(fk_params_set(p, "hidden", "16"), FK_OK);
+    assert_int_equal(fk_params_set(p, "batch", "32"), FK_OK);
+    assert_int_equal(fk_params_set(p, "tc", "2"), FK_OK);
+    assert_int_equal(fk_params_set(p, "lr", "0.01"), FK_OK);
+    assert_int_equal(fk_params_set(p, "classes", "5"), FK_OK);
+    assert_int_equal(fk_params_set(p, "rounds", rounds), FK_OK);
 }
 
 static void same_tensor(const fk_bundle *a, const fk_bundle *b, const char *name)
@@ -68,7 +68,7 @@ static void sim_is_deterministic(void **state)
     same_tensor(&m1, &m2, "C");
     /* orthogonal frequencies: also deterministic, and another model */
     fk_bundle o1, o2;
-    fk_params_set(&p, "features", "orthogonal");
+    assert_int_equal(fk_params_set(&p, "features", "orthogonal"), FK_OK);
     assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &o1, NULL, &err), FK_OK);
     assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &o2, NULL, &err), FK_OK);
     same_tensor(&o1, &o2, "W");
@@ -272,7 +272,7 @@ static void full_participation_synchronises_w(void **state)
     make_data(ds, 3);
     fk_params p;
     base_params(&p, "3");
-    fk_params_set(&p, "participation", "all");
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
     fed f;
     fed_open(&f, &p, ds, 1);
     fed_rounds(&f, 1, 1, 2);
@@ -304,7 +304,7 @@ static void subsets_are_uniform_and_nested(void **state)
     (void)state;
     fk_params p;
     base_params(&p, "6");
-    fk_params_set(&p, "drop_setting", "III");
+    assert_int_equal(fk_params_set(&p, "drop_setting", "III"), FK_OK);
     fk__fedrf_cfg cfg;
     fk_err err;
     assert_int_equal(fk__fedrf_parse_cfg(&p, NC, &cfg, &err), FK_OK);
@@ -341,7 +341,7 @@ static void hard_voting_model(void **state)
     make_data(ds, 4);
     fk_params p;
     base_params(&p, "4");
-    fk_params_set(&p, "voting", "1");
+    assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
     fk_sim_opts o = {.rounds = 4, .seed = 2};
     fk_bundle m;
     fk_err err;
@@ -380,7 +380,7 @@ static void order_flags(const char *ord, int r, unsigned char *f)
 {
     fk_params p;
     base_params(&p, "10");
-    fk_params_set(&p, "order", ord);
+    assert_int_equal(fk_params_set(&p, "order", ord), FK_OK);
     fk__fedrf_cfg c;
     fk_err err;
     assert_int_equal(fk__fedrf_parse_cfg(&p, NC, &c, &err), FK_OK);
@@ -450,16 +450,16 @@ static void table_xviii_orders(void **state)
     fk__fedrf_cfg c;
     fk_err err = {0};
     base_params(&p, "10");
-    fk_params_set(&p, "order", "cyclic");
+    assert_int_equal(fk_params_set(&p, "order", "cyclic"), FK_OK);
     assert_int_equal(fk__fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "Table XVIII"));
-    fk_params_set(&p, "order", "ordered");
-    fk_params_set(&p, "drop_setting", "III");
+    assert_int_equal(fk_params_set(&p, "order", "ordered"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "drop_setting", "III"), FK_OK);
     assert_int_equal(fk__fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "drop_setting"));
-    fk_params_set(&p, "order", "subset");
-    fk_params_set(&p, "drop_setting", "I");
-    fk_params_set(&p, "features", "sobol");
+    assert_int_equal(fk_params_set(&p, "order", "subset"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "drop_setting", "I"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "features", "sobol"), FK_OK);
     assert_int_equal(fk__fedrf_parse_cfg(&p, NC, &c, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "features must be iid"));
     fk_params_close(&p);
@@ -474,8 +474,8 @@ static void ordered_voting_sim(void **state)
     make_data(ds, 6);
     fk_params p;
     base_params(&p, "5");
-    fk_params_set(&p, "voting", "1");
-    fk_params_set(&p, "order", "ordered-random");
+    assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "order", "ordered-random"), FK_OK);
     fk_sim_opts o = {.rounds = 5, .seed = 3};
     fk_bundle m1, m2;
     fk_err err;
@@ -520,7 +520,7 @@ static void common_init_gives_one_start(void **state)
     assert_memory_not_equal(x->data, y->data, x->len * sizeof(double)); /* per-client streams */
     fk_bundle_close(&a);
     fk_bundle_close(&b);
-    fk_params_set(&p, "common_init", "1");
+    assert_int_equal(fk_params_set(&p, "common_init", "1"), FK_OK);
     initial_params(&p, &ds[0], 0, &a);
     initial_params(&p, &ds[K], K, &b);
     same_tensor(&a, &b, "par");
@@ -544,7 +544,7 @@ static void voting_with_one_source_is_its_classifier(void **state)
     assert_int_equal(fk_synth_shift(&so, ds, &err), FK_OK);
     fk_params p;
     base_params(&p, "3");
-    fk_params_set(&p, "voting", "1");
+    assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
     fk_sim_opts o = {.rounds = 3, .seed = 5};
     fk_bundle m, single;
     assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, 2, &o, &m, NULL, &err), FK_OK);
@@ -585,7 +585,7 @@ static void voting_majority_ties_to_smallest_class(void **state)
         ds[K].y[i] = i < 10 ? 0 : i < 25 ? 1 : i < 45 ? 2 : i < 70 ? 3 : 4;
     fk_params p;
     base_params(&p, "3");
-    fk_params_set(&p, "hidden", "none");
+    assert_int_equal(fk_params_set(&p, "hidden", "none"), FK_OK);
     void *cli;
     fk_err err;
     assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[K], K, NC, 5, &err), FK_OK);
@@ -742,7 +742,7 @@ static void aggregation_follows_the_round_rules(void **state)
     make_data(ds, 11);
     fk_params p;
     base_params(&p, "1000"); /* far past the rounds run: no final collection round */
-    fk_params_set(&p, "tc", "3");
+    assert_int_equal(fk_params_set(&p, "tc", "3"), FK_OK);
     fed f;
     fed_open(&f, &p, ds, 21);
     static probe pr;
@@ -797,7 +797,7 @@ static void lambda_zero_moves_target_w_only_by_averaging(void **state)
     make_data(ds, 12);
     fk_params p;
     base_params(&p, "1000");
-    fk_params_set(&p, "lambda", "0");
+    assert_int_equal(fk_params_set(&p, "lambda", "0"), FK_OK);
     fed f;
     fed_open(&f, &p, ds, 22);
     static probe pr;
@@ -842,7 +842,7 @@ static void round_count_matches_the_channel(void **state)
         make_data(ds, 13);
         fk_params p;
         base_params(&p, "1000");
-        fk_params_set(&p, "drop_setting", settings[st]);
+        assert_int_equal(fk_params_set(&p, "drop_setting", settings[st]), FK_OK);
         size_t N = 50, m = 8;
         fed f;
         fed_open(&f, &p, ds, 23);
@@ -906,21 +906,21 @@ static void bad_input(void **state)
     assert_int_equal(init_error(&p, &ds[1], 1, "one class"), FK_EINVAL);
     ds[1].y = y1;
     free(one);
-    fk_params_set(&p, "sigma", "0");
+    assert_int_equal(fk_params_set(&p, "sigma", "0"), FK_OK);
     assert_int_equal(init_error(&p, &ds[0], 0, "sigma"), FK_EINVAL);
-    fk_params_set(&p, "sigma", "1");
-    fk_params_set(&p, "N", "0");
+    assert_int_equal(fk_params_set(&p, "sigma", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "N", "0"), FK_OK);
     assert_int_equal(init_error(&p, &ds[0], 0, "N "), FK_EINVAL);
-    fk_params_set(&p, "N", "3");
+    assert_int_equal(fk_params_set(&p, "N", "3"), FK_OK);
     assert_int_equal(init_error(&p, &ds[0], 0, "2N"), FK_EINVAL);
-    fk_params_set(&p, "N", "200");
-    fk_params_set(&p, "m", "150"); /* more than the samples: taken (issue 19) */
+    assert_int_equal(fk_params_set(&p, "N", "200"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "m", "150"), FK_OK); /* more than the samples: taken (issue 19) */
     void *big = NULL;
     fk_err berr;
     assert_true(ds[0].X.rows < 150);
     assert_int_equal(fk_method_fedrf_tca.client_init(&big, &p, &ds[0], 0, NC, 1, &berr), FK_OK);
     fk_method_fedrf_tca.client_close(big);
-    fk_params_set(&p, "m", "8");
+    assert_int_equal(fk_params_set(&p, "m", "8"), FK_OK);
     /* a target with another feature dimension is caught when statistics meet */
     fk_dataset odd[NC];
     for (int i = 0; i < K; i++)
@@ -936,7 +936,7 @@ static void bad_input(void **state)
     fk_sim_opts o = {.rounds = 5, .seed = 1};
     fk_bundle m;
     fk_err err;
-    fk_params_set(&p, "participation", "all");
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
     assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, odd, NC, &o, &m, NULL, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "features"));
     fk_dataset_close(&t);

@@ -13,8 +13,8 @@
 static void small_params(fk_params *p)
 {
     fk_params_init(p);
-    fk_params_set(p, "restarts", "4");
-    fk_params_set(p, "align_B", "5");
+    assert_int_equal(fk_params_set(p, "restarts", "4"), FK_OK);
+    assert_int_equal(fk_params_set(p, "align_B", "5"), FK_OK);
 }
 
 /* The outlier task follows y = x^T(out_coef 1) + e: least squares recovers the coefficient. */
@@ -95,10 +95,10 @@ static void bad_input(void **state)
     d.n = 2; /* fewer samples than features */
     assert_int_equal(fk_mor_run("fedgrem", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
     d.n = 50;
-    fk_params_set(&p, "fedgmm_cov", "some");
+    assert_int_equal(fk_params_set(&p, "fedgmm_cov", "some"), FK_OK);
     assert_int_equal(fk_mor_run("fedgmm", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
-    fk_params_set(&p, "fedgmm_cov", "all");
-    fk_params_set(&p, "local_init", "hc"); /* MoR fits start from random partitions */
+    assert_int_equal(fk_params_set(&p, "fedgmm_cov", "all"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "local_init", "hc"), FK_OK); /* MoR fits start from random partitions */
     assert_int_equal(fk_mor_run("local-em", &p, &d, 10, 1, th, w, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "not a start for mixtures of regressions"));
     fk_mor_data_close(&d);

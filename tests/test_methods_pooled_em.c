@@ -17,7 +17,7 @@ enum { K = 10, R = 5, P = 10 }; /* the design of support_gmm.h */
 static void params(fk_params *p, const char *restarts)
 {
     fk_params_init(p);
-    fk_params_set(p, "restarts", restarts);
+    assert_int_equal(fk_params_set(p, "restarts", restarts), FK_OK);
 }
 
 static int count_rounds_cb_n;
@@ -132,7 +132,7 @@ static void gone_client_ends_the_job(void **state)
     make(&f, 4, 0);
     fk_params p;
     params(&p, "2");
-    fk_params_set(&p, "max_repeats", "5");
+    assert_int_equal(fk_params_set(&p, "max_repeats", "5"), FK_OK);
     fk_sim_opts o = {.rounds = 1000, .seed = 2, .drop = 0.6}; /* all 10 arrive: 1 round in 10^4 */
     fk_bundle m;
     fk_err err;
@@ -141,7 +141,7 @@ static void gone_client_ends_the_job(void **state)
     print_message("%s\n", err.msg);
     assert_non_null(strstr(err.msg, "6 rounds in a row lacked a client"));
     assert_non_null(strstr(err.msg, "max_repeats (5)"));
-    fk_params_set(&p, "max_repeats", "-1");
+    assert_int_equal(fk_params_set(&p, "max_repeats", "-1"), FK_OK);
     assert_int_not_equal(fk_sim_run(&fk_method_pooled_em, &p, f.tasks, K, &o, &m, NULL, &err),
                          FK_OK);
     assert_non_null(strstr(err.msg, "max_repeats"));
@@ -220,7 +220,7 @@ static void bad_input(void **state)
                          FK_OK);
     assert_non_null(strstr(err.msg, "NaN"));
     f.tasks[5].X.data[17] = save;
-    fk_params_set(&p, "restarts", "0");
+    assert_int_equal(fk_params_set(&p, "restarts", "0"), FK_OK);
     assert_int_not_equal(fk_sim_run(&fk_method_pooled_em, &p, f.tasks, K, &o, &m, NULL, &err),
                          FK_OK);
     assert_non_null(strstr(err.msg, "restarts"));
@@ -285,7 +285,7 @@ static void untrusted_messages_refused(void **state)
     assert_int_equal(m->load(srv2, &before, &err), FK_EFORMAT);
     assert_non_null(strstr(err.msg, "stage"));
     st[1] = 1;
-    fk_params_set(&p, "R", "4");
+    assert_int_equal(fk_params_set(&p, "R", "4"), FK_OK);
     void *srv3;
     assert_int_equal(m->server_init(&srv3, &p, K, 3, NULL), FK_OK);
     assert_int_equal(m->load(srv3, &before, &err), FK_EINVAL);

@@ -12,18 +12,19 @@
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
+#include "tests/bundle_assert.h"
 
 static const fk_method *M = &fk_method_sfl;
 
 static void job(fk_params *p, int consent)
 {
     fk_params_init(p);
-    fk_params_set(p, "raw_sample_upload", "acknowledged");
+    assert_int_equal(fk_params_set(p, "raw_sample_upload", "acknowledged"), FK_OK);
     if (consent)
-        fk_params_set(p, "local.allow_raw_upload", "true");
-    fk_params_set(p, "width_min", "1");
-    fk_params_set(p, "width_max", "3");
-    fk_params_set(p, "n_widths", "3");
+        assert_int_equal(fk_params_set(p, "local.allow_raw_upload", "true"), FK_OK);
+    assert_int_equal(fk_params_set(p, "width_min", "1"), FK_OK);
+    assert_int_equal(fk_params_set(p, "width_max", "3"), FK_OK);
+    assert_int_equal(fk_params_set(p, "n_widths", "3"), FK_OK);
 }
 
 static void make_clients(int K, size_t n, fk_dataset *ds)
@@ -88,7 +89,7 @@ static void federated_equals_centralised(void **state)
     make_clients(K, n, ds);
     fk_params p;
     job(&p, 1);
-    fk_params_set(&p, "c", "1");
+    assert_int_equal(fk_params_set(&p, "c", "1"), FK_OK);
     fk_sim_opts o = {.rounds = 1, .seed = 5};
     fk_bundle model;
     fk_err err = {0};
@@ -159,11 +160,11 @@ static void opt_in_refusal(void **state)
     job(&p, 0);
     assert_int_equal(M->client_init(&cli, &p, &ds[0], 0, K, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "allow_raw_upload"));
-    fk_params_set(&p, "local.allow_raw_upload", "false");
+    assert_int_equal(fk_params_set(&p, "local.allow_raw_upload", "false"), FK_OK);
     assert_int_equal(M->client_init(&cli, &p, &ds[0], 0, K, 1, &err), FK_EINVAL);
-    fk_params_set(&p, "local.allow_raw_upload", "true");
-    fk_params_set(&p, "local.max_upload_fraction", "0.1");
-    fk_params_set(&p, "c", "1"); /* every row would be critical: the cap binds */
+    assert_int_equal(fk_params_set(&p, "local.allow_raw_upload", "true"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "local.max_upload_fraction", "0.1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "c", "1"), FK_OK); /* every row would be critical: the cap binds */
     assert_int_equal(M->client_init(&cli, &p, &ds[0], 0, K, 1, &err), FK_OK);
     fk_bundle task, up;
     fk_bundle_init(&task);
@@ -205,17 +206,6 @@ static void close_ups(fk_update *ups, int K)
 {
     for (int k = 0; k < K; k++)
         fk_bundle_close(&ups[k].msg);
-}
-
-static void assert_bundles_equal(const fk_bundle *a, const fk_bundle *b)
-{
-    assert_int_equal(a->count, b->count);
-    for (size_t i = 0; i < a->count; i++) {
-        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, a->items[i].len);
-        assert_memory_equal(t->data, a->items[i].data, t->len * sizeof(double));
-    }
 }
 
 /* Checkpoints: a server saved between the phases and after the solve resumes identically. */
@@ -301,7 +291,7 @@ static void bad_input(void **state)
     make_clients(K, 30, ds);
     fk_params p;
     job(&p, 1);
-    fk_params_set(&p, "max_upload_fraction", "0.9");
+    assert_int_equal(fk_params_set(&p, "max_upload_fraction", "0.9"), FK_OK);
     void *srv = NULL, *cli[K];
     fk_err err = {0};
     assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
@@ -356,11 +346,11 @@ static void bad_input(void **state)
     ds[0].X.data[3] = NAN;
     assert_int_equal(M->client_init(&cli[0], &p, &ds[0], 0, K, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "NaN"));
-    fk_params_set(&p, "x_scale", "1,2,3");
+    assert_int_equal(fk_params_set(&p, "x_scale", "1,2,3"), FK_OK);
     assert_int_equal(M->client_init(&cli[0], &p, &ds[1], 1, K, 1, &err), FK_EINVAL);
-    fk_params_set(&p, "x_scale", "1");
-    fk_params_set(&p, "pos_label", "7");
-    fk_params_set(&p, "neg_label", "8");
+    assert_int_equal(fk_params_set(&p, "x_scale", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "pos_label", "7"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "neg_label", "8"), FK_OK);
     assert_int_equal(M->server_init(&srv, &p, 1, 1, &err), FK_OK);
     assert_int_equal(M->client_init(&cli[1], &p, &ds[1], 0, 1, 1, &err), FK_OK);
     phase(srv, &cli[1], 1, 0, ups);
@@ -369,7 +359,7 @@ static void bad_input(void **state)
     close_ups(ups, 1);
     M->client_close(cli[1]);
     M->server_close(srv);
-    fk_params_set(&p, "resilient", "bogus");
+    assert_int_equal(fk_params_set(&p, "resilient", "bogus"), FK_OK);
     assert_int_equal(M->server_init(&srv, &p, 1, 1, &err), FK_EINVAL);
     fk_params_close(&p);
     close_clients(ds, K);
@@ -462,10 +452,10 @@ static void regression_job(void **state)
     }
     fk_params p;
     job(&p, 1);
-    fk_params_set(&p, "mode", "regress");
-    fk_params_set(&p, "eps", "0.01");
-    fk_params_set(&p, "width_min", "0.5");
-    fk_params_set(&p, "width_max", "1.5");
+    assert_int_equal(fk_params_set(&p, "mode", "regress"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "eps", "0.01"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "width_min", "0.5"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "width_max", "1.5"), FK_OK);
     fk_report fin[K];
     fk_sim_opts o = {.rounds = 1, .seed = 3, .final_reports = fin};
     fk_bundle model;

@@ -62,6 +62,14 @@ int fk_params_set(fk_params *p, const char *key, const char *value)
     return FK_OK;
 }
 
+int fk_params_set_all(fk_params *p, const char *const *kv)
+{
+    for (; kv[0]; kv += 2)
+        if (fk_params_set(p, kv[0], kv[1]))
+            return FK_ENOMEM;
+    return FK_OK;
+}
+
 static char *trim(char *s)
 {
     while (isspace((unsigned char)*s))

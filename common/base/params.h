@@ -22,8 +22,12 @@ typedef struct fk_params {
 void fk_params_init(fk_params *p);
 void fk_params_close(fk_params *p);
 
-/* Set (or replace) key. Copies both strings. */
-int fk_params_set(fk_params *p, const char *key, const char *value);
+/* Set (or replace) key. Copies both strings. FK_OK, or FK_ENOMEM with p unchanged. */
+FK_CHECKRETURN int fk_params_set(fk_params *p, const char *key, const char *value);
+
+/* fk_params_set for each pair of kv = {key, value, key, value, ..., NULL}: FK_OK, or FK_ENOMEM
+ * (the pairs before the one that failed stay set; the caller closes p either way). */
+FK_CHECKRETURN int fk_params_set_all(fk_params *p, const char *const *kv);
 
 /* Parse "key = value" lines; '#' and ';' start comments; "[section]" prefixes
  * following keys as "section.key". */

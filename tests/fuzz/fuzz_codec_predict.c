@@ -11,31 +11,22 @@
 #include "common/methods/kahm/kahm.h"
 #include "common/methods/sim.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_result.h"
+#include "tests/fuzz/fuzz_kahm_data.h"
 
-enum { K = 2, N = 12, P = 3 };
+enum { K = FUZZ_KAHM_K, P = FUZZ_KAHM_P };
 
 /* A mode-A kahm model: two clients with classes {0, 1} and {1, 2}. */
 static int make_model(fk_bundle *model)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "classes", "3");
-    fk_params_set(&p, "holdout", "0");
-    fk_params_set(&p, "upload_models", "1");
-    fk_params_set(&p, "local.allow_model_upload", "1");
+    fuzz_setup(fk_params_set(&p, "classes", "3"));
+    fuzz_setup(fk_params_set(&p, "holdout", "0"));
+    fuzz_setup(fk_params_set(&p, "upload_models", "1"));
+    fuzz_setup(fk_params_set(&p, "local.allow_model_upload", "1"));
     fk_dataset d[K];
-    for (int k = 0; k < K; k++) {
-        if (fk_dataset_init(&d[k], N, P, 1) != FK_OK)
-            abort();
-        double y[N];
-        for (int i = 0; i < N; i++) {
-            for (int j = 0; j < P; j++)
-                d[k].X.data[i * P + j] = 0.3 * ((i * 7 + j * 3 + k) % 11) - 1.0 + (i % 2) * j;
-            y[i] = (double)(k + i % 2);
-        }
-        if (fk_dataset_set_labels(&d[k], y, NULL) != FK_OK)
-            abort();
-    }
+    fuzz_kahm_data(d);
     fk_sim_opts o = {.rounds = 1, .seed = 5};
     fk_err err;
     int rc = fk_sim_run(&fk_method_kahm, &p, d, K, &o, model, NULL, &err);

@@ -11,6 +11,7 @@
 
 #include "common/methods/dica/dica_job.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_result.h"
 
 enum { K = 3, N = 40, P = 3 };
 
@@ -115,9 +116,9 @@ static void feed(const fk_method *m, const fk_bundle *b)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "R", "4");
-    fk_params_set(&p, "m", "1");
-    fk_params_set(&p, "min_domain_size", "2");
+    fuzz_setup(fk_params_set(&p, "R", "4"));
+    fuzz_setup(fk_params_set(&p, "m", "1"));
+    fuzz_setup(fk_params_set(&p, "min_domain_size", "2"));
     fk_dataset d[K];
     make_data(d);
     for (int phase = 0; phase < 4; phase++)

@@ -13,6 +13,7 @@
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_result.h"
 
 enum { K = 3, N = 20, P = 2 };
 
@@ -73,9 +74,9 @@ static void feed(const fk_method *m, const fk_bundle *b)
     fk_err err;
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "R", "2");
-    fk_params_set(&p, "restarts", "1");
-    fk_params_set(&p, "align_B", "1");
+    fuzz_setup(fk_params_set(&p, "R", "2"));
+    fuzz_setup(fk_params_set(&p, "restarts", "1"));
+    fuzz_setup(fk_params_set(&p, "align_B", "1"));
     fk_dataset d[K];
     make_data(d);
     void *srv = NULL, *cli[K] = {0};

@@ -10,36 +10,21 @@
 #include "common/base/log.h"
 #include "common/methods/kahm/kahm.h"
 #include "common/net/codec.h"
+#include "tests/fuzz/fuzz_kahm_data.h"
 #include "tests/fuzz/fuzz_result.h"
 
-enum { K = 2, N = 12, P = 3 };
-
-static void make_data(fk_dataset *d)
-{
-    for (int k = 0; k < K; k++) {
-        if (fk_dataset_init(&d[k], N, P, 1) != FK_OK)
-            abort();
-        double y[N];
-        for (int i = 0; i < N; i++) {
-            for (int j = 0; j < P; j++)
-                d[k].X.data[i * P + j] = 0.3 * ((i * 7 + j * 3 + k) % 11) - 1.0 + (i % 2) * j;
-            y[i] = (double)(k + i % 2);
-        }
-        if (fk_dataset_set_labels(&d[k], y, NULL) != FK_OK)
-            abort();
-    }
-}
+enum { K = FUZZ_KAHM_K };
 
 static void feed(const fk_bundle *b, int upload)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_params_set(&p, "classes", "3");
-    fk_params_set(&p, "holdout", "0");
-    fk_params_set(&p, "upload_models", upload ? "1" : "0");
-    fk_params_set(&p, "local.allow_model_upload", "1");
+    fuzz_setup(fk_params_set(&p, "classes", "3"));
+    fuzz_setup(fk_params_set(&p, "holdout", "0"));
+    fuzz_setup(fk_params_set(&p, "upload_models", upload ? "1" : "0"));
+    fuzz_setup(fk_params_set(&p, "local.allow_model_upload", "1"));
     fk_dataset d[K];
-    make_data(d);
+    fuzz_kahm_data(d);
     const fk_method *m = &fk_method_kahm;
     fk_err err;
     void *srv = NULL, *cli[K] = {0};

@@ -4,9 +4,19 @@
 #ifndef FK_FUZZ_RESULT_H
 #define FK_FUZZ_RESULT_H
 
+#include <stdlib.h>
+
 static inline void fuzz_any_result(int rc)
 {
     (void)rc;
+}
+
+/* A step of the target's own setup (not of the input) that must work: abort() otherwise,
+ * which the fuzzer reports, instead of fuzzing a half-built state. */
+static inline void fuzz_setup(int rc)
+{
+    if (rc != 0)
+        abort();
 }
 
 #endif

@@ -33,11 +33,11 @@ static void make_data(fk_dataset *d)
 static void params(fk_params *p)
 {
     fk_params_init(p);
-    fk_params_set(p, "raw_sample_upload", "acknowledged");
-    fk_params_set(p, "local.allow_raw_upload", "true");
-    fk_params_set(p, "T_client", "200");
-    fk_params_set(p, "T_server", "200");
-    fk_params_set(p, "n_widths", "2");
+    fuzz_setup(fk_params_set(p, "raw_sample_upload", "acknowledged"));
+    fuzz_setup(fk_params_set(p, "local.allow_raw_upload", "true"));
+    fuzz_setup(fk_params_set(p, "T_client", "200"));
+    fuzz_setup(fk_params_set(p, "T_server", "200"));
+    fuzz_setup(fk_params_set(p, "n_widths", "2"));
 }
 
 /* A server after phase 0 (collecting uploads) and K clients. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/sfl/sfl_bench.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
@@ -23,10 +24,14 @@
 
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
+    int reps22, reps23, n_park, reps_res;
     long T;
-    double grel_pii2, grel_pii;
+    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w;
     const char *dir, *pen_wmin, *pen_wmax;
 } bopts;
+
+/* The parts of the bench, each with its --skip-* flag (read_opts names them in this order). */
+enum { SKIP_E21, SKIP_E31, SKIP_PEN, SKIP_E22, SKIP_E23, SKIP_KSWEEP, SKIP_RES, SKIP_PARK, N_SKIP };
 
 static void emit_target(const bopts *o, const char *cs, const char *metric, double v,
                         double published, const char *target, int met)
@@ -305,16 +310,17 @@ static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double *
     return FK_OK;
 }
 
-static void base_keys(fk_params *p, long T)
+/* The keys every sfl run here shares; FK_ENOMEM with the reason in err. */
+static int base_keys(fk_params *p, long T, fk_err *err)
 {
     char t[32];
     snprintf(t, sizeof t, "%ld", T);
-    fk_params_set(p, "raw_sample_upload", "acknowledged");
-    fk_params_set(p, "local.allow_raw_upload", "true");
-    fk_params_set(p, "resilient", "quadratic");
-    fk_params_set(p, "c", "100");
-    fk_params_set(p, "T_client", t);
-    fk_params_set(p, "T_server", t);
+    if (fk_params_set_all(p, (const char *const[]){"raw_sample_upload", "acknowledged",
+                                                   "local.allow_raw_upload", "true", "resilient",
+                                                   "quadratic", "c", "100", "T_client", t,
+                                                   "T_server", t, NULL}))
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
+    return FK_OK;
 }
 
 static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap_max, int reps)
@@ -337,18 +343,16 @@ static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, f
     enum { K = 9 };
     fk_params p;
     fk_params_init(&p);
-    base_keys(&p, o->T);
-    fk_params_set(&p, "eps", "0.01");
-    fk_params_set(&p, "width_min", "1");
-    fk_params_set(&p, "width_max", "3");
-    fk_params_set(&p, "n_widths", "3");
     char gv[32];
     snprintf(gv, sizeof gv, "%g", grel);
-    fk_params_set(&p, "gamma_rel_client", gv);
-    fk_params_set(&p, "gamma_rel_server", gv);
     fedres mean = {0};
     double gmax = 0, t0 = fk_bench_now();
-    int rc = FK_OK;
+    int rc = base_keys(&p, o->T, err);
+    if (!rc && fk_params_set_all(&p, (const char *const[]){"eps", "0.01", "width_min", "1",
+                                                           "width_max", "3", "n_widths", "3",
+                                                           "gamma_rel_client", gv,
+                                                           "gamma_rel_server", gv, NULL}))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
     for (int r = 0; r < reps && !rc; r++) {
         fk_dataset ds[K], test;
         memset(ds, 0, sizeof ds);
@@ -410,17 +414,16 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     int K = o->K_pen;
     fk_params p;
     fk_params_init(&p);
-    base_keys(&p, o->T);
     char av[16], bv[16];
     snprintf(av, sizeof av, "%d", a);
     snprintf(bv, sizeof bv, "%d", b);
-    fk_params_set(&p, "pos_label", av);
-    fk_params_set(&p, "neg_label", bv);
-    fk_params_set(&p, "x_scale", "100"); /* pen-digits features are 0..100 (spec §6.2 (a)) */
-    fk_params_set(&p, "eps", "0.5");
-    fk_params_set(&p, "width_min", o->pen_wmin);
-    fk_params_set(&p, "width_max", o->pen_wmax);
-    fk_params_set(&p, "n_widths", "3");
+    rc = base_keys(&p, o->T, err);
+    /* x_scale: pen-digits features are 0..100 (spec §6.2 (a)) */
+    if (!rc && fk_params_set_all(&p, (const char *const[]){"pos_label", av, "neg_label", bv,
+                                                           "x_scale", "100", "eps", "0.5",
+                                                           "width_min", o->pen_wmin, "width_max",
+                                                           o->pen_wmax, "n_widths", "3", NULL}))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
     /* test rows of the pair, scaled */
     size_t d = te.X.cols, nt = 0;
     double *Xt = malloc(te.X.rows * d * sizeof *Xt), *yt = malloc(te.X.rows * sizeof *yt);
@@ -512,12 +515,10 @@ static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
         rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     fk_params p;
     fk_params_init(&p);
-    base_keys(&p, o->T);
-    fk_params_set(&p, "pos_label", "1");
-    fk_params_set(&p, "eps", "0.5");
-    fk_params_set(&p, "width_min", "2");
-    fk_params_set(&p, "width_max", "4");
-    fk_params_set(&p, "n_widths", "2");
+    if (!rc && (rc = base_keys(&p, o->T, err)) == FK_OK &&
+        fk_params_set_all(&p, (const char *const[]){"pos_label", "1", "eps", "0.5", "width_min", "2",
+                                                    "width_max", "4", "n_widths", "2", NULL}))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
     fedres mean = {0};
     double gmax = 0, t0 = fk_bench_now();
     for (int r = 0; r < o->reps_pen && !rc; r++) {
@@ -573,125 +574,138 @@ static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
     return rc;
 }
 
+static void usage(void)
+{
+    printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
+           "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
+           "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
+           "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
+           "       [--reps22 50] [--grel-e22 0.3] [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
+           "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
+           "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
+           "       [--skip-ksweep]\n\n"
+           "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
+           "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
+           "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
+           "rows of the pair dealt to IID clients; the official test split).\n");
+}
+
+/* The bench's options from the command line; skip[SKIP_*] from the --skip-* flags. o->dir and
+ * the pen widths point into p. */
+static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
+{
+    static const char *const skip_names[N_SKIP] = {
+        "skip-e21", "skip-e31", "skip-pendigits", "skip-e22",
+        "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons"};
+    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
+    int json = 0;
+    int rc = fk_params_bool(p, "json", 0, &json, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps21", 20, 1, 100000, &r21, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps31", 20, 1, 100000, &r31, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps-pen", 3, 1, 100000, &rp, err);
+    if (!rc)
+        rc = fk_params_int(p, "clients-pen", 10, 1, 1000, &kp, err);
+    if (!rc)
+        rc = fk_params_int(p, "n-pen", 600, 10, 100000, &np, err);
+    if (!rc)
+        rc = fk_params_int(p, "T", 5000, 1, 100000000, &o->T, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-pii", 0.3, 0, 0.999, &o->grel_pii, err);
+    for (int i = 0; i < N_SKIP && !rc; i++)
+        rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
+    long r22 = 50, r23 = 2, npark = 40, rres = 2;
+    if (!rc)
+        rc = fk_params_int(p, "reps22", 50, 1, 100000, &r22, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps23", 2, 1, 100000, &r23, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-e22", 0.3, 0, 0.999, &o->grel_e22, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-e23", 0.3, 0, 0.999, &o->grel_e23, err);
+    if (!rc)
+        rc = fk_params_double(p, "komp-w", 0.2, 1e-3, 100, &o->komp_w, err);
+    if (!rc)
+        rc = fk_params_int(p, "n-park", 40, 2, 100000, &npark, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps-res", 2, 1, 100000, &rres, err);
+    o->reps22 = (int)r22;
+    o->reps23 = (int)r23;
+    o->n_park = (int)npark;
+    o->reps_res = (int)rres;
+    o->dir = fk_params_str(p, "data-dir", "../shared/data");
+    o->pen_wmin = fk_params_str(p, "pen-wmin", "0.5");
+    o->pen_wmax = fk_params_str(p, "pen-wmax", "1.5");
+    o->json = json;
+    o->reps21 = (int)r21;
+    o->reps31 = (int)r31;
+    o->reps_pen = (int)rp;
+    o->K_pen = (int)kp;
+    o->n_pen = (int)np;
+    if (!rc && fk_params_unused(p))
+        rc = fk_err_set(err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(p));
+    return rc;
+}
+
+/* Sparsity sweep (Figs. 16-17 shapes): over gamma_rel 0, 0.1, 0.3 the federated kernels
+ * fall and the upload ratio does not fall. */
+static int run_e31_sweep(const bopts *o, fk_err *err)
+{
+    const double g[3] = {0, 0.1, 0.3};
+    fedres r[3];
+    int rc = FK_OK;
+    for (int i = 0; i < 3 && !rc; i++)
+        rc = run_e31(o, 450, g[i], 5, 1, &r[i], err);
+    if (!rc) {
+        int fall = r[1].kernels_f < r[0].kernels_f && r[2].kernels_f < r[1].kernels_f;
+        int rise = r[1].ratio >= r[0].ratio && r[2].ratio >= r[1].ratio;
+        emit_target(o, "E3.1 N=450 gamma sweep", "kernels_fall_with_gamma", fall, NAN,
+                    "federated kernels decrease over gamma_rel 0, 0.1, 0.3", fall);
+        emit_target(o, "E3.1 N=450 gamma sweep", "upload_rises_with_gamma", rise, NAN,
+                    "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3", rise);
+    }
+    return rc;
+}
+
 int fk_bench_fidelity_sfl(int argc, char **argv)
 {
     openblas_set_num_threads(1);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
-                   "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
-                   "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
-                   "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-                   "       [--reps22 50] [--grel-e22 0.3] [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
-                   "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
-                   "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
-                   "       [--skip-ksweep]\n\n"
-                   "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
-                   "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
-                   "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
-                   "rows of the pair dealt to IID clients; the official test split).\n");
+            usage();
             return 0;
         }
     fk_params p;
     fk_err err = {0};
     fk_params_init(&p);
-    int rc = fk_params_parse_args(&p, &argc, argv, &err);
     bopts o = {0};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600, r22 = 50, r23 = 2;
-    int json = 0, s21 = 0, s31 = 0, spen = 0, s22 = 0, s23 = 0, spark = 0;
-    long npark = 40, rres = 2;
-    int sres = 0, sks = 0;
-    double g22 = 0.3, g23 = 0.3, kw = 0.2;
+    int skip[N_SKIP] = {0};
+    int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc)
-        rc = fk_params_bool(&p, "json", 0, &json, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps21", 20, 1, 100000, &r21, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps31", 20, 1, 100000, &r31, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps-pen", 3, 1, 100000, &rp, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "clients-pen", 10, 1, 1000, &kp, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "n-pen", 600, 10, 100000, &np, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "T", 5000, 1, 100000000, &o.T, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "grel-pii2", 0.3, 0, 0.999, &o.grel_pii2, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "grel-pii", 0.3, 0, 0.999, &o.grel_pii, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-e21", 0, &s21, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-e31", 0, &s31, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-e22", 0, &s22, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-parkinsons", 0, &spark, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-resilient", 0, &sres, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-ksweep", 0, &sks, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps-res", 2, 1, 100000, &rres, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "n-park", 40, 2, 100000, &npark, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-e23", 0, &s23, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps22", 50, 1, 100000, &r22, &err);
-    if (!rc)
-        rc = fk_params_int(&p, "reps23", 2, 1, 100000, &r23, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "grel-e22", 0.3, 0, 0.999, &g22, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "grel-e23", 0.3, 0, 0.999, &g23, &err);
-    if (!rc)
-        rc = fk_params_double(&p, "komp-w", 0.2, 1e-3, 100, &kw, &err);
-    if (!rc)
-        rc = fk_params_bool(&p, "skip-pendigits", 0, &spen, &err);
-    o.dir = fk_params_str(&p, "data-dir", "../shared/data");
-    o.pen_wmin = fk_params_str(&p, "pen-wmin", "0.5");
-    o.pen_wmax = fk_params_str(&p, "pen-wmax", "1.5");
-    o.json = json;
-    o.reps21 = (int)r21;
-    o.reps31 = (int)r31;
-    o.reps_pen = (int)rp;
-    o.K_pen = (int)kp;
-    o.n_pen = (int)np;
-    if (!rc && fk_params_unused(&p))
-        rc = fk_err_set(&err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(&p));
+        rc = read_opts(&p, &o, skip, &err);
     fk_log_set_level(FK_LOG_WARN); /* the job's per-upload info lines would drown the table */
-    if (!rc && !s21)
+    if (!rc && !skip[SKIP_E21])
         rc = run_e21(&o, &err);
-    if (!rc && !s22)
-        rc = fk__bench_sfl_e22(json, (int)r22, o.T, g22, &err);
-    if (!rc && !s23)
-        rc = fk__bench_sfl_e23(json, (int)r23, o.T, g23, kw, &err);
-    if (!rc && !s31)
+    if (!rc && !skip[SKIP_E22])
+        rc = fk__bench_sfl_e22(o.json, o.reps22, o.T, o.grel_e22, &err);
+    if (!rc && !skip[SKIP_E23])
+        rc = fk__bench_sfl_e23(o.json, o.reps23, o.T, o.grel_e23, o.komp_w, &err);
+    if (!rc && !skip[SKIP_E31])
         rc = run_e31(&o, 450, 0, o.reps31, 0, NULL, &err);
-    if (!rc && !s31)
+    if (!rc && !skip[SKIP_E31])
         rc = run_e31(&o, 900, 0, o.reps31, 0, NULL, &err);
-    if (!rc && !s31) { /* sparsity sweep (Figs. 16-17 shapes): kernels fall, upload rises */
-        const double g[3] = {0, 0.1, 0.3};
-        fedres r[3];
-        for (int i = 0; i < 3 && !rc; i++)
-            rc = run_e31(&o, 450, g[i], 5, 1, &r[i], &err);
-        if (!rc) {
-            int fall = r[1].kernels_f < r[0].kernels_f && r[2].kernels_f < r[1].kernels_f;
-            int rise = r[1].ratio >= r[0].ratio && r[2].ratio >= r[1].ratio;
-            emit_target(&o, "E3.1 N=450 gamma sweep", "kernels_fall_with_gamma", fall, NAN,
-                        "federated kernels decrease over gamma_rel 0, 0.1, 0.3", fall);
-            emit_target(&o, "E3.1 N=450 gamma sweep", "upload_rises_with_gamma", rise, NAN,
-                        "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3", rise);
-        }
-    }
-    if (!rc && !spen && !(rc = fk_bench_data_dir(o.dir, &err))) {
+    if (!rc && !skip[SKIP_E31])
+        rc = run_e31_sweep(&o, &err);
+    if (!rc && !skip[SKIP_PEN] && !(rc = fk_bench_data_dir(o.dir, &err))) {
         rc = run_pen(&o, 1, 2, &err);
         if (!rc)
             rc = run_pen(&o, 1, 7, &err);
     }
-    if (!rc && !sks && !(rc = fk_bench_data_dir(o.dir, &err))) {
+    if (!rc && !skip[SKIP_KSWEEP] && !(rc = fk_bench_data_dir(o.dir, &err))) {
         /* E3.2/E3.3 shape: the number of clients, K = 2 .. 51, one repetition each */
         static const int Ks[6] = {2, 5, 10, 20, 30, 51};
         bopts ok = o;
@@ -701,10 +715,10 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
             rc = run_pen(&ok, 1, 2, &err);
         }
     }
-    if (!rc && !sres && !(rc = fk_bench_data_dir(o.dir, &err)))
-        rc = fk__bench_sfl_resilient(json, o.dir, 1, 7, 600, (int)rres, o.T, &err);
-    if (!rc && !spark && !(rc = fk_bench_data_dir(o.dir, &err)))
-        rc = run_parkinsons(&o, (int)npark, &err);
+    if (!rc && !skip[SKIP_RES] && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = fk__bench_sfl_resilient(o.json, o.dir, 1, 7, 600, o.reps_res, o.T, &err);
+    if (!rc && !skip[SKIP_PARK] && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = run_parkinsons(&o, o.n_park, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);

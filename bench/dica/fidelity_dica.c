@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "bench/bench.h"
+#include "bench/dica/dica_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/knn.h"
@@ -289,18 +290,17 @@ static int rf_fold(const fk_dataset *ds, int t, size_t R, uint64_t seed, double 
     fk_params_init(&p);
     char buf[32];
     snprintf(buf, sizeof buf, "%zu", R);
-    fk_params_set(&p, "R", buf);
-    fk_params_set(&p, "m", "9");
-    fk_params_set(&p, "lambda", "1");
-    fk_params_set(&p, "eps", "1e-3");
-    fk_params_set(&p, "classes", "10");
-    fk_params_set(&p, "holdout", "3");
-    fk_params_set(&p, "max_message", "1e9");
     fk_report fin[4];
     fk_sim_opts so = {.rounds = 1, .seed = seed, .final_reports = fin};
     fk_bundle model;
     fk_sim_round last;
-    int rc = fk_sim_run(&fk_method_dica, &p, cl, 4, &so, &model, &last, err);
+    int rc = fk_params_set_all(&p, (const char *const[]){"R", buf, "m", "9", "lambda", "1", "eps",
+                                                          "1e-3", "classes", "10", "holdout", "3",
+                                                          "max_message", "1e9", NULL});
+    if (rc)
+        rc = fk_err_set(err, rc, "out of memory for the job parameters");
+    else
+        rc = fk_sim_run(&fk_method_dica, &p, cl, 4, &so, &model, &last, err);
     fk_params_close(&p);
     if (rc)
         return rc;
@@ -893,11 +893,8 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     if (!rc)
         rc = fk_bench_data_dir(dir, &err);
     fk_dataset ds[4] = {0};
-    for (int i = 0; i < 4 && !rc; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "office-surf/%s", domains[i]);
-        rc = fk_catalog_load(&ds[i], dir, name, &err);
-    }
+    if (!rc)
+        rc = fk_bench_load_surf(ds, domains, dir, &err);
     /* the prototype's kernel DICA averages stand in when only the rf part runs */
     double dica_avg[2] = {rows[R_DICA_RIDGE].proto[4], rows[R_DICA_NN].proto[4]};
     if (!rc && o.kernel)

@@ -15,6 +15,7 @@
 #include <cblas.h>
 
 #include "bench/bench.h"
+#include "bench/dica/dica_bench.h"
 #include "common/base/params.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
@@ -22,47 +23,6 @@
 #include "common/models/dica.h"
 
 static const char *B = "dica";
-
-static int random_rows(fk_mat *X, size_t n, size_t d, uint64_t seed, fk_err *err)
-{
-    if (fk_mat_init(X, n, d))
-        return fk_err_set(err, FK_ENOMEM, "out of memory for %zu x %zu rows", n, d);
-    fk_rng g;
-    fk_rng_init(&g, seed, 0);
-    for (size_t i = 0; i < n * d; i++)
-        X->data[i] = fk_rng_normal(&g);
-    return FK_OK;
-}
-
-static double dgemm_rate(size_t a, size_t k, size_t b)
-{
-    fk_mat A = {0}, Bm = {0}, C = {0};
-    double best = 1e30;
-    if (random_rows(&A, a, k, 1, NULL) || random_rows(&Bm, k, b, 2, NULL) ||
-        fk_mat_init(&C, a, b)) {
-        fk_mat_close(&A);
-        fk_mat_close(&Bm);
-        return NAN; /* no baseline: every ratio prints NaN rather than a made-up number */
-    }
-    for (int r = 0; r < 3; r++) {
-        double t0 = fk_bench_now();
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a, (int)b, (int)k, 1.0, A.data,
-                    (int)k, Bm.data, (int)b, 0.0, C.data, (int)b);
-        double t = fk_bench_now() - t0;
-        best = t < best ? t : best;
-    }
-    fk_mat_close(&A);
-    fk_mat_close(&Bm);
-    fk_mat_close(&C);
-    return 2.0 * (double)a * (double)k * (double)b / best / 1e9;
-}
-
-static double peak_mb(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
-}
 
 /* Labels in 10 classes and 3 domains for synthetic rows. */
 static void labels(size_t n, int *y, long *dom)
@@ -73,21 +33,32 @@ static void labels(size_t n, int *y, long *dom)
     }
 }
 
+/* n x d normal rows with labels(): the client and the kernel solver time the same kind of data. */
+static int synthetic_rows(size_t n, size_t d, uint64_t seed, fk_mat *X, int **y, long **dom,
+                          fk_err *err)
+{
+    if (fk_bench_normal_rows(X, n, d, seed, err))
+        return FK_ENOMEM;
+    *y = malloc(n * sizeof **y);
+    *dom = malloc(n * sizeof **dom);
+    if (!*y || !*dom) {
+        free(*y);
+        free(*dom);
+        fk_mat_close(X);
+        return fk_err_set(err, FK_ENOMEM, "out of memory for %zu labels", n);
+    }
+    labels(n, *y, *dom);
+    return FK_OK;
+}
+
 static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats *out, fk_err *err)
 {
     size_t d = 800, D = 2 * R;
     fk_mat X, Phi = {0}, Psi = {0};
-    if (random_rows(&X, n, d, 3, err))
+    int *y;
+    long *dom;
+    if (synthetic_rows(n, d, 3, &X, &y, &dom, err))
         return FK_ENOMEM;
-    int *y = malloc(n * sizeof *y);
-    long *dom = malloc(n * sizeof *dom);
-    if (!y || !dom) {
-        free(y);
-        free(dom);
-        fk_mat_close(&X);
-        return fk_err_set(err, FK_ENOMEM, "out of memory for %zu labels", n);
-    }
-    labels(n, y, dom);
     fk_rff rf;
     double t0 = fk_bench_now();
     int rc = fk_rff_init(&rf, 1, d, R, 40.0, err);
@@ -143,7 +114,7 @@ static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st,
     snprintf(ex, sizeof ex,
              "\"seconds\":%.3f,\"gflops\":%.2f,\"flops\":\"4/3 D^3 (2 potrf + potri)\","
              "\"target\":0.6,\"target_met\":%s,\"peak_mb\":%.0f",
-             t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", peak_mb());
+             t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", fk_bench_peak_mb());
     fk_bench_emit(json, B, cs, "ratio_to_dgemm", fl / t / 1e9 / ref, ex);
     fk_dica_fit_close(&f);
     return FK_OK;
@@ -152,17 +123,10 @@ static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st,
 static int kernel_solver(int json, size_t n, double ref, fk_err *err)
 {
     fk_mat X;
-    if (random_rows(&X, n, 800, 4, err))
+    int *y;
+    long *dom;
+    if (synthetic_rows(n, 800, 4, &X, &y, &dom, err))
         return FK_ENOMEM;
-    int *y = malloc(n * sizeof *y);
-    long *dom = malloc(n * sizeof *dom);
-    if (!y || !dom) {
-        free(y);
-        free(dom);
-        fk_mat_close(&X);
-        return fk_err_set(err, FK_ENOMEM, "out of memory for %zu labels", n);
-    }
-    labels(n, y, dom);
     fk_dica_opts o;
     fk_dica_opts_default(&o, FK_DICA_DICA, 9);
     fk_dica_kernel k;
@@ -177,7 +141,7 @@ static int kernel_solver(int json, size_t n, double ref, fk_err *err)
         snprintf(ex, sizeof ex,
                  "\"seconds\":%.3f,\"gflops\":%.2f,\"flops\":\"2 n^2 d + 17/3 n^3 (gram, dsyevd, "
                  "syrk, 2 potrf + potri)\",\"target\":0.6,\"target_met\":%s,\"peak_mb\":%.0f",
-                 t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", peak_mb());
+                 t, fl / t / 1e9, fl / t / 1e9 / ref >= 0.6 ? "true" : "false", fk_bench_peak_mb());
         fk_bench_emit(json, B, cs, "ratio_to_dgemm", fl / t / 1e9 / ref, ex);
         fk_dica_kernel_close(&k);
     }
@@ -240,7 +204,7 @@ int fk_bench_dica(int argc, char **argv)
     if (!rc)
         sizes(json);
     if (!rc) {
-        ref = dgemm_rate(2000, 800, 2000);
+        ref = fk_bench_dgemm_rate(2000, 800, 2000, 3);
         fk_bench_emit(json, B, "dgemm 2000x800x2000", "gflops", ref, NULL);
     }
     static const size_t Rs[3] = {500, 1000, 2000};

@@ -1,4 +1,4 @@
-/* Benchmarks of the RF-TCA family (speed: bench/rftca.c; fidelity: bench/fidelity_rftca.c). */
+/* Benchmarks of the RF-TCA family (common/methods/fedrf_tca/; speed: rftca.c, fidelity: fidelity_rftca.c). */
 #ifndef FK_BENCH_RFTCA_H
 #define FK_BENCH_RFTCA_H
 
@@ -7,7 +7,7 @@
 int fk_bench_rftca(int argc, char **argv);
 int fk_bench_fidelity_rftca(int argc, char **argv);
 
-/* Spec §6 checks T3, T7, T9 on the SURF data under dir (bench/fidelity_rftca_spec.c). */
+/* Spec §6 checks T3, T7, T9 on the SURF data under dir (bench/fedrf_tca/fidelity_rftca_spec.c). */
 FK_CHECKRETURN int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err *err);
 
 #endif

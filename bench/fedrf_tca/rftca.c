@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "bench/bench.h"
+#include "bench/fedrf_tca/rftca_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/rff.h"
@@ -21,44 +22,10 @@ static const char *const B = "rf-tca";
 /* n x d normal rows, L2-normalised; FK_ENOMEM (X empty) when they do not fit. */
 static int random_rows(fk_mat *X, size_t n, size_t d, uint64_t seed)
 {
-    if (fk_mat_init(X, n, d))
-        return FK_ENOMEM;
-    fk_rng g;
-    fk_rng_init(&g, seed, 0);
-    for (size_t i = 0; i < n * d; i++)
-        X->data[i] = fk_rng_normal(&g);
-    fk_rows_l2_normalize(X);
-    return FK_OK;
-}
-
-/* Best-of-3 dgemm rate (GFLOP/s) for an (a x k) * (k x b) product; NaN without the memory. */
-static double dgemm_rate(size_t a, size_t k, size_t b)
-{
-    fk_mat A = {0}, Bm = {0}, C = {0};
-    if (random_rows(&A, a, k, 1) || random_rows(&Bm, k, b, 2) || fk_mat_init(&C, a, b)) {
-        fk_mat_close(&A);
-        fk_mat_close(&Bm);
-        return NAN;
-    }
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = fk_bench_now();
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a, (int)b, (int)k, 1.0, A.data,
-                    (int)k, Bm.data, (int)b, 0.0, C.data, (int)b);
-        double t = fk_bench_now() - t0;
-        best = t < best ? t : best;
-    }
-    fk_mat_close(&A);
-    fk_mat_close(&Bm);
-    fk_mat_close(&C);
-    return 2.0 * (double)a * (double)k * (double)b / best / 1e9;
-}
-
-static double peak_mb(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
+    int rc = fk_bench_normal_rows(X, n, d, seed, NULL);
+    if (rc == FK_OK)
+        fk_rows_l2_normalize(X);
+    return rc;
 }
 
 typedef struct stage_stats {
@@ -180,7 +147,7 @@ static int run(int argc, char **argv)
     if (!strcmp(openblas_get_corename(), "Prescott"))
         fprintf(stderr, "fedkern bench rf-tca: OpenBLAS runs its generic Prescott kernels on this "
                         "CPU; OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is much faster\n");
-    double ref = dgemm_rate(ns + nt, d, 1000);
+    double ref = fk_bench_dgemm_rate(ns + nt, d, 1000, 3);
     fk_bench_emit(json, B, "dgemm 2081x800x1000", "gflops", ref, NULL);
     size_t Ns[3] = {500, 1000, 2000};
     char cs[96], extra[160];
@@ -241,7 +208,7 @@ static int run(int argc, char **argv)
             fk_bench_emit(json, B, cs, "omega_seconds", st.omega, NULL);
         }
     }
-    fk_bench_emit(json, B, "process", "peak_rss_mb", peak_mb(), NULL);
+    fk_bench_emit(json, B, "process", "peak_rss_mb", fk_bench_peak_mb(), NULL);
     /* Scaling: N at the A->C size, then n at N = 1000. */
     size_t sN[4] = {250, 500, 1000, 2000}, sn[4] = {500, 1000, 2081, 4000};
     for (int i = 0; i < (quick ? 2 : 4); i++) {
@@ -262,7 +229,7 @@ static int run(int argc, char **argv)
         }
         fk_mat_close(&Y);
     }
-    fk_bench_emit(json, B, "process", "peak_rss_mb", peak_mb(), NULL);
+    fk_bench_emit(json, B, "process", "peak_rss_mb", fk_bench_peak_mb(), NULL);
     return 0;
 }
 

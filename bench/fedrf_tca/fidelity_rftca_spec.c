@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "bench/bench.h"
-#include "bench/rftca.h"
+#include "bench/fedrf_tca/rftca_bench.h"
 #include "common/data/catalog.h"
 #include "common/la/blas.h"
 #include "common/la/eig.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/kahm/kahm_bench.h"
 #include "common/base/params.h"
 #include "common/la/rng.h"
 #include "common/models/kahm.h"
@@ -39,24 +40,6 @@ static double *make_rows(size_t n, size_t p, uint64_t seed)
     return X;
 }
 
-/* Best-of-3 dgemm rate (GFLOP/s) for an (a x k) * (k x b) product. */
-static double dgemm_rate(size_t a, size_t k, size_t b)
-{
-    double *A = make_rows(a, k, 11), *Bm = make_rows(k, b, 12), *C = malloc(a * b * sizeof(double));
-    double best = 1e30;
-    for (int r = 0; r < 3; r++) {
-        double t0 = fk_bench_now();
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)a, (int)b, (int)k, 1.0, A,
-                    (int)k, Bm, (int)b, 0.0, C, (int)b);
-        double t = fk_bench_now() - t0;
-        best = t < best ? t : best;
-    }
-    free(A);
-    free(Bm);
-    free(C);
-    return 2.0 * (double)a * (double)k * (double)b / best / 1e9;
-}
-
 static int run(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
@@ -83,7 +66,7 @@ static int run(int argc, char **argv)
         return 2;
     }
     const size_t P = 784;
-    double ref = dgemm_rate((size_t)nq, 1000, P);
+    double ref = fk_bench_dgemm_rate((size_t)nq, 1000, P, 3);
     char cs[64];
     snprintf(cs, sizeof cs, "dgemm %ldx1000x784", nq);
     fk_bench_emit(json, B, cs, "gflops", ref, NULL);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/mixture/fedgrem_bench.h"
 #include "common/data/synth_gmm.h"
 #include "common/la/hungarian.h"
 #include "common/methods/mixture/gmm_real.h"
@@ -87,147 +88,185 @@ static void num(char *buf, size_t cap, const char *key, double v)
         snprintf(buf + l, cap - l, ",\"%s\":%.4f", key, v);
 }
 
+/* Medians of E_theta the cross-cell checks of spec 6.7.3 compare, filled as the cells run. */
+typedef struct sim_medians {
+    double fedgrem[3], fedem[3];       /* by h = 0, 1, 2 at one outlier task */
+    double local, lgrem, tgmm;         /* h = 2, one outlier task */
+    double eps_fedgrem[2], eps_fedem[2]; /* 0 and 2 outlier tasks, h = 0 */
+} sim_medians;
+
+/* The o->sim_reps repetitions of one cell: per run E_theta, E_w and the misclustering of the
+ * good tasks on 150 fresh points go to et, ew, mc[0..*m); a run whose EM hit FK_ENUMERIC
+ * counts in *failed (reported, not hidden); any other error ends the cell. */
+static int sim_cell_runs(const fopts *o, const sim_cell *s, double *et, double *ew, double *mc,
+                         int *m, int *failed, fk_err *err)
+{
+    int lab[150];
+    fk_params p;
+    fk_params_init(&p);
+    int rc = FK_OK;
+    if (s->passes && fk_params_set(&p, "central_passes", s->passes))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
+    *m = *failed = 0;
+    for (int r = 0; rc == FK_OK && r < o->sim_reps; r++) {
+        fk_synth_gmm d;
+        fk_synth_gmm_defaults(&d);
+        d.h = s->h;
+        d.n_outlier = s->outliers;
+        d.n = 300; /* rows 0..149 are the paper's sample (same stream); 150..299 test points */
+        fk_dataset all[10], ts[10];
+        double th[500], w[50];
+        uint64_t seed = (uint64_t)r + 1 + (uint64_t)(s->h * 1000) * 100000;
+        rc = fk_synth_gmm_make(&d, seed, all, th, w, err);
+        if (rc)
+            break;
+        /* fit on the paper's 150 rows per task only */
+        for (int k = 0; k < 10; k++) {
+            ts[k] = all[k];
+            ts[k].X = fk_mat_rows(&all[k].X, 0, 150);
+        }
+        fk_gmm_result res;
+        int r2 = fk_gmm_run(s->method, &p, ts, 10, o->rounds, seed, NULL, NULL, &res, err);
+        int good = 10 - s->outliers;
+        if (r2 == FK_ENUMERIC) {
+            (*failed)++;
+        } else if (r2) {
+            rc = r2;
+        } else {
+            /* errors against the truth, then misclustering of the held-out rows 150..299 */
+            fk_gmm_sim_errors(&res, th, w, good, &et[*m], &ew[*m]);
+            mc[*m] = 0;
+            for (int k = 0; rc == FK_OK && k < good; k++) {
+                double rate = 0;
+                rc = fk_gmm_result_labels(&res, k, fk_mat_row(&all[k].X, 150), 150, lab, err);
+                if (!rc)
+                    rc = fk_misclustering_rate(all[k].y + 150, lab, 150, 5, 5, &rate, err);
+                mc[*m] += 100 * rate / good;
+            }
+            (*m)++;
+            fk_gmm_result_close(&res);
+        }
+        for (int k = 0; k < 10; k++)
+            fk_dataset_close(&all[k]);
+    }
+    fk_params_close(&p);
+    return rc;
+}
+
+/* Keep the cell's median E_theta where a cross-cell check of spec 6.7.3 needs it. */
+static void sim_keep_median(const sim_cell *s, double medt, sim_medians *md)
+{
+    int hi = s->outliers == 1 ? (int)s->h : -1;
+    if (s->outliers != 1) {
+        if (!strcmp(s->label, "fedgrem"))
+            md->eps_fedgrem[s->outliers / 2] = medt;
+        else
+            md->eps_fedem[s->outliers / 2] = medt;
+    }
+    if (hi >= 0 && !strcmp(s->label, "fedgrem"))
+        md->fedgrem[hi] = medt;
+    if (hi >= 0 && !strcmp(s->label, "fedem"))
+        md->fedem[hi] = medt;
+    if (hi == 2 && !strcmp(s->label, "local-em"))
+        md->local = medt;
+    if (hi == 2 && !strcmp(s->label, "local-grem"))
+        md->lgrem = medt;
+    if (hi == 2 && !strcmp(s->label, "tgmm"))
+        md->tgmm = medt;
+}
+
+/* The cell's three rows: E_theta and E_w against the paper's tables 5 and 4 (with the spread
+ * verdict where the paper gives one), and the misclustering (no paper value). stats() sorts
+ * et, ew and mc for the medians. */
+static void sim_emit_cell(const fopts *o, const sim_cell *s, double *et, double *ew,
+                          double *mc, int m, int failed, sim_medians *md)
+{
+    double mt, sdt, medt, mw, sdw, medw, mm, sdm, medm;
+    stats(et, m, &mt, &sdt, &medt);
+    stats(ew, m, &mw, &sdw, &medw);
+    stats(mc, m, &mm, &sdm, &medm);
+    sim_keep_median(s, medt, md);
+    char cs[96], ex[512] = "";
+    snprintf(cs, sizeof cs, "sim gmm h=%g eps=%g %s", s->h, s->outliers / 10.0, s->label);
+    snprintf(ex, sizeof ex, "\"reps\":%d,\"failed\":%d", m, failed);
+    num(ex, sizeof ex, "sd", sdt);
+    num(ex, sizeof ex, "median", medt);
+    num(ex, sizeof ex, "paper_table5", s->paper_theta);
+    num(ex, sizeof ex, "paper_table5_sd", s->paper_theta_sd);
+    num(ex, sizeof ex, "published_R_check_mean", s->check_theta_mean);
+    num(ex, sizeof ex, "published_R_check_median", s->check_theta_median);
+    if (!isnan(s->paper_theta)) {
+        size_t l = strlen(ex);
+        snprintf(ex + l, sizeof ex - l, ",\"within_paper_spread\":%s",
+                 fabs(mt - s->paper_theta) <= s->paper_theta_sd ? "true" : "false");
+    }
+    fk_bench_emit(o->json, "fidelity fedgrem", cs, "E_theta_mean", mt, ex);
+    snprintf(ex, sizeof ex, "\"reps\":%d", m);
+    num(ex, sizeof ex, "sd", sdw);
+    num(ex, sizeof ex, "paper_table4", s->paper_w);
+    num(ex, sizeof ex, "paper_table4_sd", s->paper_w_sd);
+    if (!isnan(s->paper_w)) {
+        size_t l = strlen(ex);
+        snprintf(ex + l, sizeof ex - l, ",\"within_paper_spread\":%s",
+                 fabs(mw - s->paper_w) <= s->paper_w_sd ? "true" : "false");
+    }
+    fk_bench_emit(o->json, "fidelity fedgrem", cs, "E_w_mean", mw, ex);
+    snprintf(ex, sizeof ex, "\"reps\":%d,\"note\":\"good tasks, 150 fresh test points each; "
+             "no paper value (Figure 3 shows errors only)\"", m);
+    num(ex, sizeof ex, "sd", sdm);
+    fk_bench_emit(o->json, "fidelity fedgrem", cs, "misclustering_pct", mm, ex);
+}
+
+/* The trend checks of spec 6.7.3 across cells: FedGrEM vs FedEM by h and by outlier share,
+ * FedGrEM vs the best local fit, and FedEM/TGMM vs Local-EM at h = 2. */
+static void sim_emit_trends(const fopts *o, const sim_medians *md)
+{
+    for (int hi = 0; hi < 3; hi++) {
+        char cs[64], ex[128];
+        snprintf(cs, sizeof cs, "sim gmm h=%d eps=0.1", hi);
+        snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"fedem_median\":%.4f,\"target\":\"<= 0\"",
+                 md->fedgrem[hi], md->fedem[hi]);
+        fk_bench_emit(o->json, "fidelity fedgrem", cs, "fedgrem_minus_fedem_median_E_theta",
+                      md->fedgrem[hi] - md->fedem[hi], ex);
+    }
+    for (int e = 0; e < 2; e++) {
+        char cs[64], ex[128];
+        snprintf(cs, sizeof cs, "sim gmm h=0 eps=%g", e ? 0.2 : 0.0);
+        snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"fedem_median\":%.4f%s",
+                 md->eps_fedgrem[e], md->eps_fedem[e], e ? ",\"target\":\"<= 0\"" : "");
+        fk_bench_emit(o->json, "fidelity fedgrem", cs, "fedgrem_minus_fedem_median_E_theta",
+                      md->eps_fedgrem[e] - md->eps_fedem[e], ex);
+    }
+    char ex[200];
+    double best_local = fmin(md->local, md->lgrem);
+    snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"best_local_median\":%.4f,"
+             "\"target\":\"<= 1.15 (spec 6.7.3)\"", md->fedgrem[2], best_local);
+    fk_bench_emit(o->json, "fidelity fedgrem", "sim gmm h=2 eps=0.1",
+                  "fedgrem_over_best_local_median", md->fedgrem[2] / best_local, ex);
+    snprintf(ex, sizeof ex, "\"fedem_median\":%.4f,\"tgmm_median\":%.4f,\"local_em_median\":%.4f,"
+             "\"target\":\"both > 0 (paper: FedEM, TGMM worse than Local-EM at h=2)\"",
+             md->fedem[2], md->tgmm, md->local);
+    fk_bench_emit(o->json, "fidelity fedgrem", "sim gmm h=2 eps=0.1",
+                  "min(fedem,tgmm)_minus_local_em_median", fmin(md->fedem[2], md->tgmm) - md->local,
+                  ex);
+}
+
+/* The simulation cells of Tables 4/5: each cell's runs and rows, then the trend checks. */
 static int run_sim(const fopts *o, fk_err *err)
 {
     int n = o->sim_reps;
     double *et = malloc((size_t)n * sizeof *et), *ew = malloc((size_t)n * sizeof *ew);
     double *mc = malloc((size_t)n * sizeof *mc);
-    int lab[150];
-    /* medians by h = 0, 1, 2 for the trend checks of spec 6.7.3 */
-    double fedgrem_med[3] = {NAN, NAN, NAN}, fedem_med[3] = {NAN, NAN, NAN};
-    double local_med = NAN, lgrem_med = NAN, tgmm_med = NAN;
-    double eps_med[2] = {NAN, NAN}, eps_fedem[2] = {NAN, NAN}; /* 0 and 2 outlier tasks, h = 0 */
+    sim_medians md = {{NAN, NAN, NAN}, {NAN, NAN, NAN}, NAN, NAN, NAN, {NAN, NAN}, {NAN, NAN}};
     int rc = et && ew && mc ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
     for (size_t c = 0; rc == FK_OK && c < sizeof SIM / sizeof *SIM; c++) {
-        const sim_cell *s = &SIM[c];
-        fk_params p;
-        fk_params_init(&p);
-        if (s->passes && fk_params_set(&p, "central_passes", s->passes))
-            rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
-        int failed = 0, m = 0;
-        for (int r = 0; rc == FK_OK && r < n; r++) {
-            fk_synth_gmm d;
-            fk_synth_gmm_defaults(&d);
-            d.h = s->h;
-            d.n_outlier = s->outliers;
-            d.n = 300; /* rows 0..149 are the paper's sample (same stream); 150..299 test points */
-            fk_dataset all[10], ts[10];
-            double th[500], w[50];
-            uint64_t seed = (uint64_t)r + 1 + (uint64_t)(s->h * 1000) * 100000;
-            rc = fk_synth_gmm_make(&d, seed, all, th, w, err);
-            for (int k = 0; rc == FK_OK && k < 10; k++) {
-                ts[k] = all[k];
-                ts[k].X = fk_mat_rows(&all[k].X, 0, 150);
-            }
-            fk_gmm_result res;
-            if (!rc) {
-                int r2 = fk_gmm_run(s->method, &p, ts, 10, o->rounds, seed, NULL, NULL, &res, err);
-                int good = 10 - s->outliers;
-                if (r2 == FK_ENUMERIC) {
-                    failed++;
-                } else if (r2) {
-                    rc = r2;
-                } else {
-                    fk_gmm_sim_errors(&res, th, w, good, &et[m], &ew[m]);
-                    mc[m] = 0;
-                    for (int k = 0; rc == FK_OK && k < good; k++) {
-                        double rate = 0;
-                        rc = fk_gmm_result_labels(&res, k, fk_mat_row(&all[k].X, 150), 150, lab, err);
-                        if (!rc)
-                            rc = fk_misclustering_rate(all[k].y + 150, lab, 150, 5, 5, &rate, err);
-                        mc[m] += 100 * rate / good;
-                    }
-                    m++;
-                    fk_gmm_result_close(&res);
-                }
-                for (int k = 0; k < 10; k++)
-                    fk_dataset_close(&all[k]);
-            }
-        }
-        fk_params_close(&p);
-        if (rc)
-            break;
-        double mt, sdt, medt, mw, sdw, medw, mm, sdm, medm;
-        stats(et, m, &mt, &sdt, &medt);
-        stats(ew, m, &mw, &sdw, &medw);
-        stats(mc, m, &mm, &sdm, &medm);
-        int hi = s->outliers == 1 ? (int)s->h : -1;
-        if (s->outliers != 1) {
-            if (!strcmp(s->label, "fedgrem"))
-                eps_med[s->outliers / 2] = medt;
-            else
-                eps_fedem[s->outliers / 2] = medt;
-        }
-        if (hi >= 0 && !strcmp(s->label, "fedgrem"))
-            fedgrem_med[hi] = medt;
-        if (hi >= 0 && !strcmp(s->label, "fedem"))
-            fedem_med[hi] = medt;
-        if (hi == 2 && !strcmp(s->label, "local-em"))
-            local_med = medt;
-        if (hi == 2 && !strcmp(s->label, "local-grem"))
-            lgrem_med = medt;
-        if (hi == 2 && !strcmp(s->label, "tgmm"))
-            tgmm_med = medt;
-        char cs[96], ex[512] = "";
-        snprintf(cs, sizeof cs, "sim gmm h=%g eps=%g %s", s->h, s->outliers / 10.0, s->label);
-        snprintf(ex, sizeof ex, "\"reps\":%d,\"failed\":%d", m, failed);
-        num(ex, sizeof ex, "sd", sdt);
-        num(ex, sizeof ex, "median", medt);
-        num(ex, sizeof ex, "paper_table5", s->paper_theta);
-        num(ex, sizeof ex, "paper_table5_sd", s->paper_theta_sd);
-        num(ex, sizeof ex, "published_R_check_mean", s->check_theta_mean);
-        num(ex, sizeof ex, "published_R_check_median", s->check_theta_median);
-        if (!isnan(s->paper_theta)) {
-            size_t l = strlen(ex);
-            snprintf(ex + l, sizeof ex - l, ",\"within_paper_spread\":%s",
-                     fabs(mt - s->paper_theta) <= s->paper_theta_sd ? "true" : "false");
-        }
-        fk_bench_emit(o->json, "fidelity fedgrem", cs, "E_theta_mean", mt, ex);
-        snprintf(ex, sizeof ex, "\"reps\":%d", m);
-        num(ex, sizeof ex, "sd", sdw);
-        num(ex, sizeof ex, "paper_table4", s->paper_w);
-        num(ex, sizeof ex, "paper_table4_sd", s->paper_w_sd);
-        if (!isnan(s->paper_w)) {
-            size_t l = strlen(ex);
-            snprintf(ex + l, sizeof ex - l, ",\"within_paper_spread\":%s",
-                     fabs(mw - s->paper_w) <= s->paper_w_sd ? "true" : "false");
-        }
-        fk_bench_emit(o->json, "fidelity fedgrem", cs, "E_w_mean", mw, ex);
-        snprintf(ex, sizeof ex, "\"reps\":%d,\"note\":\"good tasks, 150 fresh test points each; "
-                 "no paper value (Figure 3 shows errors only)\"", m);
-        num(ex, sizeof ex, "sd", sdm);
-        fk_bench_emit(o->json, "fidelity fedgrem", cs, "misclustering_pct", mm, ex);
+        int m = 0, failed = 0;
+        rc = sim_cell_runs(o, &SIM[c], et, ew, mc, &m, &failed, err);
+        if (!rc)
+            sim_emit_cell(o, &SIM[c], et, ew, mc, m, failed, &md);
     }
-    for (int hi = 0; rc == FK_OK && hi < 3; hi++) {
-        char cs[64], ex[128];
-        snprintf(cs, sizeof cs, "sim gmm h=%d eps=0.1", hi);
-        snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"fedem_median\":%.4f,\"target\":\"<= 0\"",
-                 fedgrem_med[hi], fedem_med[hi]);
-        fk_bench_emit(o->json, "fidelity fedgrem", cs, "fedgrem_minus_fedem_median_E_theta",
-                      fedgrem_med[hi] - fedem_med[hi], ex);
-    }
-    for (int e = 0; rc == FK_OK && e < 2; e++) {
-        char cs[64], ex[128];
-        snprintf(cs, sizeof cs, "sim gmm h=0 eps=%g", e ? 0.2 : 0.0);
-        snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"fedem_median\":%.4f%s", eps_med[e],
-                 eps_fedem[e], e ? ",\"target\":\"<= 0\"" : "");
-        fk_bench_emit(o->json, "fidelity fedgrem", cs, "fedgrem_minus_fedem_median_E_theta",
-                      eps_med[e] - eps_fedem[e], ex);
-    }
-    if (rc == FK_OK) {
-        char ex[200];
-        double best_local = fmin(local_med, lgrem_med);
-        snprintf(ex, sizeof ex, "\"fedgrem_median\":%.4f,\"best_local_median\":%.4f,"
-                 "\"target\":\"<= 1.15 (spec 6.7.3)\"", fedgrem_med[2], best_local);
-        fk_bench_emit(o->json, "fidelity fedgrem", "sim gmm h=2 eps=0.1",
-                      "fedgrem_over_best_local_median", fedgrem_med[2] / best_local, ex);
-        snprintf(ex, sizeof ex, "\"fedem_median\":%.4f,\"tgmm_median\":%.4f,\"local_em_median\":%.4f,"
-                 "\"target\":\"both > 0 (paper: FedEM, TGMM worse than Local-EM at h=2)\"",
-                 fedem_med[2], tgmm_med, local_med);
-        fk_bench_emit(o->json, "fidelity fedgrem", "sim gmm h=2 eps=0.1",
-                      "min(fedem,tgmm)_minus_local_em_median", fmin(fedem_med[2], tgmm_med) - local_med,
-                      ex);
-    }
+    if (rc == FK_OK)
+        sim_emit_trends(o, &md);
     free(et);
     free(ew);
     free(mc);
@@ -530,6 +569,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
 {
     /* per-client matrices are tiny (n x R x p): BLAS threads only add synchronisation */
     openblas_set_num_threads(1);
+    /* --help anywhere wins over the other options, as in every bench */
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: fedkern bench fidelity fedgrem [--data-dir ../shared/data] [--json]\n"
@@ -565,6 +605,8 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
                    "--real-reps 200).\n");
             return 0;
         }
+    /* options: every key is read here and an unknown one is refused, so a typo never
+     * silently runs the default cells for minutes */
     fk_params p;
     fk_err err;
     fk_params_init(&p);
@@ -624,6 +666,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
         fk_params_close(&p);
         return 1;
     }
+    /* the four parts in the order of the paper's tables, each skippable */
     o.sim_reps = (int)sr;
     o.real_reps = (int)rr;
     o.rounds = (int)rounds;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/kahm/kahm_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/data/load.h"

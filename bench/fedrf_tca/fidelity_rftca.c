@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
-#include "bench/rftca.h"
+#include "bench/fedrf_tca/rftca_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/la/knn.h"
@@ -127,12 +127,7 @@ static void emit(const cfg *c, const char *method, const char *pair, double acc,
 static int surf_table(const char *dir, const cfg *c, fk_err *err)
 {
     fk_dataset ds[4] = {0};
-    int rc = FK_OK;
-    for (int i = 0; i < 4 && !rc; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "office-surf/%s", domains[i]);
-        rc = fk_catalog_load(&ds[i], dir, name, err);
-    }
+    int rc = fk_bench_load_surf(ds, domains, dir, err);
     double sum[N_METHODS] = {0};
     for (int k = 0; k < 12 && !rc; k++) {
         const fk_dataset *s = &ds[pairs[k].src], *t = &ds[pairs[k].tgt];
@@ -219,12 +214,7 @@ static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
         double table_v3, table_ix;
     } tasks[4] = {{1, 94.5, 91.8}, {0, 98.6, 84.4}, {3, 98.8, 95.7}, {2, 90.0, 94.5}};
     fk_dataset all[4] = {0};
-    int rc = FK_OK;
-    for (int i = 0; i < 4 && !rc; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "office-surf/%s", domains[i]);
-        rc = fk_catalog_load(&all[i], dir, name, err);
-    }
+    int rc = fk_bench_load_surf(all, domains, dir, err);
     char buf[32];
     for (int t = 0; t < 4 && !rc; t++) {
         fk_dataset ds[4];

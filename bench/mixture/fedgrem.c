@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "bench/bench.h"
+#include "bench/mixture/fedgrem_bench.h"
 #include "common/data/synth_gmm.h"
 #include "common/methods/mixture/gmm_run.h"
 #include "common/models/gmm.h"
@@ -24,34 +25,6 @@ static double cpu_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double dgemm_gflops(void)
-{
-    int n = 512;
-    double *a = malloc((size_t)n * n * sizeof *a), *b = malloc((size_t)n * n * sizeof *b),
-           *c = malloc((size_t)n * n * sizeof *c);
-    if (!a || !b || !c) {
-        free(a);
-        free(b);
-        free(c);
-        return NAN;
-    }
-    for (int i = 0; i < n * n; i++) {
-        a[i] = (double)(i % 7) - 3;
-        b[i] = (double)(i % 5) - 2;
-    }
-    double best = INFINITY;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = fk_bench_now();
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0, a, n, b, n, 0.0, c, n);
-        double t = fk_bench_now() - t0;
-        best = t < best ? t : best;
-    }
-    free(a);
-    free(b);
-    free(c);
-    return 2.0 * n * n * (double)n / best * 1e-9;
 }
 
 /* Rounds only: every client's E-step + gradient step, then the central update. */
@@ -226,7 +199,7 @@ int fk_bench_fedgrem(int argc, char **argv)
         fk_bench_emit(json, "fedgrem", case_name, "speedup_vs_published_R",
                       PUBLISHED_R_SECONDS / best, extra);
     if (!noscale) {
-        double peak = dgemm_gflops();
+        double peak = fk_bench_dgemm_rate(512, 512, 512, 5);
         fk_bench_emit(json, "fedgrem", "dgemm 512", "gflops", peak,
                       "\"threads\":1,\"note\":\"same single-threaded BLAS as the rows below\"");
         int Ks[] = {10, 100, 1000}, ps[] = {10, 100}, Rs[] = {2, 5, 10};

@@ -1,0 +1,17 @@
+/* Benchmarks of the sparse functional learning family (common/methods/sfl/). */
+#ifndef FK_BENCH_SFL_H
+#define FK_BENCH_SFL_H
+
+#include "common/base/err.h"
+
+int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/sfl/fidelity_sfl.c */
+int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */
+/* Rows of `fidelity sfl` in fidelity_sfl_ch2.c (E2.2, E2.3 with the KOMP baseline) and
+ * fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
+FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb,
+                                           int n_train, int reps, long T, fk_err *err);
+FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err);
+FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
+                                     fk_err *err);
+
+#endif
