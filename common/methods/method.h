@@ -91,6 +91,18 @@ typedef struct fk_method {
      * reason when the model cannot serve them (e.g. the models stay on the clients). */
     FK_CHECKRETURN int (*predict)(const fk_bundle *model, const fk_bundle *queries,
                                   fk_bundle *out, fk_err *err);
+    /* Optional (NULL: predict serves from the model alone). Predictions served by the clients,
+     * whose models never left them (kahm mode B): each client that holds models answers a query
+     * batch with client_predict; check_answer checks one answer ("D" shapes, finiteness, the
+     * client's classes as its committed update declared them) before it is taken, reading only
+     * the model and the queries; combine_answers folds the checked answers of distinct clients
+     * (any subset: a silent client contributes nothing) into "labels" and "distances" and what
+     * the method adds (kahm: "scored_classes", "unscored_classes", "missing_clients"). */
+    FK_CHECKRETURN int (*check_answer)(const fk_bundle *model, const fk_bundle *queries,
+                                       const fk_update *ans, fk_err *err);
+    FK_CHECKRETURN int (*combine_answers)(const fk_bundle *model, const fk_bundle *queries,
+                                          const fk_update *ans, int n, fk_bundle *out,
+                                          fk_err *err);
 
     /* --- client side --- */
     FK_CHECKRETURN int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data,
@@ -102,6 +114,10 @@ typedef struct fk_method {
     FK_CHECKRETURN int (*evaluate)(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
     FK_CHECKRETURN int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
     FK_CHECKRETURN int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
+    /* Optional: answer a query batch ("X", n x p raw rows) from the client's fitted state
+     * (see check_answer); FK_ESTATE when it has none. */
+    FK_CHECKRETURN int (*client_predict)(void *cli, const fk_bundle *queries, fk_bundle *answer,
+                                         fk_err *err);
 
     /* --- in-process simulation and docs (optional) --- */
     /* Built-in synthetic clients for `fedkern sim NAME` run without --data: fills
