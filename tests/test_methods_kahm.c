@@ -399,6 +399,7 @@ static void predict_op(void **state)
     assert_true(hit > 0.9 * d->X.rows);
     for (int c = 0; c < 6; c++)
         assert_true(sc->data[c] == 1);
+    assert_int_equal(fk_bundle_get(&res, "unscored_classes")->len, 0);
     /* another dimension */
     fk_bundle_close(&res);
     fk_bundle_close(&q);
@@ -553,6 +554,21 @@ static void mode_b_serving(void **state)
     for (size_t i = 0; i < n0 + n2; i++)
         hit += l->data[i] == (i < n0 ? ds[0].classes[ds[0].y[i]] : ds[2].classes[ds[2].y[i - n0]]);
     assert_true(hit > 0.9 * (double)(n0 + n2));
+    /* the same answer as mode A's predict at the server over the uploaded copies of the models */
+    fk_params pa;
+    set_keys(&pa, (const char *const[]){"classes", "6", "holdout", "0.3",
+                                        "sim_classes_per_client", "2", "upload_models", "1",
+                                        "local.allow_model_upload", "1", NULL});
+    fk_bundle ma, ra;
+    fk_bundle_init(&ra);
+    assert_int_equal(run(&pa, ds, &ma, fin, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&ma, &q, &ra, &err), FK_OK);
+    assert_memory_equal(fk_bundle_get(&ra, "distances")->data,
+                        fk_bundle_get(&res, "distances")->data, (n0 + n2) * sizeof(double));
+    assert_memory_equal(fk_bundle_get(&ra, "labels")->data, l->data, (n0 + n2) * sizeof(double));
+    fk_bundle_close(&ma);
+    fk_bundle_close(&ra);
+    fk_params_close(&pa);
     fk_bundle_close(&res);
     /* clients 1 and 2 silent: +inf for the classes only they hold, which are named */
     serve_and_compare(&model, &q, cli, (const int[]){0, 3}, 2, C, &res);

@@ -70,12 +70,19 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
     }
     if (!rc) {
         fk_kahm_argmin(D, nt, C, lab, dmin);
+        size_t n_un = 0; /* the classes no uploaded model covers, named as in mode B */
+        for (int c = 0; c < C; c++)
+            n_un += scored[c] == 0;
         double *l = fk_bundle_add(out, "labels", 1, (uint64_t[]){nt});
-        if ((nt && !l) || fk_bundle_put_vec(out, "distances", nt, dmin) ||
+        double *un = fk_bundle_add(out, "unscored_classes", 1, (uint64_t[]){n_un});
+        if ((nt && !l) || (n_un && !un) || fk_bundle_put_vec(out, "distances", nt, dmin) ||
             fk_bundle_put_vec(out, "scored_classes", (size_t)C, scored))
             rc = fk_err_set(err, FK_ENOMEM, "kahm predict: out of memory");
         for (size_t i = 0; !rc && i < nt; i++)
             l[i] = lab[i];
+        for (int c = 0, t = 0; !rc && c < C; c++)
+            if (scored[c] == 0)
+                un[t++] = c;
     }
     free(T);
     free(D);
