@@ -235,6 +235,16 @@ int fk_fanout_finish(fk_fanout *f, uint64_t id, fk_bundle *out, void **ud, int *
     return rc;
 }
 
+int fk_fanout_find_ud(const fk_fanout *f, const void *ud, uint64_t *id)
+{
+    for (const request *r = f->head; r; r = r->next)
+        if (r->ud == ud) {
+            *id = r->id;
+            return FK_OK;
+        }
+    return FK_ENOTFOUND;
+}
+
 void fk_fanout_drop(fk_fanout *f, uint64_t id, void **ud)
 {
     request *r = unlink_req(f, id);

@@ -81,6 +81,9 @@ FK_CHECKRETURN int fk_fanout_due(fk_fanout *f, double now, uint64_t *id, double 
 FK_CHECKRETURN int fk_fanout_finish(fk_fanout *f, uint64_t id, fk_bundle *out, void **ud,
                                     int *answered, int *asked, fk_err *err);
 
+/* The request whose ud is ud: FK_OK with *id, or FK_ENOTFOUND. */
+FK_CHECKRETURN int fk_fanout_find_ud(const fk_fanout *f, const void *ud, uint64_t *id);
+
 /* Remove request id without an answer (its call was cancelled); *ud as above. */
 void fk_fanout_drop(fk_fanout *f, uint64_t id, void **ud);
 

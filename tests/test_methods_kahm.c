@@ -421,8 +421,11 @@ static void predict_op(void **state)
     set_keys(&p, (const char *const[]){"classes", "6", NULL});
     assert_int_equal(run(&p, ds, &model, fin, &err), FK_OK);
     x[3] = 0;
-    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_EINVAL);
+    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_ESTATE);
     assert_non_null(strstr(err.msg, "upload_models = 0"));
+    for (int k = 0; k < K; k++) /* the server asks every client: each holds classes */
+        assert_int_equal(fk_method_kahm.holds_models(&model, k), 1);
+    assert_int_equal(fk_method_kahm.holds_models(&model, K), 0);
     fk_bundle_close(&model);
     fk_bundle_close(&q);
     fk_bundle_close(&res);

@@ -88,7 +88,8 @@ typedef struct fk_method {
     /* Optional (NULL: the job type serves no predictions). Predictions for the queries
      * (tensor "X", n x p) from a job's model as `model` returned it: fills out with
      * "labels" (n) and "distances" (n) and what the method adds; FK_EINVAL with the
-     * reason when the model cannot serve them (e.g. the models stay on the clients). */
+     * reason when the model cannot serve them; FK_ESTATE when the models stay on the
+     * clients (then the server asks them: client_predict, check_answer, combine_answers). */
     FK_CHECKRETURN int (*predict)(const fk_bundle *model, const fk_bundle *queries,
                                   fk_bundle *out, fk_err *err);
     /* Optional (NULL: predict serves from the model alone). Predictions served by the clients,
@@ -98,6 +99,8 @@ typedef struct fk_method {
      * the model and the queries; combine_answers folds the checked answers of distinct clients
      * (any subset: a silent client contributes nothing) into "labels" and "distances" and what
      * the method adds (kahm: "scored_classes", "unscored_classes", "missing_clients"). */
+    /* Optional with the two below (NULL: ask every client): 1 if client holds models. */
+    int (*holds_models)(const fk_bundle *model, int client);
     FK_CHECKRETURN int (*check_answer)(const fk_bundle *model, const fk_bundle *queries,
                                        const fk_update *ans, fk_err *err);
     FK_CHECKRETURN int (*combine_answers)(const fk_bundle *model, const fk_bundle *queries,

@@ -164,6 +164,7 @@ const fk_method fk_method_kahm = {
     .max_rounds = max_rounds,
     .check_update = fk__kahm_check_update,
     .predict = fk__kahm_predict,
+    .holds_models = fk__kahm_holds_models,
     .check_answer = fk__kahm_check_answer,
     .combine_answers = fk__kahm_combine,
     .client_init = fk__kahm_cli_init,

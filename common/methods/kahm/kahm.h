@@ -70,6 +70,7 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
 /* Mode-B serving (kahm_client.c, kahm_serve.c): a holder client's class distances for a
  * query batch, the server's check of one answer, and the minimum over the answers (63). */
 int fk__kahm_client_predict(void *cli, const fk_bundle *queries, fk_bundle *answer, fk_err *err);
+int fk__kahm_holds_models(const fk_bundle *model, int client);
 int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, const fk_update *ans,
                           fk_err *err);
 int fk__kahm_combine(const fk_bundle *model, const fk_bundle *queries, const fk_update *ans,

@@ -19,11 +19,10 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
         return fk_err_set(err, FK_EFORMAT, "kahm model: 'upload', 'holders', 'dim' or 'prep' "
                           "missing or malformed");
     if (up->data[0] != 1)
-        return fk_err_set(err, FK_EINVAL,
+        return fk_err_set(err, FK_ESTATE,
                           "this kahm job kept its models on the clients (upload_models = 0): "
-                          "serving predictions through the clients is not implemented; run the "
-                          "job with upload_models = 1 (each client must allow it) to predict at "
-                          "the server");
+                          "the clients that hold them answer the queries (client_predict), the "
+                          "server takes the minimum of their answers (combine_answers)");
     int C = (int)h->shape[1];
     const fk_tensor *X = fk_bundle_get(queries, "X");
     if (!X || X->ndim != 2 || X->shape[1] != (uint64_t)dim->data[0])

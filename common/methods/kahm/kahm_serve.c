@@ -27,6 +27,19 @@ static int shapes(const fk_bundle *model, const fk_bundle *queries, const fk_ten
     return FK_OK;
 }
 
+/* A client holds models if its round-1 class list was committed and names a class. */
+int fk__kahm_holds_models(const fk_bundle *model, int client)
+{
+    const fk_tensor *h = fk_bundle_get(model, "holders");
+    if (!h || h->ndim != 2 || client < 0 || (uint64_t)client >= h->shape[0])
+        return 0;
+    const double *row = h->data + (size_t)client * h->shape[1];
+    for (uint64_t c = 0; c < h->shape[1]; c++)
+        if (row[c] > 0)
+            return 1;
+    return 0;
+}
+
 int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, const fk_update *ans,
                           fk_err *err)
 {
