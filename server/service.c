@@ -957,9 +957,16 @@ static int predict_start(fk_service *s, fk_grpc_call *call, int64_t job, const f
     if (timeout_ms > PREDICT_MAX_MS)
         return fk_err_set(err, FK_EINVAL, "Predict: timeout_ms %u is more than %d", timeout_ms,
                           (int)PREDICT_MAX_MS);
+    /* The queries are checked once here (a combine of no answers), not by every client. */
+    fk_bundle dry;
+    fk_bundle_init(&dry);
+    int rc = m->combine_answers(model, q, NULL, 0, &dry, err);
+    fk_bundle_close(&dry);
+    if (rc)
+        return rc;
     fk_store_job sj;
     memset(&sj, 0, sizeof sj);
-    int rc = fk_store_job_get(s->st, job, &sj, err);
+    rc = fk_store_job_get(s->st, job, &sj, err);
     if (rc)
         return rc;
     /* The task must fit one message: the queries, the job config and the envelope. */

@@ -747,6 +747,11 @@ static void kahm_daemons_predict_mode_b(void **state)
     assert_true(wait_log(stderr_path, "1 class(es) could not be scored (+inf): 3", 1, NULL, 0));
     assert_true(wait_log(stderr_path, "did not answer in time: 3 ", 1, NULL, 0));
     assert_true(wait_log(log, "clients_asked=6 answered=5 missing=1", 1, NULL, 0));
+    /* queries of another dimension (4 columns): refused at the server, no client asked */
+    snprintf(dflag, sizeof dflag, "--data=%s/d0.csv", e->dir);
+    assert_int_not_equal(job_cmd(e, "predict", id, dflag, oflag, out, sizeof out), 0);
+    assert_true(wait_log(log, "request=2 clients_asked=6", 1, NULL, 0));
+    assert_false(wait_log(log, "request=3", 0.5, NULL, 0));
     fk_bundle_close(&qb);
     fk_bundle_close(&res);
     fk_bundle_close(&all);

@@ -633,6 +633,26 @@ static void mode_b_serving(void **state)
     assert_int_equal(fk_bundle_put(&big, "X", 2, (uint64_t[]){2, pd / 2}, ds[0].X.data), FK_OK);
     assert_int_equal(fk_method_kahm.client_predict(cli[0], &big, &a.msg, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "dimension"));
+    /* the server checks the queries before asking anyone: a combine of no answers */
+    fk_bundle none;
+    fk_bundle_init(&none);
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &big, NULL, 0, &none, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    fk_bundle_close(&none);
+    fk_bundle_close(&big);
+    fk_bundle_init(&big);
+    double *bx = fk_bundle_add(&big, "X", 2, (uint64_t[]){2, pd});
+    assert_non_null(bx);
+    bx[3] = INFINITY;
+    fk_bundle_init(&none);
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &big, NULL, 0, &none, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "finite"));
+    bx[3] = 0;
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &big, NULL, 0, &none, &err), FK_OK);
+    assert_int_equal(fk_bundle_get(&none, "unscored_classes")->len, C); /* nobody answered */
+    assert_true(fk_bundle_get(&none, "labels")->data[0] == -1);
+    assert_true(isinf(fk_bundle_get(&none, "distances")->data[0]));
+    fk_bundle_close(&none);
     fk_bundle_close(&big);
     fk_bundle_close(&a.msg);
     for (int k = 0; k < K; k++)

@@ -98,7 +98,8 @@ typedef struct fk_method {
      * client's classes as its committed update declared them) before it is taken, reading only
      * the model and the queries; combine_answers folds the checked answers of distinct clients
      * (any subset: a silent client contributes nothing) into "labels" and "distances" and what
-     * the method adds (kahm: "scored_classes", "unscored_classes", "missing_clients"). */
+     * the method adds (kahm: "scored_classes", "unscored_classes", "missing_clients"); with no
+     * answers it checks the queries against the model (the server does so before asking). */
     /* Optional with the two below (NULL: ask every client): 1 if client holds models. */
     int (*holds_models)(const fk_bundle *model, int client);
     FK_CHECKRETURN int (*check_answer)(const fk_bundle *model, const fk_bundle *queries,

@@ -17,12 +17,20 @@ static int shapes(const fk_bundle *model, const fk_bundle *queries, const fk_ten
     if (!*h || (*h)->ndim != 2 || (*h)->shape[1] < 2 || (*h)->shape[1] > 100000 ||
         (*h)->shape[0] < 1)
         return fk_err_set(err, FK_EFORMAT, "kahm model: 'holders' missing or malformed");
-    const fk_tensor *X = fk_bundle_get(queries, "X");
+    const fk_tensor *X = fk_bundle_get(queries, "X"), *dim = fk_bundle_get(model, "dim");
     if (!X || X->ndim != 2)
         return fk_err_set(err, FK_EINVAL, "kahm queries: need a matrix 'X'");
+    if (dim && dim->len == 1 && dim->data[0] > 0 && X->shape[1] != (uint64_t)dim->data[0])
+        return fk_err_set(err, FK_EINVAL, "kahm queries: %llu columns, the job's data dimension "
+                          "is %g", (unsigned long long)X->shape[1], dim->data[0]);
     if (X->shape[0] > FK_KAHM_MAX_QUERIES)
-        return fk_err_set(err, FK_ELIMIT, "kahm queries: %llu rows, at most %d per batch",
-                          (unsigned long long)X->shape[0], (int)FK_KAHM_MAX_QUERIES);
+        return fk_err_set(err, FK_ELIMIT, "kahm queries: %llu rows, at most %d per batch; split "
+                          "the query file", (unsigned long long)X->shape[0],
+                          (int)FK_KAHM_MAX_QUERIES);
+    for (size_t i = 0; i < X->len; i++)
+        if (!isfinite(X->data[i]))
+            return fk_err_set(err, FK_EINVAL, "kahm queries: row %zu column %zu is %g (must be "
+                              "finite)", i / X->shape[1], i % X->shape[1], X->data[i]);
     *nt = (size_t)X->shape[0];
     return FK_OK;
 }
