@@ -263,7 +263,9 @@ static int teardown(void **state)
     stop(&e->server, SIGTERM);
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
-    if (system(cmd))
+    if (getenv("FK_TEST_KEEP")) /* keep the daemons' logs (e.g. sanitizer reports) */
+        fprintf(stderr, "kept %s\n", e->dir);
+    else if (system(cmd))
         fprintf(stderr, "could not remove %s\n", e->dir);
     free(e);
     return 0;
