@@ -220,14 +220,18 @@ static request *unlink_req(fk_fanout *f, uint64_t id)
     return NULL;
 }
 
-int fk_fanout_finish(fk_fanout *f, uint64_t id, fk_bundle *out, void **ud, int *answered,
-                     int *asked, fk_err *err)
+int fk_fanout_finish(fk_fanout *f, uint64_t id, fk_bundle *out, void **ud, int64_t *job,
+                     int *answered, int *asked, fk_err *err)
 {
     request *r = unlink_req(f, id);
+    *ud = NULL;
+    *job = 0;
+    *answered = *asked = 0;
     if (!r)
         return fk_err_set(err, FK_ENOTFOUND, "no prediction request %llu",
                           (unsigned long long)id);
     *ud = r->ud;
+    *job = r->job;
     *answered = r->n_ans;
     *asked = r->asked;
     int rc = r->m->combine_answers(&r->model, &r->queries, r->ans, r->n_ans, out, err);

@@ -76,10 +76,11 @@ FK_CHECKRETURN int fk_fanout_answer(fk_fanout *f, uint64_t id, const char *ident
 FK_CHECKRETURN int fk_fanout_due(fk_fanout *f, double now, uint64_t *id, double *next);
 
 /* Remove request id and combine the answers taken into out (initialised by the caller):
- * the method's combine_answers result. *ud gets the request's ud; *answered and *asked the
- * counts. The request is gone even when the combine fails. */
+ * the method's combine_answers result. *ud gets the request's ud (NULL if there is no such
+ * request), *job its job, *answered and *asked the counts. The request is gone even when
+ * the combine fails. */
 FK_CHECKRETURN int fk_fanout_finish(fk_fanout *f, uint64_t id, fk_bundle *out, void **ud,
-                                    int *answered, int *asked, fk_err *err);
+                                    int64_t *job, int *answered, int *asked, fk_err *err);
 
 /* The request whose ud is ud: FK_OK with *id, or FK_ENOTFOUND. */
 FK_CHECKRETURN int fk_fanout_find_ud(const fk_fanout *f, const void *ud, uint64_t *id);

@@ -878,17 +878,20 @@ static void predict_finish(fk_service *s, uint64_t id)
     fk_bundle res;
     fk_bundle_init(&res);
     void *ud;
-    int answered = 0, asked = 0;
+    int64_t job;
+    int answered, asked;
     fk_err err;
-    int rc = fk_fanout_finish(s->fo, id, &res, &ud, &answered, &asked, &err);
+    int rc = fk_fanout_finish(s->fo, id, &res, &ud, &job, &answered, &asked, &err);
     fk_grpc_call *call = ud;
     const fk_tensor *miss = fk_bundle_get(&res, "missing_clients");
     fk_log(rc ? FK_LOG_WARN : FK_LOG_INFO, "predict_answered",
-           "request=%" PRIu64 " clients_asked=%d answered=%d missing=%zu%s%s", id, asked,
-           answered, miss ? miss->len : (size_t)0, rc ? " error=" : "", rc ? err.msg : "");
+           "request=%" PRIu64 " clients_asked=%d answered=%d missing=%zu job=%" PRId64 "%s%s", id,
+           asked, answered, miss ? miss->len : (size_t)0, job, rc ? " error=" : "",
+           rc ? err.msg : "");
     uint8_t *buf = NULL;
     size_t olen = 0;
     fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
     fk_codec_tx tx = {.bundle = &res};
     if (!rc)
         rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
@@ -946,7 +949,8 @@ static void predict_answer(fk_service *s, fk_grpc_call *call, const char *identi
         predict_finish(s, in->predict_id);
 }
 
-/* Mode B of kahm and the like: ask the clients that hold the job's models. Takes q. */
+/* Mode B of kahm and the like: ask the clients that hold the job's models (the request
+ * copies model and q); the call is answered later, by predict_finish. */
 static int predict_start(fk_service *s, fk_grpc_call *call, int64_t job, const fk_method *m,
                          const fk_bundle *model, const fk_bundle *q, uint32_t timeout_ms,
                          fk_err *err)

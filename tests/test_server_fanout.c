@@ -162,10 +162,18 @@ static void all_answer(void **state)
     fk_bundle_init(&out);
     void *ud;
     int answered, asked;
-    assert_int_equal(fk_fanout_finish(f, id, &out, &ud, &answered, &asked, &err), FK_OK);
+    int64_t job;
+    assert_int_equal(fk_fanout_finish(f, id, &out, &ud, &job, &answered, &asked, &err), FK_OK);
     assert_ptr_equal(ud, &tag);
+    assert_int_equal(job, 3);
     assert_int_equal(answered, K);
     assert_int_equal(asked, K);
+    fk_bundle gone;
+    fk_bundle_init(&gone);
+    assert_int_equal(fk_fanout_finish(f, id, &gone, &ud, &job, &answered, &asked, &err),
+                     FK_ENOTFOUND);
+    assert_null(ud);
+    fk_bundle_close(&gone);
     direct(x, (const int[]){0, 1, 2, 3}, K, &want);
     size_t n = fk_bundle_get(&want, "distances")->len;
     assert_memory_equal(fk_bundle_get(&out, "distances")->data,
@@ -211,7 +219,8 @@ static void deadline_and_refusals(void **state)
     fk_bundle_init(&out);
     void *ud;
     int answered, asked;
-    assert_int_equal(fk_fanout_finish(f, id, &out, &ud, &answered, &asked, &err), FK_OK);
+    int64_t job;
+    assert_int_equal(fk_fanout_finish(f, id, &out, &ud, &job, &answered, &asked, &err), FK_OK);
     assert_int_equal(answered, 1);
     assert_int_equal(asked, K);
     direct(x, (const int[]){0}, 1, &want);
