@@ -705,8 +705,11 @@ static void kahm_daemons_predict_mode_b(void **state)
     assert_non_null(km);
     assert_int_equal(km->predict(&all, &qb, &res, &err), FK_OK);
     /* all six clients answer */
+    double t_all = now_s();
     if (job_cmd(e, "predict", id, dflag, oflag, out, sizeof out))
         fail_msg("job predict: %s", out);
+    fprintf(stderr, "kahm mode-B job predict, %zu queries, 6 clients: %.3f s (CLI included)\n",
+            q.X.rows, now_s() - t_all);
     size_t rows = compare_predictions(pred, fk_bundle_get(&res, "labels"),
                                       fk_bundle_get(&res, "distances"));
     assert_int_equal(rows, q.X.rows);
