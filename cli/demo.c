@@ -758,7 +758,7 @@ static int check_predict(demo_job *j, fk_job_conn *c, const fk_bundle *sim_model
     fk_bundle_init(&sres);
     int rc = query_bundle(j, &q, err);
     double t0 = mono_s();
-    if (!rc && fk_job_predict(c, j->id, &q, &dres))
+    if (!rc && fk_job_predict(c, j->id, &q, 5, &dres))
         rc = fk_err_set(err, FK_ENET, "job %s: the predict call failed (see above)", j->id);
     j->pred_seconds = mono_s() - t0;
     if (!rc)

@@ -31,6 +31,7 @@ static void usage(FILE *out)
             "                                         [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no-labels] [--json]\n"
+            "                                         [--timeout SECONDS]\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
             "\n"
@@ -49,9 +50,12 @@ static void usage(FILE *out)
             "(seconds), retries, aggregator (fedavg | mean | median | trimmed-mean, trim), and the\n"
             "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n"
             "predict: labels and distances of the rows of FILE (CSV, LIBSVM, ...; a CSV's first\n"
-            "column is its label unless --no-labels) from a finished job's model at the server,\n"
-            "one 'label distance' line per row (or --out FILE as CSV); kahm jobs with\n"
-            "upload_models = 1 only. One call: the queries must fit one message.\n");
+            "column is its label unless --no-labels) from a finished job, one 'label distance'\n"
+            "line per row (or --out FILE as CSV). kahm with upload_models = 1: from the model at\n"
+            "the server; kahm with models on the clients (default): the server asks the clients\n"
+            "that hold them and waits up to --timeout SECONDS (5) for their answers; classes of\n"
+            "clients that did not answer score +inf and are named on stderr. One call: the\n"
+            "queries must fit one message.\n");
 }
 
 typedef struct fk_job_conn {
@@ -491,12 +495,17 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
 }
 
 
-int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, fk_bundle *result)
+int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, long timeout_s,
+                   fk_bundle *result)
 {
     const char *cmd = "job predict";
     fk_err err;
     fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
     snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    /* The server waits up to the timeout for the clients (mode B); the call waits longer. */
+    in.timeout_ms = (uint32_t)(timeout_s * 1000);
+    if (c->timeout_ms < (uint64_t)timeout_s * 1000 + 5000)
+        c->timeout_ms = (uint64_t)timeout_s * 1000 + 5000;
     fk_codec_tx tx = {.bundle = queries};
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -509,12 +518,32 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, fk_
     return rc;
 }
 
-/* fedkern job predict ID --data FILE: the queries' labels and distances from the job's
- * model at the server (job types with a predict op: kahm with uploaded models). A labelled
- * file (CSV: label in the first column) also gets its accuracy; --no-labels reads every
- * column as a feature. */
+/* What could not be scored (models on silent clients, or no client holding a class). */
+static void print_unscored(const char *id, const fk_bundle *res)
+{
+    const fk_tensor *un = fk_bundle_get(res, "unscored_classes");
+    const fk_tensor *mi = fk_bundle_get(res, "missing_clients");
+    if (un && un->len) {
+        fprintf(stderr, "job %s: %zu class(es) could not be scored (+inf):", id, un->len);
+        for (size_t i = 0; i < un->len; i++)
+            fprintf(stderr, " %.17g", un->data[i]);
+        fprintf(stderr, "\n");
+    }
+    if (mi && mi->len) {
+        fprintf(stderr, "job %s: %zu client(s) holding models did not answer in time:", id,
+                mi->len);
+        for (size_t i = 0; i < mi->len; i++)
+            fprintf(stderr, " %.17g", mi->data[i]);
+        fprintf(stderr, " (client index in the job)\n");
+    }
+}
+
+/* fedkern job predict ID --data FILE: the queries' labels and distances, from the job's model
+ * at the server (kahm with uploaded models) or from the clients that hold the models (kahm mode
+ * B, waiting up to timeout_s for them). A labelled file (CSV: label in the first column) also
+ * gets its accuracy; --no-labels reads every column as a feature. */
 static int do_predict(conn *c, const char *id, const char *data, int no_labels,
-                      const char *out_path, int json)
+                      const char *out_path, int json, long timeout_s)
 {
     const char *cmd = "job predict";
     fk_err err;
@@ -531,7 +560,7 @@ static int do_predict(conn *c, const char *id, const char *data, int no_labels,
     for (size_t i = 0; !rc && i < ds.X.rows; i++)
         memcpy(x + i * ds.X.cols, fk_mat_row(&ds.X, i), ds.X.cols * sizeof(double));
     if (!rc)
-        rc = fk_job_predict(c, id, &q, &res);
+        rc = fk_job_predict(c, id, &q, timeout_s, &res);
     const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
     const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
     if (!rc && (!lab || !dist || lab->len != ds.X.rows || dist->len != ds.X.rows))
@@ -553,8 +582,13 @@ static int do_predict(conn *c, const char *id, const char *data, int no_labels,
         rc = fk_cli_fail(cmd, "cannot write %s", out_path);
     if (!rc) {
         double acc = ds.y && n ? (double)hit / (double)n : NAN;
+        const fk_tensor *un = fk_bundle_get(&res, "unscored_classes"),
+                        *mi = fk_bundle_get(&res, "missing_clients");
+        print_unscored(id, &res);
         if (json)
-            printf("{\"job\":\"%s\",\"queries\":%zu,\"accuracy\":%.9g}\n", id, n, acc);
+            printf("{\"job\":\"%s\",\"queries\":%zu,\"accuracy\":%.9g,"
+                   "\"unscored_classes\":%zu,\"missing_clients\":%zu}\n",
+                   id, n, acc, un ? un->len : (size_t)0, mi ? mi->len : (size_t)0);
         else if (!isnan(acc))
             fprintf(stderr, "job %s: %zu queries, accuracy %.4f against the file's labels\n", id, n,
                     acc);
@@ -605,10 +639,11 @@ int fk_cmd_job(int argc, char **argv)
         rc = 2;
         goto out;
     }
-    long wait_s, round;
+    long wait_s, round, predict_s;
     int json, current, no_labels;
     if (fk_params_bool(&p, "no-labels", 0, &no_labels, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+        fk_params_int(&p, "timeout", 5, 1, 600, &predict_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err) ||
         fk_params_bool(&p, "current", 0, &current, &err)) {
@@ -650,7 +685,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "result")) {
         rc = do_result(&c, rest[0], out_path, wait_s, current, json);
     } else if (!strcmp(sub, "predict")) {
-        rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json);
+        rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json, predict_s);
     } else {
         rc = do_cancel(&c, rest[0]);
     }

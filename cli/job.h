@@ -26,8 +26,11 @@ int fk_job_status_get(fk_job_conn *c, const char *id, uint32_t round,
 /* JobResult of a finished job: the model as an encoded fedkern.v1.Bundle (caller frees). */
 int fk_job_model_get(fk_job_conn *c, const char *id, uint8_t **model, size_t *len);
 /* Predict: the server's answer ("labels", "distances", ...) for the queries bundle (tensor
- * "X", n x p) from job id's model, into result (an empty bundle the caller closes). */
-int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, fk_bundle *result);
+ * "X", n x p) from job id's model, into result (an empty bundle the caller closes). A job
+ * whose models stay on the clients waits up to timeout_s seconds for their answers; the
+ * result then names "unscored_classes" and "missing_clients". */
+int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, long timeout_s,
+                   fk_bundle *result);
 
 const char *fk_jobcli_state_name(int state);
 /* Metric `name` of a status answer, NaN if absent. */

@@ -69,6 +69,20 @@ typedef struct work {
     char error[256];
 } work;
 
+/* A prediction task of a finished job (TASK_PREDICT): one at a time, while the agent is
+ * otherwise idle; answered from the job's kept method state, never stored. */
+typedef struct pwork {
+    int running, ready;
+    uv_work_t req;
+    jobctx *ctx;
+    int64_t job;
+    uint64_t id;
+    fk_bundle q, ans;
+    int rc;
+    fk_err err;
+    double seconds;
+} pwork;
+
 struct fk_agent {
     uv_loop_t *loop;
     fk_agent_config cfg;
@@ -85,6 +99,7 @@ struct fk_agent {
     jobctx *jobs[MAX_JOBS]; /* oldest first */
     int n_jobs;
     work w;
+    pwork p;
     fk_agent_stats stats;
     int stopping, closing_client, handles;
     void (*on_stopped)(void *);
@@ -725,7 +740,10 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
     int k = 0;
     for (int i = 0; i < a->n_jobs; i++) {
         jobctx *j = a->jobs[i];
-        if (listed(out, j->job) || (a->w.active && a->w.job == j->job)) {
+        /* A job whose models serve predictions after it ended (kahm mode B) is kept, in
+         * memory and on disk, until MAX_JOBS newer jobs push it out (job_context). */
+        if (listed(out, j->job) || (a->w.active && a->w.job == j->job) ||
+            (j->m && j->m->client_predict) || (a->p.running && a->p.ctx == j)) {
             a->jobs[k++] = j;
             continue;
         }
@@ -744,7 +762,10 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
         return;
     }
     for (int i = 0; i < n; i++) {
-        if (listed(out, ids[i]) || (a->w.active && a->w.job == ids[i]))
+        int kept = 0;
+        for (int j = 0; j < a->n_jobs; j++)
+            kept |= a->jobs[j]->job == ids[i];
+        if (listed(out, ids[i]) || (a->w.active && a->w.job == ids[i]) || kept)
             continue;
         if (fk_cstate_remove(a->cfg.state_dir, ids[i], &err))
             fk_log(FK_LOG_WARN, "client_state_not_removed", "job=%" PRId64 " error=\"%s\"", ids[i],
@@ -754,6 +775,146 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
                    ids[i]);
     }
     free(ids);
+}
+
+/* ------------------------------------------------------- predictions */
+
+static fk_agent *agent_of_p(pwork *p)
+{
+    return (fk_agent *)((char *)p - offsetof(fk_agent, p));
+}
+
+static void pwork_reset(pwork *p)
+{
+    fk_bundle_close(&p->q);
+    fk_bundle_close(&p->ans);
+    memset(p, 0, sizeof *p);
+    fk_bundle_init(&p->q);
+    fk_bundle_init(&p->ans);
+}
+
+static void predict_run(uv_work_t *req)
+{
+    pwork *p = req->data;
+    double t0 = mono();
+    fk_err_clear(&p->err);
+    p->rc = p->ctx->m->client_predict(p->ctx->cli, &p->q, &p->ans, &p->err);
+    p->seconds = mono() - t0;
+}
+
+static void predict_done(uv_work_t *req, int status)
+{
+    pwork *p = req->data;
+    fk_agent *a = agent_of_p(p);
+    p->running = 0;
+    a->handles--;
+    if (a->stopping) {
+        pwork_reset(p);
+        maybe_finish_stop(a);
+        return;
+    }
+    if (status && !p->rc)
+        p->rc = fk_err_set(&p->err, FK_ESTATE, "the prediction did not run");
+    if (p->rc)
+        fk_log(FK_LOG_WARN, "predict_failed", "job=%" PRId64 " request=%" PRIu64 " error=\"%s\"",
+               p->job, p->id, p->err.msg);
+    else
+        fk_log(FK_LOG_INFO, "predict_done", "job=%" PRId64 " request=%" PRIu64 " seconds=%.3f",
+               p->job, p->id, p->seconds);
+    p->ready = 1;
+    next(a);
+}
+
+/* A TASK_PREDICT: the job's method state (kept after the job ended, or rebuilt from the
+ * state file) answers the queries on the thread pool; a job it cannot serve gets an error. */
+static void start_predict(fk_agent *a, const fedkern_v1_PullTaskResponse *out, fk_bundle *q)
+{
+    pwork *p = &a->p;
+    pwork_reset(p);
+    p->job = strtoll(out->job_id, NULL, 10);
+    p->id = out->predict_id;
+    fk_bundle_close(&p->q);
+    p->q = *q;
+    fk_bundle_init(q);
+    fk_err err;
+    jobctx *j = job_context(a, p->job, out->method, out->params, &err);
+    if (!j) {
+        p->rc = err.code ? err.code : FK_ESTATE;
+        p->err = err;
+    } else if (!j->m->client_predict) {
+        p->rc = fk_err_set(&p->err, FK_EINVAL, "job type %s answers no predictions", j->m->name);
+    }
+    if (p->rc) {
+        fk_log(FK_LOG_WARN, "predict_failed", "job=%" PRId64 " request=%" PRIu64 " error=\"%s\"",
+               p->job, p->id, p->err.msg);
+        p->ready = 1;
+        return;
+    }
+    p->ctx = j;
+    p->running = 1;
+    p->req.data = p;
+    a->handles++;
+    if (uv_queue_work(a->loop, &p->req, predict_run, predict_done)) {
+        a->handles--;
+        p->running = 0;
+        p->rc = fk_err_set(&p->err, FK_ESTATE, "the prediction could not be queued");
+        p->ready = 1;
+    }
+}
+
+static void predict_push_done(void *ud, int status, const char *msg, const uint8_t *resp,
+                              size_t len)
+{
+    fk_agent *a = completion(ud, status, msg);
+    if (!a)
+        return;
+    fedkern_v1_PushUpdateResponse out;
+    fk_err err;
+    if (status == FK_GRPC_OK &&
+        fk_codec_decode(fedkern_v1_PushUpdateResponse_fields, &out, resp, len, &err) == FK_OK) {
+        fk_log(FK_LOG_DEBUG, "predict_answered", "job=%" PRId64 " request=%" PRIu64 " state=%d",
+               a->p.job, a->p.id, (int)out.state);
+        fk_codec_release(fedkern_v1_PushUpdateResponse_fields, &out);
+    } else {
+        fk_log(FK_LOG_WARN, "predict_answer_refused", "job=%" PRId64 " request=%" PRIu64
+               " status=%s message=\"%s\"", a->p.job, a->p.id, fk_grpc_status_name(status), msg);
+    }
+    pwork_reset(&a->p); /* an answer is never resent: the request has a short deadline */
+    next(a);
+}
+
+/* Send the answer (or why there is none) of the prediction task; never chunked. */
+static void send_predict_answer(fk_agent *a)
+{
+    pwork *p = &a->p;
+    fedkern_v1_PushUpdateRequest in = fedkern_v1_PushUpdateRequest_init_zero;
+    snprintf(in.session_id, sizeof in.session_id, "%s", a->session_id);
+    snprintf(in.job_id, sizeof in.job_id, "%" PRId64, p->job);
+    new_update_id(in.update_id, sizeof in.update_id);
+    in.predict_id = p->id;
+    fk_codec_tx tx = {0};
+    fk_err err;
+    size_t size = 0;
+    if (!p->rc && fk_codec_bundle_size(&p->ans, FK_DTYPE_F64, &size, &err))
+        p->rc = err.code, p->err = err;
+    if (!p->rc && size + 1024 > a->max_message)
+        p->rc = fk_err_set(&p->err, FK_ELIMIT, "the answer (%zu bytes) does not fit one message "
+                           "(%u bytes); ask with fewer queries", size, a->max_message);
+    if (p->rc) {
+        in.has_report = true;
+        snprintf(in.report.error, sizeof in.report.error, "%s", p->err.msg);
+    } else {
+        tx.bundle = &p->ans;
+    }
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    p->ready = 0;
+    if (fk_codec_encode_push_update_request(&in, &tx, 0, &buf, &len, &err) ||
+        call(a, CALL_PUSH, "PushUpdate", buf, len, a->cfg.call_ms, predict_push_done, &err)) {
+        fk_log(FK_LOG_ERROR, "predict_answer_not_sent", "error=\"%s\"", err.msg);
+        pwork_reset(p);
+        pause_polling(a);
+    }
 }
 
 /* The answer to a PullTask: nothing to do, a whole task, or one chunk of a large task. */
@@ -788,6 +949,13 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
         return;
     }
     int rc = FK_OK;
+    if (out.kind == fedkern_v1_TaskKind_TASK_PREDICT && !w->active) {
+        start_predict(a, &out, &b); /* takes b */
+        fk_codec_release(fedkern_v1_PullTaskResponse_fields, &out);
+        fk_bundle_close(&b);
+        next(a);
+        return;
+    }
     if (out.kind != fedkern_v1_TaskKind_TASK_RUN) {
         if (w->active)
             work_reset(w); /* a chunked task that ended meanwhile */
@@ -1071,7 +1239,11 @@ static void next(fk_agent *a)
     }
     if (!uv_is_active((uv_handle_t *)&a->hb))
         FK_UV_MUST(uv_timer_start(&a->hb, on_hb, a->heartbeat_ms, a->heartbeat_ms));
-    if (a->w.ready)
+    if (a->p.running)
+        return; /* a prediction on the thread pool: its answer goes first */
+    if (a->p.ready)
+        send_predict_answer(a);
+    else if (a->w.ready)
         send_push(a);
     else if (!a->w.running && !a->w.active)
         send_pull(a, NULL, 0, 0, 0);
@@ -1102,6 +1274,7 @@ int fk_agent_start(fk_agent **out, uv_loop_t *loop, const fk_agent_config *cfg, 
     a->max_message = 4u << 20;
     fk_rng_init(&a->jitter, (uint64_t)time(NULL) ^ (uint64_t)getpid(), (uint64_t)(uintptr_t)a);
     work_reset(&a->w);
+    pwork_reset(&a->p);
     FK_UV_MUST(uv_timer_init(loop, &a->retry));
     FK_UV_MUST(uv_timer_init(loop, &a->hb));
     a->retry.data = a->hb.data = a;
@@ -1134,6 +1307,7 @@ static void maybe_finish_stop(fk_agent *a)
     for (int i = 0; i < a->n_jobs; i++)
         jobctx_free(a->jobs[i]);
     work_reset(&a->w);
+    pwork_reset(&a->p);
     fk_tls_ctx_unref(a->cfg.tls);
     void (*cb)(void *) = a->on_stopped;
     void *ud = a->stopped_ud;

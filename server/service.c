@@ -14,11 +14,16 @@
 #include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
+#include "common/methods/jobconf.h"
 #include "common/methods/method.h"
+#include "server/fanout.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
+
+/* Predict timeouts when the clients answer (PredictRequest.timeout_ms). */
+enum { PREDICT_DEFAULT_MS = 5000, PREDICT_MAX_MS = 600000 };
 
 /* A PullTask call waiting for a task. */
 typedef struct waiter {
@@ -81,6 +86,8 @@ struct fk_service {
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
     uint64_t woken_gen;   /* engine generation the waiters were last matched against */
+    fk_fanout *fo;        /* prediction requests waiting for the clients' answers */
+    uint64_t woken_fo_gen;
     void (*on_closed)(void *);
     void *closed_ud;
 };
@@ -356,20 +363,72 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
 }
 
-/* Give every waiting client the task the engine now has for it (only after
- * the engine made new tasks: a scan per event would be quadratic). */
+static int encode_queries(const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
+{
+    return fk_codec_bundle_encode(b, out, len, err);
+}
+
+/* A predict task for identity, if a prediction request waits for it: answered on call. */
+static int reply_predict_task(fk_service *s, fk_grpc_call *call, const char *identity)
+{
+    fk_fanout_task t;
+    fk_err err;
+    int rc = fk_fanout_pull(s->fo, identity, encode_queries, &t, &err);
+    if (rc == FK_ENOTFOUND)
+        return 0;
+    if (rc) {
+        fk_log(FK_LOG_ERROR, "predict_task_not_sent", "identity=%s error=\"%s\"", identity,
+               err.msg);
+        return 0;
+    }
+    fedkern_v1_PullTaskResponse msg = fedkern_v1_PullTaskResponse_init_zero;
+    msg.kind = fedkern_v1_TaskKind_TASK_PREDICT;
+    snprintf(msg.job_id, sizeof msg.job_id, "%" PRId64, t.job);
+    snprintf(msg.method, sizeof msg.method, "%.31s", t.method);
+    msg.params = (char *)t.config;
+    msg.predict_id = t.id;
+    fk_bundle b;
+    fk_bundle_init(&b);
+    fk_codec_tx tx = {.bundle = &b};
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    /* The request was sized to fit one message when it started. */
+    rc = fk_codec_bundle_decode(t.queries, t.queries_len, &b, &err);
+    if (!rc)
+        rc = fk_codec_encode_pull_task_response(&msg, &tx, 0, &buf, &len, &err);
+    fk_bundle_close(&b);
+    if (rc) {
+        fk_log(FK_LOG_ERROR, "predict_task_not_sent", "identity=%s error=\"%s\"", identity,
+               err.msg);
+        reply_err(call, rc, &err);
+        return 1;
+    }
+    fk_log(FK_LOG_DEBUG, "predict_task_sent", "identity=%s job=%" PRId64 " request=%" PRIu64,
+           identity, t.job, t.id);
+    s->stats.bytes_out += len;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
+    return 1;
+}
+
+/* Give every waiting client the task the engine, or a prediction request, now has for it
+ * (only after new tasks or requests were made: a scan per event would be quadratic). */
 static void wake_waiters(fk_service *s)
 {
-    uint64_t gen = fk_engine_generation(s->e);
-    if (gen == s->woken_gen)
+    uint64_t gen = fk_engine_generation(s->e), fgen = fk_fanout_generation(s->fo);
+    if (gen == s->woken_gen && fgen == s->woken_fo_gen)
         return;
     s->woken_gen = gen;
+    s->woken_fo_gen = fgen;
     waiter *w = s->waiting;
     while (w) {
         waiter *next = w->next;
         fk_task_ref t;
         fk_err err;
-        if (w->call && fk_engine_pull(s->e, w->identity, fk_service_now(), &t, &err) == FK_OK) {
+        if (w->call && reply_predict_task(s, w->call, w->identity)) {
+            w->call = NULL;
+            waiter_drop(s, w);
+        } else if (w->call &&
+                   fk_engine_pull(s->e, w->identity, fk_service_now(), &t, &err) == FK_OK) {
             fk_grpc_call *call = w->call;
             w->call = NULL;
             reply_task(s, call, &t, 0);
@@ -546,6 +605,9 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     s->stats.pulls++;
     s->stats.bytes_in += len;
     const char *id = identity_of(peer);
+    /* Predictions first: an admin waits on them, with a short deadline. */
+    if (!in.job_id[0] && !s->closing && reply_predict_task(s, call, id))
+        return;
     fk_task_ref t;
     fk_err err;
     int rc = fk_engine_pull(s->e, id, fk_service_now(), &t, &err);
@@ -808,6 +870,152 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
     free(blob);
 }
 
+/* ------------------------------------------------- predictions by the clients */
+
+/* Answer the Predict call of request id with the combine of the answers taken. */
+static void predict_finish(fk_service *s, uint64_t id)
+{
+    fk_bundle res;
+    fk_bundle_init(&res);
+    void *ud;
+    int64_t job;
+    int answered, asked;
+    fk_err err;
+    int rc = fk_fanout_finish(s->fo, id, &res, &ud, &job, &answered, &asked, &err);
+    fk_grpc_call *call = ud;
+    const fk_tensor *miss = fk_bundle_get(&res, "missing_clients");
+    fk_log(rc ? FK_LOG_WARN : FK_LOG_INFO, "predict_answered",
+           "request=%" PRIu64 " clients_asked=%d answered=%d missing=%zu job=%" PRId64 "%s%s", id,
+           asked, answered, miss ? miss->len : (size_t)0, job, rc ? " error=" : "",
+           rc ? err.msg : "");
+    uint8_t *buf = NULL;
+    size_t olen = 0;
+    fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
+    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
+    fk_codec_tx tx = {.bundle = &res};
+    if (!rc)
+        rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    fk_bundle_close(&res);
+    if (!call)
+        return;
+    fk_grpc_call_on_cancel(call, NULL, NULL);
+    if (rc) {
+        free(buf);
+        reply_err(call, rc, &err);
+        return;
+    }
+    s->stats.bytes_out += olen;
+    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
+}
+
+/* The admin gave up on a Predict call (its deadline or a cancel): drop its request. */
+static void predict_cancelled(fk_grpc_call *call, void *ud)
+{
+    fk_service *s = ud;
+    uint64_t id;
+    void *owner;
+    if (fk_fanout_find_ud(s->fo, call, &id) == FK_OK) {
+        fk_fanout_drop(s->fo, id, &owner);
+        fk_log(FK_LOG_INFO, "predict_cancelled", "request=%" PRIu64, id);
+    }
+    fk_grpc_call_reply(call, FK_GRPC_CANCELLED, NULL, NULL, 0);
+}
+
+/* A client's answer to a predict task: checked by the method, taken or refused. */
+static void predict_answer(fk_service *s, fk_grpc_call *call, const char *identity,
+                           const fedkern_v1_PushUpdateRequest *in, const fk_bundle *ans,
+                           int64_t job)
+{
+    fk_err err;
+    int complete = 0, failed = in->has_report && in->report.error[0];
+    if (failed)
+        fk_log(FK_LOG_WARN, "client_predict_failed",
+               "identity=%s job=%" PRId64 " request=%" PRIu64 " error=\"%s\"", identity, job,
+               in->predict_id, in->report.error);
+    fk_bundle empty;
+    fk_bundle_init(&empty);
+    int rc = fk_fanout_answer(s->fo, in->predict_id, identity, failed ? NULL : ans ? ans : &empty,
+                              &complete, &err);
+    if (rc == FK_ESTATE)
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, err.msg);
+    else if (rc) {
+        fk_log(FK_LOG_WARN, "predict_answer_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
+               identity, job, err.msg);
+        reply_err(call, rc, &err);
+    } else {
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
+    }
+    if (complete)
+        predict_finish(s, in->predict_id);
+}
+
+/* Mode B of kahm and the like: ask the clients that hold the job's models (the request
+ * copies model and q); the call is answered later, by predict_finish. */
+static int predict_start(fk_service *s, fk_grpc_call *call, int64_t job, const fk_method *m,
+                         const fk_bundle *model, const fk_bundle *q, uint32_t timeout_ms,
+                         fk_err *err)
+{
+    if (!m->check_answer || !m->combine_answers)
+        return fk_err_set(err, FK_EINVAL, "job %" PRId64 " (%s): the models stay on the clients "
+                          "and this job type cannot ask them", job, m->name);
+    if (timeout_ms > PREDICT_MAX_MS)
+        return fk_err_set(err, FK_EINVAL, "Predict: timeout_ms %u is more than %d", timeout_ms,
+                          (int)PREDICT_MAX_MS);
+    /* The queries are checked once here (a combine of no answers), not by every client. */
+    fk_bundle dry;
+    fk_bundle_init(&dry);
+    int rc = m->combine_answers(model, q, NULL, 0, &dry, err);
+    fk_bundle_close(&dry);
+    if (rc)
+        return rc;
+    fk_store_job sj;
+    memset(&sj, 0, sizeof sj);
+    rc = fk_store_job_get(s->st, job, &sj, err);
+    if (rc)
+        return rc;
+    /* The task must fit one message: the queries, the job config and the envelope. */
+    size_t qsize = 0;
+    rc = fk_codec_bundle_size(q, FK_DTYPE_F64, &qsize, err);
+    if (!rc && qsize + strlen(sj.config) + 1024 > s->cfg.max_message)
+        rc = fk_err_set(err, FK_ELIMIT, "Predict: the query batch (%zu bytes) and the job "
+                        "config do not fit one task message to the clients (max_message %u "
+                        "bytes); send fewer queries per call", qsize, s->cfg.max_message);
+    fk_jobconf conf;
+    int parsed = 0;
+    if (!rc && !(rc = fk_jobconf_parse(&conf, sj.config, "job config", err)))
+        parsed = 1;
+    int *ask = NULL;
+    if (!rc && !(ask = calloc((size_t)conf.n_clients, sizeof *ask)))
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    int n_ask = 0;
+    for (int k = 0; !rc && k < conf.n_clients; k++)
+        n_ask += ask[k] = m->holds_models ? m->holds_models(model, k) : 1;
+    uint64_t id = 0;
+    if (!rc) {
+        uint32_t ms = timeout_ms ? timeout_ms : PREDICT_DEFAULT_MS;
+        fk_fanout_spec sp = {.job = job, .m = m, .config = sj.config, .model = model,
+                             .queries = q, .identities = (const char *const *)conf.clients,
+                             .ask = ask, .n_clients = conf.n_clients,
+                             .deadline = fk_service_now() + 1e-3 * ms, .ud = call};
+        rc = fk_fanout_start(s->fo, &sp, &id, err);
+    }
+    free(ask);
+    if (parsed)
+        fk_jobconf_close(&conf);
+    fk_store_job_free(&sj);
+    if (rc)
+        return rc;
+    fk_log(FK_LOG_INFO, "predict_asked", "job=%" PRId64 " request=%" PRIu64 " clients=%d",
+           job, id, n_ask);
+    fk_grpc_call_on_cancel(call, predict_cancelled, s);
+    wake_waiters(s);
+    double next;
+    uint64_t due;
+    if (fk_fanout_due(s->fo, fk_service_now(), &due, &next) == FK_OK && due == id)
+        predict_finish(s, id); /* nobody holds models: answer at once */
+    return FK_OK;
+}
+
 static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
                     uint64_t deadline, void *ud)
 {
@@ -833,6 +1041,8 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         rc = fk_err_set(&err, FK_EINVAL, "PushUpdate: update_id must have at least 8 characters");
     if (rc) {
         reply_err(call, rc, &err);
+    } else if (in.predict_id) {
+        predict_answer(s, call, id, &in, rx.has_bundle ? &b : NULL, job);
     } else if (in.has_report && in.report.error[0]) {
         fk_log(FK_LOG_WARN, "client_task_failed", "identity=%s job=%s round=%u phase=%u error=\"%s\"",
                id, in.job_id, in.round, in.phase, in.report.error);
@@ -1174,6 +1384,7 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
         fk_bundle_close(&q);
         return;
     }
+    uint32_t in_timeout = in.timeout_ms;
     fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
     const fk_method *m = fk_method_find(st.method, &err);
     rc = m ? FK_OK : FK_ENOTFOUND;
@@ -1187,6 +1398,18 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
         rc = fk_engine_result(s->e, job, &model, NULL, &err);
     if (!rc)
         rc = m->predict(&model, &q, &res, &err);
+    /* FK_ESTATE from predict: the models stay on the clients; ask them, answer later. */
+    if (rc == FK_ESTATE) {
+        rc = predict_start(s, call, job, m, &model, &q, in_timeout, &err);
+        if (!rc) {
+            fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s by=clients", job,
+                   identity_of(peer));
+            fk_bundle_close(&model);
+            fk_bundle_close(&q);
+            fk_bundle_close(&res);
+            return;
+        }
+    }
     uint8_t *buf = NULL;
     size_t olen = 0;
     fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
@@ -1219,6 +1442,10 @@ static void on_tick(uv_timer_t *t)
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
     wake_waiters(s);
+    /* Prediction requests whose clients all answered or whose deadline passed. */
+    uint64_t id;
+    while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
+        predict_finish(s, id);
     /* Forget chunked uploads abandoned for ten minutes. */
     for (int i = 0; i < s->n_partials;)
         if (now - s->partials[i].touched > 600.0)
@@ -1267,9 +1494,15 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "CancelJob", on_cancel},
         {FED "Predict", on_predict},
     };
+    int orc = fk_fanout_open(&s->fo, err);
+    if (orc) {
+        free(s);
+        return orc;
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);
         if (rc) {
+            fk_fanout_close(s->fo);
             free(s);
             return rc;
         }
@@ -1307,6 +1540,17 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
         }
         waiter_drop(s, w);
     }
+    /* Predict calls still waiting for clients: unavailable (the admin may ask again). */
+    uint64_t id;
+    double next;
+    while (fk_fanout_due(s->fo, INFINITY, &id, &next) == FK_OK) {
+        void *call;
+        fk_fanout_drop(s->fo, id, &call);
+        if (call) {
+            fk_grpc_call_on_cancel(call, NULL, NULL);
+            fk_grpc_call_reply(call, FK_GRPC_UNAVAILABLE, "the server is shutting down", NULL, 0);
+        }
+    }
     uv_close((uv_handle_t *)&s->batch_check, tick_closed);
     uv_close((uv_handle_t *)&s->batch_idle, tick_closed);
     FK_UV_MUST(uv_timer_stop(&s->tick));
@@ -1326,6 +1570,7 @@ void fk_service_free(fk_service *s)
     for (int i = 0; i < s->n_partials; i++)
         fk_reasm_close(&s->partials[i].r);
     free(s->partials);
+    fk_fanout_close(s->fo);
     free(s->batch);
     free(s->seen);
     free(s->sessions);

@@ -197,6 +197,28 @@ static void write_shift_data(env *e)
     }
 }
 
+/* kahm serving: client c holds class c (its own) and class 6 (every client's), 3 dims. */
+static void write_kahm_data(env *e)
+{
+    fk_rng r;
+    fk_rng_init(&r, 5, 2);
+    for (int c = 0; c < K; c++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/k%d.csv", e->dir, c);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 60; i++) {
+            int k = i % 2 ? 6 : c;
+            fprintf(f, "%d", k);
+            for (int j = 0; j < 3; j++)
+                fprintf(f, ",%.6f", 0.25 * ((k >> j) & 1) + 0.08 * (k == 6) +
+                                        0.06 * fk_rng_normal(&r));
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+}
+
 static int setup(void **state)
 {
     env *e = calloc(1, sizeof *e);
@@ -219,6 +241,7 @@ static int setup(void **state)
     }
     write_data(e);
     write_shift_data(e);
+    write_kahm_data(e);
     *state = e;
     return 0;
 }
@@ -240,7 +263,9 @@ static int teardown(void **state)
     stop(&e->server, SIGTERM);
     char cmd[160];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", e->dir);
-    if (system(cmd))
+    if (getenv("FK_TEST_KEEP")) /* keep the daemons' logs (e.g. sanitizer reports) */
+        fprintf(stderr, "kept %s\n", e->dir);
+    else if (system(cmd))
         fprintf(stderr, "could not remove %s\n", e->dir);
     free(e);
     return 0;
@@ -276,12 +301,14 @@ static void start_client(env *e, int c)
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     snprintf(name, sizeof name, "c%d", c);
     snprintf(data, sizeof data, "%s/c%d.csv", e->dir, c);
-    char shift[160], mor[160];
+    char shift[160], mor[160], kc[160];
     snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
+    snprintf(kc, sizeof kc, "%s/k%d.csv", e->dir, c);
     snprintf(mor, sizeof mor, MOR_SPEC, c);
     char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
                     "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--data.shift", shift, "--data.mor", mor, "--backoff-max-ms", "500",
+                    "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
+                    "--backoff-max-ms", "500",
                     /* even clients consent to model uploads (kahm mode A), odd ones do not */
                     "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
     e->clients[c] = spawn(argv, log);
@@ -365,12 +392,13 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     fk_dataset data[K];
     int shift = !strcmp(fk_params_str(&p, "dataset", ""), "shift");
     int mor = !strcmp(fk_params_str(&p, "dataset", ""), "mor");
+    int kc = !strcmp(fk_params_str(&p, "dataset", ""), "kc");
     for (int c = 0; c < K; c++) {
         char path[160];
         if (mor)
             snprintf(path, sizeof path, MOR_SPEC, c);
         else
-            snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : 'c', c);
+            snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : kc ? 'k' : 'c', c);
         if (mor ? fk_synth_spec_load(&data[c], path, &err) : fk_load(&data[c], path, NULL, &err))
             fail_msg("load: %s", err.msg);
     }
@@ -615,14 +643,124 @@ static void kahm_daemons_modes(void **state)
     fk_bundle_close(&qb);
     fk_bundle_close(&res);
     fk_dataset_close(&q);
-    /* mode B keeps the models on the clients: predict says so */
-    assert_int_not_equal(job_cmd(e, "predict", idb, dflag, oflag, out, sizeof out), 0);
+    /* mode B keeps the models on the clients: the server asks them */
+    assert_int_equal(job_cmd(e, "predict", idb, dflag, oflag, out, sizeof out), 0);
     fk_bundle_close(&model);
     char log[160];
     snprintf(log, sizeof log, "%s/client1.log", e->dir);
     assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
     snprintf(log, sizeof log, "%s/client0.log", e->dir);
     assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
+}
+
+/* Rows of a "label,distance" CSV written by job predict --out, against labels and distances
+ * computed in process; returns the rows read. */
+static size_t compare_predictions(const char *path, const fk_tensor *lab, const fk_tensor *dist)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t rows = 0;
+    double l, d;
+    while (fscanf(f, "%lf,%lf", &l, &d) == 2) {
+        assert_true(rows < lab->len);
+        if (!(l == lab->data[rows] && d == dist->data[rows]))
+            fail_msg("row %zu: daemons %.17g %.17g, in process %.17g %.17g", rows, l, d,
+                     lab->data[rows], dist->data[rows]);
+        rows++;
+    }
+    fclose(f);
+    return rows;
+}
+
+/* kahm mode B served through the daemons: the holder clients answer their class distances,
+ * the server takes the minimum (eq. 63); equal bit for bit to eq. 63 in process over all the
+ * clients' models (mode A's predict on the same fits, uploaded in a simulation). A stopped
+ * client contributes +inf for its classes and the answer names them and the client. */
+static void kahm_daemons_predict_mode_b(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *tb = "method = kahm\ndataset = kc\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+                     "classes = 7\n";
+    char id[32], out[4096], dflag[200], oflag[200], pred[160];
+    submit(e, tb, id, sizeof id);
+    check_against_sim(e, id, tb); /* done, and the class lists equal the simulation's */
+    snprintf(dflag, sizeof dflag, "--data=%s/k3.csv", e->dir);
+    snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
+    snprintf(oflag, sizeof oflag, "--out=%s", pred);
+    /* eq. (63) in process: every client's fitted models, uploaded in a simulation */
+    char ta[400];
+    snprintf(ta, sizeof ta, "%supload_models = 1\nlocal.allow_model_upload = 1\n", tb);
+    fk_bundle all;
+    sim_model(e, ta, &all);
+    fk_dataset q;
+    fk_err err;
+    assert_int_equal(fk_load(&q, dflag + 7, NULL, &err), FK_OK);
+    fk_bundle qb, res;
+    fk_bundle_init(&qb);
+    fk_bundle_init(&res);
+    assert_int_equal(fk_bundle_put(&qb, "X", 2, (uint64_t[]){q.X.rows, q.X.cols}, q.X.data),
+                     FK_OK);
+    const fk_method *km = fk_method_find("kahm", &err);
+    assert_non_null(km);
+    assert_int_equal(km->predict(&all, &qb, &res, &err), FK_OK);
+    /* all six clients answer */
+    double t_all = now_s();
+    if (job_cmd(e, "predict", id, dflag, oflag, out, sizeof out))
+        fail_msg("job predict: %s", out);
+    fprintf(stderr, "kahm mode-B job predict, %zu queries, 6 clients: %.3f s (CLI included)\n",
+            q.X.rows, now_s() - t_all);
+    size_t rows = compare_predictions(pred, fk_bundle_get(&res, "labels"),
+                                      fk_bundle_get(&res, "distances"));
+    assert_int_equal(rows, q.X.rows);
+    size_t hit = 0;
+    const fk_tensor *lab = fk_bundle_get(&res, "labels");
+    for (size_t i = 0; i < rows; i++)
+        hit += lab->data[i] == q.classes[q.y[i]];
+    assert_true(hit > 0.9 * rows);
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=predict_answered request=1 clients_asked=6 answered=6 "
+                              "missing=0", 5, NULL, 0));
+    /* client c3 stopped: its class 3 scores +inf; eq. (63) without its models */
+    stop(&e->clients[3], SIGKILL);
+    fk_bundle_close(&res);
+    fk_bundle_init(&res);
+    fk_tensor *h = (fk_tensor *)fk_bundle_get(&all, "holders");
+    for (uint64_t c = 0; c < h->shape[1]; c++)
+        h->data[3 * h->shape[1] + c] = -1;
+    assert_int_equal(km->predict(&all, &qb, &res, &err), FK_OK);
+    char stderr_path[160], tflag[] = "--timeout=2";
+    snprintf(stderr_path, sizeof stderr_path, "%s/predict.err", e->dir);
+    /* run_cmd keeps stdout; the CLI names what could not be scored on stderr */
+    char server[64];
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server-name server --tls-dir '%s' "
+             "--name op '%s' '%s' %s 2>'%s'", fedkern_bin, id, server, e->pki, dflag, oflag, tflag,
+             stderr_path);
+    double t0 = now_s();
+    assert_int_equal(system(cmd), 0);
+    double took = now_s() - t0;
+    assert_true(took >= 1.5 && took < 30); /* waited for the silent client until the timeout */
+    rows = compare_predictions(pred, fk_bundle_get(&res, "labels"),
+                               fk_bundle_get(&res, "distances"));
+    assert_int_equal(rows, q.X.rows);
+    lab = fk_bundle_get(&res, "labels");
+    for (size_t i = 0; i < rows; i++)
+        assert_true(lab->data[i] != 3); /* nobody scores class 3 now */
+    assert_true(wait_log(stderr_path, "1 class(es) could not be scored (+inf): 3", 1, NULL, 0));
+    assert_true(wait_log(stderr_path, "did not answer in time: 3 ", 1, NULL, 0));
+    assert_true(wait_log(log, "clients_asked=6 answered=5 missing=1", 1, NULL, 0));
+    /* queries of another dimension (4 columns): refused at the server, no client asked */
+    snprintf(dflag, sizeof dflag, "--data=%s/d0.csv", e->dir);
+    assert_int_not_equal(job_cmd(e, "predict", id, dflag, oflag, out, sizeof out), 0);
+    assert_true(wait_log(log, "request=2 clients_asked=6", 1, NULL, 0));
+    assert_false(wait_log(log, "request=3", 0.5, NULL, 0));
+    fk_bundle_close(&qb);
+    fk_bundle_close(&res);
+    fk_bundle_close(&all);
+    fk_dataset_close(&q);
 }
 
 /* job result on a running job: exit non-zero and no file (was: exit 0 and a partial model),
@@ -655,6 +793,8 @@ int main(int argc, char **argv)
     client_bin = argv[2];
     fedkern_bin = argv[3];
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("FK_TEST_FILTER")) /* e.g. FK_TEST_FILTER='kahm*' for one family */
+        cmocka_set_test_filter(getenv("FK_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
@@ -664,6 +804,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
+        cmocka_unit_test_setup_teardown(kahm_daemons_predict_mode_b, setup, teardown),
         cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -399,6 +399,7 @@ static void predict_op(void **state)
     assert_true(hit > 0.9 * d->X.rows);
     for (int c = 0; c < 6; c++)
         assert_true(sc->data[c] == 1);
+    assert_int_equal(fk_bundle_get(&res, "unscored_classes")->len, 0);
     /* another dimension */
     fk_bundle_close(&res);
     fk_bundle_close(&q);
@@ -420,11 +421,244 @@ static void predict_op(void **state)
     set_keys(&p, (const char *const[]){"classes", "6", NULL});
     assert_int_equal(run(&p, ds, &model, fin, &err), FK_OK);
     x[3] = 0;
-    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_EINVAL);
+    assert_int_equal(fk_method_kahm.predict(&model, &q, &res, &err), FK_ESTATE);
     assert_non_null(strstr(err.msg, "upload_models = 0"));
+    for (int k = 0; k < K; k++) /* the server asks every client: each holds classes */
+        assert_int_equal(fk_method_kahm.holds_models(&model, k), 1);
+    assert_int_equal(fk_method_kahm.holds_models(&model, K), 0);
     fk_bundle_close(&model);
     fk_bundle_close(&q);
     fk_bundle_close(&res);
+    close_clients(ds);
+    fk_params_close(&p);
+}
+
+/* Eq. (63) in process, the oracle of mode-B serving: the minimum over the given clients'
+ * own fitted models (their checkpoints, decoded) of each class distance, then argmin. */
+static void oracle63(void **cli, const int *who, int n_who, int C, const double *T, size_t nt,
+                     size_t p, int *lab, double *dmin)
+{
+    double *D = malloc(nt * (size_t)C * sizeof(double));
+    assert_non_null(D);
+    for (size_t i = 0; i < nt * (size_t)C; i++)
+        D[i] = INFINITY;
+    fk_err err;
+    for (int w = 0; w < n_who; w++) {
+        fk_bundle b;
+        fk_bundle_init(&b);
+        assert_int_equal(fk_method_kahm.client_save(cli[who[w]], &b, &err), FK_OK);
+        fk_kahm_set s;
+        assert_int_equal(fk__kahm_decode(&b, "", C, (int)p, 1, &s, NULL, &err), FK_OK);
+        assert_int_equal(fk_kahm_set_dist(&s, T, nt, p, D, 1, &err), FK_OK);
+        fk_kahm_set_close(&s);
+        fk_bundle_close(&b);
+    }
+    fk_kahm_argmin(D, nt, C, lab, dmin);
+    free(D);
+}
+
+/* Combine the answers of the clients in who (each sent through the wire codec and checked
+ * first, as the server takes them) and compare with the in-process eq. (63) bit for bit. */
+static void serve_and_compare(const fk_bundle *model, const fk_bundle *q, void **cli,
+                              const int *who, int n_who, int C, fk_bundle *res)
+{
+    const fk_tensor *X = fk_bundle_get(q, "X");
+    size_t nt = X->shape[0], p = X->shape[1];
+    fk_update ans[K];
+    fk_err err;
+    for (int w = 0; w < n_who; w++) {
+        fk_bundle a;
+        fk_bundle_init(&a);
+        assert_int_equal(fk_method_kahm.client_predict(cli[who[w]], q, &a, &err), FK_OK);
+        uint8_t *buf;
+        size_t len;
+        assert_int_equal(fk_codec_bundle_encode(&a, &buf, &len, &err), FK_OK);
+        fk_bundle_close(&a);
+        ans[w].client = who[w];
+        fk_report_init(&ans[w].report);
+        fk_bundle_init(&ans[w].msg);
+        assert_int_equal(fk_codec_bundle_decode(buf, len, &ans[w].msg, &err), FK_OK);
+        free(buf);
+        assert_int_equal(fk_method_kahm.check_answer(model, q, &ans[w], &err), FK_OK);
+    }
+    fk_bundle_init(res);
+    assert_int_equal(fk_method_kahm.combine_answers(model, q, ans, n_who, res, &err), FK_OK);
+    double *T = malloc(nt * p * sizeof(double)), *dmin = malloc(nt * sizeof(double));
+    int *lab = malloc(nt * sizeof(int));
+    assert_non_null(T);
+    assert_non_null(dmin);
+    assert_non_null(lab);
+    for (size_t i = 0; i < nt * p; i++)
+        T[i] = tanh(X->data[i]); /* the job's preprocessing: tanh = 1, scale = 1 */
+    oracle63(cli, who, n_who, C, T, nt, p, lab, dmin);
+    const fk_tensor *l = fk_bundle_get(res, "labels"), *g = fk_bundle_get(res, "distances");
+    assert_non_null(l);
+    assert_non_null(g);
+    assert_int_equal(l->len, nt);
+    assert_memory_equal(g->data, dmin, nt * sizeof(double));
+    for (size_t i = 0; i < nt; i++)
+        assert_true(l->data[i] == lab[i]);
+    free(T);
+    free(dmin);
+    free(lab);
+    for (int w = 0; w < n_who; w++)
+        fk_bundle_close(&ans[w].msg);
+}
+
+/* Mode-B serving without the daemons: every holder client answers its class distances, the
+ * server checks each answer and takes the minimum; the result equals eq. (63) over all the
+ * clients' models bit for bit. With clients missing, their classes get +inf, and the
+ * result names the unscored classes and the missing clients. Bad answers and queries are
+ * refused with their reason. */
+static void mode_b_serving(void **state)
+{
+    (void)state;
+    enum { C = 6 };
+    fk_params p;
+    set_keys(&p, (const char *const[]){"classes", "6", "holdout", "0.3",
+                                       "sim_classes_per_client", "2", NULL});
+    fk_dataset ds[K];
+    make_clients(&p, ds);
+    fk_bundle model, q, res;
+    fk_report fin[K];
+    fk_err err;
+    assert_int_equal(run(&p, ds, &model, fin, &err), FK_OK);
+    void *cli[K];
+    for (int k = 0; k < K; k++) { /* each client fits as in round 1 and keeps its models */
+        assert_int_equal(fk_method_kahm.client_init(&cli[k], &p, &ds[k], k, K, 7, &err), FK_OK);
+        fk_bundle t, u;
+        fk_bundle_init(&t);
+        fk_bundle_init(&u);
+        assert_int_equal(fk_bundle_put_scalar(&t, "upload", 0), FK_OK);
+        fk_report rep;
+        fk_report_init(&rep);
+        assert_int_equal(fk_method_kahm.local_step(cli[k], &t, &u, &rep, &err), FK_OK);
+        fk_bundle_close(&t);
+        fk_bundle_close(&u);
+    }
+    /* queries: the rows of clients 0 and 2 */
+    size_t pd = ds[0].X.cols, n0 = ds[0].X.rows, n2 = ds[2].X.rows;
+    fk_bundle_init(&q);
+    double *x = fk_bundle_add(&q, "X", 2, (uint64_t[]){n0 + n2, pd});
+    assert_non_null(x);
+    memcpy(x, ds[0].X.data, n0 * pd * sizeof(double));
+    memcpy(x + n0 * pd, ds[2].X.data, n2 * pd * sizeof(double));
+    /* all clients answer: every class scored, nobody missing, accurate */
+    serve_and_compare(&model, &q, cli, (const int[]){0, 1, 2, 3}, K, C, &res);
+    const fk_tensor *sc = fk_bundle_get(&res, "scored_classes"),
+                    *un = fk_bundle_get(&res, "unscored_classes"),
+                    *mi = fk_bundle_get(&res, "missing_clients"),
+                    *l = fk_bundle_get(&res, "labels");
+    for (int c = 0; c < C; c++)
+        assert_true(sc->data[c] == 1);
+    assert_int_equal(un->len, 0);
+    assert_int_equal(mi->len, 0);
+    size_t hit = 0;
+    for (size_t i = 0; i < n0 + n2; i++)
+        hit += l->data[i] == (i < n0 ? ds[0].classes[ds[0].y[i]] : ds[2].classes[ds[2].y[i - n0]]);
+    assert_true(hit > 0.9 * (double)(n0 + n2));
+    /* the same answer as mode A's predict at the server over the uploaded copies of the models */
+    fk_params pa;
+    set_keys(&pa, (const char *const[]){"classes", "6", "holdout", "0.3",
+                                        "sim_classes_per_client", "2", "upload_models", "1",
+                                        "local.allow_model_upload", "1", NULL});
+    fk_bundle ma, ra;
+    fk_bundle_init(&ra);
+    assert_int_equal(run(&pa, ds, &ma, fin, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&ma, &q, &ra, &err), FK_OK);
+    assert_memory_equal(fk_bundle_get(&ra, "distances")->data,
+                        fk_bundle_get(&res, "distances")->data, (n0 + n2) * sizeof(double));
+    assert_memory_equal(fk_bundle_get(&ra, "labels")->data, l->data, (n0 + n2) * sizeof(double));
+    fk_bundle_close(&ma);
+    fk_bundle_close(&ra);
+    fk_params_close(&pa);
+    fk_bundle_close(&res);
+    /* clients 1 and 2 silent: +inf for the classes only they hold, which are named */
+    serve_and_compare(&model, &q, cli, (const int[]){0, 3}, 2, C, &res);
+    const fk_tensor *h = fk_bundle_get(&model, "holders");
+    sc = fk_bundle_get(&res, "scored_classes");
+    un = fk_bundle_get(&res, "unscored_classes");
+    mi = fk_bundle_get(&res, "missing_clients");
+    size_t n_un = 0;
+    for (int c = 0; c < C; c++) {
+        int by_rest = h->data[0 * C + c] > 0 || h->data[3 * C + c] > 0;
+        assert_true(sc->data[c] == by_rest);
+        if (!by_rest)
+            assert_true(un->data[n_un++] == c);
+    }
+    assert_true(n_un > 0);
+    assert_int_equal(un->len, n_un);
+    assert_int_equal(mi->len, 2);
+    assert_true(mi->data[0] == 1 && mi->data[1] == 2);
+    fk_bundle_close(&res);
+    /* refusals: a NaN distance, a class list that differs, a wrong shape, a twice-answering
+     * client, an unfitted client, too many queries, another width */
+    fk_update a = {.client = 3};
+    fk_bundle_init(&a.msg);
+    assert_int_equal(fk_method_kahm.client_predict(cli[3], &q, &a.msg, &err), FK_OK);
+    fk_bundle_get(&a.msg, "D")->data[5] = NAN;
+    assert_int_equal(fk_method_kahm.check_answer(&model, &q, &a, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "finite"));
+    fk_bundle_get(&a.msg, "D")->data[5] = -1;
+    assert_int_equal(fk_method_kahm.check_answer(&model, &q, &a, &err), FK_EINVAL);
+    fk_bundle_get(&a.msg, "D")->data[5] = 0;
+    a.client = 1; /* client 3 holds classes 0, 1 (round robin), client 1 holds 2, 3 */
+    assert_int_equal(fk_method_kahm.check_answer(&model, &q, &a, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "held"));
+    a.client = 3;
+    fk_update two[2] = {a, a};
+    fk_bundle_init(&res);
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &q, two, 2, &res, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "two answers"));
+    fk_bundle_close(&res);
+    fk_bundle small;
+    fk_bundle_init(&small);
+    assert_int_equal(fk_bundle_put(&small, "X", 2, (uint64_t[]){2, pd}, ds[0].X.data), FK_OK);
+    assert_int_equal(fk_method_kahm.check_answer(&model, &small, &a, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'D' must be"));
+    fk_bundle_close(&small);
+    fk_bundle_close(&a.msg);
+    void *fresh;
+    assert_int_equal(fk_method_kahm.client_init(&fresh, &p, &ds[1], 1, K, 7, &err), FK_OK);
+    fk_bundle_init(&a.msg);
+    assert_int_equal(fk_method_kahm.client_predict(fresh, &q, &a.msg, &err), FK_ESTATE);
+    fk_method_kahm.client_close(fresh);
+    fk_bundle big;
+    fk_bundle_init(&big);
+    assert_non_null(fk_bundle_add(&big, "X", 2, (uint64_t[]){FK_KAHM_MAX_QUERIES + 1, pd}));
+    assert_int_equal(fk_method_kahm.client_predict(cli[0], &big, &a.msg, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "at most"));
+    fk_bundle_close(&big);
+    fk_bundle_init(&big);
+    assert_int_equal(fk_bundle_put(&big, "X", 2, (uint64_t[]){2, pd / 2}, ds[0].X.data), FK_OK);
+    assert_int_equal(fk_method_kahm.client_predict(cli[0], &big, &a.msg, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    /* the server checks the queries before asking anyone: a combine of no answers */
+    fk_bundle none;
+    fk_bundle_init(&none);
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &big, NULL, 0, &none, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dimension"));
+    fk_bundle_close(&none);
+    fk_bundle_close(&big);
+    fk_bundle_init(&big);
+    double *bx = fk_bundle_add(&big, "X", 2, (uint64_t[]){2, pd});
+    assert_non_null(bx);
+    bx[3] = INFINITY;
+    fk_bundle_init(&none);
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &big, NULL, 0, &none, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "finite"));
+    bx[3] = 0;
+    assert_int_equal(fk_method_kahm.combine_answers(&model, &big, NULL, 0, &none, &err), FK_OK);
+    assert_int_equal(fk_bundle_get(&none, "unscored_classes")->len, C); /* nobody answered */
+    assert_true(fk_bundle_get(&none, "labels")->data[0] == -1);
+    assert_true(isinf(fk_bundle_get(&none, "distances")->data[0]));
+    fk_bundle_close(&none);
+    fk_bundle_close(&big);
+    fk_bundle_close(&a.msg);
+    for (int k = 0; k < K; k++)
+        fk_method_kahm.client_close(cli[k]);
+    fk_bundle_close(&q);
+    fk_bundle_close(&model);
     close_clients(ds);
     fk_params_close(&p);
 }
@@ -440,6 +674,7 @@ int main(void)
         cmocka_unit_test(checkpoint_round_trip),
         cmocka_unit_test(message_size_matches_spec),
         cmocka_unit_test(predict_op),
+        cmocka_unit_test(mode_b_serving),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,9 +88,25 @@ typedef struct fk_method {
     /* Optional (NULL: the job type serves no predictions). Predictions for the queries
      * (tensor "X", n x p) from a job's model as `model` returned it: fills out with
      * "labels" (n) and "distances" (n) and what the method adds; FK_EINVAL with the
-     * reason when the model cannot serve them (e.g. the models stay on the clients). */
+     * reason when the model cannot serve them; FK_ESTATE when the models stay on the
+     * clients (then the server asks them: client_predict, check_answer, combine_answers). */
     FK_CHECKRETURN int (*predict)(const fk_bundle *model, const fk_bundle *queries,
                                   fk_bundle *out, fk_err *err);
+    /* Optional (NULL: predict serves from the model alone). Predictions served by the clients,
+     * whose models never left them (kahm mode B): each client that holds models answers a query
+     * batch with client_predict; check_answer checks one answer ("D" shapes, finiteness, the
+     * client's classes as its committed update declared them) before it is taken, reading only
+     * the model and the queries; combine_answers folds the checked answers of distinct clients
+     * (any subset: a silent client contributes nothing) into "labels" and "distances" and what
+     * the method adds (kahm: "scored_classes", "unscored_classes", "missing_clients"); with no
+     * answers it checks the queries against the model (the server does so before asking). */
+    /* Optional with the two below (NULL: ask every client): 1 if client holds models. */
+    int (*holds_models)(const fk_bundle *model, int client);
+    FK_CHECKRETURN int (*check_answer)(const fk_bundle *model, const fk_bundle *queries,
+                                       const fk_update *ans, fk_err *err);
+    FK_CHECKRETURN int (*combine_answers)(const fk_bundle *model, const fk_bundle *queries,
+                                          const fk_update *ans, int n, fk_bundle *out,
+                                          fk_err *err);
 
     /* --- client side --- */
     FK_CHECKRETURN int (*client_init)(void **cli, const fk_params *p, const fk_dataset *data,
@@ -102,6 +118,10 @@ typedef struct fk_method {
     FK_CHECKRETURN int (*evaluate)(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
     FK_CHECKRETURN int (*client_save)(void *cli, fk_bundle *out, fk_err *err);
     FK_CHECKRETURN int (*client_load)(void *cli, const fk_bundle *in, fk_err *err);
+    /* Optional: answer a query batch ("X", n x p raw rows) from the client's fitted state
+     * (see check_answer); FK_ESTATE when it has none. */
+    FK_CHECKRETURN int (*client_predict)(void *cli, const fk_bundle *queries, fk_bundle *answer,
+                                         fk_err *err);
 
     /* --- in-process simulation and docs (optional) --- */
     /* Built-in synthetic clients for `fedkern sim NAME` run without --data: fills

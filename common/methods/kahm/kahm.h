@@ -29,6 +29,8 @@ int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err
 
 /* Largest class count and dimension a message may declare. */
 enum { FK_KAHM_MAX_COUNT = 10000000, FK_KAHM_MAX_DIM = 1000000, FK_KAHM_MAX_PARTS = 10000 };
+/* Most query rows in one prediction batch (mode-B serving asks every holder client). */
+enum { FK_KAHM_MAX_QUERIES = 100000 };
 
 /* Class list of a set: "PREheld", "PREcounts", "PREparts" (one entry per class held)
  * and "PREdim"; with models = 1 also every KAHM as "PREmA.S.{meta,P,L,Xw,M,b}". */
@@ -65,6 +67,14 @@ int fk__kahm_cli_load(void *cli, const fk_bundle *in, fk_err *err);
 /* Global classifier (63) at the server over a mode-A model (kahm_predict.c). */
 int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
                      fk_err *err);
+/* Mode-B serving (kahm_client.c, kahm_serve.c): a holder client's class distances for a
+ * query batch, the server's check of one answer, and the minimum over the answers (63). */
+int fk__kahm_client_predict(void *cli, const fk_bundle *queries, fk_bundle *answer, fk_err *err);
+int fk__kahm_holds_models(const fk_bundle *model, int client);
+int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, const fk_update *ans,
+                          fk_err *err);
+int fk__kahm_combine(const fk_bundle *model, const fk_bundle *queries, const fk_update *ans,
+                     int n, fk_bundle *out, fk_err *err);
 int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
                       fk_err *err);
 

@@ -291,3 +291,49 @@ int fk__kahm_cli_load(void *v, const fk_bundle *in, fk_err *err)
     c->fitted = 1;
     return FK_OK;
 }
+
+/* Mode-B serving, the client's part: the distances of a query batch to each class this
+ * client holds (the min over its k-means parts), on the queries preprocessed as its own
+ * data were. The server takes the minimum over the clients' answers (eq. 63). */
+int fk__kahm_client_predict(void *v, const fk_bundle *queries, fk_bundle *answer, fk_err *err)
+{
+    kcli *c = v;
+    if (!c->fitted)
+        return fk_err_set(err, FK_ESTATE, "kahm client %d: no fitted models for this job (round "
+                          "1 did not run here, or its state was lost): cannot score queries",
+                          c->client);
+    const fk_tensor *X = fk_bundle_get(queries, "X");
+    if (!X || X->ndim != 2 || X->shape[1] != (uint64_t)c->p)
+        return fk_err_set(err, FK_EINVAL, "kahm queries: need tensor 'X' of n x %zu values (this "
+                          "client's data dimension); got %s", c->p,
+                          !X ? "none" : X->ndim != 2 ? "not a matrix" : "another width");
+    size_t nt = X->shape[0], p = c->p, C = (size_t)c->j.C, m = (size_t)c->set.n;
+    if (nt > FK_KAHM_MAX_QUERIES)
+        return fk_err_set(err, FK_ELIMIT, "kahm queries: %zu rows, at most %d per batch; split "
+                          "the query file", nt, (int)FK_KAHM_MAX_QUERIES);
+    for (size_t i = 0; i < X->len; i++)
+        if (!isfinite(X->data[i]))
+            return fk_err_set(err, FK_EINVAL, "kahm queries: row %zu column %zu is %g (must be "
+                              "finite)", i / p, i % p, X->data[i]);
+    double *T = malloc((nt ? nt : 1) * p * sizeof(double));
+    double *D = malloc((nt ? nt : 1) * C * sizeof(double));
+    double *held = fk_bundle_add(answer, "held", 1, (uint64_t[]){m});
+    double *A = fk_bundle_add(answer, "D", 2, (uint64_t[]){nt, m});
+    int rc = FK_OK;
+    if (!T || !D || (m && !held) || (nt && m && !A))
+        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory for %zu queries", nt);
+    for (size_t i = 0; !rc && i < nt * p; i++)
+        T[i] = prep(c, X->data[i]);
+    if (!rc)
+        rc = fk_kahm_set_dist(&c->set, T, nt, p, D, 0, err);
+    /* Only the held classes' columns leave: the class list is already the server's. */
+    for (size_t a = 0; !rc && a < m; a++) {
+        size_t k = (size_t)c->set.cls[a].cls;
+        held[a] = (double)k;
+        for (size_t i = 0; i < nt; i++)
+            A[i * m + a] = D[i * C + k];
+    }
+    free(T);
+    free(D);
+    return rc;
+}

@@ -19,11 +19,10 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
         return fk_err_set(err, FK_EFORMAT, "kahm model: 'upload', 'holders', 'dim' or 'prep' "
                           "missing or malformed");
     if (up->data[0] != 1)
-        return fk_err_set(err, FK_EINVAL,
+        return fk_err_set(err, FK_ESTATE,
                           "this kahm job kept its models on the clients (upload_models = 0): "
-                          "serving predictions through the clients is not implemented; run the "
-                          "job with upload_models = 1 (each client must allow it) to predict at "
-                          "the server");
+                          "the clients that hold them answer the queries (client_predict), the "
+                          "server takes the minimum of their answers (combine_answers)");
     int C = (int)h->shape[1];
     const fk_tensor *X = fk_bundle_get(queries, "X");
     if (!X || X->ndim != 2 || X->shape[1] != (uint64_t)dim->data[0])
@@ -70,12 +69,19 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
     }
     if (!rc) {
         fk_kahm_argmin(D, nt, C, lab, dmin);
+        size_t n_un = 0; /* the classes no uploaded model covers, named as in mode B */
+        for (int c = 0; c < C; c++)
+            n_un += scored[c] == 0;
         double *l = fk_bundle_add(out, "labels", 1, (uint64_t[]){nt});
-        if ((nt && !l) || fk_bundle_put_vec(out, "distances", nt, dmin) ||
+        double *un = fk_bundle_add(out, "unscored_classes", 1, (uint64_t[]){n_un});
+        if ((nt && !l) || (n_un && !un) || fk_bundle_put_vec(out, "distances", nt, dmin) ||
             fk_bundle_put_vec(out, "scored_classes", (size_t)C, scored))
             rc = fk_err_set(err, FK_ENOMEM, "kahm predict: out of memory");
         for (size_t i = 0; !rc && i < nt; i++)
             l[i] = lab[i];
+        for (int c = 0, t = 0; !rc && c < C; c++)
+            if (scored[c] == 0)
+                un[t++] = c;
     }
     free(T);
     free(D);
