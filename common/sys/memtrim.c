@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "common/base/log.h"
+#include "common/base/uvcheck.h"
 
 static size_t rss_bytes(void)
 {
@@ -65,7 +66,7 @@ int fk_memtrim_start(fk_memtrim *t, uv_loop_t *loop, unsigned interval_ms, size_
 
 void fk_memtrim_stop(fk_memtrim *t)
 {
-    uv_timer_stop(&t->timer);
+    FK_UV_MUST(uv_timer_stop(&t->timer)); /* cannot fail on an initialised timer */
     if (!uv_is_closing((uv_handle_t *)&t->timer))
         uv_close((uv_handle_t *)&t->timer, NULL);
 }
