@@ -283,7 +283,7 @@ static void dropouts_and_quorum(void **state)
 {
     (void)state;
     job j;
-    job_open(&j, &fk_method_dica, (const char *const[]){"R", "30", "quorum", "2", NULL});
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "30", "min_train_clients", "2", NULL});
     fk_err err;
     int done;
     assert_int_equal(job_start(&j, &err), FK_OK);
@@ -298,7 +298,7 @@ static void dropouts_and_quorum(void **state)
     assert_true(get(&model, "n_domains")->data[0] == 3);
     int skip3[K] = {1, 1, 1, 0};
     assert_int_equal(job_phase(&j, 1, skip3, &done, &err), FK_ELIMIT);
-    assert_non_null(strstr(err.msg, "quorum"));
+    assert_non_null(strstr(err.msg, "min_train_clients"));
     assert_non_null(strstr(err.msg, "missing: 0,1,2"));
     fk_bundle_close(&model);
     job_close(&j);

@@ -29,9 +29,23 @@ enum { K = 4 };
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
 
-/* The job keys of a family; data: 0 GMM, 1 MoR, 2 domain shift. */
+/* The job keys of a family; data: 0 GMM, 1 MoR, 2 domain shift, 3 and up the job type's own
+ * built-in data (sim_data, made from the same keys). */
 static const char *family(const char *name, int *data)
 {
+    if (!strcmp(name, "dica") || !strcmp(name, "udica")) {
+        *data = !strcmp(name, "dica") ? 3 : 4;
+        return "R = 20\nclasses = 3\n";
+    }
+    if (!strcmp(name, "kahm")) {
+        *data = 5;
+        return "classes = 10\nholdout = 0.2\n";
+    }
+    if (!strcmp(name, "sfl")) {
+        *data = 6;
+        /* in-process clients read the job's keys; a daemon's consent comes from its config */
+        return "raw_sample_upload = acknowledged\nlocal.allow_raw_upload = true\n";
+    }
     if (!strcmp(name, "fedrf-tca")) {
         *data = 2;
         return "N = 20\nm = 4\nhidden = 8\nbatch = 16\ntc = 1\nclasses = 3\nrounds = 3\n"
@@ -45,7 +59,25 @@ static const char *family(const char *name, int *data)
     return "R = 2\nrestarts = 2\nalign_B = 3\nrounds = 3\n";
 }
 
-static fk_dataset data[3][K];
+enum { N_DATA = 7 };
+static fk_dataset data[N_DATA][K];
+
+/* data[d]: the built-in clients of job type name, from its keys (family). */
+static void builtin_data(const char *name)
+{
+    int d;
+    const char *keys = family(name, &d);
+    const fk_method *m = NULL;
+    for (int i = 0; fk_methods[i] && !m; i++)
+        m = strcmp(fk_methods[i]->name, name) ? NULL : fk_methods[i];
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    if (!m || !m->sim_data || fk_params_parse_ini(&p, keys, "fuzz keys", &err) ||
+        m->sim_data(&p, K, 5, data[d], &err))
+        abort();
+    fk_params_close(&p);
+}
 
 static void make_data(void)
 {
@@ -69,6 +101,10 @@ static void make_data(void)
         if (fk_mor_task_dataset(&md, c, &data[1][c], &err))
             abort();
     fk_mor_data_close(&md);
+    builtin_data("dica");
+    builtin_data("udica");
+    builtin_data("kahm");
+    builtin_data("sfl");
 }
 
 typedef struct run {
@@ -266,8 +302,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
         abort();
     fk_engine_opts o = {.store = st, .codec = codec};
     int64_t id;
-    if (fk_engine_open(&r.e, &o, r.now, &err) || fk_engine_submit(r.e, text, r.now, &id, &err))
+    if (fk_engine_open(&r.e, &o, r.now, &err) || fk_engine_submit(r.e, text, r.now, &id, &err)) {
+        fprintf(stderr, "%s: the job cannot start: %s\n", r.m->name, err.msg);
         abort();
+    }
     for (int guard = 0; fk_engine_running(r.e) > 0; guard++) {
         if (guard > 5000)
             abort(); /* a job that never ends */

@@ -25,7 +25,8 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"holdout LIST", "none, last or client indices (1,3): test-only clients, no upload (none)"},
     {"domains K", "domain ids must be in [0, K); 0 = any id >= 0 (0)"},
     {"min_domain_size N", "smallest domain a client may upload, >= 2 (30; privacy, §7.7)"},
-    {"quorum N", "training clients whose statistics must arrive (1)"},
+    {"min_train_clients N", "training clients whose statistics must arrive (1); the job's "
+                            "quorum (a fraction, read by the server) applies as for every job"},
     {"alpha_rel X", "ridge of the predictor relative to the mean feature energy (1e-3)"},
     {"center_test train|batch", "centre test features by phi_bar or the own batch (train)"},
     {"features iid|orthogonal", "how the random frequencies are drawn (iid)"},
@@ -123,7 +124,7 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc)
         rc = fk_params_int(p, "min_domain_size", 30, 2, 1L << 40, &mind, err);
     if (!rc)
-        rc = fk_params_int(p, "quorum", 1, 1, n_clients, &c->quorum, err);
+        rc = fk_params_int(p, "min_train_clients", 1, 1, n_clients, &c->quorum, err);
     if (!rc)
         rc = fk_params_int(p, "domains", 0, 0, 1L << 31, &c->domains, err);
     if (!rc)
@@ -157,7 +158,7 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc && train == 0)
         rc = fk_err_set(err, FK_EINVAL, "dica: holdout '%s' leaves no training client", ho);
     if (!rc && c->quorum > train)
-        rc = fk_err_set(err, FK_EINVAL, "dica: quorum %ld exceeds the %d training clients",
+        rc = fk_err_set(err, FK_EINVAL, "dica: min_train_clients %ld exceeds the %d training clients",
                         c->quorum, train);
     if (!rc && c->regression && c->classes)
         rc = fk_err_set(err, FK_EINVAL, "dica: classes is for task = classification");

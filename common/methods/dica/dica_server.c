@@ -241,7 +241,7 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
     if (train < s->c.quorum || N < 2)
         rc = fk_err_set(err, FK_ELIMIT,
                         "dica: %d training client(s) with %g samples answered phase 0, below the "
-                        "quorum of %ld",
+                        "min_train_clients = %ld",
                         train, N, s->c.quorum);
     double sigma =
         s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
@@ -327,8 +327,8 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
                missing, have, want);
     if (have < s->c.quorum)
         return fk_err_set(err, FK_ELIMIT,
-                          "dica: %d of %d training clients delivered statistics, below the quorum "
-                          "of %ld (missing: %s)",
+                          "dica: %d of %d training clients delivered statistics, below "
+                          "min_train_clients = %ld (missing: %s)",
                           have, want, s->c.quorum, missing);
     fk_dica_opts o;
     fk_dica_opts_default(&o, s->c.variant, s->m);
