@@ -191,6 +191,17 @@ typedef struct fedres {
     double acc_f, acc_c, ratio, kernels_f, kernels_c;
 } fedres;
 
+/* One repetition into the mean over reps, and the largest federated-pooled gap in points. */
+static void fedres_add(fedres *mean, const fedres *one, int reps, double *gmax)
+{
+    mean->acc_f += one->acc_f / reps;
+    mean->acc_c += one->acc_c / reps;
+    mean->ratio += one->ratio / reps;
+    mean->kernels_f += one->kernels_f / reps;
+    mean->kernels_c += one->kernels_c / reps;
+    *gmax = fmax(*gmax, 100 * fabs(one->acc_f - one->acc_c));
+}
+
 static double accuracy(const fk_sfl_model *m, const double *X, const double *y, size_t n)
 {
     double *f = malloc((n ? n : 1) * sizeof *f), right = 0;
@@ -372,12 +383,7 @@ static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, f
             fk_dataset_close(&ds[k]);
         if (rc)
             break;
-        mean.acc_f += one.acc_f / reps;
-        mean.acc_c += one.acc_c / reps;
-        mean.ratio += one.ratio / reps;
-        mean.kernels_f += one.kernels_f / reps;
-        mean.kernels_c += one.kernels_c / reps;
-        gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
+        fedres_add(&mean, &one, reps, &gmax);
     }
     if (res)
         *res = mean;
@@ -464,12 +470,7 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
         free(ds);
         if (rc)
             break;
-        mean.acc_f += one.acc_f / o->reps_pen;
-        mean.acc_c += one.acc_c / o->reps_pen;
-        mean.ratio += one.ratio / o->reps_pen;
-        mean.kernels_f += one.kernels_f / o->reps_pen;
-        mean.kernels_c += one.kernels_c / o->reps_pen;
-        gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
+        fedres_add(&mean, &one, o->reps_pen, &gmax);
     }
     if (!rc) {
         char cs[64];
@@ -548,12 +549,7 @@ static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
             rc = fed_vs_pooled(&p, ds, K, Xt, yt, nt, (int)d, &one, err);
         if (rc)
             break;
-        mean.acc_f += one.acc_f / o->reps_pen;
-        mean.acc_c += one.acc_c / o->reps_pen;
-        mean.ratio += one.ratio / o->reps_pen;
-        mean.kernels_f += one.kernels_f / o->reps_pen;
-        mean.kernels_c += one.kernels_c / o->reps_pen;
-        gmax = fmax(gmax, 100 * fabs(one.acc_f - one.acc_c));
+        fedres_add(&mean, &one, o->reps_pen, &gmax);
     }
     if (!rc) {
         char cs[64];
