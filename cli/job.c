@@ -25,7 +25,7 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: fedkern job submit JOB.conf       [connection options]\n"
+            "usage: fedkern job submit JOB.conf       [connection options] [--skip-client-check]\n"
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
             "                                         [--json]\n"
@@ -42,6 +42,9 @@ static void usage(FILE *out)
             "  --name NAME          the admin certificate admin-NAME.pem/.key in DIR\n"
             "  --timeout-ms MS      per call (10000)\n"
             "\n"
+            "submit is refused when the job names clients that never joined the server, clients\n"
+            "that joined without its data set, or data sets whose column counts differ between\n"
+            "clients (each named); --skip-client-check submits without that check.\n"
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model.\n"
@@ -293,10 +296,11 @@ static void print_json_string(const char *s)
     putchar('"');
 }
 
-int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
+static int submit_text(fk_job_conn *c, const char *text, int skip_check, char *id, size_t cap)
 {
     fedkern_v1_SubmitJobRequest in = fedkern_v1_SubmitJobRequest_init_zero;
     in.config = (char *)text;
+    in.skip_client_check = skip_check != 0;
     int rc = rpc(c, "job submit", "SubmitJob", fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc)
         return rc;
@@ -308,10 +312,15 @@ int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
     return 0;
 }
 
-static int do_submit(conn *c, char *text)
+int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
+{
+    return submit_text(c, text, 0, id, cap);
+}
+
+static int do_submit(conn *c, char *text, int skip_check)
 {
     char id[64];
-    int rc = fk_job_submit_text(c, text, id, sizeof id);
+    int rc = submit_text(c, text, skip_check, id, sizeof id);
     free(text);
     if (!rc)
         printf("%s\n", id);
@@ -622,6 +631,10 @@ int fk_cmd_job(int argc, char **argv)
     int n = argc - 1;
     char **rest = argv + 1;
     int rc = 0;
+    static char skip_flag[] = "--skip-client-check=1"; /* a bare flag before JOB.conf */
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rest[i], "--skip-client-check"))
+            rest[i] = skip_flag;
     if (fk_params_parse_args(&p, &n, rest, &err)) {
         rc = fk_cli_fail("job", "%s", err.msg);
         goto out;
@@ -640,8 +653,9 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round, predict_s;
-    int json, current, no_labels;
+    int json, current, no_labels, skip_check;
     if (fk_params_bool(&p, "no-labels", 0, &no_labels, &err) ||
+        fk_params_bool(&p, "skip-client-check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "timeout", 5, 1, 600, &predict_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
@@ -678,7 +692,7 @@ int fk_cmd_job(int argc, char **argv)
         fk_cli_fail("job", "unknown option '--%s'; see --help", unused);
         rc = 2;
     } else if (!strcmp(sub, "submit")) {
-        rc = do_submit(&c, text);
+        rc = do_submit(&c, text, skip_check);
         text = NULL;
     } else if (!strcmp(sub, "status")) {
         rc = do_status(&c, rest[0], (uint32_t)round, json);

@@ -370,6 +370,16 @@ static void send_join(fk_agent *a)
     fedkern_v1_JoinRequest in = fedkern_v1_JoinRequest_init_zero;
     in.protocol_version = 1;
     snprintf(in.software, sizeof in.software, "fedkern-client %s", FK_VERSION);
+    /* the data sets it holds, so the server can refuse jobs this client cannot run */
+    in.datasets_listed = a->cfg.datasets_listed != 0;
+    for (int i = 0; in.datasets_listed && i < a->cfg.n_datasets && i < FK_AGENT_MAX_DATASETS; i++) {
+        const fk_agent_dataset *d = &a->cfg.datasets[i];
+        fedkern_v1_DataSetInfo *o = &in.datasets[in.datasets_count++];
+        snprintf(o->name, sizeof o->name, "%s", d->name);
+        o->rows = d->rows;
+        o->cols = d->cols;
+        o->classes = d->classes;
+    }
     uint8_t *buf;
     size_t len;
     fk_err err;

@@ -22,6 +22,16 @@
 typedef const fk_dataset *(*fk_agent_data_fn)(void *ud, const char *dataset, fk_err *err);
 typedef const fk_method *(*fk_agent_method_fn)(const char *name, fk_err *err);
 
+/* Most data sets a client declares and advertises at Join. */
+enum { FK_AGENT_MAX_DATASETS = 16 };
+
+/* A data set the client holds, as it advertises it when joining. */
+typedef struct fk_agent_dataset {
+    const char *name; /* the jobs' 'dataset' key */
+    uint64_t rows, cols;
+    uint32_t classes; /* 0: unlabelled */
+} fk_agent_dataset;
+
 typedef struct fk_agent_config {
     const char *host;        /* server address: IPv4/IPv6 literal or DNS name */
     int port;
@@ -31,6 +41,12 @@ typedef struct fk_agent_config {
     fk_agent_method_fn find;   /* NULL: the method registry */
     fk_agent_data_fn data;
     void *data_ud;
+    /* What to advertise at Join (borrowed; at most FK_AGENT_MAX_DATASETS) when
+     * datasets_listed is set: the server then refuses jobs naming a data set this client
+     * lacks. Unset: the server does not know what the client holds (checks nothing). */
+    const fk_agent_dataset *datasets;
+    int n_datasets;
+    int datasets_listed;
     uint64_t backoff_min_ms; /* first reconnect delay bound (default 200) */
     uint64_t backoff_max_ms; /* cap (default 15000) */
     uint64_t poll_ms;        /* PullTask deadline (default 20000) */

@@ -11,9 +11,8 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
-#include "common/data/catalog.h"
-#include "common/data/load.h"
-#include "common/data/synth_spec.h"
+#include "common/data/source.h"
+#include "common/methods/jobconf.h"
 #include "common/net/hostport.h"
 #include "common/net/limits.h"
 #include "common/net/tls.h"
@@ -34,6 +33,11 @@ static const fk_param_doc opts[] = {
                             " a file (CSV, LIBSVM, IDX, MAT, NPY) or built-in synthetic data"
                             " (synthetic/shift:client=I,... or synthetic/gmm:client=I,...;"
                             " see docs/data.md)"},
+    {"data.DATASET.KEY VALUE", "loader options of DATASET (all loaded and checked at start; a "
+                               "bad one stops the client): label first|last|N|none, header, "
+                               "delim C, format F, var NAME, label-var NAME, samples-in-columns, "
+                               "labels FILE, cols N, prep l1|l2|zscore,..., affine FILE "
+                               "(see 'fedkern data --help')"},
     {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
     {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
@@ -63,21 +67,13 @@ static void usage(FILE *out)
     fk_param_docs_print(out, fk_daemon_std_docs, NULL, NULL);
 }
 
-/* Data sets loaded on first use, by job data-set name. */
+/* Every declared data set, loaded and checked at start, by job data-set name. */
 typedef struct data_cache {
-    const fk_params *p;
-    char names[16][64];
-    fk_dataset sets[16];
+    char names[FK_AGENT_MAX_DATASETS][64];
+    fk_dataset sets[FK_AGENT_MAX_DATASETS];
+    fk_agent_dataset info[FK_AGENT_MAX_DATASETS]; /* what the client advertises at Join */
     int n;
 } data_cache;
-
-static int is_catalog_name(const char *s)
-{
-    for (const char *const *n = fk_catalog_names(); *n; n++)
-        if (!strcmp(*n, s))
-            return 1;
-    return 0;
-}
 
 static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
 {
@@ -85,30 +81,85 @@ static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
     for (int i = 0; i < c->n; i++)
         if (!strcmp(c->names[i], dataset))
             return &c->sets[i];
-    char key[96];
-    snprintf(key, sizeof key, "data.%s", dataset);
-    const char *src = fk_params_get(c->p, key);
-    if (!src) {
-        fk_err_set(err, FK_ENOTFOUND,
-                   "this client holds no data set '%s'; add 'data.%s = SOURCE' to its config",
-                   dataset, dataset);
-        return NULL;
+    char held[400] = "";
+    for (int i = 0; i < c->n; i++)
+        snprintf(held + strlen(held), sizeof held - strlen(held), "%s%s", i ? ", " : "",
+                 c->names[i]);
+    fk_err_set(err, FK_ENOTFOUND,
+               "holds no data set '%s' (it holds: %s); add 'data.%s = SOURCE' to its config",
+               dataset, c->n ? held : "none", dataset);
+    return NULL;
+}
+
+static void data_cache_close(data_cache *c)
+{
+    for (int i = 0; i < c->n; i++)
+        fk_dataset_close(&c->sets[i]);
+    c->n = 0;
+}
+
+/* "data.NAME.OPT" where "data.NAME" is declared too: NAME's loader option OPT (set *opt), or
+ * 0 for a data set key. Data-set names may contain dots, so only a declared NAME counts. */
+static int option_key(const fk_params *p, const char *key, const char **opt, char *name,
+                      size_t cap)
+{
+    const char *dot = strrchr(key + 5, '.');
+    if (!dot || (size_t)(dot - key) >= cap)
+        return 0;
+    memcpy(name, key, (size_t)(dot - key));
+    name[dot - key] = '\0';
+    if (!fk_params_get(p, name))
+        return 0;
+    *opt = dot + 1;
+    return 1;
+}
+
+/* Load every data.NAME source with its data.NAME.* options; the first failure is one error
+ * naming the data set, the source and what to change. */
+static int load_all(data_cache *c, const fk_params *p, fk_err *err)
+{
+    const char *dir = fk_params_str(p, "data-dir", "../shared/data");
+    for (int i = 0; i < p->count; i++) {
+        const char *key = p->items[i].key, *opt;
+        char name[256];
+        if (strncmp(key, "data.", 5))
+            continue;
+        if (option_key(p, key, &opt, name, sizeof name)) {
+            if (!fk_source_is_option(opt))
+                return fk_err_set(err, FK_EINVAL,
+                                  "%s: unknown loader option '%s' for data set '%s'; known: "
+                                  "format, label, header, delim, var, label-var, "
+                                  "samples-in-columns, labels, cols, prep, affine",
+                                  key, opt, name + 5);
+            continue;
+        }
+        const char *ds = key + 5, *src = p->items[i].value;
+        if (!fk_identity_valid(ds) || strlen(ds) >= sizeof c->names[0])
+            return fk_err_set(err, FK_EINVAL,
+                              "%s: a data-set name is 1..63 letters, digits and ._@:- (as a "
+                              "job's 'dataset' key)",
+                              key);
+        if (c->n == FK_AGENT_MAX_DATASETS)
+            return fk_err_set(err, FK_ELIMIT, "more than %d data sets declared (data.*)",
+                              FK_AGENT_MAX_DATASETS);
+        char prefix[300];
+        snprintf(prefix, sizeof prefix, "%s.", key);
+        fk_source so;
+        int rc = fk_source_parse(&so, p, prefix, err);
+        so.data_dir = dir;
+        if (!rc)
+            rc = fk_source_load(&c->sets[c->n], src, &so, NULL, err);
+        if (rc)
+            return fk_err_prefix(err, "data set '%s' (%s = %s): ", ds, key, src);
+        fk_dataset *d = &c->sets[c->n];
+        snprintf(c->names[c->n], sizeof c->names[c->n], "%s", ds);
+        c->info[c->n] = (fk_agent_dataset){c->names[c->n], d->X.rows, d->X.cols,
+                                           d->n_classes > 0 ? (uint32_t)d->n_classes : 0};
+        fk_log(FK_LOG_INFO, "data_loaded", "dataset=%s source=%s samples=%zu dims=%zu classes=%d",
+               ds, src, d->X.rows, d->X.cols, d->n_classes);
+        c->n++;
     }
-    if (c->n == 16) {
-        fk_err_set(err, FK_ELIMIT, "more than 16 data sets in use");
-        return NULL;
-    }
-    fk_dataset *ds = &c->sets[c->n];
-    int rc = is_catalog_name(src)
-                 ? fk_catalog_load(ds, fk_params_str(c->p, "data-dir", "../shared/data"), src, err)
-             : fk_synth_spec_is(src) ? fk_synth_spec_load(ds, src, err)
-                                     : fk_load(ds, src, NULL, err);
-    if (rc)
-        return NULL;
-    snprintf(c->names[c->n], sizeof c->names[c->n], "%s", dataset);
-    fk_log(FK_LOG_INFO, "data_loaded", "dataset=%s source=%s samples=%zu dims=%zu", dataset, src,
-           ds->X.rows, ds->X.cols);
-    return &c->sets[c->n++];
+    return FK_OK;
 }
 
 typedef struct client_state {
@@ -227,21 +278,35 @@ static int run(fk_params *p)
         fprintf(stderr, "fedkern-client: unknown option or key '%s'; see --help\n", unused);
         return 2;
     }
-    data_cache cache = {.p = p};
+    /* Every data set is loaded before joining: a bad one stops the client here, not a job later. */
+    data_cache cache = {0};
+    if (load_all(&cache, p, &err)) {
+        data_cache_close(&cache);
+        fk_tls_ctx_unref(tls);
+        fprintf(stderr, "fedkern-client: %s; fix the [data] section of the config (or the --data.* "
+                        "flags) and start again\n", err.msg);
+        return 1;
+    }
     ac.host = host;
     ac.port = port;
     ac.server_name = server_name;
     ac.tls = tls;
     ac.data = data_for;
     ac.data_ud = &cache;
+    ac.datasets = cache.info;
+    ac.n_datasets = cache.n;
+    ac.datasets_listed = 1;
     ac.backoff_max_ms = (uint64_t)backoff;
     ac.state_dir = *sdir ? sdir : NULL;
     ac.local = p;
     /* Say once, at start, what this client's consents let leave the machine. */
     int raw = 0, models = 0;
     if (fk_params_bool(p, "local.allow_raw_upload", 0, &raw, &err) ||
-        fk_params_bool(p, "local.allow_model_upload", 0, &models, &err))
+        fk_params_bool(p, "local.allow_model_upload", 0, &models, &err)) {
+        data_cache_close(&cache);
+        fk_tls_ctx_unref(tls);
         return fail(err.msg);
+    }
     if (raw)
         fk_log(FK_LOG_WARN, "raw_upload_allowed",
                "msg=\"jobs that ask for it (sfl raw_sample_upload = acknowledged) will send raw "
@@ -253,6 +318,7 @@ static int run(fk_params *p)
     uv_loop_t loop;
     int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
     if (rc) {
+        data_cache_close(&cache);
         fk_tls_ctx_unref(tls);
         return fail(err.msg);
     }
@@ -274,8 +340,7 @@ static int run(fk_params *p)
         FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
     }
     FK_UV_MUST(uv_loop_close(&loop));
-    for (int i = 0; i < cache.n; i++)
-        fk_dataset_close(&cache.sets[i]);
+    data_cache_close(&cache);
     return rc == FK_OK ? 0 : fail(err.msg);
 }
 

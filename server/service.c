@@ -17,6 +17,7 @@
 #include "common/methods/jobconf.h"
 #include "common/methods/method.h"
 #include "server/fanout.h"
+#include "server/roster.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
 
@@ -87,6 +88,7 @@ struct fk_service {
     int closing, handles; /* handles: timers not yet closed */
     uint64_t woken_gen;   /* engine generation the waiters were last matched against */
     fk_fanout *fo;        /* prediction requests waiting for the clients' answers */
+    fk_roster *roster;    /* the data sets each client advertised at its last Join */
     uint64_t woken_fo_gen;
     void (*on_closed)(void *);
     void *closed_ud;
@@ -579,9 +581,25 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     }
     s->stats.joins++;
     note_seen(s, id, 1);
+    fk_roster_set sets[16];
+    int n_sets = 0;
+    for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
+        sets[n_sets] = (fk_roster_set){.rows = in.datasets[i].rows, .cols = in.datasets[i].cols,
+                                       .classes = in.datasets[i].classes};
+        snprintf(sets[n_sets++].name, sizeof sets[0].name, "%s", in.datasets[i].name);
+    }
+    if (fk_roster_join(s->roster, id, in.datasets_listed, sets, n_sets))
+        fk_log(FK_LOG_WARN, "client_datasets_unknown", "client=%s reason=\"out of memory\"", id);
+    char held[256] = "";
+    for (int i = 0, at = 0; i < n_sets && at >= 0 && (size_t)at < sizeof held; i++) {
+        int w = snprintf(held + at, sizeof held - (size_t)at, "%s%s:%" PRIu64 "x%" PRIu64,
+                         i ? "," : "", sets[i].name, sets[i].rows, sets[i].cols);
+        at = w < 0 ? -1 : at + w;
+    }
     fk_log(FK_LOG_INFO, "client_joined",
-           "client=%s session=%s peer=%s software=\"%s\" samples=%" PRIu64, id, ss->id,
-           peer->addr, in.software, in.n_samples);
+           "client=%s session=%s peer=%s software=\"%s\" samples=%" PRIu64 " datasets=%s", id,
+           ss->id, peer->addr, in.software, in.n_samples,
+           in.datasets_listed ? (n_sets ? held : "none") : "unknown");
     fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
     fedkern_v1_JoinResponse out = fedkern_v1_JoinResponse_init_zero;
     snprintf(out.session_id, sizeof out.session_id, "%s", ss->id);
@@ -1181,6 +1199,30 @@ static int job_status(fk_service *s, fk_grpc_call *call, const char *job_id, int
     return rc == FK_OK;
 }
 
+/* A client the store has seen (joined before a restart) counts as known. */
+static int store_knows(void *ud, const char *identity)
+{
+    fk_service *s = ud;
+    double when;
+    fk_err err;
+    return fk_store_client_last_seen(s->st, identity, &when, &err) == FK_OK;
+}
+
+/* The job's clients against what they advertised: FK_EINVAL naming each offender. A config
+ * that does not parse is left to the engine, which says why. */
+static int check_clients(fk_service *s, const char *config, fk_err *err)
+{
+    fk_jobconf conf;
+    fk_err ignore;
+    int rc = FK_OK;
+    if (fk_jobconf_parse(&conf, config, "job config", &ignore) == FK_OK)
+        rc = fk_roster_check(s->roster, &conf, store_knows, s, err);
+    fk_jobconf_close(&conf);
+    if (rc == FK_EINVAL)
+        fk_log(FK_LOG_WARN, "job_refused", "reason=\"%.400s\"", err->msg);
+    return rc;
+}
+
 static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                       size_t len, uint64_t deadline, void *ud)
 {
@@ -1202,7 +1244,9 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         reply_err(call, FK_EINVAL, &err);
         return;
     }
-    int rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
+    int rc = in.skip_client_check ? FK_OK : check_clients(s, in.config ? in.config : "", &err);
+    if (!rc)
+        rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc) {
         reply_err(call, rc, &err);
@@ -1499,10 +1543,16 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         free(s);
         return orc;
     }
+    if (fk_roster_new(&s->roster)) {
+        fk_fanout_close(s->fo);
+        free(s);
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the service");
+    }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);
         if (rc) {
             fk_fanout_close(s->fo);
+            fk_roster_free(s->roster);
             free(s);
             return rc;
         }
@@ -1571,6 +1621,7 @@ void fk_service_free(fk_service *s)
         fk_reasm_close(&s->partials[i].r);
     free(s->partials);
     fk_fanout_close(s->fo);
+    fk_roster_free(s->roster);
     free(s->batch);
     free(s->seen);
     free(s->sessions);

@@ -26,12 +26,14 @@ typedef enum fk_label_pos {
     FK_LABEL_FIRST,
     FK_LABEL_LAST,
     FK_LABEL_NONE,
+    FK_LABEL_INDEX, /* CSV: column label_col (1-based) */
 } fk_label_pos;
 
 /* Zero-initialise ({0}) for the defaults. */
 typedef struct fk_load_opts {
     fk_format format;
     fk_label_pos label;     /* CSV: where the label column is; NONE disables labels everywhere */
+    size_t label_col;       /* CSV with FK_LABEL_INDEX: the label's column, 1-based */
     int header;             /* CSV: 1 skips the first line */
     char delim;             /* CSV: cell separator, 0 = ',' */
     const char *var;        /* MAT: feature variable; NULL = the numeric variable with most elements */

@@ -1,4 +1,4 @@
-/* CSV loader: one sample per line, numeric cells, label column first, last or none. */
+/* CSV loader: one sample per line, numeric cells, label column first, last, numbered or none. */
 #include <string.h>
 
 #include "common/data/load_int.h"
@@ -17,7 +17,7 @@ static int is_blank(const char *s)
 
 /* Parse one data row of the line into st. */
 static int parse_row(csv_state *st, const fk__lines *r, char *line, char delim, fk_label_pos lab,
-                     size_t max_values, fk_err *err)
+                     size_t label_col, size_t max_values, fk_err *err)
 {
     size_t ncell = 1;
     for (const char *p = line; (p = strchr(p, delim)); p++)
@@ -29,6 +29,11 @@ static int parse_row(csv_state *st, const fk__lines *r, char *line, char delim, 
                               "%s:%zu: row has 1 cell but a label column and at least one feature "
                               "are expected; pass --label none for unlabelled data",
                               r->path, r->lineno);
+        if (lab == FK_LABEL_INDEX && (label_col == 0 || label_col > ncell))
+            return fk_err_set(err, FK_EINVAL,
+                              "%s:%zu: label column %zu does not exist (the row has %zu cells); "
+                              "give --label first, last, none or a column number 1..%zu",
+                              r->path, r->lineno, label_col, ncell, ncell);
         st->cells = ncell;
         st->first_line = r->lineno;
     } else if (ncell != st->cells) {
@@ -51,7 +56,8 @@ static int parse_row(csv_state *st, const fk__lines *r, char *line, char delim, 
         if (why)
             return fk_err_set(err, FK_EFORMAT, "%s:%zu: column %zu: %s '%.40s'", r->path, r->lineno,
                               c + 1, why, cell);
-        int is_label = (lab == FK_LABEL_FIRST && c == 0) || (lab == FK_LABEL_LAST && c == ncell - 1);
+        int is_label = (lab == FK_LABEL_FIRST && c == 0) || (lab == FK_LABEL_LAST && c == ncell - 1) ||
+                       (lab == FK_LABEL_INDEX && c + 1 == label_col);
         if (is_label)
             st->y.v[st->y.len++] = v;
         else
@@ -82,7 +88,7 @@ int fk__load_csv(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err
             skip_header = 0;
             continue;
         }
-        rc = parse_row(&st, &r, line, delim, lab, max_values, err);
+        rc = parse_row(&st, &r, line, delim, lab, o->label_col, max_values, err);
         if (rc)
             break;
     }

@@ -39,6 +39,23 @@ void fk_prep_l2_rows(fk_mat *X)
 
 int fk_prep_zscore_cols(fk_mat *X)
 {
+    return fk_prep_zscore_cols_map(X, NULL, NULL);
+}
+
+void fk_prep_affine_cols(fk_mat *X, const double *shift, const double *scale)
+{
+    /* the same two operations, in the same order, as fk_prep_zscore_cols_map */
+    for (size_t i = 0; i < X->rows; i++) {
+        double *r = fk_mat_row(X, i);
+        for (size_t j = 0; j < X->cols; j++)
+            r[j] -= shift[j];
+    }
+    for (size_t j = 0; j < X->cols; j++)
+        cblas_dscal((int)X->rows, scale[j], X->data + j, (int)X->ld);
+}
+
+int fk_prep_zscore_cols_map(fk_mat *X, double *shift, double *scale)
+{
     size_t n = X->rows, d = X->cols;
     if (n == 0 || d == 0)
         return FK_OK;
@@ -59,10 +76,12 @@ int fk_prep_zscore_cols(fk_mat *X)
         double sd = cblas_dnrm2((int)n, col, (int)X->ld) / sqrt((double)n);
         /* MATLAB sets sigma 0 to 1 so a constant column becomes 0; rounding in the mean can
          * leave ~1e-17 residue in a constant column, which must not be blown up to +-1 */
-        if (sd <= 1e-13 * fabs(mu[j]) || sd == 0)
-            cblas_dscal((int)n, 0.0, col, (int)X->ld);
-        else
-            cblas_dscal((int)n, 1.0 / sd, col, (int)X->ld);
+        double f = sd <= 1e-13 * fabs(mu[j]) || sd == 0 ? 0.0 : 1.0 / sd;
+        cblas_dscal((int)n, f, col, (int)X->ld);
+        if (shift)
+            shift[j] = mu[j];
+        if (scale)
+            scale[j] = f;
     }
     free(ones);
     free(mu);

@@ -12,5 +12,11 @@ void fk_prep_l2_rows(fk_mat *X);
 /* Centre each column and divide by its population std (MATLAB zscore(X,1));
  * constant columns become 0. FK_ENOMEM if the work vectors cannot be allocated. */
 int fk_prep_zscore_cols(fk_mat *X);
+/* fk_prep_zscore_cols that also records the per-column affine map it applied (d values each,
+ * either may be NULL): X[:,j] = (X[:,j] - shift[j]) * scale[j], scale 0 for a constant column.
+ * fk_prep_affine_cols with the same map gives the same values bit for bit. */
+int fk_prep_zscore_cols_map(fk_mat *X, double *shift, double *scale);
+/* X[:,j] = (X[:,j] - shift[j]) * scale[j] for every column (a saved z-score map). */
+void fk_prep_affine_cols(fk_mat *X, const double *shift, const double *scale);
 
 #endif

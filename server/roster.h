@@ -1,0 +1,43 @@
+/* What each client holds: the data sets it advertised when it last joined (fedkern.v1
+ * JoinRequest.datasets), kept in memory per certificate identity, and the check of a
+ * submitted job against it. A client that joined without the list (an old client) is
+ * "unknown holdings": nothing is checked for it. After a server restart the roster fills
+ * again as the clients rejoin. */
+#ifndef FK_ROSTER_H
+#define FK_ROSTER_H
+
+#include <stdint.h>
+
+#include "common/methods/jobconf.h"
+
+typedef struct fk_roster_set {
+    char name[64];
+    uint64_t rows, cols;
+    uint32_t classes;
+} fk_roster_set;
+
+typedef struct fk_roster fk_roster;
+
+FK_CHECKRETURN int fk_roster_new(fk_roster **out);
+void fk_roster_free(fk_roster *r);
+
+/* Record a Join: listed = 0 forgets what the client held (unknown); otherwise sets[0..n)
+ * replace its list. FK_ENOMEM leaves the roster as it was. */
+FK_CHECKRETURN int fk_roster_join(fk_roster *r, const char *identity, int listed,
+                                  const fk_roster_set *sets, int n);
+
+/* 1 if identity joined since the server started (listed or not). */
+int fk_roster_seen(const fk_roster *r, const char *identity);
+
+/* Whether the server has ever seen identity (e.g. in its store), for clients that have not
+ * rejoined since a restart. */
+typedef int (*fk_roster_known_fn)(void *ud, const char *identity);
+
+/* FK_EINVAL, one message naming every offending client (the first few of each kind), when
+ * the job lists clients unknown to the server (neither joined nor known(ud, id)), clients
+ * that advertised their data sets without the job's, or holders whose column counts differ.
+ * known may be NULL (only joins count). */
+FK_CHECKRETURN int fk_roster_check(const fk_roster *r, const fk_jobconf *job,
+                                   fk_roster_known_fn known, void *ud, fk_err *err);
+
+#endif
