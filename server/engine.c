@@ -587,6 +587,39 @@ static void close_phase(fk_engine *e, job *j, double now)
         store_ok(j);
 }
 
+/* What the clients that did not answer said (their task failed, their update was refused, they
+ * were excluded), "client c3 holds no data set 'x' (...); client c4: ...", so a failed job
+ * shows the cause the server knows, not only the missed quorum. "" if none said anything. */
+static void client_causes(const job *j, char *out, size_t cap)
+{
+    static const char reported[] = "client failed: ";
+    size_t at = 0;
+    int shown = 0, more = 0;
+    out[0] = '\0';
+    for (int i = 0; i < j->n_slots; i++) {
+        const slot *s = &j->slots[i];
+        if (!s->failed || !s->why[0])
+            continue;
+        if (shown == 3 || at + 40 >= cap) {
+            more++;
+            continue;
+        }
+        const char *why = s->why;
+        if (!strncmp(why, reported, sizeof reported - 1))
+            why += sizeof reported - 1;
+        /* the client's "holds no data set ..." reads as a sentence after its name */
+        int w = snprintf(out + at, cap - at, "%sclient %s%s%.*s", shown ? "; " : "",
+                         j->conf.clients[s->client], strncmp(why, "holds ", 6) ? ": " : " ",
+                         (int)(cap / 2), why);
+        if (w < 0)
+            break;
+        at = at + (size_t)w < cap ? at + (size_t)w : cap - 1;
+        shown++;
+    }
+    if (more && at + 24 < cap)
+        snprintf(out + at, cap - at, "; and %d more client%s", more, more == 1 ? "" : "s");
+}
+
 /* A phase missed its quorum at the deadline (or, with `why`, could not be aggregated without
  * its dropouts): new sample from the last checkpoint, or the job fails once the retries are
  * used up. */
@@ -603,7 +636,14 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
     e->stats.retries++;
     e->stats.dropouts += (uint64_t)r.dropouts;
     if (j->attempt >= j->conf.retries) {
-        if (why)
+        char causes[360]; /* leaves room for the quorum summary in one message */
+        client_causes(j, causes, sizeof causes);
+        if (causes[0] && !why)
+            fk_err_set(&err, FK_ESTATE,
+                       "%s; so round %d missed its quorum (%d of %d planned clients answered, %d "
+                       "needed) in %d attempts",
+                       causes, j->round, j->answered, j->n_slots, quorum(j), j->attempt + 1);
+        else if (why)
             fk_err_set(&err, FK_ESTATE,
                        "%.300s (in %d attempts; it needs the clients that dropped out%s%.150s)",
                        why, j->attempt + 1, j->note[0] ? "; " : "", j->note);
@@ -1311,6 +1351,8 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     job *j = find_job(e, id);
     if (j && !s->failure[0])
         snprintf(s->failure, sizeof s->failure, "%s", j->note);
+    if (j && !s->failure[0]) /* a running job: what the clients missing this phase said */
+        client_causes(j, s->failure, sizeof s->failure);
     if (j) {
         s->planned = j->n_slots;
         s->answered = j->answered;

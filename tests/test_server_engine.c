@@ -737,9 +737,20 @@ static void reported_failure_is_an_early_dropout(void **state)
             fk_push q = {.job = id2, .round = t.round, .attempt = t.attempt, .phase = t.phase,
                          .identity = who, .idem = "failure-report-2"};
             fk_report_init(&q.report);
-            assert_int_equal(fk_engine_fail(f->e, &q, "cannot", f->now, &err), FK_OK);
+            assert_int_equal(fk_engine_fail(f->e, &q,
+                                            c == 0 ? "holds no data set 'synth' (it holds: none)"
+                                                   : "cannot",
+                                            f->now, &err),
+                             FK_OK);
+            if (c == 0) { /* a running job's status already says what the client said */
+                assert_int_equal(job_state(f, id2, &s), FK_JOB_RUNNING);
+                assert_non_null(strstr(s.failure, "client c0 holds no data set 'synth'"));
+            }
         }
+    /* the failed job names the cause first, each client once, then the missed quorum */
     assert_int_equal(job_state(f, id2, &s), FK_JOB_FAILED);
+    assert_non_null(strstr(s.failure, "client c0 holds no data set 'synth' (it holds: none); "
+                                      "client c1: cannot; client c2: cannot; and 3 more clients"));
     assert_non_null(strstr(s.failure, "quorum"));
     assert_true(f->now == start);
 }

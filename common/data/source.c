@@ -16,7 +16,8 @@ const fk_param_doc fk_source_docs[] = {
     {"label first|last|N|none", "CSV label column: first (default), last, column N (1-based) "
                                 "or none (unlabelled)"},
     {"header", "CSV: the first line is a header (skipped)"},
-    {"delim C", "CSV: cell separator, one character (default ,; 'tab' for a tab)"},
+    {"delim C", "CSV: cell separator, one character (default ,), or tab, semicolon or space "
+                "(';' starts a comment in a config file)"},
     {"var NAME", "MAT: feature variable (default: the largest numeric one)"},
     {"label-var NAME", "MAT: label variable (default: labels/label/Y/y/gnd if present)"},
     {"samples-in-columns", "MAT, NPY: the array is features x samples"},
@@ -112,12 +113,16 @@ int fk_source_parse(fk_source *s, const fk_params *p, const char *prefix, fk_err
     if ((v = get(p, prefix, "delim", k, sizeof k))) {
         if (!strcmp(v, "tab") || !strcmp(v, "\\t"))
             s->load.delim = '\t';
+        else if (!strcmp(v, "semicolon")) /* ';' starts a comment in a config file */
+            s->load.delim = ';';
+        else if (!strcmp(v, "space"))
+            s->load.delim = ' ';
         else if (strlen(v) == 1 && v[0] != '\n' && v[0] != '.' && v[0] != '-')
             s->load.delim = v[0];
         else
             return fk_err_set(err, FK_EINVAL,
                               "%s = '%s': give one character (not . or -, which are part of "
-                              "numbers), or 'tab'",
+                              "numbers), or tab, semicolon or space",
                               k, v);
     }
     s->load.var = get(p, prefix, "var", k, sizeof k);
