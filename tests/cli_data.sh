@@ -45,5 +45,34 @@ check 2 "unknown option --bogus" info "$dir/a.csv" --bogus 1
 check 2 "--format 'xls'" info "$dir/a.csv" --format xls
 check 2 "exactly one FILE" info
 check 0 "usage: fedkern data info" --help
+# loader options and preprocessing, as a client's data.NAME.* keys take them
+printf 'x;lab;y\n0.5;7;2\n1.5;8;4\n2.5;7;6\n' >"$dir/semi.csv"
+check 0 "rows=3 cols=2 classes=2" info "$dir/semi.csv" --label 2 --header --delim semicolon
+check 0 "class rows: 7:2 8:1" info "$dir/semi.csv" --label 2 --header --delim ';'
+check 0 "finite: yes" info "$dir/semi.csv" --label 2 --header --delim ';'
+check 1 "label column 4 does not exist" info "$dir/semi.csv" --label 4 --header --delim ';'
+check 2 "--label 'middle'" info "$dir/a.csv" --label middle
+check 2 "--prep 'l1,whiten': unknown step 'whiten'" info "$dir/a.csv" --prep l1,whiten
+check 1 "--save-affine needs a zscore step" info "$dir/a.csv" --save-affine "$dir/m.csv"
+check 0 "rows=3 cols=2 classes=2" info "$dir/a.csv" --prep zscore --save-affine "$dir/m.csv"
+z=$("$fk" data info "$dir/a.csv" --prep zscore | head -1)
+check 0 "$z" info "$dir/a.csv" --affine "$dir/m.csv"
+check 1 "the affine map" info "$dir/wide.csv" --label none --affine "$dir/m.csv"
+check 1 "catalog data set with its own loader settings" info pendigits/train --label last
+# split: one file per client, per-client class counts, the same files for the same seed
+awk 'BEGIN { for (i = 0; i < 120; i++) printf "%d,%d,%d\n", i % 4, i % 6, i }' >"$dir/big.csv"
+check 0 "client0.csv rows=40 classes 0:" split "$dir/big.csv" --clients 3 --by iid --seed 5 --out "$dir/s1"
+"$fk" data split "$dir/big.csv" --clients 3 --by iid --seed 5 --out "$dir/s2" >/dev/null
+cmp -s "$dir/s1/client2.csv" "$dir/s2/client2.csv" || { echo "FAIL: split is not deterministic"; fails=$((fails + 1)); }
+"$fk" data split "$dir/big.csv" --clients 3 --by iid --seed 6 --out "$dir/s3" >/dev/null
+cmp -s "$dir/s1/client2.csv" "$dir/s3/client2.csv" && { echo "FAIL: split ignores the seed"; fails=$((fails + 1)); }
+check 0 "rows=40 cols=2 classes=4" info "$dir/s1/client1.csv"
+check 0 "client0.csv rows=30 classes 0:30 1:0" split "$dir/big.csv" --clients 4 --by label-skew --out "$dir/s4"
+check 0 "client2.csv" split "$dir/big.csv" --clients 3 --by dirichlet:0.5 --seed 2 --out "$dir/s5"
+check 0 "client1.csv rows=40" split "$dir/big.csv" --clients 3 --by column:1 --out "$dir/s6"
+check 1 "6 distinct values, fewer than the 7 clients" split "$dir/big.csv" --clients 7 --by column:1 --out "$dir/s7"
+check 1 "needs class labels" split "$dir/big.csv" --label none --clients 2 --by label-skew --out "$dir/s8"
+check 2 "--by 'random'" split "$dir/big.csv" --clients 2 --by random --out "$dir/s9"
+check 2 "split needs --clients K" split "$dir/big.csv" --by iid --out "$dir/s9"
 [ "$fails" -eq 0 ] && echo "cli_data: all checks passed"
 exit $((fails > 0))

@@ -96,6 +96,29 @@ static int run_cmd(char *const argv[], char *out, size_t cap)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Run to completion with stdout and stderr into out. Returns the exit status. */
+static int run_cmd_all(char *const argv[], char *out, size_t cap)
+{
+    char path[] = "/tmp/fk-daemons-out-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    ssize_t n = pread(fd, out, cap - 1, 0);
+    out[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 /* Wait until the file contains `needle`; copy the rest of that line to tail. */
 static int wait_log(const char *path, const char *needle, double seconds, char *tail, size_t cap)
 {
@@ -314,12 +337,26 @@ static void start_client(env *e, int c)
     e->clients[c] = spawn(argv, log);
 }
 
-/* The server on a free port and the K clients. */
+static void wait_joined(env *e);
+
+/* The server on a free port and the K clients, joined: the server refuses jobs naming clients
+ * it has never seen. */
 static void start_fleet(env *e)
 {
     start_server(e, "127.0.0.1:0");
     for (int c = 0; c < K; c++)
         start_client(e, c);
+    wait_joined(e);
+}
+
+static void wait_joined(env *e)
+{
+    for (int c = 0; c < K; c++) {
+        char log[160];
+        snprintf(log, sizeof log, "%s/client%d.log", e->dir, c);
+        if (!wait_log(log, "event=joined ", 30, NULL, 0))
+            fail_msg("client c%d did not join; see %s", c, log);
+    }
 }
 
 static const char *job_text(const char *extra)
@@ -542,6 +579,7 @@ static void server_kill9_resumes_to_same_model(void **state)
     snprintf(listen, sizeof listen, "127.0.0.1:%s", e->port);
     for (int c = 0; c < K; c++)
         start_client(e, c);
+    wait_joined(e);
     const char *text = job_text("rounds = 150\ndeadline = 30\n");
     char id[32];
     submit(e, text, id, sizeof id);
@@ -783,6 +821,60 @@ static void result_of_running_job_writes_nothing(void **state)
     assert_int_equal(job_cmd(e, "cancel", id, NULL, NULL, text_out, sizeof text_out), 0);
 }
 
+/* `fedkern job submit` of text, stdout and stderr into out: the exit status. */
+static int try_submit(env *e, const char *text, const char *flag, char *out, size_t cap)
+{
+    char path[160], server[64];
+    snprintf(path, sizeof path, "%s/try.conf", e->dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    char *argv[] = {(char *)fedkern_bin, "job", "submit", path, "--server", server,
+                    "--server-name", "server", "--tls-dir", e->pki, "--name", "op",
+                    (char *)flag, NULL};
+    return run_cmd_all(argv, out, cap);
+}
+
+/* The clients advertise their data sets at Join: a job naming a client the server never saw,
+ * or a data set the clients lack, is refused at submit, each offender named; submitted anyway
+ * (--skip-client-check), the job fails with the cause the clients reported, not only the
+ * missed quorum. */
+static void submit_refusals_and_failure_cause(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    char out[4096];
+    assert_int_not_equal(try_submit(e, "method = fedgrem\ndataset = gmm\nclients = c0, c1, c9\n",
+                                    NULL, out, sizeof out),
+                         0);
+    if (!strstr(out, "client c9 has never joined this server"))
+        fail_msg("unknown client: %s", out);
+    const char *nowhere = "method = fedgrem\ndataset = nowhere\nclients = c0, c1, c2\n"
+                          "retries = 0\ndeadline = 30\n";
+    assert_int_not_equal(try_submit(e, nowhere, NULL, out, sizeof out), 0);
+    if (!strstr(out, "clients c0, c1, c2 hold no data set 'nowhere'"))
+        fail_msg("missing data set: %s", out);
+    assert_int_equal(try_submit(e, nowhere, "--skip-client-check", out, sizeof out), 0);
+    char id[32];
+    snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
+    /* every client reports the failure at once: no deadline to wait for */
+    char status[4096] = "";
+    double until = now_s() + 30;
+    while (now_s() < until) {
+        int rc = job_cmd(e, "status", id, NULL, NULL, status, sizeof status);
+        if (strstr(status, "failed")) /* exits 1 for a failed job */
+            break;
+        assert_int_equal(rc, 0);
+            break;
+        usleep(100000);
+    }
+    if (!strstr(status, "client c0 holds no data set 'nowhere' (it holds: "))
+        fail_msg("job status does not show the cause: %s", status);
+    assert_non_null(strstr(status, "quorum"));
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -806,6 +898,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_predict_mode_b, setup, teardown),
         cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(submit_refusals_and_failure_cause, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

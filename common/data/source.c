@@ -48,6 +48,13 @@ static const char *get(const fk_params *p, const char *prefix, const char *key, 
     return fk_params_get(p, full);
 }
 
+/* How a message shows the option: "--label " for a flag, "data.x.label = " in a config. */
+static const char *shown(const char *prefix, const char *key, char *buf, size_t cap)
+{
+    snprintf(buf, cap, *prefix ? "%s%s = " : "--%s%s ", prefix, key);
+    return buf;
+}
+
 static int parse_label(fk_source *s, const char *v, const char *key, fk_err *err)
 {
     if (!strcmp(v, "first"))
@@ -62,7 +69,7 @@ static int parse_label(fk_source *s, const char *v, const char *key, fk_err *err
         long n = strtol(v, &end, 10);
         if (end == v || *end || errno || n < 1 || n > (1L << 30))
             return fk_err_set(err, FK_EINVAL,
-                              "%s = '%s': use first, last, none or a column number (1 = first)",
+                              "%s'%s': use first, last, none or a column number (1 = first)",
                               key, v);
         s->load.label = FK_LABEL_INDEX;
         s->load.label_col = (size_t)n;
@@ -81,11 +88,11 @@ static int parse_prep(fk_source *s, const char *v, const char *key, fk_err *err)
                                                                  : 0;
         if (!step)
             return fk_err_set(err, FK_EINVAL,
-                              "%s = '%s': unknown step '%.*s'; use l1, l2 and zscore, "
+                              "%s'%s': unknown step '%.*s'; use l1, l2 and zscore, "
                               "comma-separated, in the order to apply them",
                               key, v, (int)n, p);
         if (s->n_prep == FK_SOURCE_MAX_PREP)
-            return fk_err_set(err, FK_EINVAL, "%s = '%s': at most %d steps", key, v,
+            return fk_err_set(err, FK_EINVAL, "%s'%s': at most %d steps", key, v,
                               FK_SOURCE_MAX_PREP);
         s->prep[s->n_prep++] = step;
         p += n;
@@ -105,10 +112,13 @@ int fk_source_parse(fk_source *s, const fk_params *p, const char *prefix, fk_err
         if (strcmp(keys[i], "prep") && strcmp(keys[i], "affine") &&
             get(p, prefix, keys[i], k, sizeof k))
             s->loader_set = 1;
+    char sh[300];
     if ((v = get(p, prefix, "format", k, sizeof k)) &&
         (s->load.format = fk_format_parse(v)) == FK_FORMAT_AUTO)
-        return fk_err_set(err, FK_EINVAL, "%s = '%s': use csv, libsvm, idx, mat or npy", k, v);
-    if ((v = get(p, prefix, "label", k, sizeof k)) && (rc = parse_label(s, v, k, err)))
+        return fk_err_set(err, FK_EINVAL, "%s'%s': use csv, libsvm, idx, mat or npy",
+                          shown(prefix, "format", sh, sizeof sh), v);
+    if ((v = get(p, prefix, "label", k, sizeof k)) &&
+        (rc = parse_label(s, v, shown(prefix, "label", sh, sizeof sh), err)))
         return rc;
     if ((v = get(p, prefix, "delim", k, sizeof k))) {
         if (!strcmp(v, "tab") || !strcmp(v, "\\t"))
@@ -121,9 +131,9 @@ int fk_source_parse(fk_source *s, const fk_params *p, const char *prefix, fk_err
             s->load.delim = v[0];
         else
             return fk_err_set(err, FK_EINVAL,
-                              "%s = '%s': give one character (not . or -, which are part of "
+                              "%s'%s': give one character (not . or -, which are part of "
                               "numbers), or tab, semicolon or space",
-                              k, v);
+                              shown(prefix, "delim", sh, sizeof sh), v);
     }
     s->load.var = get(p, prefix, "var", k, sizeof k);
     s->load.label_var = get(p, prefix, "label-var", k, sizeof k);
@@ -142,7 +152,7 @@ int fk_source_parse(fk_source *s, const fk_params *p, const char *prefix, fk_err
     }
     s->load.cols = (size_t)cols;
     if (!rc && (v = get(p, prefix, "prep", k, sizeof k)))
-        rc = parse_prep(s, v, k, err);
+        rc = parse_prep(s, v, shown(prefix, "prep", sh, sizeof sh), err);
     return rc;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "common/base/params.h"
+#include "common/data/source.h"
 #include "tests/fuzz/fuzz_text.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -20,6 +21,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     double d;
     rc |= fk_params_int(&p, "a", 0, -10, 10, &l, &err);
     rc |= fk_params_double(&p, "s.b", 0, -1, 1, &d, &err);
+    /* a client's data-set loader options ([data] x.label = ..., x.prep = ...) and the flags */
+    fk_source s;
+    rc |= fk_source_parse(&s, &p, "data.x.", &err);
+    rc |= fk_source_parse(&s, &p, "", &err);
     (void)rc;
     fk_params_close(&p);
     free(text);
