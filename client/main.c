@@ -119,20 +119,22 @@ static int option_key(const fk_params *p, const char *key, const char **opt, cha
 static int load_all(data_cache *c, const fk_params *p, fk_err *err)
 {
     const char *dir = fk_params_str(p, "data-dir", "../shared/data");
+    for (int i = 0; i < p->count; i++) { /* every key first: a typo costs no loading */
+        const char *key = p->items[i].key, *opt;
+        char name[256];
+        if (!strncmp(key, "data.", 5) && option_key(p, key, &opt, name, sizeof name) &&
+            !fk_source_is_option(opt))
+            return fk_err_set(err, FK_EINVAL,
+                              "%s: unknown loader option '%s' for data set '%s'; known: "
+                              "format, label, header, delim, var, label-var, "
+                              "samples-in-columns, labels, cols, prep, affine",
+                              key, opt, name + 5);
+    }
     for (int i = 0; i < p->count; i++) {
         const char *key = p->items[i].key, *opt;
         char name[256];
-        if (strncmp(key, "data.", 5))
+        if (strncmp(key, "data.", 5) || option_key(p, key, &opt, name, sizeof name))
             continue;
-        if (option_key(p, key, &opt, name, sizeof name)) {
-            if (!fk_source_is_option(opt))
-                return fk_err_set(err, FK_EINVAL,
-                                  "%s: unknown loader option '%s' for data set '%s'; known: "
-                                  "format, label, header, delim, var, label-var, "
-                                  "samples-in-columns, labels, cols, prep, affine",
-                                  key, opt, name + 5);
-            continue;
-        }
         const char *ds = key + 5, *src = p->items[i].value;
         if (!fk_identity_valid(ds) || strlen(ds) >= sizeof c->names[0])
             return fk_err_set(err, FK_EINVAL,

@@ -114,16 +114,29 @@ def main():
                 return 1
             port = re.search(r"event=server_ready .*port=(\d+)", open(slog).read()).group(1)
             clog = os.path.join(tmp, "client.log")
+            # the client loads its data sets at start: the example's sources live on a real
+            # site, so the test's own small files take their place (same keys, by flag)
+            data = os.path.join(tmp, "part.csv")
+            with open(data, "w") as f:
+                f.write("1,0.5,2\n2,1.5,4\n1,0.25,3\n")
             cl = subprocess.Popen([client, "--config", os.path.join(cfg, "client.conf"), "--server",
                                    "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls,
-                                   "--name", "hospital-a", "--tls.crl", os.path.join(tls, "crl.pem")],
+                                   "--name", "hospital-a", "--tls.crl", os.path.join(tls, "crl.pem"),
+                                   "--data.office-surf", data, "--data.fashion-mnist", data],
                                   stdout=open(clog, "w"), stderr=subprocess.STDOUT)
             check("fedkern-client starts from the example client.conf and joins",
                   wait_log(clog, "event=joined", 15), open(clog).read()[-800:])
             check("fedkern-client exits 0 at SIGTERM", stop(cl) == 0, open(clog).read()[-800:])
             for job in ("job-fedrf-tca.conf", "job-fedgrem.conf"):
-                r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job), "--server", "127.0.0.1:" + port,
-                                    "--server-name", "localhost", "--tls-dir", tls, "--name", "ops"],
+                conn = ["--server", "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls,
+                        "--name", "ops"]
+                # only hospital-a ever joined: the others are named, and the job refused
+                r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job)] + conn,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+                check("the server refuses %s while hospital-b/c never joined" % job,
+                      r.returncode != 0 and "clients hospital-b, hospital-c have never joined" in r.stdout,
+                      r.stdout)
+                r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job), "--skip-client-check"] + conn,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
                 check("the server accepts the example %s" % job, r.returncode == 0, r.stdout)
         finally:
