@@ -638,7 +638,10 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
     if (j->attempt >= j->conf.retries) {
         char causes[360]; /* leaves room for the quorum summary in one message */
         client_causes(j, causes, sizeof causes);
-        if (causes[0] && !why)
+        if (causes[0] && why) /* the cause first: what the missing clients said */
+            fk_err_set(&err, FK_ESTATE, "%s; so %.200s (in %d attempts)", causes, why,
+                       j->attempt + 1);
+        else if (causes[0])
             fk_err_set(&err, FK_ESTATE,
                        "%s; so round %d missed its quorum (%d of %d planned clients answered, %d "
                        "needed) in %d attempts",
