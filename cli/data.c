@@ -40,7 +40,7 @@ static void usage(FILE *out)
             "\n"
             "options (the same keys as a client's data.NAME.KEY settings):\n");
     fk_param_docs_print(out, fk_source_docs, NULL, NULL);
-    fprintf(out, "  --data-dir DIR          catalog names: the shared data folder (../shared/data)\n");
+    fprintf(out, "  --data-dir DIR             catalog names: the shared data folder (../shared/data)\n");
 }
 
 /* Bare boolean flags may precede FILE: turn "--flag" into "--flag=1" so FILE is not
