@@ -838,7 +838,8 @@ static int try_submit(env *e, const char *text, const char *flag, char *out, siz
 }
 
 /* The clients advertise their data sets at Join: a job naming a client the server never saw,
- * or a data set the clients lack, is refused at submit, each offender named; submitted anyway
+ * a data set the clients lack, or holders whose columns disagree is refused at submit, each
+ * offender named; submitted anyway
  * (--skip-client-check), the job fails with the cause the clients reported, not only the
  * missed quorum. */
 static void submit_refusals_and_failure_cause(void **state)
@@ -856,6 +857,24 @@ static void submit_refusals_and_failure_cause(void **state)
     assert_int_not_equal(try_submit(e, nowhere, NULL, out, sizeof out), 0);
     if (!strstr(out, "clients c0, c1, c2 hold no data set 'nowhere'"))
         fail_msg("missing data set: %s", out);
+    /* c5 rejoins holding another file as 'gmm' (the 4-column shift data): columns disagree */
+    stop(&e->clients[5], SIGTERM);
+    char log5[160], server[64], d5[160];
+    snprintf(log5, sizeof log5, "%s/client5-shape.log", e->dir);
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    snprintf(d5, sizeof d5, "%s/d5.csv", e->dir);
+    char *argv5[] = {(char *)client_bin, "--server", server, "--server-name", "server",
+                     "--tls-dir", e->pki, "--name", "c5", "--data.gmm", d5,
+                     "--backoff-max-ms", "500", NULL};
+    e->clients[5] = spawn(argv5, log5);
+    if (!wait_log(log5, "event=joined ", 30, NULL, 0))
+        fail_msg("c5 did not rejoin; see %s", log5);
+    assert_int_not_equal(try_submit(e, "method = fedgrem\ndataset = gmm\n"
+                                       "clients = c0, c1, c2, c3, c4, c5\n",
+                                    NULL, out, sizeof out),
+                         0);
+    if (!strstr(out, "data set 'gmm' has 3 columns on 5 clients but 4 on c5"))
+        fail_msg("shape mismatch: %s", out);
     assert_int_equal(try_submit(e, nowhere, "--skip-client-check", out, sizeof out), 0);
     char id[32];
     snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
