@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include "common/base/params.h"
-#include "common/methods/aggregate.h"
 #include "common/methods/method.h"
 
 /* Most clients one job may list, ranges expanded (parse fails with FK_ELIMIT beyond):
@@ -22,13 +21,11 @@ typedef struct fk_jobconf {
     char name[64];     /* name = label for humans        (default: the method) */
     int rounds;        /* rounds = R       (default 10; fk_jobconf_set_method: the method's) */
     uint64_t seed;     /* seed = S                        (default 1) */
-    double sampling;   /* sampling = fraction of clients the method samples per round, NaN if unset */
     double quorum;     /* quorum = fraction of a phase's planned clients needed at the deadline (0.5) */
     double deadline;   /* deadline = seconds a phase waits for its clients (60) */
     int retries;       /* retries = new samples tried for a round that misses its quorum (3) */
     int max_refusals;  /* max_refusals = refused updates after which a client is left out of
                         * the job's later phases (3; 0 = never) */
-    fk_aggregator agg; /* aggregator = fedavg | mean | median | trimmed-mean, trim = fraction */
     char **clients;    /* clients = id1, id2, site[0-99], ...: certificate identities; index = position */
     int n_clients;
     int cap_clients;   /* allocated entries of clients */
