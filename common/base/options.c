@@ -18,8 +18,19 @@ static void lead(FILE *out, const char *prog, const char *origin)
         fprintf(out, "%s: ", origin);
 }
 
+void fk_options_warn_old(const char *key, const char *prog, const char *origin, FILE *out)
+{
+    char now[256];
+    const char *dash = origin ? "" : "--";
+    if (!fk_params_old_spelling(key, now, sizeof now))
+        return;
+    lead(out, prog, origin);
+    fprintf(out, "warning: '%s%s' is the old spelling of '%s%s' (accepted until fedkern 0.2)\n",
+            dash, key, dash, now);
+}
+
 int fk_options_check(const fk_params *p, const fk_option_table *known, const char *prog,
-                     const char *origin, FILE *out)
+                     const char *origin, int warn_old, FILE *out)
 {
     const char *dash = origin ? "" : "--";
     int rc = 0;
@@ -39,14 +50,9 @@ int fk_options_check(const fk_params *p, const fk_option_table *known, const cha
             rc = 2;
             continue;
         }
-        char now[256];
         /* under a placeholder (data.DATASET) the rest is a name, spelt as its owner likes */
-        if (!under && fk_params_old_spelling(key, now, sizeof now)) {
-            lead(out, prog, origin);
-            fprintf(out, "warning: '%s%s' is the old spelling of '%s%s' (accepted until "
-                         "fedkern 0.2)\n",
-                    dash, key, dash, now);
-        }
+        if (warn_old && !under)
+            fk_options_warn_old(key, prog, origin, out);
     }
     return rc;
 }

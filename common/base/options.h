@@ -20,9 +20,12 @@ int fk_options_known(const fk_option_table *known, const char *key, int *under);
 
 /* Check every key of p against known, printing to out (stderr) one line per problem as
  * "PROG: ORIGIN: ..." (ORIGIN NULL: command-line flags, shown as --KEY): an unknown key
- * with the nearest known one; an old spelling as a warning. Returns 2 when a key is
- * unknown, else 0. */
+ * with the nearest known one; with warn_old, an old spelling as a warning. Returns 2 when
+ * a key is unknown, else 0. */
 int fk_options_check(const fk_params *p, const fk_option_table *known, const char *prog,
-                     const char *origin, FILE *out);
+                     const char *origin, int warn_old, FILE *out);
+
+/* The one-line warning for an old spelling, if key is one: "PROG: [ORIGIN: ]warning: ..." */
+void fk_options_warn_old(const char *key, const char *prog, const char *origin, FILE *out);
 
 #endif

@@ -210,6 +210,11 @@ int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err
     return read_numbers(c, origin, err);
 }
 
+int fk_jobconf_parse_clients(fk_jobconf *c, const char *list, const char *origin, fk_err *err)
+{
+    return parse_clients(c, list, origin, err);
+}
+
 void fk_jobconf_set_method(fk_jobconf *c, const fk_method *m)
 {
     if (!fk_params_get(&c->params, "rounds"))

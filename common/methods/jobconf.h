@@ -38,6 +38,10 @@ typedef struct fk_jobconf {
 FK_CHECKRETURN int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin,
                                     fk_err *err);
 void fk_jobconf_close(fk_jobconf *c);
+/* Only the `clients` list (ranges expanded, duplicates refused) into a zeroed c, as
+ * fk_jobconf_parse reads it: for `fedkern sim --job`, which needs no dataset. */
+FK_CHECKRETURN int fk_jobconf_parse_clients(fk_jobconf *c, const char *list, const char *origin,
+                                            fk_err *err);
 /* Once the job's method is known: a config without `rounds` gets the method's budget
  * (fk_method_default_rounds), e.g. as many rounds as pooled-em can need. */
 void fk_jobconf_set_method(fk_jobconf *c, const fk_method *m);

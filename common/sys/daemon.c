@@ -40,12 +40,12 @@ int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *
     } else if (n > 0) {
         fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", prog, argv[1]);
         rc = 2;
-    } else if ((rc = fk_options_check(&args, known, prog, NULL, stderr)) == 0) {
+    } else if ((rc = fk_options_check(&args, known, prog, NULL, 1, stderr)) == 0) {
         const char *cfg = fk_params_get(&args, "config");
         if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
             rc = fail(prog, err.msg);
         if (cfg && rc == 0)
-            rc = fk_options_check(&p, known, prog, cfg, stderr);
+            rc = fk_options_check(&p, known, prog, cfg, 1, stderr);
         for (int i = 0; rc == 0 && i < args.count; i++) /* flags override the file */
             if (fk_params_set(&p, args.items[i].key, args.items[i].value))
                 rc = fail(prog, "out of memory for the options");
