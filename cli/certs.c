@@ -15,9 +15,9 @@ static void usage(FILE *out)
             "                           [--days N] [--json]\n"
             "       fedkern certs issue --dir DIR --client NAME [--days N] [--json]\n"
             "       fedkern certs issue --dir DIR --admin NAME [--days N] [--json]\n"
-            "       fedkern certs revoke --dir DIR NAME [--crl-days N] [--json]\n"
+            "       fedkern certs revoke --dir DIR NAME [--crl_days N] [--json]\n"
             "       fedkern certs revoke --dir DIR --client NAME|--server NAME|--admin NAME\n"
-            "       fedkern certs crl --dir DIR [--crl-days N] [--json]\n"
+            "       fedkern certs crl --dir DIR [--crl_days N] [--json]\n"
             "       fedkern certs renew --dir DIR --server NAME|--client NAME|--admin NAME\n"
             "                           [--dns N1,N2] [--ip A1,A2] [--days N] [--json]\n"
             "\n"
@@ -40,7 +40,7 @@ static void usage(FILE *out)
             "  --ip LIST       IPv4/IPv6 addresses for a server (comma-separated)\n"
             "  --days N        validity in days (CA 3650, others 825)\n"
             "  --cn NAME       CA common name (default \"fedkern CA\")\n"
-            "  --crl-days N    the CRL's next update is N days away (365)\n"
+            "  --crl_days N    the CRL's next update is N days away (365)\n"
             "  --json          print the written files as one JSON line\n");
 }
 
@@ -128,7 +128,7 @@ static int run_crl(const char *sub, fk_params *p, const char *dir, int json, con
 {
     fk_err err;
     long days;
-    if (fk_params_int(p, "crl-days", 365, 1, 36500, &days, &err) != FK_OK) {
+    if (fk_params_int(p, "crl_days", 365, 1, 36500, &days, &err) != FK_OK) {
         fk_cli_fail("certs", "%s", err.msg);
         return 2;
     }

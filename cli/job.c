@@ -553,7 +553,7 @@ static void print_unscored(const char *id, const fk_bundle *res)
 /* fedkern job predict ID --data FILE: the queries' labels and distances, from the job's model
  * at the server (kahm with uploaded models) or from the clients that hold the models (kahm mode
  * B, waiting up to timeout_s for them). A labelled file (CSV: label in the first column) also
- * gets its accuracy; --no-labels reads every column as a feature. */
+ * gets its accuracy; --no_labels reads every column as a feature. */
 static int do_predict(conn *c, const char *id, const char *data, int no_labels,
                       const char *out_path, int json, long timeout_s)
 {

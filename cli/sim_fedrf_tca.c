@@ -19,13 +19,13 @@ static const char *const HELP =
     "clients and one unlabelled target client exchange only mean random-feature\n"
     "statistics (2N values), the adaptive layer W_RF (2N x m) and, every T_C rounds,\n"
     "the classifier. Data: the built-in synthetic domain shift, or Office-Caltech10\n"
-    "SURF domains from --data-dir.\n"
+    "SURF domains from --data_dir.\n"
     "\n"
     "options:\n"
-    "  --data-dir DIR        shared data directory (Office-Caltech10 SURF)\n"
+    "  --data_dir DIR        shared data directory (Office-Caltech10 SURF)\n"
     "  --source A,C,D        source domains (A amazon, C caltech, W webcam, D dslr)\n"
     "  --target W            target domain\n"
-    "  --synthetic           use the built-in synthetic shift data (default without --data-dir)\n"
+    "  --synthetic           use the built-in synthetic shift data (default without --data_dir)\n"
     "  --sources K           synthetic: number of source clients (default 3)\n"
     "  --N N                 random frequencies (default 1000; 200 on synthetic data)\n"
     "  --m M                 adaptive-layer width (default 100; 20 on synthetic data)\n"
@@ -45,7 +45,7 @@ static const char *const HELP =
     "  --voting              one-shot hard voting of the source classifiers at the end\n"
     "  --order O             senders per round: subset (default: S_t and --drop-setting), or\n"
     "                        Table XVIII all, ordered, ordered-random, random, random-random\n"
-    "  --common-init         every client starts from the same W_RF and classifier\n"
+    "  --common_init         every client starts from the same W_RF and classifier\n"
     "  --eval-every E        target accuracy every E rounds (default 1)\n"
     "  --seed S              seed of Omega, initialisation, batches and plans (default 1)\n"
     "  --json                JSON lines instead of text\n";
@@ -133,7 +133,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     long rounds, seed_l;
     if (fk_params_bool(&a, "json", 0, &json, &err) ||
         fk_params_bool(&a, "voting", 0, &voting, &err) ||
-        fk_params_bool(&a, "common-init", 0, &common_init, &err) ||
+        fk_params_bool(&a, "common_init", 0, &common_init, &err) ||
         fk_params_int(&a, "rounds", 300, 1, 100000000, &rounds, &err) ||
         fk_params_int(&a, "seed", 1, 0, 0x7fffffffffffffffL, &seed_l, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
@@ -147,7 +147,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         goto out;
     }
     int unset = 0; /* a job parameter could not be stored */
-    int synthetic = fk_params_get(&a, "synthetic") || !fk_params_get(&a, "data-dir");
+    int synthetic = fk_params_get(&a, "synthetic") || !fk_params_get(&a, "data_dir");
     if (fk_fedrf_cli_load(&a, synthetic, &ds, &n_clients, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
         goto out;

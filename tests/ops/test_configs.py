@@ -103,9 +103,9 @@ def main():
             subprocess.run([fedkern, "certs"] + args + ["--dir", tls], check=True, timeout=60, stdout=subprocess.DEVNULL)
         slog = os.path.join(tmp, "server.log")
         srv = subprocess.Popen([server, "--config", os.path.join(cfg, "server.conf"), "--listen", "127.0.0.1:0",
-                                "--tls-dir", tls, "--tls.server-name", "localhost", "--tls.crl",
+                                "--tls_dir", tls, "--tls.server_name", "localhost", "--tls.crl",
                                 os.path.join(tls, "crl.pem"), "--state", os.path.join(tmp, "state.db"),
-                                "--metrics-listen", "127.0.0.1:0"],
+                                "--metrics_listen", "127.0.0.1:0"],
                                stdout=open(slog, "w"), stderr=subprocess.STDOUT)
         try:
             up = wait_log(slog, "event=server_ready", 15)
@@ -115,7 +115,7 @@ def main():
             port = re.search(r"event=server_ready .*port=(\d+)", open(slog).read()).group(1)
             clog = os.path.join(tmp, "client.log")
             cl = subprocess.Popen([client, "--config", os.path.join(cfg, "client.conf"), "--server",
-                                   "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls,
+                                   "127.0.0.1:" + port, "--server_name", "localhost", "--tls_dir", tls,
                                    "--name", "hospital-a", "--tls.crl", os.path.join(tls, "crl.pem")],
                                   stdout=open(clog, "w"), stderr=subprocess.STDOUT)
             check("fedkern-client starts from the example client.conf and joins",
@@ -123,7 +123,7 @@ def main():
             check("fedkern-client exits 0 at SIGTERM", stop(cl) == 0, open(clog).read()[-800:])
             for job in ("job-fedrf-tca.conf", "job-fedgrem.conf"):
                 r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job), "--server", "127.0.0.1:" + port,
-                                    "--server-name", "localhost", "--tls-dir", tls, "--name", "ops"],
+                                    "--server_name", "localhost", "--tls_dir", tls, "--name", "ops"],
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
                 check("the server accepts the example %s" % job, r.returncode == 0, r.stdout)
         finally:
