@@ -84,7 +84,7 @@ static const char *unknown_option(const fk_params *p)
     for (int i = 0; i < p->count; i++) {
         int ok = 0;
         for (int j = 0; KNOWN[j] && !ok; j++)
-            ok = !strcmp(p->items[i].key, KNOWN[j]);
+            ok = fk_params_key_eq(p->items[i].key, KNOWN[j]);
         if (!ok)
             return p->items[i].key;
     }

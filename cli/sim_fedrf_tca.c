@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/sim_fedrf_tca.h"
+#include "common/base/options.h"
 #include "common/base/params.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
@@ -40,13 +41,13 @@ static const char *const HELP =
     "  --rounds R            rounds (default 300)\n"
     "  --tc T                classifier averaging interval T_C (default 50)\n"
     "  --participation random|all   S_t uniform-size random subset (default) or all sources\n"
-    "  --drop-setting I|II|III      Table III message-drop setting (default I)\n"
+    "  --drop_setting I|II|III      Table III message-drop setting (default I)\n"
     "  --drop P              probability that any update is lost in transit (default 0)\n"
     "  --voting              one-shot hard voting of the source classifiers at the end\n"
-    "  --order O             senders per round: subset (default: S_t and --drop-setting), or\n"
+    "  --order O             senders per round: subset (default: S_t and --drop_setting), or\n"
     "                        Table XVIII all, ordered, ordered-random, random, random-random\n"
     "  --common_init         every client starts from the same W_RF and classifier\n"
-    "  --eval-every E        target accuracy every E rounds (default 1)\n"
+    "  --eval_every E        target accuracy every E rounds (default 1)\n"
     "  --seed S              seed of Omega, initialisation, batches and plans (default 1)\n"
     "  --json                JSON lines instead of text\n";
 
@@ -106,6 +107,16 @@ static void pass(fk_params *dst, const fk_params *src, const char *opt, const ch
         *failed = 1;
 }
 
+/* Every option of this runner (the HELP text describes them). */
+static const fk_param_doc opts[] = {
+    {"data_dir", ""}, {"source", ""},   {"target", ""}, {"synthetic", ""}, {"sources", ""},
+    {"N", ""},        {"m", ""},        {"sigma", ""},  {"features", ""},  {"lambda", ""},
+    {"lr", ""},       {"optimizer", ""}, {"batch", ""}, {"hidden", ""},    {"rounds", ""},
+    {"tc", ""},       {"participation", ""}, {"drop_setting", ""}, {"drop", ""},
+    {"voting", ""},   {"order", ""},    {"common_init", ""}, {"eval_every", ""}, {"seed", ""},
+    {"json", ""},     {"help", ""},     {NULL, NULL},
+};
+
 int fk_sim_fedrf_tca(int argc, char **argv)
 {
     fk_params a, p;
@@ -129,6 +140,10 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    const fk_option_table known[] = {{opts, NULL}, {NULL, NULL}};
+    if ((rc = fk_options_check(&a, known, "fedkern sim fedrf-tca", NULL, 0, stderr)))
+        goto out;
+    rc = 1;
     int json = 0, voting = 0, common_init = 0;
     long rounds, seed_l;
     if (fk_params_bool(&a, "json", 0, &json, &err) ||
@@ -163,8 +178,8 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     pass(&p, &a, "hidden", "hidden", NULL, &unset);
     pass(&p, &a, "tc", "tc", NULL, &unset);
     pass(&p, &a, "participation", "participation", NULL, &unset);
-    pass(&p, &a, "drop-setting", "drop_setting", NULL, &unset);
-    pass(&p, &a, "eval-every", "eval_every", NULL, &unset);
+    pass(&p, &a, "drop_setting", "drop_setting", NULL, &unset);
+    pass(&p, &a, "eval_every", "eval_every", NULL, &unset);
     pass(&p, &a, "order", "order", NULL, &unset);
     unset |= fk_params_set(&p, "voting", voting ? "1" : "0") != FK_OK;
     unset |= fk_params_set(&p, "common_init", common_init ? "1" : "0") != FK_OK;
