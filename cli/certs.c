@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/base/options.h"
 #include "common/base/params.h"
 #include "common/net/certs.h"
 
@@ -227,6 +228,14 @@ static int run(const char *sub, fk_params *p, const char *bare)
     return 0;
 }
 
+/* Every option of any certs subcommand: an unknown one is a usage error before anything else
+ * (which subcommand takes which is checked later). */
+static const fk_param_doc all_opts[] = {
+    {"dir", ""},    {"cn", ""},   {"days", ""},     {"server", ""}, {"client", ""},
+    {"admin", ""},  {"dns", ""},  {"ip", ""},       {"crl_days", ""}, {"json", ""},
+    {"help", ""},   {NULL, NULL},
+};
+
 int fk_cmd_certs(int argc, char **argv)
 {
     fk_params p;
@@ -242,6 +251,11 @@ int fk_cmd_certs(int argc, char **argv)
         usage(stdout);
         fk_params_close(&p);
         return 0;
+    }
+    const fk_option_table known[] = {{all_opts, NULL}, {NULL, NULL}};
+    if (fk_options_check(&p, known, "fedkern certs", NULL, 0, stderr)) {
+        fk_params_close(&p);
+        return 2;
     }
     int bare_ok = argc == 2 && !strcmp(argv[0], "revoke"); /* revoke NAME */
     if ((argc != 1 && !bare_ok) || (strcmp(argv[0], "init") && strcmp(argv[0], "issue") &&

@@ -17,7 +17,9 @@ static void edit_distance(void **state)
 {
     (void)state;
     assert_int_equal(fk_edit_distance("rounds", 6, "rounds", 6), 0);
-    assert_int_equal(fk_edit_distance("rounsd", 6, "rounds", 6), 2);
+    assert_int_equal(fk_edit_distance("rounsd", 6, "rounds", 6), 1); /* a swap */
+    assert_int_equal(fk_edit_distance("dyas", 4, "days", 4), 1);
+    assert_int_equal(fk_edit_distance("abc", 3, "ca", 2), 3);
     assert_int_equal(fk_edit_distance("round", 5, "rounds", 6), 1);
     assert_int_equal(fk_edit_distance("", 0, "abc", 3), 3);
     assert_int_equal(fk_edit_distance("kitten", 6, "sitting", 7), 3);

@@ -13,25 +13,32 @@ int fk_edit_distance(const char *a, size_t la, const char *b, size_t lb)
         la = MAXLEN;
     if (lb > MAXLEN)
         lb = MAXLEN;
-    /* one row of the dynamic programme: row[j] = distance of a[0..i) and b[0..j) */
-    int row[MAXLEN + 1];
+    /* three rows of the dynamic programme (the one before last for transpositions):
+     * cur[j] = distance of a[0..i) and b[0..j) */
+    int rows[3][MAXLEN + 1];
+    int *two = rows[0], *one = rows[1], *cur = rows[2];
     for (size_t j = 0; j <= lb; j++)
-        row[j] = (int)j;
+        one[j] = (int)j;
     for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
+        cur[0] = (int)i;
         for (size_t j = 1; j <= lb; j++) {
-            int up = row[j];
-            int best = diag + !same(a[i - 1], b[j - 1]);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
+            int best = one[j - 1] + !same(a[i - 1], b[j - 1]);
+            if (one[j] + 1 < best)
+                best = one[j] + 1;
+            if (cur[j - 1] + 1 < best)
+                best = cur[j - 1] + 1;
+            /* two neighbours swapped ("dyas" for "days") cost one edit */
+            if (i > 1 && j > 1 && same(a[i - 1], b[j - 2]) && same(a[i - 2], b[j - 1]) &&
+                two[j - 2] + 1 < best)
+                best = two[j - 2] + 1;
+            cur[j] = best;
         }
+        int *t = two;
+        two = one;
+        one = cur;
+        cur = t;
     }
-    return row[lb];
+    return one[lb];
 }
 
 int fk_suggest_max_distance(size_t len)

@@ -5,8 +5,9 @@
 
 #include <stddef.h>
 
-/* Levenshtein distance between a[0..la) and b[0..lb) (insert, delete, substitute, each 1;
- * '-' and '_' count as the same character, as option names do). Strings longer than 63
+/* Edit distance between a[0..la) and b[0..lb): insert, delete, substitute and swap two
+ * neighbours, each 1 (optimal string alignment); '-' and '_' count as the same character,
+ * as option names do. Strings longer than 63
  * characters are compared on their first 63 only (the caller's limit is far below). */
 int fk_edit_distance(const char *a, size_t la, const char *b, size_t lb);
 
