@@ -4,7 +4,7 @@
  * `fedkern job` calls (job.c); each final model is checked against the in-process
  * simulation with the same seed, and kahm's model also serves one `job predict`. A
  * progress line per round, a final table and plots (gnuplot, when installed) in a work
- * directory. --in-process runs the same method operations without daemons. */
+ * directory. --in_process runs the same method operations without daemons. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -82,7 +82,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern demo [--clients K] [--rounds R] [--workdir DIR] [--seed S] [--json]\n"
-            "                    [--no-plots] [--in-process]\n"
+            "                    [--no_plots] [--in_process]\n"
             "\n"
             "Runs a federation on this machine: creates a CA and certificates in the work\n"
             "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
@@ -124,8 +124,8 @@ static void usage(FILE *out)
             "  --workdir DIR  certificates, state, logs, data and plots (default ./fedkern-demo)\n"
             "  --seed S       seed of data, features, initialisation and plans (default 1)\n"
             "  --json         JSON lines: one per round and a final one per job\n"
-            "  --no-plots     skip gnuplot\n"
-            "  --in-process   no daemons: run the jobs (and kahm's predictions) through the\n"
+            "  --no_plots     skip gnuplot\n"
+            "  --in_process   no daemons: run the jobs (and kahm's predictions) through the\n"
             "                 simulator in this process\n");
 }
 
@@ -141,8 +141,8 @@ static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err 
         (rc = fk_params_int(p, "rounds", 0, 0, 100000, &o->rounds, err)) ||
         (rc = fk_params_u64(p, "seed", 1, &o->seed, err)) ||
         (rc = fk_params_bool(p, "json", 0, &o->json, err)) ||
-        (rc = fk_params_bool(p, "no-plots", 0, &no_plots, err)) ||
-        (rc = fk_params_bool(p, "in-process", 0, &o->in_process, err)))
+        (rc = fk_params_bool(p, "no_plots", 0, &no_plots, err)) ||
+        (rc = fk_params_bool(p, "in_process", 0, &o->in_process, err)))
         return rc;
     o->plots = !no_plots;
     o->workdir = fk_params_str(p, "workdir", "fedkern-demo");
@@ -241,7 +241,7 @@ static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
 }
 
 /* One data set as CSV, the raw label first: %.17g reads back to the same doubles, so
- * the client daemons, the simulation check and --in-process all see the same rows. */
+ * the client daemons, the simulation check and --in_process all see the same rows. */
 static int write_csv(FILE *f, const fk_dataset *ds)
 {
     for (size_t i = 0; i < ds->X.rows; i++) {
@@ -571,7 +571,7 @@ static int write_client_conf(const char *path, const char *pki, int port, int c,
     char text[16384];
     int len = snprintf(text, sizeof text,
                        "# written by fedkern demo\nserver = 127.0.0.1:%d\nserver-name = server\n"
-                       "tls-dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
+                       "tls_dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
                        port, pki, c);
     for (int i = 0; i < n_jobs && len < (int)sizeof text; i++)
         if (c < jobs[i].n_clients && jobs[i].from_files)
@@ -916,8 +916,8 @@ static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const cha
     fk_params_init(&cp);
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%d", f.port);
-    if (fk_params_set(&cp, "server", server) || fk_params_set(&cp, "server-name", "server") ||
-        fk_params_set(&cp, "tls-dir", pki) || fk_params_set(&cp, "name", "demo"))
+    if (fk_params_set(&cp, "server", server) || fk_params_set(&cp, "server_name", "server") ||
+        fk_params_set(&cp, "tls_dir", pki) || fk_params_set(&cp, "name", "demo"))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     else if (fk_job_open(&c, &cp, "demo"))
         rc = fk_err_set(err, FK_ENET, "cannot connect to the demo's fedkern-server (see above)");
@@ -1121,7 +1121,7 @@ int fk_cmd_demo(int argc, char **argv)
             }
             if (jobs[i].predict && !jobs[i].pred_same) {
                 fk_cli_fail("demo", "job %s (%s): the daemons' predictions differ from the "
-                                    "in-process model's",
+                                    "in_process model's",
                             jobs[i].id, jobs[i].method);
                 mismatch = 1;
             }

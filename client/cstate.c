@@ -224,7 +224,7 @@ int fk_cstate_write(const char *dir, const fk_cstate *s, fk_err *err)
         return rc;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        rc = fk_err_set(err, FK_EIO, "cannot create %s: %s (is --state-dir writable?)", tmp,
+        rc = fk_err_set(err, FK_EIO, "cannot create %s: %s (is --state_dir writable?)", tmp,
                         strerror(errno));
         free(buf);
         return rc;

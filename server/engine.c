@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/base/log.h"
+#include "common/methods/jobkeys.h"
 #include "common/methods/sim.h"
 #include "common/methods/update_check.h"
 
@@ -986,6 +987,12 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
     int rc = job_new(e, 0, config, &j, err);
     if (rc)
         return rc;
+    /* A key neither the engine nor the method reads is a typo: refused, never defaulted. */
+    if ((rc = fk_jobkeys_check(&j->conf.params, j->m, NULL, 0, err))) {
+        fk_err_prefix(err, "job config: ");
+        job_free(j);
+        return rc;
+    }
     /* The method checks its own hyperparameters before anything is stored. */
     rc = j->m->server_init(&j->srv, &j->conf.params, j->conf.n_clients, j->conf.seed, err);
     if (rc) {

@@ -1376,6 +1376,47 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
 }
 
+/* ListJobs: the newest jobs from the store (id, method, state, rounds completed, times). */
+static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    fedkern_v1_ListJobsRequest in;
+    if (!admin_req(s, call, peer, fedkern_v1_ListJobsRequest_fields, &in, req, len))
+        return;
+    int limit = in.limit == 0 ? 100 : in.limit > 1000 ? 1000 : (int)in.limit;
+    int64_t *ids = NULL;
+    int n = 0;
+    fk_err err;
+    int rc = fk_store_job_ids(s->st, -1, &ids, &n, &err);
+    int take = n < limit ? n : limit;
+    fedkern_v1_ListJobsResponse out = fedkern_v1_ListJobsResponse_init_zero;
+    out.jobs = rc || !take ? NULL : calloc((size_t)take, sizeof *out.jobs);
+    if (!rc && take && !out.jobs)
+        rc = fk_err_set(&err, FK_ENOMEM, "out of memory listing jobs");
+    for (int i = 0; !rc && i < take; i++) {
+        fk_store_job row;
+        if ((rc = fk_store_job_get(s->st, ids[n - 1 - i], &row, &err)))
+            break;
+        fedkern_v1_JobSummary *j = &out.jobs[i];
+        snprintf(j->job_id, sizeof j->job_id, "%" PRId64, row.id);
+        snprintf(j->method, sizeof j->method, "%.31s", row.method);
+        j->state = job_state_pb(row.state);
+        j->round = (uint32_t)(row.state == FK_JOB_DONE ? row.round : row.round - 1);
+        j->started = row.created;
+        j->updated = row.updated;
+        fk_store_job_free(&row);
+        out.jobs_count = (pb_size_t)(i + 1);
+    }
+    free(ids);
+    if (rc)
+        reply_err(call, rc, &err);
+    else
+        reply_msg(s, call, fedkern_v1_ListJobsResponse_fields, &out);
+    free(out.jobs);
+}
+
 static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                       size_t len, uint64_t deadline, void *ud)
 {
@@ -1537,6 +1578,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "JobResult", on_result},
         {FED "CancelJob", on_cancel},
         {FED "Predict", on_predict},
+        {FED "ListJobs", on_list},
     };
     int orc = fk_fanout_open(&s->fo, err);
     if (orc) {

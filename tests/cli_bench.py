@@ -45,7 +45,7 @@ def positive(table, case, metric):
 
 
 # rf-tca on random data of the A->C shape (no data folder)
-rc, out, err = run(["rf-tca", "--quick", "--json", "--data-dir", "/nonexistent-fedkern-data"])
+rc, out, err = run(["rf-tca", "--quick", "--json", "--data_dir", "/nonexistent-fedkern-data"])
 check(rc == 0, f"bench rf-tca exit {rc}: {err}")
 if rc == 0:
     t = rows(out)
@@ -68,7 +68,7 @@ if rc == 0:
     positive(t, "process", "peak_rss_mb")
 
 # FedGrEM wall time, few rounds: the run itself and its estimation error
-rc, out, err = run(["fedgrem", "--json", "--rounds", "200", "--reps", "1", "--no-scaling"])
+rc, out, err = run(["fedgrem", "--json", "--rounds", "200", "--reps", "1", "--no_scaling"])
 check(rc == 0, f"bench fedgrem exit {rc}: {err}")
 if rc == 0:
     t = rows(out)
@@ -83,10 +83,10 @@ if not os.path.exists(FASHION):
           "apt-get install dataset-fashion-mnist)")
 else:
     sub = "fashion-mnist-tsne10-sub600"
-    rc, out, err = run(["fidelity", "fedgrem", "--json", "--skip-sim", "--skip-pendigits",
-                        "--skip-mor", "--fashion-data", sub, "--fashion-clients", "3",
-                        "--tsne-seeds", "1,2", "--tsne-iters", "300", "--real-reps", "1",
-                        "--real-methods", "3", "--rounds", "50"])
+    rc, out, err = run(["fidelity", "fedgrem", "--json", "--skip_sim", "--skip_pendigits",
+                        "--skip_mor", "--fashion_data", sub, "--fashion_clients", "3",
+                        "--tsne_seeds", "1,2", "--tsne_iters", "300", "--real_reps", "1",
+                        "--real_methods", "3", "--rounds", "50"])
     check(rc == 0, f"bench fidelity fedgrem {sub} exit {rc}: {err}")
     if rc == 0:
         t = rows(out)
@@ -146,10 +146,10 @@ if rc == 0:
 # bad input: one line on stderr, non-zero exit, nothing run
 for args, needle in (
         (["rf-tca", "--bogus"], "unknown option --bogus"),
-        (["fidelity", "rf-tca", "--data-dir", "/nonexistent-fedkern-data"], "--data-dir"),
-        (["fidelity", "rf-tca", "--fed-features", "sobol"], "orthogonal"),
-        (["fidelity", "knn", "--data-dir", "/nonexistent-fedkern-data"], "--data-dir"),
-        (["fidelity", "fedgrem", "--data-dir", "/nonexistent-fedkern-data"], "--skip-pendigits")):
+        (["fidelity", "rf-tca", "--data_dir", "/nonexistent-fedkern-data"], "--data_dir"),
+        (["fidelity", "rf-tca", "--fed_features", "sobol"], "orthogonal"),
+        (["fidelity", "knn", "--data_dir", "/nonexistent-fedkern-data"], "--data_dir"),
+        (["fidelity", "fedgrem", "--data_dir", "/nonexistent-fedkern-data"], "--skip_pendigits")):
     rc, out, err = run(args, timeout=30)
     lines = err.strip().splitlines()
     check(rc != 0 and len(lines) == 1 and needle in lines[0] and not out,

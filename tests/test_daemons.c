@@ -299,9 +299,9 @@ static void start_server(env *e, const char *listen)
     char log[160];
     snprintf(log, sizeof log, "%s/server.log", e->dir);
     unlink(log);
-    char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls-dir", e->pki,
-                    "--state", e->db, "--heartbeat-ms", "500", "--drain-ms", "200",
-                    "--metrics-listen", "127.0.0.1:0", NULL};
+    char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls_dir", e->pki,
+                    "--state", e->db, "--heartbeat_ms", "500", "--drain_ms", "200",
+                    "--metrics_listen", "127.0.0.1:0", NULL};
     e->server = spawn(argv, log);
     char line[256];
     if (!wait_log(log, "event=server_ready ", 20, line, sizeof line))
@@ -328,10 +328,10 @@ static void start_client(env *e, int c)
     snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
     snprintf(kc, sizeof kc, "%s/k%d.csv", e->dir, c);
     snprintf(mor, sizeof mor, MOR_SPEC, c);
-    char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
-                    "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
+    char *argv[] = {(char *)client_bin, "--server", server, "--server_name", "server",
+                    "--tls_dir", e->pki, "--name", name, "--data.gmm", data,
                     "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
-                    "--backoff-max-ms", "500",
+                    "--backoff_max_ms", "500",
                     /* even clients consent to model uploads (kahm mode A), odd ones do not */
                     "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
     e->clients[c] = spawn(argv, log);
@@ -376,7 +376,7 @@ static int job_cmd(env *e, const char *sub, const char *arg, const char *extra1,
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     char *argv[16] = {(char *)fedkern_bin, "job", (char *)sub, (char *)arg, "--server", server,
-                      "--server-name", "server", "--tls-dir", e->pki, "--name", "op"};
+                      "--server_name", "server", "--tls_dir", e->pki, "--name", "op"};
     int n = 12;
     if (extra1)
         argv[n++] = (char *)extra1;
@@ -774,7 +774,7 @@ static void kahm_daemons_predict_mode_b(void **state)
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server-name server --tls-dir '%s' "
+    snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server_name server --tls_dir '%s' "
              "--name op '%s' '%s' %s 2>'%s'", fedkern_bin, id, server, e->pki, dflag, oflag, tflag,
              stderr_path);
     double t0 = now_s();
@@ -840,7 +840,7 @@ static int try_submit(env *e, const char *text, const char *flag, char *out, siz
 /* The clients advertise their data sets at Join: a job naming a client the server never saw,
  * a data set the clients lack, or holders whose columns disagree is refused at submit, each
  * offender named; submitted anyway
- * (--skip-client-check), the job fails with the cause the clients reported, not only the
+ * (--skip_client_check), the job fails with the cause the clients reported, not only the
  * missed quorum. */
 static void submit_refusals_and_failure_cause(void **state)
 {
@@ -875,7 +875,7 @@ static void submit_refusals_and_failure_cause(void **state)
                          0);
     if (!strstr(out, "data set 'gmm' has 3 columns on 5 clients but 4 on c5"))
         fail_msg("shape mismatch: %s", out);
-    assert_int_equal(try_submit(e, nowhere, "--skip-client-check", out, sizeof out), 0);
+    assert_int_equal(try_submit(e, nowhere, "--skip_client_check", out, sizeof out), 0);
     char id[32];
     snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
     /* every client reports the failure at once: no deadline to wait for */

@@ -371,7 +371,7 @@ static int run_digits(const bopts *o, const char *path, fk_err *err)
     fk_dataset all = {0};
     int rc = fk_load(&all, path, &lo, err);
     if (rc)
-        return fk_err_prefix(err, "sklearn digits (--digits-file): ");
+        return fk_err_prefix(err, "sklearn digits (--digits_file): ");
     prep_tanh(&all, 1.0 / 16.0);
     size_t n = all.X.rows;
     int *idx = malloc(n * sizeof(int)), *tr_rows = malloc(n * sizeof(int)),
@@ -450,9 +450,9 @@ static int run(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fidelity kahm [--data-dir DIR] [--json] [--seeds 3]\n"
-                   "       [--skip-pendigits] [--skip-fashion] [--skip-single] [--skip-skew]\n"
-                   "       [--skip-digits] [--digits-file PATH (python3-sklearn's digits.csv.gz)]\n"
+            printf("usage: fedkern bench fidelity kahm [--data_dir DIR] [--json] [--seeds 3]\n"
+                   "       [--skip_pendigits] [--skip_fashion] [--skip_single] [--skip_skew]\n"
+                   "       [--skip_digits] [--digits_file PATH (python3-sklearn's digits.csv.gz)]\n"
                    "       [--skew 20|30 (one label skew only)]\n\n"
                    "KAHM accuracy cells of spec kahm.md 11.3 (Pen-digits; Fashion-MNIST from the\n"
                    "Debian dataset-fashion-mnist package) with the spec's targets and target_met.\n");
@@ -466,19 +466,19 @@ static int run(int argc, char **argv)
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &o.json, &err);
     if (!rc) rc = fk_params_int(&p, "seeds", 3, 1, 10, &seeds, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-pendigits", 0, &o.skip_pen, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-fashion", 0, &o.skip_fashion, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-single", 0, &o.skip_single, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-skew", 0, &o.skip_skew, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-digits", 0, &o.skip_digits, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_pendigits", 0, &o.skip_pen, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_fashion", 0, &o.skip_fashion, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_single", 0, &o.skip_single, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_skew", 0, &o.skip_skew, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_digits", 0, &o.skip_digits, &err);
     long only = 0;
     if (!rc) rc = fk_params_int(&p, "skew", 0, 0, 30, &only, &err);
     if (!rc && only && only != 20 && only != 30)
         rc = fk_err_set(&err, FK_EINVAL, "--skew must be 20 or 30 (got %ld)", only);
     o.only_skew = (int)only;
-    const char *digits = fk_params_str(&p, "digits-file", DIGITS_FILE);
+    const char *digits = fk_params_str(&p, "digits_file", DIGITS_FILE);
     o.seeds = (int)seeds;
-    o.dir = fk_params_str(&p, "data-dir", "../shared/data");
+    o.dir = fk_params_str(&p, "data_dir", "../shared/data");
     if (!rc && (argc > 0 || fk_params_unused(&p)))
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument '%s'; see --help",
                         argc > 0 ? argv[0] : fk_params_unused(&p));
