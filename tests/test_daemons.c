@@ -41,6 +41,8 @@ typedef struct env {
     char metrics_port[16];
     pid_t server;
     pid_t clients[K];
+    int state_dirs;           /* clients keep their state in DIR/cs<c> (--state-dir) */
+    const char *server_extra; /* one more "--key=value" option for the server, or NULL */
 } env;
 
 static double now_s(void)
@@ -278,7 +280,7 @@ static void start_server(env *e, const char *listen)
     unlink(log);
     char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls-dir", e->pki,
                     "--state", e->db, "--heartbeat-ms", "500", "--drain-ms", "200",
-                    "--metrics-listen", "127.0.0.1:0", NULL};
+                    "--metrics-listen", "127.0.0.1:0", (char *)e->server_extra, NULL};
     e->server = spawn(argv, log);
     char line[256];
     if (!wait_log(log, "event=server_ready ", 20, line, sizeof line))
@@ -310,7 +312,14 @@ static void start_client(env *e, int c)
                     "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
                     "--backoff-max-ms", "500",
                     /* even clients consent to model uploads (kahm mode A), odd ones do not */
-                    "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
+                    "--local.allow_model_upload", c % 2 ? "0" : "1", NULL, NULL, NULL};
+    char sdir[160];
+    snprintf(sdir, sizeof sdir, "%s/cs%d", e->dir, c);
+    if (e->state_dirs) {
+        size_t n = sizeof argv / sizeof argv[0] - 3;
+        argv[n] = "--state-dir";
+        argv[n + 1] = sdir;
+    }
     e->clients[c] = spawn(argv, log);
 }
 
@@ -333,20 +342,26 @@ static const char *job_text(const char *extra)
 }
 
 /* fedkern job ARGS... against the running server; stdout into out. */
-static int job_cmd(env *e, const char *sub, const char *arg, const char *extra1,
-                   const char *extra2, char *out, size_t cap)
+/* ... with up to 4 more options (NULL-terminated list). */
+static int job_cmd_v(env *e, const char *sub, const char *arg, const char *const *extra,
+                     char *out, size_t cap)
 {
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
-    char *argv[16] = {(char *)fedkern_bin, "job", (char *)sub, (char *)arg, "--server", server,
+    char *argv[18] = {(char *)fedkern_bin, "job", (char *)sub, (char *)arg, "--server", server,
                       "--server-name", "server", "--tls-dir", e->pki, "--name", "op"};
     int n = 12;
-    if (extra1)
-        argv[n++] = (char *)extra1;
-    if (extra2)
-        argv[n++] = (char *)extra2;
+    for (int i = 0; extra && extra[i] && i < 4; i++)
+        argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     return run_cmd(argv, out, cap);
+}
+
+static int job_cmd(env *e, const char *sub, const char *arg, const char *extra1,
+                   const char *extra2, char *out, size_t cap)
+{
+    const char *extra[3] = {extra1 ? extra1 : extra2, extra1 ? extra2 : NULL, NULL};
+    return job_cmd_v(e, sub, arg, extra, out, cap);
 }
 
 static void submit(env *e, const char *text, char *id, size_t cap)
@@ -763,6 +778,78 @@ static void kahm_daemons_predict_mode_b(void **state)
     fk_dataset_close(&q);
 }
 
+/* Eq. (63) in process over every client's fitted models of the mode-B job text tb (uploaded
+ * in a simulation) for the queries in file qpath: into res (initialised here). */
+static void eq63_in_process(env *e, const char *tb, const char *qpath, fk_bundle *res)
+{
+    char ta[400];
+    snprintf(ta, sizeof ta, "%supload_models = 1\nlocal.allow_model_upload = 1\n", tb);
+    fk_bundle all, qb;
+    sim_model(e, ta, &all);
+    fk_dataset q;
+    fk_err err;
+    assert_int_equal(fk_load(&q, qpath, NULL, &err), FK_OK);
+    fk_bundle_init(&qb);
+    fk_bundle_init(res);
+    assert_int_equal(fk_bundle_put(&qb, "X", 2, (uint64_t[]){q.X.rows, q.X.cols}, q.X.data),
+                     FK_OK);
+    const fk_method *km = fk_method_find("kahm", &err);
+    assert_non_null(km);
+    assert_int_equal(km->predict(&all, &qb, res, &err), FK_OK);
+    fk_bundle_close(&qb);
+    fk_bundle_close(&all);
+    fk_dataset_close(&q);
+}
+
+/* A client restart keeps the models of an ended mode-B job: every client daemon is killed
+ * (-9) after the job ended and started again; each rebuilds the job from its state dir
+ * (event held_models_reloaded) and the next job predict is answered by all six, equal bit for
+ * bit to eq. (63) in process, as before the restart. */
+static void kahm_daemons_restart_keeps_models(void **state)
+{
+    env *e = *state;
+    e->state_dirs = 1;
+    start_fleet(e);
+    const char *tb = "method = kahm\ndataset = kc\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+                     "classes = 7\n";
+    char id[32], out[4096], dflag[200], oflag[200], pred[160], qpath[160];
+    submit(e, tb, id, sizeof id);
+    check_against_sim(e, id, tb);
+    snprintf(qpath, sizeof qpath, "%s/k2.csv", e->dir);
+    snprintf(dflag, sizeof dflag, "--data=%s", qpath);
+    snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
+    snprintf(oflag, sizeof oflag, "--out=%s", pred);
+    fk_bundle res;
+    eq63_in_process(e, tb, qpath, &res);
+    const fk_tensor *lab = fk_bundle_get(&res, "labels"), *dist = fk_bundle_get(&res, "distances");
+    if (job_cmd(e, "predict", id, dflag, oflag, out, sizeof out))
+        fail_msg("job predict: %s", out);
+    assert_int_equal(compare_predictions(pred, lab, dist), lab->len);
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=predict_answered request=1 clients_asked=6 answered=6 "
+                              "missing=0", 5, NULL, 0));
+    for (int c = 0; c < K; c++) {
+        stop(&e->clients[c], SIGKILL);
+        start_client(e, c);
+    }
+    for (int c = 0; c < K; c++) {
+        char clog[160], needle[64];
+        snprintf(clog, sizeof clog, "%s/client%d.log", e->dir, c);
+        snprintf(needle, sizeof needle, "event=held_models_reloaded job=%s ", id);
+        if (!wait_log(clog, needle, 20, NULL, 0))
+            fail_msg("client %d did not reload the job's models; see %s", c, clog);
+    }
+    unlink(pred);
+    if (job_cmd_v(e, "predict", id, (const char *[]){dflag, oflag, "--timeout=10", NULL}, out,
+                  sizeof out))
+        fail_msg("job predict after the restart: %s", out);
+    assert_int_equal(compare_predictions(pred, lab, dist), lab->len);
+    assert_true(wait_log(log, "event=predict_answered request=2 clients_asked=6 answered=6 "
+                              "missing=0", 5, NULL, 0));
+    fk_bundle_close(&res);
+}
+
 /* job result on a running job: exit non-zero and no file (was: exit 0 and a partial model),
  * unless --current asks for the latest model. */
 static void result_of_running_job_writes_nothing(void **state)
@@ -805,6 +892,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_predict_mode_b, setup, teardown),
+        cmocka_unit_test_setup_teardown(kahm_daemons_restart_keeps_models, setup, teardown),
         cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
