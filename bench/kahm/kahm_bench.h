@@ -4,5 +4,6 @@
 
 int fk_bench_kahm(int argc, char **argv); /* bench/kahm/kahm.c */
 int fk_bench_fidelity_kahm(int argc, char **argv); /* bench/kahm/fidelity_kahm.c */
+int fk_bench_kahm_serve(int argc, char **argv); /* bench/kahm/serve.c */
 
 #endif
