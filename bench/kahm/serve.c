@@ -41,7 +41,7 @@ typedef struct opts {
     int json;
 } opts;
 
-/* Class means: C normal vectors (seed 1); a sample of class c is its mean plus N(0, 0.7^2). */
+/* Class means: C normal vectors (seed 1); a sample of class c is its mean plus N(0, 1.5^2). */
 static double *class_means(long dim)
 {
     double *mu = malloc((size_t)C * (size_t)dim * sizeof *mu);
@@ -67,7 +67,7 @@ static int make_rows(fk_dataset *d, const double *mu, long dim, const int *cls, 
         int c = cls[i % (size_t)ncls];
         raw[i] = c;
         for (long j = 0; j < dim; j++)
-            d->X.data[i * d->X.ld + (size_t)j] = mu[c * dim + j] + 0.7 * fk_rng_normal(&r);
+            d->X.data[i * d->X.ld + (size_t)j] = mu[c * dim + j] + 1.5 * fk_rng_normal(&r);
     }
     int rc = fk_dataset_set_labels(d, raw, err);
     free(raw);
