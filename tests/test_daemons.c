@@ -668,6 +668,10 @@ static void kahm_daemons_modes(void **state)
     assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
     snprintf(log, sizeof log, "%s/client0.log", e->dir);
     assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
+    static char metrics[1 << 14]; /* one call served at the server (mode A), one by the clients */
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 1\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 1\n"));
 }
 
 /* Rows of a "label,distance" CSV written by job predict --out, against labels and distances
@@ -781,6 +785,24 @@ static void kahm_daemons_predict_mode_b(void **state)
     assert_int_not_equal(job_cmd(e, "predict", id, dflag, oflag, out, sizeof out), 0);
     assert_true(wait_log(log, "request=2 clients_asked=6", 1, NULL, 0));
     assert_false(wait_log(log, "request=3", 0.5, NULL, 0));
+    /* the prediction counters: two calls served by the clients (60 queries each), one refused,
+     * one holder missing and its class unscored in the second */
+    static char metrics[1 << 14];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 2\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 0\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_failed_total 1\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_queries_total 120\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_missing_clients_total 1\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_unscored_classes_total 1\n"));
+    /* the one-shot job's report: the clients' holdout accuracy of their local classifiers */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *acc = strstr(status, "\"accuracy\":");
+    assert_non_null(acc);
+    double a = strtod(acc + 11, NULL);
+    fprintf(stderr, "kahm job report: accuracy %.4f\n", a);
+    assert_true(a > 0.8 && a <= 1.0);
     fk_bundle_close(&qb);
     fk_bundle_close(&res);
     fk_bundle_close(&all);
