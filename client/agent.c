@@ -552,7 +552,8 @@ static void reload_held(fk_agent *a)
         fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
         return;
     }
-    qsort(ids, (size_t)n, sizeof *ids, cmp_job);
+    if (n > 1)
+        qsort(ids, (size_t)n, sizeof *ids, cmp_job);
     for (int i = 0; i < n; i++) {
         int have = 0;
         for (int k = 0; k < a->n_jobs; k++)
