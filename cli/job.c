@@ -69,8 +69,10 @@ static void usage(FILE *out)
             "line per row (or --out FILE as CSV). kahm with upload_models = 1: from the model at\n"
             "the server; kahm with models on the clients (default): the server asks the clients\n"
             "that hold them and waits up to --timeout SECONDS (5) for their answers; classes of\n"
-            "clients that did not answer score +inf and are named on stderr. One call: the\n"
-            "queries must fit one message.\n");
+            "clients that did not answer score +inf and are named on stderr. A file larger than\n"
+            "one message goes in several calls of whole rows, each within --net.max_message\n"
+            "BYTES (this side's limit, 4 MiB; calls the server refuses as too large are halved);\n"
+            "the answers are put back in row order. A labelled file also gets its accuracy.\n");
 }
 
 typedef struct fk_job_conn {
@@ -84,6 +86,7 @@ typedef struct fk_job_conn {
     uint8_t *resp;
     size_t resp_len;
     uint64_t timeout_ms;
+    uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
 } fk_job_conn;
 typedef fk_job_conn conn;
 
@@ -191,6 +194,12 @@ static int open_conn(conn *c, const fk_params *p, const char *cmd)
     }
     fk_grpc_client_config gc = {.tls = tls};
     fk_net_limits_default(&gc.limits);
+    if (fk_net_limits_from_params(&gc.limits, p, "net", &err)) {
+        fk_tls_ctx_unref(tls);
+        fk_cli_fail(cmd, "%s", err.msg);
+        return 2;
+    }
+    c->max_message = gc.limits.max_message;
     int rc = fk_grpc_client_connect(&c->cl, &c->loop, &gc, host, port,
                                     fk_params_str(p, "server_name", host), on_state, c, &err);
     fk_tls_ctx_unref(tls);
@@ -516,8 +525,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
 }
 
 
-int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, long timeout_s,
-                   fk_bundle *result)
+/* One Predict call for the queries bundle. 0 = answered (result filled), 1 = failed (printed),
+ * 2 = refused as too large (RESOURCE_EXHAUSTED: the gRPC limit of either side, or the server's
+ * bound on a task to the clients), not printed: the caller sends fewer rows. */
+static int predict_once(conn *c, const char *id, const fk_bundle *queries, long timeout_s,
+                        fk_bundle *result)
 {
     const char *cmd = "job predict";
     fk_err err;
@@ -532,11 +544,132 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
     size_t len = 0;
     if (fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
-    int rc = call_encoded(c, cmd, "Predict", buf, len);
+    c->done = 0;
+    (void)fk_grpc_client_call(c->cl, FED "Predict", buf, len, c->timeout_ms, on_done, c);
+    while (!c->done && uv_run(&c->loop, UV_RUN_ONCE))
+        ;
+    free(buf);
+    if (!c->done)
+        return fk_cli_fail(cmd, "connection closed before the Predict answer");
+    if (c->status == FK_GRPC_RESOURCE_EXHAUSTED)
+        return 2;
+    if (c->status != FK_GRPC_OK)
+        return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
+                           c->up_failed ? "; " : "", c->up_failed ? c->why : "");
     fedkern_v1_PredictResponse out;
-    if (!rc && fk_codec_decode_predict_response(c->resp, c->resp_len, &out, result, &err))
-        rc = fk_cli_fail(cmd, "%s", err.msg);
-    return rc;
+    if (fk_codec_decode_predict_response(c->resp, c->resp_len, &out, result, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    return 0;
+}
+
+/* Fold the answer r of rows [r0, r0 + n) into the whole answer acc (nt rows): the per-query
+ * "labels" and "distances" go to their rows; "unscored_classes" and "missing_clients" are the
+ * union over the batches, "scored_classes" the classes every batch scored. Other tensors are
+ * those of the first batch. */
+static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n, size_t nt,
+                        int first, fk_err *err)
+{
+    static const char *const per_query[] = {"labels", "distances"};
+    for (int k = 0; k < 2; k++) {
+        const fk_tensor *t = fk_bundle_get(r, per_query[k]);
+        if (!t || t->len != n)
+            return fk_err_set(err, FK_EFORMAT, "the server's answer has no '%s' for the %zu "
+                              "queries of rows %zu..", per_query[k], n, r0);
+        double *d = first ? fk_bundle_add(acc, per_query[k], 1, (uint64_t[]){nt})
+                          : (double *)fk_bundle_get(acc, per_query[k])->data;
+        if (!d && nt)
+            return fk_err_set(err, FK_ENOMEM, "out of memory");
+        if (n)
+            memcpy(d + r0, t->data, n * sizeof(double));
+    }
+    for (size_t i = 0; i < r->count; i++) {
+        const fk_tensor *t = &r->items[i];
+        if (!strcmp(t->name, "labels") || !strcmp(t->name, "distances"))
+            continue;
+        const fk_tensor *a = fk_bundle_get(acc, t->name);
+        int set = !strcmp(t->name, "unscored_classes") || !strcmp(t->name, "missing_clients");
+        if (!a) {
+            if (fk_bundle_put(acc, t->name, t->ndim, t->shape, t->data))
+                return fk_err_set(err, FK_ENOMEM, "out of memory");
+        } else if (set) { /* union of two sorted id lists */
+            size_t na = a->len, m = 0;
+            double *u = malloc((na + t->len + 1) * sizeof(double));
+            if (!u)
+                return fk_err_set(err, FK_ENOMEM, "out of memory");
+            size_t x = 0, y = 0;
+            while (x < na || y < t->len) {
+                double v = y >= t->len || (x < na && a->data[x] <= t->data[y]) ? a->data[x]
+                                                                                : t->data[y];
+                if (x < na && a->data[x] == v)
+                    x++;
+                if (y < t->len && t->data[y] == v)
+                    y++;
+                u[m++] = v;
+            }
+            int rc = fk_bundle_put_vec(acc, t->name, m, u); /* replaces it */
+            free(u);
+            if (rc)
+                return fk_err_set(err, FK_ENOMEM, "out of memory");
+        } else if (!strcmp(t->name, "scored_classes") && a->len == t->len) {
+            for (size_t j = 0; j < t->len; j++)
+                ((fk_tensor *)a)->data[j] = fmin(a->data[j], t->data[j]);
+        }
+    }
+    return FK_OK;
+}
+
+int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, long timeout_s,
+                   fk_bundle *result)
+{
+    const char *cmd = "job predict";
+    const fk_tensor *X = fk_bundle_get(queries, "X");
+    if (!X || X->ndim != 2)
+        return fk_cli_fail(cmd, "the queries need a matrix 'X'");
+    size_t nt = (size_t)X->shape[0], p = (size_t)X->shape[1];
+    /* Rows per call: the queries of one call, 8 bytes a value, within net.max_message less a
+     * margin for the envelope (the job config goes along to the clients in mode B); the
+     * answer's columns (a distance per class held) are assumed no wider than max(p, 16). */
+    size_t room = c->max_message > (128u << 10) ? c->max_message - (64u << 10)
+                                                : c->max_message / 2;
+    size_t rows = room / (8 * (p > 16 ? p : 16));
+    rows = rows < 1 ? 1 : rows > 65536 ? 65536 : rows;
+    if (nt <= rows) { /* one call, the answer as the server sent it */
+        int rc = predict_once(c, id, queries, timeout_s, result);
+        if (rc != 2)
+            return rc;
+        rows = nt / 2 ? nt / 2 : 1;
+    }
+    fk_err err;
+    size_t calls = 0, r0 = 0;
+    while (r0 < nt) {
+        size_t n = nt - r0 < rows ? nt - r0 : rows;
+        fk_bundle q, r;
+        fk_bundle_init(&q);
+        fk_bundle_init(&r);
+        int rc = fk_bundle_put(&q, "X", 2, (uint64_t[]){n, p}, X->data + r0 * p)
+                     ? fk_cli_fail(cmd, "out of memory")
+                     : predict_once(c, id, &q, timeout_s, &r);
+        if (rc == 2 && n > 1) { /* the server's limit is lower than ours: halve and retry */
+            rows = n / 2;
+            fprintf(stderr, "job %s: %zu queries per call are too many for the server; now %zu\n",
+                    id, n, rows);
+        } else if (rc == 2) {
+            rc = fk_cli_fail(cmd, "%s: %s (even one query per call)",
+                             fk_grpc_status_name(c->status), c->msg);
+        } else if (!rc && predict_fold(result, &r, r0, n, nt, r0 == 0, &err)) {
+            rc = fk_cli_fail(cmd, "%s", err.msg);
+        } else if (!rc) {
+            r0 += n;
+            calls++;
+        }
+        fk_bundle_close(&q);
+        fk_bundle_close(&r);
+        if (rc == 1)
+            return 1;
+    }
+    fprintf(stderr, "job %s: %zu queries sent in %zu calls of at most %zu rows\n", id, nt, calls,
+            rows);
+    return 0;
 }
 
 /* What could not be scored (models on silent clients, or no client holding a class). */

@@ -890,6 +890,21 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
 
 /* ------------------------------------------------- predictions by the clients */
 
+/* The prediction counters (fk_service_stats) for one Predict call's outcome. */
+static void count_predict(fk_service *s, int rc, const fk_bundle *res, int by_clients)
+{
+    if (rc) {
+        s->stats.predict_failed++;
+        return;
+    }
+    const fk_tensor *lab = fk_bundle_get(res, "labels"), *mi = fk_bundle_get(res, "missing_clients"),
+                    *un = fk_bundle_get(res, "unscored_classes");
+    *(by_clients ? &s->stats.predict_clients : &s->stats.predict_server) += 1;
+    s->stats.predict_queries += lab ? lab->len : 0;
+    s->stats.predict_missing_clients += mi ? mi->len : 0;
+    s->stats.predict_unscored_classes += un ? un->len : 0;
+}
+
 /* Answer the Predict call of request id with the combine of the answers taken. */
 static void predict_finish(fk_service *s, uint64_t id)
 {
@@ -913,6 +928,7 @@ static void predict_finish(fk_service *s, uint64_t id)
     fk_codec_tx tx = {.bundle = &res};
     if (!rc)
         rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    count_predict(s, rc, &res, 1);
     fk_bundle_close(&res);
     if (!call)
         return;
@@ -1459,12 +1475,14 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     fedkern_v1_PredictRequest in;
     int rc = fk_codec_decode_predict_request(req, len, &in, &q, &err);
     if (rc) {
+        s->stats.predict_failed++;
         reply_err(call, rc, &err);
         return;
     }
     int64_t job;
     fk_job_status st;
     if (!job_status(s, call, in.job_id, &job, &st)) {
+        s->stats.predict_failed++;
         fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
         fk_bundle_close(&q);
         return;
@@ -1502,6 +1520,7 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     fk_codec_tx tx = {.bundle = &res};
     if (!rc)
         rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    count_predict(s, rc, &res, 0);
     fk_bundle_close(&model);
     fk_bundle_close(&q);
     fk_bundle_close(&res);

@@ -143,6 +143,19 @@ check(rc == 0, f"bench blas exit {rc}: {err}")
 if rc == 0:
     check(len(rows(out)) > 0, "bench blas printed no rows")
 
+# kahm mode-B serving through the server and 4 in-process client agents (small, quick)
+rc, out, err = run(["kahm", "serve", "--clients", "4", "--queries", "100", "--reps", "2",
+                    "--single", "3", "--json"], timeout=300)
+check(rc == 0, f"bench kahm serve exit {rc}: {err}")
+if rc == 0:
+    t = rows(out)
+    for case in ("batch clients=4 queries_per_call=100 dim=64 calls=2",
+                 "single clients=4 queries_per_call=1 dim=64 calls=3"):
+        for metric in ("latency_p50_ms", "latency_p99_ms", "queries_per_s", "accuracy"):
+            positive(t, case, metric)
+        f = t.get((case, "fewest_clients_answering"))
+        check(bool(f) and f[0]["value"] == 4, f"{case}: not every client answered: {f}")
+
 # bad input: one line on stderr, non-zero exit, nothing run
 for args, needle in (
         (["rf-tca", "--bogus"], "unknown option --bogus"),
