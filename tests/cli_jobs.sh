@@ -60,6 +60,12 @@ for c in c0 c1 c2; do
   pids="$pids $!"
 done
 conn="--server 127.0.0.1:$port --server_name server --tls_dir pki --name op"
+# job submit refuses clients that never joined: wait (10 s at most) until all three have
+for i in $(seq 100); do
+  n=0; for c in c0 c1 c2; do grep -q "event=joined" $c.log && n=$((n + 1)); done
+  [ $n = 3 ] && break; sleep 0.1
+done
+[ $n = 3 ] || fail "the clients did not join: $(cat c0.log c1.log c2.log)"
 
 # an unknown key is refused at submit, naming the nearest known key; nothing is stored
 printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 3\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\nrestrats = 2\n' >typo.conf

@@ -43,7 +43,7 @@ typedef struct env {
     char metrics_port[16];
     pid_t server;
     pid_t clients[K];
-    int state_dirs;           /* clients keep their state in DIR/cs<c> (--state-dir) */
+    int state_dirs;           /* clients keep their state in DIR/cs<c> (--state_dir) */
     const char *server_extra; /* one more "--key=value" option for the server, or NULL */
 } env;
 
@@ -962,8 +962,8 @@ static void kahm_daemons_predict_chunked(void **state)
     const char *limits[2] = {"", "--net.max_message=65536"};
     for (int t = 0; t < 2; t++) {
         unlink(pred);
-        snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server-name server "
-                 "--tls-dir '%s' --name op '%s' '%s' %s 2>'%s'", fedkern_bin, id, server, e->pki,
+        snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server_name server "
+                 "--tls_dir '%s' --name op '%s' '%s' %s 2>'%s'", fedkern_bin, id, server, e->pki,
                  dflag, oflag, limits[t], errp);
         double t0 = now_s();
         if (system(cmd))
