@@ -1137,6 +1137,14 @@ static void send_push(fk_agent *a)
     in.report.loss = w->report.loss; /* NaN = not measured, as in fk_report */
     in.report.accuracy = w->report.accuracy;
     in.report.seconds = w->seconds;
+    for (int i = 2; i < FK_REPORT_N_FIELDS; i++) { /* loss and accuracy have fields of their own */
+        double v = fk_report_get(&w->report, fk_report_fields[i].name);
+        if (isnan(v) || in.report.metrics_count >= sizeof in.report.metrics / sizeof *in.report.metrics)
+            continue;
+        fedkern_v1_Metric *m = &in.report.metrics[in.report.metrics_count++];
+        snprintf(m->name, sizeof m->name, "%s", fk_report_fields[i].name);
+        m->value = v;
+    }
     fk_codec_tx tx = {0};
     fk_err err;
     int rc = FK_OK;

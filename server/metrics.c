@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/base/uvcheck.h"
+#include "common/net/grpc.h"
 #include "common/net/hostport.h"
 
 enum { MAX_REQUEST = 8192, IDLE_MS = 5000 };
@@ -264,8 +265,191 @@ static int metric(char **b, size_t *len, size_t *cap, const char *name, const ch
                              name, type, name, v);
 }
 
+/* ---- per-round observations ---- */
+
+static const double round_bounds[] = {0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900};
+static const double agg_bounds[] = {1e-4, 1e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60};
+enum { N_ROUND_B = sizeof round_bounds / sizeof *round_bounds,
+       N_AGG_B = sizeof agg_bounds / sizeof *agg_bounds };
+
+typedef struct hist {
+    uint64_t count, le[N_ROUND_B > N_AGG_B ? N_ROUND_B : N_AGG_B]; /* cumulative at render */
+    double sum;
+} hist;
+
+typedef struct per_method {
+    char name[64];
+    hist round, agg;
+} per_method;
+
+typedef struct per_job {
+    int64_t job; /* 0: unused */
+    char method[64];
+    int round, participants;
+    double q[FK_REPORT_N_FIELDS];
+} per_job;
+
+struct fk_metrics_rounds {
+    per_method *methods;
+    int n_methods;
+    per_job jobs[FK_METRICS_JOBS]; /* ring of the most recent jobs */
+    int next_job;
+};
+
+int fk_metrics_rounds_new(fk_metrics_rounds **out, fk_err *err)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory for the round metrics");
+}
+
+void fk_metrics_rounds_free(fk_metrics_rounds *r)
+{
+    if (!r)
+        return;
+    free(r->methods);
+    free(r);
+}
+
+static void hist_add(hist *h, const double *bounds, int nb, double v)
+{
+    h->count++;
+    h->sum += v;
+    for (int i = 0; i < nb; i++)
+        if (v <= bounds[i]) {
+            h->le[i]++; /* per bucket here; cumulated when rendered */
+            break;
+        }
+}
+
+void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev)
+{
+    fk_metrics_rounds *r = ud;
+    per_method *m = NULL;
+    for (int i = 0; i < r->n_methods && !m; i++)
+        if (!strcmp(r->methods[i].name, ev->method))
+            m = &r->methods[i];
+    if (!m) { /* one entry per job type: bounded by the registry */
+        per_method *g = realloc(r->methods, (size_t)(r->n_methods + 1) * sizeof *g);
+        if (g) {
+            r->methods = g;
+            m = &g[r->n_methods++];
+            memset(m, 0, sizeof *m);
+            snprintf(m->name, sizeof m->name, "%s", ev->method);
+        }
+    }
+    if (m) {
+        hist_add(&m->round, round_bounds, N_ROUND_B, ev->round_seconds);
+        hist_add(&m->agg, agg_bounds, N_AGG_B, ev->agg_seconds);
+    }
+    per_job *j = NULL;
+    for (int i = 0; i < FK_METRICS_JOBS && !j; i++)
+        if (r->jobs[i].job == ev->job)
+            j = &r->jobs[i];
+    if (!j) { /* the oldest job's gauges give way */
+        j = &r->jobs[r->next_job];
+        r->next_job = (r->next_job + 1) % FK_METRICS_JOBS;
+    }
+    j->job = ev->job;
+    snprintf(j->method, sizeof j->method, "%s", ev->method);
+    j->round = ev->round;
+    j->participants = ev->participants;
+    memcpy(j->q, ev->q, sizeof j->q);
+}
+
+static int render_hist(char **b, size_t *len, size_t *cap, const char *name, const char *method,
+                       const hist *h, const double *bounds, int nb)
+{
+    int rc = 0;
+    uint64_t cum = 0;
+    for (int i = 0; i < nb; i++) {
+        cum += h->le[i];
+        rc |= fk_metrics_printf(b, len, cap, "%s_bucket{method=\"%s\",le=\"%g\"} %llu\n", name,
+                                method, bounds[i], (unsigned long long)cum);
+    }
+    rc |= fk_metrics_printf(b, len, cap,
+                            "%s_bucket{method=\"%s\",le=\"+Inf\"} %llu\n%s_sum{method=\"%s\"} "
+                            "%.17g\n%s_count{method=\"%s\"} %llu\n",
+                            name, method, (unsigned long long)h->count, name, method, h->sum, name,
+                            method, (unsigned long long)h->count);
+    return rc;
+}
+
+int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **b, size_t *len, size_t *cap)
+{
+    int rc = 0;
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_round_duration_seconds Rounds from their opening to "
+                            "their close, by job type.\n"
+                            "# TYPE fedkern_round_duration_seconds histogram\n");
+    for (int i = 0; i < r->n_methods; i++)
+        rc |= render_hist(b, len, cap, "fedkern_round_duration_seconds", r->methods[i].name,
+                          &r->methods[i].round, round_bounds, N_ROUND_B);
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_aggregation_seconds Time in the method's aggregate "
+                            "step of a round's last phase, by job type.\n"
+                            "# TYPE fedkern_aggregation_seconds histogram\n");
+    for (int i = 0; i < r->n_methods; i++)
+        rc |= render_hist(b, len, cap, "fedkern_aggregation_seconds", r->methods[i].name,
+                          &r->methods[i].agg, agg_bounds, N_AGG_B);
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_job_round Latest closed round of the job.\n"
+                            "# TYPE fedkern_job_round gauge\n");
+    for (int i = 0; i < FK_METRICS_JOBS; i++)
+        if (r->jobs[i].job)
+            rc |= fk_metrics_printf(b, len, cap,
+                                    "fedkern_job_round{job=\"%lld\",method=\"%s\"} %d\n",
+                                    (long long)r->jobs[i].job, r->jobs[i].method, r->jobs[i].round);
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_job_participants Updates aggregated in the job's "
+                            "latest closed round.\n# TYPE fedkern_job_participants gauge\n");
+    for (int i = 0; i < FK_METRICS_JOBS; i++)
+        if (r->jobs[i].job)
+            rc |= fk_metrics_printf(b, len, cap,
+                                    "fedkern_job_participants{job=\"%lld\",method=\"%s\"} %d\n",
+                                    (long long)r->jobs[i].job, r->jobs[i].method,
+                                    r->jobs[i].participants);
+    for (int f = 0; f < FK_REPORT_N_FIELDS; f++) { /* one gauge per quality measure */
+        rc |= fk_metrics_printf(b, len, cap,
+                                "# HELP fedkern_job_%s The job's latest round: %s (weighted mean "
+                                "over the clients that measured it).\n"
+                                "# TYPE fedkern_job_%s gauge\n",
+                                fk_report_fields[f].name, fk_report_fields[f].help,
+                                fk_report_fields[f].name);
+        for (int i = 0; i < FK_METRICS_JOBS; i++)
+            if (r->jobs[i].job && !isnan(r->jobs[i].q[f]))
+                rc |= fk_metrics_printf(b, len, cap,
+                                        "fedkern_job_%s{job=\"%lld\",method=\"%s\"} %.17g\n",
+                                        fk_report_fields[f].name, (long long)r->jobs[i].job,
+                                        r->jobs[i].method, r->jobs[i].q[f]);
+    }
+    return rc ? FK_ENOMEM : FK_OK;
+}
+
+/* gRPC calls answered, by method (the path's last part) and status code; zero rows left out. */
+static int render_calls(fk_grpc_server *srv, char **b, size_t *len, size_t *cap)
+{
+    int rc = fk_metrics_printf(b, len, cap,
+                               "# HELP fedkern_grpc_calls_answered_total gRPC calls answered, by "
+                               "method and status code.\n"
+                               "# TYPE fedkern_grpc_calls_answered_total counter\n");
+    uint64_t counts[FK_GRPC_N_STATUS];
+    const char *path;
+    for (int i = 0; (path = fk_grpc_server_method_calls(srv, i, counts)); i++) {
+        const char *slash = strrchr(path, '/');
+        for (int c = 0; c < FK_GRPC_N_STATUS; c++)
+            if (counts[c])
+                rc |= fk_metrics_printf(b, len, cap,
+                                        "fedkern_grpc_calls_answered_total{method=\"%s\","
+                                        "code=\"%s\"} %llu\n",
+                                        slash ? slash + 1 : path, fk_grpc_status_name(c),
+                                        (unsigned long long)counts[c]);
+    }
+    return rc;
+}
+
 int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
-                             const fk_memtrim *trim, char **b, size_t *len)
+                             const fk_memtrim *trim, const fk_metrics_rounds *rounds, char **b,
+                             size_t *len)
 {
     fk_service_stats sv;
     fk_engine_stats en;
@@ -349,5 +533,8 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
     int rc = 0;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
+    rc |= render_calls(srv, b, len, &cap);
+    if (rounds)
+        rc |= fk_metrics_rounds_render(rounds, b, len, &cap);
     return rc ? FK_ENOMEM : FK_OK;
 }

@@ -30,10 +30,27 @@ void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *ud), void *ud);
 int fk_metrics_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* What the engine's round closes tell the metrics: round duration and aggregation time as
+ * histograms by method, and per job (the FK_METRICS_JOBS most recent ones) its latest round
+ * and quality (fk_report_fields) as gauges labelled job and method. */
+typedef struct fk_metrics_rounds fk_metrics_rounds;
+enum { FK_METRICS_JOBS = 64 };
+FK_CHECKRETURN int fk_metrics_rounds_new(fk_metrics_rounds **out, fk_err *err);
+void fk_metrics_rounds_free(fk_metrics_rounds *r);
+/* The engine's on_round hook (ud: the fk_metrics_rounds). */
+void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev);
+/* Append the rounds' histograms and gauges to a render buffer (see fk_metrics_printf). */
+FK_CHECKRETURN int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **buf, size_t *len,
+                                            size_t *cap);
+
 /* The server's metrics (every name, type and help text is here): jobs and rounds from the
- * engine, sessions and updates from the service, calls and connections from the gRPC server,
- * resident memory and CPU time of the process, and the memory trims (trim may be NULL). A render function for fk_metrics_start. */
+ * engine (rounds, may be NULL: its per-job and per-method series), sessions and updates from
+ * the service, calls (by method and status code) and connections from the gRPC server,
+ * resident memory and CPU time of the process, and the memory trims (trim may be NULL). A
+ * render function for fk_metrics_start. */
 FK_CHECKRETURN int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
-                                            const fk_memtrim *trim, char **buf, size_t *len);
+                                            const fk_memtrim *trim,
+                                            const fk_metrics_rounds *rounds, char **buf,
+                                            size_t *len);
 
 #endif
