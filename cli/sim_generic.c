@@ -2,6 +2,7 @@
  * in process on its built-in synthetic clients (sim_data) or on one file per client
  * (--data), with the job's keys from --job FILE and --KEY VALUE. A new method needs no
  * code here: a sim_data op (or data files) and its keys table are enough. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,14 +50,25 @@ static void usage(FILE *out, const fk_method *m)
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
-    if (c->json)
+    const char *names[3] = {"misclust", "ari", "rmse"};
+    double q[3] = {r->misclust, r->ari, r->rmse};
+    if (c->json) {
         printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d,"
-               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f}\n",
+               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f",
                c->method, r->round, r->planned, r->participants, r->refused, r->loss, r->accuracy,
                r->error, (unsigned long long)r->bytes, r->seconds);
-    else
-        printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g\n",
+        for (int i = 0; i < 3; i++) /* measured only: JSON has no NaN */
+            if (!isnan(q[i]))
+                printf(",\"%s\":%.9g", names[i], q[i]);
+        printf("}\n");
+    } else {
+        printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g",
                c->method, r->round, r->participants, r->planned, r->loss, r->accuracy, r->error);
+        for (int i = 0; i < 3; i++)
+            if (!isnan(q[i]))
+                printf("  %s %.6g", names[i], q[i]);
+        printf("\n");
+    }
     fflush(stdout);
 }
 
