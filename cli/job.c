@@ -18,6 +18,7 @@
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
 #include "common/net/hostport.h"
+#include "common/net/modelfile.h"
 #include "fedkern.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
@@ -373,14 +374,25 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
     return out.state == fedkern_v1_JobState_JOB_FAILED ? 1 : 0;
 }
 
-static int write_all(const char *path, const uint8_t *buf, size_t len, fk_err *err)
+/* The model's Bundle bytes, then its info (common/net/modelfile.h), so `fedkern model` can
+ * tell what the file holds. */
+static int write_all(const char *path, const uint8_t *buf, size_t len, const fk_model_info *info,
+                     fk_err *err)
 {
+    uint8_t *tail = NULL;
+    size_t tail_len = 0;
+    if (fk_modelfile_info_encode(info, &tail, &tail_len, err))
+        return FK_ENOMEM;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
-    if (!f)
+    if (!f) {
+        free(tail);
         return fk_err_set(err, FK_EIO, "%s: %s", tmp, strerror(errno));
+    }
     int bad = len && fwrite(buf, 1, len, f) != len;
+    bad |= tail_len && fwrite(tail, 1, tail_len, f) != tail_len;
+    free(tail);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path))
         return fk_err_set(err, FK_EIO, "%s: cannot write the model: %s", path, strerror(errno));
@@ -475,7 +487,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
         rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
                          fk_jobcli_state_name(out.state));
-    if (!rc && out_path && write_all(out_path, model, model_len, &err))
+    fk_model_info info = {.round = (int)st.round};
+    snprintf(info.method, sizeof info.method, "%s", st.method);
+    snprintf(info.job_id, sizeof info.job_id, "%s", id);
+    snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
+    if (!rc && out_path && write_all(out_path, model, model_len, &info, &err))
         rc = fk_cli_fail("job result", "%s", err.msg);
     if (!rc) {
         if (json) {

@@ -13,6 +13,7 @@
 #include "common/data/load.h"
 #include "common/methods/method.h"
 #include "common/methods/sim.h"
+#include "common/net/modelfile.h"
 
 enum { MAX_DATA = 256 };
 
@@ -25,7 +26,7 @@ static void usage(FILE *out, const fk_method *m)
 {
     fprintf(out,
             "usage: fedkern sim %s [--job FILE] [--data FILE]... [--clients K] [--rounds N]\n"
-            "                  [--seed S] [--drop P] [--json] [--KEY VALUE]...\n\n"
+            "                  [--seed S] [--drop P] [--json] [--model-out FILE] [--KEY VALUE]...\n\n"
             "%s\n\n"
             "Runs the %s job type in this process through the same operations the daemons call:\n"
             "one server state and one state per client, a line per round, then every client's\n"
@@ -39,7 +40,8 @@ static void usage(FILE *out, const fk_method *m)
             "  --rounds N              round budget (default: the method's)\n"
             "  --seed S                job seed (default 1)\n"
             "  --drop P                probability that one update is lost (default 0)\n"
-            "  --json                  JSON lines instead of text\n",
+            "  --json                  JSON lines instead of text\n"
+            "  --model-out FILE        write the final model as a model file (fedkern model)\n",
             m->name, m->summary, m->name);
     if (m->keys) {
         fprintf(out, "\njob keys (--KEY VALUE here, KEY = VALUE in a job file):\n");
@@ -183,6 +185,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     }
     if (rounds == 0)
         rounds = fk_method_default_rounds(m, &p);
+    /* the final model as a model file, for `fedkern model show|eval|predict` */
+    const char *model_out = fk_params_get(&p, "model-out");
 
     fk_dataset *clients = NULL;
     int n = 0;
@@ -195,8 +199,16 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
                      .ctx = &ctx, .final_reports = m->evaluate ? finals : NULL};
     fk_bundle model;
     fk_bundle_init(&model);
+    fk_sim_round last = {0};
     if (rc == FK_OK)
-        rc = fk_sim_run(m, &p, clients, n, &o, &model, NULL, &err);
+        rc = fk_sim_run(m, &p, clients, n, &o, &model, &last, &err);
+    if (rc == FK_OK && model_out) {
+        fk_model_info info = {.round = last.round};
+        snprintf(info.method, sizeof info.method, "%s", m->name);
+        snprintf(info.job_id, sizeof info.job_id, "sim");
+        snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
+        rc = fk_modelfile_write(model_out, &model, &info, &err);
+    }
     const char *unused = rc == FK_OK ? fk_params_unused(&p) : NULL;
     if (rc == FK_OK && unused)
         fprintf(stderr, "fedkern %s: warning: key '%s' was not read by %s\n", cmd, unused,
