@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/job.h"
+#include "cli/plot.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
 #include "common/data/load.h"
@@ -31,6 +32,7 @@ static void usage(FILE *out)
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
             "                                         [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
+            "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no-labels] [--json]\n"
             "                                         [--timeout SECONDS]\n"
             "\n"
@@ -44,6 +46,10 @@ static void usage(FILE *out)
             "  --timeout-ms MS      per call (10000)\n"
             "\n"
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
+            "The metrics of a round: participants, planned, dropouts, aggregation_seconds and the\n"
+            "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
+            "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
+            "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
@@ -615,6 +621,49 @@ static int do_predict(conn *c, const char *id, const char *data, int no_labels,
     return rc;
 }
 
+/* Every closed round's metrics (one JobStatus call per round), then the plot. */
+static int do_plot(conn *c, const char *id, const char *out_path, int json)
+{
+    fedkern_v1_JobStatusResponse st, r;
+    int rc = fk_job_status_get(c, id, 0, &st);
+    if (rc)
+        return rc;
+    int n = (int)st.round;
+    fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    if (!rows)
+        return fk_cli_fail("job plot", "out of memory");
+    int got = 0;
+    for (int i = 1; !rc && i <= n; i++) {
+        rc = fk_job_status_get(c, id, (uint32_t)i, &r);
+        if (rc || isnan(fk_job_metric(r.metrics, r.metrics_count, "round")))
+            continue; /* a round that never closed with an aggregate has no row */
+        fk_plot_round *w = &rows[got++];
+        w->round = i;
+        w->participants = (int)fk_job_metric(r.metrics, r.metrics_count, "participants");
+        w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "fedkern job %s: %s, %d of %u rounds", id, st.method, got,
+             st.rounds_total);
+    fk_err err;
+    if (!rc && fk_plot_rounds(out_path, title, rows, got, &err))
+        rc = fk_cli_fail("job plot", "%s", err.msg);
+    for (int i = 0; !rc && json && i < got; i++) {
+        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"planned\":%d", id,
+               rows[i].round, rows[i].participants, rows[i].planned);
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            if (!isnan(rows[i].q[f]))
+                printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
+        printf("}\n");
+    }
+    if (!rc && !json)
+        printf("job %s: %d rounds plotted to %s\n", id, got, out_path);
+    free(rows);
+    return rc;
+}
+
 static int do_cancel(conn *c, const char *id)
 {
     fedkern_v1_CancelJobRequest in = fedkern_v1_CancelJobRequest_init_zero;
@@ -647,7 +696,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     int known = !strcmp(sub, "submit") || !strcmp(sub, "status") || !strcmp(sub, "result") ||
-                !strcmp(sub, "cancel") || !strcmp(sub, "predict");
+                !strcmp(sub, "cancel") || !strcmp(sub, "predict") || !strcmp(sub, "plot");
     if (!known || n != 1) {
         fk_cli_fail("job", known ? "%s takes exactly one argument; see --help"
                                  : "unknown subcommand '%s'; see --help",
@@ -671,6 +720,11 @@ int fk_cmd_job(int argc, char **argv)
     const char *data_path = fk_params_get(&p, "data");
     if (!strcmp(sub, "predict") && !data_path) {
         fk_cli_fail("job", "predict needs --data FILE");
+        rc = 2;
+        goto out;
+    }
+    if (!strcmp(sub, "plot") && !out_path) {
+        fk_cli_fail("job", "plot needs --out FILE.svg");
         rc = 2;
         goto out;
     }
@@ -700,6 +754,8 @@ int fk_cmd_job(int argc, char **argv)
         rc = do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
         rc = do_result(&c, rest[0], out_path, wait_s, current, json);
+    } else if (!strcmp(sub, "plot")) {
+        rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
         rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json, predict_s);
     } else {
