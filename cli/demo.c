@@ -3,7 +3,7 @@
  * FedGrEM, then the one-round dica, kahm and sfl), submitted and followed through the
  * `fedkern job` calls (job.c); each final model is checked against the in-process
  * simulation with the same seed, and kahm's model also serves one `job predict`. A
- * progress line per round, a final table and SVG plots (cli/plot.c) in a work
+ * progress line per round, a final table and SVG/PNG plots (cli/plot.c) in a work
  * directory. --in-process runs the same method operations without daemons. */
 #include <errno.h>
 #include <limits.h>
@@ -106,7 +106,7 @@ static void usage(FILE *out)
             "(allow_model_upload = true, allow_raw_upload = true); a client's default is no.\n"
             "Prints one line per round (from job status), a final table that also says whether\n"
             "each daemon model (and kahm's predictions) equals the in-process simulation with\n"
-            "the same seed bit for bit, and writes per-round data, SVG plots (as 'fedkern job\n"
+            "the same seed bit for bit, and writes per-round data, SVG and PNG plots (as 'fedkern job\n"
             "plot' draws them) of the per-round quality and participation (one-round jobs:\n"
             "each client's accuracy),\n"
             "job files, data files, models and daemon logs to the work directory. Every\n"
@@ -941,10 +941,10 @@ out:
 
 /* The per-round plot of a job (cli/plot.c, as `fedkern job plot` draws it); a one-round job has
  * no curve: its plot is each client's accuracy of the final model. */
-static void plot(const demo_job *j, const char *workdir)
+static void plot_as(const demo_job *j, const char *workdir, const char *ext)
 {
     char path[4200], title[200];
-    snprintf(path, sizeof path, "%s/%s.svg", workdir, j->method);
+    snprintf(path, sizeof path, "%s/%s.%s", workdir, j->method, ext);
     fk_err err;
     int rc;
     if (j->rounds == 1) {
@@ -981,6 +981,12 @@ static void plot(const demo_job *j, const char *workdir)
     }
     if (rc)
         fprintf(stderr, "fedkern demo: plot of %s skipped: %s\n", j->method, err.msg);
+}
+
+static void plot(const demo_job *j, const char *workdir)
+{
+    plot_as(j, workdir, "svg");
+    plot_as(j, workdir, "png");
 }
 
 static const char *yes_no(int b)

@@ -1,4 +1,5 @@
-/* Per-round plots (quality metric, participation) as SVG, with no plotting program: what
+/* Per-round plots (quality metric, participation) as SVG or PNG (a small writer over zlib with
+ * a built-in bitmap font), with no plotting program: what
  * `fedkern job plot` and `fedkern demo` draw. A plot is a column of panels sharing the x axis;
  * each panel holds lines, steps or bars. */
 #ifndef FK_CLI_PLOT_H
@@ -42,8 +43,8 @@ typedef struct fk_plot_round {
 FK_CHECKRETURN int fk_plot_rounds(const char *path, const char *title, const fk_plot_round *rows,
                                   int n, fk_err *err);
 
-/* Write the plot to path as SVG; FK_EINVAL for a path not ending in .svg (names the formats),
- * FK_EIO when it cannot be written. */
+/* Write the plot to path as SVG or PNG, by its extension; FK_EINVAL for another name (naming
+ * the formats), FK_EIO when it cannot be written. */
 FK_CHECKRETURN int fk_plot_write(const fk_plot *p, const char *path, fk_err *err);
 
 #endif

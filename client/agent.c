@@ -664,6 +664,12 @@ static void step_done(uv_work_t *req, int status)
                w->task_id, w->round, w->save_err.msg);
     a->fail_n = 0;
     a->stats.steps++;
+    a->stats.last_job = w->job;
+    snprintf(a->stats.last_method, sizeof a->stats.last_method, "%s", w->ctx->m->name);
+    a->stats.last_round = w->round;
+    a->stats.last_seconds = w->seconds;
+    a->stats.step_seconds_total += w->seconds;
+    a->stats.last_report = w->report;
     update_ready(a);
 }
 
@@ -1374,4 +1380,5 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
 void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out)
 {
     *out = a->stats;
+    out->joined = a->joined;
 }

@@ -459,10 +459,10 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
             qn += (size_t)w;
     }
     fk_log(FK_LOG_INFO, "round_closed",
-           "job=%lld method=%s round=%d attempt=%d participants=%d dropouts=%d "
-           "agg_seconds=%.6f round_seconds=%.3f%s",
-           (long long)j->id, j->m->name, j->round, j->attempt, r->participants, r->dropouts,
-           r->agg_seconds, now - j->round_t0, qs);
+           "job=%lld round=%d attempt=%d participants=%d dropouts=%d agg_seconds=%.6f "
+           "method=%s round_seconds=%.3f%s",
+           (long long)j->id, j->round, j->attempt, r->participants, r->dropouts, r->agg_seconds,
+           j->m->name, now - j->round_t0, qs);
     if (e->o.on_round) {
         fk_round_event ev = {.job = j->id, .method = j->m->name, .round = j->round,
                              .participants = r->participants, .dropouts = r->dropouts,

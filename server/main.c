@@ -306,6 +306,7 @@ static int run(fk_params *p)
     if (level < 0)
         return fail("--log-level must be error, warn, info or debug");
     fk_log_set_level(level);
+    fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
