@@ -412,14 +412,14 @@ int fk_plot_rounds(const char *path, const char *title, const fk_plot_round *row
             loss[nl++] = s;
         }
     }
-    fk_plot_series who[2] = {
-        {.label = "participants", .x = x, .y = part, .n = n, .style = FK_PLOT_STEPS},
-        {.label = "planned", .x = x, .y = plan, .n = n, .style = FK_PLOT_STEPS}};
+    fk_plot_series who[2] = { /* participants drawn last: on top where they are equal */
+        {.label = "planned", .x = x, .y = plan, .n = n, .style = FK_PLOT_STEPS},
+        {.label = "participants", .x = x, .y = part, .n = n, .style = FK_PLOT_STEPS}};
     fk_plot_panel panels[4];
     int np = 0;
     if (nq)
         panels[np++] = (fk_plot_panel){.ylabel = "quality", .series = quality, .n_series = nq,
-                                       .ymin = qmin, .ymax = 1.0};
+                                       .ymin = qmin - 0.02, .ymax = 1.02}; /* 0, 1 off the frame */
     if (nr)
         panels[np++] = (fk_plot_panel){.ylabel = "rmse", .series = rmse, .n_series = 1,
                                        .ymin = NAN, .ymax = NAN};
