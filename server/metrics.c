@@ -87,7 +87,8 @@ void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev)
             r->methods = g;
             m = &g[r->n_methods++];
             memset(m, 0, sizeof *m);
-            snprintf(m->name, sizeof m->name, "%s", ev->method);
+            size_t k = strnlen(ev->method, sizeof m->name - 1); /* memset left the NUL */
+            memcpy(m->name, ev->method, k);
         }
     }
     if (m) {
@@ -138,12 +139,12 @@ int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **b, size_t *len, 
         rc |= render_hist(b, len, cap, "fedkern_round_duration_seconds", r->methods[i].name,
                           &r->methods[i].round, round_bounds, N_ROUND_B);
     rc |= fk_metrics_printf(b, len, cap,
-                            "# HELP fedkern_aggregation_seconds Time in the method's aggregate "
-                            "step of a round's last phase, by job type.\n"
-                            "# TYPE fedkern_aggregation_seconds histogram\n");
+                            "# HELP fedkern_round_aggregation_seconds Time in the method's "
+                            "aggregate step of a round's last phase, by job type.\n"
+                            "# TYPE fedkern_round_aggregation_seconds histogram\n");
     for (int i = 0; i < r->n_methods; i++)
-        rc |= render_hist(b, len, cap, "fedkern_aggregation_seconds", r->methods[i].name,
-                          &r->methods[i].agg, agg_bounds, N_AGG_B);
+        rc |= render_hist(b, len, cap, "fedkern_round_aggregation_seconds",
+                          r->methods[i].name, &r->methods[i].agg, agg_bounds, N_AGG_B);
     rc |= fk_metrics_printf(b, len, cap,
                             "# HELP fedkern_job_round Latest closed round of the job.\n"
                             "# TYPE fedkern_job_round gauge\n");

@@ -540,7 +540,7 @@ static void daemons_match_sim(void **state)
     snprintf(want, sizeof want, "fedkern_job_misclust{job=\"%s\",method=\"fedgrem\"} ", id);
     assert_non_null(strstr(metrics, want));
     assert_non_null(strstr(metrics, "fedkern_round_duration_seconds_count{method=\"fedgrem\"} 12\n"));
-    assert_non_null(strstr(metrics, "# TYPE fedkern_aggregation_seconds histogram\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_round_aggregation_seconds histogram\n"));
     assert_non_null(strstr(metrics, "fedkern_grpc_calls_answered_total{method=\"PushUpdate\",code=\"OK\"} "));
     assert_non_null(strstr(metrics, "fedkern_clients_connected 6\n"));
     /* ... in the server's round lines */
