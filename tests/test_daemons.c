@@ -445,6 +445,12 @@ static void fedrf_tca_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* the target's accuracy per round, as the simulation measured it */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *acc = strstr(status, "\"accuracy\":");
+    assert_non_null(acc);
+    assert_true(strtod(acc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
 }
 
 /* pooled-em ends itself once every restart has converged: the job is done long before its
