@@ -694,6 +694,8 @@ static void start_step(fk_agent *a)
             sv->update = NULL;
             sv->update_len = 0;
             snprintf(w->update_id, sizeof w->update_id, "%s", sv->update_id);
+            /* the state file keeps these four; the quality metrics are not kept (not measured) */
+            fk_report_init(&w->report);
             w->report.n_samples = sv->report[0];
             w->report.loss = sv->report[1];
             w->report.accuracy = sv->report[2];
