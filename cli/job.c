@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "cli/job.h"
 #include "common/base/options.h"
+#include "cli/plot.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
 #include "common/data/load.h"
@@ -21,6 +22,7 @@
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
 #include "common/net/hostport.h"
+#include "common/net/modelfile.h"
 #include "fedkern.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
@@ -35,6 +37,7 @@ static void usage(FILE *out)
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
             "                                         [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
+            "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
             "                                         [--timeout SECONDS]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
@@ -57,6 +60,10 @@ static void usage(FILE *out)
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
             "status --follow prints one line per closed round (polling every --interval SECONDS,\n"
             "1) until the job ends, then exits 0 if it is done, 1 if it failed or was cancelled.\n"
+            "The metrics of a round: participants, planned, dropouts, aggregation_seconds and the\n"
+            "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
+            "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
+            "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
@@ -403,14 +410,25 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
     return out.state == fedkern_v1_JobState_JOB_FAILED ? 1 : 0;
 }
 
-static int write_all(const char *path, const uint8_t *buf, size_t len, fk_err *err)
+/* The model's Bundle bytes, then its info (common/net/modelfile.h), so `fedkern model` can
+ * tell what the file holds. */
+static int write_all(const char *path, const uint8_t *buf, size_t len, const fk_model_info *info,
+                     fk_err *err)
 {
+    uint8_t *tail = NULL;
+    size_t tail_len = 0;
+    if (fk_modelfile_info_encode(info, &tail, &tail_len, err))
+        return FK_ENOMEM;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
-    if (!f)
+    if (!f) {
+        free(tail);
         return fk_err_set(err, FK_EIO, "%s: %s", tmp, strerror(errno));
+    }
     int bad = len && fwrite(buf, 1, len, f) != len;
+    bad |= tail_len && fwrite(tail, 1, tail_len, f) != tail_len;
+    free(tail);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path))
         return fk_err_set(err, FK_EIO, "%s: cannot write the model: %s", path, strerror(errno));
@@ -505,7 +523,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
         rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
                          fk_jobcli_state_name(out.state));
-    if (!rc && out_path && write_all(out_path, model, model_len, &err))
+    fk_model_info info = {.round = (int)st.round};
+    snprintf(info.method, sizeof info.method, "%s", st.method);
+    snprintf(info.job_id, sizeof info.job_id, "%s", id);
+    snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
+    if (!rc && out_path && write_all(out_path, model, model_len, &info, &err))
         rc = fk_cli_fail("job result", "%s", err.msg);
     if (!rc) {
         if (json) {
@@ -753,6 +775,49 @@ static int do_predict(conn *c, const char *id, const char *data, int no_labels,
     return rc;
 }
 
+/* Every closed round's metrics (one JobStatus call per round), then the plot. */
+static int do_plot(conn *c, const char *id, const char *out_path, int json)
+{
+    fedkern_v1_JobStatusResponse st, r;
+    int rc = fk_job_status_get(c, id, 0, &st);
+    if (rc)
+        return rc;
+    int n = (int)st.round;
+    fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    if (!rows)
+        return fk_cli_fail("job plot", "out of memory");
+    int got = 0;
+    for (int i = 1; !rc && i <= n; i++) {
+        rc = fk_job_status_get(c, id, (uint32_t)i, &r);
+        if (rc || isnan(fk_job_metric(r.metrics, r.metrics_count, "round")))
+            continue; /* a round that never closed with an aggregate has no row */
+        fk_plot_round *w = &rows[got++];
+        w->round = i;
+        w->participants = (int)fk_job_metric(r.metrics, r.metrics_count, "participants");
+        w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "fedkern job %s: %s, %d of %u rounds", id, st.method, got,
+             st.rounds_total);
+    fk_err err;
+    if (!rc && fk_plot_rounds(out_path, title, rows, got, &err))
+        rc = fk_cli_fail("job plot", "%s", err.msg);
+    for (int i = 0; !rc && json && i < got; i++) {
+        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"planned\":%d", id,
+               rows[i].round, rows[i].participants, rows[i].planned);
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            if (!isnan(rows[i].q[f]))
+                printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
+        printf("}\n");
+    }
+    if (!rc && !json)
+        printf("job %s: %d rounds plotted to %s\n", id, got, out_path);
+    free(rows);
+    return rc;
+}
+
 static int do_cancel(conn *c, const char *id)
 {
     fedkern_v1_CancelJobRequest in = fedkern_v1_CancelJobRequest_init_zero;
@@ -895,6 +960,7 @@ static const fk_param_doc conn_opts[] = {
 };
 static const fk_param_doc no_opts[] = {{"help", ""}, {NULL, NULL}};
 static const fk_param_doc submit_opts[] = {{"skip_client_check", ""}, {NULL, NULL}};
+static const fk_param_doc plot_opts[] = {{"out FILE", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc status_opts[] = {
     {"round N", ""}, {"json", ""}, {"follow", ""}, {"interval SECONDS", ""}, {NULL, NULL}};
@@ -915,7 +981,7 @@ static const job_sub subs[] = {
     {"submit", 1, 1, submit_opts, 1},     {"list", 0, 0, list_opts, 1},
     {"status", 1, 1, status_opts, 1}, {"result", 1, 1, result_opts, 1},
     {"cancel", 1, 1, no_opts, 1},     {"predict", 1, 1, predict_opts, 1},
-    {"keys", 0, 1, no_opts, 0},       {NULL, 0, 0, NULL, 0},
+    {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {NULL, 0, 0, NULL, 0},
 };
 
 int fk_cmd_job(int argc, char **argv)
@@ -993,6 +1059,11 @@ int fk_cmd_job(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (!strcmp(sub, "plot") && !out_path) {
+        fk_cli_fail("job", "plot needs --out FILE.svg");
+        rc = 2;
+        goto out;
+    }
     if (!strcmp(sub, "result") && !out_path) {
         fk_cli_fail("job", "result needs --out FILE");
         rc = 2;
@@ -1023,6 +1094,8 @@ int fk_cmd_job(int argc, char **argv)
                     : do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
         rc = do_result(&c, rest[0], out_path, wait_s, current, json);
+    } else if (!strcmp(sub, "plot")) {
+        rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
         rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json, predict_s);
     } else {

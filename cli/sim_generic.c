@@ -2,6 +2,7 @@
  * in process on its built-in synthetic clients (sim_data) or on one file per client
  * (--data), with the job's keys from --job FILE and --KEY VALUE. A new method needs no
  * code here: a sim_data op (or data files) and its keys table are enough. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "common/methods/jobkeys.h"
 #include "common/methods/method.h"
 #include "common/methods/sim.h"
+#include "common/net/modelfile.h"
 
 enum { MAX_DATA = 256 };
 
@@ -21,6 +23,7 @@ enum { MAX_DATA = 256 };
  * here (the generic key is the identity list). */
 static const fk_param_doc runner_keys[] = {
     {"drop P", "probability that one update is lost (0)"},
+    {"model_out FILE", "write the final model as a model file (fedkern model)"},
     {NULL, NULL},
 };
 
@@ -40,7 +43,7 @@ static void usage(FILE *out, const fk_method *m)
 {
     fprintf(out,
             "usage: fedkern sim %s [--job FILE] [--data [NAME=]FILE]... [--clients K] [--rounds N]\n"
-            "                  [--seed S] [--drop P] [--json] [--KEY VALUE]...\n"
+            "                  [--seed S] [--drop P] [--json] [--model_out FILE] [--KEY VALUE]...\n"
             "       fedkern sim --job FILE [--data NAME=FILE]... [options]  (the job file's method)\n\n"
             "%s\n\n"
             "Runs the %s job type in this process through the same operations the daemons call:\n"
@@ -58,7 +61,8 @@ static void usage(FILE *out, const fk_method *m)
             "  --rounds N              round budget (default: the method's)\n"
             "  --seed S                job seed (default 1)\n"
             "  --drop P                probability that one update is lost (default 0)\n"
-            "  --json                  JSON lines instead of text\n",
+            "  --json                  JSON lines instead of text\n"
+            "  --model_out FILE        write the final model as a model file (fedkern model)\n",
             m->name, m->summary, m->name);
     if (m->keys) {
         fprintf(out, "\njob keys (--KEY VALUE here, KEY = VALUE in a job file):\n");
@@ -69,14 +73,25 @@ static void usage(FILE *out, const fk_method *m)
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
-    if (c->json)
+    const char *names[3] = {"misclust", "ari", "rmse"};
+    double q[3] = {r->misclust, r->ari, r->rmse};
+    if (c->json) {
         printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d,"
-               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f}\n",
+               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f",
                c->method, r->round, r->planned, r->participants, r->refused, r->loss, r->accuracy,
                r->error, (unsigned long long)r->bytes, r->seconds);
-    else
-        printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g\n",
+        for (int i = 0; i < 3; i++) /* measured only: JSON has no NaN */
+            if (!isnan(q[i]))
+                printf(",\"%s\":%.9g", names[i], q[i]);
+        printf("}\n");
+    } else {
+        printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g",
                c->method, r->round, r->participants, r->planned, r->loss, r->accuracy, r->error);
+        for (int i = 0; i < 3; i++)
+            if (!isnan(q[i]))
+                printf("  %s %.6g", names[i], q[i]);
+        printf("\n");
+    }
     fflush(stdout);
 }
 
@@ -283,6 +298,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     }
     if (rounds == 0)
         rounds = fk_method_default_rounds(m, &p);
+    /* the final model as a model file, for `fedkern model show|eval|predict` */
+    const char *model_out = fk_params_get(&p, "model_out");
 
     fk_dataset *clients = NULL;
     int n = 0;
@@ -295,8 +312,16 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
                      .ctx = &ctx, .final_reports = m->evaluate ? finals : NULL};
     fk_bundle model;
     fk_bundle_init(&model);
+    fk_sim_round last = {0};
     if (rc == FK_OK)
-        rc = fk_sim_run(m, &p, clients, n, &o, &model, NULL, &err);
+        rc = fk_sim_run(m, &p, clients, n, &o, &model, &last, &err);
+    if (rc == FK_OK && model_out) {
+        fk_model_info info = {.round = last.round};
+        snprintf(info.method, sizeof info.method, "%s", m->name);
+        snprintf(info.job_id, sizeof info.job_id, "sim");
+        snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
+        rc = fk_modelfile_write(model_out, &model, &info, &err);
+    }
     for (int c = 0; rc == FK_OK && o.final_reports && c < n; c++) {
         const fk_report *f = &finals[c];
         if (json)

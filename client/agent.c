@@ -736,6 +736,12 @@ static void step_done(uv_work_t *req, int status)
                w->task_id, w->round, w->save_err.msg);
     a->fail_n = 0;
     a->stats.steps++;
+    a->stats.last_job = w->job;
+    snprintf(a->stats.last_method, sizeof a->stats.last_method, "%s", w->ctx->m->name);
+    a->stats.last_round = w->round;
+    a->stats.last_seconds = w->seconds;
+    a->stats.step_seconds_total += w->seconds;
+    a->stats.last_report = w->report;
     update_ready(a);
 }
 
@@ -760,6 +766,8 @@ static void start_step(fk_agent *a)
             sv->update = NULL;
             sv->update_len = 0;
             snprintf(w->update_id, sizeof w->update_id, "%s", sv->update_id);
+            /* the state file keeps these four; the quality metrics are not kept (not measured) */
+            fk_report_init(&w->report);
             w->report.n_samples = sv->report[0];
             w->report.loss = sv->report[1];
             w->report.accuracy = sv->report[2];
@@ -1209,6 +1217,14 @@ static void send_push(fk_agent *a)
     in.report.loss = w->report.loss; /* NaN = not measured, as in fk_report */
     in.report.accuracy = w->report.accuracy;
     in.report.seconds = w->seconds;
+    for (int i = 2; i < FK_REPORT_N_FIELDS; i++) { /* loss and accuracy have fields of their own */
+        double v = fk_report_get(&w->report, fk_report_fields[i].name);
+        if (isnan(v) || in.report.metrics_count >= sizeof in.report.metrics / sizeof *in.report.metrics)
+            continue;
+        fedkern_v1_Metric *m = &in.report.metrics[in.report.metrics_count++];
+        snprintf(m->name, sizeof m->name, "%s", fk_report_fields[i].name);
+        m->value = v;
+    }
     fk_codec_tx tx = {0};
     fk_err err;
     int rc = FK_OK;
@@ -1438,4 +1454,5 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
 void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out)
 {
     *out = a->stats;
+    out->joined = a->joined;
 }

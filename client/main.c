@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "client/agent.h"
+#include "client/metrics.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
@@ -15,6 +16,7 @@
 #include "common/methods/jobconf.h"
 #include "common/net/hostport.h"
 #include "common/net/limits.h"
+#include "common/net/metrics_http.h"
 #include "common/net/tls.h"
 #include "common/sys/daemon.h"
 #include "common/sys/notify.h"
@@ -48,6 +50,8 @@ static const fk_param_doc opts[] = {
                         "that contain the training samples (all false / unset)"},
     {"backoff_max_ms MS", "cap of the reconnect delay (15000)"},
     {"log_level LEVEL", "error, warn, info or debug (info)"},
+    {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (off unless set; e.g. "
+                                 "127.0.0.1:9465)"},
     {NULL, NULL},
 };
 
@@ -168,14 +172,26 @@ typedef struct client_state {
     fk_agent *agent;
     fk_stop_signals stop;
     fk_notify notify;
+    fk_metrics *metrics; /* NULL unless metrics-listen is set */
     int stopping;
 } client_state;
+
+static int render_metrics(void *ud, char **b, size_t *len)
+{
+    client_state *st = ud;
+    fk_agent_stats as;
+    fk_agent_stats_get(st->agent, &as);
+    return fk_client_metrics_render(&as, b, len);
+}
 
 static void agent_stopped(void *ud)
 {
     client_state *st = ud;
     fk_stop_signals_close(&st->stop);
     fk_notify_close(&st->notify);
+    if (st->metrics)
+        fk_metrics_close(st->metrics, NULL, NULL);
+    st->metrics = NULL;
     fk_log(FK_LOG_INFO, "client_stopped", "reason=signal");
 }
 
@@ -258,6 +274,8 @@ static int run(fk_params *p)
     if (level < 0)
         return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
+    fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
+    const char *metrics_listen = fk_params_get(p, "metrics_listen");
     char host[256], sdir[4096];
     int port;
     if (state_dir(p, sdir, sizeof sdir, &err) != FK_OK)
@@ -333,6 +351,13 @@ static int run(fk_params *p)
             fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
         fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
                *sdir ? sdir : "none");
+        if (metrics_listen && strcmp(metrics_listen, "off")) {
+            if (fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &serr))
+                fk_log(FK_LOG_ERROR, "metrics_unavailable", "error=\"%s\"", serr.msg);
+            else
+                fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
+                       fk_metrics_port(st.metrics));
+        }
         if (!*sdir)
             fk_log(FK_LOG_WARN, "client_state_not_persisted",
                    "msg=\"no --state_dir: a restarted client cannot continue jobs whose method keeps "

@@ -77,6 +77,7 @@ typedef struct server_state {
     fk_memtrim trim;
     int trimming;
     int stopping;
+    fk_metrics_rounds *rounds; /* per-job and per-method series from the round closes */
 } server_state;
 
 static int fail(const char *msg)
@@ -190,8 +191,8 @@ static void service_closed(void *ud)
 static int render_metrics(void *ud, char **b, size_t *len)
 {
     server_state *st = ud;
-    return fk_metrics_render_server(st->svc, st->e, st->srv, st->trimming ? &st->trim : NULL, b,
-                                    len);
+    return fk_metrics_render_server(st->svc, st->e, st->srv, st->trimming ? &st->trim : NULL,
+                                    st->rounds, b, len);
 }
 
 static void on_stop(uv_signal_t *sig, int signum)
@@ -271,7 +272,10 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
         rc = fk_store_open(&st->st, path, err);
     if (!rc && max_mb)
         rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
-    fk_engine_opts eo = {.store = st->st, .codec = codec};
+    if (!rc)
+        rc = fk_metrics_rounds_new(&st->rounds, err);
+    fk_engine_opts eo = {.store = st->st, .codec = codec,
+                         .on_round = fk_metrics_rounds_observe, .on_round_ud = st->rounds};
     if (!rc)
         rc = fk_engine_open(&st->e, &eo, fk_service_now(), err);
     return rc;
@@ -281,6 +285,7 @@ static void close_state(server_state *st)
 {
     fk_service_free(st->svc);
     fk_engine_close(st->e);
+    fk_metrics_rounds_free(st->rounds);
     fk_store_close(st->st);
     free_list(st->cfg.allow, st->cfg.n_allow);
     free_list(st->cfg.admins, st->cfg.n_admins);
@@ -301,6 +306,7 @@ static int run(fk_params *p)
     if (level < 0)
         return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
+    fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)

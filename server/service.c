@@ -63,6 +63,7 @@ typedef struct staged {
 typedef struct session {
     char id[33]; /* 128 random bits, hex */
     char client[FK_IDENTITY_CAP];
+    double last; /* its Join or latest Heartbeat (fk_service_now) */
 } session;
 
 struct fk_service {
@@ -79,6 +80,7 @@ struct fk_service {
     int n_seen;
     session *sessions;
     int n_sessions;
+    double sessions_checked; /* when expire_sessions last looked */
     uv_check_t batch_check; /* commits the batch after the loop's I/O callbacks */
     uv_idle_t batch_idle;   /* keeps the next poll from blocking while a batch is open */
     staged *batch;          /* updates staged in the open transaction, arrival order */
@@ -525,7 +527,30 @@ static session *new_session(fk_service *s, const char *client)
     for (int i = 0; i < 16; i++)
         snprintf(ss->id + 2 * i, 3, "%02x", raw[i]);
     snprintf(ss->client, sizeof ss->client, "%s", client);
+    ss->last = fk_service_now();
     return ss;
+}
+
+/* A client that sends no Heartbeat for SESSION_MISSED intervals has gone (killed, or stopped
+ * while a long poll kept it from sending Leave): its session ends, so the clients-connected
+ * gauge counts live clients. One that comes back is told to Join again. */
+enum { SESSION_MISSED = 3 };
+static void expire_sessions(fk_service *s, double now)
+{
+    double idle = SESSION_MISSED * (double)s->cfg.heartbeat_ms / 1000.0;
+    if (now - s->sessions_checked < 0.25 * idle)
+        return; /* scanning every tick would cost O(sessions) per tick for nothing */
+    s->sessions_checked = now;
+    for (int i = 0; i < s->n_sessions;)
+        if (now - s->sessions[i].last > idle) {
+            fk_log(FK_LOG_INFO, "session_expired",
+                   "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
+                   s->sessions[i].client, s->sessions[i].id, now - s->sessions[i].last,
+                   SESSION_MISSED);
+            s->sessions[i] = s->sessions[--s->n_sessions];
+        } else {
+            i++;
+        }
 }
 
 static session *find_session(fk_service *s, const char *id)
@@ -841,6 +866,11 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
         q->p.report.n_samples = (double)in->report.n_samples;
         q->p.report.loss = in->report.loss;
         q->p.report.accuracy = in->report.accuracy;
+        for (pb_size_t i = 0; i < in->report.metrics_count; i++) /* unknown names: ignored */
+            if (strcmp(in->report.metrics[i].name, "loss") &&
+                strcmp(in->report.metrics[i].name, "accuracy"))
+                fk_report_set(&q->p.report, in->report.metrics[i].name,
+                              in->report.metrics[i].value);
     }
     q->rc = fk_engine_push_stage(s->e, &q->p, fk_service_now(), &q->dup, &q->err);
     q->p.blob = NULL; /* stored (or not) now; the caller frees it */
@@ -1138,6 +1168,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
         return;
     }
     note_seen(s, id, 0);
+    ss->last = fk_service_now();
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
     int64_t job;
@@ -1163,6 +1194,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     note_seen(s, identity_of(peer), 1);
+    drop_sessions_of(s, identity_of(peer)); /* gone: no longer counted as connected */
     fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
     reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
 }
@@ -1307,9 +1339,10 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
         add_metric(m, n, "planned", last->n_planned);
         add_metric(m, n, "dropouts", last->dropouts);
         add_metric(m, n, "aggregation_seconds", last->agg_seconds);
-        add_metric(m, n, "loss", last->loss);
-        add_metric(m, n, "accuracy", last->accuracy);
-        add_metric(m, n, "error", last->error);
+        fk_report q = {.loss = last->loss, .accuracy = last->accuracy, .error = last->error,
+                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse};
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) /* the measured ones (NaN: left out) */
+            add_metric(m, n, fk_report_fields[i].name, fk_report_get(&q, fk_report_fields[i].name));
     }
     add_metric(m, n, "dropouts_total", dropouts);
     add_metric(m, n, "retries_total", retries);
@@ -1546,6 +1579,7 @@ static void on_tick(uv_timer_t *t)
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
     wake_waiters(s);
+    expire_sessions(s, now);
     /* Prediction requests whose clients all answered or whose deadline passed. */
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)

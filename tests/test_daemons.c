@@ -332,19 +332,26 @@ static void start_client(env *e, int c)
     snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
     snprintf(kc, sizeof kc, "%s/k%d.csv", e->dir, c);
     snprintf(mor, sizeof mor, MOR_SPEC, c);
-    char *argv[] = {(char *)client_bin, "--server", server, "--server_name", "server",
-                    "--tls_dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
-                    "--backoff_max_ms", "500",
-                    /* even clients consent to model uploads (kahm mode A), odd ones do not */
-                    "--local.allow_model_upload", c % 2 ? "0" : "1", NULL, NULL, NULL};
     char sdir[160];
     snprintf(sdir, sizeof sdir, "%s/cs%d", e->dir, c);
-    if (e->state_dirs) {
-        size_t n = sizeof argv / sizeof argv[0] - 3;
-        argv[n] = "--state_dir";
-        argv[n + 1] = sdir;
+    char *argv[32] = {(char *)client_bin, "--server", server, "--server_name", "server",
+                      "--tls_dir", e->pki, "--name", name, "--data.gmm", data,
+                      "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
+                      "--backoff_max_ms", "500",
+                      /* even clients consent to model uploads (kahm mode A), odd ones do not */
+                      "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
+    int n = 0;
+    while (argv[n])
+        n++;
+    if (!c) { /* client 0 serves metrics (off by default: the others do not) */
+        argv[n++] = "--metrics_listen";
+        argv[n++] = "127.0.0.1:0";
     }
+    if (e->state_dirs) {
+        argv[n++] = "--state_dir";
+        argv[n++] = sdir;
+    }
+    argv[n] = NULL;
     e->clients[c] = spawn(argv, log);
 }
 
@@ -437,6 +444,8 @@ static void fetch_model(env *e, const char *id, fk_bundle *model)
         fail_msg("model file: %s", err.msg);
 }
 
+static fk_sim_round sim_last; /* the last round of the latest sim_model run */
+
 static void sim_model(env *e, const char *text, fk_bundle *model)
 {
     fk_params p;
@@ -465,7 +474,7 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
                      FK_OK);
     assert_int_equal(fk_params_u64(&p, "seed", 1, &seed, &err), FK_OK);
     fk_sim_opts o = {.rounds = (int)rounds, .seed = seed};
-    if (fk_sim_run(m, &p, data, K, &o, model, NULL, &err))
+    if (fk_sim_run(m, &p, data, K, &o, model, &sim_last, &err))
         fail_msg("sim: %s", err.msg);
     for (int c = 0; c < K; c++)
         fk_dataset_close(&data[c]);
@@ -495,6 +504,12 @@ static void fedrf_tca_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* the target's accuracy per round, as the simulation measured it */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *acc = strstr(status, "\"accuracy\":");
+    assert_non_null(acc);
+    assert_true(strtod(acc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
 }
 
 /* pooled-em ends itself once every restart has converged: the job is done long before its
@@ -577,6 +592,55 @@ static void daemons_match_sim(void **state)
     assert_non_null(strstr(metrics, "# TYPE fedkern_updates_committed_total counter"));
     assert_non_null(strstr(metrics, "# TYPE fedkern_update_transactions_total counter"));
     assert_non_null(strstr(metrics, "fedkern_update_transactions_failed_total 0\n"));
+    /* the per-round quality: stored, shown by job status and equal to the simulation's */
+    assert_int_equal(job_cmd(e, "status", id, "--round=12", "--json", status, sizeof status), 0);
+    const char *mc = strstr(status, "\"misclust\":"), *ari = strstr(status, "\"ari\":");
+    assert_non_null(mc);
+    assert_non_null(ari);
+    print_message("round 12: misclust %s", mc);
+    assert_true(strtod(mc + strlen("\"misclust\":"), NULL) == sim_last.misclust);
+    assert_true(strtod(ari + strlen("\"ari\":"), NULL) == sim_last.ari);
+    /* ... exported with job and method labels, next to the per-method histograms */
+    char want[160];
+    snprintf(want, sizeof want, "fedkern_job_misclust{job=\"%s\",method=\"fedgrem\"} ", id);
+    assert_non_null(strstr(metrics, want));
+    assert_non_null(strstr(metrics, "fedkern_round_duration_seconds_count{method=\"fedgrem\"} 12\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_round_aggregation_seconds histogram\n"));
+    assert_non_null(strstr(metrics, "fedkern_grpc_calls_answered_total{method=\"PushUpdate\",code=\"OK\"} "));
+    assert_non_null(strstr(metrics, "fedkern_clients_connected 6\n"));
+    /* ... in the server's round lines */
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=round_closed job=1 round=12 ", 1, NULL, 0));
+    assert_true(wait_log(log, " method=fedgrem round_seconds=", 1, NULL, 0));
+    assert_true(wait_log(log, " misclust=", 1, NULL, 0));
+    /* the log lines carry timestamps (not under journald here) */
+    assert_true(wait_log(log, "ts=20", 1, NULL, 0));
+    /* a client with metrics-listen serves its own counters and its latest step's report */
+    char clog[160], cport[16];
+    snprintf(clog, sizeof clog, "%s/client0.log", e->dir);
+    assert_true(line_value(clog, "event=metrics_listening", "port=", cport, sizeof cport));
+    assert_int_equal(scrape(cport, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "fedkern_client_joined 1\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_client_steps_total counter\n"));
+    snprintf(want, sizeof want, "fedkern_client_misclust{job=\"%s\",method=\"fedgrem\"} ", id);
+    assert_non_null(strstr(metrics, want));
+    snprintf(clog, sizeof clog, "%s/client1.log", e->dir);
+    assert_false(wait_log(clog, "event=metrics_listening", 0.1, NULL, 0));
+    /* ... and plotted, as SVG and PNG */
+    char out[200];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out, sizeof out, "--out=%s/plot.%s", e->dir, k ? "png" : "svg");
+        if (job_cmd(e, "plot", id, out, NULL, status, sizeof status))
+            fail_msg("job plot: %s", status);
+        assert_non_null(strstr(status, "12 rounds plotted"));
+        FILE *f = fopen(out + strlen("--out="), "rb");
+        assert_non_null(f);
+        char head[8] = {0};
+        assert_true(fread(head, 1, 8, f) == 8);
+        fclose(f);
+        assert_true(k ? !memcmp(head, "\x89PNG\r\n\x1a\n", 8) : !memcmp(head, "<?xml", 5));
+    }
 }
 
 /* Wait until the server log shows `needle` (a closed round). */
