@@ -64,7 +64,7 @@ static int read_opts(fk_source *o, const fk_params *p, fk_err *err)
     return rc;
 }
 
-int fk_cli_load_opts(fk_load_opts *o, const fk_params *p, fk_err *err)
+int fk_cli_source_opts(fk_source *o, const fk_params *p, fk_err *err)
 {
     return read_opts(o, p, err);
 }

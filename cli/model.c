@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/source.h"
 #include "common/methods/method.h"
 #include "common/net/modelfile.h"
 
@@ -188,14 +189,14 @@ static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
     const fk_method *m = fk_method_find(name, &err);
     if (!m)
         return fk_cli_fail(cmd, "%s", err.msg);
-    fk_load_opts lo;
-    if (fk_cli_load_opts(&lo, p, &err))
+    fk_source so; /* the loader options of fedkern data and a client's data.NAME.* keys */
+    if (fk_cli_source_opts(&so, p, &err))
         return fk_cli_fail(cmd, "%s", err.msg), 2;
     const char *unused = fk_params_unused(p);
     if (unused)
         return fk_cli_fail(cmd, "unknown option '--%s'; see fedkern model --help", unused), 2;
     fk_dataset ds;
-    if (fk_load(&ds, data, &lo, &err))
+    if (fk_source_load(&ds, data, &so, NULL, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
     if (eval && (!ds.y || !ds.classes)) {
         fk_dataset_close(&ds);
