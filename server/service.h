@@ -43,6 +43,7 @@ typedef struct fk_service_stats {
     uint64_t batches, batch_failures; /* update transactions (group commits), rolled back ones */
     int waiting_polls;
     int sessions; /* clients joined (one session each) */
+    size_t index_bytes; /* the client index (by identity and session id) */
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */

@@ -10,6 +10,7 @@
 #include "common/base/uvcheck.h"
 #include "common/net/bigbuf.h"
 #include "common/net/grpc_frame.h"
+#include "common/net/memacct.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
@@ -92,6 +93,7 @@ static void call_free_now(fk_grpc_call *call)
         call->resp_free(call->resp);
     fk_grpc_frame_close(&call->frame); /* the request buffer is ours, not the parser's */
     fk_bigbuf_free(call->req, call->req_cap);
+    fk_memacct_add(FK_MEM_CALL, -(long)sizeof *call);
     free(call);
 }
 
@@ -361,6 +363,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
     fk_grpc_call *call = calloc(1, sizeof *call);
+    if (call)
+        fk_memacct_add(FK_MEM_CALL, (long)sizeof *call);
     if (!call)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     call->conn = c;
@@ -629,7 +633,7 @@ static int session_new(h2conn *c)
     nghttp2_option_set_max_send_header_block_length(opt, 16384);
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
     nghttp2_option_set_no_closed_streams(opt, 1); /* closed streams would pile up per connection */
-    int rc = nghttp2_session_server_new2(&c->ng, cb, c, opt);
+    int rc = nghttp2_session_server_new3(&c->ng, cb, c, opt, fk_memacct_nghttp2());
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     if (rc != 0)
@@ -704,6 +708,7 @@ static void conn_freed(uv_handle_t *h)
     h2conn *c = h->data;
     fk_grpc_server *s = c->srv;
     conn_unlink(c);
+    fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
     maybe_server_done(s);
 }
@@ -725,6 +730,7 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
         uv_close((uv_handle_t *)&c->tick, conn_freed);
     } else {
         conn_unlink(c);
+        fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
         free(c);
         maybe_server_done(s);
     }
@@ -830,6 +836,7 @@ static void on_connection(uv_stream_t *l, int status)
     h2conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
+    fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->srv = s;
     FK_UV_MUST(uv_timer_init(s->loop, &c->tick));
     c->tick.data = c;
@@ -1032,6 +1039,7 @@ void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const u
     h2conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
+    fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->srv = s;
     if (peer)
         c->peer = *peer;
@@ -1044,5 +1052,6 @@ void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const u
         nghttp2_session_send(c->ng);
     }
     conn_release(c);
+    fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
 }

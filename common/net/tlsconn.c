@@ -9,6 +9,7 @@
 
 #include "common/base/log.h"
 #include "common/base/uvcheck.h"
+#include "common/net/memacct.h"
 
 /* Read buffers shared by every connection of a thread: libuv fills the ciphertext
  * buffer and read_cb decrypts and consumes it before returning (OpenSSL keeps a
@@ -77,6 +78,7 @@ static void handle_closed(uv_handle_t *h)
     while (c->nspare > 0)
         free(c->spare[--c->nspare]);
     free(c->stage);
+    fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
 }
 
@@ -487,6 +489,7 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
     fk_tlsconn *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "out of memory for a connection");
+    fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->ssl = SSL_new(ctx->ssl);
     c->meth = BIO_meth_new(BIO_TYPE_SOURCE_SINK, "fedkern libuv"); /* fixed type: indexes run out */
     if (c->meth) {
@@ -501,6 +504,7 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
         BIO_free(c->rbio);
         BIO_free(c->wbio);
         BIO_meth_free(c->meth);
+        fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
         free(c);
         return fk_err_set(err, FK_ENOMEM, "out of memory for TLS state");
     }
