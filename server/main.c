@@ -226,9 +226,10 @@ static void on_acct(uv_timer_t *t)
     fk_service_stats_get(st->svc, &ss);
     struct mallinfo2 mi = mallinfo2();
     fk_log(FK_LOG_INFO, "memory_accounting",
-           "sessions=%d openssl=%zu nghttp2=%zu libuv=%zu conn_structs=%zu call_structs=%zu "
+           "sessions=%d openssl=%zu nghttp2=%zu nghttp2_mapped=%zu libuv=%zu conn_structs=%zu call_structs=%zu "
            "client_index=%zu heap_in_use=%zu heap_free=%zu",
            ss.sessions, fk_memacct_live(FK_MEM_OPENSSL), fk_memacct_live(FK_MEM_NGHTTP2),
+           fk_memacct_live(FK_MEM_NGHTTP2_MAPPED),
            fk_memacct_live(FK_MEM_LIBUV), fk_memacct_live(FK_MEM_CONN),
            fk_memacct_live(FK_MEM_CALL), ss.index_bytes, mi.uordblks, mi.fordblks);
 }

@@ -1,10 +1,12 @@
 #include "common/net/memacct.h"
 
 #include <malloc.h>
+#include <stdint.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <uv.h>
 
 static int on;
@@ -65,25 +67,97 @@ static void *uv_r(void *p, size_t n) { return acct_realloc(FK_MEM_LIBUV, p, n); 
 static void *uv_c(size_t k, size_t n) { return acct_calloc(FK_MEM_LIBUV, k, n); }
 static void uv_f(void *p) { acct_free(FK_MEM_LIBUV, p); }
 
+/* nghttp2's blocks of NG_BIG bytes and more come from mmap: the biggest is the 16 KB
+ * outbound frame buffer every session allocates up front, of which a unary gRPC call writes
+ * the first few hundred bytes. From malloc it would be resident whole (the heap reuses pages
+ * that handshakes dirtied); from mmap only the pages written are. A header before the block
+ * keeps its size (and that it was mapped). */
+enum { NG_BIG = 12u << 10, NG_HDR = 16 };
+
+static void *ng_big(size_t n)
+{
+    size_t len = n + NG_HDR;
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    memcpy(p, &len, sizeof len);
+    p[NG_HDR - 1] = 1;
+    return p + NG_HDR;
+}
+
+static size_t ng_len(void *q, int *mapped)
+{
+    uint8_t *p = (uint8_t *)q - NG_HDR;
+    size_t len;
+    memcpy(&len, p, sizeof len);
+    *mapped = p[NG_HDR - 1];
+    return len;
+}
+
 static void *ng_m(size_t n, void *ud)
 {
     (void)ud;
-    return acct_malloc(FK_MEM_NGHTTP2, n);
+    if (n >= NG_BIG) {
+        void *q = ng_big(n);
+        if (q && on)
+            live[FK_MEM_NGHTTP2_MAPPED] += (long)n;
+        return q;
+    }
+    uint8_t *p = on ? acct_malloc(FK_MEM_NGHTTP2, n + NG_HDR) : malloc(n + NG_HDR);
+    if (!p)
+        return NULL;
+    size_t len = n + NG_HDR;
+    memcpy(p, &len, sizeof len);
+    p[NG_HDR - 1] = 0;
+    return p + NG_HDR;
 }
-static void *ng_r(void *p, size_t n, void *ud)
+
+static void ng_f(void *q, void *ud)
 {
     (void)ud;
-    return acct_realloc(FK_MEM_NGHTTP2, p, n);
+    if (!q)
+        return;
+    int mapped;
+    size_t len = ng_len(q, &mapped);
+    uint8_t *p = (uint8_t *)q - NG_HDR;
+    if (mapped) {
+        if (on)
+            live[FK_MEM_NGHTTP2_MAPPED] -= (long)(len - NG_HDR);
+        munmap(p, len);
+    } else if (on) {
+        acct_free(FK_MEM_NGHTTP2, p);
+    } else {
+        free(p);
+    }
 }
+
 static void *ng_c(size_t k, size_t n, void *ud)
 {
-    (void)ud;
-    return acct_calloc(FK_MEM_NGHTTP2, k, n);
+    if (n && k > SIZE_MAX / n - NG_HDR)
+        return NULL;
+    void *q = ng_m(k * n, ud);
+    int mapped;
+    if (q && (ng_len(q, &mapped), !mapped)) /* fresh mappings are zero already */
+        memset(q, 0, k * n);
+    return q;
 }
-static void ng_f(void *p, void *ud)
+
+static void *ng_r(void *q, size_t n, void *ud)
 {
-    (void)ud;
-    acct_free(FK_MEM_NGHTTP2, p);
+    if (!q)
+        return ng_m(n, ud);
+    if (n == 0) {
+        ng_f(q, ud);
+        return NULL;
+    }
+    int mapped;
+    size_t had = ng_len(q, &mapped) - NG_HDR;
+    void *r = ng_m(n, ud);
+    if (!r)
+        return NULL;
+    memcpy(r, q, had < n ? had : n);
+    ng_f(q, ud);
+    return r;
 }
 
 static nghttp2_mem ng_mem = {NULL, ng_m, ng_f, ng_c, ng_r};
@@ -118,5 +192,5 @@ void fk_memacct_add(fk_mem_part part, long n)
 
 void *fk_memacct_nghttp2(void)
 {
-    return on ? &ng_mem : NULL;
+    return &ng_mem;
 }
