@@ -604,6 +604,8 @@ typedef struct sample {
     long rss_storm;           /* the restarted server with every client back */
     double storm_restart_s;   /* kill to the new server's server_ready */
     int storm_sessions;       /* sessions the restarted server counts */
+    double cpu_connect;       /* server CPU seconds over the connect phase (handshakes, Joins) */
+    double cpu_storm;         /* the restarted server's CPU seconds until all rejoined */
     memacct a0, a1;              /* memory accounting idle and connected */
     int fds0, fds1, fds_end;
     double cpu0, cpu1, t_hb;
@@ -623,6 +625,9 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "connect", "connections", (double)g->joined, NULL);
     fk_bench_emit(j, b, "connect", "seconds", t_connect, NULL);
     fk_bench_emit(j, b, "connect", "failed_connections", (double)g->failed_conns, NULL);
+    /* the machine is shared: server CPU per handshake + Join is what carries over */
+    fk_bench_emit(j, b, "connect", "server_cpu_ms_per_join",
+                  g->joined ? 1e3 * s->cpu_connect / g->joined : 0, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_idle_kb", (double)s->rss0, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_connected_kb", (double)s->rss1, NULL);
     fk_bench_emit(j, b, "memory", "kb_per_idle_connection", per_conn_kb, "\"goal\":40");
@@ -679,6 +684,7 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     if (o->storm) {
         fk_bench_emit(j, b, "storm", "server_restart_s", s->storm_restart_s, NULL);
         fk_bench_emit(j, b, "storm", "rejoined", (double)g->rejoined, NULL);
+        fk_bench_emit(j, b, "storm", "server_cpu_s_until_all_rejoined", s->cpu_storm, NULL);
         fk_bench_emit(j, b, "storm", "s_to_99pct_rejoined", g->t99, NULL);
         fk_bench_emit(j, b, "storm", "s_to_100pct_rejoined", g->t100, "\"goal\":60");
         fk_bench_emit(j, b, "storm", "join_calls_ok", (double)g->storm_joins, NULL);
@@ -730,6 +736,7 @@ static void storm_phase(loadgen *g, const load_opts *o, pid_t *srv, int port, sa
     }
     s->storm_restart_s = fk_bench_now() - g->storm_t0;
     run_until(g, all_rejoined, o->storm_limit);
+    s->cpu_storm = proc_cpu_s(*srv);
     /* late duplicates would show in the server's count: wait for its next accounting line */
     double until = fk_bench_now() + 1.2;
     while (fk_bench_now() < until)
@@ -878,11 +885,12 @@ int fk_bench_load(int argc, char **argv)
     for (int i = 0; i < g.n; i++)
         g.conns[i] = (lconn){.g = &g, .idx = i};
     fk_log_set_level(FK_LOG_ERROR);
-    double tc = fk_bench_now();
+    double tc = fk_bench_now(), cpu_c = proc_cpu_s(srv);
     connect_more(&g);
     run_until(&g, all_settled, 120);
     double t_connect = fk_bench_now() - tc;
     run_until(&g, none_busy, 5);
+    s.cpu_connect = proc_cpu_s(srv) - cpu_c;
     /* settle: let the server finish per-connection work before measuring */
     double settle = fk_bench_now() + 1.2; /* and a memory_accounting line after it */
     while (fk_bench_now() < settle)
