@@ -381,6 +381,10 @@ static void start_conn(loadgen *g, lconn *c)
                                c, &err)) {
         g->connecting -= g->phase != 4;
         c->cl = NULL;
+        if (g->phase == 4) { /* storm: try again later, as the client daemon does */
+            storm_retry_later(c);
+            return;
+        }
         if (!g->failed_conns++)
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return;
@@ -395,7 +399,7 @@ static void start_conn(loadgen *g, lconn *c)
         free(c->req);
         c->req = NULL;
         g->connecting -= g->phase != 4;
-        g->failed_conns++;
+        g->failed_conns += g->phase != 4; /* storm: on_join already scheduled a retry */
         return;
     }
     c->busy = 1;
