@@ -632,9 +632,9 @@ static int session_new(h2conn *c)
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_max_send_header_block_length(opt, 16384);
-    /* HPACK tables of 1 KB each way (not 4 KB): a gRPC client's changing grpc-timeout values
-     * fill a 4 KB table on every connection, and 10,000 idle connections held 80 MB of it;
-     * the few repeated headers of a unary call still fit. */
+    /* HPACK tables of 1 KB each way (not 4 KB): every connection keeps its tables while idle,
+     * and a client whose headers change (grpc-timeout values differ call to call) fills
+     * whatever size is allowed; the few repeated headers of a unary call still fit. */
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, HPACK_TABLE);
     nghttp2_option_set_no_closed_streams(opt, 1); /* closed streams would pile up per connection */
     int rc = nghttp2_session_server_new3(&c->ng, cb, c, opt, fk_memacct_nghttp2());

@@ -70,7 +70,7 @@ static void handle_closed(uv_handle_t *h)
     if (--c->handles > 0)
         return;
     if (c->cbs->on_close)
-        c->cbs->on_close(c, c->reason);
+        c->cbs->on_close(c, c->reason ? c->reason : "connection closed (reason lost: out of memory)");
     SSL_free(c->ssl);
     BIO_meth_free(c->meth);
     fk_tls_ctx_unref(c->ctx);
@@ -78,6 +78,7 @@ static void handle_closed(uv_handle_t *h)
     while (c->nspare > 0)
         free(c->spare[--c->nspare]);
     free(c->stage);
+    free(c->reason);
     fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
 }
@@ -91,10 +92,19 @@ static void close_handles(fk_tlsconn *c)
 }
 
 /* Abort without flushing: the stream is unusable. */
+/* The first reason given sticks; held on the heap only once the connection ends (an idle
+ * connection carried a 384-byte buffer for it). */
+static void set_reason(fk_tlsconn *c, const char *reason)
+{
+    if (!c->reason && !c->reason_tried) {
+        c->reason_tried = 1;
+        c->reason = strdup(reason);
+    }
+}
+
 static void fail(fk_tlsconn *c, const char *reason)
 {
-    if (!c->reason[0])
-        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    set_reason(c, reason);
     c->closing = 1;
     close_handles(c);
 }
@@ -320,8 +330,7 @@ void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
 {
     if (c->closing)
         return;
-    if (!c->reason[0])
-        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    set_reason(c, reason);
     fk_tlsconn_flush(c);
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
