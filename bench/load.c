@@ -46,6 +46,7 @@ typedef struct lconn {
     /* storm: reconnect with full jitter after the server was killed */
     uv_timer_t retry;
     int retry_init, attempts, rejoined, storm_joins;
+    int inflight, waiting; /* storm: connecting now / queued for a generator slot */
 } lconn;
 
 struct loadgen {
@@ -68,6 +69,9 @@ struct loadgen {
     double storm_t0, t99, t100;
     int rejoined, storm_joins, storm_failures;
     fk_rng rng;
+    /* One process plays every client: at most `batch` reconnects in flight, the rest wait
+     * their turn here (a real fleet has a CPU per client; this generator has part of one) */
+    int inflight, *waitq, wq_head, wq_len;
 };
 
 /* The client daemon's reconnect policy (client/agent.c): full jitter, uniform in
@@ -282,12 +286,24 @@ static void send_heartbeat(lconn *c)
 }
 
 static void storm_retry_later(lconn *c);
+static void storm_pump(loadgen *g);
+
+/* A storm reconnect finished (joined or failed): its generator slot goes to the next. */
+static void storm_release(lconn *c)
+{
+    if (!c->inflight)
+        return;
+    c->inflight = 0;
+    c->g->inflight--;
+    storm_pump(c->g);
+}
 
 static void on_join(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
     lconn *c = ud;
     loadgen *g = c->g;
     if (g->phase == 4) { /* storm: a rejoin after the restart */
+        storm_release(c);
         free(c->req);
         c->req = NULL;
         c->busy = 0;
@@ -419,14 +435,35 @@ static void on_retry(uv_timer_t *t)
         fk_grpc_client_close(c->cl, on_storm_closed, c);
         c->cl = NULL;
     }
-    c->attempts++;
-    start_conn(c->g, c);
+    loadgen *g = c->g;
+    if (!c->waiting) {
+        c->waiting = 1;
+        g->waitq[(g->wq_head + g->wq_len++) % g->n] = c->idx;
+    }
+    storm_pump(g);
+}
+
+static void storm_pump(loadgen *g)
+{
+    while (g->phase == 4 && g->wq_len > 0 && g->inflight < g->batch) {
+        lconn *c = &g->conns[g->waitq[g->wq_head]];
+        g->wq_head = (g->wq_head + 1) % g->n;
+        g->wq_len--;
+        c->waiting = 0;
+        c->inflight = 1;
+        g->inflight++;
+        c->attempts++;
+        start_conn(g, c);
+    }
 }
 
 /* Reconnect and Join after a full-jitter delay, unless one is already pending. */
 static void storm_retry_later(lconn *c)
 {
     loadgen *g = c->g;
+    storm_release(c);
+    if (c->waiting)
+        return; /* already queued for a slot */
     if (!c->retry_init) {
         FK_UV_MUST(uv_timer_init(g->loop, &c->retry));
         c->retry.data = c;
@@ -554,7 +591,8 @@ static void usage(FILE *out)
             "  --server-bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
             "  --storm           after the heartbeats, SIGKILL the server, restart it and time\n"
-            "                    the clients' return (full-jitter backoff 200 ms .. 15 s); exit 1\n"
+            "                    the clients' return (full-jitter backoff 200 ms .. 15 s, at most\n"
+            "                    --batch reconnects in flight in this one generator); exit 1\n"
             "                    unless all rejoined within --storm-limit S (90), each counted once\n"
             "  --json            JSON lines\n");
 }
@@ -729,6 +767,10 @@ static void storm_phase(loadgen *g, const load_opts *o, pid_t *srv, int port, sa
 {
     g->phase = 4;
     fk_rng_init(&g->rng, 24, 1);
+    if (!(g->waitq = calloc((size_t)g->n, sizeof *g->waitq))) {
+        fprintf(stderr, "fedkern bench load: storm: out of memory\n");
+        return;
+    }
     kill(*srv, SIGKILL);
     waitpid(*srv, NULL, 0);
     g->storm_t0 = fk_bench_now();
@@ -920,6 +962,7 @@ out:
     }
     free(g.conns);
     free(g.lat);
+    free(g.waitq);
     if (srv > 0) {
         kill(srv, SIGTERM);
         waitpid(srv, NULL, 0);
