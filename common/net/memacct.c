@@ -101,7 +101,9 @@ static void *ng_m(size_t n, void *ud)
         void *q = ng_big(n);
         if (q && on)
             live[FK_MEM_NGHTTP2_MAPPED] += (long)n;
-        return q;
+        if (q)
+            return q;
+        /* no mapping (vm.max_map_count reached): the heap still serves it */
     }
     uint8_t *p = on ? acct_malloc(FK_MEM_NGHTTP2, n + NG_HDR) : malloc(n + NG_HDR);
     if (!p)
