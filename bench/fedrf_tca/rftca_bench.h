@@ -10,4 +10,14 @@ int fk_bench_fidelity_rftca(int argc, char **argv);
 /* Spec §6 checks T3, T7, T9 on the SURF data under dir (bench/fedrf_tca/fidelity_rftca_spec.c). */
 FK_CHECKRETURN int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err *err);
 
+/* The federated runs of spec §2.8 (bench/fedrf_tca/fidelity_rftca_fed.c). groups: letters
+ * s (multi-source SURF), 1 (single-source pairs), i (implicit heterogeneity). */
+typedef struct fk_bench_fed_opts {
+    const char *groups;
+    long rounds, N, seeds, avg_last, eval_every;
+    int json;
+} fk_bench_fed_opts;
+FK_CHECKRETURN int fk_bench_rftca_fed_groups(const char *dir, const fk_bench_fed_opts *fo,
+                                             fk_err *err);
+
 #endif

@@ -106,7 +106,8 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
         c->par[i] = r * (2.0 * fk_rng_uniform(&init) - 1.0);
     fk_mlp_init_params(&c->net, c->par + c->WM, &init);
     fk_rng_init(&c->rng, seed, BATCH_STREAM + (uint64_t)idx);
-    if ((rc = fk_opt_init(&c->optW, c->c.opt, c->WM, c->c.lr, err)) ||
+    if ((rc = fk_opt_init(&c->optW, c->is_target ? c->c.target_opt : c->c.opt, c->WM, c->c.lr,
+                          err)) ||
         (rc = fk_opt_init(&c->optC, c->c.opt, c->PC, c->c.lr, err)))
         goto fail;
     c->loss = NAN;
@@ -351,16 +352,28 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
     }
     rep->loss = c->loss;
     c->evals += 1;
-    if (c->is_target && fmod(c->evals, (double)c->c.eval_every) == 0)
-        rc = accuracy(c, c->par, c->par + c->WM, NULL, 0, &rep->accuracy, err);
-    return rc;
+    if (!c->is_target || fmod(c->evals, (double)c->c.eval_every) != 0)
+        return FK_OK;
+    if (c->c.voting) {
+        /* the vote, once the sources' classifiers are in; before that no accuracy (the
+         * target's own classifier is never trained) */
+        const fk_tensor *V = fk_bundle_get(task, "votes");
+        if (!V)
+            return FK_OK;
+        if (V->ndim != 2 || V->shape[1] != c->PC)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);
+        return accuracy(c, c->par, NULL, V->data, (size_t)V->shape[0], &rep->accuracy, err);
+    }
+    return accuracy(c, c->par, c->par + c->WM, NULL, 0, &rep->accuracy, err);
 }
 
 int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     fk__fedrf_client *c = p;
     rep->n_samples = (double)c->X.rows;
-    const fk_tensor *W = fk_bundle_get(model, "W");
+    /* use_avg: score the tail average of the last avg_last rounds (W_avg, C_avg) instead */
+    int avg = fk__fedrf_scalar(model, "use_avg", 0) != 0;
+    const fk_tensor *W = fk_bundle_get(model, avg ? "W_avg" : "W");
     const double *Wd = c->par;
     if (W) {
         if (W->len != c->WM)
@@ -368,7 +381,8 @@ int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, f
                               W->len, c->WM);
         Wd = W->data;
     }
-    const fk_tensor *V = fk_bundle_get(model, "votes"), *C = fk_bundle_get(model, "C");
+    const fk_tensor *V = fk_bundle_get(model, "votes"),
+                    *C = fk_bundle_get(model, avg ? "C_avg" : "C");
     if (V) {
         if (V->ndim != 2 || V->shape[1] != c->PC)
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);

@@ -20,6 +20,8 @@ typedef struct fk__fedrf_cfg {
     int order;        /* fk__fedrf_order: who sends Sigma l and W (Table XVIII) */
     int common_init;  /* every client starts from the same W and classifier */
     fk_opt_kind opt;
+    fk_opt_kind target_opt; /* the target's W steps (only the MMD gradient reaches it) */
+    long avg_last;          /* server: also keep the mean of the last avg_last rounds' models */
     fk_rff_kind features; /* how Omega's frequencies are drawn */
 } fk__fedrf_cfg;
 
@@ -66,6 +68,8 @@ typedef struct fk__fedrf_server {
     int have_W, have_C;
     double *Wmodel, *Cmodel;    /* latest global model */
     int have_Wmodel, have_Cmodel;
+    double *Wsum, *Csum;        /* sums of the models of the last avg_last rounds */
+    double nWsum, nCsum;        /* how many models each sum holds */
     double *votes;              /* n x PC one-shot classifiers */
     unsigned char *has_vote;
 } fk__fedrf_server;
