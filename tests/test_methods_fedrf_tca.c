@@ -944,6 +944,188 @@ static void bad_input(void **state)
     close_data(ds, NC);
 }
 
+/* avg_last: W_avg / C_avg are the means of the server's models over the last avg_last rounds
+ * (each round's model read by hand), survive a checkpoint, and use_avg scores them. */
+static void tail_average_of_the_last_rounds(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 6);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "avg_last", "3"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 3);
+    fk__fedrf_server *srv = a.srv;
+    size_t WM = srv->WM, PC = srv->PC;
+    double *wsum = calloc(WM, sizeof *wsum), *csum = calloc(PC, sizeof *csum);
+    assert_non_null(wsum);
+    assert_non_null(csum);
+    fk_bundle sv;
+    fk_bundle_init(&sv);
+    for (int r = 1; r <= 6; r++) {
+        fed_rounds(&a, 3, r, r);
+        if (r == 4)
+            assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
+        if (r <= 3)
+            continue;
+        fk_bundle m;
+        fk_bundle_init(&m);
+        assert_int_equal(a.m->model(a.srv, &m, &err), FK_OK);
+        const fk_tensor *w = fk_bundle_get(&m, "W"), *c = fk_bundle_get(&m, "C");
+        assert_non_null(w);
+        assert_non_null(c);
+        for (size_t i = 0; i < WM; i++)
+            wsum[i] += w->data[i] / 3.0;
+        for (size_t i = 0; i < PC; i++)
+            csum[i] += c->data[i] / 3.0;
+        fk_bundle_close(&m);
+    }
+    fk_bundle m;
+    fk_bundle_init(&m);
+    assert_int_equal(a.m->model(a.srv, &m, &err), FK_OK);
+    const fk_tensor *wa = fk_bundle_get(&m, "W_avg"), *ca = fk_bundle_get(&m, "C_avg");
+    assert_non_null(wa);
+    assert_non_null(ca);
+    for (size_t i = 0; i < WM; i++)
+        assert_true(fabs(wa->data[i] - wsum[i]) <= 1e-12 * (1 + fabs(wsum[i])));
+    for (size_t i = 0; i < PC; i++)
+        assert_true(fabs(ca->data[i] - csum[i]) <= 1e-12 * (1 + fabs(csum[i])));
+    /* the averaged model is not the final one, and use_avg scores it */
+    const fk_tensor *w = fk_bundle_get(&m, "W");
+    assert_memory_not_equal(w->data, wa->data, WM * sizeof(double));
+    void *cli;
+    fk_report r1, r2, r3;
+    fk_report_init(&r1);
+    fk_report_init(&r2);
+    fk_report_init(&r3);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[K], K, NC, 3, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &r1, &err), FK_OK);
+    fk_bundle only; /* W = W_avg, C = C_avg by hand */
+    fk_bundle_init(&only);
+    assert_int_equal(fk_bundle_put(&only, "W", 2, (uint64_t[2]){srv->D, 8}, wa->data), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&only, "C", PC, ca->data), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &only, &r3, &err), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&m, "use_avg", 1), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &r2, &err), FK_OK);
+    assert_true(r2.accuracy == r3.accuracy);
+    assert_true(r1.accuracy >= 0 && r2.accuracy >= 0);
+    fk_method_fedrf_tca.client_close(cli);
+    /* a server restored after round 4 ends with the same average */
+    void *srv2;
+    assert_int_equal(a.m->server_init(&srv2, &p, NC, 3, &err), FK_OK);
+    assert_int_equal(a.m->load(srv2, &sv, &err), FK_OK);
+    fk__fedrf_server *s2 = srv2;
+    assert_true(s2->nWsum == 1 && s2->nCsum == 1);
+    a.m->server_close(srv2);
+    fk_bundle_close(&only);
+    fk_bundle_close(&m);
+    fk_bundle_close(&sv);
+    free(wsum);
+    free(csum);
+    fed_close(&a);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+static void record_acc(const fk_sim_round *r, void *ctx)
+{
+    double *acc = ctx;
+    acc[r->round] = r->accuracy;
+}
+
+/* Voting: the rounds report the vote (in the last round, once the classifiers are in), never
+ * the target's own untrained classifier; it equals the final model's score on the target. */
+static void voting_rounds_report_the_vote(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 7);
+    fk_params p;
+    base_params(&p, "5");
+    assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
+    double acc[6];
+    fk_sim_opts o = {.rounds = 5, .seed = 4, .progress = record_acc, .ctx = acc};
+    fk_bundle m;
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &m, NULL, &err), FK_OK);
+    for (int r = 1; r < 5; r++)
+        assert_true(isnan(acc[r]));
+    void *cli;
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[K], K, NC, 4, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &rep, &err), FK_OK);
+    assert_true(rep.accuracy == acc[5]);
+    fk_method_fedrf_tca.client_close(cli);
+    fk_bundle_close(&m);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* target_opt = sgd: the target's W takes plain gradient steps (no Adam moments in its
+ * checkpoint, the sources keep theirs) and a restored federation continues bit for bit;
+ * bad values are refused. */
+static void target_opt_and_avg_keys(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 8);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "target_opt", "sgd"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    fk_err err;
+    fed a, b, c;
+    fed_open(&a, &p, ds, 2);
+    fed_rounds(&a, 2, 1, 6);
+    fed_open(&b, &p, ds, 2);
+    fed_rounds(&b, 2, 1, 3);
+    fk__fedrf_client *tc = b.cli[K], *sc = b.cli[0];
+    assert_int_equal(tc->optW.kind, FK_OPT_SGD);
+    assert_int_equal(sc->optW.kind, FK_OPT_ADAM);
+    fk_bundle sv, cv[NC];
+    fk_bundle_init(&sv);
+    assert_int_equal(b.m->save(b.srv, &sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++) {
+        fk_bundle_init(&cv[i]);
+        assert_int_equal(b.m->client_save(b.cli[i], &cv[i], &err), FK_OK);
+    }
+    assert_null(fk_bundle_get(&cv[K], "optW_m"));
+    assert_non_null(fk_bundle_get(&cv[0], "optW_m"));
+    fed_close(&b);
+    fed_open(&c, &p, ds, 2);
+    assert_int_equal(c.m->load(c.srv, &sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++)
+        assert_int_equal(c.m->client_load(c.cli[i], &cv[i], &err), FK_OK);
+    fed_rounds(&c, 2, 4, 6);
+    fk_bundle ma, mc;
+    fk_bundle_init(&ma);
+    fk_bundle_init(&mc);
+    assert_int_equal(a.m->model(a.srv, &ma, &err), FK_OK);
+    assert_int_equal(c.m->model(c.srv, &mc, &err), FK_OK);
+    same_tensor(&ma, &mc, "W");
+    same_tensor(&ma, &mc, "C");
+    fk_bundle_close(&ma);
+    fk_bundle_close(&mc);
+    fk_bundle_close(&sv);
+    for (int i = 0; i < NC; i++)
+        fk_bundle_close(&cv[i]);
+    fed_close(&a);
+    fed_close(&c);
+    assert_int_equal(fk_params_set(&p, "target_opt", "rmsprop"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "target_opt"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "target_opt", "adam"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "avg_last", "-1"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "avg_last"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "avg_last", "x"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "avg_last"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -963,6 +1145,9 @@ int main(void)
         cmocka_unit_test(lambda_zero_moves_target_w_only_by_averaging),
         cmocka_unit_test(round_count_matches_the_channel),
         cmocka_unit_test(voting_majority_ties_to_smallest_class),
+        cmocka_unit_test(tail_average_of_the_last_rounds),
+        cmocka_unit_test(voting_rounds_report_the_vote),
+        cmocka_unit_test(target_opt_and_avg_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
