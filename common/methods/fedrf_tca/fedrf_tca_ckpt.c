@@ -113,6 +113,14 @@ int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
     if (!rc && c->optC.kind == FK_OPT_ADAM &&
         !(rc = fk__fedrf_put_vec(out, "optC_m", c->PC, c->optC.m, err)))
         rc = fk__fedrf_put_vec(out, "optC_v", c->PC, c->optC.v, err);
+    if (!rc && c->c.dense) { /* the extractor, its optimizer's step count and moments */
+        if ((rc = fk__fedrf_put_vec(out, "ext", c->PE, c->ext, err)) ||
+            (rc = fk__fedrf_put_scalar(out, "optE_t", c->optE.t, err)))
+            return rc;
+        if (c->optE.kind == FK_OPT_ADAM &&
+            !(rc = fk__fedrf_put_vec(out, "optE_m", c->PE, c->optE.m, err)))
+            rc = fk__fedrf_put_vec(out, "optE_v", c->PE, c->optE.v, err);
+    }
     if (!rc) {
         /* the sampling pool order matters for the next draws */
         double *pp = fk_bundle_add(out, "perm", 1, (uint64_t[1]){c->X.rows});
@@ -159,6 +167,22 @@ int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
             return FK_EFORMAT;
         memcpy(c->optC.m, e->data, c->PC * sizeof(double));
         memcpy(c->optC.v, f->data, c->PC * sizeof(double));
+    }
+    if (c->c.dense) {
+        const fk_tensor *e = fk__fedrf_want_len(in, "ext", c->PE, err),
+                        *et = fk__fedrf_want_len(in, "optE_t", 1, err);
+        if (!e || !et)
+            return FK_EFORMAT;
+        if (c->optE.kind == FK_OPT_ADAM) {
+            const fk_tensor *a = fk__fedrf_want_len(in, "optE_m", c->PE, err),
+                            *b = fk__fedrf_want_len(in, "optE_v", c->PE, err);
+            if (!a || !b)
+                return FK_EFORMAT;
+            memcpy(c->optE.m, a->data, c->PE * sizeof(double));
+            memcpy(c->optE.v, b->data, c->PE * sizeof(double));
+        }
+        memcpy(c->ext, e->data, c->PE * sizeof(double));
+        c->optE.t = et->data[0];
     }
     memcpy(c->par, par->data, (c->WM + c->PC) * sizeof(double));
     rng_unpack(&c->rng, rs->data);

@@ -22,6 +22,8 @@ typedef struct fk__fedrf_cfg {
     fk_opt_kind opt;
     fk_opt_kind target_opt; /* the target's W steps (only the MMD gradient reaches it) */
     long avg_last;          /* server: also keep the mean of the last avg_last rounds' models */
+    int dense;              /* extractor: 0 identity, 1 one trainable layer p -> ext_dim, ReLU */
+    long ext_dim;           /* p_h of the dense extractor */
     fk_rff_kind features; /* how Omega's frequencies are drawn */
 } fk__fedrf_cfg;
 
@@ -90,6 +92,12 @@ typedef struct fk__fedrf_client {
     int *yb;
     double *s_own, *grad, *z, *d;
     double loss;
+    /* dense extractor (cfg.dense): E (p x p_h) then bias, never sent; its optimizer, gradient and
+     * the mini-batch's pre-activations, normalised outputs, norms and backward buffers */
+    size_t PE;
+    double *ext, *gext, *hnorm;
+    fk_opt optE;
+    fk_mat pre, Hn, gPhi, dH;
     double evals; /* phase-2 calls, for the evaluation cadence */
     int batched;  /* a mini-batch was drawn (phase 0): phase 1 steps on it */
 } fk__fedrf_client;
@@ -128,6 +136,17 @@ FK_CHECKRETURN int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk
                                              fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err);
+/* Gradients of the client's local loss at the current mini-batch, no step: sources
+ * L_C + lambda L_MMD against s_peer (may be NULL), the target the mean L_MMD against the k rows
+ * of s_src; into c->grad (W then classifier) and, with the dense extractor, c->gext. */
+FK_CHECKRETURN int fk__fedrf_client_grad(fk__fedrf_client *c, const fk_tensor *s_peer,
+                                         const fk_tensor *s_src, double *loss, fk_err *err);
+/* Dense extractor (fedrf_tca_ext.c): H = normalised ReLU(X E + b) (pre, H: n x p_h, norms: n);
+ * backward takes dH = dL/dH (overwritten) and fills gE (PE values). */
+void fk__fedrf_ext_forward(const fk__fedrf_client *c, const fk_mat *X, fk_mat *pre, fk_mat *H,
+                           double *norms);
+void fk__fedrf_ext_backward(const fk__fedrf_client *c, const fk_mat *X, const fk_mat *pre,
+                            const fk_mat *H, const double *norms, fk_mat *dH, double *gE);
 /* Rebuild the mini-batch perm[0..b): rows, labels, random features, MMD statistic. */
 FK_CHECKRETURN int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err);
 

@@ -359,14 +359,16 @@ static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int 
         memcpy(s->Cmodel, s->Cbar, s->PC * sizeof(double));
         s->have_Cmodel = 1;
     }
-    /* Tail average (avg_last): the model of each of the last avg_last rounds, so the reported
-     * model does not hinge on where the last steps happened to land; it needs no target label. */
+    /* Tail average (avg_last): the models aggregated in the last avg_last rounds, so the reported
+     * model does not hinge on where the last steps happened to land; it needs no target label.
+     * Only fresh aggregates count: a classifier averaged every T_C rounds enters once, not once
+     * per round it stayed (a stale classifier next to a newer W scored 17-18 points lower). */
     if (s->c.avg_last > 0 && s->c.rounds > 0 && round > s->c.rounds - s->c.avg_last) {
-        if (s->have_Wmodel) {
+        if (s->have_W || got_target_W) {
             cblas_daxpy((int)s->WM, 1.0, s->Wmodel, 1, s->Wsum, 1);
             s->nWsum += 1;
         }
-        if (s->have_Cmodel) {
+        if (s->have_C) {
             cblas_daxpy((int)s->PC, 1.0, s->Cmodel, 1, s->Csum, 1);
             s->nCsum += 1;
         }
