@@ -315,7 +315,8 @@ static int run(int argc, char **argv)
                "  --fed2 s1i            spec 2.8 federated runs (issue 26): s multi-source SURF,\n"
                "                        1 single-source pairs, i implicit heterogeneity; with\n"
                "                        --fed2-rounds 300 --fed2-N 1000 --fed2-seeds 3\n"
-               "                        --fed2-avg-last rounds/5 --fed2-eval-every 10\n");
+               "                        --fed2-avg-last rounds/5 --fed2-eval-every 10\n"
+               "                        --fed2-extractors identity,dense\n");
         fk_params_close(&p);
         return 0;
     }
@@ -348,6 +349,10 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "fed2-avg-last", fo.rounds / 5, 0, 100000, &fo.avg_last, &err);
     fo.groups = fk_params_str(&p, "fed2", "");
+    const char *fx = fk_params_str(&p, "fed2-extractors", "identity,dense");
+    fo.extractors = (strstr(fx, "identity") ? 1 : 0) | (strstr(fx, "dense") ? 2 : 0);
+    if (!rc && !fo.extractors)
+        rc = fk_err_set(&err, FK_EINVAL, "--fed2-extractors: identity, dense or both");
     const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
     if (!rc)
         rc = fk_rff_kind_parse(fk_params_str(&p, "fed-features", "iid"), &c.fed_features, &err);

@@ -15,6 +15,7 @@ FK_CHECKRETURN int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err 
 typedef struct fk_bench_fed_opts {
     const char *groups;
     long rounds, N, seeds, avg_last, eval_every;
+    int extractors; /* bit 0 identity, bit 1 dense */
     int json;
 } fk_bench_fed_opts;
 FK_CHECKRETURN int fk_bench_rftca_fed_groups(const char *dir, const fk_bench_fed_opts *fo,
