@@ -443,8 +443,8 @@ static void fedrf_tca_daemons_match_sim(void **state)
     check_against_sim(e, id, text);
 }
 
-/* The dense extractor (trained by every client, never sent), the tail average and SGD on the
- * target's W (issue 26): the daemons' model equals the simulation's bit for bit. */
+/* The dense extractor (trained by every client, never sent), the tail average, SGD on the
+ * target's W and the closed-form warm start (issue 26): the daemons' model equals the simulation's bit for bit. */
 static void fedrf_tca_dense_daemons_match_sim(void **state)
 {
     env *e = *state;
@@ -452,6 +452,7 @@ static void fedrf_tca_dense_daemons_match_sim(void **state)
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 4\nrounds = 6\nN = 32\nm = 6\nhidden = 8\nbatch = 16\ntc = 2\n"
                        "extractor = dense\next_dim = 12\navg_last = 3\ntarget_opt = sgd\n"
+                       "warm_start = 1\n"
                        "classes = 2\ndeadline = 30\n";
     char id[32];
     submit(e, text, id, sizeof id);

@@ -10,6 +10,7 @@
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/sim.h"
+#include "common/models/tca.h"
 
 enum { K = 3, NC = K + 1 };
 
@@ -1293,6 +1294,78 @@ static void dense_extractor_federation(void **state)
     close_data(ds, NC);
 }
 
+/* warm_start: from the clients' round-1 moments the server's W equals the RF-TCA closed form
+ * on the pooled rows (sources first), every client starts round 1 from it, bad keys refused. */
+static void warm_start_is_the_pooled_closed_form(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 11);
+    fk_params p;
+    base_params(&p, "3");
+    assert_int_equal(fk_params_set(&p, "warm_start", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "gamma", "0.05"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 5);
+    fed_rounds(&a, 5, 1, 1);
+    fk__fedrf_server *srv = a.srv;
+    assert_true(srv->have_W0);
+    /* the pooled problem, from the rows themselves */
+    size_t n = 0, ns = 0, D = srv->D;
+    for (int i = 0; i < NC; i++) {
+        fk__fedrf_client *c = a.cli[i];
+        n += c->X.rows;
+        ns += i == K ? 0 : c->X.rows;
+    }
+    fk_mat Phi, Wref;
+    assert_int_equal(fk_mat_init(&Phi, n, D), FK_OK);
+    size_t r = 0;
+    for (int i = 0; i < NC; i++) { /* client order puts the sources (0..K-1) first */
+        fk__fedrf_client *c = a.cli[i];
+        fk_mat part = fk_mat_rows(&Phi, r, c->X.rows);
+        assert_int_equal(fk_rff_map_into(&c->rff, &c->X, &part, &err), FK_OK);
+        r += c->X.rows;
+    }
+    double theta[8];
+    assert_int_equal(fk_tca_solve(&Phi, ns, 0.05, 8, FK_TCA_NORM_B, &Wref, theta, &err), FK_OK);
+    double big = 0, diff = 0;
+    for (size_t i = 0; i < D * 8; i++) {
+        big = fabs(Wref.data[i]) > big ? fabs(Wref.data[i]) : big;
+        double e = fabs(Wref.data[i] - srv->W0[i]);
+        diff = e > diff ? e : diff;
+    }
+    assert_true(big > 0);
+    assert_true(diff <= 1e-7 * big);
+    /* the target's W after round 1 is the warm start moved by averaged steps of at most ~lr */
+    fk__fedrf_client *t = a.cli[K];
+    double far = 0;
+    for (size_t i = 0; i < D * 8; i++)
+        far = fabs(t->par[i] - srv->W0[i]) > far ? fabs(t->par[i] - srv->W0[i]) : far;
+    assert_true(far <= 0.0101);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Wref);
+    fed_close(&a);
+    /* the moments are what the update checker lets through in round 1, and only then */
+    fk_update up = {.client = 0};
+    fk_bundle_init(&up.msg);
+    void *srv2;
+    assert_int_equal(fk_method_fedrf_tca.server_init(&srv2, &p, NC, 5, &err), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "n", 2.5), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.check_update(srv2, 1, 0, &up, &err), FK_EINVAL);
+    assert_int_equal(fk_method_fedrf_tca.check_update(srv2, 2, 0, &up, &err), FK_EINVAL);
+    fk_method_fedrf_tca.server_close(srv2);
+    fk_bundle_close(&up.msg);
+    assert_int_equal(fk_params_set(&p, "gamma", "-1"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "gamma"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "gamma", "0"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "warm_start", "maybe"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "warm_start"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1317,6 +1390,7 @@ int main(void)
         cmocka_unit_test(target_opt_and_avg_keys),
         cmocka_unit_test(dense_extractor_gradient),
         cmocka_unit_test(dense_extractor_federation),
+        cmocka_unit_test(warm_start_is_the_pooled_closed_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,6 +65,9 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
     if ((rc = fk_params_int(p, "avg_last", 0, 0, 1000000000, &c->avg_last, err)) ||
         (rc = fk_params_int(p, "ext_dim", 256, 1, 100000, &c->ext_dim, err)))
         return rc;
+    if ((rc = fk_params_bool(p, "warm_start", 0, &c->warm_start, err)) ||
+        (rc = fk_params_double(p, "gamma", 0.0, 0.0, 1e12, &c->gamma, err)))
+        return rc;
     const char *ex = fk_params_str(p, "extractor", "identity");
     if (strcmp(ex, "identity") && strcmp(ex, "dense"))
         return fk_err_set(err, FK_EINVAL, "extractor must be identity or dense (got '%s')", ex);

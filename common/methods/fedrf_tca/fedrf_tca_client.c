@@ -401,6 +401,8 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
     if (phase == 0) {
         if ((rc = sample_batch(c, err)))
             return rc;
+        if (fk__fedrf_scalar(task, "warm", 0) != 0 && (rc = fk__fedrf_client_moments(c, up, err)))
+            return rc;
         if (fk__fedrf_scalar(task, "mmd", 0) != 0) {
             if ((rc = fk__fedrf_put_vec(up, "s", c->D, c->s_own, err)))
                 return rc;
@@ -412,6 +414,13 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
         if (!c->batched) /* e.g. a restarted client without its saved state */
             return fk_err_set(err, FK_ESTATE, "fedrf-tca: client %d got a phase-1 step without "
                               "the mini-batch of phase 0 (client state lost)", c->idx);
+        const fk_tensor *w0 = fk_bundle_get(task, "W_init");
+        if (w0) { /* the warm start: every client steps from the pooled closed form */
+            if (w0->len != c->WM)
+                return fk_err_set(err, FK_EFORMAT, "fedrf-tca: W_init has %zu values, want %zu",
+                                  w0->len, c->WM);
+            memcpy(c->par, w0->data, c->WM * sizeof(double));
+        }
         if (c->is_target) {
             const fk_tensor *s = fk_bundle_get(task, "s_src");
             if (s && (s->ndim != 2 || s->shape[1] != c->D))

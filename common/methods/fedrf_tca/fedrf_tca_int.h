@@ -24,6 +24,8 @@ typedef struct fk__fedrf_cfg {
     long avg_last;          /* server: also keep the mean of the last avg_last rounds' models */
     int dense;              /* extractor: 0 identity, 1 one trainable layer p -> ext_dim, ReLU */
     long ext_dim;           /* p_h of the dense extractor */
+    int warm_start;         /* round 1: W from the RF-TCA closed form on pooled moments */
+    double gamma;           /* its regularizer; 0 = the normalized-L value n / (n_S n_T) */
     fk_rff_kind features; /* how Omega's frequencies are drawn */
 } fk__fedrf_cfg;
 
@@ -73,6 +75,8 @@ typedef struct fk__fedrf_server {
     double *Wsum, *Csum;        /* sums of the models of the last avg_last rounds */
     double nWsum, nCsum;        /* how many models each sum holds */
     double *votes;              /* n x PC one-shot classifiers */
+    double *W0;                 /* warm start (D x m), from the round-1 moments */
+    int have_W0;
     unsigned char *has_vote;
 } fk__fedrf_server;
 
@@ -122,6 +126,13 @@ FK_CHECKRETURN int fk__fedrf_server_aggregate(void *p, int round, int phase, con
 FK_CHECKRETURN int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err);
+/* Warm start (fedrf_tca_warm.c): from every client's round-1 moments (n, sum, scatter of its
+ * random features) the pooled RF-TCA closed form into s->W0 (have_W0); nothing when a client's
+ * moments are missing (a dropout: the run starts from the random W). */
+FK_CHECKRETURN int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *ups, int n,
+                                        fk_err *err);
+/* Client side: n, sum (2N) and the scatter sum phi phi^T (2N x 2N) of all its rows. */
+FK_CHECKRETURN int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err);
 /* check_update: each phase's update against its task (fedrf_tca_check.c). */
 FK_CHECKRETURN int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up,
                                           fk_err *err);

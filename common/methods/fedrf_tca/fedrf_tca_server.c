@@ -21,6 +21,7 @@ void fk__fedrf_server_close(void *p)
     free(s->Wmodel);
     free(s->Cmodel);
     free(s->Wsum);
+    free(s->W0);
     free(s->Csum);
     free(s->votes);
     free(s->has_vote);
@@ -61,8 +62,10 @@ int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_
     s->votes = calloc(n * s->PC, sizeof(double));
     s->Wsum = calloc(s->WM, sizeof(double));
     s->Csum = calloc(s->PC, sizeof(double));
+    s->W0 = s->c.warm_start ? calloc(s->WM, sizeof(double)) : NULL;
     if (!s->inA || !s->inW || !s->inC || !s->has_s || !s->has_vote || !s->s || !s->Wbar ||
-        !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->Wsum || !s->Csum || !s->PC) {
+        !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->Wsum || !s->Csum || !s->PC ||
+        (s->c.warm_start && !s->W0)) {
         fk__fedrf_server_close(s);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the server state");
     }
@@ -249,8 +252,13 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
         /* lambda = 0 is the "without Sigma l" baseline (spec §2.8, T15): no statistics at all,
          * so the target never steps and its W changes only by averaging. */
         int mmd = s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
+        if (s->c.warm_start && round == 1 && (rc = fk__fedrf_put_scalar(out, "warm", 1, err)))
+            return rc;
         return fk__fedrf_put_scalar(out, "mmd", mmd, err);
     }
+    if (phase == 1 && round == 1 && s->have_W0 &&
+        (rc = fk__fedrf_put_mat(out, "W_init", s->D, (size_t)s->c.m, s->W0, err)))
+        return rc;
     if (phase == 1) {
         if (c != tgt) {
             if (s->inA[c] && s->has_s[tgt] &&
@@ -381,6 +389,11 @@ int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *u
 {
     fk__fedrf_server *s = p;
     *done = phase == 2;
+    if (phase == 0 && s->c.warm_start && round == 1) {
+        int rc = fk__fedrf_warm_start(s, ups, n, err);
+        if (rc)
+            return rc;
+    }
     if (phase == 0)
         return agg_stats(s, ups, n, err);
     if (phase == 1)
