@@ -51,6 +51,9 @@ static const char *const HELP =
     "  --extractor identity|dense   fixed inputs (default) or one local trainable layer\n"
     "                        (p -> ext-dim, ReLU), trained by every client, never sent\n"
     "  --ext-dim H           width of the dense extractor (default 256)\n"
+    "  --warm-start 1        round 1 starts W_RF from the RF-TCA closed form of the pooled\n"
+    "                        moments (each client sends n, sum and scatter of its features once)\n"
+    "  --gamma G             its regularizer (default n / (n_S n_T), normalized-L lambda = 1)\n"
     "  --eval-every E        target accuracy every E rounds (default 1)\n"
     "  --seed S              seed of Omega, initialisation, batches and plans (default 1)\n"
     "  --json                JSON lines instead of text\n";
@@ -175,6 +178,8 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     pass(&p, &a, "avg-last", "avg_last", NULL, &unset);
     pass(&p, &a, "extractor", "extractor", NULL, &unset);
     pass(&p, &a, "ext-dim", "ext_dim", NULL, &unset);
+    pass(&p, &a, "warm-start", "warm_start", NULL, &unset);
+    pass(&p, &a, "gamma", "gamma", NULL, &unset);
     unset |= fk_params_set(&p, "voting", voting ? "1" : "0") != FK_OK;
     unset |= fk_params_set(&p, "common_init", common_init ? "1" : "0") != FK_OK;
     char buf[32];
