@@ -316,7 +316,8 @@ static int run(int argc, char **argv)
                "                        1 single-source pairs, i implicit heterogeneity; with\n"
                "                        --fed2-rounds 300 --fed2-N 1000 --fed2-seeds 3\n"
                "                        --fed2-avg-last rounds/5 --fed2-eval-every 10\n"
-               "                        --fed2-extractors identity,dense\n");
+               "                        --fed2-extractors identity,dense --fed2-pairs dmc (single-\n"
+               "                        source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->2)\n");
         fk_params_close(&p);
         return 0;
     }
@@ -349,6 +350,7 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "fed2-avg-last", fo.rounds / 5, 0, 100000, &fo.avg_last, &err);
     fo.groups = fk_params_str(&p, "fed2", "");
+    fo.pairs = fk_params_str(&p, "fed2-pairs", "dmc");
     const char *fx = fk_params_str(&p, "fed2-extractors", "identity,dense");
     fo.extractors = (strstr(fx, "identity") ? 1 : 0) | (strstr(fx, "dense") ? 2 : 0);
     if (!rc && !fo.extractors)

@@ -254,19 +254,20 @@ static int group_single(const char *dir, const fk_bench_fed_opts *fo, fk_err *er
     memset(d, 0, sizeof d);
     int rc = FK_OK;
     for (int i = 0; i < 3 && !rc; i++)
-        for (int j = 0; j < 2 && !rc; j++)
+        for (int j = 0; j < 2 && !rc && strchr(fo->pairs, "dmc"[i]); j++)
             rc = fk_catalog_load(&d[i][j], dir, names[i][j], err);
     task tasks[6];
+    int nt = 0;
     for (int i = 0; i < 3 && !rc; i++)
-        for (int j = 0; j < 2; j++) {
-            task *t = &tasks[2 * i + j];
+        for (int j = 0; j < 2 && strchr(fo->pairs, "dmc"[i]); j++) {
+            task *t = &tasks[nt++];
             t->ds[0] = d[i][j];
             t->ds[1] = d[i][1 - j];
             t->n = 2;
             snprintf(t->label, sizeof t->label, "%s->%s", short_names[i][j], short_names[i][1 - j]);
         }
     if (!rc)
-        rc = run_group("single-source", tasks, 6, fo, err);
+        rc = run_group("single-source", tasks, nt, fo, err);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 2; j++)
             fk_dataset_close(&d[i][j]);

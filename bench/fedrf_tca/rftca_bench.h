@@ -14,6 +14,7 @@ FK_CHECKRETURN int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err 
  * s (multi-source SURF), 1 (single-source pairs), i (implicit heterogeneity). */
 typedef struct fk_bench_fed_opts {
     const char *groups;
+    const char *pairs; /* single-source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->COIL2 */
     long rounds, N, seeds, avg_last, eval_every;
     int extractors; /* bit 0 identity, bit 1 dense */
     int json;
