@@ -1330,10 +1330,17 @@ static void warm_start_is_the_pooled_closed_form(void **state)
     }
     double theta[8];
     assert_int_equal(fk_tca_solve(&Phi, ns, 0.05, 8, FK_TCA_NORM_B, &Wref, theta, &err), FK_OK);
-    double big = 0, diff = 0;
+    /* the same matrix up to the scale the server gives it (the random start's norm sqrt(m/3)) */
+    double big = 0, diff = 0, nref = 0, n0 = 0;
     for (size_t i = 0; i < D * 8; i++) {
-        big = fabs(Wref.data[i]) > big ? fabs(Wref.data[i]) : big;
-        double e = fabs(Wref.data[i] - srv->W0[i]);
+        nref += Wref.data[i] * Wref.data[i];
+        n0 += srv->W0[i] * srv->W0[i];
+    }
+    assert_true(fabs(sqrt(n0) - sqrt(8.0 / 3.0)) < 1e-12);
+    double f = sqrt(n0 / nref);
+    for (size_t i = 0; i < D * 8; i++) {
+        big = fabs(Wref.data[i] * f) > big ? fabs(Wref.data[i] * f) : big;
+        double e = fabs(Wref.data[i] * f - srv->W0[i]);
         diff = e > diff ? e : diff;
     }
     assert_true(big > 0);
