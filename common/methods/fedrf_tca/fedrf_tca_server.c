@@ -370,7 +370,7 @@ static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int 
     /* Tail average (avg_last): the models aggregated in the last avg_last rounds, so the reported
      * model does not hinge on where the last steps happened to land; it needs no target label.
      * Only fresh aggregates count: a classifier averaged every T_C rounds enters once, not once
-     * per round it stayed (a stale classifier next to a newer W scored 17-18 points lower). */
+     * per round it stayed (a stale classifier next to a newer W scored up to 18 points lower). */
     if (s->c.avg_last > 0 && s->c.rounds > 0 && round > s->c.rounds - s->c.avg_last) {
         if (s->have_W || got_target_W) {
             cblas_daxpy((int)s->WM, 1.0, s->Wmodel, 1, s->Wsum, 1);
