@@ -41,6 +41,7 @@ void fk__fedrf_client_close(void *p)
 
 static const uint64_t BATCH_STREAM = 0x6261746368000000ULL;
 static const uint64_t INIT_STREAM = 0x696e697400000000ULL;
+static const uint64_t EXT_STREAM = 0x6578740000000000ULL;
 
 static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
 {
@@ -126,10 +127,16 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
     for (size_t i = 0; i < c->WM; i++)
         c->par[i] = r * (2.0 * fk_rng_uniform(&init) - 1.0);
     fk_mlp_init_params(&c->net, c->par + c->WM, &init);
-    if (c->c.dense) { /* uniform fan-in, like the classifier's layers */
+    if (c->c.dense) {
+        /* Uniform fan-in, and the same start at every client (the shared seed's stream, as the
+         * paper's clients all start from one pretrained network): W and C are averaged across
+         * clients, so their inputs must begin in one coordinate system. From per-client starts
+         * (measured) every target sat at chance level, 2 - 17 % after 60 rounds. */
+        fk_rng ext_rng;
+        fk_rng_init(&ext_rng, seed, EXT_STREAM);
         double re = 1.0 / sqrt((double)data->X.cols);
         for (size_t i = 0; i < c->PE; i++)
-            c->ext[i] = re * (2.0 * fk_rng_uniform(&init) - 1.0);
+            c->ext[i] = re * (2.0 * fk_rng_uniform(&ext_rng) - 1.0);
     }
     fk_rng_init(&c->rng, seed, BATCH_STREAM + (uint64_t)idx);
     if ((rc = fk_opt_init(&c->optW, c->is_target ? c->c.target_opt : c->c.opt, c->WM, c->c.lr,
