@@ -98,7 +98,7 @@ int fk_bench_data_dir(const char *dir, fk_err *err)
 {
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return fk_err_set(err, FK_EIO, "data dir '%s' does not exist; pass --data-dir pointing at "
+        return fk_err_set(err, FK_EIO, "data dir '%s' does not exist; pass --data_dir pointing at "
                           "the shared data folder (e.g. ../shared/data)", dir);
     return FK_OK;
 }

@@ -59,7 +59,7 @@ double fk_bench_peak_mb(void);
 FK_CHECKRETURN int fk_bench_load_surf(fk_dataset ds[4], const char *const domains[4],
                                       const char *dir, fk_err *err);
 
-/* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data-dir) in err. */
+/* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data_dir) in err. */
 FK_CHECKRETURN int fk_bench_data_dir(const char *dir, fk_err *err);
 
 /* Benchmark runners (one file each in bench/). */

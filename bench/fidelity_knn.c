@@ -54,7 +54,7 @@ static int run(int argc, char **argv)
     fk_params_init(&p);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fidelity knn [--data-dir DIR] [--json]\n\n"
+            printf("usage: fedkern bench fidelity knn [--data_dir DIR] [--json]\n\n"
                    "1-NN accuracy on the 12 Office-Caltech10 SURF pairs (L1 + zscore per domain)\n"
                    "next to the published 1NN figures; DIR defaults to ../shared/data.\n");
             fk_params_close(&p);
@@ -63,7 +63,7 @@ static int run(int argc, char **argv)
     int json = 0, rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &json, &err);
-    const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
+    const char *dir = fk_params_str(&p, "data_dir", "../shared/data");
     if (!rc && (argc > 0 || fk_params_unused(&p))) {
         fprintf(stderr, "fedkern bench: fidelity knn: unexpected argument '%s'; see --help\n",
                 argc > 0 ? argv[0] : fk_params_unused(&p));

@@ -127,9 +127,9 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
             dup2(fd, 2);
             close(fd);
         }
-        /* memtrim-ms 500: the idle trim after the connections close lands within the run */
-        execl(bin, bin, "--listen", "127.0.0.1:0", "--tls-dir", dir, "--state", db,
-              "--metrics-listen", "127.0.0.1:0", "--memtrim-ms", "500", (char *)NULL);
+        /* memtrim_ms 500: the idle trim after the connections close lands within the run */
+        execl(bin, bin, "--listen", "127.0.0.1:0", "--tls_dir", dir, "--state", db,
+              "--metrics_listen", "127.0.0.1:0", "--memtrim_ms", "500", (char *)NULL);
         _exit(127);
     }
     if (pid < 0) {
@@ -160,7 +160,7 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
     return -1;
 }
 
-/* fedkern-server next to this executable unless --server-bin says otherwise. */
+/* fedkern-server next to this executable unless --server_bin says otherwise. */
 static void default_server_bin(char *out, size_t cap)
 {
     char self[400];
@@ -417,8 +417,8 @@ static void raise_nofile(int need)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: fedkern bench load [--connections N] [--seconds S] [--interval-ms MS]\n"
-            "                          [--batch N] [--server-bin PATH] [--json]\n"
+            "usage: fedkern bench load [--connections N] [--seconds S] [--interval_ms MS]\n"
+            "                          [--batch N] [--server_bin PATH] [--json]\n"
             "\n"
             "Starts fedkern-server on 127.0.0.1, opens N mutual-TLS connections (one client\n"
             "certificate each), Joins, then sends Heartbeat calls for S seconds. Reports\n"
@@ -429,9 +429,9 @@ static void usage(FILE *out)
             "\n"
             "  --connections N   concurrent connections (1000)\n"
             "  --seconds S       heartbeat phase length (20)\n"
-            "  --interval-ms MS  heartbeat interval per connection (1000)\n"
+            "  --interval_ms MS  heartbeat interval per connection (1000)\n"
             "  --batch N         handshakes in flight at once (64)\n"
-            "  --server-bin PATH fedkern-server to start (next to this fedkern)\n"
+            "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
             "  --json            JSON lines\n");
 }
@@ -458,14 +458,14 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
     if (!rc)
         rc = fk_params_double(&p, "seconds", 20, 0.5, 3600, &o->seconds, err);
     if (!rc)
-        rc = fk_params_double(&p, "interval-ms", 1000, 10, 600000, &o->interval_ms, err);
+        rc = fk_params_double(&p, "interval_ms", 1000, 10, 600000, &o->interval_ms, err);
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &o->json, err);
     if (!rc)
         rc = fk_params_bool(&p, "keep", 0, &o->keep, err);
     default_server_bin(o->server_bin, sizeof o->server_bin);
-    if (!rc && fk_params_get(&p, "server-bin"))
-        snprintf(o->server_bin, sizeof o->server_bin, "%s", fk_params_get(&p, "server-bin"));
+    if (!rc && fk_params_get(&p, "server_bin"))
+        snprintf(o->server_bin, sizeof o->server_bin, "%s", fk_params_get(&p, "server_bin"));
     const char *extra = rc ? NULL : fk_params_unused(&p);
     if (extra)
         rc = fk_err_set(err, FK_EINVAL, "unknown option --%s; see --help", extra);

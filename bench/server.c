@@ -179,12 +179,18 @@ static int lg_cload(void *cli, const fk_bundle *in, fk_err *err)
 
 static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err);
 
+static const fk_param_doc lg_keys[] = {
+    {"dim N", "float64 values per update (1000)"},
+    {NULL, NULL},
+};
+
 static const fk_method loadgen = {
     .name = "loadgen", .summary = "bench: synthetic updates, FedAvg",
     .server_init = lg_server_init, .server_close = lg_server_close, .plan = lg_plan_all,
     .task = lg_task, .aggregate = lg_aggregate, .model = lg_model, .save = lg_model,
     .load = lg_load, .client_init = lg_client_init, .client_close = lg_client_close,
     .local_step = lg_step, .evaluate = lg_noop, .client_save = lg_csave, .client_load = lg_cload,
+    .keys = lg_keys,
 };
 
 /* All clients every round (the server keeps n from server_init via the job's client list). */

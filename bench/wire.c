@@ -353,7 +353,7 @@ static int run_helper(const char *helper, const char *dir, double seconds, long 
     }
     snprintf(cmd, sizeof cmd,
              "/usr/bin/python3 '%s' --ca '%s' --server-cert '%s' --server-key '%s' --client-cert '%s' "
-             "--client-key '%s' --seconds %g --latency-calls %ld --sizes %s",
+             "--client-key '%s' --seconds %g --latency_calls %ld --sizes %s",
              helper, ca, scrt, skey, ccrt, ckey, seconds, ncalls, sizes);
     FILE *p = popen(cmd, "r");
     if (!p)
@@ -383,17 +383,17 @@ static int run_helper(const char *helper, const char *dir, double seconds, long 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: fedkern bench wire [--json] [--seconds S] [--latency-calls N] [--sizes MB,MB]\n"
-            "                          [--reps-small N] [--no-grpcio] [--helper PATH]\n"
+            "usage: fedkern bench wire [--json] [--seconds S] [--latency_calls N] [--sizes MB,MB]\n"
+            "                          [--reps_small N] [--no_grpcio] [--helper PATH]\n"
             "\n"
             "gRPC over loopback mutual TLS 1.3: 1 KB unary latency (p50/p99) and call rate\n"
             "(%d in flight), upload throughput for each size; ours (client and server threads)\n"
             "against grpcio measured in the same run (bench/wire_grpcio.py), with ratios.\n"
             "  --seconds S        call-rate phase length (2)\n"
-            "  --latency-calls N  sequential calls for the latency percentiles (2000)\n"
+            "  --latency_calls N  sequential calls for the latency percentiles (2000)\n"
             "  --sizes MB,MB      payload sizes for throughput (16,128)\n"
-            "  --reps-small N     transfers per size of at most 16 MB (8; larger sizes: 3)\n"
-            "  --no-grpcio        skip the grpcio baseline\n"
+            "  --reps_small N     transfers per size of at most 16 MB (8; larger sizes: 3)\n"
+            "  --no_grpcio        skip the grpcio baseline\n"
             "  --helper PATH      the python helper (default: the source tree's bench/wire_grpcio.py)\n",
             INFLIGHT);
 }
@@ -432,10 +432,10 @@ int fk_bench_wire(int argc, char **argv)
     int json, skip;
     double seconds;
     long ncalls, reps_small;
-    if (fk_params_bool(&p, "json", 0, &json, &err) || fk_params_bool(&p, "no-grpcio", 0, &skip, &err) ||
+    if (fk_params_bool(&p, "json", 0, &json, &err) || fk_params_bool(&p, "no_grpcio", 0, &skip, &err) ||
         fk_params_double(&p, "seconds", 2.0, 0.1, 600, &seconds, &err) ||
-        fk_params_int(&p, "latency-calls", 2000, 10, 10000000, &ncalls, &err) ||
-        fk_params_int(&p, "reps-small", 8, 1, 1000, &reps_small, &err)) {
+        fk_params_int(&p, "latency_calls", 2000, 10, 10000000, &ncalls, &err) ||
+        fk_params_int(&p, "reps_small", 8, 1, 1000, &reps_small, &err)) {
         fprintf(stderr, "fedkern bench wire: %s\n", err.msg);
         fk_params_close(&p);
         return 2;
@@ -473,7 +473,7 @@ int fk_bench_wire(int argc, char **argv)
     }
     if (run_helper(helper, dir, seconds, ncalls / 2, sizes_s, skip, &base, &nbase) != 0) {
         fprintf(stderr, "fedkern bench wire: the python helper %s failed (needs python3-grpcio); "
-                        "pass --helper PATH from a source tree, or --no-grpcio\n", helper);
+                        "pass --helper PATH from a source tree, or --no_grpcio\n", helper);
         goto out;
     }
     int maxmb = 0;

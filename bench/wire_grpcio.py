@@ -1,7 +1,7 @@
 """Baseline for `fedkern bench wire`: grpcio client -> grpcio server over loopback
 mTLS, same cases as the C side, with the certificates the C side made.
 usage: wire_grpcio.py --ca F --server-cert F --server-key F --client-cert F --client-key F
-                      [--seconds S] [--latency-calls N] [--sizes MB,MB]
+                      [--seconds S] [--latency_calls N] [--sizes MB,MB]
 Prints JSON lines {"case":..., "metric":..., "value":...}."""
 import argparse
 import json
@@ -86,7 +86,7 @@ def main():
     for k in ("--ca", "--server-cert", "--server-key", "--client-cert", "--client-key"):
         ap.add_argument(k, required=True)
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--latency-calls", type=int, default=1000)
+    ap.add_argument("--latency_calls", type=int, default=1000)
     ap.add_argument("--sizes", default="16,128")
     a = ap.parse_args()
     run_grpcio(a, a.seconds, a.latency_calls, [int(s) for s in a.sizes.split(",")])

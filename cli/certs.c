@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "common/base/options.h"
 #include "common/base/params.h"
 #include "common/net/certs.h"
 
@@ -15,9 +16,9 @@ static void usage(FILE *out)
             "                           [--days N] [--json]\n"
             "       fedkern certs issue --dir DIR --client NAME [--days N] [--json]\n"
             "       fedkern certs issue --dir DIR --admin NAME [--days N] [--json]\n"
-            "       fedkern certs revoke --dir DIR NAME [--crl-days N] [--json]\n"
+            "       fedkern certs revoke --dir DIR NAME [--crl_days N] [--json]\n"
             "       fedkern certs revoke --dir DIR --client NAME|--server NAME|--admin NAME\n"
-            "       fedkern certs crl --dir DIR [--crl-days N] [--json]\n"
+            "       fedkern certs crl --dir DIR [--crl_days N] [--json]\n"
             "       fedkern certs renew --dir DIR --server NAME|--client NAME|--admin NAME\n"
             "                           [--dns N1,N2] [--ip A1,A2] [--days N] [--json]\n"
             "\n"
@@ -40,7 +41,7 @@ static void usage(FILE *out)
             "  --ip LIST       IPv4/IPv6 addresses for a server (comma-separated)\n"
             "  --days N        validity in days (CA 3650, others 825)\n"
             "  --cn NAME       CA common name (default \"fedkern CA\")\n"
-            "  --crl-days N    the CRL's next update is N days away (365)\n"
+            "  --crl_days N    the CRL's next update is N days away (365)\n"
             "  --json          print the written files as one JSON line\n");
 }
 
@@ -128,7 +129,7 @@ static int run_crl(const char *sub, fk_params *p, const char *dir, int json, con
 {
     fk_err err;
     long days;
-    if (fk_params_int(p, "crl-days", 365, 1, 36500, &days, &err) != FK_OK) {
+    if (fk_params_int(p, "crl_days", 365, 1, 36500, &days, &err) != FK_OK) {
         fk_cli_fail("certs", "%s", err.msg);
         return 2;
     }
@@ -227,6 +228,14 @@ static int run(const char *sub, fk_params *p, const char *bare)
     return 0;
 }
 
+/* Every option of any certs subcommand: an unknown one is a usage error before anything else
+ * (which subcommand takes which is checked later). */
+static const fk_param_doc all_opts[] = {
+    {"dir", ""},    {"cn", ""},   {"days", ""},     {"server", ""}, {"client", ""},
+    {"admin", ""},  {"dns", ""},  {"ip", ""},       {"crl_days", ""}, {"json", ""},
+    {"help", ""},   {NULL, NULL},
+};
+
 int fk_cmd_certs(int argc, char **argv)
 {
     fk_params p;
@@ -242,6 +251,11 @@ int fk_cmd_certs(int argc, char **argv)
         usage(stdout);
         fk_params_close(&p);
         return 0;
+    }
+    const fk_option_table known[] = {{all_opts, NULL}, {NULL, NULL}};
+    if (fk_options_check(&p, known, "fedkern certs", NULL, 0, stderr)) {
+        fk_params_close(&p);
+        return 2;
     }
     int bare_ok = argc == 2 && !strcmp(argv[0], "revoke"); /* revoke NAME */
     if ((argc != 1 && !bare_ok) || (strcmp(argv[0], "init") && strcmp(argv[0], "issue") &&

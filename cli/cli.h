@@ -3,6 +3,7 @@
 #ifndef FK_CLI_H
 #define FK_CLI_H
 
+#include "common/base/err.h"
 typedef struct fk_cli_cmd {
     const char *name;
     const char *summary;
@@ -15,6 +16,14 @@ int fk_cmd_data(int argc, char **argv);
 int fk_cmd_sim(int argc, char **argv);
 int fk_cmd_certs(int argc, char **argv);
 int fk_cmd_job(int argc, char **argv);
+int fk_cmd_model(int argc, char **argv);
+
+/* The loader options of `fedkern data info` (--format, --label, --header, --delim, --var,
+ * --label_var, --labels, --samples_in_columns, --cols) from p into o (cli/data.c). */
+struct fk_source;
+struct fk_params;
+struct fk_err;
+FK_CHECKRETURN int fk_cli_source_opts(struct fk_source *o, const struct fk_params *p, struct fk_err *err);
 
 /* Print "fedkern NAME: message" to stderr and return 1. */
 int fk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

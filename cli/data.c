@@ -16,17 +16,17 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: fedkern data info FILE [options] [--save-affine FILE]\n"
+            "usage: fedkern data info FILE [options] [--save_affine FILE]\n"
             "       fedkern data check FILE FILE... [options]\n"
             "       fedkern data split FILE --clients K --by iid|label-skew|dirichlet:ALPHA|column:N\n"
             "                          --seed S --out DIR [options]\n"
-            "       fedkern data catalog [NAME] [--data-dir DIR]\n"
+            "       fedkern data catalog [NAME] [--data_dir DIR]\n"
             "\n"
             "info prints what a client with the same options would load: a first line\n"
             "rows=R cols=C classes=K mean=M (K distinct labels, 0 if unlabelled; M the mean of\n"
             "all feature values), then the rows of each class (raw label:rows) and whether every\n"
             "value is finite. FILE may also be a catalog name or a synthetic/ spec, as in a\n"
-            "client's config. --save-affine FILE writes the map of the last zscore step, to apply\n"
+            "client's config. --save_affine FILE writes the map of the last zscore step, to apply\n"
             "the same scaling to other data with --affine FILE.\n"
             "check loads several domains with the same options, verifies they share the feature\n"
             "dimension, aligns their labels by raw value and prints domains=N cols=C classes=K.\n"
@@ -40,18 +40,18 @@ static void usage(FILE *out)
             "\n"
             "options (the same keys as a client's data.NAME.KEY settings):\n");
     fk_param_docs_print(out, fk_source_docs, NULL, NULL);
-    fprintf(out, "  --data-dir DIR             catalog names: the shared data folder (../shared/data)\n");
+    fprintf(out, "  --data_dir DIR             catalog names: the shared data folder (../shared/data)\n");
 }
 
 /* Bare boolean flags may precede FILE: turn "--flag" into "--flag=1" so FILE is not
  * taken as the flag's value. */
 static void bind_flags(int argc, char **argv)
 {
-    static char header[] = "--header=1", sic[] = "--samples-in-columns=1";
+    static char header[] = "--header=1", sic[] = "--samples_in_columns=1";
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--header"))
             argv[i] = header;
-        else if (!strcmp(argv[i], "--samples-in-columns"))
+        else if (!strcmp(argv[i], "--samples_in_columns"))
             argv[i] = sic;
     }
 }
@@ -60,8 +60,13 @@ static int read_opts(fk_source *o, const fk_params *p, fk_err *err)
 {
     int rc = fk_source_parse(o, p, "", err);
     if (!rc)
-        o->data_dir = fk_params_str(p, "data-dir", "../shared/data");
+        o->data_dir = fk_params_str(p, "data_dir", "../shared/data");
     return rc;
+}
+
+int fk_cli_source_opts(fk_source *o, const fk_params *p, fk_err *err)
+{
+    return read_opts(o, p, err);
 }
 
 static void print_info(const fk_dataset *ds)
@@ -121,7 +126,7 @@ static int cmd_info(int argc, char **argv, const fk_params *p)
                2;
     if (read_opts(&o, p, &err))
         return fk_cli_fail("data", "%s", err.msg), 2;
-    const char *save = fk_params_get(p, "save-affine");
+    const char *save = fk_params_get(p, "save_affine");
     const char *unused = fk_params_unused(p);
     if (unused)
         return fk_cli_fail("data", "unknown option --%s; see fedkern data --help", unused), 2;
@@ -132,7 +137,7 @@ static int cmd_info(int argc, char **argv, const fk_params *p)
     int rc = FK_OK;
     if (save && map.d == 0)
         rc = fk_err_set(&err, FK_EINVAL,
-                        "--save-affine needs a zscore step (--prep zscore or l1,zscore ...)");
+                        "--save_affine needs a zscore step (--prep zscore or l1,zscore ...)");
     else if (save)
         rc = fk_affine_save(&map, save, &err);
     if (!rc) {
@@ -273,7 +278,7 @@ static int cmd_check(int argc, char **argv, const fk_params *p)
 
 static int cmd_catalog(int argc, char **argv, const fk_params *p)
 {
-    const char *dir = fk_params_str(p, "data-dir", "../shared/data");
+    const char *dir = fk_params_str(p, "data_dir", "../shared/data");
     const char *unused = fk_params_unused(p);
     if (unused)
         return fk_cli_fail("data", "unknown option --%s; see fedkern data --help", unused), 2;

@@ -3,8 +3,8 @@
  * FedGrEM, then the one-round dica, kahm and sfl), submitted and followed through the
  * `fedkern job` calls (job.c); each final model is checked against the in-process
  * simulation with the same seed, and kahm's model also serves one `job predict`. A
- * progress line per round, a final table and plots (gnuplot, when installed) in a work
- * directory. --in-process runs the same method operations without daemons. */
+ * progress line per round, a final table and SVG/PNG plots (cli/plot.c) in a work
+ * directory. --in_process runs the same method operations without daemons. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/demo.h"
 #include "cli/job.h"
+#include "cli/plot.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
@@ -82,7 +83,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern demo [--clients K] [--rounds R] [--workdir DIR] [--seed S] [--json]\n"
-            "                    [--no-plots] [--in-process]\n"
+            "                    [--no_plots] [--in_process]\n"
             "\n"
             "Runs a federation on this machine: creates a CA and certificates in the work\n"
             "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
@@ -105,8 +106,9 @@ static void usage(FILE *out)
             "(allow_model_upload = true, allow_raw_upload = true); a client's default is no.\n"
             "Prints one line per round (from job status), a final table that also says whether\n"
             "each daemon model (and kahm's predictions) equals the in-process simulation with\n"
-            "the same seed bit for bit, and writes per-round data, SVG/PNG plots (gnuplot) of\n"
-            "accuracy/objective and participation (one-round jobs: each client's accuracy),\n"
+            "the same seed bit for bit, and writes per-round data, SVG and PNG plots (as 'fedkern job\n"
+            "plot' draws them) of the per-round quality and participation (one-round jobs:\n"
+            "each client's accuracy),\n"
             "job files, data files, models and daemon logs to the work directory. Every\n"
             "daemon is stopped with SIGTERM at the end, on error and on Ctrl-C.\n"
             "FedGrEM's printed objective is the mean -loglik/n over all clients, the outlier\n"
@@ -124,8 +126,8 @@ static void usage(FILE *out)
             "  --workdir DIR  certificates, state, logs, data and plots (default ./fedkern-demo)\n"
             "  --seed S       seed of data, features, initialisation and plans (default 1)\n"
             "  --json         JSON lines: one per round and a final one per job\n"
-            "  --no-plots     skip gnuplot\n"
-            "  --in-process   no daemons: run the jobs (and kahm's predictions) through the\n"
+            "  --no_plots     skip the plots\n"
+            "  --in_process   no daemons: run the jobs (and kahm's predictions) through the\n"
             "                 simulator in this process\n");
 }
 
@@ -141,8 +143,8 @@ static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err 
         (rc = fk_params_int(p, "rounds", 0, 0, 100000, &o->rounds, err)) ||
         (rc = fk_params_u64(p, "seed", 1, &o->seed, err)) ||
         (rc = fk_params_bool(p, "json", 0, &o->json, err)) ||
-        (rc = fk_params_bool(p, "no-plots", 0, &no_plots, err)) ||
-        (rc = fk_params_bool(p, "in-process", 0, &o->in_process, err)))
+        (rc = fk_params_bool(p, "no_plots", 0, &no_plots, err)) ||
+        (rc = fk_params_bool(p, "in_process", 0, &o->in_process, err)))
         return rc;
     o->plots = !no_plots;
     o->workdir = fk_params_str(p, "workdir", "fedkern-demo");
@@ -241,7 +243,7 @@ static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
 }
 
 /* One data set as CSV, the raw label first: %.17g reads back to the same doubles, so
- * the client daemons, the simulation check and --in-process all see the same rows. */
+ * the client daemons, the simulation check and --in_process all see the same rows. */
 static int write_csv(FILE *f, const fk_dataset *ds)
 {
     for (size_t i = 0; i < ds->X.rows; i++) {
@@ -571,7 +573,7 @@ static int write_client_conf(const char *path, const char *pki, int port, int c,
     char text[16384];
     int len = snprintf(text, sizeof text,
                        "# written by fedkern demo\nserver = 127.0.0.1:%d\nserver-name = server\n"
-                       "tls-dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
+                       "tls_dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
                        port, pki, c);
     for (int i = 0; i < n_jobs && len < (int)sizeof text; i++)
         if (c < jobs[i].n_clients && jobs[i].from_files)
@@ -632,6 +634,9 @@ static int show_round(demo_job *j, fk_job_conn *c, int round)
     r.loss = fk_job_metric(m, n, "loss");
     r.accuracy = fk_job_metric(m, n, "accuracy");
     r.error = fk_job_metric(m, n, "error");
+    r.misclust = fk_job_metric(m, n, "misclust");
+    r.ari = fk_job_metric(m, n, "ari");
+    r.rmse = fk_job_metric(m, n, "rmse");
     if (round <= j->rounds)
         j->trace[round - 1] = r;
     double score = strcmp(j->metric, "accuracy") == 0 ? r.accuracy : r.error;
@@ -916,8 +921,8 @@ static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const cha
     fk_params_init(&cp);
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%d", f.port);
-    if (fk_params_set(&cp, "server", server) || fk_params_set(&cp, "server-name", "server") ||
-        fk_params_set(&cp, "tls-dir", pki) || fk_params_set(&cp, "name", "demo"))
+    if (fk_params_set(&cp, "server", server) || fk_params_set(&cp, "server_name", "server") ||
+        fk_params_set(&cp, "tls_dir", pki) || fk_params_set(&cp, "name", "demo"))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     else if (fk_job_open(&c, &cp, "demo"))
         rc = fk_err_set(err, FK_ENET, "cannot connect to the demo's fedkern-server (see above)");
@@ -934,56 +939,54 @@ out:
     return rc;
 }
 
-/* gnuplot draws the per-round data; a missing gnuplot is reported, not fatal. */
+/* The per-round plot of a job (cli/plot.c, as `fedkern job plot` draws it); a one-round job has
+ * no curve: its plot is each client's accuracy of the final model. */
+static void plot_as(const demo_job *j, const char *workdir, const char *ext)
+{
+    char path[4200], title[200];
+    snprintf(path, sizeof path, "%s/%s.%s", workdir, j->method, ext);
+    fk_err err;
+    int rc;
+    if (j->rounds == 1) {
+        const fk_report *rep = j->drep ? j->drep : j->final;
+        double x[64], y[64];
+        int n = j->n_clients < 64 ? j->n_clients : 64;
+        for (int c = 0; c < n; c++) {
+            x[c] = c;
+            y[c] = rep ? rep[c].accuracy : NAN;
+        }
+        fk_plot_series s = {.label = "accuracy", .x = x, .y = y, .n = n, .style = FK_PLOT_BARS};
+        fk_plot_panel pn = {.ylabel = "accuracy of the final model", .series = &s, .n_series = 1,
+                            .ymin = 0, .ymax = 1.05};
+        snprintf(title, sizeof title, "fedkern demo: %s on %s (one round)", j->method, j->data);
+        fk_plot p = {.title = title, .xlabel = "client", .panels = &pn, .n_panels = 1};
+        rc = fk_plot_write(&p, path, &err);
+    } else {
+        fk_plot_round *rows = calloc((size_t)j->rounds, sizeof *rows);
+        int n = 0;
+        for (int i = 0; rows && i < j->rounds; i++) {
+            const fk_sim_round *t = &j->trace[i];
+            if (t->round != i + 1)
+                continue; /* not closed */
+            fk_plot_round *w = &rows[n++];
+            *w = (fk_plot_round){.round = t->round, .participants = t->participants,
+                                 .planned = t->planned,
+                                 .q = {t->loss, t->accuracy, t->error, t->misclust, t->ari,
+                                       t->rmse}};
+        }
+        snprintf(title, sizeof title, "fedkern demo: %s on %s", j->method, j->data);
+        rc = rows ? fk_plot_rounds(path, title, rows, n, &err)
+                  : fk_err_set(&err, FK_ENOMEM, "out of memory");
+        free(rows);
+    }
+    if (rc)
+        fprintf(stderr, "fedkern demo: plot of %s skipped: %s\n", j->method, err.msg);
+}
+
 static void plot(const demo_job *j, const char *workdir)
 {
-    char script[4096], cmd[8192];
-    snprintf(script, sizeof script, "%s/%s.gp", workdir, j->method);
-    /* a one-round job has no curve: its plot is each client's accuracy of the final model */
-    const fk_report *rep = j->drep ? j->drep : j->final;
-    if (j->rounds == 1) {
-        char dat[4200];
-        snprintf(dat, sizeof dat, "%s/%s-clients.dat", workdir, j->method);
-        FILE *d = fopen(dat, "w");
-        if (!d)
-            return;
-        fprintf(d, "# client accuracy\n");
-        for (int c = 0; rep && c < j->n_clients; c++)
-            fprintf(d, "%d %.9g\n", c, isnan(rep[c].accuracy) ? 0.0 : rep[c].accuracy);
-        fclose(d);
-    }
-    FILE *f = fopen(script, "w");
-    if (!f)
-        return;
-    const char *terms[][2] = {{"svg size 900,600", "svg"}, {"pngcairo size 900,600", "png"}};
-    for (int t = 0; t < 2 && j->rounds == 1; t++)
-        fprintf(f, "set terminal %s\nset output '%s/%s.%s'\nset title 'fedkern demo: %s on %s "
-                   "(one round)'\nset xlabel 'client'\nset ylabel 'accuracy of the final model'\n"
-                   "set yrange [0:1.05]\nset grid\nset style fill solid 0.5\nset boxwidth 0.6\n"
-                   "set xtics 1\nplot '%s/%s-clients.dat' using 1:2 with boxes title 'accuracy'\n",
-                terms[t][0], workdir, j->method, terms[t][1], j->method, j->data, workdir,
-                j->method);
-    for (int t = 0; t < 2 && j->rounds != 1; t++) {
-        fprintf(f, "set terminal %s\nset output '%s/%s.%s'\n", terms[t][0], workdir, j->method,
-                terms[t][1]);
-        fprintf(f, "set multiplot layout 2,1 title 'fedkern demo: %s on %s'\n", j->method, j->data);
-        fprintf(f, "set xlabel 'round'\nset grid\n");
-        if (!strcmp(j->metric, "accuracy"))
-            fprintf(f, "set ylabel 'target accuracy'\nplot '%s/%s.dat' using 1:4 with lines "
-                       "title 'accuracy'\n", workdir, j->method);
-        else
-            fprintf(f, "set ylabel '-loglik / n'\nplot '%s/%s.dat' using 1:3 with lines "
-                       "title 'objective'\n", workdir, j->method);
-        fprintf(f, "set ylabel 'participants'\nset yrange [0:%d]\nplot '%s/%s.dat' using 1:2 with steps "
-                   "title 'participants'\nunset multiplot\nset autoscale y\n",
-                j->n_clients + 1, workdir, j->method);
-    }
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>/dev/null", script);
-    int st = system(cmd);
-    if (st != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fprintf(stderr, "fedkern demo: gnuplot failed or is not installed; plots skipped "
-                        "(apt-get install gnuplot-nox)\n");
+    plot_as(j, workdir, "svg");
+    plot_as(j, workdir, "png");
 }
 
 static const char *yes_no(int b)
@@ -1121,7 +1124,7 @@ int fk_cmd_demo(int argc, char **argv)
             }
             if (jobs[i].predict && !jobs[i].pred_same) {
                 fk_cli_fail("demo", "job %s (%s): the daemons' predictions differ from the "
-                                    "in-process model's",
+                                    "in_process model's",
                             jobs[i].id, jobs[i].method);
                 mismatch = 1;
             }

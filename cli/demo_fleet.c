@@ -58,7 +58,7 @@ static int locate(const char *dir, const char *name, char *out, size_t cap, fk_e
         return FK_OK;
     return fk_err_set(err, FK_ENOTFOUND,
                       "%s not found: looked for %s/%s and %s (build it with 'ninja -C build', "
-                      "or install fedkern; use --in-process to run without daemons)",
+                      "or install fedkern; use --in_process to run without daemons)",
                       name, dir, name, alt);
 }
 
@@ -205,9 +205,9 @@ int fk_fleet_start_server(fk_fleet *f, const char *tls_dir, const char *state, f
 {
     char log[2100];
     snprintf(log, sizeof log, "%s/server.log", f->dir);
-    char *argv[] = {f->server_bin, "--listen", "127.0.0.1:0", "--tls-dir", (char *)tls_dir,
-                    "--state", (char *)state, "--metrics-listen", "off", "--heartbeat-ms", "2000",
-                    "--drain-ms", "500", "--log-level", "info", NULL};
+    char *argv[] = {f->server_bin, "--listen", "127.0.0.1:0", "--tls_dir", (char *)tls_dir,
+                    "--state", (char *)state, "--metrics_listen", "off", "--heartbeat_ms", "2000",
+                    "--drain_ms", "500", "--log_level", "info", NULL};
     int rc = spawn(f, "fedkern-server", log, argv, err);
     if (rc)
         return rc;

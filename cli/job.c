@@ -11,13 +11,18 @@
 
 #include "cli/cli.h"
 #include "cli/job.h"
+#include "common/base/options.h"
+#include "cli/plot.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
 #include "common/data/load.h"
+#include "common/methods/jobkeys.h"
+#include "common/methods/method.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
 #include "common/net/hostport.h"
+#include "common/net/modelfile.h"
 #include "fedkern.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
@@ -25,40 +30,56 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: fedkern job submit JOB.conf       [connection options] [--skip-client-check]\n"
+            "usage: fedkern job submit JOB.conf       [connection options] [--skip_client_check]\n"
+            "       fedkern job list                  [connection options] [--limit N] [--json]\n"
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
+            "                                         [--follow [--interval SECONDS]]\n"
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
             "                                         [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
-            "       fedkern job predict ID --data FILE [--out FILE] [--no-labels] [--json]\n"
+            "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
+            "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
             "                                         [--timeout SECONDS]\n"
+            "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
             "\n"
             "connection options:\n"
             "  --server HOST:PORT   the server (127.0.0.1:7443)\n"
-            "  --server-name NAME   name the server certificate must carry (default: HOST)\n"
-            "  --tls-dir DIR        certificate directory from 'fedkern certs'\n"
+            "  --server_name NAME   name the server certificate must carry (default: HOST)\n"
+            "  --tls_dir DIR        certificate directory from 'fedkern certs'\n"
             "  --name NAME          the admin certificate admin-NAME.pem/.key in DIR\n"
-            "  --timeout-ms MS      per call (10000)\n"
+            "  --timeout_ms MS      per call (10000)\n"
             "\n"
             "submit is refused when the job names clients that never joined the server, clients\n"
             "that joined without its data set, or data sets whose column counts differ between\n"
-            "clients (each named); --skip-client-check submits without that check.\n"
+            "clients (each named); --skip_client_check submits without that check.\n"
+            "An unknown option is a usage error (exit 2) before anything else is done.\n"
+            "list: the newest jobs (--limit N, 20; at most 1000): id, method, state, rounds done,\n"
+            "when submitted and last changed (UTC).\n"
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
+            "status --follow prints one line per closed round (polling every --interval SECONDS,\n"
+            "1) until the job ends, then exits 0 if it is done, 1 if it failed or was cancelled.\n"
+            "The metrics of a round: participants, planned, dropouts, aggregation_seconds and the\n"
+            "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
+            "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
+            "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
-            "(seconds), retries, aggregator (fedavg | mean | median | trimmed-mean, trim), and the\n"
-            "method's own parameters. The model file is an encoded fedkern.v1.Bundle.\n"
+            "(seconds), retries, max_refusals, name, and the method's own keys (`fedkern job keys\n"
+            "METHOD`); the server refuses any other key, naming the nearest known one. The model\n"
+            "file is an encoded fedkern.v1.Bundle.\n"
             "predict: labels and distances of the rows of FILE (CSV, LIBSVM, ...; a CSV's first\n"
-            "column is its label unless --no-labels) from a finished job, one 'label distance'\n"
+            "column is its label unless --no_labels) from a finished job, one 'label distance'\n"
             "line per row (or --out FILE as CSV). kahm with upload_models = 1: from the model at\n"
             "the server; kahm with models on the clients (default): the server asks the clients\n"
             "that hold them and waits up to --timeout SECONDS (5) for their answers; classes of\n"
-            "clients that did not answer score +inf and are named on stderr. One call: the\n"
-            "queries must fit one message.\n");
+            "clients that did not answer score +inf and are named on stderr. A file larger than\n"
+            "one message goes in several calls of whole rows, each within --net.max_message\n"
+            "BYTES (this side's limit, 4 MiB; calls the server refuses as too large are halved);\n"
+            "the answers are put back in row order. A labelled file also gets its accuracy.\n");
 }
 
 typedef struct fk_job_conn {
@@ -72,6 +93,7 @@ typedef struct fk_job_conn {
     uint8_t *resp;
     size_t resp_len;
     uint64_t timeout_ms;
+    uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
 } fk_job_conn;
 typedef fk_job_conn conn;
 
@@ -151,15 +173,15 @@ static int open_conn(conn *c, const fk_params *p, const char *cmd)
         fk_cli_fail(cmd, "--server must be HOST:PORT (got '%s')", server);
         return 2;
     }
-    const char *dir = fk_params_get(p, "tls-dir");
+    const char *dir = fk_params_get(p, "tls_dir");
     const char *name = fk_params_get(p, "name");
     if (!dir || !name) {
-        fk_cli_fail(cmd, "--tls-dir DIR and --name NAME (an admin certificate) are required");
+        fk_cli_fail(cmd, "--tls_dir DIR and --name NAME (an admin certificate) are required");
         return 2;
     }
     long timeout;
     fk_err err;
-    if (fk_params_int(p, "timeout-ms", 10000, 1, 86400000, &timeout, &err)) {
+    if (fk_params_int(p, "timeout_ms", 10000, 1, 86400000, &timeout, &err)) {
         fk_cli_fail(cmd, "%s", err.msg);
         return 2;
     }
@@ -179,8 +201,14 @@ static int open_conn(conn *c, const fk_params *p, const char *cmd)
     }
     fk_grpc_client_config gc = {.tls = tls};
     fk_net_limits_default(&gc.limits);
+    if (fk_net_limits_from_params(&gc.limits, p, "net", &err)) {
+        fk_tls_ctx_unref(tls);
+        fk_cli_fail(cmd, "%s", err.msg);
+        return 2;
+    }
+    c->max_message = gc.limits.max_message;
     int rc = fk_grpc_client_connect(&c->cl, &c->loop, &gc, host, port,
-                                    fk_params_str(p, "server-name", host), on_state, c, &err);
+                                    fk_params_str(p, "server_name", host), on_state, c, &err);
     fk_tls_ctx_unref(tls);
     if (rc) {
         FK_UV_MUST(uv_loop_close(&c->loop));
@@ -382,14 +410,25 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
     return out.state == fedkern_v1_JobState_JOB_FAILED ? 1 : 0;
 }
 
-static int write_all(const char *path, const uint8_t *buf, size_t len, fk_err *err)
+/* The model's Bundle bytes, then its info (common/net/modelfile.h), so `fedkern model` can
+ * tell what the file holds. */
+static int write_all(const char *path, const uint8_t *buf, size_t len, const fk_model_info *info,
+                     fk_err *err)
 {
+    uint8_t *tail = NULL;
+    size_t tail_len = 0;
+    if (fk_modelfile_info_encode(info, &tail, &tail_len, err))
+        return FK_ENOMEM;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
-    if (!f)
+    if (!f) {
+        free(tail);
         return fk_err_set(err, FK_EIO, "%s: %s", tmp, strerror(errno));
+    }
     int bad = len && fwrite(buf, 1, len, f) != len;
+    bad |= tail_len && fwrite(tail, 1, tail_len, f) != tail_len;
+    free(tail);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path))
         return fk_err_set(err, FK_EIO, "%s: cannot write the model: %s", path, strerror(errno));
@@ -484,7 +523,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
         rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
                          fk_jobcli_state_name(out.state));
-    if (!rc && out_path && write_all(out_path, model, model_len, &err))
+    fk_model_info info = {.round = (int)st.round};
+    snprintf(info.method, sizeof info.method, "%s", st.method);
+    snprintf(info.job_id, sizeof info.job_id, "%s", id);
+    snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
+    if (!rc && out_path && write_all(out_path, model, model_len, &info, &err))
         rc = fk_cli_fail("job result", "%s", err.msg);
     if (!rc) {
         if (json) {
@@ -504,8 +547,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
 }
 
 
-int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, long timeout_s,
-                   fk_bundle *result)
+/* One Predict call for the queries bundle. 0 = answered (result filled), 1 = failed (printed),
+ * 2 = refused as too large (RESOURCE_EXHAUSTED: the gRPC limit of either side, or the server's
+ * bound on a task to the clients), not printed: the caller sends fewer rows. */
+static int predict_once(conn *c, const char *id, const fk_bundle *queries, long timeout_s,
+                        fk_bundle *result)
 {
     const char *cmd = "job predict";
     fk_err err;
@@ -520,11 +566,132 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
     size_t len = 0;
     if (fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
-    int rc = call_encoded(c, cmd, "Predict", buf, len);
+    c->done = 0;
+    (void)fk_grpc_client_call(c->cl, FED "Predict", buf, len, c->timeout_ms, on_done, c);
+    while (!c->done && uv_run(&c->loop, UV_RUN_ONCE))
+        ;
+    free(buf);
+    if (!c->done)
+        return fk_cli_fail(cmd, "connection closed before the Predict answer");
+    if (c->status == FK_GRPC_RESOURCE_EXHAUSTED)
+        return 2;
+    if (c->status != FK_GRPC_OK)
+        return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
+                           c->up_failed ? "; " : "", c->up_failed ? c->why : "");
     fedkern_v1_PredictResponse out;
-    if (!rc && fk_codec_decode_predict_response(c->resp, c->resp_len, &out, result, &err))
-        rc = fk_cli_fail(cmd, "%s", err.msg);
-    return rc;
+    if (fk_codec_decode_predict_response(c->resp, c->resp_len, &out, result, &err))
+        return fk_cli_fail(cmd, "%s", err.msg);
+    return 0;
+}
+
+/* Fold the answer r of rows [r0, r0 + n) into the whole answer acc (nt rows): the per-query
+ * "labels" and "distances" go to their rows; "unscored_classes" and "missing_clients" are the
+ * union over the batches, "scored_classes" the classes every batch scored. Other tensors are
+ * those of the first batch. */
+static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n, size_t nt,
+                        int first, fk_err *err)
+{
+    static const char *const per_query[] = {"labels", "distances"};
+    for (int k = 0; k < 2; k++) {
+        const fk_tensor *t = fk_bundle_get(r, per_query[k]);
+        if (!t || t->len != n)
+            return fk_err_set(err, FK_EFORMAT, "the server's answer has no '%s' for the %zu "
+                              "queries of rows %zu..", per_query[k], n, r0);
+        double *d = first ? fk_bundle_add(acc, per_query[k], 1, (uint64_t[]){nt})
+                          : (double *)fk_bundle_get(acc, per_query[k])->data;
+        if (!d && nt)
+            return fk_err_set(err, FK_ENOMEM, "out of memory");
+        if (n)
+            memcpy(d + r0, t->data, n * sizeof(double));
+    }
+    for (size_t i = 0; i < r->count; i++) {
+        const fk_tensor *t = &r->items[i];
+        if (!strcmp(t->name, "labels") || !strcmp(t->name, "distances"))
+            continue;
+        const fk_tensor *a = fk_bundle_get(acc, t->name);
+        int set = !strcmp(t->name, "unscored_classes") || !strcmp(t->name, "missing_clients");
+        if (!a) {
+            if (fk_bundle_put(acc, t->name, t->ndim, t->shape, t->data))
+                return fk_err_set(err, FK_ENOMEM, "out of memory");
+        } else if (set) { /* union of two sorted id lists */
+            size_t na = a->len, m = 0;
+            double *u = malloc((na + t->len + 1) * sizeof(double));
+            if (!u)
+                return fk_err_set(err, FK_ENOMEM, "out of memory");
+            size_t x = 0, y = 0;
+            while (x < na || y < t->len) {
+                double v = y >= t->len || (x < na && a->data[x] <= t->data[y]) ? a->data[x]
+                                                                                : t->data[y];
+                if (x < na && a->data[x] == v)
+                    x++;
+                if (y < t->len && t->data[y] == v)
+                    y++;
+                u[m++] = v;
+            }
+            int rc = fk_bundle_put_vec(acc, t->name, m, u); /* replaces it */
+            free(u);
+            if (rc)
+                return fk_err_set(err, FK_ENOMEM, "out of memory");
+        } else if (!strcmp(t->name, "scored_classes") && a->len == t->len) {
+            for (size_t j = 0; j < t->len; j++)
+                ((fk_tensor *)a)->data[j] = fmin(a->data[j], t->data[j]);
+        }
+    }
+    return FK_OK;
+}
+
+int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, long timeout_s,
+                   fk_bundle *result)
+{
+    const char *cmd = "job predict";
+    const fk_tensor *X = fk_bundle_get(queries, "X");
+    if (!X || X->ndim != 2)
+        return fk_cli_fail(cmd, "the queries need a matrix 'X'");
+    size_t nt = (size_t)X->shape[0], p = (size_t)X->shape[1];
+    /* Rows per call: the queries of one call, 8 bytes a value, within net.max_message less a
+     * margin for the envelope (the job config goes along to the clients in mode B); the
+     * answer's columns (a distance per class held) are assumed no wider than max(p, 16). */
+    size_t room = c->max_message > (128u << 10) ? c->max_message - (64u << 10)
+                                                : c->max_message / 2;
+    size_t rows = room / (8 * (p > 16 ? p : 16));
+    rows = rows < 1 ? 1 : rows > 65536 ? 65536 : rows;
+    if (nt <= rows) { /* one call, the answer as the server sent it */
+        int rc = predict_once(c, id, queries, timeout_s, result);
+        if (rc != 2)
+            return rc;
+        rows = nt / 2 ? nt / 2 : 1;
+    }
+    fk_err err;
+    size_t calls = 0, r0 = 0;
+    while (r0 < nt) {
+        size_t n = nt - r0 < rows ? nt - r0 : rows;
+        fk_bundle q, r;
+        fk_bundle_init(&q);
+        fk_bundle_init(&r);
+        int rc = fk_bundle_put(&q, "X", 2, (uint64_t[]){n, p}, X->data + r0 * p)
+                     ? fk_cli_fail(cmd, "out of memory")
+                     : predict_once(c, id, &q, timeout_s, &r);
+        if (rc == 2 && n > 1) { /* the server's limit is lower than ours: halve and retry */
+            rows = n / 2;
+            fprintf(stderr, "job %s: %zu queries per call are too many for the server; now %zu\n",
+                    id, n, rows);
+        } else if (rc == 2) {
+            rc = fk_cli_fail(cmd, "%s: %s (even one query per call)",
+                             fk_grpc_status_name(c->status), c->msg);
+        } else if (!rc && predict_fold(result, &r, r0, n, nt, r0 == 0, &err)) {
+            rc = fk_cli_fail(cmd, "%s", err.msg);
+        } else if (!rc) {
+            r0 += n;
+            calls++;
+        }
+        fk_bundle_close(&q);
+        fk_bundle_close(&r);
+        if (rc == 1)
+            return 1;
+    }
+    fprintf(stderr, "job %s: %zu queries sent in %zu calls of at most %zu rows\n", id, nt, calls,
+            rows);
+    return 0;
 }
 
 /* What could not be scored (models on silent clients, or no client holding a class). */
@@ -550,7 +717,7 @@ static void print_unscored(const char *id, const fk_bundle *res)
 /* fedkern job predict ID --data FILE: the queries' labels and distances, from the job's model
  * at the server (kahm with uploaded models) or from the clients that hold the models (kahm mode
  * B, waiting up to timeout_s for them). A labelled file (CSV: label in the first column) also
- * gets its accuracy; --no-labels reads every column as a feature. */
+ * gets its accuracy; --no_labels reads every column as a feature. */
 static int do_predict(conn *c, const char *id, const char *data, int no_labels,
                       const char *out_path, int json, long timeout_s)
 {
@@ -608,6 +775,49 @@ static int do_predict(conn *c, const char *id, const char *data, int no_labels,
     return rc;
 }
 
+/* Every closed round's metrics (one JobStatus call per round), then the plot. */
+static int do_plot(conn *c, const char *id, const char *out_path, int json)
+{
+    fedkern_v1_JobStatusResponse st, r;
+    int rc = fk_job_status_get(c, id, 0, &st);
+    if (rc)
+        return rc;
+    int n = (int)st.round;
+    fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
+    if (!rows)
+        return fk_cli_fail("job plot", "out of memory");
+    int got = 0;
+    for (int i = 1; !rc && i <= n; i++) {
+        rc = fk_job_status_get(c, id, (uint32_t)i, &r);
+        if (rc || isnan(fk_job_metric(r.metrics, r.metrics_count, "round")))
+            continue; /* a round that never closed with an aggregate has no row */
+        fk_plot_round *w = &rows[got++];
+        w->round = i;
+        w->participants = (int)fk_job_metric(r.metrics, r.metrics_count, "participants");
+        w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+    }
+    char title[160];
+    snprintf(title, sizeof title, "fedkern job %s: %s, %d of %u rounds", id, st.method, got,
+             st.rounds_total);
+    fk_err err;
+    if (!rc && fk_plot_rounds(out_path, title, rows, got, &err))
+        rc = fk_cli_fail("job plot", "%s", err.msg);
+    for (int i = 0; !rc && json && i < got; i++) {
+        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"planned\":%d", id,
+               rows[i].round, rows[i].participants, rows[i].planned);
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            if (!isnan(rows[i].q[f]))
+                printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
+        printf("}\n");
+    }
+    if (!rc && !json)
+        printf("job %s: %d rounds plotted to %s\n", id, got, out_path);
+    free(rows);
+    return rc;
+}
+
 static int do_cancel(conn *c, const char *id)
 {
     fedkern_v1_CancelJobRequest in = fedkern_v1_CancelJobRequest_init_zero;
@@ -618,6 +828,162 @@ static int do_cancel(conn *c, const char *id)
     return rc;
 }
 
+/* One closed round of `status --follow`: its metrics from the server, every one but the
+ * job totals and the in-progress counters. */
+static void print_round(const char *id, const fedkern_v1_JobStatusResponse *rs, uint32_t round,
+                        int json)
+{
+    if (json)
+        printf("{\"job\":\"%s\",\"round\":%u,\"rounds\":%u", id, round, rs->rounds_total);
+    else
+        printf("job %s round %u/%u:", id, round, rs->rounds_total);
+    for (pb_size_t i = 0; i < rs->metrics_count; i++) {
+        const char *n = rs->metrics[i].name;
+        if (!strcmp(n, "round") || !strncmp(n, "current_", 8) || strstr(n, "_total"))
+            continue;
+        if (json)
+            printf(",\"%s\":%.17g", n, rs->metrics[i].value);
+        else
+            printf(" %s %.6g", n, rs->metrics[i].value);
+    }
+    printf(json ? "}\n" : "\n");
+    fflush(stdout);
+}
+
+/* status --follow: a line per round as rounds close, until the job ends. 0 = done. */
+static int do_follow(conn *c, const char *id, int json, long interval_ms)
+{
+    fedkern_v1_JobStatusResponse st;
+    uint32_t shown = 0;
+    for (;;) {
+        int rc = fk_job_status_get(c, id, 0, &st);
+        for (uint32_t r = shown + 1; !rc && r <= st.round; r++) {
+            fedkern_v1_JobStatusResponse rs;
+            if (!(rc = fk_job_status_get(c, id, r, &rs)))
+                print_round(id, &rs, r, json);
+            shown = r;
+        }
+        if (rc)
+            return rc;
+        if (st.state != fedkern_v1_JobState_JOB_RUNNING &&
+            st.state != fedkern_v1_JobState_JOB_QUEUED)
+            break;
+        usleep((useconds_t)interval_ms * 1000);
+    }
+    if (json) {
+        printf("{\"job\":\"%s\",\"state\":\"%s\",\"rounds_done\":%u,\"message\":", id,
+               fk_jobcli_state_name(st.state), st.round);
+        print_json_string(st.message);
+        printf("}\n");
+    } else {
+        printf("job %s: %s after %u of %u rounds%s%s\n", id, fk_jobcli_state_name(st.state),
+               st.round, st.rounds_total, st.message[0] ? ": " : "", st.message);
+    }
+    return st.state == fedkern_v1_JobState_JOB_DONE ? 0 : 1;
+}
+
+/* Unix seconds as UTC "YYYY-MM-DDTHH:MM:SSZ". */
+static void utc(double t, char *out, size_t cap)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    if (!gmtime_r(&s, &tm) || !strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm))
+        snprintf(out, cap, "-");
+}
+
+static int do_list(conn *c, long limit, int json)
+{
+    fedkern_v1_ListJobsRequest in = fedkern_v1_ListJobsRequest_init_zero;
+    in.limit = (uint32_t)limit;
+    int rc = rpc(c, "job list", "ListJobs", fedkern_v1_ListJobsRequest_fields, &in);
+    fedkern_v1_ListJobsResponse out = fedkern_v1_ListJobsResponse_init_zero;
+    fk_err err;
+    if (!rc && fk_codec_decode(fedkern_v1_ListJobsResponse_fields, &out, c->resp, c->resp_len, &err))
+        rc = fk_cli_fail("job list", "%s", err.msg);
+    if (rc)
+        return rc;
+    if (!json)
+        printf("%-6s %-16s %-9s %6s  %-20s  %-20s\n", "ID", "METHOD", "STATE", "ROUND", "STARTED",
+               "UPDATED");
+    for (pb_size_t i = 0; i < out.jobs_count; i++) {
+        const fedkern_v1_JobSummary *j = &out.jobs[i];
+        if (json) {
+            printf("{\"job\":\"%s\",\"method\":\"%s\",\"state\":\"%s\",\"round\":%u,"
+                   "\"started\":%.3f,\"updated\":%.3f}\n",
+                   j->job_id, j->method, fk_jobcli_state_name(j->state), j->round, j->started,
+                   j->updated);
+        } else {
+            char a[32], b[32];
+            utc(j->started, a, sizeof a);
+            utc(j->updated, b, sizeof b);
+            printf("%-6s %-16s %-9s %6u  %-20s  %-20s\n", j->job_id, j->method,
+                   fk_jobcli_state_name(j->state), j->round, a, b);
+        }
+    }
+    fk_codec_release(fedkern_v1_ListJobsResponse_fields, &out);
+    return 0;
+}
+
+static void print_keys(const fk_param_doc *d)
+{
+    for (; d->key; d++)
+        printf("  %-32s %s\n", d->key, d->help);
+}
+
+/* job keys [METHOD]: what a job file may set, with no server. */
+static int do_keys(const char *method)
+{
+    fk_err err;
+    const fk_method *m = method ? fk_method_find(method, &err) : NULL;
+    if (method && !m) {
+        fk_cli_fail("job keys", "%s", err.msg);
+        return 2;
+    }
+    printf("keys of every job (read by the server's round engine):\n");
+    print_keys(fk_jobkeys_generic);
+    if (m) {
+        printf("\nkeys of job type %s:\n", m->name);
+        print_keys(m->keys);
+    } else {
+        printf("\njob types (fedkern job keys METHOD lists a type's own keys):\n");
+        for (int i = 0; fk_methods[i]; i++)
+            printf("  %-16s %s\n", fk_methods[i]->name, fk_methods[i]->summary);
+    }
+    return 0;
+}
+
+/* The subcommands: positional arguments and their own options (plus the connection's). */
+static const fk_param_doc conn_opts[] = {
+    {"server HOST:PORT", ""}, {"server_name NAME", ""}, {"tls_dir DIR", ""},
+    {"name NAME", ""},        {"timeout_ms MS", ""},    {"help", ""},
+    {NULL, NULL},
+};
+static const fk_param_doc no_opts[] = {{"help", ""}, {NULL, NULL}};
+static const fk_param_doc submit_opts[] = {{"skip_client_check", ""}, {NULL, NULL}};
+static const fk_param_doc plot_opts[] = {{"out FILE", ""}, {"json", ""}, {NULL, NULL}};
+static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, NULL}};
+static const fk_param_doc status_opts[] = {
+    {"round N", ""}, {"json", ""}, {"follow", ""}, {"interval SECONDS", ""}, {NULL, NULL}};
+static const fk_param_doc result_opts[] = {
+    {"out FILE", ""}, {"wait SECONDS", ""}, {"current", ""}, {"json", ""}, {NULL, NULL}};
+static const fk_param_doc predict_opts[] = {{"data FILE", ""}, {"out FILE", ""},
+                                            {"no_labels", ""}, {"json", ""},
+                                            {"timeout SECONDS", ""}, {NULL, NULL}};
+
+typedef struct job_sub {
+    const char *name;
+    int min_args, max_args;
+    const fk_param_doc *opts;
+    int conn; /* talks to the server */
+} job_sub;
+
+static const job_sub subs[] = {
+    {"submit", 1, 1, submit_opts, 1},     {"list", 0, 0, list_opts, 1},
+    {"status", 1, 1, status_opts, 1}, {"result", 1, 1, result_opts, 1},
+    {"cancel", 1, 1, no_opts, 1},     {"predict", 1, 1, predict_opts, 1},
+    {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {NULL, 0, 0, NULL, 0},
+};
+
 int fk_cmd_job(int argc, char **argv)
 {
     if (argc < 1 || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
@@ -625,15 +991,23 @@ int fk_cmd_job(int argc, char **argv)
         return argc < 1 ? 2 : 0;
     }
     const char *sub = argv[0];
+    const job_sub *js = NULL;
+    for (int i = 0; subs[i].name; i++)
+        if (!strcmp(sub, subs[i].name))
+            js = &subs[i];
+    if (!js) {
+        fk_cli_fail("job", "unknown subcommand '%s'; see --help", sub);
+        return 2;
+    }
     fk_params p;
     fk_params_init(&p);
     fk_err err;
     int n = argc - 1;
     char **rest = argv + 1;
     int rc = 0;
-    static char skip_flag[] = "--skip-client-check=1"; /* a bare flag before JOB.conf */
+    static char skip_flag[] = "--skip_client_check=1"; /* a bare flag before JOB.conf */
     for (int i = 0; i < n; i++)
-        if (!strcmp(rest[i], "--skip-client-check"))
+        if (!strcmp(rest[i], "--skip_client_check") || !strcmp(rest[i], "--skip-client-check"))
             rest[i] = skip_flag;
     if (fk_params_parse_args(&p, &n, rest, &err)) {
         rc = fk_cli_fail("job", "%s", err.msg);
@@ -643,23 +1017,36 @@ int fk_cmd_job(int argc, char **argv)
         usage(stdout);
         goto out;
     }
-    int known = !strcmp(sub, "submit") || !strcmp(sub, "status") || !strcmp(sub, "result") ||
-                !strcmp(sub, "cancel") || !strcmp(sub, "predict");
-    if (!known || n != 1) {
-        fk_cli_fail("job", known ? "%s takes exactly one argument; see --help"
-                                 : "unknown subcommand '%s'; see --help",
+    /* An unknown option is a usage error before anything else is looked at. */
+    char prog[32];
+    snprintf(prog, sizeof prog, "fedkern job %s", sub);
+    const fk_option_table known[] = {
+        {js->opts, NULL}, {js->conn ? conn_opts : no_opts, NULL}, {NULL, NULL}};
+    if ((rc = fk_options_check(&p, known, prog, NULL, 0, stderr)))
+        goto out;
+    if (n < js->min_args || n > js->max_args) {
+        fk_cli_fail("job", js->max_args == 0   ? "%s takes no argument; see --help"
+                           : js->min_args == 0 ? "%s takes at most one argument; see --help"
+                                               : "%s takes exactly one argument; see --help",
                     sub);
         rc = 2;
         goto out;
     }
-    long wait_s, round, predict_s;
-    int json, current, no_labels, skip_check;
-    if (fk_params_bool(&p, "no-labels", 0, &no_labels, &err) ||
-        fk_params_bool(&p, "skip-client-check", 0, &skip_check, &err) ||
+    if (!js->conn) {
+        rc = do_keys(n ? rest[0] : NULL);
+        goto out;
+    }
+    long wait_s, round, predict_s, limit, interval_s;
+    int json, current, no_labels, follow, skip_check;
+    if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
+        fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "timeout", 5, 1, 600, &predict_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
+        fk_params_int(&p, "limit", 20, 1, 1000, &limit, &err) ||
+        fk_params_int(&p, "interval", 1, 1, 3600, &interval_s, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err) ||
+        fk_params_bool(&p, "follow", 0, &follow, &err) ||
         fk_params_bool(&p, "current", 0, &current, &err)) {
         fk_cli_fail("job", "%s", err.msg);
         rc = 2;
@@ -672,8 +1059,18 @@ int fk_cmd_job(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    if (!strcmp(sub, "plot") && !out_path) {
+        fk_cli_fail("job", "plot needs --out FILE.svg");
+        rc = 2;
+        goto out;
+    }
     if (!strcmp(sub, "result") && !out_path) {
         fk_cli_fail("job", "result needs --out FILE");
+        rc = 2;
+        goto out;
+    }
+    if (follow && round) {
+        fk_cli_fail("job", "status: --follow and --round N do not go together");
         rc = 2;
         goto out;
     }
@@ -687,17 +1084,18 @@ int fk_cmd_job(int argc, char **argv)
         free(text);
         goto out;
     }
-    const char *unused = fk_params_unused(&p);
-    if (unused) {
-        fk_cli_fail("job", "unknown option '--%s'; see --help", unused);
-        rc = 2;
-    } else if (!strcmp(sub, "submit")) {
+    if (!strcmp(sub, "submit")) {
         rc = do_submit(&c, text, skip_check);
         text = NULL;
+    } else if (!strcmp(sub, "list")) {
+        rc = do_list(&c, limit, json);
     } else if (!strcmp(sub, "status")) {
-        rc = do_status(&c, rest[0], (uint32_t)round, json);
+        rc = follow ? do_follow(&c, rest[0], json, interval_s * 1000)
+                    : do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
         rc = do_result(&c, rest[0], out_path, wait_s, current, json);
+    } else if (!strcmp(sub, "plot")) {
+        rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
         rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json, predict_s);
     } else {

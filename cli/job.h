@@ -13,7 +13,7 @@
 
 typedef struct fk_job_conn fk_job_conn;
 
-/* Connect with the params server, server-name, tls-dir, name, timeout-ms (the job
+/* Connect with the params server, server_name, tls_dir, name, timeout_ms (the job
  * command's connection options). Returns 0, 1 (failure) or 2 (bad options). */
 int fk_job_open(fk_job_conn **c, const fk_params *p, const char *cmd);
 void fk_job_close(fk_job_conn *c);

@@ -5,6 +5,7 @@
 
 #include "bench/bench.h"
 #include "cli/cli.h"
+#include "common/base/options.h"
 
 static const fk_cli_cmd commands[] = {
     {"demo", "run the demo federation on built-in data", fk_cmd_demo},
@@ -13,6 +14,7 @@ static const fk_cli_cmd commands[] = {
     {"sim", "simulate a federation in this process", fk_cmd_sim},
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
     {"job", "submit, inspect, fetch and cancel jobs on a fedkern-server", fk_cmd_job},
+    {"model", "show a model file, score it on labelled data, write its predictions", fk_cmd_model},
     {NULL, NULL, NULL},
 };
 
@@ -62,6 +64,13 @@ int main(int argc, char **argv)
         printf("fedkern %s\n", FK_VERSION);
         return 0;
     }
+    /* Option names are words joined by '_'; the '-' spellings of 0.1 work, with a warning. */
+    for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strncmp(argv[i], "--", 2) && argv[i][2]) {
+            char key[128];
+            snprintf(key, sizeof key, "%.*s", (int)strcspn(argv[i] + 2, "="), argv[i] + 2);
+            fk_options_warn_old(key, "fedkern", NULL, stderr);
+        }
     for (int i = 0; commands[i].name; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 2, argv + 2);

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "cli/sim_fedrf_tca.h"
 #include "cli/sim_runners.h"
+#include "common/base/params.h"
 #include "common/methods/method.h"
 
 typedef struct sim_entry {
@@ -35,7 +36,40 @@ static void usage(FILE *out)
         if (fk_methods[i]->sim_data)
             fprintf(out, "  %-12s %s\n", fk_methods[i]->name, fk_methods[i]->summary);
     fprintf(out, "\nAny other job type runs with one --data FILE per client.\n"
-                 "fedkern sim METHOD --help lists the method's options.\n");
+                 "fedkern sim METHOD --help lists the method's options.\n"
+                 "fedkern sim --job FILE --data NAME=FILE... runs a job file of `fedkern job submit`\n"
+                 "in this process (its method through the generic runner), NAME a client of its\n"
+                 "`clients`.\n");
+}
+
+/* fedkern sim --job FILE ...: the method named by the job file, through the generic runner
+ * whatever runner `fedkern sim METHOD` would pick, so the file runs as the daemons run it. */
+static int sim_job_file(int argc, char **argv)
+{
+    const char *path = NULL;
+    for (int i = 0; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--job"))
+            path = argv[i + 1];
+    if (!path) {
+        fprintf(stderr, "fedkern sim: name a METHOD or give --job FILE; see fedkern sim --help\n");
+        return 2;
+    }
+    fk_params p;
+    fk_params_init(&p);
+    fk_err err;
+    const fk_method *m = NULL;
+    int rc = fk_params_load_ini(&p, path, &err);
+    const char *name = rc ? NULL : fk_params_get(&p, "method");
+    if (!rc && !name)
+        rc = fk_err_set(&err, FK_EINVAL, "%s: no 'method = NAME' line", path);
+    if (!rc && !(m = fk_method_find(name, &err)))
+        rc = FK_ENOTFOUND;
+    fk_params_close(&p);
+    if (rc) {
+        fprintf(stderr, "fedkern sim: %s\n", err.msg);
+        return 2;
+    }
+    return fk_sim_generic(m, argc, argv);
 }
 
 int fk_cmd_sim(int argc, char **argv)
@@ -44,6 +78,8 @@ int fk_cmd_sim(int argc, char **argv)
         usage(argc < 1 ? stderr : stdout);
         return argc < 1 ? 2 : 0;
     }
+    if (!strncmp(argv[0], "--", 2))
+        return sim_job_file(argc, argv);
     for (int i = 0; sims[i].method; i++)
         if (!strcmp(argv[0], sims[i].method))
             return sims[i].run(argc - 1, argv + 1);

@@ -48,17 +48,17 @@ static void usage(FILE *out)
             "  --K, --R, --p, --n   design (default 10, 5, 10, 150)\n"
             "  --h H             task heterogeneity (default 0)\n"
             "  --outliers O      outlier tasks (default 1)\n"
-            "  --outlier-text 1  use the paper text's outlier N(2 1, 3 I)\n"
+            "  --outlier_text 1  use the paper text's outlier N(2 1, 3 I)\n"
             "  --every E         progress line every E rounds (default 100; 0 = none)\n"
             "  --data D          synth (default) | pendigits | fashion-mnist-pca10 |\n"
             "                    fashion-mnist-pca10z: real-data protocol (R=10, 80/20 split\n"
             "                    per client, mis-clustering on good clients' test points)\n"
-            "  --data-dir DIR    shared data directory (default ../shared/data)\n"
+            "  --data_dir DIR    shared data directory (default ../shared/data)\n"
             "  --clients K       real data: clients (default 44 pendigits, 100 fashion)\n"
             "  --contaminated C  real data: contaminated clients (default 0)\n"
             "  --model M         gmm (default) | mor: mixture of regressions (spec 4.3;\n"
-            "                    --n defaults to 200, outlier y = x^T(out-coef 1) + e,\n"
-            "                    --out-coef -3); methods fedgrem, fedem, local-em,\n"
+            "                    --n defaults to 200, outlier y = x^T(out_coef 1) + e,\n"
+            "                    --out_coef -3); methods fedgrem, fedem, local-em,\n"
             "                    local-grem, pooled-em, pooled-grem, fedgmm\n"
             "                    (--fedgmm_R1 3 --fedgmm_cov all|first), and the job\n"
             "                    types fedgrem-mor, fedem-mor, local-em-mor,\n"
@@ -74,17 +74,17 @@ static void usage(FILE *out)
 
 /* Every option this command or the mixture methods read. */
 static const char *const KNOWN[] = {
-    "method", "rounds", "reps", "seed", "K", "R", "p", "n", "h", "outliers", "outlier-text",
-    "every", "json", "data", "data-dir", "clients", "contaminated", "c_eta", "kappa", "C",
+    "method", "rounds", "reps", "seed", "K", "R", "p", "n", "h", "outliers", "outlier_text",
+    "every", "json", "data", "data_dir", "clients", "contaminated", "c_eta", "kappa", "C",
     "lambda0", "central_passes", "align_B", "restarts", "grem_step", "tgmm_lambda",
-    "fedem_weights", "step_guard", "local_init", "model", "out-coef", "fedgmm_R1", "fedgmm_cov", NULL};
+    "fedem_weights", "step_guard", "local_init", "model", "out_coef", "fedgmm_R1", "fedgmm_cov", NULL};
 
 static const char *unknown_option(const fk_params *p)
 {
     for (int i = 0; i < p->count; i++) {
         int ok = 0;
         for (int j = 0; KNOWN[j] && !ok; j++)
-            ok = !strcmp(p->items[i].key, KNOWN[j]);
+            ok = fk_params_key_eq(p->items[i].key, KNOWN[j]);
         if (!ok)
             return p->items[i].key;
     }
@@ -104,7 +104,7 @@ static int run_real(fk_params *p, const char *data, const char *method, long rou
 {
     fk_err err;
     long K, C;
-    const char *dir = fk_params_str(p, "data-dir", "../shared/data");
+    const char *dir = fk_params_str(p, "data_dir", "../shared/data");
     int rc = fk_params_int(p, "clients", strcmp(data, "pendigits") ? 100 : 44, 1, 1000000, &K, &err);
     if (!rc)
         rc = fk_params_int(p, "contaminated", 0, 0, 1000000, &C, &err);
@@ -185,7 +185,7 @@ int fk_sim_fedgrem(int argc, char **argv)
     if (!rc) rc = fk_params_int(&p, "n", 150, 1, 100000000, &n, &err);
     if (!rc) rc = fk_params_int(&p, "outliers", 1, 0, 1000000, &outl, &err);
     if (!rc) rc = fk_params_int(&p, "every", 100, 0, 100000000, &every, &err);
-    if (!rc) rc = fk_params_int(&p, "outlier-text", 0, 0, 1, &text, &err);
+    if (!rc) rc = fk_params_int(&p, "outlier_text", 0, 0, 1, &text, &err);
     if (!rc) rc = fk_params_double(&p, "h", 0.0, 0.0, 1e6, &h, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &json, &err);
     const char *model = fk_params_str(&p, "model", "gmm");

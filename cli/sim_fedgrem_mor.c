@@ -39,7 +39,7 @@ int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps,
 {
     fk_err err;
     double coef;
-    int rc = fk_params_double(p, "out-coef", -3.0, -1e6, 1e6, &coef, &err);
+    int rc = fk_params_double(p, "out_coef", -3.0, -1e6, 1e6, &coef, &err);
     if (rc)
         return fk_cli_fail("sim fedgrem", "%s", err.msg), 2;
     double sum_t = 0, sum_w = 0;

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "cli/sim_fedrf_tca.h"
+#include "common/base/options.h"
 #include "common/base/params.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
@@ -19,13 +20,13 @@ static const char *const HELP =
     "clients and one unlabelled target client exchange only mean random-feature\n"
     "statistics (2N values), the adaptive layer W_RF (2N x m) and, every T_C rounds,\n"
     "the classifier. Data: the built-in synthetic domain shift, or Office-Caltech10\n"
-    "SURF domains from --data-dir.\n"
+    "SURF domains from --data_dir.\n"
     "\n"
     "options:\n"
-    "  --data-dir DIR        shared data directory (Office-Caltech10 SURF)\n"
+    "  --data_dir DIR        shared data directory (Office-Caltech10 SURF)\n"
     "  --source A,C,D        source domains (A amazon, C caltech, W webcam, D dslr)\n"
     "  --target W            target domain\n"
-    "  --synthetic           use the built-in synthetic shift data (default without --data-dir)\n"
+    "  --synthetic           use the built-in synthetic shift data (default without --data_dir)\n"
     "  --sources K           synthetic: number of source clients (default 3)\n"
     "  --N N                 random frequencies (default 1000; 200 on synthetic data)\n"
     "  --m M                 adaptive-layer width (default 100; 20 on synthetic data)\n"
@@ -40,13 +41,13 @@ static const char *const HELP =
     "  --rounds R            rounds (default 300)\n"
     "  --tc T                classifier averaging interval T_C (default 50)\n"
     "  --participation random|all   S_t uniform-size random subset (default) or all sources\n"
-    "  --drop-setting I|II|III      Table III message-drop setting (default I)\n"
+    "  --drop_setting I|II|III      Table III message-drop setting (default I)\n"
     "  --drop P              probability that any update is lost in transit (default 0)\n"
     "  --voting              one-shot hard voting of the source classifiers at the end\n"
-    "  --order O             senders per round: subset (default: S_t and --drop-setting), or\n"
+    "  --order O             senders per round: subset (default: S_t and --drop_setting), or\n"
     "                        Table XVIII all, ordered, ordered-random, random, random-random\n"
-    "  --common-init         every client starts from the same W_RF and classifier\n"
-    "  --eval-every E        target accuracy every E rounds (default 1)\n"
+    "  --common_init         every client starts from the same W_RF and classifier\n"
+    "  --eval_every E        target accuracy every E rounds (default 1)\n"
     "  --seed S              seed of Omega, initialisation, batches and plans (default 1)\n"
     "  --json                JSON lines instead of text\n";
 
@@ -106,6 +107,16 @@ static void pass(fk_params *dst, const fk_params *src, const char *opt, const ch
         *failed = 1;
 }
 
+/* Every option of this runner (the HELP text describes them). */
+static const fk_param_doc opts[] = {
+    {"data_dir", ""}, {"source", ""},   {"target", ""}, {"synthetic", ""}, {"sources", ""},
+    {"N", ""},        {"m", ""},        {"sigma", ""},  {"features", ""},  {"lambda", ""},
+    {"lr", ""},       {"optimizer", ""}, {"batch", ""}, {"hidden", ""},    {"rounds", ""},
+    {"tc", ""},       {"participation", ""}, {"drop_setting", ""}, {"drop", ""},
+    {"voting", ""},   {"order", ""},    {"common_init", ""}, {"eval_every", ""}, {"seed", ""},
+    {"json", ""},     {"help", ""},     {NULL, NULL},
+};
+
 int fk_sim_fedrf_tca(int argc, char **argv)
 {
     fk_params a, p;
@@ -129,11 +140,15 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    const fk_option_table known[] = {{opts, NULL}, {NULL, NULL}};
+    if ((rc = fk_options_check(&a, known, "fedkern sim fedrf-tca", NULL, 0, stderr)))
+        goto out;
+    rc = 1;
     int json = 0, voting = 0, common_init = 0;
     long rounds, seed_l;
     if (fk_params_bool(&a, "json", 0, &json, &err) ||
         fk_params_bool(&a, "voting", 0, &voting, &err) ||
-        fk_params_bool(&a, "common-init", 0, &common_init, &err) ||
+        fk_params_bool(&a, "common_init", 0, &common_init, &err) ||
         fk_params_int(&a, "rounds", 300, 1, 100000000, &rounds, &err) ||
         fk_params_int(&a, "seed", 1, 0, 0x7fffffffffffffffL, &seed_l, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
@@ -147,7 +162,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         goto out;
     }
     int unset = 0; /* a job parameter could not be stored */
-    int synthetic = fk_params_get(&a, "synthetic") || !fk_params_get(&a, "data-dir");
+    int synthetic = fk_params_get(&a, "synthetic") || !fk_params_get(&a, "data_dir");
     if (fk_fedrf_cli_load(&a, synthetic, &ds, &n_clients, &err)) {
         fk_cli_fail("sim fedrf-tca", "%s", err.msg);
         goto out;
@@ -163,8 +178,8 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     pass(&p, &a, "hidden", "hidden", NULL, &unset);
     pass(&p, &a, "tc", "tc", NULL, &unset);
     pass(&p, &a, "participation", "participation", NULL, &unset);
-    pass(&p, &a, "drop-setting", "drop_setting", NULL, &unset);
-    pass(&p, &a, "eval-every", "eval_every", NULL, &unset);
+    pass(&p, &a, "drop_setting", "drop_setting", NULL, &unset);
+    pass(&p, &a, "eval_every", "eval_every", NULL, &unset);
     pass(&p, &a, "order", "order", NULL, &unset);
     unset |= fk_params_set(&p, "voting", voting ? "1" : "0") != FK_OK;
     unset |= fk_params_set(&p, "common_init", common_init ? "1" : "0") != FK_OK;

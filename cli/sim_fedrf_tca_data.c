@@ -45,10 +45,10 @@ static int domain_name(const char *w, size_t len, char *out, size_t cap, fk_err 
 
 static int load_surf(const fk_params *a, fk_dataset **ds, int *n_clients, fk_err *err)
 {
-    const char *dir = fk_params_str(a, "data-dir", "../shared/data");
+    const char *dir = fk_params_str(a, "data_dir", "../shared/data");
     const char *src = fk_params_get(a, "source"), *tgt = fk_params_get(a, "target");
     if (!src || !tgt)
-        return fk_err_set(err, FK_EINVAL, "--data-dir needs --source A,C,.. and --target W");
+        return fk_err_set(err, FK_EINVAL, "--data_dir needs --source A,C,.. and --target W");
     int k = 1;
     for (const char *q = src; *q; q++)
         k += *q == ',';

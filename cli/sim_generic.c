@@ -2,6 +2,7 @@
  * in process on its built-in synthetic clients (sim_data) or on one file per client
  * (--data), with the job's keys from --job FILE and --KEY VALUE. A new method needs no
  * code here: a sim_data op (or data files) and its keys table are enough. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,10 +11,28 @@
 #include "cli/sim_runners.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/methods/jobconf.h"
+#include "common/methods/jobkeys.h"
 #include "common/methods/method.h"
 #include "common/methods/sim.h"
+#include "common/net/modelfile.h"
 
 enum { MAX_DATA = 256 };
+
+/* The runner's own keys next to the job's (fk_jobkeys_check): `clients` may also be a count
+ * here (the generic key is the identity list). */
+static const fk_param_doc runner_keys[] = {
+    {"drop P", "probability that one update is lost (0)"},
+    {"model_out FILE", "write the final model as a model file (fedkern model)"},
+    {NULL, NULL},
+};
+
+/* One --data argument: FILE, or NAME=FILE for the client NAME of the job's `clients`. */
+typedef struct data_arg {
+    const char *name; /* NULL: positional */
+    size_t name_len;
+    const char *file;
+} data_arg;
 
 typedef struct run_ctx {
     const char *method;
@@ -23,22 +42,27 @@ typedef struct run_ctx {
 static void usage(FILE *out, const fk_method *m)
 {
     fprintf(out,
-            "usage: fedkern sim %s [--job FILE] [--data FILE]... [--clients K] [--rounds N]\n"
-            "                  [--seed S] [--drop P] [--json] [--KEY VALUE]...\n\n"
+            "usage: fedkern sim %s [--job FILE] [--data [NAME=]FILE]... [--clients K] [--rounds N]\n"
+            "                  [--seed S] [--drop P] [--json] [--model_out FILE] [--KEY VALUE]...\n"
+            "       fedkern sim --job FILE [--data NAME=FILE]... [options]  (the job file's method)\n\n"
             "%s\n\n"
             "Runs the %s job type in this process through the same operations the daemons call:\n"
             "one server state and one state per client, a line per round, then every client's\n"
             "score of the final model. Without --data the clients hold the method's built-in\n"
             "synthetic data; with --data each file is one client's data set (CSV, LIBSVM, IDX,\n"
-            "MAT, NPY as `fedkern data info` reads them).\n\n"
+            "MAT, NPY as `fedkern data info` reads them). The job file of `fedkern job submit` runs\n"
+            "here as it is: its clients are the job's `clients`, each given its file by\n"
+            "--data NAME=FILE; a key no part of the job reads is refused, as at submit.\n\n"
             "options:\n"
             "  --job FILE              job keys from an INI job file (flags given here win)\n"
-            "  --data FILE             one client's data (repeat per client)\n"
+            "  --data [NAME=]FILE      one client's data (repeat per client; NAME: a client of\n"
+            "                          the job's `clients`, FILE alone: clients in order)\n"
             "  --clients K             number of synthetic clients (default: the job's 'clients' or 4)\n"
             "  --rounds N              round budget (default: the method's)\n"
             "  --seed S                job seed (default 1)\n"
             "  --drop P                probability that one update is lost (default 0)\n"
-            "  --json                  JSON lines instead of text\n",
+            "  --json                  JSON lines instead of text\n"
+            "  --model_out FILE        write the final model as a model file (fedkern model)\n",
             m->name, m->summary, m->name);
     if (m->keys) {
         fprintf(out, "\njob keys (--KEY VALUE here, KEY = VALUE in a job file):\n");
@@ -49,19 +73,30 @@ static void usage(FILE *out, const fk_method *m)
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
-    if (c->json)
+    const char *names[3] = {"misclust", "ari", "rmse"};
+    double q[3] = {r->misclust, r->ari, r->rmse};
+    if (c->json) {
         printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d,"
-               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f}\n",
+               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f",
                c->method, r->round, r->planned, r->participants, r->refused, r->loss, r->accuracy,
                r->error, (unsigned long long)r->bytes, r->seconds);
-    else
-        printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g\n",
+        for (int i = 0; i < 3; i++) /* measured only: JSON has no NaN */
+            if (!isnan(q[i]))
+                printf(",\"%s\":%.9g", names[i], q[i]);
+        printf("}\n");
+    } else {
+        printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g",
                c->method, r->round, r->participants, r->planned, r->loss, r->accuracy, r->error);
+        for (int i = 0; i < 3; i++)
+            if (!isnan(q[i]))
+                printf("  %s %.6g", names[i], q[i]);
+        printf("\n");
+    }
     fflush(stdout);
 }
 
 /* Pull the runner's own options out of argv; everything else is a job key. */
-static int take_opts(int *argc, char **argv, const char **job, const char **data, int *n_data,
+static int take_opts(int *argc, char **argv, const char **job, data_arg *data, int *n_data,
                      int *json, fk_err *err)
 {
     int out = 0;
@@ -77,7 +112,9 @@ static int take_opts(int *argc, char **argv, const char **job, const char **data
             } else {
                 if (*n_data == MAX_DATA)
                     return fk_err_set(err, FK_ELIMIT, "at most %d --data files", MAX_DATA);
-                data[(*n_data)++] = argv[++i];
+                const char *v = argv[++i], *eq = strchr(v, '=');
+                data[(*n_data)++] = eq ? (data_arg){v, (size_t)(eq - v), eq + 1}
+                                       : (data_arg){NULL, 0, v};
             }
         } else {
             argv[out++] = argv[i];
@@ -96,21 +133,99 @@ static void close_clients(fk_dataset *ds, int n)
     free(ds);
 }
 
+/* The job's `clients`: a count K (sim's own --clients K) or the identity list of a job file;
+ * *names stays empty for a count. */
+static int read_clients(const fk_params *p, fk_jobconf *names, long *count, fk_err *err)
+{
+    const char *v = fk_params_get(p, "clients");
+    char *end;
+    long k = v ? strtol(v, &end, 10) : 4;
+    if (!v || (end != v && *end == '\0')) {
+        if (k < 1 || k > 100000)
+            return fk_err_set(err, FK_EINVAL, "clients = %s: want 1..100000 clients", v);
+        *count = k;
+        return FK_OK;
+    }
+    int rc = fk_jobconf_parse_clients(names, v, "clients", err);
+    *count = names->n_clients;
+    return rc;
+}
+
+/* Which --data argument each client gets: slot[c] = index into data. Named arguments go
+ * to the job's client of that name (every client needs one); plain ones go in order. */
+static int match_data(const fk_jobconf *names, const data_arg *data, int n_data, int *slot,
+                      int *n, fk_err *err)
+{
+    int named = 0;
+    for (int i = 0; i < n_data; i++)
+        named += data[i].name != NULL;
+    if (named && named != n_data)
+        return fk_err_set(err, FK_EINVAL, "give every --data as NAME=FILE, or none");
+    if (!named || !names->n_clients) { /* in order; NAME=FILE without a list names them */
+        if (names->n_clients && n_data != names->n_clients)
+            return fk_err_set(err, FK_EINVAL,
+                              "%d --data files for the job's %d clients; give one each, or "
+                              "NAME=FILE",
+                              n_data, names->n_clients);
+        for (int i = 0; i < n_data; i++)
+            slot[i] = i;
+        *n = n_data;
+        return FK_OK;
+    }
+    if (names->n_clients > MAX_DATA)
+        return fk_err_set(err, FK_ELIMIT, "the job lists %d clients; sim takes at most %d files",
+                          names->n_clients, MAX_DATA);
+    for (int c = 0; c < names->n_clients; c++)
+        slot[c] = -1;
+    for (int i = 0; i < n_data; i++) {
+        char id[128];
+        snprintf(id, sizeof id, "%.*s", (int)data[i].name_len, data[i].name);
+        int c = fk_jobconf_client_index(names, id);
+        if (c < 0)
+            return fk_err_set(err, FK_EINVAL,
+                              "--data %s=...: '%s' is not one of the job's clients (%s%s)", id, id,
+                              names->clients[0], names->n_clients > 1 ? ", ..." : "");
+        if (slot[c] >= 0)
+            return fk_err_set(err, FK_EINVAL, "--data %s=...: client '%s' has two files", id, id);
+        slot[c] = i;
+    }
+    for (int c = 0; c < names->n_clients; c++)
+        if (slot[c] < 0)
+            return fk_err_set(err, FK_EINVAL, "client '%s' of the job has no --data %s=FILE",
+                              names->clients[c], names->clients[c]);
+    *n = names->n_clients;
+    return FK_OK;
+}
+
 /* Fill the clients' data: one file each, or the method's synthetic clients. */
-static int open_clients(const fk_method *m, const fk_params *p, const char **data, int n_data,
+static int open_clients(const fk_method *m, const fk_params *p, const data_arg *data, int n_data,
                         uint64_t seed, fk_dataset **out, int *n_out, fk_err *err)
 {
+    fk_jobconf names;
+    memset(&names, 0, sizeof names);
     long k = 0;
-    int rc = fk_params_int(p, "clients", 4, 1, 100000, &k, err);
-    if (rc)
+    int slot[MAX_DATA], n = 0;
+    int rc = read_clients(p, &names, &k, err);
+    if (!rc && n_data)
+        rc = match_data(&names, data, n_data, slot, &n, err);
+    else
+        n = (int)k;
+    fk_dataset *ds = rc || n < 1 ? NULL : calloc((size_t)n, sizeof *ds);
+    if (!rc && !ds)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for %d clients", n);
+    if (rc) {
+        fk_jobconf_close(&names);
         return rc;
-    int n = n_data ? n_data : (int)k;
-    fk_dataset *ds = calloc((size_t)n, sizeof *ds);
-    if (!ds)
-        return fk_err_set(err, FK_ENOMEM, "out of memory for %d clients", n);
+    }
     if (n_data) {
-        for (int i = 0; i < n_data && rc == FK_OK; i++)
-            rc = fk_load(&ds[i], data[i], NULL, err);
+        for (int i = 0; i < n && rc == FK_OK; i++) {
+            rc = fk_load(&ds[i], data[slot[i]].file, NULL, err);
+            if (!rc && data[slot[i]].name) {
+                char id[128];
+                snprintf(id, sizeof id, "%.*s", (int)data[slot[i]].name_len, data[slot[i]].name);
+                fk_dataset_set_name(&ds[i], id);
+            }
+        }
     } else if (m->sim_data) {
         rc = m->sim_data(p, n, seed, ds, err);
     } else {
@@ -118,6 +233,7 @@ static int open_clients(const fk_method *m, const fk_params *p, const char **dat
                         "job type %s has no built-in data: give one --data FILE per client",
                         m->name);
     }
+    fk_jobconf_close(&names);
     if (rc) {
         close_clients(ds, n);
         return rc;
@@ -138,7 +254,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
         }
     fk_err err;
     fk_err_clear(&err);
-    const char *job = NULL, *data[MAX_DATA];
+    const char *job = NULL;
+    data_arg data[MAX_DATA];
     int n_data = 0, json = 0;
     fk_params p;
     fk_params_init(&p);
@@ -154,11 +271,21 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
         fprintf(stderr, "fedkern %s: %s (see --help)\n", cmd, err.msg);
         return 2;
     }
+    /* A key nothing reads is refused before anything runs, as job submit does. */
+    const char *named = fk_params_get(&p, "method");
+    if (named && strcmp(named, m->name))
+        rc = fk_err_set(&err, FK_EINVAL, "the job file is for method %s, not %s", named, m->name);
+    if (!rc)
+        rc = fk_jobkeys_check(&p, m, runner_keys, FK_JOBKEYS_LOCAL, &err);
+    if (rc) {
+        fk_params_close(&p);
+        fprintf(stderr, "fedkern %s: %s\n", cmd, err.msg);
+        return 2;
+    }
     /* The runner's own keys; the rest belong to the method, which reads them itself. */
     long rounds = 0;
     uint64_t seed = 1;
     double drop = 0;
-    fk_params_str(&p, "method", NULL); /* a job file names its method; sim names it already */
     rc = fk_params_int(&p, "rounds", 0, 0, 100000000, &rounds, &err);
     if (rc == FK_OK)
         rc = fk_params_u64(&p, "seed", 1, &seed, &err);
@@ -171,6 +298,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     }
     if (rounds == 0)
         rounds = fk_method_default_rounds(m, &p);
+    /* the final model as a model file, for `fedkern model show|eval|predict` */
+    const char *model_out = fk_params_get(&p, "model_out");
 
     fk_dataset *clients = NULL;
     int n = 0;
@@ -183,12 +312,16 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
                      .ctx = &ctx, .final_reports = m->evaluate ? finals : NULL};
     fk_bundle model;
     fk_bundle_init(&model);
+    fk_sim_round last = {0};
     if (rc == FK_OK)
-        rc = fk_sim_run(m, &p, clients, n, &o, &model, NULL, &err);
-    const char *unused = rc == FK_OK ? fk_params_unused(&p) : NULL;
-    if (rc == FK_OK && unused)
-        fprintf(stderr, "fedkern %s: warning: key '%s' was not read by %s\n", cmd, unused,
-                m->name);
+        rc = fk_sim_run(m, &p, clients, n, &o, &model, &last, &err);
+    if (rc == FK_OK && model_out) {
+        fk_model_info info = {.round = last.round};
+        snprintf(info.method, sizeof info.method, "%s", m->name);
+        snprintf(info.job_id, sizeof info.job_id, "sim");
+        snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
+        rc = fk_modelfile_write(model_out, &model, &info, &err);
+    }
     for (int c = 0; rc == FK_OK && o.final_reports && c < n; c++) {
         const fk_report *f = &finals[c];
         if (json)

@@ -102,6 +102,7 @@ struct fk_agent {
     pwork p;
     fk_agent_stats stats;
     int stopping, closing_client, handles;
+    int reloaded; /* the held models of ended jobs were rebuilt from the state dir */
     void (*on_stopped)(void *);
     void *stopped_ud;
 };
@@ -118,6 +119,7 @@ enum { CALL_JOIN, CALL_PULL, CALL_PUSH, CALL_HB, CALL_LEAVE };
 static void next(fk_agent *a);
 static void request_disconnect(fk_agent *a, const char *why);
 static void maybe_finish_stop(fk_agent *a);
+static void reload_held(fk_agent *a);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -362,6 +364,10 @@ static void join_done(void *ud, int status, const char *msg, const uint8_t *resp
     a->stats.joins++;
     fk_log(FK_LOG_INFO, "joined", "server=%s:%d identity=%s heartbeat_ms=%u", a->cfg.host,
            a->cfg.port, a->client_id, a->heartbeat_ms);
+    if (a->cfg.state_dir && !a->reloaded) {
+        a->reloaded = 1;
+        reload_held(a);
+    }
     next(a);
 }
 
@@ -536,6 +542,59 @@ static jobctx *job_context(fk_agent *a, int64_t job, const char *method, const c
     return j;
 }
 
+static int cmp_job(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* After a restart (the first Join, once the client knows its identity): rebuild from the
+ * state dir every job whose models answer predictions after it ended (kahm mode B), so
+ * they are kept (forget_ended_jobs) and answer as before the restart. Oldest job first:
+ * past MAX_JOBS the newest ones stay, as without a restart. A file without the job's
+ * method and config (version 1) is left to the task that names its job. */
+static void reload_held(fk_agent *a)
+{
+    int64_t *ids;
+    int n;
+    fk_err err;
+    if (fk_cstate_list(a->cfg.state_dir, &ids, &n, &err)) {
+        fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
+        return;
+    }
+    if (n > 1)
+        qsort(ids, (size_t)n, sizeof *ids, cmp_job);
+    for (int i = 0; i < n; i++) {
+        int have = 0;
+        for (int k = 0; k < a->n_jobs; k++)
+            have |= a->jobs[k]->job == ids[i];
+        fk_cstate cs;
+        fk_cstate_init(&cs);
+        if (have || fk_cstate_read(a->cfg.state_dir, ids[i], &cs, &err) || !cs.method) {
+            fk_cstate_close(&cs);
+            continue; /* an unreadable file is discarded when its job's task comes */
+        }
+        fk_err ferr;
+        const fk_method *m = (a->cfg.find ? a->cfg.find : fk_method_find)(cs.method, &ferr);
+        int serves = m && m->client_predict;
+        char *method = cs.method, *config = cs.config;
+        cs.method = cs.config = NULL;
+        fk_cstate_close(&cs); /* job_context reads the file again: one copy at a time */
+        if (serves) {
+            jobctx *j = job_context(a, ids[i], method, config, &err);
+            if (j)
+                fk_log(FK_LOG_INFO, "held_models_reloaded", "job=%" PRId64 " method=%s", ids[i],
+                       method);
+            else
+                fk_log(FK_LOG_WARN, "held_models_not_reloaded", "job=%" PRId64 " error=\"%s\"",
+                       ids[i], err.msg);
+        }
+        free(method);
+        free(config);
+    }
+    free(ids);
+}
+
 static void new_update_id(char *out, size_t cap)
 {
     unsigned char r[16];
@@ -572,8 +631,10 @@ static void save_state(const char *dir, work *w)
     double rep[5] = {w->report.n_samples, w->report.loss, w->report.accuracy, w->report.error,
                      w->seconds};
     memcpy(cs.report, rep, sizeof rep);
-    cs.update = w->blob; /* borrowed */
+    cs.update = w->blob; /* borrowed, like the job's name and config just below */
     cs.update_len = w->blob_len;
+    cs.method = (char *)j->m->name; /* a restart rebuilds the job from these (reload_held) */
+    cs.config = j->config;
     fk_err_clear(&w->save_err);
     w->save_rc = j->m->client_save(j->cli, &cs.state, &w->save_err);
     if (!w->save_rc)
@@ -582,6 +643,7 @@ static void save_state(const char *dir, work *w)
         remove_state(dir, w->job);
     cs.update = NULL;
     cs.update_len = 0;
+    cs.method = cs.config = NULL;
     fk_cstate_close(&cs);
 }
 
@@ -674,6 +736,12 @@ static void step_done(uv_work_t *req, int status)
                w->task_id, w->round, w->save_err.msg);
     a->fail_n = 0;
     a->stats.steps++;
+    a->stats.last_job = w->job;
+    snprintf(a->stats.last_method, sizeof a->stats.last_method, "%s", w->ctx->m->name);
+    a->stats.last_round = w->round;
+    a->stats.last_seconds = w->seconds;
+    a->stats.step_seconds_total += w->seconds;
+    a->stats.last_report = w->report;
     update_ready(a);
 }
 
@@ -698,6 +766,8 @@ static void start_step(fk_agent *a)
             sv->update = NULL;
             sv->update_len = 0;
             snprintf(w->update_id, sizeof w->update_id, "%s", sv->update_id);
+            /* the state file keeps these four; the quality metrics are not kept (not measured) */
+            fk_report_init(&w->report);
             w->report.n_samples = sv->report[0];
             w->report.loss = sv->report[1];
             w->report.accuracy = sv->report[2];
@@ -1147,6 +1217,14 @@ static void send_push(fk_agent *a)
     in.report.loss = w->report.loss; /* NaN = not measured, as in fk_report */
     in.report.accuracy = w->report.accuracy;
     in.report.seconds = w->seconds;
+    for (int i = 2; i < FK_REPORT_N_FIELDS; i++) { /* loss and accuracy have fields of their own */
+        double v = fk_report_get(&w->report, fk_report_fields[i].name);
+        if (isnan(v) || in.report.metrics_count >= sizeof in.report.metrics / sizeof *in.report.metrics)
+            continue;
+        fedkern_v1_Metric *m = &in.report.metrics[in.report.metrics_count++];
+        snprintf(m->name, sizeof m->name, "%s", fk_report_fields[i].name);
+        m->value = v;
+    }
     fk_codec_tx tx = {0};
     fk_err err;
     int rc = FK_OK;
@@ -1376,4 +1454,5 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
 void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out)
 {
     *out = a->stats;
+    out->joined = a->joined;
 }

@@ -63,6 +63,13 @@ typedef struct fk_agent_config {
 typedef struct fk_agent_stats {
     uint64_t connects, joins, tasks, steps, pushes, committed, duplicates, stale, chunks_sent;
     uint64_t reconnects, heartbeats, cancelled;
+    int joined; /* 1 while the client holds a session */
+    /* the latest step (metrics): its job, job type, round, wall time and what it reported */
+    int64_t last_job;     /* 0: no step yet */
+    char last_method[32];
+    uint32_t last_round;
+    double last_seconds, step_seconds_total;
+    fk_report last_report;
 } fk_agent_stats;
 
 typedef struct fk_agent fk_agent;

@@ -14,7 +14,9 @@
 #include "common/net/codec.h"
 
 static const char MAGIC[8] = {'F', 'K', 'C', 'S', 'T', 'A', 'T', 'E'};
-enum { VERSION = 1, HEAD = 8 + 4 + 8 + 4 * 3 + 2 * FK_CSTATE_ID_MAX + 32 + 5 * 8 + 2 * 8 };
+/* HEAD1: the version-1 header; version 2 adds the two u32 lengths of method and config. */
+enum { VERSION = 2, HEAD1 = 8 + 4 + 8 + 4 * 3 + 2 * FK_CSTATE_ID_MAX + 32 + 5 * 8 + 2 * 8,
+       HEAD = HEAD1 + 2 * 4 };
 
 void fk_cstate_init(fk_cstate *s)
 {
@@ -28,6 +30,9 @@ void fk_cstate_close(fk_cstate *s)
     free(s->update);
     s->update = NULL;
     s->update_len = 0;
+    free(s->method);
+    free(s->config);
+    s->method = s->config = NULL;
 }
 
 int fk_cstate_digest(const char *method, const char *config, uint8_t out[32], fk_err *err)
@@ -82,7 +87,15 @@ int fk_cstate_encode(const fk_cstate *s, uint8_t **out, size_t *len, fk_err *err
     int rc = fk_codec_bundle_encode(&s->state, &st, &st_len, err);
     if (rc)
         return rc;
-    size_t total = (size_t)HEAD + st_len + s->update_len + 32;
+    /* method and config go together: a file names its job fully or not at all */
+    int named = s->method && s->config;
+    size_t ml = named ? strlen(s->method) : 0, cl = named ? strlen(s->config) : 0;
+    if (ml > FK_CSTATE_METHOD_MAX || cl > FK_CSTATE_CONFIG_MAX) {
+        free(st);
+        return fk_err_set(err, FK_ELIMIT, "client state: method name (%zu bytes) or job config "
+                          "(%zu bytes) too long", ml, cl);
+    }
+    size_t total = (size_t)HEAD + ml + cl + st_len + s->update_len + 32;
     uint8_t *buf = malloc(total);
     if (!buf) {
         free(st);
@@ -109,6 +122,14 @@ int fk_cstate_encode(const fk_cstate *s, uint8_t **out, size_t *len, fk_err *err
     }
     put_u64(&p, st_len);
     put_u64(&p, s->update_len);
+    put_u32(&p, (uint32_t)ml);
+    put_u32(&p, (uint32_t)cl);
+    if (ml)
+        memcpy(p, s->method, ml);
+    p += ml;
+    if (cl)
+        memcpy(p, s->config, cl);
+    p += cl;
     memcpy(p, st, st_len);
     p += st_len;
     if (s->update_len)
@@ -127,13 +148,17 @@ int fk_cstate_encode(const fk_cstate *s, uint8_t **out, size_t *len, fk_err *err
 
 int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err)
 {
-    if (len < (size_t)HEAD + 32 || memcmp(buf, MAGIC, 8) != 0)
+    if (len < (size_t)HEAD1 + 32 + 4 || memcmp(buf, MAGIC, 8) != 0)
         return fk_err_set(err, FK_EFORMAT, "not a fedkern client state file (%zu bytes)", len);
     const uint8_t *p = buf + 8;
     uint32_t version = get_u32(&p);
-    if (version != VERSION)
-        return fk_err_set(err, FK_EFORMAT, "client state file version %" PRIu32 " (this build reads %d)",
-                          version, VERSION);
+    if (version != 1 && version != VERSION)
+        return fk_err_set(err, FK_EFORMAT, "client state file version %" PRIu32 " (this build reads "
+                          "1 and %d)", version, VERSION);
+    size_t head = version == 1 ? (size_t)HEAD1 : (size_t)HEAD;
+    if (len < head + 32)
+        return fk_err_set(err, FK_EFORMAT, "client state file: %zu bytes, shorter than its header",
+                          len);
     fk_cstate t;
     fk_cstate_init(&t);
     t.job = (int64_t)get_u64(&p);
@@ -153,12 +178,24 @@ int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err)
         memcpy(&t.report[i], &bits, 8);
     }
     uint64_t st_len = get_u64(&p), up_len = get_u64(&p);
-    size_t room = len - (size_t)HEAD - 32;
+    uint32_t ml = version == 1 ? 0 : get_u32(&p), cl = version == 1 ? 0 : get_u32(&p);
+    if (ml > FK_CSTATE_METHOD_MAX || cl > FK_CSTATE_CONFIG_MAX || (!ml && cl))
+        return fk_err_set(err, FK_EFORMAT, "client state file: method name %" PRIu32 " or job "
+                          "config %" PRIu32 " bytes (out of bounds)", ml, cl);
+    size_t room = len - head - 32;
+    if (ml + (size_t)cl > room)
+        return fk_err_set(err, FK_EFORMAT, "client state file: method and config do not fit its "
+                          "%zu bytes (truncated?)", len);
+    const uint8_t *mtext = p, *ctext = p + ml;
+    p += ml + (size_t)cl;
+    room -= ml + (size_t)cl;
     if (st_len > room || up_len > room - st_len || st_len + up_len != room)
         return fk_err_set(err, FK_EFORMAT,
                           "client state file: lengths %" PRIu64 " + %" PRIu64
                           " do not match its %zu bytes (truncated?)",
                           st_len, up_len, len);
+    if ((ml && memchr(mtext, 0, ml)) || (cl && memchr(ctext, 0, cl)))
+        return fk_err_set(err, FK_EFORMAT, "client state file: a NUL in the method or config");
     if (up_len && !t.update_id[0]) /* an update may be empty (0 bytes), never without its id */
         return fk_err_set(err, FK_EFORMAT, "client state file: an update without its id");
     uint8_t sum[32];
@@ -167,6 +204,29 @@ int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err)
         return rc;
     if (memcmp(sum, buf + len - 32, 32) != 0)
         return fk_err_set(err, FK_EFORMAT, "client state file: checksum mismatch (damaged file)");
+    /* The method and config must be the job the digest names (they rebuild it). */
+    if (ml) {
+        t.method = malloc((size_t)ml + 1);
+        t.config = malloc((size_t)cl + 1);
+        if (!t.method || !t.config) {
+            fk_cstate_close(&t);
+            return fk_err_set(err, FK_ENOMEM, "client state: out of memory");
+        }
+        memcpy(t.method, mtext, ml);
+        t.method[ml] = '\0';
+        if (cl)
+            memcpy(t.config, ctext, cl);
+        t.config[cl] = '\0';
+        uint8_t d[32];
+        rc = fk_cstate_digest(t.method, t.config, d, err);
+        if (!rc && memcmp(d, t.digest, 32) != 0)
+            rc = fk_err_set(err, FK_EFORMAT, "client state file: the method and config do not "
+                            "match the file's job digest");
+        if (rc) {
+            fk_cstate_close(&t);
+            return rc;
+        }
+    }
     rc = fk_codec_bundle_decode(p, (size_t)st_len, &t.state, err);
     if (!rc && up_len) {
         fk_bundle check; /* the update is resent as is: it must be a valid bundle */
@@ -224,7 +284,7 @@ int fk_cstate_write(const char *dir, const fk_cstate *s, fk_err *err)
         return rc;
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
-        rc = fk_err_set(err, FK_EIO, "cannot create %s: %s (is --state-dir writable?)", tmp,
+        rc = fk_err_set(err, FK_EIO, "cannot create %s: %s (is --state_dir writable?)", tmp,
                         strerror(errno));
         free(buf);
         return rc;

@@ -7,11 +7,16 @@
  * task it answered, so that a client killed between the step and the server's
  * acknowledgement resends the very same update instead of stepping twice.
  *
- * Layout (little-endian): "FKCSTATE", u32 version (1), i64 job, u32 client,
+ * Layout (little-endian): "FKCSTATE", u32 version (2), i64 job, u32 client,
  * u32 round, u32 phase, task id[64], update id[64] (NUL-padded), SHA-256 of
  * the method name and job config [32], f64 report[5] (n_samples, loss,
- * accuracy, error, seconds), u64 state length, u64 update length, the state
- * bundle and the update bundle (wire Bundle encoding), SHA-256 of all that [32]. */
+ * accuracy, error, seconds), u64 state length, u64 update length, u32 method
+ * name length, u32 job config length, the method name and the job config (no
+ * NUL; both empty when unknown), the state bundle and the update bundle (wire
+ * Bundle encoding), SHA-256 of all that [32]. Version 1 (still read) has no
+ * method name and config. With them, a restarted client can rebuild a job that
+ * ended but whose models still answer predictions (kahm mode B) before any
+ * task of that job arrives. */
 #ifndef FK_CSTATE_H
 #define FK_CSTATE_H
 
@@ -21,7 +26,8 @@
 #include "common/base/bundle.h"
 #include "common/base/err.h"
 
-enum { FK_CSTATE_ID_MAX = 64, FK_CSTATE_MAX_BYTES = 1 << 30 };
+enum { FK_CSTATE_ID_MAX = 64, FK_CSTATE_MAX_BYTES = 1 << 30, FK_CSTATE_METHOD_MAX = 64,
+       FK_CSTATE_CONFIG_MAX = 1 << 20 };
 
 typedef struct fk_cstate {
     int64_t job;
@@ -33,6 +39,8 @@ typedef struct fk_cstate {
     fk_bundle state;                  /* the method's client_save output */
     uint8_t *update;                  /* encoded update bundle (malloc'd), update_len bytes */
     size_t update_len;
+    char *method;                     /* method name (malloc'd); NULL: unknown (version 1) */
+    char *config;                     /* the job's config text (malloc'd); NULL with method */
 } fk_cstate;
 
 void fk_cstate_init(fk_cstate *s);
@@ -43,7 +51,9 @@ FK_CHECKRETURN int fk_cstate_digest(const char *method, const char *config, uint
                                     fk_err *err);
 
 /* File bytes and back. decode checks every length, the NUL-terminated ids, the
- * checksum and both bundles; s must be initialised and is filled only on FK_OK. */
+ * checksum, both bundles and that method and config match the digest; s must be
+ * initialised and is filled only on FK_OK. encode writes version 2 (method and config
+ * only when both are set). */
 FK_CHECKRETURN int fk_cstate_encode(const fk_cstate *s, uint8_t **out, size_t *len, fk_err *err);
 FK_CHECKRETURN int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err);
 

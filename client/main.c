@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "client/agent.h"
+#include "client/metrics.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
@@ -15,6 +16,7 @@
 #include "common/methods/jobconf.h"
 #include "common/net/hostport.h"
 #include "common/net/limits.h"
+#include "common/net/metrics_http.h"
 #include "common/net/tls.h"
 #include "common/sys/daemon.h"
 #include "common/sys/notify.h"
@@ -22,9 +24,9 @@
 static const fk_param_doc opts[] = {
     {"config FILE", "INI file with any of the keys below (flags override it)"},
     {"server HOST:PORT", "the fedkern-server to join; HOST is an IP or a DNS name (127.0.0.1:7443)"},
-    {"server-name NAME", "name the server certificate must carry (default: HOST)"},
-    {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, client-NAME.pem/.key)"},
-    {"name NAME", "which client-NAME.pem/.key of tls-dir to use (required with tls-dir)"},
+    {"server_name NAME", "name the server certificate must carry (default: HOST)"},
+    {"tls_dir DIR", "certificate directory from 'fedkern certs' (ca.pem, client-NAME.pem/.key)"},
+    {"name NAME", "which client-NAME.pem/.key of tls_dir to use (required with tls_dir)"},
     {"tls.ca FILE", "CA bundle the server must chain to (TLS-DIR/ca.pem)"},
     {"tls.cert FILE", "client certificate (TLS-DIR/client-NAME.pem)"},
     {"tls.key FILE", "client private key (TLS-DIR/client-NAME.key)"},
@@ -35,25 +37,27 @@ static const fk_param_doc opts[] = {
                             " see docs/data.md)"},
     {"data.DATASET.KEY VALUE", "loader options of DATASET (all loaded and checked at start; a "
                                "bad one stops the client): label first|last|N|none, header, "
-                               "delim C, format F, var NAME, label-var NAME, samples-in-columns, "
+                               "delim C, format F, var NAME, label_var NAME, samples_in_columns, "
                                "labels FILE, cols N, prep l1|l2|zscore,..., affine FILE "
                                "(see 'fedkern data --help')"},
-    {"data-dir DIR", "directory of the catalog's data sets (../shared/data)"},
-    {"state-dir DIR", "where the jobs' client-side method state is kept across restarts "
+    {"data_dir DIR", "directory of the catalog's data sets (../shared/data)"},
+    {"state_dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
     {"local.KEY VALUE", "this client's own settings for job types, never set by a job "
                         "([local] section): local.allow_raw_upload true consents to sfl jobs "
                         "uploading raw rows, local.max_upload_fraction F caps that upload, "
                         "local.allow_model_upload true consents to kahm jobs uploading models "
                         "that contain the training samples (all false / unset)"},
-    {"backoff-max-ms MS", "cap of the reconnect delay (15000)"},
-    {"log-level LEVEL", "error, warn, info or debug (info)"},
+    {"backoff_max_ms MS", "cap of the reconnect delay (15000)"},
+    {"log_level LEVEL", "error, warn, info or debug (info)"},
+    {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (off unless set; e.g. "
+                                 "127.0.0.1:9465)"},
     {NULL, NULL},
 };
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: fedkern-client --server HOST:PORT --tls-dir DIR --name NAME "
+    fprintf(out, "usage: fedkern-client --server HOST:PORT --tls_dir DIR --name NAME "
                  "--data.DATASET SOURCE [options]\n"
                  "\n"
                  "The fedkern client daemon: joins the server over mutual TLS, long-polls tasks,\n"
@@ -118,7 +122,7 @@ static int option_key(const fk_params *p, const char *key, const char **opt, cha
  * naming the data set, the source and what to change. */
 static int load_all(data_cache *c, const fk_params *p, fk_err *err)
 {
-    const char *dir = fk_params_str(p, "data-dir", "../shared/data");
+    const char *dir = fk_params_str(p, "data_dir", "../shared/data");
     for (int i = 0; i < p->count; i++) { /* every key first: a typo costs no loading */
         const char *key = p->items[i].key, *opt;
         char name[256];
@@ -126,8 +130,8 @@ static int load_all(data_cache *c, const fk_params *p, fk_err *err)
             !fk_source_is_option(opt))
             return fk_err_set(err, FK_EINVAL,
                               "%s: unknown loader option '%s' for data set '%s'; known: "
-                              "format, label, header, delim, var, label-var, "
-                              "samples-in-columns, labels, cols, prep, affine",
+                              "format, label, header, delim, var, label_var, "
+                              "samples_in_columns, labels, cols, prep, affine",
                               key, opt, name + 5);
     }
     for (int i = 0; i < p->count; i++) {
@@ -168,14 +172,26 @@ typedef struct client_state {
     fk_agent *agent;
     fk_stop_signals stop;
     fk_notify notify;
+    fk_metrics *metrics; /* NULL unless metrics-listen is set */
     int stopping;
 } client_state;
+
+static int render_metrics(void *ud, char **b, size_t *len)
+{
+    client_state *st = ud;
+    fk_agent_stats as;
+    fk_agent_stats_get(st->agent, &as);
+    return fk_client_metrics_render(&as, b, len);
+}
 
 static void agent_stopped(void *ud)
 {
     client_state *st = ud;
     fk_stop_signals_close(&st->stop);
     fk_notify_close(&st->notify);
+    if (st->metrics)
+        fk_metrics_close(st->metrics, NULL, NULL);
+    st->metrics = NULL;
     fk_log(FK_LOG_INFO, "client_stopped", "reason=signal");
 }
 
@@ -210,13 +226,13 @@ static int fail(const char *msg)
 
 static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
 {
-    const char *dir = fk_params_get(p, "tls-dir");
+    const char *dir = fk_params_get(p, "tls_dir");
     const char *name = fk_params_get(p, "name");
     char ca[4096], cert[4096], key[4096];
     if (!fk_params_get(p, "tls.cert") || !fk_params_get(p, "tls.key") || !fk_params_get(p, "tls.ca")) {
         if (!dir || !name)
             return fk_err_set(err, FK_EINVAL,
-                              "--tls-dir DIR and --name NAME are required (or --tls.ca, --tls.cert "
+                              "--tls_dir DIR and --name NAME are required (or --tls.ca, --tls.cert "
                               "and --tls.key)");
     }
     snprintf(ca, sizeof ca, "%s/ca.pem", dir ? dir : ".");
@@ -227,21 +243,21 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
     return fk_tls_ctx_new(out, 0, &f, err);
 }
 
-/* --state-dir, else systemd's STATE_DIRECTORY (the first of a ':' list); "" = none. */
+/* --state_dir, else systemd's STATE_DIRECTORY (the first of a ':' list); "" = none. */
 static int state_dir(const fk_params *p, char *out, size_t cap, fk_err *err)
 {
-    const char *d = fk_params_get(p, "state-dir");
+    const char *d = fk_params_get(p, "state_dir");
     const char *env = getenv("STATE_DIRECTORY");
     size_t n = d ? strlen(d) : env ? strcspn(env, ":") : 0;
     if (n >= cap)
-        return fk_err_set(err, FK_EINVAL, "--state-dir: path too long");
+        return fk_err_set(err, FK_EINVAL, "--state_dir: path too long");
     memcpy(out, d ? d : env ? env : "", n);
     out[n] = '\0';
     if (n && mkdir(out, 0700) && errno != EEXIST)
-        return fk_err_set(err, FK_EIO, "--state-dir %s: cannot create it: %s", out, strerror(errno));
+        return fk_err_set(err, FK_EIO, "--state_dir %s: cannot create it: %s", out, strerror(errno));
     struct stat st;
     if (n && (stat(out, &st) || !S_ISDIR(st.st_mode)))
-        return fk_err_set(err, FK_EINVAL, "--state-dir %s is not a directory", out);
+        return fk_err_set(err, FK_EINVAL, "--state_dir %s is not a directory", out);
     return FK_OK;
 }
 
@@ -252,12 +268,14 @@ static int run(fk_params *p)
     fk_net_limits_default(&ac.limits);
     long backoff;
     if (fk_net_limits_from_params(&ac.limits, p, "net", &err) != FK_OK ||
-        fk_params_int(p, "backoff-max-ms", 15000, 100, 3600000, &backoff, &err) != FK_OK)
+        fk_params_int(p, "backoff_max_ms", 15000, 100, 3600000, &backoff, &err) != FK_OK)
         return fail(err.msg);
-    int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
+    int level = fk_log_level_from_name(fk_params_str(p, "log_level", "info"));
     if (level < 0)
-        return fail("--log-level must be error, warn, info or debug");
+        return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
+    fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
+    const char *metrics_listen = fk_params_get(p, "metrics_listen");
     char host[256], sdir[4096];
     int port;
     if (state_dir(p, sdir, sizeof sdir, &err) != FK_OK)
@@ -269,8 +287,8 @@ static int run(fk_params *p)
     if (build_tls(p, &tls, &err) != FK_OK)
         return fail(err.msg);
     fk_params_get(p, "config");
-    fk_params_get(p, "data-dir");
-    const char *server_name = fk_params_str(p, "server-name", host);
+    fk_params_get(p, "data_dir");
+    const char *server_name = fk_params_str(p, "server_name", host);
     for (int i = 0; i < p->count; i++) /* data.* and local.* keys are read by the jobs */
         if (!strncmp(p->items[i].key, "data.", 5) || !strncmp(p->items[i].key, "local.", 6))
             p->items[i].used = 1;
@@ -333,9 +351,16 @@ static int run(fk_params *p)
             fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
         fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
                *sdir ? sdir : "none");
+        if (metrics_listen && strcmp(metrics_listen, "off")) {
+            if (fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &serr))
+                fk_log(FK_LOG_ERROR, "metrics_unavailable", "error=\"%s\"", serr.msg);
+            else
+                fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
+                       fk_metrics_port(st.metrics));
+        }
         if (!*sdir)
             fk_log(FK_LOG_WARN, "client_state_not_persisted",
-                   "msg=\"no --state-dir: a restarted client cannot continue jobs whose method keeps "
+                   "msg=\"no --state_dir: a restarted client cannot continue jobs whose method keeps "
                    "client state (e.g. fedgrem)\"");
         fk_notify_init(&st.notify, &loop, notify_status, &st);
         fk_notify_ready(&st.notify, "started, joining the server");
@@ -348,5 +373,7 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
-    return fk_daemon_main(argc, argv, "fedkern-client", usage, run);
+    const fk_option_table known[] = {
+        {opts, NULL}, {fk_net_limits_doc(), "net."}, {fk_daemon_std_docs, NULL}, {NULL, NULL}};
+    return fk_daemon_main(argc, argv, "fedkern-client", usage, known, run);
 }

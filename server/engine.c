@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/base/log.h"
+#include "common/methods/jobkeys.h"
 #include "common/methods/sim.h"
 #include "common/methods/update_check.h"
 
@@ -40,6 +41,9 @@ typedef struct job {
     int *refusals;           /* per client: updates refused over the job (this server run) */
     unsigned char *excluded; /* per client: refused max_refusals times, left out of every phase */
     char note[512];          /* why clients are excluded, for job status */
+    double q[FK_REPORT_N_FIELDS]; /* the round's quality: each field's mean over the latest
+                                   * phase of the round that measured it */
+    double round_t0;              /* when this attempt of the round opened (its duration) */
 } job;
 
 struct fk_engine {
@@ -261,6 +265,9 @@ static int start_round(fk_engine *e, job *j, double now, fk_err *err)
     if (rc)
         return rc;
     j->deadline = now + j->conf.deadline;
+    j->round_t0 = now;
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        j->q[i] = NAN;
     int *planned = malloc((size_t)j->n_slots * sizeof *planned);
     if (!planned)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening a round");
@@ -335,12 +342,23 @@ static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, in
     double t0 = mono_seconds();
     if (!rc)
         rc = j->m->aggregate(j->srv, j->round, j->phase, c.ups, c.n, done, err);
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) { /* a later phase's measure wins */
+        double v = fk_report_mean(c.ups, c.n, fk_report_fields[i].offset);
+        if (!isnan(v))
+            j->q[i] = v;
+    }
     if (r) {
         r->agg_seconds = mono_seconds() - t0;
         r->participants = c.n;
-        r->loss = fk_report_mean(c.ups, c.n, offsetof(fk_report, loss));
-        r->accuracy = fk_report_mean(c.ups, c.n, offsetof(fk_report, accuracy));
-        r->error = fk_report_mean(c.ups, c.n, offsetof(fk_report, error));
+        fk_report q;
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+            *(double *)((char *)&q + fk_report_fields[i].offset) = j->q[i];
+        r->loss = q.loss;
+        r->accuracy = q.accuracy;
+        r->error = q.error;
+        r->misclust = q.misclust;
+        r->ari = q.ari;
+        r->rmse = q.rmse;
     }
     collected_close(&c);
     return rc;
@@ -432,9 +450,27 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
     free(model);
     if (rc)
         return rc;
+    char qs[256] = ""; /* the quality the clients measured, for the log line */
+    size_t qn = 0;
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+        int w = isnan(j->q[i]) ? 0
+                               : snprintf(qs + qn, sizeof qs - qn, " %s=%.6g",
+                                          fk_report_fields[i].name, j->q[i]);
+        if (w > 0 && (size_t)w < sizeof qs - qn)
+            qn += (size_t)w;
+    }
     fk_log(FK_LOG_INFO, "round_closed",
-           "job=%lld round=%d attempt=%d participants=%d dropouts=%d agg_seconds=%.6f",
-           (long long)j->id, j->round, j->attempt, r->participants, r->dropouts, r->agg_seconds);
+           "job=%lld round=%d attempt=%d participants=%d dropouts=%d agg_seconds=%.6f "
+           "method=%s round_seconds=%.3f%s",
+           (long long)j->id, j->round, j->attempt, r->participants, r->dropouts, r->agg_seconds,
+           j->m->name, now - j->round_t0, qs);
+    if (e->o.on_round) {
+        fk_round_event ev = {.job = j->id, .method = j->m->name, .round = j->round,
+                             .participants = r->participants, .dropouts = r->dropouts,
+                             .round_seconds = now - j->round_t0, .agg_seconds = r->agg_seconds};
+        memcpy(ev.q, j->q, sizeof ev.q);
+        e->o.on_round(e->o.on_round_ud, &ev);
+    }
     e->stats.rounds_closed++;
     e->stats.participants += (uint64_t)r->participants;
     e->stats.dropouts += (uint64_t)r->dropouts;
@@ -629,7 +665,7 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
     count_dropouts(j, &r);
     r.participants = j->answered;
-    r.loss = r.accuracy = r.error = NAN;
+    r.loss = r.accuracy = r.error = r.misclust = r.ari = r.rmse = NAN;
     fk_log(FK_LOG_WARN, "quorum_missed",
            "job=%lld round=%d attempt=%d phase=%d answered=%d quorum=%d", (long long)j->id,
            j->round, j->attempt, j->phase, j->answered, quorum(j));
@@ -721,6 +757,9 @@ static int resume(fk_engine *e, job *j, double now, fk_err *err)
         return start_round(e, j, now, err); /* crashed between a close and the next open */
     if (rc)
         return rc;
+    j->round_t0 = r.started; /* the replay below measures the phases again */
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        j->q[i] = NAN;
     rc = plan_slots(j, err);
     int same = !rc && r.n_planned == j->n_slots;
     for (int i = 0; same && i < j->n_slots; i++)
@@ -832,6 +871,8 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
         return fk_err_set(err, FK_ENOMEM, "out of memory for a job");
     j->id = id;
     j->state = FK_JOB_RUNNING;
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        j->q[i] = NAN;
     j->config = strdup(config);
     int rc = j->config ? fk_jobconf_parse(&j->conf, config, "job config", err)
                        : fk_err_set(err, FK_ENOMEM, "out of memory for a job");
@@ -986,6 +1027,12 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
     int rc = job_new(e, 0, config, &j, err);
     if (rc)
         return rc;
+    /* A key neither the engine nor the method reads is a typo: refused, never defaulted. */
+    if ((rc = fk_jobkeys_check(&j->conf.params, j->m, NULL, 0, err))) {
+        fk_err_prefix(err, "job config: ");
+        job_free(j);
+        return rc;
+    }
     /* The method checks its own hyperparameters before anything is stored. */
     rc = j->m->server_init(&j->srv, &j->conf.params, j->conf.n_clients, j->conf.seed, err);
     if (rc) {

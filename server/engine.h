@@ -29,10 +29,23 @@ typedef struct fk_blob_codec {
 
 typedef const fk_method *(*fk_method_lookup)(const char *name, fk_err *err);
 
+/* A round that closed with an aggregate (what the server's metrics observe). */
+typedef struct fk_round_event {
+    int64_t job;
+    const char *method;
+    int round, participants, dropouts;
+    double round_seconds; /* from the attempt's opening to its close (engine clock) */
+    double agg_seconds;   /* in the method's aggregate op, for the round's last phase */
+    double q[FK_REPORT_N_FIELDS]; /* the round's quality, as fk_report_fields; NaN: not measured */
+} fk_round_event;
+
 typedef struct fk_engine_opts {
     fk_store *store;           /* borrowed; outlives the engine */
     fk_blob_codec codec;
     fk_method_lookup find;     /* NULL: fk_method_find (the registry) */
+    /* Optional: called after each round's close was committed. */
+    void (*on_round)(void *ud, const fk_round_event *ev);
+    void *on_round_ud;
 } fk_engine_opts;
 
 typedef struct fk_engine fk_engine;

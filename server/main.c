@@ -28,28 +28,28 @@
 static const fk_param_doc opts[] = {
     {"config FILE", "INI file with any of the keys below (flags override it)"},
     {"listen HOST:PORT", "address to listen on, IPv4 or [IPv6] (127.0.0.1:7443)"},
-    {"tls-dir DIR", "certificate directory from 'fedkern certs' (ca.pem, server-NAME.pem/.key)"},
-    {"tls.server-name NAME", "which server-NAME.pem/.key of tls-dir to use (the only one there)"},
+    {"tls_dir DIR", "certificate directory from 'fedkern certs' (ca.pem, server-NAME.pem/.key)"},
+    {"tls.server_name NAME", "which server-NAME.pem/.key of tls_dir to use (the only one there)"},
     {"tls.ca FILE", "CA bundle clients must chain to (TLS-DIR/ca.pem)"},
     {"tls.cert FILE", "server certificate chain (TLS-DIR/server-NAME.pem)"},
     {"tls.key FILE", "server private key (TLS-DIR/server-NAME.key)"},
     {"tls.crl FILE", "PEM CRL of revoked client certificates (none); SIGHUP reloads all TLS files"},
-    {"heartbeat-ms MS", "heartbeat interval told to clients (10000)"},
+    {"heartbeat_ms MS", "heartbeat interval told to clients (10000)"},
     {"state FILE", "SQLite state database: jobs, rounds, updates, models (/var/lib/fedkern/state.db)"},
-    {"state-max-mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
+    {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
     {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
     {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
-    {"metrics-listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
-    {"drain-ms MS", "at SIGTERM, how long open calls may finish (5000)"},
-    {"memtrim-ms MS", "how often freed heap is checked and, after a load spike, given back to the "
+    {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
+    {"drain_ms MS", "at SIGTERM, how long open calls may finish (5000)"},
+    {"memtrim_ms MS", "how often freed heap is checked and, after a load spike, given back to the "
                       "system (5000; 0 = never)"},
-    {"log-level LEVEL", "error, warn, info or debug (info)"},
+    {"log_level LEVEL", "error, warn, info or debug (info)"},
     {NULL, NULL},
 };
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: fedkern-server --listen HOST:PORT --tls-dir DIR [--config FILE] [options]\n"
+    fprintf(out, "usage: fedkern-server --listen HOST:PORT --tls_dir DIR [--config FILE] [options]\n"
                  "\n"
                  "The fedkern aggregation server: serves the fedkern.v1.Federation gRPC service and\n"
                  "grpc.health.v1.Health over mutual TLS 1.3. SIGTERM/SIGINT: GOAWAY, drain, exit 0.\n"
@@ -77,6 +77,7 @@ typedef struct server_state {
     fk_memtrim trim;
     int trimming;
     int stopping;
+    fk_metrics_rounds *rounds; /* per-job and per-method series from the round closes */
 } server_state;
 
 static int fail(const char *msg)
@@ -90,7 +91,7 @@ static int find_server_name(const char *dir, char *name, size_t cap, fk_err *err
 {
     DIR *d = opendir(dir);
     if (!d)
-        return fk_err_set(err, FK_EIO, "cannot open --tls-dir %s; create it with 'fedkern certs init'", dir);
+        return fk_err_set(err, FK_EIO, "cannot open --tls_dir %s; create it with 'fedkern certs init'", dir);
     int found = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -104,19 +105,19 @@ static int find_server_name(const char *dir, char *name, size_t cap, fk_err *err
     if (found == 1)
         return FK_OK;
     return fk_err_set(err, FK_EINVAL,
-                      found ? "%s holds several server certificates; pick one with --tls.server-name NAME"
+                      found ? "%s holds several server certificates; pick one with --tls.server_name NAME"
                             : "%s holds no server-NAME.pem; run 'fedkern certs issue --dir DIR --server NAME'",
                       dir);
 }
 
 static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
 {
-    const char *dir = fk_params_get(p, "tls-dir");
+    const char *dir = fk_params_get(p, "tls_dir");
     char ca[4096], cert[4096], key[4096], name[128];
-    const char *sname = fk_params_get(p, "tls.server-name");
+    const char *sname = fk_params_get(p, "tls.server_name");
     if (!fk_params_get(p, "tls.cert") || !fk_params_get(p, "tls.key") || !fk_params_get(p, "tls.ca")) {
         if (!dir)
-            return fk_err_set(err, FK_EINVAL, "--tls-dir DIR is required (or --tls.ca, --tls.cert and --tls.key)");
+            return fk_err_set(err, FK_EINVAL, "--tls_dir DIR is required (or --tls.ca, --tls.cert and --tls.key)");
         if (!sname) {
             int rc = find_server_name(dir, name, sizeof name, err);
             if (rc != FK_OK)
@@ -190,8 +191,8 @@ static void service_closed(void *ud)
 static int render_metrics(void *ud, char **b, size_t *len)
 {
     server_state *st = ud;
-    return fk_metrics_render_server(st->svc, st->e, st->srv, st->trimming ? &st->trim : NULL, b,
-                                    len);
+    return fk_metrics_render_server(st->svc, st->e, st->srv, st->trimming ? &st->trim : NULL,
+                                    st->rounds, b, len);
 }
 
 static void on_stop(uv_signal_t *sig, int signum)
@@ -262,7 +263,7 @@ static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_deco
 static int open_state(server_state *st, const fk_params *p, fk_err *err)
 {
     long max_mb;
-    int rc = fk_params_int(p, "state-max-mb", 0, 0, 1L << 30, &max_mb, err);
+    int rc = fk_params_int(p, "state_max_mb", 0, 0, 1L << 30, &max_mb, err);
     if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
                 split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
@@ -271,7 +272,10 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
         rc = fk_store_open(&st->st, path, err);
     if (!rc && max_mb)
         rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
-    fk_engine_opts eo = {.store = st->st, .codec = codec};
+    if (!rc)
+        rc = fk_metrics_rounds_new(&st->rounds, err);
+    fk_engine_opts eo = {.store = st->st, .codec = codec,
+                         .on_round = fk_metrics_rounds_observe, .on_round_ud = st->rounds};
     if (!rc)
         rc = fk_engine_open(&st->e, &eo, fk_service_now(), err);
     return rc;
@@ -281,6 +285,7 @@ static void close_state(server_state *st)
 {
     fk_service_free(st->svc);
     fk_engine_close(st->e);
+    fk_metrics_rounds_free(st->rounds);
     fk_store_close(st->st);
     free_list(st->cfg.allow, st->cfg.n_allow);
     free_list(st->cfg.admins, st->cfg.n_admins);
@@ -293,24 +298,25 @@ static int run(fk_params *p)
     fk_net_limits_default(&cfg.limits);
     long hb, drain, trim_ms;
     if (fk_net_limits_from_params(&cfg.limits, p, "net", &err) != FK_OK ||
-        fk_params_int(p, "heartbeat-ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
-        fk_params_int(p, "drain-ms", 5000, 0, 3600000, &drain, &err) != FK_OK ||
-        fk_params_int(p, "memtrim-ms", 5000, 0, 3600000, &trim_ms, &err) != FK_OK)
+        fk_params_int(p, "heartbeat_ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
+        fk_params_int(p, "drain_ms", 5000, 0, 3600000, &drain, &err) != FK_OK ||
+        fk_params_int(p, "memtrim_ms", 5000, 0, 3600000, &trim_ms, &err) != FK_OK)
         return fail(err.msg);
-    int level = fk_log_level_from_name(fk_params_str(p, "log-level", "info"));
+    int level = fk_log_level_from_name(fk_params_str(p, "log_level", "info"));
     if (level < 0)
-        return fail("--log-level must be error, warn, info or debug");
+        return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
+    fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
         return fail(err.msg);
     fk_params_get(p, "config");
     fk_params_get(p, "state");
-    fk_params_get(p, "state-max-mb");
+    fk_params_get(p, "state_max_mb");
     fk_params_get(p, "allow");
     fk_params_get(p, "admins");
-    const char *metrics_listen = fk_params_str(p, "metrics-listen", "127.0.0.1:9464");
+    const char *metrics_listen = fk_params_str(p, "metrics_listen", "127.0.0.1:9464");
     const char *unused = fk_params_unused(p);
     if (unused) {
         fk_tls_ctx_unref(cfg.tls);
@@ -387,5 +393,7 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
-    return fk_daemon_main(argc, argv, "fedkern-server", usage, run);
+    const fk_option_table known[] = {
+        {opts, NULL}, {fk_net_limits_doc(), "net."}, {fk_daemon_std_docs, NULL}, {NULL, NULL}};
+    return fk_daemon_main(argc, argv, "fedkern-server", usage, known, run);
 }

@@ -7,253 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/base/uvcheck.h"
-#include "common/net/hostport.h"
-
-enum { MAX_REQUEST = 8192, IDLE_MS = 5000 };
-
-typedef struct mconn {
-    uv_tcp_t tcp;
-    uv_timer_t idle;
-    struct fk_metrics *m;
-    char req[MAX_REQUEST];
-    size_t len;
-    char *resp;
-    uv_write_t wr;
-    int closing, handles;
-    struct mconn *next;
-} mconn;
-
-struct fk_metrics {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    fk_metrics_render render;
-    void *ud;
-    int port;
-    mconn *conns;
-    int closing, handles;
-    void (*on_closed)(void *);
-    void *closed_ud;
-};
-
-int fk_metrics_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-{
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(*buf ? *buf + *len : NULL, *buf ? *cap - *len : 0, fmt, ap);
-        va_end(ap);
-        if (w < 0)
-            return FK_EINVAL;
-        if (*buf && (size_t)w < *cap - *len) {
-            *len += (size_t)w;
-            return FK_OK;
-        }
-        size_t ncap = (*cap ? *cap * 2 : 4096) + (size_t)w;
-        char *g = realloc(*buf, ncap);
-        if (!g)
-            return FK_ENOMEM;
-        *buf = g;
-        *cap = ncap;
-    }
-}
-
-static void maybe_done(struct fk_metrics *m)
-{
-    if (!m->closing || m->handles > 0 || m->conns)
-        return;
-    void (*cb)(void *) = m->on_closed;
-    void *ud = m->closed_ud;
-    free(m);
-    if (cb)
-        cb(ud);
-}
-
-static void conn_handle_closed(uv_handle_t *h)
-{
-    mconn *c = h->data;
-    if (--c->handles > 0)
-        return;
-    struct fk_metrics *m = c->m;
-    for (mconn **p = &m->conns; *p; p = &(*p)->next)
-        if (*p == c) {
-            *p = c->next;
-            break;
-        }
-    free(c->resp);
-    free(c);
-    maybe_done(m);
-}
-
-static void conn_close(mconn *c)
-{
-    if (c->closing)
-        return;
-    c->closing = 1;
-    FK_UV_MUST(uv_timer_stop(&c->idle));
-    uv_close((uv_handle_t *)&c->idle, conn_handle_closed);
-    uv_close((uv_handle_t *)&c->tcp, conn_handle_closed);
-}
-
-static void on_written(uv_write_t *wr, int status)
-{
-    (void)status;
-    conn_close(wr->data);
-}
-
-static void respond(mconn *c, const char *status, const char *type, const char *body, size_t len)
-{
-    char head[256];
-    int hl = snprintf(head, sizeof head,
-                      "HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n",
-                      status, type, len);
-    c->resp = malloc((size_t)hl + len);
-    if (!c->resp) {
-        conn_close(c);
-        return;
-    }
-    memcpy(c->resp, head, (size_t)hl);
-    if (len)
-        memcpy(c->resp + hl, body, len);
-    uv_buf_t b = uv_buf_init(c->resp, (unsigned)((size_t)hl + len));
-    c->wr.data = c;
-    if (uv_write(&c->wr, (uv_stream_t *)&c->tcp, &b, 1, on_written))
-        conn_close(c);
-}
-
-static void handle_request(mconn *c)
-{
-    FK_UV_MUST(uv_read_stop((uv_stream_t *)&c->tcp));
-    if (strncmp(c->req, "GET /metrics ", 13) && strncmp(c->req, "GET /metrics?", 13)) {
-        static const char nf[] = "not found: GET /metrics\n";
-        respond(c, "404 Not Found", "text/plain", nf, sizeof nf - 1);
-        return;
-    }
-    char *body = NULL;
-    size_t len = 0;
-    if (c->m->render(c->m->ud, &body, &len) != FK_OK) {
-        free(body);
-        static const char err[] = "metrics unavailable\n";
-        respond(c, "500 Internal Server Error", "text/plain", err, sizeof err - 1);
-        return;
-    }
-    respond(c, "200 OK", "text/plain; version=0.0.4", body ? body : "", len);
-    free(body);
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)suggested;
-    mconn *c = h->data;
-    buf->base = c->req + c->len;
-    buf->len = MAX_REQUEST - 1 - c->len;
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-    (void)buf;
-    mconn *c = s->data;
-    if (n < 0) {
-        conn_close(c);
-        return;
-    }
-    c->len += (size_t)n;
-    c->req[c->len] = '\0';
-    if (strstr(c->req, "\r\n\r\n") || strstr(c->req, "\n\n"))
-        handle_request(c);
-    else if (c->len >= MAX_REQUEST - 1)
-        conn_close(c);
-}
-
-static void on_idle(uv_timer_t *t)
-{
-    conn_close(t->data);
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    struct fk_metrics *m = server->data;
-    if (status < 0 || m->closing)
-        return;
-    mconn *c = calloc(1, sizeof *c);
-    if (!c)
-        return;
-    c->m = m;
-    FK_UV_MUST(uv_tcp_init(m->loop, &c->tcp));
-    FK_UV_MUST(uv_timer_init(m->loop, &c->idle));
-    c->tcp.data = c->idle.data = c;
-    c->handles = 2;
-    c->next = m->conns;
-    m->conns = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) ||
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read)) {
-        conn_close(c);
-        return;
-    }
-    FK_UV_MUST(uv_timer_start(&c->idle, on_idle, IDLE_MS, 0));
-}
-
-static void listener_closed(uv_handle_t *h)
-{
-    struct fk_metrics *m = h->data;
-    m->handles--;
-    maybe_done(m);
-}
-
-int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
-                     fk_metrics_render render, void *ud, fk_err *err)
-{
-    *out = NULL;
-    char host[128];
-    int port;
-    if (fk_hostport_split(hostport, host, sizeof host, &port))
-        return fk_err_set(err, FK_EINVAL, "metrics listener '%s': expected HOST:PORT", hostport);
-    struct sockaddr_storage addr;
-    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&addr) &&
-        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr))
-        return fk_err_set(err, FK_EINVAL, "metrics listener '%s': not an IP address", hostport);
-    struct fk_metrics *m = calloc(1, sizeof *m);
-    if (!m)
-        return fk_err_set(err, FK_ENOMEM, "out of memory for the metrics listener");
-    m->loop = loop;
-    m->render = render;
-    m->ud = ud;
-    FK_UV_MUST(uv_tcp_init(loop, &m->listener));
-    m->listener.data = m;
-    m->handles = 1;
-    struct sockaddr_storage bound;
-    int blen = sizeof bound;
-    int rc = uv_tcp_bind(&m->listener, (struct sockaddr *)&addr, 0);
-    if (!rc)
-        rc = uv_listen((uv_stream_t *)&m->listener, 64, on_connection);
-    if (!rc) /* the port actually bound (listen on :0 picks one) */
-        rc = uv_tcp_getsockname(&m->listener, (struct sockaddr *)&bound, &blen);
-    if (rc) {
-        m->closing = 1;
-        uv_close((uv_handle_t *)&m->listener, listener_closed);
-        return fk_err_set(err, FK_ENET, "metrics listener %s: %s", hostport, uv_strerror(rc));
-    }
-    m->port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
-                                          : ntohs(((struct sockaddr_in *)&bound)->sin_port);
-    *out = m;
-    return FK_OK;
-}
-
-int fk_metrics_port(const fk_metrics *m)
-{
-    return m->port;
-}
-
-void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *), void *ud)
-{
-    m->closing = 1;
-    m->on_closed = on_closed;
-    m->closed_ud = ud;
-    for (mconn *c = m->conns; c; c = c->next)
-        conn_close(c);
-    uv_close((uv_handle_t *)&m->listener, listener_closed);
-}
+#include "common/net/grpc.h"
 
 /* ---- the server's metrics: names, types and help texts live here ---- */
 
@@ -264,8 +18,192 @@ static int metric(char **b, size_t *len, size_t *cap, const char *name, const ch
                              name, type, name, v);
 }
 
+/* ---- per-round observations ---- */
+
+static const double round_bounds[] = {0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900};
+static const double agg_bounds[] = {1e-4, 1e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60};
+enum { N_ROUND_B = sizeof round_bounds / sizeof *round_bounds,
+       N_AGG_B = sizeof agg_bounds / sizeof *agg_bounds };
+
+typedef struct hist {
+    uint64_t count, le[N_ROUND_B > N_AGG_B ? N_ROUND_B : N_AGG_B]; /* cumulative at render */
+    double sum;
+} hist;
+
+typedef struct per_method {
+    char name[64];
+    hist round, agg;
+} per_method;
+
+typedef struct per_job {
+    int64_t job; /* 0: unused */
+    char method[64];
+    int round, participants;
+    double q[FK_REPORT_N_FIELDS];
+} per_job;
+
+struct fk_metrics_rounds {
+    per_method *methods;
+    int n_methods;
+    per_job jobs[FK_METRICS_JOBS]; /* ring of the most recent jobs */
+    int next_job;
+};
+
+int fk_metrics_rounds_new(fk_metrics_rounds **out, fk_err *err)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory for the round metrics");
+}
+
+void fk_metrics_rounds_free(fk_metrics_rounds *r)
+{
+    if (!r)
+        return;
+    free(r->methods);
+    free(r);
+}
+
+static void hist_add(hist *h, const double *bounds, int nb, double v)
+{
+    h->count++;
+    h->sum += v;
+    for (int i = 0; i < nb; i++)
+        if (v <= bounds[i]) {
+            h->le[i]++; /* per bucket here; cumulated when rendered */
+            break;
+        }
+}
+
+void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev)
+{
+    fk_metrics_rounds *r = ud;
+    per_method *m = NULL;
+    for (int i = 0; i < r->n_methods && !m; i++)
+        if (!strcmp(r->methods[i].name, ev->method))
+            m = &r->methods[i];
+    if (!m) { /* one entry per job type: bounded by the registry */
+        per_method *g = realloc(r->methods, (size_t)(r->n_methods + 1) * sizeof *g);
+        if (g) {
+            r->methods = g;
+            m = &g[r->n_methods++];
+            memset(m, 0, sizeof *m);
+            size_t k = strnlen(ev->method, sizeof m->name - 1); /* memset left the NUL */
+            memcpy(m->name, ev->method, k);
+        }
+    }
+    if (m) {
+        hist_add(&m->round, round_bounds, N_ROUND_B, ev->round_seconds);
+        hist_add(&m->agg, agg_bounds, N_AGG_B, ev->agg_seconds);
+    }
+    per_job *j = NULL;
+    for (int i = 0; i < FK_METRICS_JOBS && !j; i++)
+        if (r->jobs[i].job == ev->job)
+            j = &r->jobs[i];
+    if (!j) { /* the oldest job's gauges give way */
+        j = &r->jobs[r->next_job];
+        r->next_job = (r->next_job + 1) % FK_METRICS_JOBS;
+    }
+    j->job = ev->job;
+    snprintf(j->method, sizeof j->method, "%s", ev->method);
+    j->round = ev->round;
+    j->participants = ev->participants;
+    memcpy(j->q, ev->q, sizeof j->q);
+}
+
+static int render_hist(char **b, size_t *len, size_t *cap, const char *name, const char *method,
+                       const hist *h, const double *bounds, int nb)
+{
+    int rc = 0;
+    uint64_t cum = 0;
+    for (int i = 0; i < nb; i++) {
+        cum += h->le[i];
+        rc |= fk_metrics_printf(b, len, cap, "%s_bucket{method=\"%s\",le=\"%g\"} %llu\n", name,
+                                method, bounds[i], (unsigned long long)cum);
+    }
+    rc |= fk_metrics_printf(b, len, cap,
+                            "%s_bucket{method=\"%s\",le=\"+Inf\"} %llu\n%s_sum{method=\"%s\"} "
+                            "%.17g\n%s_count{method=\"%s\"} %llu\n",
+                            name, method, (unsigned long long)h->count, name, method, h->sum, name,
+                            method, (unsigned long long)h->count);
+    return rc;
+}
+
+int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **b, size_t *len, size_t *cap)
+{
+    int rc = 0;
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_round_duration_seconds Rounds from their opening to "
+                            "their close, by job type.\n"
+                            "# TYPE fedkern_round_duration_seconds histogram\n");
+    for (int i = 0; i < r->n_methods; i++)
+        rc |= render_hist(b, len, cap, "fedkern_round_duration_seconds", r->methods[i].name,
+                          &r->methods[i].round, round_bounds, N_ROUND_B);
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_round_aggregation_seconds Time in the method's "
+                            "aggregate step of a round's last phase, by job type.\n"
+                            "# TYPE fedkern_round_aggregation_seconds histogram\n");
+    for (int i = 0; i < r->n_methods; i++)
+        rc |= render_hist(b, len, cap, "fedkern_round_aggregation_seconds",
+                          r->methods[i].name, &r->methods[i].agg, agg_bounds, N_AGG_B);
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_job_round Latest closed round of the job.\n"
+                            "# TYPE fedkern_job_round gauge\n");
+    for (int i = 0; i < FK_METRICS_JOBS; i++)
+        if (r->jobs[i].job)
+            rc |= fk_metrics_printf(b, len, cap,
+                                    "fedkern_job_round{job=\"%lld\",method=\"%s\"} %d\n",
+                                    (long long)r->jobs[i].job, r->jobs[i].method, r->jobs[i].round);
+    rc |= fk_metrics_printf(b, len, cap,
+                            "# HELP fedkern_job_participants Updates aggregated in the job's "
+                            "latest closed round.\n# TYPE fedkern_job_participants gauge\n");
+    for (int i = 0; i < FK_METRICS_JOBS; i++)
+        if (r->jobs[i].job)
+            rc |= fk_metrics_printf(b, len, cap,
+                                    "fedkern_job_participants{job=\"%lld\",method=\"%s\"} %d\n",
+                                    (long long)r->jobs[i].job, r->jobs[i].method,
+                                    r->jobs[i].participants);
+    for (int f = 0; f < FK_REPORT_N_FIELDS; f++) { /* one gauge per quality measure */
+        rc |= fk_metrics_printf(b, len, cap,
+                                "# HELP fedkern_job_%s The job's latest round: %s (weighted mean "
+                                "over the clients that measured it).\n"
+                                "# TYPE fedkern_job_%s gauge\n",
+                                fk_report_fields[f].name, fk_report_fields[f].help,
+                                fk_report_fields[f].name);
+        for (int i = 0; i < FK_METRICS_JOBS; i++)
+            if (r->jobs[i].job && !isnan(r->jobs[i].q[f]))
+                rc |= fk_metrics_printf(b, len, cap,
+                                        "fedkern_job_%s{job=\"%lld\",method=\"%s\"} %.17g\n",
+                                        fk_report_fields[f].name, (long long)r->jobs[i].job,
+                                        r->jobs[i].method, r->jobs[i].q[f]);
+    }
+    return rc ? FK_ENOMEM : FK_OK;
+}
+
+/* gRPC calls answered, by method (the path's last part) and status code; zero rows left out. */
+static int render_calls(fk_grpc_server *srv, char **b, size_t *len, size_t *cap)
+{
+    int rc = fk_metrics_printf(b, len, cap,
+                               "# HELP fedkern_grpc_calls_answered_total gRPC calls answered, by "
+                               "method and status code.\n"
+                               "# TYPE fedkern_grpc_calls_answered_total counter\n");
+    uint64_t counts[FK_GRPC_N_STATUS];
+    const char *path;
+    for (int i = 0; (path = fk_grpc_server_method_calls(srv, i, counts)); i++) {
+        const char *slash = strrchr(path, '/');
+        for (int c = 0; c < FK_GRPC_N_STATUS; c++)
+            if (counts[c])
+                rc |= fk_metrics_printf(b, len, cap,
+                                        "fedkern_grpc_calls_answered_total{method=\"%s\","
+                                        "code=\"%s\"} %llu\n",
+                                        slash ? slash + 1 : path, fk_grpc_status_name(c),
+                                        (unsigned long long)counts[c]);
+    }
+    return rc;
+}
+
 int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
-                             const fk_memtrim *trim, char **b, size_t *len)
+                             const fk_memtrim *trim, const fk_metrics_rounds *rounds, char **b,
+                             size_t *len)
 {
     fk_service_stats sv;
     fk_engine_stats en;
@@ -330,6 +268,23 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
          "Request bytes of Federation calls.", (double)sv.bytes_in},
         {"fedkern_bytes_sent_total", "counter",
          "Response bytes of Federation calls.", (double)sv.bytes_out},
+        {"fedkern_predict_calls_server_total", "counter",
+         "Predict calls answered from a job's model at the server (kahm mode A).",
+         (double)sv.predict_server},
+        {"fedkern_predict_calls_clients_total", "counter",
+         "Predict calls answered from the clients holding the models (kahm mode B).",
+         (double)sv.predict_clients},
+        {"fedkern_predict_calls_failed_total", "counter",
+         "Predict calls refused or failed (bad queries, unknown job, limits).",
+         (double)sv.predict_failed},
+        {"fedkern_predict_queries_total", "counter", "Queries answered by Predict calls.",
+         (double)sv.predict_queries},
+        {"fedkern_predict_missing_clients_total", "counter",
+         "Holder clients that did not answer a mode-B Predict call in time (summed over calls).",
+         (double)sv.predict_missing_clients},
+        {"fedkern_predict_unscored_classes_total", "counter",
+         "Classes no answering client could score (summed over Predict calls).",
+         (double)sv.predict_unscored_classes},
         {"fedkern_grpc_calls_total", "counter", "gRPC calls received.", (double)gs.calls},
         {"fedkern_connections_accepted_total", "counter",
          "TLS connections accepted.", (double)gs.conns_accepted},
@@ -339,7 +294,7 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
          "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
         {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
         {"fedkern_memory_trims_total", "counter",
-         "Times freed heap was given back to the system after a load spike (memtrim-ms).",
+         "Times freed heap was given back to the system after a load spike (memtrim_ms).",
          trim ? (double)trim->trims : 0.0},
         {"fedkern_memory_trimmed_bytes_total", "counter",
          "Resident memory those trims gave back.", trim ? (double)trim->released : 0.0},
@@ -349,5 +304,8 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
     int rc = 0;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
+    rc |= render_calls(srv, b, len, &cap);
+    if (rounds)
+        rc |= fk_metrics_rounds_render(rounds, b, len, &cap);
     return rc ? FK_ENOMEM : FK_OK;
 }

@@ -226,7 +226,7 @@ int fk_roster_check(const fk_roster *r, const fk_jobconf *job, fk_roster_known_f
             if (n_odd > shown)
                 add(&t, ", and %d more", n_odd - shown);
         }
-        add(&t, " (fedkern job submit --skip-client-check accepts it anyway)");
+        add(&t, " (fedkern job submit --skip_client_check accepts it anyway)");
         rc = fk_err_set(err, FK_EINVAL, "%s", t.buf);
     }
     free(unknown);

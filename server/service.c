@@ -63,6 +63,7 @@ typedef struct staged {
 typedef struct session {
     char id[33]; /* 128 random bits, hex */
     char client[FK_IDENTITY_CAP];
+    double last; /* its Join or latest Heartbeat (fk_service_now) */
 } session;
 
 struct fk_service {
@@ -79,6 +80,7 @@ struct fk_service {
     int n_seen;
     session *sessions;
     int n_sessions;
+    double sessions_checked; /* when expire_sessions last looked */
     uv_check_t batch_check; /* commits the batch after the loop's I/O callbacks */
     uv_idle_t batch_idle;   /* keeps the next poll from blocking while a batch is open */
     staged *batch;          /* updates staged in the open transaction, arrival order */
@@ -525,7 +527,30 @@ static session *new_session(fk_service *s, const char *client)
     for (int i = 0; i < 16; i++)
         snprintf(ss->id + 2 * i, 3, "%02x", raw[i]);
     snprintf(ss->client, sizeof ss->client, "%s", client);
+    ss->last = fk_service_now();
     return ss;
+}
+
+/* A client that sends no Heartbeat for SESSION_MISSED intervals has gone (killed, or stopped
+ * while a long poll kept it from sending Leave): its session ends, so the clients-connected
+ * gauge counts live clients. One that comes back is told to Join again. */
+enum { SESSION_MISSED = 3 };
+static void expire_sessions(fk_service *s, double now)
+{
+    double idle = SESSION_MISSED * (double)s->cfg.heartbeat_ms / 1000.0;
+    if (now - s->sessions_checked < 0.25 * idle)
+        return; /* scanning every tick would cost O(sessions) per tick for nothing */
+    s->sessions_checked = now;
+    for (int i = 0; i < s->n_sessions;)
+        if (now - s->sessions[i].last > idle) {
+            fk_log(FK_LOG_INFO, "session_expired",
+                   "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
+                   s->sessions[i].client, s->sessions[i].id, now - s->sessions[i].last,
+                   SESSION_MISSED);
+            s->sessions[i] = s->sessions[--s->n_sessions];
+        } else {
+            i++;
+        }
 }
 
 static session *find_session(fk_service *s, const char *id)
@@ -841,6 +866,11 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
         q->p.report.n_samples = (double)in->report.n_samples;
         q->p.report.loss = in->report.loss;
         q->p.report.accuracy = in->report.accuracy;
+        for (pb_size_t i = 0; i < in->report.metrics_count; i++) /* unknown names: ignored */
+            if (strcmp(in->report.metrics[i].name, "loss") &&
+                strcmp(in->report.metrics[i].name, "accuracy"))
+                fk_report_set(&q->p.report, in->report.metrics[i].name,
+                              in->report.metrics[i].value);
     }
     q->rc = fk_engine_push_stage(s->e, &q->p, fk_service_now(), &q->dup, &q->err);
     q->p.blob = NULL; /* stored (or not) now; the caller frees it */
@@ -890,6 +920,21 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
 
 /* ------------------------------------------------- predictions by the clients */
 
+/* The prediction counters (fk_service_stats) for one Predict call's outcome. */
+static void count_predict(fk_service *s, int rc, const fk_bundle *res, int by_clients)
+{
+    if (rc) {
+        s->stats.predict_failed++;
+        return;
+    }
+    const fk_tensor *lab = fk_bundle_get(res, "labels"), *mi = fk_bundle_get(res, "missing_clients"),
+                    *un = fk_bundle_get(res, "unscored_classes");
+    *(by_clients ? &s->stats.predict_clients : &s->stats.predict_server) += 1;
+    s->stats.predict_queries += lab ? lab->len : 0;
+    s->stats.predict_missing_clients += mi ? mi->len : 0;
+    s->stats.predict_unscored_classes += un ? un->len : 0;
+}
+
 /* Answer the Predict call of request id with the combine of the answers taken. */
 static void predict_finish(fk_service *s, uint64_t id)
 {
@@ -913,6 +958,7 @@ static void predict_finish(fk_service *s, uint64_t id)
     fk_codec_tx tx = {.bundle = &res};
     if (!rc)
         rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    count_predict(s, rc, &res, 1);
     fk_bundle_close(&res);
     if (!call)
         return;
@@ -1122,6 +1168,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
         return;
     }
     note_seen(s, id, 0);
+    ss->last = fk_service_now();
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
     int64_t job;
@@ -1147,6 +1194,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     note_seen(s, identity_of(peer), 1);
+    drop_sessions_of(s, identity_of(peer)); /* gone: no longer counted as connected */
     fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
     reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
 }
@@ -1291,9 +1339,10 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
         add_metric(m, n, "planned", last->n_planned);
         add_metric(m, n, "dropouts", last->dropouts);
         add_metric(m, n, "aggregation_seconds", last->agg_seconds);
-        add_metric(m, n, "loss", last->loss);
-        add_metric(m, n, "accuracy", last->accuracy);
-        add_metric(m, n, "error", last->error);
+        fk_report q = {.loss = last->loss, .accuracy = last->accuracy, .error = last->error,
+                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse};
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) /* the measured ones (NaN: left out) */
+            add_metric(m, n, fk_report_fields[i].name, fk_report_get(&q, fk_report_fields[i].name));
     }
     add_metric(m, n, "dropouts_total", dropouts);
     add_metric(m, n, "retries_total", retries);
@@ -1376,6 +1425,47 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
 }
 
+/* ListJobs: the newest jobs from the store (id, method, state, rounds completed, times). */
+static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    fedkern_v1_ListJobsRequest in;
+    if (!admin_req(s, call, peer, fedkern_v1_ListJobsRequest_fields, &in, req, len))
+        return;
+    int limit = in.limit == 0 ? 100 : in.limit > 1000 ? 1000 : (int)in.limit;
+    int64_t *ids = NULL;
+    int n = 0;
+    fk_err err;
+    int rc = fk_store_job_ids(s->st, -1, &ids, &n, &err);
+    int take = n < limit ? n : limit;
+    fedkern_v1_ListJobsResponse out = fedkern_v1_ListJobsResponse_init_zero;
+    out.jobs = rc || !take ? NULL : calloc((size_t)take, sizeof *out.jobs);
+    if (!rc && take && !out.jobs)
+        rc = fk_err_set(&err, FK_ENOMEM, "out of memory listing jobs");
+    for (int i = 0; !rc && i < take; i++) {
+        fk_store_job row;
+        if ((rc = fk_store_job_get(s->st, ids[n - 1 - i], &row, &err)))
+            break;
+        fedkern_v1_JobSummary *j = &out.jobs[i];
+        snprintf(j->job_id, sizeof j->job_id, "%" PRId64, row.id);
+        snprintf(j->method, sizeof j->method, "%.31s", row.method);
+        j->state = job_state_pb(row.state);
+        j->round = (uint32_t)(row.state == FK_JOB_DONE ? row.round : row.round - 1);
+        j->started = row.created;
+        j->updated = row.updated;
+        fk_store_job_free(&row);
+        out.jobs_count = (pb_size_t)(i + 1);
+    }
+    free(ids);
+    if (rc)
+        reply_err(call, rc, &err);
+    else
+        reply_msg(s, call, fedkern_v1_ListJobsResponse_fields, &out);
+    free(out.jobs);
+}
+
 static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                       size_t len, uint64_t deadline, void *ud)
 {
@@ -1418,12 +1508,14 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     fedkern_v1_PredictRequest in;
     int rc = fk_codec_decode_predict_request(req, len, &in, &q, &err);
     if (rc) {
+        s->stats.predict_failed++;
         reply_err(call, rc, &err);
         return;
     }
     int64_t job;
     fk_job_status st;
     if (!job_status(s, call, in.job_id, &job, &st)) {
+        s->stats.predict_failed++;
         fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
         fk_bundle_close(&q);
         return;
@@ -1461,6 +1553,7 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     fk_codec_tx tx = {.bundle = &res};
     if (!rc)
         rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
+    count_predict(s, rc, &res, 0);
     fk_bundle_close(&model);
     fk_bundle_close(&q);
     fk_bundle_close(&res);
@@ -1486,6 +1579,7 @@ static void on_tick(uv_timer_t *t)
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
     wake_waiters(s);
+    expire_sessions(s, now);
     /* Prediction requests whose clients all answered or whose deadline passed. */
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
@@ -1537,6 +1631,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "JobResult", on_result},
         {FED "CancelJob", on_cancel},
         {FED "Predict", on_predict},
+        {FED "ListJobs", on_list},
     };
     int orc = fk_fanout_open(&s->fo, err);
     if (orc) {

@@ -43,6 +43,11 @@ typedef struct fk_service_stats {
     uint64_t batches, batch_failures; /* update transactions (group commits), rolled back ones */
     int waiting_polls;
     int sessions; /* clients joined (one session each) */
+    /* Predict calls answered from the model at the server / from the clients' answers (mode
+     * B), refused or failed, the queries they answered, and the mode-B holders that did not
+     * answer in time and the classes left unscored, summed over the calls. */
+    uint64_t predict_server, predict_clients, predict_failed, predict_queries;
+    uint64_t predict_missing_clients, predict_unscored_classes;
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */

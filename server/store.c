@@ -94,6 +94,13 @@ static const char *const migrations[] = {
     "  round INTEGER NOT NULL,"
     "  blob BLOB NOT NULL,"
     "  PRIMARY KEY (job_id, round));",
+    /* 2: the per-round quality metrics (NULL in rows written before: not measured) */
+    "ALTER TABLE rounds ADD COLUMN misclust REAL;"
+    "ALTER TABLE rounds ADD COLUMN ari REAL;"
+    "ALTER TABLE rounds ADD COLUMN rmse REAL;"
+    "ALTER TABLE updates ADD COLUMN misclust REAL;"
+    "ALTER TABLE updates ADD COLUMN ari REAL;"
+    "ALTER TABLE updates ADD COLUMN rmse REAL;",
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -669,8 +676,8 @@ int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
     sqlite3_stmt *s;
     int rc = prep_round(st,
                         "UPDATE rounds SET closed = ?4, participants = ?5, dropouts = ?6, "
-                        "dropped = ?7, agg_seconds = ?8, loss = ?9, accuracy = ?10, error = ?11 "
-                        "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
+                        "dropped = ?7, agg_seconds = ?8, loss = ?9, accuracy = ?10, error = ?11, "
+                        "misclust = ?12, ari = ?13, rmse = ?14 WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
                         r->job, r->round, r->attempt, &s, err);
     if (rc)
         return rc;
@@ -682,6 +689,9 @@ int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
     bind_real_or_null(s, 9, r->loss);
     bind_real_or_null(s, 10, r->accuracy);
     bind_real_or_null(s, 11, r->error);
+    bind_real_or_null(s, 12, r->misclust);
+    bind_real_or_null(s, 13, r->ari);
+    bind_real_or_null(s, 14, r->rmse);
     if ((rc = run(st, s, "close round", err)))
         return rc;
     if (sqlite3_changes(st->db) != 1)
@@ -692,7 +702,7 @@ int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
 
 static const char round_cols[] =
     "SELECT job_id, round, attempt, planned, quorum, started, closed, participants, dropouts, "
-    "dropped, agg_seconds, loss, accuracy, error FROM rounds ";
+    "dropped, agg_seconds, loss, accuracy, error, misclust, ari, rmse FROM rounds ";
 
 static int read_round(sqlite3_stmt *s, fk_store_round *r)
 {
@@ -710,6 +720,9 @@ static int read_round(sqlite3_stmt *s, fk_store_round *r)
     r->loss = column_real_or_nan(s, 11);
     r->accuracy = column_real_or_nan(s, 12);
     r->error = column_real_or_nan(s, 13);
+    r->misclust = column_real_or_nan(s, 14);
+    r->ari = column_real_or_nan(s, 15);
+    r->rmse = column_real_or_nan(s, 16);
     return split_ints((const char *)sqlite3_column_text(s, 3), &r->planned, &r->n_planned);
 }
 
@@ -896,8 +909,9 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     sqlite3_stmt *s;
     rc = prep_phase(st,
                     "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
-                    "n_samples, loss, accuracy, error, blob, received) "
-                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                    "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse) "
+                    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
+                    "?16)",
                     u->job, u->round, u->attempt, u->phase, &s, err);
     if (rc)
         return rc;
@@ -910,6 +924,9 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     bind_real_or_null(s, 11, u->report.error);
     sqlite3_bind_blob64(s, 12, u->len ? u->blob : "", u->len, SQLITE_STATIC);
     sqlite3_bind_double(s, 13, u->received);
+    bind_real_or_null(s, 14, u->report.misclust);
+    bind_real_or_null(s, 15, u->report.ari);
+    bind_real_or_null(s, 16, u->report.rmse);
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
@@ -928,7 +945,7 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_stmt *s;
     int rc = prep_phase(st,
                         "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, "
-                        "received FROM updates "
+                        "received, misclust, ari, rmse FROM updates "
                         "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
                         "ORDER BY client",
                         job, round, attempt, phase, &s, err);
@@ -946,6 +963,9 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
         u.blob = sqlite3_column_blob(s, 7);
         u.len = (size_t)sqlite3_column_bytes(s, 7);
         u.received = sqlite3_column_double(s, 8);
+        u.report.misclust = column_real_or_nan(s, 9);
+        u.report.ari = column_real_or_nan(s, 10);
+        u.report.rmse = column_real_or_nan(s, 11);
         int crc = cb(ctx, &u, err);
         if (crc) {
             release(st, s);

@@ -45,7 +45,7 @@ def positive(table, case, metric):
 
 
 # rf-tca on random data of the A->C shape (no data folder)
-rc, out, err = run(["rf-tca", "--quick", "--json", "--data-dir", "/nonexistent-fedkern-data"])
+rc, out, err = run(["rf-tca", "--quick", "--json", "--data_dir", "/nonexistent-fedkern-data"])
 check(rc == 0, f"bench rf-tca exit {rc}: {err}")
 if rc == 0:
     t = rows(out)
@@ -68,7 +68,7 @@ if rc == 0:
     positive(t, "process", "peak_rss_mb")
 
 # FedGrEM wall time, few rounds: the run itself and its estimation error
-rc, out, err = run(["fedgrem", "--json", "--rounds", "200", "--reps", "1", "--no-scaling"])
+rc, out, err = run(["fedgrem", "--json", "--rounds", "200", "--reps", "1", "--no_scaling"])
 check(rc == 0, f"bench fedgrem exit {rc}: {err}")
 if rc == 0:
     t = rows(out)
@@ -83,10 +83,10 @@ if not os.path.exists(FASHION):
           "apt-get install dataset-fashion-mnist)")
 else:
     sub = "fashion-mnist-tsne10-sub600"
-    rc, out, err = run(["fidelity", "fedgrem", "--json", "--skip-sim", "--skip-pendigits",
-                        "--skip-mor", "--fashion-data", sub, "--fashion-clients", "3",
-                        "--tsne-seeds", "1,2", "--tsne-iters", "300", "--real-reps", "1",
-                        "--real-methods", "3", "--rounds", "50"])
+    rc, out, err = run(["fidelity", "fedgrem", "--json", "--skip_sim", "--skip_pendigits",
+                        "--skip_mor", "--fashion_data", sub, "--fashion_clients", "3",
+                        "--tsne_seeds", "1,2", "--tsne_iters", "300", "--real_reps", "1",
+                        "--real_methods", "3", "--rounds", "50"])
     check(rc == 0, f"bench fidelity fedgrem {sub} exit {rc}: {err}")
     if rc == 0:
         t = rows(out)
@@ -143,13 +143,26 @@ check(rc == 0, f"bench blas exit {rc}: {err}")
 if rc == 0:
     check(len(rows(out)) > 0, "bench blas printed no rows")
 
+# kahm mode-B serving through the server and 4 in-process client agents (small, quick)
+rc, out, err = run(["kahm", "serve", "--clients", "4", "--queries", "100", "--reps", "2",
+                    "--single", "3", "--json"], timeout=300)
+check(rc == 0, f"bench kahm serve exit {rc}: {err}")
+if rc == 0:
+    t = rows(out)
+    for case in ("batch clients=4 queries_per_call=100 dim=64 calls=2",
+                 "single clients=4 queries_per_call=1 dim=64 calls=3"):
+        for metric in ("latency_p50_ms", "latency_p99_ms", "queries_per_s", "accuracy"):
+            positive(t, case, metric)
+        f = t.get((case, "fewest_clients_answering"))
+        check(bool(f) and f[0]["value"] == 4, f"{case}: not every client answered: {f}")
+
 # bad input: one line on stderr, non-zero exit, nothing run
 for args, needle in (
         (["rf-tca", "--bogus"], "unknown option --bogus"),
-        (["fidelity", "rf-tca", "--data-dir", "/nonexistent-fedkern-data"], "--data-dir"),
-        (["fidelity", "rf-tca", "--fed-features", "sobol"], "orthogonal"),
-        (["fidelity", "knn", "--data-dir", "/nonexistent-fedkern-data"], "--data-dir"),
-        (["fidelity", "fedgrem", "--data-dir", "/nonexistent-fedkern-data"], "--skip-pendigits")):
+        (["fidelity", "rf-tca", "--data_dir", "/nonexistent-fedkern-data"], "--data_dir"),
+        (["fidelity", "rf-tca", "--fed_features", "sobol"], "orthogonal"),
+        (["fidelity", "knn", "--data_dir", "/nonexistent-fedkern-data"], "--data_dir"),
+        (["fidelity", "fedgrem", "--data_dir", "/nonexistent-fedkern-data"], "--skip_pendigits")):
     rc, out, err = run(args, timeout=30)
     lines = err.strip().splitlines()
     check(rc != 0 and len(lines) == 1 and needle in lines[0] and not out,

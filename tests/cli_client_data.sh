@@ -11,7 +11,7 @@ trap 'rm -rf "$dir"' EXIT
 fails=0
 "$fk" certs init --dir "$dir/pki" >/dev/null || exit 1
 "$fk" certs issue --dir "$dir/pki" --client site-a >/dev/null || exit 1
-base=(--server 127.0.0.1:1 --tls-dir "$dir/pki" --name site-a --backoff-max-ms 200)
+base=(--server 127.0.0.1:1 --tls_dir "$dir/pki" --name site-a --backoff_max_ms 200)
 check() { # check WANT-EXIT NEEDLE ARGS...: the client's exit status and its one error line
   # (data sets loaded before the bad one are logged on stderr too)
   local want=$1 needle=$2

@@ -53,8 +53,8 @@ check 0 "finite: yes" info "$dir/semi.csv" --label 2 --header --delim ';'
 check 1 "label column 4 does not exist" info "$dir/semi.csv" --label 4 --header --delim ';'
 check 2 "--label 'middle'" info "$dir/a.csv" --label middle
 check 2 "--prep 'l1,whiten': unknown step 'whiten'" info "$dir/a.csv" --prep l1,whiten
-check 1 "--save-affine needs a zscore step" info "$dir/a.csv" --save-affine "$dir/m.csv"
-check 0 "rows=3 cols=2 classes=2" info "$dir/a.csv" --prep zscore --save-affine "$dir/m.csv"
+check 1 "--save_affine needs a zscore step" info "$dir/a.csv" --save_affine "$dir/m.csv"
+check 0 "rows=3 cols=2 classes=2" info "$dir/a.csv" --prep zscore --save_affine "$dir/m.csv"
 z=$("$fk" data info "$dir/a.csv" --prep zscore | head -1)
 check 0 "$z" info "$dir/a.csv" --affine "$dir/m.csv"
 check 1 "the affine map" info "$dir/wide.csv" --label none --affine "$dir/m.csv"

@@ -11,7 +11,7 @@ trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 command -v timeout >/dev/null || fail "timeout(1) missing"
 
-timeout -s INT 100 "$fk" demo --clients 3 --rounds $rounds --workdir "$dir/w" --json --no-plots \
+timeout -s INT 100 "$fk" demo --clients 3 --rounds $rounds --workdir "$dir/w" --json --no_plots \
   >"$dir/out.json" 2>"$dir/err.txt"
 rc=$?
 [ $rc = 0 ] || { cat "$dir/err.txt"; tail -n 5 "$dir/out.json"; fail "demo exited $rc"; }
@@ -70,12 +70,12 @@ mkdir "$dir/bin" && cp "$fk" "$dir/bin/fedkern"
 grep -q "^fedkern demo: fedkern-server not found: looked for $dir/bin/fedkern-server" "$dir/err2.txt" \
   || fail "missing-daemon message: $(cat "$dir/err2.txt")"
 "$fk" demo --colour red 2>/dev/null; [ $? = 2 ] || fail "unknown option not a usage error"
-"$fk" demo --help | grep -q -- "--in-process" || fail "--help"
+"$fk" demo --help | grep -q -- "--in_process" || fail "--help"
 
-# --in-process: the same five jobs and the predict row, no daemons
-"$fk" demo --in-process --clients 3 --rounds 5 --workdir "$dir/w3" --json --no-plots \
-  >"$dir/ip.json" 2>/dev/null || fail "--in-process exited $?"
-/usr/bin/python3 - "$dir/ip.json" <<'PY' || fail "--in-process JSON checks"
+# --in_process: the same five jobs and the predict row, no daemons
+"$fk" demo --in_process --clients 3 --rounds 5 --workdir "$dir/w3" --json --no_plots \
+  >"$dir/ip.json" 2>/dev/null || fail "--in_process exited $?"
+/usr/bin/python3 - "$dir/ip.json" <<'PY' || fail "--in_process JSON checks"
 import json, math, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rows = [l for l in lines if "round" not in l]

@@ -4,8 +4,8 @@
  *       after the request's first 4 bytes, little-endian, in ms; or at its deadline)
  *       and /fktest.Echo/Size (answers with 8 bytes: the request length); prints
  *       "PORT n" once listening; exits 0 on SIGTERM after a graceful close.
- *   net_peer call --port P --server-name NAME --ca F --cert F --key F --method PATH
- *       [--size N] [--timeout-ms T] [--sleep-ms S] [--net.max_message N]
+ *   net_peer call --port P --server_name NAME --ca F --cert F --key F --method PATH
+ *       [--size N] [--timeout_ms T] [--sleep_ms S] [--net.max_message N]
  *       sends N pattern bytes (or the 4-byte sleep request) and prints
  *       "status=NAME len=L ok=1|0 msg=..." (ok: the echo matched the pattern). */
 #include <signal.h>
@@ -197,9 +197,9 @@ static int call(fk_params *p, fk_err *err)
     if (rc == FK_OK)
         rc = fk_params_int(p, "size", 1024, 0, 1L << 31, &size, err);
     if (rc == FK_OK)
-        rc = fk_params_int(p, "timeout-ms", 10000, 0, 1L << 31, &timeout, err);
+        rc = fk_params_int(p, "timeout_ms", 10000, 0, 1L << 31, &timeout, err);
     if (rc == FK_OK)
-        rc = fk_params_int(p, "sleep-ms", -1, -1, 1L << 30, &sleep_ms, err);
+        rc = fk_params_int(p, "sleep_ms", -1, -1, 1L << 30, &sleep_ms, err);
     if (rc == FK_OK)
         rc = load_tls(p, 0, &cfg.tls, err);
     if (rc != FK_OK)
@@ -214,7 +214,7 @@ static int call(fk_params *p, fk_err *err)
         for (int i = 0; i < 4; i++)
             st.req[i] = (uint8_t)((uint32_t)sleep_ms >> (8 * i));
     rc = fk_grpc_client_connect(&st.cl, &loop, &cfg, fk_params_str(p, "host", "127.0.0.1"),
-                                (int)port, fk_params_str(p, "server-name", "localhost"), NULL, NULL,
+                                (int)port, fk_params_str(p, "server_name", "localhost"), NULL, NULL,
                                 err);
     fk_tls_ctx_unref(cfg.tls);
     if (rc == FK_OK)
@@ -238,7 +238,7 @@ int main(int argc, char **argv)
     fk_params_init(&p);
     int n = argc - 2;
     int rc = fk_params_parse_args(&p, &n, argv + 2, &err);
-    const char *lvl = fk_params_str(&p, "log-level", "info");
+    const char *lvl = fk_params_str(&p, "log_level", "info");
     fk_log_set_level(!strcmp(lvl, "debug") ? FK_LOG_DEBUG : FK_LOG_INFO);
     if (rc == FK_OK)
         rc = !strcmp(argv[1], "serve") ? serve(&p, &err) : call(&p, &err);

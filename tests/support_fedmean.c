@@ -219,13 +219,25 @@ static int no_client_load(void *cli, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
+/* Both test methods read these (job submit refuses any other key). */
+static const fk_param_doc keys[] = {
+    {"sampling F", "fraction of the clients planned per round (1)"},
+    {"aggregator NAME", "fedavg, mean, median or trimmed-mean (fedavg)"},
+    {"trim F", "trimmed-mean fraction (0.1)"},
+    {"ckpt_pad N", "extra checkpoint values"},
+    {"task_pad N", "extra task values"},
+    {"update_pad N", "extra update values"},
+    {"fail_init X", "server_init refuses the job"},
+    {NULL, NULL},
+};
+
 const fk_method fk_test_fedmean = {
     .name = "fedmean", .summary = "test: federated mean, one phase",
     .server_init = mean_server_init, .server_close = mean_server_close, .plan = mean_plan,
     .task = mean_task, .aggregate = mean_aggregate, .model = mean_model, .save = mean_save,
     .load = mean_load, .client_init = mean_client_init, .client_close = mean_client_close,
     .local_step = mean_local_step, .evaluate = no_evaluate, .client_save = no_client_save,
-    .client_load = no_client_load,
+    .client_load = no_client_load, .keys = keys,
 };
 
 /* ------------------------------------- method 2: mean, then variance (two phases) */
@@ -296,7 +308,7 @@ const fk_method fk_test_fedvar = {
     .task = mean_task, .aggregate = var_aggregate, .model = var_model, .save = mean_save,
     .load = mean_load, .client_init = mean_client_init, .client_close = mean_client_close,
     .local_step = var_local_step, .evaluate = no_evaluate, .client_save = no_client_save,
-    .client_load = no_client_load,
+    .client_load = no_client_load, .keys = keys,
 };
 
 const fk_method *fk_test_find_method(const char *name, fk_err *err)

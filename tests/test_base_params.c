@@ -4,6 +4,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "common/base/options.h"
 #include "common/base/params.h"
 
 static void ini_sections_and_comments(void **state)
@@ -94,6 +95,91 @@ static void args_consume_options(void **state)
     fk_params_close(&p);
 }
 
+/* '-' and '_' are one character in lookups and replacements; the key keeps its spelling. */
+static void dash_and_underscore_are_one_key(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_set(&p, "log-level", "debug"), FK_OK);
+    assert_string_equal(fk_params_str(&p, "log_level", "info"), "debug");
+    assert_null(fk_params_unused(&p));
+    assert_int_equal(fk_params_set(&p, "log_level", "warn"), FK_OK); /* replaces it */
+    assert_int_equal(p.count, 1);
+    assert_string_equal(fk_params_get(&p, "log-level"), "warn");
+    assert_null(fk_params_get(&p, "loglevel"));
+    char now[64];
+    assert_int_equal(fk_params_old_spelling("tls.server-name", now, sizeof now), 1);
+    assert_string_equal(now, "tls.server_name");
+    assert_int_equal(fk_params_old_spelling("tls_dir", now, sizeof now), 0);
+    fk_params_close(&p);
+}
+
+static const fk_param_doc docs[] = {
+    {"listen HOST:PORT", "x"},
+    {"log_level LEVEL", "x"},
+    {"data.DATASET SOURCE", "x"},
+    {"json", "x"},
+    {NULL, NULL},
+};
+
+/* Known keys: a doc entry's first word, any spelling; a placeholder segment covers every key
+ * under it (and says the rest is a name); the nearest key only when it is close. */
+static void doc_tables_know_keys(void **state)
+{
+    (void)state;
+    int under = 0;
+    assert_true(fk_param_docs_has(docs, NULL, "listen", &under) && !under);
+    assert_true(fk_param_docs_has(docs, NULL, "log-level", NULL));
+    assert_true(fk_param_docs_has(docs, NULL, "json", NULL));
+    assert_false(fk_param_docs_has(docs, NULL, "jso", NULL));
+    assert_true(fk_param_docs_has(docs, NULL, "data.pen-digits", &under) && under);
+    assert_false(fk_param_docs_has(docs, NULL, "data.", NULL));
+    assert_false(fk_param_docs_has(docs, NULL, "data", NULL));
+    assert_true(fk_param_docs_has(docs, "net.", "net.json", NULL));
+    assert_false(fk_param_docs_has(docs, "net.", "json", NULL));
+    fk_param_near n;
+    fk_param_near_init(&n);
+    fk_param_docs_near(docs, NULL, "log_levle", &n);
+    assert_string_equal(n.best, "log_level");
+    fk_param_near_init(&n);
+    fk_param_docs_near(docs, NULL, "verbose", &n);
+    assert_string_equal(n.best, "");
+}
+
+/* fk_options_check: 2 and one line naming the key and the nearest one for an unknown key;
+ * an old spelling passes with a warning, only when asked for, never under a placeholder. */
+static void options_check_lines(void **state)
+{
+    (void)state;
+    const fk_option_table known[] = {{docs, NULL}, {NULL, NULL}};
+    fk_params p;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_set_all(&p, (const char *const[]){"log-level", "info",
+                                                                   "data.my-set", "a.csv", NULL}),
+                     FK_OK);
+    char buf[1024] = "";
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    assert_non_null(f);
+    assert_int_equal(fk_options_check(&p, known, "prog", NULL, 1, f), 0);
+    fclose(f);
+    assert_string_equal(buf, "prog: warning: '--log-level' is the old spelling of '--log_level' "
+                             "(accepted until fedkern 0.2)\n");
+    buf[0] = 0;
+    f = fmemopen(buf, sizeof buf, "w");
+    assert_int_equal(fk_options_check(&p, known, "prog", NULL, 0, f), 0);
+    fclose(f);
+    assert_string_equal(buf, "");
+    assert_int_equal(fk_params_set(&p, "lisen", "x"), FK_OK);
+    buf[0] = 0;
+    f = fmemopen(buf, sizeof buf, "w");
+    assert_int_equal(fk_options_check(&p, known, "prog", "a.conf", 0, f), 2);
+    fclose(f);
+    assert_string_equal(buf, "prog: a.conf: unknown key 'lisen'; did you mean 'listen'? (see "
+                             "prog --help)\n");
+    fk_params_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -102,6 +188,9 @@ int main(void)
         cmocka_unit_test(typed_getters_validate),
         cmocka_unit_test(set_all_pairs),
         cmocka_unit_test(args_consume_options),
+        cmocka_unit_test(dash_and_underscore_are_one_key),
+        cmocka_unit_test(doc_tables_know_keys),
+        cmocka_unit_test(options_check_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client/cstate.h"
+#include "common/net/chunk.h"
 #include "common/data/synth_gmm.h"
 #include "common/methods/mixture/fedgrem.h"
 #include "common/net/codec.h"
@@ -25,6 +26,9 @@ static void sample(fk_cstate *s)
     snprintf(s->task_id, sizeof s->task_id, "42.0");
     snprintf(s->update_id, sizeof s->update_id, "00112233445566778899aabbccddeeff");
     assert_int_equal(fk_cstate_digest("fedgrem", "method = fedgrem\n", s->digest, NULL), FK_OK);
+    s->method = strdup("fedgrem");
+    s->config = strdup("method = fedgrem\n");
+    assert_true(s->method && s->config);
     double rep[5] = {57, 1.25, 0.5, 0.125, 0.01};
     memcpy(s->report, rep, sizeof rep);
     double v[3] = {1, -2, 3.5};
@@ -46,6 +50,11 @@ static void same(const fk_cstate *a, const fk_cstate *b)
     assert_string_equal(a->task_id, b->task_id);
     assert_string_equal(a->update_id, b->update_id);
     assert_memory_equal(a->digest, b->digest, 32);
+    assert_true(!a->method == !b->method && !a->config == !b->config);
+    if (a->method) {
+        assert_string_equal(a->method, b->method);
+        assert_string_equal(a->config, b->config);
+    }
     assert_memory_equal(a->report, b->report, sizeof a->report);
     assert_int_equal(a->update_len, b->update_len);
     assert_memory_equal(a->update, b->update, a->update_len);
@@ -88,6 +97,49 @@ static void encode_decode_round_trip(void **st)
     assert_int_equal(fk_cstate_encode(&a, &buf, &len, NULL), FK_OK);
     assert_int_equal(fk_cstate_decode(buf, len, &b, NULL), FK_OK);
     same(&a, &b);
+    free(buf);
+    fk_cstate_close(&a);
+    fk_cstate_close(&b);
+}
+
+/* Version-1 files (no method and config) are still read; a version-2 file whose method and
+ * config are not the job its digest names is refused; a file without them is valid. */
+static void version1_and_job_names(void **st)
+{
+    (void)st;
+    fk_cstate a, b;
+    sample(&a);
+    fk_cstate_init(&b);
+    free(a.method);
+    free(a.config);
+    a.method = a.config = NULL;
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(fk_cstate_encode(&a, &buf, &len, NULL), FK_OK);
+    assert_int_equal(fk_cstate_decode(buf, len, &b, NULL), FK_OK);
+    same(&a, &b);
+    assert_null(b.method);
+    /* the same file as version 1: version 1, the two zero lengths out, a new checksum */
+    size_t head1 = 8 + 4 + 8 + 12 + 2 * FK_CSTATE_ID_MAX + 32 + 40 + 16;
+    uint8_t *v1 = malloc(len - 8);
+    assert_non_null(v1);
+    memcpy(v1, buf, head1);
+    memcpy(v1 + head1, buf + head1 + 8, len - head1 - 8 - 32);
+    v1[8] = 1;
+    assert_int_equal(fk_sha256(v1, len - 8 - 32, v1 + len - 8 - 32, NULL), FK_OK);
+    fk_cstate_close(&b);
+    fk_cstate_init(&b);
+    assert_int_equal(fk_cstate_decode(v1, len - 8, &b, NULL), FK_OK);
+    same(&a, &b);
+    free(v1);
+    free(buf);
+    /* a config that is not the digest's job */
+    a.method = strdup("fedgrem");
+    a.config = strdup("method = fedgrem\nseed = 2\n");
+    assert_int_equal(fk_cstate_encode(&a, &buf, &len, NULL), FK_OK);
+    fk_err err;
+    assert_int_equal(fk_cstate_decode(buf, len, &b, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "digest"));
     free(buf);
     fk_cstate_close(&a);
     fk_cstate_close(&b);
@@ -241,6 +293,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(encode_decode_round_trip),
+        cmocka_unit_test(version1_and_job_names),
         cmocka_unit_test(files_write_read_list_remove),
         cmocka_unit_test(fedgrem_state_through_a_file),
     };

@@ -11,10 +11,12 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +43,8 @@ typedef struct env {
     char metrics_port[16];
     pid_t server;
     pid_t clients[K];
+    int state_dirs;           /* clients keep their state in DIR/cs<c> (--state_dir) */
+    const char *server_extra; /* one more "--key=value" option for the server, or NULL */
 } env;
 
 static double now_s(void)
@@ -299,9 +303,9 @@ static void start_server(env *e, const char *listen)
     char log[160];
     snprintf(log, sizeof log, "%s/server.log", e->dir);
     unlink(log);
-    char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls-dir", e->pki,
-                    "--state", e->db, "--heartbeat-ms", "500", "--drain-ms", "200",
-                    "--metrics-listen", "127.0.0.1:0", NULL};
+    char *argv[] = {(char *)server_bin, "--listen", (char *)listen, "--tls_dir", e->pki,
+                    "--state", e->db, "--heartbeat_ms", "500", "--drain_ms", "200",
+                    "--metrics_listen", "127.0.0.1:0", (char *)e->server_extra, NULL};
     e->server = spawn(argv, log);
     char line[256];
     if (!wait_log(log, "event=server_ready ", 20, line, sizeof line))
@@ -328,12 +332,26 @@ static void start_client(env *e, int c)
     snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
     snprintf(kc, sizeof kc, "%s/k%d.csv", e->dir, c);
     snprintf(mor, sizeof mor, MOR_SPEC, c);
-    char *argv[] = {(char *)client_bin, "--server", server, "--server-name", "server",
-                    "--tls-dir", e->pki, "--name", name, "--data.gmm", data,
-                    "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
-                    "--backoff-max-ms", "500",
-                    /* even clients consent to model uploads (kahm mode A), odd ones do not */
-                    "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
+    char sdir[160];
+    snprintf(sdir, sizeof sdir, "%s/cs%d", e->dir, c);
+    char *argv[32] = {(char *)client_bin, "--server", server, "--server_name", "server",
+                      "--tls_dir", e->pki, "--name", name, "--data.gmm", data,
+                      "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
+                      "--backoff_max_ms", "500",
+                      /* even clients consent to model uploads (kahm mode A), odd ones do not */
+                      "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
+    int n = 0;
+    while (argv[n])
+        n++;
+    if (!c) { /* client 0 serves metrics (off by default: the others do not) */
+        argv[n++] = "--metrics_listen";
+        argv[n++] = "127.0.0.1:0";
+    }
+    if (e->state_dirs) {
+        argv[n++] = "--state_dir";
+        argv[n++] = sdir;
+    }
+    argv[n] = NULL;
     e->clients[c] = spawn(argv, log);
 }
 
@@ -370,20 +388,26 @@ static const char *job_text(const char *extra)
 }
 
 /* fedkern job ARGS... against the running server; stdout into out. */
-static int job_cmd(env *e, const char *sub, const char *arg, const char *extra1,
-                   const char *extra2, char *out, size_t cap)
+/* ... with up to 4 more options (NULL-terminated list). */
+static int job_cmd_v(env *e, const char *sub, const char *arg, const char *const *extra,
+                     char *out, size_t cap)
 {
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
-    char *argv[16] = {(char *)fedkern_bin, "job", (char *)sub, (char *)arg, "--server", server,
-                      "--server-name", "server", "--tls-dir", e->pki, "--name", "op"};
+    char *argv[18] = {(char *)fedkern_bin, "job", (char *)sub, (char *)arg, "--server", server,
+                      "--server_name", "server", "--tls_dir", e->pki, "--name", "op"};
     int n = 12;
-    if (extra1)
-        argv[n++] = (char *)extra1;
-    if (extra2)
-        argv[n++] = (char *)extra2;
+    for (int i = 0; extra && extra[i] && i < 4; i++)
+        argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     return run_cmd(argv, out, cap);
+}
+
+static int job_cmd(env *e, const char *sub, const char *arg, const char *extra1,
+                   const char *extra2, char *out, size_t cap)
+{
+    const char *extra[3] = {extra1 ? extra1 : extra2, extra1 ? extra2 : NULL, NULL};
+    return job_cmd_v(e, sub, arg, extra, out, cap);
 }
 
 static void submit(env *e, const char *text, char *id, size_t cap)
@@ -420,6 +444,8 @@ static void fetch_model(env *e, const char *id, fk_bundle *model)
         fail_msg("model file: %s", err.msg);
 }
 
+static fk_sim_round sim_last; /* the last round of the latest sim_model run */
+
 static void sim_model(env *e, const char *text, fk_bundle *model)
 {
     fk_params p;
@@ -448,7 +474,7 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
                      FK_OK);
     assert_int_equal(fk_params_u64(&p, "seed", 1, &seed, &err), FK_OK);
     fk_sim_opts o = {.rounds = (int)rounds, .seed = seed};
-    if (fk_sim_run(m, &p, data, K, &o, model, NULL, &err))
+    if (fk_sim_run(m, &p, data, K, &o, model, &sim_last, &err))
         fail_msg("sim: %s", err.msg);
     for (int c = 0; c < K; c++)
         fk_dataset_close(&data[c]);
@@ -478,6 +504,12 @@ static void fedrf_tca_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* the target's accuracy per round, as the simulation measured it */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *acc = strstr(status, "\"accuracy\":");
+    assert_non_null(acc);
+    assert_true(strtod(acc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
 }
 
 /* pooled-em ends itself once every restart has converged: the job is done long before its
@@ -560,6 +592,55 @@ static void daemons_match_sim(void **state)
     assert_non_null(strstr(metrics, "# TYPE fedkern_updates_committed_total counter"));
     assert_non_null(strstr(metrics, "# TYPE fedkern_update_transactions_total counter"));
     assert_non_null(strstr(metrics, "fedkern_update_transactions_failed_total 0\n"));
+    /* the per-round quality: stored, shown by job status and equal to the simulation's */
+    assert_int_equal(job_cmd(e, "status", id, "--round=12", "--json", status, sizeof status), 0);
+    const char *mc = strstr(status, "\"misclust\":"), *ari = strstr(status, "\"ari\":");
+    assert_non_null(mc);
+    assert_non_null(ari);
+    print_message("round 12: misclust %s", mc);
+    assert_true(strtod(mc + strlen("\"misclust\":"), NULL) == sim_last.misclust);
+    assert_true(strtod(ari + strlen("\"ari\":"), NULL) == sim_last.ari);
+    /* ... exported with job and method labels, next to the per-method histograms */
+    char want[160];
+    snprintf(want, sizeof want, "fedkern_job_misclust{job=\"%s\",method=\"fedgrem\"} ", id);
+    assert_non_null(strstr(metrics, want));
+    assert_non_null(strstr(metrics, "fedkern_round_duration_seconds_count{method=\"fedgrem\"} 12\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_round_aggregation_seconds histogram\n"));
+    assert_non_null(strstr(metrics, "fedkern_grpc_calls_answered_total{method=\"PushUpdate\",code=\"OK\"} "));
+    assert_non_null(strstr(metrics, "fedkern_clients_connected 6\n"));
+    /* ... in the server's round lines */
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=round_closed job=1 round=12 ", 1, NULL, 0));
+    assert_true(wait_log(log, " method=fedgrem round_seconds=", 1, NULL, 0));
+    assert_true(wait_log(log, " misclust=", 1, NULL, 0));
+    /* the log lines carry timestamps (not under journald here) */
+    assert_true(wait_log(log, "ts=20", 1, NULL, 0));
+    /* a client with metrics-listen serves its own counters and its latest step's report */
+    char clog[160], cport[16];
+    snprintf(clog, sizeof clog, "%s/client0.log", e->dir);
+    assert_true(line_value(clog, "event=metrics_listening", "port=", cport, sizeof cport));
+    assert_int_equal(scrape(cport, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "fedkern_client_joined 1\n"));
+    assert_non_null(strstr(metrics, "# TYPE fedkern_client_steps_total counter\n"));
+    snprintf(want, sizeof want, "fedkern_client_misclust{job=\"%s\",method=\"fedgrem\"} ", id);
+    assert_non_null(strstr(metrics, want));
+    snprintf(clog, sizeof clog, "%s/client1.log", e->dir);
+    assert_false(wait_log(clog, "event=metrics_listening", 0.1, NULL, 0));
+    /* ... and plotted, as SVG and PNG */
+    char out[200];
+    for (int k = 0; k < 2; k++) {
+        snprintf(out, sizeof out, "--out=%s/plot.%s", e->dir, k ? "png" : "svg");
+        if (job_cmd(e, "plot", id, out, NULL, status, sizeof status))
+            fail_msg("job plot: %s", status);
+        assert_non_null(strstr(status, "12 rounds plotted"));
+        FILE *f = fopen(out + strlen("--out="), "rb");
+        assert_non_null(f);
+        char head[8] = {0};
+        assert_true(fread(head, 1, 8, f) == 8);
+        fclose(f);
+        assert_true(k ? !memcmp(head, "\x89PNG\r\n\x1a\n", 8) : !memcmp(head, "<?xml", 5));
+    }
 }
 
 /* Wait until the server log shows `needle` (a closed round). */
@@ -689,11 +770,16 @@ static void kahm_daemons_modes(void **state)
     assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
     snprintf(log, sizeof log, "%s/client0.log", e->dir);
     assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
+    static char metrics[1 << 14]; /* one call served at the server (mode A), one by the clients */
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 1\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 1\n"));
 }
 
 /* Rows of a "label,distance" CSV written by job predict --out, against labels and distances
  * computed in process; returns the rows read. */
-static size_t compare_predictions(const char *path, const fk_tensor *lab, const fk_tensor *dist)
+static size_t compare_predictions_tol(const char *path, const fk_tensor *lab,
+                                      const fk_tensor *dist, double rel)
 {
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -701,13 +787,19 @@ static size_t compare_predictions(const char *path, const fk_tensor *lab, const 
     double l, d;
     while (fscanf(f, "%lf,%lf", &l, &d) == 2) {
         assert_true(rows < lab->len);
-        if (!(l == lab->data[rows] && d == dist->data[rows]))
+        if (!(l == lab->data[rows] &&
+              (d == dist->data[rows] || fabs(d - dist->data[rows]) <= rel * fabs(dist->data[rows]))))
             fail_msg("row %zu: daemons %.17g %.17g, in process %.17g %.17g", rows, l, d,
                      lab->data[rows], dist->data[rows]);
         rows++;
     }
     fclose(f);
     return rows;
+}
+
+static size_t compare_predictions(const char *path, const fk_tensor *lab, const fk_tensor *dist)
+{
+    return compare_predictions_tol(path, lab, dist, 0);
 }
 
 /* kahm mode B served through the daemons: the holder clients answer their class distances,
@@ -774,7 +866,7 @@ static void kahm_daemons_predict_mode_b(void **state)
     char server[64];
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server-name server --tls-dir '%s' "
+    snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server_name server --tls_dir '%s' "
              "--name op '%s' '%s' %s 2>'%s'", fedkern_bin, id, server, e->pki, dflag, oflag, tflag,
              stderr_path);
     double t0 = now_s();
@@ -795,10 +887,163 @@ static void kahm_daemons_predict_mode_b(void **state)
     assert_int_not_equal(job_cmd(e, "predict", id, dflag, oflag, out, sizeof out), 0);
     assert_true(wait_log(log, "request=2 clients_asked=6", 1, NULL, 0));
     assert_false(wait_log(log, "request=3", 0.5, NULL, 0));
+    /* the prediction counters: two calls served by the clients (60 queries each), one refused,
+     * one holder missing and its class unscored in the second */
+    static char metrics[1 << 14];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 2\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 0\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_calls_failed_total 1\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_queries_total 120\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_missing_clients_total 1\n"));
+    assert_non_null(strstr(metrics, "\nfedkern_predict_unscored_classes_total 1\n"));
+    /* the one-shot job's report: the clients' holdout accuracy of their local classifiers */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *acc = strstr(status, "\"accuracy\":");
+    assert_non_null(acc);
+    double a = strtod(acc + 11, NULL);
+    fprintf(stderr, "kahm job report: accuracy %.4f\n", a);
+    assert_true(a > 0.8 && a <= 1.0);
     fk_bundle_close(&qb);
     fk_bundle_close(&res);
     fk_bundle_close(&all);
     fk_dataset_close(&q);
+}
+
+/* Eq. (63) in process over every client's fitted models of the mode-B job text tb (uploaded
+ * in a simulation) for the queries in file qpath: into res (initialised here). */
+static void eq63_in_process(env *e, const char *tb, const char *qpath, fk_bundle *res)
+{
+    char ta[400];
+    snprintf(ta, sizeof ta, "%supload_models = 1\nlocal.allow_model_upload = 1\n", tb);
+    fk_bundle all, qb;
+    sim_model(e, ta, &all);
+    fk_dataset q;
+    fk_err err;
+    assert_int_equal(fk_load(&q, qpath, NULL, &err), FK_OK);
+    fk_bundle_init(&qb);
+    fk_bundle_init(res);
+    assert_int_equal(fk_bundle_put(&qb, "X", 2, (uint64_t[]){q.X.rows, q.X.cols}, q.X.data),
+                     FK_OK);
+    const fk_method *km = fk_method_find("kahm", &err);
+    assert_non_null(km);
+    assert_int_equal(km->predict(&all, &qb, res, &err), FK_OK);
+    fk_bundle_close(&qb);
+    fk_bundle_close(&all);
+    fk_dataset_close(&q);
+}
+
+/* A client restart keeps the models of an ended mode-B job: every client daemon is killed
+ * (-9) after the job ended and started again; each rebuilds the job from its state dir
+ * (event held_models_reloaded) and the next job predict is answered by all six, equal bit for
+ * bit to eq. (63) in process, as before the restart. */
+static void kahm_daemons_restart_keeps_models(void **state)
+{
+    env *e = *state;
+    e->state_dirs = 1;
+    start_fleet(e);
+    const char *tb = "method = kahm\ndataset = kc\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+                     "classes = 7\n";
+    char id[32], out[4096], dflag[200], oflag[200], pred[160], qpath[160];
+    submit(e, tb, id, sizeof id);
+    check_against_sim(e, id, tb);
+    snprintf(qpath, sizeof qpath, "%s/k2.csv", e->dir);
+    snprintf(dflag, sizeof dflag, "--data=%s", qpath);
+    snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
+    snprintf(oflag, sizeof oflag, "--out=%s", pred);
+    fk_bundle res;
+    eq63_in_process(e, tb, qpath, &res);
+    const fk_tensor *lab = fk_bundle_get(&res, "labels"), *dist = fk_bundle_get(&res, "distances");
+    if (job_cmd(e, "predict", id, dflag, oflag, out, sizeof out))
+        fail_msg("job predict: %s", out);
+    assert_int_equal(compare_predictions(pred, lab, dist), lab->len);
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=predict_answered request=1 clients_asked=6 answered=6 "
+                              "missing=0", 5, NULL, 0));
+    for (int c = 0; c < K; c++) {
+        stop(&e->clients[c], SIGKILL);
+        start_client(e, c);
+    }
+    for (int c = 0; c < K; c++) {
+        char clog[160], needle[64];
+        snprintf(clog, sizeof clog, "%s/client%d.log", e->dir, c);
+        snprintf(needle, sizeof needle, "event=held_models_reloaded job=%s ", id);
+        if (!wait_log(clog, needle, 20, NULL, 0))
+            fail_msg("client %d did not reload the job's models; see %s", c, clog);
+    }
+    unlink(pred);
+    if (job_cmd_v(e, "predict", id, (const char *[]){dflag, oflag, "--timeout=10", NULL}, out,
+                  sizeof out))
+        fail_msg("job predict after the restart: %s", out);
+    assert_int_equal(compare_predictions(pred, lab, dist), lab->len);
+    assert_true(wait_log(log, "event=predict_answered request=2 clients_asked=6 answered=6 "
+                              "missing=0", 5, NULL, 0));
+    fk_bundle_close(&res);
+}
+
+/* Chunked query files: a server with net.max_message = 64 KiB and a query file of 6,000 rows
+ * (144 KB of values, more than one message). The CLI at its default limit sends everything,
+ * is refused (RESOURCE_EXHAUSTED) and halves its calls until they fit; at --net.max_message
+ * 65536 it sizes them itself. Either way the rows come back in order, equal to eq. (63) in
+ * process on the whole file (labels exactly, distances to 1e-12: other row blocks). */
+static void kahm_daemons_predict_chunked(void **state)
+{
+    env *e = *state;
+    e->server_extra = "--net.max_message=65536";
+    start_fleet(e);
+    const char *tb = "method = kahm\ndataset = kc\nclients = c0, c1, c2, c3, c4, c5\nseed = 11\n"
+                     "classes = 7\n";
+    char id[32], dflag[200], oflag[200], pred[160], qpath[160], errp[160];
+    submit(e, tb, id, sizeof id);
+    check_against_sim(e, id, tb);
+    snprintf(qpath, sizeof qpath, "%s/big.csv", e->dir);
+    FILE *f = fopen(qpath, "w");
+    assert_non_null(f);
+    fk_rng r;
+    fk_rng_init(&r, 9, 1);
+    for (int i = 0; i < 6000; i++) {
+        int k = i % 7;
+        fprintf(f, "%d", k);
+        for (int j = 0; j < 3; j++)
+            fprintf(f, ",%.6f", 0.25 * ((k >> j) & 1) + 0.08 * (k == 6) + 0.06 * fk_rng_normal(&r));
+        fprintf(f, "\n");
+    }
+    fclose(f);
+    struct stat sb;
+    assert_int_equal(stat(qpath, &sb), 0);
+    assert_true(sb.st_size > 65536); /* the file as text; as values it is 144 KB */
+    snprintf(dflag, sizeof dflag, "--data=%s", qpath);
+    snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
+    snprintf(oflag, sizeof oflag, "--out=%s", pred);
+    snprintf(errp, sizeof errp, "%s/predict.err", e->dir);
+    fk_bundle res;
+    eq63_in_process(e, tb, qpath, &res);
+    const fk_tensor *lab = fk_bundle_get(&res, "labels"), *dist = fk_bundle_get(&res, "distances");
+    char server[64], cmd[1200];
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    const char *limits[2] = {"", "--net.max_message=65536"};
+    for (int t = 0; t < 2; t++) {
+        unlink(pred);
+        snprintf(cmd, sizeof cmd, "'%s' job predict %s --server %s --server_name server "
+                 "--tls_dir '%s' --name op '%s' '%s' %s 2>'%s'", fedkern_bin, id, server, e->pki,
+                 dflag, oflag, limits[t], errp);
+        double t0 = now_s();
+        if (system(cmd))
+            fail_msg("job predict %s failed; see %s", limits[t], errp);
+        fprintf(stderr, "kahm mode-B job predict, 6000 queries in calls within 64 KiB %s: "
+                "%.3f s\n", t ? "(sized by the CLI)" : "(halved after refusals)", now_s() - t0);
+        /* other row blocks than in process: the BLAS may round differently (labels equal) */
+        assert_int_equal(compare_predictions_tol(pred, lab, dist, 1e-12), 6000);
+        assert_true(wait_log(errp, "job 1: 6000 queries sent in ", 1, NULL, 0));
+        assert_true(wait_log(errp, "accuracy", 1, NULL, 0));
+        if (t == 0)
+            assert_true(wait_log(errp, "are too many for the server; now", 1, NULL, 0));
+        else
+            assert_false(wait_log(errp, "too many", 0.1, NULL, 0));
+    }
+    fk_bundle_close(&res);
 }
 
 /* job result on a running job: exit non-zero and no file (was: exit 0 and a partial model),
@@ -832,7 +1077,7 @@ static int try_submit(env *e, const char *text, const char *flag, char *out, siz
     fclose(f);
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     char *argv[] = {(char *)fedkern_bin, "job", "submit", path, "--server", server,
-                    "--server-name", "server", "--tls-dir", e->pki, "--name", "op",
+                    "--server_name", "server", "--tls_dir", e->pki, "--name", "op",
                     (char *)flag, NULL};
     return run_cmd_all(argv, out, cap);
 }
@@ -840,7 +1085,7 @@ static int try_submit(env *e, const char *text, const char *flag, char *out, siz
 /* The clients advertise their data sets at Join: a job naming a client the server never saw,
  * a data set the clients lack, or holders whose columns disagree is refused at submit, each
  * offender named; submitted anyway
- * (--skip-client-check), the job fails with the cause the clients reported, not only the
+ * (--skip_client_check), the job fails with the cause the clients reported, not only the
  * missed quorum. */
 static void submit_refusals_and_failure_cause(void **state)
 {
@@ -863,9 +1108,9 @@ static void submit_refusals_and_failure_cause(void **state)
     snprintf(log5, sizeof log5, "%s/client5-shape.log", e->dir);
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     snprintf(d5, sizeof d5, "%s/d5.csv", e->dir);
-    char *argv5[] = {(char *)client_bin, "--server", server, "--server-name", "server",
-                     "--tls-dir", e->pki, "--name", "c5", "--data.gmm", d5,
-                     "--backoff-max-ms", "500", NULL};
+    char *argv5[] = {(char *)client_bin, "--server", server, "--server_name", "server",
+                     "--tls_dir", e->pki, "--name", "c5", "--data.gmm", d5,
+                     "--backoff_max_ms", "500", NULL};
     e->clients[5] = spawn(argv5, log5);
     if (!wait_log(log5, "event=joined ", 30, NULL, 0))
         fail_msg("c5 did not rejoin; see %s", log5);
@@ -875,7 +1120,7 @@ static void submit_refusals_and_failure_cause(void **state)
                          0);
     if (!strstr(out, "data set 'gmm' has 3 columns on 5 clients but 4 on c5"))
         fail_msg("shape mismatch: %s", out);
-    assert_int_equal(try_submit(e, nowhere, "--skip-client-check", out, sizeof out), 0);
+    assert_int_equal(try_submit(e, nowhere, "--skip_client_check", out, sizeof out), 0);
     char id[32];
     snprintf(id, sizeof id, "%.*s", (int)strcspn(out, "\n"), out);
     /* every client reports the failure at once: no deadline to wait for */
@@ -916,6 +1161,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_predict_mode_b, setup, teardown),
+        cmocka_unit_test_setup_teardown(kahm_daemons_restart_keeps_models, setup, teardown),
+        cmocka_unit_test_setup_teardown(kahm_daemons_predict_chunked, setup, teardown),
         cmocka_unit_test_setup_teardown(result_of_running_job_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(submit_refusals_and_failure_cause, setup, teardown),
     };

@@ -74,7 +74,7 @@ static void unknown_and_missing(void **state)
     assert_int_equal(fk_catalog_load(&ds, f->dir, "office-surf/nope", &err), FK_ENOTFOUND);
     assert_non_null(strstr(err.msg, "office-surf/amazon"));
     assert_int_equal(fk_catalog_load(&ds, f->dir, "office-surf/amazon", &err), FK_EIO);
-    assert_non_null(strstr(err.msg, "--data-dir"));
+    assert_non_null(strstr(err.msg, "--data_dir"));
     int n = 0;
     for (const char *const *p = fk_catalog_names(); *p; p++)
         n++;

@@ -288,7 +288,7 @@ static void mat_variables(void **state)
     assert_int_equal(ds.n_classes, 2);
     fk_dataset_close(&ds);
     fk_load_opts rows = {.var = "X_src", .label_var = "Y_src"};
-    expect_error(p, &rows, FK_EINVAL, "jda.mat", "--samples-in-columns");
+    expect_error(p, &rows, FK_EINVAL, "jda.mat", "--samples_in_columns");
 }
 
 static void mat_bad_input(void **state)

@@ -94,7 +94,7 @@ static void bad_options_name_the_key(void **state)
 }
 
 /* A saved z-score map applied to the same data reproduces the z-scored values bit for bit, and
- * through a file (17 digits) too: the train/test use of --save-affine / --affine. */
+ * through a file (17 digits) too: the train/test use of --save_affine / --affine. */
 static void zscore_map_saved_and_applied_exactly(void **state)
 {
     (void)state;

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/la/hungarian.h"
@@ -111,12 +112,49 @@ static void misclustering_properties(void **state)
     assert_int_equal(fk_misclustering_rate(truth, pred, 12, 3, 3, &rate, &err), FK_EINVAL);
 }
 
+/* Adjusted Rand index: 1 under any relabelling, the textbook value on a small table, about 0
+ * for independent labels, and refusals as for the mis-clustering rate. */
+static void adjusted_rand_index_values(void **state)
+{
+    (void)state;
+    fk_err err;
+    double ari;
+    int t[6] = {0, 0, 1, 1, 2, 2}, p[6] = {2, 2, 0, 0, 1, 1};
+    assert_int_equal(fk_adjusted_rand_index(t, p, 6, 3, 3, &ari, &err), FK_OK);
+    assert_true(fabs(ari - 1.0) < 1e-15);
+    /* truth {0,0,0,1,1,1}, pred {0,0,1,1,2,2}: sum C(n_ij,2) = 2, rows 6, cols 3, C(6,2) = 15:
+     * (2 - 6*3/15) / ((6+3)/2 - 6*3/15) = 0.8 / 3.3 */
+    int t2[6] = {0, 0, 0, 1, 1, 1}, p2[6] = {0, 0, 1, 1, 2, 2};
+    assert_int_equal(fk_adjusted_rand_index(t2, p2, 6, 2, 3, &ari, &err), FK_OK);
+    assert_true(fabs(ari - 0.8 / 3.3) < 1e-12);
+    enum { M = 20000 };
+    int *a = malloc(M * sizeof *a), *b = malloc(M * sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    fk_rng rng;
+    fk_rng_init(&rng, 7, 0);
+    for (int i = 0; i < M; i++) {
+        a[i] = (int)fk_rng_below(&rng, 4);
+        b[i] = (int)fk_rng_below(&rng, 5);
+    }
+    assert_int_equal(fk_adjusted_rand_index(a, b, M, 4, 5, &ari, &err), FK_OK);
+    assert_true(fabs(ari) < 0.01);
+    b[3] = 9;
+    assert_int_equal(fk_adjusted_rand_index(a, b, M, 4, 5, &ari, &err), FK_EINVAL);
+    free(a);
+    free(b);
+    int one[3] = {0, 0, 0}; /* both partitions one block: they agree */
+    assert_int_equal(fk_adjusted_rand_index(one, one, 3, 1, 1, &ari, &err), FK_OK);
+    assert_true(ari == 1.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(matches_brute_force),
         cmocka_unit_test(rejects_bad_input),
         cmocka_unit_test(misclustering_properties),
+        cmocka_unit_test(adjusted_rand_index_values),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

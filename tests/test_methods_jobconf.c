@@ -17,7 +17,6 @@ static void full_config_parses(void **state)
                        "dataset = fashion-mnist\n"
                        "name = grem-demo\n"
                        "rounds = 25\nseed = 7\nquorum = 0.75\ndeadline = 2.5\nretries = 2\n"
-                       "aggregator = trimmed-mean\ntrim = 0.2\nsampling = 0.5\n"
                        "clients = alice, bob,carol.example.org , dave@lab\n"
                        "lambda = 0.3\n";
     assert_int_equal(fk_jobconf_parse(&c, text, "job.conf", &err), FK_OK);
@@ -26,10 +25,8 @@ static void full_config_parses(void **state)
     assert_string_equal(c.name, "grem-demo");
     assert_int_equal(c.rounds, 25);
     assert_true(c.seed == 7);
-    assert_true(c.quorum == 0.75 && c.deadline == 2.5 && c.sampling == 0.5);
+    assert_true(c.quorum == 0.75 && c.deadline == 2.5);
     assert_int_equal(c.retries, 2);
-    assert_int_equal(c.agg.kind, FK_AGG_TRIMMED);
-    assert_true(c.agg.trim == 0.2);
     assert_int_equal(c.n_clients, 4);
     assert_string_equal(c.clients[2], "carol.example.org");
     assert_int_equal(fk_jobconf_client_index(&c, "dave@lab"), 3);
@@ -72,8 +69,6 @@ static void defaults(void **state)
     assert_true(c.seed == 1);
     assert_true(c.quorum == 0.5 && c.deadline == 60.0);
     assert_int_equal(c.retries, 3);
-    assert_int_equal(c.agg.kind, FK_AGG_FEDAVG);
-    assert_true(isnan(c.sampling));
     assert_string_equal(c.name, "m");
     assert_int_equal(fk_jobconf_quorum(&c, 5), 3);
     fk_jobconf_close(&c);
@@ -128,9 +123,6 @@ static void errors_name_key(void **state)
         {"method = m\ndataset = d\nclients = a\ndeadline = -1\n", "deadline"},
         {"method = m\ndataset = d\nclients = a\nretries = -2\n", "retries"},
         {"method = m\ndataset = d\nclients = a\nseed = -3\n", "seed"},
-        {"method = m\ndataset = d\nclients = a\naggregator = mode\n", "mode"},
-        {"method = m\ndataset = d\nclients = a\naggregator = trimmed-mean\ntrim = 0.6\n", "trim"},
-        {"method = m\ndataset = d\nclients = a\nsampling = 2\n", "sampling"},
         {"method = m\ndataset = d\nclients = a\nbroken line\n", "x.conf:4"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

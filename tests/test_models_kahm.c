@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
@@ -407,7 +408,7 @@ static void toy_risk_matches_prototype(void **state)
             empirical += d * d / N;
         }
         double risk = fabs(expected - empirical);
-        double bound = 4 / sqrt(N) + sqrt(log(20.0) / (2.0 * N));
+        double bound = fk_kahm_risk_bound(N, 0.05);
         print_message("toy N=%d risk %.6g (prototype %.6g, bound %.4g)\n", N, risk, proto[t],
                       bound);
         assert_true(fabs(risk - proto[t]) <= 0.2 * proto[t]);
@@ -451,6 +452,243 @@ static void gram_path_equals_covariance_path(void **state)
     free(y);
 }
 
+/* Random orthogonal n x n matrix (QR of normal entries), row-major. */
+static void random_orthogonal(double *Q, int n, uint64_t seed)
+{
+    fk_rng r;
+    fk_rng_init(&r, seed, 3);
+    double tau[64];
+    for (int i = 0; i < n * n; i++)
+        Q[i] = fk_rng_normal(&r);
+    assert_int_equal(LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, n, n, Q, n, tau), 0);
+    assert_int_equal(LAPACKE_dorgqr(LAPACK_ROW_MAJOR, n, n, n, Q, n, tau), 0);
+}
+
+/* The model k re-expressed in the basis Q P (every part that depends on P: the encoding,
+ * the Cholesky factor of cov(Y (QP)^T) and the whitened encodings; lambda, M and b stay,
+ * since the kernel does not change: checked to 1e-12). */
+static void rebase(const fk_kahm *k, const double *Y, const double *Q, fk_kahm *k2)
+{
+    int N = k->N, p = k->p, n = k->n;
+    assert_int_equal(fk_kahm_alloc(k2, N, p, n, NULL), FK_OK);
+    k2->lambda = k->lambda;
+    k2->tau = k->tau;
+    memcpy(k2->M, k->M, (size_t)N * (size_t)p * sizeof(double));
+    memcpy(k2->b, k->b, (size_t)N * sizeof(double));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, p, n, 1.0, Q, n, k->P, p, 0.0,
+                k2->P, p);
+    double *X = malloc((size_t)N * (size_t)n * sizeof(double)), xm[64] = {0};
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, n, p, 1.0, Y, p, k2->P, p, 0.0, X, n);
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < n; j++)
+            xm[j] += X[i * n + j] / N;
+    memset(k2->L, 0, (size_t)n * (size_t)n * sizeof(double));
+    for (int a = 0; a < n; a++)
+        for (int b = 0; b <= a; b++) {
+            double s = 0;
+            for (int i = 0; i < N; i++)
+                s += (X[i * n + a] - xm[a]) * (X[i * n + b] - xm[b]);
+            k2->L[a * n + b] = s / (N - 1);
+        }
+    assert_int_equal(LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, k2->L, n), 0);
+    memcpy(k2->Xw, X, (size_t)N * (size_t)n * sizeof(double));
+    cblas_dtrsm(CblasRowMajor, CblasRight, CblasLower, CblasTrans, CblasNonUnit, N, n, 1.0, k2->L,
+                n, k2->Xw, n);
+    for (int i = 0; i < N; i++) /* the kernel is the same: whitened distances agree */
+        for (int j = 0; j < i; j++) {
+            double d1 = 0, d2 = 0;
+            for (int t = 0; t < n; t++) {
+                double u = k->Xw[i * n + t] - k->Xw[j * n + t];
+                double v = k2->Xw[i * n + t] - k2->Xw[j * n + t];
+                d1 += u * u;
+                d2 += v * v;
+            }
+            assert_true(fabs(exp(-d1 / (2.0 * n)) - exp(-d2 / (2.0 * n))) <= 1e-12);
+        }
+    free(X);
+}
+
+/* §11.1 item 3: replacing P by QP for an orthogonal Q, or flipping eigenvector signs,
+ * changes Gamma by at most 1e-9 (class points, other-class points, far points). */
+static void basis_invariance(void **state)
+{
+    (void)state;
+    double *X = malloc(NC * NPC * P * sizeof(double));
+    int *y = malloc(NC * NPC * sizeof(int));
+    make_data(X, y, NPC, NC, P, 21);
+    fk_kahm_opts o = opts();
+    fk_kahm k;
+    fk_err err;
+    assert_int_equal(fk_kahm_fit(&k, X, NPC, P, P, &o, &err), FK_OK); /* class 0 */
+    int n = k.n;
+    assert_true(n > 3);
+    enum { NT = NC * NPC + 20 };
+    double *T = malloc((size_t)NT * P * sizeof(double));
+    memcpy(T, X, NC * NPC * P * sizeof(double));
+    fk_rng r;
+    fk_rng_init(&r, 4, 4);
+    for (int i = NC * NPC * P; i < NT * P; i++)
+        T[i] = 3.0 * fk_rng_normal(&r);
+    double g[NT], g2[NT], *Q = malloc((size_t)n * n * sizeof(double)), worst = 0;
+    assert_int_equal(fk_kahm_dist(&k, T, NT, P, g, NULL, &err), FK_OK);
+    for (int t = 0; t < 3; t++) {
+        if (t < 2) {
+            random_orthogonal(Q, n, 30 + (uint64_t)t);
+        } else { /* sign flips of every other eigenvector */
+            memset(Q, 0, (size_t)n * n * sizeof(double));
+            for (int i = 0; i < n; i++)
+                Q[i * n + i] = i % 2 ? -1.0 : 1.0;
+        }
+        fk_kahm k2;
+        rebase(&k, X, Q, &k2);
+        assert_int_equal(fk_kahm_dist(&k2, T, NT, P, g2, NULL, &err), FK_OK);
+        for (int i = 0; i < NT; i++) {
+            double d = fabs(g[i] - g2[i]);
+            worst = d > worst ? d : worst;
+            assert_true(d <= 1e-9);
+        }
+        fk_kahm_close(&k2);
+    }
+    print_message("basis invariance: max |dGamma| = %.3g (n = %d)\n", worst, n);
+    fk_kahm_close(&k);
+    free(Q);
+    free(T);
+    free(X);
+    free(y);
+}
+
+/* f(e, tau) of (77) directly: (1/(pN)) sum_j ||Y_j - K (K + lambda I)^-1 Y_j||^2. */
+static double f_direct(const double *K, const double *Y, int N, int p, double lambda)
+{
+    double *A = malloc((size_t)N * N * sizeof(double)), *Z = malloc((size_t)N * p * sizeof(double));
+    double *R = malloc((size_t)N * p * sizeof(double));
+    memcpy(A, K, (size_t)N * N * sizeof(double));
+    for (int i = 0; i < N; i++)
+        A[i * N + i] += lambda;
+    memcpy(Z, Y, (size_t)N * p * sizeof(double));
+    lapack_int *ipiv = malloc((size_t)N * sizeof(lapack_int));
+    assert_int_equal(LAPACKE_dgesv(LAPACK_ROW_MAJOR, N, p, A, N, ipiv, Z, p), 0);
+    memcpy(R, Y, (size_t)N * p * sizeof(double));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, p, N, -1.0, K, N, Z, p, 1.0, R, p);
+    double s = 0;
+    for (int i = 0; i < N * p; i++)
+        s += R[i] * R[i];
+    free(A);
+    free(Z);
+    free(R);
+    free(ipiv);
+    return s / ((double)p * N);
+}
+
+/* f of (S2) through K = V diag(kappa) V^T: (1/(pN)) sum_k (lambda/(kappa_k+lambda))^2 ||(V^T Y)_k||^2. */
+static double f_eigen(const double *K, const double *Y, int N, int p, double lambda)
+{
+    double *V = malloc((size_t)N * N * sizeof(double)), *kap = malloc((size_t)N * sizeof(double));
+    double *Yt = malloc((size_t)N * p * sizeof(double));
+    memcpy(V, K, (size_t)N * N * sizeof(double));
+    assert_int_equal(LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', N, V, N, kap), 0);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, p, N, 1.0, V, N, Y, p, 0.0, Yt, p);
+    double s = 0;
+    for (int k = 0; k < N; k++) {
+        double q = lambda / (kap[k] + lambda);
+        s += q * q * cblas_ddot(p, Yt + k * p, 1, Yt + k * p, 1);
+    }
+    free(V);
+    free(kap);
+    free(Yt);
+    return s / ((double)p * N);
+}
+
+/* The fitted model's kernel K_ij = exp(-||xw_i - xw_j||^2 / (2n)). */
+static double *model_kernel(const fk_kahm *k)
+{
+    int N = k->N, n = k->n;
+    double *K = malloc((size_t)N * N * sizeof(double));
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) {
+            double d = 0;
+            for (int t = 0; t < n; t++) {
+                double u = k->Xw[i * n + t] - k->Xw[j * n + t];
+                d += u * u;
+            }
+            K[i * N + j] = exp(-d / (2.0 * n));
+        }
+    return K;
+}
+
+/* §11.1 item 4: the eigen form (S2) equals the direct form (77) to 1e-10 on random K and Y;
+ * the fitted lambda* (both final rules) satisfies |lambda* - tau - f(lambda* - tau, tau)| <= tol
+ * with f computed directly on the model's kernel, lambda* >= tau, tau = 2||Y||_F^2/(pN), and
+ * at most lambda_maxit iterations. */
+static void lambda_fixed_point(void **state)
+{
+    (void)state;
+    enum { N = 40, PP = 7 };
+    fk_rng r;
+    fk_rng_init(&r, 8, 8);
+    double *B = malloc(N * N * sizeof(double)), *K = malloc(N * N * sizeof(double));
+    double *Y = malloc(N * PP * sizeof(double));
+    for (int i = 0; i < N * N; i++)
+        B[i] = fk_rng_normal(&r);
+    for (int i = 0; i < N * PP; i++)
+        Y[i] = fk_rng_normal(&r);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, N, N, 1.0 / N, B, N, B, N, 0.0, K, N);
+    static const double lams[3] = {0.01, 0.3, 5.0};
+    for (int t = 0; t < 3; t++) {
+        double a = f_direct(K, Y, N, PP, lams[t]), b = f_eigen(K, Y, N, PP, lams[t]);
+        assert_true(fabs(a - b) <= 1e-10 * fabs(a));
+    }
+    free(B);
+    free(K);
+    free(Y);
+    /* the fitted models of every class, both final-lambda rules */
+    double *X = malloc(NC * NPC * P * sizeof(double));
+    int *y = malloc(NC * NPC * sizeof(int));
+    make_data(X, y, NPC, NC, P, 5);
+    for (int rule = 0; rule < 2; rule++)
+        for (int c = 0; c < NC; c++) {
+            fk_kahm_opts o = opts();
+            o.lambda_converged = rule;
+            fk_kahm k;
+            fk_err err;
+            const double *Yc = X + (size_t)c * NPC * P;
+            assert_int_equal(fk_kahm_fit(&k, Yc, NPC, P, P, &o, &err), FK_OK);
+            double fro = 0;
+            for (int i = 0; i < NPC * P; i++)
+                fro += Yc[i] * Yc[i];
+            assert_true(fabs(k.tau - 2 * fro / (P * NPC)) <= 1e-12 * k.tau);
+            assert_true(k.lambda >= k.tau);
+            assert_true(k.iters >= 1 && k.iters <= o.lambda_maxit);
+            double *Km = model_kernel(&k);
+            double resid = fabs(k.lambda - k.tau - f_direct(Km, Yc, NPC, P, k.lambda));
+            assert_true(resid <= o.lambda_tol);
+            if (c == 0)
+                print_message("lambda rule %s: tau %.6g lambda* %.6g, %d iterations, "
+                              "|lambda* - tau - f| = %.3g\n", rule ? "converged" : "last-used",
+                              k.tau, k.lambda, k.iters, resid);
+            free(Km);
+            fk_kahm_close(&k);
+        }
+    free(X);
+    free(y);
+}
+
+/* §11.1 item 11: the theory numbers. (56) at eps = 0.1, delta = 0.05 is 2,728.885 and the
+ * Theorem 4.3 bound at N = 60,000, delta = 0.05 is 0.021326; bad arguments give NaN. */
+static void theory_numbers(void **state)
+{
+    (void)state;
+    assert_true(fabs(fk_kahm_sample_complexity(0.1, 0.05) - 2728.885) <= 1e-3);
+    assert_true(fabs(fk_kahm_risk_bound(60000, 0.05) - 0.021326) <= 5e-7);
+    /* the prototype's toy bounds (§11.1 item 12) */
+    static const double Ns[4] = {10, 100, 1000, 2000}, b[4] = {1.652, 0.522, 0.165, 0.117};
+    for (int i = 0; i < 4; i++)
+        assert_true(fabs(fk_kahm_risk_bound(Ns[i], 0.05) - b[i]) <= 5e-4);
+    assert_true(isnan(fk_kahm_risk_bound(0, 0.05)) && isnan(fk_kahm_risk_bound(10, 1.0)));
+    assert_true(isnan(fk_kahm_sample_complexity(0, 0.05)) &&
+                isnan(fk_kahm_sample_complexity(0.1, 0)));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +701,9 @@ int main(void)
         cmocka_unit_test(partition_rule),
         cmocka_unit_test(toy_risk_matches_prototype),
         cmocka_unit_test(gram_path_equals_covariance_path),
+        cmocka_unit_test(basis_invariance),
+        cmocka_unit_test(lambda_fixed_point),
+        cmocka_unit_test(theory_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

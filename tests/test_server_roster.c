@@ -64,7 +64,7 @@ static void refuses_unknown_clients_by_name(void **state)
                      FK_EINVAL);
     assert_non_null(strstr(err.msg, "client c7 has never joined this server"));
     assert_null(strstr(err.msg, "c0"));
-    assert_non_null(strstr(err.msg, "--skip-client-check"));
+    assert_non_null(strstr(err.msg, "--skip_client_check"));
     /* many: the first five and a count */
     assert_int_equal(check(r, "method = m\ndataset = pendigits\nclients = c0, x[1-9]\n", NULL,
                            &err),

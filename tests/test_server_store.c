@@ -97,6 +97,43 @@ static void schema_is_versioned_and_reopens(void **state)
     assert_non_null(strstr(err.msg, "newer"));
 }
 
+/* A database written by a server of schema version 1 (no quality columns) opens, migrates to
+ * version 2 keeping its rounds, and the new metrics read as not measured until written. */
+static void version_1_database_migrates(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st); /* with round 1 open */
+    fk_store_round r = {.job = id, .round = 1, .attempt = 0, .closed = 1, .participants = 2,
+                        .loss = 0.5, .accuracy = 0.75, .error = NAN, .misclust = 0.1,
+                        .ari = 0.8, .rmse = NAN};
+    assert_int_equal(fk_store_round_close(f->st, &r, &err), FK_OK);
+    fk_store_close(f->st);
+    f->st = NULL;
+    sqlite3 *db; /* back to what version 1 wrote: no quality columns */
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    const char *down = "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
+                       "ALTER TABLE rounds DROP COLUMN rmse; ALTER TABLE updates DROP COLUMN misclust;"
+                       "ALTER TABLE updates DROP COLUMN ari; ALTER TABLE updates DROP COLUMN rmse;"
+                       "UPDATE schema_version SET version = 1;";
+    assert_int_equal(sqlite3_exec(db, down, 0, 0, 0), SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    int v = 0;
+    assert_int_equal(fk_store_schema_version(f->st, &v, &err), FK_OK);
+    assert_int_equal(v, 2);
+    fk_store_round got;
+    assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &got, &err), FK_OK);
+    assert_true(got.loss == 0.5 && got.accuracy == 0.75);
+    assert_true(isnan(got.misclust) && isnan(got.ari) && isnan(got.rmse));
+    fk_store_round_free(&got);
+    /* and the migrated database stores the new columns */
+    assert_int_equal(fk_store_round_close(f->st, &r, &err), FK_OK);
+    assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &got, &err), FK_OK);
+    assert_true(got.misclust == 0.1 && got.ari == 0.8 && isnan(got.rmse) && isnan(got.error));
+    fk_store_round_free(&got);
+}
+
 static void jobs_track_state_and_position(void **state)
 {
     fixture *f = *state;
@@ -437,6 +474,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(schema_is_versioned_and_reopens, setup, teardown),
+        cmocka_unit_test_setup_teardown(version_1_database_migrates, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_track_state_and_position, setup, teardown),
         cmocka_unit_test_setup_teardown(rounds_and_phases_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(updates_are_idempotent, setup, teardown),

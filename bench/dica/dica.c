@@ -179,7 +179,7 @@ int fk_bench_dica(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
-            printf("usage: fedkern bench dica [--json] [--max-R R] [--max-n N]\n"
+            printf("usage: fedkern bench dica [--json] [--max-R R] [--max_n N]\n"
                    "Client statistics and server solve of federated DICA (R = 500..max-R, 2000)\n"
                    "and the kernel solver (n = 500..max-n, 2000) on SURF-sized synthetic rows,\n"
                    "GFLOP/s as a ratio to dgemm measured in the same run.\n");
@@ -197,7 +197,7 @@ int fk_bench_dica(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "max-R", 2000, 100, 4000, &maxR, &err);
     if (!rc)
-        rc = fk_params_int(&p, "max-n", 2000, 100, 8000, &maxn, &err);
+        rc = fk_params_int(&p, "max_n", 2000, 100, 8000, &maxn, &err);
     if (!rc && (argc > 0 || fk_params_unused(&p)))
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument; see --help");
     double ref = 0;

@@ -678,7 +678,7 @@ static int gvhd_load(const char *dir, gvhd *g, fk_err *err)
              dir);
     gzFile f = gzopen(path, "rb");
     if (!f)
-        return fk_err_set(err, FK_EIO, "cannot open %s (pass --data-dir)", path);
+        return fk_err_set(err, FK_EIO, "cannot open %s (pass --data_dir)", path);
     size_t cap = 40000;
     *g = (gvhd){0};
     g->x = malloc(cap * 6 * sizeof *g->x);
@@ -856,12 +856,12 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     fk_err_clear(&err);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
-            printf("usage: fedkern bench fidelity dica [--data-dir DIR] [--json] [--part "
+            printf("usage: fedkern bench fidelity dica [--data_dir DIR] [--json] [--part "
                    "all|kernel|rf|parkinsons|gvhd]\n"
-                   "                                   [--rf-min R] [--rf-max R] [--seeds N]\n"
+                   "                                   [--rf_min R] [--rf_max R] [--seeds N]\n"
                    "Spec dica.md §11.3 on Office-Caltech10 SURF leave-one-domain-out: kernel\n"
                    "DICA/UDICA/KPCA/COIR with 1-NN and ridge, and the federated job at R = 500,\n"
-                   "1000, 2000 (from --rf-min up to --rf-max) over --seeds RF seeds (3), each cell "
+                   "1000, 2000 (from --rf_min up to --rf_max) over --seeds RF seeds (3), each cell "
                    "next to the\n"
                    "spec's prototype value with target_met.\n");
             fk_params_close(&p);
@@ -873,13 +873,13 @@ int fk_bench_fidelity_dica(int argc, char **argv)
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &o.json, &err);
     if (!rc)
-        rc = fk_params_int(&p, "rf-max", 2000, 0, 2000, &o.rf_max, &err);
+        rc = fk_params_int(&p, "rf_max", 2000, 0, 2000, &o.rf_max, &err);
     if (!rc)
-        rc = fk_params_int(&p, "rf-min", 500, 0, 2000, &o.rf_min, &err);
+        rc = fk_params_int(&p, "rf_min", 500, 0, 2000, &o.rf_min, &err);
     if (!rc)
         rc = fk_params_int(&p, "seeds", 3, 1, 10, &seeds, &err);
     const char *part = fk_params_str(&p, "part", "all");
-    const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
+    const char *dir = fk_params_str(&p, "data_dir", "../shared/data");
     o.seeds = (int)seeds;
     o.kernel = !strcmp(part, "all") || !strcmp(part, "kernel");
     o.rf = !strcmp(part, "all") || !strcmp(part, "rf");

@@ -299,15 +299,15 @@ static int run(int argc, char **argv)
     int decaf = 1, surf = 1, spec = 1;
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc && fk_params_get(&p, "help")) {
-        printf("usage: fedkern bench fidelity rf-tca [--data-dir DIR] [--json] [--m 20] "
+        printf("usage: fedkern bench fidelity rf-tca [--data_dir DIR] [--json] [--m 20] "
                "[--sigma 2] [--lambda 1] [--seeds 1]\n"
-               "       [--surf 1] [--decaf 1] [--spec 1] [--fed-rounds 300] [--fed-features iid]\n\n"
+               "       [--surf 1] [--decaf 1] [--spec 1] [--fed_rounds 300] [--fed_features iid]\n\n"
                "1-NN, linear TCA, Gaussian kernel TCA, R-TCA (RF-TCA's N -> infinity limit) and\n"
                "RF-TCA with i.i.d. (rf-tca) and orthogonal (rf-tca-orf) frequencies, N = 500,\n"
                "1000, 2000, on the 12 Office-Caltech10 SURF pairs next to the published numbers;\n"
                "DeCAF6 W<->D rows of\n"
                "Table X; Table II message size; FedRF-TCA SURF proxy of Tables V/IX (3 sources ->\n"
-               "1 target, fed-rounds rounds, 0 skips; --fed-features orthogonal for orthogonal\n"
+               "1 target, fed-rounds rounds, 0 skips; --fed_features orthogonal for orthogonal\n"
                "frequencies); the spec's data checks T3, T7, T9 on SURF\n"
                "D/W (--spec 0 skips) and T16 on the C,D,W->A proxy row. lambda is the\n"
                "normalized-L regularizer.\n");
@@ -331,10 +331,10 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_params_bool(&p, "spec", 1, &spec, &err);
     if (!rc)
-        rc = fk_params_int(&p, "fed-rounds", 300, 0, 100000, &fed_rounds, &err);
-    const char *dir = fk_params_str(&p, "data-dir", "../shared/data");
+        rc = fk_params_int(&p, "fed_rounds", 300, 0, 100000, &fed_rounds, &err);
+    const char *dir = fk_params_str(&p, "data_dir", "../shared/data");
     if (!rc)
-        rc = fk_rff_kind_parse(fk_params_str(&p, "fed-features", "iid"), &c.fed_features, &err);
+        rc = fk_rff_kind_parse(fk_params_str(&p, "fed_features", "iid"), &c.fed_features, &err);
     if (!rc && (argc > 0 || fk_params_unused(&p))) {
         fprintf(stderr, "fedkern bench fidelity rf-tca: unexpected argument '%s'; see --help\n",
                 argc > 0 ? argv[0] : fk_params_unused(&p));

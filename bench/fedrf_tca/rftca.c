@@ -112,7 +112,7 @@ static int run(int argc, char **argv)
         return 2;
     }
     if (fk_params_get(&p, "help")) {
-        printf("usage: fedkern bench rf-tca [--json] [--m 20] [--quick] [--data-dir DIR]\n"
+        printf("usage: fedkern bench rf-tca [--json] [--m 20] [--quick] [--data_dir DIR]\n"
                "Uses Office-Caltech A->C SURF from DIR (default ../shared/data) when present,\n"
                "else random data of that shape.\n"
                "RF-TCA (N = 500, 1000, 2000) and kernel TCA fit+transform on the A->C shape\n"
@@ -123,7 +123,7 @@ static int run(int argc, char **argv)
         return 0;
     }
     char dir[512];
-    snprintf(dir, sizeof dir, "%s", fk_params_str(&p, "data-dir", "../shared/data"));
+    snprintf(dir, sizeof dir, "%s", fk_params_str(&p, "data_dir", "../shared/data"));
     const char *unused = fk_params_unused(&p);
     if (unused) /* the name lives in p: report it before closing */
         fprintf(stderr, "fedkern bench rf-tca: unknown option --%s; see --help\n", unused);

@@ -5,6 +5,7 @@
 
 const fk_bench_entry fk_bench_family_kahm[] = {
     {"fidelity kahm", "KAHM: Pen-digits, Fashion-MNIST label skew and single-class clients vs spec/paper", fk_bench_fidelity_kahm},
+    {"kahm serve", "KAHM mode-B prediction latency through the server and 100 client agents (p50/p99, queries/s)", fk_bench_kahm_serve},
     {"kahm", "KAHM fit time per class model, queries/s, GFLOP/s vs dgemm, upload bytes", fk_bench_kahm},
     {NULL, NULL, NULL},
 };

@@ -8,6 +8,8 @@
  *      global(all) (eq. 63 over every client).
  *   B. Fashion-MNIST single-class clients (each class split into round(6000/1000) = 6
  *      k-means clusters), E1/E2.
+ *   E. Office-Caltech10 semi-supervised transfer, source and target clients (SURF 12 tasks,
+ *      DeCAF6 D<->W): fidelity_kahm_office.c.
  * Preprocessing: scale to [0, 1] then tanh (pen-digits /100, images /255). */
 #include <math.h>
 #include <stdio.h>
@@ -28,7 +30,8 @@ enum { C10 = 10, DIAG_ROWS = 8000, IDENT_ROWS = 20000 };
 static const uint64_t SKEW_STREAM = 0x736b657700000000ULL;
 
 typedef struct bopts {
-    int json, seeds, skip_pen, skip_fashion, skip_single, skip_skew, skip_digits;
+    int json, seeds, skip_pen, skip_fashion, skip_single, skip_skew, skip_digits, skip_office;
+    int office_splits;
     int only_skew; /* 20 or 30: run that label skew only; 0: both */
     const char *dir;
 } bopts;
@@ -371,7 +374,7 @@ static int run_digits(const bopts *o, const char *path, fk_err *err)
     fk_dataset all = {0};
     int rc = fk_load(&all, path, &lo, err);
     if (rc)
-        return fk_err_prefix(err, "sklearn digits (--digits-file): ");
+        return fk_err_prefix(err, "sklearn digits (--digits_file): ");
     prep_tanh(&all, 1.0 / 16.0);
     size_t n = all.X.rows;
     int *idx = malloc(n * sizeof(int)), *tr_rows = malloc(n * sizeof(int)),
@@ -450,10 +453,11 @@ static int run(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fidelity kahm [--data-dir DIR] [--json] [--seeds 3]\n"
-                   "       [--skip-pendigits] [--skip-fashion] [--skip-single] [--skip-skew]\n"
-                   "       [--skip-digits] [--digits-file PATH (python3-sklearn's digits.csv.gz)]\n"
-                   "       [--skew 20|30 (one label skew only)]\n\n"
+            printf("usage: fedkern bench fidelity kahm [--data_dir DIR] [--json] [--seeds 3]\n"
+                   "       [--skip_pendigits] [--skip_fashion] [--skip_single] [--skip_skew]\n"
+                   "       [--skip_digits] [--digits_file PATH (python3-sklearn's digits.csv.gz)]\n"
+                   "       [--skew 20|30 (one label skew only)] [--skip_office]\n"
+                   "       [--office_splits 20]\n\n"
                    "KAHM accuracy cells of spec kahm.md 11.3 (Pen-digits; Fashion-MNIST from the\n"
                    "Debian dataset-fashion-mnist package) with the spec's targets and target_met.\n");
             return 0;
@@ -466,19 +470,23 @@ static int run(int argc, char **argv)
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &o.json, &err);
     if (!rc) rc = fk_params_int(&p, "seeds", 3, 1, 10, &seeds, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-pendigits", 0, &o.skip_pen, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-fashion", 0, &o.skip_fashion, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-single", 0, &o.skip_single, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-skew", 0, &o.skip_skew, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-digits", 0, &o.skip_digits, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_pendigits", 0, &o.skip_pen, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_fashion", 0, &o.skip_fashion, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_single", 0, &o.skip_single, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_skew", 0, &o.skip_skew, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_digits", 0, &o.skip_digits, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_office", 0, &o.skip_office, &err);
+    long osplits = 20;
+    if (!rc) rc = fk_params_int(&p, "office_splits", 20, 1, 100, &osplits, &err);
+    o.office_splits = (int)osplits;
     long only = 0;
     if (!rc) rc = fk_params_int(&p, "skew", 0, 0, 30, &only, &err);
     if (!rc && only && only != 20 && only != 30)
         rc = fk_err_set(&err, FK_EINVAL, "--skew must be 20 or 30 (got %ld)", only);
     o.only_skew = (int)only;
-    const char *digits = fk_params_str(&p, "digits-file", DIGITS_FILE);
+    const char *digits = fk_params_str(&p, "digits_file", DIGITS_FILE);
     o.seeds = (int)seeds;
-    o.dir = fk_params_str(&p, "data-dir", "../shared/data");
+    o.dir = fk_params_str(&p, "data_dir", "../shared/data");
     if (!rc && (argc > 0 || fk_params_unused(&p)))
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument '%s'; see --help",
                         argc > 0 ? argv[0] : fk_params_unused(&p));
@@ -502,6 +510,10 @@ static int run(int argc, char **argv)
         fk_dataset_close(&tr);
         fk_dataset_close(&te);
     }
+    if (!rc && !o.skip_office)
+        rc = fk_bench_data_dir(o.dir, &err);
+    if (!rc && !o.skip_office)
+        rc = fk_bench_kahm_office(o.json, o.dir, o.office_splits, &err);
     if (!rc && !o.skip_fashion) {
         fk_dataset tr = {0}, te = {0};
         rc = load_pair(o.dir, "fashion-mnist/train", "fashion-mnist/test", 1.0, &tr, &te, &err);

@@ -132,8 +132,8 @@ int fk_bench_fedgrem(int argc, char **argv)
     fk_params_init(&p);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fedgrem [--json] [--rounds 1000] [--scale-rounds 3] "
-                   "[--reps 3] [--no-scaling]\n\nWall time of FedGrEM on the simulation setting "
+            printf("usage: fedkern bench fedgrem [--json] [--rounds 1000] [--scale_rounds 3] "
+                   "[--reps 3] [--no_scaling]\n\nWall time of FedGrEM on the simulation setting "
                    "(K=10, R=5, p=10, n=150) and a scaling table over K, p, R.\n");
             fk_params_close(&p);
             return 0;
@@ -142,9 +142,9 @@ int fk_bench_fedgrem(int argc, char **argv)
     long T, ST, reps;
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &json, &err);
-    if (!rc) rc = fk_params_bool(&p, "no-scaling", 0, &noscale, &err);
+    if (!rc) rc = fk_params_bool(&p, "no_scaling", 0, &noscale, &err);
     if (!rc) rc = fk_params_int(&p, "rounds", 1000, 1, 1000000, &T, &err);
-    if (!rc) rc = fk_params_int(&p, "scale-rounds", 3, 1, 1000000, &ST, &err);
+    if (!rc) rc = fk_params_int(&p, "scale_rounds", 3, 1, 1000000, &ST, &err);
     if (!rc) rc = fk_params_int(&p, "reps", 3, 1, 1000, &reps, &err);
     if (!rc && fk_params_unused(&p))
         rc = fk_err_set(&err, FK_EINVAL, "unknown option --%s; see --help", fk_params_unused(&p));

@@ -572,37 +572,37 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     /* --help anywhere wins over the other options, as in every bench */
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench fidelity fedgrem [--data-dir ../shared/data] [--json]\n"
-                   "       [--sim-reps 10] [--real-reps 1] [--rounds 1000] [--full]\n"
-                   "       [--skip-sim] [--skip-pendigits] [--skip-fashion]\n"
-                   "       [--fashion-data fashion-mnist-pca10|fashion-mnist-tsne10[z]|fashion-mnist-tsne10-subN]\n"
-                   "       [--cache-dir DIR] [--tsne-iters 1000] [--tsne-threads 1]\n"
-                   "       [--tsne-seed 1] [--tsne-seeds 1,2,3] [--local-init kmeans|hc]\n"
-                   "       [--fashion-clients 100] [--real-methods 7] [--skip-mor] [--mor-reps 3]\n\n"
+            printf("usage: fedkern bench fidelity fedgrem [--data_dir ../shared/data] [--json]\n"
+                   "       [--sim_reps 10] [--real_reps 1] [--rounds 1000] [--full]\n"
+                   "       [--skip_sim] [--skip_pendigits] [--skip_fashion]\n"
+                   "       [--fashion_data fashion-mnist-pca10|fashion-mnist-tsne10[z]|fashion-mnist-tsne10-subN]\n"
+                   "       [--cache_dir DIR] [--tsne_iters 1000] [--tsne_threads 1]\n"
+                   "       [--tsne_seed 1] [--tsne_seeds 1,2,3] [--local_init kmeans|hc]\n"
+                   "       [--fashion_clients 100] [--real_methods 7] [--skip_mor] [--mor_reps 3]\n\n"
                    "Paper cells: GMM simulation E_theta/E_w at h = 0, 1 (Tables 4-5 and the\n"
                    "spec's check run of the published R code), Pen-digits (Table 1, random\n"
                    "clients) and Fashion-MNIST (Table 3; PCA-10 by default, t-SNE below)\n"
-                   "mis-clustering for the paper's seven methods (--real-methods 3: FedGrEM,\n"
+                   "mis-clustering for the paper's seven methods (--real_methods 3: FedGrEM,\n"
                    "FedEM, Local-EM only), MoR simulation incl. FedGMM (Figure 3 trends, no\n"
                    "printed numbers).\n"
-                   "--fashion-data fashion-mnist-tsne10: the paper's preprocessing, Barnes-Hut\n"
+                   "--fashion_data fashion-mnist-tsne10: the paper's preprocessing, Barnes-Hut\n"
                    "t-SNE of all 70,000 images (long: minutes per 10 iterations), cached in\n"
-                   "--cache-dir (default $XDG_CACHE_HOME/fedkern or ~/.cache/fedkern) keyed by\n"
+                   "--cache_dir (default $XDG_CACHE_HOME/fedkern or ~/.cache/fedkern) keyed by\n"
                    "seed, n and parameters; -subN: exact t-SNE of a random N-image subsample\n"
-                   "(the same N images for every --tsne-seed; not cached).\n"
+                   "(the same N images for every --tsne_seed; not cached).\n"
                    "fashion-mnist-tsne10z: the same embedding z-scored per coordinate (the\n"
                    "spec's sensitivity variant; the default uses t-SNE's output as is).\n"
-                   "--tsne-iters: fewer t-SNE iterations (timing runs; cached separately).\n"
-                   "--tsne-threads: threads for the repulsion (the embedding is the same).\n"
-                   "--tsne-seed: seed of the t-SNE initialisation (cached per seed).\n"
-                   "--tsne-seeds 1,2,3: run on each of these embeddings and add rows with\n"
+                   "--tsne_iters: fewer t-SNE iterations (timing runs; cached separately).\n"
+                   "--tsne_threads: threads for the repulsion (the embedding is the same).\n"
+                   "--tsne_seed: seed of the t-SNE initialisation (cached per seed).\n"
+                   "--tsne_seeds 1,2,3: run on each of these embeddings and add rows with\n"
                    "each method's mean, sd and standard error over them (the FedGrEM eps=0\n"
                    "row carries the target).\n"
-                   "--local-init hc: real-data Local-EM fits (the start of every federated\n"
+                   "--local_init hc: real-data Local-EM fits (the start of every federated\n"
                    "method) from mclust's hierarchical VVV partition, as the paper's R code,\n"
                    "instead of the best of 10 k-means++ starts; case names get local-init=hc.\n"
-                   "--full: all contamination levels (the paper uses --sim-reps 100\n"
-                   "--real-reps 200).\n");
+                   "--full: all contamination levels (the paper uses --sim_reps 100\n"
+                   "--real_reps 200).\n");
             return 0;
         }
     /* options: every key is read here and an unknown one is refused, so a typo never
@@ -617,42 +617,42 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc) rc = fk_params_bool(&p, "json", 0, &o.json, &err);
     if (!rc) rc = fk_params_bool(&p, "full", 0, &o.full, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-sim", 0, &s1, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-pendigits", 0, &s2, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-fashion", 0, &s3, &err);
-    if (!rc) rc = fk_params_bool(&p, "skip-mor", 0, &s4, &err);
-    if (!rc) rc = fk_params_int(&p, "real-methods", N_REAL, 1, N_REAL, &rm, &err);
-    if (!rc) rc = fk_params_int(&p, "mor-reps", 3, 1, 100000, &mr, &err);
-    if (!rc) rc = fk_params_int(&p, "sim-reps", 10, 1, 100000, &sr, &err);
-    if (!rc) rc = fk_params_int(&p, "real-reps", 1, 1, 100000, &rr, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_sim", 0, &s1, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_pendigits", 0, &s2, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_fashion", 0, &s3, &err);
+    if (!rc) rc = fk_params_bool(&p, "skip_mor", 0, &s4, &err);
+    if (!rc) rc = fk_params_int(&p, "real_methods", N_REAL, 1, N_REAL, &rm, &err);
+    if (!rc) rc = fk_params_int(&p, "mor_reps", 3, 1, 100000, &mr, &err);
+    if (!rc) rc = fk_params_int(&p, "sim_reps", 10, 1, 100000, &sr, &err);
+    if (!rc) rc = fk_params_int(&p, "real_reps", 1, 1, 100000, &rr, &err);
     if (!rc) rc = fk_params_int(&p, "rounds", 1000, 1, 1000000, &rounds, &err);
-    o.dir = fk_params_str(&p, "data-dir", "../shared/data");
-    o.fashion_data = fk_params_str(&p, "fashion-data", "fashion-mnist-pca10");
+    o.dir = fk_params_str(&p, "data_dir", "../shared/data");
+    o.fashion_data = fk_params_str(&p, "fashion_data", "fashion-mnist-pca10");
     long fc = 100;
     if (!rc)
-        rc = fk_params_int(&p, "fashion-clients", 100, 1, 100000, &fc, &err);
+        rc = fk_params_int(&p, "fashion_clients", 100, 1, 100000, &fc, &err);
     o.fashion_clients = (int)fc;
     long ti = 0;
     if (!rc)
-        rc = fk_params_int(&p, "tsne-iters", 0, 0, 1000000, &ti, &err);
+        rc = fk_params_int(&p, "tsne_iters", 0, 0, 1000000, &ti, &err);
     o.ro.tsne_iters = (int)ti;
     long tt = 1;
     if (!rc)
-        rc = fk_params_int(&p, "tsne-threads", 1, 1, 16, &tt, &err);
+        rc = fk_params_int(&p, "tsne_threads", 1, 1, 16, &tt, &err);
     o.ro.tsne_threads = (int)tt;
     long ts = 1;
     if (!rc)
-        rc = fk_params_int(&p, "tsne-seed", 1, 1, 1000000000, &ts, &err);
+        rc = fk_params_int(&p, "tsne_seed", 1, 1, 1000000000, &ts, &err);
     o.ro.tsne_seed = (uint64_t)ts;
-    const char *seeds = fk_params_str(&p, "tsne-seeds", NULL);
+    const char *seeds = fk_params_str(&p, "tsne_seeds", NULL);
     o.n_tsne_seeds = 1;
     o.tsne_seeds[0] = (uint64_t)ts;
     if (!rc && seeds)
         rc = parse_seeds(seeds, o.tsne_seeds, &o.n_tsne_seeds, &err);
-    o.ro.cache_dir = fk_params_str(&p, "cache-dir", NULL);
-    o.local_init = fk_params_str(&p, "local-init", "kmeans");
+    o.ro.cache_dir = fk_params_str(&p, "cache_dir", NULL);
+    o.local_init = fk_params_str(&p, "local_init", "kmeans");
     if (!rc && strcmp(o.local_init, "kmeans") && strcmp(o.local_init, "hc"))
-        rc = fk_err_set(&err, FK_EINVAL, "--local-init must be kmeans or hc (got '%s')",
+        rc = fk_err_set(&err, FK_EINVAL, "--local_init must be kmeans or hc (got '%s')",
                         o.local_init);
     if (!rc && fk_params_unused(&p))
         rc = fk_err_set(&err, FK_EINVAL, "unknown option --%s; see --help", fk_params_unused(&p));
@@ -662,7 +662,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
         return 2;
     }
     if (!s2 && fk_bench_data_dir(o.dir, &err)) { /* before minutes of simulation cells */
-        fprintf(stderr, "fedkern bench fidelity fedgrem: %s, or --skip-pendigits\n", err.msg);
+        fprintf(stderr, "fedkern bench fidelity fedgrem: %s, or --skip_pendigits\n", err.msg);
         fk_params_close(&p);
         return 1;
     }

@@ -572,13 +572,13 @@ static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
 
 static void usage(void)
 {
-    printf("usage: fedkern bench fidelity sfl [--data-dir ../shared/data] [--json]\n"
-           "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
-           "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
-           "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-           "       [--reps22 50] [--grel-e22 0.3] [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
-           "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
-           "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
+    printf("usage: fedkern bench fidelity sfl [--data_dir ../shared/data] [--json]\n"
+           "       [--reps21 20] [--reps31 20] [--reps_pen 3] [--clients_pen 10] [--n_pen 600]\n"
+           "       [--pen_wmin 0.5] [--pen_wmax 1.5]\n"
+           "       [--T 5000] [--grel_pii2 0.3] [--grel_pii 0.3]\n"
+           "       [--reps22 50] [--grel_e22 0.3] [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
+           "       [--n_park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
+           "       [--skip_pendigits] [--skip-parkinsons] [--reps_res 2] [--skip-resilient]\n"
            "       [--skip-ksweep]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
            "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
@@ -591,7 +591,7 @@ static void usage(void)
 static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
 {
     static const char *const skip_names[N_SKIP] = {
-        "skip-e21", "skip-e31", "skip-pendigits", "skip-e22",
+        "skip-e21", "skip-e31", "skip_pendigits", "skip-e22",
         "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
@@ -601,17 +601,17 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "reps31", 20, 1, 100000, &r31, err);
     if (!rc)
-        rc = fk_params_int(p, "reps-pen", 3, 1, 100000, &rp, err);
+        rc = fk_params_int(p, "reps_pen", 3, 1, 100000, &rp, err);
     if (!rc)
-        rc = fk_params_int(p, "clients-pen", 10, 1, 1000, &kp, err);
+        rc = fk_params_int(p, "clients_pen", 10, 1, 1000, &kp, err);
     if (!rc)
-        rc = fk_params_int(p, "n-pen", 600, 10, 100000, &np, err);
+        rc = fk_params_int(p, "n_pen", 600, 10, 100000, &np, err);
     if (!rc)
         rc = fk_params_int(p, "T", 5000, 1, 100000000, &o->T, err);
     if (!rc)
-        rc = fk_params_double(p, "grel-pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
+        rc = fk_params_double(p, "grel_pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
     if (!rc)
-        rc = fk_params_double(p, "grel-pii", 0.3, 0, 0.999, &o->grel_pii, err);
+        rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
     long r22 = 50, r23 = 2, npark = 40, rres = 2;
@@ -620,22 +620,22 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "reps23", 2, 1, 100000, &r23, err);
     if (!rc)
-        rc = fk_params_double(p, "grel-e22", 0.3, 0, 0.999, &o->grel_e22, err);
+        rc = fk_params_double(p, "grel_e22", 0.3, 0, 0.999, &o->grel_e22, err);
     if (!rc)
-        rc = fk_params_double(p, "grel-e23", 0.3, 0, 0.999, &o->grel_e23, err);
+        rc = fk_params_double(p, "grel_e23", 0.3, 0, 0.999, &o->grel_e23, err);
     if (!rc)
-        rc = fk_params_double(p, "komp-w", 0.2, 1e-3, 100, &o->komp_w, err);
+        rc = fk_params_double(p, "komp_w", 0.2, 1e-3, 100, &o->komp_w, err);
     if (!rc)
-        rc = fk_params_int(p, "n-park", 40, 2, 100000, &npark, err);
+        rc = fk_params_int(p, "n_park", 40, 2, 100000, &npark, err);
     if (!rc)
-        rc = fk_params_int(p, "reps-res", 2, 1, 100000, &rres, err);
+        rc = fk_params_int(p, "reps_res", 2, 1, 100000, &rres, err);
     o->reps22 = (int)r22;
     o->reps23 = (int)r23;
     o->n_park = (int)npark;
     o->reps_res = (int)rres;
-    o->dir = fk_params_str(p, "data-dir", "../shared/data");
-    o->pen_wmin = fk_params_str(p, "pen-wmin", "0.5");
-    o->pen_wmax = fk_params_str(p, "pen-wmax", "1.5");
+    o->dir = fk_params_str(p, "data_dir", "../shared/data");
+    o->pen_wmin = fk_params_str(p, "pen_wmin", "0.5");
+    o->pen_wmax = fk_params_str(p, "pen_wmax", "1.5");
     o->json = json;
     o->reps21 = (int)r21;
     o->reps31 = (int)r31;

@@ -7,11 +7,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/suggest.h"
+
 void fk_params_init(fk_params *p)
 {
     p->items = NULL;
     p->count = 0;
     p->cap = 0;
+    p->trace = NULL;
+    p->trace_ud = NULL;
+}
+
+int fk_params_key_eq(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '-' || *a == '_') && (*b == '-' || *b == '_')))
+            return 0;
+    return *a == *b;
+}
+
+int fk_params_old_spelling(const char *key, char *out, size_t cap)
+{
+    if (!strchr(key, '-'))
+        return 0;
+    snprintf(out, cap, "%s", key);
+    for (char *c = out; *c; c++)
+        if (*c == '-')
+            *c = '_';
+    return 1;
 }
 
 void fk_params_close(fk_params *p)
@@ -27,7 +50,7 @@ void fk_params_close(fk_params *p)
 static fk_param *find(const fk_params *p, const char *key)
 {
     for (int i = 0; i < p->count; i++)
-        if (strcmp(p->items[i].key, key) == 0)
+        if (fk_params_key_eq(p->items[i].key, key))
             return &p->items[i];
     return NULL;
 }
@@ -211,6 +234,8 @@ int fk_params_parse_args(fk_params *p, int *argc, char **argv, fk_err *err)
 
 const char *fk_params_get(const fk_params *p, const char *key)
 {
+    if (p->trace)
+        p->trace(p->trace_ud, key);
     fk_param *it = find(p, key);
     if (!it)
         return NULL;
@@ -313,5 +338,97 @@ void fk_param_docs_print(FILE *out, const fk_param_doc *docs, const char *prefix
         char k[128];
         snprintf(k, sizeof k, "%s%s%s", prefix ? prefix : "", d->key, suffix ? suffix : "");
         fprintf(out, "  --%-24s %s\n", k, d->help);
+    }
+}
+
+/* Length of a doc entry's key: its first word. */
+static size_t doc_key_len(const char *k)
+{
+    return strcspn(k, " ");
+}
+
+/* Length of the part of a doc key before a trailing placeholder segment (".DATASET"),
+ * or 0 when it has none. */
+static size_t placeholder_at(const char *k, size_t len)
+{
+    const char *dot = NULL;
+    for (const char *c = k; c < k + len; c++)
+        if (*c == '.')
+            dot = c;
+    if (!dot || k + len - dot - 1 < 3)
+        return 0;
+    for (const char *c = dot + 1; c < k + len; c++)
+        if (!isupper((unsigned char)*c))
+            return 0;
+    return (size_t)(dot - k) + 1;
+}
+
+/* key with prefix removed, or NULL when key does not start with prefix. */
+static const char *strip_prefix(const char *key, const char *prefix)
+{
+    size_t pl = prefix ? strlen(prefix) : 0;
+    if (!pl)
+        return key;
+    for (size_t i = 0; i < pl; i++)
+        if (key[i] != prefix[i] &&
+            !((key[i] == '-' || key[i] == '_') && (prefix[i] == '-' || prefix[i] == '_')))
+            return NULL;
+    return key + pl;
+}
+
+static int eq_n(const char *a, size_t la, const char *b, size_t lb)
+{
+    if (la != lb)
+        return 0;
+    for (size_t i = 0; i < la; i++)
+        if (a[i] != b[i] && !((a[i] == '-' || a[i] == '_') && (b[i] == '-' || b[i] == '_')))
+            return 0;
+    return 1;
+}
+
+int fk_param_docs_has(const fk_param_doc *docs, const char *prefix, const char *key, int *under)
+{
+    const char *rest = strip_prefix(key, prefix);
+    if (under)
+        *under = 0;
+    if (!rest)
+        return 0;
+    size_t rl = strlen(rest);
+    for (const fk_param_doc *d = docs; d->key; d++) {
+        size_t l = doc_key_len(d->key), ph = placeholder_at(d->key, l);
+        if (ph && rl > ph && eq_n(rest, ph, d->key, ph)) {
+            if (under)
+                *under = 1;
+            return 1;
+        }
+        if (!ph && eq_n(rest, rl, d->key, l))
+            return 1;
+    }
+    return 0;
+}
+
+void fk_param_near_init(fk_param_near *n)
+{
+    n->best[0] = '\0';
+    n->dist = 1 << 30;
+}
+
+void fk_param_docs_near(const fk_param_doc *docs, const char *prefix, const char *key,
+                        fk_param_near *n)
+{
+    size_t pl = prefix ? strlen(prefix) : 0, kl = strlen(key);
+    for (const fk_param_doc *d = docs; d->key; d++) {
+        size_t l = doc_key_len(d->key);
+        if (placeholder_at(d->key, l))
+            continue; /* a family of keys, not one name to suggest */
+        char full[128];
+        int w = snprintf(full, sizeof full, "%s%.*s", pl ? prefix : "", (int)l, d->key);
+        if (w < 0 || (size_t)w >= sizeof full)
+            continue;
+        int dist = fk_edit_distance(key, kl, full, (size_t)w);
+        if (dist <= fk_suggest_max_distance(kl) && dist < n->dist) {
+            n->dist = dist;
+            memcpy(n->best, full, (size_t)w + 1);
+        }
     }
 }

@@ -17,7 +17,19 @@ typedef struct fk_params {
     fk_param *items;
     int count;
     int cap;
+    /* Tests only (NULL otherwise): called with every key a getter looks up, present or not,
+     * so a test can check that a method's keys table lists every key it reads. */
+    void (*trace)(void *ud, const char *key);
+    void *trace_ud;
 } fk_params;
+
+/* Option names are lowercase words joined by '_' everywhere: flags, config files and job
+ * files. Lookups treat '-' and '_' as the same character, so the '-' spellings of
+ * fedkern 0.1 (--log-level, tls-dir = ...) keep working; fk_params_old_spelling says when
+ * a key was written that way, for the one-line deprecation warning. */
+int fk_params_key_eq(const char *a, const char *b);
+/* 1 when key contains a '-' (the old spelling), writing the new one into out. */
+int fk_params_old_spelling(const char *key, char *out, size_t cap);
 
 void fk_params_init(fk_params *p);
 void fk_params_close(fk_params *p);
@@ -67,5 +79,21 @@ typedef struct fk_param_doc {
  * (prefix and suffix may be NULL), keys in a column of 24. */
 void fk_param_docs_print(FILE *out, const fk_param_doc *docs, const char *prefix,
                          const char *suffix);
+
+/* 1 when key is documented by an entry of docs with the given prefix (may be NULL): the
+ * entry's first word, '-' and '_' alike. An entry whose name ends in a placeholder segment
+ * (".DATASET", ".KEY": a '.' then capitals, 3 or more) stands for every key under it;
+ * *under (may be NULL) is then set to 1 (the rest of such a key is a name, not an option). */
+int fk_param_docs_has(const fk_param_doc *docs, const char *prefix, const char *key, int *under);
+
+/* The documented key nearest to key by edit distance (see common/base/suggest.h) into out
+ * ("" when none is close enough to be a likely typo); out keeps the nearest over calls. */
+typedef struct fk_param_near {
+    char best[128];
+    int dist;
+} fk_param_near;
+void fk_param_near_init(fk_param_near *n);
+void fk_param_docs_near(const fk_param_doc *docs, const char *prefix, const char *key,
+                        fk_param_near *n);
 
 #endif

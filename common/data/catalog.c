@@ -142,7 +142,7 @@ int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name, fk_e
     if (stat(path, &st) != 0)
         return fk_err_set(err, FK_EIO, "data set '%s': %s not found; %s", name, path,
                           e->file[0] == '/' ? "install the Debian package dataset-fashion-mnist"
-                                            : "pass --data-dir pointing at the shared data folder");
+                                            : "pass --data_dir pointing at the shared data folder");
     fk_load_opts o = {.format = FK_FORMAT_AUTO, .label = e->label, .header = e->header};
     if (e->prep == PREP_PARKINSONS)
         o.format = FK_FORMAT_CSV;

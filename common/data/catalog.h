@@ -28,7 +28,7 @@
 #include "common/data/dataset.h"
 
 /* Load the named data set. FK_ENOTFOUND for an unknown name (the message lists the
- * names), FK_EIO when the file is missing (the message names the path and --data-dir). */
+ * names), FK_EIO when the file is missing (the message names the path and --data_dir). */
 FK_CHECKRETURN int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name,
                                    fk_err *err);
 

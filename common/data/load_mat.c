@@ -210,14 +210,14 @@ static int fill(fk_dataset *ds, const char *path, const matvar_t *x, const matva
 {
     size_t r = x->dims[0], total = numel(x), c = total / r;
     if (transpose && x->rank > 2)
-        return fk_err_set(err, FK_EINVAL, "%s: variable '%s' has %d dimensions; samples-in-columns needs 2",
+        return fk_err_set(err, FK_EINVAL, "%s: variable '%s' has %d dimensions; samples_in_columns needs 2",
                           path, x->name, x->rank);
     size_t n = transpose ? c : r, d = transpose ? r : c;
     if (lab && numel(lab) != n)
         return fk_err_set(err, FK_EINVAL,
                           "%s: label variable '%s' has %zu values but '%s' has %zu samples%s", path,
                           lab->name, numel(lab), x->name, n,
-                          numel(lab) == (transpose ? r : c) ? "; try --samples-in-columns" : "");
+                          numel(lab) == (transpose ? r : c) ? "; try --samples_in_columns" : "");
     if (fk_dataset_init(ds, n, d, 0))
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory for %zu x %zu values", path, n, d);
     /* MAT data is column-major: element k is (k % r, k / r) of the stored r x c array */

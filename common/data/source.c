@@ -19,25 +19,29 @@ const fk_param_doc fk_source_docs[] = {
     {"delim C", "CSV: cell separator, one character (default ,), or tab, semicolon or space "
                 "(';' starts a comment in a config file)"},
     {"var NAME", "MAT: feature variable (default: the largest numeric one)"},
-    {"label-var NAME", "MAT: label variable (default: labels/label/Y/y/gnd if present)"},
-    {"samples-in-columns", "MAT, NPY: the array is features x samples"},
+    {"label_var NAME", "MAT: label variable (default: labels/label/Y/y/gnd if present)"},
+    {"samples_in_columns", "MAT, NPY: the array is features x samples"},
     {"labels FILE", "IDX, NPY: separate label file"},
     {"cols N", "LIBSVM: number of features (default: the largest index)"},
     {"prep STEPS", "preprocessing, comma-separated, in order: l1 (rows / row sum), l2 "
                    "(rows / norm), zscore (columns to mean 0, std 1)"},
-    {"affine FILE", "apply a saved per-column map (fedkern data info --save-affine) after prep"},
+    {"affine FILE", "apply a saved per-column map (fedkern data info --save_affine) after prep"},
     {NULL, NULL},
 };
 
-static const char *const keys[] = {"format", "label", "header", "delim", "var", "label-var",
-                                   "samples-in-columns", "labels", "cols", "prep", "affine"};
+static const char *const keys[] = {"format", "label", "header", "delim", "var", "label_var",
+                                   "samples_in_columns", "labels", "cols", "prep", "affine"};
 enum { N_KEYS = sizeof keys / sizeof keys[0] };
 
 int fk_source_is_option(const char *key)
 {
-    for (int i = 0; i < N_KEYS; i++)
-        if (!strcmp(keys[i], key))
+    for (int i = 0; i < N_KEYS; i++) { /* '-' and '_' are one character, as in fk_params */
+        size_t j = 0;
+        while (keys[i][j] && (keys[i][j] == key[j] || (keys[i][j] == '_' && key[j] == '-')))
+            j++;
+        if (!keys[i][j] && !key[j])
             return 1;
+    }
     return 0;
 }
 
@@ -136,14 +140,14 @@ int fk_source_parse(fk_source *s, const fk_params *p, const char *prefix, fk_err
                               shown(prefix, "delim", sh, sizeof sh), v);
     }
     s->load.var = get(p, prefix, "var", k, sizeof k);
-    s->load.label_var = get(p, prefix, "label-var", k, sizeof k);
+    s->load.label_var = get(p, prefix, "label_var", k, sizeof k);
     s->load.label_path = get(p, prefix, "labels", k, sizeof k);
     s->affine = get(p, prefix, "affine", k, sizeof k);
     long cols = 0;
     get(p, prefix, "header", k, sizeof k);
     rc = fk_params_bool(p, k, 0, &s->load.header, err);
     if (!rc) {
-        get(p, prefix, "samples-in-columns", k, sizeof k);
+        get(p, prefix, "samples_in_columns", k, sizeof k);
         rc = fk_params_bool(p, k, 0, &s->load.samples_in_columns, err);
     }
     if (!rc) {
@@ -174,7 +178,7 @@ int fk_affine_load(fk_affine *a, const char *path, fk_err *err)
     if (ds.X.rows != 2) {
         rc = fk_err_set(err, FK_EFORMAT,
                         "%s: an affine map has 2 rows (shift, then scale), this file has %zu; "
-                        "write it with fedkern data info --save-affine",
+                        "write it with fedkern data info --save_affine",
                         path, ds.X.rows);
     } else {
         a->d = ds.X.cols;

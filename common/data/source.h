@@ -4,7 +4,7 @@
  * The options are key/value parameters under a prefix: "" for the flags of `fedkern data`
  * (--label last), "data.NAME." for a client's data set NAME (data.NAME.label = last, or
  * the flag --data.NAME.label last). Keys (fk_source_docs): format, label, header, delim,
- * var, label-var, samples-in-columns, labels, cols, prep, affine. */
+ * var, label_var, samples_in_columns, labels, cols, prep, affine. */
 #ifndef FK_SOURCE_H
 #define FK_SOURCE_H
 

@@ -118,3 +118,52 @@ int fk_misclustering_rate(const int *truth, const int *pred, size_t n, int n_cla
     free(as);
     return rc;
 }
+
+/* pairs among x items */
+static double pairs(double x)
+{
+    return x * (x - 1.0) / 2.0;
+}
+
+int fk_adjusted_rand_index(const int *truth, const int *pred, size_t n, int n_classes,
+                           int n_clusters, double *ari, fk_err *err)
+{
+    if (n_classes <= 0 || n_clusters <= 0)
+        return fk_err_set(err, FK_EINVAL, "adjusted Rand index: class and cluster counts must be "
+                                          "positive");
+    *ari = 1.0;
+    if (n < 2)
+        return FK_OK;
+    size_t A = (size_t)n_classes, B = (size_t)n_clusters;
+    double *t = calloc(A * B + A + B, sizeof *t); /* contingency table, row sums, column sums */
+    if (!t)
+        return fk_err_set(err, FK_ENOMEM, "adjusted Rand index: out of memory");
+    double *a = t + A * B, *b = a + A;
+    for (size_t i = 0; i < n; i++) {
+        if (truth[i] < 0 || truth[i] >= n_classes || pred[i] < 0 || pred[i] >= n_clusters) {
+            free(t);
+            return fk_err_set(err, FK_EINVAL,
+                              "adjusted Rand index: label out of range at sample %zu (truth %d, "
+                              "pred %d)",
+                              i, truth[i], pred[i]);
+        }
+        t[(size_t)truth[i] * B + (size_t)pred[i]] += 1.0;
+        a[truth[i]] += 1.0;
+        b[pred[i]] += 1.0;
+    }
+    double sij = 0.0, sa = 0.0, sb = 0.0;
+    for (size_t i = 0; i < A * B; i++)
+        sij += pairs(t[i]);
+    for (size_t i = 0; i < A; i++)
+        sa += pairs(a[i]);
+    for (size_t j = 0; j < B; j++)
+        sb += pairs(b[j]);
+    free(t);
+    double expected = sa * sb / pairs((double)n), top = 0.5 * (sa + sb);
+    /* both partitions trivial in the same way: the index is 0/0; they agree */
+    if (top == expected)
+        *ari = sij == top ? 1.0 : 0.0;
+    else
+        *ari = (sij - expected) / (top - expected);
+    return FK_OK;
+}

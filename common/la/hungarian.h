@@ -1,5 +1,6 @@
-/* Linear assignment (Hungarian / Kuhn-Munkres, O(n^3)) and the mis-clustering
- * rate under the best one-to-one matching of cluster labels to classes. */
+/* Linear assignment (Hungarian / Kuhn-Munkres, O(n^3)), the mis-clustering
+ * rate under the best one-to-one matching of cluster labels to classes, and the
+ * adjusted Rand index (both compare a clustering with known classes). */
 #ifndef FK_HUNGARIAN_H
 #define FK_HUNGARIAN_H
 
@@ -16,5 +17,12 @@ FK_CHECKRETURN int fk_hungarian(const double *cost, int n, int *assign, double *
  * count; truth in [0, n_classes), pred in [0, n_clusters). n = 0 gives 0. */
 FK_CHECKRETURN int fk_misclustering_rate(const int *truth, const int *pred, size_t n, int n_classes,
                                          int n_clusters, double *rate, fk_err *err);
+
+/* Adjusted Rand index (Hubert & Arabie 1985) of two labellings: 1 for identical partitions
+ * (whatever the label names), about 0 for independent ones, negative below chance. Same label
+ * ranges as fk_misclustering_rate; n < 2 or both partitions trivial (one block each, or all
+ * singletons) gives 1 when they agree, else 0. */
+FK_CHECKRETURN int fk_adjusted_rand_index(const int *truth, const int *pred, size_t n,
+                                          int n_classes, int n_clusters, double *ari, fk_err *err);
 
 #endif

@@ -171,8 +171,6 @@ static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
         rc = fk_params_int(p, "retries", 3, 0, 1000, &retries, err);
     if (!rc)
         rc = fk_params_int(p, "max_refusals", 3, 0, 1000000, &refusals, err);
-    if (!rc && fk_params_get(p, "sampling"))
-        rc = fk_params_double(p, "sampling", 1.0, 1e-9, 1.0, &c->sampling, err);
     if (rc) {
         fk_err_prefix(err, "%s: ", origin);
         return rc;
@@ -187,7 +185,6 @@ int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err
 {
     memset(c, 0, sizeof *c);
     fk_params_init(&c->params);
-    c->sampling = NAN;
     int rc = fk_params_parse_ini(&c->params, text, origin, err);
     if (rc)
         return rc;
@@ -208,16 +205,14 @@ int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin, fk_err
         (rc = copy_name(c->name, sizeof c->name, fk_params_str(&c->params, "name", method), "name",
                         origin, err)))
         return rc;
-    if ((rc = parse_clients(c, clients, origin, err)) || (rc = read_numbers(c, origin, err)))
+    if ((rc = parse_clients(c, clients, origin, err)))
         return rc;
-    double trim;
-    rc = fk_params_double(&c->params, "trim", 0.1, 0.0, 0.499, &trim, err);
-    if (!rc)
-        rc = fk_aggregator_parse(&c->agg, fk_params_str(&c->params, "aggregator", "fedavg"), trim,
-                                 err);
-    if (rc)
-        fk_err_prefix(err, "%s: ", origin);
-    return rc;
+    return read_numbers(c, origin, err);
+}
+
+int fk_jobconf_parse_clients(fk_jobconf *c, const char *list, const char *origin, fk_err *err)
+{
+    return parse_clients(c, list, origin, err);
 }
 
 void fk_jobconf_set_method(fk_jobconf *c, const fk_method *m)

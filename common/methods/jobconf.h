@@ -9,7 +9,6 @@
 #include <stdint.h>
 
 #include "common/base/params.h"
-#include "common/methods/aggregate.h"
 #include "common/methods/method.h"
 
 /* Most clients one job may list, ranges expanded (parse fails with FK_ELIMIT beyond):
@@ -22,13 +21,11 @@ typedef struct fk_jobconf {
     char name[64];     /* name = label for humans        (default: the method) */
     int rounds;        /* rounds = R       (default 10; fk_jobconf_set_method: the method's) */
     uint64_t seed;     /* seed = S                        (default 1) */
-    double sampling;   /* sampling = fraction of clients the method samples per round, NaN if unset */
     double quorum;     /* quorum = fraction of a phase's planned clients needed at the deadline (0.5) */
     double deadline;   /* deadline = seconds a phase waits for its clients (60) */
     int retries;       /* retries = new samples tried for a round that misses its quorum (3) */
     int max_refusals;  /* max_refusals = refused updates after which a client is left out of
                         * the job's later phases (3; 0 = never) */
-    fk_aggregator agg; /* aggregator = fedavg | mean | median | trimmed-mean, trim = fraction */
     char **clients;    /* clients = id1, id2, site[0-99], ...: certificate identities; index = position */
     int n_clients;
     int cap_clients;   /* allocated entries of clients */
@@ -41,6 +38,10 @@ typedef struct fk_jobconf {
 FK_CHECKRETURN int fk_jobconf_parse(fk_jobconf *c, const char *text, const char *origin,
                                     fk_err *err);
 void fk_jobconf_close(fk_jobconf *c);
+/* Only the `clients` list (ranges expanded, duplicates refused) into a zeroed c, as
+ * fk_jobconf_parse reads it: for `fedkern sim --job`, which needs no dataset. */
+FK_CHECKRETURN int fk_jobconf_parse_clients(fk_jobconf *c, const char *list, const char *origin,
+                                            fk_err *err);
 /* Once the job's method is known: a config without `rounds` gets the method's budget
  * (fk_method_default_rounds), e.g. as many rounds as pooled-em can need. */
 void fk_jobconf_set_method(fk_jobconf *c, const fk_method *m);

@@ -27,9 +27,37 @@ typedef struct fk_report {
     double loss;      /* local objective after the step */
     double accuracy;  /* accuracy in [0,1] on data the client may score (e.g. target labels) */
     double error;     /* estimation / clustering error where the method defines one */
+    /* The quality metrics users read per round (docs/operations.md "Quality per round"),
+     * measured where the client holds labels or targets: */
+    double misclust;  /* mixtures: mis-clustering rate after the best label alignment, [0,1] */
+    double ari;       /* mixtures: adjusted Rand index against the true classes, [-1,1] */
+    double rmse;      /* regression: root mean squared error of the predictions */
 } fk_report;
 
 void fk_report_init(fk_report *r); /* all NaN, n_samples = 0 */
+
+/* The measured fields of fk_report by name, in one table: the wire, `job status`, the server
+ * log and metrics and the CLI's --json all list the quality numbers from here. */
+typedef struct fk_report_field {
+    const char *name; /* "loss", "accuracy", "error", "misclust", "ari", "rmse" */
+    size_t offset;    /* offsetof(fk_report, ...) */
+    const char *help; /* one line for docs and metric help */
+} fk_report_field;
+extern const fk_report_field fk_report_fields[];
+enum { FK_REPORT_N_FIELDS = 6 };
+/* The field's value in r, or NaN for an unknown name (fk_report_set: ignored). */
+double fk_report_get(const fk_report *r, const char *name);
+void fk_report_set(fk_report *r, const char *name, double v);
+
+/* Score a clustering of the client's rows against its classes (y in [0, n_classes), pred in
+ * [0, n_clusters)): fills r->misclust, r->ari, r->error (= misclust) and r->accuracy
+ * (= 1 - misclust). The one path every mixture method takes for its per-round metric. */
+FK_CHECKRETURN int fk_report_score_clusters(fk_report *r, const int *y, const int *pred, size_t n,
+                                            int n_classes, int n_clusters, fk_err *err);
+/* Cluster of each row from responsibilities (any positive multiple of them): the argmax over
+ * components; gamma is n x R row-major, or R x n when component_major (fk_gmm_estep_stats's
+ * work). */
+void fk_report_argmax(const double *gamma, size_t n, int R, int component_major, int *pred);
 
 /* One client's answer to one task. */
 typedef struct fk_update {

@@ -1,7 +1,9 @@
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/la/hungarian.h"
 #include "common/methods/dica/dica_job.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/kahm/kahm.h"
@@ -41,6 +43,62 @@ void fk_report_init(fk_report *r)
     r->loss = NAN;
     r->accuracy = NAN;
     r->error = NAN;
+    r->misclust = NAN;
+    r->ari = NAN;
+    r->rmse = NAN;
+}
+
+const fk_report_field fk_report_fields[FK_REPORT_N_FIELDS] = {
+    {"loss", offsetof(fk_report, loss), "local objective after the step (lower is better)"},
+    {"accuracy", offsetof(fk_report, accuracy), "share of correctly labelled rows, [0,1]"},
+    {"error", offsetof(fk_report, error), "the method's own error measure (see its page)"},
+    {"misclust", offsetof(fk_report, misclust),
+     "mis-clustering rate after the best label alignment, [0,1]"},
+    {"ari", offsetof(fk_report, ari), "adjusted Rand index against the true classes, [-1,1]"},
+    {"rmse", offsetof(fk_report, rmse), "root mean squared error of the predictions"},
+};
+
+double fk_report_get(const fk_report *r, const char *name)
+{
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        if (!strcmp(fk_report_fields[i].name, name))
+            return *(const double *)((const char *)r + fk_report_fields[i].offset);
+    return NAN;
+}
+
+void fk_report_set(fk_report *r, const char *name, double v)
+{
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        if (!strcmp(fk_report_fields[i].name, name))
+            *(double *)((char *)r + fk_report_fields[i].offset) = v;
+}
+
+int fk_report_score_clusters(fk_report *r, const int *y, const int *pred, size_t n,
+                             int n_classes, int n_clusters, fk_err *err)
+{
+    double rate = NAN, ari = NAN;
+    int rc = fk_misclustering_rate(y, pred, n, n_classes, n_clusters, &rate, err);
+    if (!rc)
+        rc = fk_adjusted_rand_index(y, pred, n, n_classes, n_clusters, &ari, err);
+    if (rc)
+        return rc;
+    r->misclust = r->error = rate;
+    r->accuracy = 1.0 - rate;
+    r->ari = ari;
+    return FK_OK;
+}
+
+void fk_report_argmax(const double *gamma, size_t n, int R, int component_major, int *pred)
+{
+    size_t si = component_major ? 1 : (size_t)R, sr = component_major ? n : 1;
+    for (size_t i = 0; i < n; i++) {
+        const double *g = gamma + i * si;
+        int best = 0;
+        for (int r = 1; r < R; r++)
+            if (g[(size_t)r * sr] > g[(size_t)best * sr])
+                best = r;
+        pred[i] = best;
+    }
 }
 
 double fk_report_mean(const fk_update *ups, int n, size_t field)

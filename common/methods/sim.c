@@ -23,12 +23,18 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void summarise(fk_sim_round *r, const fk_update *ups, int n)
+/* The round's quality as the server's engine keeps it: each field's mean over the latest phase
+ * of the round that measured it (phase 0 starts the round afresh). */
+static void summarise(fk_sim_round *r, int phase, const fk_update *ups, int n)
 {
     r->participants = n;
-    r->loss = fk_report_mean(ups, n, offsetof(fk_report, loss));
-    r->accuracy = fk_report_mean(ups, n, offsetof(fk_report, accuracy));
-    r->error = fk_report_mean(ups, n, offsetof(fk_report, error));
+    double *f[FK_REPORT_N_FIELDS] = {&r->loss, &r->accuracy, &r->error, &r->misclust, &r->ari,
+                                     &r->rmse}; /* in fk_report_fields order */
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+        double v = fk_report_mean(ups, n, fk_report_fields[i].offset);
+        if (phase == 0 || !isnan(v))
+            *f[i] = v;
+    }
 }
 
 typedef struct sim {
@@ -112,7 +118,7 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
         r->bytes += 8 * fk_bundle_values(&u->msg);
         got++;
     }
-    summarise(r, s->ups, got);
+    summarise(r, phase, s->ups, got);
     return s->m->aggregate(s->srv, round, phase, s->ups, got, done, err);
 }
 

@@ -15,7 +15,8 @@ int fk_update_check_report(const fk_report *r, int client, fk_err *err)
     const struct {
         const char *name;
         double v;
-    } f[] = {{"loss", r->loss}, {"accuracy", r->accuracy}, {"error", r->error}};
+    } f[] = {{"loss", r->loss}, {"accuracy", r->accuracy}, {"error", r->error},
+           {"misclust", r->misclust}, {"ari", r->ari}, {"rmse", r->rmse}};
     /* a huge finite loss is information (a diverged model), not an attack: only +-Inf */
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (isinf(f[i].v))
@@ -26,6 +27,15 @@ int fk_update_check_report(const fk_report *r, int client, fk_err *err)
     if (!isnan(r->accuracy) && !(r->accuracy >= 0.0 && r->accuracy <= 1.0))
         return fk_err_set(err, FK_EINVAL, "client %d reported accuracy = %g (must be in [0, 1])",
                           client, r->accuracy);
+    if (!isnan(r->misclust) && !(r->misclust >= 0.0 && r->misclust <= 1.0))
+        return fk_err_set(err, FK_EINVAL, "client %d reported misclust = %g (must be in [0, 1])",
+                          client, r->misclust);
+    if (!isnan(r->ari) && !(r->ari >= -1.0 && r->ari <= 1.0))
+        return fk_err_set(err, FK_EINVAL, "client %d reported ari = %g (must be in [-1, 1])",
+                          client, r->ari);
+    if (!isnan(r->rmse) && !(r->rmse >= 0.0))
+        return fk_err_set(err, FK_EINVAL, "client %d reported rmse = %g (must be >= 0)", client,
+                          r->rmse);
     return FK_OK;
 }
 

@@ -475,3 +475,18 @@ int fk_kahm_dist(const fk_kahm *k, const double *T, size_t nt, size_t ldt, doubl
     free(sw);
     return FK_OK;
 }
+
+double fk_kahm_risk_bound(double N, double delta)
+{
+    if (!(N >= 1) || !(delta > 0 && delta < 1))
+        return NAN;
+    return 4.0 / sqrt(N) + sqrt(log(1.0 / delta) / (2.0 * N));
+}
+
+double fk_kahm_sample_complexity(double eps, double delta)
+{
+    if (!(eps > 0) || !(delta > 0 && delta < 1))
+        return NAN;
+    double a = 4.0 + sqrt(log(1.0 / delta) / 2.0);
+    return a * a / (eps * eps);
+}

@@ -111,6 +111,12 @@ void fk_kahm_argmin(const double *D, size_t nt, int C, int *label, double *dmin)
 void fk_kahm_diag(const double *D, const int *y, size_t nt, int C, int p, double *E1, double *E2,
                   double *E2_noscale);
 
+/* Theory (§4.2-4.3, spec §11.1 item 11). The risk bound of Theorems 4.2-4.3 without the
+ * empirical term, 4/sqrt(N) + sqrt(log(1/delta)/(2N)), and the sample-complexity lower bound
+ * (56), (1/eps^2)(4 + sqrt(log(1/delta)/2))^2. NaN outside N >= 1, eps > 0, delta in (0, 1). */
+double fk_kahm_risk_bound(double N, double delta);
+double fk_kahm_sample_complexity(double eps, double delta);
+
 /* k-means with k-means++ seeding and restarts (Lloyd), deterministic for a seed: assign
  * (N) gets cluster ids in [0, k). Internal to the KAHM module. */
 int fk__kahm_kmeans(const double *Y, size_t N, size_t p, size_t ldy, int k, int restarts,

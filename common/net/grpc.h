@@ -23,7 +23,8 @@ enum fk_grpc_status {
     FK_GRPC_INTERNAL = 13,
     FK_GRPC_UNAVAILABLE = 14,
     FK_GRPC_DATA_LOSS = 15,
-    FK_GRPC_UNAUTHENTICATED = 16
+    FK_GRPC_UNAUTHENTICATED = 16,
+    FK_GRPC_N_STATUS = 17 /* count of the codes above */
 };
 
 /* "DEADLINE_EXCEEDED" etc.; "UNKNOWN" for codes outside 0..16. */

@@ -18,6 +18,7 @@ typedef struct method {
     char *path;
     fk_grpc_handler fn;
     void *ud;
+    uint64_t answered[FK_GRPC_N_STATUS]; /* calls answered, by status code (metrics) */
 } method;
 
 typedef struct h2conn h2conn;
@@ -80,6 +81,7 @@ struct fk_grpc_server {
 };
 
 static void conn_pump(h2conn *c);
+static const method *find_method(const fk_grpc_server *s, const char *path);
 static int begin_message(void *ud, size_t len, uint8_t **buf);
 static void conn_close(h2conn *c, const char *why);
 static void maybe_server_done(fk_grpc_server *s);
@@ -221,6 +223,9 @@ static void call_answer(fk_grpc_call *call, int status, const char *msg, uint8_t
     }
     call->answered = 1;
     call->status = status;
+    method *m = (method *)find_method(c->srv, call->path);
+    if (m && status >= 0 && status < FK_GRPC_N_STATUS)
+        m->answered[status]++;
     if (call->timer_init)
         FK_UV_MUST(uv_timer_stop(&call->timer));
     int rc;
@@ -894,6 +899,7 @@ int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler f
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
     m[s->nmethods].fn = fn;
     m[s->nmethods].ud = ud;
+    memset(m[s->nmethods].answered, 0, sizeof m[s->nmethods].answered);
     s->nmethods++;
     return FK_OK;
 }
@@ -953,6 +959,15 @@ void fk_grpc_server_set_tls(fk_grpc_server *s, fk_tls_ctx *tls)
 void fk_grpc_server_stats_get(const fk_grpc_server *s, fk_grpc_server_stats *out)
 {
     *out = s->stats;
+}
+
+const char *fk_grpc_server_method_calls(const fk_grpc_server *s, int i,
+                                        uint64_t counts[FK_GRPC_N_STATUS])
+{
+    if (i < 0 || i >= s->nmethods)
+        return NULL;
+    memcpy(counts, s->methods[i].answered, sizeof s->methods[i].answered);
+    return s->methods[i].path;
 }
 
 static void server_handle_closed(uv_handle_t *h)

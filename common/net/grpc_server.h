@@ -69,6 +69,10 @@ typedef struct fk_grpc_server_stats {
     uint64_t peak_conn_memory; /* largest message-buffer total one connection held */
 } fk_grpc_server_stats;
 void fk_grpc_server_stats_get(const fk_grpc_server *srv, fk_grpc_server_stats *out);
+/* Calls answered per registered method, by gRPC status code: the i-th registered path and its
+ * counts (NULL past the last one). Calls to unknown paths are not counted here. */
+const char *fk_grpc_server_method_calls(const fk_grpc_server *srv, int i,
+                                        uint64_t counts[FK_GRPC_N_STATUS]);
 
 /* Fuzzing hook: run bytes through a fresh HTTP/2 server session with no TLS and
  * no socket (output discarded) as if they came from peer (NULL: no identity),

@@ -17,7 +17,7 @@ static int fail(const char *prog, const char *msg)
 }
 
 int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *out),
-                   int (*run)(fk_params *p))
+                   const fk_option_table *known, int (*run)(fk_params *p))
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -40,10 +40,12 @@ int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *
     } else if (n > 0) {
         fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", prog, argv[1]);
         rc = 2;
-    } else {
+    } else if ((rc = fk_options_check(&args, known, prog, NULL, 1, stderr)) == 0) {
         const char *cfg = fk_params_get(&args, "config");
         if (cfg && fk_params_load_ini(&p, cfg, &err) != FK_OK)
             rc = fail(prog, err.msg);
+        if (cfg && rc == 0)
+            rc = fk_options_check(&p, known, prog, cfg, 1, stderr);
         for (int i = 0; rc == 0 && i < args.count; i++) /* flags override the file */
             if (fk_params_set(&p, args.items[i].key, args.items[i].value))
                 rc = fail(prog, "out of memory for the options");

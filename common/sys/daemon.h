@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <uv.h>
 
+#include "common/base/options.h"
 #include "common/base/params.h"
 
 /* --help and --version: the last lines of every daemon's option list. */
@@ -14,11 +15,12 @@ extern const fk_param_doc fk_daemon_std_docs[];
 
 /* The whole main() of a daemon around run(): --help/-h or --version anywhere in argv
  * answer at once (usage(stdout), "PROG VERSION"); otherwise SIGPIPE is ignored, the
- * flags are parsed, --config FILE is read and the flags override its keys, and run()
- * gets the result. Returns the exit code: run()'s, 1 for a bad flag or config file,
- * 2 for a positional argument. */
+ * flags are parsed and checked against known (fk_options_check: an unknown one is exit 2
+ * before anything else is looked at), --config FILE is read and checked likewise, the
+ * flags override its keys, and run() gets the result. Returns the exit code: run()'s, 1
+ * for an unreadable config file, 2 for an unknown flag or key or a positional argument. */
 int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *out),
-                   int (*run)(fk_params *p));
+                   const fk_option_table *known, int (*run)(fk_params *p));
 
 /* SIGTERM and SIGINT on one loop, both calling cb with the handle's data = data. */
 typedef struct fk_stop_signals {

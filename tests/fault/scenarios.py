@@ -12,7 +12,7 @@ Usage: scenarios.py BUILD_DIR [SCENARIO...]
 Exit 0 all passed, 1 a check failed, 77 (the meson skip code) when every
 scenario asked for was skipped; a skip always prints "SKIP reason".
 disk-full mounts a 16 MiB tmpfs on the state directory; without the right to
-mount it falls back to the server's --state-max-mb limit (and says so).
+mount it falls back to the server's --state_max_mb limit (and says so).
 multihost needs root for `ip netns`; without it: SKIP."""
 import json
 import os
@@ -131,9 +131,9 @@ class Fed:
         logp = f"{self.dir}/server.log"
         start = os.path.getsize(logp) if os.path.exists(logp) else 0
         listen = listen or (f"127.0.0.1:{self.port}" if self.port else "127.0.0.1:0")
-        self.server = self.spawn([SERVER, "--listen", listen, "--tls-dir", self.pki, "--state",
-                                  self.db, "--heartbeat-ms", "500", "--drain-ms", "200",
-                                  "--metrics-listen", "127.0.0.1:0", *extra], "server.log", prefix)
+        self.server = self.spawn([SERVER, "--listen", listen, "--tls_dir", self.pki, "--state",
+                                  self.db, "--heartbeat_ms", "500", "--drain_ms", "200",
+                                  "--metrics_listen", "127.0.0.1:0", *extra], "server.log", prefix)
         self.server_starts += 1
         until = time.time() + 20
         while time.time() < until:
@@ -159,17 +159,17 @@ class Fed:
 
     def start_client(self, c, server=None, prefix=()):
         server = server or f"127.0.0.1:{self.proxy_port or self.port}"
-        self.clients[c] = self.spawn([CLIENT, "--server", server, "--server-name", "server",
-                                      "--tls-dir", self.pki, "--name", f"c{c}", "--data.gmm",
+        self.clients[c] = self.spawn([CLIENT, "--server", server, "--server_name", "server",
+                                      "--tls_dir", self.pki, "--name", f"c{c}", "--data.gmm",
                                       f"{self.dir}/c{c}.csv", "--data.shift",
-                                      f"{self.dir}/d{c}.csv", "--backoff-max-ms", "500",
-                                      *self.state_dir(c), "--log-level", "debug"],
+                                      f"{self.dir}/d{c}.csv", "--backoff_max_ms", "500",
+                                      *self.state_dir(c), "--log_level", "debug"],
                                      f"client{c}.log", prefix)
 
     def state_dir(self, c):
-        """--state-dir where clients are killed and must continue their jobs; elsewhere
+        """--state_dir where clients are killed and must continue their jobs; elsewhere
         none, so the other scenarios do not pay a client fsync per step."""
-        return ["--state-dir", f"{self.dir}/cstate-c{c}"] if self.client_state else []
+        return ["--state_dir", f"{self.dir}/cstate-c{c}"] if self.client_state else []
 
     def start_all(self, proxy_args=None):
         self.start_server()
@@ -181,7 +181,7 @@ class Fed:
     def job(self, sub, *args, server=None, prefix=(), timeout=200):
         server = server or f"127.0.0.1:{self.port}"
         r = subprocess.run(list(prefix) + [FEDKERN, "job", sub, *args, "--server", server,
-                                           "--server-name", "server", "--tls-dir", self.pki,
+                                           "--server_name", "server", "--tls_dir", self.pki,
                                            "--name", "op"],
                            capture_output=True, text=True, timeout=timeout)
         return r.returncode, r.stdout, r.stderr
@@ -192,7 +192,7 @@ class Fed:
             f.write(text)
         # the clients may still be joining (through the proxy): the fault scenarios test the
         # rounds, not the submit-time client check
-        rc, out, err = self.job("submit", path, "--skip-client-check", **kw)
+        rc, out, err = self.job("submit", path, "--skip_client_check", **kw)
         if rc:
             raise RuntimeError(f"job submit failed: {err}")
         return out.strip()
@@ -560,8 +560,8 @@ def scenario_disk_full():
             log("     disk-full: state directory on a 16 MiB tmpfs; the disk is filled with a file")
             fed.start_server()
         else:
-            log(f"     disk-full: cannot mount a tmpfs ({why}); using --state-max-mb 1 instead")
-            fed.start_server(["--state-max-mb", "1"])
+            log(f"     disk-full: cannot mount a tmpfs ({why}); using --state_max_mb 1 instead")
+            fed.start_server(["--state_max_mb", "1"])
         for c in range(K):
             fed.start_client(c)
         jid = fed.submit(job_text("gmm", rounds))

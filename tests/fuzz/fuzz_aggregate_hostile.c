@@ -43,8 +43,8 @@ static const char *family(const char *name, int *data)
     }
     if (!strcmp(name, "sfl")) {
         *data = 6;
-        /* in-process clients read the job's keys; a daemon's consent comes from its config */
-        return "raw_sample_upload = acknowledged\nlocal.allow_raw_upload = true\n";
+        /* the clients' consent (local.allow_raw_upload) is added as their daemons would */
+        return "raw_sample_upload = acknowledged\n";
     }
     if (!strcmp(name, "fedrf-tca")) {
         *data = 2;
@@ -240,6 +240,10 @@ static int answer(run *r, int c)
         if (fk_jobconf_parse(&r->conf, t.config, "task", &err))
             abort();
         r->have_conf = 1;
+        /* a client daemon copies its own [local] consents in (a job cannot set them) */
+        if (!strcmp(r->m->name, "sfl") &&
+            fk_params_set(&r->conf.params, "local.allow_raw_upload", "true"))
+            abort();
     }
     if (!r->cli[c] && r->m->client_init(&r->cli[c], &r->conf.params, &data[r->d][c], t.client,
                                          t.n_clients, t.seed, &err))

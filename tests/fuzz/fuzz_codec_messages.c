@@ -23,6 +23,8 @@ typedef union any_msg {
     fedkern_v1_CancelJobRequest cancel_req;
     fedkern_v1_CancelJobResponse cancel_resp;
     fedkern_v1_ClientReport report;
+    fedkern_v1_ListJobsRequest list_req;
+    fedkern_v1_ListJobsResponse list_resp;
     grpc_health_v1_HealthCheckRequest health_req;
     grpc_health_v1_HealthCheckResponse health_resp;
 } any_msg;
@@ -36,6 +38,7 @@ static const pb_msgdesc_t *const types[] = {
     fedkern_v1_JobStatusRequest_fields,   fedkern_v1_JobStatusResponse_fields,
     fedkern_v1_JobResultRequest_fields,   fedkern_v1_CancelJobRequest_fields,
     fedkern_v1_CancelJobResponse_fields,  fedkern_v1_ClientReport_fields,
+    fedkern_v1_ListJobsRequest_fields,    fedkern_v1_ListJobsResponse_fields,
     grpc_health_v1_HealthCheckRequest_fields, grpc_health_v1_HealthCheckResponse_fields,
 };
 

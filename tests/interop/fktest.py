@@ -106,7 +106,7 @@ class PKI:
         self.future = self.ca.issue("future", "DNS:future", "20990101000000Z", "20991231000000Z")
 
     def tls_dir(self):
-        """A --tls-dir layout for fedkern-server: ca.crt, server.crt, server.key."""
+        """A --tls_dir layout for fedkern-server: ca.crt, server.crt, server.key."""
         d = os.path.join(self.tmp.name, "tlsdir")
         if not os.path.isdir(d):
             os.makedirs(d)

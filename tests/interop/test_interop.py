@@ -102,7 +102,7 @@ def grpcio_server(pki, h, max_msg):
 
 
 def our_call(peer, pki, port, *args, timeout=60):
-    cmd = [peer, "call", "--port", str(port), "--server-name", "localhost", "--ca", pki.ca.crt,
+    cmd = [peer, "call", "--port", str(port), "--server_name", "localhost", "--ca", pki.ca.crt,
            "--cert", pki.client[0], "--key", pki.client[1]] + list(args)
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     out = r.stdout.decode() + r.stderr.decode()
@@ -121,7 +121,7 @@ def our_client_to_grpcio_server(t, peer, pki):
                        "--net.max_message", str(48 * MB))
         t.check("ours->grpcio echo 40 MB", "status=OK len=%d ok=1" % (40 * MB) in out, out[-500:])
         t0 = time.time()
-        out = our_call(peer, pki, port, "--method", "/fktest.Echo/Sleep", "--sleep-ms", "5000", "--timeout-ms", "300")
+        out = our_call(peer, pki, port, "--method", "/fktest.Echo/Sleep", "--sleep_ms", "5000", "--timeout_ms", "300")
         t.check("our deadline against grpcio -> DEADLINE_EXCEEDED", "status=DEADLINE_EXCEEDED" in out, out)
         t.check("our deadline came in time", time.time() - t0 < 3.0)
         t.check("grpcio saw the call end at our deadline", h.cancelled.wait(5))

@@ -123,7 +123,7 @@ def main():
         import threading
         th = threading.Thread(target=silent)
         th.start()
-        out = subprocess_call(peer, pki, ls.getsockname()[1], "--server-name", "localhost", "--timeout-ms", "20000",
+        out = subprocess_call(peer, pki, ls.getsockname()[1], "--server_name", "localhost", "--timeout_ms", "20000",
                               "--net.keepalive_ms", "200", "--net.keepalive_timeout_ms", "300")
         th.join(5)
         for h in held:
@@ -133,12 +133,12 @@ def main():
                 "status=UNAVAILABLE" in out and "keepalive PING not answered" in out, out)
 
         # Our client checks the server name.
-        out = subprocess_call(peer, pki, port, "--server-name", "wrong.example")
+        out = subprocess_call(peer, pki, port, "--server_name", "wrong.example")
         t.check("our client refuses a wrong server name", "status=UNAVAILABLE" in out and "ok=0" in out, out)
         t.check("client log says hostname mismatch", "hostname mismatch" in out, out)
-        out = subprocess_call(peer, pki, port, "--server-name", "127.0.0.2")
+        out = subprocess_call(peer, pki, port, "--server_name", "127.0.0.2")
         t.check("our client refuses a wrong server IP", "status=UNAVAILABLE" in out and "IP address mismatch" in out, out)
-        out = subprocess_call(peer, pki, port, "--server-name", "127.0.0.1")
+        out = subprocess_call(peer, pki, port, "--server_name", "127.0.0.1")
         t.check("our client accepts the right server IP", "status=OK" in out and "ok=1" in out, out)
 
         # Oversized message: RESOURCE_EXHAUSTED, never allocated.
@@ -151,7 +151,7 @@ def main():
         code = grpc_code(lambda: echo(b"z" * (48 << 20), timeout=20))
         t.check("48 MB request -> RESOURCE_EXHAUSTED", code == grpc.StatusCode.RESOURCE_EXHAUSTED, str(code))
         ch.close()
-        out = subprocess_call(peer, pki, port, "--server-name", "localhost", "--size", str(20 << 20),
+        out = subprocess_call(peer, pki, port, "--server_name", "localhost", "--size", str(20 << 20),
                               "--net.max_message", str(64 << 20))
         t.check("our client sending 20 MB to a 1 MB server gets the server's RESOURCE_EXHAUSTED",
                 "status=RESOURCE_EXHAUSTED" in out and "exceeds the limit of 1048576" in out, out)
@@ -191,8 +191,8 @@ def subprocess_call(peer, pki, port, *args):
     import subprocess
     cmd = [peer, "call", "--port", str(port), "--ca", pki.ca.crt, "--cert", pki.client[0], "--key", pki.client[1],
            "--size", "16"] + list(args)
-    if "--timeout-ms" not in args:
-        cmd += ["--timeout-ms", "5000"]
+    if "--timeout_ms" not in args:
+        cmd += ["--timeout_ms", "5000"]
     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30)
     out = r.stdout.decode() + r.stderr.decode()
     fktest.note_sanitizer(out, " ".join(cmd[:2]))

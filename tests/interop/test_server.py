@@ -28,7 +28,7 @@ def main():
     import fedkern_pb2 as pb
     import health_pb2 as hpb
 
-    srv = fktest.Proc([server, "--listen", "127.0.0.1:0", "--tls-dir", d, "--heartbeat-ms", "2500",
+    srv = fktest.Proc([server, "--listen", "127.0.0.1:0", "--tls_dir", d, "--heartbeat_ms", "2500",
                        "--state", os.path.join(tmp.name, "state.db")], tmp.name, "server")
     ok = srv.wait_log(r"event=server_ready .* port=(\d+)", 20)
     t.check("fedkern-server starts", ok, srv.stderr())
@@ -112,10 +112,10 @@ def main():
         t.check("SIGTERM: exit 0 with a client connected", rc == 0, str(rc))
         t.check("SIGTERM: logged the drain", "event=server_stopping" in srv.stderr() and "event=server_stopped" in srv.stderr())
         ch.close()
-        bad = subprocess.run([server, "--listen", "127.0.0.1:0", "--tls-dir", d, "--no-such-key", "1"],
+        bad = subprocess.run([server, "--listen", "127.0.0.1:0", "--tls_dir", d, "--no-such-key", "1"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
         t.check("unknown option refused with exit 2", bad.returncode == 2 and b"no-such-key" in bad.stderr, str(bad))
-        bad = subprocess.run([server, "--listen", "127.0.0.1:0", "--tls-dir", os.path.join(tmp.name, "none")],
+        bad = subprocess.run([server, "--listen", "127.0.0.1:0", "--tls_dir", os.path.join(tmp.name, "none")],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=20)
         t.check("missing tls dir: one clear error", bad.returncode == 1 and bad.stderr.count(b"\n") == 1, str(bad))
         cfg = os.path.join(tmp.name, "server.conf")

@@ -101,7 +101,7 @@ def der(path):
 class Server:
     def __init__(self, binary, tls, tmp, tag):
         self.log = os.path.join(tmp, "server-%s.log" % tag)
-        self.p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--tls-dir", tls, "--metrics-listen", "off", "--tls.crl",
+        self.p = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--tls_dir", tls, "--metrics_listen", "off", "--tls.crl",
                                    os.path.join(tls, "crl.pem"), "--state", os.path.join(tmp, tag + ".db")],
                                   stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
         self.port = None
@@ -208,7 +208,7 @@ def main():
             r = fk(fedkern, "crl", "--dir", tls)
             check("a broken crl.pem is not overwritten by 'certs crl'", r.returncode != 0, r.stdout)
             os.unlink(os.path.join(tls, "crl.pem"))
-            fk(fedkern, "revoke", "--dir", tls, "alice", "--crl-days", "1")
+            fk(fedkern, "revoke", "--dir", tls, "alice", "--crl_days", "1")
             check("a CRL due within 30 days is reported on reload", srv.reload("crl_expiring"),
                   srv.text()[-800:])
             check("SIGTERM: exit 0", srv.stop() == 0)
@@ -227,8 +227,8 @@ def main():
                 r = fk(fedkern, "revoke", "--dir", tls, "--server", "localhost")
                 check("certs revoke --server", r.returncode == 0, r.stdout)
                 clog = os.path.join(tmp, "client.log")
-                cp = subprocess.Popen([client, "--server", "127.0.0.1:%d" % srv.port, "--server-name", "localhost",
-                                       "--tls-dir", tls, "--name", "bob", "--tls.crl", os.path.join(tls, "crl.pem")],
+                cp = subprocess.Popen([client, "--server", "127.0.0.1:%d" % srv.port, "--server_name", "localhost",
+                                       "--tls_dir", tls, "--name", "bob", "--tls.crl", os.path.join(tls, "crl.pem")],
                                       stdout=open(clog, "w"), stderr=subprocess.STDOUT)
                 end = time.monotonic() + 10
                 while time.monotonic() < end and "certificate revoked" not in open(clog).read():

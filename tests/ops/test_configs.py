@@ -103,9 +103,9 @@ def main():
             subprocess.run([fedkern, "certs"] + args + ["--dir", tls], check=True, timeout=60, stdout=subprocess.DEVNULL)
         slog = os.path.join(tmp, "server.log")
         srv = subprocess.Popen([server, "--config", os.path.join(cfg, "server.conf"), "--listen", "127.0.0.1:0",
-                                "--tls-dir", tls, "--tls.server-name", "localhost", "--tls.crl",
+                                "--tls_dir", tls, "--tls.server_name", "localhost", "--tls.crl",
                                 os.path.join(tls, "crl.pem"), "--state", os.path.join(tmp, "state.db"),
-                                "--metrics-listen", "127.0.0.1:0"],
+                                "--metrics_listen", "127.0.0.1:0"],
                                stdout=open(slog, "w"), stderr=subprocess.STDOUT)
         try:
             up = wait_log(slog, "event=server_ready", 15)
@@ -120,7 +120,7 @@ def main():
             with open(data, "w") as f:
                 f.write("1,0.5,2\n2,1.5,4\n1,0.25,3\n")
             cl = subprocess.Popen([client, "--config", os.path.join(cfg, "client.conf"), "--server",
-                                   "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls,
+                                   "127.0.0.1:" + port, "--server_name", "localhost", "--tls_dir", tls,
                                    "--name", "hospital-a", "--tls.crl", os.path.join(tls, "crl.pem"),
                                    "--data.office-surf", data, "--data.fashion-mnist", data],
                                   stdout=open(clog, "w"), stderr=subprocess.STDOUT)
@@ -128,7 +128,7 @@ def main():
                   wait_log(clog, "event=joined", 15), open(clog).read()[-800:])
             check("fedkern-client exits 0 at SIGTERM", stop(cl) == 0, open(clog).read()[-800:])
             for job in ("job-fedrf-tca.conf", "job-fedgrem.conf"):
-                conn = ["--server", "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls,
+                conn = ["--server", "127.0.0.1:" + port, "--server_name", "localhost", "--tls_dir", tls,
                         "--name", "ops"]
                 # only hospital-a ever joined: the others are named, and the job refused
                 r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job)] + conn,
@@ -136,7 +136,7 @@ def main():
                 check("the server refuses %s while hospital-b/c never joined" % job,
                       r.returncode != 0 and "clients hospital-b, hospital-c have never joined" in r.stdout,
                       r.stdout)
-                r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job), "--skip-client-check"] + conn,
+                r = subprocess.run([fedkern, "job", "submit", os.path.join(cfg, job), "--skip_client_check"] + conn,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
                 check("the server accepts the example %s" % job, r.returncode == 0, r.stdout)
         finally:

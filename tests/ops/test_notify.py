@@ -124,7 +124,7 @@ def main():
         slog = open(os.path.join(tmp, "server.log"), "w+")
         s_sock = os.path.join(tmp, "server.notify")
         lis = Listener(s_sock)
-        srv = start([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls,
+        srv = start([server, "--listen", "127.0.0.1:0", "--metrics_listen", "off", "--tls_dir", tls,
                      "--state", os.path.join(tmp, "state.db")], s_sock, slog)
         try:
             lis.wait_for("READY=1", 15)
@@ -135,15 +135,15 @@ def main():
             c_sock = os.path.join(tmp, "client.notify")
             clis = Listener(c_sock)
             clog = open(os.path.join(tmp, "client.log"), "w+")
-            cl = start([client, "--server", "127.0.0.1:" + port, "--server-name", "localhost",
-                        "--tls-dir", tls, "--name", "alice"], c_sock, clog)
+            cl = start([client, "--server", "127.0.0.1:" + port, "--server_name", "localhost",
+                        "--tls_dir", tls, "--name", "alice"], c_sock, clog)
             job = os.path.join(tmp, "job.conf")
             with open(job, "w") as f:
                 f.write("method = fedgrem\ndataset = nowhere\nclients = alice\nrounds = 3\n"
                         "deadline = 600\nquorum = 1.0\n")
             # alice holds no data set (and may not have joined yet): submitted unchecked
-            r = subprocess.run([fedkern, "job", "submit", job, "--skip-client-check", "--server", "127.0.0.1:" + port,
-                                "--server-name", "localhost", "--tls-dir", tls, "--name", "ops"],
+            r = subprocess.run([fedkern, "job", "submit", job, "--skip_client_check", "--server", "127.0.0.1:" + port,
+                                "--server_name", "localhost", "--tls_dir", tls, "--name", "ops"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
             check("job submitted (for the server's STATUS line)", r.returncode == 0, r.stdout)
             try:
@@ -170,7 +170,7 @@ def main():
                 srv.wait()
         # without NOTIFY_SOCKET nothing is sent and nothing fails (a plain run)
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls, "--state",
+        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics_listen", "off", "--tls_dir", tls, "--state",
                               os.path.join(tmp, "state2.db")], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         time.sleep(1.0)
@@ -180,7 +180,7 @@ def main():
               out[-500:])
         # a socket nobody listens on: one warning, then the daemon runs as usual
         env = dict(os.environ, NOTIFY_SOCKET=os.path.join(tmp, "nobody.sock"), WATCHDOG_USEC="100000")
-        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics-listen", "off", "--tls-dir", tls,
+        p = subprocess.Popen([server, "--listen", "127.0.0.1:0", "--metrics_listen", "off", "--tls_dir", tls,
                               "--state", os.path.join(tmp, "state3.db")], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         time.sleep(1.5)

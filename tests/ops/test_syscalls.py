@@ -149,7 +149,7 @@ def main():
                     f.write("%d,%s\n" % (k, ",".join("%.4f" % (m + rng.gauss(0, 1)) for m in mu)))
         slog, strace_s = os.path.join(tmp, "server.log"), os.path.join(tmp, "server.strace")
         procs.append(subprocess.Popen(["strace", "-f", "-qq", "-o", strace_s, server, "--listen", "127.0.0.1:0",
-                                       "--metrics-listen", "127.0.0.1:0", "--tls-dir", tls, "--tls.crl", os.path.join(tls, "crl.pem"),
+                                       "--metrics_listen", "127.0.0.1:0", "--tls_dir", tls, "--tls.crl", os.path.join(tls, "crl.pem"),
                                        "--state", os.path.join(tmp, "state.db")],
                                       stdout=open(slog, "w"), stderr=subprocess.STDOUT, env=env))
         try:
@@ -160,7 +160,7 @@ def main():
             mport = re.search(r"event=metrics_listening .*port=(\d+)", open(slog).read())
             strace_c = os.path.join(tmp, "client.strace")
             for c in "abc":
-                cmd = [client, "--server", "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls,
+                cmd = [client, "--server", "127.0.0.1:" + port, "--server_name", "localhost", "--tls_dir", tls,
                        "--name", c, "--data.mix", os.path.join(tmp, c + ".csv")]
                 if c == "a":
                     cmd = ["strace", "-f", "-qq", "-o", strace_c] + cmd
@@ -170,9 +170,9 @@ def main():
             with open(job, "w") as f:
                 f.write("method = fedgrem\ndataset = mix\nclients = a, b, c\nrounds = 4\nR = 2\n"
                         "deadline = 30\nquorum = 1.0\n")
-            conn = ["--server", "127.0.0.1:" + port, "--server-name", "localhost", "--tls-dir", tls, "--name", "ops"]
+            conn = ["--server", "127.0.0.1:" + port, "--server_name", "localhost", "--tls_dir", tls, "--name", "ops"]
             # the clients may still be joining: the job is submitted without the client check
-            r = subprocess.run([fedkern, "job", "submit", job, "--skip-client-check"] + conn, stdout=subprocess.PIPE,
+            r = subprocess.run([fedkern, "job", "submit", job, "--skip_client_check"] + conn, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, timeout=60)
             check("job submitted", r.returncode == 0, r.stdout)
             r = subprocess.run([fedkern, "job", "result", "1", "--out", os.path.join(tmp, "m.bin"), "--wait", "90"]

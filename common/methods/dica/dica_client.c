@@ -392,7 +392,7 @@ int fk__dicaj_client_evaluate(void *v, const fk_bundle *model, fk_report *rep, f
             }
         }
         if (c->c.regression)
-            rep->error = sqrt(se / (double)Z.rows);
+            rep->error = rep->rmse = sqrt(se / (double)Z.rows);
         else
             rep->accuracy = hit / (double)Z.rows;
     }

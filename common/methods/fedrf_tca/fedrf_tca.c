@@ -5,6 +5,33 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 
+/* The job keys fk__fedrf_parse_cfg reads (docs/fedrf-tca.md describes each). */
+static const fk_param_doc keys[] = {
+    {"classes C", "number of classes, >= 2 (required)"},
+    {"N N", "random frequencies (1000)"},
+    {"m M", "adaptive-layer width, 1..2N (100)"},
+    {"sigma X", "kernel width, > 0 (1)"},
+    {"features iid|orthogonal", "how the random frequencies are drawn (iid)"},
+    {"lambda X", "MMD weight (1)"},
+    {"lr X", "learning rate (1e-3)"},
+    {"optimizer adam|sgd", "local optimiser (adam)"},
+    {"eps X", "optimiser epsilon (1e-5)"},
+    {"batch B", "minibatch size (128)"},
+    {"tc N", "classifier averaging interval in rounds (50)"},
+    {"target I", "index of the unlabelled target client (the last)"},
+    {"eval_every N", "score the target every N rounds (1)"},
+    {"voting 0|1", "hard voting: no classifier averaging, the final model carries every "
+                    "source's classifier as votes (0)"},
+    {"hidden N,N,...", "classifier hidden layers, none = softmax (100,100)"},
+    {"participation random|all", "the sources of a round: a random subset (size uniform on 0..K), or "
+                                  "all (random)"},
+    {"drop_setting I|II|III", "dropout setting of Table III (I)"},
+    {"order subset|all|ordered|ordered-random|random|random-random",
+     "who sends Sigma l and W (Table XVIII; subset)"},
+    {"common_init 0|1", "every client starts from the same W and classifier (0)"},
+    {NULL, NULL},
+};
+
 const fk_method fk_method_fedrf_tca = {
     .name = "fedrf-tca",
     .summary = "federated domain adaptation with random-feature TCA (Feng et al.)",
@@ -23,4 +50,5 @@ const fk_method fk_method_fedrf_tca = {
     .evaluate = fk__fedrf_client_evaluate,
     .client_save = fk__fedrf_client_save,
     .client_load = fk__fedrf_client_load,
+    .keys = keys,
 };

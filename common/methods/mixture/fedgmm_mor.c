@@ -558,4 +558,5 @@ const fk_method fk_method_fedgmm_mor = {
     .evaluate = gcli_evaluate,
     .client_save = gcli_save,
     .client_load = gcli_load,
+    .keys = fk__fedgmm_mor_keys,
 };

@@ -804,6 +804,39 @@ int fk__fedgrem_put_common(fk__fedgrem_cli *c, fk_bundle *up)
     return rc;
 }
 
+/* The round's quality where the client holds classes: mis-clustering and adjusted Rand index of
+ * its rows' clusters (labels given, or the argmax of the component-major responsibilities G). */
+static int score_round(fk__fedgrem_cli *c, const int *given, const double *G, fk_report *rep,
+                       fk_err *err)
+{
+    if (!c->d->y || c->d->n_classes <= 0)
+        return FK_OK;
+    int *lab = given ? NULL : malloc(c->n * sizeof *lab);
+    if (!given && !lab)
+        return fk_err_set(err, FK_ENOMEM, "client: out of memory scoring the round");
+    if (!given)
+        fk_report_argmax(G, c->n, c->R, 1, lab);
+    int rc = fk_report_score_clusters(rep, c->d->y, given ? given : lab, c->n, c->d->n_classes,
+                                      c->R, err);
+    free(lab);
+    return rc;
+}
+
+/* The EEE fit's clusters (W, M about the reference point, S) scored against the classes. */
+static int score_eee(fk__fedgrem_cli *c, const double *M, fk_report *rep, fk_err *err)
+{
+    if (!c->d->y || c->d->n_classes <= 0)
+        return FK_OK;
+    int *lab = malloc(c->n * sizeof *lab);
+    if (!lab)
+        return fk_err_set(err, FK_ENOMEM, "client: out of memory scoring the round");
+    int rc = fk_gmm_predict_eee(c->X, c->n, c->p, c->W, M, c->S, c->R, lab, err);
+    if (!rc)
+        rc = score_round(c, lab, NULL, rep, err);
+    free(lab);
+    return rc;
+}
+
 static int local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_rng rng;
@@ -819,6 +852,9 @@ static int local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err 
         c->warned = 1;
     }
     c->fitted = 1;
+    rc = score_eee(c, c->M, rep, err); /* before the means leave the reference point */
+    if (rc)
+        return rc;
     uncentre(c, c->M, c->M); /* fitted about the reference point */
     uint64_t ss[2] = {(uint64_t)c->p, (uint64_t)c->p};
     rc = fk__fedgrem_put_fit(c, up);
@@ -911,15 +947,21 @@ static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *re
     if (rc)
         return rc;
     rep->n_samples = (double)c->n;
-    if (c->variant == FK__FEDGREM_V_LOCAL_EM) /* the EEE fit is final; report it once more */
+    if (c->variant == FK__FEDGREM_V_LOCAL_EM) { /* the EEE fit is final; report it once more */
+        if ((rc = score_eee(c, centred(c, c->M), rep, err)))
+            return rc;
         return fk__fedgrem_put_common(c, up) ? fk_err_set(err, FK_ENOMEM, "client: out of memory")
                                             : FK_OK;
+    }
     if (w)
         memcpy(c->w, w->data, (size_t)R * sizeof(double));
     double *th = centred(c, c->theta); /* the step about the reference point */
     double ll = fk_gmm_estep_stats(c->X, c->Xt, c->n, p, c->xsq, c->w, th, R, c->nr, c->sx,
                                    c->gamma, NULL);
     rep->loss = -ll / (double)c->n;
+    /* the clusters of the model the round started from, from the responsibilities at hand */
+    if ((rc = score_round(c, NULL, c->gamma, rep, err)))
+        return rc;
     if (c->variant == FK__FEDGREM_V_POOLED_GREM) {
         for (int r = 0; c->ref && r < R; r++) /* the server adds the sums of all clients */
             for (int j = 0; j < p; j++)
@@ -988,11 +1030,8 @@ static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err 
         rc = fk_gmm_predict_eee(c->X, c->n, p, wk, tk, sg->data + (size_t)c->k * p * p, R, lab, err);
     else
         fk_gmm_predict(c->X, c->n, p, wk, tk, R, lab);
-    double rate = NAN;
     if (!rc)
-        rc = fk_misclustering_rate(c->d->y, lab, c->n, c->d->n_classes, R, &rate, err);
-    rep->error = rate;
-    rep->accuracy = 1.0 - rate;
+        rc = score_round(c, lab, NULL, rep, err);
     free(lab);
     return rc;
 }

@@ -131,6 +131,12 @@ FK_CHECKRETURN int fk__fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *er
 
 /* The operations table of one variant: fedgrem.c's server and client state, the model's
  * step and evaluation. */
+/* Job keys (mixture_keys.c): every FK__FEDGREM_TABLE, the pooled tables (+ max_repeats),
+ * fedgmm-mor (+ fedgmm_R1, fedgmm_cov). */
+extern const fk_param_doc fk__fedgrem_keys[];
+extern const fk_param_doc fk__pooled_keys[];
+extern const fk_param_doc fk__fedgmm_mor_keys[];
+
 #define FK__FEDGREM_TABLE(NAME, SUMMARY, SUFFIX, STEP, EVALUATE)                                  \
     {                                                                                            \
         .name = NAME, .summary = SUMMARY, .server_init = srv_init_##SUFFIX,                      \
@@ -140,7 +146,7 @@ FK_CHECKRETURN int fk__fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *er
         .finished = fk__fedgrem_srv_finished, .check_update = fk__fedgrem_srv_check,              \
         .client_init = cli_init_##SUFFIX, .client_close = fk__fedgrem_cli_close,                  \
         .local_step = STEP, .evaluate = EVALUATE, .client_save = fk__fedgrem_cli_save,            \
-        .client_load = fk__fedgrem_cli_load,                                                      \
+        .client_load = fk__fedgrem_cli_load, .keys = fk__fedgrem_keys,                            \
     }
 
 #endif

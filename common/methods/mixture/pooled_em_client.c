@@ -310,18 +310,8 @@ int fk__pooled_em_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, 
     rep->loss = -fk_gmm_eee_estep(X, c->n, c->p, wk, mu, chol, c->R, c->D, c->Z, c->mu_t) /
                 (double)c->n;
     if (c->d->y && c->d->n_classes > 0) {
-        for (size_t i = 0; i < c->n; i++) {
-            const double *g_i = c->D + i * R;
-            int b = 0;
-            for (size_t r = 1; r < R; r++)
-                if (g_i[r] > g_i[b])
-                    b = (int)r;
-            lab[i] = b;
-        }
-        double rate = NAN;
-        rc = fk_misclustering_rate(c->d->y, lab, c->n, c->d->n_classes, c->R, &rate, err);
-        rep->error = rate;
-        rep->accuracy = 1.0 - rate;
+        fk_report_argmax(c->D, c->n, c->R, 0, lab);
+        rc = fk_report_score_clusters(rep, c->d->y, lab, c->n, c->d->n_classes, c->R, err);
     }
 done:
     free(sigma);

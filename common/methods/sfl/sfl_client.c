@@ -152,11 +152,16 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
     if (!rc)
         rc = fk_bundle_put_scalar(up, "not_converged", (double)not_conv);
     size_t right = 0;
-    for (size_t i = 0; i < n; i++)
+    double se = 0.0; /* the local fit's squared error at its own rows (regression) */
+    for (size_t i = 0; i < n; i++) {
         right += c->c.mode == FK_SFL_CLASSIFY ? (f.f[i] >= 0 ? 1.0 : -1.0) == c->y[i] : 0;
+        se += c->c.mode == FK_SFL_CLASSIFY ? 0.0 : (f.f[i] - c->y[i]) * (f.f[i] - c->y[i]);
+    }
     rep->loss = f.primal;
     if (c->c.mode == FK_SFL_CLASSIFY)
         rep->accuracy = (double)right / (double)n;
+    else if (n > 0)
+        rep->rmse = sqrt(se / (double)n);
     /* what leaves the machine, in the client's own log (counts only, never values) */
     fk_log(FK_LOG_INFO, "sfl_upload",
            "client=%d rows=%zu of=%zu bytes=%zu capped=%d status=%s msg=\"raw feature rows, "
@@ -258,7 +263,7 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
         rep->error = 1 - rep->accuracy;
         rep->loss = hinge / (double)c->n;
     } else if (c->n) {
-        rep->error = sqrt(se / (double)c->n); /* RMSE */
+        rep->error = rep->rmse = sqrt(se / (double)c->n); /* RMSE */
         rep->loss = se / (double)c->n;
     }
     free(f);

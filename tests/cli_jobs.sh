@@ -1,0 +1,111 @@
+#!/bin/sh
+# Jobs in, against the real daemons on 127.0.0.1 over mTLS (issue 23): unknown job keys are
+# refused at submit with the nearest known key, an unknown flag is exit 2 for fedkern,
+# fedkern-server and fedkern-client before any other check, the old '-' spellings work with
+# a warning, `job list` lists, `job status --follow` prints a line per round and exits 0 for
+# a done job and 1 for a cancelled one, `job result --wait` exits non-zero for an unfinished
+# job, and `fedkern sim --job` runs the submitted file in process to the same losses.
+set -u
+fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+bin=$(dirname "$fk")
+dir=$(mktemp -d)
+pids=""
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; sleep 0.3; rm -rf "$dir"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; for f in "$dir"/*.log "$dir"/*.txt; do [ -f "$f" ] && { echo "== $f"; tail -n 8 "$f"; }; done; exit 1; }
+# expect CODE WHAT CMD...: CMD exits with CODE (stdout+stderr in out.txt)
+expect() { want=$1; what=$2; shift 2; "$@" >out.txt 2>&1; got=$?; [ "$got" -eq "$want" ] || fail "$what: exit $got, want $want"; }
+cd "$dir" || exit 1
+
+# --- usage errors first: no server, no certificates needed
+expect 2 "server unknown flag" "$bin/fedkern-server" --listne 127.0.0.1:1
+grep -q "unknown option '--listne'; did you mean '--listen'?" out.txt || fail "server: no suggestion: $(cat out.txt)"
+expect 2 "server unknown flag before missing tls" "$bin/fedkern-server" --log_levl debug
+grep -q "did you mean '--log_level'" out.txt || fail "server log_levl: $(cat out.txt)"
+expect 2 "client unknown flag" "$bin/fedkern-client" --backoff_max 100 --data.x y.csv
+grep -q "did you mean '--backoff_max_ms'" out.txt || fail "client: no suggestion: $(cat out.txt)"
+printf 'listen = 127.0.0.1:1\nlog_levle = info\n' >bad-server.conf
+expect 2 "server unknown config key" "$bin/fedkern-server" --config bad-server.conf
+grep -q "bad-server.conf: unknown key 'log_levle'; did you mean 'log_level'" out.txt || fail "config key: $(cat out.txt)"
+expect 2 "job unknown flag" "$fk" job status 1 --folow
+grep -q "unknown option '--folow'; did you mean '--follow'" out.txt || fail "job flag: $(cat out.txt)"
+expect 2 "job flag of another subcommand" "$fk" job status 1 --wait 3
+expect 2 "job unknown subcommand" "$fk" job lst
+# the old spelling works and warns once (here the server then fails on its missing certificates: 1)
+expect 1 "server old spelling" "$bin/fedkern-server" --log-level info --tls-dir nowhere
+grep -q "warning: '--log-level' is the old spelling of '--log_level'" out.txt || fail "no warning: $(cat out.txt)"
+grep -q "unknown" out.txt && fail "old spelling refused: $(cat out.txt)"
+
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$fk" certs init --dir pki >/dev/null && "$fk" certs issue --dir pki --server server --ip 127.0.0.1 >/dev/null \
+  && "$fk" certs issue --dir pki --admin op >/dev/null || fail "certs"
+for c in c0 c1 c2; do "$fk" certs issue --dir pki --client $c >/dev/null || fail "cert $c"; done
+/usr/bin/python3 - <<'PY'
+import random
+random.seed(3)
+for k in range(3):
+    with open(f"c{k}.csv", "w") as f:
+        for i in range(80):
+            c = i % 2
+            f.write(f"{c},{random.gauss(3 * c, 1):.6f},{random.gauss(-2 * c, 1):.6f}\n")
+PY
+OPENBLAS_NUM_THREADS=1 "$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
+  --allow c0,c1,c2 --admins op --metrics_listen off >server.log 2>&1 &
+pids="$pids $!"
+sleep 0.5
+for c in c0 c1 c2; do
+  printf '[data]\ngmm = %s.csv\n' $c >$c.conf
+  OPENBLAS_NUM_THREADS=1 "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server --tls_dir pki \
+    --name $c --config $c.conf >$c.log 2>&1 &
+  pids="$pids $!"
+done
+conn="--server 127.0.0.1:$port --server_name server --tls_dir pki --name op"
+# job submit refuses clients that never joined: wait (10 s at most) until all three have
+for i in $(seq 100); do
+  n=0; for c in c0 c1 c2; do grep -q "event=joined" $c.log && n=$((n + 1)); done
+  [ $n = 3 ] && break; sleep 0.1
+done
+[ $n = 3 ] || fail "the clients did not join: $(cat c0.log c1.log c2.log)"
+
+# an unknown key is refused at submit, naming the nearest known key; nothing is stored
+printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 3\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\nrestrats = 2\n' >typo.conf
+expect 1 "typo submit" "$fk" job submit typo.conf $conn
+grep -q "unknown job key 'restrats' (did you mean 'restarts'?) for job type fedgrem" out.txt || fail "typo: $(cat out.txt)"
+printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nsampling = 0.5\n' >sampling.conf
+expect 1 "sampling submit" "$fk" job submit sampling.conf $conn
+grep -q "unknown job key 'sampling'" out.txt || fail "sampling: $(cat out.txt)"
+
+printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 3\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n' >job.conf
+"$fk" job submit job.conf $conn >id.txt || fail "submit"
+[ "$(cat id.txt)" = 1 ] || fail "first job id: $(cat id.txt)"
+expect 0 "follow done job" "$fk" job status 1 --follow $conn
+[ "$(grep -c '^job 1 round [123]/3:' out.txt)" -eq 3 ] || fail "follow: not one line per round: $(cat out.txt)"
+grep -q "^job 1: done after 3 of 3 rounds" out.txt || fail "follow end: $(cat out.txt)"
+cp out.txt follow.txt
+
+# a long job: result --wait gives up with a non-zero exit and writes nothing; cancelled, follow exits 1
+printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 100000\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n' >long.conf
+"$fk" job submit long.conf $conn >/dev/null || fail "submit long"
+expect 1 "result --wait timeout" "$fk" job result 2 --out model2.bin --wait 1 $conn
+grep -q "nothing written" out.txt || fail "wait: $(cat out.txt)"
+[ -e model2.bin ] && fail "wait timeout wrote a model"
+expect 0 "list" "$fk" job list $conn
+grep -Eq '^1 +fedgrem +done +3 ' out.txt || fail "list job 1: $(cat out.txt)"
+grep -Eq '^2 +fedgrem +running ' out.txt || fail "list job 2: $(cat out.txt)"
+head -n 2 out.txt | tail -n 1 | grep -q '^2 ' || fail "list: newest first: $(cat out.txt)"
+"$fk" job cancel 2 $conn >/dev/null || fail "cancel"
+expect 1 "follow cancelled job" "$fk" job status 2 --follow $conn
+grep -q "^job 2: cancelled after" out.txt || fail "follow cancelled: $(cat out.txt)"
+
+# the same job file in process: the same loss per round as the daemons
+expect 0 "sim --job" "$fk" sim --job job.conf --data c2=c2.csv --data c0=c0.csv --data c1=c1.csv
+for r in 1 2 3; do
+  d=$(sed -n "s/^job 1 round $r\/3:.* loss \([^ ]*\).*/\1/p" follow.txt)
+  s=$(sed -n "s/^fedgrem round *$r .* loss *\([^ ]*\) .*/\1/p" out.txt)
+  [ -n "$d" ] && [ "$(printf '%.5g' "$d")" = "$(printf '%.5g' "$s")" ] || fail "round $r: daemons loss '$d', sim loss '$s'"
+done
+expect 2 "sim --job typo" "$fk" sim --job typo.conf --data c0=c0.csv --data c1=c1.csv --data c2=c2.csv
+grep -q "'restrats' (did you mean 'restarts'?)" out.txt || fail "sim typo: $(cat out.txt)"
+expect 1 "sim --job missing client" "$fk" sim --job job.conf --data c0=c0.csv --data c1=c1.csv
+grep -q "client 'c2' of the job has no --data c2=FILE" out.txt || fail "sim missing: $(cat out.txt)"
+echo ok
