@@ -8,10 +8,11 @@ The blocks run in order in one bash process (so `cd`, variables and background d
 over), in a fresh temporary directory, with the three programs first on PATH and the
 tutorial's port 7443 replaced by a free one. Each block's stdout and stderr together are its
 output; a block must end with status 0. Before comparing, both sides are normalised: the
-port and the directory, timings (`*_seconds` values) and session ids; numbers then compare
+port and the directory, timings (`*_seconds` values), UTC times and session ids; numbers then compare
 with a relative tolerance of 1e-6 (BLAS builds differ in the last digits). A `...` line in a
 `text` block matches any number of lines. A `sh run` block without a `text` block under it
-must print nothing.
+must print nothing. A picture `![...](tutorial-X.svg)` on the page must be an SVG the blocks
+wrote as X.svg.
 
 --update rewrites TUTORIAL.md with the real outputs (adding `text` blocks where missing) and
 exits 0 if every block succeeded; review the diff.
@@ -123,6 +124,8 @@ NUM = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 def normalise(text):
     text = re.sub(r'(_seconds"?:?\s*)[-+0-9.eE]+', r"\1<t>", text)
     text = re.sub(r"\b(session=)[0-9a-f]+", r"\1<id>", text)
+    text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z", "<time>", text)
+    text = re.sub(r"\bts=\S+", "ts=<time>", text)
     return [l.rstrip() for l in text.rstrip("\n").split("\n")] if text.strip() else []
 
 
@@ -146,6 +149,29 @@ def match(want, got):
     return bool(got) and line_match(want[0], got[0]) and match(want[1:], got[1:])
 
 
+IMAGE = re.compile(r"\]\(tutorial-([A-Za-z0-9_-]+\.svg)\)")
+
+
+def images(doc, text, run, update):
+    """Each picture `tutorial-X.svg` the page shows must be an SVG the blocks wrote as X.svg;
+    --update copies it next to the page. Returns the number of failures."""
+    fails = 0
+    for name in IMAGE.findall(text):
+        src = os.path.join(run, name)
+        try:
+            with open(src, "rb") as f:
+                head = f.read(256)
+        except OSError:
+            head = b""
+        if b"<svg" not in head:
+            print(f"FAIL: {doc}: the page shows tutorial-{name}, but the blocks wrote no SVG {name}")
+            fails += 1
+        elif update:
+            shutil.copyfile(src, os.path.join(os.path.dirname(os.path.abspath(doc)),
+                                              "tutorial-" + name))
+    return fails
+
+
 def main():
     args = sys.argv[1:]
     update = bool(args) and args[0] == "--update"
@@ -166,9 +192,10 @@ def main():
         for prog, name in zip(progs, ("fedkern", "fedkern-server", "fedkern-client")):
             os.symlink(os.path.abspath(prog), os.path.join(bindir, name))
         results = run_blocks(blocks, bindir, work, free_port())
+        image_fails = images(doc, "".join(lines), os.path.join(work, "tutorial"), update)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    fails = 0
+    fails = image_fails
     for n, b in enumerate(blocks):
         where = f"{doc} line {b[0] + 1}"
         if n >= len(results):
