@@ -24,6 +24,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
+#include "common/la/rng.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
@@ -42,6 +43,10 @@ typedef struct lconn {
     int up, joined, busy, closed;
     double sent_at;
     uint8_t *req;
+    /* storm: reconnect with full jitter after the server was killed */
+    uv_timer_t retry;
+    int retry_init, attempts, rejoined, storm_joins;
+    int inflight, waiting; /* storm: connecting now / queued for a generator slot */
 } lconn;
 
 struct loadgen {
@@ -60,7 +65,18 @@ struct loadgen {
     double credit, last_tick; /* heartbeats owed since the last tick */
     int cursor;               /* next connection to heartbeat */
     const char *dir;
+    /* storm (phase 4): the server was killed at storm_t0 and restarted */
+    double storm_t0, t99, t100;
+    int rejoined, storm_joins, storm_failures;
+    fk_rng rng;
+    /* One process plays every client: at most `batch` reconnects in flight, the rest wait
+     * their turn here (a real fleet has a CPU per client; this generator has part of one) */
+    int inflight, *waitq, wq_head, wq_len;
 };
+
+/* The client daemon's reconnect policy (client/agent.c): full jitter, uniform in
+ * [0, min(15 s, 200 ms * 2^attempt)]. */
+enum { BACKOFF_MIN_MS = 200, BACKOFF_MAX_MS = 15000 };
 
 /* ---- server process measurements ---- */
 
@@ -112,11 +128,47 @@ static double proc_cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* The server's last memory_accounting log line (FEDKERN_MEMACCT=1), bytes per part. */
+typedef struct memacct {
+    double sessions, openssl, nghttp2, nghttp2_mapped, libuv, conn, call, index, heap_in_use, heap_free;
+    int ok;
+} memacct;
+
+static memacct read_acct(const char *dir)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/server.log", dir);
+    memacct a = {0};
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return a;
+    char line[1024], last[1024] = "";
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "event=memory_accounting"))
+            snprintf(last, sizeof last, "%s", line);
+    fclose(f);
+    struct { const char *k; double *v; } keys[] = {
+        {" sessions=", &a.sessions}, {" openssl=", &a.openssl}, {" nghttp2=", &a.nghttp2},
+        {" nghttp2_mapped=", &a.nghttp2_mapped},
+        {" libuv=", &a.libuv}, {" conn_structs=", &a.conn}, {" call_structs=", &a.call},
+        {" client_index=", &a.index}, {" heap_in_use=", &a.heap_in_use},
+        {" heap_free=", &a.heap_free}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *p = strstr(last, keys[i].k);
+        if (p)
+            *keys[i].v = strtod(p + strlen(keys[i].k), NULL);
+        a.ok += p != NULL;
+    }
+    a.ok = a.ok == (int)(sizeof keys / sizeof keys[0]);
+    return a;
+}
+
 /* ---- the server child ---- */
 
 static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *err)
 {
-    char log[512], db[512], buf[8192];
+    char log[512], db[512], buf[8192], listen[64];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", *port); /* 0: any free port */
     snprintf(log, sizeof log, "%s/server.log", dir);
     snprintf(db, sizeof db, "%s/state.db", dir);
     pid_t pid = fork();
@@ -127,8 +179,10 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
             dup2(fd, 2);
             close(fd);
         }
-        /* memtrim_ms 500: the idle trim after the connections close lands within the run */
-        execl(bin, bin, "--listen", "127.0.0.1:0", "--tls_dir", dir, "--state", db,
+        /* memtrim_ms 500: the idle trim after the connections close lands within the run;
+         * FEDKERN_MEMACCT=1: the server logs where its heap goes (memory_accounting) */
+        setenv("FEDKERN_MEMACCT", "1", 1);
+        execl(bin, bin, "--listen", listen, "--tls_dir", dir, "--state", db,
               "--metrics_listen", "127.0.0.1:0", "--memtrim_ms", "500", (char *)NULL);
         _exit(127);
     }
@@ -231,10 +285,49 @@ static void send_heartbeat(lconn *c)
     }
 }
 
+static void storm_retry_later(lconn *c);
+static void storm_pump(loadgen *g);
+
+/* A storm reconnect finished (joined or failed): its generator slot goes to the next. */
+static void storm_release(lconn *c)
+{
+    if (!c->inflight)
+        return;
+    c->inflight = 0;
+    c->g->inflight--;
+    storm_pump(c->g);
+}
+
 static void on_join(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
 {
     lconn *c = ud;
     loadgen *g = c->g;
+    if (g->phase == 4) { /* storm: a rejoin after the restart */
+        storm_release(c);
+        free(c->req);
+        c->req = NULL;
+        c->busy = 0;
+        fedkern_v1_JoinResponse out;
+        fk_err err;
+        if (status != FK_GRPC_OK ||
+            fk_codec_decode(fedkern_v1_JoinResponse_fields, &out, resp, len, &err)) {
+            g->storm_failures++;
+            storm_retry_later(c);
+            return;
+        }
+        snprintf(c->session, sizeof c->session, "%s", out.session_id);
+        fk_codec_release(fedkern_v1_JoinResponse_fields, &out);
+        c->storm_joins++;
+        g->storm_joins++;
+        if (!c->rejoined++) {
+            double t = fk_bench_now() - g->storm_t0;
+            if (++g->rejoined >= (g->n * 99 + 99) / 100 && g->t99 == 0)
+                g->t99 = t;
+            if (g->rejoined == g->n)
+                g->t100 = t;
+        }
+        return;
+    }
     free(c->req);
     c->req = NULL;
     c->busy = 0;
@@ -267,6 +360,10 @@ static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
         c->up = 0;
         c->g->up--;
     }
+    if (c->g->phase == 4 && !c->closed) { /* storm: the server went away; come back later */
+        storm_retry_later(c);
+        return;
+    }
     if (c->g->phase < 2 && !c->closed && !c->g->failed_conns++)
         fprintf(stderr, "fedkern bench load: connection %d ended: %s\n", c->idx, why);
 }
@@ -285,12 +382,12 @@ static void start_conn(loadgen *g, lconn *c)
     fk_tls_files files = {.ca = ca, .cert = cert, .key = key};
     fk_grpc_client_config cfg;
     fk_net_limits_default(&cfg.limits);
-    g->connecting++;
-    if (fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err) ||
+    g->connecting += g->phase != 4;
+    if (!c->tls && (fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err) ||
         fk_certs_path(cert, sizeof cert, g->dir, FK_ROLE_CLIENT, name, "pem", &err) ||
         fk_certs_path(key, sizeof key, g->dir, FK_ROLE_CLIENT, name, "key", &err) ||
-        fk_tls_ctx_new(&c->tls, 0, &files, &err)) {
-        g->connecting--;
+        fk_tls_ctx_new(&c->tls, 0, &files, &err))) {
+        g->connecting -= g->phase != 4;
         if (!g->failed_conns++)
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return;
@@ -298,8 +395,12 @@ static void start_conn(loadgen *g, lconn *c)
     cfg.tls = c->tls;
     if (fk_grpc_client_connect(&c->cl, g->loop, &cfg, "127.0.0.1", g->port, "127.0.0.1", on_state,
                                c, &err)) {
-        g->connecting--;
+        g->connecting -= g->phase != 4;
         c->cl = NULL;
+        if (g->phase == 4) { /* storm: try again later, as the client daemon does */
+            storm_retry_later(c);
+            return;
+        }
         if (!g->failed_conns++)
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return;
@@ -313,11 +414,67 @@ static void start_conn(loadgen *g, lconn *c)
         fk_grpc_client_call(c->cl, FED "Join", c->req, len, 30000, on_join, c)) {
         free(c->req);
         c->req = NULL;
-        g->connecting--;
-        g->failed_conns++;
+        g->connecting -= g->phase != 4;
+        g->failed_conns += g->phase != 4; /* storm: on_join already scheduled a retry */
         return;
     }
     c->busy = 1;
+}
+
+static void on_storm_closed(void *ud)
+{
+    (void)ud; /* the old client of a storm reconnect: nothing to count */
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    lconn *c = t->data;
+    if (c->g->phase != 4)
+        return;
+    if (c->cl) {
+        fk_grpc_client_close(c->cl, on_storm_closed, c);
+        c->cl = NULL;
+    }
+    loadgen *g = c->g;
+    if (!c->waiting) {
+        c->waiting = 1;
+        g->waitq[(g->wq_head + g->wq_len++) % g->n] = c->idx;
+    }
+    storm_pump(g);
+}
+
+static void storm_pump(loadgen *g)
+{
+    while (g->phase == 4 && g->wq_len > 0 && g->inflight < g->batch) {
+        lconn *c = &g->conns[g->waitq[g->wq_head]];
+        g->wq_head = (g->wq_head + 1) % g->n;
+        g->wq_len--;
+        c->waiting = 0;
+        c->inflight = 1;
+        g->inflight++;
+        c->attempts++;
+        start_conn(g, c);
+    }
+}
+
+/* Reconnect and Join after a full-jitter delay, unless one is already pending. */
+static void storm_retry_later(lconn *c)
+{
+    loadgen *g = c->g;
+    storm_release(c);
+    if (c->waiting)
+        return; /* already queued for a slot */
+    if (!c->retry_init) {
+        FK_UV_MUST(uv_timer_init(g->loop, &c->retry));
+        c->retry.data = c;
+        c->retry_init = 1;
+    }
+    if (uv_is_active((uv_handle_t *)&c->retry))
+        return;
+    uint64_t cap = (uint64_t)BACKOFF_MIN_MS << (c->attempts < 16 ? c->attempts : 16);
+    if (cap > BACKOFF_MAX_MS)
+        cap = BACKOFF_MAX_MS;
+    FK_UV_MUST(uv_timer_start(&c->retry, on_retry, fk_rng_below(&g->rng, cap + 1), 0));
 }
 
 static void connect_more(loadgen *g)
@@ -433,13 +590,17 @@ static void usage(FILE *out)
             "  --batch N         handshakes in flight at once (64)\n"
             "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
+            "  --storm           after the heartbeats, SIGKILL the server, restart it and time\n"
+            "                    the clients' return (full-jitter backoff 200 ms .. 15 s, at most\n"
+            "                    --batch reconnects in flight in this one generator); exit 1\n"
+            "                    unless all rejoined within --storm_limit S (90), each counted once\n"
             "  --json            JSON lines\n");
 }
 
 typedef struct load_opts {
     long n, batch;
-    double seconds, interval_ms;
-    int json, keep;
+    double seconds, interval_ms, storm_limit;
+    int json, keep, storm;
     char server_bin[512];
 } load_opts;
 
@@ -463,6 +624,10 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
         rc = fk_params_bool(&p, "json", 0, &o->json, err);
     if (!rc)
         rc = fk_params_bool(&p, "keep", 0, &o->keep, err);
+    if (!rc)
+        rc = fk_params_bool(&p, "storm", 0, &o->storm, err);
+    if (!rc)
+        rc = fk_params_double(&p, "storm_limit", 90, 1, 3600, &o->storm_limit, err);
     default_server_bin(o->server_bin, sizeof o->server_bin);
     if (!rc && fk_params_get(&p, "server_bin"))
         snprintf(o->server_bin, sizeof o->server_bin, "%s", fk_params_get(&p, "server_bin"));
@@ -477,6 +642,13 @@ typedef struct sample {
     long rss0, rss1, rss_min, rss_max, rss_end;
     long rss_mid, rss_hb_end; /* halfway through and at the end of the heartbeat phase */
     long rss_idle;            /* 2 s after the closes: the server's idle trim has run */
+    long rss_after_load;      /* still connected, 2.5 s after the heartbeats stopped */
+    long rss_storm;           /* the restarted server with every client back */
+    double storm_restart_s;   /* kill to the new server's server_ready */
+    int storm_sessions;       /* sessions the restarted server counts */
+    double cpu_connect;       /* server CPU seconds over the connect phase (handshakes, Joins) */
+    double cpu_storm;         /* the restarted server's CPU seconds until all rejoined */
+    memacct a0, a1;              /* memory accounting idle and connected */
     int fds0, fds1, fds_end;
     double cpu0, cpu1, t_hb;
 } sample;
@@ -495,13 +667,45 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "connect", "connections", (double)g->joined, NULL);
     fk_bench_emit(j, b, "connect", "seconds", t_connect, NULL);
     fk_bench_emit(j, b, "connect", "failed_connections", (double)g->failed_conns, NULL);
+    /* the machine is shared: server CPU per handshake + Join is what carries over */
+    fk_bench_emit(j, b, "connect", "server_cpu_ms_per_join",
+                  g->joined ? 1e3 * s->cpu_connect / g->joined : 0, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_idle_kb", (double)s->rss0, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_connected_kb", (double)s->rss1, NULL);
-    fk_bench_emit(j, b, "memory", "kb_per_idle_connection", per_conn_kb, "\"goal\":50");
+    fk_bench_emit(j, b, "memory", "kb_per_idle_connection", per_conn_kb, "\"goal\":40");
+    if (s->a0.ok && s->a1.ok && g->joined > 0) {
+        /* where each kilobyte of a joined idle client goes (heap accounting in the server) */
+        double k = 1024.0 * (double)g->joined;
+        struct { const char *name; double v; } parts[] = {
+            {"kb_per_client_openssl", s->a1.openssl - s->a0.openssl},
+            {"kb_per_client_nghttp2", s->a1.nghttp2 - s->a0.nghttp2},
+            {"kb_per_client_libuv", s->a1.libuv - s->a0.libuv},
+            {"kb_per_client_conn_structs", s->a1.conn - s->a0.conn},
+            {"kb_per_client_call_structs", s->a1.call - s->a0.call},
+            {"kb_per_client_client_index", s->a1.index - s->a0.index},
+            {"kb_per_client_heap_in_use", s->a1.heap_in_use - s->a0.heap_in_use},
+            {"kb_per_client_nghttp2_mapped_not_all_resident",
+             s->a1.nghttp2_mapped - s->a0.nghttp2_mapped},
+            {"kb_per_client_heap_free", s->a1.heap_free - s->a0.heap_free}};
+        double named = 0;
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            fk_bench_emit(j, b, "memory_parts", parts[i].name, parts[i].v / k, NULL);
+            if (i < 6)
+                named += parts[i].v;
+        }
+        /* RSS not in a named heap part: the written pages of nghttp2's mapped blocks, malloc
+         * headers and rounding, free heap still resident */
+        fk_bench_emit(j, b, "memory_parts", "kb_per_client_other",
+                      per_conn_kb - named / k, NULL);
+    }
     fk_bench_emit(j, b, "memory", "rss_drift_during_heartbeats_kb", drift, NULL);
     /* flat memory: the second half of the heartbeat phase adds (almost) nothing */
     fk_bench_emit(j, b, "memory", "rss_growth_second_half_kb", (double)(s->rss_hb_end - s->rss_mid),
                   NULL);
+    fk_bench_emit(j, b, "memory", "server_rss_after_load_kb", (double)s->rss_after_load, NULL);
+    /* back to the connected baseline once the heartbeats stop (goal: within 20 %) */
+    fk_bench_emit(j, b, "memory", "rss_after_load_over_connected",
+                  s->rss1 > 0 ? (double)s->rss_after_load / (double)s->rss1 : 0, "\"goal\":1.2");
     fk_bench_emit(j, b, "memory", "server_rss_after_close_kb", (double)s->rss_end, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_after_idle_trim_kb", (double)s->rss_idle, NULL);
     fk_bench_emit(j, b, "memory", "rss_returned_by_idle_trim_kb",
@@ -519,6 +723,17 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "server_cpu", "cpu_fraction_of_one_core", cpu / s->t_hb, NULL);
     fk_bench_emit(j, b, "projection_2core", "connections_cpu_bound_10s_heartbeat", proj_cpu,
                   "\"goal\":10000");
+    if (o->storm) {
+        fk_bench_emit(j, b, "storm", "server_restart_s", s->storm_restart_s, NULL);
+        fk_bench_emit(j, b, "storm", "rejoined", (double)g->rejoined, NULL);
+        fk_bench_emit(j, b, "storm", "server_cpu_s_until_all_rejoined", s->cpu_storm, NULL);
+        fk_bench_emit(j, b, "storm", "s_to_99pct_rejoined", g->t99, NULL);
+        fk_bench_emit(j, b, "storm", "s_to_100pct_rejoined", g->t100, "\"goal\":60");
+        fk_bench_emit(j, b, "storm", "join_calls_ok", (double)g->storm_joins, NULL);
+        fk_bench_emit(j, b, "storm", "join_calls_failed", (double)g->storm_failures, NULL);
+        fk_bench_emit(j, b, "storm", "server_sessions_after", (double)s->storm_sessions, NULL);
+        fk_bench_emit(j, b, "storm", "server_rss_after_storm_kb", (double)s->rss_storm, NULL);
+    }
     double mem_10k_mb = per_conn_kb * 10000.0 / 1024.0;
     fk_bench_emit(j, b, "projection_2core", "server_rss_mb_at_10000_connections",
                   (double)s->rss0 / 1024.0 + mem_10k_mb, NULL);
@@ -527,11 +742,53 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
 static void close_all(loadgen *g)
 {
     g->phase = 2;
-    for (int i = 0; i < g->n; i++)
+    for (int i = 0; i < g->n; i++) {
+        if (g->conns[i].retry_init) {
+            FK_UV_MUST(uv_timer_stop(&g->conns[i].retry));
+            uv_close((uv_handle_t *)&g->conns[i].retry, NULL);
+            g->conns[i].retry_init = 0;
+        }
         if (g->conns[i].cl) {
             g->conns[i].closed = 1;
             fk_grpc_client_close(g->conns[i].cl, on_closed, &g->conns[i]);
         }
+    }
+}
+
+static int all_rejoined(loadgen *g)
+{
+    return g->rejoined == g->n;
+}
+
+/* Reconnect storm: SIGKILL the server under every joined client, start it again on the same
+ * port and state, and time the clients' return (full-jitter backoff, as the client daemon).
+ * The server's own session count afterwards shows whether a client was counted twice. */
+static void storm_phase(loadgen *g, const load_opts *o, pid_t *srv, int port, sample *s)
+{
+    g->phase = 4;
+    fk_rng_init(&g->rng, 24, 1);
+    if (!(g->waitq = calloc((size_t)g->n, sizeof *g->waitq))) {
+        fprintf(stderr, "fedkern bench load: storm: out of memory\n");
+        return;
+    }
+    kill(*srv, SIGKILL);
+    waitpid(*srv, NULL, 0);
+    g->storm_t0 = fk_bench_now();
+    fk_err err;
+    int p = port;
+    if ((*srv = start_server(o->server_bin, g->dir, &p, &err)) < 0) {
+        fprintf(stderr, "fedkern bench load: storm restart: %s\n", err.msg);
+        return;
+    }
+    s->storm_restart_s = fk_bench_now() - g->storm_t0;
+    run_until(g, all_rejoined, o->storm_limit);
+    s->cpu_storm = proc_cpu_s(*srv);
+    /* late duplicates would show in the server's count: wait for its next accounting line */
+    double until = fk_bench_now() + 1.2;
+    while (fk_bench_now() < until)
+        FK_UV_MUST(uv_run(g->loop, UV_RUN_NOWAIT)), usleep(2000);
+    s->storm_sessions = (int)read_acct(g->dir).sessions;
+    s->rss_storm = proc_rss_kb(*srv);
 }
 
 /* The timed phase: every connection heartbeats for `seconds` (on_tick paces them) while
@@ -562,6 +819,11 @@ static void heartbeat_phase(loadgen *g, pid_t srv, double seconds, sample *s)
     FK_UV_MUST(uv_timer_stop(&g->tick));
     g->phase = 3; /* heartbeats still in flight complete but are not timed */
     run_until(g, none_busy, 15);
+    /* still connected and idle: the server's trim (two 0.5 s checks) gives the spike back */
+    double until = fk_bench_now() + 2.5;
+    while (fk_bench_now() < until)
+        FK_UV_MUST(uv_run(g->loop, UV_RUN_NOWAIT)), usleep(2000);
+    s->rss_after_load = proc_rss_kb(srv);
 }
 
 /* Close every connection, then measure what the server gives back: its fds (a leak shows
@@ -586,9 +848,17 @@ static void close_phase(loadgen *g, pid_t srv, sample *s)
 }
 
 /* Exit status of the run: 1 with a line per broken promise (joins, calls, fd leak). */
-static int verdict(const loadgen *g, const sample *s)
+static int verdict(const load_opts *o, const loadgen *g, const sample *s)
 {
     int rc = 0;
+    if (o->storm && (g->rejoined != g->n || s->storm_sessions != g->n ||
+                     g->storm_joins != g->n)) {
+        fprintf(stderr,
+                "fedkern bench load: storm: %d of %d rejoined in %.0f s, %d Joins answered, "
+                "the server counts %d sessions\n",
+                g->rejoined, g->n, o->storm_limit, g->storm_joins, s->storm_sessions);
+        rc = 1;
+    }
     if (g->joined != g->n || g->failed_conns) {
         fprintf(stderr, "fedkern bench load: %d of %d connections joined, %ld failed\n", g->joined,
                 g->n, g->failed_conns);
@@ -649,8 +919,9 @@ int fk_bench_load(int argc, char **argv)
         goto out;
     }
     /* baseline RSS and fds of the idle server, then connect everyone and settle */
-    usleep(300000);
+    usleep(1300000); /* one memory_accounting line logged */
     s.rss0 = proc_rss_kb(srv);
+    s.a0 = read_acct(dir);
     s.fds0 = proc_fds(srv);
     g.port = port;
     g.loop = uv_default_loop();
@@ -660,23 +931,27 @@ int fk_bench_load(int argc, char **argv)
     for (int i = 0; i < g.n; i++)
         g.conns[i] = (lconn){.g = &g, .idx = i};
     fk_log_set_level(FK_LOG_ERROR);
-    double tc = fk_bench_now();
+    double tc = fk_bench_now(), cpu_c = proc_cpu_s(srv);
     connect_more(&g);
-    run_until(&g, all_settled, 120);
+    run_until(&g, all_settled, 60 + 0.03 * g.n); /* a shared 2-core machine: 6 min for 10,000 */
     double t_connect = fk_bench_now() - tc;
     run_until(&g, none_busy, 5);
+    s.cpu_connect = proc_cpu_s(srv) - cpu_c;
     /* settle: let the server finish per-connection work before measuring */
-    double settle = fk_bench_now() + 1.0;
+    double settle = fk_bench_now() + 1.2; /* and a memory_accounting line after it */
     while (fk_bench_now() < settle)
         FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT)), usleep(1000);
     s.rss1 = proc_rss_kb(srv);
+    s.a1 = read_acct(dir);
     s.fds1 = proc_fds(srv);
     s.rss_min = s.rss_max = s.rss1;
     heartbeat_phase(&g, srv, o.seconds, &s);
+    if (o.storm)
+        storm_phase(&g, &o, &srv, port, &s);
     close_phase(&g, srv, &s);
     qsort(g.lat, g.n_lat, sizeof *g.lat, cmp_double);
     report(&o, &g, &s, t_connect);
-    rc = verdict(&g, &s);
+    rc = verdict(&o, &g, &s);
 out:
     /* cleanup on every path: client TLS contexts, the server process, the temp dir */
     if (g.loop) {
@@ -687,6 +962,7 @@ out:
     }
     free(g.conns);
     free(g.lat);
+    free(g.waitq);
     if (srv > 0) {
         kill(srv, SIGTERM);
         waitpid(srv, NULL, 0);

@@ -301,6 +301,29 @@ static double cpu_seconds(void)
            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
+/* Bytes this process sent to storage (/proc/self/io write_bytes): SQLite's WAL writes and
+ * checkpoints, the only files the server writes here; -1 when the kernel does not say. */
+static double disk_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    double v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "write_bytes:", 12))
+            v = strtod(line + 12, NULL);
+    if (f)
+        fclose(f);
+    return v;
+}
+
+/* Peak RSS of this process, MB (getrusage ru_maxrss). */
+static double peak_rss_mb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
 static double rss_mb(void)
 {
     long size = 0, res = 0;
@@ -401,7 +424,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
              "method = loadgen\ndataset = none\nrounds = %d\ndim = %ld\nquorum = 1\n"
              "deadline = 600\nclients = l[0-%d]\n",
              rounds, dim, n - 1);
-    double cpu0 = cpu_seconds();
+    double cpu0 = cpu_seconds(), disk0 = disk_bytes();
     double t1 = fk_bench_now();
     if (fk_engine_submit(r.e, conf, fk_service_now(), &r.job, &err)) {
         fprintf(stderr, "bench server: %s\n", err.msg);
@@ -414,6 +437,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     FK_UV_MUST(uv_timer_start(&r.watch, watch_job, 1, 1));
     FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
     double wall = r.t_done - t1, cpu = cpu_seconds() - cpu0;
+    double disk = disk0 >= 0 ? disk_bytes() - disk0 : NAN;
     /* rows: throughput, where the time went (aggregation vs protocol), cost, group commit */
     fk_engine_stats es;
     fk_engine_stats_get(r.e, &es);
@@ -434,6 +458,13 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_bench_emit(json, "server", c, "server_cpu_seconds", cpu, NULL);
     fk_bench_emit(json, "server", c, "server_cpu_ms_per_round", 1e3 * cpu / rounds, NULL);
     fk_bench_emit(json, "server", c, "server_rss_MB", rss_mb(), NULL);
+    fk_bench_emit(json, "server", c, "server_peak_rss_MB", peak_rss_mb(), NULL);
+    /* per client update: must not grow with the number of clients (no O(K^2) bookkeeping) */
+    double upd = ss.committed ? (double)ss.committed : NAN;
+    fk_bench_emit(json, "server", c, "server_cpu_ms_per_update", 1e3 * cpu / upd, NULL);
+    fk_bench_emit(json, "server", c, "disk_bytes_per_update", disk / upd, NULL);
+    fk_bench_emit(json, "server", c, "disk_bytes_per_update_over_payload",
+                  disk / upd / ((double)dim * 8.0), NULL);
     fk_bench_emit(json, "server", c, "updates_committed", (double)ss.committed, NULL);
     /* group commit: updates committed per transaction (fsync) */
     fk_bench_emit(json, "server", c, "update_transactions", (double)ss.batches, NULL);

@@ -14,6 +14,7 @@
 #include "common/base/options.h"
 #include "cli/plot.h"
 #include "common/base/params.h"
+#include "common/net/limits.h"
 #include "common/base/uvcheck.h"
 #include "common/data/load.h"
 #include "common/methods/jobkeys.h"
@@ -1020,8 +1021,10 @@ int fk_cmd_job(int argc, char **argv)
     /* An unknown option is a usage error before anything else is looked at. */
     char prog[32];
     snprintf(prog, sizeof prog, "fedkern job %s", sub);
-    const fk_option_table known[] = {
-        {js->opts, NULL}, {js->conn ? conn_opts : no_opts, NULL}, {NULL, NULL}};
+    const fk_option_table known[] = {{js->opts, NULL},
+                                     {js->conn ? conn_opts : no_opts, NULL},
+                                     {js->conn ? fk_net_limits_doc() : no_opts, "net."},
+                                     {NULL, NULL}};
     if ((rc = fk_options_check(&p, known, prog, NULL, 0, stderr)))
         goto out;
     if (n < js->min_args || n > js->max_args) {

@@ -221,11 +221,20 @@ static int make_tasks(fk_engine *e, job *j, fk_err *err)
     return rc;
 }
 
+/* Slots ascend by client (plan sorts them): a binary search, so a pull, push or heartbeat
+ * costs O(log K), not O(K) (O(K²) a round at K clients). */
 static slot *find_slot(job *j, int client)
 {
-    for (int i = 0; i < j->n_slots; i++)
-        if (j->slots[i].client == client)
-            return &j->slots[i];
+    int lo = 0, hi = j->n_slots;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (j->slots[mid].client == client)
+            return &j->slots[mid];
+        if (j->slots[mid].client < client)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return NULL;
 }
 

@@ -19,6 +19,8 @@
 #include "common/net/limits.h"
 #include "common/sys/daemon.h"
 #include "common/sys/memtrim.h"
+#include "common/net/memacct.h"
+#include <malloc.h>
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
@@ -76,6 +78,8 @@ typedef struct server_state {
     fk_notify notify;
     fk_memtrim trim;
     int trimming;
+    uv_timer_t acct; /* FEDKERN_MEMACCT=1: logs memory_accounting every second */
+    int accounting;
     int stopping;
     fk_metrics_rounds *rounds; /* per-job and per-method series from the round closes */
 } server_state;
@@ -208,7 +212,27 @@ static void on_stop(uv_signal_t *sig, int signum)
         FK_UV_MUST(uv_signal_stop(&st->sighup));
     if (st->trimming)
         fk_memtrim_stop(&st->trim);
+    if (st->accounting) {
+        FK_UV_MUST(uv_timer_stop(&st->acct));
+        uv_close((uv_handle_t *)&st->acct, NULL);
+    }
     fk_service_close(st->svc, service_closed, st);
+}
+
+/* Where the heap goes (FEDKERN_MEMACCT=1): what fedkern bench load breaks down per client. */
+static void on_acct(uv_timer_t *t)
+{
+    server_state *st = t->data;
+    fk_service_stats ss;
+    fk_service_stats_get(st->svc, &ss);
+    struct mallinfo2 mi = mallinfo2();
+    fk_log(FK_LOG_INFO, "memory_accounting",
+           "sessions=%d openssl=%zu nghttp2=%zu nghttp2_mapped=%zu libuv=%zu conn_structs=%zu call_structs=%zu "
+           "client_index=%zu heap_in_use=%zu heap_free=%zu",
+           ss.sessions, fk_memacct_live(FK_MEM_OPENSSL), fk_memacct_live(FK_MEM_NGHTTP2),
+           fk_memacct_live(FK_MEM_NGHTTP2_MAPPED),
+           fk_memacct_live(FK_MEM_LIBUV), fk_memacct_live(FK_MEM_CONN),
+           fk_memacct_live(FK_MEM_CALL), ss.index_bytes, mi.uordblks, mi.fordblks);
 }
 
 static void on_reload(uv_signal_t *sig, int signum)
@@ -381,6 +405,13 @@ static int run(fk_params *p)
     /* 8 MiB free in the heap for two checks in a row: a spike is over, give it back */
     if (trim_ms > 0 && fk_memtrim_start(&st.trim, &loop, (unsigned)trim_ms, (size_t)8 << 20) == 0)
         st.trimming = 1;
+    if (fk_memacct_on()) {
+        FK_UV_MUST(uv_timer_init(&loop, &st.acct));
+        st.acct.data = &st;
+        uv_unref((uv_handle_t *)&st.acct);
+        FK_UV_MUST(uv_timer_start(&st.acct, on_acct, 1000, 1000));
+        st.accounting = 1;
+    }
     fk_notify_init(&st.notify, &loop, notify_status, &st);
     char ready[256];
     notify_status(&st, ready, sizeof ready);
@@ -393,6 +424,7 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
+    fk_memacct_install(); /* before any OpenSSL or libuv allocation; off unless asked */
     const fk_option_table known[] = {
         {opts, NULL}, {fk_net_limits_doc(), "net."}, {fk_daemon_std_docs, NULL}, {NULL, NULL}};
     return fk_daemon_main(argc, argv, "fedkern-server", usage, known, run);

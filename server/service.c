@@ -16,6 +16,7 @@
 #include "common/net/codec.h"
 #include "common/methods/jobconf.h"
 #include "common/methods/method.h"
+#include "server/clients.h"
 #include "server/fanout.h"
 #include "server/roster.h"
 #include "fedkern.pb.h"
@@ -43,12 +44,6 @@ typedef struct partial {
     double touched;
 } partial;
 
-/* When a client's last_seen was last written, so heartbeats do not fsync each time. */
-typedef struct seen {
-    char identity[FK_IDENTITY_CAP];
-    double written;
-} seen;
-
 /* An update staged in the open batch transaction, answered after its commit. */
 typedef struct staged {
     fk_grpc_call *call;
@@ -58,13 +53,6 @@ typedef struct staged {
     int rc, dup; /* the stage's verdict, final only once the batch committed */
     fk_err err;
 } staged;
-
-/* A joined client: the session id it sends back with Heartbeat. */
-typedef struct session {
-    char id[33]; /* 128 random bits, hex */
-    char client[FK_IDENTITY_CAP];
-    double last; /* its Join or latest Heartbeat (fk_service_now) */
-} session;
 
 struct fk_service {
     uv_loop_t *loop;
@@ -76,10 +64,7 @@ struct fk_service {
     waiter *waiting;
     partial *partials;
     int n_partials;
-    seen *seen;
-    int n_seen;
-    session *sessions;
-    int n_sessions;
+    fk_clients clients; /* by identity and session id; last_seen writes queued there */
     double sessions_checked; /* when expire_sessions last looked */
     uv_check_t batch_check; /* commits the batch after the loop's I/O callbacks */
     uv_idle_t batch_idle;   /* keeps the next poll from blocking while a batch is open */
@@ -239,31 +224,38 @@ static void reply_msg(fk_service *s, fk_grpc_call *call, const pb_msgdesc_t *fie
     fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
 }
 
-static void note_seen(fk_service *s, const char *identity, int force)
+/* Seconds between two stored last_seen of one heartbeating client. */
+#define SEEN_WRITE_S 30.0
+
+/* Queue the client's last_seen write; the service tick stores the queue in one transaction
+ * (one fsync a tick, not one a client: a reconnect storm of 10,000 Joins was 10,000). */
+static void note_seen(fk_service *s, fk_client_rec *r, int force)
 {
-    double now = fk_service_now();
-    seen *e = NULL;
-    for (int i = 0; i < s->n_seen; i++)
-        if (!strcmp(s->seen[i].identity, identity))
-            e = &s->seen[i];
-    if (!e) {
-        seen *g = realloc(s->seen, (size_t)(s->n_seen + 1) * sizeof *g);
-        if (!g)
-            return;
-        s->seen = g;
-        e = &s->seen[s->n_seen++];
-        snprintf(e->identity, sizeof e->identity, "%s", identity);
-        e->written = -INFINITY;
-        force = 1;
-    }
-    if (!force && now - e->written < 30.0)
+    fk_clients_mark(&s->clients, r, fk_service_now(), SEEN_WRITE_S, force);
+}
+
+/* Store the queued last_seen values (service tick and close). A failure is logged and the
+ * queue kept for the next tick. */
+static void seen_flush(fk_service *s)
+{
+    fk_clients *c = &s->clients;
+    if (c->n_queue == 0)
         return;
     fk_err err;
-    if (fk_store_client_seen(s->st, identity, now, &err))
-        fk_log(FK_LOG_WARN, "client_seen_not_stored", "identity=%s error=\"%s\"", identity,
+    int own = !s->batch_open; /* an open update batch takes the writes along */
+    int rc = own ? fk_store_begin(s->st, &err) : FK_OK;
+    for (int i = 0; i < c->n_queue && !rc; i++) {
+        fk_client_rec *r = fk_clients_queued(c, i);
+        rc = fk_store_client_seen(s->st, r->identity, r->seen, &err);
+    }
+    if (own && !rc)
+        rc = fk_store_commit(s->st, &err); /* rolls back on failure */
+    else if (own)
+        fk_store_rollback(s->st);
+    if (rc)
+        fk_log(FK_LOG_WARN, "client_seen_not_stored", "clients=%d error=\"%s\"", c->n_queue,
                err.msg);
-    else
-        e->written = now;
+    fk_clients_queue_done(c, rc == FK_OK);
 }
 
 /* --------------------------------------------------------- long polls */
@@ -514,21 +506,16 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     reply_msg(s, call, grpc_health_v1_HealthCheckResponse_fields, &msg);
 }
 
-static session *new_session(fk_service *s, const char *client)
+/* A new session for the client's record (a new Join replaces the old session). */
+static int new_session(fk_service *s, fk_client_rec *r, fk_err *err)
 {
     unsigned char raw[16];
+    char id[33];
     if (RAND_bytes(raw, sizeof raw) != 1)
-        return NULL;
-    session *g = realloc(s->sessions, (size_t)(s->n_sessions + 1) * sizeof *g);
-    if (!g)
-        return NULL;
-    s->sessions = g;
-    session *ss = &s->sessions[s->n_sessions++];
+        return fk_err_set(err, FK_EIO, "no random bytes for a session id");
     for (int i = 0; i < 16; i++)
-        snprintf(ss->id + 2 * i, 3, "%02x", raw[i]);
-    snprintf(ss->client, sizeof ss->client, "%s", client);
-    ss->last = fk_service_now();
-    return ss;
+        snprintf(id + 2 * i, 3, "%02x", raw[i]);
+    return fk_clients_set_session(&s->clients, r, id, err);
 }
 
 /* A client that sends no Heartbeat for SESSION_MISSED intervals has gone (killed, or stopped
@@ -539,36 +526,17 @@ static void expire_sessions(fk_service *s, double now)
 {
     double idle = SESSION_MISSED * (double)s->cfg.heartbeat_ms / 1000.0;
     if (now - s->sessions_checked < 0.25 * idle)
-        return; /* scanning every tick would cost O(sessions) per tick for nothing */
+        return; /* a look every quarter of the limit: O(clients) a few times per limit */
     s->sessions_checked = now;
-    for (int i = 0; i < s->n_sessions;)
-        if (now - s->sessions[i].last > idle) {
+    for (int i = 0; i < s->clients.n; i++) {
+        fk_client_rec *r = &s->clients.recs[i];
+        if (r->session[0] && now - r->seen > idle) {
             fk_log(FK_LOG_INFO, "session_expired",
                    "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
-                   s->sessions[i].client, s->sessions[i].id, now - s->sessions[i].last,
-                   SESSION_MISSED);
-            s->sessions[i] = s->sessions[--s->n_sessions];
-        } else {
-            i++;
+                   r->identity, r->session, now - r->seen, SESSION_MISSED);
+            fk_clients_end_session(&s->clients, r);
         }
-}
-
-static session *find_session(fk_service *s, const char *id)
-{
-    for (int i = 0; i < s->n_sessions; i++)
-        if (!strcmp(s->sessions[i].id, id))
-            return &s->sessions[i];
-    return NULL;
-}
-
-/* One session per client: a new Join replaces the old one. */
-static void drop_sessions_of(fk_service *s, const char *client)
-{
-    for (int i = 0; i < s->n_sessions;)
-        if (!strcmp(s->sessions[i].client, client))
-            s->sessions[i] = s->sessions[--s->n_sessions];
-        else
-            i++;
+    }
 }
 
 static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -591,13 +559,12 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         status = FK_GRPC_FAILED_PRECONDITION;
         why = "unsupported protocol_version; this server speaks fedkern.v1 (1)";
     }
-    session *ss = NULL;
-    if (!why) {
-        drop_sessions_of(s, id);
-        if (!(ss = new_session(s, id))) {
-            status = FK_GRPC_RESOURCE_EXHAUSTED;
-            why = "cannot create a session";
-        }
+    fk_client_rec *ss = NULL;
+    fk_err err;
+    if (!why && (fk_clients_get(&s->clients, id, &ss, &err) || new_session(s, ss, &err))) {
+        fk_log(FK_LOG_WARN, "session_not_created", "client=%s error=\"%s\"", id, err.msg);
+        status = FK_GRPC_RESOURCE_EXHAUSTED;
+        why = "cannot create a session";
     }
     if (why) {
         fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
@@ -605,7 +572,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         return;
     }
     s->stats.joins++;
-    note_seen(s, id, 1);
+    note_seen(s, ss, 1);
     fk_roster_set sets[16];
     int n_sets = 0;
     for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
@@ -623,11 +590,11 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     }
     fk_log(FK_LOG_INFO, "client_joined",
            "client=%s session=%s peer=%s software=\"%s\" samples=%" PRIu64 " datasets=%s", id,
-           ss->id, peer->addr, in.software, in.n_samples,
+           ss->session, peer->addr, in.software, in.n_samples,
            in.datasets_listed ? (n_sets ? held : "none") : "unknown");
     fk_codec_release(fedkern_v1_JoinRequest_fields, &in);
     fedkern_v1_JoinResponse out = fedkern_v1_JoinResponse_init_zero;
-    snprintf(out.session_id, sizeof out.session_id, "%s", ss->id);
+    snprintf(out.session_id, sizeof out.session_id, "%s", ss->session);
     snprintf(out.client_id, sizeof out.client_id, "%.127s", id);
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
     out.max_message_size = s->cfg.max_message;
@@ -1161,14 +1128,13 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
-    session *ss = find_session(s, in.session_id);
-    if (!ss || strcmp(ss->client, id)) {
+    fk_client_rec *ss = fk_clients_by_session(&s->clients, in.session_id);
+    if (!ss || strcmp(ss->identity, id)) {
         fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
         fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown session: Join again", NULL, 0);
         return;
     }
-    note_seen(s, id, 0);
-    ss->last = fk_service_now();
+    note_seen(s, ss, 0);
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
     int64_t job;
@@ -1193,8 +1159,12 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
         return;
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
-    note_seen(s, identity_of(peer), 1);
-    drop_sessions_of(s, identity_of(peer)); /* gone: no longer counted as connected */
+    fk_client_rec *r;
+    fk_err err;
+    if (fk_clients_get(&s->clients, identity_of(peer), &r, &err) == FK_OK) {
+        note_seen(s, r, 1);
+        fk_clients_end_session(&s->clients, r); /* gone: no longer counted as connected */
+    }
     fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
     reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
 }
@@ -1572,6 +1542,7 @@ static void on_tick(uv_timer_t *t)
 {
     fk_service *s = t->data;
     batch_flush(s);
+    seen_flush(s);
     double now = fk_service_now();
     double next;
     fk_err err;
@@ -1673,6 +1644,7 @@ static void tick_closed(uv_handle_t *h)
 void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 {
     batch_flush(s); /* answer staged updates while the engine can still count them */
+    seen_flush(s);
     s->closing = 1;
     s->on_closed = on_closed;
     s->closed_ud = ud;
@@ -1705,7 +1677,8 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 void fk_service_stats_get(const fk_service *s, fk_service_stats *out)
 {
     *out = s->stats;
-    out->sessions = s->n_sessions;
+    out->sessions = s->clients.n_sessions;
+    out->index_bytes = fk_clients_bytes(&s->clients);
 }
 
 void fk_service_free(fk_service *s)
@@ -1718,7 +1691,6 @@ void fk_service_free(fk_service *s)
     fk_fanout_close(s->fo);
     fk_roster_free(s->roster);
     free(s->batch);
-    free(s->seen);
-    free(s->sessions);
+    fk_clients_close(&s->clients);
     free(s);
 }

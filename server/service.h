@@ -48,6 +48,7 @@ typedef struct fk_service_stats {
      * answer in time and the classes left unscored, summed over the calls. */
     uint64_t predict_server, predict_clients, predict_failed, predict_queries;
     uint64_t predict_missing_clients, predict_unscored_classes;
+    size_t index_bytes; /* the client index (by identity and session id) */
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */

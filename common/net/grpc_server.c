@@ -10,9 +10,15 @@
 #include "common/base/uvcheck.h"
 #include "common/net/bigbuf.h"
 #include "common/net/grpc_frame.h"
+#include "common/net/memacct.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
+enum { HPACK_TABLE = 1024 };
+/* Pending TCP connections the kernel queues (capped by net.core.somaxconn): after a restart
+ * thousands of clients connect at once, and SYNs beyond the queue wait for a retransmit
+ * (1 s, 3 s, ...) before they get another chance. */
+enum { LISTEN_BACKLOG = 1024 };         /* bytes of each HPACK dynamic table (RFC 7541 default 4096) */
 
 typedef struct method {
     char *path;
@@ -94,6 +100,7 @@ static void call_free_now(fk_grpc_call *call)
         call->resp_free(call->resp);
     fk_grpc_frame_close(&call->frame); /* the request buffer is ours, not the parser's */
     fk_bigbuf_free(call->req, call->req_cap);
+    fk_memacct_add(FK_MEM_CALL, -(long)sizeof *call);
     free(call);
 }
 
@@ -366,6 +373,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
     fk_grpc_call *call = calloc(1, sizeof *call);
+    if (call)
+        fk_memacct_add(FK_MEM_CALL, (long)sizeof *call);
     if (!call)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     call->conn = c;
@@ -632,9 +641,12 @@ static int session_new(h2conn *c)
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_max_send_header_block_length(opt, 16384);
-    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
+    /* HPACK tables of 1 KB each way (not 4 KB): every connection keeps its tables while idle,
+     * and a client whose headers change (grpc-timeout values differ call to call) fills
+     * whatever size is allowed; the few repeated headers of a unary call still fit. */
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, HPACK_TABLE);
     nghttp2_option_set_no_closed_streams(opt, 1); /* closed streams would pile up per connection */
-    int rc = nghttp2_session_server_new2(&c->ng, cb, c, opt);
+    int rc = nghttp2_session_server_new3(&c->ng, cb, c, opt, fk_memacct_nghttp2());
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     if (rc != 0)
@@ -646,6 +658,7 @@ static int session_new(h2conn *c)
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20},
         {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 20},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
+        {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, HPACK_TABLE},
     };
     nghttp2_submit_settings(c->ng, NGHTTP2_FLAG_NONE, iv, sizeof iv / sizeof iv[0]);
     nghttp2_session_set_local_window_size(c->ng, NGHTTP2_FLAG_NONE, 0, 64u << 20);
@@ -709,6 +722,7 @@ static void conn_freed(uv_handle_t *h)
     h2conn *c = h->data;
     fk_grpc_server *s = c->srv;
     conn_unlink(c);
+    fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
     maybe_server_done(s);
 }
@@ -730,6 +744,7 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
         uv_close((uv_handle_t *)&c->tick, conn_freed);
     } else {
         conn_unlink(c);
+        fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
         free(c);
         maybe_server_done(s);
     }
@@ -835,6 +850,7 @@ static void on_connection(uv_stream_t *l, int status)
     h2conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
+    fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->srv = s;
     FK_UV_MUST(uv_timer_init(s->loop, &c->tick));
     c->tick.data = c;
@@ -930,7 +946,7 @@ int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
     }
     int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+        rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
     if (rc != 0)
         return fk_err_set(err, FK_ENET, "cannot listen on %s: %s", hostport, uv_strerror(rc));
     s->listening = 1;
@@ -1047,6 +1063,7 @@ void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const u
     h2conn *c = calloc(1, sizeof *c);
     if (!c)
         return;
+    fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->srv = s;
     if (peer)
         c->peer = *peer;
@@ -1059,5 +1076,6 @@ void fk_grpc_server_feed_raw(fk_grpc_server *s, const fk_tls_peer *peer, const u
         nghttp2_session_send(c->ng);
     }
     conn_release(c);
+    fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
 }

@@ -9,6 +9,7 @@
 
 #include "common/base/log.h"
 #include "common/base/uvcheck.h"
+#include "common/net/memacct.h"
 
 /* Read buffers shared by every connection of a thread: libuv fills the ciphertext
  * buffer and read_cb decrypts and consumes it before returning (OpenSSL keeps a
@@ -69,7 +70,7 @@ static void handle_closed(uv_handle_t *h)
     if (--c->handles > 0)
         return;
     if (c->cbs->on_close)
-        c->cbs->on_close(c, c->reason);
+        c->cbs->on_close(c, c->reason ? c->reason : "connection closed (reason lost: out of memory)");
     SSL_free(c->ssl);
     BIO_meth_free(c->meth);
     fk_tls_ctx_unref(c->ctx);
@@ -77,6 +78,8 @@ static void handle_closed(uv_handle_t *h)
     while (c->nspare > 0)
         free(c->spare[--c->nspare]);
     free(c->stage);
+    free(c->reason);
+    fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
 }
 
@@ -89,10 +92,19 @@ static void close_handles(fk_tlsconn *c)
 }
 
 /* Abort without flushing: the stream is unusable. */
+/* The first reason given sticks; held on the heap only once the connection ends (an idle
+ * connection carried a 384-byte buffer for it). */
+static void set_reason(fk_tlsconn *c, const char *reason)
+{
+    if (!c->reason && !c->reason_tried) {
+        c->reason_tried = 1;
+        c->reason = strdup(reason);
+    }
+}
+
 static void fail(fk_tlsconn *c, const char *reason)
 {
-    if (!c->reason[0])
-        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    set_reason(c, reason);
     c->closing = 1;
     close_handles(c);
 }
@@ -318,8 +330,7 @@ void fk_tlsconn_close(fk_tlsconn *c, const char *reason)
 {
     if (c->closing)
         return;
-    if (!c->reason[0])
-        snprintf(c->reason, sizeof c->reason, "%s", reason);
+    set_reason(c, reason);
     fk_tlsconn_flush(c);
     if (uv_is_closing((uv_handle_t *)&c->tcp))
         return;
@@ -487,6 +498,7 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
     fk_tlsconn *c = calloc(1, sizeof *c);
     if (!c)
         return fk_err_set(err, FK_ENOMEM, "out of memory for a connection");
+    fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->ssl = SSL_new(ctx->ssl);
     c->meth = BIO_meth_new(BIO_TYPE_SOURCE_SINK, "fedkern libuv"); /* fixed type: indexes run out */
     if (c->meth) {
@@ -501,6 +513,7 @@ int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx *ctx, const fk_
         BIO_free(c->rbio);
         BIO_free(c->wbio);
         BIO_meth_free(c->meth);
+        fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
         free(c);
         return fk_err_set(err, FK_ENOMEM, "out of memory for TLS state");
     }

@@ -44,7 +44,8 @@ struct fk_tlsconn {
     uint8_t *stage; /* plaintext waiting to be encrypted, so small frames share TLS records */
     size_t stage_len, stage_cap;
     size_t queued; /* ciphertext bytes handed to uv_write and not yet written */
-    char reason[384];
+    char *reason;     /* why it ended (first reason given), NULL while open */
+    int reason_tried;
 };
 
 /* Allocate and init the TCP handle on loop; the TLS side starts at accept/connect. */
