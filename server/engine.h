@@ -33,6 +33,8 @@ typedef struct fk_engine_opts {
     fk_store *store;           /* borrowed; outlives the engine */
     fk_blob_codec codec;
     fk_method_lookup find;     /* NULL: fk_method_find (the registry) */
+    uint64_t max_update;       /* bytes of one client update the server accepts (0 = no
+                                  limit known); every job gets it as FK_JOB_SERVER_MAX_UPDATE */
 } fk_engine_opts;
 
 typedef struct fk_engine fk_engine;
