@@ -63,6 +63,9 @@ typedef struct fk_dica_stats {
     double *s_psi;   /* Dy */
     double *C;       /* D x Dy, sum phi psi^T */
     double *Syy;     /* Dy x Dy, sum psi psi^T */
+    int diag;        /* set by the caller after init when the features are known to have
+                        orthogonal columns (the kernel map of §5.3: G = diag(s)): only the
+                        diagonal of S is summed and the solve takes G as diagonal */
 } fk_dica_stats;
 
 int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err);
