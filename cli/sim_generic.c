@@ -2,6 +2,7 @@
  * in process on its built-in synthetic clients (sim_data) or on one file per client
  * (--data), with the job's keys from --job FILE and --KEY VALUE. A new method needs no
  * code here: a sim_data op (or data files) and its keys table are enough. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +47,26 @@ static void usage(FILE *out, const fk_method *m)
     }
 }
 
+/* ",\"KEY\":V" with null for a value not measured (NaN): "nan" is not JSON. */
+static void json_field(const char *key, double v)
+{
+    if (isfinite(v))
+        printf(",\"%s\":%.9g", key, v);
+    else
+        printf(",\"%s\":null", key);
+}
+
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
-    if (c->json)
-        printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d,"
-               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f}\n",
-               c->method, r->round, r->planned, r->participants, r->refused, r->loss, r->accuracy,
-               r->error, (unsigned long long)r->bytes, r->seconds);
-    else
+    if (c->json) {
+        printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d",
+               c->method, r->round, r->planned, r->participants, r->refused);
+        json_field("loss", r->loss);
+        json_field("accuracy", r->accuracy);
+        json_field("error", r->error);
+        printf(",\"bytes\":%llu,\"seconds\":%.6f}\n", (unsigned long long)r->bytes, r->seconds);
+    } else
         printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g\n",
                c->method, r->round, r->participants, r->planned, r->loss, r->accuracy, r->error);
     fflush(stdout);
@@ -191,11 +203,14 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
                 m->name);
     for (int c = 0; rc == FK_OK && o.final_reports && c < n; c++) {
         const fk_report *f = &finals[c];
-        if (json)
-            printf("{\"sim\":\"%s\",\"final\":true,\"client\":%d,\"name\":\"%s\",\"loss\":%.9g,"
-                   "\"accuracy\":%.9g,\"error\":%.9g}\n",
-                   m->name, c, clients[c].name, f->loss, f->accuracy, f->error);
-        else
+        if (json) {
+            printf("{\"sim\":\"%s\",\"final\":true,\"client\":%d,\"name\":\"%s\"", m->name, c,
+                   clients[c].name);
+            json_field("loss", f->loss);
+            json_field("accuracy", f->accuracy);
+            json_field("error", f->error);
+            printf("}\n");
+        } else
             printf("%s final client %3d %-20s loss %12.6g  accuracy %8.4f  error %10.6g\n",
                    m->name, c, clients[c].name, f->loss, f->accuracy, f->error);
     }

@@ -103,10 +103,18 @@ static void sim_runs(void **state)
         fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
         fk_bundle model;
         fk_err err;
-        assert_int_equal(fk_sim_run(m, &j.p, j.ds, K, &o, &model, NULL, &err), FK_OK);
+        fk_sim_round last;
+        assert_int_equal(fk_sim_run(m, &j.p, j.ds, K, &o, &model, &last, &err), FK_OK);
         assert_int_equal(get(&model, "W")->shape[0], 200);
         assert_int_equal(get(&model, "W")->shape[1], v ? 10 : 2);
         assert_true(fin[K - 1].accuracy > 0.6);
+        /* the round's report: the accuracy of the final predictor over the clients that
+         * hold labels (sample-weighted; all hold 150 rows), no regression error */
+        double mean = 0;
+        for (int i = 0; i < K; i++)
+            mean += fin[i].accuracy / K;
+        assert_true(fabs(last.accuracy - mean) < 1e-12);
+        assert_true(isnan(last.error));
         fk_bundle_close(&model);
         job_close(&j);
     }
@@ -124,8 +132,15 @@ static void regression_runs(void **state)
     fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
     fk_bundle model;
     fk_err err;
-    assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, NULL, &err), FK_OK);
+    fk_sim_round last;
+    assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, &last, &err), FK_OK);
     assert_int_equal(get(&model, "W")->shape[1], 20);
+    /* the round reports the RMSE (in error) of the clients with targets, no accuracy */
+    double rm = 0;
+    for (int i = 0; i < K; i++)
+        rm += fin[i].error / K;
+    assert_true(isfinite(last.error) && fabs(last.error - rm) < 1e-12);
+    assert_true(isnan(last.accuracy));
     assert_true(get(&model, "sigma_y")->data[0] > 0);
     /* RMSE of the constant predictor (the held-out domain's own mean, a lower bound for any
      * constant) */
