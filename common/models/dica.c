@@ -141,12 +141,18 @@ int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, c
      * diagonal: the n D^2 syrk would compute zeros), C += Phi^T Psi, Syy += Psi^T Psi. */
     fk_mat S = fk_mat_view(st->S, D, D, D);
     int rc = FK_OK;
-    if (st->diag) {
+    if (st->diag) { /* column sums of squares, then onto the diagonal (one strided pass) */
+        double *d2 = calloc(D, sizeof *d2);
+        if (!d2)
+            return fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu)", D);
         for (size_t i = 0; i < n; i++) {
             const double *r = fk_mat_row(Phi, i);
             for (size_t j = 0; j < D; j++)
-                st->S[j * D + j] += r[j] * r[j];
+                d2[j] += r[j] * r[j];
         }
+        for (size_t j = 0; j < D; j++)
+            st->S[j * D + j] += d2[j];
+        free(d2);
     } else {
         rc = fk_syrk(FK_TRANS, 1.0, Phi, 1.0, &S, err);
     }

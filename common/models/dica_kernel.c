@@ -104,16 +104,20 @@ static int kernel_map(fk_mat *A, fk_mat *Phi, fk_mat *Umap, fk_err *err)
         return fk_err_set(err, r ? FK_ENOMEM : FK_ENUMERIC,
                           r ? "dica: out of memory" : "dica: the centred kernel is zero");
     }
-    for (size_t k = 0; k < r; k++) {
-        size_t src = n - 1 - k;
-        double s = sqrt(w[src]);
-        for (size_t i = 0; i < n; i++) {
-            double u = A->data[src * A->ld + i]; /* row src = eigenvector src */
-            Phi->data[i * Phi->ld + k] = u * s;
-            if (Umap)
-                Umap->data[i * Umap->ld + k] = u / s;
-        }
-    }
+    /* Row src of A is eigenvector src; Phi and Umap hold them as columns: a transpose, done
+     * in 64 x 64 tiles so neither side walks memory with a stride of n. */
+    for (size_t k0 = 0; k0 < r; k0 += 64)
+        for (size_t i0 = 0; i0 < n; i0 += 64)
+            for (size_t k = k0; k < k0 + 64 && k < r; k++) {
+                size_t src = n - 1 - k;
+                double s = sqrt(w[src]);
+                for (size_t i = i0; i < i0 + 64 && i < n; i++) {
+                    double u = A->data[src * A->ld + i];
+                    Phi->data[i * Phi->ld + k] = u * s;
+                    if (Umap)
+                        Umap->data[i * Umap->ld + k] = u / s;
+                }
+            }
     free(w);
     return FK_OK;
 }
