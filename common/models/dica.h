@@ -149,6 +149,17 @@ int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_d
  * sum |x|^2. */
 double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2);
 
+/* ---- distributional kernel (spec §8.3, eq. 14; optional, centralised) ---- */
+
+/* K (initialised here, n x n) with K_ab = k1(P_dom[a], P_dom[b]) k2(x_a, x_b) from the sample
+ * kernel K2 (n x n, all samples: training domains and the test domain, whose own unlabelled
+ * sample gives its embedding) and domain ids dom: k1 = exp(-|mu_i - mu_j|^2 / (2 sigma1^2)),
+ * |mu_i - mu_j|^2 = G_ii + G_jj - 2 G_ij with G_ij the mean of K2 over domains i x j.
+ * sigma1 = +inf gives the pooling kernel K2. The training block trains a kernel machine
+ * (common/models/svm.h), the test-by-training block predicts. */
+FK_CHECKRETURN int fk_dica_dist_kernel(const fk_mat *K2, const long *dom, double sigma1, fk_mat *K,
+                        fk_err *err);
+
 /* ---- one-shot ridge predictor on the projections (spec §8.1) ---- */
 
 /* A ((m+1) x (m+1)) += sum ztilde ztilde^T, b ((m+1) x k) += sum ztilde t^T over the rows
