@@ -157,8 +157,8 @@ double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2
  * |mu_i - mu_j|^2 = G_ii + G_jj - 2 G_ij with G_ij the mean of K2 over domains i x j.
  * sigma1 = +inf gives the pooling kernel K2. The training block trains a kernel machine
  * (common/models/svm.h), the test-by-training block predicts. */
-FK_CHECKRETURN int fk_dica_dist_kernel(const fk_mat *K2, const long *dom, double sigma1, fk_mat *K,
-                        fk_err *err);
+FK_CHECKRETURN int fk_dica_dist_kernel(const fk_mat *K2, const long *dom, double sigma1,
+                                       fk_mat *K, fk_err *err);
 
 /* ---- one-shot ridge predictor on the projections (spec §8.1) ---- */
 
