@@ -656,12 +656,16 @@ static int run_parkinsons(const char *dir, const opts *o, fk_err *err)
                 m += res[r][k][row] / 10;
             for (int r = 0; r < 10; r++)
                 v += (res[r][k][row] - m) * (res[r][k][row] - m) / 10;
-            char cs[96], ex[320];
+            char cs[96], ex[320], paper[16];
             snprintf(cs, sizeof cs, "parkinsons %s %s", k ? "total" : "motor", prow[row].name);
+            if (isnan(prow[row].paper[k])) /* the paper prints none: null, "nan" is not JSON */
+                snprintf(paper, sizeof paper, "null");
+            else
+                snprintf(paper, sizeof paper, "%.2f", prow[row].paper[k]);
             snprintf(ex, sizeof ex,
-                     "\"std\":%.3f,\"prototype\":%.2f,\"paper_pooling\":%.2f,"
+                     "\"std\":%.3f,\"prototype\":%.2f,\"paper_pooling\":%s,"
                      "\"target\":\"|x - prototype| <= 0.05\",\"target_met\":%s,\"seconds\":%.0f",
-                     sqrt(v), prow[row].proto[k], prow[row].paper[k],
+                     sqrt(v), prow[row].proto[k], paper,
                      fabs(m - prow[row].proto[k]) <= 0.05 ? "true" : "false", fk_bench_now() - t0);
             fk_bench_emit(o->json, "fidelity dica", cs, "rmse_mean", m, ex);
         }
