@@ -885,8 +885,14 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
     j->config = strdup(config);
     int rc = j->config ? fk_jobconf_parse(&j->conf, config, "job config", err)
                        : fk_err_set(err, FK_ENOMEM, "out of memory for a job");
-    /* The server's update limit reaches the method as a job parameter (a config cannot
-     * set it: the engine's value wins). */
+    /* server.* parameters are the server's own (below): a job file cannot set them. */
+    for (int i = 0; !rc && i < j->conf.params.count; i++)
+        if (!strncmp(j->conf.params.items[i].key, "server.", 7))
+            rc = fk_err_set(err, FK_EINVAL,
+                            "job key '%s': server.* keys are set by the server, never by a "
+                            "job; remove it from the job file",
+                            j->conf.params.items[i].key);
+    /* The server's update limit reaches the method as a job parameter. */
     if (!rc && e->o.max_update) {
         char v[32];
         snprintf(v, sizeof v, "%llu", (unsigned long long)e->o.max_update);

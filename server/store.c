@@ -520,7 +520,7 @@ int fk_store_job_get(fk_store *st, int64_t id, fk_store_job *out, fk_err *err)
     if (rc != SQLITE_ROW) {
         release(st, s);
         if (rc == SQLITE_DONE)
-            return fk_err_set(err, FK_ENOTFOUND, "no job %lld; 'fedkern job status' lists jobs",
+            return fk_err_set(err, FK_ENOTFOUND, "no job %lld; 'fedkern job list' lists the jobs",
                               (long long)id);
         return db_fail(st, rc, "read job", err);
     }

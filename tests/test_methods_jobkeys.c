@@ -113,7 +113,8 @@ static void keys_tables_are_complete(void **state)
         }
         for (int k = 0; k < t.n; k++)
             if (!fk_param_docs_has(fk_jobkeys_generic, NULL, t.keys[k], NULL) &&
-                !fk_param_docs_has(m->keys, NULL, t.keys[k], NULL))
+                !fk_param_docs_has(m->keys, NULL, t.keys[k], NULL) &&
+                strncmp(t.keys[k], "server.", 7)) /* the server's own, set by the engine */
                 fail_msg("job type %s reads key '%s' that its keys table does not list", m->name,
                          t.keys[k]);
         assert_true(t.n > 0);

@@ -58,6 +58,8 @@ int fk_jobkeys_check(const fk_params *p, const fk_method *m, const fk_param_doc 
                               key);
         if (known(fk_jobkeys_generic, key) || known(m->keys, key) || known(extra, key))
             continue;
+        if (!strncmp(key, "server.", 7))
+            continue; /* set by the engine after its own refusal of any in the job file */
         bad++;
         describe(list, sizeof list, &off, key, m, extra);
     }
