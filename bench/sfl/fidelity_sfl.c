@@ -26,7 +26,7 @@ typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res;
     long T;
-    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w;
+    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22;
     const char *dir, *pen_wmin, *pen_wmax;
 } bopts;
 
@@ -95,7 +95,7 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
     }
     if (!rc) {
         fk_sfl_model mp; /* the spec's peak placement, reported next to the centroid */
-        rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 0, &mp, err);
+        rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 0, 0, &mp, err);
         if (!rc) {
             double *ft = malloc(Nt * sizeof *ft), s = 0;
             if (ft) {
@@ -106,7 +106,7 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
             *mse_peak = ft ? s / (double)Nt : NAN;
             free(ft);
             fk_sfl_model_close(&mp);
-            rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 1, &m, err);
+            rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 1, 0, &m, err);
         }
         *support = (double)f.support;
         fk_sfl_fit_close(&f);
@@ -576,7 +576,8 @@ static void usage(void)
            "       [--reps21 20] [--reps31 20] [--reps-pen 3] [--clients-pen 10] [--n-pen 600]\n"
            "       [--pen-wmin 0.5] [--pen-wmax 1.5]\n"
            "       [--T 5000] [--grel-pii2 0.3] [--grel-pii 0.3]\n"
-           "       [--reps22 50] [--grel-e22 0.3] [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
+           "       [--reps22 50] [--grel-e22 0.3] [--split-e22 -1 (tube)]\n"
+           "       [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
            "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
            "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
            "       [--skip-ksweep]\n\n"
@@ -623,6 +624,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_double(p, "grel-e22", 0.3, 0, 0.999, &o->grel_e22, err);
     if (!rc)
         rc = fk_params_double(p, "grel-e23", 0.3, 0, 0.999, &o->grel_e23, err);
+    if (!rc)
+        rc = fk_params_double(p, "split-e22", -1, -1, 100, &o->split_e22, err);
     if (!rc)
         rc = fk_params_double(p, "komp-w", 0.2, 1e-3, 100, &o->komp_w, err);
     if (!rc)
@@ -687,7 +690,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc && !skip[SKIP_E21])
         rc = run_e21(&o, &err);
     if (!rc && !skip[SKIP_E22])
-        rc = fk__bench_sfl_e22(o.json, o.reps22, o.T, o.grel_e22, &err);
+        rc = fk__bench_sfl_e22(o.json, o.reps22, o.T, o.grel_e22, o.split_e22, &err);
     if (!rc && !skip[SKIP_E23])
         rc = fk__bench_sfl_e23(o.json, o.reps23, o.T, o.grel_e23, o.komp_w, &err);
     if (!rc && !skip[SKIP_E31])

@@ -10,7 +10,8 @@ int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */
  * fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
 FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb,
                                            int n_train, int reps, long T, fk_err *err);
-FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err);
+FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split,
+                                     fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
                                      fk_err *err);
 
