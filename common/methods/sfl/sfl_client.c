@@ -151,12 +151,21 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
         rc = fk_bundle_put_vec(up, "diag", 6, diag);
     if (!rc)
         rc = fk_bundle_put_scalar(up, "not_converged", (double)not_conv);
+    /* the round's metric, of the local model on the local rows: accuracy and its error rate
+     * (classify) or the RMSE (regress), so every round line carries what users judge by */
     size_t right = 0;
-    for (size_t i = 0; i < n; i++)
-        right += c->c.mode == FK_SFL_CLASSIFY ? (f.f[i] >= 0 ? 1.0 : -1.0) == c->y[i] : 0;
+    double se = 0;
+    for (size_t i = 0; i < n; i++) {
+        right += (f.f[i] >= 0 ? 1.0 : -1.0) == c->y[i];
+        se += (f.f[i] - c->y[i]) * (f.f[i] - c->y[i]);
+    }
     rep->loss = f.primal;
-    if (c->c.mode == FK_SFL_CLASSIFY)
+    if (c->c.mode == FK_SFL_CLASSIFY) {
         rep->accuracy = (double)right / (double)n;
+        rep->error = 1 - rep->accuracy;
+    } else {
+        rep->error = sqrt(se / (double)n);
+    }
     /* what leaves the machine, in the client's own log (counts only, never values) */
     fk_log(FK_LOG_INFO, "sfl_upload",
            "client=%d rows=%zu of=%zu bytes=%zu capped=%d status=%s msg=\"raw feature rows, "
