@@ -309,6 +309,69 @@ static void split_broad_bumps(void **state)
     fk_sfl_atoms_close(&a);
 }
 
+/* (PI') baseline (spec §9.1): the constraints hold at convergence, the duals live only on the
+ * active constraints (complementary slackness), the dual equals the primal, bad input refused. */
+static void pi_baseline(void **state)
+{
+    (void)state;
+    fk_err err = {0};
+    fk_sfl_model m;
+    fk_sfl_pi_info info;
+    /* regression: the eps-tube on 30 noisy samples of sin */
+    size_t N = 30;
+    double X[60], y[30], f[30], eps = 1e-3, tube = sqrt(eps);
+    fk_rng r;
+    fk_rng_init(&r, 91, 0);
+    for (size_t n = 0; n < N; n++) {
+        X[n] = 6.0 * (double)n / (double)(N - 1);
+        y[n] = sin(X[n]) + 0.05 * fk_rng_normal(&r);
+    }
+    assert_int_equal(fk_sfl_pi_fit(X, y, N, 1, 0.5, FK_SFL_REGRESS, eps, 0, 200000, &m, &info, &err),
+                     FK_OK);
+    assert_int_equal(info.status, FK_SFL_CONVERGED);
+    assert_int_equal(m.K, N);
+    assert_true(info.active > 0 && info.active < N); /* the tube binds at some rows only */
+    fk_sfl_predict(&m, X, N, f);
+    size_t active = 0;
+    for (size_t n = 0; n < N; n++) {
+        double e = fabs(f[n] - y[n]);
+        assert_true(e <= tube * (1 + 1e-4));
+        if (m.c[n] != 0.0) { /* a = lambda / 2 != 0 only where |f - y| = sqrt(eps) */
+            assert_true(e >= tube * (1 - 1e-2));
+            assert_true((m.c[n] > 0) == (y[n] > f[n])); /* the sign of the violated side */
+            active++;
+        }
+    }
+    assert_int_equal(active, info.active);
+    assert_true(info.gap <= 1e-4);
+    fk_sfl_model_close(&m);
+    /* classification: hard margin on separable blobs, then the soft margin */
+    double Xc[80], yc[40], fc[40];
+    blobs(20, 5, Xc, yc);
+    for (int soft = 0; soft < 2; soft++) {
+        double c = soft ? 10 : 0;
+        assert_int_equal(fk_sfl_pi_fit(Xc, yc, 40, 2, 1.0, FK_SFL_CLASSIFY, 0.5, c, 50000, &m,
+                                       &info, &err),
+                         FK_OK);
+        assert_int_equal(info.status, FK_SFL_CONVERGED);
+        fk_sfl_predict(&m, Xc, 40, fc);
+        for (size_t n = 0; n < 40; n++) {
+            double lam = 2 * m.c[n] * yc[n]; /* a = Y lambda / 2 */
+            double u = soft ? lam / c : 0;  /* the quadratic slack at the optimum */
+            assert_true(lam >= 0);
+            assert_true(yc[n] * fc[n] >= 0.5 - u - 1e-4 * 0.5);
+            if (lam > 1e-8 * info.viol + 1e-12)
+                assert_true(yc[n] * fc[n] <= (0.5 - u) * (1 + 1e-2));
+        }
+        assert_true(info.active > 0 && info.active < 40);
+        fk_sfl_model_close(&m);
+    }
+    assert_int_equal(fk_sfl_pi_fit(X, y, N, 1, 0, FK_SFL_REGRESS, eps, 0, 10, &m, &info, &err),
+                     FK_EINVAL);
+    assert_int_equal(fk_sfl_pi_fit(Xc, yc, 40, 2, 1, FK_SFL_CLASSIFY, 1.5, 0, 10, &m, &info, &err),
+                     FK_EINVAL);
+}
+
 /* T14 (Remark 1): the single kernel at 2.5 that no sample sits on is found. */
 static void remark1_single_bump(void **state)
 {
@@ -517,10 +580,15 @@ static void determinism(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(grid_quadrature),       cmocka_unit_test(kkt_hard_margin),
-        cmocka_unit_test(infeasible_reported),   cmocka_unit_test(sparsity_grows_with_gamma),
-        cmocka_unit_test(remark1_single_bump),   cmocka_unit_test(split_broad_bumps),
-        cmocka_unit_test(resilient_equilibrium), cmocka_unit_test(bad_input),
+        cmocka_unit_test(grid_quadrature),
+        cmocka_unit_test(kkt_hard_margin),
+        cmocka_unit_test(infeasible_reported),
+        cmocka_unit_test(sparsity_grows_with_gamma),
+        cmocka_unit_test(remark1_single_bump),
+        cmocka_unit_test(split_broad_bumps),
+        cmocka_unit_test(pi_baseline),
+        cmocka_unit_test(resilient_equilibrium),
+        cmocka_unit_test(bad_input),
         cmocka_unit_test(determinism),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

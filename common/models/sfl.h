@@ -165,4 +165,21 @@ int fk_sfl_model_peaks_fit(const fk_sfl_atoms *a, const double *alpha, const dou
 void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f);
 void fk_sfl_model_close(fk_sfl_model *m);
 
+/* ---- (PI') baseline (spec §9.1): kernels at the samples, one fixed width ---- */
+typedef struct fk_sfl_pi_info {
+    int status;    /* FK_SFL_CONVERGED (violation <= 1e-4 scale and gap <= 1e-4) or MAXITER */
+    long iters;
+    double viol;   /* max constraint violation at the end */
+    double gap;    /* relative duality gap at the end */
+    size_t active; /* rows with lambda != 0 (the support vectors) */
+} fk_sfl_pi_info;
+/* min a^T K a (K the N x N Gaussian kernel matrix of width w at the rows) s.t. the rows'
+ * constraints: regress |(K a)_n - y_n| <= sqrt(eps); classify y_n (K a)_n >= 1 - eps (c_soft > 0:
+ * quadratic slack cost c/2 ||u||^2, the dual's ridge ||lambda||^2 / (2c)). Dual FISTA, step
+ * 1/L, at most T iterations; m gets N kernels at the rows (width w, weights a). O(N^2) memory:
+ * a baseline for benchmarks, not for large N. */
+int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode,
+                  double eps, double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info,
+                  fk_err *err);
+
 #endif
