@@ -326,8 +326,8 @@ static void pi_baseline(void **state)
         X[n] = 6.0 * (double)n / (double)(N - 1);
         y[n] = sin(X[n]) + 0.05 * fk_rng_normal(&r);
     }
-    assert_int_equal(fk_sfl_pi_fit(X, y, N, 1, 0.5, FK_SFL_REGRESS, eps, 0, 200000, &m, &info, &err),
-                     FK_OK);
+    assert_int_equal(
+        fk_sfl_pi_fit(X, y, N, 1, 0.5, FK_SFL_REGRESS, eps, 0, 200000, &m, &info, &err), FK_OK);
     assert_int_equal(info.status, FK_SFL_CONVERGED);
     assert_int_equal(m.K, N);
     assert_true(info.active > 0 && info.active < N); /* the tube binds at some rows only */
@@ -350,14 +350,14 @@ static void pi_baseline(void **state)
     blobs(20, 5, Xc, yc);
     for (int soft = 0; soft < 2; soft++) {
         double c = soft ? 10 : 0;
-        assert_int_equal(fk_sfl_pi_fit(Xc, yc, 40, 2, 1.0, FK_SFL_CLASSIFY, 0.5, c, 50000, &m,
-                                       &info, &err),
-                         FK_OK);
+        assert_int_equal(
+            fk_sfl_pi_fit(Xc, yc, 40, 2, 1.0, FK_SFL_CLASSIFY, 0.5, c, 50000, &m, &info, &err),
+            FK_OK);
         assert_int_equal(info.status, FK_SFL_CONVERGED);
         fk_sfl_predict(&m, Xc, 40, fc);
         for (size_t n = 0; n < 40; n++) {
             double lam = 2 * m.c[n] * yc[n]; /* a = Y lambda / 2 */
-            double u = soft ? lam / c : 0;  /* the quadratic slack at the optimum */
+            double u = soft ? lam / c : 0;   /* the quadratic slack at the optimum */
             assert_true(lam >= 0);
             assert_true(yc[n] * fc[n] >= 0.5 - u - 1e-4 * 0.5);
             if (lam > 1e-8 * info.viol + 1e-12)

@@ -72,15 +72,23 @@ static double test_mse(const fk_sfl_model *m, const double *xt, const double *yt
 }
 
 /* E2.1 outputs of one problem, summed into means over the realisations. */
-enum { E21_MSE, E21_K, E21_SUP, E21_MSE_SUP, E21_MSE_PEAK, E21_MSE_NOREFIT, E21_MSE_SPLIT,
-       E21_K_SPLIT, E21_N };
+enum {
+    E21_MSE,
+    E21_K,
+    E21_SUP,
+    E21_MSE_SUP,
+    E21_MSE_PEAK,
+    E21_MSE_NOREFIT,
+    E21_MSE_SPLIT,
+    E21_K_SPLIT,
+    E21_N
+};
 
 /* One realisation: fit (PII'') (candidates = samples) or (PII) (grid) and score on the test
  * points the centroid kernels refit by least squares (§3.8, the headline), the spec's peak
  * placement, the support model and the centroid kernels with their bump masses (no refit). */
-static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
-                   const double *yt, size_t Nt, int pii, double grel, long T, double out[E21_N],
-                   fk_err *err)
+static int e21_fit(const double *x, const double *y, size_t N, const double *xt, const double *yt,
+                   size_t Nt, int pii, double grel, long T, double out[E21_N], fk_err *err)
 {
     double widths[10], lo = -3, hi = 6;
     fk_sfl_widths(0.1, 1.0, 10, widths); /* spec A3 */
@@ -105,9 +113,9 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
     static const int slot[4] = {E21_MSE_SUP, E21_MSE_PEAK, E21_MSE_NOREFIT, E21_MSE};
     for (int i = 0; i < 4 && !rc; i++) {
         fk_sfl_model m;
-        rc = kind[i][0] ? fk_sfl_model_peaks(&a, f.alpha, x, y, N, kind[i][1], kind[i][2], 0,
-                                             &m, err)
-                        : fk_sfl_model_support(&a, f.alpha, &m, err);
+        rc = kind[i][0]
+                 ? fk_sfl_model_peaks(&a, f.alpha, x, y, N, kind[i][1], kind[i][2], 0, &m, err)
+                 : fk_sfl_model_support(&a, f.alpha, &m, err);
         if (rc)
             break;
         out[slot[i]] = test_mse(&m, xt, yt, Nt);
@@ -116,8 +124,8 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
         fk_sfl_model_close(&m);
     }
     fk_sfl_model m; /* bumps split until the refit meets the tube (grid atoms; E2.2's reading) */
-    if (!rc && !(rc = fk_sfl_model_peaks_fit(&a, f.alpha, x, y, N, 1.05 * sqrt(so.eps), NULL, &m,
-                                             err))) {
+    if (!rc &&
+        !(rc = fk_sfl_model_peaks_fit(&a, f.alpha, x, y, N, 1.05 * sqrt(so.eps), NULL, &m, err))) {
         out[E21_MSE_SPLIT] = test_mse(&m, xt, yt, Nt);
         out[E21_K_SPLIT] = (double)m.K;
         fk_sfl_model_close(&m);
@@ -128,14 +136,14 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
 }
 
 /* (PI') at the widths 0.1 .. 1.0 (spec §9.1 grid): test MSE of each into mse[10]. */
-static int e21_pi(const double *x, const double *y, size_t N, const double *xt,
-                  const double *yt, size_t Nt, long T, double mse[10], int *conv, fk_err *err)
+static int e21_pi(const double *x, const double *y, size_t N, const double *xt, const double *yt,
+                  size_t Nt, long T, double mse[10], int *conv, fk_err *err)
 {
     for (int i = 0; i < 10; i++) {
         fk_sfl_model m;
         fk_sfl_pi_info info;
-        int rc = fk_sfl_pi_fit(x, y, N, 1, 0.1 * (i + 1), FK_SFL_REGRESS, 9e-3, 0, T, &m, &info,
-                               err);
+        int rc =
+            fk_sfl_pi_fit(x, y, N, 1, 0.1 * (i + 1), FK_SFL_REGRESS, 9e-3, 0, T, &m, &info, err);
         if (rc)
             return rc;
         mse[i] = test_mse(&m, xt, yt, Nt);
@@ -163,8 +171,7 @@ static void e21_emit(const bopts *o, double sum[2][E21_N], const double pi[10], 
                       NULL);
         fk_bench_emit(o->json, "sfl", name[i], "test_mse_centroids_mass_no_refit",
                       sum[i][E21_MSE_NOREFIT], NULL);
-        fk_bench_emit(o->json, "sfl", name[i], "test_mse_split_bumps", sum[i][E21_MSE_SPLIT],
-                      NULL);
+        fk_bench_emit(o->json, "sfl", name[i], "test_mse_split_bumps", sum[i][E21_MSE_SPLIT], NULL);
         snprintf(t, sizeof t, "%g +- %g (bumps split to the tube)", pub_k[i], tol_k[i]);
         emit_target(o, name[i], "kernels_split_bumps", sum[i][E21_K_SPLIT], pub_k[i], t,
                     fabs(sum[i][E21_K_SPLIT] - pub_k[i]) <= tol_k[i]);
@@ -191,8 +198,8 @@ static void e21_emit(const bopts *o, double sum[2][E21_N], const double pi[10], 
 static int run_e21(const bopts *o, fk_err *err)
 {
     size_t N = (size_t)o->n21, Nt = 1000;
-    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y),
-           *xt = malloc(Nt * sizeof *xt), *yt = malloc(Nt * sizeof *yt);
+    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *xt = malloc(Nt * sizeof *xt),
+           *yt = malloc(Nt * sizeof *yt);
     double sum[2][E21_N] = {{0}}, pi[10] = {0}, t0 = fk_bench_now();
     int conv[10] = {0};
     if (!x || !y || !xt || !yt) {
@@ -217,8 +224,8 @@ static int run_e21(const bopts *o, fk_err *err)
             double one[E21_N];
             for (int i = 0; i < E21_N; i++)
                 one[i] = NAN;
-            rc = e21_fit(x, y, N, xt, yt, Nt, pii, pii ? o->grel_pii : o->grel_pii2, o->T, one,
-                         err);
+            rc =
+                e21_fit(x, y, N, xt, yt, Nt, pii, pii ? o->grel_pii : o->grel_pii2, o->T, one, err);
             for (int i = 0; i < E21_N; i++)
                 sum[pii][i] += one[i] / o->reps21;
         }

@@ -167,7 +167,7 @@ void fk_sfl_model_close(fk_sfl_model *m);
 
 /* ---- (PI') baseline (spec §9.1): kernels at the samples, one fixed width ---- */
 typedef struct fk_sfl_pi_info {
-    int status;    /* FK_SFL_CONVERGED (violation <= 1e-4 scale and gap <= 1e-4) or MAXITER */
+    int status; /* FK_SFL_CONVERGED (violation <= 1e-4 scale and gap <= 1e-4) or MAXITER */
     long iters;
     double viol;   /* max constraint violation at the end */
     double gap;    /* relative duality gap at the end */
@@ -178,8 +178,7 @@ typedef struct fk_sfl_pi_info {
  * quadratic slack cost c/2 ||u||^2, the dual's ridge ||lambda||^2 / (2c)). Dual FISTA, step
  * 1/L, at most T iterations; m gets N kernels at the rows (width w, weights a). O(N^2) memory:
  * a baseline for benchmarks, not for large N. */
-int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode,
-                  double eps, double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info,
-                  fk_err *err);
+int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode, double eps,
+                  double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
 
 #endif

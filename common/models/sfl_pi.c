@@ -28,17 +28,15 @@ static double top_eig(const double *Q, size_t N, double *u, double *t)
         if (!(nu > 0))
             return 1;
         cblas_dscal((int)N, 1 / nu, u, 1);
-        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, 1.0, Q, (int)N, u, 1, 0.0, t,
-                    1);
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, 1.0, Q, (int)N, u, 1, 0.0, t, 1);
         l = cblas_ddot((int)N, u, 1, t, 1);
         memcpy(u, t, N * sizeof *u);
     }
     return l > 0 ? 1.02 * l : 1;
 }
 
-int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode,
-                  double eps, double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info,
-                  fk_err *err)
+int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode, double eps,
+                  double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err)
 {
     memset(m, 0, sizeof *m);
     memset(info, 0, sizeof *info);
@@ -85,8 +83,8 @@ int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, i
         cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, -0.5, Q, (int)N, hat, 1, 0.0, g,
                     1);
         for (size_t n = 0; n < N; n++) {
-            double z = hat[n] + eta * (g[n] + (cls ? 1 - eps - (c_soft > 0 ? hat[n] / c_soft : 0)
-                                                   : y[n]));
+            double z =
+                hat[n] + eta * (g[n] + (cls ? 1 - eps - (c_soft > 0 ? hat[n] / c_soft : 0) : y[n]));
             lam[n] = cls ? fmax(z, 0) : copysign(fmax(fabs(z) - eta * tube, 0), z);
         }
         /* adaptive restart (O'Donoghue and Candes): momentum that points downhill is dropped;
@@ -99,8 +97,7 @@ int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, i
         if (t % 50 && t != T)
             continue;
         /* every 50 iterations: violation of the constraints and the duality gap */
-        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, 0.5, Q, (int)N, lam, 1, 0.0, g,
-                    1);
+        cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, 0.5, Q, (int)N, lam, 1, 0.0, g, 1);
         double viol = 0, quad = cblas_ddot((int)N, lam, 1, g, 1) / 2, lin = 0, ridge = 0;
         for (size_t n = 0; n < N; n++) {
             /* classify: g = (1/2) Y K Y lambda, so y_n f_n = g_n; regress: g = f */
