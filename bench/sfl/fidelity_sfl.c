@@ -24,14 +24,25 @@
 
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
-    int reps22, reps23, n_park, reps_res, n21;
+    int reps22, reps23, n_park, reps_res, n21, folds24;
     long T;
-    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22;
+    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24;
     const char *dir, *pen_wmin, *pen_wmax;
 } bopts;
 
 /* The parts of the bench, each with its --skip-* flag (read_opts names them in this order). */
-enum { SKIP_E21, SKIP_E31, SKIP_PEN, SKIP_E22, SKIP_E23, SKIP_KSWEEP, SKIP_RES, SKIP_PARK, N_SKIP };
+enum {
+    SKIP_E21,
+    SKIP_E31,
+    SKIP_PEN,
+    SKIP_E22,
+    SKIP_E23,
+    SKIP_KSWEEP,
+    SKIP_RES,
+    SKIP_PARK,
+    SKIP_E24,
+    N_SKIP
+};
 
 static void emit_target(const bopts *o, const char *cs, const char *metric, double v,
                         double published, const char *target, int met)
@@ -642,7 +653,7 @@ static void usage(void)
            "       [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
            "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
            "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
-           "       [--skip-ksweep]\n\n"
+           "       [--skip-ksweep] [--folds24 10] [--grel-e24 0] [--skip-e24]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
            "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
            "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -655,7 +666,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
 {
     static const char *const skip_names[N_SKIP] = {
         "skip-e21", "skip-e31", "skip-pendigits", "skip-e22",
-        "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons"};
+        "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons", "skip-e24"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -677,7 +688,11 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_double(p, "grel-pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
-    long r22 = 50, r23 = 2, npark = 40, rres = 2, n21 = 100;
+    long r22 = 50, r23 = 2, npark = 40, rres = 2, n21 = 100, f24 = 10;
+    if (!rc)
+        rc = fk_params_int(p, "folds24", 10, 1, 10, &f24, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-e24", 0, 0, 0.999, &o->grel_e24, err);
     if (!rc)
         rc = fk_params_int(p, "n21", 100, 10, 100000, &n21, err);
     if (!rc)
@@ -698,6 +713,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_int(p, "reps-res", 2, 1, 100000, &rres, err);
     o->reps22 = (int)r22;
     o->n21 = (int)n21;
+    o->folds24 = (int)f24;
     o->reps23 = (int)r23;
     o->n_park = (int)npark;
     o->reps_res = (int)rres;
@@ -783,6 +799,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = fk__bench_sfl_resilient(o.json, o.dir, 1, 7, 600, o.reps_res, o.T, &err);
     if (!rc && !skip[SKIP_PARK] && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = run_parkinsons(&o, o.n_park, &err);
+    if (!rc && !skip[SKIP_E24] && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = fk__bench_sfl_e24(o.json, o.dir, o.folds24, o.T, o.grel_e24, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);
