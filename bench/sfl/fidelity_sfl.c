@@ -26,7 +26,7 @@ typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res, n21, folds24;
     long T;
-    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24;
+    double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
     const char *dir, *pen_wmin, *pen_wmax;
 } bopts;
 
@@ -41,6 +41,7 @@ enum {
     SKIP_RES,
     SKIP_PARK,
     SKIP_E24,
+    SKIP_E25,
     N_SKIP
 };
 
@@ -653,7 +654,8 @@ static void usage(void)
            "       [--reps23 2] [--grel-e23 0.3] [--komp-w 0.2]\n"
            "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
            "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
-           "       [--skip-ksweep] [--folds24 10] [--grel-e24 0] [--skip-e24]\n\n"
+           "       [--skip-ksweep] [--folds24 10] [--grel-e24 0] [--skip-e24]\n"
+           "       [--grel-e25 0.3] [--skip-e25]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
            "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
            "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -666,7 +668,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
 {
     static const char *const skip_names[N_SKIP] = {
         "skip-e21", "skip-e31", "skip-pendigits", "skip-e22",
-        "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons", "skip-e24"};
+        "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons", "skip-e24",
+        "skip-e25"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -693,6 +696,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_int(p, "folds24", 10, 1, 10, &f24, err);
     if (!rc)
         rc = fk_params_double(p, "grel-e24", 0, 0, 0.999, &o->grel_e24, err);
+    if (!rc)
+        rc = fk_params_double(p, "grel-e25", 0.3, 0, 0.999, &o->grel_e25, err);
     if (!rc)
         rc = fk_params_int(p, "n21", 100, 10, 100000, &n21, err);
     if (!rc)
@@ -801,6 +806,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = run_parkinsons(&o, o.n_park, &err);
     if (!rc && !skip[SKIP_E24] && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = fk__bench_sfl_e24(o.json, o.dir, o.folds24, o.T, o.grel_e24, &err);
+    if (!rc && !skip[SKIP_E25] && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = fk__bench_sfl_e25(o.json, o.dir, o.T, o.grel_e25, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);

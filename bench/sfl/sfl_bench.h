@@ -15,6 +15,8 @@ FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, do
 /* E2.4 substitute (fidelity_sfl_ovo.c): pen-digits {0..3}, one-vs-one, the first `folds` of 10. */
 FK_CHECKRETURN int fk__bench_sfl_e24(int json, const char *dir, int folds, long T, double grel,
                                      fk_err *err);
+/* E2.5 Fig. 11 substitute (fidelity_sfl_e25.c): MNIST-2000 0 vs 1 on 3 principal components. */
+FK_CHECKRETURN int fk__bench_sfl_e25(int json, const char *dir, long T, double grel, fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
                                      fk_err *err);
 
