@@ -24,7 +24,7 @@
 
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
-    int reps22, reps23, n_park, reps_res, n21, folds24;
+    int reps22, reps23, n_park, reps_res, n21, folds24, noniid;
     long T;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
     const char *dir, *pen_wmin, *pen_wmax;
@@ -42,6 +42,7 @@ enum {
     SKIP_PARK,
     SKIP_E24,
     SKIP_E25,
+    SKIP_NONIID,
     N_SKIP
 };
 
@@ -480,6 +481,80 @@ static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, f
     return rc;
 }
 
+/* Non-IID "overlapping regions" split (spec §8 E3.2-E3.5): Lloyd k-means (50 iterations, the
+ * first K rows as seeds) of the n training rows (scaled by 1/100) into K groups; client k holds
+ * its group and, as 20 % of its rows, random rows of the group whose centre is nearest. */
+static int split_regions(const fk_dataset *tr, const int *rows, size_t n, int K, fk_rng *g,
+                         fk_dataset *ds, fk_err *err)
+{
+    size_t d = tr->X.cols, Ku = (size_t)K;
+    double *C = malloc(Ku * d * sizeof *C), *S = calloc(Ku * d, sizeof *S);
+    int *grp = malloc(n * sizeof *grp), *idx = malloc(2 * n * sizeof *idx);
+    size_t *cnt = calloc(Ku, sizeof *cnt);
+    int rc = (!C || !S || !grp || !idx || !cnt) ? fk_err_set(err, FK_ENOMEM, "out of memory")
+             : n < Ku ? fk_err_set(err, FK_EINVAL, "non-IID split: %zu rows for %d clients", n, K)
+                      : FK_OK;
+#define ROW(i) (tr->X.data + (size_t)rows[i] * tr->X.ld)
+    for (size_t k = 0; !rc && k < Ku; k++)
+        for (size_t j = 0; j < d; j++)
+            C[k * d + j] = ROW(k)[j] / 100;
+    for (int it = 0; it < 50 && !rc; it++) {
+        memset(S, 0, Ku * d * sizeof *S);
+        memset(cnt, 0, Ku * sizeof *cnt);
+        for (size_t i = 0; i < n; i++) { /* assign to the nearest centre */
+            double best = INFINITY;
+            for (size_t k = 0; k < Ku; k++) {
+                double d2 = 0;
+                for (size_t j = 0; j < d; j++)
+                    d2 += (ROW(i)[j] / 100 - C[k * d + j]) * (ROW(i)[j] / 100 - C[k * d + j]);
+                if (d2 < best) {
+                    best = d2;
+                    grp[i] = (int)k;
+                }
+            }
+            cnt[grp[i]]++;
+            for (size_t j = 0; j < d; j++)
+                S[(size_t)grp[i] * d + j] += ROW(i)[j] / 100;
+        }
+        for (size_t k = 0; k < Ku; k++) /* an emptied cluster keeps its centre */
+            for (size_t j = 0; cnt[k] && j < d; j++)
+                C[k * d + j] = S[k * d + j] / (double)cnt[k];
+    }
+    for (size_t k = 0; !rc && k < Ku; k++) {
+        size_t nb = k == 0 ? 1 : 0, m = 0;
+        double best = INFINITY;
+        for (size_t q = 0; q < Ku; q++) { /* the neighbouring group: nearest other centre */
+            double d2 = 0;
+            for (size_t j = 0; j < d && q != k; j++)
+                d2 += (C[k * d + j] - C[q * d + j]) * (C[k * d + j] - C[q * d + j]);
+            if (q != k && cnt[q] && d2 < best) {
+                best = d2;
+                nb = q;
+            }
+        }
+        for (size_t i = 0; i < n; i++)
+            if ((size_t)grp[i] == k)
+                idx[m++] = rows[i];
+        size_t extra = (size_t)lround(0.25 * (double)m), pool = 0; /* 20 % of m + extra */
+        extra = extra < 2 ? 2 : extra;
+        int *nbr = idx + n; /* the neighbour group's rows, shuffled, first `extra` taken */
+        for (size_t i = 0; i < n; i++)
+            if ((size_t)grp[i] == nb)
+                nbr[pool++] = rows[i];
+        fk_rng_shuffle(g, nbr, pool);
+        for (size_t i = 0; i < extra && i < pool; i++)
+            idx[m++] = nbr[i];
+        rc = fk_dataset_subset(&ds[k], tr, idx, m);
+    }
+#undef ROW
+    free(C);
+    free(S);
+    free(grp);
+    free(idx);
+    free(cnt);
+    return rc;
+}
+
 /* Pen-digits pair (a vs b): official train split dealt to K random clients, test split. */
 static int run_pen(const bopts *o, int a, int b, fk_err *err)
 {
@@ -532,10 +607,12 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
             rc = fk_err_set(err, FK_ENOMEM, "out of memory");
             break;
         }
-        for (int k = 0; k < K && !rc; k++) { /* IID split into K clients */
+        for (int k = 0; k < K && !rc && !o->noniid; k++) { /* IID split into K clients */
             size_t lo = ntrain * (size_t)k / (size_t)K, hi = ntrain * (size_t)(k + 1) / (size_t)K;
             rc = fk_dataset_subset(&ds[k], &tr, rows + lo, hi - lo);
         }
+        if (!rc && o->noniid)
+            rc = split_regions(&tr, rows, ntrain, K, &g, ds, err);
         fedres one = {0};
         if (!rc)
             rc = fed_vs_pooled(&p, ds, K, Xt, yt, nt, (int)d, &one, err);
@@ -548,7 +625,8 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     }
     if (!rc) {
         char cs[64];
-        snprintf(cs, sizeof cs, "pendigits %d vs %d K=%d", a, b, K);
+        snprintf(cs, sizeof cs, "pendigits %d vs %d K=%d%s", a, b, K,
+                 o->noniid ? " non-IID regions" : "");
         emit_fed(o, cs, &mean, gmax, o->reps_pen);
         fk_bench_emit(o->json, "sfl", cs, "train_rows", (double)ntrain, NULL);
         fk_bench_emit(o->json, "sfl", cs, "test_rows", (double)nt, NULL);
@@ -655,7 +733,7 @@ static void usage(void)
            "       [--n-park 40] [--skip-e21] [--skip-e22] [--skip-e23] [--skip-e31]\n"
            "       [--skip-pendigits] [--skip-parkinsons] [--reps-res 2] [--skip-resilient]\n"
            "       [--skip-ksweep] [--folds24 10] [--grel-e24 0] [--skip-e24]\n"
-           "       [--grel-e25 0.3] [--skip-e25]\n\n"
+           "       [--grel-e25 0.3] [--skip-e25] [--skip-noniid]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
            "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
            "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -669,7 +747,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     static const char *const skip_names[N_SKIP] = {
         "skip-e21", "skip-e31", "skip-pendigits", "skip-e22",
         "skip-e23", "skip-ksweep", "skip-resilient", "skip-parkinsons", "skip-e24",
-        "skip-e25"};
+        "skip-e25", "skip-noniid"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -808,6 +886,13 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = fk__bench_sfl_e24(o.json, o.dir, o.folds24, o.T, o.grel_e24, &err);
     if (!rc && !skip[SKIP_E25] && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = fk__bench_sfl_e25(o.json, o.dir, o.T, o.grel_e25, &err);
+    if (!rc && !skip[SKIP_NONIID] && !(rc = fk_bench_data_dir(o.dir, &err))) {
+        bopts on = o; /* the pairs again on the non-IID overlapping-regions split */
+        on.noniid = 1;
+        rc = run_pen(&on, 1, 2, &err);
+        if (!rc)
+            rc = run_pen(&on, 1, 7, &err);
+    }
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);
