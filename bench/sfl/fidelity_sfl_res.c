@@ -132,19 +132,15 @@ static int trim_fit(const double *X, const double *y, size_t n, int p, const dou
                     double trim, int res, double c, double kmult, long T, const double *Xt,
                     const double *yt, size_t nt, double *acc, fk_err *err)
 {
-    double *Xk = malloc(n * (size_t)p * sizeof *Xk), *yk = malloc(n * sizeof *yk),
-           *neg = malloc(n * sizeof *neg);
+    double *Xk = malloc(n * (size_t)p * sizeof *Xk), *yk = malloc(n * sizeof *yk);
     scored *tmp = malloc(n * sizeof *tmp);
-    int rc = (!Xk || !yk || !neg || !tmp) ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
-    if (!rc) {
-        for (size_t i = 0; i < n; i++)
-            neg[i] = -lam[i]; /* keep the smallest duals */
-        size_t k = keep_smallest(X, y, n, p, neg, trim, tmp, Xk, yk);
+    int rc = (!Xk || !yk || !tmp) ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
+    if (!rc) { /* keep the rows of the smallest duals: the largest are the suspects */
+        size_t k = keep_smallest(X, y, n, p, lam, trim, tmp, Xk, yk);
         rc = fit(Xk, yk, k, p, res, c, kmult, T, Xt, yt, nt, acc, NULL, NULL, NULL, 0, NULL, err);
     }
     free(Xk);
     free(yk);
-    free(neg);
     free(tmp);
     return rc;
 }
