@@ -202,7 +202,7 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
             rows[npair++] = (int)i;
     n = npair < (size_t)n_train ? npair : (size_t)n_train;
     static const double frac[NFRAC] = {0.1, 0.2, 0.3, 0.4};
-    double acc[6][NFRAC] = {{0}}, auc_h = 0, auc_q = 0, auc_e = 0, t0 = fk_bench_now();
+    double acc[6][NFRAC] = {{0}}, auc_hq[NFRAC] = {0}, auc_h = 0, auc_q = 0, auc_e = 0, t0 = fk_bench_now();
     static const char *const who[6] = {"resilient_huber", "resilient_quadratic", "erm_hinge",
                                        "oracle",          "huber_trim_top_lambda", "itlm"};
     for (int r = 0; r < reps && !rc; r++) {
@@ -250,6 +250,7 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
             if ((rc = fit(X, y, n, (int)d, FK_SFL_HUBER, delta, 100, T, Xt, yt, nt, &ah, lam,
                           NULL, NULL, 0, NULL, err)))
                 break;
+            auc_hq[q] += auc(lam, flip, n) / reps; /* how well the trim's ranking holds up */
             if (q == 1)
                 auc_h += auc(lam, flip, n) / reps;
             /* resilient + trim: drop the (5 % + alpha) n rows the Huber duals rank highest,
@@ -296,6 +297,7 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
         char cs[64];
         for (int q = 0; q < NFRAC; q++) {
             snprintf(cs, sizeof cs, "resilient pen %d vs %d flip=%g", ca, cb, frac[q]);
+            fk_bench_emit(json, "sfl", cs, "auc_flipped_huber_lambda", auc_hq[q], NULL);
             for (int k = 0; k < 6; k++) {
                 char m[48];
                 snprintf(m, sizeof m, "accuracy_%s", who[k]);
