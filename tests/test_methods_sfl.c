@@ -65,6 +65,8 @@ static void sim_run(void **state)
     assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
     assert_int_equal(last.participants, K);
     assert_int_equal(last.refused, 0);
+    assert_true(last.accuracy >= 0.9); /* the round line: local accuracy and its error rate */
+    assert_true(fabs(last.error - (1 - last.accuracy)) <= 1e-12);
     double K_ker = scalar(&model, "K"), rows = scalar(&model, "rows_union");
     assert_true(K_ker > 0);
     assert_true(rows > 0 && rows < K * 30); /* only the critical rows travelled */
@@ -462,6 +464,8 @@ static void regression_job(void **state)
     fk_sim_round last;
     assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
     assert_int_equal(last.participants, K);
+    assert_true(isnan(last.accuracy)); /* the round line carries the local fits' RMSE */
+    assert_true(isfinite(last.error) && last.error <= 0.15);
     double rows = scalar(&model, "rows_union"), ker = scalar(&model, "K");
     assert_true(rows > 0 && rows <= K * NR);
     assert_true(ker > 0 && ker < 3 * K * NR); /* fewer kernels than atoms */

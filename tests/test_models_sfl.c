@@ -206,6 +206,172 @@ static void sparsity_grows_with_gamma(void **state)
     free(y);
 }
 
+/* Bump splitting (§3.8 extension, E2.2): a broad bump many widths wide becomes one kernel per
+ * piece of at most split widths, the pieces keep the bump's mass, and the adaptive extraction
+ * splits only as far as the regression tube needs. */
+static void split_broad_bumps(void **state)
+{
+    (void)state;
+    fk_err err = {0};
+    double lo = 0, hi = 4, w = 0.5;
+    fk_sfl_atoms a;
+    assert_int_equal(fk_sfl_atoms_grid(&a, 1, &lo, &hi, 0.05, &w, 1, 1, 0, &err), FK_OK);
+    double *alpha = calloc(a.J, sizeof *alpha), mass = 0;
+    for (size_t j = 0; j < a.J; j++) /* one smooth bump on [0.5, 3.5]: 6 widths wide */
+        if (fabs(a.s[j] - 2.0) <= 1.5 + 1e-9) {
+            alpha[j] = exp(-(a.s[j] - 2) * (a.s[j] - 2) / 2);
+            mass += a.v[j] * alpha[j];
+        }
+    const double splits[3] = {0, 2, 1};
+    const size_t want[3] = {1, 3, 6};
+    for (int i = 0; i < 3; i++) {
+        fk_sfl_model m;
+        assert_int_equal(fk_sfl_model_peaks(&a, alpha, NULL, NULL, 0, 0, 1, splits[i], &m, &err),
+                         FK_OK);
+        assert_int_equal(m.K, want[i]);
+        double sum = 0;
+        for (size_t k = 0; k < m.K; k++) {
+            sum += m.c[k];
+            assert_true(m.s[k] >= 0.5 - 1e-9 && m.s[k] <= 3.5 + 1e-9);
+            if (k >
+                0) /* pieces in order; centroids of pieces <= split w long are < 2 split w apart */
+                assert_true(m.s[k] > m.s[k - 1] && m.s[k] - m.s[k - 1] < 2 * splits[i] * w);
+        }
+        assert_true(fabs(sum - mass) <= 1e-12 * mass); /* the pieces keep the bump's mass */
+        fk_sfl_model_close(&m);
+    }
+    fk_sfl_model m;
+    assert_int_equal(fk_sfl_model_peaks(&a, alpha, NULL, NULL, 0, 0, 1, -1, &m, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "split"));
+    fk_sfl_atoms_close(&a);
+    free(alpha);
+
+    /* 2-D: a bump 3 widths by 1.5 widths is cut into 3 x 2 pieces at split = 1 */
+    double lo2[2] = {0, 0}, hi2[2] = {2, 2};
+    assert_int_equal(fk_sfl_atoms_grid(&a, 2, lo2, hi2, 0.05, &w, 1, 1, 0, &err), FK_OK);
+    alpha = calloc(a.J, sizeof *alpha);
+    for (size_t j = 0; j < a.J; j++)
+        if (fabs(a.s[2 * j] - 1) <= 0.75 + 1e-9 && fabs(a.s[2 * j + 1] - 1) <= 0.375 + 1e-9)
+            alpha[j] = 2 - (a.s[2 * j] - 1) * (a.s[2 * j] - 1) -
+                       (a.s[2 * j + 1] - 1) * (a.s[2 * j + 1] - 1);
+    assert_int_equal(fk_sfl_model_peaks(&a, alpha, NULL, NULL, 0, 0, 1, 1, &m, &err), FK_OK);
+    assert_int_equal(m.K, 6);
+    fk_sfl_model_close(&m);
+    fk_sfl_atoms_close(&a);
+    free(alpha);
+
+    /* adaptive: (PII') on a sum of ten width-0.5 kernels centred in [1, 2] (E2.2's signal) */
+    size_t N = 60;
+    double X[60], y[60], f[60], ctr[10], amp[10];
+    fk_rng g;
+    fk_rng_init(&g, 22, 0);
+    for (int k = 0; k < 10; k++) {
+        amp[k] = 1 + fk_rng_uniform(&g);
+        ctr[k] = 1 + fk_rng_uniform(&g);
+    }
+    for (size_t n = 0; n < N; n++) {
+        X[n] = 3.0 * (double)n / (double)(N - 1);
+        y[n] = 0;
+        for (int k = 0; k < 10; k++)
+            y[n] += amp[k] * exp(-(X[n] - ctr[k]) * (X[n] - ctr[k]) / (2 * w * w));
+    }
+    lo = -1.5;
+    hi = 4.5;
+    assert_int_equal(fk_sfl_atoms_grid(&a, 1, &lo, &hi, 0.05, &w, 1, N, 0, &err), FK_OK);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_REGRESS);
+    o.eps = 1e-4;
+    o.gamma_rel = 0.3;
+    fk_sfl_fit fit;
+    assert_int_equal(fk_sfl_solve(X, y, N, 1, &a, &o, NULL, &fit, &err), FK_OK);
+    double tube = 1.05 * sqrt(o.eps), used = -1, worst = 0;
+    assert_int_equal(fk_sfl_model_peaks(&a, fit.alpha, X, y, N, 1, 1, 0, &m, &err), FK_OK);
+    fk_sfl_predict(&m, X, N, f);
+    for (size_t n = 0; n < N; n++)
+        worst = fmax(worst, fabs(f[n] - y[n]));
+    assert_true(worst > tube); /* one kernel per whole bump misses the tube */
+    size_t whole = m.K;
+    fk_sfl_model_close(&m);
+    assert_int_equal(fk_sfl_model_peaks_fit(&a, fit.alpha, X, y, N, tube, &used, &m, &err), FK_OK);
+    fk_sfl_predict(&m, X, N, f);
+    worst = 0;
+    for (size_t n = 0; n < N; n++)
+        worst = fmax(worst, fabs(f[n] - y[n]));
+    assert_true(worst <= tube);
+    assert_true(used > 0 && m.K > whole && m.K < fit.support);
+    fk_sfl_model_close(&m);
+    /* tube = 0: at least the support model's training fit */
+    assert_int_equal(fk_sfl_model_peaks_fit(&a, fit.alpha, X, y, N, 0, NULL, &m, &err), FK_OK);
+    assert_true(m.K >= 1);
+    fk_sfl_model_close(&m);
+    assert_int_equal(fk_sfl_model_peaks_fit(&a, fit.alpha, X, y, N, -1, NULL, &m, &err), FK_EINVAL);
+    fk_sfl_fit_close(&fit);
+    fk_sfl_atoms_close(&a);
+}
+
+/* (PI') baseline (spec §9.1): the constraints hold at convergence, the duals live only on the
+ * active constraints (complementary slackness), the dual equals the primal, bad input refused. */
+static void pi_baseline(void **state)
+{
+    (void)state;
+    fk_err err = {0};
+    fk_sfl_model m;
+    fk_sfl_pi_info info;
+    /* regression: the eps-tube on 30 noisy samples of sin */
+    size_t N = 30;
+    double X[60], y[30], f[30], eps = 1e-3, tube = sqrt(eps);
+    fk_rng r;
+    fk_rng_init(&r, 91, 0);
+    for (size_t n = 0; n < N; n++) {
+        X[n] = 6.0 * (double)n / (double)(N - 1);
+        y[n] = sin(X[n]) + 0.05 * fk_rng_normal(&r);
+    }
+    assert_int_equal(
+        fk_sfl_pi_fit(X, y, N, 1, 0.5, FK_SFL_REGRESS, eps, 0, 200000, &m, &info, &err), FK_OK);
+    assert_int_equal(info.status, FK_SFL_CONVERGED);
+    assert_int_equal(m.K, N);
+    assert_true(info.active > 0 && info.active < N); /* the tube binds at some rows only */
+    fk_sfl_predict(&m, X, N, f);
+    size_t active = 0;
+    for (size_t n = 0; n < N; n++) {
+        double e = fabs(f[n] - y[n]);
+        assert_true(e <= tube * (1 + 1e-4));
+        if (m.c[n] != 0.0) { /* a = lambda / 2 != 0 only where |f - y| = sqrt(eps) */
+            assert_true(e >= tube * (1 - 1e-2));
+            assert_true((m.c[n] > 0) == (y[n] > f[n])); /* the sign of the violated side */
+            active++;
+        }
+    }
+    assert_int_equal(active, info.active);
+    assert_true(info.gap <= 1e-4);
+    fk_sfl_model_close(&m);
+    /* classification: hard margin on separable blobs, then the soft margin */
+    double Xc[80], yc[40], fc[40];
+    blobs(20, 5, Xc, yc);
+    for (int soft = 0; soft < 2; soft++) {
+        double c = soft ? 10 : 0;
+        assert_int_equal(
+            fk_sfl_pi_fit(Xc, yc, 40, 2, 1.0, FK_SFL_CLASSIFY, 0.5, c, 50000, &m, &info, &err),
+            FK_OK);
+        assert_int_equal(info.status, FK_SFL_CONVERGED);
+        fk_sfl_predict(&m, Xc, 40, fc);
+        for (size_t n = 0; n < 40; n++) {
+            double lam = 2 * m.c[n] * yc[n]; /* a = Y lambda / 2 */
+            double u = soft ? lam / c : 0;   /* the quadratic slack at the optimum */
+            assert_true(lam >= 0);
+            assert_true(yc[n] * fc[n] >= 0.5 - u - 1e-4 * 0.5);
+            if (lam > 1e-8 * info.viol + 1e-12)
+                assert_true(yc[n] * fc[n] <= (0.5 - u) * (1 + 1e-2));
+        }
+        assert_true(info.active > 0 && info.active < 40);
+        fk_sfl_model_close(&m);
+    }
+    assert_int_equal(fk_sfl_pi_fit(X, y, N, 1, 0, FK_SFL_REGRESS, eps, 0, 10, &m, &info, &err),
+                     FK_EINVAL);
+    assert_int_equal(fk_sfl_pi_fit(Xc, yc, 40, 2, 1, FK_SFL_CLASSIFY, 1.5, 0, 10, &m, &info, &err),
+                     FK_EINVAL);
+}
+
 /* T14 (Remark 1): the single kernel at 2.5 that no sample sits on is found. */
 static void remark1_single_bump(void **state)
 {
@@ -243,7 +409,7 @@ static void remark1_single_bump(void **state)
         assert_int_equal(nb, 1); /* gamma > 0: exactly one bump */
         assert_true(f.support <= 40);
         fk_sfl_model m;
-        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, 0, &m, &err), FK_OK);
+        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, 0, 0, &m, &err), FK_OK);
         assert_int_equal(m.K, 1);
         assert_true(fabs(m.s[0] - 2.5) <= 0.04);
         double fx[19], worst = 0;
@@ -252,7 +418,7 @@ static void remark1_single_bump(void **state)
             worst = fmax(worst, fabs(fx[i] - y[i]));
         assert_true(worst <= 0.02);
         fk_sfl_model_close(&m); /* the bump's centroid lands on 2.5 as well */
-        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, 1, &m, &err), FK_OK);
+        assert_int_equal(fk_sfl_model_peaks(&a, f.alpha, X, y, N, 1, 1, 0, &m, &err), FK_OK);
         assert_int_equal(m.K, 1);
         assert_true(fabs(m.s[0] - 2.5) <= 0.04);
         /* the support model reproduces the solver's fit at the rows */
@@ -419,6 +585,8 @@ int main(void)
         cmocka_unit_test(infeasible_reported),
         cmocka_unit_test(sparsity_grows_with_gamma),
         cmocka_unit_test(remark1_single_bump),
+        cmocka_unit_test(split_broad_bumps),
+        cmocka_unit_test(pi_baseline),
         cmocka_unit_test(resilient_equilibrium),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(determinism),

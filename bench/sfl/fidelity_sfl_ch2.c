@@ -178,10 +178,11 @@ static double model_mse(const fk_sfl_model *m, const double *x, const double *y,
 }
 
 /* Grid (PII') (one width) or (PII) (widths 0.1..1.0) in 1-D, peaks at the bump centroids refit
- * by least squares (§3.8, as E2.1). */
+ * by least squares (§3.8, as E2.1); split > 0 cuts bumps into pieces of split widths, split < 0
+ * picks the piece length that keeps the training tube (fk_sfl_model_peaks_tube). */
 static int fit_grid(const double *x, const double *y, size_t N, double lo, double hi,
-                    const double *widths, int Q, double grel, long T, fk_sfl_model *m,
-                    fk_err *err)
+                    const double *widths, int Q, double grel, long T, double split,
+                    double *split_used, fk_sfl_model *m, fk_err *err)
 {
     fk_sfl_atoms a;
     int rc = fk_sfl_atoms_grid(&a, 1, &lo, &hi, 0.05, widths, Q, N, 0, err);
@@ -194,7 +195,11 @@ static int fit_grid(const double *x, const double *y, size_t N, double lo, doubl
     so.T = T;
     fk_sfl_fit f;
     if (!(rc = fk_sfl_solve(x, y, N, 1, &a, &so, NULL, &f, err))) {
-        rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 1, m, err);
+        if (split < 0) /* adaptive: the coarsest pieces that keep the tube (5 % slack) */
+            rc = fk_sfl_model_peaks_fit(&a, f.alpha, x, y, N, 1.05 * sqrt(so.eps), split_used, m,
+                                        err);
+        else
+            rc = fk_sfl_model_peaks(&a, f.alpha, x, y, N, 1, 1, split, m, err);
         fk_sfl_fit_close(&f);
     }
     fk_sfl_atoms_close(&a);
@@ -215,7 +220,7 @@ static void sog_draw(fk_rng *r, const double *a, const double *c, int m, double 
     }
 }
 
-int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err)
+int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split, fk_err *err)
 {
     static const int ms[3] = {5, 10, 20};
     enum { NT = 1000 };
@@ -231,7 +236,8 @@ int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err)
         for (int f = 2; f <= 6 && !rc; f += 2) {
             int m = ms[mi];
             size_t N = (size_t)(f * m);
-            double x[120], y[120], sparser = 0, ties = 0, kp = 0, kk = 0, mp = 0, mk = 0;
+            double x[120], y[120], sparser = 0, ties = 0, kp = 0, kk = 0, mp = 0, mk = 0,
+                                   su_mean = 0;
             for (int r = 0; r < reps && !rc; r++) {
                 fk_rng g;
                 fk_rng_init(&g, 2022, (uint64_t)(r + 100000 * m + 1000 * f));
@@ -243,12 +249,14 @@ int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err)
                 sog_draw(&g, a, c, m, 0.5, N, x, y);
                 sog_draw(&g, a, c, m, 0.5, NT, xt, yt);
                 fk_sfl_model pm;
-                if ((rc = fit_grid(x, y, N, -1.5, 4.5, &w, 1, grel, T, &pm, err)))
+                double su = split;
+                if ((rc = fit_grid(x, y, N, -1.5, 4.5, &w, 1, grel, T, split, &su, &pm, err)))
                     break;
                 double e_star = model_mse(&pm, x, y, N); /* KOMP stops at this training MSE */
                 komp_out ko;
                 if (!(rc = komp(x, y, N, 0.5, fmax(e_star, 1e-12), 0, &ko, err))) {
                     sparser += pm.K < ko.K;
+                    su_mean += su / reps;
                     ties += pm.K == ko.K;
                     kp += (double)pm.K / reps;
                     kk += (double)ko.K / reps;
@@ -276,11 +284,13 @@ int fk__bench_sfl_e22(int json, int reps, long T, double grel, fk_err *err)
             fk_bench_emit(json, "sfl", cs, "kernels_komp", kk, NULL);
             fk_bench_emit(json, "sfl", cs, "test_mse_pii_prime", mp, NULL);
             fk_bench_emit(json, "sfl", cs, "test_mse_komp", mk, NULL);
+            fk_bench_emit(json, "sfl", cs, "mean_split_widths", su_mean, NULL);
         }
     if (!rc) {
         emit_t(json, "E2.2 all N>=30", "min_share_sparser", minshare, 1.0,
                ">= 0.95 in every N >= 30 setting", minshare >= 0.95);
         fk_bench_emit(json, "sfl", "E2.2", "realisations_per_setting", reps, NULL);
+        fk_bench_emit(json, "sfl", "E2.2", "bump_split_widths", split, NULL);
         fk_bench_emit(json, "sfl", "E2.2", "seconds", fk_bench_now() - t0, NULL);
     }
     free(xt);
@@ -321,7 +331,7 @@ int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w, fk
                 yt[n] = sin(0.5 * M_PI * xt[n] * xt[n]) + sqrt(1e-3) * fk_rng_normal(&g);
             }
             fk_sfl_model pm;
-            if ((rc = fit_grid(x, y, N, -6, 6, widths, 10, grel, T, &pm, err)))
+            if ((rc = fit_grid(x, y, N, -6, 6, widths, 10, grel, T, 0, NULL, &pm, err)))
                 break;
             kern[i] += (double)pm.K / reps;
             mse[i] += model_mse(&pm, xt, yt, NT) / reps;

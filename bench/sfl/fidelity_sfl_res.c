@@ -58,7 +58,7 @@ static int cmp_d(const void *a, const void *b)
  * equal to the ERM box C kappa n, C = c delta (spec §9.4). */
 static int fit(const double *X, const double *y, size_t n, int p, int res, double c,
                double kmult, long T, const double *Xt, const double *yt, size_t nt, double *acc,
-               double *lam, double *f_out, fk_err *err)
+               double *lam, double *f_out, const double *Xa, size_t na, double *fa, fk_err *err)
 {
     double w[3];
     fk_sfl_widths(0.5, 1.5, 3, w);
@@ -90,12 +90,83 @@ static int fit(const double *X, const double *y, size_t n, int p, int res, doubl
                     right += (ft[i] >= 0 ? 1.0 : -1.0) == yt[i];
                 *acc = right / (double)nt;
                 free(ft);
+                if (fa) /* the fit at other rows (ITLM scores every row, trimmed or not) */
+                    fk_sfl_predict(&m, Xa, na, fa);
             }
             fk_sfl_model_close(&m);
         }
         fk_sfl_fit_close(&f);
     }
     fk_sfl_atoms_close(&a);
+    return rc;
+}
+
+typedef struct scored {
+    double s;
+    size_t i;
+} scored;
+
+static int by_score(const void *a, const void *b)
+{
+    const scored *u = a, *v = b;
+    return u->s < v->s ? -1 : u->s > v->s ? 1 : (u->i > v->i) - (u->i < v->i);
+}
+
+/* Keep the rows of the (1 - trim) n smallest scores (ties by row) in Xk, yk; returns the count. */
+static size_t keep_smallest(const double *X, const double *y, size_t n, int p,
+                            const double *score, double trim, scored *tmp, double *Xk, double *yk)
+{
+    for (size_t i = 0; i < n; i++)
+        tmp[i] = (scored){score[i], i};
+    qsort(tmp, n, sizeof *tmp, by_score);
+    size_t k = n - (size_t)lround(trim * (double)n);
+    for (size_t j = 0; j < k; j++) {
+        memcpy(Xk + j * (size_t)p, X + tmp[j].i * (size_t)p, (size_t)p * sizeof *Xk);
+        yk[j] = y[tmp[j].i];
+    }
+    return k;
+}
+
+/* Resilient + trim: the Huber learner refit without the rows of the largest duals. */
+static int trim_fit(const double *X, const double *y, size_t n, int p, const double *lam,
+                    double trim, int res, double c, double kmult, long T, const double *Xt,
+                    const double *yt, size_t nt, double *acc, fk_err *err)
+{
+    double *Xk = malloc(n * (size_t)p * sizeof *Xk), *yk = malloc(n * sizeof *yk);
+    scored *tmp = malloc(n * sizeof *tmp);
+    int rc = (!Xk || !yk || !tmp) ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
+    if (!rc) { /* keep the rows of the smallest duals: the largest are the suspects */
+        size_t k = keep_smallest(X, y, n, p, lam, trim, tmp, Xk, yk);
+        rc = fit(Xk, yk, k, p, res, c, kmult, T, Xt, yt, nt, acc, NULL, NULL, NULL, 0, NULL, err);
+    }
+    free(Xk);
+    free(yk);
+    free(tmp);
+    return rc;
+}
+
+/* ITLM: fit the hinge ERM learner on all rows, then 3 times: score every row by its hinge loss
+ * under the current model, refit on the (1 - trim) n rows of smallest loss. f: n scratch. */
+static int itlm(const double *X, const double *y, size_t n, int p, double trim, double C, long T,
+                const double *Xt, const double *yt, size_t nt, double *acc, double *f,
+                fk_err *err)
+{
+    double *Xk = malloc(n * (size_t)p * sizeof *Xk), *yk = malloc(n * sizeof *yk),
+           *loss = malloc(n * sizeof *loss);
+    scored *tmp = malloc(n * sizeof *tmp);
+    int rc = (!Xk || !yk || !loss || !tmp) ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
+    if (!rc)
+        rc = fit(X, y, n, p, FK_SFL_LINEAR, C, 1, T, Xt, yt, nt, acc, NULL, NULL, X, n, f, err);
+    for (int round = 0; round < 3 && !rc; round++) {
+        for (size_t i = 0; i < n; i++)
+            loss[i] = fmax(0, 0.5 - y[i] * f[i]); /* margin 1 - eps, eps = 0.5 */
+        size_t k = keep_smallest(X, y, n, p, loss, trim, tmp, Xk, yk);
+        rc = fit(Xk, yk, k, p, FK_SFL_LINEAR, C, 1, T, Xt, yt, nt, acc, NULL, NULL, X, n, f, err);
+    }
+    free(Xk);
+    free(yk);
+    free(loss);
+    free(tmp);
     return rc;
 }
 
@@ -131,9 +202,9 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
             rows[npair++] = (int)i;
     n = npair < (size_t)n_train ? npair : (size_t)n_train;
     static const double frac[NFRAC] = {0.1, 0.2, 0.3, 0.4};
-    double acc[4][NFRAC] = {{0}}, auc_h = 0, auc_q = 0, auc_e = 0, t0 = fk_bench_now();
-    static const char *const who[4] = {"resilient_huber", "resilient_quadratic", "erm_hinge",
-                                       "oracle"};
+    double acc[6][NFRAC] = {{0}}, auc_hq[NFRAC] = {0}, auc_h = 0, auc_q = 0, auc_e = 0, t0 = fk_bench_now();
+    static const char *const who[6] = {"resilient_huber", "resilient_quadratic", "erm_hinge",
+                                       "oracle",          "huber_trim_top_lambda", "itlm"};
     for (int r = 0; r < reps && !rc; r++) {
         fk_rng g;
         fk_rng_init(&g, 4400, (uint64_t)r);
@@ -157,7 +228,8 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
             }
             /* resilient quadratic (c = 100) first: its slacks set delta (spec §9.4) */
             double aq = 0, ah = 0, ae = 0, ao = 0;
-            if ((rc = fit(X, y, n, (int)d, FK_SFL_QUAD, 100, 1, T, Xt, yt, nt, &aq, lam, fq, err)))
+            if ((rc = fit(X, y, n, (int)d, FK_SFL_QUAD, 100, 1, T, Xt, yt, nt, &aq, lam, fq, NULL, 0, NULL,
+                           err)))
                 break;
             fk_sfl_opts qo;
             fk_sfl_opts_default(&qo, FK_SFL_CLASSIFY);
@@ -176,12 +248,24 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
             if (q == 1)
                 auc_q += auc(lam, flip, n) / reps;
             if ((rc = fit(X, y, n, (int)d, FK_SFL_HUBER, delta, 100, T, Xt, yt, nt, &ah, lam,
-                          NULL, err)))
+                          NULL, NULL, 0, NULL, err)))
                 break;
+            auc_hq[q] += auc(lam, flip, n) / reps; /* how well the trim's ranking holds up */
             if (q == 1)
                 auc_h += auc(lam, flip, n) / reps;
+            /* resilient + trim: drop the (5 % + alpha) n rows the Huber duals rank highest,
+             * refit the Huber learner on the rest (one pass; uses the ranking, not the loss) */
+            double at = 0, ai = 0;
+            if ((rc = trim_fit(X, y, n, (int)d, lam, 0.05 + frac[q], FK_SFL_HUBER, delta, 100, T,
+                               Xt, yt, nt, &at, err)))
+                break;
             if ((rc = fit(X, y, n, (int)d, FK_SFL_LINEAR, 100 * delta, 1, T, Xt, yt, nt, &ae, lam,
-                          NULL, err)))
+                          NULL, NULL, 0, NULL, err)))
+                break;
+            /* ITLM (Shen and Sanghavi 2019; spec §7.3 E4.2): the hinge ERM learner refit
+             * on the rows of smallest loss, trimming (5 % + alpha) n, 3 rounds */
+            if ((rc = itlm(X, y, n, (int)d, 0.05 + frac[q], 100 * delta, T, Xt, yt, nt, &ai, fq,
+                           err)))
                 break;
             if (q == 1)
                 auc_e += auc(lam, flip, n) / reps;
@@ -194,7 +278,7 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
                     m++;
                 }
             rc = fit(X, yc, m, (int)d, FK_SFL_HUBER, delta, 100, T, Xt, yt, nt, &ao, NULL, NULL,
-                     err);
+                     NULL, 0, NULL, err);
             /* restore the rows for the next fraction */
             for (size_t i = 0; i < n; i++) {
                 for (size_t j = 0; j < d; j++)
@@ -205,13 +289,16 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
             acc[1][q] += aq / reps;
             acc[2][q] += ae / reps;
             acc[3][q] += ao / reps;
+            acc[4][q] += at / reps;
+            acc[5][q] += ai / reps;
         }
     }
     if (!rc) {
         char cs[64];
         for (int q = 0; q < NFRAC; q++) {
             snprintf(cs, sizeof cs, "resilient pen %d vs %d flip=%g", ca, cb, frac[q]);
-            for (int k = 0; k < 4; k++) {
+            fk_bench_emit(json, "sfl", cs, "auc_flipped_huber_lambda", auc_hq[q], NULL);
+            for (int k = 0; k < 6; k++) {
                 char m[48];
                 snprintf(m, sizeof m, "accuracy_%s", who[k]);
                 fk_bench_emit(json, "sfl", cs, m, acc[k][q], NULL);
@@ -226,6 +313,10 @@ int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb, int n_tra
                       100 * (acc[1][0] - acc[1][NFRAC - 1]), NULL);
         fk_bench_emit(json, "sfl", cs, "drop_points_10_to_40_oracle",
                       100 * (acc[3][0] - acc[3][NFRAC - 1]), NULL);
+        fk_bench_emit(json, "sfl", cs, "drop_points_10_to_40_huber_trim",
+                      100 * (acc[4][0] - acc[4][NFRAC - 1]), NULL);
+        fk_bench_emit(json, "sfl", cs, "drop_points_10_to_40_itlm",
+                      100 * (acc[5][0] - acc[5][NFRAC - 1]), "\"published\":10.16");
         emit_t(json, cs, "auc_flipped_20pct_huber_lambda", auc_h, NAN, ">= 0.9 on pen-digits",
                auc_h >= 0.9);
         emit_t(json, cs, "auc_flipped_20pct_quadratic_lambda", auc_q, NAN,

@@ -144,13 +144,41 @@ int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *
 /* Peaks model: one kernel per bump, at its largest |alpha| (centroid = 0, spec §3.8) or at the
  * bump's mass centroid, the |alpha| v weighted mean of its centres and widths (centroid = 1;
  * Prop. 1 reads a bump of mass a as one kernel of weight a; on E2.1 (PII) the peak sits on
- * the narrow edge of a ridge over widths and the centroid fits far better). refit = 1: least
- * squares of y on those kernels (ridge 1e-8, Cholesky), else c = the bump's mass sum v alpha. */
-int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
-                       const double *y, size_t N, int refit, int centroid, fk_sfl_model *m,
+ * the narrow edge of a ridge over widths and the centroid fits far better). split > 0 (grid
+ * atoms only): first cut every bump, per centre coordinate, into equal pieces no longer than
+ * split times its mean width, one kernel per non-empty piece (a broad bump of a smooth target
+ * is many kernels wide; E2.2); 0 keeps whole bumps. refit = 1: least squares of y on those
+ * kernels (ridge 1e-8, Cholesky), else c = the bump's mass sum v alpha. */
+int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X, const double *y,
+                       size_t N, int refit, int centroid, double split, fk_sfl_model *m,
                        fk_err *err);
+/* Regression peaks model that keeps the fit: centroid kernels refit by least squares, bumps
+ * split (as above) into pieces of 0 (whole), 4, 2.83, 2, 1.41, 1, 0.71, 0.5, 0.35, 0.25
+ * widths, the first that fits: tube > 0: max_n |f(x_n) - y_n| <= tube (the problem's
+ * sqrt(eps), or a little above); tube = 0: training MSE <= that of the support model alpha
+ * gives. Else the finest. *split_used (may be NULL) gets the piece length taken. Non-grid
+ * atoms: whole bumps (non-maximum suppression already bounds them). */
+int fk_sfl_model_peaks_fit(const fk_sfl_atoms *a, const double *alpha, const double *X,
+                           const double *y, size_t N, double tube, double *split_used,
+                           fk_sfl_model *m, fk_err *err);
 /* f(x) = sum_k c_k exp(-||x - s_k||^2 / (2 w_k^2)) for n rows of X (n x p). */
 void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f);
 void fk_sfl_model_close(fk_sfl_model *m);
+
+/* ---- (PI') baseline (spec §9.1): kernels at the samples, one fixed width ---- */
+typedef struct fk_sfl_pi_info {
+    int status; /* FK_SFL_CONVERGED (violation <= 1e-4 scale and gap <= 1e-4) or MAXITER */
+    long iters;
+    double viol;   /* max constraint violation at the end */
+    double gap;    /* relative duality gap at the end */
+    size_t active; /* rows with lambda != 0 (the support vectors) */
+} fk_sfl_pi_info;
+/* min a^T K a (K the N x N Gaussian kernel matrix of width w at the rows) s.t. the rows'
+ * constraints: regress |(K a)_n - y_n| <= sqrt(eps); classify y_n (K a)_n >= 1 - eps (c_soft > 0:
+ * quadratic slack cost c/2 ||u||^2, the dual's ridge ||lambda||^2 / (2c)). Dual FISTA, step
+ * 1/L, at most T iterations; m gets N kernels at the rows (width w, weights a). O(N^2) memory:
+ * a baseline for benchmarks, not for large N. */
+int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode, double eps,
+                  double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
 
 #endif

@@ -229,16 +229,112 @@ static int refit(fk_sfl_model *m, const double *X, const double *y, size_t N, fk
     return FK_OK;
 }
 
-int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
-                       const double *y, size_t N, int do_refit, int centroid, fk_sfl_model *m,
+/* Split every grid bump into segments: per centre coordinate t the bump's extent
+ * [min_t, max_t] is cut into n_t = ceil(extent / (split w_b)) equal pieces, w_b the bump's
+ * |alpha| v weighted mean width; a segment is one cell of that product. Why: with a fixed
+ * width a smooth target gives alpha one broad bump (E2.2: the whole data range), and one
+ * kernel of width w cannot represent a bump many w wide; pieces no longer than split w carry
+ * their mass on kernels spaced like the quadrature of the integral (2.7) and like the
+ * unstructured atoms' non-maximum suppression (radius r_nms w, i.e. pieces 2 w long at
+ * split = 2). Widths are not cut: a ridge over widths at one centre stays one kernel. */
+static int split_bumps(const fk_sfl_atoms *a, const double *alpha, double split, int *label,
+                       size_t *n_bumps, fk_err *err)
+{
+    size_t nb = *n_bumps, p = (size_t)a->p, J = a->J;
+    double *lo = malloc((nb ? nb : 1) * p * sizeof *lo),
+           *hi = malloc((nb ? nb : 1) * p * sizeof *hi);
+    double *wm = calloc(nb ? nb : 1, sizeof *wm), *ms = calloc(nb ? nb : 1, sizeof *ms);
+    size_t *cells = malloc((nb ? nb : 1) * (p + 1) * sizeof *cells);
+    size_t *key = malloc((J ? J : 1) * sizeof *key), *first = NULL;
+    int rc = FK_OK;
+    if (!lo || !hi || !wm || !ms || !cells || !key) {
+        rc = fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
+        goto out;
+    }
+    for (size_t b = 0; b < nb * p; b++) {
+        lo[b] = INFINITY;
+        hi[b] = -INFINITY;
+    }
+    for (size_t j = 0; j < J; j++) { /* extent and mean width of every bump */
+        if (label[j] < 0)
+            continue;
+        size_t b = (size_t)label[j];
+        double q = fabs(alpha[j]) * a->v[j];
+        wm[b] += q * a->w[j];
+        ms[b] += q;
+        for (size_t t = 0; t < p; t++) {
+            lo[b * p + t] = fmin(lo[b * p + t], a->s[j * p + t]);
+            hi[b * p + t] = fmax(hi[b * p + t], a->s[j * p + t]);
+        }
+    }
+    size_t total = 0; /* cells[b*(p+1)] = first new label of bump b, then n_t per axis */
+    for (size_t b = 0; b < nb; b++) {
+        double len = split * wm[b] / ms[b];
+        size_t nc = 1;
+        for (size_t t = 0; t < p; t++) {
+            double n_t = ceil((hi[b * p + t] - lo[b * p + t]) / len - 1e-9);
+            cells[b * (p + 1) + 1 + t] = n_t < 1 ? 1 : (size_t)n_t;
+            nc *= cells[b * (p + 1) + 1 + t];
+        }
+        cells[b * (p + 1)] = total;
+        total += nc;
+    }
+    for (size_t j = 0; j < J; j++) { /* cell of every support atom, as a label in [0, total) */
+        if (label[j] < 0)
+            continue;
+        size_t b = (size_t)label[j], k = 0;
+        for (size_t t = 0; t < p; t++) {
+            size_t n_t = cells[b * (p + 1) + 1 + t];
+            double ext = hi[b * p + t] - lo[b * p + t];
+            size_t i =
+                ext > 0 ? (size_t)((a->s[j * p + t] - lo[b * p + t]) / ext * (double)n_t) : 0;
+            k = k * n_t + (i >= n_t ? n_t - 1 : i);
+        }
+        key[j] = cells[b * (p + 1)] + k;
+    }
+    first = malloc((total ? total : 1) * sizeof *first); /* empty cells get no bump */
+    if (!first) {
+        rc = fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < total; k++)
+        first[k] = (size_t)-1;
+    size_t n = 0;
+    for (size_t j = 0; j < J; j++) { /* renumber the non-empty cells in atom order */
+        if (label[j] < 0)
+            continue;
+        if (first[key[j]] == (size_t)-1)
+            first[key[j]] = n++;
+        label[j] = (int)first[key[j]];
+    }
+    *n_bumps = n;
+out:
+    free(lo);
+    free(hi);
+    free(wm);
+    free(ms);
+    free(cells);
+    free(key);
+    free(first);
+    return rc;
+}
+
+int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X, const double *y,
+                       size_t N, int do_refit, int centroid, double split, fk_sfl_model *m,
                        fk_err *err)
 {
     memset(m, 0, sizeof *m);
+    if (!(split >= 0) || !isfinite(split))
+        return fk_err_set(err, FK_EINVAL,
+                          "sfl peaks: split %g must be 0 (off) or a positive number of widths",
+                          split);
     int *label = malloc((a->J ? a->J : 1) * sizeof *label);
     if (!label)
         return fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
     size_t nb = 0, p = (size_t)a->p;
     int rc = fk_sfl_bumps(a, alpha, 1.0, label, &nb, err);
+    if (!rc && split > 0 && a->grid)
+        rc = split_bumps(a, alpha, split, label, &nb, err);
     size_t *peak = rc ? NULL : malloc((nb ? nb : 1) * sizeof *peak);
     if (!rc && !peak)
         rc = fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
@@ -296,5 +392,58 @@ int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double 
     free(peak);
     if (do_refit && (rc = refit(m, X, y, N, err)))
         fk_sfl_model_close(m);
+    return rc;
+}
+
+/* Why adaptive: the piece length that keeps the fit depends on how broad the bumps are, which
+ * the caller cannot know; the fit to keep is either the problem's own (the tube
+ * |f - y| <= sqrt(eps)) or that of the exact atom model the peaks are read from. */
+int fk_sfl_model_peaks_fit(const fk_sfl_atoms *a, const double *alpha, const double *X,
+                           const double *y, size_t N, double tube, double *split_used,
+                           fk_sfl_model *m, fk_err *err)
+{
+    static const double splits[] = {0, 4, 2.83, 2, 1.41, 1, 0.71, 0.5, 0.35, 0.25};
+    enum { NS = sizeof splits / sizeof splits[0] };
+    memset(m, 0, sizeof *m);
+    if (!(tube >= 0) || !isfinite(tube))
+        return fk_err_set(err, FK_EINVAL,
+                          "sfl peaks: tube %g must be 0 (support model's fit) or positive", tube);
+    double *f = malloc((N ? N : 1) * sizeof *f), goal = tube;
+    if (!f)
+        return fk_err_set(err, FK_ENOMEM, "sfl peaks: out of memory");
+    int rc = FK_OK;
+    if (tube == 0) { /* the support model's training MSE is the goal */
+        fk_sfl_model sm;
+        if ((rc = fk_sfl_model_support(a, alpha, &sm, err))) {
+            free(f);
+            return rc;
+        }
+        fk_sfl_predict(&sm, X, N, f);
+        fk_sfl_model_close(&sm);
+        goal = 0;
+        for (size_t n = 0; n < N; n++)
+            goal += (f[n] - y[n]) * (f[n] - y[n]) / (double)N;
+    }
+    for (int i = 0; i < NS; i++) {
+        fk_sfl_model t;
+        if ((rc = fk_sfl_model_peaks(a, alpha, X, y, N, 1, 1, splits[i], &t, err))) {
+            if (i > 0) /* finer pieces not solvable (near-equal kernels): keep the coarser */
+                rc = FK_OK;
+            break;
+        }
+        fk_sfl_predict(&t, X, N, f);
+        double worst = 0, mse = 0;
+        for (size_t n = 0; n < N; n++) {
+            worst = fmax(worst, fabs(f[n] - y[n]));
+            mse += (f[n] - y[n]) * (f[n] - y[n]) / (double)N;
+        }
+        fk_sfl_model_close(m);
+        *m = t;
+        if (split_used)
+            *split_used = splits[i];
+        if ((tube > 0 ? worst : mse) <= goal || !a->grid) /* met, or nothing to split */
+            break;
+    }
+    free(f);
     return rc;
 }

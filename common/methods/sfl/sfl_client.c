@@ -151,6 +151,8 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
         rc = fk_bundle_put_vec(up, "diag", 6, diag);
     if (!rc)
         rc = fk_bundle_put_scalar(up, "not_converged", (double)not_conv);
+    /* the round's metric, of the local model on the local rows: accuracy and its error rate
+     * (classify) or the RMSE (regress), so every round line carries what users judge by */
     size_t right = 0;
     double se = 0.0; /* the local fit's squared error at its own rows (regression) */
     for (size_t i = 0; i < n; i++) {
@@ -158,10 +160,13 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
         se += c->c.mode == FK_SFL_CLASSIFY ? 0.0 : (f.f[i] - c->y[i]) * (f.f[i] - c->y[i]);
     }
     rep->loss = f.primal;
-    if (c->c.mode == FK_SFL_CLASSIFY)
+    if (c->c.mode == FK_SFL_CLASSIFY) {
         rep->accuracy = (double)right / (double)n;
-    else if (n > 0)
+        rep->error = 1 - rep->accuracy;
+    } else if (n > 0) {
         rep->rmse = sqrt(se / (double)n);
+        rep->error = rep->rmse;
+    }
     /* what leaves the machine, in the client's own log (counts only, never values) */
     fk_log(FK_LOG_INFO, "sfl_upload",
            "client=%d rows=%zu of=%zu bytes=%zu capped=%d status=%s msg=\"raw feature rows, "

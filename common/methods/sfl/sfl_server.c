@@ -262,7 +262,7 @@ static int solve_union(ssrv *s, fk_err *err)
         return rc;
     }
     fk_sfl_model_close(&s->m);
-    rc = s->c.peaks ? fk_sfl_model_peaks(&a, f.alpha, s->X, s->y, U, 1, 0, &s->m, err)
+    rc = s->c.peaks ? fk_sfl_model_peaks(&a, f.alpha, s->X, s->y, U, 1, 0, 0, &s->m, err)
                     : fk_sfl_model_support(&a, f.alpha, &s->m, err);
     s->status = f.status;
     s->iters = (double)f.iters;
