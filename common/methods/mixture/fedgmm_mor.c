@@ -506,6 +506,7 @@ static int gcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, w->data + c->k * R,
                               t->data + c->k * R * P, NULL, (int)R, c->ws.G, NULL) /
                 (double)c->n;
+    rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, t->data + c->k * R * P, (int)R, c->ws.G);
     return FK_OK;
 }
 
