@@ -541,6 +541,12 @@ static void pooled_em_daemons_end_early(void **state)
     assert_non_null(cv);
     assert_true(cv->data[0] == 1.0);
     fk_bundle_close(&m);
+    /* the last round's clusters under the server's best restart, as the simulation scored them */
+    const char *mc = strstr(out, "\"misclust\":"), *ari = strstr(out, "\"ari\":");
+    assert_non_null(mc);
+    assert_non_null(ari);
+    assert_true(strtod(mc + strlen("\"misclust\":"), NULL) == sim_last.misclust);
+    assert_true(strtod(ari + strlen("\"ari\":"), NULL) == sim_last.ari);
 }
 
 /* fedgrem-mor on built-in synthetic/mor client data: the daemons run the same ops. */
@@ -553,6 +559,13 @@ static void fedgrem_mor_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* the last round's RMSE of the fitted regression, as the simulation measured it */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *rm = strstr(status, "\"rmse\":");
+    assert_non_null(rm);
+    print_message("fedgrem-mor round 10: rmse %s", rm);
+    assert_true(strtod(rm + strlen("\"rmse\":"), NULL) == sim_last.rmse);
 }
 
 /* dica on the shift data (one domain per client, the last one held out): the one-round
