@@ -465,7 +465,7 @@ static void rounds_report_rmse(void **state)
     fk_bundle model;
     fk_err err;
     const fk_method *ms[] = {&fk_method_fedgrem_mor, &fk_method_fedem_mor,
-                             &fk_method_pooled_grem_mor};
+                             &fk_method_pooled_grem_mor, &fk_method_fedgmm_mor};
     double zero = 0.0; /* the RMSE of predicting 0 (the noise alone gives 1) */
     for (size_t i = 0; i < (size_t)K * N; i++)
         zero += f.d.y[i] * f.d.y[i];
