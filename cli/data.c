@@ -82,6 +82,12 @@ static void print_info(const fk_dataset *ds)
            n > 0 ? sum / n : 0.0);
 }
 
+/* Class c's raw label: built-in synthetic data carries class indices only (no raw values). */
+static double raw_class(const fk_dataset *ds, int c)
+{
+    return ds->classes ? ds->classes[c] : (double)c;
+}
+
 /* Rows per class (raw label:rows), the regression target's range, the finiteness check. */
 static int print_details(const fk_dataset *ds)
 {
@@ -93,7 +99,7 @@ static int print_details(const fk_dataset *ds)
             count[ds->y[i]]++;
         printf("class rows:");
         for (int c = 0; c < ds->n_classes; c++)
-            printf(" %.17g:%zu", ds->classes[c], count[c]);
+            printf(" %.17g:%zu", raw_class(ds, c), count[c]);
         printf("\n");
         free(count);
     } else if (ds->y_raw) {
@@ -157,6 +163,8 @@ static int write_share(const fk_dataset *ds, const int *client, int c, const cha
         const double *r = fk_mat_row(&ds->X, i);
         if (ds->y_raw)
             fprintf(f, "%.17g,", ds->y_raw[i]);
+        else if (ds->y)
+            fprintf(f, "%d,", ds->y[i]);
         for (size_t j = 0; j < ds->X.cols; j++)
             fprintf(f, "%.17g%c", r[j], j + 1 < ds->X.cols ? ',' : '\n');
         counts[0]++;
@@ -221,7 +229,7 @@ static int cmd_split(int argc, char **argv, const fk_params *p)
         int at = snprintf(lines[c], sizeof lines[c], "client%d.csv rows=%zu", c, counts[0]);
         for (int j = 0; j < ds.n_classes && at > 0 && (size_t)at < sizeof lines[c]; j++)
             at += snprintf(lines[c] + at, sizeof lines[c] - (size_t)at, "%s%.17g:%zu",
-                           j ? " " : " classes ", ds.classes[j], counts[1 + j]);
+                           j ? " " : " classes ", raw_class(&ds, j), counts[1 + j]);
     }
     if (!rc)
         for (int c = 0; c < (int)k; c++)

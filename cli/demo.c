@@ -1,6 +1,6 @@
 /* fedkern demo: a real federation on 127.0.0.1 (a CA, one fedkern-server and its
- * fedkern-clients over mTLS, demo_fleet.c) runs five jobs on built-in data (FedRF-TCA,
- * FedGrEM, then the one-round dica, kahm and sfl), submitted and followed through the
+ * fedkern-clients over mTLS, demo_fleet.c) runs six jobs on built-in data (FedRF-TCA,
+ * FedGrEM, then the one-round dica, udica, kahm and sfl), submitted and followed through the
  * `fedkern job` calls (job.c); each final model is checked against the in-process
  * simulation with the same seed, and kahm's model also serves one `job predict`. A
  * progress line per round, a final table and SVG/PNG plots (cli/plot.c) in a work
@@ -87,15 +87,16 @@ static void usage(FILE *out)
             "\n"
             "Runs a federation on this machine: creates a CA and certificates in the work\n"
             "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
-            "mutual TLS (the programs next to this one), and submits five jobs as 'fedkern job\n"
+            "mutual TLS (the programs next to this one), and submits six jobs as 'fedkern job\n"
             "submit' does: FedRF-TCA (K-1 labelled source clients and one unlabelled target\n"
             "client on a built-in synthetic domain-shift task), FedGrEM (Gaussian-mixture\n"
             "clustering on the FedGrEM paper's simulation design with one outlier client), and\n"
-            "three one-round jobs on their job types' own built-in data (the data 'fedkern sim\n"
+            "four one-round jobs on their job types' own built-in data (the data 'fedkern sim\n"
             "NAME' uses, written to DIR/NAME-cI.csv for the clients to load):\n"
             "  dica  K clients, one domain each; the last is an unseen domain that uploads\n"
             "        nothing and scores the predictor. Each other client uploads per-domain sums\n"
             "        of random features (no samples).\n"
+            "  udica the same with the unsupervised (UDICA) objective.\n"
             "  kahm  max(K, 4) clients holding 3 of 10 classes each, mode A (upload_models = 1):\n"
             "        THE CLIENTS UPLOAD THEIR CLASS MODELS, WHICH CONTAIN THEIR TRAINING SAMPLES\n"
             "        (whitened); then one 'fedkern job predict' of DIR/kahm-queries.csv through\n"
@@ -119,10 +120,10 @@ static void usage(FILE *out)
             "job key step_guard = 1 caps the relaxation at 1.\n"
             "\n"
             "options:\n"
-            "  --clients K    clients of the FedRF-TCA, dica and sfl jobs (default 4); FedGrEM\n"
+            "  --clients K    clients of the FedRF-TCA, dica, udica and sfl jobs (default 4); FedGrEM\n"
             "                 uses max(K, 10), kahm max(K, 4); max(K, 10) client daemons start\n"
-            "  --rounds R     rounds of FedRF-TCA and FedGrEM (default 60, 100); dica, kahm and\n"
-            "                 sfl have one round\n"
+            "  --rounds R     rounds of FedRF-TCA and FedGrEM (default 60, 100); dica, udica, kahm\n"
+            "                 and sfl have one round\n"
             "  --workdir DIR  certificates, state, logs, data and plots (default ./fedkern-demo)\n"
             "  --seed S       seed of data, features, initialisation and plans (default 1)\n"
             "  --json         JSON lines: one per round and a final one per job\n"
@@ -322,13 +323,16 @@ static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *
     return FK_OK;
 }
 
-/* DICA: one domain per client, the last one held out (it uploads nothing and scores the
- * federated DICA predictor on a domain no statistic came from). */
-static int setup_dica(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
+/* DICA and UDICA: one domain per client, the last one held out (it uploads nothing and
+ * scores the federated predictor on a domain no statistic came from). UDICA solves the
+ * unsupervised invariance objective (no labels in the solve); the §8.1 ridge on its
+ * projections still learns from the training clients' labels. */
+static int setup_dica(demo_job *j, const demo_opts *o, const char *dir, const char *method,
+                      fk_err *err)
 {
-    j->method = "dica";
+    j->method = method;
     j->data = "shifted domains, last unseen";
-    j->dataset = "dica";
+    j->dataset = method;
     j->metric = "accuracy";
     j->score_kind = SCORE_LAST_ACCURACY;
     j->rounds = 1;
@@ -1086,7 +1090,7 @@ int fk_cmd_demo(int argc, char **argv)
         fk_params_close(&p);
         return 1;
     }
-    enum { N_JOBS = 5 };
+    enum { N_JOBS = 6 };
     demo_job jobs[N_JOBS] = {0};
     for (int i = 0; i < N_JOBS; i++)
         fk_params_init(&jobs[i].params);
@@ -1101,11 +1105,13 @@ int fk_cmd_demo(int argc, char **argv)
     if (!rc)
         rc = setup_fedgrem(&jobs[1], &o, &err);
     if (!rc)
-        rc = setup_dica(&jobs[2], &o, abs, &err);
+        rc = setup_dica(&jobs[2], &o, abs, "dica", &err);
     if (!rc)
-        rc = setup_kahm(&jobs[3], &o, abs, &err);
+        rc = setup_dica(&jobs[3], &o, abs, "udica", &err);
     if (!rc)
-        rc = setup_sfl(&jobs[4], &o, abs, &err);
+        rc = setup_kahm(&jobs[4], &o, abs, &err);
+    if (!rc)
+        rc = setup_sfl(&jobs[5], &o, abs, &err);
     for (int i = 0; !rc && o.in_process && i < N_JOBS; i++)
         rc = run_job(&jobs[i], &o, &err);
     if (!rc && !o.in_process)

@@ -70,17 +70,28 @@ static void usage(FILE *out, const fk_method *m)
     }
 }
 
+/* ",\"KEY\":V" with null for a value not measured (NaN): "nan" is not JSON. */
+static void json_field(const char *key, double v)
+{
+    if (isfinite(v))
+        printf(",\"%s\":%.9g", key, v);
+    else
+        printf(",\"%s\":null", key);
+}
+
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
     const char *names[3] = {"misclust", "ari", "rmse"};
     double q[3] = {r->misclust, r->ari, r->rmse};
     if (c->json) {
-        printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d,"
-               "\"loss\":%.9g,\"accuracy\":%.9g,\"error\":%.9g,\"bytes\":%llu,\"seconds\":%.6f",
-               c->method, r->round, r->planned, r->participants, r->refused, r->loss, r->accuracy,
-               r->error, (unsigned long long)r->bytes, r->seconds);
-        for (int i = 0; i < 3; i++) /* measured only: JSON has no NaN */
+        printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d",
+               c->method, r->round, r->planned, r->participants, r->refused);
+        json_field("loss", r->loss);
+        json_field("accuracy", r->accuracy);
+        json_field("error", r->error);
+        printf(",\"bytes\":%llu,\"seconds\":%.6f", (unsigned long long)r->bytes, r->seconds);
+        for (int i = 0; i < 3; i++) /* measured only */
             if (!isnan(q[i]))
                 printf(",\"%s\":%.9g", names[i], q[i]);
         printf("}\n");
@@ -324,11 +335,14 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     }
     for (int c = 0; rc == FK_OK && o.final_reports && c < n; c++) {
         const fk_report *f = &finals[c];
-        if (json)
-            printf("{\"sim\":\"%s\",\"final\":true,\"client\":%d,\"name\":\"%s\",\"loss\":%.9g,"
-                   "\"accuracy\":%.9g,\"error\":%.9g}\n",
-                   m->name, c, clients[c].name, f->loss, f->accuracy, f->error);
-        else
+        if (json) {
+            printf("{\"sim\":\"%s\",\"final\":true,\"client\":%d,\"name\":\"%s\"", m->name, c,
+                   clients[c].name);
+            json_field("loss", f->loss);
+            json_field("accuracy", f->accuracy);
+            json_field("error", f->error);
+            printf("}\n");
+        } else
             printf("%s final client %3d %-20s loss %12.6g  accuracy %8.4f  error %10.6g\n",
                    m->name, c, clients[c].name, f->loss, f->accuracy, f->error);
     }

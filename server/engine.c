@@ -885,6 +885,14 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
     j->config = strdup(config);
     int rc = j->config ? fk_jobconf_parse(&j->conf, config, "job config", err)
                        : fk_err_set(err, FK_ENOMEM, "out of memory for a job");
+    /* The server's update limit reaches the method as a job parameter (a config cannot
+     * set it: the engine's value wins). */
+    if (!rc && e->o.max_update) {
+        char v[32];
+        snprintf(v, sizeof v, "%llu", (unsigned long long)e->o.max_update);
+        if (fk_params_set(&j->conf.params, FK_JOB_SERVER_MAX_UPDATE, v))
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory for a job");
+    }
     if (!rc) {
         j->m = (e->o.find ? e->o.find : fk_method_find)(j->conf.method, err);
         if (!j->m)

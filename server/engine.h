@@ -46,6 +46,8 @@ typedef struct fk_engine_opts {
     /* Optional: called after each round's close was committed. */
     void (*on_round)(void *ud, const fk_round_event *ev);
     void *on_round_ud;
+    uint64_t max_update;       /* bytes of one client update the server accepts (0 = no
+                                  limit known); every job gets it as FK_JOB_SERVER_MAX_UPDATE */
 } fk_engine_opts;
 
 typedef struct fk_engine fk_engine;

@@ -298,8 +298,13 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
         rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
     if (!rc)
         rc = fk_metrics_rounds_new(&st->rounds, err);
-    fk_engine_opts eo = {.store = st->st, .codec = codec,
-                         .on_round = fk_metrics_rounds_observe, .on_round_ud = st->rounds};
+    /* Jobs learn the largest update this server accepts (dica refuses an R beyond it). */
+    fk_engine_opts eo = {.store = st->st,
+                         .codec = codec,
+                         .on_round = fk_metrics_rounds_observe,
+                         .on_round_ud = st->rounds,
+                         .max_update = st->cfg.reasm_limit ? st->cfg.reasm_limit
+                                                           : FK_SERVICE_REASM_DEFAULT};
     if (!rc)
         rc = fk_engine_open(&st->e, &eo, fk_service_now(), err);
     return rc;

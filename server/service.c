@@ -1590,7 +1590,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     if (!s->cfg.tick_ms)
         s->cfg.tick_ms = 200;
     if (!s->cfg.reasm_limit)
-        s->cfg.reasm_limit = (size_t)1 << 30;
+        s->cfg.reasm_limit = FK_SERVICE_REASM_DEFAULT;
     static const struct {
         const char *path;
         fk_grpc_handler fn;

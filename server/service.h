@@ -21,6 +21,10 @@
 #include "server/engine.h"
 #include "server/store.h"
 
+/* Default of fk_service_config.reasm_limit: the largest update the server reassembles from
+ * chunks, and so the largest a client may send (the engine tells jobs; fk_engine_opts). */
+#define FK_SERVICE_REASM_DEFAULT ((size_t)1 << 30)
+
 typedef struct fk_service_config {
     char **allow;  /* client identities allowed; n_allow == 0 lets any CA-signed client in */
     int n_allow;
@@ -31,7 +35,7 @@ typedef struct fk_service_config {
     uint64_t poll_max_ms;   /* longest a PullTask waits when the call has no deadline (30000) */
     uint64_t poll_margin_ms;/* answer a waiting PullTask this long before its deadline (300) */
     uint64_t tick_ms;       /* how often deadlines are checked (200) */
-    size_t reasm_limit;     /* bytes one chunked update may hold (1 GiB) */
+    size_t reasm_limit;     /* bytes one chunked update may hold (FK_SERVICE_REASM_DEFAULT) */
 } fk_service_config;
 
 typedef struct fk_service fk_service;

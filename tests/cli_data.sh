@@ -74,5 +74,9 @@ check 1 "6 distinct values, fewer than the 7 clients" split "$dir/big.csv" --cli
 check 1 "needs class labels" split "$dir/big.csv" --label none --clients 2 --by label-skew --out "$dir/s8"
 check 2 "--by 'random'" split "$dir/big.csv" --clients 2 --by random --out "$dir/s9"
 check 2 "split needs --clients K" split "$dir/big.csv" --by iid --out "$dir/s9"
+# built-in synthetic data carries class indices only: info and split used to crash on it
+check 0 "class rows: 0:40 1:40 2:40 3:40 4:40" info synthetic/shift:client=0
+check 0 "client0.csv rows=200 classes 0:40" split synthetic/shift:client=0 --clients 1 --by iid --out "$dir/s10"
+check 0 "rows=200 cols=32 classes=5" info "$dir/s10/client0.csv"
 [ "$fails" -eq 0 ] && echo "cli_data: all checks passed"
 exit $((fails > 0))

@@ -1,6 +1,6 @@
 #!/bin/sh
-# fedkern demo end to end: the real daemons on 127.0.0.1 over mTLS, all five jobs to
-# completion (fedrf-tca, fedgrem, dica, kahm with one job predict, sfl), each daemon model
+# fedkern demo end to end: the real daemons on 127.0.0.1 over mTLS, all six jobs to
+# completion (fedrf-tca, fedgrem, dica, udica, kahm with one job predict, sfl), each daemon model
 # (and the predictions) equal to the in-process simulation, every daemon
 # gone afterwards; plus the clear errors (no daemons beside fedkern, bad option).
 set -u
@@ -22,9 +22,9 @@ rounds = int(sys.argv[2])
 final = {l["method"]: l for l in lines if "state" in l}
 per_round = [l for l in lines if "round" in l]
 predict = [l for l in lines if "predict" in l]
-assert set(final) == {"fedrf-tca", "fedgrem", "dica", "kahm", "sfl"}, final
-# the one-round job types (dica, kahm, sfl) ignore --rounds
-want_rounds = {"fedrf-tca": rounds, "fedgrem": rounds, "dica": 1, "kahm": 1, "sfl": 1}
+assert set(final) == {"fedrf-tca", "fedgrem", "dica", "udica", "kahm", "sfl"}, final
+# the one-round job types (dica, udica, kahm, sfl) ignore --rounds
+want_rounds = {"fedrf-tca": rounds, "fedgrem": rounds, "dica": 1, "udica": 1, "kahm": 1, "sfl": 1}
 for m, f in final.items():
     assert f["state"] == "done" and f["rounds"] == want_rounds[m], f
     assert f["daemon_equals_sim"] is True, f
@@ -36,11 +36,11 @@ assert t["clients"] == 3 and g["clients"] == 10, (t, g)
 # 5 classes: chance is 0.2; the demo task reaches about 0.7 by round 20
 assert 0.5 < t["accuracy"] <= 1 and t["accuracy"] == t["sim_accuracy"], t
 assert 0 <= g["error"] < 0.1 and g["error"] == g["sim_error"], g
-# dica: 2 training domains + 1 unseen (3 classes, chance 1/3); kahm: 4 clients cover its
-# 10 classes; sfl: two classes. Scores finite, equal to the simulation's, above chance.
-d, k, s = final["dica"], final["kahm"], final["sfl"]
-assert (d["clients"], k["clients"], s["clients"]) == (3, 4, 3), (d, k, s)
-for f, chance in ((d, 1 / 3), (k, 0.1), (s, 0.5)):
+# dica, udica: 2 training domains + 1 unseen (3 classes, chance 1/3); kahm: 4 clients cover
+# its 10 classes; sfl: two classes. Scores finite, equal to the simulation's, above chance.
+d, u, k, s = final["dica"], final["udica"], final["kahm"], final["sfl"]
+assert (d["clients"], u["clients"], k["clients"], s["clients"]) == (3, 3, 4, 3), (d, u, k, s)
+for f, chance in ((d, 1 / 3), (u, 1 / 3), (k, 0.1), (s, 0.5)):
     assert math.isfinite(f["accuracy"]) and chance < f["accuracy"] <= 1, f
     assert f["accuracy"] == f["sim_accuracy"], f
 # one job predict through the daemons, for the kahm job, equal to the in-process model's
@@ -51,7 +51,7 @@ assert math.isfinite(p["accuracy"]) and 0.1 < p["accuracy"] <= 1, p
 assert p["accuracy"] == p["sim_accuracy"] and p["daemon_equals_sim"] is True, p
 PY
 for f in pki/ca.pem server.log client-c9.log fedrf-tca.conf fedgrem.dat fedrf-tca-model.bin \
-         dica.conf dica-c2.csv kahm-c3.csv kahm-queries.csv kahm-model.bin sfl.conf sfl-c0.csv; do
+         dica.conf dica-c2.csv udica.conf udica-c2.csv kahm-c3.csv kahm-queries.csv kahm-model.bin sfl.conf sfl-c0.csv; do
   [ -s "$dir/w/$f" ] || fail "missing $f in the work directory"
 done
 # the data-leaving jobs: the job files opt in, the clients' own configs consent
@@ -72,17 +72,18 @@ grep -q "^fedkern demo: fedkern-server not found: looked for $dir/bin/fedkern-se
 "$fk" demo --colour red 2>/dev/null; [ $? = 2 ] || fail "unknown option not a usage error"
 "$fk" demo --help | grep -q -- "--in_process" || fail "--help"
 
-# --in_process: the same five jobs and the predict row, no daemons
+# --in_process: the same six jobs and the predict row, no daemons
 "$fk" demo --in_process --clients 3 --rounds 5 --workdir "$dir/w3" --json --no_plots \
   >"$dir/ip.json" 2>/dev/null || fail "--in_process exited $?"
 /usr/bin/python3 - "$dir/ip.json" <<'PY' || fail "--in_process JSON checks"
 import json, math, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rows = [l for l in lines if "round" not in l]
-assert [l["method"] for l in rows] == ["fedrf-tca", "fedgrem", "dica", "kahm", "kahm", "sfl"], rows
+assert [l["method"] for l in rows] == ["fedrf-tca", "fedgrem", "dica", "udica", "kahm", "kahm",
+                                      "sfl"], rows
 for l in rows:
     v = l.get("accuracy", l.get("error"))
     assert v is not None and math.isfinite(v), l
-assert rows[4]["predict"] > 0, rows[4]
+assert rows[5]["predict"] > 0, rows[5]
 PY
 echo ok

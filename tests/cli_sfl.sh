@@ -39,6 +39,12 @@ for c in c0 c1 c2; do
   pids="$pids $!"
 done
 conn="--server 127.0.0.1:$port --server_name server --tls_dir pki --name op"
+# job submit refuses clients that never joined: wait (10 s at most) until all three have
+for i in $(seq 100); do
+  n=0; for c in c0 c1 c2; do grep -q "event=joined" $c.log && n=$((n + 1)); done
+  [ $n = 3 ] && break; sleep 0.1
+done
+[ $n = 3 ] || fail "the clients did not join"
 printf 'method = sfl\ndataset = e31\nclients = c0, c1, c2\nseed = 7\ndeadline = 4\nquorum = 0.6\nraw_sample_upload = acknowledged\nwidth_min = 1\nwidth_max = 3\nn_widths = 3\n' > job.conf
 "$fk" job submit job.conf $conn >/dev/null || fail "submit"
 "$fk" job result 1 --out model.bin --wait 60 $conn >status1.txt 2>&1 || fail "job 1: $(cat status1.txt)"

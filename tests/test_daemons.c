@@ -512,6 +512,22 @@ static void fedrf_tca_daemons_match_sim(void **state)
     assert_true(strtod(acc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
 }
 
+/* The dense extractor (trained by every client, never sent), the tail average, SGD on the
+ * target's W and the closed-form warm start (issue 26): the daemons' model equals the simulation's bit for bit. */
+static void fedrf_tca_dense_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 4\nrounds = 6\nN = 32\nm = 6\nhidden = 8\nbatch = 16\ntc = 2\n"
+                       "extractor = dense\next_dim = 12\navg_last = 3\ntarget_opt = sgd\n"
+                       "warm_start = 1\n"
+                       "classes = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
 /* pooled-em ends itself once every restart has converged: the job is done long before its
  * round budget (by default as many rounds as the fit can need), "converged", and equal to the
  * simulation, which stops at the same round. */
@@ -1190,6 +1206,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(fedrf_tca_dense_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,13 +110,14 @@ static void sim_runs(void **state)
         assert_true(fin[K - 1].accuracy > 0.6);
         /* the round's accuracy (UDICA shares DICA's ridge and evaluation phases: its
          * components ignore the labels, its predictor does not): every client's, held-out
-         * domain included, as the evaluate op on the final model gives it */
+         * domain included, as the evaluate op on the final model gives it; no regression
+         * error */
         fk_update ups[K];
         for (int k = 0; k < K; k++)
             ups[k] = (fk_update){.client = k, .report = fin[k]};
         print_message("%s round accuracy %.4f\n", m->name, last.accuracy);
         assert_true(last.accuracy == fk_report_mean(ups, K, offsetof(fk_report, accuracy)));
-        assert_true(isnan(last.rmse) && isnan(last.misclust));
+        assert_true(isnan(last.rmse) && isnan(last.misclust) && isnan(last.error));
         fk_bundle_close(&model);
         job_close(&j);
     }
@@ -136,14 +138,17 @@ static void regression_one(const fk_method *m, int v)
     fk_sim_round last;
     fk_err err;
     assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, &last, &err), FK_OK);
+    if (!v)
+        assert_int_equal(get(&model, "W")->shape[1], 20);
+    /* the round reports the RMSE (in rmse and error) of the clients with targets, as the
+     * evaluate op on the final model gives it, no accuracy */
     fk_update ups[K];
     for (int k = 0; k < K; k++)
         ups[k] = (fk_update){.client = k, .report = fin[k]};
     print_message("%s round rmse %.4f\n", j.m->name, last.rmse);
     assert_true(last.rmse == fk_report_mean(ups, K, offsetof(fk_report, rmse)));
+    assert_true(isfinite(last.error) && last.error == last.rmse);
     assert_true(isnan(last.accuracy));
-    if (!v)
-        assert_int_equal(get(&model, "W")->shape[1], 20);
     assert_true(get(&model, "sigma_y")->data[0] > 0);
     /* RMSE of the constant predictor (the held-out domain's own mean, a lower bound for any
      * constant) */
@@ -336,14 +341,56 @@ static void refusals(void **state)
     (void)state;
     fk_err err;
     job j;
-    /* R whose upload exceeds max_message: size and the largest R that fits */
-    job_open(&j, &fk_method_dica, (const char *const[]){"R", "2000", NULL});
+    /* R whose upload exceeds the server's update limit (the engine sets it): the size, the
+     * limit and the largest R that fits */
+    job_open(&j, &fk_method_dica,
+             (const char *const[]){"R", "2000", FK_JOB_SERVER_MAX_UPDATE, "33554432", NULL});
     assert_int_equal(job_start(&j, &err), FK_ELIMIT);
     assert_non_null(strstr(err.msg, "64.0 MB"));
+    assert_non_null(strstr(err.msg, "the server's limit for one update = 33554432 bytes"));
     assert_non_null(strstr(err.msg, "largest R that fits is 1447"));
     assert_true(fk_dica_upload_bytes(1447, 1, 0) <= 33554432u &&
                 fk_dica_upload_bytes(1448, 1, 0) > 33554432u);
     job_close(&j);
+    /* the job's own cap, when smaller, is the one named */
+    job_open(&j, &fk_method_dica,
+             (const char *const[]){"R", "2000", FK_JOB_SERVER_MAX_UPDATE, "1073741824",
+                                   "max_message", "16000000", NULL});
+    assert_int_equal(job_start(&j, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "the job's max_message = 16000000 bytes"));
+    assert_non_null(strstr(err.msg, "largest R that fits is 999"));
+    job_close(&j);
+    /* without a limit (fedkern sim) the server accepts R = 2000 */
+    job_open(&j, &fk_method_dica, (const char *const[]){"R", "2000", NULL});
+    assert_int_equal(j.m->server_init(&j.srv, &j.p, K, 5, &err), FK_OK);
+    job_close(&j);
+    /* a client with three domains checks its own, larger upload against the limit the
+     * statistics task carries (one domain fits, three do not) */
+    {
+        char lim[32];
+        snprintf(lim, sizeof lim, "%zu", fk_dica_upload_bytes(20, 1, 3) + 8);
+        job_open(&j, &fk_method_dica,
+                 (const char *const[]){"R", "20", FK_JOB_SERVER_MAX_UPDATE, lim, NULL});
+        j.ds[0].group = malloc(150 * sizeof(int));
+        for (int i = 0; i < 150; i++)
+            j.ds[0].group[i] = i / 50;
+        assert_int_equal(job_start(&j, &err), FK_OK);
+        int done;
+        assert_int_equal(job_phase(&j, 0, NULL, &done, &err), FK_OK);
+        fk_bundle task, up;
+        fk_bundle_init(&task);
+        fk_bundle_init(&up);
+        assert_int_equal(j.m->task(j.srv, 1, 1, 0, &task, &err), FK_OK);
+        assert_true(get(&task, "max_upload")->data[0] == (double)atoll(lim));
+        fk_report rep;
+        assert_int_equal(j.m->local_step(j.cli[0], &task, &up, &rep, &err), FK_ELIMIT);
+        assert_non_null(strstr(err.msg, "client 0"));
+        assert_non_null(strstr(err.msg, "3 domain(s)"));
+        assert_non_null(strstr(err.msg, "the server's limit for one update"));
+        fk_bundle_close(&task);
+        fk_bundle_close(&up);
+        job_close(&j);
+    }
     job_open(&j, &fk_method_dica, (const char *const[]){"R", "0", NULL});
     assert_int_equal(job_start(&j, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "R = 0"));

@@ -10,6 +10,7 @@
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/sim.h"
+#include "common/models/tca.h"
 
 enum { K = 3, NC = K + 1 };
 
@@ -944,6 +945,434 @@ static void bad_input(void **state)
     close_data(ds, NC);
 }
 
+/* avg_last: W_avg / C_avg are the means of the models aggregated in the last avg_last rounds
+ * (each round's model read by hand; the classifier only in the rounds that average it), survive
+ * a checkpoint, and use_avg scores them. */
+static void tail_average_of_the_last_rounds(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 6);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "avg_last", "3"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 3);
+    fk__fedrf_server *srv = a.srv;
+    size_t WM = srv->WM, PC = srv->PC;
+    double *wsum = calloc(WM, sizeof *wsum), *csum = calloc(PC, sizeof *csum);
+    assert_non_null(wsum);
+    assert_non_null(csum);
+    fk_bundle sv;
+    fk_bundle_init(&sv);
+    for (int r = 1; r <= 6; r++) {
+        fed_rounds(&a, 3, r, r);
+        if (r == 4)
+            assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
+        if (r <= 3)
+            continue;
+        fk_bundle m;
+        fk_bundle_init(&m);
+        assert_int_equal(a.m->model(a.srv, &m, &err), FK_OK);
+        const fk_tensor *w = fk_bundle_get(&m, "W"), *c = fk_bundle_get(&m, "C");
+        assert_non_null(w);
+        assert_non_null(c);
+        for (size_t i = 0; i < WM; i++)
+            wsum[i] += w->data[i] / 3.0;
+        for (size_t i = 0; i < PC && r % 2 == 0; i++) /* tc = 2: fresh classifiers in 4 and 6 */
+            csum[i] += c->data[i] / 2.0;
+        fk_bundle_close(&m);
+    }
+    fk_bundle m;
+    fk_bundle_init(&m);
+    assert_int_equal(a.m->model(a.srv, &m, &err), FK_OK);
+    const fk_tensor *wa = fk_bundle_get(&m, "W_avg"), *ca = fk_bundle_get(&m, "C_avg");
+    assert_non_null(wa);
+    assert_non_null(ca);
+    for (size_t i = 0; i < WM; i++)
+        assert_true(fabs(wa->data[i] - wsum[i]) <= 1e-12 * (1 + fabs(wsum[i])));
+    for (size_t i = 0; i < PC; i++)
+        assert_true(fabs(ca->data[i] - csum[i]) <= 1e-12 * (1 + fabs(csum[i])));
+    /* the averaged model is not the final one, and use_avg scores it */
+    const fk_tensor *w = fk_bundle_get(&m, "W");
+    assert_memory_not_equal(w->data, wa->data, WM * sizeof(double));
+    void *cli;
+    fk_report r1, r2, r3;
+    fk_report_init(&r1);
+    fk_report_init(&r2);
+    fk_report_init(&r3);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[K], K, NC, 3, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &r1, &err), FK_OK);
+    fk_bundle only; /* W = W_avg, C = C_avg by hand */
+    fk_bundle_init(&only);
+    assert_int_equal(fk_bundle_put(&only, "W", 2, (uint64_t[2]){srv->D, 8}, wa->data), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&only, "C", PC, ca->data), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &only, &r3, &err), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&m, "use_avg", 1), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &r2, &err), FK_OK);
+    assert_true(r2.accuracy == r3.accuracy);
+    assert_true(r1.accuracy >= 0 && r2.accuracy >= 0);
+    fk_method_fedrf_tca.client_close(cli);
+    /* a server restored after round 4 ends with the same average */
+    void *srv2;
+    assert_int_equal(a.m->server_init(&srv2, &p, NC, 3, &err), FK_OK);
+    assert_int_equal(a.m->load(srv2, &sv, &err), FK_OK);
+    fk__fedrf_server *s2 = srv2;
+    assert_true(s2->nWsum == 1 && s2->nCsum == 1);
+    a.m->server_close(srv2);
+    fk_bundle_close(&only);
+    fk_bundle_close(&m);
+    fk_bundle_close(&sv);
+    free(wsum);
+    free(csum);
+    fed_close(&a);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+static void record_acc(const fk_sim_round *r, void *ctx)
+{
+    double *acc = ctx;
+    acc[r->round] = r->accuracy;
+}
+
+/* Voting: the rounds report the vote (in the last round, once the classifiers are in), never
+ * the target's own untrained classifier; it equals the final model's score on the target. */
+static void voting_rounds_report_the_vote(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 7);
+    fk_params p;
+    base_params(&p, "5");
+    assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
+    double acc[6];
+    fk_sim_opts o = {.rounds = 5, .seed = 4, .progress = record_acc, .ctx = acc};
+    fk_bundle m;
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &m, NULL, &err), FK_OK);
+    for (int r = 1; r < 5; r++)
+        assert_true(isnan(acc[r]));
+    void *cli;
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds[K], K, NC, 4, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.evaluate(cli, &m, &rep, &err), FK_OK);
+    assert_true(rep.accuracy == acc[5]);
+    fk_method_fedrf_tca.client_close(cli);
+    fk_bundle_close(&m);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* target_opt = sgd: the target's W takes plain gradient steps (no Adam moments in its
+ * checkpoint, the sources keep theirs) and a restored federation continues bit for bit;
+ * bad values are refused. */
+static void target_opt_and_avg_keys(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 8);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "target_opt", "sgd"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    fk_err err;
+    fed a, b, c;
+    fed_open(&a, &p, ds, 2);
+    fed_rounds(&a, 2, 1, 6);
+    fed_open(&b, &p, ds, 2);
+    fed_rounds(&b, 2, 1, 3);
+    fk__fedrf_client *tc = b.cli[K], *sc = b.cli[0];
+    assert_int_equal(tc->optW.kind, FK_OPT_SGD);
+    assert_int_equal(sc->optW.kind, FK_OPT_ADAM);
+    fk_bundle sv, cv[NC];
+    fk_bundle_init(&sv);
+    assert_int_equal(b.m->save(b.srv, &sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++) {
+        fk_bundle_init(&cv[i]);
+        assert_int_equal(b.m->client_save(b.cli[i], &cv[i], &err), FK_OK);
+    }
+    assert_null(fk_bundle_get(&cv[K], "optW_m"));
+    assert_non_null(fk_bundle_get(&cv[0], "optW_m"));
+    fed_close(&b);
+    fed_open(&c, &p, ds, 2);
+    assert_int_equal(c.m->load(c.srv, &sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++)
+        assert_int_equal(c.m->client_load(c.cli[i], &cv[i], &err), FK_OK);
+    fed_rounds(&c, 2, 4, 6);
+    fk_bundle ma, mc;
+    fk_bundle_init(&ma);
+    fk_bundle_init(&mc);
+    assert_int_equal(a.m->model(a.srv, &ma, &err), FK_OK);
+    assert_int_equal(c.m->model(c.srv, &mc, &err), FK_OK);
+    same_tensor(&ma, &mc, "W");
+    same_tensor(&ma, &mc, "C");
+    fk_bundle_close(&ma);
+    fk_bundle_close(&mc);
+    fk_bundle_close(&sv);
+    for (int i = 0; i < NC; i++)
+        fk_bundle_close(&cv[i]);
+    fed_close(&a);
+    fed_close(&c);
+    assert_int_equal(fk_params_set(&p, "target_opt", "rmsprop"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "target_opt"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "target_opt", "adam"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "avg_last", "-1"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "avg_last"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "avg_last", "x"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "avg_last"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* Central differences of the client's local loss against its gradient in the dense extractor's
+ * parameters; the loss is rebuilt from the mini-batch (extractor, features, own statistic). */
+static void fd_check(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_tensor *s_src,
+                     double *max_rel, double *gnorm)
+{
+    fk_err err;
+    double L0;
+    assert_int_equal(fk__fedrf_client_load_batch(c, &err), FK_OK);
+    assert_int_equal(fk__fedrf_client_grad(c, s_peer, s_src, &L0, &err), FK_OK);
+    double *g = malloc(c->PE * sizeof *g);
+    assert_non_null(g);
+    memcpy(g, c->gext, c->PE * sizeof *g);
+    *max_rel = 0;
+    *gnorm = 0;
+    for (size_t j = 0; j < c->PE; j++)
+        *gnorm += g[j] * g[j];
+    *gnorm = sqrt(*gnorm);
+    const double h = 1e-6;
+    for (size_t t = 0; t < 40; t++) {
+        size_t j = t < 30 ? (t * 7919) % c->PE : c->PE - 1 - (t - 30); /* weights and biases */
+        double keep = c->ext[j], Lp, Lm;
+        c->ext[j] = keep + h;
+        assert_int_equal(fk__fedrf_client_load_batch(c, &err), FK_OK);
+        assert_int_equal(fk__fedrf_client_grad(c, s_peer, s_src, &Lp, &err), FK_OK);
+        c->ext[j] = keep - h;
+        assert_int_equal(fk__fedrf_client_load_batch(c, &err), FK_OK);
+        assert_int_equal(fk__fedrf_client_grad(c, s_peer, s_src, &Lm, &err), FK_OK);
+        c->ext[j] = keep;
+        double fd = (Lp - Lm) / (2 * h), rel = fabs(fd - g[j]) / (fabs(fd) + fabs(g[j]) + 1e-7);
+        if (rel > *max_rel)
+            *max_rel = rel;
+    }
+    assert_int_equal(fk__fedrf_client_load_batch(c, &err), FK_OK);
+    free(g);
+}
+
+/* The dense extractor's gradient (classification + MMD at a source, MMD alone at the target)
+ * matches central differences, and the MMD part is not cut (the reference code's detach). */
+static void dense_extractor_gradient(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 9);
+    fk_params p;
+    base_params(&p, "4");
+    assert_int_equal(fk_params_set(&p, "extractor", "dense"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "ext_dim", "12"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "N", "20"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "m", "6"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "lambda", "50"), FK_OK);
+    fk_err err;
+    void *vs, *vt;
+    assert_int_equal(fk_method_fedrf_tca.client_init(&vs, &p, &ds[0], 0, NC, 3, &err), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.client_init(&vt, &p, &ds[K], K, NC, 3, &err), FK_OK);
+    fk__fedrf_client *src = vs, *tgt = vt;
+    assert_int_equal(src->rff.d, 12);
+    fk_bundle task, up, msgs;
+    fk_bundle_init(&task);
+    fk_bundle_init(&up);
+    fk_bundle_init(&msgs);
+    fk_report rep;
+    assert_int_equal(fk_bundle_put_scalar(&task, "phase", 0), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&task, "mmd", 1), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.local_step(vs, &task, &up, &rep, &err), FK_OK);
+    fk_bundle_clear(&up);
+    assert_int_equal(fk_method_fedrf_tca.local_step(vt, &task, &up, &rep, &err), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&msgs, "s_peer", src->D, tgt->s_own), FK_OK);
+    assert_int_equal(fk_bundle_put(&msgs, "s_src", 2, (uint64_t[2]){1, src->D}, src->s_own), FK_OK);
+    const fk_tensor *s_peer = fk_bundle_get(&msgs, "s_peer"), *s_src = fk_bundle_get(&msgs, "s_src");
+    double rel, gn;
+    fd_check(src, s_peer, NULL, &rel, &gn);
+    assert_true(rel < 1e-5);
+    assert_true(gn > 0);
+    /* the MMD term moves the source's extractor gradient */
+    double *with = malloc(src->PE * sizeof *with), L;
+    assert_non_null(with);
+    memcpy(with, src->gext, src->PE * sizeof *with);
+    assert_int_equal(fk__fedrf_client_grad(src, NULL, NULL, &L, &err), FK_OK);
+    assert_memory_not_equal(with, src->gext, src->PE * sizeof *with);
+    free(with);
+    /* the target's extractor gets the MMD gradient */
+    fd_check(tgt, NULL, s_src, &rel, &gn);
+    assert_true(rel < 1e-5);
+    assert_true(gn > 0);
+    fk_bundle_close(&task);
+    fk_bundle_close(&up);
+    fk_bundle_close(&msgs);
+    fk_method_fedrf_tca.client_close(vs);
+    fk_method_fedrf_tca.client_close(vt);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* Dense extractor runs: deterministic, checkpointed bit for bit mid-run, never sent (no
+ * update carries it), refusals of bad keys. */
+static void dense_extractor_federation(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 10);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "extractor", "dense"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "ext_dim", "16"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "avg_last", "2"), FK_OK);
+    fk_err err;
+    fed a, b, c;
+    fed_open(&a, &p, ds, 7);
+    fed_rounds(&a, 7, 1, 6);
+    fed_open(&b, &p, ds, 7);
+    fed_rounds(&b, 7, 1, 3);
+    fk_bundle sv, cv[NC];
+    fk_bundle_init(&sv);
+    assert_int_equal(b.m->save(b.srv, &sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++) {
+        fk_bundle_init(&cv[i]);
+        assert_int_equal(b.m->client_save(b.cli[i], &cv[i], &err), FK_OK);
+        assert_non_null(fk_bundle_get(&cv[i], "ext"));
+    }
+    fed_close(&b);
+    fed_open(&c, &p, ds, 7);
+    assert_int_equal(c.m->load(c.srv, &sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++)
+        assert_int_equal(c.m->client_load(c.cli[i], &cv[i], &err), FK_OK);
+    fed_rounds(&c, 7, 4, 6);
+    for (int i = 0; i < NC; i++) {
+        fk__fedrf_client *x = a.cli[i], *y = c.cli[i];
+        assert_memory_equal(x->ext, y->ext, x->PE * sizeof(double));
+    }
+    /* the extractor trained: it is not where it started */
+    void *fresh;
+    assert_int_equal(fk_method_fedrf_tca.client_init(&fresh, &p, &ds[K], K, NC, 7, &err), FK_OK);
+    fk__fedrf_client *f0 = fresh, *ft = a.cli[K];
+    assert_memory_not_equal(f0->ext, ft->ext, f0->PE * sizeof(double));
+    fk_method_fedrf_tca.client_close(fresh);
+    fk_bundle ma, mc;
+    fk_bundle_init(&ma);
+    fk_bundle_init(&mc);
+    assert_int_equal(a.m->model(a.srv, &ma, &err), FK_OK);
+    assert_int_equal(c.m->model(c.srv, &mc, &err), FK_OK);
+    same_tensor(&ma, &mc, "W");
+    same_tensor(&ma, &mc, "W_avg");
+    for (size_t i = 0; i < ma.count; i++) /* the model holds W, C and their averages only */
+        assert_true(!strcmp(ma.items[i].name, "W") || !strcmp(ma.items[i].name, "C") ||
+                    !strcmp(ma.items[i].name, "W_avg") || !strcmp(ma.items[i].name, "C_avg"));
+    /* the live target scores the model with its own extractor */
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(a.m->evaluate(a.cli[K], &ma, &rep, &err), FK_OK);
+    assert_true(rep.accuracy >= 0 && rep.accuracy <= 1);
+    fk_bundle_close(&ma);
+    fk_bundle_close(&mc);
+    fk_bundle_close(&sv);
+    for (int i = 0; i < NC; i++)
+        fk_bundle_close(&cv[i]);
+    fed_close(&a);
+    fed_close(&c);
+    assert_int_equal(fk_params_set(&p, "extractor", "conv"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "extractor"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "extractor", "dense"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "ext_dim", "0"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "ext_dim"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* warm_start: from the clients' round-1 moments the server's W equals the RF-TCA closed form
+ * on the pooled rows (sources first), every client starts round 1 from it, bad keys refused. */
+static void warm_start_is_the_pooled_closed_form(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 11);
+    fk_params p;
+    base_params(&p, "3");
+    assert_int_equal(fk_params_set(&p, "warm_start", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "gamma", "0.05"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 5);
+    fed_rounds(&a, 5, 1, 1);
+    fk__fedrf_server *srv = a.srv;
+    assert_true(srv->have_W0);
+    /* the pooled problem, from the rows themselves */
+    size_t n = 0, ns = 0, D = srv->D;
+    for (int i = 0; i < NC; i++) {
+        fk__fedrf_client *c = a.cli[i];
+        n += c->X.rows;
+        ns += i == K ? 0 : c->X.rows;
+    }
+    fk_mat Phi, Wref;
+    assert_int_equal(fk_mat_init(&Phi, n, D), FK_OK);
+    size_t r = 0;
+    for (int i = 0; i < NC; i++) { /* client order puts the sources (0..K-1) first */
+        fk__fedrf_client *c = a.cli[i];
+        fk_mat part = fk_mat_rows(&Phi, r, c->X.rows);
+        assert_int_equal(fk_rff_map_into(&c->rff, &c->X, &part, &err), FK_OK);
+        r += c->X.rows;
+    }
+    double theta[8];
+    assert_int_equal(fk_tca_solve(&Phi, ns, 0.05, 8, FK_TCA_NORM_B, &Wref, theta, &err), FK_OK);
+    /* the same matrix up to the scale the server gives it (the random start's norm sqrt(m/3)) */
+    double big = 0, diff = 0, nref = 0, n0 = 0;
+    for (size_t i = 0; i < D * 8; i++) {
+        nref += Wref.data[i] * Wref.data[i];
+        n0 += srv->W0[i] * srv->W0[i];
+    }
+    assert_true(fabs(sqrt(n0) - sqrt(8.0 / 3.0)) < 1e-12);
+    double f = sqrt(n0 / nref);
+    for (size_t i = 0; i < D * 8; i++) {
+        big = fabs(Wref.data[i] * f) > big ? fabs(Wref.data[i] * f) : big;
+        double e = fabs(Wref.data[i] * f - srv->W0[i]);
+        diff = e > diff ? e : diff;
+    }
+    assert_true(big > 0);
+    assert_true(diff <= 1e-7 * big);
+    /* the target's W after round 1 is the warm start moved by averaged steps of at most ~lr */
+    fk__fedrf_client *t = a.cli[K];
+    double far = 0;
+    for (size_t i = 0; i < D * 8; i++)
+        far = fabs(t->par[i] - srv->W0[i]) > far ? fabs(t->par[i] - srv->W0[i]) : far;
+    assert_true(far <= 0.0101);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Wref);
+    fed_close(&a);
+    /* the moments are what the update checker lets through in round 1, and only then */
+    fk_update up = {.client = 0};
+    fk_bundle_init(&up.msg);
+    void *srv2;
+    assert_int_equal(fk_method_fedrf_tca.server_init(&srv2, &p, NC, 5, &err), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "n", 2.5), FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.check_update(srv2, 1, 0, &up, &err), FK_EINVAL);
+    assert_int_equal(fk_method_fedrf_tca.check_update(srv2, 2, 0, &up, &err), FK_EINVAL);
+    fk_method_fedrf_tca.server_close(srv2);
+    fk_bundle_close(&up.msg);
+    assert_int_equal(fk_params_set(&p, "gamma", "-1"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "gamma"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "gamma", "0"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "warm_start", "maybe"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "warm_start"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -963,6 +1392,12 @@ int main(void)
         cmocka_unit_test(lambda_zero_moves_target_w_only_by_averaging),
         cmocka_unit_test(round_count_matches_the_channel),
         cmocka_unit_test(voting_majority_ties_to_smallest_class),
+        cmocka_unit_test(tail_average_of_the_last_rounds),
+        cmocka_unit_test(voting_rounds_report_the_vote),
+        cmocka_unit_test(target_opt_and_avg_keys),
+        cmocka_unit_test(dense_extractor_gradient),
+        cmocka_unit_test(dense_extractor_federation),
+        cmocka_unit_test(warm_start_is_the_pooled_closed_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

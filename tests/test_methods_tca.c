@@ -453,6 +453,45 @@ static void rtca_project_equals_feature_projection(void **state)
     fk_mat_close(&Z2);
 }
 
+/* The moments form (A = Phi^T H Phi, v = Phi^T l) gives fk_tca_solve's W, in every
+ * normalization, and refuses bad gamma and m. */
+static void moments_form_matches_rows(void **state)
+{
+    (void)state;
+    size_t n = 60, n_s = 35, D = 20, m = 5;
+    fk_mat Phi, A, B, W1, W2;
+    assert_int_equal(fk_mat_init(&Phi, n, D), FK_OK);
+    fill_normal(&Phi, 31, 1.5, n_s);
+    explicit_ab(&Phi, n_s, 0.3, &A, &B);
+    double *v = calloc(D, sizeof *v), th1[5], th2[5];
+    assert_non_null(v);
+    for (size_t j = 0; j < D; j++)
+        for (size_t i = 0; i < n; i++)
+            v[j] += Phi.data[i * D + j] * (i < n_s ? 1.0 / (double)n_s : -1.0 / (double)(n - n_s));
+    fk_err err;
+    for (int norm = 0; norm < 3; norm++) {
+        assert_int_equal(fk_tca_solve(&Phi, n_s, 0.3, m, (fk_tca_norm)norm, &W1, th1, &err), FK_OK);
+        assert_int_equal(fk_tca_solve_moments(&A, v, 0.3, m, (fk_tca_norm)norm, &W2, th2, &err),
+                         FK_OK);
+        double big = max_abs(W1.data, D * m), diff = 0;
+        for (size_t i = 0; i < D * m; i++)
+            diff = fabs(W1.data[i] - W2.data[i]) > diff ? fabs(W1.data[i] - W2.data[i]) : diff;
+        assert_true(diff <= 1e-9 * big);
+        for (size_t j = 0; j < m; j++)
+            assert_true(fabs(th1[j] - th2[j]) <= 1e-9 * th1[0]);
+        fk_mat_close(&W1);
+        fk_mat_close(&W2);
+    }
+    assert_int_equal(fk_tca_solve_moments(&A, v, 0.0, m, FK_TCA_NORM_B, &W2, th2, &err), FK_EINVAL);
+    assert_int_equal(fk_tca_solve_moments(&A, v, 0.3, 0, FK_TCA_NORM_B, &W2, th2, &err), FK_EINVAL);
+    assert_int_equal(fk_tca_solve_moments(&A, v, 0.3, D + 1, FK_TCA_NORM_B, &W2, th2, &err),
+                     FK_EINVAL);
+    free(v);
+    fk_mat_close(&Phi);
+    fk_mat_close(&A);
+    fk_mat_close(&B);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +502,7 @@ int main(void)
         cmocka_unit_test(rftca_converges_to_rtca),
         cmocka_unit_test(rtca_project_equals_feature_projection),
         cmocka_unit_test(normalized_l_helper),
+        cmocka_unit_test(moments_form_matches_rows),
         cmocka_unit_test(kernel_tca_runs_and_rejects_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

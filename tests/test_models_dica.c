@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/la/blas.h"
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
@@ -526,6 +527,82 @@ static void ridge_and_sigma_rule(void **state)
     fk_mat_close(&Z);
 }
 
+/* §8.3: the distributional kernel. With the linear sample kernel the embedding distance is
+ * the distance of the domain means, so K_ab = exp(-|xbar_i - xbar_j|^2 / (2 s1^2)) K2_ab
+ * exactly; same-domain pairs keep K2; sigma1 = inf is the pooling kernel; with a Gaussian
+ * sample kernel the product is PSD; bad input is refused. */
+static void distributional_kernel(void **state)
+{
+    (void)state;
+    toy T;
+    toy_make(&T, 3);
+    size_t n = T.n;
+    fk_err err;
+    fk_mat K2, K;
+    assert_int_equal(fk_mat_init(&K2, n, n), FK_OK);
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            double s = 0;
+            for (size_t j = 0; j < 5; j++)
+                s += fk_mat_get(&T.X, a, j) * fk_mat_get(&T.X, b, j);
+            fk_mat_set(&K2, a, b, s);
+        }
+    double mean[4][5] = {{0}}, cnt[4] = {0};
+    for (size_t a = 0; a < n; a++) {
+        int d = (int)T.dom[a] - 10;
+        cnt[d] += 1;
+        for (size_t j = 0; j < 5; j++)
+            mean[d][j] += fk_mat_get(&T.X, a, j);
+    }
+    for (int d = 0; d < 4; d++)
+        for (size_t j = 0; j < 5; j++)
+            mean[d][j] /= cnt[d];
+    double s1 = 0.7;
+    assert_int_equal(fk_dica_dist_kernel(&K2, T.dom, s1, &K, &err), FK_OK);
+    double worst = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            int i = (int)T.dom[a] - 10, j = (int)T.dom[b] - 10;
+            double d2 = 0;
+            for (size_t c = 0; c < 5; c++)
+                d2 += (mean[i][c] - mean[j][c]) * (mean[i][c] - mean[j][c]);
+            double want = exp(-d2 / (2 * s1 * s1)) * fk_mat_get(&K2, a, b);
+            worst = fmax(worst, fabs(fk_mat_get(&K, a, b) - want));
+            if (i == j)
+                assert_true(fk_mat_get(&K, a, b) == fk_mat_get(&K2, a, b));
+        }
+    assert_true(worst < 1e-12);
+    fk_mat_close(&K);
+    assert_int_equal(fk_dica_dist_kernel(&K2, T.dom, INFINITY, &K, &err), FK_OK);
+    assert_memory_equal(K.data, K2.data, n * n * sizeof(double));
+    fk_mat_close(&K);
+    fk_mat_close(&K2);
+    /* Gaussian sample kernel: the product kernel is PSD (smallest eigenvalue >= -1e-12) */
+    assert_int_equal(fk_dica_gauss_gram(&T.X, &T.X, 1.5, &K2, &err), FK_OK);
+    assert_int_equal(fk_dica_dist_kernel(&K2, T.dom, 0.5, &K, &err), FK_OK);
+    double lmin;
+    fk_mat V;
+    assert_int_equal(fk_mat_scal(-1.0, &K, &err), FK_OK);
+    assert_int_equal(fk_eig_sym_top(&K, 1, &lmin, &V, &err), FK_OK);
+    assert_true(lmin <= 1e-12); /* -lambda_min(K) */
+    fk_mat_close(&V);
+    fk_mat_close(&K);
+    /* refusals */
+    assert_int_equal(fk_dica_dist_kernel(&K2, T.dom, 0.0, &K, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "sigma1"));
+    T.dom[7] = -2;
+    assert_int_equal(fk_dica_dist_kernel(&K2, T.dom, 1.0, &K, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "sample 7"));
+    T.dom[7] = 10;
+    fk_mat_set(&K2, 4, 9, NAN);
+    assert_int_equal(fk_dica_dist_kernel(&K2, T.dom, 1.0, &K, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "row 4"));
+    fk_mat Kr = fk_mat_view(K2.data, n, n - 1, K2.ld);
+    assert_int_equal(fk_dica_dist_kernel(&Kr, T.dom, 1.0, &K, &err), FK_EINVAL);
+    fk_mat_close(&K2);
+    fk_mat_close(&T.X);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +617,7 @@ int main(void)
         cmocka_unit_test(normalisation_constraint),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
+        cmocka_unit_test(distributional_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

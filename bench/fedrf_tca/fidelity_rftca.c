@@ -296,6 +296,7 @@ static int run(int argc, char **argv)
     fk_params_init(&p);
     cfg c = {0};
     long m, seeds, fed_rounds;
+    fk_bench_fed_opts fo = {.groups = "", .rounds = 300, .N = 1000, .seeds = 3, .eval_every = 10};
     int decaf = 1, surf = 1, spec = 1;
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (!rc && fk_params_get(&p, "help")) {
@@ -310,7 +311,13 @@ static int run(int argc, char **argv)
                "1 target, fed-rounds rounds, 0 skips; --fed_features orthogonal for orthogonal\n"
                "frequencies); the spec's data checks T3, T7, T9 on SURF\n"
                "D/W (--spec 0 skips) and T16 on the C,D,W->A proxy row. lambda is the\n"
-               "normalized-L regularizer.\n");
+               "normalized-L regularizer.\n"
+               "  --fed2 s1i            spec 2.8 federated runs (issue 26): s multi-source SURF,\n"
+               "                        1 single-source pairs, i implicit heterogeneity; with\n"
+               "                        --fed2_rounds 300 --fed2_N 1000 --fed2_seeds 3\n"
+               "                        --fed2_avg_last rounds/5 --fed2_eval_every 10\n"
+               "                        --fed2_extractors identity,dense --fed2_pairs dmc (single-\n"
+               "                        source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->2)\n");
         fk_params_close(&p);
         return 0;
     }
@@ -332,6 +339,22 @@ static int run(int argc, char **argv)
         rc = fk_params_bool(&p, "spec", 1, &spec, &err);
     if (!rc)
         rc = fk_params_int(&p, "fed_rounds", 300, 0, 100000, &fed_rounds, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "fed2_rounds", 300, 1, 100000, &fo.rounds, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "fed2_N", 1000, 1, 100000, &fo.N, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "fed2_seeds", 3, 1, 20, &fo.seeds, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "fed2_eval_every", 10, 1, 100000, &fo.eval_every, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "fed2_avg_last", fo.rounds / 5, 0, 100000, &fo.avg_last, &err);
+    fo.groups = fk_params_str(&p, "fed2", "");
+    fo.pairs = fk_params_str(&p, "fed2_pairs", "dmc");
+    const char *fx = fk_params_str(&p, "fed2_extractors", "identity,dense");
+    fo.extractors = (strstr(fx, "identity") ? 1 : 0) | (strstr(fx, "dense") ? 2 : 0);
+    if (!rc && !fo.extractors)
+        rc = fk_err_set(&err, FK_EINVAL, "--fed2_extractors: identity, dense or both");
     const char *dir = fk_params_str(&p, "data_dir", "../shared/data");
     if (!rc)
         rc = fk_rff_kind_parse(fk_params_str(&p, "fed_features", "iid"), &c.fed_features, &err);
@@ -348,6 +371,7 @@ static int run(int argc, char **argv)
     }
     c.m = (size_t)m;
     c.seeds = (int)seeds;
+    fo.json = c.json;
     rc = fk_bench_data_dir(dir, &err);
     if (!rc) {
         table_two(&c);
@@ -360,6 +384,8 @@ static int run(int argc, char **argv)
         rc = fk_bench_rftca_spec_checks(dir, c.json, &err);
     if (!rc && fed_rounds > 0)
         rc = fed_proxy(dir, &c, fed_rounds, &err);
+    if (!rc && fo.groups[0])
+        rc = fk_bench_rftca_fed_groups(dir, &fo, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity rf-tca: %s\n", err.msg);

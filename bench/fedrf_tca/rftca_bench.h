@@ -10,4 +10,16 @@ int fk_bench_fidelity_rftca(int argc, char **argv);
 /* Spec §6 checks T3, T7, T9 on the SURF data under dir (bench/fedrf_tca/fidelity_rftca_spec.c). */
 FK_CHECKRETURN int fk_bench_rftca_spec_checks(const char *dir, int json, fk_err *err);
 
+/* The federated runs of spec §2.8 (bench/fedrf_tca/fidelity_rftca_fed.c). groups: letters
+ * s (multi-source SURF), 1 (single-source pairs), i (implicit heterogeneity). */
+typedef struct fk_bench_fed_opts {
+    const char *groups;
+    const char *pairs; /* single-source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->COIL2 */
+    long rounds, N, seeds, avg_last, eval_every;
+    int extractors; /* bit 0 identity, bit 1 dense */
+    int json;
+} fk_bench_fed_opts;
+FK_CHECKRETURN int fk_bench_rftca_fed_groups(const char *dir, const fk_bench_fed_opts *fo,
+                                             fk_err *err);
+
 #endif

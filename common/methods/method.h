@@ -161,6 +161,12 @@ typedef struct fk_method {
     const fk_param_doc *keys;
 } fk_method;
 
+/* Job parameter the server's engine sets on every job it runs (overriding the config):
+ * the largest update in bytes one client may send, i.e. what the server reassembles from
+ * chunks. Absent in `fedkern sim`. Methods whose uploads grow with a job key (dica's D x D
+ * statistics) read it to refuse a job that could not deliver. */
+#define FK_JOB_SERVER_MAX_UPDATE "server.max_update"
+
 /* Round budget of a job whose config sets no `rounds` and whose method has no max_rounds. */
 enum { FK_DEFAULT_ROUNDS = 10 };
 

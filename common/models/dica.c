@@ -137,9 +137,25 @@ int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, c
     }
     if (n == 0)
         return FK_OK;
-    /* Second moments by BLAS: S += Phi^T Phi, C += Phi^T Psi, Syy += Psi^T Psi. */
+    /* Second moments by BLAS: S += Phi^T Phi (only its diagonal when it is known to be
+     * diagonal: the n D^2 syrk would compute zeros), C += Phi^T Psi, Syy += Psi^T Psi. */
     fk_mat S = fk_mat_view(st->S, D, D, D);
-    int rc = fk_syrk(FK_TRANS, 1.0, Phi, 1.0, &S, err);
+    int rc = FK_OK;
+    if (st->diag) { /* column sums of squares, then onto the diagonal (one strided pass) */
+        double *d2 = calloc(D, sizeof *d2);
+        if (!d2)
+            return fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu)", D);
+        for (size_t i = 0; i < n; i++) {
+            const double *r = fk_mat_row(Phi, i);
+            for (size_t j = 0; j < D; j++)
+                d2[j] += r[j] * r[j];
+        }
+        for (size_t j = 0; j < D; j++)
+            st->S[j * D + j] += d2[j];
+        free(d2);
+    } else {
+        rc = fk_syrk(FK_TRANS, 1.0, Phi, 1.0, &S, err);
+    }
     if (rc == FK_OK && Psi) {
         fk_mat C = fk_mat_view(st->C, D, Dy, Dy), Y = fk_mat_view(st->Syy, Dy, Dy, Dy);
         rc = fk_gemm(FK_TRANS, FK_NOTRANS, 1.0, Phi, Psi, 1.0, &C, err);
@@ -162,6 +178,9 @@ int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, c
 
 int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err)
 {
+    if (o->diag != st->diag)
+        return fk_err_set(err, FK_EINVAL, "dica: statistics with and without a diagonal second "
+                                          "moment cannot be added");
     if (o->D != st->D || o->Dy != st->Dy)
         return fk_err_set(err, FK_EINVAL,
                           "dica: statistics of dimension %zu/%zu cannot be added to %zu/%zu", o->D,
@@ -466,8 +485,14 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
     for (size_t k = 0; k < N; k++)
         fk_axpy(D, 1.0, st->dom_sum + w.dom_idx[k] * D, w.phibar);
     fk_scal(D, 1.0 / n, w.phibar);
-    memcpy(w.G, st->S, D * D * sizeof *w.G);
-    cblas_dger(CblasRowMajor, (int)D, (int)D, -n, w.phibar, 1, w.phibar, 1, w.G, (int)D);
+    if (st->diag) { /* G = diag(s) (§5.3 step 2): keep it exactly diagonal */
+        memset(w.G, 0, D * D * sizeof *w.G);
+        for (size_t i = 0; i < D; i++)
+            w.G[i * D + i] = st->S[i * D + i] - n * w.phibar[i] * w.phibar[i];
+    } else {
+        memcpy(w.G, st->S, D * D * sizeof *w.G);
+        cblas_dger(CblasRowMajor, (int)D, (int)D, -n, w.phibar, 1, w.phibar, 1, w.G, (int)D);
+    }
     double tr = 0;
     for (size_t i = 0; i < D; i++)
         tr += w.G[i * D + i];
@@ -502,9 +527,20 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
     free(Mc);
     /* G^-1 by Cholesky (§7.4 step 5); P = q S_Q + I + lambda G^-1 (upper triangle). */
     memcpy(w.Ginv, w.G, D * D * sizeof *w.Ginv);
-    lapack_int info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Ginv, (lapack_int)D);
-    if (info == 0)
-        info = LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Ginv, (lapack_int)D);
+    lapack_int info = 0;
+    if (st->diag) { /* diagonal G: its inverse without the D^3 Cholesky */
+        for (size_t i = 0; i < D && info == 0; i++) {
+            double g = w.G[i * D + i];
+            if (!(g > 0) || !isfinite(g))
+                info = (lapack_int)i + 1;
+            else
+                w.Ginv[i * D + i] = 1.0 / g;
+        }
+    } else {
+        info = LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Ginv, (lapack_int)D);
+        if (info == 0)
+            info = LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', (lapack_int)D, w.Ginv, (lapack_int)D);
+    }
     if (info != 0) {
         rc = fk_err_set(err, FK_ENUMERIC,
                         "dica: the feature covariance G is not positive definite (minor %d); "

@@ -63,6 +63,9 @@ typedef struct fk_dica_stats {
     double *s_psi;   /* Dy */
     double *C;       /* D x Dy, sum phi psi^T */
     double *Syy;     /* Dy x Dy, sum psi psi^T */
+    int diag;        /* set by the caller after init when the features are known to have
+                        orthogonal columns (the kernel map of §5.3: G = diag(s)): only the
+                        diagonal of S is summed and the solve takes G as diagonal */
 } fk_dica_stats;
 
 int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err);
@@ -145,6 +148,17 @@ int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_d
 /* Mean-distance bandwidth rule (spec §4): sigma^2 = 2 tr Cov(x) from n, sum x and
  * sum |x|^2. */
 double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2);
+
+/* ---- distributional kernel (spec §8.3, eq. 14; optional, centralised) ---- */
+
+/* K (initialised here, n x n) with K_ab = k1(P_dom[a], P_dom[b]) k2(x_a, x_b) from the sample
+ * kernel K2 (n x n, all samples: training domains and the test domain, whose own unlabelled
+ * sample gives its embedding) and domain ids dom: k1 = exp(-|mu_i - mu_j|^2 / (2 sigma1^2)),
+ * |mu_i - mu_j|^2 = G_ii + G_jj - 2 G_ij with G_ij the mean of K2 over domains i x j.
+ * sigma1 = +inf gives the pooling kernel K2. The training block trains a kernel machine
+ * (common/models/svm.h), the test-by-training block predicts. */
+FK_CHECKRETURN int fk_dica_dist_kernel(const fk_mat *K2, const long *dom, double sigma1,
+                                       fk_mat *K, fk_err *err);
 
 /* ---- one-shot ridge predictor on the projections (spec §8.1) ---- */
 

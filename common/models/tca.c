@@ -253,6 +253,68 @@ int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk
     return FK_OK;
 }
 
+int fk_tca_solve_moments(const fk_mat *A, const double *v, double gamma, size_t m,
+                         fk_tca_norm norm, fk_mat *W, double *theta, fk_err *err)
+{
+    *W = (fk_mat){0};
+    size_t D = A->rows;
+    if (A->cols != D)
+        return fk_err_set(err, FK_EINVAL, "TCA moments: A must be square (%zu x %zu)", D, A->cols);
+    if (!(gamma > 0) || !isfinite(gamma))
+        return fk_err_set(err, FK_EINVAL, "TCA: regularizer gamma must be > 0 (got %g)", gamma);
+    if (m == 0 || m > D)
+        return fk_err_set(err, FK_EINVAL, "TCA: projected dimension m=%zu must be in 1..D=%zu",
+                          m, D);
+    /* C = P A P with P = gamma^-1/2 (I - c v v^T) (§1.5), by rank-one updates:
+     * gamma C = A - c (Av) v^T - c v (Av)^T + c^2 (v^T A v) v v^T. */
+    double a = cblas_ddot((int)D, v, 1, v, 1);
+    double c = a > 0 ? (1.0 - sqrt(gamma / (gamma + a))) / a : 0.0;
+    fk_mat C = {0}, U = {0};
+    double *Av = malloc(D * sizeof *Av);
+    if (!Av || fk_mat_init(&C, D, D)) {
+        free(Av);
+        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
+    }
+    for (size_t i = 0; i < D; i++) /* full symmetric A from its upper triangle */
+        for (size_t j = 0; j < D; j++)
+            C.data[i * C.ld + j] = j >= i ? A->data[i * A->ld + j] : A->data[j * A->ld + i];
+    cblas_dsymv(CblasRowMajor, CblasUpper, (int)D, 1.0, C.data, (int)C.ld, v, 1, 0.0, Av, 1);
+    double vAv = cblas_ddot((int)D, v, 1, Av, 1);
+    cblas_dger(CblasRowMajor, (int)D, (int)D, -c, Av, 1, v, 1, C.data, (int)C.ld);
+    cblas_dger(CblasRowMajor, (int)D, (int)D, -c, v, 1, Av, 1, C.data, (int)C.ld);
+    cblas_dger(CblasRowMajor, (int)D, (int)D, c * c * vAv, v, 1, v, 1, C.data, (int)C.ld);
+    cblas_dscal((int)(D * C.ld), 1.0 / gamma, C.data, 1);
+    int rc = fk_eig_sym_top(&C, m, theta, &U, err);
+    fk_mat_close(&C);
+    free(Av);
+    if (rc)
+        return rc;
+    double tol = 1e-10 * (theta[0] > 0 ? theta[0] : 1.0);
+    if (!(theta[m - 1] > tol)) {
+        fk_mat_close(&U);
+        return fk_err_set(err, FK_ENUMERIC,
+                          "TCA: only components below %zu carry variance (eigenvalue %zu is %g); "
+                          "lower m", m, m, theta[m - 1]);
+    }
+    double *vu = malloc(m * sizeof *vu);
+    if (!vu || fk_mat_init(W, D, m)) {
+        free(vu);
+        fk_mat_close(&U);
+        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
+    }
+    /* W = P U = gamma^-1/2 (U - c v (v^T U)) */
+    cblas_dgemv(CblasRowMajor, CblasTrans, (int)D, (int)m, 1.0, U.data, (int)U.ld, v, 1, 0.0, vu, 1);
+    double g = 1.0 / sqrt(gamma);
+    for (size_t i = 0; i < D; i++)
+        for (size_t j = 0; j < m; j++)
+            W->data[i * W->ld + j] = g * (U.data[i * U.ld + j] - c * v[i] * vu[j]);
+    normalize_columns(W, theta, norm);
+    fk_eig_fix_signs(W);
+    free(vu);
+    fk_mat_close(&U);
+    return FK_OK;
+}
+
 int fk_tca_project(const fk_mat *Phi, const fk_mat *W, fk_mat *Z, fk_err *err)
 {
     *Z = (fk_mat){0};

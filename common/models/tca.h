@@ -55,6 +55,13 @@ FK_CHECKRETURN int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamm
                                       fk_tca_norm norm, fk_mat *W, double *theta, fk_tca_times *t,
                                       fk_err *err);
 
+/* The same problem from moments instead of rows (what federated clients can pool without
+ * moving data): A = Phi^T H Phi (D x D, the centred scatter, symmetric; only read) and
+ * v = Phi^T l (the source-minus-target mean difference). W (initialised here, D x m) and
+ * theta as fk_tca_solve; errors: m = 0 or m > D, gamma <= 0, rank below m. */
+FK_CHECKRETURN int fk_tca_solve_moments(const fk_mat *A, const double *v, double gamma, size_t m,
+                                        fk_tca_norm norm, fk_mat *W, double *theta, fk_err *err);
+
 /* Z (initialised here, n x m) = Phi W. */
 FK_CHECKRETURN int fk_tca_project(const fk_mat *Phi, const fk_mat *W, fk_mat *Z, fk_err *err);
 

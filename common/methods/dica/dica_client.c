@@ -223,7 +223,9 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
     if (rc)
         return rc;
     long C = c->c.regression ? 0 : (long)kc;
-    rc = fk__dicaj_check_size(&c->c, c->n_dom, C, err);
+    double lim = task_scalar(task, "max_upload"); /* NaN when absent (older servers) */
+    rc = fk__dicaj_check_size(&c->c, c->n_dom, C,
+                              lim >= 1 && lim < 1.8e19 ? (uint64_t)lim : 0, err);
     if (rc)
         return fk_err_prefix(err, "client %d: ", c->idx);
     size_t Dy = fk__dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;

@@ -20,7 +20,8 @@ typedef struct fk__dicaj_cfg {
     long quorum;  /* training clients whose statistics must arrive */
     long domains; /* 0: any id >= 0; else ids in [0, domains) */
     long classes; /* 0: from the clients */
-    uint64_t max_message;
+    uint64_t max_message; /* the job's own cap on one upload (0 = none) */
+    uint64_t server_max;  /* the server's limit for one update (0 = none known) */
     int regression, batch_center;
     fk_rff_kind features;
     unsigned char *holdout; /* n_clients flags: test-only clients */
@@ -34,9 +35,13 @@ void fk__dicaj_cfg_close(fk__dicaj_cfg *c);
 size_t fk__dicaj_dy(const fk__dicaj_cfg *c, long C);
 /* m actually solved for. */
 size_t fk__dicaj_m(const fk__dicaj_cfg *c, long C);
-/* FK_ELIMIT with the size and the largest R that fits when an upload of Nq domains would
- * exceed max_message. */
-int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, fk_err *err);
+/* The smallest of the job's max_message, the server's limit and task_limit (a limit a task
+ * carried to a client), ignoring zeros; 0 = no limit. */
+uint64_t fk__dicaj_limit(const fk__dicaj_cfg *c, uint64_t task_limit);
+/* FK_ELIMIT with the size, the limit and the largest R that fits when an upload of Nq
+ * domains would exceed fk__dicaj_limit(c, task_limit). */
+int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, uint64_t task_limit,
+                         fk_err *err);
 /* Input and output feature maps from (seed, d, R, sigma) and (seed, 1, RY, sigma_y). */
 int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
                   fk_err *err);

@@ -31,7 +31,8 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"center_test train|batch", "centre test features by phi_bar or the own batch (train)"},
     {"features iid|orthogonal", "how the random frequencies are drawn (iid)"},
     {"max_message BYTES",
-     "refuse an R whose upload exceeds this; match the server's net.max_message"},
+     "optional cap on one client's upload, below the server's own limit (0 = none; the "
+     "server passes its limit, the largest update it reassembles, to the job itself)"},
     {"sim_n N", "fedkern sim: samples per built-in client (150)"},
     {"sim_d N", "fedkern sim: input dimension of the built-in data (5)"},
     {NULL, NULL},
@@ -99,9 +100,9 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (n_clients < 1)
         return fk_err_set(err, FK_EINVAL, "dica: a job needs at least one client");
     long mind = 30;
-    /* The default of the servers' net.max_message (common/net/limits.c); methods do not
-     * link the net layer, so a server with another limit says so in the job. */
-    double maxmsg = 33554432.0;
+    /* The job's own optional cap, and the limit of the server running the job (the engine
+     * sets FK_JOB_SERVER_MAX_UPDATE from its configuration; absent in `fedkern sim`). */
+    double maxmsg = 0, srvmax = 0;
     int rc = fk_params_int(p, "R", 500, 0, 1 << 20, &c->R, err);
     if (!rc && c->R == 0)
         rc = fk_err_set(err, FK_EINVAL, "dica: R = 0 random frequencies; use R >= 1 (e.g. 500)");
@@ -130,7 +131,12 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc)
         rc = fk_params_int(p, "classes", 0, 0, 1 << 16, &c->classes, err);
     if (!rc)
-        rc = fk_params_double(p, "max_message", maxmsg, 1024, 1e18, &maxmsg, err);
+        rc = fk_params_double(p, "max_message", 0, 0, 1e18, &maxmsg, err);
+    if (!rc && maxmsg > 0 && maxmsg < 1024)
+        rc = fk_err_set(err, FK_EINVAL, "dica: max_message = %g bytes is below 1024; use 0 for "
+                        "no cap of the job's own", maxmsg);
+    if (!rc)
+        rc = fk_params_double(p, FK_JOB_SERVER_MAX_UPDATE, 0, 0, 1e18, &srvmax, err);
     const char *task = fk_params_str(p, "task", "classification");
     const char *ct = fk_params_str(p, "center_test", "train");
     const char *feat = fk_params_str(p, "features", "iid");
@@ -146,6 +152,7 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
         return rc;
     c->min_domain = (double)mind;
     c->max_message = (uint64_t)maxmsg;
+    c->server_max = (uint64_t)srvmax;
     c->regression = !strcmp(task, "regression");
     c->batch_center = !strcmp(ct, "batch");
     c->holdout = calloc((size_t)n_clients, 1);
@@ -189,19 +196,33 @@ size_t fk__dicaj_m(const fk__dicaj_cfg *c, long C)
     return 10;
 }
 
-int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, fk_err *err)
+uint64_t fk__dicaj_limit(const fk__dicaj_cfg *c, uint64_t task_limit)
+{
+    uint64_t lim = 0;
+    const uint64_t l[3] = {c->max_message, c->server_max, task_limit};
+    for (int i = 0; i < 3; i++)
+        if (l[i] && (!lim || l[i] < lim))
+            lim = l[i];
+    return lim;
+}
+
+int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, uint64_t task_limit,
+                         fk_err *err)
 {
     size_t Dy = fk__dicaj_dy(c, C);
     size_t bytes = fk_dica_upload_bytes((size_t)c->R, Nq, Dy);
-    if (bytes <= c->max_message)
+    uint64_t lim = fk__dicaj_limit(c, task_limit);
+    if (!lim || bytes <= lim)
         return FK_OK;
-    size_t best = fk_dica_max_R(c->max_message, Nq, Dy);
+    size_t best = fk_dica_max_R(lim, Nq, Dy);
+    int own = c->max_message && lim == c->max_message;
     return fk_err_set(err, FK_ELIMIT,
                       "dica: R = %ld gives a %.1f MB upload per client (%zu domain(s), D = %ld, "
-                      "Dy = %zu), above max_message = %llu bytes; the largest R that fits is %zu "
-                      "(or raise net.max_message and the job's max_message)",
+                      "Dy = %zu), above %s = %llu bytes; the largest R that fits is %zu%s",
                       c->R, 1e-6 * (double)bytes, Nq, 2 * c->R, Dy,
-                      (unsigned long long)c->max_message, best);
+                      own ? "the job's max_message" : "the server's limit for one update", 
+                      (unsigned long long)lim, best,
+                      own ? " (or raise the job's max_message)" : "");
 }
 
 int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,

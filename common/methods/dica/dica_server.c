@@ -20,7 +20,7 @@ int fk__dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_
     int rc = fk__dicaj_cfg_parse(p, v, n_clients, &s->c, err);
     /* The smallest upload (one domain, C from the job if set) must fit already. */
     if (rc == FK_OK)
-        rc = fk__dicaj_check_size(&s->c, 1, s->c.classes, err);
+        rc = fk__dicaj_check_size(&s->c, 1, s->c.classes, 0, err);
     s->got = calloc((size_t)n_clients, 1);
     if (rc == FK_OK && !s->got)
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
@@ -111,6 +111,10 @@ int fk__dicaj_server_task(void *v, int round, int phase, int client, fk_bundle *
         return FK_OK;
     if (phase >= 2 && s->stage < ST_SOLVED + (phase == 3))
         return fk_err_set(err, FK_ESTATE, "dica: phase %d before the solve", phase);
+    /* The statistics task carries the upload limit (the server's, or the job's smaller
+     * cap): clients check it with their own number of domains before computing. */
+    if (phase == 1 && fk_bundle_put_scalar(out, "max_upload", (double)fk__dicaj_limit(&s->c, 0)))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     return put_model(s, out, err);
 }
 
@@ -268,7 +272,7 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
     if (s->m >= D_of(s))
         return fk_err_set(err, FK_EINVAL, "dica: m = %zu must be below D = 2R = %zu", s->m,
                           D_of(s));
-    rc = fk__dicaj_check_size(&s->c, 1, s->C, err);
+    rc = fk__dicaj_check_size(&s->c, 1, s->C, 0, err);
     if (rc)
         return rc;
     s->stage = ST_SIGMA;

@@ -29,6 +29,12 @@ static const fk_param_doc keys[] = {
     {"order subset|all|ordered|ordered-random|random|random-random",
      "who sends Sigma l and W (Table XVIII; subset)"},
     {"common_init 0|1", "every client starts from the same W and classifier (0)"},
+    {"target_opt adam|sgd", "optimiser of the target's W (the optimizer key's)"},
+    {"avg_last R", "also keep the mean of the models aggregated in the last R rounds (0: off)"},
+    {"extractor identity|dense", "fixed inputs, or one local trainable layer, never sent (identity)"},
+    {"ext_dim H", "width of the dense extractor (256)"},
+    {"warm_start 0|1", "round 1 starts W from the RF-TCA closed form of the pooled moments (0)"},
+    {"gamma G", "the warm start's regulariser (0: n / (n_S n_T))"},
     {NULL, NULL},
 };
 

@@ -55,6 +55,23 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
         (rc = fk_opt_parse(fk_params_str(p, "optimizer", "adam"), &c->opt, err)) ||
         (rc = fk_rff_kind_parse(fk_params_str(p, "features", "iid"), &c->features, err)))
         return rc;
+    /* The target's loss is the MMD alone, 1e-4 of the classification loss on SURF: Adam's
+     * per-coordinate normalisation turns its noisy gradient into full-size steps (see
+     * docs/fedrf-tca.md, "Why lambda = 1 hurt"), SGD keeps it at its own scale. */
+    c->target_opt = c->opt;
+    const char *to = fk_params_str(p, "target_opt", NULL);
+    if (to && (rc = fk_opt_parse(to, &c->target_opt, err)))
+        return fk_err_set(err, FK_EINVAL, "target_opt must be adam or sgd (got '%s')", to);
+    if ((rc = fk_params_int(p, "avg_last", 0, 0, 1000000000, &c->avg_last, err)) ||
+        (rc = fk_params_int(p, "ext_dim", 256, 1, 100000, &c->ext_dim, err)))
+        return rc;
+    if ((rc = fk_params_bool(p, "warm_start", 0, &c->warm_start, err)) ||
+        (rc = fk_params_double(p, "gamma", 0.0, 0.0, 1e12, &c->gamma, err)))
+        return rc;
+    const char *ex = fk_params_str(p, "extractor", "identity");
+    if (strcmp(ex, "identity") && strcmp(ex, "dense"))
+        return fk_err_set(err, FK_EINVAL, "extractor must be identity or dense (got '%s')", ex);
+    c->dense = !strcmp(ex, "dense");
     const char *part = fk_params_str(p, "participation", "random");
     if (strcmp(part, "random") && strcmp(part, "all"))
         return fk_err_set(err, FK_EINVAL, "participation must be random or all (got '%s')", part);

@@ -1,6 +1,6 @@
 /* check_update of fedrf-tca: what each phase's task asked for, and nothing else, checked per
  * update before it is committed, so one source's NaN cannot turn the averaged W into NaN.
- *   phase 0: the MMD statistic s (2N values, |s_i| <= N^-1/2: a signed mean of random
+ *   phase 0: in round 1 with warm_start the moments n, sum, scatter (check_moments); the MMD statistic s (2N values, |s_i| <= N^-1/2: a signed mean of random
  *            features phi(x) = N^-1/2 [cos; sin]) and the feature dimension d (a whole number,
  *            the one the other clients reported), both only when the task asked (mmd);
  *   phase 1: W (2N x m) when the task set send_W, the classifier C when it set send_C, both
@@ -34,13 +34,46 @@ static int any_other(const unsigned char *f, int n, int skip)
     return 0;
 }
 
-static int check_stats(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
+/* Round 1 with warm_start: the client's count n (whole, >= 1), feature sum (|.| <= n N^-1/2)
+ * and scatter sum (2N x 2N, |.| <= n / N, as phi's entries are at most N^-1/2). */
+static int check_moments(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
+{
+    int k = up->client, rc;
+    const fk_bundle *b = &up->msg;
+    const fk_tensor *cnt;
+    if ((rc = fk_update_check_tensor(b, "n", 0, NULL, 1e9, 1, 0, k, &cnt, err)))
+        return rc;
+    double nv = cnt->data[0], tol = 1.0 + 1e-9;
+    if (!(nv >= 1 && nv == floor(nv)))
+        return fk_err_set(err, FK_EINVAL, "client %d sent n = %g samples (must be a whole number "
+                          ">= 1)", k, nv);
+    const uint64_t d1[1] = {(uint64_t)s->D}, d2[2] = {(uint64_t)s->D, (uint64_t)s->D};
+    if ((rc = fk_update_check_tensor(b, "sum", 1, d1, tol * nv / sqrt((double)s->c.N), 0, 0, k,
+                                     NULL, err)))
+        return rc;
+    return fk_update_check_tensor(b, "scatter", 2, d2, tol * nv / (double)s->c.N, 0, 0, k, NULL,
+                                  err);
+}
+
+static int check_stats(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
 {
     int k = up->client, tgt = (int)s->c.target, rc;
     const fk_bundle *b = &up->msg;
     int asked = s->c.lambda > 0 && (k == tgt ? any_other(s->inA, s->n, tgt) : s->inA[k]);
-    static const char *const names[] = {"s", "d"};
-    if ((rc = fk_update_check_names(b, names, asked ? 2 : 0, k, err)))
+    int warm = s->c.warm_start && round == 1;
+    const char *names[5] = {NULL, NULL, NULL, NULL, NULL};
+    int nn = 0;
+    if (asked) {
+        names[nn++] = "s";
+        names[nn++] = "d";
+    }
+    if (warm) {
+        names[nn++] = "n";
+        names[nn++] = "sum";
+        names[nn++] = "scatter";
+    }
+    if ((rc = fk_update_check_names(b, names, nn, k, err)) ||
+        (warm && (rc = check_moments(s, up, err))))
         return rc;
     if (!asked)
         return FK_OK;
@@ -93,7 +126,7 @@ int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, f
         return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
                           up->client, s->n);
     if (phase == 0)
-        return check_stats(s, up, err);
+        return check_stats(s, round, up, err);
     if (phase == 1)
         return check_models(s, round, up, err);
     return fk_update_check_names(&up->msg, NULL, 0, up->client, err);

@@ -15,6 +15,13 @@ int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
         rc = fk__fedrf_put_vec(out, "Cmodel", s->PC, s->Cmodel, err);
     if (!rc)
         rc = fk__fedrf_put_mat(out, "votes", (size_t)s->n, s->PC, s->votes, err);
+    if (!rc && s->c.avg_last > 0) {
+        double cnt[2] = {s->nWsum, s->nCsum};
+        if ((rc = fk__fedrf_put_mat(out, "Wsum", s->D, (size_t)s->c.m, s->Wsum, err)) ||
+            (rc = fk__fedrf_put_vec(out, "Csum", s->PC, s->Csum, err)))
+            return rc;
+        rc = fk__fedrf_put_vec(out, "avg_n", 2, cnt, err);
+    }
     if (!rc) {
         double *hv = fk_bundle_add(out, "has_vote", 1, (uint64_t[1]){(uint64_t)s->n});
         if (!hv)
@@ -41,6 +48,19 @@ int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
         !(V = fk__fedrf_want_len(in, "votes", (size_t)s->n * s->PC, err)) ||
         !(H = fk__fedrf_want_len(in, "has_vote", (size_t)s->n, err)))
         return FK_EFORMAT;
+    if (s->c.avg_last > 0) {
+        const fk_tensor *ws = fk__fedrf_want_len(in, "Wsum", s->WM, err),
+                        *cs = fk__fedrf_want_len(in, "Csum", s->PC, err),
+                        *an = fk__fedrf_want_len(in, "avg_n", 2, err);
+        if (!ws || !cs || !an)
+            return FK_EFORMAT;
+        if (!(an->data[0] >= 0 && an->data[1] >= 0))
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: checkpoint has a bad avg_n");
+        memcpy(s->Wsum, ws->data, s->WM * sizeof(double));
+        memcpy(s->Csum, cs->data, s->PC * sizeof(double));
+        s->nWsum = an->data[0];
+        s->nCsum = an->data[1];
+    }
     s->d_seen = (long)meta->data[4];
     s->have_Wmodel = meta->data[5] != 0;
     s->have_Cmodel = meta->data[6] != 0;
@@ -86,12 +106,20 @@ int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err)
     double t[2] = {c->optW.t, c->optC.t};
     if (!rc)
         rc = fk__fedrf_put_vec(out, "opt_t", 2, t, err);
-    if (!rc && c->c.opt == FK_OPT_ADAM) {
-        if ((rc = fk__fedrf_put_vec(out, "optW_m", c->WM, c->optW.m, err)) ||
-            (rc = fk__fedrf_put_vec(out, "optW_v", c->WM, c->optW.v, err)) ||
-            (rc = fk__fedrf_put_vec(out, "optC_m", c->PC, c->optC.m, err)))
-            return rc;
+    /* Adam moments per optimizer: the target's W may step with another one (target_opt). */
+    if (!rc && c->optW.kind == FK_OPT_ADAM &&
+        !(rc = fk__fedrf_put_vec(out, "optW_m", c->WM, c->optW.m, err)))
+        rc = fk__fedrf_put_vec(out, "optW_v", c->WM, c->optW.v, err);
+    if (!rc && c->optC.kind == FK_OPT_ADAM &&
+        !(rc = fk__fedrf_put_vec(out, "optC_m", c->PC, c->optC.m, err)))
         rc = fk__fedrf_put_vec(out, "optC_v", c->PC, c->optC.v, err);
+    if (!rc && c->c.dense) { /* the extractor, its optimizer's step count and moments */
+        if ((rc = fk__fedrf_put_vec(out, "ext", c->PE, c->ext, err)) ||
+            (rc = fk__fedrf_put_scalar(out, "optE_t", c->optE.t, err)))
+            return rc;
+        if (c->optE.kind == FK_OPT_ADAM &&
+            !(rc = fk__fedrf_put_vec(out, "optE_m", c->PE, c->optE.m, err)))
+            rc = fk__fedrf_put_vec(out, "optE_v", c->PE, c->optE.v, err);
     }
     if (!rc) {
         /* the sampling pool order matters for the next draws */
@@ -124,17 +152,37 @@ int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client checkpoint has a bad sample index");
         c->perm[i] = (int)v;
     }
-    if (c->c.opt == FK_OPT_ADAM) {
+    if (c->optW.kind == FK_OPT_ADAM) {
         const fk_tensor *a = fk__fedrf_want_len(in, "optW_m", c->WM, err),
                         *b = fk__fedrf_want_len(in, "optW_v", c->WM, err);
-        const fk_tensor *e = fk__fedrf_want_len(in, "optC_m", c->PC, err),
-                        *f = fk__fedrf_want_len(in, "optC_v", c->PC, err);
-        if (!a || !b || !e || !f)
+        if (!a || !b)
             return FK_EFORMAT;
         memcpy(c->optW.m, a->data, c->WM * sizeof(double));
         memcpy(c->optW.v, b->data, c->WM * sizeof(double));
+    }
+    if (c->optC.kind == FK_OPT_ADAM) {
+        const fk_tensor *e = fk__fedrf_want_len(in, "optC_m", c->PC, err),
+                        *f = fk__fedrf_want_len(in, "optC_v", c->PC, err);
+        if (!e || !f)
+            return FK_EFORMAT;
         memcpy(c->optC.m, e->data, c->PC * sizeof(double));
         memcpy(c->optC.v, f->data, c->PC * sizeof(double));
+    }
+    if (c->c.dense) {
+        const fk_tensor *e = fk__fedrf_want_len(in, "ext", c->PE, err),
+                        *et = fk__fedrf_want_len(in, "optE_t", 1, err);
+        if (!e || !et)
+            return FK_EFORMAT;
+        if (c->optE.kind == FK_OPT_ADAM) {
+            const fk_tensor *a = fk__fedrf_want_len(in, "optE_m", c->PE, err),
+                            *b = fk__fedrf_want_len(in, "optE_v", c->PE, err);
+            if (!a || !b)
+                return FK_EFORMAT;
+            memcpy(c->optE.m, a->data, c->PE * sizeof(double));
+            memcpy(c->optE.v, b->data, c->PE * sizeof(double));
+        }
+        memcpy(c->ext, e->data, c->PE * sizeof(double));
+        c->optE.t = et->data[0];
     }
     memcpy(c->par, par->data, (c->WM + c->PC) * sizeof(double));
     rng_unpack(&c->rng, rs->data);

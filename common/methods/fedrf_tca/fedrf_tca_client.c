@@ -28,11 +28,20 @@ void fk__fedrf_client_close(void *p)
     free(c->grad);
     free(c->z);
     free(c->d);
+    free(c->ext);
+    free(c->gext);
+    free(c->hnorm);
+    fk_opt_close(&c->optE);
+    fk_mat_close(&c->pre);
+    fk_mat_close(&c->Hn);
+    fk_mat_close(&c->gPhi);
+    fk_mat_close(&c->dH);
     free(c);
 }
 
 static const uint64_t BATCH_STREAM = 0x6261746368000000ULL;
 static const uint64_t INIT_STREAM = 0x696e697400000000ULL;
+static const uint64_t EXT_STREAM = 0x6578740000000000ULL;
 
 static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
 {
@@ -56,6 +65,16 @@ static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err
     }
     for (size_t i = 0; i < n; i++)
         c->perm[i] = (int)i;
+    if (c->c.dense) {
+        size_t ph = (size_t)c->c.ext_dim;
+        c->ext = calloc(c->PE, sizeof(double));
+        c->gext = calloc(c->PE, sizeof(double));
+        c->hnorm = calloc(c->b, sizeof(double));
+        if (!c->ext || !c->gext || !c->hnorm || fk_mat_init(&c->pre, c->b, ph) ||
+            fk_mat_init(&c->Hn, c->b, ph) || fk_mat_init(&c->dH, c->b, ph) ||
+            fk_mat_init(&c->gPhi, c->b, c->D))
+            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the extractor");
+    }
     return FK_OK;
 }
 
@@ -93,10 +112,13 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
     c->WM = c->D * (size_t)c->c.m;
     c->PC = c->net.n_params;
     c->b = (size_t)c->c.batch < n ? (size_t)c->c.batch : n;
+    c->PE = c->c.dense ? (data->X.cols + 1) * (size_t)c->c.ext_dim : 0;
     if ((rc = client_alloc(c, data, err)))
         goto fail;
     fk_rows_l2_normalize(&c->X);
-    if ((rc = fk_rff_init_kind(&c->rff, seed, data->X.cols, (size_t)c->c.N, c->c.sigma,
+    /* Omega acts on the extractor's output: every client draws the same one from (seed, p_h) */
+    if ((rc = fk_rff_init_kind(&c->rff, seed, c->c.dense ? (size_t)c->c.ext_dim : data->X.cols,
+                                (size_t)c->c.N, c->c.sigma,
                                 c->c.features, err)))
         goto fail;
     fk_rng init;
@@ -105,9 +127,23 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
     for (size_t i = 0; i < c->WM; i++)
         c->par[i] = r * (2.0 * fk_rng_uniform(&init) - 1.0);
     fk_mlp_init_params(&c->net, c->par + c->WM, &init);
+    if (c->c.dense) {
+        /* Uniform fan-in, and the same start at every client (the shared seed's stream, as the
+         * paper's clients all start from one pretrained network): W and C are averaged across
+         * clients, so their inputs must begin in one coordinate system. From per-client starts
+         * (measured) every target sat at chance level, 2 - 17 % after 60 rounds. */
+        fk_rng ext_rng;
+        fk_rng_init(&ext_rng, seed, EXT_STREAM);
+        double re = 1.0 / sqrt((double)data->X.cols);
+        for (size_t i = 0; i < c->PE; i++)
+            c->ext[i] = re * (2.0 * fk_rng_uniform(&ext_rng) - 1.0);
+    }
     fk_rng_init(&c->rng, seed, BATCH_STREAM + (uint64_t)idx);
-    if ((rc = fk_opt_init(&c->optW, c->c.opt, c->WM, c->c.lr, err)) ||
-        (rc = fk_opt_init(&c->optC, c->c.opt, c->PC, c->c.lr, err)))
+    if ((rc = fk_opt_init(&c->optW, c->is_target ? c->c.target_opt : c->c.opt, c->WM, c->c.lr,
+                          err)) ||
+        (rc = fk_opt_init(&c->optC, c->c.opt, c->PC, c->c.lr, err)) ||
+        (c->c.dense && (rc = fk_opt_init(&c->optE, c->is_target ? c->c.target_opt : c->c.opt,
+                                         c->PE, c->c.lr, err))))
         goto fail;
     c->loss = NAN;
     *out = c;
@@ -124,7 +160,9 @@ int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err)
                c->X.cols * sizeof(double));
         c->yb[i] = c->y ? c->y[c->perm[i]] : 0;
     }
-    int rc = fk_rff_map_into(&c->rff, &c->Xb, &c->Phi, err);
+    if (c->c.dense)
+        fk__fedrf_ext_forward(c, &c->Xb, &c->pre, &c->Hn, c->hnorm);
+    int rc = fk_rff_map_into(&c->rff, c->c.dense ? &c->Hn : &c->Xb, &c->Phi, err);
     if (rc)
         return rc;
     fk_mmd_embedding(&c->Phi, c->is_target ? -1.0 : 1.0, c->s_own);
@@ -166,16 +204,35 @@ static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const doub
     return FK_OK;
 }
 
-/* Source step: classification loss through the normalization into W and C,
- * plus lambda * the pairwise MMD when the target's statistic arrived. */
-static int source_step(fk__fedrf_client *c, const fk_tensor *s_peer, fk_err *err)
+/* Backward from dL/dPhi (c->gPhi) through the random features and the dense extractor. */
+static int ext_grad(fk__fedrf_client *c, fk_err *err)
+{
+    memset(c->dH.data, 0, c->dH.rows * c->dH.ld * sizeof(double));
+    int rc = fk_rff_backward(&c->rff, &c->Hn, &c->gPhi, &c->dH, err);
+    if (!rc)
+        fk__fedrf_ext_backward(c, &c->Xb, &c->pre, &c->Hn, c->hnorm, &c->dH, c->gext);
+    return rc;
+}
+
+/* Add to every row of gPhi the MMD gradient through the mini-batch mean s_own = sign/b sum_i phi_i:
+ * dL/dphi_i = sign/b * dL/ds_own, with dL/ds_own = scale * 2 W z (gd from fk_mmd_loss). */
+static void mmd_to_rows(fk__fedrf_client *c, const double *gd, double scale)
+{
+    double w = (c->is_target ? -1.0 : 1.0) * scale / (double)c->b;
+    for (size_t i = 0; i < c->b; i++)
+        cblas_daxpy((int)c->D, w, gd, 1, fk_mat_row(&c->gPhi, i), 1);
+}
+
+/* Source: classification loss through the normalization into W and C, plus lambda * the
+ * pairwise MMD when the target's statistic arrived; the extractor gets both. */
+static int source_grad(fk__fedrf_client *c, const fk_tensor *s_peer, double *loss, fk_err *err)
 {
     size_t b = c->b, m = (size_t)c->c.m;
     double *W = c->par, *gW = c->grad, *gC = c->grad + c->WM;
-    double *norms = malloc(b * sizeof *norms);
+    double *norms = malloc(b * sizeof *norms), *gd = c->c.dense ? malloc(c->D * sizeof *gd) : NULL;
     fk_mat U = {0}, F = {0}, gF = {0};
-    int rc = norms ? project_rows(c, &c->Phi, W, &U, &F, norms, err)
-                   : fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    int rc = norms && (gd || !c->c.dense) ? project_rows(c, &c->Phi, W, &U, &F, norms, err)
+                                          : fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     if (!rc && fk_mat_init(&gF, b, m))
         rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     double Lc = 0, Lm = 0;
@@ -192,41 +249,78 @@ static int source_step(fk__fedrf_client *c, const fk_tensor *s_peer, fk_err *err
         }
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)c->D, (int)m, (int)b, 1.0,
                     c->Phi.data, (int)c->Phi.ld, gF.data, (int)gF.ld, 0.0, gW, (int)m);
+        if (c->c.dense) /* dL_C/dPhi = g_U W^T */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)c->D, (int)m, 1.0,
+                        gF.data, (int)gF.ld, W, (int)m, 0.0, c->gPhi.data, (int)c->gPhi.ld);
         if (s_peer && c->c.lambda > 0) {
             for (size_t k = 0; k < c->D; k++)
                 c->d[k] = c->s_own[k] + s_peer->data[k];
             fk_mat Wm = fk_mat_view(W, c->D, m, m), gWm = fk_mat_view(gW, c->D, m, m);
-            Lm = fk_mmd_loss(&Wm, c->d, c->c.lambda, &gWm, NULL, c->z);
+            Lm = fk_mmd_loss(&Wm, c->d, c->c.lambda, &gWm, gd, c->z);
+            if (c->c.dense) /* the MMD gradient reaches the extractor through s_own */
+                mmd_to_rows(c, gd, c->c.lambda);
         }
-        fk_opt_step(&c->optW, W, gW);
-        fk_opt_step(&c->optC, c->par + c->WM, gC);
-        c->loss = Lc + c->c.lambda * Lm;
+        if (c->c.dense)
+            rc = ext_grad(c, err);
+        *loss = Lc + c->c.lambda * Lm;
     }
     free(norms);
+    free(gd);
     fk_mat_close(&U);
     fk_mat_close(&F);
     fk_mat_close(&gF);
     return rc;
 }
 
-/* Target step: mean over the received sources of |W^T (s_i + s_T)|^2. */
-static void target_step(fk__fedrf_client *c, const fk_tensor *s_src)
+/* Target: mean over the received sources of |W^T (s_i + s_T)|^2, into W and the extractor. */
+static int target_grad(fk__fedrf_client *c, const fk_tensor *s_src, double *loss, fk_err *err)
 {
     size_t m = (size_t)c->c.m, k = s_src ? (size_t)s_src->shape[0] : 0;
-    if (!k) {
-        c->loss = NAN;
-        return;
-    }
     double *gW = c->grad, L = 0;
+    double *gd = c->c.dense ? malloc(c->D * sizeof *gd) : NULL;
+    if (c->c.dense && !gd)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     memset(gW, 0, c->WM * sizeof *gW);
+    if (c->c.dense)
+        memset(c->gPhi.data, 0, c->gPhi.rows * c->gPhi.ld * sizeof(double));
     fk_mat Wm = fk_mat_view(c->par, c->D, m, m), gWm = fk_mat_view(gW, c->D, m, m);
     for (size_t i = 0; i < k; i++) {
         for (size_t j = 0; j < c->D; j++)
             c->d[j] = s_src->data[i * c->D + j] + c->s_own[j];
-        L += fk_mmd_loss(&Wm, c->d, 1.0 / (double)k, &gWm, NULL, c->z) / (double)k;
+        L += fk_mmd_loss(&Wm, c->d, 1.0 / (double)k, &gWm, gd, c->z) / (double)k;
+        if (c->c.dense)
+            mmd_to_rows(c, gd, 1.0 / (double)k);
     }
-    fk_opt_step(&c->optW, c->par, gW);
-    c->loss = L;
+    int rc = c->c.dense && k ? ext_grad(c, err) : FK_OK;
+    free(gd);
+    *loss = k ? L : NAN;
+    return rc;
+}
+
+int fk__fedrf_client_grad(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_tensor *s_src,
+                          double *loss, fk_err *err)
+{
+    return c->is_target ? target_grad(c, s_src, loss, err) : source_grad(c, s_peer, loss, err);
+}
+
+/* One optimizer step of the client's parameters on its local loss (the target steps only when
+ * some source statistic arrived). */
+static int client_step(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_tensor *s_src,
+                       fk_err *err)
+{
+    double loss = NAN;
+    int rc = fk__fedrf_client_grad(c, s_peer, s_src, &loss, err);
+    if (rc)
+        return rc;
+    c->loss = loss;
+    if (c->is_target && !(s_src && s_src->shape[0] > 0))
+        return FK_OK;
+    fk_opt_step(&c->optW, c->par, c->grad);
+    if (!c->is_target)
+        fk_opt_step(&c->optC, c->par + c->WM, c->grad + c->WM);
+    if (c->c.dense)
+        fk_opt_step(&c->optE, c->ext, c->gext);
+    return FK_OK;
 }
 
 /* Predictions for all rows of the client's data with W and one classifier
@@ -243,8 +337,19 @@ static int predict_all(const fk__fedrf_client *c, const double *W, const double 
         rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     for (size_t r0 = 0; r0 < n && !rc; r0 += chunk) {
         size_t b = n - r0 < chunk ? n - r0 : chunk;
-        fk_mat Xc = fk_mat_rows(&c->X, r0, b), Phi, U, F;
-        if ((rc = fk_rff_map(&c->rff, &Xc, &Phi, err)))
+        fk_mat Xc = fk_mat_rows(&c->X, r0, b), Phi, U, F, pre = {0}, H = {0};
+        if (c->c.dense) { /* the client's own extractor, then the features */
+            if (fk_mat_init(&pre, b, (size_t)c->c.ext_dim) || fk_mat_init(&H, b, (size_t)c->c.ext_dim)) {
+                fk_mat_close(&pre);
+                rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+                break;
+            }
+            fk__fedrf_ext_forward(c, &Xc, &pre, &H, norms);
+        }
+        rc = fk_rff_map(&c->rff, c->c.dense ? &H : &Xc, &Phi, err);
+        fk_mat_close(&pre);
+        fk_mat_close(&H);
+        if (rc)
             break;
         rc = project_rows(c, &Phi, W, &U, &F, norms, err);
         fk_mat_close(&Phi);
@@ -303,6 +408,8 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
     if (phase == 0) {
         if ((rc = sample_batch(c, err)))
             return rc;
+        if (fk__fedrf_scalar(task, "warm", 0) != 0 && (rc = fk__fedrf_client_moments(c, up, err)))
+            return rc;
         if (fk__fedrf_scalar(task, "mmd", 0) != 0) {
             if ((rc = fk__fedrf_put_vec(up, "s", c->D, c->s_own, err)))
                 return rc;
@@ -314,16 +421,24 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
         if (!c->batched) /* e.g. a restarted client without its saved state */
             return fk_err_set(err, FK_ESTATE, "fedrf-tca: client %d got a phase-1 step without "
                               "the mini-batch of phase 0 (client state lost)", c->idx);
+        const fk_tensor *w0 = fk_bundle_get(task, "W_init");
+        if (w0) { /* the warm start: every client steps from the pooled closed form */
+            if (w0->len != c->WM)
+                return fk_err_set(err, FK_EFORMAT, "fedrf-tca: W_init has %zu values, want %zu",
+                                  w0->len, c->WM);
+            memcpy(c->par, w0->data, c->WM * sizeof(double));
+        }
         if (c->is_target) {
             const fk_tensor *s = fk_bundle_get(task, "s_src");
             if (s && (s->ndim != 2 || s->shape[1] != c->D))
                 return fk_err_set(err, FK_EFORMAT, "fedrf-tca: s_src must be k x 2N");
-            target_step(c, s);
+            if ((rc = client_step(c, NULL, s, err)))
+                return rc;
         } else {
             const fk_tensor *s = fk_bundle_get(task, "s_peer");
             if (s && s->len != c->D)
                 return fk_err_set(err, FK_EFORMAT, "fedrf-tca: s_peer must have 2N values");
-            if ((rc = source_step(c, s, err)))
+            if ((rc = client_step(c, s, NULL, err)))
                 return rc;
         }
         if (fk__fedrf_scalar(task, "send_W", 0) != 0 &&
@@ -351,16 +466,28 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
     }
     rep->loss = c->loss;
     c->evals += 1;
-    if (c->is_target && fmod(c->evals, (double)c->c.eval_every) == 0)
-        rc = accuracy(c, c->par, c->par + c->WM, NULL, 0, &rep->accuracy, err);
-    return rc;
+    if (!c->is_target || fmod(c->evals, (double)c->c.eval_every) != 0)
+        return FK_OK;
+    if (c->c.voting) {
+        /* the vote, once the sources' classifiers are in; before that no accuracy (the
+         * target's own classifier is never trained) */
+        const fk_tensor *V = fk_bundle_get(task, "votes");
+        if (!V)
+            return FK_OK;
+        if (V->ndim != 2 || V->shape[1] != c->PC)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);
+        return accuracy(c, c->par, NULL, V->data, (size_t)V->shape[0], &rep->accuracy, err);
+    }
+    return accuracy(c, c->par, c->par + c->WM, NULL, 0, &rep->accuracy, err);
 }
 
 int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     fk__fedrf_client *c = p;
     rep->n_samples = (double)c->X.rows;
-    const fk_tensor *W = fk_bundle_get(model, "W");
+    /* use_avg: score the tail average of the last avg_last rounds (W_avg, C_avg) instead */
+    int avg = fk__fedrf_scalar(model, "use_avg", 0) != 0;
+    const fk_tensor *W = fk_bundle_get(model, avg ? "W_avg" : "W");
     const double *Wd = c->par;
     if (W) {
         if (W->len != c->WM)
@@ -368,7 +495,8 @@ int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, f
                               W->len, c->WM);
         Wd = W->data;
     }
-    const fk_tensor *V = fk_bundle_get(model, "votes"), *C = fk_bundle_get(model, "C");
+    const fk_tensor *V = fk_bundle_get(model, "votes"),
+                    *C = fk_bundle_get(model, avg ? "C_avg" : "C");
     if (V) {
         if (V->ndim != 2 || V->shape[1] != c->PC)
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);

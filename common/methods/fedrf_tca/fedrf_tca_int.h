@@ -20,6 +20,12 @@ typedef struct fk__fedrf_cfg {
     int order;        /* fk__fedrf_order: who sends Sigma l and W (Table XVIII) */
     int common_init;  /* every client starts from the same W and classifier */
     fk_opt_kind opt;
+    fk_opt_kind target_opt; /* the target's W steps (only the MMD gradient reaches it) */
+    long avg_last;          /* server: also keep the mean of the last avg_last rounds' models */
+    int dense;              /* extractor: 0 identity, 1 one trainable layer p -> ext_dim, ReLU */
+    long ext_dim;           /* p_h of the dense extractor */
+    int warm_start;         /* round 1: W from the RF-TCA closed form on pooled moments */
+    double gamma;           /* its regularizer; 0 = the normalized-L value n / (n_S n_T) */
     fk_rff_kind features; /* how Omega's frequencies are drawn */
 } fk__fedrf_cfg;
 
@@ -66,7 +72,11 @@ typedef struct fk__fedrf_server {
     int have_W, have_C;
     double *Wmodel, *Cmodel;    /* latest global model */
     int have_Wmodel, have_Cmodel;
+    double *Wsum, *Csum;        /* sums of the models of the last avg_last rounds */
+    double nWsum, nCsum;        /* how many models each sum holds */
     double *votes;              /* n x PC one-shot classifiers */
+    double *W0;                 /* warm start (D x m), from the round-1 moments */
+    int have_W0;
     unsigned char *has_vote;
 } fk__fedrf_server;
 
@@ -86,6 +96,12 @@ typedef struct fk__fedrf_client {
     int *yb;
     double *s_own, *grad, *z, *d;
     double loss;
+    /* dense extractor (cfg.dense): E (p x p_h) then bias, never sent; its optimizer, gradient and
+     * the mini-batch's pre-activations, normalised outputs, norms and backward buffers */
+    size_t PE;
+    double *ext, *gext, *hnorm;
+    fk_opt optE;
+    fk_mat pre, Hn, gPhi, dH;
     double evals; /* phase-2 calls, for the evaluation cadence */
     int batched;  /* a mini-batch was drawn (phase 0): phase 1 steps on it */
 } fk__fedrf_client;
@@ -110,6 +126,13 @@ FK_CHECKRETURN int fk__fedrf_server_aggregate(void *p, int round, int phase, con
 FK_CHECKRETURN int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err);
+/* Warm start (fedrf_tca_warm.c): from every client's round-1 moments (n, sum, scatter of its
+ * random features) the pooled RF-TCA closed form into s->W0 (have_W0); nothing when a client's
+ * moments are missing (a dropout: the run starts from the random W). */
+FK_CHECKRETURN int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *ups, int n,
+                                        fk_err *err);
+/* Client side: n, sum (2N) and the scatter sum phi phi^T (2N x 2N) of all its rows. */
+FK_CHECKRETURN int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err);
 /* check_update: each phase's update against its task (fedrf_tca_check.c). */
 FK_CHECKRETURN int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up,
                                           fk_err *err);
@@ -124,6 +147,17 @@ FK_CHECKRETURN int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk
                                              fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err);
+/* Gradients of the client's local loss at the current mini-batch, no step: sources
+ * L_C + lambda L_MMD against s_peer (may be NULL), the target the mean L_MMD against the k rows
+ * of s_src; into c->grad (W then classifier) and, with the dense extractor, c->gext. */
+FK_CHECKRETURN int fk__fedrf_client_grad(fk__fedrf_client *c, const fk_tensor *s_peer,
+                                         const fk_tensor *s_src, double *loss, fk_err *err);
+/* Dense extractor (fedrf_tca_ext.c): H = normalised ReLU(X E + b) (pre, H: n x p_h, norms: n);
+ * backward takes dH = dL/dH (overwritten) and fills gE (PE values). */
+void fk__fedrf_ext_forward(const fk__fedrf_client *c, const fk_mat *X, fk_mat *pre, fk_mat *H,
+                           double *norms);
+void fk__fedrf_ext_backward(const fk__fedrf_client *c, const fk_mat *X, const fk_mat *pre,
+                            const fk_mat *H, const double *norms, fk_mat *dH, double *gE);
 /* Rebuild the mini-batch perm[0..b): rows, labels, random features, MMD statistic. */
 FK_CHECKRETURN int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err);
 

@@ -20,6 +20,9 @@ void fk__fedrf_server_close(void *p)
     free(s->Cbar);
     free(s->Wmodel);
     free(s->Cmodel);
+    free(s->Wsum);
+    free(s->W0);
+    free(s->Csum);
     free(s->votes);
     free(s->has_vote);
     free(s);
@@ -57,8 +60,12 @@ int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_
     s->Cbar = calloc(s->PC, sizeof(double));
     s->Cmodel = calloc(s->PC, sizeof(double));
     s->votes = calloc(n * s->PC, sizeof(double));
+    s->Wsum = calloc(s->WM, sizeof(double));
+    s->Csum = calloc(s->PC, sizeof(double));
+    s->W0 = s->c.warm_start ? calloc(s->WM, sizeof(double)) : NULL;
     if (!s->inA || !s->inW || !s->inC || !s->has_s || !s->has_vote || !s->s || !s->Wbar ||
-        !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->PC) {
+        !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->Wsum || !s->Csum || !s->PC ||
+        (s->c.warm_start && !s->W0)) {
         fk__fedrf_server_close(s);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the server state");
     }
@@ -215,6 +222,26 @@ static int sends_c(const fk__fedrf_server *s, int round, int c)
     return !s->c.voting && round % s->c.tc == 0 && s->inC[c];
 }
 
+/* The classifiers received for the vote, k x PC (nothing when none has arrived yet). */
+static int put_votes(const fk__fedrf_server *s, fk_bundle *out, fk_err *err)
+{
+    size_t k = 0;
+    for (int i = 0; i < s->n; i++)
+        k += s->has_vote[i];
+    if (!k)
+        return FK_OK;
+    uint64_t shape[2] = {k, s->PC};
+    double *dst = fk_bundle_add(out, "votes", 2, shape);
+    if (!dst)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    for (int i = 0; i < s->n; i++)
+        if (s->has_vote[i]) {
+            memcpy(dst, s->votes + (size_t)i * s->PC, s->PC * sizeof(double));
+            dst += s->PC;
+        }
+    return FK_OK;
+}
+
 int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, fk_err *err)
 {
     fk__fedrf_server *s = p;
@@ -225,8 +252,13 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
         /* lambda = 0 is the "without Sigma l" baseline (spec §2.8, T15): no statistics at all,
          * so the target never steps and its W changes only by averaging. */
         int mmd = s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
+        if (s->c.warm_start && round == 1 && (rc = fk__fedrf_put_scalar(out, "warm", 1, err)))
+            return rc;
         return fk__fedrf_put_scalar(out, "mmd", mmd, err);
     }
+    if (phase == 1 && round == 1 && s->have_W0 &&
+        (rc = fk__fedrf_put_mat(out, "W_init", s->D, (size_t)s->c.m, s->W0, err)))
+        return rc;
     if (phase == 1) {
         if (c != tgt) {
             if (s->inA[c] && s->has_s[tgt] &&
@@ -259,6 +291,10 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
         return rc;
     if (s->have_C && getsC && (rc = fk__fedrf_put_vec(out, "C", s->PC, s->Cbar, err)))
         return rc;
+    /* Voting: the target reports the accuracy of the vote once the classifiers are in (the last
+     * round), never of its own classifier, which no step trains. */
+    if (s->c.voting && c == tgt && is_last(s, round))
+        return put_votes(s, out, err);
     return FK_OK;
 }
 
@@ -331,7 +367,20 @@ static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int 
         memcpy(s->Cmodel, s->Cbar, s->PC * sizeof(double));
         s->have_Cmodel = 1;
     }
-    (void)round;
+    /* Tail average (avg_last): the models aggregated in the last avg_last rounds, so the reported
+     * model does not hinge on where the last steps happened to land; it needs no target label.
+     * Only fresh aggregates count: a classifier averaged every T_C rounds enters once, not once
+     * per round it stayed (a stale classifier next to a newer W scored up to 18 points lower). */
+    if (s->c.avg_last > 0 && s->c.rounds > 0 && round > s->c.rounds - s->c.avg_last) {
+        if (s->have_W || got_target_W) {
+            cblas_daxpy((int)s->WM, 1.0, s->Wmodel, 1, s->Wsum, 1);
+            s->nWsum += 1;
+        }
+        if (s->have_C) {
+            cblas_daxpy((int)s->PC, 1.0, s->Cmodel, 1, s->Csum, 1);
+            s->nCsum += 1;
+        }
+    }
     return FK_OK;
 }
 
@@ -340,6 +389,11 @@ int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *u
 {
     fk__fedrf_server *s = p;
     *done = phase == 2;
+    if (phase == 0 && s->c.warm_start && round == 1) {
+        int rc = fk__fedrf_warm_start(s, ups, n, err);
+        if (rc)
+            return rc;
+    }
     if (phase == 0)
         return agg_stats(s, ups, n, err);
     if (phase == 1)
@@ -353,23 +407,22 @@ int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
     int rc;
     if (s->have_Wmodel && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wmodel, err)))
         return rc;
-    if (s->c.voting) {
-        size_t k = 0;
-        for (int i = 0; i < s->n; i++)
-            k += s->has_vote[i];
-        if (!k)
-            return FK_OK;
-        uint64_t shape[2] = {k, s->PC};
-        double *dst = fk_bundle_add(out, "votes", 2, shape);
+    if (s->nWsum > 0) {
+        double *dst = fk_bundle_add(out, "W_avg", 2, (uint64_t[2]){s->D, (uint64_t)s->c.m});
         if (!dst)
             return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-        for (int i = 0; i < s->n; i++)
-            if (s->has_vote[i]) {
-                memcpy(dst, s->votes + (size_t)i * s->PC, s->PC * sizeof(double));
-                dst += s->PC;
-            }
-        return FK_OK;
+        for (size_t i = 0; i < s->WM; i++)
+            dst[i] = s->Wsum[i] / s->nWsum;
     }
+    if (s->nCsum > 0 && !s->c.voting) {
+        double *dst = fk_bundle_add(out, "C_avg", 1, (uint64_t[1]){s->PC});
+        if (!dst)
+            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+        for (size_t i = 0; i < s->PC; i++)
+            dst[i] = s->Csum[i] / s->nCsum;
+    }
+    if (s->c.voting)
+        return put_votes(s, out, err);
     if (s->have_Cmodel)
         return fk__fedrf_put_vec(out, "C", s->PC, s->Cmodel, err);
     return FK_OK;
