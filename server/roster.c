@@ -98,6 +98,26 @@ int fk_roster_seen(const fk_roster *r, const char *identity)
     return find(r, identity) >= 0;
 }
 
+int fk_roster_same(const fk_roster *r, const char *identity, int listed, const fk_roster_set *sets,
+                   int n)
+{
+    int at = find(r, identity);
+    if (at < 0)
+        return 0;
+    const entry *e = &r->e[at];
+    if (e->listed != (listed != 0))
+        return 0;
+    if (!listed)
+        return 1;
+    if (e->n != n)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(e->sets[i].name, sets[i].name) || e->sets[i].rows != sets[i].rows ||
+            e->sets[i].cols != sets[i].cols || e->sets[i].classes != sets[i].classes)
+            return 0;
+    return 1;
+}
+
 static const fk_roster_set *holding(const entry *e, const char *name)
 {
     for (int i = 0; i < e->n; i++)

@@ -1,8 +1,9 @@
 /* What each client holds: the data sets it advertised when it last joined (fedkern.v1
  * JoinRequest.datasets), kept in memory per certificate identity, and the check of a
  * submitted job against it. A client that joined without the list (an old client) is
- * "unknown holdings": nothing is checked for it. After a server restart the roster fills
- * again as the clients rejoin. */
+ * "unknown holdings": nothing is checked for it. The service also stores every Join's list
+ * (fk_store_roster_put) and loads them at start, so a restarted server checks submits against
+ * what the clients last advertised, before they rejoin. */
 #ifndef FK_ROSTER_H
 #define FK_ROSTER_H
 
@@ -26,7 +27,12 @@ void fk_roster_free(fk_roster *r);
 FK_CHECKRETURN int fk_roster_join(fk_roster *r, const char *identity, int listed,
                                   const fk_roster_set *sets, int n);
 
-/* 1 if identity joined since the server started (listed or not). */
+/* 1 if identity's recorded holdings are exactly (listed, sets[0..n)): a Join that changes
+ * nothing, which need not be stored again. */
+int fk_roster_same(const fk_roster *r, const char *identity, int listed, const fk_roster_set *sets,
+                   int n);
+
+/* 1 if identity joined since the server started or is in the stored roster (listed or not). */
 int fk_roster_seen(const fk_roster *r, const char *identity);
 
 /* Whether the server has ever seen identity (e.g. in its store), for clients that have not

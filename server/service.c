@@ -580,8 +580,12 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
                                        .classes = in.datasets[i].classes};
         snprintf(sets[n_sets++].name, sizeof sets[0].name, "%s", in.datasets[i].name);
     }
+    int same = fk_roster_same(s->roster, id, in.datasets_listed, sets, n_sets); /* a rejoin */
     if (fk_roster_join(s->roster, id, in.datasets_listed, sets, n_sets))
         fk_log(FK_LOG_WARN, "client_datasets_unknown", "client=%s reason=\"out of memory\"", id);
+    else if (!same && fk_store_roster_put(s->st, id, in.datasets_listed, sets, n_sets, &err))
+        /* kept in memory: only a restart before the client's next Join forgets it */
+        fk_log(FK_LOG_WARN, "client_datasets_not_stored", "client=%s error=\"%s\"", id, err.msg);
     char held[256] = "";
     for (int i = 0, at = 0; i < n_sets && at >= 0 && (size_t)at < sizeof held; i++) {
         int w = snprintf(held + at, sizeof held - (size_t)at, "%s%s:%" PRIu64 "x%" PRIu64,
@@ -1613,6 +1617,14 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         fk_fanout_close(s->fo);
         free(s);
         return fk_err_set(err, FK_ENOMEM, "out of memory for the service");
+    }
+    /* what the clients advertised before a restart, so submits are checked before they rejoin */
+    orc = fk_store_roster_load(st, s->roster, err);
+    if (orc) {
+        fk_fanout_close(s->fo);
+        fk_roster_free(s->roster);
+        free(s);
+        return orc;
     }
     for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
         int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);

@@ -101,6 +101,19 @@ static const char *const migrations[] = {
     "ALTER TABLE updates ADD COLUMN misclust REAL;"
     "ALTER TABLE updates ADD COLUMN ari REAL;"
     "ALTER TABLE updates ADD COLUMN rmse REAL;",
+    /* 3: the data sets each client advertised at its last Join (server/roster.h), so that a
+     * restarted server checks submitted jobs before the clients rejoin */
+    "CREATE TABLE client_holdings ("
+    "  identity TEXT PRIMARY KEY,"
+    "  listed INTEGER NOT NULL);"
+    "CREATE TABLE client_datasets ("
+    "  identity TEXT NOT NULL REFERENCES client_holdings(identity) ON DELETE CASCADE,"
+    "  seq INTEGER NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  rows INTEGER NOT NULL,"
+    "  cols INTEGER NOT NULL,"
+    "  classes INTEGER NOT NULL,"
+    "  PRIMARY KEY (identity, seq));",
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -477,6 +490,117 @@ void fk_store_rollback(fk_store *st)
 {
     if (!sqlite3_get_autocommit(st->db))
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- roster */
+
+/* The statements of one roster write, in a savepoint so that it is whole inside or outside
+ * an open transaction. */
+static int roster_write(fk_store *st, const char *identity, int listed, const fk_roster_set *sets,
+                        int n, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "DELETE FROM client_datasets WHERE identity = ?1", &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, identity, -1, SQLITE_TRANSIENT);
+    if ((rc = run(st, s, "forget client data sets", err)))
+        return rc;
+    rc = prep(st,
+              "INSERT INTO client_holdings (identity, listed) VALUES (?1, ?2) "
+              "ON CONFLICT (identity) DO UPDATE SET listed = excluded.listed",
+              &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, identity, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(s, 2, listed != 0);
+    if ((rc = run(st, s, "record client holdings", err)))
+        return rc;
+    for (int i = 0; listed && i < n; i++) {
+        rc = prep(st,
+                  "INSERT INTO client_datasets (identity, seq, name, rows, cols, classes) "
+                  "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                  &s, err);
+        if (rc)
+            return rc;
+        sqlite3_bind_text(s, 1, identity, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_int(s, 2, i);
+        sqlite3_bind_text(s, 3, sets[i].name, -1, SQLITE_TRANSIENT);
+        /* SQLite integers are signed 64-bit: counts past 2^63 do not occur (the bytes would not) */
+        sqlite3_bind_int64(s, 4, (sqlite3_int64)(sets[i].rows > INT64_MAX ? INT64_MAX : sets[i].rows));
+        sqlite3_bind_int64(s, 5, (sqlite3_int64)(sets[i].cols > INT64_MAX ? INT64_MAX : sets[i].cols));
+        sqlite3_bind_int64(s, 6, (sqlite3_int64)sets[i].classes);
+        if ((rc = run(st, s, "record client data set", err)))
+            return rc;
+    }
+    return FK_OK;
+}
+
+int fk_store_roster_put(fk_store *st, const char *identity, int listed, const fk_roster_set *sets,
+                        int n, fk_err *err)
+{
+    int rc = exec(st, "SAVEPOINT roster", "begin roster write", err);
+    if (rc)
+        return rc;
+    rc = roster_write(st, identity, listed, sets, n, err);
+    if (rc)
+        sqlite3_exec(st->db, "ROLLBACK TO roster", NULL, NULL, NULL);
+    int rel = exec(st, "RELEASE roster", "end roster write", rc ? NULL : err);
+    return rc ? rc : rel;
+}
+
+/* One client's row group of the load query into the roster. */
+static int roster_flush(fk_roster *r, const char *id, int listed, const fk_roster_set *sets, int n,
+                        fk_err *err)
+{
+    return fk_roster_join(r, id, listed, sets, n)
+               ? fk_err_set(err, FK_ENOMEM, "out of memory loading the client roster")
+               : FK_OK;
+}
+
+int fk_store_roster_load(fk_store *st, fk_roster *r, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st,
+                  "SELECT h.identity, h.listed, d.name, d.rows, d.cols, d.classes "
+                  "FROM client_holdings h LEFT JOIN client_datasets d ON d.identity = h.identity "
+                  "ORDER BY h.identity, d.seq",
+                  &s, err);
+    if (rc)
+        return rc;
+    enum { MAX_SETS = 16 }; /* what a Join records (service.c) */
+    fk_roster_set sets[MAX_SETS];
+    char id[256] = "";
+    int have = 0, listed = 0, n = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *rid = (const char *)sqlite3_column_text(s, 0);
+        if (!rid)
+            continue;
+        if (!have || strcmp(rid, id)) { /* the next client: the last one is complete */
+            if (have && (rc = roster_flush(r, id, listed, sets, n, err)))
+                break;
+            snprintf(id, sizeof id, "%s", rid);
+            have = 1;
+            listed = sqlite3_column_int(s, 1);
+            n = 0;
+        }
+        if (sqlite3_column_type(s, 2) == SQLITE_NULL || n == MAX_SETS)
+            continue;
+        fk_roster_set *o = &sets[n++];
+        *o = (fk_roster_set){0};
+        snprintf(o->name, sizeof o->name, "%s", (const char *)sqlite3_column_text(s, 2));
+        sqlite3_int64 rows = sqlite3_column_int64(s, 3), cols = sqlite3_column_int64(s, 4);
+        sqlite3_int64 classes = sqlite3_column_int64(s, 5);
+        o->rows = rows > 0 ? (uint64_t)rows : 0;
+        o->cols = cols > 0 ? (uint64_t)cols : 0;
+        o->classes = classes > 0 && classes <= UINT32_MAX ? (uint32_t)classes : 0;
+    }
+    if (rc == SQLITE_DONE)
+        rc = have ? roster_flush(r, id, listed, sets, n, err) : FK_OK;
+    else if (rc > 0) /* an SQLite code, not one of ours */
+        rc = db_fail(st, rc, "read client roster", err);
+    release(st, s);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- jobs */

@@ -14,10 +14,11 @@
 
 #include "common/base/err.h"
 #include "common/methods/method.h"
+#include "server/roster.h"
 
 typedef struct fk_store fk_store;
 
-enum { FK_STORE_SCHEMA_VERSION = 2 };
+enum { FK_STORE_SCHEMA_VERSION = 3 };
 
 /* Open (creating and migrating as needed) the database at path. Refused with one message
  * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
@@ -121,6 +122,14 @@ FK_CHECKRETURN int fk_store_client_seen(fk_store *st, const char *identity, doub
 /* FK_ENOTFOUND for a client never seen. */
 FK_CHECKRETURN int fk_store_client_last_seen(fk_store *st, const char *identity, double *when,
                                              fk_err *err);
+
+/* --- client roster (server/roster.h): the data sets each client advertised --- */
+/* Replace what identity holds (listed = 0: unknown, sets ignored). Whole or not at all, inside
+ * or outside an open transaction. */
+FK_CHECKRETURN int fk_store_roster_put(fk_store *st, const char *identity, int listed,
+                                       const fk_roster_set *sets, int n, fk_err *err);
+/* Join every stored client into r (a server start: the roster as the clients last left it). */
+FK_CHECKRETURN int fk_store_roster_load(fk_store *st, fk_roster *r, fk_err *err);
 
 /* --- accepted updates --- */
 typedef struct fk_store_update {

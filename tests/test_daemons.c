@@ -557,6 +557,12 @@ static void pooled_em_daemons_end_early(void **state)
     assert_non_null(cv);
     assert_true(cv->data[0] == 1.0);
     fk_bundle_close(&m);
+    /* the last round's clusters under the server's best restart, as the simulation scored them */
+    const char *mc = strstr(out, "\"misclust\":"), *ari = strstr(out, "\"ari\":");
+    assert_non_null(mc);
+    assert_non_null(ari);
+    assert_true(strtod(mc + strlen("\"misclust\":"), NULL) == sim_last.misclust);
+    assert_true(strtod(ari + strlen("\"ari\":"), NULL) == sim_last.ari);
 }
 
 /* fedgrem-mor on built-in synthetic/mor client data: the daemons run the same ops. */
@@ -569,6 +575,13 @@ static void fedgrem_mor_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* the last round's RMSE of the fitted regression, as the simulation measured it */
+    char status[4096];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *rm = strstr(status, "\"rmse\":");
+    assert_non_null(rm);
+    print_message("fedgrem-mor round 10: rmse %.17g\n", strtod(rm + strlen("\"rmse\":"), NULL));
+    assert_true(strtod(rm + strlen("\"rmse\":"), NULL) == sim_last.rmse);
 }
 
 /* dica on the shift data (one domain per client, the last one held out): the one-round
@@ -1155,6 +1168,29 @@ static void submit_refusals_and_failure_cause(void **state)
     assert_non_null(strstr(status, "quorum"));
 }
 
+/* The server stores what the clients advertised: restarted while every client is away, it
+ * still refuses a job naming a data set they do not hold (before, only a rejoin refilled the
+ * roster and such a job was accepted, then failed at the clients). */
+static void roster_survives_server_restart(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    for (int c = 0; c < K; c++)
+        stop(&e->clients[c], SIGTERM);
+    stop(&e->server, SIGTERM);
+    start_server(e, "127.0.0.1:0");
+    char out[4096];
+    const char *nowhere = "method = fedgrem\ndataset = nowhere\nclients = c0, c1, c2\n";
+    assert_int_not_equal(try_submit(e, nowhere, NULL, out, sizeof out), 0);
+    if (!strstr(out, "clients c0, c1, c2 hold no data set 'nowhere'"))
+        fail_msg("after a restart: %s", out);
+    /* what they hold is still accepted; the job waits for them to rejoin */
+    assert_int_equal(try_submit(e, "method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\n"
+                                    "R = 3\nrounds = 1\n",
+                                NULL, out, sizeof out),
+                     0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -1174,6 +1210,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
+        cmocka_unit_test_setup_teardown(roster_survives_server_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),

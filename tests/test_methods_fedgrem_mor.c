@@ -441,6 +441,101 @@ static void pooled_em_mor_is_the_union_fit(void **state)
     drop(&f);
 }
 
+static void keep_rounds(const fk_sim_round *r, void *ctx)
+{
+    fk_sim_round *rows = ctx;
+    if (r->round <= 12)
+        rows[r->round - 1] = *r;
+}
+
+/* RMSE of the fitted regression per round (no mis-clustering: a data set carries no true
+ * components): round 1 scores each client's Local-EM (mixreg) fit, recomputed here from the
+ * same restarts; round r scores the model round r started from, which the evaluate op on the
+ * model of r - 1 rounds gives too; and the federated fit predicts far better than zero. */
+static void rounds_report_rmse(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f);
+    fk_params p;
+    params(&p);
+    enum { T = 6 };
+    fk_sim_round rows[12];
+    fk_sim_opts o = {.rounds = T, .seed = SEED, .progress = keep_rounds, .ctx = rows};
+    fk_bundle model;
+    fk_err err;
+    const fk_method *ms[] = {&fk_method_fedgrem_mor, &fk_method_fedem_mor,
+                             &fk_method_pooled_grem_mor, &fk_method_fedgmm_mor};
+    double zero = 0.0; /* the RMSE of predicting 0 (the noise alone gives 1) */
+    for (size_t i = 0; i < (size_t)K * N; i++)
+        zero += f.d.y[i] * f.d.y[i];
+    zero = sqrt(zero / (double)(K * N));
+    for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++) {
+        assert_int_equal(fk_sim_run(ms[mi], &p, f.tasks, K, &o, &model, NULL, &err), FK_OK);
+        fk_bundle_close(&model);
+        for (int r = 0; r < T; r++) {
+            print_message("%s round %d rmse %.6f (predicting 0: %.4f)\n", ms[mi]->name, r + 1,
+                          rows[r].rmse, zero);
+            assert_true(rows[r].rmse > 0 && rows[r].rmse < zero / 2);
+            assert_true(isnan(rows[r].misclust) && isnan(rows[r].ari));
+        }
+        /* round 1 of fedgrem-mor / fedem-mor: the local fits, by hand (pooled-grem-mor has no
+         * local fits: its round 1 is a step of the pooled model) */
+        fk_mor_ws ws;
+        assert_int_equal(fk_mor_ws_open(&ws, N, P, R, NULL), FK_OK);
+        double ss = 0.0;
+        for (int k = 0; k < K; k++) {
+            fk_rng rng;
+            fk_rng_init(&rng, SEED, FK_MOR_INIT_STREAM + (uint64_t)k);
+            double w[R], th[RP];
+            const double *X = f.tasks[k].X.data, *y = f.tasks[k].y_raw;
+            assert_int_equal(fk_mor_mixreg_fit(X, y, N, P, R, 4, &rng, w, th, &ws, NULL), FK_OK);
+            (void)fk_mor_estep(X, y, N, P, w, th, NULL, R, ws.G, NULL);
+            double e = fk_mor_fit_rmse(X, y, N, P, th, R, ws.G);
+            ss += e;
+        }
+        fk_mor_ws_close(&ws);
+        if (ms[mi] != &fk_method_pooled_grem_mor)
+            assert_true(fabs(ss / K - rows[0].rmse) < 1e-12);
+        /* the last round: the evaluate op on the model it started from */
+        fk_report fin[K];
+        fk_sim_opts before = {.rounds = T - 1, .seed = SEED, .final_reports = fin};
+        assert_int_equal(fk_sim_run(ms[mi], &p, f.tasks, K, &before, &model, NULL, &err), FK_OK);
+        fk_bundle_close(&model);
+        fk_update ups[K];
+        for (int k = 0; k < K; k++)
+            ups[k] = (fk_update){.client = k, .report = fin[k]};
+        double ev = fk_report_mean(ups, K, offsetof(fk_report, rmse));
+        print_message("%s: evaluate op on round %d's model: rmse %.12f (round %d: %.12f)\n",
+                      ms[mi]->name, T - 1, ev, T, rows[T - 1].rmse);
+        assert_true(fabs(ev - rows[T - 1].rmse) < 1e-12);
+    }
+
+    /* pooled-em-mor: once a restart is in EM, the server's best restart is scored */
+    fk_sim_opts pe = {.rounds = 12, .seed = 4, .progress = keep_rounds, .ctx = rows};
+    assert_int_equal(fk_sim_run(&fk_method_pooled_em_mor, &p, f.tasks, K, &pe, &model, NULL, &err),
+                     FK_OK);
+    fk_bundle_close(&model);
+    assert_true(isnan(rows[0].rmse)); /* the partitions' round: no model yet */
+    for (int r = 1; r < 12; r++) { /* round 2 on: the M-step of the partitions on */
+        print_message("pooled-em-mor round %d rmse %.6f\n", r + 1, rows[r].rmse);
+        assert_true(rows[r].rmse > 0 && rows[r].rmse < zero);
+    }
+    /* from random partitions to the union fit */
+    assert_true(rows[1].rmse > 2 * rows[11].rmse && rows[11].rmse < zero / 2);
+    fk_report fin[K];
+    fk_sim_opts before = {.rounds = 11, .seed = 4, .final_reports = fin};
+    assert_int_equal(
+        fk_sim_run(&fk_method_pooled_em_mor, &p, f.tasks, K, &before, &model, NULL, &err), FK_OK);
+    fk_bundle_close(&model);
+    fk_update ups[K];
+    for (int k = 0; k < K; k++)
+        ups[k] = (fk_update){.client = k, .report = fin[k]};
+    assert_true(fabs(fk_report_mean(ups, K, offsetof(fk_report, rmse)) - rows[11].rmse) < 1e-12);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -451,6 +546,7 @@ int main(void)
         cmocka_unit_test(bad_input),
         cmocka_unit_test(untrusted_messages_refused),
         cmocka_unit_test(pooled_em_mor_is_the_union_fit),
+        cmocka_unit_test(rounds_report_rmse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -306,6 +306,73 @@ static void untrusted_messages_refused(void **state)
     drop(&f);
 }
 
+static void keep_rounds(const fk_sim_round *r, void *ctx)
+{
+    fk_sim_round *rows = ctx;
+    if (r->round <= 400)
+        rows[r->round - 1] = *r;
+}
+
+/* Every round once the server has a model (some restart in EM) reports the mis-clustering
+ * and adjusted Rand index of the clients' rows under that model: the server's best restart,
+ * the one srv_model hands out, not each client's own best. Checked against the evaluate op on
+ * the model the last round started from (the run stopped one round earlier): the same
+ * clusters, up to the rounding of centred against uncentred coordinates. */
+static void rounds_report_misclustering_and_ari(void **state)
+{
+    (void)state;
+    fixture f;
+    make(&f, 3, 0);
+    assert_non_null(f.tasks[0].y);
+    fk_params p;
+    params(&p, "3");
+    static fk_sim_round rows[400];
+    fk_sim_round last;
+    fk_sim_opts o = {.rounds = 400, .seed = 2, .progress = keep_rounds, .ctx = rows};
+    fk_bundle m;
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_pooled_em, &p, f.tasks, K, &o, &m, &last, &err), FK_OK);
+    fk_bundle_close(&m);
+    int L = last.round, first = 0;
+    assert_true(L > 3 && L < 400);
+    for (int r = 0; r < L; r++) {
+        assert_true(isnan(rows[r].rmse));
+        if (isnan(rows[r].misclust)) { /* sums, scatter, seeding, Lloyd: no model yet */
+            assert_true(first == 0 && isnan(rows[r].ari));
+            continue;
+        }
+        if (!first)
+            first = r + 1;
+        assert_true(rows[r].misclust >= 0 && rows[r].misclust <= 1);
+        assert_true(rows[r].ari >= -1 && rows[r].ari <= 1);
+        assert_true(fabs(rows[r].accuracy - (1 - rows[r].misclust)) < 1e-15);
+    }
+    print_message("first scored round %d of %d: misclust %.4f ari %.4f; last %.4f ari %.4f\n",
+                  first, L, rows[first - 1].misclust, rows[first - 1].ari, last.misclust, last.ari);
+    assert_true(first > 1 && first < L);
+    assert_true(last.misclust < 0.2 && last.ari > 0.6);
+
+    fk_report fin[K];
+    fk_sim_opts before = {.rounds = L - 1, .seed = 2, .final_reports = fin};
+    assert_int_equal(fk_sim_run(&fk_method_pooled_em, &p, f.tasks, K, &before, &m, NULL, &err),
+                     FK_OK);
+    fk_bundle_close(&m);
+    fk_update ups[K];
+    size_t n = 0;
+    for (int k = 0; k < K; k++) {
+        ups[k] = (fk_update){.client = k, .report = fin[k]};
+        n += f.tasks[k].X.rows;
+    }
+    double mc = fk_report_mean(ups, K, offsetof(fk_report, misclust));
+    double ari = fk_report_mean(ups, K, offsetof(fk_report, ari));
+    print_message("evaluate op on round %d's model: misclust %.6f ari %.6f (round: %.6f %.6f)\n",
+                  L - 1, mc, ari, last.misclust, last.ari);
+    assert_true(fabs(mc - last.misclust) <= 2.0 / (double)n);
+    assert_true(fabs(ari - last.ari) <= 0.005);
+    fk_params_close(&p);
+    drop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -316,6 +383,7 @@ int main(void)
         cmocka_unit_test(unfinished_model),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(untrusted_messages_refused),
+        cmocka_unit_test(rounds_report_misclustering_and_ari),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,8 +97,8 @@ static void schema_is_versioned_and_reopens(void **state)
     assert_non_null(strstr(err.msg, "newer"));
 }
 
-/* A database written by a server of schema version 1 (no quality columns) opens, migrates to
- * version 2 keeping its rounds, and the new metrics read as not measured until written. */
+/* A database written by a server of schema version 1 (no quality columns, no roster) opens,
+ * migrates to the current version keeping its rounds, and the new metrics read as not measured until written. */
 static void version_1_database_migrates(void **state)
 {
     fixture *f = *state;
@@ -115,23 +115,100 @@ static void version_1_database_migrates(void **state)
     const char *down = "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
                        "ALTER TABLE rounds DROP COLUMN rmse; ALTER TABLE updates DROP COLUMN misclust;"
                        "ALTER TABLE updates DROP COLUMN ari; ALTER TABLE updates DROP COLUMN rmse;"
+                       "DROP TABLE client_datasets; DROP TABLE client_holdings;"
                        "UPDATE schema_version SET version = 1;";
     assert_int_equal(sqlite3_exec(db, down, 0, 0, 0), SQLITE_OK);
     sqlite3_close(db);
     assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
     int v = 0;
     assert_int_equal(fk_store_schema_version(f->st, &v, &err), FK_OK);
-    assert_int_equal(v, 2);
+    assert_int_equal(v, FK_STORE_SCHEMA_VERSION);
     fk_store_round got;
     assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &got, &err), FK_OK);
     assert_true(got.loss == 0.5 && got.accuracy == 0.75);
     assert_true(isnan(got.misclust) && isnan(got.ari) && isnan(got.rmse));
     fk_store_round_free(&got);
+    fk_roster *ro; /* an empty roster, which joins fill */
+    assert_int_equal(fk_roster_new(&ro), FK_OK);
+    assert_int_equal(fk_store_roster_load(f->st, ro, &err), FK_OK);
+    assert_false(fk_roster_seen(ro, "c0"));
+    assert_int_equal(fk_store_roster_put(f->st, "c0", 0, NULL, 0, &err), FK_OK);
+    fk_roster_free(ro);
     /* and the migrated database stores the new columns */
     assert_int_equal(fk_store_round_close(f->st, &r, &err), FK_OK);
     assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &got, &err), FK_OK);
     assert_true(got.misclust == 0.1 && got.ari == 0.8 && isnan(got.rmse) && isnan(got.error));
     fk_store_round_free(&got);
+}
+
+static int roster_check(const fk_roster *r, const char *text, fk_err *err)
+{
+    fk_jobconf c;
+    fk_err perr;
+    assert_int_equal(fk_jobconf_parse(&c, text, "job", &perr), FK_OK);
+    int rc = fk_roster_check(r, &c, NULL, NULL, err);
+    fk_jobconf_close(&c);
+    return rc;
+}
+
+/* The roster of advertised data sets survives a reopen (a server restart), replaces a
+ * client's list at its next Join, keeps "unknown" (joined without a list) apart from "holds
+ * nothing". */
+static void roster_persists(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    fk_roster_set a[2] = {{.name = "pendigits", .rows = 700, .cols = 16, .classes = 10},
+                          {.name = "office", .rows = 123, .cols = 800, .classes = 10}};
+    fk_roster_set b = {.name = "pendigits", .rows = 650, .cols = 12, .classes = 10};
+    assert_int_equal(fk_store_roster_put(f->st, "c0", 1, a, 2, &err), FK_OK);
+    assert_int_equal(fk_store_roster_put(f->st, "c1", 1, &b, 1, &err), FK_OK);
+    assert_int_equal(fk_store_roster_put(f->st, "c2", 1, NULL, 0, &err), FK_OK); /* holds none */
+    assert_int_equal(fk_store_roster_put(f->st, "c3", 1, a, 1, &err), FK_OK);
+    assert_int_equal(fk_store_roster_put(f->st, "c3", 0, NULL, 0, &err), FK_OK); /* old client */
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK); /* inside a batch too */
+    assert_int_equal(fk_store_roster_put(f->st, "c4", 1, &a[1], 1, &err), FK_OK);
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    fk_store_close(f->st);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+
+    fk_roster *r;
+    assert_int_equal(fk_roster_new(&r), FK_OK);
+    assert_int_equal(fk_store_roster_load(f->st, r, &err), FK_OK);
+    for (int k = 0; k < 5; k++) {
+        char id[4] = {'c', (char)('0' + k), 0};
+        assert_true(fk_roster_seen(r, id));
+    }
+    assert_false(fk_roster_seen(r, "c5"));
+    /* as stored, so a rejoin with the same list is not written again */
+    assert_true(fk_roster_same(r, "c0", 1, a, 2) && fk_roster_same(r, "c1", 1, &b, 1));
+    assert_true(fk_roster_same(r, "c2", 1, NULL, 0) && fk_roster_same(r, "c3", 0, NULL, 0));
+    assert_false(fk_roster_same(r, "c0", 1, a, 1) || fk_roster_same(r, "c1", 1, a, 1));
+    assert_false(fk_roster_same(r, "c2", 0, NULL, 0) || fk_roster_same(r, "c5", 0, NULL, 0));
+    /* c0 and c1 hold pendigits but with 16 against 12 columns; c2 holds nothing; c3 is
+     * unknown (not checked); c5 never joined */
+    assert_int_equal(roster_check(r, "method = m\ndataset = pendigits\nclients = c0, c1, c2, c3, c5\n",
+                                  &err),
+                     FK_EINVAL);
+    print_message("after reopen: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "c2"));
+    assert_non_null(strstr(err.msg, "c5"));
+    assert_non_null(strstr(err.msg, "16"));
+    assert_null(strstr(err.msg, "c3"));
+    /* office: c0 and c4 agree */
+    assert_int_equal(roster_check(r, "method = m\ndataset = office\nclients = c0, c4\n", &err),
+                     FK_OK);
+    fk_roster_free(r);
+
+    /* the next Join replaces the list */
+    assert_int_equal(fk_store_roster_put(f->st, "c0", 1, &a[1], 1, &err), FK_OK);
+    assert_int_equal(fk_roster_new(&r), FK_OK);
+    assert_int_equal(fk_store_roster_load(f->st, r, &err), FK_OK);
+    assert_int_equal(roster_check(r, "method = m\ndataset = pendigits\nclients = c0\n", &err),
+                     FK_EINVAL);
+    assert_int_equal(roster_check(r, "method = m\ndataset = office\nclients = c0\n", &err),
+                     FK_OK);
+    fk_roster_free(r);
 }
 
 static void jobs_track_state_and_position(void **state)
@@ -482,6 +559,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(failed_commit_stores_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(blobs_per_round, setup, teardown),
         cmocka_unit_test_setup_teardown(clients_registry, setup, teardown),
+        cmocka_unit_test_setup_teardown(roster_persists, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_updates, setup, teardown),
         cmocka_unit_test_setup_teardown(unusable_paths_give_clear_errors, setup, teardown),
     };

@@ -10,6 +10,23 @@ static const double LN_2PI = 1.8378770664093454836;
 
 /* G (n x R) <- posteriors of the R regressions (noise variances s2, NULL: 1) and, if E is
  * given, the residuals y_i - x_i^T theta_r. Returns the log-likelihood. */
+double fk_mor_fit_rmse(const double *X, const double *y, size_t n, int p, const double *th, int R,
+                       const double *G)
+{
+    double ss = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double *g = G + i * (size_t)R;
+        int best = 0;
+        for (int r = 1; r < R; r++)
+            if (g[r] > g[best])
+                best = r;
+        double e = y[i] - cblas_ddot(p, X + i * (size_t)p, 1, th + (size_t)best * p, 1);
+        ss += e * e;
+    }
+    double rmse = n ? sqrt(ss / (double)n) : NAN;
+    return isfinite(rmse) ? rmse : NAN;
+}
+
 double fk_mor_estep(const double *X, const double *y, size_t n, int p, const double *w,
                         const double *th, const double *s2, int R, double *G, double *E)
 {

@@ -28,6 +28,11 @@ void fk_mor_ws_close(fk_mor_ws *s);
 double fk_mor_estep(const double *X, const double *y, size_t n, int p, const double *w,
                     const double *th, const double *s2, int R, double *G, double *E);
 
+/* RMSE of the fitted regression: y_i - x_i^T theta_r with r the component of highest posterior
+ * in row i of G (n x R, fk_mor_estep's). NaN when n is 0 or a residual is not finite. */
+double fk_mor_fit_rmse(const double *X, const double *y, size_t n, int p, const double *th, int R,
+                       const double *G);
+
 /* out = (A + ridge I)^-1 b for a Gram matrix A (p x p, upper triangle read); a failed
  * factorization retries with 1e-6 tr(A)/p more ridge. work: p x p. FK_ENUMERIC if that fails. */
 int fk_mor_solve(const double *A, const double *b, int p, double ridge, double *out,

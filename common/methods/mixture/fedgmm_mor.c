@@ -463,8 +463,14 @@ static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     if (!op || op->len != 1 || !(op->data[0] == 0.0 || op->data[0] == 1.0))
         return fk_err_set(err, FK_EFORMAT, "task lacks 'op' (0 = local fits, 1 = step)");
     rep->n_samples = (double)c->n;
-    if (op->data[0] == 0.0)
-        return gcli_fit(c, up, err);
+    if (op->data[0] == 0.0) {
+        int rc = gcli_fit(c, up, err);
+        if (!rc) { /* round 1 scores the local (mixreg) fit */
+            (void)fk_mor_estep(c->X, c->y, c->n, c->p, c->W, c->M, NULL, c->c.R, c->ws.G, NULL);
+            rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, c->M, c->c.R, c->ws.G);
+        }
+        return rc;
+    }
     uint64_t R = (uint64_t)c->c.R, S = (uint64_t)c->c.R1, P = (uint64_t)c->p;
     const uint64_t rp[2] = {R, P}, r1[1] = {R}, sp[2] = {S, P}, spp[3] = {S, P, P}, q[1] = {S * R};
     const fk_tensor *th, *w0, *mu, *Sig;
@@ -481,6 +487,12 @@ static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     }
     memcpy(c->mu, mu->data, S * P * sizeof(double));
     memcpy(c->Sig, Sig->data, S * P * P * sizeof(double));
+    /* the round's quality: RMSE of the model the round started from (its regressions and the
+     * mixing weights of this client's pi, which the server's model reports), before the step */
+    double wk[R];
+    fk_fedgmm_weights(c->pi, (int)R, (int)S, wk);
+    (void)fk_mor_estep(c->X, c->y, c->n, c->p, wk, th->data, NULL, (int)R, c->ws.G, NULL);
+    rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, th->data, (int)R, c->ws.G);
     rc = fk_fedgmm_local(c->X, c->y, c->n, c->p, (int)R, (int)S, th->data, c->pi, c->mu, c->Sig,
                          c->loc, &c->ws, &c->g, err);
     if (rc)
@@ -506,6 +518,7 @@ static int gcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, w->data + c->k * R,
                               t->data + c->k * R * P, NULL, (int)R, c->ws.G, NULL) /
                 (double)c->n;
+    rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, t->data + c->k * R * P, (int)R, c->ws.G);
     return FK_OK;
 }
 

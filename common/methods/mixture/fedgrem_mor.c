@@ -62,6 +62,16 @@ static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     return rc;
 }
 
+/* The round's quality: RMSE of the fitted regression at (w, th), each sample predicted by the
+ * component of highest posterior (unit noise, as the federated steps). The true components
+ * are not carried by a data set, so no mis-clustering is measured. Uses the work space's G,
+ * which every step recomputes. */
+static void score_mor(fk__fedgrem_cli *c, const double *w, const double *th, fk_report *rep)
+{
+    (void)fk_mor_estep(c->X, c->y, c->n, c->p, w, th, NULL, c->R, c->mws.G, NULL);
+    rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, th, c->R, c->mws.G);
+}
+
 /* Initialisation phase: Local-EM (mixreg) on this client's data, sent for alignment. */
 static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
@@ -72,6 +82,7 @@ static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_
     if (rc)
         return fk_err_prefix(err, "client %d local fit: ", c->k);
     c->fitted = 1;
+    score_mor(c, c->W, c->M, rep); /* round 1 scores the local fits */
     rc = fk__fedgrem_put_fit(c, up);
     rep->n_samples = (double)c->n;
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, c->W, c->M, NULL, c->R, c->mws.G, NULL) /
@@ -93,6 +104,7 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
     int rc = fk__fedgrem_step_task(c, task, &wt, NULL, err); /* theta, permutation */
     if (rc)
         return rc;
+    score_mor(c, wt ? wt->data : c->w, c->theta, rep); /* the model the round started from */
     double ll;
     if (c->variant == FK__FEDGREM_V_POOLED_GREM) { /* the server adds the sums and takes the step */
         double nr[R], g[R * p];
@@ -129,6 +141,7 @@ static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_
     int rc = fk__fedgrem_model_slice(c, model, &tk, &wk, err);
     if (rc)
         return rc;
+    score_mor(c, wk, tk, rep);
     rep->n_samples = (double)c->n;
     rep->loss =
         -fk_mor_estep(c->X, c->y, c->n, c->p, wk, tk, NULL, c->R, c->mws.G, NULL) / (double)c->n;

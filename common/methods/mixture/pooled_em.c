@@ -100,6 +100,8 @@ static void srv_close(void *v)
     free(s);
 }
 
+static int best_restart(const psrv *s, int *converged);
+
 static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     (void)round;
@@ -120,6 +122,10 @@ static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, f
             ;
         else
             rc = fk_bundle_put(out, "chol", 3, ps, s->chol);
+        /* the restart the round's model is (srv_model's choice), for the client to score */
+        int conv = 0;
+        if (!rc)
+            rc = fk_bundle_put_scalar(out, "best", best_restart(s, &conv));
     }
     return rc ? fk_err_set(err, FK_ENOMEM, "pooled-em task: out of memory") : FK_OK;
 }

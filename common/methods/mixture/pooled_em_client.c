@@ -252,6 +252,38 @@ static int put_main(pcli *c, const fk_bundle *task, fk_rng *rng, fk_bundle *up, 
     return FK_OK;
 }
 
+/* The round's quality where the client holds classes: its rows' clusters under the restart
+ * the server's model is at the start of the round (the task's "best", the global best restart,
+ * not this client's), scored against the classes. No such restart yet (still seeding): not
+ * measured. */
+static int score_model(pcli *c, const fk_bundle *task, fk_report *rep, fk_err *err)
+{
+    const fk_tensor *b = fk_bundle_get(task, "best");
+    if (!c->d->y || c->d->n_classes <= 0 || !b || b->len != 1 || !(b->data[0] >= 0))
+        return FK_OK;
+    if (b->data[0] != floor(b->data[0]) || b->data[0] >= c->S)
+        return fk_err_set(err, FK_EFORMAT, "the server's task names restart %g of %d as its model",
+                          b->data[0], c->S);
+    size_t r = (size_t)b->data[0], R = (size_t)c->R, P = (size_t)c->p;
+    const double *mu = fk_bundle_get(task, "C")->data + r * R * P; /* main_task checked shapes */
+    const double *w = fk_bundle_get(task, "w")->data + r * R;
+    const double *chol = fk_bundle_get(task, "chol")->data + r * P * P;
+    for (size_t j = 0; j < P; j++)
+        if (!(chol[j * P + j] > 0))
+            return fk_err_set(err, FK_EFORMAT,
+                              "the server's task has a Cholesky factor for its model (restart "
+                              "%zu) with diagonal entry %zu = %g",
+                              r, j, chol[j * P + j]);
+    int *lab = malloc(c->n * sizeof *lab);
+    if (!lab)
+        return fk_err_set(err, FK_ENOMEM, "client: out of memory scoring the round");
+    (void)fk_gmm_eee_estep(c->Xc, c->n, c->p, w, mu, chol, c->R, c->D, c->Z, c->mu_t);
+    fk_report_argmax(c->D, c->n, c->R, 0, lab);
+    int rc = fk_report_score_clusters(rep, c->d->y, lab, c->n, c->d->n_classes, c->R, err);
+    free(lab);
+    return rc;
+}
+
 int fk__pooled_em_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
                           fk_err *err)
 {
@@ -276,6 +308,8 @@ int fk__pooled_em_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_rep
     rc = put_main(c, task, &rng, up, &best, err);
     if (!rc && best > -FK_GMM_MAX_ABS)
         rep->loss = -best / (double)c->n;
+    if (!rc)
+        rc = score_model(c, task, rep, err);
     return rc;
 }
 

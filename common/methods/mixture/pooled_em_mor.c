@@ -99,6 +99,17 @@ static void msrv_close(void *v)
     free(s);
 }
 
+/* The restart the model is: the best finished one, else the best running one; -1 if none. */
+static int msrv_best(const msrv *s)
+{
+    int b = -1;
+    for (int want = FK__POOLED_S_DONE; s->h.op && b < 0 && want >= FK__POOLED_S_EM; want--)
+        for (int r = 0; r < s->h.S; r++)
+            if (s->stage[r] == want && (b < 0 || s->ll[r] > s->ll[b]))
+                b = r;
+    return b;
+}
+
 static int msrv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     (void)round;
@@ -114,6 +125,8 @@ static int msrv_task(void *v, int round, int phase, int client, fk_bundle *out, 
             !(rc = fk_bundle_put(out, "th", 3, ts, s->th)) &&
             !(rc = fk_bundle_put(out, "w", 2, ws, s->w)))
             rc = fk_bundle_put(out, "s2", 2, ws, s->s2);
+        if (!rc) /* the restart the round's model is, for the client to score */
+            rc = fk_bundle_put_scalar(out, "best", msrv_best(s));
     }
     return rc ? fk_err_set(err, FK_ENOMEM, "pooled-em-mor task: out of memory") : FK_OK;
 }
@@ -271,11 +284,7 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
 static int msrv_model(void *v, fk_bundle *out, fk_err *err)
 {
     msrv *s = v;
-    int b = -1; /* the best finished restart, else the best running one */
-    for (int want = FK__POOLED_S_DONE; s->h.op && b < 0 && want >= FK__POOLED_S_EM; want--)
-        for (int r = 0; r < s->h.S; r++)
-            if (s->stage[r] == want && (b < 0 || s->ll[r] > s->ll[b]))
-                b = r;
+    int b = msrv_best(s);
     int rc = fk_bundle_put_scalar(out, "ready", b >= 0);
     if (!rc)
         rc = fk_bundle_put_scalar(out, "converged", msrv_finished(s));
@@ -426,6 +435,29 @@ static int mcli_task(const mcli *c, const fk_bundle *task, const fk_tensor **t, 
     return FK_OK;
 }
 
+/* The round's quality: RMSE of the fitted regression under the restart the server's model is
+ * at the start of the round (the task's "best"; none yet: not measured). Uses G, which the
+ * step recomputes. */
+static int mcli_score(mcli *c, const fk_bundle *task, const fk_tensor *const *t, fk_report *rep,
+                      fk_err *err)
+{
+    const fk_tensor *b = fk_bundle_get(task, "best");
+    if (!b || b->len != 1 || !(b->data[0] >= 0))
+        return FK_OK;
+    if (b->data[0] != floor(b->data[0]) || b->data[0] >= c->S)
+        return fk_err_set(err, FK_EFORMAT, "the server's task names restart %g of %d as its model",
+                          b->data[0], c->S);
+    size_t r = (size_t)b->data[0], R = (size_t)c->R, P = (size_t)c->p;
+    for (size_t q = 0; q < R; q++)
+        if (!(t[3]->data[r * R + q] >= 1e-300))
+            return fk_err_set(err, FK_EFORMAT, "the server's task has noise variance %g for its model",
+                              t[3]->data[r * R + q]);
+    (void)fk_mor_estep(c->X, c->y, c->n, c->p, t[2]->data + r * R, t[1]->data + r * R * P,
+                       t[3]->data + r * R, c->R, c->G, NULL);
+    rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, t[1]->data + r * R * P, c->R, c->G);
+    return FK_OK;
+}
+
 static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     mcli *c = v;
@@ -435,6 +467,8 @@ static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     int rc = fk__pooled_task_op(task, 1, &op, &tick, err); /* 0: partition, 1: EM step */
     if (!rc && op == 1)
         rc = mcli_task(c, task, t, err);
+    if (!rc && op == 1)
+        rc = mcli_score(c, task, t, rep, err);
     if (rc)
         return rc;
     uint64_t S = (uint64_t)c->S, R = (uint64_t)c->R, P = (uint64_t)c->p;
@@ -499,6 +533,7 @@ static int mcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     rep->loss = -fk_mor_estep(c->X, c->y, c->n, c->p, w->data + c->k * R,
                               t->data + c->k * R * P, s2->data + c->k * R, c->R, c->G, NULL) /
                 (double)c->n;
+    rep->rmse = fk_mor_fit_rmse(c->X, c->y, c->n, c->p, t->data + c->k * R * P, c->R, c->G);
     return FK_OK;
 }
 
