@@ -1691,6 +1691,7 @@ void fk_service_stats_get(const fk_service *s, fk_service_stats *out)
     *out = s->stats;
     out->sessions = s->clients.n_sessions;
     out->index_bytes = fk_clients_bytes(&s->clients);
+    out->seen_queued = s->clients.n_queue;
 }
 
 void fk_service_free(fk_service *s)

@@ -53,6 +53,7 @@ typedef struct fk_service_stats {
     uint64_t predict_server, predict_clients, predict_failed, predict_queries;
     uint64_t predict_missing_clients, predict_unscored_classes;
     size_t index_bytes; /* the client index (by identity and session id) */
+    int seen_queued;    /* last_seen writes waiting for the next tick's transaction */
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */
