@@ -130,6 +130,15 @@ def rss_kb(pid, field="VmRSS"):
     return 0
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of a live process (/proc/PID/stat fields 14 and 15)."""
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def wait_log(path, pattern, seconds, proc=None):
     until = time.time() + seconds
     rx = re.compile(pattern)
@@ -265,6 +274,7 @@ def fleet(d, figures):
         status = json.loads(st.stdout)
     except ValueError:
         status = {}
+    figures["server_cpu_seconds"] = round(cpu_s(server.pid), 2)
     figures["server_rss_kb"] = rss_kb(server.pid)
     figures["server_rss_peak_kb"] = rss_kb(server.pid, "VmHWM")
     text = open(slog, errors="replace").read()
@@ -344,6 +354,7 @@ def main():
     log(f"{'PASS' if not failures else 'FAIL'}: {N} clients, {figures.get('killed', 0)} killed, "
         f"job {figures.get('job_seconds')} s, server RSS {figures.get('server_rss_kb', 0) / 1024:.1f} MB "
         f"(peak {figures.get('server_rss_peak_kb', 0) / 1024:.1f} MB), "
+        f"server CPU {figures.get('server_cpu_seconds')} s, "
         f"wall {figures['wall_seconds']} s")
     if A.json:
         print(json.dumps(figures), flush=True)
