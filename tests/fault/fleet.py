@@ -31,7 +31,8 @@ import sys
 import tempfile
 import time
 
-ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap = argparse.ArgumentParser(description=__doc__,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
 ap.add_argument("build")
 ap.add_argument("--clients", type=int, default=50)
 ap.add_argument("--kill_frac", type=float, default=0.05)
