@@ -325,13 +325,28 @@ def fleet(d, figures):
     check("every other client is still running", not alive, f"exited: {alive[:10]}")
     check("the server is still running", server.poll() is None)
 
-    # A clean stop: SIGTERM to the server drains and exits 0.
+    # A clean stop: SIGTERM to the clients, then to the server; each exits 0, and no log
+    # carries a sanitizer report (the sanitizer build runs this too).
+    live = [(i, p) for i, p in enumerate(clients) if i not in victims]
+    for _, p in live:
+        p.send_signal(signal.SIGTERM)
+    bad = []
+    for i, p in live:
+        try:
+            if p.wait(30) != 0:
+                bad.append((f"c{i}", p.returncode))
+        except subprocess.TimeoutExpired:
+            bad.append((f"c{i}", "no exit in 30 s"))
+    check("every client stops on SIGTERM with exit 0", not bad, str(bad[:10]))
     server.send_signal(signal.SIGTERM)
     try:
         src = server.wait(30)
     except subprocess.TimeoutExpired:
         src = None
     check("the server stops on SIGTERM with exit 0", src == 0, f"exit {src}")
+    reports = [name for name in os.listdir(d) if name.endswith(".log") and
+               re.search(r"Sanitizer|runtime error:", open(f"{d}/{name}", errors="replace").read())]
+    check("no sanitizer report in any log", not reports, str(reports[:10]))
 
 
 def main():
