@@ -573,7 +573,7 @@ static int run(int argc, char **argv)
                    "       [--skip_pendigits] [--skip_fashion] [--skip_single] [--skip_skew]\n"
                    "       [--skip_digits] [--digits_file PATH (python3-sklearn's digits.csv.gz)]\n"
                    "       [--skew 20|30 (one label skew only)] [--skip_office]\n"
-                   "       [--office_splits 20] [--svm_max_train 6000 (0: no RBF-SVM rows)]\n\n"
+                   "       [--office_splits 20] [--svm_max_train 8000 (0: no RBF-SVM rows)]\n\n"
                    "KAHM accuracy cells of spec kahm.md 11.3 (Pen-digits; Fashion-MNIST from the\n"
                    "Debian dataset-fashion-mnist package) with the spec's targets and target_met.\n");
             return 0;
@@ -595,7 +595,7 @@ static int run(int argc, char **argv)
     long osplits = 20;
     if (!rc) rc = fk_params_int(&p, "office_splits", 20, 1, 100, &osplits, &err);
     o.office_splits = (int)osplits;
-    if (!rc) rc = fk_params_int(&p, "svm_max_train", 6000, 0, 100000, &o.svm_max_train, &err);
+    if (!rc) rc = fk_params_int(&p, "svm_max_train", 8000, 0, 100000, &o.svm_max_train, &err);
     long only = 0;
     if (!rc) rc = fk_params_int(&p, "skew", 0, 0, 30, &only, &err);
     if (!rc && only && only != 20 && only != 30)
