@@ -10,6 +10,10 @@
  *      k-means clusters), E1/E2.
  *   E. Office-Caltech10 semi-supervised transfer, source and target clients (SURF 12 tasks,
  *      DeCAF6 D<->W): fidelity_kahm_office.c.
+ * Baselines beside them, centralised on the same features: 1-NN, and the RBF-SVM of spec 11.4
+ * (C = 10, gamma = 'scale'; common/models/svm) with target_met against the spec's prototype
+ * on digits (5-split mean) and Pen-digits; Fashion-MNIST's 60,000 rows are cut to
+ * --svm_max_train (printed without a target).
  * Preprocessing: scale to [0, 1] then tanh (pen-digits /100, images /255). */
 #include <math.h>
 #include <stdio.h>
