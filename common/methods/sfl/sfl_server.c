@@ -640,6 +640,21 @@ int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err)
     double diag[5] = {s->status, s->iters, s->viol, s->support, s->primal};
     if (!rc)
         rc = fk_bundle_put_vec(out, "diag", 5, diag);
+    if (!rc && s->P) { /* ovo: the pairs' row totals, class ids, lists and kernel counts */
+        rc = fk_bundle_put_vec(out, "nq_ref", (size_t)s->P, s->nq_ref);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "mK", (size_t)s->P, s->mK);
+        if (!rc)
+            rc = fk_bundle_put_scalar(out, "S", (double)s->S);
+        if (!rc && s->U)
+            rc = fk_bundle_put_vec(out, "ucls", s->U, s->ucls);
+        if (!rc && s->S)
+            rc = fk_bundle_put_vec(out, "pq", s->S, s->pq);
+        if (!rc && s->S)
+            rc = fk_bundle_put_vec(out, "pi", s->S, s->pi);
+        if (!rc && s->S)
+            rc = fk_bundle_put_vec(out, "pl", s->S, s->pl);
+    }
     if (!rc && s->stage == ST_DONE) {
         fk_bundle m;
         fk_bundle_init(&m);
@@ -698,22 +713,94 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     for (size_t j = 0; j < U; j++)
         if (!(uo[j] >= 0 && uo[j] < (double)K))
             return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has owner %g", j, uo[j]);
+    /* ovo: read and check the per-problem state into fresh arrays before anything changes */
+    double *o_nq = NULL, *o_mK = NULL, *o_cls = NULL, *o_pq = NULL, *o_pi = NULL, *o_pl = NULL;
+    size_t S = 0;
+    if (s->P) {
+        size_t P = (size_t)s->P;
+        const double *nq = ck(in, "nq_ref", P, err), *mk = nq ? ck(in, "mK", P, err) : NULL,
+                     *sc = mk ? ck(in, "S", 1, err) : NULL;
+        if (!sc)
+            return FK_EFORMAT;
+        if (!(sc[0] >= 0 && sc[0] <= 1e12) || sc[0] != floor(sc[0]))
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad list size %g", sc[0]);
+        S = (size_t)sc[0];
+        const double *uc = NULL, *pq = NULL, *pi = NULL, *pl = NULL;
+        if ((U && !(uc = ck(in, "ucls", U, err))) ||
+            (S && (!(pq = ck(in, "pq", S, err)) || !(pi = ck(in, "pi", S, err)) ||
+                   !(pl = ck(in, "pl", S, err)))))
+            return FK_EFORMAT;
+        for (size_t j = 0; j < U; j++)
+            if (!(uc[j] >= 0 && uc[j] < s->c.n_cls) || uc[j] != floor(uc[j]))
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j,
+                                  uc[j]);
+        for (size_t j = 0; j < S; j++)
+            if (!(pq[j] >= 0 && pq[j] < (double)P) || !(pi[j] >= 0 && pi[j] < (double)U) ||
+                pq[j] != floor(pq[j]) || pi[j] != floor(pi[j]))
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: list entry %zu is bad", j);
+        double tot = 0;
+        for (size_t q = 0; q < P; q++)
+            tot += mk[q] >= 0 && mk[q] == floor(mk[q]) ? mk[q] : NAN;
+        const double *kk = st[0] == ST_DONE ? ck(in, "model_K", 1, err) : NULL;
+        if (st[0] == ST_DONE && (!kk || tot != kk[0]))
+            return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: pair kernel counts do not "
+                                                    "sum to the model's")
+                      : FK_EFORMAT;
+        o_nq = malloc(P * sizeof *o_nq);
+        o_mK = malloc(P * sizeof *o_mK);
+        o_cls = malloc((U ? U : 1) * sizeof *o_cls);
+        o_pq = malloc((S ? S : 1) * sizeof *o_pq);
+        o_pi = malloc((S ? S : 1) * sizeof *o_pi);
+        o_pl = malloc((S ? S : 1) * sizeof *o_pl);
+        if (!o_nq || !o_mK || !o_cls || !o_pq || !o_pi || !o_pl) {
+            free(o_nq);
+            free(o_mK);
+            free(o_cls);
+            free(o_pq);
+            free(o_pi);
+            free(o_pl);
+            return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+        }
+        memcpy(o_nq, nq, P * sizeof *o_nq);
+        memcpy(o_mK, mk, P * sizeof *o_mK);
+        if (U)
+            memcpy(o_cls, uc, U * sizeof *o_cls);
+        if (S) {
+            memcpy(o_pq, pq, S * sizeof *o_pq);
+            memcpy(o_pi, pi, S * sizeof *o_pi);
+            memcpy(o_pl, pl, S * sizeof *o_pl);
+        }
+    }
+#define FREE_OVO()                                                                             \
+    do {                                                                                       \
+        free(o_nq);                                                                            \
+        free(o_mK);                                                                            \
+        free(o_cls);                                                                           \
+        free(o_pq);                                                                            \
+        free(o_pi);                                                                            \
+        free(o_pl);                                                                            \
+    } while (0)
     fk_sfl_model m = {0};
     if (st[0] == ST_DONE) {
         const double *kk = ck(in, "model_K", 1, err);
-        if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0]))
+        if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0])) {
+            FREE_OVO();
             return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad model size") : FK_EFORMAT;
+        }
         size_t Km = (size_t)kk[0];
         const double *ms = NULL, *mw = NULL, *mc = NULL;
         if (Km && (!(ms = ck(in, "model_s", Km * P, err)) || !(mw = ck(in, "model_w", Km, err)) ||
-                   !(mc = ck(in, "model_c", Km, err))))
+                   !(mc = ck(in, "model_c", Km, err)))) {
+            FREE_OVO();
             return FK_EFORMAT;
+        }
         m.K = Km;
         m.p = (int)P;
         m.s = malloc((Km ? Km : 1) * (P ? P : 1) * sizeof(double));
         m.w = malloc((Km ? Km : 1) * sizeof(double));
         m.c = malloc((Km ? Km : 1) * sizeof(double));
         if (!m.s || !m.w || !m.c) {
+            FREE_OVO();
             fk_sfl_model_close(&m);
             return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
         }
@@ -730,6 +817,7 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         free(y);
         free(l);
         free(o);
+        FREE_OVO();
         fk_sfl_model_close(&m);
         return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
     }
@@ -757,6 +845,22 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     memcpy(s->n_decl, nd, K * sizeof(double));
     memcpy(s->n_up, nu, K * sizeof(double));
     memcpy(s->capped, cp, K * sizeof(double));
+    if (s->P) {
+        free(s->nq_ref);
+        free(s->mK);
+        free(s->ucls);
+        free(s->pq);
+        free(s->pi);
+        free(s->pl);
+        s->nq_ref = o_nq;
+        s->mK = o_mK;
+        s->ucls = o_cls;
+        s->pq = o_pq;
+        s->pi = o_pi;
+        s->pl = o_pl;
+        s->S = S;
+    }
+#undef FREE_OVO
     s->status = dg[0];
     s->iters = dg[1];
     s->viol = dg[2];
