@@ -77,13 +77,14 @@ static void pairs(void **state)
         }
 }
 
-/* Votes: one kernel per pair at the origin with weight +-1; f >= 0 votes a, else b; a three
- * way tie goes to class 0, an empty pair (no kernels, f = 0) votes a. */
+/* Votes (spec §6.6): one kernel per pair at the origin, f = its weight; f >= 0 votes a, else
+ * b; a three-way tie goes to the larger sum of |f| over the won problems, then to the smaller
+ * class; an empty pair (no kernels, f = 0) votes a. */
 static void vote_ties(void **state)
 {
     (void)state;
     double s[6] = {0, 0, 0, 0, 0, 0}, w[3] = {1, 1, 1}, X[2] = {0, 0};
-    double f[1];
+    double f[1], margin[3];
     int votes[3], pred[1];
     struct {
         double c[3];
@@ -93,24 +94,29 @@ static void vote_ties(void **state)
         {{1, 1, 1}, 0},   /* 0 beats 1 and 2 */
         {{-1, 1, 1}, 1},  /* 1, 0, 1 */
         {{-1, -1, -1}, 2}, /* 1, 2, 2 */
+        {{-1, 2, -1}, 0},  /* a tie; class 0 won its problem by |f| = 2 */
+        {{-2, 1, -1}, 1},  /* a tie; class 1 by 2 */
+        {{-1, 1, -3}, 2},  /* a tie; class 2 by 3 */
+        {{-1, 1, -1.5}, 2}, /* a tie; margins 1, 1, 1.5 */
+        {{-1, -1, 2}, 1},  /* 1, 2, 1: two votes for 1 beat any margin */
     };
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
         fk_sfl_model m = {3, 2, s, w, cases[t].c};
         double mK[3] = {1, 1, 1};
-        fk__sfl_ovo_vote(&m, mK, 3, X, 1, f, votes, pred);
+        fk__sfl_ovo_vote(&m, mK, 3, X, 1, f, votes, margin, pred);
         assert_int_equal(pred[0], cases[t].want);
     }
     /* pair (0,1) empty -> votes 0; (0,2) -> 2; (1,2) -> 2: class 2 */
     double c2[2] = {-1, -1};
     fk_sfl_model m = {2, 2, s, w, c2};
     double mK[3] = {0, 1, 1};
-    fk__sfl_ovo_vote(&m, mK, 3, X, 1, f, votes, pred);
+    fk__sfl_ovo_vote(&m, mK, 3, X, 1, f, votes, margin, pred);
     assert_int_equal(pred[0], 2);
     /* pair (1,2) empty votes 1; (0,1) -> 1; (0,2) -> 0: class 1 */
     double c3[2] = {-1, 1};
     fk_sfl_model m3 = {2, 2, s, w, c3};
     double mK3[3] = {1, 1, 0};
-    fk__sfl_ovo_vote(&m3, mK3, 3, X, 1, f, votes, pred);
+    fk__sfl_ovo_vote(&m3, mK3, 3, X, 1, f, votes, margin, pred);
     assert_int_equal(pred[0], 1);
 }
 

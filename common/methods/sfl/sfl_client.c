@@ -424,17 +424,19 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
             tot += mk->data[q] >= 0 && mk->data[q] == floor(mk->data[q]) ? mk->data[q] : NAN;
         int *votes = malloc((c->n ? c->n : 1) * (size_t)c->c.n_cls * sizeof *votes),
             *pred = malloc((c->n ? c->n : 1) * sizeof *pred);
-        if (!mk || mk->len != (size_t)P || tot != (double)m.K || !votes || !pred) {
+        double *mg = malloc((c->n ? c->n : 1) * (size_t)c->c.n_cls * sizeof *mg);
+        if (!mk || mk->len != (size_t)P || tot != (double)m.K || !votes || !pred || !mg) {
             free(votes);
             free(pred);
+            free(mg);
             free(f);
             fk_sfl_model_close(&m);
-            return votes && pred ? fk_err_set(err, FK_EFORMAT,
+            return votes && pred && mg ? fk_err_set(err, FK_EFORMAT,
                                               "sfl model: no per-pair kernel counts 'mK' (%d "
                                               "values summing to K)", P)
                                  : fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
         }
-        fk__sfl_ovo_vote(&m, mk->data, c->c.n_cls, c->X, c->n, f, votes, pred);
+        fk__sfl_ovo_vote(&m, mk->data, c->c.n_cls, c->X, c->n, f, votes, mg, pred);
         double right = 0;
         for (size_t i = 0; i < c->n; i++)
             right += pred[i] == (int)c->y[i];
@@ -444,6 +446,7 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
         }
         free(votes);
         free(pred);
+        free(mg);
         free(f);
         fk_sfl_model_close(&m);
         return FK_OK;

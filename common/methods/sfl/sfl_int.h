@@ -42,11 +42,12 @@ typedef struct fk__sfl_cfg {
  * a < b, in lexicographic order; rows of class a are +1, of class b -1. */
 int fk__sfl_ovo_pairs(int n_cls);
 void fk__sfl_ovo_pair(int n_cls, int q, int *a, int *b);
-/* Majority vote of the pairwise classifiers: m holds the problems' kernels one after the
- * other (mK[q] of them for problem q); pred[i] = the class id with the most votes, ties to
- * the smallest id. Scratch f: n values. */
+/* Majority vote of the pairwise classifiers (spec §6.6): m holds the problems' kernels one
+ * after the other (mK[q] of them for problem q); pred[i] = the class id with the most votes,
+ * ties to the larger sum of |f_q(x)| over the won problems, then to the smaller id. Scratch:
+ * f (n), votes and margin (n x n_cls). */
 void fk__sfl_ovo_vote(const fk_sfl_model *m, const double *mK, int n_cls, const double *X,
-                      size_t n, double *f, int *votes, int *pred);
+                      size_t n, double *f, int *votes, double *margin, int *pred);
 
 /* Parse and check the job keys; refuses a job without raw_sample_upload = acknowledged. */
 int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err);

@@ -1,5 +1,6 @@
 /* One-vs-one multiclass for the sfl job (spec A14, dissertation §2.4.3-2.4.4): the pair
  * enumeration and the majority vote shared by the client's evaluation and the tests. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "common/methods/sfl/sfl_int.h"
@@ -21,11 +22,13 @@ void fk__sfl_ovo_pair(int n_cls, int q, int *a, int *b)
 }
 
 void fk__sfl_ovo_vote(const fk_sfl_model *m, const double *mK, int n_cls, const double *X,
-                      size_t n, double *f, int *votes, int *pred)
+                      size_t n, double *f, int *votes, double *margin, int *pred)
 {
     int P = fk__sfl_ovo_pairs(n_cls);
-    for (size_t i = 0; i < n * (size_t)n_cls; i++)
+    for (size_t i = 0; i < n * (size_t)n_cls; i++) {
         votes[i] = 0;
+        margin[i] = 0;
+    }
     size_t off = 0;
     for (int q = 0; q < P; q++) {
         int a, b;
@@ -39,13 +42,20 @@ void fk__sfl_ovo_vote(const fk_sfl_model *m, const double *mK, int n_cls, const 
         }
         off += (size_t)mK[q];
         fk_sfl_predict(&v, X, n, f);
-        for (size_t i = 0; i < n; i++) /* sign(0) := +1, as the binary job */
-            votes[i * (size_t)n_cls + (size_t)(f[i] >= 0 ? a : b)]++;
+        for (size_t i = 0; i < n; i++) { /* sign(0) := +1, as the binary job */
+            size_t w = i * (size_t)n_cls + (size_t)(f[i] >= 0 ? a : b);
+            votes[w]++;
+            margin[w] += fabs(f[i]);
+        }
     }
+    /* spec §6.6: most votes; ties to the larger sum of |f_b| over the won problems, then (strict
+     * comparisons in ascending order) to the smaller class */
     for (size_t i = 0; i < n; i++) {
+        const int *v = votes + i * (size_t)n_cls;
+        const double *g = margin + i * (size_t)n_cls;
         int best = 0;
-        for (int j = 1; j < n_cls; j++) /* strict >: ties go to the smallest class id */
-            if (votes[i * (size_t)n_cls + (size_t)j] > votes[i * (size_t)n_cls + (size_t)best])
+        for (int j = 1; j < n_cls; j++)
+            if (v[j] > v[best] || (v[j] == v[best] && g[j] > g[best]))
                 best = j;
         pred[i] = best;
     }
