@@ -137,9 +137,11 @@ static int e24_job(int json, const double *X, const int *cls, const int *fold, i
     size_t cnt[NC_MAX + 1] = {0};
     for (size_t i = 0, t = 0; i < E24_N; i++) /* client t mod nc, or the test set (index nc) */
         cnt[fold[i] == 0 ? nc : (int)(t++ % (size_t)nc)]++;
-    for (int k = 0; !rc && k <= nc; k++, made++)
+    for (int k = 0; !rc && k <= nc; k++) /* made: the data sets to close */
         if (fk_dataset_init(&ds[k], cnt[k], E24_P, 1))
             rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+        else
+            made++;
     double *lab = malloc(E24_N * sizeof *lab);
     if (!rc && !lab)
         rc = fk_err_set(err, FK_ENOMEM, "out of memory");
