@@ -321,6 +321,38 @@ static void bad_uploads_and_checkpoint(void **state)
     fk_params_close(&p);
 }
 
+/* Two classes (one pair) where one client holds rows of neither: it declares 0 rows, sends an
+ * empty upload, and the job completes on the other client's rows. */
+static void client_without_the_classes(void **state)
+{
+    (void)state;
+    enum { K = 2 };
+    fk_dataset ds[K];
+    blobs(40, 3, 6, &ds[0]);
+    blobs(20, 4, 7, &ds[1]); /* class 30 only: outside the job's class set */
+    fk_params p;
+    job(&p);
+    assert_int_equal(fk_params_set(&p, "classes", "10,20"), FK_OK);
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 2, .final_reports = fin};
+    fk_bundle model;
+    fk_sim_round last;
+    fk_err err = {0};
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, K);
+    const fk_tensor *mK = fk_bundle_get(&model, "mK");
+    assert_non_null(mK);
+    assert_int_equal(mK->len, 1);
+    assert_true(mK->data[0] > 0 && mK->data[0] == scalar(&model, "K"));
+    assert_true(scalar(&model, "n_ref") == 40);
+    assert_true(fin[0].n_samples == 40 && fin[0].accuracy >= 0.95);
+    assert_true(fin[1].n_samples == 0);
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+}
+
 /* Configuration: ovo needs classify and an ascending class list; classes only with ovo. */
 static void bad_config(void **state)
 {
@@ -353,6 +385,7 @@ int main(void)
         cmocka_unit_test(vote_ties),
         cmocka_unit_test(three_classes),
         cmocka_unit_test(bad_uploads_and_checkpoint),
+        cmocka_unit_test(client_without_the_classes),
         cmocka_unit_test(bad_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
