@@ -6,9 +6,9 @@
 set -u
 fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 bin=$(dirname "$fk")
-dir=$(mktemp -d)
+dir=$(mktemp -d); [ -n "${KEEP:-}" ] && echo "dir $dir"
 pids=""
-cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; sleep 0.3; rm -rf "$dir"; }
+cleanup() { for p in $pids; do kill "$p" 2>/dev/null; done; sleep 0.3; [ -n "${KEEP:-}" ] || rm -rf "$dir"; }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do echo "== $f"; tail -n 5 "$f"; done; exit 1; }
 cd "$dir" || exit 1
@@ -26,6 +26,17 @@ for k in range(3):
             a, b = random.uniform(-20, 11), random.uniform(-11, 20)
             f.write(f"{lab(a, b)},{a + random.gauss(0, math.sqrt(0.2)):.6f},{b + random.gauss(0, math.sqrt(0.2)):.6f}\n")
 PY
+# three blobs for the multiclass = ovo job below (c1 lacks class 2)
+/usr/bin/python3 - <<'PY'
+import random
+random.seed(9)
+cen = [(0, 0), (4, 0), (2, 3.5)]
+for k, held in ((0, (0, 1, 2)), (1, (0, 1)), (2, (2,))):
+    with open(f"m{k}.csv", "w") as f:
+        for i in range(36):
+            j = held[i % len(held)]
+            f.write(f"{j},{cen[j][0] + random.gauss(0, 0.7):.6f},{cen[j][1] + random.gauss(0, 0.7):.6f}\n")
+PY
 printf '[local]\nallow_raw_upload = true\n' > consent.conf
 : > none.conf
 OPENBLAS_NUM_THREADS=1 "$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
@@ -35,7 +46,7 @@ sleep 0.5
 for c in c0 c1 c2; do
   conf=consent.conf; [ $c = c2 ] && conf=none.conf
   OPENBLAS_NUM_THREADS=1 "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server --tls_dir pki \
-    --name $c --data.e31 $c.csv --config $conf >$c.log 2>&1 &
+    --name $c --data.e31 $c.csv --data.m3 m${c#c}.csv --config $conf >$c.log 2>&1 &
   pids="$pids $!"
 done
 conn="--server 127.0.0.1:$port --server_name server --tls_dir pki --name op"
@@ -56,4 +67,20 @@ printf 'local.allow_raw_upload = true\n' | cat job.conf - > job2.conf
 "$fk" job submit job2.conf $conn >submit2.txt 2>&1 && fail "a job setting local.* was accepted"
 grep -q "job key 'local.allow_raw_upload': local.\* keys are each client's own" submit2.txt \
   || fail "a job setting local.* was not refused clearly: $(cat submit2.txt)"
+# multiclass = ovo (spec A14) on three classes through the daemons: the model equals the
+# in-process simulation's bit for bit (fedkern sim --job with the same job file and data).
+# c1's file (data set m3, three blobs) lacks class 2.
+printf 'method = sfl\ndataset = m3\nclients = c0, c1\nseed = 5\ndeadline = 4\nraw_sample_upload = acknowledged\nmulticlass = ovo\nclasses = 0,1,2\nwidth_min = 0.5\nwidth_max = 2\nn_widths = 3\n' > job3.conf
+id3=$("$fk" job submit job3.conf $conn) || fail "submit ovo"
+"$fk" job result "$id3" --out ovo.bin --wait 60 $conn >status3.txt 2>&1 || fail "ovo job: $(cat status3.txt)"
+grep -q "participants *2" status3.txt || fail "ovo job should have run with both clients"
+"$fk" sim --job job3.conf --data c0=m0.csv --data c1=m1.csv --local.allow_raw_upload true \
+  --model_out sim3.bin >sim3.txt 2>&1 || fail "sim ovo: $(cat sim3.txt)"
+# a model file is the model bundle's bytes, then its info (27 bytes + the job id: "sfl",
+# round 1, the id, the software version); the bundles must match byte for byte
+nd=$(( $(wc -c <ovo.bin) - 27 - ${#id3} )); ns=$(( $(wc -c <sim3.bin) - 27 - 3 ))
+[ "$nd" = "$ns" ] && [ "$nd" -gt 1000 ] || fail "ovo: model sizes differ ($nd, $ns bytes)"
+cmp -s -n "$nd" ovo.bin sim3.bin || fail "ovo: the daemons' model differs from the simulation's"
+"$fk" model show ovo.bin --json >t_daemon.json || fail "show the ovo model"
+grep -q '"mK"' t_daemon.json || fail "ovo model lacks the per-pair kernel counts"
 echo ok

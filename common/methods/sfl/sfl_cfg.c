@@ -38,6 +38,10 @@ const fk_param_doc fk__sfl_keys[] = {
     {"model_form FORM", "atoms (support atoms, default) or peaks (one refit kernel per bump)"},
     {"crit_rule RULE", "tol (dual > 1e-8 max, and at gamma = 0 margin active; default) or strict "
                   "(dual > 0)"},
+    {"multiclass none|ovo", "none (binary: pos_label vs neg_label, default) or ovo: one-vs-one "
+                            "(spec A14), one problem per class pair, prediction by majority vote "
+                            "(ties to the smallest class)"},
+    {"classes LIST", "multiclass = ovo: the raw class labels, comma-separated, ascending (2 to 32)"},
     {"sim_n N", "fedkern sim only: rows per synthetic client (default 50)"},
     {NULL, NULL},
 };
@@ -48,6 +52,7 @@ void fk__sfl_cfg_close(fk__sfl_cfg *c)
     free(c->box_hi);
     free(c->shift);
     free(c->scale);
+    free(c->cls);
     memset(c, 0, sizeof *c);
 }
 
@@ -186,6 +191,23 @@ int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
         if (!(c->scale[i] > 0))
             rc = fk_err_set(err, FK_EINVAL, "x_scale value %d is %g (must be > 0)", i,
                             c->scale[i]);
+    static const char *const mcs[] = {"none", "ovo", NULL};
+    if (!rc)
+        rc = pick("multiclass", fk_params_str(p, "multiclass", "none"), mcs, &c->ovo, err);
+    if (!rc)
+        rc = parse_list(p, "classes", &c->cls, &c->n_cls, err);
+    if (!rc && c->ovo && (c->mode != FK_SFL_CLASSIFY || c->n_cls < 2 || c->n_cls > 32))
+        rc = fk_err_set(err, FK_EINVAL,
+                        "multiclass = ovo needs mode = classify and 'classes' listing 2 to 32 raw "
+                        "labels (it has %d)",
+                        c->n_cls);
+    for (int i = 1; !rc && c->ovo && i < c->n_cls; i++)
+        if (!(c->cls[i] > c->cls[i - 1]))
+            rc = fk_err_set(err, FK_EINVAL, "classes: the labels must be distinct and ascending "
+                                            "(value %d is %g after %g)",
+                            i, c->cls[i], c->cls[i - 1]);
+    if (!rc && !c->ovo && c->n_cls)
+        rc = fk_err_set(err, FK_EINVAL, "'classes' is for multiclass = ovo only");
     c->box_p = nlo;
     c->n_pre = nsh > nsc ? nsh : nsc;
     if (!rc && c->n_pre && (!c->shift || !c->scale)) { /* fill the missing one with 0 / 1 */
@@ -264,7 +286,14 @@ int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, do
     size_t m = 0;
     for (size_t i = 0; i < N; i++) {
         double t = ds->y_raw[i], target;
-        if (c->mode == FK_SFL_CLASSIFY) {
+        if (c->ovo) {
+            int j = 0;
+            while (j < c->n_cls && c->cls[j] != t)
+                j++;
+            if (j == c->n_cls)
+                continue; /* a label outside the class set */
+            target = j;
+        } else if (c->mode == FK_SFL_CLASSIFY) {
             if (t == c->pos_label)
                 target = 1;
             else if (c->neg_rest || t == c->neg_label)

@@ -184,6 +184,141 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
     return rc ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory") : FK_OK;
 }
 
+/* One-vs-one (spec A14): solve every pair problem on this client's rows of the pair, upload
+ * the distinct critical rows once (x, class id) with per-problem lists of (row, dual). The
+ * cap counts distinct rows; when it binds, the rows with the largest dual (over the problems)
+ * are kept. Round metric: the pairwise accuracy (rows right over all local pair problems). */
+static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep, fk_err *err)
+{
+    int Kc = c->c.n_cls, P = fk__sfl_ovo_pairs(Kc);
+    size_t n = c->n, p = (size_t)c->p, S = 0, D = 0, right = 0, tot = 0, not_conv = 0;
+    double *score = calloc(n ? n : 1, sizeof *score), *pc = calloc((size_t)P, sizeof *pc);
+    double *Xq = malloc((n ? n : 1) * p * sizeof *Xq), *yq = malloc((n ? n : 1) * sizeof *yq);
+    int *sub = malloc((n ? n : 1) * sizeof *sub), *idx = malloc((n ? n : 1) * sizeof *idx);
+    size_t cap_l = (n ? n : 1) * (size_t)P;
+    int *lr = malloc(cap_l * sizeof *lr); /* per-problem lists: row, dual */
+    double *ll = malloc(cap_l * sizeof *ll);
+    ranked *rk = malloc((n ? n : 1) * sizeof *rk);
+    int rc = !score || !pc || !Xq || !yq || !sub || !idx || !lr || !ll || !rk
+                 ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory")
+                 : FK_OK;
+    double worst = FK_SFL_CONVERGED;
+    for (int q = 0; !rc && q < P; q++) {
+        int a, b;
+        fk__sfl_ovo_pair(Kc, q, &a, &b);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (c->y[i] == a || c->y[i] == b) {
+                memcpy(Xq + m * p, c->X + i * p, p * sizeof *Xq);
+                yq[m] = c->y[i] == a ? 1.0 : -1.0;
+                sub[m++] = (int)i;
+            }
+        if (!m)
+            continue; /* this client holds neither class of the pair */
+        fk_sfl_atoms at;
+        if ((rc = fk__sfl_atoms(&c->c, Xq, m, c->p, &at, err)))
+            break;
+        fk_sfl_opts o;
+        fk__sfl_opts(&c->c, 0, nref[q] >= (double)m ? nref[q] : (double)m,
+                     c->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(c->k + 1) +
+                         0xbf58476d1ce4e5b9ULL * (uint64_t)q,
+                     &o);
+        fk_sfl_fit f;
+        rc = fk_sfl_solve(Xq, yq, m, c->p, &at, &o, NULL, &f, err);
+        fk_sfl_atoms_close(&at);
+        if (rc)
+            break;
+        size_t C = 0, nc = 0;
+        fk_sfl_critical(&f, yq, &o, idx, &C, &nc);
+        not_conv += nc;
+        if (f.status > worst)
+            worst = f.status;
+        for (size_t i = 0; i < m; i++)
+            right += (f.f[i] >= 0 ? 1.0 : -1.0) == yq[i];
+        tot += m;
+        for (size_t j = 0; j < C; j++) { /* idx is ascending: the lists come sorted by row */
+            int r = sub[idx[j]];
+            lr[S] = r;
+            ll[S++] = f.lambda[idx[j]];
+            score[r] = fmax(score[r], fabs(f.lambda[idx[j]]));
+        }
+        pc[q] = (double)C;
+        fk_sfl_fit_close(&f);
+    }
+    /* distinct rows; the cap keeps those with the largest dual */
+    for (size_t i = 0; !rc && i < n; i++)
+        if (score[i] > 0)
+            rk[D++] = (ranked){score[i], (int)i};
+    size_t cap = (size_t)ceil(c->frac * (double)n - 1e-9), capped = D > cap;
+    if (!rc && capped) {
+        qsort(rk, D, sizeof *rk, by_lam_desc);
+        for (size_t j = cap; j < D; j++)
+            score[rk[j].row] = 0; /* dropped */
+        D = cap;
+        qsort(rk, D, sizeof *rk, by_row);
+    }
+    int *pos = sub; /* row -> position among the uploaded rows */
+    for (size_t j = 0; !rc && j < D; j++)
+        pos[rk[j].row] = (int)j;
+    uint64_t sh[2] = {(uint64_t)D, p};
+    double *x = !rc && D ? fk_bundle_add(up, "x", 2, sh) : NULL;
+    double *cl = !rc && D ? fk_bundle_add(up, "cls", 1, sh) : NULL;
+    if (!rc && D && (!x || !cl))
+        rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    for (size_t j = 0; !rc && j < D; j++) {
+        memcpy(x + j * p, c->X + (size_t)rk[j].row * p, p * sizeof *x);
+        cl[j] = c->y[rk[j].row];
+    }
+    size_t S2 = 0, at = 0; /* drop the capped rows from the problems' lists */
+    for (int q = 0; !rc && q < P; q++) {
+        size_t keep = 0;
+        for (size_t j = 0; j < (size_t)pc[q]; j++, at++)
+            if (score[lr[at]] > 0) {
+                lr[S2] = pos[lr[at]];
+                ll[S2++] = ll[at];
+                keep++;
+            }
+        pc[q] = (double)keep;
+    }
+    uint64_t ss = S2;
+    double *ri = !rc && S2 ? fk_bundle_add(up, "ri", 1, &ss) : NULL;
+    double *rl = !rc && S2 ? fk_bundle_add(up, "rl", 1, &ss) : NULL;
+    if (!rc && S2 && (!ri || !rl))
+        rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    for (size_t j = 0; !rc && j < S2; j++) {
+        ri[j] = lr[j];
+        rl[j] = ll[j];
+    }
+    if (!rc && (fk_bundle_put_vec(up, "pc", (size_t)P, pc) ||
+                fk_bundle_put_scalar(up, "rows", (double)D) ||
+                fk_bundle_put_scalar(up, "capped", (double)capped) ||
+                fk_bundle_put_scalar(up, "not_converged", (double)not_conv)))
+        rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    if (!rc && tot) {
+        rep->accuracy = (double)right / (double)tot;
+        rep->error = 1 - rep->accuracy;
+    }
+    if (!rc)
+        fk_log(FK_LOG_INFO, "sfl_upload",
+               "client=%d rows=%zu of=%zu problems=%d bytes=%zu capped=%d status=%s "
+               "msg=\"raw feature rows, class ids and per-problem dual values of the critical "
+               "samples are sent to the server\"",
+               c->k, D, n, P, D * (p + 1) * sizeof(double) + S2 * 2 * sizeof(double),
+               (int)capped, fk_sfl_status_name((int)worst));
+    free(score);
+    free(pc);
+    free(Xq);
+    free(yq);
+    free(sub);
+    free(idx);
+    free(lr);
+    free(ll);
+    free(rk);
+    if (!rc)
+        c->uploaded = 1;
+    return rc;
+}
+
 int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     scli *c = v;
@@ -195,6 +330,18 @@ int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
         int rc = fk_bundle_put_scalar(up, "n", (double)c->n);
         if (!rc)
             rc = fk_bundle_put_scalar(up, "p", c->p);
+        if (!rc && c->c.ovo) { /* rows per pair problem: the server's n_ref of each */
+            int P = fk__sfl_ovo_pairs(c->c.n_cls);
+            double *np = fk_bundle_add(up, "np", 1, (uint64_t[1]){(uint64_t)P});
+            rc = !np;
+            for (int q = 0; !rc && q < P; q++) {
+                int a, b;
+                fk__sfl_ovo_pair(c->c.n_cls, q, &a, &b);
+                np[q] = 0;
+                for (size_t i = 0; i < c->n; i++)
+                    np[q] += c->y[i] == a || c->y[i] == b;
+            }
+        }
         return rc ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory") : FK_OK;
     }
     const fk_tensor *nr = fk_bundle_get(task, "n_ref");
@@ -202,6 +349,19 @@ int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
         !(nr->data[0] >= (double)c->n && nr->data[0] <= 1e12))
         return fk_err_set(err, FK_EFORMAT,
                           "sfl task: unknown op or no 'n_ref' >= this client's %zu rows", c->n);
+    if (c->c.ovo) {
+        const fk_tensor *nq = fk_bundle_get(task, "n_ref_q");
+        if (!nq || nq->len != (size_t)fk__sfl_ovo_pairs(c->c.n_cls))
+            return fk_err_set(err, FK_EFORMAT, "sfl task: no 'n_ref_q' (one per class pair)");
+        for (size_t q = 0; q < nq->len; q++)
+            if (!(nq->data[q] >= 0 && nq->data[q] <= 1e12))
+                return fk_err_set(err, FK_EFORMAT, "sfl task: 'n_ref_q' value %zu is %g", q,
+                                  nq->data[q]);
+        rep->n_samples = (double)c->n;
+        if (fk_bundle_put_scalar(up, "n", (double)c->n))
+            return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+        return upload_ovo(c, nq->data, up, rep, err);
+    }
     return upload(c, nr->data[0], up, rep, err);
 }
 
@@ -255,6 +415,41 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     if (!f) {
         fk_sfl_model_close(&m);
         return fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
+    }
+    const fk_tensor *mk = fk_bundle_get(model, "mK");
+    if (c->c.ovo) { /* majority vote of the pairwise classifiers */
+        int P = fk__sfl_ovo_pairs(c->c.n_cls);
+        double tot = 0;
+        for (size_t q = 0; mk && q < mk->len; q++)
+            tot += mk->data[q] >= 0 && mk->data[q] == floor(mk->data[q]) ? mk->data[q] : NAN;
+        int *votes = malloc((c->n ? c->n : 1) * (size_t)c->c.n_cls * sizeof *votes),
+            *pred = malloc((c->n ? c->n : 1) * sizeof *pred);
+        double *mg = malloc((c->n ? c->n : 1) * (size_t)c->c.n_cls * sizeof *mg);
+        if (!mk || mk->len != (size_t)P || tot != (double)m.K || !votes || !pred || !mg) {
+            free(votes);
+            free(pred);
+            free(mg);
+            free(f);
+            fk_sfl_model_close(&m);
+            return votes && pred && mg ? fk_err_set(err, FK_EFORMAT,
+                                              "sfl model: no per-pair kernel counts 'mK' (%d "
+                                              "values summing to K)", P)
+                                 : fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
+        }
+        fk__sfl_ovo_vote(&m, mk->data, c->c.n_cls, c->X, c->n, f, votes, mg, pred);
+        double right = 0;
+        for (size_t i = 0; i < c->n; i++)
+            right += pred[i] == (int)c->y[i];
+        if (c->n) {
+            rep->accuracy = right / (double)c->n;
+            rep->error = 1 - rep->accuracy;
+        }
+        free(votes);
+        free(pred);
+        free(mg);
+        free(f);
+        fk_sfl_model_close(&m);
+        return FK_OK;
     }
     fk_sfl_predict(&m, c->X, c->n, f);
     double right = 0, se = 0, hinge = 0;

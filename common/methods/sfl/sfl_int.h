@@ -33,7 +33,21 @@ typedef struct fk__sfl_cfg {
     int server_init;
     int peaks;                      /* model_form = peaks (one refit kernel per bump) */
     int strict;                     /* crit_rule = strict: lambda > 0 */
+    int ovo;                        /* multiclass = ovo (spec A14): one problem per class pair */
+    int n_cls;                      /* ovo: number of classes */
+    double *cls;                    /* ovo: the raw labels, ascending; class id = index */
 } fk__sfl_cfg;
+
+/* One-vs-one (sfl_ovo.c): problems q = 0..n_cls(n_cls-1)/2-1 enumerate the pairs (a, b),
+ * a < b, in lexicographic order; rows of class a are +1, of class b -1. */
+int fk__sfl_ovo_pairs(int n_cls);
+void fk__sfl_ovo_pair(int n_cls, int q, int *a, int *b);
+/* Majority vote of the pairwise classifiers (spec §6.6): m holds the problems' kernels one
+ * after the other (mK[q] of them for problem q); pred[i] = the class id with the most votes,
+ * ties to the larger sum of |f_q(x)| over the won problems, then to the smaller id. Scratch:
+ * f (n), votes and margin (n x n_cls). */
+void fk__sfl_ovo_vote(const fk_sfl_model *m, const double *mK, int n_cls, const double *X,
+                      size_t n, double *f, int *votes, double *margin, int *pred);
 
 /* Parse and check the job keys; refuses a job without raw_sample_upload = acknowledged. */
 int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err);
@@ -42,6 +56,7 @@ void fk__sfl_cfg_close(fk__sfl_cfg *c);
 void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed, fk_sfl_opts *o);
 /* The task's rows of a data set, preprocessed (X: n x p) with targets (+-1 or values);
  * rows of other classes are left out. Caller frees *X and *y. */
+/* (ovo: y holds the class id 0..n_cls-1 of each row; rows of other labels are left out.) */
 int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, double **y,
                       size_t *n, fk_err *err);
 /* The atom set of a problem on rows X (n x p): the grid of the configuration, or the rows

@@ -21,7 +21,13 @@ typedef struct ssrv {
     double *capped; /* K */
     size_t U;
     double *X, *y, *lam, *owner; /* the union of the uploads, U rows */
-    fk_sfl_model m;
+    fk_sfl_model m; /* ovo: the pair problems' kernels one after the other, mK[q] each */
+    int P;          /* ovo: number of pair problems (0: binary) */
+    double *nq_ref; /* ovo P: rows of each pair over the clients */
+    double *ucls;   /* ovo U: class id of each union row */
+    size_t S;       /* ovo: entries of the per-problem lists */
+    double *pq, *pi, *pl; /* ovo S: problem, union row, dual */
+    double *mK;     /* ovo P */
     double status, iters, viol, support, primal;
 } ssrv;
 
@@ -38,6 +44,12 @@ int fk__sfl_srv_init(void **out, const fk_params *p, int n_clients, uint64_t see
     }
     s->K = n_clients;
     s->seed = seed;
+    s->P = s->c.ovo ? fk__sfl_ovo_pairs(s->c.n_cls) : 0;
+    if (s->P && (!(s->nq_ref = calloc((size_t)s->P, sizeof(double))) ||
+                 !(s->mK = calloc((size_t)s->P, sizeof(double))))) {
+        fk__sfl_srv_close(s);
+        return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+    }
     s->n_decl = malloc((size_t)n_clients * sizeof(double));
     s->n_up = malloc((size_t)n_clients * sizeof(double));
     s->capped = calloc((size_t)n_clients, sizeof(double));
@@ -64,6 +76,12 @@ void fk__sfl_srv_close(void *v)
     free(s->y);
     free(s->lam);
     free(s->owner);
+    free(s->nq_ref);
+    free(s->ucls);
+    free(s->pq);
+    free(s->pi);
+    free(s->pl);
+    free(s->mK);
     fk_sfl_model_close(&s->m);
     free(s);
 }
@@ -87,6 +105,8 @@ int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, 
     int rc = fk_bundle_put_scalar(out, "op", phase == 0 ? FK__SFL_OP_COUNT : FK__SFL_OP_UPLOAD);
     if (!rc && phase > 0)
         rc = fk_bundle_put_scalar(out, "n_ref", s->n_ref);
+    if (!rc && phase > 0 && s->P)
+        rc = fk_bundle_put_vec(out, "n_ref_q", (size_t)s->P, s->nq_ref);
     return rc ? fk_err_set(err, FK_ENOMEM, "sfl task: out of memory") : FK_OK;
 }
 
@@ -102,6 +122,82 @@ static int scalar(const fk_update *u, const char *name, double lo, double hi, do
     return FK_OK;
 }
 
+/* A tensor of an update: present, len values, each finite and an integer in [lo, hi] when
+ * integral, else finite in [lo, hi] (lo excluded when open). */
+static const fk_tensor *vec(const fk_update *u, const char *name, size_t len, double lo,
+                            double hi, int integral, int open, fk_err *err)
+{
+    const fk_tensor *t = fk_bundle_get(&u->msg, name);
+    if (!t || t->len != len) {
+        fk_err_set(err, FK_EINVAL, "client %d: tensor '%s' missing or not %zu values", u->client,
+                   name, len);
+        return NULL;
+    }
+    for (size_t j = 0; j < len; j++) {
+        double x = t->data[j];
+        if (!isfinite(x) || x < lo || x > hi || (open && x == lo) ||
+            (integral && x != floor(x))) {
+            fk_err_set(err, FK_EINVAL, "client %d: tensor '%s' value %zu = %g is not allowed "
+                                       "(%s in %s%g, %g])",
+                       u->client, name, j, x, integral ? "an integer" : "finite",
+                       open ? "(" : "[", lo, hi);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+/* ovo upload: D distinct rows (x D x p, cls D), per-problem counts pc (P), lists ri (row
+ * index, ascending within a problem, of a class of the pair) and rl (dual > 0); every row
+ * uploaded is critical for some problem. */
+static int check_ovo(const ssrv *s, const fk_update *u, size_t D, fk_err *err)
+{
+    const fk_tensor *pc = vec(u, "pc", (size_t)s->P, 0, 1e9, 1, 0, err);
+    if (!pc)
+        return FK_EINVAL;
+    double S = 0;
+    for (int q = 0; q < s->P; q++)
+        S += pc->data[q];
+    if (D == 0)
+        return S == 0 ? FK_OK
+                      : fk_err_set(err, FK_EINVAL, "client %d: per-problem rows without "
+                                                   "uploaded rows", u->client);
+    const fk_tensor *x = fk_bundle_get(&u->msg, "x"), *cl, *ri, *rl;
+    if (!x || x->ndim != 2 || x->shape[0] != D || x->shape[1] != (uint64_t)s->p)
+        return fk_err_set(err, FK_EINVAL, "client %d: tensor 'x' missing or not of shape %zu x %d",
+                          u->client, D, s->p);
+    if (!vec(u, "x", D * (size_t)s->p, -1e12, 1e12, 0, 0, err) ||
+        !(cl = vec(u, "cls", D, 0, s->c.n_cls - 1, 1, 0, err)) ||
+        !(ri = vec(u, "ri", (size_t)S, 0, (double)D - 1, 1, 0, err)) ||
+        !(rl = vec(u, "rl", (size_t)S, 0, 1e12, 0, 1, err)))
+        return FK_EINVAL;
+    char *used = calloc(D, 1);
+    if (!used)
+        return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+    size_t at = 0;
+    int rc = FK_OK;
+    for (int q = 0; !rc && q < s->P; q++) {
+        int a, b;
+        fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
+        for (size_t j = 0; !rc && j < (size_t)pc->data[q]; j++, at++) {
+            size_t r = (size_t)ri->data[at];
+            double k = cl->data[r];
+            if ((k != a && k != b) || (j > 0 && !(ri->data[at] > ri->data[at - 1])))
+                rc = fk_err_set(err, FK_EINVAL,
+                                "client %d: problem %d (classes %d vs %d) lists row %zu of class "
+                                "%g or out of ascending order",
+                                u->client, q, a, b, r, k);
+            used[r] = 1;
+        }
+    }
+    for (size_t r = 0; !rc && r < D; r++)
+        if (!used[r])
+            rc = fk_err_set(err, FK_EINVAL, "client %d: uploaded row %zu is critical for no "
+                                            "problem", u->client, r);
+    free(used);
+    return rc;
+}
+
 int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_err *err)
 {
     const ssrv *s = v;
@@ -113,6 +209,16 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
     int rc = scalar(u, "n", 0, 1e9, &n, err);
     if (!rc && n != floor(n))
         rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g is not a row count", u->client, n);
+    if (!rc && phase == 0 && s->P) { /* ovo: rows per pair, each at most n */
+        const fk_tensor *np = fk_bundle_get(&u->msg, "np");
+        if (!np || np->len != (size_t)s->P)
+            return fk_err_set(err, FK_EINVAL, "client %d: no 'np' (%d per-pair row counts)",
+                              u->client, s->P);
+        for (size_t q = 0; q < np->len; q++)
+            if (!(np->data[q] >= 0 && np->data[q] <= n) || np->data[q] != floor(np->data[q]))
+                return fk_err_set(err, FK_EINVAL, "client %d: 'np' value %zu = %g is not a row "
+                                                  "count in [0, n]", u->client, q, np->data[q]);
+    }
     if (rc || phase == 0)
         return rc ? rc : scalar(u, "p", 1, 1e6, &p, err);
     if (s->stage != ST_COLLECT || s->n_decl[u->client] < 0)
@@ -131,6 +237,8 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
                           "client %d uploaded %g of its %g rows, over the job's "
                           "max_upload_fraction = %g (at most %g rows)",
                           u->client, C, n, s->c.max_frac, cap);
+    if (s->P)
+        return check_ovo(s, u, (size_t)C, err);
     if (C == 0)
         return FK_OK;
     static const char *const names[3] = {"x", "y", "lambda"};
@@ -181,12 +289,56 @@ static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
         scalar(&ups[i], "n", 0, 1e9, &rows, err);
         s->n_decl[k] = rows;
         s->n_ref += rows;
+        const fk_tensor *np = s->P ? fk_bundle_get(&ups[i].msg, "np") : NULL;
+        for (int q = 0; np && q < s->P; q++)
+            s->nq_ref[q] += np->data[q];
     }
     if (!(s->n_ref > 0))
         return fk_err_set(err, FK_ESTATE,
                           "sfl: no client declared any rows of the task (check pos_label / "
                           "neg_label against the clients' labels)");
     s->stage = ST_COLLECT;
+    return FK_OK;
+}
+
+/* ovo: the rows join the union with their class ids, the lists with union row indices. */
+static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
+{
+    const fk_tensor *ri = fk_bundle_get(&u->msg, "ri"), *rl = fk_bundle_get(&u->msg, "rl"),
+                    *pc = fk_bundle_get(&u->msg, "pc"), *cl = fk_bundle_get(&u->msg, "cls");
+    size_t U = s->U + D, S = s->S + ri->len, p = (size_t)s->p;
+    double *c = realloc(s->ucls, U * sizeof *c);
+    if (c)
+        s->ucls = c;
+    double *a = realloc(s->pq, S * sizeof *a);
+    if (a)
+        s->pq = a;
+    double *b = realloc(s->pi, S * sizeof *b);
+    if (b)
+        s->pi = b;
+    double *l = realloc(s->pl, S * sizeof *l);
+    if (l)
+        s->pl = l;
+    if (!c || !a || !b || !l)
+        return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory for %zu rows", U);
+    memcpy(s->X + s->U * p, fk_bundle_get(&u->msg, "x")->data, D * p * sizeof *s->X);
+    for (size_t j = 0; j < D; j++) {
+        s->ucls[s->U + j] = cl->data[j];
+        s->y[s->U + j] = 0; /* set per problem */
+        s->lam[s->U + j] = 0;
+        s->owner[s->U + j] = u->client;
+    }
+    size_t at = 0;
+    for (int q = 0; q < s->P; q++)
+        for (size_t j = 0; j < (size_t)pc->data[q]; j++, at++) {
+            s->pq[s->S + at] = q;
+            s->pi[s->S + at] = (double)s->U + ri->data[at];
+            s->pl[s->S + at] = rl->data[at];
+        }
+    s->U = U;
+    s->S = S;
+    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%zu problems=%d entries=%zu", u->client,
+           D, s->P, ri->len);
     return FK_OK;
 }
 
@@ -217,6 +369,8 @@ static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
         s->owner = o;
     if (!X || !y || !l || !o)
         return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory for %zu rows", U);
+    if (s->P)
+        return append_ovo(s, u, (size_t)C, err);
     memcpy(s->X + s->U * p, fk_bundle_get(&u->msg, "x")->data, (size_t)C * p * sizeof *X);
     memcpy(s->y + s->U, fk_bundle_get(&u->msg, "y")->data, (size_t)C * sizeof *y);
     const double *lu = fk_bundle_get(&u->msg, "lambda")->data;
@@ -227,6 +381,110 @@ static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
     s->U = U;
     fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%g of=%g capped=%d", k, C, n,
            (int)cap);
+    return FK_OK;
+}
+
+/* ovo: solve each pair problem on the critical rows uploaded for it (warm start from their
+ * duals, rescaled by the pair's union over the client's pair rows), concatenate the models. */
+static int solve_ovo(ssrv *s, fk_err *err)
+{
+    if (s->U == 0)
+        return fk_err_set(err, FK_ESTATE, "sfl: no client uploaded any critical rows; the job "
+                                          "has no data to solve on");
+    size_t p = (size_t)s->p;
+    double *Xq = malloc(s->U * p * sizeof *Xq), *yq = malloc(s->U * sizeof *yq),
+           *l0 = malloc(s->U * sizeof *l0);
+    fk_sfl_model all = {0, s->p, NULL, NULL, NULL};
+    int rc = !Xq || !yq || !l0 ? fk_err_set(err, FK_ENOMEM, "sfl server: out of memory") : FK_OK;
+    s->status = FK_SFL_CONVERGED;
+    s->iters = s->support = s->viol = s->primal = 0;
+    for (int q = 0; !rc && q < s->P; q++) {
+        int a, b;
+        fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
+        size_t m = 0;
+        for (size_t j = 0; j < s->S; j++)
+            if (s->pq[j] == q) {
+                size_t r = (size_t)s->pi[j];
+                memcpy(Xq + m * p, s->X + r * p, p * sizeof *Xq);
+                yq[m] = s->ucls[r] == a ? 1.0 : -1.0;
+                l0[m++] = s->pl[j];
+            }
+        s->mK[q] = 0;
+        if (!m) {
+            fk_log(FK_LOG_WARN, "sfl_pair_empty", "classes=%d,%d msg=\"no critical rows of this "
+                                                  "pair; its classifier is empty (votes %d)\"",
+                   a, b, a);
+            continue;
+        }
+        if (s->c.server_init == FK__SFL_INIT_RESCALED && s->nq_ref[q] > 0)
+            for (size_t j = 0; j < m; j++) /* Lemma 3's N_F / N_i, N_i ~ n_ref / clients */
+                l0[j] *= (double)m * s->K / s->nq_ref[q];
+        fk_sfl_atoms at;
+        if ((rc = fk__sfl_atoms(&s->c, Xq, m, s->p, &at, err)))
+            break;
+        fk_sfl_opts o;
+        fk__sfl_opts(&s->c, 1, s->nq_ref[q] >= (double)m ? s->nq_ref[q] : (double)m,
+                     s->seed + 0xbf58476d1ce4e5b9ULL * (uint64_t)q, &o);
+        fk_sfl_fit f;
+        rc = fk__sfl_solve(Xq, yq, m, s->p, &at, &o,
+                           s->c.server_init == FK__SFL_INIT_ZERO ? NULL : l0, &f, err);
+        fk_sfl_model mq = {0};
+        if (!rc)
+            rc = s->c.peaks ? fk_sfl_model_peaks(&at, f.alpha, Xq, yq, m, 1, 0, 0, &mq, err)
+                            : fk_sfl_model_support(&at, f.alpha, &mq, err);
+        fk_sfl_atoms_close(&at);
+        if (!rc) {
+            if (f.status > s->status)
+                s->status = f.status;
+            s->iters += (double)f.iters;
+            s->support += (double)f.support;
+            s->viol = fmax(s->viol, f.viol);
+            s->primal += f.primal;
+            fk_sfl_fit_close(&f);
+            size_t K2 = all.K + mq.K;
+            double *ns = realloc(all.s, (K2 ? K2 : 1) * p * sizeof *ns);
+            if (ns)
+                all.s = ns;
+            double *nw = realloc(all.w, (K2 ? K2 : 1) * sizeof *nw);
+            if (nw)
+                all.w = nw;
+            double *nc = realloc(all.c, (K2 ? K2 : 1) * sizeof *nc);
+            if (nc)
+                all.c = nc;
+            if (!ns || !nw || !nc)
+                rc = fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+            else if (mq.K) {
+                memcpy(all.s + all.K * p, mq.s, mq.K * p * sizeof *ns);
+                memcpy(all.w + all.K, mq.w, mq.K * sizeof *nw);
+                memcpy(all.c + all.K, mq.c, mq.K * sizeof *nc);
+            }
+            if (!rc) {
+                all.K = K2;
+                s->mK[q] = (double)mq.K;
+            }
+            fk_log(FK_LOG_INFO, "sfl_server_solved", "pair=%d,%d rows=%zu status=%s "
+                                                     "iterations=%ld kernels=%zu",
+                   a, b, m, fk_sfl_status_name(f.status), f.iters, mq.K);
+        }
+        fk_sfl_model_close(&mq);
+    }
+    free(Xq);
+    free(yq);
+    free(l0);
+    if (!rc && !all.s) { /* every pair empty: an allocated empty model */
+        all.s = malloc(p * sizeof *all.s);
+        all.w = malloc(sizeof *all.w);
+        all.c = malloc(sizeof *all.c);
+        if (!all.s || !all.w || !all.c)
+            rc = fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+    }
+    if (rc) {
+        fk_sfl_model_close(&all);
+        return rc;
+    }
+    fk_sfl_model_close(&s->m);
+    s->m = all;
+    s->stage = ST_DONE;
     return FK_OK;
 }
 
@@ -305,7 +563,7 @@ int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, i
             return rc;
     }
     *round_done = 1;
-    return solve_union(s, err);
+    return s->P ? solve_ovo(s, err) : solve_union(s, err);
 }
 
 static int put_model(const fk_sfl_model *m, int p, fk_bundle *out)
@@ -333,6 +591,11 @@ int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err)
     for (int k = 0; k < s->K; k++)
         capped += s->capped[k];
     int rc = put_model(&s->m, s->p, out);
+    if (!rc && s->P) {
+        rc = fk_bundle_put_vec(out, "mK", (size_t)s->P, s->mK);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "classes", (size_t)s->c.n_cls, s->c.cls);
+    }
     if (!rc)
         rc = fk_bundle_put_scalar(out, "mode", s->c.mode);
     if (!rc)
@@ -377,6 +640,21 @@ int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err)
     double diag[5] = {s->status, s->iters, s->viol, s->support, s->primal};
     if (!rc)
         rc = fk_bundle_put_vec(out, "diag", 5, diag);
+    if (!rc && s->P) { /* ovo: the pairs' row totals, class ids, lists and kernel counts */
+        rc = fk_bundle_put_vec(out, "nq_ref", (size_t)s->P, s->nq_ref);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "mK", (size_t)s->P, s->mK);
+        if (!rc)
+            rc = fk_bundle_put_scalar(out, "S", (double)s->S);
+        if (!rc && s->U)
+            rc = fk_bundle_put_vec(out, "ucls", s->U, s->ucls);
+        if (!rc && s->S)
+            rc = fk_bundle_put_vec(out, "pq", s->S, s->pq);
+        if (!rc && s->S)
+            rc = fk_bundle_put_vec(out, "pi", s->S, s->pi);
+        if (!rc && s->S)
+            rc = fk_bundle_put_vec(out, "pl", s->S, s->pl);
+    }
     if (!rc && s->stage == ST_DONE) {
         fk_bundle m;
         fk_bundle_init(&m);
@@ -435,22 +713,94 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     for (size_t j = 0; j < U; j++)
         if (!(uo[j] >= 0 && uo[j] < (double)K))
             return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has owner %g", j, uo[j]);
+    /* ovo: read and check the per-problem state into fresh arrays before anything changes */
+    double *o_nq = NULL, *o_mK = NULL, *o_cls = NULL, *o_pq = NULL, *o_pi = NULL, *o_pl = NULL;
+    size_t S = 0;
+    if (s->P) {
+        size_t P = (size_t)s->P;
+        const double *nq = ck(in, "nq_ref", P, err), *mk = nq ? ck(in, "mK", P, err) : NULL,
+                     *sc = mk ? ck(in, "S", 1, err) : NULL;
+        if (!sc)
+            return FK_EFORMAT;
+        if (!(sc[0] >= 0 && sc[0] <= 1e12) || sc[0] != floor(sc[0]))
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad list size %g", sc[0]);
+        S = (size_t)sc[0];
+        const double *uc = NULL, *pq = NULL, *pi = NULL, *pl = NULL;
+        if ((U && !(uc = ck(in, "ucls", U, err))) ||
+            (S && (!(pq = ck(in, "pq", S, err)) || !(pi = ck(in, "pi", S, err)) ||
+                   !(pl = ck(in, "pl", S, err)))))
+            return FK_EFORMAT;
+        for (size_t j = 0; j < U; j++)
+            if (!(uc[j] >= 0 && uc[j] < s->c.n_cls) || uc[j] != floor(uc[j]))
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j,
+                                  uc[j]);
+        for (size_t j = 0; j < S; j++)
+            if (!(pq[j] >= 0 && pq[j] < (double)P) || !(pi[j] >= 0 && pi[j] < (double)U) ||
+                pq[j] != floor(pq[j]) || pi[j] != floor(pi[j]))
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: list entry %zu is bad", j);
+        double tot = 0;
+        for (size_t q = 0; q < P; q++)
+            tot += mk[q] >= 0 && mk[q] == floor(mk[q]) ? mk[q] : NAN;
+        const double *kk = st[0] == ST_DONE ? ck(in, "model_K", 1, err) : NULL;
+        if (st[0] == ST_DONE && (!kk || tot != kk[0]))
+            return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: pair kernel counts do not "
+                                                    "sum to the model's")
+                      : FK_EFORMAT;
+        o_nq = malloc(P * sizeof *o_nq);
+        o_mK = malloc(P * sizeof *o_mK);
+        o_cls = malloc((U ? U : 1) * sizeof *o_cls);
+        o_pq = malloc((S ? S : 1) * sizeof *o_pq);
+        o_pi = malloc((S ? S : 1) * sizeof *o_pi);
+        o_pl = malloc((S ? S : 1) * sizeof *o_pl);
+        if (!o_nq || !o_mK || !o_cls || !o_pq || !o_pi || !o_pl) {
+            free(o_nq);
+            free(o_mK);
+            free(o_cls);
+            free(o_pq);
+            free(o_pi);
+            free(o_pl);
+            return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+        }
+        memcpy(o_nq, nq, P * sizeof *o_nq);
+        memcpy(o_mK, mk, P * sizeof *o_mK);
+        if (U)
+            memcpy(o_cls, uc, U * sizeof *o_cls);
+        if (S) {
+            memcpy(o_pq, pq, S * sizeof *o_pq);
+            memcpy(o_pi, pi, S * sizeof *o_pi);
+            memcpy(o_pl, pl, S * sizeof *o_pl);
+        }
+    }
+#define FREE_OVO()                                                                             \
+    do {                                                                                       \
+        free(o_nq);                                                                            \
+        free(o_mK);                                                                            \
+        free(o_cls);                                                                           \
+        free(o_pq);                                                                            \
+        free(o_pi);                                                                            \
+        free(o_pl);                                                                            \
+    } while (0)
     fk_sfl_model m = {0};
     if (st[0] == ST_DONE) {
         const double *kk = ck(in, "model_K", 1, err);
-        if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0]))
+        if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0])) {
+            FREE_OVO();
             return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad model size") : FK_EFORMAT;
+        }
         size_t Km = (size_t)kk[0];
         const double *ms = NULL, *mw = NULL, *mc = NULL;
         if (Km && (!(ms = ck(in, "model_s", Km * P, err)) || !(mw = ck(in, "model_w", Km, err)) ||
-                   !(mc = ck(in, "model_c", Km, err))))
+                   !(mc = ck(in, "model_c", Km, err)))) {
+            FREE_OVO();
             return FK_EFORMAT;
+        }
         m.K = Km;
         m.p = (int)P;
         m.s = malloc((Km ? Km : 1) * (P ? P : 1) * sizeof(double));
         m.w = malloc((Km ? Km : 1) * sizeof(double));
         m.c = malloc((Km ? Km : 1) * sizeof(double));
         if (!m.s || !m.w || !m.c) {
+            FREE_OVO();
             fk_sfl_model_close(&m);
             return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
         }
@@ -467,6 +817,7 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         free(y);
         free(l);
         free(o);
+        FREE_OVO();
         fk_sfl_model_close(&m);
         return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
     }
@@ -494,6 +845,22 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     memcpy(s->n_decl, nd, K * sizeof(double));
     memcpy(s->n_up, nu, K * sizeof(double));
     memcpy(s->capped, cp, K * sizeof(double));
+    if (s->P) {
+        free(s->nq_ref);
+        free(s->mK);
+        free(s->ucls);
+        free(s->pq);
+        free(s->pi);
+        free(s->pl);
+        s->nq_ref = o_nq;
+        s->mK = o_mK;
+        s->ucls = o_cls;
+        s->pq = o_pq;
+        s->pi = o_pi;
+        s->pl = o_pl;
+        s->S = S;
+    }
+#undef FREE_OVO
     s->status = dg[0];
     s->iters = dg[1];
     s->viol = dg[2];

@@ -1,0 +1,392 @@
+/* Job type sfl, multiclass = ovo (spec A14): one-vs-one pair problems inside the one-shot
+ * critical-sample job, majority vote, per-problem upload checks, clients lacking classes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/la/rng.h"
+#include "common/methods/sfl/sfl.h"
+#include "common/methods/sfl/sfl_int.h"
+#include "common/methods/sim.h"
+#include "tests/bundle_assert.h"
+
+static const fk_method *M = &fk_method_sfl;
+
+/* Three Gaussian blobs (labels 10, 20, 30, sd 0.7) at (0, 0), (4, 0), (2, 3.5); client k
+ * holds the classes with bit j of mask set. */
+static void blobs(size_t n, int mask, uint64_t seed, fk_dataset *ds)
+{
+    static const double cx[3] = {0, 4, 2}, cy[3] = {0, 0, 3.5}, lab_of[3] = {10, 20, 30};
+    fk_err err = {0};
+    assert_int_equal(fk_dataset_init(ds, n, 2, 1), FK_OK);
+    double *lab = malloc(n * sizeof *lab);
+    assert_non_null(lab);
+    fk_rng r;
+    fk_rng_init(&r, seed, 77);
+    int held[3], nh = 0;
+    for (int j = 0; j < 3; j++)
+        if (mask >> j & 1)
+            held[nh++] = j;
+    for (size_t i = 0; i < n; i++) {
+        int j = held[i % (size_t)nh];
+        ds->X.data[2 * i] = cx[j] + 0.7 * fk_rng_normal(&r);
+        ds->X.data[2 * i + 1] = cy[j] + 0.7 * fk_rng_normal(&r);
+        lab[i] = lab_of[j];
+    }
+    assert_int_equal(fk_dataset_set_labels(ds, lab, &err), FK_OK);
+    free(lab);
+}
+
+static void job(fk_params *p)
+{
+    fk_params_init(p);
+    assert_int_equal(fk_params_set(p, "raw_sample_upload", "acknowledged"), FK_OK);
+    assert_int_equal(fk_params_set(p, "local.allow_raw_upload", "true"), FK_OK);
+    assert_int_equal(fk_params_set(p, "multiclass", "ovo"), FK_OK);
+    assert_int_equal(fk_params_set(p, "classes", "10,20,30"), FK_OK);
+    assert_int_equal(fk_params_set(p, "width_min", "0.5"), FK_OK);
+    assert_int_equal(fk_params_set(p, "width_max", "2"), FK_OK);
+    assert_int_equal(fk_params_set(p, "n_widths", "3"), FK_OK);
+}
+
+static double scalar(const fk_bundle *b, const char *name)
+{
+    const fk_tensor *t = fk_bundle_get(b, name);
+    assert_non_null(t);
+    assert_int_equal(t->len, 1);
+    return t->data[0];
+}
+
+/* The pairs enumerate the upper triangle in order. */
+static void pairs(void **state)
+{
+    (void)state;
+    assert_int_equal(fk__sfl_ovo_pairs(3), 3);
+    assert_int_equal(fk__sfl_ovo_pairs(10), 45);
+    int q = 0;
+    for (int a = 0; a < 6; a++)
+        for (int b = a + 1; b < 6; b++, q++) {
+            int a2, b2;
+            fk__sfl_ovo_pair(6, q, &a2, &b2);
+            assert_int_equal(a2, a);
+            assert_int_equal(b2, b);
+        }
+}
+
+/* Votes (spec §6.6): one kernel per pair at the origin, f = its weight; f >= 0 votes a, else
+ * b; a three-way tie goes to the larger sum of |f| over the won problems, then to the smaller
+ * class; an empty pair (no kernels, f = 0) votes a. */
+static void vote_ties(void **state)
+{
+    (void)state;
+    double s[6] = {0, 0, 0, 0, 0, 0}, w[3] = {1, 1, 1}, X[2] = {0, 0};
+    double f[1], margin[3];
+    int votes[3], pred[1];
+    struct {
+        double c[3];
+        int want;
+    } cases[] = {
+        {{-1, 1, -1}, 0}, /* votes 1, 0, 2: a tie of all three, the smallest id */
+        {{1, 1, 1}, 0},   /* 0 beats 1 and 2 */
+        {{-1, 1, 1}, 1},  /* 1, 0, 1 */
+        {{-1, -1, -1}, 2}, /* 1, 2, 2 */
+        {{-1, 2, -1}, 0},  /* a tie; class 0 won its problem by |f| = 2 */
+        {{-2, 1, -1}, 1},  /* a tie; class 1 by 2 */
+        {{-1, 1, -3}, 2},  /* a tie; class 2 by 3 */
+        {{-1, 1, -1.5}, 2}, /* a tie; margins 1, 1, 1.5 */
+        {{-1, -1, 2}, 1},  /* 1, 2, 1: two votes for 1 beat any margin */
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        fk_sfl_model m = {3, 2, s, w, cases[t].c};
+        double mK[3] = {1, 1, 1};
+        fk__sfl_ovo_vote(&m, mK, 3, X, 1, f, votes, margin, pred);
+        assert_int_equal(pred[0], cases[t].want);
+    }
+    /* pair (0,1) empty -> votes 0; (0,2) -> 2; (1,2) -> 2: class 2 */
+    double c2[2] = {-1, -1};
+    fk_sfl_model m = {2, 2, s, w, c2};
+    double mK[3] = {0, 1, 1};
+    fk__sfl_ovo_vote(&m, mK, 3, X, 1, f, votes, margin, pred);
+    assert_int_equal(pred[0], 2);
+    /* pair (1,2) empty votes 1; (0,1) -> 1; (0,2) -> 0: class 1 */
+    double c3[2] = {-1, 1};
+    fk_sfl_model m3 = {2, 2, s, w, c3};
+    double mK3[3] = {1, 1, 0};
+    fk__sfl_ovo_vote(&m3, mK3, 3, X, 1, f, votes, margin, pred);
+    assert_int_equal(pred[0], 1);
+}
+
+/* The simulator runs a 3-class job on three clients, one holding classes {10, 20} only, one
+ * {30} only; the voted model classifies held-out rows of all three classes. */
+static void three_classes(void **state)
+{
+    (void)state;
+    enum { K = 3 };
+    fk_dataset ds[K], test;
+    blobs(60, 7, 1, &ds[0]);
+    blobs(40, 3, 2, &ds[1]); /* lacks class 30 */
+    blobs(30, 4, 3, &ds[2]); /* holds class 30 only: pairs (10,30), (20,30) one-sided */
+    blobs(300, 7, 9, &test);
+    fk_params p;
+    job(&p);
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
+    fk_bundle model, model2;
+    fk_sim_round last;
+    fk_err err = {0};
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, K);
+    assert_true(last.accuracy >= 0.9); /* the round line: the pairwise local accuracy */
+    const fk_tensor *mK = fk_bundle_get(&model, "mK");
+    assert_non_null(mK);
+    assert_int_equal(mK->len, 3);
+    double tot = 0;
+    for (int q = 0; q < 3; q++) {
+        assert_true(mK->data[q] > 0);
+        tot += mK->data[q];
+    }
+    assert_true(tot == scalar(&model, "K"));
+    double rows = scalar(&model, "rows_union");
+    assert_true(rows > 0 && rows < 130); /* only critical rows travelled */
+    for (int k = 0; k < K; k++)
+        assert_true(fin[k].accuracy >= 0.9);
+    void *tc = NULL;
+    assert_int_equal(M->client_init(&tc, &p, &test, 0, K, 5, &err), FK_OK);
+    fk_report r;
+    fk_report_init(&r);
+    assert_int_equal(M->evaluate(tc, &model, &r, &err), FK_OK);
+    print_message("ovo 3 blobs: held-out accuracy %.4f, union rows %g of 130, kernels %g\n",
+                  r.accuracy, rows, tot);
+    assert_true(r.accuracy >= 0.95);
+    /* a model whose per-pair counts do not add up is refused by an ovo client */
+    fk_bundle_clear(&model);
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model2, NULL, &err), FK_OK);
+    ((fk_tensor *)fk_bundle_get(&model2, "mK"))->data[0] += 1; /* counts no longer sum to K */
+    assert_int_equal(M->evaluate(tc, &model2, &r, &err), FK_EFORMAT);
+    M->client_close(tc);
+    fk_bundle_close(&model);
+    fk_bundle_close(&model2);
+    fk_params_close(&p);
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+    fk_dataset_close(&test);
+}
+
+static void phase(void *srv, void **cli, int K, int ph, fk_update *ups)
+{
+    fk_err err = {0};
+    fk_bundle task;
+    fk_bundle_init(&task);
+    for (int k = 0; k < K; k++) {
+        fk_bundle_clear(&task);
+        assert_int_equal(M->task(srv, 1, ph, k, &task, &err), FK_OK);
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = k;
+        assert_int_equal(M->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, &err), FK_OK);
+        if (M->check_update(srv, 1, ph, &ups[k], &err))
+            fail_msg("client %d phase %d: %s", k, ph, err.msg);
+    }
+    fk_bundle_close(&task);
+}
+
+static void close_ups(fk_update *ups, int K)
+{
+    for (int k = 0; k < K; k++)
+        fk_bundle_close(&ups[k].msg);
+}
+
+/* A mutated value of a tensor of the upload is refused naming the tensor, then restored. */
+static void refuse(void *srv, fk_update *u, const char *name, size_t i, double v,
+                   const char *want)
+{
+    fk_err err = {0};
+    fk_tensor *t = (fk_tensor *)fk_bundle_get(&u->msg, name);
+    assert_non_null(t);
+    assert_true(i < t->len);
+    double keep = t->data[i];
+    t->data[i] = v;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    if (!strstr(err.msg, want))
+        fail_msg("'%s'[%zu] = %g: message '%s' lacks '%s'", name, i, v, err.msg, want);
+    t->data[i] = keep;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
+}
+
+/* Bad per-problem tensors are refused (a dropout); the checkpoint round trip of the ovo state
+ * resumes to the same model; the distinct-row cap holds. */
+static void bad_uploads_and_checkpoint(void **state)
+{
+    (void)state;
+    enum { K = 2 };
+    fk_dataset ds[K];
+    blobs(45, 7, 4, &ds[0]);
+    blobs(30, 7, 5, &ds[1]);
+    fk_params p;
+    job(&p);
+    assert_int_equal(fk_params_set(&p, "max_upload_fraction", "0.2"), FK_OK);
+    void *srv = NULL, *srv2 = NULL, *cli[K];
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_update ups[K];
+    int done = 0;
+    phase(srv, cli, K, 0, ups);
+    /* phase 0: per-pair counts missing or above n */
+    fk_tensor *np = (fk_tensor *)fk_bundle_get(&ups[0].msg, "np");
+    assert_non_null(np);
+    assert_true(np->data[0] == 30); /* 15 rows of each class */
+    np->data[0] = 46;
+    assert_int_equal(M->check_update(srv, 1, 0, &ups[0], &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'np'"));
+    np->data[0] = 30;
+    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
+    close_ups(ups, K);
+    fk_bundle ck;
+    fk_bundle_init(&ck);
+    assert_int_equal(M->save(srv, &ck, &err), FK_OK);
+    assert_int_equal(M->server_init(&srv2, &p, K, 1, &err), FK_OK);
+    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    phase(srv, cli, K, 1, ups);
+    fk_update *u = &ups[0];
+    double D = scalar(&u->msg, "rows");
+    assert_true(D > 1 && D <= ceil(0.2 * 45)); /* the cap counts distinct rows */
+    const fk_tensor *pc = fk_bundle_get(&u->msg, "pc");
+    assert_non_null(pc);
+    assert_int_equal(pc->len, 3);
+    refuse(srv, u, "x", 1, NAN, "'x'");
+    refuse(srv, u, "cls", 0, 3, "'cls'");
+    refuse(srv, u, "cls", 0, 0.5, "'cls'");
+    refuse(srv, u, "rl", 0, 0, "'rl'");
+    refuse(srv, u, "rl", 0, INFINITY, "'rl'");
+    refuse(srv, u, "ri", 0, D, "'ri'");
+    refuse(srv, u, "pc", 0, pc->data[0] + 1, "'ri'"); /* the lists' length no longer matches */
+    /* a row listed for a pair its class is not in */
+    const fk_tensor *cl = fk_bundle_get(&u->msg, "cls");
+    const fk_tensor *ri = fk_bundle_get(&u->msg, "ri");
+    size_t bad_row = 0;
+    while (bad_row < cl->len && cl->data[bad_row] != 2)
+        bad_row++;
+    if (bad_row < cl->len && pc->data[0] > 0) /* problem 0 is (10, 20): class 30 is foreign */
+        refuse(srv, u, "ri", 0, (double)bad_row, "problem 0");
+    (void)ri;
+    refuse(srv, u, "rows", 0, D + 1, "client 0");
+    /* too many distinct rows for the job's cap */
+    refuse(srv, u, "rows", 0, ceil(0.2 * 45) + 1, "max_upload_fraction");
+    /* the server solves; a resumed server (checkpoint between the phases) solves the same */
+    assert_int_equal(M->aggregate(srv, 1, 1, ups, K, &done, &err), FK_OK);
+    assert_int_equal(done, 1);
+    assert_int_equal(M->aggregate(srv2, 1, 1, ups, K, &done, &err), FK_OK);
+    fk_bundle m1, m2, ck2;
+    fk_bundle_init(&m1);
+    fk_bundle_init(&m2);
+    fk_bundle_init(&ck2);
+    assert_int_equal(M->model(srv, &m1, &err), FK_OK);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    fk_bundle_clear(&ck);
+    assert_int_equal(M->save(srv, &ck, &err), FK_OK); /* after the solve */
+    M->server_close(srv2);
+    assert_int_equal(M->server_init(&srv2, &p, K, 1, &err), FK_OK);
+    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    fk_bundle_clear(&m2);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    assert_int_equal(M->save(srv2, &ck2, &err), FK_OK);
+    assert_bundles_equal(&ck, &ck2);
+    /* a corrupt ovo checkpoint is refused */
+    fk_tensor *mk = (fk_tensor *)fk_bundle_get(&ck2, "mK");
+    assert_non_null(mk);
+    mk->data[0] += 1;
+    assert_int_equal(M->load(srv2, &ck2, &err), FK_EFORMAT);
+    fk_bundle_clear(&m2);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    close_ups(ups, K);
+    for (int k = 0; k < K; k++) {
+        M->client_close(cli[k]);
+        fk_dataset_close(&ds[k]);
+    }
+    M->server_close(srv);
+    M->server_close(srv2);
+    fk_bundle_close(&ck);
+    fk_bundle_close(&ck2);
+    fk_bundle_close(&m1);
+    fk_bundle_close(&m2);
+    fk_params_close(&p);
+}
+
+/* Two classes (one pair) where one client holds rows of neither: it declares 0 rows, sends an
+ * empty upload, and the job completes on the other client's rows. */
+static void client_without_the_classes(void **state)
+{
+    (void)state;
+    enum { K = 2 };
+    fk_dataset ds[K];
+    blobs(40, 3, 6, &ds[0]);
+    blobs(20, 4, 7, &ds[1]); /* class 30 only: outside the job's class set */
+    fk_params p;
+    job(&p);
+    assert_int_equal(fk_params_set(&p, "classes", "10,20"), FK_OK);
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 2, .final_reports = fin};
+    fk_bundle model;
+    fk_sim_round last;
+    fk_err err = {0};
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, K);
+    const fk_tensor *mK = fk_bundle_get(&model, "mK");
+    assert_non_null(mK);
+    assert_int_equal(mK->len, 1);
+    assert_true(mK->data[0] > 0 && mK->data[0] == scalar(&model, "K"));
+    assert_true(scalar(&model, "n_ref") == 40);
+    assert_true(fin[0].n_samples == 40 && fin[0].accuracy >= 0.95);
+    assert_true(fin[1].n_samples == 0);
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+}
+
+/* Configuration: ovo needs classify and an ascending class list; classes only with ovo. */
+static void bad_config(void **state)
+{
+    (void)state;
+    static const char *const bad[][2] = {
+        {"classes", "10"}, {"classes", "20,10,30"}, {"classes", "10,10"}, {"mode", "regress"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fk_params p;
+        job(&p);
+        assert_int_equal(fk_params_set(&p, bad[i][0], bad[i][1]), FK_OK);
+        void *srv = NULL;
+        fk_err err = {0};
+        assert_int_equal(M->server_init(&srv, &p, 2, 1, &err), FK_EINVAL);
+        fk_params_close(&p);
+    }
+    fk_params p;
+    job(&p);
+    assert_int_equal(fk_params_set(&p, "multiclass", "none"), FK_OK);
+    void *srv = NULL;
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, 2, 1, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "multiclass = ovo"));
+    fk_params_close(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(pairs),
+        cmocka_unit_test(vote_ties),
+        cmocka_unit_test(three_classes),
+        cmocka_unit_test(bad_uploads_and_checkpoint),
+        cmocka_unit_test(client_without_the_classes),
+        cmocka_unit_test(bad_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
