@@ -17,6 +17,7 @@
 #include "common/net/limits.h"
 #include "common/base/uvcheck.h"
 #include "common/data/load.h"
+#include "common/data/source.h"
 #include "common/methods/jobkeys.h"
 #include "common/methods/method.h"
 #include "common/net/chunk.h"
@@ -40,6 +41,7 @@ static void usage(FILE *out)
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
+            "                          [--label ...] [--header] [--prep ...] (fedkern data's loader options)\n"
             "                                         [--timeout SECONDS]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
             "\n"
@@ -395,15 +397,16 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
         return rc;
     if (json) {
         printf("{\"job\":\"%s\",\"state\":\"%s\",\"method\":\"%s\",\"rounds_done\":%u,"
-               "\"rounds\":%u,\"clients\":%u,\"message\":",
+               "\"rounds\":%u,\"job_clients\":%u,\"clients\":%u,\"message\":",
                out.job_id, fk_jobcli_state_name(out.state), out.method, out.round, out.rounds_total,
-               out.clients);
+               out.job_clients, out.clients);
         print_json_string(out.message);
         print_metrics(out.metrics, out.metrics_count, 1);
         printf("}\n");
     } else {
-        printf("job %s: %s, method %s, %u of %u rounds done\n", out.job_id, fk_jobcli_state_name(out.state),
-               out.method, out.round, out.rounds_total);
+        printf("job %s: %s, method %s, %u of %u rounds done, %u clients\n", out.job_id,
+               fk_jobcli_state_name(out.state), out.method, out.round, out.rounds_total,
+               out.job_clients);
         if (out.message[0])
             printf("  reason: %s\n", out.message);
         print_metrics(out.metrics, out.metrics_count, 0);
@@ -718,15 +721,15 @@ static void print_unscored(const char *id, const fk_bundle *res)
 /* fedkern job predict ID --data FILE: the queries' labels and distances, from the job's model
  * at the server (kahm with uploaded models) or from the clients that hold the models (kahm mode
  * B, waiting up to timeout_s for them). A labelled file (CSV: label in the first column) also
- * gets its accuracy; --no_labels reads every column as a feature. */
-static int do_predict(conn *c, const char *id, const char *data, int no_labels,
+ * gets its accuracy; --no_labels reads every column as a feature. The loader options of
+ * `fedkern data` (so: --label, --header, --delim, --prep, --affine, ...) apply to the file. */
+static int do_predict(conn *c, const char *id, const char *data, const fk_source *so,
                       const char *out_path, int json, long timeout_s)
 {
     const char *cmd = "job predict";
     fk_err err;
     fk_dataset ds = {0};
-    fk_load_opts lo = {.label = no_labels ? FK_LABEL_NONE : FK_LABEL_DEFAULT};
-    if (fk_load(&ds, data, &lo, &err))
+    if (fk_source_load(&ds, data, so, NULL, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
     fk_bundle q, res;
     fk_bundle_init(&q);
@@ -1007,9 +1010,14 @@ int fk_cmd_job(int argc, char **argv)
     char **rest = argv + 1;
     int rc = 0;
     static char skip_flag[] = "--skip_client_check=1"; /* a bare flag before JOB.conf */
+    static char header_flag[] = "--header=1", sic_flag[] = "--samples_in_columns=1";
     for (int i = 0; i < n; i++)
         if (!strcmp(rest[i], "--skip_client_check") || !strcmp(rest[i], "--skip-client-check"))
             rest[i] = skip_flag;
+        else if (!strcmp(rest[i], "--header"))
+            rest[i] = header_flag;
+        else if (!strcmp(rest[i], "--samples_in_columns"))
+            rest[i] = sic_flag;
     if (fk_params_parse_args(&p, &n, rest, &err)) {
         rc = fk_cli_fail("job", "%s", err.msg);
         goto out;
@@ -1024,6 +1032,7 @@ int fk_cmd_job(int argc, char **argv)
     const fk_option_table known[] = {{js->opts, NULL},
                                      {js->conn ? conn_opts : no_opts, NULL},
                                      {js->conn ? fk_net_limits_doc() : no_opts, "net."},
+                                     {js->opts == predict_opts ? fk_source_docs : no_opts, NULL},
                                      {NULL, NULL}};
     if ((rc = fk_options_check(&p, known, prog, NULL, 0, stderr)))
         goto out;
@@ -1062,6 +1071,20 @@ int fk_cmd_job(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    fk_source so; /* job predict: the loader options of fedkern data */
+    memset(&so, 0, sizeof so);
+    if (!strcmp(sub, "predict") && fk_source_parse(&so, &p, "", &err)) {
+        fk_cli_fail("job", "predict: %s", err.msg);
+        rc = 2;
+        goto out;
+    }
+    if (no_labels && fk_params_get(&p, "label")) {
+        fk_cli_fail("job", "predict: --no_labels and --label do not go together");
+        rc = 2;
+        goto out;
+    }
+    if (no_labels)
+        so.load.label = FK_LABEL_NONE;
     if (!strcmp(sub, "plot") && !out_path) {
         fk_cli_fail("job", "plot needs --out FILE.svg");
         rc = 2;
@@ -1100,7 +1123,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
-        rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json, predict_s);
+        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s);
     } else {
         rc = do_cancel(&c, rest[0]);
     }
