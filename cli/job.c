@@ -33,6 +33,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern job submit JOB.conf       [connection options] [--skip_client_check]\n"
+            "                                         [--wait_clients SECONDS]\n"
             "       fedkern job list                  [connection options] [--limit N] [--json]\n"
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "                                         [--follow [--interval SECONDS]]\n"
@@ -41,8 +42,7 @@ static void usage(FILE *out)
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
-            "                          [--label ...] [--header] [--prep ...] (fedkern data's loader options)\n"
-            "                                         [--timeout SECONDS]\n"
+            "                                         [--timeout SECONDS] [loader options]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
@@ -57,6 +57,11 @@ static void usage(FILE *out)
             "submit is refused when the job names clients that never joined the server, clients\n"
             "that joined without its data set, or data sets whose column counts differ between\n"
             "clients (each named); --skip_client_check submits without that check.\n"
+            "--wait_clients SECONDS first waits up to SECONDS for every client the job names to\n"
+            "have joined (the submit is retried while the refusal names a client that never\n"
+            "joined), so a script needs no polling loop.\n"
+            "predict takes the loader options of `fedkern data info` (--label last, --header,\n"
+            "--delim C, --prep zscore, --affine FILE, ...; see fedkern data --help).\n"
             "An unknown option is a usage error (exit 2) before anything else is done.\n"
             "list: the newest jobs (--limit N, 20; at most 1000): id, method, state, rounds done,\n"
             "when submitted and last changed (UTC).\n"
@@ -97,6 +102,7 @@ typedef struct fk_job_conn {
     size_t resp_len;
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
+    const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
 } fk_job_conn;
 typedef fk_job_conn conn;
 
@@ -160,6 +166,8 @@ static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *b
     free(buf);
     if (!c->done)
         return fk_cli_fail(cmd, "connection closed before the %s answer", method);
+    if (c->status != FK_GRPC_OK && c->quiet && strstr(c->msg, c->quiet))
+        return 1;
     if (c->status != FK_GRPC_OK)
         return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
                            c->up_failed ? "; " : "", c->up_failed ? c->why : "");
@@ -348,10 +356,23 @@ int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
     return submit_text(c, text, 0, id, cap);
 }
 
-static int do_submit(conn *c, char *text, int skip_check)
+/* --wait_clients SECONDS: a job naming clients that have not joined yet is submitted again
+ * (every 0.2 s) until they have, or until the wait is over; the server stores nothing for a
+ * refused job, so a retry is safe. Any other refusal ends the wait at once. */
+static int do_submit(conn *c, char *text, int skip_check, long wait_clients_s)
 {
     char id[64];
-    int rc = submit_text(c, text, skip_check, id, sizeof id);
+    uint64_t end = uv_hrtime() + (uint64_t)wait_clients_s * 1000000000ull;
+    int rc;
+    for (;;) {
+        c->quiet = wait_clients_s > 0 && uv_hrtime() < end ? "never joined" : NULL;
+        rc = submit_text(c, text, skip_check, id, sizeof id);
+        if (!rc || !c->quiet || !c->done || c->status == FK_GRPC_OK || !strstr(c->msg, c->quiet))
+            break;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    c->quiet = NULL;
     free(text);
     if (!rc)
         printf("%s\n", id);
@@ -963,7 +984,8 @@ static const fk_param_doc conn_opts[] = {
     {NULL, NULL},
 };
 static const fk_param_doc no_opts[] = {{"help", ""}, {NULL, NULL}};
-static const fk_param_doc submit_opts[] = {{"skip_client_check", ""}, {NULL, NULL}};
+static const fk_param_doc submit_opts[] = {
+    {"skip_client_check", ""}, {"wait_clients SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc plot_opts[] = {{"out FILE", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc status_opts[] = {
@@ -1048,11 +1070,12 @@ int fk_cmd_job(int argc, char **argv)
         rc = do_keys(n ? rest[0] : NULL);
         goto out;
     }
-    long wait_s, round, predict_s, limit, interval_s;
+    long wait_s, round, predict_s, limit, interval_s, wait_clients_s;
     int json, current, no_labels, follow, skip_check;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+        fk_params_int(&p, "wait_clients", 0, 0, 86400, &wait_clients_s, &err) ||
         fk_params_int(&p, "timeout", 5, 1, 600, &predict_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
         fk_params_int(&p, "limit", 20, 1, 1000, &limit, &err) ||
@@ -1111,7 +1134,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     if (!strcmp(sub, "submit")) {
-        rc = do_submit(&c, text, skip_check);
+        rc = do_submit(&c, text, skip_check, wait_clients_s);
         text = NULL;
     } else if (!strcmp(sub, "list")) {
         rc = do_list(&c, limit, json);
