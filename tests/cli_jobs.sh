@@ -107,6 +107,9 @@ cp out.txt simjob.txt
 # a method with a runner of its own runs a job file through the generic runner too
 expect 0 "sim fedgrem --job" "$fk" sim fedgrem --job job.conf --data c2=c2.csv --data c0=c0.csv --data c1=c1.csv
 cmp -s out.txt simjob.txt || fail "sim fedgrem --job differs from sim --job: $(cat out.txt)"
+printf 'method = fedrf-tca\nclients = c0, c1, c2\nrounds = 2\nclasses = 2\n' >tca.conf
+expect 0 "sim fedrf-tca --job" "$fk" sim fedrf-tca --job tca.conf --data c0=c0.csv --data c1=c1.csv --data c2=c2.csv
+grep -q "^fedrf-tca round *2 *participants *3/3" out.txt || fail "sim fedrf-tca --job: $(cat out.txt)"
 expect 2 "sim fedgrem-mor --job of a fedgrem file" "$fk" sim fedgrem-mor --job job.conf --data c0=c0.csv
 grep -q "job file for method fedgrem, not for 'sim fedgrem-mor'" out.txt || fail "mor: $(cat out.txt)"
 # fedkern data's loader options apply to every --data file: label last, a header, ';'
