@@ -39,7 +39,9 @@ static void usage(FILE *out)
                  "fedkern sim METHOD --help lists the method's options.\n"
                  "fedkern sim --job FILE --data NAME=FILE... runs a job file of `fedkern job submit`\n"
                  "in this process (its method through the generic runner), NAME a client of its\n"
-                 "`clients`.\n");
+                 "`clients`; so does fedkern sim METHOD --job FILE, also for the methods with a\n"
+                 "runner of their own above. The loader options of `fedkern data info` (--label,\n"
+                 "--header, --delim, --prep, ...) apply to every --data file.\n");
 }
 
 /* Whether the job type name belongs to the runner of `fedkern sim runner`: the same name,
