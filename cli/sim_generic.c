@@ -120,9 +120,13 @@ static int take_opts(int *argc, char **argv, const char **job, data_arg *data, i
     int nl = 0, out = 0;
     for (int i = 0; i < *argc; i++) {
         char *a = argv[i];
-        char key[64] = "";
-        if (!strncmp(a, "--", 2))
-            snprintf(key, sizeof key, "%.*s", (int)strcspn(a + 2, "="), a + 2);
+        char key[64] = ""; /* KEY of --KEY or --KEY=VALUE */
+        for (size_t k = 0; a[0] == '-' && a[1] == '-' && a[k + 2] && a[k + 2] != '=' &&
+                           k + 1 < sizeof key;
+             k++) {
+            key[k] = a[k + 2];
+            key[k + 1] = '\0';
+        }
         const char *inl = strchr(a, '='); /* --KEY=VALUE */
         if (!strcmp(a, "--json")) {
             *json = 1;
