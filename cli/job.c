@@ -17,6 +17,7 @@
 #include "common/net/limits.h"
 #include "common/base/uvcheck.h"
 #include "common/data/load.h"
+#include "common/data/source.h"
 #include "common/methods/jobkeys.h"
 #include "common/methods/method.h"
 #include "common/net/chunk.h"
@@ -32,6 +33,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern job submit JOB.conf       [connection options] [--skip_client_check]\n"
+            "                                         [--wait_clients SECONDS]\n"
             "       fedkern job list                  [connection options] [--limit N] [--json]\n"
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "                                         [--follow [--interval SECONDS]]\n"
@@ -40,7 +42,7 @@ static void usage(FILE *out)
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
-            "                                         [--timeout SECONDS]\n"
+            "                                         [--timeout SECONDS] [loader options]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
@@ -55,6 +57,11 @@ static void usage(FILE *out)
             "submit is refused when the job names clients that never joined the server, clients\n"
             "that joined without its data set, or data sets whose column counts differ between\n"
             "clients (each named); --skip_client_check submits without that check.\n"
+            "--wait_clients SECONDS first waits up to SECONDS for every client the job names to\n"
+            "have joined (the submit is retried while the refusal names a client that never\n"
+            "joined), so a script needs no polling loop.\n"
+            "predict takes the loader options of `fedkern data info` (--label last, --header,\n"
+            "--delim C, --prep zscore, --affine FILE, ...; see fedkern data --help).\n"
             "An unknown option is a usage error (exit 2) before anything else is done.\n"
             "list: the newest jobs (--limit N, 20; at most 1000): id, method, state, rounds done,\n"
             "when submitted and last changed (UTC).\n"
@@ -95,6 +102,7 @@ typedef struct fk_job_conn {
     size_t resp_len;
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
+    const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
 } fk_job_conn;
 typedef fk_job_conn conn;
 
@@ -158,6 +166,8 @@ static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *b
     free(buf);
     if (!c->done)
         return fk_cli_fail(cmd, "connection closed before the %s answer", method);
+    if (c->status != FK_GRPC_OK && c->quiet && strstr(c->msg, c->quiet))
+        return 1;
     if (c->status != FK_GRPC_OK)
         return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
                            c->up_failed ? "; " : "", c->up_failed ? c->why : "");
@@ -346,10 +356,23 @@ int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
     return submit_text(c, text, 0, id, cap);
 }
 
-static int do_submit(conn *c, char *text, int skip_check)
+/* --wait_clients SECONDS: a job naming clients that have not joined yet is submitted again
+ * (every 0.2 s) until they have, or until the wait is over; the server stores nothing for a
+ * refused job, so a retry is safe. Any other refusal ends the wait at once. */
+static int do_submit(conn *c, char *text, int skip_check, long wait_clients_s)
 {
     char id[64];
-    int rc = submit_text(c, text, skip_check, id, sizeof id);
+    uint64_t end = uv_hrtime() + (uint64_t)wait_clients_s * 1000000000ull;
+    int rc;
+    for (;;) {
+        c->quiet = wait_clients_s > 0 && uv_hrtime() < end ? "never joined" : NULL;
+        rc = submit_text(c, text, skip_check, id, sizeof id);
+        if (!rc || !c->quiet || !c->done || c->status == FK_GRPC_OK || !strstr(c->msg, c->quiet))
+            break;
+        struct timespec ts = {0, 200 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    c->quiet = NULL;
     free(text);
     if (!rc)
         printf("%s\n", id);
@@ -395,15 +418,16 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
         return rc;
     if (json) {
         printf("{\"job\":\"%s\",\"state\":\"%s\",\"method\":\"%s\",\"rounds_done\":%u,"
-               "\"rounds\":%u,\"clients\":%u,\"message\":",
+               "\"rounds\":%u,\"job_clients\":%u,\"clients\":%u,\"message\":",
                out.job_id, fk_jobcli_state_name(out.state), out.method, out.round, out.rounds_total,
-               out.clients);
+               out.job_clients, out.clients);
         print_json_string(out.message);
         print_metrics(out.metrics, out.metrics_count, 1);
         printf("}\n");
     } else {
-        printf("job %s: %s, method %s, %u of %u rounds done\n", out.job_id, fk_jobcli_state_name(out.state),
-               out.method, out.round, out.rounds_total);
+        printf("job %s: %s, method %s, %u of %u rounds done, %u clients\n", out.job_id,
+               fk_jobcli_state_name(out.state), out.method, out.round, out.rounds_total,
+               out.job_clients);
         if (out.message[0])
             printf("  reason: %s\n", out.message);
         print_metrics(out.metrics, out.metrics_count, 0);
@@ -718,15 +742,15 @@ static void print_unscored(const char *id, const fk_bundle *res)
 /* fedkern job predict ID --data FILE: the queries' labels and distances, from the job's model
  * at the server (kahm with uploaded models) or from the clients that hold the models (kahm mode
  * B, waiting up to timeout_s for them). A labelled file (CSV: label in the first column) also
- * gets its accuracy; --no_labels reads every column as a feature. */
-static int do_predict(conn *c, const char *id, const char *data, int no_labels,
+ * gets its accuracy; --no_labels reads every column as a feature. The loader options of
+ * `fedkern data` (so: --label, --header, --delim, --prep, --affine, ...) apply to the file. */
+static int do_predict(conn *c, const char *id, const char *data, const fk_source *so,
                       const char *out_path, int json, long timeout_s)
 {
     const char *cmd = "job predict";
     fk_err err;
     fk_dataset ds = {0};
-    fk_load_opts lo = {.label = no_labels ? FK_LABEL_NONE : FK_LABEL_DEFAULT};
-    if (fk_load(&ds, data, &lo, &err))
+    if (fk_source_load(&ds, data, so, NULL, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
     fk_bundle q, res;
     fk_bundle_init(&q);
@@ -960,7 +984,8 @@ static const fk_param_doc conn_opts[] = {
     {NULL, NULL},
 };
 static const fk_param_doc no_opts[] = {{"help", ""}, {NULL, NULL}};
-static const fk_param_doc submit_opts[] = {{"skip_client_check", ""}, {NULL, NULL}};
+static const fk_param_doc submit_opts[] = {
+    {"skip_client_check", ""}, {"wait_clients SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc plot_opts[] = {{"out FILE", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc status_opts[] = {
@@ -1007,9 +1032,14 @@ int fk_cmd_job(int argc, char **argv)
     char **rest = argv + 1;
     int rc = 0;
     static char skip_flag[] = "--skip_client_check=1"; /* a bare flag before JOB.conf */
+    static char header_flag[] = "--header=1", sic_flag[] = "--samples_in_columns=1";
     for (int i = 0; i < n; i++)
         if (!strcmp(rest[i], "--skip_client_check") || !strcmp(rest[i], "--skip-client-check"))
             rest[i] = skip_flag;
+        else if (!strcmp(rest[i], "--header"))
+            rest[i] = header_flag;
+        else if (!strcmp(rest[i], "--samples_in_columns"))
+            rest[i] = sic_flag;
     if (fk_params_parse_args(&p, &n, rest, &err)) {
         rc = fk_cli_fail("job", "%s", err.msg);
         goto out;
@@ -1024,6 +1054,7 @@ int fk_cmd_job(int argc, char **argv)
     const fk_option_table known[] = {{js->opts, NULL},
                                      {js->conn ? conn_opts : no_opts, NULL},
                                      {js->conn ? fk_net_limits_doc() : no_opts, "net."},
+                                     {js->opts == predict_opts ? fk_source_docs : no_opts, NULL},
                                      {NULL, NULL}};
     if ((rc = fk_options_check(&p, known, prog, NULL, 0, stderr)))
         goto out;
@@ -1039,11 +1070,12 @@ int fk_cmd_job(int argc, char **argv)
         rc = do_keys(n ? rest[0] : NULL);
         goto out;
     }
-    long wait_s, round, predict_s, limit, interval_s;
+    long wait_s, round, predict_s, limit, interval_s, wait_clients_s;
     int json, current, no_labels, follow, skip_check;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
+        fk_params_int(&p, "wait_clients", 0, 0, 86400, &wait_clients_s, &err) ||
         fk_params_int(&p, "timeout", 5, 1, 600, &predict_s, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
         fk_params_int(&p, "limit", 20, 1, 1000, &limit, &err) ||
@@ -1062,6 +1094,20 @@ int fk_cmd_job(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    fk_source so; /* job predict: the loader options of fedkern data */
+    memset(&so, 0, sizeof so);
+    if (!strcmp(sub, "predict") && fk_source_parse(&so, &p, "", &err)) {
+        fk_cli_fail("job", "predict: %s", err.msg);
+        rc = 2;
+        goto out;
+    }
+    if (no_labels && fk_params_get(&p, "label")) {
+        fk_cli_fail("job", "predict: --no_labels and --label do not go together");
+        rc = 2;
+        goto out;
+    }
+    if (no_labels)
+        so.load.label = FK_LABEL_NONE;
     if (!strcmp(sub, "plot") && !out_path) {
         fk_cli_fail("job", "plot needs --out FILE.svg");
         rc = 2;
@@ -1088,7 +1134,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     if (!strcmp(sub, "submit")) {
-        rc = do_submit(&c, text, skip_check);
+        rc = do_submit(&c, text, skip_check, wait_clients_s);
         text = NULL;
     } else if (!strcmp(sub, "list")) {
         rc = do_list(&c, limit, json);
@@ -1100,7 +1146,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
-        rc = do_predict(&c, rest[0], data_path, no_labels, out_path, json, predict_s);
+        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s);
     } else {
         rc = do_cancel(&c, rest[0]);
     }

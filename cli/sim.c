@@ -39,17 +39,41 @@ static void usage(FILE *out)
                  "fedkern sim METHOD --help lists the method's options.\n"
                  "fedkern sim --job FILE --data NAME=FILE... runs a job file of `fedkern job submit`\n"
                  "in this process (its method through the generic runner), NAME a client of its\n"
-                 "`clients`.\n");
+                 "`clients`; so does fedkern sim METHOD --job FILE, also for the methods with a\n"
+                 "runner of their own above. The loader options of `fedkern data info` (--label,\n"
+                 "--header, --delim, --prep, ...) apply to every --data file.\n");
+}
+
+/* Whether the job type name belongs to the runner of `fedkern sim runner`: the same name,
+ * or for fedgrem-mor any *-mor job type. */
+static int runs_under(const char *runner, const char *name)
+{
+    size_t n = strlen(name);
+    if (!strcmp(runner, "fedgrem-mor"))
+        return n > 4 && !strcmp(name + n - 4, "-mor");
+    return !strcmp(runner, name);
+}
+
+/* --job FILE (or --job=FILE) among the words. */
+static int has_job(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--job") || !strncmp(argv[i], "--job=", 6))
+            return 1;
+    return 0;
 }
 
 /* fedkern sim --job FILE ...: the method named by the job file, through the generic runner
  * whatever runner `fedkern sim METHOD` would pick, so the file runs as the daemons run it. */
-static int sim_job_file(int argc, char **argv)
+static int sim_job_file(int argc, char **argv, const char *runner)
 {
     const char *path = NULL;
     for (int i = 0; i + 1 < argc; i++)
         if (!strcmp(argv[i], "--job"))
             path = argv[i + 1];
+    for (int i = 0; i < argc; i++)
+        if (!strncmp(argv[i], "--job=", 6))
+            path = argv[i] + 6;
     if (!path) {
         fprintf(stderr, "fedkern sim: name a METHOD or give --job FILE; see fedkern sim --help\n");
         return 2;
@@ -60,8 +84,13 @@ static int sim_job_file(int argc, char **argv)
     const fk_method *m = NULL;
     int rc = fk_params_load_ini(&p, path, &err);
     const char *name = rc ? NULL : fk_params_get(&p, "method");
+    if (!rc && !name && runner)
+        name = runner; /* fedkern sim METHOD --job FILE: the method named here */
     if (!rc && !name)
         rc = fk_err_set(&err, FK_EINVAL, "%s: no 'method = NAME' line", path);
+    if (!rc && runner && !runs_under(runner, name))
+        rc = fk_err_set(&err, FK_EINVAL, "%s is a job file for method %s, not for 'sim %s'",
+                        path, name, runner);
     if (!rc && !(m = fk_method_find(name, &err)))
         rc = FK_ENOTFOUND;
     fk_params_close(&p);
@@ -79,10 +108,14 @@ int fk_cmd_sim(int argc, char **argv)
         return argc < 1 ? 2 : 0;
     }
     if (!strncmp(argv[0], "--", 2))
-        return sim_job_file(argc, argv);
+        return sim_job_file(argc, argv, NULL);
+    /* A job file goes through the generic runner even when the method has a runner of its
+     * own: the file runs as the daemons run it (their per-round metrics); the named
+     * runners keep their own flags. */
     for (int i = 0; sims[i].method; i++)
         if (!strcmp(argv[0], sims[i].method))
-            return sims[i].run(argc - 1, argv + 1);
+            return has_job(argc - 1, argv + 1) ? sim_job_file(argc - 1, argv + 1, sims[i].method)
+                                               : sims[i].run(argc - 1, argv + 1);
     for (int i = 0; fk_methods[i]; i++)
         if (!strcmp(argv[0], fk_methods[i]->name))
             return fk_sim_generic(fk_methods[i], argc - 1, argv + 1);

@@ -11,6 +11,7 @@
 #include "cli/sim_runners.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/source.h"
 #include "common/methods/jobconf.h"
 #include "common/methods/jobkeys.h"
 #include "common/methods/method.h"
@@ -62,7 +63,9 @@ static void usage(FILE *out, const fk_method *m)
             "  --seed S                job seed (default 1)\n"
             "  --drop P                probability that one update is lost (default 0)\n"
             "  --json                  JSON lines instead of text\n"
-            "  --model_out FILE        write the final model as a model file (fedkern model)\n",
+            "  --model_out FILE        write the final model as a model file (fedkern model)\n"
+            "  --label, --header, --delim, --prep, --affine, ...  the loader options of\n"
+            "                          `fedkern data info`, for every --data file\n",
             m->name, m->summary, m->name);
     if (m->keys) {
         fprintf(out, "\njob keys (--KEY VALUE here, KEY = VALUE in a job file):\n");
@@ -106,33 +109,59 @@ static void progress(const fk_sim_round *r, void *ctx)
     fflush(stdout);
 }
 
-/* Pull the runner's own options out of argv; everything else is a job key. */
+/* Pull the runner's own options out of argv; everything else is a job key. The loader
+ * options of `fedkern data` (fk_source_docs: --label last, --header, --prep zscore, ...)
+ * go to *src and apply to every --data file. */
 static int take_opts(int *argc, char **argv, const char **job, data_arg *data, int *n_data,
-                     int *json, fk_err *err)
+                     int *json, fk_params *src, fk_err *err)
 {
-    int out = 0;
+    static char header[] = "--header=1", sic[] = "--samples_in_columns=1";
+    char *lw[2 * MAX_DATA];
+    int nl = 0, out = 0;
     for (int i = 0; i < *argc; i++) {
-        const char *a = argv[i];
+        char *a = argv[i];
+        char key[64] = ""; /* KEY of --KEY or --KEY=VALUE */
+        for (size_t k = 0; a[0] == '-' && a[1] == '-' && a[k + 2] && a[k + 2] != '=' &&
+                           k + 1 < sizeof key;
+             k++) {
+            key[k] = a[k + 2];
+            key[k + 1] = '\0';
+        }
+        const char *inl = strchr(a, '='); /* --KEY=VALUE */
         if (!strcmp(a, "--json")) {
             *json = 1;
-        } else if (!strcmp(a, "--job") || !strcmp(a, "--data")) {
-            if (i + 1 >= *argc)
+        } else if (!strcmp(key, "job") || !strcmp(key, "data")) {
+            if (!inl && i + 1 >= *argc)
                 return fk_err_set(err, FK_EINVAL, "%s needs a file name", a);
-            if (a[2] == 'j') {
-                *job = argv[++i];
+            const char *v = inl ? inl + 1 : argv[++i];
+            if (key[0] == 'j') {
+                *job = v;
             } else {
                 if (*n_data == MAX_DATA)
                     return fk_err_set(err, FK_ELIMIT, "at most %d --data files", MAX_DATA);
-                const char *v = argv[++i], *eq = strchr(v, '=');
+                const char *eq = strchr(v, '=');
                 data[(*n_data)++] = eq ? (data_arg){v, (size_t)(eq - v), eq + 1}
                                        : (data_arg){NULL, 0, v};
+            }
+        } else if (key[0] && fk_source_is_option(key)) {
+            if (nl + 2 > (int)(sizeof lw / sizeof lw[0]))
+                return fk_err_set(err, FK_ELIMIT, "too many loader options");
+            int flag = !inl && (!strcmp(key, "header") || !strcmp(key, "samples_in_columns"));
+            lw[nl++] = flag ? (key[0] == 'h' ? header : sic) : a;
+            if (!inl && !flag) {
+                if (i + 1 >= *argc)
+                    return fk_err_set(err, FK_EINVAL, "%s needs a value", a);
+                lw[nl++] = argv[++i];
             }
         } else {
             argv[out++] = argv[i];
         }
     }
     *argc = out;
-    return FK_OK;
+    int rc = nl ? fk_params_parse_args(src, &nl, lw, err) : FK_OK;
+    if (!rc && nl)
+        rc = fk_err_set(err, FK_EINVAL, "unexpected argument '%s'", lw[0]);
+    return rc;
 }
 
 static void close_clients(fk_dataset *ds, int n)
@@ -210,7 +239,8 @@ static int match_data(const fk_jobconf *names, const data_arg *data, int n_data,
 
 /* Fill the clients' data: one file each, or the method's synthetic clients. */
 static int open_clients(const fk_method *m, const fk_params *p, const data_arg *data, int n_data,
-                        uint64_t seed, fk_dataset **out, int *n_out, fk_err *err)
+                        const fk_source *so, uint64_t seed, fk_dataset **out, int *n_out,
+                        fk_err *err)
 {
     fk_jobconf names;
     memset(&names, 0, sizeof names);
@@ -230,7 +260,7 @@ static int open_clients(const fk_method *m, const fk_params *p, const data_arg *
     }
     if (n_data) {
         for (int i = 0; i < n && rc == FK_OK; i++) {
-            rc = fk_load(&ds[i], data[slot[i]].file, NULL, err);
+            rc = fk_source_load(&ds[i], data[slot[i]].file, so, NULL, err);
             if (!rc && data[slot[i]].name) {
                 char id[128];
                 snprintf(id, sizeof id, "%.*s", (int)data[slot[i]].name_len, data[slot[i]].name);
@@ -268,9 +298,16 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     const char *job = NULL;
     data_arg data[MAX_DATA];
     int n_data = 0, json = 0;
-    fk_params p;
+    fk_params p, src;
     fk_params_init(&p);
-    int rc = take_opts(&argc, argv, &job, data, &n_data, &json, &err);
+    fk_params_init(&src);
+    fk_source so;
+    int rc = take_opts(&argc, argv, &job, data, &n_data, &json, &src, &err);
+    if (rc == FK_OK)
+        rc = fk_source_parse(&so, &src, "", &err);
+    if (rc == FK_OK && src.count && !n_data)
+        rc = fk_err_set(&err, FK_EINVAL, "loader options (--%s ...) need --data files",
+                        src.items[0].key);
     if (rc == FK_OK && job)
         rc = fk_params_load_ini(&p, job, &err);
     if (rc == FK_OK)
@@ -279,6 +316,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
         rc = fk_err_set(&err, FK_EINVAL, "unexpected argument '%s'", argv[0]);
     if (rc) {
         fk_params_close(&p);
+        fk_params_close(&src);
         fprintf(stderr, "fedkern %s: %s (see --help)\n", cmd, err.msg);
         return 2;
     }
@@ -290,6 +328,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
         rc = fk_jobkeys_check(&p, m, runner_keys, FK_JOBKEYS_LOCAL, &err);
     if (rc) {
         fk_params_close(&p);
+        fk_params_close(&src);
         fprintf(stderr, "fedkern %s: %s\n", cmd, err.msg);
         return 2;
     }
@@ -304,6 +343,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
         rc = fk_params_double(&p, "drop", 0.0, 0.0, 0.999999, &drop, &err);
     if (rc) {
         fk_params_close(&p);
+        fk_params_close(&src);
         fprintf(stderr, "fedkern %s: %s\n", cmd, err.msg);
         return 2;
     }
@@ -314,7 +354,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
 
     fk_dataset *clients = NULL;
     int n = 0;
-    rc = open_clients(m, &p, data, n_data, seed, &clients, &n, &err);
+    rc = open_clients(m, &p, data, n_data, &so, seed, &clients, &n, &err);
     fk_report *finals = rc == FK_OK ? calloc((size_t)n, sizeof *finals) : NULL;
     if (rc == FK_OK && !finals)
         rc = fk_err_set(&err, FK_ENOMEM, "out of memory for %d reports", n);
@@ -350,6 +390,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     free(finals);
     close_clients(clients, n);
     fk_params_close(&p);
+    fk_params_close(&src);
     if (rc)
         return fk_cli_fail(cmd, "%s", err.msg);
     return 0;

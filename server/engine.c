@@ -1418,6 +1418,7 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
             fk_jobconf_set_method(&conf, m);
         snprintf(s->name, sizeof s->name, "%s", conf.name);
         s->rounds = conf.rounds;
+        s->n_clients = conf.n_clients;
     }
     fk_jobconf_close(&conf);
     fk_store_job_free(&row);

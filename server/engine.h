@@ -143,6 +143,7 @@ typedef struct fk_job_status {
     int state; /* fk_job_state */
     int round, attempt, phase, rounds;
     int planned, answered, quorum; /* current phase (running jobs) */
+    int n_clients;                 /* the clients the job's config names */
     double deadline;
     char failure[512]; /* why it failed; for a running job, which clients it excluded and why */
 } fk_job_status;

@@ -1343,6 +1343,7 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     out.round = (uint32_t)(st.state == FK_JOB_DONE ? st.round : st.round - 1);
     out.rounds_total = (uint32_t)st.rounds;
     out.clients = (uint32_t)st.planned;
+    out.job_clients = (uint32_t)(st.n_clients > 0 ? st.n_clients : 0);
     snprintf(out.message, sizeof out.message, "%s", st.failure);
     snprintf(out.method, sizeof out.method, "%.31s", st.method);
     round_metrics(s, job, in.round > INT32_MAX ? INT32_MAX : (int)in.round, out.metrics,

@@ -60,12 +60,13 @@ for c in c0 c1 c2; do
   pids="$pids $!"
 done
 conn="--server 127.0.0.1:$port --server_name server --tls_dir pki --name op"
-# job submit refuses clients that never joined: wait (10 s at most) until all three have
-for i in $(seq 100); do
-  n=0; for c in c0 c1 c2; do grep -q "event=joined" $c.log && n=$((n + 1)); done
-  [ $n = 3 ] && break; sleep 0.1
-done
-[ $n = 3 ] || fail "the clients did not join: $(cat c0.log c1.log c2.log)"
+# job submit refuses clients that never joined; --wait_clients waits for them (no polling here):
+# first a client that never joins (refused once the wait is over), then the three just started
+printf 'method = fedgrem\ndataset = gmm\nclients = c0, c9\n' >c9.conf
+expect 1 "wait_clients for a client that never joins" "$fk" job submit c9.conf $conn --wait_clients 1
+[ "$(grep -c 'never joined' out.txt)" = 1 ] || fail "wait_clients c9: $(cat out.txt)"
+printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 3\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n' >job.conf
+"$fk" job submit job.conf $conn --wait_clients 20 >id.txt 2>submit.txt || fail "submit --wait_clients: $(cat submit.txt)"
 
 # an unknown key is refused at submit, naming the nearest known key; nothing is stored
 printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 3\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\nrestrats = 2\n' >typo.conf
@@ -75,8 +76,6 @@ printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nsampling = 0.5\n'
 expect 1 "sampling submit" "$fk" job submit sampling.conf $conn
 grep -q "unknown job key 'sampling'" out.txt || fail "sampling: $(cat out.txt)"
 
-printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 3\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n' >job.conf
-"$fk" job submit job.conf $conn >id.txt || fail "submit"
 [ "$(cat id.txt)" = 1 ] || fail "first job id: $(cat id.txt)"
 expect 0 "follow done job" "$fk" job status 1 --follow $conn
 [ "$(grep -c '^job 1 round [123]/3:' out.txt)" -eq 3 ] || fail "follow: not one line per round: $(cat out.txt)"
@@ -104,6 +103,48 @@ for r in 1 2 3; do
   s=$(sed -n "s/^fedgrem round *$r .* loss *\([^ ]*\) .*/\1/p" out.txt)
   [ -n "$d" ] && [ "$(printf '%.5g' "$d")" = "$(printf '%.5g' "$s")" ] || fail "round $r: daemons loss '$d', sim loss '$s'"
 done
+cp out.txt simjob.txt
+# a method with a runner of its own runs a job file through the generic runner too
+expect 0 "sim fedgrem --job" "$fk" sim fedgrem --job job.conf --data c2=c2.csv --data c0=c0.csv --data c1=c1.csv
+cmp -s out.txt simjob.txt || fail "sim fedgrem --job differs from sim --job: $(cat out.txt)"
+printf 'method = fedrf-tca\nclients = c0, c1, c2\nrounds = 2\nclasses = 2\n' >tca.conf
+expect 0 "sim fedrf-tca --job" "$fk" sim fedrf-tca --job tca.conf --data c0=c0.csv --data c1=c1.csv --data c2=c2.csv
+grep -q "^fedrf-tca round *2 *participants *3/3" out.txt || fail "sim fedrf-tca --job: $(cat out.txt)"
+expect 2 "sim fedgrem-mor --job of a fedgrem file" "$fk" sim fedgrem-mor --job job.conf --data c0=c0.csv
+grep -q "job file for method fedgrem, not for 'sim fedgrem-mor'" out.txt || fail "mor: $(cat out.txt)"
+# fedkern data's loader options apply to every --data file: label last, a header, ';'
+/usr/bin/python3 - <<'PY'
+for k in range(3):
+    with open(f"l{k}.csv", "w") as f:
+        f.write("x;y;label\n")
+        for l in open(f"c{k}.csv"):
+            r = l.strip().split(",")
+            f.write(";".join(r[1:] + r[:1]) + "\n")
+PY
+expect 0 "sim --job loader options" "$fk" sim fedgrem --job job.conf --data c0=l0.csv --data c1=l1.csv \
+  --data c2=l2.csv --label last --header --delim ";"
+cmp -s out.txt simjob.txt || fail "sim --job with loader options differs: $(cat out.txt)"
+expect 2 "sim --job loader option typo" "$fk" sim --job job.conf --data c0=l0.csv --data c1=l1.csv \
+  --data c2=l2.csv --label lst
+grep -q "label" out.txt || fail "label lst: $(cat out.txt)"
+# job status --json: job_clients is the job's clients; clients (planned this round) is 0 once done
+expect 0 "status json" "$fk" job status 1 --json $conn
+/usr/bin/python3 -c 'import json,sys; d=json.load(open("out.txt")); assert d["job_clients"] == 3 and d["clients"] == 0, d' ||
+  fail "status json: $(cat out.txt)"
+expect 0 "status text" "$fk" job status 1 $conn
+grep -q "^job 1: done, method fedgrem, 3 of 3 rounds done, 3 clients" out.txt || fail "status text: $(cat out.txt)"
+# job predict takes the loader options: the same answers for the same rows written otherwise
+printf 'method = kahm\ndataset = gmm\nclients = c0, c1, c2\nquorum = 1\ndeadline = 20\n' >kahm.conf
+"$fk" job submit kahm.conf $conn >kid.txt || fail "submit kahm"
+kid=$(cat kid.txt)
+expect 0 "follow kahm" "$fk" job status $kid --follow $conn
+expect 0 "job predict" "$fk" job predict $kid --data c0.csv --out p0.csv --json $conn
+cp out.txt p0.json
+expect 0 "job predict loader options" "$fk" job predict $kid --data l0.csv --label last --header --delim ";" \
+  --out pl.csv --json $conn
+[ "$(wc -l <p0.csv)" -eq 80 ] && cmp -s p0.csv pl.csv && cmp -s p0.json out.txt || fail "job predict with loader options: $(cat out.txt p0.json)"
+expect 2 "job predict loader option typo" "$fk" job predict $kid --data l0.csv --lable last $conn
+grep -q "did you mean '--label'" out.txt || fail "predict lable: $(cat out.txt)"
 expect 2 "sim --job typo" "$fk" sim --job typo.conf --data c0=c0.csv --data c1=c1.csv --data c2=c2.csv
 grep -q "'restrats' (did you mean 'restarts'?)" out.txt || fail "sim typo: $(cat out.txt)"
 expect 1 "sim --job missing client" "$fk" sim --job job.conf --data c0=c0.csv --data c1=c1.csv

@@ -52,6 +52,40 @@ assert len(p) == 150, len(p)
 acc = sum(float(a[0]) == float(b) for a, b in zip(p, t)) / 150
 assert abs(acc - json.load(open(sys.argv[3]))["accuracy"]) < 1e-8, acc
 ' "$dir/p.csv" "$dir/test.csv" "$dir/eval.json" || fail "model predict output"
+# the loader options of fedkern data: the same rows with the label last under a header row
+python3 - "$dir" <<'PY'
+import sys
+d = sys.argv[1]
+for n in ["c0", "c1", "c2", "c3", "test"]:
+    rows = [l.strip().split(",") for l in open("%s/%s.csv" % (d, n))]
+    with open("%s/%s_last.csv" % (d, n), "w") as f:
+        f.write("a;b;c;d;label\n")
+        for r in rows:
+            f.write(";".join(r[1:] + r[:1]) + "\n")
+PY
+L="--label last --header --delim ;"
+"$fk" model eval "$dir/k.model" --data "$dir/test_last.csv" $L --json >"$dir/eval_last.json" ||
+  fail "model eval with loader options"
+same_scores() { python3 -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+for k in ("model", "data"):
+    a.pop(k), b.pop(k)
+assert a == b, (a, b)
+' "$@"; }
+same_scores "$dir/eval.json" "$dir/eval_last.json" || fail "eval with loader options differs: $(cat "$dir/eval_last.json")"
+"$fk" model predict "$dir/k.model" --data "$dir/test_last.csv" $L --out "$dir/p_last.csv" 2>/dev/null ||
+  fail "model predict with loader options"
+cmp -s "$dir/p.csv" "$dir/p_last.csv" || fail "predict with loader options differs"
+# sim takes them too, for every --data file: the same model, hence the same scores
+"$fk" sim kahm --data "$dir/c0_last.csv" --data "$dir/c1_last.csv" --data "$dir/c2_last.csv" \
+  --data "$dir/c3_last.csv" $L --upload_models 1 --local.allow_model_upload 1 \
+  --model_out "$dir/k_last.model" >/dev/null 2>&1 || fail "sim kahm with loader options"
+"$fk" model eval "$dir/k_last.model" --data "$dir/test.csv" --json >"$dir/eval_k_last.json" ||
+  fail "eval of the sim model with loader options"
+same_scores "$dir/eval.json" "$dir/eval_k_last.json" || fail "sim with loader options: another model"
+err=$("$fk" sim kahm --label last 2>&1)
+[ $? -eq 2 ] && grep -q "need --data" <<<"$err" || fail "sim loader options without --data: $err"
 # refusals: a job type without a predict op, a file that is no model, unknown option, no --data
 "$fk" sim dica --model_out "$dir/d.model" >/dev/null 2>&1 || fail "sim dica --model_out"
 err=$("$fk" model eval "$dir/d.model" --data "$dir/test.csv" 2>&1)
