@@ -205,7 +205,7 @@ class Fed:
         if rc:
             log(f"     job result {jid}: {se.strip()} {so.strip()}")
             return None
-        return open(out, "rb").read()
+        return bundle_of(open(out, "rb").read())
 
     def status(self, jid, **kw):
         rc, out, _ = self.job("status", jid, "--json", **kw)
@@ -275,6 +275,39 @@ def run(argv):
 
 
 REFS = {}
+
+
+def bundle_of(data):
+    """The model file's Bundle: its ModelInfo trailer (fields 15-18: method, round, job id,
+    software) names the job, which differs between runs of the same model."""
+    out, i = bytearray(), 0
+    def varint(i):
+        v, shift = 0, 0
+        while True:
+            b = data[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v, i
+    while i < len(data):
+        start = i
+        key, i = varint(i)
+        wt = key & 7
+        if wt == 0:
+            _, i = varint(i)
+        elif wt == 1:
+            i += 8
+        elif wt == 2:
+            n, i = varint(i)
+            i += n
+        elif wt == 5:
+            i += 4
+        else:
+            return bytes(data)  # not protobuf as expected: compare whole files
+        if not 15 <= key >> 3 <= 18:
+            out += data[start:i]
+    return bytes(out)
 
 
 def job_text(kind, rounds, deadline=30):
