@@ -2,7 +2,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <uv.h>
 
 #include "common/net/metrics_http.h"
@@ -16,19 +15,8 @@ static int metric(char **b, size_t *len, size_t *cap, const char *name, const ch
 
 int fk_client_metrics_render(const fk_agent_stats *as, char **b, size_t *len)
 {
-    long rss_pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        long size;
-        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
-            rss_pages = 0;
-        fclose(f);
-    }
-    uv_rusage_t ru;
-    double cpu = NAN; /* unknown when getrusage fails */
-    if (uv_getrusage(&ru) == 0)
-        cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-              (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    double rss, cpu;
+    fk_metrics_process(&rss, &cpu);
     const struct {
         const char *name, *type, *help;
         double v;
@@ -58,7 +46,7 @@ int fk_client_metrics_render(const fk_agent_stats *as, char **b, size_t *len)
         {"fedkern_client_chunks_sent_total", "counter", "Chunks of large updates sent.",
          (double)as->chunks_sent},
         {"process_resident_memory_bytes", "gauge", "Resident set size.",
-         (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
+         rss},
         {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
     };
     size_t cap = 0;

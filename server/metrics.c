@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/net/grpc.h"
 
@@ -211,19 +210,8 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
     fk_service_stats_get(svc, &sv);
     fk_engine_stats_get(e, &en);
     fk_grpc_server_stats_get(srv, &gs);
-    long rss_pages = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        long size;
-        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
-            rss_pages = 0;
-        fclose(f);
-    }
-    uv_rusage_t ru;
-    double cpu = NAN; /* unknown when getrusage fails */
-    if (uv_getrusage(&ru) == 0)
-        cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-              (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    double rss, cpu;
+    fk_metrics_process(&rss, &cpu);
     const struct {
         const char *name, *type, *help;
         double v;
@@ -291,7 +279,7 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
         {"fedkern_connections_refused_total", "counter",
          "Connections refused (TLS, limits).", (double)gs.conns_refused},
         {"process_resident_memory_bytes", "gauge",
-         "Resident set size.", (double)rss_pages * (double)sysconf(_SC_PAGESIZE)},
+         "Resident set size.", rss},
         {"process_cpu_seconds_total", "counter", "User + system CPU time.", cpu},
         {"fedkern_memory_trims_total", "counter",
          "Times freed heap was given back to the system after a load spike (memtrim_ms).",

@@ -1,9 +1,11 @@
 #include "common/net/metrics_http.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/uvcheck.h"
 #include "common/net/hostport.h"
@@ -253,3 +255,20 @@ void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *), void *ud)
     uv_close((uv_handle_t *)&m->listener, listener_closed);
 }
 
+
+void fk_metrics_process(double *rss_bytes, double *cpu_seconds)
+{
+    long size, rss_pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &size, &rss_pages) != 2)
+            rss_pages = 0;
+        fclose(f);
+    }
+    *rss_bytes = (double)rss_pages * (double)sysconf(_SC_PAGESIZE);
+    uv_rusage_t ru;
+    *cpu_seconds = NAN;
+    if (uv_getrusage(&ru) == 0)
+        *cpu_seconds = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+                       (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}

@@ -24,6 +24,10 @@ int fk_metrics_port(const fk_metrics *m);
 /* Stop listening, close open connections; on_closed runs after, then m is freed. */
 void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *ud), void *ud);
 
+/* This process's resident set in bytes (0 when unknown) and its user + system CPU time in
+ * seconds (NaN when unknown): the process_* rows both daemons export. */
+void fk_metrics_process(double *rss_bytes, double *cpu_seconds);
+
 /* printf onto a growing buffer (helper for render functions). */
 int fk_metrics_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
