@@ -1351,6 +1351,29 @@ static void warm_start_is_the_pooled_closed_form(void **state)
     for (size_t i = 0; i < D * 8; i++)
         far = fabs(t->par[i] - srv->W0[i]) > far ? fabs(t->par[i] - srv->W0[i]) : far;
     assert_true(far <= 0.0101);
+    /* a server restarted inside round 1 (after phase 0) keeps the warm start: the checkpoint
+     * carries W0, and the reloaded server's round-1 phase-1 task sends it as W_init */
+    {
+        fk_bundle sv, t1, t2;
+        fk_bundle_init(&sv);
+        fk_bundle_init(&t1);
+        fk_bundle_init(&t2);
+        assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
+        void *back;
+        assert_int_equal(a.m->server_init(&back, &p, NC, 5, &err), FK_OK);
+        assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+        fk__fedrf_server *b = back;
+        assert_true(b->have_W0);
+        assert_memory_equal(b->W0, srv->W0, srv->WM * sizeof(double));
+        assert_int_equal(a.m->task(a.srv, 1, 1, K, &t1, &err), FK_OK);
+        assert_int_equal(a.m->task(back, 1, 1, K, &t2, &err), FK_OK);
+        assert_non_null(fk_bundle_get(&t2, "W_init"));
+        same_tensor(&t1, &t2, "W_init");
+        a.m->server_close(back);
+        fk_bundle_close(&sv);
+        fk_bundle_close(&t1);
+        fk_bundle_close(&t2);
+    }
     fk_mat_close(&Phi);
     fk_mat_close(&Wref);
     fed_close(&a);

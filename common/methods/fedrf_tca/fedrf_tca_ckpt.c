@@ -22,6 +22,11 @@ int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
             return rc;
         rc = fk__fedrf_put_vec(out, "avg_n", 2, cnt, err);
     }
+    /* the warm start is computed in round 1 phase 0 and sent in phase 1: a server restarted
+     * between them needs it */
+    if (!rc && s->c.warm_start && !(rc = fk__fedrf_put_scalar(out, "have_W0", s->have_W0, err)) &&
+        s->have_W0)
+        rc = fk__fedrf_put_mat(out, "W0", s->D, (size_t)s->c.m, s->W0, err);
     if (!rc) {
         double *hv = fk_bundle_add(out, "has_vote", 1, (uint64_t[1]){(uint64_t)s->n});
         if (!hv)
@@ -60,6 +65,15 @@ int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
         memcpy(s->Csum, cs->data, s->PC * sizeof(double));
         s->nWsum = an->data[0];
         s->nCsum = an->data[1];
+    }
+    if (s->c.warm_start) { /* absent in older checkpoints: no warm start */
+        s->have_W0 = fk__fedrf_scalar(in, "have_W0", 0) != 0;
+        if (s->have_W0) {
+            const fk_tensor *w0 = fk__fedrf_want_len(in, "W0", s->WM, err);
+            if (!w0)
+                return FK_EFORMAT;
+            memcpy(s->W0, w0->data, s->WM * sizeof(double));
+        }
     }
     s->d_seen = (long)meta->data[4];
     s->have_Wmodel = meta->data[5] != 0;
