@@ -1440,6 +1440,8 @@ static void select_holdout_keeps_the_best_round(void **state)
     base_params(&p, "6");
     assert_int_equal(fk_params_set(&p, "select_holdout", "0.25"), FK_OK);
     assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    /* a batch above the 75 training rows: the mini-batch shrinks to them (buffers sized so) */
+    assert_int_equal(fk_params_set(&p, "batch", "90"), FK_OK);
     assert_int_equal(fk_params_set(&p, "tc", "1"), FK_OK);
     fk_err err;
     fed a;
@@ -1460,6 +1462,7 @@ static void select_holdout_keeps_the_best_round(void **state)
         for (int i = 0; i < K; i++) { /* the mini-batch pool stays in the training rows */
             fk__fedrf_client *c = a.cli[i];
             assert_int_equal(c->n_train, c->X.rows - (size_t)floor(0.25 * (double)c->X.rows));
+            assert_int_equal(c->b, c->n_train);
             for (size_t q = 0; q < c->b; q++)
                 assert_true((size_t)c->perm[q] < c->n_train);
         }

@@ -46,16 +46,23 @@ static const uint64_t HOLD_STREAM = 0x686f6c6400000000ULL;
 
 /* select_holdout: a seeded shuffle of the source's rows, the last floor(F n) held out (never
  * sampled for training; scored in phase 2 to select a round's model). */
-static int split_holdout(fk__fedrf_client *c, uint64_t seed, const char *name, fk_err *err)
+static int holdout_count(fk__fedrf_client *c, size_t n, const char *name, fk_err *err)
 {
-    size_t n = c->X.rows, nh = c->is_target ? 0 : (size_t)floor(c->c.select_holdout * (double)n);
+    size_t nh = c->is_target ? 0 : (size_t)floor(c->c.select_holdout * (double)n);
     c->n_train = n - nh;
     if (c->c.select_holdout > 0 && !c->is_target && (nh < 1 || c->n_train < 1))
         return fk_err_set(err, FK_EINVAL, "fedrf-tca: select_holdout %g leaves source '%s' (%zu "
                           "rows) no held-out or no training row; raise or drop it",
                           c->c.select_holdout, name, n);
-    if (!nh)
-        return FK_OK;
+    return FK_OK;
+}
+
+/* The shuffle, once X and y are the client's copies (the count is holdout_count's). */
+static void split_holdout(fk__fedrf_client *c, uint64_t seed)
+{
+    size_t n = c->X.rows;
+    if (c->n_train == n)
+        return;
     fk_rng r;
     fk_rng_init(&r, seed, HOLD_STREAM + (uint64_t)c->idx);
     size_t cols = c->X.cols;
@@ -71,7 +78,6 @@ static int split_holdout(fk__fedrf_client *c, uint64_t seed, const char *name, f
         c->y[i] = c->y[j];
         c->y[j] = t;
     }
-    return FK_OK;
 }
 
 static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
@@ -143,10 +149,12 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
     c->WM = c->D * (size_t)c->c.m;
     c->PC = c->net.n_params;
     c->PE = c->c.dense ? (data->X.cols + 1) * (size_t)c->c.ext_dim : 0;
-    c->b = (size_t)c->c.batch < n ? (size_t)c->c.batch : n;
-    if ((rc = client_alloc(c, data, err)) || (rc = split_holdout(c, seed, data->name, err)))
+    if ((rc = holdout_count(c, n, data->name, err)))
         goto fail;
-    c->b = c->b < c->n_train ? c->b : c->n_train;
+    c->b = (size_t)c->c.batch < c->n_train ? (size_t)c->c.batch : c->n_train;
+    if ((rc = client_alloc(c, data, err)))
+        goto fail;
+    split_holdout(c, seed);
     fk_rows_l2_normalize(&c->X);
     /* Omega acts on the extractor's output: every client draws the same one from (seed, p_h) */
     if ((rc = fk_rff_init_kind(&c->rff, seed, c->c.dense ? (size_t)c->c.ext_dim : data->X.cols,
