@@ -493,14 +493,15 @@ static void check_against_sim(env *e, const char *id, const char *text)
 }
 
 /* Orthogonal frequencies here (the demo runs the default i.i.d. ones through the daemons):
- * every client must rebuild the same Omega from the job's parameters. */
+ * every client must rebuild the same Omega from the job's parameters. select_holdout: the
+ * sources' held-out counts travel in phase 2 and the selected model (W_sel) matches too. */
 static void fedrf_tca_daemons_match_sim(void **state)
 {
     env *e = *state;
     start_fleet(e);
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
-                       "features = orthogonal\nclasses = 2\ndeadline = 30\n";
+                       "features = orthogonal\nselect_holdout = 0.25\nclasses = 2\ndeadline = 30\n";
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);

@@ -1351,6 +1351,29 @@ static void warm_start_is_the_pooled_closed_form(void **state)
     for (size_t i = 0; i < D * 8; i++)
         far = fabs(t->par[i] - srv->W0[i]) > far ? fabs(t->par[i] - srv->W0[i]) : far;
     assert_true(far <= 0.0101);
+    /* a server restarted inside round 1 (after phase 0) keeps the warm start: the checkpoint
+     * carries W0, and the reloaded server's round-1 phase-1 task sends it as W_init */
+    {
+        fk_bundle sv, t1, t2;
+        fk_bundle_init(&sv);
+        fk_bundle_init(&t1);
+        fk_bundle_init(&t2);
+        assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
+        void *back;
+        assert_int_equal(a.m->server_init(&back, &p, NC, 5, &err), FK_OK);
+        assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+        fk__fedrf_server *b = back;
+        assert_true(b->have_W0);
+        assert_memory_equal(b->W0, srv->W0, srv->WM * sizeof(double));
+        assert_int_equal(a.m->task(a.srv, 1, 1, K, &t1, &err), FK_OK);
+        assert_int_equal(a.m->task(back, 1, 1, K, &t2, &err), FK_OK);
+        assert_non_null(fk_bundle_get(&t2, "W_init"));
+        same_tensor(&t1, &t2, "W_init");
+        a.m->server_close(back);
+        fk_bundle_close(&sv);
+        fk_bundle_close(&t1);
+        fk_bundle_close(&t2);
+    }
     fk_mat_close(&Phi);
     fk_mat_close(&Wref);
     fed_close(&a);
@@ -1368,6 +1391,177 @@ static void warm_start_is_the_pooled_closed_form(void **state)
     assert_int_equal(init_error(&p, &ds[0], 0, "gamma"), FK_EINVAL);
     assert_int_equal(fk_params_set(&p, "gamma", "0"), FK_OK);
     assert_int_equal(fk_params_set(&p, "warm_start", "maybe"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "warm_start"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* Pooled held-out accuracy of a model over the sources' held-out rows, recomputed here through
+ * evaluate on a copy of each source restricted to those rows. */
+static double held_out_acc(fed *f, const double *W, const double *C)
+{
+    fk__fedrf_server *srv = f->srv;
+    double ok = 0, cnt = 0;
+    fk_err err;
+    for (int i = 0; i < K; i++) {
+        fk__fedrf_client *c = f->cli[i];
+        size_t nh = c->X.rows - c->n_train;
+        assert_true(nh >= 1);
+        fk_bundle m;
+        fk_bundle_init(&m);
+        assert_int_equal(fk__fedrf_put_mat(&m, "W", srv->D, (size_t)srv->c.m, W, &err), FK_OK);
+        assert_int_equal(fk__fedrf_put_vec(&m, "C", srv->PC, C, &err), FK_OK);
+        /* the client's rows viewed as only its held-out part */
+        fk_mat all = c->X;
+        int *yall = c->y;
+        c->X = fk_mat_rows(&all, c->n_train, nh);
+        c->y = yall + c->n_train;
+        fk_report rep;
+        fk_report_init(&rep);
+        assert_int_equal(f->m->evaluate(c, &m, &rep, &err), FK_OK);
+        c->X = all;
+        c->y = yall;
+        ok += rep.accuracy * (double)nh;
+        cnt += (double)nh;
+        fk_bundle_close(&m);
+    }
+    return ok / cnt;
+}
+
+/* select_holdout: sources never train on their held-out rows; after every round the server's
+ * selection is the round model best on those rows so far (recomputed here), the final model
+ * carries it, a checkpoint keeps it, and evaluate scores it with use_sel. */
+static void select_holdout_keeps_the_best_round(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 12);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.25"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    /* a batch above the 75 training rows: the mini-batch shrinks to them (buffers sized so) */
+    assert_int_equal(fk_params_set(&p, "batch", "90"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "tc", "1"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 9);
+    fk__fedrf_server *srv = a.srv;
+    double best = -1;
+    int best_round = 0;
+    for (int r = 1; r <= 6; r++) {
+        fed_rounds(&a, 9, r, r);
+        double acc = held_out_acc(&a, srv->Wmodel, srv->Cmodel);
+        if (acc > best + 1e-12) {
+            best = acc;
+            best_round = r;
+        }
+        assert_true(srv->have_sel);
+        assert_true(fabs(srv->sel_acc - best) < 1e-12);
+        assert_int_equal((int)srv->sel_round, best_round);
+        for (int i = 0; i < K; i++) { /* the mini-batch pool stays in the training rows */
+            fk__fedrf_client *c = a.cli[i];
+            assert_int_equal(c->n_train, c->X.rows - (size_t)floor(0.25 * (double)c->X.rows));
+            assert_int_equal(c->b, c->n_train);
+            for (size_t q = 0; q < c->b; q++)
+                assert_true((size_t)c->perm[q] < c->n_train);
+        }
+        fk__fedrf_client *tc = a.cli[K]; /* the target holds nothing out */
+        assert_int_equal(tc->n_train, tc->X.rows);
+    }
+    assert_true(fabs(held_out_acc(&a, srv->Wsel, srv->Csel) - srv->sel_acc) < 1e-12);
+    /* the model carries the selection; use_sel scores it */
+    fk_bundle m, sv;
+    fk_bundle_init(&m);
+    fk_bundle_init(&sv);
+    assert_int_equal(a.m->model(a.srv, &m, &err), FK_OK);
+    assert_non_null(fk_bundle_get(&m, "W_sel"));
+    assert_non_null(fk_bundle_get(&m, "C_sel"));
+    assert_int_equal((int)fk__fedrf_scalar(&m, "sel_round", 0), best_round);
+    double *flag = fk_bundle_add(&m, "use_sel", 0, NULL);
+    assert_non_null(flag);
+    *flag = 1;
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(a.m->evaluate(a.cli[K], &m, &rep, &err), FK_OK);
+    assert_true(rep.accuracy >= 0 && rep.accuracy <= 1);
+    /* checkpoint round trip keeps the selection */
+    assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
+    void *back;
+    assert_int_equal(a.m->server_init(&back, &p, NC, 9, &err), FK_OK);
+    assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+    fk__fedrf_server *b = back;
+    assert_true(b->have_sel);
+    assert_true(b->sel_acc == srv->sel_acc && b->sel_round == srv->sel_round);
+    assert_memory_equal(b->Wsel, srv->Wsel, srv->WM * sizeof(double));
+    assert_memory_equal(b->Csel, srv->Csel, srv->PC * sizeof(double));
+    /* the checker: counts only from the asked sources, whole and 0 <= ok <= n */
+    fk_update up = {.client = 0};
+    fk_bundle_init(&up.msg);
+    assert_int_equal(a.m->check_update(back, 2, 2, &up, &err), FK_EINVAL); /* counts missing */
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_ok", 5), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_n", 4), FK_OK);
+    assert_int_equal(a.m->check_update(back, 2, 2, &up, &err), FK_EINVAL);
+    fk_bundle_clear(&up.msg);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_ok", 3), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_n", 4), FK_OK);
+    assert_int_equal(a.m->check_update(back, 2, 2, &up, &err), FK_OK);
+    up.client = K; /* the target is never asked */
+    assert_int_equal(a.m->check_update(back, 2, 2, &up, &err), FK_EINVAL);
+    fk_bundle_close(&up.msg);
+    a.m->server_close(back);
+    fk_bundle_close(&m);
+    fk_bundle_close(&sv);
+    fed_close(&a);
+    /* bad values */
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.95"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "select_holdout"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.001"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "select_holdout"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.2"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
+    assert_int_equal(init_error(&p, &ds[0], 0, "voting"), FK_EINVAL);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* source_only: no statistics are asked and the target is told not to send W (and refused when it
+ * does), so the server's model is the sources' average alone. warm_start is refused. */
+static void source_only_uses_no_target(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 13);
+    fk_params p;
+    base_params(&p, "3");
+    assert_int_equal(fk_params_set(&p, "source_only", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "lambda", "1"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 4);
+    fed_rounds(&a, 4, 1, 2);
+    fk_bundle t;
+    fk_bundle_init(&t);
+    for (int c = 0; c < NC; c++) {
+        fk_bundle_clear(&t);
+        assert_int_equal(a.m->task(a.srv, 3, 0, c, &t, &err), FK_OK);
+        assert_true(fk__fedrf_scalar(&t, "mmd", -1) == 0);
+    }
+    fk_bundle_clear(&t);
+    assert_int_equal(a.m->task(a.srv, 3, 1, K, &t, &err), FK_OK); /* the last round */
+    assert_true(fk__fedrf_scalar(&t, "send_W", -1) == 0);
+    fk_bundle_close(&t);
+    /* a W from the target is refused, so the average holds the sources' W alone */
+    fk__fedrf_server *srv = a.srv;
+    fk_update up = {.client = K};
+    fk_bundle_init(&up.msg);
+    assert_int_equal(fk__fedrf_put_mat(&up.msg, "W", srv->D, (size_t)srv->c.m, srv->Wmodel, &err),
+                     FK_OK);
+    assert_int_equal(a.m->check_update(a.srv, 3, 1, &up, &err), FK_EINVAL);
+    fk_bundle_close(&up.msg);
+    fed_close(&a);
+    assert_int_equal(fk_params_set(&p, "warm_start", "1"), FK_OK);
     assert_int_equal(init_error(&p, &ds[0], 0, "warm_start"), FK_EINVAL);
     fk_params_close(&p);
     close_data(ds, NC);
@@ -1398,6 +1592,8 @@ int main(void)
         cmocka_unit_test(dense_extractor_gradient),
         cmocka_unit_test(dense_extractor_federation),
         cmocka_unit_test(warm_start_is_the_pooled_closed_form),
+        cmocka_unit_test(select_holdout_keeps_the_best_round),
+        cmocka_unit_test(source_only_uses_no_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -317,7 +317,9 @@ static int run(int argc, char **argv)
                "                        --fed2_rounds 300 --fed2_N 1000 --fed2_seeds 3\n"
                "                        --fed2_avg_last rounds/5 --fed2_eval_every 10\n"
                "                        --fed2_extractors identity,dense --fed2_pairs dmc (single-\n"
-               "                        source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->2)\n");
+               "                        source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->2)\n"
+               "                        --fed2_select_holdout 0 (F > 0: every run also reports the\n"
+               "                        round chosen on F of the sources' labelled rows)\n");
         fk_params_close(&p);
         return 0;
     }
@@ -349,6 +351,8 @@ static int run(int argc, char **argv)
         rc = fk_params_int(&p, "fed2_eval_every", 10, 1, 100000, &fo.eval_every, &err);
     if (!rc)
         rc = fk_params_int(&p, "fed2_avg_last", fo.rounds / 5, 0, 100000, &fo.avg_last, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "fed2_select_holdout", 0.0, 0.0, 0.9, &fo.select_holdout, &err);
     fo.groups = fk_params_str(&p, "fed2", "");
     fo.pairs = fk_params_str(&p, "fed2_pairs", "dmc");
     const char *fx = fk_params_str(&p, "fed2_extractors", "identity,dense");

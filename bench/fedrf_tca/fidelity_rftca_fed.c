@@ -10,7 +10,10 @@
  * with target labels, as the paper's code does). target_met rows: per group,
  * lambda = 1 (better of the two target optimizers) >= lambda = 0 at the final
  * round (mean over tasks and seeds), and the tail average within 3 points of
- * the best round on average. */
+ * the best round on average. Baselines: lambda = 0 and source-only (source_only: no statistics,
+ * the target sends no W and is scored with the sources' average). With --fed2_select_holdout F
+ * every run also reports the round model chosen on F of the sources' labelled rows
+ * (select_holdout; no target label), next to the final round and the tail average. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,12 +27,14 @@
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/sim.h"
 
-enum { V_L1, V_L1SGD, V_L0, N_VAR };
-static const char *const var_names[N_VAR] = {"lambda=1", "lambda=1 target_opt=sgd", "lambda=0"};
+enum { V_L1, V_L1SGD, V_L0, V_SRC, N_VAR };
+static const char *const var_names[N_VAR] = {"lambda=1", "lambda=1 target_opt=sgd", "lambda=0",
+                                             "source-only"};
 static const char *const ext_names[2] = {"identity", "dense"};
 
 typedef struct run_out {
     double final, avg, best; /* percent on the target */
+    double sel, sel_round;   /* select_holdout: the round chosen on the sources' held-out rows */
 } run_out;
 
 /* The simulator's loop with the clients kept alive (fk_sim_run closes them), so the target
@@ -84,6 +89,17 @@ static int fed_loop(const fk_params *p, const fk_dataset *ds, int n, uint64_t se
         *flag = 1;
         rc = m->evaluate(cli[n - 1], &model, &rep_avg, err);
     }
+    fk_report rep_sel;
+    fk_report_init(&rep_sel);
+    out->sel = NAN;
+    const fk_tensor *sr = rc ? NULL : fk_bundle_get(&model, "sel_round");
+    out->sel_round = sr && sr->len == 1 ? sr->data[0] : NAN;
+    flag = !rc && fk_bundle_get(&model, "W_sel") ? fk_bundle_add(&model, "use_sel", 0, NULL) : NULL;
+    if (flag) {
+        *flag = 1;
+        rc = m->evaluate(cli[n - 1], &model, &rep_sel, err);
+        out->sel = 100.0 * rep_sel.accuracy;
+    }
     out->final = 100.0 * rep.accuracy;
     out->avg = 100.0 * rep_avg.accuracy;
     out->best = best > out->final ? best : out->final; /* the final round counts as a round */
@@ -105,7 +121,8 @@ static int run_one(const fk_dataset *ds, int n, int var, int dense, const fk_ben
 {
     fk_params p;
     fk_params_init(&p);
-    char rounds[32], N[32], avg[32], cls[16], ev[32];
+    char rounds[32], N[32], avg[32], cls[16], ev[32], sel[32];
+    snprintf(sel, sizeof sel, "%g", fo->select_holdout);
     snprintf(rounds, sizeof rounds, "%ld", fo->rounds);
     snprintf(N, sizeof N, "%ld", fo->N);
     snprintf(avg, sizeof avg, "%ld", fo->avg_last);
@@ -113,11 +130,13 @@ static int run_one(const fk_dataset *ds, int n, int var, int dense, const fk_ben
     snprintf(ev, sizeof ev, "%ld", fo->eval_every);
     int rc = FK_OK;
     if (fk_params_set(&p, "N", N) || fk_params_set(&p, "m", "100") ||
-        fk_params_set(&p, "sigma", "1") || fk_params_set(&p, "lambda", var == V_L0 ? "0" : "1") ||
+        fk_params_set(&p, "sigma", "1") || fk_params_set(&p, "lambda", var == V_L0 || var == V_SRC ? "0" : "1") ||
         fk_params_set(&p, "target_opt", var == V_L1SGD ? "sgd" : "adam") ||
         fk_params_set(&p, "extractor", dense ? "dense" : "identity") ||
         fk_params_set(&p, "classes", cls) || fk_params_set(&p, "rounds", rounds) ||
-        fk_params_set(&p, "avg_last", avg) || fk_params_set(&p, "eval_every", ev))
+        fk_params_set(&p, "avg_last", avg) || fk_params_set(&p, "eval_every", ev) ||
+        fk_params_set(&p, "select_holdout", sel) ||
+        fk_params_set(&p, "source_only", var == V_SRC ? "1" : "0"))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
     if (!rc)
         rc = fed_loop(&p, ds, n, seed, fo->rounds, out, err);
@@ -135,15 +154,15 @@ typedef struct task {
 static void emit_run(int json, const char *group, const char *label, int var, int ext,
                      uint64_t seed, const run_out *o)
 {
-    char cs[128], extra[384];
+    char cs[128], extra[512];
     snprintf(cs, sizeof cs, "fed %s %s %s %s seed %llu", group, label, ext_names[ext],
              var_names[var], (unsigned long long)seed);
     snprintf(extra, sizeof extra,
              "\"group\":\"%s\",\"task\":\"%s\",\"variant\":\"%s\",\"extractor\":\"%s\","
              "\"seed\":%llu,\"avg_last_accuracy\":%.2f,\"best_round_accuracy\":%.2f,"
-             "\"best_uses_target_labels\":true",
-             group, label, var_names[var], ext_names[ext], (unsigned long long)seed, o->avg,
-             o->best);
+             "\"best_uses_target_labels\":true,\"selected_accuracy\":%.2f,\"selected_round\":%.0f",
+             group, label, var_names[var], ext_names[ext], (unsigned long long)seed,
+             isnan(o->avg) ? -1.0 : o->avg, o->best, isnan(o->sel) ? -1.0 : o->sel, isnan(o->sel_round) ? -1.0 : o->sel_round);
     fk_bench_emit(json, "fidelity", cs, "final_accuracy", o->final, extra);
 }
 
@@ -152,7 +171,8 @@ static void emit_run(int json, const char *group, const char *label, int var, in
 static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_opts *fo,
                      fk_err *err)
 {
-    double fin[2][N_VAR] = {{0}}, av[2][N_VAR] = {{0}}, bst[2][N_VAR] = {{0}};
+    double fin[2][N_VAR] = {{0}}, av[2][N_VAR] = {{0}}, bst[2][N_VAR] = {{0}},
+           sl[2][N_VAR] = {{0}};
     int cnt = 0, rc = FK_OK;
     for (int e = 0; e < 2 && !rc; e++) {
         if (!(fo->extractors & (1 << e)))
@@ -169,6 +189,7 @@ static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_
                     fin[e][v] += o.final;
                     av[e][v] += o.avg;
                     bst[e][v] += o.best;
+                    sl[e][v] += isnan(o.sel) ? NAN : o.sel;
                 }
         if (rc || !cnt)
             return rc;
@@ -176,13 +197,17 @@ static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_
             fin[e][v] /= cnt;
             av[e][v] /= cnt;
             bst[e][v] /= cnt;
-            char cs[128], extra[320];
+            sl[e][v] /= cnt;
+            char cs[128], extra[384];
             snprintf(cs, sizeof cs, "fed %s mean %s %s", group, ext_names[e], var_names[v]);
             snprintf(extra, sizeof extra,
                      "\"group\":\"%s\",\"extractor\":\"%s\",\"variant\":\"%s\",\"runs\":%d,"
                      "\"avg_last_accuracy\":%.2f,\"best_round_accuracy\":%.2f,"
-                     "\"target\":\"best - avg_last <= 3\",\"target_met\":%s",
-                     group, ext_names[e], var_names[v], cnt, av[e][v], bst[e][v],
+                     "\"selected_accuracy\":%.2f,"
+                     "\"target\":\"best - avg_last <= 3 (-1: no average)\",\"target_met\":%s",
+                     group, ext_names[e], var_names[v], cnt, isnan(av[e][v]) ? -1.0 : av[e][v],
+                     bst[e][v],
+                     isnan(sl[e][v]) ? -1.0 : sl[e][v],
                      bst[e][v] - av[e][v] <= 3.0 ? "true" : "false");
             fk_bench_emit(fo->json, "fidelity", cs, "final_accuracy", fin[e][v], extra);
         }
@@ -199,13 +224,14 @@ static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_
             eb = e;
         }
     }
-    char cs[128], extra[320];
+    char cs[128], extra[384];
     snprintf(cs, sizeof cs, "fed %s lambda=1 - lambda=0", group);
     snprintf(extra, sizeof extra,
              "\"group\":\"%s\",\"extractor\":\"%s\",\"lambda1_adam\":%.2f,\"lambda1_sgd\":%.2f,"
-             "\"lambda0\":%.2f,\"target\":\"lambda=1 >= lambda=0 (final round, better extractor)\","
+             "\"lambda0\":%.2f,\"source_only\":%.2f,"
+             "\"target\":\"lambda=1 >= lambda=0 (final round, better extractor)\","
              "\"target_met\":%s",
-             group, ext_names[eb], fin[eb][V_L1], fin[eb][V_L1SGD], fin[eb][V_L0],
+             group, ext_names[eb], fin[eb][V_L1], fin[eb][V_L1SGD], fin[eb][V_L0], fin[eb][V_SRC],
              l1b >= fin[eb][V_L0] ? "true" : "false");
     fk_bench_emit(fo->json, "fidelity", cs, "gain_points", l1b - fin[eb][V_L0], extra);
     return FK_OK;

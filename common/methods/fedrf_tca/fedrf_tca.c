@@ -35,6 +35,10 @@ static const fk_param_doc keys[] = {
     {"ext_dim H", "width of the dense extractor (256)"},
     {"warm_start 0|1", "round 1 starts W from the RF-TCA closed form of the pooled moments (0)"},
     {"gamma G", "the warm start's regulariser (0: n / (n_S n_T))"},
+    {"source_only 0|1", "baseline: no statistics, the target sends no W and is scored with the "
+                        "sources' average (0)"},
+    {"select_holdout F", "hold out this fraction of each source's labelled rows; the server keeps "
+                         "the round's model best on them (W_sel, C_sel; 0: off)"},
     {NULL, NULL},
 };
 

@@ -68,6 +68,17 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
     if ((rc = fk_params_bool(p, "warm_start", 0, &c->warm_start, err)) ||
         (rc = fk_params_double(p, "gamma", 0.0, 0.0, 1e12, &c->gamma, err)))
         return rc;
+    if ((rc = fk_params_bool(p, "source_only", 0, &c->source_only, err)))
+        return rc;
+    /* the warm start pools the target's moments: not a source-only model */
+    if (c->source_only && c->warm_start)
+        return fk_err_set(err, FK_EINVAL, "source_only and warm_start exclude each other (the "
+                          "warm start uses the target's moments); drop one");
+    if ((rc = fk_params_double(p, "select_holdout", 0.0, 0.0, 0.9, &c->select_holdout, err)))
+        return rc;
+    if (c->select_holdout > 0 && c->voting)
+        return fk_err_set(err, FK_EINVAL, "select_holdout scores averaged classifiers; voting has "
+                          "none (drop one)");
     const char *ex = fk_params_str(p, "extractor", "identity");
     if (strcmp(ex, "identity") && strcmp(ex, "dense"))
         return fk_err_set(err, FK_EINVAL, "extractor must be identity or dense (got '%s')", ex);

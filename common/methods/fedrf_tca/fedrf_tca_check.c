@@ -59,7 +59,7 @@ static int check_stats(const fk__fedrf_server *s, int round, const fk_update *up
 {
     int k = up->client, tgt = (int)s->c.target, rc;
     const fk_bundle *b = &up->msg;
-    int asked = s->c.lambda > 0 && (k == tgt ? any_other(s->inA, s->n, tgt) : s->inA[k]);
+    int asked = !s->c.source_only && s->c.lambda > 0 && (k == tgt ? any_other(s->inA, s->n, tgt) : s->inA[k]);
     int warm = s->c.warm_start && round == 1;
     const char *names[5] = {NULL, NULL, NULL, NULL, NULL};
     int nn = 0;
@@ -100,7 +100,7 @@ static int check_models(const fk__fedrf_server *s, int round, const fk_update *u
 {
     int k = up->client, tgt = (int)s->c.target, rc;
     int last = s->c.rounds > 0 && round == s->c.rounds;
-    int wantW = k == tgt ? any_other(s->inW, s->n, tgt) || last : s->inW[k];
+    int wantW = k == tgt ? !s->c.source_only && (any_other(s->inW, s->n, tgt) || last) : s->inW[k];
     int wantC = k != tgt && (last || (!s->c.voting && round % s->c.tc == 0 && s->inC[k]));
     const char *names[2] = {NULL, NULL};
     int n = 0;
@@ -119,6 +119,25 @@ static int check_models(const fk__fedrf_server *s, int round, const fk_update *u
     return FK_OK;
 }
 
+/* Phase 2: nothing, or the held-out counts when the model was sent to score (select_holdout). */
+static int check_select(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
+{
+    int k = up->client, rc;
+    if (!fk__fedrf_sel_asked(s, k))
+        return fk_update_check_names(&up->msg, NULL, 0, k, err);
+    static const char *const names[2] = {"sel_ok", "sel_n"};
+    const fk_tensor *ok, *cnt;
+    if ((rc = fk_update_check_names(&up->msg, names, 2, k, err)) ||
+        (rc = fk_update_check_tensor(&up->msg, "sel_ok", 0, NULL, 1e9, 0, 0, k, &ok, err)) ||
+        (rc = fk_update_check_tensor(&up->msg, "sel_n", 0, NULL, 1e9, 0, 0, k, &cnt, err)))
+        return rc;
+    double o = ok->data[0], c = cnt->data[0];
+    if (!(c >= 1 && c == floor(c) && o >= 0 && o <= c && o == floor(o)))
+        return fk_err_set(err, FK_EINVAL, "client %d sent held-out counts %g of %g (want whole "
+                          "numbers, 0 <= sel_ok <= sel_n, sel_n >= 1)", k, o, c);
+    return FK_OK;
+}
+
 int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, fk_err *err)
 {
     const fk__fedrf_server *s = p;
@@ -129,5 +148,5 @@ int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, f
         return check_stats(s, round, up, err);
     if (phase == 1)
         return check_models(s, round, up, err);
-    return fk_update_check_names(&up->msg, NULL, 0, up->client, err);
+    return check_select(s, up, err);
 }

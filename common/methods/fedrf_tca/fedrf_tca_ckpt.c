@@ -22,6 +22,18 @@ int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
             return rc;
         rc = fk__fedrf_put_vec(out, "avg_n", 2, cnt, err);
     }
+    /* the warm start is computed in round 1 phase 0 and sent in phase 1: a server restarted
+     * between them needs it */
+    if (!rc && s->c.warm_start && !(rc = fk__fedrf_put_scalar(out, "have_W0", s->have_W0, err)) &&
+        s->have_W0)
+        rc = fk__fedrf_put_mat(out, "W0", s->D, (size_t)s->c.m, s->W0, err);
+    if (!rc && s->c.select_holdout > 0) { /* the selected model so far */
+        double sm[3] = {s->have_sel, s->sel_acc, s->sel_round};
+        if ((rc = fk__fedrf_put_vec(out, "sel_meta", 3, sm, err)) ||
+            (rc = fk__fedrf_put_mat(out, "Wsel", s->D, (size_t)s->c.m, s->Wsel, err)))
+            return rc;
+        rc = fk__fedrf_put_vec(out, "Csel", s->PC, s->Csel, err);
+    }
     if (!rc) {
         double *hv = fk_bundle_add(out, "has_vote", 1, (uint64_t[1]){(uint64_t)s->n});
         if (!hv)
@@ -60,6 +72,29 @@ int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
         memcpy(s->Csum, cs->data, s->PC * sizeof(double));
         s->nWsum = an->data[0];
         s->nCsum = an->data[1];
+    }
+    if (s->c.warm_start) { /* absent in older checkpoints: no warm start */
+        s->have_W0 = fk__fedrf_scalar(in, "have_W0", 0) != 0;
+        if (s->have_W0) {
+            const fk_tensor *w0 = fk__fedrf_want_len(in, "W0", s->WM, err);
+            if (!w0)
+                return FK_EFORMAT;
+            memcpy(s->W0, w0->data, s->WM * sizeof(double));
+        }
+    }
+    if (s->c.select_holdout > 0) {
+        const fk_tensor *sm = fk__fedrf_want_len(in, "sel_meta", 3, err),
+                        *ws = fk__fedrf_want_len(in, "Wsel", s->WM, err),
+                        *cs = fk__fedrf_want_len(in, "Csel", s->PC, err);
+        if (!sm || !ws || !cs)
+            return FK_EFORMAT;
+        if (!(sm->data[1] >= -1 && sm->data[1] <= 1))
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: checkpoint has a bad sel_meta");
+        s->have_sel = sm->data[0] != 0;
+        s->sel_acc = sm->data[1];
+        s->sel_round = sm->data[2];
+        memcpy(s->Wsel, ws->data, s->WM * sizeof(double));
+        memcpy(s->Csel, cs->data, s->PC * sizeof(double));
     }
     s->d_seen = (long)meta->data[4];
     s->have_Wmodel = meta->data[5] != 0;
@@ -148,7 +183,8 @@ int fk__fedrf_client_load(void *p, const fk_bundle *in, fk_err *err)
         return FK_EFORMAT;
     for (size_t i = 0; i < c->X.rows; i++) {
         double v = perm->data[i];
-        if (!(v >= 0 && v < (double)c->X.rows))
+        /* the mini-batch pool never reaches the held-out rows */
+        if (!(v >= 0 && v < (double)c->X.rows) || (i < c->n_train && v >= (double)c->n_train))
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client checkpoint has a bad sample index");
         c->perm[i] = (int)v;
     }

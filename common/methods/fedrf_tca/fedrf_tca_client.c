@@ -42,6 +42,43 @@ void fk__fedrf_client_close(void *p)
 static const uint64_t BATCH_STREAM = 0x6261746368000000ULL;
 static const uint64_t INIT_STREAM = 0x696e697400000000ULL;
 static const uint64_t EXT_STREAM = 0x6578740000000000ULL;
+static const uint64_t HOLD_STREAM = 0x686f6c6400000000ULL;
+
+/* select_holdout: a seeded shuffle of the source's rows, the last floor(F n) held out (never
+ * sampled for training; scored in phase 2 to select a round's model). */
+static int holdout_count(fk__fedrf_client *c, size_t n, const char *name, fk_err *err)
+{
+    size_t nh = c->is_target ? 0 : (size_t)floor(c->c.select_holdout * (double)n);
+    c->n_train = n - nh;
+    if (c->c.select_holdout > 0 && !c->is_target && (nh < 1 || c->n_train < 1))
+        return fk_err_set(err, FK_EINVAL, "fedrf-tca: select_holdout %g leaves source '%s' (%zu "
+                          "rows) no held-out or no training row; raise or drop it",
+                          c->c.select_holdout, name, n);
+    return FK_OK;
+}
+
+/* The shuffle, once X and y are the client's copies (the count is holdout_count's). */
+static void split_holdout(fk__fedrf_client *c, uint64_t seed)
+{
+    size_t n = c->X.rows;
+    if (c->n_train == n)
+        return;
+    fk_rng r;
+    fk_rng_init(&r, seed, HOLD_STREAM + (uint64_t)c->idx);
+    size_t cols = c->X.cols;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = (size_t)fk_rng_below(&r, (uint64_t)i + 1);
+        double *a = fk_mat_row(&c->X, i), *b = fk_mat_row(&c->X, j);
+        for (size_t q = 0; q < cols; q++) {
+            double t = a[q];
+            a[q] = b[q];
+            b[q] = t;
+        }
+        int t = c->y[i];
+        c->y[i] = c->y[j];
+        c->y[j] = t;
+    }
+}
 
 static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
 {
@@ -111,10 +148,13 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
     c->D = 2 * (size_t)c->c.N;
     c->WM = c->D * (size_t)c->c.m;
     c->PC = c->net.n_params;
-    c->b = (size_t)c->c.batch < n ? (size_t)c->c.batch : n;
     c->PE = c->c.dense ? (data->X.cols + 1) * (size_t)c->c.ext_dim : 0;
+    if ((rc = holdout_count(c, n, data->name, err)))
+        goto fail;
+    c->b = (size_t)c->c.batch < c->n_train ? (size_t)c->c.batch : c->n_train;
     if ((rc = client_alloc(c, data, err)))
         goto fail;
+    split_holdout(c, seed);
     fk_rows_l2_normalize(&c->X);
     /* Omega acts on the extractor's output: every client draws the same one from (seed, p_h) */
     if ((rc = fk_rff_init_kind(&c->rff, seed, c->c.dense ? (size_t)c->c.ext_dim : data->X.cols,
@@ -173,7 +213,7 @@ int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err)
 /* Draw a mini-batch without replacement and map it to random features. */
 static int sample_batch(fk__fedrf_client *c, fk_err *err)
 {
-    size_t n = c->X.rows;
+    size_t n = c->n_train;
     for (size_t i = 0; i < c->b; i++) {
         size_t j = i + (size_t)fk_rng_below(&c->rng, n - i);
         int t = c->perm[i];
@@ -325,10 +365,10 @@ static int client_step(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_te
 
 /* Predictions for all rows of the client's data with W and one classifier
  * (votes == NULL) or a majority vote of k classifiers. */
-static int predict_all(const fk__fedrf_client *c, const double *W, const double *C,
+static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double *W, const double *C,
                        const double *votes, size_t k, int *pred, fk_err *err)
 {
-    size_t n = c->X.rows, chunk = 256, cls = (size_t)c->classes;
+    size_t n = X->rows, chunk = 256, cls = (size_t)c->classes;
     int rc = FK_OK;
     int *one = malloc(chunk * sizeof *one);
     int *tally = calloc(chunk * cls, sizeof *tally);
@@ -337,7 +377,7 @@ static int predict_all(const fk__fedrf_client *c, const double *W, const double 
         rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     for (size_t r0 = 0; r0 < n && !rc; r0 += chunk) {
         size_t b = n - r0 < chunk ? n - r0 : chunk;
-        fk_mat Xc = fk_mat_rows(&c->X, r0, b), Phi, U, F, pre = {0}, H = {0};
+        fk_mat Xc = fk_mat_rows(X, r0, b), Phi, U, F, pre = {0}, H = {0};
         if (c->c.dense) { /* the client's own extractor, then the features */
             if (fk_mat_init(&pre, b, (size_t)c->c.ext_dim) || fk_mat_init(&H, b, (size_t)c->c.ext_dim)) {
                 fk_mat_close(&pre);
@@ -381,22 +421,32 @@ static int predict_all(const fk__fedrf_client *c, const double *W, const double 
     return rc;
 }
 
+/* Correct predictions on rows [r0, r1) of the client's data. */
+static int count_correct(const fk__fedrf_client *c, size_t r0, size_t r1, const double *W,
+                         const double *C, const double *votes, size_t k, size_t *ok, fk_err *err)
+{
+    *ok = 0;
+    int *pred = malloc((r1 - r0) * sizeof *pred);
+    if (!pred)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    fk_mat X = fk_mat_rows(&c->X, r0, r1 - r0);
+    int rc = predict_all(c, &X, W, C, votes, k, pred, err);
+    for (size_t i = 0; i < r1 - r0 && !rc; i++)
+        *ok += pred[i] == c->y[r0 + i];
+    free(pred);
+    return rc;
+}
+
 static int accuracy(const fk__fedrf_client *c, const double *W, const double *C, const double *votes,
                     size_t k, double *acc, fk_err *err)
 {
     *acc = NAN;
     if (!c->y)
         return FK_OK;
-    int *pred = malloc(c->X.rows * sizeof *pred);
-    if (!pred)
-        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-    int rc = predict_all(c, W, C, votes, k, pred, err);
-    size_t ok = 0;
-    for (size_t i = 0; i < c->X.rows && !rc; i++)
-        ok += pred[i] == c->y[i];
+    size_t ok;
+    int rc = count_correct(c, 0, c->X.rows, W, C, votes, k, &ok, err);
     if (!rc)
         *acc = (double)ok / (double)c->X.rows;
-    free(pred);
     return rc;
 }
 
@@ -465,6 +515,17 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
         memcpy(c->par + c->WM, C->data, c->PC * sizeof(double));
     }
     rep->loss = c->loss;
+    /* select_holdout: score the round's global model on the held-out rows */
+    const fk_tensor *sW = fk_bundle_get(task, "sel_W"), *sC = fk_bundle_get(task, "sel_C");
+    if (sW && sC && c->n_train < c->X.rows) {
+        if (sW->len != c->WM || sC->len != c->PC)
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: the model to score has the wrong size");
+        size_t ok;
+        if ((rc = count_correct(c, c->n_train, c->X.rows, sW->data, sC->data, NULL, 0, &ok, err)) ||
+            (rc = fk__fedrf_put_scalar(up, "sel_ok", (double)ok, err)) ||
+            (rc = fk__fedrf_put_scalar(up, "sel_n", (double)(c->X.rows - c->n_train), err)))
+            return rc;
+    }
     c->evals += 1;
     if (!c->is_target || fmod(c->evals, (double)c->c.eval_every) != 0)
         return FK_OK;
@@ -487,7 +548,9 @@ int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, f
     rep->n_samples = (double)c->X.rows;
     /* use_avg: score the tail average of the last avg_last rounds (W_avg, C_avg) instead */
     int avg = fk__fedrf_scalar(model, "use_avg", 0) != 0;
-    const fk_tensor *W = fk_bundle_get(model, avg ? "W_avg" : "W");
+    /* use_sel: the round's model chosen on the sources' held-out rows (W_sel, C_sel) */
+    int sel = fk__fedrf_scalar(model, "use_sel", 0) != 0;
+    const fk_tensor *W = fk_bundle_get(model, sel ? "W_sel" : avg ? "W_avg" : "W");
     const double *Wd = c->par;
     if (W) {
         if (W->len != c->WM)
@@ -496,7 +559,7 @@ int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, f
         Wd = W->data;
     }
     const fk_tensor *V = fk_bundle_get(model, "votes"),
-                    *C = fk_bundle_get(model, avg ? "C_avg" : "C");
+                    *C = fk_bundle_get(model, sel ? "C_sel" : avg ? "C_avg" : "C");
     if (V) {
         if (V->ndim != 2 || V->shape[1] != c->PC)
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);

@@ -26,6 +26,8 @@ typedef struct fk__fedrf_cfg {
     long ext_dim;           /* p_h of the dense extractor */
     int warm_start;         /* round 1: W from the RF-TCA closed form on pooled moments */
     double gamma;           /* its regularizer; 0 = the normalized-L value n / (n_S n_T) */
+    int source_only;        /* baseline: no statistics, the target never sends W (spec §2.8) */
+    double select_holdout;  /* fraction of each source's labelled rows held out to select a round */
     fk_rff_kind features; /* how Omega's frequencies are drawn */
 } fk__fedrf_cfg;
 
@@ -78,12 +80,16 @@ typedef struct fk__fedrf_server {
     double *W0;                 /* warm start (D x m), from the round-1 moments */
     int have_W0;
     unsigned char *has_vote;
+    double *Wsel, *Csel;        /* select_holdout: the round's model best on the sources' held-out rows */
+    double sel_acc, sel_round;  /* its pooled held-out accuracy (-1: none yet) and round */
+    int have_sel;
 } fk__fedrf_server;
 
 typedef struct fk__fedrf_client {
     fk__fedrf_cfg c;
     int idx, is_target, classes;
-    fk_mat X;     /* P-L2 normalized rows */
+    fk_mat X;     /* P-L2 normalized rows; a source's last X.rows - n_train are held out */
+    size_t n_train;
     int *y;       /* NULL when unlabelled */
     fk_rff rff;
     fk_mlp net;
@@ -133,6 +139,8 @@ FK_CHECKRETURN int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *up
                                         fk_err *err);
 /* Client side: n, sum (2N) and the scatter sum phi phi^T (2N x 2N) of all its rows. */
 FK_CHECKRETURN int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err);
+/* select_holdout: does client c get the round's model to score in phase 2? */
+int fk__fedrf_sel_asked(const fk__fedrf_server *s, int c);
 /* check_update: each phase's update against its task (fedrf_tca_check.c). */
 FK_CHECKRETURN int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up,
                                           fk_err *err);

@@ -25,6 +25,8 @@ void fk__fedrf_server_close(void *p)
     free(s->Csum);
     free(s->votes);
     free(s->has_vote);
+    free(s->Wsel);
+    free(s->Csel);
     free(s);
 }
 
@@ -63,9 +65,13 @@ int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_
     s->Wsum = calloc(s->WM, sizeof(double));
     s->Csum = calloc(s->PC, sizeof(double));
     s->W0 = s->c.warm_start ? calloc(s->WM, sizeof(double)) : NULL;
+    int sel = s->c.select_holdout > 0;
+    s->Wsel = sel ? calloc(s->WM, sizeof(double)) : NULL;
+    s->Csel = sel ? calloc(s->PC, sizeof(double)) : NULL;
+    s->sel_acc = -1;
     if (!s->inA || !s->inW || !s->inC || !s->has_s || !s->has_vote || !s->s || !s->Wbar ||
         !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->Wsum || !s->Csum || !s->PC ||
-        (s->c.warm_start && !s->W0)) {
+        (s->c.warm_start && !s->W0) || (sel && (!s->Wsel || !s->Csel))) {
         fk__fedrf_server_close(s);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the server state");
     }
@@ -251,7 +257,7 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
     if (phase == 0) {
         /* lambda = 0 is the "without Sigma l" baseline (spec §2.8, T15): no statistics at all,
          * so the target never steps and its W changes only by averaging. */
-        int mmd = s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
+        int mmd = !s->c.source_only && s->c.lambda > 0 && (c == tgt ? any_set(s->inA, s->n, tgt) : s->inA[c]);
         if (s->c.warm_start && round == 1 && (rc = fk__fedrf_put_scalar(out, "warm", 1, err)))
             return rc;
         return fk__fedrf_put_scalar(out, "mmd", mmd, err);
@@ -282,14 +288,20 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
                     dst += s->D;
                 }
         }
-        return fk__fedrf_put_scalar(out, "send_W", any_set(s->inW, s->n, tgt) || is_last(s, round),
-                                   err);
+        /* source_only: the target only receives the sources' average */
+        return fk__fedrf_put_scalar(out, "send_W", !s->c.source_only &&
+                                    (any_set(s->inW, s->n, tgt) || is_last(s, round)), err);
     }
     int getsW = c == tgt || s->inW[c];
     int getsC = c == tgt || s->inC[c] || (is_last(s, round) && c != tgt);
     if (s->have_W && getsW && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wbar, err)))
         return rc;
     if (s->have_C && getsC && (rc = fk__fedrf_put_vec(out, "C", s->PC, s->Cbar, err)))
+        return rc;
+    /* select_holdout: every source scores the round's global model on its held-out rows */
+    if (fk__fedrf_sel_asked(s, c) &&
+        ((rc = fk__fedrf_put_mat(out, "sel_W", s->D, (size_t)s->c.m, s->Wmodel, err)) ||
+         (rc = fk__fedrf_put_vec(out, "sel_C", s->PC, s->Cmodel, err))))
         return rc;
     /* Voting: the target reports the accuracy of the vote once the classifiers are in (the last
      * round), never of its own classifier, which no step trains. */
@@ -384,6 +396,33 @@ static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int 
     return FK_OK;
 }
 
+int fk__fedrf_sel_asked(const fk__fedrf_server *s, int c)
+{
+    return s->c.select_holdout > 0 && c != (int)s->c.target && s->have_Wmodel && s->have_Cmodel;
+}
+
+/* select_holdout: the pooled held-out accuracy of this round's global model (the counts are
+ * checked by check_update); keep the model when it beats every earlier round. Target labels are
+ * never involved. */
+static int agg_select(fk__fedrf_server *s, int round, const fk_update *ups, int n)
+{
+    double ok = 0, cnt = 0;
+    for (int k = 0; k < n; k++) {
+        if (!fk_bundle_get(&ups[k].msg, "sel_n"))
+            continue;
+        ok += fk__fedrf_scalar(&ups[k].msg, "sel_ok", 0);
+        cnt += fk__fedrf_scalar(&ups[k].msg, "sel_n", 0);
+    }
+    if (cnt > 0 && ok / cnt > s->sel_acc) {
+        s->sel_acc = ok / cnt;
+        s->sel_round = round;
+        memcpy(s->Wsel, s->Wmodel, s->WM * sizeof(double));
+        memcpy(s->Csel, s->Cmodel, s->PC * sizeof(double));
+        s->have_sel = 1;
+    }
+    return FK_OK;
+}
+
 int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups, int n, int *done,
                               fk_err *err)
 {
@@ -398,7 +437,7 @@ int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *u
         return agg_stats(s, ups, n, err);
     if (phase == 1)
         return agg_models(s, round, ups, n, err);
-    return FK_OK;
+    return agg_select(s, round, ups, n);
 }
 
 int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
@@ -421,6 +460,12 @@ int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
         for (size_t i = 0; i < s->PC; i++)
             dst[i] = s->Csum[i] / s->nCsum;
     }
+    if (s->have_sel &&
+        ((rc = fk__fedrf_put_mat(out, "W_sel", s->D, (size_t)s->c.m, s->Wsel, err)) ||
+         (rc = fk__fedrf_put_vec(out, "C_sel", s->PC, s->Csel, err)) ||
+         (rc = fk__fedrf_put_scalar(out, "sel_round", s->sel_round, err)) ||
+         (rc = fk__fedrf_put_scalar(out, "sel_acc", s->sel_acc, err))))
+        return rc;
     if (s->c.voting)
         return put_votes(s, out, err);
     if (s->have_Cmodel)
