@@ -377,19 +377,8 @@ static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double 
         rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     for (size_t r0 = 0; r0 < n && !rc; r0 += chunk) {
         size_t b = n - r0 < chunk ? n - r0 : chunk;
-        fk_mat Xc = fk_mat_rows(X, r0, b), Phi, U, F, pre = {0}, H = {0};
-        if (c->c.dense) { /* the client's own extractor, then the features */
-            if (fk_mat_init(&pre, b, (size_t)c->c.ext_dim) || fk_mat_init(&H, b, (size_t)c->c.ext_dim)) {
-                fk_mat_close(&pre);
-                rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-                break;
-            }
-            fk__fedrf_ext_forward(c, &Xc, &pre, &H, norms);
-        }
-        rc = fk_rff_map(&c->rff, c->c.dense ? &H : &Xc, &Phi, err);
-        fk_mat_close(&pre);
-        fk_mat_close(&H);
-        if (rc)
+        fk_mat Xc = fk_mat_rows(X, r0, b), Phi, U, F;
+        if ((rc = fk__fedrf_features(c, &Xc, &Phi, norms, err)))
             break;
         rc = project_rows(c, &Phi, W, &U, &F, norms, err);
         fk_mat_close(&Phi);

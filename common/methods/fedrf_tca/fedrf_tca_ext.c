@@ -30,6 +30,25 @@ void fk__fedrf_ext_forward(const fk__fedrf_client *c, const fk_mat *X, fk_mat *p
     }
 }
 
+int fk__fedrf_features(const fk__fedrf_client *c, const fk_mat *X, fk_mat *Phi, double *norms,
+                       fk_err *err)
+{
+    if (!c->c.dense)
+        return fk_rff_map(&c->rff, X, Phi, err);
+    fk_mat pre = {0}, H = {0};
+    int rc = FK_OK;
+    if (fk_mat_init(&pre, X->rows, (size_t)c->c.ext_dim) ||
+        fk_mat_init(&H, X->rows, (size_t)c->c.ext_dim))
+        rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    if (!rc) {
+        fk__fedrf_ext_forward(c, X, &pre, &H, norms);
+        rc = fk_rff_map(&c->rff, &H, Phi, err);
+    }
+    fk_mat_close(&pre);
+    fk_mat_close(&H);
+    return rc;
+}
+
 void fk__fedrf_ext_backward(const fk__fedrf_client *c, const fk_mat *X, const fk_mat *pre,
                             const fk_mat *H, const double *norms, fk_mat *dH, double *gE)
 {

@@ -164,6 +164,10 @@ FK_CHECKRETURN int fk__fedrf_client_grad(fk__fedrf_client *c, const fk_tensor *s
  * backward takes dH = dL/dH (overwritten) and fills gE (PE values). */
 void fk__fedrf_ext_forward(const fk__fedrf_client *c, const fk_mat *X, fk_mat *pre, fk_mat *H,
                            double *norms);
+/* The random features of rows X (b x p) as the client trains on them: through its dense
+ * extractor first when it has one (norms: b doubles of scratch). Phi is allocated. */
+FK_CHECKRETURN int fk__fedrf_features(const fk__fedrf_client *c, const fk_mat *X, fk_mat *Phi,
+                                      double *norms, fk_err *err);
 void fk__fedrf_ext_backward(const fk__fedrf_client *c, const fk_mat *X, const fk_mat *pre,
                             const fk_mat *H, const double *norms, fk_mat *dH, double *gE);
 /* Rebuild the mini-batch perm[0..b): rows, labels, random features, MMD statistic. */

@@ -13,7 +13,7 @@
 
 int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err)
 {
-    size_t n = c->X.rows, D = c->D, chunk = 256, ph = (size_t)c->c.ext_dim;
+    size_t n = c->X.rows, D = c->D, chunk = 256;
     double *sum = fk_bundle_add(up, "sum", 1, (uint64_t[1]){D});
     double *S = sum ? fk_bundle_add(up, "scatter", 2, (uint64_t[2]){D, D}) : NULL;
     double *norms = malloc(chunk * sizeof *norms);
@@ -24,19 +24,8 @@ int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err)
     int rc = FK_OK;
     for (size_t r0 = 0; r0 < n && !rc; r0 += chunk) {
         size_t b = n - r0 < chunk ? n - r0 : chunk;
-        fk_mat Xc = fk_mat_rows(&c->X, r0, b), Phi = {0}, pre = {0}, H = {0};
-        if (c->c.dense) { /* the features the client trains on: through its extractor */
-            if (fk_mat_init(&pre, b, ph) || fk_mat_init(&H, b, ph)) {
-                fk_mat_close(&pre);
-                rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-                break;
-            }
-            fk__fedrf_ext_forward(c, &Xc, &pre, &H, norms);
-        }
-        rc = fk_rff_map(&c->rff, c->c.dense ? &H : &Xc, &Phi, err);
-        fk_mat_close(&pre);
-        fk_mat_close(&H);
-        if (rc)
+        fk_mat Xc = fk_mat_rows(&c->X, r0, b), Phi = {0};
+        if ((rc = fk__fedrf_features(c, &Xc, &Phi, norms, err))) /* as the client trains on them */
             break;
         /* upper triangle of S += Phi^T Phi; the sum row by row */
         cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)D, (int)b, 1.0, Phi.data,
