@@ -207,5 +207,18 @@ typedef struct fk_sfl_pi_info {
  * a baseline for benchmarks, not for large N. */
 int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode, double eps,
                   double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
+/* (PI') with its kernels at M given centres Z (M x p; spec §9.1 general form, e.g. k-means
+ * centroids): min a^T K_ZZ a s.t. the same constraints on f = K_XZ a, solved on the same dual
+ * with the Gram form K_XZ (K_ZZ + 1e-10 I)^-1 K_XZ^T (Cholesky); a = 1/2 K_ZZ^-1 K_XZ^T (Y)
+ * lambda. m gets M kernels at Z (width w). info->active counts rows with lambda != 0.
+ * FK_ENUMERIC when K_ZZ is not positive definite (repeated centres). O(N^2 + NM) memory. */
+int fk_sfl_pi_fit_centres(const double *X, const double *y, size_t N, int p, const double *Z,
+                          size_t M, double w, int mode, double eps, double c_soft, long T,
+                          fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
+/* k-means (spec §9.5): k-means++ seeding from fk_rng(seed), Lloyd until no row changes cluster
+ * or 100 iterations; an empty cluster takes the row farthest from its centre. C (M x p) gets
+ * the centres, *iters (may be NULL) the Lloyd iterations. 1 <= M <= N. */
+int fk_sfl_kmeans(const double *X, size_t N, int p, size_t M, uint64_t seed, double *C,
+                  size_t *iters, fk_err *err);
 
 #endif
