@@ -626,6 +626,11 @@ void fk__grpc_pool_method_calls(const fk__grpc_pool *P, int m, uint64_t counts[F
     }
 }
 
+uint64_t fk__grpc_pool_thread_accepted(const fk__grpc_pool *P, int i)
+{
+    return i >= 0 && i < P->n ? fk__ctr_get(&P->w[i]->ctr.conns_accepted) : 0;
+}
+
 static void listener_closed(uv_handle_t *h)
 {
     fk__grpc_pool *P = h->data;

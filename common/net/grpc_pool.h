@@ -69,7 +69,13 @@ int fk__grpc_proxy_cancelled(const fk_grpc_call *call);
 const char *fk__grpc_proxy_method(const fk_grpc_call *call);
 void fk__grpc_proxy_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *, void *), void *ud);
 
-/* ---- grpc_server.c, called by grpc_pool.c ---- */
+/* Connections thread i has accepted (0 past the last thread); for tests. */
+uint64_t fk__grpc_pool_thread_accepted(const fk__grpc_pool *p, int i);
+
+/* ---- grpc_server.c, called by grpc_pool.c (and tests) ---- */
+
+/* Connections I/O thread i of s has accepted (0 without I/O threads or past the last). */
+uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i);
 
 /* 1 if call is a proxy: both structs begin with an int that says so. */
 static inline int fk__grpc_call_is_proxy(const fk_grpc_call *call)

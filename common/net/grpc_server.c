@@ -956,6 +956,11 @@ int fk__grpc_server_init_worker(fk_grpc_server **out, uv_loop_t *loop,
     return server_new(out, loop, cfg, ctr, err);
 }
 
+uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i)
+{
+    return s->pool ? fk__grpc_pool_thread_accepted(s->pool, i) : 0;
+}
+
 const char *fk__grpc_server_method(const fk_grpc_server *s, int i, fk_grpc_handler *fn, void **ud)
 {
     if (i < 0 || i >= s->nmethods)
