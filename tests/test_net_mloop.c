@@ -19,7 +19,7 @@
 #include "common/base/uvcheck.h"
 #include "common/net/certs.h"
 #include "common/net/grpc_client.h"
-#include "common/net/grpc_pool.h"
+#include "common/net/grpc_server_int.h"
 #include "common/net/grpc_server.h"
 
 enum { THREADS = 3, CLIENTS = 12, CALLS = 40, BIG = 256 * 1024, MAXHELD = 64 };

@@ -1,4 +1,4 @@
-/* The gRPC server's I/O threads (net.io_threads > 1): see grpc_pool.h for the design and
+/* The gRPC server's I/O threads (net.io_threads > 1): see grpc_server_int.h for the design and
  * docs/architecture.md ("Threads") for who owns what.
  *
  * Messages between the engine loop and an I/O thread are queue nodes (FIFO, one mutex and
@@ -8,7 +8,7 @@
  * the DONE of its call, so the proxy (freed on DONE) is never used after it is freed; and
  * the I/O thread's call stays alive until REPLY (its handler has not let go), so the reply
  * always finds it, even when its connection has closed meanwhile. */
-#include "common/net/grpc_pool.h"
+#include "common/net/grpc_server_int.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -23,8 +23,6 @@
 #include "common/base/uvcheck.h"
 #include "common/net/memacct.h"
 
-/* Pending TCP connections the kernel queues, as with one loop (grpc_server.c). */
-enum { LISTEN_BACKLOG = 1024 };
 enum { ACCEPT_BURST = 64 };     /* accepts per poll wake-up, so replies are not starved */
 enum { ACCEPT_PAUSE_MS = 100 }; /* out of descriptors or memory: wait before accepting again */
 
@@ -438,7 +436,7 @@ static int listen_socket(fk__grpc_pool *P, const struct sockaddr *addr, fk_err *
         return fk_err_set(err, FK_ENET, "socket: %s", strerror(errno));
     int one = 1; /* as libuv's bind: a restarted server takes its port back at once */
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        bind(fd, addr, alen) != 0 || listen(fd, LISTEN_BACKLOG) != 0) {
+        bind(fd, addr, alen) != 0 || listen(fd, FK__GRPC_LISTEN_BACKLOG) != 0) {
         int e = errno;
         close(fd);
         return fk_err_set(err, FK_ENET, "%s", strerror(e));

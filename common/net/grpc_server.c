@@ -11,16 +11,12 @@
 #include "common/base/uvcheck.h"
 #include "common/net/bigbuf.h"
 #include "common/net/grpc_frame.h"
-#include "common/net/grpc_pool.h"
+#include "common/net/grpc_server_int.h"
 #include "common/net/memacct.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
-enum { HPACK_TABLE = 1024 };
-/* Pending TCP connections the kernel queues (capped by net.core.somaxconn): after a restart
- * thousands of clients connect at once, and SYNs beyond the queue wait for a retransmit
- * (1 s, 3 s, ...) before they get another chance. */
-enum { LISTEN_BACKLOG = 1024 };         /* bytes of each HPACK dynamic table (RFC 7541 default 4096) */
+enum { HPACK_TABLE = 1024 }; /* bytes of each HPACK dynamic table (RFC 7541 default 4096) */
 
 typedef struct method {
     char *path;
@@ -1052,7 +1048,7 @@ int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
     }
     int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+        rc = uv_listen((uv_stream_t *)&s->listener, FK__GRPC_LISTEN_BACKLOG, on_connection);
     if (rc != 0)
         return fk_err_set(err, FK_ENET, "cannot listen on %s: %s", hostport, uv_strerror(rc));
     s->listening = 1;

@@ -1,4 +1,4 @@
-/* Internal to the net module: the gRPC server's I/O threads (net.io_threads > 1).
+/* Internal to the net module (grpc_server.c, grpc_pool.c): the gRPC server's I/O threads (net.io_threads > 1).
  *
  * The loop that owns the fk_grpc_server (the "engine loop": handlers, and through them the
  * store, engine and client index, run only there) accepts TCP connections and hands each
@@ -8,8 +8,8 @@
  * registered handler runs there with the proxy as its fk_grpc_call, and the reply travels
  * back the same way to the thread that owns the connection. The threading rules are in
  * docs/architecture.md ("Threads"). */
-#ifndef FK_NET_GRPC_POOL_H
-#define FK_NET_GRPC_POOL_H
+#ifndef FK_NET_GRPC_SERVER_INT_H
+#define FK_NET_GRPC_SERVER_INT_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -20,6 +20,10 @@
 #include "common/net/grpc_server.h"
 
 enum { FK__GRPC_MAX_IO_THREADS = 64 };
+/* Pending TCP connections the kernel queues (capped by net.core.somaxconn): after a restart
+ * thousands of clients connect at once, and SYNs beyond the queue wait for a retransmit
+ * (1 s, 3 s, ...) before they get another chance. */
+enum { FK__GRPC_LISTEN_BACKLOG = 1024 };
 
 /* A server's counters. One thread writes them (the loop that owns the server), any thread
  * may read them: relaxed atomics, no read-modify-write needed. */
