@@ -177,6 +177,7 @@ static int setup(void **state)
     snprintf(sub, sizeof sub, "%s/pki", f->dir);
     assert_int_equal(fk_certs_init_ca(sub, NULL, &o, &err), FK_OK);
     assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "localhost", &o, &err), FK_OK);
+    assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "reloaded", &o, &err), FK_OK);
     o.ips = NULL;
     assert_int_equal(fk_certs_issue(sub, FK_ROLE_CLIENT, "alice", &o, &err), FK_OK);
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -411,6 +412,36 @@ static void shutdown_under_load(void **state)
     assert_int_equal(f->off_thread, 0);
 }
 
+static int all_up(fixture *f)
+{
+    for (int i = 0; i < CLIENTS; i++)
+        if (!f->c[i].up)
+            return 0;
+    return 1;
+}
+
+/* A reloaded certificate (SIGHUP) reaches every I/O thread: the connections made after the
+ * swap, whichever thread takes them, are served with it. */
+static void tls_reload_reaches_every_thread(void **state)
+{
+    fixture *f = *state;
+    start_server(f);
+    char ca[256], crt[256], key[256];
+    fk_err err;
+    paths(f, FK_ROLE_SERVER, "reloaded", ca, crt, key);
+    fk_tls_files sf = {ca, crt, key, NULL, 0};
+    fk_tls_ctx *tls;
+    assert_int_equal(fk_tls_ctx_new(&tls, 1, &sf, &err), FK_OK);
+    fk_grpc_server_set_tls(f->srv, tls);
+    fk_tls_ctx_unref(tls);
+    connect_clients(f);
+    run_until(f, all_up);
+    for (int i = 0; i < CLIENTS; i++)
+        assert_string_equal(fk_grpc_client_peer(f->c[i].cl)->cn, "reloaded");
+    for (int t = 0; t < THREADS; t++)
+        assert_true(fk__grpc_server_thread_accepted(f->srv, t) > 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed peer is an error code, not a kill */
@@ -418,6 +449,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(calls_from_many_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(connection_closed_while_call_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(shutdown_under_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(tls_reload_reaches_every_thread, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
