@@ -39,6 +39,7 @@ typedef struct qnode {
 typedef struct queue {
     uv_mutex_t mu;
     qnode *head, *tail;
+    int woken;        /* a wake-up is on its way and the receiver has not taken the list yet */
     uv_async_t async; /* on the receiving loop */
 } queue;
 
@@ -121,11 +122,12 @@ typedef struct tls_msg {
 
 /* ---- queues ----------------------------------------------------------------- */
 
-static void q_push(queue *q, qnode *n)
+/* Append n; wake the receiver unless lazy (a node that can wait for the next wake-up: a DONE
+ * only frees memory, and every later CALL, CANCEL or EXIT of its thread wakes the loop). */
+static void q_push_as(queue *q, qnode *n, int lazy)
 {
     n->next = NULL;
     uv_mutex_lock(&q->mu);
-    int was_empty = q->head == NULL;
     if (q->tail)
         q->tail->next = n;
     else
@@ -133,9 +135,16 @@ static void q_push(queue *q, qnode *n)
     q->tail = n;
     /* Woken while still locked: once the receiver can take n it may end its loop (an I/O
      * thread's last REPLY), and its async handle must not be touched after that. */
-    if (was_empty)
+    if (!lazy && !q->woken) {
+        q->woken = 1;
         FK_UV_MUST(uv_async_send(&q->async));
+    }
     uv_mutex_unlock(&q->mu);
+}
+
+static void q_push(queue *q, qnode *n)
+{
+    q_push_as(q, n, 0);
 }
 
 static qnode *q_take(queue *q)
@@ -143,6 +152,7 @@ static qnode *q_take(queue *q)
     uv_mutex_lock(&q->mu);
     qnode *n = q->head;
     q->head = q->tail = NULL;
+    q->woken = 0;
     uv_mutex_unlock(&q->mu);
     return n;
 }
@@ -209,7 +219,7 @@ static void worker_reply(worker *w, proxy *p)
     (void)fk_grpc_call_reply_owned(call, p->status, p->has_msg ? p->msg : NULL, p->bytes, p->blen,
                                    p->free_fn);
     w->outstanding--;
-    q_push(&w->pool->in, &p->n_done); /* p is the engine loop's again */
+    q_push_as(&w->pool->in, &p->n_done, 1); /* p is the engine loop's again */
     worker_maybe_end(w);
 }
 
