@@ -81,6 +81,7 @@ struct fk__grpc_pool {
     worker **w;
     int n, running; /* threads started and not yet joined */
     int closing, handles;
+    uint64_t pause_logged_ms, pauses; /* accept pauses: logged at most every 10 s */
     void (*done)(void *);
     void *done_ud;
 };
@@ -429,8 +430,13 @@ static void on_acceptable(uv_poll_t *h, int status, int events)
             continue;
         /* Out of descriptors or memory: the connections wait in the backlog a little
          * (a level-triggered poll would otherwise spin on them). */
-        fk_log(FK_LOG_WARN, "accept_paused", "error=\"%s\" pause_ms=%d", strerror(e),
-               ACCEPT_PAUSE_MS);
+        uint64_t now = uv_now(P->loop);
+        P->pauses++;
+        if (P->pauses == 1 || now - P->pause_logged_ms >= 10000) {
+            fk_log(FK_LOG_WARN, "accept_paused", "error=\"%s\" pause_ms=%d pauses=%llu", strerror(e),
+                   ACCEPT_PAUSE_MS, (unsigned long long)P->pauses);
+            P->pause_logged_ms = now;
+        }
         FK_UV_MUST(uv_poll_stop(&P->poll));
         FK_UV_MUST(uv_timer_start(&P->pause, accept_resume, ACCEPT_PAUSE_MS, 0));
         return;
