@@ -3,11 +3,13 @@
  *
  * Messages between the engine loop and an I/O thread are queue nodes (FIFO, one mutex and
  * one uv_async_t per receiving loop). Per call: the I/O thread sends CALL (a proxy it
- * allocated), maybe CANCEL (the stream ended first), and DONE once it has used the reply;
- * the engine loop sends REPLY. Because one queue is FIFO, a CANCEL always arrives before
- * the DONE of its call, so the proxy (freed on DONE) is never used after it is freed; and
- * the I/O thread's call stays alive until REPLY (its handler has not let go), so the reply
- * always finds it, even when its connection has closed meanwhile. */
+ * allocated) and maybe CANCEL (the stream ended first); the engine loop sends REPLY. The
+ * proxy is counted: one reference for the I/O thread until it has used the REPLY, one for a
+ * CANCEL until the engine loop has handled it; the engine loop never touches a proxy after
+ * its REPLY except through such a CANCEL. So the proxy is freed exactly once, usually by the
+ * thread that allocated it (no cross-thread free on the common path). The I/O thread's own
+ * call stays alive until REPLY (its handler has not let go), so the reply always finds it,
+ * even when its connection has closed meanwhile. */
 #include "common/net/grpc_server_int.h"
 
 #include <errno.h>
@@ -27,7 +29,7 @@ enum { ACCEPT_BURST = 64 };     /* accepts per poll wake-up, so replies are not 
 enum { ACCEPT_PAUSE_MS = 100 }; /* out of descriptors or memory: wait before accepting again */
 
 enum kind {
-    K_CALL, K_CANCEL, K_DONE, K_EXIT, /* I/O thread -> engine loop */
+    K_CALL, K_CANCEL, K_EXIT,         /* I/O thread -> engine loop */
     K_CONN, K_REPLY, K_TLS, K_CLOSE   /* engine loop -> I/O thread */
 };
 
@@ -89,6 +91,7 @@ struct fk__grpc_pool {
 /* The handler's fk_grpc_call for a call that came from an I/O thread. */
 typedef struct proxy {
     int remote; /* always 1, first: fk_grpc_call_* tell proxies from local calls by it */
+    atomic_int refs; /* the I/O thread's until it used the REPLY, + a CANCEL in flight */
     worker *w;
     fk_grpc_call *wcall; /* the I/O thread's call, only touched there */
     int method;
@@ -106,7 +109,7 @@ typedef struct proxy {
     uint8_t *bytes;
     size_t blen;
     void (*free_fn)(void *);
-    qnode n_call, n_cancel, n_done, n_reply;
+    qnode n_call, n_cancel, n_reply;
 } proxy;
 
 typedef struct conn_msg {
@@ -123,9 +126,7 @@ typedef struct tls_msg {
 
 /* ---- queues ----------------------------------------------------------------- */
 
-/* Append n; wake the receiver unless lazy (a node that can wait for the next wake-up: a DONE
- * only frees memory, and every later CALL, CANCEL or EXIT of its thread wakes the loop). */
-static void q_push_as(queue *q, qnode *n, int lazy)
+static void q_push(queue *q, qnode *n)
 {
     n->next = NULL;
     uv_mutex_lock(&q->mu);
@@ -136,16 +137,11 @@ static void q_push_as(queue *q, qnode *n, int lazy)
     q->tail = n;
     /* Woken while still locked: once the receiver can take n it may end its loop (an I/O
      * thread's last REPLY), and its async handle must not be touched after that. */
-    if (!lazy && !q->woken) {
+    if (!q->woken) {
         q->woken = 1;
         FK_UV_MUST(uv_async_send(&q->async));
     }
     uv_mutex_unlock(&q->mu);
-}
-
-static void q_push(queue *q, qnode *n)
-{
-    q_push_as(q, n, 0);
 }
 
 static qnode *q_take(queue *q)
@@ -176,10 +172,20 @@ static void worker_srv_closed(void *ud)
     worker_maybe_end(w);
 }
 
+static void proxy_unref(proxy *p)
+{
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+        fk_memacct_add(FK_MEM_CALL, -(long)sizeof *p);
+        free(p);
+    }
+}
+
+/* Runs at most once per call, and never after its REPLY was used (that clears it). */
 static void fwd_cancelled(fk_grpc_call *call, void *ud)
 {
     (void)call;
     proxy *p = ud;
+    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); /* the CANCEL's */
     q_push(&p->w->pool->in, &p->n_cancel);
 }
 
@@ -189,13 +195,14 @@ static void fwd_handler(fk_grpc_call *call, const fk_tls_peer *peer, const uint8
 {
     fwd *f = ud;
     worker *w = f->w;
-    proxy *p = calloc(1, sizeof *p);
+    proxy *p = malloc(sizeof *p); /* not zeroed: 1.4 KB, mostly the peer copied below */
     if (!p) {
         (void)fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
         return;
     }
     fk_memacct_add(FK_MEM_CALL, (long)sizeof *p);
     p->remote = 1;
+    atomic_init(&p->refs, 1);
     p->w = w;
     p->wcall = call;
     p->method = f->method;
@@ -203,9 +210,16 @@ static void fwd_handler(fk_grpc_call *call, const fk_tls_peer *peer, const uint8
     p->len = len;
     p->deadline = deadline; /* uv_now of either loop: both read the same monotonic clock */
     p->peer = *peer;
+    p->cancelled = p->replied = 0;
+    p->cancel_cb = NULL;
+    p->cancel_ud = NULL;
+    p->status = p->has_msg = 0;
+    p->msg[0] = '\0';
+    p->bytes = NULL;
+    p->blen = 0;
+    p->free_fn = NULL;
     p->n_call.kind = K_CALL;
     p->n_cancel.kind = K_CANCEL;
-    p->n_done.kind = K_DONE;
     p->n_reply.kind = K_REPLY;
     w->outstanding++;
     fk_grpc_call_on_cancel(call, fwd_cancelled, p);
@@ -220,7 +234,7 @@ static void worker_reply(worker *w, proxy *p)
     (void)fk_grpc_call_reply_owned(call, p->status, p->has_msg ? p->msg : NULL, p->bytes, p->blen,
                                    p->free_fn);
     w->outstanding--;
-    q_push_as(&w->pool->in, &p->n_done, 1); /* p is the engine loop's again */
+    proxy_unref(p);
     worker_maybe_end(w);
 }
 
@@ -349,12 +363,7 @@ static void engine_wake(uv_async_t *a)
                 if (p->cancel_cb)
                     p->cancel_cb((fk_grpc_call *)(void *)p, p->cancel_ud);
             }
-            break;
-        }
-        case K_DONE: {
-            proxy *p = OWNER(n, proxy, n_done);
-            fk_memacct_add(FK_MEM_CALL, -(long)sizeof *p);
-            free(p);
+            proxy_unref(p); /* the CANCEL's reference; the last one if the REPLY was used */
             break;
         }
         case K_EXIT:
