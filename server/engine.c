@@ -18,6 +18,8 @@ typedef struct slot {
     int answered;
     int failed;     /* the client reported it cannot do this task: not asked again */
     int refused;    /* failed because its update was refused (or it is excluded) */
+    int gone;       /* failed because its session ended (fk_engine_client_gone): asked again
+                     * once it joins again or sends anything for this phase */
     char why[256];  /* its reason, for the dropout log */
     uint8_t *task;
     size_t task_len;
@@ -36,7 +38,8 @@ typedef struct job {
     slot *slots; /* the round's planned clients, ascending */
     int n_slots;
     int answered;
-    int failed; /* slots whose client reported a failure this phase */
+    int failed; /* slots whose client reported a failure this phase (gone ones included) */
+    int n_gone; /* of those, slots whose client's session ended */
     double deadline;
     int *refusals;           /* per client: updates refused over the job (this server run) */
     unsigned char *excluded; /* per client: refused max_refusals times, left out of every phase */
@@ -52,6 +55,8 @@ struct fk_engine {
     int n_jobs, cap;
     fk_engine_stats stats;
     uint64_t generation;
+    int (*gone)(void *ud, const char *identity); /* fk_engine_set_presence; NULL: all present */
+    void *gone_ud;
 };
 
 static double mono_seconds(void)
@@ -72,10 +77,12 @@ static void free_tasks(job *j)
         j->slots[i].answered = 0;
         j->slots[i].failed = 0;
         j->slots[i].refused = 0;
+        j->slots[i].gone = 0;
         j->slots[i].why[0] = '\0';
     }
     j->answered = 0;
     j->failed = 0;
+    j->n_gone = 0;
 }
 
 static void job_free(job *j)
@@ -202,6 +209,39 @@ static void mark_excluded(job *j)
     }
 }
 
+/* A planned client whose session ended is a dropout of the phase at once: nobody waits for a
+ * client killed without a word (the phase closes when the others answered, with quorum). */
+static void slot_gone(job *j, slot *s)
+{
+    if (s->answered || s->failed)
+        return;
+    s->failed = s->gone = 1;
+    snprintf(s->why, sizeof s->why,
+             "its session ended (no heartbeat for 3 intervals, or it sent Leave)");
+    j->failed++;
+    j->n_gone++;
+}
+
+/* The client is back (joined again, or sent something for this phase): asked again. */
+static void slot_back(job *j, slot *s)
+{
+    if (!s->gone)
+        return;
+    s->failed = s->gone = 0;
+    s->why[0] = '\0';
+    j->failed--;
+    j->n_gone--;
+}
+
+/* The planned clients whose session has ended when the phase opens: O(1) each (a hash
+ * lookup in the service's client index), so O(K) a phase like the tasks themselves. */
+static void mark_gone(fk_engine *e, job *j)
+{
+    for (int i = 0; e->gone && i < j->n_slots; i++)
+        if (!j->slots[i].failed && e->gone(e->gone_ud, j->conf.clients[j->slots[i].client]))
+            slot_gone(j, &j->slots[i]);
+}
+
 /* Every planned client's task for the current phase, in client order (as the simulator). */
 static int make_tasks(fk_engine *e, job *j, fk_err *err)
 {
@@ -218,6 +258,7 @@ static int make_tasks(fk_engine *e, job *j, fk_err *err)
     }
     fk_bundle_close(&b);
     mark_excluded(j);
+    mark_gone(e, j);
     return rc;
 }
 
@@ -499,7 +540,7 @@ static void end_phase(fk_engine *e, job *j, double now);
 static void retry_round(fk_engine *e, job *j, double now, const char *why);
 
 typedef struct slot_mark {
-    int failed, refused;
+    int failed, refused, gone;
     char why[256];
 } slot_mark;
 
@@ -509,21 +550,24 @@ static void marks_save(const job *j, slot_mark *m)
     for (int i = 0; i < j->n_slots; i++) {
         m[i].failed = j->slots[i].failed;
         m[i].refused = j->slots[i].refused;
+        m[i].gone = j->slots[i].gone;
         memcpy(m[i].why, j->slots[i].why, sizeof m[i].why);
     }
 }
 
 static void marks_restore(job *j, const slot_mark *m)
 {
-    j->failed = 0;
+    j->failed = j->n_gone = 0;
     for (int i = 0; i < j->n_slots; i++) {
         slot *s = &j->slots[i];
         if (!s->failed && m[i].failed) {
             s->failed = 1;
             s->refused = m[i].refused;
+            s->gone = m[i].gone;
             memcpy(s->why, m[i].why, sizeof s->why);
         }
         j->failed += s->failed;
+        j->n_gone += s->gone;
     }
 }
 
@@ -842,11 +886,13 @@ static void store_ok(job *j)
     j->store_failures = 0;
 }
 
-/* Every planned client answered or reported that it cannot: waiting longer changes nothing. */
+/* Every planned client answered or reported that it cannot: waiting longer changes nothing.
+ * Clients whose session ended may still come back, so a phase that needs them for its quorum
+ * waits for them until its deadline (as before there was a session to watch). */
 static int phase_complete(const job *j)
 {
     return j->state == FK_JOB_RUNNING && !j->stalled && j->n_slots > 0 &&
-           j->answered + j->failed == j->n_slots;
+           j->answered + j->failed == j->n_slots && (j->n_gone == 0 || j->answered >= quorum(j));
 }
 
 /* A complete phase closes at once: aggregated with quorum, else a new attempt. */
@@ -1204,6 +1250,7 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
     if (!s)
         return fk_err_set(err, FK_ESTATE, "client '%s' was not asked in job %lld round %d",
                           p->identity, (long long)j->id, j->round);
+    slot_back(j, s); /* its session had ended, but here it is: counted like any other */
     if (s->failed && s->refused)
         return fk_err_set(err, FK_ESTATE,
                           "client '%s' counts as a dropout of job %lld round %d phase %d (%.300s)",
@@ -1369,9 +1416,54 @@ int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, 
             return 0;
         int c = fk_jobconf_client_index(&j->conf, identity);
         slot *s = c < 0 ? NULL : find_slot(j, c);
-        return s && !s->answered && !s->failed;
+        return s && !s->answered && (!s->failed || s->gone);
     }
     return 0;
+}
+
+void fk_engine_set_presence(fk_engine *e, int (*gone)(void *ud, const char *identity), void *ud)
+{
+    e->gone = gone;
+    e->gone_ud = ud;
+}
+
+/* The slot identity holds in job j's open phase, or NULL. */
+static slot *open_slot(job *j, const char *identity)
+{
+    if (j->state != FK_JOB_RUNNING || j->stalled)
+        return NULL;
+    int c = fk_jobconf_client_index(&j->conf, identity);
+    return c < 0 ? NULL : find_slot(j, c);
+}
+
+void fk_engine_client_gone(fk_engine *e, const char *identity, double now)
+{
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        slot *s = open_slot(j, identity);
+        if (!s || s->answered || s->failed || !s->task)
+            continue;
+        slot_gone(j, s);
+        fk_log(FK_LOG_INFO, "planned_client_gone",
+               "job=%lld round=%d attempt=%d phase=%d client=%s answered=%d planned=%d",
+               (long long)j->id, j->round, j->attempt, j->phase, identity, j->answered,
+               j->n_slots);
+        if (phase_complete(j))
+            end_phase(e, j, now);
+    }
+    reap(e);
+}
+
+void fk_engine_client_back(fk_engine *e, const char *identity)
+{
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        slot *s = open_slot(j, identity);
+        if (s && s->gone) {
+            slot_back(j, s);
+            e->generation++; /* it has a task again: a waiting poll of it may take it */
+        }
+    }
 }
 
 int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)

@@ -518,6 +518,26 @@ static int new_session(fk_service *s, fk_client_rec *r, fk_err *err)
     return fk_clients_set_session(&s->clients, r, id, err);
 }
 
+static void batch_flush(fk_service *s);
+
+/* The round engine asks this when a phase opens: a client gone is planned as a dropout. */
+static int presence_gone(void *ud, const char *identity)
+{
+    const fk_client_rec *r = fk_clients_find(&((fk_service *)ud)->clients, identity);
+    return r && r->gone;
+}
+
+/* r's session ended (expired or Leave): the phases waiting for it stop waiting (with quorum).
+ * The engine may close a phase here, so staged updates are committed and counted first. */
+static void client_gone(fk_service *s, fk_client_rec *r, double now)
+{
+    if (r->gone)
+        return;
+    r->gone = 1;
+    batch_flush(s);
+    fk_engine_client_gone(s->e, r->identity, now);
+}
+
 /* A client that sends no Heartbeat for SESSION_MISSED intervals has gone (killed, or stopped
  * while a long poll kept it from sending Leave): its session ends, so the clients-connected
  * gauge counts live clients. One that comes back is told to Join again. */
@@ -535,6 +555,7 @@ static void expire_sessions(fk_service *s, double now)
                    "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
                    r->identity, r->session, now - r->seen, SESSION_MISSED);
             fk_clients_end_session(&s->clients, r);
+            client_gone(s, r, now);
         }
     }
 }
@@ -573,6 +594,10 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     }
     s->stats.joins++;
     note_seen(s, ss, 1);
+    if (ss->gone) { /* back: planned like any other client again */
+        ss->gone = 0;
+        fk_engine_client_back(s->e, id);
+    }
     fk_roster_set sets[16];
     int n_sets = 0;
     for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
@@ -1168,6 +1193,8 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (fk_clients_get(&s->clients, identity_of(peer), &r, &err) == FK_OK) {
         note_seen(s, r, 1);
         fk_clients_end_session(&s->clients, r); /* gone: no longer counted as connected */
+        client_gone(s, r, fk_service_now());
+        wake_waiters(s); /* a phase may have closed: new tasks */
     }
     fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
     reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
@@ -1554,8 +1581,8 @@ static void on_tick(uv_timer_t *t)
     /* A failed tick (the store) is logged; the timer tries again on its next turn. */
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
+    expire_sessions(s, now); /* before the waiters: a phase may close without the expired */
     wake_waiters(s);
-    expire_sessions(s, now);
     /* Prediction requests whose clients all answered or whose deadline passed. */
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
@@ -1645,6 +1672,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     s->handles++;
     s->tick.data = s;
     FK_UV_MUST(uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms));
+    fk_engine_set_presence(e, presence_gone, s);
     *out = s;
     return FK_OK;
 }
@@ -1705,6 +1733,7 @@ void fk_service_free(fk_service *s)
     fk_fanout_close(s->fo);
     fk_roster_free(s->roster);
     free(s->batch);
+    fk_engine_set_presence(s->e, NULL, NULL); /* the engine may outlive the client index */
     fk_clients_close(&s->clients);
     free(s);
 }
