@@ -19,8 +19,9 @@ typedef struct fk_client_rec {
     char identity[FK_IDENTITY_CAP];
     char session[33]; /* 128 random bits in hex; "" before the first Join */
     int queued;       /* on the last_seen write queue */
-    int gone;         /* its session ended (expired, or Leave) and it has not joined again:
+    int gone;         /* its session ended (expired, or Leave) and it has made no call since:
                        * the round engine plans it as a dropout (fk_engine_set_presence) */
+    int polls;        /* PullTask calls of it parked now: a client waiting on one is alive */
     double written;   /* last_seen last stored (-INFINITY: never) */
     double seen;      /* last_seen to store */
 } fk_client_rec;

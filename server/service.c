@@ -32,8 +32,9 @@ typedef struct waiter {
     struct fk_service *s;
     fk_grpc_call *call; /* NULL once answered */
     char identity[FK_IDENTITY_CAP];
+    int counted; /* in its client record's polls */
     uv_timer_t timer;
-    struct waiter *next;
+    struct waiter *next, **pprev; /* doubly linked: a drop is O(1), not a scan of the list */
 } waiter;
 
 /* A chunked update being reassembled. */
@@ -277,11 +278,12 @@ static void waiter_closed(uv_handle_t *h)
 /* Unlink w and release its timer (the call must already be answered). */
 static void waiter_drop(fk_service *s, waiter *w)
 {
-    for (waiter **p = &s->waiting; *p; p = &(*p)->next)
-        if (*p == w) {
-            *p = w->next;
-            break;
-        }
+    *w->pprev = w->next;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    fk_client_rec *r = w->counted ? fk_clients_find(&s->clients, w->identity) : NULL;
+    if (r && r->polls > 0)
+        r->polls--;
     s->stats.waiting_polls--;
     FK_UV_MUST(uv_timer_stop(&w->timer));
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
@@ -474,10 +476,18 @@ static void park(fk_service *s, fk_grpc_call *call, const char *identity, uint64
     w->s = s;
     w->call = call;
     snprintf(w->identity, sizeof w->identity, "%s", identity);
+    fk_client_rec *r = fk_clients_find(&s->clients, identity);
+    if (r) {
+        r->polls++;
+        w->counted = 1;
+    }
     FK_UV_MUST(uv_timer_init(s->loop, &w->timer));
     s->handles++;
     w->timer.data = w;
     w->next = s->waiting;
+    w->pprev = &s->waiting;
+    if (s->waiting)
+        s->waiting->pprev = &w->next;
     s->waiting = w;
     s->stats.waiting_polls++;
     fk_grpc_call_on_cancel(call, waiter_cancelled, w);
@@ -538,9 +548,27 @@ static void client_gone(fk_service *s, fk_client_rec *r, double now)
     fk_engine_client_gone(s->e, r->identity, now);
 }
 
-/* A client that sends no Heartbeat for SESSION_MISSED intervals has gone (killed, or stopped
- * while a long poll kept it from sending Leave): its session ends, so the clients-connected
- * gauge counts live clients. One that comes back is told to Join again. */
+/* A call from a client that has joined before: it is alive (its session's clock restarts), and
+ * one taken for gone is planned again (its session, if it ended, still needs a new Join). */
+static void client_called(fk_service *s, const char *identity)
+{
+    fk_client_rec *r = fk_clients_find(&s->clients, identity);
+    if (!r)
+        return;
+    note_seen(s, r, 0);
+    if (r->gone) {
+        r->gone = 0;
+        fk_engine_client_back(s->e, identity);
+    }
+}
+
+/* A client that sends no call for SESSION_MISSED heartbeat intervals and has no PullTask
+ * parked has gone (killed, or stopped while a long poll kept it from sending Leave): its
+ * session ends, so the clients-connected gauge counts live clients, and the rounds stop waiting
+ * for it. One that comes back is told to Join again. A parked poll is cancelled when its
+ * connection closes, so it keeps only a connected client alive; a slow heartbeat behind a
+ * large upload (latency) does not end the session of a client that is still pulling and
+ * pushing. */
 enum { SESSION_MISSED = 3 };
 static void expire_sessions(fk_service *s, double now)
 {
@@ -550,7 +578,7 @@ static void expire_sessions(fk_service *s, double now)
     s->sessions_checked = now;
     for (int i = 0; i < s->clients.n; i++) {
         fk_client_rec *r = &s->clients.recs[i];
-        if (r->session[0] && now - r->seen > idle) {
+        if (r->session[0] && now - r->seen > idle && !r->polls) {
             fk_log(FK_LOG_INFO, "session_expired",
                    "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
                    r->identity, r->session, now - r->seen, SESSION_MISSED);
@@ -594,10 +622,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     }
     s->stats.joins++;
     note_seen(s, ss, 1);
-    if (ss->gone) { /* back: planned like any other client again */
-        ss->gone = 0;
-        fk_engine_client_back(s->e, id);
-    }
+    client_called(s, id); /* back, if it was taken for gone */
     fk_roster_set sets[16];
     int n_sets = 0;
     for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
@@ -638,6 +663,7 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_service *s = ud;
     if (!allowed(s, call, peer))
         return;
+    client_called(s, identity_of(peer));
     fedkern_v1_PullTaskRequest in;
     if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
@@ -1084,6 +1110,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     const char *id = identity_of(peer);
+    client_called(s, id);
     s->stats.pushes++;
     s->stats.bytes_in += len;
     fedkern_v1_PushUpdateRequest in;
