@@ -177,6 +177,11 @@ typedef struct fk_engine_stats {
     uint64_t updates_refused;  /* by the report or method checks, or blamed for an aggregation */
     uint64_t clients_excluded; /* from a job after max_refusals refusals */
     double aggregation_seconds;
+    /* Closing phases and rounds once their last update is in (aggregate, checkpoint, the next
+     * round's plan and tasks): wall and thread CPU seconds, and the wall seconds of the store
+     * commits among them (the fsync share). Per round: the round's overhead on the server. */
+    uint64_t phase_ends;
+    double end_seconds, end_cpu_seconds, end_commit_seconds;
     int jobs_stalled; /* running jobs waiting for the state store to take writes again */
 } fk_engine_stats;
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);

@@ -417,6 +417,8 @@ static void wake_waiters(fk_service *s)
         return;
     s->woken_gen = gen;
     s->woken_fo_gen = fgen;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     waiter *w = s->waiting;
     while (w) {
         waiter *next = w->next;
@@ -434,6 +436,10 @@ static void wake_waiters(fk_service *s)
         }
         w = next;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->stats.wakes++;
+    s->stats.wake_seconds +=
+        (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
 static void waiter_timeout(uv_timer_t *timer)
