@@ -231,6 +231,59 @@ static void on_term(uv_signal_t *s, int signum)
     uv_stop(s->loop);
 }
 
+/* The load generator's agents, started in waves: at most RAMP_INFLIGHT of them between their
+ * start and their first Join, so 10,000 clients join without a storm of handshakes that time
+ * out and retry (the bench measures rounds, not storms; `bench load --storm` does those). */
+enum { RAMP_INFLIGHT = 64 };
+
+typedef struct ramp {
+    uv_loop_t *loop;
+    fk_agent **agents;
+    const char *pki;
+    int port, n, started, scan; /* agents [0, scan) have joined */
+    uv_timer_t timer;
+} ramp;
+
+static void start_agent(ramp *r, int i)
+{
+    char ca[512], cert[512], key[512];
+    snprintf(ca, sizeof ca, "%s/ca.pem", r->pki);
+    snprintf(cert, sizeof cert, "%s/client-l%d.pem", r->pki, i);
+    snprintf(key, sizeof key, "%s/client-l%d.key", r->pki, i);
+    fk_tls_files f = {ca, cert, key, NULL, 0};
+    fk_tls_ctx *tls;
+    fk_err err;
+    if (fk_tls_ctx_new(&tls, 0, &f, &err))
+        _exit(3);
+    fk_agent_config ac = {.host = "127.0.0.1", .port = r->port, .server_name = "server",
+                          .tls = tls, .find = find_loadgen, .data = dummy_data,
+                          .backoff_max_ms = 1000};
+    fk_net_limits_default(&ac.limits);
+    if (fk_agent_start(&r->agents[i], r->loop, &ac, &err))
+        _exit(4);
+    fk_tls_ctx_unref(tls);
+}
+
+static void ramp_tick(uv_timer_t *t)
+{
+    ramp *r = t->data;
+    fk_agent_stats st;
+    for (; r->scan < r->started; r->scan++) {
+        fk_agent_stats_get(r->agents[r->scan], &st);
+        if (!st.joins)
+            break;
+    }
+    int inflight = 0;
+    for (int i = r->scan; i < r->started; i++) {
+        fk_agent_stats_get(r->agents[i], &st);
+        inflight += !st.joins;
+    }
+    while (r->started < r->n && inflight++ < RAMP_INFLIGHT)
+        start_agent(r, r->started++);
+    if (r->started == r->n)
+        FK_UV_MUST(uv_timer_stop(t));
+}
+
 /* Child: n agents on one loop until SIGTERM. */
 static void loadgen_main(const char *pki, int port, int n)
 {
@@ -240,25 +293,13 @@ static void loadgen_main(const char *pki, int port, int n)
         _exit(2);
     if (fk_dataset_init(&dummy, 1, 1, 0))
         _exit(2);
-    fk_agent **agents = calloc((size_t)n, sizeof *agents);
-    for (int i = 0; agents && i < n; i++) {
-        char ca[512], cert[512], key[512];
-        snprintf(ca, sizeof ca, "%s/ca.pem", pki);
-        snprintf(cert, sizeof cert, "%s/client-l%d.pem", pki, i);
-        snprintf(key, sizeof key, "%s/client-l%d.key", pki, i);
-        fk_tls_files f = {ca, cert, key, NULL, 0};
-        fk_tls_ctx *tls;
-        fk_err err;
-        if (fk_tls_ctx_new(&tls, 0, &f, &err))
-            _exit(3);
-        fk_agent_config ac = {.host = "127.0.0.1", .port = port, .server_name = "server",
-                              .tls = tls, .find = find_loadgen, .data = dummy_data,
-                              .backoff_max_ms = 1000};
-        fk_net_limits_default(&ac.limits);
-        if (fk_agent_start(&agents[i], &loop, &ac, &err))
-            _exit(4);
-        fk_tls_ctx_unref(tls);
-    }
+    static ramp r;
+    r = (ramp){.loop = &loop, .pki = pki, .port = port, .n = n};
+    if (!(r.agents = calloc((size_t)n, sizeof *r.agents)))
+        _exit(2);
+    FK_UV_MUST(uv_timer_init(&loop, &r.timer));
+    r.timer.data = &r;
+    FK_UV_MUST(uv_timer_start(&r.timer, ramp_tick, 0, 5));
     uv_signal_t sig;
     if (uv_signal_init(&loop, &sig) || uv_signal_start(&sig, on_term, SIGTERM))
         _exit(5); /* without its stop signal the bench could not end this child */
