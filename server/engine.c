@@ -786,6 +786,7 @@ static int mark_answered(void *ctx, const fk_store_update *u, fk_err *err)
     job *j = ctx;
     slot *s = find_slot(j, u->client);
     if (s && !s->answered) {
+        slot_back(j, s); /* taken for gone at the reload, but its update is in */
         s->answered = 1;
         j->answered++;
     }

@@ -1118,6 +1118,28 @@ static void gone_client_comes_back(void **state)
     round_rows(f, id, 1, 6, "");
 }
 
+/* A client that answered and then went is not a dropout: a reload from the store (here the
+ * stalled round close retried) counts its stored update, and the phase closes at once. */
+static void answered_then_gone_survives_a_reload(void **state)
+{
+    fed *f = *state;
+    fk_err err;
+    fk_engine_set_presence(f->e, presence, f);
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\nrounds = 1\n"));
+    fk_store_test_fail_commits(f->st, N_CLIENTS, 1); /* the six updates, then the close fails */
+    for (int c = 0; c < N_CLIENTS; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING); /* stalled */
+    f->gone = 1u << 0;
+    fk_engine_client_gone(f->e, "c0", f->now); /* answered: nothing to drop */
+    f->now += 1.5;
+    double next;
+    assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    round_rows(f, id, 1, 6, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1139,6 +1161,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(gone_client_is_not_waited_for, setup, teardown),
         cmocka_unit_test_setup_teardown(client_gone_mid_phase_closes_it, setup, teardown),
         cmocka_unit_test_setup_teardown(gone_client_comes_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(answered_then_gone_survives_a_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
