@@ -30,6 +30,7 @@ struct fk_store {
     int fail_commits; /* this many fail like a full disk */
     fk_store_stats stats;
     int normal;  /* fk_store_set_full_sync(0): synchronous=NORMAL throughout */
+    int strict;  /* fk_store_set_full_sync(2): relaxed transactions fsync too (benchmarks) */
     int relaxed; /* a fk_store_begin_relaxed transaction is open (synchronous=NORMAL) */
 };
 
@@ -465,14 +466,16 @@ int fk_store_set_full_sync(fk_store *st, int full, fk_err *err)
 {
     int rc = exec(st, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
                   "set synchronous", err);
-    if (!rc)
+    if (!rc) {
         st->normal = !full;
+        st->strict = full == 2;
+    }
     return rc;
 }
 
 int fk_store_begin_relaxed(fk_store *st, fk_err *err)
 {
-    if (!st->normal) {
+    if (!st->normal && !st->strict) {
         int rc = exec_cached(st, "PRAGMA synchronous=NORMAL", "relax synchronous", err);
         if (rc)
             return rc;

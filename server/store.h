@@ -33,7 +33,8 @@ FK_CHECKRETURN int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *
 FK_CHECKRETURN int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
 FK_CHECKRETURN int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
 /* full = 0 relaxes synchronous=FULL to NORMAL (WAL: survives a process crash,
- * not a power cut). Benchmarks only, to tell protocol time from fsync time. */
+ * not a power cut); full = 2 fsyncs the fk_store_begin_relaxed transactions too (as before
+ * they existed). Benchmarks only, to tell protocol time from fsync time. */
 FK_CHECKRETURN int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
 
 /* Transactions group the writes of one state change (a round's close, or a
