@@ -259,6 +259,7 @@ static void start_agent(ramp *r, int i)
                           .tls = tls, .find = find_loadgen, .data = dummy_data,
                           .backoff_max_ms = 1000, .call_ms = 600000};
     fk_net_limits_default(&ac.limits);
+    ac.limits.keepalive_timeout_ms = 600000; /* a starved peer is slow, not gone (below) */
     if (fk_agent_start(&r->agents[i], r->loop, &ac, &err))
         _exit(4);
     fk_tls_ctx_unref(tls);
@@ -390,18 +391,23 @@ static void svc_closed(void *ud)
 
 /* One configuration: n load-generator clients (a forked process) against the real engine,
  * service and store in this process, `rounds` rounds of dim values each. */
-static int bench_n(int n, int rounds, long dim, int full_sync, int json, const char *tmp)
+static int bench_n(int n, int rounds, long dim, int full_sync, int json, const char *tmp,
+                   const char *pki_dir)
 {
-    /* a fresh PKI and state database per configuration: no run sees another's sessions */
-    char pki[256], db[256];
-    snprintf(pki, sizeof pki, "%s/pki-%d-%d", tmp, n, full_sync);
+    /* a fresh state database per configuration: no run sees another's sessions; a fresh PKI
+     * too, unless --pki_dir keeps one per client count (10,000 certificates take minutes) */
+    char pki[256], db[256], ca_pem[300];
+    snprintf(pki, sizeof pki, "%s/pki-%d-%d", pki_dir ? pki_dir : tmp, n, pki_dir ? 0 : full_sync);
     snprintf(db, sizeof db, "%s/state-%d-%d.db", tmp, n, full_sync);
+    snprintf(ca_pem, sizeof ca_pem, "%s/client-l%d.pem", pki, n - 1);
     fk_err err;
     fk_cert_opts so = {.ips = "127.0.0.1"};
-    if (fk_certs_init_ca(pki, NULL, NULL, &err) ||
+    if (pki_dir && access(ca_pem, R_OK) == 0)
+        ; /* issued by an earlier run */
+    else if (fk_certs_init_ca(pki, NULL, NULL, &err) ||
         fk_certs_issue(pki, FK_ROLE_SERVER, "server", &so, &err))
         return fprintf(stderr, "bench server: %s\n", err.msg), 1;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; (!pki_dir || access(ca_pem, R_OK)) && i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "l%d", i);
         if (fk_certs_issue(pki, FK_ROLE_CLIENT, name, NULL, &err))
@@ -428,6 +434,8 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_tls_ctx *tls;
     fk_grpc_server_config gc = {.drain_ms = 200};
     fk_net_limits_default(&gc.limits);
+    /* the load generator answers PINGs late while it builds 10,000 uploads: not a dead peer */
+    gc.limits.keepalive_timeout_ms = 600000;
     /* Past 2,000 clients one round's uploads keep the shared 2-core machine (server and load
      * generator) busy for longer than a heartbeat's deadline (4 intervals of 5 s): the clients
      * would take their connections for stalled and reconnect, and the bench would measure a
@@ -610,7 +618,7 @@ int fk_bench_server(int argc, char **argv)
     if (rc || fk_params_get(&p, "help")) {
         fprintf(rc ? stderr : stdout,
                 "usage: fedkern bench server [--clients 100] [--rounds 5] [--dim 1000]\n"
-                "                            [--sync full,normal] [--json]\n"
+                "                            [--sync full,normal] [--pki_dir DIR] [--json]\n"
                 "sync=full is the server's setting (every acknowledged update fsync'd; a\n"
                 "round's close and the next round's open, computed from those, are not);\n"
                 "sync=normal shows the same run without the per-update fsync; sync=strict\n"
@@ -629,6 +637,7 @@ int fk_bench_server(int argc, char **argv)
         fk_params_close(&p);
         return 2;
     }
+    const char *pki_dir = fk_params_str(&p, "pki_dir", NULL);
     char list[256];
     snprintf(list, sizeof list, "%s", fk_params_str(&p, "clients", "100"));
     char tmp[] = "/tmp/fk-bench-server-XXXXXX";
@@ -647,11 +656,11 @@ int fk_bench_server(int argc, char **argv)
             break;
         }
         if (strstr(sync, "strict"))
-            rc |= bench_n(n, (int)rounds, dim, 2, json, tmp);
+            rc |= bench_n(n, (int)rounds, dim, 2, json, tmp, pki_dir);
         if (strstr(sync, "full"))
-            rc |= bench_n(n, (int)rounds, dim, 1, json, tmp);
+            rc |= bench_n(n, (int)rounds, dim, 1, json, tmp, pki_dir);
         if (strstr(sync, "normal"))
-            rc |= bench_n(n, (int)rounds, dim, 0, json, tmp);
+            rc |= bench_n(n, (int)rounds, dim, 0, json, tmp, pki_dir);
         bench_aggregate(n, 100000, json);
     }
     char cmd[128];
