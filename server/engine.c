@@ -1526,19 +1526,25 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     s->phase = row.phase;
     snprintf(s->method, sizeof s->method, "%s", row.method);
     snprintf(s->failure, sizeof s->failure, "%s", row.failure);
+    job *j = find_job(e, id);
     fk_jobconf conf;
     fk_err ignore;
-    if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK) {
+    if (j) { /* running: its parsed config is in memory (a parse is O(K log K) at K clients) */
+        snprintf(s->name, sizeof s->name, "%s", j->conf.name);
+        s->rounds = j->conf.rounds;
+        s->n_clients = j->conf.n_clients;
+    } else if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK) {
         const fk_method *m = (e->o.find ? e->o.find : fk_method_find)(conf.method, &ignore);
         if (m)
             fk_jobconf_set_method(&conf, m);
         snprintf(s->name, sizeof s->name, "%s", conf.name);
         s->rounds = conf.rounds;
         s->n_clients = conf.n_clients;
+        fk_jobconf_close(&conf);
+    } else {
+        fk_jobconf_close(&conf);
     }
-    fk_jobconf_close(&conf);
     fk_store_job_free(&row);
-    job *j = find_job(e, id);
     if (j && !s->failure[0])
         snprintf(s->failure, sizeof s->failure, "%s", j->note);
     if (j && !s->failure[0]) /* a running job: what the clients missing this phase said */
