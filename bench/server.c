@@ -477,6 +477,13 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         waitpid(child, NULL, 0);
         return 1;
     }
+    /* The server's CPU with every client joined and no job (heartbeats, keepalive PINGs, the
+     * connections' timers): a cost per client and second, not per update, that a long round
+     * at many clients adds to the CPU per update; reported apart and subtracted below. */
+    double idle_cpu0 = cpu_seconds(), idle_t0 = fk_bench_now();
+    while (fk_bench_now() - idle_t0 < 5.0)
+        FK_UV_MUST(uv_run(&r.loop, UV_RUN_ONCE));
+    double idle_rate = (cpu_seconds() - idle_cpu0) / (fk_bench_now() - idle_t0);
     /* the timed part: one job of `rounds` rounds, the loop runs until watch_job sees it end */
     char conf[256];
     snprintf(conf, sizeof conf,
@@ -559,6 +566,9 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     /* per update without the round closes (whose aggregation is O(updates x dim) too) */
     fk_bench_emit(json, "server", c, "server_cpu_ms_per_update_outside_close",
                   1e3 * (cpu - es.end_cpu_seconds) / upd, NULL);
+    fk_bench_emit(json, "server", c, "idle_cpu_ms_per_s", 1e3 * idle_rate, NULL);
+    fk_bench_emit(json, "server", c, "server_cpu_ms_per_update_net_of_idle",
+                  1e3 * (cpu - idle_rate * wall) / upd, NULL);
     fk_bench_emit(json, "server", c, "job_ok", r.ok, NULL);
     fflush(stdout);
     /* teardown in the daemon's order: clients gone, handles closed, loop drained, then state */
