@@ -231,6 +231,60 @@ static void on_term(uv_signal_t *s, int signum)
     uv_stop(s->loop);
 }
 
+/* The load generator's agents, started in waves: at most RAMP_INFLIGHT of them between their
+ * start and their first Join, so 10,000 clients join without a storm of handshakes that time
+ * out and retry (the bench measures rounds, not storms; `bench load --storm` does those). */
+enum { RAMP_INFLIGHT = 64 };
+
+typedef struct ramp {
+    uv_loop_t *loop;
+    fk_agent **agents;
+    const char *pki;
+    int port, n, started, scan; /* agents [0, scan) have joined */
+    uv_timer_t timer;
+} ramp;
+
+static void start_agent(ramp *r, int i)
+{
+    char ca[512], cert[512], key[512];
+    snprintf(ca, sizeof ca, "%s/ca.pem", r->pki);
+    snprintf(cert, sizeof cert, "%s/client-l%d.pem", r->pki, i);
+    snprintf(key, sizeof key, "%s/client-l%d.key", r->pki, i);
+    fk_tls_files f = {ca, cert, key, NULL, 0};
+    fk_tls_ctx *tls;
+    fk_err err;
+    if (fk_tls_ctx_new(&tls, 0, &f, &err))
+        _exit(3);
+    fk_agent_config ac = {.host = "127.0.0.1", .port = r->port, .server_name = "server",
+                          .tls = tls, .find = find_loadgen, .data = dummy_data,
+                          .backoff_max_ms = 1000, .call_ms = 600000};
+    fk_net_limits_default(&ac.limits);
+    ac.limits.keepalive_timeout_ms = 600000; /* a starved peer is slow, not gone (below) */
+    if (fk_agent_start(&r->agents[i], r->loop, &ac, &err))
+        _exit(4);
+    fk_tls_ctx_unref(tls);
+}
+
+static void ramp_tick(uv_timer_t *t)
+{
+    ramp *r = t->data;
+    fk_agent_stats st;
+    for (; r->scan < r->started; r->scan++) {
+        fk_agent_stats_get(r->agents[r->scan], &st);
+        if (!st.joins)
+            break;
+    }
+    int inflight = 0;
+    for (int i = r->scan; i < r->started; i++) {
+        fk_agent_stats_get(r->agents[i], &st);
+        inflight += !st.joins;
+    }
+    while (r->started < r->n && inflight++ < RAMP_INFLIGHT)
+        start_agent(r, r->started++);
+    if (r->started == r->n)
+        FK_UV_MUST(uv_timer_stop(t));
+}
+
 /* Child: n agents on one loop until SIGTERM. */
 static void loadgen_main(const char *pki, int port, int n)
 {
@@ -240,25 +294,13 @@ static void loadgen_main(const char *pki, int port, int n)
         _exit(2);
     if (fk_dataset_init(&dummy, 1, 1, 0))
         _exit(2);
-    fk_agent **agents = calloc((size_t)n, sizeof *agents);
-    for (int i = 0; agents && i < n; i++) {
-        char ca[512], cert[512], key[512];
-        snprintf(ca, sizeof ca, "%s/ca.pem", pki);
-        snprintf(cert, sizeof cert, "%s/client-l%d.pem", pki, i);
-        snprintf(key, sizeof key, "%s/client-l%d.key", pki, i);
-        fk_tls_files f = {ca, cert, key, NULL, 0};
-        fk_tls_ctx *tls;
-        fk_err err;
-        if (fk_tls_ctx_new(&tls, 0, &f, &err))
-            _exit(3);
-        fk_agent_config ac = {.host = "127.0.0.1", .port = port, .server_name = "server",
-                              .tls = tls, .find = find_loadgen, .data = dummy_data,
-                              .backoff_max_ms = 1000};
-        fk_net_limits_default(&ac.limits);
-        if (fk_agent_start(&agents[i], &loop, &ac, &err))
-            _exit(4);
-        fk_tls_ctx_unref(tls);
-    }
+    static ramp r;
+    r = (ramp){.loop = &loop, .pki = pki, .port = port, .n = n};
+    if (!(r.agents = calloc((size_t)n, sizeof *r.agents)))
+        _exit(2);
+    FK_UV_MUST(uv_timer_init(&loop, &r.timer));
+    r.timer.data = &r;
+    FK_UV_MUST(uv_timer_start(&r.timer, ramp_tick, 0, 5));
     uv_signal_t sig;
     if (uv_signal_init(&loop, &sig) || uv_signal_start(&sig, on_term, SIGTERM))
         _exit(5); /* without its stop signal the bench could not end this child */
@@ -279,9 +321,14 @@ typedef struct run {
     int done, ok;
 } run;
 
+/* Every millisecond: so the check must cost O(1). fk_engine_status parses the job's config
+ * (its client list: O(K log K) at K clients), which at 10,000 clients every millisecond was
+ * most of the server's CPU; a job leaves the engine's memory when it ends. */
 static void watch_job(uv_timer_t *t)
 {
     run *r = t->data;
+    if (fk_engine_running(r->e) > 0)
+        return;
     fk_job_status s;
     fk_err err;
     if (fk_engine_status(r->e, r->job, &s, &err) == FK_OK && s.state != FK_JOB_RUNNING) {
@@ -349,18 +396,23 @@ static void svc_closed(void *ud)
 
 /* One configuration: n load-generator clients (a forked process) against the real engine,
  * service and store in this process, `rounds` rounds of dim values each. */
-static int bench_n(int n, int rounds, long dim, int full_sync, int json, const char *tmp)
+static int bench_n(int n, int rounds, long dim, int full_sync, int json, const char *tmp,
+                   const char *pki_dir)
 {
-    /* a fresh PKI and state database per configuration: no run sees another's sessions */
-    char pki[256], db[256];
-    snprintf(pki, sizeof pki, "%s/pki-%d-%d", tmp, n, full_sync);
+    /* a fresh state database per configuration: no run sees another's sessions; a fresh PKI
+     * too, unless --pki_dir keeps one per client count (10,000 certificates take minutes) */
+    char pki[256], db[256], ca_pem[300];
+    snprintf(pki, sizeof pki, "%s/pki-%d-%d", pki_dir ? pki_dir : tmp, n, pki_dir ? 0 : full_sync);
     snprintf(db, sizeof db, "%s/state-%d-%d.db", tmp, n, full_sync);
+    snprintf(ca_pem, sizeof ca_pem, "%s/client-l%d.pem", pki, n - 1);
     fk_err err;
     fk_cert_opts so = {.ips = "127.0.0.1"};
-    if (fk_certs_init_ca(pki, NULL, NULL, &err) ||
+    if (pki_dir && access(ca_pem, R_OK) == 0)
+        ; /* issued by an earlier run */
+    else if (fk_certs_init_ca(pki, NULL, NULL, &err) ||
         fk_certs_issue(pki, FK_ROLE_SERVER, "server", &so, &err))
         return fprintf(stderr, "bench server: %s\n", err.msg), 1;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; (!pki_dir || access(ca_pem, R_OK)) && i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "l%d", i);
         if (fk_certs_issue(pki, FK_ROLE_CLIENT, name, NULL, &err))
@@ -387,7 +439,13 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_tls_ctx *tls;
     fk_grpc_server_config gc = {.drain_ms = 200};
     fk_net_limits_default(&gc.limits);
-    fk_service_config sc = {.heartbeat_ms = 5000, .tick_ms = 50};
+    /* the load generator answers PINGs late while it builds 10,000 uploads: not a dead peer */
+    gc.limits.keepalive_timeout_ms = 600000;
+    /* Past 2,000 clients one round's uploads keep the shared 2-core machine (server and load
+     * generator) busy for longer than a heartbeat's deadline (4 intervals of 5 s): the clients
+     * would take their connections for stalled and reconnect, and the bench would measure a
+     * storm. 60 s heartbeats (240 s deadline) keep it measuring rounds. */
+    fk_service_config sc = {.heartbeat_ms = n > 2000 ? 60000 : 5000, .tick_ms = 50};
     sc.max_message = (uint32_t)gc.limits.max_message;
     if (fk_engine_open(&r.e, &eo, fk_service_now(), &err) || fk_tls_ctx_new(&tls, 1, &tf, &err))
         return fprintf(stderr, "bench server: %s\n", err.msg), 1;
@@ -404,12 +462,13 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     /* Wait until every client joined, so the timing is the rounds only. */
     fk_service_stats ss;
     double t0 = fk_bench_now();
+    double join_limit = n > 2000 ? 0.06 * n : 120; /* 10,000 handshakes: up to 10 minutes */
     do {
         FK_UV_MUST(uv_run(&r.loop, UV_RUN_NOWAIT));
         fk_service_stats_get(r.svc, &ss);
         if (ss.sessions < n)
             usleep(1000);
-    } while (ss.sessions < n && fk_bench_now() - t0 < 120);
+    } while (ss.sessions < n && fk_bench_now() - t0 < join_limit);
     double join_s = fk_bench_now() - t0;
     if (ss.sessions < n) {
         fprintf(stderr, "bench server: only %d of %d load-generator clients joined in %.0f s\n",
@@ -418,6 +477,13 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         waitpid(child, NULL, 0);
         return 1;
     }
+    /* The server's CPU with every client joined and no job (heartbeats, keepalive PINGs, the
+     * connections' timers): a cost per client and second, not per update, that a long round
+     * at many clients adds to the CPU per update; reported apart and subtracted below. */
+    double idle_cpu0 = cpu_seconds(), idle_t0 = fk_bench_now();
+    while (fk_bench_now() - idle_t0 < 5.0)
+        FK_UV_MUST(uv_run(&r.loop, UV_RUN_ONCE));
+    double idle_rate = (cpu_seconds() - idle_cpu0) / (fk_bench_now() - idle_t0);
     /* the timed part: one job of `rounds` rounds, the loop runs until watch_job sees it end */
     char conf[256];
     snprintf(conf, sizeof conf,
@@ -425,6 +491,10 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
              "deadline = 600\nclients = l[0-%d]\n",
              rounds, dim, n - 1);
     double cpu0 = cpu_seconds(), disk0 = disk_bytes();
+    fk_service_stats ss0;
+    fk_service_stats_get(r.svc, &ss0);
+    fk_store_stats st0, st1;
+    fk_store_stats_get(st, &st0);
     double t1 = fk_bench_now();
     if (fk_engine_submit(r.e, conf, fk_service_now(), &r.job, &err)) {
         fprintf(stderr, "bench server: %s\n", err.msg);
@@ -442,9 +512,11 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_engine_stats es;
     fk_engine_stats_get(r.e, &es);
     fk_service_stats_get(r.svc, &ss);
+    fk_store_stats_get(st, &st1);
     double payload = (double)rounds * n * (double)dim * 8.0;
     char c[64];
-    snprintf(c, sizeof c, "clients=%d dim=%ld sync=%s", n, dim, full_sync ? "full" : "normal");
+    snprintf(c, sizeof c, "clients=%d dim=%ld sync=%s", n, dim,
+             full_sync == 2 ? "strict" : full_sync ? "full" : "normal");
     fk_bench_emit(json, "server", c, "join_all_seconds", join_s, NULL);
     fk_bench_emit(json, "server", c, "rounds_per_second", rounds / wall, NULL);
     fk_bench_emit(json, "server", c, "wall_ms_per_round", 1e3 * wall / rounds, NULL);
@@ -470,6 +542,33 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_bench_emit(json, "server", c, "update_transactions", (double)ss.batches, NULL);
     fk_bench_emit(json, "server", c, "updates_per_transaction",
                   ss.batches ? (double)ss.committed / (double)ss.batches : 0.0, NULL);
+    /* The round overhead: from a round's last update to the next round's tasks sent. The
+     * engine's part (aggregate, checkpoint, model, next plan and tasks, with their commits:
+     * the fsync share under sync=full) and the service's (matching and sending the tasks). */
+    double wake = ss.wake_seconds - ss0.wake_seconds;
+    fk_bench_emit(json, "server", c, "round_overhead_ms_per_round",
+                  1e3 * (es.end_seconds + wake) / rounds, NULL);
+    fk_bench_emit(json, "server", c, "round_close_ms_per_round", 1e3 * es.end_seconds / rounds,
+                  NULL);
+    fk_bench_emit(json, "server", c, "round_close_cpu_ms_per_round",
+                  1e3 * es.end_cpu_seconds / rounds, NULL);
+    fk_bench_emit(json, "server", c, "round_close_commit_ms_per_round",
+                  1e3 * es.end_commit_seconds / rounds, NULL);
+    fk_bench_emit(json, "server", c, "task_send_ms_per_round", 1e3 * wake / rounds, NULL);
+    fk_bench_emit(json, "server", c, "round_overhead_commit_share",
+                  es.end_seconds + wake > 0 ? es.end_commit_seconds / (es.end_seconds + wake)
+                                            : NAN,
+                  NULL);
+    /* every commit of the run (update batches too): where the fsyncs go */
+    fk_bench_emit(json, "server", c, "commit_ms_total", 1e3 * (st1.commit_seconds -
+                  st0.commit_seconds), NULL);
+    fk_bench_emit(json, "server", c, "commits", (double)(st1.commits - st0.commits), NULL);
+    /* per update without the round closes (whose aggregation is O(updates x dim) too) */
+    fk_bench_emit(json, "server", c, "server_cpu_ms_per_update_outside_close",
+                  1e3 * (cpu - es.end_cpu_seconds) / upd, NULL);
+    fk_bench_emit(json, "server", c, "idle_cpu_ms_per_s", 1e3 * idle_rate, NULL);
+    fk_bench_emit(json, "server", c, "server_cpu_ms_per_update_net_of_idle",
+                  1e3 * (cpu - idle_rate * wall) / upd, NULL);
     fk_bench_emit(json, "server", c, "job_ok", r.ok, NULL);
     fflush(stdout);
     /* teardown in the daemon's order: clients gone, handles closed, loop drained, then state */
@@ -534,9 +633,11 @@ int fk_bench_server(int argc, char **argv)
     if (rc || fk_params_get(&p, "help")) {
         fprintf(rc ? stderr : stdout,
                 "usage: fedkern bench server [--clients 100] [--rounds 5] [--dim 1000]\n"
-                "                            [--sync full,normal] [--json]\n"
-                "sync=full is the server's setting (every acknowledged update fsync'd);\n"
-                "sync=normal shows the same run without the per-update fsync.\n%s",
+                "                            [--sync full,normal] [--pki_dir DIR] [--json]\n"
+                "sync=full is the server's setting (every acknowledged update fsync'd; a\n"
+                "round's close and the next round's open, computed from those, are not);\n"
+                "sync=normal shows the same run without the per-update fsync; sync=strict\n"
+                "fsyncs the round closes and opens too (the server before 2026-11-27).\n%s",
                 rc ? err.msg : "");
         fk_params_close(&p);
         return rc ? 2 : 0;
@@ -551,6 +652,7 @@ int fk_bench_server(int argc, char **argv)
         fk_params_close(&p);
         return 2;
     }
+    const char *pki_dir = fk_params_str(&p, "pki_dir", NULL);
     char list[256];
     snprintf(list, sizeof list, "%s", fk_params_str(&p, "clients", "100"));
     char tmp[] = "/tmp/fk-bench-server-XXXXXX";
@@ -568,10 +670,12 @@ int fk_bench_server(int argc, char **argv)
             rc = 2;
             break;
         }
+        if (strstr(sync, "strict"))
+            rc |= bench_n(n, (int)rounds, dim, 2, json, tmp, pki_dir);
         if (strstr(sync, "full"))
-            rc |= bench_n(n, (int)rounds, dim, 1, json, tmp);
+            rc |= bench_n(n, (int)rounds, dim, 1, json, tmp, pki_dir);
         if (strstr(sync, "normal"))
-            rc |= bench_n(n, (int)rounds, dim, 0, json, tmp);
+            rc |= bench_n(n, (int)rounds, dim, 0, json, tmp, pki_dir);
         bench_aggregate(n, 100000, json);
     }
     char cmd[128];

@@ -112,6 +112,12 @@ int fk_clients_get(fk_clients *c, const char *identity, fk_client_rec **out, fk_
     return FK_OK;
 }
 
+fk_client_rec *fk_clients_find(const fk_clients *c, const char *identity)
+{
+    int i = find_id(c, identity);
+    return i < 0 ? NULL : &c->recs[i];
+}
+
 fk_client_rec *fk_clients_by_session(const fk_clients *c, const char *session)
 {
     if (!c->slots || !session[0])

@@ -19,6 +19,9 @@ typedef struct fk_client_rec {
     char identity[FK_IDENTITY_CAP];
     char session[33]; /* 128 random bits in hex; "" before the first Join */
     int queued;       /* on the last_seen write queue */
+    int gone;         /* its session ended (expired, or Leave) and it has made no call since:
+                       * the round engine plans it as a dropout (fk_engine_set_presence) */
+    int polls;        /* PullTask calls of it parked now: a client waiting on one is alive */
     double written;   /* last_seen last stored (-INFINITY: never) */
     double seen;      /* last_seen to store */
 } fk_client_rec;
@@ -40,6 +43,8 @@ void fk_clients_close(fk_clients *c);
  * valid until the next call that may create one. */
 FK_CHECKRETURN int fk_clients_get(fk_clients *c, const char *identity, fk_client_rec **out,
                                   fk_err *err);
+/* The record of identity, or NULL (never creates one). */
+fk_client_rec *fk_clients_find(const fk_clients *c, const char *identity);
 /* The record whose current session is session, or NULL. */
 fk_client_rec *fk_clients_by_session(const fk_clients *c, const char *session);
 /* Give r the session (32 hex digits), replacing its old one; FK_OK or FK_ENOMEM. */

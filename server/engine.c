@@ -18,6 +18,8 @@ typedef struct slot {
     int answered;
     int failed;     /* the client reported it cannot do this task: not asked again */
     int refused;    /* failed because its update was refused (or it is excluded) */
+    int gone;       /* failed because its session ended (fk_engine_client_gone): asked again
+                     * once it joins again or sends anything for this phase */
     char why[256];  /* its reason, for the dropout log */
     uint8_t *task;
     size_t task_len;
@@ -36,7 +38,8 @@ typedef struct job {
     slot *slots; /* the round's planned clients, ascending */
     int n_slots;
     int answered;
-    int failed; /* slots whose client reported a failure this phase */
+    int failed; /* slots whose client reported a failure this phase (gone ones included) */
+    int n_gone; /* of those, slots whose client's session ended */
     double deadline;
     int *refusals;           /* per client: updates refused over the job (this server run) */
     unsigned char *excluded; /* per client: refused max_refusals times, left out of every phase */
@@ -52,6 +55,9 @@ struct fk_engine {
     int n_jobs, cap;
     fk_engine_stats stats;
     uint64_t generation;
+    int (*gone)(void *ud, const char *identity); /* fk_engine_set_presence; NULL: all present */
+    int ending; /* end_phase calls in progress (the outermost is timed) */
+    void *gone_ud;
 };
 
 static double mono_seconds(void)
@@ -72,10 +78,12 @@ static void free_tasks(job *j)
         j->slots[i].answered = 0;
         j->slots[i].failed = 0;
         j->slots[i].refused = 0;
+        j->slots[i].gone = 0;
         j->slots[i].why[0] = '\0';
     }
     j->answered = 0;
     j->failed = 0;
+    j->n_gone = 0;
 }
 
 static void job_free(job *j)
@@ -202,6 +210,39 @@ static void mark_excluded(job *j)
     }
 }
 
+/* A planned client whose session ended is a dropout of the phase at once: nobody waits for a
+ * client killed without a word (the phase closes when the others answered, with quorum). */
+static void slot_gone(job *j, slot *s)
+{
+    if (s->answered || s->failed)
+        return;
+    s->failed = s->gone = 1;
+    snprintf(s->why, sizeof s->why,
+             "its session ended (no heartbeat for 3 intervals, or it sent Leave)");
+    j->failed++;
+    j->n_gone++;
+}
+
+/* The client is back (joined again, or sent something for this phase): asked again. */
+static void slot_back(job *j, slot *s)
+{
+    if (!s->gone)
+        return;
+    s->failed = s->gone = 0;
+    s->why[0] = '\0';
+    j->failed--;
+    j->n_gone--;
+}
+
+/* The planned clients whose session has ended when the phase opens: O(1) each (a hash
+ * lookup in the service's client index), so O(K) a phase like the tasks themselves. */
+static void mark_gone(fk_engine *e, job *j)
+{
+    for (int i = 0; e->gone && i < j->n_slots; i++)
+        if (!j->slots[i].failed && e->gone(e->gone_ud, j->conf.clients[j->slots[i].client]))
+            slot_gone(j, &j->slots[i]);
+}
+
 /* Every planned client's task for the current phase, in client order (as the simulator). */
 static int make_tasks(fk_engine *e, job *j, fk_err *err)
 {
@@ -218,6 +259,7 @@ static int make_tasks(fk_engine *e, job *j, fk_err *err)
     }
     fk_bundle_close(&b);
     mark_excluded(j);
+    mark_gone(e, j);
     return rc;
 }
 
@@ -283,7 +325,7 @@ static int start_round(fk_engine *e, job *j, double now, fk_err *err)
     for (int i = 0; i < j->n_slots; i++)
         planned[i] = j->slots[i].client;
     fk_store *st = e->o.store;
-    rc = fk_store_begin(st, err);
+    rc = fk_store_begin_relaxed(st, err); /* the open is planned again from what is durable */
     if (!rc)
         rc = fk_store_round_open(st, j->id, j->round, j->attempt, planned, j->n_slots, quorum(j),
                                  now, err);
@@ -405,7 +447,7 @@ static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err
                           j->m->name, j->round, MAX_PHASES);
     fk_store *st = e->o.store;
     double deadline = now + j->conf.deadline;
-    int rc = fk_store_begin(st, err);
+    int rc = fk_store_begin_relaxed(st, err); /* its updates are durable: closed again on resume */
     if (!rc)
         rc = fk_store_phase_close(st, j->id, j->round, j->attempt, j->phase, participants, err);
     if (!rc)
@@ -438,7 +480,9 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
     }
     int last = j->round == j->conf.rounds || (j->m->finished && j->m->finished(j->srv));
     fk_store *st = e->o.store;
-    rc = fk_store_begin(st, err);
+    /* No fsync of its own: lost in a power cut, the round is closed again on resume from its
+     * updates, which were committed with theirs, to the same model (fk_store_begin_relaxed). */
+    rc = fk_store_begin_relaxed(st, err);
     if (!rc)
         rc = fk_store_phase_close(st, j->id, j->round, j->attempt, j->phase, r->participants, err);
     if (!rc)
@@ -499,7 +543,7 @@ static void end_phase(fk_engine *e, job *j, double now);
 static void retry_round(fk_engine *e, job *j, double now, const char *why);
 
 typedef struct slot_mark {
-    int failed, refused;
+    int failed, refused, gone;
     char why[256];
 } slot_mark;
 
@@ -509,21 +553,24 @@ static void marks_save(const job *j, slot_mark *m)
     for (int i = 0; i < j->n_slots; i++) {
         m[i].failed = j->slots[i].failed;
         m[i].refused = j->slots[i].refused;
+        m[i].gone = j->slots[i].gone;
         memcpy(m[i].why, j->slots[i].why, sizeof m[i].why);
     }
 }
 
 static void marks_restore(job *j, const slot_mark *m)
 {
-    j->failed = 0;
+    j->failed = j->n_gone = 0;
     for (int i = 0; i < j->n_slots; i++) {
         slot *s = &j->slots[i];
         if (!s->failed && m[i].failed) {
             s->failed = 1;
             s->refused = m[i].refused;
+            s->gone = m[i].gone;
             memcpy(s->why, m[i].why, sizeof s->why);
         }
         j->failed += s->failed;
+        j->n_gone += s->gone;
     }
 }
 
@@ -739,6 +786,7 @@ static int mark_answered(void *ctx, const fk_store_update *u, fk_err *err)
     job *j = ctx;
     slot *s = find_slot(j, u->client);
     if (s && !s->answered) {
+        slot_back(j, s); /* taken for gone at the reload, but its update is in */
         s->answered = 1;
         j->answered++;
     }
@@ -842,20 +890,42 @@ static void store_ok(job *j)
     j->store_failures = 0;
 }
 
-/* Every planned client answered or reported that it cannot: waiting longer changes nothing. */
+/* Every planned client answered or reported that it cannot: waiting longer changes nothing.
+ * Clients whose session ended may still come back, so a phase that needs them for its quorum
+ * waits for them until its deadline (as before there was a session to watch). */
 static int phase_complete(const job *j)
 {
     return j->state == FK_JOB_RUNNING && !j->stalled && j->n_slots > 0 &&
-           j->answered + j->failed == j->n_slots;
+           j->answered + j->failed == j->n_slots && (j->n_gone == 0 || j->answered >= quorum(j));
 }
 
-/* A complete phase closes at once: aggregated with quorum, else a new attempt. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A complete phase closes at once: aggregated with quorum, else a new attempt. Timed (wall,
+ * CPU, and the store's commits) for the stats: the round overhead of the server. */
 static void end_phase(fk_engine *e, job *j, double now)
 {
+    fk_store_stats s0, s1;
+    fk_store_stats_get(e->o.store, &s0);
+    double t0 = mono_seconds(), c0 = cpu_seconds();
+    int outer = !e->ending++; /* an aggregation error may end the phase again, inside */
     if (j->answered >= quorum(j))
         close_phase(e, j, now);
     else
         retry_round(e, j, now, NULL);
+    e->ending--;
+    if (!outer)
+        return;
+    fk_store_stats_get(e->o.store, &s1);
+    e->stats.phase_ends++;
+    e->stats.end_seconds += mono_seconds() - t0;
+    e->stats.end_cpu_seconds += cpu_seconds() - c0;
+    e->stats.end_commit_seconds += s1.commit_seconds - s0.commit_seconds;
 }
 
 /* A stalled job's retry: rebuild from the store, then the step it could not store. */
@@ -1204,6 +1274,7 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
     if (!s)
         return fk_err_set(err, FK_ESTATE, "client '%s' was not asked in job %lld round %d",
                           p->identity, (long long)j->id, j->round);
+    slot_back(j, s); /* its session had ended, but here it is: counted like any other */
     if (s->failed && s->refused)
         return fk_err_set(err, FK_ESTATE,
                           "client '%s' counts as a dropout of job %lld round %d phase %d (%.300s)",
@@ -1369,9 +1440,54 @@ int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, 
             return 0;
         int c = fk_jobconf_client_index(&j->conf, identity);
         slot *s = c < 0 ? NULL : find_slot(j, c);
-        return s && !s->answered && !s->failed;
+        return s && !s->answered && (!s->failed || s->gone);
     }
     return 0;
+}
+
+void fk_engine_set_presence(fk_engine *e, int (*gone)(void *ud, const char *identity), void *ud)
+{
+    e->gone = gone;
+    e->gone_ud = ud;
+}
+
+/* The slot identity holds in job j's open phase, or NULL. */
+static slot *open_slot(job *j, const char *identity)
+{
+    if (j->state != FK_JOB_RUNNING || j->stalled)
+        return NULL;
+    int c = fk_jobconf_client_index(&j->conf, identity);
+    return c < 0 ? NULL : find_slot(j, c);
+}
+
+void fk_engine_client_gone(fk_engine *e, const char *identity, double now)
+{
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        slot *s = open_slot(j, identity);
+        if (!s || s->answered || s->failed || !s->task)
+            continue;
+        slot_gone(j, s);
+        fk_log(FK_LOG_INFO, "planned_client_gone",
+               "job=%lld round=%d attempt=%d phase=%d client=%s answered=%d planned=%d",
+               (long long)j->id, j->round, j->attempt, j->phase, identity, j->answered,
+               j->n_slots);
+        if (phase_complete(j))
+            end_phase(e, j, now);
+    }
+    reap(e);
+}
+
+void fk_engine_client_back(fk_engine *e, const char *identity)
+{
+    for (int i = 0; i < e->n_jobs; i++) {
+        job *j = e->jobs[i];
+        slot *s = open_slot(j, identity);
+        if (s && s->gone) {
+            slot_back(j, s);
+            e->generation++; /* it has a task again: a waiting poll of it may take it */
+        }
+    }
 }
 
 int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
@@ -1410,19 +1526,25 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     s->phase = row.phase;
     snprintf(s->method, sizeof s->method, "%s", row.method);
     snprintf(s->failure, sizeof s->failure, "%s", row.failure);
+    job *j = find_job(e, id);
     fk_jobconf conf;
     fk_err ignore;
-    if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK) {
+    if (j) { /* running: its parsed config is in memory (a parse is O(K log K) at K clients) */
+        snprintf(s->name, sizeof s->name, "%s", j->conf.name);
+        s->rounds = j->conf.rounds;
+        s->n_clients = j->conf.n_clients;
+    } else if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK) {
         const fk_method *m = (e->o.find ? e->o.find : fk_method_find)(conf.method, &ignore);
         if (m)
             fk_jobconf_set_method(&conf, m);
         snprintf(s->name, sizeof s->name, "%s", conf.name);
         s->rounds = conf.rounds;
         s->n_clients = conf.n_clients;
+        fk_jobconf_close(&conf);
+    } else {
+        fk_jobconf_close(&conf);
     }
-    fk_jobconf_close(&conf);
     fk_store_job_free(&row);
-    job *j = find_job(e, id);
     if (j && !s->failure[0])
         snprintf(s->failure, sizeof s->failure, "%s", j->note);
     if (j && !s->failure[0]) /* a running job: what the clients missing this phase said */

@@ -132,6 +132,18 @@ int fk_engine_client_jobs(const fk_engine *e, const char *identity, int64_t *ids
 int fk_engine_task_open(const fk_engine *e, int64_t job, int round, int attempt, int phase,
                         const char *identity);
 
+/* Presence: gone(ud, identity) is 1 for a client whose session ended (no heartbeat for 3
+ * intervals, or Leave) and who has not joined again. A phase that opens makes such planned
+ * clients dropouts at once, so a round does not wait its deadline for a client killed without a
+ * word; the plan itself (the method's, from the seed) is unchanged, so a run where every client
+ * stays is the simulator's bit for bit. A phase whose quorum needs a gone client still waits
+ * for it until the deadline. NULL (the default): every client counts as present. */
+void fk_engine_set_presence(fk_engine *e, int (*gone)(void *ud, const char *identity), void *ud);
+/* identity's session ended: its open tasks become dropouts now (a phase may close). */
+void fk_engine_client_gone(fk_engine *e, const char *identity, double now);
+/* identity joined again: the open tasks it dropped out of by going are its own again. */
+void fk_engine_client_back(fk_engine *e, const char *identity);
+
 /* Close phases whose deadline passed (with quorum) or retry/fail them.
  * *next gets the earliest pending deadline (INFINITY when nothing waits). */
 FK_CHECKRETURN int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err);
@@ -165,6 +177,11 @@ typedef struct fk_engine_stats {
     uint64_t updates_refused;  /* by the report or method checks, or blamed for an aggregation */
     uint64_t clients_excluded; /* from a job after max_refusals refusals */
     double aggregation_seconds;
+    /* Closing phases and rounds once their last update is in (aggregate, checkpoint, the next
+     * round's plan and tasks): wall and thread CPU seconds, and the wall seconds of the store
+     * commits among them (the fsync share). Per round: the round's overhead on the server. */
+    uint64_t phase_ends;
+    double end_seconds, end_cpu_seconds, end_commit_seconds;
     int jobs_stalled; /* running jobs waiting for the state store to take writes again */
 } fk_engine_stats;
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);

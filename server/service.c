@@ -32,8 +32,9 @@ typedef struct waiter {
     struct fk_service *s;
     fk_grpc_call *call; /* NULL once answered */
     char identity[FK_IDENTITY_CAP];
+    int counted; /* in its client record's polls */
     uv_timer_t timer;
-    struct waiter *next;
+    struct waiter *next, **pprev; /* doubly linked: a drop is O(1), not a scan of the list */
 } waiter;
 
 /* A chunked update being reassembled. */
@@ -277,11 +278,12 @@ static void waiter_closed(uv_handle_t *h)
 /* Unlink w and release its timer (the call must already be answered). */
 static void waiter_drop(fk_service *s, waiter *w)
 {
-    for (waiter **p = &s->waiting; *p; p = &(*p)->next)
-        if (*p == w) {
-            *p = w->next;
-            break;
-        }
+    *w->pprev = w->next;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    fk_client_rec *r = w->counted ? fk_clients_find(&s->clients, w->identity) : NULL;
+    if (r && r->polls > 0)
+        r->polls--;
     s->stats.waiting_polls--;
     FK_UV_MUST(uv_timer_stop(&w->timer));
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
@@ -415,6 +417,8 @@ static void wake_waiters(fk_service *s)
         return;
     s->woken_gen = gen;
     s->woken_fo_gen = fgen;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     waiter *w = s->waiting;
     while (w) {
         waiter *next = w->next;
@@ -432,6 +436,10 @@ static void wake_waiters(fk_service *s)
         }
         w = next;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    s->stats.wakes++;
+    s->stats.wake_seconds +=
+        (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
 }
 
 static void waiter_timeout(uv_timer_t *timer)
@@ -474,10 +482,18 @@ static void park(fk_service *s, fk_grpc_call *call, const char *identity, uint64
     w->s = s;
     w->call = call;
     snprintf(w->identity, sizeof w->identity, "%s", identity);
+    fk_client_rec *r = fk_clients_find(&s->clients, identity);
+    if (r) {
+        r->polls++;
+        w->counted = 1;
+    }
     FK_UV_MUST(uv_timer_init(s->loop, &w->timer));
     s->handles++;
     w->timer.data = w;
     w->next = s->waiting;
+    w->pprev = &s->waiting;
+    if (s->waiting)
+        s->waiting->pprev = &w->next;
     s->waiting = w;
     s->stats.waiting_polls++;
     fk_grpc_call_on_cancel(call, waiter_cancelled, w);
@@ -518,9 +534,47 @@ static int new_session(fk_service *s, fk_client_rec *r, fk_err *err)
     return fk_clients_set_session(&s->clients, r, id, err);
 }
 
-/* A client that sends no Heartbeat for SESSION_MISSED intervals has gone (killed, or stopped
- * while a long poll kept it from sending Leave): its session ends, so the clients-connected
- * gauge counts live clients. One that comes back is told to Join again. */
+static void batch_flush(fk_service *s);
+
+/* The round engine asks this when a phase opens: a client gone is planned as a dropout. */
+static int presence_gone(void *ud, const char *identity)
+{
+    const fk_client_rec *r = fk_clients_find(&((fk_service *)ud)->clients, identity);
+    return r && r->gone;
+}
+
+/* r's session ended (expired or Leave): the phases waiting for it stop waiting (with quorum).
+ * The engine may close a phase here, so staged updates are committed and counted first. */
+static void client_gone(fk_service *s, fk_client_rec *r, double now)
+{
+    if (r->gone)
+        return;
+    r->gone = 1;
+    batch_flush(s);
+    fk_engine_client_gone(s->e, r->identity, now);
+}
+
+/* A call from a client that has joined before: it is alive (its session's clock restarts), and
+ * one taken for gone is planned again (its session, if it ended, still needs a new Join). */
+static void client_called(fk_service *s, const char *identity)
+{
+    fk_client_rec *r = fk_clients_find(&s->clients, identity);
+    if (!r)
+        return;
+    note_seen(s, r, 0);
+    if (r->gone) {
+        r->gone = 0;
+        fk_engine_client_back(s->e, identity);
+    }
+}
+
+/* A client that sends no call for SESSION_MISSED heartbeat intervals and has no PullTask
+ * parked has gone (killed, or stopped while a long poll kept it from sending Leave): its
+ * session ends, so the clients-connected gauge counts live clients, and the rounds stop waiting
+ * for it. One that comes back is told to Join again. A parked poll is cancelled when its
+ * connection closes, so it keeps only a connected client alive; a slow heartbeat behind a
+ * large upload (latency) does not end the session of a client that is still pulling and
+ * pushing. */
 enum { SESSION_MISSED = 3 };
 static void expire_sessions(fk_service *s, double now)
 {
@@ -530,11 +584,12 @@ static void expire_sessions(fk_service *s, double now)
     s->sessions_checked = now;
     for (int i = 0; i < s->clients.n; i++) {
         fk_client_rec *r = &s->clients.recs[i];
-        if (r->session[0] && now - r->seen > idle) {
+        if (r->session[0] && now - r->seen > idle && !r->polls) {
             fk_log(FK_LOG_INFO, "session_expired",
                    "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
                    r->identity, r->session, now - r->seen, SESSION_MISSED);
             fk_clients_end_session(&s->clients, r);
+            client_gone(s, r, now);
         }
     }
 }
@@ -573,6 +628,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     }
     s->stats.joins++;
     note_seen(s, ss, 1);
+    client_called(s, id); /* back, if it was taken for gone */
     fk_roster_set sets[16];
     int n_sets = 0;
     for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
@@ -613,6 +669,7 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_service *s = ud;
     if (!allowed(s, call, peer))
         return;
+    client_called(s, identity_of(peer));
     fedkern_v1_PullTaskRequest in;
     if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
@@ -1064,6 +1121,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     const char *id = identity_of(peer);
+    client_called(s, id);
     s->stats.pushes++;
     s->stats.bytes_in += len;
     fedkern_v1_PushUpdateRequest in;
@@ -1173,6 +1231,8 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (fk_clients_get(&s->clients, identity_of(peer), &r, &err) == FK_OK) {
         note_seen(s, r, 1);
         fk_clients_end_session(&s->clients, r); /* gone: no longer counted as connected */
+        client_gone(s, r, fk_service_now());
+        wake_waiters(s); /* a phase may have closed: new tasks */
     }
     fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
     reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
@@ -1559,8 +1619,8 @@ static void on_tick(uv_timer_t *t)
     /* A failed tick (the store) is logged; the timer tries again on its next turn. */
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
+    expire_sessions(s, now); /* before the waiters: a phase may close without the expired */
     wake_waiters(s);
-    expire_sessions(s, now);
     /* Prediction requests whose clients all answered or whose deadline passed. */
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
@@ -1650,6 +1710,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     s->handles++;
     s->tick.data = s;
     FK_UV_MUST(uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms));
+    fk_engine_set_presence(e, presence_gone, s);
     *out = s;
     return FK_OK;
 }
@@ -1710,6 +1771,7 @@ void fk_service_free(fk_service *s)
     fk_fanout_close(s->fo);
     fk_roster_free(s->roster);
     free(s->batch);
+    fk_engine_set_presence(s->e, NULL, NULL); /* the engine may outlive the client index */
     fk_clients_close(&s->clients);
     free(s);
 }

@@ -54,6 +54,8 @@ typedef struct fk_service_stats {
     uint64_t predict_missing_clients, predict_unscored_classes;
     size_t index_bytes; /* the client index (by identity and session id) */
     int seen_queued;    /* last_seen writes waiting for the next tick's transaction */
+    uint64_t wakes;      /* times new tasks were matched against the parked polls */
+    double wake_seconds; /* wall time of those (encoding and sending the tasks included) */
 } fk_service_stats;
 
 /* Register the handlers on srv (not yet listening) and start the tick timer. */

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
+
+#include "common/base/log.h"
 
 enum { STMT_CACHE_MAX = 64 };
 
@@ -25,6 +28,10 @@ struct fk_store {
     int n_cache;
     int pass_commits; /* test hook: this many next COMMITs succeed, then */
     int fail_commits; /* this many fail like a full disk */
+    fk_store_stats stats;
+    int normal;  /* fk_store_set_full_sync(0): synchronous=NORMAL throughout */
+    int strict;  /* fk_store_set_full_sync(2): relaxed transactions fsync too (benchmarks) */
+    int relaxed; /* a fk_store_begin_relaxed transaction is open (synchronous=NORMAL) */
 };
 
 /* Migration i takes the schema from version i to i + 1; append, never edit. */
@@ -453,10 +460,43 @@ int fk_store_schema_version(fk_store *st, int *version, fk_err *err)
     return rc == SQLITE_ROW ? FK_OK : db_fail(st, rc, "read schema version", err);
 }
 
+static void unrelax(fk_store *st);
+
 int fk_store_set_full_sync(fk_store *st, int full, fk_err *err)
 {
-    return exec(st, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-                "set synchronous", err);
+    int rc = exec(st, full ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
+                  "set synchronous", err);
+    if (!rc) {
+        st->normal = !full;
+        st->strict = full == 2;
+    }
+    return rc;
+}
+
+int fk_store_begin_relaxed(fk_store *st, fk_err *err)
+{
+    if (!st->normal && !st->strict) {
+        int rc = exec_cached(st, "PRAGMA synchronous=NORMAL", "relax synchronous", err);
+        if (rc)
+            return rc;
+        st->relaxed = 1;
+    }
+    int rc = fk_store_begin(st, err);
+    if (rc)
+        unrelax(st);
+    return rc;
+}
+
+/* Back to synchronous=FULL after a relaxed transaction. Should that fail, the next commits
+ * are only as durable as NORMAL (still consistent): logged once per failure. */
+static void unrelax(fk_store *st)
+{
+    if (!st->relaxed)
+        return;
+    st->relaxed = 0;
+    fk_err err;
+    if (exec_cached(st, "PRAGMA synchronous=FULL", "restore synchronous=FULL", &err))
+        fk_log(FK_LOG_ERROR, "state_sync_not_restored", "error=\"%s\"", err.msg);
 }
 
 int fk_store_begin(fk_store *st, fk_err *err)
@@ -474,10 +514,22 @@ int fk_store_commit(fk_store *st, fk_err *err)
         return fk_err_set(err, FK_EIO, "state db %s: commit: simulated failure (test hook); "
                           "nothing was stored", st->path);
     }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = exec_cached(st, "COMMIT", "commit", err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    st->stats.commits++;
+    st->stats.commit_seconds +=
+        (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (rc)
         fk_store_rollback(st);
+    unrelax(st);
     return rc;
+}
+
+void fk_store_stats_get(const fk_store *st, fk_store_stats *out)
+{
+    *out = st->stats;
 }
 
 void fk_store_test_fail_commits(fk_store *st, int skip, int n)
@@ -490,6 +542,7 @@ void fk_store_rollback(fk_store *st)
 {
     if (!sqlite3_get_autocommit(st->db))
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    unrelax(st);
 }
 
 /* ---------------------------------------------------------------- roster */

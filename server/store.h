@@ -33,14 +33,28 @@ FK_CHECKRETURN int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *
 FK_CHECKRETURN int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err);
 FK_CHECKRETURN int fk_store_schema_version(fk_store *st, int *version, fk_err *err);
 /* full = 0 relaxes synchronous=FULL to NORMAL (WAL: survives a process crash,
- * not a power cut). Benchmarks only, to tell protocol time from fsync time. */
+ * not a power cut); full = 2 fsyncs the fk_store_begin_relaxed transactions too (as before
+ * they existed). Benchmarks only, to tell protocol time from fsync time. */
 FK_CHECKRETURN int fk_store_set_full_sync(fk_store *st, int full, fk_err *err);
 
 /* Transactions group the writes of one state change (a round's close, or a
  * batch of updates committed together). A failed commit rolls back. */
 FK_CHECKRETURN int fk_store_begin(fk_store *st, fk_err *err);
 FK_CHECKRETURN int fk_store_commit(fk_store *st, fk_err *err);
+/* A transaction whose commit skips the fsync (synchronous=NORMAL for it, FULL again after):
+ * for writes the server can compute again from what is durable, a round's or phase's close
+ * and the next one's open (the updates they are made of were committed with their fsync).
+ * WAL keeps the order: a power cut loses at most a suffix of such commits, and the next
+ * fsync'd commit (the next batch of updates) makes them durable too. */
+FK_CHECKRETURN int fk_store_begin_relaxed(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
+/* Explicit transactions committed and the wall time spent in their COMMIT (with
+ * synchronous=FULL that is where the WAL's fsync happens: the fsync share of a round). */
+typedef struct fk_store_stats {
+    uint64_t commits;
+    double commit_seconds;
+} fk_store_stats;
+void fk_store_stats_get(const fk_store *st, fk_store_stats *out);
 /* Tests only: after `skip` commits that succeed, the next n fail with FK_EIO
  * and roll back, as on a full disk. */
 void fk_store_test_fail_commits(fk_store *st, int skip, int n);

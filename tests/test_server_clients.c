@@ -44,7 +44,10 @@ static void test_many_clients_and_rejoins(void **state)
         assert_string_equal(r->identity, id);
         session_of(sess, i, 0); /* replaced: gone */
         assert_null(fk_clients_by_session(&c, sess));
+        assert_ptr_equal(fk_clients_find(&c, id), r); /* found, never created */
     }
+    assert_null(fk_clients_find(&c, "client-never-seen"));
+    assert_int_equal(c.n, N);
     assert_null(fk_clients_by_session(&c, ""));
     assert_null(fk_clients_by_session(&c, "ffffffffffffffffffffffffffffffff"));
     /* the index stays proportional to the clients, not to the joins */

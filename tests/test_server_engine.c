@@ -117,6 +117,8 @@ typedef struct fed {
     void *cli[N_CLIENTS];
     const fk_method *m;
     int pushes;
+    unsigned gone; /* clients whose session ended, for the engine's presence callback */
+    int asked;     /* presence callbacks made */
 } fed;
 
 static void make_data(fed *f)
@@ -1007,6 +1009,137 @@ static void sigkill_mid_round_of_two_phases(void **state)
     check_crashes(f, job_text("fedvar", "rounds = 4\n"));
 }
 
+
+/* ------------------------------------------------------ gone clients */
+
+static int presence(void *ud, const char *identity)
+{
+    fed *f = ud;
+    f->asked++;
+    int c = identity[0] == 'c' ? atoi(identity + 1) : -1;
+    return c >= 0 && c < N_CLIENTS && (f->gone >> c & 1u);
+}
+
+static void round_rows(fed *f, int64_t id, int want, int participants, const char *dropped)
+{
+    fk_store_round *rows;
+    int n;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, want);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(rows[i].closed, 1);
+        assert_int_equal(rows[i].participants, participants);
+        assert_string_equal(rows[i].dropped, dropped);
+        fk_store_round_free(&rows[i]);
+    }
+    free(rows);
+}
+
+/* A client whose session ended is planned (the method's plan is unchanged) but is a dropout
+ * from the phase's start: with quorum, no round waits its deadline for it. */
+static void gone_client_is_not_waited_for(void **state)
+{
+    fed *f = *state;
+    fk_engine_set_presence(f->e, presence, f);
+    f->gone = 1u << 4;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 0.8\n"));
+    double start = f->now;
+    run(f, 1u << 4, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_true(f->now < start + 30.0); /* five rounds, not one deadline waited */
+    assert_true(f->asked >= 5 * N_CLIENTS);
+    round_rows(f, id, 5, 5, "4");
+}
+
+/* A planned client's session ends mid-phase: the phase closes once the others answered. */
+static void client_gone_mid_phase_closes_it(void **state)
+{
+    fed *f = *state;
+    fk_engine_set_presence(f->e, presence, f);
+    int64_t id = submit(f, job_text("fedmean", "quorum = 0.8\nrounds = 1\n"));
+    for (int c = 0; c < N_CLIENTS - 1; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    f->gone = 1u << 5;
+    fk_engine_client_gone(f->e, "c5", f->now);
+    fk_engine_client_gone(f->e, "c5", f->now); /* a second call changes nothing */
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    round_rows(f, id, 1, 5, "5");
+}
+
+/* A gone client that joins again (or sends its update anyway) is asked and counted again;
+ * one the quorum needs is waited for until the deadline, as before. */
+static void gone_client_comes_back(void **state)
+{
+    fed *f = *state;
+    fk_err err;
+    fk_engine_set_presence(f->e, presence, f);
+    f->gone = 1u << 5 | 1u << 3;
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\nrounds = 1\n"));
+    char idem3[96];
+    fk_task_ref t;
+    assert_int_equal(fk_engine_pull(f->e, "c5", f->now, &t, &err), FK_ENOTFOUND);
+    for (int c = 0; c < N_CLIENTS - 1; c++)
+        assert_int_equal(answer(f, c, -1), c == 3 ? 0 : 1);
+    /* the quorum needs both: the phase waits, ticks before the deadline change nothing */
+    double next;
+    f->now += 10;
+    assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    /* c5 joins again: its task is its own again */
+    f->gone &= ~(1u << 5);
+    fk_engine_client_back(f->e, "c5");
+    assert_int_equal(answer(f, 5, -1), 1);
+    /* c3 never rejoined but sends its update for this phase: it counts */
+    snprintf(idem3, sizeof idem3, "j%lld-r1-a0-p0-c3", (long long)id);
+    double v[DIM] = {1, 2, 3};
+    fk_bundle up;
+    fk_bundle_init(&up);
+    assert_int_equal(fk_bundle_put_vec(&up, "delta", DIM, v), FK_OK);
+    uint8_t *blob;
+    size_t len;
+    assert_int_equal(t_encode(&up, &blob, &len, &err), FK_OK);
+    fk_report rep;
+    fk_report_init(&rep);
+    rep.n_samples = 3;
+    fk_push p = {.job = id, .round = 1, .attempt = 0, .phase = 0, .identity = "c3",
+                 .idem = idem3, .blob = blob, .len = len, .report = rep};
+    int dup = 0;
+    int rc = fk_engine_push(f->e, &p, f->now, &dup, &err);
+    free(blob);
+    fk_bundle_close(&up);
+    if (rc)
+        fail_msg("push from gone c3: %s", err.msg);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    round_rows(f, id, 1, 6, "");
+}
+
+/* A client that answered and then went is not a dropout: a reload from the store (here the
+ * stalled round close retried) counts its stored update, and the phase closes at once. */
+static void answered_then_gone_survives_a_reload(void **state)
+{
+    fed *f = *state;
+    fk_err err;
+    fk_engine_set_presence(f->e, presence, f);
+    int64_t id = submit(f, job_text("fedmean", "quorum = 1\nrounds = 1\n"));
+    fk_store_test_fail_commits(f->st, N_CLIENTS, 1); /* the six updates, then the close fails */
+    for (int c = 0; c < N_CLIENTS; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING); /* stalled */
+    f->gone = 1u << 0;
+    fk_engine_client_gone(f->e, "c0", f->now); /* answered: nothing to drop */
+    f->now += 1.5;
+    double next;
+    assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    round_rows(f, id, 1, 6, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1025,6 +1158,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(submit_and_cancel, setup, teardown),
         cmocka_unit_test_setup_teardown(sigkill_mid_job_resumes_to_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(sigkill_mid_round_of_two_phases, setup, teardown),
+        cmocka_unit_test_setup_teardown(gone_client_is_not_waited_for, setup, teardown),
+        cmocka_unit_test_setup_teardown(client_gone_mid_phase_closes_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(gone_client_comes_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(answered_then_gone_survives_a_reload, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -484,6 +484,30 @@ static void stopped_client_is_a_dropout(void **state)
     close_server(t);
 }
 
+/* A client stopped without a word: once its session expired (3 heartbeats of 300 ms) the
+ * rounds that plan it no longer wait for it (deadline 20 s each; 5 of them would be 100 s). */
+static void stopped_client_is_not_waited_for(void **state)
+{
+    net *t = *state;
+    t->stop_client = 3;
+    t->stop_round = 2;
+    run_job(t, job("fedmean", "deadline = 20\nquorum = 0.6\nrounds = 6\n"), 0x3f);
+    assert_job_done(t);
+    assert_true(fk_service_now() - t->started < 20.0);
+    fk_store_round *rows;
+    int n;
+    fk_err err;
+    assert_int_equal(fk_store_round_list(t->st, t->job, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 6);
+    assert_int_equal(rows[n - 1].dropouts, 1);
+    assert_string_equal(rows[n - 1].dropped, "3");
+    assert_int_equal(rows[n - 1].participants, 5);
+    for (int i = 0; i < n; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+    close_server(t);
+}
+
 /* A group commit that fails refuses its updates (UNAVAILABLE, none counted);
  * the clients resend and the job still ends with the simulator's model. */
 static void failed_group_commit_is_resent(void **state)
@@ -529,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_update_is_refused_over_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
+        cmocka_unit_test_setup_teardown(stopped_client_is_not_waited_for, setup, teardown),
         cmocka_unit_test_setup_teardown(client_off_the_allow_list_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_group_commit_is_resent, setup, teardown),
     };
