@@ -138,7 +138,8 @@ static memacct read_acct(const char *dir)
 
 /* ---- the server child ---- */
 
-static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *err)
+static pid_t start_server(const char *bin, const char *dir, const char *pki, int *port,
+                          fk_err *err)
 {
     char log[512], db[512], buf[8192], listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", *port); /* 0: any free port */
@@ -155,7 +156,7 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
         /* memtrim_ms 500: the idle trim after the connections close lands within the run;
          * FEDKERN_MEMACCT=1: the server logs where its heap goes (memory_accounting) */
         setenv("FEDKERN_MEMACCT", "1", 1);
-        execl(bin, bin, "--listen", listen, "--tls_dir", dir, "--state", db,
+        execl(bin, bin, "--listen", listen, "--tls_dir", pki, "--state", db,
               "--metrics_listen", "127.0.0.1:0", "--memtrim_ms", "500", (char *)NULL);
         _exit(127);
     }
@@ -205,6 +206,15 @@ static void default_server_bin(char *out, size_t cap)
 
 static int make_pki(const char *dir, int n, fk_err *err)
 {
+    /* a --pki_dir kept from an earlier run with at least n clients is used as it is */
+    char last[600], name[32];
+    struct stat st;
+    snprintf(name, sizeof name, "load%d", n - 1);
+    if (!fk_certs_path(last, sizeof last, dir, FK_ROLE_CLIENT, name, "pem", err) &&
+        !stat(last, &st))
+        return FK_OK;
+    if (mkdir(dir, 0700) && errno != EEXIST)
+        return fk_err_set(err, FK_EIO, "cannot create %s: %s", dir, strerror(errno));
     fk_cert_opts so = {.ips = "127.0.0.1"};
     int rc = fk_certs_init_ca(dir, NULL, NULL, err);
     if (!rc)
@@ -284,6 +294,8 @@ static void usage(FILE *out)
             "  --batch N         handshakes in flight at once per generator (64)\n"
             "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
+            "  --pki_dir DIR     certificates here, kept: made once, reused by later runs with\n"
+            "                    at most as many connections (default: the work directory)\n"
             "  --storm           after the heartbeats, SIGKILL the server, restart it and time\n"
             "                    the clients' return (full-jitter backoff 200 ms .. 15 s, at most\n"
             "                    --batch reconnects in flight per generator); exit 1 unless all\n"
@@ -296,6 +308,7 @@ typedef struct load_opts {
     double seconds, interval_ms, rate, storm_limit;
     int json, keep, storm;
     char server_bin[512];
+    char pki[512]; /* certificates: --pki_dir, else the work directory */
 } load_opts;
 
 static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
@@ -329,6 +342,9 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
     default_server_bin(o->server_bin, sizeof o->server_bin);
     if (!rc && fk_params_get(&p, "server_bin"))
         snprintf(o->server_bin, sizeof o->server_bin, "%s", fk_params_get(&p, "server_bin"));
+    o->pki[0] = '\0';
+    if (!rc && fk_params_get(&p, "pki_dir"))
+        snprintf(o->pki, sizeof o->pki, "%s", fk_params_get(&p, "pki_dir"));
     const char *extra = rc ? NULL : fk_params_unused(&p);
     if (extra)
         rc = fk_err_set(err, FK_EINVAL, "unknown option --%s; see --help", extra);
@@ -666,7 +682,7 @@ static int storm_phase(workers *w, const load_opts *o, const char *dir, pid_t *s
     double t0 = fk_bench_now();
     fk_err err;
     int p = port;
-    if ((*srv = start_server(o->server_bin, dir, &p, &err)) < 0) {
+    if ((*srv = start_server(o->server_bin, dir, o->pki, &p, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: storm restart: %s\n", err.msg);
         goto out;
     }
@@ -806,13 +822,15 @@ int fk_bench_load(int argc, char **argv)
     sample s = {0};
     /* one certificate per client and the real fedkern-server binary, as deployed */
     double t0 = fk_bench_now();
-    if (make_pki(dir, (int)o.n, &err)) {
+    if (!o.pki[0])
+        snprintf(o.pki, sizeof o.pki, "%s", dir);
+    if (make_pki(o.pki, (int)o.n, &err)) {
         fprintf(stderr, "fedkern bench load: certificates: %s\n", err.msg);
         goto out;
     }
     if (!o.json)
         printf("certificates for %ld clients: %.1f s\n", o.n, fk_bench_now() - t0);
-    if ((srv = start_server(o.server_bin, dir, &port, &err)) < 0) {
+    if ((srv = start_server(o.server_bin, dir, o.pki, &port, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         goto out;
     }
@@ -822,7 +840,7 @@ int fk_bench_load(int argc, char **argv)
     s.a0 = read_acct(dir);
     s.fds0 = proc_fds(srv);
     fk_log_set_level(FK_LOG_ERROR);
-    if (spawn_workers(&w, &o, dir, port, &err)) {
+    if (spawn_workers(&w, &o, o.pki, port, &err)) {
         fprintf(stderr, "fedkern bench load: generators: %s\n", err.msg);
         goto out;
     }
