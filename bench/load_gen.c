@@ -532,6 +532,9 @@ static int do_storm(gen *g, double limit)
     run_until(g, all_rejoined, limit);
     phase_end(g, t0, c0);
     g->rep.n_times = g->rep.rejoined;
+    for (int i = 0; i < g->n; i++) /* the unluckiest client's reconnect attempts */
+        g->rep.attempts_max = g->conns[i].attempts > g->rep.attempts_max ? g->conns[i].attempts
+                                                                           : g->rep.attempts_max;
     return FK_OK;
 }
 

@@ -44,6 +44,7 @@ typedef struct fk_loadgen_report {
     long keep_failed;            /* untimed heartbeats failed so far (outside the storm) */
     int rejoined, storm_joins, storm_failures, n_times; /* STORM */
     int storm_refused;           /* STORM: reconnects that failed before TLS was up */
+    int attempts_max;            /* STORM: most reconnect attempts one client needed */
     fk_lhist hist;               /* HEARTBEAT latencies of calls_ok */
 } fk_loadgen_report;
 
