@@ -152,9 +152,9 @@ static void send_heartbeat(lconn *c)
         c->sent_at = fk_bench_now();
         c->g->rep.calls_sent++;
     }
-    /* on failure on_hb already ran (counted the failure, cleared busy) */
-    if (fk_grpc_client_call(c->cl, FED "Heartbeat", c->hb, c->hb_len, 10000, on_hb, c)) {
-    }
+    /* a call that cannot start completes at once: on_hb counted it and cleared busy */
+    if (fk_grpc_client_call(c->cl, FED "Heartbeat", c->hb, c->hb_len, 10000, on_hb, c) != FK_OK)
+        return;
 }
 
 /* A session id arrived: encode this client's Heartbeat once, for every call of the session. */
@@ -302,9 +302,10 @@ static void start_conn(gen *g, lconn *c)
         return;
     }
     c->busy = 1;
-    /* on failure on_join ran already: it counted the failure or scheduled a storm retry */
-    if (fk_grpc_client_call(c->cl, FED "Join", c->join_req, len, 30000, on_join, c)) {
-    }
+    /* a call that cannot start completes at once: on_join counted the failure (or, in the
+     * storm, scheduled the retry) */
+    if (fk_grpc_client_call(c->cl, FED "Join", c->join_req, len, 30000, on_join, c) != FK_OK)
+        return;
 }
 
 static void connect_more(gen *g)
