@@ -235,7 +235,11 @@ static void raise_nofile(int need)
     rlim_t want = (rlim_t)need;
     if (r.rlim_cur < want) {
         r.rlim_cur = want < r.rlim_max ? want : r.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &r);
+        if (setrlimit(RLIMIT_NOFILE, &r) || r.rlim_cur < want)
+            fprintf(stderr,
+                    "fedkern bench load: the descriptor limit is %llu, the run needs %d: raise "
+                    "it (ulimit -n %d) or expect refused connections\n",
+                    (unsigned long long)r.rlim_cur, need, need);
     }
 }
 
@@ -829,9 +833,10 @@ int fk_bench_load(int argc, char **argv)
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return 2;
     }
-    /* a peer's reset must not kill a generator; every connection needs its fd */
+    /* a peer's reset must not kill a generator; every connection needs its fd in the server
+     * (started from here, it inherits the limit) and in its generator */
     signal(SIGPIPE, SIG_IGN);
-    raise_nofile((int)(o.n / o.procs + 512));
+    raise_nofile((int)(o.n + 512));
     char dir[] = "/tmp/fk-bench-load-XXXXXX";
     if (!mkdtemp(dir)) {
         fprintf(stderr, "fedkern bench load: mkdtemp: %s\n", strerror(errno));
