@@ -277,7 +277,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: fedkern bench load [--connections N] [--seconds S] [--interval_ms MS]\n"
             "                          [--rate R] [--procs P] [--batch N] [--storm]\n"
-            "                          [--server_bin PATH] [--json]\n"
+            "                          [--pki_dir DIR] [--server_bin PATH] [--json]\n"
             "\n"
             "Starts fedkern-server on 127.0.0.1, opens N mutual-TLS connections (one client\n"
             "certificate each) from P generator processes, Joins, then sends Heartbeat calls\n"
@@ -294,7 +294,8 @@ static void usage(FILE *out)
             "  --rate R          offered calls/s in all instead (overrides --interval_ms); a\n"
             "                    connection still waiting for an answer passes its turn on\n"
             "  --procs P         generator processes, each with its own loop and 1/P of the\n"
-            "                    connections (1; 2-4 to load the server, not the generator)\n"
+            "                    connections (2: a client costs about as much CPU per call\n"
+            "                    as the server, so one process cannot load one server loop)\n"
             "  --batch N         handshakes in flight at once per generator (64)\n"
             "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
@@ -328,7 +329,7 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
     if (!rc)
         rc = fk_params_int(&p, "batch", 64, 1, 10000, &o->batch, err);
     if (!rc)
-        rc = fk_params_int(&p, "procs", 1, 1, 64, &o->procs, err);
+        rc = fk_params_int(&p, "procs", 2, 1, 64, &o->procs, err);
     if (!rc)
         rc = fk_params_double(&p, "seconds", 20, 0.5, 3600, &o->seconds, err);
     if (!rc)
