@@ -296,14 +296,14 @@ static void usage(FILE *out)
             "  --procs P         generator processes, each with its own loop and 1/P of the\n"
             "                    connections (2: a client costs about as much CPU per call\n"
             "                    as the server, so one process cannot load one server loop)\n"
-            "  --batch N         handshakes in flight at once per generator (64)\n"
+            "  --batch N         handshakes in flight at once, all generators together (64)\n"
             "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
             "  --pki_dir DIR     certificates here, kept: made once, reused by later runs with\n"
             "                    at most as many connections (default: the work directory)\n"
             "  --storm           after the heartbeats, SIGKILL the server, restart it and time\n"
             "                    the clients' return (full-jitter backoff 200 ms .. 15 s, at most\n"
-            "                    --batch reconnects in flight per generator); exit 1 unless all\n"
+            "                    --batch reconnects in flight); exit 1 unless all\n"
             "                    rejoined within --storm_limit S (90), each counted once\n"
             "  --json            JSON lines\n");
 }
@@ -380,7 +380,11 @@ static int spawn_workers(workers *w, const load_opts *o, const char *dir, int po
         int sv[2];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
             return fk_err_set(err, FK_EIO, "socketpair: %s", strerror(errno));
-        w->cfg[k] = (fk_loadgen_cfg){.dir = dir, .port = port, .batch = (int)o->batch, .id = k,
+        /* the handshakes in flight are --batch in all: more would only time out on a busy
+         * server (the clients give up on a handshake after 10 s) */
+        int batch = (int)(o->batch * (k + 1) / o->procs - o->batch * k / o->procs);
+        w->cfg[k] = (fk_loadgen_cfg){.dir = dir, .port = port, .batch = batch > 0 ? batch : 1,
+                                     .id = k,
                                      .lo = (int)(o->n * k / o->procs),
                                      .hi = (int)(o->n * (k + 1) / o->procs)};
         pid_t pid = fork();
