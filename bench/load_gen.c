@@ -45,6 +45,7 @@ typedef struct lconn {
     fk_grpc_client *cl;
     fk_tls_ctx *tls;
     int up, joined, busy, closed, timed;
+    int lost; /* counted in gen.lost already (a failed Join also ends its connection) */
     double sent_at;
     uint8_t *join_req; /* the Join request while it is in flight */
     uint8_t *hb;       /* this session's Heartbeat request, encoded once */
@@ -172,6 +173,16 @@ static int joined_as(lconn *c, const char *session)
     return 0;
 }
 
+/* Count a connection that failed or ended once (a failed Join also ends its connection);
+ * 1 for the first one of this generator, whose reason is printed. */
+static int count_lost(lconn *c)
+{
+    if (c->lost)
+        return 0;
+    c->lost = 1;
+    return c->g->lost++ == 0;
+}
+
 /* A storm reconnect finished (joined or failed): its generator slot goes to the next. */
 static void storm_release(lconn *c)
 {
@@ -218,7 +229,7 @@ static void on_join(void *ud, int status, const char *msg, const uint8_t *resp, 
     }
     g->connecting--;
     if (!ok) {
-        if (!g->lost++)
+        if (count_lost(c))
             fprintf(stderr, "fedkern bench load: Join failed: %s\n",
                     status != FK_GRPC_OK ? msg : "bad response");
     } else {
@@ -246,7 +257,7 @@ static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
         storm_retry_later(c);
         return;
     }
-    if (g->phase != PH_CLOSING && !c->closed && !g->lost++)
+    if (g->phase != PH_CLOSING && !c->closed && count_lost(c))
         fprintf(stderr, "fedkern bench load: connection %d ended: %s\n", c->idx, why);
 }
 
@@ -272,7 +283,7 @@ static void start_conn(gen *g, lconn *c)
          fk_certs_path(key, sizeof key, g->cfg->dir, FK_ROLE_CLIENT, name, "key", &err) ||
          fk_tls_ctx_new(&c->tls, 0, &files, &err))) {
         g->connecting -= !storm;
-        if (!g->lost++)
+        if (count_lost(c))
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return;
     }
@@ -285,7 +296,7 @@ static void start_conn(gen *g, lconn *c)
             storm_retry_later(c);
             return;
         }
-        if (!g->lost++)
+        if (count_lost(c))
             fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return;
     }
@@ -296,7 +307,8 @@ static void start_conn(gen *g, lconn *c)
     size_t len;
     if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &c->join_req, &len, &err)) {
         g->connecting -= !storm;
-        g->lost += !storm;
+        if (!storm)
+            count_lost(c);
         if (storm)
             storm_retry_later(c);
         return;
