@@ -1,82 +1,36 @@
 /* `fedkern bench load`: many concurrent mutual-TLS client connections against
  * a real fedkern-server (started here as a child process on 127.0.0.1). Every
  * connection has its own client certificate, Joins, then sends Heartbeat calls
- * for a bounded time. Measures: server RSS before/after the connections (memory
- * per idle mTLS connection), RSS over the heartbeat phase (flat or not), the
- * server's open fds before and after (leak or not), heartbeat latency
- * percentiles, server CPU per heartbeat, and projects the connection count one
- * 2-core server sustains. Exits 1 when a check fails (fd leak, failed calls,
- * connections that never joined). */
+ * for a bounded time at a paced rate. The connections are split over --procs
+ * generator processes (bench/load_gen.c), each with its own libuv loop, so the
+ * generator need not be the limit; this process only coordinates and measures.
+ * Measures: server RSS before/after the connections (memory per idle mTLS
+ * connection), RSS over the heartbeat phase (flat or not), the server's open fds
+ * before and after (leak or not), heartbeat latency percentiles (histograms of
+ * all generators merged), server and generator CPU per heartbeat, and projects
+ * the connection count one 2-core server sustains. Exits 1 when a check fails
+ * (fd leak, failed calls, connections that never joined, storm not recovered). */
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <uv.h>
 
 #include "bench/bench.h"
+#include "bench/load_gen.h"
+#include "bench/load_hist.h"
 #include "common/base/log.h"
 #include "common/base/params.h"
-#include "common/base/uvcheck.h"
-#include "common/la/rng.h"
 #include "common/net/certs.h"
-#include "common/net/codec.h"
-#include "common/net/grpc_client.h"
-#include "fedkern.pb.h"
-
-#define FED "/fedkern.v1.Federation/"
-
-typedef struct loadgen loadgen;
-
-typedef struct lconn {
-    loadgen *g;
-    int idx;
-    fk_grpc_client *cl;
-    fk_tls_ctx *tls;
-    char session[64];
-    int up, joined, busy, closed;
-    double sent_at;
-    uint8_t *req;
-    /* storm: reconnect with full jitter after the server was killed */
-    uv_timer_t retry;
-    int retry_init, attempts, rejoined, storm_joins;
-    int inflight, waiting; /* storm: connecting now / queued for a generator slot */
-} lconn;
-
-struct loadgen {
-    uv_loop_t *loop;
-    lconn *conns;
-    int n, connecting, joined, up, closed_n;
-    int batch;          /* handshakes in flight at once */
-    int next_connect;
-    int port;
-    double hb_interval; /* seconds between heartbeats of one connection */
-    int phase;          /* 0 connecting, 1 heartbeats, 2 closing */
-    double *lat;        /* heartbeat latencies, seconds */
-    size_t n_lat, cap_lat;
-    long failed_calls, failed_conns;
-    uv_timer_t tick;
-    double credit, last_tick; /* heartbeats owed since the last tick */
-    int cursor;               /* next connection to heartbeat */
-    const char *dir;
-    /* storm (phase 4): the server was killed at storm_t0 and restarted */
-    double storm_t0, t99, t100;
-    int rejoined, storm_joins, storm_failures;
-    fk_rng rng;
-    /* One process plays every client: at most `batch` reconnects in flight, the rest wait
-     * their turn here (a real fleet has a CPU per client; this generator has part of one) */
-    int inflight, *waitq, wq_head, wq_len;
-};
-
-/* The client daemon's reconnect policy (client/agent.c): full jitter, uniform in
- * [0, min(15 s, 200 ms * 2^attempt)]. */
-enum { BACKOFF_MIN_MS = 200, BACKOFF_MAX_MS = 15000 };
 
 /* ---- server process measurements ---- */
 
@@ -108,6 +62,25 @@ static int proc_fds(pid_t pid)
             n++;
     closedir(d);
     return n;
+}
+
+/* What the server's open descriptors point at (printed when a leak is suspected). */
+static void print_fds(pid_t pid)
+{
+    char path[64], link[600], target[256];
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(link, sizeof link, "%s/%s", path, e->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        target[k > 0 ? k : 0] = '\0';
+        fprintf(stderr, "  server fd %s -> %s\n", e->d_name, target);
+    }
+    closedir(d);
 }
 
 /* utime + stime of the process in seconds. */
@@ -165,7 +138,8 @@ static memacct read_acct(const char *dir)
 
 /* ---- the server child ---- */
 
-static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *err)
+static pid_t start_server(const char *bin, const char *dir, const char *pki, int *port,
+                          fk_err *err)
 {
     char log[512], db[512], buf[8192], listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", *port); /* 0: any free port */
@@ -182,7 +156,7 @@ static pid_t start_server(const char *bin, const char *dir, int *port, fk_err *e
         /* memtrim_ms 500: the idle trim after the connections close lands within the run;
          * FEDKERN_MEMACCT=1: the server logs where its heap goes (memory_accounting) */
         setenv("FEDKERN_MEMACCT", "1", 1);
-        execl(bin, bin, "--listen", listen, "--tls_dir", dir, "--state", db,
+        execl(bin, bin, "--listen", listen, "--tls_dir", pki, "--state", db,
               "--metrics_listen", "127.0.0.1:0", "--memtrim_ms", "500", (char *)NULL);
         _exit(127);
     }
@@ -230,323 +204,17 @@ static void default_server_bin(char *out, size_t cap)
     snprintf(out, cap, "%.400s/fedkern-server", self);
 }
 
-/* ---- load generator ---- */
-
-static void connect_more(loadgen *g);
-static void send_heartbeat(lconn *c);
-
-static void lat_push(loadgen *g, double v)
-{
-    if (g->n_lat == g->cap_lat) {
-        size_t cap = g->cap_lat ? 2 * g->cap_lat : 4096;
-        double *p = realloc(g->lat, cap * sizeof *p);
-        if (!p)
-            return;
-        g->lat = p;
-        g->cap_lat = cap;
-    }
-    g->lat[g->n_lat++] = v;
-}
-
-static void on_hb(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
-{
-    (void)msg;
-    (void)resp;
-    (void)len;
-    lconn *c = ud;
-    free(c->req);
-    c->req = NULL;
-    c->busy = 0;
-    if (status != FK_GRPC_OK) {
-        c->g->failed_calls++;
-        return;
-    }
-    if (c->g->phase == 1)
-        lat_push(c->g, fk_bench_now() - c->sent_at);
-}
-
-static void send_heartbeat(lconn *c)
-{
-    fedkern_v1_HeartbeatRequest in = fedkern_v1_HeartbeatRequest_init_zero;
-    snprintf(in.session_id, sizeof in.session_id, "%s", c->session);
-    size_t len;
-    fk_err err;
-    if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &c->req, &len, &err)) {
-        c->g->failed_calls++;
-        return;
-    }
-    c->busy = 1;
-    c->sent_at = fk_bench_now();
-    if (fk_grpc_client_call(c->cl, FED "Heartbeat", c->req, len, 10000, on_hb, c)) {
-        free(c->req);
-        c->req = NULL;
-        c->busy = 0;
-        c->g->failed_calls++;
-    }
-}
-
-static void storm_retry_later(lconn *c);
-static void storm_pump(loadgen *g);
-
-/* A storm reconnect finished (joined or failed): its generator slot goes to the next. */
-static void storm_release(lconn *c)
-{
-    if (!c->inflight)
-        return;
-    c->inflight = 0;
-    c->g->inflight--;
-    storm_pump(c->g);
-}
-
-static void on_join(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
-{
-    lconn *c = ud;
-    loadgen *g = c->g;
-    if (g->phase == 4) { /* storm: a rejoin after the restart */
-        storm_release(c);
-        free(c->req);
-        c->req = NULL;
-        c->busy = 0;
-        fedkern_v1_JoinResponse out;
-        fk_err err;
-        if (status != FK_GRPC_OK ||
-            fk_codec_decode(fedkern_v1_JoinResponse_fields, &out, resp, len, &err)) {
-            g->storm_failures++;
-            storm_retry_later(c);
-            return;
-        }
-        snprintf(c->session, sizeof c->session, "%s", out.session_id);
-        fk_codec_release(fedkern_v1_JoinResponse_fields, &out);
-        c->storm_joins++;
-        g->storm_joins++;
-        if (!c->rejoined++) {
-            double t = fk_bench_now() - g->storm_t0;
-            if (++g->rejoined >= (g->n * 99 + 99) / 100 && g->t99 == 0)
-                g->t99 = t;
-            if (g->rejoined == g->n)
-                g->t100 = t;
-        }
-        return;
-    }
-    free(c->req);
-    c->req = NULL;
-    c->busy = 0;
-    g->connecting--;
-    fedkern_v1_JoinResponse out;
-    fk_err err;
-    if (status != FK_GRPC_OK ||
-        fk_codec_decode(fedkern_v1_JoinResponse_fields, &out, resp, len, &err)) {
-        if (!g->failed_conns++)
-            fprintf(stderr, "fedkern bench load: Join failed: %s\n", msg ? msg : err.msg);
-    } else {
-        snprintf(c->session, sizeof c->session, "%s", out.session_id);
-        fk_codec_release(fedkern_v1_JoinResponse_fields, &out);
-        c->joined = 1;
-        g->joined++;
-    }
-    connect_more(g);
-}
-
-static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
-{
-    (void)cl;
-    lconn *c = ud;
-    if (up) {
-        c->up = 1;
-        c->g->up++;
-        return;
-    }
-    if (c->up) {
-        c->up = 0;
-        c->g->up--;
-    }
-    if (c->g->phase == 4 && !c->closed) { /* storm: the server went away; come back later */
-        storm_retry_later(c);
-        return;
-    }
-    if (c->g->phase < 2 && !c->closed && !c->g->failed_conns++)
-        fprintf(stderr, "fedkern bench load: connection %d ended: %s\n", c->idx, why);
-}
-
-static void on_closed(void *ud)
-{
-    lconn *c = ud;
-    c->g->closed_n++;
-}
-
-static void start_conn(loadgen *g, lconn *c)
-{
-    char ca[600], cert[600], key[600], name[32];
-    snprintf(name, sizeof name, "load%d", c->idx);
-    fk_err err;
-    fk_tls_files files = {.ca = ca, .cert = cert, .key = key};
-    fk_grpc_client_config cfg;
-    fk_net_limits_default(&cfg.limits);
-    g->connecting += g->phase != 4;
-    if (!c->tls && (fk_certs_path(ca, sizeof ca, g->dir, FK_ROLE_NONE, NULL, "pem", &err) ||
-        fk_certs_path(cert, sizeof cert, g->dir, FK_ROLE_CLIENT, name, "pem", &err) ||
-        fk_certs_path(key, sizeof key, g->dir, FK_ROLE_CLIENT, name, "key", &err) ||
-        fk_tls_ctx_new(&c->tls, 0, &files, &err))) {
-        g->connecting -= g->phase != 4;
-        if (!g->failed_conns++)
-            fprintf(stderr, "fedkern bench load: %s\n", err.msg);
-        return;
-    }
-    cfg.tls = c->tls;
-    if (fk_grpc_client_connect(&c->cl, g->loop, &cfg, "127.0.0.1", g->port, "127.0.0.1", on_state,
-                               c, &err)) {
-        g->connecting -= g->phase != 4;
-        c->cl = NULL;
-        if (g->phase == 4) { /* storm: try again later, as the client daemon does */
-            storm_retry_later(c);
-            return;
-        }
-        if (!g->failed_conns++)
-            fprintf(stderr, "fedkern bench load: %s\n", err.msg);
-        return;
-    }
-    fedkern_v1_JoinRequest in = fedkern_v1_JoinRequest_init_zero;
-    in.protocol_version = 1;
-    snprintf(in.name, sizeof in.name, "%s", name);
-    snprintf(in.software, sizeof in.software, "fedkern bench load");
-    size_t len;
-    if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &c->req, &len, &err) ||
-        fk_grpc_client_call(c->cl, FED "Join", c->req, len, 30000, on_join, c)) {
-        free(c->req);
-        c->req = NULL;
-        g->connecting -= g->phase != 4;
-        g->failed_conns += g->phase != 4; /* storm: on_join already scheduled a retry */
-        return;
-    }
-    c->busy = 1;
-}
-
-static void on_storm_closed(void *ud)
-{
-    (void)ud; /* the old client of a storm reconnect: nothing to count */
-}
-
-static void on_retry(uv_timer_t *t)
-{
-    lconn *c = t->data;
-    if (c->g->phase != 4)
-        return;
-    if (c->cl) {
-        fk_grpc_client_close(c->cl, on_storm_closed, c);
-        c->cl = NULL;
-    }
-    loadgen *g = c->g;
-    if (!c->waiting) {
-        c->waiting = 1;
-        g->waitq[(g->wq_head + g->wq_len++) % g->n] = c->idx;
-    }
-    storm_pump(g);
-}
-
-static void storm_pump(loadgen *g)
-{
-    while (g->phase == 4 && g->wq_len > 0 && g->inflight < g->batch) {
-        lconn *c = &g->conns[g->waitq[g->wq_head]];
-        g->wq_head = (g->wq_head + 1) % g->n;
-        g->wq_len--;
-        c->waiting = 0;
-        c->inflight = 1;
-        g->inflight++;
-        c->attempts++;
-        start_conn(g, c);
-    }
-}
-
-/* Reconnect and Join after a full-jitter delay, unless one is already pending. */
-static void storm_retry_later(lconn *c)
-{
-    loadgen *g = c->g;
-    storm_release(c);
-    if (c->waiting)
-        return; /* already queued for a slot */
-    if (!c->retry_init) {
-        FK_UV_MUST(uv_timer_init(g->loop, &c->retry));
-        c->retry.data = c;
-        c->retry_init = 1;
-    }
-    if (uv_is_active((uv_handle_t *)&c->retry))
-        return;
-    uint64_t cap = (uint64_t)BACKOFF_MIN_MS << (c->attempts < 16 ? c->attempts : 16);
-    if (cap > BACKOFF_MAX_MS)
-        cap = BACKOFF_MAX_MS;
-    FK_UV_MUST(uv_timer_start(&c->retry, on_retry, fk_rng_below(&g->rng, cap + 1), 0));
-}
-
-static void connect_more(loadgen *g)
-{
-    while (g->next_connect < g->n && g->connecting < g->batch)
-        start_conn(g, &g->conns[g->next_connect++]);
-}
-
-/* Heartbeats spread evenly: each tick sends for the connections whose turn it is. */
-static void on_tick(uv_timer_t *t)
-{
-    loadgen *g = t->data;
-    if (g->phase != 1)
-        return;
-    double now = fk_bench_now();
-    if (g->last_tick > 0)
-        g->credit += (double)g->n * (now - g->last_tick) / g->hb_interval;
-    g->last_tick = now;
-    for (; g->credit >= 1.0; g->credit -= 1.0) {
-        lconn *c = &g->conns[g->cursor];
-        g->cursor = (g->cursor + 1) % g->n;
-        if (c->joined && c->up && !c->busy)
-            send_heartbeat(c);
-    }
-}
-
-/* Run the loop until cond(g) holds or seconds pass; returns 1 if it held. */
-static int run_until(loadgen *g, int (*cond)(loadgen *), double seconds)
-{
-    double until = fk_bench_now() + seconds;
-    while (!cond(g) && fk_bench_now() < until)
-        FK_UV_MUST(uv_run(g->loop, UV_RUN_ONCE));
-    return cond(g);
-}
-
-static int all_settled(loadgen *g)
-{
-    return g->next_connect == g->n && g->connecting == 0;
-}
-
-static int none_busy(loadgen *g)
-{
-    for (int i = 0; i < g->n; i++)
-        if (g->conns[i].busy)
-            return 0;
-    return 1;
-}
-
-static int all_closed(loadgen *g)
-{
-    int opened = 0;
-    for (int i = 0; i < g->n; i++)
-        opened += g->conns[i].cl != NULL;
-    return g->closed_n == opened;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double pct(const double *v, size_t n, double p)
-{
-    if (!n)
-        return 0;
-    size_t i = (size_t)(p * (double)(n - 1) + 0.5);
-    return v[i < n ? i : n - 1];
-}
-
 static int make_pki(const char *dir, int n, fk_err *err)
 {
+    /* a --pki_dir kept from an earlier run with at least n clients is used as it is */
+    char last[600], name[32];
+    struct stat st;
+    snprintf(name, sizeof name, "load%d", n - 1);
+    if (!fk_certs_path(last, sizeof last, dir, FK_ROLE_CLIENT, name, "pem", err) &&
+        !stat(last, &st))
+        return FK_OK;
+    if (mkdir(dir, 0700) && errno != EEXIST)
+        return fk_err_set(err, FK_EIO, "cannot create %s: %s", dir, strerror(errno));
     fk_cert_opts so = {.ips = "127.0.0.1"};
     int rc = fk_certs_init_ca(dir, NULL, NULL, err);
     if (!rc)
@@ -567,41 +235,85 @@ static void raise_nofile(int need)
     rlim_t want = (rlim_t)need;
     if (r.rlim_cur < want) {
         r.rlim_cur = want < r.rlim_max ? want : r.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &r);
+        if (setrlimit(RLIMIT_NOFILE, &r) || r.rlim_cur < want)
+            fprintf(stderr,
+                    "fedkern bench load: the descriptor limit is %llu, the run needs %d: raise "
+                    "it (ulimit -n %d) or expect refused connections\n",
+                    (unsigned long long)r.rlim_cur, need, need);
     }
+}
+
+/* Busy and total jiffies of the whole machine (every process, not only ours). */
+static void machine_jiffies(double *busy, double *total)
+{
+    *busy = *total = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return;
+    unsigned long long v[8] = {0};
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) == 8) {
+        for (int i = 0; i < 8; i++)
+            *total += (double)v[i];
+        *busy = *total - (double)v[3] - (double)v[4]; /* minus idle and iowait */
+    }
+    fclose(f);
+}
+
+static double loadavg1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern bench load [--connections N] [--seconds S] [--interval_ms MS]\n"
-            "                          [--batch N] [--server_bin PATH] [--json]\n"
+            "                          [--rate R] [--procs P] [--batch N] [--storm]\n"
+            "                          [--pki_dir DIR] [--server_bin PATH] [--json]\n"
             "\n"
             "Starts fedkern-server on 127.0.0.1, opens N mutual-TLS connections (one client\n"
-            "certificate each), Joins, then sends Heartbeat calls for S seconds. Reports\n"
-            "server RSS per idle connection, RSS drift over the heartbeat phase, server fds\n"
-            "before/after (leak check), heartbeat latency p50/p99/max, server CPU per call,\n"
+            "certificate each) from P generator processes, Joins, then sends Heartbeat calls\n"
+            "for S seconds. Reports server RSS per idle connection, RSS drift over the\n"
+            "heartbeat phase, server fds before/after (leak check), heartbeat latency\n"
+            "p50/p99/max, offered and answered calls/s, server and generator CPU per call,\n"
             "and the projected connections for one 2-core server at the default 10 s\n"
             "heartbeat. Exit 1 if an fd leaked, a call failed or a connection never joined.\n"
             "\n"
             "  --connections N   concurrent connections (1000)\n"
             "  --seconds S       heartbeat phase length (20)\n"
-            "  --interval_ms MS  heartbeat interval per connection (1000)\n"
-            "  --batch N         handshakes in flight at once (64)\n"
+            "  --interval_ms MS  heartbeat interval per connection (1000): offers N/interval\n"
+            "                    calls/s in all\n"
+            "  --rate R          offered calls/s in all instead (overrides --interval_ms); a\n"
+            "                    connection still waiting for an answer passes its turn on\n"
+            "  --procs P         generator processes, each with its own loop and 1/P of the\n"
+            "                    connections (2: a client costs about as much CPU per call\n"
+            "                    as the server, so one process cannot load one server loop)\n"
+            "  --batch N         handshakes in flight at once, all generators together (64)\n"
             "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
+            "  --pki_dir DIR     certificates here, kept: made once, reused by later runs with\n"
+            "                    at most as many connections (default: the work directory)\n"
             "  --storm           after the heartbeats, SIGKILL the server, restart it and time\n"
             "                    the clients' return (full-jitter backoff 200 ms .. 15 s, at most\n"
-            "                    --batch reconnects in flight in this one generator); exit 1\n"
-            "                    unless all rejoined within --storm_limit S (90), each counted once\n"
+            "                    --batch reconnects in flight); exit 1 unless all\n"
+            "                    rejoined within --storm_limit S (90), each counted once\n"
             "  --json            JSON lines\n");
 }
 
 typedef struct load_opts {
-    long n, batch;
-    double seconds, interval_ms, storm_limit;
+    long n, batch, procs;
+    double seconds, interval_ms, rate, storm_limit;
     int json, keep, storm;
     char server_bin[512];
+    char pki[512]; /* certificates: --pki_dir, else the work directory */
 } load_opts;
 
 static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
@@ -617,9 +329,13 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
     if (!rc)
         rc = fk_params_int(&p, "batch", 64, 1, 10000, &o->batch, err);
     if (!rc)
+        rc = fk_params_int(&p, "procs", 2, 1, 64, &o->procs, err);
+    if (!rc)
         rc = fk_params_double(&p, "seconds", 20, 0.5, 3600, &o->seconds, err);
     if (!rc)
         rc = fk_params_double(&p, "interval_ms", 1000, 10, 600000, &o->interval_ms, err);
+    if (!rc)
+        rc = fk_params_double(&p, "rate", 0, 0, 1e7, &o->rate, err);
     if (!rc)
         rc = fk_params_bool(&p, "json", 0, &o->json, err);
     if (!rc)
@@ -631,12 +347,141 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
     default_server_bin(o->server_bin, sizeof o->server_bin);
     if (!rc && fk_params_get(&p, "server_bin"))
         snprintf(o->server_bin, sizeof o->server_bin, "%s", fk_params_get(&p, "server_bin"));
+    o->pki[0] = '\0';
+    if (!rc && fk_params_get(&p, "pki_dir"))
+        snprintf(o->pki, sizeof o->pki, "%s", fk_params_get(&p, "pki_dir"));
     const char *extra = rc ? NULL : fk_params_unused(&p);
     if (extra)
         rc = fk_err_set(err, FK_EINVAL, "unknown option --%s; see --help", extra);
     fk_params_close(&p);
+    if (!rc && o->procs > o->n)
+        o->procs = o->n; /* no generator without a connection */
+    if (!rc && o->rate <= 0)
+        o->rate = (double)o->n / (o->interval_ms / 1e3);
     return rc;
 }
+
+/* ---- the generator processes ---- */
+
+typedef struct workers {
+    int p;
+    pid_t pid[64];
+    int fd[64];
+    fk_loadgen_cfg cfg[64];
+} workers;
+
+/* Fork P generators, each on its own socket; a child runs its slice and exits. */
+static int spawn_workers(workers *w, const load_opts *o, const char *dir, int port, fk_err *err)
+{
+    w->p = 0;
+    fflush(stdout); /* the children must not write our buffered output again */
+    fflush(stderr);
+    for (int k = 0; k < (int)o->procs; k++) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+            return fk_err_set(err, FK_EIO, "socketpair: %s", strerror(errno));
+        /* the handshakes in flight are --batch in all: more would only time out on a busy
+         * server (the clients give up on a handshake after 10 s) */
+        int batch = (int)(o->batch * (k + 1) / o->procs - o->batch * k / o->procs);
+        w->cfg[k] = (fk_loadgen_cfg){.dir = dir, .port = port, .batch = batch > 0 ? batch : 1,
+                                     .id = k,
+                                     .lo = (int)(o->n * k / o->procs),
+                                     .hi = (int)(o->n * (k + 1) / o->procs)};
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(sv[0]);
+            close(sv[1]);
+            return fk_err_set(err, FK_EIO, "fork: %s", strerror(errno));
+        }
+        if (pid == 0) {
+            close(sv[0]);
+            for (int j = 0; j < w->p; j++) /* the siblings' sockets: EOF must reach them */
+                close(w->fd[j]);
+            fk_err e;
+            int rc = fk_loadgen_run(&w->cfg[k], sv[1], &e);
+            if (rc)
+                fprintf(stderr, "fedkern bench load: %s\n", e.msg);
+            close(sv[1]);
+            exit(rc ? 1 : 0);
+        }
+        close(sv[1]);
+        w->pid[k] = pid;
+        w->fd[k] = sv[0];
+        w->p++;
+    }
+    return FK_OK;
+}
+
+static int send_all(workers *w, const fk_loadgen_cmd *cmd)
+{
+    for (int k = 0; k < w->p; k++)
+        if (fk__loadgen_write(w->fd[k], cmd, sizeof *cmd))
+            return FK_EIO;
+    return FK_OK;
+}
+
+/* Each generator's answer; with times (STORM) the rejoin times are appended to it. */
+static int recv_all(workers *w, fk_loadgen_report *r, int kind, double *times, int *n_times)
+{
+    for (int k = 0; k < w->p; k++) {
+        if (fk__loadgen_read(w->fd[k], &r[k], sizeof r[k]) || r[k].kind != kind)
+            return FK_EIO;
+        if (r[k].kind == FK_LG_STORM && r[k].n_times > 0) {
+            if (r[k].n_times > r[k].n ||
+                fk__loadgen_read(w->fd[k], times + *n_times,
+                                 (size_t)r[k].n_times * sizeof *times))
+                return FK_EIO;
+            *n_times += r[k].n_times;
+        }
+    }
+    return FK_OK;
+}
+
+/* Reap the generators: a clean exit after CLOSE, else (error paths) killed. */
+static int reap_workers(workers *w, int kill_them)
+{
+    int bad = 0;
+    for (int k = 0; k < w->p; k++) {
+        close(w->fd[k]);
+        if (kill_them)
+            kill(w->pid[k], SIGKILL);
+        int st = 0;
+        if (waitpid(w->pid[k], &st, 0) != w->pid[k] || !WIFEXITED(st) || WEXITSTATUS(st))
+            bad++;
+    }
+    w->p = 0;
+    return bad;
+}
+
+/* The generators' answers to one phase added up (latency histograms merged). */
+static void merge(const fk_loadgen_report *r, int p, fk_loadgen_report *sum, double *tmax)
+{
+    memset(sum, 0, sizeof *sum);
+    *tmax = 0;
+    for (int k = 0; k < p; k++) {
+        sum->n += r[k].n;
+        sum->joined += r[k].joined;
+        sum->failed_conns += r[k].failed_conns;
+        sum->closed += r[k].closed;
+        sum->cpu_s += r[k].cpu_s;
+        sum->calls_ok += r[k].calls_ok;
+        sum->calls_failed += r[k].calls_failed;
+        sum->calls_due += r[k].calls_due;
+        sum->calls_sent += r[k].calls_sent;
+        sum->calls_skipped += r[k].calls_skipped;
+        sum->keep_failed += r[k].keep_failed;
+        sum->rejoined += r[k].rejoined;
+        sum->storm_joins += r[k].storm_joins;
+        sum->storm_failures += r[k].storm_failures;
+        sum->storm_refused += r[k].storm_refused;
+        sum->attempts_max = r[k].attempts_max > sum->attempts_max ? r[k].attempts_max
+                                                                  : sum->attempts_max;
+        fk_lhist_merge(&sum->hist, &r[k].hist);
+        *tmax = r[k].t_phase > *tmax ? r[k].t_phase : *tmax;
+    }
+}
+
+/* ---- the run ---- */
 
 typedef struct sample {
     long rss0, rss1, rss_min, rss_max, rss_end;
@@ -648,15 +493,22 @@ typedef struct sample {
     int storm_sessions;       /* sessions the restarted server counts */
     double cpu_connect;       /* server CPU seconds over the connect phase (handshakes, Joins) */
     double cpu_storm;         /* the restarted server's CPU seconds until all rejoined */
-    memacct a0, a1;              /* memory accounting idle and connected */
+    double t_connect;
+    memacct a0, a1;           /* memory accounting idle and connected */
     int fds0, fds1, fds_end;
     double cpu0, cpu1, t_hb;
+    double mach_busy, mach_total; /* the whole machine's jiffies over the heartbeat phase */
+    double load0, load1;          /* 1-minute load average at the start, after heartbeats */
+    fk_loadgen_report con, hb, storm, cls; /* the generators' answers, merged */
+    double t99, t100;
 } sample;
 
-static void report(const load_opts *o, const loadgen *g, const sample *s, double t_connect)
+static void report(const load_opts *o, const sample *s)
 {
-    double per_conn_kb = (double)(s->rss1 - s->rss0) / (double)(g->joined ? g->joined : 1);
-    double calls = (double)g->n_lat;
+    int joined = s->con.joined;
+    double per_conn_kb = (double)(s->rss1 - s->rss0) / (double)(joined ? joined : 1);
+    const fk_lhist *h = &s->hb.hist;
+    double calls = (double)s->hb.calls_ok;
     double cpu = s->cpu1 - s->cpu0;
     double cpu_per_call = calls > 0 ? cpu / calls : 0;
     /* one 2-core server, 10 s heartbeat: CPU bound is 2 / (cpu per call) calls/s */
@@ -664,18 +516,20 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     double drift = (double)(s->rss_max - s->rss_min);
     int j = o->json;
     const char *b = "load";
-    fk_bench_emit(j, b, "connect", "connections", (double)g->joined, NULL);
-    fk_bench_emit(j, b, "connect", "seconds", t_connect, NULL);
-    fk_bench_emit(j, b, "connect", "failed_connections", (double)g->failed_conns, NULL);
+    fk_bench_emit(j, b, "connect", "connections", (double)joined, NULL);
+    fk_bench_emit(j, b, "connect", "seconds", s->t_connect, NULL);
+    fk_bench_emit(j, b, "connect", "failed_connections", (double)s->con.failed_conns, NULL);
     /* the machine is shared: server CPU per handshake + Join is what carries over */
     fk_bench_emit(j, b, "connect", "server_cpu_ms_per_join",
-                  g->joined ? 1e3 * s->cpu_connect / g->joined : 0, NULL);
+                  joined ? 1e3 * s->cpu_connect / joined : 0, NULL);
+    fk_bench_emit(j, b, "connect", "generator_cpu_ms_per_join",
+                  joined ? 1e3 * s->con.cpu_s / joined : 0, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_idle_kb", (double)s->rss0, NULL);
     fk_bench_emit(j, b, "memory", "server_rss_connected_kb", (double)s->rss1, NULL);
     fk_bench_emit(j, b, "memory", "kb_per_idle_connection", per_conn_kb, "\"goal\":40");
-    if (s->a0.ok && s->a1.ok && g->joined > 0) {
+    if (s->a0.ok && s->a1.ok && joined > 0) {
         /* where each kilobyte of a joined idle client goes (heap accounting in the server) */
-        double k = 1024.0 * (double)g->joined;
+        double k = 1024.0 * (double)joined;
         struct { const char *name; double v; } parts[] = {
             {"kb_per_client_openssl", s->a1.openssl - s->a0.openssl},
             {"kb_per_client_nghttp2", s->a1.nghttp2 - s->a0.nghttp2},
@@ -695,8 +549,7 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
         }
         /* RSS not in a named heap part: the written pages of nghttp2's mapped blocks, malloc
          * headers and rounding, free heap still resident */
-        fk_bench_emit(j, b, "memory_parts", "kb_per_client_other",
-                      per_conn_kb - named / k, NULL);
+        fk_bench_emit(j, b, "memory_parts", "kb_per_client_other", per_conn_kb - named / k, NULL);
     }
     fk_bench_emit(j, b, "memory", "rss_drift_during_heartbeats_kb", drift, NULL);
     /* flat memory: the second half of the heartbeat phase adds (almost) nothing */
@@ -713,159 +566,229 @@ static void report(const load_opts *o, const loadgen *g, const sample *s, double
     fk_bench_emit(j, b, "fds", "server_fds_before", s->fds0, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_connected", s->fds1, NULL);
     fk_bench_emit(j, b, "fds", "server_fds_after_close", s->fds_end, NULL);
+    /* offered: what the pacing owed (the target rate); sent: what went out (a turn passes
+     * when SCAN connections in a row still wait for an answer); calls: answered in time */
+    fk_bench_emit(j, b, "heartbeat", "offered_calls_per_s", (double)s->hb.calls_due / s->t_hb,
+                  NULL);
+    fk_bench_emit(j, b, "heartbeat", "sent_calls_per_s", (double)s->hb.calls_sent / s->t_hb, NULL);
+    fk_bench_emit(j, b, "heartbeat", "skipped_all_busy", (double)s->hb.calls_skipped, NULL);
     fk_bench_emit(j, b, "heartbeat", "calls", calls, NULL);
-    fk_bench_emit(j, b, "heartbeat", "calls_per_s", calls / s->t_hb, NULL);
-    fk_bench_emit(j, b, "heartbeat", "failed_calls", (double)g->failed_calls, NULL);
-    fk_bench_emit(j, b, "heartbeat", "p50_ms", 1e3 * pct(g->lat, g->n_lat, 0.50), NULL);
-    fk_bench_emit(j, b, "heartbeat", "p99_ms", 1e3 * pct(g->lat, g->n_lat, 0.99), NULL);
-    fk_bench_emit(j, b, "heartbeat", "max_ms", 1e3 * pct(g->lat, g->n_lat, 1.0), NULL);
+    fk_bench_emit(j, b, "heartbeat", "calls_per_s", calls / s->t_hb, "\"goal\":20000");
+    fk_bench_emit(j, b, "heartbeat", "failed_calls", (double)s->hb.calls_failed, NULL);
+    /* the heartbeats at the server's interval outside the timed phase keep sessions alive */
+    fk_bench_emit(j, b, "heartbeat", "untimed_failed_calls", (double)s->cls.keep_failed, NULL);
+    fk_bench_emit(j, b, "heartbeat", "p50_ms", 1e3 * fk_lhist_pct(h, 0.50), NULL);
+    fk_bench_emit(j, b, "heartbeat", "p99_ms", 1e3 * fk_lhist_pct(h, 0.99), "\"goal\":50");
+    fk_bench_emit(j, b, "heartbeat", "max_ms", 1e3 * fk_lhist_pct(h, 1.0), NULL);
     fk_bench_emit(j, b, "server_cpu", "cpu_s_per_1000_calls", 1e3 * cpu_per_call, NULL);
     fk_bench_emit(j, b, "server_cpu", "cpu_fraction_of_one_core", cpu / s->t_hb, NULL);
+    /* the generators' own cost: with it near a core per process, they set the pace */
+    double gcpu = s->hb.cpu_s;
+    fk_bench_emit(j, b, "generator", "procs", (double)o->procs, NULL);
+    fk_bench_emit(j, b, "generator", "cpu_us_per_call",
+                  s->hb.calls_sent ? 1e6 * gcpu / (double)s->hb.calls_sent : 0, NULL);
+    fk_bench_emit(j, b, "generator", "cpu_fraction_of_one_core", gcpu / s->t_hb, NULL);
+    fk_bench_emit(j, b, "generator", "server_share_of_bench_cpu",
+                  cpu + gcpu > 0 ? cpu / (cpu + gcpu) : 0, NULL);
+    /* the machine is shared: how busy all of it was (cores) and what others used */
+    double cores = s->mach_total > 0 ? 2.0 * s->mach_busy / s->mach_total : 0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu > 0 && s->mach_total > 0)
+        cores = (double)ncpu * s->mach_busy / s->mach_total;
+    fk_bench_emit(j, b, "machine", "busy_cores_during_heartbeats", cores, NULL);
+    fk_bench_emit(j, b, "machine", "busy_cores_not_bench",
+                  cores - (cpu + gcpu) / s->t_hb > 0 ? cores - (cpu + gcpu) / s->t_hb : 0, NULL);
+    fk_bench_emit(j, b, "machine", "load_avg_1min_start", s->load0, NULL);
+    fk_bench_emit(j, b, "machine", "load_avg_1min_after_heartbeats", s->load1, NULL);
     fk_bench_emit(j, b, "projection_2core", "connections_cpu_bound_10s_heartbeat", proj_cpu,
                   "\"goal\":10000");
+    /* The machine is shared, so wall-clock rates say how busy it was. What carries over is CPU
+     * per call: on 2 cores of its own, server (one loop: at most one core) and generator
+     * together would answer this many calls/s before either runs out of CPU. */
+    double gen_per_call = calls > 0 ? gcpu / calls : 0;
+    if (cpu_per_call > 0) {
+        double both = 2.0 / (cpu_per_call + gen_per_call), one = 1.0 / cpu_per_call;
+        fk_bench_emit(j, b, "projection_2core", "calls_per_s_cpu_bound_with_generator",
+                      both < one ? both : one, "\"goal\":20000");
+        fk_bench_emit(j, b, "projection_2core", "calls_per_s_cpu_bound_server_loop", one, NULL);
+    }
     if (o->storm) {
         fk_bench_emit(j, b, "storm", "server_restart_s", s->storm_restart_s, NULL);
-        fk_bench_emit(j, b, "storm", "rejoined", (double)g->rejoined, NULL);
+        fk_bench_emit(j, b, "storm", "rejoined", (double)s->storm.rejoined, NULL);
         fk_bench_emit(j, b, "storm", "server_cpu_s_until_all_rejoined", s->cpu_storm, NULL);
-        fk_bench_emit(j, b, "storm", "s_to_99pct_rejoined", g->t99, NULL);
-        fk_bench_emit(j, b, "storm", "s_to_100pct_rejoined", g->t100, "\"goal\":60");
-        fk_bench_emit(j, b, "storm", "join_calls_ok", (double)g->storm_joins, NULL);
-        fk_bench_emit(j, b, "storm", "join_calls_failed", (double)g->storm_failures, NULL);
+        fk_bench_emit(j, b, "storm", "generator_cpu_s", s->storm.cpu_s, NULL);
+        fk_bench_emit(j, b, "storm", "s_to_99pct_rejoined", s->t99, NULL);
+        fk_bench_emit(j, b, "storm", "s_to_100pct_rejoined", s->t100, "\"goal\":60");
+        fk_bench_emit(j, b, "storm", "join_calls_ok", (double)s->storm.storm_joins, NULL);
+        fk_bench_emit(j, b, "storm", "join_calls_failed", (double)s->storm.storm_failures, NULL);
+        /* TCP refused or TLS not finished: the server still down or its backlog full */
+        fk_bench_emit(j, b, "storm", "reconnects_not_up", (double)s->storm.storm_refused, NULL);
+        fk_bench_emit(j, b, "storm", "attempts_max_one_client", (double)s->storm.attempts_max,
+                      NULL);
         fk_bench_emit(j, b, "storm", "server_sessions_after", (double)s->storm_sessions, NULL);
         fk_bench_emit(j, b, "storm", "server_rss_after_storm_kb", (double)s->rss_storm, NULL);
+        /* all rejoined: the CPU it took, spread over 2 cores of their own (the server's part
+         * on one loop), is the time the storm would take with the machine to itself */
+        if (s->t100 > 0) {
+            double both = 0.5 * (s->cpu_storm + s->storm.cpu_s);
+            fk_bench_emit(j, b, "projection_2core", "storm_s_cpu_bound_with_generator",
+                          both > s->cpu_storm ? both : s->cpu_storm, "\"goal\":60");
+        }
     }
     double mem_10k_mb = per_conn_kb * 10000.0 / 1024.0;
     fk_bench_emit(j, b, "projection_2core", "server_rss_mb_at_10000_connections",
                   (double)s->rss0 / 1024.0 + mem_10k_mb, NULL);
 }
 
-static void close_all(loadgen *g)
+static int cmp_double(const void *a, const void *b)
 {
-    g->phase = 2;
-    for (int i = 0; i < g->n; i++) {
-        if (g->conns[i].retry_init) {
-            FK_UV_MUST(uv_timer_stop(&g->conns[i].retry));
-            uv_close((uv_handle_t *)&g->conns[i].retry, NULL);
-            g->conns[i].retry_init = 0;
-        }
-        if (g->conns[i].cl) {
-            g->conns[i].closed = 1;
-            fk_grpc_client_close(g->conns[i].cl, on_closed, &g->conns[i]);
-        }
-    }
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
-static int all_rejoined(loadgen *g)
+/* The timed phase: every generator paces its share of the rate for `seconds` while the
+ * server's RSS is sampled every 0.5 s and its CPU time (and the machine's) is taken at
+ * both ends. */
+static int heartbeat_phase(workers *w, const load_opts *o, pid_t srv, sample *s)
 {
-    return g->rejoined == g->n;
+    fk_loadgen_report r[64];
+    double b0, t0, b1, t1;
+    s->load0 = loadavg1();
+    for (int k = 0; k < w->p; k++) { /* each generator offers its share of the rate */
+        fk_loadgen_cmd cmd = {.kind = FK_LG_HEARTBEAT, .seconds = o->seconds,
+                              .rate = o->rate * (w->cfg[k].hi - w->cfg[k].lo) / (double)o->n};
+        if (fk__loadgen_write(w->fd[k], &cmd, sizeof cmd))
+            return FK_EIO;
+    }
+    s->cpu0 = proc_cpu_s(srv);
+    machine_jiffies(&b0, &t0);
+    double th = fk_bench_now(), next_sample = th + 0.5;
+    while (fk_bench_now() - th < o->seconds) {
+        usleep(20000);
+        if (fk_bench_now() >= next_sample) {
+            long rss = proc_rss_kb(srv);
+            if (!s->rss_mid && fk_bench_now() - th >= o->seconds / 2)
+                s->rss_mid = rss;
+            s->rss_hb_end = rss;
+            s->rss_min = rss < s->rss_min ? rss : s->rss_min;
+            s->rss_max = rss > s->rss_max ? rss : s->rss_max;
+            next_sample += 0.5;
+        }
+    }
+    s->cpu1 = proc_cpu_s(srv);
+    machine_jiffies(&b1, &t1);
+    s->mach_busy = b1 - b0;
+    s->mach_total = t1 - t0;
+    s->t_hb = fk_bench_now() - th;
+    /* the generators answer once their calls in flight are back (not timed) */
+    if (recv_all(w, r, FK_LG_HEARTBEAT, NULL, NULL))
+        return FK_EIO;
+    double tmax;
+    merge(r, w->p, &s->hb, &tmax);
+    s->load1 = loadavg1();
+    /* still connected and idle: the server's trim (two 0.5 s checks) gives the spike back */
+    usleep(2500000);
+    s->rss_after_load = proc_rss_kb(srv);
+    return FK_OK;
 }
 
 /* Reconnect storm: SIGKILL the server under every joined client, start it again on the same
  * port and state, and time the clients' return (full-jitter backoff, as the client daemon).
  * The server's own session count afterwards shows whether a client was counted twice. */
-static void storm_phase(loadgen *g, const load_opts *o, pid_t *srv, int port, sample *s)
+static int storm_phase(workers *w, const load_opts *o, const char *dir, pid_t *srv, int port,
+                       sample *s)
 {
-    g->phase = 4;
-    fk_rng_init(&g->rng, 24, 1);
-    if (!(g->waitq = calloc((size_t)g->n, sizeof *g->waitq))) {
-        fprintf(stderr, "fedkern bench load: storm: out of memory\n");
-        return;
-    }
+    fk_loadgen_report r[64];
+    double *times = calloc((size_t)o->n, sizeof *times);
+    int n_times = 0, rc = FK_EIO;
+    if (!times)
+        return FK_ENOMEM;
+    /* every generator first arms (a lost connection now reconnects), then the kill */
+    fk_loadgen_cmd cmd = {.kind = FK_LG_STORM, .seconds = o->storm_limit};
+    if (send_all(w, &cmd) || recv_all(w, r, FK_LG_ARMED, NULL, NULL))
+        goto out;
     kill(*srv, SIGKILL);
     waitpid(*srv, NULL, 0);
-    g->storm_t0 = fk_bench_now();
+    double t0 = fk_bench_now();
     fk_err err;
     int p = port;
-    if ((*srv = start_server(o->server_bin, g->dir, &p, &err)) < 0) {
+    if ((*srv = start_server(o->server_bin, dir, o->pki, &p, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: storm restart: %s\n", err.msg);
-        return;
+        goto out;
     }
-    s->storm_restart_s = fk_bench_now() - g->storm_t0;
-    run_until(g, all_rejoined, o->storm_limit);
+    s->storm_restart_s = fk_bench_now() - t0;
+    if (recv_all(w, r, FK_LG_STORM, times, &n_times))
+        goto out;
     s->cpu_storm = proc_cpu_s(*srv);
+    double tmax;
+    merge(r, w->p, &s->storm, &tmax);
+    /* the first rejoin of each client, all generators together */
+    qsort(times, (size_t)n_times, sizeof *times, cmp_double);
+    int k99 = (int)((o->n * 99 + 99) / 100);
+    s->t99 = n_times >= k99 ? times[k99 - 1] - t0 : 0;
+    s->t100 = n_times == o->n && n_times > 0 ? times[n_times - 1] - t0 : 0;
     /* late duplicates would show in the server's count: wait for its next accounting line */
-    double until = fk_bench_now() + 1.2;
-    while (fk_bench_now() < until)
-        FK_UV_MUST(uv_run(g->loop, UV_RUN_NOWAIT)), usleep(2000);
-    s->storm_sessions = (int)read_acct(g->dir).sessions;
+    usleep(1200000);
+    s->storm_sessions = (int)read_acct(dir).sessions;
     s->rss_storm = proc_rss_kb(*srv);
-}
-
-/* The timed phase: every connection heartbeats for `seconds` (on_tick paces them) while
- * the server's RSS is sampled every 0.5 s and its CPU time is taken at both ends. */
-static void heartbeat_phase(loadgen *g, pid_t srv, double seconds, sample *s)
-{
-    FK_UV_MUST(uv_timer_init(g->loop, &g->tick));
-    g->tick.data = g;
-    g->phase = 1;
-    s->cpu0 = proc_cpu_s(srv);
-    double th = fk_bench_now();
-    FK_UV_MUST(uv_timer_start(&g->tick, on_tick, 10, 10));
-    double next_sample = th + 0.5;
-    while (fk_bench_now() - th < seconds) {
-        FK_UV_MUST(uv_run(g->loop, UV_RUN_ONCE));
-        if (fk_bench_now() >= next_sample) {
-            long r = proc_rss_kb(srv);
-            if (!s->rss_mid && fk_bench_now() - th >= seconds / 2)
-                s->rss_mid = r;
-            s->rss_hb_end = r;
-            s->rss_min = r < s->rss_min ? r : s->rss_min;
-            s->rss_max = r > s->rss_max ? r : s->rss_max;
-            next_sample += 0.5;
-        }
-    }
-    s->cpu1 = proc_cpu_s(srv);
-    s->t_hb = fk_bench_now() - th;
-    FK_UV_MUST(uv_timer_stop(&g->tick));
-    g->phase = 3; /* heartbeats still in flight complete but are not timed */
-    run_until(g, none_busy, 15);
-    /* still connected and idle: the server's trim (two 0.5 s checks) gives the spike back */
-    double until = fk_bench_now() + 2.5;
-    while (fk_bench_now() < until)
-        FK_UV_MUST(uv_run(g->loop, UV_RUN_NOWAIT)), usleep(2000);
-    s->rss_after_load = proc_rss_kb(srv);
+    rc = FK_OK;
+out:
+    free(times);
+    return rc;
 }
 
 /* Close every connection, then measure what the server gives back: its fds (a leak shows
  * here) and its RSS right after and once it had time to trim. */
-static void close_phase(loadgen *g, pid_t srv, sample *s)
+static int close_phase(workers *w, pid_t srv, sample *s)
 {
-    close_all(g);
-    run_until(g, all_closed, 30);
-    uv_close((uv_handle_t *)&g->tick, NULL);
+    fk_loadgen_report r[64];
+    fk_loadgen_cmd cmd = {.kind = FK_LG_CLOSE};
+    if (send_all(w, &cmd) || recv_all(w, r, FK_LG_CLOSE, NULL, NULL))
+        return FK_EIO;
+    double tmax;
+    merge(r, w->p, &s->cls, &tmax);
+    if (reap_workers(w, 0))
+        fprintf(stderr, "fedkern bench load: a generator process did not end cleanly\n");
     /* the server notices the closes on its next loop turns */
     for (int i = 0; i < 50; i++) {
-        FK_UV_MUST(uv_run(g->loop, UV_RUN_NOWAIT));
         s->fds_end = proc_fds(srv);
         if (s->fds_end <= s->fds0)
             break;
         usleep(100000);
     }
+    if (s->fds_end > s->fds0)
+        print_fds(srv);
     s->rss_end = proc_rss_kb(srv);
     /* the server trims once its free heap stayed up for two 0.5 s checks */
     usleep(2000000);
     s->rss_idle = proc_rss_kb(srv);
+    return FK_OK;
 }
 
 /* Exit status of the run: 1 with a line per broken promise (joins, calls, fd leak). */
-static int verdict(const load_opts *o, const loadgen *g, const sample *s)
+static int verdict(const load_opts *o, const sample *s)
 {
     int rc = 0;
-    if (o->storm && (g->rejoined != g->n || s->storm_sessions != g->n ||
-                     g->storm_joins != g->n)) {
+    if (o->storm && (s->storm.rejoined != o->n || s->storm_sessions != o->n ||
+                     s->storm.storm_joins != o->n)) {
         fprintf(stderr,
-                "fedkern bench load: storm: %d of %d rejoined in %.0f s, %d Joins answered, "
+                "fedkern bench load: storm: %d of %ld rejoined in %.0f s, %d Joins answered, "
                 "the server counts %d sessions\n",
-                g->rejoined, g->n, o->storm_limit, g->storm_joins, s->storm_sessions);
+                s->storm.rejoined, o->n, o->storm_limit, s->storm.storm_joins, s->storm_sessions);
         rc = 1;
     }
-    if (g->joined != g->n || g->failed_conns) {
-        fprintf(stderr, "fedkern bench load: %d of %d connections joined, %ld failed\n", g->joined,
-                g->n, g->failed_conns);
+    if (s->con.joined != o->n || s->cls.failed_conns) {
+        fprintf(stderr, "fedkern bench load: %d of %ld connections joined, %d failed or lost\n",
+                s->con.joined, o->n, s->cls.failed_conns);
         rc = 1;
     }
-    if (g->failed_calls) {
-        fprintf(stderr, "fedkern bench load: %ld heartbeat calls failed\n", g->failed_calls);
+    if (s->cls.keep_failed) { /* e.g. a session expired while the others connected */
+        fprintf(stderr, "fedkern bench load: %ld untimed heartbeats failed\n",
+                s->cls.keep_failed);
+        rc = 1;
+    }
+    if (s->hb.calls_failed) {
+        fprintf(stderr, "fedkern bench load: %ld heartbeat calls failed\n", s->hb.calls_failed);
         rc = 1;
     }
     if (s->fds_end > s->fds0) {
@@ -873,11 +796,33 @@ static int verdict(const load_opts *o, const loadgen *g, const sample *s)
                 s->fds0, s->fds_end);
         rc = 1;
     }
-    if (g->n_lat == 0) {
+    if (s->hb.calls_ok == 0) {
         fprintf(stderr, "fedkern bench load: no heartbeat completed\n");
         rc = 1;
     }
     return rc;
+}
+
+/* Connect every generator's share, Join, settle; then the server's connected baseline. */
+static int connect_phase(workers *w, const load_opts *o, pid_t srv, const char *dir, sample *s)
+{
+    fk_loadgen_report r[64];
+    double tc = fk_bench_now(), cpu_c = proc_cpu_s(srv);
+    /* a shared 2-core machine: 6 min for 10,000 */
+    fk_loadgen_cmd cmd = {.kind = FK_LG_CONNECT, .seconds = 60 + 0.03 * (double)o->n};
+    if (send_all(w, &cmd) || recv_all(w, r, FK_LG_CONNECT, NULL, NULL))
+        return FK_EIO;
+    s->t_connect = fk_bench_now() - tc;
+    s->cpu_connect = proc_cpu_s(srv) - cpu_c;
+    double tmax;
+    merge(r, w->p, &s->con, &tmax);
+    /* settle: let the server finish per-connection work and log a memory_accounting line */
+    usleep(1200000);
+    s->rss1 = proc_rss_kb(srv);
+    s->a1 = read_acct(dir);
+    s->fds1 = proc_fds(srv);
+    s->rss_min = s->rss_max = s->rss1;
+    return FK_OK;
 }
 
 int fk_bench_load(int argc, char **argv)
@@ -893,9 +838,10 @@ int fk_bench_load(int argc, char **argv)
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return 2;
     }
-    /* a peer's reset must not kill the generator; 1000 connections need the fds */
+    /* a peer's reset must not kill a generator; every connection needs its fd in the server
+     * (started from here, it inherits the limit) and in its generator */
     signal(SIGPIPE, SIG_IGN);
-    raise_nofile((int)(2 * o.n + 256));
+    raise_nofile((int)(o.n + 512));
     char dir[] = "/tmp/fk-bench-load-XXXXXX";
     if (!mkdtemp(dir)) {
         fprintf(stderr, "fedkern bench load: mkdtemp: %s\n", strerror(errno));
@@ -903,18 +849,19 @@ int fk_bench_load(int argc, char **argv)
     }
     int rc = 1, port = 0;
     pid_t srv = -1;
-    loadgen g = {.n = (int)o.n, .batch = (int)o.batch, .hb_interval = o.interval_ms / 1e3,
-                 .dir = dir};
+    workers w = {0};
     sample s = {0};
     /* one certificate per client and the real fedkern-server binary, as deployed */
     double t0 = fk_bench_now();
-    if (make_pki(dir, g.n, &err)) {
+    if (!o.pki[0])
+        snprintf(o.pki, sizeof o.pki, "%s", dir);
+    if (make_pki(o.pki, (int)o.n, &err)) {
         fprintf(stderr, "fedkern bench load: certificates: %s\n", err.msg);
         goto out;
     }
     if (!o.json)
-        printf("certificates for %d clients: %.1f s\n", g.n, fk_bench_now() - t0);
-    if ((srv = start_server(o.server_bin, dir, &port, &err)) < 0) {
+        printf("certificates for %ld clients: %.1f s\n", o.n, fk_bench_now() - t0);
+    if ((srv = start_server(o.server_bin, dir, o.pki, &port, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         goto out;
     }
@@ -923,46 +870,23 @@ int fk_bench_load(int argc, char **argv)
     s.rss0 = proc_rss_kb(srv);
     s.a0 = read_acct(dir);
     s.fds0 = proc_fds(srv);
-    g.port = port;
-    g.loop = uv_default_loop();
-    g.conns = calloc((size_t)g.n, sizeof *g.conns);
-    if (!g.conns)
-        goto out;
-    for (int i = 0; i < g.n; i++)
-        g.conns[i] = (lconn){.g = &g, .idx = i};
     fk_log_set_level(FK_LOG_ERROR);
-    double tc = fk_bench_now(), cpu_c = proc_cpu_s(srv);
-    connect_more(&g);
-    run_until(&g, all_settled, 60 + 0.03 * g.n); /* a shared 2-core machine: 6 min for 10,000 */
-    double t_connect = fk_bench_now() - tc;
-    run_until(&g, none_busy, 5);
-    s.cpu_connect = proc_cpu_s(srv) - cpu_c;
-    /* settle: let the server finish per-connection work before measuring */
-    double settle = fk_bench_now() + 1.2; /* and a memory_accounting line after it */
-    while (fk_bench_now() < settle)
-        FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT)), usleep(1000);
-    s.rss1 = proc_rss_kb(srv);
-    s.a1 = read_acct(dir);
-    s.fds1 = proc_fds(srv);
-    s.rss_min = s.rss_max = s.rss1;
-    heartbeat_phase(&g, srv, o.seconds, &s);
-    if (o.storm)
-        storm_phase(&g, &o, &srv, port, &s);
-    close_phase(&g, srv, &s);
-    qsort(g.lat, g.n_lat, sizeof *g.lat, cmp_double);
-    report(&o, &g, &s, t_connect);
-    rc = verdict(&o, &g, &s);
-out:
-    /* cleanup on every path: client TLS contexts, the server process, the temp dir */
-    if (g.loop) {
-        FK_UV_MUST(uv_run(g.loop, UV_RUN_NOWAIT));
-        for (int i = 0; g.conns && i < g.n; i++)
-            if (g.conns[i].tls)
-                fk_tls_ctx_unref(g.conns[i].tls);
+    if (spawn_workers(&w, &o, o.pki, port, &err)) {
+        fprintf(stderr, "fedkern bench load: generators: %s\n", err.msg);
+        goto out;
     }
-    free(g.conns);
-    free(g.lat);
-    free(g.waitq);
+    int lost = connect_phase(&w, &o, srv, dir, &s) || heartbeat_phase(&w, &o, srv, &s) ||
+               (o.storm && storm_phase(&w, &o, dir, &srv, port, &s)) || close_phase(&w, srv, &s);
+    if (lost) {
+        fprintf(stderr, "fedkern bench load: a generator process failed (see above)\n");
+        goto out;
+    }
+    report(&o, &s);
+    rc = verdict(&o, &s);
+out:
+    /* cleanup on every path: the generators, the server process, the temp dir */
+    if (w.p)
+        reap_workers(&w, 1);
     if (srv > 0) {
         kill(srv, SIGTERM);
         waitpid(srv, NULL, 0);
