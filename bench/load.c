@@ -138,10 +138,11 @@ static memacct read_acct(const char *dir)
 
 /* ---- the server child ---- */
 
-static pid_t start_server(const char *bin, const char *dir, const char *pki, int *port,
-                          fk_err *err)
+static pid_t start_server(const char *bin, const char *dir, const char *pki, long io_threads,
+                          int *port, fk_err *err)
 {
-    char log[512], db[512], buf[8192], listen[64];
+    char log[512], db[512], buf[8192], listen[64], threads[32];
+    snprintf(threads, sizeof threads, "%ld", io_threads);
     snprintf(listen, sizeof listen, "127.0.0.1:%d", *port); /* 0: any free port */
     snprintf(log, sizeof log, "%s/server.log", dir);
     snprintf(db, sizeof db, "%s/state.db", dir);
@@ -157,7 +158,8 @@ static pid_t start_server(const char *bin, const char *dir, const char *pki, int
          * FEDKERN_MEMACCT=1: the server logs where its heap goes (memory_accounting) */
         setenv("FEDKERN_MEMACCT", "1", 1);
         execl(bin, bin, "--listen", listen, "--tls_dir", pki, "--state", db,
-              "--metrics_listen", "127.0.0.1:0", "--memtrim_ms", "500", (char *)NULL);
+              "--metrics_listen", "127.0.0.1:0", "--memtrim_ms", "500", "--net.io_threads", threads,
+              (char *)NULL);
         _exit(127);
     }
     if (pid < 0) {
@@ -277,7 +279,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: fedkern bench load [--connections N] [--seconds S] [--interval_ms MS]\n"
             "                          [--rate R] [--procs P] [--batch N] [--storm]\n"
-            "                          [--pki_dir DIR] [--server_bin PATH] [--json]\n"
+            "                          [--pki_dir DIR] [--server_bin PATH] [--io_threads N]\n"
+            "                          [--json]\n"
             "\n"
             "Starts fedkern-server on 127.0.0.1, opens N mutual-TLS connections (one client\n"
             "certificate each) from P generator processes, Joins, then sends Heartbeat calls\n"
@@ -298,6 +301,7 @@ static void usage(FILE *out)
             "                    as the server, so one process cannot load one server loop)\n"
             "  --batch N         handshakes in flight at once, all generators together (64)\n"
             "  --server_bin PATH fedkern-server to start (next to this fedkern)\n"
+            "  --io_threads N    the server's net.io_threads (1: one loop for everything)\n"
             "  --keep            keep the work directory (server.log, state.db) and say where\n"
             "  --pki_dir DIR     certificates here, kept: made once, reused by later runs with\n"
             "                    at most as many connections (default: the work directory)\n"
@@ -309,7 +313,7 @@ static void usage(FILE *out)
 }
 
 typedef struct load_opts {
-    long n, batch, procs;
+    long n, batch, procs, io_threads;
     double seconds, interval_ms, rate, storm_limit;
     int json, keep, storm;
     char server_bin[512];
@@ -330,6 +334,8 @@ static int parse_opts(int argc, char **argv, load_opts *o, fk_err *err)
         rc = fk_params_int(&p, "batch", 64, 1, 10000, &o->batch, err);
     if (!rc)
         rc = fk_params_int(&p, "procs", 2, 1, 64, &o->procs, err);
+    if (!rc)
+        rc = fk_params_int(&p, "io_threads", 1, 1, 64, &o->io_threads, err);
     if (!rc)
         rc = fk_params_double(&p, "seconds", 20, 0.5, 3600, &o->seconds, err);
     if (!rc)
@@ -712,7 +718,7 @@ static int storm_phase(workers *w, const load_opts *o, const char *dir, pid_t *s
     double t0 = fk_bench_now();
     fk_err err;
     int p = port;
-    if ((*srv = start_server(o->server_bin, dir, o->pki, &p, &err)) < 0) {
+    if ((*srv = start_server(o->server_bin, dir, o->pki, o->io_threads, &p, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: storm restart: %s\n", err.msg);
         goto out;
     }
@@ -861,7 +867,7 @@ int fk_bench_load(int argc, char **argv)
     }
     if (!o.json)
         printf("certificates for %ld clients: %.1f s\n", o.n, fk_bench_now() - t0);
-    if ((srv = start_server(o.server_bin, dir, o.pki, &port, &err)) < 0) {
+    if ((srv = start_server(o.server_bin, dir, o.pki, o.io_threads, &port, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         goto out;
     }
