@@ -69,6 +69,7 @@ typedef struct demo_job {
     double seconds;       /* submit to done */
     int score_kind;       /* SCORE_* */
     const char *leaves;   /* what leaves the clients, said when the job starts */
+    const char *consent;  /* client-config comment on its local.* keys (its opt-ins) */
     int from_files;       /* clients read WORKDIR/METHOD-cI.csv (the method's built-in data) */
     fk_report *drep;      /* daemon model scored by each client (daemon mode) */
     /* one `job predict` call (kahm): queries, and the daemon's / simulation's answers */
@@ -194,50 +195,37 @@ static void progress(const fk_sim_round *r, void *ctx)
     fflush(stdout);
 }
 
-static int setup_fedrf_tca(demo_job *j, const demo_opts *o, fk_err *err)
+/* FedRF-TCA's data: K-1 labelled source domains and the unlabelled target (the last
+ * client) of the built-in synthetic domain shift; its "rounds" key is the job's rounds. */
+static int make_shift(demo_job *j, const demo_opts *o, fk_err *err)
 {
     fk_synth_opts so;
     fk_synth_defaults(&so);
-    so.n_sources = (int)o->clients - 1;
+    so.n_sources = j->n_clients - 1;
     so.seed = o->seed;
-    j->method = "fedrf-tca";
-    j->data = "synthetic domain shift";
-    j->dataset = "shift";
     snprintf(j->spec, sizeof j->spec, "synthetic/shift:sources=%d,seed=%llu", so.n_sources,
              (unsigned long long)so.seed);
-    j->metric = "accuracy";
-    j->rounds = o->rounds ? (int)o->rounds : 60;
-    j->n_clients = so.n_sources + 1;
     j->clients = calloc((size_t)j->n_clients, sizeof *j->clients);
     if (!j->clients)
         return fk_err_set(err, FK_ENOMEM, "out of memory");
     int rc = fk_synth_shift(&so, j->clients, err);
     if (rc)
         return rc;
-    static const char *kv[][2] = {{"N", "200"}, {"m", "20"}, {"lr", "0.01"}, {"tc", "10"},
-                                  {"classes", "5"}};
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        if (fk_params_set(&j->params, kv[i][0], kv[i][1]))
-            return fk_err_set(err, FK_ENOMEM, "out of memory");
     char buf[32];
     snprintf(buf, sizeof buf, "%d", j->rounds);
     return fk_params_set(&j->params, "rounds", buf) ? FK_ENOMEM : FK_OK;
 }
 
-static int setup_fedgrem(demo_job *j, const demo_opts *o, fk_err *err)
+/* FedGrEM's data: the paper's Gaussian-mixture design with at least its default number of
+ * tasks (the last an outlier); the job's R is the design's number of components. */
+static int make_gmm(demo_job *j, const demo_opts *o, fk_err *err)
 {
     fk_synth_gmm g;
     fk_synth_gmm_defaults(&g);
-    if (o->clients > g.K)
-        g.K = (int)o->clients;
-    j->method = "fedgrem";
-    j->data = "GMM design, 1 outlier client";
-    j->dataset = "gmm";
+    if (j->n_clients > g.K)
+        g.K = j->n_clients;
     snprintf(j->spec, sizeof j->spec, "synthetic/gmm:tasks=%d,seed=%llu", g.K,
              (unsigned long long)o->seed);
-    j->metric = "mis-clustering";
-    j->score_kind = SCORE_REGULAR_ERROR;
-    j->rounds = o->rounds ? (int)o->rounds : 100;
     j->n_clients = g.K;
     j->clients = calloc((size_t)g.K, sizeof *j->clients);
     double *theta = malloc((size_t)g.K * (size_t)g.R * (size_t)g.p * sizeof *theta);
@@ -333,115 +321,120 @@ static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *
     return FK_OK;
 }
 
-/* DICA and UDICA: one domain per client, the last one held out (it uploads nothing and
- * scores the federated predictor on a domain no statistic came from). UDICA solves the
- * unsupervised invariance objective (no labels in the solve); the §8.1 ridge on its
- * projections still learns from the training clients' labels. */
-static int setup_dica(demo_job *j, const demo_opts *o, const char *dir, const char *method,
-                      fk_err *err)
-{
-    j->method = method;
-    j->data = "shifted domains, last unseen";
-    j->dataset = method;
-    j->metric = "accuracy";
-    j->score_kind = SCORE_LAST_ACCURACY;
-    j->rounds = 1;
-    j->n_clients = (int)o->clients;
-    j->leaves = "each training client uploads once the per-domain sums of its random features "
-                "(means and second moments, no samples); the held-out client uploads nothing";
-    static const char *const kv[][2] = {{"R", "200"}, {"holdout", "last"}, {"classes", "3"}};
-    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
-    fk_params gen;
-    fk_params_init(&gen);
-    if (!rc)
-        rc = builtin_data(j, o, dir, &gen, 0, err);
-    fk_params_close(&gen);
-    return rc;
-}
+/* The demo's jobs, one row each, run in this order. A row names the job type and its table
+ * row, its job keys (local.* keys are the client's own consent: the in-process run reads them
+ * from the job, the client daemons from the [local] section of the demo's client configs,
+ * with `consent` as its comment), and where its data comes from: `make` (own generator), or
+ * else the job type's built-in data (sim_data, as `fedkern sim NAME`) with its first n_gen
+ * keys as generator keys and n_queries more generated clients as `job predict` queries. */
+typedef struct demo_row {
+    const char *method, *name, *data, *metric, *dataset;
+    int score_kind;                /* SCORE_* */
+    int rounds;                    /* default rounds, replaced by --rounds; 0: one round */
+    int min_clients;               /* clients = max(--clients, min_clients) */
+    const char *leaves;            /* what leaves the clients, said when the job starts */
+    const char *const (*keys)[2];  /* job keys, up to a {NULL} row */
+    int n_gen;
+    int n_queries;
+    int predict, refit;            /* as demo_job */
+    const char *consent;           /* client-config comment on its local.* keys */
+    int (*make)(demo_job *j, const demo_opts *o, fk_err *err);
+} demo_row;
 
-/* KAHM mode A: the clients upload their class models (which contain their training
- * samples), so the server can answer `job predict`; the demo's own client configs
- * consent with [local] allow_model_upload = true. Client i holds 3 of the 10 classes;
- * four clients cover them all. Two further generated clients give the queries. */
-static int setup_kahm(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
-{
-    j->method = "kahm";
-    j->data = "10 classes, 3 per client";
-    j->dataset = "kahm";
-    j->metric = "accuracy";
-    j->score_kind = SCORE_MEAN_ACCURACY;
-    j->rounds = 1;
-    j->n_clients = o->clients > 4 ? (int)o->clients : 4;
-    j->predict = 1;
-    j->refit = 1;
-    j->leaves = "mode A (upload_models = 1): each client uploads its KAHM class models, which "
-                "contain whitened encodings of ALL its training samples (close to the data "
-                "itself); the demo's client configs allow it ([local] allow_model_upload = true)";
-    static const char *const kv[][2] = {{"classes", "10"}, {"upload_models", "1"},
-                                        {"local.allow_model_upload", "true"}};
-    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
-    fk_params gen;
-    fk_params_init(&gen);
-    if (!rc)
-        rc = set_keys(&gen, kv, 1, err);
-    if (!rc)
-        rc = builtin_data(j, o, dir, &gen, 2, err);
-    fk_params_close(&gen);
-    return rc;
-}
+static const demo_row demo_rows[] = {
+    {.method = "fedrf-tca", .data = "synthetic domain shift", .metric = "accuracy",
+     .dataset = "shift", .score_kind = SCORE_LAST_ACCURACY, .rounds = 60,
+     .keys = (const char *const[][2]){{"N", "200"}, {"m", "20"}, {"lr", "0.01"}, {"tc", "10"},
+                                      {"classes", "5"}, {NULL, NULL}},
+     .make = make_shift},
+    {.method = "fedgrem", .data = "GMM design, 1 outlier client", .metric = "mis-clustering",
+     .dataset = "gmm", .score_kind = SCORE_REGULAR_ERROR, .rounds = 100, .make = make_gmm},
+    /* DICA and UDICA: one domain per client, the last one held out (it uploads nothing and
+     * scores the federated predictor on a domain no statistic came from). UDICA solves the
+     * unsupervised invariance objective (no labels in the solve); the §8.1 ridge on its
+     * projections still learns from the training clients' labels. */
+    {.method = "dica", .data = "shifted domains, last unseen", .metric = "accuracy",
+     .dataset = "dica", .score_kind = SCORE_LAST_ACCURACY,
+     .leaves = "each training client uploads once the per-domain sums of its random features "
+               "(means and second moments, no samples); the held-out client uploads nothing",
+     .keys = (const char *const[][2]){{"R", "200"}, {"holdout", "last"}, {"classes", "3"},
+                                      {NULL, NULL}}},
+    {.method = "udica", .data = "shifted domains, last unseen", .metric = "accuracy",
+     .dataset = "udica", .score_kind = SCORE_LAST_ACCURACY,
+     .leaves = "each training client uploads once the per-domain sums of its random features "
+               "(means and second moments, no samples); the held-out client uploads nothing",
+     .keys = (const char *const[][2]){{"R", "200"}, {"holdout", "last"}, {"classes", "3"},
+                                      {NULL, NULL}}},
+    /* KAHM mode A: the clients upload their class models (which contain their training
+     * samples), so the server can answer `job predict`. Client i holds 3 of the 10 classes;
+     * four clients cover them all. Two further generated clients give the queries. */
+    {.method = "kahm", .data = "10 classes, 3 per client", .metric = "accuracy",
+     .dataset = "kahm", .score_kind = SCORE_MEAN_ACCURACY, .min_clients = 4,
+     .leaves = "mode A (upload_models = 1): each client uploads its KAHM class models, which "
+               "contain whitened encodings of ALL its training samples (close to the data "
+               "itself); the demo's client configs allow it ([local] allow_model_upload = true)",
+     .keys = (const char *const[][2]){{"classes", "10"}, {"upload_models", "1"},
+                                      {"local.allow_model_upload", "true"}, {NULL, NULL}},
+     .n_gen = 1, .n_queries = 2, .predict = 1, .refit = 1,
+     .consent = "kahm jobs with upload_models = 1 may upload its class models, which contain "
+                "its training samples"},
+    /* sfl: one shot, each client uploads its critical samples (raw rows with their dual
+     * values); the job acknowledges that and the demo's client configs allow it. */
+    {.method = "sfl", .data = "2-d two-class task (E3.1)", .metric = "accuracy",
+     .dataset = "sfl", .score_kind = SCORE_MEAN_ACCURACY,
+     .leaves = "RAW ROWS leave the clients: each uploads its critical samples (inputs, label, "
+               "dual value); the job says raw_sample_upload = acknowledged and the demo's "
+               "client configs allow it ([local] allow_raw_upload = true)",
+     .keys = (const char *const[][2]){{"raw_sample_upload", "acknowledged"},
+                                      {"local.allow_raw_upload", "true"}, {NULL, NULL}},
+     .consent = "sfl jobs may upload raw rows (its critical samples)"},
+    /* sfl with multiclass = ovo: one-vs-one over four classes of the method's built-in
+     * blobs (client k lacks class k), the same opt-ins as the binary job. */
+    {.method = "sfl", .name = "sfl_ovo", .data = "4 classes one-vs-one, blobs",
+     .metric = "accuracy", .dataset = "sfl_ovo", .score_kind = SCORE_MEAN_ACCURACY,
+     .leaves = "RAW ROWS leave the clients: each uploads once its critical samples over the 6 "
+               "class pairs (inputs, class, per-pair duals) and per-pair solver diagnostics; the "
+               "job says raw_sample_upload = acknowledged and the demo's client configs allow it "
+               "([local] allow_raw_upload = true)",
+     .keys = (const char *const[][2]){{"multiclass", "ovo"},
+                                      {"classes", "0,1,2,3"},
+                                      {"raw_sample_upload", "acknowledged"},
+                                      {"local.allow_raw_upload", "true"},
+                                      {NULL, NULL}},
+     .n_gen = 2,
+     .consent = "sfl jobs may upload raw rows (its critical samples)"},
+};
 
-/* sfl: one shot, each client uploads its critical samples (raw rows with their dual
- * values); the job acknowledges that and the demo's client configs allow it. */
-static int setup_sfl(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
-{
-    j->method = "sfl";
-    j->data = "2-d two-class task (E3.1)";
-    j->dataset = "sfl";
-    j->metric = "accuracy";
-    j->score_kind = SCORE_MEAN_ACCURACY;
-    j->rounds = 1;
-    j->n_clients = (int)o->clients;
-    j->leaves = "RAW ROWS leave the clients: each uploads its critical samples (inputs, label, "
-                "dual value); the job says raw_sample_upload = acknowledged and the demo's "
-                "client configs allow it ([local] allow_raw_upload = true)";
-    static const char *const kv[][2] = {{"raw_sample_upload", "acknowledged"},
-                                        {"local.allow_raw_upload", "true"}};
-    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
-    fk_params gen;
-    fk_params_init(&gen);
-    if (!rc)
-        rc = builtin_data(j, o, dir, &gen, 0, err);
-    fk_params_close(&gen);
-    return rc;
-}
+enum { N_JOBS = sizeof demo_rows / sizeof demo_rows[0] };
 
-/* sfl with multiclass = ovo: one-vs-one over four classes of the method's built-in blobs
- * (client k lacks class k), the same opt-ins as the binary job. */
-static int setup_sfl_ovo(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
+/* A job from its row: description, rounds, clients, keys, then its data (and the keys its
+ * data decides). dir: where built-in data goes as CSV files for the client daemons. */
+static int setup_job(demo_job *j, const demo_row *r, const demo_opts *o, const char *dir,
+                     fk_err *err)
 {
-    j->method = "sfl";
-    j->name = "sfl_ovo";
-    j->data = "4 classes one-vs-one, blobs";
-    j->dataset = "sfl_ovo";
-    j->metric = "accuracy";
-    j->score_kind = SCORE_MEAN_ACCURACY;
-    j->rounds = 1;
-    j->n_clients = (int)o->clients;
-    j->leaves = "RAW ROWS leave the clients: each uploads once its critical samples over the 6 "
-                "class pairs (inputs, class, per-pair duals) and per-pair solver diagnostics; the "
-                "job says raw_sample_upload = acknowledged and the demo's client configs allow it "
-                "([local] allow_raw_upload = true)";
-    static const char *const kv[][2] = {{"multiclass", "ovo"},
-                                        {"classes", "0,1,2,3"},
-                                        {"raw_sample_upload", "acknowledged"},
-                                        {"local.allow_raw_upload", "true"}};
-    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
+    j->method = r->method;
+    j->name = r->name;
+    j->data = r->data;
+    j->metric = r->metric;
+    j->dataset = r->dataset;
+    j->score_kind = r->score_kind;
+    j->leaves = r->leaves;
+    j->consent = r->consent;
+    j->predict = r->predict;
+    j->refit = r->refit;
+    j->rounds = !r->rounds ? 1 : o->rounds ? (int)o->rounds : r->rounds;
+    j->n_clients = o->clients > r->min_clients ? (int)o->clients : r->min_clients;
+    size_t n_keys = 0;
+    while (r->keys && r->keys[n_keys][0])
+        n_keys++;
+    int rc = set_keys(&j->params, r->keys, n_keys, err);
+    if (rc || r->make)
+        return rc ? rc : r->make(j, o, err);
     fk_params gen;
     fk_params_init(&gen);
+    rc = set_keys(&gen, r->keys, (size_t)r->n_gen, err);
     if (!rc)
-        rc = set_keys(&gen, kv, 2, err);
-    if (!rc)
-        rc = builtin_data(j, o, dir, &gen, 0, err);
+        rc = builtin_data(j, o, dir, &gen, r->n_queries, err);
     fk_params_close(&gen);
     return rc;
 }
@@ -610,12 +603,44 @@ static int make_pki(const char *pki, int n_clients, fk_err *err)
     return rc ? fk_err_prefix(err, "certificates in %s: ", pki) : FK_OK;
 }
 
+/* Append text to buf[len..cap) as "# " comment lines of at most width characters, broken
+ * at spaces; returns the new length (>= cap when it did not fit). */
+static int comment_wrap(char *buf, int len, size_t cap, const char *text, int width)
+{
+    int col = 0;
+    for (const char *w = text; *w && len < (int)cap;) {
+        int n = (int)strcspn(w, " ");
+        if (col && col + 1 + n > width) {
+            len += snprintf(buf + len, cap - (size_t)len, "\n");
+            col = 0;
+        }
+        if (len < (int)cap)
+            len += snprintf(buf + len, cap - (size_t)len, col ? " %.*s" : "# %.*s", n, w);
+        col += col ? 1 + n : 2 + n;
+        w += n;
+        w += *w == ' ';
+    }
+    return len < (int)cap ? len + snprintf(buf + len, cap - (size_t)len, "\n") : len;
+}
+
+/* Whether job i's parameter k (a local.* key) already came with an earlier job or key. */
+static int local_seen(const demo_job *jobs, int i, int k)
+{
+    const char *key = jobs[i].params.items[k].key;
+    for (int a = 0; a <= i; a++)
+        for (int b = 0; b < (a < i ? jobs[a].params.count : k); b++)
+            if (!strcmp(jobs[a].params.items[b].key, key))
+                return 1;
+    return 0;
+}
+
 /* Client cI's config: the server, its certificate, its part of each job's data and
- * its consent to the demo's data-leaving jobs (kahm mode A, sfl). */
+ * its consent to the demo's data-leaving jobs: the jobs' local.* keys in [local], each
+ * once, with the jobs' consent notes (kahm mode A, sfl) as the comment. */
 static int write_client_conf(const char *path, const char *pki, int port, int c,
                              const demo_job *jobs, int n_jobs, const char *workdir, fk_err *err)
 {
-    char text[16384];
+    char text[16384], note[2048];
     int len = snprintf(text, sizeof text,
                        "# written by fedkern demo\nserver = 127.0.0.1:%d\nserver-name = server\n"
                        "tls_dir = %s\nname = c%d\nbackoff-max-ms = 500\n\n[data]\n",
@@ -627,13 +652,31 @@ static int write_client_conf(const char *path, const char *pki, int port, int c,
         else if (c < jobs[i].n_clients)
             len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s,client=%d\n",
                             jobs[i].dataset, jobs[i].spec, c);
-    if (len < (int)sizeof text)
-        len += snprintf(text + len, sizeof text - (size_t)len,
-                        "\n# This client's own consent (a job cannot set it): kahm jobs with\n"
-                        "# upload_models = 1 may upload its class models, which contain its\n"
-                        "# training samples; sfl jobs may upload raw rows (its critical samples).\n"
-                        "[local]\nallow_model_upload = true\nallow_raw_upload = true\n");
-    if (len >= (int)sizeof text)
+    /* the comment: the distinct consent notes, in job order */
+    int nl = snprintf(note, sizeof note, "This client's own consent (a job cannot set it):"), any = 0;
+    for (int i = 0; i < n_jobs && nl < (int)sizeof note; i++) {
+        int dup = !jobs[i].consent;
+        for (int a = 0; a < i && !dup; a++)
+            dup = jobs[a].consent && !strcmp(jobs[a].consent, jobs[i].consent);
+        if (!dup)
+            nl += snprintf(note + nl, sizeof note - (size_t)nl, "%s %s", any++ ? ";" : "",
+                           jobs[i].consent);
+    }
+    if (any && len < (int)sizeof text && nl + 1 < (int)sizeof note) {
+        note[nl++] = '.';
+        note[nl] = '\0';
+        len += snprintf(text + len, sizeof text - (size_t)len, "\n");
+        len = comment_wrap(text, len, sizeof text, note, 72);
+        if (len < (int)sizeof text)
+            len += snprintf(text + len, sizeof text - (size_t)len, "[local]\n");
+        for (int i = 0; i < n_jobs && len < (int)sizeof text; i++)
+            for (int k = 0; k < jobs[i].params.count && len < (int)sizeof text; k++)
+                if (!strncmp(jobs[i].params.items[k].key, "local.", 6) && !local_seen(jobs, i, k))
+                    len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s\n",
+                                    jobs[i].params.items[k].key + 6,
+                                    jobs[i].params.items[k].value);
+    }
+    if (len >= (int)sizeof text || nl + 1 >= (int)sizeof note)
         return fk_err_set(err, FK_ELIMIT, "%s: config too long", path);
     return write_text(path, text, err);
 }
@@ -1131,7 +1174,6 @@ int fk_cmd_demo(int argc, char **argv)
         fk_params_close(&p);
         return 1;
     }
-    enum { N_JOBS = 7 };
     demo_job jobs[N_JOBS] = {0};
     for (int i = 0; i < N_JOBS; i++)
         fk_params_init(&jobs[i].params);
@@ -1141,20 +1183,8 @@ int fk_cmd_demo(int argc, char **argv)
     else if (strlen(abs) > 1800) /* room for the file names under it */
         rc = fk_err_set(&err, FK_ELIMIT, "work directory path %s is too long; use a shorter "
                         "--workdir", abs);
-    if (!rc)
-        rc = setup_fedrf_tca(&jobs[0], &o, &err);
-    if (!rc)
-        rc = setup_fedgrem(&jobs[1], &o, &err);
-    if (!rc)
-        rc = setup_dica(&jobs[2], &o, abs, "dica", &err);
-    if (!rc)
-        rc = setup_dica(&jobs[3], &o, abs, "udica", &err);
-    if (!rc)
-        rc = setup_kahm(&jobs[4], &o, abs, &err);
-    if (!rc)
-        rc = setup_sfl(&jobs[5], &o, abs, &err);
-    if (!rc)
-        rc = setup_sfl_ovo(&jobs[6], &o, abs, &err);
+    for (int i = 0; !rc && i < N_JOBS; i++)
+        rc = setup_job(&jobs[i], &demo_rows[i], &o, abs, &err);
     for (int i = 0; !rc && o.in_process && i < N_JOBS; i++)
         rc = run_job(&jobs[i], &o, &err);
     if (!rc && !o.in_process)

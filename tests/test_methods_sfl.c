@@ -10,6 +10,7 @@
 #include "common/base/log.h"
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
+#include "common/methods/sfl/sfl_int.h"
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
 #include "tests/bundle_assert.h"
@@ -367,6 +368,124 @@ static void bad_input(void **state)
     close_clients(ds, K);
 }
 
+/* Set tensor name[i] = v: check_update refuses the upload naming want; restored, it passes. */
+static void refuse(void *srv, fk_update *u, const char *name, size_t i, double v,
+                   const char *want)
+{
+    fk_err err = {0};
+    fk_tensor *t = (fk_tensor *)fk_bundle_get(&u->msg, name);
+    assert_non_null(t);
+    assert_true(i < t->len);
+    double keep = t->data[i];
+    t->data[i] = v;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    if (!strstr(err.msg, want))
+        fail_msg("'%s'[%zu] = %g: message '%s' lacks '%s'", name, i, v, err.msg, want);
+    t->data[i] = keep;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
+}
+
+/* The binary upload's solver diagnostics "diag" (spec §6.4: status, iterations, violation,
+ * dual, primal, support) are checked by check_update: a bad one is refused naming the tensor,
+ * and the job completes without that client (a dropout). A client with no rows of the task
+ * sends no diag; one that does is refused. */
+static void bad_diag(void **state)
+{
+    (void)state;
+    enum { K = 3, N = 30 };
+    fk_dataset ds[K];
+    make_clients(K, N, ds);
+    for (size_t i = 0; i < N; i++) /* client 2 holds neither label of the task */
+        ds[2].y_raw[i] = 5;
+    fk_params p;
+    job(&p, 1);
+    assert_int_equal(fk_params_set(&p, "neg_label", "-1"), FK_OK);
+    void *srv = NULL, *cli[K];
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_update ups[K];
+    int done = 0;
+    phase(srv, cli, K, 0, ups);
+    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
+    close_ups(ups, K);
+    phase(srv, cli, K, 1, ups); /* the good uploads pass (checked in phase()) */
+    fk_update *u = &ups[0];
+    const fk_tensor *dg = fk_bundle_get(&u->msg, "diag");
+    assert_non_null(dg);
+    assert_int_equal(dg->ndim, 1);
+    assert_int_equal(dg->len, FK__SFL_DG);
+    assert_true(dg->data[FK__SFL_DG_STATUS] == FK_SFL_CONVERGED);
+    assert_true(dg->data[FK__SFL_DG_SUPPORT] >= 1);
+    double C = scalar(&u->msg, "rows"), nc = scalar(&u->msg, "not_converged");
+    assert_true(C >= 1 && nc >= 0 && C + nc <= N);
+    assert_null(fk_bundle_get(&ups[2].msg, "diag")); /* no rows, nothing solved */
+    assert_true(scalar(&ups[2].msg, "n") == 0);
+    double T2 = 2 * 20000, J = N * 3; /* two phases of the default T_client; n x 3 widths */
+    /* status */
+    refuse(srv, u, "diag", FK__SFL_DG_STATUS, 3, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_STATUS, -1, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_STATUS, 0.5, "'diag'");
+    /* iteration bounds */
+    refuse(srv, u, "diag", FK__SFL_DG_ITERS, 0, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_ITERS, T2 + 1, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_ITERS, 2.5, "'diag'");
+    /* non-finite or out-of-range values */
+    refuse(srv, u, "diag", FK__SFL_DG_VIOL, -1e-3, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_VIOL, NAN, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_DUAL, NAN, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_PRIMAL, INFINITY, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_PRIMAL, -INFINITY, "'diag'");
+    /* counts inconsistent with the upload: support beyond the atoms, not-converged rows
+     * beyond those not uploaded, capped not a flag */
+    refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, -1, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, J + 1, "'diag'");
+    refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, 1.5, "'diag'");
+    refuse(srv, u, "not_converged", 0, N - C + 1, "'not_converged'");
+    refuse(srv, u, "not_converged", 0, 0.5, "'not_converged'");
+    refuse(srv, u, "capped", 0, 0.5, "'capped'");
+    /* shape: a wrong length, a matrix, a missing tensor */
+    fk_tensor *t = (fk_tensor *)fk_bundle_get(&u->msg, "diag");
+    t->shape[0] = FK__SFL_DG - 1;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'diag'"));
+    t->ndim = 2;
+    t->shape[0] = 2;
+    t->shape[1] = FK__SFL_DG / 2;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'diag'"));
+    t->ndim = 1;
+    t->shape[0] = FK__SFL_DG;
+    strcpy(t->name, "diag_");
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'diag'"));
+    strcpy(t->name, "diag");
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
+    /* a client with no rows of the task sending diagnostics anyway */
+    double fake[FK__SFL_DG] = {FK_SFL_CONVERGED, 1, 0, 0, 0, 0};
+    assert_int_equal(fk_bundle_put_vec(&ups[2].msg, "diag", FK__SFL_DG, fake), FK_OK);
+    assert_int_equal(M->check_update(srv, 1, 1, &ups[2], &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'diag'"));
+    /* a refused update is a dropout: the job completes on client 1 alone */
+    fk_tensor *dt = (fk_tensor *)fk_bundle_get(&u->msg, "diag");
+    dt->data[FK__SFL_DG_DUAL] = NAN;
+    assert_int_equal(M->aggregate(srv, 1, 1, ups, K, &done, &err), FK_OK);
+    assert_int_equal(done, 1);
+    assert_true(M->finished(srv));
+    fk_bundle m;
+    fk_bundle_init(&m);
+    assert_int_equal(M->model(srv, &m, &err), FK_OK);
+    assert_true(scalar(&m, "K") > 0);
+    fk_bundle_close(&m);
+    close_ups(ups, K);
+    for (int k = 0; k < K; k++)
+        M->client_close(cli[k]);
+    M->server_close(srv);
+    fk_params_close(&p);
+    close_clients(ds, K);
+}
+
 /* T24: one of 9 clients silent in the upload phase (a dropout at the deadline): the job
  * completes on the other 8 uploads and the model scores within 5 points of the all-clients
  * one on every client's rows. */
@@ -487,6 +606,7 @@ int main(void)
         cmocka_unit_test(opt_in_refusal),
         cmocka_unit_test(checkpoint_round_trip),
         cmocka_unit_test(bad_input),
+        cmocka_unit_test(bad_diag),
         cmocka_unit_test(dropout),
         cmocka_unit_test(regression_job),
     };

@@ -146,9 +146,10 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
         rc = fk_bundle_put_scalar(up, "rows", (double)C);
     if (!rc)
         rc = fk_bundle_put_scalar(up, "capped", (double)capped);
-    double diag[6] = {f.status, (double)f.iters, f.viol, f.dual, f.primal, (double)f.support};
+    double diag[FK__SFL_DG] = {f.status, (double)f.iters, f.viol, f.dual, f.primal,
+                               (double)f.support};
     if (!rc)
-        rc = fk_bundle_put_vec(up, "diag", 6, diag);
+        rc = fk_bundle_put_vec(up, "diag", FK__SFL_DG, diag);
     if (!rc)
         rc = fk_bundle_put_scalar(up, "not_converged", (double)not_conv);
     /* the round's metric, of the local model on the local rows: accuracy and its error rate

@@ -51,6 +51,18 @@ enum {
     FK__SFL_PD
 };
 
+/* binary upload: the solver's diagnostics (spec §6.4), tensor "diag" of FK__SFL_DG values in
+ * this order; present when the client has rows of the task (n > 0), absent otherwise. */
+enum {
+    FK__SFL_DG_STATUS = 0, /* FK_SFL_CONVERGED / INFEASIBLE / MAXITER */
+    FK__SFL_DG_ITERS,      /* solver iterations, both phases */
+    FK__SFL_DG_VIOL,       /* max constraint violation, >= 0 */
+    FK__SFL_DG_DUAL,       /* dual value */
+    FK__SFL_DG_PRIMAL,     /* primal value */
+    FK__SFL_DG_SUPPORT,    /* atoms with alpha != 0 */
+    FK__SFL_DG
+};
+
 /* One-vs-one (sfl_ovo.c): problems q = 0..n_cls(n_cls-1)/2-1 enumerate the pairs (a, b),
  * a < b, in lexicographic order; rows of class a are +1, of class b -1. */
 int fk__sfl_ovo_pairs(int n_cls);

@@ -214,6 +214,63 @@ static int check_pd(const ssrv *s, const fk_update *u, const fk_tensor *pc, doub
     return FK_OK;
 }
 
+/* Atoms a client with n rows solves over (fk__sfl_atoms): the grid of the job's box, or its
+ * n rows as candidate centres; each times the Q widths. */
+static double atom_count(const ssrv *s, double n)
+{
+    if (!s->c.grid)
+        return n * s->c.Q;
+    double J = s->c.Q;
+    for (int k = 0; k < s->p && k < FK_SFL_GRID_MAX_P; k++) {
+        double lo = s->c.box_lo[s->c.box_p > 1 ? k : 0], hi = s->c.box_hi[s->c.box_p > 1 ? k : 0];
+        J *= floor((hi - lo) / s->c.h + 1e-9) + 1;
+    }
+    return J;
+}
+
+/* Binary upload's solver diagnostics "diag" (FK__SFL_DG values, spec §6.4) of a client with n
+ * rows uploading C: absent when n = 0 (nothing solved); else a status a solver gives, 1 to two
+ * phases of T_client iterations, violation >= 0, finite dual and primal values, an integer
+ * support within the client's atoms; with them the scalars 'not_converged' (rows with a large
+ * dual off the margin, disjoint from the critical rows: C + it <= n) and 'capped' (0 or 1). */
+static int check_diag(const ssrv *s, const fk_update *u, double n, double C, fk_err *err)
+{
+    const fk_tensor *dg = fk_bundle_get(&u->msg, "diag");
+    if (n == 0)
+        return dg ? fk_err_set(err, FK_EINVAL, "client %d: tensor 'diag' (solver diagnostics) "
+                                               "sent with no rows of the task (n = 0)",
+                               u->client)
+                  : FK_OK;
+    if (!dg || dg->ndim != 1 || dg->shape[0] != FK__SFL_DG)
+        return fk_err_set(err, FK_EINVAL, "client %d: tensor 'diag' (solver diagnostics) missing "
+                                          "or not of shape %d",
+                          u->client, FK__SFL_DG);
+    const double *d = dg->data;
+    double st = d[FK__SFL_DG_STATUS], it = d[FK__SFL_DG_ITERS], sup = d[FK__SFL_DG_SUPPORT],
+           J = atom_count(s, n);
+    int ok = st == FK_SFL_CONVERGED || st == FK_SFL_INFEASIBLE || st == FK_SFL_MAXITER;
+    for (int k = 0; k < FK__SFL_DG; k++)
+        ok &= isfinite(d[k]) && fabs(d[k]) <= 1e300;
+    ok = ok && it >= 1 && it <= 2.0 * (double)s->c.T_client && it == floor(it) &&
+         d[FK__SFL_DG_VIOL] >= 0 && sup >= 0 && sup <= J && sup == floor(sup);
+    if (!ok)
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d: tensor 'diag' = [%g %g %g %g %g %g] is not allowed (status "
+                          "0/1/2, 1 to 2 T_client = %ld iterations, violation >= 0, finite "
+                          "values, support an integer in [0, %g atoms])",
+                          u->client, d[0], d[1], d[2], d[3], d[4], d[5], 2 * s->c.T_client, J);
+    fk_err e2;
+    double nc = -1, cp = -1;
+    if (scalar(u, "not_converged", 0, n - C, &nc, &e2) || nc != floor(nc))
+        return fk_err_set(err, FK_EINVAL, "client %d: scalar 'not_converged' (with tensor 'diag') "
+                                          "missing or not a row count in [0, n - rows = %g]",
+                          u->client, n - C);
+    if (scalar(u, "capped", 0, 1, &cp, &e2) || (cp != 0 && cp != 1))
+        return fk_err_set(err, FK_EINVAL, "client %d: scalar 'capped' (with tensor 'diag') "
+                                          "missing or not 0 or 1", u->client);
+    return FK_OK;
+}
+
 static int check_ovo(const ssrv *s, const fk_update *u, size_t D, double n, fk_err *err)
 {
     const fk_tensor *pc = vec(u, "pc", (size_t)s->P, 0, 1e9, 1, 0, err);
@@ -305,8 +362,8 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
                           u->client, C, n, s->c.max_frac, cap);
     if (s->P)
         return check_ovo(s, u, (size_t)C, n, err);
-    if (C == 0)
-        return FK_OK;
+    if ((rc = check_diag(s, u, n, C, err)) || C == 0)
+        return rc;
     static const char *const names[3] = {"x", "y", "lambda"};
     for (int i = 0; i < 3; i++) {
         const fk_tensor *t = fk_bundle_get(&u->msg, names[i]);
