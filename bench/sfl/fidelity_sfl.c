@@ -24,8 +24,9 @@
 
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
-    int reps22, reps23, n_park, reps_res, n21, folds24, noniid;
+    int reps22, reps23, n_park, reps_res, n21, folds24, noniid, n_res_fashion;
     long T;
+    double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
     const char *dir, *pen_wmin, *pen_wmax;
 } bopts;
@@ -43,6 +44,8 @@ enum {
     SKIP_E24,
     SKIP_E25,
     SKIP_NONIID,
+    SKIP_RES_FASHION,
+    SKIP_RES_SWEEP,
     N_SKIP
 };
 
@@ -731,7 +734,8 @@ static void usage(void)
            "       [--reps22 50] [--grel_e22 0.3] [--split_e22 -1 (tube)]\n"
            "       [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
            "       [--n_park 40] [--skip_e21] [--skip_e22] [--skip_e23] [--skip_e31]\n"
-           "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 2] [--skip_resilient]\n"
+           "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
+           "       [--res_kmult 1] [--n_res_fashion 500] [--skip_res_fashion] [--skip_res_sweep]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
            "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
@@ -747,7 +751,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     static const char *const skip_names[N_SKIP] = {
         "skip_e21", "skip_e31", "skip_pendigits", "skip_e22",
         "skip_e23", "skip_ksweep", "skip_resilient", "skip_parkinsons", "skip_e24",
-        "skip_e25", "skip_noniid"};
+        "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -769,7 +773,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
-    long r22 = 50, r23 = 2, npark = 40, rres = 2, n21 = 100, f24 = 10;
+    long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 500;
     if (!rc)
         rc = fk_params_int(p, "folds24", 10, 1, 10, &f24, err);
     if (!rc)
@@ -793,7 +797,12 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "n_park", 40, 2, 100000, &npark, err);
     if (!rc)
-        rc = fk_params_int(p, "reps_res", 2, 1, 100000, &rres, err);
+        rc = fk_params_int(p, "reps_res", 4, 1, 256, &rres, err);
+    if (!rc)
+        rc = fk_params_int(p, "n_res_fashion", 500, 20, 4000, &nrf, err);
+    if (!rc)
+        rc = fk_params_double(p, "res_kmult", 1, 1e-6, 1e6, &o->res_kmult, err);
+    o->n_res_fashion = (int)nrf;
     o->reps22 = (int)r22;
     o->n21 = (int)n21;
     o->folds24 = (int)f24;
@@ -878,8 +887,21 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
             rc = run_pen(&ok, 1, 2, &err);
         }
     }
+    /* pen-digits 1 vs 7, 600 training rows; the Huber slack weight kappa = res_kmult / n */
+    fk__sfl_res_cfg rc1 = {.ca = 1, .cb = 7, .n_train = 600, .reps = o.reps_res, .T = o.T,
+                           .kmult = o.res_kmult};
     if (!rc && !skip[SKIP_RES] && !(rc = fk_bench_data_dir(o.dir, &err)))
-        rc = fk__bench_sfl_resilient(o.json, o.dir, 1, 7, 600, o.reps_res, o.T, &err);
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rc1, &err);
+    if (!rc && !skip[SKIP_RES_SWEEP] && !(rc = fk_bench_data_dir(o.dir, &err))) {
+        rc1.sweep = 1; /* both learners at caps 1, 10, 100 delta, at most 2 repetitions */
+        rc1.reps = o.reps_res < 2 ? o.reps_res : 2;
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rc1, &err);
+    }
+    if (!rc && !skip[SKIP_RES_FASHION]) { /* Fashion-MNIST T-shirt (0) vs shirt (6) */
+        fk__sfl_res_cfg rc2 = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion,
+                               .reps = o.reps_res, .T = o.T, .kmult = o.res_kmult};
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rc2, &err);
+    }
     if (!rc && !skip[SKIP_PARK] && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = run_parkinsons(&o, o.n_park, &err);
     if (!rc && !skip[SKIP_E24] && !(rc = fk_bench_data_dir(o.dir, &err)))

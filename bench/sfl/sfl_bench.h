@@ -8,8 +8,17 @@ int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/sfl/fidelity_sfl.c */
 int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */
 /* Rows of `fidelity sfl` in fidelity_sfl_ch2.c (E2.2, E2.3 with the KOMP baseline) and
  * fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
-FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb,
-                                           int n_train, int reps, long T, fk_err *err);
+typedef struct fk__sfl_res_cfg {
+    int fashion;  /* 0: pen-digits, 1: Fashion-MNIST (pool of 4000 rows of the pair) */
+    int ca, cb;   /* the pair's raw labels (+1, -1) */
+    int n_train;  /* training rows drawn from the pool per repetition */
+    int reps;
+    long T;
+    double kmult; /* Huber slack weight kappa = kmult / n (spec §5.8: 1) */
+    int sweep;    /* 1: only the cap sweep (Huber and hinge at caps 1, 10, 100 delta) */
+} fk__sfl_res_cfg;
+FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, const fk__sfl_res_cfg *cfg,
+                                           fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split,
                                      fk_err *err);
 /* E2.4 substitute (fidelity_sfl_ovo.c): pen-digits {0..3}, one-vs-one, the first `folds` of 10. */
