@@ -25,6 +25,7 @@
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res, n21, folds24, noniid, n_res_fashion;
+    int t1_n_per, t1_k_per, t1_test_per;
     long T;
     double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
@@ -46,6 +47,7 @@ enum {
     SKIP_NONIID,
     SKIP_RES_FASHION,
     SKIP_RES_SWEEP,
+    SKIP_T1,
     N_SKIP
 };
 
@@ -735,7 +737,8 @@ static void usage(void)
            "       [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
            "       [--n_park 40] [--skip_e21] [--skip_e22] [--skip_e23] [--skip_e31]\n"
            "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
-           "       [--res_kmult 1] [--n_res_fashion 500] [--skip_res_fashion] [--skip_res_sweep]\n"
+           "       [--res_kmult 100] [--n_res_fashion 500] [--skip_res_fashion] [--skip_res_sweep]\n"
+           "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 100] [--skip_t1]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
            "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
@@ -751,7 +754,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     static const char *const skip_names[N_SKIP] = {
         "skip_e21", "skip_e31", "skip_pendigits", "skip_e22",
         "skip_e23", "skip_ksweep", "skip_resilient", "skip_parkinsons", "skip_e24",
-        "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep"};
+        "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep",
+        "skip_t1"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -801,8 +805,20 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "n_res_fashion", 500, 20, 4000, &nrf, err);
     if (!rc)
-        rc = fk_params_double(p, "res_kmult", 1, 1e-6, 1e6, &o->res_kmult, err);
+        rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
     o->n_res_fashion = (int)nrf;
+    long t1n = 200, t1k = 40, t1t = 100;
+    if (!rc)
+        rc = fk_params_int(p, "t1_n_per", 200, 10, 6000, &t1n, err);
+    if (!rc)
+        rc = fk_params_int(p, "t1_k_per", 40, 1, 6000, &t1k, err);
+    if (!rc)
+        rc = fk_params_int(p, "t1_test_per", 100, 1, 1000, &t1t, err);
+    if (!rc && t1k > t1n)
+        rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %ld exceeds --t1_n_per %ld", t1k, t1n);
+    o->t1_n_per = (int)t1n;
+    o->t1_k_per = (int)t1k;
+    o->t1_test_per = (int)t1t;
     o->reps22 = (int)r22;
     o->n21 = (int)n21;
     o->folds24 = (int)f24;
@@ -915,6 +931,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         if (!rc)
             rc = run_pen(&on, 1, 7, &err);
     }
+    if (!rc && !skip[SKIP_T1]) /* E2.5 Table 1 on Fashion-MNIST */
+        rc = fk__bench_sfl_t1(o.json, o.dir, o.t1_n_per, o.t1_k_per, o.t1_test_per, o.T, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);

@@ -26,6 +26,10 @@ FK_CHECKRETURN int fk__bench_sfl_e24(int json, const char *dir, int folds, long 
                                      fk_err *err);
 /* E2.5 Fig. 11 substitute (fidelity_sfl_e25.c): MNIST-2000 0 vs 1 on 3 principal components. */
 FK_CHECKRETURN int fk__bench_sfl_e25(int json, const char *dir, long T, double grel, fk_err *err);
+/* E2.5 Table 1 substitute (fidelity_sfl_t1.c): Fashion-MNIST, 10 classes one-vs-one, n_per
+ * training and test_per test rows per class, k_per k-means centres per class. */
+FK_CHECKRETURN int fk__bench_sfl_t1(int json, const char *dir, int n_per, int k_per, int test_per,
+                                    long T, fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
                                      fk_err *err);
 
