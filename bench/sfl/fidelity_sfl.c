@@ -48,6 +48,7 @@ enum {
     SKIP_RES_FASHION,
     SKIP_RES_SWEEP,
     SKIP_T1,
+    SKIP_BLUR,
     N_SKIP
 };
 
@@ -738,7 +739,7 @@ static void usage(void)
            "       [--n_park 40] [--skip_e21] [--skip_e22] [--skip_e23] [--skip_e31]\n"
            "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
            "       [--res_kmult 100] [--n_res_fashion 500] [--skip_res_fashion] [--skip_res_sweep]\n"
-           "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 100] [--skip_t1]\n"
+           "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 100] [--skip_t1] [--skip_blur]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
            "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
@@ -755,7 +756,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         "skip_e21", "skip_e31", "skip_pendigits", "skip_e22",
         "skip_e23", "skip_ksweep", "skip_resilient", "skip_parkinsons", "skip_e24",
         "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep",
-        "skip_t1"};
+        "skip_t1", "skip_blur"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -930,6 +931,12 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = run_pen(&on, 1, 2, &err);
         if (!rc)
             rc = run_pen(&on, 1, 7, &err);
+    }
+    for (int b = 0; b < 2 && !rc && !skip[SKIP_BLUR]; b++) { /* E4.4: blur radius 0.7, 1.5 */
+        fk__sfl_res_cfg rb = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion,
+                              .reps = o.reps_res, .T = o.T, .kmult = o.res_kmult,
+                              .blur = b ? 1.5 : 0.7};
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rb, &err);
     }
     if (!rc && !skip[SKIP_T1]) /* E2.5 Table 1 on Fashion-MNIST */
         rc = fk__bench_sfl_t1(o.json, o.dir, o.t1_n_per, o.t1_k_per, o.t1_test_per, o.T, &err);

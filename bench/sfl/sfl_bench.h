@@ -16,6 +16,7 @@ typedef struct fk__sfl_res_cfg {
     long T;
     double kmult; /* Huber slack weight kappa = kmult / n (spec §5.8: 1) */
     int sweep;    /* 1: only the cap sweep (Huber and hinge at caps 1, 10, 100 delta) */
+    double blur;  /* > 0: E4.4, blur the corrupted images (sigma, 28 x 28) instead of flipping */
 } fk__sfl_res_cfg;
 FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, const fk__sfl_res_cfg *cfg,
                                            fk_err *err);
