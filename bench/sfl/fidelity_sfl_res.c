@@ -344,9 +344,9 @@ int fk__bench_sfl_resilient(int json, const char *dir, const fk__sfl_res_cfg *cf
     double *aucl = calloc((size_t)reps * NFRAC, sizeof *aucl), *auct = calloc((size_t)reps * NFRAC, sizeof *auct);
     double *aucq = calloc((size_t)reps, sizeof *aucq), *auce = calloc((size_t)reps, sizeof *auce);
     double *nb = calloc((size_t)reps * NFRAC, sizeof *nb), *fb = calloc((size_t)reps * NFRAC, sizeof *fb);
-    double *sw = calloc((size_t)reps * 12, sizeof *sw);
+    double *sw = calloc((size_t)reps * 12, sizeof *sw), *dl = calloc((size_t)reps * NFRAC, sizeof *dl);
     if (!X || !y || !yc || !lam || !fq || !u || !Xk || !yk || !tie || !rows || !flip || !perm ||
-        !tmp || !acc || !aucl || !auct || !aucq || !auce || !nb || !fb || !sw)
+        !tmp || !acc || !aucl || !auct || !aucq || !auce || !nb || !fb || !sw || !dl)
         rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     for (size_t i = 0; !rc && i < D.np; i++)
         rows[i] = (int)i;
@@ -398,6 +398,7 @@ int fk__bench_sfl_resilient(int json, const char *dir, const fk__sfl_res_cfg *cf
             qsort(u, nu, sizeof *u, cmp_d);
             /* spec §9.4: delta = 0.9-quantile of the slacks, C = c delta */
             double delta = nu ? u[(size_t)floor(0.9 * (double)(nu - 1))] : 0.01;
+            dl[(size_t)r * NFRAC + (size_t)q] = delta;
             if (q == 1)
                 aucq[r] = auc(lam, flip, n);
             if (sweep) { /* both learners at caps 1, 10, 100 delta (kmult = C / delta) */
@@ -508,6 +509,8 @@ int fk__bench_sfl_resilient(int json, const char *dir, const fk__sfl_res_cfg *cf
             fk_bench_emit(json, "sfl", cs, "auc_flipped_huber_lambda_loss_ties", ms, NULL);
             mean_sd(nb + q, reps, NFRAC, &ms, &ss);
             fk_bench_emit(json, "sfl", cs, "rows_at_huber_bound", ms, NULL);
+            mean_sd(dl + q, reps, NFRAC, &ms, &ss);
+            fk_bench_emit(json, "sfl", cs, "delta", ms, NULL);
             mean_sd(fb + q, reps, NFRAC, &ms, &ss);
             fk_bench_emit(json, "sfl", cs, "flipped_share_at_bound", ms, NULL);
             for (int k = 0; k < NL; k++) {
@@ -614,6 +617,7 @@ out:
     free(nb);
     free(fb);
     free(sw);
+    free(dl);
     pairdata_close(&D);
     return rc;
 }
