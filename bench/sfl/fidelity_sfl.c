@@ -29,7 +29,7 @@ typedef struct fedres {
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res, n21, folds24, noniid, n_res_fashion;
-    int t1_n_per, t1_k_per, t1_test_per;
+    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion;
     long T;
     double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
@@ -771,7 +771,8 @@ static void usage(void)
            "       [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
            "       [--n_park 40] [--skip_e21] [--skip_e22] [--skip_e23] [--skip_e31]\n"
            "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
-           "       [--res_kmult 100] [--n_res_fashion 500] [--skip_res_fashion] [--skip_res_sweep]\n"
+           "       [--res_kmult 100] [--n_res_fashion 400]\n"
+           "       [--reps_res_fashion 2] [--skip_res_fashion] [--skip_res_sweep]\n"
            "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 100] [--skip_t1] [--skip_blur]\n"
            "       [--skip_gsweep]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
@@ -812,7 +813,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
-    long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 500;
+    long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 400, rrf = 2;
     if (!rc)
         rc = fk_params_int(p, "folds24", 10, 1, 10, &f24, err);
     if (!rc)
@@ -838,7 +839,10 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "reps_res", 4, 1, 256, &rres, err);
     if (!rc)
-        rc = fk_params_int(p, "n_res_fashion", 500, 20, 4000, &nrf, err);
+        rc = fk_params_int(p, "n_res_fashion", 400, 20, 4000, &nrf, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps_res_fashion", 2, 1, 256, &rrf, err);
+    o->reps_res_fashion = (int)rrf;
     if (!rc)
         rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
     o->n_res_fashion = (int)nrf;
@@ -986,7 +990,7 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     }
     if (!rc && !skip[SKIP_RES_FASHION]) { /* Fashion-MNIST T-shirt (0) vs shirt (6) */
         fk__sfl_res_cfg rc2 = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion,
-                               .reps = o.reps_res, .T = o.T, .kmult = o.res_kmult};
+                               .reps = o.reps_res_fashion, .T = o.T, .kmult = o.res_kmult};
         rc = fk__bench_sfl_resilient(o.json, o.dir, &rc2, &err);
     }
     if (!rc && !skip[SKIP_PARK] && !(rc = fk_bench_data_dir(o.dir, &err)))
@@ -1003,8 +1007,9 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
             rc = run_pen(&on, 1, 7, &err);
     }
     for (int b = 0; b < 2 && !rc && !skip[SKIP_BLUR]; b++) { /* E4.4: blur radius 0.7, 1.5 */
-        fk__sfl_res_cfg rb = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion,
-                              .reps = o.reps_res, .T = o.T, .kmult = o.res_kmult,
+        /* 3/4 of the flip rows' training rows: the blur rows ran at 300 of 400 */
+        fk__sfl_res_cfg rb = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion * 3 / 4,
+                              .reps = o.reps_res_fashion, .T = o.T, .kmult = o.res_kmult,
                               .blur = b ? 1.5 : 0.7};
         rc = fk__bench_sfl_resilient(o.json, o.dir, &rb, &err);
     }
