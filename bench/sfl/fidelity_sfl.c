@@ -29,7 +29,7 @@ typedef struct fedres {
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res, n21, folds24, noniid, n_res_fashion;
-    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion;
+    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion, reps_res_sweep;
     long T;
     double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
@@ -772,7 +772,7 @@ static void usage(void)
            "       [--n_park 40] [--skip_e21] [--skip_e22] [--skip_e23] [--skip_e31]\n"
            "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
            "       [--res_kmult 100] [--n_res_fashion 400]\n"
-           "       [--reps_res_fashion 2] [--skip_res_fashion] [--skip_res_sweep]\n"
+           "       [--reps_res_fashion 2] [--skip_res_fashion] [--reps_res_sweep 2] [--skip_res_sweep]\n"
            "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 100] [--skip_t1] [--skip_blur]\n"
            "       [--skip_gsweep]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
@@ -843,6 +843,10 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "reps_res_fashion", 2, 1, 256, &rrf, err);
     o->reps_res_fashion = (int)rrf;
+    long rrs = 2;
+    if (!rc)
+        rc = fk_params_int(p, "reps_res_sweep", 2, 1, 64, &rrs, err);
+    o->reps_res_sweep = (int)rrs;
     if (!rc)
         rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
     o->n_res_fashion = (int)nrf;
@@ -984,8 +988,8 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc && !skip[SKIP_RES] && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = fk__bench_sfl_resilient(o.json, o.dir, &rc1, &err);
     if (!rc && !skip[SKIP_RES_SWEEP] && !(rc = fk_bench_data_dir(o.dir, &err))) {
-        rc1.sweep = 1; /* both learners at caps 1, 10, 100 delta, at most 2 repetitions */
-        rc1.reps = o.reps_res < 2 ? o.reps_res : 2;
+        rc1.sweep = 1; /* both learners at caps 1, 10, 100 delta */
+        rc1.reps = o.reps_res_sweep;
         rc = fk__bench_sfl_resilient(o.json, o.dir, &rc1, &err);
     }
     if (!rc && !skip[SKIP_RES_FASHION]) { /* Fashion-MNIST T-shirt (0) vs shirt (6) */
