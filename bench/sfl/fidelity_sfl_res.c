@@ -205,8 +205,9 @@ static double median_dist(const double *X, size_t m, size_t d)
     return med;
 }
 
-/* Median distance of pen-digits 1 vs 7 at raw / 100 (the first 200 training rows of the pair;
- * measured by this file, "feature_median_distance" of the pen rows). */
+/* Median distance of pen-digits 1 vs 7 at raw / 100, the Fashion-MNIST rows' target scale
+ * (measured once over the pair's first 200 rows of pendigits.tra; this file's own
+ * "feature_median_distance" of the pen rows prints 1.270, the same scale to 0.4 %). */
 #define PEN_MED 1.275
 
 static int take_pair(const fk_dataset *ds, int ca, int cb, size_t cap, double div, double **X,
