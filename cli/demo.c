@@ -1,6 +1,6 @@
 /* fedkern demo: a real federation on 127.0.0.1 (a CA, one fedkern-server and its
- * fedkern-clients over mTLS, demo_fleet.c) runs six jobs on built-in data (FedRF-TCA,
- * FedGrEM, then the one-round dica, udica, kahm and sfl), submitted and followed through the
+ * fedkern-clients over mTLS, demo_fleet.c) runs seven jobs on built-in data (FedRF-TCA,
+ * FedGrEM, then the one-round dica, udica, kahm, sfl and sfl one-vs-one), submitted and followed through the
  * `fedkern job` calls (job.c); each final model is checked against the in-process
  * simulation with the same seed, and kahm's model also serves one `job predict`. A
  * progress line per round, a final table and SVG/PNG plots (cli/plot.c) in a work
@@ -48,6 +48,7 @@ enum {
 
 typedef struct demo_job {
     const char *method;
+    const char *name;     /* file stem and name in the table: the method, unless two jobs share it */
     const char *data;     /* description for the table */
     const char *metric;   /* "accuracy" or "mis-clustering" */
     const char *dataset;  /* data-set name in the job file and the client configs */
@@ -79,6 +80,12 @@ typedef struct demo_job {
     double pred_seconds;
 } demo_job;
 
+/* The job's name: its file stem (WORKDIR/NAME.conf, NAME-cI.csv, ...) and its table row. */
+static const char *jname(const demo_job *j)
+{
+    return j->name ? j->name : j->method;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -87,12 +94,12 @@ static void usage(FILE *out)
             "\n"
             "Runs a federation on this machine: creates a CA and certificates in the work\n"
             "directory, starts one fedkern-server and fedkern-client daemons on 127.0.0.1 over\n"
-            "mutual TLS (the programs next to this one), and submits six jobs as 'fedkern job\n"
+            "mutual TLS (the programs next to this one), and submits seven jobs as 'fedkern job\n"
             "submit' does: FedRF-TCA (K-1 labelled source clients and one unlabelled target\n"
             "client on a built-in synthetic domain-shift task), FedGrEM (Gaussian-mixture\n"
             "clustering on the FedGrEM paper's simulation design with one outlier client), and\n"
-            "four one-round jobs on their job types' own built-in data (the data 'fedkern sim\n"
-            "NAME' uses, written to DIR/NAME-cI.csv for the clients to load):\n"
+            "five one-round jobs on their job types' own built-in data (the data 'fedkern sim\n"
+            "METHOD' uses, written to DIR/NAME-cI.csv for the clients to load):\n"
             "  dica  K clients, one domain each; the last is an unseen domain that uploads\n"
             "        nothing and scores the predictor. Each other client uploads per-domain sums\n"
             "        of random features (no samples).\n"
@@ -103,6 +110,9 @@ static void usage(FILE *out)
             "        the server.\n"
             "  sfl   K clients: RAW ROWS LEAVE THE CLIENTS (each uploads its critical samples);\n"
             "        the job says raw_sample_upload = acknowledged.\n"
+            "  sfl_ovo the same job type with multiclass = ovo: K clients of 4 classes (one\n"
+            "        Gaussian blob each, client k lacking class k), 6 pair problems, majority\n"
+            "        vote; the same opt-ins.\n"
             "The demo's own client configs consent to both in their [local] section\n"
             "(allow_model_upload = true, allow_raw_upload = true); a client's default is no.\n"
             "Prints one line per round (from job status), a final table that also says whether\n"
@@ -170,13 +180,13 @@ static void progress(const fk_sim_round *r, void *ctx)
     j->trace[r->round - 1] = *r;
     double score = strcmp(j->metric, "accuracy") == 0 ? r->accuracy : r->error;
     if (j->json) {
-        printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"loss\":", j->method,
-               r->round, r->participants);
+        printf("{\"job\":\"%s\",\"name\":\"%s\",\"round\":%d,\"participants\":%d,\"loss\":",
+               j->method, jname(j), r->round, r->participants);
         json_num(r->loss);
         printf(",\"%s\":%.9g,\"bytes\":%llu}\n", j->metric, isnan(score) ? -1.0 : score,
                (unsigned long long)r->bytes);
     } else
-        printf("%-9s round %4d  participants %2d/%-2d  loss %9.5f  bytes %9llu\n", j->method,
+        printf("%-9s round %4d  participants %2d/%-2d  loss %9.5f  bytes %9llu\n", jname(j),
                r->round, r->participants, r->planned, r->loss, (unsigned long long)r->bytes);
     if (j->dat)
         fprintf(j->dat, "%d %d %.9g %.9g\n", r->round, r->participants, r->loss,
@@ -302,11 +312,11 @@ static int builtin_data(demo_job *j, const demo_opts *o, const char *dir, const 
     int rc = m->sim_data(gen, n, o->seed, gen_ds, err);
     char path[4200];
     for (int c = 0; !rc && c < j->n_clients; c++) {
-        snprintf(path, sizeof path, "%s/%s-c%d.csv", dir, j->method, c);
+        snprintf(path, sizeof path, "%s/%s-c%d.csv", dir, jname(j), c);
         rc = csv_round_trip(path, &gen_ds[c], 1, &j->clients[c], err);
     }
     if (!rc && n_extra) {
-        snprintf(path, sizeof path, "%s/%s-queries.csv", dir, j->method);
+        snprintf(path, sizeof path, "%s/%s-queries.csv", dir, jname(j));
         rc = csv_round_trip(path, &gen_ds[j->n_clients], n_extra, &j->queries, err);
     }
     for (int c = 0; c < n; c++)
@@ -405,6 +415,37 @@ static int setup_sfl(demo_job *j, const demo_opts *o, const char *dir, fk_err *e
     return rc;
 }
 
+/* sfl with multiclass = ovo: one-vs-one over four classes of the method's built-in blobs
+ * (client k lacks class k), the same opt-ins as the binary job. */
+static int setup_sfl_ovo(demo_job *j, const demo_opts *o, const char *dir, fk_err *err)
+{
+    j->method = "sfl";
+    j->name = "sfl_ovo";
+    j->data = "4 classes one-vs-one, blobs";
+    j->dataset = "sfl_ovo";
+    j->metric = "accuracy";
+    j->score_kind = SCORE_MEAN_ACCURACY;
+    j->rounds = 1;
+    j->n_clients = (int)o->clients;
+    j->leaves = "RAW ROWS leave the clients: each uploads once its critical samples over the 6 "
+                "class pairs (inputs, class, per-pair duals) and per-pair solver diagnostics; the "
+                "job says raw_sample_upload = acknowledged and the demo's client configs allow it "
+                "([local] allow_raw_upload = true)";
+    static const char *const kv[][2] = {{"multiclass", "ovo"},
+                                        {"classes", "0,1,2,3"},
+                                        {"raw_sample_upload", "acknowledged"},
+                                        {"local.allow_raw_upload", "true"}};
+    int rc = set_keys(&j->params, kv, sizeof kv / sizeof kv[0], err);
+    fk_params gen;
+    fk_params_init(&gen);
+    if (!rc)
+        rc = set_keys(&gen, kv, 2, err);
+    if (!rc)
+        rc = builtin_data(j, o, dir, &gen, 0, err);
+    fk_params_close(&gen);
+    return rc;
+}
+
 /* The job's score from the clients' reports of the final model (score_kind). */
 static double score_reports(const demo_job *j, const fk_report *rep)
 {
@@ -477,14 +518,14 @@ static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
     if (!j->trace || !j->final)
         return fk_err_set(err, FK_ENOMEM, "out of memory");
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s.dat", o->workdir, j->method);
+    snprintf(path, sizeof path, "%s/%s.dat", o->workdir, jname(j));
     j->dat = fopen(path, "w");
     if (!j->dat)
         return fk_err_set(err, FK_EIO, "%s: cannot write: %s", path, strerror(errno));
     fprintf(j->dat, "# round participants loss accuracy\n");
     j->json = o->json;
     if (!o->json && j->leaves)
-        printf("%s: in a federation, what leaves the clients: %s\n", j->method, j->leaves);
+        printf("%s: in a federation, what leaves the clients: %s\n", jname(j), j->leaves);
     fflush(stdout);
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .progress = progress, .ctx = j,
                       .final_reports = j->final};
@@ -582,7 +623,7 @@ static int write_client_conf(const char *path, const char *pki, int port, int c,
     for (int i = 0; i < n_jobs && len < (int)sizeof text; i++)
         if (c < jobs[i].n_clients && jobs[i].from_files)
             len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s/%s-c%d.csv\n",
-                            jobs[i].dataset, workdir, jobs[i].method, c);
+                            jobs[i].dataset, workdir, jname(&jobs[i]), c);
         else if (c < jobs[i].n_clients)
             len += snprintf(text + len, sizeof text - (size_t)len, "%s = %s,client=%d\n",
                             jobs[i].dataset, jobs[i].spec, c);
@@ -604,7 +645,7 @@ static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t ca
                                   "# written by fedkern demo\nname = demo-%s\nmethod = %s\n"
                                   "dataset = %s\nrounds = %d\nseed = %llu\ndeadline = 30\n"
                                   "clients = ",
-                                  j->method, j->method, j->dataset, j->rounds,
+                                  jname(j), j->method, j->dataset, j->rounds,
                                   (unsigned long long)o->seed);
     for (int c = 0; c < j->n_clients && len < cap; c++)
         len += (size_t)snprintf(text + len, cap - len, "%sc%d", c ? ", " : "", c);
@@ -645,19 +686,19 @@ static int show_round(demo_job *j, fk_job_conn *c, int round)
         j->trace[round - 1] = r;
     double score = strcmp(j->metric, "accuracy") == 0 ? r.accuracy : r.error;
     if (j->json) {
-        printf("{\"job\":\"%s\",\"method\":\"%s\",\"round\":%d,\"participants\":%d,"
-               "\"planned\":%d,\"loss\":",
-               j->id, j->method, round, r.participants, r.planned);
+        printf("{\"job\":\"%s\",\"method\":\"%s\",\"name\":\"%s\",\"round\":%d,"
+               "\"participants\":%d,\"planned\":%d,\"loss\":",
+               j->id, j->method, jname(j), round, r.participants, r.planned);
         json_num(r.loss);
         printf(",\"%s\":", strcmp(j->metric, "accuracy") ? "error" : "accuracy");
         json_num(score);
         printf("}\n");
     } else if (isnan(score))
-        printf("job %-3s %-9s round %4d  participants %2d/%-2d  loss %9.5f\n", j->id, j->method,
+        printf("job %-3s %-9s round %4d  participants %2d/%-2d  loss %9.5f\n", j->id, jname(j),
                round, r.participants, r.planned, r.loss);
     else
         printf("job %-3s %-9s round %4d  participants %2d/%-2d  loss %9.5f  %s %6.2f%%\n", j->id,
-               j->method, round, r.participants, r.planned, r.loss, j->metric, 100.0 * score);
+               jname(j), round, r.participants, r.planned, r.loss, j->metric, 100.0 * score);
     fflush(stdout);
     if (j->dat)
         fprintf(j->dat, "%d %d %.9g %.9g\n", round, r.participants, r.loss,
@@ -792,7 +833,7 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
     if (fk_job_model_get(c, j->id, &blob, &len))
         return fk_err_set(err, FK_ENET, "job %s: cannot fetch the model (see above)", j->id);
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s-model.bin", workdir, j->method);
+    snprintf(path, sizeof path, "%s/%s-model.bin", workdir, jname(j));
     FILE *mf = fopen(path, "wb");
     if (mf) {
         fwrite(blob, 1, len, mf);
@@ -850,12 +891,12 @@ static int run_daemon_job(demo_job *j, fk_job_conn *c, fk_fleet *f, const demo_o
     j->json = o->json;
     char text[4096], path[4200];
     int rc = job_text(j, o, text, sizeof text, err);
-    snprintf(path, sizeof path, "%s/%s.conf", f->dir, j->method);
+    snprintf(path, sizeof path, "%s/%s.conf", f->dir, jname(j));
     if (!rc)
         rc = write_text(path, text, err);
     if (rc)
         return rc;
-    snprintf(path, sizeof path, "%s/%s.dat", f->dir, j->method);
+    snprintf(path, sizeof path, "%s/%s.dat", f->dir, jname(j));
     j->dat = fopen(path, "w");
     if (!j->dat)
         return fk_err_set(err, FK_EIO, "%s: cannot write: %s", path, strerror(errno));
@@ -865,7 +906,7 @@ static int run_daemon_job(demo_job *j, fk_job_conn *c, fk_fleet *f, const demo_o
         rc = fk_err_set(err, FK_ENET, "cannot submit the %s job (see above)", j->method);
     if (!rc && !o->json)
         printf("job %s: %s on %s, %d clients, %d round%s (%s/%s.conf)\n", j->id, j->method,
-               j->data, j->n_clients, j->rounds, j->rounds == 1 ? "" : "s", f->dir, j->method);
+               j->data, j->n_clients, j->rounds, j->rounds == 1 ? "" : "s", f->dir, jname(j));
     if (!rc && !o->json && j->leaves)
         printf("job %s: what leaves the clients: %s\n", j->id, j->leaves);
     if (!rc)
@@ -948,7 +989,7 @@ out:
 static void plot_as(const demo_job *j, const char *workdir, const char *ext)
 {
     char path[4200], title[200];
-    snprintf(path, sizeof path, "%s/%s.%s", workdir, j->method, ext);
+    snprintf(path, sizeof path, "%s/%s.%s", workdir, jname(j), ext);
     fk_err err;
     int rc;
     if (j->rounds == 1) {
@@ -984,7 +1025,7 @@ static void plot_as(const demo_job *j, const char *workdir, const char *ext)
         free(rows);
     }
     if (rc)
-        fprintf(stderr, "fedkern demo: plot of %s skipped: %s\n", j->method, err.msg);
+        fprintf(stderr, "fedkern demo: plot of %s skipped: %s\n", jname(j), err.msg);
 }
 
 static void plot(const demo_job *j, const char *workdir)
@@ -1039,25 +1080,25 @@ static void print_table(demo_job *jobs, int n, const demo_opts *o, const char *w
         demo_job *j = &jobs[i];
         const char *key = !strcmp(j->metric, "accuracy") ? "accuracy" : "error";
         if (o->json && o->in_process) {
-            printf("{\"job\":\"demo-%d\",\"method\":\"%s\",\"rounds\":%d,\"clients\":%d,"
-                   "\"%s\":",
-                   i + 1, j->method, j->rounds, j->n_clients, key);
+            printf("{\"job\":\"demo-%d\",\"method\":\"%s\",\"name\":\"%s\",\"rounds\":%d,"
+                   "\"clients\":%d,\"%s\":",
+                   i + 1, j->method, jname(j), j->rounds, j->n_clients, key);
             json_num(j->score);
             printf("}\n");
         } else if (o->json) {
-            printf("{\"job\":\"%s\",\"method\":\"%s\",\"state\":\"done\",\"rounds\":%d,"
-                   "\"clients\":%d,\"%s\":",
-                   j->id, j->method, j->rounds, j->n_clients, key);
+            printf("{\"job\":\"%s\",\"method\":\"%s\",\"name\":\"%s\",\"state\":\"done\","
+                   "\"rounds\":%d,\"clients\":%d,\"%s\":",
+                   j->id, j->method, jname(j), j->rounds, j->n_clients, key);
             json_num(j->score);
             printf(",\"sim_%s\":", key);
             json_num(j->sim_score);
             printf(",\"daemon_equals_sim\":%s,\"seconds\":%.3f}\n", j->same ? "true" : "false",
                    j->seconds);
         } else if (o->in_process)
-            printf("%-10s %-30s %7d %8d %-15s %7.2f%%\n", j->method, j->data, j->n_clients,
+            printf("%-10s %-30s %7d %8d %-15s %7.2f%%\n", jname(j), j->data, j->n_clients,
                    j->rounds, j->metric, 100.0 * j->score);
         else
-            printf("%-4s %-10s %-29s %7d %6d %-15s %7.2f%% %7.2f%% %11s\n", j->id, j->method,
+            printf("%-4s %-10s %-29s %7d %6d %-15s %7.2f%% %7.2f%% %11s\n", j->id, jname(j),
                    j->data, j->n_clients, j->rounds, j->metric, 100.0 * j->score,
                    100.0 * j->sim_score, yes_no(j->same));
         if (j->predict)
@@ -1090,7 +1131,7 @@ int fk_cmd_demo(int argc, char **argv)
         fk_params_close(&p);
         return 1;
     }
-    enum { N_JOBS = 6 };
+    enum { N_JOBS = 7 };
     demo_job jobs[N_JOBS] = {0};
     for (int i = 0; i < N_JOBS; i++)
         fk_params_init(&jobs[i].params);
@@ -1112,6 +1153,8 @@ int fk_cmd_demo(int argc, char **argv)
         rc = setup_kahm(&jobs[4], &o, abs, &err);
     if (!rc)
         rc = setup_sfl(&jobs[5], &o, abs, &err);
+    if (!rc)
+        rc = setup_sfl_ovo(&jobs[6], &o, abs, &err);
     for (int i = 0; !rc && o.in_process && i < N_JOBS; i++)
         rc = run_job(&jobs[i], &o, &err);
     if (!rc && !o.in_process)
@@ -1125,13 +1168,13 @@ int fk_cmd_demo(int argc, char **argv)
             if (!jobs[i].same) {
                 fk_cli_fail("demo", "job %s (%s): the daemon model differs from the in-process "
                                     "simulation with the same seed",
-                            jobs[i].id, jobs[i].method);
+                            jobs[i].id, jname(&jobs[i]));
                 mismatch = 1;
             }
             if (jobs[i].predict && !jobs[i].pred_same) {
                 fk_cli_fail("demo", "job %s (%s): the daemons' predictions differ from the "
                                     "in_process model's",
-                            jobs[i].id, jobs[i].method);
+                            jobs[i].id, jname(&jobs[i]));
                 mismatch = 1;
             }
         }

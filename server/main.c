@@ -43,6 +43,9 @@ static const fk_param_doc opts[] = {
     {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
     {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
     {"drain_ms MS", "at SIGTERM, how long open calls may finish (5000)"},
+    {"net.io_threads N", "threads that own the client connections (TLS, HTTP/2), each with its own "
+                         "event loop; the jobs, the state and the handlers stay on the one main "
+                         "loop. 1: that loop does everything (1, at most 64)"},
     {"memtrim_ms MS", "how often freed heap is checked and, after a load spike, given back to the "
                       "system (5000; 0 = never)"},
     {"log_level LEVEL", "error, warn, info or debug (info)"},
@@ -325,8 +328,9 @@ static int run(fk_params *p)
     fk_err err = {0};
     fk_grpc_server_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
-    long hb, drain, trim_ms;
+    long hb, drain, trim_ms, io_threads;
     if (fk_net_limits_from_params(&cfg.limits, p, "net", &err) != FK_OK ||
+        fk_params_int(p, "net.io_threads", 1, 1, 64, &io_threads, &err) != FK_OK ||
         fk_params_int(p, "heartbeat_ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
         fk_params_int(p, "drain_ms", 5000, 0, 3600000, &drain, &err) != FK_OK ||
         fk_params_int(p, "memtrim_ms", 5000, 0, 3600000, &trim_ms, &err) != FK_OK)
@@ -358,6 +362,7 @@ static int run(fk_params *p)
         return fail(err.msg);
     }
     cfg.drain_ms = (uint64_t)drain;
+    cfg.io_threads = (int)io_threads;
     uv_loop_t loop;
     int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
     if (rc) {

@@ -791,6 +791,11 @@ static void on_batch_idle(uv_idle_t *h)
 /* Room for one more staged update and an open transaction; FK_OK or an error. */
 static int batch_reserve(fk_service *s, fk_err *err)
 {
+    /* Closed: the batch handles are gone. A call can still arrive (with net.io_threads it may
+     * wait in the I/O threads' queue): UNAVAILABLE, so the client sends it again later. */
+    if (s->closing)
+        return fk_err_set(err, FK_EIO, "the server is shutting down; send the update again "
+                                       "once it is back");
     if (s->n_batch == s->cap_batch) {
         int cap = s->cap_batch ? 2 * s->cap_batch : 4; /* small: tests cross a regrowth */
         staged *g = realloc(s->batch, (size_t)cap * sizeof *g);

@@ -1,6 +1,7 @@
 #!/bin/sh
-# fedkern demo end to end: the real daemons on 127.0.0.1 over mTLS, all six jobs to
-# completion (fedrf-tca, fedgrem, dica, udica, kahm with one job predict, sfl), each daemon model
+# fedkern demo end to end: the real daemons on 127.0.0.1 over mTLS, all seven jobs to
+# completion (fedrf-tca, fedgrem, dica, udica, kahm with one job predict, sfl binary and
+# one-vs-one), each daemon model
 # (and the predictions) equal to the in-process simulation, every daemon
 # gone afterwards; plus the clear errors (no daemons beside fedkern, bad option).
 set -u
@@ -19,18 +20,20 @@ rc=$?
 import json, math, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rounds = int(sys.argv[2])
-final = {l["method"]: l for l in lines if "state" in l}
+final = {l["name"]: l for l in lines if "state" in l}
 per_round = [l for l in lines if "round" in l]
 predict = [l for l in lines if "predict" in l]
-assert set(final) == {"fedrf-tca", "fedgrem", "dica", "udica", "kahm", "sfl"}, final
+assert set(final) == {"fedrf-tca", "fedgrem", "dica", "udica", "kahm", "sfl", "sfl_ovo"}, final
+assert final["sfl_ovo"]["method"] == "sfl", final["sfl_ovo"]
 # the one-round job types (dica, udica, kahm, sfl) ignore --rounds
-want_rounds = {"fedrf-tca": rounds, "fedgrem": rounds, "dica": 1, "udica": 1, "kahm": 1, "sfl": 1}
+want_rounds = {"fedrf-tca": rounds, "fedgrem": rounds, "dica": 1, "udica": 1, "kahm": 1, "sfl": 1,
+               "sfl_ovo": 1}
 for m, f in final.items():
     assert f["state"] == "done" and f["rounds"] == want_rounds[m], f
     assert f["daemon_equals_sim"] is True, f
-    got = sorted(l["round"] for l in per_round if l["method"] == m)
+    got = sorted(l["round"] for l in per_round if l["name"] == m)
     assert got == list(range(1, want_rounds[m] + 1)), (m, got)
-    assert all(l["participants"] == l["planned"] > 0 for l in per_round if l["method"] == m)
+    assert all(l["participants"] == l["planned"] > 0 for l in per_round if l["name"] == m)
 t, g = final["fedrf-tca"], final["fedgrem"]
 assert t["clients"] == 3 and g["clients"] == 10, (t, g)
 # 5 classes: chance is 0.2; the demo task reaches about 0.7 by round 20
@@ -43,6 +46,9 @@ assert (d["clients"], u["clients"], k["clients"], s["clients"]) == (3, 3, 4, 3),
 for f, chance in ((d, 1 / 3), (u, 1 / 3), (k, 0.1), (s, 0.5)):
     assert math.isfinite(f["accuracy"]) and chance < f["accuracy"] <= 1, f
     assert f["accuracy"] == f["sim_accuracy"], f
+# sfl one-vs-one: 4 classes (chance 0.25), 3 clients each lacking one class; the blobs separate
+o = final["sfl_ovo"]
+assert o["clients"] == 3 and 0.9 <= o["accuracy"] <= 1 and o["accuracy"] == o["sim_accuracy"], o
 # one job predict through the daemons, for the kahm job, equal to the in-process model's
 assert len(predict) == 1, predict
 p = predict[0]
@@ -51,13 +57,16 @@ assert math.isfinite(p["accuracy"]) and 0.1 < p["accuracy"] <= 1, p
 assert p["accuracy"] == p["sim_accuracy"] and p["daemon_equals_sim"] is True, p
 PY
 for f in pki/ca.pem server.log client-c9.log fedrf-tca.conf fedgrem.dat fedrf-tca-model.bin \
-         dica.conf dica-c2.csv udica.conf udica-c2.csv kahm-c3.csv kahm-queries.csv kahm-model.bin sfl.conf sfl-c0.csv; do
+         dica.conf dica-c2.csv udica.conf udica-c2.csv kahm-c3.csv kahm-queries.csv kahm-model.bin sfl.conf sfl-c0.csv \
+         sfl_ovo.conf sfl_ovo-c2.csv sfl_ovo-model.bin; do
   [ -s "$dir/w/$f" ] || fail "missing $f in the work directory"
 done
 # the data-leaving jobs: the job files opt in, the clients' own configs consent
 grep -q "^upload_models = 1" "$dir/w/kahm.conf" || fail "kahm job not in mode A"
 grep -q "^raw_sample_upload = acknowledged" "$dir/w/sfl.conf" || fail "sfl job not acknowledged"
-grep -q "^local\." "$dir/w/kahm.conf" "$dir/w/sfl.conf" && fail "a job file sets local.* keys"
+grep -q "^raw_sample_upload = acknowledged" "$dir/w/sfl_ovo.conf" || fail "sfl_ovo job not acknowledged"
+grep -q "^multiclass = ovo" "$dir/w/sfl_ovo.conf" || fail "sfl_ovo job not one-vs-one"
+grep -q "^local\." "$dir/w/kahm.conf" "$dir/w/sfl.conf" "$dir/w/sfl_ovo.conf" && fail "a job file sets local.* keys"
 grep -A2 "^\[local\]" "$dir/w/client-c0.conf" | grep -q "allow_raw_upload = true" || fail "client consent"
 grep -q "event=server_stopped" "$dir/w/server.log" || fail "server not stopped with SIGTERM"
 grep -q "event=client_stopped" "$dir/w/client-c0.log" || fail "client not stopped with SIGTERM"
@@ -72,7 +81,7 @@ grep -q "^fedkern demo: fedkern-server not found: looked for $dir/bin/fedkern-se
 "$fk" demo --colour red 2>/dev/null; [ $? = 2 ] || fail "unknown option not a usage error"
 "$fk" demo --help | grep -q -- "--in_process" || fail "--help"
 
-# --in_process: the same six jobs and the predict row, no daemons
+# --in_process: the same seven jobs and the predict row, no daemons
 "$fk" demo --in_process --clients 3 --rounds 5 --workdir "$dir/w3" --json --no_plots \
   >"$dir/ip.json" 2>/dev/null || fail "--in_process exited $?"
 /usr/bin/python3 - "$dir/ip.json" <<'PY' || fail "--in_process JSON checks"
@@ -80,7 +89,8 @@ import json, math, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rows = [l for l in lines if "round" not in l]
 assert [l["method"] for l in rows] == ["fedrf-tca", "fedgrem", "dica", "udica", "kahm", "kahm",
-                                      "sfl"], rows
+                                      "sfl", "sfl"], rows
+assert rows[-1]["name"] == "sfl_ovo" and rows[-1]["accuracy"] >= 0.9, rows[-1]
 for l in rows:
     v = l.get("accuracy", l.get("error"))
     assert v is not None and math.isfinite(v), l

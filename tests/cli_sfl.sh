@@ -83,4 +83,22 @@ nd=$(( $(wc -c <ovo.bin) - 27 - ${#id3} )); ns=$(( $(wc -c <sim3.bin) - 27 - 3 )
 cmp -s -n "$nd" ovo.bin sim3.bin || fail "ovo: the daemons' model differs from the simulation's"
 "$fk" model show ovo.bin --json >t_daemon.json || fail "show the ovo model"
 grep -q '"mK"' t_daemon.json || fail "ovo model lacks the per-pair kernel counts"
+# the per-problem diagnostics of the uploads (spec §6.4): in the model and the server's log
+grep -q '"pair_client_status"' t_daemon.json || fail "ovo model lacks the clients' per-pair diagnostics"
+for pr in 0,1 0,2 1,2; do
+  grep -q "event=sfl_server_solved pair=$pr .*clients=2 client_status=converged" server.log \
+    || fail "server log lacks the clients' diagnostics of pair $pr"
+done
+grep -q "event=sfl_upload_received client=1 .*problems=3 .*solved=3 converged=3" server.log \
+  || fail "server log lacks client 1's per-problem summary"
+# fedkern sim sfl with multiclass = ovo on its built-in data (one blob per class), no --job
+"$fk" sim sfl --multiclass ovo --classes 1,2,3,4 --raw_sample_upload acknowledged \
+  --local.allow_raw_upload true --clients 3 --sim_n 40 --json >simb.json 2>simb.err \
+  || fail "sim sfl ovo on built-in data: $(cat simb.err)"
+/usr/bin/python3 - simb.json <<'PY' || fail "sim sfl ovo on built-in data: $(cat simb.json)"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = [l for l in lines if l.get("round") == 1]
+assert len(r) == 1 and r[0]["participants"] == 3 and r[0]["accuracy"] >= 0.9, r
+PY
 echo ok

@@ -1013,6 +1013,35 @@ static void kahm_daemons_restart_keeps_models(void **state)
     fk_bundle_close(&res);
 }
 
+/* The server with its connections on two I/O threads (net.io_threads = 2): the job's model is
+ * the simulation's, the metrics count the calls answered on the threads, and SIGTERM while
+ * every client holds a long poll drains the threads and exits 0. */
+static void io_threads_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    e->server_extra = "--net.io_threads=2";
+    start_fleet(e);
+    const char *text = job_text("rounds = 4\ndeadline = 30\n");
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+    static char metrics[1 << 14];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 4\n"));
+    assert_non_null(strstr(metrics, "fedkern_clients_connected 6\n"));
+    assert_non_null(strstr(metrics, "fedkern_grpc_calls_answered_total{method=\"PushUpdate\",code=\"OK\"} "));
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "io_threads=2", 1, NULL, 0));
+    int status = -1;
+    kill(e->server, SIGTERM);
+    assert_int_equal(waitpid(e->server, &status, 0), e->server);
+    e->server = 0;
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(wait_log(log, "event=server_stopped ", 1, NULL, 0));
+}
+
 /* Chunked query files: a server with net.max_message = 64 KiB and a query file of 6,000 rows
  * (144 KB of values, more than one message). The CLI at its default limit sends everything,
  * is refused (RESOURCE_EXHAUSTED) and halves its calls until they fit; at --net.max_message
@@ -1206,6 +1235,7 @@ int main(int argc, char **argv)
         cmocka_set_test_filter(getenv("FK_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(io_threads_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_dense_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),

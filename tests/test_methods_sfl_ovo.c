@@ -321,6 +321,200 @@ static void bad_uploads_and_checkpoint(void **state)
     fk_params_close(&p);
 }
 
+/* Per-problem diagnostics (spec §6.4): each upload carries "pd" (problems x 7: status,
+ * iterations, violation, dual, primal, critical rows, not-converged rows), -1 and zeros for a
+ * problem the client skipped; check_update refuses bad rows naming 'pd'; the model summarises
+ * them per pair (clients that solved it, worst status, critical rows) and a checkpoint keeps
+ * the summary. */
+static void pair_diagnostics(void **state)
+{
+    (void)state;
+    enum { K = 3 };
+    fk_dataset ds[K];
+    blobs(45, 7, 11, &ds[0]);
+    blobs(30, 3, 12, &ds[1]); /* classes 10, 20: solves (10,30), (20,30) one-sided */
+    blobs(24, 4, 13, &ds[2]); /* class 30 only: skips (10,20) */
+    fk_params p;
+    job(&p);
+    void *srv = NULL, *srv2 = NULL, *cli[K];
+    fk_err err = {0};
+    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_update ups[K];
+    int done = 0;
+    phase(srv, cli, K, 0, ups);
+    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
+    close_ups(ups, K);
+    phase(srv, cli, K, 1, ups);
+    double crit_sum[3] = {0, 0, 0};
+    for (int k = 0; k < K; k++) {
+        const fk_tensor *pd = fk_bundle_get(&ups[k].msg, "pd"),
+                        *pc = fk_bundle_get(&ups[k].msg, "pc");
+        assert_non_null(pd);
+        assert_int_equal(pd->ndim, 2);
+        assert_int_equal(pd->shape[0], 3);
+        assert_int_equal(pd->shape[1], FK__SFL_PD);
+        double nc = 0;
+        for (int q = 0; q < 3; q++) {
+            const double *d = pd->data + q * FK__SFL_PD;
+            if (k == 2 && q == 0) { /* skipped */
+                assert_true(d[FK__SFL_PD_STATUS] == -1);
+                for (int j = 1; j < FK__SFL_PD; j++)
+                    assert_true(d[j] == 0);
+                continue;
+            }
+            assert_true(d[FK__SFL_PD_STATUS] == FK_SFL_CONVERGED);
+            assert_true(d[FK__SFL_PD_ITERS] >= 1 && d[FK__SFL_PD_ITERS] <= 40000);
+            assert_true(d[FK__SFL_PD_VIOL] >= 0 && d[FK__SFL_PD_VIOL] < 1e-3);
+            /* converged: primal and dual values agree (relative gap <= 1e-4, §3.9) */
+            assert_true(fabs(d[FK__SFL_PD_PRIMAL] - d[FK__SFL_PD_DUAL]) <=
+                        1e-3 * fmax(1, fabs(d[FK__SFL_PD_PRIMAL])));
+            assert_true(d[FK__SFL_PD_CRIT] >= pc->data[q] && d[FK__SFL_PD_CRIT] >= 1);
+            crit_sum[q] += d[FK__SFL_PD_CRIT];
+            nc += d[FK__SFL_PD_NC];
+        }
+        assert_true(nc == scalar(&ups[k].msg, "not_converged"));
+        assert_true(ups[k].report.loss > 0); /* the summed primal values: job status's loss */
+    }
+    fk_update *u = &ups[2];
+    double T2 = 2 * 20000; /* two phases of the default T_client */
+    refuse(srv, u, "pd", 0 * FK__SFL_PD + FK__SFL_PD_ITERS, 5, "'pd' row 0"); /* skipped */
+    size_t r1 = 1 * FK__SFL_PD;
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_STATUS, 3, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_STATUS, -1, "'pd' row 1"); /* skipped, with values */
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, 0, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, T2 + 1, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, 2.5, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_VIOL, -1e-3, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_DUAL, NAN, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_PRIMAL, INFINITY, "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_CRIT, fk_bundle_get(&u->msg, "pc")->data[1] - 1,
+           "'pd' row 1");
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_CRIT, 25, "'pd' row 1"); /* above n = 24 */
+    double nc1 = fk_bundle_get(&u->msg, "pd")->data[r1 + FK__SFL_PD_NC];
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_NC, nc1 + 1, "'not_converged'"); /* sum differs */
+    refuse(srv, u, "pd", r1 + FK__SFL_PD_NC, -1, "'pd' row 1");
+    /* a missing or misshapen tensor */
+    fk_tensor *pd = (fk_tensor *)fk_bundle_get(&u->msg, "pd");
+    pd->shape[1] = FK__SFL_PD - 1;
+    pd->shape[0] = (uint64_t)(pd->len / (FK__SFL_PD - 1));
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'pd'"));
+    pd->shape[0] = 3;
+    pd->shape[1] = FK__SFL_PD;
+    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
+    /* the summary per pair in the model, the same after a checkpoint round trip */
+    fk_bundle ck, m1, m2;
+    fk_bundle_init(&ck);
+    fk_bundle_init(&m1);
+    fk_bundle_init(&m2);
+    assert_int_equal(M->aggregate(srv, 1, 1, ups, K, &done, &err), FK_OK);
+    assert_int_equal(M->model(srv, &m1, &err), FK_OK);
+    const fk_tensor *pcl = fk_bundle_get(&m1, "pair_clients"),
+                    *pst = fk_bundle_get(&m1, "pair_client_status"),
+                    *pcr = fk_bundle_get(&m1, "pair_critical"),
+                    *pnc = fk_bundle_get(&m1, "pair_not_converged"),
+                    *pit = fk_bundle_get(&m1, "pair_client_iters"),
+                    *pvi = fk_bundle_get(&m1, "pair_client_viol");
+    assert_true(pcl && pst && pcr && pnc && pit && pvi);
+    static const double want_clients[3] = {2, 3, 3};
+    for (int q = 0; q < 3; q++) {
+        assert_true(pcl->data[q] == want_clients[q]);
+        assert_true(pst->data[q] == FK_SFL_CONVERGED);
+        assert_true(pcr->data[q] == crit_sum[q]);
+        assert_true(pit->data[q] >= 1 && pvi->data[q] >= 0 && pnc->data[q] >= 0);
+    }
+    assert_int_equal(M->save(srv, &ck, &err), FK_OK);
+    assert_int_equal(M->server_init(&srv2, &p, K, 1, &err), FK_OK);
+    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    /* a checkpoint with a bad summary is refused and changes nothing */
+    fk_tensor *pg = (fk_tensor *)fk_bundle_get(&ck, "pdiag");
+    assert_non_null(pg);
+    pg->data[1] = 7; /* problem 0's worst status */
+    assert_int_equal(M->load(srv2, &ck, &err), FK_EFORMAT);
+    fk_bundle_clear(&m2);
+    assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
+    assert_bundles_equal(&m1, &m2);
+    close_ups(ups, K);
+    for (int k = 0; k < K; k++) {
+        M->client_close(cli[k]);
+        fk_dataset_close(&ds[k]);
+    }
+    M->server_close(srv);
+    M->server_close(srv2);
+    fk_bundle_close(&ck);
+    fk_bundle_close(&m1);
+    fk_bundle_close(&m2);
+    fk_params_close(&p);
+}
+
+/* Built-in data of `fedkern sim sfl` (the sim_data op): under multiclass = ovo one blob per
+ * listed class, client k lacking class k mod n_cls; the job runs on them and its voted model
+ * classifies a held-out draw. Without ovo the clients are the binary E3.1 cells. */
+static void builtin_multiclass_data(void **state)
+{
+    (void)state;
+    enum { K = 4 };
+    fk_params p;
+    job(&p);
+    assert_int_equal(fk_params_set(&p, "classes", "10,20,30,40"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "sim_n", "40"), FK_OK);
+    fk_dataset ds[K];
+    memset(ds, 0, sizeof ds);
+    fk_err err = {0};
+    assert_non_null(M->sim_data);
+    assert_int_equal(M->sim_data(&p, K, 3, ds, &err), FK_OK);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(ds[k].X.rows, 40);
+        assert_int_equal(ds[k].X.cols, 2);
+        assert_int_equal(ds[k].n_classes, 4);
+        int seen[4] = {0};
+        for (size_t i = 0; i < 40; i++)
+            seen[ds[k].y[i]]++;
+        for (int j = 0; j < 4; j++) /* client k lacks class k, holds the others evenly */
+            assert_int_equal(seen[j], j == k ? 0 : (int)(40 / 3) + (j < 40 % 3 + (j > k)));
+    }
+    fk_report fin[K];
+    fk_sim_opts o = {.rounds = 1, .seed = 3, .final_reports = fin};
+    fk_bundle model;
+    fk_sim_round last;
+    assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, K);
+    const fk_tensor *mK = fk_bundle_get(&model, "mK");
+    assert_non_null(mK);
+    assert_int_equal(mK->len, 6);
+    static const double cls[4] = {10, 20, 30, 40};
+    fk_dataset test;
+    assert_int_equal(fk_sfl_blobs_make(cls, 4, K, -1, 400, 99, &test, &err), FK_OK);
+    void *tc = NULL;
+    assert_int_equal(M->client_init(&tc, &p, &test, 0, K, 3, &err), FK_OK);
+    fk_report r;
+    fk_report_init(&r);
+    assert_int_equal(M->evaluate(tc, &model, &r, &err), FK_OK);
+    print_message("built-in 4 blobs, 4 clients of 40: held-out accuracy %.4f, union rows %g\n",
+                  r.accuracy, scalar(&model, "rows_union"));
+    assert_true(r.accuracy >= 0.9);
+    M->client_close(tc);
+    fk_dataset_close(&test);
+    fk_bundle_close(&model);
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+    /* bad class lists; without ovo: the binary E3.1 cells */
+    assert_int_equal(fk_params_set(&p, "classes", "10,5"), FK_OK);
+    assert_int_equal(M->sim_data(&p, K, 3, ds, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "classes"));
+    assert_int_equal(fk_params_set(&p, "multiclass", "none"), FK_OK);
+    memset(ds, 0, sizeof ds);
+    assert_int_equal(M->sim_data(&p, K, 3, ds, &err), FK_OK);
+    assert_int_equal(ds[0].n_classes, 2);
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+    fk_params_close(&p);
+}
+
 /* Two classes (one pair) where one client holds rows of neither: it declares 0 rows, sends an
  * empty upload, and the job completes on the other client's rows. */
 static void client_without_the_classes(void **state)
@@ -385,6 +579,8 @@ int main(void)
         cmocka_unit_test(vote_ties),
         cmocka_unit_test(three_classes),
         cmocka_unit_test(bad_uploads_and_checkpoint),
+        cmocka_unit_test(pair_diagnostics),
+        cmocka_unit_test(builtin_multiclass_data),
         cmocka_unit_test(client_without_the_classes),
         cmocka_unit_test(bad_config),
     };

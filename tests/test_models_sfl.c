@@ -372,6 +372,97 @@ static void pi_baseline(void **state)
                      FK_EINVAL);
 }
 
+/* (PI') with kernels at k-means centres (spec §9.1 general form, §9.5): k-means++ / Lloyd finds
+ * three separated blobs' means; with the rows themselves as centres the fit is (PI') at the
+ * samples; with 12 k-means centres the tube holds, the duality gap closes, multipliers sit on
+ * the tube's edge only, and the soft margin classifies the blobs. */
+static void pi_kmeans_centres(void **state)
+{
+    (void)state;
+    fk_err err = {0};
+    /* k-means: 3 blobs of 20 in 2-D at (0,0), (5,0), (0,5), sd 0.3 */
+    double B[120], C[6], C2[6];
+    fk_rng r;
+    fk_rng_init(&r, 31, 0);
+    static const double mx[3] = {0, 5, 0}, my[3] = {0, 0, 5};
+    for (int i = 0; i < 60; i++) {
+        B[2 * i] = mx[i % 3] + 0.3 * fk_rng_normal(&r);
+        B[2 * i + 1] = my[i % 3] + 0.3 * fk_rng_normal(&r);
+    }
+    size_t it = 0;
+    assert_int_equal(fk_sfl_kmeans(B, 60, 2, 3, 7, C, &it, &err), FK_OK);
+    assert_true(it >= 1 && it <= 100);
+    for (int b = 0; b < 3; b++) { /* each blob's mean is one centre, to 0.3 */
+        double best = 1e300;
+        for (int k = 0; k < 3; k++)
+            best = fmin(best, hypot(C[2 * k] - mx[b], C[2 * k + 1] - my[b]));
+        assert_true(best < 0.3);
+    }
+    assert_int_equal(fk_sfl_kmeans(B, 60, 2, 3, 7, C2, NULL, &err), FK_OK);
+    assert_memory_equal(C, C2, sizeof C); /* seeded: deterministic */
+    assert_int_equal(fk_sfl_kmeans(B, 2, 2, 3, 7, C2, NULL, &err), FK_EINVAL);
+    /* regression on 30 noisy samples of sin: centres = the rows reproduce (PI') at the samples */
+    size_t N = 30;
+    double X[30], y[30], f1[30], f2[30], eps = 1e-2, tube = sqrt(eps);
+    fk_rng_init(&r, 92, 0);
+    for (size_t n = 0; n < N; n++) {
+        X[n] = 6.0 * (double)n / (double)(N - 1);
+        y[n] = sin(X[n]) + 0.05 * fk_rng_normal(&r);
+    }
+    fk_sfl_model m1, m2;
+    fk_sfl_pi_info i1, i2;
+    assert_int_equal(fk_sfl_pi_fit(X, y, N, 1, 0.5, FK_SFL_REGRESS, eps, 0, 200000, &m1, &i1, &err),
+                     FK_OK);
+    assert_int_equal(fk_sfl_pi_fit_centres(X, y, N, 1, X, N, 0.5, FK_SFL_REGRESS, eps, 0, 200000,
+                                           &m2, &i2, &err),
+                     FK_OK);
+    assert_int_equal(i1.status, FK_SFL_CONVERGED);
+    assert_int_equal(i2.status, FK_SFL_CONVERGED);
+    fk_sfl_predict(&m1, X, N, f1);
+    fk_sfl_predict(&m2, X, N, f2);
+    for (size_t n = 0; n < N; n++)
+        assert_true(fabs(f1[n] - f2[n]) <= 1e-2 * tube);
+    fk_sfl_model_close(&m1);
+    fk_sfl_model_close(&m2);
+    /* 12 k-means centres */
+    double Z[12];
+    assert_int_equal(fk_sfl_kmeans(X, N, 1, 12, 3, Z, NULL, &err), FK_OK);
+    assert_int_equal(fk_sfl_pi_fit_centres(X, y, N, 1, Z, 12, 0.5, FK_SFL_REGRESS, eps, 0, 200000,
+                                           &m2, &i2, &err),
+                     FK_OK);
+    assert_int_equal(i2.status, FK_SFL_CONVERGED);
+    assert_int_equal(m2.K, 12);
+    assert_true(i2.gap <= 1e-4 && i2.active > 0 && i2.active < N);
+    fk_sfl_predict(&m2, X, N, f2);
+    for (size_t n = 0; n < N; n++)
+        assert_true(fabs(f2[n] - y[n]) <= tube * (1 + 1e-4));
+    for (size_t k = 0; k < 12; k++)
+        assert_true(m2.w[k] == 0.5 && m2.s[k] == Z[k]);
+    fk_sfl_model_close(&m2);
+    /* classification, soft margin, 6 centres on the two blobs */
+    double Xc[80], yc[40], fc[40], Zc[12];
+    blobs(20, 5, Xc, yc);
+    assert_int_equal(fk_sfl_kmeans(Xc, 40, 2, 6, 5, Zc, NULL, &err), FK_OK);
+    assert_int_equal(fk_sfl_pi_fit_centres(Xc, yc, 40, 2, Zc, 6, 1.0, FK_SFL_CLASSIFY, 0.5, 10,
+                                           50000, &m2, &i2, &err),
+                     FK_OK);
+    assert_int_equal(i2.status, FK_SFL_CONVERGED);
+    fk_sfl_predict(&m2, Xc, 40, fc);
+    for (size_t n = 0; n < 40; n++)
+        assert_true(yc[n] * fc[n] > 0);
+    fk_sfl_model_close(&m2);
+    /* bad input */
+    double bad[12];
+    memcpy(bad, Z, sizeof bad);
+    bad[4] = NAN;
+    assert_int_equal(fk_sfl_pi_fit_centres(X, y, N, 1, bad, 12, 0.5, FK_SFL_REGRESS, eps, 0, 10,
+                                           &m2, &i2, &err),
+                     FK_EINVAL);
+    assert_int_equal(fk_sfl_pi_fit_centres(X, y, N, 1, Z, 0, 0.5, FK_SFL_REGRESS, eps, 0, 10, &m2,
+                                           &i2, &err),
+                     FK_EINVAL);
+}
+
 /* T14 (Remark 1): the single kernel at 2.5 that no sample sits on is found. */
 static void remark1_single_bump(void **state)
 {
@@ -587,6 +678,7 @@ int main(void)
         cmocka_unit_test(remark1_single_bump),
         cmocka_unit_test(split_broad_bumps),
         cmocka_unit_test(pi_baseline),
+        cmocka_unit_test(pi_kmeans_centres),
         cmocka_unit_test(resilient_equilibrium),
         cmocka_unit_test(bad_input),
         cmocka_unit_test(determinism),

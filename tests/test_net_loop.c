@@ -1,6 +1,7 @@
 /* Our gRPC client against our gRPC server in one libuv loop over mutual TLS:
  * the call life cycle (long polls cancelled by deadline, client and server
- * shutdown), stream limits, idle timeout and peer identity. */
+ * shutdown), stream limits, idle timeout and peer identity. Every case runs twice: with the
+ * connections on the test's loop (io_threads = 1) and on two I/O threads (io_threads = 2). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,6 +18,8 @@
 #include "common/net/certs.h"
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server.h"
+
+static int io_threads = 1; /* of the server under test: set per group in main */
 
 typedef struct fixture {
     char dir[64];
@@ -127,7 +130,7 @@ static void start_at(fixture *f, const char *host, const char *server_name)
     char ca[256], crt[256], key[256];
     fk_err err;
     paths(f, FK_ROLE_SERVER, "localhost", ca, crt, key);
-    fk_grpc_server_config sc = {.limits = f->lim, .drain_ms = 200};
+    fk_grpc_server_config sc = {.limits = f->lim, .drain_ms = 200, .io_threads = io_threads};
     fk_tls_files sf = {ca, crt, key, NULL, 0};
     assert_int_equal(fk_tls_ctx_new(&sc.tls, 1, &sf, &err), FK_OK);
     assert_int_equal(fk_grpc_server_init(&f->srv, &f->loop, &sc, &err), FK_OK);
@@ -354,5 +357,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(idle_connection_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(oversized_request_refused_by_client, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("io_threads=1", tests, NULL, NULL);
+    io_threads = 2;
+    failed += cmocka_run_group_tests_name("io_threads=2", tests, NULL, NULL);
+    return failed;
 }

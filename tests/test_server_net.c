@@ -2,7 +2,9 @@
  * Federation service over the round engine, and one client agent per client,
  * over mutual TLS on 127.0.0.1, with the test methods. Checks: same model as
  * the simulator (inline and chunked messages), a client stopped mid-job is a
- * dropout at the deadline, a client off the allow-list is refused. */
+ * dropout at the deadline, a client off the allow-list is refused. Every case runs with the
+ * connections on the test's loop (io_threads = 1) and again on two I/O threads (io_threads
+ * = 2: joins, heartbeats, long polls and updates cross the threads' queues). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +28,8 @@
 #include "tests/support_fedmean.h"
 
 enum { N = 6 };
+
+static int io_threads = 1; /* of the server under test: set per group in main */
 
 typedef struct net {
     char dir[64];
@@ -140,7 +144,8 @@ static void start_server(net *t)
                          .find = t->find ? t->find : fk_test_find_method};
     assert_int_equal(fk_engine_open(&t->e, &eo, fk_service_now(), &err), FK_OK);
     fk_tls_ctx *tls = tls_for(t, 1, "server");
-    fk_grpc_server_config gc = {.limits = t->limits, .tls = tls, .drain_ms = 300};
+    fk_grpc_server_config gc = {.limits = t->limits, .tls = tls, .drain_ms = 300,
+                                .io_threads = io_threads};
     assert_int_equal(fk_grpc_server_init(&t->srv, &t->loop, &gc, &err), FK_OK);
     fk_tls_ctx_unref(tls);
     t->cfg.max_message = (uint32_t)t->limits.max_message;
@@ -527,5 +532,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(client_off_the_allow_list_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_group_commit_is_resent, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("io_threads=1", tests, NULL, NULL);
+    io_threads = 2;
+    failed += cmocka_run_group_tests_name("io_threads=2", tests, NULL, NULL);
+    return failed;
 }

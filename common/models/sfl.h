@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "common/base/err.h"
+#include "common/la/rng.h"
 
 enum { FK_SFL_GRID_MAX_P = 3 }; /* the tensor grid explodes beyond this (spec §3.7) */
 
@@ -123,6 +124,32 @@ int fk_sfl_arrow_hurwicz(const double *X, const double *y, size_t N, int p,
                          const fk_sfl_atoms *a, const fk_sfl_opts *o, double r_primal,
                          double r_dual, double tol, fk_sfl_fit *fit, fk_err *err);
 
+/* ---- the dissertation's regression iteration, for checks (sfl_alg1.c, spec T15/T16) ---- */
+/* Variant A (spec §3.6): dual ascent on the (lambda, mu) dual of the regression problem with
+ * the quadratic cost (2.25), the exact integral replaced by the atom sum: per iteration
+ * alpha = (2.15) of K^T lambda, f = K (v .* alpha), (2.22a) lambda += eta (yhat - f) with
+ * eta = 1/lmax(K diag(v) K^T) and the yhat-step (2.26) yhat = y - lambda / (2 mu) evaluated at
+ * the updated lambda (closed form), (2.22b) mu = max(1e-12, mu + eta_mu mu / eps ((yhat - y)^2
+ * - eps)) (a step relative to each row's scale; 0.5 is Newton's step at the optimum). No
+ * momentum (faithful mode). Start lambda = 0, mu = 1. Stops (CONVERGED) when one step moves
+ * lambda by <= tol max|lambda| (checked every 100 iterations), else MAXITER after T. fit gets
+ * lambda, alpha, f, support, viol (max |f - y| - sqrt(eps)), primal and the (lambda, mu) dual
+ * value; mu (N values, the caller's) the multipliers of the cost constraints. Slow; for tests
+ * of the reduced dual fk_sfl_solve solves (Variant B). */
+int fk_sfl_solve_va(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+                    double eps, double gamma, double eta_mu, long T, double tol, fk_sfl_fit *fit,
+                    double *mu, fk_err *err);
+/* One supergradient of the literal Algorithm 1 (spec §3.5, errata E1-E3 fixed) at (lambda, mu):
+ * d_mu_n = (yhat_n - y_n)^2 - eps and d_lam_n = yhat_n - (|S x W| / B) sum_k alpha_k
+ * k(x_n, z_k; w_k), yhat = y - lambda / (2 mu), with B fresh atoms (z_k, w_k) uniform on the box
+ * [lo, hi] (p sides) x [wmin, wmax] drawn from rng and alpha_k = abar_k 1[abar_k^2 > 2 gamma],
+ * abar_k = sum_n lambda_n k(x_n, z_k; w_k). Unbiased for the supergradient of the integral
+ * problem over that box (wmin = wmax: one width, counting measure). O(N B p). */
+int fk_sfl_alg1_supergrad(const double *X, const double *y, size_t N, int p, const double *lam,
+                          const double *mu, double eps, double gamma, const double *lo,
+                          const double *hi, double wmin, double wmax, size_t B, fk_rng *rng,
+                          double *d_lam, double *d_mu, fk_err *err);
+
 /* ---- discrete model (§3.8) ---- */
 typedef struct fk_sfl_model {
     size_t K;
@@ -180,5 +207,18 @@ typedef struct fk_sfl_pi_info {
  * a baseline for benchmarks, not for large N. */
 int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode, double eps,
                   double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
+/* (PI') with its kernels at M given centres Z (M x p; spec §9.1 general form, e.g. k-means
+ * centroids): min a^T K_ZZ a s.t. the same constraints on f = K_XZ a, solved on the same dual
+ * with the Gram form K_XZ (K_ZZ + 1e-10 I)^-1 K_XZ^T (Cholesky); a = 1/2 K_ZZ^-1 K_XZ^T (Y)
+ * lambda. m gets M kernels at Z (width w). info->active counts rows with lambda != 0.
+ * FK_ENUMERIC when K_ZZ is not positive definite (repeated centres). O(N^2 + NM) memory. */
+int fk_sfl_pi_fit_centres(const double *X, const double *y, size_t N, int p, const double *Z,
+                          size_t M, double w, int mode, double eps, double c_soft, long T,
+                          fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
+/* k-means (spec §9.5): k-means++ seeding from fk_rng(seed), Lloyd until no row changes cluster
+ * or 100 iterations; an empty cluster takes the row farthest from its centre. C (M x p) gets
+ * the centres, *iters (may be NULL) the Lloyd iterations. 1 <= M <= N. */
+int fk_sfl_kmeans(const double *X, size_t N, int p, size_t M, uint64_t seed, double *C,
+                  size_t *iters, fk_err *err);
 
 #endif

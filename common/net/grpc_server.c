@@ -5,31 +5,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/log.h"
 #include "common/base/uvcheck.h"
 #include "common/net/bigbuf.h"
 #include "common/net/grpc_frame.h"
+#include "common/net/grpc_server_int.h"
 #include "common/net/memacct.h"
 #include "common/net/tlsconn.h"
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
-enum { HPACK_TABLE = 1024 };
-/* Pending TCP connections the kernel queues (capped by net.core.somaxconn): after a restart
- * thousands of clients connect at once, and SYNs beyond the queue wait for a retransmit
- * (1 s, 3 s, ...) before they get another chance. */
-enum { LISTEN_BACKLOG = 1024 };         /* bytes of each HPACK dynamic table (RFC 7541 default 4096) */
+enum { HPACK_TABLE = 1024 }; /* bytes of each HPACK dynamic table (RFC 7541 default 4096) */
 
 typedef struct method {
     char *path;
     fk_grpc_handler fn;
     void *ud;
-    uint64_t answered[FK_GRPC_N_STATUS]; /* calls answered, by status code (metrics) */
 } method;
 
 typedef struct h2conn h2conn;
 
 struct fk_grpc_call {
+    int remote; /* 0: a call on this loop's connection; proxies (grpc_pool.c) start with 1 */
     h2conn *conn;
     fk_grpc_call *next, *prev;
     int32_t stream_id;
@@ -80,7 +78,10 @@ struct fk_grpc_server {
     method *methods;
     int nmethods;
     h2conn *conns;
-    fk_grpc_server_stats stats;
+    fk__grpc_counters own; /* this server's counters, unless a pool gave it others */
+    fk__grpc_counters *ctr;
+    int io_threads;        /* > 1: connections are served by the pool's I/O threads */
+    fk__grpc_pool *pool;
     fk_bigbuf_cache cache; /* one idle large request buffer */
     void (*on_closed)(void *);
     void *closed_ud;
@@ -230,9 +231,11 @@ static void call_answer(fk_grpc_call *call, int status, const char *msg, uint8_t
     }
     call->answered = 1;
     call->status = status;
-    method *m = (method *)find_method(c->srv, call->path);
-    if (m && status >= 0 && status < FK_GRPC_N_STATUS)
-        m->answered[status]++;
+    const method *m = find_method(c->srv, call->path);
+    fk__grpc_counters *ctr = c->srv->ctr;
+    int mi = m ? (int)(m - c->srv->methods) : -1;
+    if (m && mi < ctr->nmethods && status >= 0 && status < FK_GRPC_N_STATUS)
+        fk__ctr_add(&ctr->answered[mi * FK_GRPC_N_STATUS + status], 1);
     if (call->timer_init)
         FK_UV_MUST(uv_timer_stop(&call->timer));
     int rc;
@@ -291,6 +294,8 @@ static int reply(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes
 int fk_grpc_call_reply(fk_grpc_call *call, int status, const char *msg, const uint8_t *bytes,
                        size_t len)
 {
+    if (fk__grpc_call_is_proxy(call))
+        return fk__grpc_proxy_reply(call, status, msg, (uint8_t *)bytes, len, NULL, 1);
     uint8_t *copy = NULL;
     if (status == FK_GRPC_OK && !call->answered && !call->cancelled) {
         copy = malloc(len ? len : 1);
@@ -305,21 +310,31 @@ int fk_grpc_call_reply(fk_grpc_call *call, int status, const char *msg, const ui
 int fk_grpc_call_reply_owned(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes,
                              size_t len, void (*free_fn)(void *))
 {
+    if (fk__grpc_call_is_proxy(call))
+        return fk__grpc_proxy_reply(call, status, msg, bytes, len, free_fn, 0);
     return reply(call, status, msg, bytes, len, free_fn);
 }
 
 int fk_grpc_call_cancelled(const fk_grpc_call *call)
 {
+    if (fk__grpc_call_is_proxy(call))
+        return fk__grpc_proxy_cancelled(call);
     return call->cancelled;
 }
 
 const char *fk_grpc_call_method(const fk_grpc_call *call)
 {
+    if (fk__grpc_call_is_proxy(call))
+        return fk__grpc_proxy_method(call);
     return call->path;
 }
 
 void fk_grpc_call_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *, void *), void *ud)
 {
+    if (fk__grpc_call_is_proxy(call)) {
+        fk__grpc_proxy_on_cancel(call, cb, ud);
+        return;
+    }
     call->cancel_cb = cb;
     call->cancel_ud = ud;
 }
@@ -360,7 +375,7 @@ static void dispatch(h2conn *c, fk_grpc_call *call)
         refuse(call, FK_GRPC_UNIMPLEMENTED, "method not implemented");
         return;
     }
-    c->srv->stats.calls++;
+    fk__ctr_add(&c->srv->ctr->calls, 1);
     call->handed = 1;
     call->app_done = 0;
     m->fn(call, &c->peer, call->req ? call->req : (const uint8_t *)"", call->req_len, call->deadline,
@@ -510,8 +525,8 @@ static int begin_message(void *ud, size_t len, uint8_t **buf)
     c->mem += len;
     if (c->mem > c->peak_mem)
         c->peak_mem = c->mem;
-    if (c->mem > c->srv->stats.peak_conn_memory)
-        c->srv->stats.peak_conn_memory = c->mem;
+    if (c->mem > fk__ctr_get(&c->srv->ctr->peak_conn_memory))
+        atomic_store_explicit(&c->srv->ctr->peak_conn_memory, c->mem, memory_order_relaxed);
     *buf = call->req;
     return FK_OK;
 }
@@ -533,7 +548,7 @@ static void frame_refused(h2conn *c, fk_grpc_call *call, int rc)
         return;
     if (rc == FK_ELIMIT) {
         char why[200];
-        c->srv->stats.oversized_refused++;
+        fk__ctr_add(&c->srv->ctr->oversized_refused, 1);
         snprintf(why, sizeof why, "request message of %zu bytes exceeds the limit of %llu bytes",
                  call->frame.msg_len, (unsigned long long)c->srv->lim.max_message);
         fk_log(FK_LOG_WARN, "grpc_refused", "peer=%s path=%s reason=\"%s\" allocated=0",
@@ -717,14 +732,19 @@ static void conn_release(h2conn *c)
     c->ng = NULL;
 }
 
-static void conn_freed(uv_handle_t *h)
+static void conn_free(h2conn *c)
 {
-    h2conn *c = h->data;
     fk_grpc_server *s = c->srv;
     conn_unlink(c);
     fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
     free(c);
+    fk__ctr_add(&s->ctr->conns_closed, 1);
     maybe_server_done(s);
+}
+
+static void conn_freed(uv_handle_t *h)
+{
+    conn_free(h->data);
 }
 
 static void tls_on_close(fk_tlsconn *t, const char *reason)
@@ -732,7 +752,7 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
     h2conn *c = t->ud;
     fk_grpc_server *s = c->srv;
     if (!t->ready) {
-        s->stats.conns_refused++;
+        fk__ctr_add(&s->ctr->conns_refused, 1);
         fk_log(FK_LOG_WARN, "conn_refused", "peer=%s reason=\"%s\"", t->peer.addr, reason);
     } else {
         fk_log(FK_LOG_INFO, "conn_closed", "peer=%s cn=%s peak_mem=%llu reason=\"%s\"", c->peer.addr,
@@ -740,14 +760,10 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
     }
     c->tls = NULL;
     conn_release(c);
-    if (c->tick_init) { /* stays on the server's list until its timer is closed too */
+    if (c->tick_init) /* stays on the server's list until its timer is closed too */
         uv_close((uv_handle_t *)&c->tick, conn_freed);
-    } else {
-        conn_unlink(c);
-        fk_memacct_add(FK_MEM_CONN, -(long)sizeof *c);
-        free(c);
-        maybe_server_done(s);
-    }
+    else
+        conn_free(c);
 }
 
 static void conn_close(h2conn *c, const char *why)
@@ -792,7 +808,7 @@ static void tls_on_ready(fk_tlsconn *t)
     h2conn *c = t->ud;
     fk_grpc_server *s = c->srv;
     c->peer = t->peer;
-    s->stats.conns_accepted++;
+    fk__ctr_add(&s->ctr->conns_accepted, 1);
     fk_log(FK_LOG_INFO, "conn_open", "peer=%s cn=%s san=%s", c->peer.addr, c->peer.cn, c->peer.san);
     if (session_new(c) != 0) {
         conn_close(c, "cannot create an HTTP/2 session");
@@ -842,14 +858,17 @@ static void tls_on_writable(fk_tlsconn *t)
 static const fk_tlsconn_cbs server_tls_cbs = {tls_on_ready, tls_on_data, tls_on_writable,
                                               tls_on_close};
 
-static void on_connection(uv_stream_t *l, int status)
+/* A new connection from the listener l, or (l NULL) the accepted socket fd. */
+static void conn_start(fk_grpc_server *s, uv_stream_t *l, uv_os_sock_t fd)
 {
-    fk_grpc_server *s = l->data;
-    if (status < 0 || s->closing)
-        return;
     h2conn *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        if (!l) {
+            close(fd);
+            fk__ctr_add(&s->ctr->conns_closed, 1);
+        }
         return;
+    }
     fk_memacct_add(FK_MEM_CONN, (long)sizeof *c);
     c->srv = s;
     FK_UV_MUST(uv_timer_init(s->loop, &c->tick));
@@ -862,25 +881,50 @@ static void on_connection(uv_stream_t *l, int status)
     fk_err err;
     if (fk_tlsconn_new(&c->tls, s->loop, s->tls, &server_tls_cbs, c, s->lim.handshake_timeout_ms,
                        &err) != FK_OK) {
+        if (!l)
+            close(fd);
         uv_close((uv_handle_t *)&c->tick, conn_freed);
         return;
     }
-    if (fk_tlsconn_accept(c->tls, l, &err) != FK_OK) {
+    if ((l ? fk_tlsconn_accept(c->tls, l, &err) : fk_tlsconn_adopt(c->tls, fd, &err)) != FK_OK) {
         /* tls_on_close follows and frees the connection; nothing else to undo */
     }
 }
 
+static void on_connection(uv_stream_t *l, int status)
+{
+    fk_grpc_server *s = l->data;
+    if (status < 0 || s->closing)
+        return;
+    conn_start(s, l, -1);
+}
+
+void fk__grpc_server_adopt(fk_grpc_server *s, uv_os_sock_t fd)
+{
+    if (s->closing) {
+        close(fd);
+        fk__ctr_add(&s->ctr->conns_closed, 1);
+        return;
+    }
+    conn_start(s, NULL, fd);
+}
+
 /* ---- server ----------------------------------------------------------------- */
 
-int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
-                        fk_err *err)
+static int server_new(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
+                      fk__grpc_counters *ctr, fk_err *err)
 {
     *out = NULL;
     if (cfg->tls && !cfg->tls->is_server)
         return fk_err_set(err, FK_EINVAL, "grpc server: the TLS context is a client context");
+    if (cfg->io_threads < 0 || cfg->io_threads > FK__GRPC_MAX_IO_THREADS)
+        return fk_err_set(err, FK_EINVAL, "grpc server: io_threads = %d is outside [0, %d]",
+                          cfg->io_threads, FK__GRPC_MAX_IO_THREADS);
     fk_grpc_server *s = calloc(1, sizeof *s);
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
+    s->ctr = ctr ? ctr : &s->own;
+    s->io_threads = ctr ? 1 : cfg->io_threads;
     s->loop = loop;
     s->lim = cfg->limits;
     s->tls = cfg->tls;
@@ -895,6 +939,33 @@ int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_ser
     return FK_OK;
 }
 
+int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
+                        fk_err *err)
+{
+    return server_new(out, loop, cfg, NULL, err);
+}
+
+int fk__grpc_server_init_worker(fk_grpc_server **out, uv_loop_t *loop,
+                                const fk_grpc_server_config *cfg, fk__grpc_counters *ctr,
+                                fk_err *err)
+{
+    return server_new(out, loop, cfg, ctr, err);
+}
+
+uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i)
+{
+    return s->pool ? fk__grpc_pool_thread_accepted(s->pool, i) : 0;
+}
+
+const char *fk__grpc_server_method(const fk_grpc_server *s, int i, fk_grpc_handler *fn, void **ud)
+{
+    if (i < 0 || i >= s->nmethods)
+        return NULL;
+    *fn = s->methods[i].fn;
+    *ud = s->methods[i].ud;
+    return s->methods[i].path;
+}
+
 int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler fn, void *ud,
                           fk_err *err)
 {
@@ -906,6 +977,22 @@ int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler f
             s->methods[i].ud = ud;
             return FK_OK;
         }
+    /* The I/O threads learnt the method list when they started. */
+    if (s->pool)
+        return fk_err_set(err, FK_ESTATE,
+                          "grpc server: register %s before listening (the I/O threads serve the "
+                          "methods known at listen)", path);
+    if (s->ctr == &s->own && s->nmethods >= s->own.nmethods) { /* room to count its answers */
+        int cap = s->own.nmethods ? 2 * s->own.nmethods : 16;
+        _Atomic uint64_t *a = calloc((size_t)cap * FK_GRPC_N_STATUS, sizeof *a);
+        if (!a)
+            return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
+        for (int i = 0; i < s->own.nmethods * FK_GRPC_N_STATUS; i++)
+            atomic_init(&a[i], fk__ctr_get(&s->own.answered[i]));
+        free(s->own.answered);
+        s->own.answered = a;
+        s->own.nmethods = cap;
+    }
     method *m = realloc(s->methods, (size_t)(s->nmethods + 1) * sizeof *m);
     if (!m)
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
@@ -915,7 +1002,6 @@ int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler f
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
     m[s->nmethods].fn = fn;
     m[s->nmethods].ud = ud;
-    memset(m[s->nmethods].answered, 0, sizeof m[s->nmethods].answered);
     s->nmethods++;
     return FK_OK;
 }
@@ -944,9 +1030,25 @@ int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
         return fk_err_set(err, FK_EINVAL,
                           "listen address '%s': host must be an IPv4 address or [IPv6]", hostport);
     }
+    if (s->io_threads > 1) {
+        if (s->pool || s->listening || s->closing)
+            return fk_err_set(err, FK_ESTATE, "grpc server: already listening");
+        fk_grpc_server_config wcfg = {.limits = s->lim, .tls = s->tls, .drain_ms = s->drain_ms};
+        int prc = fk__grpc_pool_start(&s->pool, s, s->loop, s->io_threads, (struct sockaddr *)&ss,
+                                      &wcfg, s->nmethods, err);
+        if (prc != FK_OK) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return fk_err_set(err, prc, "cannot listen on %s: %s", hostport, why);
+        }
+        s->listening = 1;
+        fk_log(FK_LOG_INFO, "listening", "addr=%s port=%d io_threads=%d", host,
+               fk_grpc_server_port(s), s->io_threads);
+        return FK_OK;
+    }
     int rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&s->listener, LISTEN_BACKLOG, on_connection);
+        rc = uv_listen((uv_stream_t *)&s->listener, FK__GRPC_LISTEN_BACKLOG, on_connection);
     if (rc != 0)
         return fk_err_set(err, FK_ENET, "cannot listen on %s: %s", hostport, uv_strerror(rc));
     s->listening = 1;
@@ -956,6 +1058,8 @@ int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
 
 int fk_grpc_server_port(const fk_grpc_server *s)
 {
+    if (s->pool)
+        return fk__grpc_pool_port(s->pool);
     struct sockaddr_storage ss;
     int len = sizeof ss;
     if (uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len) != 0)
@@ -970,11 +1074,22 @@ void fk_grpc_server_set_tls(fk_grpc_server *s, fk_tls_ctx *tls)
     fk_tls_ctx_ref(tls);
     fk_tls_ctx_unref(s->tls); /* open connections hold their own reference */
     s->tls = tls;
+    if (s->pool && !s->closing)
+        fk__grpc_pool_set_tls(s->pool, tls);
 }
 
 void fk_grpc_server_stats_get(const fk_grpc_server *s, fk_grpc_server_stats *out)
 {
-    *out = s->stats;
+    const fk__grpc_counters *c = s->ctr;
+    *out = (fk_grpc_server_stats){
+        .conns_accepted = fk__ctr_get(&c->conns_accepted),
+        .conns_refused = fk__ctr_get(&c->conns_refused),
+        .calls = fk__ctr_get(&c->calls),
+        .oversized_refused = fk__ctr_get(&c->oversized_refused),
+        .peak_conn_memory = fk__ctr_get(&c->peak_conn_memory),
+    };
+    if (s->pool)
+        fk__grpc_pool_stats(s->pool, out);
 }
 
 const char *fk_grpc_server_method_calls(const fk_grpc_server *s, int i,
@@ -982,7 +1097,11 @@ const char *fk_grpc_server_method_calls(const fk_grpc_server *s, int i,
 {
     if (i < 0 || i >= s->nmethods)
         return NULL;
-    memcpy(counts, s->methods[i].answered, sizeof s->methods[i].answered);
+    for (int k = 0; k < FK_GRPC_N_STATUS; k++)
+        counts[k] = i < s->ctr->nmethods ? fk__ctr_get(&s->ctr->answered[i * FK_GRPC_N_STATUS + k])
+                                         : 0;
+    if (s->pool)
+        fk__grpc_pool_method_calls(s->pool, i, counts);
     return s->methods[i].path;
 }
 
@@ -995,7 +1114,7 @@ static void server_handle_closed(uv_handle_t *h)
 
 static void maybe_server_done(fk_grpc_server *s)
 {
-    if (!s->closing || s->conns)
+    if (!s->closing || s->conns || s->pool)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->drain_timer)) {
         uv_close((uv_handle_t *)&s->drain_timer, server_handle_closed);
@@ -1008,6 +1127,7 @@ static void maybe_server_done(fk_grpc_server *s)
     for (int i = 0; i < s->nmethods; i++)
         free(s->methods[i].path);
     free(s->methods);
+    free(s->own.answered);
     fk_tls_ctx_unref(s->tls);
     fk_bigbuf_cache_close(&s->cache);
     free(s);
@@ -1022,6 +1142,28 @@ static void drain_expired(uv_timer_t *t)
         conn_close(c, "drain time over at shutdown");
 }
 
+/* The I/O threads have ended: keep their totals (stats stay readable until on_closed). */
+static void pool_closed(void *ud)
+{
+    fk_grpc_server *s = ud;
+    fk_grpc_server_stats t = {0};
+    fk__grpc_pool_stats(s->pool, &t);
+    fk__ctr_add(&s->own.conns_accepted, t.conns_accepted);
+    fk__ctr_add(&s->own.conns_refused, t.conns_refused);
+    fk__ctr_add(&s->own.calls, t.calls);
+    fk__ctr_add(&s->own.oversized_refused, t.oversized_refused);
+    if (t.peak_conn_memory > fk__ctr_get(&s->own.peak_conn_memory))
+        atomic_store_explicit(&s->own.peak_conn_memory, t.peak_conn_memory, memory_order_relaxed);
+    for (int i = 0; i < s->nmethods && i < s->own.nmethods; i++) {
+        uint64_t counts[FK_GRPC_N_STATUS] = {0};
+        fk__grpc_pool_method_calls(s->pool, i, counts);
+        for (int k = 0; k < FK_GRPC_N_STATUS; k++)
+            fk__ctr_add(&s->own.answered[i * FK_GRPC_N_STATUS + k], counts[k]);
+    }
+    s->pool = NULL;
+    maybe_server_done(s);
+}
+
 void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud)
 {
     if (s->closing)
@@ -1030,6 +1172,8 @@ void fk_grpc_server_close(fk_grpc_server *s, void (*on_closed)(void *), void *ud
     s->on_closed = on_closed;
     s->closed_ud = ud;
     uv_close((uv_handle_t *)&s->listener, server_handle_closed);
+    if (s->pool) /* the I/O threads hold every connection: they drain and end */
+        fk__grpc_pool_close(s->pool, pool_closed, s);
     for (h2conn *c = s->conns; c; c = c->next) {
         if (!c->ng) {
             conn_close(c, "server shutting down");

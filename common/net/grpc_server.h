@@ -33,6 +33,12 @@ typedef struct fk_grpc_server_config {
     fk_tls_ctx *tls;     /* server context (the server takes a reference); NULL only for
                           * fk_grpc_server_feed_raw, listening then refuses */
     uint64_t drain_ms;   /* graceful close: how long open calls may finish (default 5000) */
+    /* 0 or 1: the loop given to init serves every connection itself. N > 1 (at most 64):
+     * N I/O threads, each with its own libuv loop, own the connections (TLS, HTTP/2); the
+     * loop given to init accepts and runs the handlers, so handlers stay single-threaded.
+     * Then a reply's free_fn may run on an I/O thread (it must be thread-safe, as free is),
+     * and every handler must be registered before listening. */
+    int io_threads;
 } fk_grpc_server_config;
 
 FK_CHECKRETURN int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop,

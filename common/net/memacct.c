@@ -4,19 +4,26 @@
 #include <stdint.h>
 #include <nghttp2/nghttp2.h>
 #include <openssl/crypto.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <uv.h>
 
 static int on;
-static long live[FK_MEM_PARTS];
+/* Atomic: with net.io_threads > 1 several threads allocate at once. */
+static atomic_long live[FK_MEM_PARTS];
+
+static void live_add(fk_mem_part part, long n)
+{
+    atomic_fetch_add_explicit(&live[part], n, memory_order_relaxed);
+}
 
 static void *acct_malloc(fk_mem_part part, size_t n)
 {
     void *p = malloc(n);
     if (p)
-        live[part] += (long)malloc_usable_size(p);
+        live_add(part, (long)malloc_usable_size(p));
     return p;
 }
 
@@ -25,9 +32,9 @@ static void *acct_realloc(fk_mem_part part, void *old, size_t n)
     size_t was = old ? malloc_usable_size(old) : 0;
     void *p = realloc(old, n);
     if (p || n == 0)
-        live[part] -= (long)was;
+        live_add(part, -((long)was));
     if (p)
-        live[part] += (long)malloc_usable_size(p);
+        live_add(part, (long)malloc_usable_size(p));
     return p;
 }
 
@@ -35,14 +42,14 @@ static void *acct_calloc(fk_mem_part part, size_t k, size_t n)
 {
     void *p = calloc(k, n);
     if (p)
-        live[part] += (long)malloc_usable_size(p);
+        live_add(part, (long)malloc_usable_size(p));
     return p;
 }
 
 static void acct_free(fk_mem_part part, void *p)
 {
     if (p)
-        live[part] -= (long)malloc_usable_size(p);
+        live_add(part, -((long)malloc_usable_size(p)));
     free(p);
 }
 
@@ -100,7 +107,7 @@ static void *ng_m(size_t n, void *ud)
     if (n >= NG_BIG) {
         void *q = ng_big(n);
         if (q && on)
-            live[FK_MEM_NGHTTP2_MAPPED] += (long)n;
+            live_add(FK_MEM_NGHTTP2_MAPPED, (long)n);
         if (q)
             return q;
         /* no mapping (vm.max_map_count reached): the heap still serves it */
@@ -124,7 +131,7 @@ static void ng_f(void *q, void *ud)
     uint8_t *p = (uint8_t *)q - NG_HDR;
     if (mapped) {
         if (on)
-            live[FK_MEM_NGHTTP2_MAPPED] -= (long)(len - NG_HDR);
+            live_add(FK_MEM_NGHTTP2_MAPPED, -(long)(len - NG_HDR));
         munmap(p, len);
     } else if (on) {
         acct_free(FK_MEM_NGHTTP2, p);
@@ -183,13 +190,14 @@ int fk_memacct_on(void)
 
 size_t fk_memacct_live(fk_mem_part part)
 {
-    return live[part] > 0 ? (size_t)live[part] : 0;
+    long v = atomic_load_explicit(&live[part], memory_order_relaxed);
+    return v > 0 ? (size_t)v : 0;
 }
 
 void fk_memacct_add(fk_mem_part part, long n)
 {
     if (on)
-        live[part] += n;
+        live_add(part, n);
 }
 
 void *fk_memacct_nghttp2(void)

@@ -3,7 +3,7 @@
  * FEDKERN_MEMACCT=1 in the environment (fedkern bench load sets it); the allocators are then
  * wrapped to add malloc_usable_size of each block, so the sums include malloc's rounding but
  * not its per-chunk header or fragmentation. Off, nothing is wrapped and nothing is counted.
- * Single-threaded use: the counters are plain (the server runs one loop). */
+ * The counters are atomic: the server's I/O threads (net.io_threads > 1) count at once. */
 #ifndef FK_NET_MEMACCT_H
 #define FK_NET_MEMACCT_H
 

@@ -2,6 +2,7 @@
 
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 typedef struct tls_ctx_box {
     fk_tls_ctx pub;
-    int refs;
+    atomic_int refs; /* the server's I/O threads take and drop references too */
 } tls_ctx_box;
 
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
@@ -106,14 +107,14 @@ int fk_tls_ctx_new(fk_tls_ctx **out, int is_server, const fk_tls_files *f, fk_er
     }
     b->pub.ssl = ctx;
     b->pub.is_server = is_server;
-    b->refs = 1;
+    atomic_init(&b->refs, 1);
     *out = &b->pub;
     return FK_OK;
 }
 
 void fk_tls_ctx_ref(fk_tls_ctx *ctx)
 {
-    ((tls_ctx_box *)ctx)->refs++;
+    atomic_fetch_add_explicit(&((tls_ctx_box *)ctx)->refs, 1, memory_order_relaxed);
 }
 
 void fk_tls_ctx_unref(fk_tls_ctx *ctx)
@@ -121,7 +122,7 @@ void fk_tls_ctx_unref(fk_tls_ctx *ctx)
     if (!ctx)
         return;
     tls_ctx_box *b = (tls_ctx_box *)ctx;
-    if (--b->refs == 0) {
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) {
         SSL_CTX_free(b->pub.ssl);
         free(b);
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/base/log.h"
 #include "common/base/uvcheck.h"
@@ -572,6 +573,19 @@ int fk_tlsconn_accept(fk_tlsconn *c, uv_stream_t *listener, fk_err *err)
     if (rc < 0) {
         fail(c, "accept failed");
         return fk_err_set(err, FK_ENET, "accept failed: %s", uv_strerror(rc));
+    }
+    SSL_set_accept_state(c->ssl);
+    start(c);
+    return FK_OK;
+}
+
+int fk_tlsconn_adopt(fk_tlsconn *c, uv_os_sock_t fd, fk_err *err)
+{
+    int rc = uv_tcp_open(&c->tcp, fd);
+    if (rc < 0) {
+        close(fd); /* the handle did not take it */
+        fail(c, "cannot use the accepted socket");
+        return fk_err_set(err, FK_ENET, "cannot use an accepted socket: %s", uv_strerror(rc));
     }
     SSL_set_accept_state(c->ssl);
     start(c);

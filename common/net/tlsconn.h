@@ -54,6 +54,9 @@ FK_CHECKRETURN int fk_tlsconn_new(fk_tlsconn **out, uv_loop_t *loop, fk_tls_ctx 
                                   fk_err *err);
 /* Server side: accept from the listener and start the handshake clock. */
 FK_CHECKRETURN int fk_tlsconn_accept(fk_tlsconn *c, uv_stream_t *listener, fk_err *err);
+/* Server side: serve a socket already accepted elsewhere (another thread's listener); c owns
+ * fd from now on, also when this fails (on_close follows then). */
+FK_CHECKRETURN int fk_tlsconn_adopt(fk_tlsconn *c, uv_os_sock_t fd, fk_err *err);
 /* Client side: connect to addr; server_name (DNS name or IP literal) must match the
  * server certificate's SAN. */
 FK_CHECKRETURN int fk_tlsconn_connect(fk_tlsconn *c, const struct sockaddr *addr,

@@ -279,6 +279,22 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
     return FK_OK;
 }
 
+/* The DICA solve on the summed statistics with the job's options: after the statistics
+ * round, and again when a checkpoint past that round is loaded. */
+static int solve(fk__dicaj_server *s, fk_err *err)
+{
+    fk_dica_opts o;
+    fk_dica_opts_default(&o, s->c.variant, s->m);
+    o.lambda = s->c.lambda;
+    o.eps = s->c.eps;
+    o.q_weight = s->c.q_weight;
+    o.delta = s->c.delta;
+    o.min_domain = s->c.min_domain;
+    o.rank_check = !s->c.regression;
+    fk_dica_fit_close(&s->fit);
+    return fk_dica_solve(&s->st, &o, &s->fit, err);
+}
+
 /* Sum the statistics in client order, name the missing training clients, solve. */
 static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
@@ -334,17 +350,7 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
                           "dica: %d of %d training clients delivered statistics, below "
                           "min_train_clients = %ld (missing: %s)",
                           have, want, s->c.quorum, missing);
-    fk_dica_opts o;
-    fk_dica_opts_default(&o, s->c.variant, s->m);
-    o.lambda = s->c.lambda;
-    o.eps = s->c.eps;
-    o.q_weight = s->c.q_weight;
-    o.delta = s->c.delta;
-    o.min_domain = s->c.min_domain;
-    o.rank_check = !s->c.regression;
-    fk_dica_fit_close(&s->fit);
-    rc = fk_dica_solve(&s->st, &o, &s->fit, err);
-    if (rc)
+    if ((rc = solve(s, err)))
         return rc;
     s->stage = ST_SOLVED;
     return FK_OK;
@@ -565,17 +571,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
             memcpy(s->st.C, c->data, D * Dy * sizeof(double));
             memcpy(s->st.Syy, yy->data, Dy * Dy * sizeof(double));
         }
-        fk_dica_opts o;
-        fk_dica_opts_default(&o, s->c.variant, s->m);
-        o.lambda = s->c.lambda;
-        o.eps = s->c.eps;
-        o.q_weight = s->c.q_weight;
-        o.delta = s->c.delta;
-        o.min_domain = s->c.min_domain;
-        o.rank_check = !s->c.regression;
-        fk_dica_fit_close(&s->fit);
-        rc = fk_dica_solve(&s->st, &o, &s->fit, err);
-        if (rc)
+        if ((rc = solve(s, err)))
             return fk_err_prefix(err, "checkpoint: re-solving from the stored sums: ");
         s->stage = ST_SOLVED;
     }

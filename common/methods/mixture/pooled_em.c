@@ -332,17 +332,8 @@ static void step_em(psrv *s, int r, const fk_update *ups)
         bad |= v <= -FK_GMM_MAX_ABS;
         ll += v;
     }
-    s->iters[r] += 1;
-    if (bad || !isfinite(ll)) {
-        s->stage[r] = FK__POOLED_S_FAILED;
+    if (!fk__pooled_em_advance(s->stage, s->iters, s->ll, s->ll_old, r, ll, bad, EM_TOL, EM_CAP))
         return;
-    }
-    s->ll[r] = ll;
-    if (fabs(ll - s->ll_old[r]) <= EM_TOL * (1.0 + fabs(ll)) || s->iters[r] >= EM_CAP) {
-        s->stage[r] = FK__POOLED_S_DONE;
-        return;
-    }
-    s->ll_old[r] = ll;
     sum_stats(s, r, ups, s->nr, s->sx);
     mstep(s, r, s->nr, s->sx);
 }

@@ -223,17 +223,9 @@ static void mstep_em(msrv *s, int r, const fk_update *ups)
     double ll = 0.0;
     for (int k = 0; k < s->h.K; k++)
         ll += fk_bundle_get(&ups[k].msg, "ll")->data[r];
-    s->iters[r] += 1;
-    if (!isfinite(ll) || ll <= -FK_GMM_MAX_ABS) {
-        s->stage[r] = FK__POOLED_S_FAILED;
+    if (!fk__pooled_em_advance(s->stage, s->iters, s->ll, s->ll_old, r, ll, ll <= -FK_GMM_MAX_ABS,
+                               MOR_TOL, MOR_CAP))
         return;
-    }
-    s->ll[r] = ll;
-    if (fabs(ll - s->ll_old[r]) <= MOR_TOL * (1.0 + fabs(ll)) || s->iters[r] >= MOR_CAP) {
-        s->stage[r] = FK__POOLED_S_DONE;
-        return;
-    }
-    s->ll_old[r] = ll;
     msum(s, r, ups);
     mstep(s, r);
 }

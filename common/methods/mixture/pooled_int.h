@@ -23,6 +23,12 @@ typedef struct fk__pooled_head {
     double N;
 } fk__pooled_head;
 
+/* One restart's EM bookkeeping after the clients' E-step: counts the iteration, marks the
+ * restart failed (`bad`: a client's or the summed log-likelihood out of range) or done
+ * (relative change within tol, or cap iterations), else records ll. 1 when the M-step is due. */
+int fk__pooled_em_advance(double *stage, double *iters, double *ll, double *ll_old, int r,
+                          double ll_now, int bad, double tol, int cap);
+
 /* One server array: checkpoint name, where its pointer lives, its length. */
 typedef struct fk__pooled_arr {
     const char *name;

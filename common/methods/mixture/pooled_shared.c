@@ -62,6 +62,23 @@ int fk__pooled_incomplete(fk__pooled_head *h, int n, int round, const char *meth
                       round, h->streak, n, h->K, method, h->max_repeats);
 }
 
+int fk__pooled_em_advance(double *stage, double *iters, double *ll, double *ll_old, int r,
+                          double ll_now, int bad, double tol, int cap)
+{
+    iters[r] += 1;
+    if (bad || !isfinite(ll_now)) {
+        stage[r] = FK__POOLED_S_FAILED;
+        return 0;
+    }
+    ll[r] = ll_now;
+    if (fabs(ll_now - ll_old[r]) <= tol * (1.0 + fabs(ll_now)) || iters[r] >= cap) {
+        stage[r] = FK__POOLED_S_DONE;
+        return 0;
+    }
+    ll_old[r] = ll_now;
+    return 1;
+}
+
 int fk__pooled_check_clients(const fk__pooled_head *h, const fk_update *ups, int n, fk_err *err)
 {
     for (int i = 0; i < n; i++)

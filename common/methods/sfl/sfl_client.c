@@ -199,10 +199,14 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
     int *lr = malloc(cap_l * sizeof *lr); /* per-problem lists: row, dual */
     double *ll = malloc(cap_l * sizeof *ll);
     ranked *rk = malloc((n ? n : 1) * sizeof *rk);
-    int rc = !score || !pc || !Xq || !yq || !sub || !idx || !lr || !ll || !rk
+    /* per-problem diagnostics (spec §6.4), FK__SFL_PD values a problem; skipped: status -1 */
+    double *pd = calloc((size_t)P * FK__SFL_PD, sizeof *pd);
+    int rc = !score || !pc || !Xq || !yq || !sub || !idx || !lr || !ll || !rk || !pd
                  ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory")
                  : FK_OK;
-    double worst = FK_SFL_CONVERGED;
+    double worst = FK_SFL_CONVERGED, primal = 0;
+    for (int q = 0; !rc && q < P; q++)
+        pd[(size_t)q * FK__SFL_PD + FK__SFL_PD_STATUS] = -1;
     for (int q = 0; !rc && q < P; q++) {
         int a, b;
         fk__sfl_ovo_pair(Kc, q, &a, &b);
@@ -233,6 +237,19 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
         not_conv += nc;
         if (f.status > worst)
             worst = f.status;
+        primal += f.primal;
+        double *d = pd + (size_t)q * FK__SFL_PD;
+        d[FK__SFL_PD_STATUS] = f.status;
+        d[FK__SFL_PD_ITERS] = (double)f.iters;
+        d[FK__SFL_PD_VIOL] = f.viol;
+        d[FK__SFL_PD_DUAL] = f.dual;
+        d[FK__SFL_PD_PRIMAL] = f.primal;
+        d[FK__SFL_PD_CRIT] = (double)C;
+        d[FK__SFL_PD_NC] = (double)nc;
+        fk_log(f.status == FK_SFL_CONVERGED ? FK_LOG_DEBUG : FK_LOG_WARN, "sfl_pair_solved",
+               "client=%d pair=%d,%d rows=%zu status=%s iterations=%ld violation=%.3g "
+               "critical=%zu not_converged=%zu",
+               c->k, a, b, m, fk_sfl_status_name(f.status), f.iters, f.viol, C, nc);
         for (size_t i = 0; i < m; i++)
             right += (f.f[i] >= 0 ? 1.0 : -1.0) == yq[i];
         tot += m;
@@ -289,7 +306,9 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
         ri[j] = lr[j];
         rl[j] = ll[j];
     }
+    uint64_t psh[2] = {(uint64_t)P, FK__SFL_PD};
     if (!rc && (fk_bundle_put_vec(up, "pc", (size_t)P, pc) ||
+                fk_bundle_put(up, "pd", 2, psh, pd) ||
                 fk_bundle_put_scalar(up, "rows", (double)D) ||
                 fk_bundle_put_scalar(up, "capped", (double)capped) ||
                 fk_bundle_put_scalar(up, "not_converged", (double)not_conv)))
@@ -297,6 +316,7 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
     if (!rc && tot) {
         rep->accuracy = (double)right / (double)tot;
         rep->error = 1 - rep->accuracy;
+        rep->loss = primal; /* the local objective: the pair problems' primal values, summed */
     }
     if (!rc)
         fk_log(FK_LOG_INFO, "sfl_upload",
@@ -314,6 +334,7 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
     free(lr);
     free(ll);
     free(rk);
+    free(pd);
     if (!rc)
         c->uploaded = 1;
     return rc;

@@ -38,6 +38,19 @@ typedef struct fk__sfl_cfg {
     double *cls;                    /* ovo: the raw labels, ascending; class id = index */
 } fk__sfl_cfg;
 
+/* ovo upload: per-problem diagnostics (spec §6.4), tensor "pd" of P x FK__SFL_PD values in
+ * this order; a problem the client skipped (no rows of the pair) has status -1, the rest 0. */
+enum {
+    FK__SFL_PD_STATUS = 0, /* FK_SFL_CONVERGED / INFEASIBLE / MAXITER, or -1: skipped */
+    FK__SFL_PD_ITERS,      /* solver iterations, both phases */
+    FK__SFL_PD_VIOL,       /* max constraint violation, >= 0 */
+    FK__SFL_PD_DUAL,       /* dual value */
+    FK__SFL_PD_PRIMAL,     /* primal value */
+    FK__SFL_PD_CRIT,       /* |C|: critical rows before the upload cap */
+    FK__SFL_PD_NC,         /* large dual, constraint not active: not converged */
+    FK__SFL_PD
+};
+
 /* One-vs-one (sfl_ovo.c): problems q = 0..n_cls(n_cls-1)/2-1 enumerate the pairs (a, b),
  * a < b, in lexicographic order; rows of class a are +1, of class b -1. */
 int fk__sfl_ovo_pairs(int n_cls);

@@ -10,6 +10,16 @@
 #include "common/methods/sfl/sfl_int.h"
 
 enum { ST_COUNT = 0, ST_COLLECT = 1, ST_DONE = 2 };
+/* ovo: per problem, over the clients' uploads (their "pd", spec §6.4) */
+enum {
+    PS_CLIENTS = 0, /* clients that solved it */
+    PS_STATUS,      /* worst status among them (-1: none solved) */
+    PS_ITERS,       /* most iterations */
+    PS_VIOL,        /* largest violation */
+    PS_CRIT,        /* critical rows, summed (before the caps) */
+    PS_NC,          /* not-converged rows, summed */
+    PS_N
+};
 
 typedef struct ssrv {
     fk__sfl_cfg c;
@@ -28,6 +38,7 @@ typedef struct ssrv {
     size_t S;       /* ovo: entries of the per-problem lists */
     double *pq, *pi, *pl; /* ovo S: problem, union row, dual */
     double *mK;     /* ovo P */
+    double *pdiag;  /* ovo P x PS_N: the clients' per-problem diagnostics, summarised */
     double status, iters, viol, support, primal;
 } ssrv;
 
@@ -46,10 +57,13 @@ int fk__sfl_srv_init(void **out, const fk_params *p, int n_clients, uint64_t see
     s->seed = seed;
     s->P = s->c.ovo ? fk__sfl_ovo_pairs(s->c.n_cls) : 0;
     if (s->P && (!(s->nq_ref = calloc((size_t)s->P, sizeof(double))) ||
-                 !(s->mK = calloc((size_t)s->P, sizeof(double))))) {
+                 !(s->mK = calloc((size_t)s->P, sizeof(double))) ||
+                 !(s->pdiag = calloc((size_t)s->P * PS_N, sizeof(double))))) {
         fk__sfl_srv_close(s);
         return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
     }
+    for (int q = 0; q < s->P; q++)
+        s->pdiag[(size_t)q * PS_N + PS_STATUS] = -1;
     s->n_decl = malloc((size_t)n_clients * sizeof(double));
     s->n_up = malloc((size_t)n_clients * sizeof(double));
     s->capped = calloc((size_t)n_clients, sizeof(double));
@@ -82,6 +96,7 @@ void fk__sfl_srv_close(void *v)
     free(s->pi);
     free(s->pl);
     free(s->mK);
+    free(s->pdiag);
     fk_sfl_model_close(&s->m);
     free(s);
 }
@@ -150,19 +165,70 @@ static const fk_tensor *vec(const fk_update *u, const char *name, size_t len, do
 /* ovo upload: D distinct rows (x D x p, cls D), per-problem counts pc (P), lists ri (row
  * index, ascending within a problem, of a class of the pair) and rl (dual > 0); every row
  * uploaded is critical for some problem. */
-static int check_ovo(const ssrv *s, const fk_update *u, size_t D, fk_err *err)
+/* ovo per-problem diagnostics "pd" (P x FK__SFL_PD, spec §6.4) of a client with n rows: the
+ * status a solver gives or -1 (skipped: nothing else, nothing listed), iterations within the
+ * job's two phases of T_client, violation >= 0, finite dual and primal values, at least as many
+ * critical rows as listed (the cap only drops) and at most n, the not-converged counts summing
+ * to the upload's 'not_converged'. */
+static int check_pd(const ssrv *s, const fk_update *u, const fk_tensor *pc, double n, fk_err *err)
+{
+    const fk_tensor *pd = fk_bundle_get(&u->msg, "pd");
+    if (!pd || pd->ndim != 2 || pd->shape[0] != (uint64_t)s->P || pd->shape[1] != FK__SFL_PD)
+        return fk_err_set(err, FK_EINVAL, "client %d: tensor 'pd' (per-problem diagnostics) "
+                                          "missing or not of shape %d x %d",
+                          u->client, s->P, FK__SFL_PD);
+    double nc_sum = 0, nc = -1;
+    for (int q = 0; q < s->P; q++) {
+        const double *d = pd->data + (size_t)q * FK__SFL_PD;
+        double st = d[FK__SFL_PD_STATUS], it = d[FK__SFL_PD_ITERS], C = d[FK__SFL_PD_CRIT];
+        int ok = st == -1 || st == FK_SFL_CONVERGED || st == FK_SFL_INFEASIBLE ||
+                 st == FK_SFL_MAXITER;
+        for (int k = 0; k < FK__SFL_PD; k++)
+            ok &= isfinite(d[k]) && fabs(d[k]) <= 1e300;
+        if (ok && st == -1) /* skipped: no values, no rows listed */
+            for (int k = 1; k < FK__SFL_PD; k++)
+                ok &= d[k] == 0 && pc->data[q] == 0;
+        if (ok && st != -1)
+            ok = it >= 1 && it <= 2.0 * (double)s->c.T_client && it == floor(it) &&
+                 d[FK__SFL_PD_VIOL] >= 0 && C == floor(C) && C >= pc->data[q] && C <= n &&
+                 d[FK__SFL_PD_NC] >= 0 && d[FK__SFL_PD_NC] <= n &&
+                 d[FK__SFL_PD_NC] == floor(d[FK__SFL_PD_NC]);
+        if (!ok) {
+            int a, b;
+            fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d: tensor 'pd' row %d (classes %d vs %d) = [%g %g %g %g %g "
+                              "%g %g] is not allowed (status -1 with zeros, or 0/1/2 with 1 to "
+                              "2 T_client = %ld iterations, violation >= 0, finite values, "
+                              "%g <= critical <= n = %g, not-converged in [0, n])",
+                              u->client, q, a, b, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                              2 * s->c.T_client, pc->data[q], n);
+        }
+        nc_sum += d[FK__SFL_PD_NC];
+    }
+    fk_err e2;
+    if (scalar(u, "not_converged", 0, n * s->P, &nc, &e2) || nc != nc_sum)
+        return fk_err_set(err, FK_EINVAL, "client %d: scalar 'not_converged' = %g is not the sum "
+                                          "%g of tensor 'pd''s not-converged counts",
+                          u->client, nc, nc_sum);
+    return FK_OK;
+}
+
+static int check_ovo(const ssrv *s, const fk_update *u, size_t D, double n, fk_err *err)
 {
     const fk_tensor *pc = vec(u, "pc", (size_t)s->P, 0, 1e9, 1, 0, err);
     if (!pc)
         return FK_EINVAL;
+
     double S = 0;
     for (int q = 0; q < s->P; q++)
         S += pc->data[q];
     if (D == 0)
-        return S == 0 ? FK_OK
+        return S == 0 ? check_pd(s, u, pc, n, err)
                       : fk_err_set(err, FK_EINVAL, "client %d: per-problem rows without "
                                                    "uploaded rows", u->client);
     const fk_tensor *x = fk_bundle_get(&u->msg, "x"), *cl, *ri, *rl;
+    int rc;
     if (!x || x->ndim != 2 || x->shape[0] != D || x->shape[1] != (uint64_t)s->p)
         return fk_err_set(err, FK_EINVAL, "client %d: tensor 'x' missing or not of shape %zu x %d",
                           u->client, D, s->p);
@@ -175,7 +241,7 @@ static int check_ovo(const ssrv *s, const fk_update *u, size_t D, fk_err *err)
     if (!used)
         return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
     size_t at = 0;
-    int rc = FK_OK;
+    rc = FK_OK;
     for (int q = 0; !rc && q < s->P; q++) {
         int a, b;
         fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
@@ -195,7 +261,7 @@ static int check_ovo(const ssrv *s, const fk_update *u, size_t D, fk_err *err)
             rc = fk_err_set(err, FK_EINVAL, "client %d: uploaded row %zu is critical for no "
                                             "problem", u->client, r);
     free(used);
-    return rc;
+    return rc ? rc : check_pd(s, u, pc, n, err);
 }
 
 int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_err *err)
@@ -238,7 +304,7 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
                           "max_upload_fraction = %g (at most %g rows)",
                           u->client, C, n, s->c.max_frac, cap);
     if (s->P)
-        return check_ovo(s, u, (size_t)C, err);
+        return check_ovo(s, u, (size_t)C, n, err);
     if (C == 0)
         return FK_OK;
     static const char *const names[3] = {"x", "y", "lambda"};
@@ -337,8 +403,36 @@ static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
         }
     s->U = U;
     s->S = S;
-    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%zu problems=%d entries=%zu", u->client,
-           D, s->P, ri->len);
+    /* the client's per-problem diagnostics (checked) into the per-problem summary */
+    const fk_tensor *pd = fk_bundle_get(&u->msg, "pd");
+    int solved = 0, conv = 0;
+    double nc = 0;
+    for (int q = 0; q < s->P; q++) {
+        const double *d = pd->data + (size_t)q * FK__SFL_PD;
+        double *g = s->pdiag + (size_t)q * PS_N;
+        if (d[FK__SFL_PD_STATUS] < 0)
+            continue;
+        solved++;
+        conv += d[FK__SFL_PD_STATUS] == FK_SFL_CONVERGED;
+        nc += d[FK__SFL_PD_NC];
+        g[PS_CLIENTS] += 1;
+        g[PS_STATUS] = fmax(g[PS_STATUS], d[FK__SFL_PD_STATUS]);
+        g[PS_ITERS] = fmax(g[PS_ITERS], d[FK__SFL_PD_ITERS]);
+        g[PS_VIOL] = fmax(g[PS_VIOL], d[FK__SFL_PD_VIOL]);
+        g[PS_CRIT] += d[FK__SFL_PD_CRIT];
+        g[PS_NC] += d[FK__SFL_PD_NC];
+        if (d[FK__SFL_PD_STATUS] != FK_SFL_CONVERGED) {
+            int a, b;
+            fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
+            fk_log(FK_LOG_WARN, "sfl_client_pair_unconverged",
+                   "client=%d pair=%d,%d status=%s iterations=%g violation=%.3g not_converged=%g",
+                   u->client, a, b, fk_sfl_status_name((int)d[FK__SFL_PD_STATUS]),
+                   d[FK__SFL_PD_ITERS], d[FK__SFL_PD_VIOL], d[FK__SFL_PD_NC]);
+        }
+    }
+    fk_log(FK_LOG_INFO, "sfl_upload_received",
+           "client=%d rows=%zu problems=%d entries=%zu solved=%d converged=%d not_converged=%g",
+           u->client, D, s->P, ri->len, solved, conv, nc);
     return FK_OK;
 }
 
@@ -462,9 +556,14 @@ static int solve_ovo(ssrv *s, fk_err *err)
                 all.K = K2;
                 s->mK[q] = (double)mq.K;
             }
-            fk_log(FK_LOG_INFO, "sfl_server_solved", "pair=%d,%d rows=%zu status=%s "
-                                                     "iterations=%ld kernels=%zu",
-                   a, b, m, fk_sfl_status_name(f.status), f.iters, mq.K);
+            const double *g = s->pdiag + (size_t)q * PS_N;
+            fk_log(FK_LOG_INFO, "sfl_server_solved",
+                   "pair=%d,%d rows=%zu status=%s iterations=%ld kernels=%zu clients=%g "
+                   "client_status=%s client_violation=%.3g client_critical=%g "
+                   "client_not_converged=%g",
+                   a, b, m, fk_sfl_status_name(f.status), f.iters, mq.K, g[PS_CLIENTS],
+                   g[PS_STATUS] < 0 ? "none" : fk_sfl_status_name((int)g[PS_STATUS]), g[PS_VIOL],
+                   g[PS_CRIT], g[PS_NC]);
         }
         fk_sfl_model_close(&mq);
     }
@@ -595,6 +694,18 @@ int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err)
         rc = fk_bundle_put_vec(out, "mK", (size_t)s->P, s->mK);
         if (!rc)
             rc = fk_bundle_put_vec(out, "classes", (size_t)s->c.n_cls, s->c.cls);
+        /* the clients' per-problem diagnostics (spec §6.4), one value per pair each */
+        static const char *const pdn[PS_N] = {"pair_clients",        "pair_client_status",
+                                              "pair_client_iters",   "pair_client_viol",
+                                              "pair_critical",       "pair_not_converged"};
+        double *v = rc ? NULL : malloc((size_t)s->P * sizeof *v);
+        rc = rc || !v;
+        for (int k = 0; !rc && k < PS_N; k++) {
+            for (int q = 0; q < s->P; q++)
+                v[q] = s->pdiag[(size_t)q * PS_N + (size_t)k];
+            rc = fk_bundle_put_vec(out, pdn[k], (size_t)s->P, v);
+        }
+        free(v);
     }
     if (!rc)
         rc = fk_bundle_put_scalar(out, "mode", s->c.mode);
@@ -644,6 +755,8 @@ int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err)
         rc = fk_bundle_put_vec(out, "nq_ref", (size_t)s->P, s->nq_ref);
         if (!rc)
             rc = fk_bundle_put_vec(out, "mK", (size_t)s->P, s->mK);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "pdiag", (size_t)s->P * PS_N, s->pdiag);
         if (!rc)
             rc = fk_bundle_put_scalar(out, "S", (double)s->S);
         if (!rc && s->U)
@@ -715,11 +828,13 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
             return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has owner %g", j, uo[j]);
     /* ovo: read and check the per-problem state into fresh arrays before anything changes */
     double *o_nq = NULL, *o_mK = NULL, *o_cls = NULL, *o_pq = NULL, *o_pi = NULL, *o_pl = NULL;
+    const double *pdiag_in = NULL; /* checked; in the input bundle */
     size_t S = 0;
     if (s->P) {
         size_t P = (size_t)s->P;
         const double *nq = ck(in, "nq_ref", P, err), *mk = nq ? ck(in, "mK", P, err) : NULL,
-                     *sc = mk ? ck(in, "S", 1, err) : NULL;
+                     *pg = mk ? ck(in, "pdiag", P * PS_N, err) : NULL,
+                     *sc = pg ? ck(in, "S", 1, err) : NULL;
         if (!sc)
             return FK_EFORMAT;
         if (!(sc[0] >= 0 && sc[0] <= 1e12) || sc[0] != floor(sc[0]))
@@ -730,6 +845,13 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
             (S && (!(pq = ck(in, "pq", S, err)) || !(pi = ck(in, "pi", S, err)) ||
                    !(pl = ck(in, "pl", S, err)))))
             return FK_EFORMAT;
+        for (size_t q = 0; q < P; q++) {
+            const double *g = pg + q * PS_N;
+            if (!(g[PS_CLIENTS] >= 0 && g[PS_CLIENTS] <= K) || g[PS_STATUS] < -1 ||
+                g[PS_STATUS] > FK_SFL_MAXITER || g[PS_VIOL] < 0 || g[PS_CRIT] < 0 || g[PS_NC] < 0)
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad diagnostics of problem "
+                                                   "%zu", q);
+        }
         for (size_t j = 0; j < U; j++)
             if (!(uc[j] >= 0 && uc[j] < s->c.n_cls) || uc[j] != floor(uc[j]))
                 return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j,
@@ -763,6 +885,7 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         }
         memcpy(o_nq, nq, P * sizeof *o_nq);
         memcpy(o_mK, mk, P * sizeof *o_mK);
+        pdiag_in = pg;
         if (U)
             memcpy(o_cls, uc, U * sizeof *o_cls);
         if (S) {
@@ -859,6 +982,7 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         s->pi = o_pi;
         s->pl = o_pl;
         s->S = S;
+        memcpy(s->pdiag, pdiag_in, (size_t)s->P * PS_N * sizeof *s->pdiag);
     }
 #undef FREE_OVO
     s->status = dg[0];
