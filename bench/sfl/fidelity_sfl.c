@@ -806,7 +806,7 @@ static void usage(void)
            "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
            "       [--res_kmult 100] [--n_res_fashion 400]\n"
            "       [--reps_res_fashion 2] [--skip_res_fashion] [--reps_res_sweep 2] [--skip_res_sweep]\n"
-           "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 100] [--skip_t1] [--skip_blur]\n"
+           "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 500] [--skip_t1] [--skip_blur]\n"
            "       [--skip_gsweep]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
            "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
@@ -886,13 +886,13 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
     o->n_res_fashion = (int)nrf;
-    long t1n = 200, t1k = 40, t1t = 100;
+    long t1n = 200, t1k = 40, t1t = 500;
     if (!rc)
         rc = fk_params_int(p, "t1_n_per", 200, 10, 6000, &t1n, err);
     if (!rc)
         rc = fk_params_int(p, "t1_k_per", 40, 1, 6000, &t1k, err);
     if (!rc)
-        rc = fk_params_int(p, "t1_test_per", 100, 1, 1000, &t1t, err);
+        rc = fk_params_int(p, "t1_test_per", 500, 1, 1000, &t1t, err); /* 5000 rows: sd 0.5 pt */
     if (!rc && t1k > t1n)
         rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %ld exceeds --t1_n_per %ld", t1k, t1n);
     o->t1_n_per = (int)t1n;
