@@ -22,12 +22,21 @@
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
 
+typedef struct fedres {
+    double acc_f, acc_c, ratio, kernels_f, kernels_c;
+} fedres;
+
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
-    int reps22, reps23, n_park, reps_res, n21, folds24, noniid, m21;
+    int reps22, reps23, n_park, reps_res, n21, folds24, noniid, m21, n_res_fashion;
+    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion, reps_res_sweep;
     long T;
+    double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
     const char *dir, *pen_wmin, *pen_wmax;
+    double grel_fed; /* > 0: gamma_rel_client = gamma_rel_server for the pen / Parkinson's rows */
+    int tag_grel;    /* 1: the case name says grel= (the gamma sweep) */
+    fedres *out;     /* non-NULL: run_pen / run_parkinsons store their means here */
 } bopts;
 
 /* The parts of the bench, each with its --skip-* flag (read_opts names them in this order). */
@@ -43,6 +52,11 @@ enum {
     SKIP_E24,
     SKIP_E25,
     SKIP_NONIID,
+    SKIP_RES_FASHION,
+    SKIP_RES_SWEEP,
+    SKIP_T1,
+    SKIP_BLUR,
+    SKIP_GSWEEP,
     N_SKIP
 };
 
@@ -295,9 +309,6 @@ static int run_e21(const bopts *o, fk_err *err)
 
 /* ---------------- federated versus pooled (E3.1 and the pen-digits pairs) ---------------- */
 
-typedef struct fedres {
-    double acc_f, acc_c, ratio, kernels_f, kernels_c;
-} fedres;
 
 /* One repetition into the mean over reps, and the largest federated-pooled gap in points. */
 static void fedres_add(fedres *mean, const fedres *one, int reps, double *gmax)
@@ -442,6 +453,17 @@ static int base_keys(fk_params *p, long T, fk_err *err)
     return FK_OK;
 }
 
+/* gamma_rel_client = gamma_rel_server = g when g > 0 (the sparsity sweep, A18). */
+static int grel_keys(fk_params *p, double g, fk_err *err)
+{
+    char gv[32];
+    snprintf(gv, sizeof gv, "%.17g", g);
+    if (g > 0 && fk_params_set_all(p, (const char *const[]){"gamma_rel_client", gv,
+                                                           "gamma_rel_server", gv, NULL}))
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
+    return FK_OK;
+}
+
 static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap_max, int reps)
 {
     double gap = 100 * (m->acc_f - m->acc_c);
@@ -450,7 +472,10 @@ static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap
     emit_target(o, cs, "gap_points_mean", gap, NAN, "|gap| <= 2 points",
                 fabs(gap) <= 2);
     fk_bench_emit(o->json, "sfl", cs, "gap_points_max_abs", gap_max, NULL);
-    emit_target(o, cs, "upload_ratio", m->ratio, 0.40, "< 0.5 at gamma = 0", m->ratio < 0.5);
+    if (o->grel_fed > 0) /* the 0.5 target is for gamma = 0 (the sweep's other points) */
+        fk_bench_emit(o->json, "sfl", cs, "upload_ratio", m->ratio, NULL);
+    else
+        emit_target(o, cs, "upload_ratio", m->ratio, 0.40, "< 0.5 at gamma = 0", m->ratio < 0.5);
     fk_bench_emit(o->json, "sfl", cs, "kernels_federated", m->kernels_f, NULL);
     fk_bench_emit(o->json, "sfl", cs, "kernels_centralised", m->kernels_c, NULL);
     fk_bench_emit(o->json, "sfl", cs, "repetitions", reps, NULL);
@@ -612,6 +637,8 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
                                                            "width_min", o->pen_wmin, "width_max",
                                                            o->pen_wmax, "n_widths", "3", NULL}))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
+    if (!rc)
+        rc = grel_keys(&p, o->grel_fed, err);
     /* test rows of the pair, scaled */
     size_t d = te.X.cols, nt = 0;
     double *Xt = malloc(te.X.rows * d * sizeof *Xt), *yt = malloc(te.X.rows * sizeof *yt);
@@ -658,8 +685,13 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     }
     if (!rc) {
         char cs[64];
-        snprintf(cs, sizeof cs, "pendigits %d vs %d K=%d%s", a, b, K,
-                 o->noniid ? " non-IID regions" : "");
+        char gt[32] = "";
+        if (o->tag_grel)
+            snprintf(gt, sizeof gt, " grel=%g", o->grel_fed);
+        snprintf(cs, sizeof cs, "pendigits %d vs %d K=%d%s%s", a, b, K,
+                 o->noniid ? " non-IID regions" : "", gt);
+        if (o->out)
+            *o->out = mean;
         emit_fed(o, cs, &mean, gmax, o->reps_pen);
         fk_bench_emit(o->json, "sfl", cs, "train_rows", (double)ntrain, NULL);
         fk_bench_emit(o->json, "sfl", cs, "test_rows", (double)nt, NULL);
@@ -705,6 +737,8 @@ static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
         fk_params_set_all(&p, (const char *const[]){"pos_label", "1", "eps", "0.5", "width_min", "2",
                                                     "width_max", "4", "n_widths", "2", NULL}))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
+    if (!rc)
+        rc = grel_keys(&p, o->grel_fed, err);
     fedres mean = {0};
     double gmax = 0, t0 = fk_bench_now();
     for (int r = 0; r < o->reps_pen && !rc; r++) {
@@ -738,7 +772,12 @@ static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
     }
     if (!rc) {
         char cs[64];
-        snprintf(cs, sizeof cs, "parkinsons %d subjects x %d rows", K, n_sub);
+        char gt[32] = "";
+        if (o->tag_grel)
+            snprintf(gt, sizeof gt, " grel=%g", o->grel_fed);
+        snprintf(cs, sizeof cs, "parkinsons %d subjects x %d rows%s", K, n_sub, gt);
+        if (o->out)
+            *o->out = mean;
         emit_fed(o, cs, &mean, gmax, o->reps_pen);
         fk_bench_emit(o->json, "sfl", cs, "subjects_with_both_classes", both, NULL);
         fk_bench_emit(o->json, "sfl", cs, "test_rows", (double)nt, NULL);
@@ -764,7 +803,11 @@ static void usage(void)
            "       [--reps22 50] [--grel_e22 0.3] [--split_e22 -1 (tube)]\n"
            "       [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
            "       [--n_park 40] [--skip_e21] [--skip_e22] [--skip_e23] [--skip_e31]\n"
-           "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 2] [--skip_resilient]\n"
+           "       [--skip_pendigits] [--skip_parkinsons] [--reps_res 4] [--skip_resilient]\n"
+           "       [--res_kmult 100] [--n_res_fashion 400]\n"
+           "       [--reps_res_fashion 2] [--skip_res_fashion] [--reps_res_sweep 2] [--skip_res_sweep]\n"
+           "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 500] [--skip_t1] [--skip_blur]\n"
+           "       [--skip_gsweep]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
            "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
@@ -780,7 +823,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     static const char *const skip_names[N_SKIP] = {
         "skip_e21", "skip_e31", "skip_pendigits", "skip_e22",
         "skip_e23", "skip_ksweep", "skip_resilient", "skip_parkinsons", "skip_e24",
-        "skip_e25", "skip_noniid"};
+        "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep",
+        "skip_t1", "skip_blur", "skip_gsweep"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -802,7 +846,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
-    long r22 = 50, r23 = 2, npark = 40, rres = 2, n21 = 100, f24 = 10, m21 = 14;
+    long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 400, rrf = 2,
+         m21 = 14;
     if (!rc) /* E2.1 (PI') k-means: centres (default: (PII'')'s published kernel count) */
         rc = fk_params_int(p, "m21", 14, 1, 100000, &m21, err);
     if (!rc)
@@ -828,7 +873,31 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "n_park", 40, 2, 100000, &npark, err);
     if (!rc)
-        rc = fk_params_int(p, "reps_res", 2, 1, 100000, &rres, err);
+        rc = fk_params_int(p, "reps_res", 4, 1, 256, &rres, err);
+    if (!rc)
+        rc = fk_params_int(p, "n_res_fashion", 400, 20, 4000, &nrf, err);
+    if (!rc)
+        rc = fk_params_int(p, "reps_res_fashion", 2, 1, 256, &rrf, err);
+    o->reps_res_fashion = (int)rrf;
+    long rrs = 2;
+    if (!rc)
+        rc = fk_params_int(p, "reps_res_sweep", 2, 1, 64, &rrs, err);
+    o->reps_res_sweep = (int)rrs;
+    if (!rc)
+        rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
+    o->n_res_fashion = (int)nrf;
+    long t1n = 200, t1k = 40, t1t = 500;
+    if (!rc)
+        rc = fk_params_int(p, "t1_n_per", 200, 10, 6000, &t1n, err);
+    if (!rc)
+        rc = fk_params_int(p, "t1_k_per", 40, 1, 6000, &t1k, err);
+    if (!rc)
+        rc = fk_params_int(p, "t1_test_per", 500, 1, 1000, &t1t, err); /* 5000 rows: sd 0.5 pt */
+    if (!rc && t1k > t1n)
+        rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %ld exceeds --t1_n_per %ld", t1k, t1n);
+    o->t1_n_per = (int)t1n;
+    o->t1_k_per = (int)t1k;
+    o->t1_test_per = (int)t1t;
     o->reps22 = (int)r22;
     o->n21 = (int)n21;
     o->m21 = (int)m21;
@@ -866,6 +935,42 @@ static int run_e31_sweep(const bopts *o, fk_err *err)
                     "federated kernels decrease over gamma_rel 0, 0.1, 0.3", fall);
         emit_target(o, "E3.1 N=450 gamma sweep", "upload_rises_with_gamma", rise, NAN,
                     "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3", rise);
+    }
+    return rc;
+}
+
+/* Sparsity sweep on real data (E3.4/E3.5 shapes, Figs. 16-17): pen-digits 1 vs 2 (10 IID
+ * clients) or Parkinson's (42 subjects, 20 rows each) at gamma_rel 0, 0.1, 0.3 for clients
+ * and server: upload ratio below 0.5 at gamma = 0, representation cost (kernels of the global
+ * model) falling, communication (upload ratio) not falling, accuracy flat (within 2 points). */
+static int run_fed_sweep(const bopts *o, int park, fk_err *err)
+{
+    const double g[3] = {0, 0.1, 0.3};
+    fedres r[3];
+    bopts os = *o;
+    os.tag_grel = 1;
+    os.reps_pen = o->reps_pen < 2 ? o->reps_pen : 2;
+    int rc = FK_OK;
+    for (int i = 0; i < 3 && !rc; i++) {
+        os.grel_fed = g[i];
+        os.out = &r[i];
+        rc = park ? run_parkinsons(&os, 20, err) : run_pen(&os, 1, 2, err);
+    }
+    if (!rc) {
+        const char *cs = park ? "parkinsons gamma sweep" : "pendigits 1 vs 2 K=10 gamma sweep";
+        int fall = r[1].kernels_f < r[0].kernels_f && r[2].kernels_f < r[1].kernels_f;
+        int rise = r[1].ratio >= r[0].ratio && r[2].ratio >= r[1].ratio;
+        double amax = fmax(r[0].acc_f, fmax(r[1].acc_f, r[2].acc_f)),
+               amin = fmin(r[0].acc_f, fmin(r[1].acc_f, r[2].acc_f));
+        emit_target(o, cs, "upload_ratio_gamma0", r[0].ratio, 0.40, "< 0.5 at gamma = 0",
+                    r[0].ratio < 0.5);
+        emit_target(o, cs, "kernels_fall_with_gamma", fall, NAN,
+                    "federated kernels decrease over gamma_rel 0, 0.1, 0.3 (Fig. 16b)", fall);
+        emit_target(o, cs, "upload_rises_with_gamma", rise, NAN,
+                    "upload ratio non-decreasing over gamma_rel 0, 0.1, 0.3 (Fig. 16c)", rise);
+        emit_target(o, cs, "accuracy_spread_points", 100 * (amax - amin), NAN,
+                    "accuracy flat over gamma: spread <= 2 points (Fig. 16a)",
+                    100 * (amax - amin) <= 2);
     }
     return rc;
 }
@@ -914,8 +1019,21 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
             rc = run_pen(&ok, 1, 2, &err);
         }
     }
+    /* pen-digits 1 vs 7, 600 training rows; the Huber slack weight kappa = res_kmult / n */
+    fk__sfl_res_cfg rc1 = {.ca = 1, .cb = 7, .n_train = 600, .reps = o.reps_res, .T = o.T,
+                           .kmult = o.res_kmult};
     if (!rc && !skip[SKIP_RES] && !(rc = fk_bench_data_dir(o.dir, &err)))
-        rc = fk__bench_sfl_resilient(o.json, o.dir, 1, 7, 600, o.reps_res, o.T, &err);
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rc1, &err);
+    if (!rc && !skip[SKIP_RES_SWEEP] && !(rc = fk_bench_data_dir(o.dir, &err))) {
+        rc1.sweep = 1; /* both learners at caps 1, 10, 100 delta */
+        rc1.reps = o.reps_res_sweep;
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rc1, &err);
+    }
+    if (!rc && !skip[SKIP_RES_FASHION]) { /* Fashion-MNIST T-shirt (0) vs shirt (6) */
+        fk__sfl_res_cfg rc2 = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion,
+                               .reps = o.reps_res_fashion, .T = o.T, .kmult = o.res_kmult};
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rc2, &err);
+    }
     if (!rc && !skip[SKIP_PARK] && !(rc = fk_bench_data_dir(o.dir, &err)))
         rc = run_parkinsons(&o, o.n_park, &err);
     if (!rc && !skip[SKIP_E24] && !(rc = fk_bench_data_dir(o.dir, &err)))
@@ -929,6 +1047,19 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         if (!rc)
             rc = run_pen(&on, 1, 7, &err);
     }
+    for (int b = 0; b < 2 && !rc && !skip[SKIP_BLUR]; b++) { /* E4.4: blur radius 0.7, 1.5 */
+        /* 3/4 of the flip rows' training rows: the blur rows ran at 300 of 400 */
+        fk__sfl_res_cfg rb = {.fashion = 1, .ca = 0, .cb = 6, .n_train = o.n_res_fashion * 3 / 4,
+                              .reps = o.reps_res_fashion, .T = o.T, .kmult = o.res_kmult,
+                              .blur = b ? 1.5 : 0.7};
+        rc = fk__bench_sfl_resilient(o.json, o.dir, &rb, &err);
+    }
+    if (!rc && !skip[SKIP_GSWEEP] && !(rc = fk_bench_data_dir(o.dir, &err)))
+        rc = run_fed_sweep(&o, 0, &err);
+    if (!rc && !skip[SKIP_GSWEEP])
+        rc = run_fed_sweep(&o, 1, &err);
+    if (!rc && !skip[SKIP_T1]) /* E2.5 Table 1 on Fashion-MNIST */
+        rc = fk__bench_sfl_t1(o.json, o.dir, o.t1_n_per, o.t1_k_per, o.t1_test_per, o.T, &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);

@@ -8,8 +8,18 @@ int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/sfl/fidelity_sfl.c */
 int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */
 /* Rows of `fidelity sfl` in fidelity_sfl_ch2.c (E2.2, E2.3 with the KOMP baseline) and
  * fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
-FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, int ca, int cb,
-                                           int n_train, int reps, long T, fk_err *err);
+typedef struct fk__sfl_res_cfg {
+    int fashion;  /* 0: pen-digits, 1: Fashion-MNIST (pool of 4000 rows of the pair) */
+    int ca, cb;   /* the pair's raw labels (+1, -1) */
+    int n_train;  /* training rows drawn from the pool per repetition */
+    int reps;
+    long T;
+    double kmult; /* Huber slack weight kappa = kmult / n (spec §5.8: 1) */
+    int sweep;    /* 1: only the cap sweep (Huber and hinge at caps 1, 10, 100 delta) */
+    double blur;  /* > 0: E4.4, blur the corrupted images (sigma, 28 x 28) instead of flipping */
+} fk__sfl_res_cfg;
+FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, const fk__sfl_res_cfg *cfg,
+                                           fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split,
                                      fk_err *err);
 /* E2.4 substitute (fidelity_sfl_ovo.c): pen-digits {0..3}, one-vs-one, the first `folds` of 10. */
@@ -17,6 +27,10 @@ FK_CHECKRETURN int fk__bench_sfl_e24(int json, const char *dir, int folds, long 
                                      fk_err *err);
 /* E2.5 Fig. 11 substitute (fidelity_sfl_e25.c): MNIST-2000 0 vs 1 on 3 principal components. */
 FK_CHECKRETURN int fk__bench_sfl_e25(int json, const char *dir, long T, double grel, fk_err *err);
+/* E2.5 Table 1 substitute (fidelity_sfl_t1.c): Fashion-MNIST, 10 classes one-vs-one, n_per
+ * training and test_per test rows per class, k_per k-means centres per class. */
+FK_CHECKRETURN int fk__bench_sfl_t1(int json, const char *dir, int n_per, int k_per, int test_per,
+                                    long T, fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
                                      fk_err *err);
 
