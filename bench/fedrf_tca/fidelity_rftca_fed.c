@@ -178,8 +178,9 @@ static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_
         if (!(fo->extractors & (1 << e)))
             continue;
         cnt = 0;
-        for (int t = 0; t < nt && !rc; t++)
-            for (long s = 1; s <= fo->seeds && !rc; s++, cnt++)
+        /* seeds outermost, so a run cut short still has whole seeds across the tasks */
+        for (long s = 1; s <= fo->seeds && !rc; s++)
+            for (int t = 0; t < nt && !rc; t++, cnt++)
                 for (int v = 0; v < N_VAR && !rc; v++) {
                     run_out o;
                     rc = run_one(tasks[t].ds, tasks[t].n, v, e, fo, (uint64_t)s, &o, err);
