@@ -94,15 +94,19 @@ static void print_counts(int json, const char *what, const fk_fedrf_counts *k)
 {
     if (json) {
         printf("{\"message_params\":\"%s\",\"w_rf\":%zu,\"classifier\":%zu,\"model\":%zu,"
-               "\"sigma_paper\":%zu,\"sigma_sent\":%zu,\"total_paper\":%zu,\"total_sent\":%zu}\n",
+               "\"sigma_paper\":%zu,\"sigma_sent\":%zu,\"total_paper\":%zu,\"total_sent\":%zu,"
+               "\"select_down\":%zu,\"select_up\":%zu}\n",
                what, k->w_rf, k->classifier, k->model, k->sigma_paper, k->sigma_sent,
-               k->total_paper, k->total_sent);
+               k->total_paper, k->total_sent, k->select_down, k->select_up);
         return;
     }
     printf("%s: W_RF %zu + classifier %zu = model %zu; Sigma l %zu (paper counts N) / %zu sent; "
            "per update %.6f M (paper convention) / %.6f M (sent)\n",
            what, k->w_rf, k->classifier, k->model, k->sigma_paper, k->sigma_sent,
            k->total_paper / 1e6, k->total_sent / 1e6);
+    printf("  with select_holdout: per source and round %zu values down (the model to score), %zu "
+           "up (counts); the last round once more for the tail average\n",
+           k->select_down, k->select_up);
 }
 
 /* Copy an option into the method's parameter name if given; a copy that cannot be made (out of
