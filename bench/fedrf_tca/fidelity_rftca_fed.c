@@ -179,7 +179,7 @@ static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_
             continue;
         cnt = 0;
         /* seeds outermost, so a run cut short still has whole seeds across the tasks */
-        for (long s = 1; s <= fo->seeds && !rc; s++)
+        for (long s = fo->first_seed; s < fo->first_seed + fo->seeds && !rc; s++)
             for (int t = 0; t < nt && !rc; t++, cnt++)
                 for (int v = 0; v < N_VAR && !rc; v++) {
                     run_out o;
