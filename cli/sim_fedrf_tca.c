@@ -52,6 +52,8 @@ static const char *const HELP =
     "  --extractor identity|dense   fixed inputs (default) or one local trainable layer\n"
     "                        (p -> ext_dim, ReLU), trained by every client, never sent\n"
     "  --ext_dim H           width of the dense extractor (default 256)\n"
+    "  --select_holdout F    each source holds out F of its labelled rows; the round model (or\n"
+    "                        the --avg_last average) best on them is reported too (no target label)\n"
     "  --warm_start 1        round 1 starts W_RF from the RF-TCA closed form of the pooled\n"
     "                        moments (each client sends n, sum and scatter of its features once)\n"
     "  --gamma G             its regularizer (default n / (n_S n_T), normalized-L lambda = 1)\n"
@@ -94,15 +96,19 @@ static void print_counts(int json, const char *what, const fk_fedrf_counts *k)
 {
     if (json) {
         printf("{\"message_params\":\"%s\",\"w_rf\":%zu,\"classifier\":%zu,\"model\":%zu,"
-               "\"sigma_paper\":%zu,\"sigma_sent\":%zu,\"total_paper\":%zu,\"total_sent\":%zu}\n",
+               "\"sigma_paper\":%zu,\"sigma_sent\":%zu,\"total_paper\":%zu,\"total_sent\":%zu,"
+               "\"select_down\":%zu,\"select_up\":%zu}\n",
                what, k->w_rf, k->classifier, k->model, k->sigma_paper, k->sigma_sent,
-               k->total_paper, k->total_sent);
+               k->total_paper, k->total_sent, k->select_down, k->select_up);
         return;
     }
     printf("%s: W_RF %zu + classifier %zu = model %zu; Sigma l %zu (paper counts N) / %zu sent; "
            "per update %.6f M (paper convention) / %.6f M (sent)\n",
            what, k->w_rf, k->classifier, k->model, k->sigma_paper, k->sigma_sent,
            k->total_paper / 1e6, k->total_sent / 1e6);
+    printf("  with select_holdout: per source and round %zu values down (the model to score), %zu "
+           "up (counts); the last round once more for the tail average\n",
+           k->select_down, k->select_up);
 }
 
 /* Copy an option into the method's parameter name if given; a copy that cannot be made (out of
@@ -123,7 +129,7 @@ static const fk_param_doc opts[] = {
     {"tc", ""},       {"participation", ""}, {"drop_setting", ""}, {"drop", ""},
     {"voting", ""},   {"order", ""},    {"common_init", ""}, {"eval_every", ""}, {"seed", ""},
     {"target_opt", ""}, {"avg_last", ""}, {"extractor", ""}, {"ext_dim", ""}, {"warm_start", ""},
-    {"gamma", ""},    {"json", ""},     {"help", ""},     {NULL, NULL},
+    {"gamma", ""},    {"select_holdout", ""}, {"json", ""},     {"help", ""},     {NULL, NULL},
 };
 
 int fk_sim_fedrf_tca(int argc, char **argv)
@@ -196,6 +202,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     pass(&p, &a, "ext_dim", "ext_dim", NULL, &unset);
     pass(&p, &a, "warm_start", "warm_start", NULL, &unset);
     pass(&p, &a, "gamma", "gamma", NULL, &unset);
+    pass(&p, &a, "select_holdout", "select_holdout", NULL, &unset);
     unset |= fk_params_set(&p, "voting", voting ? "1" : "0") != FK_OK;
     unset |= fk_params_set(&p, "common_init", common_init ? "1" : "0") != FK_OK;
     char buf[32];
@@ -273,18 +280,42 @@ int fk_sim_fedrf_tca(int argc, char **argv)
             goto out;
         }
     }
+    /* The model selected on the sources' held-out rows (select_holdout), scored the same way. */
+    fk_report rep_sel;
+    fk_report_init(&rep_sel);
+    double sel_round = fk_bundle_get(&model, "sel_round") ? fk_bundle_get(&model, "sel_round")->data[0]
+                                                          : -1;
+    double *sflag = fk_bundle_get(&model, "W_sel") ? fk_bundle_add(&model, "use_sel", 0, NULL)
+                                                   : NULL;
+    if (sflag) {
+        *sflag = 1;
+        if (m->evaluate(cli, &model, &rep_sel, &err)) {
+            m->client_close(cli);
+            fk_bundle_close(&model);
+            fk_cli_fail("sim fedrf-tca", "final evaluation of the selected model: %s", err.msg);
+            goto out;
+        }
+    }
     m->client_close(cli);
     fk_bundle_close(&model);
     if (json)
-        printf("{\"final_target_accuracy\":%.6g,\"avg_target_accuracy\":%.6g,\"rounds\":%ld,"
+        printf("{\"final_target_accuracy\":%.6g,\"avg_target_accuracy\":%.6g,"
+               "\"selected_target_accuracy\":%.6g,\"selected_round\":%g,\"rounds\":%ld,"
                "\"clients\":%d}\n",
-               100.0 * rep.accuracy, flag ? 100.0 * rep_avg.accuracy : -1.0, rounds, n_clients);
+               100.0 * rep.accuracy, flag ? 100.0 * rep_avg.accuracy : -1.0,
+               sflag ? 100.0 * rep_sel.accuracy : -1.0, sel_round, rounds, n_clients);
     else {
         printf("final model on target '%s': accuracy %.2f %% (%ld rounds, %d sources)\n",
                ds[tgt].name, 100.0 * rep.accuracy, rounds, n_clients - 1);
         if (flag)
             printf("model averaged over the last rounds: accuracy %.2f %%\n",
                    100.0 * rep_avg.accuracy);
+        if (sflag && sel_round == 0)
+            printf("selected on the sources' held-out rows: the tail average, accuracy %.2f %%\n",
+                   100.0 * rep_sel.accuracy);
+        else if (sflag)
+            printf("selected on the sources' held-out rows: round %.0f, accuracy %.2f %%\n",
+                   sel_round, 100.0 * rep_sel.accuracy);
     }
     /* Per-message parameter counts: this run, and the paper's Table II setting. */
     long N, mm;

@@ -494,14 +494,16 @@ static void check_against_sim(env *e, const char *id, const char *text)
 
 /* Orthogonal frequencies here (the demo runs the default i.i.d. ones through the daemons):
  * every client must rebuild the same Omega from the job's parameters. select_holdout: the
- * sources' held-out counts travel in phase 2 and the selected model (W_sel) matches too. */
+ * sources' held-out counts travel in phase 2, in the last round for the tail average too
+ * (avg_last), and the selected model (W_sel) matches too. */
 static void fedrf_tca_daemons_match_sim(void **state)
 {
     env *e = *state;
     start_fleet(e);
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nrounds = 8\nN = 64\nm = 8\nhidden = 16\nbatch = 32\ntc = 4\n"
-                       "features = orthogonal\nselect_holdout = 0.25\nclasses = 2\ndeadline = 30\n";
+                       "features = orthogonal\nselect_holdout = 0.25\navg_last = 3\nclasses = 2\n"
+                       "deadline = 30\n";
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
@@ -514,7 +516,8 @@ static void fedrf_tca_daemons_match_sim(void **state)
 }
 
 /* The dense extractor (trained by every client, never sent), the tail average, SGD on the
- * target's W and the closed-form warm start (issue 26): the daemons' model equals the simulation's bit for bit. */
+ * target's W and the closed-form warm start (its moments without the held-out rows of
+ * select_holdout; issue 26): the daemons' model equals the simulation's bit for bit. */
 static void fedrf_tca_dense_daemons_match_sim(void **state)
 {
     env *e = *state;
@@ -522,8 +525,22 @@ static void fedrf_tca_dense_daemons_match_sim(void **state)
     const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 4\nrounds = 6\nN = 32\nm = 6\nhidden = 8\nbatch = 16\ntc = 2\n"
                        "extractor = dense\next_dim = 12\navg_last = 3\ntarget_opt = sgd\n"
-                       "warm_start = 1\n"
+                       "warm_start = 1\nselect_holdout = 0.25\n"
                        "classes = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, text, id, sizeof id);
+    check_against_sim(e, id, text);
+}
+
+/* select_holdout with voting: the sources' classifiers travel every round, the candidates are
+ * each round's W with their vote and the tail average; W_sel and votes_sel match the simulation. */
+static void fedrf_tca_voting_select_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *text = "method = fedrf-tca\ndataset = shift\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 5\nrounds = 5\nN = 32\nm = 6\nhidden = 8\nbatch = 16\ntc = 2\n"
+                       "voting = 1\nselect_holdout = 0.25\navg_last = 2\nclasses = 2\ndeadline = 30\n";
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
@@ -1238,6 +1255,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(io_threads_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedrf_tca_dense_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(fedrf_tca_voting_select_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),

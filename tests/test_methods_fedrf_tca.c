@@ -632,7 +632,7 @@ typedef struct probe {
 static int is_payload(const char *name)
 {
     return !strcmp(name, "s") || !strcmp(name, "s_peer") || !strcmp(name, "s_src") ||
-           !strcmp(name, "W") || !strcmp(name, "C");
+           !strcmp(name, "W") || !strcmp(name, "C") || !strncmp(name, "sel_", 4);
 }
 
 static void tally(probe *pr, const fk_bundle *b, size_t D)
@@ -645,7 +645,7 @@ static void tally(probe *pr, const fk_bundle *b, size_t D)
             continue;
         }
         pr->payload += x->len;
-        if (x->name[0] == 's') {
+        if (x->name[0] == 's' && strncmp(x->name, "sel_", 4)) {
             pr->s_seen = 1;
             assert_int_equal(x->shape[x->ndim - 1], D); /* statistics have length 2N */
         }
@@ -836,14 +836,19 @@ static void record_bytes(const fk_sim_round *r, void *ctx)
 static void round_count_matches_the_channel(void **state)
 {
     (void)state;
-    const char *settings[2] = {"I", "III"};
+    /* the third run adds select_holdout: every source scores each round's model once a
+     * classifier exists, fk_fedrf_select_values on top of the round count */
+    const char *settings[3] = {"I", "III", "I"};
     enum { R = 12 };
-    for (int st = 0; st < 2; st++) {
+    int scored_rounds = 0;
+    for (int st = 0; st < 3; st++) {
         fk_dataset ds[NC];
         make_data(ds, 13);
         fk_params p;
         base_params(&p, "1000");
         assert_int_equal(fk_params_set(&p, "drop_setting", settings[st]), FK_OK);
+        if (st == 2)
+            assert_int_equal(fk_params_set(&p, "select_holdout", "0.25"), FK_OK);
         size_t N = 50, m = 8;
         fed f;
         fed_open(&f, &p, ds, 23);
@@ -856,7 +861,11 @@ static void round_count_matches_the_channel(void **state)
             int c = round % 2 == 0 ? count_sources(pr.inC) : 0; /* tc = 2 */
             fk_fedrf_round_values v;
             fk_fedrf_round_count(N, m, pr.pc, s, w, c, &v);
-            assert_int_equal(pr.payload, v.relayed);
+            const fk__fedrf_server *srv = f.srv; /* phase 2 leaves these as phase 2 saw them */
+            int scored = st == 2 && srv->have_Wmodel && srv->have_Cmodel ? K : 0;
+            scored_rounds += scored > 0;
+            assert_int_equal(pr.payload,
+                             v.relayed + fk_fedrf_select_values(N, m, pr.pc, 0, scored, 1));
             if (st == 0 && s > 0) /* the spec's formula, setting I (w = c = s) */
                 assert_int_equal(v.direct, 4 * s * N + 2 * (s + 1) * 2 * N * m +
                                                (round % 2 == 0 ? (2 * s + 1) * pr.pc : 0));
@@ -875,6 +884,7 @@ static void round_count_matches_the_channel(void **state)
         fk_params_close(&p);
         close_data(ds, NC);
     }
+    assert_true(scored_rounds >= 5); /* the selection run did score */
 }
 
 static int init_error(const fk_params *p, const fk_dataset *d, int idx, const char *needle)
@@ -1396,9 +1406,10 @@ static void warm_start_is_the_pooled_closed_form(void **state)
     close_data(ds, NC);
 }
 
-/* Pooled held-out accuracy of a model over the sources' held-out rows, recomputed here through
- * evaluate on a copy of each source restricted to those rows. */
-static double held_out_acc(fed *f, const double *W, const double *C)
+/* Pooled held-out accuracy of a model (W and the classifier C, or the vote of the k classifiers
+ * V) over the sources' held-out rows, recomputed here through evaluate on a copy of each source
+ * restricted to those rows. */
+static double held_out_acc_v(fed *f, const double *W, const double *C, const double *V, size_t k)
 {
     fk__fedrf_server *srv = f->srv;
     double ok = 0, cnt = 0;
@@ -1410,7 +1421,13 @@ static double held_out_acc(fed *f, const double *W, const double *C)
         fk_bundle m;
         fk_bundle_init(&m);
         assert_int_equal(fk__fedrf_put_mat(&m, "W", srv->D, (size_t)srv->c.m, W, &err), FK_OK);
-        assert_int_equal(fk__fedrf_put_vec(&m, "C", srv->PC, C, &err), FK_OK);
+        if (C) {
+            assert_int_equal(fk__fedrf_put_vec(&m, "C", srv->PC, C, &err), FK_OK);
+        } else {
+            double *dst = fk_bundle_add(&m, "votes", 2, (uint64_t[2]){k, srv->PC});
+            assert_non_null(dst);
+            memcpy(dst, V, k * srv->PC * sizeof(double));
+        }
         /* the client's rows viewed as only its held-out part */
         fk_mat all = c->X;
         int *yall = c->y;
@@ -1426,6 +1443,11 @@ static double held_out_acc(fed *f, const double *W, const double *C)
         fk_bundle_close(&m);
     }
     return ok / cnt;
+}
+
+static double held_out_acc(fed *f, const double *W, const double *C)
+{
+    return held_out_acc_v(f, W, C, NULL, 0);
 }
 
 /* select_holdout: sources never train on their held-out rows; after every round the server's
@@ -1518,9 +1540,305 @@ static void select_holdout_keeps_the_best_round(void **state)
     assert_int_equal(init_error(&p, &ds[0], 0, "select_holdout"), FK_EINVAL);
     assert_int_equal(fk_params_set(&p, "select_holdout", "0.001"), FK_OK);
     assert_int_equal(init_error(&p, &ds[0], 0, "select_holdout"), FK_EINVAL);
-    assert_int_equal(fk_params_set(&p, "select_holdout", "0.2"), FK_OK);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* The values of the select_holdout tensors in a bundle (models to score and counts). */
+static size_t sel_values(const fk_bundle *b)
+{
+    size_t v = 0;
+    for (size_t t = 0; t < b->count; t++)
+        if (!strncmp(b->items[t].name, "sel_", 4))
+            v += b->items[t].len;
+    return v;
+}
+
+/* Plan round `round` and run its phases 0 and 1 (phase 2 is the caller's). */
+static void run_to_phase2(fed *f, uint64_t seed, int round)
+{
+    fk_err err;
+    fk_update ups[NC];
+    fk_bundle task;
+    fk_bundle_init(&task);
+    fk_rng rng;
+    int chosen[NC], n = 0, done = 0;
+    fk_sim_plan_rng(&rng, seed, round);
+    assert_int_equal(f->m->plan(f->srv, round, &rng, chosen, &n, &err), FK_OK);
+    assert_int_equal(n, NC);
+    for (int phase = 0; phase < 2; phase++) {
+        for (int k = 0; k < n; k++) {
+            fk_bundle_init(&ups[k].msg);
+            fk_report_init(&ups[k].report);
+            ups[k].client = chosen[k];
+            fk_bundle_clear(&task);
+            assert_int_equal(f->m->task(f->srv, round, phase, chosen[k], &task, &err), FK_OK);
+            assert_int_equal(f->m->local_step(f->cli[chosen[k]], &task, &ups[k].msg,
+                                              &ups[k].report, &err), FK_OK);
+            assert_int_equal(f->m->check_update(f->srv, round, phase, &ups[k], &err), FK_OK);
+        }
+        assert_int_equal(f->m->aggregate(f->srv, round, phase, ups, n, &done, &err), FK_OK);
+        assert_false(done);
+        for (int k = 0; k < n; k++)
+            fk_bundle_close(&ups[k].msg);
+    }
+    fk_bundle_close(&task);
+}
+
+/* The last round's phase 2 with select_holdout and avg_last: every source also scores the tail
+ * average (sel_W_avg, sel_C_avg; the target never), the traffic is fk_fedrf_select_values with two
+ * candidates, the server records the average's held-out accuracy (recomputed here) and keeps the
+ * better candidate, the average winning ties (sel_round 0). A checkpoint keeps it; the checker
+ * wants sel_ok_avg in the last round, within 0..sel_n; crafted counts where only the average
+ * scores pick the average, bit for bit W_avg and C_avg. */
+static void select_tail_average_is_a_candidate(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 14);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.25"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "tc", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "avg_last", "3"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 4);
+    fk__fedrf_server *srv = a.srv;
+    fed_rounds(&a, 4, 1, 5);
+    run_to_phase2(&a, 4, 6);
+    double round_acc = held_out_acc(&a, srv->Wmodel, srv->Cmodel);
+    double best = srv->sel_acc > round_acc ? srv->sel_acc : round_acc;
+    int best_round = srv->sel_acc >= round_acc ? (int)srv->sel_round : 6;
+    /* the tail average the server holds */
+    double *Wa = malloc(srv->WM * sizeof *Wa), *Ca = malloc(srv->PC * sizeof *Ca);
+    assert_non_null(Wa);
+    assert_non_null(Ca);
+    assert_true(srv->nWsum == 3 && srv->nCsum == 3);
+    for (size_t i = 0; i < srv->WM; i++)
+        Wa[i] = srv->Wsum[i] / srv->nWsum;
+    for (size_t i = 0; i < srv->PC; i++)
+        Ca[i] = srv->Csum[i] / srv->nCsum;
+    double avg_acc = held_out_acc(&a, Wa, Ca);
+    /* phase 2 of the last round */
+    fk_update ups[NC];
+    fk_bundle task;
+    fk_bundle_init(&task);
+    size_t traffic = 0;
+    int done = 0;
+    for (int k = 0; k < NC; k++) {
+        fk_bundle_init(&ups[k].msg);
+        fk_report_init(&ups[k].report);
+        ups[k].client = k;
+        fk_bundle_clear(&task);
+        assert_int_equal(a.m->task(srv, 6, 2, k, &task, &err), FK_OK);
+        assert_true((fk_bundle_get(&task, "sel_W_avg") != NULL) == (k != K));
+        assert_true((fk_bundle_get(&task, "sel_C_avg") != NULL) == (k != K));
+        traffic += sel_values(&task);
+        assert_int_equal(a.m->local_step(a.cli[k], &task, &ups[k].msg, &ups[k].report, &err),
+                         FK_OK);
+        traffic += sel_values(&ups[k].msg);
+        assert_int_equal(a.m->check_update(srv, 6, 2, &ups[k], &err), FK_OK);
+    }
+    const fk__fedrf_client *c0 = a.cli[0];
+    assert_int_equal(traffic, fk_fedrf_select_values((size_t)srv->c.N, (size_t)srv->c.m,
+                                                     srv->PC, 0, K, 2));
+    assert_int_equal(c0->WM, srv->WM);
+    assert_int_equal(a.m->aggregate(srv, 6, 2, ups, NC, &done, &err), FK_OK);
+    assert_true(done);
+    assert_true(fabs(srv->sel_avg_acc - avg_acc) < 1e-12);
+    if (avg_acc >= best) {
+        assert_int_equal((int)srv->sel_round, 0);
+        assert_memory_equal(srv->Wsel, Wa, srv->WM * sizeof(double));
+        assert_memory_equal(srv->Csel, Ca, srv->PC * sizeof(double));
+    } else {
+        assert_int_equal((int)srv->sel_round, best_round);
+        assert_true(fabs(srv->sel_acc - best) < 1e-12);
+    }
+    /* the model reports the average's score; a checkpoint keeps the selection */
+    fk_bundle m, sv;
+    fk_bundle_init(&m);
+    fk_bundle_init(&sv);
+    assert_int_equal(a.m->model(srv, &m, &err), FK_OK);
+    assert_true(fabs(fk__fedrf_scalar(&m, "sel_avg_acc", -1) - avg_acc) < 1e-12);
+    assert_int_equal(a.m->save(srv, &sv, &err), FK_OK);
+    void *back;
+    assert_int_equal(a.m->server_init(&back, &p, NC, 4, &err), FK_OK);
+    assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+    fk__fedrf_server *b = back;
+    assert_true(b->sel_avg_acc == srv->sel_avg_acc && b->sel_round == srv->sel_round &&
+                b->sel_acc == srv->sel_acc);
+    /* the checker in the last round: sel_ok_avg wanted, whole, within 0..sel_n */
+    fk_update up = {.client = 1};
+    fk_bundle_init(&up.msg);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_ok", 1), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_n", 10), FK_OK);
+    assert_int_equal(a.m->check_update(back, 6, 2, &up, &err), FK_EINVAL);
+    assert_int_equal(a.m->check_update(back, 5, 2, &up, &err), FK_OK); /* not the last round */
+    assert_int_equal(fk_bundle_put_scalar(&up.msg, "sel_ok_avg", 11), FK_OK);
+    assert_int_equal(a.m->check_update(back, 6, 2, &up, &err), FK_EINVAL);
+    fk_bundle_clear(&up.msg);
+    fk_update crafted[K];
+    for (int k = 0; k < K; k++) {
+        crafted[k].client = k;
+        fk_bundle_init(&crafted[k].msg);
+        fk_report_init(&crafted[k].report);
+        assert_int_equal(fk_bundle_put_scalar(&crafted[k].msg, "sel_ok", 0), FK_OK);
+        assert_int_equal(fk_bundle_put_scalar(&crafted[k].msg, "sel_n", 10), FK_OK);
+        assert_int_equal(fk_bundle_put_scalar(&crafted[k].msg, "sel_ok_avg", 10), FK_OK);
+        assert_int_equal(a.m->check_update(back, 6, 2, &crafted[k], &err), FK_OK);
+    }
+    assert_int_equal(a.m->aggregate(back, 6, 2, crafted, K, &done, &err), FK_OK);
+    assert_int_equal((int)b->sel_round, 0);
+    assert_true(b->sel_acc == 1.0);
+    assert_memory_equal(b->Wsel, Wa, srv->WM * sizeof(double));
+    assert_memory_equal(b->Csel, Ca, srv->PC * sizeof(double));
+    for (int k = 0; k < K; k++)
+        fk_bundle_close(&crafted[k].msg);
+    fk_bundle_close(&up.msg);
+    a.m->server_close(back);
+    for (int k = 0; k < NC; k++)
+        fk_bundle_close(&ups[k].msg);
+    fk_bundle_close(&task);
+    fk_bundle_close(&m);
+    fk_bundle_close(&sv);
+    free(Wa);
+    free(Ca);
+    fed_close(&a);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* select_holdout with voting: every source sends its classifier every round, the candidates are
+ * each round's W with the vote of the sources' current classifiers and, in the last round, the
+ * tail average W_avg with that vote; the selection is the best of them on the held-out rows
+ * (recomputed here). The model carries W_sel and votes_sel, use_sel scores them, a checkpoint
+ * keeps them, and a whole simulated run passes check_update. */
+static void select_holdout_with_voting(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 15);
+    fk_params p;
+    base_params(&p, "5");
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.25"), FK_OK);
     assert_int_equal(fk_params_set(&p, "voting", "1"), FK_OK);
-    assert_int_equal(init_error(&p, &ds[0], 0, "voting"), FK_EINVAL);
+    assert_int_equal(fk_params_set(&p, "avg_last", "2"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
+    fk_err err;
+    fed a;
+    fed_open(&a, &p, ds, 6);
+    fk__fedrf_server *srv = a.srv;
+    double best = -1;
+    int best_round = -1;
+    double *V = malloc((size_t)K * srv->PC * sizeof *V), *Wa = malloc(srv->WM * sizeof *Wa);
+    assert_non_null(V);
+    assert_non_null(Wa);
+    for (int r = 1; r <= 5; r++) {
+        fed_rounds(&a, 6, r, r);
+        for (int i = 0; i < K; i++) { /* every source's classifier arrived this round */
+            assert_true(srv->has_vote[i]);
+            assert_memory_equal(srv->votes + (size_t)i * srv->PC, cli_par(&a, i) + srv->WM,
+                                srv->PC * sizeof(double));
+        }
+        assert_false(srv->has_vote[K]);
+        memcpy(V, srv->votes, (size_t)K * srv->PC * sizeof *V);
+        double acc = held_out_acc_v(&a, srv->Wmodel, NULL, V, K);
+        if (acc > best + 1e-12) {
+            best = acc;
+            best_round = r;
+        }
+        if (r == 5) {
+            for (size_t i = 0; i < srv->WM; i++)
+                Wa[i] = srv->Wsum[i] / srv->nWsum;
+            double aa = held_out_acc_v(&a, Wa, NULL, V, K);
+            assert_true(fabs(srv->sel_avg_acc - aa) < 1e-12);
+            if (aa >= best - 1e-12) {
+                best = aa;
+                best_round = 0;
+            }
+        }
+        assert_true(srv->have_sel);
+        assert_true(fabs(srv->sel_acc - best) < 1e-12);
+        assert_int_equal((int)srv->sel_round, best_round);
+    }
+    fk_bundle m, sv;
+    fk_bundle_init(&m);
+    fk_bundle_init(&sv);
+    assert_int_equal(a.m->model(srv, &m, &err), FK_OK);
+    const fk_tensor *vs = fk_bundle_get(&m, "votes_sel");
+    assert_non_null(vs);
+    assert_int_equal(vs->shape[0], K);
+    assert_null(fk_bundle_get(&m, "C_sel"));
+    double *flag = fk_bundle_add(&m, "use_sel", 0, NULL);
+    assert_non_null(flag);
+    *flag = 1;
+    fk_report rep;
+    fk_report_init(&rep);
+    assert_int_equal(a.m->evaluate(a.cli[K], &m, &rep, &err), FK_OK);
+    assert_true(rep.accuracy >= 0 && rep.accuracy <= 1);
+    assert_int_equal(a.m->save(srv, &sv, &err), FK_OK);
+    void *back;
+    assert_int_equal(a.m->server_init(&back, &p, NC, 6, &err), FK_OK);
+    assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+    fk__fedrf_server *b = back;
+    assert_memory_equal(b->Vsel, srv->Vsel, (size_t)NC * srv->PC * sizeof(double));
+    assert_memory_equal(b->has_vsel, srv->has_vsel, NC);
+    assert_memory_equal(b->Wsel, srv->Wsel, srv->WM * sizeof(double));
+    a.m->server_close(back);
+    fk_bundle_close(&m);
+    fk_bundle_close(&sv);
+    fed_close(&a);
+    /* a whole run through the simulator, which checks every update */
+    fk_sim_opts o = {.rounds = 5, .seed = 6};
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, NULL, NULL, &err), FK_OK);
+    free(V);
+    free(Wa);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
+/* warm_start with select_holdout: a source's round-1 moments cover its training rows only. */
+static void warm_moments_skip_held_out_rows(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 16);
+    fk_params p;
+    base_params(&p, "3");
+    assert_int_equal(fk_params_set(&p, "warm_start", "1"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "select_holdout", "0.25"), FK_OK);
+    fk_err err;
+    void *cv;
+    assert_int_equal(fk_method_fedrf_tca.client_init(&cv, &p, &ds[0], 0, NC, 3, &err), FK_OK);
+    fk__fedrf_client *c = cv;
+    assert_true(c->n_train < c->X.rows);
+    fk_bundle up;
+    fk_bundle_init(&up);
+    assert_int_equal(fk__fedrf_client_moments(c, &up, &err), FK_OK);
+    assert_true(fk__fedrf_scalar(&up, "n", -1) == (double)c->n_train);
+    fk_mat Phi;
+    double *norms = malloc(c->X.rows * sizeof *norms);
+    assert_non_null(norms);
+    fk_mat Xt = fk_mat_rows(&c->X, 0, c->n_train);
+    assert_int_equal(fk__fedrf_features(c, &Xt, &Phi, norms, &err), FK_OK);
+    const fk_tensor *sum = fk_bundle_get(&up, "sum"), *S = fk_bundle_get(&up, "scatter");
+    assert_non_null(sum);
+    assert_non_null(S);
+    for (size_t j = 0; j < c->D; j++) {
+        double ref = 0, sref = 0;
+        for (size_t i = 0; i < c->n_train; i++) {
+            ref += fk_mat_row(&Phi, i)[j];
+            sref += fk_mat_row(&Phi, i)[j] * fk_mat_row(&Phi, i)[0];
+        }
+        assert_true(fabs(sum->data[j] - ref) < 1e-9);
+        assert_true(fabs(S->data[j * c->D] - sref) < 1e-9);
+    }
+    fk_mat_close(&Phi);
+    free(norms);
+    fk_bundle_close(&up);
+    fk_method_fedrf_tca.client_close(cv);
     fk_params_close(&p);
     close_data(ds, NC);
 }
@@ -1594,6 +1912,9 @@ int main(void)
         cmocka_unit_test(warm_start_is_the_pooled_closed_form),
         cmocka_unit_test(select_holdout_keeps_the_best_round),
         cmocka_unit_test(source_only_uses_no_target),
+        cmocka_unit_test(select_tail_average_is_a_candidate),
+        cmocka_unit_test(select_holdout_with_voting),
+        cmocka_unit_test(warm_moments_skip_held_out_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -315,6 +315,9 @@ static int run(int argc, char **argv)
                "  --fed2 s1i            spec 2.8 federated runs (issue 26): s multi-source SURF,\n"
                "                        1 single-source pairs, i implicit heterogeneity; with\n"
                "                        --fed2_rounds 300 --fed2_N 1000 --fed2_seeds 3\n"
+               "                        --fed2_first_seed 1 (seeds first .. first + seeds - 1)\n"
+               "                        --fed2_variants as0o (a lambda=1, s lambda=1 target_opt=sgd,\n"
+               "                        0 lambda=0, o source-only)\n"
                "                        --fed2_avg_last rounds/5 --fed2_eval_every 10\n"
                "                        --fed2_extractors identity,dense --fed2_pairs dmc (single-\n"
                "                        source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->2)\n"
@@ -348,6 +351,8 @@ static int run(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "fed2_seeds", 3, 1, 20, &fo.seeds, &err);
     if (!rc)
+        rc = fk_params_int(&p, "fed2_first_seed", 1, 1, 1000000, &fo.first_seed, &err);
+    if (!rc)
         rc = fk_params_int(&p, "fed2_eval_every", 10, 1, 100000, &fo.eval_every, &err);
     if (!rc)
         rc = fk_params_int(&p, "fed2_avg_last", fo.rounds / 5, 0, 100000, &fo.avg_last, &err);
@@ -355,6 +360,7 @@ static int run(int argc, char **argv)
         rc = fk_params_double(&p, "fed2_select_holdout", 0.0, 0.0, 0.9, &fo.select_holdout, &err);
     fo.groups = fk_params_str(&p, "fed2", "");
     fo.pairs = fk_params_str(&p, "fed2_pairs", "dmc");
+    fo.variants = fk_params_str(&p, "fed2_variants", "as0o");
     const char *fx = fk_params_str(&p, "fed2_extractors", "identity,dense");
     fo.extractors = (strstr(fx, "identity") ? 1 : 0) | (strstr(fx, "dense") ? 2 : 0);
     if (!rc && !fo.extractors)

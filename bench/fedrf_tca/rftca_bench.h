@@ -16,6 +16,8 @@ typedef struct fk_bench_fed_opts {
     const char *groups;
     const char *pairs; /* single-source pairs: d DeCAF6 W<->D, m MNIST<->USPS, c COIL1<->COIL2 */
     long rounds, N, seeds, avg_last, eval_every;
+    long first_seed; /* seeds first_seed .. first_seed + seeds - 1 */
+    const char *variants; /* a lambda = 1, s lambda = 1 target_opt = sgd, 0 lambda = 0, o source-only */
     double select_holdout; /* > 0: sources hold out this fraction to select a round's model */
     int extractors; /* bit 0 identity, bit 1 dense */
     int json;

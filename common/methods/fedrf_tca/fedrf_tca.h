@@ -35,6 +35,11 @@ typedef struct fk_fedrf_counts {
     size_t sigma_sent;  /* 2N */
     size_t total_paper; /* model + N */
     size_t total_sent;  /* model + 2N */
+    /* select_holdout (not in the paper): per source and round the model to score comes down
+     * (W_RF + classifier) and two counts go up; the last round adds the tail average (one more
+     * model down, one count up) */
+    size_t select_down;
+    size_t select_up;
 } fk_fedrf_counts;
 
 void fk_fedrf_message_params(size_t N, size_t m, const size_t *hidden, int n_hidden,
@@ -52,6 +57,12 @@ typedef struct fk_fedrf_round_values {
 
 void fk_fedrf_round_count(size_t N, size_t m, size_t p_c, int s, int w, int c,
                           fk_fedrf_round_values *out);
+
+/* Values select_holdout adds to a round, on top of fk_fedrf_round_count: each of `sources`
+ * scoring sources receives `cand` candidate models (W_RF, 2Nm each, and a classifier of P_C
+ * values each; with voting, voters > 0, the one vote of voters classifiers serves every
+ * candidate) and returns the held-out row count and one correct count per candidate. */
+size_t fk_fedrf_select_values(size_t N, size_t m, size_t p_c, size_t voters, int sources, int cand);
 
 /* Sizes of the sets of round `round` as the server's plan draws them from
  * plan_rng (fk_sim_plan_rng): |S_t|, the W senders and the classifier senders. */

@@ -76,9 +76,6 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
                           "warm start uses the target's moments); drop one");
     if ((rc = fk_params_double(p, "select_holdout", 0.0, 0.0, 0.9, &c->select_holdout, err)))
         return rc;
-    if (c->select_holdout > 0 && c->voting)
-        return fk_err_set(err, FK_EINVAL, "select_holdout scores averaged classifiers; voting has "
-                          "none (drop one)");
     const char *ex = fk_params_str(p, "extractor", "identity");
     if (strcmp(ex, "identity") && strcmp(ex, "dense"))
         return fk_err_set(err, FK_EINVAL, "extractor must be identity or dense (got '%s')", ex);
@@ -133,6 +130,16 @@ void fk_fedrf_message_params(size_t N, size_t m, const size_t *hidden, int n_hid
     out->sigma_sent = 2 * N;
     out->total_paper = out->model + N;
     out->total_sent = out->model + 2 * N;
+    out->select_down = out->model;
+    out->select_up = 2;
+}
+
+size_t fk_fedrf_select_values(size_t N, size_t m, size_t p_c, size_t voters, int sources, int cand)
+{
+    if (sources <= 0 || cand <= 0)
+        return 0;
+    size_t k = (size_t)cand, cls = voters ? voters * p_c : k * p_c;
+    return (size_t)sources * (k * 2 * N * m + cls + 1 + k);
 }
 
 void fk_fedrf_round_count(size_t N, size_t m, size_t p_c, int s, int w, int c,

@@ -101,7 +101,7 @@ static int check_models(const fk__fedrf_server *s, int round, const fk_update *u
     int k = up->client, tgt = (int)s->c.target, rc;
     int last = s->c.rounds > 0 && round == s->c.rounds;
     int wantW = k == tgt ? !s->c.source_only && (any_other(s->inW, s->n, tgt) || last) : s->inW[k];
-    int wantC = k != tgt && (last || (!s->c.voting && round % s->c.tc == 0 && s->inC[k]));
+    int wantC = fk__fedrf_sends_c(s, round, k);
     const char *names[2] = {NULL, NULL};
     int n = 0;
     if (wantW)
@@ -119,22 +119,28 @@ static int check_models(const fk__fedrf_server *s, int round, const fk_update *u
     return FK_OK;
 }
 
-/* Phase 2: nothing, or the held-out counts when the model was sent to score (select_holdout). */
-static int check_select(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
+/* Phase 2: nothing, or the held-out counts when the model (and in the last round the tail
+ * average, sel_ok_avg) was sent to score (select_holdout). */
+static int check_select(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
 {
     int k = up->client, rc;
     if (!fk__fedrf_sel_asked(s, k))
         return fk_update_check_names(&up->msg, NULL, 0, k, err);
-    static const char *const names[2] = {"sel_ok", "sel_n"};
-    const fk_tensor *ok, *cnt;
-    if ((rc = fk_update_check_names(&up->msg, names, 2, k, err)) ||
+    int avg = fk__fedrf_sel_avg_asked(s, round, k);
+    static const char *const names[3] = {"sel_ok", "sel_n", "sel_ok_avg"};
+    const fk_tensor *ok, *cnt, *oka = NULL;
+    if ((rc = fk_update_check_names(&up->msg, names, 2 + avg, k, err)) ||
         (rc = fk_update_check_tensor(&up->msg, "sel_ok", 0, NULL, 1e9, 0, 0, k, &ok, err)) ||
-        (rc = fk_update_check_tensor(&up->msg, "sel_n", 0, NULL, 1e9, 0, 0, k, &cnt, err)))
+        (rc = fk_update_check_tensor(&up->msg, "sel_n", 0, NULL, 1e9, 0, 0, k, &cnt, err)) ||
+        (avg && (rc = fk_update_check_tensor(&up->msg, "sel_ok_avg", 0, NULL, 1e9, 0, 0, k, &oka,
+                                             err))))
         return rc;
-    double o = ok->data[0], c = cnt->data[0];
-    if (!(c >= 1 && c == floor(c) && o >= 0 && o <= c && o == floor(o)))
-        return fk_err_set(err, FK_EINVAL, "client %d sent held-out counts %g of %g (want whole "
-                          "numbers, 0 <= sel_ok <= sel_n, sel_n >= 1)", k, o, c);
+    double o = ok->data[0], c = cnt->data[0], oa = oka ? oka->data[0] : 0;
+    if (!(c >= 1 && c == floor(c) && o >= 0 && o <= c && o == floor(o) && oa >= 0 && oa <= c &&
+          oa == floor(oa)))
+        return fk_err_set(err, FK_EINVAL, "client %d sent held-out counts %g (average %g) of %g "
+                          "(want whole numbers, 0 <= sel_ok, sel_ok_avg <= sel_n, sel_n >= 1)",
+                          k, o, oa, c);
     return FK_OK;
 }
 
@@ -148,5 +154,5 @@ int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up, f
         return check_stats(s, round, up, err);
     if (phase == 1)
         return check_models(s, round, up, err);
-    return check_select(s, up, err);
+    return check_select(s, round, up, err);
 }

@@ -28,11 +28,19 @@ int fk__fedrf_server_save(void *p, fk_bundle *out, fk_err *err)
         s->have_W0)
         rc = fk__fedrf_put_mat(out, "W0", s->D, (size_t)s->c.m, s->W0, err);
     if (!rc && s->c.select_holdout > 0) { /* the selected model so far */
-        double sm[3] = {s->have_sel, s->sel_acc, s->sel_round};
-        if ((rc = fk__fedrf_put_vec(out, "sel_meta", 3, sm, err)) ||
+        double sm[4] = {s->have_sel, s->sel_acc, s->sel_round, s->sel_avg_acc};
+        if ((rc = fk__fedrf_put_vec(out, "sel_meta", 4, sm, err)) ||
             (rc = fk__fedrf_put_mat(out, "Wsel", s->D, (size_t)s->c.m, s->Wsel, err)))
             return rc;
         rc = fk__fedrf_put_vec(out, "Csel", s->PC, s->Csel, err);
+        if (!rc && s->c.voting) { /* the selected candidate's classifiers to vote */
+            double *hv = fk_bundle_add(out, "has_vsel", 1, (uint64_t[1]){(uint64_t)s->n});
+            if (!hv)
+                return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+            for (int i = 0; i < s->n; i++)
+                hv[i] = s->has_vsel[i];
+            rc = fk__fedrf_put_mat(out, "Vsel", (size_t)s->n, s->PC, s->Vsel, err);
+        }
     }
     if (!rc) {
         double *hv = fk_bundle_add(out, "has_vote", 1, (uint64_t[1]){(uint64_t)s->n});
@@ -83,18 +91,31 @@ int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *err)
         }
     }
     if (s->c.select_holdout > 0) {
-        const fk_tensor *sm = fk__fedrf_want_len(in, "sel_meta", 3, err),
+        /* sel_meta: have, accuracy, round, and (since the tail average became a candidate)
+         * the average's accuracy; older checkpoints have 3 values */
+        const fk_tensor *sm = fk_bundle_get(in, "sel_meta"),
                         *ws = fk__fedrf_want_len(in, "Wsel", s->WM, err),
                         *cs = fk__fedrf_want_len(in, "Csel", s->PC, err);
-        if (!sm || !ws || !cs)
+        if (!ws || !cs)
             return FK_EFORMAT;
-        if (!(sm->data[1] >= -1 && sm->data[1] <= 1))
+        if (!sm || (sm->len != 3 && sm->len != 4) || !(sm->data[1] >= -1 && sm->data[1] <= 1) ||
+            (sm->len == 4 && !(sm->data[3] >= -1 && sm->data[3] <= 1)))
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: checkpoint has a bad sel_meta");
         s->have_sel = sm->data[0] != 0;
         s->sel_acc = sm->data[1];
         s->sel_round = sm->data[2];
+        s->sel_avg_acc = sm->len == 4 ? sm->data[3] : -1;
         memcpy(s->Wsel, ws->data, s->WM * sizeof(double));
         memcpy(s->Csel, cs->data, s->PC * sizeof(double));
+        if (s->c.voting) {
+            const fk_tensor *vs = fk__fedrf_want_len(in, "Vsel", (size_t)s->n * s->PC, err),
+                            *hv = fk__fedrf_want_len(in, "has_vsel", (size_t)s->n, err);
+            if (!vs || !hv)
+                return FK_EFORMAT;
+            memcpy(s->Vsel, vs->data, (size_t)s->n * s->PC * sizeof(double));
+            for (int i = 0; i < s->n; i++)
+                s->has_vsel[i] = hv->data[i] != 0;
+        }
     }
     s->d_seen = (long)meta->data[4];
     s->have_Wmodel = meta->data[5] != 0;

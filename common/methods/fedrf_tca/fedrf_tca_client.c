@@ -439,6 +439,24 @@ static int accuracy(const fk__fedrf_client *c, const double *W, const double *C,
     return rc;
 }
 
+/* select_holdout: the held-out rows' correct count of the candidate (W wname, classifier cname
+ * or, with voting, the vote of sel_V) into the update's okname; nothing when the task has none. */
+static int score_holdout(const fk__fedrf_client *c, const fk_bundle *task, const char *wname,
+                         const char *cname, const char *okname, fk_bundle *up, fk_err *err)
+{
+    const fk_tensor *W = fk_bundle_get(task, wname), *C = fk_bundle_get(task, cname),
+                    *V = fk_bundle_get(task, "sel_V");
+    if (!W || (!C && !V))
+        return FK_OK;
+    if (W->len != c->WM || (C && C->len != c->PC) || (!C && (V->ndim != 2 || V->shape[1] != c->PC)))
+        return fk_err_set(err, FK_EFORMAT, "fedrf-tca: the model to score (%s) has the wrong size",
+                          wname);
+    size_t ok;
+    int rc = count_correct(c, c->n_train, c->X.rows, W->data, C ? C->data : NULL,
+                           C ? NULL : V->data, C ? 0 : (size_t)V->shape[0], &ok, err);
+    return rc ? rc : fk__fedrf_put_scalar(up, okname, (double)ok, err);
+}
+
 int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk__fedrf_client *c = p;
@@ -504,17 +522,15 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
         memcpy(c->par + c->WM, C->data, c->PC * sizeof(double));
     }
     rep->loss = c->loss;
-    /* select_holdout: score the round's global model on the held-out rows */
-    const fk_tensor *sW = fk_bundle_get(task, "sel_W"), *sC = fk_bundle_get(task, "sel_C");
-    if (sW && sC && c->n_train < c->X.rows) {
-        if (sW->len != c->WM || sC->len != c->PC)
-            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: the model to score has the wrong size");
-        size_t ok;
-        if ((rc = count_correct(c, c->n_train, c->X.rows, sW->data, sC->data, NULL, 0, &ok, err)) ||
-            (rc = fk__fedrf_put_scalar(up, "sel_ok", (double)ok, err)) ||
-            (rc = fk__fedrf_put_scalar(up, "sel_n", (double)(c->X.rows - c->n_train), err)))
-            return rc;
-    }
+    /* select_holdout: score the round's global model on the held-out rows, and the tail average
+     * when it comes too (the last round) */
+    if (c->n_train < c->X.rows &&
+        ((rc = score_holdout(c, task, "sel_W", "sel_C", "sel_ok", up, err)) ||
+         (rc = score_holdout(c, task, "sel_W_avg", "sel_C_avg", "sel_ok_avg", up, err))))
+        return rc;
+    if (fk_bundle_get(up, "sel_ok") &&
+        (rc = fk__fedrf_put_scalar(up, "sel_n", (double)(c->X.rows - c->n_train), err)))
+        return rc;
     c->evals += 1;
     if (!c->is_target || fmod(c->evals, (double)c->c.eval_every) != 0)
         return FK_OK;
@@ -547,7 +563,8 @@ int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep, f
                               W->len, c->WM);
         Wd = W->data;
     }
-    const fk_tensor *V = fk_bundle_get(model, "votes"),
+    const fk_tensor *V = sel && fk_bundle_get(model, "votes_sel") ? fk_bundle_get(model, "votes_sel")
+                                                                   : fk_bundle_get(model, "votes"),
                     *C = fk_bundle_get(model, sel ? "C_sel" : avg ? "C_avg" : "C");
     if (V) {
         if (V->ndim != 2 || V->shape[1] != c->PC)

@@ -80,8 +80,12 @@ typedef struct fk__fedrf_server {
     double *W0;                 /* warm start (D x m), from the round-1 moments */
     int have_W0;
     unsigned char *has_vote;
-    double *Wsel, *Csel;        /* select_holdout: the round's model best on the sources' held-out rows */
-    double sel_acc, sel_round;  /* its pooled held-out accuracy (-1: none yet) and round */
+    double *Wsel, *Csel;        /* select_holdout: the candidate best on the sources' held-out rows */
+    double *Vsel;               /* voting: its classifiers to vote (n x PC), has_vsel which are set */
+    unsigned char *has_vsel;
+    double sel_acc, sel_round;  /* its pooled held-out accuracy (-1: none yet) and round (0: the
+                                 * tail average) */
+    double sel_avg_acc;         /* the tail average's held-out accuracy (-1: not scored) */
     int have_sel;
 } fk__fedrf_server;
 
@@ -139,8 +143,12 @@ FK_CHECKRETURN int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *up
                                         fk_err *err);
 /* Client side: n, sum (2N) and the scatter sum phi phi^T (2N x 2N) of all its rows. */
 FK_CHECKRETURN int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err);
-/* select_holdout: does client c get the round's model to score in phase 2? */
+/* select_holdout: does client c get the round's model to score in phase 2? And the tail
+ * average too (the last round, once an average exists)? */
 int fk__fedrf_sel_asked(const fk__fedrf_server *s, int c);
+int fk__fedrf_sel_avg_asked(const fk__fedrf_server *s, int round, int c);
+/* Does source c send its classifier in this round (phase 1)? */
+int fk__fedrf_sends_c(const fk__fedrf_server *s, int round, int c);
 /* check_update: each phase's update against its task (fedrf_tca_check.c). */
 FK_CHECKRETURN int fk__fedrf_server_check(void *p, int round, int phase, const fk_update *up,
                                           fk_err *err);

@@ -27,6 +27,8 @@ void fk__fedrf_server_close(void *p)
     free(s->has_vote);
     free(s->Wsel);
     free(s->Csel);
+    free(s->Vsel);
+    free(s->has_vsel);
     free(s);
 }
 
@@ -68,10 +70,15 @@ int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_
     int sel = s->c.select_holdout > 0;
     s->Wsel = sel ? calloc(s->WM, sizeof(double)) : NULL;
     s->Csel = sel ? calloc(s->PC, sizeof(double)) : NULL;
+    int vsel = sel && s->c.voting; /* voting: the selected candidate's classifiers to vote */
+    s->Vsel = vsel ? calloc(n * s->PC, sizeof(double)) : NULL;
+    s->has_vsel = vsel ? calloc(n, 1) : NULL;
     s->sel_acc = -1;
+    s->sel_avg_acc = -1;
     if (!s->inA || !s->inW || !s->inC || !s->has_s || !s->has_vote || !s->s || !s->Wbar ||
         !s->Wmodel || !s->Cbar || !s->Cmodel || !s->votes || !s->Wsum || !s->Csum || !s->PC ||
-        (s->c.warm_start && !s->W0) || (sel && (!s->Wsel || !s->Csel))) {
+        (s->c.warm_start && !s->W0) || (sel && (!s->Wsel || !s->Csel)) ||
+        (vsel && (!s->Vsel || !s->has_vsel))) {
         fk__fedrf_server_close(s);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the server state");
     }
@@ -220,31 +227,48 @@ static int is_last(const fk__fedrf_server *s, int round)
     return s->c.rounds > 0 && round == s->c.rounds;
 }
 
-/* Does source c send its classifier in this round? */
-static int sends_c(const fk__fedrf_server *s, int round, int c)
+int fk__fedrf_sends_c(const fk__fedrf_server *s, int round, int c)
 {
+    if (c == (int)s->c.target)
+        return 0;
     if (is_last(s, round))
         return 1; /* the final model collects every source's classifier */
-    return !s->c.voting && round % s->c.tc == 0 && s->inC[c];
+    if (s->c.voting) /* one-shot, unless selection scores the vote every round */
+        return s->c.select_holdout > 0;
+    return round % s->c.tc == 0 && s->inC[c];
 }
 
-/* The classifiers received for the vote, k x PC (nothing when none has arrived yet). */
-static int put_votes(const fk__fedrf_server *s, fk_bundle *out, fk_err *err)
+/* Classifiers to vote, k x PC under `name`: the rows of V (n x PC) flagged in has (nothing when
+ * none has arrived yet). */
+static int put_votes(const fk__fedrf_server *s, const double *V, const unsigned char *has,
+                     const char *name, fk_bundle *out, fk_err *err)
 {
     size_t k = 0;
     for (int i = 0; i < s->n; i++)
-        k += s->has_vote[i];
+        k += has[i];
     if (!k)
         return FK_OK;
     uint64_t shape[2] = {k, s->PC};
-    double *dst = fk_bundle_add(out, "votes", 2, shape);
+    double *dst = fk_bundle_add(out, name, 2, shape);
     if (!dst)
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     for (int i = 0; i < s->n; i++)
-        if (s->has_vote[i]) {
-            memcpy(dst, s->votes + (size_t)i * s->PC, s->PC * sizeof(double));
+        if (has[i]) {
+            memcpy(dst, V + (size_t)i * s->PC, s->PC * sizeof(double));
             dst += s->PC;
         }
+    return FK_OK;
+}
+
+/* The tail average (avg_last) into a new tensor of `name`: sum / count. */
+static int put_mean(fk_bundle *out, const char *name, int ndim, const uint64_t *shape,
+                    const double *sum, size_t len, double cnt, fk_err *err)
+{
+    double *dst = fk_bundle_add(out, name, ndim, shape);
+    if (!dst)
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
+    for (size_t i = 0; i < len; i++)
+        dst[i] = sum[i] / cnt;
     return FK_OK;
 }
 
@@ -272,7 +296,7 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
                 return rc;
             if ((rc = fk__fedrf_put_scalar(out, "send_W", s->inW[c], err)))
                 return rc;
-            return fk__fedrf_put_scalar(out, "send_C", sends_c(s, round, c), err);
+            return fk__fedrf_put_scalar(out, "send_C", fk__fedrf_sends_c(s, round, c), err);
         }
         size_t k = 0;
         for (int i = 0; i < s->n; i++)
@@ -298,15 +322,24 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
         return rc;
     if (s->have_C && getsC && (rc = fk__fedrf_put_vec(out, "C", s->PC, s->Cbar, err)))
         return rc;
-    /* select_holdout: every source scores the round's global model on its held-out rows */
+    /* select_holdout: every source scores the round's global model on its held-out rows (with
+     * voting: W and the vote of the sources' current classifiers) ... */
     if (fk__fedrf_sel_asked(s, c) &&
         ((rc = fk__fedrf_put_mat(out, "sel_W", s->D, (size_t)s->c.m, s->Wmodel, err)) ||
-         (rc = fk__fedrf_put_vec(out, "sel_C", s->PC, s->Cmodel, err))))
+         (rc = s->c.voting ? put_votes(s, s->votes, s->has_vote, "sel_V", out, err)
+                           : fk__fedrf_put_vec(out, "sel_C", s->PC, s->Cmodel, err))))
+        return rc;
+    /* ... and in the last round the tail average as one more candidate (voting: W_avg and the
+     * same vote) */
+    const uint64_t wsh[2] = {s->D, (uint64_t)s->c.m}, csh[1] = {s->PC};
+    if (fk__fedrf_sel_avg_asked(s, round, c) &&
+        ((rc = put_mean(out, "sel_W_avg", 2, wsh, s->Wsum, s->WM, s->nWsum, err)) ||
+         (!s->c.voting && (rc = put_mean(out, "sel_C_avg", 1, csh, s->Csum, s->PC, s->nCsum, err)))))
         return rc;
     /* Voting: the target reports the accuracy of the vote once the classifiers are in (the last
      * round), never of its own classifier, which no step trains. */
     if (s->c.voting && c == tgt && is_last(s, round))
-        return put_votes(s, out, err);
+        return put_votes(s, s->votes, s->has_vote, "votes", out, err);
     return FK_OK;
 }
 
@@ -398,27 +431,65 @@ static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int 
 
 int fk__fedrf_sel_asked(const fk__fedrf_server *s, int c)
 {
-    return s->c.select_holdout > 0 && c != (int)s->c.target && s->have_Wmodel && s->have_Cmodel;
+    if (!(s->c.select_holdout > 0 && c != (int)s->c.target && s->have_Wmodel))
+        return 0;
+    if (!s->c.voting)
+        return s->have_Cmodel;
+    for (int i = 0; i < s->n; i++) /* voting: once some classifier is in to vote */
+        if (s->has_vote[i])
+            return 1;
+    return 0;
+}
+
+int fk__fedrf_sel_avg_asked(const fk__fedrf_server *s, int round, int c)
+{
+    return fk__fedrf_sel_asked(s, c) && is_last(s, round) && s->nWsum > 0 &&
+           (s->c.voting || s->nCsum > 0);
+}
+
+/* Keep a candidate as the selected model: W and the classifier (voting: the classifiers to
+ * vote), its held-out accuracy and round (0: the tail average). */
+static void keep_sel(fk__fedrf_server *s, double acc, double round, const double *W, double wdiv,
+                     const double *C, double cdiv)
+{
+    for (size_t i = 0; i < s->WM; i++)
+        s->Wsel[i] = W[i] / wdiv;
+    if (s->c.voting) {
+        memcpy(s->Vsel, s->votes, (size_t)s->n * s->PC * sizeof(double));
+        memcpy(s->has_vsel, s->has_vote, (size_t)s->n);
+    } else {
+        for (size_t i = 0; i < s->PC; i++)
+            s->Csel[i] = C[i] / cdiv;
+    }
+    s->sel_acc = acc;
+    s->sel_round = round;
+    s->have_sel = 1;
 }
 
 /* select_holdout: the pooled held-out accuracy of this round's global model (the counts are
- * checked by check_update); keep the model when it beats every earlier round. Target labels are
- * never involved. */
+ * checked by check_update); keep the model when it beats every earlier round. In the last round
+ * the tail average is a candidate too; it wins ties (it does not hinge on one round's steps).
+ * Target labels are never involved. */
 static int agg_select(fk__fedrf_server *s, int round, const fk_update *ups, int n)
 {
-    double ok = 0, cnt = 0;
+    double ok = 0, cnt = 0, ok_avg = 0, cnt_avg = 0;
     for (int k = 0; k < n; k++) {
         if (!fk_bundle_get(&ups[k].msg, "sel_n"))
             continue;
+        double nk = fk__fedrf_scalar(&ups[k].msg, "sel_n", 0);
         ok += fk__fedrf_scalar(&ups[k].msg, "sel_ok", 0);
-        cnt += fk__fedrf_scalar(&ups[k].msg, "sel_n", 0);
+        cnt += nk;
+        if (fk_bundle_get(&ups[k].msg, "sel_ok_avg")) {
+            ok_avg += fk__fedrf_scalar(&ups[k].msg, "sel_ok_avg", 0);
+            cnt_avg += nk;
+        }
     }
-    if (cnt > 0 && ok / cnt > s->sel_acc) {
-        s->sel_acc = ok / cnt;
-        s->sel_round = round;
-        memcpy(s->Wsel, s->Wmodel, s->WM * sizeof(double));
-        memcpy(s->Csel, s->Cmodel, s->PC * sizeof(double));
-        s->have_sel = 1;
+    if (cnt > 0 && ok / cnt > s->sel_acc)
+        keep_sel(s, ok / cnt, round, s->Wmodel, 1.0, s->Cmodel, 1.0);
+    if (cnt_avg > 0) {
+        s->sel_avg_acc = ok_avg / cnt_avg;
+        if (s->sel_avg_acc >= s->sel_acc)
+            keep_sel(s, s->sel_avg_acc, 0, s->Wsum, s->nWsum, s->Csum, s->nCsum);
     }
     return FK_OK;
 }
@@ -446,28 +517,23 @@ int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
     int rc;
     if (s->have_Wmodel && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wmodel, err)))
         return rc;
-    if (s->nWsum > 0) {
-        double *dst = fk_bundle_add(out, "W_avg", 2, (uint64_t[2]){s->D, (uint64_t)s->c.m});
-        if (!dst)
-            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-        for (size_t i = 0; i < s->WM; i++)
-            dst[i] = s->Wsum[i] / s->nWsum;
-    }
-    if (s->nCsum > 0 && !s->c.voting) {
-        double *dst = fk_bundle_add(out, "C_avg", 1, (uint64_t[1]){s->PC});
-        if (!dst)
-            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-        for (size_t i = 0; i < s->PC; i++)
-            dst[i] = s->Csum[i] / s->nCsum;
-    }
+    const uint64_t wsh[2] = {s->D, (uint64_t)s->c.m}, csh[1] = {s->PC};
+    if (s->nWsum > 0 && (rc = put_mean(out, "W_avg", 2, wsh, s->Wsum, s->WM, s->nWsum, err)))
+        return rc;
+    if (s->nCsum > 0 && !s->c.voting &&
+        (rc = put_mean(out, "C_avg", 1, csh, s->Csum, s->PC, s->nCsum, err)))
+        return rc;
     if (s->have_sel &&
         ((rc = fk__fedrf_put_mat(out, "W_sel", s->D, (size_t)s->c.m, s->Wsel, err)) ||
-         (rc = fk__fedrf_put_vec(out, "C_sel", s->PC, s->Csel, err)) ||
+         (rc = s->c.voting ? put_votes(s, s->Vsel, s->has_vsel, "votes_sel", out, err)
+                           : fk__fedrf_put_vec(out, "C_sel", s->PC, s->Csel, err)) ||
          (rc = fk__fedrf_put_scalar(out, "sel_round", s->sel_round, err)) ||
          (rc = fk__fedrf_put_scalar(out, "sel_acc", s->sel_acc, err))))
         return rc;
+    if (s->sel_avg_acc >= 0 && (rc = fk__fedrf_put_scalar(out, "sel_avg_acc", s->sel_avg_acc, err)))
+        return rc;
     if (s->c.voting)
-        return put_votes(s, out, err);
+        return put_votes(s, s->votes, s->has_vote, "votes", out, err);
     if (s->have_Cmodel)
         return fk__fedrf_put_vec(out, "C", s->PC, s->Cmodel, err);
     return FK_OK;

@@ -13,7 +13,9 @@
 
 int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err)
 {
-    size_t n = c->X.rows, D = c->D, chunk = 256;
+    /* the training rows only: a source's held-out rows (select_holdout) stay out of every
+     * statistic, so selection scores rows no part of training has seen */
+    size_t n = c->n_train, D = c->D, chunk = 256;
     double *sum = fk_bundle_add(up, "sum", 1, (uint64_t[1]){D});
     double *S = sum ? fk_bundle_add(up, "scatter", 2, (uint64_t[2]){D, D}) : NULL;
     double *norms = malloc(chunk * sizeof *norms);
