@@ -131,13 +131,15 @@ static double task_scalar(const fk_bundle *b, const char *name)
     return t && t->len == 1 ? t->data[0] : NAN;
 }
 
-/* The class count a task or model carries: an integer in [1, 65536] (1 for regression). */
+/* The class count a task or model carries: an integer in [1, FK_DICA_MAX_CLASSES] (1 for
+ * regression). */
 static int task_classes(const fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
 {
     double v = c->c.regression ? 1.0 : task_scalar(b, "classes");
-    if (!(v >= 1 && v <= 65536) || v != floor(v))
-        return fk_err_set(err, FK_EINVAL, "dica: client %d: 'classes' = %g is not a class count",
-                          c->idx, v);
+    if (!(v >= 1 && v <= FK_DICA_MAX_CLASSES) || v != floor(v))
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: client %d: 'classes' = %g is not a class count (1..%d)", c->idx,
+                          v, FK_DICA_MAX_CLASSES);
     *k = (size_t)v;
     return FK_OK;
 }

@@ -10,6 +10,9 @@
 #include "common/models/dica.h"
 
 enum { FK_DICA_RY = 50 }; /* output frequencies for regression targets (§7.2 [choice]) */
+/* Most classes a job may have: the class outputs' second moment is Dy x Dy per client
+ * (4096 classes: 134 MB of statistics, a 67 MB upload), so more cannot travel anyway. */
+enum { FK_DICA_MAX_CLASSES = 4096 };
 
 typedef struct fk__dicaj_cfg {
     fk_dica_variant variant;

@@ -21,7 +21,7 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"sigma X", "input kernel width; 0 = mean-distance rule from the clients' sums (0)"},
     {"sigma_y X", "output kernel width (regression); 0 = mean training target (0)"},
     {"task classification|regression", "outputs: class labels or the target in y_raw"},
-    {"classes C", "number of classes; 0 = the largest the clients report (0)"},
+    {"classes C", "number of classes, at most 4096; 0 = the largest the clients report (0)"},
     {"holdout LIST", "none, last or client indices (1,3): test-only clients, no upload (none)"},
     {"domains K", "domain ids must be in [0, K); 0 = any id >= 0 (0)"},
     {"min_domain_size N", "smallest domain a client may upload, >= 2 (30; privacy, §7.7)"},
@@ -129,7 +129,7 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc)
         rc = fk_params_int(p, "domains", 0, 0, 1L << 31, &c->domains, err);
     if (!rc)
-        rc = fk_params_int(p, "classes", 0, 0, 1 << 16, &c->classes, err);
+        rc = fk_params_int(p, "classes", 0, 0, FK_DICA_MAX_CLASSES, &c->classes, err);
     if (!rc)
         rc = fk_params_double(p, "max_message", 0, 0, 1e18, &maxmsg, err);
     if (!rc && maxmsg > 0 && maxmsg < 1024)

@@ -150,8 +150,9 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
         if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !fk__dicaj_take(b, "sum_x2", 1, err) ||
             (s->c.regression && !fk__dicaj_take(b, "sum_y", 1, err)))
             return fk_err_prefix(err, "client %d: ", who);
-        if (!is_count(c->data[0], 0) || c->data[0] > 65536)
-            return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g", who, c->data[0]);
+        if (!is_count(c->data[0], 0) || c->data[0] > FK_DICA_MAX_CLASSES)
+            return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g (at most %d)", who,
+                              c->data[0], FK_DICA_MAX_CLASSES);
         return FK_OK;
     }
     if (phase == 1 && train) {
@@ -280,7 +281,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
 }
 
 /* The DICA solve on the summed statistics with the job's options: after the statistics
- * round, and again when a checkpoint past that round is loaded. */
+ * round, and again when a checkpoint past that round is loaded. A failed solve leaves no
+ * fit, so the stage falls back to before it: the model never names a fit that is gone. */
 static int solve(fk__dicaj_server *s, fk_err *err)
 {
     fk_dica_opts o;
@@ -292,7 +294,10 @@ static int solve(fk__dicaj_server *s, fk_err *err)
     o.min_domain = s->c.min_domain;
     o.rank_check = !s->c.regression;
     fk_dica_fit_close(&s->fit);
-    return fk_dica_solve(&s->st, &o, &s->fit, err);
+    int rc = fk_dica_solve(&s->st, &o, &s->fit, err);
+    if (rc && s->stage >= ST_SOLVED)
+        s->stage = ST_SIGMA;
+    return rc;
 }
 
 /* Sum the statistics in client order, name the missing training clients, solve. */
@@ -359,6 +364,8 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
 static int aggregate_ridge(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     size_t p = s->m + 1, k = s->k;
+    if (s->stage == ST_RIDGE)
+        s->stage = ST_SOLVED; /* Theta is rebuilt below; a failure leaves none to report */
     free(s->A);
     free(s->b);
     free(s->Theta);
@@ -519,7 +526,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint stage %g is not a stage", sc->data[0]);
     int stage = (int)sc->data[0];
     if (sc->data[7] != (double)s->c.R || sc->data[1] < 0 || sc->data[1] > 1e8 || sc->data[2] < 0 ||
-        sc->data[2] > 65536 || sc->data[5] < 0 || sc->data[5] >= (double)D_of(s) ||
+        sc->data[2] > FK_DICA_MAX_CLASSES || sc->data[5] < 0 || sc->data[5] >= (double)D_of(s) ||
         sc->data[6] < 0 || sc->data[6] > 65536 || sc->data[3] < 0 || sc->data[4] < 0)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint does not match this job (R, stage)");
     s->d = (long)sc->data[1];
