@@ -388,6 +388,13 @@ static int aggregate_ridge(fk__dicaj_server *s, const fk_update *ups, int n, fk_
     int rc = fk_dica_ridge_solve(s->m, k, s->A, s->b, s->c.alpha_rel, s->Theta, err);
     if (rc)
         return rc;
+    /* finite statistics can still overflow the solve; a model is never non-finite */
+    for (size_t i = 0; i < p * k; i++)
+        if (!isfinite(s->Theta[i]))
+            return fk_err_set(err, FK_ENUMERIC,
+                              "dica: the predictor's ridge solve overflowed (%d client(s) "
+                              "sent statistics); their values are out of range",
+                              got);
     s->stage = ST_RIDGE;
     return FK_OK;
 }
