@@ -37,7 +37,7 @@ typedef struct bopts {
     long T;
     double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
-    const char *dir, *pen_wmin, *pen_wmax;
+    const char *dir, *pen_wmin, *pen_wmax, *pen_c, *pen_eps, *pen_cap;
     double grel_fed; /* > 0: gamma_rel_client = gamma_rel_server for the pen / Parkinson's rows */
     int tag_grel;    /* 1: the case name says grel= (the gamma sweep) */
     fedres *out;     /* non-NULL: run_pen / run_parkinsons store their means here */
@@ -622,7 +622,8 @@ static int split_regions(const fk_dataset *tr, const int *rows, size_t n, int K,
 /* The upload ratio's anatomy (--pen_diag): each client's local problem solved as the client
  * does (the job's keys, n_ref = the rows of all clients), its rows, the share of its larger
  * class and the share of its rows that are critical (before any cap); then the mean critical
- * share over one-class clients, over two-class clients, and the row-weighted total. */
+ * share over one-class clients, over two-class clients, the row-weighted total, and the total
+ * counting only critical rows whose dual is >= 1e-3 of the client's largest. */
 static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, int K, const char *cs,
                     fk_err *err)
 {
@@ -630,7 +631,7 @@ static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, in
     int rc = fk__sfl_cfg_parse(&c, p, err);
     if (rc)
         return rc;
-    double nref = 0, crit = 0, one_n = 0, one_s = 0, two_n = 0, two_s = 0;
+    double nref = 0, crit = 0, one_n = 0, one_s = 0, two_n = 0, two_s = 0, big = 0;
     for (int k = 0; k < K; k++)
         nref += (double)ds[k].X.rows;
     for (int k = 0; k < K && !rc; k++) {
@@ -650,6 +651,11 @@ static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, in
                     rc = fk_err_set(err, FK_ENOMEM, "out of memory");
                 else
                     fk_sfl_critical(&f, y, &so, idx, &C, NULL);
+                double lm = 0; /* how many critical rows carry a dual >= 1e-3 of the largest */
+                for (size_t i = 0; i < n; i++)
+                    lm = fmax(lm, fabs(f.lambda[i]));
+                for (size_t i = 0; idx && i < C; i++)
+                    big += fabs(f.lambda[idx[i]]) >= 1e-3 * lm;
                 free(idx);
                 fk_sfl_fit_close(&f);
             }
@@ -685,6 +691,8 @@ static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, in
         fk_bench_emit(o->json, "sfl", cs, "mean_critical_share_two_class", two_n ? two_s / two_n : NAN,
                       NULL);
         fk_bench_emit(o->json, "sfl", cs, "critical_rows_over_all_rows", crit / nref, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "critical_rows_dual_ge_1e-3_max_over_all_rows", big / nref,
+                      NULL);
     }
     fk__sfl_cfg_close(&c);
     return rc;
@@ -710,7 +718,9 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     rc = base_keys(&p, o->T, err);
     /* x_scale: pen-digits features are 0..100 (spec §6.2 (a)) */
     if (!rc && fk_params_set_all(&p, (const char *const[]){"pos_label", av, "neg_label", bv,
-                                                           "x_scale", "100", "eps", "0.5",
+                                                           "x_scale", "100", "eps", o->pen_eps,
+                                                           "c", o->pen_c,
+                                                           "local.max_upload_fraction", o->pen_cap,
                                                            "width_min", o->pen_wmin, "width_max",
                                                            o->pen_wmax, "n_widths", "3", NULL}))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
@@ -881,7 +891,7 @@ static void usage(void)
 {
     printf("usage: fedkern bench fidelity sfl [--data_dir ../shared/data] [--json]\n"
            "       [--reps21 20] [--reps31 20] [--reps_pen 3] [--clients_pen 10] [--n_pen 600]\n"
-           "       [--pen_wmin 0.5] [--pen_wmax 1.5]\n"
+           "       [--pen_wmin 0.5] [--pen_wmax 1.5] [--pen_c 100] [--pen_eps 0.5] [--pen_cap 1]\n"
            "       [--T 5000] [--grel_pii2 0.3] [--grel_pii 0.3] [--n21 100] [--m21 14]\n"
            "       [--reps22 50] [--grel_e22 0.3] [--split_e22 -1 (tube)]\n"
            "       [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
@@ -1019,6 +1029,9 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     o->dir = fk_params_str(p, "data_dir", "../shared/data");
     o->pen_wmin = fk_params_str(p, "pen_wmin", "0.5");
     o->pen_wmax = fk_params_str(p, "pen_wmax", "1.5");
+    o->pen_c = fk_params_str(p, "pen_c", "100");     /* the pen rows' quadratic cost c */
+    o->pen_eps = fk_params_str(p, "pen_eps", "0.5"); /* and margin slack eps (spec: 0.5) */
+    o->pen_cap = fk_params_str(p, "pen_cap", "1");   /* and the clients' upload cap */
     o->json = json;
     o->reps21 = (int)r21;
     o->reps31 = (int)r31;
