@@ -91,6 +91,17 @@ for pr in 0,1 0,2 1,2; do
 done
 grep -q "event=sfl_upload_received client=1 .*problems=3 .*solved=3 converged=3" server.log \
   || fail "server log lacks client 1's per-problem summary"
+# the literal Algorithm 1 (solver = variant_a, mc_resample = true, regression on the e31 labels):
+# its Monte-Carlo atoms come from the parties' seeded fk_rng, so the daemons' model equals the
+# simulation's byte for byte
+printf 'method = sfl\ndataset = e31\nclients = c0, c1\nseed = 11\ndeadline = 4\nraw_sample_upload = acknowledged\nmode = regress\neps = 0.04\natoms = grid\nbox_lo = -20\nbox_hi = 20\ngrid_h = 2\nwidth_min = 1\nwidth_max = 3\nn_widths = 3\nsolver = variant_a\nmc_resample = true\nmc_batch = 64\nT_client = 300\nT_server = 300\n' > job4.conf
+id4=$("$fk" job submit job4.conf $conn) || fail "submit mc_resample"
+"$fk" job result "$id4" --out mc.bin --wait 60 $conn >status4.txt 2>&1 || fail "mc job: $(cat status4.txt)"
+"$fk" sim --job job4.conf --data c0=c0.csv --data c1=c1.csv --local.allow_raw_upload true \
+  --model_out sim4.bin >sim4.txt 2>&1 || fail "sim mc_resample: $(cat sim4.txt)"
+nd=$(( $(wc -c <mc.bin) - 27 - ${#id4} )); ns=$(( $(wc -c <sim4.bin) - 27 - 3 ))
+[ "$nd" = "$ns" ] && [ "$nd" -gt 1000 ] || fail "mc_resample: model sizes differ ($nd, $ns bytes)"
+cmp -s -n "$nd" mc.bin sim4.bin || fail "mc_resample: the daemons' model differs from the simulation's"
 # fedkern sim sfl with multiclass = ovo on its built-in data (one blob per class), no --job
 "$fk" sim sfl --multiclass ovo --classes 1,2,3,4 --raw_sample_upload acknowledged \
   --local.allow_raw_upload true --clients 3 --sim_n 40 --json >simb.json 2>simb.err \

@@ -19,6 +19,7 @@
 #include "common/data/prep.h"
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
+#include "common/methods/sfl/sfl_int.h"
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
 
@@ -29,11 +30,14 @@ typedef struct fedres {
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res, n21, folds24, noniid, m21, n_res_fashion;
-    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion, reps_res_sweep, reps_gsweep;
+    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion, reps_res_sweep, reps_fig8, reps_gsweep;
+    double fig8_tol, fig8_spread;
+    int t1m_n_per, t1m_k_per, t1m_test_per;
+    int pen_diag; /* 1: per-client rows, class shares and critical shares of the pen splits */
     long T;
     double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
-    const char *dir, *pen_wmin, *pen_wmax;
+    const char *dir, *pen_wmin, *pen_wmax, *pen_c, *pen_eps, *pen_cap;
     double grel_fed; /* > 0: gamma_rel_client = gamma_rel_server for the pen / Parkinson's rows */
     int tag_grel;    /* 1: the case name says grel= (the gamma sweep) */
     fedres *out;     /* non-NULL: run_pen / run_parkinsons store their means here */
@@ -57,6 +61,8 @@ enum {
     SKIP_T1,
     SKIP_BLUR,
     SKIP_GSWEEP,
+    SKIP_FIG8,
+    SKIP_T1_MNIST,
     N_SKIP
 };
 
@@ -613,6 +619,85 @@ static int split_regions(const fk_dataset *tr, const int *rows, size_t n, int K,
     return rc;
 }
 
+/* The upload ratio's anatomy (--pen_diag): each client's local problem solved as the client
+ * does (the job's keys, n_ref = the rows of all clients), its rows, the share of its larger
+ * class and the share of its rows that are critical (before any cap); then the mean critical
+ * share over one-class clients, over two-class clients, the row-weighted total, and the total
+ * counting only critical rows whose dual is >= 1e-3 of the client's largest. */
+static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, int K, const char *cs,
+                    fk_err *err)
+{
+    fk__sfl_cfg c;
+    int rc = fk__sfl_cfg_parse(&c, p, err);
+    if (rc)
+        return rc;
+    double nref = 0, crit = 0, one_n = 0, one_s = 0, two_n = 0, two_s = 0, big = 0;
+    for (int k = 0; k < K; k++)
+        nref += (double)ds[k].X.rows;
+    for (int k = 0; k < K && !rc; k++) {
+        double *X = NULL, *y = NULL;
+        size_t n = 0, pos = 0, C = 0;
+        int pdim = (int)ds[k].X.cols;
+        if ((rc = fk__sfl_task_rows(&c, &ds[k], &X, &y, &n, err)))
+            break;
+        fk_sfl_atoms a;
+        if (n && !(rc = fk__sfl_atoms(&c, X, n, pdim, &a, err))) {
+            fk_sfl_opts so;
+            fk__sfl_opts(&c, 0, nref, 1 + (uint64_t)k, &so);
+            fk_sfl_fit f;
+            if (!(rc = fk_sfl_solve(X, y, n, pdim, &a, &so, NULL, &f, err))) {
+                int *idx = malloc(n * sizeof *idx);
+                if (!idx)
+                    rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+                else
+                    fk_sfl_critical(&f, y, &so, idx, &C, NULL);
+                double lm = 0; /* how many critical rows carry a dual >= 1e-3 of the largest */
+                for (size_t i = 0; i < n; i++)
+                    lm = fmax(lm, fabs(f.lambda[i]));
+                for (size_t i = 0; idx && i < C; i++)
+                    big += fabs(f.lambda[idx[i]]) >= 1e-3 * lm;
+                free(idx);
+                fk_sfl_fit_close(&f);
+            }
+            fk_sfl_atoms_close(&a);
+        }
+        for (size_t i = 0; i < n; i++)
+            pos += y[i] > 0;
+        free(X);
+        free(y);
+        if (rc || !n)
+            continue;
+        double share = (double)C / (double)n, major = (double)(pos > n - pos ? pos : n - pos) / n;
+        char m[48];
+        snprintf(m, sizeof m, "client%02d_rows", k);
+        fk_bench_emit(o->json, "sfl", cs, m, (double)n, NULL);
+        snprintf(m, sizeof m, "client%02d_major_class_share", k);
+        fk_bench_emit(o->json, "sfl", cs, m, major, NULL);
+        snprintf(m, sizeof m, "client%02d_critical_share", k);
+        fk_bench_emit(o->json, "sfl", cs, m, share, NULL);
+        crit += (double)C;
+        if (major >= 1) {
+            one_n++;
+            one_s += share;
+        } else {
+            two_n++;
+            two_s += share;
+        }
+    }
+    if (!rc) {
+        fk_bench_emit(o->json, "sfl", cs, "clients_one_class", one_n, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "mean_critical_share_one_class", one_n ? one_s / one_n : NAN,
+                      NULL);
+        fk_bench_emit(o->json, "sfl", cs, "mean_critical_share_two_class", two_n ? two_s / two_n : NAN,
+                      NULL);
+        fk_bench_emit(o->json, "sfl", cs, "critical_rows_over_all_rows", crit / nref, NULL);
+        fk_bench_emit(o->json, "sfl", cs, "critical_rows_dual_ge_1e-3_max_over_all_rows", big / nref,
+                      NULL);
+    }
+    fk__sfl_cfg_close(&c);
+    return rc;
+}
+
 /* Pen-digits pair (a vs b): official train split dealt to K random clients, test split. */
 static int run_pen(const bopts *o, int a, int b, fk_err *err)
 {
@@ -633,7 +718,9 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
     rc = base_keys(&p, o->T, err);
     /* x_scale: pen-digits features are 0..100 (spec §6.2 (a)) */
     if (!rc && fk_params_set_all(&p, (const char *const[]){"pos_label", av, "neg_label", bv,
-                                                           "x_scale", "100", "eps", "0.5",
+                                                           "x_scale", "100", "eps", o->pen_eps,
+                                                           "c", o->pen_c,
+                                                           "local.max_upload_fraction", o->pen_cap,
                                                            "width_min", o->pen_wmin, "width_max",
                                                            o->pen_wmax, "n_widths", "3", NULL}))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
@@ -674,6 +761,12 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
         if (!rc && o->noniid)
             rc = split_regions(&tr, rows, ntrain, K, &g, ds, err);
         fedres one = {0};
+        if (!rc && o->pen_diag) {
+            char cs[96];
+            snprintf(cs, sizeof cs, "pendigits %d vs %d K=%d%s diag rep %d", a, b, K,
+                     o->noniid ? " non-IID regions" : "", r);
+            rc = pen_diag(o, &p, ds, K, cs, err);
+        }
         if (!rc)
             rc = fed_vs_pooled(&p, ds, K, Xt, yt, nt, (int)d, &one, err);
         for (int k = 0; k < K; k++)
@@ -798,7 +891,7 @@ static void usage(void)
 {
     printf("usage: fedkern bench fidelity sfl [--data_dir ../shared/data] [--json]\n"
            "       [--reps21 20] [--reps31 20] [--reps_pen 3] [--clients_pen 10] [--n_pen 600]\n"
-           "       [--pen_wmin 0.5] [--pen_wmax 1.5]\n"
+           "       [--pen_wmin 0.5] [--pen_wmax 1.5] [--pen_c 100] [--pen_eps 0.5] [--pen_cap 1]\n"
            "       [--T 5000] [--grel_pii2 0.3] [--grel_pii 0.3] [--n21 100] [--m21 14]\n"
            "       [--reps22 50] [--grel_e22 0.3] [--split_e22 -1 (tube)]\n"
            "       [--reps23 2] [--grel_e23 0.3] [--komp_w 0.2]\n"
@@ -807,9 +900,11 @@ static void usage(void)
            "       [--res_kmult 100] [--n_res_fashion 400]\n"
            "       [--reps_res_fashion 2] [--skip_res_fashion] [--reps_res_sweep 2] [--skip_res_sweep]\n"
            "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 500] [--skip_t1] [--skip_blur]\n"
-           "       [--reps_gsweep 2] [--skip_gsweep]\n"
+           "       [--reps_gsweep 2] [--skip_gsweep] [--reps_fig8 10] [--fig8_tol 0.1] [--fig8_spread 1]\n"
+           "       [--skip_fig8]\n"
+           "       [--t1m_n_per 120] [--t1m_k_per 30] [--t1m_test_per 55] [--skip_t1_mnist]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
-           "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
+           "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid] [--pen_diag]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
            "least squares), E3.1 one-shot federated vs pooled accuracy and upload ratio\n"
            "(9 clients, N = 450 and 900), pen-digits 1 vs 2 and 1 vs 7 (n-pen random training\n"
@@ -824,7 +919,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         "skip_e21", "skip_e31", "skip_pendigits", "skip_e22",
         "skip_e23", "skip_ksweep", "skip_resilient", "skip_parkinsons", "skip_e24",
         "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep",
-        "skip_t1", "skip_blur", "skip_gsweep"};
+        "skip_t1", "skip_blur", "skip_gsweep", "skip_fig8",
+        "skip_t1_mnist"};
     long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
     int json = 0;
     int rc = fk_params_bool(p, "json", 0, &json, err);
@@ -846,6 +942,8 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
+    if (!rc)
+        rc = fk_params_bool(p, "pen_diag", 0, &o->pen_diag, err);
     long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 400, rrf = 2,
          m21 = 14;
     if (!rc) /* E2.1 (PI') k-means: centres (default: (PII'')'s published kernel count) */
@@ -862,6 +960,14 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_int(p, "reps22", 50, 1, 100000, &r22, err);
     if (!rc)
         rc = fk_params_int(p, "reps23", 2, 1, 100000, &r23, err);
+    long rf8 = 10;
+    if (!rc)
+        rc = fk_params_int(p, "reps_fig8", 10, 1, 100000, &rf8, err);
+    o->reps_fig8 = (int)rf8;
+    if (!rc) /* Fig. 8's plateau: the smallest kernel count within fig8_tol of the minimum */
+        rc = fk_params_double(p, "fig8_tol", 0.1, 0, 10, &o->fig8_tol, err);
+    if (!rc) /* Fig. 8's centres U(1, 1 + spread): 1 as printed; more is an extension */
+        rc = fk_params_double(p, "fig8_spread", 1, 0.1, 100, &o->fig8_spread, err);
     if (!rc)
         rc = fk_params_double(p, "grel_e22", 0.3, 0, 0.999, &o->grel_e22, err);
     if (!rc)
@@ -897,6 +1003,21 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         rc = fk_params_int(p, "t1_k_per", 40, 1, 6000, &t1k, err);
     if (!rc)
         rc = fk_params_int(p, "t1_test_per", 500, 1, 1000, &t1t, err); /* 5000 rows: sd 0.5 pt */
+    /* MNIST-2000 has 179 rows of its smallest class: training + test rows per class <= 179 */
+    long m1n = 120, m1k = 30, m1t = 55;
+    if (!rc)
+        rc = fk_params_int(p, "t1m_n_per", 120, 10, 178, &m1n, err);
+    if (!rc)
+        rc = fk_params_int(p, "t1m_k_per", 30, 1, 178, &m1k, err);
+    if (!rc)
+        rc = fk_params_int(p, "t1m_test_per", 55, 1, 169, &m1t, err);
+    if (!rc && (m1k > m1n || m1n + m1t > 179))
+        rc = fk_err_set(err, FK_EINVAL, "--t1m_k_per %ld must not exceed --t1m_n_per %ld, and "
+                                        "t1m_n_per + t1m_test_per <= 179 (MNIST-2000's smallest "
+                                        "class)", m1k, m1n);
+    o->t1m_n_per = (int)m1n;
+    o->t1m_k_per = (int)m1k;
+    o->t1m_test_per = (int)m1t;
     if (!rc && t1k > t1n)
         rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %ld exceeds --t1_n_per %ld", t1k, t1n);
     o->t1_n_per = (int)t1n;
@@ -912,6 +1033,9 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     o->dir = fk_params_str(p, "data_dir", "../shared/data");
     o->pen_wmin = fk_params_str(p, "pen_wmin", "0.5");
     o->pen_wmax = fk_params_str(p, "pen_wmax", "1.5");
+    o->pen_c = fk_params_str(p, "pen_c", "100");     /* the pen rows' quadratic cost c */
+    o->pen_eps = fk_params_str(p, "pen_eps", "0.5"); /* and margin slack eps (spec: 0.5) */
+    o->pen_cap = fk_params_str(p, "pen_cap", "1");   /* and the clients' upload cap */
     o->json = json;
     o->reps21 = (int)r21;
     o->reps31 = (int)r31;
@@ -1000,6 +1124,9 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
         rc = run_e21(&o, &err);
     if (!rc && !skip[SKIP_E22])
         rc = fk__bench_sfl_e22(o.json, o.reps22, o.T, o.grel_e22, o.split_e22, &err);
+    if (!rc && !skip[SKIP_FIG8])
+        rc = fk__bench_sfl_fig8(o.json, o.reps_fig8, o.T, o.split_e22, o.fig8_tol, o.fig8_spread,
+                                &err);
     if (!rc && !skip[SKIP_E23])
         rc = fk__bench_sfl_e23(o.json, o.reps23, o.T, o.grel_e23, o.komp_w, &err);
     if (!rc && !skip[SKIP_E31])
@@ -1063,7 +1190,11 @@ int fk_bench_fidelity_sfl(int argc, char **argv)
     if (!rc && !skip[SKIP_GSWEEP])
         rc = run_fed_sweep(&o, 1, &err);
     if (!rc && !skip[SKIP_T1]) /* E2.5 Table 1 on Fashion-MNIST */
-        rc = fk__bench_sfl_t1(o.json, o.dir, o.t1_n_per, o.t1_k_per, o.t1_test_per, o.T, &err);
+        rc = fk__bench_sfl_t1(o.json, o.dir, 0, o.t1_n_per, o.t1_k_per, o.t1_test_per, o.T,
+                              &err);
+    if (!rc && !skip[SKIP_T1_MNIST] && !(rc = fk_bench_data_dir(o.dir, &err))) /* E2.5 on MNIST */
+        rc = fk__bench_sfl_t1(o.json, o.dir, 1, o.t1m_n_per, o.t1m_k_per, o.t1m_test_per, o.T,
+                              &err);
     fk_params_close(&p);
     if (rc) {
         fprintf(stderr, "fedkern bench fidelity sfl: %s\n", err.msg);

@@ -37,19 +37,27 @@ typedef struct komp_out {
 /* One kernel of width w per sample; drop the kernel whose removal (with the rest refit)
  * raises the RSS least, downdating the inverse Gram matrix, until the next drop would lift
  * the training MSE above e_star (e_star > 0) or K_star kernels remain (K_star > 0). */
-static int komp(const double *x, const double *y, size_t N, double w, double e_star,
-                size_t K_star, komp_out *out, fk_err *err)
+/* path != NULL (N + 1 values): path[D] gets the test MSE on (xt, yt) (Nt rows) of the refit
+ * D-kernel model at every step of the elimination, D = N down to where it stops. */
+static int komp_run(const double *x, const double *y, size_t N, double w, double e_star,
+                    size_t K_star, const double *xt, const double *yt, size_t Nt, double *path,
+                    komp_out *out, fk_err *err)
 {
     double *K = malloc(N * N * sizeof *K), *G = calloc(N * N, sizeof *G), *a = malloc(N * sizeof *a);
+    double *Kt = path ? malloc((Nt ? Nt : 1) * N * sizeof *Kt) : NULL;
     int *on = malloc(N * sizeof *on);
     memset(out, 0, sizeof *out);
-    if (!K || !G || !a || !on) {
+    if (!K || !G || !a || !on || (path && !Kt)) {
         free(K);
         free(G);
         free(a);
         free(on);
+        free(Kt);
         return fk_err_set(err, FK_ENOMEM, "komp: out of memory");
     }
+    for (size_t i = 0; path && i < Nt; i++)
+        for (size_t j = 0; j < N; j++)
+            Kt[i * N + j] = exp(-(xt[i] - x[j]) * (xt[i] - x[j]) / (2 * w * w));
     for (size_t n = 0; n < N; n++)
         for (size_t j = 0; j < N; j++)
             K[n * N + j] = exp(-(x[n] - x[j]) * (x[n] - x[j]) / (2 * w * w));
@@ -69,6 +77,7 @@ static int komp(const double *x, const double *y, size_t N, double w, double e_s
         free(G);
         free(a);
         free(on);
+        free(Kt);
         return fk_err_set(err, FK_ENUMERIC, "komp: Gram matrix not positive definite (%d)",
                           (int)info);
     }
@@ -94,7 +103,19 @@ static int komp(const double *x, const double *y, size_t N, double w, double e_s
         rss += (y[n] - f) * (y[n] - f);
     }
     size_t D = N;
-    while (D > 1 && !(K_star && D <= K_star)) {
+    for (;;) {
+        if (path) { /* the current D-kernel model on the test rows */
+            double se = 0;
+            for (size_t i = 0; i < Nt; i++) {
+                double f = 0;
+                for (size_t j = 0; j < N; j++)
+                    f += on[j] ? Kt[i * N + j] * a[j] : 0.0;
+                se += (f - yt[i]) * (f - yt[i]);
+            }
+            path[D] = se / (double)Nt;
+        }
+        if (!(D > 1 && !(K_star && D <= K_star)))
+            break;
         size_t js = 0;
         double dmin = INFINITY;
         for (size_t j = 0; j < N; j++)
@@ -121,6 +142,7 @@ static int komp(const double *x, const double *y, size_t N, double w, double e_s
     }
     out->D = malloc(D * sizeof *out->D);
     out->a = malloc(D * sizeof *out->a);
+    free(Kt);
     if (!out->D || !out->a) {
         free(out->D);
         free(out->a);
@@ -142,6 +164,12 @@ static int komp(const double *x, const double *y, size_t N, double w, double e_s
     free(a);
     free(on);
     return FK_OK;
+}
+
+static int komp(const double *x, const double *y, size_t N, double w, double e_star,
+                size_t K_star, komp_out *out, fk_err *err)
+{
+    return komp_run(x, y, N, w, e_star, K_star, NULL, NULL, 0, NULL, out, err);
 }
 
 static double komp_mse(const komp_out *m, const double *x, double w, const double *xt,
@@ -208,16 +236,23 @@ static int fit_grid(const double *x, const double *y, size_t N, double lo, doubl
 
 /* ---------------- E2.2: (PII') versus KOMP at equal training error ---------------- */
 
-static void sog_draw(fk_rng *r, const double *a, const double *c, int m, double w0, size_t n,
-                     double *x, double *y)
+/* x ~ U(0, span) (span 3: spec A2), y = the sum of Gaussians + N(0, 1e-3). */
+static void sog_span(fk_rng *r, const double *a, const double *c, int m, double w0, size_t n,
+                     double span, double *x, double *y)
 {
     for (size_t i = 0; i < n; i++) {
-        x[i] = 3.0 * fk_rng_uniform(r); /* x ~ U(0, 3), spec A2 */
+        x[i] = span * fk_rng_uniform(r);
         double s = 0;
         for (int k = 0; k < m; k++)
             s += a[k] * exp(-(x[i] - c[k]) * (x[i] - c[k]) / (2 * w0 * w0));
         y[i] = s + sqrt(1e-3) * fk_rng_normal(r);
     }
+}
+
+static void sog_draw(fk_rng *r, const double *a, const double *c, int m, double w0, size_t n,
+                     double *x, double *y)
+{
+    sog_span(r, a, c, m, w0, n, 3.0, x, y);
 }
 
 int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split, fk_err *err)
@@ -295,6 +330,149 @@ int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split, fk_
     }
     free(xt);
     free(yt);
+    return rc;
+}
+
+/* ---------------- E2.2 Fig. 8: test MSE against the number of kernels ---------------- */
+
+/* (PII')'s sparsity path: gamma_rel from 0 (least sparse) up. */
+static const double f8_grel[] = {0,    0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1,
+                                 0.15, 0.2,   0.3,   0.4,   0.5,  0.6,  0.7,  0.8,  0.9};
+enum { F8_G = sizeof f8_grel / sizeof f8_grel[0] };
+
+/* The plateau of a curve over kernel counts lo..hi: the smallest count whose value is within
+ * tol (relative) of the curve's minimum over lo..hi. */
+static int plateau(const double *c, int lo, int hi, double tol)
+{
+    double mn = INFINITY;
+    for (int k = lo; k <= hi; k++)
+        mn = fmin(mn, c[k]);
+    for (int k = lo; k <= hi; k++)
+        if (c[k] <= (1 + tol) * mn)
+            return k;
+    return hi;
+}
+
+int fk__bench_sfl_fig8(int json, int reps, long T, double split, double tol, double spread,
+                       fk_err *err)
+{
+    enum { M = 10, N = 100, NT = 1000 };
+    double *xt = malloc(NT * sizeof *xt), *yt = malloc(NT * sizeof *yt), t0 = fk_bench_now();
+    double *pii = calloc(N + 1, sizeof *pii), *kc = calloc(N + 1, sizeof *kc),
+           *path = malloc((N + 1) * sizeof *path), kg_mean[F8_G] = {0}, mg_mean[F8_G] = {0};
+    if (!xt || !yt || !pii || !kc || !path) {
+        free(xt);
+        free(yt);
+        free(pii);
+        free(kc);
+        free(path);
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    }
+    int rc = FK_OK, kmin_all = 1, kmax_path = 0;
+    for (int r = 0; r < reps && !rc; r++) {
+        /* one realisation of (2.27), w0 = 0.5, m = 10, x ~ U(0, 3) (spec A2); spread > 1
+         * (an extension, not the printed signal): centres U(1, 1 + spread), x ~ U(0, 2 +
+         * spread) */
+        fk_rng g;
+        fk_rng_init(&g, 2022, (uint64_t)(8000000 + r));
+        double a[M], c[M], x[N], y[N], w = 0.5, Kg[F8_G], Mg[F8_G];
+        for (int k = 0; k < M; k++) {
+            a[k] = 1 + fk_rng_uniform(&g);
+            c[k] = 1 + spread * fk_rng_uniform(&g);
+        }
+        sog_span(&g, a, c, M, 0.5, N, 2 + spread, x, y);
+        sog_span(&g, a, c, M, 0.5, NT, 2 + spread, xt, yt);
+        /* (PII')'s path: one model per gamma_rel (kernels at the bump centroids, refit) */
+        int kmin = N;
+        for (int i = 0; i < F8_G && !rc; i++) {
+            fk_sfl_model pm;
+            double su = split;
+            if ((rc = fit_grid(x, y, N, -1.5, 3.5 + spread, &w, 1, f8_grel[i], T, split, &su, &pm,
+                               err)))
+                break;
+            Kg[i] = (double)pm.K;
+            Mg[i] = model_mse(&pm, xt, yt, NT);
+            kg_mean[i] += Kg[i] / reps;
+            mg_mean[i] += Mg[i] / reps;
+            kmin = (int)fmin(kmin, Kg[i]);
+            kmax_path = (int)fmax(kmax_path, Kg[i]);
+            fk_sfl_model_close(&pm);
+        }
+        if (rc)
+            break;
+        kmin_all = kmin > kmin_all ? kmin : kmin_all;
+        /* a budget of k kernels takes the least sparse path model within it (ties: smaller
+         * gamma); below the path's sparsest model the curve is undefined */
+        for (int k = 1; k <= N; k++) {
+            int best = -1;
+            for (int i = 0; i < F8_G; i++)
+                if (Kg[i] <= k && (best < 0 || Kg[i] > Kg[best]))
+                    best = i;
+            pii[k] += best >= 0 ? Mg[best] / reps : NAN;
+        }
+        /* KOMP's whole backward path, 100 kernels down to 1, each refit */
+        komp_out ko;
+        if ((rc = komp_run(x, y, N, 0.5, 0, 0, xt, yt, NT, path, &ko, err)))
+            break;
+        komp_close(&ko);
+        for (int k = 1; k <= N; k++)
+            kc[k] += path[k] / reps;
+    }
+    if (!rc) {
+        char cs[64];
+        if (spread == 1)
+            snprintf(cs, sizeof cs, "E2.2 Fig.8 m=10 N=100");
+        else
+            snprintf(cs, sizeof cs, "E2.2 Fig.8 m=10 N=100 spread=%g", spread);
+        int pp = plateau(pii, kmin_all, N, tol), pk = plateau(kc, 1, N, tol), lower = 0, levels = 0;
+        for (int k = kmin_all; k <= N; k++) {
+            levels++;
+            lower += pii[k] < kc[k];
+        }
+        char t[96];
+        snprintf(t, sizeof t, "within +-5 of 25 (plateau: smallest count within %g %% of the minimum)",
+                 100 * tol);
+        emit_t(json, cs, "plateau_kernels_pii_prime", pp, 25, t, abs(pp - 25) <= 5);
+        snprintf(t, sizeof t, "within +-5 of 50 (plateau: smallest count within %g %% of the minimum)",
+                 100 * tol);
+        emit_t(json, cs, "plateau_kernels_komp", pk, 50, t, abs(pk - 50) <= 5);
+        emit_t(json, cs, "levels_pii_prime_below_komp", lower, NAN,
+               "(PII') lower mean test MSE than KOMP at every kernel count it reaches", lower == levels);
+        fk_bench_emit(json, "sfl", cs, "sparsity_levels_compared", levels, NULL);
+        double kmn = INFINITY, pmn = INFINITY;
+        for (int k = 1; k <= N; k++) {
+            kmn = fmin(kmn, kc[k]);
+            pmn = k >= kmin_all ? fmin(pmn, pii[k]) : pmn;
+        }
+        fk_bench_emit(json, "sfl", cs, "min_mse_pii_prime", pmn, NULL);
+        fk_bench_emit(json, "sfl", cs, "min_mse_komp", kmn, NULL);
+        fk_bench_emit(json, "sfl", cs, "first_kernel_count_defined_pii_prime", kmin_all, NULL);
+        fk_bench_emit(json, "sfl", cs, "largest_path_kernel_count_pii_prime", kmax_path, NULL);
+        for (int i = 0; i < F8_G; i++) {
+            char m[64];
+            snprintf(m, sizeof m, "path_grel_%g_kernels", f8_grel[i]);
+            fk_bench_emit(json, "sfl", cs, m, kg_mean[i], NULL);
+            snprintf(m, sizeof m, "path_grel_%g_test_mse", f8_grel[i]);
+            fk_bench_emit(json, "sfl", cs, m, mg_mean[i], NULL);
+        }
+        for (int k = 5; k <= N; k += 5) {
+            char m[48];
+            snprintf(m, sizeof m, "test_mse_komp_k%03d", k);
+            fk_bench_emit(json, "sfl", cs, m, kc[k], NULL);
+            if (k >= kmin_all) {
+                snprintf(m, sizeof m, "test_mse_pii_prime_k%03d", k);
+                fk_bench_emit(json, "sfl", cs, m, pii[k], NULL);
+            }
+        }
+        fk_bench_emit(json, "sfl", cs, "realisations", reps, NULL);
+        fk_bench_emit(json, "sfl", cs, "plateau_tolerance", tol, NULL);
+        fk_bench_emit(json, "sfl", cs, "seconds", fk_bench_now() - t0, NULL);
+    }
+    free(xt);
+    free(yt);
+    free(pii);
+    free(kc);
+    free(path);
     return rc;
 }
 

@@ -22,15 +22,21 @@ FK_CHECKRETURN int fk__bench_sfl_resilient(int json, const char *dir, const fk__
                                            fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split,
                                      fk_err *err);
+/* E2.2 Fig. 8 (fidelity_sfl_ch2.c): m = 10, N = 100, test MSE against the kernel count of
+ * (PII')'s gamma_rel path and of KOMP's backward path, their plateaus (tol: relative);
+ * centres U(1, 1 + spread) (1: as printed). */
+FK_CHECKRETURN int fk__bench_sfl_fig8(int json, int reps, long T, double split, double tol,
+                                      double spread, fk_err *err);
 /* E2.4 substitute (fidelity_sfl_ovo.c): pen-digits {0..3}, one-vs-one, the first `folds` of 10. */
 FK_CHECKRETURN int fk__bench_sfl_e24(int json, const char *dir, int folds, long T, double grel,
                                      fk_err *err);
 /* E2.5 Fig. 11 substitute (fidelity_sfl_e25.c): MNIST-2000 0 vs 1 on 3 principal components. */
 FK_CHECKRETURN int fk__bench_sfl_e25(int json, const char *dir, long T, double grel, fk_err *err);
-/* E2.5 Table 1 substitute (fidelity_sfl_t1.c): Fashion-MNIST, 10 classes one-vs-one, n_per
- * training and test_per test rows per class, k_per k-means centres per class. */
-FK_CHECKRETURN int fk__bench_sfl_t1(int json, const char *dir, int n_per, int k_per, int test_per,
-                                    long T, fk_err *err);
+/* E2.5 Table 1 substitute (fidelity_sfl_t1.c): Fashion-MNIST (mnist = 0) or MNIST-2000
+ * (mnist = 1, training and test rows drawn disjointly from its 2000), 10 classes one-vs-one,
+ * n_per training and test_per test rows per class, k_per k-means centres per class. */
+FK_CHECKRETURN int fk__bench_sfl_t1(int json, const char *dir, int mnist, int n_per, int k_per,
+                                    int test_per, long T, fk_err *err);
 FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
                                      fk_err *err);
 

@@ -23,6 +23,7 @@ void fk_sfl_opts_default(fk_sfl_opts *o, int mode)
     o->tau_crit = 1e-8;
     o->tau_act = 1e-2;
     o->seed = 1;
+    o->mc_batch = 256;
 }
 
 const char *fk_sfl_status_name(int status)
@@ -376,6 +377,9 @@ static int check_args(const double *X, const double *y, size_t N, int p, const f
     if (o->mode == FK_SFL_CLASSIFY && o->res != FK_SFL_HARD && !(o->c > 0 && isfinite(o->c)))
         return fk_err_set(err, FK_EINVAL, "sfl solve: resilient cost parameter c = %g must be > 0",
                           o->c);
+    if (o->solver != FK_SFL_SOLVER_REDUCED || o->mc_resample)
+        return fk_err_set(err, FK_EINVAL, "sfl solve: Variant A and mc_resample are regression "
+                                          "solvers (solver = variant_a, mode = regress)");
     for (size_t i = 0; i < N * (size_t)p; i++)
         if (!isfinite(X[i]))
             return fk_err_set(err, FK_EINVAL, "sfl solve: row %zu feature %zu is NaN or infinite",
@@ -392,6 +396,8 @@ static int check_args(const double *X, const double *y, size_t N, int p, const f
 int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                  const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err)
 {
+    if (o->solver == FK_SFL_SOLVER_VA && o->mode == FK_SFL_REGRESS)
+        return fk_sfl_solve_a(X, y, N, p, a, o, lambda0, fit, err);
     memset(fit, 0, sizeof *fit);
     int rc = check_args(X, y, N, p, a, o, err);
     if (rc)

@@ -71,8 +71,14 @@ typedef struct fk_sfl_opts {
     int momentum;     /* FISTA on lambda (spec default on) */
     long T;           /* iteration cap per phase (gamma = 0 pass, gamma pass) */
     double tau_feas, tau_gap, tau_crit, tau_act; /* §3.9, §4.3 (relative to the scale) */
-    uint64_t seed;    /* classification start U(0, 1e-3] */
+    uint64_t seed;    /* classification start U(0, 1e-3]; mc_resample: the Monte-Carlo atoms */
+    /* regression only: the dissertation's own iteration instead of the reduced dual (§3.6) */
+    int solver;       /* FK_SFL_SOLVER_REDUCED (Variant B, default) or FK_SFL_SOLVER_VA */
+    int mc_resample;  /* Variant A with B fresh uniform atoms per iteration: Alg. 1 literally */
+    long mc_batch;    /* B of mc_resample (default 256) */
 } fk_sfl_opts;
+
+enum { FK_SFL_SOLVER_REDUCED = 0, FK_SFL_SOLVER_VA = 1 };
 
 void fk_sfl_opts_default(fk_sfl_opts *o, int mode);
 
@@ -98,7 +104,8 @@ typedef struct fk_sfl_fit {
 /* Solve on N rows (X: N x p, y: N targets or +-1 labels) over the atoms. lambda0 (N values,
  * may be NULL) warm-starts; with gamma > 0 and no warm start a gamma = 0 pass runs first
  * (continuation, §3.9). INFEASIBLE and MAXITER are results, not errors: FK_OK is returned
- * and fit->status says which; errors are bad arguments and memory. */
+ * and fit->status says which; errors are bad arguments and memory. o->solver = VA hands the
+ * problem to fk_sfl_solve_a (regression only). */
 int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                  const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err);
 void fk_sfl_fit_close(fk_sfl_fit *f);
@@ -139,6 +146,19 @@ int fk_sfl_arrow_hurwicz(const double *X, const double *y, size_t N, int p,
 int fk_sfl_solve_va(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                     double eps, double gamma, double eta_mu, long T, double tol, fk_sfl_fit *fit,
                     double *mu, fk_err *err);
+/* Variant A (and with o->mc_resample the literal Alg. 1) as a solver for the jobs' regression
+ * path: the iteration of fk_sfl_solve_va (eta_mu = 0.5, no momentum) with T = o->T per pass,
+ * stop when one step moves lambda by <= 1e-9 max|lambda|; o->gamma, or o->gamma_rel from a
+ * gamma = 0 pass first (lambda warm-started from it, as fk_sfl_solve). lambda0 (may be NULL)
+ * warm-starts lambda with mu_n = |lambda0_n| / (2 sqrt(eps)) (the maximiser over mu, 1 where
+ * lambda0_n = 0). mc_resample: the f-part of (2.22a) is the Monte-Carlo estimate of
+ * fk_sfl_alg1_supergrad with o->mc_batch fresh atoms uniform on the grid's box (first to
+ * last grid point per axis) x [smallest, largest width], drawn from fk_rng(o->seed) (needs grid
+ * atoms); the step 1/L and the returned alpha and f use the fixed atom set, so the model is
+ * the usual support model of the returned lambda. A noisy iteration rarely meets the stopping
+ * rule: status MAXITER after T is its normal end. fit->viol is clamped at 0. */
+int fk_sfl_solve_a(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+                   const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err);
 /* One supergradient of the literal Algorithm 1 (spec §3.5, errata E1-E3 fixed) at (lambda, mu):
  * d_mu_n = (yhat_n - y_n)^2 - eps and d_lam_n = yhat_n - (|S x W| / B) sum_k alpha_k
  * k(x_n, z_k; w_k), yhat = y - lambda / (2 mu), with B fresh atoms (z_k, w_k) uniform on the box

@@ -42,6 +42,13 @@ const fk_param_doc fk__sfl_keys[] = {
                             "(spec A14), one problem per class pair, prediction by majority vote "
                             "(ties to the smallest class)"},
     {"classes LIST", "multiclass = ovo: the raw class labels, comma-separated, ascending (2 to 32)"},
+    {"solver reduced|variant_a", "mode = regress only: reduced (the reduced dual, Variant B, "
+                                 "default) or variant_a (the dissertation's (lambda, mu) dual "
+                                 "ascent, Variant A, spec §3.6; slower, no momentum)"},
+    {"mc_resample BOOL", "solver = variant_a with atoms = grid only: true runs Algorithm 1 "
+                         "literally, mc_batch fresh uniform atoms on the box per iteration, "
+                         "drawn from the job's seed (default false)"},
+    {"mc_batch B", "mc_resample = true only: Monte-Carlo atoms per iteration (default 256)"},
     {"sim_n N", "fedkern sim only: rows per synthetic client (default 50)"},
     {NULL, NULL},
 };
@@ -208,6 +215,26 @@ int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
                             i, c->cls[i], c->cls[i - 1]);
     if (!rc && !c->ovo && c->n_cls)
         rc = fk_err_set(err, FK_EINVAL, "'classes' is for multiclass = ovo only");
+    static const char *const solvers[] = {"reduced", "variant_a", NULL};
+    if (!rc)
+        rc = pick("solver", fk_params_str(p, "solver", "reduced"), solvers, &c->solver, err);
+    if (!rc)
+        rc = fk_params_bool(p, "mc_resample", 0, &c->mc_resample, err);
+    if (!rc)
+        rc = fk_params_int(p, "mc_batch", 256, 1, 1000000, &c->mc_batch, err);
+    /* the (lambda, mu) dual and its Monte-Carlo form exist for the regression cost (2.25) only;
+     * Monte-Carlo atoms need the fixed centre box; B means nothing without them */
+    if (!rc && c->solver == FK_SFL_SOLVER_VA && c->mode != FK_SFL_REGRESS)
+        rc = fk_err_set(err, FK_EINVAL, "solver = variant_a is the regression (lambda, mu) dual "
+                                        "(spec §3.6); it needs mode = regress (classification "
+                                        "uses solver = reduced)");
+    if (!rc && c->mc_resample && (c->solver != FK_SFL_SOLVER_VA || !c->grid))
+        rc = fk_err_set(err, FK_EINVAL, "mc_resample = true (Algorithm 1 literally) needs solver "
+                                        "= variant_a, mode = regress and atoms = grid (atoms are "
+                                        "drawn uniformly on box_lo..box_hi)");
+    if (!rc && !c->mc_resample && fk_params_get(p, "mc_batch"))
+        rc = fk_err_set(err, FK_EINVAL, "mc_batch is the Monte-Carlo batch of mc_resample = true; "
+                                        "set mc_resample = true or drop mc_batch");
     c->box_p = nlo;
     c->n_pre = nsh > nsc ? nsh : nsc;
     if (!rc && c->n_pre && (!c->shift || !c->scale)) { /* fill the missing one with 0 / 1 */
@@ -243,15 +270,20 @@ void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed,
     o->n_ref = n_ref;
     o->T = server ? c->T_server : c->T_client;
     o->seed = seed;
+    o->solver = c->solver;
+    o->mc_resample = c->mc_resample;
+    o->mc_batch = c->mc_batch;
     if (c->strict) { /* the dissertation's rule: every positive dual is critical */
         o->tau_crit = 0;
         o->tau_act = INFINITY;
-    } else if (o->gamma > 0 || o->gamma_rel > 0) {
+    } else if (o->gamma > 0 || o->gamma_rel > 0 || c->mc_resample) {
         /* gamma > 0: the returned (kept) iterate of the thresholded problem does not meet
          * complementary slackness on a finite atom set (duality gap, spec §3.4), so the
          * activity test would drop rows with a positive dual that the server needs (E3.1
          * gamma_rel 0.3: federated 0.90 vs pooled 0.95 with it, 0.946 vs 0.947 without);
-         * the dual threshold alone decides */
+         * the dual threshold alone decides. mc_resample: the Monte-Carlo iterate's fit sits
+         * at the tube's edge only up to its noise, so the activity test dropped most rows
+         * with a large dual (6 of 90 uploaded against 14 by the exact solvers) */
         o->tau_act = INFINITY;
     }
 }

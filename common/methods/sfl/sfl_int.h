@@ -36,6 +36,9 @@ typedef struct fk__sfl_cfg {
     int ovo;                        /* multiclass = ovo (spec A14): one problem per class pair */
     int n_cls;                      /* ovo: number of classes */
     double *cls;                    /* ovo: the raw labels, ascending; class id = index */
+    int solver;                     /* regress: FK_SFL_SOLVER_REDUCED (default) or _VA */
+    int mc_resample;                /* regress, variant_a, grid: the literal Alg. 1 */
+    long mc_batch;                  /* its B fresh atoms per iteration */
 } fk__sfl_cfg;
 
 /* ovo upload: per-problem diagnostics (spec §6.4), tensor "pd" of P x FK__SFL_PD values in
