@@ -11,6 +11,7 @@
 
 #include "common/la/blas.h"
 #include "common/la/eig.h"
+#include "common/la/rff.h"
 
 int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, fk_err *err)
 {
@@ -27,28 +28,11 @@ int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K
      * and K exactly symmetric, §5.1 step 1), a dgemm otherwise. */
     int rc = A == B ? fk_syrk(FK_NOTRANS, 1.0, A, 0.0, K, err)
                     : fk_gemm(FK_NOTRANS, FK_TRANS, 1.0, A, B, 0.0, K, err);
-    if (rc) {
+    if (!rc)
+        rc = fk_gauss_from_cross(A, B, sigma, K, "dica", err);
+    if (rc)
         fk_mat_close(K);
-        return rc;
-    }
-    double *nb = malloc(B->rows * sizeof *nb);
-    if (!nb) {
-        fk_mat_close(K);
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    }
-    for (size_t j = 0; j < B->rows; j++)
-        nb[j] = fk_dot(B->cols, fk_mat_row(B, j), fk_mat_row(B, j));
-    double s = -0.5 / (sigma * sigma);
-    for (size_t i = 0; i < A->rows; i++) {
-        double na = fk_dot(A->cols, fk_mat_row(A, i), fk_mat_row(A, i));
-        double *r = fk_mat_row(K, i);
-        for (size_t j = 0; j < B->rows; j++) {
-            double d2 = na + nb[j] - 2 * r[j];
-            r[j] = exp(s * (d2 > 0 ? d2 : 0));
-        }
-    }
-    free(nb);
-    return FK_OK;
+    return rc;
 }
 
 /* K~ = H K H in place; colmean and grand of the uncentred K if asked. */
