@@ -29,7 +29,7 @@ typedef struct fedres {
 typedef struct bopts {
     int json, reps21, reps31, reps_pen, K_pen, n_pen;
     int reps22, reps23, n_park, reps_res, n21, folds24, noniid, m21, n_res_fashion;
-    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion, reps_res_sweep;
+    int t1_n_per, t1_k_per, t1_test_per, reps_res_fashion, reps_res_sweep, reps_gsweep;
     long T;
     double res_kmult;
     double grel_pii2, grel_pii, grel_e22, grel_e23, komp_w, split_e22, grel_e24, grel_e25;
@@ -807,7 +807,7 @@ static void usage(void)
            "       [--res_kmult 100] [--n_res_fashion 400]\n"
            "       [--reps_res_fashion 2] [--skip_res_fashion] [--reps_res_sweep 2] [--skip_res_sweep]\n"
            "       [--t1_n_per 200] [--t1_k_per 40] [--t1_test_per 500] [--skip_t1] [--skip_blur]\n"
-           "       [--skip_gsweep]\n"
+           "       [--reps_gsweep 2] [--skip_gsweep]\n"
            "       [--skip_ksweep] [--folds24 10] [--grel_e24 0] [--skip_e24]\n"
            "       [--grel_e25 0.3] [--skip_e25] [--skip_noniid]\n\n"
            "Spec 004 §8 rows: E2.1 MSE and kernel counts of (PII'') and (PII) (peaks +\n"
@@ -883,6 +883,10 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "reps_res_sweep", 2, 1, 64, &rrs, err);
     o->reps_res_sweep = (int)rrs;
+    long rgs = 2;
+    if (!rc)
+        rc = fk_params_int(p, "reps_gsweep", 2, 1, 64, &rgs, err);
+    o->reps_gsweep = (int)rgs;
     if (!rc)
         rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
     o->n_res_fashion = (int)nrf;
@@ -949,7 +953,7 @@ static int run_fed_sweep(const bopts *o, int park, fk_err *err)
     fedres r[3];
     bopts os = *o;
     os.tag_grel = 1;
-    os.reps_pen = o->reps_pen < 2 ? o->reps_pen : 2;
+    os.reps_pen = o->reps_gsweep;
     int rc = FK_OK;
     for (int i = 0; i < 3 && !rc; i++) {
         os.grel_fed = g[i];
