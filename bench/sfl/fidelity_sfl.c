@@ -816,6 +816,24 @@ static void usage(void)
            "rows of the pair dealt to IID clients; the official test split).\n");
 }
 
+/* rc, or the int option name (default def, lo..hi) read into *out: the options are read in
+ * one chain that stops at the first error. */
+static int opt_int(fk_params *p, int rc, const char *name, long def, long lo, long hi, int *out,
+                   fk_err *err)
+{
+    long v = def;
+    if (!rc)
+        rc = fk_params_int(p, name, def, lo, hi, &v, err);
+    *out = (int)v;
+    return rc;
+}
+
+static int opt_double(fk_params *p, int rc, const char *name, double def, double lo, double hi,
+                      double *out, fk_err *err)
+{
+    return rc ? rc : fk_params_double(p, name, def, lo, hi, out, err);
+}
+
 /* The bench's options from the command line; skip[SKIP_*] from the --skip-* flags. o->dir and
  * the pen widths point into p. */
 static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
@@ -825,99 +843,47 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         "skip_e23", "skip_ksweep", "skip_resilient", "skip_parkinsons", "skip_e24",
         "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep",
         "skip_t1", "skip_blur", "skip_gsweep"};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
-    int json = 0;
-    int rc = fk_params_bool(p, "json", 0, &json, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps21", 20, 1, 100000, &r21, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps31", 20, 1, 100000, &r31, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps_pen", 3, 1, 100000, &rp, err);
-    if (!rc)
-        rc = fk_params_int(p, "clients_pen", 10, 1, 1000, &kp, err);
-    if (!rc)
-        rc = fk_params_int(p, "n_pen", 600, 10, 100000, &np, err);
+    int rc = fk_params_bool(p, "json", 0, &o->json, err);
+    rc = opt_int(p, rc, "reps21", 20, 1, 100000, &o->reps21, err);
+    rc = opt_int(p, rc, "reps31", 20, 1, 100000, &o->reps31, err);
+    rc = opt_int(p, rc, "reps_pen", 3, 1, 100000, &o->reps_pen, err);
+    rc = opt_int(p, rc, "clients_pen", 10, 1, 1000, &o->K_pen, err);
+    rc = opt_int(p, rc, "n_pen", 600, 10, 100000, &o->n_pen, err);
     if (!rc)
         rc = fk_params_int(p, "T", 5000, 1, 100000000, &o->T, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
+    rc = opt_double(p, rc, "grel_pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
+    rc = opt_double(p, rc, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
-    long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 400, rrf = 2,
-         m21 = 14;
-    if (!rc) /* E2.1 (PI') k-means: centres (default: (PII'')'s published kernel count) */
-        rc = fk_params_int(p, "m21", 14, 1, 100000, &m21, err);
-    if (!rc)
-        rc = fk_params_int(p, "folds24", 10, 1, 10, &f24, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e24", 0, 0, 0.999, &o->grel_e24, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e25", 0.3, 0, 0.999, &o->grel_e25, err);
-    if (!rc)
-        rc = fk_params_int(p, "n21", 100, 10, 100000, &n21, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps22", 50, 1, 100000, &r22, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps23", 2, 1, 100000, &r23, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e22", 0.3, 0, 0.999, &o->grel_e22, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e23", 0.3, 0, 0.999, &o->grel_e23, err);
-    if (!rc)
-        rc = fk_params_double(p, "split_e22", -1, -1, 100, &o->split_e22, err);
-    if (!rc)
-        rc = fk_params_double(p, "komp_w", 0.2, 1e-3, 100, &o->komp_w, err);
-    if (!rc)
-        rc = fk_params_int(p, "n_park", 40, 2, 100000, &npark, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps_res", 4, 1, 256, &rres, err);
-    if (!rc)
-        rc = fk_params_int(p, "n_res_fashion", 400, 20, 4000, &nrf, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps_res_fashion", 2, 1, 256, &rrf, err);
-    o->reps_res_fashion = (int)rrf;
-    long rrs = 2;
-    if (!rc)
-        rc = fk_params_int(p, "reps_res_sweep", 2, 1, 64, &rrs, err);
-    o->reps_res_sweep = (int)rrs;
-    long rgs = 2;
-    if (!rc)
-        rc = fk_params_int(p, "reps_gsweep", 2, 1, 64, &rgs, err);
-    o->reps_gsweep = (int)rgs;
-    if (!rc)
-        rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
-    o->n_res_fashion = (int)nrf;
-    long t1n = 200, t1k = 40, t1t = 500;
-    if (!rc)
-        rc = fk_params_int(p, "t1_n_per", 200, 10, 6000, &t1n, err);
-    if (!rc)
-        rc = fk_params_int(p, "t1_k_per", 40, 1, 6000, &t1k, err);
-    if (!rc)
-        rc = fk_params_int(p, "t1_test_per", 500, 1, 1000, &t1t, err); /* 5000 rows: sd 0.5 pt */
-    if (!rc && t1k > t1n)
-        rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %ld exceeds --t1_n_per %ld", t1k, t1n);
-    o->t1_n_per = (int)t1n;
-    o->t1_k_per = (int)t1k;
-    o->t1_test_per = (int)t1t;
-    o->reps22 = (int)r22;
-    o->n21 = (int)n21;
-    o->m21 = (int)m21;
-    o->folds24 = (int)f24;
-    o->reps23 = (int)r23;
-    o->n_park = (int)npark;
-    o->reps_res = (int)rres;
+    /* E2.1 (PI') k-means: centres (default: (PII'')'s published kernel count) */
+    rc = opt_int(p, rc, "m21", 14, 1, 100000, &o->m21, err);
+    rc = opt_int(p, rc, "folds24", 10, 1, 10, &o->folds24, err);
+    rc = opt_double(p, rc, "grel_e24", 0, 0, 0.999, &o->grel_e24, err);
+    rc = opt_double(p, rc, "grel_e25", 0.3, 0, 0.999, &o->grel_e25, err);
+    rc = opt_int(p, rc, "n21", 100, 10, 100000, &o->n21, err);
+    rc = opt_int(p, rc, "reps22", 50, 1, 100000, &o->reps22, err);
+    rc = opt_int(p, rc, "reps23", 2, 1, 100000, &o->reps23, err);
+    rc = opt_double(p, rc, "grel_e22", 0.3, 0, 0.999, &o->grel_e22, err);
+    rc = opt_double(p, rc, "grel_e23", 0.3, 0, 0.999, &o->grel_e23, err);
+    rc = opt_double(p, rc, "split_e22", -1, -1, 100, &o->split_e22, err);
+    rc = opt_double(p, rc, "komp_w", 0.2, 1e-3, 100, &o->komp_w, err);
+    rc = opt_int(p, rc, "n_park", 40, 2, 100000, &o->n_park, err);
+    rc = opt_int(p, rc, "reps_res", 4, 1, 256, &o->reps_res, err);
+    rc = opt_int(p, rc, "n_res_fashion", 400, 20, 4000, &o->n_res_fashion, err);
+    rc = opt_int(p, rc, "reps_res_fashion", 2, 1, 256, &o->reps_res_fashion, err);
+    rc = opt_int(p, rc, "reps_res_sweep", 2, 1, 64, &o->reps_res_sweep, err);
+    rc = opt_int(p, rc, "reps_gsweep", 2, 1, 64, &o->reps_gsweep, err);
+    rc = opt_double(p, rc, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
+    rc = opt_int(p, rc, "t1_n_per", 200, 10, 6000, &o->t1_n_per, err);
+    rc = opt_int(p, rc, "t1_k_per", 40, 1, 6000, &o->t1_k_per, err);
+    /* 5000 rows: sd 0.5 pt */
+    rc = opt_int(p, rc, "t1_test_per", 500, 1, 1000, &o->t1_test_per, err);
+    if (!rc && o->t1_k_per > o->t1_n_per)
+        rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %d exceeds --t1_n_per %d", o->t1_k_per,
+                        o->t1_n_per);
     o->dir = fk_params_str(p, "data_dir", "../shared/data");
     o->pen_wmin = fk_params_str(p, "pen_wmin", "0.5");
     o->pen_wmax = fk_params_str(p, "pen_wmax", "1.5");
-    o->json = json;
-    o->reps21 = (int)r21;
-    o->reps31 = (int)r31;
-    o->reps_pen = (int)rp;
-    o->K_pen = (int)kp;
-    o->n_pen = (int)np;
     if (!rc && fk_params_unused(p))
         rc = fk_err_set(err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(p));
     return rc;
