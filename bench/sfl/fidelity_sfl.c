@@ -86,18 +86,6 @@ static void e21_draw(fk_rng *r, const double *a, const double *c, size_t n, doub
     }
 }
 
-static double test_mse(const fk_sfl_model *m, const double *xt, const double *yt, size_t Nt)
-{
-    double *ft = malloc((Nt ? Nt : 1) * sizeof *ft), s = 0;
-    if (!ft)
-        return NAN;
-    fk_sfl_predict(m, xt, Nt, ft);
-    for (size_t i = 0; i < Nt; i++)
-        s += (ft[i] - yt[i]) * (ft[i] - yt[i]);
-    free(ft);
-    return s / (double)Nt;
-}
-
 /* E2.1 outputs of one problem, summed into means over the realisations. */
 enum {
     E21_MSE,
@@ -145,7 +133,7 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
                  : fk_sfl_model_support(&a, f.alpha, &m, err);
         if (rc)
             break;
-        out[slot[i]] = test_mse(&m, xt, yt, Nt);
+        out[slot[i]] = fk__bench_sfl_mse(&m, xt, yt, Nt);
         if (slot[i] == E21_MSE)
             out[E21_K] = (double)m.K;
         fk_sfl_model_close(&m);
@@ -153,7 +141,7 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
     fk_sfl_model m; /* bumps split until the refit meets the tube (grid atoms; E2.2's reading) */
     if (!rc &&
         !(rc = fk_sfl_model_peaks_fit(&a, f.alpha, x, y, N, 1.05 * sqrt(so.eps), NULL, &m, err))) {
-        out[E21_MSE_SPLIT] = test_mse(&m, xt, yt, Nt);
+        out[E21_MSE_SPLIT] = fk__bench_sfl_mse(&m, xt, yt, Nt);
         out[E21_K_SPLIT] = (double)m.K;
         fk_sfl_model_close(&m);
     }
@@ -177,7 +165,7 @@ static int e21_pi(const double *x, const double *y, size_t N, const double *Z, s
                    : fk_sfl_pi_fit(x, y, N, 1, w, FK_SFL_REGRESS, 9e-3, 0, T, &m, &info, err);
         if (rc)
             return rc;
-        mse[i] = test_mse(&m, xt, yt, Nt);
+        mse[i] = fk__bench_sfl_mse(&m, xt, yt, Nt);
         conv[i] += info.status == FK_SFL_CONVERGED;
         fk_sfl_model_close(&m);
     }
