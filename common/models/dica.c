@@ -109,6 +109,21 @@ long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err)
     return (long)i;
 }
 
+size_t fk__dica_domain_index(const long *dom, size_t n, long *ids, size_t *di, double *cnt)
+{
+    size_t N = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < N && ids[k] != dom[i])
+            k++;
+        if (k == N)
+            ids[N++] = dom[i];
+        di[i] = k;
+        cnt[k] += 1;
+    }
+    return N;
+}
+
 int fk__dica_all_finite(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)

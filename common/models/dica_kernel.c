@@ -300,21 +300,12 @@ int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_d
         goto out;
     center_gram(&Kc, NULL, NULL);
     /* K~ Q K~ = (1/N) (M H_N)(M H_N)^T with M the per-domain row means of K~ (§5.1 step 4). */
-    size_t N = 0;
     size_t *di = malloc(n * sizeof *di);
     if (!di) {
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < N && ids[k] != dom[i])
-            k++;
-        if (k == N)
-            ids[N++] = dom[i];
-        di[i] = k;
-        cnt[k] += 1;
-    }
+    size_t N = fk__dica_domain_index(dom, n, ids, di, cnt);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
             Mk.data[i * Mk.ld + di[j]] += Kc.data[i * Kc.ld + j] / cnt[di[j]];
