@@ -6,6 +6,7 @@
 #include "bench/load_gen.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,11 +87,12 @@ static double cpu_now(void)
            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
-int fk__loadgen_write(int fd, const void *p, size_t n)
+/* Both directions loop the same way: retry EINTR, a short count moves on,
+ * 0 or an error is the peer gone. */
+static int xfer_all(int fd, char *b, size_t n, int writing)
 {
-    const char *b = p;
     while (n > 0) {
-        ssize_t k = write(fd, b, n);
+        ssize_t k = writing ? write(fd, b, n) : read(fd, b, n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
@@ -101,19 +103,15 @@ int fk__loadgen_write(int fd, const void *p, size_t n)
     return FK_OK;
 }
 
+int fk__loadgen_write(int fd, const void *p, size_t n)
+{
+    /* write() does not modify the buffer; the cast only shares the loop. */
+    return xfer_all(fd, (char *)(uintptr_t)p, n, 1);
+}
+
 int fk__loadgen_read(int fd, void *p, size_t n)
 {
-    char *b = p;
-    while (n > 0) {
-        ssize_t k = read(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return FK_EIO;
-        b += k;
-        n -= (size_t)k;
-    }
-    return FK_OK;
+    return xfer_all(fd, p, n, 0);
 }
 
 /* ---- connections ---- */

@@ -106,6 +106,60 @@ static void fed_close(fed *f)
         f->m->client_close(f->cli[i]);
 }
 
+/* Checkpoints of the server and every client of f into sv and cv[NC] (initialised here). */
+static void fed_save(const fed *f, fk_bundle *sv, fk_bundle *cv)
+{
+    fk_err err;
+    fk_bundle_init(sv);
+    assert_int_equal(f->m->save(f->srv, sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++) {
+        fk_bundle_init(&cv[i]);
+        assert_int_equal(f->m->client_save(f->cli[i], &cv[i], &err), FK_OK);
+    }
+}
+
+/* A federation restarted from fed_save's checkpoints: opened afresh, then loaded. */
+static void fed_restore(fed *f, const fk_params *p, const fk_dataset *ds, uint64_t seed,
+                        const fk_bundle *sv, const fk_bundle *cv)
+{
+    fk_err err;
+    fed_open(f, p, ds, seed);
+    assert_int_equal(f->m->load(f->srv, sv, &err), FK_OK);
+    for (int i = 0; i < NC; i++)
+        assert_int_equal(f->m->client_load(f->cli[i], &cv[i], &err), FK_OK);
+}
+
+static void saves_close(fk_bundle *sv, fk_bundle *cv)
+{
+    fk_bundle_close(sv);
+    for (int i = 0; i < NC; i++)
+        fk_bundle_close(&cv[i]);
+}
+
+/* The models of two federations, to compare (ma, mc initialised here). */
+static void fed_models(const fed *a, const fed *c, fk_bundle *ma, fk_bundle *mc)
+{
+    fk_err err;
+    fk_bundle_init(ma);
+    fk_bundle_init(mc);
+    assert_int_equal(a->m->model(a->srv, ma, &err), FK_OK);
+    assert_int_equal(c->m->model(c->srv, mc, &err), FK_OK);
+}
+
+/* A second server restored from srv's checkpoint (a server restart), opened with p and seed. */
+static void *server_restored(const fed *f, void *srv, const fk_params *p, uint64_t seed)
+{
+    fk_err err;
+    fk_bundle sv;
+    fk_bundle_init(&sv);
+    assert_int_equal(f->m->save(srv, &sv, &err), FK_OK);
+    void *back;
+    assert_int_equal(f->m->server_init(&back, p, NC, seed, &err), FK_OK);
+    assert_int_equal(f->m->load(back, &sv, &err), FK_OK);
+    fk_bundle_close(&sv);
+    return back;
+}
+
 static void fed_rounds(fed *f, uint64_t seed, int r0, int r1)
 {
     fk_err err;
@@ -152,23 +206,12 @@ static void save_load_round_trip(void **state)
     fed_open(&b, &p, ds, 5);
     fed_rounds(&b, 5, 1, 3);
     fk_bundle sv, cv[NC];
-    fk_bundle_init(&sv);
-    assert_int_equal(b.m->save(b.srv, &sv, &err), FK_OK);
-    for (int i = 0; i < NC; i++) {
-        fk_bundle_init(&cv[i]);
-        assert_int_equal(b.m->client_save(b.cli[i], &cv[i], &err), FK_OK);
-    }
+    fed_save(&b, &sv, cv);
     fed_close(&b);
-    fed_open(&c, &p, ds, 5);
-    assert_int_equal(c.m->load(c.srv, &sv, &err), FK_OK);
-    for (int i = 0; i < NC; i++)
-        assert_int_equal(c.m->client_load(c.cli[i], &cv[i], &err), FK_OK);
+    fed_restore(&c, &p, ds, 5, &sv, cv);
     fed_rounds(&c, 5, 4, 6);
     fk_bundle ma, mc, ms;
-    fk_bundle_init(&ma);
-    fk_bundle_init(&mc);
-    assert_int_equal(a.m->model(a.srv, &ma, &err), FK_OK);
-    assert_int_equal(c.m->model(c.srv, &mc, &err), FK_OK);
+    fed_models(&a, &c, &ma, &mc);
     same_tensor(&ma, &mc, "W");
     same_tensor(&ma, &mc, "C");
     /* and the in-process simulator runs the very same federation */
@@ -185,9 +228,7 @@ static void save_load_round_trip(void **state)
     fk_bundle_close(&ma);
     fk_bundle_close(&mc);
     fk_bundle_close(&ms);
-    fk_bundle_close(&sv);
-    for (int i = 0; i < NC; i++)
-        fk_bundle_close(&cv[i]);
+    saves_close(&sv, cv);
     fed_close(&a);
     fed_close(&c);
     fk_params_close(&p);
@@ -1089,7 +1130,6 @@ static void target_opt_and_avg_keys(void **state)
     base_params(&p, "6");
     assert_int_equal(fk_params_set(&p, "target_opt", "sgd"), FK_OK);
     assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
-    fk_err err;
     fed a, b, c;
     fed_open(&a, &p, ds, 2);
     fed_rounds(&a, 2, 1, 6);
@@ -1099,32 +1139,19 @@ static void target_opt_and_avg_keys(void **state)
     assert_int_equal(tc->optW.kind, FK_OPT_SGD);
     assert_int_equal(sc->optW.kind, FK_OPT_ADAM);
     fk_bundle sv, cv[NC];
-    fk_bundle_init(&sv);
-    assert_int_equal(b.m->save(b.srv, &sv, &err), FK_OK);
-    for (int i = 0; i < NC; i++) {
-        fk_bundle_init(&cv[i]);
-        assert_int_equal(b.m->client_save(b.cli[i], &cv[i], &err), FK_OK);
-    }
+    fed_save(&b, &sv, cv);
     assert_null(fk_bundle_get(&cv[K], "optW_m"));
     assert_non_null(fk_bundle_get(&cv[0], "optW_m"));
     fed_close(&b);
-    fed_open(&c, &p, ds, 2);
-    assert_int_equal(c.m->load(c.srv, &sv, &err), FK_OK);
-    for (int i = 0; i < NC; i++)
-        assert_int_equal(c.m->client_load(c.cli[i], &cv[i], &err), FK_OK);
+    fed_restore(&c, &p, ds, 2, &sv, cv);
     fed_rounds(&c, 2, 4, 6);
     fk_bundle ma, mc;
-    fk_bundle_init(&ma);
-    fk_bundle_init(&mc);
-    assert_int_equal(a.m->model(a.srv, &ma, &err), FK_OK);
-    assert_int_equal(c.m->model(c.srv, &mc, &err), FK_OK);
+    fed_models(&a, &c, &ma, &mc);
     same_tensor(&ma, &mc, "W");
     same_tensor(&ma, &mc, "C");
     fk_bundle_close(&ma);
     fk_bundle_close(&mc);
-    fk_bundle_close(&sv);
-    for (int i = 0; i < NC; i++)
-        fk_bundle_close(&cv[i]);
+    saves_close(&sv, cv);
     fed_close(&a);
     fed_close(&c);
     assert_int_equal(fk_params_set(&p, "target_opt", "rmsprop"), FK_OK);
@@ -1250,18 +1277,11 @@ static void dense_extractor_federation(void **state)
     fed_open(&b, &p, ds, 7);
     fed_rounds(&b, 7, 1, 3);
     fk_bundle sv, cv[NC];
-    fk_bundle_init(&sv);
-    assert_int_equal(b.m->save(b.srv, &sv, &err), FK_OK);
-    for (int i = 0; i < NC; i++) {
-        fk_bundle_init(&cv[i]);
-        assert_int_equal(b.m->client_save(b.cli[i], &cv[i], &err), FK_OK);
-        assert_non_null(fk_bundle_get(&cv[i], "ext"));
-    }
-    fed_close(&b);
-    fed_open(&c, &p, ds, 7);
-    assert_int_equal(c.m->load(c.srv, &sv, &err), FK_OK);
+    fed_save(&b, &sv, cv);
     for (int i = 0; i < NC; i++)
-        assert_int_equal(c.m->client_load(c.cli[i], &cv[i], &err), FK_OK);
+        assert_non_null(fk_bundle_get(&cv[i], "ext"));
+    fed_close(&b);
+    fed_restore(&c, &p, ds, 7, &sv, cv);
     fed_rounds(&c, 7, 4, 6);
     for (int i = 0; i < NC; i++) {
         fk__fedrf_client *x = a.cli[i], *y = c.cli[i];
@@ -1274,10 +1294,7 @@ static void dense_extractor_federation(void **state)
     assert_memory_not_equal(f0->ext, ft->ext, f0->PE * sizeof(double));
     fk_method_fedrf_tca.client_close(fresh);
     fk_bundle ma, mc;
-    fk_bundle_init(&ma);
-    fk_bundle_init(&mc);
-    assert_int_equal(a.m->model(a.srv, &ma, &err), FK_OK);
-    assert_int_equal(c.m->model(c.srv, &mc, &err), FK_OK);
+    fed_models(&a, &c, &ma, &mc);
     same_tensor(&ma, &mc, "W");
     same_tensor(&ma, &mc, "W_avg");
     for (size_t i = 0; i < ma.count; i++) /* the model holds W, C and their averages only */
@@ -1290,9 +1307,7 @@ static void dense_extractor_federation(void **state)
     assert_true(rep.accuracy >= 0 && rep.accuracy <= 1);
     fk_bundle_close(&ma);
     fk_bundle_close(&mc);
-    fk_bundle_close(&sv);
-    for (int i = 0; i < NC; i++)
-        fk_bundle_close(&cv[i]);
+    saves_close(&sv, cv);
     fed_close(&a);
     fed_close(&c);
     assert_int_equal(fk_params_set(&p, "extractor", "conv"), FK_OK);
@@ -1364,14 +1379,10 @@ static void warm_start_is_the_pooled_closed_form(void **state)
     /* a server restarted inside round 1 (after phase 0) keeps the warm start: the checkpoint
      * carries W0, and the reloaded server's round-1 phase-1 task sends it as W_init */
     {
-        fk_bundle sv, t1, t2;
-        fk_bundle_init(&sv);
+        fk_bundle t1, t2;
         fk_bundle_init(&t1);
         fk_bundle_init(&t2);
-        assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
-        void *back;
-        assert_int_equal(a.m->server_init(&back, &p, NC, 5, &err), FK_OK);
-        assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+        void *back = server_restored(&a, a.srv, &p, 5);
         fk__fedrf_server *b = back;
         assert_true(b->have_W0);
         assert_memory_equal(b->W0, srv->W0, srv->WM * sizeof(double));
@@ -1380,7 +1391,6 @@ static void warm_start_is_the_pooled_closed_form(void **state)
         assert_non_null(fk_bundle_get(&t2, "W_init"));
         same_tensor(&t1, &t2, "W_init");
         a.m->server_close(back);
-        fk_bundle_close(&sv);
         fk_bundle_close(&t1);
         fk_bundle_close(&t2);
     }
@@ -1493,9 +1503,8 @@ static void select_holdout_keeps_the_best_round(void **state)
     }
     assert_true(fabs(held_out_acc(&a, srv->Wsel, srv->Csel) - srv->sel_acc) < 1e-12);
     /* the model carries the selection; use_sel scores it */
-    fk_bundle m, sv;
+    fk_bundle m;
     fk_bundle_init(&m);
-    fk_bundle_init(&sv);
     assert_int_equal(a.m->model(a.srv, &m, &err), FK_OK);
     assert_non_null(fk_bundle_get(&m, "W_sel"));
     assert_non_null(fk_bundle_get(&m, "C_sel"));
@@ -1508,10 +1517,7 @@ static void select_holdout_keeps_the_best_round(void **state)
     assert_int_equal(a.m->evaluate(a.cli[K], &m, &rep, &err), FK_OK);
     assert_true(rep.accuracy >= 0 && rep.accuracy <= 1);
     /* checkpoint round trip keeps the selection */
-    assert_int_equal(a.m->save(a.srv, &sv, &err), FK_OK);
-    void *back;
-    assert_int_equal(a.m->server_init(&back, &p, NC, 9, &err), FK_OK);
-    assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+    void *back = server_restored(&a, a.srv, &p, 9);
     fk__fedrf_server *b = back;
     assert_true(b->have_sel);
     assert_true(b->sel_acc == srv->sel_acc && b->sel_round == srv->sel_round);
@@ -1533,7 +1539,6 @@ static void select_holdout_keeps_the_best_round(void **state)
     fk_bundle_close(&up.msg);
     a.m->server_close(back);
     fk_bundle_close(&m);
-    fk_bundle_close(&sv);
     fed_close(&a);
     /* bad values */
     assert_int_equal(fk_params_set(&p, "select_holdout", "0.95"), FK_OK);
@@ -1657,15 +1662,11 @@ static void select_tail_average_is_a_candidate(void **state)
         assert_true(fabs(srv->sel_acc - best) < 1e-12);
     }
     /* the model reports the average's score; a checkpoint keeps the selection */
-    fk_bundle m, sv;
+    fk_bundle m;
     fk_bundle_init(&m);
-    fk_bundle_init(&sv);
     assert_int_equal(a.m->model(srv, &m, &err), FK_OK);
     assert_true(fabs(fk__fedrf_scalar(&m, "sel_avg_acc", -1) - avg_acc) < 1e-12);
-    assert_int_equal(a.m->save(srv, &sv, &err), FK_OK);
-    void *back;
-    assert_int_equal(a.m->server_init(&back, &p, NC, 4, &err), FK_OK);
-    assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+    void *back = server_restored(&a, srv, &p, 4);
     fk__fedrf_server *b = back;
     assert_true(b->sel_avg_acc == srv->sel_avg_acc && b->sel_round == srv->sel_round &&
                 b->sel_acc == srv->sel_acc);
@@ -1702,7 +1703,6 @@ static void select_tail_average_is_a_candidate(void **state)
         fk_bundle_close(&ups[k].msg);
     fk_bundle_close(&task);
     fk_bundle_close(&m);
-    fk_bundle_close(&sv);
     free(Wa);
     free(Ca);
     fed_close(&a);
@@ -1763,9 +1763,8 @@ static void select_holdout_with_voting(void **state)
         assert_true(fabs(srv->sel_acc - best) < 1e-12);
         assert_int_equal((int)srv->sel_round, best_round);
     }
-    fk_bundle m, sv;
+    fk_bundle m;
     fk_bundle_init(&m);
-    fk_bundle_init(&sv);
     assert_int_equal(a.m->model(srv, &m, &err), FK_OK);
     const fk_tensor *vs = fk_bundle_get(&m, "votes_sel");
     assert_non_null(vs);
@@ -1778,17 +1777,13 @@ static void select_holdout_with_voting(void **state)
     fk_report_init(&rep);
     assert_int_equal(a.m->evaluate(a.cli[K], &m, &rep, &err), FK_OK);
     assert_true(rep.accuracy >= 0 && rep.accuracy <= 1);
-    assert_int_equal(a.m->save(srv, &sv, &err), FK_OK);
-    void *back;
-    assert_int_equal(a.m->server_init(&back, &p, NC, 6, &err), FK_OK);
-    assert_int_equal(a.m->load(back, &sv, &err), FK_OK);
+    void *back = server_restored(&a, srv, &p, 6);
     fk__fedrf_server *b = back;
     assert_memory_equal(b->Vsel, srv->Vsel, (size_t)NC * srv->PC * sizeof(double));
     assert_memory_equal(b->has_vsel, srv->has_vsel, NC);
     assert_memory_equal(b->Wsel, srv->Wsel, srv->WM * sizeof(double));
     a.m->server_close(back);
     fk_bundle_close(&m);
-    fk_bundle_close(&sv);
     fed_close(&a);
     /* a whole run through the simulator, which checks every update */
     fk_sim_opts o = {.rounds = 5, .seed = 6};

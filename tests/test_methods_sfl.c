@@ -14,6 +14,7 @@
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
 #include "tests/bundle_assert.h"
+#include "tests/support_sfl.h"
 
 static const fk_method *M = &fk_method_sfl;
 
@@ -41,14 +42,6 @@ static void close_clients(fk_dataset *ds, int K)
         fk_dataset_close(&ds[k]);
 }
 
-static double scalar(const fk_bundle *b, const char *name)
-{
-    const fk_tensor *t = fk_bundle_get(b, name);
-    assert_non_null(t);
-    assert_int_equal(t->len, 1);
-    return t->data[0];
-}
-
 /* The generic simulator runs the job in one round; every client scores the model. */
 static void sim_run(void **state)
 {
@@ -68,10 +61,10 @@ static void sim_run(void **state)
     assert_int_equal(last.refused, 0);
     assert_true(last.accuracy >= 0.9); /* the round line: local accuracy and its error rate */
     assert_true(fabs(last.error - (1 - last.accuracy)) <= 1e-12);
-    double K_ker = scalar(&model, "K"), rows = scalar(&model, "rows_union");
+    double K_ker = fk_test_scalar(&model, "K"), rows = fk_test_scalar(&model, "rows_union");
     assert_true(K_ker > 0);
     assert_true(rows > 0 && rows < K * 30); /* only the critical rows travelled */
-    assert_true(scalar(&model, "n_ref") == K * 30);
+    assert_true(fk_test_scalar(&model, "n_ref") == K * 30);
     double acc = 0;
     for (int k = 0; k < K; k++)
         acc += fin[k].accuracy / K;
@@ -97,7 +90,7 @@ static void federated_equals_centralised(void **state)
     fk_bundle model;
     fk_err err = {0};
     assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, NULL, &err), FK_OK);
-    assert_true(scalar(&model, "rows_union") == (double)N); /* containment checked first */
+    assert_true(fk_test_scalar(&model, "rows_union") == (double)N); /* containment checked first */
     /* the pooled learner: same rows in client order, same atoms, kappa = 1/N */
     double *X = malloc(N * 2 * sizeof *X), *y = malloc(N * sizeof *y), w[3];
     for (int k = 0; k < K; k++)
@@ -118,7 +111,7 @@ static void federated_equals_centralised(void **state)
     assert_int_equal(fk_sfl_solve(X, y, N, 2, &a, &so, NULL, &f, &err), FK_OK);
     fk_sfl_model mc;
     assert_int_equal(fk_sfl_model_support(&a, f.alpha, &mc, &err), FK_OK);
-    fk_sfl_model mf = {.K = (size_t)scalar(&model, "K"), .p = 2};
+    fk_sfl_model mf = {.K = (size_t)fk_test_scalar(&model, "K"), .p = 2};
     mf.s = fk_bundle_get(&model, "s")->data;
     mf.w = fk_bundle_get(&model, "w")->data;
     mf.c = fk_bundle_get(&model, "c")->data;
@@ -177,38 +170,14 @@ static void opt_in_refusal(void **state)
     fk_report rep;
     fk_report_init(&rep);
     assert_int_equal(M->local_step(cli, &task, &up, &rep, &err), FK_OK);
-    assert_true(scalar(&up, "rows") <= 4); /* ceil(0.1 * 40) */
-    assert_true(scalar(&up, "rows") >= 1);
-    assert_true(scalar(&up, "capped") == 1);
+    assert_true(fk_test_scalar(&up, "rows") <= 4); /* ceil(0.1 * 40) */
+    assert_true(fk_test_scalar(&up, "rows") >= 1);
+    assert_true(fk_test_scalar(&up, "capped") == 1);
     M->client_close(cli);
     fk_bundle_close(&task);
     fk_bundle_close(&up);
     fk_params_close(&p);
     close_clients(ds, K);
-}
-
-/* Drive the ops by hand: phase 0 (counts) and phase 1 (uploads) of round 1. */
-static void phase(void *srv, void **cli, int K, int ph, fk_update *ups)
-{
-    fk_err err = {0};
-    fk_bundle task;
-    fk_bundle_init(&task);
-    for (int k = 0; k < K; k++) {
-        fk_bundle_clear(&task);
-        assert_int_equal(M->task(srv, 1, ph, k, &task, &err), FK_OK);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        assert_int_equal(M->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, &err), FK_OK);
-        assert_int_equal(M->check_update(srv, 1, ph, &ups[k], &err), FK_OK);
-    }
-    fk_bundle_close(&task);
-}
-
-static void close_ups(fk_update *ups, int K)
-{
-    for (int k = 0; k < K; k++)
-        fk_bundle_close(&ups[k].msg);
 }
 
 /* Checkpoints: a server saved between the phases and after the solve resumes identically. */
@@ -222,24 +191,20 @@ static void checkpoint_round_trip(void **state)
     job(&p, 1);
     void *srv = NULL, *srv2 = NULL, *cli[K];
     fk_err err = {0};
-    assert_int_equal(M->server_init(&srv, &p, K, 7, &err), FK_OK);
-    for (int k = 0; k < K; k++)
-        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 7, &err), FK_OK);
+    fk_test_sfl_open(&p, ds, K, 7, &srv, cli);
     fk_update ups[K];
     int done = 0;
-    phase(srv, cli, K, 0, ups);
+    fk_test_sfl_phase(srv, cli, K, 0, ups);
     assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
     assert_int_equal(done, 0);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     fk_bundle ck, ck2, m1, m2;
     fk_bundle_init(&ck);
     fk_bundle_init(&ck2);
     fk_bundle_init(&m1);
     fk_bundle_init(&m2);
-    assert_int_equal(M->save(srv, &ck, &err), FK_OK); /* between the phases */
-    assert_int_equal(M->server_init(&srv2, &p, K, 7, &err), FK_OK);
-    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
-    phase(srv, cli, K, 1, ups);
+    fk_test_sfl_restart(srv, &p, K, 7, &ck, &srv2); /* between the phases */
+    fk_test_sfl_phase(srv, cli, K, 1, ups);
     assert_int_equal(M->aggregate(srv, 1, 1, ups, K, &done, &err), FK_OK);
     assert_int_equal(done, 1);
     assert_int_equal(M->aggregate(srv2, 1, 1, ups, K, &done, &err), FK_OK);
@@ -247,11 +212,7 @@ static void checkpoint_round_trip(void **state)
     assert_int_equal(M->model(srv, &m1, &err), FK_OK);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2); /* the resumed server solved the same problem */
-    fk_bundle_clear(&ck);
-    assert_int_equal(M->save(srv, &ck, &err), FK_OK); /* after the solve */
-    M->server_close(srv2);
-    assert_int_equal(M->server_init(&srv2, &p, K, 7, &err), FK_OK);
-    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    fk_test_sfl_restart(srv, &p, K, 7, &ck, &srv2); /* after the solve */
     fk_bundle_clear(&m2);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2);
@@ -272,7 +233,7 @@ static void checkpoint_round_trip(void **state)
     fk_report_init(&r);
     assert_int_equal(M->evaluate(cli[0], &m1, &r, &err), FK_OK);
     assert_true(r.accuracy >= 0.8);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     for (int k = 0; k < K; k++)
         M->client_close(cli[k]);
     M->server_close(srv);
@@ -297,17 +258,12 @@ static void bad_input(void **state)
     assert_int_equal(fk_params_set(&p, "max_upload_fraction", "0.9"), FK_OK);
     void *srv = NULL, *cli[K];
     fk_err err = {0};
-    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
-    for (int k = 0; k < K; k++)
-        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_test_sfl_open(&p, ds, K, 1, &srv, cli);
     fk_update ups[K];
     int done = 0;
-    phase(srv, cli, K, 0, ups);
-    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
-    close_ups(ups, K);
-    phase(srv, cli, K, 1, ups);
+    fk_test_sfl_uploads(srv, cli, K, ups);
     fk_update *u = &ups[0];
-    size_t C = (size_t)scalar(&u->msg, "rows");
+    size_t C = (size_t)fk_test_scalar(&u->msg, "rows");
     assert_true(C > 1);
     fk_tensor *x = (fk_tensor *)fk_bundle_get(&u->msg, "x"),
               *lam = (fk_tensor *)fk_bundle_get(&u->msg, "lambda"),
@@ -341,7 +297,7 @@ static void bad_input(void **state)
     fk_update stranger = ups[1];
     stranger.client = 5;
     assert_int_equal(M->check_update(srv, 1, 1, &stranger, &err), FK_EINVAL);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     for (int k = 0; k < K; k++)
         M->client_close(cli[k]);
     M->server_close(srv);
@@ -356,33 +312,16 @@ static void bad_input(void **state)
     assert_int_equal(fk_params_set(&p, "neg_label", "8"), FK_OK);
     assert_int_equal(M->server_init(&srv, &p, 1, 1, &err), FK_OK);
     assert_int_equal(M->client_init(&cli[1], &p, &ds[1], 0, 1, 1, &err), FK_OK);
-    phase(srv, &cli[1], 1, 0, ups);
+    fk_test_sfl_phase(srv, &cli[1], 1, 0, ups);
     assert_int_equal(M->aggregate(srv, 1, 0, ups, 1, &done, &err), FK_ESTATE);
     assert_non_null(strstr(err.msg, "pos_label"));
-    close_ups(ups, 1);
+    fk_test_sfl_close_ups(ups, 1);
     M->client_close(cli[1]);
     M->server_close(srv);
     assert_int_equal(fk_params_set(&p, "resilient", "bogus"), FK_OK);
     assert_int_equal(M->server_init(&srv, &p, 1, 1, &err), FK_EINVAL);
     fk_params_close(&p);
     close_clients(ds, K);
-}
-
-/* Set tensor name[i] = v: check_update refuses the upload naming want; restored, it passes. */
-static void refuse(void *srv, fk_update *u, const char *name, size_t i, double v,
-                   const char *want)
-{
-    fk_err err = {0};
-    fk_tensor *t = (fk_tensor *)fk_bundle_get(&u->msg, name);
-    assert_non_null(t);
-    assert_true(i < t->len);
-    double keep = t->data[i];
-    t->data[i] = v;
-    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
-    if (!strstr(err.msg, want))
-        fail_msg("'%s'[%zu] = %g: message '%s' lacks '%s'", name, i, v, err.msg, want);
-    t->data[i] = keep;
-    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
 }
 
 /* The binary upload's solver diagnostics "diag" (spec §6.4: status, iterations, violation,
@@ -402,15 +341,10 @@ static void bad_diag(void **state)
     assert_int_equal(fk_params_set(&p, "neg_label", "-1"), FK_OK);
     void *srv = NULL, *cli[K];
     fk_err err = {0};
-    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
-    for (int k = 0; k < K; k++)
-        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_test_sfl_open(&p, ds, K, 1, &srv, cli);
     fk_update ups[K];
     int done = 0;
-    phase(srv, cli, K, 0, ups);
-    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
-    close_ups(ups, K);
-    phase(srv, cli, K, 1, ups); /* the good uploads pass (checked in phase()) */
+    fk_test_sfl_uploads(srv, cli, K, ups); /* the good uploads pass (each is checked) */
     fk_update *u = &ups[0];
     const fk_tensor *dg = fk_bundle_get(&u->msg, "diag");
     assert_non_null(dg);
@@ -418,33 +352,33 @@ static void bad_diag(void **state)
     assert_int_equal(dg->len, FK__SFL_DG);
     assert_true(dg->data[FK__SFL_DG_STATUS] == FK_SFL_CONVERGED);
     assert_true(dg->data[FK__SFL_DG_SUPPORT] >= 1);
-    double C = scalar(&u->msg, "rows"), nc = scalar(&u->msg, "not_converged");
+    double C = fk_test_scalar(&u->msg, "rows"), nc = fk_test_scalar(&u->msg, "not_converged");
     assert_true(C >= 1 && nc >= 0 && C + nc <= N);
     assert_null(fk_bundle_get(&ups[2].msg, "diag")); /* no rows, nothing solved */
-    assert_true(scalar(&ups[2].msg, "n") == 0);
+    assert_true(fk_test_scalar(&ups[2].msg, "n") == 0);
     double T2 = 2 * 20000, J = N * 3; /* two phases of the default T_client; n x 3 widths */
     /* status */
-    refuse(srv, u, "diag", FK__SFL_DG_STATUS, 3, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_STATUS, -1, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_STATUS, 0.5, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_STATUS, 3, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_STATUS, -1, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_STATUS, 0.5, "'diag'");
     /* iteration bounds */
-    refuse(srv, u, "diag", FK__SFL_DG_ITERS, 0, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_ITERS, T2 + 1, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_ITERS, 2.5, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_ITERS, 0, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_ITERS, T2 + 1, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_ITERS, 2.5, "'diag'");
     /* non-finite or out-of-range values */
-    refuse(srv, u, "diag", FK__SFL_DG_VIOL, -1e-3, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_VIOL, NAN, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_DUAL, NAN, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_PRIMAL, INFINITY, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_PRIMAL, -INFINITY, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_VIOL, -1e-3, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_VIOL, NAN, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_DUAL, NAN, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_PRIMAL, INFINITY, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_PRIMAL, -INFINITY, "'diag'");
     /* counts inconsistent with the upload: support beyond the atoms, not-converged rows
      * beyond those not uploaded, capped not a flag */
-    refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, -1, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, J + 1, "'diag'");
-    refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, 1.5, "'diag'");
-    refuse(srv, u, "not_converged", 0, N - C + 1, "'not_converged'");
-    refuse(srv, u, "not_converged", 0, 0.5, "'not_converged'");
-    refuse(srv, u, "capped", 0, 0.5, "'capped'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, -1, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, J + 1, "'diag'");
+    fk_test_sfl_refuse(srv, u, "diag", FK__SFL_DG_SUPPORT, 1.5, "'diag'");
+    fk_test_sfl_refuse(srv, u, "not_converged", 0, N - C + 1, "'not_converged'");
+    fk_test_sfl_refuse(srv, u, "not_converged", 0, 0.5, "'not_converged'");
+    fk_test_sfl_refuse(srv, u, "capped", 0, 0.5, "'capped'");
     /* shape: a wrong length, a matrix, a missing tensor */
     fk_tensor *t = (fk_tensor *)fk_bundle_get(&u->msg, "diag");
     t->shape[0] = FK__SFL_DG - 1;
@@ -476,9 +410,9 @@ static void bad_diag(void **state)
     fk_bundle m;
     fk_bundle_init(&m);
     assert_int_equal(M->model(srv, &m, &err), FK_OK);
-    assert_true(scalar(&m, "K") > 0);
+    assert_true(fk_test_scalar(&m, "K") > 0);
     fk_bundle_close(&m);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     for (int k = 0; k < K; k++)
         M->client_close(cli[k]);
     M->server_close(srv);
@@ -520,14 +454,14 @@ static void dropout(void **state)
         assert_int_equal(M->server_init(&srv, &p, K, 7, &err), FK_OK);
         fk_update ups[K], kept[K];
         int done = 0, n = 0;
-        phase(srv, cli, K, 0, ups);
+        fk_test_sfl_phase(srv, cli, K, 0, ups);
         assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
-        close_ups(ups, K);
+        fk_test_sfl_close_ups(ups, K);
         for (int k = 0; k < K; k++) /* fresh clients: an sfl client uploads once per job */
             M->client_close(cli[k]);
         for (int k = 0; k < K; k++)
             assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 7, &err), FK_OK);
-        phase(srv, cli, K, 1, ups);
+        fk_test_sfl_phase(srv, cli, K, 1, ups);
         for (int k = 0; k < K; k++)
             if (!drop || k != SILENT)
                 kept[n++] = ups[k];
@@ -537,10 +471,10 @@ static void dropout(void **state)
         fk_bundle m;
         fk_bundle_init(&m);
         assert_int_equal(M->model(srv, &m, &err), FK_OK);
-        assert_true(scalar(&m, "K") > 0);
+        assert_true(fk_test_scalar(&m, "K") > 0);
         acc[drop] = mean_accuracy(cli, K, &m);
         fk_bundle_close(&m);
-        close_ups(ups, K);
+        fk_test_sfl_close_ups(ups, K);
         M->server_close(srv);
     }
     assert_true(acc[0] >= 0.85);
@@ -585,7 +519,7 @@ static void regression_job(void **state)
     assert_int_equal(last.participants, K);
     assert_true(isnan(last.accuracy)); /* the round line carries the local fits' RMSE */
     assert_true(isfinite(last.error) && last.error <= 0.15);
-    double rows = scalar(&model, "rows_union"), ker = scalar(&model, "K");
+    double rows = fk_test_scalar(&model, "rows_union"), ker = fk_test_scalar(&model, "K");
     assert_true(rows > 0 && rows <= K * NR);
     assert_true(ker > 0 && ker < 3 * K * NR); /* fewer kernels than atoms */
     for (int k = 0; k < K; k++) {

@@ -13,6 +13,7 @@
 #include "common/methods/sfl/sfl_int.h"
 #include "common/methods/sim.h"
 #include "tests/bundle_assert.h"
+#include "tests/support_sfl.h"
 
 static const fk_method *M = &fk_method_sfl;
 
@@ -51,14 +52,6 @@ static void job(fk_params *p)
     assert_int_equal(fk_params_set(p, "width_min", "0.5"), FK_OK);
     assert_int_equal(fk_params_set(p, "width_max", "2"), FK_OK);
     assert_int_equal(fk_params_set(p, "n_widths", "3"), FK_OK);
-}
-
-static double scalar(const fk_bundle *b, const char *name)
-{
-    const fk_tensor *t = fk_bundle_get(b, name);
-    assert_non_null(t);
-    assert_int_equal(t->len, 1);
-    return t->data[0];
 }
 
 /* The pairs enumerate the upper triangle in order. */
@@ -149,8 +142,8 @@ static void three_classes(void **state)
         assert_true(mK->data[q] > 0);
         tot += mK->data[q];
     }
-    assert_true(tot == scalar(&model, "K"));
-    double rows = scalar(&model, "rows_union");
+    assert_true(tot == fk_test_scalar(&model, "K"));
+    double rows = fk_test_scalar(&model, "rows_union");
     assert_true(rows > 0 && rows < 130); /* only critical rows travelled */
     for (int k = 0; k < K; k++)
         assert_true(fin[k].accuracy >= 0.9);
@@ -176,47 +169,6 @@ static void three_classes(void **state)
     fk_dataset_close(&test);
 }
 
-static void phase(void *srv, void **cli, int K, int ph, fk_update *ups)
-{
-    fk_err err = {0};
-    fk_bundle task;
-    fk_bundle_init(&task);
-    for (int k = 0; k < K; k++) {
-        fk_bundle_clear(&task);
-        assert_int_equal(M->task(srv, 1, ph, k, &task, &err), FK_OK);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        assert_int_equal(M->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, &err), FK_OK);
-        if (M->check_update(srv, 1, ph, &ups[k], &err))
-            fail_msg("client %d phase %d: %s", k, ph, err.msg);
-    }
-    fk_bundle_close(&task);
-}
-
-static void close_ups(fk_update *ups, int K)
-{
-    for (int k = 0; k < K; k++)
-        fk_bundle_close(&ups[k].msg);
-}
-
-/* A mutated value of a tensor of the upload is refused naming the tensor, then restored. */
-static void refuse(void *srv, fk_update *u, const char *name, size_t i, double v,
-                   const char *want)
-{
-    fk_err err = {0};
-    fk_tensor *t = (fk_tensor *)fk_bundle_get(&u->msg, name);
-    assert_non_null(t);
-    assert_true(i < t->len);
-    double keep = t->data[i];
-    t->data[i] = v;
-    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_EINVAL);
-    if (!strstr(err.msg, want))
-        fail_msg("'%s'[%zu] = %g: message '%s' lacks '%s'", name, i, v, err.msg, want);
-    t->data[i] = keep;
-    assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
-}
-
 /* Bad per-problem tensors are refused (a dropout); the checkpoint round trip of the ovo state
  * resumes to the same model; the distinct-row cap holds. */
 static void bad_uploads_and_checkpoint(void **state)
@@ -231,12 +183,10 @@ static void bad_uploads_and_checkpoint(void **state)
     assert_int_equal(fk_params_set(&p, "max_upload_fraction", "0.2"), FK_OK);
     void *srv = NULL, *srv2 = NULL, *cli[K];
     fk_err err = {0};
-    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
-    for (int k = 0; k < K; k++)
-        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_test_sfl_open(&p, ds, K, 1, &srv, cli);
     fk_update ups[K];
     int done = 0;
-    phase(srv, cli, K, 0, ups);
+    fk_test_sfl_phase(srv, cli, K, 0, ups);
     /* phase 0: per-pair counts missing or above n */
     fk_tensor *np = (fk_tensor *)fk_bundle_get(&ups[0].msg, "np");
     assert_non_null(np);
@@ -246,26 +196,25 @@ static void bad_uploads_and_checkpoint(void **state)
     assert_non_null(strstr(err.msg, "'np'"));
     np->data[0] = 30;
     assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     fk_bundle ck;
     fk_bundle_init(&ck);
-    assert_int_equal(M->save(srv, &ck, &err), FK_OK);
-    assert_int_equal(M->server_init(&srv2, &p, K, 1, &err), FK_OK);
-    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
-    phase(srv, cli, K, 1, ups);
+    fk_test_sfl_restart(srv, &p, K, 1, &ck, &srv2);
+    fk_test_sfl_phase(srv, cli, K, 1, ups);
     fk_update *u = &ups[0];
-    double D = scalar(&u->msg, "rows");
+    double D = fk_test_scalar(&u->msg, "rows");
     assert_true(D > 1 && D <= ceil(0.2 * 45)); /* the cap counts distinct rows */
     const fk_tensor *pc = fk_bundle_get(&u->msg, "pc");
     assert_non_null(pc);
     assert_int_equal(pc->len, 3);
-    refuse(srv, u, "x", 1, NAN, "'x'");
-    refuse(srv, u, "cls", 0, 3, "'cls'");
-    refuse(srv, u, "cls", 0, 0.5, "'cls'");
-    refuse(srv, u, "rl", 0, 0, "'rl'");
-    refuse(srv, u, "rl", 0, INFINITY, "'rl'");
-    refuse(srv, u, "ri", 0, D, "'ri'");
-    refuse(srv, u, "pc", 0, pc->data[0] + 1, "'ri'"); /* the lists' length no longer matches */
+    fk_test_sfl_refuse(srv, u, "x", 1, NAN, "'x'");
+    fk_test_sfl_refuse(srv, u, "cls", 0, 3, "'cls'");
+    fk_test_sfl_refuse(srv, u, "cls", 0, 0.5, "'cls'");
+    fk_test_sfl_refuse(srv, u, "rl", 0, 0, "'rl'");
+    fk_test_sfl_refuse(srv, u, "rl", 0, INFINITY, "'rl'");
+    fk_test_sfl_refuse(srv, u, "ri", 0, D, "'ri'");
+    fk_test_sfl_refuse(srv, u, "pc", 0, pc->data[0] + 1,
+                       "'ri'"); /* the lists' length no longer matches */
     /* a row listed for a pair its class is not in */
     const fk_tensor *cl = fk_bundle_get(&u->msg, "cls");
     const fk_tensor *ri = fk_bundle_get(&u->msg, "ri");
@@ -273,11 +222,11 @@ static void bad_uploads_and_checkpoint(void **state)
     while (bad_row < cl->len && cl->data[bad_row] != 2)
         bad_row++;
     if (bad_row < cl->len && pc->data[0] > 0) /* problem 0 is (10, 20): class 30 is foreign */
-        refuse(srv, u, "ri", 0, (double)bad_row, "problem 0");
+        fk_test_sfl_refuse(srv, u, "ri", 0, (double)bad_row, "problem 0");
     (void)ri;
-    refuse(srv, u, "rows", 0, D + 1, "client 0");
+    fk_test_sfl_refuse(srv, u, "rows", 0, D + 1, "client 0");
     /* too many distinct rows for the job's cap */
-    refuse(srv, u, "rows", 0, ceil(0.2 * 45) + 1, "max_upload_fraction");
+    fk_test_sfl_refuse(srv, u, "rows", 0, ceil(0.2 * 45) + 1, "max_upload_fraction");
     /* the server solves; a resumed server (checkpoint between the phases) solves the same */
     assert_int_equal(M->aggregate(srv, 1, 1, ups, K, &done, &err), FK_OK);
     assert_int_equal(done, 1);
@@ -289,11 +238,7 @@ static void bad_uploads_and_checkpoint(void **state)
     assert_int_equal(M->model(srv, &m1, &err), FK_OK);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2);
-    fk_bundle_clear(&ck);
-    assert_int_equal(M->save(srv, &ck, &err), FK_OK); /* after the solve */
-    M->server_close(srv2);
-    assert_int_equal(M->server_init(&srv2, &p, K, 1, &err), FK_OK);
-    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    fk_test_sfl_restart(srv, &p, K, 1, &ck, &srv2); /* after the solve */
     fk_bundle_clear(&m2);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2);
@@ -307,7 +252,7 @@ static void bad_uploads_and_checkpoint(void **state)
     fk_bundle_clear(&m2);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     for (int k = 0; k < K; k++) {
         M->client_close(cli[k]);
         fk_dataset_close(&ds[k]);
@@ -338,15 +283,10 @@ static void pair_diagnostics(void **state)
     job(&p);
     void *srv = NULL, *srv2 = NULL, *cli[K];
     fk_err err = {0};
-    assert_int_equal(M->server_init(&srv, &p, K, 1, &err), FK_OK);
-    for (int k = 0; k < K; k++)
-        assert_int_equal(M->client_init(&cli[k], &p, &ds[k], k, K, 1, &err), FK_OK);
+    fk_test_sfl_open(&p, ds, K, 1, &srv, cli);
     fk_update ups[K];
     int done = 0;
-    phase(srv, cli, K, 0, ups);
-    assert_int_equal(M->aggregate(srv, 1, 0, ups, K, &done, &err), FK_OK);
-    close_ups(ups, K);
-    phase(srv, cli, K, 1, ups);
+    fk_test_sfl_uploads(srv, cli, K, ups);
     double crit_sum[3] = {0, 0, 0};
     for (int k = 0; k < K; k++) {
         const fk_tensor *pd = fk_bundle_get(&ups[k].msg, "pd"),
@@ -374,27 +314,30 @@ static void pair_diagnostics(void **state)
             crit_sum[q] += d[FK__SFL_PD_CRIT];
             nc += d[FK__SFL_PD_NC];
         }
-        assert_true(nc == scalar(&ups[k].msg, "not_converged"));
+        assert_true(nc == fk_test_scalar(&ups[k].msg, "not_converged"));
         assert_true(ups[k].report.loss > 0); /* the summed primal values: job status's loss */
     }
     fk_update *u = &ups[2];
     double T2 = 2 * 20000; /* two phases of the default T_client */
-    refuse(srv, u, "pd", 0 * FK__SFL_PD + FK__SFL_PD_ITERS, 5, "'pd' row 0"); /* skipped */
+    fk_test_sfl_refuse(srv, u, "pd", 0 * FK__SFL_PD + FK__SFL_PD_ITERS, 5,
+                       "'pd' row 0"); /* skipped */
     size_t r1 = 1 * FK__SFL_PD;
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_STATUS, 3, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_STATUS, -1, "'pd' row 1"); /* skipped, with values */
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, 0, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, T2 + 1, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, 2.5, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_VIOL, -1e-3, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_DUAL, NAN, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_PRIMAL, INFINITY, "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_CRIT, fk_bundle_get(&u->msg, "pc")->data[1] - 1,
-           "'pd' row 1");
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_CRIT, 25, "'pd' row 1"); /* above n = 24 */
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_STATUS, 3, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_STATUS, -1,
+                       "'pd' row 1"); /* skipped, with values */
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, 0, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, T2 + 1, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_ITERS, 2.5, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_VIOL, -1e-3, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_DUAL, NAN, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_PRIMAL, INFINITY, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_CRIT,
+                       fk_bundle_get(&u->msg, "pc")->data[1] - 1, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_CRIT, 25, "'pd' row 1"); /* above n = 24 */
     double nc1 = fk_bundle_get(&u->msg, "pd")->data[r1 + FK__SFL_PD_NC];
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_NC, nc1 + 1, "'not_converged'"); /* sum differs */
-    refuse(srv, u, "pd", r1 + FK__SFL_PD_NC, -1, "'pd' row 1");
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_NC, nc1 + 1,
+                       "'not_converged'"); /* sum differs */
+    fk_test_sfl_refuse(srv, u, "pd", r1 + FK__SFL_PD_NC, -1, "'pd' row 1");
     /* a missing or misshapen tensor */
     fk_tensor *pd = (fk_tensor *)fk_bundle_get(&u->msg, "pd");
     pd->shape[1] = FK__SFL_PD - 1;
@@ -425,9 +368,7 @@ static void pair_diagnostics(void **state)
         assert_true(pcr->data[q] == crit_sum[q]);
         assert_true(pit->data[q] >= 1 && pvi->data[q] >= 0 && pnc->data[q] >= 0);
     }
-    assert_int_equal(M->save(srv, &ck, &err), FK_OK);
-    assert_int_equal(M->server_init(&srv2, &p, K, 1, &err), FK_OK);
-    assert_int_equal(M->load(srv2, &ck, &err), FK_OK);
+    fk_test_sfl_restart(srv, &p, K, 1, &ck, &srv2);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2);
     /* a checkpoint with a bad summary is refused and changes nothing */
@@ -438,7 +379,7 @@ static void pair_diagnostics(void **state)
     fk_bundle_clear(&m2);
     assert_int_equal(M->model(srv2, &m2, &err), FK_OK);
     assert_bundles_equal(&m1, &m2);
-    close_ups(ups, K);
+    fk_test_sfl_close_ups(ups, K);
     for (int k = 0; k < K; k++) {
         M->client_close(cli[k]);
         fk_dataset_close(&ds[k]);
@@ -495,7 +436,7 @@ static void builtin_multiclass_data(void **state)
     fk_report_init(&r);
     assert_int_equal(M->evaluate(tc, &model, &r, &err), FK_OK);
     print_message("built-in 4 blobs, 4 clients of 40: held-out accuracy %.4f, union rows %g\n",
-                  r.accuracy, scalar(&model, "rows_union"));
+                  r.accuracy, fk_test_scalar(&model, "rows_union"));
     assert_true(r.accuracy >= 0.9);
     M->client_close(tc);
     fk_dataset_close(&test);
@@ -537,8 +478,8 @@ static void client_without_the_classes(void **state)
     const fk_tensor *mK = fk_bundle_get(&model, "mK");
     assert_non_null(mK);
     assert_int_equal(mK->len, 1);
-    assert_true(mK->data[0] > 0 && mK->data[0] == scalar(&model, "K"));
-    assert_true(scalar(&model, "n_ref") == 40);
+    assert_true(mK->data[0] > 0 && mK->data[0] == fk_test_scalar(&model, "K"));
+    assert_true(fk_test_scalar(&model, "n_ref") == 40);
     assert_true(fin[0].n_samples == 40 && fin[0].accuracy >= 0.95);
     assert_true(fin[1].n_samples == 0);
     fk_bundle_close(&model);

@@ -18,6 +18,7 @@
 #include "common/net/certs.h"
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server.h"
+#include "tests/support_net.h"
 
 static int io_threads = 1; /* of the server under test: set per group in main */
 
@@ -98,16 +99,7 @@ static void done(void *ud, int status, const char *msg, const uint8_t *resp, siz
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/fk-net-loop-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    fk_err err;
-    fk_cert_opts o = {.days = 1, .ips = "127.0.0.1"};
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s/pki", f->dir);
-    assert_int_equal(fk_certs_init_ca(sub, NULL, &o, &err), FK_OK);
-    assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "localhost", &o, &err), FK_OK);
-    o.ips = NULL;
-    assert_int_equal(fk_certs_issue(sub, FK_ROLE_CLIENT, "alice", &o, &err), FK_OK);
+    fk_test_pki_make(f->dir, sizeof f->dir, "/tmp/fk-net-loop-XXXXXX", NULL);
     assert_int_equal(uv_loop_init(&f->loop), 0);
     fk_net_limits_default(&f->lim);
     fk_log_set_level(FK_LOG_ERROR);
@@ -115,33 +107,13 @@ static int setup(void **state)
     return 0;
 }
 
-static void paths(fixture *f, fk_cert_role role, const char *name, char *ca, char *crt, char *key)
-{
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s/pki", f->dir);
-    assert_int_equal(fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL), FK_OK);
-    assert_int_equal(fk_certs_path(crt, 256, sub, role, name, "pem", NULL), FK_OK);
-    assert_int_equal(fk_certs_path(key, 256, sub, role, name, "key", NULL), FK_OK);
-}
-
 /* Start the server and connect the client to host, checking server_name (NULL: host). */
 static void start_at(fixture *f, const char *host, const char *server_name)
 {
-    char ca[256], crt[256], key[256];
     fk_err err;
-    paths(f, FK_ROLE_SERVER, "localhost", ca, crt, key);
-    fk_grpc_server_config sc = {.limits = f->lim, .drain_ms = 200, .io_threads = io_threads};
-    fk_tls_files sf = {ca, crt, key, NULL, 0};
-    assert_int_equal(fk_tls_ctx_new(&sc.tls, 1, &sf, &err), FK_OK);
-    assert_int_equal(fk_grpc_server_init(&f->srv, &f->loop, &sc, &err), FK_OK);
-    fk_tls_ctx_unref(sc.tls);
-    assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Echo", on_echo, f, &err), FK_OK);
-    assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Hold", on_hold, f, &err), FK_OK);
-    assert_int_equal(fk_grpc_server_listen(f->srv, "127.0.0.1:0", &err), FK_OK);
-    paths(f, FK_ROLE_CLIENT, "alice", ca, crt, key);
+    fk_test_echo_server(&f->srv, &f->loop, f->dir, &f->lim, 200, io_threads, on_echo, on_hold, f);
     fk_grpc_client_config cc = {.limits = f->lim};
-    fk_tls_files cf = {ca, crt, key, NULL, 0};
-    assert_int_equal(fk_tls_ctx_new(&cc.tls, 0, &cf, &err), FK_OK);
+    cc.tls = fk_test_tls(f->dir, 0, "alice");
     assert_int_equal(fk_grpc_client_connect(&f->cl, &f->loop, &cc, host,
                                             fk_grpc_server_port(f->srv), server_name, on_state, f,
                                             &err),
@@ -178,9 +150,7 @@ static int teardown(void **state)
         fk_grpc_server_close(f->srv, server_closed, f);
     FK_UV_MUST(uv_run(&f->loop, UV_RUN_DEFAULT));
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    fk_test_pki_remove(f->dir);
     free(f);
     return 0;
 }

@@ -21,6 +21,7 @@
 #include "common/net/grpc_client.h"
 #include "common/net/grpc_server_int.h"
 #include "common/net/grpc_server.h"
+#include "tests/support_net.h"
 
 enum { THREADS = 3, CLIENTS = 12, CALLS = 40, BIG = 256 * 1024, MAXHELD = 64 };
 
@@ -169,17 +170,8 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     assert_non_null(f);
-    snprintf(f->dir, sizeof f->dir, "/tmp/fk-net-mloop-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    fk_err err;
-    fk_cert_opts o = {.days = 1, .ips = "127.0.0.1"};
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s/pki", f->dir);
-    assert_int_equal(fk_certs_init_ca(sub, NULL, &o, &err), FK_OK);
-    assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "localhost", &o, &err), FK_OK);
-    assert_int_equal(fk_certs_issue(sub, FK_ROLE_SERVER, "reloaded", &o, &err), FK_OK);
-    o.ips = NULL;
-    assert_int_equal(fk_certs_issue(sub, FK_ROLE_CLIENT, "alice", &o, &err), FK_OK);
+    static const char *const reloaded[] = {"reloaded", NULL};
+    fk_test_pki_make(f->dir, sizeof f->dir, "/tmp/fk-net-mloop-XXXXXX", reloaded);
     assert_int_equal(uv_loop_init(&f->loop), 0);
     f->main_thread = uv_thread_self();
     fk_net_limits_default(&f->lim);
@@ -198,40 +190,19 @@ static int setup(void **state)
     return 0;
 }
 
-static void paths(fixture *f, fk_cert_role role, const char *name, char *ca, char *crt, char *key)
-{
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s/pki", f->dir);
-    assert_int_equal(fk_certs_path(ca, 256, sub, FK_ROLE_NONE, NULL, "pem", NULL), FK_OK);
-    assert_int_equal(fk_certs_path(crt, 256, sub, role, name, "pem", NULL), FK_OK);
-    assert_int_equal(fk_certs_path(key, 256, sub, role, name, "key", NULL), FK_OK);
-}
-
 static void start_server(fixture *f)
 {
-    char ca[256], crt[256], key[256];
     fk_err err;
-    paths(f, FK_ROLE_SERVER, "localhost", ca, crt, key);
-    fk_grpc_server_config sc = {.limits = f->lim, .drain_ms = 300, .io_threads = THREADS};
-    fk_tls_files sf = {ca, crt, key, NULL, 0};
-    assert_int_equal(fk_tls_ctx_new(&sc.tls, 1, &sf, &err), FK_OK);
-    assert_int_equal(fk_grpc_server_init(&f->srv, &f->loop, &sc, &err), FK_OK);
-    fk_tls_ctx_unref(sc.tls);
-    assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Echo", on_echo, f, &err), FK_OK);
-    assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Hold", on_hold, f, &err), FK_OK);
-    assert_int_equal(fk_grpc_server_listen(f->srv, "127.0.0.1:0", &err), FK_OK);
+    fk_test_echo_server(&f->srv, &f->loop, f->dir, &f->lim, 300, THREADS, on_echo, on_hold, f);
     /* the I/O threads learnt the methods at listen: a new one now is refused */
     assert_int_equal(fk_grpc_server_handle(f->srv, "/t.T/Late", on_echo, f, &err), FK_ESTATE);
 }
 
 static void connect_clients(fixture *f)
 {
-    char ca[256], crt[256], key[256];
     fk_err err;
-    paths(f, FK_ROLE_CLIENT, "alice", ca, crt, key);
     fk_grpc_client_config cc = {.limits = f->lim};
-    fk_tls_files cf = {ca, crt, key, NULL, 0};
-    assert_int_equal(fk_tls_ctx_new(&cc.tls, 0, &cf, &err), FK_OK);
+    cc.tls = fk_test_tls(f->dir, 0, "alice");
     for (int i = 0; i < CLIENTS; i++)
         assert_int_equal(fk_grpc_client_connect(&f->c[i].cl, &f->loop, &cc, "127.0.0.1",
                                                 fk_grpc_server_port(f->srv), NULL, on_state,
@@ -297,9 +268,7 @@ static int teardown(void **state)
         fk_grpc_server_close(f->srv, server_closed, f);
     FK_UV_MUST(uv_run(&f->loop, UV_RUN_DEFAULT)); /* ends only once every thread is joined */
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->dir);
-    assert_int_equal(system(cmd), 0);
+    fk_test_pki_remove(f->dir);
     free(f->big);
     free(f);
     return 0;
@@ -434,12 +403,7 @@ static void tls_reload_reaches_every_thread(void **state)
 {
     fixture *f = *state;
     start_server(f);
-    char ca[256], crt[256], key[256];
-    fk_err err;
-    paths(f, FK_ROLE_SERVER, "reloaded", ca, crt, key);
-    fk_tls_files sf = {ca, crt, key, NULL, 0};
-    fk_tls_ctx *tls;
-    assert_int_equal(fk_tls_ctx_new(&tls, 1, &sf, &err), FK_OK);
+    fk_tls_ctx *tls = fk_test_tls(f->dir, 1, "reloaded");
     fk_grpc_server_set_tls(f->srv, tls);
     fk_tls_ctx_unref(tls);
     connect_clients(f);

@@ -92,18 +92,6 @@ static void e21_draw(fk_rng *r, const double *a, const double *c, size_t n, doub
     }
 }
 
-static double test_mse(const fk_sfl_model *m, const double *xt, const double *yt, size_t Nt)
-{
-    double *ft = malloc((Nt ? Nt : 1) * sizeof *ft), s = 0;
-    if (!ft)
-        return NAN;
-    fk_sfl_predict(m, xt, Nt, ft);
-    for (size_t i = 0; i < Nt; i++)
-        s += (ft[i] - yt[i]) * (ft[i] - yt[i]);
-    free(ft);
-    return s / (double)Nt;
-}
-
 /* E2.1 outputs of one problem, summed into means over the realisations. */
 enum {
     E21_MSE,
@@ -151,7 +139,7 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
                  : fk_sfl_model_support(&a, f.alpha, &m, err);
         if (rc)
             break;
-        out[slot[i]] = test_mse(&m, xt, yt, Nt);
+        out[slot[i]] = fk__bench_sfl_mse(&m, xt, yt, Nt);
         if (slot[i] == E21_MSE)
             out[E21_K] = (double)m.K;
         fk_sfl_model_close(&m);
@@ -159,7 +147,7 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
     fk_sfl_model m; /* bumps split until the refit meets the tube (grid atoms; E2.2's reading) */
     if (!rc &&
         !(rc = fk_sfl_model_peaks_fit(&a, f.alpha, x, y, N, 1.05 * sqrt(so.eps), NULL, &m, err))) {
-        out[E21_MSE_SPLIT] = test_mse(&m, xt, yt, Nt);
+        out[E21_MSE_SPLIT] = fk__bench_sfl_mse(&m, xt, yt, Nt);
         out[E21_K_SPLIT] = (double)m.K;
         fk_sfl_model_close(&m);
     }
@@ -183,7 +171,7 @@ static int e21_pi(const double *x, const double *y, size_t N, const double *Z, s
                    : fk_sfl_pi_fit(x, y, N, 1, w, FK_SFL_REGRESS, 9e-3, 0, T, &m, &info, err);
         if (rc)
             return rc;
-        mse[i] = test_mse(&m, xt, yt, Nt);
+        mse[i] = fk__bench_sfl_mse(&m, xt, yt, Nt);
         conv[i] += info.status == FK_SFL_CONVERGED;
         fk_sfl_model_close(&m);
     }
@@ -911,6 +899,24 @@ static void usage(void)
            "rows of the pair dealt to IID clients; the official test split).\n");
 }
 
+/* rc, or the int option name (default def, lo..hi) read into *out: the options are read in
+ * one chain that stops at the first error. */
+static int opt_int(fk_params *p, int rc, const char *name, long def, long lo, long hi, int *out,
+                   fk_err *err)
+{
+    long v = def;
+    if (!rc)
+        rc = fk_params_int(p, name, def, lo, hi, &v, err);
+    *out = (int)v;
+    return rc;
+}
+
+static int opt_double(fk_params *p, int rc, const char *name, double def, double lo, double hi,
+                      double *out, fk_err *err)
+{
+    return rc ? rc : fk_params_double(p, name, def, lo, hi, out, err);
+}
+
 /* The bench's options from the command line; skip[SKIP_*] from the --skip-* flags. o->dir and
  * the pen widths point into p. */
 static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
@@ -921,127 +927,72 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
         "skip_e25", "skip_noniid", "skip_res_fashion", "skip_res_sweep",
         "skip_t1", "skip_blur", "skip_gsweep", "skip_fig8",
         "skip_t1_mnist"};
-    long r21 = 20, r31 = 20, rp = 3, kp = 10, np = 600;
-    int json = 0;
-    int rc = fk_params_bool(p, "json", 0, &json, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps21", 20, 1, 100000, &r21, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps31", 20, 1, 100000, &r31, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps_pen", 3, 1, 100000, &rp, err);
-    if (!rc)
-        rc = fk_params_int(p, "clients_pen", 10, 1, 1000, &kp, err);
-    if (!rc)
-        rc = fk_params_int(p, "n_pen", 600, 10, 100000, &np, err);
+    int rc = fk_params_bool(p, "json", 0, &o->json, err);
+    rc = opt_int(p, rc, "reps21", 20, 1, 100000, &o->reps21, err);
+    rc = opt_int(p, rc, "reps31", 20, 1, 100000, &o->reps31, err);
+    rc = opt_int(p, rc, "reps_pen", 3, 1, 100000, &o->reps_pen, err);
+    rc = opt_int(p, rc, "clients_pen", 10, 1, 1000, &o->K_pen, err);
+    rc = opt_int(p, rc, "n_pen", 600, 10, 100000, &o->n_pen, err);
     if (!rc)
         rc = fk_params_int(p, "T", 5000, 1, 100000000, &o->T, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
+    rc = opt_double(p, rc, "grel_pii2", 0.3, 0, 0.999, &o->grel_pii2, err);
+    rc = opt_double(p, rc, "grel_pii", 0.3, 0, 0.999, &o->grel_pii, err);
     for (int i = 0; i < N_SKIP && !rc; i++)
         rc = fk_params_bool(p, skip_names[i], 0, &skip[i], err);
     if (!rc)
         rc = fk_params_bool(p, "pen_diag", 0, &o->pen_diag, err);
-    long r22 = 50, r23 = 2, npark = 40, rres = 4, n21 = 100, f24 = 10, nrf = 400, rrf = 2,
-         m21 = 14;
-    if (!rc) /* E2.1 (PI') k-means: centres (default: (PII'')'s published kernel count) */
-        rc = fk_params_int(p, "m21", 14, 1, 100000, &m21, err);
-    if (!rc)
-        rc = fk_params_int(p, "folds24", 10, 1, 10, &f24, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e24", 0, 0, 0.999, &o->grel_e24, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e25", 0.3, 0, 0.999, &o->grel_e25, err);
-    if (!rc)
-        rc = fk_params_int(p, "n21", 100, 10, 100000, &n21, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps22", 50, 1, 100000, &r22, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps23", 2, 1, 100000, &r23, err);
-    long rf8 = 10;
-    if (!rc)
-        rc = fk_params_int(p, "reps_fig8", 10, 1, 100000, &rf8, err);
-    o->reps_fig8 = (int)rf8;
-    if (!rc) /* Fig. 8's plateau: the smallest kernel count within fig8_tol of the minimum */
-        rc = fk_params_double(p, "fig8_tol", 0.1, 0, 10, &o->fig8_tol, err);
-    if (!rc) /* Fig. 8's centres U(1, 1 + spread): 1 as printed; more is an extension */
-        rc = fk_params_double(p, "fig8_spread", 1, 0.1, 100, &o->fig8_spread, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e22", 0.3, 0, 0.999, &o->grel_e22, err);
-    if (!rc)
-        rc = fk_params_double(p, "grel_e23", 0.3, 0, 0.999, &o->grel_e23, err);
-    if (!rc)
-        rc = fk_params_double(p, "split_e22", -1, -1, 100, &o->split_e22, err);
-    if (!rc)
-        rc = fk_params_double(p, "komp_w", 0.2, 1e-3, 100, &o->komp_w, err);
-    if (!rc)
-        rc = fk_params_int(p, "n_park", 40, 2, 100000, &npark, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps_res", 4, 1, 256, &rres, err);
-    if (!rc)
-        rc = fk_params_int(p, "n_res_fashion", 400, 20, 4000, &nrf, err);
-    if (!rc)
-        rc = fk_params_int(p, "reps_res_fashion", 2, 1, 256, &rrf, err);
-    o->reps_res_fashion = (int)rrf;
-    long rrs = 2;
-    if (!rc)
-        rc = fk_params_int(p, "reps_res_sweep", 2, 1, 64, &rrs, err);
-    o->reps_res_sweep = (int)rrs;
-    long rgs = 2;
-    if (!rc)
-        rc = fk_params_int(p, "reps_gsweep", 2, 1, 64, &rgs, err);
-    o->reps_gsweep = (int)rgs;
-    if (!rc)
-        rc = fk_params_double(p, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
-    o->n_res_fashion = (int)nrf;
-    long t1n = 200, t1k = 40, t1t = 500;
-    if (!rc)
-        rc = fk_params_int(p, "t1_n_per", 200, 10, 6000, &t1n, err);
-    if (!rc)
-        rc = fk_params_int(p, "t1_k_per", 40, 1, 6000, &t1k, err);
-    if (!rc)
-        rc = fk_params_int(p, "t1_test_per", 500, 1, 1000, &t1t, err); /* 5000 rows: sd 0.5 pt */
+    /* E2.1 (PI') k-means: centres (default: (PII'')'s published kernel count) */
+    rc = opt_int(p, rc, "m21", 14, 1, 100000, &o->m21, err);
+    rc = opt_int(p, rc, "folds24", 10, 1, 10, &o->folds24, err);
+    rc = opt_double(p, rc, "grel_e24", 0, 0, 0.999, &o->grel_e24, err);
+    rc = opt_double(p, rc, "grel_e25", 0.3, 0, 0.999, &o->grel_e25, err);
+    rc = opt_int(p, rc, "n21", 100, 10, 100000, &o->n21, err);
+    rc = opt_int(p, rc, "reps22", 50, 1, 100000, &o->reps22, err);
+    rc = opt_int(p, rc, "reps23", 2, 1, 100000, &o->reps23, err);
+    rc = opt_int(p, rc, "reps_fig8", 10, 1, 100000, &o->reps_fig8, err);
+    /* Fig. 8's plateau: the smallest kernel count within fig8_tol of the minimum */
+    rc = opt_double(p, rc, "fig8_tol", 0.1, 0, 10, &o->fig8_tol, err);
+    /* Fig. 8's centres U(1, 1 + spread): 1 as printed; more is an extension */
+    rc = opt_double(p, rc, "fig8_spread", 1, 0.1, 100, &o->fig8_spread, err);
+    rc = opt_double(p, rc, "grel_e22", 0.3, 0, 0.999, &o->grel_e22, err);
+    rc = opt_double(p, rc, "grel_e23", 0.3, 0, 0.999, &o->grel_e23, err);
+    rc = opt_double(p, rc, "split_e22", -1, -1, 100, &o->split_e22, err);
+    rc = opt_double(p, rc, "komp_w", 0.2, 1e-3, 100, &o->komp_w, err);
+    rc = opt_int(p, rc, "n_park", 40, 2, 100000, &o->n_park, err);
+    rc = opt_int(p, rc, "reps_res", 4, 1, 256, &o->reps_res, err);
+    rc = opt_int(p, rc, "n_res_fashion", 400, 20, 4000, &o->n_res_fashion, err);
+    rc = opt_int(p, rc, "reps_res_fashion", 2, 1, 256, &o->reps_res_fashion, err);
+    rc = opt_int(p, rc, "reps_res_sweep", 2, 1, 64, &o->reps_res_sweep, err);
+    rc = opt_int(p, rc, "reps_gsweep", 2, 1, 64, &o->reps_gsweep, err);
+    rc = opt_double(p, rc, "res_kmult", 100, 1e-6, 1e6, &o->res_kmult, err);
+    rc = opt_int(p, rc, "t1_n_per", 200, 10, 6000, &o->t1_n_per, err);
+    rc = opt_int(p, rc, "t1_k_per", 40, 1, 6000, &o->t1_k_per, err);
+    /* 5000 rows: sd 0.5 pt */
+    rc = opt_int(p, rc, "t1_test_per", 500, 1, 1000, &o->t1_test_per, err);
     /* MNIST-2000 has 179 rows of its smallest class: training + test rows per class <= 179 */
-    long m1n = 120, m1k = 30, m1t = 55;
-    if (!rc)
-        rc = fk_params_int(p, "t1m_n_per", 120, 10, 178, &m1n, err);
-    if (!rc)
-        rc = fk_params_int(p, "t1m_k_per", 30, 1, 178, &m1k, err);
-    if (!rc)
-        rc = fk_params_int(p, "t1m_test_per", 55, 1, 169, &m1t, err);
-    if (!rc && (m1k > m1n || m1n + m1t > 179))
-        rc = fk_err_set(err, FK_EINVAL, "--t1m_k_per %ld must not exceed --t1m_n_per %ld, and "
+    rc = opt_int(p, rc, "t1m_n_per", 120, 10, 178, &o->t1m_n_per, err);
+    rc = opt_int(p, rc, "t1m_k_per", 30, 1, 178, &o->t1m_k_per, err);
+    rc = opt_int(p, rc, "t1m_test_per", 55, 1, 169, &o->t1m_test_per, err);
+    if (!rc && (o->t1m_k_per > o->t1m_n_per || o->t1m_n_per + o->t1m_test_per > 179))
+        rc = fk_err_set(err, FK_EINVAL, "--t1m_k_per %d must not exceed --t1m_n_per %d, and "
                                         "t1m_n_per + t1m_test_per <= 179 (MNIST-2000's smallest "
-                                        "class)", m1k, m1n);
-    o->t1m_n_per = (int)m1n;
-    o->t1m_k_per = (int)m1k;
-    o->t1m_test_per = (int)m1t;
-    if (!rc && t1k > t1n)
-        rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %ld exceeds --t1_n_per %ld", t1k, t1n);
-    o->t1_n_per = (int)t1n;
-    o->t1_k_per = (int)t1k;
-    o->t1_test_per = (int)t1t;
-    o->reps22 = (int)r22;
-    o->n21 = (int)n21;
-    o->m21 = (int)m21;
-    o->folds24 = (int)f24;
-    o->reps23 = (int)r23;
-    o->n_park = (int)npark;
-    o->reps_res = (int)rres;
+                                        "class)", o->t1m_k_per, o->t1m_n_per);
+    if (!rc && o->t1_k_per > o->t1_n_per)
+        rc = fk_err_set(err, FK_EINVAL, "--t1_k_per %d exceeds --t1_n_per %d", o->t1_k_per,
+                        o->t1_n_per);
+    /* the pen rows' job keys pass on as text: refuse a bad one now, not an hour into the run */
+    double chk;
+    rc = opt_double(p, rc, "pen_wmin", 0.5, 1e-6, 1e6, &chk, err);
+    rc = opt_double(p, rc, "pen_wmax", 1.5, 1e-6, 1e6, &chk, err);
+    rc = opt_double(p, rc, "pen_c", 100, 1e-9, 1e12, &chk, err);
+    rc = opt_double(p, rc, "pen_eps", 0.5, 0, 0.999999, &chk, err);
+    rc = opt_double(p, rc, "pen_cap", 1, 1e-6, 1, &chk, err);
     o->dir = fk_params_str(p, "data_dir", "../shared/data");
     o->pen_wmin = fk_params_str(p, "pen_wmin", "0.5");
     o->pen_wmax = fk_params_str(p, "pen_wmax", "1.5");
     o->pen_c = fk_params_str(p, "pen_c", "100");     /* the pen rows' quadratic cost c */
     o->pen_eps = fk_params_str(p, "pen_eps", "0.5"); /* and margin slack eps (spec: 0.5) */
     o->pen_cap = fk_params_str(p, "pen_cap", "1");   /* and the clients' upload cap */
-    o->json = json;
-    o->reps21 = (int)r21;
-    o->reps31 = (int)r31;
-    o->reps_pen = (int)rp;
-    o->K_pen = (int)kp;
-    o->n_pen = (int)np;
     if (!rc && fk_params_unused(p))
         rc = fk_err_set(err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(p));
     return rc;

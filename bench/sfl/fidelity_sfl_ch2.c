@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/sfl/sfl_bench.h"
 #include "common/la/rng.h"
 #include "common/models/sfl.h"
 
@@ -193,7 +194,7 @@ static void komp_close(komp_out *m)
     free(m->a);
 }
 
-static double model_mse(const fk_sfl_model *m, const double *x, const double *y, size_t n)
+double fk__bench_sfl_mse(const fk_sfl_model *m, const double *x, const double *y, size_t n)
 {
     double *f = malloc((n ? n : 1) * sizeof *f), s = 0;
     if (!f)
@@ -287,7 +288,7 @@ int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split, fk_
                 double su = split;
                 if ((rc = fit_grid(x, y, N, -1.5, 4.5, &w, 1, grel, T, split, &su, &pm, err)))
                     break;
-                double e_star = model_mse(&pm, x, y, N); /* KOMP stops at this training MSE */
+                double e_star = fk__bench_sfl_mse(&pm, x, y, N); /* KOMP stops at this training MSE */
                 komp_out ko;
                 if (!(rc = komp(x, y, N, 0.5, fmax(e_star, 1e-12), 0, &ko, err))) {
                     sparser += pm.K < ko.K;
@@ -295,7 +296,7 @@ int fk__bench_sfl_e22(int json, int reps, long T, double grel, double split, fk_
                     ties += pm.K == ko.K;
                     kp += (double)pm.K / reps;
                     kk += (double)ko.K / reps;
-                    mp += model_mse(&pm, xt, yt, NT) / reps;
+                    mp += fk__bench_sfl_mse(&pm, xt, yt, NT) / reps;
                     mk += komp_mse(&ko, x, 0.5, xt, yt, NT) / reps;
                     komp_close(&ko);
                 }
@@ -391,7 +392,7 @@ int fk__bench_sfl_fig8(int json, int reps, long T, double split, double tol, dou
                                err)))
                 break;
             Kg[i] = (double)pm.K;
-            Mg[i] = model_mse(&pm, xt, yt, NT);
+            Mg[i] = fk__bench_sfl_mse(&pm, xt, yt, NT);
             kg_mean[i] += Kg[i] / reps;
             mg_mean[i] += Mg[i] / reps;
             kmin = (int)fmin(kmin, Kg[i]);
@@ -512,7 +513,7 @@ int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w, fk
             if ((rc = fit_grid(x, y, N, -6, 6, widths, 10, grel, T, 0, NULL, &pm, err)))
                 break;
             kern[i] += (double)pm.K / reps;
-            mse[i] += model_mse(&pm, xt, yt, NT) / reps;
+            mse[i] += fk__bench_sfl_mse(&pm, xt, yt, NT) / reps;
             fk_sfl_model_close(&pm);
             komp_out ko;
             if (!(rc = komp(x, y, N, komp_w, 0, 26, &ko, err))) {

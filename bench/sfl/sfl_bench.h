@@ -3,6 +3,7 @@
 #define FK_BENCH_SFL_H
 
 #include "common/base/err.h"
+#include "common/models/sfl.h"
 
 int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/sfl/fidelity_sfl.c */
 int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */
@@ -37,6 +38,8 @@ FK_CHECKRETURN int fk__bench_sfl_e25(int json, const char *dir, long T, double g
  * n_per training and test_per test rows per class, k_per k-means centres per class. */
 FK_CHECKRETURN int fk__bench_sfl_t1(int json, const char *dir, int mnist, int n_per, int k_per,
                                     int test_per, long T, fk_err *err);
+/* Test MSE of m on the n points x (1-D) with targets y (fidelity_sfl_ch2.c; NaN: no memory). */
+double fk__bench_sfl_mse(const fk_sfl_model *m, const double *x, const double *y, size_t n);
 FK_CHECKRETURN int fk__bench_sfl_e23(int json, int reps, long T, double grel, double komp_w,
                                      fk_err *err);
 

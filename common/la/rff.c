@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/la/blas.h"
 #include "common/la/rng.h"
 #include "common/la/vsincos.h"
 
@@ -215,4 +216,25 @@ double fk_gauss_kernel(const double *x, const double *y, size_t d, double sigma)
         s += t * t;
     }
     return exp(-s / (2 * sigma * sigma));
+}
+
+int fk_gauss_from_cross(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K,
+                        const char *who, fk_err *err)
+{
+    double *nb = malloc(B->rows * sizeof *nb);
+    if (!nb && B->rows)
+        return fk_err_set(err, FK_ENOMEM, "%s: out of memory", who);
+    for (size_t j = 0; j < B->rows; j++)
+        nb[j] = fk_dot(B->cols, fk_mat_row(B, j), fk_mat_row(B, j));
+    double g = -0.5 / (sigma * sigma);
+    for (size_t i = 0; i < A->rows; i++) {
+        double na = fk_dot(A->cols, fk_mat_row(A, i), fk_mat_row(A, i));
+        double *r = fk_mat_row(K, i);
+        for (size_t j = 0; j < B->rows; j++) {
+            double d2 = na + nb[j] - 2 * r[j];
+            r[j] = exp(g * (d2 > 0 ? d2 : 0));
+        }
+    }
+    free(nb);
+    return FK_OK;
 }

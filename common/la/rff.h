@@ -54,5 +54,11 @@ FK_CHECKRETURN int fk_rff_backward(const fk_rff *r, const fk_mat *X, const fk_ma
 
 /* Exact Gaussian kernel value for two d-vectors. */
 double fk_gauss_kernel(const double *x, const double *y, size_t d, double sigma);
+/* Exact Gaussian Gram matrix from cross products: K (A->rows x B->rows) holds A B^T on entry
+ * (the caller's dgemm or dsyrk) and exp(-|a_i - b_j|^2 / (2 sigma^2)) on return, the squared
+ * distance |a_i|^2 + |b_j|^2 - 2 a_i.b_j clamped at 0 against rounding. Fails only with
+ * FK_ENOMEM, the message prefixed by who; K is then left to the caller to close. */
+FK_CHECKRETURN int fk_gauss_from_cross(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K,
+                                       const char *who, fk_err *err);
 
 #endif

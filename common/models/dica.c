@@ -109,6 +109,21 @@ long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err)
     return (long)i;
 }
 
+size_t fk__dica_domain_index(const long *dom, size_t n, long *ids, size_t *di, double *cnt)
+{
+    size_t N = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t k = 0;
+        while (k < N && ids[k] != dom[i])
+            k++;
+        if (k == N)
+            ids[N++] = dom[i];
+        di[i] = k;
+        cnt[k] += 1;
+    }
+    return N;
+}
+
 int fk__dica_all_finite(const double *a, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -636,21 +651,15 @@ int fk_dica_project(const fk_dica_fit *f, const fk_mat *Phi, const double *cente
 
 double fk_dica_domain_variance(const fk_mat *Z, const long *dom)
 {
-    size_t n = Z->rows, m = Z->cols, N = 0;
+    size_t n = Z->rows, m = Z->cols, *di = malloc(n * sizeof *di);
     long *ids = malloc(n * sizeof *ids);
     double *cnt = calloc(n, sizeof *cnt), *mean = calloc(n * m, sizeof *mean);
     double *bar = calloc(m, sizeof *bar), v = NAN;
-    if (!ids || !cnt || !mean || !bar)
+    if (!di || !ids || !cnt || !mean || !bar)
         goto out;
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < N && ids[k] != dom[i])
-            k++;
-        if (k == N)
-            ids[N++] = dom[i];
-        cnt[k] += 1;
-        fk_axpy(m, 1.0, fk_mat_row(Z, i), mean + k * m);
-    }
+    size_t N = fk__dica_domain_index(dom, n, ids, di, cnt);
+    for (size_t i = 0; i < n; i++)
+        fk_axpy(m, 1.0, fk_mat_row(Z, i), mean + di[i] * m);
     for (size_t k = 0; k < N; k++) {
         fk_scal(m, 1.0 / cnt[k], mean + k * m);
         fk_axpy(m, 1.0 / (double)N, mean + k * m, bar);
@@ -662,6 +671,7 @@ double fk_dica_domain_variance(const fk_mat *Z, const long *dom)
     }
     v /= (double)N;
 out:
+    free(di);
     free(ids);
     free(cnt);
     free(mean);

@@ -31,15 +31,8 @@ int fk_dica_dist_kernel(const fk_mat *K2, const long *dom, double sigma1, fk_mat
     long *ids = malloc(n * sizeof *ids);
     double *cnt = calloc(n, sizeof *cnt), *M = NULL, *G = NULL;
     int rc = di && ids && cnt ? FK_OK : fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    for (size_t i = 0; !rc && i < n; i++) {
-        size_t k = 0;
-        while (k < N && ids[k] != dom[i])
-            k++;
-        if (k == N)
-            ids[N++] = dom[i];
-        di[i] = k;
-        cnt[k] += 1;
-    }
+    if (!rc)
+        N = fk__dica_domain_index(dom, n, ids, di, cnt);
     /* G_ij = mean of K2 over domain i x domain j, through the n x N row means M. */
     if (!rc) {
         M = calloc(n * N, sizeof *M);

@@ -11,6 +11,7 @@
 
 #include "common/la/blas.h"
 #include "common/la/eig.h"
+#include "common/la/rff.h"
 
 int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, fk_err *err)
 {
@@ -27,28 +28,11 @@ int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K
      * and K exactly symmetric, §5.1 step 1), a dgemm otherwise. */
     int rc = A == B ? fk_syrk(FK_NOTRANS, 1.0, A, 0.0, K, err)
                     : fk_gemm(FK_NOTRANS, FK_TRANS, 1.0, A, B, 0.0, K, err);
-    if (rc) {
+    if (!rc)
+        rc = fk_gauss_from_cross(A, B, sigma, K, "dica", err);
+    if (rc)
         fk_mat_close(K);
-        return rc;
-    }
-    double *nb = malloc(B->rows * sizeof *nb);
-    if (!nb) {
-        fk_mat_close(K);
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    }
-    for (size_t j = 0; j < B->rows; j++)
-        nb[j] = fk_dot(B->cols, fk_mat_row(B, j), fk_mat_row(B, j));
-    double s = -0.5 / (sigma * sigma);
-    for (size_t i = 0; i < A->rows; i++) {
-        double na = fk_dot(A->cols, fk_mat_row(A, i), fk_mat_row(A, i));
-        double *r = fk_mat_row(K, i);
-        for (size_t j = 0; j < B->rows; j++) {
-            double d2 = na + nb[j] - 2 * r[j];
-            r[j] = exp(s * (d2 > 0 ? d2 : 0));
-        }
-    }
-    free(nb);
-    return FK_OK;
+    return rc;
 }
 
 /* K~ = H K H in place; colmean and grand of the uncentred K if asked. */
@@ -316,21 +300,12 @@ int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_d
         goto out;
     center_gram(&Kc, NULL, NULL);
     /* K~ Q K~ = (1/N) (M H_N)(M H_N)^T with M the per-domain row means of K~ (§5.1 step 4). */
-    size_t N = 0;
     size_t *di = malloc(n * sizeof *di);
     if (!di) {
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        size_t k = 0;
-        while (k < N && ids[k] != dom[i])
-            k++;
-        if (k == N)
-            ids[N++] = dom[i];
-        di[i] = k;
-        cnt[k] += 1;
-    }
+    size_t N = fk__dica_domain_index(dom, n, ids, di, cnt);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < n; j++)
             Mk.data[i * Mk.ld + di[j]] += Kc.data[i * Kc.ld + j] / cnt[di[j]];

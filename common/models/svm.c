@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/la/blas.h"
+#include "common/la/rff.h"
 
 #define SVM_TAU 1e-12 /* LIBSVM: floor of a non-positive curvature */
 
@@ -382,26 +383,11 @@ int fk_svm_rbf_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, f
     if (A->rows == 0 || B->rows == 0)
         return FK_OK;
     int rc = fk_gemm(FK_NOTRANS, FK_TRANS, 1.0, A, B, 0.0, K, err);
-    double *nb = rc ? NULL : malloc(B->rows * sizeof *nb);
-    if (!rc && !nb)
-        rc = fk_err_set(err, FK_ENOMEM, "svm: out of memory");
-    if (rc) {
+    if (!rc)
+        rc = fk_gauss_from_cross(A, B, sigma, K, "svm", err);
+    if (rc)
         fk_mat_close(K);
-        return rc;
-    }
-    for (size_t j = 0; j < B->rows; j++)
-        nb[j] = fk_dot(B->cols, fk_mat_row(B, j), fk_mat_row(B, j));
-    double g = -0.5 / (sigma * sigma);
-    for (size_t i = 0; i < A->rows; i++) {
-        double na = fk_dot(A->cols, fk_mat_row(A, i), fk_mat_row(A, i));
-        double *r = fk_mat_row(K, i);
-        for (size_t j = 0; j < B->rows; j++) {
-            double d2 = na + nb[j] - 2 * r[j];
-            r[j] = exp(g * (d2 > 0 ? d2 : 0));
-        }
-    }
-    free(nb);
-    return FK_OK;
+    return rc;
 }
 
 static int all_finite_mat(const fk_mat *X)

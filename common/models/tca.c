@@ -192,6 +192,29 @@ static void normalize_columns(fk_mat *W, const double *theta, fk_tca_norm norm)
     }
 }
 
+/* W (initialised here, D x m) = P U = gamma^-1/2 (U - c v (v^T U)), U the top-m eigenvectors of
+ * P A P taken back through P (§1.5), columns normalised by norm, signs fixed. */
+static int back_transform(const fk_mat *U, size_t m, const double *v, double c, double gamma,
+                          const double *theta, fk_tca_norm norm, fk_mat *W, fk_err *err)
+{
+    size_t D = U->rows;
+    double *vu = malloc(m * sizeof *vu);
+    if (!vu || fk_mat_init(W, D, m)) {
+        free(vu);
+        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
+    }
+    cblas_dgemv(CblasRowMajor, CblasTrans, (int)D, (int)m, 1.0, U->data, (int)U->ld, v, 1, 0.0,
+                vu, 1);
+    double g = 1.0 / sqrt(gamma);
+    for (size_t i = 0; i < D; i++)
+        for (size_t j = 0; j < m; j++)
+            W->data[i * W->ld + j] = g * (U->data[i * U->ld + j] - c * v[i] * vu[j]);
+    normalize_columns(W, theta, norm);
+    fk_eig_fix_signs(W);
+    free(vu);
+    return FK_OK;
+}
+
 int fk_tca_solve(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
                  fk_mat *W, double *theta, fk_err *err)
 {
@@ -230,27 +253,12 @@ int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk
         free(v);
         return rc;
     }
-    /* W = P U = gamma^-1/2 (U - c v (v^T U)). */
-    double *vu = malloc(m * sizeof *vu);
-    if (!vu || fk_mat_init(W, D, m)) {
-        free(vu);
-        free(v);
-        fk_mat_close(&U);
-        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
-    }
-    cblas_dgemv(CblasRowMajor, CblasTrans, (int)D, (int)m, 1.0, U.data, (int)U.ld, v, 1, 0.0, vu, 1);
-    double g = 1.0 / sqrt(gamma);
-    for (size_t i = 0; i < D; i++)
-        for (size_t j = 0; j < m; j++)
-            W->data[i * W->ld + j] = g * (U.data[i * U.ld + j] - c * v[i] * vu[j]);
-    normalize_columns(W, theta, norm);
-    fk_eig_fix_signs(W);
-    if (tm)
+    rc = back_transform(&U, m, v, c, gamma, theta, norm, W, err);
+    if (tm && !rc)
         tm->back = now() - t3;
-    free(vu);
     free(v);
     fk_mat_close(&U);
-    return FK_OK;
+    return rc;
 }
 
 int fk_tca_solve_moments(const fk_mat *A, const double *v, double gamma, size_t m,
@@ -296,23 +304,9 @@ int fk_tca_solve_moments(const fk_mat *A, const double *v, double gamma, size_t 
                           "TCA: only components below %zu carry variance (eigenvalue %zu is %g); "
                           "lower m", m, m, theta[m - 1]);
     }
-    double *vu = malloc(m * sizeof *vu);
-    if (!vu || fk_mat_init(W, D, m)) {
-        free(vu);
-        fk_mat_close(&U);
-        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
-    }
-    /* W = P U = gamma^-1/2 (U - c v (v^T U)) */
-    cblas_dgemv(CblasRowMajor, CblasTrans, (int)D, (int)m, 1.0, U.data, (int)U.ld, v, 1, 0.0, vu, 1);
-    double g = 1.0 / sqrt(gamma);
-    for (size_t i = 0; i < D; i++)
-        for (size_t j = 0; j < m; j++)
-            W->data[i * W->ld + j] = g * (U.data[i * U.ld + j] - c * v[i] * vu[j]);
-    normalize_columns(W, theta, norm);
-    fk_eig_fix_signs(W);
-    free(vu);
+    rc = back_transform(&U, m, v, c, gamma, theta, norm, W, err);
     fk_mat_close(&U);
-    return FK_OK;
+    return rc;
 }
 
 int fk_tca_project(const fk_mat *Phi, const fk_mat *W, fk_mat *Z, fk_err *err)

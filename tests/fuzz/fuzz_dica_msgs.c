@@ -12,6 +12,7 @@
 #include "common/methods/dica/dica_job.h"
 #include "common/net/codec.h"
 #include "tests/fuzz/fuzz_result.h"
+#include "tests/fuzz/fuzz_round.h"
 
 enum { K = 3, N = 40, P = 3 };
 
@@ -38,27 +39,6 @@ static void any_result(int rc)
     (void)rc;
 }
 
-static void run_phase(const fk_method *m, void *srv, void **cli, int phase, fk_err *err)
-{
-    fk_update ups[K];
-    for (int k = 0; k < K; k++) {
-        fk_bundle t;
-        fk_bundle_init(&t);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        if (m->task(srv, 1, phase, k, &t, err) ||
-            m->local_step(cli[k], &t, &ups[k].msg, &ups[k].report, err))
-            abort();
-        fk_bundle_close(&t);
-    }
-    int done;
-    if (m->aggregate(srv, 1, phase, ups, K, &done, err))
-        abort();
-    for (int k = 0; k < K; k++)
-        fk_bundle_close(&ups[k].msg);
-}
-
 static void check_model(const fk_method *m, void *srv)
 {
     fk_bundle out;
@@ -79,13 +59,9 @@ static void feed_phase(const fk_method *m, const fk_params *p, const fk_dataset 
 {
     fk_err err;
     void *srv = NULL, *cli[K] = {0};
-    if (m->server_init(&srv, p, K, 5, &err))
-        abort();
-    for (int k = 0; k < K; k++)
-        if (m->client_init(&cli[k], p, &d[k], k, K, 5, &err))
-            abort();
+    fuzz_round_open(m, p, d, K, &srv, cli);
     for (int ph = 0; ph < phase; ph++)
-        run_phase(m, srv, cli, ph, &err);
+        fuzz_round_phase(m, srv, cli, K, ph);
     fk_update u[K];
     for (int k = 0; k < K; k++) {
         u[k] = (fk_update){.client = k, .msg = *b};

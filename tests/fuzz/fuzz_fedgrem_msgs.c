@@ -14,6 +14,7 @@
 #include "common/methods/mixture/pooled_em.h"
 #include "common/net/codec.h"
 #include "tests/fuzz/fuzz_result.h"
+#include "tests/fuzz/fuzz_round.h"
 
 enum { K = 3, N = 20, P = 2 };
 
@@ -36,35 +37,12 @@ static void make_data(fk_dataset *d)
 }
 
 /* Run round 1 (initialisation and first step) so the states are mid-job. */
-static int start(const fk_method *m, const fk_params *p, const fk_dataset *d, void **srv,
-                 void **cli)
+static void start(const fk_method *m, const fk_params *p, const fk_dataset *d, void **srv,
+                  void **cli)
 {
-    fk_err err;
-    if (m->server_init(srv, p, K, 5, &err))
-        return -1;
-    for (int k = 0; k < K; k++)
-        if (m->client_init(&cli[k], p, &d[k], k, K, 5, &err))
-            return -1;
-    for (int phase = 0; phase < 2; phase++) {
-        fk_update ups[K];
-        for (int k = 0; k < K; k++) {
-            fk_bundle t;
-            fk_bundle_init(&t);
-            fk_bundle_init(&ups[k].msg);
-            fk_report_init(&ups[k].report);
-            ups[k].client = k;
-            if (m->task(*srv, 1, phase, k, &t, &err) ||
-                m->local_step(cli[k], &t, &ups[k].msg, &ups[k].report, &err))
-                abort();
-            fk_bundle_close(&t);
-        }
-        int done;
-        if (m->aggregate(*srv, 1, phase, ups, K, &done, &err))
-            abort();
-        for (int k = 0; k < K; k++)
-            fk_bundle_close(&ups[k].msg);
-    }
-    return 0;
+    fuzz_round_open(m, p, d, K, srv, cli);
+    for (int phase = 0; phase < 2; phase++)
+        fuzz_round_phase(m, *srv, cli, K, phase);
 }
 
 /* The decoded bundle b as every message and checkpoint of method m. */
@@ -80,8 +58,7 @@ static void feed(const fk_method *m, const fk_bundle *b)
     fk_dataset d[K];
     make_data(d);
     void *srv = NULL, *cli[K] = {0};
-    if (start(m, &p, d, &srv, cli))
-        abort();
+    start(m, &p, d, &srv, cli);
     fk_report rep;
     fk_report_init(&rep);
     fk_bundle_init(&out); /* as a task */

@@ -14,6 +14,7 @@
 #include "common/net/codec.h"
 #include "tests/fuzz/fuzz_kahm_data.h"
 #include "tests/fuzz/fuzz_result.h"
+#include "tests/fuzz/fuzz_round.h"
 
 enum { K = FUZZ_KAHM_K };
 
@@ -30,11 +31,7 @@ static void feed(const fk_bundle *b, int upload)
     const fk_method *m = &fk_method_kahm;
     fk_err err;
     void *srv = NULL, *cli[K] = {0};
-    if (m->server_init(&srv, &p, K, 5, &err))
-        abort();
-    for (int k = 0; k < K; k++)
-        if (m->client_init(&cli[k], &p, &d[k], k, K, 5, &err))
-            abort();
+    fuzz_round_open(m, &p, d, K, &srv, cli);
     fk_report rep;
     fk_report_init(&rep);
     fk_bundle out;

@@ -11,6 +11,7 @@
 #include "common/methods/sfl/sfl.h"
 #include "common/net/codec.h"
 #include "tests/fuzz/fuzz_result.h"
+#include "tests/fuzz/fuzz_round.h"
 
 enum { K = 2, N = 12 };
 
@@ -41,33 +42,10 @@ static void params(fk_params *p)
 }
 
 /* A server after phase 0 (collecting uploads) and K clients. */
-static int start(const fk_params *p, const fk_dataset *d, void **srv, void **cli)
+static void start(const fk_params *p, const fk_dataset *d, void **srv, void **cli)
 {
-    const fk_method *m = &fk_method_sfl;
-    fk_err err;
-    if (m->server_init(srv, p, K, 5, &err))
-        return -1;
-    for (int k = 0; k < K; k++)
-        if (m->client_init(&cli[k], p, &d[k], k, K, 5, &err))
-            return -1;
-    fk_update ups[K];
-    for (int k = 0; k < K; k++) {
-        fk_bundle t;
-        fk_bundle_init(&t);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        if (m->task(*srv, 1, 0, k, &t, &err) ||
-            m->local_step(cli[k], &t, &ups[k].msg, &ups[k].report, &err))
-            abort();
-        fk_bundle_close(&t);
-    }
-    int done;
-    if (m->aggregate(*srv, 1, 0, ups, K, &done, &err))
-        abort();
-    for (int k = 0; k < K; k++)
-        fk_bundle_close(&ups[k].msg);
-    return 0;
+    fuzz_round_open(&fk_method_sfl, p, d, K, srv, cli);
+    fuzz_round_phase(&fk_method_sfl, *srv, cli, K, 0);
 }
 
 static void feed(const fk_bundle *b)
@@ -79,8 +57,7 @@ static void feed(const fk_bundle *b)
     fk_dataset d[K];
     make_data(d);
     void *srv = NULL, *cli[K] = {0};
-    if (start(&p, d, &srv, cli))
-        abort();
+    start(&p, d, &srv, cli);
     fk_report rep;
     fk_report_init(&rep);
     fk_bundle out;

@@ -424,25 +424,23 @@ static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
     return FK_OK;
 }
 
+/* *a grown to n doubles: kept on success, as it was on failure. Callers grow every array
+ * (bitwise &, no short cut) and fail once, so each array stays owned by s either way. */
+static int grow(double **a, size_t n)
+{
+    double *t = realloc(*a, n * sizeof *t);
+    if (t)
+        *a = t;
+    return t != NULL;
+}
+
 /* ovo: the rows join the union with their class ids, the lists with union row indices. */
 static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
 {
     const fk_tensor *ri = fk_bundle_get(&u->msg, "ri"), *rl = fk_bundle_get(&u->msg, "rl"),
                     *pc = fk_bundle_get(&u->msg, "pc"), *cl = fk_bundle_get(&u->msg, "cls");
     size_t U = s->U + D, S = s->S + ri->len, p = (size_t)s->p;
-    double *c = realloc(s->ucls, U * sizeof *c);
-    if (c)
-        s->ucls = c;
-    double *a = realloc(s->pq, S * sizeof *a);
-    if (a)
-        s->pq = a;
-    double *b = realloc(s->pi, S * sizeof *b);
-    if (b)
-        s->pi = b;
-    double *l = realloc(s->pl, S * sizeof *l);
-    if (l)
-        s->pl = l;
-    if (!c || !a || !b || !l)
+    if (!(grow(&s->ucls, U) & grow(&s->pq, S) & grow(&s->pi, S) & grow(&s->pl, S)))
         return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory for %zu rows", U);
     memcpy(s->X + s->U * p, fk_bundle_get(&u->msg, "x")->data, D * p * sizeof *s->X);
     for (size_t j = 0; j < D; j++) {
@@ -506,24 +504,12 @@ static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
     if (C == 0)
         return FK_OK;
     size_t U = s->U + (size_t)C, p = (size_t)s->p;
-    double *X = realloc(s->X, U * p * sizeof *X);
-    if (X)
-        s->X = X;
-    double *y = realloc(s->y, U * sizeof *y);
-    if (y)
-        s->y = y;
-    double *l = realloc(s->lam, U * sizeof *l);
-    if (l)
-        s->lam = l;
-    double *o = realloc(s->owner, U * sizeof *o);
-    if (o)
-        s->owner = o;
-    if (!X || !y || !l || !o)
+    if (!(grow(&s->X, U * p) & grow(&s->y, U) & grow(&s->lam, U) & grow(&s->owner, U)))
         return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory for %zu rows", U);
     if (s->P)
         return append_ovo(s, u, (size_t)C, err);
-    memcpy(s->X + s->U * p, fk_bundle_get(&u->msg, "x")->data, (size_t)C * p * sizeof *X);
-    memcpy(s->y + s->U, fk_bundle_get(&u->msg, "y")->data, (size_t)C * sizeof *y);
+    memcpy(s->X + s->U * p, fk_bundle_get(&u->msg, "x")->data, (size_t)C * p * sizeof *s->X);
+    memcpy(s->y + s->U, fk_bundle_get(&u->msg, "y")->data, (size_t)C * sizeof *s->y);
     const double *lu = fk_bundle_get(&u->msg, "lambda")->data;
     for (size_t j = 0; j < (size_t)C; j++) { /* Alg. 4 start: concat, rescaled or zero */
         s->lam[s->U + j] = lu[j];
