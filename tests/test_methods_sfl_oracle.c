@@ -298,6 +298,7 @@ static void t19_one_client(void **state)
     /* the same protocol with both solves converged tightly: the spec's bound */
     double *at = malloc(a.J * sizeof *at);
     size_t U = protocol_tight(&p, &ds, 1, &a, at);
+    fk_sfl_atoms_close(&a);
     pooled(&p, &ds, 1, 1, &a, ac, &N);
     double dt = rel_diff(at, ac, a.J);
     SAY("T19: one client, %zu rows, %g uploaded: ||alpha_F - alpha_C|| / ||alpha_C|| = %.3g at "
@@ -416,6 +417,7 @@ static void t21_run(int PER, int S)
                 lgap_t[sd] = rel_diff(lc, lw, U);
                 /* T21's alpha gap with tightly converged clients, server and pooled solves */
                 protocol_tight(&pw, ds, K, &a, aw);
+                fk_sfl_atoms_close(&a);
                 pooled(&pw, ds, K, 1, &a, ac, &N);
                 agap_t[sd] = rel_diff(aw, ac, a.J);
                 free(lw);
@@ -579,6 +581,7 @@ static void t23_messages(void **state)
         if (fk_codec_bundle_decode(buf, cut, &d, &e2) != FK_OK) {
             assert_true(e2.msg[0] && !strchr(e2.msg, '\n'));
             dec_err++;
+            fk_bundle_close(&d); /* cleared, its storage kept for reuse */
             continue;
         }
         fk_update t = {.client = 0, .msg = d};
