@@ -123,8 +123,8 @@ static void model_alpha(const fk_bundle *m, const fk_sfl_atoms *a, double *alpha
     memset(alpha, 0, a->J * sizeof *alpha);
     for (size_t k = 0; k < K; k++) {
         size_t j = 0;
-        while (j < a->J && !(a->s[2 * j] == s[2 * k] && a->s[2 * j + 1] == s[2 * k + 1] &&
-                             a->w[j] == w[k]))
+        while (j < a->J &&
+               !(a->s[2 * j] == s[2 * k] && a->s[2 * j + 1] == s[2 * k + 1] && a->w[j] == w[k]))
             j++;
         assert_true(j < a->J);
         alpha[j] = c[k] / a->v[j];
@@ -221,8 +221,8 @@ static void pooled(const fk_params *p, const fk_dataset *ds, int K, int tight, f
  * client solves on its rows, its critical rows (the job's rule) with their duals form the
  * union, the server solves warm from them. Atoms a (the job's grid); alpha (J) out; returns
  * the union size. */
-static size_t protocol_tight(const fk_params *p, const fk_dataset *ds, int K,
-                             const fk_sfl_atoms *a, double *alpha)
+static size_t protocol_tight(const fk_params *p, const fk_dataset *ds, int K, const fk_sfl_atoms *a,
+                             double *alpha)
 {
     fk__sfl_cfg c;
     fk_err err = {0};
@@ -321,7 +321,6 @@ static void t19_one_client(void **state)
     fk_dataset_close(&ds);
 }
 
-
 /* ---- T21 and T22: one-shot federated ~ centralised; warm versus cold server start ---- */
 
 /* The server's union solve replayed from its checkpoint (ux, uy, ulam: the rows and duals the
@@ -344,9 +343,8 @@ static size_t replay(const fk_params *p, const fk_bundle *ck, int warm, int tigh
     if (tight)
         tighten(&o);
     fk_sfl_fit f;
-    assert_int_equal(fk__sfl_solve(ux->data, uy->data, U, 2, &a, &o, warm ? ul->data : NULL, &f,
-                                   &err),
-                     FK_OK);
+    assert_int_equal(
+        fk__sfl_solve(ux->data, uy->data, U, 2, &a, &o, warm ? ul->data : NULL, &f, &err), FK_OK);
     memcpy(lam, f.lambda, U * sizeof *lam);
     memcpy(alpha, f.alpha, a.J * sizeof *alpha);
     fk_sfl_fit_close(&f);
@@ -451,7 +449,8 @@ static void t21_run(int PER, int S)
             mZ += accZ[g][sd] / S;
             worst = fmax(worst, fabs(accF[g][sd] - accC[g][sd]));
             worstZ = fmax(worstZ, fabs(accF[g][sd] - accZ[g][sd]));
-            SAY("T21 N %d seed %d gamma_server %s: federated %.3f pooled %.3f cold server %.3f upload "
+            SAY("T21 N %d seed %d gamma_server %s: federated %.3f pooled %.3f cold server %.3f "
+                "upload "
                 "%.3f",
                 K * PER, sd, gs[g], accF[g][sd], accC[g][sd], accZ[g][sd], ratio[sd]);
             if (g == 0)
@@ -472,7 +471,8 @@ static void t21_run(int PER, int S)
                 fails += !(lgap_t[sd] <= 1e-4); /* T22 */
             }
         }
-        SAY("T21 N %d gamma_server %s: mean federated %.4f pooled %.4f (|gap| %.4f, bound 0.01); worst "
+        SAY("T21 N %d gamma_server %s: mean federated %.4f pooled %.4f (|gap| %.4f, bound 0.01); "
+            "worst "
             "seed %.3f (bound 0.02); T22 mean warm - cold %.4f (bound 0.01), worst seed %.3f\n",
             K * PER, gs[g], mF, mC, fabs(mF - mC), worst, mF - mZ, worstZ);
         fails += !(fabs(mF - mC) <= 0.01);

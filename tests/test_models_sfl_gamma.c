@@ -61,12 +61,12 @@ static void t10_gamma_trends(void **state)
 {
     (void)state;
     /* Reduced from the spec's prototype: grid h = 1 with widths {1, 2, 3} (2352 atoms) instead
-     * of h = 0.75 with 0.5..3 (8214 atoms), and 1 seed instead of 4 (each seed costs about
-     * 9 CPU-seconds; FK_SFL_ORACLE_FULL=1 runs the 4 seeds, which passed with min Spearman 1.0, worst accuracy change
-     * 0.011 and smallest mean-count ratio 1.064). Coarser grids are not an option: with
-     * h = 1.5, widths {1.5, 3} or h = 1, widths {1, 3} the atoms weigh 2 to 12 times more, so
-     * gamma = 0.03 already costs 3.6 to 7 accuracy points (measured).
-     * T = 4000 per phase as in the prototype (§11 item 3). */
+     * of h = 0.75 with 0.5..3 (8214 atoms), and 1 seed instead of 4 (each seed costs about 9
+     * CPU-seconds; FK_SFL_ORACLE_FULL=1 runs the 4 seeds, which passed with min Spearman 1.0,
+     * worst accuracy change 0.011 and smallest mean-count ratio 1.064). Coarser grids are not an
+     * option: with h = 1.5, widths {1.5, 3} or h = 1, widths {1, 3} the atoms weigh 2 to 12
+     * times more, so gamma = 0.03 already costs 3.6 to 7 accuracy points (measured). T = 4000
+     * per phase as in the prototype (§11 item 3). */
     enum { G = 6, SMAX = 4, PER = 30, N = 9 * PER, NT = 1000 };
     const char *full = getenv("FK_SFL_ORACLE_FULL"); /* =1: the spec's 4 seeds */
     const int S = full && *full == '1' ? SMAX : 1;
@@ -101,7 +101,8 @@ static void t10_gamma_trends(void **state)
         o.c = 100;
         o.n_ref = N;
         o.T = T;
-        o.tau_act = INFINITY; /* critical = lambda > tau_crit max lambda (the job's rule, gamma > 0) */
+        o.tau_act =
+            INFINITY; /* critical = lambda > tau_crit max lambda (the job's rule, gamma > 0) */
         for (int g = 0; g < G; g++) {
             o.gamma = gammas[g];
             fk_sfl_fit f;

@@ -211,9 +211,9 @@ static void t2_dual_closed_form(void **state)
                     lam[i] = scale * (mode == 2 ? 0.2 * fk_rng_normal(&r) : fk_rng_uniform(&r));
                 const double *yy = mode == 2 ? yr : y;
                 fk_sfl_eval ev;
-                assert_int_equal(fk_sfl_eval_at(X, yy, N, 2, &a, &o, lam, &ev, abar, alpha, NULL,
-                                                NULL, &err),
-                                 FK_OK);
+                assert_int_equal(
+                    fk_sfl_eval_at(X, yy, N, 2, &a, &o, lam, &ev, abar, alpha, NULL, NULL, &err),
+                    FK_OK);
                 /* the Lagrangian summed term by term at alpha = alpha_d(lambda) */
                 double obj = 0, cons = 0, slack = 0;
                 for (size_t j = 0; j < J; j++)
@@ -224,8 +224,8 @@ static void t2_dual_closed_form(void **state)
                     if (mode == 2) { /* -lam f + lam yhat + mu c(yhat), mu = |lam|/(2 sqrt eps) */
                         double se = sqrt(o.eps), sg = lam[i] > 0 ? 1 : lam[i] < 0 ? -1 : 0;
                         double mu = fabs(lam[i]) / (2 * se), yh = yy[i] - se * sg;
-                        cons += -lam[i] * fi + lam[i] * yh +
-                                mu * ((yh - yy[i]) * (yh - yy[i]) - o.eps);
+                        cons +=
+                            -lam[i] * fi + lam[i] * yh + mu * ((yh - yy[i]) * (yh - yy[i]) - o.eps);
                     } else {
                         double l = 1 - o.eps - y[i] * fi, u = 0;
                         if (mode == 1) { /* the slack minimising kappa h(u) - lam u / N */
@@ -295,14 +295,14 @@ static void t3_gradient(void **state)
                 fk_sfl_eval e2;
                 memcpy(lp, lam, sizeof lp);
                 lp[i] = lam[i] + h;
-                assert_int_equal(fk_sfl_eval_at(X, y, N, 2, &a, &o, lp, &e2, NULL, NULL, NULL,
-                                                NULL, &err),
-                                 FK_OK);
+                assert_int_equal(
+                    fk_sfl_eval_at(X, y, N, 2, &a, &o, lp, &e2, NULL, NULL, NULL, NULL, &err),
+                    FK_OK);
                 gp = e2.g;
                 lp[i] = lam[i] - h;
-                assert_int_equal(fk_sfl_eval_at(X, y, N, 2, &a, &o, lp, &e2, NULL, NULL, NULL,
-                                                NULL, &err),
-                                 FK_OK);
+                assert_int_equal(
+                    fk_sfl_eval_at(X, y, N, 2, &a, &o, lp, &e2, NULL, NULL, NULL, NULL, &err),
+                    FK_OK);
                 gm = e2.g;
                 double fd = (gp - gm) / (2 * h), err_abs = fabs(fd - d[i]);
                 if (fabs(d[i]) < 1e-3) {
@@ -329,8 +329,8 @@ static void t3_gradient(void **state)
 /* ---- T4: weak duality, g(lambda) <= P(alpha) for lambda >= 0 and feasible alpha ---- */
 
 /* Scale alpha so that every margin constraint holds (y f > 0 needed); returns P(alpha). */
-static double make_feasible(const fk_sfl_atoms *a, double *alpha, const double *X,
-                            const double *y, size_t N, double eps, double gamma)
+static double make_feasible(const fk_sfl_atoms *a, double *alpha, const double *X, const double *y,
+                            size_t N, double eps, double gamma)
 {
     double s = 1;
     for (size_t i = 0; i < N; i++) {
@@ -441,8 +441,8 @@ static void t4_weak_duality(void **state)
         checks++;
         assert_true(ev.g <= P + 1e-9 * fabs(P));
     }
-    SAY("T4: %zu pairs, largest (g - P)/|P| = %.3g (bound 1e-9); at the maximiser %.3g\n",
-        checks, worst, tight);
+    SAY("T4: %zu pairs, largest (g - P)/|P| = %.3g (bound 1e-9); at the maximiser %.3g\n", checks,
+        worst, tight);
     assert_true(tight > -1e-3); /* the check reaches the bound: not vacuous */
     for (int k = 0; k < 3; k++)
         free(al[k]);
@@ -872,18 +872,13 @@ static void t18b_gap_bound(void **state)
     fk_sfl_atoms_close(&a);
 }
 
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(t1_threshold),
-        cmocka_unit_test(t2_dual_closed_form),
-        cmocka_unit_test(t3_gradient),
-        cmocka_unit_test(t4_weak_duality),
-        cmocka_unit_test(t7_reference),
-        cmocka_unit_test(t8_start_independence),
-        cmocka_unit_test(t9_prop3),
-        cmocka_unit_test(t13_penalised_form),
+        cmocka_unit_test(t1_threshold),   cmocka_unit_test(t2_dual_closed_form),
+        cmocka_unit_test(t3_gradient),    cmocka_unit_test(t4_weak_duality),
+        cmocka_unit_test(t7_reference),   cmocka_unit_test(t8_start_independence),
+        cmocka_unit_test(t9_prop3),       cmocka_unit_test(t13_penalised_form),
         cmocka_unit_test(t18b_gap_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

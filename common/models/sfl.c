@@ -461,11 +461,11 @@ int fk_sfl_eval_at(const double *X, const double *y, size_t N, int p, const fk_s
         memcpy(alpha, s.alpha, J * sizeof *alpha);
     if (f)
         memcpy(f, s.f, N * sizeof *f);
-    if (grad)
-        for (size_t n = 0; n < N; n++)
-            grad[n] = o->mode == FK_SFL_CLASSIFY
-                          ? gnum(&s, n, lam[n]) / s.Np
-                          : y[n] - s.f[n] - sqrt(o->eps) * (lam[n] > 0 ? 1.0 : lam[n] < 0 ? -1.0 : 0.0);
+    for (size_t n = 0; grad && n < N; n++) {
+        double sg = lam[n] > 0 ? 1.0 : lam[n] < 0 ? -1.0 : 0.0;
+        grad[n] = o->mode == FK_SFL_CLASSIFY ? gnum(&s, n, lam[n]) / s.Np
+                                             : y[n] - s.f[n] - sqrt(o->eps) * sg;
+    }
     free(s.K);
     free(buf);
     return FK_OK;
