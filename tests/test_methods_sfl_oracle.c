@@ -552,6 +552,21 @@ static void t23_messages(void **state)
      * client and config-hash fields travel in the transport's envelope here). So the spec's
      * "+ 1 % + 64 B" is missed by under 1 B at this row count; the bound asserted allows 80 B. */
     assert_true((double)got_up <= 1.01 * S_up + 80);
+    /* the per-row part: the same upload with one row fewer is 8p + 16 B smaller (plus at most 3
+     * B of length prefixes that shrink with it) */
+    fk_bundle less;
+    fk_bundle_init(&less);
+    assert_int_equal(fk_bundle_copy(&less, &u->msg), FK_OK);
+    const char *rowt[3] = {"x", "y", "lambda"};
+    for (int i = 0; i < 3; i++) {
+        fk_tensor *t = (fk_tensor *)fk_bundle_get(&less, rowt[i]);
+        t->shape[0] -= 1;
+        t->len = (size_t)t->shape[0] * (t->ndim == 2 ? (size_t)t->shape[1] : 1);
+    }
+    size_t per_row = got_up - wire_size(&less);
+    SAY("T23: one row fewer: %zu B less (formula %g B)\n", per_row, pdim * b + 16);
+    assert_true((double)per_row >= pdim * b + 16 && (double)per_row <= pdim * b + 16 + 3);
+    fk_bundle_close(&less);
     assert_true((double)got_down <= 1.01 * S_down + 64);
     /* refusals, one line each: lambda <= 0, NaN / Inf, p mismatch */
     fk_tensor *lam = (fk_tensor *)fk_bundle_get(&u->msg, "lambda"),
