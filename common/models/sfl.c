@@ -62,6 +62,22 @@ double fk_sfl_slack(const fk_sfl_opts *o, size_t N, double lam, double loss)
     }
 }
 
+size_t fk_sfl_threshold(const double *abar, const double *v, size_t J, double gamma,
+                        double *alpha, double *va)
+{
+    size_t sup = 0;
+    double thr = 2.0 * gamma;
+    for (size_t j = 0; j < J; j++) {
+        double a = abar[j];
+        int on = a * a > thr;
+        alpha[j] = on ? a : 0.0;
+        if (va)
+            va[j] = on ? v[j] * a : 0.0;
+        sup += (size_t)on;
+    }
+    return sup;
+}
+
 /* abar = K^T (lam .* wv), alpha = threshold(abar), f = K (v .* alpha): the iteration's two
  * products and its one threshold (2.15)/(3.4). Returns the support size. */
 static size_t coeffs(ws *s, const double *lam)
@@ -71,14 +87,7 @@ static size_t coeffs(ws *s, const double *lam)
         s->t[n] = lam[n] * s->wv[n];
     cblas_dgemv(CblasRowMajor, CblasTrans, (int)N, (int)J, 1.0, s->K, (int)J, s->t, 1, 0.0,
                 s->abar, 1);
-    double thr = 2.0 * s->gamma;
-    for (size_t j = 0; j < J; j++) {
-        double a = s->abar[j];
-        int on = a * a > thr;
-        s->alpha[j] = on ? a : 0.0;
-        s->va[j] = on ? s->v[j] * a : 0.0;
-        sup += (size_t)on;
-    }
+    sup = fk_sfl_threshold(s->abar, s->v, J, s->gamma, s->alpha, s->va);
     cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)J, 1.0, s->K, (int)J, s->va, 1, 0.0,
                 s->f, 1);
     return sup;
@@ -149,6 +158,16 @@ static evalr eval(ws *s, const double *lam)
     return e;
 }
 
+/* Classification: N_p times the dual gradient (3.28) of row n at multiplier lh with the fit
+ * already in s->f, l_n - u_n(lh) (the resilient slack of §5.8; 0 when hard or linear). */
+static double gnum(const ws *s, size_t n, double lh)
+{
+    const fk_sfl_opts *o = s->o;
+    double l = 1.0 - o->eps - s->y[n] * s->f[n];
+    double u = o->res == FK_SFL_QUAD || o->res == FK_SFL_HUBER ? fk_sfl_slack(o, s->N, lh, l) : 0.0;
+    return l - u;
+}
+
 /* One ascent step from lhat with the fit f = f(lhat) already in s->f. */
 static void step(ws *s, const double *lhat, double *lam)
 {
@@ -163,10 +182,7 @@ static void step(ws *s, const double *lhat, double *lam)
         return;
     }
     for (size_t n = 0; n < N; n++) {
-        double l = 1.0 - o->eps - s->y[n] * s->f[n];
-        double u = o->res == FK_SFL_QUAD || o->res == FK_SFL_HUBER ? fk_sfl_slack(o, N, lhat[n], l)
-                                                                   : 0.0;
-        double z = lhat[n] + s->eta / s->Np * (l - u);
+        double z = lhat[n] + s->eta / s->Np * gnum(s, n, lhat[n]);
         z = z > 0 ? z : 0.0;
         lam[n] = z > s->box ? s->box : z;
     }
@@ -393,6 +409,72 @@ static int check_args(const double *X, const double *y, size_t N, int p, const f
     return FK_OK;
 }
 
+/* The problem's constants: slack weight, tolerance scale and the dual box (§5.8). */
+static ws ws_params(const double *y, size_t N, const fk_sfl_atoms *a, const fk_sfl_opts *o)
+{
+    ws s = {.o = o, .N = N, .J = a->J, .y = y, .v = a->v, .Np = (double)N};
+    s.kappa = 1.0 / (o->n_ref > 0 ? o->n_ref : (double)N);
+    s.scale = o->mode == FK_SFL_REGRESS ? sqrt(o->eps) : 1.0 - o->eps;
+    if (!(s.scale > 0))
+        s.scale = 1.0;
+    s.box = o->mode != FK_SFL_CLASSIFY        ? INFINITY
+            : o->res == FK_SFL_HUBER || o->res == FK_SFL_LINEAR ? o->c * s.kappa * s.Np
+                                                                : INFINITY;
+    return s;
+}
+
+int fk_sfl_eval_at(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+                   const fk_sfl_opts *o, const double *lam, fk_sfl_eval *ev, double *abar,
+                   double *alpha, double *f, double *grad, fk_err *err)
+{
+    memset(ev, 0, sizeof *ev);
+    int rc = check_args(X, y, N, p, a, o, err);
+    if (rc)
+        return rc;
+    for (size_t n = 0; n < N; n++)
+        if (!isfinite(lam[n]))
+            return fk_err_set(err, FK_EINVAL, "sfl eval: lambda %zu is not finite", n);
+    size_t J = a->J;
+    ws s = ws_params(y, N, a, o);
+    s.gamma = o->gamma;
+    s.K = malloc(N * J * sizeof(double));
+    double *buf = malloc((3 * N + 3 * J) * sizeof(double));
+    if (!s.K || !buf) {
+        free(s.K);
+        free(buf);
+        return fk_err_set(err, FK_ENOMEM, "sfl eval: out of memory for %zu x %zu kernel matrix",
+                          N, J);
+    }
+    s.wv = buf;
+    s.t = buf + N;
+    s.f = buf + 2 * N;
+    s.abar = buf + 3 * N;
+    s.alpha = s.abar + J;
+    s.va = s.alpha + J;
+    fk_sfl_kernel(X, N, p, a, s.K);
+    for (size_t n = 0; n < N; n++)
+        s.wv[n] = o->mode == FK_SFL_CLASSIFY ? y[n] / s.Np : 1.0;
+    evalr e = eval(&s, lam);
+    ev->g = e.g;
+    ev->P = e.P;
+    ev->viol = e.viol;
+    ev->support = e.sup;
+    if (abar)
+        memcpy(abar, s.abar, J * sizeof *abar);
+    if (alpha)
+        memcpy(alpha, s.alpha, J * sizeof *alpha);
+    if (f)
+        memcpy(f, s.f, N * sizeof *f);
+    for (size_t n = 0; grad && n < N; n++) {
+        double sg = lam[n] > 0 ? 1.0 : lam[n] < 0 ? -1.0 : 0.0;
+        grad[n] = o->mode == FK_SFL_CLASSIFY ? gnum(&s, n, lam[n]) / s.Np
+                                             : y[n] - s.f[n] - sqrt(o->eps) * sg;
+    }
+    free(s.K);
+    free(buf);
+    return FK_OK;
+}
+
 int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                  const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err)
 {
@@ -403,14 +485,7 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
     if (rc)
         return rc;
     size_t J = a->J;
-    ws s = {.o = o, .N = N, .J = J, .y = y, .v = a->v, .Np = (double)N};
-    s.kappa = 1.0 / (o->n_ref > 0 ? o->n_ref : (double)N);
-    s.scale = o->mode == FK_SFL_REGRESS ? sqrt(o->eps) : 1.0 - o->eps;
-    if (!(s.scale > 0))
-        s.scale = 1.0;
-    s.box = o->mode != FK_SFL_CLASSIFY        ? INFINITY
-            : o->res == FK_SFL_HUBER || o->res == FK_SFL_LINEAR ? o->c * s.kappa * s.Np
-                                                                : INFINITY;
+    ws s = ws_params(y, N, a, o);
     s.K = malloc(N * J * sizeof(double));
     double *buf = malloc((6 * N + 4 * J) * sizeof(double));
     fit->lambda = malloc(N * sizeof(double));

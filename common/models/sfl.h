@@ -111,6 +111,26 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
 void fk_sfl_fit_close(fk_sfl_fit *f);
 const char *fk_sfl_status_name(int status);
 
+/* The hard threshold (2.15)/(3.4) the solver applies: alpha_j = abar_j if abar_j^2 > 2 gamma,
+ * else 0; va (may be NULL) gets v_j alpha_j. Returns the support size. */
+size_t fk_sfl_threshold(const double *abar, const double *v, size_t J, double gamma,
+                        double *alpha, double *va);
+
+/* The solver's own evaluation at a given lambda (the absolute o->gamma; gamma_rel is not
+ * applied), for checks of the dual (spec T2-T4): g the dual value in closed form (with the
+ * resilient ridge), P the primal objective of alpha_d(lambda) (resilient: with the slack cost of
+ * u = [l]_+), viol its max violation (hard / regression). abar, alpha (J), f (N) and grad (N)
+ * may be NULL; grad gets the dual gradient (3.28) with the resilient slack of §5.8,
+ * (1/N)(1 - eps - y_n f_n - u_n(lambda_n)), or for regression the supergradient
+ * y_n - f_n - sqrt(eps) sign(lambda_n). */
+typedef struct fk_sfl_eval {
+    double g, P, viol;
+    size_t support;
+} fk_sfl_eval;
+int fk_sfl_eval_at(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+                   const fk_sfl_opts *o, const double *lam, fk_sfl_eval *ev, double *abar,
+                   double *alpha, double *f, double *grad, fk_err *err);
+
 /* Critical rows (§4.3): lambda_n > tau_crit max|lambda| and the constraint active to tau_act
  * (classification: l_n - u_n >= -tau_act (1 - eps); regression: |f_n - y_n| >= sqrt(eps)
  * (1 - tau_act)). idx gets the row indices (room for N) in ascending order; *not_conv counts
