@@ -1118,8 +1118,8 @@ static void voting_rounds_report_the_vote(void **state)
     close_data(ds, NC);
 }
 
-/* target_opt = sgd: the target's W takes plain gradient steps (no Adam moments in its
- * checkpoint, the sources keep theirs) and a restored federation continues bit for bit;
+/* target_opt = sgd (the default): the target's W takes plain gradient steps (no Adam moments
+ * in its checkpoint, the sources keep theirs) and a restored federation continues bit for bit;
  * bad values are refused. */
 static void target_opt_and_avg_keys(void **state)
 {
@@ -1128,9 +1128,14 @@ static void target_opt_and_avg_keys(void **state)
     make_data(ds, 8);
     fk_params p;
     base_params(&p, "6");
+    fed a, b, c;
+    /* the default: SGD at the target, the optimizer key's (Adam) at the sources */
+    fed_open(&a, &p, ds, 2);
+    assert_int_equal(((fk__fedrf_client *)a.cli[K])->optW.kind, FK_OPT_SGD);
+    assert_int_equal(((fk__fedrf_client *)a.cli[0])->optW.kind, FK_OPT_ADAM);
+    fed_close(&a);
     assert_int_equal(fk_params_set(&p, "target_opt", "sgd"), FK_OK);
     assert_int_equal(fk_params_set(&p, "participation", "all"), FK_OK);
-    fed a, b, c;
     fed_open(&a, &p, ds, 2);
     fed_rounds(&a, 2, 1, 6);
     fed_open(&b, &p, ds, 2);

@@ -29,7 +29,7 @@ static const fk_param_doc keys[] = {
     {"order subset|all|ordered|ordered-random|random|random-random",
      "who sends Sigma l and W (Table XVIII; subset)"},
     {"common_init 0|1", "every client starts from the same W and classifier (0)"},
-    {"target_opt adam|sgd", "optimiser of the target's W (the optimizer key's)"},
+    {"target_opt sgd|adam", "optimiser of the target's W (sgd; adam, the paper's, amplifies the MMD's noise)"},
     {"avg_last R", "also keep the mean of the models aggregated in the last R rounds (0: off)"},
     {"extractor identity|dense", "fixed inputs, or one local trainable layer, never sent (identity)"},
     {"ext_dim H", "width of the dense extractor (256)"},
