@@ -19,20 +19,10 @@
 #include "common/methods/sfl/sfl_int.h"
 #include "common/models/sfl.h"
 #include "common/net/codec.h"
+#include "tests/support_sfl.h"
+#include "tests/support_say.h"
 
 static const fk_method *M = &fk_method_sfl;
-
-static int verbose(void)
-{
-    const char *e = getenv("FK_SFL_ORACLE_VERBOSE");
-    return e && *e == '1';
-}
-
-#define SAY(...)                                                                                   \
-    do {                                                                                           \
-        if (verbose())                                                                             \
-            printf(__VA_ARGS__);                                                                   \
-    } while (0)
 
 /* E3.1 job on a grid atom set shared by every party, so client, server and pooled alphas live
  * on the same atoms and can be compared. The spec's prototype grid (h = 0.75, widths 0.5..3,
@@ -57,38 +47,6 @@ static void job(fk_params *p, const char *gamma_server, const char *init)
                            {"server_init", init}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         assert_int_equal(fk_params_set(p, kv[i][0], kv[i][1]), FK_OK);
-}
-
-static double scalar(const fk_bundle *b, const char *name)
-{
-    const fk_tensor *t = fk_bundle_get(b, name);
-    assert_non_null(t);
-    assert_int_equal(t->len, 1);
-    return t->data[0];
-}
-
-/* Drive one phase of round 1 by hand: a task per client, its local step, check_update. */
-static void phase(void *srv, void **cli, int K, int ph, fk_update *ups)
-{
-    fk_err err = {0};
-    fk_bundle task;
-    fk_bundle_init(&task);
-    for (int k = 0; k < K; k++) {
-        fk_bundle_clear(&task);
-        assert_int_equal(M->task(srv, 1, ph, k, &task, &err), FK_OK);
-        fk_bundle_init(&ups[k].msg);
-        fk_report_init(&ups[k].report);
-        ups[k].client = k;
-        assert_int_equal(M->local_step(cli[k], &task, &ups[k].msg, &ups[k].report, &err), FK_OK);
-        assert_int_equal(M->check_update(srv, 1, ph, &ups[k], &err), FK_OK);
-    }
-    fk_bundle_close(&task);
-}
-
-static void close_ups(fk_update *ups, int K)
-{
-    for (int k = 0; k < K; k++)
-        fk_bundle_close(&ups[k].msg);
 }
 
 /* A server with job p solves on the given phase-0 and phase-1 updates; *m gets its model. */
@@ -117,7 +75,7 @@ static void serve(const fk_params *p, int K, fk_update *up0, fk_update *up1, fk_
  * and width (the support model copies them), 0 elsewhere. */
 static void model_alpha(const fk_bundle *m, const fk_sfl_atoms *a, double *alpha)
 {
-    size_t K = (size_t)scalar(m, "K");
+    size_t K = (size_t)fk_test_scalar(m, "K");
     const double *s = fk_bundle_get(m, "s")->data, *w = fk_bundle_get(m, "w")->data,
                  *c = fk_bundle_get(m, "c")->data;
     memset(alpha, 0, a->J * sizeof *alpha);
@@ -143,7 +101,7 @@ static double rel_diff(const double *a, const double *b, size_t n)
 
 static double accuracy(const fk_bundle *m, const fk_dataset *test)
 {
-    fk_sfl_model mm = {.K = (size_t)scalar(m, "K"), .p = 2};
+    fk_sfl_model mm = {.K = (size_t)fk_test_scalar(m, "K"), .p = 2};
     mm.s = fk_bundle_get(m, "s")->data;
     mm.w = fk_bundle_get(m, "w")->data;
     mm.c = fk_bundle_get(m, "c")->data;
@@ -282,9 +240,9 @@ static void t19_one_client(void **state)
     void *srv = NULL;
     int done = 0;
     assert_int_equal(M->server_init(&srv, &p, 1, 7, &err), FK_OK);
-    phase(srv, &cli, 1, 0, up0);
+    fk_test_sfl_phase(srv, &cli, 1, 0, up0);
     assert_int_equal(M->aggregate(srv, 1, 0, up0, 1, &done, &err), FK_OK);
-    phase(srv, &cli, 1, 1, up1);
+    fk_test_sfl_phase(srv, &cli, 1, 1, up1);
     M->server_close(srv);
     fk_bundle m;
     serve(&p, 1, up0, up1, &m, NULL);
@@ -304,8 +262,8 @@ static void t19_one_client(void **state)
     SAY("T19: one client, %zu rows, %g uploaded: ||alpha_F - alpha_C|| / ||alpha_C|| = %.3g at "
         "the job's tolerances (bound 2 sqrt(2e-4) = 0.028), %.3g with tight solves (%zu rows "
         "uploaded; bound 1e-4)\n",
-        N, scalar(&up1[0].msg, "rows"), d, dt, U);
-    assert_true(scalar(&up1[0].msg, "rows") < (double)N); /* the union is a strict subset */
+        N, fk_test_scalar(&up1[0].msg, "rows"), d, dt, U);
+    assert_true(fk_test_scalar(&up1[0].msg, "rows") < (double)N); /* the union is a strict subset */
     assert_true(U < N);
     assert_true(d <= 2 * sqrt(2e-4));
     assert_true(dt <= 1e-4);
@@ -314,8 +272,8 @@ static void t19_one_client(void **state)
     free(af);
     fk_sfl_atoms_close(&a);
     fk_bundle_close(&m);
-    close_ups(up0, 1);
-    close_ups(up1, 1);
+    fk_test_sfl_close_ups(up0, 1);
+    fk_test_sfl_close_ups(up1, 1);
     M->client_close(cli);
     fk_params_close(&p);
     fk_dataset_close(&ds);
@@ -339,7 +297,7 @@ static size_t replay(const fk_params *p, const fk_bundle *ck, int warm, int tigh
     fk_sfl_atoms a;
     assert_int_equal(fk__sfl_atoms(&c, ux->data, U, 2, &a, &err), FK_OK);
     fk_sfl_opts o;
-    fk__sfl_opts(&c, 1, scalar(ck, "n_ref"), 7, &o);
+    fk__sfl_opts(&c, 1, fk_test_scalar(ck, "n_ref"), 7, &o);
     if (tight)
         tighten(&o);
     fk_sfl_fit f;
@@ -374,13 +332,13 @@ static void t21_run(int PER, int S)
         fk_update up0[K], up1[K];
         int done = 0;
         assert_int_equal(M->server_init(&srv, &pc, K, 7, &err), FK_OK);
-        phase(srv, cli, K, 0, up0);
+        fk_test_sfl_phase(srv, cli, K, 0, up0);
         assert_int_equal(M->aggregate(srv, 1, 0, up0, K, &done, &err), FK_OK);
-        phase(srv, cli, K, 1, up1);
+        fk_test_sfl_phase(srv, cli, K, 1, up1);
         M->server_close(srv);
         double sent = 0;
         for (int k = 0; k < K; k++)
-            sent += scalar(&up1[k].msg, "rows");
+            sent += fk_test_scalar(&up1[k].msg, "rows");
         ratio[sd] = sent / (K * PER);
         for (int g = 0; g < 2; g++) {
             fk_params pw, pz;
@@ -401,7 +359,7 @@ static void t21_run(int PER, int S)
                 model_alpha(&mw, &a, af);
                 agap[sd] = rel_diff(af, ac, a.J);
                 /* T22: the union solved warm and cold gives the same lambda */
-                size_t U = (size_t)scalar(&mw, "rows_union");
+                size_t U = (size_t)fk_test_scalar(&mw, "rows_union");
                 double *lw = malloc(U * sizeof *lw), *lc = malloc(U * sizeof *lc),
                        *aw = malloc(a.J * sizeof *aw);
                 assert_int_equal(replay(&pw, &ckw, 1, 0, lw, aw), U);
@@ -431,8 +389,8 @@ static void t21_run(int PER, int S)
             fk_params_close(&pw);
             fk_params_close(&pz);
         }
-        close_ups(up0, K);
-        close_ups(up1, K);
+        fk_test_sfl_close_ups(up0, K);
+        fk_test_sfl_close_ups(up1, K);
         for (int k = 0; k < K; k++) {
             M->client_close(cli[k]);
             fk_dataset_close(&ds[k]);
@@ -529,17 +487,17 @@ static void t23_messages(void **state)
     fk_update up0[K], up1[K];
     int done = 0;
     assert_int_equal(M->server_init(&srv, &p, K, 7, &err), FK_OK);
-    phase(srv, cli, K, 0, up0);
+    fk_test_sfl_phase(srv, cli, K, 0, up0);
     assert_int_equal(M->aggregate(srv, 1, 0, up0, K, &done, &err), FK_OK);
-    phase(srv, cli, K, 1, up1);
+    fk_test_sfl_phase(srv, cli, K, 1, up1);
     /* sizes against the spec's formulas (b = 8: the bundle sends float64) */
     fk_update *u = &up1[0];
-    double C = scalar(&u->msg, "rows"), pdim = 2, b = 8;
+    double C = fk_test_scalar(&u->msg, "rows"), pdim = 2, b = 8;
     double S_up = 125 + C * (pdim * b + 16); /* §6.4, binary task */
     size_t got_up = wire_size(&u->msg);
     fk_bundle m;
     serve(&p, K, up0, up1, &m, NULL);
-    double Km = scalar(&m, "K");
+    double Km = fk_test_scalar(&m, "K");
     double S_down = 60 + 16 * pdim + Km * pdim * b + 8 + 20 * Km; /* §6.6, Z = K centres */
     size_t got_down = wire_size(&m);
     SAY("T23: upload %zu B for %g rows, formula %.0f B (+1 %% + 64 B = %.0f); model %zu B for "
@@ -618,8 +576,8 @@ static void t23_messages(void **state)
     SAY("T23: %zu prefixes refused by the decoder, %zu by check_update\n", dec_err, chk_err);
     free(buf);
     fk_bundle_close(&m);
-    close_ups(up0, K);
-    close_ups(up1, K);
+    fk_test_sfl_close_ups(up0, K);
+    fk_test_sfl_close_ups(up1, K);
     M->server_close(srv);
     for (int k = 0; k < K; k++) {
         M->client_close(cli[k]);
@@ -659,9 +617,9 @@ static void t25_sentinel(void **state)
     fk_update up0[K], up1[K];
     int done = 0;
     assert_int_equal(M->server_init(&srv, &p, K, 7, &err), FK_OK);
-    phase(srv, cli, K, 0, up0);
+    fk_test_sfl_phase(srv, cli, K, 0, up0);
     assert_int_equal(M->aggregate(srv, 1, 0, up0, K, &done, &err), FK_OK);
-    phase(srv, cli, K, 1, up1);
+    fk_test_sfl_phase(srv, cli, K, 1, up1);
     assert_int_equal(M->aggregate(srv, 1, 1, up1, K, &done, &err), FK_OK);
     fk_bundle m, ck;
     fk_bundle_init(&m);
@@ -704,8 +662,8 @@ static void t25_sentinel(void **state)
     free(log);
     fk_bundle_close(&m);
     fk_bundle_close(&ck);
-    close_ups(up0, K);
-    close_ups(up1, K);
+    fk_test_sfl_close_ups(up0, K);
+    fk_test_sfl_close_ups(up1, K);
     M->server_close(srv);
     for (int k = 0; k < K; k++) {
         M->client_close(cli[k]);

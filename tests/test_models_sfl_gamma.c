@@ -15,18 +15,7 @@
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/models/sfl.h"
-
-static int verbose(void)
-{
-    const char *e = getenv("FK_SFL_ORACLE_VERBOSE");
-    return e && *e == '1';
-}
-
-#define SAY(...)                                                                                   \
-    do {                                                                                           \
-        if (verbose())                                                                             \
-            printf(__VA_ARGS__);                                                                   \
-    } while (0)
+#include "tests/support_say.h"
 
 /* ---- T10: monotone trends in gamma (Fig. 16b/c) ---- */
 

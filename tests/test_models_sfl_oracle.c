@@ -14,18 +14,7 @@
 
 #include "common/la/rng.h"
 #include "common/models/sfl.h"
-
-static int verbose(void)
-{
-    const char *e = getenv("FK_SFL_ORACLE_VERBOSE");
-    return e && *e == '1';
-}
-
-#define SAY(...)                                                                                   \
-    do {                                                                                           \
-        if (verbose())                                                                             \
-            printf(__VA_ARGS__);                                                                   \
-    } while (0)
+#include "tests/support_say.h"
 
 /* Two Gaussian blobs 4w apart (w = 1) in 2-D (sd 0.5), labels -1 / +1, n per blob (the T5
  * data); every flip-th row gets the other label (0: none). */
