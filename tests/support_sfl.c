@@ -5,8 +5,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
 
 static const fk_method *M = &fk_method_sfl;
@@ -89,4 +92,23 @@ void fk_test_sfl_refuse(void *srv, fk_update *u, const char *name, size_t i, dou
         fail_msg("'%s'[%zu] = %g: message '%s' lacks '%s'", name, i, v, err.msg, want);
     t->data[i] = keep;
     assert_int_equal(M->check_update(srv, 1, 1, u, &err), FK_OK);
+}
+
+void fk_test_sfl_sine(fk_dataset *ds, int K, size_t n, double x0, double span)
+{
+    fk_err err = {0};
+    double *t = malloc(n * sizeof *t);
+    assert_non_null(t);
+    for (int k = 0; k < K; k++) {
+        fk_rng r;
+        fk_rng_init(&r, 5, (uint64_t)k);
+        assert_int_equal(fk_dataset_init(&ds[k], n, 1, 0), FK_OK);
+        for (size_t i = 0; i < n; i++) {
+            double x = x0 + span * fk_rng_uniform(&r);
+            ds[k].X.data[i * ds[k].X.ld] = x;
+            t[i] = sin(x) + 0.01 * fk_rng_normal(&r);
+        }
+        assert_int_equal(fk_dataset_set_target(&ds[k], t, &err), FK_OK);
+    }
+    free(t);
 }

@@ -18,6 +18,9 @@ void fk_test_sfl_open(const fk_params *p, const fk_dataset *ds, int K, uint64_t 
  * check_update. */
 void fk_test_sfl_phase(void *srv, void **cli, int K, int ph, fk_update *ups);
 void fk_test_sfl_close_ups(fk_update *ups, int K);
+/* Regression clients ds[0..K): n rows each, x = x0 + span * U(0, 1), y = sin(x) + N(0, 0.01^2),
+ * client k from fk_rng stream (5, k). */
+void fk_test_sfl_sine(fk_dataset *ds, int K, size_t n, double x0, double span);
 /* Phase 0 run and aggregated, then phase 1's uploads in ups (checked, not aggregated). */
 void fk_test_sfl_uploads(void *srv, void **cli, int K, fk_update *ups);
 /* A server restarted from srv's checkpoint: ck (cleared first) holds the save, *srv2 (closed

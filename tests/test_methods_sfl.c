@@ -493,18 +493,7 @@ static void regression_job(void **state)
     enum { K = 3, NR = 40 };
     fk_dataset ds[K];
     fk_err err = {0};
-    for (int k = 0; k < K; k++) {
-        fk_rng r;
-        fk_rng_init(&r, 5, (uint64_t)k);
-        double t[NR];
-        assert_int_equal(fk_dataset_init(&ds[k], NR, 1, 0), FK_OK);
-        for (size_t i = 0; i < NR; i++) {
-            double x = 6 * fk_rng_uniform(&r);
-            ds[k].X.data[i * ds[k].X.ld] = x;
-            t[i] = sin(x) + 0.01 * fk_rng_normal(&r);
-        }
-        assert_int_equal(fk_dataset_set_target(&ds[k], t, &err), FK_OK);
-    }
+    fk_test_sfl_sine(ds, K, NR, 0, 6);
     fk_params p;
     job(&p, 1);
     assert_int_equal(fk_params_set(&p, "mode", "regress"), FK_OK);

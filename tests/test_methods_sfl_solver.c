@@ -17,6 +17,7 @@
 #include "common/methods/sim.h"
 #include "common/models/sfl.h"
 #include "tests/bundle_assert.h"
+#include "tests/support_sfl.h"
 
 static const fk_method *M = &fk_method_sfl;
 
@@ -42,24 +43,6 @@ static void job(fk_params *p, const char *solver, int mc)
         /* a Monte-Carlo iteration costs N B exps: fewer of them */
         assert_int_equal(fk_params_set(p, "T_client", "4000"), FK_OK);
         assert_int_equal(fk_params_set(p, "T_server", "4000"), FK_OK);
-    }
-}
-
-/* y = sin(x) + N(0, 0.01^2), x uniform on [0.5, 5.5], NR rows per client. */
-static void clients(fk_dataset *ds)
-{
-    fk_err err = {0};
-    for (int k = 0; k < K; k++) {
-        fk_rng r;
-        fk_rng_init(&r, 5, (uint64_t)k);
-        double t[NR];
-        assert_int_equal(fk_dataset_init(&ds[k], NR, 1, 0), FK_OK);
-        for (size_t i = 0; i < NR; i++) {
-            double x = 0.5 + 5 * fk_rng_uniform(&r);
-            ds[k].X.data[i * ds[k].X.ld] = x;
-            t[i] = sin(x) + 0.01 * fk_rng_normal(&r);
-        }
-        assert_int_equal(fk_dataset_set_target(&ds[k], t, &err), FK_OK);
     }
 }
 
@@ -184,7 +167,7 @@ static void solvers_agree(void **state)
 {
     (void)state;
     fk_dataset ds[K];
-    clients(ds);
+    fk_test_sfl_sine(ds, K, NR, 0.5, 5); /* x on [0.5, 5.5] */
     double f[3][NT + K * NR];
     const char *names[3] = {"reduced", "variant_a", "variant_a+mc_resample"};
     double se = sqrt(EPS);
@@ -229,7 +212,7 @@ static void determinism(void **state)
 {
     (void)state;
     fk_dataset ds[K];
-    clients(ds);
+    fk_test_sfl_sine(ds, K, NR, 0.5, 5); /* x on [0.5, 5.5] */
     for (int s = 1; s <= 2; s++) {
         fk_params p;
         job(&p, "variant_a", s == 2);
