@@ -26,6 +26,7 @@
 #include "common/data/synth_spec.h"
 #include "common/la/rng.h"
 #include "common/methods/mixture/pooled_em.h"
+#include "common/la/blas_threads.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -1247,6 +1248,13 @@ int main(int argc, char **argv)
     server_bin = argv[1];
     client_bin = argv[2];
     fedkern_bin = argv[3];
+    /* the in-process simulations below must run the BLAS thread count the daemons pin */
+    int threads;
+    fk_err err = {0};
+    if (fk_blas_threads_setup(&threads, &err) != FK_OK) {
+        fprintf(stderr, "test_daemons: %s\n", err.msg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     if (getenv("FK_TEST_FILTER")) /* e.g. FK_TEST_FILTER='kahm*' for one family */
         cmocka_set_test_filter(getenv("FK_TEST_FILTER"));
