@@ -85,6 +85,6 @@ void fk_owners_of(const char *config, char *out, size_t cap)
 
 int fk_owners_may(int role, const char *owner, const char *identity)
 {
-    return role == FK_ADMIN_OPERATOR || (role == FK_ADMIN_OWNER && (!*owner ||
-                                                                    !strcmp(owner, identity)));
+    return role == FK_ADMIN_OPERATOR ||
+           (role == FK_ADMIN_OWNER && (!*owner || !strcmp(owner, identity)));
 }

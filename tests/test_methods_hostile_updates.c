@@ -7,11 +7,11 @@
  *    of client 0's uploads (checked alone, and aggregated when the check takes them) never
  *    show in a refusal, an aggregate's or a client's error, or anything logged on stderr.
  * sfl takes part in the first two only (its messages are branch sfldef's). */
+#include <cmocka.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <cmocka.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,22 +32,22 @@ enum { N_SENTINELS = sizeof sentinels / sizeof *sentinels };
 
 /* What the wrapped table sees and collects. */
 static const fk_method *real;
-static void *cli0;        /* client 0's state: its uploads are the hostile ones */
-static int plant = -1;    /* local_step: tensor index (mod count) of client 0's upload to plant */
+static void *cli0;     /* client 0's state: its uploads are the hostile ones */
+static int plant = -1; /* local_step: tensor index (mod count) of client 0's upload to plant */
 static double plant_value;
-static int add_extra;     /* local_step: client 0's uploads carry an extra tensor 'zz_extra' */
+static int add_extra;          /* local_step: client 0's uploads carry an extra tensor 'zz_extra' */
 static const char *scale_name; /* local_step: client 0's tensor of this name times scale_by */
 static double scale_by;
-static int probe;         /* check_update: probe client 0's updates (extra, 1e300, NaN, values) */
-static int probed;        /* updates of client 0 probed */
-static int problems;      /* findings, each printed; a test fails when it has any */
-static char *text;        /* every message seen, one a line */
+static int probe;    /* check_update: probe client 0's updates (extra, 1e300, NaN, values) */
+static int probed;   /* updates of client 0 probed */
+static int problems; /* findings, each printed; a test fails when it has any */
+static char *text;   /* every message seen, one a line */
 static size_t text_len, text_cap;
 
-#define PROBLEM(...)                                                                       \
-    do {                                                                                   \
-        print_message("PROBLEM: " __VA_ARGS__);                                            \
-        problems++;                                                                        \
+#define PROBLEM(...)                                                                               \
+    do {                                                                                           \
+        print_message("PROBLEM: " __VA_ARGS__);                                                    \
+        problems++;                                                                                \
     } while (0)
 
 static void collect(const char *s)
@@ -120,14 +120,14 @@ static void probe_update(void *srv, int round, int phase, const fk_update *up)
 {
     fk_err err;
     if (check_changed(srv, round, phase, up, -1, 0, 0, &err) == FK_OK)
-        PROBLEM("%s round %d phase %d: an extra tensor 'zz_extra' was taken\n", real->name,
-                round, phase);
+        PROBLEM("%s round %d phase %d: an extra tensor 'zz_extra' was taken\n", real->name, round,
+                phase);
     else if (!strstr(err.msg, "zz_extra"))
         PROBLEM("%s: the refusal of an extra tensor does not name it: %s\n", real->name, err.msg);
     collect(err.msg);
     for (size_t i = 0; i < up->msg.count; i++) {
         const fk_tensor *t = &up->msg.items[i];
-        for (size_t at = 0; at < t->len; at += t->len > 1 ? t->len - 1 : 1) {
+        for (size_t at = 0; at<t->len; at += t->len> 1 ? t->len - 1 : 1) {
             for (int bad = 0; bad < 2; bad++) {
                 if (check_changed(srv, round, phase, up, (int)i, at, bad ? NAN : 1e300, &err) ==
                     FK_OK)
@@ -284,8 +284,8 @@ static void bounds_and_extra_tensors_refused(void **state)
 /* The textual forms a value could take in a message. */
 static int shows(const char *hay, double v, char *form, size_t cap)
 {
-    static const char *const fmts[] = {"%g", "%.3g", "%.4g", "%.5g", "%.6g", "%.8g", "%.10g",
-                                       "%.12g", "%.15g", "%.17g", "%e", "%.3e", "%f", "%.2f"};
+    static const char *const fmts[] = {"%g",    "%.3g",  "%.4g",  "%.5g", "%.6g", "%.8g", "%.10g",
+                                       "%.12g", "%.15g", "%.17g", "%e",   "%.3e", "%f",   "%.2f"};
     for (size_t f = 0; f < sizeof fmts / sizeof *fmts; f++) {
         snprintf(form, cap, fmts[f], v);
         if (strlen(form) >= 6 && strstr(hay, form))

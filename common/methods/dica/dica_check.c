@@ -31,8 +31,8 @@ static int is_train(const fk__dicaj_server *s, int who)
 
 /* Tensor `name` of r values (c == 0) or r x c, each finite with |x| <= bound (>= 0 with
  * nonneg), as fk__dicaj_put shapes it. */
-static int take(const fk_bundle *b, const char *name, size_t r, size_t c, double bound,
-                int nonneg, int who, const fk_tensor **out, fk_err *err)
+static int take(const fk_bundle *b, const char *name, size_t r, size_t c, double bound, int nonneg,
+                int who, const fk_tensor **out, fk_err *err)
 {
     const uint64_t shape[2] = {r, c};
     return fk_update_check_tensor(b, name, c ? 2 : 1, shape, bound, nonneg, 0, who, out, err);
@@ -79,8 +79,7 @@ static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who,
         (rc = fk_update_check_range(c, 0, FK_DICA_MAX_CLASSES, 1, who, err)) ||
         (rc = take(b, "sum_x", sx_len(b), 0, FK_UPDATE_MAX_ABS, 0, who, &sx, err)) ||
         (rc = take(b, "sum_x2", 1, 0, FK_UPDATE_MAX_ABS, 1, who, &sx2, err)) ||
-        (s->c.regression &&
-         (rc = take(b, "sum_y", 1, 0, FK_UPDATE_MAX_ABS, 0, who, NULL, err))))
+        (s->c.regression && (rc = take(b, "sum_y", 1, 0, FK_UPDATE_MAX_ABS, 0, who, NULL, err))))
         return rc;
     if (d->data[0] != (double)sx->len) /* the length, not d: d is the client's to quote */
         return implausible(who, "d", "the length of 'sum_x'", err);
@@ -98,8 +97,8 @@ static size_t diag_at(size_t j)
     return j * (j + 1) / 2 + j;
 }
 
-static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n, size_t D,
-                         int who, size_t *nq, fk_err *err)
+static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n, size_t D, int who,
+                         size_t *nq, fk_err *err)
 {
     const fk_tensor *ids = fk_bundle_get(b, "dom_id"), *dn, *ds;
     if (!ids || ids->ndim != 1 || ids->len == 0 || ids->len > (size_t)n)
@@ -151,8 +150,7 @@ static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, f
     if ((rc = fk_update_check_names(b, names, Dy ? 8 : 5, who, err)) ||
         (rc = take_n(b, 2, 9e15, who, &n, err)) ||
         (rc = check_domains(s, b, n, D, who, &Nq, err)) ||
-        (rc = take(b, "S_phiphi", D * (D + 1) / 2, 0, n / (double)R * (1 + TOL), 0, who, &S,
-                   err)))
+        (rc = take(b, "S_phiphi", D * (D + 1) / 2, 0, n / (double)R * (1 + TOL), 0, who, &S, err)))
         return rc;
     /* cos^2 + sin^2 = 1: each frequency's two diagonal entries add up to n / R */
     for (size_t j = 0; j < R; j++)
