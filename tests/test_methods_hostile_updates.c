@@ -7,11 +7,13 @@
  *    of client 0's uploads (checked alone, and aggregated when the check takes them) never
  *    show in a refusal, an aggregate's or a client's error, or anything logged on stderr.
  * sfl takes part in the first two only (its messages are branch sfldef's). */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

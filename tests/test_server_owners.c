@@ -1,8 +1,10 @@
 /* server/owners.c: roles of the admins list, the owner recorded with a job, who may use it. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
+
 #include <stdlib.h>
 #include <string.h>
 

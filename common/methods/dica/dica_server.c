@@ -179,7 +179,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         double sy_rule = s->c.sigma_y > 0 ? s->c.sigma_y : sy / N;
         if (!(sy_rule > 0) || !isfinite(sy_rule))
             return fk_err_set(err, FK_EINVAL,
-                              "dica: the mean training target is %g; set sigma_y > 0", sy / N);
+                              "dica: the mean training target is not > 0 (the default of "
+                              "sigma_y); set sigma_y > 0");
         s->sigma_y = sy_rule;
     }
     s->m = fk__dicaj_m(&s->c, s->C);
