@@ -778,6 +778,13 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
         fk_engine_push_apply(s->e, &q->p, now);
         s->stats.committed++;
         reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
+    } else if (q->rc == FK_OK && q->dup == FK_STORE_IDEM_OTHER) {
+        fk_log(FK_LOG_WARN, "update_id_reused", "identity=%s job=%" PRId64 " update_id=%s",
+               q->identity, q->p.job, q->idem);
+        fk_grpc_call_reply(q->call, FK_GRPC_ABORTED,
+                           "update_id was committed before with other bytes; an update_id names "
+                           "one payload: send a new update with a fresh update_id",
+                           NULL, 0);
     } else if (q->rc == FK_OK) {
         s->stats.duplicates++;
         reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
@@ -1457,6 +1464,10 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         rc = fk_codec_encode_job_result_response(&out, &tx, 0, &buf, &olen, &err);
     fk_bundle_close(&b);
     free(blob);
+    if (rc && fk_store_damaged(s->st)) { /* the stored model failed its checksum */
+        fk_grpc_call_reply(call, FK_GRPC_DATA_LOSS, err.msg, NULL, 0);
+        return;
+    }
     if (rc) {
         reply_err(call, rc, &err);
         return;

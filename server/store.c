@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include "common/base/log.h"
 
 enum { STMT_CACHE_MAX = 64 };
@@ -32,7 +34,10 @@ struct fk_store {
     int normal;  /* fk_store_set_full_sync(0): synchronous=NORMAL throughout */
     int strict;  /* fk_store_set_full_sync(2): relaxed transactions fsync too (benchmarks) */
     int relaxed; /* a fk_store_begin_relaxed transaction is open (synchronous=NORMAL) */
+    int damaged; /* a stored row failed its SHA-256 (fk_store_damaged) */
 };
+
+enum { SUM_LEN = 32 }; /* SHA-256 beside every stored blob (schema version 4) */
 
 /* Migration i takes the schema from version i to i + 1; append, never edit. */
 static const char *const migrations[] = {
@@ -121,6 +126,15 @@ static const char *const migrations[] = {
     "  cols INTEGER NOT NULL,"
     "  classes INTEGER NOT NULL,"
     "  PRIMARY KEY (identity, seq));",
+    /* 4: a SHA-256 beside every stored update, checkpoint and model, checked on every read
+     * (issue 33): a changed byte is an error naming the row, never a different model. Rows
+     * written before are hashed as they are now. */
+    "ALTER TABLE updates ADD COLUMN sha256 BLOB;"
+    "ALTER TABLE checkpoints ADD COLUMN sha256 BLOB;"
+    "ALTER TABLE models ADD COLUMN sha256 BLOB;"
+    "UPDATE updates SET sha256 = fk_sha256(blob);"
+    "UPDATE checkpoints SET sha256 = fk_sha256(blob);"
+    "UPDATE models SET sha256 = fk_sha256(blob);",
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -158,6 +172,59 @@ static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
     }
     return fk_err_set(err, code, "state db %s: %s: %s (%s)", st->path, what,
                       st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc), hint);
+}
+
+/* ------------------------------------------------------------ checksums */
+
+static int sha256(const void *p, size_t n, unsigned char out[SUM_LEN])
+{
+    unsigned int got = 0;
+    return EVP_Digest(n ? p : "", n, out, &got, EVP_sha256(), NULL) == 1 && got == SUM_LEN
+               ? FK_OK
+               : FK_EIO;
+}
+
+/* fk_sha256(blob) in SQL: the migration to version 4 hashes the rows already stored. */
+static void sql_sha256(sqlite3_context *c, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const void *b = sqlite3_value_blob(v[0]);
+    int n = sqlite3_value_bytes(v[0]);
+    unsigned char d[SUM_LEN];
+    if (n < 0 || sha256(b, (size_t)n, d)) {
+        sqlite3_result_error(c, "SHA-256 failed", -1);
+        return;
+    }
+    sqlite3_result_blob(c, d, SUM_LEN, SQLITE_TRANSIENT);
+}
+
+/* The blob of column `col` of the current row against the SHA-256 in column `col + 1`:
+ * FK_OK, or FK_EFORMAT naming the row (`what`) and the restore steps. A missing sum is a
+ * mismatch too: the migration gave every row one. */
+static int verify_blob(fk_store *st, sqlite3_stmt *s, int col, const char *what, fk_err *err)
+{
+    const void *b = sqlite3_column_blob(s, col);
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+    const void *sum = sqlite3_column_blob(s, col + 1);
+    int sum_len = sqlite3_column_bytes(s, col + 1);
+    unsigned char d[SUM_LEN];
+    if (sha256(b, n, d))
+        return fk_err_set(err, FK_EIO, "state db %s: %s: cannot compute its SHA-256", st->path,
+                          what);
+    if (sum && sum_len == SUM_LEN && !memcmp(sum, d, SUM_LEN))
+        return FK_OK;
+    st->damaged = 1;
+    fk_log(FK_LOG_ERROR, "state_checksum_mismatch", "state=%s row=\"%s\" bytes=%zu", st->path,
+           what, n);
+    return fk_err_set(err, FK_EFORMAT,
+                      "state db %s: %s fails its SHA-256 check (the stored bytes changed since "
+                      "the server wrote them; they are not used): %s",
+                      st->path, what, FK_STORE_RESTORE_STEPS);
+}
+
+int fk_store_damaged(const fk_store *st)
+{
+    return st->damaged;
 }
 
 static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
@@ -383,6 +450,13 @@ int fk_store_open(fk_store **out, const char *path, fk_err *err)
         return rc;
     }
     sqlite3_busy_timeout(st->db, 5000);
+    rc = sqlite3_create_function(st->db, "fk_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                 NULL, sql_sha256, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        rc = db_fail(st, rc, "register fk_sha256", err);
+        fk_store_close(st);
+        return rc;
+    }
     if (sqlite3_db_readonly(st->db, "main") == 1)
         rc = fk_err_set(err, FK_EINVAL,
                         "state db %s opened read-only: the server writes every update to it; "
@@ -1056,39 +1130,55 @@ int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, 
 
 /* ------------------------------------------------------------- updates */
 
-/* 1 if this sender stored an update with this idempotency id, 0 if not, <0
- * on error. Scoped to the sender: nobody can claim another client's id. */
-static int idem_exists(fk_store *st, const char *idem, const char *identity, fk_err *err)
+/* What this sender stored under this idempotency id: FK_STORE_IDEM_NEW (nothing),
+ * FK_STORE_IDEM_SAME (these bytes, or any bytes when blob is NULL) or FK_STORE_IDEM_OTHER
+ * (other bytes: a reused id), <0 on error. Scoped to the sender: nobody can claim another
+ * client's id. */
+static int idem_state(fk_store *st, const char *idem, const char *identity, const void *blob,
+                      size_t len, fk_err *err)
 {
+    unsigned char d[SUM_LEN];
+    if (blob && sha256(blob, len, d))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
+                          st->path);
     sqlite3_stmt *s;
-    int rc = prep(st, "SELECT 1 FROM updates WHERE idem = ?1 AND identity = ?2", &s, err);
+    int rc = prep(st, "SELECT sha256 FROM updates WHERE idem = ?1 AND identity = ?2", &s, err);
     if (rc)
         return rc;
     sqlite3_bind_text(s, 1, idem, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, identity, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const void *sum = sqlite3_column_blob(s, 0);
+        int same = !blob || (sqlite3_column_bytes(s, 0) == SUM_LEN && !memcmp(sum, d, SUM_LEN));
+        release(st, s);
+        return same ? FK_STORE_IDEM_SAME : FK_STORE_IDEM_OTHER;
+    }
     release(st, s);
-    if (rc == SQLITE_ROW)
-        return 1;
-    return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "look up idempotency id", err);
+    return rc == SQLITE_DONE ? FK_STORE_IDEM_NEW : db_fail(st, rc, "look up idempotency id", err);
 }
 
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
 {
     *dup = 0;
-    int rc = idem_exists(st, u->idem, u->identity, err);
+    int rc = idem_state(st, u->idem, u->identity, u->blob, u->len, err);
     if (rc < 0)
         return rc;
-    if (rc == 1) {
-        *dup = 1;
+    if (rc != FK_STORE_IDEM_NEW) {
+        *dup = rc;
         return FK_OK;
     }
+    unsigned char sum[SUM_LEN];
+    if (sha256(u->blob, u->len, sum))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
+                          st->path);
     sqlite3_stmt *s;
     rc = prep_phase(st,
                     "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
-                    "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse) "
+                    "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse, "
+                    "sha256) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                    "?16)",
+                    "?16, ?17)",
                     u->job, u->round, u->attempt, u->phase, &s, err);
     if (rc)
         return rc;
@@ -1104,6 +1194,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     bind_real_or_null(s, 14, u->report.misclust);
     bind_real_or_null(s, 15, u->report.ari);
     bind_real_or_null(s, 16, u->report.rmse);
+    sqlite3_bind_blob(s, 17, sum, SUM_LEN, SQLITE_STATIC);
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
@@ -1122,7 +1213,7 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_stmt *s;
     int rc = prep_phase(st,
                         "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, "
-                        "received, misclust, ari, rmse FROM updates "
+                        "sha256, received, misclust, ari, rmse FROM updates "
                         "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
                         "ORDER BY client",
                         job, round, attempt, phase, &s, err);
@@ -1137,13 +1228,18 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
         u.report.loss = column_real_or_nan(s, 4);
         u.report.accuracy = column_real_or_nan(s, 5);
         u.report.error = column_real_or_nan(s, 6);
+        char what[160];
+        snprintf(what, sizeof what, "job %lld round %d attempt %d phase %d: the update of "
+                 "client %d", (long long)job, round, attempt, phase, u.client);
+        int crc = verify_blob(st, s, 7, what, err);
         u.blob = sqlite3_column_blob(s, 7);
         u.len = (size_t)sqlite3_column_bytes(s, 7);
-        u.received = sqlite3_column_double(s, 8);
-        u.report.misclust = column_real_or_nan(s, 9);
-        u.report.ari = column_real_or_nan(s, 10);
-        u.report.rmse = column_real_or_nan(s, 11);
-        int crc = cb(ctx, &u, err);
+        u.received = sqlite3_column_double(s, 9);
+        u.report.misclust = column_real_or_nan(s, 10);
+        u.report.ari = column_real_or_nan(s, 11);
+        u.report.rmse = column_real_or_nan(s, 12);
+        if (!crc)
+            crc = cb(ctx, &u, err);
         if (crc) {
             release(st, s);
             return crc;
@@ -1172,10 +1268,20 @@ int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int 
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
                           fk_err *err)
 {
-    int rc = idem_exists(st, idem, identity, err);
+    int rc = idem_state(st, idem, identity, NULL, 0, err);
     if (rc < 0)
         return rc;
-    *known = rc;
+    *known = rc != FK_STORE_IDEM_NEW;
+    return FK_OK;
+}
+
+int fk_store_update_match(fk_store *st, const char *idem, const char *identity, const void *blob,
+                          size_t len, int *state, fk_err *err)
+{
+    int rc = idem_state(st, idem, identity, blob ? blob : "", len, err);
+    if (rc < 0)
+        return rc;
+    *state = rc;
     return FK_OK;
 }
 
@@ -1198,8 +1304,13 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
                     size_t len, fk_err *err)
 {
     char sql[128];
-    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO %s (job_id, round, blob) VALUES (?1, ?2, ?3)",
+    snprintf(sql, sizeof sql,
+             "INSERT OR REPLACE INTO %s (job_id, round, blob, sha256) VALUES (?1, ?2, ?3, ?4)",
              table);
+    unsigned char sum[SUM_LEN];
+    if (sha256(blob, len, sum))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute the SHA-256 of a %s row",
+                          st->path, table);
     sqlite3_stmt *s;
     int rc = prep(st, sql, &s, err);
     if (rc)
@@ -1207,6 +1318,7 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
     sqlite3_bind_int64(s, 1, job);
     sqlite3_bind_int(s, 2, round);
     sqlite3_bind_blob64(s, 3, len ? blob : "", len, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 4, sum, SUM_LEN, SQLITE_STATIC);
     return run(st, s, table, err);
 }
 
@@ -1217,7 +1329,7 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
     *len = 0;
     char sql[160];
     snprintf(sql, sizeof sql,
-             "SELECT blob, round FROM %s WHERE job_id = ?1 AND (?2 < 0 OR round = ?2) "
+             "SELECT blob, sha256, round FROM %s WHERE job_id = ?1 AND (?2 < 0 OR round = ?2) "
              "ORDER BY round DESC LIMIT 1",
              table);
     sqlite3_stmt *s;
@@ -1227,7 +1339,16 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
     sqlite3_bind_int64(s, 1, job);
     sqlite3_bind_int(s, 2, round);
     rc = sqlite3_step(s);
+    char what[128];
+    int bad = FK_OK;
     if (rc == SQLITE_ROW) {
+        snprintf(what, sizeof what, "job %lld: the %s of round %d", (long long)job,
+                 !strcmp(table, "models") ? "model" : "checkpoint", sqlite3_column_int(s, 2));
+        bad = verify_blob(st, s, 0, what, err);
+    }
+    if (bad) {
+        rc = bad; /* the row's bytes are not handed out */
+    } else if (rc == SQLITE_ROW) {
         size_t n = (size_t)sqlite3_column_bytes(s, 0);
         *blob = malloc(n ? n : 1);
         if (!*blob) {
@@ -1237,7 +1358,7 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
                 memcpy(*blob, sqlite3_column_blob(s, 0), n);
             *len = n;
             if (round_out)
-                *round_out = sqlite3_column_int(s, 1);
+                *round_out = sqlite3_column_int(s, 2);
             rc = FK_OK;
         }
     } else if (rc == SQLITE_DONE) {
