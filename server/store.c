@@ -1,12 +1,14 @@
 #include "server/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +37,11 @@ struct fk_store {
     int strict;  /* fk_store_set_full_sync(2): relaxed transactions fsync too (benchmarks) */
     int relaxed; /* a fk_store_begin_relaxed transaction is open (synchronous=NORMAL) */
     int damaged; /* a stored row failed its SHA-256 (fk_store_damaged) */
+    int watched; /* dev and ino hold the identity of the file at path (fk_store_file_check) */
+    dev_t dev;
+    ino_t ino;
+    uint64_t max_bytes; /* fk_store_set_limit, applied again after fk_store_recreate */
+    char refuse[256];   /* fk_store_refuse_writes: why every transaction is refused */
 };
 
 enum { SUM_LEN = 32 }; /* SHA-256 beside every stored blob (schema version 4) */
@@ -151,6 +158,27 @@ const char *fk_job_state_name(int state)
     "-wal, -shm) aside, restore the latest backup as state.db (docs/operations.md section 9: "  \
     "'Backup and restore of the state directory'), then start the server"
 
+/* 1 if a write failure is the process's file-size limit (RLIMIT_FSIZE: ulimit -f, systemd
+ * LimitFSIZE=): EFBIG seen by SQLite, or the database or its -wal within a page or two of the
+ * limit (SQLite's rollback after the failed write may have replaced the errno). */
+static int at_file_size_limit(fk_store *st)
+{
+    if (st->db && sqlite3_system_errno(st->db) == EFBIG)
+        return 1;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    const char *suffix[] = {"", "-wal"};
+    for (int i = 0; i < 2; i++) {
+        char p[600];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s%s", st->path, suffix[i]);
+        if (stat(p, &sb) == 0 && (uint64_t)sb.st_size + 65536 + 32 >= (uint64_t)rl.rlim_cur)
+            return 1;
+    }
+    return 0;
+}
+
 static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
 {
     int prim = rc & 0xff;
@@ -158,6 +186,9 @@ static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
     const char *hint = "check the state directory";
     if (prim == SQLITE_FULL)
         hint = "the disk or the configured size limit is full; free space, nothing was stored";
+    else if (prim == SQLITE_IOERR && at_file_size_limit(st))
+        hint = "the file-size limit of the server process is reached (ulimit -f, systemd "
+               "LimitFSIZE=); raise it, nothing was stored";
     else if (prim == SQLITE_READONLY || prim == SQLITE_PERM || prim == SQLITE_CANTOPEN)
         hint = "the state database is not writable; fix permissions of the state directory";
     else if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
@@ -433,55 +464,249 @@ static int quick_check(fk_store *st, fk_err *err)
     return FK_OK;
 }
 
-int fk_store_open(fk_store **out, const char *path, fk_err *err)
+/* 1 if the database holds fedkern's tables (a schema_version table), 0 if not, <0 error. */
+static int has_fedkern_schema(fk_store *st, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'schema_version'",
+                                -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "read the schema", err);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return 1;
+    return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "read the schema", err);
+}
+
+/* The connection to st->path: open, configure, check, and (only where the file holds
+ * fedkern state, or init allows a new federation in it) migrate. `existed`: the file was
+ * there, non-empty, before the open. */
+static int connect_db(fk_store *st, int existed, int init, fk_err *err)
+{
+    int rc = sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "open", err);
+    sqlite3_busy_timeout(st->db, 5000);
+    rc = sqlite3_create_function(st->db, "fk_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                 NULL, sql_sha256, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "register fk_sha256", err);
+    if (sqlite3_db_readonly(st->db, "main") == 1)
+        return fk_err_set(err, FK_EINVAL,
+                          "state db %s opened read-only: the server writes every update to it; "
+                          "make the file and its directory writable by the server's user",
+                          st->path);
+    rc = exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+              "configure (WAL, synchronous, foreign keys)", err);
+    if (!rc)
+        rc = quick_check(st, err);
+    if (!rc && existed && !init) {
+        rc = has_fedkern_schema(st, err);
+        if (rc == 0)
+            rc = fk_err_set(err, FK_EINVAL,
+                            "state db %s is an SQLite database without fedkern's tables (another "
+                            "program's file?): it is not taken as a new federation. Check --state; "
+                            "if a state file was lost, restore the latest backup (docs/"
+                            "operations.md section 9); to start a new, empty federation in this "
+                            "file, start once with --init",
+                            st->path);
+        else if (rc == 1)
+            rc = FK_OK;
+    }
+    if (!rc)
+        rc = migrate(st, err);
+    return rc;
+}
+
+/* Record the identity (device, inode) of the file the connection uses. */
+static void note_identity(fk_store *st)
+{
+    struct stat sb;
+    st->watched = st->db && stat(st->path, &sb) == 0;
+    if (st->watched) {
+        st->dev = sb.st_dev;
+        st->ino = sb.st_ino;
+    }
+}
+
+/* What the path holds before SQLite sees it: FK_OK to go on (*existed = 1 for a non-empty
+ * file), or the refusal of a file that would silently become a new federation. */
+static int check_presence(const char *path, int init, int *existed, fk_err *err)
+{
+    *existed = 0;
+    if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
+        return FK_OK;
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT && stat(wal, &sb) == 0)
+            return fk_err_set(err, FK_EINVAL,
+                              "state db %s is missing but %s is there: the state file was "
+                              "removed and its last writes are in the -wal. Restore the latest "
+                              "backup as %s (docs/operations.md section 9); to start a new, "
+                              "empty federation instead, move %s and %s-shm aside first",
+                              path, wal, path, wal, path);
+        return FK_OK; /* absent: a new federation (check_path reported other errors) */
+    }
+    if (sb.st_size == 0 && !init)
+        return fk_err_set(err, FK_EINVAL,
+                          "state db %s is an empty file: it holds no federation and is not "
+                          "taken as a new one. If a state file was lost, restore the latest "
+                          "backup (docs/operations.md section 9); to start a new, empty "
+                          "federation in it, start once with --init",
+                          path);
+    *existed = sb.st_size > 0;
+    return FK_OK;
+}
+
+int fk_store_open_init(fk_store **out, const char *path, int init, fk_err *err)
 {
     *out = NULL;
+    int existed = 0;
     int rc = check_path(path, err);
+    if (!rc)
+        rc = check_presence(path, init, &existed, err);
     if (rc)
         return rc;
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening %s", path);
     snprintf(st->path, sizeof st->path, "%s", path);
-    rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_fail(st, rc, "open", err);
-        fk_store_close(st);
-        return rc;
-    }
-    sqlite3_busy_timeout(st->db, 5000);
-    rc = sqlite3_create_function(st->db, "fk_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
-                                 NULL, sql_sha256, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_fail(st, rc, "register fk_sha256", err);
-        fk_store_close(st);
-        return rc;
-    }
-    if (sqlite3_db_readonly(st->db, "main") == 1)
-        rc = fk_err_set(err, FK_EINVAL,
-                        "state db %s opened read-only: the server writes every update to it; "
-                        "make the file and its directory writable by the server's user",
-                        path);
-    if (!rc)
-        rc = exec(st,
-                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-                  "configure (WAL, synchronous, foreign keys)", err);
-    if (!rc)
-        rc = quick_check(st, err);
-    if (!rc)
-        rc = migrate(st, err);
+    rc = connect_db(st, existed, init, err);
     if (rc) {
         fk_store_close(st);
         return rc;
     }
+    note_identity(st);
     *out = st;
     return FK_OK;
+}
+
+int fk_store_open(fk_store **out, const char *path, fk_err *err)
+{
+    return fk_store_open_init(out, path, 0, err);
+}
+
+/* -------------------------------------------------- the file's identity */
+
+int fk_store_file_state(const fk_store *st)
+{
+    struct stat sb;
+    if (!st->watched)
+        return FK_STORE_FILE_OK;
+    if (stat(st->path, &sb) != 0) /* another error (EACCES on the directory...) says nothing */
+        return errno == ENOENT ? FK_STORE_FILE_REMOVED : FK_STORE_FILE_OK;
+    return sb.st_dev != st->dev || sb.st_ino != st->ino ? FK_STORE_FILE_REPLACED
+                                                        : FK_STORE_FILE_OK;
+}
+
+/* Copy the whole database (what the connection sees, -wal included) into a new file at dest,
+ * fsync'd. dest must not exist. */
+static int copy_to(fk_store *st, const char *dest, fk_err *err)
+{
+    sqlite3 *out = NULL;
+    int rc = sqlite3_open_v2(dest, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    sqlite3_backup *b = rc == SQLITE_OK ? sqlite3_backup_init(out, "main", st->db, "main") : NULL;
+    if (b) {
+        rc = sqlite3_backup_step(b, -1);
+        int fin = sqlite3_backup_finish(b);
+        rc = rc == SQLITE_DONE ? fin : rc;
+    } else if (rc == SQLITE_OK) {
+        rc = sqlite3_errcode(out);
+    }
+    const char *msg = rc == SQLITE_OK ? "" : out ? sqlite3_errmsg(out) : sqlite3_errstr(rc);
+    char why[256];
+    snprintf(why, sizeof why, "%s", msg);
+    sqlite3_close(out); /* rollback journal mode: one file once closed */
+    if (rc != SQLITE_OK) {
+        unlink(dest);
+        return fk_err_set(err, FK_EIO, "state db %s: cannot copy it to %s: %s", st->path, dest,
+                          why);
+    }
+    int fd = open(dest, O_RDONLY);
+    int synced = fd >= 0 && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!synced) {
+        unlink(dest);
+        return fk_err_set(err, FK_EIO, "state db %s: cannot fsync its copy %s: %s", st->path,
+                          dest, strerror(errno));
+    }
+    return FK_OK;
+}
+
+static void fsync_dir_of(const char *path)
+{
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: the rename is already visible */
+        close(fd);
+    }
+}
+
+/* Close the connection and the SQLite files named after the path: a connection whose file
+ * moved does not checkpoint at close and leaves -wal and -shm behind, which a database opened
+ * next at the path would replay. */
+static void disconnect_moved(fk_store *st)
+{
+    cache_clear(st);
+    sqlite3_close(st->db);
+    st->db = NULL;
+    char p[600];
+    snprintf(p, sizeof p, "%s-wal", st->path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", st->path);
+    unlink(p);
+}
+
+int fk_store_save_copy(fk_store *st, const char *dest, fk_err *err)
+{
+    if (sqlite3_get_autocommit(st->db) == 0)
+        return fk_err_set(err, FK_ESTATE, "state db %s: a transaction is open", st->path);
+    return copy_to(st, dest, err);
+}
+
+int fk_store_recreate(fk_store *st, fk_err *err)
+{
+    if (sqlite3_get_autocommit(st->db) == 0)
+        return fk_err_set(err, FK_ESTATE, "state db %s: a transaction is open", st->path);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.recreate-tmp", st->path);
+    unlink(tmp);
+    int rc = copy_to(st, tmp, err);
+    if (rc)
+        return rc;
+    disconnect_moved(st);
+    if (rename(tmp, st->path)) {
+        rc = fk_err_set(err, FK_EIO,
+                        "state db %s: cannot put the re-created file in place (%s); the state "
+                        "is in %s: move it to %s before the next start",
+                        st->path, strerror(errno), tmp, st->path);
+        return rc;
+    }
+    fsync_dir_of(st->path);
+    if ((rc = connect_db(st, 1, 0, err)))
+        return rc;
+    note_identity(st);
+    if (st->max_bytes && (rc = fk_store_set_limit(st, st->max_bytes, err)))
+        return rc;
+    if (st->normal || st->strict)
+        rc = fk_store_set_full_sync(st, st->strict ? 2 : 0, err);
+    return rc;
 }
 
 void fk_store_close(fk_store *st)
 {
     if (!st)
         return;
+    if (st->db && fk_store_file_state(st) != FK_STORE_FILE_OK)
+        disconnect_moved(st); /* its -wal would be replayed into the file now at the path */
     cache_clear(st);
     sqlite3_close(st->db);
     free(st);
@@ -511,6 +736,7 @@ int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err)
 
 int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err)
 {
+    st->max_bytes = max_bytes;
     int64_t page = 4096;
     int rc = pragma_int(st, "PRAGMA page_size", &page, err);
     if (rc)
@@ -573,8 +799,15 @@ static void unrelax(fk_store *st)
         fk_log(FK_LOG_ERROR, "state_sync_not_restored", "error=\"%s\"", err.msg);
 }
 
+void fk_store_refuse_writes(fk_store *st, const char *why)
+{
+    snprintf(st->refuse, sizeof st->refuse, "%s", why && *why ? why : "writes refused");
+}
+
 int fk_store_begin(fk_store *st, fk_err *err)
 {
+    if (st->refuse[0])
+        return fk_err_set(err, FK_EIO, "state db %s: %s", st->path, st->refuse);
     return exec_cached(st, "BEGIN IMMEDIATE", "begin transaction", err);
 }
 

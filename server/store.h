@@ -26,9 +26,32 @@ enum { FK_STORE_SCHEMA_VERSION = 4 };
  * PRAGMA quick_check fails or SQLite finds the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB,
  * also on any later call): a damaged database is never waited for like a full disk (FK_EIO). */
 FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
+/* fk_store_open, and the rule for a file that holds no federation (issue 33): an absent file
+ * is a new federation (unless its -wal is still there: the file was removed, refused with
+ * the restore steps); an empty file or an SQLite database without fedkern's tables is refused
+ * (FK_EINVAL, naming --init and the restore steps) unless init = 1 (--init), which starts a
+ * new, empty federation in it. init changes nothing for a file with fedkern state. */
+FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
 void fk_store_close(fk_store *st);
 /* 1 once a stored row failed its SHA-256 check (the file was damaged after it was written). */
 int fk_store_damaged(const fk_store *st);
+/* The state file is kept by identity (device, inode, taken at open): fk_store_file_check
+ * tells whether the path still names it (FK_STORE_FILE_OK), names nothing (REMOVED: `rm
+ * state.db` while the server runs; the connection still holds every byte) or another file
+ * (REPLACED). The server's answer (server/main.c, docs/operations.md): removed, the database
+ * is copied back to the path from the open connection (fk_store_recreate) with an error line;
+ * replaced, it is saved beside it (fk_store_save_copy) and the server stops with exit 1. */
+enum { FK_STORE_FILE_OK = 0, FK_STORE_FILE_REMOVED = 1, FK_STORE_FILE_REPLACED = 2 };
+int fk_store_file_state(const fk_store *st);
+/* Write the whole database as the connection sees it to path again (copy to PATH.recreate-tmp,
+ * fsync, rename, reopen, limits and sync mode as before). Not inside a transaction
+ * (FK_ESTATE). */
+FK_CHECKRETURN int fk_store_recreate(fk_store *st, fk_err *err);
+/* From now on every transaction is refused (FK_EIO with why): nothing more is acknowledged
+ * into a file that is about to be left. */
+void fk_store_refuse_writes(fk_store *st, const char *why);
+/* Copy the whole database to a new file dest (fsync'd). Not inside a transaction. */
+FK_CHECKRETURN int fk_store_save_copy(fk_store *st, const char *dest, fk_err *err);
 /* Cap the database at max_bytes (0 = no cap): writes beyond it fail like a full disk. */
 FK_CHECKRETURN int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
 /* Bytes the database file uses now (pages in use x page size). */

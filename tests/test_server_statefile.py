@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""The server's state file against the real daemons on 127.0.0.1 (issue 33, rows 4 and 5).
+
+1. A present file that holds no federation (zero length, or another program's SQLite
+   database) is refused with a message naming --init; --init starts a new federation in it;
+   an absent file is a new federation as before.
+2. `rm state.db` while a job runs: the server logs state_file_removed, writes the database
+   back from its open connection (state_file_recreated), the job ends done, and a restarted
+   server still knows the job (before: nothing logged, and 0 jobs after the restart).
+3. A file-size limit (RLIMIT_FSIZE, `ulimit -f`) reached by the state file: the server logs
+   the error naming the limit and keeps running (before: killed by SIGXFSZ without a log
+   line); once the limit is raised the job ends done.
+
+Usage: test_server_statefile.py FEDKERN FEDKERN_SERVER FEDKERN_CLIENT
+Bounded: every wait has a timeout; the daemons are stopped at the end."""
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+FK, SERVER, CLIENT = (os.path.abspath(a) for a in sys.argv[1:4])
+D = tempfile.mkdtemp(prefix="fk-statefile-")
+PKI = f"{D}/pki"
+procs = []
+failures = []
+
+
+def check(name, cond, detail=""):
+    print(("ok   " if cond else "FAIL ") + name + (f": {detail}" if detail and not cond else ""))
+    if not cond:
+        failures.append(name)
+    return cond
+
+
+def run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)
+
+
+def wait_log(path, pattern, seconds, start=0):
+    until = time.time() + seconds
+    while time.time() < until:
+        if os.path.exists(path):
+            m = re.search(pattern, open(path, errors="replace").read()[start:])
+            if m:
+                return m
+        time.sleep(0.05)
+    return None
+
+
+def start_server(db, log, extra=(), preexec=None):
+    start = os.path.getsize(log) if os.path.exists(log) else 0
+    f = open(log, "a")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    p = subprocess.Popen([SERVER, "--listen", "127.0.0.1:0", "--tls_dir", PKI, "--state", db,
+                          "--heartbeat_ms", "500", "--drain_ms", "200", "--metrics_listen",
+                          "off", *extra], stdout=f, stderr=f, env=env, preexec_fn=preexec)
+    procs.append(p)
+    until = time.time() + 20
+    while time.time() < until:
+        m = re.search(r"event=server_ready [^\n]*port=(\d+)", open(log).read()[start:])
+        if m:
+            return p, int(m.group(1))
+        if p.poll() is not None:
+            return p, None
+        time.sleep(0.02)
+    return p, None
+
+
+def start_clients(port):
+    out = []
+    for c in range(3):
+        f = open(f"{D}/c{c}.log", "a")
+        p = subprocess.Popen([CLIENT, "--server", f"127.0.0.1:{port}", "--server_name", "server",
+                              "--tls_dir", PKI, "--name", f"c{c}", "--data.gmm", f"{D}/c{c}.csv",
+                              "--backoff_max_ms", "300"], stdout=f, stderr=f,
+                             env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+        procs.append(p)
+        out.append(p)
+    return out
+
+
+def stop(p, sig=signal.SIGTERM):
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    return p.returncode
+
+
+def job(port, *args):
+    return run([FK, "job", *args, "--server", f"127.0.0.1:{port}", "--server_name", "server",
+                "--tls_dir", PKI, "--name", "op"])
+
+
+def submit(port, rounds):
+    with open(f"{D}/job.conf", "w") as f:
+        f.write(f"method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = {rounds}\n"
+                "R = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n")
+    r = job(port, "submit", f"{D}/job.conf", "--wait_clients", "20")
+    check("job submitted", r.returncode == 0, r.stderr)
+    return r.stdout.strip()
+
+
+def case_presence():
+    """An empty or foreign file is refused without --init; absent is new."""
+    db = f"{D}/p/state.db"
+    os.makedirs(f"{D}/p")
+    log = f"{D}/presence.log"
+    open(db, "wb").close()
+    p, port = start_server(db, log)
+    rc = p.wait(20)
+    text = open(log).read()
+    check("empty file: refused, exit 1", port is None and rc == 1, f"exit {rc}")
+    check("empty file: the message names --init", "empty file" in text and "--init" in text,
+          text[-400:])
+    p, port = start_server(db, log, ["--init"])
+    check("empty file with --init: the server starts", port is not None)
+    stop(p)
+    os.unlink(db)
+    foreign = sqlite3.connect(db)
+    foreign.execute("CREATE TABLE photos (id INTEGER PRIMARY KEY, path TEXT)")
+    foreign.execute("INSERT INTO photos (path) VALUES ('a.jpg')")
+    foreign.commit()
+    foreign.close()
+    p, port = start_server(db, log)
+    rc = p.wait(20)
+    text = open(log).read()
+    check("foreign SQLite file: refused, exit 1", port is None and rc == 1, f"exit {rc}")
+    check("foreign SQLite file: the message says so",
+          "without fedkern's tables" in text and "--init" in text, text[-400:])
+    names = [r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")]
+    check("foreign SQLite file: left as it was", names == ["photos"], str(names))
+    shutil.rmtree(f"{D}/p")
+    os.makedirs(f"{D}/p")
+    p, port = start_server(db, log)
+    check("absent file: a new federation", port is not None)
+    stop(p)
+
+
+def case_removed():
+    """rm state.db while a job runs: written back, the job ends done, a restart knows it."""
+    os.makedirs(f"{D}/r")
+    db = f"{D}/r/state.db"
+    log = f"{D}/removed.log"
+    p, port = start_server(db, log)
+    if not check("server starts", port is not None):
+        return
+    clients = start_clients(port)
+    jid = submit(port, 60)
+    check("rounds close", wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
+    os.unlink(db)
+    m = wait_log(log, r"level=error [^\n]*event=state_file_removed[^\n]*", 5)
+    check("rm state.db: an error line within seconds", m is not None)
+    m = wait_log(log, r"event=state_file_recreated[^\n]*", 10)
+    check("rm state.db: the file is written back", m is not None and os.path.exists(db))
+    r = job(port, "status", jid, "--follow")
+    check("the job ends done", r.returncode == 0 and "done" in r.stdout, r.stdout[-300:])
+    for c in clients:
+        stop(c)
+    check("server stops cleanly", stop(p) == 0)
+    p, port = start_server(db, log)
+    if not check("server restarts on the written-back file", port is not None):
+        return
+    r = job(port, "status", jid, "--json")
+    check("after the restart the job is still there, done",
+          r.returncode == 0 and '"done"' in r.stdout, (r.stdout + r.stderr)[-300:])
+    r = job(port, "result", jid, "--out", f"{D}/model.bin")
+    check("and its model is served", r.returncode == 0 and os.path.getsize(f"{D}/model.bin") > 0,
+          r.stderr)
+    stop(p)
+
+
+def case_file_limit():
+    """A file-size limit: logged like a full disk, not a SIGXFSZ death; raised, the job ends."""
+    os.makedirs(f"{D}/f")
+    db = f"{D}/f/state.db"
+    log = f"{D}/fsize.log"
+    limit = 512 * 1024
+
+    def small_fsize():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+
+    p, port = start_server(db, log, preexec=small_fsize)
+    if not check("server starts under a 512 KiB file-size limit", port is not None):
+        return
+    clients = start_clients(port)
+    jid = submit(port, 100000)
+    m = wait_log(log, r"level=(error|warn) [^\n]*file-size limit[^\n]*", 90)
+    time.sleep(1)
+    alive = p.poll() is None
+    check("the limit is logged", m is not None,
+          f"server exit {p.returncode}" + (" (SIGXFSZ)" if p.returncode == -signal.SIGXFSZ
+                                           else ""))
+    check("the server is still running", alive, f"exit {p.returncode}")
+    if alive:
+        resource.prlimit(p.pid, resource.RLIMIT_FSIZE,
+                         (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        start = os.path.getsize(log)
+        n = int(re.findall(r"event=round_closed job=1 round=(\d+)", open(log).read())[-1])
+        m = wait_log(log, rf"event=round_closed job=1 round=({n + 3}) ", 60, start)
+        check("rounds close again once the limit is raised", m is not None)
+        r = job(port, "cancel", jid)
+        check("job cancelled", r.returncode == 0, r.stderr)
+    for c in clients:
+        stop(c)
+    stop(p)
+
+
+def main():
+    try:
+        run([FK, "certs", "init", "--dir", PKI])
+        run([FK, "certs", "issue", "--dir", PKI, "--server", "server", "--ip", "127.0.0.1"])
+        run([FK, "certs", "issue", "--dir", PKI, "--admin", "op"])
+        random.seed(3)
+        for c in range(3):
+            run([FK, "certs", "issue", "--dir", PKI, "--client", f"c{c}"])
+            with open(f"{D}/c{c}.csv", "w") as f:
+                for i in range(80):
+                    k = i % 2
+                    f.write(f"{k},{random.gauss(3 * k, 1):.6f},{random.gauss(-2 * k, 1):.6f}\n")
+        cases = sys.argv[4:] or ["presence", "removed", "file-limit"]
+        for name in cases:
+            {"presence": case_presence, "removed": case_removed,
+             "file-limit": case_file_limit}[name]()
+    finally:
+        for p in procs:
+            stop(p, signal.SIGKILL)
+    if failures:
+        print(f"{len(failures)} failed; logs in {D}")
+        for name in sorted(os.listdir(D)):
+            if name.endswith(".log") and name.startswith(("presence", "removed", "fsize")):
+                print(f"== {name}\n" + open(f"{D}/{name}", errors="replace").read()[-1500:])
+        return 1
+    shutil.rmtree(D, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
