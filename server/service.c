@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -594,6 +595,25 @@ static void expire_sessions(fk_service *s, double now)
     }
 }
 
+/* Every call after Join names the caller's session (docs/protocol.md section 2): an unknown,
+ * expired or another client's session_id is answered FAILED_PRECONDITION and the client joins
+ * again. Identity still comes from the certificate; the session only says the caller joined
+ * this server (since its last restart). 1 = the session is the caller's, 0 = answered. */
+static int session_ok(fk_service *s, fk_grpc_call *call, const char *identity,
+                      const char *session, const char *rpc)
+{
+    const fk_client_rec *r = session[0] ? fk_clients_by_session(&s->clients, session) : NULL;
+    if (r && !strcmp(r->identity, identity))
+        return 1;
+    fk_log(FK_LOG_INFO, "session_refused", "client=%s rpc=%s reason=%s", identity, rpc,
+           !session[0] ? "none" : r ? "another_client" : "unknown_or_expired");
+    fk_grpc_call_reply(call, FK_GRPC_FAILED_PRECONDITION,
+                       "unknown or expired session_id (sessions end with Leave, after 3 missed "
+                       "heartbeats and at a server restart): Join again",
+                       NULL, 0);
+    return 0;
+}
+
 static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
                     uint64_t deadline, void *ud)
 {
@@ -669,10 +689,14 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_service *s = ud;
     if (!allowed(s, call, peer))
         return;
-    client_called(s, identity_of(peer));
     fedkern_v1_PullTaskRequest in;
     if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
+    if (!session_ok(s, call, identity_of(peer), in.session_id, "PullTask")) {
+        fk_codec_release(fedkern_v1_PullTaskRequest_fields, &in);
+        return;
+    }
+    client_called(s, identity_of(peer));
     s->stats.pulls++;
     s->stats.bytes_in += len;
     const char *id = identity_of(peer);
@@ -1128,7 +1152,6 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     const char *id = identity_of(peer);
-    client_called(s, id);
     s->stats.pushes++;
     s->stats.bytes_in += len;
     fedkern_v1_PushUpdateRequest in;
@@ -1138,6 +1161,12 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_err err;
     int rc = fk_codec_decode_push_update_request(req, len, &in, &rx, &err);
     int decoded = rc == FK_OK;
+    if (decoded && !session_ok(s, call, id, in.session_id, "PushUpdate")) {
+        fk_bundle_close(&b);
+        fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &in);
+        return;
+    }
+    client_called(s, id);
     int64_t job = 0;
     int attempt = 0;
     if (!rc && fk_task_id_parse(in.job_id, &job, &attempt))
@@ -1202,12 +1231,11 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
-    fk_client_rec *ss = fk_clients_by_session(&s->clients, in.session_id);
-    if (!ss || strcmp(ss->identity, id)) {
+    if (!session_ok(s, call, id, in.session_id, "Heartbeat")) {
         fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
-        fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown session: Join again", NULL, 0);
         return;
     }
+    fk_client_rec *ss = fk_clients_by_session(&s->clients, in.session_id);
     note_seen(s, ss, 0);
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
@@ -1231,6 +1259,10 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     fedkern_v1_LeaveRequest in;
     if (decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
         return;
+    if (!session_ok(s, call, identity_of(peer), in.session_id, "Leave")) {
+        fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
+        return;
+    }
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     fk_client_rec *r;
@@ -1261,13 +1293,23 @@ static int job_state_pb(int state)
     }
 }
 
+/* An admin call's job id: a plain positive integer ("1", as `fedkern job list` shows it); a
+ * task id ("1.0"), a fraction or trailing text is refused, not read as job 1. */
 static int parse_job_id(fk_grpc_call *call, const char *text, int64_t *job)
 {
-    int attempt;
-    if (fk_task_id_parse(text, job, &attempt) == FK_OK)
+    char *end;
+    errno = 0;
+    long long j = strtoll(text, &end, 10);
+    if (end != text && !*end && j > 0 && errno == 0 && (text[0] >= '0' && text[0] <= '9')) {
+        *job = j;
         return 1;
-    fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, "job_id must be a positive number", NULL,
-                       0);
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "job_id '%.40s' is not a job id: give the job's number as 'fedkern job list' shows "
+             "it (e.g. 1), without a fraction or suffix",
+             text);
+    fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, msg, NULL, 0);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 2. `rm state.db` while a job runs: the server logs state_file_removed, writes the database
    back from its open connection (state_file_recreated), the job ends done, and a restarted
    server still knows the job (before: nothing logged, and 0 jobs after the restart).
+   Another file moved over it: the server saves its own state beside it and exits 1.
 3. A file-size limit (RLIMIT_FSIZE, `ulimit -f`) reached by the state file: the server logs
    the error naming the limit and keeps running (before: killed by SIGXFSZ without a log
    line); once the limit is raised the job ends done.
@@ -97,6 +98,15 @@ def stop(p, sig=signal.SIGTERM):
     return p.returncode
 
 
+def wait_exit(p, seconds):
+    """The exit status, or None when p still runs after seconds (then it is stopped)."""
+    try:
+        return p.wait(seconds)
+    except subprocess.TimeoutExpired:
+        stop(p)
+        return None
+
+
 def job(port, *args):
     return run([FK, "job", *args, "--server", f"127.0.0.1:{port}", "--server_name", "server",
                 "--tls_dir", PKI, "--name", "op"])
@@ -118,7 +128,7 @@ def case_presence():
     log = f"{D}/presence.log"
     open(db, "wb").close()
     p, port = start_server(db, log)
-    rc = p.wait(20)
+    rc = wait_exit(p, 5)
     text = open(log).read()
     check("empty file: refused, exit 1", port is None and rc == 1, f"exit {rc}")
     check("empty file: the message names --init", "empty file" in text and "--init" in text,
@@ -133,7 +143,7 @@ def case_presence():
     foreign.commit()
     foreign.close()
     p, port = start_server(db, log)
-    rc = p.wait(20)
+    rc = wait_exit(p, 5)
     text = open(log).read()
     check("foreign SQLite file: refused, exit 1", port is None and rc == 1, f"exit {rc}")
     check("foreign SQLite file: the message says so",
@@ -178,6 +188,39 @@ def case_removed():
     check("and its model is served", r.returncode == 0 and os.path.getsize(f"{D}/model.bin") > 0,
           r.stderr)
     stop(p)
+
+
+def case_replaced():
+    """Another file moved over state.db while a job runs: the server saves its own state
+    beside it, leaves the new file alone and stops with exit 1."""
+    os.makedirs(f"{D}/x")
+    db = f"{D}/x/state.db"
+    log = f"{D}/replaced.log"
+    p, port = start_server(db, log)
+    if not check("server starts", port is not None):
+        return
+    clients = start_clients(port)
+    submit(port, 100000)
+    check("rounds close", wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
+    other = sqlite3.connect(f"{D}/x/other.db")
+    other.execute("CREATE TABLE t (x)")
+    other.commit()
+    other.close()
+    os.rename(f"{D}/x/other.db", db)
+    m = wait_log(log, r"level=error [^\n]*event=state_file_replaced[^\n]*", 5)
+    check("replaced: an error line within seconds", m is not None)
+    rc = wait_exit(p, 30)
+    check("replaced: the server stops with exit 1", rc == 1, f"exit {rc}")
+    saved = re.search(r"saved=(\S+)", m.group(0)).group(1) if m else ""
+    ok = bool(saved) and os.path.exists(saved)
+    check("replaced: the server's state is saved beside it", ok, saved)
+    if ok:
+        n = sqlite3.connect(saved).execute("SELECT count(*) FROM jobs").fetchone()[0]
+        check("replaced: the saved copy holds the job", n == 1, str(n))
+    names = [r[0] for r in sqlite3.connect(db).execute("SELECT name FROM sqlite_master")]
+    check("replaced: the new file is left alone", names == ["t"], str(names))
+    for c in clients:
+        stop(c)
 
 
 def case_file_limit():
@@ -228,17 +271,20 @@ def main():
                 for i in range(80):
                     k = i % 2
                     f.write(f"{k},{random.gauss(3 * k, 1):.6f},{random.gauss(-2 * k, 1):.6f}\n")
-        cases = sys.argv[4:] or ["presence", "removed", "file-limit"]
+        cases = sys.argv[4:] or ["presence", "removed", "replaced", "file-limit"]
         for name in cases:
-            {"presence": case_presence, "removed": case_removed,
-             "file-limit": case_file_limit}[name]()
+            try:
+                {"presence": case_presence, "removed": case_removed, "replaced": case_replaced,
+                 "file-limit": case_file_limit}[name]()
+            except Exception as e:  # one broken case must not hide the others
+                check(f"{name}: ran without an exception", False, repr(e))
     finally:
         for p in procs:
             stop(p, signal.SIGKILL)
     if failures:
         print(f"{len(failures)} failed; logs in {D}")
         for name in sorted(os.listdir(D)):
-            if name.endswith(".log") and name.startswith(("presence", "removed", "fsize")):
+            if name.endswith(".log") and name.startswith(("presence", "removed", "replaced", "fsize")):
                 print(f"== {name}\n" + open(f"{D}/{name}", errors="replace").read()[-1500:])
         return 1
     shutil.rmtree(D, ignore_errors=True)

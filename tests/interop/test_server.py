@@ -17,7 +17,8 @@ def main():
     tmp = tempfile.TemporaryDirectory(prefix="fkserver-")
     d = os.path.join(tmp.name, "pki")
     for args in (["init"], ["issue", "--server", "srv1", "--dns", "localhost", "--ip", "127.0.0.1"],
-                 ["issue", "--client", "alice"], ["issue", "--admin", "op"]):
+                 ["issue", "--client", "alice"], ["issue", "--client", "bob"],
+                 ["issue", "--admin", "op"]):
         fktest.run([fedkern, "certs"] + args[:1] + ["--dir", d] + args[1:])
     gen = os.path.join(tmp.name, "gen")
     os.makedirs(gen)
@@ -75,9 +76,45 @@ def main():
         hb = call(ch, "/fedkern.v1.Federation/Heartbeat", pb.HeartbeatRequest(session_id=j.session_id),
                   pb.HeartbeatResponse)
         t.check("Heartbeat answers", hb.heartbeat_interval_ms == 2500 and not hb.cancel_task, str(hb))
+        # docs/protocol.md section 8 gives the default the server announces (issue 33 row 11)
+        doc = open(os.path.join(proto, "..", "docs", "protocol.md")).read()
+        m = re.search(r"\| maximum message size \| (\d+) MiB", doc)
+        t.check("docs/protocol.md states the default maximum message size the server uses",
+                m is not None and int(m.group(1)) << 20 == j.max_message_size,
+                (m.group(0) if m else "no row") + " vs %d" % j.max_message_size)
+        # session ids are checked on every call (issue 33 row 10; docs/protocol.md section 2)
         c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Heartbeat", pb.HeartbeatRequest(session_id="x" * 32),
                                  pb.HeartbeatResponse))
-        t.check("Heartbeat with an unknown session = NOT_FOUND", c == grpc.StatusCode.NOT_FOUND, str(c))
+        t.check("Heartbeat with an unknown session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/PullTask", pb.PullTaskRequest(session_id="x" * 32),
+                                 pb.PullTaskResponse, timeout=2))
+        t.check("PullTask with an unknown session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/PullTask", pb.PullTaskRequest(),
+                                 pb.PullTaskResponse, timeout=2))
+        t.check("PullTask without a session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        chb = channel("client-bob")
+        jb = call(chb, "/fedkern.v1.Federation/Join", pb.JoinRequest(protocol_version=1), pb.JoinResponse)
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/PullTask", pb.PullTaskRequest(session_id=jb.session_id),
+                                 pb.PullTaskResponse, timeout=2))
+        t.check("PullTask with another client's session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Heartbeat", pb.HeartbeatRequest(session_id=jb.session_id),
+                                 pb.HeartbeatResponse))
+        t.check("Heartbeat with another client's session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        push = pb.PushUpdateRequest(session_id="x" * 32, job_id="1.0", update_id="u" * 32, round=1,
+                                    bundle=pb.Bundle())
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/PushUpdate", push, pb.PushUpdateResponse))
+        t.check("PushUpdate with an unknown session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        push.session_id = jb.session_id
+        c = code_of(lambda: call(ch, "/fedkern.v1.Federation/PushUpdate", push, pb.PushUpdateResponse))
+        t.check("PushUpdate with another client's session = FAILED_PRECONDITION",
+                c == grpc.StatusCode.FAILED_PRECONDITION, str(c))
+        chb.close()
         c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(name="mallory", protocol_version=1),
                                  pb.JoinResponse))
         t.check("Join under another name = PERMISSION_DENIED", c == grpc.StatusCode.PERMISSION_DENIED, str(c))
@@ -106,6 +143,21 @@ def main():
         ch = channel("admin-op")
         c = code_of(lambda: call(ch, "/fedkern.v1.Federation/Join", pb.JoinRequest(protocol_version=1), pb.JoinResponse))
         t.check("Join with an admin certificate = PERMISSION_DENIED", c == grpc.StatusCode.PERMISSION_DENIED, str(c))
+        sub = call(ch, "/fedkern.v1.Federation/SubmitJob",
+                   pb.SubmitJobRequest(config="method = fedgrem\ndataset = gmm\nclients = alice, bob\n"
+                                       "rounds = 2\n", skip_client_check=True),
+                   pb.SubmitJobResponse)
+        t.check("SubmitJob answers job 1", sub.job_id == "1", str(sub))
+        st = call(ch, "/fedkern.v1.Federation/JobStatus", pb.JobStatusRequest(job_id="1"), pb.JobStatusResponse)
+        t.check("JobStatus of job 1", st.job_id == "1", str(st))
+        for bad in ("1.0", "1.5", "1x", "+1", " 1", "0", "-1"):
+            try:
+                call(ch, "/fedkern.v1.Federation/JobStatus", pb.JobStatusRequest(job_id=bad), pb.JobStatusResponse)
+                c, det = grpc.StatusCode.OK, ""
+            except grpc.RpcError as e:
+                c, det = e.code(), e.details()
+            t.check("JobStatus of job id '%s' = INVALID_ARGUMENT naming it" % bad,
+                    c == grpc.StatusCode.INVALID_ARGUMENT and ("'%s'" % bad) in det, "%s %s" % (c, det))
         # Keep a connection open across SIGTERM: the server must GOAWAY it and still exit 0.
         h = call(ch, "/grpc.health.v1.Health/Check", hpb.HealthCheckRequest(), hpb.HealthCheckResponse)
         rc = srv.stop()
