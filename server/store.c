@@ -563,6 +563,43 @@ static int check_presence(const char *path, int init, int *existed, fk_err *err)
     return FK_OK;
 }
 
+static void fsync_dir_of(const char *path);
+
+/* A new federation at an absent path, made whole before it appears there: the schema is
+ * written to PATH.init-tmp, which is fsync'd and renamed, so a crash at the first start never
+ * leaves an empty state.db (refused as "holds no federation" at the next start). */
+static int create_db(fk_store *st, const char *path, fk_err *err)
+{
+    char tmp[sizeof st->path];
+    if (snprintf(tmp, sizeof tmp, "%s.init-tmp", path) >= (int)sizeof tmp)
+        return fk_err_set(err, FK_EINVAL, "state db path %s is too long", path);
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) { /* left by a crash during an earlier first start */
+        char p[640];
+        snprintf(p, sizeof p, "%s%s", tmp, suffix[i]);
+        unlink(p);
+    }
+    memcpy(st->path, tmp, sizeof tmp);
+    int rc = connect_db(st, 0, 1, err);
+    cache_clear(st);
+    sqlite3_close(st->db); /* checkpoints the -wal into the file and removes it */
+    st->db = NULL;
+    int fd = rc ? -1 : open(tmp, O_RDONLY);
+    if (!rc && (fd < 0 || fsync(fd)))
+        rc = fk_err_set(err, FK_EIO, "state db %s: cannot fsync %s: %s", path, tmp,
+                        strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    if (!rc && rename(tmp, path))
+        rc = fk_err_set(err, FK_EIO, "state db %s: cannot rename %s to it: %s", path, tmp,
+                        strerror(errno));
+    if (rc)
+        unlink(tmp);
+    else
+        fsync_dir_of(path);
+    return rc;
+}
+
 int fk_store_open_init(fk_store **out, const char *path, int init, fk_err *err)
 {
     *out = NULL;
@@ -572,11 +609,16 @@ int fk_store_open_init(fk_store **out, const char *path, int init, fk_err *err)
         rc = check_presence(path, init, &existed, err);
     if (rc)
         return rc;
+    struct stat sb;
+    int absent = strcmp(path, ":memory:") && *path && strncmp(path, "file:", 5) &&
+                 stat(path, &sb) != 0 && errno == ENOENT;
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening %s", path);
+    rc = absent ? create_db(st, path, err) : FK_OK;
     snprintf(st->path, sizeof st->path, "%s", path);
-    rc = connect_db(st, existed, init, err);
+    if (!rc)
+        rc = connect_db(st, existed || absent, init, err);
     if (rc) {
         fk_store_close(st);
         return rc;
