@@ -42,6 +42,11 @@ static const fk_param_doc opts[] = {
              "empty file, or an SQLite database without fedkern's tables); without it such a "
              "file is refused. An absent file is always a new federation"},
     {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
+    {"partial_client_mb N", "most MiB the partial (chunked, not yet complete) uploads of one "
+                            "client may hold (1024); chunks are taken only for the task the "
+                            "client owes in an open phase"},
+    {"partial_total_mb N", "most MiB the partial uploads of all clients may hold (2048); a "
+                           "chunk past either cap is refused RESOURCE_EXHAUSTED and resent later"},
     {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
     {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
     {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
@@ -346,8 +351,14 @@ static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_deco
 /* Store, engine (resumes running jobs) and the service's access lists. */
 static int open_state(server_state *st, const fk_params *p, fk_err *err)
 {
-    long max_mb;
+    long max_mb, client_mb, total_mb;
     int rc = fk_params_int(p, "state_max_mb", 0, 0, 1L << 30, &max_mb, err);
+    if (!rc)
+        rc = fk_params_int(p, "partial_client_mb", 1024, 1, 1L << 20, &client_mb, err);
+    if (!rc)
+        rc = fk_params_int(p, "partial_total_mb", 2048, 1, 1L << 20, &total_mb, err);
+    st->cfg.partial_client_limit = rc ? 0 : (size_t)client_mb << 20;
+    st->cfg.partial_total_limit = rc ? 0 : (size_t)total_mb << 20;
     if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
                 split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
@@ -408,6 +419,8 @@ static int run(fk_params *p)
         return fail(err.msg);
     }
     fk_params_get(p, "state_max_mb");
+    fk_params_get(p, "partial_client_mb");
+    fk_params_get(p, "partial_total_mb");
     fk_params_get(p, "allow");
     fk_params_get(p, "admins");
     const char *metrics_listen = fk_params_str(p, "metrics_listen", "127.0.0.1:9464");

@@ -42,6 +42,8 @@ typedef struct waiter {
 typedef struct partial {
     char update_id[64];
     char identity[FK_IDENTITY_CAP];
+    int64_t job; /* the task it answers: dropped once that phase no longer waits for it */
+    int round, attempt, phase;
     fk_reasm r;
     double touched;
 } partial;
@@ -752,6 +754,16 @@ static void drop_partial(fk_service *s, partial *p)
     *p = s->partials[--s->n_partials];
 }
 
+/* Bytes the chunked uploads hold: of one sender (identity non-NULL) or of all. */
+static size_t partial_bytes(const fk_service *s, const char *identity)
+{
+    size_t n = 0;
+    for (int i = 0; i < s->n_partials; i++)
+        if (!identity || !strcmp(s->partials[i].identity, identity))
+            n += fk_reasm_held(&s->partials[i].r);
+    return n;
+}
+
 static partial *new_partial(fk_service *s, const char *update_id, const char *identity)
 {
     partial *g = realloc(s->partials, (size_t)(s->n_partials + 1) * sizeof *g);
@@ -762,7 +774,10 @@ static partial *new_partial(fk_service *s, const char *update_id, const char *id
     memset(p, 0, sizeof *p);
     snprintf(p->update_id, sizeof p->update_id, "%s", update_id);
     snprintf(p->identity, sizeof p->identity, "%s", identity);
-    fk_reasm_init(&p->r, s->cfg.reasm_limit);
+    /* one update may not hold more than its sender may hold in all */
+    fk_reasm_init(&p->r, s->cfg.reasm_limit < s->cfg.partial_client_limit
+                             ? s->cfg.reasm_limit
+                             : s->cfg.partial_client_limit);
     p->touched = fk_service_now();
     return p;
 }
@@ -953,10 +968,52 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
                          int64_t job, int attempt)
 {
     partial *p = find_partial(s, in->update_id, identity);
+    /* Reassembly only for the task the sender owes now (issue 33): a chunk for a job, round or
+     * phase that does not wait for this client holds nothing; an update_id is one task's. */
+    if (p && (p->job != job || p->round != (int)in->round || p->attempt != attempt ||
+              p->phase != (int)in->phase)) {
+        fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT,
+                           "chunk for another task than the earlier chunks of this update_id",
+                           NULL, 0);
+        return;
+    }
+    if (!p && !fk_engine_task_open(s->e, job, (int)in->round, attempt, (int)in->phase,
+                                   identity)) {
+        s->stats.stale++;
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
+                   "no open phase of this job waits for an update from you; chunks are taken "
+                   "only for your current task: pull a new task");
+        return;
+    }
+    /* Caps on what partial uploads hold, per sender and in all (memory grows with the chunks
+     * that arrived, never with what a header announces). Over a cap: RESOURCE_EXHAUSTED, the
+     * client reconnects and resends the missing chunks later. */
+    size_t mine = partial_bytes(s, identity), all = partial_bytes(s, NULL);
+    size_t more = rx->chunk_len; /* and, for the first chunk, the index fk_reasm allocates */
+    if (!p)
+        more += (size_t)in->chunk.total * sizeof(void *) + in->chunk.total / 8 + 1;
+    if (mine + more > s->cfg.partial_client_limit || all + more > s->cfg.partial_total_limit) {
+        int per_client = mine + more > s->cfg.partial_client_limit;
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "partial uploads hold %zu bytes %s; one more chunk would pass the server's "
+                 "limit of %zu bytes (%s); send it again later",
+                 per_client ? mine : all, per_client ? "of yours" : "in all",
+                 per_client ? s->cfg.partial_client_limit : s->cfg.partial_total_limit,
+                 per_client ? "partial_client_mb" : "partial_total_mb");
+        fk_log(FK_LOG_WARN, "chunk_refused", "identity=%s job=%" PRId64 " held=%zu reason=\"%s\"",
+               identity, job, per_client ? mine : all, msg);
+        fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, msg, NULL, 0);
+        return;
+    }
     if (!p && !(p = new_partial(s, in->update_id, identity))) {
         fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
         return;
     }
+    p->job = job;
+    p->round = (int)in->round;
+    p->attempt = attempt;
+    p->phase = (int)in->phase;
     p->touched = fk_service_now();
     int complete = 0;
     fk_err err;
@@ -1678,12 +1735,16 @@ static void on_tick(uv_timer_t *t)
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
         predict_finish(s, id);
-    /* Forget chunked uploads abandoned for ten minutes. */
-    for (int i = 0; i < s->n_partials;)
-        if (now - s->partials[i].touched > 600.0)
-            drop_partial(s, &s->partials[i]);
+    /* Forget chunked uploads abandoned for ten minutes, and those of a phase that no longer
+     * waits for their sender (closed, or the sender answered or was left out). */
+    for (int i = 0; i < s->n_partials;) {
+        partial *p = &s->partials[i];
+        if (now - p->touched > 600.0 ||
+            !fk_engine_task_open(s->e, p->job, p->round, p->attempt, p->phase, p->identity))
+            drop_partial(s, p);
         else
             i++;
+    }
 }
 
 int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_engine *e,
@@ -1710,6 +1771,10 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         s->cfg.tick_ms = 200;
     if (!s->cfg.reasm_limit)
         s->cfg.reasm_limit = FK_SERVICE_REASM_DEFAULT;
+    if (!s->cfg.partial_client_limit)
+        s->cfg.partial_client_limit = FK_SERVICE_PARTIAL_CLIENT_DEFAULT;
+    if (!s->cfg.partial_total_limit)
+        s->cfg.partial_total_limit = FK_SERVICE_PARTIAL_TOTAL_DEFAULT;
     static const struct {
         const char *path;
         fk_grpc_handler fn;
