@@ -540,7 +540,11 @@ static int check_presence(const char *path, int init, int *existed, fk_err *err)
     if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
         return FK_OK;
     char wal[600];
-    snprintf(wal, sizeof wal, "%s-wal", path);
+    size_t n = strlen(path);
+    if (n + sizeof "-wal" > sizeof wal)
+        return fk_err_set(err, FK_EINVAL, "state db path %.100s... is too long", path);
+    memcpy(wal, path, n);
+    memcpy(wal + n, "-wal", sizeof "-wal");
     struct stat sb;
     if (stat(path, &sb) != 0) {
         if (errno == ENOENT && stat(wal, &sb) == 0)
@@ -1406,16 +1410,12 @@ int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, 
 /* ------------------------------------------------------------- updates */
 
 /* What this sender stored under this idempotency id: FK_STORE_IDEM_NEW (nothing),
- * FK_STORE_IDEM_SAME (these bytes, or any bytes when blob is NULL) or FK_STORE_IDEM_OTHER
+ * FK_STORE_IDEM_SAME (bytes of SHA-256 d, or any bytes when d is NULL) or FK_STORE_IDEM_OTHER
  * (other bytes: a reused id), <0 on error. Scoped to the sender: nobody can claim another
  * client's id. */
-static int idem_state(fk_store *st, const char *idem, const char *identity, const void *blob,
-                      size_t len, fk_err *err)
+static int idem_state(fk_store *st, const char *idem, const char *identity,
+                      const unsigned char *d, fk_err *err)
 {
-    unsigned char d[SUM_LEN];
-    if (blob && sha256(blob, len, d))
-        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
-                          st->path);
     sqlite3_stmt *s;
     int rc = prep(st, "SELECT sha256 FROM updates WHERE idem = ?1 AND identity = ?2", &s, err);
     if (rc)
@@ -1425,7 +1425,7 @@ static int idem_state(fk_store *st, const char *idem, const char *identity, cons
     rc = sqlite3_step(s);
     if (rc == SQLITE_ROW) {
         const void *sum = sqlite3_column_blob(s, 0);
-        int same = !blob || (sqlite3_column_bytes(s, 0) == SUM_LEN && !memcmp(sum, d, SUM_LEN));
+        int same = !d || (sqlite3_column_bytes(s, 0) == SUM_LEN && !memcmp(sum, d, SUM_LEN));
         release(st, s);
         return same ? FK_STORE_IDEM_SAME : FK_STORE_IDEM_OTHER;
     }
@@ -1436,17 +1436,17 @@ static int idem_state(fk_store *st, const char *idem, const char *identity, cons
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
 {
     *dup = 0;
-    int rc = idem_state(st, u->idem, u->identity, u->blob, u->len, err);
+    unsigned char sum[SUM_LEN];
+    if (sha256(u->blob, u->len, sum))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
+                          st->path);
+    int rc = idem_state(st, u->idem, u->identity, sum, err);
     if (rc < 0)
         return rc;
     if (rc != FK_STORE_IDEM_NEW) {
         *dup = rc;
         return FK_OK;
     }
-    unsigned char sum[SUM_LEN];
-    if (sha256(u->blob, u->len, sum))
-        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
-                          st->path);
     sqlite3_stmt *s;
     rc = prep_phase(st,
                     "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
@@ -1543,7 +1543,7 @@ int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int 
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
                           fk_err *err)
 {
-    int rc = idem_state(st, idem, identity, NULL, 0, err);
+    int rc = idem_state(st, idem, identity, NULL, err);
     if (rc < 0)
         return rc;
     *known = rc != FK_STORE_IDEM_NEW;
@@ -1553,7 +1553,11 @@ int fk_store_update_known(fk_store *st, const char *idem, const char *identity, 
 int fk_store_update_match(fk_store *st, const char *idem, const char *identity, const void *blob,
                           size_t len, int *state, fk_err *err)
 {
-    int rc = idem_state(st, idem, identity, blob ? blob : "", len, err);
+    unsigned char d[SUM_LEN];
+    if (sha256(blob, len, d))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
+                          st->path);
+    int rc = idem_state(st, idem, identity, d, err);
     if (rc < 0)
         return rc;
     *state = rc;
