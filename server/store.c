@@ -245,12 +245,14 @@ static int verify_blob(fk_store *st, sqlite3_stmt *s, int col, const char *what,
     if (sum && sum_len == SUM_LEN && !memcmp(sum, d, SUM_LEN))
         return FK_OK;
     st->damaged = 1;
-    fk_log(FK_LOG_ERROR, "state_checksum_mismatch", "state=%s row=\"%s\" bytes=%zu", st->path,
-           what, n);
+    fk_log(FK_LOG_ERROR, "state_checksum_mismatch", "state=%s row=\"%s\" bytes=%zu action=\"%s\"",
+           st->path, what, n, FK_STORE_RESTORE_STEPS);
+    /* short enough for a gRPC status message (255 bytes) with the job and what to do first;
+     * the log line above has the full restore steps */
     return fk_err_set(err, FK_EFORMAT,
-                      "state db %s: %s fails its SHA-256 check (the stored bytes changed since "
-                      "the server wrote them; they are not used): %s",
-                      st->path, what, FK_STORE_RESTORE_STEPS);
+                      "%s fails its SHA-256 check (changed on disk, not used): stop the server, "
+                      "restore the latest backup (docs/operations.md section 9); state db %s",
+                      what, st->path);
 }
 
 int fk_store_damaged(const fk_store *st)

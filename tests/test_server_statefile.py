@@ -8,6 +8,8 @@
    back from its open connection (state_file_recreated), the job ends done, and a restarted
    server still knows the job (before: nothing logged, and 0 jobs after the restart).
    Another file moved over it: the server saves its own state beside it and exits 1.
+   (Row 1) A byte of the stored model flipped while the server is down: `job result`
+   answers DATA_LOSS with the restore steps (before: it served the changed model).
 3. A file-size limit (RLIMIT_FSIZE, `ulimit -f`) reached by the state file: the server logs
    the error naming the limit and keeps running (before: killed by SIGXFSZ without a log
    line); once the limit is raised the job ends done.
@@ -187,6 +189,26 @@ def case_removed():
     r = job(port, "result", jid, "--out", f"{D}/model.bin")
     check("and its model is served", r.returncode == 0 and os.path.getsize(f"{D}/model.bin") > 0,
           r.stderr)
+    stop(p)
+    # row 1: one byte of the stored model flipped while the server is down (the SQLite pages
+    # stay sound): job result refuses it with the restore steps instead of serving it
+    con = sqlite3.connect(db)
+    rowid, blob = con.execute("SELECT rowid, blob FROM models ORDER BY round DESC LIMIT 1").fetchone()
+    blob = bytearray(blob)
+    blob[len(blob) // 2] ^= 0x04
+    con.execute("UPDATE models SET blob = ? WHERE rowid = ?", (bytes(blob), rowid))
+    con.commit()
+    con.close()
+    p, port = start_server(db, log)
+    if not check("server starts with a flipped byte in a done job's model", port is not None):
+        return
+    r = job(port, "result", jid, "--out", f"{D}/model2.bin")
+    check("job result refuses the changed model (DATA_LOSS, restore steps)",
+          r.returncode != 0 and "DATA_LOSS" in r.stderr and "SHA-256" in r.stderr
+          and "restore the latest backup" in r.stderr and not os.path.exists(f"{D}/model2.bin"),
+          (r.stdout + r.stderr)[-400:])
+    check("the mismatch is logged", wait_log(log, r"level=error [^\n]*state_checksum_mismatch", 5)
+          is not None)
     stop(p)
 
 
