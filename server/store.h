@@ -189,8 +189,8 @@ enum { FK_STORE_IDEM_NEW = 0, FK_STORE_IDEM_SAME = 1, FK_STORE_IDEM_OTHER = 2 };
 /* Commit one update. A resend (same idem from the same identity) is not
  * stored again: *dup = FK_STORE_IDEM_SAME and FK_OK, so the caller acknowledges it again
  * without counting it; the same idem with other bytes gives *dup = FK_STORE_IDEM_OTHER and
- * FK_OK, nothing stored (the protocol's ABORTED). A second, different update for the same (job, round,
- * attempt, phase, client), or an idem another identity used, gives FK_ESTATE. */
+ * FK_OK, nothing stored (the protocol's ABORTED). A second, different update for the same
+ * (job, round, attempt, phase, client), or an idem another identity used, gives FK_ESTATE. */
 FK_CHECKRETURN int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup,
                                        fk_err *err);
 /* Call cb for each update of one phase in ascending client order. The blob
