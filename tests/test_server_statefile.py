@@ -10,7 +10,9 @@
    Another file moved over it: the server saves its own state beside it and exits 1.
    (Row 1) A byte of the stored model flipped while the server is down: `job result`
    answers DATA_LOSS with the restore steps (before: it served the changed model).
-3. A file-size limit (RLIMIT_FSIZE, `ulimit -f`) reached by the state file: the server logs
+3. (Row 10, the client side) A client paused past its session's expiry is told so on its
+   next call (FAILED_PRECONDITION), joins again and takes part in the rounds again.
+4. A file-size limit (RLIMIT_FSIZE, `ulimit -f`) reached by the state file: the server logs
    the error naming the limit and keeps running (before: killed by SIGXFSZ without a log
    line); once the limit is raised the job ends done.
 
@@ -245,6 +247,39 @@ def case_replaced():
         stop(c)
 
 
+def case_session():
+    """A client paused past its session's expiry (3 heartbeat intervals) comes back: its next
+    call is answered FAILED_PRECONDITION (or its connection was dropped), it joins again and
+    takes part in the job's rounds again."""
+    os.makedirs(f"{D}/s")
+    db = f"{D}/s/state.db"
+    log = f"{D}/session.log"
+    p, port = start_server(db, log)
+    if not check("server starts", port is not None):
+        return
+    clients = start_clients(port)
+    submit(port, 100000)
+    check("rounds close", wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
+    c0log = f"{D}/c0.log"
+    start_c0 = os.path.getsize(c0log)
+    clients[0].send_signal(signal.SIGSTOP)
+    m = wait_log(log, r"event=session_expired client=c0 ", 10)
+    check("the paused client's session expires", m is not None)
+    start = os.path.getsize(log)
+    clients[0].send_signal(signal.SIGCONT)
+    m = wait_log(c0log, r"event=(session_lost|disconnected)[^\n]*", 10, start_c0)
+    check("the client notices (session_lost or a new connection)", m is not None)
+    print(f"     c0: {m.group(0)[:100] if m else None}")
+    m = wait_log(log, r"event=client_joined client=c0 ", 10, start)
+    check("it joins again", m is not None)
+    m = wait_log(log, r"event=round_closed job=1 round=\d+ attempt=\d+ participants=3 ", 30,
+                 start)
+    check("and takes part in a round again", m is not None)
+    for c in clients:
+        stop(c)
+    stop(p)
+
+
 def case_file_limit():
     """A file-size limit: logged like a full disk, not a SIGXFSZ death; raised, the job ends."""
     os.makedirs(f"{D}/f")
@@ -293,11 +328,11 @@ def main():
                 for i in range(80):
                     k = i % 2
                     f.write(f"{k},{random.gauss(3 * k, 1):.6f},{random.gauss(-2 * k, 1):.6f}\n")
-        cases = sys.argv[4:] or ["presence", "removed", "replaced", "file-limit"]
+        cases = sys.argv[4:] or ["presence", "removed", "replaced", "session", "file-limit"]
         for name in cases:
             try:
                 {"presence": case_presence, "removed": case_removed, "replaced": case_replaced,
-                 "file-limit": case_file_limit}[name]()
+                 "session": case_session, "file-limit": case_file_limit}[name]()
             except Exception as e:  # one broken case must not hide the others
                 check(f"{name}: ran without an exception", False, repr(e))
     finally:
@@ -306,7 +341,7 @@ def main():
     if failures:
         print(f"{len(failures)} failed; logs in {D}")
         for name in sorted(os.listdir(D)):
-            if name.endswith(".log") and name.startswith(("presence", "removed", "replaced", "fsize")):
+            if name.endswith(".log") and name.startswith(("presence", "removed", "replaced", "session", "fsize", "c0")):
                 print(f"== {name}\n" + open(f"{D}/{name}", errors="replace").read()[-1500:])
         return 1
     shutil.rmtree(D, ignore_errors=True)
