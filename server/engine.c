@@ -1302,8 +1302,9 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
     if (!p->idem || !*p->idem || strlen(p->idem) > 127 || !p->identity)
         return fk_err_set(err, FK_EINVAL, "update without a valid idempotency id");
     int known = FK_STORE_IDEM_NEW;
+    uint8_t digest[32]; /* hashed once: the resend check and the stored row */
     int rc = fk_store_update_match(e->o.store, p->idem, p->identity, p->blob, p->len, &known,
-                                   err);
+                                   digest, err);
     if (rc)
         return rc;
     if (known != FK_STORE_IDEM_NEW) { /* a resend, or the id reused for other bytes */
@@ -1342,7 +1343,7 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
     fk_store_update u = {.job = j->id, .round = j->round, .attempt = j->attempt,
                          .phase = j->phase, .client = s->client, .identity = p->identity,
                          .idem = p->idem, .report = p->report, .blob = p->blob, .len = p->len,
-                         .received = now};
+                         .received = now, .sha256 = digest};
     return fk_store_update_put(e->o.store, &u, dup, err);
 }
 

@@ -1439,7 +1439,9 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
 {
     *dup = 0;
     unsigned char sum[SUM_LEN];
-    if (sha256(u->blob, u->len, sum))
+    if (u->sha256)
+        memcpy(sum, u->sha256, SUM_LEN);
+    else if (sha256(u->blob, u->len, sum))
         return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
                           st->path);
     int rc = idem_state(st, u->idem, u->identity, sum, err);
@@ -1553,9 +1555,8 @@ int fk_store_update_known(fk_store *st, const char *idem, const char *identity, 
 }
 
 int fk_store_update_match(fk_store *st, const char *idem, const char *identity, const void *blob,
-                          size_t len, int *state, fk_err *err)
+                          size_t len, int *state, uint8_t d[32], fk_err *err)
 {
-    unsigned char d[SUM_LEN];
     if (sha256(blob, len, d))
         return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
                           st->path);

@@ -181,6 +181,7 @@ typedef struct fk_store_update {
     const void *blob;
     size_t len;
     double received;
+    const uint8_t *sha256; /* put: the blob's SHA-256 if the caller has it (else computed) */
 } fk_store_update;
 
 /* What a sender stored under an idempotency id (fk_store_update_match). */
@@ -207,9 +208,11 @@ FK_CHECKRETURN int fk_store_update_drop(fk_store *st, int64_t job, int round, in
 /* *known = 1 if identity stored an update with this idempotency id. */
 FK_CHECKRETURN int fk_store_update_known(fk_store *st, const char *idem, const char *identity,
                                          int *known, fk_err *err);
-/* *state = FK_STORE_IDEM_NEW, _SAME (stored with these bytes) or _OTHER (other bytes). */
+/* *state = FK_STORE_IDEM_NEW, _SAME (stored with these bytes) or _OTHER (other bytes);
+ * sha256 (32 bytes) gets the blob's digest, for fk_store_update.sha256. */
 FK_CHECKRETURN int fk_store_update_match(fk_store *st, const char *idem, const char *identity,
-                                         const void *blob, size_t len, int *state, fk_err *err);
+                                         const void *blob, size_t len, int *state,
+                                         uint8_t sha256[32], fk_err *err);
 FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
 /* --- checkpoints (method server state) and models, per round ---

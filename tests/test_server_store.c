@@ -622,7 +622,8 @@ static void reused_update_id_is_told_apart(void **state)
     int64_t id = make_job(f->st);
     fk_store_update u = update(id, 0, "job1-r1-p0-c0", "AAAA", 4);
     int dup = -1, st = -1;
-    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAAA", 4, &st, &err), FK_OK);
+    uint8_t d[32];
+    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAAA", 4, &st, d, &err), FK_OK);
     assert_int_equal(st, FK_STORE_IDEM_NEW);
     assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
     assert_int_equal(dup, FK_STORE_IDEM_NEW);
@@ -631,9 +632,9 @@ static void reused_update_id_is_told_apart(void **state)
     u.blob = "AAAB";
     assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
     assert_int_equal(dup, FK_STORE_IDEM_OTHER);
-    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAAA", 4, &st, &err), FK_OK);
+    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAAA", 4, &st, d, &err), FK_OK);
     assert_int_equal(st, FK_STORE_IDEM_SAME);
-    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAA", 3, &st, &err), FK_OK);
+    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAA", 3, &st, d, &err), FK_OK);
     assert_int_equal(st, FK_STORE_IDEM_OTHER);
     int n = 0;
     assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
