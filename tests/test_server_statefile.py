@@ -48,13 +48,17 @@ def run(argv, **kw):
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, **kw)
 
 
-def wait_log(path, pattern, seconds, start=0):
+def wait_log(path, pattern, seconds, start=0, proc=None):
+    """The first match of pattern in path after offset start, or None after seconds (or once
+    proc, if given, has exited)."""
     until = time.time() + seconds
     while time.time() < until:
         if os.path.exists(path):
             m = re.search(pattern, open(path, errors="replace").read()[start:])
             if m:
                 return m
+        if proc is not None and proc.poll() is not None:
+            return None
         time.sleep(0.05)
     return None
 
@@ -67,15 +71,8 @@ def start_server(db, log, extra=(), preexec=None):
                           "--heartbeat_ms", "500", "--drain_ms", "200", "--metrics_listen",
                           "off", *extra], stdout=f, stderr=f, env=env, preexec_fn=preexec)
     procs.append(p)
-    until = time.time() + 20
-    while time.time() < until:
-        m = re.search(r"event=server_ready [^\n]*port=(\d+)", open(log).read()[start:])
-        if m:
-            return p, int(m.group(1))
-        if p.poll() is not None:
-            return p, None
-        time.sleep(0.02)
-    return p, None
+    m = wait_log(log, r"event=server_ready [^\n]*port=(\d+)", 20, start, p)
+    return p, int(m.group(1)) if m else None
 
 
 def start_clients(port):
@@ -125,6 +122,21 @@ def submit(port, rounds):
     return r.stdout.strip()
 
 
+def running_job(name, rounds):
+    """A server on D/name/state.db (log D/name.log), three clients and a job of `rounds`
+    rounds with three closed: (server, port, clients, job id, db, log), or None."""
+    os.makedirs(f"{D}/{name}")
+    db, log = f"{D}/{name}/state.db", f"{D}/{name}.log"
+    p, port = start_server(db, log)
+    if not check(f"{name}: server starts", port is not None):
+        return None
+    clients = start_clients(port)
+    jid = submit(port, rounds)
+    check(f"{name}: rounds close",
+          wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
+    return p, port, clients, jid, db, log
+
+
 def case_presence():
     """An empty or foreign file is refused without --init; absent is new."""
     db = f"{D}/p/state.db"
@@ -163,15 +175,10 @@ def case_presence():
 
 def case_removed():
     """rm state.db while a job runs: written back, the job ends done, a restart knows it."""
-    os.makedirs(f"{D}/r")
-    db = f"{D}/r/state.db"
-    log = f"{D}/removed.log"
-    p, port = start_server(db, log)
-    if not check("server starts", port is not None):
+    fed = running_job("removed", 60)
+    if not fed:
         return
-    clients = start_clients(port)
-    jid = submit(port, 60)
-    check("rounds close", wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
+    p, port, clients, jid, db, log = fed
     os.unlink(db)
     m = wait_log(log, r"level=error [^\n]*event=state_file_removed[^\n]*", 5)
     check("rm state.db: an error line within seconds", m is not None)
@@ -217,20 +224,15 @@ def case_removed():
 def case_replaced():
     """Another file moved over state.db while a job runs: the server saves its own state
     beside it, leaves the new file alone and stops with exit 1."""
-    os.makedirs(f"{D}/x")
-    db = f"{D}/x/state.db"
-    log = f"{D}/replaced.log"
-    p, port = start_server(db, log)
-    if not check("server starts", port is not None):
+    fed = running_job("replaced", 100000)
+    if not fed:
         return
-    clients = start_clients(port)
-    submit(port, 100000)
-    check("rounds close", wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
-    other = sqlite3.connect(f"{D}/x/other.db")
+    p, _, clients, _, db, log = fed
+    other = sqlite3.connect(f"{D}/replaced/other.db")
     other.execute("CREATE TABLE t (x)")
     other.commit()
     other.close()
-    os.rename(f"{D}/x/other.db", db)
+    os.rename(f"{D}/replaced/other.db", db)
     m = wait_log(log, r"level=error [^\n]*event=state_file_replaced[^\n]*", 5)
     check("replaced: an error line within seconds", m is not None)
     rc = wait_exit(p, 30)
@@ -251,15 +253,10 @@ def case_session():
     """A client paused past its session's expiry (3 heartbeat intervals) comes back: its next
     call is answered FAILED_PRECONDITION (or its connection was dropped), it joins again and
     takes part in the job's rounds again."""
-    os.makedirs(f"{D}/s")
-    db = f"{D}/s/state.db"
-    log = f"{D}/session.log"
-    p, port = start_server(db, log)
-    if not check("server starts", port is not None):
+    fed = running_job("session", 100000)
+    if not fed:
         return
-    clients = start_clients(port)
-    submit(port, 100000)
-    check("rounds close", wait_log(log, r"event=round_closed job=1 round=3 ", 60) is not None)
+    p, _, clients, _, _, log = fed
     c0log = f"{D}/c0.log"
     start_c0 = os.path.getsize(c0log)
     clients[0].send_signal(signal.SIGSTOP)
