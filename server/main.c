@@ -13,6 +13,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
+#include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -345,7 +346,9 @@ static int run(fk_params *p)
     if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
         return fail(err.msg);
     /* the count and core type decide a model's last bits: say which ones this process uses */
-    fk_log(FK_LOG_INFO, "blas", "threads=%d core=%s", blas_threads, fk_blas_core_name());
+    char core[256];
+    fk_blas_core_describe(core, sizeof core);
+    fk_log(FK_LOG_INFO, "blas", "threads=%d %s", blas_threads, core);
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
@@ -440,6 +443,8 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
+    /* first: may re-execute this program with kernels that match the CPU */
+    fk_blas_core_select(argv);
     fk_memacct_install(); /* before any OpenSSL or libuv allocation; off unless asked */
     const fk_option_table known[] = {
         {opts, NULL}, {fk_net_limits_doc(), "net."}, {fk_daemon_std_docs, NULL}, {NULL, NULL}};

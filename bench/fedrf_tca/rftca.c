@@ -12,6 +12,7 @@
 #include "bench/fedrf_tca/rftca_bench.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
+#include "common/la/blas_core.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
 #include "common/models/rftca.h"
@@ -144,9 +145,12 @@ static int run(int argc, char **argv)
     char core[96];
     snprintf(core, sizeof core, "\"openblas_core\":\"%s\"", openblas_get_corename());
     fk_bench_emit(json, B, "openblas", "threads", openblas_get_num_threads(), core);
-    if (!strcmp(openblas_get_corename(), "Prescott"))
-        fprintf(stderr, "fedkern bench rf-tca: OpenBLAS runs its generic Prescott kernels on this "
-                        "CPU; OPENBLAS_CORETYPE=Haswell (AVX2) or SkylakeX (AVX-512) is much faster\n");
+    const char *better = fk_blas_core_suggestion();
+    if (better)
+        fprintf(stderr,
+                "fedkern bench rf-tca: OpenBLAS runs its generic %s kernels on this CPU; "
+                "OPENBLAS_CORETYPE=%s (or unset) is much faster\n",
+                openblas_get_corename(), better);
     double ref = fk_bench_dgemm_rate(ns + nt, d, 1000, 3);
     fk_bench_emit(json, B, "dgemm 2081x800x1000", "gflops", ref, NULL);
     size_t Ns[3] = {500, 1000, 2000};
