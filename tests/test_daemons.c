@@ -24,6 +24,8 @@
 #include "common/base/params.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
+#include "common/la/blas_core.h"
+#include "common/la/blas_threads.h"
 #include "common/la/rng.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
@@ -1240,6 +1242,15 @@ static void roster_survives_server_restart(void **state)
 
 int main(int argc, char **argv)
 {
+    /* The in-process simulations here are compared bit for bit with the daemons: run the
+     * kernels and the thread count the daemons choose (common/la/blas_core.h). */
+    fk_blas_core_select(argv);
+    int blas_threads;
+    fk_err berr = {0};
+    if (fk_blas_threads_setup(&blas_threads, &berr) != FK_OK) {
+        fprintf(stderr, "test_daemons: %s\n", berr.msg);
+        return 2;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: test_daemons SERVER CLIENT FEDKERN\n");
         return 2;
