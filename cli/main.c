@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         /* the BLAS count and kernels decide a model's last bits: say which ones run */
         char core[256];
-        fk_blas_core_describe(core, sizeof core);
+        fk_blas_core_describe("", core, sizeof core);
         printf("fedkern %s\nblas threads=%d %s\n", FK_VERSION, blas_threads, core);
         return 0;
     }

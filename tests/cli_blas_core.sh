@@ -53,17 +53,41 @@ run args -- "$fk" sim --help
 "$fk" sim --help >"$dir/args.want" 2>&1
 cmp -s "$dir/args.out" "$dir/args.want" || fail "sim --help differs after the re-execution"
 [ "$n_starts" -eq 2 ] || fail "args: $n_starts program starts, want 2"
-# ... and both daemons do the same (they log it, then stop on the missing certificates)
-run server -- "$srv" --tls_dir "$dir/none" --metrics_listen off
-expect server "level=info event=blas threads=1 core=$want chosen_by=fedkern instead_of=Prescott$" 2
-run client -- "$cli" --server 127.0.0.1:1 --tls_dir "$dir/none" --name c1
-expect client "level=info event=blas threads=1 core=$want chosen_by=fedkern instead_of=Prescott$" 2
+# ... and both daemons do the same: they say so when they are up (server_ready, client_started)
+"$fk" certs init --dir "$dir/pki" >/dev/null 2>&1 &&
+    "$fk" certs issue --dir "$dir/pki" --server server --ip 127.0.0.1 >/dev/null 2>&1 &&
+    "$fk" certs issue --dir "$dir/pki" --client c1 >/dev/null 2>&1 || fail "certs"
+# daemon CASE EVENT ENV... -- PROGRAM ARGS: started in the background, stopped once its log has
+# EVENT (20 s at most); output in $dir/CASE.out, starts counted as in run
+daemon() {
+    local name=$1 event=$2; shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    rm -f "$starts"
+    env "${envs[@]}" LD_PRELOAD="$shim" FK_TEST_FAKE_CORE_STARTS="$starts" "$@" \
+        >"$dir/$name.out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 200); do
+        grep -q "event=$event " "$dir/$name.out" && break
+        sleep 0.1
+    done
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    n_starts=$(cat "$starts" 2>/dev/null | grep -c '/fedkern[^/]*$')
+}
+srv_args=(--listen 127.0.0.1:0 --tls_dir "$dir/pki" --state "$dir/state.db" --metrics_listen off)
+daemon server server_ready -- "$srv" "${srv_args[@]}"
+expect server "event=server_ready .* blas_threads=1 blas_core=$want blas_chosen_by=fedkern blas_instead_of=Prescott$" 2
+daemon client client_started -- "$cli" --server 127.0.0.1:9 --server_name server \
+    --tls_dir "$dir/pki" --name c1
+expect client "event=client_started .* blas_threads=1 blas_core=$want blas_chosen_by=fedkern blas_instead_of=Prescott$" 2
 
 # 2. the user's OPENBLAS_CORETYPE wins, even a generic one: no re-execution
 run user OPENBLAS_CORETYPE=Prescott -- "$fk" --version
 expect user "^blas threads=1 core=Prescott chosen_by=user$" 1
-run user_srv OPENBLAS_CORETYPE=Haswell -- "$srv" --tls_dir "$dir/none" --metrics_listen off
-expect user_srv "event=blas threads=1 core=Haswell chosen_by=user$" 1
+daemon user_srv server_ready OPENBLAS_CORETYPE=Haswell -- "$srv" "${srv_args[@]}"
+expect user_srv "event=server_ready .* blas_threads=1 blas_core=Haswell blas_chosen_by=user$" 1
 # ... also when it differs from what an inherited guard says fedkern set
 run user_guard FK_BLAS_CORE_AUTO=Prescott:$want OPENBLAS_CORETYPE=Haswell -- "$fk" --version
 expect user_guard "^blas threads=1 core=Haswell chosen_by=user$" 1

@@ -343,24 +343,28 @@ static void blas_core_describe_from_environment(void **state)
     const char *core = fk_blas_core_name();
     assert_int_equal(unsetenv("OPENBLAS_CORETYPE"), 0);
     assert_int_equal(unsetenv(FK_BLAS_CORE_GUARD), 0);
-    fk_blas_core_describe(buf, sizeof buf);
+    fk_blas_core_describe("", buf, sizeof buf);
     snprintf(want, sizeof want, "core=%s chosen_by=openblas", core);
     assert_string_equal(buf, want);
     assert_int_equal(setenv("OPENBLAS_CORETYPE", "", 1), 0); /* empty: OpenBLAS ignores it */
-    fk_blas_core_describe(buf, sizeof buf);
+    fk_blas_core_describe("", buf, sizeof buf);
     assert_string_equal(buf, want);
     assert_int_equal(setenv("OPENBLAS_CORETYPE", "Haswell", 1), 0);
-    fk_blas_core_describe(buf, sizeof buf);
+    fk_blas_core_describe("", buf, sizeof buf);
     snprintf(want, sizeof want, "core=%s chosen_by=user", core);
     assert_string_equal(buf, want);
     assert_int_equal(setenv(FK_BLAS_CORE_GUARD, "Prescott:haswell", 1), 0);
-    fk_blas_core_describe(buf, sizeof buf);
+    fk_blas_core_describe("", buf, sizeof buf);
     snprintf(want, sizeof want, "core=%s chosen_by=fedkern instead_of=Prescott", core);
+    assert_string_equal(buf, want);
+    fk_blas_core_describe("blas_", buf, sizeof buf); /* the daemons' ready lines */
+    snprintf(want, sizeof want, "blas_core=%s blas_chosen_by=fedkern blas_instead_of=Prescott",
+             core);
     assert_string_equal(buf, want);
     static const char *other[] = {"Prescott:SkylakeX", "Prescott", ":Haswell", "Prescott:", ""};
     for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
         assert_int_equal(setenv(FK_BLAS_CORE_GUARD, other[i], 1), 0);
-        fk_blas_core_describe(buf, sizeof buf);
+        fk_blas_core_describe("", buf, sizeof buf);
         snprintf(want, sizeof want, "core=%s chosen_by=user", core);
         assert_string_equal(buf, want);
     }

@@ -108,15 +108,13 @@ void fk_blas_core_select(char **argv)
            core, target, target, strerror(e), target);
 }
 
-void fk_blas_core_describe(char *buf, size_t cap)
+void fk_blas_core_describe(const char *prefix, char *buf, size_t cap)
 {
-    const char *core = fk_blas_core_name();
+    const char *core = fk_blas_core_name(), *p = prefix;
     const char *ct = coretype_env();
     char generic[64], target[64];
     if (ct && guard_parse(generic, target, sizeof generic) && !strcasecmp(ct, target))
-        snprintf(buf, cap, "core=%s chosen_by=fedkern instead_of=%s", core, generic);
-    else if (ct)
-        snprintf(buf, cap, "core=%s chosen_by=user", core);
+        snprintf(buf, cap, "%score=%s %schosen_by=fedkern %sinstead_of=%s", p, core, p, p, generic);
     else
-        snprintf(buf, cap, "core=%s chosen_by=openblas", core);
+        snprintf(buf, cap, "%score=%s %schosen_by=%s", p, core, p, ct ? "user" : "openblas");
 }

@@ -38,10 +38,11 @@ const char *fk_blas_core_suggestion(void);
  * program goes on with OpenBLAS's own choice. */
 void fk_blas_core_select(char **argv);
 
-/* The log fields that say which kernels run and who chose them, into buf:
+/* The log fields that say which kernels run and who chose them, into buf, each key led by
+ * prefix (e.g. "blas_", or ""):
  *   "core=SkylakeX chosen_by=fedkern instead_of=Prescott"  (selected at start)
  *   "core=Haswell chosen_by=user"                          (OPENBLAS_CORETYPE from the user)
  *   "core=Cooperlake chosen_by=openblas"                   (OpenBLAS's own choice kept) */
-void fk_blas_core_describe(char *buf, size_t cap);
+void fk_blas_core_describe(const char *prefix, char *buf, size_t cap);
 
 #endif
