@@ -43,6 +43,13 @@ double fk_bench_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double fk_bench_cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 int fk_bench_normal_rows(fk_mat *X, size_t n, size_t d, uint64_t seed, fk_err *err)
 {
     if (fk_mat_init(X, n, d))

@@ -41,6 +41,9 @@ int fk_bench_fidelity_knn(int argc, char **argv);
 
 /* Monotonic seconds. */
 double fk_bench_now(void);
+/* Process CPU seconds (all threads): next to fk_bench_now on a machine shared with other jobs,
+ * where the wall clock measures the scheduler as much as the code. */
+double fk_bench_cpu_now(void);
 
 /* The dgemm baseline speed benches report their GFLOP/s against: best-of-reps GFLOP/s of
  * an (a x k) * (k x b) row-major product on seeded normal entries, measured now (so in the

@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "bench/bench.h"
 #include "common/base/params.h"
 #include "common/la/blas.h"
+#include "common/la/blas_core.h"
 #include "common/la/mat.h"
 #include "common/la/rng.h"
 
@@ -272,47 +272,35 @@ static void cpu_features(char *out, size_t cap)
 #endif
 }
 
-/* OpenBLAS x86 cores whose kernels use AVX or later. */
-static int core_has_avx_kernels(const char *core)
+/* One stderr hint when OpenBLAS still runs generic kernels on an AVX2 machine (the user's
+ * OPENBLAS_CORETYPE asked for them, or the re-execution at start failed). */
+static void coretype_hint(void)
 {
-    static const char *const avx_cores[] = {
-        "Sandybridge",    "Haswell",   "SkylakeX",  "Cooperlake",
-        "SapphireRapids", "Zen",       "Bulldozer", "Piledriver",
-        "Steamroller",    "Excavator", NULL};
-    for (int i = 0; avx_cores[i]; i++)
-        if (!strcasecmp(core, avx_cores[i]))
-            return 1;
-    return 0;
-}
-
-/* One stderr hint when OpenBLAS runs generic kernels on an AVX2 machine. */
-static void coretype_hint(const char *core)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    if (core && __builtin_cpu_supports("avx2") && !core_has_avx_kernels(core))
+    const char *better = fk_blas_core_suggestion();
+    if (better)
         fprintf(stderr,
-                "fedkern bench blas: note: OpenBLAS picked the %s kernels on a CPU with %s; "
-                "OPENBLAS_CORETYPE=%s may be several times faster\n",
-                core, __builtin_cpu_supports("avx512f") ? "AVX-512" : "AVX2",
-                __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
-#else
-    (void)core;
-#endif
+                "fedkern bench blas: note: OpenBLAS runs the %s kernels on a CPU that can run "
+                "%s; OPENBLAS_CORETYPE=%s (or unset) may be several times faster\n",
+                openblas_get_corename(), better, better);
 }
 
 static void emit_info(const opts *o)
 {
-    char core[64], config[256], cpu[64], coretype[64], extra[600];
+    char core[64], config[256], cpu[64], coretype[64], choice[256], extra[900];
     json_escape(openblas_get_corename(), core, sizeof core);
     json_escape(openblas_get_config(), config, sizeof config);
     cpu_features(cpu, sizeof cpu);
     const char *env = getenv("OPENBLAS_CORETYPE");
     json_escape(env ? env : "", coretype, sizeof coretype);
+    char describe[256];
+    fk_blas_core_describe("", describe, sizeof describe);
+    json_escape(describe, choice, sizeof choice);
     snprintf(extra, sizeof extra,
-             "\"core\":\"%s\",\"procs\":%d%s,\"OPENBLAS_CORETYPE\":\"%s\",\"config\":\"%s\"", core,
-             openblas_get_num_procs(), cpu, coretype, config);
+             "\"core\":\"%s\",\"procs\":%d%s,\"OPENBLAS_CORETYPE\":\"%s\",\"choice\":\"%s\","
+             "\"config\":\"%s\"",
+             core, openblas_get_num_procs(), cpu, coretype, choice, config);
     fk_bench_emit(o->json, bench_name, "openblas", "threads", openblas_get_num_threads(), extra);
-    coretype_hint(openblas_get_corename());
+    coretype_hint();
 }
 
 int fk_bench_blas(int argc, char **argv)

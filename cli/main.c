@@ -6,6 +6,7 @@
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "common/base/options.h"
+#include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
 
 static const fk_cli_cmd commands[] = {
@@ -48,11 +49,13 @@ static void usage(FILE *out)
     fprintf(out,
             "\n"
             "  fedkern COMMAND --help   describes one command\n"
-            "  fedkern --version        prints the version\n");
+            "  fedkern --version        prints the version, the BLAS thread count and kernels\n");
 }
 
 int main(int argc, char **argv)
 {
+    /* first: may re-execute this program with kernels that match the CPU */
+    fk_blas_core_select(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -61,8 +64,17 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    int blas_threads;
+    fk_err err = {0};
+    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK) {
+        fprintf(stderr, "fedkern: %s\n", err.msg);
+        return 2;
+    }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-        printf("fedkern %s\n", FK_VERSION);
+        /* the BLAS count and kernels decide a model's last bits: say which ones run */
+        char core[256];
+        fk_blas_core_describe("", core, sizeof core);
+        printf("fedkern %s\nblas threads=%d %s\n", FK_VERSION, blas_threads, core);
         return 0;
     }
     /* Option names are words joined by '_'; the '-' spellings of 0.1 work, with a warning. */
@@ -72,12 +84,6 @@ int main(int argc, char **argv)
             snprintf(key, sizeof key, "%.*s", (int)strcspn(argv[i] + 2, "="), argv[i] + 2);
             fk_options_warn_old(key, "fedkern", NULL, stderr);
         }
-    int blas_threads;
-    fk_err err = {0};
-    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK) {
-        fprintf(stderr, "fedkern: %s\n", err.msg);
-        return 2;
-    }
     for (int i = 0; commands[i].name; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 2, argv + 2);

@@ -13,6 +13,7 @@
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
 #include "common/data/source.h"
+#include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
 #include "common/methods/jobconf.h"
 #include "common/net/hostport.h"
@@ -369,9 +370,12 @@ static int run(fk_params *p)
         fk_err serr = {0};
         if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &serr))
             fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
-        /* the BLAS thread count and core type decide a model's last bits: say which ones */
-        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s blas_threads=%d blas_core=%s",
-               server, *sdir ? sdir : "none", blas_threads, fk_blas_core_name());
+        /* the BLAS thread count and core type decide a model's last bits: say which ones, and
+         * who chose the core */
+        char core[256];
+        fk_blas_core_describe("blas_", core, sizeof core);
+        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s blas_threads=%d %s", server,
+               *sdir ? sdir : "none", blas_threads, core);
         if (metrics_listen && strcmp(metrics_listen, "off")) {
             if (fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &serr))
                 fk_log(FK_LOG_ERROR, "metrics_unavailable", "error=\"%s\"", serr.msg);
@@ -394,6 +398,8 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
+    /* first: may re-execute this program with kernels that match the CPU */
+    fk_blas_core_select(argv);
     const fk_option_table known[] = {
         {opts, NULL},           {fk_agent_local_docs, NULL}, {fk_net_limits_doc(), "net."},
         {fk_daemon_std_docs, NULL}, {NULL, NULL}};

@@ -13,6 +13,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
+#include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -493,11 +494,14 @@ static int run(fk_params *p)
     if (hup)
         fk_log(FK_LOG_ERROR, "reload_unavailable", "error=\"SIGHUP handler: %s\"",
                uv_strerror(hup));
-    /* the BLAS thread count and core type decide a model's last bits: say which ones */
+    /* the BLAS thread count and core type decide a model's last bits: say which ones, and
+     * who chose the core */
+    char core[256];
+    fk_blas_core_describe("blas_", core, sizeof core);
     fk_log(FK_LOG_INFO, "server_ready",
-           "listen=%s port=%d state=%s jobs_running=%d blas_threads=%d blas_core=%s", listen,
+           "listen=%s port=%d state=%s jobs_running=%d blas_threads=%d %s", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
-           fk_engine_running(st.e), blas_threads, fk_blas_core_name());
+           fk_engine_running(st.e), blas_threads, core);
     /* 8 MiB free in the heap for two checks in a row: a spike is over, give it back */
     if (trim_ms > 0 && fk_memtrim_start(&st.trim, &loop, (unsigned)trim_ms, (size_t)8 << 20) == 0)
         st.trimming = 1;
@@ -523,6 +527,8 @@ static int run(fk_params *p)
 
 int main(int argc, char **argv)
 {
+    /* first: may re-execute this program with kernels that match the CPU */
+    fk_blas_core_select(argv);
     fk_memacct_install(); /* before any OpenSSL or libuv allocation; off unless asked */
     const fk_option_table known[] = {
         {opts, NULL}, {fk_net_limits_doc(), "net."}, {fk_daemon_std_docs, NULL}, {NULL, NULL}};

@@ -24,6 +24,7 @@
 #include "common/base/params.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
+#include "common/la/blas_core.h"
 #include "common/la/rng.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/la/blas_threads.h"
@@ -1243,6 +1244,9 @@ static void roster_survives_server_restart(void **state)
 
 int main(int argc, char **argv)
 {
+    /* The in-process simulations here are compared bit for bit with the daemons: run the
+     * kernels the daemons choose (common/la/blas_core.h); may re-execute this test once. */
+    fk_blas_core_select(argv);
     if (argc < 4) {
         fprintf(stderr, "usage: test_daemons SERVER CLIENT FEDKERN\n");
         return 2;

@@ -9,6 +9,7 @@
 #include <cblas.h>
 
 #include "common/la/blas.h"
+#include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
 #include "common/la/rng.h"
 
@@ -318,6 +319,59 @@ static void blas_threads_from_environment(void **state)
     assert_non_null(fk_blas_core_name());
 }
 
+/* The core rule: a pre-AVX2 core on an AVX2 / AVX-512 CPU is replaced, anything else kept. */
+static void blas_core_rule(void **state)
+{
+    (void)state;
+    assert_string_equal(fk_blas_core_better("Prescott", 1, 1), "SkylakeX");
+    assert_string_equal(fk_blas_core_better("prescott", 1, 0), "Haswell");
+    assert_string_equal(fk_blas_core_better("Sandybridge", 1, 0), "Haswell");
+    assert_string_equal(fk_blas_core_better("Nehalem", 1, 1), "SkylakeX");
+    assert_null(fk_blas_core_better("Prescott", 0, 0)); /* the CPU cannot do better */
+    static const char *kept[] = {"Haswell",        "Zen",       "SkylakeX",       "Cooperlake",
+                                 "SapphireRapids", "Excavator", "SomeFutureCore", ""};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        assert_null(fk_blas_core_better(kept[i], 1, 1));
+    assert_null(fk_blas_core_better(NULL, 1, 1));
+}
+
+/* Who chose the kernels, read from OPENBLAS_CORETYPE and the guard the re-execution sets. */
+static void blas_core_describe_from_environment(void **state)
+{
+    (void)state;
+    char buf[256], want[256];
+    const char *core = fk_blas_core_name();
+    assert_int_equal(unsetenv("OPENBLAS_CORETYPE"), 0);
+    assert_int_equal(unsetenv(FK_BLAS_CORE_GUARD), 0);
+    fk_blas_core_describe("", buf, sizeof buf);
+    snprintf(want, sizeof want, "core=%s chosen_by=openblas", core);
+    assert_string_equal(buf, want);
+    assert_int_equal(setenv("OPENBLAS_CORETYPE", "", 1), 0); /* empty: OpenBLAS ignores it */
+    fk_blas_core_describe("", buf, sizeof buf);
+    assert_string_equal(buf, want);
+    assert_int_equal(setenv("OPENBLAS_CORETYPE", "Haswell", 1), 0);
+    fk_blas_core_describe("", buf, sizeof buf);
+    snprintf(want, sizeof want, "core=%s chosen_by=user", core);
+    assert_string_equal(buf, want);
+    assert_int_equal(setenv(FK_BLAS_CORE_GUARD, "Prescott:haswell", 1), 0);
+    fk_blas_core_describe("", buf, sizeof buf);
+    snprintf(want, sizeof want, "core=%s chosen_by=fedkern instead_of=Prescott", core);
+    assert_string_equal(buf, want);
+    fk_blas_core_describe("blas_", buf, sizeof buf); /* the daemons' ready lines */
+    snprintf(want, sizeof want, "blas_core=%s blas_chosen_by=fedkern blas_instead_of=Prescott",
+             core);
+    assert_string_equal(buf, want);
+    static const char *other[] = {"Prescott:SkylakeX", "Prescott", ":Haswell", "Prescott:", ""};
+    for (size_t i = 0; i < sizeof other / sizeof *other; i++) {
+        assert_int_equal(setenv(FK_BLAS_CORE_GUARD, other[i], 1), 0);
+        fk_blas_core_describe("", buf, sizeof buf);
+        snprintf(want, sizeof want, "core=%s chosen_by=user", core);
+        assert_string_equal(buf, want);
+    }
+    assert_int_equal(unsetenv("OPENBLAS_CORETYPE"), 0);
+    assert_int_equal(unsetenv(FK_BLAS_CORE_GUARD), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -331,6 +385,8 @@ int main(void)
         cmocka_unit_test(axpy_scal_norms_on_views),
         cmocka_unit_test(empty_inner_dimension_syrk_gemv),
         cmocka_unit_test(blas_threads_from_environment),
+        cmocka_unit_test(blas_core_rule),
+        cmocka_unit_test(blas_core_describe_from_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
