@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,7 @@ typedef struct net {
     uv_timer_t wake; /* ends blocking loop runs while waiting for the agents */
     int64_t job;
     int stop_client;   /* stop this agent once round stop_round is reached (-1: none) */
-    int fail_round;    /* the next commit fails once round fail_round is reached (0: none) */
+    int fail_round;    /* the batch of round fail_round's updates fails to commit (0: none) */
     int stop_round;
     double started;
     int finished, timed_out;
@@ -55,7 +56,15 @@ typedef struct net {
     fk_service_stats sstats;
     int sessions_end; /* clients with a session when the job ended */
     fk_method_lookup find; /* NULL: the test methods */
+    /* the slow aggregation (fedmean-slow): calls the loop answered while it was in flight */
+    int slow_seen;                /* it started */
+    uint64_t slow_hb0, slow_hb;   /* heartbeats answered when it started, and while it ran */
+    int slow_status;              /* status calls that said "aggregating" meanwhile */
 } net;
+
+/* fedmean-slow: round 1's aggregation blocks until the test's loop has answered heartbeats
+ * from every client while it waits (a loop that runs it blocks too: it gives up after 20 s) */
+static atomic_int slow_entered, slow_release, slow_left, slow_timed_out;
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
 
@@ -136,12 +145,24 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Round fail_round - 1 closed: the commit after the next round's open fails. No last_seen
+ * write is queued (wait_agents), so that commit is the batch of the round's updates. */
+static void on_round(void *ud, const fk_round_event *ev)
+{
+    net *t = ud;
+    if (t->fail_round > 0 && ev->round + 1 == t->fail_round) {
+        fk_store_test_fail_commits(t->st, 1, 1);
+        t->fail_round = 0;
+    }
+}
+
 static void start_server(net *t)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&t->st, t->db, &err), FK_OK);
     fk_engine_opts eo = {.store = t->st, .codec = codec,
-                         .find = t->find ? t->find : fk_test_find_method};
+                         .find = t->find ? t->find : fk_test_find_method, .on_round = on_round,
+                         .on_round_ud = t};
     assert_int_equal(fk_engine_open(&t->e, &eo, fk_service_now(), &err), FK_OK);
     fk_tls_ctx *tls = tls_for(t, 1, "server");
     fk_grpc_server_config gc = {.limits = t->limits, .tls = tls, .drain_ms = 300,
@@ -219,11 +240,15 @@ static void on_watch(uv_timer_t *timer)
         stop_agent(t, t->stop_client);
         t->stop_client = -1;
     }
-    if (t->fail_round > 0 && s.round >= t->fail_round) {
-        /* Timers run between loop iterations and no last_seen write is queued (wait_agents),
-         * so the next commit is an update batch. */
-        fk_store_test_fail_commits(t->st, 0, 1);
-        t->fail_round = 0;
+    if (atomic_load(&slow_entered) && !atomic_load(&slow_left) && !atomic_load(&slow_release)) {
+        fk_service_stats ss;
+        fk_service_stats_get(t->svc, &ss);
+        if (!t->slow_seen++)
+            t->slow_hb0 = ss.heartbeats;
+        t->slow_hb = ss.heartbeats - t->slow_hb0;
+        t->slow_status += s.aggregating;
+        if (t->slow_hb >= 2 * N) /* two heartbeats per client answered meanwhile */
+            atomic_store(&slow_release, 1);
     }
     if (s.state != FK_JOB_RUNNING) {
         t->finished = 1;
@@ -401,6 +426,54 @@ static const fk_method *hostile_find(const char *name, fk_err *err)
     return &hostile;
 }
 
+static int slow_aggregate(void *srv, int round, int phase, const fk_update *ups, int n,
+                          int *done, fk_err *err)
+{
+    if (round == 1 && !atomic_exchange(&slow_entered, 1)) {
+        int i = 0;
+        for (; i < 20000 && !atomic_load(&slow_release); i++)
+            usleep(1000);
+        atomic_store(&slow_timed_out, i == 20000);
+        atomic_store(&slow_left, 1);
+    }
+    return fk_test_fedmean.aggregate(srv, round, phase, ups, n, done, err);
+}
+
+static fk_method slow;
+static const fk_method *slow_find(const char *name, fk_err *err)
+{
+    if (strcmp(name, "fedmean-slow"))
+        return fk_test_find_method(name, err);
+    slow = fk_test_fedmean;
+    slow.name = "fedmean-slow";
+    slow.aggregate = slow_aggregate;
+    return &slow;
+}
+
+/* A heavy aggregation runs off the loop: while round 1's aggregate is blocked, the loop answers
+ * heartbeats of every client (two each; the aggregation waits for them, so no clock decides)
+ * and status says the job is aggregating; then the job ends with the simulator's model. With
+ * the aggregation on the loop, no heartbeat is answered until it gives up. */
+static void heavy_aggregation_leaves_the_loop_answering(void **state)
+{
+    net *t = *state;
+    t->find = slow_find;
+    atomic_store(&slow_entered, 0);
+    atomic_store(&slow_release, 0);
+    atomic_store(&slow_left, 0);
+    atomic_store(&slow_timed_out, 0);
+    const char *text = job("fedmean-slow", "rounds = 2\n");
+    run_job(t, text, 0x3f);
+    assert_job_done(t);
+    assert_true(t->slow_seen > 0);
+    assert_true(t->slow_hb >= 2 * N);
+    assert_true(t->slow_status > 0);
+    assert_false(atomic_load(&slow_timed_out)); /* released by the loop, not by its timeout */
+    assert_true(t->sstats.works_done >= 2); /* one phase close per round, off the loop */
+    compare_with_sim(t, text);
+    close_server(t);
+}
+
 /* Over the network: client 2's NaN update is answered INVALID_ARGUMENT (the agent drops it),
  * never stored, counted; the phase closes as soon as the others answered (no wait for the
  * 20 s deadline) and the model is the simulator's, which refuses the same update. */
@@ -550,6 +623,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(federation_matches_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(heavy_aggregation_leaves_the_loop_answering, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(bad_update_is_refused_over_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
