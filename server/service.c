@@ -1699,6 +1699,8 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     fedkern_v1_PredictRequest in;
     fk_err err;
     int rc = fk_codec_decode_predict_request(req, len, &in, &x->q, &err);
+    if (!rc && (rc = check_query_rows(&x->q, &err))) /* before anything is looked up */
+        fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
     if (rc) {
         s->stats.predict_failed++;
         reply_err(call, rc, &err);
@@ -1723,8 +1725,6 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     if (!rc && st.state != FK_JOB_DONE)
         rc = fk_err_set(&err, FK_ESTATE, "job %" PRId64 " is not done; predict after it finished",
                         job);
-    if (!rc)
-        rc = check_query_rows(&x->q, &err);
     if (!rc) {
         rc = fk_store_model_get(s->st, job, -1, &x->blob, &x->blob_len, NULL, &err);
         if (rc == FK_ENOTFOUND)

@@ -24,6 +24,7 @@
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
+#include "common/net/grpc_client.h"
 #include "server/engine.h"
 #include "server/service.h"
 #include "tests/support_fedmean.h"
@@ -91,14 +92,17 @@ static void make_certs(net *t)
         if (fk_certs_issue(t->dir, FK_ROLE_CLIENT, name, NULL, &err))
             fail_msg("client cert: %s", err.msg);
     }
+    if (fk_certs_issue(t->dir, FK_ROLE_ADMIN, "op", NULL, &err))
+        fail_msg("admin cert: %s", err.msg);
 }
 
 static fk_tls_ctx *tls_for(net *t, int server, const char *name)
 {
     char ca[128], cert[128], key[128];
     snprintf(ca, sizeof ca, "%s/ca.pem", t->dir);
-    snprintf(cert, sizeof cert, "%s/%s-%s.pem", t->dir, server ? "server" : "client", name);
-    snprintf(key, sizeof key, "%s/%s-%s.key", t->dir, server ? "server" : "client", name);
+    const char *role = server ? "server" : strcmp(name, "op") ? "client" : "admin";
+    snprintf(cert, sizeof cert, "%s/%s-%s.pem", t->dir, role, name);
+    snprintf(key, sizeof key, "%s/%s-%s.key", t->dir, role, name);
     fk_tls_files f = {.ca = ca, .cert = cert, .key = key};
     fk_tls_ctx *ctx;
     fk_err err;
@@ -618,6 +622,79 @@ static void client_off_the_allow_list_is_refused(void **state)
     close_server(t);
 }
 
+/* One admin call's answer. */
+typedef struct answer {
+    int done, status;
+    char msg[512];
+} answer;
+
+static void on_answer(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    (void)resp, (void)len;
+    answer *a = ud;
+    a->done = 1;
+    a->status = status;
+    snprintf(a->msg, sizeof a->msg, "%s", msg ? msg : "");
+}
+
+/* Predict on job 1 (there is none) with `rows` query rows of 2 columns, as the admin "op". */
+static void predict_rows(net *t, size_t rows, answer *a)
+{
+    fk_tls_ctx *tls = tls_for(t, 0, "op");
+    fk_grpc_client_config cc = {.limits = t->limits, .tls = tls};
+    fk_grpc_client *cl;
+    fk_err err;
+    if (fk_grpc_client_connect(&cl, &t->loop, &cc, "127.0.0.1", fk_grpc_server_port(t->srv),
+                               "server", NULL, NULL, &err))
+        fail_msg("connect: %s", err.msg);
+    fk_tls_ctx_unref(tls);
+    fk_bundle q;
+    fk_bundle_init(&q);
+    double *x = fk_bundle_add(&q, "X", 2, (uint64_t[]){rows, 2});
+    assert_non_null(x);
+    for (size_t i = 0; i < 2 * rows; i++)
+        x[i] = (double)(i % 7);
+    fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "1");
+    fk_codec_tx tx = {.bundle = &q};
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err), FK_OK);
+    memset(a, 0, sizeof *a);
+    assert_int_equal(fk_grpc_client_call(cl, "/fedkern.v1.Federation/Predict", buf, len, 20000,
+                                         on_answer, a),
+                     0);
+    for (int guard = 0; !a->done && guard < 100000; guard++)
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
+    free(buf);
+    fk_bundle_close(&q);
+    fk_grpc_client_close(cl, NULL, NULL);
+    assert_true(a->done);
+}
+
+/* Every job type's Predict takes at most FK_PREDICT_MAX_QUERIES rows: one more is refused
+ * (RESOURCE_EXHAUSTED, saying the limit) before any job is looked up; exactly the cap passes
+ * that check (then: no such job). */
+static void predict_over_the_query_cap_is_refused(void **state)
+{
+    net *t = *state;
+    start_server(t);
+    answer a;
+    predict_rows(t, FK_PREDICT_MAX_QUERIES + 1, &a);
+    assert_int_equal(a.status, FK_GRPC_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(a.msg, "100001 query rows in tensor 'X', at most 100000 per call"));
+    predict_rows(t, FK_PREDICT_MAX_QUERIES, &a);
+    assert_int_equal(a.status, FK_GRPC_NOT_FOUND);
+    fk_service_stats ss;
+    fk_service_stats_get(t->svc, &ss);
+    assert_int_equal(ss.predict_failed, 2);
+    fk_service_close(t->svc, service_closed, t);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT));
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    close_server(t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
@@ -625,6 +702,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(federation_matches_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(heavy_aggregation_leaves_the_loop_answering, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(predict_over_the_query_cap_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_update_is_refused_over_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
