@@ -27,6 +27,7 @@ extern const fk_bench_entry fk_benches[];
 
 int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
 int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedkern, see client/meson.build) */
+int fk_bench_stall(int argc, char **argv);  /* bench/stall.c */
 
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);
