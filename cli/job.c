@@ -67,13 +67,15 @@ static void usage(FILE *out)
             "when submitted and last changed (UTC).\n"
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
             "status --follow prints one line per closed round (polling every --interval SECONDS,\n"
-            "1) until the job ends, then exits 0 if it is done, 1 if it failed or was cancelled.\n"
+            "1) until the job ends, then exits 0 if it is done, 1 if it failed or was cancelled;\n"
+            "a status call that times out (a busy server) is tried again for up to 600 s.\n"
             "The metrics of a round: participants, planned, dropouts, aggregation_seconds and the\n"
             "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
             "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
             "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
-            "exits 1 and writes nothing, unless --current asks for its latest model.\n"
+            "exits 1 and writes nothing, unless --current asks for its latest model; a status\n"
+            "call that times out or finds the server unavailable is tried again within the wait.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, max_refusals, name, and the method's own keys (`fedkern job keys\n"
@@ -103,6 +105,7 @@ typedef struct fk_job_conn {
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
     const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
+    int quiet_busy;    /* DEADLINE_EXCEEDED and UNAVAILABLE are left to the caller (a retry) */
 } fk_job_conn;
 typedef fk_job_conn conn;
 
@@ -167,6 +170,9 @@ static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *b
     if (!c->done)
         return fk_cli_fail(cmd, "connection closed before the %s answer", method);
     if (c->status != FK_GRPC_OK && c->quiet && strstr(c->msg, c->quiet))
+        return 1;
+    if (c->quiet_busy &&
+        (c->status == FK_GRPC_DEADLINE_EXCEEDED || c->status == FK_GRPC_UNAVAILABLE))
         return 1;
     if (c->status != FK_GRPC_OK)
         return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
@@ -392,6 +398,29 @@ int fk_job_status_get(fk_job_conn *c, const char *id, uint32_t round,
     return rc;
 }
 
+/* JobStatus for --wait and --follow: a call that timed out or found the server unavailable
+ * (busy, restarting) is tried again while time(NULL) < until, each retry said on stderr;
+ * any other failure, or one at `until`, ends it (printed). */
+static int status_until(conn *c, const char *cmd, const char *id, uint32_t round,
+                        fedkern_v1_JobStatusResponse *out, time_t until)
+{
+    for (int tries = 1;; tries++) {
+        c->quiet_busy = 1;
+        int rc = fk_job_status_get(c, id, round, out);
+        c->quiet_busy = 0;
+        int busy = rc && c->done &&
+                   (c->status == FK_GRPC_DEADLINE_EXCEEDED || c->status == FK_GRPC_UNAVAILABLE);
+        if (!busy)
+            return rc;
+        if (time(NULL) >= until)
+            return fk_cli_fail(cmd, "%s: %s (%d tries)", fk_grpc_status_name(c->status), c->msg,
+                               tries);
+        fprintf(stderr, "fedkern %s: the status call of job %s got %s; trying again\n", cmd, id,
+                fk_grpc_status_name(c->status));
+        usleep(500000);
+    }
+}
+
 double fk_job_metric(const fedkern_v1_Metric *m, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
@@ -525,7 +554,7 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     time_t until = time(NULL) + wait_s;
     fedkern_v1_JobStatusResponse st;
     for (;;) {
-        int rc = fk_job_status_get(c, id, 0, &st);
+        int rc = status_until(c, "job result", id, 0, &st, until);
         if (rc)
             return rc;
         if (st.state != fedkern_v1_JobState_JOB_RUNNING || time(NULL) >= until)
@@ -875,16 +904,20 @@ static void print_round(const char *id, const fedkern_v1_JobStatusResponse *rs, 
     fflush(stdout);
 }
 
-/* status --follow: a line per round as rounds close, until the job ends. 0 = done. */
+/* status --follow: a line per round as rounds close, until the job ends. 0 = done. A status
+ * call that times out is tried again for up to FOLLOW_RETRY_S seconds. */
+enum { FOLLOW_RETRY_S = 600 };
 static int do_follow(conn *c, const char *id, int json, long interval_ms)
 {
     fedkern_v1_JobStatusResponse st;
     uint32_t shown = 0;
     for (;;) {
-        int rc = fk_job_status_get(c, id, 0, &st);
+        /* no deadline of its own: a busy server's timeouts are retried for FOLLOW_RETRY_S */
+        time_t until = time(NULL) + FOLLOW_RETRY_S;
+        int rc = status_until(c, "job status", id, 0, &st, until);
         for (uint32_t r = shown + 1; !rc && r <= st.round; r++) {
             fedkern_v1_JobStatusResponse rs;
-            if (!(rc = fk_job_status_get(c, id, r, &rs)))
+            if (!(rc = status_until(c, "job status", id, r, &rs, until)))
                 print_round(id, &rs, r, json);
             shown = r;
         }
