@@ -1268,6 +1268,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
         return;
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
+    s->stats.leaves++;
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     fk_client_rec *r;
     fk_err err;

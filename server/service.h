@@ -58,6 +58,7 @@ typedef struct fk_service_stats {
     size_t index_bytes; /* the client index (by identity and session id) */
     int seen_queued;    /* last_seen writes waiting for the next tick's transaction */
     uint64_t heartbeats, health; /* Heartbeat and health Check calls answered */
+    uint64_t leaves;             /* Leave calls (each ends its client's session at once) */
     /* Work off the loop (phase closes, predictions): waiting or running, done, seconds run
      * on the worker and waited for it. */
     int works_pending;

@@ -571,6 +571,8 @@ static void stopped_client_is_not_waited_for(void **state)
     run_job(t, job("fedmean", "deadline = 20\nquorum = 0.6\nrounds = 6\n"), 0x3f);
     assert_job_done(t);
     assert_true(fk_service_now() - t->started < 20.0);
+    /* it said Leave, although its long poll was in flight: its session ended at once */
+    assert_int_equal(t->sstats.leaves, 1);
     fk_store_round *rows;
     int n;
     fk_err err;
