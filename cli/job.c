@@ -26,6 +26,7 @@
 #include "common/net/hostport.h"
 #include "common/net/modelfile.h"
 #include "fedkern.pb.h"
+#include "health.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
 
@@ -44,6 +45,8 @@ static void usage(FILE *out)
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
             "                                         [--timeout SECONDS] [loader options]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
+            "       fedkern job health                [connection options] [--json]\n"
+            "                                         (also `fedkern health`)\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
             "\n"
@@ -73,6 +76,9 @@ static void usage(FILE *out)
             "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
             "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
             "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
+            "health asks the server's grpc.health.v1 Check and prints SERVING and the call's\n"
+            "milliseconds: exit 0 when it serves, 1 when it does not (stopping) or cannot be\n"
+            "reached within --timeout_ms.\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model; a status\n"
             "call that times out or finds the server unavailable is tried again within the wait.\n"
@@ -154,11 +160,20 @@ static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t 
     return call_encoded(c, cmd, method, buf, len);
 }
 
+static int call_path(conn *c, const char *cmd, const char *path, uint8_t *buf, size_t len);
+
 /* The call with an encoded request (freed here). */
 static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len)
 {
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
+    return call_path(c, cmd, path, buf, len);
+}
+
+/* A call to the full path (any service) with an encoded request (freed here). */
+static int call_path(conn *c, const char *cmd, const char *path, uint8_t *buf, size_t len)
+{
+    const char *method = strrchr(path, '/') + 1;
     c->done = 0;
     if (fk_grpc_client_call(c->cl, path, buf, len, c->timeout_ms, on_done, c)) {
         free(buf);
@@ -940,6 +955,36 @@ static int do_follow(conn *c, const char *id, int json, long interval_ms)
     return st.state == fedkern_v1_JobState_JOB_DONE ? 0 : 1;
 }
 
+/* health: the server's grpc.health.v1 Check; 0 when it answers SERVING. */
+static int do_health(conn *c, int json)
+{
+    grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    if (fk_codec_encode(grpc_health_v1_HealthCheckRequest_fields, &in, 0, &buf, &len, &err))
+        return fk_cli_fail("health", "%s", err.msg);
+    double t0 = uv_hrtime() * 1e-9;
+    int rc = call_path(c, "health", "/grpc.health.v1.Health/Check", buf, len);
+    double ms = 1e3 * (uv_hrtime() * 1e-9 - t0);
+    grpc_health_v1_HealthCheckResponse out = grpc_health_v1_HealthCheckResponse_init_zero;
+    if (!rc &&
+        fk_codec_decode(grpc_health_v1_HealthCheckResponse_fields, &out, c->resp, c->resp_len, &err))
+        rc = fk_cli_fail("health", "%s", err.msg);
+    if (rc)
+        return rc;
+    int serving = out.status == grpc_health_v1_HealthCheckResponse_ServingStatus_SERVING;
+    const char *what = serving ? "SERVING"
+                       : out.status == grpc_health_v1_HealthCheckResponse_ServingStatus_NOT_SERVING
+                           ? "NOT_SERVING"
+                           : "UNKNOWN";
+    if (json)
+        printf("{\"status\":\"%s\",\"ms\":%.3f}\n", what, ms);
+    else
+        printf("%s (%.1f ms)\n", what, ms);
+    return serving ? 0 : 1;
+}
+
 /* Unix seconds as UTC "YYYY-MM-DDTHH:MM:SSZ". */
 static void utc(double t, char *out, size_t cap)
 {
@@ -1021,6 +1066,7 @@ static const fk_param_doc submit_opts[] = {
     {"skip_client_check", ""}, {"wait_clients SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc plot_opts[] = {{"out FILE", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, NULL}};
+static const fk_param_doc json_opts[] = {{"json", ""}, {NULL, NULL}};
 static const fk_param_doc status_opts[] = {
     {"round N", ""}, {"json", ""}, {"follow", ""}, {"interval SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc result_opts[] = {
@@ -1040,8 +1086,24 @@ static const job_sub subs[] = {
     {"submit", 1, 1, submit_opts, 1},     {"list", 0, 0, list_opts, 1},
     {"status", 1, 1, status_opts, 1}, {"result", 1, 1, result_opts, 1},
     {"cancel", 1, 1, no_opts, 1},     {"predict", 1, 1, predict_opts, 1},
-    {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {NULL, 0, 0, NULL, 0},
+    {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {"health", 0, 0, json_opts, 1},
+    {NULL, 0, 0, NULL, 0},
 };
+
+int fk_cmd_health(int argc, char **argv)
+{
+    char **v = malloc((size_t)(argc + 2) * sizeof *v);
+    if (!v)
+        return fk_cli_fail("health", "out of memory");
+    static char name[] = "health";
+    v[0] = name;
+    for (int i = 0; i < argc; i++)
+        v[i + 1] = argv[i];
+    v[argc + 1] = NULL;
+    int rc = fk_cmd_job(argc + 1, v);
+    free(v);
+    return rc;
+}
 
 int fk_cmd_job(int argc, char **argv)
 {
@@ -1171,6 +1233,8 @@ int fk_cmd_job(int argc, char **argv)
         text = NULL;
     } else if (!strcmp(sub, "list")) {
         rc = do_list(&c, limit, json);
+    } else if (!strcmp(sub, "health")) {
+        rc = do_health(&c, json);
     } else if (!strcmp(sub, "status")) {
         rc = follow ? do_follow(&c, rest[0], json, interval_s * 1000)
                     : do_status(&c, rest[0], (uint32_t)round, json);

@@ -95,6 +95,10 @@ expect 0 "list" "$fk" job list $conn
 grep -Eq '^1 +fedgrem +done +3 ' out.txt || fail "list job 1: $(cat out.txt)"
 grep -Eq '^2 +fedgrem +running ' out.txt || fail "list job 2: $(cat out.txt)"
 head -n 2 out.txt | tail -n 1 | grep -q '^2 ' || fail "list: newest first: $(cat out.txt)"
+expect 0 "health" "$fk" health $conn
+grep -q "^SERVING (" out.txt || fail "health: $(cat out.txt)"
+expect 0 "job health --json" "$fk" job health --json $conn
+grep -q '"status":"SERVING"' out.txt || fail "health json: $(cat out.txt)"
 "$fk" job cancel 2 $conn >/dev/null || fail "cancel"
 expect 1 "follow cancelled job" "$fk" job status 2 --follow $conn
 grep -q "^job 2: cancelled after" out.txt || fail "follow cancelled: $(cat out.txt)"
