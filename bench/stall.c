@@ -229,16 +229,6 @@ static void watch_job(uv_timer_t *t)
     uv_stop(&r->loop);
 }
 
-static void noop_closed(void *ud)
-{
-    (void)ud;
-}
-
-static void svc_closed(void *ud)
-{
-    srv *r = ud;
-    fk_grpc_server_close(r->gs, noop_closed, NULL);
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -326,17 +316,10 @@ static int bench_mode(int offload, int n, long R, long probe_ms, int json, const
         prober_main(pki, port, probe_ms, out);
     fk_params_close(&jp);
     /* every client joined before the job starts */
-    fk_service_stats ss;
-    double t0 = fk_bench_now();
-    do {
-        FK_UV_MUST(uv_run(&r.loop, UV_RUN_NOWAIT));
-        fk_service_stats_get(r.svc, &ss);
-        if (ss.sessions < n)
-            usleep(1000);
-    } while (ss.sessions < n && fk_bench_now() - t0 < 60);
-    int rc = ss.sessions < n;
+    int joined = fk_bench_wait_sessions(&r.loop, r.svc, n, 60);
+    int rc = joined < n;
     if (rc)
-        fprintf(stderr, "bench stall: only %d of %d clients joined\n", ss.sessions, n);
+        fprintf(stderr, "bench stall: only %d of %d clients joined\n", joined, n);
     double t_submit = fk_service_now();
     if (!rc && (rc = fk_engine_submit(r.e, conf, t_submit, &r.job, &err)))
         fprintf(stderr, "bench stall: %s\n", err.msg);
@@ -385,9 +368,7 @@ static int bench_mode(int offload, int n, long R, long probe_ms, int json, const
         fk_bench_emit(json, "stall", c, "job_ok", r.ok, NULL);
         fflush(stdout);
     }
-    fk_service_close(r.svc, svc_closed, &r);
-    FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
-    fk_service_free(r.svc);
+    fk_bench_service_stop(&r.loop, r.svc, r.gs);
     fk_engine_close(r.e);
     fk_store_close(st);
     FK_UV_MUST(uv_loop_close(&r.loop));

@@ -1194,6 +1194,20 @@ static void run_held(fed *f, held *h, int64_t id, int stop_at)
     }
 }
 
+/* A two-phase job (fedvar, 5 rounds) on an engine whose phase closes the test holds. */
+static const char *const HELD_JOB = "method = fedvar\ndataset = synth\nclients = c0, c1, c2, "
+                                    "c3, c4, c5\nrounds = 5\nseed = 11\ndeadline = 30\n"
+                                    "sampling = 0.66\n";
+
+/* The job ended done with the simulator's model. */
+static void assert_done_as_sim(fed *f, int64_t id)
+{
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_int_equal(fk_engine_in_flight(f->e), 0);
+    assert_model_is_sim(f, id, HELD_JOB);
+}
+
 /* Phase closes handed to a worker give the simulator's model bit for bit, one work per
  * phase (5 rounds of 2 phases). */
 static void offloaded_closes_same_model_as_sim(void **state)
@@ -1201,14 +1215,10 @@ static void offloaded_closes_same_model_as_sim(void **state)
     fed *f = *state;
     held h = {0};
     fk_engine_set_offload(f->e, hold_work, &h);
-    const char *text = job_text("fedvar", "sampling = 0.66\n");
-    int64_t id = submit(f, text);
+    int64_t id = submit(f, HELD_JOB);
     run_held(f, &h, id, 0);
-    fk_job_status s;
-    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
     assert_int_equal(h.submits, 10);
-    assert_int_equal(fk_engine_in_flight(f->e), 0);
-    assert_model_is_sim(f, id, text);
+    assert_done_as_sim(f, id);
 }
 
 /* The server dies while round 3's first phase is aggregated off the loop (the work ran, its
@@ -1219,8 +1229,7 @@ static void restart_mid_aggregation_same_model(void **state)
     fed *f = *state;
     held h = {0};
     fk_engine_set_offload(f->e, hold_work, &h);
-    const char *text = job_text("fedvar", "sampling = 0.66\n");
-    int64_t id = submit(f, text);
+    int64_t id = submit(f, HELD_JOB);
     run_held(f, &h, id, 5);
     fk_engine_work_run(h.w); /* computed on the worker; the crash comes before the loop stores it */
     fk_engine_work_abandon(f->e, h.w);
@@ -1228,9 +1237,7 @@ static void restart_mid_aggregation_same_model(void **state)
     f->now += 100.0;
     open_engine(f);
     run(f, 0, -1);
-    fk_job_status s;
-    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
-    assert_model_is_sim(f, id, text);
+    assert_done_as_sim(f, id);
     int count;
     fk_err err;
     assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
