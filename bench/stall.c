@@ -229,7 +229,6 @@ static void watch_job(uv_timer_t *t)
     uv_stop(&r->loop);
 }
 
-
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -451,9 +451,9 @@ static void collected_close(collected *c)
 /* The method's aggregate over the collected updates (decoded here, in client order) and the
  * round's quality in q (a later phase's measure wins). Touches only srv, c and q, so it runs
  * on a worker thread as well as on the loop. */
-static int aggregate_collected(const fk_blob_codec *codec, const fk_method *m, void *srv,
-                               int round, int phase, collected *c, double *q, int *done,
-                               double *agg_seconds, fk_err *err)
+static int aggregate_collected(const fk_blob_codec *codec, const fk_method *m, void *srv, int round,
+                               int phase, collected *c, double *q, int *done, double *agg_seconds,
+                               fk_err *err)
 {
     int rc = FK_OK;
     for (int i = 0; i < c->n && !rc; i++) {
@@ -499,8 +499,8 @@ static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, in
     assert(!j->busy);
     collected c = {.skip = skip};
     double agg = 0;
-    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
-                                  collect_update, &c, err);
+    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
+                                  &c, err);
     if (!rc)
         rc = aggregate_collected(&e->o.codec, j->m, j->srv, j->round, j->phase, &c, j->q, done,
                                  &agg, err);
@@ -562,8 +562,8 @@ static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err
 
 /* One transaction: the last phase, the round's summary, checkpoint, model,
  * and the job's next position (or its end). */
-static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_work *w,
-                       double now, fk_err *err)
+static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_work *w, double now,
+                       fk_err *err)
 {
     int last = w->last;
     fk_store *st = e->o.store;
@@ -797,8 +797,7 @@ void fk_engine_work_run(fk_engine_work *w)
         w->last = w->round == w->rounds || (w->m->finished && w->m->finished(w->srv));
         w->blob_rc = state_blob(&w->codec, w->m, w->srv, 0, &w->ckpt, &w->ckpt_len, &w->err);
         if (!w->blob_rc)
-            w->blob_rc =
-                state_blob(&w->codec, w->m, w->srv, 1, &w->model, &w->model_len, &w->err);
+            w->blob_rc = state_blob(&w->codec, w->m, w->srv, 1, &w->model, &w->model_len, &w->err);
     }
     w->wall = mono_seconds() - t0;
     w->cpu = cpu_seconds() - c0;
@@ -832,8 +831,8 @@ static void close_phase(fk_engine *e, job *j, double now)
     memcpy(w->q, j->q, sizeof w->q);
     j->busy = 1;
     e->in_flight++;
-    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
-                                  collect_update, &w->c, &w->err);
+    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
+                                  &w->c, &w->err);
     w->n_updates = w->c.n;
     if (rc) { /* as an aggregation that failed: nothing ran */
         w->agg_rc = rc;
@@ -1558,8 +1557,7 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
 void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
 {
     job *j = find_job(e, p->job);
-    if (!j || j->busy || p->round != j->round || p->attempt != j->attempt ||
-        p->phase != j->phase)
+    if (!j || j->busy || p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
         return; /* stored, but its phase is already over (as for a late update) */
     int c = fk_jobconf_client_index(&j->conf, p->identity);
     slot *s = c < 0 ? NULL : find_slot(j, c);

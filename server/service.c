@@ -12,17 +12,17 @@
 
 #include "common/base/log.h"
 #include "common/base/uvcheck.h"
+#include "common/methods/jobconf.h"
+#include "common/methods/method.h"
 #include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
-#include "common/methods/jobconf.h"
-#include "common/methods/method.h"
+#include "fedkern.pb.h"
+#include "health.pb.h"
 #include "server/clients.h"
 #include "server/fanout.h"
 #include "server/offload.h"
 #include "server/roster.h"
-#include "fedkern.pb.h"
-#include "health.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
 
@@ -80,7 +80,7 @@ struct fk_service {
     fk_fanout *fo;        /* prediction requests waiting for the clients' answers */
     fk_roster *roster;    /* the data sets each client advertised at its last Join */
     uint64_t woken_fo_gen;
-    fk_offload off;       /* the engine's phase closes and the Predict calls, off the loop */
+    fk_offload off; /* the engine's phase closes and the Predict calls, off the loop */
     void (*on_closed)(void *);
     void *closed_ud;
 };
@@ -1574,7 +1574,6 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
 }
 
-
 /* A Predict call whose model is decoded and whose predict op runs off the loop. */
 typedef struct predict_item {
     fk_offload_item it; /* first: the offload hands this back */
@@ -1871,8 +1870,10 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
     /* Work in flight keeps the loop running: a phase's close is stored and the jobs go on
      * (their tasks wait for the restart), a Predict is answered if its call is still open. */
     if (fk_offload_pending(&s->off))
-        fk_log(FK_LOG_INFO, "server_stopping_waits", "works=%d msg=\"aggregations and "
-               "predictions in flight finish first\"", fk_offload_pending(&s->off));
+        fk_log(FK_LOG_INFO, "server_stopping_waits",
+               "works=%d msg=\"aggregations and "
+               "predictions in flight finish first\"",
+               fk_offload_pending(&s->off));
     s->closing = 1;
     s->on_closed = on_closed;
     s->closed_ud = ud;

@@ -58,9 +58,9 @@ typedef struct net {
     int sessions_end; /* clients with a session when the job ended */
     fk_method_lookup find; /* NULL: the test methods */
     /* the slow aggregation (fedmean-slow): calls the loop answered while it was in flight */
-    int slow_seen;                /* it started */
-    uint64_t slow_hb0, slow_hb;   /* heartbeats answered when it started, and while it ran */
-    int slow_status;              /* status calls that said "aggregating" meanwhile */
+    int slow_seen;              /* it started */
+    uint64_t slow_hb0, slow_hb; /* heartbeats answered when it started, and while it ran */
+    int slow_status;            /* status calls that said "aggregating" meanwhile */
 } net;
 
 /* fedmean-slow: round 1's aggregation blocks until the test's loop has answered heartbeats
@@ -164,8 +164,10 @@ static void start_server(net *t)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&t->st, t->db, &err), FK_OK);
-    fk_engine_opts eo = {.store = t->st, .codec = codec,
-                         .find = t->find ? t->find : fk_test_find_method, .on_round = on_round,
+    fk_engine_opts eo = {.store = t->st,
+                         .codec = codec,
+                         .find = t->find ? t->find : fk_test_find_method,
+                         .on_round = on_round,
                          .on_round_ud = t};
     assert_int_equal(fk_engine_open(&t->e, &eo, fk_service_now(), &err), FK_OK);
     fk_tls_ctx *tls = tls_for(t, 1, "server");
@@ -430,8 +432,8 @@ static const fk_method *hostile_find(const char *name, fk_err *err)
     return &hostile;
 }
 
-static int slow_aggregate(void *srv, int round, int phase, const fk_update *ups, int n,
-                          int *done, fk_err *err)
+static int slow_aggregate(void *srv, int round, int phase, const fk_update *ups, int n, int *done,
+                          fk_err *err)
 {
     if (round == 1 && !atomic_exchange(&slow_entered, 1)) {
         int i = 0;
@@ -473,7 +475,7 @@ static void heavy_aggregation_leaves_the_loop_answering(void **state)
     assert_true(t->slow_hb >= 2 * N);
     assert_true(t->slow_status > 0);
     assert_false(atomic_load(&slow_timed_out)); /* released by the loop, not by its timeout */
-    assert_true(t->sstats.works_done >= 2); /* one phase close per round, off the loop */
+    assert_true(t->sstats.works_done >= 2);     /* one phase close per round, off the loop */
     compare_with_sim(t, text);
     close_server(t);
 }
@@ -663,9 +665,9 @@ static void predict_rows(net *t, size_t rows, answer *a)
     size_t len;
     assert_int_equal(fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err), FK_OK);
     memset(a, 0, sizeof *a);
-    assert_int_equal(fk_grpc_client_call(cl, "/fedkern.v1.Federation/Predict", buf, len, 20000,
-                                         on_answer, a),
-                     0);
+    assert_int_equal(
+        fk_grpc_client_call(cl, "/fedkern.v1.Federation/Predict", buf, len, 20000, on_answer, a),
+        0);
     for (int guard = 0; !a->done && guard < 100000; guard++)
         FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
     free(buf);
