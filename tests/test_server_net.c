@@ -56,6 +56,7 @@ typedef struct net {
     fk_agent_stats astats[N];
     fk_service_stats sstats;
     int sessions_end; /* clients with a session when the job ended */
+    int stop_mid_aggregation; /* shut the server down while fedmean-slow aggregates */
     fk_method_lookup find; /* NULL: the test methods */
     /* the slow aggregation (fedmean-slow): calls the loop answered while it was in flight */
     int slow_seen;              /* it started */
@@ -242,6 +243,11 @@ static void on_watch(uv_timer_t *timer)
     fk_err err;
     if (fk_engine_status(t->e, t->job, &s, &err))
         fail_msg("status: %s", err.msg);
+    if (t->stop_mid_aggregation && atomic_load(&slow_entered) && !atomic_load(&slow_release)) {
+        shutdown_all(t); /* as SIGTERM: the work in flight is not waited for here */
+        atomic_store(&slow_release, 1);
+        return;
+    }
     if (t->stop_client >= 0 && s.round >= t->stop_round) {
         stop_agent(t, t->stop_client);
         t->stop_client = -1;
@@ -480,6 +486,49 @@ static void heavy_aggregation_leaves_the_loop_answering(void **state)
     close_server(t);
 }
 
+/* SIGTERM while a phase is aggregated off the loop: the service and the gRPC server close at
+ * once, the loop runs until the work is back, and its result is stored (round 1's model) before
+ * anything is freed; the job stays running for the restart, and nothing leaks (ASan). */
+static void shutdown_waits_for_the_aggregation(void **state)
+{
+    net *t = *state;
+    t->find = slow_find;
+    t->stop_mid_aggregation = 1;
+    atomic_store(&slow_entered, 0);
+    atomic_store(&slow_release, 0);
+    atomic_store(&slow_left, 0);
+    atomic_store(&slow_timed_out, 0);
+    start_server(t);
+    for (int c = 0; c < N; c++)
+        start_agent(t, c);
+    wait_agents(t, 0x3f);
+    fk_err err;
+    if (fk_engine_submit(t->e, job("fedmean-slow", "rounds = 2\n"), fk_service_now(), &t->job,
+                         &err))
+        fail_msg("submit: %s", err.msg);
+    t->started = fk_service_now();
+    assert_int_equal(uv_timer_init(&t->loop, &t->watch), 0);
+    t->watch.data = t;
+    assert_int_equal(uv_timer_start(&t->watch, on_watch, 5, 5), 0);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT)); /* ends once every handle and work is done */
+    assert_true(atomic_load(&slow_left));
+    assert_false(atomic_load(&slow_timed_out));
+    assert_int_equal(fk_engine_in_flight(t->e), 0);
+    assert_int_equal(t->sstats.works_pending, 1); /* it was in flight at the close */
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    fk_bundle model;
+    int round = 0;
+    assert_int_equal(fk_engine_result(t->e, t->job, &model, &round, &err), FK_OK);
+    assert_int_equal(round, 1);
+    fk_bundle_close(&model);
+    fk_job_status s;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_RUNNING);
+    assert_int_equal(s.round, 2);
+    close_server(t);
+}
+
 /* Over the network: client 2's NaN update is answered INVALID_ARGUMENT (the agent drops it),
  * never stored, counted; the phase closes as soon as the others answered (no wait for the
  * 20 s deadline) and the model is the simulator's, which refuses the same update. */
@@ -707,6 +756,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(heavy_aggregation_leaves_the_loop_answering, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(predict_over_the_query_cap_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(shutdown_waits_for_the_aggregation, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_update_is_refused_over_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),
