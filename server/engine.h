@@ -90,6 +90,7 @@ typedef struct fk_push {
     const char *idem;
     const uint8_t *blob;
     size_t len;
+    const fk_bundle *msg; /* blob decoded, when the caller has it (NULL: the engine decodes) */
     fk_report report;
 } fk_push;
 

@@ -947,7 +947,7 @@ static int offload_engine(void *ud, fk_engine_work *w)
  * the batch it was staged in committed. */
 static void commit_update(fk_service *s, fk_grpc_call *call, const char *identity,
                           const fedkern_v1_PushUpdateRequest *in, int64_t job, int attempt,
-                          const uint8_t *blob, size_t len)
+                          const uint8_t *blob, size_t len, const fk_bundle *msg)
 {
     fk_err err = {0};
     int rc = batch_reserve(s, &err);
@@ -964,7 +964,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     snprintf(q->idem, sizeof q->idem, "%s", in->update_id);
     q->p = (fk_push){.job = job, .round = (int)in->round, .attempt = attempt,
                      .phase = (int)in->phase, .identity = q->identity, .idem = q->idem,
-                     .blob = blob, .len = len};
+                     .blob = blob, .len = len, .msg = msg};
     fk_report_init(&q->p.report);
     if (in->has_report) {
         q->p.report.n_samples = (double)in->report.n_samples;
@@ -979,6 +979,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     q->rc = fk_engine_push_stage(s->e, &q->p, fk_service_now(), &q->dup, &q->err);
     q->p.blob = NULL; /* stored (or not) now; the caller frees it */
     q->p.len = 0;
+    q->p.msg = NULL;
     s->n_batch++;
     if (q->rc == FK_EIO || q->rc == FK_ENOMEM) {
         fk_err why = q->err;
@@ -1018,7 +1019,7 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
         reply_err(call, rc, &err);
         return;
     }
-    commit_update(s, call, identity, in, job, attempt, blob, len);
+    commit_update(s, call, identity, in, job, attempt, blob, len, NULL);
     free(blob);
 }
 
@@ -1243,7 +1244,8 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         if (rc) {
             reply_err(call, rc, &err);
         } else {
-            commit_update(s, call, id, &in, job, attempt, blob, blen);
+            /* b is blob decoded: the engine's checks read it instead of decoding again */
+            commit_update(s, call, id, &in, job, attempt, blob, blen, &b);
             free(blob);
         }
     } else {
