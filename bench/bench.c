@@ -20,6 +20,7 @@ const fk_bench_entry fk_benches[] = {
     {"load", "1000 concurrent mTLS clients: memory per connection, fd leak, heartbeat p99", fk_bench_load},
     {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},
     {"server", "aggregation server under a load generator: rounds/s, overhead, GB/s, RSS, CPU", fk_bench_server},
+    {"stall", "health and status latency while the server aggregates a heavy dica job", fk_bench_stall},
     {NULL, NULL, NULL},
 };
 

@@ -27,6 +27,16 @@ extern const fk_bench_entry fk_benches[];
 
 int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
 int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedkern, see client/meson.build) */
+int fk_bench_stall(int argc, char **argv);  /* bench/stall.c */
+
+/* The end of an in-process server (bench/server.c): close the service, then the gRPC server,
+ * drain the loop (works in flight finish), free the service. */
+typedef struct uv_loop_s uv_loop_t;
+typedef struct fk_service fk_service;
+typedef struct fk_grpc_server fk_grpc_server;
+void fk_bench_service_stop(uv_loop_t *loop, fk_service *svc, fk_grpc_server *srv);
+/* Run the loop until n clients hold a session or limit_s passed; the sessions held. */
+int fk_bench_wait_sessions(uv_loop_t *loop, fk_service *svc, int n, double limit_s);
 
 /* Dispatch argv (after "bench") to the longest matching entry name. */
 int fk_bench_main(int argc, char **argv);

@@ -397,8 +397,27 @@ static void noop_closed(void *ud)
 
 static void svc_closed(void *ud)
 {
-    run *r = ud;
-    fk_grpc_server_close(r->srv, noop_closed, NULL);
+    fk_grpc_server_close(ud, noop_closed, NULL);
+}
+
+int fk_bench_wait_sessions(uv_loop_t *loop, fk_service *svc, int n, double limit_s)
+{
+    fk_service_stats ss;
+    double t0 = fk_bench_now();
+    do {
+        FK_UV_MUST(uv_run(loop, UV_RUN_NOWAIT));
+        fk_service_stats_get(svc, &ss);
+        if (ss.sessions < n)
+            usleep(1000);
+    } while (ss.sessions < n && fk_bench_now() - t0 < limit_s);
+    return ss.sessions;
+}
+
+void fk_bench_service_stop(uv_loop_t *loop, fk_service *svc, fk_grpc_server *srv)
+{
+    fk_service_close(svc, svc_closed, srv);
+    FK_UV_MUST(uv_run(loop, UV_RUN_DEFAULT));
+    fk_service_free(svc);
 }
 
 /* One configuration: n load-generator clients (a forked process) against the real engine,
@@ -470,16 +489,11 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_service_stats ss;
     double t0 = fk_bench_now();
     double join_limit = n > 2000 ? 0.06 * n : 120; /* 10,000 handshakes: up to 10 minutes */
-    do {
-        FK_UV_MUST(uv_run(&r.loop, UV_RUN_NOWAIT));
-        fk_service_stats_get(r.svc, &ss);
-        if (ss.sessions < n)
-            usleep(1000);
-    } while (ss.sessions < n && fk_bench_now() - t0 < join_limit);
+    int joined = fk_bench_wait_sessions(&r.loop, r.svc, n, join_limit);
     double join_s = fk_bench_now() - t0;
-    if (ss.sessions < n) {
+    if (joined < n) {
         fprintf(stderr, "bench server: only %d of %d load-generator clients joined in %.0f s\n",
-                ss.sessions, n, join_s);
+                joined, n, join_s);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
         return 1;
@@ -582,9 +596,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     kill(child, SIGTERM);
     waitpid(child, NULL, 0);
     uv_close((uv_handle_t *)&r.watch, NULL); /* else uv_loop_close fails and leaks the loop */
-    fk_service_close(r.svc, svc_closed, &r);
-    FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
-    fk_service_free(r.svc);
+    fk_bench_service_stop(&r.loop, r.svc, r.srv);
     fk_engine_close(r.e);
     fk_store_close(st);
     FK_UV_MUST(uv_loop_close(&r.loop));

@@ -16,6 +16,8 @@ int fk_cmd_data(int argc, char **argv);
 int fk_cmd_sim(int argc, char **argv);
 int fk_cmd_certs(int argc, char **argv);
 int fk_cmd_job(int argc, char **argv);
+/* fedkern health [connection options] [--json]: `fedkern job health`. */
+int fk_cmd_health(int argc, char **argv);
 int fk_cmd_model(int argc, char **argv);
 
 /* The loader options of `fedkern data info` (--format, --label, --header, --delim, --var,

@@ -26,6 +26,7 @@
 #include "common/net/hostport.h"
 #include "common/net/modelfile.h"
 #include "fedkern.pb.h"
+#include "health.pb.h"
 
 #define FED "/fedkern.v1.Federation/"
 
@@ -44,6 +45,8 @@ static void usage(FILE *out)
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
             "                                         [--timeout SECONDS] [loader options]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
+            "       fedkern job health                [connection options] [--json]\n"
+            "                                         (also `fedkern health`)\n"
             "\n"
             "Talks to a fedkern-server with an admin certificate.\n"
             "\n"
@@ -67,13 +70,18 @@ static void usage(FILE *out)
             "when submitted and last changed (UTC).\n"
             "status --round N shows the metrics of closed round N instead of the last round's.\n"
             "status --follow prints one line per closed round (polling every --interval SECONDS,\n"
-            "1) until the job ends, then exits 0 if it is done, 1 if it failed or was cancelled.\n"
+            "1) until the job ends, then exits 0 if it is done, 1 if it failed or was cancelled;\n"
+            "a status call that times out (a busy server) is tried again for up to 600 s.\n"
             "The metrics of a round: participants, planned, dropouts, aggregation_seconds and the\n"
             "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
             "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
             "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
+            "health asks the server's grpc.health.v1 Check and prints SERVING and the call's\n"
+            "milliseconds: exit 0 when it serves, 1 when it does not (stopping) or cannot be\n"
+            "reached within --timeout_ms.\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
-            "exits 1 and writes nothing, unless --current asks for its latest model.\n"
+            "exits 1 and writes nothing, unless --current asks for its latest model; a status\n"
+            "call that times out or finds the server unavailable is tried again within the wait.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, max_refusals, name, and the method's own keys (`fedkern job keys\n"
@@ -103,6 +111,7 @@ typedef struct fk_job_conn {
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
     const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
+    int quiet_busy;    /* DEADLINE_EXCEEDED and UNAVAILABLE are left to the caller (a retry) */
 } fk_job_conn;
 typedef fk_job_conn conn;
 
@@ -151,11 +160,20 @@ static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t 
     return call_encoded(c, cmd, method, buf, len);
 }
 
+static int call_path(conn *c, const char *cmd, const char *path, uint8_t *buf, size_t len);
+
 /* The call with an encoded request (freed here). */
 static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len)
 {
     char path[96];
     snprintf(path, sizeof path, FED "%s", method);
+    return call_path(c, cmd, path, buf, len);
+}
+
+/* A call to the full path (any service) with an encoded request (freed here). */
+static int call_path(conn *c, const char *cmd, const char *path, uint8_t *buf, size_t len)
+{
+    const char *method = strrchr(path, '/') + 1;
     c->done = 0;
     if (fk_grpc_client_call(c->cl, path, buf, len, c->timeout_ms, on_done, c)) {
         free(buf);
@@ -167,6 +185,9 @@ static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *b
     if (!c->done)
         return fk_cli_fail(cmd, "connection closed before the %s answer", method);
     if (c->status != FK_GRPC_OK && c->quiet && strstr(c->msg, c->quiet))
+        return 1;
+    if (c->quiet_busy &&
+        (c->status == FK_GRPC_DEADLINE_EXCEEDED || c->status == FK_GRPC_UNAVAILABLE))
         return 1;
     if (c->status != FK_GRPC_OK)
         return fk_cli_fail(cmd, "%s: %s%s%s", fk_grpc_status_name(c->status), c->msg,
@@ -392,6 +413,29 @@ int fk_job_status_get(fk_job_conn *c, const char *id, uint32_t round,
     return rc;
 }
 
+/* JobStatus for --wait and --follow: a call that timed out or found the server unavailable
+ * (busy, restarting) is tried again while time(NULL) < until, each retry said on stderr;
+ * any other failure, or one at `until`, ends it (printed). */
+static int status_until(conn *c, const char *cmd, const char *id, uint32_t round,
+                        fedkern_v1_JobStatusResponse *out, time_t until)
+{
+    for (int tries = 1;; tries++) {
+        c->quiet_busy = 1;
+        int rc = fk_job_status_get(c, id, round, out);
+        c->quiet_busy = 0;
+        int busy = rc && c->done &&
+                   (c->status == FK_GRPC_DEADLINE_EXCEEDED || c->status == FK_GRPC_UNAVAILABLE);
+        if (!busy)
+            return rc;
+        if (time(NULL) >= until)
+            return fk_cli_fail(cmd, "%s: %s (%d tries)", fk_grpc_status_name(c->status), c->msg,
+                               tries);
+        fprintf(stderr, "fedkern %s: the status call of job %s got %s; trying again\n", cmd, id,
+                fk_grpc_status_name(c->status));
+        usleep(500000);
+    }
+}
+
 double fk_job_metric(const fedkern_v1_Metric *m, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
@@ -525,7 +569,7 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     time_t until = time(NULL) + wait_s;
     fedkern_v1_JobStatusResponse st;
     for (;;) {
-        int rc = fk_job_status_get(c, id, 0, &st);
+        int rc = status_until(c, "job result", id, 0, &st, until);
         if (rc)
             return rc;
         if (st.state != fedkern_v1_JobState_JOB_RUNNING || time(NULL) >= until)
@@ -877,16 +921,20 @@ static void print_round(const char *id, const fedkern_v1_JobStatusResponse *rs, 
     fflush(stdout);
 }
 
-/* status --follow: a line per round as rounds close, until the job ends. 0 = done. */
+/* status --follow: a line per round as rounds close, until the job ends. 0 = done. A status
+ * call that times out is tried again for up to FOLLOW_RETRY_S seconds. */
+enum { FOLLOW_RETRY_S = 600 };
 static int do_follow(conn *c, const char *id, int json, long interval_ms)
 {
     fedkern_v1_JobStatusResponse st;
     uint32_t shown = 0;
     for (;;) {
-        int rc = fk_job_status_get(c, id, 0, &st);
+        /* no deadline of its own: a busy server's timeouts are retried for FOLLOW_RETRY_S */
+        time_t until = time(NULL) + FOLLOW_RETRY_S;
+        int rc = status_until(c, "job status", id, 0, &st, until);
         for (uint32_t r = shown + 1; !rc && r <= st.round; r++) {
             fedkern_v1_JobStatusResponse rs;
-            if (!(rc = fk_job_status_get(c, id, r, &rs)))
+            if (!(rc = status_until(c, "job status", id, r, &rs, until)))
                 print_round(id, &rs, r, json);
             shown = r;
         }
@@ -907,6 +955,36 @@ static int do_follow(conn *c, const char *id, int json, long interval_ms)
                st.round, st.rounds_total, st.message[0] ? ": " : "", st.message);
     }
     return st.state == fedkern_v1_JobState_JOB_DONE ? 0 : 1;
+}
+
+/* health: the server's grpc.health.v1 Check; 0 when it answers SERVING. */
+static int do_health(conn *c, int json)
+{
+    grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
+    uint8_t *buf;
+    size_t len;
+    fk_err err;
+    if (fk_codec_encode(grpc_health_v1_HealthCheckRequest_fields, &in, 0, &buf, &len, &err))
+        return fk_cli_fail("health", "%s", err.msg);
+    double t0 = uv_hrtime() * 1e-9;
+    int rc = call_path(c, "health", "/grpc.health.v1.Health/Check", buf, len);
+    double ms = 1e3 * (uv_hrtime() * 1e-9 - t0);
+    grpc_health_v1_HealthCheckResponse out = grpc_health_v1_HealthCheckResponse_init_zero;
+    if (!rc &&
+        fk_codec_decode(grpc_health_v1_HealthCheckResponse_fields, &out, c->resp, c->resp_len, &err))
+        rc = fk_cli_fail("health", "%s", err.msg);
+    if (rc)
+        return rc;
+    int serving = out.status == grpc_health_v1_HealthCheckResponse_ServingStatus_SERVING;
+    const char *what = serving ? "SERVING"
+                       : out.status == grpc_health_v1_HealthCheckResponse_ServingStatus_NOT_SERVING
+                           ? "NOT_SERVING"
+                           : "UNKNOWN";
+    if (json)
+        printf("{\"status\":\"%s\",\"ms\":%.3f}\n", what, ms);
+    else
+        printf("%s (%.1f ms)\n", what, ms);
+    return serving ? 0 : 1;
 }
 
 /* Unix seconds as UTC "YYYY-MM-DDTHH:MM:SSZ". */
@@ -990,6 +1068,7 @@ static const fk_param_doc submit_opts[] = {
     {"skip_client_check", ""}, {"wait_clients SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc plot_opts[] = {{"out FILE", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, NULL}};
+static const fk_param_doc json_opts[] = {{"json", ""}, {NULL, NULL}};
 static const fk_param_doc status_opts[] = {
     {"round N", ""}, {"json", ""}, {"follow", ""}, {"interval SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc result_opts[] = {
@@ -1009,8 +1088,24 @@ static const job_sub subs[] = {
     {"submit", 1, 1, submit_opts, 1},     {"list", 0, 0, list_opts, 1},
     {"status", 1, 1, status_opts, 1}, {"result", 1, 1, result_opts, 1},
     {"cancel", 1, 1, no_opts, 1},     {"predict", 1, 1, predict_opts, 1},
-    {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {NULL, 0, 0, NULL, 0},
+    {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {"health", 0, 0, json_opts, 1},
+    {NULL, 0, 0, NULL, 0},
 };
+
+int fk_cmd_health(int argc, char **argv)
+{
+    char **v = malloc((size_t)(argc + 2) * sizeof *v);
+    if (!v)
+        return fk_cli_fail("health", "out of memory");
+    static char name[] = "health";
+    v[0] = name;
+    for (int i = 0; i < argc; i++)
+        v[i + 1] = argv[i];
+    v[argc + 1] = NULL;
+    int rc = fk_cmd_job(argc + 1, v);
+    free(v);
+    return rc;
+}
 
 int fk_cmd_job(int argc, char **argv)
 {
@@ -1140,6 +1235,8 @@ int fk_cmd_job(int argc, char **argv)
         text = NULL;
     } else if (!strcmp(sub, "list")) {
         rc = do_list(&c, limit, json);
+    } else if (!strcmp(sub, "health")) {
+        rc = do_health(&c, json);
     } else if (!strcmp(sub, "status")) {
         rc = follow ? do_follow(&c, rest[0], json, interval_s * 1000)
                     : do_status(&c, rest[0], (uint32_t)round, json);

@@ -89,6 +89,7 @@ struct fk_agent {
     fk_grpc_client *cl;
     uint64_t gen;      /* connection generation: stale completions are ignored */
     int up, joined, in_flight, hb_in_flight;
+    int leaving; /* the Leave call of a stop is in flight: the client closes after it */
     char client_id[128];
     char session_id[64];
     uint32_t heartbeat_ms, max_message;
@@ -167,6 +168,8 @@ static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t 
     *c = (callctx){.a = a, .gen = a->gen, .req = req, .kind = kind};
     if (kind == CALL_HB)
         a->hb_in_flight = 1;
+    else if (kind == CALL_LEAVE)
+        a->leaving = 1;
     else
         a->in_flight = 1;
     char path[96];
@@ -1415,7 +1418,7 @@ static void maybe_finish_stop(fk_agent *a)
 {
     if (!a->stopping)
         return;
-    if (a->cl && !a->closing_client && !a->in_flight) {
+    if (a->cl && !a->closing_client && !a->in_flight && !a->leaving) {
         fk_grpc_client *cl = a->cl;
         a->cl = NULL;
         a->closing_client = 1;
@@ -1444,8 +1447,7 @@ static void leave_done(void *ud, int status, const char *msg, const uint8_t *res
     (void)len;
     callctx *c = ud;
     fk_agent *a = c->a;
-    if (c->gen == a->gen)
-        a->in_flight = 0;
+    a->leaving = 0;
     free(c->req);
     free(c);
     maybe_finish_stop(a);
@@ -1460,7 +1462,12 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
     if (a->w.running) {
         cancel_step(a);
     }
-    int can_leave = a->cl && a->up && a->joined && !a->in_flight;
+    /* Leave also while a call is in flight (a long poll, mostly): the server ends the session
+     * at once instead of noticing 3 missed heartbeats later; the pending call is cancelled
+     * when the client closes, after Leave's answer. */
+    int can_leave = a->cl && a->up && a->joined;
+    if (can_leave)
+        a->in_flight = 0; /* the pending call is not waited for: the close cancels it */
     a->stopping = 1;
     FK_UV_MUST(uv_timer_stop(&a->retry));
     FK_UV_MUST(uv_timer_stop(&a->hb));

@@ -1,5 +1,6 @@
 #include "server/engine.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@ typedef struct job {
     double q[FK_REPORT_N_FIELDS]; /* the round's quality: each field's mean over the latest
                                    * phase of the round that measured it */
     double round_t0;              /* when this attempt of the round opened (its duration) */
+    int busy; /* a work (fk_engine_work) is in flight: j->srv is the work's until it is done */
 } job;
 
 struct fk_engine {
@@ -58,12 +60,55 @@ struct fk_engine {
     int (*gone)(void *ud, const char *identity); /* fk_engine_set_presence; NULL: all present */
     int ending; /* end_phase calls in progress (the outermost is timed) */
     void *gone_ud;
+    int (*offload)(void *ud, fk_engine_work *w); /* fk_engine_set_offload; NULL: inline */
+    void *offload_ud;
+    int in_flight; /* works handed out and not yet done */
+};
+
+/* A phase's close off the loop: the stored updates (copied on the loop), decoded and
+ * aggregated by the method, and for a round's last phase the checkpoint and the model
+ * encoded, all on a worker thread. The job is busy until fk_engine_work_done: no loop code
+ * calls an op on its method state meanwhile (asserted), its tasks are not handed out and
+ * its updates are answered as late; status and result answer from what is stored. */
+typedef struct collected {
+    fk_update *ups;
+    uint8_t **blobs; /* the stored bytes of ups[i] until decoded */
+    size_t *lens;
+    int n, cap;
+    int skip; /* a client whose update is left out, -1 for none */
+} collected;
+
+struct fk_engine_work {
+    job *j;
+    const fk_method *m;
+    void *srv; /* j->srv: the work's own while it is in flight */
+    fk_blob_codec codec;
+    int round, phase, rounds;
+    collected c;
+    int n_updates;
+    fk_store_round r; /* dropouts counted on the loop when the phase closed */
+    double q[FK_REPORT_N_FIELDS];
+    int offloaded; /* handed to another thread (its times count apart) */
+    /* what the work found: */
+    int agg_rc, blob_rc, done, last;
+    fk_err err;
+    double agg_seconds, wall, cpu;
+    uint8_t *ckpt, *model;
+    size_t ckpt_len, model_len;
 };
 
 static double mono_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the calling thread. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -90,6 +135,7 @@ static void job_free(job *j)
 {
     if (!j)
         return;
+    assert(!j->busy); /* its work still uses j->srv */
     free_tasks(j);
     free(j->slots);
     free(j->refusals);
@@ -108,14 +154,18 @@ static int encode(fk_engine *e, const fk_bundle *b, uint8_t **out, size_t *len, 
     return e->o.codec.encode(b, out, len, err);
 }
 
-/* Method state as a blob: which op (save or model) fills the bundle. */
-static int server_blob(fk_engine *e, job *j, int model, uint8_t **out, size_t *len, fk_err *err)
+/* Method state as a blob: which op (save or model) fills the bundle. Touches only srv and
+ * what it allocates: runs on the loop at submit, on a worker for a round's close. */
+static int state_blob(const fk_blob_codec *codec, const fk_method *m, void *srv, int model,
+                      uint8_t **out, size_t *len, fk_err *err)
 {
     fk_bundle b;
     fk_bundle_init(&b);
-    int rc = model ? j->m->model(j->srv, &b, err) : j->m->save(j->srv, &b, err);
+    *out = NULL;
+    *len = 0;
+    int rc = model ? m->model(srv, &b, err) : m->save(srv, &b, err);
     if (!rc)
-        rc = encode(e, &b, out, len, err);
+        rc = codec->encode(&b, out, len, err);
     fk_bundle_close(&b);
     return rc;
 }
@@ -123,6 +173,7 @@ static int server_blob(fk_engine *e, job *j, int model, uint8_t **out, size_t *l
 /* Fresh server state, then the checkpoint of `round` if one is stored. */
 static int restore_checkpoint(fk_engine *e, job *j, int round, fk_err *err)
 {
+    assert(!j->busy);
     if (j->srv)
         j->m->server_close(j->srv);
     j->srv = NULL;
@@ -177,6 +228,7 @@ static int plan(job *j, int *chosen, int *n, fk_err *err)
 
 static int plan_slots(job *j, fk_err *err)
 {
+    assert(!j->busy);
     int *chosen = malloc((size_t)j->conf.n_clients * sizeof *chosen);
     if (!chosen)
         return fk_err_set(err, FK_ENOMEM, "out of memory planning job %lld", (long long)j->id);
@@ -246,6 +298,7 @@ static void mark_gone(fk_engine *e, job *j)
 /* Every planned client's task for the current phase, in client order (as the simulator). */
 static int make_tasks(fk_engine *e, job *j, fk_err *err)
 {
+    assert(!j->busy);
     e->generation++; /* new tasks: waiting clients may have work now */
     free_tasks(j);
     fk_bundle b;
@@ -345,13 +398,7 @@ static int start_round(fk_engine *e, job *j, double now, fk_err *err)
     return make_tasks(e, j, err);
 }
 
-typedef struct collected {
-    fk_engine *e;
-    fk_update *ups;
-    int n, cap;
-    int skip; /* a client whose update is left out, -1 for none */
-} collected;
-
+/* A stored update, copied: the store's bytes are valid only during the callback. */
 static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
 {
     collected *c = ctx;
@@ -360,57 +407,105 @@ static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 8;
         fk_update *g = realloc(c->ups, (size_t)cap * sizeof *g);
-        if (!g)
+        if (g)
+            c->ups = g;
+        uint8_t **gb = g ? realloc(c->blobs, (size_t)cap * sizeof *gb) : NULL;
+        if (gb)
+            c->blobs = gb;
+        size_t *gl = gb ? realloc(c->lens, (size_t)cap * sizeof *gl) : NULL;
+        if (!gl)
             return fk_err_set(err, FK_ENOMEM, "out of memory loading updates");
-        c->ups = g;
+        c->lens = gl;
         c->cap = cap;
     }
+    uint8_t *copy = malloc(u->len ? u->len : 1);
+    if (!copy)
+        return fk_err_set(err, FK_ENOMEM, "out of memory loading updates");
+    if (u->len)
+        memcpy(copy, u->blob, u->len);
     fk_update *up = &c->ups[c->n];
     up->client = u->client;
     up->report = u->report;
     fk_bundle_init(&up->msg);
+    c->blobs[c->n] = copy;
+    c->lens[c->n] = u->len;
     c->n++;
-    int rc = c->e->o.codec.decode(u->blob, u->len, &up->msg, err);
-    if (rc)
-        fk_err_prefix(err, rc, "stored update of client %d: ", u->client);
-    return rc;
+    return FK_OK;
 }
 
 static void collected_close(collected *c)
 {
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n; i++) {
         fk_bundle_close(&c->ups[i].msg);
+        free(c->blobs[i]);
+    }
     free(c->ups);
+    free(c->blobs);
+    free(c->lens);
+    c->ups = NULL;
+    c->blobs = NULL;
+    c->lens = NULL;
+    c->n = c->cap = 0;
 }
 
-/* Aggregate the stored updates of the current phase in client order (but skip's). */
+/* The method's aggregate over the collected updates (decoded here, in client order) and the
+ * round's quality in q (a later phase's measure wins). Touches only srv, c and q, so it runs
+ * on a worker thread as well as on the loop. */
+static int aggregate_collected(const fk_blob_codec *codec, const fk_method *m, void *srv, int round,
+                               int phase, collected *c, double *q, int *done, double *agg_seconds,
+                               fk_err *err)
+{
+    int rc = FK_OK;
+    for (int i = 0; i < c->n && !rc; i++) {
+        rc = codec->decode(c->blobs[i], c->lens[i], &c->ups[i].msg, err);
+        free(c->blobs[i]); /* decoded: the copy's memory goes back before the next one */
+        c->blobs[i] = NULL;
+        if (rc)
+            fk_err_prefix(err, rc, "stored update of client %d: ", c->ups[i].client);
+    }
+    double t0 = mono_seconds();
+    if (!rc)
+        rc = m->aggregate(srv, round, phase, c->ups, c->n, done, err);
+    *agg_seconds = mono_seconds() - t0;
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+        double v = fk_report_mean(c->ups, c->n, fk_report_fields[i].offset);
+        if (!isnan(v))
+            q[i] = v;
+    }
+    return rc;
+}
+
+/* The round row's participants, aggregation time and quality (from j->q). */
+static void fill_round(const job *j, fk_store_round *r, int participants, double agg_seconds)
+{
+    r->agg_seconds = agg_seconds;
+    r->participants = participants;
+    fk_report q;
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        *(double *)((char *)&q + fk_report_fields[i].offset) = j->q[i];
+    r->loss = q.loss;
+    r->accuracy = q.accuracy;
+    r->error = q.error;
+    r->misclust = q.misclust;
+    r->ari = q.ari;
+    r->rmse = q.rmse;
+}
+
+/* Aggregate the stored updates of the current phase in client order (but skip's), on the
+ * loop: the replay of a resume and the search for a bad update. */
 static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, int *done,
                            fk_err *err)
 {
-    collected c = {.e = e, .skip = skip};
-    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
-                                  collect_update, &c, err);
-    double t0 = mono_seconds();
+    assert(!j->busy);
+    collected c = {.skip = skip};
+    double agg = 0;
+    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
+                                  &c, err);
     if (!rc)
-        rc = j->m->aggregate(j->srv, j->round, j->phase, c.ups, c.n, done, err);
-    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) { /* a later phase's measure wins */
-        double v = fk_report_mean(c.ups, c.n, fk_report_fields[i].offset);
-        if (!isnan(v))
-            j->q[i] = v;
-    }
-    if (r) {
-        r->agg_seconds = mono_seconds() - t0;
-        r->participants = c.n;
-        fk_report q;
-        for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
-            *(double *)((char *)&q + fk_report_fields[i].offset) = j->q[i];
-        r->loss = q.loss;
-        r->accuracy = q.accuracy;
-        r->error = q.error;
-        r->misclust = q.misclust;
-        r->ari = q.ari;
-        r->rmse = q.rmse;
-    }
+        rc = aggregate_collected(&e->o.codec, j->m, j->srv, j->round, j->phase, &c, j->q, done,
+                                 &agg, err);
+    if (r)
+        fill_round(j, r, c.n, agg);
     collected_close(&c);
     return rc;
 }
@@ -467,30 +562,22 @@ static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err
 
 /* One transaction: the last phase, the round's summary, checkpoint, model,
  * and the job's next position (or its end). */
-static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_err *err)
+static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_work *w, double now,
+                       fk_err *err)
 {
-    uint8_t *ckpt = NULL, *model = NULL;
-    size_t ckpt_len = 0, model_len = 0;
-    int rc = server_blob(e, j, 0, &ckpt, &ckpt_len, err);
-    if (!rc)
-        rc = server_blob(e, j, 1, &model, &model_len, err);
-    if (rc) {
-        free(ckpt);
-        return rc;
-    }
-    int last = j->round == j->conf.rounds || (j->m->finished && j->m->finished(j->srv));
+    int last = w->last;
     fk_store *st = e->o.store;
     /* No fsync of its own: lost in a power cut, the round is closed again on resume from its
      * updates, which were committed with theirs, to the same model (fk_store_begin_relaxed). */
-    rc = fk_store_begin_relaxed(st, err);
+    int rc = fk_store_begin_relaxed(st, err);
     if (!rc)
         rc = fk_store_phase_close(st, j->id, j->round, j->attempt, j->phase, r->participants, err);
     if (!rc)
         rc = fk_store_round_close(st, r, err);
     if (!rc)
-        rc = fk_store_checkpoint_put(st, j->id, j->round, ckpt, ckpt_len, err);
+        rc = fk_store_checkpoint_put(st, j->id, j->round, w->ckpt, w->ckpt_len, err);
     if (!rc)
-        rc = fk_store_model_put(st, j->id, j->round, model, model_len, err);
+        rc = fk_store_model_put(st, j->id, j->round, w->model, w->model_len, err);
     if (!rc && last)
         rc = fk_store_job_set_state(st, j->id, FK_JOB_DONE, NULL, now, err);
     if (!rc && !last)
@@ -499,8 +586,6 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, double now, fk_e
         rc = fk_store_commit(st, err);
     else
         fk_store_rollback(st);
-    free(ckpt);
-    free(model);
     if (rc)
         return rc;
     char qs[256] = ""; /* the quality the clients measured, for the log line */
@@ -658,25 +743,108 @@ static int survive_aggregation_error(fk_engine *e, job *j, const fk_err *why, do
 /* The current phase is over: aggregate what arrived, then go on. Failures of
  * the method fail the job unless one client's update caused them; failures of
  * the store reload it from the store. */
-static void close_phase(fk_engine *e, job *j, double now)
+static void work_free(fk_engine_work *w)
 {
-    fk_err err = {0};
-    fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 1};
-    count_dropouts(j, &r);
-    int done = 0;
-    int rc = aggregate_phase(e, j, -1, &r, &done, &err);
+    collected_close(&w->c);
+    free(w->ckpt);
+    free(w->model);
+    free(w);
+}
+
+/* The work is back (or ran inline): store what it found and go on, as a phase's close did
+ * when it all ran on the loop. A job cancelled meanwhile drops it. */
+static void work_finish(fk_engine *e, fk_engine_work *w, double now)
+{
+    job *j = w->j;
+    assert(j->busy && e->in_flight > 0);
+    j->busy = 0;
+    e->in_flight--;
+    if (j->state != FK_JOB_RUNNING) {
+        work_free(w);
+        return;
+    }
+    memcpy(j->q, w->q, sizeof j->q);
+    fk_store_round r = w->r;
+    fill_round(j, &r, w->n_updates, w->agg_seconds);
+    fk_err err = w->err;
+    int rc = w->agg_rc;
     if (rc) {
+        work_free(w);
         fk_err_prefix(&err, rc, "round %d phase %d: aggregation failed: ", j->round, j->phase);
         if (rc != FK_ENOMEM && rc != FK_EIO && survive_aggregation_error(e, j, &err, now))
             return;
         fail(e, j, &err, now);
         return;
     }
-    rc = done ? close_round(e, j, &r, now, &err) : next_phase(e, j, r.participants, now, &err);
+    rc = w->blob_rc;
+    if (!rc)
+        rc = w->done ? close_round(e, j, &r, w, now, &err)
+                     : next_phase(e, j, r.participants, now, &err);
+    work_free(w);
     if (rc)
         store_failed(e, j, rc, &err, now);
     else
         store_ok(j);
+}
+
+void fk_engine_work_run(fk_engine_work *w)
+{
+    double t0 = mono_seconds(), c0 = cpu_seconds();
+    w->agg_rc = aggregate_collected(&w->codec, w->m, w->srv, w->round, w->phase, &w->c, w->q,
+                                    &w->done, &w->agg_seconds, &w->err);
+    collected_close(&w->c); /* the decoded updates are no longer needed */
+    if (!w->agg_rc && w->done) {
+        w->last = w->round == w->rounds || (w->m->finished && w->m->finished(w->srv));
+        w->blob_rc = state_blob(&w->codec, w->m, w->srv, 0, &w->ckpt, &w->ckpt_len, &w->err);
+        if (!w->blob_rc)
+            w->blob_rc = state_blob(&w->codec, w->m, w->srv, 1, &w->model, &w->model_len, &w->err);
+    }
+    w->wall = mono_seconds() - t0;
+    w->cpu = cpu_seconds() - c0;
+}
+
+/* The current phase is over: its updates are copied from the store here, aggregated by a
+ * work (on another thread when the engine has an offload, else at once), then stored and the
+ * job goes on (work_finish). Failures of the method fail the job unless one client's update
+ * caused them; failures of the store reload it from the store. */
+static void close_phase(fk_engine *e, job *j, double now)
+{
+    assert(!j->busy);
+    fk_engine_work *w = calloc(1, sizeof *w);
+    if (!w) {
+        fk_err err;
+        fk_err_set(&err, FK_ENOMEM, "out of memory closing job %lld round %d phase %d",
+                   (long long)j->id, j->round, j->phase);
+        store_failed(e, j, FK_ENOMEM, &err, now);
+        return;
+    }
+    w->j = j;
+    w->m = j->m;
+    w->srv = j->srv;
+    w->codec = e->o.codec;
+    w->round = j->round;
+    w->phase = j->phase;
+    w->rounds = j->conf.rounds;
+    w->c.skip = -1;
+    w->r = (fk_store_round){.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 1};
+    count_dropouts(j, &w->r);
+    memcpy(w->q, j->q, sizeof w->q);
+    j->busy = 1;
+    e->in_flight++;
+    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
+                                  &w->c, &w->err);
+    w->n_updates = w->c.n;
+    if (rc) { /* as an aggregation that failed: nothing ran */
+        w->agg_rc = rc;
+        work_finish(e, w, now);
+        return;
+    }
+    w->offloaded = e->offload != NULL; /* set before the worker may see w */
+    if (w->offloaded && e->offload(e->offload_ud, w) == FK_OK)
+        return;
+    w->offloaded = 0;
+    fk_engine_work_run(w);
+    work_finish(e, w, now);
 }
 
 /* What the clients that did not answer said (their task failed, their update was refused, they
@@ -855,6 +1023,7 @@ static int resume(fk_engine *e, job *j, double now, fk_err *err)
  * unless the round was never opened): at start, and after a failed write. */
 static int reload(fk_engine *e, job *j, double now, fk_err *err)
 {
+    assert(!j->busy);
     free_tasks(j);
     return resume(e, j, now, err);
 }
@@ -895,21 +1064,15 @@ static void store_ok(job *j)
  * waits for them until its deadline (as before there was a session to watch). */
 static int phase_complete(const job *j)
 {
-    return j->state == FK_JOB_RUNNING && !j->stalled && j->n_slots > 0 &&
+    return j->state == FK_JOB_RUNNING && !j->stalled && !j->busy && j->n_slots > 0 &&
            j->answered + j->failed == j->n_slots && (j->n_gone == 0 || j->answered >= quorum(j));
-}
-
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* A complete phase closes at once: aggregated with quorum, else a new attempt. Timed (wall,
  * CPU, and the store's commits) for the stats: the round overhead of the server. */
 static void end_phase(fk_engine *e, job *j, double now)
 {
+    assert(!j->busy);
     fk_store_stats s0, s1;
     fk_store_stats_get(e->o.store, &s0);
     double t0 = mono_seconds(), c0 = cpu_seconds();
@@ -1009,7 +1172,7 @@ static void reap(fk_engine *e)
 {
     int k = 0;
     for (int i = 0; i < e->n_jobs; i++) {
-        if (e->jobs[i]->state == FK_JOB_RUNNING)
+        if (e->jobs[i]->state == FK_JOB_RUNNING || e->jobs[i]->busy) /* busy: freed once done */
             e->jobs[k++] = e->jobs[i];
         else
             job_free(e->jobs[i]);
@@ -1089,6 +1252,7 @@ void fk_engine_close(fk_engine *e)
 {
     if (!e)
         return;
+    assert(e->in_flight == 0); /* the caller waits for every work (or abandons it) first */
     for (int i = 0; i < e->n_jobs; i++)
         job_free(e->jobs[i]);
     free(e->jobs);
@@ -1097,7 +1261,48 @@ void fk_engine_close(fk_engine *e)
 
 int fk_engine_running(const fk_engine *e)
 {
-    return e->n_jobs;
+    int n = 0;
+    for (int i = 0; i < e->n_jobs; i++)
+        n += e->jobs[i]->state == FK_JOB_RUNNING;
+    return n;
+}
+
+void fk_engine_set_offload(fk_engine *e, int (*submit)(void *ud, fk_engine_work *w), void *ud)
+{
+    e->offload = submit;
+    e->offload_ud = ud;
+}
+
+int fk_engine_in_flight(const fk_engine *e)
+{
+    return e->in_flight;
+}
+
+void fk_engine_work_done(fk_engine *e, fk_engine_work *w, double now)
+{
+    assert(w->offloaded);
+    /* The round overhead counts the work's thread as well as the loop's share. */
+    fk_store_stats s0, s1;
+    fk_store_stats_get(e->o.store, &s0);
+    double t0 = mono_seconds(), c0 = cpu_seconds();
+    e->stats.end_seconds += w->wall;
+    e->stats.end_cpu_seconds += w->cpu;
+    e->ending++;
+    work_finish(e, w, now);
+    e->ending--;
+    fk_store_stats_get(e->o.store, &s1);
+    e->stats.end_seconds += mono_seconds() - t0;
+    e->stats.end_cpu_seconds += cpu_seconds() - c0;
+    e->stats.end_commit_seconds += s1.commit_seconds - s0.commit_seconds;
+    reap(e);
+}
+
+void fk_engine_work_abandon(fk_engine *e, fk_engine_work *w)
+{
+    assert(w->j->busy && e->in_flight > 0);
+    w->j->busy = 0;
+    e->in_flight--;
+    work_free(w);
 }
 
 uint64_t fk_engine_generation(const fk_engine *e)
@@ -1109,6 +1314,7 @@ void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out)
 {
     *out = e->stats;
     out->jobs_stalled = 0;
+    out->in_flight = e->in_flight;
     for (int i = 0; i < e->n_jobs; i++)
         out->jobs_stalled += e->jobs[i]->state == FK_JOB_RUNNING && e->jobs[i]->stalled;
 }
@@ -1138,7 +1344,7 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
     uint8_t *ckpt = NULL;
     size_t len = 0;
     fk_store *st = e->o.store;
-    rc = server_blob(e, j, 0, &ckpt, &len, err);
+    rc = state_blob(&e->o.codec, j->m, j->srv, 0, &ckpt, &len, err);
     if (!rc)
         rc = fk_store_begin(st, err);
     if (!rc) {
@@ -1201,7 +1407,7 @@ int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *
     for (int i = 0; i < e->n_jobs; i++) {
         job *j = e->jobs[i];
         int c = fk_jobconf_client_index(&j->conf, identity);
-        slot *s = c < 0 ? NULL : find_slot(j, c);
+        slot *s = c < 0 || j->busy ? NULL : find_slot(j, c);
         if (!s || s->answered || s->failed || !s->task)
             continue;
         *t = (fk_task_ref){.job = j->id, .round = j->round, .attempt = j->attempt,
@@ -1265,7 +1471,12 @@ static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_er
                           "job %lld takes no updates while its state cannot be stored (state "
                           "directory full?); send it again later",
                           (long long)j->id);
-    if (p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
+    if (j->busy && p->round == j->round && p->attempt == j->attempt && p->phase == j->phase)
+        return fk_err_set(err, FK_ESTATE,
+                          "late update for job %lld round %d attempt %d phase %d: the phase "
+                          "closed and is being aggregated",
+                          (long long)j->id, p->round, p->attempt, p->phase);
+    if (j->busy || p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
         return fk_err_set(err, FK_ESTATE,
                           "late update for job %lld round %d attempt %d phase %d: the job is at "
                           "round %d attempt %d phase %d",
@@ -1317,11 +1528,12 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
         return rc;
     fk_bundle b;
     fk_bundle_init(&b);
-    rc = e->o.codec.decode(p->blob, p->len, &b, err);
+    /* the caller's decoded copy, when it has one: one pass over a large update less */
+    rc = p->msg ? FK_OK : e->o.codec.decode(p->blob, p->len, &b, err);
     if (!rc) /* the report and the method's checks, before anything is stored */
         rc = fk_update_check_report(&p->report, s->client, err);
     if (!rc && j->m->check_update) {
-        fk_update up = {.client = s->client, .msg = b, .report = p->report};
+        fk_update up = {.client = s->client, .msg = p->msg ? *p->msg : b, .report = p->report};
         rc = j->m->check_update(j->srv, j->round, j->phase, &up, err);
         if (rc && rc != FK_ENOMEM)
             rc = err->code = FK_EINVAL;
@@ -1350,7 +1562,7 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
 void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
 {
     job *j = find_job(e, p->job);
-    if (!j || p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
+    if (!j || j->busy || p->round != j->round || p->attempt != j->attempt || p->phase != j->phase)
         return; /* stored, but its phase is already over (as for a late update) */
     int c = fk_jobconf_client_index(&j->conf, p->identity);
     slot *s = c < 0 ? NULL : find_slot(j, c);
@@ -1440,7 +1652,8 @@ int fk_engine_task_open(const fk_engine *e, int64_t id, int round, int attempt, 
         job *j = e->jobs[i];
         if (j->id != id || j->state != FK_JOB_RUNNING)
             continue;
-        if (j->stalled || j->round != round || j->attempt != attempt || j->phase != phase)
+        if (j->stalled || j->busy || j->round != round || j->attempt != attempt ||
+            j->phase != phase)
             return 0;
         int c = fk_jobconf_client_index(&j->conf, identity);
         slot *s = c < 0 ? NULL : find_slot(j, c);
@@ -1458,7 +1671,7 @@ void fk_engine_set_presence(fk_engine *e, int (*gone)(void *ud, const char *iden
 /* The slot identity holds in job j's open phase, or NULL. */
 static slot *open_slot(job *j, const char *identity)
 {
-    if (j->state != FK_JOB_RUNNING || j->stalled)
+    if (j->state != FK_JOB_RUNNING || j->stalled || j->busy)
         return NULL;
     int c = fk_jobconf_client_index(&j->conf, identity);
     return c < 0 ? NULL : find_slot(j, c);
@@ -1499,8 +1712,8 @@ int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
     (void)err;
     for (int i = 0; i < e->n_jobs; i++) {
         job *j = e->jobs[i];
-        if (j->state != FK_JOB_RUNNING || (now < j->deadline && !phase_complete(j)))
-            continue;
+        if (j->state != FK_JOB_RUNNING || j->busy || (now < j->deadline && !phase_complete(j)))
+            continue; /* a busy job goes on when its work is done */
         if (j->stalled)
             unstall(e, j, now);
         else
@@ -1509,7 +1722,7 @@ int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
     reap(e);
     double soonest = INFINITY;
     for (int i = 0; i < e->n_jobs; i++)
-        if (e->jobs[i]->deadline < soonest)
+        if (!e->jobs[i]->busy && e->jobs[i]->deadline < soonest)
             soonest = e->jobs[i]->deadline;
     if (next)
         *next = soonest;
@@ -1554,6 +1767,7 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     if (j && !s->failure[0]) /* a running job: what the clients missing this phase said */
         client_causes(j, s->failure, sizeof s->failure);
     if (j) {
+        s->aggregating = j->busy;
         s->planned = j->n_slots;
         s->answered = j->answered;
         s->quorum = quorum(j);

@@ -90,6 +90,7 @@ typedef struct fk_push {
     const char *idem;
     const uint8_t *blob;
     size_t len;
+    const fk_bundle *msg; /* blob decoded, when the caller has it (NULL: the engine decodes) */
     fk_report report;
 } fk_push;
 
@@ -146,6 +147,29 @@ void fk_engine_client_gone(fk_engine *e, const char *identity, double now);
 /* identity joined again: the open tasks it dropped out of by going are its own again. */
 void fk_engine_client_back(fk_engine *e, const char *identity);
 
+/* Heavy work off the loop. A phase that closes hands its aggregation, the method's solves
+ * and, for a round's last phase, the checkpoint and model encode to a work: the loop copies the
+ * phase's stored updates, fk_engine_work_run (on any thread) decodes and aggregates them and
+ * touches nothing but the job's method state and the work, and fk_engine_work_done (back on
+ * the loop) writes the result to the store and opens the next phase or round. Until then the
+ * job is busy: its tasks are not handed out, updates for the closing phase are late
+ * (FK_ESTATE), deadlines wait, status and result answer from what is stored; every other job
+ * goes on. submit(ud, w) hands w to a worker and returns FK_OK, or fails and the engine runs
+ * the work at once (as it does with no offload set: tests, the simulator's order). The store is
+ * written on the loop only. Runs of the same job are bit for bit those of the inline engine. */
+typedef struct fk_engine_work fk_engine_work;
+void fk_engine_set_offload(fk_engine *e, int (*submit)(void *ud, fk_engine_work *w), void *ud);
+/* On the worker: the method ops of the work; touches only the work and its job's method state. */
+void fk_engine_work_run(fk_engine_work *w);
+/* On the loop, once fk_engine_work_run returned: store the result and go on; frees w. Commit
+ * the caller's open store transaction first (the engine writes in its own). */
+void fk_engine_work_done(fk_engine *e, fk_engine_work *w, double now);
+/* Drop a work that will never be done (a crash in a test: the stored updates are closed again
+ * by the next engine on the store); frees w. */
+void fk_engine_work_abandon(fk_engine *e, fk_engine_work *w);
+/* Works handed out and not yet done: fk_engine_close needs 0. */
+int fk_engine_in_flight(const fk_engine *e);
+
 /* Close phases whose deadline passed (with quorum) or retry/fail them.
  * *next gets the earliest pending deadline (INFINITY when nothing waits). */
 FK_CHECKRETURN int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err);
@@ -159,6 +183,7 @@ typedef struct fk_job_status {
     int planned, answered, quorum; /* current phase (running jobs) */
     int n_clients;                 /* the clients the job's config names */
     double deadline;
+    int aggregating;   /* its phase closed and is being aggregated (off the loop) */
     char failure[512]; /* why it failed; for a running job, which clients it excluded and why */
 } fk_job_status;
 
@@ -185,6 +210,7 @@ typedef struct fk_engine_stats {
     uint64_t phase_ends;
     double end_seconds, end_cpu_seconds, end_commit_seconds;
     int jobs_stalled; /* running jobs waiting for the state store to take writes again */
+    int in_flight;    /* phase closes being aggregated off the loop (fk_engine_set_offload) */
 } fk_engine_stats;
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);
 

@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -12,17 +13,18 @@
 
 #include "common/base/log.h"
 #include "common/base/uvcheck.h"
+#include "common/methods/jobconf.h"
+#include "common/methods/method.h"
 #include "common/net/certs.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
-#include "common/methods/jobconf.h"
-#include "common/methods/method.h"
-#include "server/clients.h"
-#include "server/fanout.h"
-#include "server/owners.h"
-#include "server/roster.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
+#include "server/clients.h"
+#include "server/fanout.h"
+#include "server/offload.h"
+#include "server/owners.h"
+#include "server/roster.h"
 
 #define FED "/fedkern.v1.Federation/"
 
@@ -82,6 +84,7 @@ struct fk_service {
     fk_fanout *fo;        /* prediction requests waiting for the clients' answers */
     fk_roster *roster;    /* the data sets each client advertised at its last Join */
     uint64_t woken_fo_gen;
+    fk_offload off; /* the engine's phase closes and the Predict calls, off the loop */
     void (*on_closed)(void *);
     void *closed_ud;
 };
@@ -551,6 +554,7 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     grpc_health_v1_HealthCheckResponse msg = grpc_health_v1_HealthCheckResponse_init_zero;
     msg.status = s->closing ? grpc_health_v1_HealthCheckResponse_ServingStatus_NOT_SERVING
                             : grpc_health_v1_HealthCheckResponse_ServingStatus_SERVING;
+    s->stats.health++;
     reply_msg(s, call, grpc_health_v1_HealthCheckResponse_fields, &msg);
 }
 
@@ -947,11 +951,49 @@ static int batch_reserve(fk_service *s, fk_err *err)
     return FK_OK;
 }
 
+/* ------------------------------------------------- work off the loop */
+
+/* A phase's close of the engine, run by the offload (fk_engine_set_offload). */
+typedef struct engine_item {
+    fk_offload_item it; /* first: the offload hands this back */
+    fk_service *s;
+    fk_engine_work *w;
+} engine_item;
+
+static void engine_item_run(fk_offload_item *it)
+{
+    fk_engine_work_run(((engine_item *)it)->w);
+}
+
+static void engine_item_done(fk_offload_item *it)
+{
+    engine_item *x = (engine_item *)it;
+    fk_service *s = x->s;
+    batch_flush(s); /* the engine writes in transactions of its own; staged updates count first */
+    fk_engine_work_done(s->e, x->w, fk_service_now());
+    free(x);
+    wake_waiters(s); /* the next phase's or round's tasks */
+}
+
+static int offload_engine(void *ud, fk_engine_work *w)
+{
+    fk_service *s = ud;
+    engine_item *x = calloc(1, sizeof *x);
+    if (!x)
+        return FK_ENOMEM; /* the engine runs the work at once */
+    x->it.run = engine_item_run;
+    x->it.done = engine_item_done;
+    x->s = s;
+    x->w = w;
+    fk_offload_submit(&s->off, &x->it);
+    return FK_OK;
+}
+
 /* Hand a complete update (encoded bundle) to the engine; it is answered once
  * the batch it was staged in committed. */
 static void commit_update(fk_service *s, fk_grpc_call *call, const char *identity,
                           const fedkern_v1_PushUpdateRequest *in, int64_t job, int attempt,
-                          const uint8_t *blob, size_t len)
+                          const uint8_t *blob, size_t len, const fk_bundle *msg)
 {
     fk_err err = {0};
     int rc = batch_reserve(s, &err);
@@ -968,7 +1010,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     snprintf(q->idem, sizeof q->idem, "%s", in->update_id);
     q->p = (fk_push){.job = job, .round = (int)in->round, .attempt = attempt,
                      .phase = (int)in->phase, .identity = q->identity, .idem = q->idem,
-                     .blob = blob, .len = len};
+                     .blob = blob, .len = len, .msg = msg};
     fk_report_init(&q->p.report);
     if (in->has_report) {
         q->p.report.n_samples = (double)in->report.n_samples;
@@ -983,6 +1025,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     q->rc = fk_engine_push_stage(s->e, &q->p, fk_service_now(), &q->dup, &q->err);
     q->p.blob = NULL; /* stored (or not) now; the caller frees it */
     q->p.len = 0;
+    q->p.msg = NULL;
     s->n_batch++;
     if (q->rc == FK_EIO || q->rc == FK_ENOMEM) {
         fk_err why = q->err;
@@ -1064,7 +1107,7 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
         reply_err(call, rc, &err);
         return;
     }
-    commit_update(s, call, identity, in, job, attempt, blob, len);
+    commit_update(s, call, identity, in, job, attempt, blob, len, NULL);
     free(blob);
 }
 
@@ -1294,7 +1337,8 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         if (rc) {
             reply_err(call, rc, &err);
         } else {
-            commit_update(s, call, id, &in, job, attempt, blob, blen);
+            /* b is blob decoded: the engine's checks read it instead of decoding again */
+            commit_update(s, call, id, &in, job, attempt, blob, blen, &b);
             free(blob);
         }
     } else {
@@ -1332,6 +1376,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
                           !fk_engine_task_open(s->e, job, (int)in.round, attempt, (int)in.phase, id);
     }
     fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
+    s->stats.heartbeats++;
     reply_msg(s, call, fedkern_v1_HeartbeatResponse_fields, &out);
 }
 
@@ -1350,6 +1395,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
         return;
     }
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
+    s->stats.leaves++;
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     fk_client_rec *r;
     fk_err err = {0};
@@ -1558,6 +1604,7 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         add_metric(out.metrics, &out.metrics_count, "current_phase", st.phase);
         add_metric(out.metrics, &out.metrics_count, "current_answered", st.answered);
         add_metric(out.metrics, &out.metrics_count, "current_quorum", st.quorum);
+        add_metric(out.metrics, &out.metrics_count, "current_aggregating", st.aggregating);
     }
     reply_msg(s, call, fedkern_v1_JobStatusResponse_fields, &out);
 }
@@ -1681,9 +1728,111 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
 }
 
+/* A Predict call whose model is decoded and whose predict op runs off the loop. */
+typedef struct predict_item {
+    fk_offload_item it; /* first: the offload hands this back */
+    fk_service *s;
+    fk_grpc_call *call; /* NULL once the admin gave up (answered CANCELLED) */
+    const fk_method *m;
+    int64_t job;
+    uint32_t timeout_ms;
+    char admin[FK_IDENTITY_CAP];
+    void *blob; /* the model as stored; decoded on the worker */
+    size_t blob_len;
+    fk_bundle model, q, res;
+    int rc;
+    fk_err err;
+    uint8_t *buf; /* the encoded answer */
+    size_t len;
+} predict_item;
 
-/* Predict: the method's predict op on a finished job's model (kahm with uploaded models).
- * Queries and result are inline bundles, so one call is bounded by the message size. */
+static void predict_item_free(predict_item *x)
+{
+    free(x->blob);
+    free(x->buf);
+    fk_bundle_close(&x->model);
+    fk_bundle_close(&x->q);
+    fk_bundle_close(&x->res);
+    free(x);
+}
+
+/* On the worker: the model decoded, the method's predict op, the answer encoded. */
+static void predict_item_run(fk_offload_item *it)
+{
+    predict_item *x = (predict_item *)it;
+    x->rc = fk_codec_bundle_decode(x->blob, x->blob_len, &x->model, &x->err);
+    free(x->blob);
+    x->blob = NULL;
+    if (!x->rc)
+        x->rc = x->m->predict(&x->model, &x->q, &x->res, &x->err);
+    if (!x->rc) {
+        fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
+        snprintf(out.job_id, sizeof out.job_id, "%" PRId64, x->job);
+        fk_codec_tx tx = {.bundle = &x->res};
+        x->rc = fk_codec_encode_predict_response(&out, &tx, &x->buf, &x->len, &x->err);
+    }
+}
+
+static void predict_item_cancelled(fk_grpc_call *call, void *ud)
+{
+    predict_item *x = ud;
+    x->call = NULL;
+    fk_grpc_call_reply(call, FK_GRPC_CANCELLED, NULL, NULL, 0);
+}
+
+/* Back on the loop: answer, or (FK_ESTATE: the models stay on the clients) ask the clients. */
+static void predict_item_done(fk_offload_item *it)
+{
+    predict_item *x = (predict_item *)it;
+    fk_service *s = x->s;
+    fk_grpc_call *call = x->call;
+    if (!call) {
+        s->stats.predict_failed++;
+        predict_item_free(x);
+        return;
+    }
+    fk_grpc_call_on_cancel(call, NULL, NULL);
+    int rc = x->rc;
+    if (rc == FK_ESTATE && s->closing)
+        rc = fk_err_set(&x->err, FK_EIO, "the server is shutting down; ask again once it is back");
+    if (rc == FK_ESTATE) {
+        rc = predict_start(s, call, x->job, x->m, &x->model, &x->q, x->timeout_ms, &x->err);
+        if (!rc) {
+            fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s by=clients", x->job,
+                   x->admin);
+            predict_item_free(x);
+            return;
+        }
+    }
+    count_predict(s, rc, &x->res, 0);
+    if (rc) {
+        reply_err(call, rc, &x->err);
+    } else {
+        fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s", x->job, x->admin);
+        s->stats.bytes_out += x->len;
+        fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, x->buf, x->len, free);
+        x->buf = NULL;
+    }
+    predict_item_free(x);
+}
+
+/* The query cap of every job type: no tensor of a batch holds more than
+ * FK_PREDICT_MAX_QUERIES rows (checked before the model is read). */
+static int check_query_rows(const fk_bundle *q, fk_err *err)
+{
+    for (size_t i = 0; i < q->count; i++)
+        if (q->items[i].ndim >= 1 && q->items[i].shape[0] > FK_PREDICT_MAX_QUERIES)
+            return fk_err_set(err, FK_ELIMIT,
+                              "Predict: %llu query rows in tensor '%s', at most %d per call; "
+                              "send them in several calls (fedkern job predict splits a file)",
+                              (unsigned long long)q->items[i].shape[0], q->items[i].name,
+                              (int)FK_PREDICT_MAX_QUERIES);
+    return FK_OK;
+}
+
+/* Predict: the method's predict op on a finished job's model (kahm with uploaded models),
+ * on a worker thread (the loop reads the stored model and answers). Queries and result are
+ * inline bundles, so one call is bounded by the message size and FK_PREDICT_MAX_QUERIES. */
 static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                        size_t len, uint64_t deadline, void *ud)
 {
@@ -1692,16 +1841,24 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     batch_flush(s);
     if (!admin(s, call, peer))
         return;
-    fk_err err = {0};
-    fk_bundle model, q, res;
-    fk_bundle_init(&model);
-    fk_bundle_init(&q);
-    fk_bundle_init(&res);
+    predict_item *x = calloc(1, sizeof *x);
+    if (!x) {
+        s->stats.predict_failed++;
+        fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
+        return;
+    }
+    fk_bundle_init(&x->model);
+    fk_bundle_init(&x->q);
+    fk_bundle_init(&x->res);
     fedkern_v1_PredictRequest in;
-    int rc = fk_codec_decode_predict_request(req, len, &in, &q, &err);
+    fk_err err;
+    int rc = fk_codec_decode_predict_request(req, len, &in, &x->q, &err);
+    if (!rc && (rc = check_query_rows(&x->q, &err))) /* before anything is looked up */
+        fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
     if (rc) {
         s->stats.predict_failed++;
         reply_err(call, rc, &err);
+        predict_item_free(x);
         return;
     }
     int64_t job;
@@ -1709,10 +1866,10 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job)) {
         s->stats.predict_failed++;
         fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
-        fk_bundle_close(&q);
+        predict_item_free(x);
         return;
     }
-    uint32_t in_timeout = in.timeout_ms;
+    x->timeout_ms = in.timeout_ms;
     fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
     const fk_method *m = fk_method_find(st.method, &err);
     rc = m ? FK_OK : FK_ENOTFOUND;
@@ -1722,40 +1879,26 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     if (!rc && st.state != FK_JOB_DONE)
         rc = fk_err_set(&err, FK_ESTATE, "job %" PRId64 " is not done; predict after it finished",
                         job);
-    if (!rc)
-        rc = fk_engine_result(s->e, job, &model, NULL, &err);
-    if (!rc)
-        rc = m->predict(&model, &q, &res, &err);
-    /* FK_ESTATE from predict: the models stay on the clients; ask them, answer later. */
-    if (rc == FK_ESTATE) {
-        rc = predict_start(s, call, job, m, &model, &q, in_timeout, &err);
-        if (!rc) {
-            fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s by=clients", job,
-                   identity_of(peer));
-            fk_bundle_close(&model);
-            fk_bundle_close(&q);
-            fk_bundle_close(&res);
-            return;
-        }
+    if (!rc) {
+        rc = fk_store_model_get(s->st, job, -1, &x->blob, &x->blob_len, NULL, &err);
+        if (rc == FK_ENOTFOUND)
+            rc = fk_err_set(&err, FK_ENOTFOUND, "job %" PRId64 " has no model", job);
     }
-    uint8_t *buf = NULL;
-    size_t olen = 0;
-    fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
-    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
-    fk_codec_tx tx = {.bundle = &res};
-    if (!rc)
-        rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
-    count_predict(s, rc, &res, 0);
-    fk_bundle_close(&model);
-    fk_bundle_close(&q);
-    fk_bundle_close(&res);
     if (rc) {
+        s->stats.predict_failed++;
         reply_err(call, rc, &err);
+        predict_item_free(x);
         return;
     }
-    fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s", job, identity_of(peer));
-    s->stats.bytes_out += olen;
-    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
+    x->s = s;
+    x->call = call;
+    x->m = m;
+    x->job = job;
+    snprintf(x->admin, sizeof x->admin, "%s", identity_of(peer));
+    x->it.run = predict_item_run;
+    x->it.done = predict_item_done;
+    fk_grpc_call_on_cancel(call, predict_item_cancelled, x);
+    fk_offload_submit(&s->off, &x->it);
 }
 
 /* --------------------------------------------------------------- tick */
@@ -1871,6 +2014,8 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     s->tick.data = s;
     FK_UV_MUST(uv_timer_start(&s->tick, on_tick, s->cfg.tick_ms, s->cfg.tick_ms));
     fk_engine_set_presence(e, presence_gone, s);
+    fk_offload_init(&s->off, loop);
+    fk_engine_set_offload(e, offload_engine, s);
     *out = s;
     return FK_OK;
 }
@@ -1884,6 +2029,13 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 {
     batch_flush(s); /* answer staged updates while the engine can still count them */
     seen_flush(s);
+    /* Work in flight keeps the loop running: a phase's close is stored and the jobs go on
+     * (their tasks wait for the restart), a Predict is answered if its call is still open. */
+    if (fk_offload_pending(&s->off))
+        fk_log(FK_LOG_INFO, "server_stopping_waits",
+               "works=%d msg=\"aggregations and "
+               "predictions in flight finish first\"",
+               fk_offload_pending(&s->off));
     s->closing = 1;
     s->on_closed = on_closed;
     s->closed_ud = ud;
@@ -1916,6 +2068,10 @@ void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 void fk_service_stats_get(const fk_service *s, fk_service_stats *out)
 {
     *out = s->stats;
+    out->works_pending = fk_offload_pending(&s->off);
+    out->works_done = s->off.completed;
+    out->work_seconds = s->off.run_seconds;
+    out->work_wait_seconds = s->off.wait_seconds;
     out->sessions = s->clients.n_sessions;
     out->index_bytes = fk_clients_bytes(&s->clients);
     out->seen_queued = s->clients.n_queue;
@@ -1925,6 +2081,8 @@ void fk_service_free(fk_service *s)
 {
     if (!s)
         return;
+    assert(fk_offload_pending(&s->off) == 0); /* uv_run returns only after the last work */
+    fk_engine_set_offload(s->e, NULL, NULL);
     for (int i = 0; i < s->n_partials; i++)
         fk_reasm_close(&s->partials[i].r);
     free(s->partials);

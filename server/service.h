@@ -29,6 +29,9 @@
 #define FK_SERVICE_PARTIAL_CLIENT_DEFAULT ((size_t)1 << 30)
 #define FK_SERVICE_PARTIAL_TOTAL_DEFAULT ((size_t)2 << 30)
 
+/* Query rows one Predict call may carry, for every job type (RESOURCE_EXHAUSTED beyond). */
+#define FK_PREDICT_MAX_QUERIES 100000
+
 typedef struct fk_service_config {
     char **allow;  /* client identities allowed; n_allow == 0 lets any CA-signed client in */
     int n_allow;
@@ -62,6 +65,13 @@ typedef struct fk_service_stats {
     uint64_t predict_missing_clients, predict_unscored_classes;
     size_t index_bytes; /* the client index (by identity and session id) */
     int seen_queued;    /* last_seen writes waiting for the next tick's transaction */
+    uint64_t heartbeats, health; /* Heartbeat and health Check calls answered */
+    uint64_t leaves;             /* Leave calls (each ends its client's session at once) */
+    /* Work off the loop (phase closes, predictions): waiting or running, done, seconds run
+     * on the worker and waited for it. */
+    int works_pending;
+    uint64_t works_done;
+    double work_seconds, work_wait_seconds;
     uint64_t wakes;      /* times new tasks were matched against the parked polls */
     double wake_seconds; /* wall time of those (encoding and sending the tasks included) */
 } fk_service_stats;

@@ -88,10 +88,17 @@ printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 100000\n
 expect 1 "result --wait timeout" "$fk" job result 2 --out model2.bin --wait 1 $conn
 grep -q "nothing written" out.txt || fail "wait: $(cat out.txt)"
 [ -e model2.bin ] && fail "wait timeout wrote a model"
+# a status call that times out is tried again within --wait, not the end of the wait (issue 35)
+expect 1 "result --wait retries timeouts" "$fk" job result 2 --out model2.bin --wait 2 --timeout_ms 1 $conn
+grep -q "DEADLINE_EXCEEDED; trying again" out.txt && grep -q "tries)" out.txt || fail "wait retry: $(cat out.txt)"
 expect 0 "list" "$fk" job list $conn
 grep -Eq '^1 +fedgrem +done +3 ' out.txt || fail "list job 1: $(cat out.txt)"
 grep -Eq '^2 +fedgrem +running ' out.txt || fail "list job 2: $(cat out.txt)"
 head -n 2 out.txt | tail -n 1 | grep -q '^2 ' || fail "list: newest first: $(cat out.txt)"
+expect 0 "health" "$fk" health $conn
+grep -q "^SERVING (" out.txt || fail "health: $(cat out.txt)"
+expect 0 "job health --json" "$fk" job health --json $conn
+grep -q '"status":"SERVING"' out.txt || fail "health json: $(cat out.txt)"
 "$fk" job cancel 2 $conn >/dev/null || fail "cancel"
 expect 1 "follow cancelled job" "$fk" job status 2 --follow $conn
 grep -q "^job 2: cancelled after" out.txt || fail "follow cancelled: $(cat out.txt)"

@@ -1197,6 +1197,135 @@ static void flipped_update_stops_the_resume(void **state)
     fk_store_job_free(&row);
 }
 
+/* ---------------------------------------------------- work off the loop */
+
+/* The offload of a server, held: the test is the worker thread. */
+typedef struct held {
+    fk_engine_work *w;
+    int submits;
+} held;
+
+static int hold_work(void *ud, fk_engine_work *w)
+{
+    held *h = ud;
+    assert_null(h->w); /* one close at a time: the job is busy until it is done */
+    h->w = w;
+    h->submits++;
+    return FK_OK;
+}
+
+/* Drive job id with every client present; each phase close the engine hands out is checked
+ * while it is in flight (the job busy: no task handed out, deadlines wait, status answers),
+ * then run as the worker would and handed back. Returns with the work of close number
+ * stop_at still held (0: runs to the end). */
+static void run_held(fed *f, held *h, int64_t id, int stop_at)
+{
+    fk_err err;
+    for (int guard = 0; fk_engine_running(f->e) > 0; guard++) {
+        assert_true(guard < 1000);
+        for (int k = 0; k < N_CLIENTS; k++)
+            answer(f, (5 * k + 2) % N_CLIENTS, -1);
+        assert_non_null(h->w); /* everyone answered: the phase closed, its work handed out */
+        assert_int_equal(fk_engine_in_flight(f->e), 1);
+        fk_job_status s;
+        assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+        assert_int_equal(s.aggregating, 1);
+        for (int c = 0; c < N_CLIENTS; c++) {
+            char who[8];
+            fk_task_ref t;
+            snprintf(who, sizeof who, "c%d", c);
+            assert_int_equal(fk_engine_pull(f->e, who, f->now, &t, &err), FK_ENOTFOUND);
+            assert_int_equal(fk_engine_task_open(f->e, id, s.round, s.attempt, s.phase, who), 0);
+        }
+        double next;
+        assert_int_equal(fk_engine_tick(f->e, f->now + 1e4, &next, &err), FK_OK);
+        assert_true(isinf(next)); /* its deadline waits for the work */
+        assert_int_equal(fk_engine_in_flight(f->e), 1);
+        if (h->submits == stop_at)
+            return;
+        fk_engine_work *w = h->w;
+        h->w = NULL;
+        fk_engine_work_run(w);
+        fk_engine_work_done(f->e, w, f->now);
+        f->now += 0.5;
+    }
+}
+
+/* A two-phase job (fedvar, 5 rounds) on an engine whose phase closes the test holds. */
+static const char *const HELD_JOB = "method = fedvar\ndataset = synth\nclients = c0, c1, c2, "
+                                    "c3, c4, c5\nrounds = 5\nseed = 11\ndeadline = 30\n"
+                                    "sampling = 0.66\n";
+
+/* The job ended done with the simulator's model. */
+static void assert_done_as_sim(fed *f, int64_t id)
+{
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_int_equal(fk_engine_in_flight(f->e), 0);
+    assert_model_is_sim(f, id, HELD_JOB);
+}
+
+/* Phase closes handed to a worker give the simulator's model bit for bit, one work per
+ * phase (5 rounds of 2 phases). */
+static void offloaded_closes_same_model_as_sim(void **state)
+{
+    fed *f = *state;
+    held h = {0};
+    fk_engine_set_offload(f->e, hold_work, &h);
+    int64_t id = submit(f, HELD_JOB);
+    run_held(f, &h, id, 0);
+    assert_int_equal(h.submits, 10);
+    assert_done_as_sim(f, id);
+}
+
+/* The server dies while round 3's first phase is aggregated off the loop (the work ran, its
+ * result was never stored): the restarted engine closes that phase again from the stored
+ * updates, to the same model. */
+static void restart_mid_aggregation_same_model(void **state)
+{
+    fed *f = *state;
+    held h = {0};
+    fk_engine_set_offload(f->e, hold_work, &h);
+    int64_t id = submit(f, HELD_JOB);
+    run_held(f, &h, id, 5);
+    fk_engine_work_run(h.w); /* computed on the worker; the crash comes before the loop stores it */
+    fk_engine_work_abandon(f->e, h.w);
+    close_engine(f);
+    f->now += 100.0;
+    open_engine(f);
+    run(f, 0, -1);
+    assert_done_as_sim(f, id);
+    int count;
+    fk_err err;
+    assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
+    assert_int_equal(count, 5 * 2 * 4);
+}
+
+/* A job cancelled while its phase is aggregated: the cancel is stored at once, the job leaves
+ * the running list, and the work's result is dropped when it comes back. */
+static void cancel_while_aggregating(void **state)
+{
+    fed *f = *state;
+    held h = {0};
+    fk_engine_set_offload(f->e, hold_work, &h);
+    int64_t id = submit(f, job_text("fedmean", ""));
+    for (int c = 0; c < N_CLIENTS; c++)
+        answer(f, c, -1);
+    assert_non_null(h.w);
+    fk_err err;
+    assert_int_equal(fk_engine_cancel(f->e, id, f->now, &err), FK_OK);
+    assert_int_equal(fk_engine_running(f->e), 0);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_CANCELLED);
+    fk_engine_work_run(h.w);
+    fk_engine_work_done(f->e, h.w, f->now);
+    assert_int_equal(fk_engine_in_flight(f->e), 0);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_CANCELLED);
+    fk_bundle model;
+    assert_int_equal(fk_engine_result(f->e, id, &model, NULL, &err), FK_ENOTFOUND);
+    fk_bundle_close(&model);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1220,6 +1349,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(gone_client_comes_back, setup, teardown),
         cmocka_unit_test_setup_teardown(answered_then_gone_survives_a_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(flipped_update_stops_the_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(offloaded_closes_same_model_as_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(restart_mid_aggregation_same_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_while_aggregating, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
+#include "common/net/grpc_client.h"
 #include "server/engine.h"
 #include "server/service.h"
 #include "tests/support_fedmean.h"
@@ -47,15 +49,24 @@ typedef struct net {
     uv_timer_t wake; /* ends blocking loop runs while waiting for the agents */
     int64_t job;
     int stop_client;   /* stop this agent once round stop_round is reached (-1: none) */
-    int fail_round;    /* the next commit fails once round fail_round is reached (0: none) */
+    int fail_round;    /* the batch of round fail_round's updates fails to commit (0: none) */
     int stop_round;
     double started;
     int finished, timed_out;
     fk_agent_stats astats[N];
     fk_service_stats sstats;
     int sessions_end; /* clients with a session when the job ended */
+    int stop_mid_aggregation; /* shut the server down while fedmean-slow aggregates */
     fk_method_lookup find; /* NULL: the test methods */
+    /* the slow aggregation (fedmean-slow): calls the loop answered while it was in flight */
+    int slow_seen;              /* it started */
+    uint64_t slow_hb0, slow_hb; /* heartbeats answered when it started, and while it ran */
+    int slow_status;            /* status calls that said "aggregating" meanwhile */
 } net;
+
+/* fedmean-slow: round 1's aggregation blocks until the test's loop has answered heartbeats
+ * from every client while it waits (a loop that runs it blocks too: it gives up after 20 s) */
+static atomic_int slow_entered, slow_release, slow_left, slow_timed_out;
 
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
 
@@ -82,14 +93,17 @@ static void make_certs(net *t)
         if (fk_certs_issue(t->dir, FK_ROLE_CLIENT, name, NULL, &err))
             fail_msg("client cert: %s", err.msg);
     }
+    if (fk_certs_issue(t->dir, FK_ROLE_ADMIN, "op", NULL, &err))
+        fail_msg("admin cert: %s", err.msg);
 }
 
 static fk_tls_ctx *tls_for(net *t, int server, const char *name)
 {
     char ca[128], cert[128], key[128];
     snprintf(ca, sizeof ca, "%s/ca.pem", t->dir);
-    snprintf(cert, sizeof cert, "%s/%s-%s.pem", t->dir, server ? "server" : "client", name);
-    snprintf(key, sizeof key, "%s/%s-%s.key", t->dir, server ? "server" : "client", name);
+    const char *role = server ? "server" : strcmp(name, "op") ? "client" : "admin";
+    snprintf(cert, sizeof cert, "%s/%s-%s.pem", t->dir, role, name);
+    snprintf(key, sizeof key, "%s/%s-%s.key", t->dir, role, name);
     fk_tls_files f = {.ca = ca, .cert = cert, .key = key};
     fk_tls_ctx *ctx;
     fk_err err;
@@ -136,12 +150,26 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Round fail_round - 1 closed: the commit after the next round's open fails. No last_seen
+ * write is queued (wait_agents), so that commit is the batch of the round's updates. */
+static void on_round(void *ud, const fk_round_event *ev)
+{
+    net *t = ud;
+    if (t->fail_round > 0 && ev->round + 1 == t->fail_round) {
+        fk_store_test_fail_commits(t->st, 1, 1);
+        t->fail_round = 0;
+    }
+}
+
 static void start_server(net *t)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&t->st, t->db, &err), FK_OK);
-    fk_engine_opts eo = {.store = t->st, .codec = codec,
-                         .find = t->find ? t->find : fk_test_find_method};
+    fk_engine_opts eo = {.store = t->st,
+                         .codec = codec,
+                         .find = t->find ? t->find : fk_test_find_method,
+                         .on_round = on_round,
+                         .on_round_ud = t};
     assert_int_equal(fk_engine_open(&t->e, &eo, fk_service_now(), &err), FK_OK);
     fk_tls_ctx *tls = tls_for(t, 1, "server");
     fk_grpc_server_config gc = {.limits = t->limits, .tls = tls, .drain_ms = 300,
@@ -215,15 +243,24 @@ static void on_watch(uv_timer_t *timer)
     fk_err err;
     if (fk_engine_status(t->e, t->job, &s, &err))
         fail_msg("status: %s", err.msg);
+    if (t->stop_mid_aggregation && atomic_load(&slow_entered) && !atomic_load(&slow_release)) {
+        shutdown_all(t); /* as SIGTERM: the work in flight is not waited for here */
+        atomic_store(&slow_release, 1);
+        return;
+    }
     if (t->stop_client >= 0 && s.round >= t->stop_round) {
         stop_agent(t, t->stop_client);
         t->stop_client = -1;
     }
-    if (t->fail_round > 0 && s.round >= t->fail_round) {
-        /* Timers run between loop iterations and no last_seen write is queued (wait_agents),
-         * so the next commit is an update batch. */
-        fk_store_test_fail_commits(t->st, 0, 1);
-        t->fail_round = 0;
+    if (atomic_load(&slow_entered) && !atomic_load(&slow_left) && !atomic_load(&slow_release)) {
+        fk_service_stats ss;
+        fk_service_stats_get(t->svc, &ss);
+        if (!t->slow_seen++)
+            t->slow_hb0 = ss.heartbeats;
+        t->slow_hb = ss.heartbeats - t->slow_hb0;
+        t->slow_status += s.aggregating;
+        if (t->slow_hb >= 2 * N) /* two heartbeats per client answered meanwhile */
+            atomic_store(&slow_release, 1);
     }
     if (s.state != FK_JOB_RUNNING) {
         t->finished = 1;
@@ -401,6 +438,97 @@ static const fk_method *hostile_find(const char *name, fk_err *err)
     return &hostile;
 }
 
+static int slow_aggregate(void *srv, int round, int phase, const fk_update *ups, int n, int *done,
+                          fk_err *err)
+{
+    if (round == 1 && !atomic_exchange(&slow_entered, 1)) {
+        int i = 0;
+        for (; i < 20000 && !atomic_load(&slow_release); i++)
+            usleep(1000);
+        atomic_store(&slow_timed_out, i == 20000);
+        atomic_store(&slow_left, 1);
+    }
+    return fk_test_fedmean.aggregate(srv, round, phase, ups, n, done, err);
+}
+
+static fk_method slow;
+static const fk_method *slow_find(const char *name, fk_err *err)
+{
+    if (strcmp(name, "fedmean-slow"))
+        return fk_test_find_method(name, err);
+    slow = fk_test_fedmean;
+    slow.name = "fedmean-slow";
+    slow.aggregate = slow_aggregate;
+    return &slow;
+}
+
+/* A heavy aggregation runs off the loop: while round 1's aggregate is blocked, the loop answers
+ * heartbeats of every client (two each; the aggregation waits for them, so no clock decides)
+ * and status says the job is aggregating; then the job ends with the simulator's model. With
+ * the aggregation on the loop, no heartbeat is answered until it gives up. */
+static void heavy_aggregation_leaves_the_loop_answering(void **state)
+{
+    net *t = *state;
+    t->find = slow_find;
+    atomic_store(&slow_entered, 0);
+    atomic_store(&slow_release, 0);
+    atomic_store(&slow_left, 0);
+    atomic_store(&slow_timed_out, 0);
+    const char *text = job("fedmean-slow", "rounds = 2\n");
+    run_job(t, text, 0x3f);
+    assert_job_done(t);
+    assert_true(t->slow_seen > 0);
+    assert_true(t->slow_hb >= 2 * N);
+    assert_true(t->slow_status > 0);
+    assert_false(atomic_load(&slow_timed_out)); /* released by the loop, not by its timeout */
+    assert_true(t->sstats.works_done >= 2);     /* one phase close per round, off the loop */
+    compare_with_sim(t, text);
+    close_server(t);
+}
+
+/* SIGTERM while a phase is aggregated off the loop: the service and the gRPC server close at
+ * once, the loop runs until the work is back, and its result is stored (round 1's model) before
+ * anything is freed; the job stays running for the restart, and nothing leaks (ASan). */
+static void shutdown_waits_for_the_aggregation(void **state)
+{
+    net *t = *state;
+    t->find = slow_find;
+    t->stop_mid_aggregation = 1;
+    atomic_store(&slow_entered, 0);
+    atomic_store(&slow_release, 0);
+    atomic_store(&slow_left, 0);
+    atomic_store(&slow_timed_out, 0);
+    start_server(t);
+    for (int c = 0; c < N; c++)
+        start_agent(t, c);
+    wait_agents(t, 0x3f);
+    fk_err err;
+    if (fk_engine_submit(t->e, job("fedmean-slow", "rounds = 2\n"), fk_service_now(), &t->job,
+                         &err))
+        fail_msg("submit: %s", err.msg);
+    t->started = fk_service_now();
+    assert_int_equal(uv_timer_init(&t->loop, &t->watch), 0);
+    t->watch.data = t;
+    assert_int_equal(uv_timer_start(&t->watch, on_watch, 5, 5), 0);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT)); /* ends once every handle and work is done */
+    assert_true(atomic_load(&slow_left));
+    assert_false(atomic_load(&slow_timed_out));
+    assert_int_equal(fk_engine_in_flight(t->e), 0);
+    assert_int_equal(t->sstats.works_pending, 1); /* it was in flight at the close */
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    fk_bundle model;
+    int round = 0;
+    assert_int_equal(fk_engine_result(t->e, t->job, &model, &round, &err), FK_OK);
+    assert_int_equal(round, 1);
+    fk_bundle_close(&model);
+    fk_job_status s;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_RUNNING);
+    assert_int_equal(s.round, 2);
+    close_server(t);
+}
+
 /* Over the network: client 2's NaN update is answered INVALID_ARGUMENT (the agent drops it),
  * never stored, counted; the phase closes as soon as the others answered (no wait for the
  * 20 s deadline) and the model is the simulator's, which refuses the same update. */
@@ -494,6 +622,8 @@ static void stopped_client_is_not_waited_for(void **state)
     run_job(t, job("fedmean", "deadline = 20\nquorum = 0.6\nrounds = 6\n"), 0x3f);
     assert_job_done(t);
     assert_true(fk_service_now() - t->started < 20.0);
+    /* it said Leave, although its long poll was in flight: its session ended at once */
+    assert_int_equal(t->sstats.leaves, 1);
     fk_store_round *rows;
     int n;
     fk_err err;
@@ -545,11 +675,88 @@ static void client_off_the_allow_list_is_refused(void **state)
     close_server(t);
 }
 
+/* One admin call's answer. */
+typedef struct answer {
+    int done, status;
+    char msg[512];
+} answer;
+
+static void on_answer(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    (void)resp, (void)len;
+    answer *a = ud;
+    a->done = 1;
+    a->status = status;
+    snprintf(a->msg, sizeof a->msg, "%s", msg ? msg : "");
+}
+
+/* Predict on job 1 (there is none) with `rows` query rows of 2 columns, as the admin "op". */
+static void predict_rows(net *t, size_t rows, answer *a)
+{
+    fk_tls_ctx *tls = tls_for(t, 0, "op");
+    fk_grpc_client_config cc = {.limits = t->limits, .tls = tls};
+    fk_grpc_client *cl;
+    fk_err err;
+    if (fk_grpc_client_connect(&cl, &t->loop, &cc, "127.0.0.1", fk_grpc_server_port(t->srv),
+                               "server", NULL, NULL, &err))
+        fail_msg("connect: %s", err.msg);
+    fk_tls_ctx_unref(tls);
+    fk_bundle q;
+    fk_bundle_init(&q);
+    double *x = fk_bundle_add(&q, "X", 2, (uint64_t[]){rows, 2});
+    assert_non_null(x);
+    for (size_t i = 0; i < 2 * rows; i++)
+        x[i] = (double)(i % 7);
+    fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "1");
+    fk_codec_tx tx = {.bundle = &q};
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(fk_codec_encode_predict_request(&in, &tx, &buf, &len, &err), FK_OK);
+    memset(a, 0, sizeof *a);
+    assert_int_equal(
+        fk_grpc_client_call(cl, "/fedkern.v1.Federation/Predict", buf, len, 20000, on_answer, a),
+        0);
+    for (int guard = 0; !a->done && guard < 100000; guard++)
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
+    free(buf);
+    fk_bundle_close(&q);
+    fk_grpc_client_close(cl, NULL, NULL);
+    assert_true(a->done);
+}
+
+/* Every job type's Predict takes at most FK_PREDICT_MAX_QUERIES rows: one more is refused
+ * (RESOURCE_EXHAUSTED, saying the limit) before any job is looked up; exactly the cap passes
+ * that check (then: no such job). */
+static void predict_over_the_query_cap_is_refused(void **state)
+{
+    net *t = *state;
+    start_server(t);
+    answer a;
+    predict_rows(t, FK_PREDICT_MAX_QUERIES + 1, &a);
+    assert_int_equal(a.status, FK_GRPC_RESOURCE_EXHAUSTED);
+    assert_non_null(strstr(a.msg, "100001 query rows in tensor 'X', at most 100000 per call"));
+    predict_rows(t, FK_PREDICT_MAX_QUERIES, &a);
+    assert_int_equal(a.status, FK_GRPC_NOT_FOUND);
+    fk_service_stats ss;
+    fk_service_stats_get(t->svc, &ss);
+    assert_int_equal(ss.predict_failed, 2);
+    fk_service_close(t->svc, service_closed, t);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT));
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    close_server(t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(federation_matches_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(heavy_aggregation_leaves_the_loop_answering, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(predict_over_the_query_cap_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(shutdown_waits_for_the_aggregation, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_update_is_refused_over_the_wire, setup, teardown),
         cmocka_unit_test_setup_teardown(chunked_messages_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(stopped_client_is_a_dropout, setup, teardown),

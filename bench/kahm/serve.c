@@ -287,16 +287,6 @@ static int timed(run *r, int64_t job, const fk_dataset *Q, long calls, size_t ro
     return 0;
 }
 
-static void noop_closed(void *ud)
-{
-    (void)ud;
-}
-
-static void svc_closed(void *ud)
-{
-    run *r = ud;
-    fk_grpc_server_close(r->srv, noop_closed, NULL);
-}
 
 static int serve(const opts *o, const char *tmp)
 {
@@ -424,9 +414,7 @@ static int serve(const opts *o, const char *tmp)
     waitpid(child, NULL, 0);
     if (r.admin)
         fk_grpc_client_close(r.admin, NULL, NULL);
-    fk_service_close(r.svc, svc_closed, &r);
-    FK_UV_MUST(uv_run(&r.loop, UV_RUN_DEFAULT));
-    fk_service_free(r.svc);
+    fk_bench_service_stop(&r.loop, r.svc, r.srv);
     fk_engine_close(r.e);
     fk_store_close(st);
     FK_UV_MUST(uv_loop_close(&r.loop));
