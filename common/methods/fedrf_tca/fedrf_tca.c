@@ -58,6 +58,7 @@ const fk_method fk_method_fedrf_tca = {
     .client_close = fk__fedrf_client_close,
     .local_step = fk__fedrf_client_step,
     .evaluate = fk__fedrf_client_evaluate,
+    .predict = fk__fedrf_predict,
     .client_save = fk__fedrf_client_save,
     .client_load = fk__fedrf_client_load,
     .keys = keys,

@@ -1,0 +1,98 @@
+/* Predictions from a dica / udica model: the rows' random features (the job's frequencies,
+ * rebuilt from the model's seed and kind), centred by the training mean phi_bar (or by the
+ * query batch's own mean with centering = batch, as the clients score), projected on the
+ * learned components W and passed through the one-shot ridge predictor Theta (§8.1): the
+ * class of the largest output, or the regression value. The numerics are the estimator's
+ * (fk_dica_project, fk_dica_ridge_predict). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/la/blas.h"
+#include "common/methods/dica/dica_int.h"
+#include "common/methods/predict.h"
+
+int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
+                      fk_err *err)
+{
+    double R, sigma, d, reg, orth, bc, C = 1;
+    uint64_t seed;
+    int rc = fk_model_scalar(model, "R", 1, 1 << 20, 1, "dica", &R, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "sigma", 1e-300, 1e300, 0, "dica", &sigma, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", &d, err);
+    if (!rc && (rc = fk_model_get_seed(model, "rff_seed", &seed, err)) == FK_OK)
+        rc = fk_model_scalar(model, "regression", 0, 1, 1, "dica", &reg, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "dica", &orth, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "batch_center", 0, 1, 1, "dica", &bc, err);
+    if (!rc && !reg)
+        rc = fk_model_scalar(model, "classes", 1, FK_DICA_MAX_CLASSES, 1, "dica", &C, err);
+    if (rc)
+        return rc;
+    size_t D = 2 * (size_t)R, k = (size_t)C, n;
+    const fk_tensor *W = fk_bundle_get(model, "W"), *Th = fk_bundle_get(model, "Theta");
+    if (!W || W->ndim != 2 || W->shape[0] != D || W->shape[1] == 0 || W->shape[1] >= D || !Th)
+        return fk_err_set(err, FK_EFORMAT, "dica model: no components 'W' (D x m) or no "
+                          "predictor 'Theta': the job did not finish its ridge phase");
+    size_t m = (size_t)W->shape[1];
+    const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
+    if (!pb || !fk__dicaj_take(model, "W", D * m, err) ||
+        !fk__dicaj_take(model, "Theta", (m + 1) * k, err))
+        return fk_err_prefix(err, "dica model: ");
+    const double *X;
+    if ((rc = fk_predict_rows(queries, (size_t)d, "dica", &X, &n, NULL, err)))
+        return rc;
+    fk__dicaj_cfg c = {.R = (long)R, .features = orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID};
+    fk_rff rf = {0};
+    fk_mat Phi = {0}, Z = {0};
+    fk_mat Xm = fk_mat_view((double *)X, n, (size_t)d, (size_t)d);
+    double *center = NULL, *pred = NULL, *lab = NULL, *dist = NULL;
+    rc = fk__dicaj_rff(&c, seed, (size_t)d, sigma, &rf, err);
+    if (!rc)
+        rc = fk_rff_map(&rf, &Xm, &Phi, err);
+    if (!rc && bc) { /* centering = batch: the queries' own mean, as each client centres */
+        if (!(center = calloc(D, sizeof *center)))
+            rc = fk_err_set(err, FK_ENOMEM, "dica predict: out of memory");
+        for (size_t i = 0; !rc && i < n; i++)
+            fk_axpy(D, 1.0 / (double)n, fk_mat_row(&Phi, i), center);
+    }
+    fk_dica_fit f = {.D = D, .m = m, .W = fk_mat_view(W->data, D, m, m), .phi_bar = pb->data};
+    if (!rc)
+        rc = fk_dica_project(&f, &Phi, center, &Z, err);
+    size_t nn = n ? n : 1;
+    if (!rc && (!(pred = malloc(nn * k * sizeof *pred)) || !(lab = malloc(nn * sizeof *lab)) ||
+                !(dist = malloc(nn * sizeof *dist))))
+        rc = fk_err_set(err, FK_ENOMEM, "dica predict: out of memory for %zu rows", n);
+    const double *list = fk_model_class_list(model, k);
+    if (!rc) {
+        fk_dica_ridge_predict(&Z, Th->data, k, pred);
+        for (size_t i = 0; i < n; i++) {
+            if (reg) {
+                lab[i] = pred[i];
+                dist[i] = 0;
+                continue;
+            }
+            size_t best = 0;
+            for (size_t j = 1; j < k; j++)
+                if (pred[i * k + j] > pred[i * k + best])
+                    best = j;
+            lab[i] = fk_model_class_value(list, (int)best);
+            dist[i] = 1.0 - pred[i * k + best]; /* one-hot target 1: how far the output fell */
+        }
+        rc = fk_predict_put(out, lab, dist, n, "dica", err);
+    }
+    if (!rc && (reg ? fk_bundle_put_scalar(out, "regression", 1)
+                    : fk_bundle_put(out, "scores", 2, (uint64_t[]){n, k}, pred)))
+        rc = fk_err_set(err, FK_ENOMEM, "dica predict: out of memory");
+    free(center);
+    free(pred);
+    free(lab);
+    free(dist);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Z);
+    fk_rff_close(&rf);
+    return rc;
+}
