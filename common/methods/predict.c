@@ -139,20 +139,22 @@ int fk_predict_score(const fk_bundle *res, const fk_dataset *ds, fk_report *r, f
         r->rmse = n ? sqrt(se / (double)n) : NAN;
         return FK_OK;
     }
-    if (!ds->y || !ds->classes)
+    if (!ds->y)
         return fk_err_set(err, FK_EINVAL, "predict: the file holds no labels to score against "
                           "(see --label)");
     size_t hit = 0;
-    for (size_t i = 0; i < n; i++) {
-        double t = ds->classes[ds->y[i]], l = lab->data[i];
+    for (size_t i = 0; i < n; i++) { /* a data set without a raw class list: index = value */
+        double t = ds->classes ? ds->classes[ds->y[i]] : ds->y[i], l = lab->data[i];
         hit += rest && rest->len == 1 && isnan(l) ? t != rest->data[0] : l == t;
     }
     r->accuracy = n ? (double)hit / (double)n : NAN;
     r->error = n ? 1 - r->accuracy : NAN;
     if (!clu || clu->len != 1 || clu->data[0] != 1 || !n)
         return FK_OK;
-    /* cluster ids in [0, R): the largest id bounds the clusters */
-    int *pred = malloc(n * sizeof *pred), R = 1;
+    /* cluster ids in [0, R): R from the posteriors when given, else the largest id + 1 */
+    const fk_tensor *post = fk_bundle_get(res, "posterior");
+    int *pred = malloc(n * sizeof *pred),
+        R = post && post->ndim == 2 && post->shape[1] < 1000000 ? (int)post->shape[1] : 1;
     if (!pred)
         return fk_err_set(err, FK_ENOMEM, "predict: out of memory scoring %zu rows", n);
     for (size_t i = 0; i < n; i++) {

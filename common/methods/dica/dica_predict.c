@@ -80,7 +80,8 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
                 if (pred[i * k + j] > pred[i * k + best])
                     best = j;
             lab[i] = fk_model_class_value(list, (int)best);
-            dist[i] = 1.0 - pred[i * k + best]; /* one-hot target 1: how far the output fell */
+            /* one-hot target 1: how far the winning output fell short of it */
+            dist[i] = fmax(0.0, 1.0 - pred[i * k + best]);
         }
         rc = fk_predict_put(out, lab, dist, n, "dica", err);
     }

@@ -21,7 +21,7 @@ typedef struct mix {
 
 /* The slice of client k (queries' "client"), or the model's only mixture. */
 static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const char *who,
-                        mix *m, fk_err *err)
+                        mix *m, const double **X, size_t *n, fk_err *err)
 {
     const fk_tensor *th = fk_bundle_get(model, "theta"), *w = fk_bundle_get(model, "w"),
                     *sg = fk_bundle_get(model, "sigma"), *s2 = fk_bundle_get(model, "s2");
@@ -47,7 +47,9 @@ static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const 
             return fk_err_set(err, FK_EFORMAT, "%s model: noise variance %zu is %g", who, i,
                               s2->data[i]);
     int k;
-    int rc = fk_predict_client(queries, (int)m->K, who, &k, err);
+    int rc = fk_predict_rows(queries, m->p, who, X, n, NULL, err);
+    if (!rc)
+        rc = fk_predict_client(queries, (int)m->K, who, &k, err);
     if (rc)
         return rc;
     size_t Rp = m->R * m->p;
@@ -90,9 +92,7 @@ static int predict_gmm(const char *who, const fk_bundle *model, const fk_bundle 
     mix m;
     size_t n;
     const double *X;
-    int rc = take_mixture(model, queries, who, &m, err);
-    if (!rc)
-        rc = fk_predict_rows(queries, m.p, who, &X, &n, NULL, err);
+    int rc = take_mixture(model, queries, who, &m, &X, &n, err);
     if (rc)
         return rc;
     size_t nn = n ? n : 1, R = m.R, p = m.p;
@@ -143,9 +143,7 @@ static int predict_mor(const char *who, const fk_bundle *model, const fk_bundle 
     mix m;
     size_t n;
     const double *X, *y;
-    int rc = take_mixture(model, queries, who, &m, err);
-    if (!rc)
-        rc = fk_predict_rows(queries, m.p, who, &X, &n, NULL, err);
+    int rc = take_mixture(model, queries, who, &m, &X, &n, err);
     if (!rc)
         rc = fk_predict_targets(queries, n, who, &y, err);
     if (rc)
