@@ -149,21 +149,45 @@ int fk_predict_score(const fk_bundle *res, const fk_dataset *ds, fk_report *r, f
     }
     r->accuracy = n ? (double)hit / (double)n : NAN;
     r->error = n ? 1 - r->accuracy : NAN;
-    if (!clu || clu->len != 1 || clu->data[0] != 1 || !n)
+    if (!n)
         return FK_OK;
-    /* cluster ids in [0, R): R from the posteriors when given, else the largest id + 1 */
+    int clustering = clu && clu->len == 1 && clu->data[0] == 1;
+    /* Cluster ids: a clustering's own ids in [0, R) (R from the posteriors when given, else
+     * the largest id + 1); a classifier's raw labels numbered in order of appearance, so its
+     * predictions are also scored as a partition (misclust, ari), as `model eval` always has. */
     const fk_tensor *post = fk_bundle_get(res, "posterior");
     int *pred = malloc(n * sizeof *pred),
         R = post && post->ndim == 2 && post->shape[1] < 1000000 ? (int)post->shape[1] : 1;
-    if (!pred)
+    double *seen = clustering ? NULL : malloc(n * sizeof *seen);
+    if (!pred || (!clustering && !seen)) {
+        free(pred);
+        free(seen);
         return fk_err_set(err, FK_ENOMEM, "predict: out of memory scoring %zu rows", n);
+    }
+    int k = 0; /* distinct raw labels seen (classifier) */
     for (size_t i = 0; i < n; i++) {
         double l = lab->data[i];
-        pred[i] = l >= 0 && l < 1e6 && l == floor(l) ? (int)l : 0;
-        R = pred[i] + 1 > R ? pred[i] + 1 : R;
+        if (clustering) {
+            pred[i] = l >= 0 && l < 1e6 && l == floor(l) ? (int)l : 0;
+            R = pred[i] + 1 > R ? pred[i] + 1 : R;
+            continue;
+        }
+        int j = 0; /* NaN ("rest") is one more group */
+        while (j < k && !(seen[j] == l || (isnan(seen[j]) && isnan(l))))
+            j++;
+        if (j == k)
+            seen[k++] = l;
+        pred[i] = j;
     }
-    /* as the job reports a clustering: accuracy = 1 - misclust after the best matching */
+    if (!clustering)
+        R = k;
+    free(seen);
+    double acc = r->accuracy, e = r->error;
     int rc = fk_report_score_clusters(r, ds->y, pred, n, ds->n_classes, R, err);
     free(pred);
+    if (!clustering) { /* a classifier keeps the accuracy of its raw labels */
+        r->accuracy = acc;
+        r->error = e;
+    }
     return rc;
 }
