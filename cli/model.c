@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/model_export.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
 #include "common/data/source.h"
@@ -22,6 +23,7 @@ static void usage(FILE *out)
             "                          [--method NAME] [--json]\n"
             "       fedkern model predict FILE --data FILE --out FILE [loader options]\n"
             "                             [--client N] [--method NAME]\n"
+            "       fedkern model export FILE --format npz|json --out FILE\n"
             "\n"
             "FILE is a model file from 'fedkern job result --out FILE': the model's tensors and\n"
             "which job type, job and round made it. No server and no client config are needed:\n"
@@ -37,6 +39,10 @@ static void usage(FILE *out)
             "predict  writes one 'label,distance' CSV line per row of --data to --out: the\n"
             "         predicted raw label, cluster or value, and the op's score of it (smaller\n"
             "         is surer; docs/operations.md \"Predictions\" says which per job type).\n"
+            "export   writes every tensor as one array under its name (npz: NumPy float64\n"
+            "         arrays, the scalars 0-d, plus method/job/software strings; json: {\"arrays\":\n"
+            "         {NAME: {\"shape\", \"data\"}}}); docs/operations.md \"Export\" documents the\n"
+            "         arrays of each job type and a NumPy predictor that reproduces 'predict'.\n"
             "--client N   mixtures fit one model per client: use client N's (0-based, the order\n"
             "             of the job's clients); a pooled model needs none.\n"
             "kahm in its default mode keeps its models on the clients: use 'fedkern job\n"
@@ -260,7 +266,8 @@ int fk_cmd_model(int argc, char **argv)
     fk_params_init(&p);
     fk_err err;
     int rc = 0, json = 0;
-    int known = !strcmp(sub, "show") || !strcmp(sub, "eval") || !strcmp(sub, "predict");
+    int known = !strcmp(sub, "show") || !strcmp(sub, "eval") || !strcmp(sub, "predict") ||
+                !strcmp(sub, "export");
     if (fk_params_parse_args(&p, &n, rest, &err)) {
         rc = fk_cli_fail("model", "%s", err.msg) + 1;
         goto out;
@@ -279,7 +286,11 @@ int fk_cmd_model(int argc, char **argv)
         rc = fk_cli_fail("model", "%s", err.msg) + 1;
         goto out;
     }
-    if (strcmp(sub, "show") && !fk_params_get(&p, "data")) {
+    if (!strcmp(sub, "export") && (!fk_params_get(&p, "format") || !fk_params_get(&p, "out"))) {
+        rc = fk_cli_fail("model", "export needs --format npz|json and --out FILE") + 1;
+        goto out;
+    }
+    if (strcmp(sub, "show") && strcmp(sub, "export") && !fk_params_get(&p, "data")) {
         rc = fk_cli_fail("model", "%s needs --data FILE", sub) + 1;
         goto out;
     }
@@ -292,6 +303,15 @@ int fk_cmd_model(int argc, char **argv)
     fk_model_info info;
     if (fk_modelfile_read(rest[0], &model, &info, &err)) {
         rc = fk_cli_fail("model", "%s", err.msg);
+    } else if (!strcmp(sub, "export")) {
+        const char *fmt = fk_params_get(&p, "format"), *to = fk_params_get(&p, "out");
+        const char *unused = fk_params_unused(&p);
+        if (unused)
+            rc = fk_cli_fail("model", "unknown option '--%s'; see --help", unused) + 1;
+        else if (fk_model_export(&model, &info, fmt, to, &err))
+            rc = fk_cli_fail("model export", "%s", err.msg);
+        else
+            fprintf(stderr, "model export: %zu arrays written to %s\n", model.count, to);
     } else if (!strcmp(sub, "show")) {
         const char *unused = fk_params_unused(&p);
         rc = unused ? fk_cli_fail("model", "unknown option '--%s'; see --help", unused) + 1
