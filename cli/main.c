@@ -14,7 +14,8 @@ static const fk_cli_cmd commands[] = {
     {"sim", "simulate a federation in this process", fk_cmd_sim},
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
     {"job", "submit, inspect, fetch and cancel jobs on a fedkern-server", fk_cmd_job},
-    {"model", "show a model file, score it on labelled data, write its predictions", fk_cmd_model},
+    {"model", "show a model file, score it on labelled data, write its predictions, export it",
+     fk_cmd_model},
     {NULL, NULL, NULL},
 };
 
