@@ -821,7 +821,7 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
         } else if (!isnan(r.rmse)) {
             fprintf(stderr, "job %s: %zu queries, rmse %.6g against the file's targets\n", id, n,
                     r.rmse);
-        } else if (!isnan(r.misclust)) {
+        } else if (fk_bundle_get(&res, "clustering")) {
             fprintf(stderr, "job %s: %zu queries, accuracy %.4f (1 - misclust after the best "
                     "matching of clusters to classes), ari %.4f against the file's labels\n",
                     id, n, r.accuracy, r.ari);
