@@ -711,7 +711,11 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
         fk_bundle q, r;
         fk_bundle_init(&q);
         fk_bundle_init(&r);
-        int rc = fk_bundle_put(&q, "X", 2, (uint64_t[]){n, p}, X->data + r0 * p)
+        /* each batch carries its rows' targets and the whole batch's other query tensors */
+        const fk_tensor *Y = fk_bundle_get(queries, "y"), *K = fk_bundle_get(queries, "client");
+        int rc = fk_bundle_put(&q, "X", 2, (uint64_t[]){n, p}, X->data + r0 * p) ||
+                         (Y && Y->len == nt && fk_bundle_put_vec(&q, "y", n, Y->data + r0)) ||
+                         (K && fk_bundle_put(&q, "client", K->ndim, K->shape, K->data))
                      ? fk_cli_fail(cmd, "out of memory")
                      : predict_once(c, id, &q, timeout_s, &r);
         if (rc == 2 && n > 1) { /* the server's limit is lower than ours: halve and retry */

@@ -61,6 +61,12 @@ done
 # held-out rows, both ways: the server's predict op and the model file alone
 "$fk" job predict "$idg" --data new.csv --client 1 --json $conn >gp.json 2>gp.err || fail "job predict fedgrem: $(cat gp.err)"
 "$fk" model eval g.bin --data new.csv --client 1 --json >ge.json || fail "model eval fedgrem"
+# a file sent in several calls (a small message limit) gets the same answers, row by row
+"$fk" job predict "$idg" --data new.csv --client 1 --out gp1.csv $conn 2>/dev/null || fail "job predict in one call"
+"$fk" job predict "$idg" --data new.csv --client 1 --out gpn.csv --net.max_message 8192 $conn \
+  2>gpn.err || fail "job predict in batches: $(cat gpn.err)"
+grep -q "queries sent in [0-9]* calls" gpn.err || fail "no batches: $(cat gpn.err)"
+cmp -s gp1.csv gpn.csv || fail "batched job predict differs"
 "$fk" job predict "$idd" --data dom3.csv --json $conn >dp.json 2>dp.err || fail "job predict dica: $(cat dp.err)"
 "$fk" model eval d.bin --data dom3.csv --json >de.json || fail "model eval dica"
 # each client's own file: the quality the job's final evaluation reports for that client
