@@ -57,8 +57,8 @@ static void npy(buf *b, const char *descr, const uint64_t *shape, int ndim, cons
                 size_t bytes)
 {
     char hdr[512];
-    int off = snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                       descr);
+    int off =
+        snprintf(hdr, sizeof hdr, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int d = 0; d < ndim; d++)
         off += snprintf(hdr + off, sizeof hdr - (size_t)off, "%llu,%s",
                         (unsigned long long)shape[d], d + 1 < ndim ? " " : "");
@@ -86,10 +86,10 @@ static void zip_member(buf *z, member *m, const buf *body)
     m->offset = (unsigned long)z->len;
     size_t nl = strlen(m->name);
     put32(z, 0x04034b50);
-    put16(z, 20); /* version needed */
-    put16(z, 0);  /* flags */
-    put16(z, 0);  /* stored */
-    put16(z, 0);  /* time */
+    put16(z, 20);   /* version needed */
+    put16(z, 0);    /* flags */
+    put16(z, 0);    /* stored */
+    put16(z, 0);    /* time */
     put16(z, 0x21); /* date: 1980-01-01 */
     put32(z, m->crc);
     put32(z, m->size);
@@ -159,7 +159,8 @@ static int write_npz(FILE *f, const fk_bundle *m, const fk_model_info *in, fk_er
     buf z = {0}, body = {0};
     if (!ms)
         return fk_err_set(err, FK_ENOMEM, "model export: out of memory");
-    const char *meta[3][2] = {{"method", in->method}, {"job", in->job_id}, {"software", in->software}};
+    const char *meta[3][2] = {
+        {"method", in->method}, {"job", in->job_id}, {"software", in->software}};
     for (size_t i = 0; i < 3; i++) {
         body.len = 0;
         npy_string(&body, meta[i][1]);

@@ -6,7 +6,9 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
 #include <cmocka.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +20,10 @@
 #include "common/methods/sim.h"
 #include "tests/support_sfl.h"
 
-extern const fk_method fk_method_fedgrem, fk_method_fedem, fk_method_local_em,
-    fk_method_local_grem, fk_method_tgmm, fk_method_pooled_grem, fk_method_pooled_em,
-    fk_method_fedgrem_mor, fk_method_fedem_mor, fk_method_local_em_mor, fk_method_pooled_em_mor,
-    fk_method_fedgmm_mor, fk_method_dica, fk_method_udica, fk_method_fedrf_tca, fk_method_sfl;
+extern const fk_method fk_method_fedgrem, fk_method_fedem, fk_method_local_em, fk_method_local_grem,
+    fk_method_tgmm, fk_method_pooled_grem, fk_method_pooled_em, fk_method_fedgrem_mor,
+    fk_method_fedem_mor, fk_method_local_em_mor, fk_method_pooled_em_mor, fk_method_fedgmm_mor,
+    fk_method_dica, fk_method_udica, fk_method_fedrf_tca, fk_method_sfl;
 
 enum { MAXK = 10 };
 static const uint64_t SEED = 7;
@@ -208,7 +210,7 @@ static void mixtures_gmm(void **state)
     load(tr, K, fmt, 1);
     load(te, K, fmt, 2);
     static const char *const kv[] = {"R", "5", "restarts", "2", "align_B", "5", NULL};
-    const fk_method *ms[] = {&fk_method_fedgrem,   &fk_method_fedem, &fk_method_local_em,
+    const fk_method *ms[] = {&fk_method_fedgrem,    &fk_method_fedem, &fk_method_local_em,
                              &fk_method_local_grem, &fk_method_tgmm,  &fk_method_pooled_grem};
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
         double acc;
@@ -237,8 +239,8 @@ static void mixtures_mor(void **state)
     load(tr, K, fmt, 1);
     load(te, K, fmt, 2);
     static const char *const kv[] = {"R", "2", "restarts", "3", "align_B", "5", NULL};
-    const fk_method *ms[] = {&fk_method_fedgrem_mor, &fk_method_fedem_mor,
-                             &fk_method_local_em_mor, &fk_method_fedgmm_mor};
+    const fk_method *ms[] = {&fk_method_fedgrem_mor, &fk_method_fedem_mor, &fk_method_local_em_mor,
+                             &fk_method_fedgmm_mor};
     for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
         double rmse;
         check(ms[i], kv, tr, te, K, 5, 1, &rmse);
@@ -264,8 +266,7 @@ static void mixtures_mor(void **state)
     assert_non_null(strstr(err.msg, "'y'"));
     fk_bundle_close(&q);
     fk_bundle_init(&q);
-    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){te[0].X.rows, 3}, te[0].X.data),
-                     FK_OK);
+    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){te[0].X.rows, 3}, te[0].X.data), FK_OK);
     assert_int_equal(fk_bundle_put_scalar(&q, "client", 1), FK_OK);
     assert_int_equal(fk_method_fedgrem_mor.predict(&model, &q, &res, &err), FK_OK);
     assert_int_equal(fk_bundle_get(&res, "labels")->len, te[0].X.rows);
@@ -294,8 +295,8 @@ static void dica(void **state)
     for (int reg = 0; reg < 2; reg++) {
         for (size_t i = 0; i < 2; i++) {
             static const char *const kvc[] = {"R", "100", NULL};
-            static const char *const kvr[] = {"R", "100", "task", "regression", "sigma_y", "1",
-                                              NULL};
+            static const char *const kvr[] = {"R",       "100", "task", "regression",
+                                              "sigma_y", "1",   NULL};
             const char *const *kv = reg ? kvr : kvc;
             fk_params p;
             fk_params_init(&p);
@@ -331,9 +332,10 @@ static void fedrf_tca(void **state)
     load(tr, K, fmt, 1);
     load(te, K, fmt, 1);
     for (int voting = 0; voting < 2; voting++) {
-        const char *const kv[] = {"N", "50", "m", "8", "hidden", "16", "batch", "32",
-                                  "tc", "2", "lr", "0.1", "classes", "5",
-                                  "rounds", "20", "voting", voting ? "1" : "0", NULL};
+        const char *const kv[] = {"N",       "50", "m",      "8",  "hidden", "16",
+                                  "batch",   "32", "tc",     "2",  "lr",     "0.1",
+                                  "classes", "5",  "rounds", "20", "voting", voting ? "1" : "0",
+                                  NULL};
         double acc;
         check(&fk_method_fedrf_tca, kv, tr, te, K, 20, 0, &acc);
         print_message("fedrf-tca%s: held-out accuracy %.4f\n", voting ? " voting" : "", acc);
@@ -342,8 +344,8 @@ static void fedrf_tca(void **state)
     /* the model alone: wrong width refused */
     fk_params p;
     fk_params_init(&p);
-    static const char *const kv[] = {"N", "50", "m", "8", "hidden", "16", "batch", "32", "tc", "2",
-                                     "classes", "5", NULL};
+    static const char *const kv[] = {"N",  "50", "m", "8",       "hidden", "16", "batch",
+                                     "32", "tc", "2", "classes", "5",      NULL};
     assert_int_equal(fk_params_set_all(&p, kv), FK_OK);
     fk_sim_opts o = {.rounds = 3, .seed = SEED};
     fk_bundle model;
@@ -359,9 +361,17 @@ static void fedrf_tca(void **state)
 static void sfl_job(fk_params *p)
 {
     fk_params_init(p);
-    static const char *const kv[] = {"raw_sample_upload", "acknowledged",
-                                     "local.allow_raw_upload", "true", "width_min", "1",
-                                     "width_max", "3", "n_widths", "3", NULL};
+    static const char *const kv[] = {"raw_sample_upload",
+                                     "acknowledged",
+                                     "local.allow_raw_upload",
+                                     "true",
+                                     "width_min",
+                                     "1",
+                                     "width_max",
+                                     "3",
+                                     "n_widths",
+                                     "3",
+                                     NULL};
     assert_int_equal(fk_params_set_all(p, kv), FK_OK);
 }
 
@@ -379,9 +389,17 @@ static void sfl(void **state)
 {
     (void)state;
     enum { K = 3 };
-    static const char *const base[] = {"raw_sample_upload", "acknowledged",
-                                       "local.allow_raw_upload", "true", "width_min", "1",
-                                       "width_max", "3", "n_widths", "3", NULL};
+    static const char *const base[] = {"raw_sample_upload",
+                                       "acknowledged",
+                                       "local.allow_raw_upload",
+                                       "true",
+                                       "width_min",
+                                       "1",
+                                       "width_max",
+                                       "3",
+                                       "n_widths",
+                                       "3",
+                                       NULL};
     fk_err err = {0};
     fk_dataset tr[K], te[K];
     /* binary: E3.1 cells, labels 0/1 -> 8/3 so the raw values matter */
@@ -432,8 +450,8 @@ static void sfl(void **state)
     fk_test_sfl_sine(te, K, 40, 0.1, 5.8); /* other rows of the same curve */
     n = 0;
     put_kv(NULL, base, kv, &n);
-    static const char *const rg[] = {"mode", "regress", "eps", "0.01", "width_min", "0.5",
-                                     "width_max", "1.5", NULL};
+    static const char *const rg[] = {"mode", "regress",   "eps", "0.01", "width_min",
+                                     "0.5",  "width_max", "1.5", NULL};
     put_kv(NULL, rg, kv, &n);
     check(&fk_method_sfl, kv, tr, te, K, 1, 0, &q);
     print_message("sfl regression: held-out rmse %.4f\n", q);
@@ -480,8 +498,9 @@ static void class_list(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(class_list), cmocka_unit_test(sfl),          cmocka_unit_test(dica),
-        cmocka_unit_test(fedrf_tca),  cmocka_unit_test(mixtures_gmm), cmocka_unit_test(mixtures_mor),
+        cmocka_unit_test(class_list),   cmocka_unit_test(sfl),
+        cmocka_unit_test(dica),         cmocka_unit_test(fedrf_tca),
+        cmocka_unit_test(mixtures_gmm), cmocka_unit_test(mixtures_mor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,22 +9,28 @@ int fk_predict_rows(const fk_bundle *queries, size_t p, const char *who, const d
 {
     const fk_tensor *t = fk_bundle_get(queries, "X");
     if (!t || t->ndim != 2)
-        return fk_err_set(err, FK_EINVAL, "%s predict: the queries need a matrix 'X' (one row "
-                          "per sample)", who);
+        return fk_err_set(err, FK_EINVAL,
+                          "%s predict: the queries need a matrix 'X' (one row "
+                          "per sample)",
+                          who);
     if (p && t->shape[1] != p)
-        return fk_err_set(err, FK_EINVAL, "%s predict: the rows have %llu columns but the model "
+        return fk_err_set(err, FK_EINVAL,
+                          "%s predict: the rows have %llu columns but the model "
                           "was trained on %zu features; give the file with the job's columns "
                           "(and its label column marked, e.g. --label first|last|none)",
                           who, (unsigned long long)t->shape[1], p);
     if (t->shape[0] > FK_PREDICT_MAX_ROWS)
-        return fk_err_set(err, FK_ELIMIT, "%s predict: %llu rows, at most %d per call; split "
-                          "the file", who, (unsigned long long)t->shape[0],
-                          (int)FK_PREDICT_MAX_ROWS);
+        return fk_err_set(err, FK_ELIMIT,
+                          "%s predict: %llu rows, at most %d per call; split "
+                          "the file",
+                          who, (unsigned long long)t->shape[0], (int)FK_PREDICT_MAX_ROWS);
     size_t c = (size_t)t->shape[1];
     for (size_t i = 0; i < t->len; i++)
         if (!isfinite(t->data[i]))
-            return fk_err_set(err, FK_EINVAL, "%s predict: row %zu column %zu is %g (every "
-                              "value must be finite)", who, i / c, i % c, t->data[i]);
+            return fk_err_set(err, FK_EINVAL,
+                              "%s predict: row %zu column %zu is %g (every "
+                              "value must be finite)",
+                              who, i / c, i % c, t->data[i]);
     *X = t->data;
     *n = (size_t)t->shape[0];
     if (cols)
@@ -44,8 +50,10 @@ int fk_predict_targets(const fk_bundle *queries, size_t n, const char *who, cons
                           t->len, n);
     for (size_t i = 0; i < n; i++)
         if (!isfinite(t->data[i]))
-            return fk_err_set(err, FK_EINVAL, "%s predict: target of row %zu is %g (must be "
-                              "finite)", who, i, t->data[i]);
+            return fk_err_set(err, FK_EINVAL,
+                              "%s predict: target of row %zu is %g (must be "
+                              "finite)",
+                              who, i, t->data[i]);
     *y = t->data;
     return FK_OK;
 }
@@ -57,8 +65,10 @@ int fk_predict_client(const fk_bundle *queries, int K, const char *who, int *k, 
     if (!t)
         return FK_OK;
     if (t->len != 1 || !(t->data[0] >= 0 && t->data[0] < K) || t->data[0] != floor(t->data[0]))
-        return fk_err_set(err, FK_EINVAL, "%s predict: client %g is not one of the job's %d "
-                          "clients (0..%d)", who, t->len == 1 ? t->data[0] : NAN, K, K - 1);
+        return fk_err_set(err, FK_EINVAL,
+                          "%s predict: client %g is not one of the job's %d "
+                          "clients (0..%d)",
+                          who, t->len == 1 ? t->data[0] : NAN, K, K - 1);
     *k = (int)t->data[0];
     return FK_OK;
 }
@@ -76,8 +86,10 @@ int fk_model_get_seed(const fk_bundle *b, const char *name, uint64_t *seed, fk_e
         if (!(t->data[i] >= 0 && t->data[i] <= 4294967295.0) || t->data[i] != floor(t->data[i]))
             t = NULL;
     if (!t || t->len != 2)
-        return fk_err_set(err, FK_EFORMAT, "model: no seed '%s' (two 32-bit halves); a model "
-                          "written before fedkern 0.5 cannot rebuild its random features", name);
+        return fk_err_set(err, FK_EFORMAT,
+                          "model: no seed '%s' (two 32-bit halves); a model "
+                          "written before fedkern 0.5 cannot rebuild its random features",
+                          name);
     *seed = ((uint64_t)t->data[0] << 32) | (uint64_t)t->data[1];
     return FK_OK;
 }
@@ -126,12 +138,13 @@ int fk_predict_score(const fk_bundle *res, const fk_dataset *ds, fk_report *r, f
     if (!lab || lab->len != n)
         return fk_err_set(err, FK_EINVAL, "predict: the answer has %zu labels for %zu rows",
                           lab ? lab->len : (size_t)0, n);
-    const fk_tensor *reg = fk_bundle_get(res, "regression"), *clu = fk_bundle_get(res, "clustering"),
-                    *rest = fk_bundle_get(res, "rest_of");
+    const fk_tensor *reg = fk_bundle_get(res, "regression"),
+                    *clu = fk_bundle_get(res, "clustering"), *rest = fk_bundle_get(res, "rest_of");
     r->n_samples = (double)n;
     if (reg && reg->len == 1 && reg->data[0] == 1) {
         if (!ds->y_raw)
-            return fk_err_set(err, FK_EINVAL, "predict: the file holds no targets to score the "
+            return fk_err_set(err, FK_EINVAL,
+                              "predict: the file holds no targets to score the "
                               "regression against (see --label)");
         double se = 0;
         for (size_t i = 0; i < n; i++)
@@ -140,7 +153,8 @@ int fk_predict_score(const fk_bundle *res, const fk_dataset *ds, fk_report *r, f
         return FK_OK;
     }
     if (!ds->y)
-        return fk_err_set(err, FK_EINVAL, "predict: the file holds no labels to score against "
+        return fk_err_set(err, FK_EINVAL,
+                          "predict: the file holds no labels to score against "
                           "(see --label)");
     size_t hit = 0;
     for (size_t i = 0; i < n; i++) { /* a data set without a raw class list: index = value */

@@ -12,8 +12,7 @@
 #include "common/methods/dica/dica_int.h"
 #include "common/methods/predict.h"
 
-int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
-                      fk_err *err)
+int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out, fk_err *err)
 {
     double R, sigma, d, reg, orth, bc, C = 1;
     uint64_t seed;
@@ -35,7 +34,8 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
     size_t D = 2 * (size_t)R, k = (size_t)C, n;
     const fk_tensor *W = fk_bundle_get(model, "W"), *Th = fk_bundle_get(model, "Theta");
     if (!W || W->ndim != 2 || W->shape[0] != D || W->shape[1] == 0 || W->shape[1] >= D || !Th)
-        return fk_err_set(err, FK_EFORMAT, "dica model: no components 'W' (D x m) or no "
+        return fk_err_set(err, FK_EFORMAT,
+                          "dica model: no components 'W' (D x m) or no "
                           "predictor 'Theta': the job did not finish its ridge phase");
     size_t m = (size_t)W->shape[1];
     const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);

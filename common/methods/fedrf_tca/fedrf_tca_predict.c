@@ -32,7 +32,8 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
     if (!rc)
         rc = fk_model_scalar(model, "dense", 0, 1, 1, "fedrf-tca", &dense, err);
     if (!rc && dense)
-        rc = fk_err_set(err, FK_EINVAL, "fedrf-tca predict: this job trained the dense "
+        rc = fk_err_set(err, FK_EINVAL,
+                        "fedrf-tca predict: this job trained the dense "
                         "extractor (dense = 1), which stays on the clients; its model cannot "
                         "predict on its own");
     if (!rc)
@@ -48,24 +49,28 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
     if (rc)
         return rc;
     if (d > 0 && (size_t)d != cols)
-        return fk_err_set(err, FK_EINVAL, "fedrf-tca predict: the rows have %zu columns but the "
+        return fk_err_set(err, FK_EINVAL,
+                          "fedrf-tca predict: the rows have %zu columns but the "
                           "model was trained on %g features; give the file with the job's "
                           "columns (and its label column marked, e.g. --label first|last|none)",
                           cols, d);
     int sel = fk__fedrf_scalar(model, "use_sel", 0) != 0,
         avg = fk__fedrf_scalar(model, "use_avg", 0) != 0;
-    const fk_tensor *W = fk_bundle_get(model, sel ? "W_sel" : avg ? "W_avg" : "W"),
+    const fk_tensor *W = fk_bundle_get(model, sel   ? "W_sel"
+                                              : avg ? "W_avg"
+                                                    : "W"),
                     *h = fk_bundle_get(model, "hidden");
     if (!W || W->ndim != 2 || W->shape[0] < 2 || W->shape[0] % 2 || W->shape[1] < 1)
-        return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: no extractor W (2N x m); did the "
+        return fk_err_set(err, FK_EFORMAT,
+                          "fedrf-tca model: no extractor W (2N x m); did the "
                           "job finish a round?");
     size_t hid[FK_MLP_MAX_HIDDEN];
     if (!h || h->len > FK_MLP_MAX_HIDDEN)
         return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: no classifier layout 'hidden'");
     for (size_t i = 0; i < h->len; i++) {
         if (!(h->data[i] >= 1 && h->data[i] <= 1e6))
-            return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: hidden layer %zu has %g units",
-                              i, h->data[i]);
+            return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: hidden layer %zu has %g units", i,
+                              h->data[i]);
         hid[i] = (size_t)h->data[i];
     }
     r->m = (size_t)W->shape[1];
@@ -78,7 +83,9 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
     const fk_tensor *V = sel && fk_bundle_get(model, "votes_sel")
                              ? fk_bundle_get(model, "votes_sel")
                              : fk_bundle_get(model, "votes"),
-                    *Cm = fk_bundle_get(model, sel ? "C_sel" : avg ? "C_avg" : "C");
+                    *Cm = fk_bundle_get(model, sel   ? "C_sel"
+                                               : avg ? "C_avg"
+                                                     : "C");
     if (V) {
         if (V->ndim != 2 || V->shape[1] != r->PC || V->shape[0] < 1)
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: votes must be k x %zu", r->PC);
@@ -97,15 +104,17 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: W value %zu is not finite", i);
     for (size_t i = 0; i < r->k * r->PC; i++)
         if (!isfinite(r->C[i]))
-            return fk_err_set(err, FK_EFORMAT, "fedrf-tca model: classifier value %zu is not "
-                              "finite", i);
+            return fk_err_set(err, FK_EFORMAT,
+                              "fedrf-tca model: classifier value %zu is not "
+                              "finite",
+                              i);
     return fk_rff_init_kind(&r->rff, seed, cols, r->D / 2, sigma,
                             orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID, err);
 }
 
 /* Class of every row (and, voting, the share of classifiers that voted for it). */
-static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *pred,
-                    double *agree, fk_err *err)
+static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *pred, double *agree,
+                    fk_err *err)
 {
     size_t C = r->net.sizes[r->net.n_layers], chunk = 256;
     fk_mat Xc = {0}, Phi = {0}, U = {0}, F = {0};
@@ -149,8 +158,7 @@ static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *
     return rc;
 }
 
-int fk__fedrf_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
-                      fk_err *err)
+int fk__fedrf_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out, fk_err *err)
 {
     const double *X;
     size_t n, p;

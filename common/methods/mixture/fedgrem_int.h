@@ -145,7 +145,7 @@ FK_CHECKRETURN int fk__mixture_predict_gmm(const fk_bundle *model, const fk_bund
 FK_CHECKRETURN int fk__mixture_predict_mor(const fk_bundle *model, const fk_bundle *queries,
                                            fk_bundle *out, fk_err *err);
 
-#define FK__FEDGREM_TABLE(NAME, SUMMARY, SUFFIX, STEP, EVALUATE, PREDICT)                                  \
+#define FK__FEDGREM_TABLE(NAME, SUMMARY, SUFFIX, STEP, EVALUATE, PREDICT)                          \
     {                                                                                            \
         .name = NAME, .summary = SUMMARY, .server_init = srv_init_##SUFFIX,                      \
         .server_close = fk__fedgrem_srv_close, .plan = fk__fedgrem_srv_plan,                       \

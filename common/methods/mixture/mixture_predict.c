@@ -20,8 +20,8 @@ typedef struct mix {
 } mix;
 
 /* The slice of client k (queries' "client"), or the model's only mixture. */
-static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const char *who,
-                        mix *m, const double **X, size_t *n, fk_err *err)
+static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const char *who, mix *m,
+                        const double **X, size_t *n, fk_err *err)
 {
     const fk_tensor *th = fk_bundle_get(model, "theta"), *w = fk_bundle_get(model, "w"),
                     *sg = fk_bundle_get(model, "sigma"), *s2 = fk_bundle_get(model, "s2");
@@ -29,14 +29,15 @@ static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const 
         w->shape[1] != th->shape[1] || th->shape[0] < 1 || th->shape[1] < 1 || th->shape[2] < 1 ||
         th->shape[2] > FK_GMM_MAX_P || !fk__fedgrem_all_bounded(th->data, th->len) ||
         !fk__fedgrem_all_bounded(w->data, w->len))
-        return fk_err_set(err, FK_EFORMAT, "%s model: no finite 'theta' (K x R x p) and 'w' "
-                          "(K x R); is the job done (job result says)?", who);
+        return fk_err_set(err, FK_EFORMAT,
+                          "%s model: no finite 'theta' (K x R x p) and 'w' "
+                          "(K x R); is the job done (job result says)?",
+                          who);
     m->K = (size_t)th->shape[0];
     m->R = (size_t)th->shape[1];
     m->p = (size_t)th->shape[2];
     if (sg && (sg->len != m->K * m->p * m->p || !fk__fedgrem_all_bounded(sg->data, sg->len)))
-        return fk_err_set(err, FK_EFORMAT, "%s model: 'sigma' is not K x p x p finite values",
-                          who);
+        return fk_err_set(err, FK_EFORMAT, "%s model: 'sigma' is not K x p x p finite values", who);
     if (s2 && s2->len != m->K * m->R)
         return fk_err_set(err, FK_EFORMAT, "%s model: 's2' is not K x R values", who);
     for (size_t i = 0; i < w->len; i++)
@@ -57,7 +58,8 @@ static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const 
         for (size_t j = 1; j < m->K; j++)
             if (memcmp(th->data, th->data + j * Rp, Rp * sizeof(double)) ||
                 memcmp(w->data, w->data + j * m->R, m->R * sizeof(double)))
-                return fk_err_set(err, FK_EINVAL, "%s predict: this job fitted one mixture per "
+                return fk_err_set(err, FK_EINVAL,
+                                  "%s predict: this job fitted one mixture per "
                                   "client (%zu of them); name the client whose mixture to use "
                                   "(--client N, N in 0..%zu, the order of the job's clients)",
                                   who, m->K, m->K - 1);
@@ -76,8 +78,8 @@ static double surprise(double g)
     return g > 0 ? fmax(0.0, -log(g)) : INFINITY;
 }
 
-static int answer(fk_bundle *out, const double *lab, const double *dist, const double *G,
-                  size_t n, size_t R, const char *flag, const char *who, fk_err *err)
+static int answer(fk_bundle *out, const double *lab, const double *dist, const double *G, size_t n,
+                  size_t R, const char *flag, const char *who, fk_err *err)
 {
     int rc = fk_predict_put(out, lab, dist, n, who, err);
     if (!rc && (fk_bundle_put(out, "posterior", 2, (uint64_t[]){n, R}, G) ||

@@ -15,14 +15,18 @@ static int preprocess(const fk_bundle *model, const double *X, size_t n, size_t 
                       fk_err *err)
 {
     const fk_tensor *sh = fk_bundle_get(model, "x_shift"), *sc = fk_bundle_get(model, "x_scale");
-    if ((sh == NULL) != (sc == NULL) || (sh && (sh->len != sc->len || (sh->len != 1 &&
-                                                                      sh->len != p))))
-        return fk_err_set(err, FK_EFORMAT, "sfl model: 'x_shift' and 'x_scale' must come "
-                          "together with 1 or p = %zu values each", p);
+    if ((sh == NULL) != (sc == NULL) ||
+        (sh && (sh->len != sc->len || (sh->len != 1 && sh->len != p))))
+        return fk_err_set(err, FK_EFORMAT,
+                          "sfl model: 'x_shift' and 'x_scale' must come "
+                          "together with 1 or p = %zu values each",
+                          p);
     for (size_t k = 0; sc && k < sc->len; k++)
         if (!(sc->data[k] > 0) || !isfinite(sh->data[k]) || !isfinite(sc->data[k]))
-            return fk_err_set(err, FK_EFORMAT, "sfl model: preprocessing value %zu is shift %g "
-                              "scale %g", k, sh->data[k], sc->data[k]);
+            return fk_err_set(err, FK_EFORMAT,
+                              "sfl model: preprocessing value %zu is shift %g "
+                              "scale %g",
+                              k, sh->data[k], sc->data[k]);
     *Xp = malloc((n ? n : 1) * p * sizeof **Xp);
     if (!*Xp)
         return fk_err_set(err, FK_ENOMEM, "sfl predict: out of memory for %zu rows", n);
@@ -45,13 +49,14 @@ static int ovo(const fk_bundle *model, const fk_sfl_model *m, const double *X, s
         tot += mk->data[q] >= 0 && mk->data[q] == floor(mk->data[q]) ? mk->data[q] : NAN;
     if (!C || !fk_model_class_list(model, (size_t)C) || !mk ||
         mk->len != (size_t)fk__sfl_ovo_pairs(C) || tot != (double)m->K)
-        return fk_err_set(err, FK_EFORMAT, "sfl model: one-vs-one needs 'classes' (the raw "
+        return fk_err_set(err, FK_EFORMAT,
+                          "sfl model: one-vs-one needs 'classes' (the raw "
                           "labels, ascending) and 'mK' (kernels per pair, summing to K)");
     size_t nn = n ? n : 1;
     int *votes = malloc(nn * (size_t)C * sizeof *votes), *pred = malloc(nn * sizeof *pred);
     double *mg = malloc(nn * (size_t)C * sizeof *mg), *f = malloc(nn * sizeof *f);
-    int rc = votes && pred && mg && f ? FK_OK
-                                      : fk_err_set(err, FK_ENOMEM, "sfl predict: out of memory");
+    int rc =
+        votes && pred && mg && f ? FK_OK : fk_err_set(err, FK_ENOMEM, "sfl predict: out of memory");
     if (!rc) {
         fk__sfl_ovo_vote(m, mk->data, C, X, n, f, votes, mg, pred);
         int P = fk__sfl_ovo_pairs(C);
@@ -68,8 +73,7 @@ static int ovo(const fk_bundle *model, const fk_sfl_model *m, const double *X, s
     return rc;
 }
 
-int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out,
-                    fk_err *err)
+int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out, fk_err *err)
 {
     double mode, pp;
     int rc = fk_model_scalar(model, "mode", 0, 1, 1, "sfl", &mode, err);
@@ -114,7 +118,8 @@ int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle 
         rc = fk_predict_put(out, lab, dist, n, "sfl", err);
     if (!rc && mode != FK_SFL_CLASSIFY && fk_bundle_put_scalar(out, "regression", 1))
         rc = fk_err_set(err, FK_ENOMEM, "sfl predict: out of memory");
-    if (!rc && mode == FK_SFL_CLASSIFY && !is_ovo && rest && fk_bundle_put_scalar(out, "rest_of", pos))
+    if (!rc && mode == FK_SFL_CLASSIFY && !is_ovo && rest &&
+        fk_bundle_put_scalar(out, "rest_of", pos))
         rc = fk_err_set(err, FK_ENOMEM, "sfl predict: out of memory");
     free(Xp);
     free(lab);
