@@ -11,6 +11,8 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "common/methods/method.h"
+
 /* A growable byte buffer. */
 typedef struct buf {
     unsigned char *p;
@@ -229,17 +231,27 @@ static int write_json(FILE *f, const fk_bundle *m, const fk_model_info *in)
     return FK_OK;
 }
 
-int fk_model_export(const fk_bundle *m, const fk_model_info *in, const char *format,
+int fk_model_export(const fk_bundle *model, const fk_model_info *in, const char *format,
                     const char *out, fk_err *err)
 {
     int npz = !strcmp(format, "npz");
     if (!npz && strcmp(format, "json"))
         return fk_err_set(err, FK_EINVAL, "--format must be npz or json (got '%s')", format);
-    FILE *f = fopen(out, "wb");
-    if (!f)
-        return fk_err_set(err, FK_EIO, "cannot write %s: %s", out, strerror(errno));
-    int rc = npz ? write_npz(f, m, in, err) : write_json(f, m, in);
-    if (fclose(f) && !rc)
+    /* the model's tensors and what the job type adds (export_arrays: e.g. its frequencies) */
+    fk_bundle m;
+    fk_bundle_init(&m);
+    fk_err e2;
+    const fk_method *meth = in->method[0] ? fk_method_find(in->method, &e2) : NULL;
+    int rc = fk_bundle_copy(&m, model) ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
+    if (!rc && meth && meth->export_arrays && (rc = meth->export_arrays(model, &m, err)))
+        fk_err_prefix(err, "%s export: ", meth->name);
+    FILE *f = rc ? NULL : fopen(out, "wb");
+    if (!rc && !f)
+        rc = fk_err_set(err, FK_EIO, "cannot write %s: %s", out, strerror(errno));
+    if (!rc)
+        rc = npz ? write_npz(f, &m, in, err) : write_json(f, &m, in);
+    if (f && fclose(f) && !rc)
         rc = fk_err_set(err, FK_EIO, "cannot write %s", out);
+    fk_bundle_close(&m);
     return rc;
 }

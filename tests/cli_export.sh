@@ -1,8 +1,8 @@
 #!/bin/sh
 # fedkern model export: the .npz and .json hold every tensor of the model, and the NumPy block
 # of docs/operations.md ("Export") reproduces `fedkern model predict` from the .npz: labels
-# exactly, distances and values to 1e-9, for a fedgrem clustering and sfl classification and
-# regression. Usage: cli_export.sh FEDKERN docs/operations.md (needs /usr/bin/python3 with numpy)
+# exactly, distances and values to 1e-9, for a fedgrem clustering, sfl classification and
+# regression and dica (its random frequencies exported as "omega"). Usage: cli_export.sh FEDKERN docs/operations.md (needs /usr/bin/python3 with numpy)
 set -u
 fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 doc=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
@@ -50,7 +50,16 @@ S="--raw_sample_upload acknowledged --local.allow_raw_upload 1"
   --x_shift 0.5 --x_scale 2 --model_out s.bin >/dev/null 2>&1 || fail "sim sfl binary"
 "$fk" sim sfl --data r0.csv --data r1.csv --data r2.csv $S --mode regress --eps 0.01 \
   --width_min 0.5 --width_max 1.5 --model_out r.bin >/dev/null 2>&1 || fail "sim sfl regression"
-for m in g s r; do
+# dica on three shifted domains (16 features, 4 classes), the fourth never trained on
+for k in 0 1 2 3; do
+  "$fk" data split synthetic/shift:client=$k,samples=100,dims=16,classes=4 --clients 1 \
+    --by iid --out d$k >/dev/null 2>&1 && mv d$k/client0.csv dom$k.csv || fail "split domain $k"
+done
+printf 'method = dica\ndataset = dom\nclients = a, b, c\nseed = 3\nR = 60\n' >d.conf
+"$fk" sim --job d.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --model_out d.bin \
+  >/dev/null 2>&1 || fail "sim dica"
+"$fk" model predict d.bin --data dom3.csv --out pd.csv 2>/dev/null || fail "predict d"
+for m in g s r d; do
   "$fk" model export $m.bin --format npz --out $m.npz 2>/dev/null || fail "export $m npz"
   "$fk" model export $m.bin --format json --out $m.json 2>/dev/null || fail "export $m json"
 done
@@ -71,17 +80,20 @@ def same(tag, lab, dist, csv):
     err = np.max(np.abs(c[:, 1] - dist))
     assert err <= 1e-9, (tag, err)
     print("%s: %d rows, labels equal, distances within %.1e" % (tag, len(lab), err))
-for m in "gsr":  # the json holds the same arrays as the npz
+for m in "gsrd":  # the json holds the same arrays as the npz
     z, j = np.load(m + ".npz"), json.load(open(m + ".json"))
     for name, a in j["arrays"].items():
         assert np.array_equal(np.asarray(a["data"], float).reshape(a["shape"]), z[name]), (m, name)
-    assert str(z["method"]) == j["method"] == "fedgrem sfl sfl".split()["gsr".index(m)], m
+    assert str(z["method"]) == j["method"] == "fedgrem sfl sfl dica".split()["gsrd".index(m)], m
+assert np.load("d.npz")["omega"].shape == (60, 16)
 lab, d = predict_mixture(np.load("g.npz"), rows("new.csv"), 1)
 same("fedgrem client 1", lab, d, "pg.csv")
 lab, d = predict_sfl(np.load("s.npz"), rows("test.csv"))
 same("sfl binary", lab, d, "ps.csv")
 lab, d = predict_sfl(np.load("r.npz"), rows("rtest.csv"))
 same("sfl regression", lab, d, "pr.csv")
+lab, d = predict_dica(np.load("d.npz"), rows("dom3.csv"))
+same("dica unseen domain", lab, d, "pd.csv")
 PY
 "$fk" model export g.bin --format xml --out x 2>err.txt && fail "export --format xml accepted"
 grep -q "format must be npz or json" err.txt || fail "bad format: $(cat err.txt)"

@@ -97,3 +97,31 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
     fk_rff_close(&rf);
     return rc;
 }
+
+int fk__dicaj_export(const fk_bundle *model, fk_bundle *out, fk_err *err)
+{
+    double R, sigma, d, orth;
+    uint64_t seed;
+    int rc = fk_model_scalar(model, "R", 1, 1 << 20, 1, "dica", &R, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "sigma", 1e-300, 1e300, 0, "dica", &sigma, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", &d, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "dica", &orth, err);
+    if (!rc)
+        rc = fk_model_get_seed(model, "rff_seed", &seed, err);
+    if (rc)
+        return rc;
+    fk__dicaj_cfg c = {.R = (long)R, .features = orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID};
+    fk_rff rf = {0};
+    rc = fk__dicaj_rff(&c, seed, (size_t)d, sigma, &rf, err);
+    /* "omega" (R x d): phi(x) = R^-1/2 [cos(omega x); sin(omega x)] */
+    double *om = rc ? NULL : fk_bundle_add(out, "omega", 2, (uint64_t[]){rf.N, rf.d});
+    if (!rc && !om)
+        rc = fk_err_set(err, FK_ENOMEM, "dica export: out of memory");
+    for (size_t i = 0; !rc && i < rf.N; i++)
+        memcpy(om + i * rf.d, fk_mat_row(&rf.omega, i), rf.d * sizeof(double));
+    fk_rff_close(&rf);
+    return rc;
+}

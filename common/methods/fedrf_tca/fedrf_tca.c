@@ -59,6 +59,7 @@ const fk_method fk_method_fedrf_tca = {
     .local_step = fk__fedrf_client_step,
     .evaluate = fk__fedrf_client_evaluate,
     .predict = fk__fedrf_predict,
+    .export_arrays = fk__fedrf_export,
     .client_save = fk__fedrf_client_save,
     .client_load = fk__fedrf_client_load,
     .keys = keys,

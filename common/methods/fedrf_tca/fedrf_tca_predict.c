@@ -191,3 +191,32 @@ int fk__fedrf_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
     fk_rff_close(&r.rff);
     return rc;
 }
+
+int fk__fedrf_export(const fk_bundle *model, fk_bundle *out, fk_err *err)
+{
+    double d, orth, sigma;
+    uint64_t seed;
+    const fk_tensor *W = fk_bundle_get(model, "W");
+    int rc = fk_model_get_seed(model, "rff_seed", &seed, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "fedrf-tca", &d, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "fedrf-tca", &orth, err);
+    if (!rc)
+        rc = fk_model_scalar(model, "sigma", 1e-300, 1e300, 0, "fedrf-tca", &sigma, err);
+    if (!rc && (!W || W->ndim != 2 || W->shape[0] < 2 || W->shape[0] % 2))
+        rc = fk_err_set(err, FK_EFORMAT, "fedrf-tca model: no extractor W (2N x m)");
+    if (rc)
+        return rc;
+    fk_rff rf = {0};
+    rc = fk_rff_init_kind(&rf, seed, (size_t)d, (size_t)W->shape[0] / 2, sigma,
+                          orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID, err);
+    /* "omega" (N x d): phi(x) = N^-1/2 [cos(omega x); sin(omega x)] of the L2-normalized row */
+    double *om = rc ? NULL : fk_bundle_add(out, "omega", 2, (uint64_t[]){rf.N, rf.d});
+    if (!rc && !om)
+        rc = fk_err_set(err, FK_ENOMEM, "fedrf-tca export: out of memory");
+    for (size_t i = 0; !rc && i < rf.N; i++)
+        memcpy(om + i * rf.d, fk_mat_row(&rf.omega, i), rf.d * sizeof(double));
+    fk_rff_close(&rf);
+    return rc;
+}
