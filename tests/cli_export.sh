@@ -2,7 +2,8 @@
 # fedkern model export: the .npz and .json hold every tensor of the model, and the NumPy block
 # of docs/operations.md ("Export") reproduces `fedkern model predict` from the .npz: labels
 # exactly, distances and values to 1e-9, for a fedgrem clustering, sfl classification and
-# regression and dica (its random frequencies exported as "omega"). Usage: cli_export.sh FEDKERN docs/operations.md (needs /usr/bin/python3 with numpy)
+# regression, dica and fedrf-tca (averaged and voting; their random frequencies exported as
+# "omega"). Usage: cli_export.sh FEDKERN docs/operations.md (needs /usr/bin/python3 with numpy)
 set -u
 fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 doc=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
@@ -59,7 +60,15 @@ printf 'method = dica\ndataset = dom\nclients = a, b, c\nseed = 3\nR = 60\n' >d.
 "$fk" sim --job d.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --model_out d.bin \
   >/dev/null 2>&1 || fail "sim dica"
 "$fk" model predict d.bin --data dom3.csv --out pd.csv 2>/dev/null || fail "predict d"
-for m in g s r d; do
+# fedrf-tca on the same domains (dom3 the unlabelled target), averaged and voting
+printf 'method = fedrf-tca\ndataset = dom\nclients = a, b, c, t\nrounds = 4\nseed = 2\nN = 20\nm = 6\nhidden = 8\nbatch = 32\ntc = 2\nclasses = 4\n' >f.conf
+(cat f.conf; echo "voting = 1") >v.conf
+for m in f v; do
+  "$fk" sim --job $m.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --data t=dom3.csv \
+    --model_out $m.bin >/dev/null 2>&1 || fail "sim fedrf-tca ($m)"
+  "$fk" model predict $m.bin --data dom3.csv --out p$m.csv 2>/dev/null || fail "predict $m"
+done
+for m in g s r d f v; do
   "$fk" model export $m.bin --format npz --out $m.npz 2>/dev/null || fail "export $m npz"
   "$fk" model export $m.bin --format json --out $m.json 2>/dev/null || fail "export $m json"
 done
@@ -80,11 +89,12 @@ def same(tag, lab, dist, csv):
     err = np.max(np.abs(c[:, 1] - dist))
     assert err <= 1e-9, (tag, err)
     print("%s: %d rows, labels equal, distances within %.1e" % (tag, len(lab), err))
-for m in "gsrd":  # the json holds the same arrays as the npz
+for m in "gsrdfv":  # the json holds the same arrays as the npz
     z, j = np.load(m + ".npz"), json.load(open(m + ".json"))
     for name, a in j["arrays"].items():
         assert np.array_equal(np.asarray(a["data"], float).reshape(a["shape"]), z[name]), (m, name)
-    assert str(z["method"]) == j["method"] == "fedgrem sfl sfl dica".split()["gsrd".index(m)], m
+    want = "fedgrem sfl sfl dica fedrf-tca fedrf-tca".split()["gsrdfv".index(m)]
+    assert str(z["method"]) == j["method"] == want, m
 assert np.load("d.npz")["omega"].shape == (60, 16)
 lab, d = predict_mixture(np.load("g.npz"), rows("new.csv"), 1)
 same("fedgrem client 1", lab, d, "pg.csv")
@@ -94,6 +104,10 @@ lab, d = predict_sfl(np.load("r.npz"), rows("rtest.csv"))
 same("sfl regression", lab, d, "pr.csv")
 lab, d = predict_dica(np.load("d.npz"), rows("dom3.csv"))
 same("dica unseen domain", lab, d, "pd.csv")
+lab, d = predict_fedrf_tca(np.load("f.npz"), rows("dom3.csv"))
+same("fedrf-tca target", lab, d, "pf.csv")
+lab, d = predict_fedrf_tca(np.load("v.npz"), rows("dom3.csv"))
+same("fedrf-tca target, voting", lab, d, "pv.csv")
 PY
 "$fk" model export g.bin --format xml --out x 2>err.txt && fail "export --format xml accepted"
 grep -q "format must be npz or json" err.txt || fail "bad format: $(cat err.txt)"
