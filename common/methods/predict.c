@@ -87,8 +87,8 @@ int fk_model_get_seed(const fk_bundle *b, const char *name, uint64_t *seed, fk_e
             t = NULL;
     if (!t || t->len != 2)
         return fk_err_set(err, FK_EFORMAT,
-                          "model: no seed '%s' (two 32-bit halves); a model "
-                          "written before fedkern 0.5 cannot rebuild its random features",
+                          "model: no seed '%s' (two 32-bit halves): a model written before "
+                          "models carried it cannot rebuild its random features; train again",
                           name);
     *seed = ((uint64_t)t->data[0] << 32) | (uint64_t)t->data[1];
     return FK_OK;

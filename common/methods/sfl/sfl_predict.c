@@ -91,7 +91,8 @@ int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle 
         ((rc = fk_model_scalar(model, "pos_label", -1e300, 1e300, 0, "sfl", &pos, err)) ||
          (!fk_bundle_get(model, "neg_rest") &&
           (rc = fk_model_scalar(model, "neg_label", -1e300, 1e300, 0, "sfl", &neg, err)))))
-        return fk_err_prefix(err, "(a model written before fedkern 0.5 lacks the labels) ");
+        return fk_err_prefix(err,
+                             "(a model written before models carried their labels: train again) ");
     rest = fk_bundle_get(model, "neg_rest") != NULL;
     fk_sfl_model m;
     if ((rc = fk__sfl_model_read(model, (int)p, &m, err)))
