@@ -25,8 +25,8 @@
 #include "common/data/dataset.h"
 #include "common/methods/method.h"
 
-/* Most rows one predict call takes. */
-enum { FK_PREDICT_MAX_ROWS = 1 << 24 };
+/* Most rows one predict call takes; most values of an exported frequency matrix. */
+enum { FK_PREDICT_MAX_ROWS = 1 << 24, FK_EXPORT_MAX_VALUES = 1 << 24 };
 
 /* The query rows: "X" present, a matrix of exactly p columns (p = 0: any), at most
  * FK_PREDICT_MAX_ROWS rows, every value finite. *X points into the bundle. who names the job

@@ -1,5 +1,6 @@
 /* Fuzz target: every job type's predict op on a model file from disk (what `fedkern model
- * eval|predict` runs on a file it did not write) with a small query batch: the ops check the
+ * eval|predict` runs on a file it did not write) with a small query batch, and every
+ * export_arrays op (`fedkern model export`): the ops check the
  * model's tensors before they use them, so a hostile file gets an error, never a crash. The
  * input is a model file; its last bytes also pick the queries' width and values. */
 #include <math.h>
@@ -61,6 +62,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         fk_bundle_close(&q);
+    }
+    /* and what `fedkern model export` adds (the random frequencies): checked first too */
+    for (const fk_method *const *m = fk_methods; *m; m++) {
+        if (!(*m)->export_arrays)
+            continue;
+        fk_bundle out;
+        fk_bundle_init(&out);
+        err.msg[0] = '\0';
+        if ((*m)->export_arrays(&model, &out, &err) != FK_OK && !err.msg[0])
+            abort();
+        fk_bundle_close(&out);
     }
     fk_bundle_close(&model);
     return 0;

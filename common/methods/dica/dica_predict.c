@@ -111,6 +111,12 @@ int fk__dicaj_export(const fk_bundle *model, fk_bundle *out, fk_err *err)
         rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "dica", &orth, err);
     if (!rc)
         rc = fk_model_get_seed(model, "rff_seed", &seed, err);
+    const fk_tensor *W = fk_bundle_get(model, "W");
+    if (!rc && (!W || W->ndim != 2 || W->shape[0] != 2 * (uint64_t)R))
+        rc = fk_err_set(err, FK_EFORMAT, "dica model: no components 'W' (2R x m)");
+    if (!rc && R * d > FK_EXPORT_MAX_VALUES)
+        rc = fk_err_set(err, FK_ELIMIT, "dica export: R x d = %g x %g frequencies, more than %d", R,
+                        d, (int)FK_EXPORT_MAX_VALUES);
     if (rc)
         return rc;
     fk__dicaj_cfg c = {.R = (long)R, .features = orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID};

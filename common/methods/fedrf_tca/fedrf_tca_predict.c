@@ -45,7 +45,7 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
     if (!rc)
         rc = fk_model_scalar(model, "eps", 0, 1e300, 0, "fedrf-tca", &eps, err);
     if (!rc)
-        rc = fk_model_scalar(model, "n_classes", 2, 1e6, 1, "fedrf-tca", &C, err);
+        rc = fk_model_scalar(model, "n_classes", 2, 100000, 1, "fedrf-tca", &C, err);
     if (rc)
         return rc;
     if (d > 0 && (size_t)d != cols)
@@ -116,7 +116,8 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
 static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *pred, double *agree,
                     fk_err *err)
 {
-    size_t C = r->net.sizes[r->net.n_layers], chunk = 256;
+    size_t C = r->net.sizes[r->net.n_layers],
+           chunk = C > 4096 ? 16 : 256; /* the tally is chunk x C */
     fk_mat Xc = {0}, Phi = {0}, U = {0}, F = {0};
     int *one = malloc(chunk * sizeof *one), *tally = malloc(chunk * C * sizeof *tally);
     double *norms = malloc(chunk * sizeof *norms);
@@ -206,6 +207,11 @@ int fk__fedrf_export(const fk_bundle *model, fk_bundle *out, fk_err *err)
         rc = fk_model_scalar(model, "sigma", 1e-300, 1e300, 0, "fedrf-tca", &sigma, err);
     if (!rc && (!W || W->ndim != 2 || W->shape[0] < 2 || W->shape[0] % 2))
         rc = fk_err_set(err, FK_EFORMAT, "fedrf-tca model: no extractor W (2N x m)");
+    if (!rc && (double)(W->shape[0] / 2) * d > FK_EXPORT_MAX_VALUES)
+        rc = fk_err_set(err, FK_ELIMIT,
+                        "fedrf-tca export: N x d = %llu x %g frequencies, more "
+                        "than %d",
+                        (unsigned long long)(W->shape[0] / 2), d, (int)FK_EXPORT_MAX_VALUES);
     if (rc)
         return rc;
     fk_rff rf = {0};
