@@ -127,7 +127,7 @@ static int do_show(const char *path, const fk_bundle *m, const fk_model_info *in
 
 /* The rows of ds as the queries bundle ("X", n x p), with the file's targets ("y", which a
  * mixture of regressions needs) and the client whose model to use (client >= 0). */
-static int queries_of(const fk_dataset *ds, long client, fk_bundle *q)
+FK_CHECKRETURN static int queries_of(const fk_dataset *ds, long client, fk_bundle *q)
 {
     uint64_t sh[2] = {ds->X.rows, ds->X.cols};
     double *x = fk_bundle_add(q, "X", 2, sh);
@@ -142,7 +142,7 @@ static int queries_of(const fk_dataset *ds, long client, fk_bundle *q)
     return FK_OK;
 }
 
-static int predict(const char *cmd, const fk_method *m, const fk_bundle *model,
+FK_CHECKRETURN static int predict(const char *cmd, const fk_method *m, const fk_bundle *model,
                    const fk_dataset *ds, long client, fk_bundle *res)
 {
     fk_err err;

@@ -154,7 +154,8 @@ static void npy_string(buf *b, const char *s)
     free(u);
 }
 
-static int write_npz(FILE *f, const fk_bundle *m, const fk_model_info *in, fk_err *err)
+FK_CHECKRETURN static int write_npz(FILE *f, const fk_bundle *m, const fk_model_info *in,
+                                    fk_err *err)
 {
     size_t n = m->count + 3;
     member *ms = calloc(n, sizeof *ms);
@@ -201,7 +202,7 @@ static void json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-static int write_json(FILE *f, const fk_bundle *m, const fk_model_info *in)
+FK_CHECKRETURN static int write_json(FILE *f, const fk_bundle *m, const fk_model_info *in)
 {
     fprintf(f, "{\"method\":");
     json_string(f, in->method);

@@ -24,7 +24,7 @@ typedef struct rfmodel {
     int voting;
 } rfmodel;
 
-static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *err)
+FK_CHECKRETURN static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *err)
 {
     double dense, orth, sigma, d, eps, C;
     uint64_t seed;
@@ -113,8 +113,8 @@ static int take_model(const fk_bundle *model, size_t cols, rfmodel *r, fk_err *e
 }
 
 /* Class of every row (and, voting, the share of classifiers that voted for it). */
-static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *pred, double *agree,
-                    fk_err *err)
+FK_CHECKRETURN static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *pred,
+                                   double *agree, fk_err *err)
 {
     size_t C = r->net.sizes[r->net.n_layers],
            chunk = C > 4096 ? 16 : 256; /* the tally is chunk x C */

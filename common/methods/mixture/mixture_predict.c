@@ -20,8 +20,9 @@ typedef struct mix {
 } mix;
 
 /* The slice of client k (queries' "client"), or the model's only mixture. */
-static int take_mixture(const fk_bundle *model, const fk_bundle *queries, const char *who, mix *m,
-                        const double **X, size_t *n, fk_err *err)
+FK_CHECKRETURN static int take_mixture(const fk_bundle *model, const fk_bundle *queries,
+                                       const char *who, mix *m, const double **X, size_t *n,
+                                       fk_err *err)
 {
     const fk_tensor *th = fk_bundle_get(model, "theta"), *w = fk_bundle_get(model, "w"),
                     *sg = fk_bundle_get(model, "sigma"), *s2 = fk_bundle_get(model, "s2");
@@ -78,8 +79,9 @@ static double surprise(double g)
     return g > 0 ? fmax(0.0, -log(g)) : INFINITY;
 }
 
-static int answer(fk_bundle *out, const double *lab, const double *dist, const double *G, size_t n,
-                  size_t R, const char *flag, const char *who, fk_err *err)
+FK_CHECKRETURN static int answer(fk_bundle *out, const double *lab, const double *dist,
+                                 const double *G, size_t n, size_t R, const char *flag,
+                                 const char *who, fk_err *err)
 {
     int rc = fk_predict_put(out, lab, dist, n, who, err);
     if (!rc && (fk_bundle_put(out, "posterior", 2, (uint64_t[]){n, R}, G) ||
@@ -88,8 +90,8 @@ static int answer(fk_bundle *out, const double *lab, const double *dist, const d
     return rc;
 }
 
-static int predict_gmm(const char *who, const fk_bundle *model, const fk_bundle *queries,
-                       fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int predict_gmm(const char *who, const fk_bundle *model,
+                                      const fk_bundle *queries, fk_bundle *out, fk_err *err)
 {
     mix m;
     size_t n;
@@ -139,8 +141,8 @@ static int predict_gmm(const char *who, const fk_bundle *model, const fk_bundle 
     return rc;
 }
 
-static int predict_mor(const char *who, const fk_bundle *model, const fk_bundle *queries,
-                       fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int predict_mor(const char *who, const fk_bundle *model,
+                                      const fk_bundle *queries, fk_bundle *out, fk_err *err)
 {
     mix m;
     size_t n;

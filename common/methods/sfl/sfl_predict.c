@@ -11,8 +11,8 @@
 #include "common/methods/sfl/sfl_int.h"
 
 /* The rows with the model's x <- (x - shift) / scale applied (none: a copy). */
-static int preprocess(const fk_bundle *model, const double *X, size_t n, size_t p, double **Xp,
-                      fk_err *err)
+FK_CHECKRETURN static int preprocess(const fk_bundle *model, const double *X, size_t n, size_t p,
+                                     double **Xp, fk_err *err)
 {
     const fk_tensor *sh = fk_bundle_get(model, "x_shift"), *sc = fk_bundle_get(model, "x_scale");
     if ((sh == NULL) != (sc == NULL) ||
@@ -39,8 +39,8 @@ static int preprocess(const fk_bundle *model, const double *X, size_t n, size_t 
     return FK_OK;
 }
 
-static int ovo(const fk_bundle *model, const fk_sfl_model *m, const double *X, size_t n,
-               double *lab, double *dist, fk_err *err)
+FK_CHECKRETURN static int ovo(const fk_bundle *model, const fk_sfl_model *m, const double *X,
+                              size_t n, double *lab, double *dist, fk_err *err)
 {
     const fk_tensor *mk = fk_bundle_get(model, "mK"), *cl = fk_bundle_get(model, "classes");
     int C = cl && cl->ndim == 1 && cl->len >= 3 && cl->len <= 4096 ? (int)cl->len : 0;
