@@ -12,47 +12,75 @@
 #include "common/methods/dica/dica_int.h"
 #include "common/methods/predict.h"
 
-int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out, fk_err *err)
+/* The model's random features: R, sigma, d, the seed and kind; rf drawn from them (the
+ * caller closes it). */
+FK_CHECKRETURN static int model_rff(const fk_bundle *model, double *R, double *d, fk_rff *rf,
+                                    fk_err *err)
 {
-    double R, sigma, d, reg, orth, bc, C = 1;
+    double sigma, orth;
     uint64_t seed;
-    int rc = fk_model_scalar(model, "R", 1, 1 << 20, 1, "dica", &R, err);
+    int rc = fk_model_scalar(model, "R", 1, 1 << 20, 1, "dica", R, err);
     if (!rc)
         rc = fk_model_scalar(model, "sigma", 1e-300, 1e300, 0, "dica", &sigma, err);
     if (!rc)
-        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", &d, err);
-    if (!rc && (rc = fk_model_get_seed(model, "rff_seed", &seed, err)) == FK_OK)
-        rc = fk_model_scalar(model, "regression", 0, 1, 1, "dica", &reg, err);
+        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", d, err);
     if (!rc)
         rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "dica", &orth, err);
+    if (!rc)
+        rc = fk_model_get_seed(model, "rff_seed", &seed, err);
+    const fk_tensor *W = fk_bundle_get(model, "W");
+    if (!rc && (!W || W->ndim != 2 || W->shape[0] != 2 * (uint64_t)*R))
+        rc = fk_err_set(err, FK_EFORMAT, "dica model: no components 'W' (2R x m)");
+    if (!rc && *R * *d > FK_EXPORT_MAX_VALUES)
+        rc = fk_err_set(err, FK_ELIMIT, "dica model: R x d = %g x %g frequencies, more than %d", *R,
+                        *d, (int)FK_EXPORT_MAX_VALUES);
+    fk__dicaj_cfg c = {.R = (long)*R, .features = orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID};
+    return rc ? rc : fk__dicaj_rff(&c, seed, (size_t)*d, sigma, rf, err);
+}
+
+int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle *out, fk_err *err)
+{
+    double R, d, reg, bc, C = 1;
+    int rc = fk_model_scalar(model, "regression", 0, 1, 1, "dica", &reg, err);
     if (!rc)
         rc = fk_model_scalar(model, "batch_center", 0, 1, 1, "dica", &bc, err);
     if (!rc && !reg)
         rc = fk_model_scalar(model, "classes", 1, FK_DICA_MAX_CLASSES, 1, "dica", &C, err);
-    if (rc)
-        return rc;
-    size_t D = 2 * (size_t)R, k = (size_t)C, n;
-    const fk_tensor *W = fk_bundle_get(model, "W"), *Th = fk_bundle_get(model, "Theta");
-    if (!W || W->ndim != 2 || W->shape[0] != D || W->shape[1] == 0 || W->shape[1] >= D || !Th)
-        return fk_err_set(err, FK_EFORMAT,
-                          "dica model: no components 'W' (D x m) or no "
-                          "predictor 'Theta': the job did not finish its ridge phase");
-    size_t m = (size_t)W->shape[1];
-    const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
-    if (!pb || !fk__dicaj_take(model, "W", D * m, err) ||
-        !fk__dicaj_take(model, "Theta", (m + 1) * k, err))
-        return fk_err_prefix(err, "dica model: ");
+    if (!rc)
+        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", &d, err);
     const double *X;
-    if ((rc = fk_predict_rows(queries, (size_t)d, "dica", &X, &n, NULL, err)))
-        return rc;
-    fk__dicaj_cfg c = {.R = (long)R, .features = orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID};
+    size_t n;
+    if (!rc) /* the rows first: a file of another width gets that error, not a model's */
+        rc = fk_predict_rows(queries, (size_t)d, "dica", &X, &n, NULL, err);
     fk_rff rf = {0};
+    if (!rc)
+        rc = model_rff(model, &R, &d, &rf, err);
+    if (rc) {
+        fk_rff_close(&rf);
+        return rc;
+    }
+    size_t D = 2 * (size_t)R, k = (size_t)C;
+    const fk_tensor *W = fk_bundle_get(model, "W"), *Th = fk_bundle_get(model, "Theta");
+    size_t m = W->shape[1]; /* model_rff checked W: 2R x m */
+    const fk_tensor *pb = NULL;
+    if (m == 0 || m >= D || !Th)
+        rc = fk_err_set(err, FK_EFORMAT,
+                        "dica model: no components 'W' (D x m) or no "
+                        "predictor 'Theta': the job did not finish its ridge phase");
+    if (!rc && (!(pb = fk__dicaj_take(model, "phi_bar", D, err)) ||
+                !fk__dicaj_take(model, "W", D * m, err) ||
+                !fk__dicaj_take(model, "Theta", (m + 1) * k, err))) {
+        (void)fk_err_prefix(err, "dica model: ");
+        rc = FK_EFORMAT;
+    }
+    if (rc) {
+        fk_rff_close(&rf);
+        return rc;
+    }
     fk_mat Phi = {0}, Z = {0};
     fk_mat Xm = fk_mat_view((double *)X, n, (size_t)d, (size_t)d);
     double *center = NULL, *pred = NULL, *lab = NULL, *dist = NULL;
-    rc = fk__dicaj_rff(&c, seed, (size_t)d, sigma, &rf, err);
-    if (!rc)
-        rc = fk_rff_map(&rf, &Xm, &Phi, err);
+    rc = fk_rff_map(&rf, &Xm, &Phi, err);
     if (!rc && bc) { /* centering = batch: the queries' own mean, as each client centres */
         if (!(center = calloc(D, sizeof *center)))
             rc = fk_err_set(err, FK_ENOMEM, "dica predict: out of memory");
@@ -100,28 +128,9 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
 
 int fk__dicaj_export(const fk_bundle *model, fk_bundle *out, fk_err *err)
 {
-    double R, sigma, d, orth;
-    uint64_t seed;
-    int rc = fk_model_scalar(model, "R", 1, 1 << 20, 1, "dica", &R, err);
-    if (!rc)
-        rc = fk_model_scalar(model, "sigma", 1e-300, 1e300, 0, "dica", &sigma, err);
-    if (!rc)
-        rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", &d, err);
-    if (!rc)
-        rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "dica", &orth, err);
-    if (!rc)
-        rc = fk_model_get_seed(model, "rff_seed", &seed, err);
-    const fk_tensor *W = fk_bundle_get(model, "W");
-    if (!rc && (!W || W->ndim != 2 || W->shape[0] != 2 * (uint64_t)R))
-        rc = fk_err_set(err, FK_EFORMAT, "dica model: no components 'W' (2R x m)");
-    if (!rc && R * d > FK_EXPORT_MAX_VALUES)
-        rc = fk_err_set(err, FK_ELIMIT, "dica export: R x d = %g x %g frequencies, more than %d", R,
-                        d, (int)FK_EXPORT_MAX_VALUES);
-    if (rc)
-        return rc;
-    fk__dicaj_cfg c = {.R = (long)R, .features = orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID};
+    double R, d;
     fk_rff rf = {0};
-    rc = fk__dicaj_rff(&c, seed, (size_t)d, sigma, &rf, err);
+    int rc = model_rff(model, &R, &d, &rf, err);
     /* "omega" (R x d): phi(x) = R^-1/2 [cos(omega x); sin(omega x)] */
     double *om = rc ? NULL : fk_bundle_add(out, "omega", 2, (uint64_t[]){rf.N, rf.d});
     if (!rc && !om)

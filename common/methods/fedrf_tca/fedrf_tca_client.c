@@ -386,13 +386,7 @@ static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double 
                 for (size_t i = 0; i < b && !rc; i++)
                     tally[i * cls + (size_t)one[i]]++;
             }
-            for (size_t i = 0; i < b; i++) {
-                int best = 0; /* majority, ties to the smallest class */
-                for (size_t q = 1; q < cls; q++)
-                    if (tally[i * cls + q] > tally[i * cls + (size_t)best])
-                        best = (int)q;
-                pred[r0 + i] = best;
-            }
+            fk__fedrf_vote_pick(tally, b, cls, pred + r0);
         }
         fk_mat_close(&U);
         fk_mat_close(&F);

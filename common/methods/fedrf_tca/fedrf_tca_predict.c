@@ -112,6 +112,17 @@ FK_CHECKRETURN static int take_model(const fk_bundle *model, size_t cols, rfmode
                             orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID, err);
 }
 
+void fk__fedrf_vote_pick(const int *tally, size_t b, size_t C, int *pred)
+{
+    for (size_t i = 0; i < b; i++) {
+        int best = 0; /* majority, ties to the smallest class */
+        for (size_t q = 1; q < C; q++)
+            if (tally[i * C + q] > tally[i * C + (size_t)best])
+                best = (int)q;
+        pred[i] = best;
+    }
+}
+
 /* Class of every row (and, voting, the share of classifiers that voted for it). */
 FK_CHECKRETURN static int classify(const rfmodel *r, const double *X, size_t n, size_t p, int *pred,
                                    double *agree, fk_err *err)
@@ -141,14 +152,10 @@ FK_CHECKRETURN static int classify(const rfmodel *r, const double *X, size_t n, 
             for (size_t i = 0; i < b && !rc; i++)
                 tally[i * C + (size_t)one[i]]++;
         }
-        for (size_t i = 0; !rc && i < b; i++) {
-            int best = 0; /* majority, ties to the smallest class (one classifier: its class) */
-            for (size_t q = 1; q < C; q++)
-                if (tally[i * C + q] > tally[i * C + (size_t)best])
-                    best = (int)q;
-            pred[r0 + i] = best;
-            agree[r0 + i] = (double)tally[i * C + (size_t)best] / (double)r->k;
-        }
+        if (!rc)
+            fk__fedrf_vote_pick(tally, b, C, pred + r0);
+        for (size_t i = 0; !rc && i < b; i++)
+            agree[r0 + i] = (double)tally[i * C + (size_t)pred[r0 + i]] / (double)r->k;
     }
     fk_mat_close(&Xc);
     fk_mat_close(&U);

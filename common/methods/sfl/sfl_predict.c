@@ -90,9 +90,11 @@ int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle 
     if (mode == FK_SFL_CLASSIFY && !is_ovo &&
         ((rc = fk_model_scalar(model, "pos_label", -1e300, 1e300, 0, "sfl", &pos, err)) ||
          (!fk_bundle_get(model, "neg_rest") &&
-          (rc = fk_model_scalar(model, "neg_label", -1e300, 1e300, 0, "sfl", &neg, err)))))
-        return fk_err_prefix(err,
-                             "(a model written before models carried their labels: train again) ");
+          (rc = fk_model_scalar(model, "neg_label", -1e300, 1e300, 0, "sfl", &neg, err))))) {
+        (void)fk_err_prefix(err, "(a model written before models carried their labels: train "
+                                 "again) ");
+        return rc;
+    }
     rest = fk_bundle_get(model, "neg_rest") != NULL;
     fk_sfl_model m;
     if ((rc = fk__sfl_model_read(model, (int)p, &m, err)))
