@@ -54,6 +54,21 @@ static void same(const char *what, const char *method, int k, double job, double
     assert_true(fabs(job - pred) <= 1e-12 * (1 + fabs(job)));
 }
 
+/* Job kv of type m trained on ds[0..K) for rounds by fk_sim_run: *p (closed by the caller)
+ * and the final *model. */
+static void train_job(const fk_method *m, const char *const *kv, const fk_dataset *ds, int K,
+                      int rounds, fk_params *p, fk_bundle *model)
+{
+    fk_params_init(p);
+    assert_int_equal(fk_params_set_all(p, kv), FK_OK);
+    fk_sim_opts o = {.rounds = rounds, .seed = SEED};
+    fk_err err = {0};
+    int rc = fk_sim_run(m, p, ds, K, &o, model, NULL, &err);
+    if (rc)
+        print_message("%s: %s\n", m->name, err.msg);
+    assert_int_equal(rc, FK_OK);
+}
+
 /* Train m on train[0..K) with kv, then for every held-out set held[k]: a client k of the job
  * on those rows scores the model (evaluate), and predict (client k named when per_client)
  * scored by fk_predict_score gives the same accuracy / misclust / rmse. Returns through
@@ -62,15 +77,10 @@ static void check(const fk_method *m, const char *const *kv, fk_dataset *train, 
                   int K, int rounds, int per_client, double *quality)
 {
     fk_params p;
-    fk_params_init(&p);
-    assert_int_equal(fk_params_set_all(&p, kv), FK_OK);
-    fk_sim_opts o = {.rounds = rounds, .seed = SEED};
     fk_bundle model;
     fk_err err = {0};
-    int rc = fk_sim_run(m, &p, train, K, &o, &model, NULL, &err);
-    if (rc)
-        print_message("%s: %s\n", m->name, err.msg);
-    assert_int_equal(rc, FK_OK);
+    int rc;
+    train_job(m, kv, train, K, rounds, &p, &model);
     assert_non_null(m->predict);
     double sum = 0;
     int cnt = 0;
@@ -254,11 +264,8 @@ static void mixtures_mor(void **state)
     /* without targets: the mixture's mean, one value a row, no error */
     fk_bundle model, q, res;
     fk_params p;
-    fk_params_init(&p);
-    assert_int_equal(fk_params_set_all(&p, kv), FK_OK);
-    fk_sim_opts o = {.rounds = 3, .seed = SEED};
     fk_err err;
-    assert_int_equal(fk_sim_run(&fk_method_fedgrem_mor, &p, tr, K, &o, &model, NULL, &err), FK_OK);
+    train_job(&fk_method_fedgrem_mor, kv, tr, K, 3, &p, &model);
     queries(&te[0], 0, &q);
     assert_int_equal(fk_bundle_put_vec(&q, "y", 0, NULL), FK_OK); /* wrong length */
     fk_bundle_init(&res);
@@ -343,36 +350,15 @@ static void fedrf_tca(void **state)
     }
     /* the model alone: wrong width refused */
     fk_params p;
-    fk_params_init(&p);
     static const char *const kv[] = {"N",  "50", "m", "8",       "hidden", "16", "batch",
                                      "32", "tc", "2", "classes", "5",      NULL};
-    assert_int_equal(fk_params_set_all(&p, kv), FK_OK);
-    fk_sim_opts o = {.rounds = 3, .seed = SEED};
     fk_bundle model;
-    fk_err err;
-    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, tr, K, &o, &model, NULL, &err), FK_OK);
+    train_job(&fk_method_fedrf_tca, kv, tr, K, 3, &p, &model);
     bad_queries(&fk_method_fedrf_tca, &model, 32, 0);
     fk_bundle_close(&model);
     fk_params_close(&p);
     drop(tr, K);
     drop(te, K);
-}
-
-static void sfl_job(fk_params *p)
-{
-    fk_params_init(p);
-    static const char *const kv[] = {"raw_sample_upload",
-                                     "acknowledged",
-                                     "local.allow_raw_upload",
-                                     "true",
-                                     "width_min",
-                                     "1",
-                                     "width_max",
-                                     "3",
-                                     "n_widths",
-                                     "3",
-                                     NULL};
-    assert_int_equal(fk_params_set_all(p, kv), FK_OK);
 }
 
 static void put_kv(fk_params *p, const char *const *kv, const char **flat, int *n)
@@ -457,11 +443,8 @@ static void sfl(void **state)
     print_message("sfl regression: held-out rmse %.4f\n", q);
     assert_true(q < 0.3);
     fk_params p;
-    sfl_job(&p);
-    assert_int_equal(fk_params_set_all(&p, rg), FK_OK);
-    fk_sim_opts o = {.rounds = 1, .seed = SEED};
     fk_bundle model;
-    assert_int_equal(fk_sim_run(&fk_method_sfl, &p, tr, K, &o, &model, NULL, &err), FK_OK);
+    train_job(&fk_method_sfl, kv, tr, K, 1, &p, &model);
     bad_queries(&fk_method_sfl, &model, 1, 0);
     fk_bundle_close(&model);
     fk_params_close(&p);
