@@ -380,13 +380,7 @@ static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double 
         if (!votes) {
             rc = fk_mlp_predict(&c->net, C, &F, pred + r0, err);
         } else {
-            memset(tally, 0, chunk * cls * sizeof *tally);
-            for (size_t v = 0; v < k && !rc; v++) {
-                rc = fk_mlp_predict(&c->net, votes + v * c->PC, &F, one, err);
-                for (size_t i = 0; i < b && !rc; i++)
-                    tally[i * cls + (size_t)one[i]]++;
-            }
-            fk__fedrf_vote_pick(tally, b, cls, pred + r0);
+            rc = fk__fedrf_vote(&c->net, votes, k, &F, one, tally, pred + r0, err);
         }
         fk_mat_close(&U);
         fk_mat_close(&F);

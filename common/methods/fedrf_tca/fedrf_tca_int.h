@@ -163,9 +163,11 @@ FK_CHECKRETURN int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bund
 /* predict op (fedrf_tca_predict.c): the target's classifier on the learned features */
 FK_CHECKRETURN int fk__fedrf_predict(const fk_bundle *model, const fk_bundle *queries,
                                      fk_bundle *out, fk_err *err);
-/* The class with the most votes of each of b rows (tally b x C), ties to the smaller class:
- * the voting rule of the client's score and of predict. */
-void fk__fedrf_vote_pick(const int *tally, size_t b, size_t C, int *pred);
+/* The class with the most votes of k classifiers (k x n_params, one classifier: its class) on
+ * each row of F, ties to the smaller class: the voting rule of the client's score and of
+ * predict. Scratch: one (F->rows), tally (F->rows x classes; holds the votes on return). */
+FK_CHECKRETURN int fk__fedrf_vote(const fk_mlp *net, const double *votes, size_t k,
+                                  const fk_mat *F, int *one, int *tally, int *pred, fk_err *err);
 /* export_arrays op: the frequencies "omega" (N x d) the model names by seed */
 FK_CHECKRETURN int fk__fedrf_export(const fk_bundle *model, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep,

@@ -112,15 +112,25 @@ FK_CHECKRETURN static int take_model(const fk_bundle *model, size_t cols, rfmode
                             orth ? FK_RFF_ORTHOGONAL : FK_RFF_IID, err);
 }
 
-void fk__fedrf_vote_pick(const int *tally, size_t b, size_t C, int *pred)
+int fk__fedrf_vote(const fk_mlp *net, const double *votes, size_t k, const fk_mat *F, int *one,
+                   int *tally, int *pred, fk_err *err)
 {
-    for (size_t i = 0; i < b; i++) {
+    size_t b = F->rows, C = net->sizes[net->n_layers];
+    memset(tally, 0, b * C * sizeof *tally);
+    int rc = FK_OK;
+    for (size_t v = 0; v < k && !rc; v++) {
+        rc = fk_mlp_predict(net, votes + v * net->n_params, F, one, err);
+        for (size_t i = 0; i < b && !rc; i++)
+            tally[i * C + (size_t)one[i]]++;
+    }
+    for (size_t i = 0; !rc && i < b; i++) {
         int best = 0; /* majority, ties to the smallest class */
         for (size_t q = 1; q < C; q++)
             if (tally[i * C + q] > tally[i * C + (size_t)best])
                 best = (int)q;
         pred[i] = best;
     }
+    return rc;
 }
 
 /* Class of every row (and, voting, the share of classifiers that voted for it). */
@@ -146,14 +156,7 @@ FK_CHECKRETURN static int classify(const rfmodel *r, const double *X, size_t n, 
             break;
         fk_rftca_project_norm(&Phi, r->W, r->m, r->eps, &Ub, &Fb, norms);
         fk_mat_close(&Phi);
-        memset(tally, 0, chunk * C * sizeof *tally);
-        for (size_t v = 0; v < r->k && !rc; v++) {
-            rc = fk_mlp_predict(&r->net, r->C + v * r->PC, &Fb, one, err);
-            for (size_t i = 0; i < b && !rc; i++)
-                tally[i * C + (size_t)one[i]]++;
-        }
-        if (!rc)
-            fk__fedrf_vote_pick(tally, b, C, pred + r0);
+        rc = fk__fedrf_vote(&r->net, r->C, r->k, &Fb, one, tally, pred + r0, err);
         for (size_t i = 0; !rc && i < b; i++)
             agree[r0 + i] = (double)tally[i * C + (size_t)pred[r0 + i]] / (double)r->k;
     }
