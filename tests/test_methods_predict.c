@@ -292,6 +292,34 @@ static void mixtures_mor(void **state)
     drop(te, K);
 }
 
+/* A model with the job's class list by raw value (tensor "classes", what a job that knows it
+ * records) answers raw labels: class index c is list[c]. dica's own "classes" is the count. */
+static void raw_class_list(const fk_method *m, const char *const *kv, const fk_dataset *tr,
+                           const fk_dataset *te, int K, int rounds, size_t k)
+{
+    fk_params p;
+    fk_bundle model, q, a, b;
+    fk_err err;
+    double list[8] = {10, 20, 30, 40, 50, 60, 70, 80};
+    assert_true(k <= 8);
+    train_job(m, kv, tr, K, rounds, &p, &model);
+    queries(&te[0], -1, &q);
+    fk_bundle_init(&a);
+    fk_bundle_init(&b);
+    assert_int_equal(m->predict(&model, &q, &a, &err), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&model, "classes", k, list), FK_OK);
+    assert_int_equal(m->predict(&model, &q, &b, &err), FK_OK);
+    const fk_tensor *la = fk_bundle_get(&a, "labels"), *lb = fk_bundle_get(&b, "labels");
+    assert_int_equal(la->len, lb->len);
+    for (size_t i = 0; i < la->len; i++)
+        assert_true(lb->data[i] == 10 * (la->data[i] + 1));
+    fk_bundle_close(&q);
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+}
+
 /* dica and udica: ridge on the learned features, classification and regression, from a model
  * that carries its own random-feature seed (no job config at hand). */
 static void dica(void **state)
@@ -320,6 +348,8 @@ static void dica(void **state)
                           reg ? "regression" : "classification", reg ? "rmse" : "accuracy", q);
             assert_true(reg ? q < 1.5 : q > 0.5);
             fk_params_close(&p);
+            if (!reg && i == 0)
+                raw_class_list(ms[i], kv, tr, te, K, 1, 3);
             drop(tr, K);
             drop(te, K);
         }
@@ -355,6 +385,7 @@ static void fedrf_tca(void **state)
     fk_bundle model;
     train_job(&fk_method_fedrf_tca, kv, tr, K, 3, &p, &model);
     bad_queries(&fk_method_fedrf_tca, &model, 32, 0);
+    raw_class_list(&fk_method_fedrf_tca, kv, tr, te, K, 3, 5);
     fk_bundle_close(&model);
     fk_params_close(&p);
     drop(tr, K);

@@ -44,7 +44,11 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
     int rc = fk_model_scalar(model, "regression", 0, 1, 1, "dica", &reg, err);
     if (!rc)
         rc = fk_model_scalar(model, "batch_center", 0, 1, 1, "dica", &bc, err);
-    if (!rc && !reg)
+    /* "classes": the class count, or (a job with a class list by raw value) the list */
+    const fk_tensor *cl = fk_bundle_get(model, "classes");
+    if (!rc && !reg && cl && cl->len >= 2 && cl->len <= FK_DICA_MAX_CLASSES)
+        C = (double)cl->len;
+    else if (!rc && !reg)
         rc = fk_model_scalar(model, "classes", 1, FK_DICA_MAX_CLASSES, 1, "dica", &C, err);
     if (!rc)
         rc = fk_model_scalar(model, "d", 1, 1e9, 1, "dica", &d, err);
