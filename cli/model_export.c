@@ -244,8 +244,8 @@ int fk_model_export(const fk_bundle *model, const fk_model_info *in, const char 
     fk_err e2;
     const fk_method *meth = in->method[0] ? fk_method_find(in->method, &e2) : NULL;
     int rc = fk_bundle_copy(&m, model) ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
-    if (!rc && meth && meth->export_arrays && (rc = meth->export_arrays(model, &m, err)))
-        fk_err_prefix(err, "%s export: ", meth->name);
+    if (!rc && meth && meth->export_arrays) /* its messages name the job type */
+        rc = meth->export_arrays(model, &m, err);
     FILE *f = rc ? NULL : fopen(out, "wb");
     if (!rc && !f)
         rc = fk_err_set(err, FK_EIO, "cannot write %s: %s", out, strerror(errno));

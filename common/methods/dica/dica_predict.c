@@ -73,10 +73,8 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
                         "predictor 'Theta': the job did not finish its ridge phase");
     if (!rc && (!(pb = fk__dicaj_take(model, "phi_bar", D, err)) ||
                 !fk__dicaj_take(model, "W", D * m, err) ||
-                !fk__dicaj_take(model, "Theta", (m + 1) * k, err))) {
-        (void)fk_err_prefix(err, "dica model: ");
-        rc = FK_EFORMAT;
-    }
+                !fk__dicaj_take(model, "Theta", (m + 1) * k, err)))
+        rc = FK_EFORMAT; /* the message names the tensor */
     if (rc) {
         fk_rff_close(&rf);
         return rc;

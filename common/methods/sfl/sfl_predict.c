@@ -91,9 +91,10 @@ int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle 
         ((rc = fk_model_scalar(model, "pos_label", -1e300, 1e300, 0, "sfl", &pos, err)) ||
          (!fk_bundle_get(model, "neg_rest") &&
           (rc = fk_model_scalar(model, "neg_label", -1e300, 1e300, 0, "sfl", &neg, err))))) {
-        (void)fk_err_prefix(err, "(a model written before models carried their labels: train "
-                                 "again) ");
-        return rc;
+        return fk_err_set(err, FK_EFORMAT,
+                          "sfl model: no raw labels ('pos_label' with "
+                          "'neg_label' or 'neg_rest'): a model written before models carried "
+                          "them; train again");
     }
     rest = fk_bundle_get(model, "neg_rest") != NULL;
     fk_sfl_model m;
