@@ -89,7 +89,8 @@ static void shape_str(const fk_tensor *t, char *buf, size_t cap)
         snprintf(buf, cap, "scalar");
 }
 
-static int do_show(const char *path, const fk_bundle *m, const fk_model_info *in, int json)
+FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk_model_info *in,
+                                  int json)
 {
     if (json) {
         printf("{\"file\":\"%s\",\"method\":\"%s\",\"round\":%d,\"job\":\"%s\",\"software\":\"%s\","
@@ -164,8 +165,8 @@ FK_CHECKRETURN static int predict(const char *cmd, const fk_method *m, const fk_
     return rc;
 }
 
-static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
-                           const fk_model_info *in, const fk_params *p, int json)
+FK_CHECKRETURN static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
+                                          const fk_model_info *in, const fk_params *p, int json)
 {
     const char *cmd = eval ? "model eval" : "model predict";
     const char *data = fk_params_get(p, "data"), *out = fk_params_get(p, "out");
