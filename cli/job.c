@@ -20,6 +20,7 @@
 #include "common/data/source.h"
 #include "common/methods/jobkeys.h"
 #include "common/methods/method.h"
+#include "common/methods/predict.h"
 #include "common/net/chunk.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_client.h"
@@ -43,7 +44,8 @@ static void usage(FILE *out)
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
-            "                                         [--timeout SECONDS] [loader options]\n"
+            "                                         [--client N] [--timeout SECONDS]\n"
+            "                                         [loader options]\n"
             "       fedkern job keys [METHOD]         (no server: the keys a job file may set)\n"
             "       fedkern job health                [connection options] [--json]\n"
             "                                         (also `fedkern health`)\n"
@@ -89,13 +91,16 @@ static void usage(FILE *out)
             "file is an encoded fedkern.v1.Bundle.\n"
             "predict: labels and distances of the rows of FILE (CSV, LIBSVM, ...; a CSV's first\n"
             "column is its label unless --no_labels) from a finished job, one 'label distance'\n"
-            "line per row (or --out FILE as CSV). kahm with upload_models = 1: from the model at\n"
-            "the server; kahm with models on the clients (default): the server asks the clients\n"
+            "line per row (or --out FILE as CSV): the raw label, the cluster (mixtures) or the\n"
+            "predicted value (regressions). Every job type but kahm in its default mode predicts\n"
+            "from the model at the server (--client N: whose model, for mixtures that fit one\n"
+            "per client); kahm with models on the clients (default): the server asks the clients\n"
             "that hold them and waits up to --timeout SECONDS (5) for their answers; classes of\n"
             "clients that did not answer score +inf and are named on stderr. A file larger than\n"
             "one message goes in several calls of whole rows, each within --net.max_message\n"
             "BYTES (this side's limit, 4 MiB; calls the server refuses as too large are halved);\n"
-            "the answers are put back in row order. A labelled file also gets its accuracy.\n");
+            "the answers are put back in row order. A labelled file is also scored as the job\n"
+            "scores its rounds (as 'fedkern model eval'): accuracy, misclust and ari, or rmse.\n");
 }
 
 typedef struct fk_job_conn {
@@ -660,22 +665,35 @@ static int predict_once(conn *c, const char *id, const fk_bundle *queries, long 
 FK_CHECKRETURN static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n,
                                        size_t nt, int first, fk_err *err)
 {
-    static const char *const per_query[] = {"labels", "distances"};
-    for (int k = 0; k < 2; k++) {
+    /* one value or one row per query (predict.h: "component", "posterior", "scores") */
+    static const char *const per_query[] = {"labels", "distances", "component", "posterior",
+                                            "scores"};
+    enum { NPQ = sizeof per_query / sizeof *per_query };
+    for (int k = 0; k < NPQ; k++) {
         const fk_tensor *t = fk_bundle_get(r, per_query[k]);
-        if (!t || t->len != n)
+        if (k >= 2 && !t)
+            continue;
+        if (!t || t->shape[0] != n || (t->ndim != 1 && t->ndim != 2))
             return fk_err_set(err, FK_EFORMAT, "the server's answer has no '%s' for the %zu "
                               "queries of rows %zu..", per_query[k], n, r0);
-        double *d = first ? fk_bundle_add(acc, per_query[k], 1, (uint64_t[]){nt})
-                          : (double *)fk_bundle_get(acc, per_query[k])->data;
+        uint64_t w = t->ndim == 2 ? t->shape[1] : 1;
+        const fk_tensor *a = fk_bundle_get(acc, per_query[k]);
+        if (!first && (!a || a->ndim != t->ndim || (t->ndim == 2 && a->shape[1] != w)))
+            return fk_err_set(err, FK_EFORMAT, "the server's answers disagree in the shape of "
+                              "'%s'", per_query[k]);
+        double *d = first ? fk_bundle_add(acc, per_query[k], t->ndim, (uint64_t[]){nt, w})
+                          : (double *)a->data;
         if (!d && nt)
             return fk_err_set(err, FK_ENOMEM, "out of memory");
         if (n)
-            memcpy(d + r0, t->data, n * sizeof(double));
+            memcpy(d + r0 * w, t->data, n * w * sizeof(double));
     }
     for (size_t i = 0; i < r->count; i++) {
         const fk_tensor *t = &r->items[i];
-        if (!strcmp(t->name, "labels") || !strcmp(t->name, "distances"))
+        int pq = 0;
+        for (int k = 0; k < NPQ; k++)
+            pq |= !strcmp(t->name, per_query[k]);
+        if (pq)
             continue;
         const fk_tensor *a = fk_bundle_get(acc, t->name);
         int set = !strcmp(t->name, "unscored_classes") || !strcmp(t->name, "missing_clients");
@@ -737,7 +755,11 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
         fk_bundle q, r;
         fk_bundle_init(&q);
         fk_bundle_init(&r);
-        int rc = fk_bundle_put(&q, "X", 2, (uint64_t[]){n, p}, X->data + r0 * p)
+        /* each batch carries its rows' targets and the whole batch's other query tensors */
+        const fk_tensor *Y = fk_bundle_get(queries, "y"), *K = fk_bundle_get(queries, "client");
+        int rc = fk_bundle_put(&q, "X", 2, (uint64_t[]){n, p}, X->data + r0 * p) ||
+                         (Y && Y->len == nt && fk_bundle_put_vec(&q, "y", n, Y->data + r0)) ||
+                         (K && fk_bundle_put(&q, "client", K->ndim, K->shape, K->data))
                      ? fk_cli_fail(cmd, "out of memory")
                      : predict_once(c, id, &q, timeout_s, &r);
         if (rc == 2 && n > 1) { /* the server's limit is lower than ours: halve and retry */
@@ -791,7 +813,7 @@ static void print_unscored(const char *id, const fk_bundle *res)
  * gets its accuracy; --no_labels reads every column as a feature. The loader options of
  * `fedkern data` (so: --label, --header, --delim, --prep, --affine, ...) apply to the file. */
 static int do_predict(conn *c, const char *id, const char *data, const fk_source *so,
-                      const char *out_path, int json, long timeout_s)
+                      const char *out_path, int json, long timeout_s, long client)
 {
     const char *cmd = "job predict";
     fk_err err = {0};
@@ -806,6 +828,11 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
     int rc = x || !ds.X.rows ? 0 : fk_cli_fail(cmd, "out of memory");
     for (size_t i = 0; !rc && i < ds.X.rows; i++)
         memcpy(x + i * ds.X.cols, fk_mat_row(&ds.X, i), ds.X.cols * sizeof(double));
+    /* the targets (a mixture of regressions places each row by them) and whose model */
+    if (!rc && ds.y_raw && fk_bundle_put_vec(&q, "y", ds.X.rows, ds.y_raw))
+        rc = fk_cli_fail(cmd, "out of memory");
+    if (!rc && client >= 0 && fk_bundle_put_scalar(&q, "client", (double)client))
+        rc = fk_cli_fail(cmd, "out of memory");
     if (!rc)
         rc = fk_job_predict(c, id, &q, timeout_s, &res);
     const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
@@ -816,10 +843,8 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
     FILE *f = NULL;
     if (!rc && out_path && !(f = fopen(out_path, "w")))
         rc = fk_cli_fail(cmd, "cannot write %s: %s", out_path, strerror(errno));
-    size_t hit = 0, n = rc ? 0 : ds.X.rows;
+    size_t n = rc ? 0 : ds.X.rows;
     for (size_t i = 0; i < n; i++) {
-        if (ds.y && ds.classes)
-            hit += lab->data[i] == ds.classes[ds.y[i]];
         if (f)
             fprintf(f, "%.17g,%.17g\n", lab->data[i], dist->data[i]);
         else if (!json)
@@ -828,17 +853,32 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
     if (f && fclose(f))
         rc = fk_cli_fail(cmd, "cannot write %s", out_path);
     if (!rc) {
-        double acc = ds.y && n ? (double)hit / (double)n : NAN;
+        fk_report r; /* scored as model eval scores: accuracy, misclust and ari, or rmse */
+        fk_report_init(&r);
+        if ((ds.y || ds.y_raw) && n && fk_predict_score(&res, &ds, &r, &err))
+            fk_report_init(&r); /* e.g. a regression against a file of class labels */
         const fk_tensor *un = fk_bundle_get(&res, "unscored_classes"),
                         *mi = fk_bundle_get(&res, "missing_clients");
         print_unscored(id, &res);
-        if (json)
-            printf("{\"job\":\"%s\",\"queries\":%zu,\"accuracy\":%.9g,"
-                   "\"unscored_classes\":%zu,\"missing_clients\":%zu}\n",
-                   id, n, acc, un ? un->len : (size_t)0, mi ? mi->len : (size_t)0);
-        else if (!isnan(acc))
+        if (json) {
+            printf("{\"job\":\"%s\",\"queries\":%zu,\"accuracy\":%.9g", id, n, r.accuracy);
+            static const char *const more[] = {"misclust", "ari", "rmse"};
+            for (int k = 0; k < 3; k++)
+                if (!isnan(fk_report_get(&r, more[k])))
+                    printf(",\"%s\":%.9g", more[k], fk_report_get(&r, more[k]));
+            printf(",\"unscored_classes\":%zu,\"missing_clients\":%zu}\n",
+                   un ? un->len : (size_t)0, mi ? mi->len : (size_t)0);
+        } else if (!isnan(r.rmse)) {
+            fprintf(stderr, "job %s: %zu queries, rmse %.6g against the file's targets\n", id, n,
+                    r.rmse);
+        } else if (fk_bundle_get(&res, "clustering")) {
+            fprintf(stderr, "job %s: %zu queries, accuracy %.4f (1 - misclust after the best "
+                    "matching of clusters to classes), ari %.4f against the file's labels\n",
+                    id, n, r.accuracy, r.ari);
+        } else if (!isnan(r.accuracy)) {
             fprintf(stderr, "job %s: %zu queries, accuracy %.4f against the file's labels\n", id, n,
-                    acc);
+                    r.accuracy);
+        }
     }
     fk_bundle_close(&q);
     fk_bundle_close(&res);
@@ -1074,7 +1114,7 @@ static const fk_param_doc status_opts[] = {
 static const fk_param_doc result_opts[] = {
     {"out FILE", ""}, {"wait SECONDS", ""}, {"current", ""}, {"json", ""}, {NULL, NULL}};
 static const fk_param_doc predict_opts[] = {{"data FILE", ""}, {"out FILE", ""},
-                                            {"no_labels", ""}, {"json", ""},
+                                            {"no_labels", ""}, {"json", ""}, {"client N", ""},
                                             {"timeout SECONDS", ""}, {NULL, NULL}};
 
 typedef struct job_sub {
@@ -1167,13 +1207,14 @@ int fk_cmd_job(int argc, char **argv)
         rc = do_keys(n ? rest[0] : NULL);
         goto out;
     }
-    long wait_s, round, predict_s, limit, interval_s, wait_clients_s;
+    long wait_s, round, predict_s, limit, interval_s, wait_clients_s, client;
     int json, current, no_labels, follow, skip_check;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "wait_clients", 0, 0, 86400, &wait_clients_s, &err) ||
         fk_params_int(&p, "timeout", 5, 1, 600, &predict_s, &err) ||
+        fk_params_int(&p, "client", -1, 0, 1000000, &client, &err) ||
         fk_params_int(&p, "round", 0, 0, 0x7fffffff, &round, &err) ||
         fk_params_int(&p, "limit", 20, 1, 1000, &limit, &err) ||
         fk_params_int(&p, "interval", 1, 1, 3600, &interval_s, &err) ||
@@ -1245,7 +1286,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
-        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s);
+        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s, client);
     } else {
         rc = do_cancel(&c, rest[0]);
     }

@@ -17,7 +17,8 @@ static const fk_cli_cmd commands[] = {
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
     {"job", "submit, inspect, fetch and cancel jobs on a fedkern-server", fk_cmd_job},
     {"health", "ask a fedkern-server whether it serves (exit 0: SERVING)", fk_cmd_health},
-    {"model", "show a model file, score it on labelled data, write its predictions", fk_cmd_model},
+    {"model", "show a model file, score it on labelled data, write its predictions, export it",
+     fk_cmd_model},
     {NULL, NULL, NULL},
 };
 

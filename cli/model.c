@@ -7,30 +7,47 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/model_export.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
 #include "common/data/source.h"
 #include "common/methods/method.h"
+#include "common/methods/predict.h"
 #include "common/net/modelfile.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: fedkern model show FILE [--json]\n"
-            "       fedkern model eval FILE --data FILE [loader options] [--method NAME] [--json]\n"
+            "       fedkern model eval FILE --data FILE [loader options] [--client N]\n"
+            "                          [--method NAME] [--json]\n"
             "       fedkern model predict FILE --data FILE --out FILE [loader options]\n"
-            "                             [--method NAME]\n"
+            "                             [--client N] [--method NAME]\n"
+            "       fedkern model export FILE --format npz|json --out FILE\n"
             "\n"
             "FILE is a model file from 'fedkern job result --out FILE': the model's tensors and\n"
-            "which job type, job and round made it. No server is needed.\n"
+            "which job type, job and round made it. No server and no client config are needed:\n"
+            "the model holds what prediction needs (random-feature seed, the method's\n"
+            "preprocessing, labels), and the rows of --data are read as the raw file holds them.\n"
             "show     prints the job type, round and job, then every tensor: name, shape and\n"
             "         its values (up to 8) or their range.\n"
             "eval     predicts the rows of --data with the job type's predict op and scores the\n"
-            "         predictions against the file's labels: accuracy, and for a clustering\n"
-            "         the mis-clustering rate after label alignment and the adjusted Rand index.\n"
-            "predict  writes one 'label,distance' CSV line per row of --data to --out.\n"
-            "Job types without a predict op (every one but kahm with upload_models = 1 today)\n"
-            "answer 'not supported for METHOD'. --method NAME names the job type of a model file\n"
+            "         predictions against the file's labels as the job scores its rounds:\n"
+            "         accuracy for a classifier, mis-clustering rate after the best matching\n"
+            "         and adjusted Rand index for a clustering (accuracy = 1 - misclust), RMSE\n"
+            "         against the file's targets for a regression.\n"
+            "predict  writes one 'label,distance' CSV line per row of --data to --out: the\n"
+            "         predicted raw label, cluster or value, and the op's score of it (smaller\n"
+            "         is surer; docs/operations.md \"Predictions\" says which per job type).\n"
+            "export   writes every tensor as one array under its name (npz: NumPy float64\n"
+            "         arrays, the scalars 0-d, plus method/job/software strings; json:\n"
+            "         {\"arrays\": {NAME: {\"shape\", \"data\"}}}); docs/operations.md\n"
+            "         \"Export\" documents the arrays of each job type and a NumPy predictor\n"
+            "         that reproduces 'predict'.\n"
+            "--client N   mixtures fit one model per client: use client N's (0-based, the order\n"
+            "             of the job's clients); a pooled model needs none.\n"
+            "kahm in its default mode keeps its models on the clients: use 'fedkern job\n"
+            "predict' (the server asks them). --method NAME names the job type of a model file\n"
             "written before fedkern 0.4 (which does not say).\n"
             "\n"
             "loader options (as 'fedkern data info'):\n"
@@ -72,7 +89,8 @@ static void shape_str(const fk_tensor *t, char *buf, size_t cap)
         snprintf(buf, cap, "scalar");
 }
 
-static int do_show(const char *path, const fk_bundle *m, const fk_model_info *in, int json)
+FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk_model_info *in,
+                                  int json)
 {
     if (json) {
         printf("{\"file\":\"%s\",\"method\":\"%s\",\"round\":%d,\"job\":\"%s\",\"software\":\"%s\","
@@ -108,8 +126,9 @@ static int do_show(const char *path, const fk_bundle *m, const fk_model_info *in
     return 0;
 }
 
-/* The rows of ds as the queries bundle ("X", n x p). */
-static int queries_of(const fk_dataset *ds, fk_bundle *q)
+/* The rows of ds as the queries bundle ("X", n x p), with the file's targets ("y", which a
+ * mixture of regressions needs) and the client whose model to use (client >= 0). */
+FK_CHECKRETURN static int queries_of(const fk_dataset *ds, long client, fk_bundle *q)
 {
     uint64_t sh[2] = {ds->X.rows, ds->X.cols};
     double *x = fk_bundle_add(q, "X", 2, sh);
@@ -117,52 +136,24 @@ static int queries_of(const fk_dataset *ds, fk_bundle *q)
         return FK_ENOMEM;
     for (size_t i = 0; i < ds->X.rows; i++)
         memcpy(x + i * ds->X.cols, fk_mat_row(&ds->X, i), ds->X.cols * sizeof(double));
+    if (ds->y_raw && fk_bundle_put_vec(q, "y", ds->X.rows, ds->y_raw))
+        return FK_ENOMEM;
+    if (client >= 0 && fk_bundle_put_scalar(q, "client", (double)client))
+        return FK_ENOMEM;
     return FK_OK;
 }
 
-/* Scores of predicted raw labels against the file's: accuracy, and (labels seen as clusters)
- * mis-clustering after alignment and adjusted Rand index. */
-static int score(const fk_dataset *ds, const double *lab, fk_report *r, fk_err *err)
-{
-    size_t n = ds->X.rows, hit = 0;
-    int *pred = malloc((n ? n : 1) * sizeof *pred), *truth = malloc((n ? n : 1) * sizeof *truth);
-    double *seen = malloc((n ? n : 1) * sizeof *seen);
-    int rc = pred && truth && seen ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory scoring");
-    int k = 0; /* distinct predicted labels, numbered in order of appearance */
-    for (size_t i = 0; !rc && i < n; i++) {
-        hit += lab[i] == ds->classes[ds->y[i]];
-        int j = 0;
-        while (j < k && seen[j] != lab[i])
-            j++;
-        if (j == k)
-            seen[k++] = lab[i];
-        pred[i] = j;
-        truth[i] = ds->y[i];
-    }
-    if (!rc && n) {
-        r->accuracy = (double)hit / (double)n;
-        rc = fk_report_score_clusters(r, truth, pred, n, ds->n_classes, k, err);
-        r->accuracy = (double)hit / (double)n; /* the raw labels' accuracy, not 1 - misclust */
-        r->error = NAN;
-    }
-    free(pred);
-    free(truth);
-    free(seen);
-    return rc;
-}
-
-static int predict(const char *cmd, const fk_method *m, const fk_bundle *model,
-                   const fk_dataset *ds, fk_bundle *res)
+FK_CHECKRETURN static int predict(const char *cmd, const fk_method *m, const fk_bundle *model,
+                   const fk_dataset *ds, long client, fk_bundle *res)
 {
     fk_err err = {0};
     if (!m->predict)
         return fk_cli_fail(cmd,
-                           "not supported for %s: that job type has no predict op (it serves no "
-                           "predictions from a model file)",
+                           "%s serves no predictions from a model file (it has no predict op)",
                            m->name);
     fk_bundle q;
     fk_bundle_init(&q);
-    int rc = queries_of(ds, &q) ? fk_cli_fail(cmd, "out of memory") : 0;
+    int rc = queries_of(ds, client, &q) ? fk_cli_fail(cmd, "out of memory") : 0;
     if (!rc && m->predict(model, &q, res, &err))
         rc = fk_cli_fail(cmd, "%s: %s", m->name, err.msg);
     fk_bundle_close(&q);
@@ -174,8 +165,8 @@ static int predict(const char *cmd, const fk_method *m, const fk_bundle *model,
     return rc;
 }
 
-static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
-                           const fk_model_info *in, const fk_params *p, int json)
+FK_CHECKRETURN static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
+                                          const fk_model_info *in, const fk_params *p, int json)
 {
     const char *cmd = eval ? "model eval" : "model predict";
     const char *data = fk_params_get(p, "data"), *out = fk_params_get(p, "out");
@@ -189,6 +180,9 @@ static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
     const fk_method *m = fk_method_find(name, &err);
     if (!m)
         return fk_cli_fail(cmd, "%s", err.msg);
+    long client = -1;
+    if (fk_params_get(p, "client") && fk_params_int(p, "client", -1, 0, 1000000, &client, &err))
+        return fk_cli_fail(cmd, "%s", err.msg), 2;
     fk_source so; /* the loader options of fedkern data and a client's data.NAME.* keys */
     if (fk_cli_source_opts(&so, p, &err))
         return fk_cli_fail(cmd, "%s", err.msg), 2;
@@ -198,29 +192,37 @@ static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
     fk_dataset ds;
     if (fk_source_load(&ds, data, &so, NULL, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
-    if (eval && (!ds.y || !ds.classes)) {
+    if (eval && !ds.y && !ds.y_raw) {
         fk_dataset_close(&ds);
         return fk_cli_fail(cmd, "%s holds no labels to score against (see --label)", data);
     }
     fk_bundle res;
     fk_bundle_init(&res);
-    int rc = predict(cmd, m, model, &ds, &res);
+    int rc = predict(cmd, m, model, &ds, client, &res);
     const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
     const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
     if (!rc && eval) {
         fk_report r;
-        fk_report_init(&r);
-        if (score(&ds, lab->data, &r, &err)) {
+        if (fk_predict_score(&res, &ds, &r, &err)) {
             rc = fk_cli_fail(cmd, "%s", err.msg);
         } else if (json) {
-            printf("{\"model\":\"%s\",\"method\":\"%s\",\"round\":%d,\"data\":\"%s\",\"rows\":%zu,"
-                   "\"accuracy\":%.9g,\"misclust\":%.9g,\"ari\":%.9g}\n",
-                   path, m->name, in->round, data, ds.X.rows, r.accuracy, r.misclust, r.ari);
+            printf("{\"model\":\"%s\",\"method\":\"%s\",\"round\":%d,\"data\":\"%s\","
+                   "\"rows\":%zu",
+                   path, m->name, in->round, data, ds.X.rows);
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+                double v = fk_report_get(&r, fk_report_fields[f].name);
+                if (!isnan(v))
+                    printf(",\"%s\":%.9g", fk_report_fields[f].name, v);
+            }
+            printf("}\n");
         } else {
             printf("model %s (%s, round %d) on %s: %zu rows\n", path, m->name, in->round, data,
                    ds.X.rows);
-            printf("  accuracy  %.6f\n  misclust  %.6f\n  ari       %.6f\n", r.accuracy,
-                   r.misclust, r.ari);
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+                double v = fk_report_get(&r, fk_report_fields[f].name);
+                if (!isnan(v))
+                    printf("  %-9s %.6f\n", fk_report_fields[f].name, v);
+            }
         }
     } else if (!rc) {
         FILE *f = fopen(out, "w");
@@ -266,7 +268,8 @@ int fk_cmd_model(int argc, char **argv)
     fk_params_init(&p);
     fk_err err = {0};
     int rc = 0, json = 0;
-    int known = !strcmp(sub, "show") || !strcmp(sub, "eval") || !strcmp(sub, "predict");
+    int known = !strcmp(sub, "show") || !strcmp(sub, "eval") || !strcmp(sub, "predict") ||
+                !strcmp(sub, "export");
     if (fk_params_parse_args(&p, &n, rest, &err)) {
         rc = fk_cli_fail("model", "%s", err.msg) + 1;
         goto out;
@@ -285,7 +288,11 @@ int fk_cmd_model(int argc, char **argv)
         rc = fk_cli_fail("model", "%s", err.msg) + 1;
         goto out;
     }
-    if (strcmp(sub, "show") && !fk_params_get(&p, "data")) {
+    if (!strcmp(sub, "export") && (!fk_params_get(&p, "format") || !fk_params_get(&p, "out"))) {
+        rc = fk_cli_fail("model", "export needs --format npz|json and --out FILE") + 1;
+        goto out;
+    }
+    if (strcmp(sub, "show") && strcmp(sub, "export") && !fk_params_get(&p, "data")) {
         rc = fk_cli_fail("model", "%s needs --data FILE", sub) + 1;
         goto out;
     }
@@ -298,6 +305,15 @@ int fk_cmd_model(int argc, char **argv)
     fk_model_info info;
     if (fk_modelfile_read(rest[0], &model, &info, &err)) {
         rc = fk_cli_fail("model", "%s", err.msg);
+    } else if (!strcmp(sub, "export")) {
+        const char *fmt = fk_params_get(&p, "format"), *to = fk_params_get(&p, "out");
+        const char *unused = fk_params_unused(&p);
+        if (unused)
+            rc = fk_cli_fail("model", "unknown option '--%s'; see --help", unused) + 1;
+        else if (fk_model_export(&model, &info, fmt, to, &err))
+            rc = fk_cli_fail("model export", "%s", err.msg);
+        else
+            fprintf(stderr, "model export: %zu arrays written to %s\n", model.count, to);
     } else if (!strcmp(sub, "show")) {
         const char *unused = fk_params_unused(&p);
         rc = unused ? fk_cli_fail("model", "unknown option '--%s'; see --help", unused) + 1

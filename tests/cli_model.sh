@@ -86,10 +86,30 @@ cmp -s "$dir/p.csv" "$dir/p_last.csv" || fail "predict with loader options diffe
 same_scores "$dir/eval.json" "$dir/eval_k_last.json" || fail "sim with loader options: another model"
 err=$("$fk" sim kahm --label last 2>&1)
 [ $? -eq 2 ] && grep -q "need --data" <<<"$err" || fail "sim loader options without --data: $err"
-# refusals: a job type without a predict op, a file that is no model, unknown option, no --data
+# another family from the same files: sfl one-vs-one; model eval gives the accuracy its own
+# predictions give, and model show lists what prediction needs (the raw class list)
+"$fk" sim sfl --data "$dir/c0.csv" --data "$dir/c1.csv" --data "$dir/c2.csv" --data "$dir/c3.csv" \
+  --raw_sample_upload acknowledged --local.allow_raw_upload 1 --multiclass ovo \
+  --classes 0,1,2 --model_out "$dir/s.model" >/dev/null 2>&1 || fail "sim sfl --model_out"
+"$fk" model show "$dir/s.model" | grep -qE "classes +3 +0 1 2" || fail "sfl model show: no classes"
+"$fk" model eval "$dir/s.model" --data "$dir/test.csv" --json >"$dir/eval_s.json" ||
+  fail "sfl model eval exit"
+"$fk" model predict "$dir/s.model" --data "$dir/test.csv" --out "$dir/ps.csv" 2>/dev/null ||
+  fail "sfl model predict exit"
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[3]))
+p = [l.split(",") for l in open(sys.argv[1])]
+t = [l.split(",")[0] for l in open(sys.argv[2])]
+acc = sum(float(a[0]) == float(b) for a, b in zip(p, t)) / len(t)
+assert d["rows"] == 150 and d["accuracy"] > 0.9 and abs(acc - d["accuracy"]) < 1e-12, (acc, d)
+' "$dir/ps.csv" "$dir/test.csv" "$dir/eval_s.json" || fail "sfl eval: $(cat "$dir/eval_s.json")"
+# refusals: rows of another width (one clear error), a file that is no model, unknown option,
+# no --data
 "$fk" sim dica --model_out "$dir/d.model" >/dev/null 2>&1 || fail "sim dica --model_out"
 err=$("$fk" model eval "$dir/d.model" --data "$dir/test.csv" 2>&1)
-[ $? -eq 1 ] && grep -q "not supported for dica" <<<"$err" || fail "dica eval: $err"
+[ $? -eq 1 ] && grep -q "the rows have 4 columns but the model was trained on 5" <<<"$err" &&
+  [ "$(wc -l <<<"$err")" -eq 1 ] || fail "dica eval of 4 columns: $err"
 printf 'not a model' >"$dir/bad.model"
 err=$("$fk" model show "$dir/bad.model" 2>&1)
 [ $? -eq 1 ] && grep -q "not a model file" <<<"$err" || fail "bad file: $err"

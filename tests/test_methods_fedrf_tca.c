@@ -1302,9 +1302,26 @@ static void dense_extractor_federation(void **state)
     fed_models(&a, &c, &ma, &mc);
     same_tensor(&ma, &mc, "W");
     same_tensor(&ma, &mc, "W_avg");
-    for (size_t i = 0; i < ma.count; i++) /* the model holds W, C and their averages only */
-        assert_true(!strcmp(ma.items[i].name, "W") || !strcmp(ma.items[i].name, "C") ||
-                    !strcmp(ma.items[i].name, "W_avg") || !strcmp(ma.items[i].name, "C_avg"));
+    /* the model holds W, C, their averages and the scalars predict reads; no extractor */
+    static const char *const allowed[] = {"W",     "C",  "W_avg",     "C_avg", "rff_seed",
+                                          "rff_orthogonal", "sigma", "d", "eps", "n_classes",
+                                          "dense", "hidden", NULL};
+    for (size_t i = 0; i < ma.count; i++) {
+        int ok = 0;
+        for (int k = 0; allowed[k]; k++)
+            ok |= !strcmp(ma.items[i].name, allowed[k]);
+        assert_true(ok);
+    }
+    /* and predict refuses it: the extractor stayed on the clients */
+    fk_bundle q, res;
+    fk_bundle_init(&q);
+    fk_bundle_init(&res);
+    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){1, ds[K].X.cols}, ds[K].X.data),
+                     FK_OK);
+    assert_int_equal(fk_method_fedrf_tca.predict(&ma, &q, &res, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "dense"));
+    fk_bundle_close(&q);
+    fk_bundle_close(&res);
     /* the live target scores the model with its own extractor */
     fk_report rep;
     fk_report_init(&rep);

@@ -120,6 +120,10 @@ typedef struct fk_method {
      * clients (then the server asks them: client_predict, check_answer, combine_answers). */
     FK_CHECKRETURN int (*predict)(const fk_bundle *model, const fk_bundle *queries,
                                   fk_bundle *out, fk_err *err);
+    /* Optional (NULL: the model's tensors are all a predictor needs). Arrays a predictor
+     * outside fedkern needs besides the model's tensors, e.g. the random frequencies the model
+     * names only by seed and which fedkern's own generator draws (`fedkern model export`). */
+    FK_CHECKRETURN int (*export_arrays)(const fk_bundle *model, fk_bundle *out, fk_err *err);
     /* Optional (NULL: predict serves from the model alone). Predictions served by the clients,
      * whose models never left them (kahm mode B): each client that holds models answers a query
      * batch with client_predict; check_answer checks one answer ("D" shapes, finiteness, the

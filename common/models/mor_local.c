@@ -27,6 +27,28 @@ double fk_mor_fit_rmse(const double *X, const double *y, size_t n, int p, const 
     return isfinite(rmse) ? rmse : NAN;
 }
 
+void fk_mor_predict(const double *X, const double *y, size_t n, int p, const double *w,
+                    const double *th, const double *s2, int R, double *G, int *comp, double *val)
+{
+    if (y)
+        (void)fk_mor_estep(X, y, n, p, w, th, s2, R, G, NULL);
+    for (size_t i = 0; i < n; i++) {
+        double *g = G + i * (size_t)R, mean = 0;
+        const double *x = X + i * (size_t)p;
+        int best = 0;
+        for (int r = 0; r < R; r++) {
+            if (!y)
+                g[r] = w[r];
+            if (g[r] > g[best])
+                best = r;
+            if (!y)
+                mean += w[r] * cblas_ddot(p, x, 1, th + (size_t)r * p, 1);
+        }
+        comp[i] = best;
+        val[i] = y ? cblas_ddot(p, x, 1, th + (size_t)best * p, 1) : mean;
+    }
+}
+
 double fk_mor_estep(const double *X, const double *y, size_t n, int p, const double *w,
                         const double *th, const double *s2, int R, double *G, double *E)
 {

@@ -33,6 +33,14 @@ double fk_mor_estep(const double *X, const double *y, size_t n, int p, const dou
 double fk_mor_fit_rmse(const double *X, const double *y, size_t n, int p, const double *th, int R,
                        const double *G);
 
+/* Predictions of the fitted mixture of regressions for n rows: with targets y (may be NULL),
+ * G (n x R) gets the posteriors (fk_mor_estep with noise variances s2, NULL: 1), comp[i] the
+ * component of highest posterior (ties to the smaller r, as fk_mor_fit_rmse) and val[i] =
+ * x_i^T th_comp, the fit whose RMSE the jobs report; without y the posterior is the prior w,
+ * comp its largest weight and val the mixture's mean sum_r w_r x_i^T th_r. */
+void fk_mor_predict(const double *X, const double *y, size_t n, int p, const double *w,
+                    const double *th, const double *s2, int R, double *G, int *comp, double *val);
+
 /* out = (A + ridge I)^-1 b for a Gram matrix A (p x p, upper triangle read); a failed
  * factorization retries with 1e-6 tr(A)/p more ridge. work: p x p. FK_ENUMERIC if that fails. */
 int fk_mor_solve(const double *A, const double *b, int p, double ridge, double *out,

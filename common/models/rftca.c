@@ -1,5 +1,6 @@
 #include "common/models/rftca.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 
 #include "common/la/rff.h"
@@ -54,4 +55,19 @@ out_rff:
     free(th);
     fk_rff_close(&rff);
     return rc;
+}
+
+void fk_rftca_project_norm(const fk_mat *Phi, const double *W, size_t m, double eps, fk_mat *U,
+                           fk_mat *F, double *norms)
+{
+    size_t b = Phi->rows, D = Phi->cols;
+    if (b)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)m, (int)D, 1.0,
+                    Phi->data, (int)Phi->ld, W, (int)m, 0.0, U->data, (int)U->ld);
+    for (size_t i = 0; i < b; i++) {
+        double r = cblas_dnrm2((int)m, fk_mat_row(U, i), 1);
+        norms[i] = r;
+        for (size_t j = 0; j < m; j++)
+            F->data[i * F->ld + j] = U->data[i * U->ld + j] / (r + eps);
+    }
 }

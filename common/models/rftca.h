@@ -25,4 +25,10 @@ typedef struct fk_rftca_opts {
 FK_CHECKRETURN int fk_rftca_fit(const fk_mat *Xs, const fk_mat *Xt, const fk_rftca_opts *o,
                                 fk_mat *Zs, fk_mat *Zt, fk_mat *W, double *theta, fk_err *err);
 
+/* The federated extractor's features of the random features Phi (b x 2N) under W (2N x m,
+ * row-major): U = Phi W (b x m) and its rows normalized, F_i = U_i / (|U_i| + eps); norms (b)
+ * gets |U_i|. U and F are b x m, allocated by the caller. */
+void fk_rftca_project_norm(const fk_mat *Phi, const double *W, size_t m, double eps, fk_mat *U,
+                           fk_mat *F, double *norms);
+
 #endif

@@ -101,6 +101,11 @@ int fk__dicaj_server_model(void *s, fk_bundle *out, fk_err *err);
 int fk__dicaj_server_save(void *s, fk_bundle *out, fk_err *err);
 int fk__dicaj_server_load(void *s, const fk_bundle *in, fk_err *err);
 int fk__dicaj_server_finished(void *s);
+/* predict op (dica_predict.c): ridge on the learned features, from the model alone */
+FK_CHECKRETURN int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries,
+                                     fk_bundle *out, fk_err *err);
+/* export_arrays op: the input frequencies "omega" (R x d) the model names by seed */
+FK_CHECKRETURN int fk__dicaj_export(const fk_bundle *model, fk_bundle *out, fk_err *err);
 
 int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                           int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err);

@@ -395,6 +395,7 @@ static int one_round(const fk_params *p)
         .model = fk__dicaj_server_model, .save = fk__dicaj_server_save,                            \
         .load = fk__dicaj_server_load, .finished = fk__dicaj_server_finished,                      \
         .max_rounds = one_round, .check_update = fk__dicaj_server_check, .client_init = CINIT,     \
+        .predict = fk__dicaj_predict, .export_arrays = fk__dicaj_export,                           \
         .client_close = fk__dicaj_client_close, .local_step = fk__dicaj_client_step,               \
         .evaluate = fk__dicaj_client_evaluate, .client_save = fk__dicaj_client_save,               \
         .client_load = fk__dicaj_client_load, .sim_data = fk__dicaj_sim_data,                      \

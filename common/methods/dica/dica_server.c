@@ -2,6 +2,7 @@
  * checkpoints. Every upload is a sum (or a per-domain sum), so a missing client only
  * removes its samples and domains (§7.8). */
 #include "common/methods/dica/dica_int.h"
+#include "common/methods/predict.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -74,7 +75,13 @@ static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
         fk_bundle_put_scalar(out, "sigma_y", s->sigma_y) ||
         fk_bundle_put_scalar(out, "d", (double)s->d) ||
         fk_bundle_put_scalar(out, "classes", (double)s->C) ||
-        fk_bundle_put_scalar(out, "R", (double)s->c.R))
+        fk_bundle_put_scalar(out, "R", (double)s->c.R) ||
+        /* what a predictor without the job config needs: the frequencies' seed and kind,
+         * the centring and the task */
+        fk_model_put_seed(out, "rff_seed", s->seed) ||
+        fk_bundle_put_scalar(out, "rff_orthogonal", s->c.features == FK_RFF_ORTHOGONAL) ||
+        fk_bundle_put_scalar(out, "batch_center", s->c.batch_center) ||
+        fk_bundle_put_scalar(out, "regression", s->c.regression))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     if (s->stage >= ST_SOLVED) {
         size_t D = D_of(s);

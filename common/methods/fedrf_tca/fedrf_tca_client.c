@@ -7,6 +7,7 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/models/mmd.h"
+#include "common/models/rftca.h"
 #include "common/models/tca.h"
 
 void fk__fedrf_client_close(void *p)
@@ -232,15 +233,7 @@ static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const doub
         fk_mat_close(U);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
     }
-    if (b)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)m, (int)c->D, 1.0,
-                    Phi->data, (int)Phi->ld, W, (int)m, 0.0, U->data, (int)U->ld);
-    for (size_t i = 0; i < b; i++) {
-        double r = cblas_dnrm2((int)m, fk_mat_row(U, i), 1);
-        norms[i] = r;
-        for (size_t j = 0; j < m; j++)
-            F->data[i * m + j] = U->data[i * m + j] / (r + c->c.eps);
-    }
+    fk_rftca_project_norm(Phi, W, m, c->c.eps, U, F, norms);
     return FK_OK;
 }
 
@@ -387,19 +380,7 @@ static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double 
         if (!votes) {
             rc = fk_mlp_predict(&c->net, C, &F, pred + r0, err);
         } else {
-            memset(tally, 0, chunk * cls * sizeof *tally);
-            for (size_t v = 0; v < k && !rc; v++) {
-                rc = fk_mlp_predict(&c->net, votes + v * c->PC, &F, one, err);
-                for (size_t i = 0; i < b && !rc; i++)
-                    tally[i * cls + (size_t)one[i]]++;
-            }
-            for (size_t i = 0; i < b; i++) {
-                int best = 0; /* majority, ties to the smallest class */
-                for (size_t q = 1; q < cls; q++)
-                    if (tally[i * cls + q] > tally[i * cls + (size_t)best])
-                        best = (int)q;
-                pred[r0 + i] = best;
-            }
+            rc = fk__fedrf_vote(&c->net, votes, k, &F, one, tally, pred + r0, err);
         }
         fk_mat_close(&U);
         fk_mat_close(&F);

@@ -87,6 +87,7 @@ typedef struct fk__fedrf_server {
                                  * tail average) */
     double sel_avg_acc;         /* the tail average's held-out accuracy (-1: not scored) */
     int have_sel;
+    uint64_t seed;              /* the job seed: Omega's, recorded in the model for predict */
 } fk__fedrf_server;
 
 typedef struct fk__fedrf_client {
@@ -159,6 +160,16 @@ FK_CHECKRETURN int fk__fedrf_client_init(void **out, const fk_params *p, const f
 void fk__fedrf_client_close(void *p);
 FK_CHECKRETURN int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up,
                                          fk_report *rep, fk_err *err);
+/* predict op (fedrf_tca_predict.c): the target's classifier on the learned features */
+FK_CHECKRETURN int fk__fedrf_predict(const fk_bundle *model, const fk_bundle *queries,
+                                     fk_bundle *out, fk_err *err);
+/* The class with the most votes of k classifiers (k x n_params, one classifier: its class) on
+ * each row of F, ties to the smaller class: the voting rule of the client's score and of
+ * predict. Scratch: one (F->rows), tally (F->rows x classes; holds the votes on return). */
+FK_CHECKRETURN int fk__fedrf_vote(const fk_mlp *net, const double *votes, size_t k,
+                                  const fk_mat *F, int *one, int *tally, int *pred, fk_err *err);
+/* export_arrays op: the frequencies "omega" (N x d) the model names by seed */
+FK_CHECKRETURN int fk__fedrf_export(const fk_bundle *model, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_evaluate(void *p, const fk_bundle *model, fk_report *rep,
                                              fk_err *err);
 FK_CHECKRETURN int fk__fedrf_client_save(void *p, fk_bundle *out, fk_err *err);

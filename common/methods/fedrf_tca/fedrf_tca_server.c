@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
+#include "common/methods/predict.h"
 
 void fk__fedrf_server_close(void *p)
 {
@@ -34,7 +35,6 @@ void fk__fedrf_server_close(void *p)
 
 int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
-    (void)seed;
     *out = NULL;
     fk__fedrf_server *s = calloc(1, sizeof *s);
     if (!s)
@@ -49,6 +49,7 @@ int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_
         return fk_err_set(err, FK_EINVAL, "fedrf-tca: set classes (number of classes, >= 2) for the job");
     }
     s->n = n_clients;
+    s->seed = seed;
     s->D = 2 * (size_t)s->c.N;
     s->WM = s->D * (size_t)s->c.m;
     s->PC = fk__fedrf_classifier_params(&s->c, (size_t)s->c.classes);
@@ -512,10 +513,31 @@ int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *u
     return agg_select(s, round, ups, n);
 }
 
+/* What predict needs besides W and the classifier (fedrf_tca_predict.c): Omega's seed, kind,
+ * width and input dimension, the extractor and the classifier's layout. */
+static int put_predict_keys(const fk__fedrf_server *s, fk_bundle *out, fk_err *err)
+{
+    double hid[FK_MLP_MAX_HIDDEN];
+    for (int i = 0; i < s->c.n_hidden; i++)
+        hid[i] = (double)s->c.hidden[i];
+    if (fk_model_put_seed(out, "rff_seed", s->seed) ||
+        fk_bundle_put_scalar(out, "rff_orthogonal", s->c.features == FK_RFF_ORTHOGONAL) ||
+        fk_bundle_put_scalar(out, "sigma", s->c.sigma) ||
+        fk_bundle_put_scalar(out, "d", (double)s->d_seen) ||
+        fk_bundle_put_scalar(out, "eps", s->c.eps) ||
+        fk_bundle_put_scalar(out, "n_classes", (double)s->c.classes) ||
+        fk_bundle_put_scalar(out, "dense", s->c.dense) ||
+        fk_bundle_put_vec(out, "hidden", (size_t)s->c.n_hidden, hid))
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca model: out of memory");
+    return FK_OK;
+}
+
 int fk__fedrf_server_model(void *p, fk_bundle *out, fk_err *err)
 {
     fk__fedrf_server *s = p;
-    int rc;
+    int rc = put_predict_keys(s, out, err);
+    if (rc)
+        return rc;
     if (s->have_Wmodel && (rc = fk__fedrf_put_mat(out, "W", s->D, (size_t)s->c.m, s->Wmodel, err)))
         return rc;
     const uint64_t wsh[2] = {s->D, (uint64_t)s->c.m}, csh[1] = {s->PC};

@@ -569,6 +569,7 @@ const fk_method fk_method_fedgmm_mor = {
     .client_close = gcli_close,
     .local_step = gcli_step,
     .evaluate = gcli_evaluate,
+    .predict = fk__mixture_predict_mor,
     .client_save = gcli_save,
     .client_load = gcli_load,
     .keys = fk__fedgmm_mor_keys,

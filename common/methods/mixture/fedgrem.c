@@ -1102,19 +1102,19 @@ FK__FEDGREM_INITS(pooled_grem, FK__FEDGREM_V_POOLED_GREM, FK__FEDGREM_GMM, gmm_c
 const fk_method fk_method_fedgrem =
     FK__FEDGREM_TABLE("fedgrem",
                      "federated gradient EM with robust penalized fusion (Tian et al. 2024)",
-                     fedgrem, cli_step, cli_evaluate);
+                     fedgrem, cli_step, cli_evaluate, fk__mixture_predict_gmm);
 const fk_method fk_method_fedem =
     FK__FEDGREM_TABLE("fedem", "federated EM: local EM means averaged by the server", fedem,
-                     cli_step, cli_evaluate);
+                     cli_step, cli_evaluate, fk__mixture_predict_gmm);
 const fk_method fk_method_local_em =
     FK__FEDGREM_TABLE("local-em", "per-client EEE Gaussian mixture (no federation)", local_em,
-                     cli_step, cli_evaluate);
+                     cli_step, cli_evaluate, fk__mixture_predict_gmm);
 const fk_method fk_method_local_grem =
     FK__FEDGREM_TABLE("local-grem", "per-client gradient EM, step 0.1 (no federation)", local_grem,
-                     cli_step, cli_evaluate);
+                     cli_step, cli_evaluate, fk__mixture_predict_gmm);
 const fk_method fk_method_tgmm = FK__FEDGREM_TABLE(
     "tgmm", "transfer-learning GMM borrowing from the other clients' initial centres", tgmm,
-    cli_step, cli_evaluate);
+    cli_step, cli_evaluate, fk__mixture_predict_gmm);
 const fk_method fk_method_pooled_grem = FK__FEDGREM_TABLE(
     "pooled-grem", "gradient EM on the union of all clients (summed statistics)", pooled_grem,
-    cli_step, cli_evaluate);
+    cli_step, cli_evaluate, fk__mixture_predict_gmm);

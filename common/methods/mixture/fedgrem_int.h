@@ -137,7 +137,15 @@ extern const fk_param_doc fk__fedgrem_keys[];
 extern const fk_param_doc fk__pooled_keys[];
 extern const fk_param_doc fk__fedgmm_mor_keys[];
 
-#define FK__FEDGREM_TABLE(NAME, SUMMARY, SUFFIX, STEP, EVALUATE)                                  \
+/* The predict ops of the family (mixture_predict.c): Gaussian mixtures (labels = component,
+ * "posterior", "clustering") and mixtures of regressions (labels = fitted value, "component",
+ * "posterior", "regression"); the queries' "client" names whose mixture to use. */
+FK_CHECKRETURN int fk__mixture_predict_gmm(const fk_bundle *model, const fk_bundle *queries,
+                                           fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__mixture_predict_mor(const fk_bundle *model, const fk_bundle *queries,
+                                           fk_bundle *out, fk_err *err);
+
+#define FK__FEDGREM_TABLE(NAME, SUMMARY, SUFFIX, STEP, EVALUATE, PREDICT)                          \
     {                                                                                            \
         .name = NAME, .summary = SUMMARY, .server_init = srv_init_##SUFFIX,                      \
         .server_close = fk__fedgrem_srv_close, .plan = fk__fedgrem_srv_plan,                       \
@@ -146,7 +154,7 @@ extern const fk_param_doc fk__fedgmm_mor_keys[];
         .finished = fk__fedgrem_srv_finished, .check_update = fk__fedgrem_srv_check,              \
         .client_init = cli_init_##SUFFIX, .client_close = fk__fedgrem_cli_close,                  \
         .local_step = STEP, .evaluate = EVALUATE, .client_save = fk__fedgrem_cli_save,            \
-        .client_load = fk__fedgrem_cli_load, .keys = fk__fedgrem_keys,                            \
+        .client_load = fk__fedgrem_cli_load, .keys = fk__fedgrem_keys, .predict = PREDICT,       \
     }
 
 #endif

@@ -156,17 +156,17 @@ FK__FEDGREM_INITS(pooled_grem_mor, FK__FEDGREM_V_POOLED_GREM, FK__FEDGREM_MOR, m
 
 const fk_method fk_method_fedgrem_mor =
     FK__FEDGREM_TABLE("fedgrem-mor", "FedGrEM for mixtures of regressions (y = x^T theta_z + e)",
-                     fedgrem_mor, mor_cli_step, mor_cli_evaluate);
+                     fedgrem_mor, mor_cli_step, mor_cli_evaluate, fk__mixture_predict_mor);
 const fk_method fk_method_fedem_mor = FK__FEDGREM_TABLE(
     "fedem-mor", "federated EM for mixtures of regressions: local WLS, server average", fedem_mor,
-    mor_cli_step, mor_cli_evaluate);
+    mor_cli_step, mor_cli_evaluate, fk__mixture_predict_mor);
 const fk_method fk_method_local_em_mor = FK__FEDGREM_TABLE(
     "local-em-mor", "per-client mixture-of-regressions EM (mixreg; no federation)", local_em_mor,
-    mor_cli_step, mor_cli_evaluate);
+    mor_cli_step, mor_cli_evaluate, fk__mixture_predict_mor);
 const fk_method fk_method_local_grem_mor = FK__FEDGREM_TABLE(
     "local-grem-mor", "per-client mixture-of-regressions gradient EM, step 0.1 (no federation)",
-    local_grem_mor, mor_cli_step, mor_cli_evaluate);
+    local_grem_mor, mor_cli_step, mor_cli_evaluate, fk__mixture_predict_mor);
 const fk_method fk_method_pooled_grem_mor = FK__FEDGREM_TABLE(
     "pooled-grem-mor",
     "mixture-of-regressions gradient EM on the union of all clients (summed statistics)",
-    pooled_grem_mor, mor_cli_step, mor_cli_evaluate);
+    pooled_grem_mor, mor_cli_step, mor_cli_evaluate, fk__mixture_predict_mor);

@@ -515,6 +515,7 @@ const fk_method fk_method_pooled_em = {
     .client_close = fk__pooled_em_cli_close,
     .local_step = fk__pooled_em_cli_step,
     .evaluate = fk__pooled_em_cli_evaluate,
+    .predict = fk__mixture_predict_gmm,
     .keys = fk__pooled_keys,
     .client_save = fk__pooled_em_cli_save,
     .client_load = fk__pooled_em_cli_load,

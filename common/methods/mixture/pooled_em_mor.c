@@ -555,6 +555,7 @@ const fk_method fk_method_pooled_em_mor = {
     .client_close = mcli_close,
     .local_step = mcli_step,
     .evaluate = mcli_evaluate,
+    .predict = fk__mixture_predict_mor,
     .keys = fk__pooled_keys,
     .client_save = fk__pooled_em_cli_save,
     .client_load = fk__pooled_em_cli_load,

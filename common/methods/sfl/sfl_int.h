@@ -111,6 +111,9 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err);
 int fk__sfl_srv_finished(void *v);
 int fk__sfl_srv_max_rounds(const fk_params *p);
 int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_err *err);
+/* predict op (sfl_predict.c): labels (raw; binary 'rest': NaN with "rest_of") or values */
+FK_CHECKRETURN int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries,
+                                   fk_bundle *out, fk_err *err);
 
 /* client ops (sfl_client.c) */
 int fk__sfl_cli_init(void **cli, const fk_params *p, const fk_dataset *data, int client,

@@ -17,6 +17,7 @@ const fk_method fk_method_sfl = {
     .finished = fk__sfl_srv_finished,
     .max_rounds = fk__sfl_srv_max_rounds,
     .check_update = fk__sfl_check_update,
+    .predict = fk__sfl_predict,
     .client_init = fk__sfl_cli_init,
     .client_close = fk__sfl_cli_close,
     .local_step = fk__sfl_cli_step,
