@@ -1,8 +1,10 @@
 /* DICA job, client side: local checks, the §7.3 statistics, the ridge statistics of
  * §8.1 and the local score of the final model. Raw samples never leave the client. */
 #include "common/methods/dica/dica_int.h"
+#include "common/methods/classes.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +59,29 @@ static int set_domains(fk__dicaj_client *c, const fk_dataset *data, fk_err *err)
     return rc;
 }
 
+/* c->y: the rows' indices in the job's class list when it has one (classes.h); without one,
+ * the data set's own indices, which task_classes accepts only when they cover every class. */
+static int index_labels(fk__dicaj_client *c, const fk_params *p, const fk_dataset *data,
+                        fk_err *err)
+{
+    fk_classes cls;
+    char who[64];
+    snprintf(who, sizeof who, "dica: client %d", c->idx);
+    int rc = fk_classes_parse(&cls, p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, err);
+    if (!rc && cls.n == 0) {
+        c->own_classes = data->n_classes;
+        c->y = malloc((data->X.rows ? data->X.rows : 1) * sizeof *c->y);
+        if (!c->y)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        else
+            memcpy(c->y, data->y, data->X.rows * sizeof *c->y);
+    } else if (!rc) {
+        rc = fk_classes_index(&cls, data, who, &c->y, err);
+    }
+    fk_classes_close(&cls);
+    return rc;
+}
+
 int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                           int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err)
 {
@@ -89,11 +114,7 @@ int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     /* Outputs: labels for classification, y_raw for regression. */
     if (rc == FK_OK && !c->c.regression && data->y) {
-        c->y = malloc(n * sizeof *c->y);
-        if (!c->y)
-            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        else
-            memcpy(c->y, data->y, n * sizeof *c->y);
+        rc = index_labels(c, p, data, err);
         c->labelled = 1;
     }
     if (rc == FK_OK && c->c.regression && data->y_raw) {
@@ -140,6 +161,14 @@ static int task_classes(const fk__dicaj_client *c, const fk_bundle *b, size_t *k
         return fk_err_set(err, FK_EINVAL,
                           "dica: client %d: 'classes' = %g is not a class count (1..%d)", c->idx,
                           v, FK_DICA_MAX_CLASSES);
+    /* Without a class list, index k is the k-th of this client's own labels: the same class
+     * as elsewhere only when it holds every class */
+    if (c->own_classes && !c->c.regression && (size_t)c->own_classes != (size_t)v)
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: client %d holds %d of the job's %g classes, so its class "
+                          "indices would not mean the same class as the other clients': list "
+                          "the job's classes by raw label value, e.g. classes = 1,2,3 or 1..10",
+                          c->idx, c->own_classes, v);
     *k = (size_t)v;
     return FK_OK;
 }

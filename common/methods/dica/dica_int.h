@@ -85,6 +85,8 @@ typedef struct fk__dicaj_client {
     long *dom;
     size_t n_dom; /* distinct domains */
     int labelled; /* y (classification) or t (regression) present */
+    int own_classes; /* job without a class list: the classes of the client's own list (its
+                      * indices hold only when that is every class of the job); 0 otherwise */
     fk_mat Phi;   /* random features of X for phi_sigma (a cache, not state) */
     double phi_sigma;
 } fk__dicaj_client;

@@ -1,6 +1,7 @@
 /* DICA job types: configuration, message sizes, bundle helpers, built-in data, keys
  * and the two operations tables. */
 #include "common/methods/dica/dica_int.h"
+#include "common/methods/classes.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +70,16 @@ size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy)
     return lo;
 }
 
+/* The class count of the job's `classes` (a count or the raw values: classes.h). */
+static int parse_classes(const fk_params *p, long *n, fk_err *err)
+{
+    fk_classes cls;
+    int rc = fk_classes_parse(&cls, p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, err);
+    *n = rc ? 0 : cls.n;
+    fk_classes_close(&cls);
+    return rc;
+}
+
 static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err)
 {
     if (!strcmp(s, "none") || !*s)
@@ -129,7 +140,7 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc)
         rc = fk_params_int(p, "domains", 0, 0, 1L << 31, &c->domains, err);
     if (!rc)
-        rc = fk_params_int(p, "classes", 0, 0, FK_DICA_MAX_CLASSES, &c->classes, err);
+        rc = parse_classes(p, &c->classes, err);
     if (!rc)
         rc = fk_params_double(p, "max_message", 0, 0, 1e18, &maxmsg, err);
     if (!rc && maxmsg > 0 && maxmsg < 1024)
