@@ -27,7 +27,7 @@ static size_t count_words(const char *s)
     return n;
 }
 
-/* "A..B" with integers A < B: fills lo, hi and returns 1; 0 when s is not a range. */
+/* "A..B" with integers A and B: fills lo, hi and returns 1; 0 when s is not a range. */
 static int parse_range(const char *s, double *lo, double *hi)
 {
     const char *dots = strstr(s, "..");
@@ -35,16 +35,17 @@ static int parse_range(const char *s, double *lo, double *hi)
         return 0;
     char *end;
     errno = 0;
-    double a = strtod(s, &end);
-    if (end != dots)
+    long long a = strtoll(s, &end, 10); /* strtod would read "1." of "1..10" */
+    if (end != dots || errno)
         return 0;
-    double b = strtod(dots + 2, &end);
+    long long b = strtoll(dots + 2, &end, 10);
     while (isspace((unsigned char)*end))
         end++;
-    if (*end || errno || a != floor(a) || b != floor(b) || fabs(a) > 1e15 || fabs(b) > 1e15)
+    if (end == dots + 2 || *end || errno || llabs(a) > 1000000000000000LL ||
+        llabs(b) > 1000000000000000LL)
         return 0;
-    *lo = a;
-    *hi = b;
+    *lo = (double)a;
+    *hi = (double)b;
     return 1;
 }
 
