@@ -23,6 +23,8 @@ typedef struct kcli {
     char label_msg[256];
     int fitted;
     fk_kahm_set set;
+    double *left_out; /* class ids whose block could not be modelled (n_left of them) */
+    int n_left;
 } kcli;
 
 void fk__kahm_cli_close(void *v)
@@ -35,6 +37,7 @@ void fk__kahm_cli_close(void *v)
     free(c->ytr);
     free(c->yte);
     fk_kahm_set_close(&c->set);
+    free(c->left_out);
     free(c);
 }
 
@@ -172,6 +175,18 @@ static int local_acc(const kcli *c, double *acc, fk_err *err)
     return rc;
 }
 
+/* A class block the KAHM cannot model (one sample, identical rows): served by the other
+ * clients that hold the class, or by none; the rest of this client's classes are served. */
+static void left_out(void *ud, int cls, size_t n, const fk_err *why)
+{
+    kcli *c = ud;
+    c->left_out[c->n_left++] = cls;
+    fk_log(FK_LOG_WARN, "kahm_class_left_out",
+           "client=%d class=%d samples=%zu msg=\"this class's block cannot be modelled and is left "
+           "out of this client's answer; its other classes are served: %s\"",
+           c->client, cls, n, why->msg);
+}
+
 int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_report *rep,
                         fk_err *err)
 {
@@ -194,13 +209,31 @@ int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_re
         return fk_err_set(err, FK_EINVAL, "kahm: this client's data have %zu columns, the job's "
                           "dim is %d", c->p, c->j.dim);
     int rc = FK_OK;
+    /* bad data refuse the task; only a class block that cannot be modelled is left out */
+    for (size_t i = 0; !c->fitted && i < c->ntr * c->p; i++)
+        if (!isfinite(c->Xtr[i]))
+            return fk_err_set(err, FK_EINVAL, "kahm client %d: training value (%zu, %zu) is %g; "
+                              "KAHM data must be finite (clean or drop the sample)",
+                              c->client, i / c->p, i % c->p, c->Xtr[i]);
     if (!c->fitted) {
-        rc = fk_kahm_set_fit(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C, &c->j.ko, err);
-        if (rc)
-            return fk_err_prefix(err, "kahm client %d: ", c->client);
+        free(c->left_out);
+        c->n_left = 0;
+        c->left_out = malloc((size_t)c->j.C * sizeof *c->left_out);
+        if (!c->left_out)
+            return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+        rc = fk_kahm_set_fit_partial(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C,
+                                     &c->j.ko, left_out, c, err);
+        if (rc) {
+            (void)fk_err_prefix(err, "kahm client %d: ", c->client);
+            return rc;
+        }
         c->fitted = 1;
     }
     rc = fk__kahm_encode(&c->set, (int)c->p, "", upload, update, err);
+    /* The classes left out travel by id so the server can log and report them. */
+    if (!rc && c->n_left &&
+        fk_bundle_put_vec(update, "left_out", (size_t)c->n_left, c->left_out))
+        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
     if (!rc && upload && fk_bundle_put_scalar(update, "allowed", 1))
         rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
     if (rc)

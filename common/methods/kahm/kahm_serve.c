@@ -81,10 +81,12 @@ int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, cons
     if (!D || D->ndim != 2 || D->shape[0] != nt || D->shape[1] != m)
         return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' must be %zu queries x "
                           "%zu classes", ans->client, nt, m);
+    /* +inf is a legitimate distance (a query so far from a class model that exp(-d) underflows;
+     * eq. (63) takes the minimum over holders, so it simply loses); NaN and negatives are not */
     for (size_t i = 0; i < D->len; i++)
-        if (!(D->data[i] >= 0 && isfinite(D->data[i])))
+        if (!(D->data[i] >= 0))
             return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' row %zu class %g is "
-                              "%g (a distance is finite and >= 0)", ans->client, i / m,
+                              "%g (a distance is >= 0, or +inf)", ans->client, i / m,
                               held->data[i % m], D->data[i]);
     return FK_OK;
 }

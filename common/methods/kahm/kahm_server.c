@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/log.h"
+
 typedef struct ksrv {
     fk_kahm_job j;
     int K;
@@ -111,6 +113,26 @@ static int keep_models(ksrv *s, const fk_update *u, fk_err *err)
     return FK_OK;
 }
 
+/* A client's class blocks that could not be modelled (its update's "left_out" ids): logged,
+ * so the operator sees which classes that client does not serve. */
+static void log_left_out(const fk_update *u, size_t C)
+{
+    const fk_tensor *t = fk_bundle_get(&u->msg, "left_out");
+    if (!t || t->ndim != 1)
+        return;
+    char ids[256] = "";
+    size_t at = 0;
+    for (size_t a = 0; a < t->len && at + 24 < sizeof ids; a++)
+        if (t->data[a] >= 0 && t->data[a] < (double)C && t->data[a] == floor(t->data[a]))
+            at += (size_t)snprintf(ids + at, sizeof ids - at, "%s%.0f", at ? "," : "",
+                                   t->data[a]);
+    if (at)
+        fk_log(FK_LOG_WARN, "kahm_class_left_out",
+               "client=%d classes=%s msg=\"the client could not model these class blocks (one "
+               "sample or identical rows) and left them out of its answer\"",
+               u->client, ids);
+}
+
 int fk__kahm_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
                        int *round_done, fk_err *err)
 {
@@ -133,6 +155,7 @@ int fk__kahm_aggregate(void *v, int round, int phase, const fk_update *ups, int 
             row[k] = 0;
         for (size_t a = 0; a < h->len; a++)
             row[(size_t)h->data[a]] = c->data[a];
+        log_left_out(u, C);
         if (s->j.upload) {
             int rc = keep_models(s, u, err);
             if (rc)
