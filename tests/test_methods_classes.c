@@ -210,7 +210,7 @@ static void kahm_left_out(void **state)
     assert_int_equal(fk_dataset_set_labels(&ds[0], raw, &err), FK_OK);
     free(raw);
     fk_params p;
-    set_keys(&p, (const char *const[]){"classes", "4", "holdout", "0", NULL});
+    set_keys(&p, (const char *const[]){"classes", "4", "holdout", "0", "scale", "0.1", NULL});
     fk_bundle model;
     fk_sim_opts o = {.rounds = 1, .seed = 2};
     fk_sim_round last;
@@ -230,12 +230,43 @@ static void kahm_left_out(void **state)
     fk_dataset_close(&ds[1]);
 }
 
+/* kahm on raw features far beyond tanh's range: with the default scale the task is refused
+ * with the numbers and the key to set; a scale the job chose is taken (and logged). */
+static void kahm_scale(void **state)
+{
+    (void)state;
+    fk_dataset ds;
+    make_client(&ds, 0, 60, -1);
+    for (size_t i = 0; i < ds.X.rows * D; i++)
+        ds.X.data[i] = 50 + 10 * ds.X.data[i]; /* like pen-digits' raw 0..100 */
+    for (size_t i = 0; i < 60; i++)
+        ds.y_raw[i] /= 10;
+    fk_err err;
+    assert_int_equal(fk_dataset_set_labels(&ds, ds.y_raw, &err), FK_OK);
+    fk_params p;
+    set_keys(&p, (const char *const[]){"classes", "4", NULL});
+    fk_bundle model;
+    fk_sim_opts o = {.rounds = 1, .seed = 2};
+    fk_sim_round last;
+    /* fk_sim_run fails with a client's refusal (the daemons count it as that client's
+     * error in the job status) */
+    assert_int_equal(fk_sim_run(&fk_method_kahm, &p, &ds, 1, &o, &model, &last, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "set the job's scale to about"));
+    assert_non_null(strstr(err.msg, "|scale x| > 3"));
+    assert_int_equal(fk_params_set(&p, "scale", "0.01"), FK_OK);
+    assert_int_equal(fk_sim_run(&fk_method_kahm, &p, &ds, 1, &o, &model, &last, &err), FK_OK);
+    assert_int_equal(last.participants, 1);
+    fk_bundle_close(&model);
+    fk_params_close(&p);
+    fk_dataset_close(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_forms),        cmocka_unit_test(label_outside_list),
         cmocka_unit_test(fedrf_tca_aligned),  cmocka_unit_test(dica_aligned),
-        cmocka_unit_test(kahm_left_out),
+        cmocka_unit_test(kahm_left_out),      cmocka_unit_test(kahm_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

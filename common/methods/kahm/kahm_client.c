@@ -20,7 +20,7 @@ typedef struct kcli {
     double *Xtr, *Xte; /* preprocessed rows, p columns */
     int *ytr, *yte;    /* class ids in [0, C) */
     int label_rc;      /* a label outside the job's classes: every task is refused */
-    char label_msg[256];
+    char label_msg[512];
     int fitted;
     fk_kahm_set set;
     double *left_out; /* class ids whose block could not be modelled (n_left of them) */
@@ -49,6 +49,40 @@ static int class_id(const fk_dataset *d, size_t i, int C, int *id)
         return -1;
     *id = (int)v;
     return 0;
+}
+
+/* tanh(scale x) is flat beyond |scale x| = 3 (tanh 3 = 0.995): when more than this share of
+ * the values lies there, the features the KAHMs see are nearly all +-1 (pen-digits raw 0..100
+ * with scale = 1: 94.8 % -> 59.5 %, issue 32). */
+#define SATURATED_SHARE 0.05
+
+/* The data's scale against the job's `scale`: with tanh and most values saturated, refuse
+ * when `scale` is the default (the job did not choose it) and warn when the job set it.
+ * Returns FK_OK or FK_EINVAL with the message in c->label_msg. */
+static int check_scale(kcli *c, const fk_params *p, const fk_dataset *d)
+{
+    size_t n = d->X.rows, P = d->X.cols, sat = 0;
+    double big = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) {
+            double v = fabs(d->X.data[i * d->X.ld + j]);
+            big = v > big ? v : big;
+            sat += c->j.scale * v > 3;
+        }
+    double share = n && P ? (double)sat / (double)(n * P) : 0;
+    if (!c->j.tanh || !(share > SATURATED_SHARE))
+        return FK_OK;
+    int chosen = fk_params_get(p, "scale") != NULL;
+    snprintf(c->label_msg, sizeof c->label_msg,
+             "'%s': %.1f %% of the values have |scale x| > 3 (largest |x| = %.6g, scale = %g), "
+             "where tanh is flat: the class models would see nearly constant features; set the "
+             "job's scale to about %.3g (1 / largest |x|) or rescale the data",
+             d->name, 100 * share, big, c->j.scale, 1 / big);
+    if (chosen) {
+        fk_log(FK_LOG_WARN, "kahm_scale", "client=%d msg=\"%s\"", c->client, c->label_msg);
+        return FK_OK;
+    }
+    return FK_EINVAL;
 }
 
 static double prep(const kcli *c, double x)
@@ -89,6 +123,9 @@ int fk__kahm_cli_init(void **out, const fk_params *p, const fk_dataset *data, in
         free(c);
         return rc;
     }
+    c->client = client;
+    if (!c->label_rc && check_scale(c, p, data))
+        c->label_rc = FK_EINVAL; /* refused at the task, like a label outside the classes */
     /* Holdout: floor(holdout * n_c) samples of each class, chosen by the client's stream. */
     int *perm = malloc((n ? n : 1) * sizeof(int));
     unsigned char *out_mask = calloc(n ? n : 1, 1);
