@@ -663,7 +663,7 @@ static void classes_daemons_match_sim(void **state)
                        "seed = 3\nR = 16\nholdout = 5\nmin_domain_size = 2\n"
                        "classes = 0,1,2,3\ndeadline = 30\n";
     const char *kahm = "method = kahm\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
-                       "seed = 3\nclasses = 4\nholdout = 0\ndeadline = 30\n";
+                       "seed = 3\nclasses = 0,1,2,3,9\nholdout = 0\ndeadline = 30\n";
     const char *jobs[] = {tca, dica, kahm};
     for (int i = 0; i < 3; i++) {
         char id[32];

@@ -230,6 +230,69 @@ static void kahm_left_out(void **state)
     fk_dataset_close(&ds[1]);
 }
 
+/* kahm with `classes` listing raw values 10, 20, 30 (site 0 lacks 20): the model of the
+ * aligned computation (labels 0, 1, 2 and classes = 3) plus "class_values", and predictions
+ * in raw labels. */
+static void kahm_list(void **state)
+{
+    (void)state;
+    fk_dataset ds[K], al[K];
+    fk_err err;
+    for (int k = 0; k < K; k++) {
+        make_client(&ds[k], k, 60, 0);
+        make_client(&al[k], k, 60, 0);
+        for (size_t i = 0; i < 60; i++)
+            al[k].y_raw[i] = al[k].y_raw[i] / 10 - 1;
+        assert_int_equal(fk_dataset_set_labels(&al[k], al[k].y_raw, &err), FK_OK);
+    }
+    const char *common[] = {"holdout", "0", "scale", "0.1", "upload_models", "1",
+                            "local.allow_model_upload", "1", NULL};
+    fk_params pl, pa;
+    set_keys(&pl, common);
+    set_keys(&pa, common);
+    assert_int_equal(fk_params_set(&pl, "classes", "10,20,30"), FK_OK);
+    assert_int_equal(fk_params_set(&pa, "classes", "3"), FK_OK);
+    fk_sim_opts o = {.rounds = 1, .seed = 4};
+    fk_bundle ml, ma;
+    assert_int_equal(fk_sim_run(&fk_method_kahm, &pl, ds, K, &o, &ml, NULL, &err), FK_OK);
+    assert_int_equal(fk_sim_run(&fk_method_kahm, &pa, al, K, &o, &ma, NULL, &err), FK_OK);
+    assert_int_equal(ml.count, ma.count + 1);
+    for (size_t i = 0; i < ma.count; i++) {
+        const fk_tensor *t = fk_bundle_get(&ml, ma.items[i].name);
+        assert_non_null(t);
+        assert_int_equal(t->len, ma.items[i].len);
+        assert_memory_equal(t->data, ma.items[i].data, t->len * sizeof(double));
+    }
+    const fk_tensor *cv = fk_bundle_get(&ml, "class_values");
+    assert_non_null(cv);
+    assert_true(cv->len == 3 && cv->data[0] == 10 && cv->data[2] == 30);
+    fk_bundle q, pl_out, pa_out;
+    fk_bundle_init(&q);
+    fk_bundle_init(&pl_out);
+    fk_bundle_init(&pa_out);
+    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){60, D}, ds[1].X.data), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&ml, &q, &pl_out, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&ma, &q, &pa_out, &err), FK_OK);
+    const fk_tensor *a = fk_bundle_get(&pl_out, "labels"), *b = fk_bundle_get(&pa_out, "labels");
+    size_t hit = 0;
+    for (size_t i = 0; i < 60; i++) {
+        assert_true(a->data[i] == 10 * (b->data[i] + 1));
+        hit += a->data[i] == ds[1].y_raw[i];
+    }
+    assert_true(hit > 54); /* site 0's lack of class 20 costs nothing here */
+    fk_bundle_close(&q);
+    fk_bundle_close(&pl_out);
+    fk_bundle_close(&pa_out);
+    fk_bundle_close(&ml);
+    fk_bundle_close(&ma);
+    fk_params_close(&pl);
+    fk_params_close(&pa);
+    for (int k = 0; k < K; k++) {
+        fk_dataset_close(&ds[k]);
+        fk_dataset_close(&al[k]);
+    }
+}
+
 /* kahm on raw features far beyond tanh's range: with the default scale the task is refused
  * with the numbers and the key to set; a scale the job chose is taken (and logged). */
 static void kahm_scale(void **state)
@@ -267,6 +330,7 @@ int main(void)
         cmocka_unit_test(parse_forms),        cmocka_unit_test(label_outside_list),
         cmocka_unit_test(fedrf_tca_aligned),  cmocka_unit_test(dica_aligned),
         cmocka_unit_test(kahm_left_out),      cmocka_unit_test(kahm_scale),
+        cmocka_unit_test(kahm_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

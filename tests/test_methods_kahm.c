@@ -219,7 +219,7 @@ static void client_refusals(void **state)
     fk_report rep;
     assert_int_equal(fk_method_kahm.client_init(&cli, &p, &d, 0, 1, 1, &err), FK_OK);
     assert_int_equal(fk_method_kahm.local_step(cli, &task, &up, &rep, &err), FK_EINVAL);
-    assert_non_null(strstr(err.msg, "outside the job's classes"));
+    assert_non_null(strstr(err.msg, "row 6 (1-based) has label 5, which is not one of the job's classes"));
     fk_method_kahm.client_close(cli);
     fk_dataset_close(&d);
     double raw2[6] = {0, 0, 0, 1, 1, 2}; /* class 2 has one sample */

@@ -10,6 +10,7 @@
 
 #include "common/base/log.h"
 #include "common/la/rng.h"
+#include "common/methods/classes.h"
 
 static const uint64_t HOLDOUT_STREAM = 0x6b686f6c00000000ULL; /* "khol" */
 
@@ -36,19 +37,33 @@ void fk__kahm_cli_close(void *v)
     free(c->Xte);
     free(c->ytr);
     free(c->yte);
+    fk__kahm_job_close(&c->j);
     fk_kahm_set_close(&c->set);
     free(c->left_out);
     free(c);
 }
 
-/* The class id of sample i: its raw label, which must be an integer in [0, C). */
-static int class_id(const fk_dataset *d, size_t i, int C, int *id)
+/* id (n, malloc'ed): each row's class id, its label's position in the job's class list
+ * (classes.h). A label outside the list is kept as the refusal of every task (in label_msg)
+ * and the ids are then all 0. */
+static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id, fk_err *err)
 {
-    double v = d->classes ? d->classes[d->y[i]] : (double)d->y[i];
-    if (!(v >= 0 && v < C && v == floor(v)))
-        return -1;
-    *id = (int)v;
-    return 0;
+    fk_classes cls;
+    fk_err why;
+    char who[48];
+    snprintf(who, sizeof who, "kahm client %d", c->client);
+    int rc = fk_classes_parse(&cls, p, 10, 100000, FK_CLASSES_COUNT_RANGE, err);
+    if (rc)
+        return rc;
+    rc = fk_classes_index(&cls, d, who, id, &why);
+    fk_classes_close(&cls);
+    if (rc == FK_EINVAL) {
+        c->label_rc = FK_EINVAL;
+        snprintf(c->label_msg, sizeof c->label_msg, "%.480s: refusing the task", why.msg);
+        *id = calloc(d->X.rows ? d->X.rows : 1, sizeof **id);
+        rc = *id ? FK_OK : FK_ENOMEM;
+    }
+    return rc ? fk_err_set(err, rc, "kahm client: out of memory for the labels") : FK_OK;
 }
 
 /* tanh(scale x) is flat beyond |scale x| = 3 (tanh 3 = 0.995): when more than this share of
@@ -106,24 +121,15 @@ int fk__kahm_cli_init(void **out, const fk_params *p, const fk_dataset *data, in
         rc = fk_err_set(err, FK_EINVAL, "kahm: data set '%s' has no labels; KAHM fits one model "
                         "per class", data->name);
     size_t n = data->X.rows, P = data->X.cols;
-    int *id = rc ? NULL : malloc((n ? n : 1) * sizeof(int));
-    if (!rc && !id)
-        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
-    for (size_t i = 0; !rc && i < n; i++)
-        if (class_id(data, i, c->j.C, &id[i]) && !c->label_rc) {
-            c->label_rc = FK_EINVAL;
-            snprintf(c->label_msg, sizeof c->label_msg,
-                     "sample %zu of '%s' has label %g, outside the job's classes [0, %d): "
-                     "refusing the task (fix the labels or raise 'classes')",
-                     i, data->name, data->classes ? data->classes[data->y[i]] : (double)data->y[i],
-                     c->j.C);
-        }
+    int *id = NULL;
+    c->client = client;
+    if (!rc)
+        rc = class_ids(c, p, data, &id, err);
     if (rc) {
-        free(id);
+        fk__kahm_job_close(&c->j);
         free(c);
         return rc;
     }
-    c->client = client;
     if (!c->label_rc && check_scale(c, p, data))
         c->label_rc = FK_EINVAL; /* refused at the task, like a label outside the classes */
     /* Holdout: floor(holdout * n_c) samples of each class, chosen by the client's stream. */
@@ -164,7 +170,6 @@ int fk__kahm_cli_init(void **out, const fk_params *p, const fk_dataset *data, in
             c->ytr[c->ntr++] = c->label_rc ? 0 : id[i];
     }
     c->p = P;
-    c->client = client;
     free(perm);
     free(out_mask);
     free(id);

@@ -149,6 +149,8 @@ int fk__kahm_combine(const fk_bundle *model, const fk_bundle *queries, const fk_
         for (size_t k = 0, t = 0; !rc && k < K; k++)
             if (!seen[k] && h->data[k * C] >= 0)
                 mi[t++] = (double)k;
+        if (!rc) /* class ids -> the job's raw labels */
+            fk__kahm_label_values(model, l, nt, un, n_un);
     }
     free(D);
     free(dmin);

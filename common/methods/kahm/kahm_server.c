@@ -28,6 +28,7 @@ int fk__kahm_srv_init(void **out, const fk_params *p, int n_clients, uint64_t se
     if (!rc && !(s->holders = malloc((size_t)n_clients * (size_t)s->j.C * sizeof(double))))
         rc = fk_err_set(err, FK_ENOMEM, "kahm server: out of memory for %d clients", n_clients);
     if (rc) {
+        fk__kahm_job_close(&s->j);
         free(s);
         return rc;
     }
@@ -46,6 +47,7 @@ void fk__kahm_srv_close(void *v)
         return;
     free(s->holders);
     fk_bundle_close(&s->models);
+    fk__kahm_job_close(&s->j);
     free(s);
 }
 
@@ -180,7 +182,8 @@ int fk__kahm_model(void *v, fk_bundle *out, fk_err *err)
     if (fk_bundle_put(out, "holders", 2, sh, s->holders) ||
         fk_bundle_put_scalar(out, "upload", s->j.upload) ||
         fk_bundle_put_scalar(out, "dim", s->p) || fk_bundle_put_scalar(out, "done", s->done) ||
-        fk_bundle_put_vec(out, "prep", 2, (double[]){s->j.tanh, s->j.scale}))
+        fk_bundle_put_vec(out, "prep", 2, (double[]){s->j.tanh, s->j.scale}) ||
+        (s->j.values && fk_bundle_put_vec(out, "class_values", (size_t)s->j.C, s->j.values)))
         return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
     for (size_t i = 0; i < s->models.count; i++) {
         const fk_tensor *t = &s->models.items[i];
