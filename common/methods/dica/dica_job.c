@@ -22,7 +22,10 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"sigma X", "input kernel width; 0 = mean-distance rule from the clients' sums (0)"},
     {"sigma_y X", "output kernel width (regression); 0 = mean training target (0)"},
     {"task classification|regression", "outputs: class labels or the target in y_raw"},
-    {"classes C", "number of classes, at most 4096; 0 = the largest the clients report (0)"},
+    {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (a class is the same "
+                        "output on every client; a label not listed is refused), at most 4096; "
+                        "or a count C, 0 = the largest the clients report; a count needs every "
+                        "client to hold every class (0)"},
     {"holdout LIST", "none, last or client indices (1,3): test-only clients, no upload (none)"},
     {"domains K", "domain ids must be in [0, K); 0 = any id >= 0 (0)"},
     {"min_domain_size N", "smallest domain a client may upload, >= 2 (30; privacy, §7.7)"},

@@ -162,7 +162,9 @@ static int max_rounds(const fk_params *p)
 }
 
 static const fk_param_doc keys[] = {
-    {"classes C", "number of classes; class ids are the data's labels, integers in [0, C) (10)"},
+    {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (class id = position; "
+                        "predictions answer the raw label; a label not listed is refused), or a "
+                        "count C: the labels 0..C-1 (10)"},
     {"upload_models 0|1", "mode A: clients upload their KAHMs to the server (they CONTAIN the "
                           "training samples); each client must also allow it in its own "
                           "config ([local] allow_model_upload = true), else it refuses the task (0: mode B, models "
@@ -170,7 +172,9 @@ static const fk_param_doc keys[] = {
     {"local.allow_model_upload 0|1", "copied by the client daemon from its own [local] "
                                       "section; a job that sets it is refused (sim only)"},
     {"dim D", "expected input dimension; updates of another dimension are refused (0: any)"},
-    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels)"},
+    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels); when "
+                "more than 5 % of a client's |S x| exceed 3 (tanh flat), the default is "
+                "refused naming a scale to set, a scale set here is taken with a warning"},
     {"tanh 0|1", "apply tanh elementwise after scaling (1, the paper's preprocessing)"},
     {"holdout F", "share of each class a client keeps aside to score the model (0.2)"},
     {"n_max N", "subspace dimension cap of App. B (20)"},
