@@ -252,7 +252,7 @@ static void start_agent(ramp *r, int i)
     snprintf(key, sizeof key, "%s/client-l%d.key", r->pki, i);
     fk_tls_files f = {ca, cert, key, NULL, 0};
     fk_tls_ctx *tls;
-    fk_err err;
+    fk_err err = {0};
     if (fk_tls_ctx_new(&tls, 0, &f, &err))
         _exit(3);
     fk_agent_config ac = {.host = "127.0.0.1", .port = r->port, .server_name = "server",
@@ -330,7 +330,7 @@ static void watch_job(uv_timer_t *t)
     if (fk_engine_running(r->e) > 0)
         return;
     fk_job_status s;
-    fk_err err;
+    fk_err err = {0};
     if (fk_engine_status(r->e, r->job, &s, &err) == FK_OK && s.state != FK_JOB_RUNNING) {
         r->t_done = fk_bench_now();
         r->done = 1;
@@ -405,7 +405,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     snprintf(pki, sizeof pki, "%s/pki-%d-%d", pki_dir ? pki_dir : tmp, n, pki_dir ? 0 : full_sync);
     snprintf(db, sizeof db, "%s/state-%d-%d.db", tmp, n, full_sync);
     snprintf(ca_pem, sizeof ca_pem, "%s/client-l%d.pem", pki, n - 1);
-    fk_err err;
+    fk_err err = {0};
     fk_cert_opts so = {.ips = "127.0.0.1"};
     if (pki_dir && access(ca_pem, R_OK) == 0)
         ; /* issued by an earlier run */
@@ -604,7 +604,7 @@ static void bench_aggregate(int n, long dim, int json)
         ups[i].report.n_samples = 10 + i % 5;
     }
     fk_aggregator a = {.kind = FK_AGG_FEDAVG};
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err); /* warm */
     int reps = 5;
     double t0 = fk_bench_now();
@@ -628,7 +628,7 @@ int fk_bench_server(int argc, char **argv)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (rc || fk_params_get(&p, "help")) {
         fprintf(rc ? stderr : stdout,

@@ -310,7 +310,7 @@ static int builtin_data(demo_job *j, const demo_opts *o, const char *dir, const 
     for (int c = 0; c < n; c++)
         fk_dataset_close(&gen_ds[c]);
     free(gen_ds);
-    return rc ? fk_err_prefix(err, "%s demo data: ", j->method) : FK_OK;
+    return rc ? fk_err_prefix(err, rc, "%s demo data: ", j->method) : FK_OK;
 }
 
 static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *err)
@@ -600,7 +600,7 @@ static int make_pki(const char *pki, int n_clients, fk_err *err)
         snprintf(name, sizeof name, "c%d", c);
         rc = ensure_cert(pki, FK_ROLE_CLIENT, name, NULL, err);
     }
-    return rc ? fk_err_prefix(err, "certificates in %s: ", pki) : FK_OK;
+    return rc ? fk_err_prefix(err, rc, "certificates in %s: ", pki) : FK_OK;
 }
 
 /* Append text to buf[len..cap) as "# " comment lines of at most width characters, broken
@@ -836,7 +836,7 @@ static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job
         if (cli)
             m->client_close(cli);
         if (rc)
-            return fk_err_prefix(err, "evaluating the daemon model on client %d: ", c);
+            return fk_err_prefix(err, rc, "evaluating the daemon model on client %d: ", c);
     }
     return FK_OK;
 }
@@ -893,7 +893,7 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
     const fk_method *m = fk_method_find(j->method, err);
     int rc = !m ? err->code : !rep ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
     if (!rc && (rc = fk_codec_bundle_decode(blob, len, &daemon, err)))
-        fk_err_prefix(err, "job %s model: ", j->id);
+        fk_err_prefix(err, rc, "job %s model: ", j->id);
     if (!rc)
         rc = fk_params_parse_ini(&p, text, "demo job", err);
     /* the client daemons add their own [local] keys to the job's; so does the simulation */
@@ -903,7 +903,7 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
             rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .final_reports = j->final};
     if (!rc && (rc = fk_sim_run(m, &p, j->clients, j->n_clients, &so, &sim, NULL, err)))
-        fk_err_prefix(err, "simulating job %s in-process: ", j->id);
+        fk_err_prefix(err, rc, "simulating job %s in-process: ", j->id);
     /* the re-run fits log what they would send; nothing is sent here */
     int level = fk_log_level();
     fk_log_set_level(FK_LOG_ERROR);
@@ -1033,7 +1033,7 @@ static void plot_as(const demo_job *j, const char *workdir, const char *ext)
 {
     char path[4200], title[200];
     snprintf(path, sizeof path, "%s/%s.%s", workdir, jname(j), ext);
-    fk_err err;
+    fk_err err = {0};
     int rc;
     if (j->rounds == 1) {
         const fk_report *rep = j->drep ? j->drep : j->final;

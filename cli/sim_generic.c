@@ -293,7 +293,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
             usage(stdout, m);
             return 0;
         }
-    fk_err err;
+    fk_err err = {0};
     fk_err_clear(&err);
     const char *job = NULL;
     data_arg data[MAX_DATA];

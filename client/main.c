@@ -13,6 +13,7 @@
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
 #include "common/data/source.h"
+#include "common/la/blas_threads.h"
 #include "common/methods/jobconf.h"
 #include "common/net/hostport.h"
 #include "common/net/limits.h"
@@ -156,7 +157,7 @@ static int load_all(data_cache *c, const fk_params *p, fk_err *err)
         if (!rc)
             rc = fk_source_load(&c->sets[c->n], src, &so, NULL, err);
         if (rc)
-            return fk_err_prefix(err, "data set '%s' (%s = %s): ", ds, key, src);
+            return fk_err_prefix(err, rc, "data set '%s' (%s = %s): ", ds, key, src);
         fk_dataset *d = &c->sets[c->n];
         snprintf(c->names[c->n], sizeof c->names[c->n], "%s", ds);
         c->info[c->n] = (fk_agent_dataset){c->names[c->n], d->X.rows, d->X.cols,
@@ -275,6 +276,11 @@ static int run(fk_params *p)
         return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
     fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
+    int blas_threads;
+    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
+        return fail(err.msg);
+    /* the count and core type decide a model's last bits: say which ones this process uses */
+    fk_log(FK_LOG_INFO, "blas", "threads=%d core=%s", blas_threads, fk_blas_core_name());
     const char *metrics_listen = fk_params_get(p, "metrics_listen");
     char host[256], sdir[4096];
     int port;
@@ -346,7 +352,7 @@ static int run(fk_params *p)
     rc = fk_agent_start(&st.agent, &loop, &ac, &err);
     fk_tls_ctx_unref(tls);
     if (rc == FK_OK) {
-        fk_err serr;
+        fk_err serr = {0};
         if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &serr))
             fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
         fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,

@@ -13,6 +13,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
+#include "common/la/blas_threads.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_server.h"
@@ -340,6 +341,11 @@ static int run(fk_params *p)
         return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
     fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
+    int blas_threads;
+    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
+        return fail(err.msg);
+    /* the count and core type decide a model's last bits: say which ones this process uses */
+    fk_log(FK_LOG_INFO, "blas", "threads=%d core=%s", blas_threads, fk_blas_core_name());
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
@@ -111,8 +112,8 @@ static void label_outside_list(void **state)
     fk_classes_close(&c);
     fk_params_close(&p);
     /* through the job types' client_init */
-    set_keys(&p, (const char *const[]){"classes", "10,20,30", "N", "20", "m", "5", "hidden",
-                                       "none", NULL});
+    set_keys(&p, (const char *const[]){"classes", "10,20,30", "N", "20", "m", "5", "hidden", "none",
+                                       NULL});
     void *cli = NULL;
     assert_int_equal(fk_method_fedrf_tca.client_init(&cli, &p, &ds, 0, 2, 1, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "label 99"));
@@ -126,8 +127,8 @@ static void label_outside_list(void **state)
 /* Run m on the clients twice: each data set with its own class list and the job's `classes`
  * listing the raw values, and (the aligned computation) every data set re-indexed against
  * the full list with `classes` a count. The models and final reports agree bit for bit. */
-static void aligned(const fk_method *m, const char *const *kv, int n_clients, size_t n,
-                    int rounds, int scored)
+static void aligned(const fk_method *m, const char *const *kv, int n_clients, size_t n, int rounds,
+                    int scored)
 {
     fk_dataset ds[K], al[K];
     for (int k = 0; k < n_clients; k++) {
@@ -245,8 +246,9 @@ static void kahm_list(void **state)
             al[k].y_raw[i] = al[k].y_raw[i] / 10 - 1;
         assert_int_equal(fk_dataset_set_labels(&al[k], al[k].y_raw, &err), FK_OK);
     }
-    const char *common[] = {"holdout", "0", "scale", "0.1", "upload_models", "1",
-                            "local.allow_model_upload", "1", NULL};
+    const char *common[] = {
+        "holdout", "0", "scale", "0.1", "upload_models", "1", "local.allow_model_upload",
+        "1",       NULL};
     fk_params pl, pa;
     set_keys(&pl, common);
     set_keys(&pa, common);
@@ -327,9 +329,9 @@ static void kahm_scale(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parse_forms),        cmocka_unit_test(label_outside_list),
-        cmocka_unit_test(fedrf_tca_aligned),  cmocka_unit_test(dica_aligned),
-        cmocka_unit_test(kahm_left_out),      cmocka_unit_test(kahm_scale),
+        cmocka_unit_test(parse_forms),       cmocka_unit_test(label_outside_list),
+        cmocka_unit_test(fedrf_tca_aligned), cmocka_unit_test(dica_aligned),
+        cmocka_unit_test(kahm_left_out),     cmocka_unit_test(kahm_scale),
         cmocka_unit_test(kahm_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -443,7 +443,7 @@ static int emit_svm(const bopts *o, const char *name, const fk_dataset *tr, cons
     size_t used = 0;
     int rc = run_svm(o, tr, te, &acc, &used, err);
     if (rc)
-        return fk_err_prefix(err, "%s RBF-SVM baseline: ", name);
+        return fk_err_prefix(err, rc, "%s RBF-SVM baseline: ", name);
     char cs[96], extra[160];
     snprintf(cs, sizeof cs, "%s baseline", name);
     if (used == tr->X.rows)
@@ -469,7 +469,7 @@ static int run_digits(const bopts *o, const char *path, fk_err *err)
     fk_dataset all = {0};
     int rc = fk_load(&all, path, &lo, err);
     if (rc)
-        return fk_err_prefix(err, "sklearn digits (--digits_file): ");
+        return fk_err_prefix(err, rc, "sklearn digits (--digits_file): ");
     prep_tanh(&all, 1.0 / 16.0);
     size_t n = all.X.rows;
     int *idx = malloc(n * sizeof(int)), *tr_rows = malloc(n * sizeof(int)),

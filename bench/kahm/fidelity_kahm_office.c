@@ -173,7 +173,7 @@ static int one_split(const fk_dataset *src, const fk_dataset *tgt, int n_src, in
         out->nn = 100.0 * (double)hnn / (double)mt;
     }
     if (rc)
-        fk_err_prefix(err, "office %c->%c split %d: ", LETTER[si], LETTER[ti], split);
+        fk_err_prefix(err, rc, "office %c->%c split %d: ", LETTER[si], LETTER[ti], split);
     if (fs)
         fk_kahm_set_close(&S);
     if (ft)

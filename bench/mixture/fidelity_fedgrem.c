@@ -608,7 +608,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     /* options: every key is read here and an unknown one is refused, so a typo never
      * silently runs the default cells for minutes */
     fk_params p;
-    fk_err err;
+    fk_err err = {0};
     fk_params_init(&p);
     fopts o = {0};
     long sr, rr, rounds;

@@ -130,7 +130,7 @@ int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
              : out->kind == FK_SYNTH_GMM ? parse_gmm(&p, out, err)
                                          : parse_mor(&p, out, err);
     if (rc && rc != FK_ENOMEM && strncmp(err->msg, "data set", 8))
-        fk_err_prefix(err, "data set '%.80s': ", spec);
+        fk_err_prefix(err, rc, "data set '%.80s': ", spec);
     const char *unused = rc ? NULL : fk_params_unused(&p);
     if (unused)
         rc = fk_err_set(err, FK_EINVAL, "data set '%.80s': unknown option '%s'", spec, unused);

@@ -62,8 +62,8 @@ static int parse_values(fk_classes *c, const char *s, long max, fk_err *err)
     } else {
         n = count_words(s);
         if (n > (size_t)max)
-            return fk_err_set(err, FK_EINVAL, "classes = '%s' lists %zu values (at most %ld)", s,
-                              n, max);
+            return fk_err_set(err, FK_EINVAL, "classes = '%s' lists %zu values (at most %ld)", s, n,
+                              max);
     }
     c->v = malloc((n ? n : 1) * sizeof *c->v);
     if (!c->v)
@@ -114,8 +114,8 @@ static int count_values(fk_classes *c, long C, fk_err *err)
     return FK_OK;
 }
 
-int fk_classes_parse(fk_classes *c, const fk_params *p, long dflt, long max,
-                     fk_classes_count count, fk_err *err)
+int fk_classes_parse(fk_classes *c, const fk_params *p, long dflt, long max, fk_classes_count count,
+                     fk_err *err)
 {
     memset(c, 0, sizeof *c);
     c->count = count;

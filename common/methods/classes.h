@@ -26,9 +26,9 @@ typedef enum fk_classes_count {
 } fk_classes_count;
 
 typedef struct fk_classes {
-    double *v;    /* n raw label values, ascending; NULL for a count of kind OWN or n == 0 */
-    int n;        /* the number of classes; 0 when the key is absent and has no default */
-    int listed;   /* 1 when v holds the values (a list, a range or a RANGE count) */
+    double *v;  /* n raw label values, ascending; NULL for a count of kind OWN or n == 0 */
+    int n;      /* the number of classes; 0 when the key is absent and has no default */
+    int listed; /* 1 when v holds the values (a list, a range or a RANGE count) */
     fk_classes_count count;
 } fk_classes;
 

@@ -83,7 +83,7 @@ int fk_kahm_class_fit(fk_kahm_class *c, int cls, const double *Y, size_t N, size
             rc = fk_kahm_fit(&c->parts[s], buf, m, p, p, o, err);
         }
         if (rc)
-            fk_err_prefix(err, "class %d, part %d of %d: ", cls, s + 1, S);
+            fk_err_prefix(err, rc, "class %d, part %d of %d: ", cls, s + 1, S);
         else
             c->n_parts = s + 1;
     }
@@ -165,8 +165,7 @@ int fk_kahm_set_fit_partial(fk_kahm_set *s, const double *X, size_t N, size_t p,
         for (size_t i = 0; i < N; i++)
             if (y[i] == c)
                 memcpy(buf + (m++) * p, X + i * ldx, p * sizeof(double));
-        fk_err why;
-        fk_err_clear(&why);
+        fk_err why = {0};
         rc = fk_kahm_class_fit(&s->cls[s->n], c, buf, m, p, p, o, skip ? &why : err);
         if (!rc) {
             s->n++;

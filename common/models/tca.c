@@ -106,7 +106,7 @@ static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_
         return 0;
     double t0 = now();
     gram_op g = {.Y = Y, .yt = malloc(fk_eig_op_block(m, D) * n * sizeof(double))};
-    fk_err e;
+    fk_err e = {0};
     int rc = g.yt ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
                   : FK_ENOMEM;
     free(g.yt);

@@ -878,7 +878,7 @@ static void conn_start(fk_grpc_server *s, uv_stream_t *l, uv_os_sock_t fd)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
-    fk_err err;
+    fk_err err = {0};
     if (fk_tlsconn_new(&c->tls, s->loop, s->tls, &server_tls_cbs, c, s->lim.handshake_timeout_ms,
                        &err) != FK_OK) {
         if (!l)

@@ -675,7 +675,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int rest = argc - 1;
     if (fk_params_parse_args(&p, &rest, argv + 1, &err)) {
         fprintf(stderr, "fedkern-faultproxy: %s\n", err.msg);

@@ -51,7 +51,7 @@ static int parse_line(char *line, const fk_fault *dflt, fk_fault *out, const cha
     if (!rc)
         rc = fk_fault_read(&p, out, err);
     if (rc && err->msg[0] && strncmp(err->msg, origin, strlen(origin)))
-        fk_err_prefix(err, "%s:%d: ", origin, lineno);
+        fk_err_prefix(err, rc, "%s:%d: ", origin, lineno);
     const char *extra = rc ? NULL : fk_params_unused(&p);
     if (extra)
         rc = fk_err_set(err, FK_EINVAL, "%s:%d: unknown key '%.40s'; see --help", origin, lineno,

@@ -134,7 +134,7 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
                           who, round);
     const fk_tensor *t = fk__dicaj_take(b, "n", 1, err);
     if (!t)
-        return fk_err_prefix(err, "client %d: ", who);
+        return fk_err_prefix(err, FK_EINVAL, "client %d: ", who);
     double n = t->data[0];
     if (!is_count(n, 0))
         return fk_err_set(err, FK_EINVAL, "dica: client %d: n = %g is not a sample count", who, n);
@@ -144,12 +144,12 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
         if (!d || !is_count(d->data[0], 1) || d->data[0] > 1e8)
             return d ? fk_err_set(err, FK_EINVAL, "dica: client %d: d = %g is not a dimension", who,
                                   d->data[0])
-                     : fk_err_prefix(err, "client %d: ", who);
+                     : fk_err_prefix(err, FK_EINVAL, "client %d: ", who);
         size_t dd = (size_t)d->data[0];
         const fk_tensor *c = fk__dicaj_take(b, "classes", 1, err);
         if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !fk__dicaj_take(b, "sum_x2", 1, err) ||
             (s->c.regression && !fk__dicaj_take(b, "sum_y", 1, err)))
-            return fk_err_prefix(err, "client %d: ", who);
+            return fk_err_prefix(err, FK_EINVAL, "client %d: ", who);
         if (!is_count(c->data[0], 0) || c->data[0] > FK_DICA_MAX_CLASSES)
             return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g (at most %d)", who,
                               c->data[0], FK_DICA_MAX_CLASSES);
@@ -171,11 +171,11 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
         if (!fk__dicaj_take(b, "dom_id", Nq, err) || !(dn = fk__dicaj_take(b, "dom_n", Nq, err)) ||
             !fk__dicaj_take(b, "dom_sum", Nq * D, err) ||
             !fk__dicaj_take(b, "S_phiphi", D * (D + 1) / 2, err))
-            return fk_err_prefix(err, "client %d: ", who);
+            return fk_err_prefix(err, FK_EINVAL, "client %d: ", who);
         if (Dy &&
             (!fk__dicaj_take(b, "s_psi", Dy, err) || !fk__dicaj_take(b, "C_phipsi", D * Dy, err) ||
              !fk__dicaj_take(b, "S_psipsi", Dy * (Dy + 1) / 2, err)))
-            return fk_err_prefix(err, "client %d: ", who);
+            return fk_err_prefix(err, FK_EINVAL, "client %d: ", who);
         double total = 0;
         for (size_t i = 0; i < Nq; i++) {
             double id = ids->data[i];
@@ -204,7 +204,7 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
         size_t p = s->m + 1;
         if (!fk__dicaj_take(b, "ridge_A", p * p, err) ||
             !fk__dicaj_take(b, "ridge_b", p * s->k, err))
-            return fk_err_prefix(err, "client %d: ", who);
+            return fk_err_prefix(err, FK_EINVAL, "client %d: ", who);
     }
     return FK_OK;
 }
@@ -416,7 +416,7 @@ int fk__dicaj_server_aggregate(void *v, int round, int phase, const fk_update *u
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     int m = 0;
     for (int i = 0; i < n; i++) {
-        fk_err cerr;
+        fk_err cerr = {0};
         if ((m > 0 && ups[i].client <= ok[m - 1].client) ||
             fk__dicaj_server_check(s, round, phase, &ups[i], &cerr) != FK_OK) {
             fk_log(FK_LOG_WARN, "dica_update_refused", "client=%d phase=%d reason=\"%s\"",
@@ -519,7 +519,7 @@ static const fk_tensor *want(const fk_bundle *in, const char *name, size_t len, 
 {
     const fk_tensor *t = fk__dicaj_take(in, name, len, err);
     if (!t)
-        fk_err_prefix(err, "checkpoint: ");
+        fk_err_prefix(err, FK_EINVAL, "checkpoint: ");
     return t;
 }
 
@@ -586,7 +586,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
             memcpy(s->st.Syy, yy->data, Dy * Dy * sizeof(double));
         }
         if ((rc = solve(s, err)))
-            return fk_err_prefix(err, "checkpoint: re-solving from the stored sums: ");
+            return fk_err_prefix(err, rc, "checkpoint: re-solving from the stored sums: ");
         s->stage = ST_SOLVED;
     }
     if (stage >= ST_RIDGE) {

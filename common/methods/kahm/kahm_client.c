@@ -49,7 +49,7 @@ void fk__kahm_cli_close(void *v)
 static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id, fk_err *err)
 {
     fk_classes cls;
-    fk_err why;
+    fk_err why = {0};
     char who[48];
     snprintf(who, sizeof who, "kahm client %d", c->client);
     int rc = fk_classes_parse(&cls, p, 10, 100000, FK_CLASSES_COUNT_RANGE, err);
@@ -265,10 +265,8 @@ int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_re
             return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
         rc = fk_kahm_set_fit_partial(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C,
                                      &c->j.ko, left_out, c, err);
-        if (rc) {
-            (void)fk_err_prefix(err, "kahm client %d: ", c->client);
-            return rc;
-        }
+        if (rc)
+            return fk_err_prefix(err, rc, "kahm client %d: ", c->client);
         c->fitted = 1;
     }
     rc = fk__kahm_encode(&c->set, (int)c->p, "", upload, update, err);
@@ -360,7 +358,7 @@ int fk__kahm_cli_load(void *v, const fk_bundle *in, fk_err *err)
     fk_kahm_set s;
     int rc = fk__kahm_decode(in, "", c->j.C, (int)c->p, 1, &s, NULL, err);
     if (rc)
-        return fk_err_prefix(err, "kahm client checkpoint: ");
+        return fk_err_prefix(err, rc, "kahm client checkpoint: ");
     fk_kahm_set_close(&c->set);
     c->set = s;
     c->fitted = 1;

@@ -84,7 +84,7 @@ int fk__kahm_check_update(void *v, int round, int phase, const fk_update *up, fk
     int p = 0;
     int rc = fk__kahm_decode(&up->msg, "", s->j.C, s->j.dim, s->j.upload, NULL, &p, err);
     if (rc)
-        return fk_err_prefix(err, "client %d: ", up->client);
+        return fk_err_prefix(err, rc, "client %d: ", up->client);
     if (s->j.upload) {
         const fk_tensor *a = fk_bundle_get(&up->msg, "allowed");
         if (!a || a->len != 1 || a->data[0] != 1.0)
@@ -228,7 +228,7 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
         snprintf(pre, sizeof pre, "c%d.", k);
         rc = fk__kahm_decode(in, pre, s->j.C, (int)dim->data[0], 1, NULL, NULL, err);
         if (rc)
-            fk_err_prefix(err, "kahm checkpoint: ");
+            fk_err_prefix(err, rc, "kahm checkpoint: ");
         size_t pl = strlen(pre);
         for (size_t i = 0; !rc && i < in->count; i++) {
             const fk_tensor *t = &in->items[i];
