@@ -172,9 +172,9 @@ static const fk_param_doc keys[] = {
     {"local.allow_model_upload 0|1", "copied by the client daemon from its own [local] "
                                       "section; a job that sets it is refused (sim only)"},
     {"dim D", "expected input dimension; updates of another dimension are refused (0: any)"},
-    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels); when "
-                "more than 5 % of a client's |S x| exceed 3 (tanh flat), the default is "
-                "refused naming a scale to set, a scale set here is taken with a warning"},
+    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels); a "
+                "client warns when more than 5 % of its |S x| exceed 3 (tanh flat) and, "
+                "with the default, refuses when more than half do, naming a scale to set"},
     {"tanh 0|1", "apply tanh elementwise after scaling (1, the paper's preprocessing)"},
     {"holdout F", "share of each class a client keeps aside to score the model (0.2)"},
     {"n_max N", "subspace dimension cap of App. B (20)"},

@@ -66,14 +66,15 @@ static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id,
     return rc ? fk_err_set(err, rc, "kahm client: out of memory for the labels") : FK_OK;
 }
 
-/* tanh(scale x) is flat beyond |scale x| = 3 (tanh 3 = 0.995): when more than this share of
- * the values lies there, the features the KAHMs see are nearly all +-1 (pen-digits raw 0..100
- * with scale = 1: 94.8 % -> 59.5 %, issue 32). */
-#define SATURATED_SHARE 0.05
+/* tanh(scale x) is flat beyond |scale x| = 3 (tanh 3 = 0.995). Past WARN_SHARE of the values
+ * there the client warns; past REFUSE_SHARE the features the KAHMs see are mostly +-1
+ * (pen-digits raw 0..100 with scale = 1: 85 % of the values, 94.8 % -> 59.5 %, issue 32). */
+#define WARN_SHARE 0.05
+#define REFUSE_SHARE 0.5
 
-/* The data's scale against the job's `scale`: with tanh and most values saturated, refuse
- * when `scale` is the default (the job did not choose it) and warn when the job set it.
- * Returns FK_OK or FK_EINVAL with the message in c->label_msg. */
+/* The data's scale against the job's `scale`, with tanh: refuse when most values saturate and
+ * `scale` is the default (the job did not choose it), warn otherwise. Returns FK_OK or
+ * FK_EINVAL with the message in c->label_msg. */
 static int check_scale(kcli *c, const fk_params *p, const fk_dataset *d)
 {
     size_t n = d->X.rows, P = d->X.cols, sat = 0;
@@ -85,19 +86,19 @@ static int check_scale(kcli *c, const fk_params *p, const fk_dataset *d)
             sat += c->j.scale * v > 3;
         }
     double share = n && P ? (double)sat / (double)(n * P) : 0;
-    if (!c->j.tanh || !(share > SATURATED_SHARE))
+    if (!c->j.tanh || !(share > WARN_SHARE))
         return FK_OK;
-    int chosen = fk_params_get(p, "scale") != NULL;
+    int refuse = share > REFUSE_SHARE && !fk_params_get(p, "scale");
     snprintf(c->label_msg, sizeof c->label_msg,
              "'%s': %.1f %% of the values have |scale x| > 3 (largest |x| = %.6g, scale = %g), "
              "where tanh is flat: the class models would see nearly constant features; set the "
              "job's scale to about %.3g (1 / largest |x|) or rescale the data",
              d->name, 100 * share, big, c->j.scale, 1 / big);
-    if (chosen) {
-        fk_log(FK_LOG_WARN, "kahm_scale", "client=%d msg=\"%s\"", c->client, c->label_msg);
-        return FK_OK;
-    }
-    return FK_EINVAL;
+    if (refuse)
+        return FK_EINVAL;
+    fk_log(FK_LOG_WARN, "kahm_scale", "client=%d msg=\"%s\"", c->client, c->label_msg);
+    c->label_msg[0] = '\0';
+    return FK_OK;
 }
 
 static double prep(const kcli *c, double x)
