@@ -24,6 +24,7 @@
 #include "common/base/params.h"
 #include "common/data/load.h"
 #include "common/data/synth_spec.h"
+#include "common/la/blas_threads.h"
 #include "common/la/rng.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
@@ -1321,6 +1322,14 @@ int main(int argc, char **argv)
     client_bin = argv[2];
     fedkern_bin = argv[3];
     signal(SIGPIPE, SIG_IGN);
+    /* the in-process simulations pin the BLAS threads as the daemons do, or their sums split
+     * differently on a machine with more than one core and the models differ in the last bits */
+    int threads;
+    fk_err berr = {0};
+    if (fk_blas_threads_setup(&threads, &berr)) {
+        fprintf(stderr, "%s\n", berr.msg);
+        return 2;
+    }
     if (getenv("FK_TEST_FILTER")) /* e.g. FK_TEST_FILTER='kahm*' for one family */
         cmocka_set_test_filter(getenv("FK_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
