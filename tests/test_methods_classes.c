@@ -225,6 +225,36 @@ static void kahm_left_out(void **state)
      * out: one sample) */
     assert_true(h->data[0] == 0 && h->data[1] > 0 && h->data[2] == 0 && h->data[3] > 0);
     assert_true(h->data[4] == 0 && h->data[5] > 0 && h->data[6] > 0 && h->data[7] > 0);
+    /* the model names them; a checkpoint keeps them */
+    const fk_tensor *lo = fk_bundle_get(&model, "left_out");
+    assert_non_null(lo);
+    assert_int_equal(lo->len, 8);
+    for (int i = 0; i < 8; i++)
+        assert_true(lo->data[i] == (i == 2 || i == 4));
+    void *srv;
+    fk_bundle again;
+    fk_bundle_init(&again);
+    assert_int_equal(fk_method_kahm.server_init(&srv, &p, 2, 2, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.load(srv, &model, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.model(srv, &again, &err), FK_OK);
+    assert_bundles_equal(&model, &again);
+    fk_bundle_close(&again);
+    /* an update that says it left out a class it holds is refused */
+    fk_update u = {.client = 0};
+    fk_bundle_init(&u.msg);
+    assert_int_equal(fk_bundle_put_vec(&u.msg, "held", 1, (double[]){1}), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&u.msg, "counts", 1, (double[]){30}), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&u.msg, "parts", 1, (double[]){1}), FK_OK);
+    assert_int_equal(fk_bundle_put_scalar(&u.msg, "dim", D), FK_OK);
+    assert_int_equal(fk_bundle_put_vec(&u.msg, "left_out", 1, (double[]){1}), FK_OK);
+    fk_method_kahm.server_close(srv);
+    assert_int_equal(fk_method_kahm.server_init(&srv, &p, 2, 2, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.check_update(srv, 1, 0, &u, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "'left_out'"));
+    fk_bundle_get(&u.msg, "left_out")->data[0] = 2;
+    assert_int_equal(fk_method_kahm.check_update(srv, 1, 0, &u, &err), FK_OK);
+    fk_bundle_close(&u.msg);
+    fk_method_kahm.server_close(srv);
     fk_bundle_close(&model);
     fk_params_close(&p);
     fk_dataset_close(&ds[0]);

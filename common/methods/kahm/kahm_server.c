@@ -16,6 +16,8 @@ typedef struct ksrv {
     int done;
     int p;            /* dimension agreed by the updates, 0 before any */
     double *holders;  /* K x C samples per (client, class); -1 for a client with no update */
+    double *left;     /* K x C: 1 where the client left the class block out (one sample,
+                       * identical rows), 0 elsewhere; in the model as "left_out" when any */
     fk_bundle models; /* mode A: every client's update under "cK." */
 } ksrv;
 
@@ -25,10 +27,13 @@ int fk__kahm_srv_init(void **out, const fk_params *p, int n_clients, uint64_t se
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
     int rc = fk__kahm_job_parse(&s->j, p, seed, err);
-    if (!rc && !(s->holders = malloc((size_t)n_clients * (size_t)s->j.C * sizeof(double))))
+    if (!rc && (!(s->holders = malloc((size_t)n_clients * (size_t)s->j.C * sizeof(double))) ||
+                !(s->left = calloc((size_t)n_clients * (size_t)s->j.C, sizeof(double)))))
         rc = fk_err_set(err, FK_ENOMEM, "kahm server: out of memory for %d clients", n_clients);
     if (rc) {
         fk__kahm_job_close(&s->j);
+        free(s->holders);
+        free(s->left);
         free(s);
         return rc;
     }
@@ -46,6 +51,7 @@ void fk__kahm_srv_close(void *v)
     if (!s)
         return;
     free(s->holders);
+    free(s->left);
     fk_bundle_close(&s->models);
     fk__kahm_job_close(&s->j);
     free(s);
@@ -96,6 +102,19 @@ int fk__kahm_check_update(void *v, int round, int phase, const fk_update *up, fk
     if (s->p && p != s->p)
         return fk_err_set(err, FK_EINVAL, "client %d: data dimension %d differs from %d of the "
                           "updates already committed", up->client, p, s->p);
+    /* the class blocks left out: ascending class ids the client does not declare as held */
+    const fk_tensor *lo = fk_bundle_get(&up->msg, "left_out"), *h = fk_bundle_get(&up->msg, "held");
+    for (size_t a = 0; lo && a < lo->len; a++) {
+        double c = lo->data[a];
+        int held = 0;
+        for (size_t b = 0; b < h->len; b++)
+            held |= h->data[b] == c;
+        if (lo->ndim != 1 || !(c >= 0 && c < s->j.C && c == floor(c)) ||
+            (a && !(c > lo->data[a - 1])) || held)
+            return fk_err_set(err, FK_EINVAL, "client %d: 'left_out'[%zu] = %g is not an "
+                              "ascending class id of the job's %d that the client does not hold",
+                              up->client, a, c, s->j.C);
+    }
     return FK_OK;
 }
 
@@ -158,6 +177,11 @@ int fk__kahm_aggregate(void *v, int round, int phase, const fk_update *ups, int 
         for (size_t a = 0; a < h->len; a++)
             row[(size_t)h->data[a]] = c->data[a];
         log_left_out(u, C);
+        const fk_tensor *lo = fk_bundle_get(&u->msg, "left_out");
+        for (size_t k = 0; k < C; k++)
+            s->left[(size_t)u->client * C + k] = 0;
+        for (size_t a = 0; lo && a < lo->len; a++)
+            s->left[(size_t)u->client * C + (size_t)lo->data[a]] = 1;
         if (s->j.upload) {
             int rc = keep_models(s, u, err);
             if (rc)
@@ -184,6 +208,11 @@ int fk__kahm_model(void *v, fk_bundle *out, fk_err *err)
         fk_bundle_put_scalar(out, "dim", s->p) || fk_bundle_put_scalar(out, "done", s->done) ||
         fk_bundle_put_vec(out, "prep", 2, (double[]){s->j.tanh, s->j.scale}) ||
         (s->j.values && fk_bundle_put_vec(out, "class_values", (size_t)s->j.C, s->j.values)))
+        return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
+    int any = 0;
+    for (size_t i = 0; i < (size_t)s->K * (size_t)s->j.C; i++)
+        any |= s->left[i] != 0;
+    if (any && fk_bundle_put(out, "left_out", 2, sh, s->left))
         return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
     for (size_t i = 0; i < s->models.count; i++) {
         const fk_tensor *t = &s->models.items[i];
@@ -218,6 +247,14 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
         if (!(h->data[i] == -1 || (h->data[i] >= 0 && h->data[i] <= FK_KAHM_MAX_COUNT)))
             return fk_err_set(err, FK_EFORMAT, "kahm checkpoint: holders entry %zu = %g", i,
                               h->data[i]);
+    const fk_tensor *lo = fk_bundle_get(in, "left_out"); /* absent: nothing was left out */
+    if (lo && (lo->ndim != 2 || lo->shape[0] != (uint64_t)s->K || lo->shape[1] != C))
+        return fk_err_set(err, FK_EFORMAT, "kahm checkpoint: 'left_out' is not %d x %zu", s->K,
+                          C);
+    for (size_t i = 0; lo && i < lo->len; i++)
+        if (!(lo->data[i] == 0 || (lo->data[i] == 1 && h->data[i] == 0)))
+            return fk_err_set(err, FK_EFORMAT, "kahm checkpoint: left_out entry %zu = %g", i,
+                              lo->data[i]);
     fk_bundle models;
     fk_bundle_init(&models);
     int rc = FK_OK;
@@ -242,6 +279,8 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
         return rc;
     }
     memcpy(s->holders, h->data, h->len * sizeof(double));
+    for (size_t i = 0; i < h->len; i++)
+        s->left[i] = lo ? lo->data[i] : 0;
     s->p = (int)dim->data[0];
     s->done = (int)dn->data[0];
     fk_bundle_close(&s->models);
