@@ -138,6 +138,16 @@ int fk_classes_parse(fk_classes *c, const fk_params *p, long dflt, long max, fk_
     return rc;
 }
 
+int fk_classes_count_of(const fk_params *p, long dflt, long max, fk_classes_count count, long *n,
+                        fk_err *err)
+{
+    fk_classes c;
+    int rc = fk_classes_parse(&c, p, dflt, max, count, err);
+    *n = rc ? 0 : c.n;
+    fk_classes_close(&c);
+    return rc;
+}
+
 void fk_classes_close(fk_classes *c)
 {
     free(c->v);

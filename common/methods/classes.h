@@ -37,6 +37,9 @@ typedef struct fk_classes {
 FK_CHECKRETURN int fk_classes_parse(fk_classes *c, const fk_params *p, long dflt, long max,
                                     fk_classes_count count, fk_err *err);
 void fk_classes_close(fk_classes *c);
+/* Only the number of classes of the job's `classes` (what a server sizes its model by). */
+FK_CHECKRETURN int fk_classes_count_of(const fk_params *p, long dflt, long max,
+                                       fk_classes_count count, long *n, fk_err *err);
 
 /* The raw label of row i: y_raw, else the data set's class list, else the index itself. */
 double fk_classes_raw(const fk_dataset *ds, size_t i);

@@ -73,16 +73,6 @@ size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy)
     return lo;
 }
 
-/* The class count of the job's `classes` (a count or the raw values: classes.h). */
-static int parse_classes(const fk_params *p, long *n, fk_err *err)
-{
-    fk_classes cls;
-    int rc = fk_classes_parse(&cls, p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, err);
-    *n = rc ? 0 : cls.n;
-    fk_classes_close(&cls);
-    return rc;
-}
-
 static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err)
 {
     if (!strcmp(s, "none") || !*s)
@@ -143,7 +133,8 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc)
         rc = fk_params_int(p, "domains", 0, 0, 1L << 31, &c->domains, err);
     if (!rc)
-        rc = parse_classes(p, &c->classes, err);
+        rc = fk_classes_count_of(p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, &c->classes,
+                                 err);
     if (!rc)
         rc = fk_params_double(p, "max_message", 0, 0, 1e18, &maxmsg, err);
     if (!rc && maxmsg > 0 && maxmsg < 1024)

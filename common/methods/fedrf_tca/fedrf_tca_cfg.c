@@ -25,16 +25,6 @@ static int parse_hidden(const char *s, fk__fedrf_cfg *c, fk_err *err)
     return FK_OK;
 }
 
-/* The class count of the job's `classes` (a count or the raw values: classes.h). */
-static int parse_classes(const fk_params *p, long *n, fk_err *err)
-{
-    fk_classes cls;
-    int rc = fk_classes_parse(&cls, p, 0, 100000, FK_CLASSES_COUNT_OWN, err);
-    *n = rc ? 0 : cls.n;
-    fk_classes_close(&cls);
-    return rc;
-}
-
 int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_err *err)
 {
     memset(c, 0, sizeof *c);
@@ -48,7 +38,7 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
         (rc = fk_params_int(p, "batch", 128, 1, 100000000, &c->batch, err)) ||
         (rc = fk_params_int(p, "tc", 50, 1, 1000000000, &c->tc, err)) ||
         (rc = fk_params_int(p, "rounds", 0, 0, 1000000000, &c->rounds, err)) ||
-        (rc = parse_classes(p, &c->classes, err)) ||
+        (rc = fk_classes_count_of(p, 0, 100000, FK_CLASSES_COUNT_OWN, &c->classes, err)) ||
         (rc = fk_params_int(p, "target", n_clients - 1, 0, n_clients - 1, &c->target, err)) ||
         (rc = fk_params_int(p, "eval_every", 1, 1, 1000000000, &c->eval_every, err)) ||
         (rc = fk_params_bool(p, "voting", 0, &c->voting, err)))
