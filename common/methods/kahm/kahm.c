@@ -173,7 +173,7 @@ static const fk_param_doc keys[] = {
                                       "section; a job that sets it is refused (sim only)"},
     {"dim D", "expected input dimension; updates of another dimension are refused (0: any)"},
     {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels); a "
-                "client warns when more than 5 % of its |S x| exceed 3 (tanh flat) and, "
+                "client warns when more than 25 % of its |S x| exceed 3 (tanh flat) and, "
                 "with the default, refuses when more than half do, naming a scale to set"},
     {"tanh 0|1", "apply tanh elementwise after scaling (1, the paper's preprocessing)"},
     {"holdout F", "share of each class a client keeps aside to score the model (0.2)"},

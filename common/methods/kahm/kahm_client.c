@@ -69,7 +69,7 @@ static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id,
 /* tanh(scale x) is flat beyond |scale x| = 3 (tanh 3 = 0.995). Past WARN_SHARE of the values
  * there the client warns; past REFUSE_SHARE the features the KAHMs see are mostly +-1
  * (pen-digits raw 0..100 with scale = 1: 85 % of the values, 94.8 % -> 59.5 %, issue 32). */
-#define WARN_SHARE 0.05
+#define WARN_SHARE 0.25
 #define REFUSE_SHARE 0.5
 
 /* The data's scale against the job's `scale`, with tanh: refuse when most values saturate and
