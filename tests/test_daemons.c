@@ -266,7 +266,8 @@ static void write_lack_data(env *e)
                 k = 0;
             fprintf(f, "%d", k);
             for (int j = 0; j < 4; j++)
-                fprintf(f, ",%.6f", 0.3 * k * (j % 2 ? 1 : -1) + 0.1 * fk_rng_normal(&r) + 0.02 * c);
+                fprintf(f, ",%.6f",
+                        0.3 * k * (j % 2 ? 1 : -1) + 0.1 * fk_rng_normal(&r) + 0.02 * c);
             fprintf(f, "\n");
         }
         fclose(f);

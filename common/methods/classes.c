@@ -49,7 +49,7 @@ static int parse_range(const char *s, double *lo, double *hi)
     return 1;
 }
 
-static int parse_values(fk_classes *c, const char *s, long max, fk_err *err)
+FK_CHECKRETURN static int parse_values(fk_classes *c, const char *s, long max, fk_err *err)
 {
     double lo, hi;
     size_t n;
@@ -100,7 +100,7 @@ static int parse_values(fk_classes *c, const char *s, long max, fk_err *err)
 }
 
 /* A count C of kind RANGE is the list 0..C-1. */
-static int count_values(fk_classes *c, long C, fk_err *err)
+FK_CHECKRETURN static int count_values(fk_classes *c, long C, fk_err *err)
 {
     c->n = (int)C;
     if (c->count != FK_CLASSES_COUNT_RANGE || C == 0)

@@ -61,8 +61,8 @@ static int set_domains(fk__dicaj_client *c, const fk_dataset *data, fk_err *err)
 
 /* c->y: the rows' indices in the job's class list when it has one (classes.h); without one,
  * the data set's own indices, which task_classes accepts only when they cover every class. */
-static int index_labels(fk__dicaj_client *c, const fk_params *p, const fk_dataset *data,
-                        fk_err *err)
+FK_CHECKRETURN static int index_labels(fk__dicaj_client *c, const fk_params *p,
+                                       const fk_dataset *data, fk_err *err)
 {
     fk_classes cls;
     char who[64];

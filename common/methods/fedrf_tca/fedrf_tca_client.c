@@ -112,8 +112,8 @@ static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err
 }
 
 /* c->y: every row's index in the job's class list (classes.h). */
-static int index_labels(fk__fedrf_client *c, const fk_params *p, const fk_dataset *data,
-                        fk_err *err)
+FK_CHECKRETURN static int index_labels(fk__fedrf_client *c, const fk_params *p,
+                                       const fk_dataset *data, fk_err *err)
 {
     fk_classes cls;
     char who[64];

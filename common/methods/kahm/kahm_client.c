@@ -46,7 +46,8 @@ void fk__kahm_cli_close(void *v)
 /* id (n, malloc'ed): each row's class id, its label's position in the job's class list
  * (classes.h). A label outside the list is kept as the refusal of every task (in label_msg)
  * and the ids are then all 0. */
-static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id, fk_err *err)
+FK_CHECKRETURN static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id,
+                                    fk_err *err)
 {
     fk_classes cls;
     fk_err why = {0};
@@ -75,7 +76,7 @@ static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id,
 /* The data's scale against the job's `scale`, with tanh: refuse when most values saturate and
  * `scale` is the default (the job did not choose it), warn otherwise. Returns FK_OK or
  * FK_EINVAL with the message in c->label_msg. */
-static int check_scale(kcli *c, const fk_params *p, const fk_dataset *d)
+FK_CHECKRETURN static int check_scale(kcli *c, const fk_params *p, const fk_dataset *d)
 {
     size_t n = d->X.rows, P = d->X.cols, sat = 0;
     double big = 0;
