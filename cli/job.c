@@ -437,8 +437,8 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
 
 /* The model's Bundle bytes, then its info (common/net/modelfile.h), so `fedkern model` can
  * tell what the file holds. */
-static int write_all(const char *path, const uint8_t *buf, size_t len, const fk_model_info *info,
-                     fk_err *err)
+FK_CHECKRETURN static int write_all(const char *path, const uint8_t *buf, size_t len,
+                                    const fk_model_info *info, fk_err *err)
 {
     uint8_t *tail = NULL;
     size_t tail_len = 0;
@@ -613,8 +613,8 @@ static int predict_once(conn *c, const char *id, const fk_bundle *queries, long 
  * "labels" and "distances" go to their rows; "unscored_classes" and "missing_clients" are the
  * union over the batches, "scored_classes" the classes every batch scored. Other tensors are
  * those of the first batch. */
-static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n, size_t nt,
-                        int first, fk_err *err)
+FK_CHECKRETURN static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n,
+                                       size_t nt, int first, fk_err *err)
 {
     static const char *const per_query[] = {"labels", "distances"};
     for (int k = 0; k < 2; k++) {

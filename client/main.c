@@ -279,8 +279,6 @@ static int run(fk_params *p)
     int blas_threads;
     if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
         return fail(err.msg);
-    /* the count and core type decide a model's last bits: say which ones this process uses */
-    fk_log(FK_LOG_INFO, "blas", "threads=%d core=%s", blas_threads, fk_blas_core_name());
     const char *metrics_listen = fk_params_get(p, "metrics_listen");
     char host[256], sdir[4096];
     int port;
@@ -355,8 +353,9 @@ static int run(fk_params *p)
         fk_err serr = {0};
         if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &serr))
             fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
-        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
-               *sdir ? sdir : "none");
+        /* the BLAS thread count and core type decide a model's last bits: say which ones */
+        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s blas_threads=%d blas_core=%s",
+               server, *sdir ? sdir : "none", blas_threads, fk_blas_core_name());
         if (metrics_listen && strcmp(metrics_listen, "off")) {
             if (fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &serr))
                 fk_log(FK_LOG_ERROR, "metrics_unavailable", "error=\"%s\"", serr.msg);

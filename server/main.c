@@ -344,8 +344,6 @@ static int run(fk_params *p)
     int blas_threads;
     if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
         return fail(err.msg);
-    /* the count and core type decide a model's last bits: say which ones this process uses */
-    fk_log(FK_LOG_INFO, "blas", "threads=%d core=%s", blas_threads, fk_blas_core_name());
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
@@ -415,9 +413,11 @@ static int run(fk_params *p)
     if (hup)
         fk_log(FK_LOG_ERROR, "reload_unavailable", "error=\"SIGHUP handler: %s\"",
                uv_strerror(hup));
-    fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
+    /* the BLAS thread count and core type decide a model's last bits: say which ones */
+    fk_log(FK_LOG_INFO, "server_ready",
+           "listen=%s port=%d state=%s jobs_running=%d blas_threads=%d blas_core=%s", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
-           fk_engine_running(st.e));
+           fk_engine_running(st.e), blas_threads, fk_blas_core_name());
     /* 8 MiB free in the heap for two checks in a row: a spike is over, give it back */
     if (trim_ms > 0 && fk_memtrim_start(&st.trim, &loop, (unsigned)trim_ms, (size_t)8 << 20) == 0)
         st.trimming = 1;

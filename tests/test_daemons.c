@@ -27,6 +27,7 @@
 #include "common/la/blas_threads.h"
 #include "common/la/rng.h"
 #include "common/methods/mixture/pooled_em.h"
+#include "common/la/blas_threads.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -1322,6 +1323,13 @@ int main(int argc, char **argv)
     server_bin = argv[1];
     client_bin = argv[2];
     fedkern_bin = argv[3];
+    /* the in-process simulations below must run the BLAS thread count the daemons pin */
+    int threads;
+    fk_err err = {0};
+    if (fk_blas_threads_setup(&threads, &err) != FK_OK) {
+        fprintf(stderr, "test_daemons: %s\n", err.msg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     /* the in-process simulations pin the BLAS threads as the daemons do, or their sums split
      * differently on a machine with more than one core and the models differ in the last bits */

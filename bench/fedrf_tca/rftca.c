@@ -36,8 +36,8 @@ typedef struct stage_stats {
 } stage_stats;
 
 /* RF-TCA fit + transform by stages (same calls as fk_rftca_fit). */
-static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, fk_rff_kind kind,
-                        stage_stats *st, fk_err *err)
+FK_CHECKRETURN static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m,
+                                       fk_rff_kind kind, stage_stats *st, fk_err *err)
 {
     memset(st, 0, sizeof *st);
     double t0 = fk_bench_now();

@@ -53,8 +53,8 @@ static double *class_means(long dim)
 }
 
 /* n rows of the given classes (cls[i % ncls]) from stream `stream`, labelled with the class. */
-static int make_rows(fk_dataset *d, const double *mu, long dim, const int *cls, int ncls,
-                     size_t n, uint64_t stream, fk_err *err)
+FK_CHECKRETURN static int make_rows(fk_dataset *d, const double *mu, long dim, const int *cls,
+                                    int ncls, size_t n, uint64_t stream, fk_err *err)
 {
     if (fk_dataset_init(d, n, (size_t)dim, 1))
         return fk_err_set(err, FK_ENOMEM, "bench kahm serve: out of memory");
@@ -188,8 +188,9 @@ static int wait_job(run *r, int64_t job, double seconds)
 
 /* One Predict call of rows [r0, r0 + n) of Q: its wall time, the hits against Q's labels and
  * how many clients answered (all asked minus missing). FK_OK or a failure. */
-static int predict(run *r, int64_t job, const fk_dataset *Q, size_t r0, size_t n, long clients,
-                   double *seconds, size_t *hits, long *answered, fk_err *err)
+FK_CHECKRETURN static int predict(run *r, int64_t job, const fk_dataset *Q, size_t r0, size_t n,
+                                  long clients, double *seconds, size_t *hits, long *answered,
+                                  fk_err *err)
 {
     fk_bundle q, res;
     fk_bundle_init(&q);

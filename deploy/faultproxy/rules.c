@@ -29,8 +29,8 @@ int fk_fault_read(const fk_params *p, fk_fault *f, fk_err *err)
 }
 
 /* One rule line (modified in place): whitespace-separated key=value pairs. */
-static int parse_line(char *line, const fk_fault *dflt, fk_fault *out, const char *origin,
-                      int lineno, fk_err *err)
+FK_CHECKRETURN static int parse_line(char *line, const fk_fault *dflt, fk_fault *out,
+                                     const char *origin, int lineno, fk_err *err)
 {
     fk_params p;
     fk_params_init(&p);
