@@ -27,7 +27,6 @@
 #include "common/la/blas_threads.h"
 #include "common/la/rng.h"
 #include "common/methods/mixture/pooled_em.h"
-#include "common/la/blas_threads.h"
 #include "common/methods/sim.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
@@ -1331,14 +1330,6 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    /* the in-process simulations pin the BLAS threads as the daemons do, or their sums split
-     * differently on a machine with more than one core and the models differ in the last bits */
-    int threads;
-    fk_err berr = {0};
-    if (fk_blas_threads_setup(&threads, &berr)) {
-        fprintf(stderr, "%s\n", berr.msg);
-        return 2;
-    }
     if (getenv("FK_TEST_FILTER")) /* e.g. FK_TEST_FILTER='kahm*' for one family */
         cmocka_set_test_filter(getenv("FK_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
