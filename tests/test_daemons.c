@@ -651,7 +651,8 @@ static void dica_daemons_match_sim(void **state)
 /* One class list per job (issue 32), through the daemons: client 1 lacks class 2 and
  * client 2 holds one row of class 0. With `classes` listing the raw values, fedrf-tca and
  * dica equal the simulation bit for bit (test_methods_classes: the simulation equals the
- * aligned computation); without a list dica's clients refuse, naming the key; kahm leaves
+ * aligned computation), dica without a list too (the union of the clients' labels); a count
+ * that a client cannot hold is refused in the job status, naming the key; kahm leaves
  * client 2's singleton class block out (logged by the server), serves the rest, and its
  * mode-B model equals the simulation's. */
 static void classes_daemons_match_sim(void **state)
@@ -675,18 +676,32 @@ static void classes_daemons_match_sim(void **state)
     char log[160];
     snprintf(log, sizeof log, "%s/server.log", e->dir);
     assert_true(wait_log(log, "event=kahm_class_left_out client=2 classes=0 ", 5, NULL, 0));
-    /* no list: client 1's own indices would shift class 3; it refuses, naming the key */
-    char id[32], status[4096] = "";
+    /* no list: the clients send their labels in phase 0 and index their rows by the union
+     * (0, 1, 2, 3) the server sends back */
+    const char *nolist = "method = dica\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
+                         "seed = 3\nR = 16\nholdout = 5\nmin_domain_size = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, nolist, id, sizeof id);
+    check_against_sim(e, id, nolist);
+    fk_bundle m;
+    fetch_model(e, id, &m);
+    const fk_tensor *cv = fk_bundle_get(&m, "class_values");
+    assert_non_null(cv);
+    assert_true(cv->len == 4 && cv->data[0] == 0 && cv->data[3] == 3);
+    fk_bundle_close(&m);
+    /* a count with a client lacking a class: its own indices would shift; it refuses, naming
+     * the key, in the job status */
+    char status[4096] = "";
     submit(e,
-           "method = dica\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\nseed = 3\n"
-           "R = 16\nholdout = 5\nmin_domain_size = 2\ndeadline = 30\n",
+           "method = fedrf-tca\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\nseed = 3\n"
+           "rounds = 2\nN = 32\nm = 6\nclasses = 4\ndeadline = 30\n",
            id, sizeof id);
     double until = now_s() + 60;
-    while (now_s() < until && !strstr(status, "holds 3 of the job's 4 classes")) {
+    while (now_s() < until && !strstr(status, "of the job's classes = 4")) {
         (void)job_cmd(e, "status", id, NULL, NULL, status, sizeof status);
         usleep(100000);
     }
-    if (!strstr(status, "holds 3 of the job's 4 classes") || !strstr(status, "classes = "))
+    if (!strstr(status, "of the job's classes = 4") || !strstr(status, "classes = 1,2,3 or"))
         fail_msg("job status does not show the refusal: %s", status);
 }
 

@@ -187,6 +187,46 @@ static void dica_aligned(void **state)
     aligned(&fk_method_dica, (const char *const[]){"R", "40", "m", "2", NULL}, K, 60, 4, 1);
 }
 
+/* dica without `classes`: the clients send their raw labels in phase 0 and index their rows
+ * by the union the server sends back, so the model is the aligned computation's (plus the
+ * union, "class_values"), and every site scores as well. */
+static void dica_union(void **state)
+{
+    (void)state;
+    fk_dataset ds[K], al[K];
+    fk_err err;
+    for (int k = 0; k < K; k++) {
+        make_client(&ds[k], k, 60, 0);
+        make_client(&al[k], k, 60, 0);
+        assert_int_equal(fk_dataset_use_classes(&al[k], RAW, C, &err), FK_OK);
+    }
+    fk_params pu, pa;
+    set_keys(&pu, (const char *const[]){"R", "40", "m", "2", NULL});
+    set_keys(&pa, (const char *const[]){"R", "40", "m", "2", NULL});
+    fk_report ru[K], ra[K];
+    fk_sim_opts o = {.rounds = 4, .seed = 3, .final_reports = ru};
+    fk_bundle mu, ma;
+    assert_int_equal(fk_sim_run(&fk_method_dica, &pu, ds, K, &o, &mu, NULL, &err), FK_OK);
+    o.final_reports = ra;
+    assert_int_equal(fk_sim_run(&fk_method_dica, &pa, al, K, &o, &ma, NULL, &err), FK_OK);
+    const fk_tensor *cv = fk_bundle_get(&mu, "class_values");
+    assert_non_null(cv);
+    assert_true(cv->len == 3 && cv->data[0] == 10 && cv->data[1] == 20 && cv->data[2] == 30);
+    /* the aligned data sets all hold the full list, so their union is the same */
+    assert_bundles_equal(&mu, &ma);
+    for (int k = 0; k < K; k++)
+        assert_memory_equal(&ru[k].accuracy, &ra[k].accuracy, sizeof(double));
+    assert_true(ru[0].accuracy > 0.9);
+    fk_bundle_close(&mu);
+    fk_bundle_close(&ma);
+    fk_params_close(&pu);
+    fk_params_close(&pa);
+    for (int k = 0; k < K; k++) {
+        fk_dataset_close(&ds[k]);
+        fk_dataset_close(&al[k]);
+    }
+}
+
 /* kahm: a singleton class block and a block of 30 identical rows are left out of that
  * client's answer; its other classes are served and the job completes. */
 static void kahm_left_out(void **state)
@@ -361,8 +401,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_forms),       cmocka_unit_test(label_outside_list),
         cmocka_unit_test(fedrf_tca_aligned), cmocka_unit_test(dica_aligned),
-        cmocka_unit_test(kahm_left_out),     cmocka_unit_test(kahm_scale),
-        cmocka_unit_test(kahm_list),
+        cmocka_unit_test(dica_union),        cmocka_unit_test(kahm_left_out),
+        cmocka_unit_test(kahm_scale),        cmocka_unit_test(kahm_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -192,7 +192,10 @@ static void federated_equals_pooled_and_sizes(void **state)
     fk_bundle model;
     fk_bundle_init(&model);
     assert_int_equal(j.m->model(j.srv, &model, &err), FK_OK);
-    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K, fk_dica_download_values(40, 2));
+    /* besides: 5 scalars, n_domains, dropped (K) and class_values (the 3 labels the clients
+     * sent, the job listing none) */
+    assert_int_equal(fk_bundle_get(&model, "class_values")->len, 3);
+    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K - 3, fk_dica_download_values(40, 2));
     /* pooled: clients 0..2, rows in order, domain = client index */
     fk__dicaj_server *s = j.srv;
     fk_rff rf;

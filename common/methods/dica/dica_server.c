@@ -46,6 +46,7 @@ void fk__dicaj_server_close(void *v)
     free(s->b);
     free(s->Theta);
     free(s->got);
+    free(s->vals);
     free(s);
 }
 
@@ -74,7 +75,8 @@ static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
         fk_bundle_put_scalar(out, "sigma_y", s->sigma_y) ||
         fk_bundle_put_scalar(out, "d", (double)s->d) ||
         fk_bundle_put_scalar(out, "classes", (double)s->C) ||
-        fk_bundle_put_scalar(out, "R", (double)s->c.R))
+        fk_bundle_put_scalar(out, "R", (double)s->c.R) ||
+        (s->vals && fk_bundle_put_vec(out, "class_values", (size_t)s->C, s->vals)))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     if (s->stage >= ST_SOLVED) {
         size_t D = D_of(s);
@@ -153,6 +155,15 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
         if (!is_count(c->data[0], 0) || c->data[0] > FK_DICA_MAX_CLASSES)
             return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g (at most %d)", who,
                               c->data[0], FK_DICA_MAX_CLASSES);
+        /* a job listing no classes: the client's raw labels, ascending and finite */
+        const fk_tensor *lab = fk_bundle_get(b, "labels");
+        if (lab && (lab->ndim != 1 || lab->len > FK_DICA_MAX_CLASSES))
+            return fk_err_set(err, FK_EINVAL, "dica: client %d: 'labels' is not a list of at most "
+                              "%d values", who, FK_DICA_MAX_CLASSES);
+        for (size_t i = 0; lab && i < lab->len; i++)
+            if (!isfinite(lab->data[i]) || (i && !(lab->data[i] > lab->data[i - 1])))
+                return fk_err_set(err, FK_EINVAL, "dica: client %d: 'labels'[%zu] = %g is not "
+                                  "finite and ascending", who, i, lab->data[i]);
         return FK_OK;
     }
     if (phase == 1 && train) {
@@ -209,6 +220,50 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
     return FK_OK;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A job listing no classes: class k is the k-th of the union of the raw labels the clients
+ * sent in phase 0, so a client lacking a class still means class k by k (issue 32). No
+ * client sent labels (an older client): C stays the largest count. */
+FK_CHECKRETURN static int label_union(fk__dicaj_server *s, const fk_update *ups, int n,
+                                      fk_err *err)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const fk_tensor *t = fk_bundle_get(&ups[i].msg, "labels");
+        total += t ? t->len : 0;
+    }
+    free(s->vals);
+    s->vals = NULL;
+    if (!total)
+        return FK_OK;
+    double *u = malloc(total * sizeof *u);
+    if (!u)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    size_t at = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        const fk_tensor *t = fk_bundle_get(&ups[i].msg, "labels");
+        for (size_t j = 0; t && j < t->len; j++)
+            u[at++] = t->data[j];
+    }
+    qsort(u, total, sizeof *u, cmp_double);
+    for (size_t i = 0; i < total; i++)
+        if (!k || u[i] != u[k - 1])
+            u[k++] = u[i];
+    if (k > FK_DICA_MAX_CLASSES) {
+        free(u);
+        return fk_err_set(err, FK_EINVAL, "dica: the clients hold %zu distinct labels (at most "
+                          "%d classes)", k, FK_DICA_MAX_CLASSES);
+    }
+    s->vals = u;
+    s->C = (long)k;
+    return FK_OK;
+}
+
 static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     double N = 0, sx2 = 0, sy = 0;
@@ -257,6 +312,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         return fk_err_set(err, FK_EINVAL, "dica: the training inputs have zero spread; set sigma");
     s->sigma = sigma;
     s->C = s->c.classes ? s->c.classes : C;
+    if (!s->c.classes && !s->c.regression && (rc = label_union(s, ups, n, err)))
+        return rc;
     if (fk_dica_supervised(s->c.variant) && !s->c.regression && s->C < 2)
         return fk_err_set(err, FK_EINVAL,
                           "dica: supervised DICA needs at least 2 classes (got %ld)", s->C);
@@ -473,6 +530,8 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
     if (!rc)
         rc = fk__dicaj_put(out, "got", (size_t)s->n, 0, got, err);
     free(got);
+    if (!rc && s->vals)
+        rc = fk__dicaj_put(out, "class_values", (size_t)s->C, 0, s->vals, err);
     if (!rc && s->stage >= ST_SOLVED) {
         const fk_dica_stats *st = &s->st;
         size_t D = st->D, Dy = st->Dy, Nd = st->n_dom;
@@ -536,6 +595,21 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         sc->data[2] > FK_DICA_MAX_CLASSES || sc->data[5] < 0 || sc->data[5] >= (double)D_of(s) ||
         sc->data[6] < 0 || sc->data[6] > 65536 || sc->data[3] < 0 || sc->data[4] < 0)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint does not match this job (R, stage)");
+    const fk_tensor *cv = fk_bundle_get(in, "class_values");
+    if (cv && (cv->ndim != 1 || cv->len != (uint64_t)sc->data[2]))
+        return fk_err_set(err, FK_EFORMAT, "dica: checkpoint 'class_values' does not hold the "
+                          "%g classes", sc->data[2]);
+    for (size_t i = 0; cv && i < cv->len; i++)
+        if (!isfinite(cv->data[i]) || (i && !(cv->data[i] > cv->data[i - 1])))
+            return fk_err_set(err, FK_EFORMAT, "dica: checkpoint 'class_values'[%zu] = %g", i,
+                              cv->data[i]);
+    double *vals = NULL;
+    if (cv && cv->len && !(vals = malloc(cv->len * sizeof *vals)))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    if (vals)
+        memcpy(vals, cv->data, cv->len * sizeof *vals);
+    free(s->vals);
+    s->vals = vals;
     s->d = (long)sc->data[1];
     s->C = (long)sc->data[2];
     s->sigma = sc->data[3];
