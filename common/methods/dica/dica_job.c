@@ -24,8 +24,8 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"task classification|regression", "outputs: class labels or the target in y_raw"},
     {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (a class is the same "
                         "output on every client; a label not listed is refused), at most 4096; "
-                        "or a count C, 0 = the largest the clients report; a count needs every "
-                        "client to hold every class (0)"},
+                        "unset: the union of the raw labels the clients send; or a count C, "
+                        "which needs every client to hold all C classes (unset)"},
     {"holdout LIST", "none, last or client indices (1,3): test-only clients, no upload (none)"},
     {"domains K", "domain ids must be in [0, K); 0 = any id >= 0 (0)"},
     {"min_domain_size N", "smallest domain a client may upload, >= 2 (30; privacy, §7.7)"},
