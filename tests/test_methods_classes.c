@@ -124,34 +124,65 @@ static void label_outside_list(void **state)
     fk_dataset_close(&ds);
 }
 
+/* Two copies of the K clients (site 0 lacks raw label 20): ds with each data set's own class
+ * list, al the same rows aligned (re-indexed against RAW, or with ids relabelled 0, 1, 2), and
+ * a job's keys for each (the caller sets `classes`). */
+typedef struct pair {
+    fk_dataset ds[K], al[K];
+    fk_params pl, pa;
+    fk_bundle ml, ma;
+} pair;
+
+static void pair_open(pair *t, size_t n, int ids, const char *const *kv)
+{
+    fk_err err;
+    for (int k = 0; k < K; k++) {
+        make_client(&t->ds[k], k, n, 0);
+        make_client(&t->al[k], k, n, 0);
+        if (ids) {
+            for (size_t i = 0; i < n; i++)
+                t->al[k].y_raw[i] = t->al[k].y_raw[i] / 10 - 1;
+            assert_int_equal(fk_dataset_set_labels(&t->al[k], t->al[k].y_raw, &err), FK_OK);
+        } else {
+            assert_int_equal(fk_dataset_use_classes(&t->al[k], RAW, C, &err), FK_OK);
+        }
+    }
+    assert_int_equal(t->ds[0].n_classes, 2);
+    set_keys(&t->pl, kv);
+    set_keys(&t->pa, kv);
+    fk_bundle_init(&t->ml);
+    fk_bundle_init(&t->ma);
+}
+
+static void pair_close(pair *t)
+{
+    fk_bundle_close(&t->ml);
+    fk_bundle_close(&t->ma);
+    fk_params_close(&t->pl);
+    fk_params_close(&t->pa);
+    for (int k = 0; k < K; k++) {
+        fk_dataset_close(&t->ds[k]);
+        fk_dataset_close(&t->al[k]);
+    }
+}
+
 /* Run m on the clients twice: each data set with its own class list and the job's `classes`
  * listing the raw values, and (the aligned computation) every data set re-indexed against
  * the full list with `classes` a count. The models and final reports agree bit for bit. */
-static void aligned(const fk_method *m, const char *const *kv, int n_clients, size_t n, int rounds,
-                    int scored)
+static void aligned(const fk_method *m, const char *const *kv, size_t n, int rounds, int scored)
 {
-    fk_dataset ds[K], al[K];
-    for (int k = 0; k < n_clients; k++) {
-        make_client(&ds[k], k, n, 0);
-        make_client(&al[k], k, n, 0);
-        fk_err err;
-        assert_int_equal(fk_dataset_use_classes(&al[k], RAW, C, &err), FK_OK);
-    }
-    assert_int_equal(ds[0].n_classes, 2); /* site 0 lacks raw label 20 */
-    fk_params pl, pc;
-    set_keys(&pl, kv);
-    set_keys(&pc, kv);
-    assert_int_equal(fk_params_set(&pl, "classes", "10,20,30"), FK_OK);
-    assert_int_equal(fk_params_set(&pc, "classes", "3"), FK_OK);
+    pair t;
+    pair_open(&t, n, 0, kv);
+    assert_int_equal(fk_params_set(&t.pl, "classes", "10,20,30"), FK_OK);
+    assert_int_equal(fk_params_set(&t.pa, "classes", "3"), FK_OK);
     fk_report rl[K], rc[K];
     fk_sim_opts o = {.rounds = rounds, .seed = 3, .final_reports = rl};
-    fk_bundle ml, mc;
     fk_err err;
-    assert_int_equal(fk_sim_run(m, &pl, ds, n_clients, &o, &ml, NULL, &err), FK_OK);
+    assert_int_equal(fk_sim_run(m, &t.pl, t.ds, K, &o, &t.ml, NULL, &err), FK_OK);
     o.final_reports = rc;
-    assert_int_equal(fk_sim_run(m, &pc, al, n_clients, &o, &mc, NULL, &err), FK_OK);
-    assert_bundles_equal(&ml, &mc);
-    for (int k = 0; k < n_clients; k++)
+    assert_int_equal(fk_sim_run(m, &t.pa, t.al, K, &o, &t.ma, NULL, &err), FK_OK);
+    assert_bundles_equal(&t.ml, &t.ma);
+    for (int k = 0; k < K; k++)
         assert_memory_equal(&rl[k].accuracy, &rc[k].accuracy, sizeof(double));
     /* the site lacking a class is served: it scores like the rest, no collapse */
     if (scored)
@@ -159,17 +190,10 @@ static void aligned(const fk_method *m, const char *const *kv, int n_clients, si
     /* before: a count with per-file lists shifted site 0's classes; now refused, naming the key */
     fk_bundle bad;
     o.final_reports = NULL;
-    assert_int_equal(fk_sim_run(m, &pc, ds, n_clients, &o, &bad, NULL, &err), FK_EINVAL);
+    assert_int_equal(fk_sim_run(m, &t.pa, t.ds, K, &o, &bad, NULL, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "holds 2 of the job's"));
     assert_non_null(strstr(err.msg, "classes = "));
-    fk_bundle_close(&ml);
-    fk_bundle_close(&mc);
-    fk_params_close(&pl);
-    fk_params_close(&pc);
-    for (int k = 0; k < n_clients; k++) {
-        fk_dataset_close(&ds[k]);
-        fk_dataset_close(&al[k]);
-    }
+    pair_close(&t);
 }
 
 static void fedrf_tca_aligned(void **state)
@@ -178,13 +202,13 @@ static void fedrf_tca_aligned(void **state)
     aligned(&fk_method_fedrf_tca,
             (const char *const[]){"N", "20", "m", "6", "hidden", "none", "batch", "32", "lr",
                                   "0.05", "tc", "2", NULL},
-            K, 60, 6, 0);
+            60, 6, 0);
 }
 
 static void dica_aligned(void **state)
 {
     (void)state;
-    aligned(&fk_method_dica, (const char *const[]){"R", "40", "m", "2", NULL}, K, 60, 4, 1);
+    aligned(&fk_method_dica, (const char *const[]){"R", "40", "m", "2", NULL}, 60, 4, 1);
 }
 
 /* dica without `classes`: the clients send their raw labels in phase 0 and index their rows
@@ -193,38 +217,23 @@ static void dica_aligned(void **state)
 static void dica_union(void **state)
 {
     (void)state;
-    fk_dataset ds[K], al[K];
-    fk_err err;
-    for (int k = 0; k < K; k++) {
-        make_client(&ds[k], k, 60, 0);
-        make_client(&al[k], k, 60, 0);
-        assert_int_equal(fk_dataset_use_classes(&al[k], RAW, C, &err), FK_OK);
-    }
-    fk_params pu, pa;
-    set_keys(&pu, (const char *const[]){"R", "40", "m", "2", NULL});
-    set_keys(&pa, (const char *const[]){"R", "40", "m", "2", NULL});
+    pair t;
+    pair_open(&t, 60, 0, (const char *const[]){"R", "40", "m", "2", NULL});
     fk_report ru[K], ra[K];
     fk_sim_opts o = {.rounds = 4, .seed = 3, .final_reports = ru};
-    fk_bundle mu, ma;
-    assert_int_equal(fk_sim_run(&fk_method_dica, &pu, ds, K, &o, &mu, NULL, &err), FK_OK);
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_dica, &t.pl, t.ds, K, &o, &t.ml, NULL, &err), FK_OK);
     o.final_reports = ra;
-    assert_int_equal(fk_sim_run(&fk_method_dica, &pa, al, K, &o, &ma, NULL, &err), FK_OK);
-    const fk_tensor *cv = fk_bundle_get(&mu, "class_values");
+    assert_int_equal(fk_sim_run(&fk_method_dica, &t.pa, t.al, K, &o, &t.ma, NULL, &err), FK_OK);
+    const fk_tensor *cv = fk_bundle_get(&t.ml, "class_values");
     assert_non_null(cv);
     assert_true(cv->len == 3 && cv->data[0] == 10 && cv->data[1] == 20 && cv->data[2] == 30);
     /* the aligned data sets all hold the full list, so their union is the same */
-    assert_bundles_equal(&mu, &ma);
+    assert_bundles_equal(&t.ml, &t.ma);
     for (int k = 0; k < K; k++)
         assert_memory_equal(&ru[k].accuracy, &ra[k].accuracy, sizeof(double));
     assert_true(ru[0].accuracy > 0.9);
-    fk_bundle_close(&mu);
-    fk_bundle_close(&ma);
-    fk_params_close(&pu);
-    fk_params_close(&pa);
-    for (int k = 0; k < K; k++) {
-        fk_dataset_close(&ds[k]);
-        fk_dataset_close(&al[k]);
-    }
+    pair_close(&t);
 }
 
 /* kahm: a singleton class block and a block of 30 identical rows are left out of that
@@ -307,62 +316,44 @@ static void kahm_left_out(void **state)
 static void kahm_list(void **state)
 {
     (void)state;
-    fk_dataset ds[K], al[K];
-    fk_err err;
-    for (int k = 0; k < K; k++) {
-        make_client(&ds[k], k, 60, 0);
-        make_client(&al[k], k, 60, 0);
-        for (size_t i = 0; i < 60; i++)
-            al[k].y_raw[i] = al[k].y_raw[i] / 10 - 1;
-        assert_int_equal(fk_dataset_set_labels(&al[k], al[k].y_raw, &err), FK_OK);
-    }
-    const char *common[] = {
-        "holdout", "0", "scale", "0.1", "upload_models", "1", "local.allow_model_upload",
-        "1",       NULL};
-    fk_params pl, pa;
-    set_keys(&pl, common);
-    set_keys(&pa, common);
-    assert_int_equal(fk_params_set(&pl, "classes", "10,20,30"), FK_OK);
-    assert_int_equal(fk_params_set(&pa, "classes", "3"), FK_OK);
+    pair t;
+    pair_open(&t, 60, 1,
+              (const char *const[]){"holdout", "0", "scale", "0.1", "upload_models", "1",
+                                    "local.allow_model_upload", "1", NULL});
+    assert_int_equal(fk_params_set(&t.pl, "classes", "10,20,30"), FK_OK);
+    assert_int_equal(fk_params_set(&t.pa, "classes", "3"), FK_OK);
     fk_sim_opts o = {.rounds = 1, .seed = 4};
-    fk_bundle ml, ma;
-    assert_int_equal(fk_sim_run(&fk_method_kahm, &pl, ds, K, &o, &ml, NULL, &err), FK_OK);
-    assert_int_equal(fk_sim_run(&fk_method_kahm, &pa, al, K, &o, &ma, NULL, &err), FK_OK);
-    assert_int_equal(ml.count, ma.count + 1);
-    for (size_t i = 0; i < ma.count; i++) {
-        const fk_tensor *t = fk_bundle_get(&ml, ma.items[i].name);
-        assert_non_null(t);
-        assert_int_equal(t->len, ma.items[i].len);
-        assert_memory_equal(t->data, ma.items[i].data, t->len * sizeof(double));
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_kahm, &t.pl, t.ds, K, &o, &t.ml, NULL, &err), FK_OK);
+    assert_int_equal(fk_sim_run(&fk_method_kahm, &t.pa, t.al, K, &o, &t.ma, NULL, &err), FK_OK);
+    assert_int_equal(t.ml.count, t.ma.count + 1);
+    for (size_t i = 0; i < t.ma.count; i++) {
+        const fk_tensor *x = fk_bundle_get(&t.ml, t.ma.items[i].name);
+        assert_non_null(x);
+        assert_int_equal(x->len, t.ma.items[i].len);
+        assert_memory_equal(x->data, t.ma.items[i].data, x->len * sizeof(double));
     }
-    const fk_tensor *cv = fk_bundle_get(&ml, "class_values");
+    const fk_tensor *cv = fk_bundle_get(&t.ml, "class_values");
     assert_non_null(cv);
     assert_true(cv->len == 3 && cv->data[0] == 10 && cv->data[2] == 30);
     fk_bundle q, pl_out, pa_out;
     fk_bundle_init(&q);
     fk_bundle_init(&pl_out);
     fk_bundle_init(&pa_out);
-    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){60, D}, ds[1].X.data), FK_OK);
-    assert_int_equal(fk_method_kahm.predict(&ml, &q, &pl_out, &err), FK_OK);
-    assert_int_equal(fk_method_kahm.predict(&ma, &q, &pa_out, &err), FK_OK);
+    assert_int_equal(fk_bundle_put(&q, "X", 2, (uint64_t[]){60, D}, t.ds[1].X.data), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&t.ml, &q, &pl_out, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.predict(&t.ma, &q, &pa_out, &err), FK_OK);
     const fk_tensor *a = fk_bundle_get(&pl_out, "labels"), *b = fk_bundle_get(&pa_out, "labels");
     size_t hit = 0;
     for (size_t i = 0; i < 60; i++) {
         assert_true(a->data[i] == 10 * (b->data[i] + 1));
-        hit += a->data[i] == ds[1].y_raw[i];
+        hit += a->data[i] == t.ds[1].y_raw[i];
     }
     assert_true(hit > 54); /* site 0's lack of class 20 costs nothing here */
     fk_bundle_close(&q);
     fk_bundle_close(&pl_out);
     fk_bundle_close(&pa_out);
-    fk_bundle_close(&ml);
-    fk_bundle_close(&ma);
-    fk_params_close(&pl);
-    fk_params_close(&pa);
-    for (int k = 0; k < K; k++) {
-        fk_dataset_close(&ds[k]);
-        fk_dataset_close(&al[k]);
-    }
+    pair_close(&t);
 }
 
 /* kahm on raw features far beyond tanh's range: with the default scale the task is refused
