@@ -731,11 +731,13 @@ static void print_unscored(const char *id, const fk_bundle *res)
         fprintf(stderr, "\n");
     }
     if (mi && mi->len) {
-        fprintf(stderr, "job %s: %zu client(s) holding models did not answer in time:", id,
+        /* missing: no answer before the deadline, or one the method's check refused */
+        fprintf(stderr, "job %s: %zu client(s) holding models gave no usable answer:", id,
                 mi->len);
         for (size_t i = 0; i < mi->len; i++)
             fprintf(stderr, " %.17g", mi->data[i]);
-        fprintf(stderr, " (client index in the job)\n");
+        fprintf(stderr, " (client index in the job; none before the deadline, or one the server "
+                        "refused: event=predict_answer_refused in its log)\n");
     }
 }
 

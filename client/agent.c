@@ -453,6 +453,16 @@ static int restore(fk_agent *a, jobctx *j)
     return 0;
 }
 
+const fk_param_doc fk_agent_local_docs[] = {
+    {"local.allow_raw_upload BOOL", "true consents to sfl jobs (raw_sample_upload = acknowledged) "
+                                    "uploading raw rows of this client's data (false)"},
+    {"local.max_upload_fraction F", "caps that upload at this fraction of the client's rows, "
+                                    "(0, 1] (1)"},
+    {"local.allow_model_upload BOOL", "true consents to kahm jobs (upload_models = 1) uploading "
+                                      "models that contain the training samples (false)"},
+    {NULL, NULL},
+};
+
 int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
                           fk_err *err)
 {

@@ -25,6 +25,7 @@
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/owners.h"
 #include "server/service.h"
 #include "server/store.h"
 
@@ -41,7 +42,10 @@ static const fk_param_doc opts[] = {
     {"state FILE", "SQLite state database: jobs, rounds, updates, models (/var/lib/fedkern/state.db)"},
     {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
     {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
-    {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
+    {"admins ID[:ROLE],...", "admin identities allowed to submit jobs (empty: any admin cert); "
+                             "a job belongs to the admin who submitted it: only its owner and "
+                             "the admins listed as ID:operator may read, predict on or cancel "
+                             "it (ID and ID:owner: their own jobs)"},
     {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
     {"drain_ms MS", "at SIGTERM, how long open calls may finish (5000)"},
     {"net.io_threads N", "threads that own the client connections (TLS, HTTP/2), each with its own "
@@ -295,6 +299,8 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
     if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
                 split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
+    if (!rc)
+        rc = fk_owners_check(st->cfg.admins, st->cfg.n_admins, err);
     const char *path = fk_params_str(p, "state", "/var/lib/fedkern/state.db");
     if (!rc)
         rc = fk_store_open(&st->st, path, err);

@@ -18,6 +18,7 @@
 #include "common/methods/method.h"
 #include "server/clients.h"
 #include "server/fanout.h"
+#include "server/owners.h"
 #include "server/roster.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
@@ -160,7 +161,7 @@ static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 {
     const char *id = identity_of(peer);
     if (peer->role != FK_ROLE_ADMIN || !*id ||
-        (s->cfg.n_admins > 0 && !listed(s->cfg.admins, s->cfg.n_admins, id))) {
+        fk_owners_role(s->cfg.admins, s->cfg.n_admins, id) == FK_ADMIN_NONE) {
         fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s", id, peer->addr,
                fk_grpc_call_method(call));
         fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
@@ -170,6 +171,34 @@ static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
         return 0;
     }
     return 1;
+}
+
+/* The job's owner or an operator (server/owners.h); 0 = answered PERMISSION_DENIED. A job
+ * the store cannot read is left to the call, which answers why. */
+static int job_access(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer, int64_t job)
+{
+    const char *id = identity_of(peer);
+    int role = fk_owners_role(s->cfg.admins, s->cfg.n_admins, id);
+    if (role == FK_ADMIN_OPERATOR)
+        return 1;
+    fk_store_job row;
+    fk_err err;
+    if (fk_store_job_get(s->st, job, &row, &err) != FK_OK)
+        return 1;
+    char owner[256];
+    fk_owners_of(row.config, owner, sizeof owner);
+    fk_store_job_free(&row);
+    if (fk_owners_may(role, owner, id))
+        return 1;
+    fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s job=%" PRId64
+           " reason=not_owner", id, peer->addr, fk_grpc_call_method(call), job);
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "job %" PRId64 " belongs to another admin: only its owner or an operator "
+             "(server option admins = NAME:operator) may use it",
+             job);
+    fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED, msg, NULL, 0);
+    return 0;
 }
 
 static int status_of(int rc)
@@ -1332,8 +1361,12 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     }
     int rc = in.skip_client_check ? FK_OK : check_clients(s, in.config ? in.config : "", &err);
+    char *tagged = NULL; /* the config as stored: with its owner, the submitting admin */
     if (!rc)
-        rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
+        rc = fk_owners_tag(in.config ? in.config : "", identity_of(peer), &tagged, &err);
+    if (!rc)
+        rc = fk_engine_submit(s->e, tagged, fk_service_now(), &job, &err);
+    free(tagged);
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc) {
         reply_err(call, rc, &err);
@@ -1400,7 +1433,7 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     int64_t job;
     fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st))
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
         return;
     fedkern_v1_JobStatusResponse out = fedkern_v1_JobStatusResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
@@ -1433,7 +1466,7 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     int64_t job;
     fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st))
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
         return;
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
@@ -1484,11 +1517,20 @@ static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     out.jobs = rc || !take ? NULL : calloc((size_t)take, sizeof *out.jobs);
     if (!rc && take && !out.jobs)
         rc = fk_err_set(&err, FK_ENOMEM, "out of memory listing jobs");
-    for (int i = 0; !rc && i < take; i++) {
+    /* the caller's own jobs (an operator's: every job), newest first */
+    const char *me = identity_of(peer);
+    int role = fk_owners_role(s->cfg.admins, s->cfg.n_admins, me);
+    for (int i = 0, k = 0; !rc && i < take && k < n; k++) {
         fk_store_job row;
-        if ((rc = fk_store_job_get(s->st, ids[n - 1 - i], &row, &err)))
+        if ((rc = fk_store_job_get(s->st, ids[n - 1 - k], &row, &err)))
             break;
-        fedkern_v1_JobSummary *j = &out.jobs[i];
+        char owner[256];
+        fk_owners_of(row.config, owner, sizeof owner);
+        if (!fk_owners_may(role, owner, me)) {
+            fk_store_job_free(&row);
+            continue;
+        }
+        fedkern_v1_JobSummary *j = &out.jobs[i++];
         snprintf(j->job_id, sizeof j->job_id, "%" PRId64, row.id);
         snprintf(j->method, sizeof j->method, "%.31s", row.method);
         j->state = job_state_pb(row.state);
@@ -1496,7 +1538,7 @@ static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         j->started = row.created;
         j->updated = row.updated;
         fk_store_job_free(&row);
-        out.jobs_count = (pb_size_t)(i + 1);
+        out.jobs_count = (pb_size_t)i;
     }
     free(ids);
     if (rc)
@@ -1515,7 +1557,7 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     if (!admin_req(s, call, peer, fedkern_v1_CancelJobRequest_fields, &in, req, len))
         return;
     int64_t job;
-    if (!parse_job_id(call, in.job_id, &job))
+    if (!parse_job_id(call, in.job_id, &job) || !job_access(s, call, peer, job))
         return;
     fk_err err = {0};
     int rc;
@@ -1554,7 +1596,7 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     }
     int64_t job;
     fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st)) {
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job)) {
         s->stats.predict_failed++;
         fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
         fk_bundle_close(&q);

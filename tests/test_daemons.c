@@ -1017,7 +1017,9 @@ static void kahm_daemons_predict_mode_b(void **state)
     for (size_t i = 0; i < rows; i++)
         assert_true(lab->data[i] != 3); /* nobody scores class 3 now */
     assert_true(wait_log(stderr_path, "1 class(es) could not be scored (+inf): 3", 1, NULL, 0));
-    assert_true(wait_log(stderr_path, "did not answer in time: 3 ", 1, NULL, 0));
+    assert_true(wait_log(stderr_path, "gave no usable answer: 3 (client index in the job; none "
+                                      "before the deadline, or one the server refused",
+                         1, NULL, 0));
     assert_true(wait_log(log, "clients_asked=6 answered=5 missing=1", 1, NULL, 0));
     /* queries of another dimension (4 columns): refused at the server, no client asked */
     snprintf(dflag, sizeof dflag, "--data=%s/d0.csv", e->dir);

@@ -211,8 +211,9 @@ static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **P
     if (!(sigma > 0) || !isfinite(sigma) || d != (double)c->X.cols)
         return fk_err_set(
             err, FK_EINVAL,
-            "dica: client %d: task carries sigma = %g and d = %g (client has d = %zu)", c->idx,
-            sigma, d, c->X.cols);
+            "dica: client %d: task carries no kernel width sigma > 0 or another input "
+            "dimension d than the client's %zu",
+            c->idx, c->X.cols);
     if (c->Phi.data && c->phi_sigma == sigma) {
         *Phi = &c->Phi;
         return FK_OK;

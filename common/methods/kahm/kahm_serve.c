@@ -75,8 +75,8 @@ int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, cons
         while (!(row[c] > 0))
             c++;
         if (held->data[a] != (double)c)
-            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'held'[%zu] is %g, its "
-                              "round-1 class list says %zu", ans->client, a, held->data[a], c);
+            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'held'[%zu] is not "
+                              "class %zu of its round-1 class list", ans->client, a, c);
     }
     if (!D || D->ndim != 2 || D->shape[0] != nt || D->shape[1] != m)
         return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' must be %zu queries x "
@@ -85,9 +85,8 @@ int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, cons
      * eq. (63) takes the minimum over holders, so it simply loses); NaN and negatives are not */
     for (size_t i = 0; i < D->len; i++)
         if (!(D->data[i] >= 0))
-            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' row %zu class %g is "
-                              "%g (a distance is >= 0, or +inf)", ans->client, i / m,
-                              held->data[i % m], D->data[i]);
+            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' row %zu column %zu "
+                              "is not a distance (>= 0, or +inf)", ans->client, i / m, i % m);
     return FK_OK;
 }
 
