@@ -16,12 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/log.h"
 #include "common/data/dataset.h"
 #include "common/data/synth_shift.h"
 #include "common/la/rng.h"
+#include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/jobconf.h"
+#include "common/methods/kahm/kahm.h"
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
@@ -355,12 +358,113 @@ static void jobconf(void **state)
     fk_jobconf_close(&ref);
 }
 
+/* ---- one class list per job: the list and the rows indexed by it ---- */
+
+static void classes_index(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_set(&p, "classes", "30, 10 20"), FK_OK);
+    fk_dataset d;
+    fk_err err;
+    assert_int_equal(fk_dataset_init(&d, 6, 2, 1), FK_OK);
+    assert_int_equal(fk_dataset_set_labels(&d, (double[]){10, 30, 30, 10, 30, 10}, &err), FK_OK);
+    tally t = {0};
+    for (long n = 1;; n++) {
+        fk_classes c = {0};
+        int *y = NULL;
+        err.msg[0] = '\0';
+        arm(n);
+        int rc = fk_classes_parse(&c, &p, 0, 100, FK_CLASSES_COUNT_OWN, &err);
+        if (!rc)
+            rc = fk_classes_index(&c, &d, "test", &y, &err);
+        arm(0);
+        int same = !rc && y[0] == 0 && y[1] == 2 && c.n == 3;
+        free(y);
+        fk_classes_close(&c);
+        if (!injected(n)) {
+            assert_int_equal(rc, FK_OK);
+            break;
+        }
+        check_outcome(&t, rc, &err, same, n);
+    }
+    assert_true(t.errors > 0);
+    assert_int_equal(t.fallbacks, 0);
+    fk_dataset_close(&d);
+    fk_params_close(&p);
+}
+
+/* kahm's client with a class block left out (one sample): a failed allocation is an error,
+ * never an update that silently lost another class (the server side is left out here: a
+ * failed allocation in check_update refuses the update, so fk_sim_run counts a dropout) */
+static void kahm_left_out_step(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_set(&p, "classes", "3"), FK_OK);
+    assert_int_equal(fk_params_set(&p, "holdout", "0"), FK_OK);
+    fk_dataset d;
+    fk_err err;
+    double y[13];
+    assert_int_equal(fk_dataset_init(&d, 13, 3, 1), FK_OK);
+    for (int i = 0; i < 13; i++) {
+        for (int j = 0; j < 3; j++)
+            d.X.data[i * 3 + j] = 0.1 * ((i * 7 + j * 3) % 11) + 0.3 * (i % 2) * j;
+        y[i] = i == 12 ? 2 : i % 2; /* one row of class 2 */
+    }
+    assert_int_equal(fk_dataset_set_labels(&d, y, &err), FK_OK);
+    fk_bundle task, ref;
+    fk_bundle_init(&task);
+    fk_bundle_init(&ref);
+    assert_int_equal(fk_bundle_put_scalar(&task, "upload", 0), FK_OK);
+    int level = fk_log_level();
+    fk_log_set_level(FK_LOG_ERROR); /* one warning per left-out block and run */
+    void *cli;
+    fk_report rep;
+    assert_int_equal(fk_method_kahm.client_init(&cli, &p, &d, 0, 1, 3, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.local_step(cli, &task, &ref, &rep, &err), FK_OK);
+    fk_method_kahm.client_close(cli);
+    assert_non_null(fk_bundle_get(&ref, "left_out"));
+    tally t = {0};
+    for (long n = 1;; n++) {
+        fk_bundle got;
+        fk_bundle_init(&got);
+        err.msg[0] = '\0';
+        cli = NULL;
+        arm(n);
+        int rc = fk_method_kahm.client_init(&cli, &p, &d, 0, 1, 3, &err);
+        if (!rc)
+            rc = fk_method_kahm.local_step(cli, &task, &got, &rep, &err);
+        arm(0);
+        int same = !rc && same_tensor(&got, &ref, "held") && same_tensor(&got, &ref, "left_out");
+        fk_method_kahm.client_close(cli);
+        fk_bundle_close(&got);
+        if (!injected(n)) {
+            assert_int_equal(rc, FK_OK);
+            break;
+        }
+        check_outcome(&t, rc, &err, same, n);
+    }
+    fk_log_set_level(level);
+    print_message("kahm left out: %d runs with a failed allocation, %d errors, %d fallbacks\n",
+                  t.runs, t.errors, t.fallbacks);
+    assert_true(t.errors > 0);
+    assert_int_equal(t.fallbacks, 0);
+    fk_bundle_close(&task);
+    fk_bundle_close(&ref);
+    fk_dataset_close(&d);
+    fk_params_close(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fedrf_plan),    cmocka_unit_test(fedrf_sim),
         cmocka_unit_test(gmm_fit),       cmocka_unit_test(fedgrem_sim),
         cmocka_unit_test(pooled_em_sim), cmocka_unit_test(jobconf),
+        cmocka_unit_test(classes_index), cmocka_unit_test(kahm_left_out_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -248,6 +248,33 @@ static void write_kahm_data(env *e)
     }
 }
 
+/* One class list per job (issue 32): raw labels 1, 2, 3 in 4 dims, small values (tanh's
+ * range); client 1 lacks class 2 and client 2 holds a single row of class 0. */
+static void write_lack_data(env *e)
+{
+    fk_rng r;
+    fk_rng_init(&r, 13, 3);
+    for (int c = 0; c < K; c++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/l%d.csv", e->dir, c);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        for (int i = 0; i < 72; i++) {
+            int k = 1 + i % 3;
+            if (c == 1 && k == 2)
+                k = 3;
+            if (c == 2 && i == 71)
+                k = 0;
+            fprintf(f, "%d", k);
+            for (int j = 0; j < 4; j++)
+                fprintf(f, ",%.6f",
+                        0.3 * k * (j % 2 ? 1 : -1) + 0.1 * fk_rng_normal(&r) + 0.02 * c);
+            fprintf(f, "\n");
+        }
+        fclose(f);
+    }
+}
+
 static int setup(void **state)
 {
     env *e = calloc(1, sizeof *e);
@@ -271,6 +298,7 @@ static int setup(void **state)
     write_data(e);
     write_shift_data(e);
     write_kahm_data(e);
+    write_lack_data(e);
     *state = e;
     return 0;
 }
@@ -330,15 +358,17 @@ static void start_client(env *e, int c)
     snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
     snprintf(name, sizeof name, "c%d", c);
     snprintf(data, sizeof data, "%s/c%d.csv", e->dir, c);
-    char shift[160], mor[160], kc[160];
+    char shift[160], mor[160], kc[160], lack[160];
     snprintf(shift, sizeof shift, "%s/d%d.csv", e->dir, c);
     snprintf(kc, sizeof kc, "%s/k%d.csv", e->dir, c);
+    snprintf(lack, sizeof lack, "%s/l%d.csv", e->dir, c);
     snprintf(mor, sizeof mor, MOR_SPEC, c);
     char sdir[160];
     snprintf(sdir, sizeof sdir, "%s/cs%d", e->dir, c);
     char *argv[32] = {(char *)client_bin, "--server", server, "--server_name", "server",
                       "--tls_dir", e->pki, "--name", name, "--data.gmm", data,
                       "--data.shift", shift, "--data.mor", mor, "--data.kc", kc,
+                      "--data.lack", lack,
                       "--backoff_max_ms", "500",
                       /* even clients consent to model uploads (kahm mode A), odd ones do not */
                       "--local.allow_model_upload", c % 2 ? "0" : "1", NULL};
@@ -458,12 +488,14 @@ static void sim_model(env *e, const char *text, fk_bundle *model)
     int shift = !strcmp(fk_params_str(&p, "dataset", ""), "shift");
     int mor = !strcmp(fk_params_str(&p, "dataset", ""), "mor");
     int kc = !strcmp(fk_params_str(&p, "dataset", ""), "kc");
+    int lack = !strcmp(fk_params_str(&p, "dataset", ""), "lack");
     for (int c = 0; c < K; c++) {
         char path[160];
         if (mor)
             snprintf(path, sizeof path, MOR_SPEC, c);
         else
-            snprintf(path, sizeof path, "%s/%c%d.csv", e->dir, shift ? 'd' : kc ? 'k' : 'c', c);
+            snprintf(path, sizeof path, "%s/%c%d.csv", e->dir,
+                     shift ? 'd' : kc ? 'k' : lack ? 'l' : 'c', c);
         if (mor ? fk_synth_spec_load(&data[c], path, &err) : fk_load(&data[c], path, NULL, &err))
             fail_msg("load: %s", err.msg);
     }
@@ -615,6 +647,63 @@ static void dica_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+}
+
+/* One class list per job (issue 32), through the daemons: client 1 lacks class 2 and
+ * client 2 holds one row of class 0. With `classes` listing the raw values, fedrf-tca and
+ * dica equal the simulation bit for bit (test_methods_classes: the simulation equals the
+ * aligned computation), dica without a list too (the union of the clients' labels); a count
+ * that a client cannot hold is refused in the job status, naming the key; kahm leaves
+ * client 2's singleton class block out (logged by the server), serves the rest, and its
+ * mode-B model equals the simulation's. */
+static void classes_daemons_match_sim(void **state)
+{
+    env *e = *state;
+    start_fleet(e);
+    const char *tca = "method = fedrf-tca\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
+                      "seed = 3\nrounds = 4\nN = 32\nm = 6\nhidden = 8\nbatch = 32\ntc = 2\n"
+                      "classes = 0..3\ndeadline = 30\n";
+    const char *dica = "method = dica\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nR = 16\nholdout = 5\nmin_domain_size = 2\n"
+                       "classes = 0,1,2,3\ndeadline = 30\n";
+    const char *kahm = "method = kahm\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
+                       "seed = 3\nclasses = 0,1,2,3,9\nholdout = 0\ndeadline = 30\n";
+    const char *jobs[] = {tca, dica, kahm};
+    for (int i = 0; i < 3; i++) {
+        char id[32];
+        submit(e, jobs[i], id, sizeof id);
+        check_against_sim(e, id, jobs[i]);
+    }
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=kahm_class_left_out client=2 classes=0 ", 5, NULL, 0));
+    /* no list: the clients send their labels in phase 0 and index their rows by the union
+     * (0, 1, 2, 3) the server sends back */
+    const char *nolist = "method = dica\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
+                         "seed = 3\nR = 16\nholdout = 5\nmin_domain_size = 2\ndeadline = 30\n";
+    char id[32];
+    submit(e, nolist, id, sizeof id);
+    check_against_sim(e, id, nolist);
+    fk_bundle m;
+    fetch_model(e, id, &m);
+    const fk_tensor *cv = fk_bundle_get(&m, "class_values");
+    assert_non_null(cv);
+    assert_true(cv->len == 4 && cv->data[0] == 0 && cv->data[3] == 3);
+    fk_bundle_close(&m);
+    /* a count with a client lacking a class: its own indices would shift; it refuses, naming
+     * the key, in the job status */
+    char status[4096] = "";
+    submit(e,
+           "method = fedrf-tca\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\nseed = 3\n"
+           "rounds = 2\nN = 32\nm = 6\nclasses = 4\ndeadline = 30\n",
+           id, sizeof id);
+    double until = now_s() + 60;
+    while (now_s() < until && !strstr(status, "of the job's classes = 4")) {
+        (void)job_cmd(e, "status", id, NULL, NULL, status, sizeof status);
+        usleep(100000);
+    }
+    if (!strstr(status, "of the job's classes = 4") || !strstr(status, "classes = 1,2,3 or"))
+        fail_msg("job status does not show the refusal: %s", status);
 }
 
 static void daemons_match_sim(void **state)
@@ -1272,6 +1361,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(fedrf_tca_voting_select_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(fedgrem_mor_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(dica_daemons_match_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(classes_daemons_match_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(roster_survives_server_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),

@@ -192,9 +192,11 @@ static void federated_equals_pooled_and_sizes(void **state)
     fk_bundle model;
     fk_bundle_init(&model);
     assert_int_equal(j.m->model(j.srv, &model, &err), FK_OK);
-    /* less the 5 scalars, n_domains, dropped (K) and what predict reads: rff_seed (2),
-     * rff_orthogonal, batch_center, regression */
-    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K - 5, fk_dica_download_values(40, 2));
+    /* besides: 5 scalars, n_domains, dropped (K), what predict reads (rff_seed (2),
+     * rff_orthogonal, batch_center, regression) and class_values (the 3 labels the clients
+     * sent, the job listing none) */
+    assert_int_equal(fk_bundle_get(&model, "class_values")->len, 3);
+    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K - 5 - 3, fk_dica_download_values(40, 2));
     /* pooled: clients 0..2, rows in order, domain = client index */
     fk__dicaj_server *s = j.srv;
     fk_rff rf;

@@ -108,7 +108,11 @@ int fk_model_scalar(const fk_bundle *b, const char *name, double lo, double hi, 
 
 const double *fk_model_class_list(const fk_bundle *model, size_t k)
 {
-    const fk_tensor *t = fk_bundle_get(model, "classes");
+    /* "class_values" where a job type keeps its class count in "classes" (dica, kahm,
+     * fedrf-tca); sfl's "classes" is the list itself */
+    const fk_tensor *t = fk_bundle_get(model, "class_values");
+    if (!t)
+        t = fk_bundle_get(model, "classes");
     if (!t || k < 2 || t->ndim != 1 || t->len != k)
         return NULL;
     for (size_t i = 0; i < k; i++)

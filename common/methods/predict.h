@@ -48,7 +48,8 @@ FK_CHECKRETURN int fk_model_get_seed(const fk_bundle *b, const char *name, uint6
 FK_CHECKRETURN int fk_model_scalar(const fk_bundle *b, const char *name, double lo, double hi,
                                    int integral, const char *who, double *v, fk_err *err);
 
-/* The job's class list by raw value, if the model holds one: tensor "classes" of exactly k
+/* The job's class list by raw value, if the model holds one: tensor "class_values" (else
+ * "classes", as sfl names it) of exactly k
  * finite values (k >= 2) in ascending order; NULL otherwise (e.g. a class count, or a model
  * written before class lists travelled). Class index c predicts the raw value list[c]. */
 const double *fk_model_class_list(const fk_bundle *model, size_t k);

@@ -95,6 +95,14 @@ typedef struct fk_kahm_set {
 /* Fit a model for every class present in y (N labels in [0, C)). */
 int fk_kahm_set_fit(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
                     const int *y, int C, const fk_kahm_opts *o, fk_err *err);
+/* fk_kahm_set_fit, but a class whose model cannot be fitted from its rows (FK_EINVAL or
+ * FK_ENUMERIC from fk_kahm_class_fit: one sample, every row equal, ...) is left out of s:
+ * skip(ud, class id, its sample count, why) is called for it and the other classes are
+ * fitted. Other errors (out of memory) fail the whole fit. skip NULL: fk_kahm_set_fit. */
+typedef void (*fk_kahm_skip_fn)(void *ud, int cls, size_t n, const fk_err *why);
+int fk_kahm_set_fit_partial(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
+                            const int *y, int C, const fk_kahm_opts *o, fk_kahm_skip_fn skip,
+                            void *ud, fk_err *err);
 void fk_kahm_set_close(fk_kahm_set *s);
 /* D (nt x C): D[i*C + c] = Gamma_c(T_i) for held classes; classes not held are left as
  * they were when acc = 1 (min taken: eq. 18 across parties) and +inf when acc = 0. */

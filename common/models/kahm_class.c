@@ -128,6 +128,13 @@ void fk_kahm_set_close(fk_kahm_set *s)
 int fk_kahm_set_fit(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
                     const int *y, int C, const fk_kahm_opts *o, fk_err *err)
 {
+    return fk_kahm_set_fit_partial(s, X, N, p, ldx, y, C, o, NULL, NULL, err);
+}
+
+int fk_kahm_set_fit_partial(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
+                            const int *y, int C, const fk_kahm_opts *o, fk_kahm_skip_fn skip,
+                            void *ud, fk_err *err)
+{
     memset(s, 0, sizeof *s);
     if (C < 1)
         return fk_err_set(err, FK_EINVAL, "KAHM: the number of classes must be >= 1 (got %d)", C);
@@ -158,9 +165,19 @@ int fk_kahm_set_fit(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t 
         for (size_t i = 0; i < N; i++)
             if (y[i] == c)
                 memcpy(buf + (m++) * p, X + i * ldx, p * sizeof(double));
-        rc = fk_kahm_class_fit(&s->cls[s->n], c, buf, m, p, p, o, err);
-        if (!rc)
+        fk_err why = {0};
+        rc = fk_kahm_class_fit(&s->cls[s->n], c, buf, m, p, p, o, skip ? &why : err);
+        if (!rc) {
             s->n++;
+        } else if (skip && (rc == FK_EINVAL || rc == FK_ENUMERIC)) {
+            /* this class's data cannot be modelled (one sample, rows all equal): leave it out,
+             * the other classes are still served */
+            fk_kahm_class_close(&s->cls[s->n]);
+            skip(ud, c, m, &why);
+            rc = FK_OK;
+        } else if (skip) {
+            rc = fk_err_set(err, rc, "%s", why.msg);
+        }
     }
     free(buf);
     free(cnt);

@@ -5,6 +5,7 @@
  * phi_j^2 + phi_(j+R)^2 = 1/R for each frequency j; the outputs psi (one-hot classes or the
  * targets' random features) have |psi| = 1 too. Hence, for sums over n rows:
  *   phase 0: n, d, classes whole; sum_x2 >= 0 and |sum_x|^2 <= n sum_x2 (Cauchy-Schwarz);
+ *            labels (a job listing no classes) finite and strictly ascending;
  *   phase 1: domain ids whole and distinct, domain sizes >= min_domain_size adding up to n;
  *            |dom_sum| <= the domain's size per row; |S_phiphi| <= n / R entrywise with
  *            S_jj + S_(j+R)(j+R) = n / R for every frequency; |C_phipsi| <= n R^-1/2;
@@ -65,11 +66,14 @@ static size_t sx_len(const fk_bundle *b)
 
 static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who, fk_err *err)
 {
-    static const char *const names[] = {"n", "d", "classes", "sum_x", "sum_x2", "sum_y"};
+    /* the last name: sum_y for regression, else labels (optional: the client's raw labels
+     * when the job lists no classes, issue 32) */
+    static const char *const cls[] = {"n", "d", "classes", "sum_x", "sum_x2", "labels"};
+    static const char *const reg[] = {"n", "d", "classes", "sum_x", "sum_x2", "sum_y"};
     const fk_tensor *d, *sx, *sx2;
     double n;
     int rc;
-    if ((rc = fk_update_check_names(b, names, s->c.regression ? 6 : 5, who, err)) ||
+    if ((rc = fk_update_check_names(b, s->c.regression ? reg : cls, 6, who, err)) ||
         (rc = take_n(b, 0, 9e15, who, &n, err)) ||
         (rc = take(b, "d", 1, 0, FK_UPDATE_MAX_ABS, 1, who, &d, err)) ||
         (rc = fk_update_check_range(d, 1, 1e8, 1, who, err)))
@@ -83,6 +87,19 @@ static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who,
         return rc;
     if (d->data[0] != (double)sx->len) /* the length, not d: d is the client's to quote */
         return implausible(who, "d", "the length of 'sum_x'", err);
+    const fk_tensor *lab = fk_bundle_get(b, "labels");
+    if (lab && (lab->ndim != 1 || lab->len > FK_DICA_MAX_CLASSES))
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: client %d: 'labels' is not a list of at most %d "
+                          "values",
+                          who, FK_DICA_MAX_CLASSES);
+    for (size_t i = 0; lab && i < lab->len; i++)
+        if (!isfinite(lab->data[i]) || fabs(lab->data[i]) > FK_UPDATE_MAX_ABS ||
+            (i && !(lab->data[i] > lab->data[i - 1])))
+            return fk_err_set(err, FK_EINVAL,
+                              "dica: client %d: 'labels'[%zu] is not finite, "
+                              "within %g and ascending",
+                              who, i, FK_UPDATE_MAX_ABS);
     double q = 0; /* |sum_x|^2 <= n sum |x_i|^2: values <= 1e100, so no overflow */
     for (size_t j = 0; j < sx->len; j++)
         q += sx->data[j] * sx->data[j];

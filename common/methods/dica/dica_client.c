@@ -1,8 +1,10 @@
 /* DICA job, client side: local checks, the §7.3 statistics, the ridge statistics of
  * §8.1 and the local score of the final model. Raw samples never leave the client. */
 #include "common/methods/dica/dica_int.h"
+#include "common/methods/classes.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,8 @@ void fk__dicaj_client_close(void *v)
     fk_mat_close(&c->X);
     fk_mat_close(&c->Phi);
     free(c->y);
+    free(c->own_vals);
+    free(c->raw);
     free(c->t);
     free(c->dom);
     free(c);
@@ -57,6 +61,38 @@ static int set_domains(fk__dicaj_client *c, const fk_dataset *data, fk_err *err)
     return rc;
 }
 
+/* c->y: the rows' indices in the job's class list when it has one (classes.h); without one,
+ * the data set's own indices, which task_classes accepts only when they cover every class. */
+FK_CHECKRETURN static int index_labels(fk__dicaj_client *c, const fk_params *p,
+                                       const fk_dataset *data, fk_err *err)
+{
+    fk_classes cls;
+    char who[64];
+    snprintf(who, sizeof who, "dica: client %d", c->idx);
+    int rc = fk_classes_parse(&cls, p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, err);
+    if (!rc && cls.n == 0) {
+        /* the job lists no classes: send this client's raw labels in phase 0 and index the
+         * rows by the union the server sends back ("class_values") */
+        size_t n = data->X.rows, k = (size_t)data->n_classes;
+        c->own_classes = data->n_classes;
+        c->y = malloc((n ? n : 1) * sizeof *c->y);
+        c->raw = malloc((n ? n : 1) * sizeof *c->raw);
+        c->own_vals = malloc((k ? k : 1) * sizeof *c->own_vals);
+        if (!c->y || !c->raw || !c->own_vals)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        for (size_t i = 0; !rc && i < n; i++) {
+            c->y[i] = data->y[i];
+            c->raw[i] = fk_classes_raw(data, i);
+        }
+        for (size_t j = 0; !rc && j < k; j++)
+            c->own_vals[j] = data->classes ? data->classes[j] : (double)j;
+    } else if (!rc) {
+        rc = fk_classes_index(&cls, data, who, &c->y, err);
+    }
+    fk_classes_close(&cls);
+    return rc;
+}
+
 int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                           int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err)
 {
@@ -89,11 +125,7 @@ int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     /* Outputs: labels for classification, y_raw for regression. */
     if (rc == FK_OK && !c->c.regression && data->y) {
-        c->y = malloc(n * sizeof *c->y);
-        if (!c->y)
-            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        else
-            memcpy(c->y, data->y, n * sizeof *c->y);
+        rc = index_labels(c, p, data, err);
         c->labelled = 1;
     }
     if (rc == FK_OK && c->c.regression && data->y_raw) {
@@ -132,14 +164,41 @@ static double task_scalar(const fk_bundle *b, const char *name)
 }
 
 /* The class count a task or model carries: an integer in [1, FK_DICA_MAX_CLASSES] (1 for
- * regression). */
-static int task_classes(const fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
+ * regression). A job listing no classes: the rows are re-indexed by its "class_values". */
+static int task_classes(fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
 {
     double v = c->c.regression ? 1.0 : task_scalar(b, "classes");
     if (!(v >= 1 && v <= FK_DICA_MAX_CLASSES) || v != floor(v))
         return fk_err_set(err, FK_EINVAL,
                           "dica: client %d: 'classes' = %g is not a class count (1..%d)", c->idx,
                           v, FK_DICA_MAX_CLASSES);
+    /* Without a class list: the union of the clients' labels the server sent ... */
+    const fk_tensor *cv = fk_bundle_get(b, "class_values");
+    if (c->own_classes && !c->c.regression && cv && c->raw) {
+        if (cv->ndim != 1 || cv->len != (uint64_t)v)
+            return fk_err_set(err, FK_EINVAL, "dica: client %d: 'class_values' does not list "
+                              "the %g classes", c->idx, v);
+        fk_classes u = {.v = cv->data, .n = (int)v, .listed = 1};
+        for (size_t i = 0; i < c->X.rows; i++) {
+            int at = fk_classes_find(&u, c->raw[i]);
+            if (at < 0)
+                return fk_err_set(err, FK_EINVAL,
+                                  "dica: client %d: row %zu (1-based) has label %.17g, which no "
+                                  "client sent in phase 0; list the job's classes",
+                                  c->idx, i + 1, c->raw[i]);
+            c->y[i] = at;
+        }
+        *k = (size_t)v;
+        return FK_OK;
+    }
+    /* ... or, with a count, index k is the k-th of this client's own labels: the same class as
+     * elsewhere only when it holds every class */
+    if (c->own_classes && !c->c.regression && (size_t)c->own_classes != (size_t)v)
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: client %d holds %d of the job's %g classes, so its class "
+                          "indices would not mean the same class as the other clients': list "
+                          "the job's classes by raw label value, e.g. classes = 1,2,3 or 1..10",
+                          c->idx, c->own_classes, v);
     *k = (size_t)v;
     return FK_OK;
 }
@@ -212,6 +271,8 @@ static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
         rc = fk__dicaj_put(up, "classes", 1, 0, (double[]){(double)C}, err);
     if (!rc && c->c.regression)
         rc = fk__dicaj_put(up, "sum_y", 1, 0, &sy, err);
+    if (!rc && c->own_vals && c->own_classes > 0)
+        rc = fk__dicaj_put(up, "labels", (size_t)c->own_classes, 0, c->own_vals, err);
     free(sx);
     return rc;
 }

@@ -73,6 +73,8 @@ typedef struct fk__dicaj_server {
     size_t m, k;           /* components, ridge targets */
     double *A, *b, *Theta; /* ridge sums and solution */
     unsigned char *got;    /* training client delivered phase-1 statistics */
+    double *vals;          /* a job listing no classes: the union of the raw labels the
+                            * clients sent in phase 0, ascending (C of them); else NULL */
 } fk__dicaj_server;
 
 typedef struct fk__dicaj_client {
@@ -85,6 +87,10 @@ typedef struct fk__dicaj_client {
     long *dom;
     size_t n_dom; /* distinct domains */
     int labelled; /* y (classification) or t (regression) present */
+    int own_classes; /* job without a class list: the classes of the client's own list (its
+                      * indices hold only when that is every class of the job); 0 otherwise */
+    double *own_vals; /* those classes' raw labels (sent in phase 0) and each row's raw label, */
+    double *raw;      /* re-indexed by the union the server sends back ("class_values") */
     fk_mat Phi;   /* random features of X for phi_sigma (a cache, not state) */
     double phi_sigma;
 } fk__dicaj_client;

@@ -1,6 +1,7 @@
 /* DICA job types: configuration, message sizes, bundle helpers, built-in data, keys
  * and the two operations tables. */
 #include "common/methods/dica/dica_int.h"
+#include "common/methods/classes.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +22,10 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"sigma X", "input kernel width; 0 = mean-distance rule from the clients' sums (0)"},
     {"sigma_y X", "output kernel width (regression); 0 = mean training target (0)"},
     {"task classification|regression", "outputs: class labels or the target in y_raw"},
-    {"classes C", "number of classes, at most 4096; 0 = the largest the clients report (0)"},
+    {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (a class is the same "
+                        "output on every client; a label not listed is refused), at most 4096; "
+                        "unset: the union of the raw labels the clients send; or a count C, "
+                        "which needs every client to hold all C classes (unset)"},
     {"holdout LIST", "none, last or client indices (1,3): test-only clients, no upload (none)"},
     {"domains K", "domain ids must be in [0, K); 0 = any id >= 0 (0)"},
     {"min_domain_size N", "smallest domain a client may upload, >= 2 (30; privacy, §7.7)"},
@@ -129,7 +133,8 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     if (!rc)
         rc = fk_params_int(p, "domains", 0, 0, 1L << 31, &c->domains, err);
     if (!rc)
-        rc = fk_params_int(p, "classes", 0, 0, FK_DICA_MAX_CLASSES, &c->classes, err);
+        rc = fk_classes_count_of(p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, &c->classes,
+                                 err);
     if (!rc)
         rc = fk_params_double(p, "max_message", 0, 0, 1e18, &maxmsg, err);
     if (!rc && maxmsg > 0 && maxmsg < 1024)

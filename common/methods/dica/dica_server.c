@@ -1,6 +1,7 @@
 /* DICA job, server side: check and sum the uploads, solve §7.4, the ridge of §8.1,
  * checkpoints. Every upload is a sum (or a per-domain sum), so a missing client only
  * removes its samples and domains (§7.8). */
+#include "common/methods/classes.h"
 #include "common/methods/dica/dica_int.h"
 #include "common/methods/predict.h"
 
@@ -25,6 +26,16 @@ int fk__dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_
     s->got = calloc((size_t)n_clients, 1);
     if (rc == FK_OK && !s->got)
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    /* A listed `classes` travels in the model as "class_values" (what label_union gives a
+     * job listing none), so its predictions answer raw labels. */
+    fk_classes cls = {0};
+    if (rc == FK_OK && !s->c.regression)
+        rc = fk_classes_parse(&cls, p, 0, FK_DICA_MAX_CLASSES, FK_CLASSES_COUNT_OWN, err);
+    if (rc == FK_OK && cls.listed && cls.v) {
+        s->vals = cls.v;
+        cls.v = NULL;
+    }
+    fk_classes_close(&cls);
     if (rc) {
         fk__dicaj_server_close(s);
         return rc;
@@ -47,6 +58,7 @@ void fk__dicaj_server_close(void *v)
     free(s->b);
     free(s->Theta);
     free(s->got);
+    free(s->vals);
     free(s);
 }
 
@@ -81,7 +93,8 @@ static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
         fk_model_put_seed(out, "rff_seed", s->seed) ||
         fk_bundle_put_scalar(out, "rff_orthogonal", s->c.features == FK_RFF_ORTHOGONAL) ||
         fk_bundle_put_scalar(out, "batch_center", s->c.batch_center) ||
-        fk_bundle_put_scalar(out, "regression", s->c.regression))
+        fk_bundle_put_scalar(out, "regression", s->c.regression) ||
+        (s->vals && fk_bundle_put_vec(out, "class_values", (size_t)s->C, s->vals)))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     if (s->stage >= ST_SOLVED) {
         size_t D = D_of(s);
@@ -128,6 +141,50 @@ int fk__dicaj_server_task(void *v, int round, int phase, int client, fk_bundle *
 static int is_count(double v, double lo)
 {
     return v >= lo && v <= 9e15 && v == floor(v);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A job listing no classes: class k is the k-th of the union of the raw labels the clients
+ * sent in phase 0, so a client lacking a class still means class k by k (issue 32). No
+ * client sent labels (an older client): C stays the largest count. */
+FK_CHECKRETURN static int label_union(fk__dicaj_server *s, const fk_update *ups, int n,
+                                      fk_err *err)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const fk_tensor *t = fk_bundle_get(&ups[i].msg, "labels");
+        total += t ? t->len : 0;
+    }
+    free(s->vals);
+    s->vals = NULL;
+    if (!total)
+        return FK_OK;
+    double *u = malloc(total * sizeof *u);
+    if (!u)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    size_t at = 0, k = 0;
+    for (int i = 0; i < n; i++) {
+        const fk_tensor *t = fk_bundle_get(&ups[i].msg, "labels");
+        for (size_t j = 0; t && j < t->len; j++)
+            u[at++] = t->data[j];
+    }
+    qsort(u, total, sizeof *u, cmp_double);
+    for (size_t i = 0; i < total; i++)
+        if (!k || u[i] != u[k - 1])
+            u[k++] = u[i];
+    if (k > FK_DICA_MAX_CLASSES) {
+        free(u);
+        return fk_err_set(err, FK_EINVAL, "dica: the clients hold %zu distinct labels (at most "
+                          "%d classes)", k, FK_DICA_MAX_CLASSES);
+    }
+    s->vals = u;
+    s->C = (long)k;
+    return FK_OK;
 }
 
 static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
@@ -178,6 +235,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         return fk_err_set(err, FK_EINVAL, "dica: the training inputs have zero spread; set sigma");
     s->sigma = sigma;
     s->C = s->c.classes ? s->c.classes : C;
+    if (!s->c.classes && !s->c.regression && (rc = label_union(s, ups, n, err)))
+        return rc;
     if (fk_dica_supervised(s->c.variant) && !s->c.regression && s->C < 2)
         return fk_err_set(err, FK_EINVAL,
                           "dica: supervised DICA needs at least 2 classes (got %ld)", s->C);
@@ -395,6 +454,8 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
     if (!rc)
         rc = fk__dicaj_put(out, "got", (size_t)s->n, 0, got, err);
     free(got);
+    if (!rc && s->vals)
+        rc = fk__dicaj_put(out, "class_values", (size_t)s->C, 0, s->vals, err);
     if (!rc && s->stage >= ST_SOLVED) {
         const fk_dica_stats *st = &s->st;
         size_t D = st->D, Dy = st->Dy, Nd = st->n_dom;
@@ -458,6 +519,21 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         sc->data[2] > FK_DICA_MAX_CLASSES || sc->data[5] < 0 || sc->data[5] >= (double)D_of(s) ||
         sc->data[6] < 0 || sc->data[6] > 65536 || sc->data[3] < 0 || sc->data[4] < 0)
         return fk_err_set(err, FK_EFORMAT, "dica: checkpoint does not match this job (R, stage)");
+    const fk_tensor *cv = fk_bundle_get(in, "class_values");
+    if (cv && (cv->ndim != 1 || cv->len != (uint64_t)sc->data[2]))
+        return fk_err_set(err, FK_EFORMAT, "dica: checkpoint 'class_values' does not hold the "
+                          "%g classes", sc->data[2]);
+    for (size_t i = 0; cv && i < cv->len; i++)
+        if (!isfinite(cv->data[i]) || (i && !(cv->data[i] > cv->data[i - 1])))
+            return fk_err_set(err, FK_EFORMAT, "dica: checkpoint 'class_values'[%zu] = %g", i,
+                              cv->data[i]);
+    double *vals = NULL;
+    if (cv && cv->len && !(vals = malloc(cv->len * sizeof *vals)))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    if (vals)
+        memcpy(vals, cv->data, cv->len * sizeof *vals);
+    free(s->vals);
+    s->vals = vals;
     s->d = (long)sc->data[1];
     s->C = (long)sc->data[2];
     s->sigma = sc->data[3];

@@ -7,7 +7,9 @@
 
 /* The job keys fk__fedrf_parse_cfg reads (docs/fedrf-tca.md describes each). */
 static const fk_param_doc keys[] = {
-    {"classes C", "number of classes, >= 2 (required)"},
+    {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (a class is the same "
+                        "output on every client; a label not listed is refused), or a count C, "
+                        "which needs every client to hold all C classes (required)"},
     {"N N", "random frequencies (1000)"},
     {"m M", "adaptive-layer width, 1..2N (100)"},
     {"sigma X", "kernel width, > 0 (1)"},

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 
 static int parse_hidden(const char *s, fk__fedrf_cfg *c, fk_err *err)
@@ -37,7 +38,7 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
         (rc = fk_params_int(p, "batch", 128, 1, 100000000, &c->batch, err)) ||
         (rc = fk_params_int(p, "tc", 50, 1, 1000000000, &c->tc, err)) ||
         (rc = fk_params_int(p, "rounds", 0, 0, 1000000000, &c->rounds, err)) ||
-        (rc = fk_params_int(p, "classes", 0, 0, 100000, &c->classes, err)) ||
+        (rc = fk_classes_count_of(p, 0, 100000, FK_CLASSES_COUNT_OWN, &c->classes, err)) ||
         (rc = fk_params_int(p, "target", n_clients - 1, 0, n_clients - 1, &c->target, err)) ||
         (rc = fk_params_int(p, "eval_every", 1, 1, 1000000000, &c->eval_every, err)) ||
         (rc = fk_params_bool(p, "voting", 0, &c->voting, err)))

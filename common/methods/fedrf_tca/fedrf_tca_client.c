@@ -2,9 +2,11 @@
  * (L_C + lambda L_MMD) and target (L_MMD) steps, and evaluation. */
 #include <cblas.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/models/mmd.h"
 #include "common/models/rftca.h"
@@ -95,12 +97,6 @@ static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err
         fk_mat_copy(&c->X, &data->X) || fk_mat_init(&c->Xb, c->b, data->X.cols) ||
         fk_mat_init(&c->Phi, c->b, c->D))
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for client %d", c->idx);
-    if (data->y) {
-        c->y = malloc(n * sizeof(int));
-        if (!c->y)
-            return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory");
-        memcpy(c->y, data->y, n * sizeof(int));
-    }
     for (size_t i = 0; i < n; i++)
         c->perm[i] = (int)i;
     if (c->c.dense) {
@@ -116,6 +112,20 @@ static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err
     return FK_OK;
 }
 
+/* c->y: every row's index in the job's class list (classes.h). */
+FK_CHECKRETURN static int index_labels(fk__fedrf_client *c, const fk_params *p,
+                                       const fk_dataset *data, fk_err *err)
+{
+    fk_classes cls;
+    char who[64];
+    snprintf(who, sizeof who, "fedrf-tca: client %d", c->idx);
+    int rc = fk_classes_parse(&cls, p, 0, 100000, FK_CLASSES_COUNT_OWN, err);
+    if (!rc)
+        rc = fk_classes_index(&cls, data, who, &c->y, err);
+    fk_classes_close(&cls);
+    return rc;
+}
+
 int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                          int n_clients, uint64_t seed, fk_err *err)
 {
@@ -128,20 +138,24 @@ int fk__fedrf_client_init(void **out, const fk_params *p, const fk_dataset *data
         goto fail;
     c->idx = idx;
     c->is_target = idx == c->c.target;
-    c->classes = c->c.classes >= 2 ? (int)c->c.classes : data->n_classes;
+    c->classes = (int)c->c.classes;
     size_t n = data->X.rows;
     if (c->classes < 2) {
-        rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: set classes (>= 2); the %s domain '%s' does not "
-                        "say how many there are", c->is_target ? "target" : "source", data->name);
+        rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: set classes (the raw label values, or their "
+                        "number >= 2) for the job");
         goto fail;
     }
+    /* Class k is the k-th value of the job's list on every client, whatever this one holds
+     * (the target's labels, when it has them, only score). */
+    if ((data->y || !c->is_target) && (rc = index_labels(c, p, data, err)))
+        goto fail;
     if (n == 0 || data->X.cols == 0) {
         rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: domain '%s' is empty", data->name);
         goto fail;
     }
     /* m may exceed the client's samples: W (2N x m) is learned by gradient steps on
      * mini-batches of min(batch, n) rows; nothing factorises an n x m matrix here. */
-    if (!c->is_target && (rc = fk_labels_check(data->y, n, c->classes, data->name, err)))
+    if (!c->is_target && (rc = fk_labels_check(c->y, n, c->classes, data->name, err)))
         goto fail;
     if ((rc = fk_mlp_layout(&c->net, (size_t)c->c.m, c->c.hidden, c->c.n_hidden,
                             (size_t)c->classes, err)))

@@ -73,6 +73,7 @@ typedef struct fk__fedrf_server {
     double *Wbar, *Cbar;        /* averages of this round (phase 2) */
     int have_W, have_C;
     double *Wmodel, *Cmodel;    /* latest global model */
+    double *class_values;       /* the job's listed classes (raw labels, ascending), or NULL */
     int have_Wmodel, have_Cmodel;
     double *Wsum, *Csum;        /* sums of the models of the last avg_last rounds */
     double nWsum, nCsum;        /* how many models each sum holds */

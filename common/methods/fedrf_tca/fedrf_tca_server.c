@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/predict.h"
 
@@ -12,6 +13,7 @@ void fk__fedrf_server_close(void *p)
     fk__fedrf_server *s = p;
     if (!s)
         return;
+    free(s->class_values);
     free(s->inA);
     free(s->inW);
     free(s->inC);
@@ -48,6 +50,17 @@ int fk__fedrf_server_init(void **out, const fk_params *p, int n_clients, uint64_
         free(s);
         return fk_err_set(err, FK_EINVAL, "fedrf-tca: set classes (number of classes, >= 2) for the job");
     }
+    /* a listed `classes` travels in the model, so predictions answer raw labels */
+    fk_classes cls;
+    if ((rc = fk_classes_parse(&cls, p, 0, 100000, FK_CLASSES_COUNT_OWN, err))) {
+        free(s);
+        return rc;
+    }
+    if (cls.listed && cls.v && cls.n == s->c.classes) {
+        s->class_values = cls.v;
+        cls.v = NULL;
+    }
+    fk_classes_close(&cls);
     s->n = n_clients;
     s->seed = seed;
     s->D = 2 * (size_t)s->c.N;
@@ -527,7 +540,9 @@ static int put_predict_keys(const fk__fedrf_server *s, fk_bundle *out, fk_err *e
         fk_bundle_put_scalar(out, "eps", s->c.eps) ||
         fk_bundle_put_scalar(out, "n_classes", (double)s->c.classes) ||
         fk_bundle_put_scalar(out, "dense", s->c.dense) ||
-        fk_bundle_put_vec(out, "hidden", (size_t)s->c.n_hidden, hid))
+        fk_bundle_put_vec(out, "hidden", (size_t)s->c.n_hidden, hid) ||
+        (s->class_values &&
+         fk_bundle_put_vec(out, "class_values", (size_t)s->c.classes, s->class_values)))
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca model: out of memory");
     return FK_OK;
 }

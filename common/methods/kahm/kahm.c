@@ -6,16 +6,16 @@
 #include <string.h>
 
 #include "common/la/rng.h"
+#include "common/methods/classes.h"
 
 static const uint64_t SIM_STREAM = 0x6b73696d00000000ULL; /* "ksim" */
 
 int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err *err)
 {
-    long C, up, dim, nmax, nb, minc, maxit, tanh_on, rs;
+    long up, dim, nmax, nb, minc, maxit, tanh_on, rs;
     memset(j, 0, sizeof *j);
     fk_kahm_opts_default(&j->ko);
-    int rc = fk_params_int(p, "classes", 10, 2, 100000, &C, err);
-    if (!rc) rc = fk_params_int(p, "upload_models", 0, 0, 1, &up, err);
+    int rc = fk_params_int(p, "upload_models", 0, 0, 1, &up, err);
     if (!rc) rc = fk_params_int(p, "dim", 0, 0, FK_KAHM_MAX_DIM, &dim, err);
     if (!rc) rc = fk_params_int(p, "tanh", 1, 0, 1, &tanh_on, err);
     if (!rc) rc = fk_params_double(p, "scale", 1.0, 1e-300, 1e300, &j->scale, err);
@@ -33,9 +33,19 @@ int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err
                         "lambda_final must be 'last-used' or 'converged' (got '%s')", lf);
     if (!rc && strcmp(part, "round") && strcmp(part, "ceil"))
         rc = fk_err_set(err, FK_EINVAL, "partition must be 'round' or 'ceil' (got '%s')", part);
+    /* class id k is the k-th value of the job's list (a count C: the labels 0..C-1) */
+    fk_classes cls = {0};
+    if (!rc)
+        rc = fk_classes_parse(&cls, p, 10, 100000, FK_CLASSES_COUNT_RANGE, err);
     if (rc)
         return rc;
-    j->C = (int)C;
+    int ids = 1;
+    for (int k = 0; k < cls.n; k++)
+        ids &= cls.v[k] == k;
+    j->C = cls.n;
+    j->values = ids ? NULL : cls.v;
+    if (ids)
+        fk_classes_close(&cls);
     j->upload = (int)up;
     j->dim = (int)dim;
     j->tanh = (int)tanh_on;
@@ -50,6 +60,27 @@ int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err
     return FK_OK;
 }
 
+void fk__kahm_job_close(fk_kahm_job *j)
+{
+    free(j->values);
+    j->values = NULL;
+}
+
+void fk__kahm_label_values(const fk_bundle *model, double *labels, size_t n, double *cls,
+                           size_t m)
+{
+    const fk_tensor *v = fk_bundle_get(model, "class_values");
+    const fk_tensor *h = fk_bundle_get(model, "holders");
+    if (!v || !h || h->ndim != 2 || v->len != h->shape[1])
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (labels[i] >= 0 && labels[i] < (double)v->len)
+            labels[i] = v->data[(size_t)labels[i]];
+    for (size_t i = 0; i < m; i++)
+        if (cls[i] >= 0 && cls[i] < (double)v->len)
+            cls[i] = v->data[(size_t)cls[i]];
+}
+
 /* Synthetic clients: C shared class generators (centre + 4-d linear structure + noise,
  * in [-1, 1] after tanh); client i holds sim_classes_per_client classes, round robin, with
  * sim_samples samples of each, so every class is held by some client when K*k >= C. */
@@ -57,12 +88,18 @@ int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
                       fk_err *err)
 {
     long C, per, d, k;
-    int rc = fk_params_int(p, "classes", 10, 2, 100000, &C, err);
+    fk_classes cls;
+    int rc = fk_classes_parse(&cls, p, 10, 100000, FK_CLASSES_COUNT_RANGE, err);
+    if (rc)
+        return rc;
+    C = cls.n;
     if (!rc) rc = fk_params_int(p, "sim_samples", 80, 4, 1000000, &per, err);
     if (!rc) rc = fk_params_int(p, "sim_dim", 16, 2, 100000, &d, err);
     if (!rc) rc = fk_params_int(p, "sim_classes_per_client", 3, 1, 100000, &k, err);
-    if (rc)
+    if (rc) {
+        fk_classes_close(&cls);
         return rc;
+    }
     if (k > C)
         k = C;
     fk_rng r;
@@ -75,6 +112,7 @@ int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
         free(mu);
         free(A);
         free(raw);
+        fk_classes_close(&cls);
         return fk_err_set(err, FK_ENOMEM, "kahm sim: out of memory");
     }
     for (size_t i = 0; i < (size_t)C * D; i++)
@@ -99,7 +137,7 @@ int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
                         v += A[((size_t)c * 4 + (size_t)t) * D + j] * z[t];
                     ds->X.data[i * ds->X.ld + j] = v;
                 }
-                raw[i] = (double)c;
+                raw[i] = cls.v[c]; /* the job's raw label of class c */
             }
         }
         if (!rc)
@@ -113,6 +151,7 @@ int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
     free(mu);
     free(A);
     free(raw);
+    fk_classes_close(&cls);
     return rc;
 }
 
@@ -123,7 +162,9 @@ static int max_rounds(const fk_params *p)
 }
 
 static const fk_param_doc keys[] = {
-    {"classes C", "number of classes; class ids are the data's labels, integers in [0, C) (10)"},
+    {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (class id = position; "
+                        "predictions answer the raw label; a label not listed is refused), or a "
+                        "count C: the labels 0..C-1 (10)"},
     {"upload_models 0|1", "mode A: clients upload their KAHMs to the server (they CONTAIN the "
                           "training samples); each client must also allow it in its own "
                           "config ([local] allow_model_upload = true), else it refuses the task (0: mode B, models "
@@ -131,7 +172,9 @@ static const fk_param_doc keys[] = {
     {"local.allow_model_upload 0|1", "copied by the client daemon from its own [local] "
                                       "section; a job that sets it is refused (sim only)"},
     {"dim D", "expected input dimension; updates of another dimension are refused (0: any)"},
-    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels)"},
+    {"scale S", "inputs are multiplied by S before tanh (1; e.g. 1/255 for raw pixels); a "
+                "client warns when more than 25 % of its |S x| exceed 3 (tanh flat) and, "
+                "with the default, refuses when more than half do, naming a scale to set"},
     {"tanh 0|1", "apply tanh elementwise after scaling (1, the paper's preprocessing)"},
     {"holdout F", "share of each class a client keeps aside to score the model (0.2)"},
     {"n_max N", "subspace dimension cap of App. B (20)"},

@@ -23,9 +23,17 @@ typedef struct fk_kahm_job {
     double scale;
     double holdout;  /* share of each class a client keeps aside for evaluate */
     fk_kahm_opts ko;
+    double *values;  /* the raw label of each class id (C, ascending) when the job's `classes`
+                      * lists values other than 0..C-1; NULL when the ids are the labels */
 } fk_kahm_job;
 
+/* fk__kahm_job_close frees what a successful parse holds. */
 int fk__kahm_job_parse(fk_kahm_job *j, const fk_params *p, uint64_t seed, fk_err *err);
+void fk__kahm_job_close(fk_kahm_job *j);
+/* Model tensor "class_values" (C raw labels, present when they are not the ids): map the
+ * class ids of labels (n, -1 kept) and of a class list (m) to raw values in place. */
+void fk__kahm_label_values(const fk_bundle *model, double *labels, size_t n, double *cls,
+                           size_t m);
 
 /* Largest class count and dimension a message may declare. */
 enum { FK_KAHM_MAX_COUNT = 10000000, FK_KAHM_MAX_DIM = 1000000, FK_KAHM_MAX_PARTS = 10000 };

@@ -10,6 +10,7 @@
 
 #include "common/base/log.h"
 #include "common/la/rng.h"
+#include "common/methods/classes.h"
 
 static const uint64_t HOLDOUT_STREAM = 0x6b686f6c00000000ULL; /* "khol" */
 
@@ -20,9 +21,11 @@ typedef struct kcli {
     double *Xtr, *Xte; /* preprocessed rows, p columns */
     int *ytr, *yte;    /* class ids in [0, C) */
     int label_rc;      /* a label outside the job's classes: every task is refused */
-    char label_msg[256];
+    char label_msg[512];
     int fitted;
     fk_kahm_set set;
+    double *left_out; /* class ids whose block could not be modelled (n_left of them) */
+    int n_left;
 } kcli;
 
 void fk__kahm_cli_close(void *v)
@@ -34,18 +37,69 @@ void fk__kahm_cli_close(void *v)
     free(c->Xte);
     free(c->ytr);
     free(c->yte);
+    fk__kahm_job_close(&c->j);
     fk_kahm_set_close(&c->set);
+    free(c->left_out);
     free(c);
 }
 
-/* The class id of sample i: its raw label, which must be an integer in [0, C). */
-static int class_id(const fk_dataset *d, size_t i, int C, int *id)
+/* id (n, malloc'ed): each row's class id, its label's position in the job's class list
+ * (classes.h). A label outside the list is kept as the refusal of every task (in label_msg)
+ * and the ids are then all 0. */
+FK_CHECKRETURN static int class_ids(kcli *c, const fk_params *p, const fk_dataset *d, int **id,
+                                    fk_err *err)
 {
-    double v = d->classes ? d->classes[d->y[i]] : (double)d->y[i];
-    if (!(v >= 0 && v < C && v == floor(v)))
-        return -1;
-    *id = (int)v;
-    return 0;
+    fk_classes cls;
+    fk_err why = {0};
+    char who[48];
+    snprintf(who, sizeof who, "kahm client %d", c->client);
+    int rc = fk_classes_parse(&cls, p, 10, 100000, FK_CLASSES_COUNT_RANGE, err);
+    if (rc)
+        return rc;
+    rc = fk_classes_index(&cls, d, who, id, &why);
+    fk_classes_close(&cls);
+    if (rc == FK_EINVAL) {
+        c->label_rc = FK_EINVAL;
+        snprintf(c->label_msg, sizeof c->label_msg, "%.480s: refusing the task", why.msg);
+        *id = calloc(d->X.rows ? d->X.rows : 1, sizeof **id);
+        rc = *id ? FK_OK : FK_ENOMEM;
+    }
+    return rc ? fk_err_set(err, rc, "kahm client: out of memory for the labels") : FK_OK;
+}
+
+/* tanh(scale x) is flat beyond |scale x| = 3 (tanh 3 = 0.995). Past WARN_SHARE of the values
+ * there the client warns; past REFUSE_SHARE the features the KAHMs see are mostly +-1
+ * (pen-digits raw 0..100 with scale = 1: 85 % of the values, 94.8 % -> 59.5 %, issue 32). */
+#define WARN_SHARE 0.25
+#define REFUSE_SHARE 0.5
+
+/* The data's scale against the job's `scale`, with tanh: refuse when most values saturate and
+ * `scale` is the default (the job did not choose it), warn otherwise. Returns FK_OK or
+ * FK_EINVAL with the message in c->label_msg. */
+FK_CHECKRETURN static int check_scale(kcli *c, const fk_params *p, const fk_dataset *d)
+{
+    size_t n = d->X.rows, P = d->X.cols, sat = 0;
+    double big = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < P; j++) {
+            double v = fabs(d->X.data[i * d->X.ld + j]);
+            big = v > big ? v : big;
+            sat += c->j.scale * v > 3;
+        }
+    double share = n && P ? (double)sat / (double)(n * P) : 0;
+    if (!c->j.tanh || !(share > WARN_SHARE))
+        return FK_OK;
+    int refuse = share > REFUSE_SHARE && !fk_params_get(p, "scale");
+    snprintf(c->label_msg, sizeof c->label_msg,
+             "'%s': %.1f %% of the values have |scale x| > 3 (largest |x| = %.6g, scale = %g), "
+             "where tanh is flat: the class models would see nearly constant features; set the "
+             "job's scale to about %.3g (1 / largest |x|) or rescale the data",
+             d->name, 100 * share, big, c->j.scale, 1 / big);
+    if (refuse)
+        return FK_EINVAL;
+    fk_log(FK_LOG_WARN, "kahm_scale", "client=%d msg=\"%s\"", c->client, c->label_msg);
+    c->label_msg[0] = '\0';
+    return FK_OK;
 }
 
 static double prep(const kcli *c, double x)
@@ -69,23 +123,17 @@ int fk__kahm_cli_init(void **out, const fk_params *p, const fk_dataset *data, in
         rc = fk_err_set(err, FK_EINVAL, "kahm: data set '%s' has no labels; KAHM fits one model "
                         "per class", data->name);
     size_t n = data->X.rows, P = data->X.cols;
-    int *id = rc ? NULL : malloc((n ? n : 1) * sizeof(int));
-    if (!rc && !id)
-        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
-    for (size_t i = 0; !rc && i < n; i++)
-        if (class_id(data, i, c->j.C, &id[i]) && !c->label_rc) {
-            c->label_rc = FK_EINVAL;
-            snprintf(c->label_msg, sizeof c->label_msg,
-                     "sample %zu of '%s' has label %g, outside the job's classes [0, %d): "
-                     "refusing the task (fix the labels or raise 'classes')",
-                     i, data->name, data->classes ? data->classes[data->y[i]] : (double)data->y[i],
-                     c->j.C);
-        }
+    int *id = NULL;
+    c->client = client;
+    if (!rc)
+        rc = class_ids(c, p, data, &id, err);
     if (rc) {
-        free(id);
+        fk__kahm_job_close(&c->j);
         free(c);
         return rc;
     }
+    if (!c->label_rc && check_scale(c, p, data))
+        c->label_rc = FK_EINVAL; /* refused at the task, like a label outside the classes */
     /* Holdout: floor(holdout * n_c) samples of each class, chosen by the client's stream. */
     int *perm = malloc((n ? n : 1) * sizeof(int));
     unsigned char *out_mask = calloc(n ? n : 1, 1);
@@ -124,7 +172,6 @@ int fk__kahm_cli_init(void **out, const fk_params *p, const fk_dataset *data, in
             c->ytr[c->ntr++] = c->label_rc ? 0 : id[i];
     }
     c->p = P;
-    c->client = client;
     free(perm);
     free(out_mask);
     free(id);
@@ -172,6 +219,18 @@ static int local_acc(const kcli *c, double *acc, fk_err *err)
     return rc;
 }
 
+/* A class block the KAHM cannot model (one sample, identical rows): served by the other
+ * clients that hold the class, or by none; the rest of this client's classes are served. */
+static void left_out(void *ud, int cls, size_t n, const fk_err *why)
+{
+    kcli *c = ud;
+    c->left_out[c->n_left++] = cls;
+    fk_log(FK_LOG_WARN, "kahm_class_left_out",
+           "client=%d class=%d samples=%zu msg=\"this class's block cannot be modelled and is left "
+           "out of this client's answer; its other classes are served: %s\"",
+           c->client, cls, n, why->msg);
+}
+
 int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_report *rep,
                         fk_err *err)
 {
@@ -194,13 +253,29 @@ int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_re
         return fk_err_set(err, FK_EINVAL, "kahm: this client's data have %zu columns, the job's "
                           "dim is %d", c->p, c->j.dim);
     int rc = FK_OK;
+    /* bad data refuse the task; only a class block that cannot be modelled is left out */
+    for (size_t i = 0; !c->fitted && i < c->ntr * c->p; i++)
+        if (!isfinite(c->Xtr[i]))
+            return fk_err_set(err, FK_EINVAL, "kahm client %d: training value (%zu, %zu) is %g; "
+                              "KAHM data must be finite (clean or drop the sample)",
+                              c->client, i / c->p, i % c->p, c->Xtr[i]);
     if (!c->fitted) {
-        rc = fk_kahm_set_fit(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C, &c->j.ko, err);
+        free(c->left_out);
+        c->n_left = 0;
+        c->left_out = malloc((size_t)c->j.C * sizeof *c->left_out);
+        if (!c->left_out)
+            return fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
+        rc = fk_kahm_set_fit_partial(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C,
+                                     &c->j.ko, left_out, c, err);
         if (rc)
             return fk_err_prefix(err, rc, "kahm client %d: ", c->client);
         c->fitted = 1;
     }
     rc = fk__kahm_encode(&c->set, (int)c->p, "", upload, update, err);
+    /* The classes left out travel by id so the server can log and report them. */
+    if (!rc && c->n_left &&
+        fk_bundle_put_vec(update, "left_out", (size_t)c->n_left, c->left_out))
+        rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
     if (!rc && upload && fk_bundle_put_scalar(update, "allowed", 1))
         rc = fk_err_set(err, FK_ENOMEM, "kahm client: out of memory");
     if (rc)

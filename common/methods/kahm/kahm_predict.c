@@ -82,6 +82,8 @@ int fk__kahm_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundle
         for (int c = 0, t = 0; !rc && c < C; c++)
             if (scored[c] == 0)
                 un[t++] = c;
+        if (!rc) /* class ids -> the job's raw labels */
+            fk__kahm_label_values(model, l, nt, un, n_un);
     }
     free(T);
     free(D);

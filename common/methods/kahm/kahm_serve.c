@@ -81,10 +81,12 @@ int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, cons
     if (!D || D->ndim != 2 || D->shape[0] != nt || D->shape[1] != m)
         return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' must be %zu queries x "
                           "%zu classes", ans->client, nt, m);
+    /* +inf is a legitimate distance (a query so far from a class model that exp(-d) underflows;
+     * eq. (63) takes the minimum over holders, so it simply loses); NaN and negatives are not */
     for (size_t i = 0; i < D->len; i++)
-        if (!(D->data[i] >= 0 && isfinite(D->data[i])))
+        if (!(D->data[i] >= 0))
             return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' row %zu column %zu "
-                              "is not a distance (finite and >= 0)", ans->client, i / m, i % m);
+                              "is not a distance (>= 0, or +inf)", ans->client, i / m, i % m);
     return FK_OK;
 }
 
@@ -146,6 +148,8 @@ int fk__kahm_combine(const fk_bundle *model, const fk_bundle *queries, const fk_
         for (size_t k = 0, t = 0; !rc && k < K; k++)
             if (!seen[k] && h->data[k * C] >= 0)
                 mi[t++] = (double)k;
+        if (!rc) /* class ids -> the job's raw labels */
+            fk__kahm_label_values(model, l, nt, un, n_un);
     }
     free(D);
     free(dmin);

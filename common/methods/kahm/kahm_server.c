@@ -9,12 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/log.h"
+
 typedef struct ksrv {
     fk_kahm_job j;
     int K;
     int done;
     int p;            /* dimension agreed by the updates, 0 before any */
     double *holders;  /* K x C samples per (client, class); -1 for a client with no update */
+    double *left;     /* K x C: 1 where the client left the class block out (one sample,
+                       * identical rows), 0 elsewhere; in the model as "left_out" when any */
     fk_bundle models; /* mode A: every client's update under "cK." */
 } ksrv;
 
@@ -24,9 +28,13 @@ int fk__kahm_srv_init(void **out, const fk_params *p, int n_clients, uint64_t se
     if (!s)
         return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
     int rc = fk__kahm_job_parse(&s->j, p, seed, err);
-    if (!rc && !(s->holders = malloc((size_t)n_clients * (size_t)s->j.C * sizeof(double))))
+    if (!rc && (!(s->holders = malloc((size_t)n_clients * (size_t)s->j.C * sizeof(double))) ||
+                !(s->left = calloc((size_t)n_clients * (size_t)s->j.C, sizeof(double)))))
         rc = fk_err_set(err, FK_ENOMEM, "kahm server: out of memory for %d clients", n_clients);
     if (rc) {
+        fk__kahm_job_close(&s->j);
+        free(s->holders);
+        free(s->left);
         free(s);
         return rc;
     }
@@ -44,7 +52,9 @@ void fk__kahm_srv_close(void *v)
     if (!s)
         return;
     free(s->holders);
+    free(s->left);
     fk_bundle_close(&s->models);
+    fk__kahm_job_close(&s->j);
     free(s);
 }
 
@@ -71,14 +81,15 @@ int fk__kahm_task(void *v, int round, int phase, int client, fk_bundle *out, fk_
 }
 
 /* After fk__kahm_decode took the update: it holds the class list (and 'allowed' with
- * models), in mode A every part's six arrays, and nothing else (an extra tensor would be
- * copied into the model by keep_models). */
+ * models), the class blocks it left out ('left_out', optional), in mode A every part's six
+ * arrays, and nothing else (an extra tensor would be copied into the model by keep_models). */
 static int check_names(const fk_bundle *b, int models, int client, fk_err *err)
 {
     static const char *const list[] = {"dim", "held", "counts", "parts", "allowed"};
     static const char *const arrays[] = {"meta", "P", "L", "Xw", "M", "b"};
     const fk_tensor *held = fk_bundle_get(b, "held"), *parts = fk_bundle_get(b, "parts");
-    size_t n = 4 + (size_t)models;
+    int left = fk_bundle_get(b, "left_out") != NULL;
+    size_t n = 4 + (size_t)models + (size_t)left;
     for (size_t a = 0; models && a < held->len; a++)
         n += 6 * (size_t)parts->data[a];
     if (b->count > n) /* decode found every expected tensor: more is an extra one */
@@ -93,6 +104,8 @@ static int check_names(const fk_bundle *b, int models, int client, fk_err *err)
     size_t k = 0;
     for (size_t i = 0; i < 4 + (size_t)models; i++)
         snprintf(names[k++], FK_TENSOR_NAME_MAX, "%s", list[i]);
+    if (left)
+        snprintf(names[k++], FK_TENSOR_NAME_MAX, "left_out");
     for (size_t a = 0; models && a < held->len; a++)
         for (int q = 0; q < (int)parts->data[a]; q++)
             for (size_t w = 0; w < 6 && k < n; w++)
@@ -130,6 +143,19 @@ int fk__kahm_check_update(void *v, int round, int phase, const fk_update *up, fk
     if (s->p && p != s->p)
         return fk_err_set(err, FK_EINVAL, "client %d: data dimension %d differs from %d of the "
                           "updates already committed", up->client, p, s->p);
+    /* the class blocks left out: ascending class ids the client does not declare as held */
+    const fk_tensor *lo = fk_bundle_get(&up->msg, "left_out"), *h = fk_bundle_get(&up->msg, "held");
+    for (size_t a = 0; lo && a < lo->len; a++) {
+        double c = lo->data[a];
+        int held = 0;
+        for (size_t b = 0; b < h->len; b++)
+            held |= h->data[b] == c;
+        if (lo->ndim != 1 || !(c >= 0 && c < s->j.C && c == floor(c)) ||
+            (a && !(c > lo->data[a - 1])) || held)
+            return fk_err_set(err, FK_EINVAL, "client %d: 'left_out'[%zu] is not an ascending "
+                              "class id below %d that the client does not hold",
+                              up->client, a, s->j.C);
+    }
     return FK_OK;
 }
 
@@ -147,6 +173,26 @@ static int keep_models(ksrv *s, const fk_update *u, fk_err *err)
             return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory keeping '%s'", nm);
     }
     return FK_OK;
+}
+
+/* A client's class blocks that could not be modelled (its update's "left_out" ids): logged,
+ * so the operator sees which classes that client does not serve. */
+static void log_left_out(const fk_update *u, size_t C)
+{
+    const fk_tensor *t = fk_bundle_get(&u->msg, "left_out");
+    if (!t || t->ndim != 1)
+        return;
+    char ids[256] = "";
+    size_t at = 0;
+    for (size_t a = 0; a < t->len && at + 24 < sizeof ids; a++)
+        if (t->data[a] >= 0 && t->data[a] < (double)C && t->data[a] == floor(t->data[a]))
+            at += (size_t)snprintf(ids + at, sizeof ids - at, "%s%.0f", at ? "," : "",
+                                   t->data[a]);
+    if (at)
+        fk_log(FK_LOG_WARN, "kahm_class_left_out",
+               "client=%d classes=%s msg=\"the client could not model these class blocks (one "
+               "sample or identical rows) and left them out of its answer\"",
+               u->client, ids);
 }
 
 int fk__kahm_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
@@ -171,6 +217,12 @@ int fk__kahm_aggregate(void *v, int round, int phase, const fk_update *ups, int 
             row[k] = 0;
         for (size_t a = 0; a < h->len; a++)
             row[(size_t)h->data[a]] = c->data[a];
+        log_left_out(u, C);
+        const fk_tensor *lo = fk_bundle_get(&u->msg, "left_out");
+        for (size_t k = 0; k < C; k++)
+            s->left[(size_t)u->client * C + k] = 0;
+        for (size_t a = 0; lo && a < lo->len; a++)
+            s->left[(size_t)u->client * C + (size_t)lo->data[a]] = 1;
         if (s->j.upload) {
             int rc = keep_models(s, u, err);
             if (rc)
@@ -195,7 +247,13 @@ int fk__kahm_model(void *v, fk_bundle *out, fk_err *err)
     if (fk_bundle_put(out, "holders", 2, sh, s->holders) ||
         fk_bundle_put_scalar(out, "upload", s->j.upload) ||
         fk_bundle_put_scalar(out, "dim", s->p) || fk_bundle_put_scalar(out, "done", s->done) ||
-        fk_bundle_put_vec(out, "prep", 2, (double[]){s->j.tanh, s->j.scale}))
+        fk_bundle_put_vec(out, "prep", 2, (double[]){s->j.tanh, s->j.scale}) ||
+        (s->j.values && fk_bundle_put_vec(out, "class_values", (size_t)s->j.C, s->j.values)))
+        return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
+    int any = 0;
+    for (size_t i = 0; i < (size_t)s->K * (size_t)s->j.C; i++)
+        any |= s->left[i] != 0;
+    if (any && fk_bundle_put(out, "left_out", 2, sh, s->left))
         return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory");
     for (size_t i = 0; i < s->models.count; i++) {
         const fk_tensor *t = &s->models.items[i];
@@ -231,6 +289,16 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
             return fk_err_set(err, FK_EFORMAT,
                               "kahm checkpoint: holders entry %zu is not -1 or a count in [0, %d]",
                               i, FK_KAHM_MAX_COUNT);
+    const fk_tensor *lo = fk_bundle_get(in, "left_out"); /* absent: nothing was left out */
+    if (lo && (lo->ndim != 2 || lo->shape[0] != (uint64_t)s->K || lo->shape[1] != C))
+        return fk_err_set(err, FK_EFORMAT, "kahm checkpoint: 'left_out' is not %d x %zu", s->K,
+                          C);
+    for (size_t i = 0; lo && i < lo->len; i++)
+        if (!(lo->data[i] == 0 || (lo->data[i] == 1 && h->data[i] == 0)))
+            return fk_err_set(err, FK_EFORMAT,
+                              "kahm checkpoint: left_out entry %zu is not 0, or 1 for a class the "
+                              "client does not hold",
+                              i);
     fk_bundle models;
     fk_bundle_init(&models);
     int rc = FK_OK;
@@ -255,6 +323,8 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
         return rc;
     }
     memcpy(s->holders, h->data, h->len * sizeof(double));
+    for (size_t i = 0; i < h->len; i++)
+        s->left[i] = lo ? lo->data[i] : 0;
     s->p = (int)dim->data[0];
     s->done = (int)dn->data[0];
     fk_bundle_close(&s->models);
