@@ -73,7 +73,8 @@ static void usage(FILE *out)
             "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
             "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
-            "exits 1 and writes nothing, unless --current asks for its latest model.\n"
+            "exits 1 and writes nothing, unless --current asks for its latest model. A cancelled\n"
+            "or failed job keeps the model of its last completed round: --current writes it.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, max_refusals, name, and the method's own keys (`fedkern job keys\n"
@@ -532,9 +533,16 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
             break;
         usleep(200000);
     }
-    if (st.state == fedkern_v1_JobState_JOB_FAILED || st.state == fedkern_v1_JobState_JOB_CANCELLED)
-        return fk_cli_fail("job result", "job %s is %s%s%s", id, fk_jobcli_state_name(st.state),
-                           st.message[0] ? ": " : "", st.message);
+    /* A cancelled or failed job keeps the model of its last completed round: --current
+     * asks for it (without, the state is the answer: a script must not take it for a result). */
+    int ended = st.state == fedkern_v1_JobState_JOB_FAILED ||
+                st.state == fedkern_v1_JobState_JOB_CANCELLED;
+    if (ended && (!current || st.round == 0))
+        return fk_cli_fail("job result", "job %s is %s%s%s%s", id, fk_jobcli_state_name(st.state),
+                           st.message[0] ? ": " : "", st.message,
+                           st.round == 0 ? " (no round completed: no model)"
+                                         : "; --current writes the model of its last completed "
+                                           "round");
     if (st.state != fedkern_v1_JobState_JOB_DONE && !current)
         return fk_cli_fail("job result",
                            "job %s is %s (round %u of %u); nothing written: wait longer "

@@ -92,9 +92,27 @@ expect 0 "list" "$fk" job list $conn
 grep -Eq '^1 +fedgrem +done +3 ' out.txt || fail "list job 1: $(cat out.txt)"
 grep -Eq '^2 +fedgrem +running ' out.txt || fail "list job 2: $(cat out.txt)"
 head -n 2 out.txt | tail -n 1 | grep -q '^2 ' || fail "list: newest first: $(cat out.txt)"
+# (a completed round first, so the cancelled job has a model to keep)
+for i in $(seq 100); do
+  "$fk" job status 2 --json $conn >st.txt 2>&1
+  grep -q "\"rounds_done\":0," st.txt || break
+  sleep 0.1
+done
 "$fk" job cancel 2 $conn >/dev/null || fail "cancel"
 expect 1 "follow cancelled job" "$fk" job status 2 --follow $conn
 grep -q "^job 2: cancelled after" out.txt || fail "follow cancelled: $(cat out.txt)"
+# a cancelled job keeps the model of its last completed round: --current writes it
+expect 1 "result of a cancelled job" "$fk" job result 2 --out model2.bin $conn
+grep -q "cancelled.*--current writes the model of its last completed round" out.txt ||
+  fail "cancelled result: $(cat out.txt)"
+[ -e model2.bin ] && fail "cancelled result without --current wrote a model"
+done2=$("$fk" job status 2 --json $conn | sed -n 's/.*"rounds_done":\([0-9]*\),.*/\1/p')
+[ -n "$done2" ] && [ "$done2" -ge 1 ] || fail "cancelled job: rounds completed '$done2'"
+expect 0 "result --current of a cancelled job" "$fk" job result 2 --out model2.bin --current $conn
+grep -q "^job 2: cancelled, model [0-9]* bytes written to model2.bin" out.txt ||
+  fail "cancelled --current: $(cat out.txt)"
+expect 0 "model show of a cancelled job's model" "$fk" model show model2.bin
+grep -Eq "^ *round +$done2\$" out.txt || fail "cancelled model: not round $done2: $(cat out.txt)"
 
 # the same job file in process: the same loss per round as the daemons
 expect 0 "sim --job" "$fk" sim --job job.conf --data c2=c2.csv --data c0=c0.csv --data c1=c1.csv
