@@ -38,7 +38,7 @@ static void usage(FILE *out)
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "                                         [--follow [--interval SECONDS]]\n"
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
-            "                                         [--json]\n"
+            "                                         [--selected] [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
@@ -75,6 +75,11 @@ static void usage(FILE *out)
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model. A cancelled\n"
             "or failed job keeps the model of its last completed round: --current writes it.\n"
+            "result --selected writes the model the job type's own criterion picks among the\n"
+            "closed rounds instead of the last one (the mixtures: the smallest loss, the mean\n"
+            "negative log-likelihood the clients measured on the model, no labels needed); the\n"
+            "round and the criterion are printed. fedrf-tca's select_holdout keeps its selected\n"
+            "model inside the model file (W_sel, sel_round): see `fedkern model show`.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, max_refusals, name, and the method's own keys (`fedkern job keys\n"
@@ -462,8 +467,8 @@ FK_CHECKRETURN static int write_all(const char *path, const uint8_t *buf, size_t
 }
 
 /* JobResult chunk by chunk until the whole model is here; the last answer into out. */
-static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len_out,
-                       fedkern_v1_JobResultResponse *out_msg)
+static int fetch_model(conn *c, const char *id, int selected, uint8_t **model_out,
+                       size_t *len_out, fedkern_v1_JobResultResponse *out_msg)
 {
     fk_reasm reasm;
     fk_reasm_init(&reasm, (size_t)1 << 32);
@@ -476,6 +481,7 @@ static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len
         fedkern_v1_JobResultRequest in = fedkern_v1_JobResultRequest_init_zero;
         snprintf(in.job_id, sizeof in.job_id, "%s", id);
         in.chunk_index = chunk;
+        in.selected = selected != 0;
         if ((rc = rpc(c, "job result", "JobResult", fedkern_v1_JobResultRequest_fields, &in)))
             break;
         fk_bundle b;
@@ -514,14 +520,14 @@ static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len
 int fk_job_model_get(fk_job_conn *c, const char *id, uint8_t **model, size_t *len)
 {
     fedkern_v1_JobResultResponse out;
-    return fetch_model(c, id, model, len, &out);
+    return fetch_model(c, id, 0, model, len, &out);
 }
 
 /* The model of a done job into out_path. A job still running after --wait is an error and
  * nothing is written (a script must not take a partial model for the result), unless
  * `current` asks for its latest model explicitly. */
 static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int current,
-                     int json)
+                     int selected, int json)
 {
     time_t until = time(NULL) + wait_s;
     fedkern_v1_JobStatusResponse st;
@@ -552,11 +558,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     size_t model_len = 0;
     fedkern_v1_JobResultResponse out;
     fk_err err = {0};
-    int rc = fetch_model(c, id, &model, &model_len, &out);
+    int rc = fetch_model(c, id, selected, &model, &model_len, &out);
     if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
         rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
                          fk_jobcli_state_name(out.state));
-    fk_model_info info = {.round = (int)st.round};
+    fk_model_info info = {.round = out.model_round ? (int)out.model_round : (int)st.round};
     snprintf(info.method, sizeof info.method, "%s", st.method);
     snprintf(info.job_id, sizeof info.job_id, "%s", id);
     snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
@@ -567,11 +573,15 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
             printf("{\"job\":\"%s\",\"state\":\"%s\",\"bytes\":%zu,\"out\":", id,
                    fk_jobcli_state_name(out.state), model_len);
             print_json_string(out_path ? out_path : "");
+            printf(",\"model_round\":%d,\"selected_by\":", info.round);
+            print_json_string(out.selected_by);
             print_metrics(out.metrics, out.metrics_count, 1);
             printf("}\n");
         } else {
             printf("job %s: %s, model %zu bytes%s%s\n", id, fk_jobcli_state_name(out.state), model_len,
                    out_path ? " written to " : "", out_path ? out_path : "");
+            if (out.selected_by[0])
+                printf("selected model of round %d: %s\n", info.round, out.selected_by);
             print_metrics(out.metrics, out.metrics_count, 0);
         }
     }
@@ -999,7 +1009,8 @@ static const fk_param_doc list_opts[] = {{"limit N", ""}, {"json", ""}, {NULL, N
 static const fk_param_doc status_opts[] = {
     {"round N", ""}, {"json", ""}, {"follow", ""}, {"interval SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc result_opts[] = {
-    {"out FILE", ""}, {"wait SECONDS", ""}, {"current", ""}, {"json", ""}, {NULL, NULL}};
+    {"out FILE", ""}, {"wait SECONDS", ""}, {"current", ""},
+    {"selected", ""}, {"json", ""},         {NULL, NULL}};
 static const fk_param_doc predict_opts[] = {{"data FILE", ""}, {"out FILE", ""},
                                             {"no_labels", ""}, {"json", ""},
                                             {"timeout SECONDS", ""}, {NULL, NULL}};
@@ -1079,7 +1090,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round, predict_s, limit, interval_s, wait_clients_s;
-    int json, current, no_labels, follow, skip_check;
+    int json, current, selected, no_labels, follow, skip_check;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
@@ -1090,7 +1101,8 @@ int fk_cmd_job(int argc, char **argv)
         fk_params_int(&p, "interval", 1, 1, 3600, &interval_s, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err) ||
         fk_params_bool(&p, "follow", 0, &follow, &err) ||
-        fk_params_bool(&p, "current", 0, &current, &err)) {
+        fk_params_bool(&p, "current", 0, &current, &err) ||
+        fk_params_bool(&p, "selected", 0, &selected, &err)) {
         fk_cli_fail("job", "%s", err.msg);
         rc = 2;
         goto out;
@@ -1150,7 +1162,7 @@ int fk_cmd_job(int argc, char **argv)
         rc = follow ? do_follow(&c, rest[0], json, interval_s * 1000)
                     : do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
-        rc = do_result(&c, rest[0], out_path, wait_s, current, json);
+        rc = do_result(&c, rest[0], out_path, wait_s, current, selected, json);
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {

@@ -1423,6 +1423,54 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     reply_msg(s, call, fedkern_v1_JobStatusResponse_fields, &out);
 }
 
+/* `job result --selected`: the round whose model the job type's criterion (its select_by
+ * field, measured select_lag rounds later) picks among the closed rounds: the earliest best. */
+FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char *method,
+                                         int *round, char *why, size_t why_cap, fk_err *err)
+{
+    const fk_method *m = fk_method_find(method, err);
+    if (!m)
+        return FK_ENOTFOUND;
+    if (!m->select_by)
+        return fk_err_set(err, FK_EINVAL,
+                          "job %" PRId64 " (%s) keeps no selected model apart from the last one "
+                          "(a job type that selects inside its model, like fedrf-tca's "
+                          "select_holdout, names it in `fedkern model show`)",
+                          job, method);
+    fk_store_round *rows;
+    int count;
+    int rc = fk_store_round_list(s->st, job, &rows, &count, err);
+    if (rc)
+        return rc;
+    int best = 0;
+    double best_v = NAN;
+    for (int i = 0; i < count; i++) {
+        fk_report q = {.loss = rows[i].loss, .accuracy = rows[i].accuracy,
+                       .error = rows[i].error, .misclust = rows[i].misclust,
+                       .ari = rows[i].ari, .rmse = rows[i].rmse};
+        double v = fk_report_get(&q, m->select_by);
+        int r = rows[i].round - m->select_lag; /* the round whose model v scores */
+        if (rows[i].closed != 1 || isnan(v) || r < 1)
+            continue;
+        if (!best || (m->select_max ? v > best_v : v < best_v)) {
+            best = r;
+            best_v = v;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+    if (!best)
+        return fk_err_set(err, FK_ENOTFOUND,
+                          "job %" PRId64 " has no selected model yet: its %s is measured on a "
+                          "round's model %d round%s later; see 'fedkern job status'",
+                          job, m->select_by, m->select_lag, m->select_lag == 1 ? "" : "s");
+    *round = best;
+    snprintf(why, why_cap, "%s %.9g (%s), measured in round %d", m->select_by, best_v,
+             m->select_max ? "largest" : "smallest", best + m->select_lag);
+    return FK_OK;
+}
+
 static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                       size_t len, uint64_t deadline, void *ud)
 {
@@ -1445,11 +1493,17 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fk_bundle b;
     fk_bundle_init(&b);
     fk_err err = {0};
-    int rc = fk_store_model_get(s->st, job, -1, &blob, &blen, NULL, &err);
+    int want = -1, got = 0;
+    int rc = in.selected ? selected_round(s, job, st.method, &want, out.selected_by,
+                                          sizeof out.selected_by, &err)
+                         : FK_OK;
+    if (!rc)
+        rc = fk_store_model_get(s->st, job, want, &blob, &blen, &got, &err);
+    out.model_round = rc ? 0 : (uint32_t)got;
     if (rc == FK_OK)
         rc = payload_tx(blob, blen, fk_chunk_data_max(s->cfg.max_message, 0), in.chunk_index,
                         &out.chunk, &b, &tx, &err);
-    else if (rc == FK_ENOTFOUND)
+    else if (rc == FK_ENOTFOUND && want < 0)
         rc = FK_OK; /* no round closed yet: state and metrics only */
     uint8_t *buf = NULL;
     size_t olen = 0;

@@ -4,7 +4,9 @@
 # fedkern-server and fedkern-client before any other check, the old '-' spellings work with
 # a warning, `job list` lists, `job status --follow` prints a line per round and exits 0 for
 # a done job and 1 for a cancelled one, `job result --wait` exits non-zero for an unfinished
-# job, and `fedkern sim --job` runs the submitted file in process to the same losses.
+# job, `job result --selected` writes the model of the round with the best likelihood, a
+# cancelled job keeps its last completed model (`--current`), and `fedkern sim --job` runs the
+# submitted file in process to the same losses.
 set -u
 fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 bin=$(dirname "$fk")
@@ -81,6 +83,20 @@ expect 0 "follow done job" "$fk" job status 1 --follow $conn
 [ "$(grep -c '^job 1 round [123]/3:' out.txt)" -eq 3 ] || fail "follow: not one line per round: $(cat out.txt)"
 grep -q "^job 1: done after 3 of 3 rounds" out.txt || fail "follow end: $(cat out.txt)"
 cp out.txt follow.txt
+# --selected: the model of the round whose loss (the likelihood the clients measured on it in
+# the next round) is the smallest, the earliest of equals; the last model stays what
+# `job result` writes
+best=$(awk '/^job 1 round [23]\/3:/ { for (i = 1; i < NF; i++) if ($i == "loss") v = $(i + 1);
+  split($4, a, "/"); if (b == "" || v + 0 < bv + 0) { b = a[1] - 1; bv = v } } END { print b }' follow.txt)
+[ -n "$best" ] || fail "no loss per round in: $(cat follow.txt)"
+expect 0 "result --selected" "$fk" job result 1 --out sel.bin --selected $conn
+grep -q "^selected model of round $best: loss .* (smallest), measured in round $((best + 1))" out.txt ||
+  fail "selected: want round $best: $(cat out.txt)"
+expect 0 "model show selected" "$fk" model show sel.bin
+grep -Eq "^ *round +$best\$" out.txt || fail "selected model: not round $best: $(cat out.txt)"
+expect 0 "result (last)" "$fk" job result 1 --out last.bin --json $conn
+grep -q '"model_round":3,"selected_by":""' out.txt || fail "last model: $(cat out.txt)"
+cmp -s sel.bin last.bin && fail "the selected model of round $best is the last one"
 
 # a long job: result --wait gives up with a non-zero exit and writes nothing; cancelled, follow exits 1
 printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 100000\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n' >long.conf

@@ -106,6 +106,15 @@ typedef struct fk_method {
     /* Optional (NULL: FK_DEFAULT_ROUNDS): the rounds a job with these parameters needs at
      * most when no round is repeated; the job's budget when its config sets no `rounds`. */
     int (*max_rounds)(const fk_params *p);
+    /* Optional (NULL: none): the report field that selects the model to keep next to the
+     * last one (`job result --selected`), a criterion the clients measure without the labels
+     * of the training task or on held-out rows (the mixtures' loss: mean negative
+     * log-likelihood). select_max: larger is better. select_lag: the field reported in round t
+     * scores the model of round t - select_lag (1: the clients score the model the round
+     * started from). The server keeps every round's model; the selected one is the earliest
+     * best. */
+    const char *select_by;
+    int select_max, select_lag;
     /* Optional (NULL: every update is taken as sent). Checks one client's update for
      * (round, phase) before it is committed: tensor names, shapes, finiteness and the bounds
      * the method knows. FK_OK, or FK_EINVAL with a message naming the tensor and the reason.

@@ -147,6 +147,7 @@ extern const fk_param_doc fk__fedgmm_mor_keys[];
         .client_init = cli_init_##SUFFIX, .client_close = fk__fedgrem_cli_close,                  \
         .local_step = STEP, .evaluate = EVALUATE, .client_save = fk__fedgrem_cli_save,            \
         .client_load = fk__fedgrem_cli_load, .keys = fk__fedgrem_keys,                            \
+        .select_by = "loss", .select_lag = 1, /* the likelihood of the round's start model */     \
     }
 
 #endif
