@@ -416,6 +416,41 @@ static void print_metrics(const fedkern_v1_Metric *m, int n, int json)
     }
 }
 
+/* The quality each client measured in the round shown: the training clients, then those the
+ * job type reports apart (role "unseen", "target"), under their own names. */
+static void print_clients(const fedkern_v1_JobStatusResponse *o, int json)
+{
+    if (json)
+        printf(",\"clients_quality\":[");
+    int first = 1;
+    for (int apart = 0; apart < 2; apart++) {
+        for (pb_size_t i = 0; i < o->client_quality_count; i++) {
+            const fedkern_v1_ClientQuality *q = &o->client_quality[i];
+            if ((q->role[0] != '\0') != apart)
+                continue;
+            if (json) {
+                printf("%s{\"client\":", first ? "" : ",");
+                print_json_string(q->client);
+                printf(",\"index\":%u,\"role\":\"%s\"", q->index, q->role[0] ? q->role : "train");
+                print_metrics(q->metrics, q->metrics_count, 1);
+                printf("}");
+            } else {
+                if (first)
+                    printf("  per client (the mean above is over every client that measured it):\n");
+                printf("  %-6s %-16s", q->role[0] ? q->role : "train", q->client);
+                for (pb_size_t k = 0; k < q->metrics_count; k++)
+                    printf(" %s %.6g", q->metrics[k].name, q->metrics[k].value);
+                printf("\n");
+            }
+            first = 0;
+        }
+    }
+    if (json)
+        printf("],\"clients_quality_more\":%u", o->client_quality_more);
+    else if (o->client_quality_more)
+        printf("  (%u more clients measured quality; not listed)\n", o->client_quality_more);
+}
+
 static int do_status(conn *c, const char *id, uint32_t round, int json)
 {
     fedkern_v1_JobStatusResponse out;
@@ -429,6 +464,7 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
                out.job_clients, out.clients);
         print_json_string(out.message);
         print_metrics(out.metrics, out.metrics_count, 1);
+        print_clients(&out, 1);
         printf("}\n");
     } else {
         printf("job %s: %s, method %s, %u of %u rounds done, %u clients\n", out.job_id,
@@ -437,6 +473,7 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
         if (out.message[0])
             printf("  reason: %s\n", out.message);
         print_metrics(out.metrics, out.metrics_count, 0);
+        print_clients(&out, 0);
     }
     return out.state == fedkern_v1_JobState_JOB_FAILED ? 1 : 0;
 }

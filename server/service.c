@@ -1357,7 +1357,8 @@ static void add_metric(fedkern_v1_Metric *m, pb_size_t *n, const char *name, dou
 
 /* Metrics of the last round that closed with an aggregate, or of round `want` if > 0
  * (absent until that round has closed). */
-static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metric *m, pb_size_t *n)
+static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metric *m, pb_size_t *n,
+                          int *shown_round, int *shown_attempt)
 {
     fk_store_round *rows;
     int count;
@@ -1371,6 +1372,10 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
         retries += rows[i].closed == 2;
         if (rows[i].closed == 1 && (want <= 0 || rows[i].round == want))
             last = &rows[i];
+    }
+    if (last && shown_round) {
+        *shown_round = last->round;
+        *shown_attempt = last->attempt;
     }
     if (last) {
         add_metric(m, n, "round", last->round);
@@ -1388,6 +1393,95 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
     for (int i = 0; i < count; i++)
         fk_store_round_free(&rows[i]);
     free(rows);
+}
+
+/* The quality each client measured in one closed round: every phase of its attempt, a later
+ * phase's measure winning per field as for the round's mean. */
+typedef struct client_q {
+    int seen;
+    char identity[128];
+    fk_report r;
+} client_q;
+
+typedef struct cq_ctx {
+    client_q *c;
+    int n;
+} cq_ctx;
+
+FK_CHECKRETURN static int cq_update(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)err;
+    cq_ctx *q = ctx;
+    if (u->client < 0 || u->client >= q->n)
+        return FK_OK;
+    client_q *c = &q->c[u->client];
+    if (!c->seen) {
+        fk_report_init(&c->r);
+        snprintf(c->identity, sizeof c->identity, "%s", u->identity);
+        c->seen = 1;
+    }
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+        double v = fk_report_get(&u->report, fk_report_fields[i].name);
+        if (!isnan(v))
+            fk_report_set(&c->r, fk_report_fields[i].name, v);
+    }
+    if (u->report.n_samples > 0)
+        c->r.n_samples = u->report.n_samples;
+    return FK_OK;
+}
+
+/* out->client_quality of closed round (round, attempt): the clients that measured something,
+ * by index, each with its role (the method's client_roles: "unseen", "target"; "" for a
+ * training client). Best effort: a store error leaves the list out, the mean stands. */
+static void client_quality(fk_service *s, int64_t job, const char *method, int round,
+                           int attempt, fedkern_v1_JobStatusResponse *out)
+{
+    fk_err err = {0};
+    fk_store_job sj;
+    if (fk_store_job_get(s->st, job, &sj, &err))
+        return;
+    fk_jobconf conf;
+    int n = fk_jobconf_parse(&conf, sj.config, "job config", &err) ? 0 : conf.n_clients;
+    client_q *c = n ? calloc((size_t)n, sizeof *c) : NULL;
+    const char **roles = n ? calloc((size_t)n, sizeof *roles) : NULL;
+    const fk_method *m = fk_method_find(method, &err);
+    if (c && roles && m && m->client_roles && m->client_roles(&conf.params, n, roles, &err))
+        memset(roles, 0, (size_t)n * sizeof *roles); /* a config the method refuses: no roles */
+    cq_ctx q = {.c = c, .n = n};
+    int rc = c && roles ? FK_OK : FK_ENOMEM;
+    for (int ph = 0; !rc && ph < 16; ph++) /* the engine's MAX_PHASES */
+        rc = fk_store_update_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
+    for (int k = 0; !rc && k < n; k++) {
+        if (!c[k].seen)
+            continue;
+        fedkern_v1_ClientQuality cq = fedkern_v1_ClientQuality_init_zero;
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+            double v = fk_report_get(&c[k].r, fk_report_fields[i].name);
+            if (isnan(v) || cq.metrics_count >= 7)
+                continue;
+            snprintf(cq.metrics[cq.metrics_count].name, sizeof cq.metrics[0].name, "%s",
+                     fk_report_fields[i].name);
+            cq.metrics[cq.metrics_count++].value = v;
+        }
+        if (!cq.metrics_count) /* measured nothing (fedrf-tca's sources): not listed */
+            continue;
+        if (c[k].r.n_samples > 0) { /* the weight in the mean (1 where not positive) */
+            snprintf(cq.metrics[cq.metrics_count].name, sizeof cq.metrics[0].name, "n_samples");
+            cq.metrics[cq.metrics_count++].value = c[k].r.n_samples;
+        }
+        if (out->client_quality_count >= 64) {
+            out->client_quality_more++;
+            continue;
+        }
+        snprintf(cq.client, sizeof cq.client, "%s", c[k].identity);
+        cq.index = (uint32_t)k;
+        snprintf(cq.role, sizeof cq.role, "%s", roles[k] ? roles[k] : "");
+        out->client_quality[out->client_quality_count++] = cq;
+    }
+    free(c);
+    free(roles);
+    fk_jobconf_close(&conf);
+    fk_store_job_free(&sj);
 }
 
 static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
@@ -1411,8 +1505,11 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     out.job_clients = (uint32_t)(st.n_clients > 0 ? st.n_clients : 0);
     snprintf(out.message, sizeof out.message, "%s", st.failure);
     snprintf(out.method, sizeof out.method, "%.31s", st.method);
+    int shown = 0, shown_attempt = 0;
     round_metrics(s, job, in.round > INT32_MAX ? INT32_MAX : (int)in.round, out.metrics,
-                  &out.metrics_count);
+                  &out.metrics_count, &shown, &shown_attempt);
+    if (shown)
+        client_quality(s, job, st.method, shown, shown_attempt, &out);
     if (st.state == FK_JOB_RUNNING) {
         add_metric(out.metrics, &out.metrics_count, "current_round", st.round);
         add_metric(out.metrics, &out.metrics_count, "current_attempt", st.attempt);
@@ -1486,7 +1583,7 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
     out.state = job_state_pb(st.state);
-    round_metrics(s, job, 0, out.metrics, &out.metrics_count);
+    round_metrics(s, job, 0, out.metrics, &out.metrics_count, NULL, NULL);
     void *blob = NULL;
     size_t blen = 0;
     fk_codec_tx tx = {0};

@@ -614,6 +614,39 @@ static void dica_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* job status lists each client's accuracy under its name, the held-out domain apart as
+     * "unseen"; the mean is the sample-weighted mean of the clients listed */
+    static char status[1 << 14];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *cq = strstr(status, "\"clients_quality\":[");
+    assert_non_null(cq);
+    double sum = 0, wsum = 0, unseen = NAN;
+    for (int k = 0; k < 6; k++) {
+        char who[64];
+        snprintf(who, sizeof who, "{\"client\":\"c%d\",\"index\":%d,\"role\":\"%s\"", k, k,
+                 k == 5 ? "unseen" : "train");
+        const char *at = strstr(cq, who), *end = at ? strchr(at, '}') : NULL;
+        assert_non_null(end);
+        const char *acc = strstr(at, "\"accuracy\":"), *ns = strstr(at, "\"n_samples\":");
+        assert_true(acc && acc < end);
+        double a = strtod(acc + strlen("\"accuracy\":"), NULL);
+        /* the mean's weight: n_samples, 1 where not positive (a test-only client) */
+        double n = ns && ns < end ? strtod(ns + strlen("\"n_samples\":"), NULL) : 1;
+        assert_true(a >= 0 && a <= 1 && n > 0);
+        sum += a * n;
+        wsum += n;
+        if (k == 5)
+            unseen = a;
+    }
+    const char *mean = strstr(status, ",\"accuracy\":");
+    assert_non_null(mean);
+    assert_true(mean < cq);
+    double m = strtod(mean + strlen(",\"accuracy\":"), NULL);
+    print_message("dica: mean accuracy %.6g, unseen domain c5 %.6g\n", m, unseen);
+    assert_true(fabs(m - sum / wsum) <= 1e-12 * fabs(m) + 1e-15);
+    /* the plain text names the unseen client apart too */
+    assert_int_equal(job_cmd(e, "status", id, NULL, NULL, status, sizeof status), 0);
+    assert_non_null(strstr(status, "  unseen c5 "));
 }
 
 static void daemons_match_sim(void **state)

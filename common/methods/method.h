@@ -115,6 +115,12 @@ typedef struct fk_method {
      * best. */
     const char *select_by;
     int select_max, select_lag;
+    /* Optional (NULL: every client is a training client): roles[k] = NULL for a training
+     * client, or a static name for one whose quality is reported apart from the training
+     * clients' (`job status`, `--json`): "unseen" (a test-only domain: dica's holdout),
+     * "target" (fedrf-tca's unlabelled site). From the job's parameters alone. */
+    FK_CHECKRETURN int (*client_roles)(const fk_params *p, int n_clients, const char **roles,
+                                       fk_err *err);
     /* Optional (NULL: every update is taken as sent). Checks one client's update for
      * (round, phase) before it is committed: tensor names, shapes, finiteness and the bounds
      * the method knows. FK_OK, or FK_EINVAL with a message naming the tensor and the reason.
