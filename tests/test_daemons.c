@@ -647,6 +647,22 @@ static void dica_daemons_match_sim(void **state)
     /* the plain text names the unseen client apart too */
     assert_int_equal(job_cmd(e, "status", id, NULL, NULL, status, sizeof status), 0);
     assert_non_null(strstr(status, "  unseen c5 "));
+    /* ... and /metrics: one gauge per client, labelled with its name and role */
+    static char metrics[1 << 16];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    char want[200];
+    snprintf(want, sizeof want,
+             "fedkern_job_client_accuracy{job=\"%s\",method=\"dica\",client=\"c5\","
+             "role=\"unseen\"} ",
+             id);
+    const char *g = strstr(metrics, want);
+    assert_non_null(g);
+    assert_true(strtod(g + strlen(want), NULL) == unseen);
+    snprintf(want, sizeof want,
+             "fedkern_job_client_accuracy{job=\"%s\",method=\"dica\",client=\"c0\","
+             "role=\"train\"} ",
+             id);
+    assert_non_null(strstr(metrics, want));
 }
 
 static void daemons_match_sim(void **state)
@@ -665,7 +681,7 @@ static void daemons_match_sim(void **state)
     /* --round N: the metrics of that closed round */
     assert_int_equal(job_cmd(e, "status", id, "--round=5", "--json", status, sizeof status), 0);
     assert_non_null(strstr(status, ",\"round\":5,\"participants\":6,"));
-    static char metrics[1 << 14];
+    static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));
     assert_non_null(strstr(metrics, "fedkern_jobs_running 0\n"));
@@ -851,7 +867,7 @@ static void kahm_daemons_modes(void **state)
     assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
     snprintf(log, sizeof log, "%s/client0.log", e->dir);
     assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
-    static char metrics[1 << 14]; /* one call served at the server (mode A), one by the clients */
+    static char metrics[1 << 16]; /* one call served at the server (mode A), one by the clients */
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 1\n"));
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 1\n"));
@@ -970,7 +986,7 @@ static void kahm_daemons_predict_mode_b(void **state)
     assert_false(wait_log(log, "request=3", 0.5, NULL, 0));
     /* the prediction counters: two calls served by the clients (60 queries each), one refused,
      * one holder missing and its class unscored in the second */
-    static char metrics[1 << 14];
+    static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 2\n"));
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 0\n"));
@@ -1076,7 +1092,7 @@ static void io_threads_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
-    static char metrics[1 << 14];
+    static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 4\n"));
     assert_non_null(strstr(metrics, "fedkern_clients_connected 6\n"));
