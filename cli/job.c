@@ -855,7 +855,47 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
     return rc;
 }
 
-/* Every closed round's metrics (one JobStatus call per round), then the plot. */
+/* The clients `job plot` follows (the first PLOT_CLIENTS by index that measured something): a
+ * column each, its quality per plotted round (n rows x FK_REPORT_N_FIELDS, NaN: not
+ * measured). */
+enum { PLOT_CLIENTS = 16 };
+typedef struct plot_client {
+    char name[128], role[16];
+    uint32_t index;
+    double *q;
+} plot_client;
+
+/* Round row `row`'s client_quality into the columns (new clients take a free one). */
+static void plot_clients_add(plot_client *pc, int *n_pc, int n_rows, int row,
+                             const fedkern_v1_JobStatusResponse *r)
+{
+    for (pb_size_t i = 0; i < r->client_quality_count; i++) {
+        const fedkern_v1_ClientQuality *q = &r->client_quality[i];
+        int k = 0;
+        while (k < *n_pc && pc[k].index != q->index)
+            k++;
+        if (k == *n_pc) {
+            if (k == PLOT_CLIENTS)
+                continue;
+            pc[k].q = malloc((size_t)n_rows * FK_REPORT_N_FIELDS * sizeof(double));
+            if (!pc[k].q)
+                continue;
+            for (size_t v = 0; v < (size_t)n_rows * FK_REPORT_N_FIELDS; v++)
+                pc[k].q[v] = NAN;
+            snprintf(pc[k].name, sizeof pc[k].name, "%s", q->client);
+            snprintf(pc[k].role, sizeof pc[k].role, "%s", q->role);
+            pc[k].index = q->index;
+            (*n_pc)++;
+        }
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            pc[k].q[(size_t)row * FK_REPORT_N_FIELDS + f] =
+                fk_job_metric(q->metrics, q->metrics_count, fk_report_fields[f].name);
+    }
+}
+
+/* Every closed round's metrics (one JobStatus call per round), then the plot: the mean's
+ * panels and one of each client's quality (the first field of accuracy, misclust, ari, rmse,
+ * loss that a client measured), a client reported apart labelled with its role. */
 static int do_plot(conn *c, const char *id, const char *out_path, int json)
 {
     fedkern_v1_JobStatusResponse st, r;
@@ -866,6 +906,9 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
     fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
     if (!rows)
         return fk_cli_fail("job plot", "out of memory");
+    plot_client pc[PLOT_CLIENTS];
+    memset(pc, 0, sizeof pc);
+    int n_pc = 0;
     int got = 0;
     for (int i = 1; !rc && i <= n; i++) {
         rc = fk_job_status_get(c, id, (uint32_t)i, &r);
@@ -877,12 +920,40 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+        plot_clients_add(pc, &n_pc, n, got - 1, &r);
     }
+    /* the clients' panel: one field for all, the first of these any client measured */
+    static const char *const order[] = {"accuracy", "misclust", "ari", "rmse", "loss"};
+    int field = -1;
+    for (int o = 0; field < 0 && o < 5; o++) {
+        int f = 0;
+        while (strcmp(fk_report_fields[f].name, order[o]))
+            f++;
+        for (int k = 0; field < 0 && k < n_pc; k++)
+            for (int i = 0; field < 0 && i < got; i++)
+                if (!isnan(pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + f]))
+                    field = f;
+    }
+    double *xs = malloc((size_t)(got ? got : 1) * (PLOT_CLIENTS + 1) * sizeof *xs);
+    char labels[PLOT_CLIENTS][160], ylabel[64];
+    fk_plot_series cs[PLOT_CLIENTS];
+    fk_plot_panel cpanel = {.ylabel = ylabel, .series = cs, .ymin = NAN, .ymax = NAN};
+    for (int k = 0; xs && field >= 0 && k < n_pc; k++) {
+        double *y = xs + (size_t)got * (k + 1);
+        for (int i = 0; i < got; i++) {
+            xs[i] = rows[i].round;
+            y[i] = pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + field];
+        }
+        snprintf(labels[k], sizeof labels[k], "%s%s%s%s", pc[k].name, pc[k].role[0] ? " (" : "",
+                 pc[k].role, pc[k].role[0] ? ")" : "");
+        cs[cpanel.n_series++] = (fk_plot_series){.label = labels[k], .x = xs, .y = y, .n = got};
+    }
+    snprintf(ylabel, sizeof ylabel, "%s per client", field >= 0 ? fk_report_fields[field].name : "");
     char title[160];
     snprintf(title, sizeof title, "fedkern job %s: %s, %d of %u rounds", id, st.method, got,
              st.rounds_total);
     fk_err err = {0};
-    if (!rc && fk_plot_rounds(out_path, title, rows, got, &err))
+    if (!rc && fk_plot_rounds_with(out_path, title, rows, got, &cpanel, &err))
         rc = fk_cli_fail("job plot", "%s", err.msg);
     for (int i = 0; !rc && json && i < got; i++) {
         printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"planned\":%d", id,
@@ -890,10 +961,30 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             if (!isnan(rows[i].q[f]))
                 printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
-        printf("}\n");
+        printf(",\"clients_quality\":[");
+        for (int k = 0, first = 1; k < n_pc; k++) {
+            const double *q = pc[k].q + (size_t)i * FK_REPORT_N_FIELDS;
+            int any = 0;
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+                any |= !isnan(q[f]);
+            if (!any)
+                continue;
+            printf("%s{\"client\":", first ? "" : ",");
+            print_json_string(pc[k].name);
+            printf(",\"index\":%u,\"role\":\"%s\"", pc[k].index, pc[k].role[0] ? pc[k].role : "train");
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+                if (!isnan(q[f]))
+                    printf(",\"%s\":%.9g", fk_report_fields[f].name, q[f]);
+            printf("}");
+            first = 0;
+        }
+        printf("]}\n");
     }
     if (!rc && !json)
         printf("job %s: %d rounds plotted to %s\n", id, got, out_path);
+    for (int k = 0; k < n_pc; k++)
+        free(pc[k].q);
+    free(xs);
     free(rows);
     return rc;
 }

@@ -663,6 +663,19 @@ static void dica_daemons_match_sim(void **state)
              "role=\"train\"} ",
              id);
     assert_non_null(strstr(metrics, want));
+    /* ... and `job plot`: the rows list each client (--json), the SVG has a panel per client */
+    char out[200];
+    snprintf(out, sizeof out, "--out=%s/dica.svg", e->dir);
+    assert_int_equal(job_cmd(e, "plot", id, out, "--json", status, sizeof status), 0);
+    snprintf(want, sizeof want, "{\"client\":\"c5\",\"index\":5,\"role\":\"unseen\",");
+    assert_non_null(strstr(status, want));
+    FILE *f = fopen(out + strlen("--out="), "rb");
+    assert_non_null(f);
+    size_t got = fread(metrics, 1, sizeof metrics - 1, f);
+    fclose(f);
+    metrics[got] = '\0';
+    assert_non_null(strstr(metrics, ">c5 (unseen)<"));
+    assert_non_null(strstr(metrics, ">accuracy per client<"));
 }
 
 static void daemons_match_sim(void **state)
