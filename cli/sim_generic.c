@@ -85,8 +85,8 @@ static void json_field(const char *key, double v)
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
-    const char *names[3] = {"misclust", "ari", "rmse"};
-    double q[3] = {r->misclust, r->ari, r->rmse};
+    const char *names[4] = {"misclust", "ari", "rmse", "model_error"};
+    double q[4] = {r->misclust, r->ari, r->rmse, r->model_error};
     if (c->json) {
         printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d",
                c->method, r->round, r->planned, r->participants, r->refused);
@@ -94,7 +94,7 @@ static void progress(const fk_sim_round *r, void *ctx)
         json_field("accuracy", r->accuracy);
         json_field("error", r->error);
         printf(",\"bytes\":%llu,\"seconds\":%.6f", (unsigned long long)r->bytes, r->seconds);
-        for (int i = 0; i < 3; i++) /* measured only */
+        for (int i = 0; i < 4; i++) /* measured only */
             if (!isnan(q[i]))
                 printf(",\"%s\":%.9g", names[i], q[i]);
         printf("}\n");

@@ -438,6 +438,7 @@ static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, in
         r->misclust = q.misclust;
         r->ari = q.ari;
         r->rmse = q.rmse;
+        r->model_error = q.model_error;
     }
     collected_close(&c);
     return rc;
@@ -761,7 +762,7 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
     count_dropouts(j, &r);
     r.participants = j->answered;
-    r.loss = r.accuracy = r.error = r.misclust = r.ari = r.rmse = NAN;
+    r.loss = r.accuracy = r.error = r.misclust = r.ari = r.rmse = r.model_error = NAN;
     fk_log(FK_LOG_WARN, "quorum_missed",
            "job=%lld round=%d attempt=%d phase=%d answered=%d quorum=%d", (long long)j->id,
            j->round, j->attempt, j->phase, j->answered, quorum(j));

@@ -1384,7 +1384,8 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
         add_metric(m, n, "dropouts", last->dropouts);
         add_metric(m, n, "aggregation_seconds", last->agg_seconds);
         fk_report q = {.loss = last->loss, .accuracy = last->accuracy, .error = last->error,
-                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse};
+                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse,
+                       .model_error = last->model_error};
         for (int i = 0; i < FK_REPORT_N_FIELDS; i++) /* the measured ones (NaN: left out) */
             add_metric(m, n, fk_report_fields[i].name, fk_report_get(&q, fk_report_fields[i].name));
     }
@@ -1531,8 +1532,8 @@ FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char 
     if (!m->select_by)
         return fk_err_set(err, FK_EINVAL,
                           "job %" PRId64 " (%s) keeps no selected model apart from the last one "
-                          "(a job type that selects inside its model, like fedrf-tca's "
-                          "select_holdout, names it in `fedkern model show`)",
+                          "(fedrf-tca's select_holdout keeps it inside the model: see "
+                          "`fedkern model show`)",
                           job, method);
     fk_store_round *rows;
     int count;
@@ -1544,7 +1545,8 @@ FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char 
     for (int i = 0; i < count; i++) {
         fk_report q = {.loss = rows[i].loss, .accuracy = rows[i].accuracy,
                        .error = rows[i].error, .misclust = rows[i].misclust,
-                       .ari = rows[i].ari, .rmse = rows[i].rmse};
+                       .ari = rows[i].ari, .rmse = rows[i].rmse,
+                       .model_error = rows[i].model_error};
         double v = fk_report_get(&q, m->select_by);
         int r = rows[i].round - m->select_lag; /* the round whose model v scores */
         if (rows[i].closed != 1 || isnan(v) || r < 1)

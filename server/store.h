@@ -18,7 +18,7 @@
 
 typedef struct fk_store fk_store;
 
-enum { FK_STORE_SCHEMA_VERSION = 3 };
+enum { FK_STORE_SCHEMA_VERSION = 4 };
 
 /* Open (creating and migrating as needed) the database at path. Refused with one message
  * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
@@ -108,6 +108,7 @@ typedef struct fk_store_round {
     double agg_seconds;
     double loss, accuracy, error; /* weighted means of the last phase's reports, NaN if none */
     double misclust, ari, rmse;   /* the same for the quality metrics (schema version 2) */
+    double model_error;           /* kahm's largest modelling error (schema version 4) */
 } fk_store_round;
 
 void fk_store_round_free(fk_store_round *r);

@@ -514,6 +514,35 @@ static void fedrf_tca_daemons_match_sim(void **state)
     const char *acc = strstr(status, "\"accuracy\":");
     assert_non_null(acc);
     assert_true(strtod(acc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
+    /* ... measured by the target, listed apart under its name */
+    const char *tg = strstr(status, "{\"client\":\"c5\",\"index\":5,\"role\":\"target\","),
+               *tend = tg ? strchr(tg, '}') : NULL, *tacc = tg ? strstr(tg, "\"accuracy\":") : NULL;
+    assert_true(tend && tacc && tacc < tend);
+    assert_true(strtod(tacc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
+    /* the model keeps the selected round's model next to the last: model show says which,
+     * and job result --selected points there */
+    fk_bundle model;
+    fetch_model(e, id, &model);
+    const fk_tensor *sr = fk_bundle_get(&model, "sel_round");
+    assert_non_null(sr);
+    char path[160], want[160];
+    snprintf(path, sizeof path, "%s/model-%s.bin", e->dir, id);
+    char *argv[] = {(char *)fedkern_bin, "model", "show", path, NULL};
+    static char shown[1 << 16];
+    assert_int_equal(run_cmd(argv, shown, sizeof shown), 0);
+    snprintf(want, sizeof want, "  selected round %.0f (held-out accuracy ", sr->data[0]);
+    assert_non_null(strstr(shown, want));
+    assert_non_null(strstr(shown, "the others are the model of round 8 (the last)"));
+    fk_bundle_close(&model);
+    snprintf(want, sizeof want, "--out=%s/sel.bin", e->dir);
+    char server[64];
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    char *rargv[] = {(char *)fedkern_bin, "job", "result", id, want, "--selected", "--server",
+                     server, "--server_name", "server", "--tls_dir", e->pki, "--name", "op",
+                     NULL};
+    assert_int_not_equal(run_cmd_all(rargv, status, sizeof status), 0);
+    if (!strstr(status, "keeps it inside the model: see `fedkern model show`"))
+        fail_msg("job result --selected on fedrf-tca: %s", status);
 }
 
 /* The dense extractor (trained by every client, never sent), the tail average, SGD on the
@@ -820,6 +849,15 @@ static void kahm_daemons_modes(void **state)
     char id[32], idb[32], out[4096], dflag[200], oflag[200], pred[160];
     submit(e, tb, id, sizeof id);
     check_against_sim(e, id, tb);
+    /* the clients' largest modelling error is reported as model_error, not as `error` (which
+     * reads as 1 - accuracy), in the mean and per client */
+    static char st[1 << 14];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, st, sizeof st), 0);
+    const char *me = strstr(st, ",\"model_error\":");
+    assert_non_null(me);
+    assert_true(strtod(me + strlen(",\"model_error\":"), NULL) >= 0);
+    assert_null(strstr(st, ",\"error\":"));
+    assert_non_null(strstr(strstr(st, "\"clients_quality\":["), ",\"model_error\":"));
     snprintf(idb, sizeof idb, "%s", id);
     snprintf(dflag, sizeof dflag, "--data=%s/c0.csv", e->dir);
     snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);

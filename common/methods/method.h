@@ -32,6 +32,8 @@ typedef struct fk_report {
     double misclust;  /* mixtures: mis-clustering rate after the best label alignment, [0,1] */
     double ari;       /* mixtures: adjusted Rand index against the true classes, [-1,1] */
     double rmse;      /* regression: root mean squared error of the predictions */
+    double model_error; /* kahm: the largest modelling error of the client's class models (a
+                         * fit residual, not 1 - accuracy; reported as `error` before 0.5) */
 } fk_report;
 
 void fk_report_init(fk_report *r); /* all NaN, n_samples = 0 */
@@ -39,12 +41,12 @@ void fk_report_init(fk_report *r); /* all NaN, n_samples = 0 */
 /* The measured fields of fk_report by name, in one table: the wire, `job status`, the server
  * log and metrics and the CLI's --json all list the quality numbers from here. */
 typedef struct fk_report_field {
-    const char *name; /* "loss", "accuracy", "error", "misclust", "ari", "rmse" */
+    const char *name; /* "loss", "accuracy", "error", "misclust", "ari", "rmse", "model_error" */
     size_t offset;    /* offsetof(fk_report, ...) */
     const char *help; /* one line for docs and metric help */
 } fk_report_field;
 extern const fk_report_field fk_report_fields[];
-enum { FK_REPORT_N_FIELDS = 6 };
+enum { FK_REPORT_N_FIELDS = 7 };
 /* The field's value in r, or NaN for an unknown name (fk_report_set: ignored). */
 double fk_report_get(const fk_report *r, const char *name);
 void fk_report_set(fk_report *r, const char *name, double v);
