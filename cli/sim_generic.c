@@ -101,7 +101,7 @@ static void progress(const fk_sim_round *r, void *ctx)
     } else {
         printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g",
                c->method, r->round, r->participants, r->planned, r->loss, r->accuracy, r->error);
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             if (!isnan(q[i]))
                 printf("  %s %.6g", names[i], q[i]);
         printf("\n");
@@ -382,10 +382,16 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
             json_field("loss", f->loss);
             json_field("accuracy", f->accuracy);
             json_field("error", f->error);
+            if (!isnan(f->model_error)) /* kahm's largest modelling error */
+                printf(",\"model_error\":%.9g", f->model_error);
             printf("}\n");
-        } else
-            printf("%s final client %3d %-20s loss %12.6g  accuracy %8.4f  error %10.6g\n",
+        } else {
+            printf("%s final client %3d %-20s loss %12.6g  accuracy %8.4f  error %10.6g",
                    m->name, c, clients[c].name, f->loss, f->accuracy, f->error);
+            if (!isnan(f->model_error))
+                printf("  model_error %.6g", f->model_error);
+            printf("\n");
+        }
     }
     fk_bundle_close(&model);
     free(finals);
