@@ -1452,6 +1452,31 @@ static void client_quality(fk_service *s, int64_t job, const char *method, int r
     int rc = c && roles ? FK_OK : FK_ENOMEM;
     for (int ph = 0; !rc && ph < 16; ph++) /* the engine's MAX_PHASES */
         rc = fk_store_update_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
+    /* where the job type names clients apart, the means apart too: train_<field> over the
+     * training clients, <role>_<field> over each role's (weighted like the mean: n_samples,
+     * 1 where not positive) */
+    int any_role = 0;
+    for (int k = 0; !rc && k < n; k++)
+        any_role |= c[k].seen && roles[k] != NULL;
+    for (int pass = 0; any_role && pass < 3; pass++) {
+        const char *role = pass == 0 ? NULL : pass == 1 ? "unseen" : "target";
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+            double sum = 0, wsum = 0;
+            for (int k = 0; k < n; k++) {
+                double v = fk_report_get(&c[k].r, fk_report_fields[i].name);
+                if (!c[k].seen || isnan(v) ||
+                    (role ? !roles[k] || strcmp(roles[k], role) : roles[k] != NULL))
+                    continue;
+                double w = c[k].r.n_samples > 0 ? c[k].r.n_samples : 1.0;
+                sum += w * v;
+                wsum += w;
+            }
+            char name[48];
+            snprintf(name, sizeof name, "%s_%s", role ? role : "train", fk_report_fields[i].name);
+            if (wsum > 0)
+                add_metric(out->metrics, &out->metrics_count, name, sum / wsum);
+        }
+    }
     for (int k = 0; !rc && k < n; k++) {
         if (!c[k].seen)
             continue;

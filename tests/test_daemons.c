@@ -649,7 +649,7 @@ static void dica_daemons_match_sim(void **state)
     assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
     const char *cq = strstr(status, "\"clients_quality\":[");
     assert_non_null(cq);
-    double sum = 0, wsum = 0, unseen = NAN;
+    double sum = 0, wsum = 0, unseen = NAN, tsum = 0, twsum = 0;
     for (int k = 0; k < 6; k++) {
         char who[64];
         snprintf(who, sizeof who, "{\"client\":\"c%d\",\"index\":%d,\"role\":\"%s\"", k, k,
@@ -664,8 +664,12 @@ static void dica_daemons_match_sim(void **state)
         assert_true(a >= 0 && a <= 1 && n > 0);
         sum += a * n;
         wsum += n;
-        if (k == 5)
+        if (k == 5) {
             unseen = a;
+        } else {
+            tsum += a * n;
+            twsum += n;
+        }
     }
     const char *mean = strstr(status, ",\"accuracy\":");
     assert_non_null(mean);
@@ -673,6 +677,13 @@ static void dica_daemons_match_sim(void **state)
     double m = strtod(mean + strlen(",\"accuracy\":"), NULL);
     print_message("dica: mean accuracy %.6g, unseen domain c5 %.6g\n", m, unseen);
     assert_true(fabs(m - sum / wsum) <= 1e-12 * fabs(m) + 1e-15);
+    /* ... and the means apart: the unseen domain's own, the training clients' without it */
+    const char *ua = strstr(status, ",\"unseen_accuracy\":"), *ta = strstr(status, ",\"train_accuracy\":");
+    assert_true(ua && ua < cq && ta && ta < cq);
+    assert_true(strtod(ua + strlen(",\"unseen_accuracy\":"), NULL) == unseen);
+    double t = strtod(ta + strlen(",\"train_accuracy\":"), NULL);
+    print_message("dica: training clients' accuracy %.6g\n", t);
+    assert_true(fabs(t - tsum / twsum) <= 1e-12);
     /* the plain text names the unseen client apart too */
     assert_int_equal(job_cmd(e, "status", id, NULL, NULL, status, sizeof status), 0);
     assert_non_null(strstr(status, "  unseen c5 "));
