@@ -1064,7 +1064,7 @@ static void plot_as(const demo_job *j, const char *workdir, const char *ext)
             *w = (fk_plot_round){.round = t->round, .participants = t->participants,
                                  .planned = t->planned,
                                  .q = {t->loss, t->accuracy, t->error, t->misclust, t->ari,
-                                       t->rmse}};
+                                       t->rmse, t->model_error}};
         }
         snprintf(title, sizeof title, "fedkern demo: %s on %s", j->method, j->data);
         rc = rows ? fk_plot_rounds(path, title, rows, n, &err)

@@ -40,7 +40,7 @@ static void usage(FILE *out)
             "       fedkern job status ID             [connection options] [--round N] [--json]\n"
             "                                         [--follow [--interval SECONDS]]\n"
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
-            "                                         [--json]\n"
+            "                                         [--selected] [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
@@ -84,6 +84,12 @@ static void usage(FILE *out)
             "result writes the model of a done job; a job still running after --wait SECONDS\n"
             "exits 1 and writes nothing, unless --current asks for its latest model; a status\n"
             "call that times out or finds the server unavailable is tried again within the wait.\n"
+            "A cancelled or failed job keeps the model of its last completed round: --current\n"
+            "writes it. result --selected writes the model the job type's own criterion picks\n"
+            "among the closed rounds instead of the last one (the mixtures: the smallest loss, the\n"
+            "mean negative log-likelihood the clients measured on the model, no labels needed);\n"
+            "the round and the criterion are printed. fedrf-tca's select_holdout keeps its\n"
+            "selected model inside the model file (W_sel, sel_round): see `fedkern model show`.\n"
             "A job file is INI: method, dataset, clients (certificate names, in client order),\n"
             "rounds, seed, quorum (fraction of a round's clients needed at the deadline), deadline\n"
             "(seconds), retries, max_refusals, name, and the method's own keys (`fedkern job keys\n"
@@ -459,6 +465,41 @@ static void print_metrics(const fedkern_v1_Metric *m, int n, int json)
     }
 }
 
+/* The quality each client measured in the round shown: the training clients, then those the
+ * job type reports apart (role "unseen", "target"), under their own names. */
+static void print_clients(const fedkern_v1_JobStatusResponse *o, int json)
+{
+    if (json)
+        printf(",\"clients_quality\":[");
+    int first = 1;
+    for (int apart = 0; apart < 2; apart++) {
+        for (pb_size_t i = 0; i < o->client_quality_count; i++) {
+            const fedkern_v1_ClientQuality *q = &o->client_quality[i];
+            if ((q->role[0] != '\0') != apart)
+                continue;
+            if (json) {
+                printf("%s{\"client\":", first ? "" : ",");
+                print_json_string(q->client);
+                printf(",\"index\":%u,\"role\":\"%s\"", q->index, q->role[0] ? q->role : "train");
+                print_metrics(q->metrics, q->metrics_count, 1);
+                printf("}");
+            } else {
+                if (first)
+                    printf("  per client (the mean above is over every client that measured it):\n");
+                printf("  %-6s %-16s", q->role[0] ? q->role : "train", q->client);
+                for (pb_size_t k = 0; k < q->metrics_count; k++)
+                    printf(" %s %.6g", q->metrics[k].name, q->metrics[k].value);
+                printf("\n");
+            }
+            first = 0;
+        }
+    }
+    if (json)
+        printf("],\"clients_quality_more\":%u", o->client_quality_more);
+    else if (o->client_quality_more)
+        printf("  (%u more clients measured quality; not listed)\n", o->client_quality_more);
+}
+
 static int do_status(conn *c, const char *id, uint32_t round, int json)
 {
     fedkern_v1_JobStatusResponse out;
@@ -472,6 +513,7 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
                out.job_clients, out.clients);
         print_json_string(out.message);
         print_metrics(out.metrics, out.metrics_count, 1);
+        print_clients(&out, 1);
         printf("}\n");
     } else {
         printf("job %s: %s, method %s, %u of %u rounds done, %u clients\n", out.job_id,
@@ -480,6 +522,7 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
         if (out.message[0])
             printf("  reason: %s\n", out.message);
         print_metrics(out.metrics, out.metrics_count, 0);
+        print_clients(&out, 0);
     }
     return out.state == fedkern_v1_JobState_JOB_FAILED ? 1 : 0;
 }
@@ -510,8 +553,8 @@ FK_CHECKRETURN static int write_all(const char *path, const uint8_t *buf, size_t
 }
 
 /* JobResult chunk by chunk until the whole model is here; the last answer into out. */
-static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len_out,
-                       fedkern_v1_JobResultResponse *out_msg)
+static int fetch_model(conn *c, const char *id, int selected, uint8_t **model_out,
+                       size_t *len_out, fedkern_v1_JobResultResponse *out_msg)
 {
     fk_reasm reasm;
     fk_reasm_init(&reasm, (size_t)1 << 32);
@@ -524,6 +567,7 @@ static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len
         fedkern_v1_JobResultRequest in = fedkern_v1_JobResultRequest_init_zero;
         snprintf(in.job_id, sizeof in.job_id, "%s", id);
         in.chunk_index = chunk;
+        in.selected = selected != 0;
         if ((rc = rpc(c, "job result", "JobResult", fedkern_v1_JobResultRequest_fields, &in)))
             break;
         fk_bundle b;
@@ -562,14 +606,14 @@ static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len
 int fk_job_model_get(fk_job_conn *c, const char *id, uint8_t **model, size_t *len)
 {
     fedkern_v1_JobResultResponse out;
-    return fetch_model(c, id, model, len, &out);
+    return fetch_model(c, id, 0, model, len, &out);
 }
 
 /* The model of a done job into out_path. A job still running after --wait is an error and
  * nothing is written (a script must not take a partial model for the result), unless
  * `current` asks for its latest model explicitly. */
 static int do_result(conn *c, const char *id, const char *out_path, long wait_s, int current,
-                     int json)
+                     int selected, int json)
 {
     time_t until = time(NULL) + wait_s;
     fedkern_v1_JobStatusResponse st;
@@ -581,9 +625,16 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
             break;
         usleep(200000);
     }
-    if (st.state == fedkern_v1_JobState_JOB_FAILED || st.state == fedkern_v1_JobState_JOB_CANCELLED)
-        return fk_cli_fail("job result", "job %s is %s%s%s", id, fk_jobcli_state_name(st.state),
-                           st.message[0] ? ": " : "", st.message);
+    /* A cancelled or failed job keeps the model of its last completed round: --current
+     * asks for it (without, the state is the answer: a script must not take it for a result). */
+    int ended = st.state == fedkern_v1_JobState_JOB_FAILED ||
+                st.state == fedkern_v1_JobState_JOB_CANCELLED;
+    if (ended && (!current || st.round == 0))
+        return fk_cli_fail("job result", "job %s is %s%s%s%s", id, fk_jobcli_state_name(st.state),
+                           st.message[0] ? ": " : "", st.message,
+                           st.round == 0 ? " (no round completed: no model)"
+                                         : "; --current writes the model of its last completed "
+                                           "round");
     if (st.state != fedkern_v1_JobState_JOB_DONE && !current)
         return fk_cli_fail("job result",
                            "job %s is %s (round %u of %u); nothing written: wait longer "
@@ -593,11 +644,11 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     size_t model_len = 0;
     fedkern_v1_JobResultResponse out;
     fk_err err = {0};
-    int rc = fetch_model(c, id, &model, &model_len, &out);
+    int rc = fetch_model(c, id, selected, &model, &model_len, &out);
     if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
         rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
                          fk_jobcli_state_name(out.state));
-    fk_model_info info = {.round = (int)st.round};
+    fk_model_info info = {.round = out.model_round ? (int)out.model_round : (int)st.round};
     snprintf(info.method, sizeof info.method, "%s", st.method);
     snprintf(info.job_id, sizeof info.job_id, "%s", id);
     snprintf(info.software, sizeof info.software, "fedkern %s", FK_VERSION);
@@ -608,11 +659,15 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
             printf("{\"job\":\"%s\",\"state\":\"%s\",\"bytes\":%zu,\"out\":", id,
                    fk_jobcli_state_name(out.state), model_len);
             print_json_string(out_path ? out_path : "");
+            printf(",\"model_round\":%d,\"selected_by\":", info.round);
+            print_json_string(out.selected_by);
             print_metrics(out.metrics, out.metrics_count, 1);
             printf("}\n");
         } else {
             printf("job %s: %s, model %zu bytes%s%s\n", id, fk_jobcli_state_name(out.state), model_len,
                    out_path ? " written to " : "", out_path ? out_path : "");
+            if (out.selected_by[0])
+                printf("selected model of round %d: %s\n", info.round, out.selected_by);
             print_metrics(out.metrics, out.metrics_count, 0);
         }
     }
@@ -886,7 +941,47 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
     return rc;
 }
 
-/* Every closed round's metrics (one JobStatus call per round), then the plot. */
+/* The clients `job plot` follows (the first PLOT_CLIENTS by index that measured something): a
+ * column each, its quality per plotted round (n rows x FK_REPORT_N_FIELDS, NaN: not
+ * measured). */
+enum { PLOT_CLIENTS = 16 };
+typedef struct plot_client {
+    char name[128], role[16];
+    uint32_t index;
+    double *q;
+} plot_client;
+
+/* Round row `row`'s client_quality into the columns (new clients take a free one). */
+static void plot_clients_add(plot_client *pc, int *n_pc, int n_rows, int row,
+                             const fedkern_v1_JobStatusResponse *r)
+{
+    for (pb_size_t i = 0; i < r->client_quality_count; i++) {
+        const fedkern_v1_ClientQuality *q = &r->client_quality[i];
+        int k = 0;
+        while (k < *n_pc && pc[k].index != q->index)
+            k++;
+        if (k == *n_pc) {
+            if (k == PLOT_CLIENTS)
+                continue;
+            pc[k].q = malloc((size_t)n_rows * FK_REPORT_N_FIELDS * sizeof(double));
+            if (!pc[k].q)
+                continue;
+            for (size_t v = 0; v < (size_t)n_rows * FK_REPORT_N_FIELDS; v++)
+                pc[k].q[v] = NAN;
+            snprintf(pc[k].name, sizeof pc[k].name, "%s", q->client);
+            snprintf(pc[k].role, sizeof pc[k].role, "%s", q->role);
+            pc[k].index = q->index;
+            (*n_pc)++;
+        }
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+            pc[k].q[(size_t)row * FK_REPORT_N_FIELDS + f] =
+                fk_job_metric(q->metrics, q->metrics_count, fk_report_fields[f].name);
+    }
+}
+
+/* Every closed round's metrics (one JobStatus call per round), then the plot: the mean's
+ * panels and one of each client's quality (the first field of accuracy, misclust, ari, rmse,
+ * loss that a client measured), a client reported apart labelled with its role. */
 static int do_plot(conn *c, const char *id, const char *out_path, int json)
 {
     fedkern_v1_JobStatusResponse st, r;
@@ -897,6 +992,9 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
     fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
     if (!rows)
         return fk_cli_fail("job plot", "out of memory");
+    plot_client pc[PLOT_CLIENTS];
+    memset(pc, 0, sizeof pc);
+    int n_pc = 0;
     int got = 0;
     for (int i = 1; !rc && i <= n; i++) {
         rc = fk_job_status_get(c, id, (uint32_t)i, &r);
@@ -908,12 +1006,40 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+        plot_clients_add(pc, &n_pc, n, got - 1, &r);
     }
+    /* the clients' panel: one field for all, the first of these any client measured */
+    static const char *const order[] = {"accuracy", "misclust", "ari", "rmse", "loss"};
+    int field = -1;
+    for (int o = 0; field < 0 && o < 5; o++) {
+        int f = 0;
+        while (strcmp(fk_report_fields[f].name, order[o]))
+            f++;
+        for (int k = 0; field < 0 && k < n_pc; k++)
+            for (int i = 0; field < 0 && i < got; i++)
+                if (!isnan(pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + f]))
+                    field = f;
+    }
+    double *xs = malloc((size_t)(got ? got : 1) * (PLOT_CLIENTS + 1) * sizeof *xs);
+    char labels[PLOT_CLIENTS][160], ylabel[64];
+    fk_plot_series cs[PLOT_CLIENTS];
+    fk_plot_panel cpanel = {.ylabel = ylabel, .series = cs, .ymin = NAN, .ymax = NAN};
+    for (int k = 0; xs && field >= 0 && k < n_pc; k++) {
+        double *y = xs + (size_t)got * (k + 1);
+        for (int i = 0; i < got; i++) {
+            xs[i] = rows[i].round;
+            y[i] = pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + field];
+        }
+        snprintf(labels[k], sizeof labels[k], "%s%s%s%s", pc[k].name, pc[k].role[0] ? " (" : "",
+                 pc[k].role, pc[k].role[0] ? ")" : "");
+        cs[cpanel.n_series++] = (fk_plot_series){.label = labels[k], .x = xs, .y = y, .n = got};
+    }
+    snprintf(ylabel, sizeof ylabel, "%s per client", field >= 0 ? fk_report_fields[field].name : "");
     char title[160];
     snprintf(title, sizeof title, "fedkern job %s: %s, %d of %u rounds", id, st.method, got,
              st.rounds_total);
     fk_err err = {0};
-    if (!rc && fk_plot_rounds(out_path, title, rows, got, &err))
+    if (!rc && fk_plot_rounds_with(out_path, title, rows, got, &cpanel, &err))
         rc = fk_cli_fail("job plot", "%s", err.msg);
     for (int i = 0; !rc && json && i < got; i++) {
         printf("{\"job\":\"%s\",\"round\":%d,\"participants\":%d,\"planned\":%d", id,
@@ -921,10 +1047,30 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             if (!isnan(rows[i].q[f]))
                 printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
-        printf("}\n");
+        printf(",\"clients_quality\":[");
+        for (int k = 0, first = 1; k < n_pc; k++) {
+            const double *q = pc[k].q + (size_t)i * FK_REPORT_N_FIELDS;
+            int any = 0;
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+                any |= !isnan(q[f]);
+            if (!any)
+                continue;
+            printf("%s{\"client\":", first ? "" : ",");
+            print_json_string(pc[k].name);
+            printf(",\"index\":%u,\"role\":\"%s\"", pc[k].index, pc[k].role[0] ? pc[k].role : "train");
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
+                if (!isnan(q[f]))
+                    printf(",\"%s\":%.9g", fk_report_fields[f].name, q[f]);
+            printf("}");
+            first = 0;
+        }
+        printf("]}\n");
     }
     if (!rc && !json)
         printf("job %s: %d rounds plotted to %s\n", id, got, out_path);
+    for (int k = 0; k < n_pc; k++)
+        free(pc[k].q);
+    free(xs);
     free(rows);
     return rc;
 }
@@ -1112,7 +1258,8 @@ static const fk_param_doc json_opts[] = {{"json", ""}, {NULL, NULL}};
 static const fk_param_doc status_opts[] = {
     {"round N", ""}, {"json", ""}, {"follow", ""}, {"interval SECONDS", ""}, {NULL, NULL}};
 static const fk_param_doc result_opts[] = {
-    {"out FILE", ""}, {"wait SECONDS", ""}, {"current", ""}, {"json", ""}, {NULL, NULL}};
+    {"out FILE", ""}, {"wait SECONDS", ""}, {"current", ""},
+    {"selected", ""}, {"json", ""},         {NULL, NULL}};
 static const fk_param_doc predict_opts[] = {{"data FILE", ""}, {"out FILE", ""},
                                             {"no_labels", ""}, {"json", ""}, {"client N", ""},
                                             {"timeout SECONDS", ""}, {NULL, NULL}};
@@ -1208,7 +1355,7 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round, predict_s, limit, interval_s, wait_clients_s, client;
-    int json, current, no_labels, follow, skip_check;
+    int json, current, selected, no_labels, follow, skip_check;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
@@ -1220,7 +1367,8 @@ int fk_cmd_job(int argc, char **argv)
         fk_params_int(&p, "interval", 1, 1, 3600, &interval_s, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err) ||
         fk_params_bool(&p, "follow", 0, &follow, &err) ||
-        fk_params_bool(&p, "current", 0, &current, &err)) {
+        fk_params_bool(&p, "current", 0, &current, &err) ||
+        fk_params_bool(&p, "selected", 0, &selected, &err)) {
         fk_cli_fail("job", "%s", err.msg);
         rc = 2;
         goto out;
@@ -1282,7 +1430,7 @@ int fk_cmd_job(int argc, char **argv)
         rc = follow ? do_follow(&c, rest[0], json, interval_s * 1000)
                     : do_status(&c, rest[0], (uint32_t)round, json);
     } else if (!strcmp(sub, "result")) {
-        rc = do_result(&c, rest[0], out_path, wait_s, current, json);
+        rc = do_result(&c, rest[0], out_path, wait_s, current, selected, json);
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {

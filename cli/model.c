@@ -103,7 +103,11 @@ FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk
                 printf("%s%llu", d ? "," : "", (unsigned long long)t->shape[d]);
             printf("]}");
         }
-        printf("]}\n");
+        const fk_tensor *sr = fk_bundle_get(m, "sel_round");
+        printf("]");
+        if (sr && sr->len == 1) /* fedrf-tca's select_holdout: the *_sel tensors */
+            printf(",\"selected_round\":%.0f", sr->data[0]);
+        printf("}\n");
         return 0;
     }
     printf("model file %s\n", path);
@@ -122,6 +126,16 @@ FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk
         printf("    %-20s %-18s ", t->name, sh);
         print_values(t);
         printf("\n");
+    }
+    /* a model that keeps a selected round's model next to the last one says which is which
+     * (fedrf-tca's select_holdout: the *_sel tensors) */
+    const fk_tensor *sr = fk_bundle_get(m, "sel_round"), *sa = fk_bundle_get(m, "sel_acc");
+    if (sr && sr->len == 1) {
+        printf("  selected round %.0f", sr->data[0]);
+        if (sa && sa->len == 1)
+            printf(" (held-out accuracy %.6g)", sa->data[0]);
+        printf(": the *_sel tensors; the others are the model of round %d (the last)\n",
+               in->round);
     }
     return 0;
 }

@@ -382,6 +382,12 @@ static int measured(const fk_plot_round *rows, int n, int f)
 int fk_plot_rounds(const char *path, const char *title, const fk_plot_round *rows, int n,
                    fk_err *err)
 {
+    return fk_plot_rounds_with(path, title, rows, n, NULL, err);
+}
+
+int fk_plot_rounds_with(const char *path, const char *title, const fk_plot_round *rows, int n,
+                        const fk_plot_panel *extra, fk_err *err)
+{
     /* x, then per field, then participants and planned: one allocation */
     double *v = malloc((size_t)(n ? n : 1) * (FK_REPORT_N_FIELDS + 3) * sizeof *v);
     if (!v)
@@ -415,11 +421,13 @@ int fk_plot_rounds(const char *path, const char *title, const fk_plot_round *row
     fk_plot_series who[2] = { /* participants drawn last: on top where they are equal */
         {.label = "planned", .x = x, .y = plan, .n = n, .style = FK_PLOT_STEPS},
         {.label = "participants", .x = x, .y = part, .n = n, .style = FK_PLOT_STEPS}};
-    fk_plot_panel panels[4];
+    fk_plot_panel panels[5];
     int np = 0;
     if (nq)
         panels[np++] = (fk_plot_panel){.ylabel = "quality", .series = quality, .n_series = nq,
                                        .ymin = qmin - 0.02, .ymax = 1.02}; /* 0, 1 off the frame */
+    if (extra && extra->n_series)
+        panels[np++] = *extra;
     if (nr)
         panels[np++] = (fk_plot_panel){.ylabel = "rmse", .series = rmse, .n_series = 1,
                                        .ymin = NAN, .ymax = NAN};

@@ -42,6 +42,11 @@ typedef struct fk_plot_round {
  * and one of participation (participants and planned clients per round). */
 FK_CHECKRETURN int fk_plot_rounds(const char *path, const char *title, const fk_plot_round *rows,
                                   int n, fk_err *err);
+/* The same with one more panel (NULL: none) under the quality panels: `job plot`'s quality of
+ * each client. */
+FK_CHECKRETURN int fk_plot_rounds_with(const char *path, const char *title,
+                                       const fk_plot_round *rows, int n,
+                                       const fk_plot_panel *extra, fk_err *err);
 
 /* Write the plot to path as SVG or PNG, by its extension; FK_EINVAL for another name (naming
  * the formats), FK_EIO when it cannot be written. */

@@ -85,8 +85,8 @@ static void json_field(const char *key, double v)
 static void progress(const fk_sim_round *r, void *ctx)
 {
     const run_ctx *c = ctx;
-    const char *names[3] = {"misclust", "ari", "rmse"};
-    double q[3] = {r->misclust, r->ari, r->rmse};
+    const char *names[4] = {"misclust", "ari", "rmse", "model_error"};
+    double q[4] = {r->misclust, r->ari, r->rmse, r->model_error};
     if (c->json) {
         printf("{\"sim\":\"%s\",\"round\":%d,\"planned\":%d,\"participants\":%d,\"refused\":%d",
                c->method, r->round, r->planned, r->participants, r->refused);
@@ -94,14 +94,14 @@ static void progress(const fk_sim_round *r, void *ctx)
         json_field("accuracy", r->accuracy);
         json_field("error", r->error);
         printf(",\"bytes\":%llu,\"seconds\":%.6f", (unsigned long long)r->bytes, r->seconds);
-        for (int i = 0; i < 3; i++) /* measured only */
+        for (int i = 0; i < 4; i++) /* measured only */
             if (!isnan(q[i]))
                 printf(",\"%s\":%.9g", names[i], q[i]);
         printf("}\n");
     } else {
         printf("%s round %4d  participants %3d/%-3d  loss %12.6g  accuracy %8.4f  error %10.6g",
                c->method, r->round, r->participants, r->planned, r->loss, r->accuracy, r->error);
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             if (!isnan(q[i]))
                 printf("  %s %.6g", names[i], q[i]);
         printf("\n");
@@ -382,10 +382,16 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
             json_field("loss", f->loss);
             json_field("accuracy", f->accuracy);
             json_field("error", f->error);
+            if (!isnan(f->model_error)) /* kahm's largest modelling error */
+                printf(",\"model_error\":%.9g", f->model_error);
             printf("}\n");
-        } else
-            printf("%s final client %3d %-20s loss %12.6g  accuracy %8.4f  error %10.6g\n",
+        } else {
+            printf("%s final client %3d %-20s loss %12.6g  accuracy %8.4f  error %10.6g",
                    m->name, c, clients[c].name, f->loss, f->accuracy, f->error);
+            if (!isnan(f->model_error))
+                printf("  model_error %.6g", f->model_error);
+            printf("\n");
+        }
     }
     fk_bundle_close(&model);
     free(finals);

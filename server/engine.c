@@ -47,6 +47,8 @@ typedef struct job {
     char note[512];          /* why clients are excluded, for job status */
     double q[FK_REPORT_N_FIELDS]; /* the round's quality: each field's mean over the latest
                                    * phase of the round that measured it */
+    fk_report *cq;                /* per client (conf.n_clients, once a phase aggregated): what
+                                   * it measured, a later phase winning per field like q */
     double round_t0;              /* when this attempt of the round opened (its duration) */
     int busy; /* a work (fk_engine_work) is in flight: j->srv is the work's until it is done */
 } job;
@@ -140,6 +142,7 @@ static void job_free(job *j)
     free(j->slots);
     free(j->refusals);
     free(j->excluded);
+    free(j->cq);
     if (j->srv && j->m)
         j->m->server_close(j->srv);
     fk_jobconf_close(&j->conf);
@@ -362,6 +365,15 @@ static void fail(fk_engine *e, job *j, const fk_err *why, double now)
 }
 
 /* Open (round, attempt): plan, store the round and its phase 0, build tasks. */
+/* A new round (or its replay) measures its quality afresh: the mean and each client's. */
+static void quality_reset(job *j)
+{
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
+        j->q[i] = NAN;
+    for (int k = 0; j->cq && k < j->conf.n_clients; k++)
+        fk_report_init(&j->cq[k]);
+}
+
 static int start_round(fk_engine *e, job *j, double now, fk_err *err)
 {
     j->phase = 0;
@@ -370,8 +382,7 @@ static int start_round(fk_engine *e, job *j, double now, fk_err *err)
         return rc;
     j->deadline = now + j->conf.deadline;
     j->round_t0 = now;
-    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
-        j->q[i] = NAN;
+    quality_reset(j);
     int *planned = malloc((size_t)j->n_slots * sizeof *planned);
     if (!planned)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening a round");
@@ -475,6 +486,30 @@ static int aggregate_collected(const fk_blob_codec *codec, const fk_method *m, v
     return rc;
 }
 
+/* Each client's own quality beside the mean (job status, /metrics): what it measured in the
+ * collected updates, a later phase winning per field as in j->q. Only the reports: light
+ * enough for the loop, before the updates go to the worker. No memory: the means only. */
+static void fold_client_reports(job *j, const collected *c)
+{
+    if (!j->cq && j->conf.n_clients > 0) {
+        j->cq = malloc((size_t)j->conf.n_clients * sizeof *j->cq);
+        for (int k = 0; j->cq && k < j->conf.n_clients; k++)
+            fk_report_init(&j->cq[k]);
+    }
+    for (int u = 0; j->cq && u < c->n; u++) {
+        const fk_update *up = &c->ups[u];
+        if (up->client < 0 || up->client >= j->conf.n_clients)
+            continue;
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+            double v = *(const double *)((const char *)&up->report + fk_report_fields[i].offset);
+            if (!isnan(v))
+                *(double *)((char *)&j->cq[up->client] + fk_report_fields[i].offset) = v;
+        }
+        if (up->report.n_samples > 0)
+            j->cq[up->client].n_samples = up->report.n_samples;
+    }
+}
+
 /* The round row's participants, aggregation time and quality (from j->q). */
 static void fill_round(const job *j, fk_store_round *r, int participants, double agg_seconds)
 {
@@ -489,6 +524,7 @@ static void fill_round(const job *j, fk_store_round *r, int participants, double
     r->misclust = q.misclust;
     r->ari = q.ari;
     r->rmse = q.rmse;
+    r->model_error = q.model_error;
 }
 
 /* Aggregate the stored updates of the current phase in client order (but skip's), on the
@@ -504,6 +540,8 @@ static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, in
     if (!rc)
         rc = aggregate_collected(&e->o.codec, j->m, j->srv, j->round, j->phase, &c, j->q, done,
                                  &agg, err);
+    if (!rc)
+        fold_client_reports(j, &c);
     if (r)
         fill_round(j, r, c.n, agg);
     collected_close(&c);
@@ -607,7 +645,19 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_
                              .participants = r->participants, .dropouts = r->dropouts,
                              .round_seconds = now - j->round_t0, .agg_seconds = r->agg_seconds};
         memcpy(ev.q, j->q, sizeof ev.q);
+        /* each client's quality, with the roles of those the job type reports apart */
+        const char **roles = j->m->client_roles && j->cq
+                                 ? calloc((size_t)j->conf.n_clients, sizeof *roles)
+                                 : NULL;
+        fk_err rerr = {0};
+        if (roles && j->m->client_roles(&j->conf.params, j->conf.n_clients, roles, &rerr))
+            memset(roles, 0, (size_t)j->conf.n_clients * sizeof *roles);
+        ev.clients = j->cq;
+        ev.n_clients = j->cq ? j->conf.n_clients : 0;
+        ev.identities = (const char *const *)j->conf.clients;
+        ev.roles = roles;
         e->o.on_round(e->o.on_round_ud, &ev);
+        free(roles);
     }
     e->stats.rounds_closed++;
     e->stats.participants += (uint64_t)r->participants;
@@ -834,6 +884,8 @@ static void close_phase(fk_engine *e, job *j, double now)
     int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
                                   &w->c, &w->err);
     w->n_updates = w->c.n;
+    if (!rc)
+        fold_client_reports(j, &w->c);
     if (rc) { /* as an aggregation that failed: nothing ran */
         w->agg_rc = rc;
         work_finish(e, w, now);
@@ -889,7 +941,7 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
     count_dropouts(j, &r);
     r.participants = j->answered;
-    r.loss = r.accuracy = r.error = r.misclust = r.ari = r.rmse = NAN;
+    r.loss = r.accuracy = r.error = r.misclust = r.ari = r.rmse = r.model_error = NAN;
     fk_log(FK_LOG_WARN, "quorum_missed",
            "job=%lld round=%d attempt=%d phase=%d answered=%d quorum=%d", (long long)j->id,
            j->round, j->attempt, j->phase, j->answered, quorum(j));
@@ -983,8 +1035,7 @@ static int resume(fk_engine *e, job *j, double now, fk_err *err)
     if (rc)
         return rc;
     j->round_t0 = r.started; /* the replay below measures the phases again */
-    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
-        j->q[i] = NAN;
+    quality_reset(j);
     rc = plan_slots(j, err);
     int same = !rc && r.n_planned == j->n_slots;
     for (int i = 0; same && i < j->n_slots; i++)
@@ -1113,8 +1164,7 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
         return fk_err_set(err, FK_ENOMEM, "out of memory for a job");
     j->id = id;
     j->state = FK_JOB_RUNNING;
-    for (int i = 0; i < FK_REPORT_N_FIELDS; i++)
-        j->q[i] = NAN;
+    quality_reset(j);
     j->config = strdup(config);
     int rc = j->config ? fk_jobconf_parse(&j->conf, config, "job config", err)
                        : fk_err_set(err, FK_ENOMEM, "out of memory for a job");

@@ -37,6 +37,13 @@ typedef struct fk_round_event {
     double round_seconds; /* from the attempt's opening to its close (engine clock) */
     double agg_seconds;   /* in the method's aggregate op, for the round's last phase */
     double q[FK_REPORT_N_FIELDS]; /* the round's quality, as fk_report_fields; NaN: not measured */
+    /* What each of the job's n_clients measured (fk_report_init: nothing), its identity, and
+     * roles[k] (NULL, or every entry NULL: a training client; else e.g. "unseen", "target":
+     * a client reported apart). Valid during the call. */
+    const fk_report *clients;
+    int n_clients;
+    const char *const *identities;
+    const char *const *roles;
 } fk_round_event;
 
 typedef struct fk_engine_opts {

@@ -34,12 +34,37 @@ typedef struct per_method {
     hist round, agg;
 } per_method;
 
+/* One client's quality in its job's latest round (the gauges labelled client). */
+typedef struct per_client {
+    char client[128]; /* identity, escaped for a label value */
+    char role[16];    /* "" for a training client */
+    double q[FK_REPORT_N_FIELDS];
+} per_client;
+enum { CLIENTS_PER_JOB = 64 }; /* the first by index that measured something, like job status */
+
 typedef struct per_job {
     int64_t job; /* 0: unused */
     char method[64];
     int round, participants;
     double q[FK_REPORT_N_FIELDS];
+    per_client cl[CLIENTS_PER_JOB];
+    int n_cl;
 } per_job;
+
+/* A Prometheus label value: backslash, quote and newline escaped; cut to fit. */
+static void label_value(char *dst, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; s && *s && o + 3 < cap; s++) {
+        if (*s == '\\' || *s == '"' || *s == '\n') {
+            dst[o++] = '\\';
+            dst[o++] = *s == '\n' ? 'n' : *s;
+        } else {
+            dst[o++] = *s;
+        }
+    }
+    dst[o] = '\0';
+}
 
 struct fk_metrics_rounds {
     per_method *methods;
@@ -107,6 +132,20 @@ void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev)
     j->round = ev->round;
     j->participants = ev->participants;
     memcpy(j->q, ev->q, sizeof j->q);
+    j->n_cl = 0;
+    for (int k = 0; k < ev->n_clients && j->n_cl < CLIENTS_PER_JOB; k++) {
+        per_client *c = &j->cl[j->n_cl];
+        int any = 0;
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+            c->q[f] = *(const double *)((const char *)&ev->clients[k] + fk_report_fields[f].offset);
+            any |= !isnan(c->q[f]);
+        }
+        if (!any) /* measured nothing this round */
+            continue;
+        label_value(c->client, sizeof c->client, ev->identities ? ev->identities[k] : "");
+        snprintf(c->role, sizeof c->role, "%s", ev->roles && ev->roles[k] ? ev->roles[k] : "");
+        j->n_cl++;
+    }
 }
 
 static int render_hist(char **b, size_t *len, size_t *cap, const char *name, const char *method,
@@ -174,6 +213,26 @@ int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **b, size_t *len, 
                                         "fedkern_job_%s{job=\"%lld\",method=\"%s\"} %.17g\n",
                                         fk_report_fields[f].name, (long long)r->jobs[i].job,
                                         r->jobs[i].method, r->jobs[i].q[f]);
+    }
+    for (int f = 0; f < FK_REPORT_N_FIELDS; f++) { /* and each client's, under its name */
+        rc |= fk_metrics_printf(b, len, cap,
+                                "# HELP fedkern_job_client_%s The job's latest round: %s, as "
+                                "one client measured it (role: train, or the job type's name "
+                                "for a client reported apart: unseen, target).\n"
+                                "# TYPE fedkern_job_client_%s gauge\n",
+                                fk_report_fields[f].name, fk_report_fields[f].help,
+                                fk_report_fields[f].name);
+        for (int i = 0; i < FK_METRICS_JOBS; i++) {
+            const per_job *j = &r->jobs[i];
+            for (int k = 0; j->job && k < j->n_cl; k++)
+                if (!isnan(j->cl[k].q[f]))
+                    rc |= fk_metrics_printf(
+                        b, len, cap,
+                        "fedkern_job_client_%s{job=\"%lld\",method=\"%s\",client=\"%s\","
+                        "role=\"%s\"} %.17g\n",
+                        fk_report_fields[f].name, (long long)j->job, j->method, j->cl[k].client,
+                        j->cl[k].role[0] ? j->cl[k].role : "train", j->cl[k].q[f]);
+        }
     }
     return rc ? FK_ENOMEM : FK_OK;
 }

@@ -1542,7 +1542,8 @@ static void add_metric(fedkern_v1_Metric *m, pb_size_t *n, const char *name, dou
 
 /* Metrics of the last round that closed with an aggregate, or of round `want` if > 0
  * (absent until that round has closed). */
-static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metric *m, pb_size_t *n)
+static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metric *m, pb_size_t *n,
+                          int *shown_round, int *shown_attempt)
 {
     fk_store_round *rows;
     int count;
@@ -1557,6 +1558,10 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
         if (rows[i].closed == 1 && (want <= 0 || rows[i].round == want))
             last = &rows[i];
     }
+    if (last && shown_round) {
+        *shown_round = last->round;
+        *shown_attempt = last->attempt;
+    }
     if (last) {
         add_metric(m, n, "round", last->round);
         add_metric(m, n, "participants", last->participants);
@@ -1564,7 +1569,8 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
         add_metric(m, n, "dropouts", last->dropouts);
         add_metric(m, n, "aggregation_seconds", last->agg_seconds);
         fk_report q = {.loss = last->loss, .accuracy = last->accuracy, .error = last->error,
-                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse};
+                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse,
+                       .model_error = last->model_error};
         for (int i = 0; i < FK_REPORT_N_FIELDS; i++) /* the measured ones (NaN: left out) */
             add_metric(m, n, fk_report_fields[i].name, fk_report_get(&q, fk_report_fields[i].name));
     }
@@ -1573,6 +1579,120 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
     for (int i = 0; i < count; i++)
         fk_store_round_free(&rows[i]);
     free(rows);
+}
+
+/* The quality each client measured in one closed round: every phase of its attempt, a later
+ * phase's measure winning per field as for the round's mean. */
+typedef struct client_q {
+    int seen;
+    char identity[128];
+    fk_report r;
+} client_q;
+
+typedef struct cq_ctx {
+    client_q *c;
+    int n;
+} cq_ctx;
+
+FK_CHECKRETURN static int cq_update(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)err;
+    cq_ctx *q = ctx;
+    if (u->client < 0 || u->client >= q->n)
+        return FK_OK;
+    client_q *c = &q->c[u->client];
+    if (!c->seen) {
+        fk_report_init(&c->r);
+        snprintf(c->identity, sizeof c->identity, "%s", u->identity);
+        c->seen = 1;
+    }
+    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+        double v = fk_report_get(&u->report, fk_report_fields[i].name);
+        if (!isnan(v))
+            fk_report_set(&c->r, fk_report_fields[i].name, v);
+    }
+    if (u->report.n_samples > 0)
+        c->r.n_samples = u->report.n_samples;
+    return FK_OK;
+}
+
+/* out->client_quality of closed round (round, attempt): the clients that measured something,
+ * by index, each with its role (the method's client_roles: "unseen", "target"; "" for a
+ * training client). Best effort: a store error leaves the list out, the mean stands. */
+static void client_quality(fk_service *s, int64_t job, const char *method, int round,
+                           int attempt, fedkern_v1_JobStatusResponse *out)
+{
+    fk_err err = {0};
+    fk_store_job sj;
+    if (fk_store_job_get(s->st, job, &sj, &err))
+        return;
+    fk_jobconf conf;
+    int n = fk_jobconf_parse(&conf, sj.config, "job config", &err) ? 0 : conf.n_clients;
+    client_q *c = n ? calloc((size_t)n, sizeof *c) : NULL;
+    const char **roles = n ? calloc((size_t)n, sizeof *roles) : NULL;
+    const fk_method *m = fk_method_find(method, &err);
+    if (c && roles && m && m->client_roles && m->client_roles(&conf.params, n, roles, &err))
+        memset(roles, 0, (size_t)n * sizeof *roles); /* a config the method refuses: no roles */
+    cq_ctx q = {.c = c, .n = n};
+    int rc = c && roles ? FK_OK : FK_ENOMEM;
+    for (int ph = 0; !rc && ph < 16; ph++) /* the engine's MAX_PHASES */
+        rc = fk_store_update_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
+    /* where the job type names clients apart, the means apart too: train_<field> over the
+     * training clients, <role>_<field> over each role's (weighted like the mean: n_samples,
+     * 1 where not positive) */
+    int any_role = 0;
+    for (int k = 0; !rc && k < n; k++)
+        any_role |= c[k].seen && roles[k] != NULL;
+    for (int pass = 0; any_role && pass < 3; pass++) {
+        const char *role = pass == 0 ? NULL : pass == 1 ? "unseen" : "target";
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+            double sum = 0, wsum = 0;
+            for (int k = 0; k < n; k++) {
+                double v = fk_report_get(&c[k].r, fk_report_fields[i].name);
+                if (!c[k].seen || isnan(v) ||
+                    (role ? !roles[k] || strcmp(roles[k], role) : roles[k] != NULL))
+                    continue;
+                double w = c[k].r.n_samples > 0 ? c[k].r.n_samples : 1.0;
+                sum += w * v;
+                wsum += w;
+            }
+            char name[48];
+            snprintf(name, sizeof name, "%s_%s", role ? role : "train", fk_report_fields[i].name);
+            if (wsum > 0)
+                add_metric(out->metrics, &out->metrics_count, name, sum / wsum);
+        }
+    }
+    for (int k = 0; !rc && k < n; k++) {
+        if (!c[k].seen)
+            continue;
+        fedkern_v1_ClientQuality cq = fedkern_v1_ClientQuality_init_zero;
+        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
+            double v = fk_report_get(&c[k].r, fk_report_fields[i].name);
+            if (isnan(v) || cq.metrics_count >= 7)
+                continue;
+            snprintf(cq.metrics[cq.metrics_count].name, sizeof cq.metrics[0].name, "%s",
+                     fk_report_fields[i].name);
+            cq.metrics[cq.metrics_count++].value = v;
+        }
+        if (!cq.metrics_count) /* measured nothing (fedrf-tca's sources): not listed */
+            continue;
+        if (c[k].r.n_samples > 0) { /* the weight in the mean (1 where not positive) */
+            snprintf(cq.metrics[cq.metrics_count].name, sizeof cq.metrics[0].name, "n_samples");
+            cq.metrics[cq.metrics_count++].value = c[k].r.n_samples;
+        }
+        if (out->client_quality_count >= 64) {
+            out->client_quality_more++;
+            continue;
+        }
+        snprintf(cq.client, sizeof cq.client, "%s", c[k].identity);
+        cq.index = (uint32_t)k;
+        snprintf(cq.role, sizeof cq.role, "%s", roles[k] ? roles[k] : "");
+        out->client_quality[out->client_quality_count++] = cq;
+    }
+    free(c);
+    free(roles);
+    fk_jobconf_close(&conf);
+    fk_store_job_free(&sj);
 }
 
 static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
@@ -1596,8 +1716,11 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     out.job_clients = (uint32_t)(st.n_clients > 0 ? st.n_clients : 0);
     snprintf(out.message, sizeof out.message, "%s", st.failure);
     snprintf(out.method, sizeof out.method, "%.31s", st.method);
+    int shown = 0, shown_attempt = 0;
     round_metrics(s, job, in.round > INT32_MAX ? INT32_MAX : (int)in.round, out.metrics,
-                  &out.metrics_count);
+                  &out.metrics_count, &shown, &shown_attempt);
+    if (shown)
+        client_quality(s, job, st.method, shown, shown_attempt, &out);
     if (st.state == FK_JOB_RUNNING) {
         add_metric(out.metrics, &out.metrics_count, "current_round", st.round);
         add_metric(out.metrics, &out.metrics_count, "current_attempt", st.attempt);
@@ -1607,6 +1730,55 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         add_metric(out.metrics, &out.metrics_count, "current_aggregating", st.aggregating);
     }
     reply_msg(s, call, fedkern_v1_JobStatusResponse_fields, &out);
+}
+
+/* `job result --selected`: the round whose model the job type's criterion (its select_by
+ * field, measured select_lag rounds later) picks among the closed rounds: the earliest best. */
+FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char *method,
+                                         int *round, char *why, size_t why_cap, fk_err *err)
+{
+    const fk_method *m = fk_method_find(method, err);
+    if (!m)
+        return FK_ENOTFOUND;
+    if (!m->select_by)
+        return fk_err_set(err, FK_EINVAL,
+                          "job %" PRId64 " (%s) keeps no selected model apart from the last one "
+                          "(fedrf-tca's select_holdout keeps it inside the model: see "
+                          "`fedkern model show`)",
+                          job, method);
+    fk_store_round *rows;
+    int count;
+    int rc = fk_store_round_list(s->st, job, &rows, &count, err);
+    if (rc)
+        return rc;
+    int best = 0;
+    double best_v = NAN;
+    for (int i = 0; i < count; i++) {
+        fk_report q = {.loss = rows[i].loss, .accuracy = rows[i].accuracy,
+                       .error = rows[i].error, .misclust = rows[i].misclust,
+                       .ari = rows[i].ari, .rmse = rows[i].rmse,
+                       .model_error = rows[i].model_error};
+        double v = fk_report_get(&q, m->select_by);
+        int r = rows[i].round - m->select_lag; /* the round whose model v scores */
+        if (rows[i].closed != 1 || isnan(v) || r < 1)
+            continue;
+        if (!best || (m->select_max ? v > best_v : v < best_v)) {
+            best = r;
+            best_v = v;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+    if (!best)
+        return fk_err_set(err, FK_ENOTFOUND,
+                          "job %" PRId64 " has no selected model yet: its %s is measured on a "
+                          "round's model %d round%s later; see 'fedkern job status'",
+                          job, m->select_by, m->select_lag, m->select_lag == 1 ? "" : "s");
+    *round = best;
+    snprintf(why, why_cap, "%s %.9g (%s), measured in round %d", m->select_by, best_v,
+             m->select_max ? "largest" : "smallest", best + m->select_lag);
+    return FK_OK;
 }
 
 static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
@@ -1624,18 +1796,24 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
     out.state = job_state_pb(st.state);
-    round_metrics(s, job, 0, out.metrics, &out.metrics_count);
+    round_metrics(s, job, 0, out.metrics, &out.metrics_count, NULL, NULL);
     void *blob = NULL;
     size_t blen = 0;
     fk_codec_tx tx = {0};
     fk_bundle b;
     fk_bundle_init(&b);
     fk_err err = {0};
-    int rc = fk_store_model_get(s->st, job, -1, &blob, &blen, NULL, &err);
+    int want = -1, got = 0;
+    int rc = in.selected ? selected_round(s, job, st.method, &want, out.selected_by,
+                                          sizeof out.selected_by, &err)
+                         : FK_OK;
+    if (!rc)
+        rc = fk_store_model_get(s->st, job, want, &blob, &blen, &got, &err);
+    out.model_round = rc ? 0 : (uint32_t)got;
     if (rc == FK_OK)
         rc = payload_tx(blob, blen, fk_chunk_data_max(s->cfg.max_message, 0), in.chunk_index,
                         &out.chunk, &b, &tx, &err);
-    else if (rc == FK_ENOTFOUND)
+    else if (rc == FK_ENOTFOUND && want < 0)
         rc = FK_OK; /* no round closed yet: state and metrics only */
     uint8_t *buf = NULL;
     size_t olen = 0;

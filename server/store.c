@@ -142,6 +142,10 @@ static const char *const migrations[] = {
     "UPDATE updates SET sha256 = fk_sha256(blob);"
     "UPDATE checkpoints SET sha256 = fk_sha256(blob);"
     "UPDATE models SET sha256 = fk_sha256(blob);",
+    /* 5: kahm's largest modelling error under its own name (rows written before keep it in
+     * `error`, where kahm reported it until then) */
+    "ALTER TABLE rounds ADD COLUMN model_error REAL;"
+    "ALTER TABLE updates ADD COLUMN model_error REAL;",
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -1209,7 +1213,8 @@ int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
     int rc = prep_round(st,
                         "UPDATE rounds SET closed = ?4, participants = ?5, dropouts = ?6, "
                         "dropped = ?7, agg_seconds = ?8, loss = ?9, accuracy = ?10, error = ?11, "
-                        "misclust = ?12, ari = ?13, rmse = ?14 WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
+                        "misclust = ?12, ari = ?13, rmse = ?14, model_error = ?15 "
+                        "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3",
                         r->job, r->round, r->attempt, &s, err);
     if (rc)
         return rc;
@@ -1224,6 +1229,7 @@ int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
     bind_real_or_null(s, 12, r->misclust);
     bind_real_or_null(s, 13, r->ari);
     bind_real_or_null(s, 14, r->rmse);
+    bind_real_or_null(s, 15, r->model_error);
     if ((rc = run(st, s, "close round", err)))
         return rc;
     if (sqlite3_changes(st->db) != 1)
@@ -1234,7 +1240,7 @@ int fk_store_round_close(fk_store *st, const fk_store_round *r, fk_err *err)
 
 static const char round_cols[] =
     "SELECT job_id, round, attempt, planned, quorum, started, closed, participants, dropouts, "
-    "dropped, agg_seconds, loss, accuracy, error, misclust, ari, rmse FROM rounds ";
+    "dropped, agg_seconds, loss, accuracy, error, misclust, ari, rmse, model_error FROM rounds ";
 
 static int read_round(sqlite3_stmt *s, fk_store_round *r)
 {
@@ -1255,6 +1261,7 @@ static int read_round(sqlite3_stmt *s, fk_store_round *r)
     r->misclust = column_real_or_nan(s, 14);
     r->ari = column_real_or_nan(s, 15);
     r->rmse = column_real_or_nan(s, 16);
+    r->model_error = column_real_or_nan(s, 17);
     return split_ints((const char *)sqlite3_column_text(s, 3), &r->planned, &r->n_planned);
 }
 
@@ -1455,9 +1462,9 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     rc = prep_phase(st,
                     "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
                     "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse, "
-                    "sha256) "
+                    "sha256, model_error) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                    "?16, ?17)",
+                    "?16, ?17, ?18)",
                     u->job, u->round, u->attempt, u->phase, &s, err);
     if (rc)
         return rc;
@@ -1474,6 +1481,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     bind_real_or_null(s, 15, u->report.ari);
     bind_real_or_null(s, 16, u->report.rmse);
     sqlite3_bind_blob(s, 17, sum, SUM_LEN, SQLITE_STATIC);
+    bind_real_or_null(s, 18, u->report.model_error);
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
@@ -1492,7 +1500,7 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_stmt *s;
     int rc = prep_phase(st,
                         "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, "
-                        "sha256, received, misclust, ari, rmse FROM updates "
+                        "sha256, received, misclust, ari, rmse, model_error FROM updates "
                         "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
                         "ORDER BY client",
                         job, round, attempt, phase, &s, err);
@@ -1517,6 +1525,7 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
         u.report.misclust = column_real_or_nan(s, 10);
         u.report.ari = column_real_or_nan(s, 11);
         u.report.rmse = column_real_or_nan(s, 12);
+        u.report.model_error = column_real_or_nan(s, 13);
         if (!crc)
             crc = cb(ctx, &u, err);
         if (crc) {

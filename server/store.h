@@ -133,6 +133,7 @@ typedef struct fk_store_round {
     double agg_seconds;
     double loss, accuracy, error; /* weighted means of the last phase's reports, NaN if none */
     double misclust, ari, rmse;   /* the same for the quality metrics (schema version 2) */
+    double model_error;           /* kahm's largest modelling error (schema version 4) */
 } fk_store_round;
 
 void fk_store_round_free(fk_store_round *r);

@@ -4,7 +4,9 @@
 # fedkern-server and fedkern-client before any other check, the old '-' spellings work with
 # a warning, `job list` lists, `job status --follow` prints a line per round and exits 0 for
 # a done job and 1 for a cancelled one, `job result --wait` exits non-zero for an unfinished
-# job, and `fedkern sim --job` runs the submitted file in process to the same losses.
+# job, `job result --selected` writes the model of the round with the best likelihood, a
+# cancelled job keeps its last completed model (`--current`), and `fedkern sim --job` runs the
+# submitted file in process to the same losses.
 set -u
 fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 bin=$(dirname "$fk")
@@ -81,6 +83,20 @@ expect 0 "follow done job" "$fk" job status 1 --follow $conn
 [ "$(grep -c '^job 1 round [123]/3:' out.txt)" -eq 3 ] || fail "follow: not one line per round: $(cat out.txt)"
 grep -q "^job 1: done after 3 of 3 rounds" out.txt || fail "follow end: $(cat out.txt)"
 cp out.txt follow.txt
+# --selected: the model of the round whose loss (the likelihood the clients measured on it in
+# the next round) is the smallest, the earliest of equals; the last model stays what
+# `job result` writes
+best=$(awk '/^job 1 round [23]\/3:/ { for (i = 1; i < NF; i++) if ($i == "loss") v = $(i + 1);
+  split($4, a, "/"); if (b == "" || v + 0 < bv + 0) { b = a[1] - 1; bv = v } } END { print b }' follow.txt)
+[ -n "$best" ] || fail "no loss per round in: $(cat follow.txt)"
+expect 0 "result --selected" "$fk" job result 1 --out sel.bin --selected $conn
+grep -q "^selected model of round $best: loss .* (smallest), measured in round $((best + 1))" out.txt ||
+  fail "selected: want round $best: $(cat out.txt)"
+expect 0 "model show selected" "$fk" model show sel.bin
+grep -Eq "^ *round +$best\$" out.txt || fail "selected model: not round $best: $(cat out.txt)"
+expect 0 "result (last)" "$fk" job result 1 --out last.bin --json $conn
+grep -q '"model_round":3,"selected_by":""' out.txt || fail "last model: $(cat out.txt)"
+cmp -s sel.bin last.bin && fail "the selected model of round $best is the last one"
 
 # a long job: result --wait gives up with a non-zero exit and writes nothing; cancelled, follow exits 1
 printf 'method = fedgrem\ndataset = gmm\nclients = c0, c1, c2\nrounds = 100000\nR = 2\nrestarts = 2\nquorum = 1\ndeadline = 20\n' >long.conf
@@ -99,9 +115,27 @@ expect 0 "health" "$fk" health $conn
 grep -q "^SERVING (" out.txt || fail "health: $(cat out.txt)"
 expect 0 "job health --json" "$fk" job health --json $conn
 grep -q '"status":"SERVING"' out.txt || fail "health json: $(cat out.txt)"
+# (a completed round first, so the cancelled job has a model to keep)
+for i in $(seq 100); do
+  "$fk" job status 2 --json $conn >st.txt 2>&1
+  grep -q "\"rounds_done\":0," st.txt || break
+  sleep 0.1
+done
 "$fk" job cancel 2 $conn >/dev/null || fail "cancel"
 expect 1 "follow cancelled job" "$fk" job status 2 --follow $conn
 grep -q "^job 2: cancelled after" out.txt || fail "follow cancelled: $(cat out.txt)"
+# a cancelled job keeps the model of its last completed round: --current writes it
+expect 1 "result of a cancelled job" "$fk" job result 2 --out model2.bin $conn
+grep -q "cancelled.*--current writes the model of its last completed round" out.txt ||
+  fail "cancelled result: $(cat out.txt)"
+[ -e model2.bin ] && fail "cancelled result without --current wrote a model"
+done2=$("$fk" job status 2 --json $conn | sed -n 's/.*"rounds_done":\([0-9]*\),.*/\1/p')
+[ -n "$done2" ] && [ "$done2" -ge 1 ] || fail "cancelled job: rounds completed '$done2'"
+expect 0 "result --current of a cancelled job" "$fk" job result 2 --out model2.bin --current $conn
+grep -q "^job 2: cancelled, model [0-9]* bytes written to model2.bin" out.txt ||
+  fail "cancelled --current: $(cat out.txt)"
+expect 0 "model show of a cancelled job's model" "$fk" model show model2.bin
+grep -Eq "^ *round +$done2\$" out.txt || fail "cancelled model: not round $done2: $(cat out.txt)"
 
 # the same job file in process: the same loss per round as the daemons
 expect 0 "sim --job" "$fk" sim --job job.conf --data c2=c2.csv --data c0=c0.csv --data c1=c1.csv

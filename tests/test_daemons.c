@@ -547,6 +547,35 @@ static void fedrf_tca_daemons_match_sim(void **state)
     const char *acc = strstr(status, "\"accuracy\":");
     assert_non_null(acc);
     assert_true(strtod(acc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
+    /* ... measured by the target, listed apart under its name */
+    const char *tg = strstr(status, "{\"client\":\"c5\",\"index\":5,\"role\":\"target\","),
+               *tend = tg ? strchr(tg, '}') : NULL, *tacc = tg ? strstr(tg, "\"accuracy\":") : NULL;
+    assert_true(tend && tacc && tacc < tend);
+    assert_true(strtod(tacc + strlen("\"accuracy\":"), NULL) == sim_last.accuracy);
+    /* the model keeps the selected round's model next to the last: model show says which,
+     * and job result --selected points there */
+    fk_bundle model;
+    fetch_model(e, id, &model);
+    const fk_tensor *sr = fk_bundle_get(&model, "sel_round");
+    assert_non_null(sr);
+    char path[160], want[160];
+    snprintf(path, sizeof path, "%s/model-%s.bin", e->dir, id);
+    char *argv[] = {(char *)fedkern_bin, "model", "show", path, NULL};
+    static char shown[1 << 16];
+    assert_int_equal(run_cmd(argv, shown, sizeof shown), 0);
+    snprintf(want, sizeof want, "  selected round %.0f (held-out accuracy ", sr->data[0]);
+    assert_non_null(strstr(shown, want));
+    assert_non_null(strstr(shown, "the others are the model of round 8 (the last)"));
+    fk_bundle_close(&model);
+    snprintf(want, sizeof want, "--out=%s/sel.bin", e->dir);
+    char server[64];
+    snprintf(server, sizeof server, "127.0.0.1:%s", e->port);
+    char *rargv[] = {(char *)fedkern_bin, "job", "result", id, want, "--selected", "--server",
+                     server, "--server_name", "server", "--tls_dir", e->pki, "--name", "op",
+                     NULL};
+    assert_int_not_equal(run_cmd_all(rargv, status, sizeof status), 0);
+    if (!strstr(status, "keeps it inside the model: see `fedkern model show`"))
+        fail_msg("job result --selected on fedrf-tca: %s", status);
 }
 
 /* The dense extractor (trained by every client, never sent), the tail average, SGD on the
@@ -647,6 +676,79 @@ static void dica_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
+    /* job status lists each client's accuracy under its name, the held-out domain apart as
+     * "unseen"; the mean is the sample-weighted mean of the clients listed */
+    static char status[1 << 14];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, status, sizeof status), 0);
+    const char *cq = strstr(status, "\"clients_quality\":[");
+    assert_non_null(cq);
+    double sum = 0, wsum = 0, unseen = NAN, tsum = 0, twsum = 0;
+    for (int k = 0; k < 6; k++) {
+        char who[64];
+        snprintf(who, sizeof who, "{\"client\":\"c%d\",\"index\":%d,\"role\":\"%s\"", k, k,
+                 k == 5 ? "unseen" : "train");
+        const char *at = strstr(cq, who), *end = at ? strchr(at, '}') : NULL;
+        assert_non_null(end);
+        const char *acc = strstr(at, "\"accuracy\":"), *ns = strstr(at, "\"n_samples\":");
+        assert_true(acc && acc < end);
+        double a = strtod(acc + strlen("\"accuracy\":"), NULL);
+        /* the mean's weight: n_samples, 1 where not positive (a test-only client) */
+        double n = ns && ns < end ? strtod(ns + strlen("\"n_samples\":"), NULL) : 1;
+        assert_true(a >= 0 && a <= 1 && n > 0);
+        sum += a * n;
+        wsum += n;
+        if (k == 5) {
+            unseen = a;
+        } else {
+            tsum += a * n;
+            twsum += n;
+        }
+    }
+    const char *mean = strstr(status, ",\"accuracy\":");
+    assert_non_null(mean);
+    assert_true(mean < cq);
+    double m = strtod(mean + strlen(",\"accuracy\":"), NULL);
+    print_message("dica: mean accuracy %.6g, unseen domain c5 %.6g\n", m, unseen);
+    assert_true(fabs(m - sum / wsum) <= 1e-12 * fabs(m) + 1e-15);
+    /* ... and the means apart: the unseen domain's own, the training clients' without it */
+    const char *ua = strstr(status, ",\"unseen_accuracy\":"), *ta = strstr(status, ",\"train_accuracy\":");
+    assert_true(ua && ua < cq && ta && ta < cq);
+    assert_true(strtod(ua + strlen(",\"unseen_accuracy\":"), NULL) == unseen);
+    double t = strtod(ta + strlen(",\"train_accuracy\":"), NULL);
+    print_message("dica: training clients' accuracy %.6g\n", t);
+    assert_true(fabs(t - tsum / twsum) <= 1e-12);
+    /* the plain text names the unseen client apart too */
+    assert_int_equal(job_cmd(e, "status", id, NULL, NULL, status, sizeof status), 0);
+    assert_non_null(strstr(status, "  unseen c5 "));
+    /* ... and /metrics: one gauge per client, labelled with its name and role */
+    static char metrics[1 << 16];
+    assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
+    char want[200];
+    snprintf(want, sizeof want,
+             "fedkern_job_client_accuracy{job=\"%s\",method=\"dica\",client=\"c5\","
+             "role=\"unseen\"} ",
+             id);
+    const char *g = strstr(metrics, want);
+    assert_non_null(g);
+    assert_true(strtod(g + strlen(want), NULL) == unseen);
+    snprintf(want, sizeof want,
+             "fedkern_job_client_accuracy{job=\"%s\",method=\"dica\",client=\"c0\","
+             "role=\"train\"} ",
+             id);
+    assert_non_null(strstr(metrics, want));
+    /* ... and `job plot`: the rows list each client (--json), the SVG has a panel per client */
+    char out[200];
+    snprintf(out, sizeof out, "--out=%s/dica.svg", e->dir);
+    assert_int_equal(job_cmd(e, "plot", id, out, "--json", status, sizeof status), 0);
+    snprintf(want, sizeof want, "{\"client\":\"c5\",\"index\":5,\"role\":\"unseen\",");
+    assert_non_null(strstr(status, want));
+    FILE *f = fopen(out + strlen("--out="), "rb");
+    assert_non_null(f);
+    size_t got = fread(metrics, 1, sizeof metrics - 1, f);
+    fclose(f);
+    metrics[got] = '\0';
+    assert_non_null(strstr(metrics, ">c5 (unseen)<"));
+    assert_non_null(strstr(metrics, ">accuracy per client<"));
 }
 
 /* One class list per job (issue 32), through the daemons: client 1 lacks class 2 and
@@ -722,7 +824,7 @@ static void daemons_match_sim(void **state)
     /* --round N: the metrics of that closed round */
     assert_int_equal(job_cmd(e, "status", id, "--round=5", "--json", status, sizeof status), 0);
     assert_non_null(strstr(status, ",\"round\":5,\"participants\":6,"));
-    static char metrics[1 << 14];
+    static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));
     assert_non_null(strstr(metrics, "fedkern_jobs_running 0\n"));
@@ -848,6 +950,15 @@ static void kahm_daemons_modes(void **state)
     char id[32], idb[32], out[4096], dflag[200], oflag[200], pred[160];
     submit(e, tb, id, sizeof id);
     check_against_sim(e, id, tb);
+    /* the clients' largest modelling error is reported as model_error, not as `error` (which
+     * reads as 1 - accuracy), in the mean and per client */
+    static char st[1 << 14];
+    assert_int_equal(job_cmd(e, "status", id, "--json", NULL, st, sizeof st), 0);
+    const char *me = strstr(st, ",\"model_error\":");
+    assert_non_null(me);
+    assert_true(strtod(me + strlen(",\"model_error\":"), NULL) >= 0);
+    assert_null(strstr(st, ",\"error\":"));
+    assert_non_null(strstr(strstr(st, "\"clients_quality\":["), ",\"model_error\":"));
     snprintf(idb, sizeof idb, "%s", id);
     snprintf(dflag, sizeof dflag, "--data=%s/c0.csv", e->dir);
     snprintf(pred, sizeof pred, "%s/pred.csv", e->dir);
@@ -908,7 +1019,7 @@ static void kahm_daemons_modes(void **state)
     assert_true(wait_log(log, "does not allow it", 5, NULL, 0));
     snprintf(log, sizeof log, "%s/client0.log", e->dir);
     assert_true(wait_log(log, "event=kahm_upload", 5, NULL, 0));
-    static char metrics[1 << 14]; /* one call served at the server (mode A), one by the clients */
+    static char metrics[1 << 16]; /* one call served at the server (mode A), one by the clients */
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 1\n"));
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 1\n"));
@@ -1029,7 +1140,7 @@ static void kahm_daemons_predict_mode_b(void **state)
     assert_false(wait_log(log, "request=3", 0.5, NULL, 0));
     /* the prediction counters: two calls served by the clients (60 queries each), one refused,
      * one holder missing and its class unscored in the second */
-    static char metrics[1 << 14];
+    static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_clients_total 2\n"));
     assert_non_null(strstr(metrics, "\nfedkern_predict_calls_server_total 0\n"));
@@ -1135,7 +1246,7 @@ static void io_threads_daemons_match_sim(void **state)
     char id[32];
     submit(e, text, id, sizeof id);
     check_against_sim(e, id, text);
-    static char metrics[1 << 14];
+    static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 4\n"));
     assert_non_null(strstr(metrics, "fedkern_clients_connected 6\n"));

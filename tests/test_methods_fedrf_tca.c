@@ -1089,6 +1089,32 @@ static void record_acc(const fk_sim_round *r, void *ctx)
     acc[r->round] = r->accuracy;
 }
 
+/* Without voting the target reports no accuracy before the sources' averaged classifier exists
+ * (round tc): its own classifier is never trained; from round tc on it scores the average. */
+static void no_accuracy_before_tc(void **state)
+{
+    (void)state;
+    fk_dataset ds[NC];
+    make_data(ds, 7);
+    fk_params p;
+    base_params(&p, "6");
+    assert_int_equal(fk_params_set(&p, "tc", "3"), FK_OK);
+    double acc[7];
+    fk_sim_opts o = {.rounds = 6, .seed = 4, .progress = record_acc, .ctx = acc};
+    fk_bundle m;
+    fk_err err;
+    assert_int_equal(fk_sim_run(&fk_method_fedrf_tca, &p, ds, NC, &o, &m, NULL, &err), FK_OK);
+    for (int r = 1; r <= 6; r++)
+        print_message("round %d: target accuracy %g\n", r, acc[r]);
+    for (int r = 1; r < 3; r++)
+        assert_true(isnan(acc[r]));
+    for (int r = 3; r <= 6; r++)
+        assert_true(acc[r] >= 0 && acc[r] <= 1);
+    fk_bundle_close(&m);
+    fk_params_close(&p);
+    close_data(ds, NC);
+}
+
 /* Voting: the rounds report the vote (in the last round, once the classifiers are in), never
  * the target's own untrained classifier; it equals the final model's score on the target. */
 static void voting_rounds_report_the_vote(void **state)
@@ -1923,6 +1949,7 @@ int main(void)
         cmocka_unit_test(voting_majority_ties_to_smallest_class),
         cmocka_unit_test(tail_average_of_the_last_rounds),
         cmocka_unit_test(voting_rounds_report_the_vote),
+        cmocka_unit_test(no_accuracy_before_tc),
         cmocka_unit_test(target_opt_and_avg_keys),
         cmocka_unit_test(dense_extractor_gradient),
         cmocka_unit_test(dense_extractor_federation),

@@ -317,7 +317,7 @@ static void checkpoint_round_trip(void **state)
     assert_int_equal(fk_method_kahm.client_init(&cl2, &p, &ds[0], 0, K, 7, &err), FK_OK);
     assert_int_equal(fk_method_kahm.client_load(cl2, &c1, &err), FK_OK);
     assert_int_equal(fk_method_kahm.evaluate(cl2, &m2, &r2, &err), FK_OK);
-    assert_true(r1.accuracy == r2.accuracy && r1.error == r2.error && r1.accuracy > 0.8);
+    assert_true(r1.accuracy == r2.accuracy && r1.model_error == r2.model_error && r1.accuracy > 0.8);
     fk_method_kahm.client_close(cl2);
     for (int k = 0; k < K; k++) {
         fk_method_kahm.client_close(cli[k]);

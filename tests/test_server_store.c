@@ -115,6 +115,8 @@ static void version_1_database_migrates(void **state)
     const char *down = "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
                        "ALTER TABLE rounds DROP COLUMN rmse; ALTER TABLE updates DROP COLUMN misclust;"
                        "ALTER TABLE updates DROP COLUMN ari; ALTER TABLE updates DROP COLUMN rmse;"
+                       "ALTER TABLE rounds DROP COLUMN model_error;"
+                       "ALTER TABLE updates DROP COLUMN model_error;"
                        "DROP TABLE client_datasets; DROP TABLE client_holdings;"
                        "ALTER TABLE updates DROP COLUMN sha256;"
                        "ALTER TABLE checkpoints DROP COLUMN sha256;"
@@ -129,7 +131,8 @@ static void version_1_database_migrates(void **state)
     fk_store_round got;
     assert_int_equal(fk_store_round_get(f->st, id, 1, 0, &got, &err), FK_OK);
     assert_true(got.loss == 0.5 && got.accuracy == 0.75);
-    assert_true(isnan(got.misclust) && isnan(got.ari) && isnan(got.rmse));
+    assert_true(isnan(got.misclust) && isnan(got.ari) && isnan(got.rmse) &&
+                isnan(got.model_error));
     fk_store_round_free(&got);
     fk_roster *ro; /* an empty roster, which joins fill */
     assert_int_equal(fk_roster_new(&ro), FK_OK);

@@ -32,6 +32,8 @@ typedef struct fk_report {
     double misclust;  /* mixtures: mis-clustering rate after the best label alignment, [0,1] */
     double ari;       /* mixtures: adjusted Rand index against the true classes, [-1,1] */
     double rmse;      /* regression: root mean squared error of the predictions */
+    double model_error; /* kahm: the largest modelling error of the client's class models (a
+                         * fit residual, not 1 - accuracy; reported as `error` before 0.5) */
 } fk_report;
 
 void fk_report_init(fk_report *r); /* all NaN, n_samples = 0 */
@@ -39,12 +41,12 @@ void fk_report_init(fk_report *r); /* all NaN, n_samples = 0 */
 /* The measured fields of fk_report by name, in one table: the wire, `job status`, the server
  * log and metrics and the CLI's --json all list the quality numbers from here. */
 typedef struct fk_report_field {
-    const char *name; /* "loss", "accuracy", "error", "misclust", "ari", "rmse" */
+    const char *name; /* "loss", "accuracy", "error", "misclust", "ari", "rmse", "model_error" */
     size_t offset;    /* offsetof(fk_report, ...) */
     const char *help; /* one line for docs and metric help */
 } fk_report_field;
 extern const fk_report_field fk_report_fields[];
-enum { FK_REPORT_N_FIELDS = 6 };
+enum { FK_REPORT_N_FIELDS = 7 };
 /* The field's value in r, or NaN for an unknown name (fk_report_set: ignored). */
 double fk_report_get(const fk_report *r, const char *name);
 void fk_report_set(fk_report *r, const char *name, double v);
@@ -106,6 +108,21 @@ typedef struct fk_method {
     /* Optional (NULL: FK_DEFAULT_ROUNDS): the rounds a job with these parameters needs at
      * most when no round is repeated; the job's budget when its config sets no `rounds`. */
     int (*max_rounds)(const fk_params *p);
+    /* Optional (NULL: none): the report field that selects the model to keep next to the
+     * last one (`job result --selected`), a criterion the clients measure without the labels
+     * of the training task or on held-out rows (the mixtures' loss: mean negative
+     * log-likelihood). select_max: larger is better. select_lag: the field reported in round t
+     * scores the model of round t - select_lag (1: the clients score the model the round
+     * started from). The server keeps every round's model; the selected one is the earliest
+     * best. */
+    const char *select_by;
+    int select_max, select_lag;
+    /* Optional (NULL: every client is a training client): roles[k] = NULL for a training
+     * client, or a static name for one whose quality is reported apart from the training
+     * clients' (`job status`, `--json`): "unseen" (a test-only domain: dica's holdout),
+     * "target" (fedrf-tca's unlabelled site). From the job's parameters alone. */
+    FK_CHECKRETURN int (*client_roles)(const fk_params *p, int n_clients, const char **roles,
+                                       fk_err *err);
     /* Optional (NULL: every update is taken as sent). Checks one client's update for
      * (round, phase) before it is committed: tensor names, shapes, finiteness and the bounds
      * the method knows. FK_OK, or FK_EINVAL with a message naming the tensor and the reason.

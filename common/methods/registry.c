@@ -46,6 +46,7 @@ void fk_report_init(fk_report *r)
     r->misclust = NAN;
     r->ari = NAN;
     r->rmse = NAN;
+    r->model_error = NAN;
 }
 
 const fk_report_field fk_report_fields[FK_REPORT_N_FIELDS] = {
@@ -56,6 +57,8 @@ const fk_report_field fk_report_fields[FK_REPORT_N_FIELDS] = {
      "mis-clustering rate after the best label alignment, [0,1]"},
     {"ari", offsetof(fk_report, ari), "adjusted Rand index against the true classes, [-1,1]"},
     {"rmse", offsetof(fk_report, rmse), "root mean squared error of the predictions"},
+    {"model_error", offsetof(fk_report, model_error),
+     "largest modelling error of the client's class models (kahm; not 1 - accuracy)"},
 };
 
 double fk_report_get(const fk_report *r, const char *name)

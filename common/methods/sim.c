@@ -28,8 +28,8 @@ static double now_seconds(void)
 static void summarise(fk_sim_round *r, int phase, const fk_update *ups, int n)
 {
     r->participants = n;
-    double *f[FK_REPORT_N_FIELDS] = {&r->loss, &r->accuracy, &r->error, &r->misclust, &r->ari,
-                                     &r->rmse}; /* in fk_report_fields order */
+    double *f[FK_REPORT_N_FIELDS] = {&r->loss, &r->accuracy, &r->error,      &r->misclust,
+                                     &r->ari,  &r->rmse,     &r->model_error}; /* in order */
     for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
         double v = fk_report_mean(ups, n, fk_report_fields[i].offset);
         if (phase == 0 || !isnan(v))

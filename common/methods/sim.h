@@ -16,6 +16,7 @@ typedef struct fk_sim_round {
     double accuracy;
     double error;
     double misclust, ari, rmse; /* the quality metrics (fk_report); NaN: not measured */
+    double model_error;         /* kahm's largest modelling error; NaN: not measured */
     uint64_t bytes;   /* payload bytes down + up this round (8 per value) */
     double seconds;   /* wall time of the round */
 } fk_sim_round;

@@ -18,7 +18,8 @@ int fk_update_check_report(const fk_report *r, int client, fk_err *err)
         const char *name;
         double v;
     } f[] = {{"loss", r->loss}, {"accuracy", r->accuracy}, {"error", r->error},
-           {"misclust", r->misclust}, {"ari", r->ari}, {"rmse", r->rmse}};
+           {"misclust", r->misclust}, {"ari", r->ari}, {"rmse", r->rmse},
+           {"model_error", r->model_error}};
     /* a huge finite loss is information (a diverged model), not an attack: only +-Inf */
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (isinf(f[i].v))

@@ -31,6 +31,9 @@ typedef struct fk__dicaj_cfg {
     int n_clients;
 } fk__dicaj_cfg;
 
+/* The client_roles op: the holdout clients are "unseen" (test-only domains). */
+FK_CHECKRETURN int fk__dicaj_client_roles(const fk_params *p, int n_clients, const char **roles,
+                                          fk_err *err);
 int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk__dicaj_cfg *c,
                         fk_err *err);
 void fk__dicaj_cfg_close(fk__dicaj_cfg *c);

@@ -97,6 +97,18 @@ static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err
     return FK_OK;
 }
 
+int fk__dicaj_client_roles(const fk_params *p, int n_clients, const char **roles, fk_err *err)
+{
+    unsigned char *flags = calloc(n_clients > 0 ? (size_t)n_clients : 1, 1);
+    if (!flags)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for the client roles");
+    int rc = parse_holdout(fk_params_str(p, "holdout", "none"), n_clients, flags, err);
+    for (int k = 0; !rc && k < n_clients; k++)
+        roles[k] = flags[k] ? "unseen" : NULL;
+    free(flags);
+    return rc;
+}
+
 int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk__dicaj_cfg *c,
                         fk_err *err)
 {
@@ -404,7 +416,7 @@ static int one_round(const fk_params *p)
         .client_close = fk__dicaj_client_close, .local_step = fk__dicaj_client_step,               \
         .evaluate = fk__dicaj_client_evaluate, .client_save = fk__dicaj_client_save,               \
         .client_load = fk__dicaj_client_load, .sim_data = fk__dicaj_sim_data,                      \
-        .keys = fk__dicaj_keys,                                                                    \
+        .keys = fk__dicaj_keys, .client_roles = fk__dicaj_client_roles,                            \
     }
 
 const fk_method fk_method_dica = FK_DICA_TABLE(

@@ -44,6 +44,17 @@ static const fk_param_doc keys[] = {
     {NULL, NULL},
 };
 
+/* The target site (its accuracy is the job's measure; the sources measure none) apart. */
+FK_CHECKRETURN static int client_roles(const fk_params *p, int n_clients, const char **roles,
+                                       fk_err *err)
+{
+    long target;
+    int rc = fk_params_int(p, "target", n_clients - 1, 0, n_clients - 1, &target, err);
+    for (int k = 0; !rc && k < n_clients; k++)
+        roles[k] = k == target ? "target" : NULL;
+    return rc;
+}
+
 const fk_method fk_method_fedrf_tca = {
     .name = "fedrf-tca",
     .summary = "federated domain adaptation with random-feature TCA (Feng et al.)",
@@ -65,4 +76,5 @@ const fk_method fk_method_fedrf_tca = {
     .client_save = fk__fedrf_client_save,
     .client_load = fk__fedrf_client_load,
     .keys = keys,
+    .client_roles = client_roles,
 };

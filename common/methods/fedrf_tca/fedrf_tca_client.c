@@ -539,6 +539,12 @@ int fk__fedrf_client_step(void *p, const fk_bundle *task, fk_bundle *up, fk_repo
             return fk_err_set(err, FK_EFORMAT, "fedrf-tca: votes must be k x %zu", c->PC);
         return accuracy(c, c->par, NULL, V->data, (size_t)V->shape[0], &rep->accuracy, err);
     }
+    /* the sources' averaged classifier comes in round tc (then every tc rounds, and in the last
+     * round) and stays in par; before the first one no accuracy: the target's own classifier
+     * is never trained, and its score (a class frequency) would read as the job's quality.
+     * evals counts the rounds this target took part in (checkpointed). */
+    if (!C && c->evals < (double)c->c.tc)
+        return FK_OK;
     return accuracy(c, c->par, c->par + c->WM, NULL, 0, &rep->accuracy, err);
 }
 

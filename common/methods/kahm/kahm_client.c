@@ -296,7 +296,7 @@ int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_re
                "%zu KAHM models stay on this client",
                c->client, c->set.n, mb, nk);
     rep->n_samples = (double)c->ntr;
-    rep->error = max_model_err(&c->set);
+    rep->model_error = max_model_err(&c->set);
     return local_acc(c, &rep->accuracy, err);
 }
 
@@ -311,7 +311,7 @@ int fk__kahm_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *e
     rep->n_samples = (double)c->ntr;
     if (!c->fitted)
         return FK_OK;
-    rep->error = max_model_err(&c->set);
+    rep->model_error = max_model_err(&c->set);
     if (up->data[0] != 1)
         return local_acc(c, &rep->accuracy, err);
     if (!c->nte)

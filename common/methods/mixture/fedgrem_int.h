@@ -155,6 +155,7 @@ FK_CHECKRETURN int fk__mixture_predict_mor(const fk_bundle *model, const fk_bund
         .client_init = cli_init_##SUFFIX, .client_close = fk__fedgrem_cli_close,                  \
         .local_step = STEP, .evaluate = EVALUATE, .client_save = fk__fedgrem_cli_save,            \
         .client_load = fk__fedgrem_cli_load, .keys = fk__fedgrem_keys, .predict = PREDICT,       \
+        .select_by = "loss", .select_lag = 1, /* the likelihood of the round's start model */     \
     }
 
 #endif
