@@ -192,8 +192,35 @@ static void federated_equals_pooled_and_sizes(void **state)
     fk_bundle model;
     fk_bundle_init(&model);
     assert_int_equal(j.m->model(j.srv, &model, &err), FK_OK);
-    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K, fk_dica_download_values(40, 2));
-    /* pooled: clients 0..2, rows in order, domain = client index */
+    /* the model: 5 scalars, n_domains, dropped (K), the standardisation (2 d) */
+    assert_int_equal(fk_bundle_values(&model) - 5 - 1 - K - 2 * 5, fk_dica_download_values(40, 2));
+    /* pooled: clients 0..2, rows in order, domain = client index, standardised by the
+     * pooled mean and sd of the three training clients (computed here directly) */
+    double mu[5] = {0}, sd[5] = {0};
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 150; i++)
+            for (int k = 0; k < 5; k++)
+                mu[k] += fk_mat_get(&j.ds[c].X, (size_t)i, (size_t)k) / 450.0;
+    for (int c = 0; c < 3; c++)
+        for (int i = 0; i < 150; i++)
+            for (int k = 0; k < 5; k++) {
+                double e = fk_mat_get(&j.ds[c].X, (size_t)i, (size_t)k) - mu[k];
+                sd[k] += e * e / 450.0;
+            }
+    for (int k = 0; k < 5; k++) {
+        sd[k] = sqrt(sd[k]);
+        assert_true(fabs(get(&model, "x_mean")->data[k] - mu[k]) <= 1e-12 * (1 + fabs(mu[k])));
+        assert_true(fabs(get(&model, "x_scale")->data[k] - sd[k]) <= 1e-12 * sd[k]);
+    }
+    /* standardised inputs: sigma = sqrt(2 d) (every feature has unit variance) */
+    assert_true(get(&model, "sigma")->data[0] == sqrt(10.0));
+    fk_mat Xs[3];
+    for (int c = 0; c < 3; c++) {
+        assert_int_equal(fk_mat_copy(&Xs[c], &j.ds[c].X), FK_OK);
+        for (int i = 0; i < 150; i++)
+            for (int k = 0; k < 5; k++)
+                Xs[c].data[i * 5 + k] = (Xs[c].data[i * 5 + k] - mu[k]) / sd[k];
+    }
     fk__dicaj_server *s = j.srv;
     fk_rff rf;
     assert_int_equal(fk__dicaj_rff(&s->c, 5, 5, s->sigma, &rf, &err), FK_OK);
@@ -204,7 +231,7 @@ static void federated_equals_pooled_and_sizes(void **state)
         long dom[150];
         for (int i = 0; i < 150; i++)
             dom[i] = c;
-        assert_int_equal(fk_rff_map(&rf, &j.ds[c].X, &Phi, &err), FK_OK);
+        assert_int_equal(fk_rff_map(&rf, &Xs[c], &Phi, &err), FK_OK);
         assert_int_equal(fk_dica_onehot(j.ds[c].y, 150, 3, &Psi, &err), FK_OK);
         assert_int_equal(fk_dica_stats_add(&st, &Phi, &Psi, dom, &err), FK_OK);
         fk_mat_close(&Phi);
@@ -225,7 +252,7 @@ static void federated_equals_pooled_and_sizes(void **state)
     /* a tool projecting with the model bundle gets the estimator's projections */
     fk_mat Zj, Phi0, Ze;
     assert_int_equal(fk_dica_job_project(&model, 5, "iid", &j.ds[0].X, &Zj, &err), FK_OK);
-    assert_int_equal(fk_rff_map(&rf, &j.ds[0].X, &Phi0, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&rf, &Xs[0], &Phi0, &err), FK_OK);
     assert_int_equal(fk_dica_project(&f, &Phi0, NULL, &Ze, &err), FK_OK);
     double zmax = 0, dz = 0;
     for (size_t i = 0; i < Ze.rows * Ze.cols; i++) {
@@ -235,6 +262,8 @@ static void federated_equals_pooled_and_sizes(void **state)
     assert_true(dz <= 1e-8 * zmax);
     fk_mat_close(&Zj);
     fk_mat_close(&Phi0);
+    for (int c = 0; c < 3; c++)
+        fk_mat_close(&Xs[c]);
     fk_mat_close(&Ze);
     fk_dica_fit_close(&f);
     fk_dica_stats_close(&st);
@@ -457,9 +486,9 @@ static void refusals(void **state)
     assert_int_equal(j.m->check_update(j.srv, 1, 1, &u2, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "appears twice"));
     ids->data[0] = 0;
-    ((fk_tensor *)fk_bundle_get(&u->msg, "S_phiphi"))->data[3] = NAN;
+    ((fk_tensor *)fk_bundle_get(&u->msg, "S_phiphi_c"))->data[3] = NAN;
     assert_int_equal(j.m->check_update(j.srv, 1, 1, u, &err), FK_EINVAL);
-    assert_non_null(strstr(err.msg, "S_phiphi"));
+    assert_non_null(strstr(err.msg, "S_phiphi_c"));
     free(sum2);
     fk_bundle_close(&up2);
     fk_bundle_close(&task);

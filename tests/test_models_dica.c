@@ -511,20 +511,62 @@ static void ridge_and_sigma_rule(void **state)
     fk_dica_ridge_predict(&Z, th, 1, pred);
     for (int i = 0; i < 50; i++)
         assert_true(fabs(pred[i] - t[i]) < 1e-10);
-    double sx[2] = {0, 0}, sx2 = 0;
-    for (int i = 0; i < 50; i++) {
-        sx[0] += Z.data[2 * i];
-        sx[1] += Z.data[2 * i + 1];
-        sx2 += Z.data[2 * i] * Z.data[2 * i] + Z.data[2 * i + 1] * Z.data[2 * i + 1];
-    }
+    double sx[2], m2[2];
+    fk_dica_moments(&Z, 50, sx, m2);
     double mpd = 0; /* mean squared pairwise distance over ordered pairs */
     for (int i = 0; i < 50; i++)
         for (int j = 0; j < 50; j++) {
             double a = Z.data[2 * i] - Z.data[2 * j], c = Z.data[2 * i + 1] - Z.data[2 * j + 1];
             mpd += (a * a + c * c) / 2500.0;
         }
-    assert_true(fabs(fk_dica_sigma_rule(50, sx, 2, sx2) - sqrt(mpd)) < 1e-10);
+    assert_true(fabs(fk_dica_sigma_rule(50, m2, 2) - sqrt(mpd)) < 1e-10);
     fk_mat_close(&Z);
+}
+
+/* Issue 32: the sigma rule far from the origin. The same spread (3 features, sd 1, 2, 0.5)
+ * at offsets 0, 1e7 and 1e9, the rows dealt to 4 "clients" whose moments are joined by
+ * Chan's rule, gives the rule of the centred data to 1e-6 (the offset rows themselves are
+ * stored to ~1e-7 at 1e9). The one-pass sum |x|^2 - |sum x|^2 / n it replaces was off by
+ * 1.2 % at 1e7 and found zero spread at 1e9. */
+static void sigma_rule_offsets(void **state)
+{
+    (void)state;
+    enum { N = 400, DD = 3 };
+    const double sd[DD] = {1.0, 2.0, 0.5}, offs[3] = {0, 1e7, 1e9};
+    fk_mat X;
+    assert_int_equal(fk_mat_init(&X, N, DD), FK_OK);
+    double ref = 0;
+    for (int o = 0; o < 3; o++) {
+        fk_rng g;
+        fk_rng_init(&g, 7, 7);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < DD; j++)
+                X.data[i * DD + j] = offs[o] + (j ? -1.0 : 1.0) * offs[o] * 0.5 +
+                                     sd[j] * fk_rng_normal(&g);
+        double n = 0, sum[DD] = {0}, m2[DD] = {0};
+        for (int q = 0; q < 4; q++) { /* 4 clients of 100 rows */
+            fk_mat part = fk_mat_rows(&X, (size_t)q * 100, 100);
+            double sb[DD], mb[DD];
+            fk_dica_moments(&part, 100, sb, mb);
+            fk_dica_moments_merge(&n, sum, m2, DD, 100, sb, mb);
+        }
+        double sg = fk_dica_sigma_rule(n, m2, DD), one = 0, one_pass;
+        double s1[DD] = {0}, s2 = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < DD; j++) {
+                s1[j] += X.data[i * DD + j];
+                s2 += X.data[i * DD + j] * X.data[i * DD + j];
+            }
+        for (int j = 0; j < DD; j++)
+            one += (s1[j] / N) * (s1[j] / N);
+        one_pass = s2 / N - one; /* the old rule's tr Cov, for the message */
+        if (o == 0)
+            ref = sg;
+        print_message("offset %.0e: sigma %.12g (offset 0: %.12g), one-pass tr Cov %.6g\n",
+                      offs[o], sg, ref, one_pass);
+        assert_true(fabs(sg - ref) <= 1e-6 * ref);
+    }
+    fk_mat_close(&X);
 }
 
 /* §8.3: the distributional kernel. With the linear sample kernel the embedding distance is
@@ -617,6 +659,7 @@ int main(void)
         cmocka_unit_test(normalisation_constraint),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
+        cmocka_unit_test(sigma_rule_offsets),
         cmocka_unit_test(distributional_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -51,18 +51,22 @@ typedef struct fk_dica_opts {
 /* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2, rank_check 1. */
 void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m);
 
-/* Sufficient statistics (spec §7.3): sums over the samples added so far. */
+/* Sufficient statistics (spec §7.3) over the samples added so far. The second moments are
+ * kept centred about the statistics' own means (phi_bar = sum of dom_sum / n, psi_bar =
+ * s_psi / n), computed in two passes and combined by Chan's parallel rule: the one-pass
+ * sum phi phi^T - n phi_bar phi_bar^T loses every digit of G once the features vary little
+ * about their mean (sigma much larger than the spread of the inputs). */
 typedef struct fk_dica_stats {
     size_t D, Dy; /* input and output feature dimensions (Dy = 0: unsupervised) */
     double n;     /* samples */
-    double *S;    /* D x D, sum phi phi^T (both triangles) */
+    double *S;    /* D x D, sum (phi - phi_bar)(phi - phi_bar)^T (both triangles) */
     size_t n_dom, cap_dom;
     long *dom_id;    /* ids of the domains seen, in order of first appearance */
     double *dom_n;   /* samples per domain */
     double *dom_sum; /* n_dom x D, per-domain sum of phi */
-    double *s_psi;   /* Dy */
-    double *C;       /* D x Dy, sum phi psi^T */
-    double *Syy;     /* Dy x Dy, sum psi psi^T */
+    double *s_psi;   /* Dy, sum psi */
+    double *C;       /* D x Dy, sum (phi - phi_bar)(psi - psi_bar)^T */
+    double *Syy;     /* Dy x Dy, sum (psi - psi_bar)(psi - psi_bar)^T */
     int diag;        /* set by the caller after init when the features are known to have
                         orthogonal columns (the kernel map of §5.3: G = diag(s)): only the
                         diagonal of S is summed and the solve takes G as diagonal */
@@ -79,6 +83,15 @@ long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err);
 
 /* st += o: every sum added, domains merged by id (a domain split over clients). */
 int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err);
+
+/* Chan's correction before a batch of nb samples with feature sum sum_phi (D) and output
+ * sum sum_psi (Dy; NULL iff Dy = 0) is added: S, C and Syy of st gain
+ * (n nb / (n + nb)) d_a d_b^T with d = (mean of st) - (mean of the batch). The caller then
+ * adds the batch's centred moments and its sums (n, domains, s_psi). */
+FK_CHECKRETURN int fk_dica_stats_shift(fk_dica_stats *st, double nb, const double *sum_phi,
+                                       const double *sum_psi, fk_err *err);
+/* Sum of phi over the domains of st (D values into out). */
+void fk_dica_stats_sum_phi(const fk_dica_stats *st, double *out);
 
 /* A fitted projection in feature coordinates: z = W^T (phi(x) - phi_bar). */
 typedef struct fk_dica_fit {
@@ -145,9 +158,16 @@ int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K
 int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_dica_opts *o,
                    double *gamma, fk_mat *Z, fk_err *err);
 
-/* Mean-distance bandwidth rule (spec §4): sigma^2 = 2 tr Cov(x) from n, sum x and
- * sum |x|^2. */
-double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2);
+/* Per-feature first and second moments of the rows of X (n x d), numerically stable:
+ * sum[j] = sum_i x_ij and m2[j] = sum_i (x_ij - mean_j)^2 about the rows' own mean (two
+ * passes). */
+void fk_dica_moments(const fk_mat *X, size_t n, double *sum, double *m2);
+/* Chan's parallel rule: (n, sum, m2) += a batch (nb, sumb, m2b) of d features. */
+void fk_dica_moments_merge(double *n, double *sum, double *m2, size_t d, double nb,
+                           const double *sumb, const double *m2b);
+/* Mean-distance bandwidth rule (spec §4): sigma^2 = 2 tr Cov(x) = 2 sum_j m2[j] / n from
+ * the centred per-feature moments (NAN when there is no spread). */
+double fk_dica_sigma_rule(double n, const double *m2, size_t d);
 
 /* ---- distributional kernel (spec §8.3, eq. 14; optional, centralised) ---- */
 

@@ -42,6 +42,8 @@ void fk__dicaj_server_close(void *v)
     fk__dicaj_cfg_close(&s->c);
     fk_dica_stats_close(&s->st);
     fk_dica_fit_close(&s->fit);
+    free(s->x_mean);
+    free(s->x_scale);
     free(s->A);
     free(s->b);
     free(s->Theta);
@@ -76,6 +78,14 @@ static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
         fk_bundle_put_scalar(out, "classes", (double)s->C) ||
         fk_bundle_put_scalar(out, "R", (double)s->c.R))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    /* the standardisation is part of the model: prediction needs it (a client's task too) */
+    if (s->x_mean) {
+        rc = fk__dicaj_put(out, "x_mean", (size_t)s->d, 0, s->x_mean, err);
+        if (!rc)
+            rc = fk__dicaj_put(out, "x_scale", (size_t)s->d, 0, s->x_scale, err);
+        if (rc)
+            return rc;
+    }
     if (s->stage >= ST_SOLVED) {
         size_t D = D_of(s);
         rc = fk__dicaj_put(out, "W", D, s->m, s->fit.W.data, err);
@@ -146,10 +156,14 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
                                   d->data[0])
                      : fk_err_prefix(err, "client %d: ", who);
         size_t dd = (size_t)d->data[0];
-        const fk_tensor *c = fk__dicaj_take(b, "classes", 1, err);
-        if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !fk__dicaj_take(b, "sum_x2", 1, err) ||
+        const fk_tensor *c = fk__dicaj_take(b, "classes", 1, err), *m2;
+        if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !(m2 = fk__dicaj_take(b, "m2_x", dd, err)) ||
             (s->c.regression && !fk__dicaj_take(b, "sum_y", 1, err)))
             return fk_err_prefix(err, "client %d: ", who);
+        for (size_t j = 0; j < dd; j++)
+            if (m2->data[j] < 0)
+                return fk_err_set(err, FK_EINVAL, "dica: client %d: m2_x[%zu] = %g is negative",
+                                  who, j, m2->data[j]);
         if (!is_count(c->data[0], 0) || c->data[0] > FK_DICA_MAX_CLASSES)
             return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g (at most %d)", who,
                               c->data[0], FK_DICA_MAX_CLASSES);
@@ -170,11 +184,11 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
         const fk_tensor *dn;
         if (!fk__dicaj_take(b, "dom_id", Nq, err) || !(dn = fk__dicaj_take(b, "dom_n", Nq, err)) ||
             !fk__dicaj_take(b, "dom_sum", Nq * D, err) ||
-            !fk__dicaj_take(b, "S_phiphi", D * (D + 1) / 2, err))
+            !fk__dicaj_take(b, "S_phiphi_c", D * (D + 1) / 2, err))
             return fk_err_prefix(err, "client %d: ", who);
         if (Dy &&
-            (!fk__dicaj_take(b, "s_psi", Dy, err) || !fk__dicaj_take(b, "C_phipsi", D * Dy, err) ||
-             !fk__dicaj_take(b, "S_psipsi", Dy * (Dy + 1) / 2, err)))
+            (!fk__dicaj_take(b, "s_psi", Dy, err) || !fk__dicaj_take(b, "C_phipsi_c", D * Dy, err) ||
+             !fk__dicaj_take(b, "S_psipsi_c", Dy * (Dy + 1) / 2, err)))
             return fk_err_prefix(err, "client %d: ", who);
         double total = 0;
         for (size_t i = 0; i < Nq; i++) {
@@ -209,21 +223,47 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
     return FK_OK;
 }
 
+/* Scale of one input feature from its pooled moments: the standard deviation; 1 for a
+ * feature constant over the training rows (it only gets centred). A spread below the
+ * rounding of the values themselves cannot be standardised: refused, naming the numbers. */
+static int feature_scale(const fk__dicaj_server *s, size_t j, double N, double mean, double m2,
+                         double *scale, fk_err *err)
+{
+    double sd = sqrt(m2 / N);
+    if (sd == 0) {
+        *scale = 1.0;
+        return FK_OK;
+    }
+    if (!isfinite(sd) || sd <= 1e-12 * fabs(mean))
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: input feature %zu has standard deviation %g about a mean of %g "
+                          "over the %g training rows (%d client(s) of %ld features): below the "
+                          "rounding of its values, so it cannot be standardised; drop that "
+                          "feature, or set standardize = none (and sigma)",
+                          j, sd, mean, N, s->n, s->d);
+    *scale = sd;
+    return FK_OK;
+}
+
+/* Phase 0: d, the class count, and the pooled per-feature moments by Chan's rule (each
+ * client's m2_x is about its own mean, so nothing cancels however far the data sit from
+ * 0); from them the standardisation, sigma and sigma_y. */
 static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
-    double N = 0, sx2 = 0, sy = 0;
+    double N = 0, sy = 0;
     long C = 0;
     int ref = -1, train = 0;
-    double *sx = NULL;
+    double *sx = NULL, *m2 = NULL;
     for (int i = 0; i < n; i++) {
         const fk_bundle *b = &ups[i].msg;
         long d = (long)fk_bundle_get(b, "d")->data[0];
         if (ref < 0) {
             ref = ups[i].client;
             s->d = d;
-            sx = calloc((size_t)d, sizeof *sx);
+            sx = calloc(2 * (size_t)d, sizeof *sx);
             if (!sx)
                 return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+            m2 = sx + d;
         } else if (d != s->d) {
             free(sx);
             return fk_err_set(err, FK_EINVAL,
@@ -236,9 +276,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         if (s->c.holdout[ups[i].client])
             continue;
         train++;
-        N += fk_bundle_get(b, "n")->data[0];
-        fk_axpy((size_t)d, 1.0, fk_bundle_get(b, "sum_x")->data, sx);
-        sx2 += fk_bundle_get(b, "sum_x2")->data[0];
+        fk_dica_moments_merge(&N, sx, m2, (size_t)d, fk_bundle_get(b, "n")->data[0],
+                              fk_bundle_get(b, "sum_x")->data, fk_bundle_get(b, "m2_x")->data);
         if (s->c.regression)
             sy += fk_bundle_get(b, "sum_y")->data[0];
     }
@@ -248,13 +287,37 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
                         "dica: %d training client(s) with %g samples answered phase 0, below the "
                         "min_train_clients = %ld",
                         train, N, s->c.quorum);
-    double sigma =
-        s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
+    size_t d = (size_t)s->d;
+    free(s->x_mean);
+    free(s->x_scale);
+    s->x_mean = s->x_scale = NULL;
+    double sigma = s->c.sigma;
+    if (!rc && s->c.standardize) {
+        s->x_mean = malloc(d * sizeof *s->x_mean);
+        s->x_scale = malloc(d * sizeof *s->x_scale);
+        if (!s->x_mean || !s->x_scale)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        size_t varying = 0;
+        for (size_t j = 0; !rc && j < d; j++) {
+            s->x_mean[j] = sx[j] / N;
+            rc = feature_scale(s, j, N, s->x_mean[j], m2[j], &s->x_scale[j], err);
+            varying += m2[j] > 0;
+        }
+        /* Standardised, every varying feature has variance 1: tr Cov = their number. */
+        if (!rc && !(sigma > 0))
+            sigma = varying ? sqrt(2.0 * (double)varying) : NAN;
+    } else if (!rc && !(sigma > 0)) {
+        sigma = fk_dica_sigma_rule(N, m2, d);
+    }
     free(sx);
     if (rc)
         return rc;
     if (!(sigma > 0) || !isfinite(sigma))
-        return fk_err_set(err, FK_EINVAL, "dica: the training inputs have zero spread; set sigma");
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: every one of the %zu input features is constant over the %g "
+                          "training rows (zero spread), so the sigma rule has nothing to measure; "
+                          "set sigma, or give the clients inputs that vary",
+                          d, N);
     s->sigma = sigma;
     s->C = s->c.classes ? s->c.classes : C;
     if (fk_dica_supervised(s->c.variant) && !s->c.regression && s->C < 2)
@@ -306,6 +369,9 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
     size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
     fk_dica_stats_close(&s->st);
     int rc = fk_dica_stats_init(&s->st, D, Dy, err);
+    double *sphi = rc ? NULL : malloc(D * sizeof *sphi);
+    if (!rc && !sphi)
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     memset(s->got, 0, (size_t)s->n);
     for (int i = 0; rc == FK_OK && i < n; i++) {
         int c = ups[i].client;
@@ -314,6 +380,14 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
         const fk_bundle *b = &ups[i].msg;
         const fk_tensor *ids = fk_bundle_get(b, "dom_id"), *dn = fk_bundle_get(b, "dom_n");
         const fk_tensor *ds = fk_bundle_get(b, "dom_sum");
+        /* Each client's second moments are about its own mean: Chan's correction for the
+         * distance between its mean and the sums so far, before its sums join them. */
+        for (size_t j = 0; j < D; j++)
+            sphi[j] = 0;
+        for (size_t q = 0; q < ids->len; q++)
+            fk_axpy(D, 1.0, ds->data + q * D, sphi);
+        rc = fk_dica_stats_shift(&s->st, fk_bundle_get(b, "n")->data[0], sphi,
+                                 Dy ? fk_bundle_get(b, "s_psi")->data : NULL, err);
         for (size_t q = 0; rc == FK_OK && q < ids->len; q++) {
             long k = fk_dica_stats_domain(&s->st, (long)ids->data[q], err);
             if (k < 0) {
@@ -323,15 +397,16 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
             s->st.dom_n[k] += dn->data[q];
             fk_axpy(D, 1.0, ds->data + q * D, s->st.dom_sum + (size_t)k * D);
         }
-        fk__dicaj_unpack_add(fk_bundle_get(b, "S_phiphi")->data, D, s->st.S);
+        fk__dicaj_unpack_add(fk_bundle_get(b, "S_phiphi_c")->data, D, s->st.S);
         if (Dy) {
             fk_axpy(Dy, 1.0, fk_bundle_get(b, "s_psi")->data, s->st.s_psi);
-            fk_axpy(D * Dy, 1.0, fk_bundle_get(b, "C_phipsi")->data, s->st.C);
-            fk__dicaj_unpack_add(fk_bundle_get(b, "S_psipsi")->data, Dy, s->st.Syy);
+            fk_axpy(D * Dy, 1.0, fk_bundle_get(b, "C_phipsi_c")->data, s->st.C);
+            fk__dicaj_unpack_add(fk_bundle_get(b, "S_psipsi_c")->data, Dy, s->st.Syy);
         }
         s->st.n += fk_bundle_get(b, "n")->data[0];
         s->got[c] = 1;
     }
+    free(sphi);
     if (rc)
         return rc;
     int have = 0, want = 0;
@@ -473,6 +548,11 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
     if (!rc)
         rc = fk__dicaj_put(out, "got", (size_t)s->n, 0, got, err);
     free(got);
+    if (!rc && s->stage >= ST_SIGMA && s->x_mean) {
+        rc = fk__dicaj_put(out, "x_mean", (size_t)s->d, 0, s->x_mean, err);
+        if (!rc)
+            rc = fk__dicaj_put(out, "x_scale", (size_t)s->d, 0, s->x_scale, err);
+    }
     if (!rc && s->stage >= ST_SOLVED) {
         const fk_dica_stats *st = &s->st;
         size_t D = st->D, Dy = st->Dy, Nd = st->n_dom;
@@ -487,7 +567,7 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
             double sn[3] = {st->n, (double)Dy, (double)Nd};
             rc = fk__dicaj_put(out, "st_scal", 3, 0, sn, err);
             if (!rc)
-                rc = fk__dicaj_put(out, "st_S", D * (D + 1) / 2, 0, pk, err);
+                rc = fk__dicaj_put(out, "st_Sc", D * (D + 1) / 2, 0, pk, err);
             if (!rc && Nd)
                 rc = fk__dicaj_put(out, "st_dom_id", Nd, 0, ids, err);
             if (!rc && Nd)
@@ -497,9 +577,9 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
             if (!rc && Dy) {
                 rc = fk__dicaj_put(out, "st_s_psi", Dy, 0, st->s_psi, err);
                 if (!rc)
-                    rc = fk__dicaj_put(out, "st_C", D, Dy, st->C, err);
+                    rc = fk__dicaj_put(out, "st_Cc", D, Dy, st->C, err);
                 if (!rc)
-                    rc = fk__dicaj_put(out, "st_Syy", Dy, Dy, st->Syy, err);
+                    rc = fk__dicaj_put(out, "st_Syyc", Dy, Dy, st->Syy, err);
             }
         }
         free(pk);
@@ -544,6 +624,26 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
     s->k = (size_t)sc->data[6];
     for (int i = 0; i < s->n; i++)
         s->got[i] = got->data[i] != 0;
+    free(s->x_mean);
+    free(s->x_scale);
+    s->x_mean = s->x_scale = NULL;
+    if (stage >= ST_SIGMA && s->c.standardize) {
+        size_t d = (size_t)s->d;
+        const fk_tensor *mu = want(in, "x_mean", d, err);
+        const fk_tensor *sd = mu ? want(in, "x_scale", d, err) : NULL;
+        if (!sd)
+            return FK_EFORMAT;
+        for (size_t j = 0; j < d; j++)
+            if (!(sd->data[j] > 0))
+                return fk_err_set(err, FK_EFORMAT, "dica: checkpoint x_scale[%zu] = %g", j,
+                                  sd->data[j]);
+        s->x_mean = malloc((d ? d : 1) * sizeof *s->x_mean);
+        s->x_scale = malloc((d ? d : 1) * sizeof *s->x_scale);
+        if (!s->x_mean || !s->x_scale)
+            return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        memcpy(s->x_mean, mu->data, d * sizeof *s->x_mean);
+        memcpy(s->x_scale, sd->data, d * sizeof *s->x_scale);
+    }
     s->stage = stage >= ST_SOLVED ? ST_SIGMA : stage;
     if (stage >= ST_SOLVED) {
         size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
@@ -554,7 +654,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         if (sn->data[1] != (double)Dy || Nd == 0 || s->m >= D || s->m == 0 || s->k == 0 ||
             s->k > 65536)
             return fk_err_set(err, FK_EFORMAT, "dica: checkpoint statistics do not match the job");
-        const fk_tensor *S = want(in, "st_S", D * (D + 1) / 2, err);
+        const fk_tensor *S = want(in, "st_Sc", D * (D + 1) / 2, err);
         const fk_tensor *ids = S ? want(in, "st_dom_id", Nd, err) : NULL;
         const fk_tensor *dn = ids ? want(in, "st_dom_n", Nd, err) : NULL;
         const fk_tensor *ds = dn ? want(in, "st_dom_sum", Nd * D, err) : NULL;
@@ -577,8 +677,8 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         }
         if (Dy) {
             const fk_tensor *a = want(in, "st_s_psi", Dy, err),
-                            *c = a ? want(in, "st_C", D * Dy, err) : NULL;
-            const fk_tensor *yy = c ? want(in, "st_Syy", Dy * Dy, err) : NULL;
+                            *c = a ? want(in, "st_Cc", D * Dy, err) : NULL;
+            const fk_tensor *yy = c ? want(in, "st_Syyc", Dy * Dy, err) : NULL;
             if (!yy)
                 return FK_EFORMAT;
             memcpy(s->st.s_psi, a->data, Dy * sizeof(double));
