@@ -523,6 +523,87 @@ static void ridge_and_sigma_rule(void **state)
     fk_mat_close(&Z);
 }
 
+/* Issue 32: G, C_xy and C_yy centred in two passes and joined by Chan's rule. Random
+ * features at sigma = 1e4 of inputs of spread 1 vary by ~1e-4 about their mean, so the
+ * centred second moment is ~1e-8 of sum phi phi^T: the one-pass S - n phibar phibar^T kept
+ * ~8 digits. The statistics of 4 chunks merged equal a long-double two-pass reference to
+ * 1e-10 relative. */
+static void centred_moments_far_from_mean(void **state)
+{
+    (void)state;
+    enum { N = 400, DD = 3, R = 20, D = 2 * R, C = 3 };
+    fk_mat X, Phi, Psi;
+    assert_int_equal(fk_mat_init(&X, N, DD), FK_OK);
+    fk_rng g;
+    fk_rng_init(&g, 3, 3);
+    int y[N];
+    long dom[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = i % C;
+        dom[i] = i / 100;
+        for (int j = 0; j < DD; j++)
+            X.data[i * DD + j] = fk_rng_normal(&g) + (j == y[i] ? 1.0 : 0.0);
+    }
+    fk_rff rf;
+    fk_err err;
+    assert_int_equal(fk_rff_init(&rf, 1, DD, R, 1e4, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&rf, &X, &Phi, &err), FK_OK);
+    assert_int_equal(fk_dica_onehot(y, N, C, &Psi, &err), FK_OK);
+    fk_dica_stats st, part;
+    assert_int_equal(fk_dica_stats_init(&st, D, C, &err), FK_OK);
+    for (int q = 0; q < 4; q++) {
+        fk_mat a = fk_mat_rows(&Phi, (size_t)q * 100, 100), b = fk_mat_rows(&Psi, (size_t)q * 100, 100);
+        assert_int_equal(fk_dica_stats_init(&part, D, C, &err), FK_OK);
+        assert_int_equal(fk_dica_stats_add(&part, &a, &b, dom + q * 100, &err), FK_OK);
+        assert_int_equal(fk_dica_stats_merge(&st, &part, &err), FK_OK);
+        fk_dica_stats_close(&part);
+    }
+    /* reference: long double, two passes over all rows */
+    long double mu[D] = {0}, nu[C] = {0};
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < D; k++)
+            mu[k] += Phi.data[i * D + k];
+        for (int k = 0; k < C; k++)
+            nu[k] += Psi.data[i * C + k];
+    }
+    for (int k = 0; k < D; k++)
+        mu[k] /= N;
+    for (int k = 0; k < C; k++)
+        nu[k] /= N;
+    double eS = 0, nS = 0, eC = 0, nC = 0, e1 = 0;
+    for (int a = 0; a < D; a++) {
+        for (int b = 0; b < D; b++) {
+            long double r = 0, raw = 0;
+            for (int i = 0; i < N; i++) {
+                r += (Phi.data[i * D + a] - mu[a]) * (Phi.data[i * D + b] - mu[b]);
+                raw += (long double)Phi.data[i * D + a] * Phi.data[i * D + b];
+            }
+            /* the one-pass formula in double, as the old solve did */
+            double one = (double)raw - (double)N * (double)mu[a] * (double)mu[b];
+            eS = fmax(eS, fabs(st.S[a * D + b] - (double)r));
+            e1 = fmax(e1, fabs(one - (double)r));
+            nS = fmax(nS, fabs((double)r));
+        }
+        for (int b = 0; b < C; b++) {
+            long double r = 0;
+            for (int i = 0; i < N; i++)
+                r += (Phi.data[i * D + a] - mu[a]) * (Psi.data[i * C + b] - nu[b]);
+            eC = fmax(eC, fabs(st.C[a * C + b] - (double)r));
+            nC = fmax(nC, fabs((double)r));
+        }
+    }
+    print_message("centred S: two-pass + Chan error %.2e, one-pass error %.2e (relative)\n",
+                  eS / nS, e1 / nS);
+    assert_true(eS <= 1e-10 * nS);
+    assert_true(eC <= 1e-10 * nC);
+    assert_true(st.n == N && st.n_dom == 4);
+    fk_dica_stats_close(&st);
+    fk_rff_close(&rf);
+    fk_mat_close(&X);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Psi);
+}
+
 /* Issue 32: the sigma rule far from the origin. The same spread (3 features, sd 1, 2, 0.5)
  * at offsets 0, 1e7 and 1e9, the rows dealt to 4 "clients" whose moments are joined by
  * Chan's rule, gives the rule of the centred data to 1e-6 (the offset rows themselves are
@@ -660,6 +741,7 @@ int main(void)
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
         cmocka_unit_test(sigma_rule_offsets),
+        cmocka_unit_test(centred_moments_far_from_mean),
         cmocka_unit_test(distributional_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
