@@ -329,7 +329,7 @@ static void sort_by_id(const long *ids, size_t *idx, size_t n)
 }
 
 /* Symmetric inverse square root (A + eps I)^{-1/2} of a Dy x Dy matrix, in place. */
-static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
+int fk__dica_inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
 {
     double *w = malloc(k * sizeof *w), *V = malloc(k * k * sizeof *V);
     if (!w || !V) {
@@ -367,7 +367,7 @@ static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
 }
 
 typedef struct solve_ws {
-    double *phibar, *G, *Ginv, *P, *Pf, *F, *Y1, *GY, *T, *wr, *wi, *vr, *tmp;
+    double *phibar, *G, *Ginv, *P, *Pf, *F, *Y1, *GY, *T, *tmp;
     size_t *dom_idx;
 } solve_ws;
 
@@ -382,9 +382,6 @@ static void ws_free(solve_ws *w)
     free(w->Y1);
     free(w->GY);
     free(w->T);
-    free(w->wr);
-    free(w->wi);
-    free(w->vr);
     free(w->tmp);
     free(w->dom_idx);
 }
@@ -421,6 +418,80 @@ double fk__dica_quad_col(const double *P, const fk_mat *W, size_t k, double *tmp
     return s;
 }
 
+int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m,
+                      int rank_check, double *gamma, fk_mat *W, fk_err *err)
+{
+    if (!fk__dica_all_finite(T, Dy * Dy)) /* dgeev's scaling breaks on Inf */
+        return fk_err_set(err, FK_ENUMERIC,
+                          "dica: the reduced %zu x %zu problem is not finite (statistics out of "
+                          "range)",
+                          Dy, Dy);
+    double *wr = malloc(Dy * sizeof *wr), *wi = malloc(Dy * sizeof *wi);
+    double *vr = malloc(Dy * Dy * sizeof *vr);
+    size_t *ord = malloc(Dy * sizeof *ord);
+    int rc = FK_OK;
+    if (!wr || !wi || !vr || !ord) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory (Dy=%zu)", Dy);
+        goto out;
+    }
+    lapack_int info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, T, (lapack_int)Dy,
+                                    wr, wi, NULL, 1, vr, (lapack_int)Dy);
+    if (info != 0) {
+        rc =
+            fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
+                       Dy, Dy, (int)info);
+        goto out;
+    }
+    /* Order by real part, descending; check the rank and the imaginary parts. */
+    for (size_t i = 0; i < Dy; i++)
+        ord[i] = i;
+    for (size_t i = 1; i < Dy; i++) {
+        size_t v = ord[i], j = i;
+        while (j > 0 && wr[ord[j - 1]] < wr[v]) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = v;
+    }
+    double g1 = fabs(wr[ord[0]]);
+    size_t rank = 0;
+    for (size_t i = 0; i < Dy; i++)
+        rank += wr[ord[i]] > FK__DICA_TAU_RANK * g1;
+    if (rank_check && m > rank) {
+        rc = fk_err_set(err, FK_EINVAL,
+                        "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
+                        "eigenvalues; C classes give at most C-1); lower m",
+                        m, rank);
+        goto out;
+    }
+    /* Without the rank check (smooth regression outputs) components beyond the Dy of the
+     * outputs stay zero: W column 0, gamma 0 (the spec's --allow-zero-components). */
+    for (size_t k = 0; k < m && k < Dy && rc == FK_OK; k++) {
+        size_t j = ord[k];
+        if (fabs(wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
+            rc = fk_err_set(err, FK_ENUMERIC,
+                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)",
+                            m, k + 1, wr[j], wi[j]);
+            break;
+        }
+        size_t col = (wi[j] < 0 && j > 0) ? j - 1 : j; /* real part of a conjugate pair */
+        gamma[k] = wr[j];
+        /* column k of W = Y a */
+        for (size_t i = 0; i < rows; i++) {
+            double s = 0;
+            for (size_t l = 0; l < Dy; l++)
+                s += Y[i * Dy + l] * vr[l * Dy + col];
+            W->data[i * W->ld + k] = s;
+        }
+    }
+out:
+    free(wr);
+    free(wi);
+    free(vr);
+    free(ord);
+    return rc;
+}
+
 /* DICA/COIR: the small non-symmetric problem (S3) and W = P^-1 G^-1 F a. */
 static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solve_ws *w,
                             fk_dica_fit *fit, fk_err *err)
@@ -436,12 +507,8 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
     w->Y1 = malloc(D * Dy * sizeof *w->Y1);
     w->GY = malloc(D * Dy * sizeof *w->GY);
     w->T = malloc(Dy * Dy * sizeof *w->T);
-    w->wr = malloc(Dy * sizeof *w->wr);
-    w->wi = malloc(Dy * sizeof *w->wi);
-    w->vr = malloc(Dy * Dy * sizeof *w->vr);
     int rc = FK_OK;
-    if (!Cyy || !Cxy || !w->F || !w->Y1 || !w->GY || !w->T || !w->wr || !w->wi ||
-        !w->vr) {
+    if (!Cyy || !Cxy || !w->F || !w->Y1 || !w->GY || !w->T) {
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu, Dy=%zu)", D, Dy);
         goto out;
     }
@@ -450,7 +517,7 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
         Cyy[i] = st->Syy[i] / n;
     for (size_t i = 0; i < D * Dy; i++)
         Cxy[i] = st->C[i] / n;
-    rc = inv_sqrt_sym(Cyy, Dy, o->eps, err);
+    rc = fk__dica_inv_sqrt_sym(Cyy, Dy, o->eps, err);
     if (rc)
         goto out;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)Dy, (int)Dy, 1.0, Cxy,
@@ -468,70 +535,7 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
                 (int)D, w->Y1, (int)Dy, 0.0, w->GY, (int)Dy);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Dy, (int)Dy, (int)D, 1.0, w->F,
                 (int)Dy, w->GY, (int)Dy, 0.0, w->T, (int)Dy);
-    if (!fk__dica_all_finite(w->T, Dy * Dy)) { /* dgeev's scaling breaks on Inf */
-        rc = fk_err_set(err, FK_ENUMERIC,
-                        "dica: the reduced %zu x %zu problem is not finite (statistics out of "
-                        "range)",
-                        Dy, Dy);
-        goto out;
-    }
-    info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, w->T, (lapack_int)Dy, w->wr,
-                         w->wi, NULL, 1, w->vr, (lapack_int)Dy);
-    if (info != 0) {
-        rc =
-            fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
-                       Dy, Dy, (int)info);
-        goto out;
-    }
-    /* Order by real part, descending; check the rank and the imaginary parts. */
-    size_t *ord = malloc(Dy * sizeof *ord);
-    if (!ord) {
-        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < Dy; i++)
-        ord[i] = i;
-    for (size_t i = 1; i < Dy; i++) {
-        size_t v = ord[i], j = i;
-        while (j > 0 && w->wr[ord[j - 1]] < w->wr[v]) {
-            ord[j] = ord[j - 1];
-            j--;
-        }
-        ord[j] = v;
-    }
-    double g1 = fabs(w->wr[ord[0]]);
-    size_t rank = 0;
-    for (size_t i = 0; i < Dy; i++)
-        rank += w->wr[ord[i]] > FK__DICA_TAU_RANK * g1;
-    if (o->rank_check && m > rank) {
-        rc = fk_err_set(err, FK_EINVAL,
-                        "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
-                        "eigenvalues; C classes give at most C-1); lower m",
-                        m, rank);
-        free(ord);
-        goto out;
-    }
-    /* Without the rank check (smooth regression outputs) components beyond the Dy of the
-     * outputs stay zero: W column 0, gamma 0 (the spec's --allow-zero-components). */
-    for (size_t k = 0; k < m && k < Dy && rc == FK_OK; k++) {
-        size_t j = ord[k];
-        if (fabs(w->wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
-            rc = fk_err_set(err, FK_ENUMERIC,
-                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)",
-                            m, k + 1, w->wr[j], w->wi[j]);
-            break;
-        }
-        size_t col = (w->wi[j] < 0 && j > 0) ? j - 1 : j; /* real part of a conjugate pair */
-        fit->gamma[k] = w->wr[j];
-        /* column k of W = Y1 a */
-        for (size_t i = 0; i < D; i++) {
-            double s = 0;
-            for (size_t l = 0; l < Dy; l++)
-                s += w->Y1[i * Dy + l] * w->vr[l * Dy + col];
-            fit->W.data[i * fit->W.ld + k] = s;
-        }
-    }
-    free(ord);
+    rc = fk__dica_top_real(w->T, Dy, w->Y1, D, m, o->rank_check, fit->gamma, &fit->W, err);
 out:
     free(Cyy);
     free(Cxy);

@@ -46,6 +46,8 @@ typedef struct fk_dica_opts {
                           0 keeps near-zero components (smooth regression outputs) */
     int ref_norm;      /* kernel version only: the reference code's normalisation (§5.5 `ref`):
                           unit |beta_k|, then / sqrt(n gamma_k); 0 = `constraint` (default) */
+    int kernel_map;    /* kernel version only: solve DICA/COIR on the kernel map of §5.3 (all
+                          eigenpairs of K~) instead of through R^-1 in n-space (the default) */
 } fk_dica_opts;
 
 /* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2, rank_check 1. */
@@ -122,10 +124,13 @@ int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err);
 /* ---- kernel DICA (spec §5) ---- */
 
 typedef struct fk_dica_kernel {
-    fk_dica_fit fit; /* in empirical-kernel-map coordinates (r of them) */
-    size_t n, d, r;
+    fk_dica_fit fit; /* in empirical-kernel-map coordinates (r of them), or, when direct, in
+                        the coordinates of the centred kernel rows themselves (D = n, W = B) */
+    size_t n, d, r;  /* r: columns of the kernel map (0 until a fit needed it) */
     double sigma;
+    int direct;      /* the last (re)fit solved DICA/COIR in n-space without the kernel map */
     fk_mat X;        /* training inputs (copy) */
+    fk_mat Kc;       /* n x n centred training kernel K~ = H K H */
     fk_mat Umap;     /* n x r: U diag(1/sqrt(s)); features of a centred kernel row k are k^T Umap */
     fk_mat Phi;      /* n x r: U diag(sqrt(s)), the training rows in those coordinates */
     double *colmean; /* n column means of the uncentred training kernel */
@@ -135,13 +140,17 @@ typedef struct fk_dica_kernel {
 
 /* Fit on X (n x d) with domain ids dom. Outputs: labels y in [0, C) (delta kernel) or,
  * with y NULL, regression targets t (Gaussian output kernel of width sigma_y);
- * unsupervised variants read neither. Reduced exact solver of §5.3. */
+ * unsupervised variants read neither. DICA/COIR (normalise = constraint) solve (11) in
+ * n-space through its rank: B = R^-1 F a with R = q K~QK~ + K~ + lambda I (one Cholesky) and
+ * a from the Dy x Dy problem (S3) (F F^T = L~(L~ + n eps I)^-1): no eigendecomposition of
+ * K~ at all. UDICA/KPCA and normalise = ref use the reduced exact solver of §5.3 on the
+ * kernel map (the eigenpairs of K~ above 1e-10 s_max, dsyevr with a value range). */
 int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
                        double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
                        fk_err *err);
 void fk_dica_kernel_close(fk_dica_kernel *k);
-/* Solve again on the same kernel map (another variant, q_weight, m or outputs): the O(n^3)
- * eigendecomposition of K~ is shared. k->fit and k->Z are replaced. */
+/* Solve again on the same kernel (another variant, q_weight, m or outputs): K~ and, once
+ * computed, its kernel map are shared. k->fit and k->Z are replaced. */
 int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
                          const long *dom, const fk_dica_opts *o, fk_err *err);
 /* Z (initialised here, n_t x m) for new rows Xt; batch = 1 centres the test rows by the
