@@ -90,6 +90,15 @@ static const fk_tensor *get(const fk_bundle *b, const char *name)
     return t;
 }
 
+/* fedkern sim of the job's clients: the model, the last round and each client's final
+ * report. */
+static void sim_final(job *j, fk_report *fin, fk_bundle *model, fk_sim_round *last)
+{
+    fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
+    fk_err err;
+    assert_int_equal(fk_sim_run(j->m, &j->p, j->ds, K, &o, model, last, &err), FK_OK);
+}
+
 /* fedkern sim dica: the built-in domains, the last one unseen; the held-out domain is
  * classified well above chance (3 classes). UDICA too. */
 static void sim_runs(void **state)
@@ -133,11 +142,9 @@ static void regression_one(const fk_method *m, int v)
     job_open(&j, m,
              (const char *const[]){"R", "60", "holdout", "last", "task", "regression", NULL});
     fk_report fin[K];
-    fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
     fk_bundle model;
     fk_sim_round last;
-    fk_err err;
-    assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, &last, &err), FK_OK);
+    sim_final(&j, fin, &model, &last);
     if (!v)
         assert_int_equal(get(&model, "W")->shape[1], 20);
     /* the round reports the RMSE (in rmse and error) of the clients with targets, as the
@@ -593,11 +600,9 @@ static void scale_invariance(void **state)
                     j.ds[c].X.data[i * j.ds[c].X.ld + k] *=
                         v < 3 ? scales[v] : (k == 1 ? 1e6 : 1.0);
         fk_report fin[K];
-        fk_sim_opts o = {.rounds = 1, .seed = 5, .final_reports = fin};
         fk_bundle model;
         fk_sim_round last;
-        fk_err err;
-        assert_int_equal(fk_sim_run(j.m, &j.p, j.ds, K, &o, &model, &last, &err), FK_OK);
+        sim_final(&j, fin, &model, &last);
         if (v < 4)
             acc[v] = fin[K - 1].accuracy;
         else
