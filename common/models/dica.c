@@ -185,7 +185,7 @@ int fk_dica_stats_shift(fk_dica_stats *st, double nb, const double *sum_phi,
 }
 
 /* Rows of A (n x k) minus their column means into Ac (initialised here); the sums into sum. */
-static int centred_copy(const fk_mat *A, fk_mat *Ac, double *sum, fk_err *err)
+FK_CHECKRETURN static int centred_copy(const fk_mat *A, fk_mat *Ac, double *sum, fk_err *err)
 {
     size_t n = A->rows, k = A->cols;
     memset(sum, 0, k * sizeof *sum);

@@ -19,11 +19,11 @@ size_t fk__dica_domain_index(const long *dom, size_t n, long *ids, size_t *di, d
 double fk__dica_quad_col(const double *P, const fk_mat *W, size_t k, double *tmp);
 
 /* A (k x k, symmetric) := (A + eps I)^{-1/2} (eigenvalues below 0 taken as 0). */
-int fk__dica_inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err);
+FK_CHECKRETURN int fk__dica_inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err);
 /* The supervised eigenproblem's last step: dgeev of T (Dy x Dy, destroyed), the m leading
  * eigenvalues by real part into gamma (rank and complex checks, one error each), and the
  * columns W[:, k] = Y a_k (Y rows x Dy, W rows x m, both row-major). */
-int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m,
+FK_CHECKRETURN int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m,
                       int rank_check, double *gamma, fk_mat *W, fk_err *err);
 
 #endif

@@ -67,7 +67,7 @@ static void center_gram(fk_mat *K, double *colmean, double *grand)
  * spectra that decay fast (the Gaussian kernel of a scalar target). A range covering most
  * of the spectrum makes dsyevr slower than dsyevd (bisection and inverse iteration instead
  * of MRRR: 5.6 against 1.4 CPU s at n = 2000), so the input kernel takes the full dsyevd. */
-static int kernel_map(fk_mat *A, int partial, fk_mat *Phi, fk_mat *Umap, fk_err *err)
+FK_CHECKRETURN static int kernel_map(fk_mat *A, int partial, fk_mat *Phi, fk_mat *Umap, fk_err *err)
 {
     size_t n = A->rows;
     *Phi = (fk_mat){0};
@@ -135,7 +135,7 @@ static int kernel_map(fk_mat *A, int partial, fk_mat *Phi, fk_mat *Umap, fk_err 
 }
 
 /* The kernel map of K~ (§5.3 steps 1-2), computed once, when a fit first needs it. */
-static int ensure_map(fk_dica_kernel *k, fk_err *err)
+FK_CHECKRETURN static int ensure_map(fk_dica_kernel *k, fk_err *err)
 {
     if (k->Phi.data)
         return FK_OK;
@@ -155,7 +155,7 @@ static int ensure_map(fk_dica_kernel *k, fk_err *err)
  * (1/n) F~^T K~^2 R^-1 F~ a = gamma a. One Cholesky of R (n^3/3) and products with Dy
  * columns replace the eigendecomposition of K~. Columns normalised by beta^T R beta = 1
  * (§5.5 `constraint`), signs fixed. The fit's features are the centred kernel rows: W = B. */
-static int refit_direct(fk_dica_kernel *k, const fk_mat *Psi, const long *dom,
+FK_CHECKRETURN static int refit_direct(fk_dica_kernel *k, const fk_mat *Psi, const long *dom,
                         const fk_dica_opts *o, fk_err *err)
 {
     size_t n = k->n, Dy = Psi->cols, m = o->m;

@@ -226,7 +226,7 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
 /* Scale of one input feature from its pooled moments: the standard deviation; 1 for a
  * feature constant over the training rows (it only gets centred). A spread below the
  * rounding of the values themselves cannot be standardised: refused, naming the numbers. */
-static int feature_scale(const fk__dicaj_server *s, size_t j, double N, double mean, double m2,
+FK_CHECKRETURN static int feature_scale(const fk__dicaj_server *s, size_t j, double N, double mean, double m2,
                          double *scale, fk_err *err)
 {
     double sd = sqrt(m2 / N);
