@@ -619,7 +619,8 @@ static void centred_moments_far_from_mean(void **state)
     fk_dica_stats st, part;
     assert_int_equal(fk_dica_stats_init(&st, D, C, &err), FK_OK);
     for (int q = 0; q < 4; q++) {
-        fk_mat a = fk_mat_rows(&Phi, (size_t)q * 100, 100), b = fk_mat_rows(&Psi, (size_t)q * 100, 100);
+        fk_mat a = fk_mat_rows(&Phi, (size_t)q * 100, 100),
+               b = fk_mat_rows(&Psi, (size_t)q * 100, 100);
         assert_int_equal(fk_dica_stats_init(&part, D, C, &err), FK_OK);
         assert_int_equal(fk_dica_stats_add(&part, &a, &b, dom + q * 100, &err), FK_OK);
         assert_int_equal(fk_dica_stats_merge(&st, &part, &err), FK_OK);
@@ -689,8 +690,8 @@ static void sigma_rule_offsets(void **state)
         fk_rng_init(&g, 7, 7);
         for (int i = 0; i < N; i++)
             for (int j = 0; j < DD; j++)
-                X.data[i * DD + j] = offs[o] + (j ? -1.0 : 1.0) * offs[o] * 0.5 +
-                                     sd[j] * fk_rng_normal(&g);
+                X.data[i * DD + j] =
+                    offs[o] + (j ? -1.0 : 1.0) * offs[o] * 0.5 + sd[j] * fk_rng_normal(&g);
         double n = 0, sum[DD] = {0}, m2[DD] = {0};
         for (int q = 0; q < 4; q++) { /* 4 clients of 100 rows */
             fk_mat part = fk_mat_rows(&X, (size_t)q * 100, 100);
@@ -710,8 +711,8 @@ static void sigma_rule_offsets(void **state)
         one_pass = s2 / N - one; /* the old rule's tr Cov, for the message */
         if (o == 0)
             ref = sg;
-        print_message("offset %.0e: sigma %.12g (offset 0: %.12g), one-pass tr Cov %.6g\n",
-                      offs[o], sg, ref, one_pass);
+        print_message("offset %.0e: sigma %.12g (offset 0: %.12g), one-pass tr Cov %.6g\n", offs[o],
+                      sg, ref, one_pass);
         assert_true(fabs(sg - ref) <= 1e-6 * ref);
     }
     fk_mat_close(&X);

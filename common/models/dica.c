@@ -154,8 +154,8 @@ void fk_dica_stats_sum_phi(const fk_dica_stats *st, double *out)
         fk_axpy(st->D, 1.0, st->dom_sum + k * st->D, out);
 }
 
-int fk_dica_stats_shift(fk_dica_stats *st, double nb, const double *sum_phi,
-                        const double *sum_psi, fk_err *err)
+int fk_dica_stats_shift(fk_dica_stats *st, double nb, const double *sum_phi, const double *sum_psi,
+                        fk_err *err)
 {
     size_t D = st->D, Dy = st->Dy;
     double na = st->n;
@@ -418,8 +418,8 @@ double fk__dica_quad_col(const double *P, const fk_mat *W, size_t k, double *tmp
     return s;
 }
 
-int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m,
-                      int rank_check, double *gamma, fk_mat *W, fk_err *err)
+int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m, int rank_check,
+                      double *gamma, fk_mat *W, fk_err *err)
 {
     if (!fk__dica_all_finite(T, Dy * Dy)) /* dgeev's scaling breaks on Inf */
         return fk_err_set(err, FK_ENUMERIC,

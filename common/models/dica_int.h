@@ -24,6 +24,6 @@ FK_CHECKRETURN int fk__dica_inv_sqrt_sym(double *A, size_t k, double eps, fk_err
  * eigenvalues by real part into gamma (rank and complex checks, one error each), and the
  * columns W[:, k] = Y a_k (Y rows x Dy, W rows x m, both row-major). */
 FK_CHECKRETURN int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m,
-                      int rank_check, double *gamma, fk_mat *W, fk_err *err);
+                                     int rank_check, double *gamma, fk_mat *W, fk_err *err);
 
 #endif

@@ -87,8 +87,8 @@ FK_CHECKRETURN static int kernel_map(fk_mat *A, int partial, fk_mat *Phi, fk_mat
     lapack_int info = 0;
     if (!partial) {
         /* all pairs, in place; eigenvector k is column k of the column-major buffer */
-        info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)n, A->data,
-                              (lapack_int)A->ld, w);
+        info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)n, A->data, (lapack_int)A->ld,
+                              w);
         got = (lapack_int)n;
         for (size_t i = 0; info == 0 && i < n; i++)
             memcpy(z + i * n, A->data + i * A->ld, n * sizeof *z);
@@ -156,7 +156,7 @@ FK_CHECKRETURN static int ensure_map(fk_dica_kernel *k, fk_err *err)
  * columns replace the eigendecomposition of K~. Columns normalised by beta^T R beta = 1
  * (§5.5 `constraint`), signs fixed. The fit's features are the centred kernel rows: W = B. */
 FK_CHECKRETURN static int refit_direct(fk_dica_kernel *k, const fk_mat *Psi, const long *dom,
-                        const fk_dica_opts *o, fk_err *err)
+                                       const fk_dica_opts *o, fk_err *err)
 {
     size_t n = k->n, Dy = Psi->cols, m = o->m;
     if (!(o->lambda > 0) || !isfinite(o->lambda))

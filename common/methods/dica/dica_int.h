@@ -51,8 +51,8 @@ int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma,
                   fk_err *err);
 /* Xs (initialised here) = the rows of X standardised by the tensors x_mean and x_scale (d
  * each) of b; a copy of X when b has neither and !required. */
-FK_CHECKRETURN int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X, fk_mat *Xs,
-                          fk_err *err);
+FK_CHECKRETURN int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X,
+                                         fk_mat *Xs, fk_err *err);
 int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err);
 
 /* Helpers on bundles: put or FK_ENOMEM naming the tensor; take a tensor of exactly len

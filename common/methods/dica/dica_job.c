@@ -266,8 +266,7 @@ int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X, fk_
             return fk_err_set(err, FK_EINVAL, "dica: x_scale[%zu] = %g is not a positive scale", j,
                               sd->data[j]);
     if (fk_mat_init(Xs, X->rows, d))
-        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu standardised rows",
-                          X->rows);
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu standardised rows", X->rows);
     for (size_t i = 0; i < X->rows; i++) {
         const double *x = fk_mat_row(X, i);
         double *o = fk_mat_row(Xs, i);

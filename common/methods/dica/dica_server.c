@@ -157,7 +157,8 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
                      : fk_err_prefix(err, "client %d: ", who);
         size_t dd = (size_t)d->data[0];
         const fk_tensor *c = fk__dicaj_take(b, "classes", 1, err), *m2;
-        if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !(m2 = fk__dicaj_take(b, "m2_x", dd, err)) ||
+        if (!c || !fk__dicaj_take(b, "sum_x", dd, err) ||
+            !(m2 = fk__dicaj_take(b, "m2_x", dd, err)) ||
             (s->c.regression && !fk__dicaj_take(b, "sum_y", 1, err)))
             return fk_err_prefix(err, "client %d: ", who);
         for (size_t j = 0; j < dd; j++)
@@ -186,9 +187,9 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
             !fk__dicaj_take(b, "dom_sum", Nq * D, err) ||
             !fk__dicaj_take(b, "S_phiphi_c", D * (D + 1) / 2, err))
             return fk_err_prefix(err, "client %d: ", who);
-        if (Dy &&
-            (!fk__dicaj_take(b, "s_psi", Dy, err) || !fk__dicaj_take(b, "C_phipsi_c", D * Dy, err) ||
-             !fk__dicaj_take(b, "S_psipsi_c", Dy * (Dy + 1) / 2, err)))
+        if (Dy && (!fk__dicaj_take(b, "s_psi", Dy, err) ||
+                   !fk__dicaj_take(b, "C_phipsi_c", D * Dy, err) ||
+                   !fk__dicaj_take(b, "S_psipsi_c", Dy * (Dy + 1) / 2, err)))
             return fk_err_prefix(err, "client %d: ", who);
         double total = 0;
         for (size_t i = 0; i < Nq; i++) {
@@ -226,8 +227,8 @@ int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, f
 /* Scale of one input feature from its pooled moments: the standard deviation; 1 for a
  * feature constant over the training rows (it only gets centred). A spread below the
  * rounding of the values themselves cannot be standardised: refused, naming the numbers. */
-FK_CHECKRETURN static int feature_scale(const fk__dicaj_server *s, size_t j, double N, double mean, double m2,
-                         double *scale, fk_err *err)
+FK_CHECKRETURN static int feature_scale(const fk__dicaj_server *s, size_t j, double N, double mean,
+                                        double m2, double *scale, fk_err *err)
 {
     double sd = sqrt(m2 / N);
     if (sd == 0) {
