@@ -421,6 +421,8 @@ double fk__dica_quad_col(const double *P, const fk_mat *W, size_t k, double *tmp
 int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m, int rank_check,
                       double *gamma, fk_mat *W, fk_err *err)
 {
+    if (Dy == 0)
+        return fk_err_set(err, FK_EINVAL, "dica: supervised variant without outputs");
     if (!fk__dica_all_finite(T, Dy * Dy)) /* dgeev's scaling breaks on Inf */
         return fk_err_set(err, FK_ENUMERIC,
                           "dica: the reduced %zu x %zu problem is not finite (statistics out of "
