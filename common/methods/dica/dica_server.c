@@ -231,11 +231,16 @@ FK_CHECKRETURN static int feature_scale(const fk__dicaj_server *s, size_t j, dou
                                         double m2, double *scale, fk_err *err)
 {
     double sd = sqrt(m2 / N);
+    if (!isfinite(mean) || !isfinite(sd))
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: input feature %zu: the clients' sums overflow (mean %g, standard "
+                          "deviation %g over %g rows); rescale that feature",
+                          j, mean, sd, N);
     if (sd == 0) {
         *scale = 1.0;
         return FK_OK;
     }
-    if (!isfinite(sd) || sd <= 1e-12 * fabs(mean))
+    if (sd <= 1e-12 * fabs(mean))
         return fk_err_set(err, FK_EINVAL,
                           "dica: input feature %zu has standard deviation %g about a mean of %g "
                           "over the %g training rows (%d client(s) of %ld features): below the "
