@@ -154,8 +154,9 @@ static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **P
     if (!(sigma > 0) || !isfinite(sigma) || d != (double)c->X.cols)
         return fk_err_set(
             err, FK_EINVAL,
-            "dica: client %d: task carries sigma = %g and d = %g (client has d = %zu)", c->idx,
-            sigma, d, c->X.cols);
+            "dica: client %d: task carries no kernel width sigma > 0 or another input "
+            "dimension d than the client's %zu",
+            c->idx, c->X.cols);
     size_t dd = c->X.cols;
     const fk_tensor *mu = fk_bundle_get(task, "x_mean"), *sd = fk_bundle_get(task, "x_scale");
     int same = c->Phi.data && c->phi_sigma == sigma;
@@ -190,10 +191,8 @@ static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **P
             memcpy(c->phi_std + dd, sd->data, dd * sizeof(double));
         }
     }
-    if (rc) {
-        (void)fk_err_prefix(err, "client %d: ", c->idx);
-        return rc;
-    }
+    if (rc)
+        return fk_err_prefix(err, rc, "client %d: ", c->idx);
     c->phi_sigma = sigma;
     *Phi = &c->Phi;
     return FK_OK;
@@ -258,7 +257,7 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
     rc = fk__dicaj_check_size(&c->c, c->n_dom, C,
                               lim >= 1 && lim < 1.8e19 ? (uint64_t)lim : 0, err);
     if (rc)
-        return fk_err_prefix(err, "client %d: ", c->idx);
+        return fk_err_prefix(err, rc, "client %d: ", c->idx);
     size_t Dy = fk__dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;
     fk_mat Psi = {0};
     const fk_mat *Phi = NULL;
@@ -297,6 +296,19 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
         rc = fk__dicaj_put(up, "s_psi", Dy, 0, st.s_psi, err);
         if (!rc)
             rc = fk__dicaj_put(up, "C_phipsi_c", D, Dy, st.C, err);
+        /* and the uncentred sum phi psi^T = C_c + (sum phi)(sum psi)^T / n, which the server
+         * checks exactly against the domain sums (a scaled C_c would be plausible data) */
+        double *cu = rc ? NULL : malloc((D * Dy + D) * sizeof *cu), *sp = cu ? cu + D * Dy : NULL;
+        if (!rc && !cu)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory for the D = %zu upload", D);
+        if (!rc) {
+            fk_dica_stats_sum_phi(&st, sp);
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < Dy; j++)
+                    cu[i * Dy + j] = st.C[i * Dy + j] + sp[i] * st.s_psi[j] / st.n;
+            rc = fk__dicaj_put(up, "C_phipsi", D, Dy, cu, err);
+        }
+        free(cu);
         fk__dicaj_pack(st.Syy, Dy, buf);
         if (!rc)
             rc = fk__dicaj_put(up, "S_psipsi_c", Dy * (Dy + 1) / 2, 0, buf, err);
@@ -316,7 +328,7 @@ static int project(fk__dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_
     *m = (size_t)W->shape[1];
     const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
     if (!pb || !fk__dicaj_take(model, "W", D * *m, err))
-        return fk_err_prefix(err, "client %d: ", c->idx);
+        return fk_err_prefix(err, FK_EINVAL, "client %d: ", c->idx);
     const fk_mat *Phi = NULL;
     int rc = features(c, model, &Phi, err);
     fk_dica_fit f = {.D = D, .m = *m, .W = fk_mat_view(W->data, D, *m, *m), .phi_bar = pb->data};

@@ -45,7 +45,8 @@ const fk_param_doc fk__dicaj_keys[] = {
 size_t fk_dica_upload_values(size_t R, size_t Nq, size_t Dy)
 {
     size_t D = 2 * R;
-    return 1 + Nq * (D + 2) + D * (D + 1) / 2 + Dy + D * Dy + Dy * (Dy + 1) / 2;
+    /* the cross moment travels twice: centred (for the solve) and uncentred (for the check) */
+    return 1 + Nq * (D + 2) + D * (D + 1) / 2 + Dy + 2 * D * Dy + Dy * (Dy + 1) / 2;
 }
 
 size_t fk_dica_upload_bytes(size_t R, size_t Nq, size_t Dy)
@@ -263,8 +264,8 @@ int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X, fk_
         return FK_EINVAL;
     for (size_t j = 0; j < d; j++)
         if (!(sd->data[j] > 0))
-            return fk_err_set(err, FK_EINVAL, "dica: x_scale[%zu] = %g is not a positive scale", j,
-                              sd->data[j]);
+            return fk_err_set(err, FK_EINVAL,
+                              "dica: task tensor 'x_scale' entry %zu is not a positive scale", j);
     if (fk_mat_init(Xs, X->rows, d))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu standardised rows", X->rows);
     for (size_t i = 0; i < X->rows; i++) {
