@@ -142,8 +142,9 @@ static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n
 
 static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, fk_err *err)
 {
-    static const char *const names[] = {"n",     "dom_id",     "dom_n",      "dom_sum", "S_phiphi_c",
-                                        "s_psi", "C_phipsi_c", "S_psipsi_c", "C_phipsi"};
+    static const char *const names[] = {"n",          "dom_id",     "dom_n",
+                                        "dom_sum",    "S_phiphi_c", "s_psi",
+                                        "C_phipsi_c", "S_psipsi_c", "C_phipsi"};
     size_t D = 2 * (size_t)s->c.R, R = (size_t)s->c.R, Dy = fk__dicaj_dy(&s->c, s->C), Nq = 0;
     double n;
     int rc;
@@ -151,8 +152,8 @@ static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, f
     if ((rc = fk_update_check_names(b, names, Dy ? 9 : 5, who, err)) ||
         (rc = take_n(b, 2, 9e15, who, &n, err)) ||
         (rc = check_domains(s, b, n, D, who, &Nq, err)) ||
-        (rc = take(b, "S_phiphi_c", D * (D + 1) / 2, 0, n / (double)R * (1 + TOL), 0, who, &S,
-                   err)))
+        (rc =
+             take(b, "S_phiphi_c", D * (D + 1) / 2, 0, n / (double)R * (1 + TOL), 0, who, &S, err)))
         return rc;
     /* cos^2 + sin^2 = 1: each frequency's two diagonal entries of the uncentred moment add
      * up to n / R; centred, n (phibar_j^2 + phibar_(j+R)^2) less, phibar = sum dom_sum / n */
@@ -164,8 +165,7 @@ static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, f
             c += ds->data[q * D + j + R];
         }
         double want = n / (double)R - (a * a + c * c) / n;
-        if (!(fabs(S->data[diag_at(j)] + S->data[diag_at(j + R)] - want) <=
-              1e-6 * n / (double)R))
+        if (!(fabs(S->data[diag_at(j)] + S->data[diag_at(j + R)] - want) <= 1e-6 * n / (double)R))
             return fk_err_set(err, FK_EINVAL,
                               "dica: client %d sent tensor 'S_phiphi_c' whose diagonal entries "
                               "%zu and %zu do not add up to n / R less the mean's share "
