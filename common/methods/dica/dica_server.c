@@ -225,8 +225,12 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         sigma = fk_dica_sigma_rule(N, m2, d);
     }
     free(sx);
-    if (rc)
+    if (rc) { /* no half-filled standardisation may reach a model */
+        free(s->x_mean);
+        free(s->x_scale);
+        s->x_mean = s->x_scale = NULL;
         return rc;
+    }
     if (!(sigma > 0) || !isfinite(sigma))
         return fk_err_set(err, FK_EINVAL,
                           "dica: every one of the %zu input features is constant over the %g "
