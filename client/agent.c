@@ -200,6 +200,15 @@ static fk_agent *completion(void *ud, int status, const char *msg)
     return a;
 }
 
+/* The server answered FAILED_PRECONDITION: our session is unknown to it (it restarted, or the
+ * session expired). Join again on the same connection; work in progress is kept. */
+static void session_lost(fk_agent *a, const char *rpc)
+{
+    fk_log(FK_LOG_INFO, "session_lost", "rpc=%s action=\"join again\"", rpc);
+    a->joined = 0;
+    next(a);
+}
+
 /* -------------------------------------------------------- connection */
 
 static void on_retry(uv_timer_t *t);
@@ -970,6 +979,8 @@ static void predict_push_done(void *ud, int status, const char *msg, const uint8
                " status=%s message=\"%s\"", a->p.job, a->p.id, fk_grpc_status_name(status), msg);
     }
     pwork_reset(&a->p); /* an answer is never resent: the request has a short deadline */
+    if (status == FK_GRPC_FAILED_PRECONDITION)
+        a->joined = 0; /* our session is gone: Join before the next call */
     next(a);
 }
 
@@ -1017,6 +1028,13 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
     /* A long poll that timed out is the normal idle case: poll again. */
     if (status == FK_GRPC_DEADLINE_EXCEEDED) {
         next(a);
+        return;
+    }
+    if (status == FK_GRPC_FAILED_PRECONDITION) {
+        /* A half-received task is dropped: after the Join the next pull starts it over. */
+        if (w->active && !w->running && !w->ready)
+            work_reset(w);
+        session_lost(a, "PullTask");
         return;
     }
     if (status != FK_GRPC_OK) {
@@ -1154,7 +1172,9 @@ static void push_done(void *ud, int status, const char *msg, const uint8_t *resp
         /* UNAVAILABLE from the server (e.g. its disk is full): keep the update, retry later. */
         fk_log(FK_LOG_WARN, "push_refused", "job=%s status=%s message=\"%s\"", w->task_id,
                fk_grpc_status_name(status), msg);
-        if (status == FK_GRPC_INVALID_ARGUMENT || status == FK_GRPC_FAILED_PRECONDITION) {
+        if (status == FK_GRPC_FAILED_PRECONDITION) { /* our session is gone (server restart) */
+            session_lost(a, "PushUpdate"); /* the update stays ready: resent after the Join */
+        } else if (status == FK_GRPC_INVALID_ARGUMENT) {
             int failure = w->failure;
             work_reset(w);
             if (failure)
@@ -1277,9 +1297,11 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     fk_agent *a = completion(ud, status, msg);
     if (!a)
         return;
-    if (status == FK_GRPC_NOT_FOUND) { /* the server forgot us (restart): join again */
-        a->joined = 0;
-        next(a);
+    if (status == FK_GRPC_FAILED_PRECONDITION || status == FK_GRPC_NOT_FOUND) {
+        /* the server forgot our session (restart, expiry): join again (NOT_FOUND: servers
+         * before 0.5 answered an unknown session so) */
+        session_lost(a, "Heartbeat");
+        return;
     }
     if (status == FK_GRPC_DEADLINE_EXCEEDED) {
         request_disconnect(a, "heartbeat not answered: connection stalled");

@@ -1056,7 +1056,9 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
             store_failed(e, j, rc, &jerr, now); /* the server runs; the job waits for space */
             rc = FK_OK;
         }
-        if (rc == FK_EIO || rc == FK_ENOMEM) {
+        /* A stored row that fails its checksum stops the start, as a damaged file does: the
+         * job is neither failed nor run on other bytes; the message says how to restore. */
+        if (rc == FK_EIO || rc == FK_ENOMEM || (rc == FK_EFORMAT && fk_store_damaged(o->store))) {
             fk_err_prefix(&jerr, rc, "resuming job %lld: ", (long long)ids[i]);
             *err = jerr;
             free(ids);
@@ -1299,12 +1301,14 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
     *dup = 0;
     if (!p->idem || !*p->idem || strlen(p->idem) > 127 || !p->identity)
         return fk_err_set(err, FK_EINVAL, "update without a valid idempotency id");
-    int known = 0;
-    int rc = fk_store_update_known(e->o.store, p->idem, p->identity, &known, err);
+    int known = FK_STORE_IDEM_NEW;
+    uint8_t digest[32]; /* hashed once: the resend check and the stored row */
+    int rc = fk_store_update_match(e->o.store, p->idem, p->identity, p->blob, p->len, &known,
+                                   digest, err);
     if (rc)
         return rc;
-    if (known) {
-        *dup = 1;
+    if (known != FK_STORE_IDEM_NEW) { /* a resend, or the id reused for other bytes */
+        *dup = known;
         return FK_OK;
     }
     job *j = NULL;
@@ -1339,7 +1343,7 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
     fk_store_update u = {.job = j->id, .round = j->round, .attempt = j->attempt,
                          .phase = j->phase, .client = s->client, .identity = p->identity,
                          .idem = p->idem, .report = p->report, .blob = p->blob, .len = p->len,
-                         .received = now};
+                         .received = now, .sha256 = digest};
     return fk_store_update_put(e->o.store, &u, dup, err);
 }
 

@@ -93,8 +93,10 @@ typedef struct fk_push {
     fk_report report;
 } fk_push;
 
-/* Accept one update. FK_OK: committed, acknowledge it (*dup = 1 for a resend
- * that was already counted). FK_ESTATE: late or not expected, drop it.
+/* Accept one update. FK_OK: committed, acknowledge it (*dup = FK_STORE_IDEM_SAME (1) for a
+ * resend that was already counted; *dup = FK_STORE_IDEM_OTHER (2) when the update_id was used
+ * before for other bytes: nothing stored, answer ABORTED). FK_ESTATE: late or not expected,
+ * drop it.
  * FK_EFORMAT: undecodable. FK_EINVAL: refused by the report check or the method's
  * check_update (the message names the tensor and the reason): never stored, the client is a
  * dropout of the phase. FK_EIO: could not be stored; refuse, the client may resend later. */

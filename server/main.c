@@ -40,7 +40,15 @@ static const fk_param_doc opts[] = {
     {"tls.crl FILE", "PEM CRL of revoked client certificates (none); SIGHUP reloads all TLS files"},
     {"heartbeat_ms MS", "heartbeat interval told to clients (10000)"},
     {"state FILE", "SQLite state database: jobs, rounds, updates, models (/var/lib/fedkern/state.db)"},
+    {"init", "start a new, empty federation in a --state file that exists but holds none (an "
+             "empty file, or an SQLite database without fedkern's tables); without it such a "
+             "file is refused. An absent file is always a new federation"},
     {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
+    {"partial_client_mb N", "most MiB the partial (chunked, not yet complete) uploads of one "
+                            "client may hold (1024); chunks are taken only for the task the "
+                            "client owes in an open phase"},
+    {"partial_total_mb N", "most MiB the partial uploads of all clients may hold (2048); a "
+                           "chunk past either cap is refused RESOURCE_EXHAUSTED and resent later"},
     {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
     {"admins ID[:ROLE],...", "admin identities allowed to submit jobs (empty: any admin cert); "
                              "a job belongs to the admin who submitted it: only its owner and "
@@ -89,6 +97,9 @@ typedef struct server_state {
     uv_timer_t acct; /* FEDKERN_MEMACCT=1: logs memory_accounting every second */
     int accounting;
     int stopping;
+    int exit_code;       /* 1 after a stop the server could not avoid (state file replaced) */
+    int init;            /* --init */
+    uv_timer_t watch;    /* checks every second that --state still names the open file */
     fk_metrics_rounds *rounds; /* per-job and per-method series from the round closes */
 } server_state;
 
@@ -207,9 +218,8 @@ static int render_metrics(void *ud, char **b, size_t *len)
                                     st->rounds, b, len);
 }
 
-static void on_stop(uv_signal_t *sig, int signum)
+static void begin_stop(server_state *st, int signum)
 {
-    server_state *st = sig->data;
     if (st->stopping)
         return;
     st->stopping = 1;
@@ -224,7 +234,59 @@ static void on_stop(uv_signal_t *sig, int signum)
         FK_UV_MUST(uv_timer_stop(&st->acct));
         uv_close((uv_handle_t *)&st->acct, NULL);
     }
+    FK_UV_MUST(uv_timer_stop(&st->watch));
+    uv_close((uv_handle_t *)&st->watch, NULL);
     fk_service_close(st->svc, service_closed, st);
+}
+
+static void on_stop(uv_signal_t *sig, int signum)
+{
+    begin_stop(sig->data, signum);
+}
+
+/* The state file removed or replaced under the running server (issue 33). Removed: the open
+ * connection still holds every byte, so the database is written back to the path and the
+ * server goes on, with an error line (nothing is lost, the operator is told). Replaced: the
+ * file at the path is not ours to overwrite; our state is saved beside it, writes are refused
+ * from now on (nothing more is acknowledged into a file about to be left) and the server
+ * stops with exit status 1. */
+static void on_watch(uv_timer_t *t)
+{
+    server_state *st = t->data;
+    int file = fk_store_file_state(st->st);
+    if (file == FK_STORE_FILE_OK || st->stopping)
+        return;
+    const char *path = fk_params_str(st->p, "state", "/var/lib/fedkern/state.db");
+    fk_err err = {0};
+    if (file == FK_STORE_FILE_REMOVED) {
+        fk_log(FK_LOG_ERROR, "state_file_removed",
+               "state=%s action=\"writing the database back to it from the open connection\"",
+               path);
+        int rc = fk_store_recreate(st->st, &err);
+        if (rc == FK_ESTATE)
+            return; /* a transaction is open: next second */
+        if (!rc) {
+            fk_log(FK_LOG_ERROR, "state_file_recreated",
+                   "state=%s msg=\"the state file was removed while the server ran; it was "
+                   "written back with every job and update; find out who removed it\"",
+                   path);
+            return;
+        }
+        fk_log(FK_LOG_ERROR, "state_file_lost", "state=%s error=\"%s\"", path, err.msg);
+    } else {
+        char saved[600];
+        snprintf(saved, sizeof saved, "%s.saved-%lld", path, (long long)fk_service_now());
+        fk_store_refuse_writes(st->st, "the state file was replaced while the server ran; the "
+                                       "server is stopping");
+        int rc = fk_store_save_copy(st->st, saved, &err);
+        fk_log(FK_LOG_ERROR, "state_file_replaced",
+               "state=%s saved=%s error=\"%s\" action=\"stopping with exit status 1: %s is "
+               "another file now; this server's own state is in %s; start the server on the "
+               "one to keep\"",
+               path, rc ? "none" : saved, rc ? err.msg : "", path, rc ? "(not saved)" : saved);
+    }
+    st->exit_code = 1;
+    begin_stop(st, SIGTERM);
 }
 
 /* Where the heap goes (FEDKERN_MEMACCT=1): what fedkern bench load breaks down per client. */
@@ -294,8 +356,14 @@ static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_deco
 /* Store, engine (resumes running jobs) and the service's access lists. */
 static int open_state(server_state *st, const fk_params *p, fk_err *err)
 {
-    long max_mb;
+    long max_mb, client_mb, total_mb;
     int rc = fk_params_int(p, "state_max_mb", 0, 0, 1L << 30, &max_mb, err);
+    if (!rc)
+        rc = fk_params_int(p, "partial_client_mb", 1024, 1, 1L << 20, &client_mb, err);
+    if (!rc)
+        rc = fk_params_int(p, "partial_total_mb", 2048, 1, 1L << 20, &total_mb, err);
+    st->cfg.partial_client_limit = rc ? 0 : (size_t)client_mb << 20;
+    st->cfg.partial_total_limit = rc ? 0 : (size_t)total_mb << 20;
     if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
                 split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
@@ -303,7 +371,7 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
         rc = fk_owners_check(st->cfg.admins, st->cfg.n_admins, err);
     const char *path = fk_params_str(p, "state", "/var/lib/fedkern/state.db");
     if (!rc)
-        rc = fk_store_open(&st->st, path, err);
+        rc = fk_store_open_init(&st->st, path, st->init, err);
     if (!rc && max_mb)
         rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
     if (!rc)
@@ -356,7 +424,13 @@ static int run(fk_params *p)
         return fail(err.msg);
     fk_params_get(p, "config");
     fk_params_get(p, "state");
+    if (fk_params_bool(p, "init", 0, &st.init, &err) != FK_OK) {
+        fk_tls_ctx_unref(cfg.tls);
+        return fail(err.msg);
+    }
     fk_params_get(p, "state_max_mb");
+    fk_params_get(p, "partial_client_mb");
+    fk_params_get(p, "partial_total_mb");
     fk_params_get(p, "allow");
     fk_params_get(p, "admins");
     const char *metrics_listen = fk_params_str(p, "metrics_listen", "127.0.0.1:9464");
@@ -434,12 +508,15 @@ static int run(fk_params *p)
         FK_UV_MUST(uv_timer_start(&st.acct, on_acct, 1000, 1000));
         st.accounting = 1;
     }
+    FK_UV_MUST(uv_timer_init(&loop, &st.watch));
+    st.watch.data = &st;
+    FK_UV_MUST(uv_timer_start(&st.watch, on_watch, 1000, 1000));
     fk_notify_init(&st.notify, &loop, notify_status, &st);
     char ready[256];
     notify_status(&st, ready, sizeof ready);
     fk_notify_ready(&st.notify, ready);
     FK_UV_MUST(uv_run(&loop, UV_RUN_DEFAULT));
-    rc = uv_loop_close(&loop) == 0 ? 0 : 1;
+    rc = uv_loop_close(&loop) == 0 ? st.exit_code : 1;
     close_state(&st);
     return rc;
 }

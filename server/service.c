@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +43,8 @@ typedef struct waiter {
 typedef struct partial {
     char update_id[64];
     char identity[FK_IDENTITY_CAP];
+    int64_t job; /* the task it answers: dropped once that phase no longer waits for it */
+    int round, attempt, phase;
     fk_reasm r;
     double touched;
 } partial;
@@ -623,6 +626,25 @@ static void expire_sessions(fk_service *s, double now)
     }
 }
 
+/* Every call after Join names the caller's session (docs/protocol.md section 2): an unknown,
+ * expired or another client's session_id is answered FAILED_PRECONDITION and the client joins
+ * again. Identity still comes from the certificate; the session only says the caller joined
+ * this server (since its last restart). 1 = the session is the caller's, 0 = answered. */
+static int session_ok(fk_service *s, fk_grpc_call *call, const char *identity,
+                      const char *session, const char *rpc)
+{
+    const fk_client_rec *r = session[0] ? fk_clients_by_session(&s->clients, session) : NULL;
+    if (r && !strcmp(r->identity, identity))
+        return 1;
+    fk_log(FK_LOG_INFO, "session_refused", "client=%s rpc=%s reason=%s", identity, rpc,
+           !session[0] ? "none" : r ? "another_client" : "unknown_or_expired");
+    fk_grpc_call_reply(call, FK_GRPC_FAILED_PRECONDITION,
+                       "unknown or expired session_id (sessions end with Leave, after 3 missed "
+                       "heartbeats and at a server restart): Join again",
+                       NULL, 0);
+    return 0;
+}
+
 static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
                     uint64_t deadline, void *ud)
 {
@@ -698,10 +720,14 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_service *s = ud;
     if (!allowed(s, call, peer))
         return;
-    client_called(s, identity_of(peer));
     fedkern_v1_PullTaskRequest in;
     if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
+    if (!session_ok(s, call, identity_of(peer), in.session_id, "PullTask")) {
+        fk_codec_release(fedkern_v1_PullTaskRequest_fields, &in);
+        return;
+    }
+    client_called(s, identity_of(peer));
     s->stats.pulls++;
     s->stats.bytes_in += len;
     const char *id = identity_of(peer);
@@ -757,6 +783,16 @@ static void drop_partial(fk_service *s, partial *p)
     *p = s->partials[--s->n_partials];
 }
 
+/* Bytes the chunked uploads hold: of one sender (identity non-NULL) or of all. */
+static size_t partial_bytes(const fk_service *s, const char *identity)
+{
+    size_t n = 0;
+    for (int i = 0; i < s->n_partials; i++)
+        if (!identity || !strcmp(s->partials[i].identity, identity))
+            n += fk_reasm_held(&s->partials[i].r);
+    return n;
+}
+
 static partial *new_partial(fk_service *s, const char *update_id, const char *identity)
 {
     partial *g = realloc(s->partials, (size_t)(s->n_partials + 1) * sizeof *g);
@@ -767,7 +803,10 @@ static partial *new_partial(fk_service *s, const char *update_id, const char *id
     memset(p, 0, sizeof *p);
     snprintf(p->update_id, sizeof p->update_id, "%s", update_id);
     snprintf(p->identity, sizeof p->identity, "%s", identity);
-    fk_reasm_init(&p->r, s->cfg.reasm_limit);
+    /* one update may not hold more than its sender may hold in all */
+    fk_reasm_init(&p->r, s->cfg.reasm_limit < s->cfg.partial_client_limit
+                             ? s->cfg.reasm_limit
+                             : s->cfg.partial_client_limit);
     p->touched = fk_service_now();
     return p;
 }
@@ -807,6 +846,13 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
         fk_engine_push_apply(s->e, &q->p, now);
         s->stats.committed++;
         reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
+    } else if (q->rc == FK_OK && q->dup == FK_STORE_IDEM_OTHER) {
+        fk_log(FK_LOG_WARN, "update_id_reused", "identity=%s job=%" PRId64 " update_id=%s",
+               q->identity, q->p.job, q->idem);
+        fk_grpc_call_reply(q->call, FK_GRPC_ABORTED,
+                           "update_id was committed before with other bytes; an update_id names "
+                           "one payload: send a new update with a fresh update_id",
+                           NULL, 0);
     } else if (q->rc == FK_OK) {
         s->stats.duplicates++;
         reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
@@ -951,10 +997,52 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
                          int64_t job, int attempt)
 {
     partial *p = find_partial(s, in->update_id, identity);
+    /* Reassembly only for the task the sender owes now (issue 33): a chunk for a job, round or
+     * phase that does not wait for this client holds nothing; an update_id is one task's. */
+    if (p && (p->job != job || p->round != (int)in->round || p->attempt != attempt ||
+              p->phase != (int)in->phase)) {
+        fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT,
+                           "chunk for another task than the earlier chunks of this update_id",
+                           NULL, 0);
+        return;
+    }
+    if (!p && !fk_engine_task_open(s->e, job, (int)in->round, attempt, (int)in->phase,
+                                   identity)) {
+        s->stats.stale++;
+        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
+                   "no open phase of this job waits for an update from you; chunks are taken "
+                   "only for your current task: pull a new task");
+        return;
+    }
+    /* Caps on what partial uploads hold, per sender and in all (memory grows with the chunks
+     * that arrived, never with what a header announces). Over a cap: RESOURCE_EXHAUSTED, the
+     * client reconnects and resends the missing chunks later. */
+    size_t mine = partial_bytes(s, identity), all = partial_bytes(s, NULL);
+    size_t more = rx->chunk_len; /* and, for the first chunk, the index fk_reasm allocates */
+    if (!p)
+        more += (size_t)in->chunk.total * sizeof(void *) + in->chunk.total / 8 + 1;
+    if (mine + more > s->cfg.partial_client_limit || all + more > s->cfg.partial_total_limit) {
+        int per_client = mine + more > s->cfg.partial_client_limit;
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "partial uploads hold %zu bytes %s; one more chunk would pass the server's "
+                 "limit of %zu bytes (%s); send it again later",
+                 per_client ? mine : all, per_client ? "of yours" : "in all",
+                 per_client ? s->cfg.partial_client_limit : s->cfg.partial_total_limit,
+                 per_client ? "partial_client_mb" : "partial_total_mb");
+        fk_log(FK_LOG_WARN, "chunk_refused", "identity=%s job=%" PRId64 " held=%zu reason=\"%s\"",
+               identity, job, per_client ? mine : all, msg);
+        fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, msg, NULL, 0);
+        return;
+    }
     if (!p && !(p = new_partial(s, in->update_id, identity))) {
         fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
         return;
     }
+    p->job = job;
+    p->round = (int)in->round;
+    p->attempt = attempt;
+    p->phase = (int)in->phase;
     p->touched = fk_service_now();
     int complete = 0;
     fk_err err = {0};
@@ -1150,7 +1238,6 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     const char *id = identity_of(peer);
-    client_called(s, id);
     s->stats.pushes++;
     s->stats.bytes_in += len;
     fedkern_v1_PushUpdateRequest in;
@@ -1160,6 +1247,12 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_err err = {0};
     int rc = fk_codec_decode_push_update_request(req, len, &in, &rx, &err);
     int decoded = rc == FK_OK;
+    if (decoded && !session_ok(s, call, id, in.session_id, "PushUpdate")) {
+        fk_bundle_close(&b);
+        fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &in);
+        return;
+    }
+    client_called(s, id);
     int64_t job = 0;
     int attempt = 0;
     if (!rc && fk_task_id_parse(in.job_id, &job, &attempt))
@@ -1224,12 +1317,11 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
         return;
     const char *id = identity_of(peer);
-    fk_client_rec *ss = fk_clients_by_session(&s->clients, in.session_id);
-    if (!ss || strcmp(ss->identity, id)) {
+    if (!session_ok(s, call, id, in.session_id, "Heartbeat")) {
         fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
-        fk_grpc_call_reply(call, FK_GRPC_NOT_FOUND, "unknown session: Join again", NULL, 0);
         return;
     }
+    fk_client_rec *ss = fk_clients_by_session(&s->clients, in.session_id);
     note_seen(s, ss, 0);
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
@@ -1253,6 +1345,10 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     fedkern_v1_LeaveRequest in;
     if (decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
         return;
+    if (!session_ok(s, call, identity_of(peer), in.session_id, "Leave")) {
+        fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
+        return;
+    }
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     fk_client_rec *r;
@@ -1283,13 +1379,23 @@ static int job_state_pb(int state)
     }
 }
 
+/* An admin call's job id: a plain positive integer ("1", as `fedkern job list` shows it); a
+ * task id ("1.0"), a fraction or trailing text is refused, not read as job 1. */
 static int parse_job_id(fk_grpc_call *call, const char *text, int64_t *job)
 {
-    int attempt;
-    if (fk_task_id_parse(text, job, &attempt) == FK_OK)
+    char *end;
+    errno = 0;
+    long long j = strtoll(text, &end, 10);
+    if (end != text && !*end && j > 0 && errno == 0 && (text[0] >= '0' && text[0] <= '9')) {
+        *job = j;
         return 1;
-    fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, "job_id must be a positive number", NULL,
-                       0);
+    }
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "job_id '%.40s' is not a job id: give the job's number as 'fedkern job list' shows "
+             "it (e.g. 1), without a fraction or suffix",
+             text);
+    fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, msg, NULL, 0);
     return 0;
 }
 
@@ -1490,6 +1596,10 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         rc = fk_codec_encode_job_result_response(&out, &tx, 0, &buf, &olen, &err);
     fk_bundle_close(&b);
     free(blob);
+    if (rc && fk_store_damaged(s->st)) { /* the stored model failed its checksum */
+        fk_grpc_call_reply(call, FK_GRPC_DATA_LOSS, err.msg, NULL, 0);
+        return;
+    }
     if (rc) {
         reply_err(call, rc, &err);
         return;
@@ -1667,12 +1777,16 @@ static void on_tick(uv_timer_t *t)
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
         predict_finish(s, id);
-    /* Forget chunked uploads abandoned for ten minutes. */
-    for (int i = 0; i < s->n_partials;)
-        if (now - s->partials[i].touched > 600.0)
-            drop_partial(s, &s->partials[i]);
+    /* Forget chunked uploads abandoned for ten minutes, and those of a phase that no longer
+     * waits for their sender (closed, or the sender answered or was left out). */
+    for (int i = 0; i < s->n_partials;) {
+        partial *p = &s->partials[i];
+        if (now - p->touched > 600.0 ||
+            !fk_engine_task_open(s->e, p->job, p->round, p->attempt, p->phase, p->identity))
+            drop_partial(s, p);
         else
             i++;
+    }
 }
 
 int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_engine *e,
@@ -1699,6 +1813,10 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         s->cfg.tick_ms = 200;
     if (!s->cfg.reasm_limit)
         s->cfg.reasm_limit = FK_SERVICE_REASM_DEFAULT;
+    if (!s->cfg.partial_client_limit)
+        s->cfg.partial_client_limit = FK_SERVICE_PARTIAL_CLIENT_DEFAULT;
+    if (!s->cfg.partial_total_limit)
+        s->cfg.partial_total_limit = FK_SERVICE_PARTIAL_TOTAL_DEFAULT;
     static const struct {
         const char *path;
         fk_grpc_handler fn;

@@ -24,6 +24,10 @@
 /* Default of fk_service_config.reasm_limit: the largest update the server reassembles from
  * chunks, and so the largest a client may send (the engine tells jobs; fk_engine_opts). */
 #define FK_SERVICE_REASM_DEFAULT ((size_t)1 << 30)
+/* Defaults of the caps on what partial (chunked, not yet complete) uploads hold: of one
+ * client (its largest update must fit) and of all clients together. */
+#define FK_SERVICE_PARTIAL_CLIENT_DEFAULT ((size_t)1 << 30)
+#define FK_SERVICE_PARTIAL_TOTAL_DEFAULT ((size_t)2 << 30)
 
 typedef struct fk_service_config {
     char **allow;  /* client identities allowed; n_allow == 0 lets any CA-signed client in */
@@ -36,6 +40,10 @@ typedef struct fk_service_config {
     uint64_t poll_margin_ms;/* answer a waiting PullTask this long before its deadline (300) */
     uint64_t tick_ms;       /* how often deadlines are checked (200) */
     size_t reasm_limit;     /* bytes one chunked update may hold (FK_SERVICE_REASM_DEFAULT) */
+    /* Chunked uploads are reassembled only for a task the sender owes in an open phase, in
+     * memory that grows with the chunks received; these cap the bytes they hold. */
+    size_t partial_client_limit; /* of one client (FK_SERVICE_PARTIAL_CLIENT_DEFAULT) */
+    size_t partial_total_limit;  /* of all clients (FK_SERVICE_PARTIAL_TOTAL_DEFAULT) */
 } fk_service_config;
 
 typedef struct fk_service fk_service;

@@ -1,15 +1,19 @@
 #include "server/store.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
 
 #include "common/base/log.h"
 
@@ -32,7 +36,15 @@ struct fk_store {
     int normal;  /* fk_store_set_full_sync(0): synchronous=NORMAL throughout */
     int strict;  /* fk_store_set_full_sync(2): relaxed transactions fsync too (benchmarks) */
     int relaxed; /* a fk_store_begin_relaxed transaction is open (synchronous=NORMAL) */
+    int damaged; /* a stored row failed its SHA-256 (fk_store_damaged) */
+    int watched; /* dev and ino hold the identity of the file at path (fk_store_file_check) */
+    dev_t dev;
+    ino_t ino;
+    uint64_t max_bytes; /* fk_store_set_limit, applied again after fk_store_recreate */
+    char refuse[256];   /* fk_store_refuse_writes: why every transaction is refused */
 };
+
+enum { SUM_LEN = 32 }; /* SHA-256 beside every stored blob (schema version 4) */
 
 /* Migration i takes the schema from version i to i + 1; append, never edit. */
 static const char *const migrations[] = {
@@ -121,6 +133,15 @@ static const char *const migrations[] = {
     "  cols INTEGER NOT NULL,"
     "  classes INTEGER NOT NULL,"
     "  PRIMARY KEY (identity, seq));",
+    /* 4: a SHA-256 beside every stored update, checkpoint and model, checked on every read
+     * (issue 33): a changed byte is an error naming the row, never a different model. Rows
+     * written before are hashed as they are now. */
+    "ALTER TABLE updates ADD COLUMN sha256 BLOB;"
+    "ALTER TABLE checkpoints ADD COLUMN sha256 BLOB;"
+    "ALTER TABLE models ADD COLUMN sha256 BLOB;"
+    "UPDATE updates SET sha256 = fk_sha256(blob);"
+    "UPDATE checkpoints SET sha256 = fk_sha256(blob);"
+    "UPDATE models SET sha256 = fk_sha256(blob);",
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -137,6 +158,27 @@ const char *fk_job_state_name(int state)
     "-wal, -shm) aside, restore the latest backup as state.db (docs/operations.md section 9: "  \
     "'Backup and restore of the state directory'), then start the server"
 
+/* 1 if a write failure is the process's file-size limit (RLIMIT_FSIZE: ulimit -f, systemd
+ * LimitFSIZE=): EFBIG seen by SQLite, or the database or its -wal within a page or two of the
+ * limit (SQLite's rollback after the failed write may have replaced the errno). */
+static int at_file_size_limit(fk_store *st)
+{
+    if (st->db && sqlite3_system_errno(st->db) == EFBIG)
+        return 1;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) || rl.rlim_cur == RLIM_INFINITY)
+        return 0;
+    const char *suffix[] = {"", "-wal"};
+    for (int i = 0; i < 2; i++) {
+        char p[600];
+        struct stat sb;
+        snprintf(p, sizeof p, "%s%s", st->path, suffix[i]);
+        if (stat(p, &sb) == 0 && (uint64_t)sb.st_size + 65536 + 32 >= (uint64_t)rl.rlim_cur)
+            return 1;
+    }
+    return 0;
+}
+
 static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
 {
     int prim = rc & 0xff;
@@ -144,6 +186,9 @@ static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
     const char *hint = "check the state directory";
     if (prim == SQLITE_FULL)
         hint = "the disk or the configured size limit is full; free space, nothing was stored";
+    else if (prim == SQLITE_IOERR && at_file_size_limit(st))
+        hint = "the file-size limit of the server process is reached (ulimit -f, systemd "
+               "LimitFSIZE=); raise it, nothing was stored";
     else if (prim == SQLITE_READONLY || prim == SQLITE_PERM || prim == SQLITE_CANTOPEN)
         hint = "the state database is not writable; fix permissions of the state directory";
     else if (prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB) {
@@ -158,6 +203,61 @@ static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
     }
     return fk_err_set(err, code, "state db %s: %s: %s (%s)", st->path, what,
                       st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc), hint);
+}
+
+/* ------------------------------------------------------------ checksums */
+
+static int sha256(const void *p, size_t n, unsigned char out[SUM_LEN])
+{
+    unsigned int got = 0;
+    return EVP_Digest(n ? p : "", n, out, &got, EVP_sha256(), NULL) == 1 && got == SUM_LEN
+               ? FK_OK
+               : FK_EIO;
+}
+
+/* fk_sha256(blob) in SQL: the migration to version 4 hashes the rows already stored. */
+static void sql_sha256(sqlite3_context *c, int argc, sqlite3_value **v)
+{
+    (void)argc;
+    const void *b = sqlite3_value_blob(v[0]);
+    int n = sqlite3_value_bytes(v[0]);
+    unsigned char d[SUM_LEN];
+    if (n < 0 || sha256(b, (size_t)n, d)) {
+        sqlite3_result_error(c, "SHA-256 failed", -1);
+        return;
+    }
+    sqlite3_result_blob(c, d, SUM_LEN, SQLITE_TRANSIENT);
+}
+
+/* The blob of column `col` of the current row against the SHA-256 in column `col + 1`:
+ * FK_OK, or FK_EFORMAT naming the row (`what`) and the restore steps. A missing sum is a
+ * mismatch too: the migration gave every row one. */
+static int verify_blob(fk_store *st, sqlite3_stmt *s, int col, const char *what, fk_err *err)
+{
+    const void *b = sqlite3_column_blob(s, col);
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+    const void *sum = sqlite3_column_blob(s, col + 1);
+    int sum_len = sqlite3_column_bytes(s, col + 1);
+    unsigned char d[SUM_LEN];
+    if (sha256(b, n, d))
+        return fk_err_set(err, FK_EIO, "state db %s: %s: cannot compute its SHA-256", st->path,
+                          what);
+    if (sum && sum_len == SUM_LEN && !memcmp(sum, d, SUM_LEN))
+        return FK_OK;
+    st->damaged = 1;
+    fk_log(FK_LOG_ERROR, "state_checksum_mismatch", "state=%s row=\"%s\" bytes=%zu action=\"%s\"",
+           st->path, what, n, FK_STORE_RESTORE_STEPS);
+    /* short enough for a gRPC status message (255 bytes) with the job and what to do first;
+     * the log line above has the full restore steps */
+    return fk_err_set(err, FK_EFORMAT,
+                      "%s fails its SHA-256 check (changed on disk, not used): stop the server, "
+                      "restore the latest backup (docs/operations.md section 9); state db %s",
+                      what, st->path);
+}
+
+int fk_store_damaged(const fk_store *st)
+{
+    return st->damaged;
 }
 
 static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
@@ -366,48 +466,295 @@ static int quick_check(fk_store *st, fk_err *err)
     return FK_OK;
 }
 
-int fk_store_open(fk_store **out, const char *path, fk_err *err)
+/* 1 if the database holds fedkern's tables (a schema_version table), 0 if not, <0 error. */
+static int has_fedkern_schema(fk_store *st, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(st->db,
+                                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'schema_version'",
+                                -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "read the schema", err);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return 1;
+    return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "read the schema", err);
+}
+
+/* The connection to st->path: open, configure, check, and (only where the file holds
+ * fedkern state, or init allows a new federation in it) migrate. `existed`: the file was
+ * there, non-empty, before the open. */
+static int connect_db(fk_store *st, int existed, int init, fk_err *err)
+{
+    int rc = sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "open", err);
+    sqlite3_busy_timeout(st->db, 5000);
+    rc = sqlite3_create_function(st->db, "fk_sha256", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                 NULL, sql_sha256, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return db_fail(st, rc, "register fk_sha256", err);
+    if (sqlite3_db_readonly(st->db, "main") == 1)
+        return fk_err_set(err, FK_EINVAL,
+                          "state db %s opened read-only: the server writes every update to it; "
+                          "make the file and its directory writable by the server's user",
+                          st->path);
+    rc = exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
+              "configure (WAL, synchronous, foreign keys)", err);
+    if (!rc)
+        rc = quick_check(st, err);
+    if (!rc && existed && !init) {
+        rc = has_fedkern_schema(st, err);
+        if (rc == 0)
+            rc = fk_err_set(err, FK_EINVAL,
+                            "state db %s is an SQLite database without fedkern's tables (another "
+                            "program's file?): it is not taken as a new federation. Check --state; "
+                            "if a state file was lost, restore the latest backup (docs/"
+                            "operations.md section 9); to start a new, empty federation in this "
+                            "file, start once with --init",
+                            st->path);
+        else if (rc == 1)
+            rc = FK_OK;
+    }
+    if (!rc)
+        rc = migrate(st, err);
+    return rc;
+}
+
+/* Record the identity (device, inode) of the file the connection uses. */
+static void note_identity(fk_store *st)
+{
+    struct stat sb;
+    st->watched = st->db && stat(st->path, &sb) == 0;
+    if (st->watched) {
+        st->dev = sb.st_dev;
+        st->ino = sb.st_ino;
+    }
+}
+
+/* What the path holds before SQLite sees it: FK_OK to go on (*existed = 1 for a non-empty
+ * file), or the refusal of a file that would silently become a new federation. */
+static int check_presence(const char *path, int init, int *existed, fk_err *err)
+{
+    *existed = 0;
+    if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
+        return FK_OK;
+    char wal[600];
+    size_t n = strlen(path);
+    if (n + sizeof "-wal" > sizeof wal)
+        return fk_err_set(err, FK_EINVAL, "state db path %.100s... is too long", path);
+    memcpy(wal, path, n);
+    memcpy(wal + n, "-wal", sizeof "-wal");
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT && stat(wal, &sb) == 0)
+            return fk_err_set(err, FK_EINVAL,
+                              "state db %s is missing but %s is there: the state file was "
+                              "removed and its last writes are in the -wal. Restore the latest "
+                              "backup as %s (docs/operations.md section 9); to start a new, "
+                              "empty federation instead, move %s and %s-shm aside first",
+                              path, wal, path, wal, path);
+        return FK_OK; /* absent: a new federation (check_path reported other errors) */
+    }
+    if (sb.st_size == 0 && !init)
+        return fk_err_set(err, FK_EINVAL,
+                          "state db %s is an empty file: it holds no federation and is not "
+                          "taken as a new one. If a state file was lost, restore the latest "
+                          "backup (docs/operations.md section 9); to start a new, empty "
+                          "federation in it, start once with --init",
+                          path);
+    *existed = sb.st_size > 0;
+    return FK_OK;
+}
+
+static void fsync_dir_of(const char *path);
+
+/* A new federation at an absent path, made whole before it appears there: the schema is
+ * written to PATH.init-tmp, which is fsync'd and renamed, so a crash at the first start never
+ * leaves an empty state.db (refused as "holds no federation" at the next start). */
+static int create_db(fk_store *st, const char *path, fk_err *err)
+{
+    char tmp[sizeof st->path];
+    if (snprintf(tmp, sizeof tmp, "%s.init-tmp", path) >= (int)sizeof tmp)
+        return fk_err_set(err, FK_EINVAL, "state db path %s is too long", path);
+    const char *suffix[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) { /* left by a crash during an earlier first start */
+        char p[640];
+        snprintf(p, sizeof p, "%s%s", tmp, suffix[i]);
+        unlink(p);
+    }
+    memcpy(st->path, tmp, sizeof tmp);
+    int rc = connect_db(st, 0, 1, err);
+    cache_clear(st);
+    sqlite3_close(st->db); /* checkpoints the -wal into the file and removes it */
+    st->db = NULL;
+    int fd = rc ? -1 : open(tmp, O_RDONLY);
+    if (!rc && (fd < 0 || fsync(fd)))
+        rc = fk_err_set(err, FK_EIO, "state db %s: cannot fsync %s: %s", path, tmp,
+                        strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    if (!rc && rename(tmp, path))
+        rc = fk_err_set(err, FK_EIO, "state db %s: cannot rename %s to it: %s", path, tmp,
+                        strerror(errno));
+    if (rc)
+        unlink(tmp);
+    else
+        fsync_dir_of(path);
+    return rc;
+}
+
+int fk_store_open_init(fk_store **out, const char *path, int init, fk_err *err)
 {
     *out = NULL;
+    int existed = 0;
     int rc = check_path(path, err);
+    if (!rc)
+        rc = check_presence(path, init, &existed, err);
     if (rc)
         return rc;
+    struct stat sb;
+    int absent = strcmp(path, ":memory:") && *path && strncmp(path, "file:", 5) &&
+                 stat(path, &sb) != 0 && errno == ENOENT;
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening %s", path);
+    rc = absent ? create_db(st, path, err) : FK_OK;
     snprintf(st->path, sizeof st->path, "%s", path);
-    rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    if (rc != SQLITE_OK) {
-        rc = db_fail(st, rc, "open", err);
-        fk_store_close(st);
-        return rc;
-    }
-    sqlite3_busy_timeout(st->db, 5000);
-    if (sqlite3_db_readonly(st->db, "main") == 1)
-        rc = fk_err_set(err, FK_EINVAL,
-                        "state db %s opened read-only: the server writes every update to it; "
-                        "make the file and its directory writable by the server's user",
-                        path);
     if (!rc)
-        rc = exec(st,
-                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
-                  "configure (WAL, synchronous, foreign keys)", err);
-    if (!rc)
-        rc = quick_check(st, err);
-    if (!rc)
-        rc = migrate(st, err);
+        rc = connect_db(st, existed || absent, init, err);
     if (rc) {
         fk_store_close(st);
         return rc;
     }
+    note_identity(st);
     *out = st;
     return FK_OK;
+}
+
+int fk_store_open(fk_store **out, const char *path, fk_err *err)
+{
+    return fk_store_open_init(out, path, 0, err);
+}
+
+/* -------------------------------------------------- the file's identity */
+
+int fk_store_file_state(const fk_store *st)
+{
+    struct stat sb;
+    if (!st->watched)
+        return FK_STORE_FILE_OK;
+    if (stat(st->path, &sb) != 0) /* another error (EACCES on the directory...) says nothing */
+        return errno == ENOENT ? FK_STORE_FILE_REMOVED : FK_STORE_FILE_OK;
+    return sb.st_dev != st->dev || sb.st_ino != st->ino ? FK_STORE_FILE_REPLACED
+                                                        : FK_STORE_FILE_OK;
+}
+
+/* Copy the whole database (what the connection sees, -wal included) into a new file at dest,
+ * fsync'd. dest must not exist. */
+static int copy_to(fk_store *st, const char *dest, fk_err *err)
+{
+    sqlite3 *out = NULL;
+    int rc = sqlite3_open_v2(dest, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    sqlite3_backup *b = rc == SQLITE_OK ? sqlite3_backup_init(out, "main", st->db, "main") : NULL;
+    if (b) {
+        rc = sqlite3_backup_step(b, -1);
+        int fin = sqlite3_backup_finish(b);
+        rc = rc == SQLITE_DONE ? fin : rc;
+    } else if (rc == SQLITE_OK) {
+        rc = sqlite3_errcode(out);
+    }
+    const char *msg = rc == SQLITE_OK ? "" : out ? sqlite3_errmsg(out) : sqlite3_errstr(rc);
+    char why[256];
+    snprintf(why, sizeof why, "%s", msg);
+    sqlite3_close(out); /* rollback journal mode: one file once closed */
+    if (rc != SQLITE_OK) {
+        unlink(dest);
+        return fk_err_set(err, FK_EIO, "state db %s: cannot copy it to %s: %s", st->path, dest,
+                          why);
+    }
+    int fd = open(dest, O_RDONLY);
+    int synced = fd >= 0 && fsync(fd) == 0;
+    if (fd >= 0)
+        close(fd);
+    if (!synced) {
+        unlink(dest);
+        return fk_err_set(err, FK_EIO, "state db %s: cannot fsync its copy %s: %s", st->path,
+                          dest, strerror(errno));
+    }
+    return FK_OK;
+}
+
+static void fsync_dir_of(const char *path)
+{
+    char copy[600];
+    snprintf(copy, sizeof copy, "%s", path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        (void)fsync(fd); /* best effort: the rename is already visible */
+        close(fd);
+    }
+}
+
+/* Close the connection and the SQLite files named after the path: a connection whose file
+ * moved does not checkpoint at close and leaves -wal and -shm behind, which a database opened
+ * next at the path would replay. */
+static void disconnect_moved(fk_store *st)
+{
+    cache_clear(st);
+    sqlite3_close(st->db);
+    st->db = NULL;
+    char p[600];
+    snprintf(p, sizeof p, "%s-wal", st->path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", st->path);
+    unlink(p);
+}
+
+int fk_store_save_copy(fk_store *st, const char *dest, fk_err *err)
+{
+    if (sqlite3_get_autocommit(st->db) == 0)
+        return fk_err_set(err, FK_ESTATE, "state db %s: a transaction is open", st->path);
+    return copy_to(st, dest, err);
+}
+
+int fk_store_recreate(fk_store *st, fk_err *err)
+{
+    if (sqlite3_get_autocommit(st->db) == 0)
+        return fk_err_set(err, FK_ESTATE, "state db %s: a transaction is open", st->path);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.recreate-tmp", st->path);
+    unlink(tmp);
+    int rc = copy_to(st, tmp, err);
+    if (rc)
+        return rc;
+    disconnect_moved(st);
+    if (rename(tmp, st->path)) {
+        rc = fk_err_set(err, FK_EIO,
+                        "state db %s: cannot put the re-created file in place (%s); the state "
+                        "is in %s: move it to %s before the next start",
+                        st->path, strerror(errno), tmp, st->path);
+        return rc;
+    }
+    fsync_dir_of(st->path);
+    if ((rc = connect_db(st, 1, 0, err)))
+        return rc;
+    note_identity(st);
+    if (st->max_bytes && (rc = fk_store_set_limit(st, st->max_bytes, err)))
+        return rc;
+    if (st->normal || st->strict)
+        rc = fk_store_set_full_sync(st, st->strict ? 2 : 0, err);
+    return rc;
 }
 
 void fk_store_close(fk_store *st)
 {
     if (!st)
         return;
+    if (st->db && fk_store_file_state(st) != FK_STORE_FILE_OK)
+        disconnect_moved(st); /* its -wal would be replayed into the file now at the path */
     cache_clear(st);
     sqlite3_close(st->db);
     free(st);
@@ -437,6 +784,7 @@ int fk_store_size(fk_store *st, uint64_t *bytes, fk_err *err)
 
 int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err)
 {
+    st->max_bytes = max_bytes;
     int64_t page = 4096;
     int rc = pragma_int(st, "PRAGMA page_size", &page, err);
     if (rc)
@@ -499,8 +847,15 @@ static void unrelax(fk_store *st)
         fk_log(FK_LOG_ERROR, "state_sync_not_restored", "error=\"%s\"", err.msg);
 }
 
+void fk_store_refuse_writes(fk_store *st, const char *why)
+{
+    snprintf(st->refuse, sizeof st->refuse, "%s", why && *why ? why : "writes refused");
+}
+
 int fk_store_begin(fk_store *st, fk_err *err)
 {
+    if (st->refuse[0])
+        return fk_err_set(err, FK_EIO, "state db %s: %s", st->path, st->refuse);
     return exec_cached(st, "BEGIN IMMEDIATE", "begin transaction", err);
 }
 
@@ -1056,39 +1411,53 @@ int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, 
 
 /* ------------------------------------------------------------- updates */
 
-/* 1 if this sender stored an update with this idempotency id, 0 if not, <0
- * on error. Scoped to the sender: nobody can claim another client's id. */
-static int idem_exists(fk_store *st, const char *idem, const char *identity, fk_err *err)
+/* What this sender stored under this idempotency id: FK_STORE_IDEM_NEW (nothing),
+ * FK_STORE_IDEM_SAME (bytes of SHA-256 d, or any bytes when d is NULL) or FK_STORE_IDEM_OTHER
+ * (other bytes: a reused id), <0 on error. Scoped to the sender: nobody can claim another
+ * client's id. */
+static int idem_state(fk_store *st, const char *idem, const char *identity,
+                      const unsigned char *d, fk_err *err)
 {
     sqlite3_stmt *s;
-    int rc = prep(st, "SELECT 1 FROM updates WHERE idem = ?1 AND identity = ?2", &s, err);
+    int rc = prep(st, "SELECT sha256 FROM updates WHERE idem = ?1 AND identity = ?2", &s, err);
     if (rc)
         return rc;
     sqlite3_bind_text(s, 1, idem, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s, 2, identity, -1, SQLITE_TRANSIENT);
     rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        const void *sum = sqlite3_column_blob(s, 0);
+        int same = !d || (sqlite3_column_bytes(s, 0) == SUM_LEN && !memcmp(sum, d, SUM_LEN));
+        release(st, s);
+        return same ? FK_STORE_IDEM_SAME : FK_STORE_IDEM_OTHER;
+    }
     release(st, s);
-    if (rc == SQLITE_ROW)
-        return 1;
-    return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "look up idempotency id", err);
+    return rc == SQLITE_DONE ? FK_STORE_IDEM_NEW : db_fail(st, rc, "look up idempotency id", err);
 }
 
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
 {
     *dup = 0;
-    int rc = idem_exists(st, u->idem, u->identity, err);
+    unsigned char sum[SUM_LEN];
+    if (u->sha256)
+        memcpy(sum, u->sha256, SUM_LEN);
+    else if (sha256(u->blob, u->len, sum))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
+                          st->path);
+    int rc = idem_state(st, u->idem, u->identity, sum, err);
     if (rc < 0)
         return rc;
-    if (rc == 1) {
-        *dup = 1;
+    if (rc != FK_STORE_IDEM_NEW) {
+        *dup = rc;
         return FK_OK;
     }
     sqlite3_stmt *s;
     rc = prep_phase(st,
                     "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
-                    "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse) "
+                    "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse, "
+                    "sha256) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                    "?16)",
+                    "?16, ?17)",
                     u->job, u->round, u->attempt, u->phase, &s, err);
     if (rc)
         return rc;
@@ -1104,6 +1473,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     bind_real_or_null(s, 14, u->report.misclust);
     bind_real_or_null(s, 15, u->report.ari);
     bind_real_or_null(s, 16, u->report.rmse);
+    sqlite3_bind_blob(s, 17, sum, SUM_LEN, SQLITE_STATIC);
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
@@ -1122,7 +1492,7 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_stmt *s;
     int rc = prep_phase(st,
                         "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, "
-                        "received, misclust, ari, rmse FROM updates "
+                        "sha256, received, misclust, ari, rmse FROM updates "
                         "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
                         "ORDER BY client",
                         job, round, attempt, phase, &s, err);
@@ -1137,13 +1507,18 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
         u.report.loss = column_real_or_nan(s, 4);
         u.report.accuracy = column_real_or_nan(s, 5);
         u.report.error = column_real_or_nan(s, 6);
+        char what[160];
+        snprintf(what, sizeof what, "job %lld round %d attempt %d phase %d: the update of "
+                 "client %d", (long long)job, round, attempt, phase, u.client);
+        int crc = verify_blob(st, s, 7, what, err);
         u.blob = sqlite3_column_blob(s, 7);
         u.len = (size_t)sqlite3_column_bytes(s, 7);
-        u.received = sqlite3_column_double(s, 8);
-        u.report.misclust = column_real_or_nan(s, 9);
-        u.report.ari = column_real_or_nan(s, 10);
-        u.report.rmse = column_real_or_nan(s, 11);
-        int crc = cb(ctx, &u, err);
+        u.received = sqlite3_column_double(s, 9);
+        u.report.misclust = column_real_or_nan(s, 10);
+        u.report.ari = column_real_or_nan(s, 11);
+        u.report.rmse = column_real_or_nan(s, 12);
+        if (!crc)
+            crc = cb(ctx, &u, err);
         if (crc) {
             release(st, s);
             return crc;
@@ -1172,10 +1547,23 @@ int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int 
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
                           fk_err *err)
 {
-    int rc = idem_exists(st, idem, identity, err);
+    int rc = idem_state(st, idem, identity, NULL, err);
     if (rc < 0)
         return rc;
-    *known = rc;
+    *known = rc != FK_STORE_IDEM_NEW;
+    return FK_OK;
+}
+
+int fk_store_update_match(fk_store *st, const char *idem, const char *identity, const void *blob,
+                          size_t len, int *state, uint8_t d[32], fk_err *err)
+{
+    if (sha256(blob, len, d))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
+                          st->path);
+    int rc = idem_state(st, idem, identity, d, err);
+    if (rc < 0)
+        return rc;
+    *state = rc;
     return FK_OK;
 }
 
@@ -1198,8 +1586,13 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
                     size_t len, fk_err *err)
 {
     char sql[128];
-    snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO %s (job_id, round, blob) VALUES (?1, ?2, ?3)",
+    snprintf(sql, sizeof sql,
+             "INSERT OR REPLACE INTO %s (job_id, round, blob, sha256) VALUES (?1, ?2, ?3, ?4)",
              table);
+    unsigned char sum[SUM_LEN];
+    if (sha256(blob, len, sum))
+        return fk_err_set(err, FK_EIO, "state db %s: cannot compute the SHA-256 of a %s row",
+                          st->path, table);
     sqlite3_stmt *s;
     int rc = prep(st, sql, &s, err);
     if (rc)
@@ -1207,6 +1600,7 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
     sqlite3_bind_int64(s, 1, job);
     sqlite3_bind_int(s, 2, round);
     sqlite3_bind_blob64(s, 3, len ? blob : "", len, SQLITE_STATIC);
+    sqlite3_bind_blob(s, 4, sum, SUM_LEN, SQLITE_STATIC);
     return run(st, s, table, err);
 }
 
@@ -1217,7 +1611,7 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
     *len = 0;
     char sql[160];
     snprintf(sql, sizeof sql,
-             "SELECT blob, round FROM %s WHERE job_id = ?1 AND (?2 < 0 OR round = ?2) "
+             "SELECT blob, sha256, round FROM %s WHERE job_id = ?1 AND (?2 < 0 OR round = ?2) "
              "ORDER BY round DESC LIMIT 1",
              table);
     sqlite3_stmt *s;
@@ -1227,7 +1621,16 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
     sqlite3_bind_int64(s, 1, job);
     sqlite3_bind_int(s, 2, round);
     rc = sqlite3_step(s);
+    char what[128];
+    int bad = FK_OK;
     if (rc == SQLITE_ROW) {
+        snprintf(what, sizeof what, "job %lld: the %s of round %d", (long long)job,
+                 !strcmp(table, "models") ? "model" : "checkpoint", sqlite3_column_int(s, 2));
+        bad = verify_blob(st, s, 0, what, err);
+    }
+    if (bad) {
+        rc = bad; /* the row's bytes are not handed out */
+    } else if (rc == SQLITE_ROW) {
         size_t n = (size_t)sqlite3_column_bytes(s, 0);
         *blob = malloc(n ? n : 1);
         if (!*blob) {
@@ -1237,7 +1640,7 @@ static int blob_get(fk_store *st, const char *table, int64_t job, int round, voi
                 memcpy(*blob, sqlite3_column_blob(s, 0), n);
             *len = n;
             if (round_out)
-                *round_out = sqlite3_column_int(s, 1);
+                *round_out = sqlite3_column_int(s, 2);
             rc = FK_OK;
         }
     } else if (rc == SQLITE_DONE) {

@@ -18,7 +18,7 @@
 
 typedef struct fk_store fk_store;
 
-enum { FK_STORE_SCHEMA_VERSION = 3 };
+enum { FK_STORE_SCHEMA_VERSION = 4 };
 
 /* Open (creating and migrating as needed) the database at path. Refused with one message
  * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
@@ -26,7 +26,32 @@ enum { FK_STORE_SCHEMA_VERSION = 3 };
  * PRAGMA quick_check fails or SQLite finds the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB,
  * also on any later call): a damaged database is never waited for like a full disk (FK_EIO). */
 FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
+/* fk_store_open, and the rule for a file that holds no federation (issue 33): an absent file
+ * is a new federation (unless its -wal is still there: the file was removed, refused with
+ * the restore steps); an empty file or an SQLite database without fedkern's tables is refused
+ * (FK_EINVAL, naming --init and the restore steps) unless init = 1 (--init), which starts a
+ * new, empty federation in it. init changes nothing for a file with fedkern state. */
+FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
 void fk_store_close(fk_store *st);
+/* 1 once a stored row failed its SHA-256 check (the file was damaged after it was written). */
+int fk_store_damaged(const fk_store *st);
+/* The state file is kept by identity (device, inode, taken at open): fk_store_file_check
+ * tells whether the path still names it (FK_STORE_FILE_OK), names nothing (REMOVED: `rm
+ * state.db` while the server runs; the connection still holds every byte) or another file
+ * (REPLACED). The server's answer (server/main.c, docs/operations.md): removed, the database
+ * is copied back to the path from the open connection (fk_store_recreate) with an error line;
+ * replaced, it is saved beside it (fk_store_save_copy) and the server stops with exit 1. */
+enum { FK_STORE_FILE_OK = 0, FK_STORE_FILE_REMOVED = 1, FK_STORE_FILE_REPLACED = 2 };
+int fk_store_file_state(const fk_store *st);
+/* Write the whole database as the connection sees it to path again (copy to PATH.recreate-tmp,
+ * fsync, rename, reopen, limits and sync mode as before). Not inside a transaction
+ * (FK_ESTATE). */
+FK_CHECKRETURN int fk_store_recreate(fk_store *st, fk_err *err);
+/* From now on every transaction is refused (FK_EIO with why): nothing more is acknowledged
+ * into a file that is about to be left. */
+void fk_store_refuse_writes(fk_store *st, const char *why);
+/* Copy the whole database to a new file dest (fsync'd). Not inside a transaction. */
+FK_CHECKRETURN int fk_store_save_copy(fk_store *st, const char *dest, fk_err *err);
 /* Cap the database at max_bytes (0 = no cap): writes beyond it fail like a full disk. */
 FK_CHECKRETURN int fk_store_set_limit(fk_store *st, uint64_t max_bytes, fk_err *err);
 /* Bytes the database file uses now (pages in use x page size). */
@@ -156,16 +181,23 @@ typedef struct fk_store_update {
     const void *blob;
     size_t len;
     double received;
+    const uint8_t *sha256; /* put: the blob's SHA-256 if the caller has it (else computed) */
 } fk_store_update;
 
+/* What a sender stored under an idempotency id (fk_store_update_match). */
+enum { FK_STORE_IDEM_NEW = 0, FK_STORE_IDEM_SAME = 1, FK_STORE_IDEM_OTHER = 2 };
+
 /* Commit one update. A resend (same idem from the same identity) is not
- * stored again: *dup = 1 and FK_OK, so the caller acknowledges it again
- * without counting it. A second, different update for the same (job, round,
- * attempt, phase, client), or an idem another identity used, gives FK_ESTATE. */
+ * stored again: *dup = FK_STORE_IDEM_SAME and FK_OK, so the caller acknowledges it again
+ * without counting it; the same idem with other bytes gives *dup = FK_STORE_IDEM_OTHER and
+ * FK_OK, nothing stored (the protocol's ABORTED). A second, different update for the same
+ * (job, round, attempt, phase, client), or an idem another identity used, gives FK_ESTATE. */
 FK_CHECKRETURN int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup,
                                        fk_err *err);
 /* Call cb for each update of one phase in ascending client order. The blob
- * and strings are valid only during the call. */
+ * and strings are valid only during the call. Every blob is checked against the SHA-256
+ * stored beside it: a mismatch stops with FK_EFORMAT naming the job, round, phase and client
+ * and the restore steps (and fk_store_damaged() turns 1). */
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
 FK_CHECKRETURN int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt,
                                         int phase, fk_store_update_cb cb, void *ctx, fk_err *err);
@@ -176,9 +208,16 @@ FK_CHECKRETURN int fk_store_update_drop(fk_store *st, int64_t job, int round, in
 /* *known = 1 if identity stored an update with this idempotency id. */
 FK_CHECKRETURN int fk_store_update_known(fk_store *st, const char *idem, const char *identity,
                                          int *known, fk_err *err);
+/* *state = FK_STORE_IDEM_NEW, _SAME (stored with these bytes) or _OTHER (other bytes);
+ * sha256 (32 bytes) gets the blob's digest, for fk_store_update.sha256. */
+FK_CHECKRETURN int fk_store_update_match(fk_store *st, const char *idem, const char *identity,
+                                         const void *blob, size_t len, int *state,
+                                         uint8_t sha256[32], fk_err *err);
 FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
-/* --- checkpoints (method server state) and models, per round --- */
+/* --- checkpoints (method server state) and models, per round ---
+ * Stored with their SHA-256; a get whose bytes fail it returns FK_EFORMAT naming the job and
+ * round with the restore steps, never the bytes. */
 FK_CHECKRETURN int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob,
                                            size_t len, fk_err *err);
 /* *blob is malloc'd; FK_ENOTFOUND if absent. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/la/rng.h"
 #include "common/net/chunk.h"
@@ -284,12 +285,74 @@ static void bundle_chunker_matches_encoding(void **state)
     fk_bundle_close(&b);
 }
 
+/* The process's address space in bytes (/proc/self/statm, first field in pages). */
+static size_t vm_size(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f) {
+        if (fscanf(f, "%lu", &pages) != 1)
+            pages = 0;
+        fclose(f);
+    }
+    return (size_t)pages * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Issue 33 row 7: a chunk announcing a large payload costs what arrived, not total_size.
+ * Before, the first chunk of any payload allocated its whole total_size: 16 last chunks
+ * declaring 1023 MiB each took 16 GiB of address space. */
+static void memory_grows_with_the_chunks(void **state)
+{
+    (void)state;
+    enum { N = 16 };
+    const uint64_t total_size = (uint64_t)1023 << 20;
+    const uint32_t chunk = 1u << 20;
+    static uint8_t data[1u << 20];
+    memset(data, 7, sizeof data);
+    fk_reasm r[N];
+    size_t before = vm_size();
+    fk_err err;
+    for (int i = 0; i < N; i++) {
+        fk_reasm_init(&r[i], (size_t)1 << 30);
+        fedkern_v1_Chunk h = fedkern_v1_Chunk_init_zero;
+        h.total = (uint32_t)(total_size / chunk);
+        h.chunk_size = chunk;
+        h.total_size = total_size;
+        h.index = h.total - 1;
+        memset(h.sha256, i + 1, 32);
+        int complete = 0;
+        assert_int_equal(fk_reasm_add(&r[i], &h, data, chunk, &complete, &err), FK_OK);
+        assert_false(complete);
+        /* the chunk and an index of a pointer and a bit per chunk */
+        assert_true(fk_reasm_held(&r[i]) <= chunk + 1023 * (sizeof(void *) + 1));
+        assert_int_equal(fk_reasm_missing(&r[i], NULL, 0), 1022);
+    }
+    size_t grown = vm_size() - before;
+    print_message("16 last chunks of 1023 MiB payloads: address space +%zu MiB\n", grown >> 20);
+    assert_true(grown < (size_t)128 << 20);
+    for (int i = 0; i < N; i++)
+        fk_reasm_close(&r[i]);
+    /* an index as large as the limit allows nothing more: 1-byte chunks of a big payload */
+    fk_reasm ra;
+    fk_reasm_init(&ra, (size_t)64 << 20);
+    fedkern_v1_Chunk h = fedkern_v1_Chunk_init_zero;
+    h.total = 32u << 20;
+    h.chunk_size = 1;
+    h.total_size = 32u << 20;
+    memset(h.sha256, 1, 32);
+    int complete;
+    assert_int_equal(fk_reasm_add(&ra, &h, data, 1, &complete, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "memory limit"));
+    fk_reasm_close(&ra);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(any_order_with_duplicates),
         cmocka_unit_test(resume_from_missing_list),
         cmocka_unit_test(limits_and_corruption),
+        cmocka_unit_test(memory_grows_with_the_chunks),
         cmocka_unit_test(bundle_through_messages),
         cmocka_unit_test(bundle_chunker_matches_encoding),
     };

@@ -71,6 +71,9 @@ static void message_percent_encoding(void **state)
     assert_string_equal(dec, "bad %zz %4");
     fk_grpc_message_encode("%%%%", enc, 8); /* truncates on a whole escape */
     assert_string_equal(enc, "%25%25");
+    /* cut after a space: no trailing whitespace, which HTTP/2 peers reset the stream for */
+    fk_grpc_message_encode("restore the latest backup", enc, 12);
+    assert_string_equal(enc, "restore the");
 }
 
 static void status_names(void **state)

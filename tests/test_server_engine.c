@@ -3,6 +3,7 @@
  * simulator, dropouts at the deadline, quorum retries and failure, resent
  * updates, full disk, and SIGKILL of a forked server mid-job. */
 #include <setjmp.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
@@ -504,6 +505,12 @@ static void resent_update_counts_once(void **state)
     assert_int_equal(dup, 0);
     assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
     assert_int_equal(dup, 1);
+    /* The same update_id with other bytes is not a resend (docs/protocol.md section 4:
+     * ABORTED): nothing stored, nothing counted. */
+    blob[len - 1] ^= 0x01;
+    assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(dup, FK_STORE_IDEM_OTHER);
+    blob[len - 1] ^= 0x01;
     fk_job_status s;
     job_state(f, id, &s);
     assert_int_equal(s.answered, 1);
@@ -527,7 +534,6 @@ static void resent_update_counts_once(void **state)
     int count;
     assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
     assert_int_equal(count, 1);
-    free(blob);
     fk_bundle_close(&up);
     /* The rest answer; the resend after the round closed is still acknowledged, not counted. */
     run(f, 0, -1);
@@ -536,6 +542,7 @@ static void resent_update_counts_once(void **state)
     p.len = len;
     assert_int_equal(fk_engine_push(f->e, &p, f->now, &dup, &err), FK_OK);
     assert_int_equal(dup, 1);
+    free(blob);
     assert_int_equal(fk_store_update_count(f->st, id, &count, &err), FK_OK);
     assert_int_equal(count, 30);
     assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
@@ -1140,6 +1147,56 @@ static void answered_then_gone_survives_a_reload(void **state)
     round_rows(f, id, 1, 6, "");
 }
 
+/* Issue 33 row 1: a byte of a stored update flipped while the server was down (the pages stay
+ * sound, quick_check passes). Before, the resumed job aggregated the changed bytes and ended
+ * done with another model; now the resume stops with the job and the restore steps named. */
+static void flipped_update_stops_the_resume(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean", ""));
+    for (int c = 0; c < 3; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    close_engine(f);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT blob FROM updates WHERE client = 1", -1, &q,
+                                        NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    int n = sqlite3_column_bytes(q, 0);
+    assert_true(n > 8);
+    unsigned char *b = malloc((size_t)n);
+    assert_non_null(b);
+    memcpy(b, sqlite3_column_blob(q, 0), (size_t)n);
+    sqlite3_finalize(q);
+    b[n - 2] ^= 0x10; /* inside the last value: still a well-formed bundle */
+    assert_int_equal(sqlite3_prepare_v2(db, "UPDATE updates SET blob = ?1 WHERE client = 1", -1,
+                                        &q, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_blob(q, 1, b, n, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(q), SQLITE_DONE);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    free(b);
+    fk_err err;
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method};
+    assert_int_equal(fk_engine_open(&f->e, &o, f->now, &err), FK_EFORMAT);
+    assert_null(f->e);
+    print_message("%s\n", err.msg);
+    char want[64];
+    snprintf(want, sizeof want, "resuming job %lld", (long long)id);
+    assert_non_null(strstr(err.msg, want));
+    assert_non_null(strstr(err.msg, "the update of client 1"));
+    assert_non_null(strstr(err.msg, "restore the latest backup"));
+    /* nothing was written: the job is still running in the file, for the restore */
+    fk_store_job row;
+    assert_int_equal(fk_store_job_get(f->st, id, &row, &err), FK_OK);
+    assert_int_equal(row.state, FK_JOB_RUNNING);
+    fk_store_job_free(&row);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1162,6 +1219,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(client_gone_mid_phase_closes_it, setup, teardown),
         cmocka_unit_test_setup_teardown(gone_client_comes_back, setup, teardown),
         cmocka_unit_test_setup_teardown(answered_then_gone_survives_a_reload, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_update_stops_the_resume, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

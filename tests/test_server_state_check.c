@@ -234,12 +234,122 @@ static void damaged_pages_are_refused_not_waited_for(void **state)
                   pages, refused, opened);
 }
 
+/* Issue 33 row 4: a file that holds no federation is not taken as a new one. An absent file
+ * is new; an empty file or an SQLite database without fedkern's tables is refused naming
+ * --init, which then starts a new federation in it; a missing file whose -wal is still there
+ * (removed: its last writes are in the -wal, which a new database would replay) is refused
+ * even with --init. */
+static void empty_or_foreign_file_is_not_a_new_federation(void **state)
+{
+    dir *d = *state;
+    fk_store *st = NULL;
+    fk_err err;
+    int fd = open(d->db, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_EINVAL);
+    assert_null(st);
+    assert_non_null(strstr(err.msg, "empty file"));
+    assert_non_null(strstr(err.msg, "--init"));
+    assert_int_equal(fk_store_open_init(&st, d->db, 1, &err), FK_OK);
+    fk_store_close(st);
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_OK); /* fedkern's now */
+    fk_store_close(st);
+    rm_db(d, 0);
+
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(d->db, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "CREATE TABLE photos (id INTEGER PRIMARY KEY)", 0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "without fedkern's tables"));
+    assert_non_null(strstr(err.msg, "--init"));
+    rm_db(d, 0);
+
+    char wal[160];
+    snprintf(wal, sizeof wal, "%s-wal", d->db);
+    fd = open(wal, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "x", 1), 1);
+    close(fd);
+    assert_int_equal(fk_store_open_init(&st, d->db, 1, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "state file was removed"));
+    assert_int_equal(access(d->db, F_OK), -1); /* nothing created */
+    unlink(wal);
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_OK); /* absent: new */
+    fk_store_close(st);
+}
+
+/* The open file is kept by identity: removed, the store writes it back with everything the
+ * connection held, and goes on; replaced, it tells so. */
+static void removed_file_is_written_back(void **state)
+{
+    dir *d = *state;
+    fk_store *st = NULL;
+    fk_err err;
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_OK);
+    assert_int_equal(fk_store_set_limit(st, 64u << 20, &err), FK_OK);
+    int64_t job;
+    assert_int_equal(fk_store_job_insert(st, "fedmean", "method = fedmean\n", 1.0, &job, &err),
+                     FK_OK);
+    assert_int_equal(fk_store_model_put(st, job, 1, "model", 5, &err), FK_OK);
+    assert_int_equal(fk_store_file_state(st), FK_STORE_FILE_OK);
+    assert_int_equal(unlink(d->db), 0);
+    assert_int_equal(fk_store_file_state(st), FK_STORE_FILE_REMOVED);
+    assert_int_equal(fk_store_begin(st, &err), FK_OK); /* not inside a transaction */
+    assert_int_equal(fk_store_recreate(st, &err), FK_ESTATE);
+    fk_store_rollback(st);
+    assert_int_equal(fk_store_recreate(st, &err), FK_OK);
+    assert_int_equal(fk_store_file_state(st), FK_STORE_FILE_OK);
+    assert_int_equal(access(d->db, F_OK), 0);
+    int64_t job2;
+    assert_int_equal(fk_store_job_insert(st, "fedmean", "method = fedmean\n", 2.0, &job2, &err),
+                     FK_OK);
+    fk_store_close(st);
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_OK);
+    void *b;
+    size_t len;
+    assert_int_equal(fk_store_model_get(st, job, -1, &b, &len, NULL, &err), FK_OK);
+    assert_memory_equal(b, "model", 5);
+    free(b);
+    fk_store_job j;
+    assert_int_equal(fk_store_job_get(st, job2, &j, &err), FK_OK);
+    fk_store_job_free(&j);
+    /* another file moved over it: replaced; a copy of ours can be saved beside it */
+    char other[160], saved[160];
+    snprintf(other, sizeof other, "%s/other.db", d->path);
+    snprintf(saved, sizeof saved, "%s/saved.db", d->path);
+    int fd = open(other, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(rename(other, d->db), 0);
+    assert_int_equal(fk_store_file_state(st), FK_STORE_FILE_REPLACED);
+    assert_int_equal(fk_store_save_copy(st, saved, &err), FK_OK);
+    fk_store_refuse_writes(st, "replaced");
+    assert_int_equal(fk_store_begin(st, &err), FK_EIO);
+    assert_non_null(strstr(err.msg, "replaced"));
+    fk_store_close(st);
+    struct stat sb;
+    assert_int_equal(stat(d->db, &sb), 0);
+    assert_int_equal(sb.st_size, 0); /* the new file left alone */
+    rm_db(d, 0);
+    assert_int_equal(rename(saved, d->db), 0);
+    assert_int_equal(fk_store_open(&st, d->db, &err), FK_OK);
+    assert_int_equal(fk_store_job_get(st, job2, &j, &err), FK_OK);
+    fk_store_job_free(&j);
+    fk_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(state_names_a_directory, setup, teardown),
         cmocka_unit_test_setup_teardown(read_only_db_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(unwritable_directory_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(empty_or_foreign_file_is_not_a_new_federation, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(removed_file_is_written_back, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_pages_are_refused_not_waited_for, setup,
                                         teardown),
     };

@@ -116,6 +116,9 @@ static void version_1_database_migrates(void **state)
                        "ALTER TABLE rounds DROP COLUMN rmse; ALTER TABLE updates DROP COLUMN misclust;"
                        "ALTER TABLE updates DROP COLUMN ari; ALTER TABLE updates DROP COLUMN rmse;"
                        "DROP TABLE client_datasets; DROP TABLE client_holdings;"
+                       "ALTER TABLE updates DROP COLUMN sha256;"
+                       "ALTER TABLE checkpoints DROP COLUMN sha256;"
+                       "ALTER TABLE models DROP COLUMN sha256;"
                        "UPDATE schema_version SET version = 1;";
     assert_int_equal(sqlite3_exec(db, down, 0, 0, 0), SQLITE_OK);
     sqlite3_close(db);
@@ -481,6 +484,163 @@ static void blobs_per_round(void **state)
     assert_null(b);
 }
 
+/* Flip one byte of the only occurrence of `marker` in the database file (closed, so the WAL
+ * was checkpointed into it): what a bad disk sector or a stray edit does to a stored blob. */
+static void flip_in_file(const char *path, const char *marker)
+{
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+    long n = ftell(fp);
+    assert_true(n > 0);
+    char *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    rewind(fp);
+    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    size_t m = strlen(marker);
+    long at = -1;
+    for (long i = 0; i + (long)m <= n; i++)
+        if (!memcmp(buf + i, marker, m)) {
+            assert_int_equal(at, -1); /* one occurrence */
+            at = i;
+        }
+    assert_true(at >= 0);
+    assert_int_equal(fseek(fp, at + (long)m / 2, SEEK_SET), 0);
+    assert_int_equal(fputc(buf[at + (long)m / 2] ^ 0x20, fp), buf[at + (long)m / 2] ^ 0x20);
+    fclose(fp);
+    free(buf);
+}
+
+static int count_updates(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)u;
+    (void)err;
+    (*(int *)ctx)++;
+    return FK_OK;
+}
+
+/* Issue 33 row 1: one flipped byte inside a stored update, checkpoint or model passes
+ * SQLite's quick_check (the pages are sound) but not the SHA-256 stored beside the blob: every
+ * read is an FK_EFORMAT naming the job and the restore steps, never other bytes. */
+static void flipped_bytes_are_refused(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    const char *up = "UPDATE-PAYLOAD-0123456789", *ck = "CHECKPOINT-0123456789",
+               *mo = "MODEL-BYTES-0123456789";
+    fk_store_update u = update(id, 1, "job1-r1-p0-c1", up, strlen(up));
+    int dup;
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(fk_store_checkpoint_put(f->st, id, 1, ck, strlen(ck), &err), FK_OK);
+    assert_int_equal(fk_store_model_put(f->st, id, 1, mo, strlen(mo), &err), FK_OK);
+    int n = 0;
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_updates, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+    fk_store_close(f->st);
+    f->st = NULL;
+    flip_in_file(f->path, up);
+    flip_in_file(f->path, ck);
+    flip_in_file(f->path, mo);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK); /* quick_check passes */
+    assert_false(fk_store_damaged(f->st));
+    n = 0;
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_updates, &n, &err),
+                     FK_EFORMAT);
+    assert_int_equal(n, 0);
+    print_message("update: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "job 1 round 1 attempt 0 phase 0: the update of client 1"));
+    assert_non_null(strstr(err.msg, "SHA-256"));
+    assert_non_null(strstr(err.msg, "restore the latest backup"));
+    assert_true(fk_store_damaged(f->st));
+    void *b = (void *)1;
+    size_t len;
+    int round;
+    assert_int_equal(fk_store_checkpoint_get(f->st, id, 1, &b, &len, &err), FK_EFORMAT);
+    assert_null(b);
+    assert_non_null(strstr(err.msg, "job 1: the checkpoint of round 1"));
+    assert_int_equal(fk_store_model_get(f->st, id, -1, &b, &len, &round, &err), FK_EFORMAT);
+    assert_null(b);
+    print_message("model: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "job 1: the model of round 1"));
+    assert_non_null(strstr(err.msg, "restore the latest backup"));
+    /* rows written after the damage read back */
+    assert_int_equal(fk_store_model_put(f->st, id, 2, "m2", 2, &err), FK_OK);
+    assert_int_equal(fk_store_model_get(f->st, id, -1, &b, &len, &round, &err), FK_OK);
+    assert_int_equal(round, 2);
+    free(b);
+}
+
+/* A state file of schema version 3 (blobs without sums) migrates: its rows are hashed as they
+ * are, read back unchanged, and a byte flipped after the migration is caught. */
+static void version_3_blobs_get_sums(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    const char *up = "OLD-UPDATE-0123456789", *mo = "OLD-MODEL-0123456789";
+    fk_store_update u = update(id, 0, "job1-r1-p0-c0", up, strlen(up));
+    int dup;
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(fk_store_model_put(f->st, id, 1, mo, strlen(mo), &err), FK_OK);
+    fk_store_close(f->st);
+    f->st = NULL;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "ALTER TABLE updates DROP COLUMN sha256;"
+                                  "ALTER TABLE checkpoints DROP COLUMN sha256;"
+                                  "ALTER TABLE models DROP COLUMN sha256;"
+                                  "UPDATE schema_version SET version = 3;",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    int v = 0;
+    assert_int_equal(fk_store_schema_version(f->st, &v, &err), FK_OK);
+    assert_int_equal(v, 4);
+    int n = 0;
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_updates, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+    void *b;
+    size_t len;
+    assert_int_equal(fk_store_model_get(f->st, id, 1, &b, &len, NULL, &err), FK_OK);
+    assert_memory_equal(b, mo, strlen(mo));
+    free(b);
+    fk_store_close(f->st);
+    f->st = NULL;
+    flip_in_file(f->path, mo);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    assert_int_equal(fk_store_model_get(f->st, id, 1, &b, &len, NULL, &err), FK_EFORMAT);
+}
+
+/* Issue 33 row 9: the same update_id with other bytes is told apart from a resend. */
+static void reused_update_id_is_told_apart(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    fk_store_update u = update(id, 0, "job1-r1-p0-c0", "AAAA", 4);
+    int dup = -1, st = -1;
+    uint8_t d[32];
+    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAAA", 4, &st, d, &err), FK_OK);
+    assert_int_equal(st, FK_STORE_IDEM_NEW);
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(dup, FK_STORE_IDEM_NEW);
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(dup, FK_STORE_IDEM_SAME);
+    u.blob = "AAAB";
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(dup, FK_STORE_IDEM_OTHER);
+    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAAA", 4, &st, d, &err), FK_OK);
+    assert_int_equal(st, FK_STORE_IDEM_SAME);
+    assert_int_equal(fk_store_update_match(f->st, u.idem, "c", "AAA", 3, &st, d, &err), FK_OK);
+    assert_int_equal(st, FK_STORE_IDEM_OTHER);
+    int n = 0;
+    assert_int_equal(fk_store_update_count(f->st, id, &n, &err), FK_OK);
+    assert_int_equal(n, 1);
+}
+
 static void clients_registry(void **state)
 {
     fixture *f = *state;
@@ -558,6 +718,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(cached_statements_are_reused_safely, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_commit_stores_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(blobs_per_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(flipped_bytes_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(version_3_blobs_get_sums, setup, teardown),
+        cmocka_unit_test_setup_teardown(reused_update_id_is_told_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(clients_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(roster_persists, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_updates, setup, teardown),

@@ -163,9 +163,17 @@ void fk_reasm_init(fk_reasm *r, size_t mem_limit)
 
 void fk_reasm_close(fk_reasm *r)
 {
+    for (uint32_t i = 0; r->parts && i < r->total; i++)
+        free(r->parts[i]);
+    free(r->parts);
     free(r->buf);
     free(r->have);
     fk_reasm_init(r, r->mem_limit);
+}
+
+size_t fk_reasm_held(const fk_reasm *r)
+{
+    return r->held;
 }
 
 static int has(const fk_reasm *r, uint32_t i)
@@ -173,25 +181,29 @@ static int has(const fk_reasm *r, uint32_t i)
     return r->have[i / 8] >> (i % 8) & 1;
 }
 
-/* First chunk: adopt its header and allocate, after the memory check. */
+/* First chunk: adopt its header, after the memory check of the payload it announces; only the
+ * index is allocated now. */
 static int start(fk_reasm *r, const fedkern_v1_Chunk *hdr, fk_err *err)
 {
     size_t bitmap = hdr->total / 8 + 1;
-    if (hdr->total_size > SIZE_MAX - bitmap || hdr->total_size + bitmap > r->mem_limit)
+    size_t index = (size_t)hdr->total * sizeof *r->parts + bitmap;
+    if (hdr->total_size > SIZE_MAX - index || hdr->total_size + index > r->mem_limit)
         return fk_err_set(err, FK_ELIMIT,
-                          "chunked payload of %llu bytes exceeds the memory limit of %zu bytes",
-                          (unsigned long long)hdr->total_size, r->mem_limit);
-    r->buf = malloc((size_t)hdr->total_size);
+                          "chunked payload of %llu bytes in %u chunks exceeds the memory limit of "
+                          "%zu bytes",
+                          (unsigned long long)hdr->total_size, hdr->total, r->mem_limit);
+    r->parts = calloc(hdr->total ? hdr->total : 1, sizeof *r->parts);
     r->have = calloc(bitmap, 1);
-    if (!r->buf || !r->have) {
+    if (!r->parts || !r->have) {
         fk_reasm_close(r);
-        return fk_err_set(err, FK_ENOMEM, "chunk reassembly: out of memory for %llu bytes",
-                          (unsigned long long)hdr->total_size);
+        return fk_err_set(err, FK_ENOMEM, "chunk reassembly: out of memory for the index of %u "
+                          "chunks", hdr->total);
     }
     r->started = 1;
     r->total = hdr->total;
     r->chunk_size = hdr->chunk_size;
     r->total_size = hdr->total_size;
+    r->held = index;
     memcpy(r->sha256, hdr->sha256, 32);
     return FK_OK;
 }
@@ -202,9 +214,24 @@ static int same_payload(const fk_reasm *r, const fedkern_v1_Chunk *hdr)
            r->total_size == hdr->total_size && !memcmp(r->sha256, hdr->sha256, 32);
 }
 
-/* All chunks in: verify the hash, or drop everything. */
+/* All chunks in: put them together (each freed once copied), verify the hash, or drop
+ * everything. */
 static int finish(fk_reasm *r, fk_err *err)
 {
+    r->buf = malloc(r->total_size ? (size_t)r->total_size : 1);
+    if (!r->buf) {
+        fk_reasm_close(r);
+        return fk_err_set(err, FK_ENOMEM, "chunk reassembly: out of memory for %llu bytes",
+                          (unsigned long long)r->total_size);
+    }
+    for (uint32_t i = 0; i < r->total; i++) {
+        uint64_t off = (uint64_t)i * r->chunk_size;
+        size_t n = (size_t)(r->total_size - off < r->chunk_size ? r->total_size - off
+                                                                : r->chunk_size);
+        memcpy(r->buf + off, r->parts[i], n);
+        free(r->parts[i]);
+        r->parts[i] = NULL;
+    }
     uint8_t md[32];
     int rc = fk_sha256(r->buf, (size_t)r->total_size, md, err);
     if (rc != FK_OK)
@@ -231,14 +258,21 @@ int fk_reasm_add(fk_reasm *r, const fedkern_v1_Chunk *hdr, const uint8_t *data, 
         return fk_err_set(err, FK_EFORMAT,
                           "chunk %u belongs to a different payload (total, sizes or sha256 differ)",
                           hdr->index);
-    uint8_t *dst = r->buf + (uint64_t)hdr->index * r->chunk_size;
-    if (has(r, hdr->index)) {
-        if (memcmp(dst, data, len))
+    if (has(r, hdr->index)) { /* a resend: held alone, or in the whole payload once complete */
+        const uint8_t *held = r->complete ? r->buf + (uint64_t)hdr->index * r->chunk_size
+                                          : r->parts[hdr->index];
+        if (memcmp(held, data, len))
             return fk_err_set(err, FK_EFORMAT, "chunk %u resent with different bytes",
                               hdr->index);
         return FK_OK;
     }
-    memcpy(dst, data, len);
+    uint8_t *part = malloc(len ? len : 1);
+    if (!part)
+        return fk_err_set(err, FK_ENOMEM, "chunk reassembly: out of memory for chunk %u",
+                          hdr->index);
+    memcpy(part, data, len);
+    r->parts[hdr->index] = part;
+    r->held += len;
     r->have[hdr->index / 8] |= (uint8_t)(1u << (hdr->index % 8));
     r->received++;
     if (r->received == r->total && (rc = finish(r, err)) != FK_OK)

@@ -54,16 +54,22 @@ FK_CHECKRETURN int fk_chunker_read(const fk_chunker *c, uint32_t index, fedkern_
                                    uint8_t *buf, size_t cap, size_t *len, fk_err *err);
 
 /* Receiver side. */
+/* Memory grows with the chunks that arrived (issue 33): each is held in its own buffer until
+ * the last one is in; only then is the payload put together (total_size bytes, the chunks freed
+ * as they are copied). A header announcing a large payload costs its index (a pointer and a bit
+ * per chunk), not total_size. */
 typedef struct fk_reasm {
-    size_t mem_limit; /* most bytes this reassembly may hold */
+    size_t mem_limit; /* most bytes this reassembly may hold (payload and index) */
     int started;
     uint32_t total;
     uint32_t chunk_size;
     uint64_t total_size;
     uint8_t sha256[32];
-    uint8_t *buf;     /* total_size bytes */
+    uint8_t **parts;  /* total entries: chunk i's bytes, NULL until it arrived */
+    uint8_t *buf;     /* total_size bytes, once complete */
     uint8_t *have;    /* one bit per chunk */
     uint32_t received;
+    size_t held;      /* bytes held now: the chunks received and the index */
     int complete;     /* all chunks in and the hash verified */
 } fk_reasm;
 
@@ -82,6 +88,9 @@ FK_CHECKRETURN int fk_reasm_add(fk_reasm *r, const fedkern_v1_Chunk *hdr, const 
  * may be NULL) and returns how many are missing in all. Before the first
  * chunk nothing is known and 0 is returned. */
 size_t fk_reasm_missing(const fk_reasm *r, uint32_t *out, size_t max);
+/* Bytes the reassembly holds now (chunks received, index): what a receiver counts against
+ * its per-sender and global caps. */
+size_t fk_reasm_held(const fk_reasm *r);
 /* Hand the verified payload to the caller (free() it) and reset. */
 FK_CHECKRETURN int fk_reasm_take(fk_reasm *r, uint8_t **payload, size_t *len, fk_err *err);
 

@@ -67,6 +67,10 @@ size_t fk_grpc_message_encode(const char *msg, char *out, size_t cap)
             out[o++] = hex[*p & 15];
         }
     }
+    /* HTTP/2 field values may not end in whitespace (the peer resets the stream with
+     * PROTOCOL_ERROR): a message cut at the cap after a space loses the space. */
+    while (o > 0 && out[o - 1] == ' ')
+        o--;
     out[o] = '\0';
     return o;
 }

@@ -30,6 +30,9 @@ int fk_daemon_main(int argc, char **argv, const char *prog, void (*usage)(FILE *
         }
     }
     signal(SIGPIPE, SIG_IGN); /* a peer vanishing mid-write is an error code, not a kill */
+    /* A file-size limit (ulimit -f, LimitFSIZE=) reached by a write: EFBIG, handled and
+     * logged like a full disk, not a kill without a log line (issue 33) */
+    signal(SIGXFSZ, SIG_IGN);
     fk_params args, p;
     fk_err err = {0};
     fk_params_init(&args);

@@ -14,7 +14,8 @@
 extern const fk_param_doc fk_daemon_std_docs[];
 
 /* The whole main() of a daemon around run(): --help/-h or --version anywhere in argv
- * answer at once (usage(stdout), "PROG VERSION"); otherwise SIGPIPE is ignored, the
+ * answer at once (usage(stdout), "PROG VERSION"); otherwise SIGPIPE and SIGXFSZ are
+ * ignored (a write past the file-size limit fails with EFBIG like a full disk), the
  * flags are parsed and checked against known (fk_options_check: an unknown one is exit 2
  * before anything else is looked at), --config FILE is read and checked likewise, the
  * flags override its keys, and run() gets the result. Returns the exit code: run()'s, 1
