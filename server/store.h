@@ -18,7 +18,7 @@
 
 typedef struct fk_store fk_store;
 
-enum { FK_STORE_SCHEMA_VERSION = 4 };
+enum { FK_STORE_SCHEMA_VERSION = 5 };
 
 /* Open (creating and migrating as needed) the database at path. Refused with one message
  * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server

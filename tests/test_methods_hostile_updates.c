@@ -363,14 +363,15 @@ static void dica_statistics_scale_refused(void **state)
 {
     (void)state;
     static const job dica = {"dica", "R = 20\nholdout = last\n", NULL, 1};
-    static const char *const names[] = {"S_phiphi", "dom_sum", "C_phipsi", "S_psipsi", "s_psi"};
+    static const char *const names[] = {"S_phiphi_c", "dom_sum",    "C_phipsi_c",
+                                        "C_phipsi",   "S_psipsi_c", "s_psi"};
     static const double scales[] = {1e90, 1.01};
     fk_params p;
     fk_dataset ds[K];
     setup_job(&dica, &p, ds);
     fk_sim_round honest = run(&dica, &p, ds);
     /* the same clients without client 0's statistics: what a refusal must give */
-    scale_name = "S_phiphi";
+    scale_name = "S_phiphi_c";
     scale_by = NAN;
     fk_sim_round without = run(&dica, &p, ds);
     print_message("dica: accuracy %.3f honest, %.3f without client 0 (%d refused)\n",

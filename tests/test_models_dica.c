@@ -100,6 +100,61 @@ static void direct_equals_reduced(void **state)
     fk_mat_close(&T.X);
 }
 
+/* Issue 36: DICA/COIR without the eigendecomposition of K~ (one Cholesky of R, the Dy x Dy
+ * problem) give the components of the reduced solver on the full kernel map of §5.3 (all
+ * eigenpairs of K~): eigenvalues and training projections to 1e-9, labels and regression
+ * targets, 3 domains. */
+static void direct_equals_kernel_map(void **state)
+{
+    (void)state;
+    toy T;
+    toy_make(&T, 11);
+    fk_err err;
+    for (int v = 0; v < 4; v++) {
+        fk_dica_opts o;
+        fk_dica_opts_default(&o, v & 1 ? FK_DICA_COIR : FK_DICA_DICA, 2);
+        if (v & 1)
+            o.q_weight = 0;
+        o.lambda = 0.1;
+        int reg = v >= 2;
+        fk_dica_kernel a, b;
+        const int *y = reg ? NULL : T.y;
+        const double *t = reg ? T.t : NULL;
+        assert_int_equal(fk_dica_kernel_fit(&a, &T.X, y, 3, t, 1.0, T.dom, 2.0, &o, &err), FK_OK);
+        o.kernel_map = 1;
+        assert_int_equal(fk_dica_kernel_fit(&b, &T.X, y, 3, t, 1.0, T.dom, 2.0, &o, &err), FK_OK);
+        assert_true(a.direct && !b.direct && a.r == 0 && b.r > 0);
+        double dg = 0, dz = 0, zmax = 0;
+        for (size_t k = 0; k < 2; k++) {
+            dg = fmax(dg, fabs(a.fit.gamma[k] - b.fit.gamma[k]) / fabs(b.fit.gamma[0]));
+            double dot = 0;
+            for (size_t i = 0; i < T.n; i++)
+                dot += fk_mat_get(&a.Z, i, k) * fk_mat_get(&b.Z, i, k);
+            double sg = dot < 0 ? -1.0 : 1.0; /* the two fix signs in other coordinates */
+            for (size_t i = 0; i < T.n; i++) {
+                zmax = fmax(zmax, fabs(fk_mat_get(&b.Z, i, k)));
+                dz = fmax(dz, fabs(sg * fk_mat_get(&a.Z, i, k) - fk_mat_get(&b.Z, i, k)));
+            }
+        }
+        print_message("%s%s: r = %zu of n = %zu, gamma %.2e, Z %.2e (relative)\n",
+                      fk_dica_variant_name(o.variant), reg ? " regression" : "", b.r, T.n, dg,
+                      dz / zmax);
+        assert_true(dg <= 1e-9);
+        assert_true(dz <= 1e-9 * zmax);
+        /* new rows project alike too */
+        fk_mat Za, Zb;
+        assert_int_equal(fk_dica_kernel_project(&a, &T.X, 0, &Za, &err), FK_OK);
+        assert_int_equal(fk_dica_kernel_project(&b, &T.X, 0, &Zb, &err), FK_OK);
+        for (size_t i = 0; i < Za.rows * Za.cols; i++)
+            assert_true(fabs(fabs(Za.data[i]) - fabs(Zb.data[i])) <= 1e-9 * zmax);
+        fk_mat_close(&Za);
+        fk_mat_close(&Zb);
+        fk_dica_kernel_close(&a);
+        fk_dica_kernel_close(&b);
+    }
+    fk_mat_close(&T.X);
+}
+
 /* §11.1 item 5: KPCA eigenvalues are s_k^2 / (n (s_k + lambda)), s_k those of K~. */
 static void kpca_closed_form(void **state)
 {
@@ -410,7 +465,19 @@ static void normalisation_constraint(void **state)
         fk_dica_kernel kd;
         assert_int_equal(fk_dica_kernel_fit(&kd, &T.X, T.y, 3, NULL, 0, T.dom, 2.0, &o, &err),
                          FK_OK);
-        for (size_t a = 0; a < 2; a++)
+        /* COIR solves in n-space (B = kd.fit.W): beta^T (K~ + lambda I) beta = 1 */
+        for (size_t a = 0; v && a < 2; a++) {
+            assert_true(kd.direct && kd.fit.D == kd.n);
+            double q = 0;
+            for (size_t i = 0; i < kd.n; i++) {
+                double rb = o.lambda * fk_mat_get(&kd.fit.W, i, a);
+                for (size_t j = 0; j < kd.n; j++)
+                    rb += fk_mat_get(&kd.Kc, i, j) * fk_mat_get(&kd.fit.W, j, a);
+                q += fk_mat_get(&kd.fit.W, i, a) * rb;
+            }
+            assert_true(fabs(q - 1) < 1e-8);
+        }
+        for (size_t a = 0; !v && a < 2; a++)
             for (size_t b = 0; b < 2; b++) {
                 double q = 0;
                 for (size_t i = 0; i < kd.r; i++) {
@@ -422,7 +489,7 @@ static void normalisation_constraint(void **state)
                 }
                 if (a == b)
                     assert_true(fabs(q - 1) < 1e-8);
-                else if (!v)
+                else
                     assert_true(fabs(q) < 1e-8);
             }
         /* `ref`: the same directions, |beta_k| sqrt(n gamma_k) = 1 */
@@ -511,20 +578,144 @@ static void ridge_and_sigma_rule(void **state)
     fk_dica_ridge_predict(&Z, th, 1, pred);
     for (int i = 0; i < 50; i++)
         assert_true(fabs(pred[i] - t[i]) < 1e-10);
-    double sx[2] = {0, 0}, sx2 = 0;
-    for (int i = 0; i < 50; i++) {
-        sx[0] += Z.data[2 * i];
-        sx[1] += Z.data[2 * i + 1];
-        sx2 += Z.data[2 * i] * Z.data[2 * i] + Z.data[2 * i + 1] * Z.data[2 * i + 1];
-    }
+    double sx[2], m2[2];
+    fk_dica_moments(&Z, 50, sx, m2);
     double mpd = 0; /* mean squared pairwise distance over ordered pairs */
     for (int i = 0; i < 50; i++)
         for (int j = 0; j < 50; j++) {
             double a = Z.data[2 * i] - Z.data[2 * j], c = Z.data[2 * i + 1] - Z.data[2 * j + 1];
             mpd += (a * a + c * c) / 2500.0;
         }
-    assert_true(fabs(fk_dica_sigma_rule(50, sx, 2, sx2) - sqrt(mpd)) < 1e-10);
+    assert_true(fabs(fk_dica_sigma_rule(50, m2, 2) - sqrt(mpd)) < 1e-10);
     fk_mat_close(&Z);
+}
+
+/* Issue 32: G, C_xy and C_yy centred in two passes and joined by Chan's rule. Random
+ * features at sigma = 1e4 of inputs of spread 1 vary by ~1e-4 about their mean, so the
+ * centred second moment is ~1e-8 of sum phi phi^T: the one-pass S - n phibar phibar^T kept
+ * ~8 digits. The statistics of 4 chunks merged equal a long-double two-pass reference to
+ * 1e-10 relative. */
+static void centred_moments_far_from_mean(void **state)
+{
+    (void)state;
+    enum { N = 400, DD = 3, R = 20, D = 2 * R, C = 3 };
+    fk_mat X, Phi, Psi;
+    assert_int_equal(fk_mat_init(&X, N, DD), FK_OK);
+    fk_rng g;
+    fk_rng_init(&g, 3, 3);
+    int y[N];
+    long dom[N];
+    for (int i = 0; i < N; i++) {
+        y[i] = i % C;
+        dom[i] = i / 100;
+        for (int j = 0; j < DD; j++)
+            X.data[i * DD + j] = fk_rng_normal(&g) + (j == y[i] ? 1.0 : 0.0);
+    }
+    fk_rff rf;
+    fk_err err;
+    assert_int_equal(fk_rff_init(&rf, 1, DD, R, 1e4, &err), FK_OK);
+    assert_int_equal(fk_rff_map(&rf, &X, &Phi, &err), FK_OK);
+    assert_int_equal(fk_dica_onehot(y, N, C, &Psi, &err), FK_OK);
+    fk_dica_stats st, part;
+    assert_int_equal(fk_dica_stats_init(&st, D, C, &err), FK_OK);
+    for (int q = 0; q < 4; q++) {
+        fk_mat a = fk_mat_rows(&Phi, (size_t)q * 100, 100),
+               b = fk_mat_rows(&Psi, (size_t)q * 100, 100);
+        assert_int_equal(fk_dica_stats_init(&part, D, C, &err), FK_OK);
+        assert_int_equal(fk_dica_stats_add(&part, &a, &b, dom + q * 100, &err), FK_OK);
+        assert_int_equal(fk_dica_stats_merge(&st, &part, &err), FK_OK);
+        fk_dica_stats_close(&part);
+    }
+    /* reference: long double, two passes over all rows */
+    long double mu[D] = {0}, nu[C] = {0};
+    for (int i = 0; i < N; i++) {
+        for (int k = 0; k < D; k++)
+            mu[k] += Phi.data[i * D + k];
+        for (int k = 0; k < C; k++)
+            nu[k] += Psi.data[i * C + k];
+    }
+    for (int k = 0; k < D; k++)
+        mu[k] /= N;
+    for (int k = 0; k < C; k++)
+        nu[k] /= N;
+    double eS = 0, nS = 0, eC = 0, nC = 0, e1 = 0;
+    for (int a = 0; a < D; a++) {
+        for (int b = 0; b < D; b++) {
+            long double r = 0, raw = 0;
+            for (int i = 0; i < N; i++) {
+                r += (Phi.data[i * D + a] - mu[a]) * (Phi.data[i * D + b] - mu[b]);
+                raw += (long double)Phi.data[i * D + a] * Phi.data[i * D + b];
+            }
+            /* the one-pass formula in double, as the old solve did */
+            double one = (double)raw - (double)N * (double)mu[a] * (double)mu[b];
+            eS = fmax(eS, fabs(st.S[a * D + b] - (double)r));
+            e1 = fmax(e1, fabs(one - (double)r));
+            nS = fmax(nS, fabs((double)r));
+        }
+        for (int b = 0; b < C; b++) {
+            long double r = 0;
+            for (int i = 0; i < N; i++)
+                r += (Phi.data[i * D + a] - mu[a]) * (Psi.data[i * C + b] - nu[b]);
+            eC = fmax(eC, fabs(st.C[a * C + b] - (double)r));
+            nC = fmax(nC, fabs((double)r));
+        }
+    }
+    print_message("centred S: two-pass + Chan error %.2e, one-pass error %.2e (relative)\n",
+                  eS / nS, e1 / nS);
+    assert_true(eS <= 1e-10 * nS);
+    assert_true(eC <= 1e-10 * nC);
+    assert_true(st.n == N && st.n_dom == 4);
+    fk_dica_stats_close(&st);
+    fk_rff_close(&rf);
+    fk_mat_close(&X);
+    fk_mat_close(&Phi);
+    fk_mat_close(&Psi);
+}
+
+/* Issue 32: the sigma rule far from the origin. The same spread (3 features, sd 1, 2, 0.5)
+ * at offsets 0, 1e7 and 1e9, the rows dealt to 4 "clients" whose moments are joined by
+ * Chan's rule, gives the rule of the centred data to 1e-6 (the offset rows themselves are
+ * stored to ~1e-7 at 1e9). The one-pass sum |x|^2 - |sum x|^2 / n it replaces was off by
+ * 1.2 % at 1e7 and found zero spread at 1e9. */
+static void sigma_rule_offsets(void **state)
+{
+    (void)state;
+    enum { N = 400, DD = 3 };
+    const double sd[DD] = {1.0, 2.0, 0.5}, offs[3] = {0, 1e7, 1e9};
+    fk_mat X;
+    assert_int_equal(fk_mat_init(&X, N, DD), FK_OK);
+    double ref = 0;
+    for (int o = 0; o < 3; o++) {
+        fk_rng g;
+        fk_rng_init(&g, 7, 7);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < DD; j++)
+                X.data[i * DD + j] =
+                    offs[o] + (j ? -1.0 : 1.0) * offs[o] * 0.5 + sd[j] * fk_rng_normal(&g);
+        double n = 0, sum[DD] = {0}, m2[DD] = {0};
+        for (int q = 0; q < 4; q++) { /* 4 clients of 100 rows */
+            fk_mat part = fk_mat_rows(&X, (size_t)q * 100, 100);
+            double sb[DD], mb[DD];
+            fk_dica_moments(&part, 100, sb, mb);
+            fk_dica_moments_merge(&n, sum, m2, DD, 100, sb, mb);
+        }
+        double sg = fk_dica_sigma_rule(n, m2, DD), one = 0, one_pass;
+        double s1[DD] = {0}, s2 = 0;
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < DD; j++) {
+                s1[j] += X.data[i * DD + j];
+                s2 += X.data[i * DD + j] * X.data[i * DD + j];
+            }
+        for (int j = 0; j < DD; j++)
+            one += (s1[j] / N) * (s1[j] / N);
+        one_pass = s2 / N - one; /* the old rule's tr Cov, for the message */
+        if (o == 0)
+            ref = sg;
+        print_message("offset %.0e: sigma %.12g (offset 0: %.12g), one-pass tr Cov %.6g\n", offs[o],
+                      sg, ref, one_pass);
+        assert_true(fabs(sg - ref) <= 1e-6 * ref);
+    }
+    fk_mat_close(&X);
 }
 
 /* §8.3: the distributional kernel. With the linear sample kernel the embedding distance is
@@ -607,6 +798,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(direct_equals_reduced),
+        cmocka_unit_test(direct_equals_kernel_map),
         cmocka_unit_test(kpca_closed_form),
         cmocka_unit_test(special_cases_bitwise),
         cmocka_unit_test(projection_and_invariance),
@@ -617,6 +809,8 @@ int main(void)
         cmocka_unit_test(normalisation_constraint),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(ridge_and_sigma_rule),
+        cmocka_unit_test(sigma_rule_offsets),
+        cmocka_unit_test(centred_moments_far_from_mean),
         cmocka_unit_test(distributional_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

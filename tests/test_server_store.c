@@ -594,6 +594,8 @@ static void version_3_blobs_get_sums(void **state)
                                   "ALTER TABLE updates DROP COLUMN sha256;"
                                   "ALTER TABLE checkpoints DROP COLUMN sha256;"
                                   "ALTER TABLE models DROP COLUMN sha256;"
+                                  "ALTER TABLE updates DROP COLUMN model_error;"
+                                  "ALTER TABLE rounds DROP COLUMN model_error;"
                                   "UPDATE schema_version SET version = 3;",
                                   0, 0, 0),
                      SQLITE_OK);
@@ -601,7 +603,7 @@ static void version_3_blobs_get_sums(void **state)
     assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
     int v = 0;
     assert_int_equal(fk_store_schema_version(f->st, &v, &err), FK_OK);
-    assert_int_equal(v, 4);
+    assert_int_equal(v, FK_STORE_SCHEMA_VERSION);
     int n = 0;
     assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_updates, &n, &err), FK_OK);
     assert_int_equal(n, 1);

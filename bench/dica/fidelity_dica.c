@@ -194,14 +194,11 @@ static int pool(const fk_dataset *ds, int t, fk_mat *X, int **y, long **dom, fk_
 static double sigma_rule(const fk_mat *X)
 {
     size_t d = X->cols;
-    double *s = calloc(d, sizeof *s), s2 = 0;
-    for (size_t i = 0; s && i < X->rows; i++)
-        for (size_t j = 0; j < d; j++) {
-            double v = fk_mat_get(X, i, j);
-            s[j] += v;
-            s2 += v * v;
-        }
-    double sg = s ? fk_dica_sigma_rule((double)X->rows, s, d, s2) : NAN;
+    double *s = calloc(2 * d, sizeof *s);
+    if (!s)
+        return NAN;
+    fk_dica_moments(X, X->rows, s, s + d);
+    double sg = fk_dica_sigma_rule((double)X->rows, s + d, d);
     free(s);
     return sg;
 }

@@ -132,6 +132,76 @@ int fk__dica_all_finite(const double *a, size_t n)
     return 1;
 }
 
+/* A (k x k, symmetric in both triangles) += f x x^T, each product computed once and written
+ * to both triangles so A stays exactly symmetric (a checkpoint keeps one triangle). */
+static void sym_rank1(double *A, size_t k, double f, const double *x)
+{
+    for (size_t i = 0; i < k; i++) {
+        double fx = f * x[i];
+        for (size_t j = i; j < k; j++) {
+            double v = fx * x[j];
+            A[i * k + j] += v;
+            if (j != i)
+                A[j * k + i] += v;
+        }
+    }
+}
+
+void fk_dica_stats_sum_phi(const fk_dica_stats *st, double *out)
+{
+    memset(out, 0, st->D * sizeof *out);
+    for (size_t k = 0; k < st->n_dom; k++)
+        fk_axpy(st->D, 1.0, st->dom_sum + k * st->D, out);
+}
+
+int fk_dica_stats_shift(fk_dica_stats *st, double nb, const double *sum_phi, const double *sum_psi,
+                        fk_err *err)
+{
+    size_t D = st->D, Dy = st->Dy;
+    double na = st->n;
+    if (!(na > 0) || !(nb > 0))
+        return FK_OK;
+    double *dx = malloc((D + Dy + 1) * sizeof *dx), *dy = dx ? dx + D : NULL;
+    if (!dx)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu)", D);
+    fk_dica_stats_sum_phi(st, dx);
+    for (size_t j = 0; j < D; j++)
+        dx[j] = dx[j] / na - sum_phi[j] / nb;
+    for (size_t j = 0; j < Dy; j++)
+        dy[j] = st->s_psi[j] / na - sum_psi[j] / nb;
+    double f = na * nb / (na + nb);
+    if (st->diag) {
+        for (size_t j = 0; j < D; j++)
+            st->S[j * D + j] += f * dx[j] * dx[j];
+    } else {
+        sym_rank1(st->S, D, f, dx);
+    }
+    if (Dy) {
+        cblas_dger(CblasRowMajor, (int)D, (int)Dy, f, dx, 1, dy, 1, st->C, (int)Dy);
+        sym_rank1(st->Syy, Dy, f, dy);
+    }
+    free(dx);
+    return FK_OK;
+}
+
+/* Rows of A (n x k) minus their column means into Ac (initialised here); the sums into sum. */
+FK_CHECKRETURN static int centred_copy(const fk_mat *A, fk_mat *Ac, double *sum, fk_err *err)
+{
+    size_t n = A->rows, k = A->cols;
+    memset(sum, 0, k * sizeof *sum);
+    for (size_t i = 0; i < n; i++)
+        fk_axpy(k, 1.0, fk_mat_row(A, i), sum);
+    if (fk_mat_init(Ac, n, k))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu x %zu centred rows", n, k);
+    for (size_t i = 0; i < n; i++) {
+        const double *a = fk_mat_row(A, i);
+        double *c = fk_mat_row(Ac, i);
+        for (size_t j = 0; j < k; j++)
+            c[j] = a[j] - sum[j] / (double)n;
+    }
+    return FK_OK;
+}
+
 int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, const long *dom,
                       fk_err *err)
 {
@@ -152,33 +222,42 @@ int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, c
     }
     if (n == 0)
         return FK_OK;
-    /* Second moments by BLAS: S += Phi^T Phi (only its diagonal when it is known to be
-     * diagonal: the n D^2 syrk would compute zeros), C += Phi^T Psi, Syy += Psi^T Psi. */
+    /* Two passes: the batch's means, then its second moments about them by BLAS (S +=
+     * Pc^T Pc, only the diagonal when it is known to be diagonal: the n D^2 syrk would
+     * compute zeros; C += Pc^T Yc, Syy += Yc^T Yc), joined to st by Chan's rule. */
+    fk_mat Pc = {0}, Yc = {0};
+    double *sx = malloc((D + Dy + 1) * sizeof *sx), *sy = sx ? sx + D : NULL;
+    int rc = sx ? centred_copy(Phi, &Pc, sx, err)
+                : fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu)", D);
+    if (rc == FK_OK && Psi)
+        rc = centred_copy(Psi, &Yc, sy, err);
+    if (rc == FK_OK)
+        rc = fk_dica_stats_shift(st, (double)n, sx, Psi ? sy : NULL, err);
     fk_mat S = fk_mat_view(st->S, D, D, D);
-    int rc = FK_OK;
-    if (st->diag) { /* column sums of squares, then onto the diagonal (one strided pass) */
-        double *d2 = calloc(D, sizeof *d2);
-        if (!d2)
-            return fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu)", D);
+    if (rc == FK_OK && st->diag) { /* column sums of squares onto the diagonal */
+        for (size_t j = 0; j < D; j++)
+            sx[j] = 0;
         for (size_t i = 0; i < n; i++) {
-            const double *r = fk_mat_row(Phi, i);
+            const double *r = fk_mat_row(&Pc, i);
             for (size_t j = 0; j < D; j++)
-                d2[j] += r[j] * r[j];
+                sx[j] += r[j] * r[j];
         }
         for (size_t j = 0; j < D; j++)
-            st->S[j * D + j] += d2[j];
-        free(d2);
-    } else {
-        rc = fk_syrk(FK_TRANS, 1.0, Phi, 1.0, &S, err);
+            st->S[j * D + j] += sx[j];
+    } else if (rc == FK_OK) {
+        rc = fk_syrk(FK_TRANS, 1.0, &Pc, 1.0, &S, err);
     }
     if (rc == FK_OK && Psi) {
         fk_mat C = fk_mat_view(st->C, D, Dy, Dy), Y = fk_mat_view(st->Syy, Dy, Dy, Dy);
-        rc = fk_gemm(FK_TRANS, FK_NOTRANS, 1.0, Phi, Psi, 1.0, &C, err);
+        rc = fk_gemm(FK_TRANS, FK_NOTRANS, 1.0, &Pc, &Yc, 1.0, &C, err);
         if (rc == FK_OK)
-            rc = fk_syrk(FK_TRANS, 1.0, Psi, 1.0, &Y, err);
-        for (size_t i = 0; rc == FK_OK && i < n; i++)
-            fk_axpy(Dy, 1.0, fk_mat_row(Psi, i), st->s_psi);
+            rc = fk_syrk(FK_TRANS, 1.0, &Yc, 1.0, &Y, err);
+        if (rc == FK_OK)
+            fk_axpy(Dy, 1.0, sy, st->s_psi);
     }
+    free(sx);
+    fk_mat_close(&Pc);
+    fk_mat_close(&Yc);
     /* First moments per domain, in row order. */
     for (size_t i = 0; rc == FK_OK && i < n; i++) {
         long k = fk_dica_stats_domain(st, dom[i], err);
@@ -201,6 +280,14 @@ int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err)
                           "dica: statistics of dimension %zu/%zu cannot be added to %zu/%zu", o->D,
                           o->Dy, st->D, st->Dy);
     size_t D = st->D, Dy = st->Dy;
+    double *so = malloc(D * sizeof *so);
+    if (!so)
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu)", D);
+    fk_dica_stats_sum_phi(o, so);
+    int rc = fk_dica_stats_shift(st, o->n, so, o->s_psi, err);
+    free(so);
+    if (rc)
+        return rc;
     fk_axpy(D * D, 1.0, o->S, st->S);
     if (Dy) {
         fk_axpy(Dy, 1.0, o->s_psi, st->s_psi);
@@ -242,7 +329,7 @@ static void sort_by_id(const long *ids, size_t *idx, size_t n)
 }
 
 /* Symmetric inverse square root (A + eps I)^{-1/2} of a Dy x Dy matrix, in place. */
-static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
+int fk__dica_inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
 {
     double *w = malloc(k * sizeof *w), *V = malloc(k * k * sizeof *V);
     if (!w || !V) {
@@ -280,7 +367,7 @@ static int inv_sqrt_sym(double *A, size_t k, double eps, fk_err *err)
 }
 
 typedef struct solve_ws {
-    double *phibar, *G, *Ginv, *P, *Pf, *F, *Y1, *GY, *T, *wr, *wi, *vr, *tmp;
+    double *phibar, *G, *Ginv, *P, *Pf, *F, *Y1, *GY, *T, *tmp;
     size_t *dom_idx;
 } solve_ws;
 
@@ -295,9 +382,6 @@ static void ws_free(solve_ws *w)
     free(w->Y1);
     free(w->GY);
     free(w->T);
-    free(w->wr);
-    free(w->wi);
-    free(w->vr);
     free(w->tmp);
     free(w->dom_idx);
 }
@@ -334,6 +418,82 @@ double fk__dica_quad_col(const double *P, const fk_mat *W, size_t k, double *tmp
     return s;
 }
 
+int fk__dica_top_real(double *T, size_t Dy, const double *Y, size_t rows, size_t m, int rank_check,
+                      double *gamma, fk_mat *W, fk_err *err)
+{
+    if (Dy == 0)
+        return fk_err_set(err, FK_EINVAL, "dica: supervised variant without outputs");
+    if (!fk__dica_all_finite(T, Dy * Dy)) /* dgeev's scaling breaks on Inf */
+        return fk_err_set(err, FK_ENUMERIC,
+                          "dica: the reduced %zu x %zu problem is not finite (statistics out of "
+                          "range)",
+                          Dy, Dy);
+    double *wr = malloc(Dy * sizeof *wr), *wi = malloc(Dy * sizeof *wi);
+    double *vr = malloc(Dy * Dy * sizeof *vr);
+    size_t *ord = malloc(Dy * sizeof *ord);
+    int rc = FK_OK;
+    if (!wr || !wi || !vr || !ord) {
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory (Dy=%zu)", Dy);
+        goto out;
+    }
+    lapack_int info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, T, (lapack_int)Dy,
+                                    wr, wi, NULL, 1, vr, (lapack_int)Dy);
+    if (info != 0) {
+        rc =
+            fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
+                       Dy, Dy, (int)info);
+        goto out;
+    }
+    /* Order by real part, descending; check the rank and the imaginary parts. */
+    for (size_t i = 0; i < Dy; i++)
+        ord[i] = i;
+    for (size_t i = 1; i < Dy; i++) {
+        size_t v = ord[i], j = i;
+        while (j > 0 && wr[ord[j - 1]] < wr[v]) {
+            ord[j] = ord[j - 1];
+            j--;
+        }
+        ord[j] = v;
+    }
+    double g1 = fabs(wr[ord[0]]);
+    size_t rank = 0;
+    for (size_t i = 0; i < Dy; i++)
+        rank += wr[ord[i]] > FK__DICA_TAU_RANK * g1;
+    if (rank_check && m > rank) {
+        rc = fk_err_set(err, FK_EINVAL,
+                        "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
+                        "eigenvalues; C classes give at most C-1); lower m",
+                        m, rank);
+        goto out;
+    }
+    /* Without the rank check (smooth regression outputs) components beyond the Dy of the
+     * outputs stay zero: W column 0, gamma 0 (the spec's --allow-zero-components). */
+    for (size_t k = 0; k < m && k < Dy && rc == FK_OK; k++) {
+        size_t j = ord[k];
+        if (fabs(wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
+            rc = fk_err_set(err, FK_ENUMERIC,
+                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)",
+                            m, k + 1, wr[j], wi[j]);
+            break;
+        }
+        size_t col = (wi[j] < 0 && j > 0) ? j - 1 : j; /* real part of a conjugate pair */
+        gamma[k] = wr[j];
+        /* column k of W = Y a */
+        for (size_t i = 0; i < rows; i++) {
+            double s = 0;
+            for (size_t l = 0; l < Dy; l++)
+                s += Y[i * Dy + l] * vr[l * Dy + col];
+            W->data[i * W->ld + k] = s;
+        }
+    }
+out:
+    free(wr);
+    free(wi);
+    free(vr);
+    free(ord);
+    return rc;
+}
+
 /* DICA/COIR: the small non-symmetric problem (S3) and W = P^-1 G^-1 F a. */
 static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solve_ws *w,
                             fk_dica_fit *fit, fk_err *err)
@@ -343,30 +503,23 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
     if (Dy == 0)
         return fk_err_set(err, FK_EINVAL, "dica: supervised variant without outputs");
     /* Centred covariances (§7.4 step 4) and F = C_xy (C_yy + eps I)^-1/2. */
-    double *psibar = malloc(Dy * sizeof *psibar), *Cyy = malloc(Dy * Dy * sizeof *Cyy);
+    double *Cyy = malloc(Dy * Dy * sizeof *Cyy);
     double *Cxy = malloc(D * Dy * sizeof *Cxy);
     w->F = malloc(D * Dy * sizeof *w->F);
     w->Y1 = malloc(D * Dy * sizeof *w->Y1);
     w->GY = malloc(D * Dy * sizeof *w->GY);
     w->T = malloc(Dy * Dy * sizeof *w->T);
-    w->wr = malloc(Dy * sizeof *w->wr);
-    w->wi = malloc(Dy * sizeof *w->wi);
-    w->vr = malloc(Dy * Dy * sizeof *w->vr);
     int rc = FK_OK;
-    if (!psibar || !Cyy || !Cxy || !w->F || !w->Y1 || !w->GY || !w->T || !w->wr || !w->wi ||
-        !w->vr) {
+    if (!Cyy || !Cxy || !w->F || !w->Y1 || !w->GY || !w->T) {
         rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory (D=%zu, Dy=%zu)", D, Dy);
         goto out;
     }
-    for (size_t j = 0; j < Dy; j++)
-        psibar[j] = st->s_psi[j] / n;
-    for (size_t i = 0; i < Dy; i++)
-        for (size_t j = 0; j < Dy; j++)
-            Cyy[i * Dy + j] = st->Syy[i * Dy + j] / n - psibar[i] * psibar[j];
-    for (size_t i = 0; i < D; i++)
-        for (size_t j = 0; j < Dy; j++)
-            Cxy[i * Dy + j] = st->C[i * Dy + j] / n - w->phibar[i] * psibar[j];
-    rc = inv_sqrt_sym(Cyy, Dy, o->eps, err);
+    /* the statistics are centred already (Chan's rule), so no mean is subtracted here */
+    for (size_t i = 0; i < Dy * Dy; i++)
+        Cyy[i] = st->Syy[i] / n;
+    for (size_t i = 0; i < D * Dy; i++)
+        Cxy[i] = st->C[i] / n;
+    rc = fk__dica_inv_sqrt_sym(Cyy, Dy, o->eps, err);
     if (rc)
         goto out;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)D, (int)Dy, (int)Dy, 1.0, Cxy,
@@ -384,72 +537,8 @@ static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solv
                 (int)D, w->Y1, (int)Dy, 0.0, w->GY, (int)Dy);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Dy, (int)Dy, (int)D, 1.0, w->F,
                 (int)Dy, w->GY, (int)Dy, 0.0, w->T, (int)Dy);
-    if (!fk__dica_all_finite(w->T, Dy * Dy)) { /* dgeev's scaling breaks on Inf */
-        rc = fk_err_set(err, FK_ENUMERIC,
-                        "dica: the reduced %zu x %zu problem is not finite (statistics out of "
-                        "range)",
-                        Dy, Dy);
-        goto out;
-    }
-    info = LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', 'V', (lapack_int)Dy, w->T, (lapack_int)Dy, w->wr,
-                         w->wi, NULL, 1, w->vr, (lapack_int)Dy);
-    if (info != 0) {
-        rc =
-            fk_err_set(err, FK_ENUMERIC, "dica: dgeev on the %zu x %zu reduced problem failed (%d)",
-                       Dy, Dy, (int)info);
-        goto out;
-    }
-    /* Order by real part, descending; check the rank and the imaginary parts. */
-    size_t *ord = malloc(Dy * sizeof *ord);
-    if (!ord) {
-        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < Dy; i++)
-        ord[i] = i;
-    for (size_t i = 1; i < Dy; i++) {
-        size_t v = ord[i], j = i;
-        while (j > 0 && w->wr[ord[j - 1]] < w->wr[v]) {
-            ord[j] = ord[j - 1];
-            j--;
-        }
-        ord[j] = v;
-    }
-    double g1 = fabs(w->wr[ord[0]]);
-    size_t rank = 0;
-    for (size_t i = 0; i < Dy; i++)
-        rank += w->wr[ord[i]] > FK__DICA_TAU_RANK * g1;
-    if (o->rank_check && m > rank) {
-        rc = fk_err_set(err, FK_EINVAL,
-                        "dica: m = %zu exceeds the rank of the output kernel (%zu non-zero "
-                        "eigenvalues; C classes give at most C-1); lower m",
-                        m, rank);
-        free(ord);
-        goto out;
-    }
-    /* Without the rank check (smooth regression outputs) components beyond the Dy of the
-     * outputs stay zero: W column 0, gamma 0 (the spec's --allow-zero-components). */
-    for (size_t k = 0; k < m && k < Dy && rc == FK_OK; k++) {
-        size_t j = ord[k];
-        if (fabs(w->wi[j]) > FK__DICA_COMPLEX_TOL * g1) {
-            rc = fk_err_set(err, FK_ENUMERIC,
-                            "dica: complex eigenpairs among the leading %zu (gamma_%zu = %g%+gi)",
-                            m, k + 1, w->wr[j], w->wi[j]);
-            break;
-        }
-        size_t col = (w->wi[j] < 0 && j > 0) ? j - 1 : j; /* real part of a conjugate pair */
-        fit->gamma[k] = w->wr[j];
-        /* column k of W = Y1 a */
-        for (size_t i = 0; i < D; i++) {
-            double s = 0;
-            for (size_t l = 0; l < Dy; l++)
-                s += w->Y1[i * Dy + l] * w->vr[l * Dy + col];
-            fit->W.data[i * fit->W.ld + k] = s;
-        }
-    }
-    free(ord);
+    rc = fk__dica_top_real(w->T, Dy, w->Y1, D, m, o->rank_check, fit->gamma, &fit->W, err);
 out:
-    free(psibar);
     free(Cyy);
     free(Cxy);
     return rc;
@@ -500,13 +589,14 @@ int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *f
     for (size_t k = 0; k < N; k++)
         fk_axpy(D, 1.0, st->dom_sum + w.dom_idx[k] * D, w.phibar);
     fk_scal(D, 1.0 / n, w.phibar);
+    /* G is S itself: the statistics hold the second moment about phi_bar (two passes and
+     * Chan's rule, fk_dica_stats_add), not sum phi phi^T - n phi_bar phi_bar^T */
     if (st->diag) { /* G = diag(s) (§5.3 step 2): keep it exactly diagonal */
         memset(w.G, 0, D * D * sizeof *w.G);
         for (size_t i = 0; i < D; i++)
-            w.G[i * D + i] = st->S[i * D + i] - n * w.phibar[i] * w.phibar[i];
+            w.G[i * D + i] = st->S[i * D + i];
     } else {
         memcpy(w.G, st->S, D * D * sizeof *w.G);
-        cblas_dger(CblasRowMajor, (int)D, (int)D, -n, w.phibar, 1, w.phibar, 1, w.G, (int)D);
     }
     double tr = 0;
     for (size_t i = 0; i < D; i++)

@@ -46,23 +46,29 @@ typedef struct fk_dica_opts {
                           0 keeps near-zero components (smooth regression outputs) */
     int ref_norm;      /* kernel version only: the reference code's normalisation (§5.5 `ref`):
                           unit |beta_k|, then / sqrt(n gamma_k); 0 = `constraint` (default) */
+    int kernel_map;    /* kernel version only: solve DICA/COIR on the kernel map of §5.3 (all
+                          eigenpairs of K~) instead of through R^-1 in n-space (the default) */
 } fk_dica_opts;
 
 /* Paper defaults: lambda 1, eps 1e-3, q_weight 1, delta 1e-8, min_domain 2, rank_check 1. */
 void fk_dica_opts_default(fk_dica_opts *o, fk_dica_variant v, size_t m);
 
-/* Sufficient statistics (spec §7.3): sums over the samples added so far. */
+/* Sufficient statistics (spec §7.3) over the samples added so far. The second moments are
+ * kept centred about the statistics' own means (phi_bar = sum of dom_sum / n, psi_bar =
+ * s_psi / n), computed in two passes and combined by Chan's parallel rule: the one-pass
+ * sum phi phi^T - n phi_bar phi_bar^T loses every digit of G once the features vary little
+ * about their mean (sigma much larger than the spread of the inputs). */
 typedef struct fk_dica_stats {
     size_t D, Dy; /* input and output feature dimensions (Dy = 0: unsupervised) */
     double n;     /* samples */
-    double *S;    /* D x D, sum phi phi^T (both triangles) */
+    double *S;    /* D x D, sum (phi - phi_bar)(phi - phi_bar)^T (both triangles) */
     size_t n_dom, cap_dom;
     long *dom_id;    /* ids of the domains seen, in order of first appearance */
     double *dom_n;   /* samples per domain */
     double *dom_sum; /* n_dom x D, per-domain sum of phi */
-    double *s_psi;   /* Dy */
-    double *C;       /* D x Dy, sum phi psi^T */
-    double *Syy;     /* Dy x Dy, sum psi psi^T */
+    double *s_psi;   /* Dy, sum psi */
+    double *C;       /* D x Dy, sum (phi - phi_bar)(psi - psi_bar)^T */
+    double *Syy;     /* Dy x Dy, sum (psi - psi_bar)(psi - psi_bar)^T */
     int diag;        /* set by the caller after init when the features are known to have
                         orthogonal columns (the kernel map of §5.3: G = diag(s)): only the
                         diagonal of S is summed and the solve takes G as diagonal */
@@ -79,6 +85,15 @@ long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err);
 
 /* st += o: every sum added, domains merged by id (a domain split over clients). */
 int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err);
+
+/* Chan's correction before a batch of nb samples with feature sum sum_phi (D) and output
+ * sum sum_psi (Dy; NULL iff Dy = 0) is added: S, C and Syy of st gain
+ * (n nb / (n + nb)) d_a d_b^T with d = (mean of st) - (mean of the batch). The caller then
+ * adds the batch's centred moments and its sums (n, domains, s_psi). */
+FK_CHECKRETURN int fk_dica_stats_shift(fk_dica_stats *st, double nb, const double *sum_phi,
+                                       const double *sum_psi, fk_err *err);
+/* Sum of phi over the domains of st (D values into out). */
+void fk_dica_stats_sum_phi(const fk_dica_stats *st, double *out);
 
 /* A fitted projection in feature coordinates: z = W^T (phi(x) - phi_bar). */
 typedef struct fk_dica_fit {
@@ -109,10 +124,13 @@ int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err);
 /* ---- kernel DICA (spec §5) ---- */
 
 typedef struct fk_dica_kernel {
-    fk_dica_fit fit; /* in empirical-kernel-map coordinates (r of them) */
-    size_t n, d, r;
+    fk_dica_fit fit; /* in empirical-kernel-map coordinates (r of them), or, when direct, in
+                        the coordinates of the centred kernel rows themselves (D = n, W = B) */
+    size_t n, d, r;  /* r: columns of the kernel map (0 until a fit needed it) */
     double sigma;
+    int direct;      /* the last (re)fit solved DICA/COIR in n-space without the kernel map */
     fk_mat X;        /* training inputs (copy) */
+    fk_mat Kc;       /* n x n centred training kernel K~ = H K H */
     fk_mat Umap;     /* n x r: U diag(1/sqrt(s)); features of a centred kernel row k are k^T Umap */
     fk_mat Phi;      /* n x r: U diag(sqrt(s)), the training rows in those coordinates */
     double *colmean; /* n column means of the uncentred training kernel */
@@ -122,13 +140,17 @@ typedef struct fk_dica_kernel {
 
 /* Fit on X (n x d) with domain ids dom. Outputs: labels y in [0, C) (delta kernel) or,
  * with y NULL, regression targets t (Gaussian output kernel of width sigma_y);
- * unsupervised variants read neither. Reduced exact solver of §5.3. */
+ * unsupervised variants read neither. DICA/COIR (normalise = constraint) solve (11) in
+ * n-space through its rank: B = R^-1 F a with R = q K~QK~ + K~ + lambda I (one Cholesky) and
+ * a from the Dy x Dy problem (S3) (F F^T = L~(L~ + n eps I)^-1): no eigendecomposition of
+ * K~ at all. UDICA/KPCA and normalise = ref use the reduced exact solver of §5.3 on the
+ * kernel map (the eigenpairs of K~ above 1e-10 s_max, dsyevr with a value range). */
 int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
                        double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
                        fk_err *err);
 void fk_dica_kernel_close(fk_dica_kernel *k);
-/* Solve again on the same kernel map (another variant, q_weight, m or outputs): the O(n^3)
- * eigendecomposition of K~ is shared. k->fit and k->Z are replaced. */
+/* Solve again on the same kernel (another variant, q_weight, m or outputs): K~ and, once
+ * computed, its kernel map are shared. k->fit and k->Z are replaced. */
 int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
                          const long *dom, const fk_dica_opts *o, fk_err *err);
 /* Z (initialised here, n_t x m) for new rows Xt; batch = 1 centres the test rows by the
@@ -145,9 +167,16 @@ int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K
 int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_dica_opts *o,
                    double *gamma, fk_mat *Z, fk_err *err);
 
-/* Mean-distance bandwidth rule (spec §4): sigma^2 = 2 tr Cov(x) from n, sum x and
- * sum |x|^2. */
-double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2);
+/* Per-feature first and second moments of the rows of X (n x d), numerically stable:
+ * sum[j] = sum_i x_ij and m2[j] = sum_i (x_ij - mean_j)^2 about the rows' own mean (two
+ * passes). */
+void fk_dica_moments(const fk_mat *X, size_t n, double *sum, double *m2);
+/* Chan's parallel rule: (n, sum, m2) += a batch (nb, sumb, m2b) of d features. */
+void fk_dica_moments_merge(double *n, double *sum, double *m2, size_t d, double nb,
+                           const double *sumb, const double *m2b);
+/* Mean-distance bandwidth rule (spec §4): sigma^2 = 2 tr Cov(x) = 2 sum_j m2[j] / n from
+ * the centred per-feature moments (NAN when there is no spread). */
+double fk_dica_sigma_rule(double n, const double *m2, size_t d);
 
 /* ---- distributional kernel (spec §8.3, eq. 14; optional, centralised) ---- */
 

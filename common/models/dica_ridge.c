@@ -7,13 +7,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-double fk_dica_sigma_rule(double n, const double *sum_x, size_t d, double sum_x2)
+#include "common/la/blas.h"
+
+void fk_dica_moments(const fk_mat *X, size_t n, double *sum, double *m2)
 {
-    double m2 = 0;
+    size_t d = X->cols;
+    memset(sum, 0, d * sizeof *sum);
+    memset(m2, 0, d * sizeof *m2);
+    if (n == 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        fk_axpy(d, 1.0, fk_mat_row(X, i), sum);
+    /* second pass about the mean: no cancellation however far the data sit from 0 */
+    for (size_t i = 0; i < n; i++) {
+        const double *x = fk_mat_row(X, i);
+        for (size_t j = 0; j < d; j++) {
+            double e = x[j] - sum[j] / (double)n;
+            m2[j] += e * e;
+        }
+    }
+}
+
+void fk_dica_moments_merge(double *n, double *sum, double *m2, size_t d, double nb,
+                           const double *sumb, const double *m2b)
+{
+    double na = *n, nt = na + nb;
+    for (size_t j = 0; j < d; j++) {
+        double corr = 0;
+        if (na > 0 && nb > 0) {
+            double delta = sumb[j] / nb - sum[j] / na;
+            corr = delta * delta * (na * nb / nt);
+        }
+        m2[j] += m2b[j] + corr;
+        sum[j] += sumb[j];
+    }
+    *n = nt;
+}
+
+double fk_dica_sigma_rule(double n, const double *m2, size_t d)
+{
+    double tr = 0;
     for (size_t j = 0; j < d; j++)
-        m2 += (sum_x[j] / n) * (sum_x[j] / n);
-    double tr = sum_x2 / n - m2;
-    return tr > 0 ? sqrt(2.0 * tr) : NAN;
+        tr += m2[j];
+    tr /= n;
+    return tr > 0 && isfinite(tr) ? sqrt(2.0 * tr) : NAN;
 }
 
 void fk_dica_ridge_add(const fk_mat *Z, const double *T, size_t k, double *A, double *b)

@@ -4,14 +4,19 @@
  * phi(x) = R^-1/2 [cos(Omega x); sin(Omega x)], so every |phi_j| <= R^-1/2 and
  * phi_j^2 + phi_(j+R)^2 = 1/R for each frequency j; the outputs psi (one-hot classes or the
  * targets' random features) have |psi| = 1 too. Hence, for sums over n rows:
- *   phase 0: n, d, classes whole; sum_x2 >= 0 and |sum_x|^2 <= n sum_x2 (Cauchy-Schwarz);
+ *   phase 0: n, d, classes whole; m2_x >= 0 (second moments about the client's own mean);
  *            labels (a job listing no classes) finite and strictly ascending;
  *   phase 1: domain ids whole and distinct, domain sizes >= min_domain_size adding up to n;
- *            |dom_sum| <= the domain's size per row; |S_phiphi| <= n / R entrywise with
- *            S_jj + S_(j+R)(j+R) = n / R for every frequency; |C_phipsi| <= n R^-1/2;
- *            |s_psi|, |S_psipsi| <= n with trace(S_psipsi) = n; with classes (one-hot
- *            psi) s_psi whole, adding up to n, and the rows of C_phipsi adding up to the
- *            sum of the domain sums;
+ *            |dom_sum| <= the domain's size per row. The second moments are about the
+ *            client's own means phibar = sum dom_sum / n and psibar = s_psi / n (centred,
+ *            S_c = S - n phibar phibar^T), so: |S_phiphi_c| <= n / R entrywise with
+ *            S_jj + S_(j+R)(j+R) = n / R - n (phibar_j^2 + phibar_(j+R)^2) for every
+ *            frequency; |C_phipsi_c|, |C_phipsi| <= n R^-1/2, C_phipsi_c = C_phipsi -
+ *            (sum phi)(s_psi)^T / n (the uncentred sum travels for this check: a scaled
+ *            centred one alone would be plausible); |s_psi|, |S_psipsi_c| <= n with
+ *            trace(S_psipsi_c) = n - n |psibar|^2; with classes (one-hot psi) s_psi whole,
+ *            adding up to n, and the rows of C_phipsi adding up to the sum of the domain
+ *            sums;
  *   phase 2: ridge sums A = sum [z; 1][z; 1]^T (symmetric, |A_ij| <= sqrt(A_ii A_jj),
  *            A_pp = n) and b = sum [z; 1] t^T (classes: the last row counts, adding up to n);
  *   phase 3 and every client without statistics (held out): only n = 0.
@@ -68,9 +73,9 @@ static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who,
 {
     /* the last name: sum_y for regression, else labels (optional: the client's raw labels
      * when the job lists no classes, issue 32) */
-    static const char *const cls[] = {"n", "d", "classes", "sum_x", "sum_x2", "labels"};
-    static const char *const reg[] = {"n", "d", "classes", "sum_x", "sum_x2", "sum_y"};
-    const fk_tensor *d, *sx, *sx2;
+    static const char *const cls[] = {"n", "d", "classes", "sum_x", "m2_x", "labels"};
+    static const char *const reg[] = {"n", "d", "classes", "sum_x", "m2_x", "sum_y"};
+    const fk_tensor *d, *sx;
     double n;
     int rc;
     if ((rc = fk_update_check_names(b, s->c.regression ? reg : cls, 6, who, err)) ||
@@ -82,7 +87,7 @@ static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who,
     if ((rc = take(b, "classes", 1, 0, FK_UPDATE_MAX_ABS, 1, who, &c, err)) ||
         (rc = fk_update_check_range(c, 0, FK_DICA_MAX_CLASSES, 1, who, err)) ||
         (rc = take(b, "sum_x", sx_len(b), 0, FK_UPDATE_MAX_ABS, 0, who, &sx, err)) ||
-        (rc = take(b, "sum_x2", 1, 0, FK_UPDATE_MAX_ABS, 1, who, &sx2, err)) ||
+        (rc = take(b, "m2_x", sx->len, 0, FK_UPDATE_MAX_ABS, 1, who, NULL, err)) ||
         (s->c.regression && (rc = take(b, "sum_y", 1, 0, FK_UPDATE_MAX_ABS, 0, who, NULL, err))))
         return rc;
     if (d->data[0] != (double)sx->len) /* the length, not d: d is the client's to quote */
@@ -100,11 +105,7 @@ static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who,
                               "dica: client %d: 'labels'[%zu] is not finite, "
                               "within %g and ascending",
                               who, i, FK_UPDATE_MAX_ABS);
-    double q = 0; /* |sum_x|^2 <= n sum |x_i|^2: values <= 1e100, so no overflow */
-    for (size_t j = 0; j < sx->len; j++)
-        q += sx->data[j] * sx->data[j];
-    if (!(q <= n * sx2->data[0] * (1 + TOL) + 1e-300))
-        return implausible(who, "sum_x", "|sum_x|^2 <= n sum_x2", err);
+    (void)n; /* m2_x about the client's own mean bounds nothing of sum_x */
     return FK_OK;
 }
 
@@ -158,48 +159,75 @@ static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n
 
 static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, fk_err *err)
 {
-    static const char *const names[] = {"n",        "dom_id", "dom_n",    "dom_sum",
-                                        "S_phiphi", "s_psi",  "C_phipsi", "S_psipsi"};
+    static const char *const names[] = {"n",          "dom_id",     "dom_n",
+                                        "dom_sum",    "S_phiphi_c", "s_psi",
+                                        "C_phipsi_c", "S_psipsi_c", "C_phipsi"};
     size_t D = 2 * (size_t)s->c.R, R = (size_t)s->c.R, Dy = fk__dicaj_dy(&s->c, s->C), Nq = 0;
     double n;
     int rc;
     const fk_tensor *S, *sp, *Syy;
-    if ((rc = fk_update_check_names(b, names, Dy ? 8 : 5, who, err)) ||
+    if ((rc = fk_update_check_names(b, names, Dy ? 9 : 5, who, err)) ||
         (rc = take_n(b, 2, 9e15, who, &n, err)) ||
         (rc = check_domains(s, b, n, D, who, &Nq, err)) ||
-        (rc = take(b, "S_phiphi", D * (D + 1) / 2, 0, n / (double)R * (1 + TOL), 0, who, &S, err)))
+        (rc =
+             take(b, "S_phiphi_c", D * (D + 1) / 2, 0, n / (double)R * (1 + TOL), 0, who, &S, err)))
         return rc;
-    /* cos^2 + sin^2 = 1: each frequency's two diagonal entries add up to n / R */
-    for (size_t j = 0; j < R; j++)
-        if (!(fabs(S->data[diag_at(j)] + S->data[diag_at(j + R)] - n / (double)R) <=
-              1e-6 * n / (double)R))
+    /* cos^2 + sin^2 = 1: each frequency's two diagonal entries of the uncentred moment add
+     * up to n / R; centred, n (phibar_j^2 + phibar_(j+R)^2) less, phibar = sum dom_sum / n */
+    const fk_tensor *ds = fk_bundle_get(b, "dom_sum");
+    for (size_t j = 0; j < R; j++) {
+        double a = 0, c = 0;
+        for (size_t q = 0; q < Nq; q++) {
+            a += ds->data[q * D + j];
+            c += ds->data[q * D + j + R];
+        }
+        double want = n / (double)R - (a * a + c * c) / n;
+        if (!(fabs(S->data[diag_at(j)] + S->data[diag_at(j + R)] - want) <= 1e-6 * n / (double)R))
             return fk_err_set(err, FK_EINVAL,
-                              "dica: client %d sent tensor 'S_phiphi' whose diagonal entries %zu "
-                              "and %zu do not add up to n / R (unit-norm features)",
+                              "dica: client %d sent tensor 'S_phiphi_c' whose diagonal entries "
+                              "%zu and %zu do not add up to n / R less the mean's share "
+                              "(unit-norm features)",
                               who, j, j + R);
+    }
     if (!Dy)
         return FK_OK;
     if ((rc = take(b, "s_psi", Dy, 0, n * (1 + TOL), 0, who, &sp, err)) ||
+        (rc = take(b, "C_phipsi_c", D, Dy, n / sqrt((double)R) * (1 + TOL), 0, who, NULL, err)) ||
         (rc = take(b, "C_phipsi", D, Dy, n / sqrt((double)R) * (1 + TOL), 0, who, NULL, err)) ||
-        (rc = take(b, "S_psipsi", Dy * (Dy + 1) / 2, 0, n * (1 + TOL), 0, who, &Syy, err)))
+        (rc = take(b, "S_psipsi_c", Dy * (Dy + 1) / 2, 0, n * (1 + TOL), 0, who, &Syy, err)))
         return rc;
-    double tr = 0, cnt = 0;
+    double tr = 0, cnt = 0, m2 = 0;
     for (size_t j = 0; j < Dy; j++) {
         tr += Syy->data[diag_at(j)];
         cnt += sp->data[j];
+        m2 += sp->data[j] * sp->data[j];
     }
-    if (!(fabs(tr - n) <= 1e-6 * n))
-        return implausible(who, "S_psipsi", "trace n: unit-norm outputs", err);
+    if (!(fabs(tr - (n - m2 / n)) <= 1e-6 * n))
+        return implausible(who, "S_psipsi_c", "trace n - |s_psi|^2 / n: unit-norm outputs", err);
+    /* the centred cross moment is the uncentred one less (sum phi)(sum psi)^T / n */
+    const fk_tensor *Cc = fk_bundle_get(b, "C_phipsi_c"), *Cu = fk_bundle_get(b, "C_phipsi");
+    for (size_t j = 0; j < D; j++) {
+        double e = 0;
+        for (size_t q = 0; q < Nq; q++)
+            e += ds->data[q * D + j];
+        for (size_t c = 0; c < Dy; c++)
+            if (!(fabs(Cu->data[j * Dy + c] - e * sp->data[c] / n - Cc->data[j * Dy + c]) <=
+                  1e-6 * n / sqrt((double)R)))
+                return fk_err_set(err, FK_EINVAL,
+                                  "dica: client %d sent tensors 'C_phipsi_c' and 'C_phipsi' that "
+                                  "disagree at (%zu, %zu) (centred = uncentred less the means' "
+                                  "product)",
+                                  who, j, c);
+    }
     if (s->c.regression)
         return FK_OK;
     if ((rc = fk_update_check_range(sp, 0, n, 1, who, err)) || cnt != n)
         return rc ? rc : implausible(who, "s_psi", "class counts adding up to n", err);
     /* one-hot rows add up to 1: sum_c C_phipsi[:, c] = sum_i phi(x_i) = sum_q dom_sum[q] */
-    const fk_tensor *C = fk_bundle_get(b, "C_phipsi"), *ds = fk_bundle_get(b, "dom_sum");
     for (size_t j = 0; j < D; j++) {
         double a = 0, e = 0;
         for (size_t c = 0; c < Dy; c++)
-            a += C->data[j * Dy + c];
+            a += Cu->data[j * Dy + c];
         for (size_t q = 0; q < Nq; q++)
             e += ds->data[q * D + j];
         if (!(fabs(a - e) <= 1e-6 * n / sqrt((double)R)))

@@ -16,6 +16,7 @@ void fk__dicaj_client_close(void *v)
     fk__dicaj_cfg_close(&c->c);
     fk_mat_close(&c->X);
     fk_mat_close(&c->Phi);
+    free(c->phi_std);
     free(c->y);
     free(c->own_vals);
     free(c->raw);
@@ -203,8 +204,9 @@ static int task_classes(fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_e
     return FK_OK;
 }
 
-/* Random features of the client's rows for the broadcast sigma, computed once and kept
- * (phases 1-3 and the final score all need them; sigma and d come from each task). */
+/* Random features of the client's rows (standardised by the task's x_mean and x_scale when
+ * the job standardises) for the broadcast sigma, computed once and kept (phases 1-3 and the
+ * final score all need them; sigma, d and the standardisation come from each task). */
 static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
 {
     double sigma = task_scalar(task, "sigma"), d = task_scalar(task, "d");
@@ -214,19 +216,45 @@ static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **P
             "dica: client %d: task carries no kernel width sigma > 0 or another input "
             "dimension d than the client's %zu",
             c->idx, c->X.cols);
-    if (c->Phi.data && c->phi_sigma == sigma) {
+    size_t dd = c->X.cols;
+    const fk_tensor *mu = fk_bundle_get(task, "x_mean"), *sd = fk_bundle_get(task, "x_scale");
+    int same = c->Phi.data && c->phi_sigma == sigma;
+    if (same && c->c.standardize)
+        same = mu && sd && mu->len == dd && sd->len == dd && c->phi_std &&
+               !memcmp(c->phi_std, mu->data, dd * sizeof(double)) &&
+               !memcmp(c->phi_std + dd, sd->data, dd * sizeof(double));
+    if (same) {
         *Phi = &c->Phi;
         return FK_OK;
     }
     fk_mat_close(&c->Phi);
-    fk_rff rf;
-    int rc = fk__dicaj_rff(&c->c, c->seed, c->X.cols, sigma, &rf, err);
+    free(c->phi_std);
+    c->phi_std = NULL;
+    c->phi_sigma = 0;
+    fk_rff rf = {0};
+    fk_mat Xs = {0};
+    int rc = fk__dicaj_standardize(task, c->c.standardize, &c->X, &Xs, err);
     if (rc == FK_OK)
-        rc = fk_rff_map(&rf, &c->X, &c->Phi, err);
+        rc = fk__dicaj_rff(&c->c, c->seed, c->X.cols, sigma, &rf, err);
+    if (rc == FK_OK)
+        rc = fk_rff_map(&rf, &Xs, &c->Phi, err);
+    fk_mat_close(&Xs);
     fk_rff_close(&rf);
-    c->phi_sigma = rc == FK_OK ? sigma : 0;
+    if (rc == FK_OK && c->c.standardize) {
+        c->phi_std = malloc(2 * dd * sizeof *c->phi_std);
+        if (!c->phi_std) {
+            fk_mat_close(&c->Phi);
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        } else {
+            memcpy(c->phi_std, mu->data, dd * sizeof(double));
+            memcpy(c->phi_std + dd, sd->data, dd * sizeof(double));
+        }
+    }
+    if (rc)
+        return fk_err_prefix(err, rc, "client %d: ", c->idx);
+    c->phi_sigma = sigma;
     *Phi = &c->Phi;
-    return rc;
+    return FK_OK;
 }
 
 /* Output features: one-hot (exact delta kernel) or random features of the target. */
@@ -244,19 +272,18 @@ static int outputs(const fk__dicaj_client *c, const fk_bundle *task, long C, fk_
     return rc;
 }
 
+/* Phase 0: n, d, the per-feature sums and second moments about the client's own mean (two
+ * passes: stable at any offset; the server joins them by Chan's rule), the class count and
+ * the target sum. */
 static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
 {
     size_t n = c->holdout ? 0 : c->X.rows, d = c->X.cols;
-    double *sx = calloc(d, sizeof *sx), sx2 = 0, sy = 0;
+    double *sx = calloc(2 * d, sizeof *sx), sy = 0;
     if (!sx)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
-    for (size_t i = 0; i < n; i++) {
-        const double *x = fk_mat_row(&c->X, i);
-        fk_axpy(d, 1.0, x, sx);
-        sx2 += fk_dot(d, x, x);
-        if (c->t)
-            sy += c->t[i];
-    }
+    fk_dica_moments(&c->X, n, sx, sx + d);
+    for (size_t i = 0; c->t && i < n; i++)
+        sy += c->t[i];
     int C = 0;
     for (size_t i = 0; c->y && i < c->X.rows; i++)
         C = c->y[i] + 1 > C ? c->y[i] + 1 : C;
@@ -266,7 +293,7 @@ static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
     if (!rc)
         rc = fk__dicaj_put(up, "sum_x", d, 0, sx, err);
     if (!rc)
-        rc = fk__dicaj_put(up, "sum_x2", 1, 0, &sx2, err);
+        rc = fk__dicaj_put(up, "m2_x", d, 0, sx + d, err);
     if (!rc)
         rc = fk__dicaj_put(up, "classes", 1, 0, (double[]){(double)C}, err);
     if (!rc && c->c.regression)
@@ -324,15 +351,28 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
         rc = fk__dicaj_put(up, "dom_sum", st.n_dom, D, st.dom_sum, err);
     if (!rc) {
         fk__dicaj_pack(st.S, D, buf);
-        rc = fk__dicaj_put(up, "S_phiphi", D * (D + 1) / 2, 0, buf, err);
+        rc = fk__dicaj_put(up, "S_phiphi_c", D * (D + 1) / 2, 0, buf, err);
     }
     if (!rc && Dy) {
         rc = fk__dicaj_put(up, "s_psi", Dy, 0, st.s_psi, err);
         if (!rc)
-            rc = fk__dicaj_put(up, "C_phipsi", D, Dy, st.C, err);
+            rc = fk__dicaj_put(up, "C_phipsi_c", D, Dy, st.C, err);
+        /* and the uncentred sum phi psi^T = C_c + (sum phi)(sum psi)^T / n, which the server
+         * checks exactly against the domain sums (a scaled C_c would be plausible data) */
+        double *cu = rc ? NULL : malloc((D * Dy + D) * sizeof *cu), *sp = cu ? cu + D * Dy : NULL;
+        if (!rc && !cu)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory for the D = %zu upload", D);
+        if (!rc) {
+            fk_dica_stats_sum_phi(&st, sp);
+            for (size_t i = 0; i < D; i++)
+                for (size_t j = 0; j < Dy; j++)
+                    cu[i * Dy + j] = st.C[i * Dy + j] + sp[i] * st.s_psi[j] / st.n;
+            rc = fk__dicaj_put(up, "C_phipsi", D, Dy, cu, err);
+        }
+        free(cu);
         fk__dicaj_pack(st.Syy, Dy, buf);
         if (!rc)
-            rc = fk__dicaj_put(up, "S_psipsi", Dy * (Dy + 1) / 2, 0, buf, err);
+            rc = fk__dicaj_put(up, "S_psipsi_c", Dy * (Dy + 1) / 2, 0, buf, err);
     }
     free(buf);
     fk_dica_stats_close(&st);

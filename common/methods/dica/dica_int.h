@@ -26,6 +26,7 @@ typedef struct fk__dicaj_cfg {
     uint64_t max_message; /* the job's own cap on one upload (0 = none) */
     uint64_t server_max;  /* the server's limit for one update (0 = none known) */
     int regression, batch_center;
+    int standardize; /* pooled per-feature standardisation of the inputs (§7.8) */
     fk_rff_kind features;
     unsigned char *holdout; /* n_clients flags: test-only clients */
     int n_clients;
@@ -51,6 +52,10 @@ int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, uint64_t tas
 /* Input and output feature maps from (seed, d, R, sigma) and (seed, 1, RY, sigma_y). */
 int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
                   fk_err *err);
+/* Xs (initialised here) = the rows of X standardised by the tensors x_mean and x_scale (d
+ * each) of b; a copy of X when b has neither and !required. */
+FK_CHECKRETURN int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X,
+                                         fk_mat *Xs, fk_err *err);
 int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err);
 
 /* Helpers on bundles: put or FK_ENOMEM naming the tensor; take a tensor of exactly len
@@ -71,13 +76,15 @@ typedef struct fk__dicaj_server {
     int stage;
     long d, C;
     double sigma, sigma_y;
+    double *x_mean, *x_scale; /* d each: the pooled standardisation (standardize = pooled) */
     fk_dica_stats st;      /* phase-1 sums */
     fk_dica_fit fit;       /* the solve */
     size_t m, k;           /* components, ridge targets */
     double *A, *b, *Theta; /* ridge sums and solution */
     unsigned char *got;    /* training client delivered phase-1 statistics */
-    double *vals;          /* a job listing no classes: the union of the raw labels the
-                            * clients sent in phase 0, ascending (C of them); else NULL */
+    double *vals;          /* the job's classes by raw value, ascending (C of them): its list,
+                            * or (a job listing none) the union of the raw labels the clients
+                            * sent in phase 0; else NULL */
 } fk__dicaj_server;
 
 typedef struct fk__dicaj_client {
@@ -94,8 +101,9 @@ typedef struct fk__dicaj_client {
                       * indices hold only when that is every class of the job); 0 otherwise */
     double *own_vals; /* those classes' raw labels (sent in phase 0) and each row's raw label, */
     double *raw;      /* re-indexed by the union the server sends back ("class_values") */
-    fk_mat Phi;   /* random features of X for phi_sigma (a cache, not state) */
+    fk_mat Phi;   /* random features of X for phi_sigma and phi_std (a cache, not state) */
     double phi_sigma;
+    double *phi_std; /* 2d: the x_mean and x_scale Phi was computed with (standardize) */
 } fk__dicaj_client;
 
 int fk__dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed,

@@ -19,7 +19,11 @@ const fk_param_doc fk__dicaj_keys[] = {
     {"eps X", "output-kernel regulariser, > 0 (1e-3)"},
     {"q_weight X", "weight of the distributional variance; 1 = the paper (1.0)"},
     {"delta X", "G += delta tr(G)/D I (1e-8)"},
-    {"sigma X", "input kernel width; 0 = mean-distance rule from the clients' sums (0)"},
+    {"sigma X", "input kernel width (of the standardised inputs unless standardize = none); 0 = "
+                "mean-distance rule from the clients' sums (0)"},
+    {"standardize pooled|none", "pooled: every input feature centred and scaled by its mean "
+                                "and standard deviation over all training clients, from phase "
+                                "0's sums (the default, spec §7.8); none: inputs as they are"},
     {"sigma_y X", "output kernel width (regression); 0 = mean training target (0)"},
     {"task classification|regression", "outputs: class labels or the target in y_raw"},
     {"classes LIST|C", "the classes by raw label value, e.g. 1,2,5 or 1..10 (a class is the same "
@@ -45,7 +49,8 @@ const fk_param_doc fk__dicaj_keys[] = {
 size_t fk_dica_upload_values(size_t R, size_t Nq, size_t Dy)
 {
     size_t D = 2 * R;
-    return 1 + Nq * (D + 2) + D * (D + 1) / 2 + Dy + D * Dy + Dy * (Dy + 1) / 2;
+    /* the cross moment travels twice: centred (for the solve) and uncentred (for the check) */
+    return 1 + Nq * (D + 2) + D * (D + 1) / 2 + Dy + 2 * D * Dy + Dy * (Dy + 1) / 2;
 }
 
 size_t fk_dica_upload_bytes(size_t R, size_t Nq, size_t Dy)
@@ -158,15 +163,19 @@ int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk
     const char *ct = fk_params_str(p, "center_test", "train");
     const char *feat = fk_params_str(p, "features", "iid");
     const char *ho = fk_params_str(p, "holdout", "none");
+    const char *sd = fk_params_str(p, "standardize", "pooled");
     if (!rc && strcmp(task, "classification") && strcmp(task, "regression"))
         rc = fk_err_set(err, FK_EINVAL,
                         "dica: task must be classification or regression (got '%s')", task);
     if (!rc && strcmp(ct, "train") && strcmp(ct, "batch"))
         rc = fk_err_set(err, FK_EINVAL, "dica: center_test must be train or batch (got '%s')", ct);
+    if (!rc && strcmp(sd, "pooled") && strcmp(sd, "none"))
+        rc = fk_err_set(err, FK_EINVAL, "dica: standardize must be pooled or none (got '%s')", sd);
     if (!rc)
         rc = fk_rff_kind_parse(feat, &c->features, err);
     if (rc)
         return rc;
+    c->standardize = !strcmp(sd, "pooled");
     c->min_domain = (double)mind;
     c->max_message = (uint64_t)maxmsg;
     c->server_max = (uint64_t)srvmax;
@@ -245,7 +254,44 @@ int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, uint64_t tas
 int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
                   fk_err *err)
 {
-    return fk_rff_init_kind(rf, seed ^ RFF_X_STREAM, d, (size_t)c->R, sigma, c->features, err);
+    /* The frequencies of unit width, then scaled by 1/sigma: the draws depend on the seed
+     * and the shape only. Drawing at sigma itself would seed the stream with sigma's bits,
+     * so a sigma from the clients' sums, which moves in its last bits with the order of
+     * the additions (4 clients or 1 holding the same rows), would draw other frequencies. */
+    if (!(sigma > 0) || !isfinite(sigma))
+        return fk_err_set(err, FK_EINVAL, "dica: kernel width sigma must be > 0 (got %g)", sigma);
+    int rc = fk_rff_init_kind(rf, seed ^ RFF_X_STREAM, d, (size_t)c->R, 1.0, c->features, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < rf->omega.rows; i++)
+        fk_scal(rf->omega.cols, 1.0 / sigma, fk_mat_row(&rf->omega, i));
+    rf->sigma = sigma;
+    return FK_OK;
+}
+
+int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X, fk_mat *Xs,
+                          fk_err *err)
+{
+    *Xs = (fk_mat){0};
+    size_t d = X->cols;
+    const fk_tensor *mu = fk_bundle_get(b, "x_mean"), *sd = fk_bundle_get(b, "x_scale");
+    if (!mu && !sd && !required)
+        return fk_mat_copy(Xs, X) ? fk_err_set(err, FK_ENOMEM, "dica: out of memory") : FK_OK;
+    if (!(mu = fk__dicaj_take(b, "x_mean", d, err)) || !(sd = fk__dicaj_take(b, "x_scale", d, err)))
+        return FK_EINVAL;
+    for (size_t j = 0; j < d; j++)
+        if (!(sd->data[j] > 0))
+            return fk_err_set(err, FK_EINVAL,
+                              "dica: task tensor 'x_scale' entry %zu is not a positive scale", j);
+    if (fk_mat_init(Xs, X->rows, d))
+        return fk_err_set(err, FK_ENOMEM, "dica: out of memory for %zu standardised rows", X->rows);
+    for (size_t i = 0; i < X->rows; i++) {
+        const double *x = fk_mat_row(X, i);
+        double *o = fk_mat_row(Xs, i);
+        for (size_t j = 0; j < d; j++)
+            o[j] = (x[j] - mu->data[j]) / sd->data[j];
+    }
+    return FK_OK;
 }
 
 int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err)
@@ -362,11 +408,14 @@ int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *featu
     fk__dicaj_cfg c = {.R = (long)R->data[0]};
     int rc = fk_rff_kind_parse(features, &c.features, err);
     fk_rff rf = {0};
-    fk_mat Phi = {0};
+    fk_mat Phi = {0}, Xs = {0};
     if (!rc)
         rc = fk__dicaj_rff(&c, seed, X->cols, sg->data[0], &rf, err);
+    if (!rc) /* the model's standardisation, when it has one */
+        rc = fk__dicaj_standardize(model, 0, X, &Xs, err);
     if (!rc)
-        rc = fk_rff_map(&rf, X, &Phi, err);
+        rc = fk_rff_map(&rf, &Xs, &Phi, err);
+    fk_mat_close(&Xs);
     fk_dica_fit f = {.D = D, .m = m, .W = fk_mat_view(W->data, D, m, m), .phi_bar = pb->data};
     if (!rc)
         rc = fk_dica_project(&f, &Phi, NULL, Z, err);

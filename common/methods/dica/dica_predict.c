@@ -82,7 +82,12 @@ int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries, fk_bundl
     fk_mat Phi = {0}, Z = {0};
     fk_mat Xm = fk_mat_view((double *)X, n, (size_t)d, (size_t)d);
     double *center = NULL, *pred = NULL, *lab = NULL, *dist = NULL;
-    rc = fk_rff_map(&rf, &Xm, &Phi, err);
+    fk_mat Xs = {0};
+    /* the clients map (x - x_mean) / x_scale when the job standardised (its model says so) */
+    rc = fk__dicaj_standardize(model, 0, &Xm, &Xs, err);
+    if (!rc)
+        rc = fk_rff_map(&rf, &Xs, &Phi, err);
+    fk_mat_close(&Xs);
     if (!rc && bc) { /* centering = batch: the queries' own mean, as each client centres */
         if (!(center = calloc(D, sizeof *center)))
             rc = fk_err_set(err, FK_ENOMEM, "dica predict: out of memory");

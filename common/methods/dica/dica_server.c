@@ -54,6 +54,8 @@ void fk__dicaj_server_close(void *v)
     fk__dicaj_cfg_close(&s->c);
     fk_dica_stats_close(&s->st);
     fk_dica_fit_close(&s->fit);
+    free(s->x_mean);
+    free(s->x_scale);
     free(s->A);
     free(s->b);
     free(s->Theta);
@@ -96,6 +98,14 @@ static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
         fk_bundle_put_scalar(out, "regression", s->c.regression) ||
         (s->vals && fk_bundle_put_vec(out, "class_values", (size_t)s->C, s->vals)))
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+    /* the standardisation is part of the model: prediction needs it (a client's task too) */
+    if (s->x_mean) {
+        rc = fk__dicaj_put(out, "x_mean", (size_t)s->d, 0, s->x_mean, err);
+        if (!rc)
+            rc = fk__dicaj_put(out, "x_scale", (size_t)s->d, 0, s->x_scale, err);
+        if (rc)
+            return rc;
+    }
     if (s->stage >= ST_SOLVED) {
         size_t D = D_of(s);
         rc = fk__dicaj_put(out, "W", D, s->m, s->fit.W.data, err);
@@ -187,21 +197,52 @@ FK_CHECKRETURN static int label_union(fk__dicaj_server *s, const fk_update *ups,
     return FK_OK;
 }
 
+/* Scale of one input feature from its pooled moments: the standard deviation; 1 for a
+ * feature constant over the training rows (it only gets centred). A spread below the
+ * rounding of the values themselves cannot be standardised: refused, naming the numbers. */
+FK_CHECKRETURN static int feature_scale(const fk__dicaj_server *s, size_t j, double N, double mean,
+                                        double m2, double *scale, fk_err *err)
+{
+    double sd = sqrt(m2 / N);
+    if (!isfinite(mean) || !isfinite(sd))
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: input feature %zu: the clients' sums overflow (mean %g, standard "
+                          "deviation %g over %g rows); rescale that feature",
+                          j, mean, sd, N);
+    if (sd == 0) {
+        *scale = 1.0;
+        return FK_OK;
+    }
+    if (sd <= 1e-12 * fabs(mean))
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: input feature %zu has standard deviation %g about a mean of %g "
+                          "over the %g training rows (%d client(s) of %ld features): below the "
+                          "rounding of its values, so it cannot be standardised; drop that "
+                          "feature, or set standardize = none (and sigma)",
+                          j, sd, mean, N, s->n, s->d);
+    *scale = sd;
+    return FK_OK;
+}
+
+/* Phase 0: d, the class count, and the pooled per-feature moments by Chan's rule (each
+ * client's m2_x is about its own mean, so nothing cancels however far the data sit from
+ * 0); from them the standardisation, sigma and sigma_y. */
 static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
-    double N = 0, sx2 = 0, sy = 0;
+    double N = 0, sy = 0;
     long C = 0;
     int ref = -1, train = 0;
-    double *sx = NULL;
+    double *sx = NULL, *m2 = NULL;
     for (int i = 0; i < n; i++) {
         const fk_bundle *b = &ups[i].msg;
         long d = (long)fk_bundle_get(b, "d")->data[0];
         if (ref < 0) {
             ref = ups[i].client;
             s->d = d;
-            sx = calloc((size_t)d, sizeof *sx);
+            sx = calloc(2 * (size_t)d, sizeof *sx);
             if (!sx)
                 return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+            m2 = sx + d;
         } else if (d != s->d) {
             free(sx);
             return fk_err_set(err, FK_EINVAL,
@@ -214,9 +255,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         if (s->c.holdout[ups[i].client])
             continue;
         train++;
-        N += fk_bundle_get(b, "n")->data[0];
-        fk_axpy((size_t)d, 1.0, fk_bundle_get(b, "sum_x")->data, sx);
-        sx2 += fk_bundle_get(b, "sum_x2")->data[0];
+        fk_dica_moments_merge(&N, sx, m2, (size_t)d, fk_bundle_get(b, "n")->data[0],
+                              fk_bundle_get(b, "sum_x")->data, fk_bundle_get(b, "m2_x")->data);
         if (s->c.regression)
             sy += fk_bundle_get(b, "sum_y")->data[0];
     }
@@ -226,13 +266,41 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
                         "dica: %d training client(s) with %g samples answered phase 0, below the "
                         "min_train_clients = %ld",
                         train, N, s->c.quorum);
-    double sigma =
-        s->c.sigma > 0 ? s->c.sigma : (rc ? NAN : fk_dica_sigma_rule(N, sx, (size_t)s->d, sx2));
+    size_t d = (size_t)s->d;
+    free(s->x_mean);
+    free(s->x_scale);
+    s->x_mean = s->x_scale = NULL;
+    double sigma = s->c.sigma;
+    if (!rc && s->c.standardize) {
+        s->x_mean = malloc(d * sizeof *s->x_mean);
+        s->x_scale = malloc(d * sizeof *s->x_scale);
+        if (!s->x_mean || !s->x_scale)
+            rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        size_t varying = 0;
+        for (size_t j = 0; !rc && j < d; j++) {
+            s->x_mean[j] = sx[j] / N;
+            rc = feature_scale(s, j, N, s->x_mean[j], m2[j], &s->x_scale[j], err);
+            varying += m2[j] > 0;
+        }
+        /* Standardised, every varying feature has variance 1: tr Cov = their number. */
+        if (!rc && !(sigma > 0))
+            sigma = varying ? sqrt(2.0 * (double)varying) : NAN;
+    } else if (!rc && !(sigma > 0)) {
+        sigma = fk_dica_sigma_rule(N, m2, d);
+    }
     free(sx);
-    if (rc)
+    if (rc) { /* no half-filled standardisation may reach a model */
+        free(s->x_mean);
+        free(s->x_scale);
+        s->x_mean = s->x_scale = NULL;
         return rc;
+    }
     if (!(sigma > 0) || !isfinite(sigma))
-        return fk_err_set(err, FK_EINVAL, "dica: the training inputs have zero spread; set sigma");
+        return fk_err_set(err, FK_EINVAL,
+                          "dica: every one of the %zu input features is constant over the %g "
+                          "training rows (zero spread), so the sigma rule has nothing to measure; "
+                          "set sigma, or give the clients inputs that vary",
+                          d, N);
     s->sigma = sigma;
     s->C = s->c.classes ? s->c.classes : C;
     if (!s->c.classes && !s->c.regression && (rc = label_union(s, ups, n, err)))
@@ -287,6 +355,9 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
     size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
     fk_dica_stats_close(&s->st);
     int rc = fk_dica_stats_init(&s->st, D, Dy, err);
+    double *sphi = rc ? NULL : malloc(D * sizeof *sphi);
+    if (!rc && !sphi)
+        rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     memset(s->got, 0, (size_t)s->n);
     for (int i = 0; rc == FK_OK && i < n; i++) {
         int c = ups[i].client;
@@ -295,6 +366,14 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
         const fk_bundle *b = &ups[i].msg;
         const fk_tensor *ids = fk_bundle_get(b, "dom_id"), *dn = fk_bundle_get(b, "dom_n");
         const fk_tensor *ds = fk_bundle_get(b, "dom_sum");
+        /* Each client's second moments are about its own mean: Chan's correction for the
+         * distance between its mean and the sums so far, before its sums join them. */
+        for (size_t j = 0; j < D; j++)
+            sphi[j] = 0;
+        for (size_t q = 0; q < ids->len; q++)
+            fk_axpy(D, 1.0, ds->data + q * D, sphi);
+        rc = fk_dica_stats_shift(&s->st, fk_bundle_get(b, "n")->data[0], sphi,
+                                 Dy ? fk_bundle_get(b, "s_psi")->data : NULL, err);
         for (size_t q = 0; rc == FK_OK && q < ids->len; q++) {
             long k = fk_dica_stats_domain(&s->st, (long)ids->data[q], err);
             if (k < 0) {
@@ -304,15 +383,16 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
             s->st.dom_n[k] += dn->data[q];
             fk_axpy(D, 1.0, ds->data + q * D, s->st.dom_sum + (size_t)k * D);
         }
-        fk__dicaj_unpack_add(fk_bundle_get(b, "S_phiphi")->data, D, s->st.S);
+        fk__dicaj_unpack_add(fk_bundle_get(b, "S_phiphi_c")->data, D, s->st.S);
         if (Dy) {
             fk_axpy(Dy, 1.0, fk_bundle_get(b, "s_psi")->data, s->st.s_psi);
-            fk_axpy(D * Dy, 1.0, fk_bundle_get(b, "C_phipsi")->data, s->st.C);
-            fk__dicaj_unpack_add(fk_bundle_get(b, "S_psipsi")->data, Dy, s->st.Syy);
+            fk_axpy(D * Dy, 1.0, fk_bundle_get(b, "C_phipsi_c")->data, s->st.C);
+            fk__dicaj_unpack_add(fk_bundle_get(b, "S_psipsi_c")->data, Dy, s->st.Syy);
         }
         s->st.n += fk_bundle_get(b, "n")->data[0];
         s->got[c] = 1;
     }
+    free(sphi);
     if (rc)
         return rc;
     int have = 0, want = 0;
@@ -456,6 +536,11 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
     free(got);
     if (!rc && s->vals)
         rc = fk__dicaj_put(out, "class_values", (size_t)s->C, 0, s->vals, err);
+    if (!rc && s->stage >= ST_SIGMA && s->x_mean) {
+        rc = fk__dicaj_put(out, "x_mean", (size_t)s->d, 0, s->x_mean, err);
+        if (!rc)
+            rc = fk__dicaj_put(out, "x_scale", (size_t)s->d, 0, s->x_scale, err);
+    }
     if (!rc && s->stage >= ST_SOLVED) {
         const fk_dica_stats *st = &s->st;
         size_t D = st->D, Dy = st->Dy, Nd = st->n_dom;
@@ -470,7 +555,7 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
             double sn[3] = {st->n, (double)Dy, (double)Nd};
             rc = fk__dicaj_put(out, "st_scal", 3, 0, sn, err);
             if (!rc)
-                rc = fk__dicaj_put(out, "st_S", D * (D + 1) / 2, 0, pk, err);
+                rc = fk__dicaj_put(out, "st_Sc", D * (D + 1) / 2, 0, pk, err);
             if (!rc && Nd)
                 rc = fk__dicaj_put(out, "st_dom_id", Nd, 0, ids, err);
             if (!rc && Nd)
@@ -480,9 +565,9 @@ int fk__dicaj_server_save(void *v, fk_bundle *out, fk_err *err)
             if (!rc && Dy) {
                 rc = fk__dicaj_put(out, "st_s_psi", Dy, 0, st->s_psi, err);
                 if (!rc)
-                    rc = fk__dicaj_put(out, "st_C", D, Dy, st->C, err);
+                    rc = fk__dicaj_put(out, "st_Cc", D, Dy, st->C, err);
                 if (!rc)
-                    rc = fk__dicaj_put(out, "st_Syy", Dy, Dy, st->Syy, err);
+                    rc = fk__dicaj_put(out, "st_Syyc", Dy, Dy, st->Syy, err);
             }
         }
         free(pk);
@@ -542,6 +627,26 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
     s->k = (size_t)sc->data[6];
     for (int i = 0; i < s->n; i++)
         s->got[i] = got->data[i] != 0;
+    free(s->x_mean);
+    free(s->x_scale);
+    s->x_mean = s->x_scale = NULL;
+    if (stage >= ST_SIGMA && s->c.standardize) {
+        size_t d = (size_t)s->d;
+        const fk_tensor *mu = want(in, "x_mean", d, err);
+        const fk_tensor *sd = mu ? want(in, "x_scale", d, err) : NULL;
+        if (!sd)
+            return FK_EFORMAT;
+        for (size_t j = 0; j < d; j++)
+            if (!(sd->data[j] > 0))
+                return fk_err_set(err, FK_EFORMAT,
+                                  "dica: checkpoint tensor 'x_scale' entry %zu is not positive", j);
+        s->x_mean = malloc((d ? d : 1) * sizeof *s->x_mean);
+        s->x_scale = malloc((d ? d : 1) * sizeof *s->x_scale);
+        if (!s->x_mean || !s->x_scale)
+            return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
+        memcpy(s->x_mean, mu->data, d * sizeof *s->x_mean);
+        memcpy(s->x_scale, sd->data, d * sizeof *s->x_scale);
+    }
     s->stage = stage >= ST_SOLVED ? ST_SIGMA : stage;
     if (stage >= ST_SOLVED) {
         size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
@@ -552,7 +657,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         if (sn->data[1] != (double)Dy || Nd == 0 || s->m >= D || s->m == 0 || s->k == 0 ||
             s->k > 65536)
             return fk_err_set(err, FK_EFORMAT, "dica: checkpoint statistics do not match the job");
-        const fk_tensor *S = want(in, "st_S", D * (D + 1) / 2, err);
+        const fk_tensor *S = want(in, "st_Sc", D * (D + 1) / 2, err);
         const fk_tensor *ids = S ? want(in, "st_dom_id", Nd, err) : NULL;
         const fk_tensor *dn = ids ? want(in, "st_dom_n", Nd, err) : NULL;
         const fk_tensor *ds = dn ? want(in, "st_dom_sum", Nd * D, err) : NULL;
@@ -575,8 +680,8 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         }
         if (Dy) {
             const fk_tensor *a = want(in, "st_s_psi", Dy, err),
-                            *c = a ? want(in, "st_C", D * Dy, err) : NULL;
-            const fk_tensor *yy = c ? want(in, "st_Syy", Dy * Dy, err) : NULL;
+                            *c = a ? want(in, "st_Cc", D * Dy, err) : NULL;
+            const fk_tensor *yy = c ? want(in, "st_Syyc", Dy * Dy, err) : NULL;
             if (!yy)
                 return FK_EFORMAT;
             memcpy(s->st.s_psi, a->data, Dy * sizeof(double));
