@@ -1475,13 +1475,19 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     bind_real_or_null(s, 9, u->report.loss);
     bind_real_or_null(s, 10, u->report.accuracy);
     bind_real_or_null(s, 11, u->report.error);
-    sqlite3_bind_blob64(s, 12, u->len ? u->blob : "", u->len, SQLITE_STATIC);
+    /* the blobs' binds can fail (SQLITE_TOOBIG past SQLite's length limit): checked below */
+    int brc = sqlite3_bind_blob64(s, 12, u->len ? u->blob : "", u->len, SQLITE_STATIC);
     sqlite3_bind_double(s, 13, u->received);
     bind_real_or_null(s, 14, u->report.misclust);
     bind_real_or_null(s, 15, u->report.ari);
     bind_real_or_null(s, 16, u->report.rmse);
-    sqlite3_bind_blob(s, 17, sum, SUM_LEN, SQLITE_STATIC);
+    if (brc == SQLITE_OK)
+        brc = sqlite3_bind_blob(s, 17, sum, SUM_LEN, SQLITE_STATIC);
     bind_real_or_null(s, 18, u->report.model_error);
+    if (brc != SQLITE_OK) {
+        release(st, s);
+        return db_fail(st, brc, "store update", err);
+    }
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
@@ -1608,8 +1614,13 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
         return rc;
     sqlite3_bind_int64(s, 1, job);
     sqlite3_bind_int(s, 2, round);
-    sqlite3_bind_blob64(s, 3, len ? blob : "", len, SQLITE_STATIC);
-    sqlite3_bind_blob(s, 4, sum, SUM_LEN, SQLITE_STATIC);
+    int brc = sqlite3_bind_blob64(s, 3, len ? blob : "", len, SQLITE_STATIC);
+    if (brc == SQLITE_OK)
+        brc = sqlite3_bind_blob(s, 4, sum, SUM_LEN, SQLITE_STATIC);
+    if (brc != SQLITE_OK) { /* SQLITE_TOOBIG past SQLite's length limit */
+        release(st, s);
+        return db_fail(st, brc, table, err);
+    }
     return run(st, s, table, err);
 }
 
