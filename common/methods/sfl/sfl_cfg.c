@@ -347,8 +347,16 @@ int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, do
             int j = 0;
             while (j < c->n_cls && c->cls[j] != t)
                 j++;
-            if (j == c->n_cls)
-                continue; /* a label outside the class set */
+            /* one class list per job, by raw label value: a label outside it is an error of
+             * the data or of 'classes', never a silently dropped row */
+            if (j == c->n_cls) {
+                free(Xo);
+                free(yo);
+                return fk_err_set(err, FK_EINVAL,
+                                  "sfl: data set '%s' row %zu has label %g, which is not in the "
+                                  "job's 'classes' list; add it to 'classes' or remove the row",
+                                  ds->name, i + 1, t);
+            }
             target = j;
         } else if (c->mode == FK_SFL_CLASSIFY) {
             if (t == c->pos_label)

@@ -361,10 +361,18 @@ static int take_cfg(scli *c, const fk_bundle *task, int need_atoms, fk_err *err)
          isfinite(wr->data[1]) && isfinite(wr->data[2]);
     ok = ok && (ak->data[0] == FK__SFL_AT_SAMPLES || ak->data[0] == FK__SFL_AT_GRID ||
                 ak->data[0] == FK__SFL_AT_CAND);
-    if (!ok)
+    fk__sfl_cfg *g = &c->c;
+    /* a job that sets every data-dependent key needs nothing from the server */
+    int fixed = !g->pre_auto && !g->w_auto &&
+                (g->atoms == FK__SFL_AT_SAMPLES ||
+                 (g->atoms == FK__SFL_AT_GRID && !g->box_auto && !g->h_auto));
+    if (!wr && !ak && !sh && !sc && fixed)
+        ok = 1;
+    else if (!ok)
         return fk_err_set(err, FK_EFORMAT, "sfl task: no valid 'x_shift', 'x_scale' (%zu values), "
                                            "'wr' (width_min, width_max, grid_h) or 'akind'", p);
-    fk__sfl_cfg *g = &c->c;
+    if (fixed && !wr)
+        goto rows;
     if (g->pre_auto) {
         free(g->shift);
         free(g->scale);
@@ -420,6 +428,7 @@ static int take_cfg(scli *c, const fk_bundle *task, int need_atoms, fk_err *err)
         memcpy(g->cand, z->data, z->len * sizeof *g->cand);
         memcpy(g->cand_cls, zc->data, g->M * sizeof *g->cand_cls);
     }
+rows:
     free(c->Xp);
     if (!(c->Xp = malloc((c->n ? c->n : 1) * p * sizeof *c->Xp)))
         return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
