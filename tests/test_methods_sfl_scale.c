@@ -3,11 +3,13 @@
  * data's units do not change the result (or the job is refused before any row leaves a
  * client, naming the key), and a refused upload never quotes a value (issue 33 row 3).
  * FK_SFL_ORACLE_VERBOSE=1 prints the measured values. */
-#include <cmocka.h>
-#include <math.h>
+// clang-format off
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <cmocka.h>
+// clang-format on
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
