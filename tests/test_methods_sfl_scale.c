@@ -191,7 +191,7 @@ static void k1_equals_centralised(void **state)
     k1_case(2);
 }
 
-/* 9 E3.1 clients of 50 rows (extra: noise columns, candidates), every feature times s or only
+/* 9 E3.1 clients of 30 rows (extra: noise columns, candidates), every feature times s or only
  * feature 0 times s (col0): the job's mean accuracy over the clients, its rows uploaded. */
 static int run_scaled(int extra, double s, int col0, const fk_params *p, double *acc, double *up,
                       fk_err *err)
@@ -199,7 +199,7 @@ static int run_scaled(int extra, double s, int col0, const fk_params *p, double 
     enum { K = 9 };
     fk_dataset ds[K];
     for (int k = 0; k < K; k++) {
-        e31(K, k, 50, 11, extra, &ds[k]);
+        e31(K, k, 30, 11, extra, &ds[k]);
         for (size_t i = 0; i < ds[k].X.rows; i++)
             for (size_t j = 0; j < ds[k].X.cols; j++)
                 ds[k].X.data[i * ds[k].X.cols + j] *= !col0 || j == 0 ? s : 1;
