@@ -158,13 +158,10 @@ static void k1_case(int extra)
         "L2), accuracy %.3f vs %.3f\n",
         extra ? "candidates" : "grid", p, fk_test_scalar(&model, "rows_union"), N, sqrt(d / s),
         accF / 1000, accC / 1000);
-    /* the job's tau_gap = 1e-4 bounds alpha to about sqrt(2e-4) (test_methods_sfl_oracle).
-     * Candidates: NOT met yet. Both solves converge and the pooled f is stable to tau_gap
-     * 1e-9, yet the job's f differs by 0.23 (accuracy 0.780 vs 0.785): open, see docs/sfl.md;
-     * only the accuracy is held to 1 point there */
-    if (!extra)
-        assert_true(sqrt(d / s) <= 2e-2);
-    assert_true(fabs(accF - accC) <= 10);
+    /* the server's tau_gap = 1e-4 bounds alpha to about sqrt(2e-4) (test_methods_sfl_oracle);
+     * the client's solve is tight (1e-6) so its critical set is the centralised one */
+    assert_true(sqrt(d / s) <= 2e-2);
+    assert_true(fabs(accF - accC) <= 5); /* 1000 test points: half a point */
     assert_true(fk_test_scalar(&model, "rows_union") < N); /* not a full upload */
     free(T);
     free(ff);
