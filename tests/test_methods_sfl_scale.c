@@ -114,6 +114,10 @@ static void k1_case(int extra)
         assert_non_null(z);
         assert_int_equal(fk_sfl_atoms_candidates(&a, z->data, z->shape[0], (int)p, w, 6, &err),
                          FK_OK);
+        /* each centre carries n_ref / M rows' mass */
+        assert_true(fk_test_scalar(&ck, "zm") == (double)N / (double)z->shape[0]);
+        for (size_t j = 0; j < a.J; j++)
+            a.v[j] *= fk_test_scalar(&ck, "zm");
     } else {
         const fk_tensor *lo = fk_bundle_get(&ck, "box_lo"), *hi = fk_bundle_get(&ck, "box_hi");
         assert_int_equal(fk_sfl_atoms_grid(&a, 2, lo->data, hi->data, wr->data[2], w, 6, N,

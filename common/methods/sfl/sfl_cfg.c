@@ -426,6 +426,12 @@ int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int 
         rc = !Z   ? fk_err_set(err, FK_ENOMEM, "sfl: out of memory")
              : m  ? fk_sfl_atoms_candidates(a, Z, m, p, w, c->Q, err)
                   : fk_err_set(err, FK_EINVAL, "sfl: no candidate centres for this problem");
+        /* each centre carries the mass of the rows it stands for (n_ref / M), so the atom
+         * measure is the rows' counting measure whatever the number of centres: with the
+         * spec's unit mass, one client's 100 pen-digits centres underfit (held-out 0.893)
+         * where ten clients' 600 did not (0.977) */
+        for (size_t j = 0; !rc && c->cand_mass > 0 && j < a->J; j++)
+            a->v[j] *= c->cand_mass;
         free(Z);
     } else {
         rc = n ? fk_sfl_atoms_candidates(a, X, n, p, w, c->Q, err)

@@ -410,11 +410,13 @@ static int take_cfg(scli *c, const fk_bundle *task, int need_atoms, fk_err *err)
         g->box_p = (int)p;
     }
     if (need_atoms && g->atoms == FK__SFL_AT_CAND) {
-        const fk_tensor *z = fk_bundle_get(task, "z"), *zc = fk_bundle_get(task, "zc");
+        const fk_tensor *z = fk_bundle_get(task, "z"), *zc = fk_bundle_get(task, "zc"),
+                        *zm = fk_bundle_get(task, "zm");
         if (!z || !zc || z->ndim != 2 || z->shape[1] != p || zc->len != z->shape[0] ||
-            !zc->len)
-            return fk_err_set(err, FK_EFORMAT, "sfl task: candidate atoms without 'z' (M x %zu) "
-                                               "and 'zc' (M)", p);
+            !zc->len || !zm || zm->len != 1 || !(zm->data[0] > 0 && zm->data[0] <= 1e12))
+            return fk_err_set(err, FK_EFORMAT, "sfl task: candidate atoms without 'z' (M x %zu), "
+                                               "'zc' (M) and 'zm' (their mass)", p);
+        g->cand_mass = zm->data[0];
         for (size_t j = 0; j < z->len; j++)
             if (!isfinite(z->data[j]))
                 return fk_err_set(err, FK_EFORMAT, "sfl task: candidate entry %zu not finite", j);

@@ -33,6 +33,7 @@ typedef struct fk__sfl_cfg {
     long cpc;                       /* candidates_per_class (k-means centres per class) */
     double *cand, *cand_cls;        /* the job's candidate centres (M x p) and their groups */
     size_t M;
+    double cand_mass;               /* rows each candidate stands for: n_ref / M (weight factor) */
     double wmin, wmax, h;
     int Q;
     double *box_lo, *box_hi;        /* grid box, p values each (NULL unless grid) */

@@ -146,6 +146,8 @@ static int put_cfg(const ssrv *s, int atoms, fk_bundle *out)
         rc = fk_bundle_put(out, "z", 2, (uint64_t[2]){c->M, p}, c->cand);
         if (!rc)
             rc = fk_bundle_put_vec(out, "zc", c->M, c->cand_cls);
+        if (!rc)
+            rc = fk_bundle_put_scalar(out, "zm", c->cand_mass);
     }
     return rc;
 }
@@ -575,6 +577,7 @@ static int aggregate_centres(ssrv *s, const fk_update *ups, int n, fk_err *err)
         M += zc->len;
     }
     s->c.M = M;
+    s->c.cand_mass = M ? s->n_ref / (double)M : 1;
     if (!M)
         return fk_err_set(err, FK_ESTATE, "sfl: no client sent candidate centres; the job has no "
                                           "atoms");
@@ -1069,9 +1072,16 @@ static int load_cfg(const ssrv *s, const fk_bundle *in, size_t p, fk__sfl_cfg *g
                 return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: candidate %zu has a bad group",
                                   j);
             }
+        const double *zm = ck(in, "zm", 1, err);
+        if (!zm || !(zm[0] > 0 && zm[0] <= 1e12)) {
+            fk__sfl_cfg_close(g);
+            return zm ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad candidate mass")
+                      : FK_EFORMAT;
+        }
         memcpy(g->cand, z, M * p * sizeof *z);
         memcpy(g->cand_cls, c, M * sizeof *c);
         g->M = M;
+        g->cand_mass = zm[0];
     } else if (g->atoms == FK__SFL_AT_CAND && ck(in, "stage", 1, err)[0] != ST_CENTRES) {
         fk__sfl_cfg_close(g);
         return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: candidate atoms without 'z' / 'zc'");
@@ -1254,6 +1264,7 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         g->cand = rc_cfg.cand;
         g->cand_cls = rc_cfg.cand_cls;
         g->M = rc_cfg.M;
+        g->cand_mass = rc_cfg.cand_mass;
         g->wmin = rc_cfg.wmin;
         g->wmax = rc_cfg.wmax;
         g->h = rc_cfg.h;
