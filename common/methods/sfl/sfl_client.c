@@ -623,7 +623,8 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     const double *X = c->X;
     if (c->c.pre_auto) {
         size_t p = (size_t)c->p;
-        const fk_tensor *sh = fk_bundle_get(model, "x_shift"), *sc = fk_bundle_get(model, "x_scale");
+        const fk_tensor *sh = fk_bundle_get(model, "x_shift"),
+                        *sc = fk_bundle_get(model, "x_scale");
         int ok = sh && sc && sh->len == p && sc->len == p;
         for (size_t k = 0; ok && k < p; k++)
             ok = isfinite(sh->data[k]) && sc->data[k] > 0 && isfinite(sc->data[k]);

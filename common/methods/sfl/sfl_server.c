@@ -1118,9 +1118,6 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     for (size_t j = 0; j < U; j++)
         if (!(uo[j] >= 0 && uo[j] < (double)K))
             return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has owner %g", j, uo[j]);
-    fk__sfl_cfg rc_cfg = {0}; /* the resolved settings, checked before anything changes */
-    if (st[0] != ST_COUNT && load_cfg(s, in, (size_t)p[0], &rc_cfg, err))
-        return FK_EFORMAT;
     /* ovo: read and check the per-problem state into fresh arrays before anything changes */
     double *o_nq = NULL, *o_mK = NULL, *o_cls = NULL, *o_pq = NULL, *o_pi = NULL, *o_pl = NULL;
     const double *pdiag_in = NULL; /* checked; in the input bundle */
@@ -1131,36 +1128,36 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
                      *pg = mk ? ck(in, "pdiag", P * PS_N, err) : NULL,
                      *sc = pg ? ck(in, "S", 1, err) : NULL;
         if (!sc)
-            return fk__sfl_cfg_close(&rc_cfg), FK_EFORMAT;
+            return FK_EFORMAT;
         if (!(sc[0] >= 0 && sc[0] <= 1e12) || sc[0] != floor(sc[0]))
-            return fk__sfl_cfg_close(&rc_cfg), fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad list size %g", sc[0]);
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad list size %g", sc[0]);
         S = (size_t)sc[0];
         const double *uc = NULL, *pq = NULL, *pi = NULL, *pl = NULL;
         if ((U && !(uc = ck(in, "ucls", U, err))) ||
             (S && (!(pq = ck(in, "pq", S, err)) || !(pi = ck(in, "pi", S, err)) ||
                    !(pl = ck(in, "pl", S, err)))))
-            return fk__sfl_cfg_close(&rc_cfg), FK_EFORMAT;
+            return FK_EFORMAT;
         for (size_t q = 0; q < P; q++) {
             const double *g = pg + q * PS_N;
             if (!(g[PS_CLIENTS] >= 0 && g[PS_CLIENTS] <= K) || g[PS_STATUS] < -1 ||
                 g[PS_STATUS] > FK_SFL_MAXITER || g[PS_VIOL] < 0 || g[PS_CRIT] < 0 || g[PS_NC] < 0)
-                return fk__sfl_cfg_close(&rc_cfg), fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad diagnostics of problem "
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad diagnostics of problem "
                                                    "%zu", q);
         }
         for (size_t j = 0; j < U; j++)
             if (!(uc[j] >= 0 && uc[j] < s->c.n_cls) || uc[j] != floor(uc[j]))
-                return fk__sfl_cfg_close(&rc_cfg), fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j,
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j,
                                   uc[j]);
         for (size_t j = 0; j < S; j++)
             if (!(pq[j] >= 0 && pq[j] < (double)P) || !(pi[j] >= 0 && pi[j] < (double)U) ||
                 pq[j] != floor(pq[j]) || pi[j] != floor(pi[j]))
-                return fk__sfl_cfg_close(&rc_cfg), fk_err_set(err, FK_EFORMAT, "sfl checkpoint: list entry %zu is bad", j);
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: list entry %zu is bad", j);
         double tot = 0;
         for (size_t q = 0; q < P; q++)
             tot += mk[q] >= 0 && mk[q] == floor(mk[q]) ? mk[q] : NAN;
         const double *kk = st[0] == ST_DONE ? ck(in, "model_K", 1, err) : NULL;
         if (st[0] == ST_DONE && (!kk || tot != kk[0]))
-            return fk__sfl_cfg_close(&rc_cfg), kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: pair kernel counts do not "
+            return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: pair kernel counts do not "
                                                     "sum to the model's")
                       : FK_EFORMAT;
         o_nq = malloc(P * sizeof *o_nq);
@@ -1176,7 +1173,7 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
             free(o_pq);
             free(o_pi);
             free(o_pl);
-            return fk__sfl_cfg_close(&rc_cfg), fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+            return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
         }
         memcpy(o_nq, nq, P * sizeof *o_nq);
         memcpy(o_mK, mk, P * sizeof *o_mK);
@@ -1191,7 +1188,6 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     }
 #define FREE_OVO()                                                                             \
     do {                                                                                       \
-        fk__sfl_cfg_close(&rc_cfg);                                                            \
         free(o_nq);                                                                            \
         free(o_mK);                                                                            \
         free(o_cls);                                                                           \
@@ -1245,6 +1241,16 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         memcpy(y, uy, U * sizeof *y);
         memcpy(l, ul, U * sizeof *l);
         memcpy(o, uo, U * sizeof *o);
+    }
+    fk__sfl_cfg rc_cfg = {0}; /* the resolved settings, checked before anything changes */
+    if (st[0] != ST_COUNT && load_cfg(s, in, P, &rc_cfg, err)) {
+        free(X);
+        free(y);
+        free(l);
+        free(o);
+        FREE_OVO();
+        fk_sfl_model_close(&m);
+        return FK_EFORMAT;
     }
     /* everything checked: replace the state */
     if (st[0] != ST_COUNT) {
