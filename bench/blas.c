@@ -38,8 +38,8 @@ static void usage(FILE *out)
             "top-M eigenpairs (default 100) of a random SPD 2N x 2N matrix,\n"
             "N in {500, 1000, 2000}, with the full dsyevd time and their ratio.\n"
             "Each timing is the best of R repetitions (default 3; fewer once a case has\n"
-            "taken %.0f s). --quick skips N = 2000 and n = 5000. OpenBLAS threading is\n"
-            "left at its default (OPENBLAS_NUM_THREADS).\n",
+            "taken %.0f s). --quick skips N = 2000 and n = 5000. OpenBLAS runs the\n"
+            "thread count every fedkern program pins (FK_BLAS_THREADS, default 1).\n",
             case_budget);
 }
 

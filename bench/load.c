@@ -403,7 +403,7 @@ static int spawn_workers(workers *w, const load_opts *o, const char *dir, int po
             close(sv[0]);
             for (int j = 0; j < w->p; j++) /* the siblings' sockets: EOF must reach them */
                 close(w->fd[j]);
-            fk_err e;
+            fk_err e = {0};
             int rc = fk_loadgen_run(&w->cfg[k], sv[1], &e);
             if (rc)
                 fprintf(stderr, "fedkern bench load: %s\n", e.msg);
@@ -716,7 +716,7 @@ static int storm_phase(workers *w, const load_opts *o, const char *dir, pid_t *s
     kill(*srv, SIGKILL);
     waitpid(*srv, NULL, 0);
     double t0 = fk_bench_now();
-    fk_err err;
+    fk_err err = {0};
     int p = port;
     if ((*srv = start_server(o->server_bin, dir, o->pki, o->io_threads, &p, &err)) < 0) {
         fprintf(stderr, "fedkern bench load: storm restart: %s\n", err.msg);
@@ -839,7 +839,7 @@ int fk_bench_load(int argc, char **argv)
             return 0;
         }
     load_opts o;
-    fk_err err;
+    fk_err err = {0};
     if (parse_opts(argc, argv, &o, &err)) {
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return 2;

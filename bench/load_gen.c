@@ -163,7 +163,7 @@ static int joined_as(lconn *c, const char *session)
     snprintf(in.session_id, sizeof in.session_id, "%s", session);
     free(c->hb);
     c->hb = NULL;
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &c->hb, &c->hb_len, &err)) {
         fprintf(stderr, "fedkern bench load: %s\n", err.msg);
         return -1;
@@ -199,7 +199,7 @@ static void on_join(void *ud, int status, const char *msg, const uint8_t *resp, 
     c->join_req = NULL;
     c->busy = 0;
     fedkern_v1_JoinResponse out;
-    fk_err err;
+    fk_err err = {0};
     int ok = status == FK_GRPC_OK &&
              !fk_codec_decode(fedkern_v1_JoinResponse_fields, &out, resp, len, &err);
     if (ok) {
@@ -269,7 +269,7 @@ static void start_conn(gen *g, lconn *c)
 {
     char ca[600], cert[600], key[600], name[32];
     snprintf(name, sizeof name, "load%d", c->idx);
-    fk_err err;
+    fk_err err = {0};
     fk_tls_files files = {.ca = ca, .cert = cert, .key = key};
     fk_grpc_client_config cfg;
     fk_net_limits_default(&cfg.limits);

@@ -43,7 +43,8 @@ typedef struct lg_cli {
     int step;
 } lg_cli;
 
-static int lg_server_init(void **srv, const fk_params *p, int n, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int lg_server_init(void **srv, const fk_params *p, int n, uint64_t seed,
+                                         fk_err *err)
 {
     (void)n;
     (void)seed;
@@ -66,7 +67,8 @@ static void lg_server_close(void *srv)
     free(s);
 }
 
-static int lg_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err)
+FK_CHECKRETURN static int lg_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n,
+                                  fk_err *err)
 {
     (void)srv;
     (void)round;
@@ -76,7 +78,8 @@ static int lg_plan(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_er
     return FK_OK + (*n = 0);
 }
 
-static int lg_task(void *srv, int round, int phase, int client, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int lg_task(void *srv, int round, int phase, int client, fk_bundle *out,
+                                  fk_err *err)
 {
     (void)srv;
     (void)phase;
@@ -85,8 +88,8 @@ static int lg_task(void *srv, int round, int phase, int client, fk_bundle *out, 
     return fk_bundle_put_scalar(out, "round", round);
 }
 
-static int lg_aggregate(void *srv, int round, int phase, const fk_update *ups, int n, int *done,
-                        fk_err *err)
+FK_CHECKRETURN static int lg_aggregate(void *srv, int round, int phase, const fk_update *ups, int n,
+                                       int *done, fk_err *err)
 {
     (void)round;
     (void)phase;
@@ -96,14 +99,14 @@ static int lg_aggregate(void *srv, int round, int phase, const fk_update *ups, i
     return fk_aggregate_tensor(&a, ups, n, "w", s->w, (size_t)s->dim, err);
 }
 
-static int lg_model(void *srv, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int lg_model(void *srv, fk_bundle *out, fk_err *err)
 {
     (void)err;
     lg_srv *s = srv;
     return fk_bundle_put_vec(out, "w", (size_t)s->dim, s->w);
 }
 
-static int lg_load(void *srv, const fk_bundle *in, fk_err *err)
+FK_CHECKRETURN static int lg_load(void *srv, const fk_bundle *in, fk_err *err)
 {
     lg_srv *s = srv;
     uint64_t shape[1] = {(uint64_t)s->dim};
@@ -114,8 +117,8 @@ static int lg_load(void *srv, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
-static int lg_client_init(void **cli, const fk_params *p, const fk_dataset *data, int client,
-                          int n, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int lg_client_init(void **cli, const fk_params *p, const fk_dataset *data,
+                                         int client, int n, uint64_t seed, fk_err *err)
 {
     (void)data;
     (void)n;
@@ -137,8 +140,8 @@ static void lg_client_close(void *cli)
     free(cli);
 }
 
-static int lg_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
-                   fk_err *err)
+FK_CHECKRETURN static int lg_step(void *cli, const fk_bundle *task, fk_bundle *update,
+                                  fk_report *rep, fk_err *err)
 {
     (void)task;
     lg_cli *c = cli;
@@ -152,7 +155,7 @@ static int lg_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_repor
     return FK_OK;
 }
 
-static int lg_noop(void *cli, const fk_bundle *in, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int lg_noop(void *cli, const fk_bundle *in, fk_report *rep, fk_err *err)
 {
     (void)cli;
     (void)in;
@@ -161,7 +164,7 @@ static int lg_noop(void *cli, const fk_bundle *in, fk_report *rep, fk_err *err)
     return FK_OK;
 }
 
-static int lg_csave(void *cli, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int lg_csave(void *cli, fk_bundle *out, fk_err *err)
 {
     (void)cli;
     (void)out;
@@ -169,7 +172,7 @@ static int lg_csave(void *cli, fk_bundle *out, fk_err *err)
     return FK_OK;
 }
 
-static int lg_cload(void *cli, const fk_bundle *in, fk_err *err)
+FK_CHECKRETURN static int lg_cload(void *cli, const fk_bundle *in, fk_err *err)
 {
     (void)cli;
     (void)in;
@@ -177,7 +180,8 @@ static int lg_cload(void *cli, const fk_bundle *in, fk_err *err)
     return FK_OK;
 }
 
-static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err);
+FK_CHECKRETURN static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n,
+                                      fk_err *err);
 
 static const fk_param_doc lg_keys[] = {
     {"dim N", "float64 values per update (1000)"},
@@ -196,9 +200,12 @@ static const fk_method loadgen = {
 /* All clients every round (the server keeps n from server_init via the job's client list). */
 static int g_clients;
 
-static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n, fk_err *err)
+FK_CHECKRETURN static int lg_plan_all(void *srv, int round, fk_rng *rng, int *chosen, int *n,
+                                      fk_err *err)
 {
-    lg_plan(srv, round, rng, chosen, n, err);
+    int rc = lg_plan(srv, round, rng, chosen, n, err);
+    if (rc)
+        return rc;
     for (int i = 0; i < g_clients; i++)
         chosen[i] = i;
     *n = g_clients;
@@ -252,7 +259,7 @@ static void start_agent(ramp *r, int i)
     snprintf(key, sizeof key, "%s/client-l%d.key", r->pki, i);
     fk_tls_files f = {ca, cert, key, NULL, 0};
     fk_tls_ctx *tls;
-    fk_err err;
+    fk_err err = {0};
     if (fk_tls_ctx_new(&tls, 0, &f, &err))
         _exit(3);
     fk_agent_config ac = {.host = "127.0.0.1", .port = r->port, .server_name = "server",
@@ -330,7 +337,7 @@ static void watch_job(uv_timer_t *t)
     if (fk_engine_running(r->e) > 0)
         return;
     fk_job_status s;
-    fk_err err;
+    fk_err err = {0};
     if (fk_engine_status(r->e, r->job, &s, &err) == FK_OK && s.state != FK_JOB_RUNNING) {
         r->t_done = fk_bench_now();
         r->done = 1;
@@ -405,7 +412,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     snprintf(pki, sizeof pki, "%s/pki-%d-%d", pki_dir ? pki_dir : tmp, n, pki_dir ? 0 : full_sync);
     snprintf(db, sizeof db, "%s/state-%d-%d.db", tmp, n, full_sync);
     snprintf(ca_pem, sizeof ca_pem, "%s/client-l%d.pem", pki, n - 1);
-    fk_err err;
+    fk_err err = {0};
     fk_cert_opts so = {.ips = "127.0.0.1"};
     if (pki_dir && access(ca_pem, R_OK) == 0)
         ; /* issued by an earlier run */
@@ -604,7 +611,7 @@ static void bench_aggregate(int n, long dim, int json)
         ups[i].report.n_samples = 10 + i % 5;
     }
     fk_aggregator a = {.kind = FK_AGG_FEDAVG};
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_aggregate_tensor(&a, ups, n, "w", out, (size_t)dim, &err); /* warm */
     int reps = 5;
     double t0 = fk_bench_now();
@@ -628,7 +635,7 @@ int fk_bench_server(int argc, char **argv)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (rc || fk_params_get(&p, "help")) {
         fprintf(rc ? stderr : stdout,

@@ -346,7 +346,7 @@ static int run_helper(const char *helper, const char *dir, double seconds, long 
     if (skip)
         return 0;
     char ca[4096], scrt[4096], skey[4096], ccrt[4096], ckey[4096];
-    fk_err err;
+    fk_err err = {0};
     if (files(dir, 1, ca, scrt, skey, &err) || files(dir, 0, ca, ccrt, ckey, &err)) {
         fprintf(stderr, "fedkern bench wire: %s\n", err.msg);
         return -1;

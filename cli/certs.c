@@ -70,7 +70,7 @@ static int fail(const fk_err *err)
 static void report(int json, const char *dir, fk_cert_role role, const char *name)
 {
     char pem[4096], key[4096];
-    fk_err err;
+    fk_err err = {0};
     if (fk_certs_path(pem, sizeof pem, dir, role, name, "pem", &err) ||
         fk_certs_path(key, sizeof key, dir, role, name, "key", &err)) {
         fail(&err); /* the files were written, only their names cannot be printed */
@@ -127,7 +127,7 @@ static void report_crl(int json, const char *dir, const char *what, int added)
 /* certs revoke / certs crl. */
 static int run_crl(const char *sub, fk_params *p, const char *dir, int json, const char *bare)
 {
-    fk_err err;
+    fk_err err = {0};
     long days;
     if (fk_params_int(p, "crl_days", 365, 1, 36500, &days, &err) != FK_OK) {
         fk_cli_fail("certs", "%s", err.msg);
@@ -177,7 +177,7 @@ static int run_crl(const char *sub, fk_params *p, const char *dir, int json, con
 
 static int run(const char *sub, fk_params *p, const char *bare)
 {
-    fk_err err;
+    fk_err err = {0};
     const char *dir = fk_params_get(p, "dir");
     long days;
     int json;
@@ -239,7 +239,7 @@ static const fk_param_doc all_opts[] = {
 int fk_cmd_certs(int argc, char **argv)
 {
     fk_params p;
-    fk_err err;
+    fk_err err = {0};
     fk_params_init(&p);
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (rc != FK_OK) {

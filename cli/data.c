@@ -56,7 +56,7 @@ static void bind_flags(int argc, char **argv)
     }
 }
 
-static int read_opts(fk_source *o, const fk_params *p, fk_err *err)
+FK_CHECKRETURN static int read_opts(fk_source *o, const fk_params *p, fk_err *err)
 {
     int rc = fk_source_parse(o, p, "", err);
     if (!rc)
@@ -151,8 +151,8 @@ static int cmd_info(int argc, char **argv, const fk_params *p)
 }
 
 /* One client's share as CSV: raw label first (when labelled), then the features. */
-static int write_share(const fk_dataset *ds, const int *client, int c, const char *path,
-                       size_t *counts, fk_err *err)
+FK_CHECKRETURN static int write_share(const fk_dataset *ds, const int *client, int c,
+                                      const char *path, size_t *counts, fk_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)

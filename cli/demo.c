@@ -143,7 +143,7 @@ static void usage(FILE *out)
             "                 simulator in this process\n");
 }
 
-static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err *err)
+FK_CHECKRETURN static int parse_opts(int argc, char **argv, demo_opts *o, fk_params *p, fk_err *err)
 {
     int rc = fk_params_parse_args(p, &argc, argv, err);
     if (rc)
@@ -197,7 +197,7 @@ static void progress(const fk_sim_round *r, void *ctx)
 
 /* FedRF-TCA's data: K-1 labelled source domains and the unlabelled target (the last
  * client) of the built-in synthetic domain shift; its "rounds" key is the job's rounds. */
-static int make_shift(demo_job *j, const demo_opts *o, fk_err *err)
+FK_CHECKRETURN static int make_shift(demo_job *j, const demo_opts *o, fk_err *err)
 {
     fk_synth_opts so;
     fk_synth_defaults(&so);
@@ -218,7 +218,7 @@ static int make_shift(demo_job *j, const demo_opts *o, fk_err *err)
 
 /* FedGrEM's data: the paper's Gaussian-mixture design with at least its default number of
  * tasks (the last an outlier); the job's R is the design's number of components. */
-static int make_gmm(demo_job *j, const demo_opts *o, fk_err *err)
+FK_CHECKRETURN static int make_gmm(demo_job *j, const demo_opts *o, fk_err *err)
 {
     fk_synth_gmm g;
     fk_synth_gmm_defaults(&g);
@@ -260,8 +260,8 @@ static int write_csv(FILE *f, const fk_dataset *ds)
 }
 
 /* Write data sets ds[0..n) into one CSV file at path and read it back into out. */
-static int csv_round_trip(const char *path, const fk_dataset *ds, int n, fk_dataset *out,
-                          fk_err *err)
+FK_CHECKRETURN static int csv_round_trip(const char *path, const fk_dataset *ds, int n,
+                                         fk_dataset *out, fk_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -281,8 +281,8 @@ static int csv_round_trip(const char *path, const fk_dataset *ds, int n, fk_data
  * in dir (WORKDIR/METHOD-cI.csv, read by the client daemons) and read back here. With
  * n_extra > 0 the generator makes that many more clients; their rows, drawn like the
  * others but used by no client, become the query file WORKDIR/METHOD-queries.csv. */
-static int builtin_data(demo_job *j, const demo_opts *o, const char *dir, const fk_params *gen,
-                        int n_extra, fk_err *err)
+FK_CHECKRETURN static int builtin_data(demo_job *j, const demo_opts *o, const char *dir,
+                                       const fk_params *gen, int n_extra, fk_err *err)
 {
     const fk_method *m = fk_method_find(j->method, err);
     if (!m)
@@ -310,7 +310,7 @@ static int builtin_data(demo_job *j, const demo_opts *o, const char *dir, const 
     for (int c = 0; c < n; c++)
         fk_dataset_close(&gen_ds[c]);
     free(gen_ds);
-    return rc ? fk_err_prefix(err, "%s demo data: ", j->method) : FK_OK;
+    return rc ? fk_err_prefix(err, rc, "%s demo data: ", j->method) : FK_OK;
 }
 
 static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *err)
@@ -409,8 +409,8 @@ enum { N_JOBS = sizeof demo_rows / sizeof demo_rows[0] };
 
 /* A job from its row: description, rounds, clients, keys, then its data (and the keys its
  * data decides). dir: where built-in data goes as CSV files for the client daemons. */
-static int setup_job(demo_job *j, const demo_row *r, const demo_opts *o, const char *dir,
-                     fk_err *err)
+FK_CHECKRETURN static int setup_job(demo_job *j, const demo_row *r, const demo_opts *o,
+                                    const char *dir, fk_err *err)
 {
     j->method = r->method;
     j->name = r->name;
@@ -459,7 +459,7 @@ static double score_reports(const demo_job *j, const fk_report *rep)
 }
 
 /* The queries as `fedkern job predict` sends them: tensor "X", n x p. */
-static int query_bundle(const demo_job *j, fk_bundle *q, fk_err *err)
+FK_CHECKRETURN static int query_bundle(const demo_job *j, fk_bundle *q, fk_err *err)
 {
     const fk_mat *X = &j->queries.X;
     double *x = fk_bundle_add(q, "X", 2, (uint64_t[]){X->rows, X->cols});
@@ -485,7 +485,8 @@ static double predict_accuracy(const demo_job *j, const fk_bundle *res)
 }
 
 /* The model's predictions for the job's queries, in this process. */
-static int predict_local(const demo_job *j, const fk_bundle *model, fk_bundle *res, fk_err *err)
+FK_CHECKRETURN static int predict_local(const demo_job *j, const fk_bundle *model, fk_bundle *res,
+                                        fk_err *err)
 {
     const fk_method *m = fk_method_find(j->method, err);
     if (!m)
@@ -501,7 +502,7 @@ static int predict_local(const demo_job *j, const fk_bundle *model, fk_bundle *r
     return rc;
 }
 
-static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
+FK_CHECKRETURN static int run_job(demo_job *j, const demo_opts *o, fk_err *err)
 {
     const fk_method *m = fk_method_find(j->method, err);
     if (!m)
@@ -561,7 +562,7 @@ static double mono_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int write_text(const char *path, const char *text, fk_err *err)
+FK_CHECKRETURN static int write_text(const char *path, const char *text, fk_err *err)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -572,8 +573,8 @@ static int write_text(const char *path, const char *text, fk_err *err)
 }
 
 /* One certificate, issued unless an earlier run left it in the directory. */
-static int ensure_cert(const char *pki, fk_cert_role role, const char *name, const fk_cert_opts *co,
-                       fk_err *err)
+FK_CHECKRETURN static int ensure_cert(const char *pki, fk_cert_role role, const char *name,
+                                      const fk_cert_opts *co, fk_err *err)
 {
     char pem[4096];
     int rc = fk_certs_path(pem, sizeof pem, pki, role, name, "pem", err);
@@ -585,7 +586,7 @@ static int ensure_cert(const char *pki, fk_cert_role role, const char *name, con
 }
 
 /* CA, server "server" (IP SAN 127.0.0.1), admin "demo" and clients c0..c(n-1). */
-static int make_pki(const char *pki, int n_clients, fk_err *err)
+FK_CHECKRETURN static int make_pki(const char *pki, int n_clients, fk_err *err)
 {
     char ca[4096];
     snprintf(ca, sizeof ca, "%s/ca.pem", pki);
@@ -600,7 +601,7 @@ static int make_pki(const char *pki, int n_clients, fk_err *err)
         snprintf(name, sizeof name, "c%d", c);
         rc = ensure_cert(pki, FK_ROLE_CLIENT, name, NULL, err);
     }
-    return rc ? fk_err_prefix(err, "certificates in %s: ", pki) : FK_OK;
+    return rc ? fk_err_prefix(err, rc, "certificates in %s: ", pki) : FK_OK;
 }
 
 /* Append text to buf[len..cap) as "# " comment lines of at most width characters, broken
@@ -637,7 +638,7 @@ static int local_seen(const demo_job *jobs, int i, int k)
 /* Client cI's config: the server, its certificate, its part of each job's data and
  * its consent to the demo's data-leaving jobs: the jobs' local.* keys in [local], each
  * once, with the jobs' consent notes (kahm mode A, sfl) as the comment. */
-static int write_client_conf(const char *path, const char *pki, int port, int c,
+FK_CHECKRETURN static int write_client_conf(const char *path, const char *pki, int port, int c,
                              const demo_job *jobs, int n_jobs, const char *workdir, fk_err *err)
 {
     char text[16384], note[2048];
@@ -682,7 +683,8 @@ static int write_client_conf(const char *path, const char *pki, int port, int c,
 }
 
 /* The job file `fedkern job submit` would send; every method parameter included. */
-static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t cap, fk_err *err)
+FK_CHECKRETURN static int job_text(const demo_job *j, const demo_opts *o, char *text, size_t cap,
+                                   fk_err *err)
 {
     size_t len = (size_t)snprintf(text, cap,
                                   "# written by fedkern demo\nname = demo-%s\nmethod = %s\n"
@@ -750,7 +752,7 @@ static int show_round(demo_job *j, fk_job_conn *c, int round)
 }
 
 /* Poll the job's status until it is done, printing every round that closed. */
-static int follow_job(demo_job *j, fk_job_conn *c, fk_fleet *f, fk_err *err)
+FK_CHECKRETURN static int follow_job(demo_job *j, fk_job_conn *c, fk_fleet *f, fk_err *err)
 {
     int shown = 0;
     double last_progress = mono_s();
@@ -800,8 +802,8 @@ static int bundles_equal(const fk_bundle *a, const fk_bundle *b)
 
 /* A client's round-1 step again, on the round-1 task of a fresh server state: what a
  * kahm client's evaluate needs (its own held-out rows and class models, from its fit). */
-static int refit_client(const fk_method *m, const fk_params *p, const demo_job *j, uint64_t seed,
-                        void *cli, int c, fk_err *err)
+FK_CHECKRETURN static int refit_client(const fk_method *m, const fk_params *p, const demo_job *j,
+                                       uint64_t seed, void *cli, int c, fk_err *err)
 {
     void *srv = NULL;
     fk_bundle task, up;
@@ -822,8 +824,9 @@ static int refit_client(const fk_method *m, const fk_params *p, const demo_job *
 }
 
 /* Each client's evaluate op on a model, as the simulator's final evaluation does it. */
-static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job *j, uint64_t seed,
-                          const fk_bundle *model, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job *j,
+                                         uint64_t seed, const fk_bundle *model, fk_report *rep,
+                                         fk_err *err)
 {
     for (int c = 0; c < j->n_clients; c++) {
         void *cli = NULL;
@@ -836,14 +839,15 @@ static int evaluate_model(const fk_method *m, const fk_params *p, const demo_job
         if (cli)
             m->client_close(cli);
         if (rc)
-            return fk_err_prefix(err, "evaluating the daemon model on client %d: ", c);
+            return fk_err_prefix(err, rc, "evaluating the daemon model on client %d: ", c);
     }
     return FK_OK;
 }
 
 /* One `job predict` through the daemons and the same predictions from the simulation's
  * model in this process: both scored against the query file's labels and compared. */
-static int check_predict(demo_job *j, fk_job_conn *c, const fk_bundle *sim_model, fk_err *err)
+FK_CHECKRETURN static int check_predict(demo_job *j, fk_job_conn *c, const fk_bundle *sim_model,
+                                        fk_err *err)
 {
     fk_bundle q, dres, sres;
     fk_bundle_init(&q);
@@ -868,8 +872,8 @@ static int check_predict(demo_job *j, fk_job_conn *c, const fk_bundle *sim_model
 }
 
 /* Fetch the daemon's model, simulate the same job in-process, compare and score both. */
-static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_opts *o,
-                     const char *workdir, fk_err *err)
+FK_CHECKRETURN static int check_job(demo_job *j, fk_job_conn *c, const char *text,
+                                    const demo_opts *o, const char *workdir, fk_err *err)
 {
     uint8_t *blob = NULL;
     size_t len = 0;
@@ -893,7 +897,7 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
     const fk_method *m = fk_method_find(j->method, err);
     int rc = !m ? err->code : !rep ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
     if (!rc && (rc = fk_codec_bundle_decode(blob, len, &daemon, err)))
-        fk_err_prefix(err, "job %s model: ", j->id);
+        fk_err_prefix(err, rc, "job %s model: ", j->id);
     if (!rc)
         rc = fk_params_parse_ini(&p, text, "demo job", err);
     /* the client daemons add their own [local] keys to the job's; so does the simulation */
@@ -903,7 +907,7 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
             rc = fk_err_set(err, FK_ENOMEM, "out of memory");
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .final_reports = j->final};
     if (!rc && (rc = fk_sim_run(m, &p, j->clients, j->n_clients, &so, &sim, NULL, err)))
-        fk_err_prefix(err, "simulating job %s in-process: ", j->id);
+        fk_err_prefix(err, rc, "simulating job %s in-process: ", j->id);
     /* the re-run fits log what they would send; nothing is sent here */
     int level = fk_log_level();
     fk_log_set_level(FK_LOG_ERROR);
@@ -924,8 +928,8 @@ static int check_job(demo_job *j, fk_job_conn *c, const char *text, const demo_o
     return rc;
 }
 
-static int run_daemon_job(demo_job *j, fk_job_conn *c, fk_fleet *f, const demo_opts *o,
-                          fk_err *err)
+FK_CHECKRETURN static int run_daemon_job(demo_job *j, fk_job_conn *c, fk_fleet *f,
+                                         const demo_opts *o, fk_err *err)
 {
     j->trace = calloc((size_t)j->rounds, sizeof *j->trace);
     j->final = calloc((size_t)j->n_clients, sizeof *j->final);
@@ -973,8 +977,8 @@ static void fresh_state(const char *state)
     }
 }
 
-static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o, const char *workdir,
-                       fk_err *err)
+FK_CHECKRETURN static int run_daemons(demo_job *jobs, int n_jobs, const demo_opts *o,
+                                      const char *workdir, fk_err *err)
 {
     fk_fleet f;
     int rc = fk_fleet_init(&f, workdir, err);
@@ -1033,7 +1037,7 @@ static void plot_as(const demo_job *j, const char *workdir, const char *ext)
 {
     char path[4200], title[200];
     snprintf(path, sizeof path, "%s/%s.%s", workdir, jname(j), ext);
-    fk_err err;
+    fk_err err = {0};
     int rc;
     if (j->rounds == 1) {
         const fk_report *rep = j->drep ? j->drep : j->final;

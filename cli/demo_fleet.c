@@ -47,7 +47,8 @@ static int exists_x(const char *path)
 }
 
 /* dir/NAME, else dir/../sbin/NAME (installed layout). */
-static int locate(const char *dir, const char *name, char *out, size_t cap, fk_err *err)
+FK_CHECKRETURN static int locate(const char *dir, const char *name, char *out, size_t cap,
+                                 fk_err *err)
 {
     snprintf(out, cap, "%s/%s", dir, name);
     if (exists_x(out))
@@ -114,7 +115,8 @@ static void log_tail(const char *path, int lines, char *out, size_t cap)
         memcpy(out + cap - 4, "...", 4); /* cut: the start of the tail is enough */
 }
 
-static int spawn(fk_fleet *f, const char *name, const char *log, char *const argv[], fk_err *err)
+FK_CHECKRETURN static int spawn(fk_fleet *f, const char *name, const char *log, char *const argv[],
+                                fk_err *err)
 {
     if (f->n == FK_FLEET_MAX)
         return fk_err_set(err, FK_ELIMIT, "more than %d daemons", FK_FLEET_MAX);
@@ -158,7 +160,7 @@ static int spawn(fk_fleet *f, const char *name, const char *log, char *const arg
 }
 
 /* Reap daemon i if it has exited; FK_ESTATE with its log tail. */
-static int reap_one(fk_fleet *f, int i, fk_err *err)
+FK_CHECKRETURN static int reap_one(fk_fleet *f, int i, fk_err *err)
 {
     int status;
     if (f->pid[i] <= 0 || waitpid(f->pid[i], &status, WNOHANG) != f->pid[i])

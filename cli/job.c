@@ -145,7 +145,7 @@ static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t 
 {
     uint8_t *buf;
     size_t len;
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_encode(fields, req, 0, &buf, &len, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
     return call_encoded(c, cmd, method, buf, len);
@@ -191,7 +191,7 @@ static int open_conn(conn *c, const fk_params *p, const char *cmd)
         return 2;
     }
     long timeout;
-    fk_err err;
+    fk_err err = {0};
     if (fk_params_int(p, "timeout_ms", 10000, 1, 86400000, &timeout, &err)) {
         fk_cli_fail(cmd, "%s", err.msg);
         return 2;
@@ -344,7 +344,7 @@ static int submit_text(fk_job_conn *c, const char *text, int skip_check, char *i
     if (rc)
         return rc;
     fedkern_v1_SubmitJobResponse out;
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_decode(fedkern_v1_SubmitJobResponse_fields, &out, c->resp, c->resp_len, &err))
         return fk_cli_fail("job submit", "%s", err.msg);
     snprintf(id, cap, "%s", out.job_id);
@@ -386,7 +386,7 @@ int fk_job_status_get(fk_job_conn *c, const char *id, uint32_t round,
     snprintf(in.job_id, sizeof in.job_id, "%s", id);
     in.round = round;
     int rc = rpc(c, "job status", "JobStatus", fedkern_v1_JobStatusRequest_fields, &in);
-    fk_err err;
+    fk_err err = {0};
     if (!rc && fk_codec_decode(fedkern_v1_JobStatusResponse_fields, out, c->resp, c->resp_len, &err))
         rc = fk_cli_fail("job status", "%s", err.msg);
     return rc;
@@ -437,8 +437,8 @@ static int do_status(conn *c, const char *id, uint32_t round, int json)
 
 /* The model's Bundle bytes, then its info (common/net/modelfile.h), so `fedkern model` can
  * tell what the file holds. */
-static int write_all(const char *path, const uint8_t *buf, size_t len, const fk_model_info *info,
-                     fk_err *err)
+FK_CHECKRETURN static int write_all(const char *path, const uint8_t *buf, size_t len,
+                                    const fk_model_info *info, fk_err *err)
 {
     uint8_t *tail = NULL;
     size_t tail_len = 0;
@@ -469,7 +469,7 @@ static int fetch_model(conn *c, const char *id, uint8_t **model_out, size_t *len
     uint8_t *model = NULL;
     size_t model_len = 0;
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
-    fk_err err;
+    fk_err err = {0};
     int rc = 0;
     for (uint32_t chunk = 0; !rc && !model; chunk++) {
         fedkern_v1_JobResultRequest in = fedkern_v1_JobResultRequest_init_zero;
@@ -543,7 +543,7 @@ static int do_result(conn *c, const char *id, const char *out_path, long wait_s,
     uint8_t *model = NULL;
     size_t model_len = 0;
     fedkern_v1_JobResultResponse out;
-    fk_err err;
+    fk_err err = {0};
     int rc = fetch_model(c, id, &model, &model_len, &out);
     if (!rc && out.state != fedkern_v1_JobState_JOB_DONE && !current) /* changed meanwhile */
         rc = fk_cli_fail("job result", "job %s is %s; nothing written", id,
@@ -579,7 +579,7 @@ static int predict_once(conn *c, const char *id, const fk_bundle *queries, long 
                         fk_bundle *result)
 {
     const char *cmd = "job predict";
-    fk_err err;
+    fk_err err = {0};
     fedkern_v1_PredictRequest in = fedkern_v1_PredictRequest_init_zero;
     snprintf(in.job_id, sizeof in.job_id, "%s", id);
     /* The server waits up to the timeout for the clients (mode B); the call waits longer. */
@@ -613,8 +613,8 @@ static int predict_once(conn *c, const char *id, const fk_bundle *queries, long 
  * "labels" and "distances" go to their rows; "unscored_classes" and "missing_clients" are the
  * union over the batches, "scored_classes" the classes every batch scored. Other tensors are
  * those of the first batch. */
-static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n, size_t nt,
-                        int first, fk_err *err)
+FK_CHECKRETURN static int predict_fold(fk_bundle *acc, const fk_bundle *r, size_t r0, size_t n,
+                                       size_t nt, int first, fk_err *err)
 {
     static const char *const per_query[] = {"labels", "distances"};
     for (int k = 0; k < 2; k++) {
@@ -686,7 +686,7 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
             return rc;
         rows = nt / 2 ? nt / 2 : 1;
     }
-    fk_err err;
+    fk_err err = {0};
     size_t calls = 0, r0 = 0;
     while (r0 < nt) {
         size_t n = nt - r0 < rows ? nt - r0 : rows;
@@ -731,11 +731,13 @@ static void print_unscored(const char *id, const fk_bundle *res)
         fprintf(stderr, "\n");
     }
     if (mi && mi->len) {
-        fprintf(stderr, "job %s: %zu client(s) holding models did not answer in time:", id,
+        /* missing: no answer before the deadline, or one the method's check refused */
+        fprintf(stderr, "job %s: %zu client(s) holding models gave no usable answer:", id,
                 mi->len);
         for (size_t i = 0; i < mi->len; i++)
             fprintf(stderr, " %.17g", mi->data[i]);
-        fprintf(stderr, " (client index in the job)\n");
+        fprintf(stderr, " (client index in the job; none before the deadline, or one the server "
+                        "refused: event=predict_answer_refused in its log)\n");
     }
 }
 
@@ -748,7 +750,7 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
                       const char *out_path, int json, long timeout_s)
 {
     const char *cmd = "job predict";
-    fk_err err;
+    fk_err err = {0};
     fk_dataset ds = {0};
     if (fk_source_load(&ds, data, so, NULL, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
@@ -826,7 +828,7 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
     char title[160];
     snprintf(title, sizeof title, "fedkern job %s: %s, %d of %u rounds", id, st.method, got,
              st.rounds_total);
-    fk_err err;
+    fk_err err = {0};
     if (!rc && fk_plot_rounds(out_path, title, rows, got, &err))
         rc = fk_cli_fail("job plot", "%s", err.msg);
     for (int i = 0; !rc && json && i < got; i++) {
@@ -922,7 +924,7 @@ static int do_list(conn *c, long limit, int json)
     in.limit = (uint32_t)limit;
     int rc = rpc(c, "job list", "ListJobs", fedkern_v1_ListJobsRequest_fields, &in);
     fedkern_v1_ListJobsResponse out = fedkern_v1_ListJobsResponse_init_zero;
-    fk_err err;
+    fk_err err = {0};
     if (!rc && fk_codec_decode(fedkern_v1_ListJobsResponse_fields, &out, c->resp, c->resp_len, &err))
         rc = fk_cli_fail("job list", "%s", err.msg);
     if (rc)
@@ -958,7 +960,7 @@ static void print_keys(const fk_param_doc *d)
 /* job keys [METHOD]: what a job file may set, with no server. */
 static int do_keys(const char *method)
 {
-    fk_err err;
+    fk_err err = {0};
     const fk_method *m = method ? fk_method_find(method, &err) : NULL;
     if (method && !m) {
         fk_cli_fail("job keys", "%s", err.msg);
@@ -1027,7 +1029,7 @@ int fk_cmd_job(int argc, char **argv)
     }
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int n = argc - 1;
     char **rest = argv + 1;
     int rc = 0;

@@ -6,6 +6,7 @@
 #include "bench/bench.h"
 #include "cli/cli.h"
 #include "common/base/options.h"
+#include "common/la/blas_threads.h"
 
 static const fk_cli_cmd commands[] = {
     {"demo", "run the demo federation on built-in data", fk_cmd_demo},
@@ -71,6 +72,12 @@ int main(int argc, char **argv)
             snprintf(key, sizeof key, "%.*s", (int)strcspn(argv[i] + 2, "="), argv[i] + 2);
             fk_options_warn_old(key, "fedkern", NULL, stderr);
         }
+    int blas_threads;
+    fk_err err = {0};
+    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK) {
+        fprintf(stderr, "fedkern: %s\n", err.msg);
+        return 2;
+    }
     for (int i = 0; commands[i].name; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 2, argv + 2);

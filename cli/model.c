@@ -154,7 +154,7 @@ static int score(const fk_dataset *ds, const double *lab, fk_report *r, fk_err *
 static int predict(const char *cmd, const fk_method *m, const fk_bundle *model,
                    const fk_dataset *ds, fk_bundle *res)
 {
-    fk_err err;
+    fk_err err = {0};
     if (!m->predict)
         return fk_cli_fail(cmd,
                            "not supported for %s: that job type has no predict op (it serves no "
@@ -185,7 +185,7 @@ static int do_eval_predict(int eval, const char *path, const fk_bundle *model,
     if (!name[0])
         return fk_cli_fail(cmd, "%s does not say which job type made it (written before 0.4); "
                                 "name it with --method NAME", path);
-    fk_err err;
+    fk_err err = {0};
     const fk_method *m = fk_method_find(name, &err);
     if (!m)
         return fk_cli_fail(cmd, "%s", err.msg);
@@ -264,7 +264,7 @@ int fk_cmd_model(int argc, char **argv)
     bind_flags(n, rest);
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int rc = 0, json = 0;
     int known = !strcmp(sub, "show") || !strcmp(sub, "eval") || !strcmp(sub, "predict");
     if (fk_params_parse_args(&p, &n, rest, &err)) {

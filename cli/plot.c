@@ -179,7 +179,7 @@ static int chunk(FILE *f, const char *type, const uint8_t *data, uint32_t len)
            (len && fwrite(data, 1, len, f) != len) || fwrite(cb, 1, 4, f) != 4;
 }
 
-static int write_png(FILE *f, const canvas *c, fk_err *err)
+FK_CHECKRETURN static int write_png(FILE *f, const canvas *c, fk_err *err)
 {
     size_t row = 1 + 3 * (size_t)W, raw_len = row * (size_t)c->h;
     uint8_t *raw = malloc(raw_len);

@@ -80,7 +80,7 @@ static int sim_job_file(int argc, char **argv, const char *runner)
     }
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     const fk_method *m = NULL;
     int rc = fk_params_load_ini(&p, path, &err);
     const char *name = rc ? NULL : fk_params_get(&p, "method");

@@ -102,7 +102,7 @@ static int known_method(const char *m)
 static int run_real(fk_params *p, const char *data, const char *method, long rounds, long reps,
                     uint64_t seed, int json)
 {
-    fk_err err;
+    fk_err err = {0};
     long K, C;
     const char *dir = fk_params_str(p, "data_dir", "../shared/data");
     int rc = fk_params_int(p, "clients", strcmp(data, "pendigits") ? 100 : 44, 1, 1000000, &K, &err);
@@ -155,7 +155,7 @@ int fk_sim_fedgrem(int argc, char **argv)
             return 0;
         }
     fk_params p;
-    fk_err err;
+    fk_err err = {0};
     fk_params_init(&p);
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     if (rc || argc > 0) {

@@ -37,7 +37,7 @@ int fk_sim_fedgrem_mor_jobs(int argc, char **argv)
 int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps, uint64_t seed,
                        long K, long R, long dim, long n, long outl, double h, int json)
 {
-    fk_err err;
+    fk_err err = {0};
     double coef;
     int rc = fk_params_double(p, "out_coef", -3.0, -1e6, 1e6, &coef, &err);
     if (rc)

@@ -72,7 +72,7 @@ static void progress(const fk_sim_round *r, void *vp)
 {
     const run_ctx *c = vp;
     fk_rng rng;
-    fk_err err;
+    fk_err err = {0};
     int na = 0, nw = 0, nc = 0;
     fk_sim_plan_rng(&rng, c->seed, r->round);
     if (fk_fedrf_round_sets(c->p, c->n_clients, r->round, &rng, &na, &nw, &nc, &err))

@@ -6,7 +6,8 @@
 #include "common/data/catalog.h"
 #include "common/data/synth_shift.h"
 
-static int load_synthetic(const fk_params *a, fk_dataset **ds, int *n_clients, fk_err *err)
+FK_CHECKRETURN static int load_synthetic(const fk_params *a, fk_dataset **ds, int *n_clients,
+                                         fk_err *err)
 {
     fk_synth_opts o;
     fk_synth_defaults(&o);
@@ -30,7 +31,7 @@ static int load_synthetic(const fk_params *a, fk_dataset **ds, int *n_clients, f
 }
 
 /* "A" or "amazon" -> "office-surf/amazon". */
-static int domain_name(const char *w, size_t len, char *out, size_t cap, fk_err *err)
+FK_CHECKRETURN static int domain_name(const char *w, size_t len, char *out, size_t cap, fk_err *err)
 {
     static const char *const full[4] = {"amazon", "caltech", "webcam", "dslr"};
     for (int i = 0; i < 4; i++)
@@ -43,7 +44,8 @@ static int domain_name(const char *w, size_t len, char *out, size_t cap, fk_err 
                       "webcam, dslr)", (int)len, w);
 }
 
-static int load_surf(const fk_params *a, fk_dataset **ds, int *n_clients, fk_err *err)
+FK_CHECKRETURN static int load_surf(const fk_params *a, fk_dataset **ds, int *n_clients,
+                                    fk_err *err)
 {
     const char *dir = fk_params_str(a, "data_dir", "../shared/data");
     const char *src = fk_params_get(a, "source"), *tgt = fk_params_get(a, "target");

@@ -112,8 +112,8 @@ static void progress(const fk_sim_round *r, void *ctx)
 /* Pull the runner's own options out of argv; everything else is a job key. The loader
  * options of `fedkern data` (fk_source_docs: --label last, --header, --prep zscore, ...)
  * go to *src and apply to every --data file. */
-static int take_opts(int *argc, char **argv, const char **job, data_arg *data, int *n_data,
-                     int *json, fk_params *src, fk_err *err)
+FK_CHECKRETURN static int take_opts(int *argc, char **argv, const char **job, data_arg *data,
+                                    int *n_data, int *json, fk_params *src, fk_err *err)
 {
     static char header[] = "--header=1", sic[] = "--samples_in_columns=1";
     char *lw[2 * MAX_DATA];
@@ -175,7 +175,8 @@ static void close_clients(fk_dataset *ds, int n)
 
 /* The job's `clients`: a count K (sim's own --clients K) or the identity list of a job file;
  * *names stays empty for a count. */
-static int read_clients(const fk_params *p, fk_jobconf *names, long *count, fk_err *err)
+FK_CHECKRETURN static int read_clients(const fk_params *p, fk_jobconf *names, long *count,
+                                       fk_err *err)
 {
     const char *v = fk_params_get(p, "clients");
     char *end;
@@ -193,8 +194,8 @@ static int read_clients(const fk_params *p, fk_jobconf *names, long *count, fk_e
 
 /* Which --data argument each client gets: slot[c] = index into data. Named arguments go
  * to the job's client of that name (every client needs one); plain ones go in order. */
-static int match_data(const fk_jobconf *names, const data_arg *data, int n_data, int *slot,
-                      int *n, fk_err *err)
+FK_CHECKRETURN static int match_data(const fk_jobconf *names, const data_arg *data, int n_data,
+                                     int *slot, int *n, fk_err *err)
 {
     int named = 0;
     for (int i = 0; i < n_data; i++)
@@ -238,9 +239,9 @@ static int match_data(const fk_jobconf *names, const data_arg *data, int n_data,
 }
 
 /* Fill the clients' data: one file each, or the method's synthetic clients. */
-static int open_clients(const fk_method *m, const fk_params *p, const data_arg *data, int n_data,
-                        const fk_source *so, uint64_t seed, fk_dataset **out, int *n_out,
-                        fk_err *err)
+FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, const data_arg *data,
+                                       int n_data, const fk_source *so, uint64_t seed,
+                                       fk_dataset **out, int *n_out, fk_err *err)
 {
     fk_jobconf names;
     memset(&names, 0, sizeof names);
@@ -293,7 +294,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
             usage(stdout, m);
             return 0;
         }
-    fk_err err;
+    fk_err err = {0};
     fk_err_clear(&err);
     const char *job = NULL;
     data_arg data[MAX_DATA];

@@ -275,7 +275,7 @@ static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
 static void connect_now(fk_agent *a)
 {
     fk_grpc_client_config gc = {.limits = a->cfg.limits, .tls = a->cfg.tls};
-    fk_err err;
+    fk_err err = {0};
     a->handles++;
     if (fk_grpc_client_connect(&a->cl, a->loop, &gc, a->cfg.host, a->cfg.port,
                                a->cfg.server_name, on_state, a, &err)) {
@@ -344,7 +344,7 @@ static void join_done(void *ud, int status, const char *msg, const uint8_t *resp
     if (!a)
         return;
     fedkern_v1_JoinResponse out;
-    fk_err err;
+    fk_err err = {0};
     if (status != FK_GRPC_OK ||
         fk_codec_decode(fedkern_v1_JoinResponse_fields, &out, resp, len, &err)) {
         fk_log(FK_LOG_ERROR, "join_refused", "status=%s message=\"%s\"",
@@ -388,7 +388,7 @@ static void send_join(fk_agent *a)
     }
     uint8_t *buf;
     size_t len;
-    fk_err err;
+    fk_err err = {0};
     /* answered at once, like a heartbeat, but before the heartbeat interval is known */
     if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err) ||
         call(a, CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
@@ -411,7 +411,7 @@ static void cancel_step(fk_agent *a)
 /* A state file that cannot be removed is stale; say so (a later load refuses it anyway). */
 static void remove_state(const char *dir, int64_t job)
 {
-    fk_err err;
+    fk_err err = {0};
     if (fk_cstate_remove(dir, job, &err))
         fk_log(FK_LOG_WARN, "client_state_not_removed", "job=%" PRId64 " error=\"%s\"", job,
                err.msg);
@@ -424,7 +424,7 @@ static int restore(fk_agent *a, jobctx *j)
 {
     fk_cstate cs;
     fk_cstate_init(&cs);
-    fk_err e;
+    fk_err e = {0};
     int rc = fk_cstate_read(a->cfg.state_dir, j->job, &cs, &e), touched = 0;
     if (rc == FK_ENOTFOUND) {
         fk_cstate_close(&cs);
@@ -452,6 +452,16 @@ static int restore(fk_agent *a, jobctx *j)
     j->has_saved = cs.update_id[0] != '\0';
     return 0;
 }
+
+const fk_param_doc fk_agent_local_docs[] = {
+    {"local.allow_raw_upload BOOL", "true consents to sfl jobs (raw_sample_upload = acknowledged) "
+                                    "uploading raw rows of this client's data (false)"},
+    {"local.max_upload_fraction F", "caps that upload at this fraction of the client's rows, "
+                                    "(0, 1] (1)"},
+    {"local.allow_model_upload BOOL", "true consents to kahm jobs (upload_models = 1) uploading "
+                                      "models that contain the training samples (false)"},
+    {NULL, NULL},
+};
 
 int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
                           fk_err *err)
@@ -557,7 +567,7 @@ static void reload_held(fk_agent *a)
 {
     int64_t *ids;
     int n;
-    fk_err err;
+    fk_err err = {0};
     if (fk_cstate_list(a->cfg.state_dir, &ids, &n, &err)) {
         fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
         return;
@@ -574,7 +584,7 @@ static void reload_held(fk_agent *a)
             fk_cstate_close(&cs);
             continue; /* an unreadable file is discarded when its job's task comes */
         }
-        fk_err ferr;
+        fk_err ferr = {0};
         const fk_method *m = (a->cfg.find ? a->cfg.find : fk_method_find)(cs.method, &ferr);
         int serves = m && m->client_predict;
         char *method = cs.method, *config = cs.config;
@@ -690,7 +700,7 @@ static void report_failure(fk_agent *a, const char *why)
 static void update_ready(fk_agent *a)
 {
     work *w = &a->w;
-    fk_err err;
+    fk_err err = {0};
     size_t room = fk_chunk_data_max(a->max_message, 0);
     w->chunked = w->blob_len > room;
     if (w->chunked && fk_chunker_init(&w->chunker, w->blob, w->blob_len, room, &err)) {
@@ -775,7 +785,7 @@ static void start_step(fk_agent *a)
             w->seconds = sv->report[4];
             w->from_disk = 1;
             fk_cstate_close(sv);
-            fk_err err; /* an inline push sends the bundle, a chunked one the bytes: keep both */
+            fk_err err = {0}; /* an inline push sends the bundle, a chunked one the bytes: keep both */
             fk_bundle_close(&w->update);
             fk_bundle_init(&w->update);
             if (fk_codec_bundle_decode(w->blob, w->blob_len, &w->update, &err)) {
@@ -836,7 +846,7 @@ static void forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse *ou
         return;
     int64_t *ids;
     int n;
-    fk_err err;
+    fk_err err = {0};
     if (fk_cstate_list(a->cfg.state_dir, &ids, &n, &err)) {
         fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
         return;
@@ -916,7 +926,7 @@ static void start_predict(fk_agent *a, const fedkern_v1_PullTaskResponse *out, f
     fk_bundle_close(&p->q);
     p->q = *q;
     fk_bundle_init(q);
-    fk_err err;
+    fk_err err = {0};
     jobctx *j = job_context(a, p->job, out->method, out->params, &err);
     if (!j) {
         p->rc = err.code ? err.code : FK_ESTATE;
@@ -949,7 +959,7 @@ static void predict_push_done(void *ud, int status, const char *msg, const uint8
     if (!a)
         return;
     fedkern_v1_PushUpdateResponse out;
-    fk_err err;
+    fk_err err = {0};
     if (status == FK_GRPC_OK &&
         fk_codec_decode(fedkern_v1_PushUpdateResponse_fields, &out, resp, len, &err) == FK_OK) {
         fk_log(FK_LOG_DEBUG, "predict_answered", "job=%" PRId64 " request=%" PRIu64 " state=%d",
@@ -973,7 +983,7 @@ static void send_predict_answer(fk_agent *a)
     new_update_id(in.update_id, sizeof in.update_id);
     in.predict_id = p->id;
     fk_codec_tx tx = {0};
-    fk_err err;
+    fk_err err = {0};
     size_t size = 0;
     if (!p->rc && fk_codec_bundle_size(&p->ans, FK_DTYPE_F64, &size, &err))
         p->rc = err.code, p->err = err;
@@ -1020,7 +1030,7 @@ static void pull_done(void *ud, int status, const char *msg, const uint8_t *resp
     fk_bundle b;
     fk_bundle_init(&b);
     fk_codec_rx rx = {.bundle = &b};
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_decode_pull_task_response(resp, len, &out, &rx, &err)) {
         fk_log(FK_LOG_ERROR, "bad_task", "error=\"%s\"", err.msg);
         fk_bundle_close(&b);
@@ -1119,7 +1129,7 @@ static void send_pull(fk_agent *a, const char *task_id, uint32_t round, uint32_t
     }
     uint8_t *buf;
     size_t len;
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_encode(fedkern_v1_PullTaskRequest_fields, &in, 0, &buf, &len, &err) ||
         call(a, CALL_PULL, "PullTask", buf, len, task_id ? a->cfg.call_ms : a->cfg.poll_ms,
              pull_done, &err)) {
@@ -1157,7 +1167,7 @@ static void push_done(void *ud, int status, const char *msg, const uint8_t *resp
         return;
     }
     fedkern_v1_PushUpdateResponse out;
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_decode(fedkern_v1_PushUpdateResponse_fields, &out, resp, len, &err)) {
         request_disconnect(a, "undecodable PushUpdate answer");
         return;
@@ -1226,7 +1236,7 @@ static void send_push(fk_agent *a)
         m->value = v;
     }
     fk_codec_tx tx = {0};
-    fk_err err;
+    fk_err err = {0};
     int rc = FK_OK;
     if (w->failure) {
         snprintf(in.report.error, sizeof in.report.error, "%s", w->error);
@@ -1278,7 +1288,7 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     if (status != FK_GRPC_OK)
         return;
     fedkern_v1_HeartbeatResponse out;
-    fk_err err;
+    fk_err err = {0};
     if (fk_codec_decode(fedkern_v1_HeartbeatResponse_fields, &out, resp, len, &err))
         return;
     if (out.cancel_task && a->w.running) {
@@ -1303,7 +1313,7 @@ static void on_hb(uv_timer_t *t)
     }
     uint8_t *buf;
     size_t len;
-    fk_err err;
+    fk_err err = {0};
     /* The heartbeat timer repeats, so a heartbeat not sent is only logged. */
     if (fk_codec_encode(fedkern_v1_HeartbeatRequest_fields, &in, 0, &buf, &len, &err) ||
         call(a, CALL_HB, "Heartbeat", buf, len, control_ms(a), hb_done, &err)) {
@@ -1440,7 +1450,7 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
         snprintf(in.reason, sizeof in.reason, "stopping");
         uint8_t *buf;
         size_t len;
-        fk_err err;
+        fk_err err = {0};
         if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK &&
             call(a, CALL_LEAVE, "Leave", buf, len, 2000, leave_done, &err) == FK_OK)
             return; /* leave_done finishes */

@@ -86,4 +86,10 @@ void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out);
 int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
                           fk_err *err);
 
+/* Every local.* key a client may set (its config's [local] section or --local.KEY flags),
+ * NULL-terminated: the union of the local.* keys of the registered job types. Any other
+ * local.* key is a usage error (exit 2) with the nearest of these: a misspelt consent or cap
+ * must never start a client on the default. */
+extern const fk_param_doc fk_agent_local_docs[];
+
 #endif

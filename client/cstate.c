@@ -242,7 +242,7 @@ int fk_cstate_decode(const uint8_t *buf, size_t len, fk_cstate *s, fk_err *err)
     }
     if (rc) {
         fk_cstate_close(&t);
-        return fk_err_prefix(err, "client state file: ");
+        return fk_err_prefix(err, rc, "client state file: ");
     }
     fk_cstate_close(s);
     *s = t;
@@ -345,7 +345,7 @@ int fk_cstate_read(const char *dir, int64_t job, fk_cstate *s, fk_err *err)
                     : fk_err_set(err, FK_EIO, "cannot read %s", path);
     free(buf);
     if (rc)
-        fk_err_prefix(err, "%s: ", path);
+        fk_err_prefix(err, rc, "%s: ", path);
     return rc;
 }
 

@@ -13,6 +13,7 @@
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
 #include "common/data/source.h"
+#include "common/la/blas_threads.h"
 #include "common/methods/jobconf.h"
 #include "common/net/hostport.h"
 #include "common/net/limits.h"
@@ -43,11 +44,6 @@ static const fk_param_doc opts[] = {
     {"data_dir DIR", "directory of the catalog's data sets (../shared/data)"},
     {"state_dir DIR", "where the jobs' client-side method state is kept across restarts "
                       "($STATE_DIRECTORY under systemd; unset: in memory only)"},
-    {"local.KEY VALUE", "this client's own settings for job types, never set by a job "
-                        "([local] section): local.allow_raw_upload true consents to sfl jobs "
-                        "uploading raw rows, local.max_upload_fraction F caps that upload, "
-                        "local.allow_model_upload true consents to kahm jobs uploading models "
-                        "that contain the training samples (all false / unset)"},
     {"backoff_max_ms MS", "cap of the reconnect delay (15000)"},
     {"log_level LEVEL", "error, warn, info or debug (info)"},
     {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (off unless set; e.g. "
@@ -67,6 +63,10 @@ static void usage(FILE *out)
                  "Every option is also a config-file key (without the dashes; [data] section for "
                  "data.*).\n\noptions:\n");
     fk_param_docs_print(out, opts, NULL, NULL);
+    fprintf(out, "\nthis client's own consents and caps for job types, never set by a job ([local] "
+                 "section; any other local.* key is refused):\n");
+    fk_param_docs_print(out, fk_agent_local_docs, NULL, NULL);
+    fprintf(out, "\n");
     fk_param_docs_print(out, fk_net_limits_doc(), "net.", " N");
     fk_param_docs_print(out, fk_daemon_std_docs, NULL, NULL);
 }
@@ -118,22 +118,35 @@ static int option_key(const fk_params *p, const char *key, const char **opt, cha
     return 1;
 }
 
-/* Load every data.NAME source with its data.NAME.* options; the first failure is one error
- * naming the data set, the source and what to change. */
+/* Every data.NAME.OPT key names a loader option: an unknown one is a usage error, checked
+ * before anything is loaded, with the nearest option. Returns 2 (printed) or 0. */
+static int check_data_keys(const fk_params *p)
+{
+    int rc = 0;
+    for (int i = 0; i < p->count; i++) {
+        const char *key = p->items[i].key, *opt;
+        char name[256];
+        if (strncmp(key, "data.", 5) || !option_key(p, key, &opt, name, sizeof name) ||
+            fk_source_is_option(opt))
+            continue;
+        fk_param_near n;
+        fk_param_near_init(&n);
+        fk_param_docs_near(fk_source_docs, NULL, opt, &n);
+        fprintf(stderr, "fedkern-client: unknown loader option '%s' of data set '%s' (key '%s')",
+                opt, name + 5, key);
+        if (*n.best)
+            fprintf(stderr, "; did you mean '%s.%s'?", name, n.best);
+        fprintf(stderr, " (see fedkern data --help)\n");
+        rc = 2;
+    }
+    return rc;
+}
+
+/* Load every data.NAME source with its data.NAME.* options (checked by check_data_keys);
+ * the first failure is one error naming the data set, the source and what to change. */
 static int load_all(data_cache *c, const fk_params *p, fk_err *err)
 {
     const char *dir = fk_params_str(p, "data_dir", "../shared/data");
-    for (int i = 0; i < p->count; i++) { /* every key first: a typo costs no loading */
-        const char *key = p->items[i].key, *opt;
-        char name[256];
-        if (!strncmp(key, "data.", 5) && option_key(p, key, &opt, name, sizeof name) &&
-            !fk_source_is_option(opt))
-            return fk_err_set(err, FK_EINVAL,
-                              "%s: unknown loader option '%s' for data set '%s'; known: "
-                              "format, label, header, delim, var, label_var, "
-                              "samples_in_columns, labels, cols, prep, affine",
-                              key, opt, name + 5);
-    }
     for (int i = 0; i < p->count; i++) {
         const char *key = p->items[i].key, *opt;
         char name[256];
@@ -156,7 +169,7 @@ static int load_all(data_cache *c, const fk_params *p, fk_err *err)
         if (!rc)
             rc = fk_source_load(&c->sets[c->n], src, &so, NULL, err);
         if (rc)
-            return fk_err_prefix(err, "data set '%s' (%s = %s): ", ds, key, src);
+            return fk_err_prefix(err, rc, "data set '%s' (%s = %s): ", ds, key, src);
         fk_dataset *d = &c->sets[c->n];
         snprintf(c->names[c->n], sizeof c->names[c->n], "%s", ds);
         c->info[c->n] = (fk_agent_dataset){c->names[c->n], d->X.rows, d->X.cols,
@@ -275,6 +288,9 @@ static int run(fk_params *p)
         return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
     fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
+    int blas_threads;
+    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
+        return fail(err.msg);
     const char *metrics_listen = fk_params_get(p, "metrics_listen");
     char host[256], sdir[4096];
     int port;
@@ -296,6 +312,10 @@ static int run(fk_params *p)
     if (unused) {
         fk_tls_ctx_unref(tls);
         fprintf(stderr, "fedkern-client: unknown option or key '%s'; see --help\n", unused);
+        return 2;
+    }
+    if (check_data_keys(p)) {
+        fk_tls_ctx_unref(tls);
         return 2;
     }
     /* Every data set is loaded before joining: a bad one stops the client here, not a job later. */
@@ -346,11 +366,12 @@ static int run(fk_params *p)
     rc = fk_agent_start(&st.agent, &loop, &ac, &err);
     fk_tls_ctx_unref(tls);
     if (rc == FK_OK) {
-        fk_err serr;
+        fk_err serr = {0};
         if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &serr))
             fk_log(FK_LOG_ERROR, "stop_signals_unavailable", "error=\"%s\"", serr.msg);
-        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s", server,
-               *sdir ? sdir : "none");
+        /* the BLAS thread count and core type decide a model's last bits: say which ones */
+        fk_log(FK_LOG_INFO, "client_started", "server=%s state_dir=%s blas_threads=%d blas_core=%s",
+               server, *sdir ? sdir : "none", blas_threads, fk_blas_core_name());
         if (metrics_listen && strcmp(metrics_listen, "off")) {
             if (fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &serr))
                 fk_log(FK_LOG_ERROR, "metrics_unavailable", "error=\"%s\"", serr.msg);
@@ -374,6 +395,7 @@ static int run(fk_params *p)
 int main(int argc, char **argv)
 {
     const fk_option_table known[] = {
-        {opts, NULL}, {fk_net_limits_doc(), "net."}, {fk_daemon_std_docs, NULL}, {NULL, NULL}};
+        {opts, NULL},           {fk_agent_local_docs, NULL}, {fk_net_limits_doc(), "net."},
+        {fk_daemon_std_docs, NULL}, {NULL, NULL}};
     return fk_daemon_main(argc, argv, "fedkern-client", usage, known, run);
 }

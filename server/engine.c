@@ -142,7 +142,7 @@ static int restore_checkpoint(fk_engine *e, job *j, int round, fk_err *err)
         rc = j->m->load(j->srv, &b, err);
     fk_bundle_close(&b);
     if (rc)
-        fk_err_prefix(err, "job %lld: checkpoint of round %d: ", (long long)j->id, round);
+        fk_err_prefix(err, rc, "job %lld: checkpoint of round %d: ", (long long)j->id, round);
     return rc;
 }
 
@@ -290,7 +290,7 @@ static int quorum(const job *j)
 /* Record a terminal state; the job leaves memory at the end of the call. */
 static void finish(fk_engine *e, job *j, int state, const char *reason, double now)
 {
-    fk_err err;
+    fk_err err = {0};
     j->state = state;
     if (fk_store_job_set_state(e->o.store, j->id, state, reason, now, &err))
         fk_log(FK_LOG_ERROR, "job_state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
@@ -372,7 +372,7 @@ static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
     c->n++;
     int rc = c->e->o.codec.decode(u->blob, u->len, &up->msg, err);
     if (rc)
-        fk_err_prefix(err, "stored update of client %d: ", u->client);
+        fk_err_prefix(err, rc, "stored update of client %d: ", u->client);
     return rc;
 }
 
@@ -593,7 +593,7 @@ static int find_culprit(fk_engine *e, job *j, double now, int *culprit, fk_err *
     for (int i = 0; !rc && i < n && *culprit < 0; i++) {
         if (!answered[i])
             continue;
-        fk_err trial;
+        fk_err trial = {0};
         int done = 0;
         if ((rc = reload(e, j, now, err)))
             break;
@@ -618,7 +618,7 @@ static int find_culprit(fk_engine *e, job *j, double now, int *culprit, fk_err *
  * retried like a missed quorum. 0: the job fails (no one client is to blame). */
 static int survive_aggregation_error(fk_engine *e, job *j, const fk_err *why, double now)
 {
-    fk_err err;
+    fk_err err = {0};
     int culprit = -1;
     int rc = find_culprit(e, j, now, &culprit, &err);
     if (rc) {
@@ -660,13 +660,13 @@ static int survive_aggregation_error(fk_engine *e, job *j, const fk_err *why, do
  * the store reload it from the store. */
 static void close_phase(fk_engine *e, job *j, double now)
 {
-    fk_err err;
+    fk_err err = {0};
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 1};
     count_dropouts(j, &r);
     int done = 0;
     int rc = aggregate_phase(e, j, -1, &r, &done, &err);
     if (rc) {
-        fk_err_prefix(&err, "round %d phase %d: aggregation failed: ", j->round, j->phase);
+        fk_err_prefix(&err, rc, "round %d phase %d: aggregation failed: ", j->round, j->phase);
         if (rc != FK_ENOMEM && rc != FK_EIO && survive_aggregation_error(e, j, &err, now))
             return;
         fail(e, j, &err, now);
@@ -717,7 +717,7 @@ static void client_causes(const job *j, char *out, size_t cap)
  * used up. */
 static void retry_round(fk_engine *e, job *j, double now, const char *why)
 {
-    fk_err err;
+    fk_err err = {0};
     fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
     count_dropouts(j, &r);
     r.participants = j->answered;
@@ -749,7 +749,7 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
                        "reachable, or lower 'quorum' / raise 'deadline' or 'retries'%s%.200s",
                        j->round, j->answered, j->n_slots, quorum(j), j->attempt + 1,
                        j->note[0] ? "; " : "", j->note);
-        fk_err serr;
+        fk_err serr = {0};
         if (fk_store_round_close(e->o.store, &r, &serr))
             fk_log(FK_LOG_ERROR, "state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
                    serr.msg);
@@ -931,7 +931,7 @@ static void end_phase(fk_engine *e, job *j, double now)
 /* A stalled job's retry: rebuild from the store, then the step it could not store. */
 static void unstall(fk_engine *e, job *j, double now)
 {
-    fk_err err;
+    fk_err err = {0};
     j->stalled = 0;
     int rc = reload(e, j, now, &err);
     if (rc)
@@ -1043,7 +1043,7 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
     }
     for (int i = 0; i < n; i++) {
         fk_store_job row;
-        fk_err jerr;
+        fk_err jerr = {0};
         job *j = NULL;
         rc = fk_store_job_get(o->store, ids[i], &row, &jerr);
         if (!rc) {
@@ -1057,7 +1057,7 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
             rc = FK_OK;
         }
         if (rc == FK_EIO || rc == FK_ENOMEM) {
-            fk_err_prefix(&jerr, "resuming job %lld: ", (long long)ids[i]);
+            fk_err_prefix(&jerr, rc, "resuming job %lld: ", (long long)ids[i]);
             *err = jerr;
             free(ids);
             fk_engine_close(e);
@@ -1066,7 +1066,7 @@ int fk_engine_open(fk_engine **out, const fk_engine_opts *o, double now, fk_err 
         if (rc && j) {
             fail(e, j, &jerr, now);
         } else if (rc) {
-            fk_err serr;
+            fk_err serr = {0};
             if (fk_store_job_set_state(o->store, ids[i], FK_JOB_FAILED, jerr.msg, now, &serr))
                 fk_log(FK_LOG_ERROR, "job_not_failed", "job=%lld error=\"%s\" cause=\"%s\"",
                        (long long)ids[i], serr.msg, jerr.msg);
@@ -1122,14 +1122,14 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
         return rc;
     /* A key neither the engine nor the method reads is a typo: refused, never defaulted. */
     if ((rc = fk_jobkeys_check(&j->conf.params, j->m, NULL, 0, err))) {
-        fk_err_prefix(err, "job config: ");
+        fk_err_prefix(err, rc, "job config: ");
         job_free(j);
         return rc;
     }
     /* The method checks its own hyperparameters before anything is stored. */
     rc = j->m->server_init(&j->srv, &j->conf.params, j->conf.n_clients, j->conf.seed, err);
     if (rc) {
-        fk_err_prefix(err, "job config: method %s: ", j->m->name);
+        fk_err_prefix(err, rc, "job config: method %s: ", j->m->name);
         job_free(j);
         return rc;
     }
@@ -1161,7 +1161,7 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
     j->round = 1;
     fk_log(FK_LOG_INFO, "job_submitted", "job=%lld method=%s dataset=%s clients=%d rounds=%d",
            (long long)j->id, j->m->name, j->conf.dataset, j->conf.n_clients, j->conf.rounds);
-    fk_err serr;
+    fk_err serr = {0};
     rc = start_round(e, j, now, &serr);
     if (rc)
         store_failed(e, j, rc, &serr, now);
@@ -1323,17 +1323,17 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
             rc = err->code = FK_EINVAL;
         if (rc == FK_EINVAL) {
             refuse(e, j, s, err->msg);
-            fk_err_prefix(err, "update from '%s' for job %lld round %d phase %d refused: ",
+            fk_err_prefix(err, rc, "update from '%s' for job %lld round %d phase %d refused: ",
                           p->identity, (long long)j->id, j->round, j->phase);
         }
     } else if (rc == FK_EINVAL) {
         refuse(e, j, s, err->msg);
-        fk_err_prefix(err, "update from '%s' refused: ", p->identity);
+        fk_err_prefix(err, rc, "update from '%s' refused: ", p->identity);
     }
     fk_bundle_close(&b);
     if (rc) {
         if (rc != FK_EINVAL)
-            fk_err_prefix(err, "update from '%s': ", p->identity);
+            fk_err_prefix(err, rc, "update from '%s': ", p->identity);
         return rc;
     }
     fk_store_update u = {.job = j->id, .round = j->round, .attempt = j->attempt,
@@ -1528,7 +1528,7 @@ int fk_engine_status(fk_engine *e, int64_t id, fk_job_status *s, fk_err *err)
     snprintf(s->failure, sizeof s->failure, "%s", row.failure);
     job *j = find_job(e, id);
     fk_jobconf conf;
-    fk_err ignore;
+    fk_err ignore = {0};
     if (j) { /* running: its parsed config is in memory (a parse is O(K log K) at K clients) */
         snprintf(s->name, sizeof s->name, "%s", j->conf.name);
         s->rounds = j->conf.rounds;

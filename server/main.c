@@ -13,6 +13,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/base/uvcheck.h"
+#include "common/la/blas_threads.h"
 #include "common/net/certs.h"
 #include "common/net/codec.h"
 #include "common/net/grpc_server.h"
@@ -24,6 +25,7 @@
 #include "common/sys/notify.h"
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/owners.h"
 #include "server/service.h"
 #include "server/store.h"
 
@@ -40,7 +42,10 @@ static const fk_param_doc opts[] = {
     {"state FILE", "SQLite state database: jobs, rounds, updates, models (/var/lib/fedkern/state.db)"},
     {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
     {"allow ID,ID,...", "client identities allowed to take part (empty: any client the CA signed)"},
-    {"admins ID,ID,...", "admin identities allowed to submit/inspect/cancel jobs (empty: any admin cert)"},
+    {"admins ID[:ROLE],...", "admin identities allowed to submit jobs (empty: any admin cert); "
+                             "a job belongs to the admin who submitted it: only its owner and "
+                             "the admins listed as ID:operator may read, predict on or cancel "
+                             "it (ID and ID:owner: their own jobs)"},
     {"metrics_listen HOST:PORT", "Prometheus text metrics over plain HTTP (127.0.0.1:9464; off = none)"},
     {"drain_ms MS", "at SIGTERM, how long open calls may finish (5000)"},
     {"net.io_threads N", "threads that own the client connections (TLS, HTTP/2), each with its own "
@@ -294,6 +299,8 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
     if (!rc && (split_list(fk_params_get(p, "allow"), &st->cfg.allow, &st->cfg.n_allow) ||
                 split_list(fk_params_get(p, "admins"), &st->cfg.admins, &st->cfg.n_admins)))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory reading allow/admins");
+    if (!rc)
+        rc = fk_owners_check(st->cfg.admins, st->cfg.n_admins, err);
     const char *path = fk_params_str(p, "state", "/var/lib/fedkern/state.db");
     if (!rc)
         rc = fk_store_open(&st->st, path, err);
@@ -340,6 +347,9 @@ static int run(fk_params *p)
         return fail("--log_level must be error, warn, info or debug");
     fk_log_set_level(level);
     fk_log_set_timestamps(!fk_log_stderr_is_journal()); /* journald stamps lines itself */
+    int blas_threads;
+    if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
+        return fail(err.msg);
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
     server_state st = {.p = p};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
@@ -409,9 +419,11 @@ static int run(fk_params *p)
     if (hup)
         fk_log(FK_LOG_ERROR, "reload_unavailable", "error=\"SIGHUP handler: %s\"",
                uv_strerror(hup));
-    fk_log(FK_LOG_INFO, "server_ready", "listen=%s port=%d state=%s jobs_running=%d", listen,
+    /* the BLAS thread count and core type decide a model's last bits: say which ones */
+    fk_log(FK_LOG_INFO, "server_ready",
+           "listen=%s port=%d state=%s jobs_running=%d blas_threads=%d blas_core=%s", listen,
            fk_grpc_server_port(st.srv), fk_params_str(p, "state", "/var/lib/fedkern/state.db"),
-           fk_engine_running(st.e));
+           fk_engine_running(st.e), blas_threads, fk_blas_core_name());
     /* 8 MiB free in the heap for two checks in a row: a spike is over, give it back */
     if (trim_ms > 0 && fk_memtrim_start(&st.trim, &loop, (unsigned)trim_ms, (size_t)8 << 20) == 0)
         st.trimming = 1;

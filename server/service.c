@@ -18,6 +18,7 @@
 #include "common/methods/method.h"
 #include "server/clients.h"
 #include "server/fanout.h"
+#include "server/owners.h"
 #include "server/roster.h"
 #include "fedkern.pb.h"
 #include "health.pb.h"
@@ -160,7 +161,7 @@ static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 {
     const char *id = identity_of(peer);
     if (peer->role != FK_ROLE_ADMIN || !*id ||
-        (s->cfg.n_admins > 0 && !listed(s->cfg.admins, s->cfg.n_admins, id))) {
+        fk_owners_role(s->cfg.admins, s->cfg.n_admins, id) == FK_ADMIN_NONE) {
         fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s", id, peer->addr,
                fk_grpc_call_method(call));
         fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED,
@@ -170,6 +171,34 @@ static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
         return 0;
     }
     return 1;
+}
+
+/* The job's owner or an operator (server/owners.h); 0 = answered PERMISSION_DENIED. A job
+ * the store cannot read is left to the call, which answers why. */
+static int job_access(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer, int64_t job)
+{
+    const char *id = identity_of(peer);
+    int role = fk_owners_role(s->cfg.admins, s->cfg.n_admins, id);
+    if (role == FK_ADMIN_OPERATOR)
+        return 1;
+    fk_store_job row;
+    fk_err err;
+    if (fk_store_job_get(s->st, job, &row, &err) != FK_OK)
+        return 1;
+    char owner[256];
+    fk_owners_of(row.config, owner, sizeof owner);
+    fk_store_job_free(&row);
+    if (fk_owners_may(role, owner, id))
+        return 1;
+    fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s job=%" PRId64
+           " reason=not_owner", id, peer->addr, fk_grpc_call_method(call), job);
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "job %" PRId64 " belongs to another admin: only its owner or an operator "
+             "(server option admins = NAME:operator) may use it",
+             job);
+    fk_grpc_call_reply(call, FK_GRPC_PERMISSION_DENIED, msg, NULL, 0);
+    return 0;
 }
 
 static int status_of(int rc)
@@ -202,7 +231,7 @@ static void reply_err(fk_grpc_call *call, int rc, const fk_err *err)
 static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
                       const uint8_t *req, size_t len)
 {
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_codec_decode(fields, msg, req, len, &err);
     if (rc)
         reply_err(call, rc, &err);
@@ -215,7 +244,7 @@ static void reply_msg(fk_service *s, fk_grpc_call *call, const pb_msgdesc_t *fie
 {
     uint8_t *buf;
     size_t len;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_codec_encode(fields, msg, 0, &buf, &len, &err);
     if (rc) {
         reply_err(call, rc, &err);
@@ -242,7 +271,7 @@ static void seen_flush(fk_service *s)
     fk_clients *c = &s->clients;
     if (c->n_queue == 0)
         return;
-    fk_err err;
+    fk_err err = {0};
     int own = !s->batch_open; /* an open update batch takes the writes along */
     int rc = own ? fk_store_begin(s->st, &err) : FK_OK;
     for (int i = 0; i < c->n_queue && !rc; i++) {
@@ -344,7 +373,7 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_codec_tx tx = {0};
     fk_bundle b;
     fk_bundle_init(&b);
-    fk_err err;
+    fk_err err = {0};
     int rc = payload_tx(t->task, t->task_len, room, chunk_index, &msg.chunk, &b, &tx, &err);
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -370,7 +399,7 @@ static int encode_queries(const fk_bundle *b, uint8_t **out, size_t *len, fk_err
 static int reply_predict_task(fk_service *s, fk_grpc_call *call, const char *identity)
 {
     fk_fanout_task t;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_fanout_pull(s->fo, identity, encode_queries, &t, &err);
     if (rc == FK_ENOTFOUND)
         return 0;
@@ -423,7 +452,7 @@ static void wake_waiters(fk_service *s)
     while (w) {
         waiter *next = w->next;
         fk_task_ref t;
-        fk_err err;
+        fk_err err = {0};
         if (w->call && reply_predict_task(s, w->call, w->identity)) {
             w->call = NULL;
             waiter_drop(s, w);
@@ -615,7 +644,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         why = "unsupported protocol_version; this server speaks fedkern.v1 (1)";
     }
     fk_client_rec *ss = NULL;
-    fk_err err;
+    fk_err err = {0};
     if (!why && (fk_clients_get(&s->clients, id, &ss, &err) || new_session(s, ss, &err))) {
         fk_log(FK_LOG_WARN, "session_not_created", "client=%s error=\"%s\"", id, err.msg);
         status = FK_GRPC_RESOURCE_EXHAUSTED;
@@ -680,7 +709,7 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!in.job_id[0] && !s->closing && reply_predict_task(s, call, id))
         return;
     fk_task_ref t;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_engine_pull(s->e, id, fk_service_now(), &t, &err);
     if (in.job_id[0]) {
         /* A later chunk of a task that did not fit one message. */
@@ -802,7 +831,7 @@ static void batch_flush(fk_service *s)
     s->batch_open = 0;
     FK_UV_MUST(uv_check_stop(&s->batch_check));
     FK_UV_MUST(uv_idle_stop(&s->batch_idle));
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_store_commit(s->st, &err); /* rolls back on failure */
     s->stats.batches++;
     s->stats.batch_failures += rc != FK_OK;
@@ -878,7 +907,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
                           const fedkern_v1_PushUpdateRequest *in, int64_t job, int attempt,
                           const uint8_t *blob, size_t len)
 {
-    fk_err err;
+    fk_err err = {0};
     int rc = batch_reserve(s, &err);
     if (rc) {
         fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
@@ -928,7 +957,7 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
     }
     p->touched = fk_service_now();
     int complete = 0;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_reasm_add(&p->r, &in->chunk, rx->chunk_data, rx->chunk_len, &complete, &err);
     if (rc) {
         drop_partial(s, p);
@@ -976,7 +1005,7 @@ static void predict_finish(fk_service *s, uint64_t id)
     void *ud;
     int64_t job;
     int answered, asked;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_fanout_finish(s->fo, id, &res, &ud, &job, &answered, &asked, &err);
     fk_grpc_call *call = ud;
     const fk_tensor *miss = fk_bundle_get(&res, "missing_clients");
@@ -1023,7 +1052,7 @@ static void predict_answer(fk_service *s, fk_grpc_call *call, const char *identi
                            const fedkern_v1_PushUpdateRequest *in, const fk_bundle *ans,
                            int64_t job)
 {
-    fk_err err;
+    fk_err err = {0};
     int complete = 0, failed = in->has_report && in->report.error[0];
     if (failed)
         fk_log(FK_LOG_WARN, "client_predict_failed",
@@ -1128,7 +1157,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_bundle b;
     fk_bundle_init(&b);
     fk_codec_rx rx = {.bundle = &b};
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_codec_decode_push_update_request(req, len, &in, &rx, &err);
     int decoded = rc == FK_OK;
     int64_t job = 0;
@@ -1227,7 +1256,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     fk_client_rec *r;
-    fk_err err;
+    fk_err err = {0};
     if (fk_clients_get(&s->clients, identity_of(peer), &r, &err) == FK_OK) {
         note_seen(s, r, 1);
         fk_clients_end_session(&s->clients, r); /* gone: no longer counted as connected */
@@ -1279,7 +1308,7 @@ static int job_status(fk_service *s, fk_grpc_call *call, const char *job_id, int
 {
     if (!parse_job_id(call, job_id, job))
         return 0;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_engine_status(s->e, *job, st, &err);
     if (rc)
         reply_err(call, rc, &err);
@@ -1291,7 +1320,7 @@ static int store_knows(void *ud, const char *identity)
 {
     fk_service *s = ud;
     double when;
-    fk_err err;
+    fk_err err = {0};
     return fk_store_client_last_seen(s->st, identity, &when, &err) == FK_OK;
 }
 
@@ -1300,7 +1329,7 @@ static int store_knows(void *ud, const char *identity)
 static int check_clients(fk_service *s, const char *config, fk_err *err)
 {
     fk_jobconf conf;
-    fk_err ignore;
+    fk_err ignore = {0};
     int rc = FK_OK;
     if (fk_jobconf_parse(&conf, config, "job config", &ignore) == FK_OK)
         rc = fk_roster_check(s->roster, &conf, store_knows, s, err);
@@ -1319,7 +1348,7 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     if (!admin_req(s, call, peer, fedkern_v1_SubmitJobRequest_fields, &in, req, len))
         return;
     int64_t job = 0;
-    fk_err err;
+    fk_err err = {0};
     int line;
     size_t at;
     if (fk_codec_string_nul(req, len, fedkern_v1_SubmitJobRequest_config_tag, &line, &at)) {
@@ -1332,8 +1361,12 @@ static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     }
     int rc = in.skip_client_check ? FK_OK : check_clients(s, in.config ? in.config : "", &err);
+    char *tagged = NULL; /* the config as stored: with its owner, the submitting admin */
     if (!rc)
-        rc = fk_engine_submit(s->e, in.config ? in.config : "", fk_service_now(), &job, &err);
+        rc = fk_owners_tag(in.config ? in.config : "", identity_of(peer), &tagged, &err);
+    if (!rc)
+        rc = fk_engine_submit(s->e, tagged, fk_service_now(), &job, &err);
+    free(tagged);
     fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
     if (rc) {
         reply_err(call, rc, &err);
@@ -1361,7 +1394,7 @@ static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metri
 {
     fk_store_round *rows;
     int count;
-    fk_err err;
+    fk_err err = {0};
     if (fk_store_round_list(s->st, job, &rows, &count, &err))
         return;
     int dropouts = 0, retries = 0;
@@ -1400,7 +1433,7 @@ static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     int64_t job;
     fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st))
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
         return;
     fedkern_v1_JobStatusResponse out = fedkern_v1_JobStatusResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
@@ -1433,7 +1466,7 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
         return;
     int64_t job;
     fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st))
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
         return;
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
@@ -1444,7 +1477,7 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fk_codec_tx tx = {0};
     fk_bundle b;
     fk_bundle_init(&b);
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_store_model_get(s->st, job, -1, &blob, &blen, NULL, &err);
     if (rc == FK_OK)
         rc = payload_tx(blob, blen, fk_chunk_data_max(s->cfg.max_message, 0), in.chunk_index,
@@ -1477,18 +1510,27 @@ static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     int limit = in.limit == 0 ? 100 : in.limit > 1000 ? 1000 : (int)in.limit;
     int64_t *ids = NULL;
     int n = 0;
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_store_job_ids(s->st, -1, &ids, &n, &err);
     int take = n < limit ? n : limit;
     fedkern_v1_ListJobsResponse out = fedkern_v1_ListJobsResponse_init_zero;
     out.jobs = rc || !take ? NULL : calloc((size_t)take, sizeof *out.jobs);
     if (!rc && take && !out.jobs)
         rc = fk_err_set(&err, FK_ENOMEM, "out of memory listing jobs");
-    for (int i = 0; !rc && i < take; i++) {
+    /* the caller's own jobs (an operator's: every job), newest first */
+    const char *me = identity_of(peer);
+    int role = fk_owners_role(s->cfg.admins, s->cfg.n_admins, me);
+    for (int i = 0, k = 0; !rc && i < take && k < n; k++) {
         fk_store_job row;
-        if ((rc = fk_store_job_get(s->st, ids[n - 1 - i], &row, &err)))
+        if ((rc = fk_store_job_get(s->st, ids[n - 1 - k], &row, &err)))
             break;
-        fedkern_v1_JobSummary *j = &out.jobs[i];
+        char owner[256];
+        fk_owners_of(row.config, owner, sizeof owner);
+        if (!fk_owners_may(role, owner, me)) {
+            fk_store_job_free(&row);
+            continue;
+        }
+        fedkern_v1_JobSummary *j = &out.jobs[i++];
         snprintf(j->job_id, sizeof j->job_id, "%" PRId64, row.id);
         snprintf(j->method, sizeof j->method, "%.31s", row.method);
         j->state = job_state_pb(row.state);
@@ -1496,7 +1538,7 @@ static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         j->started = row.created;
         j->updated = row.updated;
         fk_store_job_free(&row);
-        out.jobs_count = (pb_size_t)(i + 1);
+        out.jobs_count = (pb_size_t)i;
     }
     free(ids);
     if (rc)
@@ -1515,9 +1557,9 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     if (!admin_req(s, call, peer, fedkern_v1_CancelJobRequest_fields, &in, req, len))
         return;
     int64_t job;
-    if (!parse_job_id(call, in.job_id, &job))
+    if (!parse_job_id(call, in.job_id, &job) || !job_access(s, call, peer, job))
         return;
-    fk_err err;
+    fk_err err = {0};
     int rc;
     if ((rc = fk_engine_cancel(s->e, job, fk_service_now(), &err))) {
         reply_err(call, rc, &err);
@@ -1540,7 +1582,7 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     batch_flush(s);
     if (!admin(s, call, peer))
         return;
-    fk_err err;
+    fk_err err = {0};
     fk_bundle model, q, res;
     fk_bundle_init(&model);
     fk_bundle_init(&q);
@@ -1554,7 +1596,7 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
     }
     int64_t job;
     fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st)) {
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job)) {
         s->stats.predict_failed++;
         fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
         fk_bundle_close(&q);
@@ -1615,7 +1657,7 @@ static void on_tick(uv_timer_t *t)
     seen_flush(s);
     double now = fk_service_now();
     double next;
-    fk_err err;
+    fk_err err = {0};
     /* A failed tick (the store) is logged; the timer tries again on its next turn. */
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);

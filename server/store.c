@@ -494,7 +494,7 @@ static void unrelax(fk_store *st)
     if (!st->relaxed)
         return;
     st->relaxed = 0;
-    fk_err err;
+    fk_err err = {0};
     if (exec_cached(st, "PRAGMA synchronous=FULL", "restore synchronous=FULL", &err))
         fk_log(FK_LOG_ERROR, "state_sync_not_restored", "error=\"%s\"", err.msg);
 }

@@ -78,5 +78,8 @@ check 2 "split needs --clients K" split "$dir/big.csv" --by iid --out "$dir/s9"
 check 0 "class rows: 0:40 1:40 2:40 3:40 4:40" info synthetic/shift:client=0
 check 0 "client0.csv rows=200 classes 0:40" split synthetic/shift:client=0 --clients 1 --by iid --out "$dir/s10"
 check 0 "rows=200 cols=32 classes=5" info "$dir/s10/client0.csv"
+# every fedkern program pins the BLAS thread count; a value that is not a count is one clear error
+FK_BLAS_THREADS=2x check 2 "FK_BLAS_THREADS = '2x' is not a thread count" info synthetic/shift:client=0
+FK_BLAS_THREADS=2 check 0 "class rows: 0:40" info synthetic/shift:client=0
 [ "$fails" -eq 0 ] && echo "cli_data: all checks passed"
 exit $((fails > 0))

@@ -49,13 +49,13 @@ for k in range(3):
             c = i % 2
             f.write(f"{c},{random.gauss(3 * c, 1):.6f},{random.gauss(-2 * c, 1):.6f}\n")
 PY
-OPENBLAS_NUM_THREADS=1 "$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
+"$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
   --allow c0,c1,c2 --admins op --metrics_listen off >server.log 2>&1 &
 pids="$pids $!"
 sleep 0.5
 for c in c0 c1 c2; do
   printf '[data]\ngmm = %s.csv\n' $c >$c.conf
-  OPENBLAS_NUM_THREADS=1 "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server --tls_dir pki \
+  "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server --tls_dir pki \
     --name $c --config $c.conf >$c.log 2>&1 &
   pids="$pids $!"
 done

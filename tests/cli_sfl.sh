@@ -39,13 +39,13 @@ for k, held in ((0, (0, 1, 2)), (1, (0, 1)), (2, (2,))):
 PY
 printf '[local]\nallow_raw_upload = true\n' > consent.conf
 : > none.conf
-OPENBLAS_NUM_THREADS=1 "$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
+"$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
   --allow c0,c1,c2 --admins op --metrics_listen off >server.log 2>&1 &
 pids="$pids $!"
 sleep 0.5
 for c in c0 c1 c2; do
   conf=consent.conf; [ $c = c2 ] && conf=none.conf
-  OPENBLAS_NUM_THREADS=1 "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server --tls_dir pki \
+  "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server --tls_dir pki \
     --name $c --data.e31 $c.csv --data.m3 m${c#c}.csv --config $conf >$c.log 2>&1 &
   pids="$pids $!"
 done

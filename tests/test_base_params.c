@@ -23,6 +23,30 @@ static void ini_sections_and_comments(void **state)
     fk_params_close(&p);
 }
 
+/* A UTF-8 byte order mark at the start of a config or job file is skipped: the first key keeps
+ * its name (it used to become "\xEF\xBB\xBFmethod", an unknown key). */
+static void ini_bom_skipped(void **state)
+{
+    (void)state;
+    fk_params p;
+    fk_err err;
+    fk_params_init(&p);
+    assert_int_equal(fk_params_parse_ini(&p, "\xEF\xBB\xBF" "method = dica\nrounds = 1\n", "job",
+                                         &err),
+                     FK_OK);
+    assert_non_null(fk_params_get(&p, "method"));
+    assert_string_equal(fk_params_get(&p, "method"), "dica");
+    assert_int_equal(p.count, 2);
+    fk_params_close(&p);
+    fk_params_init(&p);
+    assert_int_equal(fk_params_parse_ini(&p, "\xEF\xBB\xBF" "[local]\nallow_raw_upload = 1\n", "c",
+                                         &err),
+                     FK_OK);
+    assert_non_null(fk_params_get(&p, "local.allow_raw_upload"));
+    assert_string_equal(fk_params_get(&p, "local.allow_raw_upload"), "1");
+    fk_params_close(&p);
+}
+
 static void ini_errors_name_the_line(void **state)
 {
     (void)state;
@@ -184,6 +208,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ini_sections_and_comments),
+        cmocka_unit_test(ini_bom_skipped),
         cmocka_unit_test(ini_errors_name_the_line),
         cmocka_unit_test(typed_getters_validate),
         cmocka_unit_test(set_all_pairs),

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "client/agent.h"
+#include "common/methods/method.h"
 #include "common/methods/sfl/sfl.h"
 
 static void local_keys_reach_the_job(void **state)
@@ -63,12 +64,43 @@ static void no_consent_no_sfl(void **state)
     fk_params_close(&job);
 }
 
+/* The client knows exactly the local.* keys the job types read: one missing from its table
+ * would make a consent impossible to give, one too many would accept a key nothing reads. */
+static void local_keys_are_the_methods(void **state)
+{
+    (void)state;
+    int n_client = 0;
+    for (const fk_param_doc *d = fk_agent_local_docs; d->key; d++, n_client++)
+        assert_int_equal(strncmp(d->key, "local.", 6), 0);
+    int found[16] = {0};
+    assert_true(n_client <= 16);
+    for (int m = 0; fk_methods[m]; m++)
+        for (const fk_param_doc *d = fk_methods[m]->keys; d && d->key; d++) {
+            if (strncmp(d->key, "local.", 6))
+                continue;
+            size_t len = strcspn(d->key, " ");
+            int at = -1;
+            for (int k = 0; k < n_client && at < 0; k++)
+                if (strcspn(fk_agent_local_docs[k].key, " ") == len &&
+                    !strncmp(fk_agent_local_docs[k].key, d->key, len))
+                    at = k;
+            if (at < 0)
+                fail_msg("job type %s reads %.*s, which the client does not accept",
+                         fk_methods[m]->name, (int)len, d->key);
+            found[at] = 1;
+        }
+    for (int k = 0; k < n_client; k++)
+        if (!found[k])
+            fail_msg("the client accepts %s, which no job type reads", fk_agent_local_docs[k].key);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(local_keys_reach_the_job),
         cmocka_unit_test(job_cannot_consent_for_the_client),
         cmocka_unit_test(no_consent_no_sfl),
+        cmocka_unit_test(local_keys_are_the_methods),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,27 @@ static void csv_label_first(void **state)
     fk_dataset_close(&ds);
 }
 
+/* A UTF-8 byte order mark before the first cell (spreadsheet exports) is skipped, with and
+ * without a header; one in a later line is still a bad cell. */
+static void csv_bom(void **state)
+{
+    fixture_dir *f = *state;
+    const char *p = fixture_text(f, "bom.csv", "\xEF\xBB\xBF" "3,0.5,2\n1,1,-3\n", 0);
+    fk_dataset ds;
+    fk_err err = {0};
+    assert_int_equal(fk_load(&ds, p, NULL, &err), FK_OK);
+    assert_int_equal(ds.X.rows, 2);
+    assert_true(ds.y_raw[0] == 3);
+    fk_dataset_close(&ds);
+    p = fixture_text(f, "bomh.csv", "\xEF\xBB\xBF" "y,a,b\n3,0.5,2\n1,1,-3\n", 0);
+    fk_load_opts o = {.header = 1};
+    assert_int_equal(fk_load(&ds, p, &o, &err), FK_OK);
+    assert_int_equal(ds.X.rows, 2);
+    fk_dataset_close(&ds);
+    p = fixture_text(f, "bom2.csv", "3,0.5,2\n\xEF\xBB\xBF" "1,1,-3\n", 0);
+    expect_error(p, NULL, FK_EFORMAT, "bom2.csv:2", NULL);
+}
+
 static void csv_label_last_header_crlf_gzip(void **state)
 {
     fixture_dir *f = *state;
@@ -505,6 +526,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(csv_label_first, fixture_setup, fixture_teardown),
+        cmocka_unit_test_setup_teardown(csv_bom, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(csv_label_last_header_crlf_gzip, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(csv_unlabelled_and_long_rows, fixture_setup, fixture_teardown),
         cmocka_unit_test_setup_teardown(csv_bad_input, fixture_setup, fixture_teardown),

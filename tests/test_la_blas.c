@@ -3,9 +3,13 @@
 #include <stddef.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
+
 #include "common/la/blas.h"
+#include "common/la/blas_threads.h"
 #include "common/la/rng.h"
 
 /* A rows x cols view with ld = cols + pad inside a freshly allocated buffer, filled with N(0,1). */
@@ -283,6 +287,37 @@ static void empty_inner_dimension_syrk_gemv(void **state)
     fk_mat_close(&C);
 }
 
+/* FK_BLAS_THREADS pins OpenBLAS; unset means one thread, and a value that is not a count is
+ * refused with the value and what to set, leaving OpenBLAS as it was. */
+static void blas_threads_from_environment(void **state)
+{
+    (void)state;
+    int n = 0;
+    fk_err err = {0};
+    assert_int_equal(unsetenv("FK_BLAS_THREADS"), 0);
+    assert_int_equal(fk_blas_threads_setup(&n, &err), FK_OK);
+    assert_int_equal(n, FK_BLAS_THREADS_DEFAULT);
+    assert_int_equal(openblas_get_num_threads(), FK_BLAS_THREADS_DEFAULT);
+    assert_int_equal(setenv("FK_BLAS_THREADS", "2", 1), 0);
+    assert_int_equal(fk_blas_threads_setup(&n, &err), FK_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(openblas_get_num_threads(), 2);
+    static const char *bad[] = {"0", "-1", "2x", " ", "999", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(setenv("FK_BLAS_THREADS", bad[i], 1), 0);
+        n = -7;
+        assert_int_equal(fk_blas_threads_setup(&n, &err), FK_EINVAL);
+        assert_int_equal(n, -7);
+        assert_non_null(strstr(err.msg, "FK_BLAS_THREADS"));
+        assert_non_null(strstr(err.msg, bad[i]));
+        assert_int_equal(openblas_get_num_threads(), 2);
+    }
+    assert_int_equal(unsetenv("FK_BLAS_THREADS"), 0);
+    assert_int_equal(fk_blas_threads_setup(&n, &err), FK_OK);
+    assert_int_equal(n, 1);
+    assert_non_null(fk_blas_core_name());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +330,7 @@ int main(void)
         cmocka_unit_test(gemv_both_ways),
         cmocka_unit_test(axpy_scal_norms_on_views),
         cmocka_unit_test(empty_inner_dimension_syrk_gemv),
+        cmocka_unit_test(blas_threads_from_environment),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

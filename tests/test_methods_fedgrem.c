@@ -445,7 +445,7 @@ static void untrusted_messages_refused(void **state)
     memcpy(flat, M->data, sizeof flat);
     big[1] = 7.687440341698395e+218; /* the fuzzer's centre: finite, its square is not */
     uint64_t ms[2] = {(uint64_t)R, (uint64_t)P}, fs[1] = {(uint64_t)R * P}, ws[1] = {(uint64_t)R};
-    tampered(m, srv, ups, 10, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with value 1");
+    tampered(m, srv, ups, 10, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with entry 1");
     tampered(m, srv, ups, 10, 1, "M", 1, fs, flat, FK_EFORMAT, "wrong shape");
     double negw[R];
     for (int r = 0; r < R; r++)
@@ -473,7 +473,7 @@ static void untrusted_messages_refused(void **state)
     const fk_tensor *th = fk_bundle_get(&ups[4].msg, "theta");
     memcpy(big, th->data, sizeof big);
     big[0] = -1e200;
-    tampered(m, srv, ups, 10, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");
+    tampered(m, srv, ups, 10, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with entry 0");
     tampered(m, srv, ups, 10, 1, "theta", 1, fs, th->data, FK_EFORMAT, "wrong shape");
     assert_int_equal(m->aggregate(srv, 1, 1, ups, 10, &done, NULL), FK_OK);
     for (int k = 0; k < 10; k++)

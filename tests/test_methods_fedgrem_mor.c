@@ -315,7 +315,7 @@ static void untrusted_messages_refused(void **state)
     double big[RP], negw[R] = {-0.5, 1.5};
     memcpy(big, fk_bundle_get(&ups[4].msg, "M")->data, sizeof big);
     big[1] = 7.687440341698395e+218;
-    tampered(m, srv, ups, K, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with value 1");
+    tampered(m, srv, ups, K, 1, "M", 2, ms, big, FK_EFORMAT, "client 4 sent 'M' with entry 1");
     tampered(m, srv, ups, K, 1, "M", 1, fs, big, FK_EFORMAT, "wrong shape");
     tampered(m, srv, ups, K, 1, "W", 1, ws, negw, FK_EFORMAT, ">= 0");
     int done;
@@ -354,7 +354,7 @@ static void untrusted_messages_refused(void **state)
     phase_updates(m, srv, cli, K, 1, 1, ups);
     memcpy(big, fk_bundle_get(&ups[4].msg, "theta")->data, sizeof big);
     big[0] = INFINITY;
-    tampered(m, srv, ups, K, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with value 0");
+    tampered(m, srv, ups, K, 1, "theta", 2, ms, big, FK_EFORMAT, "'theta' with entry 0");
     tampered(m, srv, ups, K, 1, "w", 1, ws, negw, FK_EFORMAT, ">= 0");
     assert_int_equal(m->aggregate(srv, 1, 1, ups, K, &done, NULL), FK_OK);
     for (int k = 0; k < K; k++)

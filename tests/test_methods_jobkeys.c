@@ -144,7 +144,7 @@ static void unknown_keys_refused_with_suggestion(void **state)
         char key[64], typo[80], text[512];
         snprintf(key, sizeof key, "%.*s", (int)strcspn(m->keys[0].key, " "), m->keys[0].key);
         fk_err err;
-        snprintf(text, sizeof text, "method = %s\ndataset = d\nclients = a\nrounds = 2\nseed = 1\n"
+        snprintf(text, sizeof text, "method = %s\ndataset = d\nclients = a\nrounds = 1\nseed = 1\n"
                  "quorum = 1\ndeadline = 5\nretries = 0\nmax_refusals = 1\nname = x\n%s = 1\n",
                  m->name, key);
         assert_int_equal(check_text(m, text, 0, &err), FK_OK);
@@ -214,6 +214,33 @@ static void dash_spelling_is_the_same_key(void **state)
     assert_int_equal(check_text(m, "drop-setting = II\nmax-refusals = 2\n", 0, &err), FK_OK);
 }
 
+/* A job type that runs in one round refuses rounds > 1 (it reported "1 of 5" before); the
+ * others take it. */
+static void one_round_types_refuse_more_rounds(void **state)
+{
+    (void)state;
+    int one = 0;
+    for (int i = 0; fk_methods[i]; i++) {
+        const fk_method *m = fk_methods[i];
+        fk_params p;
+        fk_params_init(&p);
+        int single = m->max_rounds && m->max_rounds(&p) == 1;
+        fk_params_close(&p);
+        fk_err err;
+        int rc = check_text(m, "rounds = 5\n", 0, &err);
+        if (single) {
+            one++;
+            assert_int_equal(rc, FK_EINVAL);
+            assert_non_null(strstr(err.msg, "runs in one round"));
+            assert_non_null(strstr(err.msg, "rounds = 5"));
+            assert_int_equal(check_text(m, "rounds = 1\n", 0, &err), FK_OK);
+        } else if (rc) {
+            fail_msg("%s refuses rounds = 5: %s", m->name, err.msg);
+        }
+    }
+    assert_int_equal(one, 4); /* kahm, dica, udica, sfl */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -224,6 +251,7 @@ int main(void)
         cmocka_unit_test(removed_generic_keys_are_unknown),
         cmocka_unit_test(local_keys),
         cmocka_unit_test(dash_spelling_is_the_same_key),
+        cmocka_unit_test(one_round_types_refuse_more_rounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,7 +300,7 @@ int fk_bench_dica(int argc, char **argv)
         }
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     fk_err_clear(&err);
     int json = 0;
     long maxR = 2000, maxn = 2000;

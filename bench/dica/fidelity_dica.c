@@ -888,7 +888,7 @@ int fk_bench_fidelity_dica(int argc, char **argv)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     fk_err_clear(&err);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {

@@ -52,8 +52,8 @@ typedef struct cfg {
     int json;
 } cfg;
 
-static int knn_acc(const fk_mat *Zs, const int *ys, const fk_mat *Zt, const int *yt, double *acc,
-                   fk_err *err)
+FK_CHECKRETURN static int knn_acc(const fk_mat *Zs, const int *ys, const fk_mat *Zt, const int *yt,
+                                  double *acc, fk_err *err)
 {
     int *pred = malloc(Zt->rows * sizeof *pred);
     if (!pred)
@@ -68,8 +68,8 @@ static int knn_acc(const fk_mat *Zs, const int *ys, const fk_mat *Zt, const int 
 }
 
 /* One method on one pair; inputs are P-SURF (catalog) and, for TCA, also P-L2. */
-static int method_acc(int meth, const fk_dataset *s, const fk_dataset *t, const cfg *c,
-                      double *acc, fk_err *err)
+FK_CHECKRETURN static int method_acc(int meth, const fk_dataset *s, const fk_dataset *t,
+                                     const cfg *c, double *acc, fk_err *err)
 {
     if (meth == M_NN)
         return knn_acc(&s->X, s->y, &t->X, t->y, acc, err);
@@ -124,7 +124,7 @@ static void emit(const cfg *c, const char *method, const char *pair, double acc,
     fk_bench_emit(c->json, "fidelity", cs, "accuracy", acc, extra);
 }
 
-static int surf_table(const char *dir, const cfg *c, fk_err *err)
+FK_CHECKRETURN static int surf_table(const char *dir, const cfg *c, fk_err *err)
 {
     fk_dataset ds[4] = {0};
     int rc = fk_bench_load_surf(ds, domains, dir, err);
@@ -172,7 +172,7 @@ static int surf_table(const char *dir, const cfg *c, fk_err *err)
 }
 
 /* Table X rows W->D and D->W on DeCAF6 (paper: best-of-grid MLP, m = 100). */
-static int decaf_rows(const char *dir, const cfg *c, fk_err *err)
+FK_CHECKRETURN static int decaf_rows(const char *dir, const cfg *c, fk_err *err)
 {
     fk_dataset w = {0}, d = {0};
     int rc = fk_catalog_load(&w, dir, "office-decaf6/webcam", err);
@@ -207,7 +207,7 @@ static int decaf_rows(const char *dir, const cfg *c, fk_err *err)
  * sources -> one target, setting (III) (random S_t, T_C = 50), with and
  * without the Sigma-l exchange (lambda = 1 / 0). The paper's numbers come
  * from fine-tuned ResNets on raw images: not comparable, printed for context. */
-static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
+FK_CHECKRETURN static int fed_proxy(const char *dir, const cfg *c, long rounds, fk_err *err)
 {
     static const struct {
         int tgt;

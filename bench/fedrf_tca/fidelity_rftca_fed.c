@@ -40,8 +40,8 @@ typedef struct run_out {
 
 /* The simulator's loop with the clients kept alive (fk_sim_run closes them), so the target
  * scores the final and the averaged model with its own, locally trained extractor. */
-static int fed_loop(const fk_params *p, const fk_dataset *ds, int n, uint64_t seed, long rounds,
-                    run_out *out, fk_err *err)
+FK_CHECKRETURN static int fed_loop(const fk_params *p, const fk_dataset *ds, int n, uint64_t seed,
+                                   long rounds, run_out *out, fk_err *err)
 {
     const fk_method *m = &fk_method_fedrf_tca;
     void *srv = NULL, *cli[5] = {0};
@@ -117,8 +117,9 @@ static int fed_loop(const fk_params *p, const fk_dataset *ds, int n, uint64_t se
 }
 
 /* One federated run: ds[0..n-2] sources, ds[n-1] the target. */
-static int run_one(const fk_dataset *ds, int n, int var, int dense, const fk_bench_fed_opts *fo,
-                   uint64_t seed, run_out *out, fk_err *err)
+FK_CHECKRETURN static int run_one(const fk_dataset *ds, int n, int var, int dense,
+                                  const fk_bench_fed_opts *fo, uint64_t seed, run_out *out,
+                                  fk_err *err)
 {
     fk_params p;
     fk_params_init(&p);
@@ -169,8 +170,8 @@ static void emit_run(int json, const char *group, const char *label, int var, in
 
 /* Run every extractor x variant x seed on the group's tasks and emit the runs and the group's
  * targets (the lambda comparison for the better extractor by lambda = 1). */
-static int run_group(const char *group, task *tasks, int nt, const fk_bench_fed_opts *fo,
-                     fk_err *err)
+FK_CHECKRETURN static int run_group(const char *group, task *tasks, int nt,
+                                    const fk_bench_fed_opts *fo, fk_err *err)
 {
     double fin[2][N_VAR] = {{0}}, av[2][N_VAR] = {{0}}, bst[2][N_VAR] = {{0}},
            sl[2][N_VAR] = {{0}};
@@ -262,7 +263,7 @@ static void close_tasks(task *tasks, int nt, int owned)
             fk_dataset_close(&tasks[t].ds[i]);
 }
 
-static int group_surf(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
+FK_CHECKRETURN static int group_surf(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
 {
     static const char *const domains[4] = {"caltech", "amazon", "webcam", "dslr"};
     static const char letters[4] = {'C', 'A', 'W', 'D'};
@@ -288,7 +289,7 @@ static int group_surf(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
     return rc;
 }
 
-static int group_single(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
+FK_CHECKRETURN static int group_single(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
 {
     static const char *const names[3][2] = {{"office-decaf6/webcam", "office-decaf6/dslr"},
                                             {"mnist-usps/mnist", "mnist-usps/usps"},
@@ -319,7 +320,7 @@ static int group_single(const char *dir, const fk_bench_fed_opts *fo, fk_err *er
 }
 
 /* Amazon SURF in five random equal shards (seeded): shards 0-3 sources, shard 4 the target. */
-static int group_implicit(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
+FK_CHECKRETURN static int group_implicit(const char *dir, const fk_bench_fed_opts *fo, fk_err *err)
 {
     fk_dataset a = {0};
     int rc = fk_catalog_load(&a, dir, "office-surf/amazon", err);

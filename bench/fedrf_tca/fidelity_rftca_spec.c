@@ -39,7 +39,7 @@ static void pass_row(int json, const char *test, const char *what, int ok)
 }
 
 /* SURF dslr then webcam (P-SURF from the catalog), rows P-L2, stacked. */
-static int load_dw(const char *dir, fk_mat *X, size_t *n_s, fk_err *err)
+FK_CHECKRETURN static int load_dw(const char *dir, fk_mat *X, size_t *n_s, fk_err *err)
 {
     fk_dataset d = {0}, w = {0};
     int rc = fk_catalog_load(&d, dir, "office-surf/dslr", err);
@@ -57,8 +57,8 @@ static int load_dw(const char *dir, fk_mat *X, size_t *n_s, fk_err *err)
 }
 
 /* Spectral, max-abs and RMS error of Z Z^T against K for one Omega draw. */
-static int kernel_errors(const fk_mat *X, const fk_mat *K, size_t N, uint64_t seed, double *out,
-                         fk_err *err)
+FK_CHECKRETURN static int kernel_errors(const fk_mat *X, const fk_mat *K, size_t N, uint64_t seed,
+                                        double *out, fk_err *err)
 {
     size_t n = X->rows;
     fk_rff r;
@@ -87,7 +87,7 @@ static int kernel_errors(const fk_mat *X, const fk_mat *K, size_t N, uint64_t se
 }
 
 /* T3: rho(N) = |Sigma^T Sigma - K| / |K| on SURF D u W, sigma = 1, 3 seeds. */
-static int spec_t3(const fk_mat *X, int json, fk_err *err)
+FK_CHECKRETURN static int spec_t3(const fk_mat *X, int json, fk_err *err)
 {
     static const double spec[3][N_SIZES] = {{0.0482, 0.0243, 0.0123, 0.0060},
                                             {0.187, 0.088, 0.046, 0.023},
@@ -126,8 +126,9 @@ static int spec_t3(const fk_mat *X, int json, fk_err *err)
 }
 
 /* Mean over 3 seeds of sin Theta between H Phi W_RF and the R-TCA eigenspace. */
-static int t9_distance(const fk_mat *X, size_t n_s, const fk_mat *F, size_t m, size_t N,
-                       double gamma, fk_rff_kind kind, double *out, fk_err *err)
+FK_CHECKRETURN static int t9_distance(const fk_mat *X, size_t n_s, const fk_mat *F, size_t m,
+                                      size_t N, double gamma, fk_rff_kind kind, double *out,
+                                      fk_err *err)
 {
     fk_mat Xs = fk_mat_rows(X, 0, n_s), Xt = fk_mat_rows(X, n_s, X->rows - n_s);
     int rc = FK_OK;
@@ -153,7 +154,7 @@ static int t9_distance(const fk_mat *X, size_t n_s, const fk_mat *F, size_t m, s
 }
 
 /* T9: RF-TCA approaches R-TCA (Thm 1) on SURF D->W, sigma = 1, gamma = |l|^2. */
-static int spec_t9(const fk_mat *X, size_t n_s, int json, fk_err *err)
+FK_CHECKRETURN static int spec_t9(const fk_mat *X, size_t n_s, int json, fk_err *err)
 {
     static const double spec[2][N_SIZES] = {{1.33, 0.75, 0.42, 0.19}, {2.16, 1.50, 0.80, 0.38}};
     static const size_t ms[2] = {5, 10};
@@ -206,8 +207,8 @@ static double rel_diff(const double *a, const double *b, size_t m)
 }
 
 /* The Eq. (7) pencil (Phi^T H Phi, v v^T + gamma I) in the D = 2N space. */
-static int eq7_pencil(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *A, fk_mat *B,
-                      fk_err *err)
+FK_CHECKRETURN static int eq7_pencil(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *A,
+                                     fk_mat *B, fk_err *err)
 {
     size_t n = Phi->rows, D = Phi->cols;
     fk_mat Pc = {0};
@@ -238,7 +239,7 @@ out:
 
 /* T7: the symmetric route, the Eq. (7) pencil and the n x n Eq. (24) agree
  * (SURF D->W, N = 1000, m = 10). */
-static int spec_t7(const fk_mat *X, size_t n_s, int json, fk_err *err)
+FK_CHECKRETURN static int spec_t7(const fk_mat *X, size_t n_s, int json, fk_err *err)
 {
     size_t m = 10, n = X->rows;
     double gamma = fk_tca_gamma_normalized(1.0, n_s, n - n_s), th[10], th7[10], th24[10];

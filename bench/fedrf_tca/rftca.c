@@ -36,8 +36,8 @@ typedef struct stage_stats {
 } stage_stats;
 
 /* RF-TCA fit + transform by stages (same calls as fk_rftca_fit). */
-static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, fk_rff_kind kind,
-                        stage_stats *st, fk_err *err)
+FK_CHECKRETURN static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m,
+                                       fk_rff_kind kind, stage_stats *st, fk_err *err)
 {
     memset(st, 0, sizeof *st);
     double t0 = fk_bench_now();
@@ -84,7 +84,7 @@ static int rftca_staged(const fk_mat *X, size_t n_s, size_t N, size_t m, fk_rff_
 static int load_ac(const char *dir, fk_mat *X)
 {
     fk_dataset a = {0}, c = {0};
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_catalog_load(&a, dir, "office-surf/amazon", &err);
     if (!rc)
         rc = fk_catalog_load(&c, dir, "office-surf/caltech", &err);
@@ -100,7 +100,7 @@ static int load_ac(const char *dir, fk_mat *X)
 static int run(int argc, char **argv)
 {
     fk_params p;
-    fk_err err;
+    fk_err err = {0};
     fk_params_init(&p);
     int json = 0, quick = 0;
     long m;

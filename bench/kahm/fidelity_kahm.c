@@ -62,7 +62,8 @@ static void prep_tanh(fk_dataset *d, double scale)
 }
 
 /* Test distances of one set of class models, nt x C (+inf for classes not held). */
-static int set_dist(const fk_kahm_set *s, const fk_dataset *te, double *D, int acc, fk_err *err)
+FK_CHECKRETURN static int set_dist(const fk_kahm_set *s, const fk_dataset *te, double *D, int acc,
+                                   fk_err *err)
 {
     return fk_kahm_set_dist(s, te->X.data, te->X.rows, te->X.ld, D, acc, err);
 }
@@ -80,7 +81,7 @@ static double accuracy(const double *D, const fk_dataset *te)
 
 /* The centralised cells: one client with all classes, then C single-class clients;
  * accuracy of (63), identity of the two, E1/E2 on the training data. */
-static int run_central(const bopts *o, const char *name, const fk_dataset *tr,
+FK_CHECKRETURN static int run_central(const bopts *o, const char *name, const fk_dataset *tr,
                        const fk_dataset *te, double target, double tol, double *acc_out,
                        double *e1_out, fk_err *err)
 {
@@ -213,8 +214,8 @@ static void skew_partition(const fk_dataset *tr, int K, int k, uint64_t seed, in
 
 /* One label-skew run: per client fit, local accuracy on the test samples of its
  * classes, routed and all-client global accuracy, each client-averaged. */
-static int run_skew_once(const fk_dataset *tr, const fk_dataset *te, int K, int k, uint64_t seed,
-                         double out[4], fk_err *err)
+FK_CHECKRETURN static int run_skew_once(const fk_dataset *tr, const fk_dataset *te, int K, int k,
+                                        uint64_t seed, double out[4], fk_err *err)
 {
     fk_kahm_opts ko;
     fk_kahm_opts_default(&ko);
@@ -306,9 +307,9 @@ static int run_skew_once(const fk_dataset *tr, const fk_dataset *te, int K, int 
 }
 
 /* targets[skew][metric]: local, routed, all (NaN: none). */
-static int run_skew(const bopts *o, const char *name, const fk_dataset *tr, const fk_dataset *te,
-                    const double targets[2][3], const double tol[3], const char *ref[3],
-                    fk_err *err)
+FK_CHECKRETURN static int run_skew(const bopts *o, const char *name, const fk_dataset *tr,
+                                   const fk_dataset *te, const double targets[2][3],
+                                   const double tol[3], const char *ref[3], fk_err *err)
 {
     static const char *const metric[4] = {"local_64_pct", "global_routed_pct", "global_all_pct",
                                           "global_all_plain_pct"};
@@ -346,11 +347,10 @@ static int run_skew(const bopts *o, const char *name, const fk_dataset *tr, cons
     return FK_OK;
 }
 
-
 /* Centralised 1-NN on the same preprocessed features, printed next to KAHM with the
  * spec's prototype value (a baseline, not a KAHM target). */
-static int run_1nn(const bopts *o, const char *name, const fk_dataset *tr, const fk_dataset *te,
-                   double spec, fk_err *err)
+FK_CHECKRETURN static int run_1nn(const bopts *o, const char *name, const fk_dataset *tr,
+                                  const fk_dataset *te, double spec, fk_err *err)
 {
     int *pred = malloc(te->X.rows * sizeof(int));
     if (!pred)
@@ -390,8 +390,8 @@ double fk_bench_kahm_svm_sigma(const fk_mat *X)
  * preprocessed features. The fit holds the n x n kernel (8 n^2 bytes), so training sets
  * above o->svm_max_train rows are cut to every stride-th row (gamma from those rows); the
  * row count used is printed and a subsampled cell is never compared with the spec's value. */
-static int run_svm(const bopts *o, const fk_dataset *tr, const fk_dataset *te, double *acc,
-                   size_t *used, fk_err *err)
+FK_CHECKRETURN static int run_svm(const bopts *o, const fk_dataset *tr, const fk_dataset *te,
+                                  double *acc, size_t *used, fk_err *err)
 {
     size_t n = tr->X.rows, stride = 1;
     if (o->svm_max_train > 0 && n > (size_t)o->svm_max_train)
@@ -436,14 +436,14 @@ static int run_svm(const bopts *o, const fk_dataset *tr, const fk_dataset *te, d
 
 /* One SVM baseline row: against the spec's prototype with target_met when the full
  * training set was used, otherwise printed with the prototype for reference only. */
-static int emit_svm(const bopts *o, const char *name, const fk_dataset *tr, const fk_dataset *te,
-                    double spec, double tol, fk_err *err)
+FK_CHECKRETURN static int emit_svm(const bopts *o, const char *name, const fk_dataset *tr,
+                                   const fk_dataset *te, double spec, double tol, fk_err *err)
 {
     double acc = 0, t0 = fk_bench_now();
     size_t used = 0;
     int rc = run_svm(o, tr, te, &acc, &used, err);
     if (rc)
-        return fk_err_prefix(err, "%s RBF-SVM baseline: ", name);
+        return fk_err_prefix(err, rc, "%s RBF-SVM baseline: ", name);
     char cs[96], extra[160];
     snprintf(cs, sizeof cs, "%s baseline", name);
     if (used == tr->X.rows)
@@ -461,7 +461,7 @@ static int emit_svm(const bopts *o, const char *name, const fk_dataset *tr, cons
 /* sklearn digits (§11.3 C): x/16 then tanh, 5 stratified 70/30 splits (seeds 0-4, our
  * RNG, so the splits differ from sklearn's): KAHM one client = ten single-class clients,
  * E1; the target is the 5-split mean within 0.5 pt. */
-static int run_digits(const bopts *o, const char *path, fk_err *err)
+FK_CHECKRETURN static int run_digits(const bopts *o, const char *path, fk_err *err)
 {
     static const double spec_split[5] = {98.89, 99.07, 98.52, 97.96, 99.07};
     static const double spec_svm[5] = {99.63, 99.07, 98.89, 98.89, 98.52};
@@ -469,7 +469,7 @@ static int run_digits(const bopts *o, const char *path, fk_err *err)
     fk_dataset all = {0};
     int rc = fk_load(&all, path, &lo, err);
     if (rc)
-        return fk_err_prefix(err, "sklearn digits (--digits_file): ");
+        return fk_err_prefix(err, rc, "sklearn digits (--digits_file): ");
     prep_tanh(&all, 1.0 / 16.0);
     size_t n = all.X.rows;
     int *idx = malloc(n * sizeof(int)), *tr_rows = malloc(n * sizeof(int)),
@@ -556,8 +556,8 @@ static int run_digits(const bopts *o, const char *path, fk_err *err)
     return rc;
 }
 
-static int load_pair(const char *dir, const char *tr_name, const char *te_name, double scale,
-                     fk_dataset *tr, fk_dataset *te, fk_err *err)
+FK_CHECKRETURN static int load_pair(const char *dir, const char *tr_name, const char *te_name,
+                                    double scale, fk_dataset *tr, fk_dataset *te, fk_err *err)
 {
     int rc = fk_catalog_load(tr, dir, tr_name, err);
     if (!rc)

@@ -67,8 +67,8 @@ typedef struct split_acc {
 } split_acc;
 
 /* One split of one task: fit both clients, score the target's unlabelled rows. */
-static int one_split(const fk_dataset *src, const fk_dataset *tgt, int n_src, int split,
-                     int si, int ti, split_acc *out, fk_err *err)
+FK_CHECKRETURN static int one_split(const fk_dataset *src, const fk_dataset *tgt, int n_src,
+                                    int split, int si, int ti, split_acc *out, fk_err *err)
 {
     size_t p = src->X.cols, nt = tgt->X.rows;
     size_t ns = (size_t)NCLS * (size_t)n_src, nl = (size_t)NCLS * TGT_LABELLED;
@@ -173,7 +173,7 @@ static int one_split(const fk_dataset *src, const fk_dataset *tgt, int n_src, in
         out->nn = 100.0 * (double)hnn / (double)mt;
     }
     if (rc)
-        fk_err_prefix(err, "office %c->%c split %d: ", LETTER[si], LETTER[ti], split);
+        fk_err_prefix(err, rc, "office %c->%c split %d: ", LETTER[si], LETTER[ti], split);
     if (fs)
         fk_kahm_set_close(&S);
     if (ft)
@@ -199,9 +199,9 @@ static void prep(fk_dataset *d)
 }
 
 /* Mean over the splits of one task; the three rows with their targets. */
-static int run_task(int json, const char *feat, const fk_dataset *src, const fk_dataset *tgt,
-                    int si, int ti, int n_src, int splits, double t63, double t64,
-                    split_acc *mean, fk_err *err)
+FK_CHECKRETURN static int run_task(int json, const char *feat, const fk_dataset *src,
+                                   const fk_dataset *tgt, int si, int ti, int n_src, int splits,
+                                   double t63, double t64, split_acc *mean, fk_err *err)
 {
     split_acc sum = {0, 0, 0, 0};
     for (int s = 0; s < splits; s++) {

@@ -53,8 +53,8 @@ static double *class_means(long dim)
 }
 
 /* n rows of the given classes (cls[i % ncls]) from stream `stream`, labelled with the class. */
-static int make_rows(fk_dataset *d, const double *mu, long dim, const int *cls, int ncls,
-                     size_t n, uint64_t stream, fk_err *err)
+FK_CHECKRETURN static int make_rows(fk_dataset *d, const double *mu, long dim, const int *cls,
+                                    int ncls, size_t n, uint64_t stream, fk_err *err)
 {
     if (fk_dataset_init(d, n, (size_t)dim, 1))
         return fk_err_set(err, FK_ENOMEM, "bench kahm serve: out of memory");
@@ -104,7 +104,7 @@ static void clients_main(const char *pki, int port, const opts *o)
         int cls[2] = {(int)(k % C), (int)((k + 1 + k / C) % C)};
         if (cls[1] == cls[0])
             cls[1] = (cls[0] + 1) % C;
-        fk_err err;
+        fk_err err = {0};
         if (make_rows(&ds[k], mu, o->dim, cls, 2, 2 * PER_CLASS, 100 + (uint64_t)k, &err))
             _exit(3);
         char ca[512], cert[512], key[512];
@@ -176,7 +176,7 @@ static int wait_job(run *r, int64_t job, double seconds)
 {
     double t0 = fk_bench_now();
     fk_job_status s;
-    fk_err err;
+    fk_err err = {0};
     while (fk_bench_now() - t0 < seconds) {
         FK_UV_MUST(uv_run(&r->loop, UV_RUN_NOWAIT));
         if (fk_engine_status(r->e, job, &s, &err) == FK_OK && s.state != FK_JOB_RUNNING)
@@ -188,8 +188,9 @@ static int wait_job(run *r, int64_t job, double seconds)
 
 /* One Predict call of rows [r0, r0 + n) of Q: its wall time, the hits against Q's labels and
  * how many clients answered (all asked minus missing). FK_OK or a failure. */
-static int predict(run *r, int64_t job, const fk_dataset *Q, size_t r0, size_t n, long clients,
-                   double *seconds, size_t *hits, long *answered, fk_err *err)
+FK_CHECKRETURN static int predict(run *r, int64_t job, const fk_dataset *Q, size_t r0, size_t n,
+                                  long clients, double *seconds, size_t *hits, long *answered,
+                                  fk_err *err)
 {
     fk_bundle q, res;
     fk_bundle_init(&q);
@@ -255,7 +256,7 @@ static int timed(run *r, int64_t job, const fk_dataset *Q, long calls, size_t ro
         return 1;
     size_t hits = 0, total = 0;
     long fewest = o->clients;
-    fk_err err;
+    fk_err err = {0};
     double sum = 0;
     for (long i = 0; i < calls; i++) {
         size_t r0 = ((size_t)i * rows) % (Q->X.rows - rows + 1), h;
@@ -302,7 +303,7 @@ static int serve(const opts *o, const char *tmp)
     char pki[256], db[256];
     snprintf(pki, sizeof pki, "%s/pki", tmp);
     snprintf(db, sizeof db, "%s/state.db", tmp);
-    fk_err err;
+    fk_err err = {0};
     fk_cert_opts so = {.ips = "127.0.0.1"};
     if (fk_certs_init_ca(pki, NULL, NULL, &err) ||
         fk_certs_issue(pki, FK_ROLE_SERVER, "server", &so, &err) ||
@@ -438,7 +439,7 @@ int fk_bench_kahm_serve(int argc, char **argv)
 {
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int rc = fk_params_parse_args(&p, &argc, argv, &err);
     opts o = {0};
     if (!rc && !fk_params_get(&p, "help"))

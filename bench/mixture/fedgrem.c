@@ -128,7 +128,7 @@ int fk_bench_fedgrem(int argc, char **argv)
     /* per-client matrices are tiny (n x R x p): BLAS threads only add synchronisation */
     openblas_set_num_threads(1);
     fk_params p;
-    fk_err err;
+    fk_err err = {0};
     fk_params_init(&p);
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -98,8 +98,8 @@ typedef struct sim_medians {
 /* The o->sim_reps repetitions of one cell: per run E_theta, E_w and the misclustering of the
  * good tasks on 150 fresh points go to et, ew, mc[0..*m); a run whose EM hit FK_ENUMERIC
  * counts in *failed (reported, not hidden); any other error ends the cell. */
-static int sim_cell_runs(const fopts *o, const sim_cell *s, double *et, double *ew, double *mc,
-                         int *m, int *failed, fk_err *err)
+FK_CHECKRETURN static int sim_cell_runs(const fopts *o, const sim_cell *s, double *et, double *ew,
+                                        double *mc, int *m, int *failed, fk_err *err)
 {
     int lab[150];
     fk_params p;
@@ -252,7 +252,7 @@ static void sim_emit_trends(const fopts *o, const sim_medians *md)
 }
 
 /* The simulation cells of Tables 4/5: each cell's runs and rows, then the trend checks. */
-static int run_sim(const fopts *o, fk_err *err)
+FK_CHECKRETURN static int run_sim(const fopts *o, fk_err *err)
 {
     int n = o->sim_reps;
     double *et = malloc((size_t)n * sizeof *et), *ew = malloc((size_t)n * sizeof *ew);
@@ -378,7 +378,7 @@ static int run_real(const fopts *o, const char *data, const char *tag, const cha
 
 /* Pen-digits on random clients, then the spec's claim (6.7 check 6) that FedGrEM's error
  * grows by at most 1.5 points from eps = 0 to 20.5 %. */
-static int run_pendigits(const fopts *o, fk_err *err)
+FK_CHECKRETURN static int run_pendigits(const fopts *o, fk_err *err)
 {
     double M[4][N_REAL];
     const char *tag = "pendigits-random44";
@@ -394,7 +394,7 @@ static int run_pendigits(const fopts *o, fk_err *err)
 }
 
 /* "1,2,3" into up to 8 seeds >= 1. */
-static int parse_seeds(const char *s, uint64_t *seeds, int *n, fk_err *err)
+FK_CHECKRETURN static int parse_seeds(const char *s, uint64_t *seeds, int *n, fk_err *err)
 {
     *n = 0;
     while (*s) {
@@ -442,7 +442,7 @@ static void emit_fashion_claims(const fopts *o, double M[4][N_REAL])
 
 /* Fashion-MNIST on each t-SNE embedding asked for, then each method's mean over the
  * embeddings: t-SNE's seed moves every method by several points, so one embedding is one draw. */
-static int run_fashion(fopts *o, fk_err *err)
+FK_CHECKRETURN static int run_fashion(fopts *o, fk_err *err)
 {
     int tsne = strstr(o->fashion_data, "tsne") != NULL, ns = tsne ? o->n_tsne_seeds : 1;
     const char *note = tsne ? (strstr(o->fashion_data, "-sub")
@@ -499,7 +499,7 @@ static int run_fashion(fopts *o, fk_err *err)
 
 /* MoR simulation (spec 4.3; paper Figure 3, MoR panels: no printed numbers): E_theta / E_w of
  * every MoR method incl. FedGMM, and the paper's ordering as trend rows. */
-static int run_mor(const fopts *o, fk_err *err)
+FK_CHECKRETURN static int run_mor(const fopts *o, fk_err *err)
 {
     const double hs[2] = {0.0, 2.0};
     int n = o->mor_reps, rc = FK_OK;
@@ -608,7 +608,7 @@ int fk_bench_fidelity_fedgrem(int argc, char **argv)
     /* options: every key is read here and an unknown one is refused, so a typo never
      * silently runs the default cells for minutes */
     fk_params p;
-    fk_err err;
+    fk_err err = {0};
     fk_params_init(&p);
     fopts o = {0};
     long sr, rr, rounds;

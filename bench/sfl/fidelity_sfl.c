@@ -108,8 +108,9 @@ enum {
 /* One realisation: fit (PII'') (candidates = samples) or (PII) (grid) and score on the test
  * points the centroid kernels refit by least squares (§3.8, the headline), the spec's peak
  * placement, the support model and the centroid kernels with their bump masses (no refit). */
-static int e21_fit(const double *x, const double *y, size_t N, const double *xt, const double *yt,
-                   size_t Nt, int pii, double grel, long T, double out[E21_N], fk_err *err)
+FK_CHECKRETURN static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
+                                  const double *yt, size_t Nt, int pii, double grel, long T,
+                                  double out[E21_N], fk_err *err)
 {
     double widths[10], lo = -3, hi = 6;
     fk_sfl_widths(0.1, 1.0, 10, widths); /* spec A3 */
@@ -158,9 +159,9 @@ static int e21_fit(const double *x, const double *y, size_t N, const double *xt,
 
 /* (PI') at the widths 0.1 .. 1.0 (spec §9.1 grid): test MSE of each into mse[10]; with
  * Z != NULL its kernels sit at the M centres Z (k-means), else at the samples. */
-static int e21_pi(const double *x, const double *y, size_t N, const double *Z, size_t M,
-                  const double *xt, const double *yt, size_t Nt, long T, double mse[10], int *conv,
-                  fk_err *err)
+FK_CHECKRETURN static int e21_pi(const double *x, const double *y, size_t N, const double *Z,
+                                 size_t M, const double *xt, const double *yt, size_t Nt, long T,
+                                 double mse[10], int *conv, fk_err *err)
 {
     for (int i = 0; i < 10; i++) {
         fk_sfl_model m;
@@ -241,7 +242,7 @@ static void e21_emit(const bopts *o, double sum[2][E21_N], const double pi[10], 
                 sum[0][E21_MSE] < bestk);
 }
 
-static int run_e21(const bopts *o, fk_err *err)
+FK_CHECKRETURN static int run_e21(const bopts *o, fk_err *err)
 {
     size_t N = (size_t)o->n21, Nt = 1000;
     double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *xt = malloc(Nt * sizeof *xt),
@@ -328,13 +329,14 @@ static double accuracy(const fk_sfl_model *m, const double *X, const double *y, 
 }
 
 /* Rows of the task from data sets in the federated job's own preprocessing. */
-static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X, double **y,
-                       size_t *n, fk_err *err);
+FK_CHECKRETURN static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X,
+                                      double **y, size_t *n, fk_err *err);
 
 /* One federated run (through the job type's ops) and the pooled learner on the same rows
  * with the same keys; accuracies on the test rows (already in task form). */
-static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K, const double *Xt,
-                         const double *yt, size_t nt, int dim, fedres *r, fk_err *err)
+FK_CHECKRETURN static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K,
+                                        const double *Xt, const double *yt, size_t nt, int dim,
+                                        fedres *r, fk_err *err)
 {
     fk_sim_opts so = {.rounds = 1, .seed = 1};
     fk_bundle model;
@@ -400,8 +402,8 @@ static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K, const 
     return rc;
 }
 
-static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X, double **y,
-                       size_t *n, fk_err *err)
+FK_CHECKRETURN static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X,
+                                      double **y, size_t *n, fk_err *err)
 {
     double pos = 1, scale = 1;
     int rc = fk_params_double(p, "pos_label", 1, -1e300, 1e300, &pos, err);
@@ -435,7 +437,7 @@ static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double *
 }
 
 /* The keys every sfl run here shares; FK_ENOMEM with the reason in err. */
-static int base_keys(fk_params *p, long T, fk_err *err)
+FK_CHECKRETURN static int base_keys(fk_params *p, long T, fk_err *err)
 {
     char t[32];
     snprintf(t, sizeof t, "%ld", T);
@@ -448,7 +450,7 @@ static int base_keys(fk_params *p, long T, fk_err *err)
 }
 
 /* gamma_rel_client = gamma_rel_server = g when g > 0 (the sparsity sweep, A18). */
-static int grel_keys(fk_params *p, double g, fk_err *err)
+FK_CHECKRETURN static int grel_keys(fk_params *p, double g, fk_err *err)
 {
     char gv[32];
     snprintf(gv, sizeof gv, "%.17g", g);
@@ -475,8 +477,8 @@ static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap
     fk_bench_emit(o->json, "sfl", cs, "repetitions", reps, NULL);
 }
 
-static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, fedres *res,
-                   fk_err *err)
+FK_CHECKRETURN static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep,
+                                  fedres *res, fk_err *err)
 {
     enum { K = 9 };
     fk_params p;
@@ -536,8 +538,8 @@ static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep, f
 /* Non-IID "overlapping regions" split (spec §8 E3.2-E3.5): Lloyd k-means (50 iterations, the
  * first K rows as seeds) of the n training rows (scaled by 1/100) into K groups; client k holds
  * its group and, as 20 % of its rows, random rows of the group whose centre is nearest. */
-static int split_regions(const fk_dataset *tr, const int *rows, size_t n, int K, fk_rng *g,
-                         fk_dataset *ds, fk_err *err)
+FK_CHECKRETURN static int split_regions(const fk_dataset *tr, const int *rows, size_t n, int K,
+                                        fk_rng *g, fk_dataset *ds, fk_err *err)
 {
     size_t d = tr->X.cols, Ku = (size_t)K;
     double *C = malloc(Ku * d * sizeof *C), *S = calloc(Ku * d, sizeof *S);
@@ -612,8 +614,8 @@ static int split_regions(const fk_dataset *tr, const int *rows, size_t n, int K,
  * class and the share of its rows that are critical (before any cap); then the mean critical
  * share over one-class clients, over two-class clients, the row-weighted total, and the total
  * counting only critical rows whose dual is >= 1e-3 of the client's largest. */
-static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, int K, const char *cs,
-                    fk_err *err)
+FK_CHECKRETURN static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, int K,
+                                   const char *cs, fk_err *err)
 {
     fk__sfl_cfg c;
     int rc = fk__sfl_cfg_parse(&c, p, err);
@@ -687,7 +689,7 @@ static int pen_diag(const bopts *o, const fk_params *p, const fk_dataset *ds, in
 }
 
 /* Pen-digits pair (a vs b): official train split dealt to K random clients, test split. */
-static int run_pen(const bopts *o, int a, int b, fk_err *err)
+FK_CHECKRETURN static int run_pen(const bopts *o, int a, int b, fk_err *err)
 {
     fk_dataset tr, te;
     int rc = fk_catalog_load(&tr, o->dir, "pendigits/train", err);
@@ -791,7 +793,7 @@ static int run_pen(const bopts *o, int a, int b, fk_err *err)
  * substitute): y = +1 when motor_UPDRS >= 20.871 (the global median), features z-scored over
  * the file (public preprocessing), n_sub random rows of each subject for training and up to
  * 30 others for the test set. Extreme label skew: most subjects hold one class only. */
-static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
+FK_CHECKRETURN static int run_parkinsons(const bopts *o, int n_sub, fk_err *err)
 {
     fk_dataset full;
     int rc = fk_catalog_load(&full, o->dir, "parkinsons/motor", err);
@@ -901,8 +903,8 @@ static void usage(void)
 
 /* rc, or the int option name (default def, lo..hi) read into *out: the options are read in
  * one chain that stops at the first error. */
-static int opt_int(fk_params *p, int rc, const char *name, long def, long lo, long hi, int *out,
-                   fk_err *err)
+FK_CHECKRETURN static int opt_int(fk_params *p, int rc, const char *name, long def, long lo,
+                                  long hi, int *out, fk_err *err)
 {
     long v = def;
     if (!rc)
@@ -911,15 +913,15 @@ static int opt_int(fk_params *p, int rc, const char *name, long def, long lo, lo
     return rc;
 }
 
-static int opt_double(fk_params *p, int rc, const char *name, double def, double lo, double hi,
-                      double *out, fk_err *err)
+FK_CHECKRETURN static int opt_double(fk_params *p, int rc, const char *name, double def, double lo,
+                                     double hi, double *out, fk_err *err)
 {
     return rc ? rc : fk_params_double(p, name, def, lo, hi, out, err);
 }
 
 /* The bench's options from the command line; skip[SKIP_*] from the --skip-* flags. o->dir and
  * the pen widths point into p. */
-static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
+FK_CHECKRETURN static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
 {
     static const char *const skip_names[N_SKIP] = {
         "skip_e21", "skip_e31", "skip_pendigits", "skip_e22",
@@ -1000,7 +1002,7 @@ static int read_opts(fk_params *p, bopts *o, int skip[N_SKIP], fk_err *err)
 
 /* Sparsity sweep (Figs. 16-17 shapes): over gamma_rel 0, 0.1, 0.3 the federated kernels
  * fall and the upload ratio does not fall. */
-static int run_e31_sweep(const bopts *o, fk_err *err)
+FK_CHECKRETURN static int run_e31_sweep(const bopts *o, fk_err *err)
 {
     const double g[3] = {0, 0.1, 0.3};
     fedres r[3];
@@ -1022,7 +1024,7 @@ static int run_e31_sweep(const bopts *o, fk_err *err)
  * clients) or Parkinson's (42 subjects, 20 rows each) at gamma_rel 0, 0.1, 0.3 for clients
  * and server: upload ratio below 0.5 at gamma = 0, representation cost (kernels of the global
  * model) falling, communication (upload ratio) not falling, accuracy flat (within 2 points). */
-static int run_fed_sweep(const bopts *o, int park, fk_err *err)
+FK_CHECKRETURN static int run_fed_sweep(const bopts *o, int park, fk_err *err)
 {
     const double g[3] = {0, 0.1, 0.3};
     fedres r[3];

@@ -40,9 +40,9 @@ typedef struct komp_out {
  * the training MSE above e_star (e_star > 0) or K_star kernels remain (K_star > 0). */
 /* path != NULL (N + 1 values): path[D] gets the test MSE on (xt, yt) (Nt rows) of the refit
  * D-kernel model at every step of the elimination, D = N down to where it stops. */
-static int komp_run(const double *x, const double *y, size_t N, double w, double e_star,
-                    size_t K_star, const double *xt, const double *yt, size_t Nt, double *path,
-                    komp_out *out, fk_err *err)
+FK_CHECKRETURN static int komp_run(const double *x, const double *y, size_t N, double w,
+                                   double e_star, size_t K_star, const double *xt, const double *yt,
+                                   size_t Nt, double *path, komp_out *out, fk_err *err)
 {
     double *K = malloc(N * N * sizeof *K), *G = calloc(N * N, sizeof *G), *a = malloc(N * sizeof *a);
     double *Kt = path ? malloc((Nt ? Nt : 1) * N * sizeof *Kt) : NULL;
@@ -167,7 +167,7 @@ static int komp_run(const double *x, const double *y, size_t N, double w, double
     return FK_OK;
 }
 
-static int komp(const double *x, const double *y, size_t N, double w, double e_star,
+FK_CHECKRETURN static int komp(const double *x, const double *y, size_t N, double w, double e_star,
                 size_t K_star, komp_out *out, fk_err *err)
 {
     return komp_run(x, y, N, w, e_star, K_star, NULL, NULL, 0, NULL, out, err);
@@ -209,7 +209,7 @@ double fk__bench_sfl_mse(const fk_sfl_model *m, const double *x, const double *y
 /* Grid (PII') (one width) or (PII) (widths 0.1..1.0) in 1-D, peaks at the bump centroids refit
  * by least squares (§3.8, as E2.1); split > 0 cuts bumps into pieces of split widths, split < 0
  * picks the piece length that keeps the training tube (fk_sfl_model_peaks_tube). */
-static int fit_grid(const double *x, const double *y, size_t N, double lo, double hi,
+FK_CHECKRETURN static int fit_grid(const double *x, const double *y, size_t N, double lo, double hi,
                     const double *widths, int Q, double grel, long T, double split,
                     double *split_used, fk_sfl_model *m, fk_err *err)
 {

@@ -16,7 +16,8 @@
 #include "common/models/sfl.h"
 
 /* Top-3 principal axes of the n training rows (X: n x d, row-major) into V (d x 3), mean mu. */
-static int pca3(const double *X, size_t n, size_t d, double *mu, double *V, fk_err *err)
+FK_CHECKRETURN static int pca3(const double *X, size_t n, size_t d, double *mu, double *V,
+                               fk_err *err)
 {
     double *C = malloc(d * d * sizeof *C), *Xc = malloc(n * d * sizeof *Xc),
            *ev = malloc(d * sizeof *ev), *Z = malloc(d * 3 * sizeof *Z);
@@ -70,8 +71,8 @@ static void project(const double *X, size_t n, size_t d, const double *mu, const
 }
 
 /* One fold: PCA on the training rows, (PII) on the grid, the support model on the test rows. */
-static int e25_fold(const double *X, const double *y, const int *fold, size_t n, size_t d, int f,
-                    long T, double grel, double out[4], fk_err *err)
+FK_CHECKRETURN static int e25_fold(const double *X, const double *y, const int *fold, size_t n,
+                                   size_t d, int f, long T, double grel, double out[4], fk_err *err)
 {
     size_t ntr = 0, nte = 0;
     for (size_t i = 0; i < n; i++)

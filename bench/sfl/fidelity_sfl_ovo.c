@@ -19,7 +19,7 @@
 enum { E24_C = 4, E24_PER = 500, E24_N = E24_C * E24_PER, E24_P = 16 };
 
 /* The 2000 rows: 500 per class of {0..3}, drawn (seeded) from train + test, scaled to [0, 1]. */
-static int e24_rows(const char *dir, double *X, int *cls, fk_err *err)
+FK_CHECKRETURN static int e24_rows(const char *dir, double *X, int *cls, fk_err *err)
 {
     fk_dataset d[2];
     int rc = fk_catalog_load(&d[0], dir, "pendigits/train", err);
@@ -64,9 +64,9 @@ static int e24_rows(const char *dir, double *X, int *cls, fk_err *err)
 
 /* One pairwise problem a (+1) vs b (-1) on the training rows (fold != f): resilient quadratic
  * classifier, kernels at the rows x widths; adds its votes for the test rows (fold == f). */
-static int e24_pair(const double *X, const int *cls, const int *fold, int f, int a, int b,
-                    long T, double grel, int *votes, double *margin, double *kern, double *crit,
-                    fk_err *err)
+FK_CHECKRETURN static int e24_pair(const double *X, const int *cls, const int *fold, int f, int a,
+                                   int b, long T, double grel, int *votes, double *margin,
+                                   double *kern, double *crit, fk_err *err)
 {
     size_t n = 0;
     double *Xa = malloc(E24_N * E24_P * sizeof *Xa), *ya = malloc(E24_N * sizeof *ya);
@@ -128,8 +128,8 @@ static int e24_pair(const double *X, const int *cls, const int *fold, int f, int
  * the other 1800 rows are dealt round-robin to `nc` IID clients; each client solves the 6 pair
  * problems on its rows and uploads its critical rows once, the server solves each pair on the
  * pooled uploads; the voted model is scored on fold 0 next to the estimator's fold-0 figure. */
-static int e24_job(int json, const double *X, const int *cls, const int *fold, int nc, long T,
-                   double grel, double est_acc0, fk_err *err)
+FK_CHECKRETURN static int e24_job(int json, const double *X, const int *cls, const int *fold,
+                                  int nc, long T, double grel, double est_acc0, fk_err *err)
 {
     enum { NC_MAX = 16 };
     fk_dataset ds[NC_MAX + 1];

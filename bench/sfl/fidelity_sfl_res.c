@@ -74,9 +74,9 @@ typedef struct rset {
 /* Fit one learner on (X, y) with kernels at the rows; accuracy on the test rows; lambda and
  * the fit at the rows out (may be NULL), the fit at na other rows Xa into fa (may be NULL).
  * The slack weight is kappa = kmult / n (spec §5.8: kappa = 1/N_ref, kmult = 1). */
-static int fit(const rset *S, const double *X, const double *y, size_t n, int res, double c,
-               double kmult, double *acc, double *lam, double *f_out, const double *Xa,
-               size_t na, double *fa, fk_err *err)
+FK_CHECKRETURN static int fit(const rset *S, const double *X, const double *y, size_t n, int res,
+                              double c, double kmult, double *acc, double *lam, double *f_out,
+                              const double *Xa, size_t na, double *fa, fk_err *err)
 {
     fk_sfl_atoms a;
     int rc = fk_sfl_atoms_candidates(&a, X, n, S->p, S->w, 3, err);
@@ -147,8 +147,9 @@ static void keep_smallest(const double *X, const double *y, size_t n, int p, con
 
 /* ITLM: fit the hinge ERM learner on all rows, then 3 times: score every row by its hinge loss
  * under the current model, refit on the (1 - trim) n rows of smallest loss. */
-static int itlm(const rset *S, const double *X, const double *y, size_t n, double trim, double C,
-                double *acc, double *f, double *Xk, double *yk, scored *tmp, fk_err *err)
+FK_CHECKRETURN static int itlm(const rset *S, const double *X, const double *y, size_t n,
+                               double trim, double C, double *acc, double *f, double *Xk,
+                               double *yk, scored *tmp, fk_err *err)
 {
     double *loss = malloc(n * sizeof *loss);
     int rc = !loss ? fk_err_set(err, FK_ENOMEM, "out of memory") : FK_OK;
@@ -210,8 +211,8 @@ static double median_dist(const double *X, size_t m, size_t d)
  * "feature_median_distance" of the pen rows prints 1.270, the same scale to 0.4 %). */
 #define PEN_MED 1.275
 
-static int take_pair(const fk_dataset *ds, int ca, int cb, size_t cap, double div, double **X,
-                     double **y, size_t *n, fk_err *err)
+FK_CHECKRETURN static int take_pair(const fk_dataset *ds, int ca, int cb, size_t cap, double div,
+                                    double **X, double **y, size_t *n, fk_err *err)
 {
     size_t d = ds->X.cols, m = 0;
     for (size_t i = 0; i < ds->X.rows; i++)
@@ -233,7 +234,8 @@ static int take_pair(const fk_dataset *ds, int ca, int cb, size_t cap, double di
     return FK_OK;
 }
 
-static int load_pair(const char *dir, int fashion, int ca, int cb, pairdata *D, fk_err *err)
+FK_CHECKRETURN static int load_pair(const char *dir, int fashion, int ca, int cb, pairdata *D,
+                                    fk_err *err)
 {
     memset(D, 0, sizeof *D);
     fk_dataset tr, te;

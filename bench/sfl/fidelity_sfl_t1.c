@@ -28,8 +28,8 @@ static const double t1_grel[NG] = {0, 0.03, 0.1, 0.3, 0.6};
 /* Per-class rows: after a seeded shuffle, skip the first `skip` rows of each class and take the
  * next `per` (the same seed with skip = the training count gives disjoint test rows); class =
  * raw label - lab0. */
-static int class_rows(const fk_dataset *ds, size_t skip, size_t per, uint64_t seed, int lab0,
-                      double *X, int *cls, fk_err *err)
+FK_CHECKRETURN static int class_rows(const fk_dataset *ds, size_t skip, size_t per, uint64_t seed,
+                                     int lab0, double *X, int *cls, fk_err *err)
 {
     size_t n = ds->X.rows, d = ds->X.cols, have[NCL] = {0}, seen[NCL] = {0}, m = 0;
     int *idx = malloc(n * sizeof *idx);

@@ -98,7 +98,7 @@ static double accuracy(const fk_sfl_model *m, const double *X, const double *y, 
 }
 
 /* Solve on (X, y) with kernels at the rows; time, iterations, status, optional model. */
-static int solve(const double *X, const double *y, size_t n, const fk_sfl_opts *o,
+FK_CHECKRETURN static int solve(const double *X, const double *y, size_t n, const fk_sfl_opts *o,
                  const double *lam0, fk_sfl_fit *f, double *secs, fk_sfl_model *m, fk_err *err)
 {
     double w[3];
@@ -128,7 +128,7 @@ static void emit_status(int json, const char *cs, const char *who, const fk_sfl_
 }
 
 /* One size: 9 clients of N/9 rows, the union of their critical rows, the pooled problem. */
-static int run_size(int json, size_t N, long T, fk_err *err)
+FK_CHECKRETURN static int run_size(int json, size_t N, long T, fk_err *err)
 {
     size_t nk = N / NCLI;
     N = nk * NCLI;

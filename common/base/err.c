@@ -1,5 +1,6 @@
 #include "common/base/err.h"
 
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -16,10 +17,13 @@ int fk_err_set(fk_err *err, int code, const char *fmt, ...)
     return code;
 }
 
-int fk_err_prefix(fk_err *err, const char *fmt, ...)
+int fk_err_prefix(fk_err *err, int code, const char *fmt, ...)
 {
+    /* The code travels as an argument, not through err: with a NULL err (callers that want the
+     * code only) the failure must still come back as a failure. */
+    assert(code != FK_OK);
     if (!err)
-        return FK_OK;
+        return code;
     char head[256];
     va_list ap;
     va_start(ap, fmt);
@@ -34,7 +38,8 @@ int fk_err_prefix(fk_err *err, const char *fmt, ...)
     memmove(err->msg + hl, err->msg, ol);
     memcpy(err->msg, head, hl);
     err->msg[hl + ol] = '\0';
-    return err->code;
+    err->code = code;
+    return code;
 }
 
 void fk_err_clear(fk_err *err)

@@ -37,8 +37,11 @@ typedef struct fk_err {
 int fk_err_set(fk_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Prefix an existing message with context ("file.csv: " + msg). */
-int fk_err_prefix(fk_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefix the message a failed call left in err with context ("file.csv: " + msg) and return
+ * code, the failed call's result (never FK_OK), so callers can write
+ * `return fk_err_prefix(err, rc, "file.csv: ")`: a NULL err still returns the failure. */
+int fk_err_prefix(fk_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 void fk_err_clear(fk_err *err);
 const char *fk_status_name(int code);

@@ -108,6 +108,8 @@ int fk_params_parse_ini(fk_params *p, const char *text, const char *origin, fk_e
     char section[128] = "";
     int lineno = 0;
     const char *s = text;
+    if (!strncmp(s, "\xEF\xBB\xBF", 3)) /* a UTF-8 byte order mark (some editors write one) */
+        s += 3;
     while (*s) {
         const char *nl = strchr(s, '\n');
         size_t len = nl ? (size_t)(nl - s) : strlen(s);

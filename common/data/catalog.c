@@ -116,7 +116,7 @@ static int fix_classes(fk_dataset *ds, const entry *e, fk_err *err)
     for (int i = 0; i < k; i++)
         classes[i] = e->class_lo + i;
     int rc = fk_dataset_use_classes(ds, classes, k, err);
-    return rc ? fk_err_prefix(err, "%s: ", e->name) : FK_OK;
+    return rc ? fk_err_prefix(err, rc, "%s: ", e->name) : FK_OK;
 }
 
 int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name, fk_err *err)

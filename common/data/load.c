@@ -194,8 +194,10 @@ int fk__lines_next(fk__lines *r, char **line, size_t *len_out, fk_err *err)
     if (memchr(r->line, '\0', len))
         return fk_err_set(err, FK_EFORMAT, "%s:%zu: NUL byte in a text line; binary file given as text?",
                           r->path, r->lineno);
-    *line = r->line;
-    *len_out = len;
+    /* a UTF-8 byte order mark (spreadsheet exports write one) is not part of the first cell */
+    size_t bom = r->lineno == 1 && len >= 3 && !memcmp(r->line, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    *line = r->line + bom;
+    *len_out = len - bom;
     return 1;
 }
 

@@ -241,7 +241,7 @@ static int fill(fk_dataset *ds, const char *path, const matvar_t *x, const matva
         y[k] = element(lab->data, lab->class_type, k);
     int rc = fk_dataset_set_labels(ds, y, err);
     free(y);
-    return rc ? fk_err_prefix(err, "%s: label variable '%s': ", path, lab->name) : FK_OK;
+    return rc ? fk_err_prefix(err, rc, "%s: label variable '%s': ", path, lab->name) : FK_OK;
 }
 
 int fk__load_mat(fk_dataset *ds, const char *path, const fk_load_opts *o, fk_err *err)

@@ -174,7 +174,7 @@ int fk_affine_load(fk_affine *a, const char *path, fk_err *err)
     fk_dataset ds;
     int rc = fk_load(&ds, path, &o, err);
     if (rc)
-        return fk_err_prefix(err, "affine map: ");
+        return fk_err_prefix(err, rc, "affine map: ");
     if (ds.X.rows != 2) {
         rc = fk_err_set(err, FK_EFORMAT,
                         "%s: an affine map has 2 rows (shift, then scale), this file has %zu; "

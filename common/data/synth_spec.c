@@ -14,7 +14,7 @@ int fk_synth_spec_is(const char *src)
 }
 
 /* "k=v,k=v" into p; every item needs a key and '='. */
-static int split_opts(const char *spec, const char *opts, fk_params *p, fk_err *err)
+FK_CHECKRETURN static int split_opts(const char *spec, const char *opts, fk_params *p, fk_err *err)
 {
     const char *s = opts;
     while (*s) {
@@ -38,7 +38,7 @@ static int split_opts(const char *spec, const char *opts, fk_params *p, fk_err *
     return FK_OK;
 }
 
-static int parse_shift(const fk_params *p, fk_synth_spec *o, fk_err *err)
+FK_CHECKRETURN static int parse_shift(const fk_params *p, fk_synth_spec *o, fk_err *err)
 {
     long sources, samples, dims, classes, client;
     int rc;
@@ -58,7 +58,7 @@ static int parse_shift(const fk_params *p, fk_synth_spec *o, fk_err *err)
     return FK_OK;
 }
 
-static int parse_gmm(const fk_params *p, fk_synth_spec *o, fk_err *err)
+FK_CHECKRETURN static int parse_gmm(const fk_params *p, fk_synth_spec *o, fk_err *err)
 {
     long tasks, outliers, samples, client;
     int rc;
@@ -75,7 +75,7 @@ static int parse_gmm(const fk_params *p, fk_synth_spec *o, fk_err *err)
     return FK_OK;
 }
 
-static int parse_mor(const fk_params *p, fk_synth_spec *o, fk_err *err)
+FK_CHECKRETURN static int parse_mor(const fk_params *p, fk_synth_spec *o, fk_err *err)
 {
     long tasks, outliers, samples, comps, dims, client;
     int rc;
@@ -130,7 +130,7 @@ int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
              : out->kind == FK_SYNTH_GMM ? parse_gmm(&p, out, err)
                                          : parse_mor(&p, out, err);
     if (rc && rc != FK_ENOMEM && strncmp(err->msg, "data set", 8))
-        fk_err_prefix(err, "data set '%.80s': ", spec);
+        fk_err_prefix(err, rc, "data set '%.80s': ", spec);
     const char *unused = rc ? NULL : fk_params_unused(&p);
     if (unused)
         rc = fk_err_set(err, FK_EINVAL, "data set '%.80s': unknown option '%s'", spec, unused);
@@ -138,7 +138,7 @@ int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
     return rc;
 }
 
-static int load_shift(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
+FK_CHECKRETURN static int load_shift(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
 {
     int n = s->shift.n_sources + 1;
     fk_dataset *all = calloc((size_t)n, sizeof *all);
@@ -155,7 +155,7 @@ static int load_shift(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
     return rc;
 }
 
-static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
+FK_CHECKRETURN static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
 {
     const fk_synth_gmm *g = &s->gmm;
     fk_dataset *all = calloc((size_t)g->K, sizeof *all);
@@ -175,7 +175,7 @@ static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
     return rc;
 }
 
-static int load_mor(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
+FK_CHECKRETURN static int load_mor(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
 {
     const fk_synth_mor *m = &s->mor;
     fk_mor_data d;

@@ -172,7 +172,7 @@ static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "max_refusals", 3, 0, 1000000, &refusals, err);
     if (rc) {
-        fk_err_prefix(err, "%s: ", origin);
+        fk_err_prefix(err, rc, "%s: ", origin);
         return rc;
     }
     c->rounds = (int)rounds;

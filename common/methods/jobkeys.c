@@ -1,6 +1,7 @@
 #include "common/methods/jobkeys.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const fk_param_doc fk_jobkeys_generic[] = {
@@ -42,6 +43,21 @@ static void describe(char *buf, size_t cap, size_t *off, const char *key, const 
         *off += (size_t)w;
 }
 
+/* A job type with one round (max_rounds 1: kahm, dica, udica, sfl) and `rounds` above 1
+ * would run its one round and report "round 1 of N": refused instead. */
+static int check_rounds(const fk_params *p, const fk_method *m, fk_err *err)
+{
+    const char *r = fk_params_get(p, "rounds");
+    char *end = NULL;
+    double v = r ? strtod(r, &end) : 1;
+    if (!m->max_rounds || m->max_rounds(p) != 1 || !(v > 1) || (end && *end))
+        return FK_OK; /* not a number: the engine's own parse says so */
+    return fk_err_set(err, FK_EINVAL,
+                      "job type %s runs in one round, but the job sets 'rounds = %s'; remove the "
+                      "key (or set rounds = 1)",
+                      m->name, r);
+}
+
 int fk_jobkeys_check(const fk_params *p, const fk_method *m, const fk_param_doc *extra,
                      int flags, fk_err *err)
 {
@@ -64,7 +80,7 @@ int fk_jobkeys_check(const fk_params *p, const fk_method *m, const fk_param_doc 
         describe(list, sizeof list, &off, key, m, extra);
     }
     if (!bad)
-        return FK_OK;
+        return check_rounds(p, m, err);
     return fk_err_set(err, FK_EINVAL,
                       "unknown job key%s %s for job type %s; `fedkern job keys %s` lists "
                       "the keys it takes",

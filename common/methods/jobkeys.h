@@ -19,7 +19,8 @@ enum {
 };
 
 /* FK_OK when every key of p is generic, in m->keys or in extra (may be NULL); else
- * FK_EINVAL naming each unknown key with the nearest known key, if one is close. */
+ * FK_EINVAL naming each unknown key with the nearest known key, if one is close. A job type
+ * that runs in one round (max_rounds 1) refuses `rounds` above 1 as well. */
 FK_CHECKRETURN int fk_jobkeys_check(const fk_params *p, const fk_method *m,
                                     const fk_param_doc *extra, int flags, fk_err *err);
 

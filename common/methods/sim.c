@@ -82,7 +82,7 @@ static int sim_open(sim *s, const fk_method *m, const fk_params *p, const fk_dat
     for (int i = 0; i < n; i++) {
         rc = m->client_init(&s->cli[i], p, &clients[i], i, n, seed, err);
         if (rc)
-            return fk_err_prefix(err, "client %d (%s): ", i, clients[i].name);
+            return fk_err_prefix(err, rc, "client %d (%s): ", i, clients[i].name);
     }
     return FK_OK;
 }
@@ -105,11 +105,11 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
         u->client = c;
         rc = s->m->local_step(s->cli[c], &s->task, &u->msg, &u->report, err);
         if (rc)
-            return fk_err_prefix(err, "client %d, round %d: ", c, round);
+            return fk_err_prefix(err, rc, "client %d, round %d: ", c, round);
         if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
             continue;
         /* A refused update is a dropout, as in the daemon: it never reaches aggregate. */
-        fk_err cerr;
+        fk_err cerr = {0};
         if (fk_update_check_report(&u->report, c, &cerr) != FK_OK ||
             (s->m->check_update && s->m->check_update(s->srv, round, phase, u, &cerr) != FK_OK)) {
             r->refused++;
@@ -131,7 +131,7 @@ static int evaluate_all(sim *s, const fk_bundle *model, fk_report *out, fk_err *
         fk_report_init(&out[c]);
         int rc = s->m->evaluate(s->cli[c], model, &out[c], err);
         if (rc)
-            return fk_err_prefix(err, "client %d, final evaluation: ", c);
+            return fk_err_prefix(err, rc, "client %d, final evaluation: ", c);
     }
     return FK_OK;
 }

@@ -7,11 +7,13 @@
 
 int fk_update_check_report(const fk_report *r, int client, fk_err *err)
 {
+    /* the messages name the field and its bounds, never the value (issue 33: nothing a
+     * client sent is quoted into a log or a status) */
     if (!(isfinite(r->n_samples) && r->n_samples >= 0))
         return fk_err_set(err, FK_EINVAL,
-                          "client %d reported n_samples = %g (must be finite and >= 0: it weighs "
-                          "the client in every mean)",
-                          client, r->n_samples);
+                          "client %d reported an n_samples that is not finite and >= 0 (it "
+                          "weighs the client in every mean)",
+                          client);
     const struct {
         const char *name;
         double v;
@@ -21,21 +23,17 @@ int fk_update_check_report(const fk_report *r, int client, fk_err *err)
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (isinf(f[i].v))
             return fk_err_set(err, FK_EINVAL,
-                              "client %d reported %s = %g (must be finite, or NaN for not "
+                              "client %d reported an infinite %s (must be finite, or NaN for not "
                               "measured)",
-                              client, f[i].name, f[i].v);
+                              client, f[i].name);
     if (!isnan(r->accuracy) && !(r->accuracy >= 0.0 && r->accuracy <= 1.0))
-        return fk_err_set(err, FK_EINVAL, "client %d reported accuracy = %g (must be in [0, 1])",
-                          client, r->accuracy);
+        return fk_err_set(err, FK_EINVAL, "client %d reported an accuracy outside [0, 1]", client);
     if (!isnan(r->misclust) && !(r->misclust >= 0.0 && r->misclust <= 1.0))
-        return fk_err_set(err, FK_EINVAL, "client %d reported misclust = %g (must be in [0, 1])",
-                          client, r->misclust);
+        return fk_err_set(err, FK_EINVAL, "client %d reported a misclust outside [0, 1]", client);
     if (!isnan(r->ari) && !(r->ari >= -1.0 && r->ari <= 1.0))
-        return fk_err_set(err, FK_EINVAL, "client %d reported ari = %g (must be in [-1, 1])",
-                          client, r->ari);
+        return fk_err_set(err, FK_EINVAL, "client %d reported an ari outside [-1, 1]", client);
     if (!isnan(r->rmse) && !(r->rmse >= 0.0))
-        return fk_err_set(err, FK_EINVAL, "client %d reported rmse = %g (must be >= 0)", client,
-                          r->rmse);
+        return fk_err_set(err, FK_EINVAL, "client %d reported a negative rmse", client);
     return FK_OK;
 }
 
@@ -98,13 +96,44 @@ int fk_update_check_tensor(const fk_bundle *b, const char *name, int ndim, const
         return fk_err_set(err, FK_EINVAL, "client %d sent tensor '%s' of shape %s (this job needs %s)",
                           client, name, t->ndim ? got : "scalar", ndim ? want : "a scalar");
     }
-    for (size_t i = 0; i < t->len; i++)
-        if (!(fabs(t->data[i]) <= bound) || (nonneg && t->data[i] < 0))
-            return fk_err_set(err, FK_EINVAL,
-                              "client %d sent tensor '%s' with value %zu = %g (must be finite%s, "
-                              "|x| <= %g)",
-                              client, name, i, t->data[i], nonneg ? ", >= 0" : "", bound);
-    if (out)
+    int rc = fk_update_check_range(t, nonneg ? 0.0 : -bound, bound, 0, client, err);
+    if (rc == FK_OK && out)
         *out = t;
+    return rc;
+}
+
+/* "entry 7" or, for a matrix, "entry 7 (row 1, column 3)": where, never what. */
+static void position(const fk_tensor *t, size_t i, char *buf, size_t cap)
+{
+    if (t->ndim == 2 && t->shape[1] > 0)
+        snprintf(buf, cap, "entry %zu (row %llu, column %llu)", i,
+                 (unsigned long long)(i / t->shape[1]), (unsigned long long)(i % t->shape[1]));
+    else
+        snprintf(buf, cap, "entry %zu", i);
+}
+
+int fk_update_check_range(const fk_tensor *t, double lo, double hi, int whole, int client,
+                          fk_err *err)
+{
+    for (size_t i = 0; i < t->len; i++) {
+        double v = t->data[i];
+        if (v >= lo && v <= hi && (!whole || v == floor(v)))
+            continue;
+        char at[96];
+        position(t, i, at, sizeof at);
+        if (!isfinite(v))
+            return fk_err_set(err, FK_EINVAL, "client %d sent tensor '%s' with a NaN or Inf at %s",
+                              client, t->name, at);
+        if (whole && v >= lo && v <= hi)
+            return fk_err_set(err, FK_EINVAL,
+                              "client %d sent tensor '%s' with a fraction at %s (must be a whole "
+                              "number in [%g, %g])",
+                              client, t->name, at, lo, hi);
+        return fk_err_set(err, FK_EINVAL,
+                          "client %d sent tensor '%s' with %s %s the bound (must be %s in [%g, "
+                          "%g])",
+                          client, t->name, at, v < lo ? "below" : "above",
+                          whole ? "a whole number" : "finite and", lo, hi);
+    }
     return FK_OK;
 }

@@ -1,7 +1,8 @@
 /* Pieces every method's check_update op is built from (method.h): the report a client sent
  * next to its update, the tensor names a phase takes, and one tensor's shape, finiteness and
- * bounds. Each failure is FK_EINVAL with one message naming the client, the tensor and the
- * reason, which the server sends back as INVALID_ARGUMENT and logs. */
+ * bounds. Each failure is FK_EINVAL with one message naming the client, the tensor, the
+ * position and the bound, never a value the client sent (the server sends it back as
+ * INVALID_ARGUMENT, logs it and shows it in the job's status). */
 #ifndef FK_UPDATE_CHECK_H
 #define FK_UPDATE_CHECK_H
 
@@ -33,5 +34,11 @@ int fk_update_check_names(const fk_bundle *b, const char *const *names, int n, i
 int fk_update_check_tensor(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
                            double bound, int nonneg, int optional, int client,
                            const fk_tensor **out, fk_err *err);
+
+/* Every value of t is in [lo, hi] (NaN and Inf never are) and, with whole, a whole number.
+ * The refusal names the tensor, the position and the bound, never the value: nothing a
+ * client sent is quoted into a log line or a job's status. */
+FK_CHECKRETURN int fk_update_check_range(const fk_tensor *t, double lo, double hi, int whole,
+                                         int client, fk_err *err);
 
 #endif

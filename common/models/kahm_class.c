@@ -83,7 +83,7 @@ int fk_kahm_class_fit(fk_kahm_class *c, int cls, const double *Y, size_t N, size
             rc = fk_kahm_fit(&c->parts[s], buf, m, p, p, o, err);
         }
         if (rc)
-            fk_err_prefix(err, "class %d, part %d of %d: ", cls, s + 1, S);
+            fk_err_prefix(err, rc, "class %d, part %d of %d: ", cls, s + 1, S);
         else
             c->n_parts = s + 1;
     }

@@ -322,9 +322,9 @@ int fk_svm_fit_kernel(fk_svm *s, const fk_mat *K, const int *y, int n_class, con
             rc = smo(&b, o, alpha, &s->rho[mi], &s->iters[mi], err);
             if (rc) {
                 if (cb >= 0)
-                    fk_err_prefix(err, "svm: class %d vs %d: ", ca, cb);
+                    fk_err_prefix(err, rc, "svm: class %d vs %d: ", ca, cb);
                 else
-                    fk_err_prefix(err, "svm: class %d vs the rest: ", ca);
+                    fk_err_prefix(err, rc, "svm: class %d vs the rest: ", ca);
                 break;
             }
             for (size_t t = 0; t < l; t++)

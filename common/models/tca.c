@@ -33,8 +33,8 @@ void fk_rows_l2_normalize(fk_mat *X)
 /* v = Phi^T l and Y = gamma^-1/2 (Phi_c - c (Phi_c v) v^T), Phi_c column-centred.
  * Phi is read three times (v and mu together, Phi v, the fused write of Y):
  * Phi_c v = Phi v - (mu . v) 1, so Y is written once. */
-static int build_y(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *Y, double *v, double *c_out,
-                   fk_err *err)
+FK_CHECKRETURN static int build_y(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *Y, double *v,
+                                  double *c_out, fk_err *err)
 {
     size_t n = Phi->rows, D = Phi->cols, n_t = n - n_s;
     double *l = malloc(2 * n * sizeof *l), *vm = malloc(2 * D * sizeof *vm),
@@ -106,7 +106,7 @@ static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_
         return 0;
     double t0 = now();
     gram_op g = {.Y = Y, .yt = malloc(fk_eig_op_block(m, D) * n * sizeof(double))};
-    fk_err e;
+    fk_err e = {0};
     int rc = g.yt ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
                   : FK_ENOMEM;
     free(g.yt);
@@ -120,8 +120,8 @@ static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_
 }
 
 /* U (D x m): top-m right singular vectors of Y (n x D) and theta = sigma^2. */
-static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_tca_times *tm,
-                             fk_err *err)
+FK_CHECKRETURN static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta,
+                                            fk_tca_times *tm, fk_err *err)
 {
     if (krylov_route(Y, m, U, theta, tm)) {
         double tol = 1e-10 * (theta[0] > 0 ? theta[0] : 1.0);
@@ -194,8 +194,9 @@ static void normalize_columns(fk_mat *W, const double *theta, fk_tca_norm norm)
 
 /* W (initialised here, D x m) = P U = gamma^-1/2 (U - c v (v^T U)), U the top-m eigenvectors of
  * P A P taken back through P (§1.5), columns normalised by norm, signs fixed. */
-static int back_transform(const fk_mat *U, size_t m, const double *v, double c, double gamma,
-                          const double *theta, fk_tca_norm norm, fk_mat *W, fk_err *err)
+FK_CHECKRETURN static int back_transform(const fk_mat *U, size_t m, const double *v, double c,
+                                         double gamma, const double *theta, fk_tca_norm norm,
+                                         fk_mat *W, fk_err *err)
 {
     size_t D = U->rows;
     double *vu = malloc(m * sizeof *vu);
@@ -379,7 +380,8 @@ int fk_tca_stack(const fk_mat *Xs, const fk_mat *Xt, fk_mat *X, fk_err *err)
 }
 
 /* Split Z (n x m) into the first n_s rows and the rest. */
-static int split_rows(const fk_mat *Z, size_t n_s, fk_mat *Zs, fk_mat *Zt, fk_err *err)
+FK_CHECKRETURN static int split_rows(const fk_mat *Z, size_t n_s, fk_mat *Zs, fk_mat *Zt,
+                                     fk_err *err)
 {
     fk_mat a = fk_mat_rows(Z, 0, n_s), b = fk_mat_rows(Z, n_s, Z->rows - n_s);
     if (fk_mat_copy(Zs, &a) || fk_mat_copy(Zt, &b)) {
@@ -390,8 +392,8 @@ static int split_rows(const fk_mat *Z, size_t n_s, fk_mat *Zs, fk_mat *Zt, fk_er
 }
 
 /* Fit on Phi and write the split embedding. */
-static int fit_split(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_tca_norm norm,
-                     fk_mat *Zs, fk_mat *Zt, fk_err *err)
+FK_CHECKRETURN static int fit_split(const fk_mat *Phi, size_t n_s, double gamma, size_t m,
+                                    fk_tca_norm norm, fk_mat *Zs, fk_mat *Zt, fk_err *err)
 {
     fk_mat W, Z;
     double *theta = malloc(m * sizeof *theta);
@@ -410,8 +412,8 @@ static int fit_split(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk_t
 }
 
 /* K (initialised here) = kernel matrix of [Xs; Xt], after the domain checks. */
-static int stacked_kernel(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind, double sigma,
-                          size_t m, fk_mat *K, fk_err *err)
+FK_CHECKRETURN static int stacked_kernel(const fk_mat *Xs, const fk_mat *Xt, fk_kernel_kind kind,
+                                         double sigma, size_t m, fk_mat *K, fk_err *err)
 {
     int rc = fk_tca_check_domains(Xs, Xt, m, err);
     if (rc)
@@ -508,7 +510,7 @@ int fk_rtca_embed(const fk_mat *K, size_t n_s, double gamma, size_t m, fk_mat *F
 }
 
 /* Z = gamma^-1 (K F - s u (u^T F)) diag(theta)^-1/2, u = K l, s = 1 / (gamma + l^T u). */
-static int rtca_lift(const fk_mat *K, size_t n_s, double gamma, const fk_mat *F,
+FK_CHECKRETURN static int rtca_lift(const fk_mat *K, size_t n_s, double gamma, const fk_mat *F,
                      const double *theta, fk_mat *Z, fk_err *err)
 {
     size_t n = K->rows, m = F->cols;

@@ -107,7 +107,7 @@ static int pem_cert(FILE *f, void *x)
 }
 
 /* Write cert (0644) and key (0600); on failure leave neither behind. */
-static int write_pair(const char *dir, fk_cert_role role, const char *name, X509 *x,
+FK_CHECKRETURN static int write_pair(const char *dir, fk_cert_role role, const char *name, X509 *x,
                       EVP_PKEY *k, fk_err *err)
 {
     char kp[4096], cp[4096];
@@ -127,7 +127,7 @@ static int write_pair(const char *dir, fk_cert_role role, const char *name, X509
 
 /* ---------------------------------------------------------------- building */
 
-static int add_ext(X509 *x, X509 *issuer, int nid, const char *value, fk_err *err)
+FK_CHECKRETURN static int add_ext(X509 *x, X509 *issuer, int nid, const char *value, fk_err *err)
 {
     X509V3_CTX ctx;
     X509V3_set_ctx_nodb(&ctx);
@@ -185,7 +185,7 @@ static EVP_PKEY *new_key(fk_err *err)
 }
 
 /* Append "TYPE:item" for each comma-separated item, validated, to san. */
-static int san_list(char *san, size_t cap, const char *list, int ip, fk_err *err)
+FK_CHECKRETURN static int san_list(char *san, size_t cap, const char *list, int ip, fk_err *err)
 {
     if (!list || !*list)
         return FK_OK;
@@ -211,7 +211,7 @@ static int san_list(char *san, size_t cap, const char *list, int ip, fk_err *err
     return rc;
 }
 
-static int leaf_exts(X509 *x, X509 *ca, fk_cert_role role, const char *name,
+FK_CHECKRETURN static int leaf_exts(X509 *x, X509 *ca, fk_cert_role role, const char *name,
                      const fk_cert_opts *o, fk_err *err)
 {
     char san[2048];
@@ -263,7 +263,7 @@ int fk_certs_init_ca(const char *dir, const char *cn, const fk_cert_opts *opts, 
 }
 
 /* Read DIR's CA certificate and key. */
-static int load_ca(const char *dir, X509 **ca, EVP_PKEY **key, fk_err *err)
+FK_CHECKRETURN static int load_ca(const char *dir, X509 **ca, EVP_PKEY **key, fk_err *err)
 {
     char cp[4096], kp[4096];
     int rc;
@@ -429,7 +429,7 @@ static int crl_has_serial(X509_CRL *c, const ASN1_INTEGER *serial)
     return X509_CRL_get0_by_serial(c, &r, serial) == 1;
 }
 
-static int crl_add(X509_CRL *c, const ASN1_INTEGER *serial, fk_err *err)
+FK_CHECKRETURN static int crl_add(X509_CRL *c, const ASN1_INTEGER *serial, fk_err *err)
 {
     X509_REVOKED *r = X509_REVOKED_new();
     ASN1_TIME *now = ASN1_TIME_set(NULL, time(NULL));
@@ -444,7 +444,7 @@ static int crl_add(X509_CRL *c, const ASN1_INTEGER *serial, fk_err *err)
 }
 
 /* New lastUpdate/nextUpdate, CRL number + 1, sorted, signed by the CA. */
-static int crl_sign(X509_CRL *c, X509 *ca, EVP_PKEY *key, long days, fk_err *err)
+FK_CHECKRETURN static int crl_sign(X509_CRL *c, X509 *ca, EVP_PKEY *key, long days, fk_err *err)
 {
     long number = 0;
     ASN1_INTEGER *old = X509_CRL_get_ext_d2i(c, NID_crl_number, NULL, NULL);
@@ -475,7 +475,7 @@ static int crl_sign(X509_CRL *c, X509 *ca, EVP_PKEY *key, long days, fk_err *err
 }
 
 /* Write DIR/crl.pem through a temporary file and rename: a reader never sees half a CRL. */
-static int crl_write(const char *path, X509_CRL *c, fk_err *err)
+FK_CHECKRETURN static int crl_write(const char *path, X509_CRL *c, fk_err *err)
 {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -497,7 +497,8 @@ static int crl_write(const char *path, X509_CRL *c, fk_err *err)
 }
 
 /* Shared body of revoke and crl: serial NULL only re-signs. */
-static int crl_update(const char *dir, X509 *revoke, long days, int *added, fk_err *err)
+FK_CHECKRETURN static int crl_update(const char *dir, X509 *revoke, long days, int *added,
+                                     fk_err *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/crl.pem", dir);

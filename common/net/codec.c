@@ -594,7 +594,7 @@ static int decode_payload(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bund
     if (rc == FK_OK && *has_chunk) {
         rc = fk_codec_chunk_check(pc, rx.chunk_len, err);
         if (rc != FK_OK)
-            fk_err_prefix(err, "%s: ", what);
+            fk_err_prefix(err, rc, "%s: ", what);
     }
     if (rc != FK_OK) {
         if (out->bundle)

@@ -548,7 +548,7 @@ static void conn_lost(fk_grpc_client *cl, const char *reason)
 static void tls_closed(fk_tlsconn *t, const char *reason)
 {
     fk_grpc_client *cl = t->ud;
-    fk_err err;
+    fk_err err = {0};
     if (!t->started && !cl->closing && cl->next_addr) { /* TCP connect failed: next address */
         fk_log(FK_LOG_DEBUG, "client_next_address", "server=%s reason=\"%s\"", cl->peer.addr,
                reason);
@@ -599,7 +599,7 @@ static void resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
         client_free(cl);
         return;
     }
-    fk_err err;
+    fk_err err = {0};
     if (status < 0) {
         fk_err_set(&err, FK_ENET, "cannot resolve the server host %s: %s", cl->peer.addr,
                    uv_strerror(status));

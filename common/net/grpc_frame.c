@@ -37,7 +37,8 @@ size_t fk_grpc_frame_buffered(const fk_grpc_frame_parser *p)
     return p->msg_cap;
 }
 
-static int fail(fk_grpc_frame_parser *p, fk_err *err, int code, const char *what, size_t n)
+FK_CHECKRETURN static int fail(fk_grpc_frame_parser *p, fk_err *err, int code, const char *what,
+                               size_t n)
 {
     p->failed = 1;
     if (code == FK_ELIMIT)
@@ -49,7 +50,7 @@ static int fail(fk_grpc_frame_parser *p, fk_err *err, int code, const char *what
 }
 
 /* Parse a complete prefix: flag and length; start the message. */
-static int start_message(fk_grpc_frame_parser *p, void *ctx, fk_err *err)
+FK_CHECKRETURN static int start_message(fk_grpc_frame_parser *p, void *ctx, fk_err *err)
 {
     uint8_t flag = p->hdr[0];
     size_t len = (size_t)p->hdr[1] << 24 | (size_t)p->hdr[2] << 16 | (size_t)p->hdr[3] << 8 |
@@ -84,7 +85,7 @@ static int start_message(fk_grpc_frame_parser *p, void *ctx, fk_err *err)
 }
 
 /* Make room for `more` bytes of the message in progress. */
-static int reserve(fk_grpc_frame_parser *p, size_t more, fk_err *err)
+FK_CHECKRETURN static int reserve(fk_grpc_frame_parser *p, size_t more, fk_err *err)
 {
     size_t need = p->msg_have + more;
     if (need <= p->msg_cap && (p->msg || p->alloc))
@@ -106,7 +107,8 @@ static int reserve(fk_grpc_frame_parser *p, size_t more, fk_err *err)
 }
 
 /* Hand the finished message over and reset for the next prefix. */
-static int deliver(fk_grpc_frame_parser *p, fk_grpc_frame_cb cb, void *ctx, fk_err *err)
+FK_CHECKRETURN static int deliver(fk_grpc_frame_parser *p, fk_grpc_frame_cb cb, void *ctx,
+                                  fk_err *err)
 {
     uint8_t *msg = p->msg;
     size_t len = p->msg_len;

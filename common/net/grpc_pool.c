@@ -12,6 +12,7 @@
  * even when its connection has closed meanwhile. */
 #include "common/net/grpc_server_int.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -172,9 +173,15 @@ static void worker_srv_closed(void *ud)
     worker_maybe_end(w);
 }
 
+/* fk__grpc_call_is_proxy reads the first int of any fk_grpc_call: both structs must start so */
+_Static_assert(offsetof(proxy, remote) == 0, "proxy.remote must be the first member");
+
 static void proxy_unref(proxy *p)
 {
-    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1) {
+    int before = atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel);
+    /* one reference per holder (the I/O thread until REPLY, a CANCEL in flight): never below */
+    assert(before >= 1 && before <= 2);
+    if (before == 1) {
         fk_memacct_add(FK_MEM_CALL, -(long)sizeof *p);
         free(p);
     }
@@ -185,7 +192,11 @@ static void fwd_cancelled(fk_grpc_call *call, void *ud)
 {
     (void)call;
     proxy *p = ud;
-    atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); /* the CANCEL's */
+    assert(p->remote == 1);
+    /* the I/O thread still holds its reference (the REPLY clears this callback first) */
+    int before = atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); /* the CANCEL's */
+    assert(before == 1);
+    (void)before;
     q_push(&p->w->pool->in, &p->n_cancel);
 }
 
@@ -229,6 +240,8 @@ static void fwd_handler(fk_grpc_call *call, const fk_tls_peer *peer, const uint8
 static void worker_reply(worker *w, proxy *p)
 {
     fk_grpc_call *call = p->wcall;
+    assert(p->remote == 1 && p->replied);
+    assert(w->outstanding > 0);
     fk_grpc_call_on_cancel(call, NULL, NULL);
     /* ESTATE: the stream ended first (the client saw the CANCEL's answer); the bytes are freed */
     (void)fk_grpc_call_reply_owned(call, p->status, p->has_msg ? p->msg : NULL, p->bytes, p->blen,
@@ -684,6 +697,7 @@ int fk__grpc_proxy_reply(fk_grpc_call *call, int status, const char *msg, uint8_
                          size_t len, void (*free_fn)(void *), int copy)
 {
     proxy *p = (proxy *)(void *)call;
+    assert(p->remote == 1);
     if (p->replied) { /* a second answer breaks the handler contract: drop it */
         if (!copy && bytes && free_fn)
             free_fn(bytes);

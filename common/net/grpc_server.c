@@ -2,6 +2,7 @@
 #include "common/net/grpc_server.h"
 
 #include <nghttp2/nghttp2.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,8 @@ struct fk_grpc_call {
     size_t resp_len, read_off, sent_off;
     void (*resp_free)(void *);
 };
+/* fk__grpc_call_is_proxy reads the first int of any fk_grpc_call: both structs must start so */
+_Static_assert(offsetof(struct fk_grpc_call, remote) == 0, "fk_grpc_call.remote must be first");
 
 struct h2conn {
     fk_grpc_server *srv;
@@ -878,7 +881,7 @@ static void conn_start(fk_grpc_server *s, uv_stream_t *l, uv_os_sock_t fd)
     if (s->conns)
         s->conns->prev = c;
     s->conns = c;
-    fk_err err;
+    fk_err err = {0};
     if (fk_tlsconn_new(&c->tls, s->loop, s->tls, &server_tls_cbs, c, s->lim.handshake_timeout_ms,
                        &err) != FK_OK) {
         if (!l)

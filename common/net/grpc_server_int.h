@@ -11,6 +11,7 @@
 #ifndef FK_NET_GRPC_SERVER_INT_H
 #define FK_NET_GRPC_SERVER_INT_H
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -84,7 +85,9 @@ uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i);
 /* 1 if call is a proxy: both structs begin with an int that says so. */
 static inline int fk__grpc_call_is_proxy(const fk_grpc_call *call)
 {
-    return *(const int *)(const void *)call != 0;
+    int remote = *(const int *)(const void *)call;
+    assert(remote == 0 || remote == 1); /* anything else is not an fk_grpc_call (or freed) */
+    return remote != 0;
 }
 /* A worker server on an I/O thread's loop: counts into ctr (owned by the pool). */
 FK_CHECKRETURN int fk__grpc_server_init_worker(fk_grpc_server **out, uv_loop_t *loop,

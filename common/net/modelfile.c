@@ -28,11 +28,11 @@ int fk_modelfile_decode(const uint8_t *buf, size_t len, fk_bundle *model, fk_mod
     memset(info, 0, sizeof *info);
     int rc = fk_codec_bundle_decode(buf, len, model, err);
     if (rc)
-        return fk_err_prefix(err, "not a model file: ");
+        return fk_err_prefix(err, rc, "not a model file: ");
     fedkern_v1_ModelInfo m; /* the same bytes again: every field but the info is skipped */
     rc = fk_codec_decode(fedkern_v1_ModelInfo_fields, &m, buf, len, err);
     if (rc)
-        return fk_err_prefix(err, "not a model file (its info): ");
+        return fk_err_prefix(err, rc, "not a model file (its info): ");
     snprintf(info->method, sizeof info->method, "%s", m.method);
     info->round = m.round > 0x7fffffff ? 0x7fffffff : (int)m.round;
     snprintf(info->job_id, sizeof info->job_id, "%s", m.job_id);
@@ -73,7 +73,7 @@ int fk_modelfile_read(const char *path, fk_bundle *model, fk_model_info *info, f
     if (!rc) {
         rc = fk_modelfile_decode(buf, len, model, info, err);
         if (rc)
-            fk_err_prefix(err, "%s: ", path);
+            fk_err_prefix(err, rc, "%s: ", path);
     }
     free(buf);
     return rc;

@@ -132,7 +132,7 @@ static uint64_t now_ms(proxy *p)
 
 /* ---- address parsing ---- */
 
-static int parse_addr(const char *text, struct sockaddr_storage *out, fk_err *err)
+FK_CHECKRETURN static int parse_addr(const char *text, struct sockaddr_storage *out, fk_err *err)
 {
     char host[128];
     const char *colon = strrchr(text, ':');
@@ -161,7 +161,7 @@ static int parse_addr(const char *text, struct sockaddr_storage *out, fk_err *er
 
 /* ---- fault settings ---- */
 
-static int load_script(proxy *px, const char *path, fk_err *err)
+FK_CHECKRETURN static int load_script(proxy *px, const char *path, fk_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -570,7 +570,8 @@ static void on_signal(uv_signal_t *s, int signum)
     stop_proxy(s->data, signum == SIGINT ? "sigint" : "sigterm");
 }
 
-static int configure(proxy *px, fk_params *p, const char **listen, double *max_s, fk_err *err)
+FK_CHECKRETURN static int configure(proxy *px, fk_params *p, const char **listen, double *max_s,
+                                    fk_err *err)
 {
     const char *target = fk_params_get(p, "target");
     if (!target)
@@ -600,7 +601,7 @@ static int configure(proxy *px, fk_params *p, const char **listen, double *max_s
     return rc;
 }
 
-static int run(proxy *px, const char *listen, double max_s, fk_err *err)
+FK_CHECKRETURN static int run(proxy *px, const char *listen, double max_s, fk_err *err)
 {
     struct sockaddr_storage la;
     int rc = parse_addr(listen, &la, err);
@@ -675,7 +676,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     fk_params p;
     fk_params_init(&p);
-    fk_err err;
+    fk_err err = {0};
     int rest = argc - 1;
     if (fk_params_parse_args(&p, &rest, argv + 1, &err)) {
         fprintf(stderr, "fedkern-faultproxy: %s\n", err.msg);

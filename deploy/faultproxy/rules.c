@@ -29,8 +29,8 @@ int fk_fault_read(const fk_params *p, fk_fault *f, fk_err *err)
 }
 
 /* One rule line (modified in place): whitespace-separated key=value pairs. */
-static int parse_line(char *line, const fk_fault *dflt, fk_fault *out, const char *origin,
-                      int lineno, fk_err *err)
+FK_CHECKRETURN static int parse_line(char *line, const fk_fault *dflt, fk_fault *out,
+                                     const char *origin, int lineno, fk_err *err)
 {
     fk_params p;
     fk_params_init(&p);
@@ -51,7 +51,7 @@ static int parse_line(char *line, const fk_fault *dflt, fk_fault *out, const cha
     if (!rc)
         rc = fk_fault_read(&p, out, err);
     if (rc && err->msg[0] && strncmp(err->msg, origin, strlen(origin)))
-        fk_err_prefix(err, "%s:%d: ", origin, lineno);
+        fk_err_prefix(err, rc, "%s:%d: ", origin, lineno);
     const char *extra = rc ? NULL : fk_params_unused(&p);
     if (extra)
         rc = fk_err_set(err, FK_EINVAL, "%s:%d: unknown key '%.40s'; see --help", origin, lineno,

@@ -152,8 +152,9 @@ static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **P
     if (!(sigma > 0) || !isfinite(sigma) || d != (double)c->X.cols)
         return fk_err_set(
             err, FK_EINVAL,
-            "dica: client %d: task carries sigma = %g and d = %g (client has d = %zu)", c->idx,
-            sigma, d, c->X.cols);
+            "dica: client %d: task carries no kernel width sigma > 0 or another input "
+            "dimension d than the client's %zu",
+            c->idx, c->X.cols);
     if (c->Phi.data && c->phi_sigma == sigma) {
         *Phi = &c->Phi;
         return FK_OK;
@@ -229,7 +230,7 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
     rc = fk__dicaj_check_size(&c->c, c->n_dom, C,
                               lim >= 1 && lim < 1.8e19 ? (uint64_t)lim : 0, err);
     if (rc)
-        return fk_err_prefix(err, "client %d: ", c->idx);
+        return fk_err_prefix(err, rc, "client %d: ", c->idx);
     size_t Dy = fk__dicaj_dy(&c->c, C), D = 2 * (size_t)c->c.R;
     fk_mat Psi = {0};
     const fk_mat *Phi = NULL;
@@ -287,7 +288,7 @@ static int project(fk__dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_
     *m = (size_t)W->shape[1];
     const fk_tensor *pb = fk__dicaj_take(model, "phi_bar", D, err);
     if (!pb || !fk__dicaj_take(model, "W", D * *m, err))
-        return fk_err_prefix(err, "client %d: ", c->idx);
+        return fk_err_prefix(err, FK_EINVAL, "client %d: ", c->idx);
     const fk_mat *Phi = NULL;
     int rc = features(c, model, &Phi, err);
     fk_dica_fit f = {.D = D, .m = *m, .W = fk_mat_view(W->data, D, *m, *m), .phi_bar = pb->data};

@@ -123,92 +123,6 @@ static int is_count(double v, double lo)
     return v >= lo && v <= 9e15 && v == floor(v);
 }
 
-/* One update before it is committed: names, shapes, finiteness, ids and counts. */
-int fk__dicaj_server_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
-{
-    fk__dicaj_server *s = v;
-    const fk_bundle *b = &up->msg;
-    int who = up->client;
-    if (round != 1 || who < 0 || who >= s->n)
-        return fk_err_set(err, FK_EINVAL, "dica: update of client %d for round %d is unexpected",
-                          who, round);
-    const fk_tensor *t = fk__dicaj_take(b, "n", 1, err);
-    if (!t)
-        return fk_err_prefix(err, "client %d: ", who);
-    double n = t->data[0];
-    if (!is_count(n, 0))
-        return fk_err_set(err, FK_EINVAL, "dica: client %d: n = %g is not a sample count", who, n);
-    int train = !s->c.holdout[who];
-    if (phase == 0) {
-        const fk_tensor *d = fk__dicaj_take(b, "d", 1, err);
-        if (!d || !is_count(d->data[0], 1) || d->data[0] > 1e8)
-            return d ? fk_err_set(err, FK_EINVAL, "dica: client %d: d = %g is not a dimension", who,
-                                  d->data[0])
-                     : fk_err_prefix(err, "client %d: ", who);
-        size_t dd = (size_t)d->data[0];
-        const fk_tensor *c = fk__dicaj_take(b, "classes", 1, err);
-        if (!c || !fk__dicaj_take(b, "sum_x", dd, err) || !fk__dicaj_take(b, "sum_x2", 1, err) ||
-            (s->c.regression && !fk__dicaj_take(b, "sum_y", 1, err)))
-            return fk_err_prefix(err, "client %d: ", who);
-        if (!is_count(c->data[0], 0) || c->data[0] > FK_DICA_MAX_CLASSES)
-            return fk_err_set(err, FK_EINVAL, "dica: client %d: classes = %g (at most %d)", who,
-                              c->data[0], FK_DICA_MAX_CLASSES);
-        return FK_OK;
-    }
-    if (phase == 1 && train) {
-        if (!is_count(n, 2))
-            return fk_err_set(err, FK_EINVAL, "dica: client %d sent statistics of %g samples", who,
-                              n);
-        size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
-        const fk_tensor *ids = fk_bundle_get(b, "dom_id");
-        if (!ids || ids->len == 0 || ids->len > (size_t)n)
-            return fk_err_set(err, FK_EINVAL,
-                              "dica: client %d: tensor 'dom_id' is missing or has "
-                              "%zu ids for %g samples",
-                              who, ids ? ids->len : (size_t)0, n);
-        size_t Nq = ids->len;
-        const fk_tensor *dn;
-        if (!fk__dicaj_take(b, "dom_id", Nq, err) || !(dn = fk__dicaj_take(b, "dom_n", Nq, err)) ||
-            !fk__dicaj_take(b, "dom_sum", Nq * D, err) ||
-            !fk__dicaj_take(b, "S_phiphi", D * (D + 1) / 2, err))
-            return fk_err_prefix(err, "client %d: ", who);
-        if (Dy &&
-            (!fk__dicaj_take(b, "s_psi", Dy, err) || !fk__dicaj_take(b, "C_phipsi", D * Dy, err) ||
-             !fk__dicaj_take(b, "S_psipsi", Dy * (Dy + 1) / 2, err)))
-            return fk_err_prefix(err, "client %d: ", who);
-        double total = 0;
-        for (size_t i = 0; i < Nq; i++) {
-            double id = ids->data[i];
-            if (!is_count(id, 0) || id > 2147483647.0 ||
-                (s->c.domains && id >= (double)s->c.domains))
-                return fk_err_set(err, FK_EINVAL, "dica: client %d: unknown domain id %g (%s)", who,
-                                  id, s->c.domains ? "outside [0, domains)" : "not an id >= 0");
-            for (size_t j = 0; j < i; j++)
-                if (ids->data[j] == id)
-                    return fk_err_set(err, FK_EINVAL,
-                                      "dica: client %d: domain id %g appears twice in one upload",
-                                      who, id);
-            if (!is_count(dn->data[i], s->c.min_domain))
-                return fk_err_set(err, FK_EINVAL,
-                                  "dica: client %d: domain %g has %g samples, below "
-                                  "min_domain_size %g",
-                                  who, id, dn->data[i], s->c.min_domain);
-            total += dn->data[i];
-        }
-        if (total != n)
-            return fk_err_set(err, FK_EINVAL, "dica: client %d: domain sizes add to %g, n says %g",
-                              who, total, n);
-        return FK_OK;
-    }
-    if (phase == 2 && train && n > 0) {
-        size_t p = s->m + 1;
-        if (!fk__dicaj_take(b, "ridge_A", p * p, err) ||
-            !fk__dicaj_take(b, "ridge_b", p * s->k, err))
-            return fk_err_prefix(err, "client %d: ", who);
-    }
-    return FK_OK;
-}
-
 static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     double N = 0, sx2 = 0, sy = 0;
@@ -265,7 +179,8 @@ static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, f
         double sy_rule = s->c.sigma_y > 0 ? s->c.sigma_y : sy / N;
         if (!(sy_rule > 0) || !isfinite(sy_rule))
             return fk_err_set(err, FK_EINVAL,
-                              "dica: the mean training target is %g; set sigma_y > 0", sy / N);
+                              "dica: the mean training target is not > 0 (the default of "
+                              "sigma_y); set sigma_y > 0");
         s->sigma_y = sy_rule;
     }
     s->m = fk__dicaj_m(&s->c, s->C);
@@ -416,7 +331,7 @@ int fk__dicaj_server_aggregate(void *v, int round, int phase, const fk_update *u
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     int m = 0;
     for (int i = 0; i < n; i++) {
-        fk_err cerr;
+        fk_err cerr = {0};
         if ((m > 0 && ups[i].client <= ok[m - 1].client) ||
             fk__dicaj_server_check(s, round, phase, &ups[i], &cerr) != FK_OK) {
             fk_log(FK_LOG_WARN, "dica_update_refused", "client=%d phase=%d reason=\"%s\"",
@@ -519,7 +434,7 @@ static const fk_tensor *want(const fk_bundle *in, const char *name, size_t len, 
 {
     const fk_tensor *t = fk__dicaj_take(in, name, len, err);
     if (!t)
-        fk_err_prefix(err, "checkpoint: ");
+        fk_err_prefix(err, FK_EINVAL, "checkpoint: ");
     return t;
 }
 
@@ -568,7 +483,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
         fk__dicaj_unpack_add(S->data, D, s->st.S);
         for (size_t i = 0; i < Nd; i++) {
             if (!is_count(ids->data[i], 0) || ids->data[i] > 2147483647.0)
-                return fk_err_set(err, FK_EFORMAT, "dica: checkpoint domain id %g", ids->data[i]);
+                return fk_err_set(err, FK_EFORMAT, "dica: checkpoint domain id %zu is not an id", i);
             long k = fk_dica_stats_domain(&s->st, (long)ids->data[i], err);
             if (k < 0)
                 return FK_ENOMEM;
@@ -586,7 +501,7 @@ int fk__dicaj_server_load(void *v, const fk_bundle *in, fk_err *err)
             memcpy(s->st.Syy, yy->data, Dy * Dy * sizeof(double));
         }
         if ((rc = solve(s, err)))
-            return fk_err_prefix(err, "checkpoint: re-solving from the stored sums: ");
+            return fk_err_prefix(err, rc, "checkpoint: re-solving from the stored sums: ");
         s->stage = ST_SOLVED;
     }
     if (stage >= ST_RIDGE) {

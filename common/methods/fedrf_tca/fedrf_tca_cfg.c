@@ -111,7 +111,7 @@ int fk__fedrf_parse_cfg(const fk_params *p, int n_clients, fk__fedrf_cfg *c, fk_
 size_t fk__fedrf_classifier_params(const fk__fedrf_cfg *c, size_t classes)
 {
     fk_mlp net;
-    fk_err e;
+    fk_err e = {0};
     if (fk_mlp_layout(&net, (size_t)c->m, c->hidden, c->n_hidden, classes, &e))
         return 0;
     return net.n_params;
@@ -121,7 +121,7 @@ void fk_fedrf_message_params(size_t N, size_t m, const size_t *hidden, int n_hid
                              fk_fedrf_counts *out)
 {
     fk_mlp net;
-    fk_err e;
+    fk_err e = {0};
     memset(out, 0, sizeof *out);
     out->w_rf = 2 * N * m;
     if (fk_mlp_layout(&net, m, hidden, n_hidden, classes, &e) == FK_OK)

@@ -41,12 +41,10 @@ static int check_moments(const fk__fedrf_server *s, const fk_update *up, fk_err 
     int k = up->client, rc;
     const fk_bundle *b = &up->msg;
     const fk_tensor *cnt;
-    if ((rc = fk_update_check_tensor(b, "n", 0, NULL, 1e9, 1, 0, k, &cnt, err)))
+    if ((rc = fk_update_check_tensor(b, "n", 0, NULL, 1e9, 1, 0, k, &cnt, err)) ||
+        (rc = fk_update_check_range(cnt, 1, 1e9, 1, k, err)))
         return rc;
     double nv = cnt->data[0], tol = 1.0 + 1e-9;
-    if (!(nv >= 1 && nv == floor(nv)))
-        return fk_err_set(err, FK_EINVAL, "client %d sent n = %g samples (must be a whole number "
-                          ">= 1)", k, nv);
     const uint64_t d1[1] = {(uint64_t)s->D}, d2[2] = {(uint64_t)s->D, (uint64_t)s->D};
     if ((rc = fk_update_check_tensor(b, "sum", 1, d1, tol * nv / sqrt((double)s->c.N), 0, 0, k,
                                      NULL, err)))
@@ -84,15 +82,13 @@ static int check_stats(const fk__fedrf_server *s, int round, const fk_update *up
         (rc = fk_update_check_tensor(b, "d", 0, NULL, 1e9, 0, 0, k, &d, err)))
         return rc;
     double dv = d->data[0];
-    if (!(dv >= 1 && dv == floor(dv)))
-        return fk_err_set(err, FK_EINVAL,
-                          "client %d sent feature dimension d = %g (must be a whole number >= 1)",
-                          k, dv);
+    if ((rc = fk_update_check_range(d, 1, 1e9, 1, k, err)))
+        return rc;
     if (s->d_seen > 0 && dv != (double)s->d_seen)
         return fk_err_set(err, FK_EINVAL,
-                          "client %d sent d = %g features but the other clients have %ld; all "
-                          "domains must share one feature space",
-                          k, dv, s->d_seen);
+                          "client %d sent a feature dimension 'd' other than the other clients' "
+                          "(%ld); all domains must share one feature space",
+                          k, s->d_seen);
     return FK_OK;
 }
 
@@ -135,12 +131,11 @@ static int check_select(const fk__fedrf_server *s, int round, const fk_update *u
         (avg && (rc = fk_update_check_tensor(&up->msg, "sel_ok_avg", 0, NULL, 1e9, 0, 0, k, &oka,
                                              err))))
         return rc;
-    double o = ok->data[0], c = cnt->data[0], oa = oka ? oka->data[0] : 0;
-    if (!(c >= 1 && c == floor(c) && o >= 0 && o <= c && o == floor(o) && oa >= 0 && oa <= c &&
-          oa == floor(oa)))
-        return fk_err_set(err, FK_EINVAL, "client %d sent held-out counts %g (average %g) of %g "
-                          "(want whole numbers, 0 <= sel_ok, sel_ok_avg <= sel_n, sel_n >= 1)",
-                          k, o, oa, c);
+    double c = cnt->data[0];
+    if ((rc = fk_update_check_range(cnt, 1, 1e9, 1, k, err)) ||
+        (rc = fk_update_check_range(ok, 0, c, 1, k, err)) ||
+        (oka && (rc = fk_update_check_range(oka, 0, c, 1, k, err))))
+        return rc;
     return FK_OK;
 }
 

@@ -357,8 +357,9 @@ static int agg_stats(fk__fedrf_server *s, const fk_update *ups, int n, fk_err *e
             s->d_seen = d;
         else if (d != s->d_seen)
             return fk_err_set(err, FK_EINVAL,
-                              "fedrf-tca: client %d has %ld features but other clients have %ld; "
-                              "all domains must share one feature space", ups[k].client, d, s->d_seen);
+                              "fedrf-tca: client %d's number of features differs from the other "
+                              "clients'; all domains must share one feature space",
+                              ups[k].client);
         memcpy(s->s + (size_t)ups[k].client * s->D, t->data, s->D * sizeof(double));
         s->has_s[ups[k].client] = 1;
     }

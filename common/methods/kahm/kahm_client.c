@@ -197,7 +197,7 @@ int fk__kahm_local_step(void *v, const fk_bundle *task, fk_bundle *update, fk_re
     if (!c->fitted) {
         rc = fk_kahm_set_fit(&c->set, c->Xtr, c->ntr, c->p, c->p, c->ytr, c->j.C, &c->j.ko, err);
         if (rc)
-            return fk_err_prefix(err, "kahm client %d: ", c->client);
+            return fk_err_prefix(err, rc, "kahm client %d: ", c->client);
         c->fitted = 1;
     }
     rc = fk__kahm_encode(&c->set, (int)c->p, "", upload, update, err);
@@ -285,7 +285,7 @@ int fk__kahm_cli_load(void *v, const fk_bundle *in, fk_err *err)
     fk_kahm_set s;
     int rc = fk__kahm_decode(in, "", c->j.C, (int)c->p, 1, &s, NULL, err);
     if (rc)
-        return fk_err_prefix(err, "kahm client checkpoint: ");
+        return fk_err_prefix(err, rc, "kahm client checkpoint: ");
     fk_kahm_set_close(&c->set);
     c->set = s;
     c->fitted = 1;

@@ -1,6 +1,7 @@
 /* KAHM class lists and models as bundles (spec §8.2) and their checked decoding: the
  * one decoder for updates, the server's checkpoint and model, and the client checkpoint. */
 #include "common/methods/kahm/kahm.h"
+#include "common/methods/update_check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -65,7 +66,9 @@ static int is_int_in(double v, double lo, double hi)
     return v >= lo && v <= hi && v == floor(v);
 }
 
-/* A tensor of exactly this shape (c == 0: a vector of r) with finite values. */
+/* A tensor of exactly this shape (c == 0: a vector of r) with finite values, |x| <=
+ * FK_UPDATE_MAX_ABS. Messages name the tensor and the position, never a value (they reach
+ * the server's log and the job's status). */
 static int take(const fk_bundle *b, const char *name, uint64_t r, uint64_t c,
                 const fk_tensor **out, fk_err *err)
 {
@@ -81,9 +84,11 @@ static int take(const fk_bundle *b, const char *name, uint64_t r, uint64_t c,
                           (unsigned long long)(t->ndim > 1 ? t->shape[1] : 0),
                           (unsigned long long)r, (unsigned long long)c);
     for (size_t i = 0; i < t->len; i++)
-        if (!isfinite(t->data[i]))
-            return fk_err_set(err, FK_EINVAL, "kahm message: tensor '%s' holds %g at %zu (must be "
-                              "finite)", name, t->data[i], i);
+        if (!(fabs(t->data[i]) <= FK_UPDATE_MAX_ABS))
+            return fk_err_set(err, FK_EINVAL,
+                              "kahm message: tensor '%s' holds a value that is not finite or "
+                              "beyond |x| <= %g at entry %zu",
+                              name, FK_UPDATE_MAX_ABS, i);
     *out = t;
     return FK_OK;
 }
@@ -103,10 +108,11 @@ static int decode_part(const fk_bundle *b, const char *pre, int a, int q, int cl
     if (m[0] != cls || m[1] != q || !is_int_in(m[2], 1, FK_KAHM_MAX_COUNT) || m[3] != p ||
         !is_int_in(m[4], 1, p) || !(m[5] > 0) || !(m[6] >= 0) || !is_int_in(m[8], 0, 1e6))
         return fk_err_set(err, FK_EINVAL,
-                          "kahm message: '%s' = [class %g, part %g, N %g, p %g, n %g, lambda %g] "
-                          "disagrees with the class list (class %d, part %d, p %d) or is out of "
-                          "range",
-                          nm, m[0], m[1], m[2], m[3], m[4], m[5], cls, q, p);
+                          "kahm message: '%s' (class, part, N, p, n, lambda, tau, error, "
+                          "iterations) disagrees with the class list (class %d, part %d, p %d) "
+                          "or is out of range (N in [1, %d], n in [1, p], lambda > 0, tau >= 0, "
+                          "iterations in [0, 1e6])",
+                          nm, cls, q, p, FK_KAHM_MAX_COUNT);
     uint64_t N = (uint64_t)m[2], n = (uint64_t)m[4], P = (uint64_t)p;
     const fk_tensor *tP, *tL, *tX, *tM, *tb;
     struct {
@@ -127,9 +133,9 @@ static int decode_part(const fk_bundle *b, const char *pre, int a, int q, int cl
             if ((j > i && v != 0) || (j == i && !(v > 0))) {
                 tname(nm, pre, a, q, "L");
                 return fk_err_set(err, FK_EINVAL,
-                                  "kahm message: '%s' is not a Cholesky factor (entry %llu,%llu = "
-                                  "%g)",
-                                  nm, (unsigned long long)i, (unsigned long long)j, v);
+                                  "kahm message: '%s' is not a Cholesky factor at entry (%llu, "
+                                  "%llu) (lower triangular, diagonal > 0)",
+                                  nm, (unsigned long long)i, (unsigned long long)j);
             }
         }
     *N_out = (int)N;
@@ -158,12 +164,12 @@ int fk__kahm_decode(const fk_bundle *b, const char *pre, int C, int dim, int mod
     tname(nm, pre, 0, -1, "dim");
     int rc = take(b, nm, 1, 0, &td, err);
     if (!rc && !is_int_in(td->data[0], 1, FK_KAHM_MAX_DIM))
-        rc = fk_err_set(err, FK_EINVAL, "kahm message: dimension %g is not an integer in [1, %d]",
-                        td->data[0], FK_KAHM_MAX_DIM);
+        rc = fk_err_set(err, FK_EINVAL, "kahm message: tensor '%s' is not an integer in [1, %d]",
+                        nm, FK_KAHM_MAX_DIM);
     if (!rc && dim > 0 && td->data[0] != dim)
         rc = fk_err_set(err, FK_EINVAL,
-                        "kahm message: data dimension %g differs from the job's dim = %d",
-                        td->data[0], dim);
+                        "kahm message: data dimension '%s' differs from the job's dim = %d", nm,
+                        dim);
     const fk_tensor *h0 = fk_bundle_get(b, (tname(nm, pre, 0, -1, "held"), nm));
     uint64_t h = h0 && h0->ndim == 1 ? h0->shape[0] : 0;
     if (!rc && (!h0 || h > (uint64_t)C))
@@ -179,17 +185,24 @@ int fk__kahm_decode(const fk_bundle *b, const char *pre, int C, int dim, int mod
         double c = th->data[a];
         if (!is_int_in(c, 0, C - 1))
             rc = fk_err_set(err, FK_EINVAL,
-                            "kahm message: class id %g is outside the job's classes [0, %d)", c,
-                            C);
+                            "kahm message: tensor '%s' has a class id outside the job's classes "
+                            "[0, %d) at entry %llu",
+                            th->name, C, (unsigned long long)a);
         else if (a > 0 && !(c > th->data[a - 1]))
-            rc = fk_err_set(err, FK_EINVAL, "kahm message: class ids are not strictly ascending "
-                            "(%g after %g)", c, th->data[a - 1]);
+            rc = fk_err_set(err, FK_EINVAL,
+                            "kahm message: tensor '%s' has class ids that are not strictly "
+                            "ascending at entry %llu",
+                            th->name, (unsigned long long)a);
         else if (!is_int_in(tc->data[a], 2, FK_KAHM_MAX_COUNT))
-            rc = fk_err_set(err, FK_EINVAL, "kahm message: class %g has %g samples (need an "
-                            "integer >= 2)", c, tc->data[a]);
+            rc = fk_err_set(err, FK_EINVAL,
+                            "kahm message: tensor '%s' entry %llu is not a sample count in [2, "
+                            "%d]",
+                            tc->name, (unsigned long long)a, FK_KAHM_MAX_COUNT);
         else if (!is_int_in(tp->data[a], 1, FK_KAHM_MAX_PARTS) || tp->data[a] > tc->data[a] / 2)
-            rc = fk_err_set(err, FK_EINVAL, "kahm message: class %g claims %g parts for %g samples",
-                            c, tp->data[a], tc->data[a]);
+            rc = fk_err_set(err, FK_EINVAL,
+                            "kahm message: tensor '%s' entry %llu is not a part count in [1, "
+                            "min(%d, its samples / 2)]",
+                            tp->name, (unsigned long long)a, FK_KAHM_MAX_PARTS);
     }
     if (rc)
         return rc;
@@ -221,8 +234,9 @@ int fk__kahm_decode(const fk_bundle *b, const char *pre, int C, int dim, int mod
         }
         if (!rc && models && tot != (int)tc->data[a])
             rc = fk_err_set(err, FK_EINVAL,
-                            "kahm message: the parts of class %g hold %d samples, the list says %g",
-                            th->data[a], tot, tc->data[a]);
+                            "kahm message: the parts of class entry %llu do not hold the number "
+                            "of samples tensor '%s' says",
+                            (unsigned long long)a, tc->name);
     }
     if (!rc && !models) { /* a class list alone must not carry models */
         snprintf(nm, sizeof nm, "%sm0.0.meta", pre);

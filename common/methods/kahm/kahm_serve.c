@@ -75,17 +75,16 @@ int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle *queries, cons
         while (!(row[c] > 0))
             c++;
         if (held->data[a] != (double)c)
-            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'held'[%zu] is %g, its "
-                              "round-1 class list says %zu", ans->client, a, held->data[a], c);
+            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'held'[%zu] is not "
+                              "class %zu of its round-1 class list", ans->client, a, c);
     }
     if (!D || D->ndim != 2 || D->shape[0] != nt || D->shape[1] != m)
         return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' must be %zu queries x "
                           "%zu classes", ans->client, nt, m);
     for (size_t i = 0; i < D->len; i++)
         if (!(D->data[i] >= 0 && isfinite(D->data[i])))
-            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' row %zu class %g is "
-                              "%g (a distance is finite and >= 0)", ans->client, i / m,
-                              held->data[i % m], D->data[i]);
+            return fk_err_set(err, FK_EINVAL, "kahm answer of client %d: 'D' row %zu column %zu "
+                              "is not a distance (finite and >= 0)", ans->client, i / m, i % m);
     return FK_OK;
 }
 

@@ -2,6 +2,7 @@
  * in mode A, its KAHMs), checks each update before commit, and keeps what arrived:
  * the holders table (client x class -> samples) and, in mode A, the models. */
 #include "common/methods/kahm/kahm.h"
+#include "common/methods/update_check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +70,41 @@ int fk__kahm_task(void *v, int round, int phase, int client, fk_bundle *out, fk_
     return FK_OK;
 }
 
+/* After fk__kahm_decode took the update: it holds the class list (and 'allowed' with
+ * models), in mode A every part's six arrays, and nothing else (an extra tensor would be
+ * copied into the model by keep_models). */
+static int check_names(const fk_bundle *b, int models, int client, fk_err *err)
+{
+    static const char *const list[] = {"dim", "held", "counts", "parts", "allowed"};
+    static const char *const arrays[] = {"meta", "P", "L", "Xw", "M", "b"};
+    const fk_tensor *held = fk_bundle_get(b, "held"), *parts = fk_bundle_get(b, "parts");
+    size_t n = 4 + (size_t)models;
+    for (size_t a = 0; models && a < held->len; a++)
+        n += 6 * (size_t)parts->data[a];
+    if (b->count > n) /* decode found every expected tensor: more is an extra one */
+        n = b->count;
+    char(*names)[FK_TENSOR_NAME_MAX] = calloc(n, sizeof *names);
+    const char **ptr = calloc(n, sizeof *ptr);
+    if (!names || !ptr) {
+        free(names);
+        free(ptr);
+        return fk_err_set(err, FK_ENOMEM, "kahm server: out of memory checking an update");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < 4 + (size_t)models; i++)
+        snprintf(names[k++], FK_TENSOR_NAME_MAX, "%s", list[i]);
+    for (size_t a = 0; models && a < held->len; a++)
+        for (int q = 0; q < (int)parts->data[a]; q++)
+            for (size_t w = 0; w < 6 && k < n; w++)
+                snprintf(names[k++], FK_TENSOR_NAME_MAX, "m%zu.%d.%s", a, q, arrays[w]);
+    for (size_t i = 0; i < k; i++)
+        ptr[i] = names[i];
+    int rc = fk_update_check_names(b, ptr, (int)k, client, err);
+    free(names);
+    free(ptr);
+    return rc;
+}
+
 int fk__kahm_check_update(void *v, int round, int phase, const fk_update *up, fk_err *err)
 {
     ksrv *s = v;
@@ -80,7 +116,9 @@ int fk__kahm_check_update(void *v, int round, int phase, const fk_update *up, fk
     int p = 0;
     int rc = fk__kahm_decode(&up->msg, "", s->j.C, s->j.dim, s->j.upload, NULL, &p, err);
     if (rc)
-        return fk_err_prefix(err, "client %d: ", up->client);
+        return fk_err_prefix(err, rc, "client %d: ", up->client);
+    if ((rc = check_names(&up->msg, s->j.upload, up->client, err)))
+        return rc;
     if (s->j.upload) {
         const fk_tensor *a = fk_bundle_get(&up->msg, "allowed");
         if (!a || a->len != 1 || a->data[0] != 1.0)
@@ -190,8 +228,9 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
                           s->K, C, s->j.upload);
     for (size_t i = 0; i < h->len; i++)
         if (!(h->data[i] == -1 || (h->data[i] >= 0 && h->data[i] <= FK_KAHM_MAX_COUNT)))
-            return fk_err_set(err, FK_EFORMAT, "kahm checkpoint: holders entry %zu = %g", i,
-                              h->data[i]);
+            return fk_err_set(err, FK_EFORMAT,
+                              "kahm checkpoint: holders entry %zu is not -1 or a count in [0, %d]",
+                              i, FK_KAHM_MAX_COUNT);
     fk_bundle models;
     fk_bundle_init(&models);
     int rc = FK_OK;
@@ -202,7 +241,7 @@ int fk__kahm_load(void *v, const fk_bundle *in, fk_err *err)
         snprintf(pre, sizeof pre, "c%d.", k);
         rc = fk__kahm_decode(in, pre, s->j.C, (int)dim->data[0], 1, NULL, NULL, err);
         if (rc)
-            fk_err_prefix(err, "kahm checkpoint: ");
+            fk_err_prefix(err, rc, "kahm checkpoint: ");
         size_t pl = strlen(pre);
         for (size_t i = 0; !rc && i < in->count; i++) {
             const fk_tensor *t = &in->items[i];

@@ -274,7 +274,7 @@ static int gsrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     gsrv *s = v;
     int rc = check_updates(s, ups, n, err);
     if (rc)
-        return fk_err_prefix(err, "round %d: ", round);
+        return fk_err_prefix(err, rc, "round %d: ", round);
     if (!s->init_done) {
         *round_done = 0;
         return agg_init(s, ups, n, err);
@@ -446,7 +446,7 @@ static int gcli_fit(gcli *c, fk_bundle *up, fk_err *err)
         rc = fk_fedgmm_init_x(c->X, c->n, c->p, c->c.R1, c->c.restarts, c->seed, c->k, c->mu,
                               c->Sig, err);
     if (rc)
-        return fk_err_prefix(err, "client %d local fit: ", c->k);
+        return fk_err_prefix(err, rc, "client %d local fit: ", c->k);
     uint64_t R = (uint64_t)c->c.R, S = (uint64_t)c->c.R1, P = (uint64_t)c->p;
     const uint64_t rp[2] = {R, P}, sp[2] = {S, P}, spp[3] = {S, P, P};
     if (fk_bundle_put(up, "M", 2, rp, c->M) || fk_bundle_put_vec(up, "W", R, c->W) ||
@@ -496,7 +496,7 @@ static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
     rc = fk_fedgmm_local(c->X, c->y, c->n, c->p, (int)R, (int)S, th->data, c->pi, c->mu, c->Sig,
                          c->loc, &c->ws, &c->g, err);
     if (rc)
-        return fk_err_prefix(err, "client %d: ", c->k);
+        return fk_err_prefix(err, rc, "client %d: ", c->k);
     if (fk_bundle_put(up, "loc", 2, rp, c->loc) || fk_bundle_put(up, "pi", 1, q, c->pi) ||
         fk_bundle_put(up, "mu", 2, sp, c->mu) || fk_bundle_put(up, "Sig", 3, spp, c->Sig))
         return fk_err_set(err, FK_ENOMEM, "client: out of memory");

@@ -44,8 +44,5 @@ int fk__fedgmm_mor_check(void *v, int round, int phase, const fk_update *up, fk_
     if ((rc = fk_update_check_tensor(b, "W", 1, r1, B, 1, 0, k, NULL, err)) ||
         (rc = fk_update_check_tensor(b, "n", 0, NULL, B, 1, 0, k, &n, err)))
         return rc;
-    if (!(n->data[0] >= 1))
-        return fk_err_set(err, FK_EINVAL, "client %d sent sample count n = %g (must be >= 1)", k,
-                          n->data[0]);
-    return FK_OK;
+    return fk_update_check_range(n, 1.0, B, 0, k, err);
 }

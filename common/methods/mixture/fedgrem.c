@@ -95,9 +95,9 @@ int fk__fedgrem_take(const fk_bundle *b, const char *name, int ndim, const uint6
     for (size_t i = 0; i < t->len; i++)
         if (!(fabs(t->data[i]) <= FK_GMM_MAX_ABS) || (nonneg && t->data[i] < 0))
             return fk_err_set(err, FK_EFORMAT,
-                              "%s sent '%s' with value %zu = %g (must be finite%s, |x| <= %g; a "
-                              "diverged or corrupt message)",
-                              who, name, i, t->data[i], nonneg ? ", >= 0" : "", FK_GMM_MAX_ABS);
+                              "%s sent '%s' with entry %zu out of bounds (must be finite%s, |x| "
+                              "<= %g; a diverged or corrupt message)",
+                              who, name, i, nonneg ? ", >= 0" : "", FK_GMM_MAX_ABS);
     if (out)
         *out = t;
     return FK_OK;
@@ -652,11 +652,10 @@ int fk__fedgrem_check_data(const fk_dataset *data, int client, int R, fk_err *er
     for (size_t i = 0; i < n * (size_t)d; i++)
         if (!(fabs(data->X.data[i]) <= FK_GMM_MAX_ABS))
             return fk_err_set(err, FK_EINVAL,
-                              "client %d: sample %zu feature %zu is %g, beyond the magnitude a "
+                              "client %d: sample %zu feature %zu is beyond the magnitude a "
                               "mixture fit handles (|x| <= %g); rescale the data or remove the "
                               "outlier",
-                              client, i / (size_t)d, i % (size_t)d, data->X.data[i],
-                              FK_GMM_MAX_ABS);
+                              client, i / (size_t)d, i % (size_t)d, FK_GMM_MAX_ABS);
     return FK_OK;
 }
 
@@ -877,8 +876,9 @@ int fk__fedgrem_apply_perm(fk__fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
         double v = pt->data[r];
         if (!(v >= 0 && v < R) || v != (double)(int)v || seen[(int)v]++)
             return fk_err_set(err, FK_EFORMAT,
-                              "permutation entry %d is %g (want each of 0..%d exactly once)", r, v,
-                              R - 1);
+                              "permutation entry %d is not one of 0..%d, or repeats one (want "
+                              "each exactly once)",
+                              r, R - 1);
     }
     for (int r = 0; r < R; r++)
         c->w[r] = c->W[(int)pt->data[r]];

@@ -18,13 +18,7 @@ static const double WEIGHT_MAX = 1.0 + 1e-6;
 
 static int check_weights(const fk_tensor *w, int client, fk_err *err)
 {
-    for (size_t i = 0; i < w->len; i++)
-        if (!(w->data[i] <= WEIGHT_MAX))
-            return fk_err_set(err, FK_EINVAL,
-                              "client %d sent tensor '%s' with value %zu = %g (a mixture weight, "
-                              "must be in [0, 1])",
-                              client, w->name, i, w->data[i]);
-    return FK_OK;
+    return fk_update_check_range(w, 0.0, WEIGHT_MAX, 0, client, err);
 }
 
 static int check_init(const fk__fedgrem_shape *g, const fk_update *up, fk_err *err)
@@ -49,9 +43,8 @@ static int check_init(const fk__fedgrem_shape *g, const fk_update *up, fk_err *e
         (rc = fk_update_check_tensor(b, "n", 0, NULL, FK_GMM_MAX_ABS, 1, 0, k, &n, err)) ||
         (rc = fk_update_check_tensor(b, "sigma", 2, ss, FK_GMM_MAX_ABS, 0, 1, k, NULL, err)))
         return rc;
-    if (!(n->data[0] >= 1))
-        return fk_err_set(err, FK_EINVAL, "client %d sent sample count n = %g (must be >= 1)", k,
-                          n->data[0]);
+    if ((rc = fk_update_check_range(n, 1.0, FK_GMM_MAX_ABS, 0, k, err)))
+        return rc;
     return fk_update_check_measured(&up->report, offsetof(fk_report, loss), "loss", k, err);
 }
 

@@ -46,7 +46,7 @@ static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, 
     long guard;
     int rc = fk_params_int(p, "step_guard", 0, 0, 0, &guard, err);
     if (rc)
-        return fk_err_prefix(err, "the mixture-of-regressions job types have no step guard: ");
+        return fk_err_prefix(err, rc, "the mixture-of-regressions job types have no step guard: ");
     if ((rc = fk__fedgrem_check_mor_data(data, client, err)))
         return rc;
     rc = fk__fedgrem_cli_init(out, p, data, client, n_clients, seed, variant, err);
@@ -80,7 +80,7 @@ static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_
     int rc = fk_mor_mixreg_fit(c->X, c->y, c->n, c->p, c->R, c->c.restarts, &rng, c->W, c->M,
                                &c->mws, err);
     if (rc)
-        return fk_err_prefix(err, "client %d local fit: ", c->k);
+        return fk_err_prefix(err, rc, "client %d local fit: ", c->k);
     c->fitted = 1;
     score_mor(c, c->W, c->M, rep); /* round 1 scores the local fits */
     rc = fk__fedgrem_put_fit(c, up);

@@ -193,7 +193,7 @@ static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
              "lr=%g exag=%g exag_iters=%d theta=%g seed=%llu",
              n, o.dims, o.perplexity, o.iters, o.lr, o.exag, o.exag_iters, o.theta,
              (unsigned long long)o.seed);
-    fk_err cerr;
+    fk_err cerr = {0};
     int have_dir = fk_mat_cache_dir(ro ? ro->cache_dir : NULL, dir, sizeof dir, &cerr) == FK_OK;
     if (have_dir)
         snprintf(path, sizeof path, "%s/fashion-mnist-tsne10-n%zu-seed%llu-it%d-%016llx.f64", dir,

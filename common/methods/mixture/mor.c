@@ -73,7 +73,7 @@ static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W
         rc = fk_mor_mixreg_fit(d->X + (size_t)k * n * p, d->y + (size_t)k * n, n, p, R, c->restarts, &g,
                         W + (size_t)k * R, M + (size_t)k * Rp, s, err);
         if (rc)
-            fk_err_prefix(err, "task %d: ", k);
+            fk_err_prefix(err, rc, "task %d: ", k);
     }
     if (rc == FK_OK) {
         fk_rng g;

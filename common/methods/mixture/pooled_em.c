@@ -359,7 +359,7 @@ static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, in
         return FK_OK;
     int rc = check_updates(s, ups, n, err);
     if (rc)
-        return fk_err_prefix(err, "round %d: ", round);
+        return fk_err_prefix(err, rc, "round %d: ", round);
     if ((rc = fk__pooled_incomplete(&s->h, n, round, "pooled-em", err)))
         return rc < 0 ? rc : FK_OK; /* sums need every client: the same step next round */
     fk_rng rng;
@@ -493,7 +493,7 @@ static int srv_load(void *v, const fk_bundle *in, fk_err *err)
 static int srv_max_rounds(const fk_params *p)
 {
     long R;
-    fk_err ignore; /* a bad R fails server_init with its own message */
+    fk_err ignore = {0}; /* a bad R fails server_init with its own message */
     return fk_pooled_em_rounds(fk_params_int(p, "R", 5, 1, 1000, &R, &ignore) ? 1 : (int)R);
 }
 

@@ -23,9 +23,8 @@ static int check_n(const fk_bundle *b, int k, fk_err *err)
 {
     const fk_tensor *n;
     int rc = fk_update_check_tensor(b, "n", 0, NULL, FK_GMM_MAX_ABS, 1, 0, k, &n, err);
-    if (!rc && !(n->data[0] >= 1))
-        rc = fk_err_set(err, FK_EINVAL, "client %d sent sample count n = %g (must be >= 1)", k,
-                        n->data[0]);
+    if (!rc)
+        rc = fk_update_check_range(n, 1.0, FK_GMM_MAX_ABS, 0, k, err);
     return rc;
 }
 
@@ -45,19 +44,19 @@ static int check_scatter(const fk_tensor *x, const fk_tensor *c, size_t P, int k
                 !(fabs(aij - aji) <= tol * (fabs(aij) + fabs(aji)) + 1e-300) ||
                 !(fabs(aij) <= lim * (1 + tol) + 1e-300))
                 return fk_err_set(err, FK_EINVAL,
-                                  "client %d sent a scatter matrix 'xtx' that is no X^T X (entry "
-                                  "%zu,%zu = %g, %zu,%zu = %g, diagonal %g and %g)",
-                                  k, i, j, aij, j, i, aji, a[i * P + i], a[j * P + j]);
+                                  "client %d sent a scatter matrix 'xtx' that is no X^T X at "
+                                  "entries (%zu, %zu) and (%zu, %zu): a diagonal entry below 0, "
+                                  "an asymmetric pair or |x_ij| > sqrt(x_ii x_jj)",
+                                  k, i, j, j, i);
         }
     for (size_t r = 0; r < c->len / (P ? P : 1); r++)
         for (size_t j = 0; j < P; j++) {
             double v = c->data[r * P + j];
             if (!(v * v <= a[j * P + j] * (1 + tol) + 1e-300))
                 return fk_err_set(err, FK_EINVAL,
-                                  "client %d sent candidate 'cand' %zu with feature %zu = %g, "
-                                  "beyond its own scatter (a data row has x_j^2 <= sum x_j^2 = "
-                                  "%g)",
-                                  k, r, j, v, a[j * P + j]);
+                                  "client %d sent candidate 'cand' %zu with feature %zu beyond "
+                                  "its own scatter 'xtx' (a data row has x_j^2 <= sum x_j^2)",
+                                  k, r, j);
         }
     return FK_OK;
 }

@@ -240,7 +240,7 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
         return FK_OK;
     int rc = mcheck_updates(s, ups, n, err);
     if (rc)
-        return fk_err_prefix(err, "round %d: ", round);
+        return fk_err_prefix(err, rc, "round %d: ", round);
     if ((rc = fk__pooled_incomplete(&s->h, n, round, "pooled-em-mor", err)))
         return rc < 0 ? rc : FK_OK; /* sums need every client: the same step next round */
     if (!s->h.op) { /* the random partitions' M-step */

@@ -8,6 +8,7 @@
 
 #include "common/base/log.h"
 #include "common/methods/sfl/sfl_int.h"
+#include "common/methods/update_check.h"
 
 /* ST_CENTRES (candidate atoms only) sits between counting and collecting; the numbers are
  * those of the checkpoints */
@@ -379,8 +380,16 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
     if (u->client < 0 || u->client >= s->K)
         return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", u->client,
                           s->K);
+    /* every tensor a phase's upload may hold (binary and ovo): anything else is refused */
+    static const char *const decl[] = {"n", "p", "np"};
+    static const char *const rows[] = {"n", "rows", "capped", "not_converged", "diag", "x", "y",
+                                       "lambda", "cls", "ri", "rl", "pc", "pd"};
+    int rc = phase == 0 ? fk_update_check_names(&u->msg, decl, 3, u->client, err)
+                        : fk_update_check_names(&u->msg, rows, 13, u->client, err);
+    if (rc)
+        return rc;
     double n = 0, p = 0, C = 0;
-    int rc = scalar(u, "n", 0, 1e9, &n, err);
+    rc = scalar(u, "n", 0, 1e9, &n, err);
     if (!rc && n != floor(n))
         rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g is not a row count", u->client, n);
     if (!rc && s->stage == ST_COUNT && s->P) { /* ovo: rows per pair, each at most n */
