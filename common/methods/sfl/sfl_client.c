@@ -11,6 +11,7 @@
 
 #include "common/base/log.h"
 #include "common/methods/sfl/sfl_int.h"
+#include "common/methods/update_check.h"
 
 typedef struct scli {
     fk__sfl_cfg c;
@@ -520,7 +521,7 @@ int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
                 s2 += d * d;
             }
             m2[k] = s2;
-            if (!isfinite(mu[k]) || !isfinite(m2[k]) || fabs(mu[k]) > 1e300)
+            if (!(fabs(mu[k]) <= FK_UPDATE_MAX_ABS && m2[k] <= FK_UPDATE_MAX_ABS))
                 return fk_err_set(err, FK_EINVAL,
                                   "sfl: feature %d of the task's rows overflows float64 in its "
                                   "mean or spread; set x_scale so the features fit",

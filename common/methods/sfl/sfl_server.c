@@ -381,17 +381,19 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
         return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", u->client,
                           s->K);
     /* every tensor a phase's upload may hold (binary and ovo): anything else is refused */
-    static const char *const decl[] = {"n", "p", "np"};
+    static const char *const decl[] = {"n", "p", "np", "mu", "m2"};
+    static const char *const ctrs[] = {"n", "m", "z", "zc"};
     static const char *const rows[] = {"n", "rows", "capped", "not_converged", "diag", "x", "y",
                                        "lambda", "cls", "ri", "rl", "pc", "pd"};
-    int rc = phase == 0 ? fk_update_check_names(&u->msg, decl, 3, u->client, err)
-                        : fk_update_check_names(&u->msg, rows, 13, u->client, err);
+    int rc = s->stage == ST_COUNT     ? fk_update_check_names(&u->msg, decl, 5, u->client, err)
+             : s->stage == ST_CENTRES ? fk_update_check_names(&u->msg, ctrs, 4, u->client, err)
+                                      : fk_update_check_names(&u->msg, rows, 13, u->client, err);
     if (rc)
         return rc;
     double n = 0, p = 0, C = 0;
     rc = scalar(u, "n", 0, 1e9, &n, err);
     if (!rc && n != floor(n))
-        rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g is not a row count", u->client, n);
+        rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' is not a row count", u->client);
     if (!rc && s->stage == ST_COUNT && s->P) { /* ovo: rows per pair, each at most n */
         const fk_tensor *np = fk_bundle_get(&u->msg, "np");
         if (!np || np->len != (size_t)s->P)
@@ -405,8 +407,8 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
     if (!rc && s->stage == ST_COUNT) { /* p, and the per-feature mean and squared deviations */
         if ((rc = scalar(u, "p", 1, 1e6, &p, err)))
             return rc;
-        if (!vec(u, "mu", (size_t)p, -1e300, 1e300, 0, 0, err) ||
-            !vec(u, "m2", (size_t)p, 0, 1e300, 0, 0, err))
+        if (!vec(u, "mu", (size_t)p, -FK_UPDATE_MAX_ABS, FK_UPDATE_MAX_ABS, 0, 0, err) ||
+            !vec(u, "m2", (size_t)p, 0, FK_UPDATE_MAX_ABS, 0, 0, err))
             return FK_EINVAL;
         return FK_OK;
     }
@@ -442,16 +444,16 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
                           "feature dimension other than the job's p = %d)",
                           u->client, s->p);
     if (n != s->n_decl[u->client])
-        return fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g differs from the %g rows it "
-                                          "declared", u->client, n, s->n_decl[u->client]);
+        return fk_err_set(err, FK_EINVAL, "client %d: 'n' differs from the row count it "
+                                          "declared in phase 0", u->client);
     if ((rc = scalar(u, "rows", 0, n, &C, err)))
         return rc;
     double cap = ceil(s->c.max_frac * n - 1e-9);
     if (C > cap)
         return fk_err_set(err, FK_EINVAL,
-                          "client %d uploaded %g of its %g rows, over the job's "
-                          "max_upload_fraction = %g (at most %g rows)",
-                          u->client, C, n, s->c.max_frac, cap);
+                          "client %d uploaded more of its rows than the job's "
+                          "max_upload_fraction = %g allows",
+                          u->client, s->c.max_frac);
     if (s->P)
         return check_ovo(s, u, (size_t)C, n, err);
     if ((rc = check_diag(s, u, n, C, err)) || C == 0)
@@ -463,9 +465,8 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
         if (!t || t->ndim != want_nd || t->shape[0] != (uint64_t)C ||
             (i == 0 && t->shape[1] != (uint64_t)s->p))
             return fk_err_set(err, FK_EINVAL,
-                              "client %d: tensor '%s' missing or not of shape %g%s (rows x p = "
-                              "%d)",
-                              u->client, names[i], C, i == 0 ? " x p" : "", s->p);
+                              "client %d: tensor '%s' missing or not of shape rows%s (p = %d)",
+                              u->client, names[i], i == 0 ? " x p" : "", s->p);
         for (size_t j = 0; j < t->len; j++) {
             double x = t->data[j];
             int bad = !isfinite(x) || fabs(x) > FK__SFL_MAX_ABS;
@@ -687,8 +688,8 @@ static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
         s->owner[s->U + j] = k;
     }
     s->U = U;
-    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%g of=%g capped=%d", k, C, n,
-           (int)cap);
+    /* the accepted upload's size; its declared row count stays in the client's own log */
+    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%g capped=%d", k, C, (int)cap);
     return FK_OK;
 }
 
