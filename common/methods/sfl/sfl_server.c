@@ -1237,30 +1237,25 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     }
     double *X = malloc((U ? U : 1) * (P ? P : 1) * sizeof *X), *y = malloc((U ? U : 1) * sizeof *y),
            *l = malloc((U ? U : 1) * sizeof *l), *o = malloc((U ? U : 1) * sizeof *o);
-    if (!X || !y || !l || !o) {
+    fk__sfl_cfg rc_cfg = {0}; /* the resolved settings, checked before anything changes */
+    int bad = !X || !y || !l || !o ? fk_err_set(err, FK_ENOMEM, "sfl load: out of memory")
+                                   : FK_OK;
+    if (!bad && st[0] != ST_COUNT && load_cfg(s, in, P, &rc_cfg, err))
+        bad = FK_EFORMAT;
+    if (bad) {
         free(X);
         free(y);
         free(l);
         free(o);
         FREE_OVO();
         fk_sfl_model_close(&m);
-        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+        return bad;
     }
     if (U) {
         memcpy(X, ux, U * P * sizeof *X);
         memcpy(y, uy, U * sizeof *y);
         memcpy(l, ul, U * sizeof *l);
         memcpy(o, uo, U * sizeof *o);
-    }
-    fk__sfl_cfg rc_cfg = {0}; /* the resolved settings, checked before anything changes */
-    if (st[0] != ST_COUNT && load_cfg(s, in, P, &rc_cfg, err)) {
-        free(X);
-        free(y);
-        free(l);
-        free(o);
-        FREE_OVO();
-        fk_sfl_model_close(&m);
-        return FK_EFORMAT;
     }
     /* everything checked: replace the state */
     if (st[0] != ST_COUNT) {
