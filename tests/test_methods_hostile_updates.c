@@ -6,7 +6,7 @@
  *  - no data value reaches a message or a log line: sentinel values planted in every tensor
  *    of client 0's uploads (checked alone, and aggregated when the check takes them) never
  *    show in a refusal, an aggregate's or a client's error, or anything logged on stderr.
- * sfl takes part in the first two only (its messages are branch sfldef's). */
+ * sfl takes part in all three. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -296,7 +296,7 @@ static int shows(const char *hay, double v, char *form, size_t cap)
     return 0;
 }
 
-/* Row 3: no planted value in any message or log line, for every job type but sfl. */
+/* Row 3: no planted value in any message or log line, for every job type. */
 static void no_values_in_messages_or_logs(void **state)
 {
     (void)state;
@@ -309,8 +309,6 @@ static void no_values_in_messages_or_logs(void **state)
     fk_log_set_level(FK_LOG_DEBUG);
     int runs = 0;
     for (int i = 0; i < N_JOBS; i++) {
-        if (!strcmp(jobs[i].method, "sfl"))
-            continue;
         fk_params p;
         fk_dataset ds[K];
         setup_job(&jobs[i], &p, ds);

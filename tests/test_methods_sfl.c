@@ -27,6 +27,10 @@ static void job(fk_params *p, int consent)
     assert_int_equal(fk_params_set(p, "width_min", "1"), FK_OK);
     assert_int_equal(fk_params_set(p, "width_max", "3"), FK_OK);
     assert_int_equal(fk_params_set(p, "n_widths", "3"), FK_OK);
+    /* kernels at each party's rows in the raw units: what these tests check (the default
+     * atoms = auto and the federated standardisation: test_methods_sfl_scale.c) */
+    assert_int_equal(fk_params_set(p, "atoms", "samples"), FK_OK);
+    assert_int_equal(fk_params_set(p, "x_scale", "1"), FK_OK);
 }
 
 static void make_clients(int K, size_t n, fk_dataset *ds)

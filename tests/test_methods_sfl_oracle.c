@@ -40,6 +40,7 @@ static void job(fk_params *p, const char *gamma_server, const char *init)
                            {"width_min", "1.5"},
                            {"width_max", "3"},
                            {"n_widths", "2"},
+                           {"x_scale", "1"}, /* raw units (no federated standardisation) */
                            {"eps", "0.01"},
                            {"resilient", "quadratic"},
                            {"c", "100"},

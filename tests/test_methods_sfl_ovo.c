@@ -52,6 +52,10 @@ static void job(fk_params *p)
     assert_int_equal(fk_params_set(p, "width_min", "0.5"), FK_OK);
     assert_int_equal(fk_params_set(p, "width_max", "2"), FK_OK);
     assert_int_equal(fk_params_set(p, "n_widths", "3"), FK_OK);
+    /* kernels at each party's rows in the raw units: what these tests check (the default
+     * atoms = auto and the federated standardisation: test_methods_sfl_scale.c) */
+    assert_int_equal(fk_params_set(p, "atoms", "samples"), FK_OK);
+    assert_int_equal(fk_params_set(p, "x_scale", "1"), FK_OK);
 }
 
 /* The pairs enumerate the upper triangle in order. */
@@ -456,8 +460,10 @@ static void builtin_multiclass_data(void **state)
     fk_params_close(&p);
 }
 
-/* Two classes (one pair) where one client holds rows of neither: it declares 0 rows, sends an
- * empty upload, and the job completes on the other client's rows. */
+/* One class list per job, by raw label value: a client whose rows carry a label outside
+ * 'classes' is refused with the value and the line (never silently dropped rows), and a
+ * client lacking a class still indexes its rows by the job's list (20 is class id 1 on every
+ * client, also on one that holds only 20). */
 static void client_without_the_classes(void **state)
 {
     (void)state;
@@ -468,20 +474,27 @@ static void client_without_the_classes(void **state)
     fk_params p;
     job(&p);
     assert_int_equal(fk_params_set(&p, "classes", "10,20"), FK_OK);
+    fk_err err = {0};
+    void *cli = NULL;
+    assert_int_equal(M->client_init(&cli, &p, &ds[1], 1, K, 2, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "row 1 has label 30"));
+    assert_non_null(strstr(err.msg, "'classes'"));
+    fk_dataset_close(&ds[1]);
+    blobs(20, 2, 7, &ds[1]); /* class 20 only: lacks class 10 */
     fk_report fin[K];
     fk_sim_opts o = {.rounds = 1, .seed = 2, .final_reports = fin};
     fk_bundle model;
     fk_sim_round last;
-    fk_err err = {0};
     assert_int_equal(fk_sim_run(M, &p, ds, K, &o, &model, &last, &err), FK_OK);
     assert_int_equal(last.participants, K);
     const fk_tensor *mK = fk_bundle_get(&model, "mK");
     assert_non_null(mK);
     assert_int_equal(mK->len, 1);
     assert_true(mK->data[0] > 0 && mK->data[0] == fk_test_scalar(&model, "K"));
-    assert_true(fk_test_scalar(&model, "n_ref") == 40);
+    assert_true(fk_test_scalar(&model, "n_ref") == 60);
+    /* the one-class client's rows are predicted as 20, not as the first class */
     assert_true(fin[0].n_samples == 40 && fin[0].accuracy >= 0.95);
-    assert_true(fin[1].n_samples == 0);
+    assert_true(fin[1].n_samples == 20 && fin[1].accuracy >= 0.95);
     fk_bundle_close(&model);
     fk_params_close(&p);
     for (int k = 0; k < K; k++)

@@ -32,7 +32,7 @@ static void job(fk_params *p, const char *solver, int mc)
         {"raw_sample_upload", "acknowledged"}, {"local.allow_raw_upload", "true"},
         {"mode", "regress"}, {"eps", "0.01"}, {"atoms", "grid"}, {"box_lo", "0"},
         {"box_hi", "6"}, {"grid_h", "0.3"}, {"width_min", "0.6"}, {"width_max", "1.2"},
-        {"n_widths", "3"}, {"T_client", "60000"}, {"T_server", "60000"}};
+        {"n_widths", "3"}, {"x_scale", "1"}, {"T_client", "60000"}, {"T_server", "60000"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
         assert_int_equal(fk_params_set(p, kv[i][0], kv[i][1]), FK_OK);
     if (solver)

@@ -328,12 +328,38 @@ static double accuracy(const fk_sfl_model *m, const double *X, const double *y, 
     return right / (double)n;
 }
 
-/* Rows of the task from data sets in the federated job's own preprocessing. */
-FK_CHECKRETURN static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X,
-                                      double **y, size_t *n, fk_err *err);
+/* Accuracy of a job's model on test rows Xt (nt x dim, in the job's explicit preprocessing):
+ * mapped by the model's own x_shift / x_scale when the job left them to the federated
+ * statistics. *kernels gets the model's size, *ratio (may be NULL) its uploaded fraction. */
+static double model_accuracy(const fk_params *p, const fk_bundle *model, const double *Xt,
+                             const double *yt, size_t nt, int dim, double *kernels, double *ratio)
+{
+    const fk_tensor *Kt = fk_bundle_get(model, "K"), *U = fk_bundle_get(model, "rows_union"),
+                    *nr = fk_bundle_get(model, "n_ref"), *sh = fk_bundle_get(model, "x_shift"),
+                    *sc = fk_bundle_get(model, "x_scale");
+    fk_sfl_model m = {.K = (size_t)Kt->data[0], .p = dim};
+    if (m.K) {
+        m.s = fk_bundle_get(model, "s")->data;
+        m.w = fk_bundle_get(model, "w")->data;
+        m.c = fk_bundle_get(model, "c")->data;
+    }
+    int map = !fk_params_get(p, "x_shift") && !fk_params_get(p, "x_scale") && sh && sc;
+    double *X = malloc((nt ? nt : 1) * (size_t)dim * sizeof *X);
+    if (!X)
+        return NAN;
+    for (size_t i = 0; i < nt * (size_t)dim; i++)
+        X[i] = map ? (Xt[i] - sh->data[i % (size_t)dim]) / sc->data[i % (size_t)dim] : Xt[i];
+    double acc = accuracy(&m, X, yt, nt);
+    free(X);
+    *kernels = (double)m.K;
+    if (ratio)
+        *ratio = U->data[0] / nr->data[0];
+    return acc;
+}
 
-/* One federated run (through the job type's ops) and the pooled learner on the same rows
- * with the same keys; accuracies on the test rows (already in task form). */
+/* One federated run (through the job type's ops) and the centralised learner: the same job
+ * with one client holding every row (spec Prop. 3: the centralised fit with the same keys and
+ * defaults, test_methods_sfl_scale.c); accuracies on the test rows (already in task form). */
 FK_CHECKRETURN static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds, int K,
                                         const double *Xt, const double *yt, size_t nt, int dim,
                                         fedres *r, fk_err *err)
@@ -343,96 +369,31 @@ FK_CHECKRETURN static int fed_vs_pooled(const fk_params *p, const fk_dataset *ds
     int rc = fk_sim_run(&fk_method_sfl, p, ds, K, &so, &model, NULL, err);
     if (rc)
         return rc;
-    const fk_tensor *Kt = fk_bundle_get(&model, "K"), *U = fk_bundle_get(&model, "rows_union"),
-                    *nr = fk_bundle_get(&model, "n_ref");
-    fk_sfl_model mf = {.K = (size_t)Kt->data[0], .p = dim};
-    if (mf.K) {
-        mf.s = fk_bundle_get(&model, "s")->data;
-        mf.w = fk_bundle_get(&model, "w")->data;
-        mf.c = fk_bundle_get(&model, "c")->data;
-    }
-    r->acc_f = accuracy(&mf, Xt, yt, nt);
-    r->ratio = U->data[0] / nr->data[0];
-    r->kernels_f = (double)mf.K;
+    r->acc_f = model_accuracy(p, &model, Xt, yt, nt, dim, &r->kernels_f, &r->ratio);
     fk_bundle_close(&model);
-    /* the pooled (PC) learner: same keys, kappa = 1/N, one problem on all rows */
-    double *X = NULL, *y = NULL, wmin, wmax, c, eps;
-    size_t n = 0;
-    long Q, T;
-    if ((rc = pooled_rows(p, ds, K, &X, &y, &n, err)))
-        return rc;
-    double grel = 0;
-    if ((rc = fk_params_double(p, "width_min", 0.5, 0, 1e300, &wmin, err)) ||
-        (rc = fk_params_double(p, "width_max", 3, 0, 1e300, &wmax, err)) ||
-        (rc = fk_params_int(p, "n_widths", 6, 1, 1000, &Q, err)) ||
-        (rc = fk_params_double(p, "c", 100, 0, 1e300, &c, err)) ||
-        (rc = fk_params_double(p, "eps", 0.5, 0, 1, &eps, err)) ||
-        (rc = fk_params_int(p, "T_server", 20000, 1, 100000000, &T, err)) ||
-        (rc = fk_params_double(p, "gamma_rel_server", 0, 0, 0.999999, &grel, err))) {
-        free(X);
-        free(y);
-        return rc;
-    }
-    double w[1000];
-    fk_sfl_widths(wmin, wmax, (int)Q, w);
-    fk_sfl_atoms a;
-    rc = fk_sfl_atoms_candidates(&a, X, n, dim, w, (int)Q, err);
-    fk_sfl_opts o;
-    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
-    o.res = FK_SFL_QUAD;
-    o.c = c;
-    o.eps = eps;
-    o.T = T;
-    o.n_ref = (double)n;
-    o.gamma_rel = grel;
-    fk_sfl_fit f;
-    fk_sfl_model mc;
-    if (!rc && !(rc = fk_sfl_solve(X, y, n, dim, &a, &o, NULL, &f, err))) {
-        rc = fk_sfl_model_support(&a, f.alpha, &mc, err);
-        fk_sfl_fit_close(&f);
-        if (!rc) {
-            r->acc_c = accuracy(&mc, Xt, yt, nt);
-            r->kernels_c = (double)mc.K;
-            fk_sfl_model_close(&mc);
-        }
-    }
-    fk_sfl_atoms_close(&a);
-    free(X);
-    free(y);
-    return rc;
-}
-
-FK_CHECKRETURN static int pooled_rows(const fk_params *p, const fk_dataset *ds, int K, double **X,
-                                      double **y, size_t *n, fk_err *err)
-{
-    double pos = 1, scale = 1;
-    int rc = fk_params_double(p, "pos_label", 1, -1e300, 1e300, &pos, err);
-    if (rc || (rc = fk_params_double(p, "x_scale", 1, 1e-300, 1e300, &scale, err)))
-        return rc;
-    const char *neg = fk_params_str(p, "neg_label", "rest");
-    int rest = !strcmp(neg, "rest");
-    double negv = rest ? 0 : atof(neg);
-    size_t tot = 0, d = ds[0].X.cols;
+    size_t tot = 0, d = ds[0].X.cols, m = 0;
     for (int k = 0; k < K; k++)
         tot += ds[k].X.rows;
-    *X = malloc((tot ? tot : 1) * d * sizeof **X);
-    *y = malloc((tot ? tot : 1) * sizeof **y);
-    if (!*X || !*y) {
-        free(*X);
-        free(*y);
-        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    fk_dataset all;
+    double *lab = malloc((tot ? tot : 1) * sizeof *lab);
+    if (!lab || fk_dataset_init(&all, tot, d, 1)) {
+        free(lab);
+        return fk_err_set(err, FK_ENOMEM, "out of memory for the pooled rows");
     }
-    size_t m = 0;
     for (int k = 0; k < K; k++)
-        for (size_t i = 0; i < ds[k].X.rows; i++) {
-            double t = ds[k].y_raw[i];
-            if (t != pos && !rest && t != negv)
-                continue;
-            for (size_t j = 0; j < d; j++)
-                (*X)[m * d + j] = ds[k].X.data[i * ds[k].X.ld + j] / scale;
-            (*y)[m++] = t == pos ? 1 : -1;
+        for (size_t i = 0; i < ds[k].X.rows; i++, m++) {
+            memcpy(all.X.data + m * all.X.ld, ds[k].X.data + i * ds[k].X.ld, d * sizeof(double));
+            lab[m] = ds[k].y_raw[i];
         }
-    *n = m;
+    rc = fk_dataset_set_labels(&all, lab, err);
+    free(lab);
+    if (!rc)
+        rc = fk_sim_run(&fk_method_sfl, p, &all, 1, &so, &model, NULL, err);
+    fk_dataset_close(&all);
+    if (rc)
+        return rc;
+    r->acc_c = model_accuracy(p, &model, Xt, yt, nt, dim, &r->kernels_c, NULL);
+    fk_bundle_close(&model);
     return FK_OK;
 }
 

@@ -25,15 +25,27 @@ const fk_param_doc fk__sfl_keys[] = {
     {"c C", "relaxation cost: quadratic c, Huber delta or linear C (default 100)"},
     {"T_client N", "iteration cap of a client solve (default 20000)"},
     {"T_server N", "iteration cap of the server solve (default 20000)"},
-    {"atoms samples|grid", "samples (kernel centres at the rows, default) or grid (needs box_lo, box_hi)"},
-    {"width_min W", "smallest kernel width (default 0.5)"},
-    {"width_max W", "largest kernel width (default 3)"},
+    {"atoms auto|grid|candidates|samples", "atom set shared by every party (spec §3.7): auto "
+                                           "(default: grid for p <= 3, else candidates), grid "
+                                           "(box_lo/box_hi or from the data's spread), candidates "
+                                           "(k-means centres of every client, per class), "
+                                           "samples (each party's own rows: K = 1 differs from "
+                                           "the centralised fit)"},
+    {"candidates_per_class M", "k-means centres per class and client for candidate atoms "
+                               "(default 50)"},
+    {"width_min W", "smallest kernel width (default: the rows' typical neighbour distance "
+                    "sqrt(p) n_ref^(-1/p) times the rms feature spread, federated)"},
+    {"width_max W", "largest kernel width (default: 5 width_min, at most 2 sqrt(p) spreads)"},
     {"n_widths Q", "number of widths (default 6)"},
-    {"grid_h H", "grid spacing (default width_min / 2)"},
-    {"box_lo LIST", "grid box lower corner: one value or p comma-separated values"},
-    {"box_hi LIST", "grid box upper corner: one value or p comma-separated values"},
-    {"x_shift LIST", "preprocessing x <- (x - shift) / scale: one value or p values (default 0)"},
-    {"x_scale LIST", "preprocessing scale: one value or p values, > 0 (default 1)"},
+    {"grid_h H", "grid spacing (default max(width_min / 2, box side / (2048^(1/p) - 1)))"},
+    {"box_lo LIST", "grid box lower corner: one value or p comma-separated values (default "
+                    "mean - 2 sd - width_max per feature, federated)"},
+    {"box_hi LIST", "grid box upper corner: one value or p comma-separated values (default "
+                    "mean + 2 sd + width_max)"},
+    {"x_shift LIST", "preprocessing x <- (x - shift) / scale: one value or p values (default: "
+                     "the federated per-feature mean when neither x_shift nor x_scale is set)"},
+    {"x_scale LIST", "preprocessing scale: one value or p values, > 0 (default: the federated "
+                     "per-feature standard deviation; x_scale = 1 keeps the raw units)"},
     {"server_init INIT", "concat (client duals, default), rescaled (by N_F/N_i) or zero"},
     {"model_form FORM", "atoms (support atoms, default) or peaks (one refit kernel per bump)"},
     {"crit_rule RULE", "tol (dual > 1e-8 max, and at gamma = 0 margin active; default) or strict "
@@ -60,6 +72,8 @@ void fk__sfl_cfg_close(fk__sfl_cfg *c)
     free(c->shift);
     free(c->scale);
     free(c->cls);
+    free(c->cand);
+    free(c->cand_cls);
     memset(c, 0, sizeof *c);
 }
 
@@ -119,7 +133,7 @@ int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
     static const char *const modes[] = {"regress", "classify", NULL};
     static const char *const ress[] = {"none", "quadratic", "huber", "linear", NULL};
     static const char *const inits[] = {"concat", "rescaled", "zero", NULL};
-    static const char *const atoms[] = {"samples", "grid", NULL};
+    static const char *const atoms[] = {"samples", "grid", "auto", "candidates", NULL};
     static const char *const forms[] = {"atoms", "peaks", NULL};
     static const char *const crits[] = {"tol", "strict", NULL};
     int rc = pick("mode", fk_params_str(p, "mode", "classify"), modes, &c->mode, err);
@@ -129,7 +143,8 @@ int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
         rc = pick("server_init", fk_params_str(p, "server_init", "concat"), inits,
                   &c->server_init, err);
     if (!rc)
-        rc = pick("atoms", fk_params_str(p, "atoms", "samples"), atoms, &c->grid, err);
+        rc = pick("atoms", fk_params_str(p, "atoms", "auto"), atoms, &c->atoms, err);
+    c->grid = c->atoms == FK__SFL_AT_GRID;
     if (!rc)
         rc = pick("model_form", fk_params_str(p, "model_form", "atoms"), forms, &c->peaks, err);
     if (!rc)
@@ -161,6 +176,16 @@ int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
     if (!rc)
         rc = fk_params_int(p, "n_widths", 6, 1, 1000, &Q, err);
     if (!rc)
+        rc = fk_params_int(p, "candidates_per_class", 50, 1, 100000, &c->cpc, err);
+    /* unset widths, box, spacing and preprocessing follow the data (fk__sfl_resolve) */
+    c->w_auto = !fk_params_get(p, "width_min") && !fk_params_get(p, "width_max");
+    c->h_auto = !fk_params_get(p, "grid_h");
+    c->box_auto = !fk_params_get(p, "box_lo") && !fk_params_get(p, "box_hi");
+    c->pre_auto = !fk_params_get(p, "x_shift") && !fk_params_get(p, "x_scale");
+    if (!rc && !c->w_auto && (!fk_params_get(p, "width_min") || !fk_params_get(p, "width_max")))
+        rc = fk_err_set(err, FK_EINVAL, "set both width_min and width_max, or neither (then the "
+                                        "widths follow the data's spread, federated)");
+    if (!rc)
         rc = fk_params_double(p, "grid_h", c->wmin / 2, 1e-12, 1e12, &c->h, err);
     if (!rc)
         rc = fk_params_double(p, "pos_label", 1, -1e300, 1e300, &c->pos_label, err);
@@ -188,10 +213,10 @@ int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err)
         rc = parse_list(p, "x_shift", &c->shift, &nsh, err);
     if (!rc)
         rc = parse_list(p, "x_scale", &c->scale, &nsc, err);
-    if (!rc && c->grid && (!nlo || nlo != nhi))
+    if (!rc && !c->box_auto && (!nlo || nlo != nhi))
         rc = fk_err_set(err, FK_EINVAL,
-                        "atoms = grid needs box_lo and box_hi with the same number of values "
-                        "(the centre box must be fixed in advance: no party sees all the data)");
+                        "box_lo and box_hi need the same number of values (or leave both unset: "
+                        "the grid box then follows the data's federated mean and spread)");
     if (!rc && nsh && nsc && nsh != nsc && nsh != 1 && nsc != 1)
         rc = fk_err_set(err, FK_EINVAL, "x_shift has %d values but x_scale %d", nsh, nsc);
     for (int i = 0; !rc && i < nsc; i++)
@@ -273,6 +298,12 @@ void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed,
     o->solver = c->solver;
     o->mc_resample = c->mc_resample;
     o->mc_batch = c->mc_batch;
+    /* a client's critical set is only right when its solve is tight: at tau_gap = 1e-4 the
+     * activity test withheld rows whose dual the centralised solution keeps positive (one
+     * client, E3.1 + 2 noise columns, candidate atoms: 318 of 343 sent, f 23 % off the
+     * centralised fit; at 1e-6: 343 sent, f 2.4e-4 off, about 3x the client iterations) */
+    if (!server && c->mode == FK_SFL_CLASSIFY)
+        o->tau_gap = 1e-6;
     if (c->strict) { /* the dissertation's rule: every positive dual is critical */
         o->tau_crit = 0;
         o->tau_act = INFINITY;
@@ -302,7 +333,7 @@ int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, do
                           "sfl: x_shift/x_scale give %d values but data set '%s' has %zu "
                           "features; the preprocessing map must match the data",
                           c->n_pre, ds->name, p);
-    if (c->grid && (size_t)c->box_p != p && c->box_p != 1)
+    if (c->grid && c->box_p && (size_t)c->box_p != p && c->box_p != 1)
         return fk_err_set(err, FK_EINVAL,
                           "sfl: box_lo/box_hi give %d values but data set '%s' has %zu features",
                           c->box_p, ds->name, p);
@@ -322,8 +353,16 @@ int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, do
             int j = 0;
             while (j < c->n_cls && c->cls[j] != t)
                 j++;
-            if (j == c->n_cls)
-                continue; /* a label outside the class set */
+            /* one class list per job, by raw label value: a label outside it is an error of
+             * the data or of 'classes', never a silently dropped row */
+            if (j == c->n_cls) {
+                free(Xo);
+                free(yo);
+                return fk_err_set(err, FK_EINVAL,
+                                  "sfl: data set '%s' row %zu has label %g, which is not in the "
+                                  "job's 'classes' list; add it to 'classes' or remove the row",
+                                  ds->name, i + 1, t);
+            }
             target = j;
         } else if (c->mode == FK_SFL_CLASSIFY) {
             if (t == c->pos_label)
@@ -358,8 +397,8 @@ int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, do
     return FK_OK;
 }
 
-int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p, fk_sfl_atoms *a,
-                  fk_err *err)
+int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int q,
+                    fk_sfl_atoms *a, fk_err *err)
 {
     double *w = malloc((size_t)c->Q * sizeof *w);
     if (!w)
@@ -373,11 +412,169 @@ int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p, fk_sfl
             hi[k] = c->box_hi[c->box_p > 1 ? k : 0];
         }
         rc = fk_sfl_atoms_grid(a, p, lo, hi, c->h, w, c->Q, n, (size_t)4 << 30, err);
+    } else if (c->atoms == FK__SFL_AT_CAND) {
+        /* the job's candidates (every client's k-means centres), the same for every party;
+         * a pair problem takes the centres of its two classes */
+        int ga = 0, gb = 0;
+        if (q >= 0)
+            fk__sfl_ovo_pair(c->n_cls, q, &ga, &gb);
+        double *Z = malloc((c->M ? c->M : 1) * (size_t)p * sizeof *Z);
+        size_t m = 0;
+        for (size_t j = 0; Z && j < c->M; j++)
+            if (q < 0 || c->cand_cls[j] == ga || c->cand_cls[j] == gb)
+                memcpy(Z + m++ * (size_t)p, c->cand + j * (size_t)p, (size_t)p * sizeof *Z);
+        rc = !Z   ? fk_err_set(err, FK_ENOMEM, "sfl: out of memory")
+             : m  ? fk_sfl_atoms_candidates(a, Z, m, p, w, c->Q, err)
+                  : fk_err_set(err, FK_EINVAL, "sfl: no candidate centres for this problem");
+        /* each centre carries the mass of the rows it stands for (n_ref / M), so the atom
+         * measure is the rows' counting measure whatever the number of centres: with the
+         * spec's unit mass, one client's 100 pen-digits centres underfit (held-out 0.893)
+         * where ten clients' 600 did not (0.977) */
+        for (size_t j = 0; !rc && c->cand_mass > 0 && j < a->J; j++)
+            a->v[j] *= c->cand_mass;
+        free(Z);
     } else {
         rc = n ? fk_sfl_atoms_candidates(a, X, n, p, w, c->Q, err)
                : fk_err_set(err, FK_EINVAL, "sfl: no rows to place kernels on");
     }
     free(w);
+    return rc;
+}
+
+int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p, fk_sfl_atoms *a,
+                  fk_err *err)
+{
+    return fk__sfl_atoms_q(c, X, n, p, -1, a, err);
+}
+
+/* p copies of v in a fresh array (NULL: out of memory) */
+static double *fill(int p, double v)
+{
+    double *a = malloc((size_t)p * sizeof *a);
+    for (int k = 0; a && k < p; k++)
+        a[k] = v;
+    return a;
+}
+
+int fk__sfl_resolve(fk__sfl_cfg *c, int p, double n_ref, const double *mean, const double *var,
+                    fk_err *err)
+{
+    if (p < 1 || !(n_ref >= 1))
+        return fk_err_set(err, FK_EINVAL, "sfl: no rows to take the data's scale from");
+    double *m2 = malloc((size_t)p * sizeof *m2), *v2 = malloc((size_t)p * sizeof *v2);
+    if (!m2 || !v2) {
+        free(m2);
+        free(v2);
+        return fk_err_set(err, FK_ENOMEM, "sfl: out of memory");
+    }
+    int rc = FK_OK;
+    if (c->pre_auto) { /* standardise by the federated mean and spread */
+        free(c->shift);
+        free(c->scale);
+        c->shift = fill(p, 0);
+        c->scale = fill(p, 1);
+        c->n_pre = p;
+        if (!c->shift || !c->scale)
+            rc = fk_err_set(err, FK_ENOMEM, "sfl: out of memory");
+        for (int k = 0; !rc && k < p; k++) {
+            double sd = sqrt(var[k]);
+            c->shift[k] = mean[k];
+            /* a constant feature keeps scale 1 (it is 0 after the shift); a spread below
+             * 1e-10 of the mean is rounding noise of float64 values, not a scale */
+            if (sd > 0 && sd < 1e-10 * fabs(mean[k]))
+                rc = fk_err_set(err, FK_EINVAL,
+                                "sfl: feature %d has a spread of %.3g around a mean of %.3g over "
+                                "the federation's %.0f rows (relative %.2g): too small to "
+                                "standardise in float64; set x_shift and x_scale (or drop the "
+                                "feature)",
+                                k, sd, mean[k], n_ref, sd / fabs(mean[k]));
+            else if (sd > 0)
+                c->scale[k] = sd;
+            m2[k] = 0;
+            v2[k] = sd > 0 ? 1 : 0;
+        }
+    } else {
+        for (int k = 0; k < p; k++) {
+            m2[k] = mean[k];
+            v2[k] = var[k];
+        }
+    }
+    double rms = 0;
+    for (int k = 0; k < p; k++)
+        rms += v2[k] / p;
+    rms = sqrt(rms);
+    /* the rows' typical neighbour distance (N points filling a box of side ~ spread) and the
+     * data's diameter, in the units the solver sees */
+    double dnn = rms * sqrt((double)p) * pow(n_ref, -1.0 / p), diam = 4 * rms * sqrt((double)p);
+    if (!rc && c->pre_auto && rms > 0) {
+        /* solver units: standardised, then scaled so the typical neighbour distance is 0.5.
+         * The grid's atom weights h^p dw (and so the complexity against the slack cost) are
+         * not scale-free: they change by a^(p+1) when x changes by a; fixing the data's
+         * neighbour distance makes the trade-off the same whatever the units of the input
+         * (E3.1 in its own units has a neighbour distance of 0.57) */
+        double f = 0.5 / dnn;
+        for (int k = 0; k < p; k++) {
+            if (v2[k] > 0)
+                c->scale[k] /= f;
+            v2[k] *= f * f;
+        }
+        rms *= f;
+        dnn = 0.5;
+        diam *= f;
+    }
+    if (!rc && !(rms > 0))
+        rc = fk_err_set(err, FK_EINVAL, "sfl: every feature is constant over the federation's "
+                                        "%.0f rows (zero spread); there is nothing to learn",
+                        n_ref);
+    if (!rc && c->w_auto) {
+        c->wmin = dnn;
+        c->wmax = fmax(dnn, fmin(5 * dnn, diam / 2));
+    } else if (!rc && c->wmax < dnn / 20) {
+        rc = fk_err_set(err, FK_EINVAL,
+                        "sfl: width_max = %g is %.2g of the rows' typical neighbour distance %.3g "
+                        "(rms feature spread %.3g after the preprocessing, p = %d, %.0f rows, "
+                        "federated): every row would get its own kernel and the model would be "
+                        "trivial; set width_min / width_max near %.3g (or unset them: widths "
+                        "then follow the data), or x_scale",
+                        c->wmax, c->wmax / dnn, dnn, rms, p, n_ref, dnn);
+    } else if (!rc && c->wmin > 20 * diam) {
+        rc = fk_err_set(err, FK_EINVAL,
+                        "sfl: width_min = %g is %.2g times the data's diameter %.3g (rms feature "
+                        "spread %.3g after the preprocessing, p = %d, federated): every kernel "
+                        "would be flat over the data; set width_min / width_max near %.3g (or "
+                        "unset them), or x_scale",
+                        c->wmin, c->wmin / diam, diam, rms, p, dnn);
+    }
+    if (!rc && c->atoms == FK__SFL_AT_AUTO) {
+        c->atoms = p <= FK_SFL_GRID_MAX_P ? FK__SFL_AT_GRID : FK__SFL_AT_CAND;
+        c->grid = c->atoms == FK__SFL_AT_GRID;
+    }
+    if (!rc && c->grid && p > FK_SFL_GRID_MAX_P)
+        rc = fk_err_set(err, FK_EINVAL, "sfl: atoms = grid needs p <= %d features (the data have "
+                                        "%d); use atoms = candidates or auto",
+                        FK_SFL_GRID_MAX_P, p);
+    if (!rc && c->grid && c->box_auto) { /* mean +- 2 sd, widened by the widest kernel */
+        free(c->box_lo);
+        free(c->box_hi);
+        c->box_lo = malloc((size_t)p * sizeof *c->box_lo);
+        c->box_hi = malloc((size_t)p * sizeof *c->box_hi);
+        if (!c->box_lo || !c->box_hi)
+            rc = fk_err_set(err, FK_ENOMEM, "sfl: out of memory");
+        for (int k = 0; !rc && k < p; k++) {
+            c->box_lo[k] = m2[k] - 2 * sqrt(v2[k]) - c->wmax;
+            c->box_hi[k] = m2[k] + 2 * sqrt(v2[k]) + c->wmax;
+        }
+        c->box_p = p;
+    }
+    if (!rc && c->grid && c->h_auto) { /* h = w_min / 2, coarser when the grid would exceed
+                                        * 2048 centres */
+        double side = 0, nside = floor(pow(2048.0, 1.0 / p) + 1e-9);
+        for (int k = 0; k < p; k++)
+            side = fmax(side, c->box_hi[c->box_p > 1 ? k : 0] - c->box_lo[c->box_p > 1 ? k : 0]);
+        c->h = fmax(c->wmin / 2, side / (nside - 1));
+    }
+    free(m2);
+    free(v2);
     return rc;
 }
 

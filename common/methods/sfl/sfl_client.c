@@ -11,12 +11,14 @@
 
 #include "common/base/log.h"
 #include "common/methods/sfl/sfl_int.h"
+#include "common/methods/update_check.h"
 
 typedef struct scli {
     fk__sfl_cfg c;
     int k, K, p;
     uint64_t seed;
-    double *X, *y; /* the task's rows, preprocessed */
+    double *X, *y; /* the task's rows, with the job's explicit preprocessing */
+    double *Xp;    /* the rows the solver sees: X, or X standardised by the federated map */
     size_t n;
     double frac;   /* effective upload cap: min(job, local) */
     int uploaded;
@@ -29,6 +31,7 @@ void fk__sfl_cli_close(void *v)
         return;
     fk__sfl_cfg_close(&c->c);
     free(c->X);
+    free(c->Xp);
     free(c->y);
     free(c);
 }
@@ -104,12 +107,12 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
                                                    : FK_OK;
     }
     fk_sfl_atoms a;
-    if ((rc = fk__sfl_atoms(&c->c, c->X, n, c->p, &a, err)))
+    if ((rc = fk__sfl_atoms(&c->c, c->Xp, n, c->p, &a, err)))
         return rc;
     fk_sfl_opts o;
     fk__sfl_opts(&c->c, 0, n_ref, c->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(c->k + 1), &o);
     fk_sfl_fit f;
-    rc = fk_sfl_solve(c->X, c->y, n, c->p, &a, &o, NULL, &f, err);
+    rc = fk_sfl_solve(c->Xp, c->y, n, c->p, &a, &o, NULL, &f, err);
     fk_sfl_atoms_close(&a);
     if (rc)
         return rc;
@@ -138,7 +141,7 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
     double *ll = C ? fk_bundle_add(up, "lambda", 1, sh) : NULL;
     rc = C && (!x || !yy || !ll);
     for (size_t i = 0; !rc && i < C; i++) {
-        memcpy(x + i * P, c->X + (size_t)rk[i].row * P, P * sizeof *x);
+        memcpy(x + i * P, c->Xp + (size_t)rk[i].row * P, P * sizeof *x);
         yy[i] = c->y[rk[i].row];
         ll[i] = f.lambda[rk[i].row];
     }
@@ -214,14 +217,14 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
         size_t m = 0;
         for (size_t i = 0; i < n; i++)
             if (c->y[i] == a || c->y[i] == b) {
-                memcpy(Xq + m * p, c->X + i * p, p * sizeof *Xq);
+                memcpy(Xq + m * p, c->Xp + i * p, p * sizeof *Xq);
                 yq[m] = c->y[i] == a ? 1.0 : -1.0;
                 sub[m++] = (int)i;
             }
         if (!m)
             continue; /* this client holds neither class of the pair */
         fk_sfl_atoms at;
-        if ((rc = fk__sfl_atoms(&c->c, Xq, m, c->p, &at, err)))
+        if ((rc = fk__sfl_atoms_q(&c->c, Xq, m, c->p, q, &at, err)))
             break;
         fk_sfl_opts o;
         fk__sfl_opts(&c->c, 0, nref[q] >= (double)m ? nref[q] : (double)m,
@@ -284,7 +287,7 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
     if (!rc && D && (!x || !cl))
         rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
     for (size_t j = 0; !rc && j < D; j++) {
-        memcpy(x + j * p, c->X + (size_t)rk[j].row * p, p * sizeof *x);
+        memcpy(x + j * p, c->Xp + (size_t)rk[j].row * p, p * sizeof *x);
         cl[j] = c->y[rk[j].row];
     }
     size_t S2 = 0, at = 0; /* drop the capped rows from the problems' lists */
@@ -341,6 +344,157 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
     return rc;
 }
 
+/* The server's resolution of the data-dependent settings (fk__sfl_resolve on the federated
+ * statistics), carried by the CENTRES and UPLOAD tasks: the preprocessing map, the widths,
+ * the atom kind with its box or candidates. Checked, copied into the client's configuration,
+ * and the solver's rows Xp built; a mapped value beyond FK__SFL_MAX_ABS is refused here,
+ * naming row, column and the key to set, before anything is sent. */
+static int take_cfg(scli *c, const fk_bundle *task, int need_atoms, fk_err *err)
+{
+    size_t p = (size_t)c->p;
+    const fk_tensor *sh = fk_bundle_get(task, "x_shift"), *sc = fk_bundle_get(task, "x_scale"),
+                    *wr = fk_bundle_get(task, "wr"), *ak = fk_bundle_get(task, "akind");
+    int ok = sh && sc && sh->len == p && sc->len == p && wr && wr->len == 3 && ak &&
+             ak->len == 1;
+    for (size_t k = 0; ok && k < p; k++)
+        ok = isfinite(sh->data[k]) && sc->data[k] > 0 && isfinite(sc->data[k]);
+    ok = ok && wr->data[0] > 0 && wr->data[1] >= wr->data[0] && wr->data[2] > 0 &&
+         isfinite(wr->data[1]) && isfinite(wr->data[2]);
+    ok = ok && (ak->data[0] == FK__SFL_AT_SAMPLES || ak->data[0] == FK__SFL_AT_GRID ||
+                ak->data[0] == FK__SFL_AT_CAND);
+    fk__sfl_cfg *g = &c->c;
+    /* a job that sets every data-dependent key needs nothing from the server */
+    int fixed = !g->pre_auto && !g->w_auto &&
+                (g->atoms == FK__SFL_AT_SAMPLES ||
+                 (g->atoms == FK__SFL_AT_GRID && !g->box_auto && !g->h_auto));
+    if (!wr && !ak && !sh && !sc && fixed)
+        ok = 1;
+    else if (!ok)
+        return fk_err_set(err, FK_EFORMAT, "sfl task: no valid 'x_shift', 'x_scale' (%zu values), "
+                                           "'wr' (width_min, width_max, grid_h) or 'akind'", p);
+    if (fixed && !wr)
+        goto rows;
+    if (g->pre_auto) {
+        free(g->shift);
+        free(g->scale);
+        g->shift = malloc(p * sizeof *g->shift);
+        g->scale = malloc(p * sizeof *g->scale);
+        if (!g->shift || !g->scale)
+            return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+        memcpy(g->shift, sh->data, p * sizeof *g->shift);
+        memcpy(g->scale, sc->data, p * sizeof *g->scale);
+        g->n_pre = (int)p;
+    }
+    g->wmin = wr->data[0];
+    g->wmax = wr->data[1];
+    g->h = wr->data[2];
+    g->atoms = (int)ak->data[0];
+    g->grid = g->atoms == FK__SFL_AT_GRID;
+    if (need_atoms && g->grid) {
+        const fk_tensor *lo = fk_bundle_get(task, "box_lo"), *hi = fk_bundle_get(task, "box_hi");
+        if (!lo || !hi || lo->len != p || hi->len != p || p > FK_SFL_GRID_MAX_P)
+            return fk_err_set(err, FK_EFORMAT, "sfl task: grid atoms without 'box_lo'/'box_hi' "
+                                               "of %zu values", p);
+        for (size_t k = 0; k < p; k++)
+            if (!isfinite(lo->data[k]) || !(hi->data[k] >= lo->data[k]) ||
+                !isfinite(hi->data[k]))
+                return fk_err_set(err, FK_EFORMAT, "sfl task: grid box side %zu is not finite "
+                                                   "and ordered", k);
+        free(g->box_lo);
+        free(g->box_hi);
+        g->box_lo = malloc(p * sizeof *g->box_lo);
+        g->box_hi = malloc(p * sizeof *g->box_hi);
+        if (!g->box_lo || !g->box_hi)
+            return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+        memcpy(g->box_lo, lo->data, p * sizeof *g->box_lo);
+        memcpy(g->box_hi, hi->data, p * sizeof *g->box_hi);
+        g->box_p = (int)p;
+    }
+    if (need_atoms && g->atoms == FK__SFL_AT_CAND) {
+        const fk_tensor *z = fk_bundle_get(task, "z"), *zc = fk_bundle_get(task, "zc"),
+                        *zm = fk_bundle_get(task, "zm");
+        if (!z || !zc || z->ndim != 2 || z->shape[1] != p || zc->len != z->shape[0] ||
+            !zc->len || !zm || zm->len != 1 || !(zm->data[0] > 0 && zm->data[0] <= 1e12))
+            return fk_err_set(err, FK_EFORMAT, "sfl task: candidate atoms without 'z' (M x %zu), "
+                                               "'zc' (M) and 'zm' (their mass)", p);
+        g->cand_mass = zm->data[0];
+        for (size_t j = 0; j < z->len; j++)
+            if (!isfinite(z->data[j]))
+                return fk_err_set(err, FK_EFORMAT, "sfl task: candidate entry %zu not finite", j);
+        free(g->cand);
+        free(g->cand_cls);
+        g->M = zc->len;
+        g->cand = malloc(z->len * sizeof *g->cand);
+        g->cand_cls = malloc(g->M * sizeof *g->cand_cls);
+        if (!g->cand || !g->cand_cls)
+            return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+        memcpy(g->cand, z->data, z->len * sizeof *g->cand);
+        memcpy(g->cand_cls, zc->data, g->M * sizeof *g->cand_cls);
+    }
+rows:
+    free(c->Xp);
+    if (!(c->Xp = malloc((c->n ? c->n : 1) * p * sizeof *c->Xp)))
+        return fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    for (size_t i = 0; i < c->n; i++)
+        for (size_t k = 0; k < p; k++) {
+            double x = c->X[i * p + k];
+            if (g->pre_auto)
+                x = (x - g->shift[k]) / g->scale[k];
+            /* row and column, never the value: it is a raw feature */
+            if (!(fabs(x) <= FK__SFL_MAX_ABS))
+                return fk_err_set(err, FK_EINVAL,
+                                  "sfl: row %zu column %zu of the task's rows is beyond |x| <= "
+                                  "%g after the job's preprocessing; set x_scale (or x_shift) "
+                                  "so the features fit, or fix the row",
+                                  i, k, FK__SFL_MAX_ABS);
+            c->Xp[i * p + k] = x;
+        }
+    return FK_OK;
+}
+
+/* Phase 1 of candidate atoms: k-means centres (spec §3.7) of this client's rows per class
+ * group (binary: +1 / -1; ovo: class id; regress: one group), min(candidates_per_class, rows
+ * of the group) each, seeded per client and group; 'z' (M x p) and their groups 'zc'. */
+static int centres(scli *c, fk_bundle *up, fk_err *err)
+{
+    size_t n = c->n, p = (size_t)c->p;
+    int G = c->c.ovo ? c->c.n_cls : c->c.mode == FK_SFL_CLASSIFY ? 2 : 1;
+    double *Xg = malloc((n ? n : 1) * p * sizeof *Xg);
+    double *Z = malloc(((n ? n : 1) * p) * sizeof *Z), *zc = malloc((n ? n : 1) * sizeof *zc);
+    size_t M = 0;
+    int rc = !Xg || !Z || !zc ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory") : FK_OK;
+    for (int g = 0; !rc && g < G; g++) {
+        double lab = c->c.ovo ? g : c->c.mode == FK_SFL_CLASSIFY ? (g ? -1.0 : 1.0) : 0;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (G == 1 || c->y[i] == lab)
+                memcpy(Xg + m++ * p, c->Xp + i * p, p * sizeof *Xg);
+        if (!m)
+            continue; /* this client lacks the class */
+        size_t k = m < (size_t)c->c.cpc ? m : (size_t)c->c.cpc;
+        rc = fk_sfl_kmeans(Xg, m, c->p, k,
+                           c->seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(c->k + 1) +
+                               0xbf58476d1ce4e5b9ULL * (uint64_t)(g + 1),
+                           Z + M * p, NULL, err);
+        for (size_t j = 0; !rc && j < k; j++)
+            zc[M + j] = lab;
+        M += k;
+    }
+    uint64_t sh[2] = {(uint64_t)M, p};
+    if (!rc && M && (fk_bundle_put(up, "z", 2, sh, Z) || fk_bundle_put_vec(up, "zc", M, zc)))
+        rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    if (!rc && fk_bundle_put_scalar(up, "m", (double)M))
+        rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+    if (!rc)
+        fk_log(FK_LOG_INFO, "sfl_centres", "client=%d centres=%zu of=%zu msg=\"k-means centres "
+                                           "of the rows (candidate kernel centres) are sent to "
+                                           "the server\"", c->k, M, n);
+    free(Xg);
+    free(Z);
+    free(zc);
+    return rc;
+}
+
 int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     scli *c = v;
@@ -352,6 +506,27 @@ int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
         int rc = fk_bundle_put_scalar(up, "n", (double)c->n);
         if (!rc)
             rc = fk_bundle_put_scalar(up, "p", c->p);
+        /* the federated statistics (per-feature mean and sum of squared deviations about it,
+         * combined on the server by Chan's rule): the data's scale for the defaults */
+        double *mu = rc ? NULL : fk_bundle_add(up, "mu", 1, (uint64_t[1]){(uint64_t)c->p});
+        double *m2 = mu ? fk_bundle_add(up, "m2", 1, (uint64_t[1]){(uint64_t)c->p}) : NULL;
+        rc = rc || !mu || !m2;
+        for (int k = 0; !rc && k < c->p; k++) {
+            double s1 = 0, s2 = 0;
+            for (size_t i = 0; i < c->n; i++)
+                s1 += c->X[i * (size_t)c->p + (size_t)k];
+            mu[k] = c->n ? s1 / (double)c->n : 0;
+            for (size_t i = 0; i < c->n; i++) {
+                double d = c->X[i * (size_t)c->p + (size_t)k] - mu[k];
+                s2 += d * d;
+            }
+            m2[k] = s2;
+            if (!(fabs(mu[k]) <= FK_UPDATE_MAX_ABS && m2[k] <= FK_UPDATE_MAX_ABS))
+                return fk_err_set(err, FK_EINVAL,
+                                  "sfl: feature %d of the task's rows overflows float64 in its "
+                                  "mean or spread; set x_scale so the features fit",
+                                  k);
+        }
         if (!rc && c->c.ovo) { /* rows per pair problem: the server's n_ref of each */
             int P = fk__sfl_ovo_pairs(c->c.n_cls);
             double *np = fk_bundle_add(up, "np", 1, (uint64_t[1]){(uint64_t)P});
@@ -366,7 +541,17 @@ int fk__sfl_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
         }
         return rc ? fk_err_set(err, FK_ENOMEM, "sfl client: out of memory") : FK_OK;
     }
+    if (op->data[0] == FK__SFL_OP_CENTRES) {
+        rep->n_samples = (double)c->n;
+        int rc = take_cfg(c, task, 0, err);
+        if (!rc && fk_bundle_put_scalar(up, "n", (double)c->n))
+            rc = fk_err_set(err, FK_ENOMEM, "sfl client: out of memory");
+        return rc ? rc : centres(c, up, err);
+    }
     const fk_tensor *nr = fk_bundle_get(task, "n_ref");
+    int trc = op->data[0] == FK__SFL_OP_UPLOAD ? take_cfg(c, task, 1, err) : FK_OK;
+    if (trc)
+        return trc;
     if (op->data[0] != FK__SFL_OP_UPLOAD || !nr || nr->len != 1 ||
         !(nr->data[0] >= (double)c->n && nr->data[0] <= 1e12))
         return fk_err_set(err, FK_EFORMAT,
@@ -433,8 +618,34 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     if (rc)
         return rc;
     rep->n_samples = (double)c->n;
+    /* the model's centres live in the job's preprocessed units: map the rows by the model's
+     * own x_shift / x_scale (the federated standardisation when the job set none) */
+    double *Xm = NULL;
+    const double *X = c->X;
+    if (c->c.pre_auto) {
+        size_t p = (size_t)c->p;
+        const fk_tensor *sh = fk_bundle_get(model, "x_shift"),
+                        *sc = fk_bundle_get(model, "x_scale");
+        int ok = sh && sc && sh->len == p && sc->len == p;
+        for (size_t k = 0; ok && k < p; k++)
+            ok = isfinite(sh->data[k]) && sc->data[k] > 0 && isfinite(sc->data[k]);
+        if (!ok) {
+            fk_sfl_model_close(&m);
+            return fk_err_set(err, FK_EFORMAT, "sfl model: no 'x_shift' / 'x_scale' of %zu "
+                                               "values (its preprocessing map)", p);
+        }
+        if (!(Xm = malloc((c->n ? c->n : 1) * p * sizeof *Xm))) {
+            fk_sfl_model_close(&m);
+            return fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
+        }
+        for (size_t i = 0; i < c->n; i++)
+            for (size_t k = 0; k < p; k++)
+                Xm[i * p + k] = (c->X[i * p + k] - sh->data[k]) / sc->data[k];
+        X = Xm;
+    }
     double *f = malloc((c->n ? c->n : 1) * sizeof *f);
     if (!f) {
+        free(Xm);
         fk_sfl_model_close(&m);
         return fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
     }
@@ -452,13 +663,14 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
             free(pred);
             free(mg);
             free(f);
+            free(Xm);
             fk_sfl_model_close(&m);
             return votes && pred && mg ? fk_err_set(err, FK_EFORMAT,
                                               "sfl model: no per-pair kernel counts 'mK' (%d "
                                               "values summing to K)", P)
                                  : fk_err_set(err, FK_ENOMEM, "sfl evaluate: out of memory");
         }
-        fk__sfl_ovo_vote(&m, mk->data, c->c.n_cls, c->X, c->n, f, votes, mg, pred);
+        fk__sfl_ovo_vote(&m, mk->data, c->c.n_cls, X, c->n, f, votes, mg, pred);
         double right = 0;
         for (size_t i = 0; i < c->n; i++)
             right += pred[i] == (int)c->y[i];
@@ -470,10 +682,11 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
         free(pred);
         free(mg);
         free(f);
+        free(Xm);
         fk_sfl_model_close(&m);
         return FK_OK;
     }
-    fk_sfl_predict(&m, c->X, c->n, f);
+    fk_sfl_predict(&m, X, c->n, f);
     double right = 0, se = 0, hinge = 0;
     for (size_t i = 0; i < c->n; i++) {
         right += (f[i] >= 0 ? 1.0 : -1.0) == c->y[i]; /* sign(0) := +1 */
@@ -489,6 +702,7 @@ int fk__sfl_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
         rep->loss = se / (double)c->n;
     }
     free(f);
+    free(Xm);
     fk_sfl_model_close(&m);
     return FK_OK;
 }

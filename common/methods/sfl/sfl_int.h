@@ -10,7 +10,14 @@
 #include "common/models/sfl.h"
 
 enum { FK__SFL_INIT_CONCAT = 0, FK__SFL_INIT_RESCALED = 1, FK__SFL_INIT_ZERO = 2 };
-enum { FK__SFL_OP_COUNT = 1, FK__SFL_OP_UPLOAD = 2 };
+enum { FK__SFL_OP_COUNT = 1, FK__SFL_OP_UPLOAD = 2, FK__SFL_OP_CENTRES = 3 };
+/* atom set kinds (key 'atoms'); AUTO resolves after phase 0: grid for p <= 3, else cand */
+enum { FK__SFL_AT_SAMPLES = 0, FK__SFL_AT_GRID = 1, FK__SFL_AT_AUTO = 2, FK__SFL_AT_CAND = 3 };
+
+/* Largest |value| of an uploaded feature (after the job's preprocessing), label or dual the
+ * server accepts (docs/sfl.md, "Checks"); the client refuses its own rows beyond it before
+ * anything is sent, naming row and column, never the value. */
+#define FK__SFL_MAX_ABS 1e12
 
 /* The job configuration (spec §6.2), identical for every party. */
 typedef struct fk__sfl_cfg {
@@ -21,6 +28,12 @@ typedef struct fk__sfl_cfg {
     double c;                       /* quadratic c, Huber delta or linear C */
     long T_client, T_server;
     int grid;                       /* atoms = grid (else samples: candidates at the rows) */
+    int atoms;                      /* FK__SFL_AT_*: as set; AUTO until resolved */
+    int w_auto, box_auto, h_auto, pre_auto; /* keys absent: from the federated statistics */
+    long cpc;                       /* candidates_per_class (k-means centres per class) */
+    double *cand, *cand_cls;        /* the job's candidate centres (M x p) and their groups */
+    size_t M;
+    double cand_mass;               /* rows each candidate stands for: n_ref / M (weight factor) */
     double wmin, wmax, h;
     int Q;
     double *box_lo, *box_hi;        /* grid box, p values each (NULL unless grid) */
@@ -80,6 +93,18 @@ void fk__sfl_ovo_vote(const fk_sfl_model *m, const double *mK, int n_cls, const 
 /* Parse and check the job keys; refuses a job without raw_sample_upload = acknowledged. */
 int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err);
 void fk__sfl_cfg_close(fk__sfl_cfg *c);
+/* Resolve the data-dependent defaults from the federated statistics of phase 0 (n_ref rows,
+ * per-feature mean and variance of the rows after the job's explicit preprocessing, p values
+ * each): the standardising map (x_shift/x_scale unset), the width grid (width_min/max unset),
+ * the atom kind (atoms = auto), the grid box and spacing. Refuses (FK_EINVAL, with the numbers
+ * and the key to set) a spread too small to standardise, data of zero spread, and widths far
+ * from the data's scale: before any row leaves a client. */
+int fk__sfl_resolve(fk__sfl_cfg *c, int p, double n_ref, const double *mean, const double *var,
+                    fk_err *err);
+/* Atoms of ovo pair problem q (classes a < b: the candidates of those two groups) or, q < 0,
+ * of the binary / regression problem: as fk__sfl_atoms. */
+int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int q,
+                    fk_sfl_atoms *a, fk_err *err);
 /* Solver options for a client (server = 0) or the server (server = 1) problem. */
 void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed, fk_sfl_opts *o);
 /* The task's rows of a data set, preprocessed (X: n x p) with targets (+-1 or values);

@@ -10,7 +10,9 @@
 #include "common/methods/sfl/sfl_int.h"
 #include "common/methods/update_check.h"
 
-enum { ST_COUNT = 0, ST_COLLECT = 1, ST_DONE = 2 };
+/* ST_CENTRES (candidate atoms only) sits between counting and collecting; the numbers are
+ * those of the checkpoints */
+enum { ST_COUNT = 0, ST_COLLECT = 1, ST_DONE = 2, ST_CENTRES = 3 };
 /* ovo: per problem, over the clients' uploads (their "pd", spec §6.4) */
 enum {
     PS_CLIENTS = 0, /* clients that solved it */
@@ -111,6 +113,46 @@ int fk__sfl_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen
     return FK_OK;
 }
 
+/* The resolved settings as the tasks and the checkpoint carry them: the preprocessing map
+ * (p values each), 'wr' = (width_min, width_max, grid_h), 'akind', and with atoms the grid box
+ * or the candidates 'z' / 'zc'. */
+static int put_cfg(const ssrv *s, int atoms, fk_bundle *out)
+{
+    size_t p = (size_t)s->p;
+    const fk__sfl_cfg *c = &s->c;
+    double *sh = fk_bundle_add(out, "x_shift", 1, (uint64_t[1]){p});
+    double *sc = sh ? fk_bundle_add(out, "x_scale", 1, (uint64_t[1]){p}) : NULL;
+    if (!sh || !sc)
+        return FK_ENOMEM;
+    for (size_t k = 0; k < p; k++) { /* the job's map, one value broadcast, or none */
+        size_t i = c->n_pre > 1 ? k : 0;
+        sh[k] = c->n_pre ? c->shift[i] : 0;
+        sc[k] = c->n_pre ? c->scale[i] : 1;
+    }
+    double wr[3] = {c->wmin, c->wmax, c->h};
+    int rc = fk_bundle_put_vec(out, "wr", 3, wr);
+    if (!rc)
+        rc = fk_bundle_put_scalar(out, "akind", c->atoms);
+    if (!rc && atoms && c->grid) {
+        double lo[FK_SFL_GRID_MAX_P], hi[FK_SFL_GRID_MAX_P];
+        for (size_t k = 0; k < p && k < FK_SFL_GRID_MAX_P; k++) {
+            lo[k] = c->box_lo[c->box_p > 1 ? k : 0];
+            hi[k] = c->box_hi[c->box_p > 1 ? k : 0];
+        }
+        rc = fk_bundle_put_vec(out, "box_lo", p, lo);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "box_hi", p, hi);
+    }
+    if (!rc && atoms && c->atoms == FK__SFL_AT_CAND && c->M) {
+        rc = fk_bundle_put(out, "z", 2, (uint64_t[2]){c->M, p}, c->cand);
+        if (!rc)
+            rc = fk_bundle_put_vec(out, "zc", c->M, c->cand_cls);
+        if (!rc)
+            rc = fk_bundle_put_scalar(out, "zm", c->cand_mass);
+    }
+    return rc;
+}
+
 int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     ssrv *s = v;
@@ -118,11 +160,17 @@ int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, 
     if (client < 0 || client >= s->K)
         return fk_err_set(err, FK_EINVAL, "sfl task for unknown client %d (job has %d)", client,
                           s->K);
-    int rc = fk_bundle_put_scalar(out, "op", phase == 0 ? FK__SFL_OP_COUNT : FK__SFL_OP_UPLOAD);
-    if (!rc && phase > 0)
+    (void)phase; /* the stage says what comes next: count, centres (candidates), upload */
+    int op = s->stage == ST_COUNT     ? FK__SFL_OP_COUNT
+             : s->stage == ST_CENTRES ? FK__SFL_OP_CENTRES
+                                      : FK__SFL_OP_UPLOAD;
+    int rc = fk_bundle_put_scalar(out, "op", op);
+    if (!rc && op == FK__SFL_OP_UPLOAD)
         rc = fk_bundle_put_scalar(out, "n_ref", s->n_ref);
-    if (!rc && phase > 0 && s->P)
+    if (!rc && op == FK__SFL_OP_UPLOAD && s->P)
         rc = fk_bundle_put_vec(out, "n_ref_q", (size_t)s->P, s->nq_ref);
+    if (!rc && op != FK__SFL_OP_COUNT) /* the settings resolved from the federated statistics */
+        rc = put_cfg(s, op == FK__SFL_OP_UPLOAD, out);
     return rc ? fk_err_set(err, FK_ENOMEM, "sfl task: out of memory") : FK_OK;
 }
 
@@ -153,9 +201,10 @@ static const fk_tensor *vec(const fk_update *u, const char *name, size_t len, do
         double x = t->data[j];
         if (!isfinite(x) || x < lo || x > hi || (open && x == lo) ||
             (integral && x != floor(x))) {
-            fk_err_set(err, FK_EINVAL, "client %d: tensor '%s' value %zu = %g is not allowed "
+            /* position and bound only: the value may be a raw feature (never logged) */
+            fk_err_set(err, FK_EINVAL, "client %d: tensor '%s' entry %zu is outside its bound "
                                        "(%s in %s%g, %g])",
-                       u->client, name, j, x, integral ? "an integer" : "finite",
+                       u->client, name, j, integral ? "an integer" : "finite",
                        open ? "(" : "[", lo, hi);
             return NULL;
         }
@@ -198,20 +247,19 @@ static int check_pd(const ssrv *s, const fk_update *u, const fk_tensor *pc, doub
             int a, b;
             fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
             return fk_err_set(err, FK_EINVAL,
-                              "client %d: tensor 'pd' row %d (classes %d vs %d) = [%g %g %g %g %g "
-                              "%g %g] is not allowed (status -1 with zeros, or 0/1/2 with 1 to "
-                              "2 T_client = %ld iterations, violation >= 0, finite values, "
+                              "client %d: tensor 'pd' row %d (classes %d vs %d) is not allowed "
+                              "(status -1 with zeros, or 0/1/2 with 1 to 2 T_client = %ld "
+                              "iterations, violation >= 0, finite values with |v| <= 1e300, "
                               "%g <= critical <= n = %g, not-converged in [0, n])",
-                              u->client, q, a, b, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
-                              2 * s->c.T_client, pc->data[q], n);
+                              u->client, q, a, b, 2 * s->c.T_client, pc->data[q], n);
         }
         nc_sum += d[FK__SFL_PD_NC];
     }
     fk_err e2;
     if (scalar(u, "not_converged", 0, n * s->P, &nc, &e2) || nc != nc_sum)
-        return fk_err_set(err, FK_EINVAL, "client %d: scalar 'not_converged' = %g is not the sum "
+        return fk_err_set(err, FK_EINVAL, "client %d: scalar 'not_converged' is not the sum "
                                           "%g of tensor 'pd''s not-converged counts",
-                          u->client, nc, nc_sum);
+                          u->client, nc_sum);
     return FK_OK;
 }
 
@@ -219,6 +267,8 @@ static int check_pd(const ssrv *s, const fk_update *u, const fk_tensor *pc, doub
  * n rows as candidate centres; each times the Q widths. */
 static double atom_count(const ssrv *s, double n)
 {
+    if (s->c.atoms == FK__SFL_AT_CAND)
+        return (double)s->c.M * s->c.Q;
     if (!s->c.grid)
         return n * s->c.Q;
     double J = s->c.Q;
@@ -256,10 +306,10 @@ static int check_diag(const ssrv *s, const fk_update *u, double n, double C, fk_
          d[FK__SFL_DG_VIOL] >= 0 && sup >= 0 && sup <= J && sup == floor(sup);
     if (!ok)
         return fk_err_set(err, FK_EINVAL,
-                          "client %d: tensor 'diag' = [%g %g %g %g %g %g] is not allowed (status "
-                          "0/1/2, 1 to 2 T_client = %ld iterations, violation >= 0, finite "
-                          "values, support an integer in [0, %g atoms])",
-                          u->client, d[0], d[1], d[2], d[3], d[4], d[5], 2 * s->c.T_client, J);
+                          "client %d: tensor 'diag' is not allowed (status 0/1/2, 1 to 2 "
+                          "T_client = %ld iterations, violation >= 0, finite values with |v| <= "
+                          "1e300, support an integer in [0, %g atoms])",
+                          u->client, 2 * s->c.T_client, J);
     fk_err e2;
     double nc = -1, cp = -1;
     if (scalar(u, "not_converged", 0, n - C, &nc, &e2) || nc != floor(nc))
@@ -290,10 +340,10 @@ static int check_ovo(const ssrv *s, const fk_update *u, size_t D, double n, fk_e
     if (!x || x->ndim != 2 || x->shape[0] != D || x->shape[1] != (uint64_t)s->p)
         return fk_err_set(err, FK_EINVAL, "client %d: tensor 'x' missing or not of shape %zu x %d",
                           u->client, D, s->p);
-    if (!vec(u, "x", D * (size_t)s->p, -1e12, 1e12, 0, 0, err) ||
+    if (!vec(u, "x", D * (size_t)s->p, -FK__SFL_MAX_ABS, FK__SFL_MAX_ABS, 0, 0, err) ||
         !(cl = vec(u, "cls", D, 0, s->c.n_cls - 1, 1, 0, err)) ||
         !(ri = vec(u, "ri", (size_t)S, 0, (double)D - 1, 1, 0, err)) ||
-        !(rl = vec(u, "rl", (size_t)S, 0, 1e12, 0, 1, err)))
+        !(rl = vec(u, "rl", (size_t)S, 0, FK__SFL_MAX_ABS, 0, 1, err)))
         return FK_EINVAL;
     char *used = calloc(D, 1);
     if (!used)
@@ -326,22 +376,25 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
 {
     const ssrv *s = v;
     (void)round;
+    (void)phase; /* the server's stage says which message is due */
     if (u->client < 0 || u->client >= s->K)
         return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)", u->client,
                           s->K);
     /* every tensor a phase's upload may hold (binary and ovo): anything else is refused */
-    static const char *const decl[] = {"n", "p", "np"};
+    static const char *const decl[] = {"n", "p", "np", "mu", "m2"};
+    static const char *const ctrs[] = {"n", "m", "z", "zc"};
     static const char *const rows[] = {"n", "rows", "capped", "not_converged", "diag", "x", "y",
                                        "lambda", "cls", "ri", "rl", "pc", "pd"};
-    int rc = phase == 0 ? fk_update_check_names(&u->msg, decl, 3, u->client, err)
-                        : fk_update_check_names(&u->msg, rows, 13, u->client, err);
+    int rc = s->stage == ST_COUNT     ? fk_update_check_names(&u->msg, decl, 5, u->client, err)
+             : s->stage == ST_CENTRES ? fk_update_check_names(&u->msg, ctrs, 4, u->client, err)
+                                      : fk_update_check_names(&u->msg, rows, 13, u->client, err);
     if (rc)
         return rc;
     double n = 0, p = 0, C = 0;
     rc = scalar(u, "n", 0, 1e9, &n, err);
     if (!rc && n != floor(n))
-        rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g is not a row count", u->client, n);
-    if (!rc && phase == 0 && s->P) { /* ovo: rows per pair, each at most n */
+        rc = fk_err_set(err, FK_EINVAL, "client %d: 'n' is not a row count", u->client);
+    if (!rc && s->stage == ST_COUNT && s->P) { /* ovo: rows per pair, each at most n */
         const fk_tensor *np = fk_bundle_get(&u->msg, "np");
         if (!np || np->len != (size_t)s->P)
             return fk_err_set(err, FK_EINVAL, "client %d: no 'np' (%d per-pair row counts)",
@@ -351,24 +404,56 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
                 return fk_err_set(err, FK_EINVAL, "client %d: 'np' value %zu = %g is not a row "
                                                   "count in [0, n]", u->client, q, np->data[q]);
     }
-    if (rc || phase == 0)
-        return rc ? rc : scalar(u, "p", 1, 1e6, &p, err);
+    if (!rc && s->stage == ST_COUNT) { /* p, and the per-feature mean and squared deviations */
+        if ((rc = scalar(u, "p", 1, 1e6, &p, err)))
+            return rc;
+        if (!vec(u, "mu", (size_t)p, -FK_UPDATE_MAX_ABS, FK_UPDATE_MAX_ABS, 0, 0, err) ||
+            !vec(u, "m2", (size_t)p, 0, FK_UPDATE_MAX_ABS, 0, 0, err))
+            return FK_EINVAL;
+        return FK_OK;
+    }
+    if (!rc && s->stage == ST_CENTRES) { /* m centres (M x p) with their groups */
+        double m = 0;
+        double G = s->c.ovo ? s->c.n_cls : s->c.mode == FK_SFL_CLASSIFY ? 2 : 1;
+        if (n != s->n_decl[u->client] || s->n_decl[u->client] < 0)
+            return fk_err_set(err, FK_EINVAL, "client %d: centres without its phase-0 row count",
+                              u->client);
+        if ((rc = scalar(u, "m", 0, fmin(n, G * (double)s->c.cpc), &m, err)) || m == 0)
+            return rc;
+        const fk_tensor *z = fk_bundle_get(&u->msg, "z");
+        if (!z || z->ndim != 2 || z->shape[0] != (uint64_t)m || z->shape[1] != (uint64_t)s->p)
+            return fk_err_set(err, FK_EINVAL, "client %d: tensor 'z' missing or not of shape "
+                                              "%g x %d", u->client, m, s->p);
+        if (!vec(u, "z", (size_t)m * (size_t)s->p, -FK__SFL_MAX_ABS, FK__SFL_MAX_ABS, 0, 0, err))
+            return FK_EINVAL;
+        const fk_tensor *zc = vec(u, "zc", (size_t)m, s->c.ovo ? 0 : -1, s->c.ovo ? G - 1 : 1,
+                                  1, 0, err);
+        if (!zc)
+            return FK_EINVAL;
+        for (size_t j = 0; j < zc->len; j++)
+            if (!s->c.ovo && (s->c.mode == FK_SFL_CLASSIFY ? zc->data[j] == 0 : zc->data[j] != 0))
+                return fk_err_set(err, FK_EINVAL, "client %d: tensor 'zc' entry %zu is not a "
+                                                  "group of the task", u->client, j);
+        return FK_OK;
+    }
+    if (rc)
+        return rc;
     if (s->stage != ST_COLLECT || s->n_decl[u->client] < 0)
         return fk_err_set(err, FK_EINVAL,
                           "client %d: upload without a valid row count from phase 0 (or a "
                           "feature dimension other than the job's p = %d)",
                           u->client, s->p);
     if (n != s->n_decl[u->client])
-        return fk_err_set(err, FK_EINVAL, "client %d: 'n' = %g differs from the %g rows it "
-                                          "declared", u->client, n, s->n_decl[u->client]);
+        return fk_err_set(err, FK_EINVAL, "client %d: 'n' differs from the row count it "
+                                          "declared in phase 0", u->client);
     if ((rc = scalar(u, "rows", 0, n, &C, err)))
         return rc;
     double cap = ceil(s->c.max_frac * n - 1e-9);
     if (C > cap)
         return fk_err_set(err, FK_EINVAL,
-                          "client %d uploaded %g of its %g rows, over the job's "
-                          "max_upload_fraction = %g (at most %g rows)",
-                          u->client, C, n, s->c.max_frac, cap);
+                          "client %d uploaded more of its rows than the job's "
+                          "max_upload_fraction = %g allows",
+                          u->client, s->c.max_frac);
     if (s->P)
         return check_ovo(s, u, (size_t)C, n, err);
     if ((rc = check_diag(s, u, n, C, err)) || C == 0)
@@ -380,35 +465,45 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
         if (!t || t->ndim != want_nd || t->shape[0] != (uint64_t)C ||
             (i == 0 && t->shape[1] != (uint64_t)s->p))
             return fk_err_set(err, FK_EINVAL,
-                              "client %d: tensor '%s' missing or not of shape %g%s (rows x p = "
-                              "%d)",
-                              u->client, names[i], C, i == 0 ? " x p" : "", s->p);
+                              "client %d: tensor '%s' missing or not of shape rows%s (p = %d)",
+                              u->client, names[i], i == 0 ? " x p" : "", s->p);
         for (size_t j = 0; j < t->len; j++) {
             double x = t->data[j];
-            int bad = !isfinite(x) || fabs(x) > 1e12;
+            int bad = !isfinite(x) || fabs(x) > FK__SFL_MAX_ABS;
             if (i == 1 && s->c.mode == FK_SFL_CLASSIFY)
                 bad |= x != 1.0 && x != -1.0;
             if (i == 2)
                 bad |= s->c.mode == FK_SFL_CLASSIFY ? !(x > 0) : x == 0.0;
+            /* the tensor, the position and the bound; never the value (x holds raw
+             * features, y raw targets in regression) */
             if (bad)
                 return fk_err_set(err, FK_EINVAL,
-                                  "client %d: tensor '%s' value %zu = %g is not allowed (finite; "
-                                  "labels +1/-1; duals > 0 (classify) or != 0 (regress))",
-                                  u->client, names[i], j, x);
+                                  "client %d: tensor '%s' entry %zu (row %zu, column %zu) is "
+                                  "outside its bound (finite with |v| <= %g; labels +1/-1; duals "
+                                  "> 0 (classify) or != 0 (regress))",
+                                  u->client, names[i], j, i == 0 ? j / (size_t)s->p : j,
+                                  i == 0 ? j % (size_t)s->p : 0, FK__SFL_MAX_ABS);
         }
     }
     return FK_OK;
 }
 
-/* Phase 0: the declared row counts fix p and n_ref = sum N_i (slack weight 1/n_ref). */
+/* Phase 0: the declared row counts fix p and n_ref = sum N_i (slack weight 1/n_ref); the
+ * per-feature means and squared deviations, combined in client order (Chan's rule: stable,
+ * and the same sum in the daemons and the simulation), give the data's scale, from which
+ * fk__sfl_resolve sets the defaults or refuses the job before any row leaves a client. */
 static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
 {
     s->n_ref = 0;
-    for (int i = 0; i < n; i++) {
+    double *mean = NULL, *m2 = NULL, cnt = 0;
+    for (int k = 0; k < s->K; k++) {
+        const fk_update *u = NULL;
+        for (int i = 0; i < n && !u; i++)
+            u = ups[i].client == k ? &ups[i] : NULL;
         double rows = 0, p = 0;
-        int k = ups[i].client;
-        if (fk__sfl_check_update(s, 1, 0, &ups[i], err) || scalar(&ups[i], "p", 1, 1e6, &p, err))
-            continue; /* a malformed count is a dropout */
+        fk_err e2;
+        if (!u || fk__sfl_check_update(s, 1, 0, u, &e2) || scalar(u, "p", 1, 1e6, &p, &e2))
+            continue; /* absent, or a malformed count: a dropout */
         if (!s->p)
             s->p = (int)p;
         if ((int)p != s->p) {
@@ -418,17 +513,85 @@ static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
                    k, (int)p, s->p);
             continue;
         }
-        scalar(&ups[i], "n", 0, 1e9, &rows, err);
+        if (scalar(u, "n", 0, 1e9, &rows, &e2))
+            continue;
+        if (!mean && (!(mean = calloc((size_t)s->p, sizeof *mean)) ||
+                      !(m2 = calloc((size_t)s->p, sizeof *m2)))) {
+            free(mean);
+            return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+        }
+        const double *mu = fk_bundle_get(&u->msg, "mu")->data,
+                     *q2 = fk_bundle_get(&u->msg, "m2")->data;
+        for (int j = 0; rows > 0 && j < s->p; j++) {
+            double d = mu[j] - mean[j], t = cnt + rows;
+            mean[j] += d * rows / t;
+            m2[j] += q2[j] + d * d * cnt * rows / t;
+        }
+        cnt += rows;
         s->n_decl[k] = rows;
         s->n_ref += rows;
-        const fk_tensor *np = s->P ? fk_bundle_get(&ups[i].msg, "np") : NULL;
+        const fk_tensor *np = s->P ? fk_bundle_get(&u->msg, "np") : NULL;
         for (int q = 0; np && q < s->P; q++)
             s->nq_ref[q] += np->data[q];
     }
+    int rc = FK_OK;
     if (!(s->n_ref > 0))
-        return fk_err_set(err, FK_ESTATE,
-                          "sfl: no client declared any rows of the task (check pos_label / "
-                          "neg_label against the clients' labels)");
+        rc = fk_err_set(err, FK_ESTATE,
+                        "sfl: no client declared any rows of the task (check pos_label / "
+                        "neg_label / classes against the clients' labels)");
+    for (int j = 0; !rc && j < s->p; j++)
+        m2[j] /= s->n_ref; /* the variance */
+    if (!rc)
+        rc = fk__sfl_resolve(&s->c, s->p, s->n_ref, mean, m2, err);
+    free(mean);
+    free(m2);
+    if (rc)
+        return rc;
+    fk_log(FK_LOG_INFO, "sfl_scale",
+           "rows=%.0f p=%d atoms=%s width_min=%.4g width_max=%.4g grid_h=%.4g standardised=%d",
+           s->n_ref, s->p,
+           s->c.atoms == FK__SFL_AT_GRID   ? "grid"
+           : s->c.atoms == FK__SFL_AT_CAND ? "candidates"
+                                           : "samples",
+           s->c.wmin, s->c.wmax, s->c.h, s->c.pre_auto);
+    s->stage = s->c.atoms == FK__SFL_AT_CAND ? ST_CENTRES : ST_COLLECT;
+    return FK_OK;
+}
+
+/* Phase 1 of candidate atoms: every client's k-means centres, in client order, are the
+ * job's candidates (the same atom set for every party, so one client equals the
+ * centralised fit and the server solves the centralised problem on the union). */
+static int aggregate_centres(ssrv *s, const fk_update *ups, int n, fk_err *err)
+{
+    size_t p = (size_t)s->p, M = 0;
+    for (int k = 0; k < s->K; k++) {
+        const fk_update *u = NULL;
+        for (int i = 0; i < n && !u; i++)
+            u = ups[i].client == k ? &ups[i] : NULL;
+        fk_err e2;
+        if (!u || fk__sfl_check_update(s, 1, 1, u, &e2))
+            continue;
+        const fk_tensor *z = fk_bundle_get(&u->msg, "z"), *zc = fk_bundle_get(&u->msg, "zc");
+        if (!z)
+            continue; /* no rows, no centres */
+        double *nz = realloc(s->c.cand, (M + zc->len) * p * sizeof *nz);
+        if (nz)
+            s->c.cand = nz;
+        double *nc = nz ? realloc(s->c.cand_cls, (M + zc->len) * sizeof *nc) : NULL;
+        if (nc)
+            s->c.cand_cls = nc;
+        if (!nz || !nc)
+            return fk_err_set(err, FK_ENOMEM, "sfl server: out of memory");
+        memcpy(s->c.cand + M * p, z->data, z->len * sizeof *nz);
+        memcpy(s->c.cand_cls + M, zc->data, zc->len * sizeof *nc);
+        M += zc->len;
+    }
+    s->c.M = M;
+    s->c.cand_mass = M ? s->n_ref / (double)M : 1;
+    if (!M)
+        return fk_err_set(err, FK_ESTATE, "sfl: no client sent candidate centres; the job has no "
+                                          "atoms");
+    fk_log(FK_LOG_INFO, "sfl_candidates", "centres=%zu", M);
     s->stage = ST_COLLECT;
     return FK_OK;
 }
@@ -525,8 +688,8 @@ static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
         s->owner[s->U + j] = k;
     }
     s->U = U;
-    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%g of=%g capped=%d", k, C, n,
-           (int)cap);
+    /* the accepted upload's size; its declared row count stays in the client's own log */
+    fk_log(FK_LOG_INFO, "sfl_upload_received", "client=%d rows=%g capped=%d", k, C, (int)cap);
     return FK_OK;
 }
 
@@ -566,7 +729,7 @@ static int solve_ovo(ssrv *s, fk_err *err)
             for (size_t j = 0; j < m; j++) /* Lemma 3's N_F / N_i, N_i ~ n_ref / clients */
                 l0[j] *= (double)m * s->K / s->nq_ref[q];
         fk_sfl_atoms at;
-        if ((rc = fk__sfl_atoms(&s->c, Xq, m, s->p, &at, err)))
+        if ((rc = fk__sfl_atoms_q(&s->c, Xq, m, s->p, q, &at, err)))
             break;
         fk_sfl_opts o;
         fk__sfl_opts(&s->c, 1, s->nq_ref[q] >= (double)m ? s->nq_ref[q] : (double)m,
@@ -703,8 +866,11 @@ int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, i
         *round_done = 1;
         return FK_OK;
     }
-    if (phase == 0)
+    (void)phase;
+    if (s->stage == ST_COUNT)
         return aggregate_count(s, ups, n, err);
+    if (s->stage == ST_CENTRES)
+        return aggregate_centres(s, ups, n, err);
     for (int i = 0; i < n; i++) {
         fk_err e2;
         if (s->n_up[ups[i].client] >= 0 || fk__sfl_check_update(s, round, phase, &ups[i], &e2))
@@ -742,6 +908,16 @@ int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err)
     for (int k = 0; k < s->K; k++)
         capped += s->capped[k];
     int rc = put_model(&s->m, s->p, out);
+    if (!rc) { /* the model's centres are in these units: prediction needs the map */
+        fk_bundle tmp;
+        fk_bundle_init(&tmp);
+        rc = put_cfg(s, 0, &tmp);
+        for (size_t i = 0; !rc && i < tmp.count; i++)
+            if (!strcmp(tmp.items[i].name, "x_shift") || !strcmp(tmp.items[i].name, "x_scale"))
+                rc = fk_bundle_put(out, tmp.items[i].name, 1, tmp.items[i].shape,
+                                   tmp.items[i].data);
+        fk_bundle_close(&tmp);
+    }
     if (!rc && s->P) {
         rc = fk_bundle_put_vec(out, "mK", (size_t)s->P, s->mK);
         if (!rc)
@@ -815,6 +991,8 @@ int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err)
     double diag[5] = {s->status, s->iters, s->viol, s->support, s->primal};
     if (!rc)
         rc = fk_bundle_put_vec(out, "diag", 5, diag);
+    if (!rc && s->stage != ST_COUNT) /* the settings resolved after phase 0 */
+        rc = put_cfg(s, 1, out);
     if (!rc && s->P) { /* ovo: the pairs' row totals, class ids, lists and kernel counts */
         rc = fk_bundle_put_vec(out, "nq_ref", (size_t)s->P, s->nq_ref);
         if (!rc)
@@ -862,6 +1040,77 @@ static const double *ck(const fk_bundle *in, const char *name, size_t len, fk_er
     return t->data;
 }
 
+/* The resolved settings of a checkpoint (put_cfg) into the arrays of *g (owned by the caller,
+ * fk__sfl_cfg_close), checked like a task. */
+static int load_cfg(const ssrv *s, const fk_bundle *in, size_t p, fk__sfl_cfg *g, fk_err *err)
+{
+    const double *sh = ck(in, "x_shift", p, err), *sc = sh ? ck(in, "x_scale", p, err) : NULL,
+                 *wr = sc ? ck(in, "wr", 3, err) : NULL, *ak = wr ? ck(in, "akind", 1, err) : NULL;
+    if (!ak)
+        return FK_EFORMAT;
+    int ok = wr[0] > 0 && wr[1] >= wr[0] && wr[2] > 0 &&
+             (ak[0] == FK__SFL_AT_SAMPLES || ak[0] == FK__SFL_AT_GRID || ak[0] == FK__SFL_AT_CAND);
+    for (size_t k = 0; ok && k < p; k++)
+        ok = sc[k] > 0;
+    if (!ok)
+        return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad resolved settings");
+    g->atoms = (int)ak[0];
+    g->grid = g->atoms == FK__SFL_AT_GRID;
+    g->wmin = wr[0];
+    g->wmax = wr[1];
+    g->h = wr[2];
+    g->n_pre = (int)p;
+    g->shift = malloc(p * sizeof *g->shift);
+    g->scale = malloc(p * sizeof *g->scale);
+    if (!g->shift || !g->scale) {
+        fk__sfl_cfg_close(g);
+        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+    }
+    memcpy(g->shift, sh, p * sizeof *sh);
+    memcpy(g->scale, sc, p * sizeof *sc);
+    if (g->grid) {
+        const double *lo = ck(in, "box_lo", p, err), *hi = lo ? ck(in, "box_hi", p, err) : NULL;
+        if (!hi || p > FK_SFL_GRID_MAX_P || !(g->box_lo = malloc(p * sizeof *lo)) ||
+            !(g->box_hi = malloc(p * sizeof *hi))) {
+            fk__sfl_cfg_close(g);
+            return hi ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad grid box") : FK_EFORMAT;
+        }
+        memcpy(g->box_lo, lo, p * sizeof *lo);
+        memcpy(g->box_hi, hi, p * sizeof *hi);
+        g->box_p = (int)p;
+    }
+    const fk_tensor *zc = fk_bundle_get(in, "zc");
+    if (g->atoms == FK__SFL_AT_CAND && zc) {
+        size_t M = zc->len;
+        const double *z = ck(in, "z", M * p, err), *c = z ? ck(in, "zc", M, err) : NULL;
+        if (!c || !(g->cand = malloc((M ? M : 1) * p * sizeof *z)) ||
+            !(g->cand_cls = malloc((M ? M : 1) * sizeof *c))) {
+            fk__sfl_cfg_close(g);
+            return c ? fk_err_set(err, FK_ENOMEM, "sfl load: out of memory") : FK_EFORMAT;
+        }
+        for (size_t j = 0; j < M; j++)
+            if (s->c.ovo ? !(c[j] >= 0 && c[j] < s->c.n_cls) : fabs(c[j]) > 1) {
+                fk__sfl_cfg_close(g);
+                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: candidate %zu has a bad group",
+                                  j);
+            }
+        const double *zm = ck(in, "zm", 1, err);
+        if (!zm || !(zm[0] > 0 && zm[0] <= 1e12)) {
+            fk__sfl_cfg_close(g);
+            return zm ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad candidate mass")
+                      : FK_EFORMAT;
+        }
+        memcpy(g->cand, z, M * p * sizeof *z);
+        memcpy(g->cand_cls, c, M * sizeof *c);
+        g->M = M;
+        g->cand_mass = zm[0];
+    } else if (g->atoms == FK__SFL_AT_CAND && ck(in, "stage", 1, err)[0] != ST_CENTRES) {
+        fk__sfl_cfg_close(g);
+        return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: candidate atoms without 'z' / 'zc'");
+    }
+    return FK_OK;
+}
+
 int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     ssrv *s = v;
@@ -874,7 +1123,8 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
                  *dg = cp ? ck(in, "diag", 5, err) : NULL;
     if (!dg)
         return FK_EFORMAT;
-    if (!(st[0] == ST_COUNT || st[0] == ST_COLLECT || st[0] == ST_DONE) || !(p[0] >= 0) ||
+    if (!(st[0] == ST_COUNT || st[0] == ST_COLLECT || st[0] == ST_DONE || st[0] == ST_CENTRES) ||
+        !(p[0] >= 0) ||
         p[0] > 1e6 || p[0] != floor(p[0]))
         return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad stage %g or p %g", st[0], p[0]);
     size_t U = 0, P = (size_t)p[0];
@@ -999,14 +1249,19 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     }
     double *X = malloc((U ? U : 1) * (P ? P : 1) * sizeof *X), *y = malloc((U ? U : 1) * sizeof *y),
            *l = malloc((U ? U : 1) * sizeof *l), *o = malloc((U ? U : 1) * sizeof *o);
-    if (!X || !y || !l || !o) {
+    fk__sfl_cfg rc_cfg = {0}; /* the resolved settings, checked before anything changes */
+    int bad = !X || !y || !l || !o ? fk_err_set(err, FK_ENOMEM, "sfl load: out of memory")
+                                   : FK_OK;
+    if (!bad && st[0] != ST_COUNT && load_cfg(s, in, P, &rc_cfg, err))
+        bad = FK_EFORMAT;
+    if (bad) {
         free(X);
         free(y);
         free(l);
         free(o);
         FREE_OVO();
         fk_sfl_model_close(&m);
-        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+        return bad;
     }
     if (U) {
         memcpy(X, ux, U * P * sizeof *X);
@@ -1015,6 +1270,30 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         memcpy(o, uo, U * sizeof *o);
     }
     /* everything checked: replace the state */
+    if (st[0] != ST_COUNT) {
+        fk__sfl_cfg *g = &s->c;
+        free(g->shift);
+        free(g->scale);
+        free(g->box_lo);
+        free(g->box_hi);
+        free(g->cand);
+        free(g->cand_cls);
+        g->shift = rc_cfg.shift;
+        g->scale = rc_cfg.scale;
+        g->n_pre = rc_cfg.n_pre;
+        g->box_lo = rc_cfg.box_lo;
+        g->box_hi = rc_cfg.box_hi;
+        g->box_p = rc_cfg.box_p;
+        g->cand = rc_cfg.cand;
+        g->cand_cls = rc_cfg.cand_cls;
+        g->M = rc_cfg.M;
+        g->cand_mass = rc_cfg.cand_mass;
+        g->wmin = rc_cfg.wmin;
+        g->wmax = rc_cfg.wmax;
+        g->h = rc_cfg.h;
+        g->atoms = rc_cfg.atoms;
+        g->grid = rc_cfg.grid;
+    }
     free(s->X);
     free(s->y);
     free(s->lam);
