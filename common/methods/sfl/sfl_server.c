@@ -937,12 +937,8 @@ int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err)
     }
     if (!rc)
         rc = fk_bundle_put_scalar(out, "mode", s->c.mode);
-    /* what prediction needs besides the kernels: the clients' map x <- (x - shift) / scale
-     * and, binary, the raw labels of the two sides */
-    if (!rc && s->c.n_pre)
-        rc = fk_bundle_put_vec(out, "x_shift", (size_t)s->c.n_pre, s->c.shift);
-    if (!rc && s->c.n_pre)
-        rc = fk_bundle_put_vec(out, "x_scale", (size_t)s->c.n_pre, s->c.scale);
+    /* what prediction needs besides the kernels and the map (x_shift, x_scale: above): for a
+     * binary job the raw labels of the two sides */
     if (!rc && !s->P && s->c.mode == FK_SFL_CLASSIFY) {
         rc = fk_bundle_put_scalar(out, "pos_label", s->c.pos_label);
         if (!rc)
