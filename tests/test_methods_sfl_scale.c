@@ -165,7 +165,7 @@ static void k1_case(int extra)
     /* the server's tau_gap = 1e-4 bounds alpha to about sqrt(2e-4) (test_methods_sfl_oracle);
      * the client's solve is tight (1e-6) so its critical set is the centralised one */
     assert_true(sqrt(d / s) <= 2e-2);
-    assert_true(fabs(accF - accC) <= 5); /* 1000 test points: half a point */
+    assert_true(fabs(accF - accC) <= 5);                   /* 1000 test points: half a point */
     assert_true(fk_test_scalar(&model, "rows_union") < N); /* not a full upload */
     free(T);
     free(ff);
