@@ -144,8 +144,8 @@ static const char *const migrations[] = {
     "UPDATE models SET sha256 = fk_sha256(blob);",
     /* 5: kahm's largest modelling error under its own name (rows written before keep it in
      * `error`, where kahm reported it until then) */
-    "ALTER TABLE rounds ADD COLUMN model_error REAL;"
-    "ALTER TABLE updates ADD COLUMN model_error REAL;",
+    ("ALTER TABLE rounds ADD COLUMN model_error REAL;"
+     "ALTER TABLE updates ADD COLUMN model_error REAL;"), /* one element: two statements */
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 

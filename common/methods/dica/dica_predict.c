@@ -17,7 +17,7 @@
 FK_CHECKRETURN static int model_rff(const fk_bundle *model, double *R, double *d, fk_rff *rf,
                                     fk_err *err)
 {
-    double sigma, orth;
+    double sigma = 0, orth = 0;
     uint64_t seed;
     int rc = fk_model_scalar(model, "R", 1, 1 << 20, 1, "dica", R, err);
     if (!rc)
