@@ -20,20 +20,21 @@
  * mean), any infinite field, accuracy outside [0, 1]. A huge finite loss is taken: it says the
  * model diverged, and refusing it would make honest clients dropouts of a bad global model. A
  * method that always measures a field refuses NaN there itself (fk_update_check_measured). */
-int fk_update_check_report(const fk_report *r, int client, fk_err *err);
+FK_CHECKRETURN int fk_update_check_report(const fk_report *r, int client, fk_err *err);
 /* The method measures `field` (offsetof(fk_report, loss) etc.) in this phase: NaN is refused. */
-int fk_update_check_measured(const fk_report *r, size_t field, const char *what, int client,
-                             fk_err *err);
+FK_CHECKRETURN int fk_update_check_measured(const fk_report *r, size_t field, const char *what,
+                                            int client, fk_err *err);
 
 /* Every tensor of the update is one of names[0..n): an extra tensor is refused by name. */
-int fk_update_check_names(const fk_bundle *b, const char *const *names, int n, int client,
-                          fk_err *err);
+FK_CHECKRETURN int fk_update_check_names(const fk_bundle *b, const char *const *names, int n,
+                                         int client, fk_err *err);
 
 /* Tensor `name`: present (`optional`: may be absent, *out = NULL), exactly this shape, every
  * value finite with |x| <= bound (and >= 0 when nonneg). */
-int fk_update_check_tensor(const fk_bundle *b, const char *name, int ndim, const uint64_t *shape,
-                           double bound, int nonneg, int optional, int client,
-                           const fk_tensor **out, fk_err *err);
+FK_CHECKRETURN int fk_update_check_tensor(const fk_bundle *b, const char *name, int ndim,
+                                          const uint64_t *shape, double bound, int nonneg,
+                                          int optional, int client, const fk_tensor **out,
+                                          fk_err *err);
 
 /* Every value of t is in [lo, hi] (NaN and Inf never are) and, with whole, a whole number.
  * The refusal names the tensor, the position and the bound, never the value: nothing a

@@ -29,7 +29,7 @@ typedef enum fk_dica_variant {
     FK_DICA_KPCA = 3
 } fk_dica_variant;
 
-int fk_dica_variant_parse(const char *s, fk_dica_variant *v, fk_err *err);
+FK_CHECKRETURN int fk_dica_variant_parse(const char *s, fk_dica_variant *v, fk_err *err);
 const char *fk_dica_variant_name(fk_dica_variant v);
 /* 1 for DICA and COIR (they need outputs). */
 int fk_dica_supervised(fk_dica_variant v);
@@ -74,17 +74,17 @@ typedef struct fk_dica_stats {
                         diagonal of S is summed and the solve takes G as diagonal */
 } fk_dica_stats;
 
-int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err);
+FK_CHECKRETURN int fk_dica_stats_init(fk_dica_stats *st, size_t D, size_t Dy, fk_err *err);
 void fk_dica_stats_close(fk_dica_stats *st);
 /* Add the rows of Phi (n x D) with outputs Psi (n x Dy, NULL iff Dy = 0) and domain
  * ids dom[0..n) (>= 0). Refuses non-finite values naming the row. */
-int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi, const long *dom,
-                      fk_err *err);
+FK_CHECKRETURN int fk_dica_stats_add(fk_dica_stats *st, const fk_mat *Phi, const fk_mat *Psi,
+                                     const long *dom, fk_err *err);
 /* Index of domain id (added with zero sums if new); -1 and FK_ENOMEM on failure. */
 long fk_dica_stats_domain(fk_dica_stats *st, long id, fk_err *err);
 
 /* st += o: every sum added, domains merged by id (a domain split over clients). */
-int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err);
+FK_CHECKRETURN int fk_dica_stats_merge(fk_dica_stats *st, const fk_dica_stats *o, fk_err *err);
 
 /* Chan's correction before a batch of nb samples with feature sum sum_phi (D) and output
  * sum sum_psi (Dy; NULL iff Dy = 0) is added: S, C and Syy of st gain
@@ -109,17 +109,18 @@ void fk_dica_fit_close(fk_dica_fit *f);
 
 /* Solve (S2) from the statistics (spec §7.4). Domains with zero samples are ignored;
  * one below o->min_domain is an error naming it. */
-int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *fit, fk_err *err);
+FK_CHECKRETURN int fk_dica_solve(const fk_dica_stats *st, const fk_dica_opts *o, fk_dica_fit *fit,
+                                 fk_err *err);
 
 /* Z (n x m, initialised here) = (Phi - 1 c^T) W with c = center, or phi_bar if NULL. */
-int fk_dica_project(const fk_dica_fit *f, const fk_mat *Phi, const double *center, fk_mat *Z,
-                    fk_err *err);
+FK_CHECKRETURN int fk_dica_project(const fk_dica_fit *f, const fk_mat *Phi, const double *center,
+                                   fk_mat *Z, fk_err *err);
 
 /* (1/N) sum_i |zbar_i - zbar|^2 over the domains of the rows of Z (spec §11.1 item 13). */
 double fk_dica_domain_variance(const fk_mat *Z, const long *dom);
 
 /* One-hot rows (n x C) for labels y in [0, C): the exact feature map of the delta kernel. */
-int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err);
+FK_CHECKRETURN int fk_dica_onehot(const int *y, size_t n, int C, fk_mat *Psi, fk_err *err);
 
 /* ---- kernel DICA (spec §5) ---- */
 
@@ -145,27 +146,29 @@ typedef struct fk_dica_kernel {
  * a from the Dy x Dy problem (S3) (F F^T = L~(L~ + n eps I)^-1): no eigendecomposition of
  * K~ at all. UDICA/KPCA and normalise = ref use the reduced exact solver of §5.3 on the
  * kernel map (the eigenpairs of K~ above 1e-10 s_max, dsyevr with a value range). */
-int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C, const double *t,
-                       double sigma_y, const long *dom, double sigma, const fk_dica_opts *o,
-                       fk_err *err);
+FK_CHECKRETURN int fk_dica_kernel_fit(fk_dica_kernel *k, const fk_mat *X, const int *y, int C,
+                                      const double *t, double sigma_y, const long *dom,
+                                      double sigma, const fk_dica_opts *o, fk_err *err);
 void fk_dica_kernel_close(fk_dica_kernel *k);
 /* Solve again on the same kernel (another variant, q_weight, m or outputs): K~ and, once
  * computed, its kernel map are shared. k->fit and k->Z are replaced. */
-int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t, double sigma_y,
-                         const long *dom, const fk_dica_opts *o, fk_err *err);
+FK_CHECKRETURN int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t,
+                                        double sigma_y, const long *dom, const fk_dica_opts *o,
+                                        fk_err *err);
 /* Z (initialised here, n_t x m) for new rows Xt; batch = 1 centres the test rows by the
  * batch mean (reference code), 0 by the training means (default, §5.6). */
-int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch, fk_mat *Z,
-                           fk_err *err);
+FK_CHECKRETURN int fk_dica_kernel_project(const fk_dica_kernel *k, const fk_mat *Xt, int batch,
+                                          fk_mat *Z, fk_err *err);
 
 /* Gaussian Gram matrix K (initialised here, na x nb) of the rows of A and B. */
-int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K, fk_err *err);
+FK_CHECKRETURN int fk_dica_gauss_gram(const fk_mat *A, const fk_mat *B, double sigma, fk_mat *K,
+                                      fk_err *err);
 
 /* Direct solver (§5.2; O(n^3), for tests): uncentred K (n x n), uncentred output kernel L
  * (n x n; NULL for unsupervised variants), domain ids. gamma (m) and Z = K~ B (initialised
  * here, n x m; columns normalised by beta^T R beta = 1). */
-int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom, const fk_dica_opts *o,
-                   double *gamma, fk_mat *Z, fk_err *err);
+FK_CHECKRETURN int fk_dica_direct(const fk_mat *K, const fk_mat *L, const long *dom,
+                                  const fk_dica_opts *o, double *gamma, fk_mat *Z, fk_err *err);
 
 /* Per-feature first and second moments of the rows of X (n x d), numerically stable:
  * sum[j] = sum_i x_ij and m2[j] = sum_i (x_ij - mean_j)^2 about the rows' own mean (two
@@ -195,8 +198,8 @@ FK_CHECKRETURN int fk_dica_dist_kernel(const fk_mat *K2, const long *dom, double
  * of Z (n x m) and T (n x k row-major), ztilde = [z; 1]. */
 void fk_dica_ridge_add(const fk_mat *Z, const double *T, size_t k, double *A, double *b);
 /* Theta ((m+1) x k) = (A + alpha diag(1..1,0))^-1 b, alpha = alpha_rel tr(A[0:m,0:m]) / m. */
-int fk_dica_ridge_solve(size_t m, size_t k, const double *A, const double *b, double alpha_rel,
-                        double *Theta, fk_err *err);
+FK_CHECKRETURN int fk_dica_ridge_solve(size_t m, size_t k, const double *A, const double *b,
+                                       double alpha_rel, double *Theta, fk_err *err);
 /* out (n x k) = [Z 1] Theta. */
 void fk_dica_ridge_predict(const fk_mat *Z, const double *Theta, size_t k, double *out);
 

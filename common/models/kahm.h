@@ -51,20 +51,20 @@ typedef struct fk_kahm {
 
 /* Subspace dimension of App. B for Y (N x p, leading dimension ldy): n in [1, n_max].
  * N < 2 or degenerate data: FK_EINVAL naming the reason. */
-int fk_kahm_dim(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o, int *n,
-                fk_err *err);
+FK_CHECKRETURN int fk_kahm_dim(const double *Y, size_t N, size_t p, size_t ldy,
+                               const fk_kahm_opts *o, int *n, fk_err *err);
 
 /* Fit one KAHM on Y (N x p, leading dimension ldy); N >= 2, all values finite. */
-int fk_kahm_fit(fk_kahm *k, const double *Y, size_t N, size_t p, size_t ldy,
+FK_CHECKRETURN int fk_kahm_fit(fk_kahm *k, const double *Y, size_t N, size_t p, size_t ldy,
                 const fk_kahm_opts *o, fk_err *err);
 void fk_kahm_close(fk_kahm *k);
 /* Allocate the arrays of a KAHM with the given sizes (for decoders); zeroed. */
-int fk_kahm_alloc(fk_kahm *k, int N, int p, int n, fk_err *err);
+FK_CHECKRETURN int fk_kahm_alloc(fk_kahm *k, int N, int p, int n, fk_err *err);
 
 /* Distances Gamma (nt) of the rows of T (nt x p, leading dimension ldt), and A(T) into
  * A (nt x p, may be NULL). A point whose kernel weights cancel gets +inf (§7.2). */
-int fk_kahm_dist(const fk_kahm *k, const double *T, size_t nt, size_t ldt, double *gamma,
-                 double *A, fk_err *err);
+FK_CHECKRETURN int fk_kahm_dist(const fk_kahm *k, const double *T, size_t nt, size_t ldt,
+                                double *gamma, double *A, fk_err *err);
 
 /* The KAHMs of one class held by one party: one, or one per cluster (Remark 12). */
 typedef struct fk_kahm_class {
@@ -78,12 +78,12 @@ typedef struct fk_kahm_class {
 int fk_kahm_n_parts(size_t N, const fk_kahm_opts *o);
 /* Fit the class model; partitions by k-means when the rule asks for more than one part,
  * reducing the count until every cluster has >= min_cluster samples. */
-int fk_kahm_class_fit(fk_kahm_class *c, int cls, const double *Y, size_t N, size_t p, size_t ldy,
-                      const fk_kahm_opts *o, fk_err *err);
+FK_CHECKRETURN int fk_kahm_class_fit(fk_kahm_class *c, int cls, const double *Y, size_t N, size_t p,
+                                     size_t ldy, const fk_kahm_opts *o, fk_err *err);
 void fk_kahm_class_close(fk_kahm_class *c);
 /* Class distance (67): the minimum over the parts. */
-int fk_kahm_class_dist(const fk_kahm_class *c, const double *T, size_t nt, size_t ldt,
-                       double *gamma, fk_err *err);
+FK_CHECKRETURN int fk_kahm_class_dist(const fk_kahm_class *c, const double *T, size_t nt,
+                                      size_t ldt, double *gamma, fk_err *err);
 
 /* The class models one party holds. */
 typedef struct fk_kahm_set {
@@ -93,21 +93,21 @@ typedef struct fk_kahm_set {
 } fk_kahm_set;
 
 /* Fit a model for every class present in y (N labels in [0, C)). */
-int fk_kahm_set_fit(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
+FK_CHECKRETURN int fk_kahm_set_fit(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
                     const int *y, int C, const fk_kahm_opts *o, fk_err *err);
 /* fk_kahm_set_fit, but a class whose model cannot be fitted from its rows (FK_EINVAL or
  * FK_ENUMERIC from fk_kahm_class_fit: one sample, every row equal, ...) is left out of s:
  * skip(ud, class id, its sample count, why) is called for it and the other classes are
  * fitted. Other errors (out of memory) fail the whole fit. skip NULL: fk_kahm_set_fit. */
 typedef void (*fk_kahm_skip_fn)(void *ud, int cls, size_t n, const fk_err *why);
-int fk_kahm_set_fit_partial(fk_kahm_set *s, const double *X, size_t N, size_t p, size_t ldx,
-                            const int *y, int C, const fk_kahm_opts *o, fk_kahm_skip_fn skip,
-                            void *ud, fk_err *err);
+FK_CHECKRETURN int fk_kahm_set_fit_partial(fk_kahm_set *s, const double *X, size_t N, size_t p,
+                                           size_t ldx, const int *y, int C, const fk_kahm_opts *o,
+                                           fk_kahm_skip_fn skip, void *ud, fk_err *err);
 void fk_kahm_set_close(fk_kahm_set *s);
 /* D (nt x C): D[i*C + c] = Gamma_c(T_i) for held classes; classes not held are left as
  * they were when acc = 1 (min taken: eq. 18 across parties) and +inf when acc = 0. */
-int fk_kahm_set_dist(const fk_kahm_set *s, const double *T, size_t nt, size_t ldt, double *D,
-                     int acc, fk_err *err);
+FK_CHECKRETURN int fk_kahm_set_dist(const fk_kahm_set *s, const double *T, size_t nt, size_t ldt,
+                                    double *D, int acc, fk_err *err);
 
 /* Labels by eq. (63)/(64): argmin_c D[i*C + c] (smallest class id on ties); dmin may be
  * NULL. A row of +inf gets label -1. */
@@ -127,7 +127,8 @@ double fk_kahm_sample_complexity(double eps, double delta);
 
 /* k-means with k-means++ seeding and restarts (Lloyd), deterministic for a seed: assign
  * (N) gets cluster ids in [0, k). Internal to the KAHM module. */
-int fk__kahm_kmeans(const double *Y, size_t N, size_t p, size_t ldy, int k, int restarts,
-                    int maxit, uint64_t seed, int *assign, fk_err *err);
+FK_CHECKRETURN int fk__kahm_kmeans(const double *Y, size_t N, size_t p, size_t ldy, int k,
+                                   int restarts, int maxit, uint64_t seed, int *assign,
+                                   fk_err *err);
 
 #endif

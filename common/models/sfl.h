@@ -45,11 +45,12 @@ void fk_sfl_widths(double wmin, double wmax, int Q, double *out);
 /* Tensor grid of spacing h over the box [lo, hi] (per feature) times Q widths; weight
  * h^p * dw (dw = width spacing, 1 when Q = 1). Refuses p > FK_SFL_GRID_MAX_P and grids
  * whose N x J kernel matrix would exceed max_bytes for n_rows rows. */
-int fk_sfl_atoms_grid(fk_sfl_atoms *a, int p, const double *lo, const double *hi, double h,
-                      const double *widths, int Q, size_t n_rows, size_t max_bytes, fk_err *err);
+FK_CHECKRETURN int fk_sfl_atoms_grid(fk_sfl_atoms *a, int p, const double *lo, const double *hi,
+                                     double h, const double *widths, int Q, size_t n_rows,
+                                     size_t max_bytes, fk_err *err);
 /* Candidate centres (M x p, e.g. the training rows or k-means centroids) times Q widths;
  * weight dw (counting measure on the centres), spec §3.7 `candidates`. */
-int fk_sfl_atoms_candidates(fk_sfl_atoms *a, const double *Z, size_t M, int p,
+FK_CHECKRETURN int fk_sfl_atoms_candidates(fk_sfl_atoms *a, const double *Z, size_t M, int p,
                             const double *widths, int Q, fk_err *err);
 void fk_sfl_atoms_close(fk_sfl_atoms *a);
 
@@ -106,8 +107,9 @@ typedef struct fk_sfl_fit {
  * (continuation, §3.9). INFEASIBLE and MAXITER are results, not errors: FK_OK is returned
  * and fit->status says which; errors are bad arguments and memory. o->solver = VA hands the
  * problem to fk_sfl_solve_a (regression only). */
-int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
-                 const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err);
+FK_CHECKRETURN int fk_sfl_solve(const double *X, const double *y, size_t N, int p,
+                                const fk_sfl_atoms *a, const fk_sfl_opts *o, const double *lambda0,
+                                fk_sfl_fit *fit, fk_err *err);
 void fk_sfl_fit_close(fk_sfl_fit *f);
 const char *fk_sfl_status_name(int status);
 
@@ -127,9 +129,10 @@ typedef struct fk_sfl_eval {
     double g, P, viol;
     size_t support;
 } fk_sfl_eval;
-int fk_sfl_eval_at(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
-                   const fk_sfl_opts *o, const double *lam, fk_sfl_eval *ev, double *abar,
-                   double *alpha, double *f, double *grad, fk_err *err);
+FK_CHECKRETURN int fk_sfl_eval_at(const double *X, const double *y, size_t N, int p,
+                                  const fk_sfl_atoms *a, const fk_sfl_opts *o, const double *lam,
+                                  fk_sfl_eval *ev, double *abar, double *alpha, double *f,
+                                  double *grad, fk_err *err);
 
 /* Critical rows (§4.3): lambda_n > tau_crit max|lambda| and the constraint active to tau_act
  * (classification: l_n - u_n >= -tau_act (1 - eps); regression: |f_n - y_n| >= sqrt(eps)
@@ -147,7 +150,7 @@ double fk_sfl_slack(const fk_sfl_opts *o, size_t N, double lam, double loss);
  * eta_lambda = r_dual / L. The reference for the closed form of fk_sfl_solve (spec T12); slow,
  * for tests and small problems. fit gets lambda, alpha and f; status MAXITER unless one step
  * moved lambda and alpha by less than tol (relative; checked every 1000 iterations). */
-int fk_sfl_arrow_hurwicz(const double *X, const double *y, size_t N, int p,
+FK_CHECKRETURN int fk_sfl_arrow_hurwicz(const double *X, const double *y, size_t N, int p,
                          const fk_sfl_atoms *a, const fk_sfl_opts *o, double r_primal,
                          double r_dual, double tol, fk_sfl_fit *fit, fk_err *err);
 
@@ -163,9 +166,9 @@ int fk_sfl_arrow_hurwicz(const double *X, const double *y, size_t N, int p,
  * lambda, alpha, f, support, viol (max |f - y| - sqrt(eps)), primal and the (lambda, mu) dual
  * value; mu (N values, the caller's) the multipliers of the cost constraints. Slow; for tests
  * of the reduced dual fk_sfl_solve solves (Variant B). */
-int fk_sfl_solve_va(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
-                    double eps, double gamma, double eta_mu, long T, double tol, fk_sfl_fit *fit,
-                    double *mu, fk_err *err);
+FK_CHECKRETURN int fk_sfl_solve_va(const double *X, const double *y, size_t N, int p,
+                                   const fk_sfl_atoms *a, double eps, double gamma, double eta_mu,
+                                   long T, double tol, fk_sfl_fit *fit, double *mu, fk_err *err);
 /* Variant A (and with o->mc_resample the literal Alg. 1) as a solver for the jobs' regression
  * path: the iteration of fk_sfl_solve_va (eta_mu = 0.5, no momentum) with T = o->T per pass,
  * stop when one step moves lambda by <= 1e-9 max|lambda|; o->gamma, or o->gamma_rel from a
@@ -177,18 +180,20 @@ int fk_sfl_solve_va(const double *X, const double *y, size_t N, int p, const fk_
  * atoms); the step 1/L and the returned alpha and f use the fixed atom set, so the model is
  * the usual support model of the returned lambda. A noisy iteration rarely meets the stopping
  * rule: status MAXITER after T is its normal end. fit->viol is clamped at 0. */
-int fk_sfl_solve_a(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
-                   const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err);
+FK_CHECKRETURN int fk_sfl_solve_a(const double *X, const double *y, size_t N, int p,
+                                  const fk_sfl_atoms *a, const fk_sfl_opts *o,
+                                  const double *lambda0, fk_sfl_fit *fit, fk_err *err);
 /* One supergradient of the literal Algorithm 1 (spec §3.5, errata E1-E3 fixed) at (lambda, mu):
  * d_mu_n = (yhat_n - y_n)^2 - eps and d_lam_n = yhat_n - (|S x W| / B) sum_k alpha_k
  * k(x_n, z_k; w_k), yhat = y - lambda / (2 mu), with B fresh atoms (z_k, w_k) uniform on the box
  * [lo, hi] (p sides) x [wmin, wmax] drawn from rng and alpha_k = abar_k 1[abar_k^2 > 2 gamma],
  * abar_k = sum_n lambda_n k(x_n, z_k; w_k). Unbiased for the supergradient of the integral
  * problem over that box (wmin = wmax: one width, counting measure). O(N B p). */
-int fk_sfl_alg1_supergrad(const double *X, const double *y, size_t N, int p, const double *lam,
-                          const double *mu, double eps, double gamma, const double *lo,
-                          const double *hi, double wmin, double wmax, size_t B, fk_rng *rng,
-                          double *d_lam, double *d_mu, fk_err *err);
+FK_CHECKRETURN int fk_sfl_alg1_supergrad(const double *X, const double *y, size_t N, int p,
+                                         const double *lam, const double *mu, double eps,
+                                         double gamma, const double *lo, const double *hi,
+                                         double wmin, double wmax, size_t B, fk_rng *rng,
+                                         double *d_lam, double *d_mu, fk_err *err);
 
 /* ---- discrete model (§3.8) ---- */
 typedef struct fk_sfl_model {
@@ -200,14 +205,14 @@ typedef struct fk_sfl_model {
 } fk_sfl_model;
 
 /* Support model: every atom with alpha != 0, c_j = v_j alpha_j (exact for the atom set). */
-int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_model *m,
+FK_CHECKRETURN int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_model *m,
                          fk_err *err);
 /* Bumps: grid atoms: basins of steepest ascent of |alpha| over same-sign grid neighbours
  * (3^(p+1)-1 of them), i.e. the connected same-sign components of the support split at
  * their local maxima; other atoms: greedy non-maximum suppression with radius
  * r_nms min(w, w') and width gap dw. label[j] = bump of atom j, -1 off the support. */
-int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
-                 size_t *n_bumps, fk_err *err);
+FK_CHECKRETURN int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms,
+                                int *label, size_t *n_bumps, fk_err *err);
 /* Peaks model: one kernel per bump, at its largest |alpha| (centroid = 0, spec §3.8) or at the
  * bump's mass centroid, the |alpha| v weighted mean of its centres and widths (centroid = 1;
  * Prop. 1 reads a bump of mass a as one kernel of weight a; on E2.1 (PII) the peak sits on
@@ -216,18 +221,18 @@ int fk_sfl_bumps(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *
  * split times its mean width, one kernel per non-empty piece (a broad bump of a smooth target
  * is many kernels wide; E2.2); 0 keeps whole bumps. refit = 1: least squares of y on those
  * kernels (ridge 1e-8, Cholesky), else c = the bump's mass sum v alpha. */
-int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X, const double *y,
-                       size_t N, int refit, int centroid, double split, fk_sfl_model *m,
-                       fk_err *err);
+FK_CHECKRETURN int fk_sfl_model_peaks(const fk_sfl_atoms *a, const double *alpha, const double *X,
+                                      const double *y, size_t N, int refit, int centroid,
+                                      double split, fk_sfl_model *m, fk_err *err);
 /* Regression peaks model that keeps the fit: centroid kernels refit by least squares, bumps
  * split (as above) into pieces of 0 (whole), 4, 2.83, 2, 1.41, 1, 0.71, 0.5, 0.35, 0.25
  * widths, the first that fits: tube > 0: max_n |f(x_n) - y_n| <= tube (the problem's
  * sqrt(eps), or a little above); tube = 0: training MSE <= that of the support model alpha
  * gives. Else the finest. *split_used (may be NULL) gets the piece length taken. Non-grid
  * atoms: whole bumps (non-maximum suppression already bounds them). */
-int fk_sfl_model_peaks_fit(const fk_sfl_atoms *a, const double *alpha, const double *X,
-                           const double *y, size_t N, double tube, double *split_used,
-                           fk_sfl_model *m, fk_err *err);
+FK_CHECKRETURN int fk_sfl_model_peaks_fit(const fk_sfl_atoms *a, const double *alpha,
+                                          const double *X, const double *y, size_t N, double tube,
+                                          double *split_used, fk_sfl_model *m, fk_err *err);
 /* f(x) = sum_k c_k exp(-||x - s_k||^2 / (2 w_k^2)) for n rows of X (n x p). */
 void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f);
 void fk_sfl_model_close(fk_sfl_model *m);
@@ -245,20 +250,22 @@ typedef struct fk_sfl_pi_info {
  * quadratic slack cost c/2 ||u||^2, the dual's ridge ||lambda||^2 / (2c)). Dual FISTA, step
  * 1/L, at most T iterations; m gets N kernels at the rows (width w, weights a). O(N^2) memory:
  * a baseline for benchmarks, not for large N. */
-int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w, int mode, double eps,
-                  double c_soft, long T, fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
+FK_CHECKRETURN int fk_sfl_pi_fit(const double *X, const double *y, size_t N, int p, double w,
+                                 int mode, double eps, double c_soft, long T, fk_sfl_model *m,
+                                 fk_sfl_pi_info *info, fk_err *err);
 /* (PI') with its kernels at M given centres Z (M x p; spec §9.1 general form, e.g. k-means
  * centroids): min a^T K_ZZ a s.t. the same constraints on f = K_XZ a, solved on the same dual
  * with the Gram form K_XZ (K_ZZ + 1e-10 I)^-1 K_XZ^T (Cholesky); a = 1/2 K_ZZ^-1 K_XZ^T (Y)
  * lambda. m gets M kernels at Z (width w). info->active counts rows with lambda != 0.
  * FK_ENUMERIC when K_ZZ is not positive definite (repeated centres). O(N^2 + NM) memory. */
-int fk_sfl_pi_fit_centres(const double *X, const double *y, size_t N, int p, const double *Z,
-                          size_t M, double w, int mode, double eps, double c_soft, long T,
-                          fk_sfl_model *m, fk_sfl_pi_info *info, fk_err *err);
+FK_CHECKRETURN int fk_sfl_pi_fit_centres(const double *X, const double *y, size_t N, int p,
+                                         const double *Z, size_t M, double w, int mode, double eps,
+                                         double c_soft, long T, fk_sfl_model *m,
+                                         fk_sfl_pi_info *info, fk_err *err);
 /* k-means (spec §9.5): k-means++ seeding from fk_rng(seed), Lloyd until no row changes cluster
  * or 100 iterations; an empty cluster takes the row farthest from its centre. C (M x p) gets
  * the centres, *iters (may be NULL) the Lloyd iterations. 1 <= M <= N. */
-int fk_sfl_kmeans(const double *X, size_t N, int p, size_t M, uint64_t seed, double *C,
-                  size_t *iters, fk_err *err);
+FK_CHECKRETURN int fk_sfl_kmeans(const double *X, size_t N, int p, size_t M, uint64_t seed,
+                                 double *C, size_t *iters, fk_err *err);
 
 #endif

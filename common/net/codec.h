@@ -115,13 +115,16 @@ FK_CHECKRETURN int fk_codec_decode_job_result_response(const uint8_t *buf, size_
                                                        fk_codec_rx *rx, fk_err *err);
 
 /* Predict request and response: one inline bundle each (tx->chunk_data must be NULL). */
-int fk_codec_encode_predict_request(fedkern_v1_PredictRequest *msg, const fk_codec_tx *tx,
-                                    uint8_t **buf, size_t *len, fk_err *err);
-int fk_codec_decode_predict_request(const uint8_t *buf, size_t len, fedkern_v1_PredictRequest *msg,
-                                    fk_bundle *queries, fk_err *err);
-int fk_codec_encode_predict_response(fedkern_v1_PredictResponse *msg, const fk_codec_tx *tx,
-                                     uint8_t **buf, size_t *len, fk_err *err);
-int fk_codec_decode_predict_response(const uint8_t *buf, size_t len,
+FK_CHECKRETURN int fk_codec_encode_predict_request(fedkern_v1_PredictRequest *msg,
+                                                   const fk_codec_tx *tx, uint8_t **buf,
+                                                   size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_codec_decode_predict_request(const uint8_t *buf, size_t len,
+                                                   fedkern_v1_PredictRequest *msg,
+                                                   fk_bundle *queries, fk_err *err);
+FK_CHECKRETURN int fk_codec_encode_predict_response(fedkern_v1_PredictResponse *msg,
+                                                    const fk_codec_tx *tx, uint8_t **buf,
+                                                    size_t *len, fk_err *err);
+FK_CHECKRETURN int fk_codec_decode_predict_response(const uint8_t *buf, size_t len,
                                      fedkern_v1_PredictResponse *msg, fk_bundle *result,
                                      fk_err *err);
 

@@ -35,8 +35,8 @@ typedef struct fk__dicaj_cfg {
 /* The client_roles op: the holdout clients are "unseen" (test-only domains). */
 FK_CHECKRETURN int fk__dicaj_client_roles(const fk_params *p, int n_clients, const char **roles,
                                           fk_err *err);
-int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients, fk__dicaj_cfg *c,
-                        fk_err *err);
+FK_CHECKRETURN int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients,
+                                       fk__dicaj_cfg *c, fk_err *err);
 void fk__dicaj_cfg_close(fk__dicaj_cfg *c);
 /* Dy of the phase-1 upload: C (one-hot), 2*FK_DICA_RY (regression) or 0 (UDICA). */
 size_t fk__dicaj_dy(const fk__dicaj_cfg *c, long C);
@@ -47,21 +47,21 @@ size_t fk__dicaj_m(const fk__dicaj_cfg *c, long C);
 uint64_t fk__dicaj_limit(const fk__dicaj_cfg *c, uint64_t task_limit);
 /* FK_ELIMIT with the size, the limit and the largest R that fits when an upload of Nq
  * domains would exceed fk__dicaj_limit(c, task_limit). */
-int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, uint64_t task_limit,
-                         fk_err *err);
+FK_CHECKRETURN int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C,
+                                        uint64_t task_limit, fk_err *err);
 /* Input and output feature maps from (seed, d, R, sigma) and (seed, 1, RY, sigma_y). */
-int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma, fk_rff *rf,
-                  fk_err *err);
+FK_CHECKRETURN int fk__dicaj_rff(const fk__dicaj_cfg *c, uint64_t seed, size_t d, double sigma,
+                                 fk_rff *rf, fk_err *err);
 /* Xs (initialised here) = the rows of X standardised by the tensors x_mean and x_scale (d
  * each) of b; a copy of X when b has neither and !required. */
 FK_CHECKRETURN int fk__dicaj_standardize(const fk_bundle *b, int required, const fk_mat *X,
                                          fk_mat *Xs, fk_err *err);
-int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_rff_y(uint64_t seed, double sigma_y, fk_rff *rf, fk_err *err);
 
 /* Helpers on bundles: put or FK_ENOMEM naming the tensor; take a tensor of exactly len
  * finite values or FK_EINVAL naming it. */
-int fk__dicaj_put(fk_bundle *b, const char *name, size_t r, size_t c, const double *src,
-                  fk_err *err);
+FK_CHECKRETURN int fk__dicaj_put(fk_bundle *b, const char *name, size_t r, size_t c,
+                                 const double *src, fk_err *err);
 const fk_tensor *fk__dicaj_take(const fk_bundle *b, const char *name, size_t len, fk_err *err);
 /* Packed upper triangle (column by column, LAPACK 'U') of symmetric D x D row-major S. */
 void fk__dicaj_pack(const double *S, size_t D, double *out);
@@ -106,17 +106,20 @@ typedef struct fk__dicaj_client {
     double *phi_std; /* 2d: the x_mean and x_scale Phi was computed with (standardize) */
 } fk__dicaj_client;
 
-int fk__dicaj_server_init(void **out, const fk_params *p, int n_clients, uint64_t seed,
-                          fk_dica_variant v, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_init(void **out, const fk_params *p, int n_clients,
+                                         uint64_t seed, fk_dica_variant v, fk_err *err);
 void fk__dicaj_server_close(void *s);
-int fk__dicaj_server_plan(void *s, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
-int fk__dicaj_server_task(void *s, int round, int phase, int client, fk_bundle *out, fk_err *err);
-int fk__dicaj_server_check(void *s, int round, int phase, const fk_update *up, fk_err *err);
-int fk__dicaj_server_aggregate(void *s, int round, int phase, const fk_update *ups, int n,
-                               int *done, fk_err *err);
-int fk__dicaj_server_model(void *s, fk_bundle *out, fk_err *err);
-int fk__dicaj_server_save(void *s, fk_bundle *out, fk_err *err);
-int fk__dicaj_server_load(void *s, const fk_bundle *in, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_plan(void *s, int round, fk_rng *rng, int *chosen,
+                                         int *n_chosen, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_task(void *s, int round, int phase, int client, fk_bundle *out,
+                                         fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_check(void *s, int round, int phase, const fk_update *up,
+                                          fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_aggregate(void *s, int round, int phase, const fk_update *ups,
+                                              int n, int *done, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_model(void *s, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_save(void *s, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_server_load(void *s, const fk_bundle *in, fk_err *err);
 int fk__dicaj_server_finished(void *s);
 /* predict op (dica_predict.c): ridge on the learned features, from the model alone */
 FK_CHECKRETURN int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *queries,
@@ -127,14 +130,15 @@ FK_CHECKRETURN int fk__dicaj_export(const fk_bundle *model, fk_bundle *out, fk_e
 int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                           int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err);
 void fk__dicaj_client_close(void *c);
-int fk__dicaj_client_step(void *c, const fk_bundle *task, fk_bundle *up, fk_report *rep,
-                          fk_err *err);
-int fk__dicaj_client_evaluate(void *c, const fk_bundle *model, fk_report *rep, fk_err *err);
-int fk__dicaj_client_save(void *c, fk_bundle *out, fk_err *err);
-int fk__dicaj_client_load(void *c, const fk_bundle *in, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_client_step(void *c, const fk_bundle *task, fk_bundle *up,
+                                         fk_report *rep, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_client_evaluate(void *c, const fk_bundle *model, fk_report *rep,
+                                             fk_err *err);
+FK_CHECKRETURN int fk__dicaj_client_save(void *c, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__dicaj_client_load(void *c, const fk_bundle *in, fk_err *err);
 
-int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                       fk_err *err);
+FK_CHECKRETURN int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed,
+                                      fk_dataset *clients, fk_err *err);
 extern const fk_param_doc fk__dicaj_keys[];
 
 #endif

@@ -91,7 +91,7 @@ void fk__sfl_ovo_vote(const fk_sfl_model *m, const double *mK, int n_cls, const 
                       size_t n, double *f, int *votes, double *margin, int *pred);
 
 /* Parse and check the job keys; refuses a job without raw_sample_upload = acknowledged. */
-int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err);
+FK_CHECKRETURN int fk__sfl_cfg_parse(fk__sfl_cfg *c, const fk_params *p, fk_err *err);
 void fk__sfl_cfg_close(fk__sfl_cfg *c);
 /* Resolve the data-dependent defaults from the federated statistics of phase 0 (n_ref rows,
  * per-feature mean and variance of the rows after the job's explicit preprocessing, p values
@@ -99,61 +99,67 @@ void fk__sfl_cfg_close(fk__sfl_cfg *c);
  * the atom kind (atoms = auto), the grid box and spacing. Refuses (FK_EINVAL, with the numbers
  * and the key to set) a spread too small to standardise, data of zero spread, and widths far
  * from the data's scale: before any row leaves a client. */
-int fk__sfl_resolve(fk__sfl_cfg *c, int p, double n_ref, const double *mean, const double *var,
-                    fk_err *err);
+FK_CHECKRETURN int fk__sfl_resolve(fk__sfl_cfg *c, int p, double n_ref, const double *mean,
+                                   const double *var, fk_err *err);
 /* Atoms of ovo pair problem q (classes a < b: the candidates of those two groups) or, q < 0,
  * of the binary / regression problem: as fk__sfl_atoms. */
-int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int q,
+FK_CHECKRETURN int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int q,
                     fk_sfl_atoms *a, fk_err *err);
 /* Solver options for a client (server = 0) or the server (server = 1) problem. */
 void fk__sfl_opts(const fk__sfl_cfg *c, int server, double n_ref, uint64_t seed, fk_sfl_opts *o);
 /* The task's rows of a data set, preprocessed (X: n x p) with targets (+-1 or values);
  * rows of other classes are left out. Caller frees *X and *y. */
 /* (ovo: y holds the class id 0..n_cls-1 of each row; rows of other labels are left out.) */
-int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, double **y,
-                      size_t *n, fk_err *err);
+FK_CHECKRETURN int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X,
+                                     double **y, size_t *n, fk_err *err);
 /* The atom set of a problem on rows X (n x p): the grid of the configuration, or the rows
  * themselves as candidate centres times the width grid. */
-int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p, fk_sfl_atoms *a,
-                  fk_err *err);
+FK_CHECKRETURN int fk__sfl_atoms(const fk__sfl_cfg *c, const double *X, size_t n, int p,
+                                 fk_sfl_atoms *a, fk_err *err);
 /* Solve with the spec's continuation (gamma = 0 pass warm-started from lam0 when given,
  * then the problem's gamma from its lambda). */
-int fk__sfl_solve(const double *X, const double *y, size_t n, int p, const fk_sfl_atoms *a,
-                  const fk_sfl_opts *o, const double *lam0, fk_sfl_fit *fit, fk_err *err);
+FK_CHECKRETURN int fk__sfl_solve(const double *X, const double *y, size_t n, int p,
+                                 const fk_sfl_atoms *a, const fk_sfl_opts *o, const double *lam0,
+                                 fk_sfl_fit *fit, fk_err *err);
 
 extern const fk_param_doc fk__sfl_keys[];
 
 /* server ops (sfl_server.c) */
-int fk__sfl_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err);
+FK_CHECKRETURN int fk__sfl_srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed,
+                                    fk_err *err);
 void fk__sfl_srv_close(void *v);
-int fk__sfl_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err);
-int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err);
-int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+FK_CHECKRETURN int fk__sfl_srv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen,
+                                    fk_err *err);
+FK_CHECKRETURN int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out,
+                                    fk_err *err);
+FK_CHECKRETURN int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
                           int *round_done, fk_err *err);
-int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err);
-int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err);
-int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err);
+FK_CHECKRETURN int fk__sfl_srv_model(void *v, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__sfl_srv_save(void *v, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err);
 int fk__sfl_srv_finished(void *v);
 int fk__sfl_srv_max_rounds(const fk_params *p);
-int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_err *err);
+FK_CHECKRETURN int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u,
+                                        fk_err *err);
 /* predict op (sfl_predict.c): labels (raw; binary 'rest': NaN with "rest_of") or values */
 FK_CHECKRETURN int fk__sfl_predict(const fk_bundle *model, const fk_bundle *queries,
                                    fk_bundle *out, fk_err *err);
 
 /* client ops (sfl_client.c) */
-int fk__sfl_cli_init(void **cli, const fk_params *p, const fk_dataset *data, int client,
-                     int n_clients, uint64_t seed, fk_err *err);
+FK_CHECKRETURN int fk__sfl_cli_init(void **cli, const fk_params *p, const fk_dataset *data,
+                                    int client, int n_clients, uint64_t seed, fk_err *err);
 void fk__sfl_cli_close(void *cli);
-int fk__sfl_cli_step(void *cli, const fk_bundle *task, fk_bundle *update, fk_report *rep,
-                     fk_err *err);
-int fk__sfl_cli_evaluate(void *cli, const fk_bundle *model, fk_report *rep, fk_err *err);
-int fk__sfl_cli_save(void *cli, fk_bundle *out, fk_err *err);
-int fk__sfl_cli_load(void *cli, const fk_bundle *in, fk_err *err);
+FK_CHECKRETURN int fk__sfl_cli_step(void *cli, const fk_bundle *task, fk_bundle *update,
+                                    fk_report *rep, fk_err *err);
+FK_CHECKRETURN int fk__sfl_cli_evaluate(void *cli, const fk_bundle *model, fk_report *rep,
+                                        fk_err *err);
+FK_CHECKRETURN int fk__sfl_cli_save(void *cli, fk_bundle *out, fk_err *err);
+FK_CHECKRETURN int fk__sfl_cli_load(void *cli, const fk_bundle *in, fk_err *err);
 /* Read a model bundle (K, p, s, w, c) into m, checking shapes and finiteness. */
-int fk__sfl_model_read(const fk_bundle *b, int p, fk_sfl_model *m, fk_err *err);
+FK_CHECKRETURN int fk__sfl_model_read(const fk_bundle *b, int p, fk_sfl_model *m, fk_err *err);
 
 /* built-in synthetic clients (sfl_sim.c) */
-int fk__sfl_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                     fk_err *err);
+FK_CHECKRETURN int fk__sfl_sim_data(const fk_params *p, int n_clients, uint64_t seed,
+                                    fk_dataset *clients, fk_err *err);
 
 #endif
