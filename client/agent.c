@@ -337,19 +337,14 @@ static void not_sent(fk_agent *a, const char *what, const fk_err *err)
 }
 
 /* Deadline of a Heartbeat, which the server answers at once: a
- * connection that carries no answer within one interval is stalled (e.g. a
- * damaged TLS record length leaves a peer waiting for bytes that never come).
- * The server ends a session after 3 silent intervals (no parked poll), so the
- * client must notice within about 2 of them: the heartbeat goes out at most one
- * interval after the stall began, its deadline one interval later, and the
- * reconnected client parks a poll before the third. (It waited 4 intervals and
- * at least 5 s, so a stalled client was always taken for gone first and dropped
- * from every round until it joined again.) At least 250 ms: a busy server loop. */
+ * connection that carries neither within it is stalled (e.g. a damaged TLS
+ * record length leaves a peer waiting for bytes that never come), and waiting
+ * call_ms on it would miss the phase deadlines. */
 static uint64_t control_ms(const fk_agent *a)
 {
-    uint64_t ms = a->heartbeat_ms;
-    if (ms < 250)
-        ms = 250;
+    uint64_t ms = 4 * (uint64_t)a->heartbeat_ms;
+    if (ms < 5000)
+        ms = 5000;
     return ms < a->cfg.call_ms ? ms : a->cfg.call_ms;
 }
 
