@@ -102,6 +102,7 @@ typedef struct server_state {
     int init;            /* --init */
     uv_timer_t watch;    /* checks every second that --state still names the open file */
     fk_metrics_rounds *rounds; /* per-job and per-method series from the round closes */
+    uint64_t started_ns;       /* uv_hrtime at start, for /healthz */
 } server_state;
 
 static int fail(const char *msg)
@@ -217,6 +218,22 @@ static int render_metrics(void *ud, char **b, size_t *len)
     server_state *st = ud;
     return fk_metrics_render_server(st->svc, st->e, st->srv, st->trimming ? &st->trim : NULL,
                                     st->rounds, b, len);
+}
+
+/* /healthz on the metrics listener: serving (200) until a stop signal, then 503 while the
+ * server drains. Answered on the loop, like every RPC. */
+static int health_json(void *ud, char *json, size_t cap)
+{
+    server_state *st = ud;
+    fk_service_stats ss;
+    fk_service_stats_get(st->svc, &ss);
+    snprintf(json, cap,
+             "{\"status\":\"%s\",\"uptime_seconds\":%.1f,\"sessions\":%d,\"waiting_polls\":%d,"
+             "\"software\":\"fedkern-server %s\"}",
+             st->stopping ? "stopping" : "serving",
+             1e-9 * (double)(uv_hrtime() - st->started_ns), ss.sessions, ss.waiting_polls,
+             FK_VERSION);
+    return !st->stopping;
 }
 
 static void begin_stop(server_state *st, int signum)
@@ -420,7 +437,7 @@ static int run(fk_params *p)
     if (fk_blas_threads_setup(&blas_threads, &err) != FK_OK)
         return fail(err.msg);
     const char *listen = fk_params_str(p, "listen", "127.0.0.1:7443");
-    server_state st = {.p = p};
+    server_state st = {.p = p, .started_ns = uv_hrtime()};
     if (build_tls(p, &cfg.tls, &err) != FK_OK)
         return fail(err.msg);
     fk_params_get(p, "config");
@@ -479,9 +496,11 @@ static int run(fk_params *p)
     if (strcmp(metrics_listen, "off") &&
         fk_metrics_start(&st.metrics, &loop, metrics_listen, render_metrics, &st, &err) != FK_OK)
         fk_log(FK_LOG_WARN, "metrics_disabled", "reason=\"%s\"", err.msg);
-    else if (st.metrics)
+    else if (st.metrics) {
+        fk_metrics_set_health(st.metrics, health_json, &st);
         fk_log(FK_LOG_INFO, "metrics_listening", "listen=%s port=%d", metrics_listen,
                fk_metrics_port(st.metrics));
+    }
     /* Without the handlers the server still serves: SIGTERM then ends it at once (the state
      * is crash-safe) and SIGHUP cannot reload. */
     if (fk_stop_signals_start(&st.stop, &loop, on_stop, &st, &err))

@@ -182,6 +182,20 @@ static int scrape(const char *port, char *out, size_t cap)
     return run_cmd(argv, out, cap);
 }
 
+/* GET /healthz from the server's metrics listener: "CODE BODY" into out. */
+static int healthz(const char *port, char *out, size_t cap)
+{
+    char *argv[] = {"/usr/bin/python3", "-c",
+                    "import sys,urllib.request,urllib.error\n"
+                    "try:\n"
+                    " r=urllib.request.urlopen('http://127.0.0.1:'+sys.argv[1]+'/healthz',timeout=5)\n"
+                    " sys.stdout.write(str(r.status)+' '+r.read().decode())\n"
+                    "except urllib.error.HTTPError as e:\n"
+                    " sys.stdout.write(str(e.code)+' '+e.read().decode())\n",
+                    (char *)port, NULL};
+    return run_cmd(argv, out, cap);
+}
+
 static void write_data(env *e)
 {
     fk_rng r;
@@ -824,6 +838,12 @@ static void daemons_match_sim(void **state)
     /* --round N: the metrics of that closed round */
     assert_int_equal(job_cmd(e, "status", id, "--round=5", "--json", status, sizeof status), 0);
     assert_non_null(strstr(status, ",\"round\":5,\"participants\":6,"));
+    /* /healthz on the metrics listener: 200 and the sessions of the 6 clients */
+    char health[1024];
+    assert_int_equal(healthz(e->metrics_port, health, sizeof health), 0);
+    static const char ok200[] = "200 {\"status\":\"serving\",";
+    if (strncmp(health, ok200, sizeof ok200 - 1) || !strstr(health, "\"sessions\":6,"))
+        fail_msg("/healthz: %s", health);
     static char metrics[1 << 16];
     assert_int_equal(scrape(e->metrics_port, metrics, sizeof metrics), 0);
     assert_non_null(strstr(metrics, "fedkern_rounds_closed_total 12\n"));

@@ -29,6 +29,8 @@ struct fk_metrics {
     uv_tcp_t listener;
     fk_metrics_render render;
     void *ud;
+    fk_metrics_health health;
+    void *health_ud;
     int port;
     mconn *conns;
     int closing, handles;
@@ -122,11 +124,37 @@ static void respond(mconn *c, const char *status, const char *type, const char *
         conn_close(c);
 }
 
+void fk_metrics_set_health(fk_metrics *m, fk_metrics_health health, void *ud)
+{
+    m->health = health;
+    m->health_ud = ud;
+}
+
+static void answer_health(mconn *c)
+{
+    char json[512];
+    int ok = 1;
+    if (c->m->health) {
+        json[0] = '\0';
+        ok = c->m->health(c->m->health_ud, json, sizeof json - 1);
+        json[sizeof json - 2] = '\0';
+    } else {
+        snprintf(json, sizeof json, "{\"status\":\"serving\"}");
+    }
+    size_t n = strlen(json);
+    json[n++] = '\n';
+    respond(c, ok ? "200 OK" : "503 Service Unavailable", "application/json", json, n);
+}
+
 static void handle_request(mconn *c)
 {
     FK_UV_MUST(uv_read_stop((uv_stream_t *)&c->tcp));
+    if (!strncmp(c->req, "GET /healthz ", 13) || !strncmp(c->req, "GET /healthz?", 13)) {
+        answer_health(c);
+        return;
+    }
     if (strncmp(c->req, "GET /metrics ", 13) && strncmp(c->req, "GET /metrics?", 13)) {
-        static const char nf[] = "not found: GET /metrics\n";
+        static const char nf[] = "not found: GET /metrics or GET /healthz\n";
         respond(c, "404 Not Found", "text/plain", nf, sizeof nf - 1);
         return;
     }

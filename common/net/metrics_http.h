@@ -1,6 +1,8 @@
 /* Prometheus text metrics on a separate plain-HTTP listener (meant for
  * 127.0.0.1 or a monitoring network): GET /metrics answers the exposition
- * format (text/plain; version=0.0.4), anything else 404. One request per
+ * format (text/plain; version=0.0.4), GET /healthz a small JSON object (200 when
+ * the owner serves, 503 when it is stopping; answered on the owner's loop, so an
+ * answer at all says the loop turns), anything else 404. One request per
  * connection, requests capped at 8 KiB, idle connections closed after 5 s.
  * Both daemons serve their metrics this way (fedkern-server: server/metrics.h;
  * fedkern-client: client/main.c, off unless metrics-listen is set). */
@@ -21,6 +23,12 @@ typedef struct fk_metrics fk_metrics;
 FK_CHECKRETURN int fk_metrics_start(fk_metrics **out, uv_loop_t *loop, const char *hostport,
                                     fk_metrics_render render, void *ud, fk_err *err);
 int fk_metrics_port(const fk_metrics *m);
+
+/* /healthz: write a JSON object (NUL-terminated, at most cap bytes) into json and return 1
+ * when serving, 0 when not (stopping: 503). Without one, /healthz answers 200
+ * {"status":"serving"}. */
+typedef int (*fk_metrics_health)(void *ud, char *json, size_t cap);
+void fk_metrics_set_health(fk_metrics *m, fk_metrics_health health, void *ud);
 /* Stop listening, close open connections; on_closed runs after, then m is freed. */
 void fk_metrics_close(fk_metrics *m, void (*on_closed)(void *ud), void *ud);
 
