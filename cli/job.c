@@ -62,9 +62,11 @@ static void usage(FILE *out)
             "submit is refused when the job names clients that never joined the server, clients\n"
             "that joined without its data set, or data sets whose column counts differ between\n"
             "clients (each named); --skip_client_check submits without that check.\n"
+            "A job whose type needs a client connected (a test-only or hold-out role: dica and\n"
+            "udica's unseen domain, fedrf-tca's target) is refused while it has no live session.\n"
             "--wait_clients SECONDS first waits up to SECONDS for every client the job names to\n"
-            "have joined (the submit is retried while the refusal names a client that never\n"
-            "joined), so a script needs no polling loop.\n"
+            "have joined, and for those it needs to be connected (the submit is retried while\n"
+            "the refusal names one), so a script needs no polling loop.\n"
             "predict takes the loader options of `fedkern data info` (--label last, --header,\n"
             "--delim C, --prep zscore, --affine FILE, ...; see fedkern data --help).\n"
             "An unknown option is a usage error (exit 2) before anything else is done.\n"
@@ -122,6 +124,7 @@ typedef struct fk_job_conn {
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
     const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
+    const char *quiet2; /* ... or this */
     int quiet_busy;    /* DEADLINE_EXCEEDED and UNAVAILABLE are left to the caller (a retry) */
 } fk_job_conn;
 typedef fk_job_conn conn;
@@ -160,6 +163,12 @@ static void on_done(void *ud, int status, const char *msg, const uint8_t *resp, 
 static int call_encoded(conn *c, const char *cmd, const char *method, uint8_t *buf, size_t len);
 
 /* One unary call, run to completion. 0 = OK, else 1 with the message printed. */
+/* The refusal is one the caller handles itself (c->quiet, c->quiet2). */
+static int quiet_refusal(const conn *c)
+{
+    return (c->quiet && strstr(c->msg, c->quiet)) || (c->quiet2 && strstr(c->msg, c->quiet2));
+}
+
 static int rpc(conn *c, const char *cmd, const char *method, const pb_msgdesc_t *fields,
                const void *req)
 {
@@ -195,7 +204,7 @@ static int call_path(conn *c, const char *cmd, const char *path, uint8_t *buf, s
     free(buf);
     if (!c->done)
         return fk_cli_fail(cmd, "connection closed before the %s answer", method);
-    if (c->status != FK_GRPC_OK && c->quiet && strstr(c->msg, c->quiet))
+    if (c->status != FK_GRPC_OK && quiet_refusal(c))
         return 1;
     if (c->quiet_busy &&
         (c->status == FK_GRPC_DEADLINE_EXCEEDED || c->status == FK_GRPC_UNAVAILABLE))
@@ -388,23 +397,26 @@ int fk_job_submit_text(fk_job_conn *c, const char *text, char *id, size_t cap)
     return submit_text(c, text, 0, id, cap);
 }
 
-/* --wait_clients SECONDS: a job naming clients that have not joined yet is submitted again
- * (every 0.2 s) until they have, or until the wait is over; the server stores nothing for a
- * refused job, so a retry is safe. Any other refusal ends the wait at once. */
+/* --wait_clients SECONDS: a job naming clients that have not joined yet, or whose test-only /
+ * hold-out clients are not connected now, is submitted again (every 0.2 s) until they are, or
+ * until the wait is over; the server stores nothing for a refused job, so a retry is safe.
+ * Any other refusal ends the wait at once. */
 static int do_submit(conn *c, char *text, int skip_check, long wait_clients_s)
 {
     char id[64];
     uint64_t end = uv_hrtime() + (uint64_t)wait_clients_s * 1000000000ull;
     int rc;
     for (;;) {
-        c->quiet = wait_clients_s > 0 && uv_hrtime() < end ? "never joined" : NULL;
+        int waiting = wait_clients_s > 0 && uv_hrtime() < end;
+        c->quiet = waiting ? "never joined" : NULL;
+        c->quiet2 = waiting ? "not connected" : NULL;
         rc = submit_text(c, text, skip_check, id, sizeof id);
-        if (!rc || !c->quiet || !c->done || c->status == FK_GRPC_OK || !strstr(c->msg, c->quiet))
+        if (!rc || !c->quiet || !c->done || c->status == FK_GRPC_OK || !quiet_refusal(c))
             break;
         struct timespec ts = {0, 200 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    c->quiet = NULL;
+    c->quiet = c->quiet2 = NULL;
     free(text);
     if (!rc)
         printf("%s\n", id);

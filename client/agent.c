@@ -284,6 +284,22 @@ static void on_state(fk_grpc_client *cl, int up, const char *why, void *ud)
     }
 }
 
+/* The connection's stall detection follows the heartbeat interval I: a PING after I/2 of
+ * silence (and at least every I, for a round-trip sample), and the connection counts as
+ * stalled when a PING has had no answer (nor any other byte) for max(I, 4 round trips as
+ * measured): about 1.5 I after the last byte on a fast link. The server ends a session only
+ * after 3 I without a call, without a byte on the client's connections (those PINGs count,
+ * also when stuck behind a damaged TLS record) and since its last connection closed, so the
+ * client reconnects and rejoins before it is taken for gone; on a link whose round trip
+ * exceeds the interval (latency) the deadline grows with it instead of cutting a slow but
+ * live connection (fault scenarios 'corrupt', 'stall' and 'latency500'). A PING the server
+ * answers late (a busy loop) costs a reconnect, never the session. */
+static void set_liveness(fk_agent *a)
+{
+    if (a->cl)
+        fk_grpc_client_liveness(a->cl, a->heartbeat_ms / 2, a->heartbeat_ms);
+}
+
 static void connect_now(fk_agent *a)
 {
     fk_grpc_client_config gc = {.limits = a->cfg.limits, .tls = a->cfg.tls};
@@ -295,7 +311,9 @@ static void connect_now(fk_agent *a)
         a->cl = NULL;
         fk_log(FK_LOG_WARN, "connect_failed", "error=\"%s\"", err.msg);
         schedule_reconnect(a);
+        return;
     }
+    set_liveness(a);
 }
 
 static void on_retry(uv_timer_t *t)
@@ -367,6 +385,7 @@ static void join_done(void *ud, int status, const char *msg, const uint8_t *resp
     snprintf(a->client_id, sizeof a->client_id, "%s", out.client_id);
     snprintf(a->session_id, sizeof a->session_id, "%s", out.session_id);
     a->heartbeat_ms = out.heartbeat_interval_ms ? out.heartbeat_interval_ms : 5000;
+    set_liveness(a);
     a->max_message = out.max_message_size ? out.max_message_size : (4u << 20);
     if (a->max_message > a->cfg.limits.max_message)
         a->max_message = (uint32_t)a->cfg.limits.max_message;
@@ -1319,8 +1338,10 @@ static void hb_done(void *ud, int status, const char *msg, const uint8_t *resp, 
     if (out.cancel_task && a->w.running) {
         cancel_step(a);
     }
-    if (out.heartbeat_interval_ms)
+    if (out.heartbeat_interval_ms && out.heartbeat_interval_ms != a->heartbeat_ms) {
         a->heartbeat_ms = out.heartbeat_interval_ms;
+        set_liveness(a);
+    }
     fk_codec_release(fedkern_v1_HeartbeatResponse_fields, &out);
 }
 

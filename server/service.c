@@ -604,9 +604,10 @@ static void client_called(fk_service *s, const char *identity)
     }
 }
 
-/* A client that sends no call for SESSION_MISSED heartbeat intervals and has no PullTask
- * parked has gone (killed, or stopped while a long poll kept it from sending Leave): its
- * session ends, so the clients-connected gauge counts live clients, and the rounds stop waiting
+/* A client that sends no call for SESSION_MISSED heartbeat intervals, no byte on any of its
+ * connections for as long (its stall detection PINGs, docs/daemons.md "Sessions"), whose last
+ * connection closed at least as long ago, and has no PullTask parked has gone (killed, or
+ * stopped while a long poll kept it from sending Leave): its session ends, so the clients-connected gauge counts live clients, and the rounds stop waiting
  * for it. One that comes back is told to Join again. A parked poll is cancelled when its
  * connection closes, so it keeps only a connected client alive; a slow heartbeat behind a
  * large upload (latency) does not end the session of a client that is still pulling and
@@ -621,9 +622,17 @@ static void expire_sessions(fk_service *s, double now)
     for (int i = 0; i < s->clients.n; i++) {
         fk_client_rec *r = &s->clients.recs[i];
         if (r->session[0] && now - r->seen > idle && !r->polls) {
+            /* bytes from it (a PING on a connection stalled mid-record), or its connection's
+             * close, within the limit: it is still there, or reconnecting */
+            uint64_t quiet =
+                s->srv ? fk_grpc_server_peer_idle_ms(s->srv, r->identity) : UINT64_MAX;
+            if ((double)quiet < 1000.0 * idle)
+                continue;
             fk_log(FK_LOG_INFO, "session_expired",
-                   "client=%s session=%s idle_seconds=%.1f msg=\"no heartbeat for %d intervals\"",
+                   "client=%s session=%s idle_seconds=%.1f msg=\"no call and no byte for %d "
+                   "intervals\"",
                    r->identity, r->session, now - r->seen, SESSION_MISSED);
+            s->stats.expired++;
             fk_clients_end_session(&s->clients, r);
             client_gone(s, r, now);
         }
@@ -1476,15 +1485,71 @@ static int store_knows(void *ud, const char *identity)
     return fk_store_client_last_seen(s->st, identity, &when, &err) == FK_OK;
 }
 
-/* The job's clients against what they advertised: FK_EINVAL naming each offender. A config
- * that does not parse is left to the engine, which says why. */
+/* Whether identity has a live session now: joined (since the server started), not left, not
+ * expired. */
+static int live(const fk_service *s, const char *identity)
+{
+    const fk_client_rec *r = fk_clients_find(&s->clients, identity);
+    return r && r->session[0] && !r->gone;
+}
+
+/* The clients the job cannot do without that have no live session: those the job type names
+ * with a role (client_roles: dica/udica's test-only "unseen" domain, fedrf-tca's "target"
+ * site). A training client may be missing (quorum and the deadline cover it); one of these
+ * would leave the job "done" without the result it exists for. FK_EINVAL naming them (the
+ * CLI's --wait_clients retries while the refusal says "not connected"). */
+static int check_presence(fk_service *s, const fk_jobconf *conf, fk_err *err)
+{
+    fk_err ignore = {0};
+    const fk_method *m = (s->cfg.find ? s->cfg.find : fk_method_find)(conf->method, &ignore);
+    int n = conf->n_clients;
+    if (!m || !m->client_roles || n <= 0)
+        return FK_OK;
+    const char **roles = calloc((size_t)n, sizeof *roles);
+    if (!roles)
+        return fk_err_set(err, FK_ENOMEM, "out of memory checking the job's clients");
+    if (m->client_roles(&conf->params, n, roles, &ignore)) {
+        free(roles); /* a config the method refuses: the engine says why */
+        return FK_OK;
+    }
+    char names[768] = "";
+    size_t at = 0;
+    int missing = 0;
+    for (int i = 0; i < n; i++) {
+        if (!roles[i] || live(s, conf->clients[i]))
+            continue;
+        if (missing < 8 && at < sizeof names) {
+            int w = snprintf(names + at, sizeof names - at, "%s%s (%s)", missing ? ", " : "",
+                             conf->clients[i], roles[i]);
+            at = w < 0 ? sizeof names : at + (size_t)w;
+        }
+        missing++;
+    }
+    free(roles);
+    if (!missing)
+        return FK_OK;
+    return fk_err_set(err, FK_EINVAL,
+                      "job refused: %s %s%s not connected (the job type needs %s: no live "
+                      "session, it never joined since the server started, left, or its session "
+                      "expired); start %s, or submit with --wait_clients SECONDS to wait for %s",
+                      missing == 1 ? "client" : "clients", names, missing > 8 ? ", ..." : "",
+                      missing == 1 ? "it" : "them", missing == 1 ? "it" : "them",
+                      missing == 1 ? "it" : "them");
+}
+
+/* The job's clients against what they advertised, and the ones it needs connected:
+ * FK_EINVAL naming each offender. A config that does not parse is left to the engine, which
+ * says why. */
 static int check_clients(fk_service *s, const char *config, fk_err *err)
 {
     fk_jobconf conf;
     fk_err ignore = {0};
     int rc = FK_OK;
-    if (fk_jobconf_parse(&conf, config, "job config", &ignore) == FK_OK)
+    if (fk_jobconf_parse(&conf, config, "job config", &ignore) == FK_OK) {
         rc = fk_roster_check(s->roster, &conf, store_knows, s, err);
+        if (!rc)
+            rc = check_presence(s, &conf, err);
+    }
     fk_jobconf_close(&conf);
     if (rc == FK_EINVAL)
         fk_log(FK_LOG_WARN, "job_refused", "reason=\"%.400s\"", err->msg);

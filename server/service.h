@@ -47,6 +47,9 @@ typedef struct fk_service_config {
      * memory that grows with the chunks received; these cap the bytes they hold. */
     size_t partial_client_limit; /* of one client (FK_SERVICE_PARTIAL_CLIENT_DEFAULT) */
     size_t partial_total_limit;  /* of all clients (FK_SERVICE_PARTIAL_TOTAL_DEFAULT) */
+    /* the job types submit checks look up (the clients a type needs connected); NULL: the
+     * registry (fk_method_find), as the engine's fk_engine_opts.find */
+    fk_method_lookup find;
 } fk_service_config;
 
 typedef struct fk_service fk_service;
@@ -67,6 +70,7 @@ typedef struct fk_service_stats {
     int seen_queued;    /* last_seen writes waiting for the next tick's transaction */
     uint64_t heartbeats, health; /* Heartbeat and health Check calls answered */
     uint64_t leaves;             /* Leave calls (each ends its client's session at once) */
+    uint64_t expired;            /* sessions ended for silence (no call, no byte) */
     /* Work off the loop (phase closes, predictions): waiting or running, done, seconds run
      * on the worker and waited for it. */
     int works_pending;

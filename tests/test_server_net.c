@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -62,6 +63,7 @@ typedef struct net {
     int slow_seen;              /* it started */
     uint64_t slow_hb0, slow_hb; /* heartbeats answered when it started, and while it ran */
     int slow_status;            /* status calls that said "aggregating" meanwhile */
+    int agent_port; /* > 0: the agents connect here (the relay) instead of to the server */
 } net;
 
 /* fedmean-slow: round 1's aggregation blocks until the test's loop has answered heartbeats
@@ -177,8 +179,10 @@ static void start_server(net *t)
     assert_int_equal(fk_grpc_server_init(&t->srv, &t->loop, &gc, &err), FK_OK);
     fk_tls_ctx_unref(tls);
     t->cfg.max_message = (uint32_t)t->limits.max_message;
-    t->cfg.heartbeat_ms = 300;
+    if (!t->cfg.heartbeat_ms)
+        t->cfg.heartbeat_ms = 300;
     t->cfg.tick_ms = 50;
+    t->cfg.find = t->find ? t->find : fk_test_find_method;
     assert_int_equal(fk_service_init(&t->svc, &t->loop, t->srv, t->e, t->st, &t->cfg, &err),
                      FK_OK);
     if (fk_grpc_server_listen(t->srv, "127.0.0.1:0", &err))
@@ -190,7 +194,8 @@ static void start_agent(net *t, int c)
     char name[16];
     snprintf(name, sizeof name, "c%d", c);
     fk_tls_ctx *tls = tls_for(t, 0, name);
-    fk_agent_config ac = {.host = "127.0.0.1", .port = fk_grpc_server_port(t->srv),
+    fk_agent_config ac = {.host = "127.0.0.1",
+                          .port = t->agent_port ? t->agent_port : fk_grpc_server_port(t->srv),
                           .server_name = "server", .tls = tls, .limits = t->limits,
                           .find = t->find ? t->find : fk_test_find_method, .data = data_of,
                           .data_ud = &t->data[c],
@@ -748,6 +753,382 @@ static void predict_over_the_query_cap_is_refused(void **state)
     close_server(t);
 }
 
+/* ---- a relay that stalls connections ------------------------------------------------ */
+
+/* A TCP relay between the agents and the server that, once frozen, swallows one direction's
+ * bytes on the connections open then, closing nothing: a stalled connection, as a TLS record
+ * whose length a damaged byte made too long leaves one (each peer waits for bytes that never
+ * come; fault scenario 'corrupt'). Connections made later pass everything. */
+typedef struct relay relay;
+typedef struct rpair {
+    uv_tcp_t down, up; /* the agent's side, the server's side */
+    uv_connect_t conn;
+    relay *r;
+    int frozen, closing, handles;
+    struct rpair *next;
+} rpair;
+
+struct relay {
+    uv_tcp_t listener;
+    int port, target;
+    int swallow_down; /* frozen pairs drop server -> agent bytes (else agent -> server) */
+    rpair *pairs;
+    int open; /* handles not yet closed */
+};
+
+typedef struct rwrite {
+    uv_write_t w;
+    char *buf;
+} rwrite;
+
+static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    buf->base = malloc(suggested);
+    buf->len = buf->base ? suggested : 0;
+}
+
+static void rpair_handle_closed(uv_handle_t *h)
+{
+    rpair *p = h->data;
+    p->r->open--;
+    if (--p->handles == 0) {
+        for (rpair **pp = &p->r->pairs; *pp; pp = &(*pp)->next)
+            if (*pp == p) {
+                *pp = p->next;
+                break;
+            }
+        free(p);
+    }
+}
+
+static void rpair_close(rpair *p)
+{
+    if (p->closing)
+        return;
+    p->closing = 1;
+    uv_close((uv_handle_t *)&p->down, rpair_handle_closed);
+    uv_close((uv_handle_t *)&p->up, rpair_handle_closed);
+}
+
+static void relay_written(uv_write_t *w, int status)
+{
+    (void)status;
+    rwrite *x = (rwrite *)w;
+    free(x->buf);
+    free(x);
+}
+
+static void relay_read(uv_stream_t *from, ssize_t n, const uv_buf_t *buf)
+{
+    rpair *p = from->data;
+    int is_down = from == (uv_stream_t *)&p->down;
+    if (n < 0) {
+        free(buf->base);
+        rpair_close(p);
+        return;
+    }
+    int swallow = p->frozen && (p->r->swallow_down ? !is_down : is_down);
+    if (n == 0 || swallow || p->closing) {
+        free(buf->base);
+        return;
+    }
+    rwrite *x = malloc(sizeof *x);
+    assert_non_null(x);
+    x->buf = buf->base;
+    uv_buf_t b = uv_buf_init(buf->base, (unsigned)n);
+    if (uv_write(&x->w, is_down ? (uv_stream_t *)&p->up : (uv_stream_t *)&p->down, &b, 1,
+                 relay_written)) {
+        free(x->buf);
+        free(x);
+        rpair_close(p);
+    }
+}
+
+static void relay_connected(uv_connect_t *c, int status)
+{
+    rpair *p = c->data;
+    if (status || p->closing) {
+        rpair_close(p);
+        return;
+    }
+    FK_UV_MUST(uv_read_start((uv_stream_t *)&p->down, relay_alloc, relay_read));
+    FK_UV_MUST(uv_read_start((uv_stream_t *)&p->up, relay_alloc, relay_read));
+}
+
+static void relay_accept(uv_stream_t *l, int status)
+{
+    relay *r = l->data;
+    if (status)
+        return;
+    rpair *p = calloc(1, sizeof *p);
+    assert_non_null(p);
+    p->r = r;
+    FK_UV_MUST(uv_tcp_init(l->loop, &p->down));
+    FK_UV_MUST(uv_tcp_init(l->loop, &p->up));
+    p->down.data = p->up.data = p->conn.data = p;
+    p->handles = 2;
+    r->open += 2;
+    p->next = r->pairs;
+    r->pairs = p;
+    if (uv_accept(l, (uv_stream_t *)&p->down)) {
+        rpair_close(p);
+        return;
+    }
+    struct sockaddr_in to;
+    FK_UV_MUST(uv_ip4_addr("127.0.0.1", r->target, &to));
+    if (uv_tcp_connect(&p->conn, &p->up, (const struct sockaddr *)&to, relay_connected))
+        rpair_close(p);
+}
+
+static void relay_start(relay *r, uv_loop_t *loop, int target)
+{
+    memset(r, 0, sizeof *r);
+    r->target = target;
+    FK_UV_MUST(uv_tcp_init(loop, &r->listener));
+    r->listener.data = r;
+    r->open = 1;
+    struct sockaddr_in a;
+    FK_UV_MUST(uv_ip4_addr("127.0.0.1", 0, &a));
+    FK_UV_MUST(uv_tcp_bind(&r->listener, (const struct sockaddr *)&a, 0));
+    FK_UV_MUST(uv_listen((uv_stream_t *)&r->listener, 16, relay_accept));
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    FK_UV_MUST(uv_tcp_getsockname(&r->listener, (struct sockaddr *)&ss, &len));
+    r->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void relay_listener_closed(uv_handle_t *h)
+{
+    ((relay *)h->data)->open--;
+}
+
+static void relay_stop(relay *r)
+{
+    uv_close((uv_handle_t *)&r->listener, relay_listener_closed);
+    for (rpair *p = r->pairs; p; p = p->next)
+        rpair_close(p);
+}
+
+/* Freeze every connection open now; returns how many. */
+static int relay_freeze(relay *r)
+{
+    int n = 0;
+    for (rpair *p = r->pairs; p; p = p->next)
+        if (!p->closing)
+            p->frozen = 1, n++;
+    return n;
+}
+
+/* Run the loop until cond(t) holds or `seconds` pass; returns whether it held. */
+static int wake_closed;
+static void wake_close_cb(uv_handle_t *h)
+{
+    (void)h;
+    wake_closed = 1;
+}
+
+static int run_until(net *t, int (*cond)(net *t), double seconds)
+{
+    /* a wake timer closed just before (wait_agents) must be gone before it is reused */
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_NOWAIT));
+    assert_int_equal(uv_timer_init(&t->loop, &t->wake), 0);
+    assert_int_equal(uv_timer_start(&t->wake, wake, 10, 10), 0);
+    double end = fk_service_now() + seconds;
+    int ok;
+    while (!(ok = cond(t)) && fk_service_now() < end)
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
+    wake_closed = 0;
+    uv_close((uv_handle_t *)&t->wake, wake_close_cb);
+    while (!wake_closed)
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
+    return ok;
+}
+
+static int never(net *t)
+{
+    (void)t;
+    return 0;
+}
+
+/* Agent 0 reconnected (its stalled connection noticed) and has a heartbeat answered since. */
+static uint64_t hb_at_reconnect;
+static int agent0_back(net *t)
+{
+    fk_agent_stats as;
+    fk_agent_stats_get(t->agents[0], &as);
+    if (as.connects < 2)
+        return 0;
+    if (!hb_at_reconnect)
+        hb_at_reconnect = as.heartbeats;
+    return as.heartbeats >= hb_at_reconnect + 2;
+}
+
+/* A connection stalled in one direction (server -> agent when swallow_down, else agent ->
+ * server): the agent notices it by its unanswered PING (max(1 heartbeat interval, 4 round
+ * trips) after half an interval of silence) and reconnects, while the server keeps its
+ * session: the PING's bytes or the connection's close count as the client's, so it is never
+ * taken for gone (no expired session, so no dropout). Before: the agent noticed only at its
+ * Heartbeat's deadline (4 intervals, at least 5 s) and the server had ended its session
+ * (3 intervals of 300 ms) long before: an expired session, a client planned as a dropout. */
+static void stalled_connection(net *t, int swallow_down)
+{
+    relay r;
+    start_server(t);
+    relay_start(&r, &t->loop, fk_grpc_server_port(t->srv));
+    r.swallow_down = swallow_down;
+    t->agent_port = r.port;
+    start_agent(t, 0);
+    start_agent(t, 1);
+    wait_agents(t, 0x3);
+    run_until(t, never, 0.3); /* a heartbeat each */
+    assert_int_equal(relay_freeze(&r), 2);
+    hb_at_reconnect = 0;
+    assert_true(run_until(t, agent0_back, 20.0));
+    /* and a few more intervals: a session that was going to expire has */
+    run_until(t, never, 1.5);
+    fk_service_stats ss;
+    fk_service_stats_get(t->svc, &ss);
+    fk_agent_stats a0, a1;
+    fk_agent_stats_get(t->agents[0], &a0);
+    fk_agent_stats_get(t->agents[1], &a1);
+    assert_int_equal(ss.expired, 0); /* never taken for gone: planned as before */
+    assert_int_equal(ss.leaves, 0);
+    assert_int_equal(ss.sessions, 2);
+    assert_true(a0.connects >= 2 && a1.connects >= 2);
+    /* one Join per connection (a new connection joins): none forced by a lost session */
+    assert_int_equal(a0.joins, a0.connects);
+    assert_int_equal(a1.joins, a1.connects);
+    stop_agent(t, 0);
+    stop_agent(t, 1);
+    relay_stop(&r);
+    fk_service_close(t->svc, service_closed, t);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT));
+    assert_int_equal(r.open, 0);
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    close_server(t);
+}
+
+static void stalled_download_keeps_the_session(void **state)
+{
+    stalled_connection(*state, 1);
+}
+
+static void stalled_upload_keeps_the_session(void **state)
+{
+    stalled_connection(*state, 0);
+}
+
+/* ---- presence at submit ------------------------------------------------------------- */
+
+/* fedmean whose last client has a role (a test-only "unseen" domain, as dica's holdout). */
+static int roles_last_unseen(const fk_params *p, int n, const char **roles, fk_err *err)
+{
+    (void)p, (void)err;
+    for (int i = 0; i < n; i++)
+        roles[i] = i == n - 1 ? "unseen" : NULL;
+    return FK_OK;
+}
+
+static fk_method roles_m;
+static const fk_method *roles_find(const char *name, fk_err *err)
+{
+    if (strcmp(name, "fedmean-roles"))
+        return fk_test_find_method(name, err);
+    roles_m = fk_test_fedmean;
+    roles_m.name = "fedmean-roles";
+    roles_m.client_roles = roles_last_unseen;
+    return &roles_m;
+}
+
+/* SubmitJob over the wire as the admin "op". */
+static void submit_rpc(net *t, const char *text, answer *a)
+{
+    fk_tls_ctx *tls = tls_for(t, 0, "op");
+    fk_grpc_client_config cc = {.limits = t->limits, .tls = tls};
+    fk_grpc_client *cl;
+    fk_err err;
+    if (fk_grpc_client_connect(&cl, &t->loop, &cc, "127.0.0.1", fk_grpc_server_port(t->srv),
+                               "server", NULL, NULL, &err))
+        fail_msg("connect: %s", err.msg);
+    fk_tls_ctx_unref(tls);
+    fedkern_v1_SubmitJobRequest in = fedkern_v1_SubmitJobRequest_init_zero;
+    in.config = (char *)text;
+    uint8_t *buf;
+    size_t len;
+    assert_int_equal(fk_codec_encode(fedkern_v1_SubmitJobRequest_fields, &in, 0, &buf, &len, &err),
+                     FK_OK);
+    memset(a, 0, sizeof *a);
+    assert_int_equal(
+        fk_grpc_client_call(cl, "/fedkern.v1.Federation/SubmitJob", buf, len, 20000, on_answer, a),
+        0);
+    for (int guard = 0; !a->done && guard < 100000; guard++)
+        FK_UV_MUST(uv_run(&t->loop, UV_RUN_ONCE));
+    free(buf);
+    fk_grpc_client_close(cl, NULL, NULL);
+    assert_true(a->done);
+}
+
+static int sessions_below_6(net *t)
+{
+    fk_service_stats ss;
+    fk_service_stats_get(t->svc, &ss);
+    return ss.sessions < N;
+}
+
+/* A job whose type needs a client connected (a role: the test-only domain) is refused, naming
+ * it, while that client has no live session: before it joined, and after it left (Leave ends
+ * the session at once: heartbeats of 60 s here, so no expiry explains it); accepted while it
+ * is connected. Before: the check asked only whether it had ever joined. */
+static void submit_needs_the_role_clients_connected(void **state)
+{
+    net *t = *state;
+    char *admins[] = {"op"};
+    t->cfg.admins = admins;
+    t->cfg.n_admins = 1;
+    t->find = roles_find;
+    t->cfg.heartbeat_ms = 60000; /* no session can expire during the test */
+    start_server(t);
+    for (int c = 0; c < N - 1; c++)
+        start_agent(t, c);
+    wait_agents(t, 0x1f);
+    const char *text = "method = fedmean-roles\ndataset = synth\n"
+                       "clients = c0, c1, c2, c3, c4, c5\nrounds = 1\ndeadline = 20\n";
+    answer a;
+    submit_rpc(t, text, &a);
+    /* c5 never joined: the roster check says so first */
+    assert_int_not_equal(a.status, FK_GRPC_OK);
+    assert_non_null(strstr(a.msg, "c5 has never joined"));
+    start_agent(t, N - 1);
+    wait_agents(t, 0x3f);
+    stop_agent(t, N - 1); /* Leave */
+    assert_true(run_until(t, sessions_below_6, 10.0));
+    fk_service_stats ss;
+    fk_service_stats_get(t->svc, &ss);
+    assert_int_equal(ss.leaves, 1);
+    assert_int_equal(ss.expired, 0);
+    submit_rpc(t, text, &a);
+    assert_int_not_equal(a.status, FK_GRPC_OK);
+    if (!strstr(a.msg, "client c5 (unseen) not connected") || !strstr(a.msg, "--wait_clients"))
+        fail_msg("refusal: %s", a.msg);
+    /* a training client away is no reason to refuse (quorum and deadline cover it) */
+    start_agent(t, N - 1);
+    wait_agents(t, 0x20);
+    stop_agent(t, 0);
+    assert_true(run_until(t, sessions_below_6, 10.0));
+    submit_rpc(t, text, &a);
+    if (a.status != FK_GRPC_OK)
+        fail_msg("refused with c5 connected: %s", a.msg);
+    for (int c = 1; c < N; c++)
+        stop_agent(t, c);
+    fk_service_close(t->svc, service_closed, t);
+    FK_UV_MUST(uv_run(&t->loop, UV_RUN_DEFAULT));
+    fk_service_free(t->svc);
+    t->svc = NULL;
+    close_server(t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
@@ -763,6 +1144,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(stopped_client_is_not_waited_for, setup, teardown),
         cmocka_unit_test_setup_teardown(client_off_the_allow_list_is_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_group_commit_is_resent, setup, teardown),
+        cmocka_unit_test_setup_teardown(stalled_download_keeps_the_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(stalled_upload_keeps_the_session, setup, teardown),
+        cmocka_unit_test_setup_teardown(submit_needs_the_role_clients_connected, setup, teardown),
     };
     int failed = cmocka_run_group_tests_name("io_threads=1", tests, NULL, NULL);
     io_threads = 2;

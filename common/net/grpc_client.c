@@ -52,6 +52,12 @@ struct fk_grpc_client {
     fk_bigbuf_cache cache; /* one idle large response buffer */
     uv_timer_t ka;         /* keepalive PINGs while calls wait */
     uint64_t last_rx, ping_sent;
+    /* liveness probing (fk_grpc_client_liveness): 0 = off */
+    uint64_t probe_ms, live_floor_ms;
+    uint64_t rtt_ms;        /* PING round trip estimate; the handshake's time until the first */
+    int rtt_measured;       /* a PING ACK has given a sample */
+    uint64_t ping_at;       /* when the last PING went out */
+    uint64_t conn_start_ms; /* TCP connect started (the handshake's time) */
     /* a host name: resolved on the loop, its addresses tried in turn */
     fk_tls_ctx *tls_ctx;
     uint64_t hs_timeout_ms;
@@ -64,6 +70,9 @@ struct fk_grpc_client {
 static void pump(fk_grpc_client *cl);
 static void client_free(fk_grpc_client *cl);
 static void keepalive(uv_timer_t *t);
+static void ka_start(fk_grpc_client *cl);
+static void send_ping(fk_grpc_client *cl);
+static uint64_t live_deadline_ms(const fk_grpc_client *cl);
 
 static void call_freed(uv_handle_t *h)
 {
@@ -238,9 +247,29 @@ static void complete(ccall *c)
     }
 }
 
+/* A PING ACK carries the uv_now of its PING (our opaque data): a round-trip sample. The
+ * first replaces the handshake's stand-in, later ones move the estimate a quarter of the way
+ * (a moving average: one sample delayed by a busy peer does not stick, a slow link's steady
+ * round trip does). */
+static void ping_acked(fk_grpc_client *cl, const nghttp2_ping *ping)
+{
+    uint64_t sent;
+    memcpy(&sent, ping->opaque_data, sizeof sent);
+    uint64_t now = uv_now(cl->loop);
+    if (sent > now || now - sent > 3600000u)
+        return; /* not one of ours (or the clock wrapped): no sample */
+    uint64_t rtt = now - sent;
+    cl->rtt_ms = cl->rtt_measured ? (3 * cl->rtt_ms + rtt) / 4 : rtt;
+    cl->rtt_measured = 1;
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
 {
     (void)ng;
+    if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        ping_acked(ud, &frame->ping);
+        return 0;
+    }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     ccall *c = stream_call(ud, frame->hd.stream_id);
@@ -436,12 +465,11 @@ static void tls_ready(fk_tlsconn *t)
     }
     cl->up = 1;
     cl->last_rx = uv_now(cl->loop);
-    if (cl->lim.keepalive_ms) {
-        uint64_t period = cl->lim.keepalive_ms < cl->lim.keepalive_timeout_ms ? cl->lim.keepalive_ms
-                                                                            : cl->lim.keepalive_timeout_ms;
-        period = period / 4 < 5 ? 5 : period / 4;
-        FK_UV_MUST(uv_timer_start(&cl->ka, keepalive, period, period));
-    }
+    if (!cl->rtt_measured) /* TCP + TLS 1.3: about two round trips (and the crypto) */
+        cl->rtt_ms = (cl->last_rx - cl->conn_start_ms) / 2;
+    ka_start(cl);
+    if (cl->probe_ms)
+        send_ping(cl); /* a first round-trip sample */
     /* Calls queued while connecting go out now, oldest first. */
     ccall *last = cl->calls;
     while (last && last->next)
@@ -502,6 +530,43 @@ static void client_free(fk_grpc_client *cl)
     uv_close((uv_handle_t *)&cl->ka, client_freed);
 }
 
+/* How long a PING may go without its ACK or any other byte before the connection counts as
+ * stalled: four round trips as measured, at least the owner's floor. */
+static uint64_t live_deadline_ms(const fk_grpc_client *cl)
+{
+    uint64_t d = 4 * cl->rtt_ms;
+    return d > cl->live_floor_ms ? d : cl->live_floor_ms;
+}
+
+/* A PING whose opaque data is its send time (ping_acked reads the round trip from it). */
+static void send_ping(fk_grpc_client *cl)
+{
+    uint64_t now = uv_now(cl->loop);
+    uint8_t op[8];
+    memcpy(op, &now, sizeof op);
+    cl->ping_sent = cl->ping_at = now;
+    nghttp2_submit_ping(cl->ng, NGHTTP2_FLAG_NONE, op);
+    pump(cl);
+}
+
+/* The keepalive timer at the period its settings need (liveness: an eighth of the probe). */
+static void ka_start(fk_grpc_client *cl)
+{
+    uint64_t period = 0;
+    if (cl->probe_ms) {
+        period = cl->probe_ms / 8;
+    } else if (cl->lim.keepalive_ms) {
+        period = cl->lim.keepalive_ms < cl->lim.keepalive_timeout_ms ? cl->lim.keepalive_ms
+                                                                   : cl->lim.keepalive_timeout_ms;
+        period /= 4;
+    } else {
+        FK_UV_MUST(uv_timer_stop(&cl->ka));
+        return;
+    }
+    period = period < 5 ? 5 : period;
+    FK_UV_MUST(uv_timer_start(&cl->ka, keepalive, period, period));
+}
+
 static void keepalive(uv_timer_t *t)
 {
     fk_grpc_client *cl = t->data;
@@ -510,6 +575,23 @@ static void keepalive(uv_timer_t *t)
         return;
     if (!cl->calls)
         fk_tlsconn_trim(cl->tls);
+    if (cl->probe_ms) {
+        uint64_t limit = live_deadline_ms(cl);
+        if (cl->ping_sent && now - cl->ping_sent >= limit) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "no byte from the server (PING unanswered) for %llu ms, round trip %llu ms: "
+                     "connection stalled",
+                     (unsigned long long)(now - cl->ping_sent), (unsigned long long)cl->rtt_ms);
+            fk_tlsconn_close(cl->tls, why);
+            return;
+        }
+        /* after probe_ms of silence, and at least every 2 probe_ms for a fresh sample */
+        if (!cl->ping_sent &&
+            (now - cl->last_rx >= cl->probe_ms || now - cl->ping_at >= 2 * cl->probe_ms))
+            send_ping(cl);
+        return;
+    }
     if (cl->ping_sent && now - cl->ping_sent >= cl->lim.keepalive_timeout_ms) {
         fk_tlsconn_close(cl->tls, "keepalive PING not answered: server unreachable");
         return;
@@ -523,6 +605,25 @@ static void keepalive(uv_timer_t *t)
 }
 
 static int connect_next(fk_grpc_client *cl, fk_err *err);
+
+uint64_t fk_grpc_client_rtt_ms(const fk_grpc_client *cl)
+{
+    return cl->rtt_measured ? cl->rtt_ms : 0;
+}
+
+uint64_t fk_grpc_client_live_deadline_ms(const fk_grpc_client *cl)
+{
+    return cl->probe_ms ? live_deadline_ms(cl) : 0;
+}
+
+void fk_grpc_client_liveness(fk_grpc_client *cl, uint64_t probe_ms, uint64_t floor_ms)
+{
+    int changed = cl->probe_ms != probe_ms;
+    cl->probe_ms = probe_ms;
+    cl->live_floor_ms = floor_ms;
+    if (changed && cl->up && cl->ng && cl->tls)
+        ka_start(cl);
+}
 
 /* The connection could not be made or has ended: fail the calls, tell the owner. */
 static void conn_lost(fk_grpc_client *cl, const char *reason)
@@ -560,11 +661,13 @@ static void tls_closed(fk_tlsconn *t, const char *reason)
     conn_lost(cl, reason);
 }
 
-static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed};
+static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable, tls_closed,
+                                              NULL};
 
 /* Start the TLS connection to addr (on failure tls_closed still runs). */
 static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err *err)
 {
+    cl->conn_start_ms = uv_now(cl->loop);
     int rc = fk_tlsconn_new(&cl->tls, cl->loop, cl->tls_ctx, &client_tls_cbs, cl,
                             cl->hs_timeout_ms, err);
     if (rc != FK_OK) {

@@ -46,6 +46,21 @@ int fk_grpc_client_call(fk_grpc_client *cl, const char *path, const uint8_t *req
  * client is freed. */
 void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *ud), void *ud);
 
+/* Liveness probing, for an owner that must notice a stalled connection (e.g. a TLS record
+ * whose damaged length leaves a peer waiting for bytes that never come) before its server
+ * gives up on it: a PING right after the handshake, whenever nothing has arrived for
+ * probe_ms and at least every 2 probe_ms (calls waiting or not), and the connection closes
+ * (on_state up = 0, calls end UNAVAILABLE) when a PING has had neither its ACK nor any other
+ * byte for max(floor_ms, 4 × the round trip measured by PING ACKs, a moving average); half
+ * the handshake's time stands in until the first ACK, so a slow link gets a long deadline. Replaces
+ * the keepalive_ms / keepalive_timeout_ms rule for this client; probe_ms = 0 restores it.
+ * May be called before the connection is up. */
+void fk_grpc_client_liveness(fk_grpc_client *cl, uint64_t probe_ms, uint64_t floor_ms);
+/* The PING round-trip estimate in ms (0 before the first ACK), and the stall deadline it
+ * gives now (0 when liveness probing is off). */
+uint64_t fk_grpc_client_rtt_ms(const fk_grpc_client *cl);
+uint64_t fk_grpc_client_live_deadline_ms(const fk_grpc_client *cl);
+
 /* Peer identity of the server once up (certificate CN/SAN). */
 const fk_tls_peer *fk_grpc_client_peer(const fk_grpc_client *cl);
 

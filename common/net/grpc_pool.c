@@ -501,6 +501,7 @@ static int worker_new(fk__grpc_pool *P, int i, const fk_grpc_server_config *wcfg
     w->n_close.kind = K_CLOSE;
     w->n_exit.kind = K_EXIT;
     w->ctr.nmethods = nmethods;
+    w->ctr.activity = fk__grpc_server_activity(P->front);
     w->ctr.answered = calloc((size_t)(nmethods ? nmethods : 1) * FK_GRPC_N_STATUS,
                              sizeof *w->ctr.answered);
     w->fwd = calloc((size_t)(nmethods ? nmethods : 1), sizeof *w->fwd);

@@ -66,6 +66,7 @@ struct h2conn {
     fk_grpc_call *calls;
     uv_timer_t tick;
     uint64_t mem, peak_mem, last_rx, ping_sent;
+    uint64_t act_ms; /* when its peer's activity was last written (fk__grpc_activity) */
     int nstreams, draining, dead, tick_init;
     int busy, pump_again; /* inside nghttp2 (or a loop over calls): sends wait */
 };
@@ -83,6 +84,7 @@ struct fk_grpc_server {
     h2conn *conns;
     fk__grpc_counters own; /* this server's counters, unless a pool gave it others */
     fk__grpc_counters *ctr;
+    fk__grpc_activity *act; /* the front server's; workers write into it through ctr */
     int io_threads;        /* > 1: connections are served by the pool's I/O threads */
     fk__grpc_pool *pool;
     fk_bigbuf_cache cache; /* one idle large request buffer */
@@ -95,6 +97,109 @@ static const method *find_method(const fk_grpc_server *s, const char *path);
 static int begin_message(void *ud, size_t len, uint8_t **buf);
 static void conn_close(h2conn *c, const char *why);
 static void maybe_server_done(fk_grpc_server *s);
+
+/* ---- peer activity --------------------------------------------------------- */
+
+/* The last bytes from each peer identity, written by whichever thread owns a connection
+ * (at most every ACT_WRITE_MS per connection, and at its close), read by the engine loop.
+ * One entry per identity ever seen, never removed (as the service's client index): open
+ * addressing, a power of two slots. Times are uv_hrtime milliseconds: one clock for all
+ * the threads' loops. */
+enum { ACT_WRITE_MS = 50 };
+
+typedef struct act_ent {
+    char id[FK_IDENTITY_CAP];
+    uint64_t ms;
+} act_ent;
+
+struct fk__grpc_activity {
+    uv_mutex_t mu;
+    act_ent *e;
+    size_t slots, n;
+};
+
+static uint64_t act_now(void)
+{
+    return uv_hrtime() / 1000000u;
+}
+
+static size_t act_hash(const char *id)
+{
+    size_t h = 1469598103934665603u;
+    for (; *id; id++)
+        h = (h ^ (unsigned char)*id) * 1099511628211u;
+    return h;
+}
+
+static act_ent *act_slot(act_ent *e, size_t slots, const char *id)
+{
+    size_t i = act_hash(id) & (slots - 1);
+    while (e[i].id[0] && strcmp(e[i].id, id))
+        i = (i + 1) & (slots - 1);
+    return &e[i];
+}
+
+/* Note bytes from id now (out of memory: not noted, the session then relies on its calls). */
+static void act_note(fk__grpc_activity *a, const char *id, uint64_t now)
+{
+    if (!a || !id[0])
+        return;
+    uv_mutex_lock(&a->mu);
+    if ((a->n + 1) * 2 > a->slots) {
+        size_t slots = a->slots ? 2 * a->slots : 64;
+        act_ent *e = calloc(slots, sizeof *e);
+        if (!e) {
+            uv_mutex_unlock(&a->mu);
+            return;
+        }
+        for (size_t i = 0; i < a->slots; i++)
+            if (a->e[i].id[0])
+                *act_slot(e, slots, a->e[i].id) = a->e[i];
+        free(a->e);
+        a->e = e;
+        a->slots = slots;
+    }
+    act_ent *x = act_slot(a->e, a->slots, id);
+    if (!x->id[0]) {
+        snprintf(x->id, sizeof x->id, "%s", id);
+        a->n++;
+    }
+    if (now > x->ms)
+        x->ms = now;
+    uv_mutex_unlock(&a->mu);
+}
+
+uint64_t fk_grpc_server_peer_idle_ms(fk_grpc_server *srv, const char *id)
+{
+    fk__grpc_activity *a = srv->act;
+    uint64_t idle = UINT64_MAX;
+    if (!a || !id[0])
+        return idle;
+    uint64_t now = act_now();
+    uv_mutex_lock(&a->mu);
+    if (a->slots) {
+        const act_ent *x = act_slot(a->e, a->slots, id);
+        if (x->id[0])
+            idle = now > x->ms ? now - x->ms : 0;
+    }
+    uv_mutex_unlock(&a->mu);
+    return idle;
+}
+
+fk__grpc_activity *fk__grpc_server_activity(const fk_grpc_server *s)
+{
+    return s->act;
+}
+
+/* Ciphertext from the connection's peer (tlsconn's on_rx). */
+static void conn_activity(h2conn *c, int force)
+{
+    uint64_t now = act_now();
+    if (!force && now - c->act_ms < ACT_WRITE_MS)
+        return;
+    c->act_ms = now;
+    act_note(c->srv->act, c->peer.id, now);
+}
 
 /* ---- calls ---------------------------------------------------------------- */
 
@@ -760,6 +865,7 @@ static void tls_on_close(fk_tlsconn *t, const char *reason)
     } else {
         fk_log(FK_LOG_INFO, "conn_closed", "peer=%s cn=%s peak_mem=%llu reason=\"%s\"", c->peer.addr,
                c->peer.cn, (unsigned long long)c->peak_mem, reason);
+        conn_activity(c, 1); /* its peer's sessions get their silence back from now */
     }
     c->tls = NULL;
     conn_release(c);
@@ -811,6 +917,7 @@ static void tls_on_ready(fk_tlsconn *t)
     h2conn *c = t->ud;
     fk_grpc_server *s = c->srv;
     c->peer = t->peer;
+    conn_activity(c, 1);
     fk__ctr_add(&s->ctr->conns_accepted, 1);
     fk_log(FK_LOG_INFO, "conn_open", "peer=%s cn=%s san=%s", c->peer.addr, c->peer.cn, c->peer.san);
     if (session_new(c) != 0) {
@@ -858,8 +965,13 @@ static void tls_on_writable(fk_tlsconn *t)
     conn_pump(t->ud);
 }
 
+static void tls_on_rx(fk_tlsconn *t)
+{
+    conn_activity(t->ud, 0);
+}
+
 static const fk_tlsconn_cbs server_tls_cbs = {tls_on_ready, tls_on_data, tls_on_writable,
-                                              tls_on_close};
+                                              tls_on_close, tls_on_rx};
 
 /* A new connection from the listener l, or (l NULL) the accepted socket fd. */
 static void conn_start(fk_grpc_server *s, uv_stream_t *l, uv_os_sock_t fd)
@@ -928,6 +1040,17 @@ static int server_new(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_serve
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
     s->ctr = ctr ? ctr : &s->own;
     s->io_threads = ctr ? 1 : cfg->io_threads;
+    if (ctr) {
+        s->act = ctr->activity;
+    } else {
+        s->act = calloc(1, sizeof *s->act);
+        if (!s->act || uv_mutex_init(&s->act->mu)) {
+            free(s->act);
+            free(s);
+            return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
+        }
+        s->own.activity = s->act;
+    }
     s->loop = loop;
     s->lim = cfg->limits;
     s->tls = cfg->tls;
@@ -1131,6 +1254,11 @@ static void maybe_server_done(fk_grpc_server *s)
         free(s->methods[i].path);
     free(s->methods);
     free(s->own.answered);
+    if (s->ctr == &s->own && s->act) {
+        uv_mutex_destroy(&s->act->mu);
+        free(s->act->e);
+        free(s->act);
+    }
     fk_tls_ctx_unref(s->tls);
     fk_bigbuf_cache_close(&s->cache);
     free(s);

@@ -69,6 +69,14 @@ const char *fk_grpc_call_method(const fk_grpc_call *call);
 /* cb runs once if the call is cancelled before the handler replies. */
 void fk_grpc_call_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *call, void *ud), void *ud);
 
+/* Milliseconds since bytes last arrived on a connection whose peer has identity id (TLS
+ * ciphertext as it comes, also part of a record not complete yet: a peer that still sends
+ * on a stalled connection shows so), or since such a connection closed; UINT64_MAX when
+ * none has (or id is ""). Covers every I/O thread's connections; call on the loop given to
+ * init. The service lets a client's session outlive its silent heartbeats by it
+ * (docs/daemons.md "Sessions"). */
+uint64_t fk_grpc_server_peer_idle_ms(fk_grpc_server *srv, const char *id);
+
 /* Counters for tests and benchmarks. */
 typedef struct fk_grpc_server_stats {
     uint64_t conns_accepted, conns_refused, calls, oversized_refused;

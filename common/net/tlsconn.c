@@ -467,6 +467,8 @@ static void read_data(fk_tlsconn *c, ssize_t n, const uv_buf_t *buf)
     }
     if (n == 0 || c->closing)
         return;
+    if (c->cbs->on_rx && c->ready)
+        c->cbs->on_rx(c);
     c->in_p = (const uint8_t *)buf->base;
     c->in_len = (size_t)n;
     if (c->ready && (size_t)n >= PBUF_LEN)

@@ -20,6 +20,9 @@ typedef struct fk_tlsconn_cbs {
     void (*on_data)(fk_tlsconn *c, const uint8_t *p, size_t n);   /* decrypted bytes */
     void (*on_writable)(fk_tlsconn *c);                           /* a write finished */
     void (*on_close)(fk_tlsconn *c, const char *reason);          /* c is freed after this returns */
+    /* optional: ciphertext arrived (also part of a record not complete yet), before it is
+     * decrypted; a peer that still sends on a stalled connection is seen alive by it */
+    void (*on_rx)(fk_tlsconn *c);
 } fk_tlsconn_cbs;
 
 struct fk_tlsconn {
