@@ -1498,7 +1498,7 @@ static int live(const fk_service *s, const char *identity)
  * site). A training client may be missing (quorum and the deadline cover it); one of these
  * would leave the job "done" without the result it exists for. FK_EINVAL naming them (the
  * CLI's --wait_clients retries while the refusal says "not connected"). */
-static int check_presence(fk_service *s, const fk_jobconf *conf, fk_err *err)
+FK_CHECKRETURN static int check_presence(fk_service *s, const fk_jobconf *conf, fk_err *err)
 {
     fk_err ignore = {0};
     const fk_method *m = (s->cfg.find ? s->cfg.find : fk_method_find)(conf->method, &ignore);
