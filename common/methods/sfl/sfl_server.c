@@ -666,8 +666,10 @@ static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
 static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
 {
     double C = 0, n = 0, cap = 0;
-    scalar(u, "rows", 0, 1e9, &C, err);
-    scalar(u, "n", 0, 1e9, &n, err);
+    /* checked by check_update already; a failure here means the caller skipped it */
+    int rc = scalar(u, "rows", 0, 1e9, &C, err);
+    if (rc || (rc = scalar(u, "n", 0, 1e9, &n, err)))
+        return rc;
     const fk_tensor *cp = fk_bundle_get(&u->msg, "capped");
     cap = cp && cp->len == 1 && cp->data[0] == 1.0;
     int k = u->client;
