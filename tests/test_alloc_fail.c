@@ -21,14 +21,17 @@
 #include "common/data/synth_shift.h"
 #include "common/la/rng.h"
 #include "common/methods/classes.h"
+#include "common/methods/dica/dica_job.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/jobconf.h"
 #include "common/methods/kahm/kahm.h"
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/pooled_em.h"
+#include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
 #include "common/models/gmm.h"
+#include "tests/bundle_assert.h"
 
 /* ---- the counting allocator ---- */
 
@@ -50,10 +53,20 @@ static void arm(long n)
     fail_at = n;
 }
 
+/* Called for the allocation that fails (a place for a debugger's breakpoint: `break
+ * alloc_refused if fail_at == N`); returns 1. */
+static int __attribute__((noinline)) alloc_refused(void)
+{
+    __asm__ volatile("");
+    return 1;
+}
+
 /* 1 when this allocation is the one to fail. */
 static int failing(void)
 {
-    return fail_at > 0 && ++alloc_count == fail_at;
+    if (fail_at > 0 && ++alloc_count == fail_at)
+        return alloc_refused();
+    return 0;
 }
 
 void *__wrap_malloc(size_t size)
@@ -458,6 +471,121 @@ static void kahm_left_out_step(void **state)
     fk_params_close(&p);
 }
 
+/* ---- dica, udica, kahm and sfl: whole jobs in the simulator ---- */
+
+/* Whether two models hold the same tensors, bit for bit (assert_bundles_equal, as a test). */
+static int same_model(const fk_bundle *a, const fk_bundle *b)
+{
+    if (a->count != b->count)
+        return 0;
+    for (size_t i = 0; i < a->count; i++) {
+        const fk_tensor *t = fk_bundle_get(b, a->items[i].name);
+        if (!t || t->len != a->items[i].len ||
+            memcmp(t->data, a->items[i].data, t->len * sizeof(double)))
+            return 0;
+    }
+    return 1;
+}
+
+enum { SK = 3 };
+
+/* A job of type m with the keys kv (NULL-terminated pairs) on the type's built-in data for SK
+ * clients, run by fk_sim_run with each allocation failing in turn (data made before arming):
+ * every run reports an error with a message, or gives the reference model. The warnings of
+ * the runs (kahm's left-out blocks, sfl's consent notice) are silenced. */
+static void method_sim_one(const fk_method *m, const char *const *kv, int rounds)
+{
+    fk_params p;
+    fk_params_init(&p);
+    for (int i = 0; kv[i]; i += 2)
+        assert_int_equal(fk_params_set(&p, kv[i], kv[i + 1]), FK_OK);
+    fk_dataset d[SK];
+    memset(d, 0, sizeof d);
+    fk_err err = {0};
+    if (m->sim_data(&p, SK, 6, d, &err))
+        fail_msg("%s data: %s", m->name, err.msg);
+    int level = fk_log_level();
+    fk_log_set_level(FK_LOG_ERROR);
+    fk_sim_opts o = {.rounds = rounds, .seed = 6};
+    fk_bundle ref;
+    if (fk_sim_run(m, &p, d, SK, &o, &ref, NULL, &err))
+        fail_msg("%s: %s", m->name, err.msg);
+    tally t = {0};
+    for (long n = 1;; n++) {
+        fk_bundle got;
+        err.msg[0] = '\0';
+        arm(n);
+        int rc = fk_sim_run(m, &p, d, SK, &o, &got, NULL, &err);
+        arm(0);
+        int same = !rc && same_model(&ref, &got);
+        if (!rc)
+            fk_bundle_close(&got);
+        if (!injected(n)) {
+            assert_int_equal(rc, FK_OK);
+            break;
+        }
+        check_outcome(&t, rc, &err, same, n);
+    }
+    fk_log_set_level(level);
+    print_message("%s sim: %d runs with a failed allocation, %d errors, %d fallbacks\n", m->name,
+                  t.runs, t.errors, t.fallbacks);
+    assert_true(t.errors > 0);
+    assert_int_equal(t.fallbacks, 0); /* none of these paths has a fallback */
+    fk_bundle_close(&ref);
+    fk_params_close(&p);
+    for (int k = 0; k < SK; k++)
+        fk_dataset_close(&d[k]);
+}
+
+static void dica_sim(void **state)
+{
+    (void)state;
+    method_sim_one(&fk_method_dica,
+                   (const char *const[]){"R", "12", "sim_n", "30", "holdout", "last", NULL}, 1);
+}
+
+static void udica_sim(void **state)
+{
+    (void)state;
+    method_sim_one(&fk_method_udica,
+                   (const char *const[]){"R", "12", "sim_n", "30", "holdout", "last", NULL}, 1);
+}
+
+static void dica_regression_sim(void **state)
+{
+    (void)state;
+    method_sim_one(&fk_method_dica,
+                   (const char *const[]){"R", "12", "sim_n", "30", "task", "regression", NULL}, 1);
+}
+
+static void kahm_sim(void **state)
+{
+    (void)state;
+    /* mode B (the class holders) and mode A (class models uploaded, with both consents) */
+    method_sim_one(&fk_method_kahm,
+                   (const char *const[]){"classes", "4", "sim_samples", "8", "sim_dim", "3",
+                                         "holdout", "0", NULL},
+                   1);
+    method_sim_one(&fk_method_kahm,
+                   (const char *const[]){"classes", "4", "sim_samples", "8", "sim_dim", "3",
+                                         "holdout", "0", "upload_models", "1",
+                                         "local.allow_model_upload", "true", NULL},
+                   1);
+}
+
+static void sfl_sim(void **state)
+{
+    (void)state;
+    const char *const base[] = {"raw_sample_upload", "acknowledged", "local.allow_raw_upload",
+                                "true", "sim_n", "12", "n_widths", "2", NULL};
+    method_sim_one(&fk_method_sfl, base, 1);
+    method_sim_one(&fk_method_sfl,
+                   (const char *const[]){"raw_sample_upload", "acknowledged",
+                                         "local.allow_raw_upload", "true", "sim_n", "8",
+                                         "n_widths", "2", "multiclass", "ovo", "classes", "0, 1, 2", NULL},
+                   1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -465,6 +593,9 @@ int main(void)
         cmocka_unit_test(gmm_fit),       cmocka_unit_test(fedgrem_sim),
         cmocka_unit_test(pooled_em_sim), cmocka_unit_test(jobconf),
         cmocka_unit_test(classes_index), cmocka_unit_test(kahm_left_out_step),
+        cmocka_unit_test(dica_sim),      cmocka_unit_test(udica_sim),
+        cmocka_unit_test(dica_regression_sim), cmocka_unit_test(kahm_sim),
+        cmocka_unit_test(sfl_sim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

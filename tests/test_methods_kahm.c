@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 #include "common/methods/sim.h"
 #include "common/net/codec.h"
 

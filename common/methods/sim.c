@@ -108,10 +108,18 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
             return fk_err_prefix(err, rc, "client %d, round %d: ", c, round);
         if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
             continue;
-        /* A refused update is a dropout, as in the daemon: it never reaches aggregate. */
+        /* A refused update is a dropout, as in the daemon: it never reaches aggregate. A
+         * check that ran out of memory refused nothing: the daemon answers it as its own
+         * failure (engine.c, fk_engine_push_stage), and so does the simulation. */
         fk_err cerr = {0};
-        if (fk_update_check_report(&u->report, c, &cerr) != FK_OK ||
-            (s->m->check_update && s->m->check_update(s->srv, round, phase, u, &cerr) != FK_OK)) {
+        rc = fk_update_check_report(&u->report, c, &cerr);
+        if (!rc && s->m->check_update)
+            rc = s->m->check_update(s->srv, round, phase, u, &cerr);
+        if (rc == FK_ENOMEM) {
+            *err = cerr;
+            return fk_err_prefix(err, rc, "client %d, round %d: checking its update: ", c, round);
+        }
+        if (rc) {
             r->refused++;
             continue;
         }

@@ -1,5 +1,5 @@
 /* Job type kahm: the job keys, the built-in synthetic clients and the method table. */
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 
 #include <math.h>
 #include <stdlib.h>

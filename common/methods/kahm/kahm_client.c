@@ -1,7 +1,7 @@
 /* kahm client: preprocess the local data, keep a per-class holdout, fit the KAHMs of
  * the classes held (once), answer with the class list (mode B) or the models too
  * (mode A, only if this client allows it), and score models on the holdout. */
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* KAHM class lists and models as bundles (spec §8.2) and their checked decoding: the
  * one decoder for updates, the server's checkpoint and model, and the client checkpoint. */
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 #include "common/methods/update_check.h"
 
 #include <math.h>

@@ -1,6 +1,6 @@
 /* Predictions at the server from a kahm job's model (mode A): the global classifier (63)
  * over every uploaded KAHM, on queries preprocessed as the clients preprocessed their data. */
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -2,7 +2,7 @@
  * against the job's holders table, then take the minimum over the answers (eq. 63). A
  * holder that did not answer contributes +inf for its classes (Remark 11); the result
  * names the classes that could not be scored and the clients that were missing. */
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* kahm server: one round with one phase. It asks every client for its class list (and,
  * in mode A, its KAHMs), checks each update before commit, and keeps what arrived:
  * the holders table (client x class -> samples) and, in mode A, the models. */
-#include "common/methods/kahm/kahm.h"
+#include "common/methods/kahm/kahm_int.h"
 #include "common/methods/update_check.h"
 
 #include <math.h>

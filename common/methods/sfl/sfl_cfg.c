@@ -400,6 +400,8 @@ int fk__sfl_task_rows(const fk__sfl_cfg *c, const fk_dataset *ds, double **X, do
 int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int q,
                     fk_sfl_atoms *a, fk_err *err)
 {
+    /* closable whatever fails below: the callers close *a on every error */
+    memset(a, 0, sizeof *a);
     double *w = malloc((size_t)c->Q * sizeof *w);
     if (!w)
         return fk_err_set(err, FK_ENOMEM, "sfl: out of memory");

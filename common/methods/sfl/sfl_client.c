@@ -106,7 +106,7 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
         return fk_bundle_put_scalar(up, "rows", 0) ? fk_err_set(err, FK_ENOMEM, "no memory")
                                                    : FK_OK;
     }
-    fk_sfl_atoms a;
+    fk_sfl_atoms a = {0};
     if ((rc = fk__sfl_atoms(&c->c, c->Xp, n, c->p, &a, err)))
         return rc;
     fk_sfl_opts o;
@@ -223,7 +223,7 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
             }
         if (!m)
             continue; /* this client holds neither class of the pair */
-        fk_sfl_atoms at;
+        fk_sfl_atoms at = {0};
         if ((rc = fk__sfl_atoms_q(&c->c, Xq, m, c->p, q, &at, err)))
             break;
         fk_sfl_opts o;

@@ -666,8 +666,10 @@ static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
 static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
 {
     double C = 0, n = 0, cap = 0;
-    scalar(u, "rows", 0, 1e9, &C, err);
-    scalar(u, "n", 0, 1e9, &n, err);
+    /* checked by check_update already; a failure here means the caller skipped it */
+    int rc = scalar(u, "rows", 0, 1e9, &C, err);
+    if (rc || (rc = scalar(u, "n", 0, 1e9, &n, err)))
+        return rc;
     const fk_tensor *cp = fk_bundle_get(&u->msg, "capped");
     cap = cp && cp->len == 1 && cp->data[0] == 1.0;
     int k = u->client;
@@ -728,7 +730,7 @@ static int solve_ovo(ssrv *s, fk_err *err)
         if (s->c.server_init == FK__SFL_INIT_RESCALED && s->nq_ref[q] > 0)
             for (size_t j = 0; j < m; j++) /* Lemma 3's N_F / N_i, N_i ~ n_ref / clients */
                 l0[j] *= (double)m * s->K / s->nq_ref[q];
-        fk_sfl_atoms at;
+        fk_sfl_atoms at = {0};
         if ((rc = fk__sfl_atoms_q(&s->c, Xq, m, s->p, q, &at, err)))
             break;
         fk_sfl_opts o;
@@ -821,7 +823,7 @@ static int solve_union(ssrv *s, fk_err *err)
                                        : 1.0);
         }
     }
-    fk_sfl_atoms a;
+    fk_sfl_atoms a = {0};
     int rc = fk__sfl_atoms(&s->c, s->X, U, s->p, &a, err);
     fk_sfl_opts o;
     fk__sfl_opts(&s->c, 1, s->n_ref, s->seed, &o);
@@ -872,10 +874,17 @@ int fk__sfl_srv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     if (s->stage == ST_CENTRES)
         return aggregate_centres(s, ups, n, err);
     for (int i = 0; i < n; i++) {
-        fk_err e2;
-        if (s->n_up[ups[i].client] >= 0 || fk__sfl_check_update(s, round, phase, &ups[i], &e2))
-            continue; /* a second upload of one client, or an unchecked bad one */
-        int rc = append_rows(s, &ups[i], err);
+        if (s->n_up[ups[i].client] >= 0)
+            continue; /* a second upload of one client */
+        fk_err e2 = {0};
+        int rc = fk__sfl_check_update(s, round, phase, &ups[i], &e2);
+        if (rc == FK_ENOMEM) { /* the check could not run: not the client's fault */
+            *err = e2;
+            return rc;
+        }
+        if (rc)
+            continue; /* an unchecked bad one */
+        rc = append_rows(s, &ups[i], err);
         if (rc)
             return rc;
     }
