@@ -643,6 +643,42 @@ int fk_store_open(fk_store **out, const char *path, fk_err *err)
     return fk_store_open_init(out, path, 0, err);
 }
 
+int fk_store_reads_writer(const fk_store *reader, const fk_store *writer)
+{
+    return writer->watched && reader->dev == writer->dev && reader->ino == writer->ino;
+}
+
+/* A second, read-only connection to the writer's file for the worker thread (issue 35): in WAL
+ * mode it reads the committed rows while the writer goes on, so a phase's updates stream from
+ * the file to the aggregation without passing through the loop. Only reads (query_only). */
+int fk_store_open_reader(fk_store **out, const fk_store *writer, fk_err *err)
+{
+    *out = NULL;
+    const char *path = writer->path;
+    if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
+        return fk_err_set(err, FK_ESTATE, "state db %s: no second connection to an in-memory "
+                          "or URI database", path);
+    fk_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return fk_err_set(err, FK_ENOMEM, "out of memory opening a reader of %s", path);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    /* NOMUTEX: the connection is used by one thread at a time (the worker's FIFO) */
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "open a reader", err);
+    if (!rc) {
+        sqlite3_busy_timeout(st->db, 5000);
+        rc = exec(st, "PRAGMA query_only=1;", "configure the reader", err);
+    }
+    st->dev = writer->dev; /* the writer's file (fk_store_reads_writer); not watched itself */
+    st->ino = writer->ino;
+    if (rc) {
+        fk_store_close(st);
+        return rc;
+    }
+    *out = st;
+    return FK_OK;
+}
+
 /* -------------------------------------------------- the file's identity */
 
 int fk_store_file_state(const fk_store *st)

@@ -33,6 +33,14 @@ FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
  * new, empty federation in it. init changes nothing for a file with fedkern state. */
 FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
 void fk_store_close(fk_store *st);
+/* A read-only second connection to writer's file, for one other thread (the worker that
+ * aggregates): fk_store_update_each and the other reads work on it; it sees what the writer
+ * committed (WAL). FK_ESTATE for an in-memory database. Closed with fk_store_close, before
+ * the writer. A row failing its checksum sets the reader's fk_store_damaged, not the writer's. */
+FK_CHECKRETURN int fk_store_open_reader(fk_store **st, const fk_store *writer, fk_err *err);
+/* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
+ * writer to a new file: open a new reader). */
+int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
 /* 1 once a stored row failed its SHA-256 check (the file was damaged after it was written). */
 int fk_store_damaged(const fk_store *st);
 /* The state file is kept by identity (device, inode, taken at open): fk_store_file_check
