@@ -78,6 +78,18 @@ struct fk_service {
     staged *batch;          /* updates staged in the open transaction, arrival order */
     int n_batch, cap_batch;
     int batch_open;
+    /* committed batches whose -wal fdatasync runs on libuv's pool (issue 35): answered, in
+     * commit order, once a sync that began after their commit is done */
+    staged *synced;         /* committed, waiting for the sync, commit order */
+    uint64_t *synced_seq;   /* the commit number of each */
+    int n_synced, cap_synced;
+    uint64_t commit_seq;    /* batches committed */
+    uv_work_t sync_req;
+    int sync_busy;          /* a sync is in flight */
+    uint64_t sync_upto;     /* it covers the batches committed up to this number */
+    int sync_rc;
+    fk_err sync_err;
+    char sync_path[512];
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
     uint64_t woken_gen;   /* engine generation the waiters were last matched against */
@@ -873,8 +885,75 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
     }
 }
 
-/* Commit the open batch, then count and answer its updates in arrival order. */
-static void batch_flush(fk_service *s)
+/* Answer the committed batches up to commit number upto (all: UINT64_MAX), in order, with the
+ * sync's verdict (a failed fdatasync: UNAVAILABLE, the client sends again and is told it
+ * was a duplicate once a later sync succeeded). */
+static void answer_synced(fk_service *s, uint64_t upto, int rc, const fk_err *err)
+{
+    double now = fk_service_now();
+    int k = 0;
+    while (k < s->n_synced && s->synced_seq[k] <= upto)
+        k++;
+    if (k == 0)
+        return;
+    staged *done = malloc((size_t)k * sizeof *done);
+    if (!done) { /* answer in place: nothing stages while we answer (apply only counts) */
+        for (int i = 0; i < k; i++)
+            answer_staged(s, &s->synced[i], rc, err, now);
+    } else {
+        memcpy(done, s->synced, (size_t)k * sizeof *done);
+    }
+    memmove(s->synced, s->synced + k, (size_t)(s->n_synced - k) * sizeof *s->synced);
+    memmove(s->synced_seq, s->synced_seq + k, (size_t)(s->n_synced - k) * sizeof *s->synced_seq);
+    s->n_synced -= k;
+    if (done) { /* an answer may close a phase, whose engine writes flush a batch: re-entrant */
+        for (int i = 0; i < k; i++)
+            answer_staged(s, &done[i], rc, err, now);
+        free(done);
+    }
+    if (!rc)
+        wake_waiters(s);
+}
+
+static void sync_start(fk_service *s);
+
+static void sync_work(uv_work_t *req)
+{
+    fk_service *s = req->data; /* reads sync_path, writes sync_rc / sync_err only */
+    s->sync_err = (fk_err){0};
+    s->sync_rc = fk_store_sync_wal(s->sync_path, &s->sync_err);
+}
+
+static void sync_after(uv_work_t *req, int status)
+{
+    fk_service *s = req->data;
+    (void)status;
+    s->sync_busy = 0;
+    fk_err err = s->sync_err;
+    int rc = s->sync_rc;
+    if (rc)
+        fk_log(FK_LOG_ERROR, "updates_not_synced", "error=\"%s\"", err.msg);
+    answer_synced(s, s->sync_upto, rc, &err);
+    sync_start(s); /* batches committed while this one ran */
+}
+
+static void sync_start(fk_service *s)
+{
+    if (s->sync_busy || s->n_synced == 0)
+        return;
+    s->sync_busy = 1;
+    s->sync_upto = s->commit_seq;
+    snprintf(s->sync_path, sizeof s->sync_path, "%s", fk_store_path(s->st));
+    s->sync_req.data = s;
+    FK_UV_MUST(uv_queue_work(s->loop, &s->sync_req, sync_work, sync_after));
+}
+
+/* Commit the open batch, then count and answer its updates in arrival order. The commit is
+ * relaxed (no fsync on the loop); with defer the -wal's fdatasync runs on libuv's pool and the
+ * answers wait for it (sync_after), else it runs here and every batch still waiting for a
+ * sync is answered first, in commit order. Either way an update is acknowledged only once it
+ * is on disk, as with synchronous=FULL. */
+static void batch_flush_mode(fk_service *s, int defer)
 {
     if (!s->batch_open)
         return;
@@ -888,13 +967,56 @@ static void batch_flush(fk_service *s)
     if (rc)
         fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch,
                err.msg);
-    double now = fk_service_now();
     int n = s->n_batch;
+    if (!rc && fk_store_sync_deferred(s->st)) {
+        if (s->n_synced + n > s->cap_synced) {
+            int cap = s->cap_synced ? 2 * s->cap_synced : 16;
+            while (cap < s->n_synced + n)
+                cap *= 2;
+            staged *g = realloc(s->synced, (size_t)cap * sizeof *g);
+            if (g)
+                s->synced = g;
+            uint64_t *gs = g ? realloc(s->synced_seq, (size_t)cap * sizeof *gs) : NULL;
+            if (gs) {
+                s->synced_seq = gs;
+                s->cap_synced = cap;
+            } else {
+                defer = 0; /* no room to wait: sync here */
+            }
+        }
+        s->commit_seq++;
+        if (defer) {
+            memcpy(s->synced + s->n_synced, s->batch, (size_t)n * sizeof *s->batch);
+            for (int i = 0; i < n; i++)
+                s->synced_seq[s->n_synced + i] = s->commit_seq;
+            s->n_synced += n;
+            s->n_batch = 0;
+            sync_start(s);
+            return;
+        }
+        rc = fk_store_sync_wal(fk_store_path(s->st), &err);
+        if (rc)
+            fk_log(FK_LOG_ERROR, "updates_not_synced", "error=\"%s\"", err.msg);
+        answer_synced(s, UINT64_MAX, rc, &err); /* earlier batches first: this sync covers them */
+    }
+    double now = fk_service_now();
     s->n_batch = 0; /* an answer below may not stage anything, but keep the queue sound */
     for (int i = 0; i < n; i++)
         answer_staged(s, &s->batch[i], rc, &err, now);
     if (!rc)
         wake_waiters(s);
+}
+
+/* Every staged and committed update answered before the caller goes on (the engine's own
+ * writes, a probe, a failure report, shutdown): the sync, if any, runs here. */
+static void batch_flush(fk_service *s)
+{
+    batch_flush_mode(s, 0);
+    if (s->n_synced && !s->batch_open) { /* committed earlier, its sync still in flight */
+        fk_err err = {0};
+        int rc = fk_store_sync_wal(fk_store_path(s->st), &err);
+        answer_synced(s, UINT64_MAX, rc, &err);
+    }
 }
 
 /* Store failed inside the batch: SQLite may have dropped the transaction, so
@@ -916,7 +1038,7 @@ static void batch_abort(fk_service *s, const fk_err *why)
 
 static void on_batch_check(uv_check_t *h)
 {
-    batch_flush(h->data);
+    batch_flush_mode(h->data, 1);
 }
 
 static void on_batch_idle(uv_idle_t *h)
@@ -942,7 +1064,7 @@ static int batch_reserve(fk_service *s, fk_err *err)
     }
     if (s->batch_open)
         return FK_OK;
-    int rc = fk_store_begin(s->st, err);
+    int rc = fk_store_begin_relaxed(s->st, err); /* synced before the answers: batch_flush */
     if (rc)
         return rc;
     s->batch_open = 1;
@@ -1031,7 +1153,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
         fk_err why = q->err;
         batch_abort(s, &why);
     } else if (s->n_batch >= BATCH_MAX) {
-        batch_flush(s);
+        batch_flush_mode(s, 1);
     }
 }
 
@@ -2267,6 +2389,9 @@ void fk_service_free(fk_service *s)
     fk_fanout_close(s->fo);
     fk_roster_free(s->roster);
     free(s->batch);
+    assert(s->n_synced == 0 && !s->sync_busy);
+    free(s->synced);
+    free(s->synced_seq);
     fk_engine_set_presence(s->e, NULL, NULL); /* the engine may outlive the client index */
     fk_clients_close(&s->clients);
     free(s);

@@ -643,6 +643,39 @@ int fk_store_open(fk_store **out, const char *path, fk_err *err)
     return fk_store_open_init(out, path, 0, err);
 }
 
+int fk_store_sync_deferred(const fk_store *st)
+{
+    return !st->normal && !st->strict && st->watched;
+}
+
+const char *fk_store_path(const fk_store *st)
+{
+    return st->path;
+}
+
+int fk_store_sync_wal(const char *db_path, fk_err *err)
+{
+    char wal[600];
+    size_t n = strlen(db_path);
+    if (n + sizeof "-wal" > sizeof wal)
+        return fk_err_set(err, FK_EINVAL, "state db path %.100s... is too long", db_path);
+    memcpy(wal, db_path, n);
+    memcpy(wal + n, "-wal", sizeof "-wal");
+    int fd = open(wal, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return FK_OK; /* no -wal: every commit was checkpointed into the file, synced there */
+    if (fd < 0)
+        return fk_err_set(err, FK_EIO, "state db %s: cannot open its -wal to sync it: %s",
+                          db_path, strerror(errno));
+    int rc = fdatasync(fd) ? errno : 0;
+    close(fd);
+    if (rc)
+        return fk_err_set(err, FK_EIO, "state db %s: fdatasync of its -wal failed: %s; the "
+                          "updates are stored but not known to be on disk",
+                          db_path, strerror(rc));
+    return FK_OK;
+}
+
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer)
 {
     return writer->watched && reader->dev == writer->dev && reader->ino == writer->ino;

@@ -38,6 +38,16 @@ void fk_store_close(fk_store *st);
  * committed (WAL). FK_ESTATE for an in-memory database. Closed with fk_store_close, before
  * the writer. A row failing its checksum sets the reader's fk_store_damaged, not the writer's. */
 FK_CHECKRETURN int fk_store_open_reader(fk_store **st, const fk_store *writer, fk_err *err);
+/* Group commit with the fsync off the loop (issue 35): a transaction begun with
+ * fk_store_begin_relaxed commits without an fsync (WAL, synchronous=NORMAL: it survives a
+ * crash of the process, not yet a power cut); fk_store_sync_wal(fk_store_path(st)), which
+ * touches no connection and may run on any thread, then makes every commit before it as
+ * durable as synchronous=FULL would have (fdatasync of the -wal). fk_store_sync_deferred:
+ * 1 when that sync is needed, 0 when the store runs with synchronous=NORMAL (nothing to do),
+ * strict (relaxed commits fsync themselves) or is not a file. */
+int fk_store_sync_deferred(const fk_store *st);
+const char *fk_store_path(const fk_store *st);
+FK_CHECKRETURN int fk_store_sync_wal(const char *db_path, fk_err *err);
 /* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
  * writer to a new file: open a new reader). */
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
