@@ -90,6 +90,12 @@ struct fk_service {
     int sync_rc;
     fk_err sync_err;
     char sync_path[512];
+    /* the -wal's checkpoints on libuv's pool, with their own connection (NULL: SQLite's at
+     * commit, on the loop, as for an in-memory store) */
+    fk_store *ckpt;
+    uv_work_t ckpt_req;
+    int ckpt_busy, ckpt_rc, ckpt_left;
+    fk_err ckpt_err;
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
     uint64_t woken_gen;   /* engine generation the waiters were last matched against */
@@ -2203,10 +2209,47 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
 
 /* --------------------------------------------------------------- tick */
 
+/* ------------------------------------------- -wal checkpoints off the loop */
+
+enum { CKPT_WAL_BYTES = 32 << 20 }; /* a checkpoint once the -wal holds this much */
+
+static void ckpt_work(uv_work_t *req)
+{
+    fk_service *s = req->data; /* its connection and ckpt_rc / ckpt_err only */
+    s->ckpt_err = (fk_err){0};
+    s->ckpt_rc = fk_store_checkpoint_passive(s->ckpt, &s->ckpt_left, &s->ckpt_err);
+}
+
+static void ckpt_after(uv_work_t *req, int status)
+{
+    fk_service *s = req->data;
+    (void)status;
+    s->ckpt_busy = 0;
+    if (s->ckpt_rc)
+        fk_log(FK_LOG_WARN, "wal_checkpoint_failed", "error=\"%s\"", s->ckpt_err.msg);
+}
+
+static void ckpt_maybe(fk_service *s)
+{
+    if (!s->ckpt || s->ckpt_busy || s->closing)
+        return;
+    if (!fk_store_reads_writer(s->ckpt, s->st)) { /* fk_store_recreate: the writer's again */
+        fk_store_close(s->ckpt);
+        s->ckpt = NULL;
+        return;
+    }
+    if (fk_store_wal_bytes(s->st) < CKPT_WAL_BYTES)
+        return;
+    s->ckpt_busy = 1;
+    s->ckpt_req.data = s;
+    FK_UV_MUST(uv_queue_work(s->loop, &s->ckpt_req, ckpt_work, ckpt_after));
+}
+
 static void on_tick(uv_timer_t *t)
 {
     fk_service *s = t->data;
-    batch_flush(s);
+    batch_flush_mode(s, 1); /* the engine's writes need the transaction closed, not synced */
+    ckpt_maybe(s);
     seen_flush(s);
     double now = fk_service_now();
     double next;
@@ -2316,6 +2359,9 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     fk_engine_set_presence(e, presence_gone, s);
     fk_offload_init(&s->off, loop);
     fk_engine_set_offload(e, offload_engine, s);
+    fk_err cerr = {0};
+    if (fk_store_open_checkpointer(&s->ckpt, st, &cerr) && cerr.code != FK_ESTATE)
+        fk_log(FK_LOG_WARN, "wal_checkpointer_unavailable", "error=\"%s\"", cerr.msg);
     *out = s;
     return FK_OK;
 }
@@ -2389,7 +2435,11 @@ void fk_service_free(fk_service *s)
     fk_fanout_close(s->fo);
     fk_roster_free(s->roster);
     free(s->batch);
-    assert(s->n_synced == 0 && !s->sync_busy);
+    assert(s->n_synced == 0 && !s->sync_busy && !s->ckpt_busy);
+    if (s->ckpt) {
+        fk_store_close(s->ckpt);
+        fk_store_autocheckpoint_default(s->st);
+    }
     free(s->synced);
     free(s->synced_seq);
     fk_engine_set_presence(s->e, NULL, NULL); /* the engine may outlive the client index */

@@ -643,6 +643,56 @@ int fk_store_open(fk_store **out, const char *path, fk_err *err)
     return fk_store_open_init(out, path, 0, err);
 }
 
+int fk_store_open_checkpointer(fk_store **out, fk_store *writer, fk_err *err)
+{
+    *out = NULL;
+    const char *path = writer->path;
+    if (!writer->watched)
+        return fk_err_set(err, FK_ESTATE, "state db %s: no checkpoint connection to an "
+                          "in-memory or URI database", path);
+    fk_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return fk_err_set(err, FK_ENOMEM, "out of memory opening a checkpointer of %s", path);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "open a checkpointer", err);
+    if (!rc) /* its own checkpoints only when asked; the writer's none from now on */
+        rc = exec(st, "PRAGMA wal_autocheckpoint=0;", "configure the checkpointer", err);
+    if (!rc)
+        rc = exec(writer, "PRAGMA wal_autocheckpoint=0;", "hand checkpoints over", err);
+    if (rc) {
+        fk_store_close(st);
+        return rc;
+    }
+    st->dev = writer->dev;
+    st->ino = writer->ino;
+    *out = st;
+    return FK_OK;
+}
+
+void fk_store_autocheckpoint_default(fk_store *writer)
+{
+    sqlite3_wal_autocheckpoint(writer->db, 1000); /* SQLite's default */
+}
+
+int fk_store_checkpoint_passive(fk_store *ck, int *frames_left, fk_err *err)
+{
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(ck->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    *frames_left = log > done ? log - done : 0;
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return FK_OK; /* another checkpoint or a recovery: the next turn */
+    return rc == SQLITE_OK ? FK_OK : db_fail(ck, rc, "checkpoint the -wal", err);
+}
+
+uint64_t fk_store_wal_bytes(const fk_store *st)
+{
+    char wal[600];
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    return stat(wal, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
 int fk_store_sync_deferred(const fk_store *st)
 {
     return !st->normal && !st->strict && st->watched;

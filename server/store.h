@@ -48,6 +48,18 @@ FK_CHECKRETURN int fk_store_open_reader(fk_store **st, const fk_store *writer, f
 int fk_store_sync_deferred(const fk_store *st);
 const char *fk_store_path(const fk_store *st);
 FK_CHECKRETURN int fk_store_sync_wal(const char *db_path, fk_err *err);
+/* WAL checkpoints off the loop (issue 35): a third connection, read-write, for one other
+ * thread; from its open on the writer makes no checkpoint of its own at commit (SQLite's
+ * wal_autocheckpoint, which copied a large update into the file and fsync'd it inside the
+ * commit on the loop) until fk_store_recreate reconnects it. fk_store_checkpoint_passive
+ * copies what it can without waiting for any lock (*frames_left: what it could not); call it
+ * when fk_store_wal_bytes grows. FK_ESTATE for an in-memory database. Closed with
+ * fk_store_close, before the writer. */
+FK_CHECKRETURN int fk_store_open_checkpointer(fk_store **ck, fk_store *writer, fk_err *err);
+FK_CHECKRETURN int fk_store_checkpoint_passive(fk_store *ck, int *frames_left, fk_err *err);
+uint64_t fk_store_wal_bytes(const fk_store *st);
+/* The writer checkpoints at commit again (after the checkpointer is closed). */
+void fk_store_autocheckpoint_default(fk_store *writer);
 /* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
  * writer to a new file: open a new reader). */
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
