@@ -950,8 +950,11 @@ static void close_phase(fk_engine *e, job *j, double now)
             fk_log(FK_LOG_WARN, "store_reader_unavailable", "error=\"%s\"", rerr.msg);
     }
     /* inline: run() reads from the store on the loop; offloaded: the worker reads with its own
-     * connection, or without one gets copies made here */
-    w->st = !w->offloaded ? e->o.store : e->reader;
+     * connection, or without one gets copies made here. Also copies while the writer has a
+     * transaction open (a group commit's staged updates): the reader would not see them, the
+     * loop's connection does, as a replay of the phase will once they are committed. */
+    w->st = !w->offloaded ? e->o.store
+                          : fk_store_in_transaction(e->o.store) ? NULL : e->reader;
     if (!w->st) {
         int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
                                       collect_update, &w->c, &w->err);

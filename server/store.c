@@ -693,6 +693,11 @@ uint64_t fk_store_wal_bytes(const fk_store *st)
     return stat(wal, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
+int fk_store_in_transaction(const fk_store *st)
+{
+    return st->db && !sqlite3_get_autocommit(st->db);
+}
+
 int fk_store_sync_deferred(const fk_store *st)
 {
     return !st->normal && !st->strict && st->watched;

@@ -46,6 +46,8 @@ FK_CHECKRETURN int fk_store_open_reader(fk_store **st, const fk_store *writer, f
  * 1 when that sync is needed, 0 when the store runs with synchronous=NORMAL (nothing to do),
  * strict (relaxed commits fsync themselves) or is not a file. */
 int fk_store_sync_deferred(const fk_store *st);
+/* 1 while the writer holds an open transaction (rows another connection cannot see yet). */
+int fk_store_in_transaction(const fk_store *st);
 const char *fk_store_path(const fk_store *st);
 FK_CHECKRETURN int fk_store_sync_wal(const char *db_path, fk_err *err);
 /* WAL checkpoints off the loop (issue 35): a third connection, read-write, for one other
