@@ -87,6 +87,7 @@ typedef struct collected {
     void *srv;
     const fk_blob_codec *codec;
     int round, phase;
+    double fold_seconds; /* in the method's fold ops (the round's agg_seconds) */
 } collected;
 
 struct fk_engine_work {
@@ -451,10 +452,12 @@ static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
         fk_update one = {.client = u->client, .report = u->report};
         fk_bundle_init(&one.msg);
         int rc = c->codec->decode(u->blob, u->len, &one.msg, err);
+        double t0 = mono_seconds();
         if (rc)
             fk_err_prefix(err, rc, "stored update of client %d: ", u->client);
         else
             rc = c->m->fold(c->srv, c->round, c->phase, &one, err);
+        c->fold_seconds += mono_seconds() - t0;
         fk_bundle_close(&one.msg);
         c->n += rc == FK_OK;
         return rc;
@@ -507,6 +510,7 @@ static int aggregate_work(fk_store *st, int64_t job, int attempt, const fk_blob_
     int fold = fk_method_folds(m);
     double t0 = mono_seconds();
     int rc = fold ? m->fold_begin(srv, round, phase, err) : FK_OK;
+    c->fold_seconds = mono_seconds() - t0;
     if (!rc && st) {
         c->stream = fold;
         c->m = m;
@@ -525,17 +529,21 @@ static int aggregate_work(fk_store *st, int64_t job, int attempt, const fk_blob_
         c->blobs[i] = NULL;
         if (rc)
             fk_err_prefix(err, rc, "stored update of client %d: ", c->ups[i].client);
-        else if (fold)
+        else if (fold) {
+            double t1 = mono_seconds();
             rc = m->fold(srv, round, phase, &c->ups[i], err);
+            c->fold_seconds += mono_seconds() - t1;
+        }
         if (fold)
             fk_bundle_close(&c->ups[i].msg);
     }
-    if (!fold)
-        t0 = mono_seconds(); /* as before: the aggregate op alone */
+    /* the method's ops alone (fold_begin, each fold, fold_end; or aggregate), not the reads
+     * and decodes around them */
+    t0 = mono_seconds();
     if (!rc)
         rc = fold ? m->fold_end(srv, round, phase, done, err)
                   : m->aggregate(srv, round, phase, c->ups, c->n, done, err);
-    *agg_seconds = mono_seconds() - t0;
+    *agg_seconds = mono_seconds() - t0 + (fold ? c->fold_seconds : 0.0);
     for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
         double v = fk_report_mean(c->ups, c->n, fk_report_fields[i].offset);
         if (!isnan(v))
