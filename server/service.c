@@ -92,6 +92,7 @@ struct fk_service {
     char sync_path[512];
     /* the -wal's checkpoints on libuv's pool, with their own connection (NULL: SQLite's at
      * commit, on the loop, as for an in-memory store) */
+    double engine_next; /* the engine's next deadline, from its last tick */
     fk_store *ckpt;
     uv_work_t ckpt_req;
     int ckpt_busy, ckpt_rc, ckpt_left;
@@ -2248,15 +2249,24 @@ static void ckpt_maybe(fk_service *s)
 static void on_tick(uv_timer_t *t)
 {
     fk_service *s = t->data;
-    batch_flush_mode(s, 1); /* the engine's writes need the transaction closed, not synced */
+    double now = fk_service_now();
+    /* The engine's writes need the transaction closed, not synced; but a tick that may close a
+     * phase (a deadline due, or a session check) counts every committed update first, as
+     * before: only then the sync runs on the loop. */
+    double idle = SESSION_MISSED * (double)s->cfg.heartbeat_ms / 1000.0;
+    if (now >= s->engine_next || now - s->sessions_checked >= 0.25 * idle)
+        batch_flush(s);
+    else
+        batch_flush_mode(s, 1);
     ckpt_maybe(s);
     seen_flush(s);
-    double now = fk_service_now();
     double next;
     fk_err err = {0};
     /* A failed tick (the store) is logged; the timer tries again on its next turn. */
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
+    else
+        s->engine_next = next;
     expire_sessions(s, now); /* before the waiters: a phase may close without the expired */
     wake_waiters(s);
     /* Prediction requests whose clients all answered or whose deadline passed. */
