@@ -974,7 +974,9 @@ static void close_phase(fk_engine *e, job *j, double now)
     }
     if (w->offloaded && e->offload(e->offload_ud, w) == FK_OK)
         return;
-    w->offloaded = 0; /* run here, reading from w->st (the reader, used by this thread only) */
+    w->offloaded = 0; /* run here; the reader may be in use by the worker for another job */
+    if (w->st == e->reader)
+        w->st = e->o.store;
     fk_engine_work_run(w);
     work_finish(e, w, now);
 }
@@ -1480,7 +1482,7 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
                         "job type %s aggregates a phase's updates all at once: %d clients x "
                         "%llu bytes (the largest update the server takes) exceed the server's "
                         "aggregation memory budget of %llu bytes; start the server with a larger "
-                        "--aggregate_memory or a smaller --max_update, or use fewer clients",
+                        "--aggregate_memory_mb (0: no budget), or use fewer clients",
                         j->m->name, j->conf.n_clients, (unsigned long long)per,
                         (unsigned long long)budget);
         job_free(j);

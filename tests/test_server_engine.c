@@ -1405,7 +1405,7 @@ static void memory_budget_refuses_batch_method(void **state)
     assert_int_equal(fk_engine_submit(f->e, HELD_JOB, f->now, &id, &err), FK_ELIMIT);
     assert_non_null(strstr(err.msg, "fedvar aggregates a phase's updates all at once"));
     assert_non_null(strstr(err.msg, "6 clients x 1000 bytes"));
-    assert_non_null(strstr(err.msg, "--aggregate_memory"));
+    assert_non_null(strstr(err.msg, "--aggregate_memory_mb"));
     assert_int_equal(fk_engine_running(f->e), 0);
     assert_int_equal(fk_engine_submit(f->e, FOLD_JOB, f->now, &id, &err), FK_OK);
     fk_engine_close(f->e);
