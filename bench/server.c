@@ -9,6 +9,7 @@
  * aggregation throughput of the payload in GB/s, server RSS and CPU seconds
  * (the server process only). A second table times the FedAvg aggregator
  * alone over N in-memory updates (no network, no disk). */
+#include <cblas.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@
 typedef struct lg_srv {
     long dim;
     double *w;
+    double *acc, wsum; /* the phase's weighted sum while it folds */
 } lg_srv;
 
 typedef struct lg_cli {
@@ -64,6 +66,7 @@ static void lg_server_close(void *srv)
 {
     lg_srv *s = srv;
     free(s->w);
+    free(s->acc);
     free(s);
 }
 
@@ -97,6 +100,49 @@ FK_CHECKRETURN static int lg_aggregate(void *srv, int round, int phase, const fk
     fk_aggregator a = {.kind = FK_AGG_FEDAVG};
     *done = 1;
     return fk_aggregate_tensor(&a, ups, n, "w", s->w, (size_t)s->dim, err);
+}
+
+/* --fold 1: the same FedAvg folded one update at a time (sum of n_k x_k, scaled at the end;
+ * not the batch's bits, which weigh by n_k / sum n first): the server holds O(dim). */
+FK_CHECKRETURN static int lg_fold_begin(void *srv, int round, int phase, fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    lg_srv *s = srv;
+    if (!s->acc && !(s->acc = malloc((size_t)s->dim * sizeof *s->acc)))
+        return fk_err_set(err, FK_ENOMEM, "oom");
+    memset(s->acc, 0, (size_t)s->dim * sizeof *s->acc);
+    s->wsum = 0;
+    return FK_OK;
+}
+
+FK_CHECKRETURN static int lg_fold(void *srv, int round, int phase, const fk_update *up,
+                                  fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    lg_srv *s = srv;
+    uint64_t shape[1] = {(uint64_t)s->dim};
+    const fk_tensor *t = fk_bundle_expect(&up->msg, "w", 1, shape, err);
+    if (!t)
+        return FK_EFORMAT;
+    double w = up->report.n_samples > 0 ? up->report.n_samples : 1.0;
+    cblas_daxpy((int)s->dim, w, t->data, 1, s->acc, 1);
+    s->wsum += w;
+    return FK_OK;
+}
+
+FK_CHECKRETURN static int lg_fold_end(void *srv, int round, int phase, int *done, fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    lg_srv *s = srv;
+    *done = 1;
+    if (!(s->wsum > 0))
+        return fk_err_set(err, FK_EINVAL, "loadgen: no updates");
+    for (long i = 0; i < s->dim; i++)
+        s->w[i] = s->acc[i] / s->wsum;
+    return FK_OK;
 }
 
 FK_CHECKRETURN static int lg_model(void *srv, fk_bundle *out, fk_err *err)
@@ -197,6 +243,16 @@ static const fk_method loadgen = {
     .keys = lg_keys,
 };
 
+static const fk_method loadgen_fold = {
+    .name = "loadgen", .summary = "bench: synthetic updates, FedAvg folded one at a time",
+    .server_init = lg_server_init, .server_close = lg_server_close, .plan = lg_plan_all,
+    .task = lg_task, .aggregate = lg_aggregate, .fold_begin = lg_fold_begin, .fold = lg_fold,
+    .fold_end = lg_fold_end, .model = lg_model, .save = lg_model, .load = lg_load,
+    .client_init = lg_client_init, .client_close = lg_client_close, .local_step = lg_step,
+    .evaluate = lg_noop, .client_save = lg_csave, .client_load = lg_cload, .keys = lg_keys,
+};
+static int g_fold; /* --fold: the server aggregates with loadgen_fold */
+
 /* All clients every round (the server keeps n from server_init via the job's client list). */
 static int g_clients;
 
@@ -215,7 +271,7 @@ FK_CHECKRETURN static int lg_plan_all(void *srv, int round, fk_rng *rng, int *ch
 static const fk_method *find_loadgen(const char *name, fk_err *err)
 {
     if (!strcmp(name, "loadgen"))
-        return &loadgen;
+        return g_fold ? &loadgen_fold : &loadgen;
     fk_err_set(err, FK_ENOTFOUND, "bench server runs only 'loadgen' (got '%s')", name);
     return NULL;
 }
@@ -536,8 +592,8 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_store_stats_get(st, &st1);
     double payload = (double)rounds * n * (double)dim * 8.0;
     char c[64];
-    snprintf(c, sizeof c, "clients=%d dim=%ld sync=%s", n, dim,
-             full_sync == 2 ? "strict" : full_sync ? "full" : "normal");
+    snprintf(c, sizeof c, "clients=%d dim=%ld sync=%s%s", n, dim,
+             full_sync == 2 ? "strict" : full_sync ? "full" : "normal", g_fold ? " fold" : "");
     fk_bench_emit(json, "server", c, "join_all_seconds", join_s, NULL);
     fk_bench_emit(json, "server", c, "rounds_per_second", rounds / wall, NULL);
     fk_bench_emit(json, "server", c, "wall_ms_per_round", 1e3 * wall / rounds, NULL);
@@ -653,6 +709,9 @@ int fk_bench_server(int argc, char **argv)
         fprintf(rc ? stderr : stdout,
                 "usage: fedkern bench server [--clients 100] [--rounds 5] [--dim 1000]\n"
                 "                            [--sync full,normal] [--pki_dir DIR] [--json]\n"
+                "                            [--fold 0|1]\n"
+                "--fold 1: the server folds each update into the sum as it reads it (streaming\n"
+                "aggregation, O(dim) memory) instead of holding the round's updates.\n"
                 "sync=full is the server's setting (every acknowledged update fsync'd; a\n"
                 "round's close and the next round's open, computed from those, are not);\n"
                 "sync=normal shows the same run without the per-update fsync; sync=strict\n"
@@ -666,7 +725,8 @@ int fk_bench_server(int argc, char **argv)
     const char *sync = fk_params_str(&p, "sync", "full,normal");
     if (fk_params_int(&p, "rounds", 5, 1, 100000, &rounds, &err) ||
         fk_params_int(&p, "dim", 1000, 1, 1L << 26, &dim, &err) ||
-        fk_params_bool(&p, "json", 0, &json, &err)) {
+        fk_params_bool(&p, "json", 0, &json, &err) ||
+        fk_params_bool(&p, "fold", 0, &g_fold, &err)) {
         fprintf(stderr, "fedkern bench server: %s\n", err.msg);
         fk_params_close(&p);
         return 2;

@@ -65,6 +65,8 @@ struct fk_engine {
     int (*offload)(void *ud, fk_engine_work *w); /* fk_engine_set_offload; NULL: inline */
     void *offload_ud;
     int in_flight; /* works handed out and not yet done */
+    fk_store *reader; /* with an offload: the worker's read-only connection (NULL: the loop
+                       * copies a phase's updates for it, as for an in-memory store) */
 };
 
 /* A phase's close off the loop: the stored updates (copied on the loop), decoded and
@@ -74,10 +76,18 @@ struct fk_engine {
  * its updates are answered as late; status and result answer from what is stored. */
 typedef struct collected {
     fk_update *ups;
-    uint8_t **blobs; /* the stored bytes of ups[i] until decoded */
+    uint8_t **blobs; /* the stored bytes of ups[i] until decoded (NULL when folded) */
     size_t *lens;
     int n, cap;
     int skip; /* a client whose update is left out, -1 for none */
+    /* streaming (issue 35): each stored update decoded and folded into the method state as it
+     * is read, then dropped; ups[i] keeps its client and report only */
+    int stream;
+    const fk_method *m;
+    void *srv;
+    const fk_blob_codec *codec;
+    int round, phase;
+    double fold_seconds; /* in the method's fold ops (the round's agg_seconds) */
 } collected;
 
 struct fk_engine_work {
@@ -90,6 +100,9 @@ struct fk_engine_work {
     int n_updates;
     fk_store_round r; /* dropouts counted on the loop when the phase closed */
     double q[FK_REPORT_N_FIELDS];
+    int64_t job;
+    int attempt;
+    fk_store *st;  /* where run() reads the phase's updates; NULL: copied into c on the loop */
     int offloaded; /* handed to another thread (its times count apart) */
     /* what the work found: */
     int agg_rc, blob_rc, done, last;
@@ -429,15 +442,31 @@ static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
         c->lens = gl;
         c->cap = cap;
     }
+    fk_update *up = &c->ups[c->n];
+    up->client = u->client;
+    up->report = u->report;
+    fk_bundle_init(&up->msg);
+    c->blobs[c->n] = NULL;
+    c->lens[c->n] = 0;
+    if (c->stream) { /* decoded from the store's bytes, folded, dropped: O(model) */
+        fk_update one = {.client = u->client, .report = u->report};
+        fk_bundle_init(&one.msg);
+        int rc = c->codec->decode(u->blob, u->len, &one.msg, err);
+        double t0 = mono_seconds();
+        if (rc)
+            fk_err_prefix(err, rc, "stored update of client %d: ", u->client);
+        else
+            rc = c->m->fold(c->srv, c->round, c->phase, &one, err);
+        c->fold_seconds += mono_seconds() - t0;
+        fk_bundle_close(&one.msg);
+        c->n += rc == FK_OK;
+        return rc;
+    }
     uint8_t *copy = malloc(u->len ? u->len : 1);
     if (!copy)
         return fk_err_set(err, FK_ENOMEM, "out of memory loading updates");
     if (u->len)
         memcpy(copy, u->blob, u->len);
-    fk_update *up = &c->ups[c->n];
-    up->client = u->client;
-    up->report = u->report;
-    fk_bundle_init(&up->msg);
     c->blobs[c->n] = copy;
     c->lens[c->n] = u->len;
     c->n++;
@@ -459,25 +488,62 @@ static void collected_close(collected *c)
     c->n = c->cap = 0;
 }
 
-/* The method's aggregate over the collected updates (decoded here, in client order) and the
- * round's quality in q (a later phase's measure wins). Touches only srv, c and q, so it runs
- * on a worker thread as well as on the loop. */
-static int aggregate_collected(const fk_blob_codec *codec, const fk_method *m, void *srv, int round,
-                               int phase, collected *c, double *q, int *done, double *agg_seconds,
-                               fk_err *err)
+/* The decoded messages and stored bytes go back; the clients and reports stay. */
+static void collected_drop_msgs(collected *c)
 {
-    int rc = FK_OK;
-    for (int i = 0; i < c->n && !rc; i++) {
+    for (int i = 0; i < c->n; i++) {
+        fk_bundle_close(&c->ups[i].msg);
+        free(c->blobs[i]);
+        c->blobs[i] = NULL;
+    }
+}
+
+/* The phase's aggregate and the round's quality in q (a later phase's measure wins), in client
+ * order: read from st when given (else from the copies already in c), and for a method that
+ * folds, each update decoded and folded as it is read, so only one is in memory at a time
+ * (issue 35); else all decoded, then the method's aggregate. Touches only srv, c, q and st, so
+ * it runs on a worker thread (st: the worker's reader) as well as on the loop. */
+static int aggregate_work(fk_store *st, int64_t job, int attempt, const fk_blob_codec *codec,
+                          const fk_method *m, void *srv, int round, int phase, collected *c,
+                          double *q, int *done, double *agg_seconds, fk_err *err)
+{
+    int fold = fk_method_folds(m);
+    double t0 = mono_seconds();
+    int rc = fold ? m->fold_begin(srv, round, phase, err) : FK_OK;
+    c->fold_seconds = mono_seconds() - t0;
+    if (!rc && st) {
+        c->stream = fold;
+        c->m = m;
+        c->srv = srv;
+        c->codec = codec;
+        c->round = round;
+        c->phase = phase;
+        rc = fk_store_update_each(st, job, round, attempt, phase, collect_update, c, err);
+        c->stream = 0;
+    }
+    for (int i = 0; i < c->n && !rc; i++) { /* copies: decoded one at a time */
+        if (!c->blobs[i])
+            continue;
         rc = codec->decode(c->blobs[i], c->lens[i], &c->ups[i].msg, err);
         free(c->blobs[i]); /* decoded: the copy's memory goes back before the next one */
         c->blobs[i] = NULL;
         if (rc)
             fk_err_prefix(err, rc, "stored update of client %d: ", c->ups[i].client);
+        else if (fold) {
+            double t1 = mono_seconds();
+            rc = m->fold(srv, round, phase, &c->ups[i], err);
+            c->fold_seconds += mono_seconds() - t1;
+        }
+        if (fold)
+            fk_bundle_close(&c->ups[i].msg);
     }
-    double t0 = mono_seconds();
+    /* the method's ops alone (fold_begin, each fold, fold_end; or aggregate), not the reads
+     * and decodes around them */
+    t0 = mono_seconds();
     if (!rc)
-        rc = m->aggregate(srv, round, phase, c->ups, c->n, done, err);
-    *agg_seconds = mono_seconds() - t0;
+        rc = fold ? m->fold_end(srv, round, phase, done, err)
+                  : m->aggregate(srv, round, phase, c->ups, c->n, done, err);
+    *agg_seconds = mono_seconds() - t0 + (fold ? c->fold_seconds : 0.0);
     for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
         double v = fk_report_mean(c->ups, c->n, fk_report_fields[i].offset);
         if (!isnan(v))
@@ -535,11 +601,8 @@ static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, in
     assert(!j->busy);
     collected c = {.skip = skip};
     double agg = 0;
-    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
-                                  &c, err);
-    if (!rc)
-        rc = aggregate_collected(&e->o.codec, j->m, j->srv, j->round, j->phase, &c, j->q, done,
-                                 &agg, err);
+    int rc = aggregate_work(e->o.store, j->id, j->attempt, &e->o.codec, j->m, j->srv, j->round,
+                            j->phase, &c, j->q, done, &agg, err);
     if (!rc)
         fold_client_reports(j, &c);
     if (r)
@@ -814,6 +877,8 @@ static void work_finish(fk_engine *e, fk_engine_work *w, double now)
         return;
     }
     memcpy(j->q, w->q, sizeof j->q);
+    if (!w->agg_rc)
+        fold_client_reports(j, &w->c);
     fk_store_round r = w->r;
     fill_round(j, &r, w->n_updates, w->agg_seconds);
     fk_err err = w->err;
@@ -840,9 +905,10 @@ static void work_finish(fk_engine *e, fk_engine_work *w, double now)
 void fk_engine_work_run(fk_engine_work *w)
 {
     double t0 = mono_seconds(), c0 = cpu_seconds();
-    w->agg_rc = aggregate_collected(&w->codec, w->m, w->srv, w->round, w->phase, &w->c, w->q,
-                                    &w->done, &w->agg_seconds, &w->err);
-    collected_close(&w->c); /* the decoded updates are no longer needed */
+    w->agg_rc = aggregate_work(w->st, w->job, w->attempt, &w->codec, w->m, w->srv, w->round,
+                               w->phase, &w->c, w->q, &w->done, &w->agg_seconds, &w->err);
+    w->n_updates = w->c.n;
+    collected_drop_msgs(&w->c); /* the decoded updates are no longer needed; reports stay */
     if (!w->agg_rc && w->done) {
         w->last = w->round == w->rounds || (w->m->finished && w->m->finished(w->srv));
         w->blob_rc = state_blob(&w->codec, w->m, w->srv, 0, &w->ckpt, &w->ckpt_len, &w->err);
@@ -879,22 +945,38 @@ static void close_phase(fk_engine *e, job *j, double now)
     w->r = (fk_store_round){.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 1};
     count_dropouts(j, &w->r);
     memcpy(w->q, j->q, sizeof w->q);
+    w->job = j->id;
+    w->attempt = j->attempt;
     j->busy = 1;
     e->in_flight++;
-    int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase, collect_update,
-                                  &w->c, &w->err);
-    w->n_updates = w->c.n;
-    if (!rc)
-        fold_client_reports(j, &w->c);
-    if (rc) { /* as an aggregation that failed: nothing ran */
-        w->agg_rc = rc;
-        work_finish(e, w, now);
-        return;
-    }
     w->offloaded = e->offload != NULL; /* set before the worker may see w */
+    if (w->offloaded && e->reader && !fk_store_reads_writer(e->reader, e->o.store)) {
+        fk_store_close(e->reader); /* the writer moved to a new file (fk_store_recreate) */
+        e->reader = NULL;
+        fk_err rerr = {0};
+        if (fk_store_open_reader(&e->reader, e->o.store, &rerr))
+            fk_log(FK_LOG_WARN, "store_reader_unavailable", "error=\"%s\"", rerr.msg);
+    }
+    /* inline: run() reads from the store on the loop; offloaded: the worker reads with its own
+     * connection, or without one gets copies made here. Also copies while the writer has a
+     * transaction open (a group commit's staged updates): the reader would not see them, the
+     * loop's connection does, as a replay of the phase will once they are committed. */
+    w->st = !w->offloaded ? e->o.store
+                          : fk_store_in_transaction(e->o.store) ? NULL : e->reader;
+    if (!w->st) {
+        int rc = fk_store_update_each(e->o.store, j->id, j->round, j->attempt, j->phase,
+                                      collect_update, &w->c, &w->err);
+        if (rc) { /* as an aggregation that failed: nothing ran */
+            w->agg_rc = rc;
+            work_finish(e, w, now);
+            return;
+        }
+    }
     if (w->offloaded && e->offload(e->offload_ud, w) == FK_OK)
         return;
-    w->offloaded = 0;
+    w->offloaded = 0; /* run here; the reader may be in use by the worker for another job */
+    if (w->st == e->reader)
+        w->st = e->o.store;
     fk_engine_work_run(w);
     work_finish(e, w, now);
 }
@@ -1303,6 +1385,7 @@ void fk_engine_close(fk_engine *e)
     if (!e)
         return;
     assert(e->in_flight == 0); /* the caller waits for every work (or abandons it) first */
+    fk_store_close(e->reader);
     for (int i = 0; i < e->n_jobs; i++)
         job_free(e->jobs[i]);
     free(e->jobs);
@@ -1321,6 +1404,12 @@ void fk_engine_set_offload(fk_engine *e, int (*submit)(void *ud, fk_engine_work 
 {
     e->offload = submit;
     e->offload_ud = ud;
+    assert(e->in_flight == 0); /* the reader is the works' */
+    fk_store_close(e->reader);
+    e->reader = NULL;
+    fk_err err = {0};
+    if (submit && fk_store_open_reader(&e->reader, e->o.store, &err) && err.code != FK_ESTATE)
+        fk_log(FK_LOG_WARN, "store_reader_unavailable", "error=\"%s\"", err.msg);
 }
 
 int fk_engine_in_flight(const fk_engine *e)
@@ -1381,6 +1470,21 @@ int fk_engine_submit(fk_engine *e, const char *config, double now, int64_t *id, 
     /* A key neither the engine nor the method reads is a typo: refused, never defaulted. */
     if ((rc = fk_jobkeys_check(&j->conf.params, j->m, NULL, 0, err))) {
         fk_err_prefix(err, rc, "job config: ");
+        job_free(j);
+        return rc;
+    }
+    /* A method that needs a phase's updates at once makes the server hold them: n_clients
+     * updates of up to max_update bytes each (issue 35). */
+    uint64_t budget = e->o.aggregate_memory, per = e->o.max_update;
+    if (budget && per && !fk_method_folds(j->m) &&
+        (uint64_t)j->conf.n_clients > budget / per) {
+        rc = fk_err_set(err, FK_ELIMIT,
+                        "job type %s aggregates a phase's updates all at once: %d clients x "
+                        "%llu bytes (the largest update the server takes) exceed the server's "
+                        "aggregation memory budget of %llu bytes; start the server with a larger "
+                        "--aggregate_memory_mb (0: no budget), or use fewer clients",
+                        j->m->name, j->conf.n_clients, (unsigned long long)per,
+                        (unsigned long long)budget);
         job_free(j);
         return rc;
     }

@@ -55,6 +55,10 @@ typedef struct fk_engine_opts {
     void *on_round_ud;
     uint64_t max_update;       /* bytes of one client update the server accepts (0 = no
                                   limit known); every job gets it as FK_JOB_SERVER_MAX_UPDATE */
+    uint64_t aggregate_memory; /* bytes a phase's updates may take in memory for a method
+                                  that aggregates them all at once (no fold op): a job whose
+                                  n_clients x max_update exceeds it is refused at submit;
+                                  0 = no budget. Folding methods hold one update at a time. */
 } fk_engine_opts;
 
 typedef struct fk_engine fk_engine;

@@ -45,6 +45,10 @@ static const fk_param_doc opts[] = {
              "empty file, or an SQLite database without fedkern's tables); without it such a "
              "file is refused. An absent file is always a new federation"},
     {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
+    {"aggregate_memory_mb N",
+     "memory for a phase's updates of a job type that aggregates them all at once (no "
+     "streaming): a job whose clients x the largest update exceed it is refused at submit "
+     "(0: no budget)"},
     {"partial_client_mb N", "most MiB the partial (chunked, not yet complete) uploads of one "
                             "client may hold (1024); chunks are taken only for the task the "
                             "client owes in an open phase"},
@@ -374,8 +378,10 @@ static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_deco
 /* Store, engine (resumes running jobs) and the service's access lists. */
 static int open_state(server_state *st, const fk_params *p, fk_err *err)
 {
-    long max_mb, client_mb, total_mb;
+    long max_mb, client_mb, total_mb, agg_mb = 0;
     int rc = fk_params_int(p, "state_max_mb", 0, 0, 1L << 30, &max_mb, err);
+    if (!rc)
+        rc = fk_params_int(p, "aggregate_memory_mb", 0, 0, 1L << 30, &agg_mb, err);
     if (!rc)
         rc = fk_params_int(p, "partial_client_mb", 1024, 1, 1L << 20, &client_mb, err);
     if (!rc)
@@ -400,7 +406,8 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
                          .on_round = fk_metrics_rounds_observe,
                          .on_round_ud = st->rounds,
                          .max_update = st->cfg.reasm_limit ? st->cfg.reasm_limit
-                                                           : FK_SERVICE_REASM_DEFAULT};
+                                                           : FK_SERVICE_REASM_DEFAULT,
+                         .aggregate_memory = rc ? 0 : (uint64_t)agg_mb << 20};
     if (!rc)
         rc = fk_engine_open(&st->e, &eo, fk_service_now(), err);
     return rc;
@@ -447,6 +454,7 @@ static int run(fk_params *p)
         return fail(err.msg);
     }
     fk_params_get(p, "state_max_mb");
+    fk_params_get(p, "aggregate_memory_mb");
     fk_params_get(p, "partial_client_mb");
     fk_params_get(p, "partial_total_mb");
     fk_params_get(p, "allow");

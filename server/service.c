@@ -78,6 +78,25 @@ struct fk_service {
     staged *batch;          /* updates staged in the open transaction, arrival order */
     int n_batch, cap_batch;
     int batch_open;
+    /* committed batches whose -wal fdatasync runs on libuv's pool (issue 35): answered, in
+     * commit order, once a sync that began after their commit is done */
+    staged *synced;         /* committed, waiting for the sync, commit order */
+    uint64_t *synced_seq;   /* the commit number of each */
+    int n_synced, cap_synced;
+    uint64_t commit_seq;    /* batches committed */
+    uv_work_t sync_req;
+    int sync_busy;          /* a sync is in flight */
+    uint64_t sync_upto;     /* it covers the batches committed up to this number */
+    int sync_rc;
+    fk_err sync_err;
+    char sync_path[512];
+    /* the -wal's checkpoints on libuv's pool, with their own connection (NULL: SQLite's at
+     * commit, on the loop, as for an in-memory store) */
+    double engine_next; /* the engine's next deadline, from its last tick */
+    fk_store *ckpt;
+    uv_work_t ckpt_req;
+    int ckpt_busy, ckpt_rc, ckpt_left;
+    fk_err ckpt_err;
     fk_service_stats stats;
     int closing, handles; /* handles: timers not yet closed */
     uint64_t woken_gen;   /* engine generation the waiters were last matched against */
@@ -882,8 +901,75 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
     }
 }
 
-/* Commit the open batch, then count and answer its updates in arrival order. */
-static void batch_flush(fk_service *s)
+/* Answer the committed batches up to commit number upto (all: UINT64_MAX), in order, with the
+ * sync's verdict (a failed fdatasync: UNAVAILABLE, the client sends again and is told it
+ * was a duplicate once a later sync succeeded). */
+static void answer_synced(fk_service *s, uint64_t upto, int rc, const fk_err *err)
+{
+    double now = fk_service_now();
+    int k = 0;
+    while (k < s->n_synced && s->synced_seq[k] <= upto)
+        k++;
+    if (k == 0)
+        return;
+    staged *done = malloc((size_t)k * sizeof *done);
+    if (!done) { /* answer in place: nothing stages while we answer (apply only counts) */
+        for (int i = 0; i < k; i++)
+            answer_staged(s, &s->synced[i], rc, err, now);
+    } else {
+        memcpy(done, s->synced, (size_t)k * sizeof *done);
+    }
+    memmove(s->synced, s->synced + k, (size_t)(s->n_synced - k) * sizeof *s->synced);
+    memmove(s->synced_seq, s->synced_seq + k, (size_t)(s->n_synced - k) * sizeof *s->synced_seq);
+    s->n_synced -= k;
+    if (done) { /* an answer may close a phase, whose engine writes flush a batch: re-entrant */
+        for (int i = 0; i < k; i++)
+            answer_staged(s, &done[i], rc, err, now);
+        free(done);
+    }
+    if (!rc)
+        wake_waiters(s);
+}
+
+static void sync_start(fk_service *s);
+
+static void sync_work(uv_work_t *req)
+{
+    fk_service *s = req->data; /* reads sync_path, writes sync_rc / sync_err only */
+    s->sync_err = (fk_err){0};
+    s->sync_rc = fk_store_sync_wal(s->sync_path, &s->sync_err);
+}
+
+static void sync_after(uv_work_t *req, int status)
+{
+    fk_service *s = req->data;
+    (void)status;
+    s->sync_busy = 0;
+    fk_err err = s->sync_err;
+    int rc = s->sync_rc;
+    if (rc)
+        fk_log(FK_LOG_ERROR, "updates_not_synced", "error=\"%s\"", err.msg);
+    answer_synced(s, s->sync_upto, rc, &err);
+    sync_start(s); /* batches committed while this one ran */
+}
+
+static void sync_start(fk_service *s)
+{
+    if (s->sync_busy || s->n_synced == 0)
+        return;
+    s->sync_busy = 1;
+    s->sync_upto = s->commit_seq;
+    snprintf(s->sync_path, sizeof s->sync_path, "%s", fk_store_path(s->st));
+    s->sync_req.data = s;
+    FK_UV_MUST(uv_queue_work(s->loop, &s->sync_req, sync_work, sync_after));
+}
+
+/* Commit the open batch, then count and answer its updates in arrival order. The commit is
+ * relaxed (no fsync on the loop); with defer the -wal's fdatasync runs on libuv's pool and the
+ * answers wait for it (sync_after), else it runs here and every batch still waiting for a
+ * sync is answered first, in commit order. Either way an update is acknowledged only once it
+ * is on disk, as with synchronous=FULL. */
+static void batch_flush_mode(fk_service *s, int defer)
 {
     if (!s->batch_open)
         return;
@@ -897,13 +983,56 @@ static void batch_flush(fk_service *s)
     if (rc)
         fk_log(FK_LOG_ERROR, "updates_not_stored", "updates=%d error=\"%s\"", s->n_batch,
                err.msg);
-    double now = fk_service_now();
     int n = s->n_batch;
+    if (!rc && fk_store_sync_deferred(s->st)) {
+        if (s->n_synced + n > s->cap_synced) {
+            int cap = s->cap_synced ? 2 * s->cap_synced : 16;
+            while (cap < s->n_synced + n)
+                cap *= 2;
+            staged *g = realloc(s->synced, (size_t)cap * sizeof *g);
+            if (g)
+                s->synced = g;
+            uint64_t *gs = g ? realloc(s->synced_seq, (size_t)cap * sizeof *gs) : NULL;
+            if (gs) {
+                s->synced_seq = gs;
+                s->cap_synced = cap;
+            } else {
+                defer = 0; /* no room to wait: sync here */
+            }
+        }
+        s->commit_seq++;
+        if (defer) {
+            memcpy(s->synced + s->n_synced, s->batch, (size_t)n * sizeof *s->batch);
+            for (int i = 0; i < n; i++)
+                s->synced_seq[s->n_synced + i] = s->commit_seq;
+            s->n_synced += n;
+            s->n_batch = 0;
+            sync_start(s);
+            return;
+        }
+        rc = fk_store_sync_wal(fk_store_path(s->st), &err);
+        if (rc)
+            fk_log(FK_LOG_ERROR, "updates_not_synced", "error=\"%s\"", err.msg);
+        answer_synced(s, UINT64_MAX, rc, &err); /* earlier batches first: this sync covers them */
+    }
+    double now = fk_service_now();
     s->n_batch = 0; /* an answer below may not stage anything, but keep the queue sound */
     for (int i = 0; i < n; i++)
         answer_staged(s, &s->batch[i], rc, &err, now);
     if (!rc)
         wake_waiters(s);
+}
+
+/* Every staged and committed update answered before the caller goes on (the engine's own
+ * writes, a probe, a failure report, shutdown): the sync, if any, runs here. */
+static void batch_flush(fk_service *s)
+{
+    batch_flush_mode(s, 0);
+    if (s->n_synced && !s->batch_open) { /* committed earlier, its sync still in flight */
+        fk_err err = {0};
+        int rc = fk_store_sync_wal(fk_store_path(s->st), &err);
+        answer_synced(s, UINT64_MAX, rc, &err);
+    }
 }
 
 /* Store failed inside the batch: SQLite may have dropped the transaction, so
@@ -925,7 +1054,7 @@ static void batch_abort(fk_service *s, const fk_err *why)
 
 static void on_batch_check(uv_check_t *h)
 {
-    batch_flush(h->data);
+    batch_flush_mode(h->data, 1);
 }
 
 static void on_batch_idle(uv_idle_t *h)
@@ -951,7 +1080,7 @@ static int batch_reserve(fk_service *s, fk_err *err)
     }
     if (s->batch_open)
         return FK_OK;
-    int rc = fk_store_begin(s->st, err);
+    int rc = fk_store_begin_relaxed(s->st, err); /* synced before the answers: batch_flush */
     if (rc)
         return rc;
     s->batch_open = 1;
@@ -1040,7 +1169,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
         fk_err why = q->err;
         batch_abort(s, &why);
     } else if (s->n_batch >= BATCH_MAX) {
-        batch_flush(s);
+        batch_flush_mode(s, 1);
     }
 }
 
@@ -2146,17 +2275,63 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
 
 /* --------------------------------------------------------------- tick */
 
+/* ------------------------------------------- -wal checkpoints off the loop */
+
+enum { CKPT_WAL_BYTES = 32 << 20 }; /* a checkpoint once the -wal holds this much */
+
+static void ckpt_work(uv_work_t *req)
+{
+    fk_service *s = req->data; /* its connection and ckpt_rc / ckpt_err only */
+    s->ckpt_err = (fk_err){0};
+    s->ckpt_rc = fk_store_checkpoint_passive(s->ckpt, &s->ckpt_left, &s->ckpt_err);
+}
+
+static void ckpt_after(uv_work_t *req, int status)
+{
+    fk_service *s = req->data;
+    (void)status;
+    s->ckpt_busy = 0;
+    if (s->ckpt_rc)
+        fk_log(FK_LOG_WARN, "wal_checkpoint_failed", "error=\"%s\"", s->ckpt_err.msg);
+}
+
+static void ckpt_maybe(fk_service *s)
+{
+    if (!s->ckpt || s->ckpt_busy || s->closing)
+        return;
+    if (!fk_store_reads_writer(s->ckpt, s->st)) { /* fk_store_recreate: the writer's again */
+        fk_store_close(s->ckpt);
+        s->ckpt = NULL;
+        return;
+    }
+    if (fk_store_wal_bytes(s->st) < CKPT_WAL_BYTES)
+        return;
+    s->ckpt_busy = 1;
+    s->ckpt_req.data = s;
+    FK_UV_MUST(uv_queue_work(s->loop, &s->ckpt_req, ckpt_work, ckpt_after));
+}
+
 static void on_tick(uv_timer_t *t)
 {
     fk_service *s = t->data;
-    batch_flush(s);
-    seen_flush(s);
     double now = fk_service_now();
+    /* The engine's writes need the transaction closed, not synced; but a tick that may close a
+     * phase (a deadline due, or a session check) counts every committed update first, as
+     * before: only then the sync runs on the loop. */
+    double idle = SESSION_MISSED * (double)s->cfg.heartbeat_ms / 1000.0;
+    if (now >= s->engine_next || now - s->sessions_checked >= 0.25 * idle)
+        batch_flush(s);
+    else
+        batch_flush_mode(s, 1);
+    ckpt_maybe(s);
+    seen_flush(s);
     double next;
     fk_err err = {0};
     /* A failed tick (the store) is logged; the timer tries again on its next turn. */
     if (fk_engine_tick(s->e, now, &next, &err))
         fk_log(FK_LOG_ERROR, "tick_failed", "error=\"%s\"", err.msg);
+    else
+        s->engine_next = next;
     expire_sessions(s, now); /* before the waiters: a phase may close without the expired */
     wake_waiters(s);
     /* Prediction requests whose clients all answered or whose deadline passed. */
@@ -2259,6 +2434,9 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     fk_engine_set_presence(e, presence_gone, s);
     fk_offload_init(&s->off, loop);
     fk_engine_set_offload(e, offload_engine, s);
+    fk_err cerr = {0};
+    if (fk_store_open_checkpointer(&s->ckpt, st, &cerr) && cerr.code != FK_ESTATE)
+        fk_log(FK_LOG_WARN, "wal_checkpointer_unavailable", "error=\"%s\"", cerr.msg);
     *out = s;
     return FK_OK;
 }
@@ -2332,6 +2510,13 @@ void fk_service_free(fk_service *s)
     fk_fanout_close(s->fo);
     fk_roster_free(s->roster);
     free(s->batch);
+    assert(s->n_synced == 0 && !s->sync_busy && !s->ckpt_busy);
+    if (s->ckpt) {
+        fk_store_close(s->ckpt);
+        fk_store_autocheckpoint_default(s->st);
+    }
+    free(s->synced);
+    free(s->synced_seq);
     fk_engine_set_presence(s->e, NULL, NULL); /* the engine may outlive the client index */
     fk_clients_close(&s->clients);
     free(s);

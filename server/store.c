@@ -643,6 +643,130 @@ int fk_store_open(fk_store **out, const char *path, fk_err *err)
     return fk_store_open_init(out, path, 0, err);
 }
 
+int fk_store_open_checkpointer(fk_store **out, fk_store *writer, fk_err *err)
+{
+    *out = NULL;
+    const char *path = writer->path;
+    if (!writer->watched)
+        return fk_err_set(err, FK_ESTATE, "state db %s: no checkpoint connection to an "
+                          "in-memory or URI database", path);
+    fk_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return fk_err_set(err, FK_ENOMEM, "out of memory opening a checkpointer of %s", path);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "open a checkpointer", err);
+    if (!rc) /* its own checkpoints only when asked; the writer's none from now on */
+        rc = exec(st, "PRAGMA wal_autocheckpoint=0;", "configure the checkpointer", err);
+    if (!rc)
+        rc = exec(writer, "PRAGMA wal_autocheckpoint=0;", "hand checkpoints over", err);
+    if (rc) {
+        fk_store_close(st);
+        return rc;
+    }
+    st->dev = writer->dev;
+    st->ino = writer->ino;
+    *out = st;
+    return FK_OK;
+}
+
+void fk_store_autocheckpoint_default(fk_store *writer)
+{
+    sqlite3_wal_autocheckpoint(writer->db, 1000); /* SQLite's default */
+}
+
+int fk_store_checkpoint_passive(fk_store *ck, int *frames_left, fk_err *err)
+{
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(ck->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done);
+    *frames_left = log > done ? log - done : 0;
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
+        return FK_OK; /* another checkpoint or a recovery: the next turn */
+    return rc == SQLITE_OK ? FK_OK : db_fail(ck, rc, "checkpoint the -wal", err);
+}
+
+uint64_t fk_store_wal_bytes(const fk_store *st)
+{
+    char wal[600];
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    return stat(wal, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+int fk_store_in_transaction(const fk_store *st)
+{
+    return st->db && !sqlite3_get_autocommit(st->db);
+}
+
+int fk_store_sync_deferred(const fk_store *st)
+{
+    return !st->normal && !st->strict && st->watched;
+}
+
+const char *fk_store_path(const fk_store *st)
+{
+    return st->path;
+}
+
+int fk_store_sync_wal(const char *db_path, fk_err *err)
+{
+    char wal[600];
+    size_t n = strlen(db_path);
+    if (n + sizeof "-wal" > sizeof wal)
+        return fk_err_set(err, FK_EINVAL, "state db path %.100s... is too long", db_path);
+    memcpy(wal, db_path, n);
+    memcpy(wal + n, "-wal", sizeof "-wal");
+    int fd = open(wal, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)
+        return FK_OK; /* no -wal: every commit was checkpointed into the file, synced there */
+    if (fd < 0)
+        return fk_err_set(err, FK_EIO, "state db %s: cannot open its -wal to sync it: %s",
+                          db_path, strerror(errno));
+    int rc = fdatasync(fd) ? errno : 0;
+    close(fd);
+    if (rc)
+        return fk_err_set(err, FK_EIO, "state db %s: fdatasync of its -wal failed: %s; the "
+                          "updates are stored but not known to be on disk",
+                          db_path, strerror(rc));
+    return FK_OK;
+}
+
+int fk_store_reads_writer(const fk_store *reader, const fk_store *writer)
+{
+    return writer->watched && reader->dev == writer->dev && reader->ino == writer->ino;
+}
+
+/* A second, read-only connection to the writer's file for the worker thread (issue 35): in WAL
+ * mode it reads the committed rows while the writer goes on, so a phase's updates stream from
+ * the file to the aggregation without passing through the loop. Only reads (query_only). */
+int fk_store_open_reader(fk_store **out, const fk_store *writer, fk_err *err)
+{
+    *out = NULL;
+    const char *path = writer->path;
+    if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
+        return fk_err_set(err, FK_ESTATE, "state db %s: no second connection to an in-memory "
+                          "or URI database", path);
+    fk_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return fk_err_set(err, FK_ENOMEM, "out of memory opening a reader of %s", path);
+    snprintf(st->path, sizeof st->path, "%s", path);
+    /* NOMUTEX: the connection is used by one thread at a time (the worker's FIFO) */
+    int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    rc = rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "open a reader", err);
+    if (!rc) {
+        sqlite3_busy_timeout(st->db, 5000);
+        rc = exec(st, "PRAGMA query_only=1;", "configure the reader", err);
+    }
+    st->dev = writer->dev; /* the writer's file (fk_store_reads_writer); not watched itself */
+    st->ino = writer->ino;
+    if (rc) {
+        fk_store_close(st);
+        return rc;
+    }
+    *out = st;
+    return FK_OK;
+}
+
 /* -------------------------------------------------- the file's identity */
 
 int fk_store_file_state(const fk_store *st)

@@ -33,6 +33,38 @@ FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
  * new, empty federation in it. init changes nothing for a file with fedkern state. */
 FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
 void fk_store_close(fk_store *st);
+/* A read-only second connection to writer's file, for one other thread (the worker that
+ * aggregates): fk_store_update_each and the other reads work on it; it sees what the writer
+ * committed (WAL). FK_ESTATE for an in-memory database. Closed with fk_store_close, before
+ * the writer. A row failing its checksum sets the reader's fk_store_damaged, not the writer's. */
+FK_CHECKRETURN int fk_store_open_reader(fk_store **st, const fk_store *writer, fk_err *err);
+/* Group commit with the fsync off the loop (issue 35): a transaction begun with
+ * fk_store_begin_relaxed commits without an fsync (WAL, synchronous=NORMAL: it survives a
+ * crash of the process, not yet a power cut); fk_store_sync_wal(fk_store_path(st)), which
+ * touches no connection and may run on any thread, then makes every commit before it as
+ * durable as synchronous=FULL would have (fdatasync of the -wal). fk_store_sync_deferred:
+ * 1 when that sync is needed, 0 when the store runs with synchronous=NORMAL (nothing to do),
+ * strict (relaxed commits fsync themselves) or is not a file. */
+int fk_store_sync_deferred(const fk_store *st);
+/* 1 while the writer holds an open transaction (rows another connection cannot see yet). */
+int fk_store_in_transaction(const fk_store *st);
+const char *fk_store_path(const fk_store *st);
+FK_CHECKRETURN int fk_store_sync_wal(const char *db_path, fk_err *err);
+/* WAL checkpoints off the loop (issue 35): a third connection, read-write, for one other
+ * thread; from its open on the writer makes no checkpoint of its own at commit (SQLite's
+ * wal_autocheckpoint, which copied a large update into the file and fsync'd it inside the
+ * commit on the loop) until fk_store_recreate reconnects it. fk_store_checkpoint_passive
+ * copies what it can without waiting for any lock (*frames_left: what it could not); call it
+ * when fk_store_wal_bytes grows. FK_ESTATE for an in-memory database. Closed with
+ * fk_store_close, before the writer. */
+FK_CHECKRETURN int fk_store_open_checkpointer(fk_store **ck, fk_store *writer, fk_err *err);
+FK_CHECKRETURN int fk_store_checkpoint_passive(fk_store *ck, int *frames_left, fk_err *err);
+uint64_t fk_store_wal_bytes(const fk_store *st);
+/* The writer checkpoints at commit again (after the checkpointer is closed). */
+void fk_store_autocheckpoint_default(fk_store *writer);
+/* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
+ * writer to a new file: open a new reader). */
+int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
 /* 1 once a stored row failed its SHA-256 check (the file was damaged after it was written). */
 int fk_store_damaged(const fk_store *st);
 /* The state file is kept by identity (device, inode, taken at open): fk_store_file_check

@@ -19,6 +19,9 @@ typedef struct mean_srv {
     double m[DIM];
     double var;
     long pad; /* extra checkpoint values, to make checkpoints need new pages */
+    /* fedvar-fold: the phase's sums while it folds (not checkpointed) */
+    double fsum[DIM], fss, fw;
+    int fn, flast;
     long task_pad;
 } mean_srv;
 
@@ -311,13 +314,81 @@ const fk_method fk_test_fedvar = {
     .client_load = no_client_load, .keys = keys,
 };
 
+/* ------------------------- method 3: fedvar folding its updates one at a time (issue 35) */
+
+static int fold_begin(void *srv, int round, int phase, fk_err *err)
+{
+    (void)round;
+    (void)phase;
+    (void)err;
+    mean_srv *s = srv;
+    memset(s->fsum, 0, sizeof s->fsum);
+    s->fss = s->fw = 0.0;
+    s->fn = 0;
+    s->flast = -1;
+    return FK_OK;
+}
+
+/* The same sums as var_aggregate, in the same order: the same bits. */
+static int fold_one(void *srv, int round, int phase, const fk_update *up, fk_err *err)
+{
+    (void)round;
+    mean_srv *s = srv;
+    if (up->client <= s->flast) /* the contract: ascending client order */
+        return fk_err_set(err, FK_ESTATE, "fedvar-fold: client %d folded after client %d",
+                          up->client, s->flast);
+    s->flast = up->client;
+    const fk_tensor *t = fk_bundle_get(&up->msg, phase == 0 ? "sum" : "ss");
+    if (!t || t->len != (phase == 0 ? DIM : 1u))
+        return fk_err_set(err, FK_EFORMAT, "client %d: no %s", up->client,
+                          phase == 0 ? "sum" : "ss");
+    if (phase == 0)
+        for (int j = 0; j < DIM; j++)
+            s->fsum[j] += t->data[j];
+    else
+        s->fss += t->data[0];
+    s->fw += up->report.n_samples;
+    s->fn++;
+    return FK_OK;
+}
+
+static int fold_end(void *srv, int round, int phase, int *done, fk_err *err)
+{
+    (void)round;
+    mean_srv *s = srv;
+    if (s->fn == 0)
+        return fk_err_set(err, FK_EINVAL, "no updates");
+    if (phase == 0) {
+        for (int j = 0; j < DIM; j++)
+            s->m[j] = s->fsum[j] / s->fw;
+        *done = 0;
+        return FK_OK;
+    }
+    s->var = s->fss / s->fw;
+    memcpy(s->mu, s->m, sizeof s->mu);
+    *done = 1;
+    return FK_OK;
+}
+
+const fk_method fk_test_fedvar_fold = {
+    .name = "fedvar-fold", .summary = "test: fedvar, aggregated by folding",
+    .server_init = mean_server_init, .server_close = mean_server_close, .plan = mean_plan,
+    .task = mean_task, .aggregate = var_aggregate, .fold_begin = fold_begin, .fold = fold_one,
+    .fold_end = fold_end, .model = var_model, .save = mean_save, .load = mean_load,
+    .client_init = mean_client_init, .client_close = mean_client_close,
+    .local_step = var_local_step, .evaluate = no_evaluate, .client_save = no_client_save,
+    .client_load = no_client_load, .keys = keys,
+};
+
 const fk_method *fk_test_find_method(const char *name, fk_err *err)
 {
+    if (!strcmp(name, "fedvar-fold"))
+        return &fk_test_fedvar_fold;
     if (!strcmp(name, "fedmean"))
         return &fk_test_fedmean;
     if (!strcmp(name, "fedvar"))
         return &fk_test_fedvar;
-    fk_err_set(err, FK_ENOTFOUND, "unknown method '%s' (known: fedmean, fedvar)", name);
+    fk_err_set(err, FK_ENOTFOUND, "unknown method '%s' (known: fedmean, fedvar, fedvar-fold)", name);
     return NULL;
 }
 

@@ -13,6 +13,7 @@ enum { FK_TEST_DIM = 3 };
 
 extern const fk_method fk_test_fedmean;
 extern const fk_method fk_test_fedvar;
+extern const fk_method fk_test_fedvar_fold; /* fedvar with the fold ops (streaming) */
 const fk_method *fk_test_find_method(const char *name, fk_err *err);
 
 #endif

@@ -1326,6 +1326,94 @@ static void cancel_while_aggregating(void **state)
     fk_bundle_close(&model);
 }
 
+/* ------------------------------------------ streaming aggregation (issue 35) */
+
+/* HELD_JOB with the folding twin of fedvar: the same sums in the same order. */
+static const char *const FOLD_JOB = "method = fedvar-fold\ndataset = synth\nclients = c0, c1, c2, "
+                                    "c3, c4, c5\nrounds = 5\nseed = 11\ndeadline = 30\n"
+                                    "sampling = 0.66\n";
+
+/* Each phase close of a folding method streams the stored updates through fold on the worker
+ * (its own read connection to the state file), in client order (fedvar-fold refuses anything
+ * else); the model is the simulator's and, bit for bit, the batch aggregate's (fedvar's). */
+static void folded_closes_same_model_as_batch(void **state)
+{
+    fed *f = *state;
+    held h = {0};
+    fk_engine_set_offload(f->e, hold_work, &h);
+    int64_t id = submit(f, FOLD_JOB);
+    run_held(f, &h, id, 0);
+    assert_int_equal(h.submits, 10);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_model_is_sim(f, id, FOLD_JOB);
+    assert_model_is_sim(f, id, HELD_JOB); /* the batch aggregate's simulation */
+    /* and inline (no offload: the loop's own connection), the same */
+    fk_engine_set_offload(f->e, NULL, NULL);
+    close_clients(f);
+    int64_t id2 = submit(f, FOLD_JOB);
+    run(f, 0, -1);
+    assert_int_equal(job_state(f, id2, &s), FK_JOB_DONE);
+    fk_bundle a, b;
+    model_of(f, id, &a);
+    model_of(f, id2, &b);
+    assert_bundles_equal(&a, &b);
+    fk_bundle_close(&a);
+    fk_bundle_close(&b);
+}
+
+/* The server dies in the middle of a folding method's phase (half its updates in), and again
+ * while a phase is folded off the loop: nothing of a partial fold is kept, the restarted
+ * engine folds the stored updates again, to the same model. */
+static void restart_mid_fold_same_model(void **state)
+{
+    fed *f = *state;
+    held h = {0};
+    int64_t id = submit(f, FOLD_JOB);
+    int pushed = 0;
+    for (int c = 0; c < N_CLIENTS && pushed < 2; c++)
+        pushed += answer(f, c, -1);
+    assert_int_equal(pushed, 2);
+    close_engine(f);
+    f->now += 1.0;
+    open_engine(f);
+    fk_engine_set_offload(f->e, hold_work, &h);
+    run_held(f, &h, id, 3);
+    fk_engine_work_run(h.w); /* folded on the worker; the crash comes before the loop stores it */
+    fk_engine_work_abandon(f->e, h.w);
+    close_engine(f);
+    f->now += 100.0;
+    open_engine(f);
+    run(f, 0, -1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    assert_model_is_sim(f, id, FOLD_JOB);
+    assert_model_is_sim(f, id, HELD_JOB);
+}
+
+/* A method that needs a phase's updates at once must fit the aggregation memory budget
+ * (n_clients x the largest update); a folding one holds one update at a time and is taken. */
+static void memory_budget_refuses_batch_method(void **state)
+{
+    fed *f = *state;
+    fk_engine_close(f->e);
+    fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method,
+                        .max_update = 1000, .aggregate_memory = 5999};
+    fk_err err;
+    assert_int_equal(fk_engine_open(&f->e, &o, f->now, &err), FK_OK);
+    int64_t id = 0;
+    assert_int_equal(fk_engine_submit(f->e, HELD_JOB, f->now, &id, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "fedvar aggregates a phase's updates all at once"));
+    assert_non_null(strstr(err.msg, "6 clients x 1000 bytes"));
+    assert_non_null(strstr(err.msg, "--aggregate_memory_mb"));
+    assert_int_equal(fk_engine_running(f->e), 0);
+    assert_int_equal(fk_engine_submit(f->e, FOLD_JOB, f->now, &id, &err), FK_OK);
+    fk_engine_close(f->e);
+    o.aggregate_memory = 6000; /* exactly enough */
+    assert_int_equal(fk_engine_open(&f->e, &o, f->now, &err), FK_OK);
+    assert_int_equal(fk_engine_submit(f->e, HELD_JOB, f->now, &id, &err), FK_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1352,6 +1440,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(offloaded_closes_same_model_as_sim, setup, teardown),
         cmocka_unit_test_setup_teardown(restart_mid_aggregation_same_model, setup, teardown),
         cmocka_unit_test_setup_teardown(cancel_while_aggregating, setup, teardown),
+        cmocka_unit_test_setup_teardown(folded_closes_same_model_as_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(restart_mid_fold_same_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(memory_budget_refuses_batch_method, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -712,10 +712,58 @@ static void unusable_paths_give_clear_errors(void **state)
     unlink(junk);
 }
 
+/* Issue 35: the worker's read-only connection sees what the writer committed (not what an open
+ * transaction holds) and refuses writes; a relaxed commit is made durable by the -wal sync
+ * (fk_store_sync_deferred: only when the store runs synchronous=FULL on a file); the
+ * checkpointer copies the -wal into the file while the writer keeps its connection. */
+static void reader_sync_and_checkpointer(void **state)
+{
+    fixture *f = *state;
+    fk_err err = {0};
+    int64_t id = make_job(f->st);
+    fk_store *rd = NULL, *ck = NULL;
+    assert_int_equal(fk_store_open_reader(&rd, f->st, &err), FK_OK);
+    assert_int_equal(fk_store_reads_writer(rd, f->st), 1);
+    assert_int_equal(fk_store_sync_deferred(f->st), 1);
+    assert_int_equal(fk_store_begin_relaxed(f->st, &err), FK_OK);
+    int dup = 0;
+    fk_store_update u1 = update(id, 1, "job1-r1-p0-c1", "Q", 1);
+    assert_int_equal(fk_store_update_put(f->st, &u1, &dup, &err), FK_OK);
+    seen sn = {0};
+    assert_int_equal(fk_store_update_each(rd, id, 1, 0, 0, collect, &sn, &err), FK_OK);
+    assert_int_equal(sn.n, 0); /* not committed yet */
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    assert_int_equal(fk_store_sync_wal(fk_store_path(f->st), &err), FK_OK);
+    assert_int_equal(fk_store_update_each(rd, id, 1, 0, 0, collect, &sn, &err), FK_OK);
+    assert_int_equal(sn.n, 1);
+    assert_int_equal(sn.clients[0], 1);
+    assert_int_equal(sn.first[0], 'Q');
+    int64_t other = 0;
+    assert_int_not_equal(fk_store_job_insert(rd, "mean", "method = mean\n", 1.0, &other, &err),
+                         FK_OK); /* query_only */
+    assert_int_equal(fk_store_open_checkpointer(&ck, f->st, &err), FK_OK);
+    assert_true(fk_store_wal_bytes(f->st) > 0);
+    fk_store_close(rd); /* its snapshot would hold the checkpoint back */
+    int left = -1;
+    assert_int_equal(fk_store_checkpoint_passive(ck, &left, &err), FK_OK);
+    assert_int_equal(left, 0);
+    fk_store_close(ck);
+    fk_store_autocheckpoint_default(f->st);
+    assert_int_equal(fk_store_set_full_sync(f->st, 0, &err), FK_OK);
+    assert_int_equal(fk_store_sync_deferred(f->st), 0); /* NORMAL: nothing to sync */
+    fk_store *mem = NULL;
+    assert_int_equal(fk_store_open(&mem, ":memory:", &err), FK_OK);
+    assert_int_equal(fk_store_sync_deferred(mem), 0);
+    assert_int_equal(fk_store_open_reader(&rd, mem, &err), FK_ESTATE);
+    assert_int_equal(fk_store_open_checkpointer(&ck, mem, &err), FK_ESTATE);
+    fk_store_close(mem);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(schema_is_versioned_and_reopens, setup, teardown),
+        cmocka_unit_test_setup_teardown(reader_sync_and_checkpointer, setup, teardown),
         cmocka_unit_test_setup_teardown(version_1_database_migrates, setup, teardown),
         cmocka_unit_test_setup_teardown(jobs_track_state_and_position, setup, teardown),
         cmocka_unit_test_setup_teardown(rounds_and_phases_round_trip, setup, teardown),

@@ -97,6 +97,20 @@ typedef struct fk_method {
      * *round_done = 1 when the round is complete, 0 when another phase follows. */
     FK_CHECKRETURN int (*aggregate)(void *srv, int round, int phase, const fk_update *ups, int n,
                                     int *round_done, fk_err *err);
+    /* Optional streaming aggregation (all three or none). fold_begin opens the phase's
+     * aggregate; fold takes one update, in ascending client order (the order aggregate gets
+     * them), and keeps nothing of its message past the call that the state does not keep
+     * anyway; fold_end completes the phase. fold_begin, fold(ups[0]) ... fold(ups[n-1]),
+     * fold_end must leave the state bit for bit as aggregate(ups, n) does (test methods_fold).
+     * With them the server decodes one update at a time from the store and its memory for a
+     * phase is the state's, O(model); without them (the method needs every update at once)
+     * the server holds the phase's updates and a job must fit its --aggregate_memory budget.
+     * A failed fold or fold_end leaves the phase to be aggregated again from fold_begin. */
+    FK_CHECKRETURN int (*fold_begin)(void *srv, int round, int phase, fk_err *err);
+    FK_CHECKRETURN int (*fold)(void *srv, int round, int phase, const fk_update *up,
+                               fk_err *err);
+    FK_CHECKRETURN int (*fold_end)(void *srv, int round, int phase, int *round_done,
+                                   fk_err *err);
     /* Current global model (what `job result` returns). */
     FK_CHECKRETURN int (*model)(void *srv, fk_bundle *out, fk_err *err);
     /* Checkpoint: the whole server state as a bundle, and back. */
@@ -193,6 +207,13 @@ enum { FK_DEFAULT_ROUNDS = 10 };
 
 /* The round budget of a job of type m without `rounds`: max_rounds(p) or FK_DEFAULT_ROUNDS. */
 int fk_method_default_rounds(const fk_method *m, const fk_params *p);
+
+/* 1 when m aggregates by folding (fold_begin, fold, fold_end all set). */
+int fk_method_folds(const fk_method *m);
+/* The phase's aggregate over ups (ascending client order): by fold when the method folds,
+ * else its aggregate op. The simulator's path; the server folds the same way from its store. */
+FK_CHECKRETURN int fk_method_aggregate(const fk_method *m, void *srv, int round, int phase,
+                                       const fk_update *ups, int n, int *round_done, fk_err *err);
 
 /* All job types, NULL-terminated. */
 extern const fk_method *const fk_methods[];

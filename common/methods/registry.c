@@ -130,6 +130,22 @@ int fk_method_default_rounds(const fk_method *m, const fk_params *p)
     return m->max_rounds ? m->max_rounds(p) : FK_DEFAULT_ROUNDS;
 }
 
+int fk_method_folds(const fk_method *m)
+{
+    return m->fold_begin && m->fold && m->fold_end;
+}
+
+int fk_method_aggregate(const fk_method *m, void *srv, int round, int phase, const fk_update *ups,
+                        int n, int *round_done, fk_err *err)
+{
+    if (!fk_method_folds(m))
+        return m->aggregate(srv, round, phase, ups, n, round_done, err);
+    int rc = m->fold_begin(srv, round, phase, err);
+    for (int k = 0; k < n && !rc; k++)
+        rc = m->fold(srv, round, phase, &ups[k], err);
+    return rc ? rc : m->fold_end(srv, round, phase, round_done, err);
+}
+
 const fk_method *fk_method_find(const char *name, fk_err *err)
 {
     char known[512] = "";

@@ -127,7 +127,7 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
         got++;
     }
     summarise(r, phase, s->ups, got);
-    return s->m->aggregate(s->srv, round, phase, s->ups, got, done, err);
+    return fk_method_aggregate(s->m, s->srv, round, phase, s->ups, got, done, err);
 }
 
 /* Every client scores the final model on its own data. */

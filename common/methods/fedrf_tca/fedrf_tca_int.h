@@ -62,6 +62,15 @@ FK_CHECKRETURN int fk__fedrf_put_vec(fk_bundle *b, const char *name, size_t n, c
 FK_CHECKRETURN int fk__fedrf_put_scalar(fk_bundle *b, const char *name, double v, fk_err *err);
 const fk_tensor *fk__fedrf_want_len(const fk_bundle *b, const char *name, size_t len, fk_err *err);
 
+/* The round-1 warm start's moments, summed as the updates are folded in (client order). */
+typedef struct fk__fedrf_warm {
+    int open, got, bad;  /* fold_begin ran; updates with moments; one was malformed */
+    fk_err bad_err;      /* why (reported only when the warm start is solved) */
+    fk_mat A;            /* sum of the scatters */
+    double *mus, *mut;   /* sums of the sources' / the target's features */
+    double ns, nt;       /* their row counts */
+} fk__fedrf_warm;
+
 typedef struct fk__fedrf_server {
     fk__fedrf_cfg c;
     int n;
@@ -89,6 +98,10 @@ typedef struct fk__fedrf_server {
     double sel_avg_acc;         /* the tail average's held-out accuracy (-1: not scored) */
     int have_sel;
     uint64_t seed;              /* the job seed: Omega's, recorded in the model for predict */
+    /* the phase's aggregate in progress (fold_begin .. fold_end; nothing is saved of it) */
+    fk__fedrf_warm warm;
+    int f_nW, f_nWsrc, f_nC, f_got_target_W;
+    double f_ok, f_cnt, f_ok_avg, f_cnt_avg;
 } fk__fedrf_server;
 
 typedef struct fk__fedrf_client {
@@ -141,8 +154,16 @@ FK_CHECKRETURN int fk__fedrf_server_load(void *p, const fk_bundle *in, fk_err *e
 /* Warm start (fedrf_tca_warm.c): from every client's round-1 moments (n, sum, scatter of its
  * random features) the pooled RF-TCA closed form into s->W0 (have_W0); nothing when a client's
  * moments are missing (a dropout: the run starts from the random W). */
-FK_CHECKRETURN int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *ups, int n,
-                                        fk_err *err);
+FK_CHECKRETURN int fk__fedrf_warm_begin(fk__fedrf_server *s, fk_err *err);
+void fk__fedrf_warm_add(fk__fedrf_server *s, const fk_update *up);
+FK_CHECKRETURN int fk__fedrf_warm_end(fk__fedrf_server *s, fk_err *err);
+void fk__fedrf_warm_close(fk__fedrf_server *s);
+/* Streaming aggregation (fk_method fold ops); aggregate is these over the updates. */
+FK_CHECKRETURN int fk__fedrf_server_fold_begin(void *p, int round, int phase, fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_fold(void *p, int round, int phase, const fk_update *up,
+                                         fk_err *err);
+FK_CHECKRETURN int fk__fedrf_server_fold_end(void *p, int round, int phase, int *done,
+                                             fk_err *err);
 /* Client side: n, sum (2N) and the scatter sum phi phi^T (2N x 2N) of all its rows. */
 FK_CHECKRETURN int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err);
 /* select_holdout: does client c get the round's model to score in phase 2? And the tail

@@ -13,6 +13,7 @@ void fk__fedrf_server_close(void *p)
     fk__fedrf_server *s = p;
     if (!s)
         return;
+    fk__fedrf_warm_close(s);
     free(s->class_values);
     free(s->inA);
     free(s->inW);
@@ -357,61 +358,68 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
     return FK_OK;
 }
 
-static int agg_stats(fk__fedrf_server *s, const fk_update *ups, int n, fk_err *err)
+static int agg_stats(fk__fedrf_server *s, const fk_update *up, fk_err *err)
 {
-    for (int k = 0; k < n; k++) {
-        const fk_tensor *t = fk_bundle_get(&ups[k].msg, "s");
+    const fk_tensor *t = fk_bundle_get(&up->msg, "s");
+    if (!t)
+        return FK_OK;
+    if (t->len != s->D)
+        return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client %d sent a statistic of %zu values, "
+                          "want 2N=%zu", up->client, t->len, s->D);
+    long d = (long)fk__fedrf_scalar(&up->msg, "d", -1);
+    if (s->d_seen == 0)
+        s->d_seen = d;
+    else if (d != s->d_seen)
+        return fk_err_set(err, FK_EINVAL,
+                          "fedrf-tca: client %d's number of features differs from the other "
+                          "clients'; all domains must share one feature space",
+                          up->client);
+    memcpy(s->s + (size_t)up->client * s->D, t->data, s->D * sizeof(double));
+    s->has_s[up->client] = 1;
+    return FK_OK;
+}
+
+static void models_begin(fk__fedrf_server *s)
+{
+    s->f_nW = s->f_nWsrc = s->f_nC = s->f_got_target_W = 0;
+    memset(s->Wbar, 0, s->WM * sizeof(double));
+    memset(s->Cbar, 0, s->PC * sizeof(double));
+}
+
+static int models_add(fk__fedrf_server *s, const fk_update *up, fk_err *err)
+{
+    int tgt = (int)s->c.target;
+    const fk_bundle *m = &up->msg;
+    if (fk_bundle_get(m, "W")) {
+        const fk_tensor *t = fk__fedrf_want_len(m, "W", s->WM, err);
         if (!t)
-            continue;
-        if (t->len != s->D)
-            return fk_err_set(err, FK_EFORMAT, "fedrf-tca: client %d sent a statistic of %zu values, "
-                              "want 2N=%zu", ups[k].client, t->len, s->D);
-        long d = (long)fk__fedrf_scalar(&ups[k].msg, "d", -1);
-        if (s->d_seen == 0)
-            s->d_seen = d;
-        else if (d != s->d_seen)
-            return fk_err_set(err, FK_EINVAL,
-                              "fedrf-tca: client %d's number of features differs from the other "
-                              "clients'; all domains must share one feature space",
-                              ups[k].client);
-        memcpy(s->s + (size_t)ups[k].client * s->D, t->data, s->D * sizeof(double));
-        s->has_s[ups[k].client] = 1;
+            return FK_EFORMAT;
+        cblas_daxpy((int)s->WM, 1.0, t->data, 1, s->Wbar, 1);
+        s->f_nW++;
+        s->f_nWsrc += up->client != tgt;
+        if (up->client == tgt) {
+            s->f_got_target_W = 1;
+            memcpy(s->Wmodel, t->data, s->WM * sizeof(double));
+        }
+    }
+    if (fk_bundle_get(m, "C")) {
+        const fk_tensor *t = fk__fedrf_want_len(m, "C", s->PC, err);
+        if (!t)
+            return FK_EFORMAT;
+        if (s->c.voting) {
+            memcpy(s->votes + (size_t)up->client * s->PC, t->data, s->PC * sizeof(double));
+            s->has_vote[up->client] = 1;
+        } else {
+            cblas_daxpy((int)s->PC, 1.0, t->data, 1, s->Cbar, 1);
+            s->f_nC++;
+        }
     }
     return FK_OK;
 }
 
-static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int n, fk_err *err)
+static void models_end(fk__fedrf_server *s, int round)
 {
-    int tgt = (int)s->c.target, nW = 0, nWsrc = 0, nC = 0, got_target_W = 0;
-    memset(s->Wbar, 0, s->WM * sizeof(double));
-    memset(s->Cbar, 0, s->PC * sizeof(double));
-    for (int k = 0; k < n; k++) {
-        const fk_bundle *m = &ups[k].msg;
-        if (fk_bundle_get(m, "W")) {
-            const fk_tensor *t = fk__fedrf_want_len(m, "W", s->WM, err);
-            if (!t)
-                return FK_EFORMAT;
-            cblas_daxpy((int)s->WM, 1.0, t->data, 1, s->Wbar, 1);
-            nW++;
-            nWsrc += ups[k].client != tgt;
-            if (ups[k].client == tgt) {
-                got_target_W = 1;
-                memcpy(s->Wmodel, t->data, s->WM * sizeof(double));
-            }
-        }
-        if (fk_bundle_get(m, "C")) {
-            const fk_tensor *t = fk__fedrf_want_len(m, "C", s->PC, err);
-            if (!t)
-                return FK_EFORMAT;
-            if (s->c.voting) {
-                memcpy(s->votes + (size_t)ups[k].client * s->PC, t->data, s->PC * sizeof(double));
-                s->has_vote[ups[k].client] = 1;
-            } else {
-                cblas_daxpy((int)s->PC, 1.0, t->data, 1, s->Cbar, 1);
-                nC++;
-            }
-        }
-    }
+    int nW = s->f_nW, nWsrc = s->f_nWsrc, nC = s->f_nC, got_target_W = s->f_got_target_W;
     /* Average only when some source took part (nothing is exchanged otherwise). */
     s->have_W = nWsrc > 0;
     if (s->have_W) {
@@ -441,7 +449,6 @@ static int agg_models(fk__fedrf_server *s, int round, const fk_update *ups, int 
             s->nCsum += 1;
         }
     }
-    return FK_OK;
 }
 
 int fk__fedrf_sel_asked(const fk__fedrf_server *s, int c)
@@ -485,20 +492,22 @@ static void keep_sel(fk__fedrf_server *s, double acc, double round, const double
  * checked by check_update); keep the model when it beats every earlier round. In the last round
  * the tail average is a candidate too; it wins ties (it does not hinge on one round's steps).
  * Target labels are never involved. */
-static int agg_select(fk__fedrf_server *s, int round, const fk_update *ups, int n)
+static void select_add(fk__fedrf_server *s, const fk_update *up)
 {
-    double ok = 0, cnt = 0, ok_avg = 0, cnt_avg = 0;
-    for (int k = 0; k < n; k++) {
-        if (!fk_bundle_get(&ups[k].msg, "sel_n"))
-            continue;
-        double nk = fk__fedrf_scalar(&ups[k].msg, "sel_n", 0);
-        ok += fk__fedrf_scalar(&ups[k].msg, "sel_ok", 0);
-        cnt += nk;
-        if (fk_bundle_get(&ups[k].msg, "sel_ok_avg")) {
-            ok_avg += fk__fedrf_scalar(&ups[k].msg, "sel_ok_avg", 0);
-            cnt_avg += nk;
-        }
+    if (!fk_bundle_get(&up->msg, "sel_n"))
+        return;
+    double nk = fk__fedrf_scalar(&up->msg, "sel_n", 0);
+    s->f_ok += fk__fedrf_scalar(&up->msg, "sel_ok", 0);
+    s->f_cnt += nk;
+    if (fk_bundle_get(&up->msg, "sel_ok_avg")) {
+        s->f_ok_avg += fk__fedrf_scalar(&up->msg, "sel_ok_avg", 0);
+        s->f_cnt_avg += nk;
     }
+}
+
+static void select_end(fk__fedrf_server *s, int round)
+{
+    double ok = s->f_ok, cnt = s->f_cnt, ok_avg = s->f_ok_avg, cnt_avg = s->f_cnt_avg;
     if (cnt > 0 && ok / cnt > s->sel_acc)
         keep_sel(s, ok / cnt, round, s->Wmodel, 1.0, s->Cmodel, 1.0);
     if (cnt_avg > 0) {
@@ -506,24 +515,62 @@ static int agg_select(fk__fedrf_server *s, int round, const fk_update *ups, int 
         if (s->sel_avg_acc >= s->sel_acc)
             keep_sel(s, s->sel_avg_acc, 0, s->Wsum, s->nWsum, s->Csum, s->nCsum);
     }
+}
+
+/* Streaming aggregation: each update folded in as it comes (client order), the phase's sums
+ * in the server state; nothing of an update is kept past its fold but what the state keeps
+ * anyway (phase 0's per-client statistics, a voting classifier). */
+int fk__fedrf_server_fold_begin(void *p, int round, int phase, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    if (phase == 0 && s->c.warm_start && round == 1)
+        return fk__fedrf_warm_begin(s, err);
+    if (phase == 1)
+        models_begin(s);
+    if (phase == 2)
+        s->f_ok = s->f_cnt = s->f_ok_avg = s->f_cnt_avg = 0;
+    return FK_OK;
+}
+
+int fk__fedrf_server_fold(void *p, int round, int phase, const fk_update *up, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    (void)round;
+    if (phase == 0) {
+        if (s->warm.open)
+            fk__fedrf_warm_add(s, up);
+        return agg_stats(s, up, err);
+    }
+    if (phase == 1)
+        return models_add(s, up, err);
+    select_add(s, up);
+    return FK_OK;
+}
+
+int fk__fedrf_server_fold_end(void *p, int round, int phase, int *done, fk_err *err)
+{
+    fk__fedrf_server *s = p;
+    *done = phase == 2;
+    if (phase == 0 && s->warm.open)
+        return fk__fedrf_warm_end(s, err);
+    if (phase == 1)
+        models_end(s, round);
+    if (phase == 2)
+        select_end(s, round);
     return FK_OK;
 }
 
 int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *ups, int n, int *done,
                               fk_err *err)
 {
-    fk__fedrf_server *s = p;
-    *done = phase == 2;
-    if (phase == 0 && s->c.warm_start && round == 1) {
-        int rc = fk__fedrf_warm_start(s, ups, n, err);
-        if (rc)
-            return rc;
+    int rc = fk__fedrf_server_fold_begin(p, round, phase, err);
+    for (int k = 0; k < n && !rc; k++)
+        rc = fk__fedrf_server_fold(p, round, phase, &ups[k], err);
+    if (rc) {
+        fk__fedrf_warm_close(p);
+        return rc;
     }
-    if (phase == 0)
-        return agg_stats(s, ups, n, err);
-    if (phase == 1)
-        return agg_models(s, round, ups, n, err);
-    return agg_select(s, round, ups, n);
+    return fk__fedrf_server_fold_end(p, round, phase, done, err);
 }
 
 /* What predict needs besides W and the classifier (fedrf_tca_predict.c): Omega's seed, kind,

@@ -43,52 +43,94 @@ int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err)
     return rc ? rc : fk__fedrf_put_scalar(up, "n", (double)n, err);
 }
 
-int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *ups, int n, fk_err *err)
+/* The warm start folded over the round-1 updates (issue 35: streaming aggregation), in client
+ * order, the moments summed as they come: begin, add per update, end solves. */
+int fk__fedrf_warm_begin(fk__fedrf_server *s, fk_err *err)
 {
+    fk__fedrf_warm *w = &s->warm;
+    fk__fedrf_warm_close(s);
     size_t D = s->D;
-    int tgt = (int)s->c.target, got = 0;
-    for (int k = 0; k < n; k++)
-        got += fk_bundle_get(&ups[k].msg, "scatter") != NULL;
-    s->have_W0 = 0;
-    if (got < s->n)
-        return FK_OK; /* a client's moments are missing: no pooled problem, random start */
-    fk_mat A = {0}, W = {0};
-    double *mus = calloc(D, sizeof *mus), *mut = calloc(D, sizeof *mut), *tot = calloc(D, sizeof *tot);
-    double *theta = malloc((size_t)s->c.m * sizeof *theta);
-    if (!mus || !mut || !tot || !theta || fk_mat_init(&A, D, D)) {
-        free(mus);
-        free(mut);
-        free(tot);
-        free(theta);
+    w->mus = calloc(D, sizeof *w->mus);
+    w->mut = calloc(D, sizeof *w->mut);
+    if (!w->mus || !w->mut || fk_mat_init(&w->A, D, D)) {
+        fk__fedrf_warm_close(s);
         return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the warm start");
     }
-    double ns = 0, nt = 0;
-    int rc = FK_OK;
-    for (int k = 0; k < n && !rc; k++) {
-        const fk_bundle *b = &ups[k].msg;
-        const fk_tensor *S = fk__fedrf_want_len(b, "scatter", D * D, err),
-                        *sm = fk__fedrf_want_len(b, "sum", D, err),
-                        *cnt = fk__fedrf_want_len(b, "n", 1, err);
-        if (!S || !sm || !cnt) {
-            rc = FK_EFORMAT;
-            break;
-        }
-        cblas_daxpy((int)(D * D), 1.0, S->data, 1, A.data, 1);
-        cblas_daxpy((int)D, 1.0, sm->data, 1, ups[k].client == tgt ? mut : mus, 1);
-        *(ups[k].client == tgt ? &nt : &ns) += cnt->data[0];
+    w->open = 1;
+    return FK_OK;
+}
+
+void fk__fedrf_warm_add(fk__fedrf_server *s, const fk_update *up)
+{
+    fk__fedrf_warm *w = &s->warm;
+    const fk_bundle *b = &up->msg;
+    if (!fk_bundle_get(b, "scatter"))
+        return;
+    w->got++;
+    if (w->bad)
+        return; /* an error is reported at the end, if the warm start is solved at all */
+    size_t D = s->D;
+    const fk_tensor *S = fk__fedrf_want_len(b, "scatter", D * D, &w->bad_err),
+                    *sm = fk__fedrf_want_len(b, "sum", D, &w->bad_err),
+                    *cnt = fk__fedrf_want_len(b, "n", 1, &w->bad_err);
+    if (!S || !sm || !cnt) {
+        w->bad = 1;
+        return;
     }
-    if (!rc && !(ns >= 1 && nt >= 1))
+    int tgt = (int)s->c.target;
+    cblas_daxpy((int)(D * D), 1.0, S->data, 1, w->A.data, 1);
+    cblas_daxpy((int)D, 1.0, sm->data, 1, up->client == tgt ? w->mut : w->mus, 1);
+    *(up->client == tgt ? &w->nt : &w->ns) += cnt->data[0];
+}
+
+void fk__fedrf_warm_close(fk__fedrf_server *s)
+{
+    fk__fedrf_warm *w = &s->warm;
+    fk_mat_close(&w->A);
+    free(w->mus);
+    free(w->mut);
+    *w = (fk__fedrf_warm){0};
+}
+
+int fk__fedrf_warm_end(fk__fedrf_server *s, fk_err *err)
+{
+    fk__fedrf_warm *w = &s->warm;
+    size_t D = s->D;
+    s->have_W0 = 0;
+    if (w->got < s->n) { /* a client's moments are missing: no pooled problem, random start */
+        fk__fedrf_warm_close(s);
+        return FK_OK;
+    }
+    if (w->bad) {
+        int code = w->bad_err.code ? w->bad_err.code : FK_EFORMAT;
+        fk_err_set(err, code, "%s", w->bad_err.msg);
+        fk__fedrf_warm_close(s);
+        return code;
+    }
+    fk_mat W = {0};
+    fk_mat *A = &w->A;
+    double ns = w->ns, nt = w->nt, *mus = w->mus, *mut = w->mut;
+    double *tot = calloc(D, sizeof *tot);
+    double *theta = malloc((size_t)s->c.m * sizeof *theta);
+    if (!tot || !theta) {
+        free(tot);
+        free(theta);
+        fk__fedrf_warm_close(s);
+        return fk_err_set(err, FK_ENOMEM, "fedrf-tca: out of memory for the warm start");
+    }
+    int rc = FK_OK;
+    if (!(ns >= 1 && nt >= 1))
         rc = fk_err_set(err, FK_EINVAL, "fedrf-tca: warm start needs source and target samples");
     if (!rc) {
         /* A = sum phi phi^T - (sum)(sum)^T / n: the scatter about the pooled mean */
         for (size_t i = 0; i < D; i++)
             tot[i] = mus[i] + mut[i];
-        cblas_dger(CblasRowMajor, (int)D, (int)D, -1.0 / (ns + nt), tot, 1, tot, 1, A.data,
-                   (int)A.ld);
+        cblas_dger(CblasRowMajor, (int)D, (int)D, -1.0 / (ns + nt), tot, 1, tot, 1, A->data,
+                   (int)A->ld);
         for (size_t i = 0; i < D; i++) /* v = mu_S - mu_T */
             tot[i] = mus[i] / ns - mut[i] / nt;
         double gamma = s->c.gamma > 0 ? s->c.gamma : (ns + nt) / (ns * nt);
-        rc = fk_tca_solve_moments(&A, tot, gamma, (size_t)s->c.m, FK_TCA_NORM_B, &W, theta, err);
+        rc = fk_tca_solve_moments(A, tot, gamma, (size_t)s->c.m, FK_TCA_NORM_B, &W, theta, err);
     }
     if (!rc) {
         /* The closed form fixes the subspace; its scale is a convention (normalization B puts
@@ -101,10 +143,8 @@ int fk__fedrf_warm_start(fk__fedrf_server *s, const fk_update *ups, int n, fk_er
             s->W0[i] = f > 0 ? W.data[i] * want / f : 0.0;
         s->have_W0 = 1;
     }
-    fk_mat_close(&A);
     fk_mat_close(&W);
-    free(mus);
-    free(mut);
+    fk__fedrf_warm_close(s);
     free(tot);
     free(theta);
     return rc;
