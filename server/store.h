@@ -18,7 +18,7 @@
 
 typedef struct fk_store fk_store;
 
-enum { FK_STORE_SCHEMA_VERSION = 5 };
+enum { FK_STORE_SCHEMA_VERSION = 6 };
 
 /* Open (creating and migrating as needed) the database at path. Refused with one message
  * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
@@ -32,7 +32,77 @@ FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
  * (FK_EINVAL, naming --init and the restore steps) unless init = 1 (--init), which starts a
  * new, empty federation in it. init changes nothing for a file with fedkern state. */
 FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
+
+/* The start-up check (issue 35; docs/operations.md "Start-up check"). Its cost follows what
+ * was written since the last clean stop, not the file's size:
+ *  - "clean": the last run closed the file cleanly (fk_store_close wrote PATH.clean with the
+ *    run's number and the file's device, inode, size and mtime) and the file is exactly as it
+ *    was left (no -wal): nothing to read.
+ *  - "crash": no clean-stop record: the SHA-256 of every update, checkpoint and model row
+ *    written since the last verified start (schema 6: each row records the run that wrote
+ *    it) is checked; a mismatch refuses the start (FK_EFORMAT, restore steps).
+ *  - "full": PRAGMA quick_check over the whole file (as before schema 6): asked for
+ *    (check_full, --check_state full), the file changed after its clean stop (another inode,
+ *    size or mtime: a restored backup, an edit), or no verified start is recorded yet (a
+ *    file migrated from schema 5 or older, its first start).
+ *  - "new": a file created by this open.
+ * Each start is logged (state_check: mode, reason, rows, bytes, seconds) and recorded (meta
+ * 'run' + 1, 'verified_run' = the run checked or stopped cleanly) before anything else is
+ * written; PATH.clean is removed first, so a crash of this run is a "crash" start next. */
+typedef struct fk_store_startup {
+    char mode[8];     /* "new", "clean", "crash", "full" */
+    char reason[200]; /* why that mode */
+    int64_t rows;     /* rows whose SHA-256 was checked ("crash") */
+    uint64_t bytes;   /* their bytes */
+    double seconds;   /* wall time of the check */
+    int64_t run;      /* this start's number */
+} fk_store_startup;
+
+typedef struct fk_store_open_opts {
+    int init;       /* fk_store_open_init's init */
+    int check_full; /* the "full" check whatever the record says */
+} fk_store_open_opts;
+
+FK_CHECKRETURN int fk_store_open_ex(fk_store **st, const char *path, const fk_store_open_opts *o,
+                                    fk_err *err);
+void fk_store_startup_get(const fk_store *st, fk_store_startup *out);
+/* Close; after a clean run (no damage found, writes not refused, the file still at its
+ * path, no transaction open, SQLite closed it and removed its -wal) write PATH.clean. */
 void fk_store_close(fk_store *st);
+
+/* --- retention (issue 35; docs/operations.md "Retention") --- */
+typedef struct fk_store_retention {
+    int keep_checkpoints; /* newest checkpoints kept per job (>= 1); 0 = every one (2) */
+    int keep_updates;     /* 1: the bytes of every update stay (--retain_updates, --audit) */
+    int keep_models;      /* 1: every round's model stays (--audit) */
+} fk_store_retention;
+/* The default (keep_checkpoints 2, updates and models pruned); fk_store_open sets it. */
+void fk_store_retention_default(fk_store_retention *r);
+void fk_store_set_retention(fk_store *st, const fk_store_retention *r);
+/* Apply the retention to one job inside the caller's transaction, after round `round`'s
+ * checkpoint and model were written in it (so they are durable exactly when the pruning is).
+ * Updates of rounds <= round lose their bytes (the row stays: report, idempotency id,
+ * SHA-256; fk_store_update.pruned); checkpoints older than the keep_checkpoints newest go;
+ * models go but the latest, the one `job result --selected` picks (m->select_by, see
+ * fk_store_selected_round) and, while the job runs (finished = 0), the select_lag newest,
+ * which are not scored yet. A finished job (done, failed, cancelled) is called once more with
+ * finished = 1 and its last round. */
+FK_CHECKRETURN int fk_store_retain(fk_store *st, int64_t job, int round, int finished,
+                                   const fk_method *m, fk_err *err);
+/* The round whose model m's criterion picks among the job's closed rounds (its select_by
+ * field measured select_lag rounds later, the earliest best): *round = 0 when none is scored
+ * yet or m has no select_by. *value gets the criterion's value (may be NULL). */
+FK_CHECKRETURN int fk_store_selected_round(fk_store *st, int64_t job, const fk_method *m,
+                                           int *round, double *value, fk_err *err);
+/* Remove a job that is not running with everything stored for it (rounds, phases, updates,
+ * checkpoints, models), in one fsync'd transaction. FK_ENOTFOUND for no such job, FK_ESTATE
+ * for a running one. The space is reused by later writes; fk_store_compact gives it back. */
+FK_CHECKRETURN int fk_store_job_delete(fk_store *st, int64_t job, fk_err *err);
+/* `fedkern state compact PATH`: offline VACUUM of a state file no server has open (refused,
+ * FK_ESTATE, while one has: each open store holds a shared flock on the file). *before and
+ * *after get the file's size in bytes. */
+FK_CHECKRETURN int fk_store_compact(const char *path, uint64_t *before, uint64_t *after,
+                                    fk_err *err);
 /* 1 once a stored row failed its SHA-256 check (the file was damaged after it was written). */
 int fk_store_damaged(const fk_store *st);
 /* The state file is kept by identity (device, inode, taken at open): fk_store_file_check
@@ -73,6 +143,8 @@ FK_CHECKRETURN int fk_store_commit(fk_store *st, fk_err *err);
  * fsync'd commit (the next batch of updates) makes them durable too. */
 FK_CHECKRETURN int fk_store_begin_relaxed(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
+/* 1 while a transaction is open. */
+int fk_store_in_transaction(const fk_store *st);
 /* Explicit transactions committed and the wall time spent in their COMMIT (with
  * synchronous=FULL that is where the WAL's fsync happens: the fsync share of a round). */
 typedef struct fk_store_stats {
@@ -183,6 +255,7 @@ typedef struct fk_store_update {
     size_t len;
     double received;
     const uint8_t *sha256; /* put: the blob's SHA-256 if the caller has it (else computed) */
+    int pruned;            /* each: retention dropped the bytes (blob NULL, len 0) */
 } fk_store_update;
 
 /* What a sender stored under an idempotency id (fk_store_update_match). */
@@ -196,7 +269,8 @@ enum { FK_STORE_IDEM_NEW = 0, FK_STORE_IDEM_SAME = 1, FK_STORE_IDEM_OTHER = 2 };
 FK_CHECKRETURN int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup,
                                        fk_err *err);
 /* Call cb for each update of one phase in ascending client order. The blob
- * and strings are valid only during the call. Every blob is checked against the SHA-256
+ * and strings are valid only during the call. An update whose bytes retention dropped comes
+ * with pruned = 1, blob NULL and len 0 (its report stays). Every other blob is checked against the SHA-256
  * stored beside it: a mismatch stops with FK_EFORMAT naming the job, round, phase and client
  * and the restore steps (and fk_store_damaged() turns 1). */
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);

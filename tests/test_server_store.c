@@ -112,7 +112,11 @@ static void version_1_database_migrates(void **state)
     f->st = NULL;
     sqlite3 *db; /* back to what version 1 wrote: no quality columns */
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    const char *down = "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
+    const char *down = "DROP INDEX updates_run; DROP INDEX checkpoints_run; DROP INDEX models_run;"
+                       "DROP TABLE meta; ALTER TABLE updates DROP COLUMN run;"
+                       "ALTER TABLE updates DROP COLUMN pruned; ALTER TABLE checkpoints DROP COLUMN run;"
+                       "ALTER TABLE models DROP COLUMN run;"
+                       "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
                        "ALTER TABLE rounds DROP COLUMN rmse; ALTER TABLE updates DROP COLUMN misclust;"
                        "ALTER TABLE updates DROP COLUMN ari; ALTER TABLE updates DROP COLUMN rmse;"
                        "ALTER TABLE rounds DROP COLUMN model_error;"
@@ -591,6 +595,10 @@ static void version_3_blobs_get_sums(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
+                                  "DROP INDEX updates_run; DROP INDEX checkpoints_run; DROP INDEX models_run;"
+                                  "DROP TABLE meta; ALTER TABLE updates DROP COLUMN run;"
+                                  "ALTER TABLE updates DROP COLUMN pruned; ALTER TABLE checkpoints DROP COLUMN run;"
+                                  "ALTER TABLE models DROP COLUMN run;"
                                   "ALTER TABLE updates DROP COLUMN sha256;"
                                   "ALTER TABLE checkpoints DROP COLUMN sha256;"
                                   "ALTER TABLE models DROP COLUMN sha256;"
