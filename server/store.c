@@ -2135,11 +2135,16 @@ int fk_store_retain(fk_store *st, int64_t job, int round, int finished, const fk
 {
     int rc = FK_OK;
     if (!st->keep.keep_updates) {
+        /* the rounds before: gone; this one: its rows without their bytes (the clients'
+         * reports for `job status`, the ids that answer a resent update DUPLICATE) */
         int v[] = {round};
-        rc = run_job_ints(st,
-                          "UPDATE updates SET blob = x'', pruned = 1 "
-                          "WHERE job_id = ?1 AND round <= ?2 AND pruned = 0",
-                          job, v, 1, "prune updates", err);
+        rc = run_job_ints(st, "DELETE FROM updates WHERE job_id = ?1 AND round < ?2", job, v, 1,
+                          "prune updates", err);
+        if (!rc)
+            rc = run_job_ints(st,
+                              "UPDATE updates SET blob = x'', pruned = 1 "
+                              "WHERE job_id = ?1 AND round <= ?2 AND pruned = 0",
+                              job, v, 1, "prune updates", err);
     }
     if (!rc && st->keep.keep_checkpoints > 0) {
         int v[] = {st->keep.keep_checkpoints};
@@ -2231,5 +2236,49 @@ int fk_store_compact(const char *path, uint64_t *before, uint64_t *after, fk_err
                now_mono() - t0);
     fk_store_close(st);
     *after = file_bytes(path);
+    return rc;
+}
+
+int fk_store_usage_get(fk_store *st, fk_store_usage *u, fk_err *err)
+{
+    *u = (fk_store_usage){0};
+    int64_t pages = 0, page = 0, freel = 0;
+    int rc = pragma_int(st, "PRAGMA page_count", &pages, err);
+    if (!rc)
+        rc = pragma_int(st, "PRAGMA page_size", &page, err);
+    if (!rc)
+        rc = pragma_int(st, "PRAGMA freelist_count", &freel, err);
+    if (rc)
+        return rc;
+    u->file_bytes = is_file_path(st->path) ? file_bytes(st->path) : (uint64_t)(pages * page);
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    u->wal_bytes = is_file_path(st->path) ? file_bytes(wal) : 0;
+    u->free_bytes = (uint64_t)(freel * page);
+    static const char *const sql[] = {
+        "SELECT count(*), coalesce(sum(length(blob)), 0), coalesce(sum(pruned), 0) FROM updates",
+        "SELECT count(*), coalesce(sum(length(blob)), 0), 0 FROM checkpoints",
+        "SELECT count(*), coalesce(sum(length(blob)), 0), 0 FROM models",
+        "SELECT count(*), 0, 0 FROM jobs",
+        "SELECT count(*), 0, 0 FROM rounds",
+    };
+    int64_t *n[] = {&u->updates, &u->checkpoints, &u->models, &u->jobs, &u->rounds};
+    uint64_t dummy[2], *b[] = {&u->update_bytes, &u->checkpoint_bytes, &u->model_bytes,
+                               &dummy[0], &dummy[1]};
+    for (int i = 0; !rc && i < 5; i++) {
+        sqlite3_stmt *s;
+        if ((rc = prep(st, sql[i], &s, err)))
+            break;
+        int step = sqlite3_step(s);
+        if (step == SQLITE_ROW) {
+            *n[i] = sqlite3_column_int64(s, 0);
+            *b[i] = (uint64_t)sqlite3_column_int64(s, 1);
+            if (i == 0)
+                u->updates_pruned = sqlite3_column_int64(s, 2);
+        } else {
+            rc = db_fail(st, step, "usage", err);
+        }
+        release(st, s);
+    }
     return rc;
 }

@@ -94,6 +94,14 @@ FK_CHECKRETURN int fk_store_retain(fk_store *st, int64_t job, int round, int fin
  * yet or m has no select_by. *value gets the criterion's value (may be NULL). */
 FK_CHECKRETURN int fk_store_selected_round(fk_store *st, int64_t job, const fk_method *m,
                                            int *round, double *value, fk_err *err);
+/* What the file holds (`fedkern bench state`, `fedkern state usage`). */
+typedef struct fk_store_usage {
+    uint64_t file_bytes, wal_bytes; /* the file and its -wal on disk */
+    uint64_t free_bytes;            /* free pages inside the file (reused; compact returns them) */
+    uint64_t update_bytes, checkpoint_bytes, model_bytes; /* the blobs' bytes */
+    int64_t updates, updates_pruned, checkpoints, models, jobs, rounds; /* rows */
+} fk_store_usage;
+FK_CHECKRETURN int fk_store_usage_get(fk_store *st, fk_store_usage *u, fk_err *err);
 /* Remove a job that is not running with everything stored for it (rounds, phases, updates,
  * checkpoints, models), in one fsync'd transaction. FK_ENOTFOUND for no such job, FK_ESTATE
  * for a running one. The space is reused by later writes; fk_store_compact gives it back. */
