@@ -1877,3 +1877,8 @@ int fk_engine_result(fk_engine *e, int64_t id, fk_bundle *model, int *round, fk_
         *round = r;
     return rc;
 }
+
+int fk_engine_has_job(const fk_engine *e, int64_t id)
+{
+    return find_job((fk_engine *)e, id) != NULL;
+}
