@@ -174,8 +174,8 @@ static void close_engine(fed *f)
 static void remove_db(fed *f)
 {
     char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    const char *suffix[] = {"", "-wal", "-shm", ".clean"};
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
         unlink(p);
     }
