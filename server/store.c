@@ -958,7 +958,7 @@ int fk_store_open_ex(fk_store **out, const char *path, const fk_store_open_opts 
     if (!rc && !absent)
         note_before(st);
     if (absent)
-        snprintf(st->startup.mode, sizeof st->startup.mode, "new");
+        startup_set(st, "new", "a new state file");
     if (!rc)
         rc = connect_db(st, existed || absent, init, 1, err);
     if (!rc)
