@@ -57,8 +57,8 @@ FK_CHECKRETURN static int one_round(fk_store *st, const cfg *c, int64_t job, int
         planned[i] = i;
     int rc = fk_store_begin_relaxed(st, err);
     if (!rc)
-        rc = fk_store_round_open(st, job, round, 0, planned, (int)c->clients, (int)c->clients,
-                                 1.0, err);
+        rc = fk_store_round_open(st, job, round, 0, planned, (int)c->clients, (int)c->clients, 1.0,
+                                 err);
     if (!rc)
         rc = fk_store_phase_open(st, job, round, 0, 0, 1e9, err);
     if (!rc)
@@ -74,8 +74,13 @@ FK_CHECKRETURN static int one_round(fk_store *st, const cfg *c, int64_t job, int
         snprintf(idem, sizeof idem, "u-%lld-%d-%d", (long long)job, round, k);
         snprintf(who, sizeof who, "c%d", k);
         fill_bytes(buf, (size_t)c->update_kb << 10, g);
-        fk_store_update u = {.job = job, .round = round, .client = k, .identity = who,
-                             .idem = idem, .blob = buf, .len = (size_t)c->update_kb << 10,
+        fk_store_update u = {.job = job,
+                             .round = round,
+                             .client = k,
+                             .identity = who,
+                             .idem = idem,
+                             .blob = buf,
+                             .len = (size_t)c->update_kb << 10,
                              .received = 1.0};
         fk_report_init(&u.report);
         u.report.n_samples = 100;
@@ -89,9 +94,16 @@ FK_CHECKRETURN static int one_round(fk_store *st, const cfg *c, int64_t job, int
         fk_store_rollback(st);
     if (rc)
         return rc;
-    fk_store_round r = {.job = job, .round = round, .closed = 1,
-                        .participants = (int)c->clients, .loss = 0.5, .accuracy = NAN,
-                        .error = NAN, .misclust = NAN, .ari = NAN, .rmse = NAN,
+    fk_store_round r = {.job = job,
+                        .round = round,
+                        .closed = 1,
+                        .participants = (int)c->clients,
+                        .loss = 0.5,
+                        .accuracy = NAN,
+                        .error = NAN,
+                        .misclust = NAN,
+                        .ari = NAN,
+                        .rmse = NAN,
                         .model_error = NAN};
     int last = round == c->rounds;
     rc = fk_store_begin_relaxed(st, err);

@@ -47,8 +47,8 @@ FK_CHECKRETURN static int info(const char *path)
            (long long)u.updates_pruned, mib(u.update_bytes));
     printf("checkpoints %lld, %.1f MiB\n", (long long)u.checkpoints, mib(u.checkpoint_bytes));
     printf("models %lld, %.1f MiB\n", (long long)u.models, mib(u.model_bytes));
-    printf("start-up check: %s (%s), %lld rows, %.3f s\n", su.mode, su.reason,
-           (long long)su.rows, su.seconds);
+    printf("start-up check: %s (%s), %lld rows, %.3f s\n", su.mode, su.reason, (long long)su.rows,
+           su.seconds);
     return 0;
 }
 

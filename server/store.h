@@ -98,7 +98,7 @@ FK_CHECKRETURN int fk_store_selected_round(fk_store *st, int64_t job, const fk_m
 typedef struct fk_store_usage {
     uint64_t file_bytes, wal_bytes; /* the file and its -wal on disk */
     uint64_t free_bytes;            /* free pages inside the file (reused; compact returns them) */
-    uint64_t update_bytes, checkpoint_bytes, model_bytes; /* the blobs' bytes */
+    uint64_t update_bytes, checkpoint_bytes, model_bytes;               /* the blobs' bytes */
     int64_t updates, updates_pruned, checkpoints, models, jobs, rounds; /* rows */
 } fk_store_usage;
 FK_CHECKRETURN int fk_store_usage_get(fk_store *st, fk_store_usage *u, fk_err *err);
