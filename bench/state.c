@@ -31,6 +31,9 @@ typedef struct cfg {
     int sync;
 } cfg;
 
+/* Wall seconds of the round-close transactions (where retention runs, on the server's loop). */
+static double close_sum, close_max, retain_sum;
+
 static void fill_bytes(uint8_t *b, size_t n, fk_rng *g)
 {
     for (size_t i = 0; i + 8 <= n; i += 8) {
@@ -106,6 +109,7 @@ FK_CHECKRETURN static int one_round(fk_store *st, const cfg *c, int64_t job, int
                         .rmse = NAN,
                         .model_error = NAN};
     int last = round == c->rounds;
+    double t0 = fk_bench_now();
     rc = fk_store_begin_relaxed(st, err);
     if (!rc)
         rc = fk_store_phase_close(st, job, round, 0, 0, (int)c->clients, err);
@@ -117,8 +121,10 @@ FK_CHECKRETURN static int one_round(fk_store *st, const cfg *c, int64_t job, int
     fill_bytes(buf, (size_t)c->model_kb << 10, g);
     if (!rc)
         rc = fk_store_model_put(st, job, round, buf, (size_t)c->model_kb << 10, err);
+    double tr = fk_bench_now();
     if (!rc)
         rc = fk_store_retain(st, job, round, last, NULL, err);
+    retain_sum += fk_bench_now() - tr;
     if (!rc && last)
         rc = fk_store_job_set_state(st, job, FK_JOB_DONE, NULL, 1.0, err);
     if (!rc && !last)
@@ -127,6 +133,9 @@ FK_CHECKRETURN static int one_round(fk_store *st, const cfg *c, int64_t job, int
         rc = fk_store_commit(st, err);
     else
         fk_store_rollback(st);
+    double dt = fk_bench_now() - t0;
+    close_sum += dt;
+    close_max = dt > close_max ? dt : close_max;
     return rc;
 }
 
@@ -185,6 +194,7 @@ FK_CHECKRETURN static int bench_mode(const cfg *c, int after, const char *dir, i
     fk_rng g;
     fk_rng_init(&g, 35, 0);
     double t0 = fk_bench_now();
+    close_sum = close_max = retain_sum = 0;
     for (long j = 0; !rc && j < c->jobs; j++) {
         int64_t id;
         rc = fk_store_job_insert(st, "bench", "method = bench\n", 1.0, &id, err);
@@ -231,12 +241,13 @@ FK_CHECKRETURN static int bench_mode(const cfg *c, int after, const char *dir, i
                "\"clients\":%ld,\"update_kb\":%ld,\"checkpoint_kb\":%ld,\"model_kb\":%ld,"
                "\"fill_s\":%.3f,\"file_bytes\":%llu,\"kept_blob_bytes\":%llu,"
                "\"free_bytes\":%llu,\"ratio\":%.3f,\"start_full_s\":%.4f,"
-               "\"start_clean_s\":%.4f,\"start_crash_s\":%.4f,\"compacted_bytes\":%llu}\n",
+               "\"start_clean_s\":%.4f,\"start_crash_s\":%.4f,\"compacted_bytes\":%llu,"
+               "\"close_mean_s\":%.5f,\"close_max_s\":%.5f}\n",
                after ? "after" : "before", c->jobs, c->rounds, c->clients, c->update_kb,
                c->checkpoint_kb, c->model_kb, fill, (unsigned long long)file,
                (unsigned long long)kept, (unsigned long long)u.free_bytes,
                kept ? (double)file / (double)kept : 0, full_s, clean_s, crash_s,
-               (unsigned long long)after_c);
+               (unsigned long long)after_c, close_sum / (double)(c->jobs * c->rounds), close_max);
     } else {
         printf("%-6s fill %7.1f s  file %9.1f MiB  kept blobs %9.1f MiB (updates %.1f, "
                "checkpoints %.1f, models %.1f)  free %.1f MiB  file/kept %.2f\n",
@@ -247,6 +258,10 @@ FK_CHECKRETURN static int bench_mode(const cfg *c, int after, const char *dir, i
                "checkpoints, %lld models\n",
                (long long)u.jobs, (long long)u.rounds, (long long)u.updates,
                (long long)u.updates_pruned, (long long)u.checkpoints, (long long)u.models);
+        printf("       round close transaction (checkpoint, model, retention): mean %.4f s, "
+               "max %.4f s; of which retention mean %.4f s\n",
+               close_sum / (double)(c->jobs * c->rounds), close_max,
+               retain_sum / (double)(c->jobs * c->rounds));
         if (!after)
             printf("       start (%s check, cold cache): %.3f s\n", full_m, full_s);
         else

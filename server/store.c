@@ -2135,12 +2135,15 @@ int fk_store_retain(fk_store *st, int64_t job, int round, int finished, const fk
 {
     int rc = FK_OK;
     if (!st->keep.keep_updates) {
-        /* the rounds before: gone; this one: its rows without their bytes (the clients'
-         * reports for `job status`, the ids that answer a resent update DUPLICATE) */
+        /* The rounds before this one: gone (their checkpoint is durable with this one's).
+         * This round's rows stay whole while the job runs (the clients' reports for `job
+         * status`, the ids that answer a resent update DUPLICATE): a DELETE reads a blob's
+         * overflow pages once, stripping the bytes (UPDATE) twice, and this runs on the loop.
+         * A finished job keeps its last round's rows without their bytes. */
         int v[] = {round};
         rc = run_job_ints(st, "DELETE FROM updates WHERE job_id = ?1 AND round < ?2", job, v, 1,
                           "prune updates", err);
-        if (!rc)
+        if (!rc && finished)
             rc = run_job_ints(st,
                               "UPDATE updates SET blob = x'', pruned = 1 "
                               "WHERE job_id = ?1 AND round <= ?2 AND pruned = 0",

@@ -81,8 +81,9 @@ void fk_store_retention_default(fk_store_retention *r);
 void fk_store_set_retention(fk_store *st, const fk_store_retention *r);
 /* Apply the retention to one job inside the caller's transaction, after round `round`'s
  * checkpoint and model were written in it (so they are durable exactly when the pruning is).
- * Updates of rounds <= round lose their bytes (the row stays: report, idempotency id,
- * SHA-256; fk_store_update.pruned); checkpoints older than the keep_checkpoints newest go;
+ * Updates of rounds < round go (this round's stay whole while the job runs; a finished job's
+ * last round keeps its rows without their bytes: report, idempotency id, SHA-256,
+ * fk_store_update.pruned); checkpoints older than the keep_checkpoints newest go;
  * models go but the latest, the one `job result --selected` picks (m->select_by, see
  * fk_store_selected_round) and, while the job runs (finished = 0), the select_lag newest,
  * which are not scored yet. A finished job (done, failed, cancelled) is called once more with
