@@ -725,8 +725,8 @@ static int startup_verify(fk_store *st, fk_err *err)
         if ((rc = meta_get(st, "verified_run", &verified, err)))
             return rc == FK_ENOTFOUND ? FK_OK : rc;
         static const char *const sql[] = {
-            "SELECT job_id, round, blob, sha256, attempt, phase, client FROM updates "
-            "WHERE run > ?1 AND pruned = 0",
+            ("SELECT job_id, round, blob, sha256, attempt, phase, client FROM updates "
+             "WHERE run > ?1 AND pruned = 0"),
             "SELECT job_id, round, blob, sha256 FROM checkpoints WHERE run > ?1",
             "SELECT job_id, round, blob, sha256 FROM models WHERE run > ?1",
         };
