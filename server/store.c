@@ -590,76 +590,93 @@ static int meta_set(fk_store *st, const char *key, int64_t v, fk_err *err)
     return run(st, s, "write meta", err);
 }
 
-static void clean_path(const fk_store *st, char *out, size_t cap, const char *suffix)
+static void record_path(const fk_store *st, char *out, size_t cap, const char *suffix)
 {
-    snprintf(out, cap, "%s.clean%s", st->path, suffix);
+    snprintf(out, cap, "%s.run%s", st->path, suffix);
 }
 
-/* The clean-stop record PATH.clean: 1 and *run when it names the file as it is now (st->pre),
- * 0 when it names another state of the file (reason says which), -1 when there is none. */
-static int read_clean_stop(fk_store *st, int64_t *run, char *reason, size_t cap)
+enum { REC_NONE = -1, REC_OTHER = 0, REC_CLEAN = 1, REC_RUNNING = 2 };
+
+/* The run record PATH.run (written at every start: "running", and at a clean stop: "clean"):
+ * REC_CLEAN when it records a clean stop of the file exactly as it is now (st->pre: device,
+ * inode, size, mtime), REC_RUNNING when it records a start of this very file (device, inode)
+ * that never stopped cleanly, REC_OTHER when it names another file or another state of it
+ * (reason says which), REC_NONE when there is none. *run gets the run it names. */
+static int read_record(fk_store *st, int64_t *run, char *reason, size_t cap)
 {
     char p[640];
-    clean_path(st, p, sizeof p, "");
+    record_path(st, p, sizeof p, "");
     FILE *f = fopen(p, "r");
     if (!f)
-        return -1;
+        return REC_NONE;
+    char state[16] = "";
     long long r = 0, size = 0, sec = 0;
     unsigned long long dev = 0, ino = 0;
     long nsec = 0;
-    int n = fscanf(f, "fedkern-state-clean-stop 1 run %lld dev %llu ino %llu size %lld mtime "
-                      "%lld.%ld",
-                   &r, &dev, &ino, &size, &sec, &nsec);
+    int n = fscanf(f, "fedkern-state-run 1 state %15s run %lld dev %llu ino %llu size %lld "
+                      "mtime %lld.%ld",
+                   state, &r, &dev, &ino, &size, &sec, &nsec);
     fclose(f);
     *run = r;
-    if (n != 6) {
-        snprintf(reason, cap, "%.120s is not a clean-stop record", p);
-        return 0;
+    int clean = !strcmp(state, "clean");
+    if (n != 7 || (!clean && strcmp(state, "running"))) {
+        snprintf(reason, cap, "%.120s is not a run record", p);
+        return REC_OTHER;
     }
     if (!st->pre_ok || dev != (unsigned long long)st->pre.st_dev ||
         ino != (unsigned long long)st->pre.st_ino) {
-        snprintf(reason, cap, "another file than the one stopped cleanly (run %lld): a restored "
-                 "or copied file",
+        snprintf(reason, cap, "another file than the one run %lld used: a restored or copied "
+                 "file",
                  r);
-        return 0;
+        return REC_OTHER;
     }
+    if (!clean)
+        return REC_RUNNING;
     if (size != (long long)st->pre.st_size || sec != (long long)st->pre.st_mtim.tv_sec ||
         nsec != st->pre.st_mtim.tv_nsec) {
         snprintf(reason, cap, "the file changed after the clean stop of run %lld (size or "
                  "mtime)",
                  r);
-        return 0;
+        return REC_OTHER;
     }
-    return 1;
+    return REC_CLEAN;
 }
 
-/* After a clean close: PATH.clean names the file as it is now (written to a temporary, fsync'd,
- * renamed). Not when SQLite left a -wal (another connection had the file open). */
-static void write_clean_stop(fk_store *st)
+/* PATH.run: "running" at a start, "clean" after a clean close (the file as it is now), written
+ * to a temporary, fsync'd, renamed. 0 if written. */
+static int write_record(fk_store *st, int clean)
 {
     char wal[600], tmp[640], p[640];
     struct stat sb;
     snprintf(wal, sizeof wal, "%s-wal", st->path);
-    if (stat(wal, &sb) == 0 || stat(st->path, &sb) != 0)
-        return;
-    clean_path(st, tmp, sizeof tmp, "-tmp");
-    clean_path(st, p, sizeof p, "");
+    if (stat(st->path, &sb) != 0)
+        return -1;
+    if (clean && stat(wal, &sb) == 0)
+        return -1; /* SQLite left its -wal (another connection has the file open) */
+    if (clean && stat(st->path, &sb) != 0)
+        return -1;
+    record_path(st, tmp, sizeof tmp, "-tmp");
+    record_path(st, p, sizeof p, "");
     FILE *f = fopen(tmp, "w");
     if (!f)
-        return;
+        return -1;
     int ok = fprintf(f,
-                     "fedkern-state-clean-stop 1\nrun %lld\ndev %llu\nino %llu\nsize %lld\n"
+                     "fedkern-state-run 1\nstate %s\nrun %lld\ndev %llu\nino %llu\nsize %lld\n"
                      "mtime %lld.%09ld\n",
-                     (long long)(st->run_recorded ? st->run : st->run - 1),
-                     (unsigned long long)sb.st_dev,
-                     (unsigned long long)sb.st_ino, (long long)sb.st_size,
-                     (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec) > 0;
+                     clean ? "clean" : "running",
+                     (long long)(!clean || st->run_recorded ? st->run : st->run - 1),
+                     (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino,
+                     clean ? (long long)sb.st_size : 0LL,
+                     clean ? (long long)sb.st_mtim.tv_sec : 0LL,
+                     clean ? (long)sb.st_mtim.tv_nsec : 0L) > 0;
     ok = fflush(f) == 0 && ok && fsync(fileno(f)) == 0;
     ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, p) == 0)
+    if (ok && rename(tmp, p) == 0) {
         fsync_dir_of(p);
-    else
-        unlink(tmp);
+        return 0;
+    }
+    unlink(tmp);
+    return -1;
 }
 
 static void startup_set(fk_store *st, const char *mode, const char *reason)
@@ -680,13 +697,16 @@ static int startup_decide(fk_store *st, fk_err *err)
         return rc;
     if (rc == 1 && (rc = fk_store_schema_version(st, &version, err)))
         return rc;
-    int64_t verified = -1, last = 0, clean_run = 0;
+    int64_t verified = -1, last = 0, rec_run = 0;
     char why[200] = "";
     if (version >= 6 && meta_get(st, "verified_run", &verified, err) != FK_OK)
         verified = -1;
     if (version >= 6 && meta_get(st, "run", &last, err) != FK_OK)
         last = 0;
-    int rec = is_file_path(st->path) ? read_clean_stop(st, &clean_run, why, sizeof why) : -1;
+    int rec = is_file_path(st->path) ? read_record(st, &rec_run, why, sizeof why) : REC_NONE;
+    /* a running record names the run that crashed: the last recorded one, or the next if
+     * it crashed before its first write */
+    int same_run = rec_run == last || (rec == REC_RUNNING && rec_run == last + 1);
     if (st->check_full)
         startup_set(st, "full", "asked for (--check_state full)");
     else if (version < 6)
@@ -694,14 +714,16 @@ static int startup_decide(fk_store *st, fk_err *err)
                                         : "no fedkern schema yet");
     else if (verified < 0)
         startup_set(st, "full", "no verified start recorded");
-    else if (rec == 0)
+    else if (rec == REC_NONE)
+        startup_set(st, "full", "no run record beside the file (a copied or restored file)");
+    else if (rec == REC_OTHER)
         startup_set(st, "full", why);
-    else if (rec < 0 || st->wal_before || clean_run != last) {
-        snprintf(why, sizeof why, "run %lld ended without a clean stop (%s); checking the rows "
+    else if (!same_run)
+        startup_set(st, "full", "the run record names another run of the file");
+    else if (rec == REC_RUNNING || st->wal_before) {
+        snprintf(why, sizeof why, "run %lld ended without a clean stop%s; checking the rows "
                  "written since run %lld",
-                 (long long)last,
-                 rec < 0 ? "no clean-stop record" : st->wal_before ? "a -wal was left" :
-                                                                       "the record names another run",
+                 (long long)rec_run, st->wal_before ? " (its -wal was left)" : "",
                  (long long)verified);
         startup_set(st, "crash", why);
     } else {
@@ -764,22 +786,25 @@ static int startup_verify(fk_store *st, fk_err *err)
 
 /* This start's number: meta run + 1, recorded (with verified_run = the run just checked or
  * stopped cleanly) by the first transaction (fk_store_begin), so that opening writes nothing
- * (another connection may hold the write lock). PATH.clean goes first: a crash of this run is
- * a "crash" start next. Then the log line. */
+ * to the database (another connection may hold the write lock). PATH.run says "running"
+ * first: a crash of this run is a "crash" start next. Then the log line. */
 static int begin_run(fk_store *st, fk_err *err)
 {
-    if (is_file_path(st->path)) {
-        char p[640];
-        clean_path(st, p, sizeof p, "");
-        if (unlink(p) == 0)
-            fsync_dir_of(p);
-    }
     int64_t last = 0;
     int rc = meta_get(st, "run", &last, err);
     if (rc && rc != FK_ENOTFOUND)
         return rc;
     st->run = last + 1;
     st->startup.run = st->run;
+    if (is_file_path(st->path) && write_record(st, 0)) {
+        char p[640];
+        record_path(st, p, sizeof p, "");
+        unlink(p); /* no record: the next start is a full check */
+        fk_log(FK_LOG_WARN, "state_run_record_not_written",
+               "state=%s record=%s error=\"%s\" action=\"the next start checks the whole "
+               "file\"",
+               st->path, p, strerror(errno));
+    }
     if (!st->startup.mode[0])
         startup_set(st, "new", "a new state file");
     fk_log(FK_LOG_INFO, "state_check",
@@ -964,7 +989,7 @@ int fk_store_open_ex(fk_store **out, const char *path, const fk_store_open_opts 
     if (!rc)
         rc = begin_run(st, err);
     if (rc) {
-        st->run = 0; /* no clean-stop record for a start that failed */
+        st->run = 0; /* no "clean" record for a start that failed */
         fk_store_close(st);
         return rc;
     }
@@ -1109,7 +1134,7 @@ void fk_store_close(fk_store *st)
     cache_clear(st);
     int rc = sqlite3_close(st->db);
     if (clean && rc == SQLITE_OK)
-        write_clean_stop(st);
+        (void)write_record(st, 1);
     if (st->lock_fd >= 0)
         close(st->lock_fd);
     free(st);

@@ -34,21 +34,22 @@ FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
 FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
 
 /* The start-up check (issue 35; docs/operations.md "Start-up check"). Its cost follows what
- * was written since the last clean stop, not the file's size:
- *  - "clean": the last run closed the file cleanly (fk_store_close wrote PATH.clean with the
- *    run's number and the file's device, inode, size and mtime) and the file is exactly as it
- *    was left (no -wal): nothing to read.
- *  - "crash": no clean-stop record: the SHA-256 of every update, checkpoint and model row
- *    written since the last verified start (schema 6: each row records the run that wrote
- *    it) is checked; a mismatch refuses the start (FK_EFORMAT, restore steps).
- *  - "full": PRAGMA quick_check over the whole file (as before schema 6): asked for
- *    (check_full, --check_state full), the file changed after its clean stop (another inode,
- *    size or mtime: a restored backup, an edit), or no verified start is recorded yet (a
- *    file migrated from schema 5 or older, its first start).
+ * was written since the last clean stop, not the file's size. Beside the file, PATH.run
+ * records each start ("running": the run's number, the file's device and inode, written and
+ * fsync'd before anything else) and each clean stop ("clean": also the file's size and mtime,
+ * written by fk_store_close after SQLite folded and removed the -wal):
+ *  - "clean": the record is a clean stop of the file exactly as it is now: nothing is read.
+ *  - "crash": the record is a start of this same file (device, inode) that never stopped
+ *    cleanly: the SHA-256 of every update, checkpoint and model row written since the last
+ *    verified start (schema 6: each row records the run that wrote it) is checked; a mismatch
+ *    refuses the start (FK_EFORMAT, restore steps).
+ *  - "full": PRAGMA quick_check over the whole file (as before schema 6): no record (a copied
+ *    or restored file), a record of another file or of the file before it changed (inode,
+ *    size, mtime), no verified start recorded yet (a file migrated from schema 5 or older),
+ *    or asked for (check_full, --check_state full).
  *  - "new": a file created by this open.
- * Each start is logged (state_check: mode, reason, rows, bytes, seconds) and recorded (meta
- * 'run' + 1, 'verified_run' = the run checked or stopped cleanly) before anything else is
- * written; PATH.clean is removed first, so a crash of this run is a "crash" start next. */
+ * Each start is logged (state_check: mode, reason, rows, bytes, seconds, run); the run and
+ * the verified point (meta 'run', 'verified_run') are written by the first transaction. */
 typedef struct fk_store_startup {
     char mode[8];     /* "new", "clean", "crash", "full" */
     char reason[200]; /* why that mode */
@@ -67,7 +68,7 @@ FK_CHECKRETURN int fk_store_open_ex(fk_store **st, const char *path, const fk_st
                                     fk_err *err);
 void fk_store_startup_get(const fk_store *st, fk_store_startup *out);
 /* Close; after a clean run (no damage found, writes not refused, the file still at its
- * path, no transaction open, SQLite closed it and removed its -wal) write PATH.clean. */
+ * path, no transaction open, SQLite closed it and removed its -wal) PATH.run says "clean". */
 void fk_store_close(fk_store *st);
 
 /* --- retention (issue 35; docs/operations.md "Retention") --- */

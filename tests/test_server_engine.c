@@ -180,7 +180,7 @@ static void close_engine(fed *f)
 static void remove_db(fed *f)
 {
     char p[160];
-    const char *suffix[] = {"", "-wal", "-shm", ".clean"};
+    const char *suffix[] = {"", "-wal", "-shm", ".run"};
     for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
         unlink(p);
