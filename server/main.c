@@ -47,9 +47,9 @@ static const fk_param_doc opts[] = {
     {"state_max_mb N", "refuse new updates once the state database reaches N MiB (0: the disk)"},
     {"keep_checkpoints N", "checkpoints kept per job, the newest (2; at least 1 while a job "
                            "runs: a restart resumes from the last one; 0 = every one)"},
-    {"retain_updates", "keep the bytes of every update (default: dropped once the round they "
-                       "made is closed and its checkpoint stored; their reports stay for the "
-                       "last closed round)"},
+    {"retain_updates", "keep every update (default: a round's updates go when the next "
+                       "round's checkpoint is stored; a finished job keeps its last round's "
+                       "reports without their bytes)"},
     {"audit", "keep everything: every update, checkpoint and round's model (as before "
               "retention; the file grows with every round)"},
     {"check_state MODE", "start-up check of the state file: auto (after a clean stop nothing "
