@@ -48,8 +48,8 @@ static const fk_param_doc opts[] = {
     {"keep_checkpoints N", "checkpoints kept per job, the newest (2; at least 1 while a job "
                            "runs: a restart resumes from the last one; 0 = every one)"},
     {"retain_updates", "keep every update (default: a round's updates go when the next "
-                       "round's checkpoint is stored; a finished job keeps its last round's "
-                       "reports without their bytes)"},
+                       "round's checkpoint is stored, all of them when the job ends; the "
+                       "clients' reports stay)"},
     {"audit", "keep everything: every update, checkpoint and round's model (as before "
               "retention; the file grows with every round)"},
     {"check_state MODE", "start-up check of the state file: auto (after a clean stop nothing "

@@ -1636,7 +1636,7 @@ static void client_quality(fk_service *s, int64_t job, const char *method, int r
     cq_ctx q = {.c = c, .n = n};
     int rc = c && roles ? FK_OK : FK_ENOMEM;
     for (int ph = 0; !rc && ph < 16; ph++) /* the engine's MAX_PHASES */
-        rc = fk_store_update_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
+        rc = fk_store_report_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
     /* where the job type names clients apart, the means apart too: train_<field> over the
      * training clients, <role>_<field> over each role's (weighted like the mean: n_samples,
      * 1 where not positive) */

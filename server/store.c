@@ -168,7 +168,18 @@ static const char *const migrations[] = {
      "ALTER TABLE models ADD COLUMN run INTEGER NOT NULL DEFAULT 0;"
      "CREATE INDEX updates_run ON updates (run);"
      "CREATE INDEX checkpoints_run ON checkpoints (run);"
-     "CREATE INDEX models_run ON models (run);"),
+     "CREATE INDEX models_run ON models (run);"
+     /* each update's report apart from its bytes (`job status --round N`, `job plot` per
+      * client), so that retention may delete the update rows */
+     "CREATE TABLE update_reports ("
+     "  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+     "  round INTEGER NOT NULL, attempt INTEGER NOT NULL, phase INTEGER NOT NULL,"
+     "  client INTEGER NOT NULL, identity TEXT NOT NULL, n_samples REAL NOT NULL,"
+     "  loss REAL, accuracy REAL, error REAL, misclust REAL, ari REAL, rmse REAL,"
+     "  model_error REAL,"
+     "  PRIMARY KEY (job_id, round, attempt, phase, client)) WITHOUT ROWID;"
+     "INSERT INTO update_reports SELECT job_id, round, attempt, phase, client, identity, "
+     "  n_samples, loss, accuracy, error, misclust, ari, rmse, model_error FROM updates;"),
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -1830,6 +1841,66 @@ static int idem_state(fk_store *st, const char *idem, const char *identity,
     return rc == SQLITE_DONE ? FK_STORE_IDEM_NEW : db_fail(st, rc, "look up idempotency id", err);
 }
 
+/* The report of an update just stored, in update_reports (kept when retention deletes the
+ * update). */
+static int report_put(fk_store *st, const fk_store_update *u, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep_phase(st,
+                        "INSERT OR REPLACE INTO update_reports (job_id, round, attempt, phase, "
+                        "client, identity, n_samples, loss, accuracy, error, misclust, ari, "
+                        "rmse, model_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                        "?11, ?12, ?13, ?14)",
+                        u->job, u->round, u->attempt, u->phase, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 5, u->client);
+    sqlite3_bind_text(s, 6, u->identity, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 7, u->report.n_samples);
+    bind_real_or_null(s, 8, u->report.loss);
+    bind_real_or_null(s, 9, u->report.accuracy);
+    bind_real_or_null(s, 10, u->report.error);
+    bind_real_or_null(s, 11, u->report.misclust);
+    bind_real_or_null(s, 12, u->report.ari);
+    bind_real_or_null(s, 13, u->report.rmse);
+    bind_real_or_null(s, 14, u->report.model_error);
+    return run(st, s, "store an update's report", err);
+}
+
+int fk_store_report_each(fk_store *st, int64_t job, int round, int attempt, int phase,
+                         fk_store_update_cb cb, void *ctx, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep_phase(st,
+                        "SELECT client, identity, n_samples, loss, accuracy, error, misclust, "
+                        "ari, rmse, model_error FROM update_reports WHERE job_id = ?1 AND "
+                        "round = ?2 AND attempt = ?3 AND phase = ?4 ORDER BY client",
+                        job, round, attempt, phase, &s, err);
+    if (rc)
+        return rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        fk_store_update u = {.job = job, .round = round, .attempt = attempt, .phase = phase,
+                             .idem = "", .pruned = 1};
+        u.client = sqlite3_column_int(s, 0);
+        u.identity = (const char *)sqlite3_column_text(s, 1);
+        u.report.n_samples = sqlite3_column_double(s, 2);
+        u.report.loss = column_real_or_nan(s, 3);
+        u.report.accuracy = column_real_or_nan(s, 4);
+        u.report.error = column_real_or_nan(s, 5);
+        u.report.misclust = column_real_or_nan(s, 6);
+        u.report.ari = column_real_or_nan(s, 7);
+        u.report.rmse = column_real_or_nan(s, 8);
+        u.report.model_error = column_real_or_nan(s, 9);
+        int crc = cb(ctx, &u, err);
+        if (crc) {
+            release(st, s);
+            return crc;
+        }
+    }
+    release(st, s);
+    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read update reports", err);
+}
+
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
 {
     *dup = 0;
@@ -1880,7 +1951,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
-        return FK_OK;
+        return report_put(st, u, err);
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
         return fk_err_set(err, FK_ESTATE,
                           "client %d already sent another update for job %lld round %d phase %d "
@@ -1946,7 +2017,16 @@ int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_bind_int(s, 5, client);
     rc = sqlite3_step(s);
     release(st, s);
-    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "drop an update", err);
+    if (rc != SQLITE_DONE)
+        return db_fail(st, rc, "drop an update", err);
+    rc = prep_phase(st,
+                    "DELETE FROM update_reports WHERE job_id = ?1 AND round = ?2 AND "
+                    "attempt = ?3 AND phase = ?4 AND client = ?5",
+                    job, round, attempt, phase, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 5, client);
+    return run(st, s, "drop an update's report", err);
 }
 
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
@@ -2160,19 +2240,13 @@ int fk_store_retain(fk_store *st, int64_t job, int round, int finished, const fk
 {
     int rc = FK_OK;
     if (!st->keep.keep_updates) {
-        /* The rounds before this one: gone (their checkpoint is durable with this one's).
-         * This round's rows stay whole while the job runs (the clients' reports for `job
-         * status`, the ids that answer a resent update DUPLICATE): a DELETE reads a blob's
-         * overflow pages once, stripping the bytes (UPDATE) twice, and this runs on the loop.
-         * A finished job keeps its last round's rows without their bytes. */
-        int v[] = {round};
+        /* The rounds before this one go (their checkpoint is durable with this one's); this
+         * round's stay while the job runs (a resent update is answered DUPLICATE), all of a
+         * finished job's go. The clients' reports stay in update_reports. A DELETE reads each
+         * blob's overflow pages once; this runs on the loop. */
+        int v[] = {finished ? round + 1 : round};
         rc = run_job_ints(st, "DELETE FROM updates WHERE job_id = ?1 AND round < ?2", job, v, 1,
                           "prune updates", err);
-        if (!rc && finished)
-            rc = run_job_ints(st,
-                              "UPDATE updates SET blob = x'', pruned = 1 "
-                              "WHERE job_id = ?1 AND round <= ?2 AND pruned = 0",
-                              job, v, 1, "prune updates", err);
     }
     if (!rc && st->keep.keep_checkpoints > 0) {
         int v[] = {st->keep.keep_checkpoints};

@@ -82,9 +82,8 @@ void fk_store_retention_default(fk_store_retention *r);
 void fk_store_set_retention(fk_store *st, const fk_store_retention *r);
 /* Apply the retention to one job inside the caller's transaction, after round `round`'s
  * checkpoint and model were written in it (so they are durable exactly when the pruning is).
- * Updates of rounds < round go (this round's stay whole while the job runs; a finished job's
- * last round keeps its rows without their bytes: report, idempotency id, SHA-256,
- * fk_store_update.pruned); checkpoints older than the keep_checkpoints newest go;
+ * Updates of rounds < round go (this round's stay while the job runs; a finished job's all
+ * go; their reports stay, fk_store_report_each); checkpoints older than the keep_checkpoints newest go;
  * models go but the latest, the one `job result --selected` picks (m->select_by, see
  * fk_store_selected_round) and, while the job runs (finished = 0), the select_lag newest,
  * which are not scored yet. A finished job (done, failed, cancelled) is called once more with
@@ -285,6 +284,10 @@ FK_CHECKRETURN int fk_store_update_put(fk_store *st, const fk_store_update *u, i
  * and the restore steps (and fk_store_damaged() turns 1). */
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
 FK_CHECKRETURN int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt,
+                                        int phase, fk_store_update_cb cb, void *ctx, fk_err *err);
+/* Like fk_store_update_each, over the clients' reports of one phase, which stay when
+ * retention deleted the updates (schema 6): pruned = 1, blob NULL, idem "". */
+FK_CHECKRETURN int fk_store_report_each(fk_store *st, int64_t job, int round, int attempt,
                                         int phase, fk_store_update_cb cb, void *ctx, fk_err *err);
 /* Forget one client's update of one phase (its data made the aggregation fail): a replay
  * of the phase after a restart aggregates without it, as the running server did. */

@@ -116,7 +116,8 @@ static void version_1_database_migrates(void **state)
     sqlite3 *db; /* back to what version 1 wrote: no quality columns */
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     const char *down = "DROP INDEX updates_run; DROP INDEX checkpoints_run; DROP INDEX models_run;"
-                       "DROP TABLE meta; ALTER TABLE updates DROP COLUMN run;"
+                       "DROP TABLE meta; DROP TABLE update_reports;"
+                       "ALTER TABLE updates DROP COLUMN run;"
                        "ALTER TABLE updates DROP COLUMN pruned; ALTER TABLE checkpoints DROP COLUMN run;"
                        "ALTER TABLE models DROP COLUMN run;"
                        "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
@@ -599,7 +600,8 @@ static void version_3_blobs_get_sums(void **state)
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
                                   "DROP INDEX updates_run; DROP INDEX checkpoints_run; DROP INDEX models_run;"
-                                  "DROP TABLE meta; ALTER TABLE updates DROP COLUMN run;"
+                                  "DROP TABLE meta; DROP TABLE update_reports;"
+                       "ALTER TABLE updates DROP COLUMN run;"
                                   "ALTER TABLE updates DROP COLUMN pruned; ALTER TABLE checkpoints DROP COLUMN run;"
                                   "ALTER TABLE models DROP COLUMN run;"
                                   "ALTER TABLE updates DROP COLUMN sha256;"
@@ -766,16 +768,22 @@ static void retention_prunes_closed_rounds(void **state)
     assert_int_equal(u.update_bytes, 3 * 3000);
     assert_int_equal(u.checkpoints, 2);
     assert_int_equal(u.models, 1);
-    /* the job ends (cancelled: the engine's retain_ended): its last round keeps the rows and
-     * reports without their bytes */
+    /* the job ends (cancelled: the engine's retain_ended): its updates go, the clients'
+     * reports of every round stay */
     assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
     assert_int_equal(fk_store_retain(f->st, id, 5, 1, NULL, &err), FK_OK);
     assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
     s = (seen_updates){0};
     assert_int_equal(fk_store_update_each(f->st, id, 5, 0, 0, count_update, &s, &err), FK_OK);
-    assert_int_equal(s.n, 3);
-    assert_int_equal(s.pruned, 3);
-    assert_true(s.loss0 == 1.0 / 5);
+    assert_int_equal(s.n, 0);
+    for (int r = 1; r <= 5; r++) {
+        s = (seen_updates){0};
+        assert_int_equal(fk_store_report_each(f->st, id, r, 0, 0, count_update, &s, &err),
+                         FK_OK);
+        assert_int_equal(s.n, 3);
+        assert_int_equal(s.pruned, 3);
+        assert_true(s.loss0 == 1.0 / r);
+    }
     assert_int_equal(fk_store_usage_get(f->st, &u, &err), FK_OK);
     assert_int_equal(u.update_bytes, 0);
     /* round metrics stay for every round */
@@ -1046,6 +1054,7 @@ static void version_5_migrates(void **state)
     assert_int_equal(sqlite3_exec(db,
                                   "DROP INDEX updates_run; DROP INDEX checkpoints_run;"
                                   "DROP INDEX models_run; DROP TABLE meta;"
+                                  "DROP TABLE update_reports;"
                                   "ALTER TABLE updates DROP COLUMN run;"
                                   "ALTER TABLE updates DROP COLUMN pruned;"
                                   "ALTER TABLE checkpoints DROP COLUMN run;"
@@ -1069,7 +1078,10 @@ static void version_5_migrates(void **state)
     assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
     s = (seen_updates){0};
     assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_update, &s, &err), FK_OK);
-    assert_int_equal(s.pruned, 1);
+    assert_int_equal(s.n, 0);
+    s = (seen_updates){0}; /* the report, copied by the migration */
+    assert_int_equal(fk_store_report_each(f->st, id, 1, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 1);
     fk_store_close(f->st);
     startup_mode(f, "clean");
 }
