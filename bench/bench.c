@@ -21,6 +21,7 @@ const fk_bench_entry fk_benches[] = {
     {"wire", "gRPC over mutual TLS: latency, call rate, throughput vs grpcio", fk_bench_wire},
     {"server", "aggregation server under a load generator: rounds/s, overhead, GB/s, RSS, CPU", fk_bench_server},
     {"stall", "health and status latency while the server aggregates a heavy dica job", fk_bench_stall},
+    {"state", "state file size and start-up time after many jobs, with and without retention", fk_bench_state},
     {NULL, NULL, NULL},
 };
 

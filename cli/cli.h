@@ -19,6 +19,8 @@ int fk_cmd_job(int argc, char **argv);
 /* fedkern health [connection options] [--json]: `fedkern job health`. */
 int fk_cmd_health(int argc, char **argv);
 int fk_cmd_model(int argc, char **argv);
+/* fedkern state compact|info PATH (cli/state.c). */
+int fk_cmd_state(int argc, char **argv);
 
 /* The loader options of `fedkern data info` (--format, --label, --header, --delim, --var,
  * --label_var, --labels, --samples_in_columns, --cols) from p into o (cli/data.c). */

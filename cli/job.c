@@ -42,6 +42,7 @@ static void usage(FILE *out)
             "       fedkern job result ID --out FILE  [connection options] [--wait SECONDS] [--current]\n"
             "                                         [--selected] [--json]\n"
             "       fedkern job cancel ID             [connection options]\n"
+            "       fedkern job delete ID             [connection options]\n"
             "       fedkern job plot ID --out FILE.svg [connection options] [--json]\n"
             "       fedkern job predict ID --data FILE [--out FILE] [--no_labels] [--json]\n"
             "                                         [--client N] [--timeout SECONDS]\n"
@@ -79,6 +80,10 @@ static void usage(FILE *out)
             "The metrics of a round: participants, planned, dropouts, aggregation_seconds and the\n"
             "quality the clients measured (sample-weighted means): loss, accuracy, misclust (the\n"
             "mis-clustering rate after label alignment), ari (adjusted Rand index), rmse, error.\n"
+            "delete removes a job that is not running (cancel it first) with everything the\n"
+            "server stored for it: rounds, updates, checkpoints, models; its owner or an operator\n"
+            "only. The answer comes once the delete is durable. The file keeps its size (later\n"
+            "writes reuse the space); `fedkern state compact` gives it back, server stopped.\n"
             "plot draws every closed round's quality and participation as SVG (--json: the rows).\n"
             "health asks the server's grpc.health.v1 Check and prints SERVING and the call's\n"
             "milliseconds: exit 0 when it serves, 1 when it does not (stopping) or cannot be\n"
@@ -1097,6 +1102,16 @@ static int do_cancel(conn *c, const char *id)
     return rc;
 }
 
+static int do_delete(conn *c, const char *id)
+{
+    fedkern_v1_DeleteJobRequest in = fedkern_v1_DeleteJobRequest_init_zero;
+    snprintf(in.job_id, sizeof in.job_id, "%s", id);
+    int rc = rpc(c, "job delete", "DeleteJob", fedkern_v1_DeleteJobRequest_fields, &in);
+    if (!rc)
+        printf("job %s deleted\n", id);
+    return rc;
+}
+
 /* One closed round of `status --follow`: its metrics from the server, every one but the
  * job totals and the in-progress counters. */
 static void print_round(const char *id, const fedkern_v1_JobStatusResponse *rs, uint32_t round,
@@ -1287,6 +1302,7 @@ static const job_sub subs[] = {
     {"submit", 1, 1, submit_opts, 1},     {"list", 0, 0, list_opts, 1},
     {"status", 1, 1, status_opts, 1}, {"result", 1, 1, result_opts, 1},
     {"cancel", 1, 1, no_opts, 1},     {"predict", 1, 1, predict_opts, 1},
+    {"delete", 1, 1, no_opts, 1},
     {"plot", 1, 1, plot_opts, 1},     {"keys", 0, 1, no_opts, 0},       {"health", 0, 0, json_opts, 1},
     {NULL, 0, 0, NULL, 0},
 };
@@ -1447,6 +1463,8 @@ int fk_cmd_job(int argc, char **argv)
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
         rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s, client);
+    } else if (!strcmp(sub, "delete")) {
+        rc = do_delete(&c, rest[0]);
     } else {
         rc = do_cancel(&c, rest[0]);
     }

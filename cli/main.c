@@ -16,6 +16,7 @@ static const fk_cli_cmd commands[] = {
     {"sim", "simulate a federation in this process", fk_cmd_sim},
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
     {"job", "submit, inspect, fetch and cancel jobs on a fedkern-server", fk_cmd_job},
+    {"state", "the server's state file offline: compact, info", fk_cmd_state},
     {"health", "ask a fedkern-server whether it serves (exit 0: SERVING)", fk_cmd_health},
     {"model", "show a model file, score it on labelled data, write its predictions, export it",
      fk_cmd_model},

@@ -356,6 +356,26 @@ static int quorum(const job *j)
 
 /* --------------------------------------------------- job state changes */
 
+/* The retention of a job that ended otherwise than by its last round's close (failed,
+ * cancelled): its updates' bytes and older checkpoints and models go (fk_store_retain).
+ * Best effort: what is not pruned now stays until `fedkern job delete`. */
+static void retain_ended(fk_engine *e, job *j)
+{
+    fk_err err = {0};
+    fk_store *st = e->o.store;
+    int own = !fk_store_in_transaction(st); /* else inside the caller's, never rolled back here */
+    int rc = own ? fk_store_begin_relaxed(st, &err) : FK_OK;
+    if (!rc)
+        rc = fk_store_retain(st, j->id, j->round, 1, j->m, &err);
+    if (own && !rc)
+        rc = fk_store_commit(st, &err);
+    else if (own)
+        fk_store_rollback(st);
+    if (rc)
+        fk_log(FK_LOG_WARN, "retention_not_applied", "job=%lld error=\"%s\"", (long long)j->id,
+               err.msg);
+}
+
 /* Record a terminal state; the job leaves memory at the end of the call. */
 static void finish(fk_engine *e, job *j, int state, const char *reason, double now)
 {
@@ -364,6 +384,8 @@ static void finish(fk_engine *e, job *j, int state, const char *reason, double n
     if (fk_store_job_set_state(e->o.store, j->id, state, reason, now, &err))
         fk_log(FK_LOG_ERROR, "job_state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
                err.msg);
+    else if (state != FK_JOB_DONE) /* done: pruned with its last round's close */
+        retain_ended(e, j);
     if (state == FK_JOB_FAILED)
         fk_log(FK_LOG_ERROR, "job_failed", "job=%lld round=%d reason=\"%s\"", (long long)j->id,
                j->round, reason);
@@ -428,6 +450,11 @@ static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
     collected *c = ctx;
     if (u->client == c->skip)
         return FK_OK;
+    if (u->pruned) /* never for an open round: retention prunes closed ones only */
+        return fk_err_set(err, FK_ESTATE,
+                          "job %lld round %d phase %d: the update of client %d was pruned by "
+                          "retention",
+                          (long long)u->job, u->round, u->phase, u->client);
     if (c->n == c->cap) {
         int cap = c->cap ? 2 * c->cap : 8;
         fk_update *g = realloc(c->ups, (size_t)cap * sizeof *g);
@@ -679,6 +706,10 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_
         rc = fk_store_checkpoint_put(st, j->id, j->round, w->ckpt, w->ckpt_len, err);
     if (!rc)
         rc = fk_store_model_put(st, j->id, j->round, w->model, w->model_len, err);
+    /* retention in the same transaction: the updates go exactly when the checkpoint made of
+     * them is durable (docs/operations.md "Retention") */
+    if (!rc)
+        rc = fk_store_retain(st, j->id, j->round, last, j->m, err);
     if (!rc && last)
         rc = fk_store_job_set_state(st, j->id, FK_JOB_DONE, NULL, now, err);
     if (!rc && !last)
@@ -1550,6 +1581,7 @@ int fk_engine_cancel(fk_engine *e, int64_t id, double now, fk_err *err)
         return rc;
     j->state = FK_JOB_CANCELLED;
     fk_log(FK_LOG_INFO, "job_cancelled", "job=%lld round=%d", (long long)id, j->round);
+    retain_ended(e, j);
     reap(e);
     return FK_OK;
 }
@@ -1948,4 +1980,9 @@ int fk_engine_result(fk_engine *e, int64_t id, fk_bundle *model, int *round, fk_
     if (round)
         *round = r;
     return rc;
+}
+
+int fk_engine_has_job(const fk_engine *e, int64_t id)
+{
+    return find_job((fk_engine *)e, id) != NULL;
 }

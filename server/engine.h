@@ -225,4 +225,7 @@ typedef struct fk_engine_stats {
 } fk_engine_stats;
 void fk_engine_stats_get(const fk_engine *e, fk_engine_stats *out);
 
+/* 1 while the engine holds the job in memory (running, or its last work still in flight). */
+int fk_engine_has_job(const fk_engine *e, int64_t id);
+
 #endif

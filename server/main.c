@@ -49,6 +49,16 @@ static const fk_param_doc opts[] = {
      "memory for a phase's updates of a job type that aggregates them all at once (no "
      "streaming): a job whose clients x the largest update exceed it is refused at submit "
      "(0: no budget)"},
+    {"keep_checkpoints N", "checkpoints kept per job, the newest (2; at least 1 while a job "
+                           "runs: a restart resumes from the last one; 0 = every one)"},
+    {"retain_updates", "keep every update (default: a round's updates go when the next "
+                       "round's checkpoint is stored, all of them when the job ends; the "
+                       "clients' reports stay)"},
+    {"audit", "keep everything: every update, checkpoint and round's model (as before "
+              "retention; the file grows with every round)"},
+    {"check_state MODE", "start-up check of the state file: auto (after a clean stop nothing "
+                         "is read, after a crash the rows written since; a changed file gets "
+                         "the full check) or full (PRAGMA quick_check over the whole file)"},
     {"partial_client_mb N", "most MiB the partial (chunked, not yet complete) uploads of one "
                             "client may hold (1024); chunks are taken only for the task the "
                             "client owes in an open phase"},
@@ -394,8 +404,29 @@ static int open_state(server_state *st, const fk_params *p, fk_err *err)
     if (!rc)
         rc = fk_owners_check(st->cfg.admins, st->cfg.n_admins, err);
     const char *path = fk_params_str(p, "state", "/var/lib/fedkern/state.db");
+    long keep_ckpt = 2;
+    int retain_updates = 0, audit = 0;
+    const char *check = fk_params_str(p, "check_state", "auto");
     if (!rc)
-        rc = fk_store_open_init(&st->st, path, st->init, err);
+        rc = fk_params_int(p, "keep_checkpoints", 2, 0, 1000000, &keep_ckpt, err);
+    if (!rc)
+        rc = fk_params_bool(p, "retain_updates", 0, &retain_updates, err);
+    if (!rc)
+        rc = fk_params_bool(p, "audit", 0, &audit, err);
+    if (!rc && strcmp(check, "auto") && strcmp(check, "full"))
+        rc = fk_err_set(err, FK_EINVAL, "--check_state must be auto or full, not '%s'", check);
+    fk_store_open_opts oo = {.init = st->init, .check_full = !strcmp(check, "full")};
+    if (!rc)
+        rc = fk_store_open_ex(&st->st, path, &oo, err);
+    if (!rc) {
+        fk_store_retention keep = {.keep_checkpoints = audit ? 0 : (int)keep_ckpt,
+                                   .keep_updates = audit || retain_updates,
+                                   .keep_models = audit};
+        fk_store_set_retention(st->st, &keep);
+        fk_log(FK_LOG_INFO, "state_retention",
+               "keep_checkpoints=%d%s keep_updates=%d keep_models=%d", keep.keep_checkpoints,
+               keep.keep_checkpoints ? "" : "(all)", keep.keep_updates, keep.keep_models);
+    }
     if (!rc && max_mb)
         rc = fk_store_set_limit(st->st, (uint64_t)max_mb << 20, err);
     if (!rc)
@@ -455,6 +486,10 @@ static int run(fk_params *p)
     }
     fk_params_get(p, "state_max_mb");
     fk_params_get(p, "aggregate_memory_mb");
+    fk_params_get(p, "keep_checkpoints");
+    fk_params_get(p, "retain_updates");
+    fk_params_get(p, "audit");
+    fk_params_get(p, "check_state");
     fk_params_get(p, "partial_client_mb");
     fk_params_get(p, "partial_total_mb");
     fk_params_get(p, "allow");

@@ -1830,7 +1830,7 @@ static void client_quality(fk_service *s, int64_t job, const char *method, int r
     cq_ctx q = {.c = c, .n = n};
     int rc = c && roles ? FK_OK : FK_ENOMEM;
     for (int ph = 0; !rc && ph < 16; ph++) /* the engine's MAX_PHASES */
-        rc = fk_store_update_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
+        rc = fk_store_report_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
     /* where the job type names clients apart, the means apart too: train_<field> over the
      * training clients, <role>_<field> over each role's (weighted like the mean: n_samples,
      * 1 where not positive) */
@@ -2098,6 +2098,42 @@ static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     fedkern_v1_CancelJobResponse out = fedkern_v1_CancelJobResponse_init_zero;
     out.state = fedkern_v1_JobState_JOB_CANCELLED;
     reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
+}
+
+/* `fedkern job delete`: a job that is not running, with everything stored for it, in one
+ * fsync'd transaction (acknowledged only once durable). */
+static void on_delete(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
+                      size_t len, uint64_t deadline, void *ud)
+{
+    (void)deadline;
+    fk_service *s = ud;
+    fedkern_v1_DeleteJobRequest in;
+    if (!admin_req(s, call, peer, fedkern_v1_DeleteJobRequest_fields, &in, req, len))
+        return;
+    int64_t job;
+    fk_job_status st;
+    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
+        return;
+    fk_err err = {0};
+    int rc = FK_OK;
+    if (st.state == FK_JOB_RUNNING || fk_engine_has_job(s->e, job))
+        rc = fk_err_set(&err, FK_ESTATE,
+                        "job %" PRId64 " is %s: cancel it first ('fedkern job cancel %" PRId64
+                        "'), then delete it",
+                        job, st.state == FK_JOB_RUNNING ? "running" : "still finishing", job);
+    if (!rc) {
+        batch_flush(s); /* the delete is a transaction of its own */
+        rc = fk_store_job_delete(s->st, job, &err);
+    }
+    if (rc) {
+        reply_err(call, rc, &err);
+        return;
+    }
+    fk_log(FK_LOG_INFO, "job_deleted", "job=%" PRId64 " admin=%s state=%s", job,
+           identity_of(peer), fk_job_state_name(st.state));
+    fedkern_v1_DeleteJobResponse out = fedkern_v1_DeleteJobResponse_init_zero;
+    out.state = job_state_pb(st.state);
+    reply_msg(s, call, fedkern_v1_DeleteJobResponse_fields, &out);
 }
 
 /* A Predict call whose model is decoded and whose predict op runs off the loop. */
@@ -2392,6 +2428,7 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "JobStatus", on_status},
         {FED "JobResult", on_result},
         {FED "CancelJob", on_cancel},
+        {FED "DeleteJob", on_delete},
         {FED "Predict", on_predict},
         {FED "ListJobs", on_list},
     };

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -42,6 +43,15 @@ struct fk_store {
     ino_t ino;
     uint64_t max_bytes; /* fk_store_set_limit, applied again after fk_store_recreate */
     char refuse[256];   /* fk_store_refuse_writes: why every transaction is refused */
+    fk_store_retention keep; /* fk_store_set_retention */
+    int64_t run;             /* this start's number (meta 'run'); 0 before the open's check */
+    int run_recorded;        /* meta 'run' holds it (written by the first transaction) */
+    int run_in_tx;           /* the open transaction writes it */
+    int lock_fd;             /* flock(LOCK_SH) on the file while open; -1 for none */
+    int check_full;          /* fk_store_open_opts.check_full */
+    int pre_ok, wal_before;  /* the file (stat in pre) and its -wal before SQLite opened it */
+    struct stat pre;
+    fk_store_startup startup; /* what the start-up check did */
 };
 
 enum { SUM_LEN = 32 }; /* SHA-256 beside every stored blob (schema version 4) */
@@ -146,6 +156,30 @@ static const char *const migrations[] = {
      * `error`, where kahm reported it until then) */
     ("ALTER TABLE rounds ADD COLUMN model_error REAL;"
      "ALTER TABLE updates ADD COLUMN model_error REAL;"), /* one element: two statements */
+    /* 6: retention and the start-up check (issue 35). `run` numbers the server starts on the
+     * file (meta 'run'); every blob row records the run that wrote it, so the check after a
+     * crash reads only the rows written since the last verified start (meta 'verified_run').
+     * An update whose bytes retention dropped keeps its row (report, idempotency id, SHA-256
+     * of the bytes it had) with an empty blob and pruned = 1. */
+    ("CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+     "ALTER TABLE updates ADD COLUMN run INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE updates ADD COLUMN pruned INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE checkpoints ADD COLUMN run INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE models ADD COLUMN run INTEGER NOT NULL DEFAULT 0;"
+     "CREATE INDEX updates_run ON updates (run);"
+     "CREATE INDEX checkpoints_run ON checkpoints (run);"
+     "CREATE INDEX models_run ON models (run);"
+     /* each update's report apart from its bytes (`job status --round N`, `job plot` per
+      * client), so that retention may delete the update rows */
+     "CREATE TABLE update_reports ("
+     "  job_id INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+     "  round INTEGER NOT NULL, attempt INTEGER NOT NULL, phase INTEGER NOT NULL,"
+     "  client INTEGER NOT NULL, identity TEXT NOT NULL, n_samples REAL NOT NULL,"
+     "  loss REAL, accuracy REAL, error REAL, misclust REAL, ari REAL, rmse REAL,"
+     "  model_error REAL,"
+     "  PRIMARY KEY (job_id, round, attempt, phase, client)) WITHOUT ROWID;"
+     "INSERT INTO update_reports SELECT job_id, round, attempt, phase, client, identity, "
+     "  n_samples, loss, accuracy, error, misclust, ari, rmse, model_error FROM updates;"),
 };
 static const int n_migrations = (int)(sizeof migrations / sizeof *migrations);
 
@@ -487,10 +521,334 @@ static int has_fedkern_schema(fk_store *st, fk_err *err)
     return rc == SQLITE_DONE ? 0 : db_fail(st, rc, "read the schema", err);
 }
 
+/* ------------------------------------------------------ start-up check */
+
+static void fsync_dir_of(const char *path);
+
+/* 1 for a path that names a file of ours (not ":memory:", "" or a "file:" URI). */
+static int is_file_path(const char *path)
+{
+    return strcmp(path, ":memory:") && *path && strncmp(path, "file:", 5);
+}
+
+static double now_mono(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A shared flock on the file for the store's lifetime (independent of SQLite's own fcntl
+ * locks): fk_store_compact takes it exclusive, so it never runs under a server. */
+static int lock_shared(fk_store *st, fk_err *err)
+{
+    if (!is_file_path(st->path))
+        return FK_OK;
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);
+    st->lock_fd = open(st->path, O_RDONLY | O_CLOEXEC);
+    if (st->lock_fd < 0)
+        return FK_OK; /* SQLite reports what is wrong with the file */
+    if (flock(st->lock_fd, LOCK_SH | LOCK_NB) == 0)
+        return FK_OK;
+    int e = errno;
+    close(st->lock_fd);
+    st->lock_fd = -1;
+    if (e == EWOULDBLOCK)
+        return fk_err_set(err, FK_ESTATE,
+                          "state db %s is being compacted ('fedkern state compact'); start the "
+                          "server once it has finished",
+                          st->path);
+    return FK_OK; /* a file system without flock: no protection, no refusal */
+}
+
+/* The file and its -wal as they are before SQLite opens them. */
+static void note_before(fk_store *st)
+{
+    if (!is_file_path(st->path))
+        return;
+    st->pre_ok = stat(st->path, &st->pre) == 0;
+    char wal[600];
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    st->wal_before = stat(wal, &sb) == 0 && sb.st_size > 0;
+}
+
+/* meta[key] into *v; FK_ENOTFOUND when absent (or no meta table: schema < 6). */
+static int meta_get(fk_store *st, const char *key, int64_t *v, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key = ?1", -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        return FK_ENOTFOUND;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_STATIC);
+    rc = sqlite3_step(s);
+    *v = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW)
+        return FK_OK;
+    return rc == SQLITE_DONE ? FK_ENOTFOUND : db_fail(st, rc, "read meta", err);
+}
+
+static int meta_set(fk_store *st, const char *key, int64_t v, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, key, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(s, 2, v);
+    return run(st, s, "write meta", err);
+}
+
+static void record_path(const fk_store *st, char *out, size_t cap, const char *suffix)
+{
+    snprintf(out, cap, "%s.run%s", st->path, suffix);
+}
+
+enum { REC_NONE = -1, REC_OTHER = 0, REC_CLEAN = 1, REC_RUNNING = 2 };
+
+/* The run record PATH.run (written at every start: "running", and at a clean stop: "clean"):
+ * REC_CLEAN when it records a clean stop of the file exactly as it is now (st->pre: device,
+ * inode, size, mtime), REC_RUNNING when it records a start of this very file (device, inode)
+ * that never stopped cleanly, REC_OTHER when it names another file or another state of it
+ * (reason says which), REC_NONE when there is none. *run gets the run it names. */
+static int read_record(fk_store *st, int64_t *run, char *reason, size_t cap)
+{
+    char p[640];
+    record_path(st, p, sizeof p, "");
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return REC_NONE;
+    char state[16] = "";
+    long long r = 0, size = 0, sec = 0;
+    unsigned long long dev = 0, ino = 0;
+    long nsec = 0;
+    int n = fscanf(f, "fedkern-state-run 1 state %15s run %lld dev %llu ino %llu size %lld "
+                      "mtime %lld.%ld",
+                   state, &r, &dev, &ino, &size, &sec, &nsec);
+    fclose(f);
+    *run = r;
+    int clean = !strcmp(state, "clean");
+    if (n != 7 || (!clean && strcmp(state, "running"))) {
+        snprintf(reason, cap, "%.120s is not a run record", p);
+        return REC_OTHER;
+    }
+    if (!st->pre_ok || dev != (unsigned long long)st->pre.st_dev ||
+        ino != (unsigned long long)st->pre.st_ino) {
+        snprintf(reason, cap, "another file than the one run %lld used: a restored or copied "
+                 "file",
+                 r);
+        return REC_OTHER;
+    }
+    if (!clean)
+        return REC_RUNNING;
+    if (size != (long long)st->pre.st_size || sec != (long long)st->pre.st_mtim.tv_sec ||
+        nsec != st->pre.st_mtim.tv_nsec) {
+        snprintf(reason, cap, "the file changed after the clean stop of run %lld (size or "
+                 "mtime)",
+                 r);
+        return REC_OTHER;
+    }
+    return REC_CLEAN;
+}
+
+/* PATH.run: "running" at a start, "clean" after a clean close (the file as it is now), written
+ * to a temporary, fsync'd, renamed. 0 if written. */
+static int write_record(fk_store *st, int clean)
+{
+    char wal[600], tmp[640], p[640];
+    struct stat sb;
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    if (stat(st->path, &sb) != 0)
+        return -1;
+    if (clean && stat(wal, &sb) == 0)
+        return -1; /* SQLite left its -wal (another connection has the file open) */
+    if (clean && stat(st->path, &sb) != 0)
+        return -1;
+    record_path(st, tmp, sizeof tmp, "-tmp");
+    record_path(st, p, sizeof p, "");
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -1;
+    int ok = fprintf(f,
+                     "fedkern-state-run 1\nstate %s\nrun %lld\ndev %llu\nino %llu\nsize %lld\n"
+                     "mtime %lld.%09ld\n",
+                     clean ? "clean" : "running",
+                     (long long)(!clean || st->run_recorded ? st->run : st->run - 1),
+                     (unsigned long long)sb.st_dev, (unsigned long long)sb.st_ino,
+                     clean ? (long long)sb.st_size : 0LL,
+                     clean ? (long long)sb.st_mtim.tv_sec : 0LL,
+                     clean ? (long)sb.st_mtim.tv_nsec : 0L) > 0;
+    ok = fflush(f) == 0 && ok && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, p) == 0) {
+        fsync_dir_of(p);
+        return 0;
+    }
+    unlink(tmp);
+    return -1;
+}
+
+static void startup_set(fk_store *st, const char *mode, const char *reason)
+{
+    snprintf(st->startup.mode, sizeof st->startup.mode, "%s", mode);
+    snprintf(st->startup.reason, sizeof st->startup.reason, "%s", reason);
+}
+
+/* Which check this start needs (fk_store_startup), and the "full" one at once, before the
+ * schema is read or migrated. */
+static int startup_decide(fk_store *st, fk_err *err)
+{
+    double t0 = now_mono();
+    if (!strcmp(st->startup.mode, "new"))
+        return FK_OK;
+    int version = 0, rc = has_fedkern_schema(st, err);
+    if (rc < 0)
+        return rc;
+    if (rc == 1 && (rc = fk_store_schema_version(st, &version, err)))
+        return rc;
+    int64_t verified = -1, last = 0, rec_run = 0;
+    char why[200] = "";
+    if (version >= 6 && meta_get(st, "verified_run", &verified, err) != FK_OK)
+        verified = -1;
+    if (version >= 6 && meta_get(st, "run", &last, err) != FK_OK)
+        last = 0;
+    int rec = is_file_path(st->path) ? read_record(st, &rec_run, why, sizeof why) : REC_NONE;
+    /* a running record names the run that crashed: the last recorded one, or the next if
+     * it crashed before its first write */
+    int same_run = rec_run == last || (rec == REC_RUNNING && rec_run == last + 1);
+    if (st->check_full)
+        startup_set(st, "full", "asked for (--check_state full)");
+    else if (version < 6)
+        startup_set(st, "full", version ? "no verified start recorded (schema version < 6)"
+                                        : "no fedkern schema yet");
+    else if (verified < 0)
+        startup_set(st, "full", "no verified start recorded");
+    else if (rec == REC_NONE)
+        startup_set(st, "full", "no run record beside the file (a copied or restored file)");
+    else if (rec == REC_OTHER)
+        startup_set(st, "full", why);
+    else if (!same_run)
+        startup_set(st, "full", "the run record names another run of the file");
+    else if (rec == REC_RUNNING || st->wal_before) {
+        snprintf(why, sizeof why, "run %lld ended without a clean stop%s; checking the rows "
+                 "written since run %lld",
+                 (long long)rec_run, st->wal_before ? " (its -wal was left)" : "",
+                 (long long)verified);
+        startup_set(st, "crash", why);
+    } else {
+        snprintf(why, sizeof why, "run %lld stopped cleanly and the file is as it left it",
+                 (long long)last);
+        startup_set(st, "clean", why);
+    }
+    if (!strcmp(st->startup.mode, "full"))
+        rc = quick_check(st, err);
+    st->startup.seconds = now_mono() - t0;
+    return rc;
+}
+
+/* The "crash" check: the SHA-256 of every blob row written since the last verified run. */
+static int startup_verify(fk_store *st, fk_err *err)
+{
+    double t0 = now_mono();
+    int rc = FK_OK;
+    if (!strcmp(st->startup.mode, "crash")) {
+        int64_t verified = 0;
+        if ((rc = meta_get(st, "verified_run", &verified, err)))
+            return rc == FK_ENOTFOUND ? FK_OK : rc;
+        static const char *const sql[] = {
+            ("SELECT job_id, round, blob, sha256, attempt, phase, client FROM updates "
+             "WHERE run > ?1 AND pruned = 0"),
+            "SELECT job_id, round, blob, sha256 FROM checkpoints WHERE run > ?1",
+            "SELECT job_id, round, blob, sha256 FROM models WHERE run > ?1",
+        };
+        static const char *const what[] = {"update", "checkpoint", "model"};
+        for (int t = 0; !rc && t < 3; t++) {
+            sqlite3_stmt *s;
+            if ((rc = prep(st, sql[t], &s, err)))
+                break;
+            sqlite3_bind_int64(s, 1, verified);
+            int step;
+            while (!rc && (step = sqlite3_step(s)) == SQLITE_ROW) {
+                char w[160];
+                if (t == 0)
+                    snprintf(w, sizeof w, "job %lld round %d attempt %d phase %d: the update of "
+                             "client %d",
+                             (long long)sqlite3_column_int64(s, 0), sqlite3_column_int(s, 1),
+                             sqlite3_column_int(s, 4), sqlite3_column_int(s, 5),
+                             sqlite3_column_int(s, 6));
+                else
+                    snprintf(w, sizeof w, "job %lld: the %s of round %d",
+                             (long long)sqlite3_column_int64(s, 0), what[t],
+                             sqlite3_column_int(s, 1));
+                rc = verify_blob(st, s, 2, w, err);
+                st->startup.rows++;
+                st->startup.bytes += (uint64_t)sqlite3_column_bytes(s, 2);
+            }
+            if (!rc && step != SQLITE_DONE)
+                rc = db_fail(st, step, "start-up check", err);
+            release(st, s);
+        }
+    }
+    st->startup.seconds += now_mono() - t0;
+    return rc;
+}
+
+/* This start's number: meta run + 1, recorded (with verified_run = the run just checked or
+ * stopped cleanly) by the first transaction (fk_store_begin), so that opening writes nothing
+ * to the database (another connection may hold the write lock). PATH.run says "running"
+ * first: a crash of this run is a "crash" start next. Then the log line. */
+static int begin_run(fk_store *st, fk_err *err)
+{
+    int64_t last = 0;
+    int rc = meta_get(st, "run", &last, err);
+    if (rc && rc != FK_ENOTFOUND)
+        return rc;
+    st->run = last + 1;
+    st->startup.run = st->run;
+    if (is_file_path(st->path) && write_record(st, 0)) {
+        char p[640];
+        record_path(st, p, sizeof p, "");
+        unlink(p); /* no record: the next start is a full check */
+        fk_log(FK_LOG_WARN, "state_run_record_not_written",
+               "state=%s record=%s error=\"%s\" action=\"the next start checks the whole "
+               "file\"",
+               st->path, p, strerror(errno));
+    }
+    if (!st->startup.mode[0])
+        startup_set(st, "new", "a new state file");
+    fk_log(FK_LOG_INFO, "state_check",
+           "state=%s mode=%s reason=\"%s\" rows=%lld bytes=%llu seconds=%.3f run=%lld",
+           st->path, st->startup.mode, st->startup.reason, (long long)st->startup.rows,
+           (unsigned long long)st->startup.bytes, st->startup.seconds, (long long)st->run);
+    return FK_OK;
+}
+
+/* Inside the first transaction of a run: record it (see begin_run). */
+static int record_run(fk_store *st, fk_err *err)
+{
+    if (!st->run || st->run_recorded)
+        return FK_OK;
+    int rc = meta_set(st, "run", st->run, err);
+    if (!rc)
+        rc = meta_set(st, "verified_run", st->run - 1, err);
+    st->run_in_tx = !rc;
+    return rc;
+}
+
+void fk_store_startup_get(const fk_store *st, fk_store_startup *out)
+{
+    *out = st->startup;
+}
+
 /* The connection to st->path: open, configure, check, and (only where the file holds
  * fedkern state, or init allows a new federation in it) migrate. `existed`: the file was
  * there, non-empty, before the open. */
-static int connect_db(fk_store *st, int existed, int init, fk_err *err)
+static int startup_decide(fk_store *st, fk_err *err);
+static int startup_verify(fk_store *st, fk_err *err);
+
+static int connect_db(fk_store *st, int existed, int init, int startup, fk_err *err)
 {
     int rc = sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK)
@@ -507,8 +865,8 @@ static int connect_db(fk_store *st, int existed, int init, fk_err *err)
                           st->path);
     rc = exec(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;",
               "configure (WAL, synchronous, foreign keys)", err);
-    if (!rc)
-        rc = quick_check(st, err);
+    if (!rc && startup)
+        rc = startup_decide(st, err); /* runs the "full" check */
     if (!rc && existed && !init) {
         rc = has_fedkern_schema(st, err);
         if (rc == 0)
@@ -524,6 +882,8 @@ static int connect_db(fk_store *st, int existed, int init, fk_err *err)
     }
     if (!rc)
         rc = migrate(st, err);
+    if (!rc && startup)
+        rc = startup_verify(st, err); /* the "crash" check, the log line */
     return rc;
 }
 
@@ -590,7 +950,7 @@ static int create_db(fk_store *st, const char *path, fk_err *err)
         unlink(p);
     }
     memcpy(st->path, tmp, sizeof tmp);
-    int rc = connect_db(st, 0, 1, err);
+    int rc = connect_db(st, 0, 1, 0, err);
     cache_clear(st);
     sqlite3_close(st->db); /* checkpoints the -wal into the file and removes it */
     st->db = NULL;
@@ -610,32 +970,49 @@ static int create_db(fk_store *st, const char *path, fk_err *err)
     return rc;
 }
 
-int fk_store_open_init(fk_store **out, const char *path, int init, fk_err *err)
+int fk_store_open_ex(fk_store **out, const char *path, const fk_store_open_opts *o, fk_err *err)
 {
     *out = NULL;
-    int existed = 0;
+    int existed = 0, init = o ? o->init : 0;
     int rc = check_path(path, err);
     if (!rc)
         rc = check_presence(path, init, &existed, err);
     if (rc)
         return rc;
     struct stat sb;
-    int absent = strcmp(path, ":memory:") && *path && strncmp(path, "file:", 5) &&
-                 stat(path, &sb) != 0 && errno == ENOENT;
+    int absent = is_file_path(path) && stat(path, &sb) != 0 && errno == ENOENT;
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening %s", path);
+    st->lock_fd = -1;
+    st->check_full = o ? o->check_full : 0;
+    fk_store_retention_default(&st->keep);
     rc = absent ? create_db(st, path, err) : FK_OK;
     snprintf(st->path, sizeof st->path, "%s", path);
     if (!rc)
-        rc = connect_db(st, existed || absent, init, err);
+        rc = lock_shared(st, err);
+    if (!rc && !absent)
+        note_before(st);
+    if (absent)
+        startup_set(st, "new", "a new state file");
+    if (!rc)
+        rc = connect_db(st, existed || absent, init, 1, err);
+    if (!rc)
+        rc = begin_run(st, err);
     if (rc) {
+        st->run = 0; /* no "clean" record for a start that failed */
         fk_store_close(st);
         return rc;
     }
     note_identity(st);
     *out = st;
     return FK_OK;
+}
+
+int fk_store_open_init(fk_store **out, const char *path, int init, fk_err *err)
+{
+    fk_store_open_opts o = {.init = init};
+    return fk_store_open_ex(out, path, &o, err);
 }
 
 int fk_store_open(fk_store **out, const char *path, fk_err *err)
@@ -817,7 +1194,7 @@ static int copy_to(fk_store *st, const char *dest, fk_err *err)
 
 static void fsync_dir_of(const char *path)
 {
-    char copy[600];
+    char copy[700];
     snprintf(copy, sizeof copy, "%s", path);
     int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY);
     if (fd >= 0) {
@@ -867,9 +1244,11 @@ int fk_store_recreate(fk_store *st, fk_err *err)
         return rc;
     }
     fsync_dir_of(st->path);
-    if ((rc = connect_db(st, 1, 0, err)))
+    if ((rc = connect_db(st, 1, 0, 0, err)))
         return rc;
     note_identity(st);
+    if ((rc = lock_shared(st, err)))
+        return rc;
     if (st->max_bytes && (rc = fk_store_set_limit(st, st->max_bytes, err)))
         return rc;
     if (st->normal || st->strict)
@@ -881,10 +1260,18 @@ void fk_store_close(fk_store *st)
 {
     if (!st)
         return;
-    if (st->db && fk_store_file_state(st) != FK_STORE_FILE_OK)
+    int clean = st->db && st->run > 0 && !st->damaged && !st->refuse[0] &&
+                sqlite3_get_autocommit(st->db) && is_file_path(st->path);
+    if (st->db && fk_store_file_state(st) != FK_STORE_FILE_OK) {
+        clean = 0;
         disconnect_moved(st); /* its -wal would be replayed into the file now at the path */
+    }
     cache_clear(st);
-    sqlite3_close(st->db);
+    int rc = sqlite3_close(st->db);
+    if (clean && rc == SQLITE_OK)
+        (void)write_record(st, 1);
+    if (st->lock_fd >= 0)
+        close(st->lock_fd);
     free(st);
 }
 
@@ -984,7 +1371,10 @@ int fk_store_begin(fk_store *st, fk_err *err)
 {
     if (st->refuse[0])
         return fk_err_set(err, FK_EIO, "state db %s: %s", st->path, st->refuse);
-    return exec_cached(st, "BEGIN IMMEDIATE", "begin transaction", err);
+    int rc = exec_cached(st, "BEGIN IMMEDIATE", "begin transaction", err);
+    if (!rc && (rc = record_run(st, err)))
+        fk_store_rollback(st);
+    return rc;
 }
 
 int fk_store_commit(fk_store *st, fk_err *err)
@@ -1006,6 +1396,9 @@ int fk_store_commit(fk_store *st, fk_err *err)
         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (rc)
         fk_store_rollback(st);
+    else if (st->run_in_tx)
+        st->run_recorded = 1;
+    st->run_in_tx = 0;
     unrelax(st);
     return rc;
 }
@@ -1021,10 +1414,16 @@ void fk_store_test_fail_commits(fk_store *st, int skip, int n)
     st->fail_commits = n;
 }
 
+int fk_store_in_transaction(const fk_store *st)
+{
+    return st->db && !sqlite3_get_autocommit(st->db);
+}
+
 void fk_store_rollback(fk_store *st)
 {
     if (!sqlite3_get_autocommit(st->db))
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    st->run_in_tx = 0;
     unrelax(st);
 }
 
@@ -1566,6 +1965,66 @@ static int idem_state(fk_store *st, const char *idem, const char *identity,
     return rc == SQLITE_DONE ? FK_STORE_IDEM_NEW : db_fail(st, rc, "look up idempotency id", err);
 }
 
+/* The report of an update just stored, in update_reports (kept when retention deletes the
+ * update). */
+static int report_put(fk_store *st, const fk_store_update *u, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep_phase(st,
+                        "INSERT OR REPLACE INTO update_reports (job_id, round, attempt, phase, "
+                        "client, identity, n_samples, loss, accuracy, error, misclust, ari, "
+                        "rmse, model_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                        "?11, ?12, ?13, ?14)",
+                        u->job, u->round, u->attempt, u->phase, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 5, u->client);
+    sqlite3_bind_text(s, 6, u->identity, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(s, 7, u->report.n_samples);
+    bind_real_or_null(s, 8, u->report.loss);
+    bind_real_or_null(s, 9, u->report.accuracy);
+    bind_real_or_null(s, 10, u->report.error);
+    bind_real_or_null(s, 11, u->report.misclust);
+    bind_real_or_null(s, 12, u->report.ari);
+    bind_real_or_null(s, 13, u->report.rmse);
+    bind_real_or_null(s, 14, u->report.model_error);
+    return run(st, s, "store an update's report", err);
+}
+
+int fk_store_report_each(fk_store *st, int64_t job, int round, int attempt, int phase,
+                         fk_store_update_cb cb, void *ctx, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep_phase(st,
+                        "SELECT client, identity, n_samples, loss, accuracy, error, misclust, "
+                        "ari, rmse, model_error FROM update_reports WHERE job_id = ?1 AND "
+                        "round = ?2 AND attempt = ?3 AND phase = ?4 ORDER BY client",
+                        job, round, attempt, phase, &s, err);
+    if (rc)
+        return rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        fk_store_update u = {.job = job, .round = round, .attempt = attempt, .phase = phase,
+                             .idem = "", .pruned = 1};
+        u.client = sqlite3_column_int(s, 0);
+        u.identity = (const char *)sqlite3_column_text(s, 1);
+        u.report.n_samples = sqlite3_column_double(s, 2);
+        u.report.loss = column_real_or_nan(s, 3);
+        u.report.accuracy = column_real_or_nan(s, 4);
+        u.report.error = column_real_or_nan(s, 5);
+        u.report.misclust = column_real_or_nan(s, 6);
+        u.report.ari = column_real_or_nan(s, 7);
+        u.report.rmse = column_real_or_nan(s, 8);
+        u.report.model_error = column_real_or_nan(s, 9);
+        int crc = cb(ctx, &u, err);
+        if (crc) {
+            release(st, s);
+            return crc;
+        }
+    }
+    release(st, s);
+    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "read update reports", err);
+}
+
 int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err *err)
 {
     *dup = 0;
@@ -1586,9 +2045,9 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     rc = prep_phase(st,
                     "INSERT INTO updates (job_id, round, attempt, phase, client, identity, idem, "
                     "n_samples, loss, accuracy, error, blob, received, misclust, ari, rmse, "
-                    "sha256, model_error) "
+                    "sha256, model_error, run) "
                     "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, "
-                    "?16, ?17, ?18)",
+                    "?16, ?17, ?18, ?19)",
                     u->job, u->round, u->attempt, u->phase, &s, err);
     if (rc)
         return rc;
@@ -1608,6 +2067,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     if (brc == SQLITE_OK)
         brc = sqlite3_bind_blob(s, 17, sum, SUM_LEN, SQLITE_STATIC);
     bind_real_or_null(s, 18, u->report.model_error);
+    sqlite3_bind_int64(s, 19, st->run);
     if (brc != SQLITE_OK) {
         release(st, s);
         return db_fail(st, brc, "store update", err);
@@ -1615,7 +2075,7 @@ int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup, fk_err
     rc = sqlite3_step(s);
     release(st, s);
     if (rc == SQLITE_DONE)
-        return FK_OK;
+        return report_put(st, u, err);
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
         return fk_err_set(err, FK_ESTATE,
                           "client %d already sent another update for job %lld round %d phase %d "
@@ -1630,7 +2090,7 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_stmt *s;
     int rc = prep_phase(st,
                         "SELECT client, identity, idem, n_samples, loss, accuracy, error, blob, "
-                        "sha256, received, misclust, ari, rmse, model_error FROM updates "
+                        "sha256, received, misclust, ari, rmse, model_error, pruned FROM updates "
                         "WHERE job_id = ?1 AND round = ?2 AND attempt = ?3 AND phase = ?4 "
                         "ORDER BY client",
                         job, round, attempt, phase, &s, err);
@@ -1648,9 +2108,10 @@ int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt, int 
         char what[160];
         snprintf(what, sizeof what, "job %lld round %d attempt %d phase %d: the update of "
                  "client %d", (long long)job, round, attempt, phase, u.client);
-        int crc = verify_blob(st, s, 7, what, err);
-        u.blob = sqlite3_column_blob(s, 7);
-        u.len = (size_t)sqlite3_column_bytes(s, 7);
+        u.pruned = sqlite3_column_int(s, 14) != 0;
+        int crc = u.pruned ? FK_OK : verify_blob(st, s, 7, what, err);
+        u.blob = u.pruned ? NULL : sqlite3_column_blob(s, 7);
+        u.len = u.pruned ? 0 : (size_t)sqlite3_column_bytes(s, 7);
         u.received = sqlite3_column_double(s, 9);
         u.report.misclust = column_real_or_nan(s, 10);
         u.report.ari = column_real_or_nan(s, 11);
@@ -1680,7 +2141,16 @@ int fk_store_update_drop(fk_store *st, int64_t job, int round, int attempt, int 
     sqlite3_bind_int(s, 5, client);
     rc = sqlite3_step(s);
     release(st, s);
-    return rc == SQLITE_DONE ? FK_OK : db_fail(st, rc, "drop an update", err);
+    if (rc != SQLITE_DONE)
+        return db_fail(st, rc, "drop an update", err);
+    rc = prep_phase(st,
+                    "DELETE FROM update_reports WHERE job_id = ?1 AND round = ?2 AND "
+                    "attempt = ?3 AND phase = ?4 AND client = ?5",
+                    job, round, attempt, phase, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int(s, 5, client);
+    return run(st, s, "drop an update's report", err);
 }
 
 int fk_store_update_known(fk_store *st, const char *idem, const char *identity, int *known,
@@ -1724,9 +2194,10 @@ int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
 static int blob_put(fk_store *st, const char *table, int64_t job, int round, const void *blob,
                     size_t len, fk_err *err)
 {
-    char sql[128];
+    char sql[160];
     snprintf(sql, sizeof sql,
-             "INSERT OR REPLACE INTO %s (job_id, round, blob, sha256) VALUES (?1, ?2, ?3, ?4)",
+             "INSERT OR REPLACE INTO %s (job_id, round, blob, sha256, run) "
+             "VALUES (?1, ?2, ?3, ?4, ?5)",
              table);
     unsigned char sum[SUM_LEN];
     if (sha256(blob, len, sum))
@@ -1741,6 +2212,7 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
     int brc = sqlite3_bind_blob64(s, 3, len ? blob : "", len, SQLITE_STATIC);
     if (brc == SQLITE_OK)
         brc = sqlite3_bind_blob(s, 4, sum, SUM_LEN, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 5, st->run);
     if (brc != SQLITE_OK) { /* SQLITE_TOOBIG past SQLite's length limit */
         release(st, s);
         return db_fail(st, brc, table, err);
@@ -1819,4 +2291,220 @@ int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob, size_t
                        int *round_out, fk_err *err)
 {
     return blob_get(st, "models", job, round, blob, len, round_out, err);
+}
+
+/* ------------------------------------------------------------ retention */
+
+void fk_store_retention_default(fk_store_retention *r)
+{
+    *r = (fk_store_retention){.keep_checkpoints = 2};
+}
+
+void fk_store_set_retention(fk_store *st, const fk_store_retention *r)
+{
+    st->keep = *r;
+    if (st->keep.keep_checkpoints < 0)
+        st->keep.keep_checkpoints = 0;
+}
+
+int fk_store_selected_round(fk_store *st, int64_t job, const fk_method *m, int *round,
+                            double *value, fk_err *err)
+{
+    *round = 0;
+    if (value)
+        *value = NAN;
+    if (!m || !m->select_by)
+        return FK_OK;
+    fk_store_round *rows;
+    int count;
+    int rc = fk_store_round_list(st, job, &rows, &count, err);
+    if (rc)
+        return rc;
+    int best = 0;
+    double best_v = NAN;
+    for (int i = 0; i < count; i++) {
+        fk_report q = {.loss = rows[i].loss, .accuracy = rows[i].accuracy,
+                       .error = rows[i].error, .misclust = rows[i].misclust,
+                       .ari = rows[i].ari, .rmse = rows[i].rmse,
+                       .model_error = rows[i].model_error};
+        double v = fk_report_get(&q, m->select_by);
+        int r = rows[i].round - m->select_lag; /* the round whose model v scores */
+        if (rows[i].closed != 1 || isnan(v) || r < 1)
+            continue;
+        if (!best || (m->select_max ? v > best_v : v < best_v)) {
+            best = r;
+            best_v = v;
+        }
+    }
+    for (int i = 0; i < count; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+    *round = best;
+    if (value)
+        *value = best_v;
+    return FK_OK;
+}
+
+/* Run one statement with ?1 job and the int parameters that follow. */
+static int run_job_ints(fk_store *st, const char *sql, int64_t job, const int *v, int n,
+                        const char *what, fk_err *err)
+{
+    sqlite3_stmt *s;
+    int rc = prep(st, sql, &s, err);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, job);
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int(s, 2 + i, v[i]);
+    return run(st, s, what, err);
+}
+
+int fk_store_retain(fk_store *st, int64_t job, int round, int finished, const fk_method *m,
+                    fk_err *err)
+{
+    int rc = FK_OK;
+    if (!st->keep.keep_updates) {
+        /* The rounds before this one go (their checkpoint is durable with this one's); this
+         * round's stay while the job runs (a resent update is answered DUPLICATE), all of a
+         * finished job's go. The clients' reports stay in update_reports. A DELETE reads each
+         * blob's overflow pages once; this runs on the loop. */
+        int v[] = {finished ? round + 1 : round};
+        rc = run_job_ints(st, "DELETE FROM updates WHERE job_id = ?1 AND round < ?2", job, v, 1,
+                          "prune updates", err);
+    }
+    if (!rc && st->keep.keep_checkpoints > 0) {
+        int v[] = {st->keep.keep_checkpoints};
+        rc = run_job_ints(st,
+                          "DELETE FROM checkpoints WHERE job_id = ?1 AND round <= "
+                          "(SELECT max(round) FROM checkpoints WHERE job_id = ?1) - ?2",
+                          job, v, 1, "prune checkpoints", err);
+    }
+    if (!rc && !st->keep.keep_models) {
+        int sel = 0;
+        rc = fk_store_selected_round(st, job, m, &sel, NULL, err);
+        /* not scored yet while the job runs: the select_lag newest may still be picked */
+        int window = !finished && m && m->select_by ? m->select_lag : 0;
+        int v[] = {window, sel};
+        if (!rc)
+            rc = run_job_ints(st,
+                              "DELETE FROM models WHERE job_id = ?1 AND round <= "
+                              "(SELECT max(round) FROM models WHERE job_id = ?1) - 1 - ?2 "
+                              "AND round != ?3",
+                              job, v, 2, "prune models", err);
+    }
+    return rc ? fk_err_prefix(err, rc, "job %lld: retention: ", (long long)job) : FK_OK;
+}
+
+int fk_store_job_delete(fk_store *st, int64_t job, fk_err *err)
+{
+    if (sqlite3_get_autocommit(st->db) == 0)
+        return fk_err_set(err, FK_ESTATE, "state db %s: a transaction is open", st->path);
+    fk_store_job row;
+    int rc = fk_store_job_get(st, job, &row, err);
+    if (rc)
+        return rc;
+    int state = row.state;
+    fk_store_job_free(&row);
+    if (state == FK_JOB_RUNNING)
+        return fk_err_set(err, FK_ESTATE,
+                          "job %lld is running: cancel it first ('fedkern job cancel %lld'), "
+                          "then delete it",
+                          (long long)job, (long long)job);
+    if ((rc = fk_store_begin(st, err)))
+        return rc;
+    /* updates hang on phases, phases on rounds: the cascades remove them with the job */
+    sqlite3_stmt *s;
+    rc = prep(st, "DELETE FROM jobs WHERE id = ?1", &s, err);
+    if (!rc) {
+        sqlite3_bind_int64(s, 1, job);
+        rc = run(st, s, "delete job", err);
+    }
+    if (!rc)
+        rc = fk_store_commit(st, err); /* fsync'd: an acknowledged delete survives a crash */
+    else
+        fk_store_rollback(st);
+    return rc;
+}
+
+static uint64_t file_bytes(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+int fk_store_compact(const char *path, uint64_t *before, uint64_t *after, fk_err *err)
+{
+    *before = *after = 0;
+    if (!is_file_path(path))
+        return fk_err_set(err, FK_EINVAL, "state compact: %s is not a state file path", path);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return fk_err_set(err, FK_ENOTFOUND, "state compact: %s: %s", path, strerror(errno));
+    fk_store *st;
+    int rc = fk_store_open(&st, path, err);
+    if (rc)
+        return rc;
+    *before = file_bytes(path);
+    if (st->lock_fd >= 0 && flock(st->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        rc = fk_err_set(err, FK_ESTATE,
+                        "state db %s is open in a running fedkern-server: stop the server, "
+                        "then compact (the file is rewritten as a whole)",
+                        path);
+    double t0 = now_mono();
+    if (!rc)
+        rc = exec(st, "VACUUM", "compact (VACUUM)", err);
+    if (!rc)
+        rc = exec(st, "PRAGMA wal_checkpoint(TRUNCATE)", "compact (checkpoint)", err);
+    if (!rc)
+        fk_log(FK_LOG_INFO, "state_compacted", "state=%s bytes_before=%llu bytes_after=%llu "
+               "seconds=%.3f",
+               path, (unsigned long long)*before, (unsigned long long)file_bytes(path),
+               now_mono() - t0);
+    fk_store_close(st);
+    *after = file_bytes(path);
+    return rc;
+}
+
+int fk_store_usage_get(fk_store *st, fk_store_usage *u, fk_err *err)
+{
+    *u = (fk_store_usage){0};
+    int64_t pages = 0, page = 0, freel = 0;
+    int rc = pragma_int(st, "PRAGMA page_count", &pages, err);
+    if (!rc)
+        rc = pragma_int(st, "PRAGMA page_size", &page, err);
+    if (!rc)
+        rc = pragma_int(st, "PRAGMA freelist_count", &freel, err);
+    if (rc)
+        return rc;
+    u->file_bytes = is_file_path(st->path) ? file_bytes(st->path) : (uint64_t)(pages * page);
+    char wal[600];
+    snprintf(wal, sizeof wal, "%s-wal", st->path);
+    u->wal_bytes = is_file_path(st->path) ? file_bytes(wal) : 0;
+    u->free_bytes = (uint64_t)(freel * page);
+    static const char *const sql[] = {
+        "SELECT count(*), coalesce(sum(length(blob)), 0), coalesce(sum(pruned), 0) FROM updates",
+        "SELECT count(*), coalesce(sum(length(blob)), 0), 0 FROM checkpoints",
+        "SELECT count(*), coalesce(sum(length(blob)), 0), 0 FROM models",
+        "SELECT count(*), 0, 0 FROM jobs",
+        "SELECT count(*), 0, 0 FROM rounds",
+    };
+    int64_t *n[] = {&u->updates, &u->checkpoints, &u->models, &u->jobs, &u->rounds};
+    uint64_t dummy[2], *b[] = {&u->update_bytes, &u->checkpoint_bytes, &u->model_bytes,
+                               &dummy[0], &dummy[1]};
+    for (int i = 0; !rc && i < 5; i++) {
+        sqlite3_stmt *s;
+        if ((rc = prep(st, sql[i], &s, err)))
+            break;
+        int step = sqlite3_step(s);
+        if (step == SQLITE_ROW) {
+            *n[i] = sqlite3_column_int64(s, 0);
+            *b[i] = (uint64_t)sqlite3_column_int64(s, 1);
+            if (i == 0)
+                u->updates_pruned = sqlite3_column_int64(s, 2);
+        } else {
+            rc = db_fail(st, step, "usage", err);
+        }
+        release(st, s);
+    }
+    return rc;
 }

@@ -18,7 +18,7 @@
 
 typedef struct fk_store fk_store;
 
-enum { FK_STORE_SCHEMA_VERSION = 5 };
+enum { FK_STORE_SCHEMA_VERSION = 6 };
 
 /* Open (creating and migrating as needed) the database at path. Refused with one message
  * (FK_EINVAL) when path is a directory, a read-only file or sits in a directory the server
@@ -32,6 +32,43 @@ FK_CHECKRETURN int fk_store_open(fk_store **st, const char *path, fk_err *err);
  * (FK_EINVAL, naming --init and the restore steps) unless init = 1 (--init), which starts a
  * new, empty federation in it. init changes nothing for a file with fedkern state. */
 FK_CHECKRETURN int fk_store_open_init(fk_store **st, const char *path, int init, fk_err *err);
+
+/* The start-up check (issue 35; docs/operations.md "Start-up check"). Its cost follows what
+ * was written since the last clean stop, not the file's size. Beside the file, PATH.run
+ * records each start ("running": the run's number, the file's device and inode, written and
+ * fsync'd before anything else) and each clean stop ("clean": also the file's size and mtime,
+ * written by fk_store_close after SQLite folded and removed the -wal):
+ *  - "clean": the record is a clean stop of the file exactly as it is now: nothing is read.
+ *  - "crash": the record is a start of this same file (device, inode) that never stopped
+ *    cleanly: the SHA-256 of every update, checkpoint and model row written since the last
+ *    verified start (schema 6: each row records the run that wrote it) is checked; a mismatch
+ *    refuses the start (FK_EFORMAT, restore steps).
+ *  - "full": PRAGMA quick_check over the whole file (as before schema 6): no record (a copied
+ *    or restored file), a record of another file or of the file before it changed (inode,
+ *    size, mtime), no verified start recorded yet (a file migrated from schema 5 or older),
+ *    or asked for (check_full, --check_state full).
+ *  - "new": a file created by this open.
+ * Each start is logged (state_check: mode, reason, rows, bytes, seconds, run); the run and
+ * the verified point (meta 'run', 'verified_run') are written by the first transaction. */
+typedef struct fk_store_startup {
+    char mode[8];     /* "new", "clean", "crash", "full" */
+    char reason[200]; /* why that mode */
+    int64_t rows;     /* rows whose SHA-256 was checked ("crash") */
+    uint64_t bytes;   /* their bytes */
+    double seconds;   /* wall time of the check */
+    int64_t run;      /* this start's number */
+} fk_store_startup;
+
+typedef struct fk_store_open_opts {
+    int init;       /* fk_store_open_init's init */
+    int check_full; /* the "full" check whatever the record says */
+} fk_store_open_opts;
+
+FK_CHECKRETURN int fk_store_open_ex(fk_store **st, const char *path, const fk_store_open_opts *o,
+                                    fk_err *err);
+void fk_store_startup_get(const fk_store *st, fk_store_startup *out);
+/* Close; after a clean run (no damage found, writes not refused, the file still at its
+ * path, no transaction open, SQLite closed it and removed its -wal) PATH.run says "clean". */
 void fk_store_close(fk_store *st);
 /* A read-only second connection to writer's file, for one other thread (the worker that
  * aggregates): fk_store_update_each and the other reads work on it; it sees what the writer
@@ -65,6 +102,48 @@ void fk_store_autocheckpoint_default(fk_store *writer);
 /* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
  * writer to a new file: open a new reader). */
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
+
+/* --- retention (issue 35; docs/operations.md "Retention") --- */
+typedef struct fk_store_retention {
+    int keep_checkpoints; /* newest checkpoints kept per job (>= 1); 0 = every one (2) */
+    int keep_updates;     /* 1: the bytes of every update stay (--retain_updates, --audit) */
+    int keep_models;      /* 1: every round's model stays (--audit) */
+} fk_store_retention;
+/* The default (keep_checkpoints 2, updates and models pruned); fk_store_open sets it. */
+void fk_store_retention_default(fk_store_retention *r);
+void fk_store_set_retention(fk_store *st, const fk_store_retention *r);
+/* Apply the retention to one job inside the caller's transaction, after round `round`'s
+ * checkpoint and model were written in it (so they are durable exactly when the pruning is).
+ * Updates of rounds < round go (this round's stay while the job runs; a finished job's all
+ * go; their reports stay, fk_store_report_each); checkpoints older than the keep_checkpoints newest go;
+ * models go but the latest, the one `job result --selected` picks (m->select_by, see
+ * fk_store_selected_round) and, while the job runs (finished = 0), the select_lag newest,
+ * which are not scored yet. A finished job (done, failed, cancelled) is called once more with
+ * finished = 1 and its last round. */
+FK_CHECKRETURN int fk_store_retain(fk_store *st, int64_t job, int round, int finished,
+                                   const fk_method *m, fk_err *err);
+/* The round whose model m's criterion picks among the job's closed rounds (its select_by
+ * field measured select_lag rounds later, the earliest best): *round = 0 when none is scored
+ * yet or m has no select_by. *value gets the criterion's value (may be NULL). */
+FK_CHECKRETURN int fk_store_selected_round(fk_store *st, int64_t job, const fk_method *m,
+                                           int *round, double *value, fk_err *err);
+/* What the file holds (`fedkern bench state`, `fedkern state usage`). */
+typedef struct fk_store_usage {
+    uint64_t file_bytes, wal_bytes; /* the file and its -wal on disk */
+    uint64_t free_bytes;            /* free pages inside the file (reused; compact returns them) */
+    uint64_t update_bytes, checkpoint_bytes, model_bytes;               /* the blobs' bytes */
+    int64_t updates, updates_pruned, checkpoints, models, jobs, rounds; /* rows */
+} fk_store_usage;
+FK_CHECKRETURN int fk_store_usage_get(fk_store *st, fk_store_usage *u, fk_err *err);
+/* Remove a job that is not running with everything stored for it (rounds, phases, updates,
+ * checkpoints, models), in one fsync'd transaction. FK_ENOTFOUND for no such job, FK_ESTATE
+ * for a running one. The space is reused by later writes; fk_store_compact gives it back. */
+FK_CHECKRETURN int fk_store_job_delete(fk_store *st, int64_t job, fk_err *err);
+/* `fedkern state compact PATH`: offline VACUUM of a state file no server has open (refused,
+ * FK_ESTATE, while one has: each open store holds a shared flock on the file). *before and
+ * *after get the file's size in bytes. */
+FK_CHECKRETURN int fk_store_compact(const char *path, uint64_t *before, uint64_t *after,
+                                    fk_err *err);
 /* 1 once a stored row failed its SHA-256 check (the file was damaged after it was written). */
 int fk_store_damaged(const fk_store *st);
 /* The state file is kept by identity (device, inode, taken at open): fk_store_file_check
@@ -105,6 +184,8 @@ FK_CHECKRETURN int fk_store_commit(fk_store *st, fk_err *err);
  * fsync'd commit (the next batch of updates) makes them durable too. */
 FK_CHECKRETURN int fk_store_begin_relaxed(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
+/* 1 while a transaction is open. */
+int fk_store_in_transaction(const fk_store *st);
 /* Explicit transactions committed and the wall time spent in their COMMIT (with
  * synchronous=FULL that is where the WAL's fsync happens: the fsync share of a round). */
 typedef struct fk_store_stats {
@@ -215,6 +296,7 @@ typedef struct fk_store_update {
     size_t len;
     double received;
     const uint8_t *sha256; /* put: the blob's SHA-256 if the caller has it (else computed) */
+    int pruned;            /* each: retention dropped the bytes (blob NULL, len 0) */
 } fk_store_update;
 
 /* What a sender stored under an idempotency id (fk_store_update_match). */
@@ -228,11 +310,16 @@ enum { FK_STORE_IDEM_NEW = 0, FK_STORE_IDEM_SAME = 1, FK_STORE_IDEM_OTHER = 2 };
 FK_CHECKRETURN int fk_store_update_put(fk_store *st, const fk_store_update *u, int *dup,
                                        fk_err *err);
 /* Call cb for each update of one phase in ascending client order. The blob
- * and strings are valid only during the call. Every blob is checked against the SHA-256
+ * and strings are valid only during the call. An update whose bytes retention dropped comes
+ * with pruned = 1, blob NULL and len 0 (its report stays). Every other blob is checked against the SHA-256
  * stored beside it: a mismatch stops with FK_EFORMAT naming the job, round, phase and client
  * and the restore steps (and fk_store_damaged() turns 1). */
 typedef int (*fk_store_update_cb)(void *ctx, const fk_store_update *u, fk_err *err);
 FK_CHECKRETURN int fk_store_update_each(fk_store *st, int64_t job, int round, int attempt,
+                                        int phase, fk_store_update_cb cb, void *ctx, fk_err *err);
+/* Like fk_store_update_each, over the clients' reports of one phase, which stay when
+ * retention deleted the updates (schema 6): pruned = 1, blob NULL, idem "". */
+FK_CHECKRETURN int fk_store_report_each(fk_store *st, int64_t job, int round, int attempt,
                                         int phase, fk_store_update_cb cb, void *ctx, fk_err *err);
 /* Forget one client's update of one phase (its data made the aggregation fail): a replay
  * of the phase after a restart aggregates without it, as the running server did. */

@@ -51,7 +51,7 @@ as alice submit job.conf --wait_clients 20 >id.txt 2>submit.txt || fail "alice s
 id=$(cat id.txt)
 expect 0 "alice follows her job" as alice status "$id" --follow
 # bob, an admin too, is not the owner: every use of the job is refused, naming why
-for call in "status $id" "result $id --out m.bin" "cancel $id" "predict $id --data c0.csv"; do
+for call in "status $id" "result $id --out m.bin" "cancel $id" "predict $id --data c0.csv" "delete $id"; do
   # shellcheck disable=SC2086
   expect 1 "bob: $call" as bob $call
   grep -q "PERMISSION_DENIED.*job $id belongs to another admin" out.txt || fail "bob $call: $(cat out.txt)"
@@ -82,4 +82,11 @@ expect 1 "bob after restart" as bob status "$id"
 grep -q "job $id belongs to another admin" out.txt || fail "bob after restart: $(cat out.txt)"
 expect 0 "alice after restart" as alice status "$id"
 expect 0 "ops cancels bob's job" as ops cancel "$id2"
+# delete (issue 35): not alice's to delete; bob deletes his cancelled job, alice's stays
+expect 1 "alice deletes bob's job" as alice delete "$id2"
+grep -q "job $id2 belongs to another admin" out.txt || fail "alice delete: $(cat out.txt)"
+expect 0 "bob deletes his job" as bob delete "$id2"
+expect 1 "bob's job is gone" as ops status "$id2"
+grep -q "NOT_FOUND" out.txt || fail "deleted job: $(cat out.txt)"
+expect 0 "alice's job stays" as alice status "$id"
 echo "cli_owners: all checks passed"

@@ -933,6 +933,60 @@ static void server_kill9_resumes_to_same_model(void **state)
     check_against_sim(e, id, text);
 }
 
+/* Issue 35: `job delete` of a running job is refused; once cancelled it is deleted, and the
+ * delete survives a kill -9 of the server (acknowledged only once durable). The restarted
+ * server checks only what was written since its last clean stop (state_check mode=crash),
+ * keeps the other job's model and applied the retention to it (2 checkpoints). */
+static void delete_survives_kill9(void **state)
+{
+    env *e = *state;
+    start_server(e, "127.0.0.1:0");
+    char listen[32];
+    snprintf(listen, sizeof listen, "127.0.0.1:%s", e->port);
+    for (int c = 0; c < K; c++)
+        start_client(e, c);
+    wait_joined(e);
+    char done_id[32], id[32], out[4096];
+    submit(e, job_text("rounds = 6\ndeadline = 30\n"), done_id, sizeof done_id);
+    char mflag[200];
+    snprintf(mflag, sizeof mflag, "--out=%s/done.bin", e->dir);
+    if (job_cmd(e, "result", done_id, mflag, "--wait=120", out, sizeof out))
+        fail_msg("job result: %s", out);
+    submit(e, job_text("rounds = 100000\ndeadline = 30\n"), id, sizeof id);
+    wait_round(e, "event=round_closed job=2 round=3 ");
+    assert_int_not_equal(job_cmd(e, "delete", id, NULL, NULL, out, sizeof out), 0);
+    assert_int_equal(job_cmd(e, "cancel", id, NULL, NULL, out, sizeof out), 0);
+    assert_int_equal(job_cmd(e, "delete", id, NULL, NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "deleted"));
+    stop(&e->server, SIGKILL);
+    start_server(e, listen);
+    char log[160];
+    snprintf(log, sizeof log, "%s/server.log", e->dir);
+    assert_true(wait_log(log, "event=state_check ", 1, NULL, 0));
+    assert_true(wait_log(log, "mode=crash ", 1, NULL, 0));
+    assert_int_not_equal(job_cmd(e, "status", id, NULL, NULL, out, sizeof out), 0);
+    assert_int_equal(job_cmd(e, "status", done_id, "--json", NULL, out, sizeof out), 0);
+    assert_non_null(strstr(out, "\"state\":\"done\""));
+    snprintf(mflag, sizeof mflag, "--out=%s/again.bin", e->dir);
+    assert_int_equal(job_cmd(e, "result", done_id, mflag, NULL, out, sizeof out), 0);
+    /* a clean stop, then the next start reads nothing */
+    stop(&e->server, SIGTERM);
+    start_server(e, listen);
+    assert_true(wait_log(log, "mode=clean ", 5, NULL, 0));
+    stop(&e->server, SIGTERM);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "'%s' state info '%s'", fedkern_bin, e->db);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    assert_int_equal(pclose(p), 0);
+    assert_non_null(strstr(out, "jobs 1,"));
+    assert_non_null(strstr(out, "checkpoints 2,"));
+    /* the last model, and fedgrem's selected one (select_by loss) when it is another */
+    assert_true(strstr(out, "models 1,") || strstr(out, "models 2,"));
+}
+
 static void killed_client_is_a_dropout(void **state)
 {
     env *e = *state;
@@ -1496,6 +1550,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(pooled_em_daemons_end_early, setup, teardown),
         cmocka_unit_test_setup_teardown(roster_survives_server_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(server_kill9_resumes_to_same_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(delete_survives_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(killed_client_is_a_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_modes, setup, teardown),
         cmocka_unit_test_setup_teardown(kahm_daemons_predict_mode_b, setup, teardown),

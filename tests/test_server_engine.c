@@ -120,6 +120,8 @@ typedef struct fed {
     int pushes;
     unsigned gone; /* clients whose session ended, for the engine's presence callback */
     int asked;     /* presence callbacks made */
+    int retain;    /* 1: the server's default retention; 0: update rows kept (the tests count
+                    * the updates stored) */
 } fed;
 
 static void make_data(fed *f)
@@ -140,6 +142,10 @@ static void open_engine_failing(fed *f, int fail_commits)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_store_retention keep;
+    fk_store_retention_default(&keep);
+    keep.keep_updates = !f->retain;
+    fk_store_set_retention(f->st, &keep);
     fk_store_test_fail_commits(f->st, 0, fail_commits);
     fk_engine_opts o = {.store = f->st, .codec = codec, .find = find_test_method};
     if (fk_engine_open(&f->e, &o, f->now, &err))
@@ -174,8 +180,8 @@ static void close_engine(fed *f)
 static void remove_db(fed *f)
 {
     char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    const char *suffix[] = {"", "-wal", "-shm", ".run"};
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
         unlink(p);
     }
@@ -978,12 +984,20 @@ static void crash_and_resume(fed *f, const char *text, int kill_after, long kill
     int updates;
     assert_int_equal(fk_store_update_count(f->st, id, &updates, &err), FK_OK);
     assert_int_equal(updates, ref_updates);
+    /* the default retention held through the crash: no update bytes of the finished job, the
+     * newest 2 checkpoints, the last model */
+    fk_store_usage u;
+    assert_int_equal(fk_store_usage_get(f->st, &u, &err), FK_OK);
+    assert_int_equal(u.update_bytes, 0);
+    assert_true(u.checkpoints <= 2);
+    assert_int_equal(u.models, 1);
     close_engine(f);
     remove_db(f);
 }
 
 static void check_crashes(fed *f, const char *text)
 {
+    f->retain = 1; /* kill -9 under the default retention resumes to the same model */
     fk_bundle ref, sim;
     int ref_updates, pushes;
     reference(f, text, &ref, &ref_updates, &pushes);
@@ -997,6 +1011,7 @@ static void check_crashes(fed *f, const char *text)
     for (size_t i = 0; i < sizeof delays / sizeof *delays; i++)
         crash_and_resume(f, text, -1, delays[i], &ref, ref_updates);
     fk_bundle_close(&ref);
+    f->retain = 0;
     open_engine(f);
 }
 

@@ -211,8 +211,8 @@ static int teardown(void **state)
     close_clients(f);
     fk_engine_close(f->e);
     fk_store_close(f->st);
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    const char *suffix[] = {"", "-wal", "-shm", ".run"};
+    for (int i = 0; i < 4; i++) {
         char p[160];
         snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
         unlink(p);

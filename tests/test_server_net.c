@@ -167,6 +167,12 @@ static void start_server(net *t)
 {
     fk_err err;
     assert_int_equal(fk_store_open(&t->st, t->db, &err), FK_OK);
+    /* these tests count the updates stored: keep them (retention is tested in server_store,
+     * server_engine and daemons) */
+    fk_store_retention keep;
+    fk_store_retention_default(&keep);
+    keep.keep_updates = 1;
+    fk_store_set_retention(t->st, &keep);
     fk_engine_opts eo = {.store = t->st,
                          .codec = codec,
                          .find = t->find ? t->find : fk_test_find_method,

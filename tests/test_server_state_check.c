@@ -30,8 +30,8 @@ typedef struct dir {
 /* The database files, and with all also the pristine copy. */
 static void rm_db(const dir *d, int all)
 {
-    const char *suffix[] = {"", "-wal", "-shm", ".orig"};
-    for (int i = 0; i < 3 + all; i++) {
+    const char *suffix[] = {"", "-wal", "-shm", ".run", ".orig"};
+    for (int i = 0; i < 4 + all; i++) {
         char p[160];
         snprintf(p, sizeof p, "%s%s", d->db, suffix[i]);
         unlink(p);

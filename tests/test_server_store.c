@@ -6,7 +6,10 @@
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "server/store.h"
@@ -36,8 +39,8 @@ static int teardown(void **state)
     fixture *f = *state;
     fk_store_close(f->st);
     char p[160];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    const char *suffix[] = {"", "-wal", "-shm", ".run"};
+    for (int i = 0; i < 4; i++) {
         snprintf(p, sizeof p, "%s%s", f->path, suffix[i]);
         unlink(p);
     }
@@ -112,7 +115,12 @@ static void version_1_database_migrates(void **state)
     f->st = NULL;
     sqlite3 *db; /* back to what version 1 wrote: no quality columns */
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
-    const char *down = "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
+    const char *down = "DROP INDEX updates_run; DROP INDEX checkpoints_run; DROP INDEX models_run;"
+                       "DROP TABLE meta; DROP TABLE update_reports;"
+                       "ALTER TABLE updates DROP COLUMN run;"
+                       "ALTER TABLE updates DROP COLUMN pruned; ALTER TABLE checkpoints DROP COLUMN run;"
+                       "ALTER TABLE models DROP COLUMN run;"
+                       "ALTER TABLE rounds DROP COLUMN misclust; ALTER TABLE rounds DROP COLUMN ari;"
                        "ALTER TABLE rounds DROP COLUMN rmse; ALTER TABLE updates DROP COLUMN misclust;"
                        "ALTER TABLE updates DROP COLUMN ari; ALTER TABLE updates DROP COLUMN rmse;"
                        "ALTER TABLE rounds DROP COLUMN model_error;"
@@ -591,6 +599,11 @@ static void version_3_blobs_get_sums(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db,
+                                  "DROP INDEX updates_run; DROP INDEX checkpoints_run; DROP INDEX models_run;"
+                                  "DROP TABLE meta; DROP TABLE update_reports;"
+                       "ALTER TABLE updates DROP COLUMN run;"
+                                  "ALTER TABLE updates DROP COLUMN pruned; ALTER TABLE checkpoints DROP COLUMN run;"
+                                  "ALTER TABLE models DROP COLUMN run;"
                                   "ALTER TABLE updates DROP COLUMN sha256;"
                                   "ALTER TABLE checkpoints DROP COLUMN sha256;"
                                   "ALTER TABLE models DROP COLUMN sha256;"
@@ -620,6 +633,459 @@ static void version_3_blobs_get_sums(void **state)
 }
 
 /* Issue 33 row 9: the same update_id with other bytes is told apart from a resend. */
+
+/* Flip one byte in the middle of the first occurrence of the m bytes at marker. */
+static void flip_in_file_n(const char *path, const char *marker, size_t m)
+{
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 0, SEEK_END), 0);
+    long n = ftell(fp);
+    char *buf = malloc((size_t)n);
+    assert_non_null(buf);
+    rewind(fp);
+    assert_int_equal(fread(buf, 1, (size_t)n, fp), (size_t)n);
+    long at = -1;
+    for (long i = 0; at < 0 && i + (long)m <= n; i++)
+        if (!memcmp(buf + i, marker, m))
+            at = i;
+    assert_true(at >= 0);
+    assert_int_equal(fseek(fp, at + (long)m / 2, SEEK_SET), 0);
+    assert_int_equal(fputc(buf[at + (long)m / 2] ^ 0x20, fp), buf[at + (long)m / 2] ^ 0x20);
+    fclose(fp);
+    free(buf);
+}
+
+/* ------------------------------------------------------- retention (issue 35) */
+
+/* One round of job `id` as the engine writes it: round and phase open, n updates of `len`
+ * bytes, then the close with checkpoint and model and the retention, in one transaction. */
+static void engine_round(fk_store *st, int64_t id, int round, int n, size_t len, double loss,
+                         int last, const fk_method *m)
+{
+    fk_err err;
+    int planned[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    char *blob = malloc(len);
+    assert_non_null(blob);
+    memset(blob, 'a' + round % 26, len);
+    assert_int_equal(fk_store_begin(st, &err), FK_OK);
+    assert_int_equal(fk_store_round_open(st, id, round, 0, planned, n, n, 100.0, &err), FK_OK);
+    assert_int_equal(fk_store_phase_open(st, id, round, 0, 0, 160.0, &err), FK_OK);
+    for (int c = 0; c < n; c++) {
+        char idem[48];
+        snprintf(idem, sizeof idem, "j%lld-r%d-c%d", (long long)id, round, c);
+        fk_store_update u = update(id, c, idem, blob, len);
+        u.round = round;
+        u.report.loss = loss + c;
+        int dup;
+        assert_int_equal(fk_store_update_put(st, &u, &dup, &err), FK_OK);
+    }
+    assert_int_equal(fk_store_commit(st, &err), FK_OK);
+    fk_store_round r = {.job = id, .round = round, .closed = 1, .participants = n,
+                        .loss = loss, .accuracy = NAN, .error = NAN, .misclust = NAN,
+                        .ari = NAN, .rmse = NAN, .model_error = NAN};
+    assert_int_equal(fk_store_begin_relaxed(st, &err), FK_OK);
+    assert_int_equal(fk_store_phase_close(st, id, round, 0, 0, n, &err), FK_OK);
+    assert_int_equal(fk_store_round_close(st, &r, &err), FK_OK);
+    assert_int_equal(fk_store_checkpoint_put(st, id, round, blob, len, &err), FK_OK);
+    assert_int_equal(fk_store_model_put(st, id, round, blob, len / 2, &err), FK_OK);
+    assert_int_equal(fk_store_retain(st, id, round, last, m, &err), FK_OK);
+    if (last)
+        assert_int_equal(fk_store_job_set_state(st, id, FK_JOB_DONE, NULL, 200.0, &err), FK_OK);
+    assert_int_equal(fk_store_commit(st, &err), FK_OK);
+    free(blob);
+}
+
+typedef struct seen_updates {
+    int n, pruned;
+    double loss0;
+} seen_updates;
+
+static int count_update(void *ctx, const fk_store_update *u, fk_err *err)
+{
+    (void)err;
+    seen_updates *s = ctx;
+    if (s->n++ == 0)
+        s->loss0 = u->report.loss;
+    s->pruned += u->pruned;
+    if (u->pruned) {
+        assert_null(u->blob);
+        assert_int_equal(u->len, 0);
+    }
+    return FK_OK;
+}
+
+static int has_checkpoint(fk_store *st, int64_t id, int round)
+{
+    void *b = NULL;
+    size_t len;
+    fk_err err;
+    int rc = fk_store_checkpoint_get(st, id, round, &b, &len, &err);
+    free(b);
+    return rc == FK_OK;
+}
+
+static int has_model(fk_store *st, int64_t id, int round)
+{
+    void *b = NULL;
+    size_t len;
+    int got;
+    fk_err err;
+    int rc = fk_store_model_get(st, id, round, &b, &len, &got, &err);
+    free(b);
+    return rc == FK_OK;
+}
+
+/* The default retention: update bytes go with their round's close (the last closed round
+ * keeps its rows and reports without bytes, the earlier ones no rows), the 2 newest
+ * checkpoints and the latest model stay; --audit keeps everything. */
+static void retention_prunes_closed_rounds(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = 0;
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &id, &err), FK_OK);
+    assert_int_equal(fk_store_checkpoint_put(f->st, id, 0, "init", 4, &err), FK_OK);
+    for (int r = 1; r <= 5; r++) {
+        engine_round(f->st, id, r, 3, 3000, 1.0 / r, 0, NULL);
+        /* the open round's resume needs the checkpoint of the round before: always there */
+        assert_true(has_checkpoint(f->st, id, r));
+        assert_true(r < 2 || has_checkpoint(f->st, id, r - 1));
+    }
+    for (int r = 0; r <= 3; r++)
+        assert_false(has_checkpoint(f->st, id, r));
+    assert_true(has_model(f->st, id, 5));
+    assert_false(has_model(f->st, id, 4));
+    seen_updates s = {0};
+    assert_int_equal(fk_store_update_each(f->st, id, 5, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 3); /* the last closed round of a running job: whole */
+    assert_int_equal(s.pruned, 0);
+    s = (seen_updates){0};
+    assert_int_equal(fk_store_update_each(f->st, id, 4, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 0);
+    fk_store_usage u;
+    assert_int_equal(fk_store_usage_get(f->st, &u, &err), FK_OK);
+    assert_int_equal(u.update_bytes, 3 * 3000);
+    assert_int_equal(u.checkpoints, 2);
+    assert_int_equal(u.models, 1);
+    /* the job ends (cancelled: the engine's retain_ended): its updates go, the clients'
+     * reports of every round stay */
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    assert_int_equal(fk_store_retain(f->st, id, 5, 1, NULL, &err), FK_OK);
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    s = (seen_updates){0};
+    assert_int_equal(fk_store_update_each(f->st, id, 5, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 0);
+    for (int r = 1; r <= 5; r++) {
+        s = (seen_updates){0};
+        assert_int_equal(fk_store_report_each(f->st, id, r, 0, 0, count_update, &s, &err),
+                         FK_OK);
+        assert_int_equal(s.n, 3);
+        assert_int_equal(s.pruned, 3);
+        assert_true(s.loss0 == 1.0 / r);
+    }
+    assert_int_equal(fk_store_usage_get(f->st, &u, &err), FK_OK);
+    assert_int_equal(u.update_bytes, 0);
+    /* round metrics stay for every round */
+    fk_store_round *rows;
+    int n;
+    assert_int_equal(fk_store_round_list(f->st, id, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 5);
+    for (int i = 0; i < n; i++)
+        fk_store_round_free(&rows[i]);
+    free(rows);
+
+    /* audit: nothing goes */
+    fk_store_retention audit = {.keep_checkpoints = 0, .keep_updates = 1, .keep_models = 1};
+    fk_store_set_retention(f->st, &audit);
+    int64_t id2 = 0;
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &id2, &err),
+                     FK_OK);
+    for (int r = 1; r <= 4; r++)
+        engine_round(f->st, id2, r, 2, 1000, 1.0, r == 4, NULL);
+    for (int r = 1; r <= 4; r++) {
+        assert_true(has_checkpoint(f->st, id2, r));
+        assert_true(has_model(f->st, id2, r));
+        s = (seen_updates){0};
+        assert_int_equal(fk_store_update_each(f->st, id2, r, 0, 0, count_update, &s, &err),
+                         FK_OK);
+        assert_int_equal(s.n, 2);
+        assert_int_equal(s.pruned, 0);
+    }
+}
+
+/* `job result --selected` still finds its model: retention keeps the round the job type's
+ * criterion picks, and while the job runs the select_lag newest (not scored yet). */
+static void retention_keeps_the_selected_model(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    static const fk_method sel = {.name = "sel", .select_by = "loss", .select_lag = 1};
+    int64_t id = 0;
+    assert_int_equal(fk_store_job_insert(f->st, "sel", "method = sel\n", 1.0, &id, &err), FK_OK);
+    /* round r's loss scores the model of round r - 1: the best (0.1) is measured in round 3,
+     * so round 2's model is the selected one */
+    const double loss[] = {0, 0.9, 0.5, 0.1, 0.7, 0.8, 0.6};
+    for (int r = 1; r <= 6; r++) {
+        engine_round(f->st, id, r, 2, 500, loss[r], r == 6, &sel);
+        int want = 0;
+        double v;
+        assert_int_equal(fk_store_selected_round(f->st, id, &sel, &want, &v, &err), FK_OK);
+        if (want)
+            assert_true(has_model(f->st, id, want));
+        assert_true(has_model(f->st, id, r));
+        if (r < 6) /* running: the newest may still be picked */
+            assert_true(r < 2 || has_model(f->st, id, r - 1));
+    }
+    int want = 0;
+    assert_int_equal(fk_store_selected_round(f->st, id, &sel, &want, NULL, &err), FK_OK);
+    assert_int_equal(want, 2);
+    fk_store_usage u;
+    assert_int_equal(fk_store_usage_get(f->st, &u, &err), FK_OK);
+    assert_int_equal(u.models, 2); /* the selected and the last */
+}
+
+/* `fedkern job delete`: a running job is refused, a finished one goes with every row stored
+ * for it, durably (a new connection no longer sees it). */
+static void delete_removes_a_finished_job(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t keep = 0, gone = 0;
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &keep, &err),
+                     FK_OK);
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &gone, &err),
+                     FK_OK);
+    fk_store_retention audit = {.keep_updates = 1, .keep_models = 1};
+    fk_store_set_retention(f->st, &audit);
+    for (int r = 1; r <= 3; r++) {
+        engine_round(f->st, keep, r, 2, 800, 1.0, r == 3, NULL);
+        engine_round(f->st, gone, r, 2, 800, 1.0, 0, NULL);
+    }
+    assert_int_equal(fk_store_job_delete(f->st, gone, &err), FK_ESTATE);
+    assert_non_null(strstr(err.msg, "cancel it first"));
+    assert_int_equal(fk_store_job_set_state(f->st, gone, FK_JOB_CANCELLED, "by test", 2.0, &err),
+                     FK_OK);
+    assert_int_equal(fk_store_job_delete(f->st, gone, &err), FK_OK);
+    assert_int_equal(fk_store_job_delete(f->st, gone, &err), FK_ENOTFOUND);
+    fk_store *other;
+    assert_int_equal(fk_store_open(&other, f->path, &err), FK_OK);
+    fk_store_job j;
+    assert_int_equal(fk_store_job_get(other, gone, &j, &err), FK_ENOTFOUND);
+    int n = -1;
+    assert_int_equal(fk_store_update_count(other, gone, &n, &err), FK_OK);
+    assert_int_equal(n, 0);
+    assert_false(has_checkpoint(other, gone, 3));
+    assert_false(has_model(other, gone, 3));
+    fk_store_round *rows;
+    assert_int_equal(fk_store_round_list(other, gone, &rows, &n, &err), FK_OK);
+    assert_int_equal(n, 0);
+    free(rows);
+    /* the other job is untouched */
+    assert_int_equal(fk_store_update_count(other, keep, &n, &err), FK_OK);
+    assert_int_equal(n, 6);
+    assert_true(has_model(other, keep, 1));
+    fk_store_close(other);
+}
+
+static long long size_of(const char *path)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return -1;
+    fseek(fp, 0, SEEK_END);
+    long long n = ftell(fp);
+    fclose(fp);
+    return n;
+}
+
+/* `fedkern state compact`: refused while a store has the file open; then the space of a
+ * deleted job goes back to the file system and what stays reads back. */
+static void compact_shrinks_the_file(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t a = 0, b = 0;
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &a, &err), FK_OK);
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &b, &err), FK_OK);
+    for (int r = 1; r <= 4; r++) {
+        engine_round(f->st, a, r, 3, 40000, 1.0, r == 4, NULL);
+        engine_round(f->st, b, r, 3, 40000, 1.0, r == 4, NULL);
+    }
+    uint64_t before, after;
+    assert_int_equal(fk_store_compact(f->path, &before, &after, &err), FK_ESTATE);
+    assert_non_null(strstr(err.msg, "stop the server"));
+    assert_int_equal(fk_store_job_delete(f->st, b, &err), FK_OK);
+    fk_store_close(f->st);
+    f->st = NULL;
+    long long on_disk = size_of(f->path);
+    assert_int_equal(fk_store_compact(f->path, &before, &after, &err), FK_OK);
+    assert_int_equal((long long)before, on_disk);
+    assert_true(after < before);
+    assert_true((long long)after == size_of(f->path));
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_OK);
+    fk_store_startup su;
+    fk_store_startup_get(f->st, &su);
+    assert_string_equal(su.mode, "clean"); /* compact stops cleanly too */
+    assert_true(has_model(f->st, a, 4));
+    assert_true(has_checkpoint(f->st, a, 4));
+}
+
+static void startup_mode(fixture *f, const char *want)
+{
+    fk_err err;
+    if (fk_store_open(&f->st, f->path, &err))
+        fail_msg("open: %s", err.msg);
+    fk_store_startup su;
+    fk_store_startup_get(f->st, &su);
+    if (strcmp(su.mode, want))
+        fail_msg("start-up check %s (%s), want %s", su.mode, su.reason, want);
+}
+
+/* As if the server had died after SQLite folded its -wal into the file: the run record says
+ * "running" (what a start writes) for the same file. */
+static void as_crashed(fixture *f)
+{
+    char p[200], text[512];
+    snprintf(p, sizeof p, "%s.run", f->path);
+    FILE *fp = fopen(p, "r");
+    assert_non_null(fp);
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = '\0';
+    char *at = strstr(text, "state clean");
+    assert_non_null(at);
+    char out[600];
+    snprintf(out, sizeof out, "%.*sstate running%s", (int)(at - text), text,
+             at + strlen("state clean"));
+    fp = fopen(p, "w");
+    assert_non_null(fp);
+    fputs(out, fp);
+    fclose(fp);
+}
+
+/* The start-up check: nothing read after a clean stop, the rows written since after a crash
+ * (and a damaged one among them refuses the start), the full check for a changed file. */
+static void startup_check_follows_what_was_written(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = 0;
+    assert_int_equal(fk_store_job_insert(f->st, "mean", "method = mean\n", 1.0, &id, &err), FK_OK);
+    fk_store_retention audit = {.keep_updates = 1, .keep_models = 1};
+    fk_store_set_retention(f->st, &audit);
+    for (int r = 1; r <= 3; r++)
+        engine_round(f->st, id, r, 2, 600, 1.0, 0, NULL);
+    fk_store_close(f->st);
+    startup_mode(f, "clean");
+    fk_store_set_retention(f->st, &audit);
+    /* this run writes one round (2 updates, a checkpoint, a model), then "crashes" */
+    engine_round(f->st, id, 4, 2, 600, 1.0, 0, NULL);
+    fk_store_close(f->st);
+    as_crashed(f);
+    startup_mode(f, "crash");
+    fk_store_startup su;
+    fk_store_startup_get(f->st, &su);
+    assert_int_equal(su.rows, 4); /* only what run 2 wrote */
+    fk_store_close(f->st);
+    startup_mode(f, "clean");
+    fk_store_close(f->st);
+    /* a real crash: a process that opened the file and wrote dies without closing it */
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        fk_store *st;
+        if (fk_store_open(&st, f->path, &err))
+            _exit(2);
+        fk_store_set_retention(st, &audit);
+        engine_round(st, id, 5, 2, 600, 1.0, 0, NULL);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    startup_mode(f, "crash");
+    fk_store_startup_get(f->st, &su);
+    assert_int_equal(su.rows, 4);
+    fk_store_close(f->st);
+    /* no record beside the file (a copy, a restore): the full check */
+    char rec[200];
+    snprintf(rec, sizeof rec, "%s.run", f->path);
+    assert_int_equal(unlink(rec), 0);
+    startup_mode(f, "full");
+    fk_store_close(f->st);
+    startup_mode(f, "clean");
+    fk_store_close(f->st);
+    /* a file changed after its clean stop: the full check */
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {12345, 0}};
+    assert_int_equal(utimensat(AT_FDCWD, f->path, ts, 0), 0);
+    startup_mode(f, "full");
+    fk_store_set_retention(f->st, &audit);
+    /* a crash after writing a blob that is then damaged on disk: refused at start */
+    engine_round(f->st, id, 6, 2, 600, 1.0, 0, NULL);
+    fk_store_close(f->st);
+    f->st = NULL;
+    as_crashed(f);
+    char marker[600];
+    memset(marker, 'a' + 6 % 26, sizeof marker); /* round 6's bytes, see engine_round */
+    flip_in_file_n(f->path, marker, sizeof marker);
+    assert_int_equal(fk_store_open(&f->st, f->path, &err), FK_EFORMAT);
+    assert_non_null(strstr(err.msg, "round 6"));
+    assert_non_null(strstr(err.msg, "docs/operations.md"));
+    f->st = NULL;
+}
+
+/* A state file of schema version 5 migrates: its start is a full check (no verified start
+ * recorded), its rows read back, the next starts follow the clean-stop record. */
+static void version_5_migrates(void **state)
+{
+    fixture *f = *state;
+    fk_err err;
+    int64_t id = make_job(f->st);
+    const char *up = "V5-UPDATE-0123456789";
+    fk_store_update u = update(id, 0, "job1-r1-p0-c0", up, strlen(up));
+    int dup;
+    assert_int_equal(fk_store_update_put(f->st, &u, &dup, &err), FK_OK);
+    assert_int_equal(fk_store_model_put(f->st, id, 1, "m1", 2, &err), FK_OK);
+    fk_store_close(f->st);
+    f->st = NULL;
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "DROP INDEX updates_run; DROP INDEX checkpoints_run;"
+                                  "DROP INDEX models_run; DROP TABLE meta;"
+                                  "DROP TABLE update_reports;"
+                                  "ALTER TABLE updates DROP COLUMN run;"
+                                  "ALTER TABLE updates DROP COLUMN pruned;"
+                                  "ALTER TABLE checkpoints DROP COLUMN run;"
+                                  "ALTER TABLE models DROP COLUMN run;"
+                                  "UPDATE schema_version SET version = 5;",
+                                  0, 0, 0),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    startup_mode(f, "full");
+    int v = 0;
+    assert_int_equal(fk_store_schema_version(f->st, &v, &err), FK_OK);
+    assert_int_equal(v, 6);
+    seen_updates s = {0};
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(s.pruned, 0);
+    assert_true(has_model(f->st, id, 1));
+    /* the migrated rows are pruned like new ones */
+    assert_int_equal(fk_store_begin(f->st, &err), FK_OK);
+    assert_int_equal(fk_store_retain(f->st, id, 1, 1, NULL, &err), FK_OK);
+    assert_int_equal(fk_store_commit(f->st, &err), FK_OK);
+    s = (seen_updates){0};
+    assert_int_equal(fk_store_update_each(f->st, id, 1, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 0);
+    s = (seen_updates){0}; /* the report, copied by the migration */
+    assert_int_equal(fk_store_report_each(f->st, id, 1, 0, 0, count_update, &s, &err), FK_OK);
+    assert_int_equal(s.n, 1);
+    fk_store_close(f->st);
+    startup_mode(f, "clean");
+}
+
 static void reused_update_id_is_told_apart(void **state)
 {
     fixture *f = *state;
@@ -773,6 +1239,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(blobs_per_round, setup, teardown),
         cmocka_unit_test_setup_teardown(flipped_bytes_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(version_3_blobs_get_sums, setup, teardown),
+        cmocka_unit_test_setup_teardown(retention_prunes_closed_rounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(retention_keeps_the_selected_model, setup, teardown),
+        cmocka_unit_test_setup_teardown(delete_removes_a_finished_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(compact_shrinks_the_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(startup_check_follows_what_was_written, setup, teardown),
+        cmocka_unit_test_setup_teardown(version_5_migrates, setup, teardown),
         cmocka_unit_test_setup_teardown(reused_update_id_is_told_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(clients_registry, setup, teardown),
         cmocka_unit_test_setup_teardown(roster_persists, setup, teardown),

@@ -22,6 +22,8 @@ typedef union any_msg {
     fedkern_v1_JobResultRequest result_req;
     fedkern_v1_CancelJobRequest cancel_req;
     fedkern_v1_CancelJobResponse cancel_resp;
+    fedkern_v1_DeleteJobRequest delete_req;
+    fedkern_v1_DeleteJobResponse delete_resp;
     fedkern_v1_ClientReport report;
     fedkern_v1_ListJobsRequest list_req;
     fedkern_v1_ListJobsResponse list_resp;
@@ -40,6 +42,7 @@ static const pb_msgdesc_t *const types[] = {
     fedkern_v1_CancelJobResponse_fields,  fedkern_v1_ClientReport_fields,
     fedkern_v1_ListJobsRequest_fields,    fedkern_v1_ListJobsResponse_fields,
     grpc_health_v1_HealthCheckRequest_fields, grpc_health_v1_HealthCheckResponse_fields,
+    fedkern_v1_DeleteJobRequest_fields,   fedkern_v1_DeleteJobResponse_fields,
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
