@@ -1414,11 +1414,6 @@ void fk_store_test_fail_commits(fk_store *st, int skip, int n)
     st->fail_commits = n;
 }
 
-int fk_store_in_transaction(const fk_store *st)
-{
-    return st->db && !sqlite3_get_autocommit(st->db);
-}
-
 void fk_store_rollback(fk_store *st)
 {
     if (!sqlite3_get_autocommit(st->db))

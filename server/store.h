@@ -184,8 +184,6 @@ FK_CHECKRETURN int fk_store_commit(fk_store *st, fk_err *err);
  * fsync'd commit (the next batch of updates) makes them durable too. */
 FK_CHECKRETURN int fk_store_begin_relaxed(fk_store *st, fk_err *err);
 void fk_store_rollback(fk_store *st);
-/* 1 while a transaction is open. */
-int fk_store_in_transaction(const fk_store *st);
 /* Explicit transactions committed and the wall time spent in their COMMIT (with
  * synchronous=FULL that is where the WAL's fsync happens: the fsync share of a round). */
 typedef struct fk_store_stats {
