@@ -76,9 +76,10 @@ int fk_mpi_start(int *argc, char ***argv, fk_err *err)
     if (!n)
         n = getenv("PMI_SIZE");
     if (launched() && n && atoi(n) > 1)
-        fprintf(stderr, "fedkern: started by an MPI launcher (%s processes) but built without "
-                        "MPI (meson -Dmpi=enabled with libopenmpi-dev): every process runs the "
-                        "whole command on its own\n",
+        fprintf(stderr,
+                "fedkern: started by an MPI launcher (%s processes) but built without "
+                "MPI (meson -Dmpi=enabled with libopenmpi-dev): every process runs the "
+                "whole command on its own\n",
                 n);
     return FK_OK;
 }
@@ -314,7 +315,7 @@ typedef struct server {
     fk_update *ups;
     unsigned char *arrived;
     int *chosen;
-    int *drop_round; /* per client: the first round it dropped out of (0: never) */
+    int *drop_round;     /* per client: the first round it dropped out of (0: never) */
     unsigned char *gone; /* per rank */
     fk_rng drop_rng;
 } server;
@@ -418,15 +419,18 @@ FK_CHECKRETURN static int take_updates(server *s, int round, int phase, int n_ch
             rc = get_view(r, len, &bytes, err);
         if (rc)
             break;
-        int k = c >= 0 && c < s->n && owner((int)c) == from ? plan_index(s->chosen, n_chosen, (int)c)
-                                                           : -1;
+        int k = c >= 0 && c < s->n && owner((int)c) == from
+                    ? plan_index(s->chosen, n_chosen, (int)c)
+                    : -1;
         if (k < 0)
-            return fk_err_set(err, FK_EFORMAT, "rank %d answered for client %lld, not one of its "
-                                               "planned clients",
+            return fk_err_set(err, FK_EFORMAT,
+                              "rank %d answered for client %lld, not one of its "
+                              "planned clients",
                               from, (long long)c);
         if (status != FK_OK) {
-            fprintf(stderr, "fedkern sim: client %lld (rank %d), round %d phase %d: %.*s: a "
-                            "dropout\n",
+            fprintf(stderr,
+                    "fedkern sim: client %lld (rank %d), round %d phase %d: %.*s: a "
+                    "dropout\n",
                     (long long)c, from, round, phase, (int)len, (const char *)bytes);
             continue;
         }
@@ -435,8 +439,9 @@ FK_CHECKRETURN static int take_updates(server *s, int round, int phase, int n_ch
         fk_bundle_init(&u->msg);
         fk_err derr = {0};
         if (fk_codec_bundle_decode(bytes, (size_t)len, &u->msg, &derr) != FK_OK) {
-            fprintf(stderr, "fedkern sim: client %lld (rank %d), round %d phase %d: update does "
-                            "not decode (%s): a dropout\n",
+            fprintf(stderr,
+                    "fedkern sim: client %lld (rank %d), round %d phase %d: update does "
+                    "not decode (%s): a dropout\n",
                     (long long)c, from, round, phase, derr.msg);
             continue;
         }
@@ -1083,8 +1088,8 @@ int fk_mpi_finish(int status)
     free(pend);
     pend = NULL;
     if (status != 0 && mpi_size_ > 1) {
-        fprintf(stderr, "fedkern: rank %d failed (exit status %d): ending the MPI job\n",
-                mpi_rank_, status);
+        fprintf(stderr, "fedkern: rank %d failed (exit status %d): ending the MPI job\n", mpi_rank_,
+                status);
         MPI_Abort(MPI_COMM_WORLD, status);
     }
     MPI_Finalize();
