@@ -581,10 +581,15 @@ FK_CHECKRETURN static int server_phase(server *s, int round, int phase, int n_ch
     return rc;
 }
 
-/* Every rank gets b (a copy each). */
+/* Every rank gets b (a copy each); a gone rank only the end of the session (TAG_END,
+ * TAG_FINALS: a rank that is only silent leaves with the others). Nothing else is sent to a
+ * rank that takes nothing: with Open MPI's shared-memory transport the sends a dead rank never
+ * takes would use up the fragments the live ranks' sends need. */
 FK_CHECKRETURN static int send_all(server *s, const buf *b, int tag, fk_err *err)
 {
     for (int w = 1; w < s->P; w++) {
+        if (s->gone[w] && tag != TAG_END && tag != TAG_FINALS)
+            continue;
         buf c = {0};
         int rc = put(&c, b->p, b->len, err);
         if (rc)
@@ -650,6 +655,7 @@ FK_CHECKRETURN static int server_finals(server *s, fk_report *out, fk_err *err)
     return rc;
 }
 
+/* One line (one write: mpirun interleaves the ranks' stderr by writes). */
 static void say_dropouts(const server *s)
 {
     int any = 0;
@@ -657,14 +663,17 @@ static void say_dropouts(const server *s)
         any += s->drop_round[c] != 0;
     if (!any)
         return;
-    fprintf(stderr, "fedkern sim: %d of %d clients dropped out:", any, s->n);
+    char line[4096];
+    size_t at = (size_t)snprintf(line, sizeof line,
+                                 "fedkern sim: %d of %d clients dropped out:", any, s->n);
     int shown = 0;
-    for (int c = 0; c < s->n && shown < 50; c++)
+    for (int c = 0; c < s->n && at < sizeof line - 64; c++)
         if (s->drop_round[c]) {
-            fprintf(stderr, " %d (rank %d, round %d)", c, owner(c), s->drop_round[c]);
+            at += (size_t)snprintf(line + at, sizeof line - at, " %d (rank %d, round %d)", c,
+                                   owner(c), s->drop_round[c]);
             shown++;
         }
-    fprintf(stderr, "%s\n", any > shown ? " ..." : "");
+    fprintf(stderr, "%s%s\n", line, any > shown ? " ..." : "");
 }
 
 FK_CHECKRETURN static int mpi_server(const fk_method *m, const fk_params *p, int n,

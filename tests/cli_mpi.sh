@@ -107,3 +107,32 @@ MPX="-x FK_MPI_FAULT_RANK=2 -x FK_MPI_FAULT_ROUND=1" mp 3 sim --job fedgrem.conf
 grep -q "round 1 phase 0: 2 of 4 updates came by the deadline, the quorum is 4" q.err ||
   fail "missed quorum: $(cat q.err)"
 echo "ok missed quorum"
+# a rank killed mid-run (SIGKILL): Open MPI aborts the job by default; with --enable-recovery
+# and orte_abort_on_non_zero_status 0 the other ranks live on, and rank 0's deadline drops the
+# dead rank's clients: the run ends with a model and names them (Open MPI's flags only)
+"$mpirun" --version 2>/dev/null | grep -q "Open MPI" || { echo "SKIP: killed rank (not Open MPI)"; exit 0; }
+printf 'method = fedgrem\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 5000\nseed = 1\nR = 5\n' >kill.conf
+MPX="--enable-recovery --mca orte_abort_on_non_zero_status 0" mp 3 sim --job kill.conf $G \
+  --deadline 2 --model_out kill.bin >kill.txt 2>kill.err &
+job=$!
+i=0
+while [ "$(grep -c round kill.txt 2>/dev/null)" -lt 20 ] && [ $i -lt 600 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+killed= at=$(grep -c round kill.txt)
+for pid in $(pgrep -f "sim --job kill.conf"); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
+    kill -9 "$pid" && killed=$pid
+  fi
+done
+wait $job
+rc=$?
+[ -n "$killed" ] || fail "kill: no rank 2 process found (rounds so far: $(grep -c round kill.txt))"
+[ $rc -eq 0 ] || fail "kill: the run failed ($rc): $(grep -v relaxation kill.err | tail -5)"
+[ -s kill.bin ] || fail "kill: no model"
+grep -q "rank 2 did not answer round [0-9]* phase 0 within the deadline (2 s): its 2 clients" kill.err ||
+  fail "kill: no dropout message: $(grep -v relaxation kill.err | tail -5)"
+grep -q "2 of 4 clients dropped out: 1 (rank 2, round [0-9]*) 3 (rank 2, round [0-9]*)" kill.err ||
+  fail "kill: dropouts not named: $(grep -v relaxation kill.err | tail -5)"
+echo "ok a killed rank's clients dropped (rank 2 killed after $at of 5000 rounds)"
