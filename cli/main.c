@@ -5,6 +5,7 @@
 
 #include "bench/bench.h"
 #include "cli/cli.h"
+#include "cli/sim_mpi.h"
 #include "common/base/options.h"
 #include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
@@ -55,10 +56,23 @@ static void usage(FILE *out)
             "  fedkern --version        prints the version, the BLAS thread count and kernels\n");
 }
 
+static int run(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
     /* first: may re-execute this program with kernels that match the CPU */
     fk_blas_core_select(argv);
+    /* under mpirun / srun: every fk_sim_run over the ranks (cli/sim_mpi.c) */
+    fk_err err = {0};
+    if (fk_mpi_start(&argc, &argv, &err) != FK_OK) {
+        fprintf(stderr, "fedkern: %s\n", err.msg);
+        return fk_mpi_finish(2);
+    }
+    return fk_mpi_finish(run(argc, argv));
+}
+
+static int run(int argc, char **argv)
+{
     if (argc < 2) {
         usage(stderr);
         return 2;

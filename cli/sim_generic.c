@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/sim_mpi.h"
 #include "cli/sim_runners.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
@@ -261,7 +263,16 @@ FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, c
     }
     if (n_data) {
         for (int i = 0; i < n && rc == FK_OK; i++) {
-            rc = fk_source_load(&ds[i], data[slot[i]].file, so, NULL, err);
+            const char *file = data[slot[i]].file;
+            struct stat st;
+            if (!fk_mpi_holds(i) && stat(file, &st) == 0 && S_ISREG(st.st_mode)) {
+                /* under mpirun another rank holds this client: its file stays unread here
+                 * (only its name, as the loader gives it, for the output) */
+                const char *base = strrchr(file, '/');
+                fk_dataset_set_name(&ds[i], base ? base + 1 : file);
+            } else {
+                rc = fk_source_load(&ds[i], file, so, NULL, err);
+            }
             if (!rc && data[slot[i]].name) {
                 char id[128];
                 snprintf(id, sizeof id, "%.*s", (int)data[slot[i]].name_len, data[slot[i]].name);
@@ -367,7 +378,7 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     fk_sim_round last = {0};
     if (rc == FK_OK)
         rc = fk_sim_run(m, &p, clients, n, &o, &model, &last, &err);
-    if (rc == FK_OK && model_out) {
+    if (rc == FK_OK && model_out && fk_mpi_rank() == 0) { /* under mpirun: rank 0 writes */
         fk_model_info info = {.round = last.round};
         snprintf(info.method, sizeof info.method, "%s", m->name);
         snprintf(info.job_id, sizeof info.job_id, "sim");

@@ -1030,6 +1030,7 @@ int fk_store_open_checkpointer(fk_store **out, fk_store *writer, fk_err *err)
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening a checkpointer of %s", path);
+    st->lock_fd = -1; /* the writer holds the file's flock; fk_store_close closes no fd 0 */
     snprintf(st->path, sizeof st->path, "%s", path);
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     rc = rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "open a checkpointer", err);
@@ -1126,6 +1127,7 @@ int fk_store_open_reader(fk_store **out, const fk_store *writer, fk_err *err)
     fk_store *st = calloc(1, sizeof *st);
     if (!st)
         return fk_err_set(err, FK_ENOMEM, "out of memory opening a reader of %s", path);
+    st->lock_fd = -1; /* the writer holds the file's flock; fk_store_close closes no fd 0 */
     snprintf(st->path, sizeof st->path, "%s", path);
     /* NOMUTEX: the connection is used by one thread at a time (the worker's FIFO) */
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);

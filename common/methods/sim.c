@@ -16,6 +16,11 @@ void fk_sim_plan_rng(fk_rng *rng, uint64_t seed, int round)
     fk_rng_init(rng, seed, PLAN_STREAM + (uint64_t)round);
 }
 
+void fk_sim_drop_rng(fk_rng *rng, uint64_t seed)
+{
+    fk_rng_init(rng, seed, DROP_STREAM);
+}
+
 static double now_seconds(void)
 {
     struct timespec ts;
@@ -87,11 +92,50 @@ static int sim_open(sim *s, const fk_method *m, const fk_params *p, const fk_dat
     return FK_OK;
 }
 
-/* One phase: tasks out, local steps, lost updates dropped, aggregate. */
+int fk_sim_close_phase(const fk_method *m, void *srv, int round, int phase, fk_update *ups,
+                       const unsigned char *arrived, int n, double drop, fk_rng *drop_rng,
+                       fk_sim_round *r, int *done, fk_err *err)
+{
+    int got = 0;
+    for (int k = 0; k < n; k++) {
+        fk_update *u = &ups[k];
+        if (arrived && !arrived[k])
+            continue;
+        if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
+            continue;
+        /* A refused update is a dropout, as in the daemon: it never reaches aggregate. A
+         * check that ran out of memory refused nothing: the daemon answers it as its own
+         * failure (engine.c, fk_engine_push_stage), and so does the simulation. */
+        fk_err cerr = {0};
+        int rc = fk_update_check_report(&u->report, u->client, &cerr);
+        if (!rc && m->check_update)
+            rc = m->check_update(srv, round, phase, u, &cerr);
+        if (rc == FK_ENOMEM) {
+            *err = cerr;
+            return fk_err_prefix(err, rc, "client %d, round %d: checking its update: ", u->client,
+                                 round);
+        }
+        if (rc) {
+            r->refused++;
+            continue;
+        }
+        r->bytes += 8 * fk_bundle_values(&u->msg);
+        if (got != k) { /* keep the taken updates first, in client order */
+            fk_update t = ups[got];
+            ups[got] = *u;
+            *u = t;
+        }
+        got++;
+    }
+    summarise(r, phase, ups, got);
+    return fk_method_aggregate(m, srv, round, phase, ups, got, done, err);
+}
+
+/* One phase: tasks out, local steps (every update in ups[k], client order), then the phase's
+ * close: lost updates dropped, refused ones counted, aggregate. */
 static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk_rng *drop_rng,
                      fk_sim_round *r, int *done, fk_err *err)
 {
-    int got = 0;
     for (int k = 0; k < n_chosen; k++) {
         int c = s->chosen[k];
         fk_bundle_clear(&s->task);
@@ -99,35 +143,16 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
         if (rc)
             return rc;
         r->bytes += 8 * fk_bundle_values(&s->task);
-        fk_update *u = &s->ups[got];
+        fk_update *u = &s->ups[k];
         fk_bundle_clear(&u->msg);
         fk_report_init(&u->report);
         u->client = c;
         rc = s->m->local_step(s->cli[c], &s->task, &u->msg, &u->report, err);
         if (rc)
             return fk_err_prefix(err, rc, "client %d, round %d: ", c, round);
-        if (drop > 0 && fk_rng_uniform(drop_rng) < drop)
-            continue;
-        /* A refused update is a dropout, as in the daemon: it never reaches aggregate. A
-         * check that ran out of memory refused nothing: the daemon answers it as its own
-         * failure (engine.c, fk_engine_push_stage), and so does the simulation. */
-        fk_err cerr = {0};
-        rc = fk_update_check_report(&u->report, c, &cerr);
-        if (!rc && s->m->check_update)
-            rc = s->m->check_update(s->srv, round, phase, u, &cerr);
-        if (rc == FK_ENOMEM) {
-            *err = cerr;
-            return fk_err_prefix(err, rc, "client %d, round %d: checking its update: ", c, round);
-        }
-        if (rc) {
-            r->refused++;
-            continue;
-        }
-        r->bytes += 8 * fk_bundle_values(&u->msg);
-        got++;
     }
-    summarise(r, phase, s->ups, got);
-    return fk_method_aggregate(s->m, s->srv, round, phase, s->ups, got, done, err);
+    return fk_sim_close_phase(s->m, s->srv, round, phase, s->ups, NULL, n_chosen, drop, drop_rng,
+                              r, done, err);
 }
 
 /* Every client scores the final model on its own data. */
@@ -150,6 +175,18 @@ static int compare_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static fk_sim_driver sim_driver;
+
+void fk_sim_set_driver(fk_sim_driver d)
+{
+    sim_driver = d;
+}
+
+void fk_sim_sort_plan(int *chosen, int n_chosen)
+{
+    qsort(chosen, (size_t)n_chosen, sizeof *chosen, compare_int);
+}
+
 int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients, int n_clients,
                const fk_sim_opts *o, fk_bundle *model, fk_sim_round *last, fk_err *err)
 {
@@ -159,10 +196,12 @@ int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients
         return fk_err_set(err, FK_EINVAL, "rounds must be positive (got %d)", o->rounds);
     if (!(o->drop >= 0.0 && o->drop < 1.0))
         return fk_err_set(err, FK_EINVAL, "drop probability must be in [0, 1) (got %g)", o->drop);
+    if (sim_driver) /* another transport (cli/sim_mpi.c): the same ops over processes */
+        return sim_driver(m, p, clients, n_clients, o, model, last, err);
     sim s;
     int rc = sim_open(&s, m, p, clients, n_clients, o->seed, err);
     fk_rng drop_rng;
-    fk_rng_init(&drop_rng, o->seed, DROP_STREAM);
+    fk_sim_drop_rng(&drop_rng, o->seed);
     for (int round = 1; rc == FK_OK && round <= o->rounds; round++) {
         fk_sim_round r = {.round = round};
         double t0 = now_seconds();
@@ -172,7 +211,7 @@ int fk_sim_run(const fk_method *m, const fk_params *p, const fk_dataset *clients
         rc = m->plan(s.srv, round, &plan_rng, s.chosen, &n_chosen, err);
         if (rc)
             break;
-        qsort(s.chosen, (size_t)n_chosen, sizeof *s.chosen, compare_int);
+        fk_sim_sort_plan(s.chosen, n_chosen);
         r.planned = n_chosen;
         int done = 0;
         for (int phase = 0; rc == FK_OK && !done; phase++) {

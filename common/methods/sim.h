@@ -44,4 +44,32 @@ FK_CHECKRETURN int fk_sim_run(const fk_method *m, const fk_params *p, const fk_d
                               int n_clients, const fk_sim_opts *o, fk_bundle *model,
                               fk_sim_round *last, fk_err *err);
 
+/* The pieces of fk_sim_run another driver reuses, so that it calls the ops exactly as the
+ * in-process loop does (cli/sim_mpi.c: the clients on other MPI ranks). */
+
+/* A plan in the order the phase's tasks go out and its updates are folded: client order. */
+void fk_sim_sort_plan(int *chosen, int n_chosen);
+
+/* Close a phase: ups[0..n) are the updates of the planned clients in client order, with
+ * arrived[k] = 0 for one that never came (a dropout; arrived NULL: all came). In order, each
+ * arrived update may be lost (drop, from drop_rng), refused (check_update: r->refused) or
+ * taken (r->bytes); the taken ones are moved to the front, the round's quality summarised,
+ * and the method's aggregate folds them. */
+FK_CHECKRETURN int fk_sim_close_phase(const fk_method *m, void *srv, int round, int phase,
+                                      fk_update *ups, const unsigned char *arrived, int n,
+                                      double drop, fk_rng *drop_rng, fk_sim_round *r, int *done,
+                                      fk_err *err);
+
+/* The drop stream of a run (fk_sim_run's drop_rng). */
+void fk_sim_drop_rng(fk_rng *rng, uint64_t seed);
+
+/* A driver that runs fk_sim_run's job another way (same arguments and contract, called after
+ * fk_sim_run checked them). NULL (the default): in this process. Set once, before any
+ * simulation, by a program that runs its simulations over several processes (`fedkern`
+ * under mpirun: cli/sim_mpi.c); the one piece of process-wide state of the simulator. */
+typedef int (*fk_sim_driver)(const fk_method *m, const fk_params *p, const fk_dataset *clients,
+                             int n_clients, const fk_sim_opts *o, fk_bundle *model,
+                             fk_sim_round *last, fk_err *err);
+void fk_sim_set_driver(fk_sim_driver d);
+
 #endif

@@ -1,0 +1,141 @@
+#!/bin/sh
+# fedkern sim under mpirun (issue 38, docs/mpi.md): for every job type the model file of a run
+# over 3 ranks (rank 0 the server side, the clients dealt over ranks 1 and 2) is byte for byte
+# the in-process run's, and so are the per-round and final lines; the same for P = 1, 2 and 4
+# on one job. A rank that stops answering (FK_MPI_FAULT_RANK) past the job's deadline: the run
+# ends with a model, its clients counted as dropouts and named; with a quorum the others cannot
+# meet, the run fails with the reason and the job ends (no rank hangs).
+# Usage: cli_mpi.sh FEDKERN MPIRUN (only built when meson found MPI)
+set -u
+fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+mpirun=$2
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+cd "$dir" || exit 1
+# Open MPI in a container: no CMA between the ranks (ptrace is often denied), as root when the
+# CI runs as root, more ranks than cores.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+export OMPI_MCA_rmaps_base_oversubscribe=1
+asroot=
+[ "$(id -u)" = 0 ] && asroot=--allow-run-as-root
+# mp P ARGS...: fedkern ARGS over P ranks, bounded
+mp() {
+  p=$1
+  shift
+  # in the ASan build: Open MPI's own allocations outlive MPI_Finalize (not fedkern's leaks)
+  # shellcheck disable=SC2086
+  ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout "${MPT:-120}" "$mpirun" $asroot \
+    --oversubscribe -x ASAN_OPTIONS -x FK_MPI_STATS=1 ${MPX:-} -n "$p" "$fk" "$@"
+}
+# same NAME P ARGS...: in process and over P ranks, the same model bytes and output lines
+same() {
+  name=$1 p=$2
+  shift 2
+  "$fk" "$@" --model_out one.bin >one.txt 2>one.err || fail "$name in process: $(cat one.err)"
+  mp "$p" "$@" --model_out mpi.bin >mpi.txt 2>mpi.err || fail "$name over $p ranks: $(cat mpi.err)"
+  cmp -s one.bin mpi.bin || fail "$name over $p ranks: the model differs from the in-process run"
+  cmp -s one.txt mpi.txt || fail "$name over $p ranks: output differs: $(diff one.txt mpi.txt | head -5)"
+  [ -s one.txt ] || fail "$name: no output"
+  r=$((p - 1))
+  grep -q "fk-mpi-stats rank=$r size=$p rounds=[1-9]" mpi.err ||
+    fail "$name: rank $r did not take part: $(cat mpi.err)"
+  echo "ok $name (P=$p)"
+}
+
+# data: Gaussian clusters at four sites; shifted domains (16 features, 4 classes)
+"$fk" data split synthetic/gmm:client=0,samples=400 --clients 4 --by dirichlet:1 --seed 1 \
+  --out sites >/dev/null 2>split.err || fail "split: $(cat split.err)"
+for k in 0 1 2 3; do
+  "$fk" data split synthetic/shift:client=$k,samples=100,dims=16,classes=4 --clients 1 \
+    --by iid --out d$k >/dev/null 2>&1 && mv d$k/client0.csv dom$k.csv || fail "split domain $k"
+done
+G="--data s0=sites/client0.csv --data s1=sites/client1.csv --data s2=sites/client2.csv --data s3=sites/client3.csv"
+D="--data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --data t=dom3.csv"
+
+# every job type over 3 ranks
+for t in fedgrem fedem local-em local-grem tgmm pooled-grem; do
+  printf 'method = %s\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 6\nseed = 1\nR = 5\n' $t >$t.conf
+  same "$t" 3 sim --job $t.conf $G
+done
+M=
+for k in 0 1 2 3; do M="$M --data s$k=synthetic/mor:client=$k,samples=100"; done
+for t in fedgrem-mor fedgmm-mor; do
+  printf 'method = %s\ndataset = m\nclients = s0, s1, s2, s3\nrounds = 5\nseed = 1\nR = 2\n' $t >$t.conf
+  same "$t" 3 sim --job $t.conf $M
+done
+# the paper-design runner of `fedkern sim fedgrem` (its own loop of fk_sim_run calls)
+"$fk" sim fedgrem --K 12 --rounds 30 --every 10 --json 2>&1 | sed 's/"seconds":[^,}]*//' >one.txt
+mp 3 sim fedgrem --K 12 --rounds 30 --every 10 --json 2>/dev/null | sed 's/"seconds":[^,}]*//' >mpi.txt
+grep -q E_theta one.txt && cmp -s one.txt mpi.txt || fail "sim fedgrem runner: $(diff one.txt mpi.txt)"
+echo "ok sim fedgrem (paper design, P=3)"
+printf 'method = fedrf-tca\ndataset = dom\nclients = a, b, c, t\nrounds = 4\nseed = 2\nN = 20\nm = 6\nhidden = 8\nbatch = 32\ntc = 2\nclasses = 4\n' >f.conf
+same fedrf-tca 3 sim --job f.conf $D
+printf 'method = dica\ndataset = dom\nclients = a, b, c, t\nseed = 3\nR = 60\n' >d.conf
+same "dica (files)" 3 sim --job d.conf $D
+same dica 3 sim dica --clients 5 --seed 4
+same udica 3 sim udica --clients 5 --seed 5
+same kahm 3 sim kahm --clients 5 --seed 6
+same sfl 3 sim sfl --clients 4 --seed 7 --raw_sample_upload acknowledged --local.allow_raw_upload 1
+# whatever P: 1 (the plain run), 2 (every client on rank 1), 4
+for p in 1 2 4; do
+  "$fk" sim --job fedgrem.conf $G --model_out one.bin >one.txt 2>/dev/null || fail "fedgrem"
+  mp $p sim --job fedgrem.conf $G --model_out mpi.bin >mpi.txt 2>mpi.err || fail "P=$p: $(cat mpi.err)"
+  cmp -s one.bin mpi.bin && cmp -s one.txt mpi.txt || fail "fedgrem over $p ranks differs"
+  echo "ok fedgrem (P=$p)"
+done
+
+# a rank that dies from round 2 on (rank 2: clients s1 and s3): the deadline drops its clients,
+# the quorum (half of 4) holds, the run ends with a model and names them
+MPX="-x FK_MPI_FAULT_RANK=2 -x FK_MPI_FAULT_ROUND=2" mp 3 \
+  sim --job fedgrem.conf $G --deadline 2 --model_out fault.bin >fault.txt 2>fault.err ||
+  fail "fault run failed: $(cat fault.err)"
+[ -s fault.bin ] || fail "fault run: no model"
+grep -q "rank 2 did not answer round 2 phase 0 within the deadline (2 s): its 2 clients are dropouts" fault.err ||
+  fail "fault run: no dropout message: $(cat fault.err)"
+grep -q "2 of 4 clients dropped out: 1 (rank 2, round 2) 3 (rank 2, round 2)" fault.err ||
+  fail "fault run: dropouts not named: $(cat fault.err)"
+"$fk" sim --job fedgrem.conf $G >one.txt 2>/dev/null
+[ "$(head -n 1 fault.txt)" = "$(head -n 1 one.txt)" ] || fail "fault run: round 1 differs"
+n=$(grep -c "round .* participants   2/4" fault.txt)
+[ "$n" -eq 5 ] || fail "fault run: want rounds 2..6 with 2/4 participants: $(cat fault.txt)"
+cmp -s fault.bin one.bin && fail "fault run: the model ignores the dropouts"
+echo "ok dropouts by the deadline"
+# the same with a quorum of all clients: the run fails with the reason, nothing hangs
+MPX="-x FK_MPI_FAULT_RANK=2 -x FK_MPI_FAULT_ROUND=1" mp 3 sim --job fedgrem.conf $G --deadline 1 \
+  --quorum 1 >q.txt 2>q.err && fail "a missed quorum passed"
+grep -q "round 1 phase 0: 2 of 4 updates came by the deadline, the quorum is 4" q.err ||
+  fail "missed quorum: $(cat q.err)"
+echo "ok missed quorum"
+# a rank killed mid-run (SIGKILL): Open MPI aborts the job by default; with --enable-recovery
+# and orte_abort_on_non_zero_status 0 the other ranks live on, and rank 0's deadline drops the
+# dead rank's clients: the run ends with a model and names them (Open MPI's flags only)
+"$mpirun" --version 2>/dev/null | grep -q "Open MPI" || { echo "SKIP: killed rank (not Open MPI)"; exit 0; }
+# In the ASan build the run ends as here (model, dropouts, every live rank's end) but mpirun did
+# not return within 300 s (an exit with the dead rank under --enable-recovery; not debugged).
+grep -qa __asan_init "$fk" && { echo "SKIP: killed rank (ASan build: mpirun does not return)"; exit 0; }
+printf 'method = fedgrem\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 1000\nseed = 1\nR = 5\n' >kill.conf
+MPT=300 MPX="--enable-recovery --mca orte_abort_on_non_zero_status 0" mp 3 sim --job kill.conf $G \
+  --deadline 2 --model_out kill.bin >kill.txt 2>kill.err &
+job=$!
+i=0
+while [ "$(grep -c round kill.txt 2>/dev/null)" -lt 20 ] && [ $i -lt 600 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+killed= at=$(grep -c round kill.txt)
+for pid in $(pgrep -f "sim --job kill.conf"); do
+  if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=2; then
+    kill -9 "$pid" && killed=$pid
+  fi
+done
+wait $job
+rc=$?
+[ -n "$killed" ] || fail "kill: no rank 2 process found (rounds so far: $(grep -c round kill.txt))"
+[ $rc -eq 0 ] || fail "kill: the run failed ($rc): $(grep -v relaxation kill.err | tail -5)"
+[ -s kill.bin ] || fail "kill: no model"
+grep -q "rank 2 did not answer round [0-9]* phase 0 within the deadline (2 s): its 2 clients" kill.err ||
+  fail "kill: no dropout message: $(grep -v relaxation kill.err | tail -5)"
+grep -q "2 of 4 clients dropped out: 1 (rank 2, round [0-9]*) 3 (rank 2, round [0-9]*)" kill.err ||
+  fail "kill: dropouts not named: $(grep -v relaxation kill.err | tail -5)"
+echo "ok a killed rank's clients dropped (rank 2 killed after $at of 1000 rounds)"
