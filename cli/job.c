@@ -868,12 +868,34 @@ static void print_unscored(const char *id, const fk_bundle *res)
  * gets its accuracy; --no_labels reads every column as a feature. The loader options of
  * `fedkern data` (so: --label, --header, --delim, --prep, --affine, ...) apply to the file. */
 static int do_predict(conn *c, const char *id, const char *data, const fk_source *so,
-                      const char *out_path, int json, long timeout_s, long client)
+                      const char *out_path, int json, long timeout_s, long client, int model_prep)
 {
     const char *cmd = "job predict";
     fk_err err = {0};
     fk_dataset ds = {0};
-    if (fk_source_load(&ds, data, so, NULL, &err))
+    /* the job's model records what its clients did to their raw files (issue 34): fetched
+     * for that (the whole model: an old server's answer holds it or not) */
+    fk_bundle model;
+    fk_bundle_init(&model);
+    uint8_t *mb = NULL;
+    size_t mlen = 0;
+    int have = 0;
+    if (model_prep && !so->n_prep && !so->affine) {
+        fedkern_v1_JobResultResponse mo;
+        have = fetch_model(c, id, 0, &mb, &mlen, &mo) == 0 && mb &&
+               fk_codec_bundle_decode(mb, mlen, &model, &err) == FK_OK;
+        free(mb);
+        if (!have)
+            fprintf(stderr, "fedkern %s: warning: the job's model could not be read (%s), so "
+                            "neither could the clients' preprocessing it records\n",
+                    cmd, err.msg[0] ? err.msg : "none");
+    }
+    int lrc = have || (!so->n_prep && !so->affine && model_prep)
+                  ? fk_cli_load_query(cmd, data, so, have ? &model : NULL, client, model_prep,
+                                      &ds, &err)
+                  : fk_source_load(&ds, data, so, NULL, &err);
+    fk_bundle_close(&model);
+    if (lrc)
         return fk_cli_fail(cmd, "%s", err.msg);
     fk_bundle q, res;
     fk_bundle_init(&q);
@@ -1262,7 +1284,8 @@ static const fk_param_doc result_opts[] = {
     {"selected", ""}, {"json", ""},         {NULL, NULL}};
 static const fk_param_doc predict_opts[] = {{"data FILE", ""}, {"out FILE", ""},
                                             {"no_labels", ""}, {"json", ""}, {"client N", ""},
-                                            {"timeout SECONDS", ""}, {NULL, NULL}};
+                                            {"timeout SECONDS", ""}, {"model_prep 0|1", ""},
+                                            {NULL, NULL}};
 
 typedef struct job_sub {
     const char *name;
@@ -1355,8 +1378,9 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round, predict_s, limit, interval_s, wait_clients_s, client;
-    int json, current, selected, no_labels, follow, skip_check;
+    int json, current, selected, no_labels, follow, skip_check, model_prep;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
+        fk_params_bool(&p, "model_prep", 1, &model_prep, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "wait_clients", 0, 0, 86400, &wait_clients_s, &err) ||
@@ -1434,7 +1458,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
-        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s, client);
+        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s, client, model_prep);
     } else {
         rc = do_cancel(&c, rest[0]);
     }
