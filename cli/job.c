@@ -121,6 +121,7 @@ typedef struct fk_job_conn {
     size_t resp_len;
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
+    size_t predict_calls; /* Predict calls the last fk_job_predict made */
     const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
     int quiet_busy;    /* DEADLINE_EXCEEDED and UNAVAILABLE are left to the caller (a retry) */
 } fk_job_conn;
@@ -797,6 +798,7 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
                                                 : c->max_message / 2;
     size_t rows = room / (8 * (p > 16 ? p : 16));
     rows = rows < 1 ? 1 : rows > 65536 ? 65536 : rows;
+    c->predict_calls = 1;
     if (nt <= rows) { /* one call, the answer as the server sent it */
         int rc = predict_once(c, id, queries, timeout_s, result);
         if (rc != 2)
@@ -837,6 +839,7 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
     }
     fprintf(stderr, "job %s: %zu queries sent in %zu calls of at most %zu rows\n", id, nt, calls,
             rows);
+    c->predict_calls = calls;
     return 0;
 }
 
@@ -879,7 +882,7 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
     fk_bundle_init(&model);
     uint8_t *mb = NULL;
     size_t mlen = 0;
-    int have = 0;
+    int have = 0, batch_centred = 0;
     if (model_prep && !so->n_prep && !so->affine) {
         fedkern_v1_JobResultResponse mo;
         have = fetch_model(c, id, 0, &mb, &mlen, &mo) == 0 && mb &&
@@ -894,6 +897,8 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
                   ? fk_cli_load_query(cmd, data, so, have ? &model : NULL, client, model_prep,
                                       &ds, &err)
                   : fk_source_load(&ds, data, so, NULL, &err);
+    const fk_tensor *bc = have ? fk_bundle_get(&model, "batch_center") : NULL;
+    batch_centred = bc && bc->len == 1 && bc->data[0] == 1;
     fk_bundle_close(&model);
     if (lrc)
         return fk_cli_fail(cmd, "%s", err.msg);
@@ -912,6 +917,14 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
         rc = fk_cli_fail(cmd, "out of memory");
     if (!rc)
         rc = fk_job_predict(c, id, &q, timeout_s, &res);
+    if (!rc && batch_centred && c->predict_calls > 1) /* dica/udica center_test = batch */
+        fprintf(stderr,
+                "fedkern %s: warning: this model centres each query batch on its own mean "
+                "(center_test = batch, as each client centred its own rows) and the %zu rows went "
+                "in %zu calls, each centred on its own rows: the answers are not the whole "
+                "file's; 'fedkern job result %s --out F' then 'fedkern model predict F --data "
+                "%s' centres the whole file at once\n",
+                cmd, ds.X.rows, c->predict_calls, id, data);
     const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
     const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
     if (!rc && (!lab || !dist || lab->len != ds.X.rows || dist->len != ds.X.rows))

@@ -148,4 +148,16 @@ assert ren["accuracy"] < re_["accuracy"] - 0.2, (ren, re_)  # the raw rows as lo
 print("dica on raw files the clients z-scored: held-out domain %.4f with the model's record, "
       "%.4f without it; affine map: %.4f" % (re_["accuracy"], ren["accuracy"], rae["accuracy"]))
 PY
+# dica with center_test = batch: a file sent in several calls is centred per call, and job
+# predict says so (model predict centres the whole file)
+printf 'method = dica\ndataset = dom\nclients = s0, s1, s2\nseed = 3\nR = 100\ncenter_test = batch\n' >b.conf
+idb=$("$fk" job submit b.conf $conn) || fail "submit dica batch"
+"$fk" job result "$idb" --out b.bin --wait 60 $conn >/dev/null 2>&1 || fail "dica batch job did not finish"
+"$fk" job predict "$idb" --data dom3.csv --out bp.csv --net.max_message 8192 $conn 2>bp.err ||
+  fail "job predict dica batch: $(cat bp.err)"
+grep -q "each centred on its own rows" bp.err || fail "no batch-centring warning: $(cat bp.err)"
+"$fk" job predict "$idb" --data dom3.csv --out bp1.csv $conn 2>bp1.err || fail "job predict dica batch, one call"
+grep -q "centred on its own" bp1.err && fail "warned for one call: $(cat bp1.err)"
+"$fk" model predict b.bin --data dom3.csv --out bm.csv 2>/dev/null || fail "model predict dica batch"
+cmp -s bp1.csv bm.csv || fail "one call and model predict differ for a batch-centred model"
 echo "cli_predict: all checks passed"
