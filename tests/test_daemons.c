@@ -23,6 +23,7 @@
 
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/prep_model.h"
 #include "common/data/synth_spec.h"
 #include "common/la/blas_core.h"
 #include "common/la/rng.h"
@@ -521,6 +522,14 @@ static void check_against_sim(env *e, const char *id, const char *text)
     fetch_model(e, id, &daemon);
     sim_model(e, text, &sim);
     assert_true(daemon.count > 0);
+    /* issue 34: the daemons' model also records what the clients did to their files (they
+     * read raw files and synthetic specs: no steps, no map, every client alike) */
+    const fk_tensor *dp = fk_bundle_get(&daemon, "data_prep");
+    assert_non_null(dp);
+    assert_true(dp->ndim == 2 && dp->shape[0] == 1);
+    fk_prep_record none = {.known = 1};
+    fk_err err = {0};
+    assert_int_equal(fk_prep_model_put(&sim, &none, 1, NULL, &err), FK_OK);
     assert_bundles_equal(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
@@ -736,6 +745,15 @@ static void dica_daemons_match_sim(void **state)
              "role=\"train\"} ",
              id);
     assert_non_null(strstr(metrics, want));
+    /* ... and the means apart as job-level gauges, equal to job status's */
+    snprintf(want, sizeof want, "fedkern_job_unseen_accuracy{job=\"%s\",method=\"dica\"} ", id);
+    g = strstr(metrics, want);
+    assert_non_null(g);
+    assert_true(strtod(g + strlen(want), NULL) == unseen);
+    snprintf(want, sizeof want, "fedkern_job_train_accuracy{job=\"%s\",method=\"dica\"} ", id);
+    g = strstr(metrics, want);
+    assert_non_null(g);
+    assert_true(fabs(strtod(g + strlen(want), NULL) - t) <= 1e-12);
     /* ... and `job plot`: the rows list each client (--json), the SVG has a panel per client */
     char out[200];
     snprintf(out, sizeof out, "--out=%s/dica.svg", e->dir);
