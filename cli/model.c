@@ -157,8 +157,11 @@ FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk
             snprintf(what, sizeof what, "damaged: %.140s", err.msg);
         else
             fk_prep_record_describe(&rec, what, sizeof what);
+        int none = !strcmp(what, "none");
         if (rows > 1)
             printf("  client preprocessing of client %d: %s (--client %d)\n", r, what, r);
+        else if (none)
+            printf("  client preprocessing: none (every client used its file as loaded)\n");
         else
             printf("  client preprocessing: %s (every client; eval/predict apply it to the raw "
                    "rows)\n",
