@@ -288,6 +288,57 @@ FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, c
     return FK_OK;
 }
 
+/* Where the job type names clients apart (client_roles: dica/udica holdout = unseen,
+ * fedrf-tca's target), the final scores' means apart, as `job status` has them per round
+ * (train_<field>, unseen_<field>, target_<field>; weights n_samples, 1 where not positive). */
+static void print_role_means(const fk_method *m, const fk_params *p, const fk_report *finals,
+                             int n, int json)
+{
+    const char **roles = n > 0 && m->client_roles ? calloc((size_t)n, sizeof *roles) : NULL;
+    fk_err err = {0};
+    if (!roles || m->client_roles(p, n, roles, &err)) {
+        free(roles);
+        return;
+    }
+    int any = 0;
+    for (int k = 0; k < n; k++)
+        any |= roles[k] != NULL;
+    static const char *const names[3] = {"train", "unseen", "target"};
+    for (int r = 0; any && r < 3; r++) {
+        int members = 0, printed = 0;
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+            double sum = 0, wsum = 0;
+            for (int k = 0; k < n; k++) {
+                if (r == 0 ? roles[k] != NULL : !roles[k] || strcmp(roles[k], names[r]))
+                    continue;
+                members += f == 0;
+                double v = fk_report_get(&finals[k], fk_report_fields[f].name);
+                if (isnan(v))
+                    continue;
+                double w = finals[k].n_samples > 0 ? finals[k].n_samples : 1.0;
+                sum += w * v;
+                wsum += w;
+            }
+            if (!(wsum > 0))
+                continue;
+            if (!printed++) {
+                if (json)
+                    printf("{\"sim\":\"%s\",\"final_role\":\"%s\"", m->name, names[r]);
+                else
+                    printf("%s final %-6s clients", m->name, names[r]);
+            }
+            if (json)
+                printf(",\"%s_%s\":%.9g", names[r], fk_report_fields[f].name, sum / wsum);
+            else
+                printf("  %s_%s %.6g", names[r], fk_report_fields[f].name, sum / wsum);
+        }
+        if (printed)
+            printf(json ? ",\"clients\":%d}\n" : "  (%d client%s)\n", members,
+                   members == 1 ? "" : "s");
+    }
+    free(roles);
+}
+
 /* What the sim's loader did to each client's file, recorded in the model as the daemons'
  * JobResult records what the clients report (common/data/prep_model.h; the clients' order is
  * the job's, as match_data put the files); built-in data: no preprocessing. */
@@ -426,6 +477,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
             printf("\n");
         }
     }
+    if (rc == FK_OK && o.final_reports)
+        print_role_means(m, &p, finals, n, json);
     fk_bundle_close(&model);
     free(finals);
     close_clients(clients, n);

@@ -62,6 +62,19 @@ printf 'method = dica\ndataset = dom\nclients = a, b, c\nseed = 3\nR = 60\n' >d.
 "$fk" sim --job d.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --prep zscore \
   --model_out d.bin >/dev/null 2>&1 || fail "sim dica"
 "$fk" model predict d.bin --data dom3.csv --out pd.csv 2>/dev/null || fail "predict d"
+# sim prints the means apart of a job type that names clients apart (issue 34): dica's
+# holdout client is `unseen`, its mean is that client's final score
+(cat d.conf; echo "holdout = last") >dh.conf
+"$fk" sim --job dh.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --json >dh.json \
+  2>/dev/null || fail "sim dica holdout"
+$py - <<'PY' || fail "sim role means: $(cat dh.json)"
+import json
+rows = [json.loads(l) for l in open("dh.json")]
+fin = {d["client"]: d for d in rows if d.get("final")}
+role = {d["final_role"]: d for d in rows if "final_role" in d}
+assert role["unseen"]["unseen_accuracy"] == fin[2]["accuracy"] and role["unseen"]["clients"] == 1, role
+assert role["train"]["clients"] == 2 and min(fin[0]["accuracy"], fin[1]["accuracy"]) <= role["train"]["train_accuracy"] <= max(fin[0]["accuracy"], fin[1]["accuracy"]), role
+PY
 # fedrf-tca on the same domains (dom3 the unlabelled target), averaged and voting
 printf 'method = fedrf-tca\ndataset = dom\nclients = a, b, c, t\nrounds = 4\nseed = 2\nN = 20\nm = 6\nhidden = 8\nbatch = 32\ntc = 2\nclasses = 4\n' >f.conf
 (cat f.conf; echo "voting = 1") >v.conf
