@@ -1025,8 +1025,14 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         return rc;
     int n = (int)st.round;
     fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
-    if (!rows)
+    /* the means apart where the job type names clients apart (train_, unseen_, target_) */
+    static const char *const role_names[3] = {"train", "unseen", "target"};
+    double *rq = malloc((size_t)(n > 0 ? n : 1) * 3 * FK_REPORT_N_FIELDS * sizeof *rq);
+    if (!rows || !rq) {
+        free(rows);
+        free(rq);
         return fk_cli_fail("job plot", "out of memory");
+    }
     plot_client pc[PLOT_CLIENTS];
     memset(pc, 0, sizeof pc);
     int n_pc = 0;
@@ -1041,6 +1047,13 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+        for (int ro = 0; ro < 3; ro++)
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s_%s", role_names[ro], fk_report_fields[f].name);
+                rq[((size_t)(got - 1) * 3 + (size_t)ro) * FK_REPORT_N_FIELDS + (size_t)f] =
+                    fk_job_metric(r.metrics, r.metrics_count, name);
+            }
         plot_clients_add(pc, &n_pc, n, got - 1, &r);
     }
     /* the clients' panel: one field for all, the first of these any client measured */
@@ -1055,9 +1068,9 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
                 if (!isnan(pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + f]))
                     field = f;
     }
-    double *xs = malloc((size_t)(got ? got : 1) * (PLOT_CLIENTS + 1) * sizeof *xs);
-    char labels[PLOT_CLIENTS][160], ylabel[64];
-    fk_plot_series cs[PLOT_CLIENTS];
+    double *xs = malloc((size_t)(got ? got : 1) * (PLOT_CLIENTS + 4) * sizeof *xs);
+    char labels[PLOT_CLIENTS + 3][160], ylabel[64];
+    fk_plot_series cs[PLOT_CLIENTS + 3];
     fk_plot_panel cpanel = {.ylabel = ylabel, .series = cs, .ymin = NAN, .ymax = NAN};
     for (int k = 0; xs && field >= 0 && k < n_pc; k++) {
         double *y = xs + (size_t)got * (k + 1);
@@ -1065,9 +1078,24 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
             xs[i] = rows[i].round;
             y[i] = pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + field];
         }
-        snprintf(labels[k], sizeof labels[k], "%s%s%s%s", pc[k].name, pc[k].role[0] ? " (" : "",
+        snprintf(labels[k], sizeof labels[k], "%.127s%s%.15s%s", pc[k].name, pc[k].role[0] ? " (" : "",
                  pc[k].role, pc[k].role[0] ? ")" : "");
         cs[cpanel.n_series++] = (fk_plot_series){.label = labels[k], .x = xs, .y = y, .n = got};
+    }
+    /* and the means apart of that field, as lines of their own */
+    for (int ro = 0; xs && field >= 0 && ro < 3; ro++) {
+        double *y = xs + (size_t)got * (PLOT_CLIENTS + 1 + ro);
+        int any = 0;
+        for (int i = 0; i < got; i++) {
+            xs[i] = rows[i].round;
+            y[i] = rq[((size_t)i * 3 + (size_t)ro) * FK_REPORT_N_FIELDS + (size_t)field];
+            any |= !isnan(y[i]);
+        }
+        if (!any)
+            continue;
+        snprintf(labels[PLOT_CLIENTS + ro], sizeof labels[0], "%s mean", role_names[ro]);
+        cs[cpanel.n_series++] =
+            (fk_plot_series){.label = labels[PLOT_CLIENTS + ro], .x = xs, .y = y, .n = got};
     }
     snprintf(ylabel, sizeof ylabel, "%s per client", field >= 0 ? fk_report_fields[field].name : "");
     char title[160];
@@ -1082,6 +1110,12 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             if (!isnan(rows[i].q[f]))
                 printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
+        for (int ro = 0; ro < 3; ro++)
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+                double v = rq[((size_t)i * 3 + (size_t)ro) * FK_REPORT_N_FIELDS + (size_t)f];
+                if (!isnan(v))
+                    printf(",\"%s_%s\":%.9g", role_names[ro], fk_report_fields[f].name, v);
+            }
         printf(",\"clients_quality\":[");
         for (int k = 0, first = 1; k < n_pc; k++) {
             const double *q = pc[k].q + (size_t)i * FK_REPORT_N_FIELDS;
@@ -1107,6 +1141,7 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         free(pc[k].q);
     free(xs);
     free(rows);
+    free(rq);
     return rc;
 }
 

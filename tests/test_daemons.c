@@ -767,6 +767,11 @@ static void dica_daemons_match_sim(void **state)
     metrics[got] = '\0';
     assert_non_null(strstr(metrics, ">c5 (unseen)<"));
     assert_non_null(strstr(metrics, ">accuracy per client<"));
+    /* the means apart: lines of their own, and in the --json rows */
+    assert_non_null(strstr(metrics, ">unseen mean<"));
+    assert_non_null(strstr(metrics, ">train mean<"));
+    snprintf(want, sizeof want, ",\"unseen_accuracy\":%.9g,", unseen);
+    assert_non_null(strstr(status, want));
 }
 
 /* One class list per job (issue 32), through the daemons: client 1 lacks class 2 and
