@@ -19,8 +19,7 @@ int fk_prep_record_same(const fk_prep_record *a, const fk_prep_record *b)
                      !memcmp(a->scale, b->scale, a->d * sizeof *a->scale));
 }
 
-int fk_prep_model_put(fk_bundle *m, const fk_prep_record *rec, int k, int *unknown_at,
-                      fk_err *err)
+int fk_prep_model_put(fk_bundle *m, const fk_prep_record *rec, int k, int *unknown_at, fk_err *err)
 {
     if (unknown_at)
         *unknown_at = -1;
@@ -131,8 +130,7 @@ int fk_prep_model_get(const fk_bundle *m, int client, fk_prep_record *rec, fk_er
         for (size_t j = 0; j < d; j++)
             if (!isfinite(rec->shift[j]) || !isfinite(rec->scale[j]))
                 return fk_err_set(err, FK_EFORMAT,
-                                  "the model's affine map has a non-finite value in column %zu",
-                                  j);
+                                  "the model's affine map has a non-finite value in column %zu", j);
         rec->d = d;
     }
     rec->known = 1;
@@ -148,8 +146,7 @@ int fk_prep_record_apply(const fk_prep_record *rec, int from, fk_mat *X, fk_err 
         case 2: fk_prep_l2_rows(X); break;
         case 3: rc = fk_prep_zscore_cols(X); break;
         case 4: fk_prep_affine_div(X, 255.0); break;
-        default:
-            return fk_err_set(err, FK_EINVAL, "unknown preprocessing step %d", rec->code[i]);
+        default: return fk_err_set(err, FK_EINVAL, "unknown preprocessing step %d", rec->code[i]);
         }
         if (rc)
             return fk_err_set(err, FK_ENOMEM, "out of memory in the model's preprocessing");
