@@ -144,6 +144,23 @@ FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk
         print_values(t);
         printf("\n");
     }
+    /* kahm: the class blocks a client could not model (one sample or identical rows) and left
+     * out of its answers (left_out: K x C, 1 = left out) */
+    const fk_tensor *lo = fk_bundle_get(m, "left_out");
+    for (uint64_t k = 0; lo && lo->ndim == 2 && k < lo->shape[0] && k < 1000; k++) {
+        int first = 1;
+        for (uint64_t c = 0; c < lo->shape[1] && c < 10000; c++)
+            if (lo->data[k * lo->shape[1] + c] == 1) {
+                printf("%s%llu", first ? "  class blocks left out by client " : ",",
+                       (unsigned long long)(first ? k : c));
+                if (first)
+                    printf(" (could not be modelled; it serves the others): %llu",
+                           (unsigned long long)c);
+                first = 0;
+            }
+        if (!first)
+            printf("\n");
+    }
     /* what the clients did to their raw files (issue 34), applied by eval and predict */
     int rows = fk_prep_model_rows(m);
     char what[160];

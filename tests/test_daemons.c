@@ -794,14 +794,24 @@ static void classes_daemons_match_sim(void **state)
     const char *kahm = "method = kahm\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nclasses = 0,1,2,3,9\nholdout = 0\ndeadline = 30\n";
     const char *jobs[] = {tca, dica, kahm};
+    char kid[32];
     for (int i = 0; i < 3; i++) {
-        char id[32];
-        submit(e, jobs[i], id, sizeof id);
-        check_against_sim(e, id, jobs[i]);
+        submit(e, jobs[i], kid, sizeof kid);
+        check_against_sim(e, kid, jobs[i]);
     }
     char log[160];
     snprintf(log, sizeof log, "%s/server.log", e->dir);
     assert_true(wait_log(log, "event=kahm_class_left_out client=2 classes=0 ", 5, NULL, 0));
+    /* ... and model show names it (check_against_sim wrote the kahm job's model file) */
+    {
+        char path[160];
+        snprintf(path, sizeof path, "%s/model-%s.bin", e->dir, kid);
+        char *argv[] = {(char *)fedkern_bin, "model", "show", path, NULL};
+        static char shown[1 << 16];
+        assert_int_equal(run_cmd(argv, shown, sizeof shown), 0);
+        assert_non_null(strstr(shown, "  class blocks left out by client 2 (could not be "
+                                      "modelled; it serves the others): 0\n"));
+    }
     /* no list: the clients send their labels in phase 0 and index their rows by the union
      * (0, 1, 2, 3) the server sends back */
     const char *nolist = "method = dica\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
