@@ -149,7 +149,7 @@ static int check_data_keys(const fk_params *p)
 
 /* Most affine-map values one Join carries (8 bytes each, twice): a client with more reports
  * the larger sets' preprocessing as unknown rather than exceed the server's message size. */
-enum { AFFINE_REPORT_MAX = 1u << 16 };
+enum { AFFINE_REPORT_MAX = 65535 }; /* also nanopb's 16-bit array count */
 
 /* What set c->n's loader did to its raw file, for the Join (the model records it): its
  * steps, then its affine map, read again from data.NAME.affine (the loader checked it). */
