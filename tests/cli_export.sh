@@ -75,6 +75,38 @@ role = {d["final_role"]: d for d in rows if "final_role" in d}
 assert role["unseen"]["unseen_accuracy"] == fin[2]["accuracy"] and role["unseen"]["clients"] == 1, role
 assert role["train"]["clients"] == 2 and min(fin[0]["accuracy"], fin[1]["accuracy"]) <= role["train"]["train_accuracy"] <= max(fin[0]["accuracy"], fin[1]["accuracy"]), role
 PY
+# a model of an older fedkern (or of a job with an old client): no data_prep; model show says
+# "unknown", model eval warns and uses the rows as loaded (= --model_prep 0 on the new one)
+$py - <<'PY' || fail "strip data_prep"
+def varint(b, i):
+    v = s = 0
+    while True:
+        v |= (b[i] & 0x7f) << s
+        s += 7
+        i += 1
+        if b[i - 1] < 0x80:
+            return v, i
+b, out, i = open("d.bin", "rb").read(), bytearray(), 0
+while i < len(b):
+    start = i
+    tag, i = varint(b, i)
+    assert tag & 7 in (0, 2), tag  # tensors, strings: length-delimited; the round: a varint
+    n, i = varint(b, i)
+    if tag & 7 == 2:
+        i += n
+    body = b[start:i]
+    if tag >> 3 == 1 and b"data_prep" in bytes(body[:40]):
+        continue
+    out += body
+open("dold.bin", "wb").write(bytes(out))
+PY
+"$fk" model show dold.bin >dold.txt 2>&1 || fail "model show old: $(cat dold.txt)"
+grep -q "client preprocessing: unknown" dold.txt || fail "old model show: $(cat dold.txt)"
+"$fk" model eval dold.bin --data dom3.csv --json >dold.json 2>dold.err || fail "eval old: $(cat dold.err)"
+grep -q "warning: the model does not record the clients' preprocessing" dold.err || fail "no warning: $(cat dold.err)"
+"$fk" model eval d.bin --data dom3.csv --model_prep 0 --json >dnew0.json 2>/dev/null || fail "eval --model_prep 0"
+[ "$(sed 's/"model":"[^"]*",//' dold.json)" = "$(sed 's/"model":"[^"]*",//' dnew0.json)" ] ||
+  fail "old model: $(cat dold.json dnew0.json)"
 # fedrf-tca on the same domains (dom3 the unlabelled target), averaged and voting
 printf 'method = fedrf-tca\ndataset = dom\nclients = a, b, c, t\nrounds = 4\nseed = 2\nN = 20\nm = 6\nhidden = 8\nbatch = 32\ntc = 2\nclasses = 4\n' >f.conf
 (cat f.conf; echo "voting = 1") >v.conf
