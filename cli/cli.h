@@ -29,6 +29,16 @@ struct fk_params;
 struct fk_err;
 FK_CHECKRETURN int fk_cli_source_opts(struct fk_source *o, const struct fk_params *p, struct fk_err *err);
 
+/* Load the query rows of `model eval|predict` / `job predict` (cli/prep.c): the loader
+ * options so; then, unless the user gave --prep/--affine or use_model is 0, the preprocessing
+ * the job's clients applied as model records it (common/data/prep_model.h; row `client`
+ * when they differ). A model without the record: a warning on stderr. model may be NULL. */
+struct fk_bundle;
+struct fk_dataset;
+FK_CHECKRETURN int fk_cli_load_query(const char *cmd, const char *data, const struct fk_source *so,
+                                     const struct fk_bundle *model, long client, int use_model,
+                                     struct fk_dataset *ds, struct fk_err *err);
+
 /* Print "fedkern NAME: message" to stderr and return 1. */
 int fk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -128,6 +128,7 @@ typedef struct fk_job_conn {
     size_t resp_len;
     uint64_t timeout_ms;
     uint64_t max_message; /* net.max_message of this side: job predict sends rows within it */
+    size_t predict_calls; /* Predict calls the last fk_job_predict made */
     const char *quiet; /* a refusal whose message holds this is left to the caller (unprinted) */
     const char *quiet2; /* ... or this */
     int quiet_busy;    /* DEADLINE_EXCEEDED and UNAVAILABLE are left to the caller (a retry) */
@@ -814,6 +815,7 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
                                                 : c->max_message / 2;
     size_t rows = room / (8 * (p > 16 ? p : 16));
     rows = rows < 1 ? 1 : rows > 65536 ? 65536 : rows;
+    c->predict_calls = 1;
     if (nt <= rows) { /* one call, the answer as the server sent it */
         int rc = predict_once(c, id, queries, timeout_s, result);
         if (rc != 2)
@@ -854,6 +856,7 @@ int fk_job_predict(fk_job_conn *c, const char *id, const fk_bundle *queries, lon
     }
     fprintf(stderr, "job %s: %zu queries sent in %zu calls of at most %zu rows\n", id, nt, calls,
             rows);
+    c->predict_calls = calls;
     return 0;
 }
 
@@ -885,12 +888,36 @@ static void print_unscored(const char *id, const fk_bundle *res)
  * gets its accuracy; --no_labels reads every column as a feature. The loader options of
  * `fedkern data` (so: --label, --header, --delim, --prep, --affine, ...) apply to the file. */
 static int do_predict(conn *c, const char *id, const char *data, const fk_source *so,
-                      const char *out_path, int json, long timeout_s, long client)
+                      const char *out_path, int json, long timeout_s, long client, int model_prep)
 {
     const char *cmd = "job predict";
     fk_err err = {0};
     fk_dataset ds = {0};
-    if (fk_source_load(&ds, data, so, NULL, &err))
+    /* the job's model records what its clients did to their raw files (issue 34): fetched
+     * for that (the whole model: an old server's answer holds it or not) */
+    fk_bundle model;
+    fk_bundle_init(&model);
+    uint8_t *mb = NULL;
+    size_t mlen = 0;
+    int have = 0, batch_centred = 0;
+    if (model_prep && !so->n_prep && !so->affine) {
+        fedkern_v1_JobResultResponse mo;
+        have = fetch_model(c, id, 0, &mb, &mlen, &mo) == 0 && mb &&
+               fk_codec_bundle_decode(mb, mlen, &model, &err) == FK_OK;
+        free(mb);
+        if (!have)
+            fprintf(stderr, "fedkern %s: warning: the job's model could not be read (%s), so "
+                            "neither could the clients' preprocessing it records\n",
+                    cmd, err.msg[0] ? err.msg : "none");
+    }
+    int lrc = have || (!so->n_prep && !so->affine && model_prep)
+                  ? fk_cli_load_query(cmd, data, so, have ? &model : NULL, client, model_prep,
+                                      &ds, &err)
+                  : fk_source_load(&ds, data, so, NULL, &err);
+    const fk_tensor *bc = have ? fk_bundle_get(&model, "batch_center") : NULL;
+    batch_centred = bc && bc->len == 1 && bc->data[0] == 1;
+    fk_bundle_close(&model);
+    if (lrc)
         return fk_cli_fail(cmd, "%s", err.msg);
     fk_bundle q, res;
     fk_bundle_init(&q);
@@ -907,6 +934,14 @@ static int do_predict(conn *c, const char *id, const char *data, const fk_source
         rc = fk_cli_fail(cmd, "out of memory");
     if (!rc)
         rc = fk_job_predict(c, id, &q, timeout_s, &res);
+    if (!rc && batch_centred && c->predict_calls > 1) /* dica/udica center_test = batch */
+        fprintf(stderr,
+                "fedkern %s: warning: this model centres each query batch on its own mean "
+                "(center_test = batch, as each client centred its own rows) and the %zu rows went "
+                "in %zu calls, each centred on its own rows: the answers are not the whole "
+                "file's; 'fedkern job result %s --out F' then 'fedkern model predict F --data "
+                "%s' centres the whole file at once\n",
+                cmd, ds.X.rows, c->predict_calls, id, data);
     const fk_tensor *lab = rc ? NULL : fk_bundle_get(&res, "labels");
     const fk_tensor *dist = rc ? NULL : fk_bundle_get(&res, "distances");
     if (!rc && (!lab || !dist || lab->len != ds.X.rows || dist->len != ds.X.rows))
@@ -1007,8 +1042,14 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         return rc;
     int n = (int)st.round;
     fk_plot_round *rows = calloc((size_t)(n > 0 ? n : 1), sizeof *rows);
-    if (!rows)
+    /* the means apart where the job type names clients apart (train_, unseen_, target_) */
+    static const char *const role_names[3] = {"train", "unseen", "target"};
+    double *rq = malloc((size_t)(n > 0 ? n : 1) * 3 * FK_REPORT_N_FIELDS * sizeof *rq);
+    if (!rows || !rq) {
+        free(rows);
+        free(rq);
         return fk_cli_fail("job plot", "out of memory");
+    }
     plot_client pc[PLOT_CLIENTS];
     memset(pc, 0, sizeof pc);
     int n_pc = 0;
@@ -1023,6 +1064,13 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         w->planned = (int)fk_job_metric(r.metrics, r.metrics_count, "planned");
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             w->q[f] = fk_job_metric(r.metrics, r.metrics_count, fk_report_fields[f].name);
+        for (int ro = 0; ro < 3; ro++)
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s_%s", role_names[ro], fk_report_fields[f].name);
+                rq[((size_t)(got - 1) * 3 + (size_t)ro) * FK_REPORT_N_FIELDS + (size_t)f] =
+                    fk_job_metric(r.metrics, r.metrics_count, name);
+            }
         plot_clients_add(pc, &n_pc, n, got - 1, &r);
     }
     /* the clients' panel: one field for all, the first of these any client measured */
@@ -1037,9 +1085,9 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
                 if (!isnan(pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + f]))
                     field = f;
     }
-    double *xs = malloc((size_t)(got ? got : 1) * (PLOT_CLIENTS + 1) * sizeof *xs);
-    char labels[PLOT_CLIENTS][160], ylabel[64];
-    fk_plot_series cs[PLOT_CLIENTS];
+    double *xs = malloc((size_t)(got ? got : 1) * (PLOT_CLIENTS + 4) * sizeof *xs);
+    char labels[PLOT_CLIENTS + 3][160], ylabel[64];
+    fk_plot_series cs[PLOT_CLIENTS + 3];
     fk_plot_panel cpanel = {.ylabel = ylabel, .series = cs, .ymin = NAN, .ymax = NAN};
     for (int k = 0; xs && field >= 0 && k < n_pc; k++) {
         double *y = xs + (size_t)got * (k + 1);
@@ -1047,9 +1095,24 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
             xs[i] = rows[i].round;
             y[i] = pc[k].q[(size_t)i * FK_REPORT_N_FIELDS + field];
         }
-        snprintf(labels[k], sizeof labels[k], "%s%s%s%s", pc[k].name, pc[k].role[0] ? " (" : "",
+        snprintf(labels[k], sizeof labels[k], "%.127s%s%.15s%s", pc[k].name, pc[k].role[0] ? " (" : "",
                  pc[k].role, pc[k].role[0] ? ")" : "");
         cs[cpanel.n_series++] = (fk_plot_series){.label = labels[k], .x = xs, .y = y, .n = got};
+    }
+    /* and the means apart of that field, as lines of their own */
+    for (int ro = 0; xs && field >= 0 && ro < 3; ro++) {
+        double *y = xs + (size_t)got * (PLOT_CLIENTS + 1 + ro);
+        int any = 0;
+        for (int i = 0; i < got; i++) {
+            xs[i] = rows[i].round;
+            y[i] = rq[((size_t)i * 3 + (size_t)ro) * FK_REPORT_N_FIELDS + (size_t)field];
+            any |= !isnan(y[i]);
+        }
+        if (!any)
+            continue;
+        snprintf(labels[PLOT_CLIENTS + ro], sizeof labels[0], "%s mean", role_names[ro]);
+        cs[cpanel.n_series++] =
+            (fk_plot_series){.label = labels[PLOT_CLIENTS + ro], .x = xs, .y = y, .n = got};
     }
     snprintf(ylabel, sizeof ylabel, "%s per client", field >= 0 ? fk_report_fields[field].name : "");
     char title[160];
@@ -1064,6 +1127,12 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         for (int f = 0; f < FK_REPORT_N_FIELDS; f++)
             if (!isnan(rows[i].q[f]))
                 printf(",\"%s\":%.9g", fk_report_fields[f].name, rows[i].q[f]);
+        for (int ro = 0; ro < 3; ro++)
+            for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+                double v = rq[((size_t)i * 3 + (size_t)ro) * FK_REPORT_N_FIELDS + (size_t)f];
+                if (!isnan(v))
+                    printf(",\"%s_%s\":%.9g", role_names[ro], fk_report_fields[f].name, v);
+            }
         printf(",\"clients_quality\":[");
         for (int k = 0, first = 1; k < n_pc; k++) {
             const double *q = pc[k].q + (size_t)i * FK_REPORT_N_FIELDS;
@@ -1089,6 +1158,7 @@ static int do_plot(conn *c, const char *id, const char *out_path, int json)
         free(pc[k].q);
     free(xs);
     free(rows);
+    free(rq);
     return rc;
 }
 
@@ -1289,7 +1359,8 @@ static const fk_param_doc result_opts[] = {
     {"selected", ""}, {"json", ""},         {NULL, NULL}};
 static const fk_param_doc predict_opts[] = {{"data FILE", ""}, {"out FILE", ""},
                                             {"no_labels", ""}, {"json", ""}, {"client N", ""},
-                                            {"timeout SECONDS", ""}, {NULL, NULL}};
+                                            {"timeout SECONDS", ""}, {"model_prep 0|1", ""},
+                                            {NULL, NULL}};
 
 typedef struct job_sub {
     const char *name;
@@ -1383,8 +1454,9 @@ int fk_cmd_job(int argc, char **argv)
         goto out;
     }
     long wait_s, round, predict_s, limit, interval_s, wait_clients_s, client;
-    int json, current, selected, no_labels, follow, skip_check;
+    int json, current, selected, no_labels, follow, skip_check, model_prep;
     if (fk_params_bool(&p, "no_labels", 0, &no_labels, &err) ||
+        fk_params_bool(&p, "model_prep", 1, &model_prep, &err) ||
         fk_params_bool(&p, "skip_client_check", 0, &skip_check, &err) ||
         fk_params_int(&p, "wait", 0, 0, 86400 * 30, &wait_s, &err) ||
         fk_params_int(&p, "wait_clients", 0, 0, 86400, &wait_clients_s, &err) ||
@@ -1462,7 +1534,7 @@ int fk_cmd_job(int argc, char **argv)
     } else if (!strcmp(sub, "plot")) {
         rc = do_plot(&c, rest[0], out_path, json);
     } else if (!strcmp(sub, "predict")) {
-        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s, client);
+        rc = do_predict(&c, rest[0], data_path, &so, out_path, json, predict_s, client, model_prep);
     } else if (!strcmp(sub, "delete")) {
         rc = do_delete(&c, rest[0]);
     } else {

@@ -10,6 +10,7 @@
 #include "cli/model_export.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/prep_model.h"
 #include "common/data/source.h"
 #include "common/methods/method.h"
 #include "common/methods/predict.h"
@@ -45,7 +46,12 @@ static void usage(FILE *out)
             "         \"Export\" documents the arrays of each job type and a NumPy predictor\n"
             "         that reproduces 'predict'.\n"
             "--client N   mixtures fit one model per client: use client N's (0-based, the order\n"
-            "             of the job's clients); a pooled model needs none.\n"
+            "             of the job's clients); a pooled model needs none. Also whose\n"
+            "             preprocessing to apply when the clients' differed.\n"
+            "The rows of --data get the preprocessing the job's clients applied to their raw\n"
+            "files (data.NAME.prep, data.NAME.affine, a catalog set's own), as the model\n"
+            "records it ('model show': data_prep); --prep/--affine replace it, --model_prep 0\n"
+            "skips it. A model without the record (older clients) is used as is, with a warning.\n"
             "kahm in its default mode keeps its models on the clients: use 'fedkern job\n"
             "predict' (the server asks them). --method NAME names the job type of a model file\n"
             "written before fedkern 0.4 (which does not say).\n"
@@ -107,7 +113,18 @@ FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk
         printf("]");
         if (sr && sr->len == 1) /* fedrf-tca's select_holdout: the *_sel tensors */
             printf(",\"selected_round\":%.0f", sr->data[0]);
-        printf("}\n");
+        char what[160];
+        int rows = fk_prep_model_rows(m);
+        printf(",\"client_prep\":[");
+        for (int r = 0; r < rows; r++) {
+            fk_prep_record rec;
+            if (fk_prep_model_get(m, rows > 1 ? r : -1, &rec, NULL))
+                snprintf(what, sizeof what, "damaged");
+            else
+                fk_prep_record_describe(&rec, what, sizeof what);
+            printf("%s\"%s\"", r ? "," : "", what);
+        }
+        printf("]}\n");
         return 0;
     }
     printf("model file %s\n", path);
@@ -126,6 +143,46 @@ FK_CHECKRETURN static int do_show(const char *path, const fk_bundle *m, const fk
         printf("    %-20s %-18s ", t->name, sh);
         print_values(t);
         printf("\n");
+    }
+    /* kahm: the class blocks a client could not model (one sample or identical rows) and left
+     * out of its answers (left_out: K x C, 1 = left out) */
+    const fk_tensor *lo = fk_bundle_get(m, "left_out");
+    for (uint64_t k = 0; lo && lo->ndim == 2 && k < lo->shape[0] && k < 1000; k++) {
+        int first = 1;
+        for (uint64_t c = 0; c < lo->shape[1] && c < 10000; c++)
+            if (lo->data[k * lo->shape[1] + c] == 1) {
+                printf("%s%llu", first ? "  class blocks left out by client " : ",",
+                       (unsigned long long)(first ? k : c));
+                if (first)
+                    printf(" (could not be modelled; it serves the others): %llu",
+                           (unsigned long long)c);
+                first = 0;
+            }
+        if (!first)
+            printf("\n");
+    }
+    /* what the clients did to their raw files (issue 34), applied by eval and predict */
+    int rows = fk_prep_model_rows(m);
+    char what[160];
+    if (!fk_bundle_get(m, "data_prep"))
+        printf("  client preprocessing: unknown (not recorded: an older fedkern or client); "
+               "eval/predict use the rows as loaded\n");
+    for (int r = 0; r < rows; r++) {
+        fk_prep_record rec;
+        fk_err err = {0};
+        if (fk_prep_model_get(m, rows > 1 ? r : -1, &rec, &err))
+            snprintf(what, sizeof what, "damaged: %.140s", err.msg);
+        else
+            fk_prep_record_describe(&rec, what, sizeof what);
+        int none = !strcmp(what, "none");
+        if (rows > 1)
+            printf("  client preprocessing of client %d: %s (--client %d)\n", r, what, r);
+        else if (none)
+            printf("  client preprocessing: none (every client used its file as loaded)\n");
+        else
+            printf("  client preprocessing: %s (every client; eval/predict apply it to the raw "
+                   "rows)\n",
+                   what);
     }
     /* a model that keeps a selected round's model next to the last one says which is which
      * (fedrf-tca's select_holdout: the *_sel tensors) */
@@ -200,11 +257,14 @@ FK_CHECKRETURN static int do_eval_predict(int eval, const char *path, const fk_b
     fk_source so; /* the loader options of fedkern data and a client's data.NAME.* keys */
     if (fk_cli_source_opts(&so, p, &err))
         return fk_cli_fail(cmd, "%s", err.msg), 2;
+    int model_prep = 1;
+    if (fk_params_bool(p, "model_prep", 1, &model_prep, &err))
+        return fk_cli_fail(cmd, "%s", err.msg), 2;
     const char *unused = fk_params_unused(p);
     if (unused)
         return fk_cli_fail(cmd, "unknown option '--%s'; see fedkern model --help", unused), 2;
     fk_dataset ds;
-    if (fk_source_load(&ds, data, &so, NULL, &err))
+    if (fk_cli_load_query(cmd, data, &so, model, client, model_prep, &ds, &err))
         return fk_cli_fail(cmd, "%s", err.msg);
     if (eval && !ds.y && !ds.y_raw) {
         fk_dataset_close(&ds);

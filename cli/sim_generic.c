@@ -13,6 +13,7 @@
 #include "cli/sim_runners.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/prep_model.h"
 #include "common/data/source.h"
 #include "common/methods/jobconf.h"
 #include "common/methods/jobkeys.h"
@@ -243,7 +244,7 @@ FK_CHECKRETURN static int match_data(const fk_jobconf *names, const data_arg *da
 /* Fill the clients' data: one file each, or the method's synthetic clients. */
 FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, const data_arg *data,
                                        int n_data, const fk_source *so, uint64_t seed,
-                                       fk_dataset **out, int *n_out, fk_err *err)
+                                       fk_dataset **out, int *n_out, int *slot_out, fk_err *err)
 {
     fk_jobconf names;
     memset(&names, 0, sizeof names);
@@ -293,7 +294,87 @@ FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, c
     }
     *out = ds;
     *n_out = n;
+    for (int i = 0; n_data && i < n; i++)
+        slot_out[i] = slot[i];
     return FK_OK;
+}
+
+/* Where the job type names clients apart (client_roles: dica/udica holdout = unseen,
+ * fedrf-tca's target), the final scores' means apart, as `job status` has them per round
+ * (train_<field>, unseen_<field>, target_<field>; weights n_samples, 1 where not positive). */
+static void print_role_means(const fk_method *m, const fk_params *p, const fk_report *finals,
+                             int n, int json)
+{
+    const char **roles = n > 0 && m->client_roles ? calloc((size_t)n, sizeof *roles) : NULL;
+    fk_err err = {0};
+    if (!roles || m->client_roles(p, n, roles, &err)) {
+        free(roles);
+        return;
+    }
+    int any = 0;
+    for (int k = 0; k < n; k++)
+        any |= roles[k] != NULL;
+    static const char *const names[3] = {"train", "unseen", "target"};
+    for (int r = 0; any && r < 3; r++) {
+        int members = 0, printed = 0;
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+            double sum = 0, wsum = 0;
+            for (int k = 0; k < n; k++) {
+                if (r == 0 ? roles[k] != NULL : !roles[k] || strcmp(roles[k], names[r]))
+                    continue;
+                members += f == 0;
+                double v = fk_report_get(&finals[k], fk_report_fields[f].name);
+                if (isnan(v))
+                    continue;
+                double w = finals[k].n_samples > 0 ? finals[k].n_samples : 1.0;
+                sum += w * v;
+                wsum += w;
+            }
+            if (!(wsum > 0))
+                continue;
+            if (!printed++) {
+                if (json)
+                    printf("{\"sim\":\"%s\",\"final_role\":\"%s\"", m->name, names[r]);
+                else
+                    printf("%s final %-6s clients", m->name, names[r]);
+            }
+            if (json)
+                printf(",\"%s_%s\":%.9g", names[r], fk_report_fields[f].name, sum / wsum);
+            else
+                printf("  %s_%s %.6g", names[r], fk_report_fields[f].name, sum / wsum);
+        }
+        if (printed)
+            printf(json ? ",\"clients\":%d}\n" : "  (%d client%s)\n", members,
+                   members == 1 ? "" : "s");
+    }
+    free(roles);
+}
+
+/* What the sim's loader did to each client's file, recorded in the model as the daemons'
+ * JobResult records what the clients report (common/data/prep_model.h; the clients' order is
+ * the job's, as match_data put the files); built-in data: no preprocessing. */
+FK_CHECKRETURN static int record_prep(fk_bundle *model, const data_arg *data, const int *slot,
+                                      int n_data, const fk_source *so, int n, fk_err *err)
+{
+    fk_prep_record *rec = calloc((size_t)(n > 0 ? n : 1), sizeof *rec);
+    if (!rec)
+        return fk_err_set(err, FK_ENOMEM, "out of memory recording the preprocessing");
+    fk_affine a = {0};
+    int rc = n_data && so->affine ? fk_affine_load(&a, so->affine, err) : FK_OK;
+    for (int i = 0; !rc && i < n; i++) {
+        rec[i].known = 1;
+        rec[i].n = n_data ? fk_source_steps(data[slot[i]].file, so, rec[i].code,
+                                            FK_PREP_MODEL_STEPS)
+                          : 0;
+        rec[i].d = a.d;
+        rec[i].shift = a.shift;
+        rec[i].scale = a.scale;
+    }
+    if (!rc)
+        rc = fk_prep_model_put(model, rec, n, NULL, err);
+    fk_affine_close(&a);
+    free(rec);
+    return rc;
 }
 
 int fk_sim_generic(const fk_method *m, int argc, char **argv)
@@ -366,7 +447,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
 
     fk_dataset *clients = NULL;
     int n = 0;
-    rc = open_clients(m, &p, data, n_data, &so, seed, &clients, &n, &err);
+    int slot[MAX_DATA];
+    rc = open_clients(m, &p, data, n_data, &so, seed, &clients, &n, slot, &err);
     fk_report *finals = rc == FK_OK ? calloc((size_t)n, sizeof *finals) : NULL;
     if (rc == FK_OK && !finals)
         rc = fk_err_set(&err, FK_ENOMEM, "out of memory for %d reports", n);
@@ -378,6 +460,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     fk_sim_round last = {0};
     if (rc == FK_OK)
         rc = fk_sim_run(m, &p, clients, n, &o, &model, &last, &err);
+    if (rc == FK_OK && model_out)
+        rc = record_prep(&model, data, slot, n_data, &so, n, &err);
     if (rc == FK_OK && model_out && fk_mpi_rank() == 0) { /* under mpirun: rank 0 writes */
         fk_model_info info = {.round = last.round};
         snprintf(info.method, sizeof info.method, "%s", m->name);
@@ -404,6 +488,8 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
             printf("\n");
         }
     }
+    if (rc == FK_OK && o.final_reports)
+        print_role_means(m, &p, finals, n, json);
     fk_bundle_close(&model);
     free(finals);
     close_clients(clients, n);

@@ -416,6 +416,14 @@ static void send_join(fk_agent *a)
         o->rows = d->rows;
         o->cols = d->cols;
         o->classes = d->classes;
+        o->prep_listed = d->prep_listed != 0;
+        for (int k = 0; o->prep_listed && k < d->n_prep && k < 8; k++)
+            o->prep[o->prep_count++] = (uint32_t)d->prep[k];
+        if (o->prep_listed && d->affine_d) { /* borrowed: encoded below, never freed */
+            o->affine_shift = (double *)d->affine_shift;
+            o->affine_scale = (double *)d->affine_scale;
+            o->affine_shift_count = o->affine_scale_count = (pb_size_t)d->affine_d;
+        }
     }
     uint8_t *buf;
     size_t len;

@@ -30,6 +30,14 @@ typedef struct fk_agent_dataset {
     const char *name; /* the jobs' 'dataset' key */
     uint64_t rows, cols;
     uint32_t classes; /* 0: unlabelled */
+    /* The preprocessing its loader applied (reported at Join, recorded in the model):
+     * prep_listed set: n_prep steps (fk_prep_step codes), then the affine map when
+     * affine_d > 0 (borrowed, affine_d values each). */
+    int prep_listed;
+    int n_prep;
+    int prep[8];
+    size_t affine_d;
+    const double *affine_shift, *affine_scale;
 } fk_agent_dataset;
 
 typedef struct fk_agent_config {

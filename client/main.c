@@ -77,6 +77,8 @@ typedef struct data_cache {
     char names[FK_AGENT_MAX_DATASETS][64];
     fk_dataset sets[FK_AGENT_MAX_DATASETS];
     fk_agent_dataset info[FK_AGENT_MAX_DATASETS]; /* what the client advertises at Join */
+    fk_affine affine[FK_AGENT_MAX_DATASETS];      /* each set's data.NAME.affine map */
+    size_t affine_reported;                       /* map values put in the Join so far */
     int n;
 } data_cache;
 
@@ -98,8 +100,10 @@ static const fk_dataset *data_for(void *ud, const char *dataset, fk_err *err)
 
 static void data_cache_close(data_cache *c)
 {
-    for (int i = 0; i < c->n; i++)
+    for (int i = 0; i < c->n; i++) {
         fk_dataset_close(&c->sets[i]);
+        fk_affine_close(&c->affine[i]);
+    }
     c->n = 0;
 }
 
@@ -143,6 +147,40 @@ static int check_data_keys(const fk_params *p)
     return rc;
 }
 
+/* Most affine-map values one Join carries (8 bytes each, twice): a client with more reports
+ * the larger sets' preprocessing as unknown rather than exceed the server's message size. */
+enum { AFFINE_REPORT_MAX = 65535 }; /* also nanopb's 16-bit array count */
+
+/* What set c->n's loader did to its raw file, for the Join (the model records it): its
+ * steps, then its affine map, read again from data.NAME.affine (the loader checked it). */
+static int report_prep(data_cache *c, const char *ds, const char *src, const fk_source *so,
+                       fk_err *err)
+{
+    fk_agent_dataset *o = &c->info[c->n];
+    c->affine[c->n] = (fk_affine){0};
+    o->n_prep = fk_source_steps(src, so, o->prep, 8);
+    o->prep_listed = 1;
+    if (!so->affine)
+        return FK_OK;
+    fk_affine *a = &c->affine[c->n];
+    int rc = fk_affine_load(a, so->affine, err);
+    if (rc)
+        return fk_err_prefix(err, rc, "data set '%s': ", ds);
+    if (a->d > AFFINE_REPORT_MAX - c->affine_reported) {
+        fk_log(FK_LOG_WARN, "prep_not_reported",
+               "dataset=%s affine_columns=%zu reason=\"the map is too large for the Join; "
+               "models will say the preprocessing is unknown\"",
+               ds, a->d);
+        o->prep_listed = 0;
+        return FK_OK;
+    }
+    c->affine_reported += a->d;
+    o->affine_d = a->d;
+    o->affine_shift = a->shift;
+    o->affine_scale = a->scale;
+    return FK_OK;
+}
+
 /* Load every data.NAME source with its data.NAME.* options (checked by check_data_keys);
  * the first failure is one error naming the data set, the source and what to change. */
 static int load_all(data_cache *c, const fk_params *p, fk_err *err)
@@ -173,8 +211,16 @@ static int load_all(data_cache *c, const fk_params *p, fk_err *err)
             return fk_err_prefix(err, rc, "data set '%s' (%s = %s): ", ds, key, src);
         fk_dataset *d = &c->sets[c->n];
         snprintf(c->names[c->n], sizeof c->names[c->n], "%s", ds);
-        c->info[c->n] = (fk_agent_dataset){c->names[c->n], d->X.rows, d->X.cols,
-                                           d->n_classes > 0 ? (uint32_t)d->n_classes : 0};
+        c->info[c->n] = (fk_agent_dataset){
+            .name = c->names[c->n],
+            .rows = d->X.rows,
+            .cols = d->X.cols,
+            .classes = d->n_classes > 0 ? (uint32_t)d->n_classes : 0,
+        };
+        if ((rc = report_prep(c, ds, src, &so, err))) {
+            fk_dataset_close(d);
+            return rc;
+        }
         fk_log(FK_LOG_INFO, "data_loaded", "dataset=%s source=%s samples=%zu dims=%zu classes=%d",
                ds, src, d->X.rows, d->X.cols, d->n_classes);
         c->n++;

@@ -49,7 +49,13 @@ typedef struct per_job {
     double q[FK_REPORT_N_FIELDS];
     per_client cl[CLIENTS_PER_JOB];
     int n_cl;
+    /* where the job type names clients apart (roles): the means apart, as job status has
+     * them (train_<field>, unseen_<field>, target_<field>); NaN: none measured it */
+    int has_roles;
+    double rq[3][FK_REPORT_N_FIELDS];
 } per_job;
+
+static const char *const role_names[3] = {"train", "unseen", "target"};
 
 /* A Prometheus label value: backslash, quote and newline escaped; cut to fit. */
 static void label_value(char *dst, size_t cap, const char *s)
@@ -146,6 +152,28 @@ void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev)
         snprintf(c->role, sizeof c->role, "%s", ev->roles && ev->roles[k] ? ev->roles[k] : "");
         j->n_cl++;
     }
+    /* the means apart, over every client (not only the listed ones), weighted as the mean:
+     * n_samples, 1 where not positive */
+    j->has_roles = 0;
+    for (int k = 0; ev->roles && k < ev->n_clients; k++)
+        j->has_roles |= ev->roles[k] != NULL;
+    for (int r = 0; r < 3; r++)
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+            double sum = 0, wsum = 0;
+            for (int k = 0; j->has_roles && k < ev->n_clients; k++) {
+                const char *role = ev->roles[k];
+                if (r == 0 ? role != NULL : !role || strcmp(role, role_names[r]))
+                    continue;
+                const fk_report *c = &ev->clients[k];
+                double v = *(const double *)((const char *)c + fk_report_fields[f].offset);
+                if (isnan(v))
+                    continue;
+                double w = c->n_samples > 0 ? c->n_samples : 1.0;
+                sum += w * v;
+                wsum += w;
+            }
+            j->rq[r][f] = wsum > 0 ? sum / wsum : NAN;
+        }
 }
 
 static int render_hist(char **b, size_t *len, size_t *cap, const char *name, const char *method,
@@ -214,6 +242,31 @@ int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **b, size_t *len, 
                                         fk_report_fields[f].name, (long long)r->jobs[i].job,
                                         r->jobs[i].method, r->jobs[i].q[f]);
     }
+    for (int ro = 0; ro < 3; ro++) /* the means apart, where the job type names clients apart */
+        for (int f = 0; f < FK_REPORT_N_FIELDS; f++) {
+            int any = 0;
+            for (int i = 0; i < FK_METRICS_JOBS; i++)
+                any |= r->jobs[i].job && r->jobs[i].has_roles && !isnan(r->jobs[i].rq[ro][f]);
+            if (!any)
+                continue;
+            rc |= fk_metrics_printf(b, len, cap,
+                                    "# HELP fedkern_job_%s_%s The job's latest round: %s, "
+                                    "weighted mean over its %s clients only (job types that "
+                                    "report clients apart: dica/udica unseen, fedrf-tca target).\n"
+                                    "# TYPE fedkern_job_%s_%s gauge\n",
+                                    role_names[ro], fk_report_fields[f].name,
+                                    fk_report_fields[f].help,
+                                    ro == 0 ? "training" : role_names[ro], role_names[ro],
+                                    fk_report_fields[f].name);
+            for (int i = 0; i < FK_METRICS_JOBS; i++)
+                if (r->jobs[i].job && r->jobs[i].has_roles && !isnan(r->jobs[i].rq[ro][f]))
+                    rc |= fk_metrics_printf(b, len, cap,
+                                            "fedkern_job_%s_%s{job=\"%lld\",method=\"%s\"} "
+                                            "%.17g\n",
+                                            role_names[ro], fk_report_fields[f].name,
+                                            (long long)r->jobs[i].job, r->jobs[i].method,
+                                            r->jobs[i].rq[ro][f]);
+        }
     for (int f = 0; f < FK_REPORT_N_FIELDS; f++) { /* and each client's, under its name */
         rc |= fk_metrics_printf(b, len, cap,
                                 "# HELP fedkern_job_client_%s The job's latest round: %s, as "

@@ -25,13 +25,21 @@ int fk_roster_new(fk_roster **out)
     return *out ? FK_OK : FK_ENOMEM;
 }
 
+/* The sets and their own copies of the affine maps (shift and scale in one block). */
+static void free_sets(fk_roster_set *sets, int n)
+{
+    for (int i = 0; sets && i < n; i++)
+        free((void *)sets[i].prep.shift);
+    free(sets);
+}
+
 void fk_roster_free(fk_roster *r)
 {
     if (!r)
         return;
     for (int i = 0; i < r->n; i++) {
         free(r->e[i].id);
-        free(r->e[i].sets);
+        free_sets(r->e[i].sets, r->e[i].n);
     }
     free(r->e);
     free(r);
@@ -61,6 +69,29 @@ int fk_roster_join(fk_roster *r, const char *identity, int listed, const fk_rost
         if (!(copy = malloc((size_t)n * sizeof *copy)))
             return FK_ENOMEM;
         memcpy(copy, sets, (size_t)n * sizeof *copy);
+        int failed = 0;
+        for (int i = 0; i < n; i++) {
+            fk_prep_record *p = &copy[i].prep;
+            if (!p->known || !p->d || failed) {
+                p->d = 0;
+                p->shift = p->scale = NULL;
+                continue;
+            }
+            double *map = malloc(2 * p->d * sizeof *map);
+            if (!map) {
+                p->shift = p->scale = NULL;
+                failed = 1;
+                continue;
+            }
+            memcpy(map, p->shift, p->d * sizeof *map);
+            memcpy(map + p->d, p->scale, p->d * sizeof *map);
+            p->shift = map;
+            p->scale = map + p->d;
+        }
+        if (failed) {
+            free_sets(copy, n);
+            return FK_ENOMEM;
+        }
     }
     int at = find(r, identity);
     if (at < 0) { /* a new client: make room at the insertion point */
@@ -78,7 +109,7 @@ int fk_roster_join(fk_roster *r, const char *identity, int listed, const fk_rost
             }
         }
         if (!id) {
-            free(copy);
+            free_sets(copy, listed ? n : 0);
             return FK_ENOMEM;
         }
         memmove(&r->e[at + 1], &r->e[at], (size_t)(r->n - at) * sizeof *r->e);
@@ -86,7 +117,7 @@ int fk_roster_join(fk_roster *r, const char *identity, int listed, const fk_rost
         r->n++;
     }
     entry *e = &r->e[at];
-    free(e->sets);
+    free_sets(e->sets, e->n);
     e->sets = copy;
     e->listed = listed != 0;
     e->n = listed ? n : 0;
@@ -252,5 +283,30 @@ int fk_roster_check(const fk_roster *r, const fk_jobconf *job, fk_roster_known_f
     free(unknown);
     free(lacks);
     free(cols);
+    return rc;
+}
+
+int fk_roster_model_prep(const fk_roster *r, const fk_jobconf *job, fk_bundle *m,
+                         const char **unknown, fk_err *err)
+{
+    if (unknown)
+        *unknown = "";
+    int n = job->n_clients;
+    if (n <= 0)
+        return FK_OK;
+    fk_prep_record *rec = calloc((size_t)n, sizeof *rec);
+    if (!rec)
+        return fk_err_set(err, FK_ENOMEM, "out of memory recording the clients' preprocessing");
+    for (int i = 0; i < n; i++) {
+        int at = find(r, job->clients[i]);
+        const fk_roster_set *s = at < 0 || !r->e[at].listed ? NULL : holding(&r->e[at], job->dataset);
+        if (s)
+            rec[i] = s->prep;
+    }
+    int first = -1;
+    int rc = fk_prep_model_put(m, rec, n, &first, err);
+    if (!rc && first >= 0 && unknown)
+        *unknown = job->clients[first];
+    free(rec);
     return rc;
 }

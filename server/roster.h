@@ -9,12 +9,18 @@
 
 #include <stdint.h>
 
+#include "common/base/bundle.h"
+#include "common/data/prep_model.h"
 #include "common/methods/jobconf.h"
 
 typedef struct fk_roster_set {
     char name[64];
     uint64_t rows, cols;
     uint32_t classes;
+    /* The preprocessing the client reported for it (known 0: not reported, e.g. an old
+     * client, or loaded from the store, which does not keep it: known again at the next
+     * Join). fk_roster_join copies the map; the roster owns its copy. */
+    fk_prep_record prep;
 } fk_roster_set;
 
 typedef struct fk_roster fk_roster;
@@ -45,5 +51,12 @@ typedef int (*fk_roster_known_fn)(void *ud, const char *identity);
  * known may be NULL (only joins count). */
 FK_CHECKRETURN int fk_roster_check(const fk_roster *r, const fk_jobconf *job,
                                    fk_roster_known_fn known, void *ud, fk_err *err);
+
+/* Add to model m what the job's clients reported of their preprocessing of job->dataset
+ * (common/data/prep_model.h): nothing when a client's is unknown (*unknown, if not NULL,
+ * then names the first such client; else ""). FK_ENOMEM, FK_EINVAL (maps that disagree in
+ * width). */
+FK_CHECKRETURN int fk_roster_model_prep(const fk_roster *r, const fk_jobconf *job, fk_bundle *m,
+                                        const char **unknown, fk_err *err);
 
 #endif

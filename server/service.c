@@ -715,8 +715,31 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_roster_set sets[16];
     int n_sets = 0;
     for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
-        sets[n_sets] = (fk_roster_set){.rows = in.datasets[i].rows, .cols = in.datasets[i].cols,
-                                       .classes = in.datasets[i].classes};
+        const fedkern_v1_DataSetInfo *di = &in.datasets[i];
+        sets[n_sets] = (fk_roster_set){.rows = di->rows, .cols = di->cols, .classes = di->classes};
+        fk_prep_record *p = &sets[n_sets].prep; /* issue 34: what the model will record */
+        int steps_ok = di->prep_count <= FK_PREP_MODEL_STEPS;
+        for (pb_size_t k = 0; steps_ok && k < di->prep_count; k++)
+            steps_ok = di->prep[k] >= 1 && di->prep[k] <= FK_PREP_CODE_MAX;
+        size_t d = di->affine_shift_count;
+        int map_ok = d == di->affine_scale_count && (!d || d == di->cols);
+        for (size_t j = 0; map_ok && j < d; j++)
+            map_ok = isfinite(di->affine_shift[j]) && isfinite(di->affine_scale[j]);
+        if (di->prep_listed && steps_ok && map_ok) {
+            p->known = 1;
+            p->n = (int)di->prep_count;
+            for (int k = 0; k < p->n; k++)
+                p->code[k] = (int)di->prep[k];
+            p->d = d;
+            p->shift = di->affine_shift;
+            p->scale = di->affine_scale;
+        } else if (di->prep_listed) {
+            fk_log(FK_LOG_WARN, "client_prep_ignored",
+                   "client=%s dataset=%.63s reason=\"step codes outside 1..%d or an affine map "
+                   "that does not fit its %" PRIu64 " columns; its preprocessing counts as "
+                   "unknown\"",
+                   id, di->name, FK_PREP_CODE_MAX, di->cols);
+        }
         snprintf(sets[n_sets++].name, sizeof sets[0].name, "%s", in.datasets[i].name);
     }
     int same = fk_roster_same(s->roster, id, in.datasets_listed, sets, n_sets); /* a rejoin */
@@ -1975,6 +1998,50 @@ FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char 
     return FK_OK;
 }
 
+/* Issue 34: append to the stored model (an encoded Bundle) the tensors that record what the
+ * job's clients did to their raw files (common/data/prep_model.h), from what they reported
+ * at their last Join; a Bundle's tensors are a repeated field, so the bytes concatenate. A
+ * client whose preprocessing is unknown: nothing appended, and the model says so. */
+FK_CHECKRETURN static int add_client_prep(fk_service *s, int64_t job, void **blob, size_t *blen,
+                                          fk_err *err)
+{
+    fk_store_job row;
+    int rc = fk_store_job_get(s->st, job, &row, err);
+    if (rc)
+        return rc;
+    fk_jobconf conf;
+    fk_err ignore = {0};
+    fk_bundle b;
+    fk_bundle_init(&b);
+    const char *unknown = "";
+    if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK)
+        rc = fk_roster_model_prep(s->roster, &conf, &b, &unknown, err);
+    fk_jobconf_close(&conf);
+    fk_store_job_free(&row);
+    uint8_t *extra = NULL;
+    size_t elen = 0;
+    if (!rc && b.count)
+        rc = fk_codec_bundle_encode(&b, &extra, &elen, err);
+    fk_bundle_close(&b);
+    if (!rc && elen) {
+        void *g = realloc(*blob, *blen + elen);
+        if (!g)
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory adding the clients' preprocessing");
+        else {
+            memcpy((uint8_t *)g + *blen, extra, elen);
+            *blob = g;
+            *blen += elen;
+        }
+    }
+    free(extra);
+    if (!rc && *unknown)
+        fk_log(FK_LOG_INFO, "model_prep_unknown",
+               "job=%" PRId64 " client=%s reason=\"the client did not report its preprocessing "
+               "(an older fedkern-client, or not rejoined since the server started)\"",
+               job, unknown);
+    return rc;
+}
+
 static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
                       size_t len, uint64_t deadline, void *ud)
 {
@@ -2003,6 +2070,8 @@ static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
                          : FK_OK;
     if (!rc)
         rc = fk_store_model_get(s->st, job, want, &blob, &blen, &got, &err);
+    if (!rc)
+        rc = add_client_prep(s, job, &blob, &blen, &err);
     out.model_round = rc ? 0 : (uint32_t)got;
     if (rc == FK_OK)
         rc = payload_tx(blob, blen, fk_chunk_data_max(s->cfg.max_message, 0), in.chunk_index,

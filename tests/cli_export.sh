@@ -57,15 +57,65 @@ for k in 0 1 2 3; do
     --by iid --out d$k >/dev/null 2>&1 && mv d$k/client0.csv dom$k.csv || fail "split domain $k"
 done
 printf 'method = dica\ndataset = dom\nclients = a, b, c\nseed = 3\nR = 60\n' >d.conf
-"$fk" sim --job d.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --model_out d.bin \
-  >/dev/null 2>&1 || fail "sim dica"
+# the clients z-score their files (issue 34: recorded in the model, applied by model predict
+# and by the docs' client_prep to the raw rows)
+"$fk" sim --job d.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --prep zscore \
+  --model_out d.bin >/dev/null 2>&1 || fail "sim dica"
 "$fk" model predict d.bin --data dom3.csv --out pd.csv 2>/dev/null || fail "predict d"
+# sim prints the means apart of a job type that names clients apart (issue 34): dica's
+# holdout client is `unseen`, its mean is that client's final score
+(cat d.conf; echo "holdout = last") >dh.conf
+"$fk" sim --job dh.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --json >dh.json \
+  2>/dev/null || fail "sim dica holdout"
+$py - <<'PY' || fail "sim role means: $(cat dh.json)"
+import json
+rows = [json.loads(l) for l in open("dh.json")]
+fin = {d["client"]: d for d in rows if d.get("final")}
+role = {d["final_role"]: d for d in rows if "final_role" in d}
+assert role["unseen"]["unseen_accuracy"] == fin[2]["accuracy"] and role["unseen"]["clients"] == 1, role
+assert role["train"]["clients"] == 2 and min(fin[0]["accuracy"], fin[1]["accuracy"]) <= role["train"]["train_accuracy"] <= max(fin[0]["accuracy"], fin[1]["accuracy"]), role
+PY
+# a model of an older fedkern (or of a job with an old client): no data_prep; model show says
+# "unknown", model eval warns and uses the rows as loaded (= --model_prep 0 on the new one)
+$py - <<'PY' || fail "strip data_prep"
+def varint(b, i):
+    v = s = 0
+    while True:
+        v |= (b[i] & 0x7f) << s
+        s += 7
+        i += 1
+        if b[i - 1] < 0x80:
+            return v, i
+b, out, i = open("d.bin", "rb").read(), bytearray(), 0
+while i < len(b):
+    start = i
+    tag, i = varint(b, i)
+    assert tag & 7 in (0, 2), tag  # tensors, strings: length-delimited; the round: a varint
+    n, i = varint(b, i)
+    if tag & 7 == 2:
+        i += n
+    body = b[start:i]
+    if tag >> 3 == 1 and b"data_prep" in bytes(body[:40]):
+        continue
+    out += body
+open("dold.bin", "wb").write(bytes(out))
+PY
+"$fk" model show dold.bin >dold.txt 2>&1 || fail "model show old: $(cat dold.txt)"
+grep -q "client preprocessing: unknown" dold.txt || fail "old model show: $(cat dold.txt)"
+"$fk" model eval dold.bin --data dom3.csv --json >dold.json 2>dold.err || fail "eval old: $(cat dold.err)"
+grep -q "warning: the model does not record the clients' preprocessing" dold.err || fail "no warning: $(cat dold.err)"
+"$fk" model eval d.bin --data dom3.csv --model_prep 0 --json >dnew0.json 2>/dev/null || fail "eval --model_prep 0"
+[ "$(sed 's/"model":"[^"]*",//' dold.json)" = "$(sed 's/"model":"[^"]*",//' dnew0.json)" ] ||
+  fail "old model: $(cat dold.json dnew0.json)"
 # fedrf-tca on the same domains (dom3 the unlabelled target), averaged and voting
 printf 'method = fedrf-tca\ndataset = dom\nclients = a, b, c, t\nrounds = 4\nseed = 2\nN = 20\nm = 6\nhidden = 8\nbatch = 32\ntc = 2\nclasses = 4\n' >f.conf
 (cat f.conf; echo "voting = 1") >v.conf
+"$fk" data info dom0.csv --prep l1,zscore --save_affine aff.csv >/dev/null || fail "save affine"
 for m in f v; do
+  # voting: every client's file through one saved map (recorded as numbers in the model)
+  aff=""; [ $m = v ] && aff="--affine aff.csv"
   "$fk" sim --job $m.conf --data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --data t=dom3.csv \
-    --model_out $m.bin >/dev/null 2>&1 || fail "sim fedrf-tca ($m)"
+    $aff --model_out $m.bin >/dev/null 2>&1 || fail "sim fedrf-tca ($m)"
   "$fk" model predict $m.bin --data dom3.csv --out p$m.csv 2>/dev/null || fail "predict $m"
 done
 for m in g s r d f v; do
@@ -102,11 +152,15 @@ lab, d = predict_sfl(np.load("s.npz"), rows("test.csv"))
 same("sfl binary", lab, d, "ps.csv")
 lab, d = predict_sfl(np.load("r.npz"), rows("rtest.csv"))
 same("sfl regression", lab, d, "pr.csv")
-lab, d = predict_dica(np.load("d.npz"), rows("dom3.csv"))
+z = np.load("d.npz")
+assert list(z["data_prep"][0]) == [3, 0, 0, 0, 0, 0, 0, 0], z["data_prep"]
+lab, d = predict_dica(z, client_prep(z, rows("dom3.csv")))
 same("dica unseen domain", lab, d, "pd.csv")
-lab, d = predict_fedrf_tca(np.load("f.npz"), rows("dom3.csv"))
+lab, d = predict_fedrf_tca(np.load("f.npz"), client_prep(np.load("f.npz"), rows("dom3.csv")))
 same("fedrf-tca target", lab, d, "pf.csv")
-lab, d = predict_fedrf_tca(np.load("v.npz"), rows("dom3.csv"))
+z = np.load("v.npz")
+assert z["data_prep_shift"].shape == (1, 16), z["data_prep_shift"].shape
+lab, d = predict_fedrf_tca(z, client_prep(z, rows("dom3.csv")))
 same("fedrf-tca target, voting", lab, d, "pv.csv")
 PY
 "$fk" model export g.bin --format xml --out x 2>err.txt && fail "export --format xml accepted"

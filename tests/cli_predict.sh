@@ -32,13 +32,26 @@ for k in 0 1 2 3; do
   "$fk" data split synthetic/shift:client=$k,samples=150,dims=16,classes=4 --clients 1 --by iid \
     --out d$k >/dev/null && mv d$k/client0.csv dom$k.csv || fail "split domain $k"
 done
+# raw0..raw3: the same domains as a raw instrument would give them (another unit and offset
+# per column); the clients z-score them (data.raw.prep) or apply one saved map (data.rawa.affine)
+/usr/bin/python3 - <<'PY' || fail "raw domains"
+for k in range(4):
+    with open("raw%d.csv" % k, "w") as f:
+        for line in open("dom%d.csv" % k):
+            v = line.strip().split(",")
+            f.write(",".join([v[0]] + ["%.17g" % (float(x) * (7 + j) + 100 * j)
+                                       for j, x in enumerate(v[1:])]) + "\n")
+PY
+"$fk" data info raw0.csv --prep zscore --save_affine aff.csv >/dev/null || fail "save affine"
 OPENBLAS_NUM_THREADS=1 "$bin/fedkern-server" --listen 127.0.0.1:$port --tls_dir pki --state state.db \
   --allow s0,s1,s2 --admins op --metrics_listen off >server.log 2>&1 &
 pids="$pids $!"
 sleep 0.5
 for k in 0 1 2; do
   OPENBLAS_NUM_THREADS=1 "$bin/fedkern-client" --server 127.0.0.1:$port --server_name server \
-    --tls_dir pki --name s$k --data.blobs sites/client$k.csv --data.dom dom$k.csv >s$k.log 2>&1 &
+    --tls_dir pki --name s$k --data.blobs sites/client$k.csv --data.dom dom$k.csv \
+    --data.raw raw$k.csv --data.raw.prep zscore --data.rawa raw$k.csv --data.rawa.affine aff.csv \
+    >s$k.log 2>&1 &
   pids="$pids $!"
 done
 conn="--server 127.0.0.1:$port --server_name server --tls_dir pki --name op"
@@ -99,4 +112,52 @@ grep -q "the rows have 10 columns but the model was trained on 16 features" bad.
   [ "$(wc -l <bad.err)" -eq 1 ] || fail "wrong width: $(cat bad.err)"
 "$fk" model predict g.bin --data new.csv --out x.csv >bad.out 2>bad.err && fail "fedgrem predicted without --client"
 grep -q "name the client whose mixture to use (--client N" bad.err || fail "no --client: $(cat bad.err)"
+# issue 34: the clients' own preprocessing travels in the model. A dica job on the raw files
+# the clients z-score: model show names it, model eval and job predict of the raw held-out
+# domain apply it (= giving --prep zscore by hand), and the in-process sim with --prep zscore
+# makes the same model; the saved affine map travels as numbers.
+printf 'method = dica\ndataset = raw\nclients = s0, s1, s2\nseed = 3\nR = 100\n' >r.conf
+printf 'method = dica\ndataset = rawa\nclients = s0, s1, s2\nseed = 3\nR = 100\n' >ra.conf
+idr=$("$fk" job submit r.conf $conn) || fail "submit dica raw"
+ida=$("$fk" job submit ra.conf $conn) || fail "submit dica rawa"
+"$fk" job result "$idr" --out r.bin --wait 60 $conn >/dev/null 2>&1 || fail "dica raw job did not finish"
+"$fk" job result "$ida" --out ra.bin --wait 60 $conn >/dev/null 2>&1 || fail "dica rawa job did not finish"
+"$fk" model show r.bin >show.txt || fail "model show r.bin"
+grep -q "client preprocessing: zscore (every client" show.txt || fail "model show: $(cat show.txt)"
+"$fk" model show ra.bin >showa.txt || fail "model show ra.bin"
+grep -q "client preprocessing: an affine map (16 columns)" showa.txt || fail "model show affine: $(cat showa.txt)"
+"$fk" model eval r.bin --data raw3.csv --json >re.json 2>re.err || fail "model eval raw: $(cat re.err)"
+grep -q "applying the clients' preprocessing the model records: zscore" re.err || fail "no note: $(cat re.err)"
+"$fk" model eval r.bin --data raw3.csv --prep zscore --json >reh.json 2>/dev/null || fail "model eval --prep"
+"$fk" model eval r.bin --data raw3.csv --model_prep 0 --json >ren.json 2>/dev/null || fail "model eval --model_prep 0"
+"$fk" job predict "$idr" --data raw3.csv --json $conn >rp.json 2>rp.err || fail "job predict raw: $(cat rp.err)"
+"$fk" model eval ra.bin --data raw3.csv --json >rae.json 2>/dev/null || fail "model eval rawa"
+"$fk" model eval ra.bin --data raw3.csv --affine aff.csv --json >raeh.json 2>/dev/null || fail "model eval --affine"
+OPENBLAS_NUM_THREADS=1 "$fk" sim --job r.conf --data s0=raw0.csv --data s1=raw1.csv --data s2=raw2.csv \
+  --prep zscore --model_out rs.bin >/dev/null 2>rs.err || fail "sim dica raw: $(cat rs.err)"
+nd=$(( $(wc -c <r.bin) - 27 - ${#idr} )); ns=$(( $(wc -c <rs.bin) - 27 - 3 ))
+[ "$nd" = "$ns" ] && cmp -s -n "$nd" r.bin rs.bin || fail "raw: the daemons' model differs from the simulation's"
+/usr/bin/python3 - <<'PY' || fail "preprocessing scores differ"
+import json
+def one(f): return json.load(open(f))
+re_, reh, ren, rp, rae, raeh = map(one, ("re.json", "reh.json", "ren.json", "rp.json", "rae.json", "raeh.json"))
+de = one("de.json")
+assert abs(re_["accuracy"] - reh["accuracy"]) < 1e-12 and abs(rp["accuracy"] - re_["accuracy"]) < 1e-9, (re_, reh, rp)
+assert abs(rae["accuracy"] - raeh["accuracy"]) < 1e-12, (rae, raeh)
+assert ren["accuracy"] < re_["accuracy"] - 0.2, (ren, re_)  # the raw rows as loaded: much worse
+print("dica on raw files the clients z-scored: held-out domain %.4f with the model's record, "
+      "%.4f without it; affine map: %.4f" % (re_["accuracy"], ren["accuracy"], rae["accuracy"]))
+PY
+# dica with center_test = batch: a file sent in several calls is centred per call, and job
+# predict says so (model predict centres the whole file)
+printf 'method = dica\ndataset = dom\nclients = s0, s1, s2\nseed = 3\nR = 100\ncenter_test = batch\n' >b.conf
+idb=$("$fk" job submit b.conf $conn) || fail "submit dica batch"
+"$fk" job result "$idb" --out b.bin --wait 60 $conn >/dev/null 2>&1 || fail "dica batch job did not finish"
+"$fk" job predict "$idb" --data dom3.csv --out bp.csv --net.max_message 8192 $conn 2>bp.err ||
+  fail "job predict dica batch: $(cat bp.err)"
+grep -q "each centred on its own rows" bp.err || fail "no batch-centring warning: $(cat bp.err)"
+"$fk" job predict "$idb" --data dom3.csv --out bp1.csv $conn 2>bp1.err || fail "job predict dica batch, one call"
+grep -q "centred on its own" bp1.err && fail "warned for one call: $(cat bp1.err)"
+"$fk" model predict b.bin --data dom3.csv --out bm.csv 2>/dev/null || fail "model predict dica batch"
+cmp -s bp1.csv bm.csv || fail "one call and model predict differ for a batch-centred model"
 echo "cli_predict: all checks passed"

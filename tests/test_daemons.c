@@ -23,6 +23,7 @@
 
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/prep_model.h"
 #include "common/data/synth_spec.h"
 #include "common/la/blas_core.h"
 #include "common/la/rng.h"
@@ -535,6 +536,14 @@ static void check_against_sim(env *e, const char *id, const char *text)
     fetch_model(e, id, &daemon);
     sim_model(e, text, &sim);
     assert_true(daemon.count > 0);
+    /* issue 34: the daemons' model also records what the clients did to their files (they
+     * read raw files and synthetic specs: no steps, no map, every client alike) */
+    const fk_tensor *dp = fk_bundle_get(&daemon, "data_prep");
+    assert_non_null(dp);
+    assert_true(dp->ndim == 2 && dp->shape[0] == 1);
+    fk_prep_record none = {.known = 1};
+    fk_err err = {0};
+    assert_int_equal(fk_prep_model_put(&sim, &none, 1, NULL, &err), FK_OK);
     assert_bundles_equal(&daemon, &sim);
     fk_bundle_close(&daemon);
     fk_bundle_close(&sim);
@@ -750,6 +759,15 @@ static void dica_daemons_match_sim(void **state)
              "role=\"train\"} ",
              id);
     assert_non_null(strstr(metrics, want));
+    /* ... and the means apart as job-level gauges, equal to job status's */
+    snprintf(want, sizeof want, "fedkern_job_unseen_accuracy{job=\"%s\",method=\"dica\"} ", id);
+    g = strstr(metrics, want);
+    assert_non_null(g);
+    assert_true(strtod(g + strlen(want), NULL) == unseen);
+    snprintf(want, sizeof want, "fedkern_job_train_accuracy{job=\"%s\",method=\"dica\"} ", id);
+    g = strstr(metrics, want);
+    assert_non_null(g);
+    assert_true(fabs(strtod(g + strlen(want), NULL) - t) <= 1e-12);
     /* ... and `job plot`: the rows list each client (--json), the SVG has a panel per client */
     char out[200];
     snprintf(out, sizeof out, "--out=%s/dica.svg", e->dir);
@@ -763,6 +781,11 @@ static void dica_daemons_match_sim(void **state)
     metrics[got] = '\0';
     assert_non_null(strstr(metrics, ">c5 (unseen)<"));
     assert_non_null(strstr(metrics, ">accuracy per client<"));
+    /* the means apart: lines of their own, and in the --json rows */
+    assert_non_null(strstr(metrics, ">unseen mean<"));
+    assert_non_null(strstr(metrics, ">train mean<"));
+    snprintf(want, sizeof want, ",\"unseen_accuracy\":%.9g,", unseen);
+    assert_non_null(strstr(status, want));
 }
 
 /* One class list per job (issue 32), through the daemons: client 1 lacks class 2 and
@@ -785,14 +808,24 @@ static void classes_daemons_match_sim(void **state)
     const char *kahm = "method = kahm\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"
                        "seed = 3\nclasses = 0,1,2,3,9\nholdout = 0\ndeadline = 30\n";
     const char *jobs[] = {tca, dica, kahm};
+    char kid[32];
     for (int i = 0; i < 3; i++) {
-        char id[32];
-        submit(e, jobs[i], id, sizeof id);
-        check_against_sim(e, id, jobs[i]);
+        submit(e, jobs[i], kid, sizeof kid);
+        check_against_sim(e, kid, jobs[i]);
     }
     char log[160];
     snprintf(log, sizeof log, "%s/server.log", e->dir);
     assert_true(wait_log(log, "event=kahm_class_left_out client=2 classes=0 ", 5, NULL, 0));
+    /* ... and model show names it (check_against_sim wrote the kahm job's model file) */
+    {
+        char path[160];
+        snprintf(path, sizeof path, "%s/model-%s.bin", e->dir, kid);
+        char *argv[] = {(char *)fedkern_bin, "model", "show", path, NULL};
+        static char shown[1 << 16];
+        assert_int_equal(run_cmd(argv, shown, sizeof shown), 0);
+        assert_non_null(strstr(shown, "  class blocks left out by client 2 (could not be "
+                                      "modelled; it serves the others): 0\n"));
+    }
     /* no list: the clients send their labels in phase 0 and index their rows by the union
      * (0, 1, 2, 3) the server sends back */
     const char *nolist = "method = dica\ndataset = lack\nclients = c0, c1, c2, c3, c4, c5\n"

@@ -7,6 +7,8 @@
 
 #include "common/data/dataset.h"
 #include "common/data/prep.h"
+#include "common/data/prep_model.h"
+#include "common/data/source.h"
 
 static void fill(fk_mat *m, const double *v)
 {
@@ -126,12 +128,96 @@ static void regression_target(void **state)
     fk_dataset_close(&a);
 }
 
+/* Issue 34: the clients' records into the model and back. Clients that agree: one row, and
+ * applying it equals the loader's own steps bit for bit; clients that differ: one row each,
+ * and reading without a client is refused naming --client; an unknown client: nothing. */
+static void model_prep_records(void **state)
+{
+    (void)state;
+    double sh[2] = {1, -2}, sc[2] = {0.5, 4};
+    fk_prep_record a = {.known = 1, .n = 2, .code = {1, 3}, .d = 2, .shift = sh, .scale = sc};
+    fk_prep_record recs[3] = {a, a, a};
+    fk_bundle m;
+    fk_bundle_init(&m);
+    fk_err err = {0};
+    int unknown;
+    assert_int_equal(fk_prep_model_put(&m, recs, 3, &unknown, &err), FK_OK);
+    assert_int_equal(unknown, -1);
+    assert_int_equal(fk_prep_model_rows(&m), 1);
+    fk_prep_record got;
+    assert_int_equal(fk_prep_model_get(&m, -1, &got, &err), FK_OK);
+    assert_true(fk_prep_record_same(&got, &a));
+    char what[160];
+    fk_prep_record_describe(&got, what, sizeof what);
+    assert_string_equal(what, "l1, zscore, then an affine map (2 columns)");
+    /* applying it = l1, z-score, then the map, each as the loader does it */
+    const double v[] = {1, 2, 3, 5, 8, 1, 2, 2};
+    fk_mat x, y;
+    assert_int_equal(fk_mat_init(&x, 4, 2), FK_OK);
+    assert_int_equal(fk_mat_init(&y, 4, 2), FK_OK);
+    fill(&x, v);
+    fill(&y, v);
+    assert_int_equal(fk_prep_record_apply(&got, 0, &x, &err), FK_OK);
+    assert_int_equal(fk_prep_l1_rows(&y), FK_OK);
+    assert_int_equal(fk_prep_zscore_cols(&y), FK_OK);
+    fk_prep_affine_cols(&y, sh, sc);
+    assert_memory_equal(x.data, y.data, 8 * sizeof(double));
+    /* a map of another width than the rows: refused */
+    fk_mat z;
+    assert_int_equal(fk_mat_init(&z, 2, 3), FK_OK);
+    assert_int_equal(fk_prep_record_apply(&got, 0, &z, &err), FK_EINVAL);
+    fk_mat_close(&z);
+    fk_bundle_close(&m);
+    /* client 1 had no affine map: a row each; client 1's row is the identity map */
+    recs[1].d = 0;
+    fk_bundle_init(&m);
+    assert_int_equal(fk_prep_model_put(&m, recs, 3, &unknown, &err), FK_OK);
+    assert_int_equal(fk_prep_model_rows(&m), 3);
+    assert_int_equal(fk_prep_model_get(&m, -1, &got, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "--client N"));
+    assert_int_equal(fk_prep_model_get(&m, 1, &got, &err), FK_OK);
+    assert_int_equal(got.n, 2);
+    assert_true(got.d == 2 && got.shift[0] == 0 && got.scale[1] == 1);
+    assert_int_equal(fk_prep_model_get(&m, 3, &got, &err), FK_EINVAL);
+    /* a hostile code is refused */
+    fk_bundle_get(&m, "data_prep")->data[2] = 7;
+    assert_int_equal(fk_prep_model_get(&m, 0, &got, &err), FK_EFORMAT);
+    fk_bundle_close(&m);
+    /* client 2 did not report: no record at all, and who it was */
+    recs[1] = a;
+    recs[2].known = 0;
+    fk_bundle_init(&m);
+    assert_int_equal(fk_prep_model_put(&m, recs, 3, &unknown, &err), FK_OK);
+    assert_int_equal(unknown, 2);
+    assert_null(fk_bundle_get(&m, "data_prep"));
+    assert_int_equal(fk_prep_model_get(&m, -1, &got, &err), FK_OK);
+    assert_false(got.known);
+    fk_bundle_close(&m);
+    fk_mat_close(&x);
+    fk_mat_close(&y);
+}
+
+/* A catalog set's own steps come first, then the prep option. */
+static void source_steps(void **state)
+{
+    (void)state;
+    fk_source so = {.n_prep = 1, .prep = {FK_PREP_STEP_ZSCORE}};
+    int c[8];
+    assert_int_equal(fk_source_steps("office-surf/dslr", &so, c, 8), 3);
+    assert_true(c[0] == 1 && c[1] == 3 && c[2] == 3);
+    assert_int_equal(fk_source_steps("mnist-usps/usps", NULL, c, 8), 1);
+    assert_int_equal(c[0], 2);
+    assert_int_equal(fk_source_steps("some/file.csv", &so, c, 8), 1);
+    assert_int_equal(c[0], 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(l1_rows_zero_row_stays), cmocka_unit_test(l2_rows),
         cmocka_unit_test(zscore_population_std),  cmocka_unit_test(labels_raw_and_aligned),
         cmocka_unit_test(dims_must_match),        cmocka_unit_test(regression_target),
+        cmocka_unit_test(model_prep_records),     cmocka_unit_test(source_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -394,6 +394,19 @@ static void fedrf_tca(void **state)
     train_job(&fk_method_fedrf_tca, kv, tr, K, 3, &p, &model);
     bad_queries(&fk_method_fedrf_tca, &model, 32, 0);
     raw_class_list(&fk_method_fedrf_tca, kv, tr, te, K, 3, 5);
+    /* a dense-extractor job's model: refused, saying what to do instead */
+    {
+        fk_bundle q, out;
+        fk_bundle_init(&out);
+        queries(&te[0], -1, &q);
+        assert_int_equal(fk_bundle_put_scalar(&model, "dense", 1), FK_OK);
+        fk_err err = {0};
+        assert_int_equal(fk_method_fedrf_tca.predict(&model, &q, &out, &err), FK_EINVAL);
+        assert_non_null(strstr(err.msg, "dense = 0"));
+        assert_non_null(strstr(err.msg, "job status"));
+        fk_bundle_close(&q);
+        fk_bundle_close(&out);
+    }
     fk_bundle_close(&model);
     fk_params_close(&p);
     drop(tr, K);

@@ -118,6 +118,59 @@ static void refuses_disagreeing_columns(void **state)
     fk_roster_free(r);
 }
 
+/* Issue 34: the model records what the job's clients reported of their preprocessing: the
+ * roster keeps its own copy of each map (the Join's memory is gone), a rejoin replaces it,
+ * clients that differ get a row each, and a client that did not report (an old client) makes
+ * the record unknown, naming it. */
+static void records_the_clients_preprocessing(void **state)
+{
+    (void)state;
+    fk_roster *r;
+    assert_int_equal(fk_roster_new(&r), FK_OK);
+    double sh[2] = {1, 2}, sc[2] = {3, 4};
+    for (int k = 0; k < 3; k++) {
+        fk_roster_set s = {.rows = 10, .cols = 2, .classes = 2};
+        snprintf(s.name, sizeof s.name, "d");
+        s.prep = (fk_prep_record){.known = 1, .n = 1, .code = {3}, .d = 2, .shift = sh, .scale = sc};
+        char id[8];
+        snprintf(id, sizeof id, "c%d", k);
+        assert_int_equal(fk_roster_join(r, id, 1, &s, 1), FK_OK);
+    }
+    sh[0] = 99; /* the Join's buffers change: the roster kept its copy */
+    fk_jobconf c;
+    fk_err err = {0};
+    assert_int_equal(fk_jobconf_parse(&c, "method = dica\ndataset = d\nclients = c0, c1, c2\n",
+                                      "job", &err),
+                     FK_OK);
+    fk_bundle m;
+    fk_bundle_init(&m);
+    const char *unknown;
+    assert_int_equal(fk_roster_model_prep(r, &c, &m, &unknown, &err), FK_OK);
+    assert_string_equal(unknown, "");
+    assert_int_equal(fk_prep_model_rows(&m), 1);
+    assert_true(fk_bundle_get(&m, "data_prep_shift")->data[0] == 1);
+    fk_bundle_close(&m);
+    /* c1 rejoins without a map: a row each */
+    fk_roster_set s1 = {.rows = 10, .cols = 2, .classes = 2, .prep = {.known = 1, .n = 1, .code = {3}}};
+    snprintf(s1.name, sizeof s1.name, "d");
+    assert_int_equal(fk_roster_join(r, "c1", 1, &s1, 1), FK_OK);
+    fk_bundle_init(&m);
+    assert_int_equal(fk_roster_model_prep(r, &c, &m, &unknown, &err), FK_OK);
+    assert_int_equal(fk_prep_model_rows(&m), 3);
+    fk_bundle_close(&m);
+    /* c2 rejoins as an old client (no report): unknown, named */
+    fk_roster_set s2 = {.rows = 10, .cols = 2, .classes = 2};
+    snprintf(s2.name, sizeof s2.name, "d");
+    assert_int_equal(fk_roster_join(r, "c2", 1, &s2, 1), FK_OK);
+    fk_bundle_init(&m);
+    assert_int_equal(fk_roster_model_prep(r, &c, &m, &unknown, &err), FK_OK);
+    assert_string_equal(unknown, "c2");
+    assert_int_equal(m.count, 0);
+    fk_bundle_close(&m);
+    fk_jobconf_close(&c);
+    fk_roster_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -125,6 +178,7 @@ int main(void)
         cmocka_unit_test(refuses_unknown_clients_by_name),
         cmocka_unit_test(refuses_a_missing_data_set),
         cmocka_unit_test(refuses_disagreeing_columns),
+        cmocka_unit_test(records_the_clients_preprocessing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,32 @@ static int apply_prep(fk_dataset *ds, const entry *e, fk_err *err)
     }
 }
 
+int fk_catalog_steps(const char *name, int *codes, int cap)
+{
+    for (size_t i = 0; i < N_ENTRIES; i++) {
+        if (strcmp(entries[i].name, name))
+            continue;
+        int n = 0;
+        switch (entries[i].prep) {
+        case PREP_L1_ZSCORE:
+            if (cap >= 2)
+                codes[n++] = 1, codes[n++] = 3;
+            break;
+        case PREP_L2:
+            if (cap >= 1)
+                codes[n++] = 2;
+            break;
+        case PREP_DIV255:
+            if (cap >= 1)
+                codes[n++] = 4;
+            break;
+        default: break;
+        }
+        return n;
+    }
+    return -1;
+}
+
 /* Re-index labels against the documented class list so every domain agrees. */
 static int fix_classes(fk_dataset *ds, const entry *e, fk_err *err)
 {

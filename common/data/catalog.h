@@ -32,6 +32,11 @@
 FK_CHECKRETURN int fk_catalog_load(fk_dataset *ds, const char *data_dir, const char *name,
                                    fk_err *err);
 
+/* The preprocessing steps name's loader applies to its raw file, as fk_prep_step codes
+ * (1 l1, 2 l2, 3 zscore, 4 values / 255), at most cap of them: their count, or -1 for a name
+ * that is not in the catalog. (parkinsons' column choice is not a step.) */
+int fk_catalog_steps(const char *name, int *codes, int cap);
+
 /* NULL-terminated list of the names fk_catalog_load accepts. */
 const char *const *fk_catalog_names(void);
 

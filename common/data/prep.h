@@ -19,4 +19,7 @@ int fk_prep_zscore_cols_map(fk_mat *X, double *shift, double *scale);
 /* X[:,j] = (X[:,j] - shift[j]) * scale[j] for every column (a saved z-score map). */
 void fk_prep_affine_cols(fk_mat *X, const double *shift, const double *scale);
 
+/* Every value divided by div (a catalog set's pixels / 255). */
+void fk_prep_affine_div(fk_mat *X, double div);
+
 #endif

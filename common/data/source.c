@@ -229,6 +229,7 @@ static int preprocess(fk_dataset *ds, const char *src, const fk_source *s, fk_af
         switch (s->prep[i]) {
         case FK_PREP_STEP_L1: rc = fk_prep_l1_rows(&ds->X); break;
         case FK_PREP_STEP_L2: fk_prep_l2_rows(&ds->X); break;
+        case FK_PREP_STEP_DIV255: fk_prep_affine_div(&ds->X, 255.0); break;
         case FK_PREP_STEP_ZSCORE:
             if (zmap) {
                 fk_affine_close(zmap);
@@ -281,6 +282,16 @@ static int check_finite(const fk_dataset *ds, const char *src, fk_err *err)
         if (!isfinite(ds->y_raw[i]))
             return fk_err_set(err, FK_EFORMAT, "%s: row %zu: the label is not finite", src, i + 1);
     return FK_OK;
+}
+
+int fk_source_steps(const char *src, const fk_source *s, int *codes, int cap)
+{
+    int n = src && is_catalog_name(src) ? fk_catalog_steps(src, codes, cap) : 0;
+    if (n < 0)
+        n = 0;
+    for (int i = 0; s && i < s->n_prep && n < cap; i++)
+        codes[n++] = (int)s->prep[i];
+    return n;
 }
 
 int fk_source_load(fk_dataset *ds, const char *src, const fk_source *s, fk_affine *zmap,

@@ -18,6 +18,7 @@ typedef enum fk_prep_step {
     FK_PREP_STEP_L1 = 1, /* rows divided by their sum */
     FK_PREP_STEP_L2,     /* rows divided by their Euclidean norm */
     FK_PREP_STEP_ZSCORE, /* columns centred and scaled to unit (population) std */
+    FK_PREP_STEP_DIV255, /* values / 255 (a catalog set's pixels; not an option) */
 } fk_prep_step;
 
 typedef struct fk_source {
@@ -51,6 +52,11 @@ FK_CHECKRETURN int fk_source_parse(fk_source *s, const fk_params *p, const char 
  * zmap (may be NULL): receives the map of the last zscore step (d = 0 if none). */
 FK_CHECKRETURN int fk_source_load(fk_dataset *ds, const char *src, const fk_source *s,
                                   fk_affine *zmap, fk_err *err);
+
+/* The steps fk_source_load applies to src's raw rows, in order (a catalog set's own, then
+ * s->prep; s may be NULL): their count (at most cap; more are cut). The affine map, if any,
+ * comes after them (s->affine). */
+int fk_source_steps(const char *src, const fk_source *s, int *codes, int cap);
 
 /* Read / write an affine map file: CSV, two rows of d values (shift, then scale), written
  * with 17 significant digits so a reload is exact. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/data/prep_model.h"
 #include "common/methods/method.h"
 #include "common/net/modelfile.h"
 
@@ -62,6 +63,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
         fk_bundle_close(&q);
+    }
+    /* the clients' preprocessing the file records (issue 34), read and applied to the
+     * queries as `model eval` does, for every row of it */
+    int rows = fk_prep_model_rows(&model);
+    for (int r = -1; r < (rows > 4 ? 4 : rows); r++) {
+        fk_prep_record rec;
+        err.msg[0] = '\0';
+        if (fk_prep_model_get(&model, r, &rec, &err) != FK_OK) {
+            if (!err.msg[0])
+                abort();
+            continue;
+        }
+        size_t w = rec.d ? rec.d : ws[0];
+        if (w > 256)
+            continue;
+        fk_mat X;
+        if (fk_mat_init(&X, 3, w) != FK_OK)
+            continue;
+        for (size_t i = 0; i < 3; i++)
+            for (size_t j = 0; j < w; j++)
+                fk_mat_row(&X, i)[j] = size ? (double)data[(i * w + j) % size] / 64.0 - 2.0 : 0.0;
+        err.msg[0] = '\0';
+        if (fk_prep_record_apply(&rec, 0, &X, &err) != FK_OK && !err.msg[0])
+            abort();
+        char buf[160];
+        fk_prep_record_describe(&rec, buf, sizeof buf);
+        fk_mat_close(&X);
     }
     /* and what `fedkern model export` adds (the random frequencies): checked first too */
     for (const fk_method *const *m = fk_methods; *m; m++) {

@@ -34,8 +34,11 @@ FK_CHECKRETURN static int take_model(const fk_bundle *model, size_t cols, rfmode
     if (!rc && dense)
         rc = fk_err_set(err, FK_EINVAL,
                         "fedrf-tca predict: this job trained the dense "
-                        "extractor (dense = 1), which stays on the clients; its model cannot "
-                        "predict on its own");
+                        "extractor (dense = 1), whose weights stay on the clients (the model "
+                        "holds only the classifier on its output); its model cannot predict on "
+                        "its own. Train with dense = 0 (the random-feature extractor, which "
+                        "the model carries) for a model that predicts anywhere; the target "
+                        "client's own accuracy is in 'fedkern job status ID' (per client)");
     if (!rc)
         rc = fk_model_scalar(model, "rff_orthogonal", 0, 1, 1, "fedrf-tca", &orth, err);
     if (!rc)
