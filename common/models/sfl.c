@@ -1,6 +1,7 @@
 /* Dual ascent on an atom set (spec §3.6 Algorithm SFL-DA, §3.9 stopping and iterate
  * selection, §4.3 critical rows, §5.8 resilient closed form). */
 #include <cblas.h>
+#include <lapacke.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,7 @@ typedef struct ws {
     const double *y, *v;
     double *K;                 /* N x J (the FISTA phases), NULL: rows from `rows` */
     fk__sfl_rows *rows;        /* kernel rows on demand (coordinate ascent, evaluations) */
+    int det;                   /* 1: a gamma > 0 phase follows; thread-count independent sums */
     double *wv;                /* row weights: y/N (classify) or 1 (regress) */
     double *t, *abar, *alpha, *va, *f;
     double scale, kappa, Np, gamma, L, eta, box;
@@ -399,6 +401,152 @@ static phase_out run_phase(ws *s, double *lam, double *prev, double *lhat, doubl
     return r;
 }
 
+enum { WS_MAX = 1200, WS_STEPS = 200 };
+
+/* Cholesky solve of the n x n row-major SPD M (lower part) in place, b overwritten: plain loops
+ * whose sums do not depend on the BLAS thread count. Non-zero when M is not positive definite. */
+static int chol_solve(double *M, size_t n, double *b)
+{
+    for (size_t j = 0; j < n; j++) {
+        double d = M[j * n + j] - dot(M + j * n, M + j * n, j);
+        if (!(d > 0))
+            return 1;
+        d = sqrt(d);
+        M[j * n + j] = d;
+        for (size_t i = j + 1; i < n; i++)
+            M[i * n + j] = (M[i * n + j] - dot(M + i * n, M + j * n, j)) / d;
+    }
+    for (size_t i = 0; i < n; i++)
+        b[i] = (b[i] - dot(M + i * n, b, i)) / M[i * n + i];
+    for (size_t i = n; i-- > 0;) {
+        double t = b[i];
+        for (size_t k = i + 1; k < n; k++)
+            t -= M[k * n + i] * b[k];
+        b[i] = t / M[i * n + i];
+    }
+    return 0;
+}
+
+/* Working-set solve (classification with the resilient ridge, rt > 0): the dual restricted to
+ * the rows W (the others fixed at 0) is the box QP max c'l - l'Hl/2, 0 <= l <= box, with
+ * H = B B' + 2 rt I, B_i = wv_i sqrt(v) .* K_i and c_i = (1 - eps)/N; solved exactly by a
+ * primal active-set method (Cholesky on the free rows, steps kept feasible, the most violating
+ * bound row freed) from the coordinate ascent's iterate. *ok = 0 when it did not finish (the
+ * caller keeps the coordinate ascent). Few non-zero duals make W small. */
+FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, double rt,
+                                   int *ok, fk_err *err)
+{
+    size_t J = s->J, n2 = nW * nW;
+    *ok = 0;
+    double *B = malloc(nW * J * sizeof *B), *H = malloc(2 * n2 * sizeof *H);
+    double *l = malloc(5 * nW * sizeof *l);
+    int *fr = malloc(nW * sizeof *fr);
+    if (!B || !H || !l || !fr) {
+        free(B);
+        free(H);
+        free(l);
+        free(fr);
+        return fk_err_set(err, FK_ENOMEM, "sfl solve: out of memory for the working set");
+    }
+    double *M = H + n2, *x = l + nW, *g = l + 2 * nW, *rhs = l + 3 * nW, *hl = l + 4 * nW;
+    for (size_t i = 0; i < nW; i++) {
+        size_t n = (size_t)W[i];
+        const double *k = fk__sfl_row(s->rows, n);
+        for (size_t j = 0; j < J; j++)
+            B[i * J + j] = k[j] * s->wv[n] * sqrt(s->v[j]);
+        l[i] = lam[n];
+    }
+    if (s->det) /* a gamma > 0 phase follows: the same sums at any BLAS thread count */
+        for (size_t i = 0; i < nW; i++)
+            for (size_t k = 0; k <= i; k++)
+                H[i * nW + k] = dot(B + i * J, B + k * J, J);
+    else
+        cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)nW, (int)J, 1.0, B, (int)J, 0.0,
+                    H, (int)nW);
+    for (size_t i = 0; i < nW; i++) {
+        H[i * nW + i] += 2.0 * rt;
+        for (size_t k = 0; k < i; k++)
+            H[k * nW + i] = H[i * nW + k];
+    }
+    double c0 = (1.0 - s->o->eps) / s->Np, box = s->box, gtol = 1e-12 * c0;
+    /* block principal pivoting (Judice and Pires 1994) with Murty's single pivot as the backup
+     * against cycling: fr 0 = at 0, 1 = free, 2 = at the box */
+    for (size_t i = 0; i < nW; i++)
+        fr[i] = l[i] <= 0 ? 0 : l[i] >= box ? 2 : 1;
+    size_t best = nW + 1;
+    int backup = 3;
+    for (int it = 0; it < WS_STEPS; it++) {
+        size_t nf = 0, a = 0;
+        for (size_t i = 0; i < nW; i++)
+            nf += fr[i] == 1;
+        for (size_t i = 0; i < nW; i++) {
+            if (fr[i] != 1)
+                continue;
+            double r = c0;
+            size_t b = 0;
+            for (size_t k = 0; k < nW; k++) {
+                if (fr[k] == 2)
+                    r -= H[i * nW + k] * box;
+                else if (fr[k] == 1)
+                    M[a * nf + b++] = H[i * nW + k];
+            }
+            rhs[a++] = r;
+        }
+        if (nf > 0 && (s->det ? chol_solve(M, nf, rhs)
+                              : LAPACKE_dposv(LAPACK_ROW_MAJOR, 'L', (lapack_int)nf, 1, M,
+                                              (lapack_int)nf, rhs, 1)) != 0)
+            break;
+        a = 0;
+        for (size_t i = 0; i < nW; i++)
+            x[i] = fr[i] == 1 ? rhs[a++] : fr[i] == 2 ? box : 0.0;
+        for (size_t i = 0; i < nW; i++) /* H x, the same sums at any BLAS thread count */
+            hl[i] = dot(H + i * nW, x, nW);
+        size_t ninf = 0, last = nW;
+        for (size_t i = 0; i < nW; i++) {
+            g[i] = c0 - hl[i];
+            int bad = fr[i] == 1 ? x[i] < 0 || x[i] > box
+                      : fr[i] == 0 ? g[i] > gtol
+                                   : g[i] < -gtol;
+            if (bad) {
+                ninf++;
+                last = i;
+            }
+        }
+        if (ninf == 0) {
+            memcpy(l, x, nW * sizeof *l);
+            *ok = 1;
+            break;
+        }
+        int all = 1;
+        if (ninf < best) {
+            best = ninf;
+            backup = 3;
+        } else if (backup > 0) {
+            backup--;
+        } else {
+            all = 0;
+        }
+        for (size_t i = 0; i < nW; i++) {
+            if (!all && i != last)
+                continue;
+            if (fr[i] == 1 && x[i] < 0)
+                fr[i] = 0;
+            else if (fr[i] == 1 && x[i] > box)
+                fr[i] = 2;
+            else if (fr[i] != 1 && (fr[i] == 0 ? g[i] > gtol : g[i] < -gtol))
+                fr[i] = 1;
+        }
+    }
+    if (*ok)
+        for (size_t i = 0; i < nW; i++)
+            lam[W[i]] = l[i];
+    free(B);
+    free(H);
+    free(l);
+    free(fr);
+    return FK_OK;
+}
+
 /* The gamma = 0 problems by dual coordinate ascent (issue 36): at gamma = 0 the dual is a
  * concave quadratic in lambda (plus the |lambda| term of the regression's reduced dual) over a
  * box, so one row's multiplier has a closed-form maximiser given the others: with abar =
@@ -441,7 +589,7 @@ FK_CHECKRETURN static int run_cd(ws *s, double *lam, phase_out *out, fk_err *err
     fk_rng rng;
     fk_rng_init(&rng, o->seed, 0x63645f31ULL);
     double tol = 0.1 * unit, shrink = INFINITY, ckpt[MAX_CKPT];
-    int n_ckpt = 0, grow = 0;
+    int n_ckpt = 0, grow = 0, try_ws = 1, rc = FK_OK;
     size_t A = N;
     for (long t = 1; t <= o->T; t++) {
         r.iters = t;
@@ -505,7 +653,31 @@ FK_CHECKRETURN static int run_cd(ws *s, double *lam, phase_out *out, fk_err *err
         }
         int ck = hard(s) && t % 1000 == 0 && ((t / 1000) & (t / 1000 - 1)) == 0 &&
                  n_ckpt < MAX_CKPT;
-        if (vmax > tol && !ck) {
+        int wsd = 0;
+        if (rt > 0 && try_ws && (t & (t - 1)) == 0 && t >= 2) { /* the working set of the non-zero duals */
+            size_t nW = 0;
+            for (size_t i = 0; i < A; i++)
+                if (lam[idx[i]] > 0)
+                    nW++;
+            if (nW <= WS_MAX && nW > 0) {
+                int *Wl = malloc(nW * sizeof *Wl), ok = 0;
+                if (!Wl) {
+                    rc = fk_err_set(err, FK_ENOMEM, "sfl solve: out of memory");
+                    break;
+                }
+                nW = 0;
+                for (size_t i = 0; i < A; i++)
+                    if (lam[idx[i]] > 0)
+                        Wl[nW++] = idx[i];
+                rc = ws_solve(s, lam, Wl, nW, rt, &ok, err);
+                free(Wl);
+                if (rc)
+                    break;
+                try_ws = ok;
+                wsd = ok;
+            }
+        }
+        if (vmax > tol && !ck && !wsd) {
             shrink = vmax;
             continue;
         }
@@ -529,7 +701,10 @@ FK_CHECKRETURN static int run_cd(ws *s, double *lam, phase_out *out, fk_err *err
             r.status = FK_SFL_CONVERGED;
             break;
         }
-        if (vmax <= tol) {
+        if (wsd) { /* the working set's optimum is not the whole problem's: every row back */
+            A = N;
+            shrink = INFINITY;
+        } else if (vmax <= tol) {
             if (A == N)
                 tol = fmax(0.1 * tol, 1e-15 * unit);
             A = N; /* the shrunk rows come back */
@@ -539,7 +714,7 @@ FK_CHECKRETURN static int run_cd(ws *s, double *lam, phase_out *out, fk_err *err
     free(idx);
     free(qd);
     *out = r;
-    return FK_OK;
+    return rc;
 }
 
 static void worst_rows(const double *lam, size_t N, int *out, int *n_out)
@@ -745,6 +920,7 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
     int two = (o->gamma > 0 || o->gamma_rel > 0) && !lambda0; /* continuation, §3.9 */
     if (two) { /* gamma = 0 pass first */
         s.gamma = 0;
+        s.det = 1; /* the thresholded iteration after it would amplify rounding differences */
         rc = run_cd(&s, lam, &ph, err);
         iters += ph.iters;
         best_dual = ph.best_dual;

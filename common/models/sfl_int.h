@@ -16,7 +16,8 @@ typedef struct fk__sfl_rows {
     const double *X;
     size_t N, J, M, Q; /* J = Q M */
     int p;
-    double *sT;          /* p x M centres, transposed */
+    const double *S;     /* the M distinct centres, M x p (the atoms' first M) */
+    double *sT;          /* (p + 1) x M: squared norms, then -2 x the centres, transposed */
     double *cw;          /* J: 1 / (2 w_j^2) */
     double *d2;          /* M distances of the row being built */
     double *full;        /* N x J, or NULL in cache mode */
