@@ -879,8 +879,15 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
         return rc;
     size_t J = a->J;
     ws s = ws_params(y, N, a, o);
+    /* gamma > 0 (FISTA) needs the whole matrix, as before up to 4e9 entries; gamma = 0 works in
+     * the row budget whatever N x J */
+    double budget = o->cache_mb * 1048576.0, whole = (double)N * (double)J * sizeof(double);
+    if (!(budget > 0))
+        budget = (double)FK__SFL_CACHE_DEFAULT_MB * 1048576.0;
+    if ((o->gamma > 0 || o->gamma_rel > 0) && o->cache_mb <= 0 && (double)N * (double)J <= 4e9)
+        budget = fmax(budget, whole);
     fk__sfl_rows rows;
-    if ((rc = fk__sfl_rows_init(&rows, X, N, p, a, o->cache_mb * 1048576.0, err)))
+    if ((rc = fk__sfl_rows_init(&rows, X, N, p, a, budget, err)))
         return rc;
     s.rows = &rows;
     double *buf = malloc((6 * N + 4 * J) * sizeof(double));
