@@ -272,7 +272,7 @@ int fk_bench_sfl(int argc, char **argv)
             printf("usage: fedkern bench sfl [--json] [--n 450,900] [--T 5000] [--threads 1]\n"
                    "       [--pen] [--data_dir ../shared/data] [--peer bench/sfl/peer_svc.py]\n"
                    "       [--pen_scale 100] [--pen_wmin 0.5] [--pen_wmax 1.5] [--pen_widths 3]\n"
-                   "       [--pen_reps 3]\n\n"
+                   "       [--pen_reps 3] [--pen_w1 0.5]\n\n"
                    "E3.1 generator, 9 clients: iterations and seconds to the stopping rule\n"
                    "(clients, server, pooled), kernel-product GFLOP/s as a ratio of dgemm on the\n"
                    "same N x J matrix, critical rows, upload bytes vs all data, server vs pooled\n"
@@ -280,7 +280,7 @@ int fk_bench_sfl(int argc, char **argv)
                    "the 1557 rows x the widths) against LIBSVM (scikit-learn SVC, run by the\n"
                    "--peer script with python3 in the same run): CPU seconds (best of\n"
                    "--pen_reps), accuracy on the 728 test rows, the time ratio. --peer '' skips\n"
-                   "the peer.\n");
+                   "the peer. A second --pen row takes one width, --pen_w1 (0 skips it).\n");
             return 0;
         }
     fk_params p;
@@ -316,9 +316,14 @@ int fk_bench_sfl(int argc, char **argv)
         rc = fk_err_set(&err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(&p));
     if (!rc)
         openblas_set_num_threads((int)thr);
+    double pen_w1 = 0.5;
+    if (!rc)
+        rc = fk_params_double(&p, "pen_w1", 0.5, 0, 1e12, &pen_w1, &err);
     if (!rc && pen)
         rc = fk__bench_sfl_pen(json, dir, peer, pen_scale, pen_wmin, pen_wmax, (int)pen_q,
                                (int)pen_reps, &err);
+    if (!rc && pen && pen_w1 > 0) /* one width at the rows: the setting that meets the target */
+        rc = fk__bench_sfl_pen(json, dir, peer, pen_scale, pen_w1, pen_w1, 1, (int)pen_reps, &err);
     for (const char *s = ns; !rc && !pen && *s;) {
         char *end;
         long n = strtol(s, &end, 10);

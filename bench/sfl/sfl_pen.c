@@ -115,8 +115,8 @@ int fk__bench_sfl_pen(int json, const char *dir, const char *peer, double scale,
         fk_sfl_fit_close(&f);
     }
     if (!rc) {
-        char cs[64], ex[64];
-        snprintf(cs, sizeof cs, "pendigits 1 vs 7 pooled N=%zu", N);
+        char cs[96], ex[64];
+        snprintf(cs, sizeof cs, "pendigits 1v7 pooled N=%zu widths %g-%g x%d", N, wmin, wmax, Q);
         snprintf(ex, sizeof ex, "\"status\":\"%s\"", fk_sfl_status_name(status));
         fk_bench_emit(json, B, cs, "sfl_cpu_seconds", best, ex);
         fk_bench_emit(json, B, cs, "sfl_iterations", (double)iters, NULL);
