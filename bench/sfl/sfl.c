@@ -310,15 +310,15 @@ int fk_bench_sfl(int argc, char **argv)
         rc = fk_params_double(&p, "pen_wmin", 0.5, 1e-12, 1e12, &pen_wmin, &err);
     if (!rc)
         rc = fk_params_double(&p, "pen_wmax", 1.5, 1e-12, 1e12, &pen_wmax, &err);
+    double pen_w1 = 0.5;
+    if (!rc)
+        rc = fk_params_double(&p, "pen_w1", 0.5, 0, 1e12, &pen_w1, &err);
     const char *dir = fk_params_str(&p, "data_dir", "../shared/data");
     const char *peer = fk_params_str(&p, "peer", "bench/sfl/peer_svc.py");
     if (!rc && fk_params_unused(&p))
         rc = fk_err_set(&err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(&p));
     if (!rc)
         openblas_set_num_threads((int)thr);
-    double pen_w1 = 0.5;
-    if (!rc)
-        rc = fk_params_double(&p, "pen_w1", 0.5, 0, 1e12, &pen_w1, &err);
     if (!rc && pen)
         rc = fk__bench_sfl_pen(json, dir, peer, pen_scale, pen_wmin, pen_wmax, (int)pen_q,
                                (int)pen_reps, &err);
