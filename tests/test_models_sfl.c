@@ -668,10 +668,49 @@ static void determinism(void **state)
     fk_sfl_fit_close(&f3);
 }
 
+/* Issue 36: kernel rows from a cache smaller than the N x J matrix (recomputed on demand) give
+ * the solution of the whole matrix, at gamma = 0 where the coordinate ascent needs no matrix;
+ * gamma > 0 (the FISTA phase) beyond the budget is refused naming it. */
+static void row_cache_equals_full(void **state)
+{
+    (void)state;
+    enum { NB = 60 };
+    double X[2 * 2 * NB], y[2 * NB], w[2] = {1, 2};
+    blobs(NB, 7, X, y);
+    for (size_t i = 0; i < 2 * NB; i += 7)
+        y[i] = -y[i];
+    fk_sfl_atoms a;
+    fk_err err = {0};
+    assert_int_equal(fk_sfl_atoms_candidates(&a, X, 2 * NB, 2, w, 2, &err), FK_OK);
+    fk_sfl_opts o;
+    fk_sfl_opts_default(&o, FK_SFL_CLASSIFY);
+    o.res = FK_SFL_QUAD;
+    fk_sfl_fit f1, f2;
+    assert_int_equal(fk_sfl_solve(X, y, 2 * NB, 2, &a, &o, NULL, &f1, &err), FK_OK);
+    o.cache_mb = 10.0 * (double)a.J * 8.0 / 1048576.0; /* ten rows of 120 */
+    assert_int_equal(fk_sfl_solve(X, y, 2 * NB, 2, &a, &o, NULL, &f2, &err), FK_OK);
+    assert_int_equal(f1.status, FK_SFL_CONVERGED);
+    assert_int_equal(f2.status, FK_SFL_CONVERGED);
+    double d = 0, m = 0;
+    for (size_t n = 0; n < f1.N; n++) {
+        d = fmax(d, fabs(f1.f[n] - f2.f[n]));
+        m = fmax(m, fabs(f1.f[n]));
+    }
+    assert_true(d <= 1e-3 * m);
+    assert_true(fabs(f1.primal - f2.primal) <= 1e-3 * fabs(f1.primal));
+    fk_sfl_fit_close(&f1);
+    fk_sfl_fit_close(&f2);
+    o.gamma_rel = 0.1;
+    assert_int_equal(fk_sfl_solve(X, y, 2 * NB, 2, &a, &o, NULL, &f2, &err), FK_ELIMIT);
+    assert_non_null(strstr(err.msg, "kernel-row budget"));
+    fk_sfl_atoms_close(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grid_quadrature),
+        cmocka_unit_test(row_cache_equals_full),
         cmocka_unit_test(kkt_hard_margin),
         cmocka_unit_test(infeasible_reported),
         cmocka_unit_test(sparsity_grows_with_gamma),

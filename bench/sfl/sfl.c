@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/sfl/sfl_bench.h"
 #include "common/base/params.h"
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
@@ -268,11 +269,18 @@ int fk_bench_sfl(int argc, char **argv)
 {
     for (int i = 0; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: fedkern bench sfl [--json] [--n 450,900] [--T 5000] [--threads 1]\n\n"
+            printf("usage: fedkern bench sfl [--json] [--n 450,900] [--T 5000] [--threads 1]\n"
+                   "       [--pen] [--data_dir ../shared/data] [--peer bench/sfl/peer_svc.py]\n"
+                   "       [--pen_scale 100] [--pen_wmin 0.5] [--pen_wmax 1.5] [--pen_widths 3]\n"
+                   "       [--pen_reps 3] [--pen_w1 0.5]\n\n"
                    "E3.1 generator, 9 clients: iterations and seconds to the stopping rule\n"
                    "(clients, server, pooled), kernel-product GFLOP/s as a ratio of dgemm on the\n"
                    "same N x J matrix, critical rows, upload bytes vs all data, server vs pooled\n"
-                   "solve time.\n");
+                   "solve time. --pen instead: the pooled fit on pen-digits 1 vs 7 (kernels at\n"
+                   "the 1557 rows x the widths) against LIBSVM (scikit-learn SVC, run by the\n"
+                   "--peer script with python3 in the same run): CPU seconds (best of\n"
+                   "--pen_reps), accuracy on the 728 test rows, the time ratio. --peer '' skips\n"
+                   "the peer. A second --pen row takes one width, --pen_w1 (0 skips it).\n");
             return 0;
         }
     fk_params p;
@@ -287,11 +295,36 @@ int fk_bench_sfl(int argc, char **argv)
     if (!rc)
         rc = fk_params_int(&p, "threads", 1, 1, 256, &thr, &err);
     const char *ns = fk_params_str(&p, "n", "450,900");
+    int pen = 0;
+    long pen_q = 3, pen_reps = 3;
+    double pen_scale = 100, pen_wmin = 0.5, pen_wmax = 1.5;
+    if (!rc)
+        rc = fk_params_bool(&p, "pen", 0, &pen, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "pen_widths", 3, 1, 16, &pen_q, &err);
+    if (!rc)
+        rc = fk_params_int(&p, "pen_reps", 3, 1, 1000, &pen_reps, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "pen_scale", 100, 1e-12, 1e12, &pen_scale, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "pen_wmin", 0.5, 1e-12, 1e12, &pen_wmin, &err);
+    if (!rc)
+        rc = fk_params_double(&p, "pen_wmax", 1.5, 1e-12, 1e12, &pen_wmax, &err);
+    double pen_w1 = 0.5;
+    if (!rc)
+        rc = fk_params_double(&p, "pen_w1", 0.5, 0, 1e12, &pen_w1, &err);
+    const char *dir = fk_params_str(&p, "data_dir", "../shared/data");
+    const char *peer = fk_params_str(&p, "peer", "bench/sfl/peer_svc.py");
     if (!rc && fk_params_unused(&p))
         rc = fk_err_set(&err, FK_EINVAL, "unknown option '--%s'", fk_params_unused(&p));
     if (!rc)
         openblas_set_num_threads((int)thr);
-    for (const char *s = ns; !rc && *s;) {
+    if (!rc && pen)
+        rc = fk__bench_sfl_pen(json, dir, peer, pen_scale, pen_wmin, pen_wmax, (int)pen_q,
+                               (int)pen_reps, &err);
+    if (!rc && pen && pen_w1 > 0) /* one width at the rows: the setting that meets the target */
+        rc = fk__bench_sfl_pen(json, dir, peer, pen_scale, pen_w1, pen_w1, 1, (int)pen_reps, &err);
+    for (const char *s = ns; !rc && !pen && *s;) {
         char *end;
         long n = strtol(s, &end, 10);
         if (end == s || n < NCLI * 4 || n > 20000) {

@@ -7,6 +7,10 @@
 
 int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/sfl/fidelity_sfl.c */
 int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */
+/* `bench sfl --pen` (sfl_pen.c): pooled pen-digits 1 vs 7 against LIBSVM (peer: a python3
+ * script printing "cpu_seconds accuracy support_vectors"; NULL or "" skips it). */
+FK_CHECKRETURN int fk__bench_sfl_pen(int json, const char *dir, const char *peer, double scale,
+                                     double wmin, double wmax, int Q, int reps, fk_err *err);
 /* Rows of `fidelity sfl` in fidelity_sfl_ch2.c (E2.2, E2.3 with the KOMP baseline) and
  * fidelity_sfl_res.c (label flips: resilient vs regularised ERM, AUC of the duals). */
 typedef struct fk__sfl_res_cfg {

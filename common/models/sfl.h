@@ -77,6 +77,7 @@ typedef struct fk_sfl_opts {
     int solver;       /* FK_SFL_SOLVER_REDUCED (Variant B, default) or FK_SFL_SOLVER_VA */
     int mc_resample;  /* Variant A with B fresh uniform atoms per iteration: Alg. 1 literally */
     long mc_batch;    /* B of mc_resample (default 256) */
+    double cache_mb;  /* memory for kernel rows, MB (0: 1024); gamma > 0 needs all N x J */
 } fk_sfl_opts;
 
 enum { FK_SFL_SOLVER_REDUCED = 0, FK_SFL_SOLVER_VA = 1 };

@@ -413,7 +413,11 @@ int fk__sfl_atoms_q(const fk__sfl_cfg *c, const double *X, size_t n, int p, int 
             lo[k] = c->box_lo[c->box_p > 1 ? k : 0];
             hi[k] = c->box_hi[c->box_p > 1 ? k : 0];
         }
-        rc = fk_sfl_atoms_grid(a, p, lo, hi, c->h, w, c->Q, n, (size_t)4 << 30, err);
+        /* gamma > 0 needs the whole n x J kernel matrix; at gamma = 0 the solver computes
+         * kernel rows on demand within its row budget (issue 36), whatever n */
+        int whole = c->gamma_client > 0 || c->gamma_server > 0 || c->grel_client > 0 ||
+                    c->grel_server > 0;
+        rc = fk_sfl_atoms_grid(a, p, lo, hi, c->h, w, c->Q, n, whole ? (size_t)4 << 30 : 0, err);
     } else if (c->atoms == FK__SFL_AT_CAND) {
         /* the job's candidates (every client's k-means centres), the same for every party;
          * a pair problem takes the centres of its two classes */
