@@ -23,6 +23,7 @@
 #include "common/base/log.h"
 #include "common/base/params.h"
 #include "common/data/load.h"
+#include "common/data/prep_model.h"
 #include "common/data/synth_gmm.h"
 #include "common/data/synth_shift.h"
 #include "common/methods/sim.h"
@@ -872,6 +873,21 @@ FK_CHECKRETURN static int check_predict(demo_job *j, fk_job_conn *c, const fk_bu
 }
 
 /* Fetch the daemon's model, simulate the same job in-process, compare and score both. */
+
+/* The preprocessing record of a model whose clients loaded their files with no steps and no
+ * affine map (the demo's client daemons report that at Join: prep_model.h), so the
+ * in-process model carries what the daemons' does. */
+FK_CHECKRETURN static int record_no_prep(fk_bundle *model, int n, fk_err *err)
+{
+    fk_prep_record *rec = calloc((size_t)n, sizeof *rec);
+    if (!rec)
+        return fk_err_set(err, FK_ENOMEM, "out of memory recording the preprocessing");
+    for (int i = 0; i < n; i++)
+        rec[i].known = 1;
+    int rc = fk_prep_model_put(model, rec, n, NULL, err);
+    free(rec);
+    return rc;
+}
 FK_CHECKRETURN static int check_job(demo_job *j, fk_job_conn *c, const char *text,
                                     const demo_opts *o, const char *workdir, fk_err *err)
 {
@@ -908,6 +924,8 @@ FK_CHECKRETURN static int check_job(demo_job *j, fk_job_conn *c, const char *tex
     fk_sim_opts so = {.rounds = j->rounds, .seed = o->seed, .final_reports = j->final};
     if (!rc && (rc = fk_sim_run(m, &p, j->clients, j->n_clients, &so, &sim, NULL, err)))
         fk_err_prefix(err, rc, "simulating job %s in-process: ", j->id);
+    if (!rc) /* what the demo's client daemons report at Join: their CSV files, no steps */
+        rc = record_no_prep(&sim, j->n_clients, err);
     /* the re-run fits log what they would send; nothing is sent here */
     int level = fk_log_level();
     fk_log_set_level(FK_LOG_ERROR);

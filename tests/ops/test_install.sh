@@ -38,6 +38,7 @@ $1/share/man/man5/fedkern.conf.5
 $1/share/man/man8/fedkern-server.8
 $1/share/man/man8/fedkern-client.8
 $1/share/doc/fedkern-server/examples/server.conf
+$1/share/doc/fedkern-server/examples/grafana-fedkern.json
 $1/share/doc/fedkern-client/examples/client.conf
 $1/share/doc/fedkern/examples/job-fedrf-tca.conf
 $1/share/doc/fedkern/examples/job-fedgrem.conf
