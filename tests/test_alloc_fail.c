@@ -28,7 +28,7 @@
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 /* ---- the counting allocator ---- */
 

@@ -10,7 +10,7 @@
 #include "common/base/bundle.h"
 #include "common/base/params.h"
 #include "common/methods/method.h"
-#include "common/models/kahm.h"
+#include "common/models/kahm/kahm.h"
 
 extern const fk_method fk_method_kahm;
 
