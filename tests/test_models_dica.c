@@ -11,7 +11,7 @@
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/models/dica.h"
+#include "common/models/dica/dica.h"
 
 /* 4 Gaussian domains in R^5 (sizes 30, 32, 33, 35: n = 130), each with its own shift and
  * scale; labels in 3 classes from a fixed linear rule, regression target smooth in x. */

@@ -24,7 +24,7 @@
 #include "common/la/rff.h"
 #include "common/la/rng.h"
 #include "common/methods/dica/dica_job.h"
-#include "common/models/dica.h"
+#include "common/models/dica/dica.h"
 
 static const char *B = "dica";
 

@@ -1,8 +1,8 @@
 /* fedkern bench fidelity dica: spec dica.md §11.3 on Office-Caltech10 SURF,
  * leave-one-domain-out (train on three domains, each a domain; test on the fourth).
- *   kernel  input 1-NN / ridge / RBF-SVM (C = 10, common/models/svm.c), KPCA, UDICA
+ *   kernel  input 1-NN / ridge / RBF-SVM (C = 10, common/models/svm/svm.c), KPCA, UDICA
  *           (m = 100), COIR, DICA (m = 9) with 1-NN and the §8.1 ridge, DICA/UDICA with center_test = batch; sigma by the mean-distance
- *           rule, lambda 1, eps 1e-3 (common/models/dica.c, reduced exact solver);
+ *           rule, lambda 1, eps 1e-3 (common/models/dica/dica.c, reduced exact solver);
  *   rf      the federated job type `dica` in simulation, one client per training domain and
  *           the held-out domain as a test-only client, R = 500, 1000, 2000, RF seeds 0..2;
  *           ridge is the job's own predictor scored by the held-out client, 1-NN on the
@@ -26,8 +26,8 @@
 #include "common/la/knn.h"
 #include "common/methods/dica/dica_job.h"
 #include "common/methods/sim.h"
-#include "common/models/dica.h"
-#include "common/models/svm.h"
+#include "common/models/dica/dica.h"
+#include "common/models/svm/svm.h"
 
 /* Columns in the spec's order: held-out A, C, D, W. */
 static const char *const domains[4] = {"amazon", "caltech", "dslr", "webcam"};

@@ -15,8 +15,8 @@
 #include "common/la/blas_core.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 static const char *const B = "rf-tca";
 

@@ -7,7 +7,7 @@
 #include "common/la/blas.h"
 #include "common/la/rff.h"
 #include "common/methods/dica/dica_job.h"
-#include "common/models/dica.h"
+#include "common/models/dica/dica.h"
 
 enum { FK_DICA_RY = 50 }; /* output frequencies for regression targets (§7.2 [choice]) */
 /* Most classes a job may have: the class outputs' second moment is Dy x Dy per client

@@ -8,9 +8,9 @@
 
 #include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
-#include "common/models/mmd.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/mmd.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 void fk__fedrf_client_close(void *p)
 {

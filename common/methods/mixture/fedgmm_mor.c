@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "common/methods/mixture/fedgrem_int.h"
-#include "common/models/fedgmm.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/fedgmm.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 
 typedef struct gcfg {
     int R, R1, B, restarts, cov_first;

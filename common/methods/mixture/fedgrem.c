@@ -9,9 +9,9 @@
 
 #include "common/base/log.h"
 #include "common/la/hungarian.h"
-#include "common/models/gmm.h"
-#include "common/models/gmm_estep.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/gmm_estep.h"
+#include "common/models/mixture/mor_local.h"
 
 static const char *const VARIANT_NAME[] = {"fedgrem", "fedem",      "local-em",
                                            "local-grem", "tgmm", "pooled-grem"};

@@ -11,7 +11,7 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/update_check.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 /* Mixture weights a little above 1 from rounding are real; more is not a weight. */
 static const double WEIGHT_MAX = 1.0 + 1e-6;

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/methods/mixture/fedgrem_int.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/mor_local.h"
 
 int fk__fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err)
 {

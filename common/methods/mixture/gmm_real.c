@@ -12,7 +12,7 @@
 #include "common/data/mat_cache.h"
 #include "common/data/prep.h"
 #include "common/la/hungarian.h"
-#include "common/la/tsne.h"
+#include "common/models/mixture/tsne.h"
 #include "common/methods/mixture/gmm_run.h"
 
 enum { S_ASSIGN = 1, S_SPLIT, S_CONTAM_PICK, S_CONTAM_NOISE };

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 const char *const fk_gmm_methods[] = {"fedgrem",     "fedem",     "local-em", "local-grem",
                                       "tgmm",        "pooled-em", "pooled-grem", NULL};

@@ -7,9 +7,9 @@
 
 #include "common/la/rng.h"
 #include "common/methods/sim.h"
-#include "common/models/fedgmm.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/fedgmm.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 
 
 const char *const fk_mor_methods[] = {"fedgrem",   "fedem",       "local-em", "local-grem",

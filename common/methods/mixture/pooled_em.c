@@ -22,7 +22,7 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 static const uint64_t PICK_STREAM = 0x7065706b00000000ULL; /* server: which client's point */
 enum { LLOYD_CAP = 100, EM_CAP = 10000 };

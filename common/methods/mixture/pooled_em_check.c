@@ -8,7 +8,7 @@
 
 #include "common/methods/mixture/pooled_int.h"
 #include "common/methods/update_check.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 static int check_client(const fk__pooled_head *h, const fk_update *up, fk_err *err)
 {

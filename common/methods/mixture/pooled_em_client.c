@@ -9,7 +9,7 @@
 #include "common/la/hungarian.h"
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 /* A client keeps no algorithm state: every task carries what its step needs. The centred
  * data is a cache keyed by the pooled mean it was centred with. */

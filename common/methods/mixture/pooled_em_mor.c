@@ -23,8 +23,8 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 
 static const uint64_t PART_STREAM = 0x7065707400000000ULL; /* client: hard partitions */
 static const double MOR_TOL = 1e-6;                       /* mixreg's relative tolerance */
