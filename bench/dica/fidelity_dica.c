@@ -95,7 +95,7 @@ static void emit(const opts *o, const char *cs, double v, double proto, double t
     fk_bench_emit(o->json, "fidelity dica", cs, "accuracy", v, ex);
 }
 
-static int nn_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const int *yte, double *acc,
+FK_CHECKRETURN static int nn_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const int *yte, double *acc,
                   fk_err *err)
 {
     int *pred = malloc(Zte->rows * sizeof *pred);
@@ -111,7 +111,7 @@ static int nn_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const in
 }
 
 /* The §8.1 ridge (alpha_rel 1e-3) fit on (Ztr, ytr), accuracy on (Zte, yte). */
-static int ridge_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const int *yte, int C,
+FK_CHECKRETURN static int ridge_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const int *yte, int C,
                      double *acc, fk_err *err)
 {
     size_t m = Ztr->cols, p = m + 1, k = (size_t)C;
@@ -146,7 +146,7 @@ static int ridge_acc(const fk_mat *Ztr, const int *ytr, const fk_mat *Zte, const
 }
 
 /* The centralised RBF-SVM baseline (spec §11.5): C = 10, gamma = 1/(2 sigma^2), one-vs-one. */
-static int svm_acc(const fk_mat *Xtr, const int *ytr, const fk_mat *Xte, const int *yte, int C,
+FK_CHECKRETURN static int svm_acc(const fk_mat *Xtr, const int *ytr, const fk_mat *Xte, const int *yte, int C,
                    double sigma, double *acc, fk_err *err)
 {
     fk_svm_opts so;
@@ -170,7 +170,7 @@ static int svm_acc(const fk_mat *Xtr, const int *ytr, const fk_mat *Xte, const i
 }
 
 /* Training rows of the three domains other than t, pooled, with domain ids. */
-static int pool(const fk_dataset *ds, int t, fk_mat *X, int **y, long **dom, fk_err *err)
+FK_CHECKRETURN static int pool(const fk_dataset *ds, int t, fk_mat *X, int **y, long **dom, fk_err *err)
 {
     size_t n = 0, d = ds[0].X.cols, r = 0;
     for (int i = 0; i < 4; i++)
@@ -205,7 +205,7 @@ static double sigma_rule(const fk_mat *X)
 
 /* Kernel DICA (m = 9) alone, fit from the pooled rows and the test projection: the time a
  * peer implementation is compared with (wall and CPU seconds into sec[0], sec[1]). */
-static int dica_alone(const fk_mat *X, const int *y, int C, const long *dom, double sigma,
+FK_CHECKRETURN static int dica_alone(const fk_mat *X, const int *y, int C, const long *dom, double sigma,
                       const fk_mat *Xte, double sec[2], fk_err *err)
 {
     double w0 = fk_bench_now(), c0 = fk_bench_cpu_now();
@@ -224,7 +224,7 @@ static int dica_alone(const fk_mat *X, const int *y, int C, const long *dom, dou
 }
 
 /* One held-out domain, every kernel row; acc[row] filled. */
-static int kernel_fold(const fk_dataset *ds, int t, double *acc, double *dv, double *sigma_out,
+FK_CHECKRETURN static int kernel_fold(const fk_dataset *ds, int t, double *acc, double *dv, double *sigma_out,
                        double sec[2], fk_err *err)
 {
     fk_mat X = {0}, Z = {0};
@@ -282,7 +282,7 @@ static int kernel_fold(const fk_dataset *ds, int t, double *acc, double *dv, dou
     return rc;
 }
 
-static int run_kernel(const fk_dataset *ds, const opts *o, double *dica_avg, fk_err *err)
+FK_CHECKRETURN static int run_kernel(const fk_dataset *ds, const opts *o, double *dica_avg, fk_err *err)
 {
     double acc[4][N_ROWS], dv[4][4], sig[4], sec[2], sum[2] = {0, 0};
     for (int t = 0; t < 4; t++) {
@@ -336,7 +336,7 @@ static int run_kernel(const fk_dataset *ds, const opts *o, double *dica_avg, fk_
 }
 
 /* Federated RF DICA through the job type: one fold, one R, one seed. */
-static int rf_fold(const fk_dataset *ds, int t, size_t R, uint64_t seed, double *ridge, double *nn,
+FK_CHECKRETURN static int rf_fold(const fk_dataset *ds, int t, size_t R, uint64_t seed, double *ridge, double *nn,
                    double *bytes, fk_err *err)
 {
     fk_dataset cl[4];
@@ -393,7 +393,7 @@ static int rf_fold(const fk_dataset *ds, int t, size_t R, uint64_t seed, double 
     return rc;
 }
 
-static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, fk_err *err)
+FK_CHECKRETURN static int run_rf(const fk_dataset *ds, const opts *o, const double *dica_avg, fk_err *err)
 {
     double gaps[2][3];
     int n_r = 0;
@@ -486,7 +486,7 @@ static double rmse(const double *p, const double *t, size_t n)
 }
 
 /* Ridge (§8.1) on features Ztr -> targets, RMSE on Zte. */
-static int ridge_rmse(const fk_mat *Ztr, const double *ttr, const fk_mat *Zte, const double *tte,
+FK_CHECKRETURN static int ridge_rmse(const fk_mat *Ztr, const double *ttr, const fk_mat *Zte, const double *tte,
                       double alpha_rel, double *out, fk_err *err)
 {
     size_t p = Ztr->cols + 1;
@@ -509,7 +509,7 @@ static int ridge_rmse(const fk_mat *Ztr, const double *ttr, const fk_mat *Zte, c
 }
 
 /* RBF kernel ridge, targets centred by their training mean (GP posterior mean). */
-static int krr_rmse(const fk_mat *Xtr, const double *ttr, const fk_mat *Xte, const double *tte,
+FK_CHECKRETURN static int krr_rmse(const fk_mat *Xtr, const double *ttr, const fk_mat *Xte, const double *tte,
                     double sigma, double alpha, double *out, fk_err *err)
 {
     size_t n = Xtr->rows;
@@ -542,7 +542,7 @@ static int krr_rmse(const fk_mat *Xtr, const double *ttr, const fk_mat *Xte, con
 }
 
 /* One split: rows, z-scoring, every method for both targets; out[target][row]. */
-static int park_split(const fk_dataset *mo, const fk_dataset *to, int r, double out[2][NP_ROWS],
+FK_CHECKRETURN static int park_split(const fk_dataset *mo, const fk_dataset *to, int r, double out[2][NP_ROWS],
                       fk_err *err)
 {
     size_t N = mo->X.rows, d = 16;
@@ -735,7 +735,7 @@ static void gvhd_free(gvhd *g)
     free(g->pos);
 }
 
-static int gvhd_load(const char *dir, gvhd *g, fk_err *err)
+FK_CHECKRETURN static int gvhd_load(const char *dir, gvhd *g, fk_err *err)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/gvhd-flow-cytometry/GvHD_flowset_35samples_1000cells.csv.gz",
@@ -802,7 +802,7 @@ static int gvhd_load(const char *dir, gvhd *g, fk_err *err)
     return rc;
 }
 
-static int gvhd_fold(const gvhd *g, int f, double *acc, double *dv, fk_err *err)
+FK_CHECKRETURN static int gvhd_fold(const gvhd *g, int f, double *acc, double *dv, fk_err *err)
 {
     size_t ntr = 0, nte = 0;
     for (size_t i = 0; i < g->n; i++) {
@@ -878,7 +878,7 @@ static int gvhd_fold(const gvhd *g, int f, double *acc, double *dv, fk_err *err)
     return rc;
 }
 
-static int run_gvhd(const char *dir, const opts *o, fk_err *err)
+FK_CHECKRETURN static int run_gvhd(const char *dir, const opts *o, fk_err *err)
 {
     gvhd g = {0};
     int rc = gvhd_load(dir, &g, err);

@@ -16,7 +16,7 @@ void fk_gmm_result_close(fk_gmm_result *res)
     *res = (fk_gmm_result){0};
 }
 
-static int alloc_result(fk_gmm_result *res, int K, int R, int p, int with_sigma, fk_err *err)
+FK_CHECKRETURN static int alloc_result(fk_gmm_result *res, int K, int R, int p, int with_sigma, fk_err *err)
 {
     *res = (fk_gmm_result){.K = K, .R = R, .p = p};
     res->theta = calloc((size_t)K * R * p, sizeof(double));

@@ -386,7 +386,7 @@ static void ws_free(solve_ws *w)
     free(w->dom_idx);
 }
 
-static int check_opts(const fk_dica_opts *o, const fk_dica_stats *st, fk_err *err)
+FK_CHECKRETURN static int check_opts(const fk_dica_opts *o, const fk_dica_stats *st, fk_err *err)
 {
     if (!(o->lambda > 0) || !isfinite(o->lambda))
         return fk_err_set(err, FK_EINVAL, "dica: lambda must be > 0 (got %g)", o->lambda);
@@ -495,7 +495,7 @@ out:
 }
 
 /* DICA/COIR: the small non-symmetric problem (S3) and W = P^-1 G^-1 F a. */
-static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solve_ws *w,
+FK_CHECKRETURN static int solve_supervised(const fk_dica_stats *st, const fk_dica_opts *o, solve_ws *w,
                             fk_dica_fit *fit, fk_err *err)
 {
     size_t D = st->D, Dy = st->Dy, m = o->m;

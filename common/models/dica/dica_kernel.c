@@ -330,7 +330,7 @@ void fk_dica_kernel_close(fk_dica_kernel *k)
 
 /* §5.5 `ref`: beta_k = Umap w_k has |beta_k|^2 = sum_i w_ik^2 / s_i (U orthonormal), so
  * w_k /= |beta_k| sqrt(n gamma_k) gives the reference code's unit-then-1/sqrt(n gamma) rule. */
-static int ref_normalise(fk_dica_kernel *k, fk_err *err)
+FK_CHECKRETURN static int ref_normalise(fk_dica_kernel *k, fk_err *err)
 {
     fk_mat *W = &k->fit.W;
     double *s = calloc(W->rows, sizeof *s); /* s_i = |Phi column i|^2 */

@@ -75,7 +75,7 @@ static void fwd_close(fwd *f)
 }
 
 /* Fails (before allocating anything) when X does not have the input width. */
-static int forward(const fk_mlp *net, const double *theta, const fk_mat *X, fwd *f, fk_err *err)
+FK_CHECKRETURN static int forward(const fk_mlp *net, const double *theta, const fk_mat *X, fwd *f, fk_err *err)
 {
     if (X->cols != net->sizes[0])
         return fk_err_set(err, FK_EINVAL, "classifier: input has %zu columns, network expects %zu",

@@ -62,7 +62,7 @@ int fk_kahm_alloc(fk_kahm *k, int N, int p, int n, fk_err *err)
     return FK_OK;
 }
 
-static int check_finite(const double *Y, size_t N, size_t p, size_t ldy, const char *what,
+FK_CHECKRETURN static int check_finite(const double *Y, size_t N, size_t p, size_t ldy, const char *what,
                         fk_err *err)
 {
     for (size_t i = 0; i < N; i++)
@@ -78,7 +78,7 @@ static int check_finite(const double *Y, size_t N, size_t p, size_t ldy, const c
 /* Leading covariance eigenvectors of Y as the rows of P (m x p, allocated here), the
  * Gram path when N - 1 < p, the covariance path otherwise (§7.1 step 2). *m on entry is
  * the wanted count, on exit the count above eig_floor. */
-static int leading_dirs(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o,
+FK_CHECKRETURN static int leading_dirs(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o,
                         int *m, double **Pout, fk_err *err)
 {
     double *Yc = malloc(N * p * sizeof(double));
@@ -156,7 +156,7 @@ out:
 
 /* P (n x p) and the encodings X = Y P^T (N x n) after the spread loop of App. B step 3;
  * the rows of P are nested, so dropping the last component needs no recomputation. */
-static int subspace(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o,
+FK_CHECKRETURN static int subspace(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o,
                     double **Pout, double **Xout, int *nout, fk_err *err)
 {
     if (N < 2)
@@ -246,7 +246,7 @@ static double recon_err(const double *kappa, const double *r, size_t N, size_t p
 }
 
 /* Steps 4-8 of §7.1 on the encodings X (N x n): whitening, kernel, lambda, M and b. */
-static int fit_kernel(fk_kahm *k, const double *Y, size_t ldy, const double *X,
+FK_CHECKRETURN static int fit_kernel(fk_kahm *k, const double *Y, size_t ldy, const double *X,
                       const fk_kahm_opts *o, fk_err *err)
 {
     size_t N = (size_t)k->N, p = (size_t)k->p, n = (size_t)k->n;

@@ -24,7 +24,7 @@ void fk_kahm_class_close(fk_kahm_class *c)
 }
 
 /* Cluster count: S from the rule, lowered until every cluster holds min_cluster rows. */
-static int partition(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o,
+FK_CHECKRETURN static int partition(const double *Y, size_t N, size_t p, size_t ldy, const fk_kahm_opts *o,
                      int *assign, int *S_out, fk_err *err)
 {
     int S = fk_kahm_n_parts(N, o);

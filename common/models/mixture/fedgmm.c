@@ -107,7 +107,7 @@ static int chol_logdet(const double *S, int p, double *L, double *logdet)
 }
 
 /* g->LX (n x R1) <- ln N(x_i; mu_a, Sig_a). */
-static int x_logdens(const double *X, size_t n, int p, int R1, const double *mu,
+FK_CHECKRETURN static int x_logdens(const double *X, size_t n, int p, int R1, const double *mu,
                      const double *Sig, fk_fedgmm_ws *g, fk_err *err)
 {
     size_t pp = (size_t)p * p;

@@ -265,7 +265,7 @@ static int eee_mstep(eee_ws *s, const double *X, const double *G, double *w, dou
 
 /* k-means++ seeding and Lloyd iterations; hard labels into G (one-hot). FK_ENOMEM when the
  * label buffer cannot be had: the restart must not go on to EM without its Lloyd steps. */
-static int kmeans(eee_ws *s, const double *X, const double *xsq, fk_rng *rng, double *C,
+FK_CHECKRETURN static int kmeans(eee_ws *s, const double *X, const double *xsq, fk_rng *rng, double *C,
                   fk_err *err)
 {
     int p = s->p, R = s->R;
@@ -363,7 +363,7 @@ static int eee_em(eee_ws *s, const double *X, double *w, double *mu, double *sig
 }
 
 /* One-hot s->G from the hierarchical (mclust) partition of X into s->R clusters. */
-static int hc_start(eee_ws *s, const double *X, fk_err *err)
+FK_CHECKRETURN static int hc_start(eee_ws *s, const double *X, fk_err *err)
 {
     int *lab = malloc(s->n * sizeof *lab);
     if (!lab)
@@ -377,7 +377,7 @@ static int hc_start(eee_ws *s, const double *X, fk_err *err)
 }
 
 /* Best of `restarts` EM runs, each from k-means++ (rng) or, with hc, the one hierarchical start. */
-static int fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng, int hc,
+FK_CHECKRETURN static int fit_eee(const double *X, size_t n, int p, int R, int restarts, fk_rng *rng, int hc,
                    fk_eee_fit *out, fk_err *err)
 {
     if (R < 1 || p < 1)

@@ -287,7 +287,7 @@ static int run(const double *Z, size_t n, int q, size_t step, size_t m, int G, i
     return rc;
 }
 
-static int check_args(const double *X, size_t n, int p, int G, fk_err *err)
+FK_CHECKRETURN static int check_args(const double *X, size_t n, int p, int G, fk_err *err)
 {
     for (size_t i = 0; p >= 1 && p <= FK_GMM_HC_MAX_P && i < n * (size_t)p; i++)
         if (!isfinite(X[i]))

@@ -144,7 +144,7 @@ static void step(fk_mat *Y, const double *G, double *U, double *gain, double mom
         Y->data[i] -= mean[i % m];
 }
 
-static int check_finite(fk_mat *Y, fk_err *err)
+FK_CHECKRETURN static int check_finite(fk_mat *Y, fk_err *err)
 {
     for (size_t i = 0; i < Y->rows * Y->cols; i++)
         if (!isfinite(Y->data[i])) {
@@ -360,7 +360,7 @@ static void repulsion(const fk_sptree *tree, size_t n, double theta, int threads
 
 /* Rtsne's Barnes-Hut t-SNE: gradient = sum_j p_ij q_ij Z (y_i - y_j)
  * - sum_j (q_ij Z)^2 (y_i - y_j) / Z, with the second sum from the tree. */
-static int tsne_bh(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err)
+FK_CHECKRETURN static int tsne_bh(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err)
 {
     size_t n = X->rows, m = (size_t)o->dims;
     if (m > 31)
@@ -434,7 +434,7 @@ done:
     return rc;
 }
 
-static int tsne_dense(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err)
+FK_CHECKRETURN static int tsne_dense(const fk_mat *X, const fk_tsne_opts *o, fk_mat *Y, fk_err *err)
 {
     size_t n = X->rows;
     int d = (int)X->cols, m = o->dims;

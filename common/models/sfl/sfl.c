@@ -746,7 +746,7 @@ void fk_sfl_fit_close(fk_sfl_fit *f)
     memset(f, 0, sizeof *f);
 }
 
-static int check_args(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+FK_CHECKRETURN static int check_args(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                       const fk_sfl_opts *o, fk_err *err)
 {
     if (N < 1 || p < 1 || !a || a->J < 1 || a->p != p)

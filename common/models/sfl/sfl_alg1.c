@@ -45,7 +45,7 @@ typedef struct mcpar {
 /* Variant A's iteration (see fk_sfl_solve_va) from lam0 (NULL: 0) and mu (mu_in: the caller's
  * values in mu; else |lam0_n| / (2 sqrt(eps)), 1 where that is 0); mc != NULL replaces the
  * atom-sum f by the Monte-Carlo estimate of Alg. 1. */
-static int va_core(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
+FK_CHECKRETURN static int va_core(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                    double eps, double gamma, double eta_mu, long T, double tol, const double *lam0,
                    int mu_in, const mcpar *mc, fk_sfl_fit *fit, double *mu, fk_err *err)
 {

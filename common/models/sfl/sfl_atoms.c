@@ -17,7 +17,7 @@ static double width_step(const double *widths, int Q)
     return Q > 1 ? (widths[Q - 1] - widths[0]) / (Q - 1) : 1.0;
 }
 
-static int check_widths(const double *widths, int Q, fk_err *err)
+FK_CHECKRETURN static int check_widths(const double *widths, int Q, fk_err *err)
 {
     if (Q < 1)
         return fk_err_set(err, FK_EINVAL, "sfl atoms: need at least one width (got %d)", Q);
@@ -28,7 +28,7 @@ static int check_widths(const double *widths, int Q, fk_err *err)
     return FK_OK;
 }
 
-static int atoms_alloc(fk_sfl_atoms *a, size_t J, int p, fk_err *err)
+FK_CHECKRETURN static int atoms_alloc(fk_sfl_atoms *a, size_t J, int p, fk_err *err)
 {
     memset(a, 0, sizeof *a);
     a->J = J;

@@ -18,7 +18,7 @@ void fk_sfl_model_close(fk_sfl_model *m)
     memset(m, 0, sizeof *m);
 }
 
-static int model_alloc(fk_sfl_model *m, size_t K, int p, fk_err *err)
+FK_CHECKRETURN static int model_alloc(fk_sfl_model *m, size_t K, int p, fk_err *err)
 {
     memset(m, 0, sizeof *m);
     m->K = K;
@@ -57,7 +57,7 @@ int fk_sfl_model_support(const fk_sfl_atoms *a, const double *alpha, fk_sfl_mode
  * one local maximum. Within a connected same-sign component this splits hills that share a
  * ridge (E2.1: a blob over several widths holding several kernels), and gives exactly the
  * component when it has one maximum. */
-static int bumps_grid(const fk_sfl_atoms *a, const double *alpha, int *label, size_t *n_out,
+FK_CHECKRETURN static int bumps_grid(const fk_sfl_atoms *a, const double *alpha, int *label, size_t *n_out,
                       fk_err *err)
 {
     size_t J = a->J, D = (size_t)a->p + 1, n = 0, noff = 1;
@@ -123,7 +123,7 @@ static int by_abs_desc(const void *x, const void *y)
 }
 
 /* Greedy non-maximum suppression for unstructured atoms. */
-static int bumps_nms(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
+FK_CHECKRETURN static int bumps_nms(const fk_sfl_atoms *a, const double *alpha, double r_nms, int *label,
                      size_t *n_out, fk_err *err)
 {
     size_t J = a->J, p = (size_t)a->p, m = 0, n = 0;
@@ -192,7 +192,7 @@ void fk_sfl_predict(const fk_sfl_model *m, const double *X, size_t n, double *f)
 }
 
 /* Least squares of y on the model's kernels, ridge 1e-8, by Cholesky (dposv). */
-static int refit(fk_sfl_model *m, const double *X, const double *y, size_t N, fk_err *err)
+FK_CHECKRETURN static int refit(fk_sfl_model *m, const double *X, const double *y, size_t N, fk_err *err)
 {
     size_t K = m->K, p = (size_t)m->p;
     if (K == 0)
@@ -237,7 +237,7 @@ static int refit(fk_sfl_model *m, const double *X, const double *y, size_t N, fk
  * their mass on kernels spaced like the quadrature of the integral (2.7) and like the
  * unstructured atoms' non-maximum suppression (radius r_nms w, i.e. pieces 2 w long at
  * split = 2). Widths are not cut: a ridge over widths at one centre stays one kernel. */
-static int split_bumps(const fk_sfl_atoms *a, const double *alpha, double split, int *label,
+FK_CHECKRETURN static int split_bumps(const fk_sfl_atoms *a, const double *alpha, double split, int *label,
                        size_t *n_bumps, fk_err *err)
 {
     size_t nb = *n_bumps, p = (size_t)a->p, J = a->J;

@@ -100,7 +100,7 @@ static void pi_dual(const double *Q, const double *y, size_t N, int cls, double 
         info->active += lam[n] != 0.0;
 }
 
-static int check_pi(const double *X, const double *y, size_t N, int p, double w, int mode,
+FK_CHECKRETURN static int check_pi(const double *X, const double *y, size_t N, int p, double w, int mode,
                     double eps, double c_soft, long T, fk_err *err)
 {
     if (!X || !y || N == 0 || p < 1 || !(w > 0) || !isfinite(w) || !(eps >= 0) ||

@@ -49,7 +49,7 @@ static void q_row(const bin *b, size_t i, double *q)
 }
 
 /* SMO on the binary problem: alpha (l) and rho out, steps taken in *iters. */
-static int smo(const bin *b, const fk_svm_opts *o, double *alpha, double *rho, size_t *iters,
+FK_CHECKRETURN static int smo(const bin *b, const fk_svm_opts *o, double *alpha, double *rho, size_t *iters,
                fk_err *err)
 {
     size_t l = b->l;
@@ -211,7 +211,7 @@ static int smo(const bin *b, const fk_svm_opts *o, double *alpha, double *rho, s
     return rc;
 }
 
-static int check_fit_args(const fk_mat *K, const int *y, int n_class, const fk_svm_opts *o,
+FK_CHECKRETURN static int check_fit_args(const fk_mat *K, const int *y, int n_class, const fk_svm_opts *o,
                           fk_err *err)
 {
     size_t n = K->rows;
@@ -425,7 +425,7 @@ int fk_svm_fit_rbf(fk_svm *s, const fk_mat *X, const int *y, int n_class, double
 }
 
 /* dec (nt x n_models) = Ksv coef - 1 rho^T, Ksv the kernel against the support vectors. */
-static int decide(const fk_svm *s, const fk_mat *Ksv, fk_mat *dec, fk_err *err)
+FK_CHECKRETURN static int decide(const fk_svm *s, const fk_mat *Ksv, fk_mat *dec, fk_err *err)
 {
     int rc = s->n_sv ? fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, Ksv, &s->coef, 0.0, dec, err) : FK_OK;
     for (size_t i = 0; !rc && i < dec->rows; i++)
