@@ -45,6 +45,12 @@ int fk_mat_init(fk_mat *m, size_t rows, size_t cols)
     return rc;
 }
 
+int fk_mat_init_uninit(fk_mat *m, size_t rows, size_t cols)
+{
+    size_t padded;
+    return mat_alloc(m, rows, cols, &padded);
+}
+
 void fk_mat_close(fk_mat *m)
 {
     if (m->owned)
