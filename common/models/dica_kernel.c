@@ -334,7 +334,7 @@ void fk_dica_kernel_close(fk_dica_kernel *k)
 
 /* §5.5 `ref`: beta_k = Umap w_k has |beta_k|^2 = sum_i w_ik^2 / s_i (U orthonormal), so
  * w_k /= |beta_k| sqrt(n gamma_k) gives the reference code's unit-then-1/sqrt(n gamma) rule. */
-static int ref_normalise(fk_dica_kernel *k, fk_err *err)
+static int ref_normalise(fk_dica_kernel *k, int allow_zero, fk_err *err)
 {
     fk_mat *W = &k->fit.W;
     double *s = calloc(W->rows, sizeof *s); /* s_i = |Phi column i|^2 */
@@ -348,6 +348,13 @@ static int ref_normalise(fk_dica_kernel *k, fk_err *err)
         double b2 = 0, g = k->fit.gamma[c];
         for (size_t i = 0; i < W->rows; i++)
             b2 += fk_mat_get(W, i, c) * fk_mat_get(W, i, c) / s[i];
+        if ((!(g > 0) || !(b2 > 0)) && allow_zero) {
+            /* a component past the output kernel's rank (regression): kept as zero, as under
+             * `constraint` (the reference code drops eigenvalues <= 1e-8 the same way) */
+            for (size_t i = 0; i < W->rows; i++)
+                W->data[i * W->ld + c] = 0;
+            continue;
+        }
         if (!(g > 0) || !(b2 > 0)) {
             rc = fk_err_set(err, FK_ENUMERIC, "dica: normalise = ref needs gamma_%zu > 0 (got %g)",
                             c + 1, g);
@@ -407,7 +414,7 @@ int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t
         if (rc == FK_OK)
             rc = fk_dica_solve(&st, &od, &k->fit, err);
         if (rc == FK_OK && o->ref_norm)
-            rc = ref_normalise(k, err);
+            rc = ref_normalise(k, !od.rank_check, err);
     }
     /* training embedding: the fit applied to the training rows in its own coordinates */
     if (rc == FK_OK)
