@@ -237,9 +237,13 @@ FK_CHECKRETURN static int refit_direct(fk_dica_kernel *k, const fk_mat *Psi, con
     }
     for (size_t i = 0; rc == FK_OK && i < n; i++)
         R.data[i * R.ld + i] += o->lambda;
+    /* R = U^T U with U in R's row-major upper triangle: LAPACK's column-major lower factor
+     * of the same buffer (R is symmetric), so LAPACKE neither transposes the n x n matrix
+     * into a copy and back (22 % of the fit with its page faults, issue 36) nor scans it
+     * for NaN (every entry of R is a finite kernel value plus finite terms). */
     if (rc == FK_OK) {
         lapack_int info =
-            LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, R.data, (lapack_int)R.ld);
+            LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, 'L', (lapack_int)n, R.data, (lapack_int)R.ld);
         if (info != 0)
             rc = fk_err_set(err, FK_ENUMERIC,
                             "dica: q K~QK~ + K~ + lambda I is not positive definite (minor %d); "
@@ -249,10 +253,10 @@ FK_CHECKRETURN static int refit_direct(fk_dica_kernel *k, const fk_mat *Psi, con
     /* Y = R^-1 F~, T = (1/n) F~^T K~ (K~ Y), then a, gamma and B = Y a. */
     if (rc == FK_OK) {
         memcpy(Y.data, F.data, n * Dy * sizeof *Y.data);
-        lapack_int info = LAPACKE_dpotrs(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, (lapack_int)Dy,
-                                         R.data, (lapack_int)R.ld, Y.data, (lapack_int)Dy);
-        if (info != 0)
-            rc = fk_err_set(err, FK_ENUMERIC, "dica: solve with R failed (%d)", (int)info);
+        cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)n, (int)Dy,
+                    1.0, R.data, (int)R.ld, Y.data, (int)Dy);
+        cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasNoTrans, CblasNonUnit, (int)n,
+                    (int)Dy, 1.0, R.data, (int)R.ld, Y.data, (int)Dy);
     }
     if (rc == FK_OK)
         rc = fk_gemm(FK_NOTRANS, FK_NOTRANS, 1.0, &k->Kc, &Y, 0.0, &KY, err);
@@ -330,7 +334,7 @@ void fk_dica_kernel_close(fk_dica_kernel *k)
 
 /* §5.5 `ref`: beta_k = Umap w_k has |beta_k|^2 = sum_i w_ik^2 / s_i (U orthonormal), so
  * w_k /= |beta_k| sqrt(n gamma_k) gives the reference code's unit-then-1/sqrt(n gamma) rule. */
-FK_CHECKRETURN static int ref_normalise(fk_dica_kernel *k, fk_err *err)
+FK_CHECKRETURN static int ref_normalise(fk_dica_kernel *k, int allow_zero, fk_err *err)
 {
     fk_mat *W = &k->fit.W;
     double *s = calloc(W->rows, sizeof *s); /* s_i = |Phi column i|^2 */
@@ -344,6 +348,13 @@ FK_CHECKRETURN static int ref_normalise(fk_dica_kernel *k, fk_err *err)
         double b2 = 0, g = k->fit.gamma[c];
         for (size_t i = 0; i < W->rows; i++)
             b2 += fk_mat_get(W, i, c) * fk_mat_get(W, i, c) / s[i];
+        if ((!(g > 0) || !(b2 > 0)) && allow_zero) {
+            /* a component past the output kernel's rank (regression): kept as zero, as under
+             * `constraint` (the reference code drops eigenvalues <= 1e-8 the same way) */
+            for (size_t i = 0; i < W->rows; i++)
+                W->data[i * W->ld + c] = 0;
+            continue;
+        }
         if (!(g > 0) || !(b2 > 0)) {
             rc = fk_err_set(err, FK_ENUMERIC, "dica: normalise = ref needs gamma_%zu > 0 (got %g)",
                             c + 1, g);
@@ -403,7 +414,7 @@ int fk_dica_kernel_refit(fk_dica_kernel *k, const int *y, int C, const double *t
         if (rc == FK_OK)
             rc = fk_dica_solve(&st, &od, &k->fit, err);
         if (rc == FK_OK && o->ref_norm)
-            rc = ref_normalise(k, err);
+            rc = ref_normalise(k, !od.rank_check, err);
     }
     /* training embedding: the fit applied to the training rows in its own coordinates */
     if (rc == FK_OK)

@@ -40,7 +40,7 @@ FK_CHECKRETURN static int build_y(const fk_mat *Phi, size_t n_s, double gamma, f
     double *l = malloc(2 * n * sizeof *l), *vm = malloc(2 * D * sizeof *vm),
            *mu = malloc(D * sizeof *mu), *u = malloc(n * sizeof *u);
     int rc = FK_OK;
-    if (!l || !vm || !mu || !u || fk_mat_init(Y, n, D)) {
+    if (!l || !vm || !mu || !u || fk_mat_init_uninit(Y, n, D)) { /* written in full below */
         rc = fk_err_set(err, FK_ENOMEM, "TCA: out of memory for %zux%zu features", n, D);
         goto out;
     }

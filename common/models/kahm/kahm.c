@@ -9,6 +9,7 @@
 
 #include "common/la/eig.h"
 #include "common/la/mat.h"
+#include "common/la/vexp.h"
 
 enum { DIST_BLOCK = 1000 }; /* query rows per block: bounded memory, as the reference */
 
@@ -291,20 +292,47 @@ FK_CHECKRETURN static int fit_kernel(fk_kahm *k, const double *Y, size_t ldy, co
         sq[i] = cblas_ddot((int)n, k->Xw + i * n, 1, k->Xw + i * n, 1);
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)N, (int)n, 1.0, k->Xw, (int)n, 0.0,
                 Kmat, (int)N);
-    for (size_t i = 0; i < N; i++)
+    /* Upper triangle by the vectorised exp (libm's call per entry was a tenth of a
+     * Pen-digits fit, issue 36), mirrored into the lower one. */
+    for (size_t i = 0; i < N; i++) {
+        double *row = Kmat + i * N;
         for (size_t j = i; j < N; j++) {
-            double d = sq[i] + sq[j] - 2.0 * Kmat[i * N + j];
-            Kmat[i * N + j] = exp(-(d > 0 ? d : 0) / (2.0 * (double)n));
+            double d = sq[i] + sq[j] - 2.0 * row[j];
+            row[j] = -(d > 0 ? d : 0) / (2.0 * (double)n);
         }
-    if (LAPACKE_dsyevd(LAPACK_ROW_MAJOR, 'V', 'U', (lapack_int)N, Kmat, (lapack_int)N, kappa) !=
-        0) {
-        rc = fk_err_set(err, FK_ENUMERIC, "KAHM: eigendecomposition of the %zu x %zu kernel failed",
-                        N, N);
-        goto out;
+        fk_vexp_nonpos(row + i, N - i);
+        for (size_t j = i + 1; j < N; j++)
+            Kmat[j * N + i] = row[j];
+    }
+    /* All eigenpairs, LAPACK column-major on the row-major buffer (K is symmetric): no
+     * transposed copies by LAPACKE; the eigenvectors come back as the rows of Kmat
+     * (Kmat = V^T), the workspace on huge pages (fk_mat). */
+    {
+        double wq = 0;
+        lapack_int iq = 0, info;
+        info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)N, Kmat, (lapack_int)N,
+                                   kappa, &wq, -1, &iq, -1);
+        fk_mat work = {0};
+        lapack_int *iwork = NULL;
+        if (info == 0 && (fk_mat_init_uninit(&work, 1, (size_t)wq + 1) ||
+                          !(iwork = malloc(((size_t)iq + 1) * sizeof *iwork))))
+            info = -1000;
+        if (info == 0)
+            info = LAPACKE_dsyevd_work(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)N, Kmat,
+                                       (lapack_int)N, kappa, work.data, (lapack_int)wq, iwork,
+                                       iq);
+        fk_mat_close(&work);
+        free(iwork);
+        if (info != 0) {
+            rc = fk_err_set(err, info == -1000 ? FK_ENOMEM : FK_ENUMERIC,
+                            "KAHM: eigendecomposition of the %zu x %zu kernel failed (%d)", N, N,
+                            (int)info);
+            goto out;
+        }
     }
     /* Y~ = V^T Y, r_k = ||Y~_k||^2; the lambda fixed point then costs O(N) a step. */
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)N, (int)p, (int)N, 1.0, Kmat, (int)N,
-                Y, (int)ldy, 0.0, Yt, (int)p);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)p, (int)N, 1.0, Kmat,
+                (int)N, Y, (int)ldy, 0.0, Yt, (int)p);
     double fro = 0.0;
     for (size_t i = 0; i < N; i++) {
         r[i] = cblas_ddot((int)p, Yt + i * p, 1, Yt + i * p, 1);
@@ -334,15 +362,16 @@ FK_CHECKRETURN static int fit_kernel(fk_kahm *k, const double *Y, size_t ldy, co
     /* M = V diag(1/(kappa+lambda)) Y~, b = V diag(1/(kappa+lambda)) V^T 1. */
     for (size_t i = 0; i < N; i++)
         v1[i] = 1.0;
-    cblas_dgemv(CblasRowMajor, CblasTrans, (int)N, (int)N, 1.0, Kmat, (int)N, v1, 1, 0.0, sq, 1);
+    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, 1.0, Kmat, (int)N, v1, 1, 0.0, sq,
+                1);
     for (size_t i = 0; i < N; i++) {
         double w = 1.0 / (kappa[i] + lamf);
         cblas_dscal((int)p, w, Yt + i * p, 1);
         sq[i] *= w;
     }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)p, (int)N, 1.0, Kmat,
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)N, (int)p, (int)N, 1.0, Kmat,
                 (int)N, Yt, (int)p, 0.0, k->M, (int)p);
-    cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)N, (int)N, 1.0, Kmat, (int)N, sq, 1, 0.0, k->b,
+    cblas_dgemv(CblasRowMajor, CblasTrans, (int)N, (int)N, 1.0, Kmat, (int)N, sq, 1, 0.0, k->b,
                 1);
 out:
     free(Kmat);
@@ -440,7 +469,8 @@ int fk_kahm_dist(const fk_kahm *k, const double *T, size_t nt, size_t ldt, doubl
                 dmin = e[j] < dmin ? e[j] : dmin;
             }
             for (size_t j = 0; j < N; j++)
-                e[j] = exp(-(e[j] - dmin) / (2.0 * (double)n));
+                e[j] = -(e[j] - dmin) / (2.0 * (double)n);
+            fk_vexp_nonpos(e, N); /* arguments <= 0; below -37 the term is under the last bit */
         }
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)p, (int)N, 1.0, E,
                     (int)N, k->M, (int)p, 0.0, num, (int)p);
