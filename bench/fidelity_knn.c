@@ -30,7 +30,7 @@ static int fail(const char *msg)
 }
 
 /* Accuracy (%) of 1-NN trained on src, tested on tgt. */
-static int pair_accuracy(const fk_dataset *src, const fk_dataset *tgt, double *acc, fk_err *err)
+FK_CHECKRETURN static int pair_accuracy(const fk_dataset *src, const fk_dataset *tgt, double *acc, fk_err *err)
 {
     int rc = fk_dataset_check_dims(src, tgt, err);
     if (rc)

@@ -377,7 +377,7 @@ typedef struct workers {
 } workers;
 
 /* Fork P generators, each on its own socket; a child runs its slice and exits. */
-static int spawn_workers(workers *w, const load_opts *o, const char *dir, int port, fk_err *err)
+FK_CHECKRETURN static int spawn_workers(workers *w, const load_opts *o, const char *dir, int port, fk_err *err)
 {
     w->p = 0;
     fflush(stdout); /* the children must not write our buffered output again */

@@ -81,7 +81,7 @@ static int make_pki(const char *dir, fk_err *err)
 }
 
 /* The PKI file names (buffers of 4096); FK_ELIMIT when dir is too long for them. */
-static int files(const char *dir, int server, char *ca, char *crt, char *key, fk_err *err)
+FK_CHECKRETURN static int files(const char *dir, int server, char *ca, char *crt, char *key, fk_err *err)
 {
     fk_cert_role role = server ? FK_ROLE_SERVER : FK_ROLE_CLIENT;
     const char *name = server ? "localhost" : "bench";

@@ -314,7 +314,7 @@ FK_CHECKRETURN static int builtin_data(demo_job *j, const demo_opts *o, const ch
     return rc ? fk_err_prefix(err, rc, "%s demo data: ", j->method) : FK_OK;
 }
 
-static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *err)
+FK_CHECKRETURN static int set_keys(fk_params *p, const char *const (*kv)[2], size_t n, fk_err *err)
 {
     for (size_t i = 0; i < n; i++)
         if (fk_params_set(p, kv[i][0], kv[i][1]))

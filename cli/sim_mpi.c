@@ -1052,9 +1052,9 @@ FK_CHECKRETURN static int mpi_worker(const fk_method *m, const fk_params *p,
     return rc;
 }
 
-static int mpi_driver(const fk_method *m, const fk_params *p, const fk_dataset *clients,
-                      int n_clients, const fk_sim_opts *o, fk_bundle *model, fk_sim_round *last,
-                      fk_err *err)
+FK_CHECKRETURN static int mpi_driver(const fk_method *m, const fk_params *p,
+                                     const fk_dataset *clients, int n_clients, const fk_sim_opts *o,
+                                     fk_bundle *model, fk_sim_round *last, fk_err *err)
 {
     session++;
     return mpi_rank_ == 0 ? mpi_server(m, p, n_clients, o, model, last, err)

@@ -157,7 +157,7 @@ static void work_reset(work *w)
 /* Start a call (takes req). FK_OK when `done` will run, also for a call that cannot start
  * (it reports through done); FK_ENOMEM when nothing was started, so the caller must arrange
  * the retry itself or the agent would wait for a completion that never comes. */
-static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t len,
+FK_CHECKRETURN static int call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t len,
                 uint64_t timeout_ms, fk_grpc_done done, fk_err *err)
 {
     callctx *c = calloc(1, sizeof *c);
@@ -502,7 +502,7 @@ const fk_param_doc fk_agent_local_docs[] = {
     {NULL, NULL},
 };
 
-int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
+FK_CHECKRETURN int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
                           fk_err *err)
 {
     /* local.* keys speak for this client (consent, caps): only its own config sets them */

@@ -91,7 +91,7 @@ void fk_agent_stats_get(const fk_agent *a, fk_agent_stats *out);
 
 /* Add the client's own local.* settings to a job's parameters; FK_EINVAL when the job itself
  * sets a local.* key (a server must not speak for the client, e.g. consent to raw uploads). */
-int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
+FK_CHECKRETURN int fk_agent_local_params(fk_params *job_params, const fk_params *local, int64_t job,
                           fk_err *err);
 
 /* Every local.* key a client may set (its config's [local] section or --local.KEY flags),

@@ -153,7 +153,7 @@ enum { AFFINE_REPORT_MAX = 65535 }; /* also nanopb's 16-bit array count */
 
 /* What set c->n's loader did to its raw file, for the Join (the model records it): its
  * steps, then its affine map, read again from data.NAME.affine (the loader checked it). */
-static int report_prep(data_cache *c, const char *ds, const char *src, const fk_source *so,
+FK_CHECKRETURN static int report_prep(data_cache *c, const char *ds, const char *src, const fk_source *so,
                        fk_err *err)
 {
     fk_agent_dataset *o = &c->info[c->n];
@@ -183,7 +183,7 @@ static int report_prep(data_cache *c, const char *ds, const char *src, const fk_
 
 /* Load every data.NAME source with its data.NAME.* options (checked by check_data_keys);
  * the first failure is one error naming the data set, the source and what to change. */
-static int load_all(data_cache *c, const fk_params *p, fk_err *err)
+FK_CHECKRETURN static int load_all(data_cache *c, const fk_params *p, fk_err *err)
 {
     const char *dir = fk_params_str(p, "data_dir", "../shared/data");
     for (int i = 0; i < p->count; i++) {
@@ -284,7 +284,7 @@ static int fail(const char *msg)
     return 1;
 }
 
-static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
+FK_CHECKRETURN static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
 {
     const char *dir = fk_params_get(p, "tls_dir");
     const char *name = fk_params_get(p, "name");
@@ -304,7 +304,7 @@ static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
 }
 
 /* --state_dir, else systemd's STATE_DIRECTORY (the first of a ':' list); "" = none. */
-static int state_dir(const fk_params *p, char *out, size_t cap, fk_err *err)
+FK_CHECKRETURN static int state_dir(const fk_params *p, char *out, size_t cap, fk_err *err)
 {
     const char *d = fk_params_get(p, "state_dir");
     const char *env = getenv("STATE_DIRECTORY");

@@ -42,7 +42,7 @@ static void put(int *table, size_t slots, const char *key, int idx)
 
 /* Both tables anew from the records, with room for four times the records (so at least a
  * quarter of the slots are inserted before the next rebuild: amortised O(1) per insert). */
-static int rebuild(fk_clients *c, fk_err *err)
+FK_CHECKRETURN static int rebuild(fk_clients *c, fk_err *err)
 {
     size_t live = (size_t)c->n + 1, slots = 16;
     while (slots < 4 * live)

@@ -163,7 +163,7 @@ static void job_free(job *j)
     free(j);
 }
 
-static int encode(fk_engine *e, const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
+FK_CHECKRETURN static int encode(fk_engine *e, const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
 {
     *out = NULL;
     *len = 0;
@@ -172,7 +172,7 @@ static int encode(fk_engine *e, const fk_bundle *b, uint8_t **out, size_t *len, 
 
 /* Method state as a blob: which op (save or model) fills the bundle. Touches only srv and
  * what it allocates: runs on the loop at submit, on a worker for a round's close. */
-static int state_blob(const fk_blob_codec *codec, const fk_method *m, void *srv, int model,
+FK_CHECKRETURN static int state_blob(const fk_blob_codec *codec, const fk_method *m, void *srv, int model,
                       uint8_t **out, size_t *len, fk_err *err)
 {
     fk_bundle b;
@@ -187,7 +187,7 @@ static int state_blob(const fk_blob_codec *codec, const fk_method *m, void *srv,
 }
 
 /* Fresh server state, then the checkpoint of `round` if one is stored. */
-static int restore_checkpoint(fk_engine *e, job *j, int round, fk_err *err)
+FK_CHECKRETURN static int restore_checkpoint(fk_engine *e, job *j, int round, fk_err *err)
 {
     assert(!j->busy);
     if (j->srv)
@@ -220,7 +220,7 @@ static int compare_int(const void *a, const void *b)
 }
 
 /* The method's sample for (round, attempt); attempt 0 uses the simulator's RNG. */
-static int plan(job *j, int *chosen, int *n, fk_err *err)
+FK_CHECKRETURN static int plan(job *j, int *chosen, int *n, fk_err *err)
 {
     fk_rng rng;
     uint64_t seed = j->conf.seed;
@@ -242,7 +242,7 @@ static int plan(job *j, int *chosen, int *n, fk_err *err)
     return FK_OK;
 }
 
-static int plan_slots(job *j, fk_err *err)
+FK_CHECKRETURN static int plan_slots(job *j, fk_err *err)
 {
     assert(!j->busy);
     int *chosen = malloc((size_t)j->conf.n_clients * sizeof *chosen);
@@ -312,7 +312,7 @@ static void mark_gone(fk_engine *e, job *j)
 }
 
 /* Every planned client's task for the current phase, in client order (as the simulator). */
-static int make_tasks(fk_engine *e, job *j, fk_err *err)
+FK_CHECKRETURN static int make_tasks(fk_engine *e, job *j, fk_err *err)
 {
     assert(!j->busy);
     e->generation++; /* new tasks: waiting clients may have work now */
@@ -409,7 +409,7 @@ static void quality_reset(job *j)
         fk_report_init(&j->cq[k]);
 }
 
-static int start_round(fk_engine *e, job *j, double now, fk_err *err)
+FK_CHECKRETURN static int start_round(fk_engine *e, job *j, double now, fk_err *err)
 {
     j->phase = 0;
     int rc = plan_slots(j, err);
@@ -445,7 +445,7 @@ static int start_round(fk_engine *e, job *j, double now, fk_err *err)
 }
 
 /* A stored update, copied: the store's bytes are valid only during the callback. */
-static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
+FK_CHECKRETURN static int collect_update(void *ctx, const fk_store_update *u, fk_err *err)
 {
     collected *c = ctx;
     if (u->client == c->skip)
@@ -530,7 +530,7 @@ static void collected_drop_msgs(collected *c)
  * folds, each update decoded and folded as it is read, so only one is in memory at a time
  * (issue 35); else all decoded, then the method's aggregate. Touches only srv, c, q and st, so
  * it runs on a worker thread (st: the worker's reader) as well as on the loop. */
-static int aggregate_work(fk_store *st, int64_t job, int attempt, const fk_blob_codec *codec,
+FK_CHECKRETURN static int aggregate_work(fk_store *st, int64_t job, int attempt, const fk_blob_codec *codec,
                           const fk_method *m, void *srv, int round, int phase, collected *c,
                           double *q, int *done, double *agg_seconds, fk_err *err)
 {
@@ -622,7 +622,7 @@ static void fill_round(const job *j, fk_store_round *r, int participants, double
 
 /* Aggregate the stored updates of the current phase in client order (but skip's), on the
  * loop: the replay of a resume and the search for a bad update. */
-static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, int *done,
+FK_CHECKRETURN static int aggregate_phase(fk_engine *e, job *j, int skip, fk_store_round *r, int *done,
                            fk_err *err)
 {
     assert(!j->busy);
@@ -663,7 +663,7 @@ static void store_failed(fk_engine *e, job *j, int rc, fk_err *err, double now);
 static void store_ok(job *j);
 
 /* Store the phase's close and open the next phase of the same round. */
-static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err *err)
+FK_CHECKRETURN static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err *err)
 {
     if (j->phase + 1 == MAX_PHASES)
         return fk_err_set(err, FK_ESTATE, "method %s did not finish round %d in %d phases",
@@ -690,7 +690,7 @@ static int next_phase(fk_engine *e, job *j, int participants, double now, fk_err
 
 /* One transaction: the last phase, the round's summary, checkpoint, model,
  * and the job's next position (or its end). */
-static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_work *w, double now,
+FK_CHECKRETURN static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_work *w, double now,
                        fk_err *err)
 {
     int last = w->last;
@@ -766,7 +766,7 @@ static int close_round(fk_engine *e, job *j, fk_store_round *r, const fk_engine_
     return start_round(e, j, now, err);
 }
 
-static int reload(fk_engine *e, job *j, double now, fk_err *err);
+FK_CHECKRETURN static int reload(fk_engine *e, job *j, double now, fk_err *err);
 static void refuse(fk_engine *e, job *j, slot *s, const char *reason);
 static void end_phase(fk_engine *e, job *j, double now);
 static void retry_round(fk_engine *e, job *j, double now, const char *why);
@@ -806,7 +806,7 @@ static void marks_restore(job *j, const slot_mark *m)
 /* The phase's aggregation failed: the slot of the one client without whose update it
  * succeeds (*culprit, -1 if there is none). Every try starts from the method state rebuilt
  * from the store, since the failed aggregate may have changed it; so does the state left. */
-static int find_culprit(fk_engine *e, job *j, double now, int *culprit, fk_err *err)
+FK_CHECKRETURN static int find_culprit(fk_engine *e, job *j, double now, int *culprit, fk_err *err)
 {
     *culprit = -1;
     slot_mark *m = malloc((size_t)j->n_slots * sizeof *m);
@@ -845,7 +845,7 @@ static int find_culprit(fk_engine *e, job *j, double now, int *culprit, fk_err *
  * phase (the client is refused, a dropout) and the phase closes again without it; one that
  * may need the clients that dropped out (FedGrEM's initialisation needs every client) is
  * retried like a missed quorum. 0: the job fails (no one client is to blame). */
-static int survive_aggregation_error(fk_engine *e, job *j, const fk_err *why, double now)
+FK_CHECKRETURN static int survive_aggregation_error(fk_engine *e, job *j, const fk_err *why, double now)
 {
     fk_err err = {0};
     int culprit = -1;
@@ -1113,7 +1113,7 @@ static void retry_round(fk_engine *e, job *j, double now, const char *why)
 
 /* ------------------------------------------------------------- resume */
 
-static int mark_answered(void *ctx, const fk_store_update *u, fk_err *err)
+FK_CHECKRETURN static int mark_answered(void *ctx, const fk_store_update *u, fk_err *err)
 {
     (void)err;
     job *j = ctx;
@@ -1129,7 +1129,7 @@ static int mark_answered(void *ctx, const fk_store_update *u, fk_err *err)
 /* Rebuild a job's in-memory state from the store: checkpoint of the last
  * closed round, the same plan, the closed phases re-aggregated from their
  * stored updates, the open phase's answers marked. */
-static int resume(fk_engine *e, job *j, double now, fk_err *err)
+FK_CHECKRETURN static int resume(fk_engine *e, job *j, double now, fk_err *err)
 {
     fk_store_job row;
     int rc = fk_store_job_get(e->o.store, j->id, &row, err);
@@ -1185,7 +1185,7 @@ static int resume(fk_engine *e, job *j, double now, fk_err *err)
 
 /* Forget the in-memory state and rebuild it from the store (reads only,
  * unless the round was never opened): at start, and after a failed write. */
-static int reload(fk_engine *e, job *j, double now, fk_err *err)
+FK_CHECKRETURN static int reload(fk_engine *e, job *j, double now, fk_err *err)
 {
     assert(!j->busy);
     free_tasks(j);
@@ -1269,7 +1269,7 @@ static void unstall(fk_engine *e, job *j, double now)
 
 /* --------------------------------------------------------- job table */
 
-static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_err *err)
+FK_CHECKRETURN static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_err *err)
 {
     *out = NULL;
     job *j = calloc(1, sizeof *j);
@@ -1316,7 +1316,7 @@ static int job_new(fk_engine *e, int64_t id, const char *config, job **out, fk_e
     return FK_OK;
 }
 
-static int add_job(fk_engine *e, job *j, fk_err *err)
+FK_CHECKRETURN static int add_job(fk_engine *e, job *j, fk_err *err)
 {
     if (e->n_jobs == e->cap) {
         int cap = e->cap ? 2 * e->cap : 8;
@@ -1639,7 +1639,7 @@ static void refuse(fk_engine *e, job *j, slot *s, const char *reason)
 }
 
 /* Why an update cannot be counted (FK_OK when it can). */
-static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_err *err)
+FK_CHECKRETURN static int check_push(fk_engine *e, const fk_push *p, job **jo, slot **so, fk_err *err)
 {
     job *j = find_job(e, p->job);
     if (!j) {

@@ -126,7 +126,7 @@ static int fail(const char *msg)
 }
 
 /* The one server-*.pem in dir, as NAME; error if none or several. */
-static int find_server_name(const char *dir, char *name, size_t cap, fk_err *err)
+FK_CHECKRETURN static int find_server_name(const char *dir, char *name, size_t cap, fk_err *err)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -149,7 +149,7 @@ static int find_server_name(const char *dir, char *name, size_t cap, fk_err *err
                       dir);
 }
 
-static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
+FK_CHECKRETURN static int build_tls(const fk_params *p, fk_tls_ctx **out, fk_err *err)
 {
     const char *dir = fk_params_get(p, "tls_dir");
     char ca[4096], cert[4096], key[4096], name[128];
@@ -386,7 +386,7 @@ static void notify_status(void *ud, char *buf, size_t cap)
 static const fk_blob_codec codec = {fk_codec_bundle_encode, fk_codec_bundle_decode};
 
 /* Store, engine (resumes running jobs) and the service's access lists. */
-static int open_state(server_state *st, const fk_params *p, fk_err *err)
+FK_CHECKRETURN static int open_state(server_state *st, const fk_params *p, fk_err *err)
 {
     long max_mb, client_mb, total_mb, agg_mb = 0;
     int rc = fk_params_int(p, "state_max_mb", 0, 0, 1L << 30, &max_mb, err);

@@ -364,7 +364,7 @@ static void reply_no_task(fk_service *s, fk_grpc_call *call, const char *identit
 
 /* What a response carries of an encoded bundle: the bundle inline when it fits
  * room and chunk 0 is asked for, else chunk chunk_index of it (header in *hdr). */
-static int payload_tx(const uint8_t *blob, size_t blen, size_t room, uint32_t chunk_index,
+FK_CHECKRETURN static int payload_tx(const uint8_t *blob, size_t blen, size_t room, uint32_t chunk_index,
                       fedkern_v1_Chunk *hdr, fk_bundle *b, fk_codec_tx *tx, fk_err *err)
 {
     if (blen <= room && chunk_index == 0) {
@@ -415,7 +415,7 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, len, free);
 }
 
-static int encode_queries(const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
+FK_CHECKRETURN static int encode_queries(const fk_bundle *b, uint8_t **out, size_t *len, fk_err *err)
 {
     return fk_codec_bundle_encode(b, out, len, err);
 }
@@ -578,7 +578,7 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
 }
 
 /* A new session for the client's record (a new Join replaces the old session). */
-static int new_session(fk_service *s, fk_client_rec *r, fk_err *err)
+FK_CHECKRETURN static int new_session(fk_service *s, fk_client_rec *r, fk_err *err)
 {
     unsigned char raw[16];
     char id[33];
@@ -1086,7 +1086,7 @@ static void on_batch_idle(uv_idle_t *h)
 }
 
 /* Room for one more staged update and an open transaction; FK_OK or an error. */
-static int batch_reserve(fk_service *s, fk_err *err)
+FK_CHECKRETURN static int batch_reserve(fk_service *s, fk_err *err)
 {
     /* Closed: the batch handles are gone. A call can still arrive (with net.io_threads it may
      * wait in the I/O threads' queue): UNAVAILABLE, so the client sends it again later. */
@@ -1369,7 +1369,7 @@ static void predict_answer(fk_service *s, fk_grpc_call *call, const char *identi
 
 /* Mode B of kahm and the like: ask the clients that hold the job's models (the request
  * copies model and q); the call is answered later, by predict_finish. */
-static int predict_start(fk_service *s, fk_grpc_call *call, int64_t job, const fk_method *m,
+FK_CHECKRETURN static int predict_start(fk_service *s, fk_grpc_call *call, int64_t job, const fk_method *m,
                          const fk_bundle *model, const fk_bundle *q, uint32_t timeout_ms,
                          fk_err *err)
 {
@@ -1692,7 +1692,7 @@ FK_CHECKRETURN static int check_presence(fk_service *s, const fk_jobconf *conf, 
 /* The job's clients against what they advertised, and the ones it needs connected:
  * FK_EINVAL naming each offender. A config that does not parse is left to the engine, which
  * says why. */
-static int check_clients(fk_service *s, const char *config, fk_err *err)
+FK_CHECKRETURN static int check_clients(fk_service *s, const char *config, fk_err *err)
 {
     fk_jobconf conf;
     fk_err ignore = {0};
@@ -2295,7 +2295,7 @@ static void predict_item_done(fk_offload_item *it)
 
 /* The query cap of every job type: no tensor of a batch holds more than
  * FK_PREDICT_MAX_QUERIES rows (checked before the model is read). */
-static int check_query_rows(const fk_bundle *q, fk_err *err)
+FK_CHECKRETURN static int check_query_rows(const fk_bundle *q, fk_err *err)
 {
     for (size_t i = 0; i < q->count; i++)
         if (q->items[i].ndim >= 1 && q->items[i].shape[0] > FK_PREDICT_MAX_QUERIES)

@@ -217,7 +217,7 @@ static int at_file_size_limit(fk_store *st)
     return 0;
 }
 
-static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
+FK_CHECKRETURN static int db_fail(fk_store *st, int rc, const char *what, fk_err *err)
 {
     int prim = rc & 0xff;
     int code = FK_EIO; /* the engine waits and retries: a full disk may get space */
@@ -270,7 +270,7 @@ static void sql_sha256(sqlite3_context *c, int argc, sqlite3_value **v)
 /* The blob of column `col` of the current row against the SHA-256 in column `col + 1`:
  * FK_OK, or FK_EFORMAT naming the row (`what`) and the restore steps. A missing sum is a
  * mismatch too: the migration gave every row one. */
-static int verify_blob(fk_store *st, sqlite3_stmt *s, int col, const char *what, fk_err *err)
+FK_CHECKRETURN static int verify_blob(fk_store *st, sqlite3_stmt *s, int col, const char *what, fk_err *err)
 {
     const void *b = sqlite3_column_blob(s, col);
     size_t n = (size_t)sqlite3_column_bytes(s, col);
@@ -298,7 +298,7 @@ int fk_store_damaged(const fk_store *st)
     return st->damaged;
 }
 
-static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
+FK_CHECKRETURN static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
 {
     int rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
     return rc == SQLITE_OK ? FK_OK : db_fail(st, rc, what, err);
@@ -307,7 +307,7 @@ static int exec(fk_store *st, const char *sql, const char *what, fk_err *err)
 /* A ready statement for sql: the cached one (reset, no bindings), or a fresh
  * one that is cached. A cached statement still in use by an outer caller (a
  * store call from inside fk_store_update_each's callback) gets a private copy. */
-static int prep(fk_store *st, const char *sql, sqlite3_stmt **s, fk_err *err)
+FK_CHECKRETURN static int prep(fk_store *st, const char *sql, sqlite3_stmt **s, fk_err *err)
 {
     int in_use = 0;
     for (int i = 0; i < st->n_cache; i++) {
@@ -364,7 +364,7 @@ static int run(fk_store *st, sqlite3_stmt *s, const char *what, fk_err *err)
 }
 
 /* Run one cached statement without parameters (transaction control). */
-static int exec_cached(fk_store *st, const char *sql, const char *what, fk_err *err)
+FK_CHECKRETURN static int exec_cached(fk_store *st, const char *sql, const char *what, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = prep(st, sql, &s, err);
@@ -385,7 +385,7 @@ static double column_real_or_nan(sqlite3_stmt *s, int i)
 }
 
 /* prep() with the key of a round attempt bound: ?1 job, ?2 round, ?3 attempt. */
-static int prep_round(fk_store *st, const char *sql, int64_t job, int round, int attempt,
+FK_CHECKRETURN static int prep_round(fk_store *st, const char *sql, int64_t job, int round, int attempt,
                       sqlite3_stmt **s, fk_err *err)
 {
     int rc = prep(st, sql, s, err);
@@ -398,7 +398,7 @@ static int prep_round(fk_store *st, const char *sql, int64_t job, int round, int
 }
 
 /* prep_round() and ?4 phase: the key of a phase. */
-static int prep_phase(fk_store *st, const char *sql, int64_t job, int round, int attempt,
+FK_CHECKRETURN static int prep_phase(fk_store *st, const char *sql, int64_t job, int round, int attempt,
                       int phase, sqlite3_stmt **s, fk_err *err)
 {
     int rc = prep_round(st, sql, job, round, attempt, s, err);
@@ -408,7 +408,7 @@ static int prep_phase(fk_store *st, const char *sql, int64_t job, int round, int
     return FK_OK;
 }
 
-static int migrate(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int migrate(fk_store *st, fk_err *err)
 {
     int rc = exec(st, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);",
                   "create schema_version", err);
@@ -445,7 +445,7 @@ static int migrate(fk_store *st, fk_err *err)
  * write (SQLite puts state.db-wal and -shm next to the file) is refused with one message,
  * instead of a start that stalls at the first write. The mode bit is checked as well as
  * access(): root passes access() for a file an operator made read-only. */
-static int check_path(const char *path, fk_err *err)
+FK_CHECKRETURN static int check_path(const char *path, fk_err *err)
 {
     if (!strcmp(path, ":memory:") || !*path || !strncmp(path, "file:", 5))
         return FK_OK; /* no file of ours to check (tests, fuzz targets) */
@@ -485,7 +485,7 @@ static int check_path(const char *path, fk_err *err)
 
 /* PRAGMA quick_check: FK_OK for "ok", else FK_EFORMAT with SQLite's first finding and the
  * restore steps. */
-static int quick_check(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int quick_check(fk_store *st, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(st->db, "PRAGMA quick_check(1)", -1, &s, NULL);
@@ -505,7 +505,7 @@ static int quick_check(fk_store *st, fk_err *err)
 }
 
 /* 1 if the database holds fedkern's tables (a schema_version table), 0 if not, <0 error. */
-static int has_fedkern_schema(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int has_fedkern_schema(fk_store *st, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(st->db,
@@ -540,7 +540,7 @@ static double now_mono(void)
 
 /* A shared flock on the file for the store's lifetime (independent of SQLite's own fcntl
  * locks): fk_store_compact takes it exclusive, so it never runs under a server. */
-static int lock_shared(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int lock_shared(fk_store *st, fk_err *err)
 {
     if (!is_file_path(st->path))
         return FK_OK;
@@ -575,7 +575,7 @@ static void note_before(fk_store *st)
 }
 
 /* meta[key] into *v; FK_ENOTFOUND when absent (or no meta table: schema < 6). */
-static int meta_get(fk_store *st, const char *key, int64_t *v, fk_err *err)
+FK_CHECKRETURN static int meta_get(fk_store *st, const char *key, int64_t *v, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE key = ?1", -1, &s, NULL);
@@ -590,7 +590,7 @@ static int meta_get(fk_store *st, const char *key, int64_t *v, fk_err *err)
     return rc == SQLITE_DONE ? FK_ENOTFOUND : db_fail(st, rc, "read meta", err);
 }
 
-static int meta_set(fk_store *st, const char *key, int64_t v, fk_err *err)
+FK_CHECKRETURN static int meta_set(fk_store *st, const char *key, int64_t v, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = prep(st, "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)", &s, err);
@@ -698,7 +698,7 @@ static void startup_set(fk_store *st, const char *mode, const char *reason)
 
 /* Which check this start needs (fk_store_startup), and the "full" one at once, before the
  * schema is read or migrated. */
-static int startup_decide(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int startup_decide(fk_store *st, fk_err *err)
 {
     double t0 = now_mono();
     if (!strcmp(st->startup.mode, "new"))
@@ -749,7 +749,7 @@ static int startup_decide(fk_store *st, fk_err *err)
 }
 
 /* The "crash" check: the SHA-256 of every blob row written since the last verified run. */
-static int startup_verify(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int startup_verify(fk_store *st, fk_err *err)
 {
     double t0 = now_mono();
     int rc = FK_OK;
@@ -799,7 +799,7 @@ static int startup_verify(fk_store *st, fk_err *err)
  * stopped cleanly) by the first transaction (fk_store_begin), so that opening writes nothing
  * to the database (another connection may hold the write lock). PATH.run says "running"
  * first: a crash of this run is a "crash" start next. Then the log line. */
-static int begin_run(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int begin_run(fk_store *st, fk_err *err)
 {
     int64_t last = 0;
     int rc = meta_get(st, "run", &last, err);
@@ -826,7 +826,7 @@ static int begin_run(fk_store *st, fk_err *err)
 }
 
 /* Inside the first transaction of a run: record it (see begin_run). */
-static int record_run(fk_store *st, fk_err *err)
+FK_CHECKRETURN static int record_run(fk_store *st, fk_err *err)
 {
     if (!st->run || st->run_recorded)
         return FK_OK;
@@ -845,10 +845,10 @@ void fk_store_startup_get(const fk_store *st, fk_store_startup *out)
 /* The connection to st->path: open, configure, check, and (only where the file holds
  * fedkern state, or init allows a new federation in it) migrate. `existed`: the file was
  * there, non-empty, before the open. */
-static int startup_decide(fk_store *st, fk_err *err);
-static int startup_verify(fk_store *st, fk_err *err);
+FK_CHECKRETURN static int startup_decide(fk_store *st, fk_err *err);
+FK_CHECKRETURN static int startup_verify(fk_store *st, fk_err *err);
 
-static int connect_db(fk_store *st, int existed, int init, int startup, fk_err *err)
+FK_CHECKRETURN static int connect_db(fk_store *st, int existed, int init, int startup, fk_err *err)
 {
     int rc = sqlite3_open_v2(st->path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
     if (rc != SQLITE_OK)
@@ -938,7 +938,7 @@ static void fsync_dir_of(const char *path);
 /* A new federation at an absent path, made whole before it appears there: the schema is
  * written to PATH.init-tmp, which is fsync'd and renamed, so a crash at the first start never
  * leaves an empty state.db (refused as "holds no federation" at the next start). */
-static int create_db(fk_store *st, const char *path, fk_err *err)
+FK_CHECKRETURN static int create_db(fk_store *st, const char *path, fk_err *err)
 {
     char tmp[sizeof st->path];
     if (snprintf(tmp, sizeof tmp, "%s.init-tmp", path) >= (int)sizeof tmp)
@@ -1161,7 +1161,7 @@ int fk_store_file_state(const fk_store *st)
 
 /* Copy the whole database (what the connection sees, -wal included) into a new file at dest,
  * fsync'd. dest must not exist. */
-static int copy_to(fk_store *st, const char *dest, fk_err *err)
+FK_CHECKRETURN static int copy_to(fk_store *st, const char *dest, fk_err *err)
 {
     sqlite3 *out = NULL;
     int rc = sqlite3_open_v2(dest, &out, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
@@ -1277,7 +1277,7 @@ void fk_store_close(fk_store *st)
     free(st);
 }
 
-static int pragma_int(fk_store *st, const char *sql, int64_t *out, fk_err *err)
+FK_CHECKRETURN static int pragma_int(fk_store *st, const char *sql, int64_t *out, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = prep(st, sql, &s, err);
@@ -1428,7 +1428,7 @@ void fk_store_rollback(fk_store *st)
 
 /* The statements of one roster write, in a savepoint so that it is whole inside or outside
  * an open transaction. */
-static int roster_write(fk_store *st, const char *identity, int listed, const fk_roster_set *sets,
+FK_CHECKRETURN static int roster_write(fk_store *st, const char *identity, int listed, const fk_roster_set *sets,
                         int n, fk_err *err)
 {
     sqlite3_stmt *s;
@@ -1482,7 +1482,7 @@ int fk_store_roster_put(fk_store *st, const char *identity, int listed, const fk
 }
 
 /* One client's row group of the load query into the roster. */
-static int roster_flush(fk_roster *r, const char *id, int listed, const fk_roster_set *sets, int n,
+FK_CHECKRETURN static int roster_flush(fk_roster *r, const char *id, int listed, const fk_roster_set *sets, int n,
                         fk_err *err)
 {
     return fk_roster_join(r, id, listed, sets, n)
@@ -1942,7 +1942,7 @@ int fk_store_client_last_seen(fk_store *st, const char *identity, double *when, 
  * FK_STORE_IDEM_SAME (bytes of SHA-256 d, or any bytes when d is NULL) or FK_STORE_IDEM_OTHER
  * (other bytes: a reused id), <0 on error. Scoped to the sender: nobody can claim another
  * client's id. */
-static int idem_state(fk_store *st, const char *idem, const char *identity,
+FK_CHECKRETURN static int idem_state(fk_store *st, const char *idem, const char *identity,
                       const unsigned char *d, fk_err *err)
 {
     sqlite3_stmt *s;
@@ -1964,7 +1964,7 @@ static int idem_state(fk_store *st, const char *idem, const char *identity,
 
 /* The report of an update just stored, in update_reports (kept when retention deletes the
  * update). */
-static int report_put(fk_store *st, const fk_store_update *u, fk_err *err)
+FK_CHECKRETURN static int report_put(fk_store *st, const fk_store_update *u, fk_err *err)
 {
     sqlite3_stmt *s;
     int rc = prep_phase(st,
@@ -2188,7 +2188,7 @@ int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
 
 /* ------------------------------------------------- checkpoints, models */
 
-static int blob_put(fk_store *st, const char *table, int64_t job, int round, const void *blob,
+FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job, int round, const void *blob,
                     size_t len, fk_err *err)
 {
     char sql[160];
@@ -2217,7 +2217,7 @@ static int blob_put(fk_store *st, const char *table, int64_t job, int round, con
     return run(st, s, table, err);
 }
 
-static int blob_get(fk_store *st, const char *table, int64_t job, int round, void **blob,
+FK_CHECKRETURN static int blob_get(fk_store *st, const char *table, int64_t job, int round, void **blob,
                     size_t *len, int *round_out, fk_err *err)
 {
     *blob = NULL;
@@ -2343,7 +2343,7 @@ int fk_store_selected_round(fk_store *st, int64_t job, const fk_method *m, int *
 }
 
 /* Run one statement with ?1 job and the int parameters that follow. */
-static int run_job_ints(fk_store *st, const char *sql, int64_t job, const int *v, int n,
+FK_CHECKRETURN static int run_job_ints(fk_store *st, const char *sql, int64_t job, const int *v, int n,
                         const char *what, fk_err *err)
 {
     sqlite3_stmt *s;

@@ -30,7 +30,7 @@
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 #include "tests/bundle_assert.h"
 
 /* ---- the counting allocator ---- */

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/la/sptree.h"
-#include "common/la/tsne.h"
+#include "common/models/mixture/sptree.h"
+#include "common/models/mixture/tsne.h"
 
 enum { N = 150, D = 20 };
 

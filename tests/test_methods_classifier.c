@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/models/classifier.h"
+#include "common/models/fedrf_tca/classifier.h"
 
 static void check_gradients(const size_t *hidden, int n_hidden)
 {

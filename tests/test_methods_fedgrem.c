@@ -8,7 +8,7 @@
 
 #include "common/methods/mixture/fedgrem.h"
 #include "common/methods/mixture/gmm_run.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 #include "tests/bundle_assert.h"
 #include "tests/support_gmm.h"
 #include "tests/support_ops.h"

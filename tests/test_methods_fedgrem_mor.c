@@ -16,8 +16,8 @@
 #include "common/methods/mixture/mor.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 #include "tests/support_ops.h"
 
 /* Small design: 5 tasks (the last an outlier y = -3 x^T 1 + e), R = 2, p = 3, n = 600. */

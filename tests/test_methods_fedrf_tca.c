@@ -10,7 +10,7 @@
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/sim.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 enum { K = 3, NC = K + 1 };
 

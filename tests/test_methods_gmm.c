@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/data/synth_gmm.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 

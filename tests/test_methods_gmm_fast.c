@@ -10,8 +10,8 @@
 
 #include "common/la/rng.h"
 #include "common/la/vexp.h"
-#include "common/models/gmm.h"
-#include "common/models/gmm_estep.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/gmm_estep.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/models/gmm.h"
-#include "common/models/gmm_hc.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/gmm_hc.h"
 
 /* ---- a from-scratch reference: every pair cost recomputed from the members ---- */
 

@@ -8,7 +8,7 @@
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/models/mmd.h"
+#include "common/models/fedrf_tca/mmd.h"
 
 static void fill(fk_mat *X, uint64_t seed, double shift)
 {

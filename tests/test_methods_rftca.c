@@ -11,7 +11,7 @@
 
 #include "common/data/synth_shift.h"
 #include "common/la/rff.h"
-#include "common/models/rftca.h"
+#include "common/models/fedrf_tca/rftca.h"
 
 /* Plain 1-NN accuracy (percent) of target rows against labelled source rows. */
 static double one_nn(const fk_mat *Zs, const int *ys, const fk_mat *Zt, const int *yt)

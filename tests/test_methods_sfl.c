@@ -12,7 +12,7 @@
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sfl/sfl_int.h"
 #include "common/methods/sim.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 #include "tests/bundle_assert.h"
 #include "tests/support_sfl.h"
 

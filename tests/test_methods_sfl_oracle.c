@@ -17,7 +17,7 @@
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sfl/sfl_int.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 #include "common/net/codec.h"
 #include "tests/support_sfl.h"
 #include "tests/support_say.h"

@@ -18,7 +18,7 @@
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sfl/sfl_int.h"
 #include "common/methods/sim.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 #include "support_say.h"
 #include "support_sfl.h"
 

@@ -12,8 +12,8 @@
 #include "common/la/rff.h"
 #include "common/la/rng.h"
 #include "common/la/subspace.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 static void fill_normal(fk_mat *X, uint64_t seed, double shift_rows_from, size_t r0)
 {

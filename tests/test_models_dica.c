@@ -11,7 +11,7 @@
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/models/dica.h"
+#include "common/models/dica/dica.h"
 
 /* 4 Gaussian domains in R^5 (sizes 30, 32, 33, 35: n = 130), each with its own shift and
  * scale; labels in 3 classes from a fixed linear rule, regression target smooth in x. */
@@ -444,6 +444,25 @@ static void regression_zero_components(void **state)
         }
     }
     assert_true(zeros > 0 && zeros < 60);
+    /* normalise = ref (§5.5) on the same targets: the components past the rank stay zero
+     * instead of being refused, the others are finite and non-zero (issue 36) */
+    fk_dica_opts r = o;
+    r.ref_norm = 1;
+    assert_int_equal(fk_dica_kernel_refit(&kd, NULL, 0, T.t, 5.0, T.dom, &r, &err), FK_OK);
+    int rzeros = 0;
+    for (size_t k = 0; k < 60; k++) {
+        double s = 0;
+        for (size_t i = 0; i < T.n; i++)
+            s += fabs(fk_mat_get(&kd.Z, i, k));
+        assert_true(isfinite(s));
+        if (kd.fit.gamma[k] > 0) {
+            assert_true(s > 0);
+        } else {
+            assert_true(s == 0);
+            rzeros++;
+        }
+    }
+    assert_true(rzeros > 0 && rzeros < 60);
     fk_dica_kernel_close(&kd);
     fk_mat_close(&T.X);
 }

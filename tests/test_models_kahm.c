@@ -11,7 +11,7 @@
 
 #include "common/la/eig.h"
 #include "common/la/rng.h"
-#include "common/models/kahm.h"
+#include "common/models/kahm/kahm.h"
 
 enum { P = 30, NC = 4, NPC = 60 };
 

@@ -1,4 +1,4 @@
-/* Sparse functional learning solver (common/models/sfl.h) against spec 004 §10.1. */
+/* Sparse functional learning solver (common/models/sfl/sfl.h) against spec 004 §10.1. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 /* Two Gaussian blobs 4w apart (w = 1) in 2-D, labels -1 / +1, n per blob. */
 static void blobs(size_t n, uint64_t seed, double *X, double *y)

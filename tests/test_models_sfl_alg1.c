@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 enum { N = 12 };
 

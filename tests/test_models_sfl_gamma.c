@@ -1,4 +1,4 @@
-/* Sparse functional learning solver (common/models/sfl.h) against spec 004 §10.1 T10: the
+/* Sparse functional learning solver (common/models/sfl/sfl.h) against spec 004 §10.1 T10: the
  * monotone trends in gamma of Fig. 16b/c on the E3.1 generator (N = 270, resilient quadratic
  * c = 100, gamma in {0, 0.003, 0.01, 0.03, 0.1, 0.3}, warm starts). Apart from the other
  * oracle rows (test_models_sfl_oracle.c) because it is the slowest. FK_SFL_ORACLE_VERBOSE=1
@@ -14,7 +14,7 @@
 
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 #include "tests/support_say.h"
 
 /* ---- T10: monotone trends in gamma (Fig. 16b/c) ---- */

@@ -1,4 +1,4 @@
-/* Sparse functional learning solver (common/models/sfl.h) against the rows of spec 004 §10.1
+/* Sparse functional learning solver (common/models/sfl/sfl.h) against the rows of spec 004 §10.1
  * that test_models_sfl.c does not check on their own: T1 thresholding, T2 closed-form dual,
  * T3 gradient, T4 weak duality, T7 independent QP reference, T8 start independence, T9
  * Prop. 3, T13 penalised form, T18b duality-gap bound. Each test checks the row's criterion
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 #include "tests/support_say.h"
 
 /* Two Gaussian blobs 4w apart (w = 1) in 2-D (sd 0.5), labels -1 / +1, n per blob (the T5

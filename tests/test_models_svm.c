@@ -1,4 +1,4 @@
-/* Kernel SVM (common/models/svm.h): a closed-form two-point problem, separable toy data,
+/* Kernel SVM (common/models/svm/svm.h): a closed-form two-point problem, separable toy data,
  * decision values against the direct formula, the KKT conditions of the dual, determinism
  * and refusal of bad input. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/models/svm.h"
+#include "common/models/svm/svm.h"
 
 /* n points in R^d, class c centred at c * sep along every axis, unit noise. */
 static void blobs(fk_mat *X, int *y, size_t n, size_t d, int C, double sep, uint64_t seed)

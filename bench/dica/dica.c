@@ -24,7 +24,7 @@
 #include "common/la/rff.h"
 #include "common/la/rng.h"
 #include "common/methods/dica/dica_job.h"
-#include "common/models/dica.h"
+#include "common/models/dica/dica.h"
 
 static const char *B = "dica";
 
@@ -79,7 +79,7 @@ static void labels(size_t n, int *y, long *dom)
 }
 
 /* n x d normal rows with labels(): the client and the kernel solver time the same kind of data. */
-static int synthetic_rows(size_t n, size_t d, uint64_t seed, fk_mat *X, int **y, long **dom,
+FK_CHECKRETURN static int synthetic_rows(size_t n, size_t d, uint64_t seed, fk_mat *X, int **y, long **dom,
                           fk_err *err)
 {
     if (fk_bench_normal_rows(X, n, d, seed, err))
@@ -96,7 +96,7 @@ static int synthetic_rows(size_t n, size_t d, uint64_t seed, fk_mat *X, int **y,
     return FK_OK;
 }
 
-static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats *out, fk_err *err)
+FK_CHECKRETURN static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats *out, fk_err *err)
 {
     size_t d = 800, D = 2 * R;
     fk_mat X, Phi = {0}, Psi = {0};
@@ -145,7 +145,7 @@ static int client_stats(int json, size_t n, size_t R, double ref, fk_dica_stats 
     return rc;
 }
 
-static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st, fk_err *err)
+FK_CHECKRETURN static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st, fk_err *err)
 {
     fk_dica_opts o;
     fk_dica_opts_default(&o, FK_DICA_DICA, 9);
@@ -173,7 +173,7 @@ static int server_solve(int json, size_t R, double ref, const fk_dica_stats *st,
  * the full eigendecomposition of the centred n x n kernel (dsyevd, what the map needs when
  * nearly all of K~'s spectrum is above the cut; half of its tridiagonal reduction is level-2
  * dsymv, memory bound); share_of_fit is of the kernel-map fit's CPU seconds. */
-static int kernel_parts(int json, size_t n, const fk_mat *X, double ref, double t_fit, fk_err *err)
+FK_CHECKRETURN static int kernel_parts(int json, size_t n, const fk_mat *X, double ref, double t_fit, fk_err *err)
 {
     fk_mat K = {0};
     double t0 = fk_bench_now(), c0 = cpu_now();
@@ -234,7 +234,7 @@ static int kernel_parts(int json, size_t n, const fk_mat *X, double ref, double 
  * n-space: the gram n^2 d, one Cholesky n^3/3, products with Dy = 10 columns) or, with
  * map set, the reduced solver on the kernel map of §5.3 (the eigendecomposition of K~,
  * 10/3 n^3 counted as for dsyevd). */
-static int kernel_fit_row(int json, size_t n, const fk_mat *X, const int *y, const long *dom,
+FK_CHECKRETURN static int kernel_fit_row(int json, size_t n, const fk_mat *X, const int *y, const long *dom,
                           int map, double ref, double *t_out, fk_err *err)
 {
     fk_dica_opts o;
@@ -267,7 +267,7 @@ static int kernel_fit_row(int json, size_t n, const fk_mat *X, const int *y, con
 
 /* The kernel fit by both solvers on the same rows (the CPU-time ratio map / default is the
  * speed-up of solving without the eigendecomposition), then where the map's time goes. */
-static int kernel_solver(int json, size_t n, double ref, fk_err *err)
+FK_CHECKRETURN static int kernel_solver(int json, size_t n, double ref, fk_err *err)
 {
     fk_mat X;
     int *y;

@@ -17,8 +17,8 @@
 #include "common/la/knn.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/sim.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 static const char *const domains[4] = {"caltech", "amazon", "webcam", "dslr"};
 static const char letters[4] = {'C', 'A', 'W', 'D'};

@@ -15,8 +15,8 @@
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/subspace.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 enum { N_SIZES = 4, SEEDS = 3 };
 static const size_t sizes[N_SIZES] = {250, 1000, 4000, 16000};

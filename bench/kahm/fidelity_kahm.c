@@ -27,8 +27,8 @@
 #include "common/data/load.h"
 #include "common/la/knn.h"
 #include "common/la/rng.h"
-#include "common/models/kahm.h"
-#include "common/models/svm.h"
+#include "common/models/kahm/kahm.h"
+#include "common/models/svm/svm.h"
 
 #define DIGITS_FILE "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 enum { C10 = 10, DIAG_ROWS = 8000, IDENT_ROWS = 20000 };

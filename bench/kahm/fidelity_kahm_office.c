@@ -23,8 +23,8 @@
 #include "common/data/catalog.h"
 #include "common/data/load.h"
 #include "common/la/rng.h"
-#include "common/models/kahm.h"
-#include "common/models/svm.h"
+#include "common/models/kahm/kahm.h"
+#include "common/models/svm/svm.h"
 
 enum { NCLS = 10, TGT_LABELLED = 3 };
 static const uint64_t OFFICE_STREAM = 0x6f66666900000000ULL; /* "offi" */

@@ -13,7 +13,7 @@
 #include "bench/kahm/kahm_bench.h"
 #include "common/base/params.h"
 #include "common/la/rng.h"
-#include "common/models/kahm.h"
+#include "common/models/kahm/kahm.h"
 
 static const char B[] = "kahm";
 

@@ -12,8 +12,8 @@
 #include "bench/mixture/fedgrem_bench.h"
 #include "common/data/synth_gmm.h"
 #include "common/methods/mixture/gmm_run.h"
-#include "common/models/gmm.h"
-#include "common/models/gmm_estep.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/gmm_estep.h"
 
 
 

@@ -312,7 +312,7 @@ static const real_ref FASHION[] = {
 
 /* Every method on one data set; means[e][method] (may be NULL) receives the mean error of each
  * contamination level run, NAN for the levels skipped. */
-static int run_real(const fopts *o, const char *data, const char *tag, const char *note, int K,
+FK_CHECKRETURN static int run_real(const fopts *o, const char *data, const char *tag, const char *note, int K,
                     const real_ref *ref, int nref, int quick, double (*means)[N_REAL], fk_err *err)
 {
     fk_gmm_real r;

@@ -21,7 +21,7 @@
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sfl/sfl_int.h"
 #include "common/methods/sim.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 typedef struct fedres {
     double acc_f, acc_c, ratio, kernels_f, kernels_c;

@@ -11,7 +11,7 @@
 #include "bench/bench.h"
 #include "bench/sfl/sfl_bench.h"
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 static void emit_t(int json, const char *cs, const char *metric, double v, double pub,
                    const char *target, int met)

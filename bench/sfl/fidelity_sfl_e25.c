@@ -13,7 +13,7 @@
 #include "bench/sfl/sfl_bench.h"
 #include "common/data/catalog.h"
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 /* Top-3 principal axes of the n training rows (X: n x d, row-major) into V (d x 3), mean mu. */
 FK_CHECKRETURN static int pca3(const double *X, size_t n, size_t d, double *mu, double *V,

@@ -14,7 +14,7 @@
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
 #include "common/methods/sim.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 enum { E24_C = 4, E24_PER = 500, E24_N = E24_C * E24_PER, E24_P = 16 };
 

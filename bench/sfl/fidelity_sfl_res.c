@@ -24,7 +24,7 @@
 #include "bench/sfl/sfl_bench.h"
 #include "common/data/catalog.h"
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 enum { NFRAC = 4, NL = 7 };
 

@@ -20,7 +20,7 @@
 #include "bench/sfl/sfl_bench.h"
 #include "common/data/catalog.h"
 #include "common/la/rng.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 enum { NCL = 10, NG = 5 };
 static const double t1_grel[NG] = {0, 0.03, 0.1, 0.3, 0.6};

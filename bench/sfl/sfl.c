@@ -18,7 +18,7 @@
 #include "common/base/params.h"
 #include "common/la/rng.h"
 #include "common/methods/sfl/sfl.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 static const char B[] = "sfl";
 

@@ -3,7 +3,7 @@
 #define FK_BENCH_SFL_H
 
 #include "common/base/err.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 int fk_bench_fidelity_sfl(int argc, char **argv); /* bench/sfl/fidelity_sfl.c */
 int fk_bench_sfl(int argc, char **argv);          /* bench/sfl/sfl.c */

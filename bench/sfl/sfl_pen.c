@@ -12,7 +12,7 @@
 #include "bench/bench.h"
 #include "bench/sfl/sfl_bench.h"
 #include "common/data/catalog.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 static const char B[] = "sfl";
 

@@ -14,7 +14,7 @@
 #include "common/base/log.h"
 
 /* FK_OK for rc >= 0; else FK_ENET with "CALL: libuv's message" in err. */
-static inline int fk_uv_err(int rc, const char *call, fk_err *err)
+FK_CHECKRETURN static inline int fk_uv_err(int rc, const char *call, fk_err *err)
 {
     if (rc >= 0)
         return FK_OK;

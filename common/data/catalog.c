@@ -57,7 +57,7 @@ const char *const *fk_catalog_names(void)
 }
 
 /* Parkinsons file columns: subject#, age, sex, test_time, motor, total, 16 voice measures. */
-static int parkinsons_split(fk_dataset *ds, int target_col, fk_err *err)
+FK_CHECKRETURN static int parkinsons_split(fk_dataset *ds, int target_col, fk_err *err)
 {
     const size_t in_cols = 22, keep[] = {1, 2, 3, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21};
     const size_t nk = sizeof keep / sizeof keep[0], n = ds->X.rows;
@@ -91,7 +91,7 @@ static int parkinsons_split(fk_dataset *ds, int target_col, fk_err *err)
     return rc;
 }
 
-static int apply_prep(fk_dataset *ds, const entry *e, fk_err *err)
+FK_CHECKRETURN static int apply_prep(fk_dataset *ds, const entry *e, fk_err *err)
 {
     switch (e->prep) {
     case PREP_L1_ZSCORE:
@@ -135,7 +135,7 @@ int fk_catalog_steps(const char *name, int *codes, int cap)
 }
 
 /* Re-index labels against the documented class list so every domain agrees. */
-static int fix_classes(fk_dataset *ds, const entry *e, fk_err *err)
+FK_CHECKRETURN static int fix_classes(fk_dataset *ds, const entry *e, fk_err *err)
 {
     int k = e->class_hi - e->class_lo + 1;
     double classes[64];

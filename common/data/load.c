@@ -56,7 +56,7 @@ int fk__gz_open(gzFile *gz, const char *path, fk_err *err)
 }
 
 /* FK_EFORMAT/FK_EIO from the gzip state after a short or failed read, or FK_OK. */
-static int gz_check(gzFile gz, const char *path, size_t off, fk_err *err)
+FK_CHECKRETURN static int gz_check(gzFile gz, const char *path, size_t off, fk_err *err)
 {
     int code = Z_OK;
     const char *msg = gzerror(gz, &code);
@@ -134,7 +134,7 @@ void fk__lines_close(fk__lines *r)
 }
 
 /* Append n bytes to the current line, growing it. */
-static int line_append(fk__lines *r, size_t *len, const char *p, size_t n, fk_err *err)
+FK_CHECKRETURN static int line_append(fk__lines *r, size_t *len, const char *p, size_t n, fk_err *err)
 {
     if (*len + n + 1 > MAX_LINE_BYTES)
         return fk_err_set(err, FK_ELIMIT, "%s:%zu: line longer than %zu bytes; not a data file?", r->path,

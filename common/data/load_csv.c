@@ -16,7 +16,7 @@ static int is_blank(const char *s)
 }
 
 /* Parse one data row of the line into st. */
-static int parse_row(csv_state *st, const fk__lines *r, char *line, char delim, fk_label_pos lab,
+FK_CHECKRETURN static int parse_row(csv_state *st, const fk__lines *r, char *line, char delim, fk_label_pos lab,
                      size_t label_col, size_t max_values, fk_err *err)
 {
     size_t ncell = 1;

@@ -57,7 +57,7 @@ static double decode(const unsigned char *p, int type)
     }
 }
 
-static int read_header(gzFile gz, const char *path, idx_array *a, size_t max_values, fk_err *err)
+FK_CHECKRETURN static int read_header(gzFile gz, const char *path, idx_array *a, size_t max_values, fk_err *err)
 {
     unsigned char h[4], dims[4 * 255];
     *a = (idx_array){0};
@@ -93,7 +93,7 @@ static int read_header(gzFile gz, const char *path, idx_array *a, size_t max_val
 }
 
 /* Read n*d elements, converted to double, into out (row-major). */
-static int read_body(gzFile gz, const char *path, idx_array *a, double *out, fk_err *err)
+FK_CHECKRETURN static int read_body(gzFile gz, const char *path, idx_array *a, double *out, fk_err *err)
 {
     size_t total = a->n * a->d, block = (1u << 16) / a->esize;
     unsigned char *buf = malloc(block * a->esize);
@@ -117,7 +117,7 @@ static int read_body(gzFile gz, const char *path, idx_array *a, double *out, fk_
 /* Whole IDX file: the header, then alloc(ctx, n, d) gives the row-major destination. */
 typedef double *(*idx_alloc)(void *ctx, size_t n, size_t d);
 
-static int read_idx(const char *path, idx_array *a, idx_alloc alloc, void *ctx, size_t max_values,
+FK_CHECKRETURN static int read_idx(const char *path, idx_array *a, idx_alloc alloc, void *ctx, size_t max_values,
                     fk_err *err)
 {
     gzFile gz;

@@ -87,7 +87,7 @@ static int parse_line(svm_state *st, const fk__lines *r, char *line, size_t limi
     return FK_OK;
 }
 
-static int densify(fk_dataset *ds, const char *path, const svm_state *st, size_t d, size_t limit, int labelled,
+FK_CHECKRETURN static int densify(fk_dataset *ds, const char *path, const svm_state *st, size_t d, size_t limit, int labelled,
                    fk_err *err)
 {
     if (st->rows == 0)

@@ -176,7 +176,7 @@ static const char *pick_labels(const var_list *l, const char *fvar, size_t n)
     return NULL;
 }
 
-static int read_numeric(mat_t *mat, const char *path, const char *name, size_t max_values, matvar_t **out,
+FK_CHECKRETURN static int read_numeric(mat_t *mat, const char *path, const char *name, size_t max_values, matvar_t **out,
                         fk_err *err)
 {
     *out = NULL;
@@ -205,7 +205,7 @@ static int read_numeric(mat_t *mat, const char *path, const char *name, size_t m
     return FK_OK;
 }
 
-static int fill(fk_dataset *ds, const char *path, const matvar_t *x, const matvar_t *lab, int transpose,
+FK_CHECKRETURN static int fill(fk_dataset *ds, const char *path, const matvar_t *x, const matvar_t *lab, int transpose,
                 fk_err *err)
 {
     size_t r = x->dims[0], total = numel(x), c = total / r;

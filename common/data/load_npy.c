@@ -92,7 +92,7 @@ static const char *parse_shape(const char *v, npy_hdr *h, size_t max_values)
     return NULL;
 }
 
-static int read_header(gzFile gz, const char *path, npy_hdr *h, size_t *off, size_t max_values, fk_err *err)
+FK_CHECKRETURN static int read_header(gzFile gz, const char *path, npy_hdr *h, size_t *off, size_t max_values, fk_err *err)
 {
     unsigned char pre[12];
     int rc = fk__gz_read_exact(gz, path, pre, 8, off, "the NPY magic", err);
@@ -170,7 +170,7 @@ static double decode(const unsigned char *p, const npy_hdr *h)
     return (double)((int64_t)(u << shift) >> shift);
 }
 
-static int read_data(gzFile gz, const char *path, const npy_hdr *h, size_t *off, fk_dataset *ds, int transpose,
+FK_CHECKRETURN static int read_data(gzFile gz, const char *path, const npy_hdr *h, size_t *off, fk_dataset *ds, int transpose,
                      fk_err *err)
 {
     /* stored as a x b (trailing dimensions flattened) */
@@ -216,7 +216,7 @@ static int read_data(gzFile gz, const char *path, const npy_hdr *h, size_t *off,
     return rc;
 }
 
-static int load_array(fk_dataset *ds, const char *path, int transpose, size_t max_values, fk_err *err)
+FK_CHECKRETURN static int load_array(fk_dataset *ds, const char *path, int transpose, size_t max_values, fk_err *err)
 {
     gzFile gz;
     size_t off = 0;

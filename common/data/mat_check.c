@@ -138,7 +138,7 @@ static const char *check_matrix(const elem *e, int depth)
 }
 
 /* Inflate n compressed bytes of f into a buffer (at most max_bytes). */
-static int inflate_element(FILE *f, const char *path, long at, uint32_t n, size_t max_bytes,
+FK_CHECKRETURN static int inflate_element(FILE *f, const char *path, long at, uint32_t n, size_t max_bytes,
                            unsigned char **out, size_t *out_len, fk_err *err)
 {
     z_stream z = {0};
@@ -194,7 +194,7 @@ static int inflate_element(FILE *f, const char *path, long at, uint32_t n, size_
 }
 
 /* Check one top-level element whose tag sits at file offset at. */
-static int check_element(FILE *f, const char *path, long at, uint32_t type, uint32_t n, int big,
+FK_CHECKRETURN static int check_element(FILE *f, const char *path, long at, uint32_t type, uint32_t n, int big,
                          size_t max_bytes, fk_err *err)
 {
     unsigned char *buf = NULL;

@@ -59,7 +59,7 @@ static const char *shown(const char *prefix, const char *key, char *buf, size_t 
     return buf;
 }
 
-static int parse_label(fk_source *s, const char *v, const char *key, fk_err *err)
+FK_CHECKRETURN static int parse_label(fk_source *s, const char *v, const char *key, fk_err *err)
 {
     if (!strcmp(v, "first"))
         s->load.label = FK_LABEL_FIRST;
@@ -81,7 +81,7 @@ static int parse_label(fk_source *s, const char *v, const char *key, fk_err *err
     return FK_OK;
 }
 
-static int parse_prep(fk_source *s, const char *v, const char *key, fk_err *err)
+FK_CHECKRETURN static int parse_prep(fk_source *s, const char *v, const char *key, fk_err *err)
 {
     const char *p = v;
     while (*p) {
@@ -267,7 +267,7 @@ static int preprocess(fk_dataset *ds, const char *src, const fk_source *s, fk_af
 }
 
 /* Bad values after preprocessing (an affine map with Inf, say): one message naming the first. */
-static int check_finite(const fk_dataset *ds, const char *src, fk_err *err)
+FK_CHECKRETURN static int check_finite(const fk_dataset *ds, const char *src, fk_err *err)
 {
     for (size_t i = 0; i < ds->X.rows; i++) {
         const double *r = fk_mat_row(&ds->X, i);

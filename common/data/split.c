@@ -101,7 +101,7 @@ static void dirichlet_draw(const fk_dataset *ds, int k, double alpha, fk_rng *r,
     }
 }
 
-static int split_dirichlet(const fk_dataset *ds, int k, double alpha, fk_rng *r, int *rows,
+FK_CHECKRETURN static int split_dirichlet(const fk_dataset *ds, int k, double alpha, fk_rng *r, int *rows,
                            int *client, fk_err *err)
 {
     size_t n = ds->X.rows;
@@ -153,7 +153,7 @@ static int by_size_desc(const void *a, const void *b)
     return x->value < y->value ? -1 : x->value > y->value;
 }
 
-static int split_column(const fk_dataset *ds, int k, size_t col, int *client, fk_err *err)
+FK_CHECKRETURN static int split_column(const fk_dataset *ds, int k, size_t col, int *client, fk_err *err)
 {
     size_t n = ds->X.rows;
     if (col > ds->X.cols)

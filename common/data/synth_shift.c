@@ -13,7 +13,7 @@ void fk_synth_defaults(fk_synth_opts *o)
 }
 
 /* One domain: x = scale .* (proto[y] + noise) + offset. */
-static int make_domain(const fk_synth_opts *o, const double *proto, int dom, fk_dataset *ds,
+FK_CHECKRETURN static int make_domain(const fk_synth_opts *o, const double *proto, int dom, fk_dataset *ds,
                        fk_err *err)
 {
     size_t d = o->d, n = o->n_per_domain;

@@ -85,7 +85,7 @@ static int mats_overlap(const fk_mat *A, const fk_mat *B)
     return col < A->cols;
 }
 
-static int check_trans(int trans, const char *fn, fk_err *err)
+FK_CHECKRETURN static int check_trans(int trans, const char *fn, fk_err *err)
 {
     if (trans != FK_NOTRANS && trans != FK_TRANS)
         return fk_err_set(err, FK_EINVAL,
@@ -93,8 +93,8 @@ static int check_trans(int trans, const char *fn, fk_err *err)
     return FK_OK;
 }
 
-static int check_out(const fk_mat *C, const fk_mat *in, const char *fn, const char *name,
-                     fk_err *err)
+FK_CHECKRETURN static int check_out(const fk_mat *C, const fk_mat *in, const char *fn,
+                                    const char *name, fk_err *err)
 {
     if (mats_overlap(C, in))
         return fk_err_set(err, FK_EINVAL,

@@ -16,6 +16,9 @@ typedef struct fk_mat {
 
 /* Allocate rows x cols, zero-filled, 64-byte aligned. */
 FK_CHECKRETURN int fk_mat_init(fk_mat *m, size_t rows, size_t cols);
+/* The same without the zero fill, for outputs that are written in full before they are read
+ * (a fresh n x n buffer's memset costs a pass over memory; issue 36). */
+FK_CHECKRETURN int fk_mat_init_uninit(fk_mat *m, size_t rows, size_t cols);
 /* Free owned data and reset to empty; safe on an empty or view matrix. */
 void fk_mat_close(fk_mat *m);
 /* Non-owning view of existing memory. */

@@ -111,7 +111,7 @@ int fk_rff_init_kind(fk_rff *r, uint64_t seed, size_t d, size_t N, double sigma,
         return fk_err_set(err, FK_EINVAL, "random features: N (number of frequencies) must be >= 1");
     if (d == 0)
         return fk_err_set(err, FK_EINVAL, "random features: input dimension must be >= 1");
-    if (fk_mat_init(&r->omega, N, d))
+    if (fk_mat_init_uninit(&r->omega, N, d)) /* every entry drawn below */
         return fk_err_set(err, FK_ENOMEM, "random features: out of memory for Omega (%zux%zu)", N, d);
     fk_rng g;
     fk_rng_init(&g, seed, omega_stream(d, N, sigma));
@@ -171,7 +171,7 @@ int fk_rff_map_into(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err)
 int fk_rff_map(const fk_rff *r, const fk_mat *X, fk_mat *Z, fk_err *err)
 {
     *Z = (fk_mat){0};
-    if (fk_mat_init(Z, X->rows, 2 * r->N))
+    if (fk_mat_init_uninit(Z, X->rows, 2 * r->N)) /* written in full by the map */
         return fk_err_set(err, FK_ENOMEM, "random features: out of memory for %zux%zu features",
                           X->rows, 2 * r->N);
     int rc = fk_rff_map_into(r, X, Z, err);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* Q (initialised here, n x m): orthonormal basis of the columns of X. */
-static int orth_basis(const fk_mat *X, fk_mat *Q, fk_err *err)
+FK_CHECKRETURN static int orth_basis(const fk_mat *X, fk_mat *Q, fk_err *err)
 {
     size_t n = X->rows, m = X->cols;
     double *tau = malloc((m ? m : 1) * sizeof *tau);

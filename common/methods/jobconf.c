@@ -17,7 +17,7 @@ int fk_identity_valid(const char *id)
     return 1;
 }
 
-static int copy_name(char *dst, size_t cap, const char *v, const char *key, const char *origin,
+FK_CHECKRETURN static int copy_name(char *dst, size_t cap, const char *v, const char *key, const char *origin,
                      fk_err *err)
 {
     if (!fk_identity_valid(v) || strlen(v) >= cap)
@@ -28,7 +28,7 @@ static int copy_name(char *dst, size_t cap, const char *v, const char *key, cons
     return FK_OK;
 }
 
-static int add_client(fk_jobconf *c, const char *id, size_t len, const char *origin, fk_err *err)
+FK_CHECKRETURN static int add_client(fk_jobconf *c, const char *id, size_t len, const char *origin, fk_err *err)
 {
     char buf[128];
     if (len == 0 || len >= sizeof buf)
@@ -77,7 +77,7 @@ static int range_bound(const char **s, const char *end, long *v)
 
 /* "site[0-99]" -> site0 .. site99 (config lines are limited, federations are not).
  * Anything else with brackets is taken as one identity (and refused by its charset). */
-static int add_range(fk_jobconf *c, const char *s, size_t len, const char *origin, fk_err *err)
+FK_CHECKRETURN static int add_range(fk_jobconf *c, const char *s, size_t len, const char *origin, fk_err *err)
 {
     const char *open = memchr(s, '[', len), *end = s + len - 1, *q;
     char name[160];
@@ -116,7 +116,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* Sorted index of the identities: duplicates in O(n log n), lookups by bisection. */
-static int index_clients(fk_jobconf *c, const char *origin, fk_err *err)
+FK_CHECKRETURN static int index_clients(fk_jobconf *c, const char *origin, fk_err *err)
 {
     if (c->n_clients == 0)
         return FK_OK;
@@ -135,7 +135,7 @@ static int index_clients(fk_jobconf *c, const char *origin, fk_err *err)
 }
 
 /* "a, b ,c, site[0-9]" -> identities in order. */
-static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk_err *err)
+FK_CHECKRETURN static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk_err *err)
 {
     const char *s = list;
     for (;;) {
@@ -156,7 +156,7 @@ static int parse_clients(fk_jobconf *c, const char *list, const char *origin, fk
     }
 }
 
-static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
+FK_CHECKRETURN static int read_numbers(fk_jobconf *c, const char *origin, fk_err *err)
 {
     const fk_params *p = &c->params;
     long rounds, retries, refusals;

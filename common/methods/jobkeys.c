@@ -45,7 +45,7 @@ static void describe(char *buf, size_t cap, size_t *off, const char *key, const 
 
 /* A job type with one round (max_rounds 1: kahm, dica, udica, sfl) and `rounds` above 1
  * would run its one round and report "round 1 of N": refused instead. */
-static int check_rounds(const fk_params *p, const fk_method *m, fk_err *err)
+FK_CHECKRETURN static int check_rounds(const fk_params *p, const fk_method *m, fk_err *err)
 {
     const char *r = fk_params_get(p, "rounds");
     char *end = NULL;

@@ -69,7 +69,7 @@ static void sim_close(sim *s)
     fk_bundle_close(&s->task);
 }
 
-static int sim_open(sim *s, const fk_method *m, const fk_params *p, const fk_dataset *clients,
+FK_CHECKRETURN static int sim_open(sim *s, const fk_method *m, const fk_params *p, const fk_dataset *clients,
                     int n, uint64_t seed, fk_err *err)
 {
     *s = (sim){.m = m, .n = n};
@@ -133,7 +133,7 @@ int fk_sim_close_phase(const fk_method *m, void *srv, int round, int phase, fk_u
 
 /* One phase: tasks out, local steps (every update in ups[k], client order), then the phase's
  * close: lost updates dropped, refused ones counted, aggregate. */
-static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk_rng *drop_rng,
+FK_CHECKRETURN static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk_rng *drop_rng,
                      fk_sim_round *r, int *done, fk_err *err)
 {
     for (int k = 0; k < n_chosen; k++) {
@@ -156,7 +156,7 @@ static int run_phase(sim *s, int round, int phase, int n_chosen, double drop, fk
 }
 
 /* Every client scores the final model on its own data. */
-static int evaluate_all(sim *s, const fk_bundle *model, fk_report *out, fk_err *err)
+FK_CHECKRETURN static int evaluate_all(sim *s, const fk_bundle *model, fk_report *out, fk_err *err)
 {
     if (!s->m->evaluate)
         return fk_err_set(err, FK_ESTATE, "method %s has no evaluate op", s->m->name);

@@ -68,7 +68,7 @@ int fk_certs_path(char *buf, size_t cap, const char *dir, fk_cert_role role, con
 /* ---------------------------------------------------------------- files */
 
 /* Create path exclusively with mode, write the PEM via fn, fsync. */
-static int write_new(const char *path, mode_t mode, int (*fn)(FILE *, void *), void *obj,
+FK_CHECKRETURN static int write_new(const char *path, mode_t mode, int (*fn)(FILE *, void *), void *obj,
                      fk_err *err)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);

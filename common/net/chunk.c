@@ -24,7 +24,7 @@ size_t fk_chunk_data_max(size_t max_message_size, size_t extra)
 }
 
 /* Cut len bytes into chunks of chunk_size: shared by both sources. */
-static int plan(fk_chunker *c, uint64_t len, size_t chunk_size, fk_err *err)
+FK_CHECKRETURN static int plan(fk_chunker *c, uint64_t len, size_t chunk_size, fk_err *err)
 {
     if (len == 0 || chunk_size == 0 || chunk_size > UINT32_MAX)
         return fk_err_set(err, FK_EINVAL, "chunker: empty payload or chunk size %zu out of range",
@@ -183,7 +183,7 @@ static int has(const fk_reasm *r, uint32_t i)
 
 /* First chunk: adopt its header, after the memory check of the payload it announces; only the
  * index is allocated now. */
-static int start(fk_reasm *r, const fedkern_v1_Chunk *hdr, fk_err *err)
+FK_CHECKRETURN static int start(fk_reasm *r, const fedkern_v1_Chunk *hdr, fk_err *err)
 {
     size_t bitmap = hdr->total / 8 + 1;
     size_t index = (size_t)hdr->total * sizeof *r->parts + bitmap;
@@ -216,7 +216,7 @@ static int same_payload(const fk_reasm *r, const fedkern_v1_Chunk *hdr)
 
 /* All chunks in: put them together (each freed once copied), verify the hash, or drop
  * everything. */
-static int finish(fk_reasm *r, fk_err *err)
+FK_CHECKRETURN static int finish(fk_reasm *r, fk_err *err)
 {
     r->buf = malloc(r->total_size ? (size_t)r->total_size : 1);
     if (!r->buf) {

@@ -95,7 +95,7 @@ static int shape_values(const uint64_t *shape, size_t ndim, size_t *count)
 
 /* The encoder refuses what the decoder would refuse, so we never write a
  * bundle (or checkpoint) we cannot read back. */
-static int bundle_check(const fk_bundle *b, int dtype, fk_err *err)
+FK_CHECKRETURN static int bundle_check(const fk_bundle *b, int dtype, fk_err *err)
 {
     if (!dtype_size(dtype))
         return fk_err_set(err, FK_EINVAL, "bundle encode: unknown wire dtype %d", dtype);
@@ -279,7 +279,7 @@ static void bind_tx(fedkern_v1_Bundle *pb, bool *has_bundle, fedkern_v1_Chunk *p
     pc->data.arg = ctx;
 }
 
-static int tx_prepare(const fk_codec_tx *tx, tx_ctx *ctx, fk_err *err)
+FK_CHECKRETURN static int tx_prepare(const fk_codec_tx *tx, tx_ctx *ctx, fk_err *err)
 {
     *ctx = (tx_ctx){tx->bundle, tx->dtype ? tx->dtype : FK_DTYPE_F64, tx->chunk_data,
                     tx->chunk_len};
@@ -289,7 +289,7 @@ static int tx_prepare(const fk_codec_tx *tx, tx_ctx *ctx, fk_err *err)
 }
 
 /* Encode a message whose payload is a bundle or a chunk (the one tx gives). */
-static int encode_payload(const pb_msgdesc_t *fields, const void *msg, fedkern_v1_Bundle *pb,
+FK_CHECKRETURN static int encode_payload(const pb_msgdesc_t *fields, const void *msg, fedkern_v1_Bundle *pb,
                           bool *has_bundle, fedkern_v1_Chunk *pc, bool *has_chunk,
                           const fk_codec_tx *tx, int framed, uint8_t **buf, size_t *len,
                           fk_err *err)
@@ -303,7 +303,7 @@ static int encode_payload(const pb_msgdesc_t *fields, const void *msg, fedkern_v
 }
 
 /* Check b and bind it (as dtype, through ctx) to a fresh Bundle message. */
-static int bundle_bind(const fk_bundle *b, int dtype, tx_ctx *ctx, fedkern_v1_Bundle *pb,
+FK_CHECKRETURN static int bundle_bind(const fk_bundle *b, int dtype, tx_ctx *ctx, fedkern_v1_Bundle *pb,
                        fk_err *err)
 {
     *ctx = (tx_ctx){b, dtype, NULL, 0};
@@ -510,7 +510,7 @@ static bool dec_chunk_data(pb_istream_t *s, const pb_field_t *f, void **arg)
 }
 
 /* Decode with rx callbacks bound; turns the first recorded error into err. */
-static int decode_with(const pb_msgdesc_t *fields, void *msg, const uint8_t *buf, size_t len,
+FK_CHECKRETURN static int decode_with(const pb_msgdesc_t *fields, void *msg, const uint8_t *buf, size_t len,
                        rx_ctx *rx, const char *what, fk_err *err)
 {
     pb_istream_t is = pb_istream_from_buffer(buf, len);
@@ -573,7 +573,7 @@ int fk_codec_chunk_check(const fedkern_v1_Chunk *c, size_t data_len, fk_err *err
 
 /* ---------------------------------------------------------------- payload messages */
 
-static int decode_payload(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+FK_CHECKRETURN static int decode_payload(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
                           const bool *has_bundle, fedkern_v1_Chunk *pc, const bool *has_chunk,
                           const uint8_t *buf, size_t len, fk_codec_rx *out, const char *what,
                           fk_err *err)
@@ -659,7 +659,7 @@ int fk_codec_decode_job_result_response(const uint8_t *buf, size_t len,
 }
 
 /* Predict messages carry no chunk: a dummy one stands in for the payload helpers. */
-static int encode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+FK_CHECKRETURN static int encode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
                              bool *has, const fk_codec_tx *tx, uint8_t **buf, size_t *len,
                              const char *what, fk_err *err)
 {
@@ -670,7 +670,7 @@ static int encode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_B
     return encode_payload(fields, msg, pb, has, &none, &no, tx, 0, buf, len, err);
 }
 
-static int decode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
+FK_CHECKRETURN static int decode_one_bundle(const pb_msgdesc_t *fields, void *msg, fedkern_v1_Bundle *pb,
                              const bool *has, const uint8_t *buf, size_t len, fk_bundle *out,
                              const char *what, fk_err *err)
 {

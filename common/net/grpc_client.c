@@ -604,7 +604,7 @@ static void keepalive(uv_timer_t *t)
     }
 }
 
-static int connect_next(fk_grpc_client *cl, fk_err *err);
+FK_CHECKRETURN static int connect_next(fk_grpc_client *cl, fk_err *err);
 
 uint64_t fk_grpc_client_rtt_ms(const fk_grpc_client *cl)
 {
@@ -665,7 +665,7 @@ static const fk_tlsconn_cbs client_tls_cbs = {tls_ready, tls_data, tls_writable,
                                               NULL};
 
 /* Start the TLS connection to addr (on failure tls_closed still runs). */
-static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err *err)
+FK_CHECKRETURN static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err *err)
 {
     cl->conn_start_ms = uv_now(cl->loop);
     int rc = fk_tlsconn_new(&cl->tls, cl->loop, cl->tls_ctx, &client_tls_cbs, cl,
@@ -681,7 +681,7 @@ static int connect_addr(fk_grpc_client *cl, const struct sockaddr *addr, fk_err 
 }
 
 /* The next resolved IPv4/IPv6 address, if any is left. */
-static int connect_next(fk_grpc_client *cl, fk_err *err)
+FK_CHECKRETURN static int connect_next(fk_grpc_client *cl, fk_err *err)
 {
     while (cl->next_addr) {
         struct addrinfo *ai = cl->next_addr;

@@ -465,7 +465,7 @@ static void on_acceptable(uv_poll_t *h, int status, int events)
     }
 }
 
-static int listen_socket(fk__grpc_pool *P, const struct sockaddr *addr, fk_err *err)
+FK_CHECKRETURN static int listen_socket(fk__grpc_pool *P, const struct sockaddr *addr, fk_err *err)
 {
     socklen_t alen = addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
                                                  : sizeof(struct sockaddr_in);
@@ -489,7 +489,7 @@ static int listen_socket(fk__grpc_pool *P, const struct sockaddr *addr, fk_err *
 }
 
 /* Everything an I/O thread needs, built here before its thread starts. */
-static int worker_new(fk__grpc_pool *P, int i, const fk_grpc_server_config *wcfg, int nmethods,
+FK_CHECKRETURN static int worker_new(fk__grpc_pool *P, int i, const fk_grpc_server_config *wcfg, int nmethods,
                       fk_err *err)
 {
     worker *w = calloc(1, sizeof *w);

@@ -1026,7 +1026,7 @@ void fk__grpc_server_adopt(fk_grpc_server *s, uv_os_sock_t fd)
 
 /* ---- server ----------------------------------------------------------------- */
 
-static int server_new(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
+FK_CHECKRETURN static int server_new(fk_grpc_server **out, uv_loop_t *loop, const fk_grpc_server_config *cfg,
                       fk__grpc_counters *ctr, fk_err *err)
 {
     *out = NULL;

@@ -29,7 +29,7 @@ const fk_net_limit_doc *fk_net_limits_doc(void)
     return docs;
 }
 
-static int get_u64(const fk_params *p, const char *prefix, const char *name, uint64_t *v,
+FK_CHECKRETURN static int get_u64(const fk_params *p, const char *prefix, const char *name, uint64_t *v,
                    uint64_t lo, uint64_t hi, fk_err *err)
 {
     char key[128];

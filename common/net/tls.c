@@ -44,7 +44,7 @@ static int ssl_fail(fk_err *err, const char *what, const char *path)
                       what, path ? path : "(none)", e ? buf : "unknown error");
 }
 
-static int load_crl(SSL_CTX *ctx, const char *path, fk_err *err)
+FK_CHECKRETURN static int load_crl(SSL_CTX *ctx, const char *path, fk_err *err)
 {
     X509_STORE *st = SSL_CTX_get_cert_store(ctx);
     X509_LOOKUP *lk = X509_STORE_add_lookup(st, X509_LOOKUP_file());

@@ -37,15 +37,17 @@ static int is_train(const fk__dicaj_server *s, int who)
 
 /* Tensor `name` of r values (c == 0) or r x c, each finite with |x| <= bound (>= 0 with
  * nonneg), as fk__dicaj_put shapes it. */
-static int take(const fk_bundle *b, const char *name, size_t r, size_t c, double bound, int nonneg,
-                int who, const fk_tensor **out, fk_err *err)
+FK_CHECKRETURN static int take(const fk_bundle *b, const char *name, size_t r, size_t c,
+                               double bound, int nonneg, int who, const fk_tensor **out,
+                               fk_err *err)
 {
     const uint64_t shape[2] = {r, c};
     return fk_update_check_tensor(b, name, c ? 2 : 1, shape, bound, nonneg, 0, who, out, err);
 }
 
 /* The one scalar n of every update, a whole number in [lo, hi]. */
-static int take_n(const fk_bundle *b, double lo, double hi, int who, double *n, fk_err *err)
+FK_CHECKRETURN static int take_n(const fk_bundle *b, double lo, double hi, int who, double *n,
+                                 fk_err *err)
 {
     const fk_tensor *t;
     int rc = take(b, "n", 1, 0, FK_UPDATE_MAX_ABS, 1, who, &t, err);
@@ -55,7 +57,7 @@ static int take_n(const fk_bundle *b, double lo, double hi, int who, double *n, 
     return rc;
 }
 
-static int implausible(int who, const char *name, const char *what, fk_err *err)
+FK_CHECKRETURN static int implausible(int who, const char *name, const char *what, fk_err *err)
 {
     return fk_err_set(err, FK_EINVAL,
                       "dica: client %d sent tensor '%s' that no data of its size gives (%s)", who,
@@ -69,7 +71,8 @@ static size_t sx_len(const fk_bundle *b)
     return t && t->ndim == 1 && t->len > 0 ? t->len : 1;
 }
 
-static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who, fk_err *err)
+FK_CHECKRETURN static int check_moments(const fk__dicaj_server *s, const fk_bundle *b, int who,
+                                        fk_err *err)
 {
     /* the last name: sum_y for regression, else labels (optional: the client's raw labels
      * when the job lists no classes, issue 32) */
@@ -115,8 +118,8 @@ static size_t diag_at(size_t j)
     return j * (j + 1) / 2 + j;
 }
 
-static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n, size_t D, int who,
-                         size_t *nq, fk_err *err)
+FK_CHECKRETURN static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n,
+                                        size_t D, int who, size_t *nq, fk_err *err)
 {
     const fk_tensor *ids = fk_bundle_get(b, "dom_id"), *dn, *ds;
     if (!ids || ids->ndim != 1 || ids->len == 0 || ids->len > (size_t)n)
@@ -157,7 +160,8 @@ static int check_domains(const fk__dicaj_server *s, const fk_bundle *b, double n
     return FK_OK;
 }
 
-static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, fk_err *err)
+FK_CHECKRETURN static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who,
+                                      fk_err *err)
 {
     static const char *const names[] = {"n",          "dom_id",     "dom_n",
                                         "dom_sum",    "S_phiphi_c", "s_psi",
@@ -240,7 +244,8 @@ static int check_stats(const fk__dicaj_server *s, const fk_bundle *b, int who, f
     return FK_OK;
 }
 
-static int check_ridge(const fk__dicaj_server *s, const fk_bundle *b, int who, fk_err *err)
+FK_CHECKRETURN static int check_ridge(const fk__dicaj_server *s, const fk_bundle *b, int who,
+                                      fk_err *err)
 {
     static const char *const names[] = {"n", "ridge_A", "ridge_b"};
     size_t p = s->m + 1, k = s->k;
@@ -279,7 +284,7 @@ static int check_ridge(const fk__dicaj_server *s, const fk_bundle *b, int who, f
 }
 
 /* What a client without statistics for this phase sends: n = 0 and nothing else. */
-static int check_empty(const fk_bundle *b, int who, fk_err *err)
+FK_CHECKRETURN static int check_empty(const fk_bundle *b, int who, fk_err *err)
 {
     static const char *const names[] = {"n"};
     double n;

@@ -26,7 +26,7 @@ void fk__dicaj_client_close(void *v)
 }
 
 /* Domain ids and sizes: group values when present, else the client index. */
-static int set_domains(fk__dicaj_client *c, const fk_dataset *data, fk_err *err)
+FK_CHECKRETURN static int set_domains(fk__dicaj_client *c, const fk_dataset *data, fk_err *err)
 {
     size_t n = data->X.rows;
     c->dom = malloc((n ? n : 1) * sizeof *c->dom);
@@ -94,7 +94,7 @@ FK_CHECKRETURN static int index_labels(fk__dicaj_client *c, const fk_params *p,
     return rc;
 }
 
-int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
+FK_CHECKRETURN int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                           int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err)
 {
     *out = NULL;
@@ -166,7 +166,7 @@ static double task_scalar(const fk_bundle *b, const char *name)
 
 /* The class count a task or model carries: an integer in [1, FK_DICA_MAX_CLASSES] (1 for
  * regression). A job listing no classes: the rows are re-indexed by its "class_values". */
-static int task_classes(fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
+FK_CHECKRETURN static int task_classes(fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_err *err)
 {
     double v = c->c.regression ? 1.0 : task_scalar(b, "classes");
     if (!(v >= 1 && v <= FK_DICA_MAX_CLASSES) || v != floor(v))
@@ -207,7 +207,7 @@ static int task_classes(fk__dicaj_client *c, const fk_bundle *b, size_t *k, fk_e
 /* Random features of the client's rows (standardised by the task's x_mean and x_scale when
  * the job standardises) for the broadcast sigma, computed once and kept (phases 1-3 and the
  * final score all need them; sigma, d and the standardisation come from each task). */
-static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
+FK_CHECKRETURN static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **Phi, fk_err *err)
 {
     double sigma = task_scalar(task, "sigma"), d = task_scalar(task, "d");
     if (!(sigma > 0) || !isfinite(sigma) || d != (double)c->X.cols)
@@ -258,7 +258,7 @@ static int features(fk__dicaj_client *c, const fk_bundle *task, const fk_mat **P
 }
 
 /* Output features: one-hot (exact delta kernel) or random features of the target. */
-static int outputs(const fk__dicaj_client *c, const fk_bundle *task, long C, fk_mat *Psi,
+FK_CHECKRETURN static int outputs(const fk__dicaj_client *c, const fk_bundle *task, long C, fk_mat *Psi,
                    fk_err *err)
 {
     if (!c->c.regression)
@@ -275,7 +275,7 @@ static int outputs(const fk__dicaj_client *c, const fk_bundle *task, long C, fk_
 /* Phase 0: n, d, the per-feature sums and second moments about the client's own mean (two
  * passes: stable at any offset; the server joins them by Chan's rule), the class count and
  * the target sum. */
-static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
+FK_CHECKRETURN static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
 {
     size_t n = c->holdout ? 0 : c->X.rows, d = c->X.cols;
     double *sx = calloc(2 * d, sizeof *sx), sy = 0;
@@ -305,7 +305,7 @@ static int step_moments(fk__dicaj_client *c, fk_bundle *up, fk_err *err)
 }
 
 /* The §7.3 message: per-domain sums, packed second moment, output cross-moments. */
-static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
+FK_CHECKRETURN static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
 {
     if (c->holdout)
         return fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);
@@ -380,7 +380,7 @@ static int step_stats(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up,
 }
 
 /* Projections z = W^T (phi(x) - c) of the client's rows under a model bundle. */
-static int project(fk__dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t *m, fk_err *err)
+FK_CHECKRETURN static int project(fk__dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_t *m, fk_err *err)
 {
     size_t D = 2 * (size_t)c->c.R;
     const fk_tensor *W = fk_bundle_get(model, "W");
@@ -408,7 +408,7 @@ static int project(fk__dicaj_client *c, const fk_bundle *model, fk_mat *Z, size_
 }
 
 /* Ridge targets: one-hot rows or the regression target. */
-static int targets(const fk__dicaj_client *c, size_t k, double **T, fk_err *err)
+FK_CHECKRETURN static int targets(const fk__dicaj_client *c, size_t k, double **T, fk_err *err)
 {
     size_t n = c->X.rows;
     *T = calloc(n * k, sizeof **T);
@@ -430,7 +430,7 @@ static int targets(const fk__dicaj_client *c, size_t k, double **T, fk_err *err)
     return FK_OK;
 }
 
-static int step_ridge(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
+FK_CHECKRETURN static int step_ridge(fk__dicaj_client *c, const fk_bundle *task, fk_bundle *up, fk_err *err)
 {
     if (c->holdout)
         return fk__dicaj_put(up, "n", 1, 0, (double[]){0}, err);

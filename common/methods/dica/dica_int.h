@@ -7,7 +7,7 @@
 #include "common/la/blas.h"
 #include "common/la/rff.h"
 #include "common/methods/dica/dica_job.h"
-#include "common/models/dica.h"
+#include "common/models/dica/dica.h"
 
 enum { FK_DICA_RY = 50 }; /* output frequencies for regression targets (§7.2 [choice]) */
 /* Most classes a job may have: the class outputs' second moment is Dy x Dy per client
@@ -127,7 +127,7 @@ FK_CHECKRETURN int fk__dicaj_predict(const fk_bundle *model, const fk_bundle *qu
 /* export_arrays op: the input frequencies "omega" (R x d) the model names by seed */
 FK_CHECKRETURN int fk__dicaj_export(const fk_bundle *model, fk_bundle *out, fk_err *err);
 
-int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
+FK_CHECKRETURN int fk__dicaj_client_init(void **out, const fk_params *p, const fk_dataset *data, int idx,
                           int n_clients, uint64_t seed, fk_dica_variant v, fk_err *err);
 void fk__dicaj_client_close(void *c);
 FK_CHECKRETURN int fk__dicaj_client_step(void *c, const fk_bundle *task, fk_bundle *up,

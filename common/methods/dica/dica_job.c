@@ -78,7 +78,7 @@ size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy)
     return lo;
 }
 
-static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err)
+FK_CHECKRETURN static int parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err)
 {
     if (!strcmp(s, "none") || !*s)
         return FK_OK;
@@ -391,7 +391,7 @@ int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_data
     return rc;
 }
 
-int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *features,
+FK_CHECKRETURN int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *features,
                         const fk_mat *X, fk_mat *Z, fk_err *err)
 {
     *Z = (fk_mat){0};
@@ -425,23 +425,23 @@ int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *featu
 }
 
 /* The variant is fixed by the table; thin wrappers pass it on. */
-static int srv_init_dica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int srv_init_dica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
 {
     return fk__dicaj_server_init(s, p, n, seed, FK_DICA_DICA, err);
 }
 
-static int srv_init_udica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int srv_init_udica(void **s, const fk_params *p, int n, uint64_t seed, fk_err *err)
 {
     return fk__dicaj_server_init(s, p, n, seed, FK_DICA_UDICA, err);
 }
 
-static int cli_init_dica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
+FK_CHECKRETURN static int cli_init_dica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
                          uint64_t seed, fk_err *err)
 {
     return fk__dicaj_client_init(c, p, d, i, n, seed, FK_DICA_DICA, err);
 }
 
-static int cli_init_udica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
+FK_CHECKRETURN static int cli_init_udica(void **c, const fk_params *p, const fk_dataset *d, int i, int n,
                           uint64_t seed, fk_err *err)
 {
     return fk__dicaj_client_init(c, p, d, i, n, seed, FK_DICA_UDICA, err);

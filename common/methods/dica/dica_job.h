@@ -40,7 +40,7 @@ size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy);
 /* Projections Z (initialised here, n x m) = (phi(X) - 1 phi_bar^T) W of the rows of X under
  * a dica/udica model bundle, with the frequencies of job seed `seed` drawn as `features`
  * ("iid" or "orthogonal", the job key); for tools that score a model centrally (bench). */
-int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *features,
-                        const fk_mat *X, fk_mat *Z, fk_err *err);
+FK_CHECKRETURN int fk_dica_job_project(const fk_bundle *model, uint64_t seed, const char *features,
+                                       const fk_mat *X, fk_mat *Z, fk_err *err);
 
 #endif

@@ -82,7 +82,7 @@ static size_t D_of(const fk__dicaj_server *s)
 
 /* The model as far as it exists: projection, predictor and what a client needs to use
  * them (the frequencies come from the job seed and these scalars). */
-static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int put_model(fk__dicaj_server *s, fk_bundle *out, fk_err *err)
 {
     int rc = FK_OK;
     if (fk_bundle_put_scalar(out, "sigma", s->sigma) ||
@@ -227,7 +227,7 @@ FK_CHECKRETURN static int feature_scale(const fk__dicaj_server *s, size_t j, dou
 /* Phase 0: d, the class count, and the pooled per-feature moments by Chan's rule (each
  * client's m2_x is about its own mean, so nothing cancels however far the data sit from
  * 0); from them the standardisation, sigma and sigma_y. */
-static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int aggregate_moments(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     double N = 0, sy = 0;
     long C = 0;
@@ -350,7 +350,7 @@ static int solve(fk__dicaj_server *s, fk_err *err)
 }
 
 /* Sum the statistics in client order, name the missing training clients, solve. */
-static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     size_t D = D_of(s), Dy = fk__dicaj_dy(&s->c, s->C);
     fk_dica_stats_close(&s->st);
@@ -422,7 +422,7 @@ static int aggregate_stats(fk__dicaj_server *s, const fk_update *ups, int n, fk_
     return FK_OK;
 }
 
-static int aggregate_ridge(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int aggregate_ridge(fk__dicaj_server *s, const fk_update *ups, int n, fk_err *err)
 {
     size_t p = s->m + 1, k = s->k;
     if (s->stage == ST_RIDGE)

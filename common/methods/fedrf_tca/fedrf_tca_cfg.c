@@ -5,7 +5,7 @@
 #include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 
-static int parse_hidden(const char *s, fk__fedrf_cfg *c, fk_err *err)
+FK_CHECKRETURN static int parse_hidden(const char *s, fk__fedrf_cfg *c, fk_err *err)
 {
     c->n_hidden = 0;
     if (!*s || !strcmp(s, "none"))

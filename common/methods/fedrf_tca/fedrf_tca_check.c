@@ -36,7 +36,7 @@ static int any_other(const unsigned char *f, int n, int skip)
 
 /* Round 1 with warm_start: the client's count n (whole, >= 1), feature sum (|.| <= n N^-1/2)
  * and scatter sum (2N x 2N, |.| <= n / N, as phi's entries are at most N^-1/2). */
-static int check_moments(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_moments(const fk__fedrf_server *s, const fk_update *up, fk_err *err)
 {
     int k = up->client, rc;
     const fk_bundle *b = &up->msg;
@@ -53,7 +53,7 @@ static int check_moments(const fk__fedrf_server *s, const fk_update *up, fk_err 
                                   err);
 }
 
-static int check_stats(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_stats(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
 {
     int k = up->client, tgt = (int)s->c.target, rc;
     const fk_bundle *b = &up->msg;
@@ -92,7 +92,7 @@ static int check_stats(const fk__fedrf_server *s, int round, const fk_update *up
     return FK_OK;
 }
 
-static int check_models(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_models(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
 {
     int k = up->client, tgt = (int)s->c.target, rc;
     int last = s->c.rounds > 0 && round == s->c.rounds;
@@ -117,7 +117,7 @@ static int check_models(const fk__fedrf_server *s, int round, const fk_update *u
 
 /* Phase 2: nothing, or the held-out counts when the model (and in the last round the tail
  * average, sel_ok_avg) was sent to score (select_holdout). */
-static int check_select(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_select(const fk__fedrf_server *s, int round, const fk_update *up, fk_err *err)
 {
     int k = up->client, rc;
     if (!fk__fedrf_sel_asked(s, k))

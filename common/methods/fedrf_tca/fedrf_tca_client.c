@@ -8,9 +8,9 @@
 
 #include "common/methods/classes.h"
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
-#include "common/models/mmd.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/mmd.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 void fk__fedrf_client_close(void *p)
 {
@@ -49,7 +49,7 @@ static const uint64_t HOLD_STREAM = 0x686f6c6400000000ULL;
 
 /* select_holdout: a seeded shuffle of the source's rows, the last floor(F n) held out (never
  * sampled for training; scored in phase 2 to select a round's model). */
-static int holdout_count(fk__fedrf_client *c, size_t n, const char *name, fk_err *err)
+FK_CHECKRETURN static int holdout_count(fk__fedrf_client *c, size_t n, const char *name, fk_err *err)
 {
     size_t nh = c->is_target ? 0 : (size_t)floor(c->c.select_holdout * (double)n);
     c->n_train = n - nh;
@@ -83,7 +83,7 @@ static void split_holdout(fk__fedrf_client *c, uint64_t seed)
     }
 }
 
-static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
+FK_CHECKRETURN static int client_alloc(fk__fedrf_client *c, const fk_dataset *data, fk_err *err)
 {
     size_t n = data->X.rows;
     c->par = calloc(c->WM + c->PC, sizeof(double));
@@ -226,7 +226,7 @@ int fk__fedrf_client_load_batch(fk__fedrf_client *c, fk_err *err)
 }
 
 /* Draw a mini-batch without replacement and map it to random features. */
-static int sample_batch(fk__fedrf_client *c, fk_err *err)
+FK_CHECKRETURN static int sample_batch(fk__fedrf_client *c, fk_err *err)
 {
     size_t n = c->n_train;
     for (size_t i = 0; i < c->b; i++) {
@@ -239,7 +239,7 @@ static int sample_batch(fk__fedrf_client *c, fk_err *err)
 }
 
 /* U = Phi W, rows normalized: F = U / (|U| + eps). Keeps U and the norms. */
-static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const double *W, fk_mat *U,
+FK_CHECKRETURN static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const double *W, fk_mat *U,
                         fk_mat *F, double *norms, fk_err *err)
 {
     size_t b = Phi->rows, m = (size_t)c->c.m;
@@ -252,7 +252,7 @@ static int project_rows(const fk__fedrf_client *c, const fk_mat *Phi, const doub
 }
 
 /* Backward from dL/dPhi (c->gPhi) through the random features and the dense extractor. */
-static int ext_grad(fk__fedrf_client *c, fk_err *err)
+FK_CHECKRETURN static int ext_grad(fk__fedrf_client *c, fk_err *err)
 {
     memset(c->dH.data, 0, c->dH.rows * c->dH.ld * sizeof(double));
     int rc = fk_rff_backward(&c->rff, &c->Hn, &c->gPhi, &c->dH, err);
@@ -272,7 +272,7 @@ static void mmd_to_rows(fk__fedrf_client *c, const double *gd, double scale)
 
 /* Source: classification loss through the normalization into W and C, plus lambda * the
  * pairwise MMD when the target's statistic arrived; the extractor gets both. */
-static int source_grad(fk__fedrf_client *c, const fk_tensor *s_peer, double *loss, fk_err *err)
+FK_CHECKRETURN static int source_grad(fk__fedrf_client *c, const fk_tensor *s_peer, double *loss, fk_err *err)
 {
     size_t b = c->b, m = (size_t)c->c.m;
     double *W = c->par, *gW = c->grad, *gC = c->grad + c->WM;
@@ -320,7 +320,7 @@ static int source_grad(fk__fedrf_client *c, const fk_tensor *s_peer, double *los
 }
 
 /* Target: mean over the received sources of |W^T (s_i + s_T)|^2, into W and the extractor. */
-static int target_grad(fk__fedrf_client *c, const fk_tensor *s_src, double *loss, fk_err *err)
+FK_CHECKRETURN static int target_grad(fk__fedrf_client *c, const fk_tensor *s_src, double *loss, fk_err *err)
 {
     size_t m = (size_t)c->c.m, k = s_src ? (size_t)s_src->shape[0] : 0;
     double *gW = c->grad, L = 0;
@@ -352,7 +352,7 @@ int fk__fedrf_client_grad(fk__fedrf_client *c, const fk_tensor *s_peer, const fk
 
 /* One optimizer step of the client's parameters on its local loss (the target steps only when
  * some source statistic arrived). */
-static int client_step(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_tensor *s_src,
+FK_CHECKRETURN static int client_step(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_tensor *s_src,
                        fk_err *err)
 {
     double loss = NAN;
@@ -372,7 +372,7 @@ static int client_step(fk__fedrf_client *c, const fk_tensor *s_peer, const fk_te
 
 /* Predictions for all rows of the client's data with W and one classifier
  * (votes == NULL) or a majority vote of k classifiers. */
-static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double *W, const double *C,
+FK_CHECKRETURN static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double *W, const double *C,
                        const double *votes, size_t k, int *pred, fk_err *err)
 {
     size_t n = X->rows, chunk = 256, cls = (size_t)c->classes;
@@ -406,7 +406,7 @@ static int predict_all(const fk__fedrf_client *c, const fk_mat *X, const double 
 }
 
 /* Correct predictions on rows [r0, r1) of the client's data. */
-static int count_correct(const fk__fedrf_client *c, size_t r0, size_t r1, const double *W,
+FK_CHECKRETURN static int count_correct(const fk__fedrf_client *c, size_t r0, size_t r1, const double *W,
                          const double *C, const double *votes, size_t k, size_t *ok, fk_err *err)
 {
     *ok = 0;
@@ -421,7 +421,7 @@ static int count_correct(const fk__fedrf_client *c, size_t r0, size_t r1, const 
     return rc;
 }
 
-static int accuracy(const fk__fedrf_client *c, const double *W, const double *C, const double *votes,
+FK_CHECKRETURN static int accuracy(const fk__fedrf_client *c, const double *W, const double *C, const double *votes,
                     size_t k, double *acc, fk_err *err)
 {
     *acc = NAN;
@@ -436,7 +436,7 @@ static int accuracy(const fk__fedrf_client *c, const double *W, const double *C,
 
 /* select_holdout: the held-out rows' correct count of the candidate (W wname, classifier cname
  * or, with voting, the vote of sel_V) into the update's okname; nothing when the task has none. */
-static int score_holdout(const fk__fedrf_client *c, const fk_bundle *task, const char *wname,
+FK_CHECKRETURN static int score_holdout(const fk__fedrf_client *c, const fk_bundle *task, const char *wname,
                          const char *cname, const char *okname, fk_bundle *up, fk_err *err)
 {
     const fk_tensor *W = fk_bundle_get(task, wname), *C = fk_bundle_get(task, cname),

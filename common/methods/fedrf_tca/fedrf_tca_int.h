@@ -6,8 +6,8 @@
 
 #include "common/la/rff.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
-#include "common/models/classifier.h"
-#include "common/models/optimizer.h"
+#include "common/models/fedrf_tca/classifier.h"
+#include "common/models/fedrf_tca/optimizer.h"
 
 typedef struct fk__fedrf_cfg {
     long N, m, batch, tc, rounds, classes, target, eval_every;

@@ -12,8 +12,8 @@
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
 #include "common/methods/predict.h"
-#include "common/models/rftca.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/rftca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 typedef struct rfmodel {
     fk_rff rff;

@@ -255,7 +255,7 @@ int fk__fedrf_sends_c(const fk__fedrf_server *s, int round, int c)
 
 /* Classifiers to vote, k x PC under `name`: the rows of V (n x PC) flagged in has (nothing when
  * none has arrived yet). */
-static int put_votes(const fk__fedrf_server *s, const double *V, const unsigned char *has,
+FK_CHECKRETURN static int put_votes(const fk__fedrf_server *s, const double *V, const unsigned char *has,
                      const char *name, fk_bundle *out, fk_err *err)
 {
     size_t k = 0;
@@ -276,7 +276,7 @@ static int put_votes(const fk__fedrf_server *s, const double *V, const unsigned 
 }
 
 /* The tail average (avg_last) into a new tensor of `name`: sum / count. */
-static int put_mean(fk_bundle *out, const char *name, int ndim, const uint64_t *shape,
+FK_CHECKRETURN static int put_mean(fk_bundle *out, const char *name, int ndim, const uint64_t *shape,
                     const double *sum, size_t len, double cnt, fk_err *err)
 {
     double *dst = fk_bundle_add(out, name, ndim, shape);
@@ -358,7 +358,7 @@ int fk__fedrf_server_task(void *p, int round, int phase, int c, fk_bundle *out, 
     return FK_OK;
 }
 
-static int agg_stats(fk__fedrf_server *s, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int agg_stats(fk__fedrf_server *s, const fk_update *up, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(&up->msg, "s");
     if (!t)
@@ -386,7 +386,7 @@ static void models_begin(fk__fedrf_server *s)
     memset(s->Cbar, 0, s->PC * sizeof(double));
 }
 
-static int models_add(fk__fedrf_server *s, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int models_add(fk__fedrf_server *s, const fk_update *up, fk_err *err)
 {
     int tgt = (int)s->c.target;
     const fk_bundle *m = &up->msg;
@@ -575,7 +575,7 @@ int fk__fedrf_server_aggregate(void *p, int round, int phase, const fk_update *u
 
 /* What predict needs besides W and the classifier (fedrf_tca_predict.c): Omega's seed, kind,
  * width and input dimension, the extractor and the classifier's layout. */
-static int put_predict_keys(const fk__fedrf_server *s, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int put_predict_keys(const fk__fedrf_server *s, fk_bundle *out, fk_err *err)
 {
     double hid[FK_MLP_MAX_HIDDEN];
     for (int i = 0; i < s->c.n_hidden; i++)

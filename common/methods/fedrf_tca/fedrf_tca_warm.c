@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/methods/fedrf_tca/fedrf_tca_int.h"
-#include "common/models/tca.h"
+#include "common/models/fedrf_tca/tca.h"
 
 int fk__fedrf_client_moments(fk__fedrf_client *c, fk_bundle *up, fk_err *err)
 {

@@ -204,7 +204,7 @@ static double holdout_acc(const kcli *c, const double *D)
     return (double)hit / (double)c->nte;
 }
 
-static int local_acc(const kcli *c, double *acc, fk_err *err)
+FK_CHECKRETURN static int local_acc(const kcli *c, double *acc, fk_err *err)
 {
     *acc = NAN;
     if (!c->nte)

@@ -8,7 +8,7 @@
 #include "common/base/params.h"
 #include "common/methods/kahm/kahm.h"
 #include "common/methods/method.h"
-#include "common/models/kahm.h"
+#include "common/models/kahm/kahm.h"
 
 /* The job keys, parsed once by the server and every client. */
 typedef struct fk_kahm_job {

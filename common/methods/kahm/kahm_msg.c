@@ -69,7 +69,7 @@ static int is_int_in(double v, double lo, double hi)
 /* A tensor of exactly this shape (c == 0: a vector of r) with finite values, |x| <=
  * FK_UPDATE_MAX_ABS. Messages name the tensor and the position, never a value (they reach
  * the server's log and the job's status). */
-static int take(const fk_bundle *b, const char *name, uint64_t r, uint64_t c,
+FK_CHECKRETURN static int take(const fk_bundle *b, const char *name, uint64_t r, uint64_t c,
                 const fk_tensor **out, fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(b, name);
@@ -95,7 +95,7 @@ static int take(const fk_bundle *b, const char *name, uint64_t r, uint64_t c,
 
 /* One KAHM "PREmA.S.*": meta consistent with the class list, every array of its shape,
  * finite, L lower triangular with a positive diagonal, lambda > 0. */
-static int decode_part(const fk_bundle *b, const char *pre, int a, int q, int cls, int p,
+FK_CHECKRETURN static int decode_part(const fk_bundle *b, const char *pre, int a, int q, int cls, int p,
                        fk_kahm *k, int *N_out, fk_err *err)
 {
     char nm[FK_TENSOR_NAME_MAX];

@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* The holders table (K x C) and the query count of a batch, or FK_EFORMAT/FK_EINVAL. */
-static int shapes(const fk_bundle *model, const fk_bundle *queries, const fk_tensor **h,
+FK_CHECKRETURN static int shapes(const fk_bundle *model, const fk_bundle *queries, const fk_tensor **h,
                   size_t *nt, fk_err *err)
 {
     *h = fk_bundle_get(model, "holders");

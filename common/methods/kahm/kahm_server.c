@@ -83,7 +83,7 @@ int fk__kahm_task(void *v, int round, int phase, int client, fk_bundle *out, fk_
 /* After fk__kahm_decode took the update: it holds the class list (and 'allowed' with
  * models), the class blocks it left out ('left_out', optional), in mode A every part's six
  * arrays, and nothing else (an extra tensor would be copied into the model by keep_models). */
-static int check_names(const fk_bundle *b, int models, int client, fk_err *err)
+FK_CHECKRETURN static int check_names(const fk_bundle *b, int models, int client, fk_err *err)
 {
     static const char *const list[] = {"dim", "held", "counts", "parts", "allowed"};
     static const char *const arrays[] = {"meta", "P", "L", "Xw", "M", "b"};
@@ -160,7 +160,7 @@ int fk__kahm_check_update(void *v, int round, int phase, const fk_update *up, fk
 }
 
 /* Copy every tensor of one update under the prefix "cK.". */
-static int keep_models(ksrv *s, const fk_update *u, fk_err *err)
+FK_CHECKRETURN static int keep_models(ksrv *s, const fk_update *u, fk_err *err)
 {
     for (size_t i = 0; i < u->msg.count; i++) {
         const fk_tensor *t = &u->msg.items[i];

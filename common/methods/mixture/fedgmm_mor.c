@@ -16,15 +16,15 @@
 #include <string.h>
 
 #include "common/methods/mixture/fedgrem_int.h"
-#include "common/models/fedgmm.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/fedgmm.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 
 typedef struct gcfg {
     int R, R1, B, restarts, cov_first;
 } gcfg;
 
-static int gcfg_parse(gcfg *c, const fk_params *p, fk_err *err)
+FK_CHECKRETURN static int gcfg_parse(gcfg *c, const fk_params *p, fk_err *err)
 {
     fk__fedgrem_cfg f;
     long R1;
@@ -82,7 +82,7 @@ static void gsrv_free(gsrv *s)
     }
 }
 
-static int gsrv_alloc(gsrv *s, int p, fk_err *err)
+FK_CHECKRETURN static int gsrv_alloc(gsrv *s, int p, fk_err *err)
 {
     gsrv_free(s);
     s->p = p;
@@ -95,7 +95,7 @@ static int gsrv_alloc(gsrv *s, int p, fk_err *err)
     return FK_OK;
 }
 
-static int gsrv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int gsrv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
     gsrv *s = calloc(1, sizeof *s);
     if (!s)
@@ -121,7 +121,7 @@ static void gsrv_close(void *v)
 }
 
 /* Every client, every round: the method has no sampling. */
-static int gsrv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
+FK_CHECKRETURN static int gsrv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen, fk_err *err)
 {
     (void)round;
     (void)rng;
@@ -130,7 +130,7 @@ static int gsrv_plan(void *v, int round, fk_rng *rng, int *chosen, int *n_chosen
     return FK_OK;
 }
 
-static int gsrv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int gsrv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     (void)round;
     (void)phase;
@@ -151,7 +151,7 @@ static int gsrv_task(void *v, int round, int phase, int client, fk_bundle *out, 
 }
 
 /* Updates from this job's clients, each once, in order, with the tensors of the phase. */
-static int check_updates(gsrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int check_updates(gsrv *s, const fk_update *ups, int n, fk_err *err)
 {
     const fk_tensor *m0 = n ? fk_bundle_get(&ups[0].msg, s->init_done ? "loc" : "M") : NULL;
     int p = s->init_done ? s->p : m0 && m0->ndim == 2 ? (int)m0->shape[1] : 0;
@@ -202,7 +202,7 @@ void fk__fedgmm_mor_shape(const void *v, fk__fedgmm_mor_shape_t *out)
 
 /* Round 1's initialisation: every client's fits, aligned (regressions with the stream of
  * the direct loop's init_all, x-components with fk_fedgmm_align_x). */
-static int agg_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int agg_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
 {
     if (n != s->K)
         return fk_err_set(err, FK_ESTATE,
@@ -267,7 +267,7 @@ static void agg_step(gsrv *s, const fk_update *ups, int n)
     s->stepped = 1;
 }
 
-static int gsrv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+FK_CHECKRETURN static int gsrv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
                           int *round_done, fk_err *err)
 {
     (void)phase;
@@ -292,7 +292,7 @@ static int gsrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     return FK_OK;
 }
 
-static int gsrv_model(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int gsrv_model(void *v, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     if (!s->init_done)
@@ -311,7 +311,7 @@ static int gsrv_model(void *v, fk_bundle *out, fk_err *err)
     return FK_OK;
 }
 
-static int gsrv_save(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int gsrv_save(void *v, fk_bundle *out, fk_err *err)
 {
     gsrv *s = v;
     int rc = fk_bundle_put_scalar(out, "init_done", s->init_done);
@@ -328,7 +328,7 @@ static int gsrv_save(void *v, fk_bundle *out, fk_err *err)
     return rc ? fk_err_set(err, FK_ENOMEM, "save: out of memory") : FK_OK;
 }
 
-static int gsrv_load(void *v, const fk_bundle *in, fk_err *err)
+FK_CHECKRETURN static int gsrv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gsrv *s = v, t = *s;
     int init = 0, stepped = 0, K = 0, p = 0;
@@ -397,7 +397,7 @@ static void gcli_close(void *v)
     free(c);
 }
 
-static int gcli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+FK_CHECKRETURN static int gcli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                      int n_clients, uint64_t seed, fk_err *err)
 {
     gcfg cf;
@@ -436,7 +436,7 @@ static int gcli_init(void **out, const fk_params *p, const fk_dataset *data, int
 }
 
 /* Initialisation: Local-EM (mixreg) and the x-mixture, on the direct loop's streams. */
-static int gcli_fit(gcli *c, fk_bundle *up, fk_err *err)
+FK_CHECKRETURN static int gcli_fit(gcli *c, fk_bundle *up, fk_err *err)
 {
     fk_rng rng;
     fk_rng_init(&rng, c->seed, FK_MOR_INIT_STREAM + (uint64_t)c->k);
@@ -456,7 +456,7 @@ static int gcli_fit(gcli *c, fk_bundle *up, fk_err *err)
     return FK_OK;
 }
 
-static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     gcli *c = v;
     const fk_tensor *op = fk_bundle_get(task, "op");
@@ -504,7 +504,7 @@ static int gcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
 }
 
 /* Unit-noise negative log-likelihood per sample of this client's slice of the model. */
-static int gcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int gcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     gcli *c = v;
     uint64_t K = (uint64_t)c->K, R = (uint64_t)c->c.R, P = (uint64_t)c->p;
@@ -522,7 +522,7 @@ static int gcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err
     return FK_OK;
 }
 
-static int gcli_save(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int gcli_save(void *v, fk_bundle *out, fk_err *err)
 {
     gcli *c = v;
     if (fk_bundle_put_scalar(out, "pi_set", c->pi_set) ||
@@ -531,7 +531,7 @@ static int gcli_save(void *v, fk_bundle *out, fk_err *err)
     return FK_OK;
 }
 
-static int gcli_load(void *v, const fk_bundle *in, fk_err *err)
+FK_CHECKRETURN static int gcli_load(void *v, const fk_bundle *in, fk_err *err)
 {
     gcli *c = v;
     int set;

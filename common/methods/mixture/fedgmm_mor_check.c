@@ -6,7 +6,7 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/update_check.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 int fk__fedgmm_mor_check(void *v, int round, int phase, const fk_update *up, fk_err *err)
 {

@@ -9,9 +9,9 @@
 
 #include "common/base/log.h"
 #include "common/la/hungarian.h"
-#include "common/models/gmm.h"
-#include "common/models/gmm_estep.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/gmm_estep.h"
+#include "common/models/mixture/mor_local.h"
 
 static const char *const VARIANT_NAME[] = {"fedgrem", "fedem",      "local-em",
                                            "local-grem", "tgmm", "pooled-grem"};
@@ -133,7 +133,7 @@ static void srv_free_arrays(gsrv *s)
     }
 }
 
-static int srv_alloc(gsrv *s, int p, fk_err *err)
+FK_CHECKRETURN static int srv_alloc(gsrv *s, int p, fk_err *err)
 {
     srv_free_arrays(s);
     s->p = p;
@@ -228,7 +228,7 @@ int fk__fedgrem_srv_task(void *v, int round, int phase, int client, fk_bundle *o
 }
 
 /* Initialisation phase: collect local fits, check shapes, align labels. */
-static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int srv_aggregate_init(gsrv *s, const fk_update *ups, int n, fk_err *err)
 {
     if (n != s->K)
         return fk_err_set(err, FK_ESTATE,
@@ -359,7 +359,7 @@ static void average_all(gsrv *s, const int *present, int m)
 
 /* Pooled gradient EM: summed statistics of all clients give the pooled gradient (GMM:
  * sx = sum gamma x; MoR: sx = sum gamma e x, the gradient's numerator itself). */
-static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int pooled_step(gsrv *s, const fk_update *ups, int n, fk_err *err)
 {
     int R = s->R, p = s->p;
     size_t Rp = (size_t)R * p;
@@ -719,7 +719,7 @@ static void uncentre(const fk__fedgrem_cli *c, const double *a, double *out)
 }
 
 /* The Gaussian-mixture tables' client init: fk__fedgrem_cli_init about the data's mean. */
-static int gmm_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+FK_CHECKRETURN static int gmm_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                         int n_clients, uint64_t seed, int variant, fk_err *err)
 {
     int rc = fk__fedgrem_cli_init(out, p, data, client, n_clients, seed, variant, err);
@@ -805,7 +805,7 @@ int fk__fedgrem_put_common(fk__fedgrem_cli *c, fk_bundle *up)
 
 /* The round's quality where the client holds classes: mis-clustering and adjusted Rand index of
  * its rows' clusters (labels given, or the argmax of the component-major responsibilities G). */
-static int score_round(fk__fedgrem_cli *c, const int *given, const double *G, fk_report *rep,
+FK_CHECKRETURN static int score_round(fk__fedgrem_cli *c, const int *given, const double *G, fk_report *rep,
                        fk_err *err)
 {
     if (!c->d->y || c->d->n_classes <= 0)
@@ -822,7 +822,7 @@ static int score_round(fk__fedgrem_cli *c, const int *given, const double *G, fk
 }
 
 /* The EEE fit's clusters (W, M about the reference point, S) scored against the classes. */
-static int score_eee(fk__fedgrem_cli *c, const double *M, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int score_eee(fk__fedgrem_cli *c, const double *M, fk_report *rep, fk_err *err)
 {
     if (!c->d->y || c->d->n_classes <= 0)
         return FK_OK;
@@ -836,7 +836,7 @@ static int score_eee(fk__fedgrem_cli *c, const double *M, fk_report *rep, fk_err
     return rc;
 }
 
-static int local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_rng rng;
     fk_rng_init(&rng, c->seed, INIT_STREAM + (uint64_t)c->k);
@@ -931,7 +931,7 @@ static void warn_unstable(fk__fedgrem_cli *c)
     }
 }
 
-static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk__fedgrem_cli *c = v;
     const fk_tensor *op = fk_bundle_get(task, "op");
@@ -1008,7 +1008,7 @@ int fk__fedgrem_model_slice(const fk__fedgrem_cli *c, const fk_bundle *model, co
     return FK_OK;
 }
 
-static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     fk__fedgrem_cli *c = v;
     int R = c->R, p = c->p;

@@ -11,17 +11,17 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/update_check.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 /* Mixture weights a little above 1 from rounding are real; more is not a weight. */
 static const double WEIGHT_MAX = 1.0 + 1e-6;
 
-static int check_weights(const fk_tensor *w, int client, fk_err *err)
+FK_CHECKRETURN static int check_weights(const fk_tensor *w, int client, fk_err *err)
 {
     return fk_update_check_range(w, 0.0, WEIGHT_MAX, 0, client, err);
 }
 
-static int check_init(const fk__fedgrem_shape *g, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_init(const fk__fedgrem_shape *g, const fk_update *up, fk_err *err)
 {
     static const char *const names[] = {"M", "W", "n", "sigma"};
     const fk_bundle *b = &up->msg;
@@ -48,7 +48,7 @@ static int check_init(const fk__fedgrem_shape *g, const fk_update *up, fk_err *e
     return fk_update_check_measured(&up->report, offsetof(fk_report, loss), "loss", k, err);
 }
 
-static int check_step(const fk__fedgrem_shape *g, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_step(const fk__fedgrem_shape *g, const fk_update *up, fk_err *err)
 {
     const fk_bundle *b = &up->msg;
     int k = up->client, rc;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "common/methods/method.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/mor_local.h"
 
 enum fk__fedgrem_variant { FK__FEDGREM_V_FEDGREM, FK__FEDGREM_V_FEDEM, FK__FEDGREM_V_LOCAL_EM, FK__FEDGREM_V_LOCAL_GREM, FK__FEDGREM_V_TGMM, FK__FEDGREM_V_POOLED_GREM };
 /* Which mixture the clients fit: selects the RNG streams and the names in messages. */

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/methods/mixture/fedgrem_int.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/mor_local.h"
 
 int fk__fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err)
 {
@@ -39,7 +39,7 @@ int fk__fedgrem_check_mor_data(const fk_dataset *data, int client, fk_err *err)
     return FK_OK;
 }
 
-static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+FK_CHECKRETURN static int mor_cli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                         int n_clients, uint64_t seed, int variant, fk_err *err)
 {
     size_t n = data->X.rows;
@@ -73,7 +73,7 @@ static void score_mor(fk__fedgrem_cli *c, const double *w, const double *th, fk_
 }
 
 /* Initialisation phase: Local-EM (mixreg) on this client's data, sent for alignment. */
-static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     fk_rng rng;
     fk_rng_init(&rng, c->seed, FK_MOR_INIT_STREAM + (uint64_t)c->k);
@@ -90,7 +90,7 @@ static int mor_local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_report *rep, fk_
     return rc ? fk_err_set(err, FK_ENOMEM, "client: out of memory") : FK_OK;
 }
 
-static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
+FK_CHECKRETURN static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep,
                         fk_err *err)
 {
     fk__fedgrem_cli *c = v;
@@ -134,7 +134,7 @@ static int mor_cli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report
 }
 
 /* Unit-noise negative log-likelihood per sample of this client's slice of the model. */
-static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int mor_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     fk__fedgrem_cli *c = v;
     const double *tk, *wk;

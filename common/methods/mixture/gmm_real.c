@@ -12,7 +12,7 @@
 #include "common/data/mat_cache.h"
 #include "common/data/prep.h"
 #include "common/la/hungarian.h"
-#include "common/la/tsne.h"
+#include "common/models/mixture/tsne.h"
 #include "common/methods/mixture/gmm_run.h"
 
 enum { S_ASSIGN = 1, S_SPLIT, S_CONTAM_PICK, S_CONTAM_NOISE };
@@ -33,7 +33,7 @@ void fk_gmm_real_close(fk_gmm_real *r)
 }
 
 /* Concatenate two labelled datasets with the same columns. */
-static int concat(fk_dataset *out, const fk_dataset *a, const fk_dataset *b, fk_err *err)
+FK_CHECKRETURN static int concat(fk_dataset *out, const fk_dataset *a, const fk_dataset *b, fk_err *err)
 {
     if (a->X.cols != b->X.cols)
         return fk_err_set(err, FK_EFORMAT, "train and test have different feature counts");
@@ -49,7 +49,7 @@ static int concat(fk_dataset *out, const fk_dataset *a, const fk_dataset *b, fk_
 }
 
 /* Top-k principal component scores via the covariance (dsyrk + dsyevr). */
-static int pca_scores(fk_dataset *ds, int k, fk_err *err)
+FK_CHECKRETURN static int pca_scores(fk_dataset *ds, int k, fk_err *err)
 {
     size_t n = ds->X.rows, d = ds->X.cols;
     double *m = calloc(d, sizeof *m), *C = malloc(d * d * sizeof *C);
@@ -131,7 +131,7 @@ static void tsne_opts(fk_tsne_opts *o, const fk_gmm_real_opts *ro)
 /* Rtsne preprocessing on a seeded random subsample of n rows: PCA-50 scores,
  * centred and divided by the largest absolute entry, then exact t-SNE to 10-d.
  * The subsample is fixed; ro's t-SNE seed and iteration count apply as in tsne_full. */
-static int tsne_subsample(fk_dataset *ds, size_t n, const fk_gmm_real_opts *ro, fk_err *err)
+FK_CHECKRETURN static int tsne_subsample(fk_dataset *ds, size_t n, const fk_gmm_real_opts *ro, fk_err *err)
 {
     if (n < 100 || n > ds->X.rows)
         return fk_err_set(err, FK_EINVAL, "t-SNE subsample must be in [100, %zu]", ds->X.rows);
@@ -182,7 +182,7 @@ static uint64_t fnv1a(const char *s)
 /* Rtsne preprocessing of all rows: PCA-50 scores, normalize_max, Barnes-Hut
  * t-SNE (theta 0.5) to 10-d; the embedding is cached on disk keyed by the
  * seed, n and every t-SNE parameter (it takes tens of minutes or more). */
-static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
+FK_CHECKRETURN static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
 {
     fk_tsne_opts o;
     tsne_opts(&o, ro);
@@ -224,7 +224,7 @@ static int tsne_full(fk_dataset *ds, const fk_gmm_real_opts *ro, fk_err *err)
     return FK_OK;
 }
 
-static int moments(fk_gmm_real *r, fk_err *err)
+FK_CHECKRETURN static int moments(fk_gmm_real *r, fk_err *err)
 {
     size_t n = r->d.X.rows, d = r->d.X.cols;
     r->mean = calloc(d, sizeof(double));

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 const char *const fk_gmm_methods[] = {"fedgrem",     "fedem",     "local-em", "local-grem",
                                       "tgmm",        "pooled-em", "pooled-grem", NULL};
@@ -16,7 +16,7 @@ void fk_gmm_result_close(fk_gmm_result *res)
     *res = (fk_gmm_result){0};
 }
 
-static int alloc_result(fk_gmm_result *res, int K, int R, int p, int with_sigma, fk_err *err)
+FK_CHECKRETURN static int alloc_result(fk_gmm_result *res, int K, int R, int p, int with_sigma, fk_err *err)
 {
     *res = (fk_gmm_result){.K = K, .R = R, .p = p};
     res->theta = calloc((size_t)K * R * p, sizeof(double));

@@ -5,14 +5,14 @@
  * component of each row (fk_gmm_predict / the EEE posteriors' argmax, as the clients score
  * rounds) and its posterior; mixtures of regressions (noise variances "s2" K x R when the
  * model has them, else 1): the component of each row given its target, and the fitted value
- * (fk_mor_predict). The numerics are the estimators' (common/models/gmm.c, mor_local.c). */
+ * (fk_mor_predict). The numerics are the estimators' (common/models/mixture/gmm.c, mor_local.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/predict.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 typedef struct mix {
     size_t K, R, p;

@@ -7,9 +7,9 @@
 
 #include "common/la/rng.h"
 #include "common/methods/sim.h"
-#include "common/models/fedgmm.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/fedgmm.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 
 
 const char *const fk_mor_methods[] = {"fedgrem",   "fedem",       "local-em", "local-grem",
@@ -22,7 +22,7 @@ typedef struct cfg {
     double c_eta, kappa, C, lambda0, step;
 } cfg;
 
-static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
+FK_CHECKRETURN static int cfg_parse(cfg *c, const fk_params *p, fk_err *err)
 {
     long B, rs, passes, R1;
     int rc = fk_params_int(p, "align_B", 50, 1, 100000, &B, err);
@@ -59,7 +59,7 @@ static int all_finite(const double *a, size_t n)
 
 /* ---------- initialization: Local-EM per task, then ALIGN (spec 1.3) ---------- */
 
-static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W0, double *M0,
+FK_CHECKRETURN static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W0, double *M0,
                     fk_mor_ws *s, fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p;
@@ -95,7 +95,7 @@ static int init_all(const fk_mor_data *d, const cfg *c, uint64_t seed, double *W
 /* ---------- federated loops ---------- */
 
 /* FedGrEM (central = 1) or Local-GrEM (central = 0) from the aligned initial values. */
-static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, const double *W0,
+FK_CHECKRETURN static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, const double *W0,
                 const double *M0, double *theta, double *w, fk_mor_ws *s, fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p;
@@ -149,7 +149,7 @@ static int grem(const fk_mor_data *d, const cfg *c, int central, int rounds, con
 }
 
 /* FedEM (spec 2.3): exact weighted-least-squares M-step, n-weighted average of the means. */
-static int fedem(const fk_mor_data *d, int rounds, const double *W0, const double *M0,
+FK_CHECKRETURN static int fedem(const fk_mor_data *d, int rounds, const double *W0, const double *M0,
                  double *theta, double *w, fk_mor_ws *s, fk_err *err)
 {
     int K = d->K, R = d->R, p = d->p;
@@ -181,7 +181,7 @@ static int fedem(const fk_mor_data *d, int rounds, const double *W0, const doubl
 
 /* FedGMM (spec 2.5): R1 Gaussian x-components crossed with R regressions per task;
  * x-means (mass-weighted), x-covariances and regression coefficients averaged by the server. */
-static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
+FK_CHECKRETURN static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
                   const double *W0, const double *M0, double *theta, double *w, fk_mor_ws *s,
                   fk_err *err)
 {
@@ -237,7 +237,7 @@ static int fedgmm(const fk_mor_data *d, const cfg *c, uint64_t seed, int rounds,
 /* The federated job types (fedgrem-mor, fedem-mor, local-em-mor, local-grem-mor,
  * pooled-grem-mor) through the method table and the in-process simulator: the code the
  * daemons run, on the same data and seed. */
-static int run_ops(const fk_method *m, const fk_params *prm, const fk_mor_data *d, int rounds,
+FK_CHECKRETURN static int run_ops(const fk_method *m, const fk_params *prm, const fk_mor_data *d, int rounds,
                    uint64_t seed, double *theta, double *w, fk_err *err)
 {
     fk_dataset *ds = calloc((size_t)d->K, sizeof *ds);

@@ -22,7 +22,7 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 static const uint64_t PICK_STREAM = 0x7065706b00000000ULL; /* server: which client's point */
 enum { LLOYD_CAP = 100, EM_CAP = 10000 };
@@ -67,7 +67,7 @@ static void srv_free(psrv *s)
     s->nr = s->sx = s->tot = NULL;
 }
 
-static int srv_alloc(psrv *s, int p, fk_err *err)
+FK_CHECKRETURN static int srv_alloc(psrv *s, int p, fk_err *err)
 {
     srv_free(s);
     s->h.p = p;
@@ -86,7 +86,7 @@ static int srv_alloc(psrv *s, int p, fk_err *err)
     return FK_OK;
 }
 
-static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int srv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
     return fk__pooled_srv_new(out, sizeof(psrv), p, n_clients, seed, err);
 }
@@ -102,7 +102,7 @@ static void srv_close(void *v)
 
 static int best_restart(const psrv *s, int *converged);
 
-static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int srv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     (void)round;
     (void)phase;
@@ -146,7 +146,7 @@ static int pick_client(const double *wt, int K, double u)
 }
 
 /* Every update of one step: all K clients, each once, with the tensors of this stage. */
-static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
 {
     int rc0 = fk__pooled_check_clients(&s->h, ups, n, err);
     if (rc0)
@@ -192,7 +192,7 @@ static int check_updates(psrv *s, const fk_update *ups, int n, fk_err *err)
 }
 
 /* Round 1: pooled size and mean. */
-static int agg_sums(psrv *s, const fk_update *ups, fk_err *err)
+FK_CHECKRETURN static int agg_sums(psrv *s, const fk_update *ups, fk_err *err)
 {
     int p = (int)fk_bundle_get(&ups[0].msg, "sum")->len;
     int rc = srv_alloc(s, p, err);
@@ -349,7 +349,7 @@ static int srv_finished(void *v)
     return 1;
 }
 
-static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+FK_CHECKRETURN static int srv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
                          int *round_done, fk_err *err)
 {
     (void)phase;
@@ -404,7 +404,7 @@ static int best_restart(const psrv *s, int *converged)
     return best;
 }
 
-static int srv_model(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int srv_model(void *v, fk_bundle *out, fk_err *err)
 {
     psrv *s = v;
     int conv = 0, b = s->h.op == FK__POOLED_G_MAIN ? best_restart(s, &conv) : -1;
@@ -435,7 +435,7 @@ static int srv_model(void *v, fk_bundle *out, fk_err *err)
     return FK_OK;
 }
 
-static int srv_save(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int srv_save(void *v, fk_bundle *out, fk_err *err)
 {
     psrv *s = v;
     fk__pooled_arr a[N_ARR];
@@ -447,7 +447,7 @@ static int srv_save(void *v, fk_bundle *out, fk_err *err)
 }
 
 /* A checkpoint's restart stages and seed counts: whole numbers in range. */
-static int check_counts(const psrv *s, const fk_tensor *stage, const fk_tensor *ncent,
+FK_CHECKRETURN static int check_counts(const psrv *s, const fk_tensor *stage, const fk_tensor *ncent,
                         fk_err *err)
 {
     for (int r = 0; r < s->h.S; r++) {
@@ -462,7 +462,7 @@ static int check_counts(const psrv *s, const fk_tensor *stage, const fk_tensor *
     return FK_OK;
 }
 
-static int srv_load(void *v, const fk_bundle *in, fk_err *err)
+FK_CHECKRETURN static int srv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     psrv *s = v, t = *s;
     int reg;

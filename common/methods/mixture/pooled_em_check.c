@@ -8,9 +8,9 @@
 
 #include "common/methods/mixture/pooled_int.h"
 #include "common/methods/update_check.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
-static int check_client(const fk__pooled_head *h, const fk_update *up, fk_err *err)
+FK_CHECKRETURN static int check_client(const fk__pooled_head *h, const fk_update *up, fk_err *err)
 {
     if (up->client < 0 || up->client >= h->K)
         return fk_err_set(err, FK_EINVAL, "update from unknown client %d (job has %d)",
@@ -19,7 +19,7 @@ static int check_client(const fk__pooled_head *h, const fk_update *up, fk_err *e
 }
 
 /* A count n >= 1. */
-static int check_n(const fk_bundle *b, int k, fk_err *err)
+FK_CHECKRETURN static int check_n(const fk_bundle *b, int k, fk_err *err)
 {
     const fk_tensor *n;
     int rc = fk_update_check_tensor(b, "n", 0, NULL, FK_GMM_MAX_ABS, 1, 0, k, &n, err);
@@ -33,7 +33,7 @@ static int check_n(const fk_bundle *b, int k, fk_err *err)
  * diagonal. Scaling an honest update (every value times s, each one finite and in bounds) breaks
  * the second once s^2 exceeds the client's sample count, so one client cannot blow up the
  * pooled covariance and, through it, every client's next sums. */
-static int check_scatter(const fk_tensor *x, const fk_tensor *c, size_t P, int k, fk_err *err)
+FK_CHECKRETURN static int check_scatter(const fk_tensor *x, const fk_tensor *c, size_t P, int k, fk_err *err)
 {
     const double tol = 1e-9;
     const double *a = x->data;

@@ -9,7 +9,7 @@
 #include "common/la/hungarian.h"
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 /* A client keeps no algorithm state: every task carries what its step needs. The centred
  * data is a cache keyed by the pooled mean it was centred with. */
@@ -65,7 +65,7 @@ int fk__pooled_em_cli_init(void **out, const fk_params *p, const fk_dataset *dat
 }
 
 /* The data centred with the task's pooled mean (recomputed only when the mean changes). */
-static int centre(pcli *c, const fk_bundle *task, fk_err *err)
+FK_CHECKRETURN static int centre(pcli *c, const fk_bundle *task, fk_err *err)
 {
     const uint64_t ps[1] = {(uint64_t)c->p};
     const fk_tensor *m;
@@ -184,7 +184,7 @@ static double em_step(pcli *c, const double *w, const double *mu, const double *
 }
 
 /* The main step's task tensors, checked: stages, seed counts, centres, weights, factors. */
-static int main_task(const pcli *c, const fk_bundle *task, const fk_tensor **t, fk_err *err)
+FK_CHECKRETURN static int main_task(const pcli *c, const fk_bundle *task, const fk_tensor **t, fk_err *err)
 {
     uint64_t S = (uint64_t)c->S, R = (uint64_t)c->R, P = (uint64_t)c->p;
     const uint64_t sv[1] = {S}, srp[3] = {S, R, P}, sr[2] = {S, R}, spp[3] = {S, P, P};
@@ -212,7 +212,7 @@ static int main_task(const pcli *c, const fk_bundle *task, const fk_tensor **t, 
     return FK_OK;
 }
 
-static int put_main(pcli *c, const fk_bundle *task, fk_rng *rng, fk_bundle *up, double *ll_out,
+FK_CHECKRETURN static int put_main(pcli *c, const fk_bundle *task, fk_rng *rng, fk_bundle *up, double *ll_out,
                     fk_err *err)
 {
     const fk_tensor *t[5];
@@ -256,7 +256,7 @@ static int put_main(pcli *c, const fk_bundle *task, fk_rng *rng, fk_bundle *up, 
  * the server's model is at the start of the round (the task's "best", the global best restart,
  * not this client's), scored against the classes. No such restart yet (still seeding): not
  * measured. */
-static int score_model(pcli *c, const fk_bundle *task, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int score_model(pcli *c, const fk_bundle *task, fk_report *rep, fk_err *err)
 {
     const fk_tensor *b = fk_bundle_get(task, "best");
     if (!c->d->y || c->d->n_classes <= 0 || !b || b->len != 1 || !(b->data[0] >= 0))

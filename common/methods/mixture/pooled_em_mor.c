@@ -23,8 +23,8 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
-#include "common/models/mor_local.h"
+#include "common/models/mixture/gmm.h"
+#include "common/models/mixture/mor_local.h"
 
 static const uint64_t PART_STREAM = 0x7065707400000000ULL; /* client: hard partitions */
 static const double MOR_TOL = 1e-6;                       /* mixreg's relative tolerance */
@@ -64,7 +64,7 @@ static void msrv_free(msrv *s)
     }
 }
 
-static int msrv_alloc(msrv *s, int p, fk_err *err)
+FK_CHECKRETURN static int msrv_alloc(msrv *s, int p, fk_err *err)
 {
     msrv_free(s);
     s->h.p = p;
@@ -85,7 +85,7 @@ static int msrv_alloc(msrv *s, int p, fk_err *err)
                            p, s->h.S);
 }
 
-static int msrv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
+FK_CHECKRETURN static int msrv_init(void **out, const fk_params *p, int n_clients, uint64_t seed, fk_err *err)
 {
     return fk__pooled_srv_new(out, sizeof(msrv), p, n_clients, seed, err);
 }
@@ -110,7 +110,7 @@ static int msrv_best(const msrv *s)
     return b;
 }
 
-static int msrv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int msrv_task(void *v, int round, int phase, int client, fk_bundle *out, fk_err *err)
 {
     (void)round;
     (void)phase;
@@ -133,7 +133,7 @@ static int msrv_task(void *v, int round, int phase, int client, fk_bundle *out, 
 
 /* Every client once, in order, each with the sums of every restart: A (S x R x p x p),
  * b (S x R x p), nr and c (S x R), ll (S), n. */
-static int mcheck_updates(msrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int mcheck_updates(msrv *s, const fk_update *ups, int n, fk_err *err)
 {
     const fk_tensor *b0 = n ? fk_bundle_get(&ups[0].msg, "b") : NULL;
     int p = s->h.op ? s->h.p : b0 && b0->ndim == 3 ? (int)b0->shape[2] : 0;
@@ -230,7 +230,7 @@ static void mstep_em(msrv *s, int r, const fk_update *ups)
     mstep(s, r);
 }
 
-static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
+FK_CHECKRETURN static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, int n,
                           int *round_done, fk_err *err)
 {
     (void)phase;
@@ -273,7 +273,7 @@ static int msrv_aggregate(void *v, int round, int phase, const fk_update *ups, i
     return FK_OK;
 }
 
-static int msrv_model(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int msrv_model(void *v, fk_bundle *out, fk_err *err)
 {
     msrv *s = v;
     int b = msrv_best(s);
@@ -301,7 +301,7 @@ static int msrv_model(void *v, fk_bundle *out, fk_err *err)
     return FK_OK;
 }
 
-static int msrv_save(void *v, fk_bundle *out, fk_err *err)
+FK_CHECKRETURN static int msrv_save(void *v, fk_bundle *out, fk_err *err)
 {
     msrv *s = v;
     fk__pooled_arr a[M_ARR];
@@ -309,7 +309,7 @@ static int msrv_save(void *v, fk_bundle *out, fk_err *err)
     return fk__pooled_save(&s->h, a, M_ARR, out, err);
 }
 
-static int msrv_load(void *v, const fk_bundle *in, fk_err *err)
+FK_CHECKRETURN static int msrv_load(void *v, const fk_bundle *in, fk_err *err)
 {
     msrv *s = v, t = *s;
     fk__pooled_head got;
@@ -356,7 +356,7 @@ static void mcli_close(void *v)
     free(c);
 }
 
-static int mcli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
+FK_CHECKRETURN static int mcli_init(void **out, const fk_params *p, const fk_dataset *data, int client,
                      int n_clients, uint64_t seed, fk_err *err)
 {
     fk__fedgrem_cfg cf;
@@ -409,7 +409,7 @@ static void mcli_sums(mcli *c, int q, double *A, double *b, double *cq, double *
 }
 
 /* The step's task, checked: stages, coefficients, weights, variances (> 0). */
-static int mcli_task(const mcli *c, const fk_bundle *task, const fk_tensor **t, fk_err *err)
+FK_CHECKRETURN static int mcli_task(const mcli *c, const fk_bundle *task, const fk_tensor **t, fk_err *err)
 {
     uint64_t S = (uint64_t)c->S, R = (uint64_t)c->R, P = (uint64_t)c->p;
     const uint64_t sv[1] = {S}, ts[3] = {S, R, P}, ws[2] = {S, R};
@@ -430,7 +430,7 @@ static int mcli_task(const mcli *c, const fk_bundle *task, const fk_tensor **t, 
 /* The round's quality: RMSE of the fitted regression under the restart the server's model is
  * at the start of the round (the task's "best"; none yet: not measured). Uses G, which the
  * step recomputes. */
-static int mcli_score(mcli *c, const fk_bundle *task, const fk_tensor *const *t, fk_report *rep,
+FK_CHECKRETURN static int mcli_score(mcli *c, const fk_bundle *task, const fk_tensor *const *t, fk_report *rep,
                       fk_err *err)
 {
     const fk_tensor *b = fk_bundle_get(task, "best");
@@ -450,7 +450,7 @@ static int mcli_score(mcli *c, const fk_bundle *task, const fk_tensor *const *t,
     return FK_OK;
 }
 
-static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     mcli *c = v;
     int op;
@@ -505,7 +505,7 @@ static int mcli_step(void *v, const fk_bundle *task, fk_bundle *up, fk_report *r
 }
 
 /* Negative log-likelihood per sample under the pooled model, with its noise variances. */
-static int mcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int mcli_evaluate(void *v, const fk_bundle *model, fk_report *rep, fk_err *err)
 {
     mcli *c = v;
     uint64_t K = (uint64_t)c->K, R = (uint64_t)c->R, P = (uint64_t)c->p;

@@ -7,7 +7,7 @@
 
 #include "common/methods/mixture/fedgrem_int.h"
 #include "common/methods/mixture/pooled_int.h"
-#include "common/models/gmm.h"
+#include "common/models/mixture/gmm.h"
 
 int fk__pooled_srv_new(void **out, size_t size, const fk_params *p, int n_clients,
                       uint64_t seed, fk_err *err)

@@ -19,13 +19,14 @@ extern const fk_method fk_method_sfl;
  * else 0, then x += N(0, 0.2) noise. Client k draws n rows uniformly in its cell of a g x g
  * grid (g = ceil(sqrt(K))) over [-18, 9] x [-9, 18], cells enlarged by 2 per side; k = -1
  * draws n test rows uniformly over the whole box. Labels raw 0/1. */
-int fk_sfl_e31_make(int K, int k, size_t n, uint64_t seed, fk_dataset *out, fk_err *err);
+FK_CHECKRETURN int fk_sfl_e31_make(int K, int k, size_t n, uint64_t seed, fk_dataset *out,
+                                   fk_err *err);
 
 /* Multiclass data for multiclass = ovo: one Gaussian blob per class (sd 0.7, centres on a
  * circle, neighbours 4 apart), raw labels cls[0..n_cls) (2 to 32, ascending). Client k of K
  * holds every class but k mod n_cls (all of them when K = 1), in turn, n rows; k = -1 draws a
  * test set of every class. */
-int fk_sfl_blobs_make(const double *cls, int n_cls, int K, int k, size_t n, uint64_t seed,
-                      fk_dataset *out, fk_err *err);
+FK_CHECKRETURN int fk_sfl_blobs_make(const double *cls, int n_cls, int K, int k, size_t n,
+                                     uint64_t seed, fk_dataset *out, fk_err *err);
 
 #endif

@@ -78,7 +78,7 @@ void fk__sfl_cfg_close(fk__sfl_cfg *c)
 }
 
 /* "v" or "v1,v2,...": a list of finite doubles (NULL/0 when the key is absent). */
-static int parse_list(const fk_params *p, const char *key, double **out, int *n, fk_err *err)
+FK_CHECKRETURN static int parse_list(const fk_params *p, const char *key, double **out, int *n, fk_err *err)
 {
     *out = NULL;
     *n = 0;
@@ -110,7 +110,7 @@ static int parse_list(const fk_params *p, const char *key, double **out, int *n,
     return FK_OK;
 }
 
-static int pick(const char *key, const char *v, const char *const *names, int *out, fk_err *err)
+FK_CHECKRETURN static int pick(const char *key, const char *v, const char *const *names, int *out, fk_err *err)
 {
     for (int i = 0; names[i]; i++)
         if (!strcmp(v, names[i])) {

@@ -94,7 +94,7 @@ static int by_row(const void *a, const void *b)
 }
 
 /* Solve (Pi) on the local rows and put the critical rows (capped) into the upload. */
-static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     size_t n = c->n, P = (size_t)c->p;
     int rc = fk_bundle_put_scalar(up, "n", (double)n);
@@ -192,7 +192,7 @@ static int upload(scli *c, double n_ref, fk_bundle *up, fk_report *rep, fk_err *
  * the distinct critical rows once (x, class id) with per-problem lists of (row, dual). The
  * cap counts distinct rows; when it binds, the rows with the largest dual (over the problems)
  * are kept. Round metric: the pairwise accuracy (rows right over all local pair problems). */
-static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep, fk_err *err)
+FK_CHECKRETURN static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep, fk_err *err)
 {
     int Kc = c->c.n_cls, P = fk__sfl_ovo_pairs(Kc);
     size_t n = c->n, p = (size_t)c->p, S = 0, D = 0, right = 0, tot = 0, not_conv = 0;
@@ -349,7 +349,7 @@ static int upload_ovo(scli *c, const double *nref, fk_bundle *up, fk_report *rep
  * the atom kind with its box or candidates. Checked, copied into the client's configuration,
  * and the solver's rows Xp built; a mapped value beyond FK__SFL_MAX_ABS is refused here,
  * naming row, column and the key to set, before anything is sent. */
-static int take_cfg(scli *c, const fk_bundle *task, int need_atoms, fk_err *err)
+FK_CHECKRETURN static int take_cfg(scli *c, const fk_bundle *task, int need_atoms, fk_err *err)
 {
     size_t p = (size_t)c->p;
     const fk_tensor *sh = fk_bundle_get(task, "x_shift"), *sc = fk_bundle_get(task, "x_scale"),
@@ -455,7 +455,7 @@ rows:
 /* Phase 1 of candidate atoms: k-means centres (spec §3.7) of this client's rows per class
  * group (binary: +1 / -1; ovo: class id; regress: one group), min(candidates_per_class, rows
  * of the group) each, seeded per client and group; 'z' (M x p) and their groups 'zc'. */
-static int centres(scli *c, fk_bundle *up, fk_err *err)
+FK_CHECKRETURN static int centres(scli *c, fk_bundle *up, fk_err *err)
 {
     size_t n = c->n, p = (size_t)c->p;
     int G = c->c.ovo ? c->c.n_cls : c->c.mode == FK_SFL_CLASSIFY ? 2 : 1;

@@ -7,7 +7,7 @@
 #include "common/base/params.h"
 #include "common/data/dataset.h"
 #include "common/methods/method.h"
-#include "common/models/sfl.h"
+#include "common/models/sfl/sfl.h"
 
 enum { FK__SFL_INIT_CONCAT = 0, FK__SFL_INIT_RESCALED = 1, FK__SFL_INIT_ZERO = 2 };
 enum { FK__SFL_OP_COUNT = 1, FK__SFL_OP_UPLOAD = 2, FK__SFL_OP_CENTRES = 3 };

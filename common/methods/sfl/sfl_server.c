@@ -175,7 +175,7 @@ int fk__sfl_srv_task(void *v, int round, int phase, int client, fk_bundle *out, 
 }
 
 /* A scalar of an update: present, one value, finite, in [lo, hi]. */
-static int scalar(const fk_update *u, const char *name, double lo, double hi, double *out,
+FK_CHECKRETURN static int scalar(const fk_update *u, const char *name, double lo, double hi, double *out,
                   fk_err *err)
 {
     const fk_tensor *t = fk_bundle_get(&u->msg, name);
@@ -220,7 +220,7 @@ static const fk_tensor *vec(const fk_update *u, const char *name, size_t len, do
  * job's two phases of T_client, violation >= 0, finite dual and primal values, at least as many
  * critical rows as listed (the cap only drops) and at most n, the not-converged counts summing
  * to the upload's 'not_converged'. */
-static int check_pd(const ssrv *s, const fk_update *u, const fk_tensor *pc, double n, fk_err *err)
+FK_CHECKRETURN static int check_pd(const ssrv *s, const fk_update *u, const fk_tensor *pc, double n, fk_err *err)
 {
     const fk_tensor *pd = fk_bundle_get(&u->msg, "pd");
     if (!pd || pd->ndim != 2 || pd->shape[0] != (uint64_t)s->P || pd->shape[1] != FK__SFL_PD)
@@ -284,7 +284,7 @@ static double atom_count(const ssrv *s, double n)
  * phases of T_client iterations, violation >= 0, finite dual and primal values, an integer
  * support within the client's atoms; with them the scalars 'not_converged' (rows with a large
  * dual off the margin, disjoint from the critical rows: C + it <= n) and 'capped' (0 or 1). */
-static int check_diag(const ssrv *s, const fk_update *u, double n, double C, fk_err *err)
+FK_CHECKRETURN static int check_diag(const ssrv *s, const fk_update *u, double n, double C, fk_err *err)
 {
     const fk_tensor *dg = fk_bundle_get(&u->msg, "diag");
     if (n == 0)
@@ -322,7 +322,7 @@ static int check_diag(const ssrv *s, const fk_update *u, double n, double C, fk_
     return FK_OK;
 }
 
-static int check_ovo(const ssrv *s, const fk_update *u, size_t D, double n, fk_err *err)
+FK_CHECKRETURN static int check_ovo(const ssrv *s, const fk_update *u, size_t D, double n, fk_err *err)
 {
     const fk_tensor *pc = vec(u, "pc", (size_t)s->P, 0, 1e9, 1, 0, err);
     if (!pc)
@@ -492,7 +492,7 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
  * per-feature means and squared deviations, combined in client order (Chan's rule: stable,
  * and the same sum in the daemons and the simulation), give the data's scale, from which
  * fk__sfl_resolve sets the defaults or refuses the job before any row leaves a client. */
-static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
 {
     s->n_ref = 0;
     double *mean = NULL, *m2 = NULL, cnt = 0;
@@ -561,7 +561,7 @@ static int aggregate_count(ssrv *s, const fk_update *ups, int n, fk_err *err)
 /* Phase 1 of candidate atoms: every client's k-means centres, in client order, are the
  * job's candidates (the same atom set for every party, so one client equals the
  * centralised fit and the server solves the centralised problem on the union). */
-static int aggregate_centres(ssrv *s, const fk_update *ups, int n, fk_err *err)
+FK_CHECKRETURN static int aggregate_centres(ssrv *s, const fk_update *ups, int n, fk_err *err)
 {
     size_t p = (size_t)s->p, M = 0;
     for (int k = 0; k < s->K; k++) {
@@ -607,7 +607,7 @@ static int grow(double **a, size_t n)
 }
 
 /* ovo: the rows join the union with their class ids, the lists with union row indices. */
-static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
+FK_CHECKRETURN static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
 {
     const fk_tensor *ri = fk_bundle_get(&u->msg, "ri"), *rl = fk_bundle_get(&u->msg, "rl"),
                     *pc = fk_bundle_get(&u->msg, "pc"), *cl = fk_bundle_get(&u->msg, "cls");
@@ -663,7 +663,7 @@ static int append_ovo(ssrv *s, const fk_update *u, size_t D, fk_err *err)
     return FK_OK;
 }
 
-static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
+FK_CHECKRETURN static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
 {
     double C = 0, n = 0, cap = 0;
     /* checked by check_update already; a failure here means the caller skipped it */
@@ -697,7 +697,7 @@ static int append_rows(ssrv *s, const fk_update *u, fk_err *err)
 
 /* ovo: solve each pair problem on the critical rows uploaded for it (warm start from their
  * duals, rescaled by the pair's union over the client's pair rows), concatenate the models. */
-static int solve_ovo(ssrv *s, fk_err *err)
+FK_CHECKRETURN static int solve_ovo(ssrv *s, fk_err *err)
 {
     if (s->U == 0)
         return fk_err_set(err, FK_ESTATE, "sfl: no client uploaded any critical rows; the job "
@@ -805,7 +805,7 @@ static int solve_ovo(ssrv *s, fk_err *err)
 }
 
 /* Solve (PF) on the union and build the model (Alg. 4 steps 4-8). */
-static int solve_union(ssrv *s, fk_err *err)
+FK_CHECKRETURN static int solve_union(ssrv *s, fk_err *err)
 {
     if (s->U == 0)
         return fk_err_set(err, FK_ESTATE,
@@ -1047,7 +1047,7 @@ static const double *ck(const fk_bundle *in, const char *name, size_t len, fk_er
 
 /* The resolved settings of a checkpoint (put_cfg) into the arrays of *g (owned by the caller,
  * fk__sfl_cfg_close), checked like a task. */
-static int load_cfg(const ssrv *s, const fk_bundle *in, size_t p, fk__sfl_cfg *g, fk_err *err)
+FK_CHECKRETURN static int load_cfg(const ssrv *s, const fk_bundle *in, size_t p, fk__sfl_cfg *g, fk_err *err)
 {
     const double *sh = ck(in, "x_shift", p, err), *sc = sh ? ck(in, "x_scale", p, err) : NULL,
                  *wr = sc ? ck(in, "wr", 3, err) : NULL, *ak = wr ? ck(in, "akind", 1, err) : NULL;

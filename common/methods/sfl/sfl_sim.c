@@ -16,7 +16,7 @@ static double e31_label(double a, double b)
     return d1 <= 9 || d2 <= 30 ? 1.0 : 0.0;
 }
 
-int fk_sfl_e31_make(int K, int k, size_t n, uint64_t seed, fk_dataset *out, fk_err *err)
+FK_CHECKRETURN int fk_sfl_e31_make(int K, int k, size_t n, uint64_t seed, fk_dataset *out, fk_err *err)
 {
     if (K < 1 || k < -1 || k >= K || n < 1)
         return fk_err_set(err, FK_EINVAL, "sfl E3.1 data: bad client %d of %d or n = %zu", k, K,
@@ -62,7 +62,7 @@ int fk_sfl_e31_make(int K, int k, size_t n, uint64_t seed, fk_dataset *out, fk_e
     return FK_OK;
 }
 
-int fk_sfl_blobs_make(const double *cls, int n_cls, int K, int k, size_t n, uint64_t seed,
+FK_CHECKRETURN int fk_sfl_blobs_make(const double *cls, int n_cls, int K, int k, size_t n, uint64_t seed,
                       fk_dataset *out, fk_err *err)
 {
     if (n_cls < 2 || n_cls > 32 || K < 1 || k < -1 || k >= K || n < 1)
