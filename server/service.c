@@ -2382,7 +2382,9 @@ static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_
 
 /* ------------------------------------------- -wal checkpoints off the loop */
 
-enum { CKPT_WAL_BYTES = 32 << 20 }; /* a checkpoint once the -wal holds this much */
+enum { CKPT_WAL_BYTES = 4 << 20 }; /* a checkpoint once the -wal holds this much: SQLite's own
+                                   * default (1000 pages), so a small disk never fills with -wal
+                                   * frames a checkpoint would have let SQLite reuse */
 
 static void ckpt_work(uv_work_t *req)
 {

@@ -1034,10 +1034,14 @@ int fk_store_open_checkpointer(fk_store **out, fk_store *writer, fk_err *err)
     snprintf(st->path, sizeof st->path, "%s", path);
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     rc = rc == SQLITE_OK ? FK_OK : db_fail(st, rc, "open a checkpointer", err);
-    if (!rc) /* its own checkpoints only when asked; the writer's none from now on */
-        rc = exec(st, "PRAGMA wal_autocheckpoint=0;", "configure the checkpointer", err);
+    /* Its own checkpoints only when asked. The writer keeps SQLite's auto-checkpoint (1000
+     * pages) as a backstop: the checkpointer's passive runs on the pool keep the -wal below
+     * that, so the writer seldom checkpoints inside a commit; without the backstop a disk
+     * that filled up stayed full after space came back (fault scenario disk-full: the -wal
+     * grew into every freed byte before the pool's threshold was reached). */
     if (!rc)
-        rc = exec(writer, "PRAGMA wal_autocheckpoint=0;", "hand checkpoints over", err);
+        rc = exec(st, "PRAGMA wal_autocheckpoint=0;", "configure the checkpointer", err);
+    (void)writer;
     if (rc) {
         fk_store_close(st);
         return rc;

@@ -88,9 +88,9 @@ int fk_store_in_transaction(const fk_store *st);
 const char *fk_store_path(const fk_store *st);
 FK_CHECKRETURN int fk_store_sync_wal(const char *db_path, fk_err *err);
 /* WAL checkpoints off the loop (issue 35): a third connection, read-write, for one other
- * thread; from its open on the writer makes no checkpoint of its own at commit (SQLite's
- * wal_autocheckpoint, which copied a large update into the file and fsync'd it inside the
- * commit on the loop) until fk_store_recreate reconnects it. fk_store_checkpoint_passive
+ * thread; its passive checkpoints keep the -wal below SQLite's auto-checkpoint size, so the
+ * writer seldom copies a large update into the file and fsyncs it inside a commit on the
+ * loop (the writer keeps its auto-checkpoint as a backstop). fk_store_checkpoint_passive
  * copies what it can without waiting for any lock (*frames_left: what it could not); call it
  * when fk_store_wal_bytes grows. FK_ESTATE for an in-memory database. Closed with
  * fk_store_close, before the writer. */

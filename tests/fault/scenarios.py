@@ -262,7 +262,12 @@ class Fed:
     def stored(self):
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True, timeout=10)
         try:
-            return set(con.execute("SELECT identity, job_id, attempt, round, phase FROM updates"))
+            # retention (issue 35) deletes the bytes of closed rounds' updates once the next
+            # checkpoint is durable; each update's report row is written in the update's own
+            # transaction and kept, so it too proves the acknowledged update was stored
+            return set(con.execute("SELECT identity, job_id, attempt, round, phase FROM updates "
+                                   "UNION SELECT identity, job_id, attempt, round, phase "
+                                   "FROM update_reports"))
         finally:
             con.close()
 
