@@ -25,88 +25,10 @@
 #include "server/offload.h"
 #include "server/owners.h"
 #include "server/roster.h"
+#include "server/service_int.h"
 
 #define FED "/fedkern.v1.Federation/"
 
-/* Predict timeouts when the clients answer (PredictRequest.timeout_ms). */
-enum { PREDICT_DEFAULT_MS = 5000, PREDICT_MAX_MS = 600000 };
-
-/* A PullTask call waiting for a task. */
-typedef struct waiter {
-    struct fk_service *s;
-    fk_grpc_call *call; /* NULL once answered */
-    char identity[FK_IDENTITY_CAP];
-    int counted; /* in its client record's polls */
-    uv_timer_t timer;
-    struct waiter *next, **pprev; /* doubly linked: a drop is O(1), not a scan of the list */
-} waiter;
-
-/* A chunked update being reassembled. */
-typedef struct partial {
-    char update_id[64];
-    char identity[FK_IDENTITY_CAP];
-    int64_t job; /* the task it answers: dropped once that phase no longer waits for it */
-    int round, attempt, phase;
-    fk_reasm r;
-    double touched;
-} partial;
-
-/* An update staged in the open batch transaction, answered after its commit. */
-typedef struct staged {
-    fk_grpc_call *call;
-    fk_push p; /* blob unused; identity and idem are set to the copies below on use */
-    char identity[FK_IDENTITY_CAP];
-    char idem[128];
-    int rc, dup; /* the stage's verdict, final only once the batch committed */
-    fk_err err;
-} staged;
-
-struct fk_service {
-    uv_loop_t *loop;
-    fk_grpc_server *srv;
-    fk_engine *e;
-    fk_store *st;
-    fk_service_config cfg;
-    uv_timer_t tick;
-    waiter *waiting;
-    partial *partials;
-    int n_partials;
-    fk_clients clients; /* by identity and session id; last_seen writes queued there */
-    double sessions_checked; /* when expire_sessions last looked */
-    uv_check_t batch_check; /* commits the batch after the loop's I/O callbacks */
-    uv_idle_t batch_idle;   /* keeps the next poll from blocking while a batch is open */
-    staged *batch;          /* updates staged in the open transaction, arrival order */
-    int n_batch, cap_batch;
-    int batch_open;
-    /* committed batches whose -wal fdatasync runs on libuv's pool (issue 35): answered, in
-     * commit order, once a sync that began after their commit is done */
-    staged *synced;         /* committed, waiting for the sync, commit order */
-    uint64_t *synced_seq;   /* the commit number of each */
-    int n_synced, cap_synced;
-    uint64_t commit_seq;    /* batches committed */
-    uv_work_t sync_req;
-    int sync_busy;          /* a sync is in flight */
-    uint64_t sync_upto;     /* it covers the batches committed up to this number */
-    int sync_rc;
-    fk_err sync_err;
-    char sync_path[512];
-    /* the -wal's checkpoints on libuv's pool, with their own connection (NULL: SQLite's at
-     * commit, on the loop, as for an in-memory store) */
-    double engine_next; /* the engine's next deadline, from its last tick */
-    fk_store *ckpt;
-    uv_work_t ckpt_req;
-    int ckpt_busy, ckpt_rc, ckpt_left;
-    fk_err ckpt_err;
-    fk_service_stats stats;
-    int closing, handles; /* handles: timers not yet closed */
-    uint64_t woken_gen;   /* engine generation the waiters were last matched against */
-    fk_fanout *fo;        /* prediction requests waiting for the clients' answers */
-    fk_roster *roster;    /* the data sets each client advertised at its last Join */
-    uint64_t woken_fo_gen;
-    fk_offload off; /* the engine's phase closes and the Predict calls, off the loop */
-    void (*on_closed)(void *);
-    void *closed_ud;
-};
 
 double fk_service_now(void)
 {
@@ -151,7 +73,7 @@ static int listed(char **list, int n, const char *id)
 }
 
 /* The fedkern identity: NAME of the certificate's urn:fedkern:ROLE:NAME SAN. */
-static const char *identity_of(const fk_tls_peer *peer)
+const char *fk__service_identity_of(const fk_tls_peer *peer)
 {
     return peer->id;
 }
@@ -160,7 +82,7 @@ static const char *identity_of(const fk_tls_peer *peer)
  * allow-list when one is set. */
 static int allowed(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 {
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     if (peer->role != FK_ROLE_CLIENT || !*id) {
         fk_log(FK_LOG_WARN, "client_refused", "peer=%s cn=%s path=%s reason=not_a_client_certificate",
                peer->addr, peer->cn, fk_grpc_call_method(call));
@@ -182,9 +104,9 @@ static int allowed(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 }
 
 /* Admin calls: an admin certificate, listed in 'admins' when that is set. */
-static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
+int fk__service_admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 {
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     if (peer->role != FK_ROLE_ADMIN || !*id ||
         fk_owners_role(s->cfg.admins, s->cfg.n_admins, id) == FK_ADMIN_NONE) {
         fk_log(FK_LOG_WARN, "admin_refused", "identity=\"%s\" peer=%s path=%s", id, peer->addr,
@@ -200,9 +122,9 @@ static int admin(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer)
 
 /* The job's owner or an operator (server/owners.h); 0 = answered PERMISSION_DENIED. A job
  * the store cannot read is left to the call, which answers why. */
-static int job_access(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer, int64_t job)
+int fk__service_job_access(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer, int64_t job)
 {
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     int role = fk_owners_role(s->cfg.admins, s->cfg.n_admins, id);
     if (role == FK_ADMIN_OPERATOR)
         return 1;
@@ -246,33 +168,33 @@ static int status_of(int rc)
     }
 }
 
-static void reply_err(fk_grpc_call *call, int rc, const fk_err *err)
+void fk__service_reply_err(fk_grpc_call *call, int rc, const fk_err *err)
 {
     fk_grpc_call_reply(call, status_of(rc), err->msg, NULL, 0);
 }
 
 /* Decode the request into msg: FK_OK, or the decoder's code after answering the call with it
  * (the convention of fk_codec_decode). */
-static int decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
-                      const uint8_t *req, size_t len)
+int fk__service_decode_req(fk_grpc_call *call, const pb_msgdesc_t *fields, void *msg,
+                           const uint8_t *req, size_t len)
 {
     fk_err err = {0};
     int rc = fk_codec_decode(fields, msg, req, len, &err);
     if (rc)
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
     return rc;
 }
 
 /* Encode msg and send it (the buffer moves to the server). */
-static void reply_msg(fk_service *s, fk_grpc_call *call, const pb_msgdesc_t *fields,
-                      const void *msg)
+void fk__service_reply_msg(fk_service *s, fk_grpc_call *call, const pb_msgdesc_t *fields,
+                           const void *msg)
 {
     uint8_t *buf;
     size_t len;
     fk_err err = {0};
     int rc = fk_codec_encode(fields, msg, 0, &buf, &len, &err);
     if (rc) {
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
         return;
     }
     s->stats.bytes_out += len;
@@ -359,13 +281,13 @@ static void reply_no_task(fk_service *s, fk_grpc_call *call, const char *identit
         for (int i = 0; i < n; i++)
             snprintf(msg.running_jobs[i], sizeof msg.running_jobs[i], "%" PRId64, ids[i]);
     }
-    reply_msg(s, call, fedkern_v1_PullTaskResponse_fields, &msg);
+    fk__service_reply_msg(s, call, fedkern_v1_PullTaskResponse_fields, &msg);
 }
 
 /* What a response carries of an encoded bundle: the bundle inline when it fits
  * room and chunk 0 is asked for, else chunk chunk_index of it (header in *hdr). */
-FK_CHECKRETURN static int payload_tx(const uint8_t *blob, size_t blen, size_t room, uint32_t chunk_index,
-                      fedkern_v1_Chunk *hdr, fk_bundle *b, fk_codec_tx *tx, fk_err *err)
+FK_CHECKRETURN int fk__service_payload_tx(const uint8_t *blob, size_t blen, size_t room, uint32_t chunk_index,
+                                          fedkern_v1_Chunk *hdr, fk_bundle *b, fk_codec_tx *tx, fk_err *err)
 {
     if (blen <= room && chunk_index == 0) {
         tx->bundle = b;
@@ -399,7 +321,7 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_bundle b;
     fk_bundle_init(&b);
     fk_err err = {0};
-    int rc = payload_tx(t->task, t->task_len, room, chunk_index, &msg.chunk, &b, &tx, &err);
+    int rc = fk__service_payload_tx(t->task, t->task_len, room, chunk_index, &msg.chunk, &b, &tx, &err);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (!rc)
@@ -407,7 +329,7 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
     fk_bundle_close(&b);
     if (rc) {
         fk_log(FK_LOG_ERROR, "task_not_sent", "job=%" PRId64 " error=\"%s\"", t->job, err.msg);
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
         return;
     }
     s->stats.tasks_sent++;
@@ -452,7 +374,7 @@ static int reply_predict_task(fk_service *s, fk_grpc_call *call, const char *ide
     if (rc) {
         fk_log(FK_LOG_ERROR, "predict_task_not_sent", "identity=%s error=\"%s\"", identity,
                err.msg);
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
         return 1;
     }
     fk_log(FK_LOG_DEBUG, "predict_task_sent", "identity=%s job=%" PRId64 " request=%" PRIu64,
@@ -464,7 +386,7 @@ static int reply_predict_task(fk_service *s, fk_grpc_call *call, const char *ide
 
 /* Give every waiting client the task the engine, or a prediction request, now has for it
  * (only after new tasks or requests were made: a scan per event would be quadratic). */
-static void wake_waiters(fk_service *s)
+void fk__service_wake_waiters(fk_service *s)
 {
     uint64_t gen = fk_engine_generation(s->e), fgen = fk_fanout_generation(s->fo);
     if (gen == s->woken_gen && fgen == s->woken_fo_gen)
@@ -563,7 +485,7 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     (void)deadline;
     fk_service *s = ud;
     grpc_health_v1_HealthCheckRequest in = grpc_health_v1_HealthCheckRequest_init_zero;
-    if (decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len) != FK_OK)
+    if (fk__service_decode_req(call, grpc_health_v1_HealthCheckRequest_fields, &in, req, len) != FK_OK)
         return;
     fk_codec_release(grpc_health_v1_HealthCheckRequest_fields, &in);
     if (in.service[0] && strcmp(in.service, "fedkern.v1.Federation")) {
@@ -574,7 +496,7 @@ static void on_health(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t
     msg.status = s->closing ? grpc_health_v1_HealthCheckResponse_ServingStatus_NOT_SERVING
                             : grpc_health_v1_HealthCheckResponse_ServingStatus_SERVING;
     s->stats.health++;
-    reply_msg(s, call, grpc_health_v1_HealthCheckResponse_fields, &msg);
+    fk__service_reply_msg(s, call, grpc_health_v1_HealthCheckResponse_fields, &msg);
 }
 
 /* A new session for the client's record (a new Join replaces the old session). */
@@ -588,8 +510,6 @@ FK_CHECKRETURN static int new_session(fk_service *s, fk_client_rec *r, fk_err *e
         snprintf(id + 2 * i, 3, "%02x", raw[i]);
     return fk_clients_set_session(&s->clients, r, id, err);
 }
-
-static void batch_flush(fk_service *s);
 
 /* The round engine asks this when a phase opens: a client gone is planned as a dropout. */
 static int presence_gone(void *ud, const char *identity)
@@ -605,7 +525,7 @@ static void client_gone(fk_service *s, fk_client_rec *r, double now)
     if (r->gone)
         return;
     r->gone = 1;
-    batch_flush(s);
+    fk__service_batch_flush(s);
     fk_engine_client_gone(s->e, r->identity, now);
 }
 
@@ -685,9 +605,9 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_JoinRequest in;
-    if (decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len) != FK_OK)
+    if (fk__service_decode_req(call, fedkern_v1_JoinRequest_fields, &in, req, len) != FK_OK)
         return;
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     int status = FK_GRPC_OK;
     const char *why = NULL;
     if (in.name[0] && strcmp(in.name, id)) {
@@ -766,7 +686,7 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     out.max_message_size = s->cfg.max_message;
     out.protocol_version = 1;
     snprintf(out.software, sizeof out.software, "fedkern-server %s", FK_VERSION);
-    reply_msg(s, call, fedkern_v1_JoinResponse_fields, &out);
+    fk__service_reply_msg(s, call, fedkern_v1_JoinResponse_fields, &out);
 }
 
 static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -776,16 +696,16 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_PullTaskRequest in;
-    if (decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
+    if (fk__service_decode_req(call, fedkern_v1_PullTaskRequest_fields, &in, req, len) != FK_OK)
         return;
-    if (!session_ok(s, call, identity_of(peer), in.session_id, "PullTask")) {
+    if (!session_ok(s, call, fk__service_identity_of(peer), in.session_id, "PullTask")) {
         fk_codec_release(fedkern_v1_PullTaskRequest_fields, &in);
         return;
     }
-    client_called(s, identity_of(peer));
+    client_called(s, fk__service_identity_of(peer));
     s->stats.pulls++;
     s->stats.bytes_in += len;
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     /* Predictions first: an admin waits on them, with a short deadline. */
     if (!in.job_id[0] && !s->closing && reply_predict_task(s, call, id))
         return;
@@ -812,15 +732,15 @@ static void on_pull(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         park(s, call, id, deadline);
 }
 
-static void reply_push(fk_service *s, fk_grpc_call *call, int state, const uint32_t *missing,
-                       size_t n_missing, const char *message)
+void fk__service_reply_push(fk_service *s, fk_grpc_call *call, int state, const uint32_t *missing,
+                            size_t n_missing, const char *message)
 {
     fedkern_v1_PushUpdateResponse out = fedkern_v1_PushUpdateResponse_init_zero;
     out.state = state;
     out.missing = (uint32_t *)missing;
     out.missing_count = (pb_size_t)n_missing;
     snprintf(out.message, sizeof out.message, "%s", message ? message : "");
-    reply_msg(s, call, fedkern_v1_PushUpdateResponse_fields, &out);
+    fk__service_reply_msg(s, call, fedkern_v1_PushUpdateResponse_fields, &out);
 }
 
 static partial *find_partial(fk_service *s, const char *update_id, const char *identity)
@@ -875,7 +795,7 @@ static void reply_missing(fk_service *s, fk_grpc_call *call, const partial *p, i
         return;
     }
     fk_reasm_missing(&p->r, miss, n);
-    reply_push(s, call, state, miss, n, NULL);
+    fk__service_reply_push(s, call, state, miss, n, NULL);
     free(miss);
 }
 
@@ -896,11 +816,11 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
     q->p.identity = q->identity; /* the queue may have moved since staging */
     q->p.idem = q->idem;
     if (commit_rc) {
-        reply_err(q->call, commit_rc, commit_err);
+        fk__service_reply_err(q->call, commit_rc, commit_err);
     } else if (q->rc == FK_OK && !q->dup) {
         fk_engine_push_apply(s->e, &q->p, now);
         s->stats.committed++;
-        reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
+        fk__service_reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
     } else if (q->rc == FK_OK && q->dup == FK_STORE_IDEM_OTHER) {
         fk_log(FK_LOG_WARN, "update_id_reused", "identity=%s job=%" PRId64 " update_id=%s",
                q->identity, q->p.job, q->idem);
@@ -910,15 +830,15 @@ static void answer_staged(fk_service *s, staged *q, int commit_rc, const fk_err 
                            NULL, 0);
     } else if (q->rc == FK_OK) {
         s->stats.duplicates++;
-        reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
+        fk__service_reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0,
                    "this update was committed before");
     } else if (q->rc == FK_ESTATE) {
         s->stats.stale++;
-        reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, q->err.msg);
+        fk__service_reply_push(s, q->call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, q->err.msg);
     } else {
         fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
                q->identity, q->p.job, q->err.msg);
-        reply_err(q->call, q->rc, &q->err);
+        fk__service_reply_err(q->call, q->rc, &q->err);
         if (q->rc == FK_EINVAL) /* a refused update is a dropout: it may complete the phase */
             fk_engine_settle(s->e, q->p.job, now);
     }
@@ -951,7 +871,7 @@ static void answer_synced(fk_service *s, uint64_t upto, int rc, const fk_err *er
         free(done);
     }
     if (!rc)
-        wake_waiters(s);
+        fk__service_wake_waiters(s);
 }
 
 static void sync_start(fk_service *s);
@@ -1043,12 +963,12 @@ static void batch_flush_mode(fk_service *s, int defer)
     for (int i = 0; i < n; i++)
         answer_staged(s, &s->batch[i], rc, &err, now);
     if (!rc)
-        wake_waiters(s);
+        fk__service_wake_waiters(s);
 }
 
 /* Every staged and committed update answered before the caller goes on (the engine's own
  * writes, a probe, a failure report, shutdown): the sync, if any, runs here. */
-static void batch_flush(fk_service *s)
+void fk__service_batch_flush(fk_service *s)
 {
     batch_flush_mode(s, 0);
     if (s->n_synced && !s->batch_open) { /* committed earlier, its sync still in flight */
@@ -1072,7 +992,7 @@ static void batch_abort(fk_service *s, const fk_err *why)
     int n = s->n_batch;
     s->n_batch = 0;
     for (int i = 0; i < n; i++)
-        reply_err(s->batch[i].call, why->code, why);
+        fk__service_reply_err(s->batch[i].call, why->code, why);
 }
 
 static void on_batch_check(uv_check_t *h)
@@ -1130,10 +1050,10 @@ static void engine_item_done(fk_offload_item *it)
 {
     engine_item *x = (engine_item *)it;
     fk_service *s = x->s;
-    batch_flush(s); /* the engine writes in transactions of its own; staged updates count first */
+    fk__service_batch_flush(s); /* the engine writes in transactions of its own; staged updates count first */
     fk_engine_work_done(s->e, x->w, fk_service_now());
     free(x);
-    wake_waiters(s); /* the next phase's or round's tasks */
+    fk__service_wake_waiters(s); /* the next phase's or round's tasks */
 }
 
 static int offload_engine(void *ud, fk_engine_work *w)
@@ -1161,7 +1081,7 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     if (rc) {
         fk_log(FK_LOG_WARN, "update_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
                identity, job, err.msg);
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
         return;
     }
     staged *q = &s->batch[s->n_batch];
@@ -1213,7 +1133,7 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
     if (!p && !fk_engine_task_open(s->e, job, (int)in->round, attempt, (int)in->phase,
                                    identity)) {
         s->stats.stale++;
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
+        fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
                    "no open phase of this job waits for an update from you; chunks are taken "
                    "only for your current task: pull a new task");
         return;
@@ -1253,7 +1173,7 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
     int rc = fk_reasm_add(&p->r, &in->chunk, rx->chunk_data, rx->chunk_len, &complete, &err);
     if (rc) {
         drop_partial(s, p);
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
         return;
     }
     if (!complete) {
@@ -1265,173 +1185,11 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
     rc = fk_reasm_take(&p->r, &blob, &len, &err);
     drop_partial(s, p);
     if (rc) {
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
         return;
     }
     commit_update(s, call, identity, in, job, attempt, blob, len, NULL);
     free(blob);
-}
-
-/* ------------------------------------------------- predictions by the clients */
-
-/* The prediction counters (fk_service_stats) for one Predict call's outcome. */
-static void count_predict(fk_service *s, int rc, const fk_bundle *res, int by_clients)
-{
-    if (rc) {
-        s->stats.predict_failed++;
-        return;
-    }
-    const fk_tensor *lab = fk_bundle_get(res, "labels"), *mi = fk_bundle_get(res, "missing_clients"),
-                    *un = fk_bundle_get(res, "unscored_classes");
-    *(by_clients ? &s->stats.predict_clients : &s->stats.predict_server) += 1;
-    s->stats.predict_queries += lab ? lab->len : 0;
-    s->stats.predict_missing_clients += mi ? mi->len : 0;
-    s->stats.predict_unscored_classes += un ? un->len : 0;
-}
-
-/* Answer the Predict call of request id with the combine of the answers taken. */
-static void predict_finish(fk_service *s, uint64_t id)
-{
-    fk_bundle res;
-    fk_bundle_init(&res);
-    void *ud;
-    int64_t job;
-    int answered, asked;
-    fk_err err = {0};
-    int rc = fk_fanout_finish(s->fo, id, &res, &ud, &job, &answered, &asked, &err);
-    fk_grpc_call *call = ud;
-    const fk_tensor *miss = fk_bundle_get(&res, "missing_clients");
-    fk_log(rc ? FK_LOG_WARN : FK_LOG_INFO, "predict_answered",
-           "request=%" PRIu64 " clients_asked=%d answered=%d missing=%zu job=%" PRId64 "%s%s", id,
-           asked, answered, miss ? miss->len : (size_t)0, job, rc ? " error=" : "",
-           rc ? err.msg : "");
-    uint8_t *buf = NULL;
-    size_t olen = 0;
-    fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
-    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
-    fk_codec_tx tx = {.bundle = &res};
-    if (!rc)
-        rc = fk_codec_encode_predict_response(&out, &tx, &buf, &olen, &err);
-    count_predict(s, rc, &res, 1);
-    fk_bundle_close(&res);
-    if (!call)
-        return;
-    fk_grpc_call_on_cancel(call, NULL, NULL);
-    if (rc) {
-        free(buf);
-        reply_err(call, rc, &err);
-        return;
-    }
-    s->stats.bytes_out += olen;
-    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
-}
-
-/* The admin gave up on a Predict call (its deadline or a cancel): drop its request. */
-static void predict_cancelled(fk_grpc_call *call, void *ud)
-{
-    fk_service *s = ud;
-    uint64_t id;
-    void *owner;
-    if (fk_fanout_find_ud(s->fo, call, &id) == FK_OK) {
-        fk_fanout_drop(s->fo, id, &owner);
-        fk_log(FK_LOG_INFO, "predict_cancelled", "request=%" PRIu64, id);
-    }
-    fk_grpc_call_reply(call, FK_GRPC_CANCELLED, NULL, NULL, 0);
-}
-
-/* A client's answer to a predict task: checked by the method, taken or refused. */
-static void predict_answer(fk_service *s, fk_grpc_call *call, const char *identity,
-                           const fedkern_v1_PushUpdateRequest *in, const fk_bundle *ans,
-                           int64_t job)
-{
-    fk_err err = {0};
-    int complete = 0, failed = in->has_report && in->report.error[0];
-    if (failed)
-        fk_log(FK_LOG_WARN, "client_predict_failed",
-               "identity=%s job=%" PRId64 " request=%" PRIu64 " error=\"%s\"", identity, job,
-               in->predict_id, in->report.error);
-    fk_bundle empty;
-    fk_bundle_init(&empty);
-    int rc = fk_fanout_answer(s->fo, in->predict_id, identity, failed ? NULL : ans ? ans : &empty,
-                              &complete, &err);
-    if (rc == FK_ESTATE)
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0, err.msg);
-    else if (rc) {
-        fk_log(FK_LOG_WARN, "predict_answer_refused", "identity=%s job=%" PRId64 " error=\"%s\"",
-               identity, job, err.msg);
-        reply_err(call, rc, &err);
-    } else {
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_COMMITTED, NULL, 0, NULL);
-    }
-    if (complete)
-        predict_finish(s, in->predict_id);
-}
-
-/* Mode B of kahm and the like: ask the clients that hold the job's models (the request
- * copies model and q); the call is answered later, by predict_finish. */
-FK_CHECKRETURN static int predict_start(fk_service *s, fk_grpc_call *call, int64_t job, const fk_method *m,
-                         const fk_bundle *model, const fk_bundle *q, uint32_t timeout_ms,
-                         fk_err *err)
-{
-    if (!m->check_answer || !m->combine_answers)
-        return fk_err_set(err, FK_EINVAL, "job %" PRId64 " (%s): the models stay on the clients "
-                          "and this job type cannot ask them", job, m->name);
-    if (timeout_ms > PREDICT_MAX_MS)
-        return fk_err_set(err, FK_EINVAL, "Predict: timeout_ms %u is more than %d", timeout_ms,
-                          (int)PREDICT_MAX_MS);
-    /* The queries are checked once here (a combine of no answers), not by every client. */
-    fk_bundle dry;
-    fk_bundle_init(&dry);
-    int rc = m->combine_answers(model, q, NULL, 0, &dry, err);
-    fk_bundle_close(&dry);
-    if (rc)
-        return rc;
-    fk_store_job sj;
-    memset(&sj, 0, sizeof sj);
-    rc = fk_store_job_get(s->st, job, &sj, err);
-    if (rc)
-        return rc;
-    /* The task must fit one message: the queries, the job config and the envelope. */
-    size_t qsize = 0;
-    rc = fk_codec_bundle_size(q, FK_DTYPE_F64, &qsize, err);
-    if (!rc && qsize + strlen(sj.config) + 1024 > s->cfg.max_message)
-        rc = fk_err_set(err, FK_ELIMIT, "Predict: the query batch (%zu bytes) and the job "
-                        "config do not fit one task message to the clients (max_message %u "
-                        "bytes); send fewer queries per call", qsize, s->cfg.max_message);
-    fk_jobconf conf;
-    int parsed = 0;
-    if (!rc && !(rc = fk_jobconf_parse(&conf, sj.config, "job config", err)))
-        parsed = 1;
-    int *ask = NULL;
-    if (!rc && !(ask = calloc((size_t)conf.n_clients, sizeof *ask)))
-        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
-    int n_ask = 0;
-    for (int k = 0; !rc && k < conf.n_clients; k++)
-        n_ask += ask[k] = m->holds_models ? m->holds_models(model, k) : 1;
-    uint64_t id = 0;
-    if (!rc) {
-        uint32_t ms = timeout_ms ? timeout_ms : PREDICT_DEFAULT_MS;
-        fk_fanout_spec sp = {.job = job, .m = m, .config = sj.config, .model = model,
-                             .queries = q, .identities = (const char *const *)conf.clients,
-                             .ask = ask, .n_clients = conf.n_clients,
-                             .deadline = fk_service_now() + 1e-3 * ms, .ud = call};
-        rc = fk_fanout_start(s->fo, &sp, &id, err);
-    }
-    free(ask);
-    if (parsed)
-        fk_jobconf_close(&conf);
-    fk_store_job_free(&sj);
-    if (rc)
-        return rc;
-    fk_log(FK_LOG_INFO, "predict_asked", "job=%" PRId64 " request=%" PRIu64 " clients=%d",
-           job, id, n_ask);
-    fk_grpc_call_on_cancel(call, predict_cancelled, s);
-    wake_waiters(s);
-    double next;
-    uint64_t due;
-    if (fk_fanout_due(s->fo, fk_service_now(), &due, &next) == FK_OK && due == id)
-        predict_finish(s, id); /* nobody holds models: answer at once */
-    return FK_OK;
 }
 
 static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -1441,7 +1199,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_service *s = ud;
     if (!allowed(s, call, peer))
         return;
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     s->stats.pushes++;
     s->stats.bytes_in += len;
     fedkern_v1_PushUpdateRequest in;
@@ -1464,31 +1222,31 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     if (!rc && strlen(in.update_id) < 8)
         rc = fk_err_set(&err, FK_EINVAL, "PushUpdate: update_id must have at least 8 characters");
     if (rc) {
-        reply_err(call, rc, &err);
+        fk__service_reply_err(call, rc, &err);
     } else if (in.predict_id) {
-        predict_answer(s, call, id, &in, rx.has_bundle ? &b : NULL, job);
+        fk__service_predict_answer(s, call, id, &in, rx.has_bundle ? &b : NULL, job);
     } else if (in.has_report && in.report.error[0]) {
         fk_log(FK_LOG_WARN, "client_task_failed", "identity=%s job=%s round=%u phase=%u error=\"%s\"",
                id, in.job_id, in.round, in.phase, in.report.error);
         fk_push p = {.job = job, .round = (int)in.round, .attempt = attempt,
                      .phase = (int)in.phase, .identity = id, .idem = in.update_id};
-        batch_flush(s); /* staged updates count first: the failure may close the phase */
+        fk__service_batch_flush(s); /* staged updates count first: the failure may close the phase */
         rc = fk_engine_fail(s->e, &p, in.report.error, fk_service_now(), &err);
         if (rc == FK_OK)
-            wake_waiters(s); /* the phase may have closed: new tasks */
-        reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
+            fk__service_wake_waiters(s); /* the phase may have closed: new tasks */
+        fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
                    rc == FK_OK ? "failure noted; the client counts as a dropout of this phase"
                                : err.msg);
     } else if (in.probe) {
-        batch_flush(s); /* a staged update is not known until it committed */
+        fk__service_batch_flush(s); /* a staged update is not known until it committed */
         int known = 0;
         partial *p = find_partial(s, in.update_id, id);
         if (fk_store_update_known(s->st, in.update_id, id, &known, &err) == FK_OK && known)
-            reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0, NULL);
+            fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0, NULL);
         else if (p)
             reply_missing(s, call, p, fedkern_v1_UpdateState_UPDATE_PARTIAL);
         else
-            reply_push(s, call, fedkern_v1_UpdateState_UPDATE_UNKNOWN, NULL, 0, NULL);
+            fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_UNKNOWN, NULL, 0, NULL);
     } else if (rx.has_chunk) {
         handle_chunk(s, call, id, &in, &rx, job, attempt);
     } else if (rx.has_bundle) {
@@ -1496,7 +1254,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         size_t blen;
         rc = fk_codec_bundle_encode(&b, &blob, &blen, &err);
         if (rc) {
-            reply_err(call, rc, &err);
+            fk__service_reply_err(call, rc, &err);
         } else {
             /* b is blob decoded: the engine's checks read it instead of decoding again */
             commit_update(s, call, id, &in, job, attempt, blob, blen, &b);
@@ -1519,9 +1277,9 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_HeartbeatRequest in;
-    if (decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
+    if (fk__service_decode_req(call, fedkern_v1_HeartbeatRequest_fields, &in, req, len) != FK_OK)
         return;
-    const char *id = identity_of(peer);
+    const char *id = fk__service_identity_of(peer);
     if (!session_ok(s, call, id, in.session_id, "Heartbeat")) {
         fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
         return;
@@ -1538,7 +1296,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
     }
     fk_codec_release(fedkern_v1_HeartbeatRequest_fields, &in);
     s->stats.heartbeats++;
-    reply_msg(s, call, fedkern_v1_HeartbeatResponse_fields, &out);
+    fk__service_reply_msg(s, call, fedkern_v1_HeartbeatResponse_fields, &out);
 }
 
 static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -1549,834 +1307,27 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     if (!allowed(s, call, peer))
         return;
     fedkern_v1_LeaveRequest in;
-    if (decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
+    if (fk__service_decode_req(call, fedkern_v1_LeaveRequest_fields, &in, req, len) != FK_OK)
         return;
-    if (!session_ok(s, call, identity_of(peer), in.session_id, "Leave")) {
+    if (!session_ok(s, call, fk__service_identity_of(peer), in.session_id, "Leave")) {
         fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
         return;
     }
-    fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", identity_of(peer), in.reason);
+    fk_log(FK_LOG_INFO, "client_left", "identity=%s reason=\"%s\"", fk__service_identity_of(peer), in.reason);
     s->stats.leaves++;
     fk_codec_release(fedkern_v1_LeaveRequest_fields, &in);
     fk_client_rec *r;
     fk_err err = {0};
-    if (fk_clients_get(&s->clients, identity_of(peer), &r, &err) == FK_OK) {
+    if (fk_clients_get(&s->clients, fk__service_identity_of(peer), &r, &err) == FK_OK) {
         note_seen(s, r, 1);
         fk_clients_end_session(&s->clients, r); /* gone: no longer counted as connected */
         client_gone(s, r, fk_service_now());
-        wake_waiters(s); /* a phase may have closed: new tasks */
+        fk__service_wake_waiters(s); /* a phase may have closed: new tasks */
     }
     fedkern_v1_LeaveResponse out = fedkern_v1_LeaveResponse_init_zero;
-    reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
+    fk__service_reply_msg(s, call, fedkern_v1_LeaveResponse_fields, &out);
 }
 
-/* -------------------------------------------------------------- admin */
-
-static int job_state_pb(int state)
-{
-    switch (state) {
-    case FK_JOB_RUNNING:
-        return fedkern_v1_JobState_JOB_RUNNING;
-    case FK_JOB_DONE:
-        return fedkern_v1_JobState_JOB_DONE;
-    case FK_JOB_FAILED:
-        return fedkern_v1_JobState_JOB_FAILED;
-    default:
-        return fedkern_v1_JobState_JOB_CANCELLED;
-    }
-}
-
-/* An admin call's job id: a plain positive integer ("1", as `fedkern job list` shows it); a
- * task id ("1.0"), a fraction or trailing text is refused, not read as job 1. */
-static int parse_job_id(fk_grpc_call *call, const char *text, int64_t *job)
-{
-    char *end;
-    errno = 0;
-    long long j = strtoll(text, &end, 10);
-    if (end != text && !*end && j > 0 && errno == 0 && (text[0] >= '0' && text[0] <= '9')) {
-        *job = j;
-        return 1;
-    }
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "job_id '%.40s' is not a job id: give the job's number as 'fedkern job list' shows "
-             "it (e.g. 1), without a fraction or suffix",
-             text);
-    fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, msg, NULL, 0);
-    return 0;
-}
-
-/* The prologue of every admin call: close the batch (the engine's own
- * transactions need it closed), check the caller, decode; 0 = answered. */
-static int admin_req(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer,
-                     const pb_msgdesc_t *fields, void *msg, const uint8_t *req, size_t len)
-{
-    batch_flush(s);
-    return admin(s, call, peer) && decode_req(call, fields, msg, req, len) == FK_OK;
-}
-
-/* The job named by job_id and its engine status; 0 = answered with the error. */
-static int job_status(fk_service *s, fk_grpc_call *call, const char *job_id, int64_t *job,
-                      fk_job_status *st)
-{
-    if (!parse_job_id(call, job_id, job))
-        return 0;
-    fk_err err = {0};
-    int rc = fk_engine_status(s->e, *job, st, &err);
-    if (rc)
-        reply_err(call, rc, &err);
-    return rc == FK_OK;
-}
-
-/* A client the store has seen (joined before a restart) counts as known. */
-static int store_knows(void *ud, const char *identity)
-{
-    fk_service *s = ud;
-    double when;
-    fk_err err = {0};
-    return fk_store_client_last_seen(s->st, identity, &when, &err) == FK_OK;
-}
-
-/* Whether identity has a live session now: joined (since the server started), not left, not
- * expired. */
-static int live(const fk_service *s, const char *identity)
-{
-    const fk_client_rec *r = fk_clients_find(&s->clients, identity);
-    return r && r->session[0] && !r->gone;
-}
-
-/* The clients the job cannot do without that have no live session: those the job type names
- * with a role (client_roles: dica/udica's test-only "unseen" domain, fedrf-tca's "target"
- * site). A training client may be missing (quorum and the deadline cover it); one of these
- * would leave the job "done" without the result it exists for. FK_EINVAL naming them (the
- * CLI's --wait_clients retries while the refusal says "not connected"). */
-FK_CHECKRETURN static int check_presence(fk_service *s, const fk_jobconf *conf, fk_err *err)
-{
-    fk_err ignore = {0};
-    const fk_method *m = (s->cfg.find ? s->cfg.find : fk_method_find)(conf->method, &ignore);
-    int n = conf->n_clients;
-    if (!m || !m->client_roles || n <= 0)
-        return FK_OK;
-    const char **roles = calloc((size_t)n, sizeof *roles);
-    if (!roles)
-        return fk_err_set(err, FK_ENOMEM, "out of memory checking the job's clients");
-    if (m->client_roles(&conf->params, n, roles, &ignore)) {
-        free(roles); /* a config the method refuses: the engine says why */
-        return FK_OK;
-    }
-    char names[768] = "";
-    size_t at = 0;
-    int missing = 0;
-    for (int i = 0; i < n; i++) {
-        if (!roles[i] || live(s, conf->clients[i]))
-            continue;
-        if (missing < 8 && at < sizeof names) {
-            int w = snprintf(names + at, sizeof names - at, "%s%s (%s)", missing ? ", " : "",
-                             conf->clients[i], roles[i]);
-            at = w < 0 ? sizeof names : at + (size_t)w;
-        }
-        missing++;
-    }
-    free(roles);
-    if (!missing)
-        return FK_OK;
-    return fk_err_set(err, FK_EINVAL,
-                      "job refused: %s %s%s not connected (the job type needs %s: no live "
-                      "session, it never joined since the server started, left, or its session "
-                      "expired); start %s, or submit with --wait_clients SECONDS to wait for %s",
-                      missing == 1 ? "client" : "clients", names, missing > 8 ? ", ..." : "",
-                      missing == 1 ? "it" : "them", missing == 1 ? "it" : "them",
-                      missing == 1 ? "it" : "them");
-}
-
-/* The job's clients against what they advertised, and the ones it needs connected:
- * FK_EINVAL naming each offender. A config that does not parse is left to the engine, which
- * says why. */
-FK_CHECKRETURN static int check_clients(fk_service *s, const char *config, fk_err *err)
-{
-    fk_jobconf conf;
-    fk_err ignore = {0};
-    int rc = FK_OK;
-    if (fk_jobconf_parse(&conf, config, "job config", &ignore) == FK_OK) {
-        rc = fk_roster_check(s->roster, &conf, store_knows, s, err);
-        if (!rc)
-            rc = check_presence(s, &conf, err);
-    }
-    fk_jobconf_close(&conf);
-    if (rc == FK_EINVAL)
-        fk_log(FK_LOG_WARN, "job_refused", "reason=\"%.400s\"", err->msg);
-    return rc;
-}
-
-static void on_submit(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
-                      size_t len, uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    fedkern_v1_SubmitJobRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_SubmitJobRequest_fields, &in, req, len))
-        return;
-    int64_t job = 0;
-    fk_err err = {0};
-    int line;
-    size_t at;
-    if (fk_codec_string_nul(req, len, fedkern_v1_SubmitJobRequest_config_tag, &line, &at)) {
-        fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
-        fk_err_set(&err, FK_EINVAL,
-                   "job config line %d: a NUL byte (byte %zu); a job file is text and would "
-                   "end there",
-                   line, at + 1);
-        reply_err(call, FK_EINVAL, &err);
-        return;
-    }
-    int rc = in.skip_client_check ? FK_OK : check_clients(s, in.config ? in.config : "", &err);
-    char *tagged = NULL; /* the config as stored: with its owner, the submitting admin */
-    if (!rc)
-        rc = fk_owners_tag(in.config ? in.config : "", identity_of(peer), &tagged, &err);
-    if (!rc)
-        rc = fk_engine_submit(s->e, tagged, fk_service_now(), &job, &err);
-    free(tagged);
-    fk_codec_release(fedkern_v1_SubmitJobRequest_fields, &in);
-    if (rc) {
-        reply_err(call, rc, &err);
-        return;
-    }
-    fk_log(FK_LOG_INFO, "job_accepted", "job=%" PRId64 " admin=%s", job, identity_of(peer));
-    fedkern_v1_SubmitJobResponse out = fedkern_v1_SubmitJobResponse_init_zero;
-    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
-    reply_msg(s, call, fedkern_v1_SubmitJobResponse_fields, &out);
-    wake_waiters(s);
-}
-
-static void add_metric(fedkern_v1_Metric *m, pb_size_t *n, const char *name, double v)
-{
-    if (*n >= 64 || isnan(v))
-        return;
-    snprintf(m[*n].name, sizeof m[*n].name, "%s", name);
-    m[*n].value = v;
-    (*n)++;
-}
-
-/* Metrics of the last round that closed with an aggregate, or of round `want` if > 0
- * (absent until that round has closed). */
-static void round_metrics(fk_service *s, int64_t job, int want, fedkern_v1_Metric *m, pb_size_t *n,
-                          int *shown_round, int *shown_attempt)
-{
-    fk_store_round *rows;
-    int count;
-    fk_err err = {0};
-    if (fk_store_round_list(s->st, job, &rows, &count, &err))
-        return;
-    int dropouts = 0, retries = 0;
-    const fk_store_round *last = NULL;
-    for (int i = 0; i < count; i++) {
-        dropouts += rows[i].dropouts;
-        retries += rows[i].closed == 2;
-        if (rows[i].closed == 1 && (want <= 0 || rows[i].round == want))
-            last = &rows[i];
-    }
-    if (last && shown_round) {
-        *shown_round = last->round;
-        *shown_attempt = last->attempt;
-    }
-    if (last) {
-        add_metric(m, n, "round", last->round);
-        add_metric(m, n, "participants", last->participants);
-        add_metric(m, n, "planned", last->n_planned);
-        add_metric(m, n, "dropouts", last->dropouts);
-        add_metric(m, n, "aggregation_seconds", last->agg_seconds);
-        fk_report q = {.loss = last->loss, .accuracy = last->accuracy, .error = last->error,
-                       .misclust = last->misclust, .ari = last->ari, .rmse = last->rmse,
-                       .model_error = last->model_error};
-        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) /* the measured ones (NaN: left out) */
-            add_metric(m, n, fk_report_fields[i].name, fk_report_get(&q, fk_report_fields[i].name));
-    }
-    add_metric(m, n, "dropouts_total", dropouts);
-    add_metric(m, n, "retries_total", retries);
-    for (int i = 0; i < count; i++)
-        fk_store_round_free(&rows[i]);
-    free(rows);
-}
-
-/* The quality each client measured in one closed round: every phase of its attempt, a later
- * phase's measure winning per field as for the round's mean. */
-typedef struct client_q {
-    int seen;
-    char identity[128];
-    fk_report r;
-} client_q;
-
-typedef struct cq_ctx {
-    client_q *c;
-    int n;
-} cq_ctx;
-
-FK_CHECKRETURN static int cq_update(void *ctx, const fk_store_update *u, fk_err *err)
-{
-    (void)err;
-    cq_ctx *q = ctx;
-    if (u->client < 0 || u->client >= q->n)
-        return FK_OK;
-    client_q *c = &q->c[u->client];
-    if (!c->seen) {
-        fk_report_init(&c->r);
-        snprintf(c->identity, sizeof c->identity, "%s", u->identity);
-        c->seen = 1;
-    }
-    for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
-        double v = fk_report_get(&u->report, fk_report_fields[i].name);
-        if (!isnan(v))
-            fk_report_set(&c->r, fk_report_fields[i].name, v);
-    }
-    if (u->report.n_samples > 0)
-        c->r.n_samples = u->report.n_samples;
-    return FK_OK;
-}
-
-/* out->client_quality of closed round (round, attempt): the clients that measured something,
- * by index, each with its role (the method's client_roles: "unseen", "target"; "" for a
- * training client). Best effort: a store error leaves the list out, the mean stands. */
-static void client_quality(fk_service *s, int64_t job, const char *method, int round,
-                           int attempt, fedkern_v1_JobStatusResponse *out)
-{
-    fk_err err = {0};
-    fk_store_job sj;
-    if (fk_store_job_get(s->st, job, &sj, &err))
-        return;
-    fk_jobconf conf;
-    int n = fk_jobconf_parse(&conf, sj.config, "job config", &err) ? 0 : conf.n_clients;
-    client_q *c = n ? calloc((size_t)n, sizeof *c) : NULL;
-    const char **roles = n ? calloc((size_t)n, sizeof *roles) : NULL;
-    const fk_method *m = fk_method_find(method, &err);
-    if (c && roles && m && m->client_roles && m->client_roles(&conf.params, n, roles, &err))
-        memset(roles, 0, (size_t)n * sizeof *roles); /* a config the method refuses: no roles */
-    cq_ctx q = {.c = c, .n = n};
-    int rc = c && roles ? FK_OK : FK_ENOMEM;
-    for (int ph = 0; !rc && ph < 16; ph++) /* the engine's MAX_PHASES */
-        rc = fk_store_report_each(s->st, job, round, attempt, ph, cq_update, &q, &err);
-    /* where the job type names clients apart, the means apart too: train_<field> over the
-     * training clients, <role>_<field> over each role's (weighted like the mean: n_samples,
-     * 1 where not positive) */
-    int any_role = 0;
-    for (int k = 0; !rc && k < n; k++)
-        any_role |= c[k].seen && roles[k] != NULL;
-    for (int pass = 0; any_role && pass < 3; pass++) {
-        const char *role = pass == 0 ? NULL : pass == 1 ? "unseen" : "target";
-        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
-            double sum = 0, wsum = 0;
-            for (int k = 0; k < n; k++) {
-                double v = fk_report_get(&c[k].r, fk_report_fields[i].name);
-                if (!c[k].seen || isnan(v) ||
-                    (role ? !roles[k] || strcmp(roles[k], role) : roles[k] != NULL))
-                    continue;
-                double w = c[k].r.n_samples > 0 ? c[k].r.n_samples : 1.0;
-                sum += w * v;
-                wsum += w;
-            }
-            char name[48];
-            snprintf(name, sizeof name, "%s_%s", role ? role : "train", fk_report_fields[i].name);
-            if (wsum > 0)
-                add_metric(out->metrics, &out->metrics_count, name, sum / wsum);
-        }
-    }
-    for (int k = 0; !rc && k < n; k++) {
-        if (!c[k].seen)
-            continue;
-        fedkern_v1_ClientQuality cq = fedkern_v1_ClientQuality_init_zero;
-        for (int i = 0; i < FK_REPORT_N_FIELDS; i++) {
-            double v = fk_report_get(&c[k].r, fk_report_fields[i].name);
-            if (isnan(v) || cq.metrics_count >= 7)
-                continue;
-            snprintf(cq.metrics[cq.metrics_count].name, sizeof cq.metrics[0].name, "%s",
-                     fk_report_fields[i].name);
-            cq.metrics[cq.metrics_count++].value = v;
-        }
-        if (!cq.metrics_count) /* measured nothing (fedrf-tca's sources): not listed */
-            continue;
-        if (c[k].r.n_samples > 0) { /* the weight in the mean (1 where not positive) */
-            snprintf(cq.metrics[cq.metrics_count].name, sizeof cq.metrics[0].name, "n_samples");
-            cq.metrics[cq.metrics_count++].value = c[k].r.n_samples;
-        }
-        if (out->client_quality_count >= 64) {
-            out->client_quality_more++;
-            continue;
-        }
-        snprintf(cq.client, sizeof cq.client, "%s", c[k].identity);
-        cq.index = (uint32_t)k;
-        snprintf(cq.role, sizeof cq.role, "%s", roles[k] ? roles[k] : "");
-        out->client_quality[out->client_quality_count++] = cq;
-    }
-    free(c);
-    free(roles);
-    fk_jobconf_close(&conf);
-    fk_store_job_free(&sj);
-}
-
-static void on_status(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
-                      size_t len, uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    fedkern_v1_JobStatusRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_JobStatusRequest_fields, &in, req, len))
-        return;
-    int64_t job;
-    fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
-        return;
-    fedkern_v1_JobStatusResponse out = fedkern_v1_JobStatusResponse_init_zero;
-    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
-    out.state = job_state_pb(st.state);
-    out.round = (uint32_t)(st.state == FK_JOB_DONE ? st.round : st.round - 1);
-    out.rounds_total = (uint32_t)st.rounds;
-    out.clients = (uint32_t)st.planned;
-    out.job_clients = (uint32_t)(st.n_clients > 0 ? st.n_clients : 0);
-    snprintf(out.message, sizeof out.message, "%s", st.failure);
-    snprintf(out.method, sizeof out.method, "%.31s", st.method);
-    int shown = 0, shown_attempt = 0;
-    round_metrics(s, job, in.round > INT32_MAX ? INT32_MAX : (int)in.round, out.metrics,
-                  &out.metrics_count, &shown, &shown_attempt);
-    if (shown)
-        client_quality(s, job, st.method, shown, shown_attempt, &out);
-    if (st.state == FK_JOB_RUNNING) {
-        add_metric(out.metrics, &out.metrics_count, "current_round", st.round);
-        add_metric(out.metrics, &out.metrics_count, "current_attempt", st.attempt);
-        add_metric(out.metrics, &out.metrics_count, "current_phase", st.phase);
-        add_metric(out.metrics, &out.metrics_count, "current_answered", st.answered);
-        add_metric(out.metrics, &out.metrics_count, "current_quorum", st.quorum);
-        add_metric(out.metrics, &out.metrics_count, "current_aggregating", st.aggregating);
-    }
-    reply_msg(s, call, fedkern_v1_JobStatusResponse_fields, &out);
-}
-
-/* `job result --selected`: the round whose model the job type's criterion (its select_by
- * field, measured select_lag rounds later) picks among the closed rounds: the earliest best. */
-FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char *method,
-                                         int *round, char *why, size_t why_cap, fk_err *err)
-{
-    const fk_method *m = fk_method_find(method, err);
-    if (!m)
-        return FK_ENOTFOUND;
-    if (!m->select_by)
-        return fk_err_set(err, FK_EINVAL,
-                          "job %" PRId64 " (%s) keeps no selected model apart from the last one "
-                          "(fedrf-tca's select_holdout keeps it inside the model: see "
-                          "`fedkern model show`)",
-                          job, method);
-    fk_store_round *rows;
-    int count;
-    int rc = fk_store_round_list(s->st, job, &rows, &count, err);
-    if (rc)
-        return rc;
-    int best = 0;
-    double best_v = NAN;
-    for (int i = 0; i < count; i++) {
-        fk_report q = {.loss = rows[i].loss, .accuracy = rows[i].accuracy,
-                       .error = rows[i].error, .misclust = rows[i].misclust,
-                       .ari = rows[i].ari, .rmse = rows[i].rmse,
-                       .model_error = rows[i].model_error};
-        double v = fk_report_get(&q, m->select_by);
-        int r = rows[i].round - m->select_lag; /* the round whose model v scores */
-        if (rows[i].closed != 1 || isnan(v) || r < 1)
-            continue;
-        if (!best || (m->select_max ? v > best_v : v < best_v)) {
-            best = r;
-            best_v = v;
-        }
-    }
-    for (int i = 0; i < count; i++)
-        fk_store_round_free(&rows[i]);
-    free(rows);
-    if (!best)
-        return fk_err_set(err, FK_ENOTFOUND,
-                          "job %" PRId64 " has no selected model yet: its %s is measured on a "
-                          "round's model %d round%s later; see 'fedkern job status'",
-                          job, m->select_by, m->select_lag, m->select_lag == 1 ? "" : "s");
-    *round = best;
-    snprintf(why, why_cap, "%s %.9g (%s), measured in round %d", m->select_by, best_v,
-             m->select_max ? "largest" : "smallest", best + m->select_lag);
-    return FK_OK;
-}
-
-/* Issue 34: append to the stored model (an encoded Bundle) the tensors that record what the
- * job's clients did to their raw files (common/data/prep_model.h), from what they reported
- * at their last Join; a Bundle's tensors are a repeated field, so the bytes concatenate. A
- * client whose preprocessing is unknown: nothing appended, and the model says so. */
-FK_CHECKRETURN static int add_client_prep(fk_service *s, int64_t job, void **blob, size_t *blen,
-                                          fk_err *err)
-{
-    fk_store_job row;
-    int rc = fk_store_job_get(s->st, job, &row, err);
-    if (rc)
-        return rc;
-    fk_jobconf conf;
-    fk_err ignore = {0};
-    fk_bundle b;
-    fk_bundle_init(&b);
-    const char *unknown = "";
-    if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK)
-        rc = fk_roster_model_prep(s->roster, &conf, &b, &unknown, err);
-    fk_jobconf_close(&conf);
-    fk_store_job_free(&row);
-    uint8_t *extra = NULL;
-    size_t elen = 0;
-    if (!rc && b.count)
-        rc = fk_codec_bundle_encode(&b, &extra, &elen, err);
-    fk_bundle_close(&b);
-    if (!rc && elen) {
-        void *g = realloc(*blob, *blen + elen);
-        if (!g)
-            rc = fk_err_set(err, FK_ENOMEM, "out of memory adding the clients' preprocessing");
-        else {
-            memcpy((uint8_t *)g + *blen, extra, elen);
-            *blob = g;
-            *blen += elen;
-        }
-    }
-    free(extra);
-    if (!rc && *unknown)
-        fk_log(FK_LOG_INFO, "model_prep_unknown",
-               "job=%" PRId64 " client=%s reason=\"the client did not report its preprocessing "
-               "(an older fedkern-client, or not rejoined since the server started)\"",
-               job, unknown);
-    return rc;
-}
-
-static void on_result(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
-                      size_t len, uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    fedkern_v1_JobResultRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_JobResultRequest_fields, &in, req, len))
-        return;
-    int64_t job;
-    fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
-        return;
-    fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
-    snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
-    out.state = job_state_pb(st.state);
-    round_metrics(s, job, 0, out.metrics, &out.metrics_count, NULL, NULL);
-    void *blob = NULL;
-    size_t blen = 0;
-    fk_codec_tx tx = {0};
-    fk_bundle b;
-    fk_bundle_init(&b);
-    fk_err err = {0};
-    int want = -1, got = 0;
-    int rc = in.selected ? selected_round(s, job, st.method, &want, out.selected_by,
-                                          sizeof out.selected_by, &err)
-                         : FK_OK;
-    if (!rc)
-        rc = fk_store_model_get(s->st, job, want, &blob, &blen, &got, &err);
-    if (!rc)
-        rc = add_client_prep(s, job, &blob, &blen, &err);
-    out.model_round = rc ? 0 : (uint32_t)got;
-    if (rc == FK_OK)
-        rc = payload_tx(blob, blen, fk_chunk_data_max(s->cfg.max_message, 0), in.chunk_index,
-                        &out.chunk, &b, &tx, &err);
-    else if (rc == FK_ENOTFOUND && want < 0)
-        rc = FK_OK; /* no round closed yet: state and metrics only */
-    uint8_t *buf = NULL;
-    size_t olen = 0;
-    if (!rc)
-        rc = fk_codec_encode_job_result_response(&out, &tx, 0, &buf, &olen, &err);
-    fk_bundle_close(&b);
-    free(blob);
-    if (rc && fk_store_damaged(s->st)) { /* the stored model failed its checksum */
-        fk_grpc_call_reply(call, FK_GRPC_DATA_LOSS, err.msg, NULL, 0);
-        return;
-    }
-    if (rc) {
-        reply_err(call, rc, &err);
-        return;
-    }
-    s->stats.bytes_out += olen;
-    fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, buf, olen, free);
-}
-
-/* ListJobs: the newest jobs from the store (id, method, state, rounds completed, times). */
-static void on_list(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
-                    uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    fedkern_v1_ListJobsRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_ListJobsRequest_fields, &in, req, len))
-        return;
-    int limit = in.limit == 0 ? 100 : in.limit > 1000 ? 1000 : (int)in.limit;
-    int64_t *ids = NULL;
-    int n = 0;
-    fk_err err = {0};
-    int rc = fk_store_job_ids(s->st, -1, &ids, &n, &err);
-    int take = n < limit ? n : limit;
-    fedkern_v1_ListJobsResponse out = fedkern_v1_ListJobsResponse_init_zero;
-    out.jobs = rc || !take ? NULL : calloc((size_t)take, sizeof *out.jobs);
-    if (!rc && take && !out.jobs)
-        rc = fk_err_set(&err, FK_ENOMEM, "out of memory listing jobs");
-    /* the caller's own jobs (an operator's: every job), newest first */
-    const char *me = identity_of(peer);
-    int role = fk_owners_role(s->cfg.admins, s->cfg.n_admins, me);
-    for (int i = 0, k = 0; !rc && i < take && k < n; k++) {
-        fk_store_job row;
-        if ((rc = fk_store_job_get(s->st, ids[n - 1 - k], &row, &err)))
-            break;
-        char owner[256];
-        fk_owners_of(row.config, owner, sizeof owner);
-        if (!fk_owners_may(role, owner, me)) {
-            fk_store_job_free(&row);
-            continue;
-        }
-        fedkern_v1_JobSummary *j = &out.jobs[i++];
-        snprintf(j->job_id, sizeof j->job_id, "%" PRId64, row.id);
-        snprintf(j->method, sizeof j->method, "%.31s", row.method);
-        j->state = job_state_pb(row.state);
-        j->round = (uint32_t)(row.state == FK_JOB_DONE ? row.round : row.round - 1);
-        j->started = row.created;
-        j->updated = row.updated;
-        fk_store_job_free(&row);
-        out.jobs_count = (pb_size_t)i;
-    }
-    free(ids);
-    if (rc)
-        reply_err(call, rc, &err);
-    else
-        reply_msg(s, call, fedkern_v1_ListJobsResponse_fields, &out);
-    free(out.jobs);
-}
-
-static void on_cancel(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
-                      size_t len, uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    fedkern_v1_CancelJobRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_CancelJobRequest_fields, &in, req, len))
-        return;
-    int64_t job;
-    if (!parse_job_id(call, in.job_id, &job) || !job_access(s, call, peer, job))
-        return;
-    fk_err err = {0};
-    int rc;
-    if ((rc = fk_engine_cancel(s->e, job, fk_service_now(), &err))) {
-        reply_err(call, rc, &err);
-        return;
-    }
-    fk_log(FK_LOG_INFO, "job_cancel", "job=%" PRId64 " admin=%s", job, identity_of(peer));
-    fedkern_v1_CancelJobResponse out = fedkern_v1_CancelJobResponse_init_zero;
-    out.state = fedkern_v1_JobState_JOB_CANCELLED;
-    reply_msg(s, call, fedkern_v1_CancelJobResponse_fields, &out);
-}
-
-/* `fedkern job delete`: a job that is not running, with everything stored for it, in one
- * fsync'd transaction (acknowledged only once durable). */
-static void on_delete(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
-                      size_t len, uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    fedkern_v1_DeleteJobRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_DeleteJobRequest_fields, &in, req, len))
-        return;
-    int64_t job;
-    fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job))
-        return;
-    fk_err err = {0};
-    int rc = FK_OK;
-    if (st.state == FK_JOB_RUNNING || fk_engine_has_job(s->e, job))
-        rc = fk_err_set(&err, FK_ESTATE,
-                        "job %" PRId64 " is %s: cancel it first ('fedkern job cancel %" PRId64
-                        "'), then delete it",
-                        job, st.state == FK_JOB_RUNNING ? "running" : "still finishing", job);
-    if (!rc) {
-        batch_flush(s); /* the delete is a transaction of its own */
-        rc = fk_store_job_delete(s->st, job, &err);
-    }
-    if (rc) {
-        reply_err(call, rc, &err);
-        return;
-    }
-    fk_log(FK_LOG_INFO, "job_deleted", "job=%" PRId64 " admin=%s state=%s", job,
-           identity_of(peer), fk_job_state_name(st.state));
-    fedkern_v1_DeleteJobResponse out = fedkern_v1_DeleteJobResponse_init_zero;
-    out.state = job_state_pb(st.state);
-    reply_msg(s, call, fedkern_v1_DeleteJobResponse_fields, &out);
-}
-
-/* A Predict call whose model is decoded and whose predict op runs off the loop. */
-typedef struct predict_item {
-    fk_offload_item it; /* first: the offload hands this back */
-    fk_service *s;
-    fk_grpc_call *call; /* NULL once the admin gave up (answered CANCELLED) */
-    const fk_method *m;
-    int64_t job;
-    uint32_t timeout_ms;
-    char admin[FK_IDENTITY_CAP];
-    void *blob; /* the model as stored; decoded on the worker */
-    size_t blob_len;
-    fk_bundle model, q, res;
-    int rc;
-    fk_err err;
-    uint8_t *buf; /* the encoded answer */
-    size_t len;
-} predict_item;
-
-static void predict_item_free(predict_item *x)
-{
-    free(x->blob);
-    free(x->buf);
-    fk_bundle_close(&x->model);
-    fk_bundle_close(&x->q);
-    fk_bundle_close(&x->res);
-    free(x);
-}
-
-/* On the worker: the model decoded, the method's predict op, the answer encoded. */
-static void predict_item_run(fk_offload_item *it)
-{
-    predict_item *x = (predict_item *)it;
-    x->rc = fk_codec_bundle_decode(x->blob, x->blob_len, &x->model, &x->err);
-    free(x->blob);
-    x->blob = NULL;
-    if (!x->rc)
-        x->rc = x->m->predict(&x->model, &x->q, &x->res, &x->err);
-    if (!x->rc) {
-        fedkern_v1_PredictResponse out = fedkern_v1_PredictResponse_init_zero;
-        snprintf(out.job_id, sizeof out.job_id, "%" PRId64, x->job);
-        fk_codec_tx tx = {.bundle = &x->res};
-        x->rc = fk_codec_encode_predict_response(&out, &tx, &x->buf, &x->len, &x->err);
-    }
-}
-
-static void predict_item_cancelled(fk_grpc_call *call, void *ud)
-{
-    predict_item *x = ud;
-    x->call = NULL;
-    fk_grpc_call_reply(call, FK_GRPC_CANCELLED, NULL, NULL, 0);
-}
-
-/* Back on the loop: answer, or (FK_ESTATE: the models stay on the clients) ask the clients. */
-static void predict_item_done(fk_offload_item *it)
-{
-    predict_item *x = (predict_item *)it;
-    fk_service *s = x->s;
-    fk_grpc_call *call = x->call;
-    if (!call) {
-        s->stats.predict_failed++;
-        predict_item_free(x);
-        return;
-    }
-    fk_grpc_call_on_cancel(call, NULL, NULL);
-    int rc = x->rc;
-    if (rc == FK_ESTATE && s->closing)
-        rc = fk_err_set(&x->err, FK_EIO, "the server is shutting down; ask again once it is back");
-    if (rc == FK_ESTATE) {
-        rc = predict_start(s, call, x->job, x->m, &x->model, &x->q, x->timeout_ms, &x->err);
-        if (!rc) {
-            fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s by=clients", x->job,
-                   x->admin);
-            predict_item_free(x);
-            return;
-        }
-    }
-    count_predict(s, rc, &x->res, 0);
-    if (rc) {
-        reply_err(call, rc, &x->err);
-    } else {
-        fk_log(FK_LOG_INFO, "job_predict", "job=%" PRId64 " admin=%s", x->job, x->admin);
-        s->stats.bytes_out += x->len;
-        fk_grpc_call_reply_owned(call, FK_GRPC_OK, NULL, x->buf, x->len, free);
-        x->buf = NULL;
-    }
-    predict_item_free(x);
-}
-
-/* The query cap of every job type: no tensor of a batch holds more than
- * FK_PREDICT_MAX_QUERIES rows (checked before the model is read). */
-FK_CHECKRETURN static int check_query_rows(const fk_bundle *q, fk_err *err)
-{
-    for (size_t i = 0; i < q->count; i++)
-        if (q->items[i].ndim >= 1 && q->items[i].shape[0] > FK_PREDICT_MAX_QUERIES)
-            return fk_err_set(err, FK_ELIMIT,
-                              "Predict: %llu query rows in tensor '%s', at most %d per call; "
-                              "send them in several calls (fedkern job predict splits a file)",
-                              (unsigned long long)q->items[i].shape[0], q->items[i].name,
-                              (int)FK_PREDICT_MAX_QUERIES);
-    return FK_OK;
-}
-
-/* Predict: the method's predict op on a finished job's model (kahm with uploaded models),
- * on a worker thread (the loop reads the stored model and answers). Queries and result are
- * inline bundles, so one call is bounded by the message size and FK_PREDICT_MAX_QUERIES. */
-static void on_predict(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req,
-                       size_t len, uint64_t deadline, void *ud)
-{
-    (void)deadline;
-    fk_service *s = ud;
-    batch_flush(s);
-    if (!admin(s, call, peer))
-        return;
-    predict_item *x = calloc(1, sizeof *x);
-    if (!x) {
-        s->stats.predict_failed++;
-        fk_grpc_call_reply(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory", NULL, 0);
-        return;
-    }
-    fk_bundle_init(&x->model);
-    fk_bundle_init(&x->q);
-    fk_bundle_init(&x->res);
-    fedkern_v1_PredictRequest in;
-    fk_err err;
-    int rc = fk_codec_decode_predict_request(req, len, &in, &x->q, &err);
-    if (!rc && (rc = check_query_rows(&x->q, &err))) /* before anything is looked up */
-        fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
-    if (rc) {
-        s->stats.predict_failed++;
-        reply_err(call, rc, &err);
-        predict_item_free(x);
-        return;
-    }
-    int64_t job;
-    fk_job_status st;
-    if (!job_status(s, call, in.job_id, &job, &st) || !job_access(s, call, peer, job)) {
-        s->stats.predict_failed++;
-        fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
-        predict_item_free(x);
-        return;
-    }
-    x->timeout_ms = in.timeout_ms;
-    fk_codec_release(fedkern_v1_PredictRequest_fields, &in);
-    const fk_method *m = fk_method_find(st.method, &err);
-    rc = m ? FK_OK : FK_ENOTFOUND;
-    if (!rc && !m->predict)
-        rc = fk_err_set(&err, FK_EINVAL, "job %" PRId64 " (%s) serves no predictions", job,
-                        st.method);
-    if (!rc && st.state != FK_JOB_DONE)
-        rc = fk_err_set(&err, FK_ESTATE, "job %" PRId64 " is not done; predict after it finished",
-                        job);
-    if (!rc) {
-        rc = fk_store_model_get(s->st, job, -1, &x->blob, &x->blob_len, NULL, &err);
-        if (rc == FK_ENOTFOUND)
-            rc = fk_err_set(&err, FK_ENOTFOUND, "job %" PRId64 " has no model", job);
-    }
-    if (rc) {
-        s->stats.predict_failed++;
-        reply_err(call, rc, &err);
-        predict_item_free(x);
-        return;
-    }
-    x->s = s;
-    x->call = call;
-    x->m = m;
-    x->job = job;
-    snprintf(x->admin, sizeof x->admin, "%s", identity_of(peer));
-    x->it.run = predict_item_run;
-    x->it.done = predict_item_done;
-    fk_grpc_call_on_cancel(call, predict_item_cancelled, x);
-    fk_offload_submit(&s->off, &x->it);
-}
 
 /* --------------------------------------------------------------- tick */
 
@@ -2427,7 +1378,7 @@ static void on_tick(uv_timer_t *t)
      * before: only then the sync runs on the loop. */
     double idle = SESSION_MISSED * (double)s->cfg.heartbeat_ms / 1000.0;
     if (now >= s->engine_next || now - s->sessions_checked >= 0.25 * idle)
-        batch_flush(s);
+        fk__service_batch_flush(s);
     else
         batch_flush_mode(s, 1);
     ckpt_maybe(s);
@@ -2440,11 +1391,11 @@ static void on_tick(uv_timer_t *t)
     else
         s->engine_next = next;
     expire_sessions(s, now); /* before the waiters: a phase may close without the expired */
-    wake_waiters(s);
+    fk__service_wake_waiters(s);
     /* Prediction requests whose clients all answered or whose deadline passed. */
     uint64_t id;
     while (fk_fanout_due(s->fo, now, &id, &next) == FK_OK)
-        predict_finish(s, id);
+        fk__service_predict_finish(s, id);
     /* Forget chunked uploads abandoned for ten minutes, and those of a phase that no longer
      * waits for their sender (closed, or the sender answered or was left out). */
     for (int i = 0; i < s->n_partials;) {
@@ -2495,13 +1446,13 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         {FED "PushUpdate", on_push},
         {FED "Heartbeat", on_heartbeat},
         {FED "Leave", on_leave},
-        {FED "SubmitJob", on_submit},
-        {FED "JobStatus", on_status},
-        {FED "JobResult", on_result},
-        {FED "CancelJob", on_cancel},
-        {FED "DeleteJob", on_delete},
-        {FED "Predict", on_predict},
-        {FED "ListJobs", on_list},
+        {FED "SubmitJob", fk__service_on_submit},
+        {FED "JobStatus", fk__service_on_status},
+        {FED "JobResult", fk__service_on_result},
+        {FED "CancelJob", fk__service_on_cancel},
+        {FED "DeleteJob", fk__service_on_delete},
+        {FED "Predict", fk__service_on_predict},
+        {FED "ListJobs", fk__service_on_list},
     };
     int orc = fk_fanout_open(&s->fo, err);
     if (orc) {
@@ -2556,7 +1507,7 @@ static void tick_closed(uv_handle_t *h)
 
 void fk_service_close(fk_service *s, void (*on_closed)(void *ud), void *ud)
 {
-    batch_flush(s); /* answer staged updates while the engine can still count them */
+    fk__service_batch_flush(s); /* answer staged updates while the engine can still count them */
     seen_flush(s);
     /* Work in flight keeps the loop running: a phase's close is stored and the jobs go on
      * (their tasks wait for the restart), a Predict is answered if its call is still open. */

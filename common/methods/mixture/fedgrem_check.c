@@ -1,5 +1,5 @@
 /* check_update of the FedGrEM tables (GMM and mixture-of-regressions, every variant): the
- * tensors fedgrem.c's aggregate takes, checked per update before it is committed, so one
+ * tensors fedgrem_server.c's aggregate takes, checked per update before it is committed, so one
  * client's meaningless update is a dropout instead of a failed job. Phase by state:
  *   before the initialisation: M (R x p, 1 <= p <= FK_GMM_MAX_P), W (R, mixture weights in
  *   [0, 1]), n (sample count >= 1), sigma (p x p, Local-EM only, optional); loss measured;

@@ -1,4 +1,5 @@
-/* FedGrEM internals shared by the Gaussian-mixture tables (fedgrem.c) and the
+/* FedGrEM internals shared by the Gaussian-mixture tables (the server side in
+ * fedgrem_server.c, the client state and GMM tables in fedgrem_client.c) and the
  * mixture-of-regressions tables (fedgrem_mor.c): configuration, message
  * validation, the whole server side (the server only sees R x p coefficient
  * matrices and weights, so it is the same for both models) and the client
@@ -54,7 +55,7 @@ FK_CHECKRETURN int fk__fedgrem_srv_load(void *v, const fk_bundle *in, fk_err *er
 /* Local-EM's fit is final after its first round; the other variants run all rounds. */
 int fk__fedgrem_srv_finished(void *v);
 
-/* What fedgrem_check.c needs of the server state (fedgrem.c keeps it private). */
+/* What fedgrem_check.c needs of the server state (fedgrem_server.c keeps it private). */
 typedef struct fk__fedgrem_shape {
     int variant, model, K, R, p, init_done;
 } fk__fedgrem_shape;
@@ -129,8 +130,8 @@ FK_CHECKRETURN int fk__fedgrem_cli_load(void *v, const fk_bundle *in, fk_err *er
         return CLI_INIT(c, p, d, k, n, seed, VARIANT, err);                                     \
     }
 
-/* The operations table of one variant: fedgrem.c's server and client state, the model's
- * step and evaluation. */
+/* The operations table of one variant: fedgrem_server.c's server and fedgrem_client.c's
+ * client state, the model's step and evaluation. */
 /* Job keys (mixture_keys.c): every FK__FEDGREM_TABLE, the pooled tables (+ max_repeats),
  * fedgmm-mor (+ fedgmm_R1, fedgmm_cov). */
 extern const fk_param_doc fk__fedgrem_keys[];

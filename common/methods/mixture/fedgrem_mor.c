@@ -1,6 +1,6 @@
 /* FedGrEM for mixtures of regressions (spec fedgrem.md 1.1 eq. (5), 1.5, 2, 4.3) and its
  * FedEM, Local-EM, Local-GrEM and Pooled-GrEM baselines as method tables: the server is
- * fedgrem.c's (it only sees R x p coefficient matrices, weights and, pooled, summed
+ * fedgrem_server.c's (it only sees R x p coefficient matrices, weights and, pooled, summed
  * gradients); the client fits y_i = x_i^T theta_r + e with the MoR E-step on residuals, unit
  * noise in the federated steps, and Local-EM (mixreg, per-component noise) as the
  * initialisation, the same single-task code (mor_local.c) the direct simulation fk_mor_run
