@@ -41,6 +41,11 @@ typedef struct job {
     int answered;
     int failed; /* slots whose client reported a failure this phase (gone ones included) */
     int n_gone; /* of those, slots whose client's session ended */
+    int n_role_gone; /* of those, slots of role clients: the phase waits for them until its
+                      * deadline, then the job fails (docs/daemons.md "A role client that
+                      * goes during the job") */
+    const char **roles; /* per client: its role (method's client_roles), NULL for a training
+                         * client; NULL when the job type has no roles */
     double deadline;
     int *refusals;           /* per client: updates refused over the job (this server run) */
     unsigned char *excluded; /* per client: refused max_refusals times, left out of every phase */
@@ -144,6 +149,7 @@ static void free_tasks(job *j)
     j->answered = 0;
     j->failed = 0;
     j->n_gone = 0;
+    j->n_role_gone = 0;
 }
 
 static void job_free(job *j)
@@ -156,6 +162,7 @@ static void job_free(job *j)
     free(j->refusals);
     free(j->excluded);
     free(j->cq);
+    free(j->roles);
     if (j->srv && j->m)
         j->m->server_close(j->srv);
     fk_jobconf_close(&j->conf);
@@ -278,17 +285,31 @@ static void mark_excluded(job *j)
     }
 }
 
+/* The role of a job's client (dica/udica "unseen", fedrf-tca "target"), NULL for a training
+ * client. */
+static const char *role_of(const job *j, int client)
+{
+    return j->roles ? j->roles[client] : NULL;
+}
+
 /* A planned client whose session ended is a dropout of the phase at once: nobody waits for a
- * client killed without a word (the phase closes when the others answered, with quorum). */
+ * client killed without a word (the phase closes when the others answered, with quorum). A
+ * role client is the exception: the job's result needs it, so the phase waits for it until
+ * its deadline (phase_complete, end_phase). The session rule is the service's
+ * (expire_sessions): 3 heartbeat intervals with no call, no byte received and no connection
+ * close. */
 static void slot_gone(job *j, slot *s)
 {
     if (s->answered || s->failed)
         return;
     s->failed = s->gone = 1;
     snprintf(s->why, sizeof s->why,
-             "its session ended (no heartbeat for 3 intervals, or it sent Leave)");
+             "its session ended (it sent Leave, or 3 heartbeat intervals passed with no call, "
+             "no byte received and no connection close)");
     j->failed++;
     j->n_gone++;
+    if (role_of(j, s->client))
+        j->n_role_gone++;
 }
 
 /* The client is back (joined again, or sent something for this phase): asked again. */
@@ -300,6 +321,8 @@ static void slot_back(job *j, slot *s)
     s->why[0] = '\0';
     j->failed--;
     j->n_gone--;
+    if (role_of(j, s->client))
+        j->n_role_gone--;
 }
 
 /* The planned clients whose session has ended when the phase opens: O(1) each (a hash
@@ -1229,7 +1252,43 @@ static void store_ok(job *j)
 static int phase_complete(const job *j)
 {
     return j->state == FK_JOB_RUNNING && !j->stalled && !j->busy && j->n_slots > 0 &&
-           j->answered + j->failed == j->n_slots && (j->n_gone == 0 || j->answered >= quorum(j));
+           j->answered + j->failed == j->n_slots && j->n_role_gone == 0 &&
+           (j->n_gone == 0 || j->answered >= quorum(j));
+}
+
+/* The phase's deadline passed with a planned role client still gone (left, or its session
+ * expired, and not back): the job's result needs that client (dica/udica's unseen domain,
+ * fedrf-tca's target site), so the job fails naming it, rather than ending "done" without
+ * the result it exists for. The attempt is stored closed like a missed quorum's last one. */
+static void fail_role_gone(fk_engine *e, job *j, double now)
+{
+    fk_store_round r = {.job = j->id, .round = j->round, .attempt = j->attempt, .closed = 2};
+    count_dropouts(j, &r);
+    r.participants = j->answered;
+    r.loss = r.accuracy = r.error = r.misclust = r.ari = r.rmse = r.model_error = NAN;
+    e->stats.dropouts += (uint64_t)r.dropouts;
+    const slot *first = NULL;
+    for (int i = 0; i < j->n_slots && !first; i++)
+        if (j->slots[i].gone && role_of(j, j->slots[i].client))
+            first = &j->slots[i];
+    int more = j->n_role_gone - 1; /* first is never NULL while n_role_gone > 0 */
+    const char *who = first ? j->conf.clients[first->client] : "?";
+    const char *role = first ? role_of(j, first->client) : "?";
+    fk_err err = {0};
+    fk_err_set(&err, FK_ESTATE,
+               "client %.100s (%s) left during round %d phase %d and did not come back before "
+               "the phase's deadline (%g s)%s: the job's result needs it; its session ended (it "
+               "sent Leave, or 3 heartbeat intervals passed with no call, no byte received and "
+               "no connection close); restart the client and submit the job again "
+               "(--wait_clients waits for it at submit)",
+               who, role, j->round, j->phase,
+               j->conf.deadline,
+               more <= 0 ? "" : more == 1 ? " (and 1 more role client)" : " (and more role clients)");
+    fk_err serr = {0};
+    if (fk_store_round_close(e->o.store, &r, &serr))
+        fk_log(FK_LOG_ERROR, "state_not_stored", "job=%lld error=\"%s\"", (long long)j->id,
+               serr.msg);
+    fail(e, j, &err, now);
 }
 
 /* A complete phase closes at once: aggregated with quorum, else a new attempt. Timed (wall,
@@ -1241,7 +1300,9 @@ static void end_phase(fk_engine *e, job *j, double now)
     fk_store_stats_get(e->o.store, &s0);
     double t0 = mono_seconds(), c0 = cpu_seconds();
     int outer = !e->ending++; /* an aggregation error may end the phase again, inside */
-    if (j->answered >= quorum(j))
+    if (j->n_role_gone > 0)
+        fail_role_gone(e, j, now);
+    else if (j->answered >= quorum(j))
         close_phase(e, j, now);
     else
         retry_round(e, j, now, NULL);
@@ -1307,6 +1368,21 @@ FK_CHECKRETURN static int job_new(fk_engine *e, int64_t id, const char *config, 
         j->excluded = calloc((size_t)j->conf.n_clients, 1);
         if (!j->refusals || !j->excluded)
             rc = fk_err_set(err, FK_ENOMEM, "out of memory for a job");
+    }
+    /* the role clients (client_roles): a phase waits for one whose session ended */
+    fk_err rerr = {0};
+    if (!rc && j->m->client_roles) {
+        j->roles = calloc((size_t)j->conf.n_clients, sizeof *j->roles);
+        if (!j->roles)
+            rc = fk_err_set(err, FK_ENOMEM, "out of memory for a job");
+        else if (j->m->client_roles(&j->conf.params, j->conf.n_clients, j->roles, &rerr)) {
+            fk_log(FK_LOG_WARN, "client_roles_unknown",
+                   "job=%lld error=\"%s\" action=\"every client is waited for as a training "
+                   "client\"",
+                   (long long)id, rerr.msg);
+            free(j->roles);
+            j->roles = NULL;
+        }
     }
     if (rc) {
         job_free(j);

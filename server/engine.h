@@ -146,12 +146,15 @@ int fk_engine_client_jobs(const fk_engine *e, const char *identity, int64_t *ids
 int fk_engine_task_open(const fk_engine *e, int64_t job, int round, int attempt, int phase,
                         const char *identity);
 
-/* Presence: gone(ud, identity) is 1 for a client whose session ended (no heartbeat for 3
- * intervals, or Leave) and who has not joined again. A phase that opens makes such planned
- * clients dropouts at once, so a round does not wait its deadline for a client killed without a
- * word; the plan itself (the method's, from the seed) is unchanged, so a run where every client
- * stays is the simulator's bit for bit. A phase whose quorum needs a gone client still waits
- * for it until the deadline. NULL (the default): every client counts as present. */
+/* Presence: gone(ud, identity) is 1 for a client whose session ended (Leave, or 3 heartbeat
+ * intervals with no call, no byte received and no connection close) and who has not joined
+ * again. A phase that opens makes such planned clients dropouts at once, so a round does not
+ * wait its deadline for a client killed without a word; the plan itself (the method's, from
+ * the seed) is unchanged, so a run where every client stays is the simulator's bit for bit. A
+ * phase whose quorum needs a gone client still waits for it until the deadline. A gone role
+ * client (the method's client_roles: dica/udica "unseen", fedrf-tca "target") is always waited
+ * for until the deadline; if it is not back by then the job fails naming it and its role.
+ * NULL (the default): every client counts as present. */
 void fk_engine_set_presence(fk_engine *e, int (*gone)(void *ud, const char *identity), void *ud);
 /* identity's session ended: its open tasks become dropouts now (a phase may close). */
 void fk_engine_client_gone(fk_engine *e, const char *identity, double now);

@@ -98,9 +98,25 @@ static const fk_blob_codec codec = {t_encode, t_decode};
 
 #include "tests/support_fedmean.h"
 
+/* fedmean whose last client has a role (a test-only "unseen" domain, as dica's holdout). */
+static int roles_last_unseen(const fk_params *p, int n, const char **roles, fk_err *err)
+{
+    (void)p, (void)err;
+    for (int i = 0; i < n; i++)
+        roles[i] = i == n - 1 ? "unseen" : NULL;
+    return FK_OK;
+}
+
+static fk_method roles_m;
+
 static const fk_method *find_test_method(const char *name, fk_err *err)
 {
-    return fk_test_find_method(name, err);
+    if (strcmp(name, "fedmean-roles"))
+        return fk_test_find_method(name, err);
+    roles_m = fk_test_fedmean;
+    roles_m.name = "fedmean-roles";
+    roles_m.client_roles = roles_last_unseen;
+    return &roles_m;
 }
 
 /* ------------------------------------------------------------- harness */
@@ -1092,6 +1108,81 @@ static void client_gone_mid_phase_closes_it(void **state)
     round_rows(f, id, 1, 5, "5");
 }
 
+/* The role client (c5, "unseen") of a job leaves mid-phase and does not come back: before,
+ * the phase closed with the others' quorum and the job ended "done" without the result it
+ * exists for; now the phase waits for it until its deadline, then the job fails naming it. A
+ * training client that leaves is still a plain dropout (c4 here). */
+static void role_client_gone_fails_the_job(void **state)
+{
+    fed *f = *state;
+    fk_err err;
+    fk_engine_set_presence(f->e, presence, f);
+    int64_t id = submit(f, job_text("fedmean-roles", "quorum = 0.5\nrounds = 2\n"));
+    double start = f->now;
+    for (int c = 0; c < N_CLIENTS - 2; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    f->gone = 1u << 4 | 1u << 5;
+    fk_engine_client_gone(f->e, "c4", f->now);
+    fk_engine_client_gone(f->e, "c5", f->now);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING); /* quorum met, but c5 is needed */
+    double next;
+    f->now = start + 29.0;
+    assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    assert_true(next <= start + 30.0);
+    f->now = start + 30.5;
+    assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_FAILED);
+    if (!strstr(s.failure, "client c5 (unseen) left during round 1 phase 0") ||
+        !strstr(s.failure, "no byte received") || !strstr(s.failure, "--wait_clients") ||
+        strstr(s.failure, "c4"))
+        fail_msg("failure reason: %s", s.failure);
+    assert_int_equal(fk_engine_running(f->e), 0);
+}
+
+/* The role client leaves and joins again before the deadline: it is asked again, answers,
+ * and the job ends done; a training client gone for good is a dropout as before. */
+static void role_client_back_in_time_finishes(void **state)
+{
+    fed *f = *state;
+    fk_engine_set_presence(f->e, presence, f);
+    int64_t id = submit(f, job_text("fedmean-roles", "quorum = 0.5\nrounds = 1\n"));
+    for (int c = 0; c < N_CLIENTS - 2; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    f->gone = 1u << 4 | 1u << 5;
+    fk_engine_client_gone(f->e, "c4", f->now);
+    fk_engine_client_gone(f->e, "c5", f->now);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    f->now += 10;
+    f->gone = 1u << 4;
+    fk_engine_client_back(f->e, "c5");
+    assert_int_equal(answer(f, 5, -1), 1);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE); /* c4 gone: closed at once */
+    round_rows(f, id, 1, 5, "4");
+}
+
+/* A role client already gone when the phase opens is waited for the same way. */
+static void role_client_gone_at_phase_open_is_waited_for(void **state)
+{
+    fed *f = *state;
+    fk_err err;
+    fk_engine_set_presence(f->e, presence, f);
+    f->gone = 1u << 5;
+    int64_t id = submit(f, job_text("fedmean-roles", "quorum = 0.5\nrounds = 1\n"));
+    for (int c = 0; c < N_CLIENTS - 1; c++)
+        assert_int_equal(answer(f, c, -1), 1);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    double next;
+    f->now += 31;
+    assert_int_equal(fk_engine_tick(f->e, f->now, &next, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_FAILED);
+    if (!strstr(s.failure, "client c5 (unseen)"))
+        fail_msg("failure reason: %s", s.failure);
+}
+
 /* A gone client that joins again (or sends its update anyway) is asked and counted again;
  * one the quorum needs is waited for until the deadline, as before. */
 static void gone_client_comes_back(void **state)
@@ -1450,6 +1541,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(gone_client_is_not_waited_for, setup, teardown),
         cmocka_unit_test_setup_teardown(client_gone_mid_phase_closes_it, setup, teardown),
         cmocka_unit_test_setup_teardown(gone_client_comes_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(role_client_gone_fails_the_job, setup, teardown),
+        cmocka_unit_test_setup_teardown(role_client_back_in_time_finishes, setup, teardown),
+        cmocka_unit_test_setup_teardown(role_client_gone_at_phase_open_is_waited_for, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(answered_then_gone_survives_a_reload, setup, teardown),
         cmocka_unit_test_setup_teardown(flipped_update_stops_the_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(offloaded_closes_same_model_as_sim, setup, teardown),

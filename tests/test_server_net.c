@@ -1135,6 +1135,31 @@ static void submit_needs_the_role_clients_connected(void **state)
     close_server(t);
 }
 
+/* The unseen-domain client (a role) of a running job says Leave mid-job (round 2 of 6).
+ * Before, the rounds went on without it and the job ended "done" without the result it
+ * exists for; now the phase waits for it until its deadline (3 s) and the job fails, naming
+ * the client and its role. */
+static void role_client_leaving_mid_job_fails_it(void **state)
+{
+    net *t = *state;
+    t->find = roles_find;
+    t->stop_client = N - 1;
+    t->stop_round = 2;
+    run_job(t, job("fedmean-roles", "deadline = 3\nquorum = 0.6\nrounds = 6\n"), 0x3f);
+    fk_job_status s;
+    fk_err err;
+    assert_int_equal(fk_engine_status(t->e, t->job, &s, &err), FK_OK);
+    assert_int_equal(s.state, FK_JOB_FAILED);
+    if (!strstr(s.failure, "client c5 (unseen) left during round") ||
+        !strstr(s.failure, "did not come back before the phase's deadline (3 s)"))
+        fail_msg("failure reason: %s", s.failure);
+    assert_true(s.round >= 2 && s.round < 6);
+    assert_int_equal(t->sstats.leaves, 1); /* Leave ended its session at once */
+    /* the phase waited its deadline for c5 after the Leave (the rounds before it did not) */
+    assert_true(fk_service_now() - t->started >= 3.0);
+    close_server(t);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
@@ -1153,6 +1178,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(stalled_download_keeps_the_session, setup, teardown),
         cmocka_unit_test_setup_teardown(stalled_upload_keeps_the_session, setup, teardown),
         cmocka_unit_test_setup_teardown(submit_needs_the_role_clients_connected, setup, teardown),
+        cmocka_unit_test_setup_teardown(role_client_leaving_mid_job_fails_it, setup, teardown),
     };
     int failed = cmocka_run_group_tests_name("io_threads=1", tests, NULL, NULL);
     io_threads = 2;
