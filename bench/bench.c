@@ -124,6 +124,25 @@ void fk_bench_emit(int json, const char *bench, const char *case_name, const cha
     fflush(stdout);
 }
 
+static fk_bench_grid_driver grid_driver;
+
+void fk_bench_set_grid_driver(fk_bench_grid_driver d)
+{
+    grid_driver = d;
+}
+
+int fk_bench_grid(int n, size_t out_size, fk_bench_run_fn run, void *ctx, void *outs, int *n_done,
+                  fk_err *err)
+{
+    if (grid_driver)
+        return grid_driver(n, out_size, run, ctx, outs, n_done, err);
+    int rc = FK_OK, i = 0;
+    for (; i < n && rc == FK_OK; i++)
+        rc = run(ctx, i, (char *)outs + (size_t)i * out_size, err);
+    *n_done = rc == FK_OK ? n : i - 1;
+    return rc;
+}
+
 /* Number of leading argv words that spell name ("fidelity knn" = 2 words), or 0. */
 static int match_words(const char *name, int argc, char **argv)
 {

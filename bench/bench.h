@@ -76,6 +76,22 @@ FK_CHECKRETURN int fk_bench_load_surf(fk_dataset ds[4], const char *const domain
 /* FK_OK if dir is a directory, else FK_EIO with the fix (pass --data_dir) in err. */
 FK_CHECKRETURN int fk_bench_data_dir(const char *dir, fk_err *err);
 
+/* A grid of independent runs (issue 38 "Grids"): run(ctx, i, out_i, err) for i = 0..n-1, each
+ * writing out_size bytes at outs + i * out_size (a plain struct of numbers: no pointers).
+ * In one process the runs go in order and stop at the first that fails. Under a grid driver
+ * (fedkern under mpirun: cli/sim_mpi.c, run i on rank i mod P, rank 0 writes the rows) every
+ * process gets every run's out and the same outcome, so the caller emits its rows in order
+ * and prints exactly what the one-process run prints. Returns FK_OK when every run succeeded,
+ * else the first failing run's (lowest i) code and message; *n_done = the runs before it. */
+typedef int (*fk_bench_run_fn)(void *ctx, int i, void *out, fk_err *err);
+typedef int (*fk_bench_grid_driver)(int n, size_t out_size, fk_bench_run_fn run, void *ctx,
+                                    void *outs, int *n_done, fk_err *err);
+FK_CHECKRETURN int fk_bench_grid(int n, size_t out_size, fk_bench_run_fn run, void *ctx,
+                                 void *outs, int *n_done, fk_err *err);
+/* Set once, before any bench, by a program that spreads grids over processes; NULL (the
+ * default): in this process. */
+void fk_bench_set_grid_driver(fk_bench_grid_driver d);
+
 /* Benchmark runners (one file each in bench/). */
 int fk_bench_blas(int argc, char **argv);
 int fk_bench_load(int argc, char **argv); /* bench/load.c */

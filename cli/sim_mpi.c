@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench/bench.h"
 #include "common/methods/method.h"
 #include "common/methods/sim.h"
 #include "common/net/codec.h"
@@ -107,7 +108,7 @@ static int mpi_on;
 static long session; /* fk_sim_run calls so far: stale messages carry an older one */
 /* What this rank sent and received (FK_MPI_STATS=1 prints them at the end: bench/sim_mpi.sh). */
 static struct {
-    long rounds, sent_msgs, recv_msgs;
+    long rounds, sent_msgs, recv_msgs, grid_runs; /* grid_runs: bench grid runs done here */
     unsigned long long sent_bytes, recv_bytes;
 } stats;
 
@@ -1061,6 +1062,71 @@ FK_CHECKRETURN static int mpi_driver(const fk_method *m, const fk_params *p,
                           : mpi_worker(m, p, clients, n_clients, o, model, last, err);
 }
 
+/* A bench grid over the ranks (fk_bench_grid): run i on rank i mod P, each run in this
+ * process (the simulation driver off meanwhile, so a run's fk_sim_run does not also spread
+ * its clients), then one MPI_Allreduce (bitwise OR of zero-filled slots, each written by
+ * one rank only) gives every rank every run's outcome and out in order. A rank stops at its
+ * first failing run; the lowest failing run decides, as in one process. No deadline here:
+ * a rank that dies ends the job (Open MPI's default). */
+typedef struct grid_slot {
+    int32_t done, rc;
+    char msg[sizeof((fk_err *)0)->msg];
+} grid_slot;
+
+FK_CHECKRETURN static int mpi_grid(int n, size_t out_size, fk_bench_run_fn run, void *ctx,
+                                   void *outs, int *n_done, fk_err *err)
+{
+    size_t slot = sizeof(grid_slot) + out_size;
+    slot = (slot + 7) / 8 * 8;
+    if (n < 0 || (n > 0 && slot > (size_t)INT32_MAX / (size_t)n))
+        return fk_err_set(err, FK_EINVAL, "bench grid: %d runs of %zu bytes do not fit one message",
+                          n, out_size);
+    unsigned char *mine = calloc((size_t)n ? (size_t)n : 1, slot);
+    unsigned char *all = calloc((size_t)n ? (size_t)n : 1, slot);
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return fk_err_set(err, FK_ENOMEM, "out of memory for a bench grid of %d runs", n);
+    }
+    fk_sim_set_driver(NULL);
+    for (int i = mpi_rank_; i < n; i += mpi_size_) {
+        grid_slot *g = (grid_slot *)(mine + (size_t)i * slot);
+        fk_err e = {0};
+        g->done = 1;
+        stats.grid_runs++;
+        g->rc = run(ctx, i, mine + (size_t)i * slot + sizeof(grid_slot), &e);
+        if (g->rc != FK_OK) {
+            memcpy(g->msg, e.msg, sizeof g->msg);
+            g->msg[sizeof g->msg - 1] = 0;
+            break;
+        }
+    }
+    fk_sim_set_driver(mpi_driver);
+    int mrc = MPI_Allreduce(mine, all, (int)(slot * (size_t)n), MPI_BYTE, MPI_BOR, MPI_COMM_WORLD);
+    free(mine);
+    int rc = FK_OK;
+    if (mrc != MPI_SUCCESS) {
+        rc = mpi_fail(err, mrc, "bench grid", 0);
+        *n_done = 0;
+    }
+    for (int i = 0; i < n && rc == FK_OK; i++) {
+        const grid_slot *g = (const grid_slot *)(all + (size_t)i * slot);
+        if (g->done && g->rc == FK_OK) {
+            memcpy((char *)outs + (size_t)i * out_size, all + (size_t)i * slot + sizeof(grid_slot),
+                   out_size);
+            continue;
+        }
+        *n_done = i;
+        rc = g->done ? fk_err_set(err, g->rc, "%s", g->msg)
+                     : fk_err_set(err, FK_EINVAL, "bench grid: run %d was not run (rank %d)", i,
+                                  i % mpi_size_);
+    }
+    if (rc == FK_OK)
+        *n_done = n;
+    free(all);
+    return rc;
+}
+
 int fk_mpi_start(int *argc, char ***argv, fk_err *err)
 {
     if (!launched())
@@ -1075,6 +1141,7 @@ int fk_mpi_start(int *argc, char ***argv, fk_err *err)
         return mpi_fail(err, mrc, "start", 0);
     if (mpi_size_ > 1) {
         fk_sim_set_driver(mpi_driver);
+        fk_bench_set_grid_driver(mpi_grid);
         if (mpi_rank_ > 0 && !freopen("/dev/null", "w", stdout))
             return fk_err_set(err, FK_EIO, "rank %d: cannot send stdout to /dev/null", mpi_rank_);
     }
@@ -1090,9 +1157,9 @@ int fk_mpi_finish(int status)
         long rss = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
         fprintf(stderr,
                 "fk-mpi-stats rank=%d size=%d rounds=%ld sent_msgs=%ld sent_bytes=%llu "
-                "recv_msgs=%ld recv_bytes=%llu maxrss_kb=%ld\n",
+                "recv_msgs=%ld recv_bytes=%llu maxrss_kb=%ld grid_runs=%ld\n",
                 mpi_rank_, mpi_size_, stats.rounds, stats.sent_msgs, stats.sent_bytes,
-                stats.recv_msgs, stats.recv_bytes, rss);
+                stats.recv_msgs, stats.recv_bytes, rss, stats.grid_runs);
     }
     free(pend);
     pend = NULL;

@@ -85,6 +85,47 @@ for p in 1 2 4; do
   echo "ok fedgrem (P=$p)"
 done
 
+# a fidelity bench's grid of independent runs (fk_bench_grid: run i on rank i mod P, rows in
+# order on rank 0): the simulation cells of `bench fidelity fedgrem` (17 cells x 2 reps), the
+# same rows over 1 and 3 ranks as in process, every rank ran its share of the runs, and no run
+# went over the ranks client by client (the simulation driver is off inside a grid run)
+B="bench fidelity fedgrem --skip_pendigits --skip_fashion --skip_mor --sim_reps 2 --rounds 20 --json"
+# shellcheck disable=SC2086
+"$fk" $B >one.txt 2>/dev/null || fail "fidelity fedgrem in process"
+[ "$(grep -c '"case":"sim gmm' one.txt)" -ge 51 ] || fail "fidelity fedgrem: rows missing: $(head -3 one.txt)"
+for p in 1 3; do
+  # shellcheck disable=SC2086
+  mp $p $B >mpi.txt 2>mpi.err || fail "fidelity fedgrem over $p ranks: $(grep -v relaxation mpi.err | tail -3)"
+  cmp -s one.txt mpi.txt || fail "fidelity fedgrem over $p ranks: rows differ: $(diff one.txt mpi.txt | head -5)"
+  r=0 # (one rank: the plain in-process loop, no grid driver, nothing to count)
+  while [ $r -lt $p ] && [ $p -gt 1 ]; do
+    want=$(((34 - r + p - 1) / p))
+    grep -q "fk-mpi-stats rank=$r size=$p rounds=0 .* grid_runs=$want\$" mpi.err ||
+      fail "fidelity fedgrem over $p ranks: rank $r did not run its $want grid runs alone: $(grep fk-mpi-stats mpi.err)"
+    r=$((r + 1))
+  done
+  echo "ok bench fidelity fedgrem grid (P=$p)"
+done
+
+# the §2.8 grid of `bench fidelity rf-tca` (its own loop per run, no fk_sim_run), small: the
+# COIL pair, 2 seeds, 3 rounds, both extractors, 4 variants = 32 runs; needs the data sets
+# (FK_TEST_DATA_DIR=.../shared/data), else skipped
+if [ -d "${FK_TEST_DATA_DIR:-/nonexistent}" ]; then
+  A="bench fidelity rf-tca --data_dir $FK_TEST_DATA_DIR --fed2 1 --fed2_pairs c --fed2_rounds 3"
+  A="$A --fed2_seeds 2 --fed2_N 50 --fed_rounds 0 --surf 0 --decaf 0 --spec 0 --json"
+  # shellcheck disable=SC2086
+  "$fk" $A >one.txt 2>one.err || fail "fidelity rf-tca in process: $(tail -3 one.err)"
+  [ "$(grep -c '"case":"fed single-source COIL' one.txt)" -eq 32 ] || fail "fidelity rf-tca: want 32 runs"
+  # shellcheck disable=SC2086
+  mp 3 $A >mpi.txt 2>mpi.err || fail "fidelity rf-tca over 3 ranks: $(tail -3 mpi.err)"
+  cmp -s one.txt mpi.txt || fail "fidelity rf-tca over 3 ranks: rows differ: $(diff one.txt mpi.txt | head -5)"
+  grep -q "fk-mpi-stats rank=2 size=3 rounds=0 .* grid_runs=10$" mpi.err ||
+    fail "fidelity rf-tca: rank 2 did not run its 10 runs: $(grep fk-mpi-stats mpi.err)"
+  echo "ok bench fidelity rf-tca §2.8 grid (P=3)"
+else
+  echo "SKIP: bench fidelity rf-tca grid (set FK_TEST_DATA_DIR to the shared data sets)"
+fi
+
 # a rank that dies from round 2 on (rank 2: clients s1 and s3): the deadline drops its clients,
 # the quorum (half of 4) holds, the run ends with a model and names them
 MPX="-x FK_MPI_FAULT_RANK=2 -x FK_MPI_FAULT_ROUND=2" mp 3 \

@@ -168,14 +168,49 @@ static void emit_run(int json, const char *group, const char *label, int var, in
     fk_bench_emit(json, "fidelity", cs, "final_accuracy", o->final, extra);
 }
 
-/* Run every extractor x variant x seed on the group's tasks and emit the runs and the group's
- * targets (the lambda comparison for the better extractor by lambda = 1). */
+/* A group's grid of independent runs (fk_bench_grid: over the ranks under mpirun): run i is
+ * extractor e, seed s, task t, variant v, listed in the order run_group emits them. */
+typedef struct fed_grid {
+    const task *tasks;
+    const fk_bench_fed_opts *fo;
+    int (*etv)[3]; /* e, t, v of run i */
+    long *seed;    /* s of run i */
+} fed_grid;
+
+FK_CHECKRETURN static int fed_grid_run(void *ctx, int i, void *out, fk_err *err)
+{
+    const fed_grid *g = ctx;
+    const task *t = &g->tasks[g->etv[i][1]];
+    return run_one(t->ds, t->n, g->etv[i][2], g->etv[i][0], g->fo, (uint64_t)g->seed[i], out, err);
+}
+
+/* Run every extractor x variant x seed on the group's tasks (one grid) and emit the runs and
+ * the group's targets (the lambda comparison for the better extractor by lambda = 1). A failing
+ * run ends the group after the rows of the runs before it, as when they ran one by one. */
 FK_CHECKRETURN static int run_group(const char *group, task *tasks, int nt,
                                     const fk_bench_fed_opts *fo, fk_err *err)
 {
     double fin[2][N_VAR] = {{0}}, av[2][N_VAR] = {{0}}, bst[2][N_VAR] = {{0}},
            sl[2][N_VAR] = {{0}};
-    int cnt = 0, rc = FK_OK;
+    int cnt = 0, rc = FK_OK, n = 0, done = 0, k = 0;
+    size_t cap = (size_t)2 * (size_t)(fo->seeds > 0 ? fo->seeds : 0) * (size_t)nt * N_VAR + 1;
+    fed_grid g = {tasks, fo, malloc(cap * sizeof *g.etv), malloc(cap * sizeof *g.seed)};
+    run_out *outs = malloc(cap * sizeof *outs);
+    if (!g.etv || !g.seed || !outs)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory for the runs of %s", group);
+    for (int e = 0; e < 2 && !rc; e++)
+        for (long s = fo->first_seed; (fo->extractors & (1 << e)) && s < fo->first_seed + fo->seeds; s++)
+            for (int t = 0; t < nt; t++)
+                for (int v = 0; v < N_VAR; v++)
+                    if (strchr(fo->variants, "as0o"[v])) {
+                        g.etv[n][0] = e;
+                        g.etv[n][1] = t;
+                        g.etv[n][2] = v;
+                        g.seed[n++] = s;
+                    }
+    int grc = rc ? rc : fk_bench_grid(n, sizeof *outs, fed_grid_run, &g, outs, &done, err);
+    free(g.etv);
+    free(g.seed);
     for (int e = 0; e < 2 && !rc; e++) {
         if (!(fo->extractors & (1 << e)))
             continue;
@@ -186,18 +221,21 @@ FK_CHECKRETURN static int run_group(const char *group, task *tasks, int nt,
                 for (int v = 0; v < N_VAR && !rc; v++) {
                     if (!strchr(fo->variants, "as0o"[v]))
                         continue;
-                    run_out o;
-                    rc = run_one(tasks[t].ds, tasks[t].n, v, e, fo, (uint64_t)s, &o, err);
-                    if (rc)
+                    if (k >= done) {
+                        rc = grc;
                         break;
+                    }
+                    run_out o = outs[k++];
                     emit_run(fo->json, group, tasks[t].label, v, e, (uint64_t)s, &o);
                     fin[e][v] += o.final;
                     av[e][v] += o.avg;
                     bst[e][v] += o.best;
                     sl[e][v] += isnan(o.sel) ? NAN : o.sel;
                 }
-        if (rc || !cnt)
+        if (rc || !cnt) {
+            free(outs);
             return rc;
+        }
         for (int v = 0; v < N_VAR; v++) {
             if (!strchr(fo->variants, "as0o"[v]))
                 continue;
@@ -225,6 +263,9 @@ FK_CHECKRETURN static int run_group(const char *group, task *tasks, int nt,
             fk_bench_emit(fo->json, "fidelity", cs, "final_accuracy", fin[e][v], extra);
         }
     }
+    free(outs);
+    if (rc)
+        return rc;
     if (!strchr(fo->variants, 's') || !strchr(fo->variants, '0'))
         return FK_OK; /* the comparison row needs the default lambda = 1 and lambda = 0 */
     /* the better extractor by its default lambda = 1 (SGD on the target); Adam and source-only

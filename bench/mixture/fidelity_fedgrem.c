@@ -95,62 +95,73 @@ typedef struct sim_medians {
     double eps_fedgrem[2], eps_fedem[2]; /* 0 and 2 outlier tasks, h = 0 */
 } sim_medians;
 
-/* The o->sim_reps repetitions of one cell: per run E_theta, E_w and the misclustering of the
- * good tasks on 150 fresh points go to et, ew, mc[0..*m); a run whose EM hit FK_ENUMERIC
- * counts in *failed (reported, not hidden); any other error ends the cell. */
-FK_CHECKRETURN static int sim_cell_runs(const fopts *o, const sim_cell *s, double *et, double *ew,
-                                        double *mc, int *m, int *failed, fk_err *err)
+/* One repetition of one cell (a run of the simulation grid): E_theta, E_w and the
+ * misclustering of the good tasks on 150 fresh points; a run whose EM hit FK_ENUMERIC is
+ * marked failed (reported, not hidden); any other error ends the grid. */
+typedef struct sim_run_out {
+    int failed;
+    double et, ew, mc;
+} sim_run_out;
+
+FK_CHECKRETURN static int sim_one_run(const fopts *o, const sim_cell *s, int r, sim_run_out *out,
+                                      fk_err *err)
 {
     int lab[150];
     fk_params p;
     fk_params_init(&p);
     int rc = FK_OK;
+    memset(out, 0, sizeof *out);
     if (s->passes && fk_params_set(&p, "central_passes", s->passes))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
-    *m = *failed = 0;
-    for (int r = 0; rc == FK_OK && r < o->sim_reps; r++) {
-        fk_synth_gmm d;
-        fk_synth_gmm_defaults(&d);
-        d.h = s->h;
-        d.n_outlier = s->outliers;
-        d.n = 300; /* rows 0..149 are the paper's sample (same stream); 150..299 test points */
-        fk_dataset all[10], ts[10];
-        double th[500], w[50];
-        uint64_t seed = (uint64_t)r + 1 + (uint64_t)(s->h * 1000) * 100000;
+    fk_synth_gmm d;
+    fk_synth_gmm_defaults(&d);
+    d.h = s->h;
+    d.n_outlier = s->outliers;
+    d.n = 300; /* rows 0..149 are the paper's sample (same stream); 150..299 test points */
+    fk_dataset all[10], ts[10];
+    double th[500], w[50];
+    uint64_t seed = (uint64_t)r + 1 + (uint64_t)(s->h * 1000) * 100000;
+    if (!rc)
         rc = fk_synth_gmm_make(&d, seed, all, th, w, err);
-        if (rc)
-            break;
-        /* fit on the paper's 150 rows per task only */
-        for (int k = 0; k < 10; k++) {
-            ts[k] = all[k];
-            ts[k].X = fk_mat_rows(&all[k].X, 0, 150);
-        }
-        fk_gmm_result res;
-        int r2 = fk_gmm_run(s->method, &p, ts, 10, o->rounds, seed, NULL, NULL, &res, err);
-        int good = 10 - s->outliers;
-        if (r2 == FK_ENUMERIC) {
-            (*failed)++;
-        } else if (r2) {
-            rc = r2;
-        } else {
-            /* errors against the truth, then misclustering of the held-out rows 150..299 */
-            fk_gmm_sim_errors(&res, th, w, good, &et[*m], &ew[*m]);
-            mc[*m] = 0;
-            for (int k = 0; rc == FK_OK && k < good; k++) {
-                double rate = 0;
-                rc = fk_gmm_result_labels(&res, k, fk_mat_row(&all[k].X, 150), 150, lab, err);
-                if (!rc)
-                    rc = fk_misclustering_rate(all[k].y + 150, lab, 150, 5, 5, &rate, err);
-                mc[*m] += 100 * rate / good;
-            }
-            (*m)++;
-            fk_gmm_result_close(&res);
-        }
-        for (int k = 0; k < 10; k++)
-            fk_dataset_close(&all[k]);
+    if (rc) {
+        fk_params_close(&p);
+        return rc;
     }
+    /* fit on the paper's 150 rows per task only */
+    for (int k = 0; k < 10; k++) {
+        ts[k] = all[k];
+        ts[k].X = fk_mat_rows(&all[k].X, 0, 150);
+    }
+    fk_gmm_result res;
+    int r2 = fk_gmm_run(s->method, &p, ts, 10, o->rounds, seed, NULL, NULL, &res, err);
+    int good = 10 - s->outliers;
+    if (r2 == FK_ENUMERIC) {
+        out->failed = 1;
+    } else if (r2) {
+        rc = r2;
+    } else {
+        /* errors against the truth, then misclustering of the held-out rows 150..299 */
+        fk_gmm_sim_errors(&res, th, w, good, &out->et, &out->ew);
+        for (int k = 0; rc == FK_OK && k < good; k++) {
+            double rate = 0;
+            rc = fk_gmm_result_labels(&res, k, fk_mat_row(&all[k].X, 150), 150, lab, err);
+            if (!rc)
+                rc = fk_misclustering_rate(all[k].y + 150, lab, 150, 5, 5, &rate, err);
+            out->mc += 100 * rate / good;
+        }
+        fk_gmm_result_close(&res);
+    }
+    for (int k = 0; k < 10; k++)
+        fk_dataset_close(&all[k]);
     fk_params_close(&p);
     return rc;
+}
+
+/* Run i of the simulation grid: cell i / sim_reps, repetition i % sim_reps. */
+FK_CHECKRETURN static int sim_grid_run(void *ctx, int i, void *out, fk_err *err)
+{
+    const fopts *o = ctx;
+    return sim_one_run(o, &SIM[i / o->sim_reps], i % o->sim_reps, out, err);
 }
 
 /* Keep the cell's median E_theta where a cross-cell check of spec 6.7.3 needs it. */
@@ -251,22 +262,36 @@ static void sim_emit_trends(const fopts *o, const sim_medians *md)
                   ex);
 }
 
-/* The simulation cells of Tables 4/5: each cell's runs and rows, then the trend checks. */
+/* The simulation cells of Tables 4/5: every cell's repetitions as one grid of independent
+ * runs (over the ranks under mpirun: fk_bench_grid), then each cell's rows in order, then the
+ * trend checks. A failing run ends the bench after the rows of the cells before its own. */
 FK_CHECKRETURN static int run_sim(const fopts *o, fk_err *err)
 {
-    int n = o->sim_reps;
+    int n = o->sim_reps, nc = (int)(sizeof SIM / sizeof *SIM), done = 0;
+    sim_run_out *runs = malloc((size_t)nc * (size_t)n * sizeof *runs);
     double *et = malloc((size_t)n * sizeof *et), *ew = malloc((size_t)n * sizeof *ew);
     double *mc = malloc((size_t)n * sizeof *mc);
     sim_medians md = {{NAN, NAN, NAN}, {NAN, NAN, NAN}, NAN, NAN, NAN, {NAN, NAN}, {NAN, NAN}};
-    int rc = et && ew && mc ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
-    for (size_t c = 0; rc == FK_OK && c < sizeof SIM / sizeof *SIM; c++) {
+    int rc = runs && et && ew && mc ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
+    if (rc == FK_OK)
+        rc = fk_bench_grid(nc * n, sizeof *runs, sim_grid_run, (void *)o, runs, &done, err);
+    for (int c = 0; c < nc && (c + 1) * n <= done; c++) {
         int m = 0, failed = 0;
-        rc = sim_cell_runs(o, &SIM[c], et, ew, mc, &m, &failed, err);
-        if (!rc)
-            sim_emit_cell(o, &SIM[c], et, ew, mc, m, failed, &md);
+        for (int r = 0; r < n; r++) {
+            const sim_run_out *x = &runs[c * n + r];
+            if (x->failed) {
+                failed++;
+                continue;
+            }
+            et[m] = x->et;
+            ew[m] = x->ew;
+            mc[m++] = x->mc;
+        }
+        sim_emit_cell(o, &SIM[c], et, ew, mc, m, failed, &md);
     }
     if (rc == FK_OK)
         sim_emit_trends(o, &md);
+    free(runs);
     free(et);
     free(ew);
     free(mc);
