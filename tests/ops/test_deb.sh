@@ -55,7 +55,8 @@ expect_files() { # PACKAGE: the files it must ship, sorted
     case $1 in
     fedkern-server) printf '%s\n' /lib/systemd/system/fedkern-server.service \
         /usr/sbin/fedkern-server /usr/lib/sysusers.d/fedkern-server.conf \
-        /usr/share/man/man8/fedkern-server.8.gz /usr/share/doc/fedkern-server/examples/server.conf ;;
+        /usr/share/man/man8/fedkern-server.8.gz /usr/share/doc/fedkern-server/examples/server.conf \
+        /usr/share/doc/fedkern-server/examples/grafana-fedkern.json ;;
     fedkern-client) printf '%s\n' '/lib/systemd/system/fedkern-client@.service' \
         /usr/sbin/fedkern-client /usr/lib/sysusers.d/fedkern-client.conf \
         /usr/share/man/man8/fedkern-client.8.gz /usr/share/doc/fedkern-client/examples/client.conf ;;
