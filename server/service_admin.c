@@ -466,9 +466,11 @@ FK_CHECKRETURN static int add_client_prep(fk_service *s, int64_t job, void **blo
     fk_err ignore = {0};
     fk_bundle b;
     fk_bundle_init(&b);
-    const char *unknown = "";
+    const char *unknown_in_conf = "";
+    char unknown[128] = ""; /* a copy: the name points into conf, closed below */
     if (fk_jobconf_parse(&conf, row.config, "job config", &ignore) == FK_OK)
-        rc = fk_roster_model_prep(s->roster, &conf, &b, &unknown, err);
+        rc = fk_roster_model_prep(s->roster, &conf, &b, &unknown_in_conf, err);
+    snprintf(unknown, sizeof unknown, "%s", unknown_in_conf ? unknown_in_conf : "");
     fk_jobconf_close(&conf);
     fk_store_job_free(&row);
     uint8_t *extra = NULL;

@@ -736,7 +736,7 @@ FK_CHECKRETURN static int solve_ovo(ssrv *s, fk_err *err)
         fk_sfl_opts o;
         fk__sfl_opts(&s->c, 1, s->nq_ref[q] >= (double)m ? s->nq_ref[q] : (double)m,
                      s->seed + 0xbf58476d1ce4e5b9ULL * (uint64_t)q, &o);
-        fk_sfl_fit f;
+        fk_sfl_fit f = {0};
         rc = fk__sfl_solve(Xq, yq, m, s->p, &at, &o,
                            s->c.server_init == FK__SFL_INIT_ZERO ? NULL : l0, &f, err);
         fk_sfl_model mq = {0};
@@ -744,6 +744,8 @@ FK_CHECKRETURN static int solve_ovo(ssrv *s, fk_err *err)
             rc = s->c.peaks ? fk_sfl_model_peaks(&at, f.alpha, Xq, yq, m, 1, 0, 0, &mq, err)
                             : fk_sfl_model_support(&at, f.alpha, &mq, err);
         fk_sfl_atoms_close(&at);
+        if (rc) /* the fit's arrays when the model could not be had (zeroed when the solve failed) */
+            fk_sfl_fit_close(&f);
         if (!rc) {
             if (f.status > s->status)
                 s->status = f.status;
