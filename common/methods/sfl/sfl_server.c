@@ -1118,9 +1118,39 @@ FK_CHECKRETURN static int load_cfg(const ssrv *s, const fk_bundle *in, size_t p,
     return FK_OK;
 }
 
-int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
+/* A checkpoint's state beyond the settings, read and checked into fresh storage before the
+ * server's state changes (a load is all or nothing). The const arrays are the input bundle's. */
+typedef struct loaded {
+    const double *st, *nr, *nd, *nu, *cp, *dg; /* stage, n_ref, n_decl, n_up, capped, diag */
+    size_t U, P;                               /* rows uploaded, their width */
+    const double *ux, *uy, *ul, *uo;
+    /* ovo: the per-problem state */
+    double *o_nq, *o_mK, *o_cls, *o_pq, *o_pi, *o_pl;
+    const double *pdiag_in;
+    size_t S;
+    fk_sfl_model m; /* the model of a finished job */
+    double *X, *y, *l, *o;
+    fk__sfl_cfg cfg; /* the resolved settings (after phase 0) */
+} loaded;
+
+static void loaded_free(loaded *L)
 {
-    ssrv *s = v;
+    free(L->X);
+    free(L->y);
+    free(L->l);
+    free(L->o);
+    free(L->o_nq);
+    free(L->o_mK);
+    free(L->o_cls);
+    free(L->o_pq);
+    free(L->o_pi);
+    free(L->o_pl);
+    fk_sfl_model_close(&L->m);
+}
+
+/* The stage, the row counts per client, the diagnostics and the uploaded rows' owners. */
+FK_CHECKRETURN static int load_counts(const ssrv *s, const fk_bundle *in, loaded *L, fk_err *err)
+{
     size_t K = (size_t)s->K;
     const double *st = ck(in, "stage", 1, err), *p = st ? ck(in, "p", 1, err) : NULL,
                  *nr = p ? ck(in, "n_ref", 1, err) : NULL,
@@ -1147,137 +1177,138 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
     for (size_t j = 0; j < U; j++)
         if (!(uo[j] >= 0 && uo[j] < (double)K))
             return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has owner %g", j, uo[j]);
-    /* ovo: read and check the per-problem state into fresh arrays before anything changes */
-    double *o_nq = NULL, *o_mK = NULL, *o_cls = NULL, *o_pq = NULL, *o_pi = NULL, *o_pl = NULL;
-    const double *pdiag_in = NULL; /* checked; in the input bundle */
-    size_t S = 0;
-    if (s->P) {
-        size_t P = (size_t)s->P;
-        const double *nq = ck(in, "nq_ref", P, err), *mk = nq ? ck(in, "mK", P, err) : NULL,
-                     *pg = mk ? ck(in, "pdiag", P * PS_N, err) : NULL,
-                     *sc = pg ? ck(in, "S", 1, err) : NULL;
-        if (!sc)
-            return FK_EFORMAT;
-        if (!(sc[0] >= 0 && sc[0] <= 1e12) || sc[0] != floor(sc[0]))
-            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad list size %g", sc[0]);
-        S = (size_t)sc[0];
-        const double *uc = NULL, *pq = NULL, *pi = NULL, *pl = NULL;
-        if ((U && !(uc = ck(in, "ucls", U, err))) ||
-            (S && (!(pq = ck(in, "pq", S, err)) || !(pi = ck(in, "pi", S, err)) ||
-                   !(pl = ck(in, "pl", S, err)))))
-            return FK_EFORMAT;
-        for (size_t q = 0; q < P; q++) {
-            const double *g = pg + q * PS_N;
-            if (!(g[PS_CLIENTS] >= 0 && g[PS_CLIENTS] <= K) || g[PS_STATUS] < -1 ||
-                g[PS_STATUS] > FK_SFL_MAXITER || g[PS_VIOL] < 0 || g[PS_CRIT] < 0 || g[PS_NC] < 0)
-                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad diagnostics of problem "
-                                                   "%zu", q);
-        }
-        for (size_t j = 0; j < U; j++)
-            if (!(uc[j] >= 0 && uc[j] < s->c.n_cls) || uc[j] != floor(uc[j]))
-                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j,
-                                  uc[j]);
-        for (size_t j = 0; j < S; j++)
-            if (!(pq[j] >= 0 && pq[j] < (double)P) || !(pi[j] >= 0 && pi[j] < (double)U) ||
-                pq[j] != floor(pq[j]) || pi[j] != floor(pi[j]))
-                return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: list entry %zu is bad", j);
-        double tot = 0;
-        for (size_t q = 0; q < P; q++)
-            tot += mk[q] >= 0 && mk[q] == floor(mk[q]) ? mk[q] : NAN;
-        const double *kk = st[0] == ST_DONE ? ck(in, "model_K", 1, err) : NULL;
-        if (st[0] == ST_DONE && (!kk || tot != kk[0]))
-            return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: pair kernel counts do not "
-                                                    "sum to the model's")
-                      : FK_EFORMAT;
-        o_nq = malloc(P * sizeof *o_nq);
-        o_mK = malloc(P * sizeof *o_mK);
-        o_cls = malloc((U ? U : 1) * sizeof *o_cls);
-        o_pq = malloc((S ? S : 1) * sizeof *o_pq);
-        o_pi = malloc((S ? S : 1) * sizeof *o_pi);
-        o_pl = malloc((S ? S : 1) * sizeof *o_pl);
-        if (!o_nq || !o_mK || !o_cls || !o_pq || !o_pi || !o_pl) {
-            free(o_nq);
-            free(o_mK);
-            free(o_cls);
-            free(o_pq);
-            free(o_pi);
-            free(o_pl);
-            return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
-        }
-        memcpy(o_nq, nq, P * sizeof *o_nq);
-        memcpy(o_mK, mk, P * sizeof *o_mK);
-        pdiag_in = pg;
-        if (U)
-            memcpy(o_cls, uc, U * sizeof *o_cls);
-        if (S) {
-            memcpy(o_pq, pq, S * sizeof *o_pq);
-            memcpy(o_pi, pi, S * sizeof *o_pi);
-            memcpy(o_pl, pl, S * sizeof *o_pl);
-        }
+    *L = (loaded){.st = st,
+                  .nr = nr,
+                  .nd = nd,
+                  .nu = nu,
+                  .cp = cp,
+                  .dg = dg,
+                  .U = U,
+                  .P = P,
+                  .ux = ux,
+                  .uy = uy,
+                  .ul = ul,
+                  .uo = uo};
+    return FK_OK;
+}
+
+/* ovo: the per-problem state (pair counts, diagnostics, the rows' classes and the pair lists),
+ * checked and copied. */
+FK_CHECKRETURN static int load_ovo(const ssrv *s, const fk_bundle *in, loaded *L, fk_err *err)
+{
+    size_t K = (size_t)s->K, U = L->U;
+    const double *st = L->st;
+    size_t P = (size_t)s->P;
+    const double *nq = ck(in, "nq_ref", P, err), *mk = nq ? ck(in, "mK", P, err) : NULL,
+                 *pg = mk ? ck(in, "pdiag", P * PS_N, err) : NULL,
+                 *sc = pg ? ck(in, "S", 1, err) : NULL;
+    if (!sc)
+        return FK_EFORMAT;
+    if (!(sc[0] >= 0 && sc[0] <= 1e12) || sc[0] != floor(sc[0]))
+        return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad list size %g", sc[0]);
+    size_t S = (size_t)sc[0];
+    const double *uc = NULL, *pq = NULL, *pi = NULL, *pl = NULL;
+    if ((U && !(uc = ck(in, "ucls", U, err))) ||
+        (S && (!(pq = ck(in, "pq", S, err)) || !(pi = ck(in, "pi", S, err)) ||
+               !(pl = ck(in, "pl", S, err)))))
+        return FK_EFORMAT;
+    for (size_t q = 0; q < P; q++) {
+        const double *g = pg + q * PS_N;
+        if (!(g[PS_CLIENTS] >= 0 && g[PS_CLIENTS] <= K) || g[PS_STATUS] < -1 ||
+            g[PS_STATUS] > FK_SFL_MAXITER || g[PS_VIOL] < 0 || g[PS_CRIT] < 0 || g[PS_NC] < 0)
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad diagnostics of problem %zu", q);
     }
-#define FREE_OVO()                                                                             \
-    do {                                                                                       \
-        free(o_nq);                                                                            \
-        free(o_mK);                                                                            \
-        free(o_cls);                                                                           \
-        free(o_pq);                                                                            \
-        free(o_pi);                                                                            \
-        free(o_pl);                                                                            \
-    } while (0)
-    fk_sfl_model m = {0};
-    if (st[0] == ST_DONE) {
-        const double *kk = ck(in, "model_K", 1, err);
-        if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0])) {
-            FREE_OVO();
-            return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad model size") : FK_EFORMAT;
-        }
-        size_t Km = (size_t)kk[0];
-        const double *ms = NULL, *mw = NULL, *mc = NULL;
-        if (Km && (!(ms = ck(in, "model_s", Km * P, err)) || !(mw = ck(in, "model_w", Km, err)) ||
-                   !(mc = ck(in, "model_c", Km, err)))) {
-            FREE_OVO();
-            return FK_EFORMAT;
-        }
-        m.K = Km;
-        m.p = (int)P;
-        m.s = malloc((Km ? Km : 1) * (P ? P : 1) * sizeof(double));
-        m.w = malloc((Km ? Km : 1) * sizeof(double));
-        m.c = malloc((Km ? Km : 1) * sizeof(double));
-        if (!m.s || !m.w || !m.c) {
-            FREE_OVO();
-            fk_sfl_model_close(&m);
-            return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
-        }
-        if (Km) {
-            memcpy(m.s, ms, Km * P * sizeof(double));
-            memcpy(m.w, mw, Km * sizeof(double));
-            memcpy(m.c, mc, Km * sizeof(double));
-        }
+    for (size_t j = 0; j < U; j++)
+        if (!(uc[j] >= 0 && uc[j] < s->c.n_cls) || uc[j] != floor(uc[j]))
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: row %zu has class %g", j, uc[j]);
+    for (size_t j = 0; j < S; j++)
+        if (!(pq[j] >= 0 && pq[j] < (double)P) || !(pi[j] >= 0 && pi[j] < (double)U) ||
+            pq[j] != floor(pq[j]) || pi[j] != floor(pi[j]))
+            return fk_err_set(err, FK_EFORMAT, "sfl checkpoint: list entry %zu is bad", j);
+    double tot = 0;
+    for (size_t q = 0; q < P; q++)
+        tot += mk[q] >= 0 && mk[q] == floor(mk[q]) ? mk[q] : NAN;
+    const double *kk = st[0] == ST_DONE ? ck(in, "model_K", 1, err) : NULL;
+    if (st[0] == ST_DONE && (!kk || tot != kk[0]))
+        return kk ? fk_err_set(err, FK_EFORMAT,
+                               "sfl checkpoint: pair kernel counts do not sum to the model's")
+                  : FK_EFORMAT;
+    L->o_nq = malloc(P * sizeof *L->o_nq);
+    L->o_mK = malloc(P * sizeof *L->o_mK);
+    L->o_cls = malloc((U ? U : 1) * sizeof *L->o_cls);
+    L->o_pq = malloc((S ? S : 1) * sizeof *L->o_pq);
+    L->o_pi = malloc((S ? S : 1) * sizeof *L->o_pi);
+    L->o_pl = malloc((S ? S : 1) * sizeof *L->o_pl);
+    if (!L->o_nq || !L->o_mK || !L->o_cls || !L->o_pq || !L->o_pi || !L->o_pl)
+        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+    memcpy(L->o_nq, nq, P * sizeof *L->o_nq);
+    memcpy(L->o_mK, mk, P * sizeof *L->o_mK);
+    L->pdiag_in = pg;
+    if (U)
+        memcpy(L->o_cls, uc, U * sizeof *L->o_cls);
+    if (S) {
+        memcpy(L->o_pq, pq, S * sizeof *L->o_pq);
+        memcpy(L->o_pi, pi, S * sizeof *L->o_pi);
+        memcpy(L->o_pl, pl, S * sizeof *L->o_pl);
     }
-    double *X = malloc((U ? U : 1) * (P ? P : 1) * sizeof *X), *y = malloc((U ? U : 1) * sizeof *y),
-           *l = malloc((U ? U : 1) * sizeof *l), *o = malloc((U ? U : 1) * sizeof *o);
-    fk__sfl_cfg rc_cfg = {0}; /* the resolved settings, checked before anything changes */
-    int bad = !X || !y || !l || !o ? fk_err_set(err, FK_ENOMEM, "sfl load: out of memory")
-                                   : FK_OK;
-    if (!bad && st[0] != ST_COUNT && load_cfg(s, in, P, &rc_cfg, err))
-        bad = FK_EFORMAT;
-    if (bad) {
-        free(X);
-        free(y);
-        free(l);
-        free(o);
-        FREE_OVO();
-        fk_sfl_model_close(&m);
-        return bad;
+    L->S = S;
+    return FK_OK;
+}
+
+/* The model of a finished job (stage done). */
+FK_CHECKRETURN static int load_model(const fk_bundle *in, loaded *L, fk_err *err)
+{
+    size_t P = L->P;
+    fk_sfl_model *m = &L->m;
+    const double *kk = ck(in, "model_K", 1, err);
+    if (!kk || !(kk[0] >= 0 && kk[0] <= 1e8) || kk[0] != floor(kk[0]))
+        return kk ? fk_err_set(err, FK_EFORMAT, "sfl checkpoint: bad model size") : FK_EFORMAT;
+    size_t Km = (size_t)kk[0];
+    const double *ms = NULL, *mw = NULL, *mc = NULL;
+    if (Km && (!(ms = ck(in, "model_s", Km * P, err)) || !(mw = ck(in, "model_w", Km, err)) ||
+               !(mc = ck(in, "model_c", Km, err))))
+        return FK_EFORMAT;
+    m->K = Km;
+    m->p = (int)P;
+    m->s = malloc((Km ? Km : 1) * (P ? P : 1) * sizeof(double));
+    m->w = malloc((Km ? Km : 1) * sizeof(double));
+    m->c = malloc((Km ? Km : 1) * sizeof(double));
+    if (!m->s || !m->w || !m->c)
+        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+    if (Km) {
+        memcpy(m->s, ms, Km * P * sizeof(double));
+        memcpy(m->w, mw, Km * sizeof(double));
+        memcpy(m->c, mc, Km * sizeof(double));
     }
+    return FK_OK;
+}
+
+/* The uploaded rows (copies), then the resolved settings after phase 0. */
+FK_CHECKRETURN static int load_rows(const ssrv *s, const fk_bundle *in, loaded *L, fk_err *err)
+{
+    size_t U = L->U, P = L->P;
+    L->X = malloc((U ? U : 1) * (P ? P : 1) * sizeof *L->X);
+    L->y = malloc((U ? U : 1) * sizeof *L->y);
+    L->l = malloc((U ? U : 1) * sizeof *L->l);
+    L->o = malloc((U ? U : 1) * sizeof *L->o);
+    if (!L->X || !L->y || !L->l || !L->o)
+        return fk_err_set(err, FK_ENOMEM, "sfl load: out of memory");
+    if (L->st[0] != ST_COUNT && load_cfg(s, in, P, &L->cfg, err))
+        return FK_EFORMAT;
     if (U) {
-        memcpy(X, ux, U * P * sizeof *X);
-        memcpy(y, uy, U * sizeof *y);
-        memcpy(l, ul, U * sizeof *l);
-        memcpy(o, uo, U * sizeof *o);
+        memcpy(L->X, L->ux, U * P * sizeof *L->X);
+        memcpy(L->y, L->uy, U * sizeof *L->y);
+        memcpy(L->l, L->ul, U * sizeof *L->l);
+        memcpy(L->o, L->uo, U * sizeof *L->o);
     }
-    /* everything checked: replace the state */
-    if (st[0] != ST_COUNT) {
+    return FK_OK;
+}
+
+/* Everything checked: the loaded state replaces the server's (takes L's storage). */
+static void load_commit(ssrv *s, loaded *L)
+{
+    size_t K = (size_t)s->K;
+    if (L->st[0] != ST_COUNT) {
         fk__sfl_cfg *g = &s->c;
         free(g->shift);
         free(g->scale);
@@ -1285,39 +1316,39 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         free(g->box_hi);
         free(g->cand);
         free(g->cand_cls);
-        g->shift = rc_cfg.shift;
-        g->scale = rc_cfg.scale;
-        g->n_pre = rc_cfg.n_pre;
-        g->box_lo = rc_cfg.box_lo;
-        g->box_hi = rc_cfg.box_hi;
-        g->box_p = rc_cfg.box_p;
-        g->cand = rc_cfg.cand;
-        g->cand_cls = rc_cfg.cand_cls;
-        g->M = rc_cfg.M;
-        g->cand_mass = rc_cfg.cand_mass;
-        g->wmin = rc_cfg.wmin;
-        g->wmax = rc_cfg.wmax;
-        g->h = rc_cfg.h;
-        g->atoms = rc_cfg.atoms;
-        g->grid = rc_cfg.grid;
+        g->shift = L->cfg.shift;
+        g->scale = L->cfg.scale;
+        g->n_pre = L->cfg.n_pre;
+        g->box_lo = L->cfg.box_lo;
+        g->box_hi = L->cfg.box_hi;
+        g->box_p = L->cfg.box_p;
+        g->cand = L->cfg.cand;
+        g->cand_cls = L->cfg.cand_cls;
+        g->M = L->cfg.M;
+        g->cand_mass = L->cfg.cand_mass;
+        g->wmin = L->cfg.wmin;
+        g->wmax = L->cfg.wmax;
+        g->h = L->cfg.h;
+        g->atoms = L->cfg.atoms;
+        g->grid = L->cfg.grid;
     }
     free(s->X);
     free(s->y);
     free(s->lam);
     free(s->owner);
     fk_sfl_model_close(&s->m);
-    s->X = X;
-    s->y = y;
-    s->lam = l;
-    s->owner = o;
-    s->U = U;
-    s->m = m;
-    s->stage = (int)st[0];
-    s->p = (int)P;
-    s->n_ref = nr[0];
-    memcpy(s->n_decl, nd, K * sizeof(double));
-    memcpy(s->n_up, nu, K * sizeof(double));
-    memcpy(s->capped, cp, K * sizeof(double));
+    s->X = L->X;
+    s->y = L->y;
+    s->lam = L->l;
+    s->owner = L->o;
+    s->U = L->U;
+    s->m = L->m;
+    s->stage = (int)L->st[0];
+    s->p = (int)L->P;
+    s->n_ref = L->nr[0];
+    memcpy(s->n_decl, L->nd, K * sizeof(double));
+    memcpy(s->n_up, L->nu, K * sizeof(double));
+    memcpy(s->capped, L->cp, K * sizeof(double));
     if (s->P) {
         free(s->nq_ref);
         free(s->mK);
@@ -1325,21 +1356,40 @@ int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
         free(s->pq);
         free(s->pi);
         free(s->pl);
-        s->nq_ref = o_nq;
-        s->mK = o_mK;
-        s->ucls = o_cls;
-        s->pq = o_pq;
-        s->pi = o_pi;
-        s->pl = o_pl;
-        s->S = S;
-        memcpy(s->pdiag, pdiag_in, (size_t)s->P * PS_N * sizeof *s->pdiag);
+        s->nq_ref = L->o_nq;
+        s->mK = L->o_mK;
+        s->ucls = L->o_cls;
+        s->pq = L->o_pq;
+        s->pi = L->o_pi;
+        s->pl = L->o_pl;
+        s->S = L->S;
+        memcpy(s->pdiag, L->pdiag_in, (size_t)s->P * PS_N * sizeof *s->pdiag);
     }
-#undef FREE_OVO
-    s->status = dg[0];
-    s->iters = dg[1];
-    s->viol = dg[2];
-    s->support = dg[3];
-    s->primal = dg[4];
+    s->status = L->dg[0];
+    s->iters = L->dg[1];
+    s->viol = L->dg[2];
+    s->support = L->dg[3];
+    s->primal = L->dg[4];
+}
+
+/* A checkpoint (fk__sfl_srv_save) back into the server: read and check every part into fresh
+ * storage, then replace the state at once, so a bad checkpoint leaves the server as it was. */
+int fk__sfl_srv_load(void *v, const fk_bundle *in, fk_err *err)
+{
+    ssrv *s = v;
+    loaded L = {0};
+    int rc = load_counts(s, in, &L, err);
+    if (!rc && s->P)
+        rc = load_ovo(s, in, &L, err);
+    if (!rc && L.st[0] == ST_DONE)
+        rc = load_model(in, &L, err);
+    if (!rc)
+        rc = load_rows(s, in, &L, err);
+    if (rc) {
+        loaded_free(&L);
+        return rc;
+    }
+    load_commit(s, &L);
     return FK_OK;
 }
 
