@@ -37,7 +37,7 @@ double fk__agent_mono(void)
  * (it reports through done); FK_ENOMEM when nothing was started, so the caller must arrange
  * the retry itself or the agent would wait for a completion that never comes. */
 int fk__agent_call(fk_agent *a, int kind, const char *method, uint8_t *req, size_t len,
-                uint64_t timeout_ms, fk_grpc_done done, fk_err *err)
+                   uint64_t timeout_ms, fk_grpc_done done, fk_err *err)
 {
     callctx *c = calloc(1, sizeof *c);
     if (!c) {
@@ -184,8 +184,8 @@ static void connect_now(fk_agent *a)
     fk_grpc_client_config gc = {.limits = a->cfg.limits, .tls = a->cfg.tls};
     fk_err err = {0};
     a->handles++;
-    if (fk_grpc_client_connect(&a->cl, a->loop, &gc, a->cfg.host, a->cfg.port,
-                               a->cfg.server_name, on_state, a, &err)) {
+    if (fk_grpc_client_connect(&a->cl, a->loop, &gc, a->cfg.host, a->cfg.port, a->cfg.server_name,
+                               on_state, a, &err)) {
         a->handles--;
         a->cl = NULL;
         fk_log(FK_LOG_WARN, "connect_failed", "error=\"%s\"", err.msg);
@@ -227,7 +227,8 @@ void fk__agent_pause_polling(fk_agent *a)
     if (cap > a->cfg.backoff_max_ms)
         cap = a->cfg.backoff_max_ms;
     uint64_t delay = cap / 2 + fk_rng_below(&a->jitter, cap / 2 + 1);
-    fk_log(FK_LOG_INFO, "task_backoff", "delay_ms=%" PRIu64 " failed_in_a_row=%u", delay, a->fail_n);
+    fk_log(FK_LOG_INFO, "task_backoff", "delay_ms=%" PRIu64 " failed_in_a_row=%u", delay,
+           a->fail_n);
     FK_UV_MUST(uv_timer_start(&a->retry, on_retry, delay, 0));
 }
 
@@ -315,12 +316,10 @@ static void send_join(fk_agent *a)
     fk_err err = {0};
     /* answered at once, like a heartbeat, but before the heartbeat interval is known */
     if (fk_codec_encode(fedkern_v1_JoinRequest_fields, &in, 0, &buf, &len, &err) ||
-        fk__agent_call(a, FK__AGENT_CALL_JOIN, "Join", buf, len, a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000,
-             join_done, &err))
+        fk__agent_call(a, FK__AGENT_CALL_JOIN, "Join", buf, len,
+                       a->cfg.call_ms < 10000 ? a->cfg.call_ms : 10000, join_done, &err))
         fk__agent_not_sent(a, "Join", &err);
 }
-
-
 
 /* ----------------------------------------------------------- heartbeat */
 
@@ -381,7 +380,6 @@ static void on_hb(uv_timer_t *t)
 }
 
 /* ---------------------------------------------------------------- main */
-
 
 /* Decide the next call on an idle connection. */
 void fk__agent_next(fk_agent *a)
@@ -513,7 +511,8 @@ void fk_agent_stop(fk_agent *a, void (*on_stopped)(void *ud), void *ud)
         size_t len;
         fk_err err = {0};
         if (fk_codec_encode(fedkern_v1_LeaveRequest_fields, &in, 0, &buf, &len, &err) == FK_OK &&
-            fk__agent_call(a, FK__AGENT_CALL_LEAVE, "Leave", buf, len, 2000, leave_done, &err) == FK_OK)
+            fk__agent_call(a, FK__AGENT_CALL_LEAVE, "Leave", buf, len, 2000, leave_done, &err) ==
+                FK_OK)
             return; /* leave_done finishes */
         fk_log(FK_LOG_WARN, "call_not_sent", "call=Leave error=\"%s\"", err.msg);
     }
