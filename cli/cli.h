@@ -10,7 +10,6 @@ typedef struct fk_cli_cmd {
     int (*run)(int argc, char **argv);
 } fk_cli_cmd;
 
-int fk_cmd_bench(int argc, char **argv);
 int fk_cmd_demo(int argc, char **argv);
 int fk_cmd_data(int argc, char **argv);
 int fk_cmd_sim(int argc, char **argv);

@@ -10,9 +10,11 @@
 #include "common/la/blas_core.h"
 #include "common/la/blas_threads.h"
 
+static int cmd_bench(int argc, char **argv);
+
 static const fk_cli_cmd commands[] = {
     {"demo", "run the demo federation on built-in data", fk_cmd_demo},
-    {"bench", "run a benchmark (fedkern bench --help lists them)", fk_cmd_bench},
+    {"bench", "run a benchmark (fedkern bench --help lists them)", cmd_bench},
     {"data", "inspect data files and the benchmark catalog", fk_cmd_data},
     {"sim", "simulate a federation in this process", fk_cmd_sim},
     {"certs", "create the CA and issue server/client/admin certificates", fk_cmd_certs},
@@ -35,7 +37,7 @@ int fk_cli_fail(const char *cmd, const char *fmt, ...)
     return 1;
 }
 
-int fk_cmd_bench(int argc, char **argv)
+static int cmd_bench(int argc, char **argv)
 {
     return fk_bench_main(argc, argv);
 }

@@ -39,11 +39,6 @@ int fk_mpi_rank(void)
     return mpi_rank_;
 }
 
-int fk_mpi_size(void)
-{
-    return mpi_size_;
-}
-
 static int owner(int client)
 {
     return mpi_size_ <= 1 ? 0 : 1 + client % (mpi_size_ - 1);

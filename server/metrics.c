@@ -194,7 +194,9 @@ static int render_hist(char **b, size_t *len, size_t *cap, const char *name, con
     return rc;
 }
 
-int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **b, size_t *len, size_t *cap)
+/* Append the rounds' histograms and gauges to a render buffer (see fk_metrics_printf). */
+FK_CHECKRETURN static int rounds_render(const fk_metrics_rounds *r, char **b, size_t *len,
+                                        size_t *cap)
 {
     int rc = 0;
     rc |= fk_metrics_printf(b, len, cap,
@@ -415,6 +417,6 @@ int fk_metrics_render_server(fk_service *svc, fk_engine *e, fk_grpc_server *srv,
         rc |= metric(b, len, &cap, rows[i].name, rows[i].type, rows[i].help, rows[i].v);
     rc |= render_calls(srv, b, len, &cap);
     if (rounds)
-        rc |= fk_metrics_rounds_render(rounds, b, len, &cap);
+        rc |= rounds_render(rounds, b, len, &cap);
     return rc ? FK_ENOMEM : FK_OK;
 }

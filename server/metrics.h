@@ -22,9 +22,6 @@ FK_CHECKRETURN int fk_metrics_rounds_new(fk_metrics_rounds **out, fk_err *err);
 void fk_metrics_rounds_free(fk_metrics_rounds *r);
 /* The engine's on_round hook (ud: the fk_metrics_rounds). */
 void fk_metrics_rounds_observe(void *ud, const fk_round_event *ev);
-/* Append the rounds' histograms and gauges to a render buffer (see fk_metrics_printf). */
-FK_CHECKRETURN int fk_metrics_rounds_render(const fk_metrics_rounds *r, char **buf, size_t *len,
-                                            size_t *cap);
 
 /* The server's metrics (every name, type and help text is here): jobs and rounds from the
  * engine (rounds, may be NULL: its per-job and per-method series), sessions and updates from

@@ -37,7 +37,8 @@ double fk_service_now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void fk_task_id_format(char *out, size_t cap, int64_t job, int attempt)
+/* "ID.ATTEMPT": a task id on the wire (fk_task_id_parse reads it back). */
+static void task_id_format(char *out, size_t cap, int64_t job, int attempt)
 {
     snprintf(out, cap, "%" PRId64 ".%d", job, attempt);
 }
@@ -310,7 +311,7 @@ static void reply_task(fk_service *s, fk_grpc_call *call, const fk_task_ref *t,
 {
     fedkern_v1_PullTaskResponse msg = fedkern_v1_PullTaskResponse_init_zero;
     msg.kind = fedkern_v1_TaskKind_TASK_RUN;
-    fk_task_id_format(msg.job_id, sizeof msg.job_id, t->job, t->attempt);
+    task_id_format(msg.job_id, sizeof msg.job_id, t->job, t->attempt);
     snprintf(msg.method, sizeof msg.method, "%.31s", t->method);
     msg.round = (uint32_t)t->round;
     msg.phase = (uint32_t)t->phase;

@@ -93,8 +93,7 @@ void fk_service_stats_get(const fk_service *s, fk_service_stats *out);
 /* Wall-clock seconds (deadlines are stored, so they must survive restarts). */
 double fk_service_now(void);
 
-/* "ID.ATTEMPT" task ids on the wire <-> numbers. */
-void fk_task_id_format(char *out, size_t cap, int64_t job, int attempt);
+/* "ID.ATTEMPT" task ids on the wire -> numbers. */
 int fk_task_id_parse(const char *s, int64_t *job, int *attempt);
 
 #endif

@@ -2,7 +2,8 @@
 
 #include <string.h>
 
-int fk_options_known(const fk_option_table *known, const char *key, int *under)
+/* 1 when key is in one of the tables (see fk_param_docs_has); *under as there. */
+static int options_known(const fk_option_table *known, const char *key, int *under)
 {
     for (const fk_option_table *t = known; t->docs; t++)
         if (fk_param_docs_has(t->docs, t->prefix, key, under))
@@ -37,7 +38,7 @@ int fk_options_check(const fk_params *p, const fk_option_table *known, const cha
     for (int i = 0; i < p->count; i++) {
         const char *key = p->items[i].key;
         int under = 0;
-        if (!fk_options_known(known, key, &under)) {
+        if (!options_known(known, key, &under)) {
             fk_param_near n;
             fk_param_near_init(&n);
             for (const fk_option_table *t = known; t->docs; t++)

@@ -15,9 +15,6 @@ typedef struct fk_option_table {
     const char *prefix;
 } fk_option_table;
 
-/* 1 when key is in one of the tables (see fk_param_docs_has); *under as there. */
-int fk_options_known(const fk_option_table *known, const char *key, int *under);
-
 /* Check every key of p against known, printing to out (stderr) one line per problem as
  * "PROG: ORIGIN: ..." (ORIGIN NULL: command-line flags, shown as --KEY): an unknown key
  * with the nearest known one; with warn_old, an old spelling as a warning. Returns 2 when

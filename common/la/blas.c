@@ -23,7 +23,8 @@ static enum CBLAS_TRANSPOSE cblas_trans(int trans)
     return trans ? CblasTrans : CblasNoTrans;
 }
 
-int fk_blas_check_mat(const fk_mat *M, const char *what, fk_err *err)
+/* FK_OK if M is a well-formed matrix for BLAS (data set, ld >= max(1, cols), fits int). */
+FK_CHECKRETURN static int check_mat(const fk_mat *M, const char *what, fk_err *err)
 {
     if (!M)
         return fk_err_set(err, FK_EINVAL, "%s: matrix is NULL", what);
@@ -108,9 +109,8 @@ int fk_gemm(int transa, int transb, double alpha, const fk_mat *A, const fk_mat 
 {
     int rc;
     if ((rc = check_trans(transa, "fk_gemm", err)) || (rc = check_trans(transb, "fk_gemm", err)) ||
-        (rc = fk_blas_check_mat(A, "fk_gemm: A", err)) ||
-        (rc = fk_blas_check_mat(B, "fk_gemm: B", err)) ||
-        (rc = fk_blas_check_mat(C, "fk_gemm: C", err)))
+        (rc = check_mat(A, "fk_gemm: A", err)) || (rc = check_mat(B, "fk_gemm: B", err)) ||
+        (rc = check_mat(C, "fk_gemm: C", err)))
         return rc;
     size_t m = op_rows(A, transa), k = op_cols(A, transa);
     size_t kb = op_rows(B, transb), n = op_cols(B, transb);
@@ -134,9 +134,8 @@ int fk_gemm(int transa, int transb, double alpha, const fk_mat *A, const fk_mat 
 int fk_syrk(int trans, double alpha, const fk_mat *A, double beta, fk_mat *C, fk_err *err)
 {
     int rc;
-    if ((rc = check_trans(trans, "fk_syrk", err)) ||
-        (rc = fk_blas_check_mat(A, "fk_syrk: A", err)) ||
-        (rc = fk_blas_check_mat(C, "fk_syrk: C", err)))
+    if ((rc = check_trans(trans, "fk_syrk", err)) || (rc = check_mat(A, "fk_syrk: A", err)) ||
+        (rc = check_mat(C, "fk_syrk: C", err)))
         return rc;
     size_t n = op_rows(A, trans), k = op_cols(A, trans);
     if (C->rows != n || C->cols != n)
@@ -159,7 +158,7 @@ int fk_gemv(int trans, double alpha, const fk_mat *A, const double *x, size_t nx
             double *y, size_t ny, fk_err *err)
 {
     int rc;
-    if ((rc = check_trans(trans, "fk_gemv", err)) || (rc = fk_blas_check_mat(A, "fk_gemv: A", err)))
+    if ((rc = check_trans(trans, "fk_gemv", err)) || (rc = check_mat(A, "fk_gemv: A", err)))
         return rc;
     size_t m = op_rows(A, trans), n = op_cols(A, trans);
     if (nx != n || ny != m)
@@ -194,8 +193,7 @@ static int mat_contiguous(const fk_mat *M)
 int fk_mat_axpy(double alpha, const fk_mat *X, fk_mat *Y, fk_err *err)
 {
     int rc;
-    if ((rc = fk_blas_check_mat(X, "fk_mat_axpy: X", err)) ||
-        (rc = fk_blas_check_mat(Y, "fk_mat_axpy: Y", err)))
+    if ((rc = check_mat(X, "fk_mat_axpy: X", err)) || (rc = check_mat(Y, "fk_mat_axpy: Y", err)))
         return rc;
     if (X->rows != Y->rows || X->cols != Y->cols)
         return fk_err_set(err, FK_EINVAL, "fk_mat_axpy: X is %zux%zu but Y is %zux%zu", X->rows,
@@ -212,7 +210,7 @@ int fk_mat_axpy(double alpha, const fk_mat *X, fk_mat *Y, fk_err *err)
 int fk_mat_scal(double alpha, fk_mat *M, fk_err *err)
 {
     int rc;
-    if ((rc = fk_blas_check_mat(M, "fk_mat_scal: M", err)))
+    if ((rc = check_mat(M, "fk_mat_scal: M", err)))
         return rc;
     if (mat_contiguous(M)) {
         fk_scal(M->rows * M->cols, alpha, M->data);

@@ -45,7 +45,4 @@ double fk_dot(size_t n, const double *x, const double *y);
 double fk_nrm2(size_t n, const double *x);
 void fk_copy(size_t n, const double *x, double *y);
 
-/* FK_OK if M is a well-formed matrix for BLAS (data set, ld >= max(1, cols), fits int). */
-FK_CHECKRETURN int fk_blas_check_mat(const fk_mat *M, const char *what, fk_err *err);
-
 #endif

@@ -25,12 +25,6 @@ int fk_aggregator_parse(fk_aggregator *a, const char *name, double trim, fk_err 
     return FK_OK;
 }
 
-const char *fk_aggregator_name(const fk_aggregator *a)
-{
-    static const char *names[] = {"mean", "fedavg", "median", "trimmed-mean"};
-    return names[a->kind];
-}
-
 static int compare_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;

@@ -20,7 +20,6 @@ typedef struct fk_aggregator {
 /* Parse "mean", "fedavg", "median", "trimmed-mean" (trim from "trim" or 0.1). */
 FK_CHECKRETURN int fk_aggregator_parse(fk_aggregator *a, const char *name, double trim,
                                        fk_err *err);
-const char *fk_aggregator_name(const fk_aggregator *a);
 
 /* Aggregate tensor `name` (same length len in every update) into out[0..len).
  * Updates lacking the tensor or with another length give FK_EFORMAT. */

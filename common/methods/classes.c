@@ -176,7 +176,8 @@ int fk_classes_find(const fk_classes *c, double v)
     return -1;
 }
 
-void fk_classes_format(const fk_classes *c, char *buf, size_t cap)
+/* "1, 2, 3, ... (10 values)" into buf: the list for messages (at most cap bytes). */
+static void classes_format(const fk_classes *c, char *buf, size_t cap)
 {
     size_t at = 0;
     buf[0] = '\0';
@@ -203,7 +204,7 @@ int fk_classes_index(const fk_classes *c, const fk_dataset *ds, const char *who,
          * client holds every class: name the values so the job can list them */
         char have[256] = "";
         fk_classes own = {.v = ds->classes, .n = ds->n_classes, .listed = 1};
-        fk_classes_format(&own, have, sizeof have);
+        classes_format(&own, have, sizeof have);
         return fk_err_set(err, FK_EINVAL,
                           "%s: data set '%s' holds %d of the job's classes = %d (raw labels %s); "
                           "class indices would not mean the same class on every client: list "
@@ -222,7 +223,7 @@ int fk_classes_index(const fk_classes *c, const fk_dataset *ds, const char *who,
         int k = fk_classes_find(c, v);
         if (k < 0) {
             char list[256];
-            fk_classes_format(c, list, sizeof list);
+            classes_format(c, list, sizeof list);
             free(out);
             return fk_err_set(err, FK_EINVAL,
                               "%s: data set '%s': row %zu (1-based) has label %.17g, which is not "

@@ -55,7 +55,4 @@ int fk_classes_find(const fk_classes *c, double v);
 FK_CHECKRETURN int fk_classes_index(const fk_classes *c, const fk_dataset *ds, const char *who,
                                     int **y, fk_err *err);
 
-/* "1, 2, 3, ... (10 values)" into buf: the list for messages (at most cap bytes). */
-void fk_classes_format(const fk_classes *c, char *buf, size_t cap);
-
 #endif

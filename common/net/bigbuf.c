@@ -6,7 +6,8 @@
 
 enum { HUGE_ALIGN = 2u << 20, BIG_MIN = 4u << 20 };
 
-void *fk_bigbuf_alloc(size_t n, size_t *cap)
+/* At least n bytes (n = 0 allowed), or NULL; *cap receives the real size. */
+static void *bigbuf_alloc(size_t n, size_t *cap)
 {
     if (n < BIG_MIN) {
         *cap = n;
@@ -51,7 +52,7 @@ void *fk_bigbuf_cache_get(fk_bigbuf_cache *c, size_t n, size_t *cap)
         c->cap = 0;
         return p;
     }
-    return fk_bigbuf_alloc(n, cap);
+    return bigbuf_alloc(n, cap);
 }
 
 void fk_bigbuf_cache_put(fk_bigbuf_cache *c, void *p, size_t cap)

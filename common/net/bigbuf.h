@@ -7,8 +7,6 @@
 
 #include <stddef.h>
 
-/* At least n bytes (n = 0 allowed), or NULL; *cap receives the real size. */
-void *fk_bigbuf_alloc(size_t n, size_t *cap);
 /* Free p of capacity cap (from fk_bigbuf_alloc). NULL is ignored. */
 void fk_bigbuf_free(void *p, size_t cap);
 

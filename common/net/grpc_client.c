@@ -606,16 +606,6 @@ static void keepalive(uv_timer_t *t)
 
 FK_CHECKRETURN static int connect_next(fk_grpc_client *cl, fk_err *err);
 
-uint64_t fk_grpc_client_rtt_ms(const fk_grpc_client *cl)
-{
-    return cl->rtt_measured ? cl->rtt_ms : 0;
-}
-
-uint64_t fk_grpc_client_live_deadline_ms(const fk_grpc_client *cl)
-{
-    return cl->probe_ms ? live_deadline_ms(cl) : 0;
-}
-
 void fk_grpc_client_liveness(fk_grpc_client *cl, uint64_t probe_ms, uint64_t floor_ms)
 {
     int changed = cl->probe_ms != probe_ms;

@@ -56,10 +56,6 @@ void fk_grpc_client_close(fk_grpc_client *cl, void (*on_closed)(void *ud), void 
  * the keepalive_ms / keepalive_timeout_ms rule for this client; probe_ms = 0 restores it.
  * May be called before the connection is up. */
 void fk_grpc_client_liveness(fk_grpc_client *cl, uint64_t probe_ms, uint64_t floor_ms);
-/* The PING round-trip estimate in ms (0 before the first ACK), and the stall deadline it
- * gives now (0 when liveness probing is off). */
-uint64_t fk_grpc_client_rtt_ms(const fk_grpc_client *cl);
-uint64_t fk_grpc_client_live_deadline_ms(const fk_grpc_client *cl);
 
 /* Peer identity of the server once up (certificate CN/SAN). */
 const fk_tls_peer *fk_grpc_client_peer(const fk_grpc_client *cl);

@@ -98,21 +98,11 @@ void fk_notify_init(fk_notify *n, uv_loop_t *loop, fk_notify_status_fn fn, void 
     }
 }
 
-int fk_notify_watchdog_on(const fk_notify *n)
-{
-    return n->watchdog_usec > 0;
-}
-
 void fk_notify_ready(fk_notify *n, const char *status)
 {
     send_status(n, "READY=1\n", status);
     if (n->watchdog_usec)
         notify_send(n, "WATCHDOG=1"); /* first ping right away: startup may have taken a while */
-}
-
-void fk_notify_status(fk_notify *n, const char *text)
-{
-    send_status(n, "", text);
 }
 
 void fk_notify_stopping(fk_notify *n, const char *why)

@@ -37,15 +37,11 @@ typedef struct fk_notify {
 void fk_notify_init(fk_notify *n, uv_loop_t *loop, fk_notify_status_fn fn, void *ud);
 /* READY=1 plus STATUS=status. */
 void fk_notify_ready(fk_notify *n, const char *status);
-/* STATUS=text now (also remembered so the periodic status does not repeat it). */
-void fk_notify_status(fk_notify *n, const char *text);
 /* STOPPING=1 plus STATUS=why; the watchdog keeps pinging while the daemon drains. */
 void fk_notify_stopping(fk_notify *n, const char *why);
 /* RELOADING=1 before, READY=1 after a SIGHUP reload (ExecReload=). */
 void fk_notify_reloading(fk_notify *n, int done);
 /* Stop and close the timers (on the loop; run it once more to finish). */
 void fk_notify_close(fk_notify *n);
-/* 1 if the watchdog is requested for this process (WATCHDOG_USEC, WATCHDOG_PID). */
-int fk_notify_watchdog_on(const fk_notify *n);
 
 #endif

@@ -32,9 +32,6 @@ typedef struct fk__dicaj_cfg {
     int n_clients;
 } fk__dicaj_cfg;
 
-/* The client_roles op: the holdout clients are "unseen" (test-only domains). */
-FK_CHECKRETURN int fk__dicaj_client_roles(const fk_params *p, int n_clients, const char **roles,
-                                          fk_err *err);
 FK_CHECKRETURN int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients,
                                        fk__dicaj_cfg *c, fk_err *err);
 void fk__dicaj_cfg_close(fk__dicaj_cfg *c);
@@ -137,8 +134,6 @@ FK_CHECKRETURN int fk__dicaj_client_evaluate(void *c, const fk_bundle *model, fk
 FK_CHECKRETURN int fk__dicaj_client_save(void *c, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__dicaj_client_load(void *c, const fk_bundle *in, fk_err *err);
 
-FK_CHECKRETURN int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed,
-                                      fk_dataset *clients, fk_err *err);
 extern const fk_param_doc fk__dicaj_keys[];
 
 #endif

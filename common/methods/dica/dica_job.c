@@ -63,7 +63,8 @@ size_t fk_dica_download_values(size_t R, size_t m)
     return 2 * R * (m + 1) + m;
 }
 
-size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy)
+/* Largest R whose upload (Nq domains, Dy outputs) fits in max_bytes; 0 if none does. */
+static size_t max_R(size_t max_bytes, size_t Nq, size_t Dy)
 {
     size_t lo = 0, hi = 1;
     while (hi < (1u << 20) && fk_dica_upload_bytes(hi, Nq, Dy) <= max_bytes)
@@ -102,7 +103,9 @@ FK_CHECKRETURN static int parse_holdout(const char *s, int n, unsigned char *fla
     return FK_OK;
 }
 
-int fk__dicaj_client_roles(const fk_params *p, int n_clients, const char **roles, fk_err *err)
+/* The client_roles op: the holdout clients are "unseen" (test-only domains). */
+FK_CHECKRETURN static int client_roles(const fk_params *p, int n_clients, const char **roles,
+                                       fk_err *err)
 {
     unsigned char *flags = calloc(n_clients > 0 ? (size_t)n_clients : 1, 1);
     if (!flags)
@@ -240,7 +243,7 @@ int fk__dicaj_check_size(const fk__dicaj_cfg *c, size_t Nq, long C, uint64_t tas
     uint64_t lim = fk__dicaj_limit(c, task_limit);
     if (!lim || bytes <= lim)
         return FK_OK;
-    size_t best = fk_dica_max_R(lim, Nq, Dy);
+    size_t best = max_R(lim, Nq, Dy);
     int own = c->max_message && lim == c->max_message;
     return fk_err_set(err, FK_ELIMIT,
                       "dica: R = %ld gives a %.1f MB upload per client (%zu domain(s), D = %ld, "
@@ -346,8 +349,8 @@ void fk__dicaj_unpack_add(const double *pk, size_t D, double *S)
 
 /* Built-in data: one domain per client. Three classes with shared class means; each
  * domain shifts and scales the inputs (the domain shift DICA should be invariant to). */
-int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                       fk_err *err)
+FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t seed,
+                                   fk_dataset *clients, fk_err *err)
 {
     long n, d;
     int rc = fk_params_int(p, "sim_n", 150, 2, 1000000, &n, err);
@@ -464,8 +467,8 @@ static int one_round(const fk_params *p)
         .predict = fk__dicaj_predict, .export_arrays = fk__dicaj_export,                           \
         .client_close = fk__dicaj_client_close, .local_step = fk__dicaj_client_step,               \
         .evaluate = fk__dicaj_client_evaluate, .client_save = fk__dicaj_client_save,               \
-        .client_load = fk__dicaj_client_load, .sim_data = fk__dicaj_sim_data,                      \
-        .keys = fk__dicaj_keys, .client_roles = fk__dicaj_client_roles,                            \
+        .client_load = fk__dicaj_client_load, .sim_data = sim_data, .keys = fk__dicaj_keys,        \
+        .client_roles = client_roles,                                                              \
     }
 
 const fk_method fk_method_dica = FK_DICA_TABLE(

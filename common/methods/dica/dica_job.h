@@ -34,8 +34,6 @@ size_t fk_dica_download_values(size_t R, size_t m);
  * the tensor names, shapes and framing of the encoded bundle. */
 enum { FK_DICA_WIRE_OVERHEAD = 512 };
 size_t fk_dica_upload_bytes(size_t R, size_t Nq, size_t Dy);
-/* Largest R whose upload (Nq domains, Dy outputs) fits in max_bytes; 0 if none does. */
-size_t fk_dica_max_R(size_t max_bytes, size_t Nq, size_t Dy);
 
 /* Projections Z (initialised here, n x m) = (phi(X) - 1 phi_bar^T) W of the rows of X under
  * a dica/udica model bundle, with the frequencies of job seed `seed` drawn as `features`

@@ -84,8 +84,8 @@ void fk__kahm_label_values(const fk_bundle *model, double *labels, size_t n, dou
 /* Synthetic clients: C shared class generators (centre + 4-d linear structure + noise,
  * in [-1, 1] after tanh); client i holds sim_classes_per_client classes, round robin, with
  * sim_samples samples of each, so every class is held by some client when K*k >= C. */
-int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                      fk_err *err)
+FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t seed,
+                                   fk_dataset *clients, fk_err *err)
 {
     long C, per, d, k;
     fk_classes cls;
@@ -217,6 +217,6 @@ const fk_method fk_method_kahm = {
     .client_save = fk__kahm_cli_save,
     .client_load = fk__kahm_cli_load,
     .client_predict = fk__kahm_client_predict,
-    .sim_data = fk__kahm_sim_data,
+    .sim_data = sim_data,
     .keys = keys,
 };

@@ -293,7 +293,7 @@ FK_CHECKRETURN static int local_init(fk__fedgrem_cli *c, fk_bundle *up, fk_repor
 }
 
 /* Relabel the local fit with the server's permutation; fix the step sizes. */
-int fk__fedgrem_apply_perm(fk__fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
+FK_CHECKRETURN static int apply_perm(fk__fedgrem_cli *c, const fk_tensor *pt, fk_err *err)
 {
     int R = c->R;
     if (pt->len != (size_t)R)
@@ -330,7 +330,7 @@ int fk__fedgrem_step_task(fk__fedgrem_cli *c, const fk_bundle *task, const fk_te
     if (!rc && c->variant == FK__FEDGREM_V_TGMM)
         rc = fk__fedgrem_take(task, "src", 2, shape, 0, "the server's tgmm task", src, err);
     if (!rc && pt)
-        rc = fk__fedgrem_apply_perm(c, pt, err);
+        rc = apply_perm(c, pt, err);
     if (rc)
         return rc;
     if (!c->aligned || !c->fitted)

@@ -99,8 +99,6 @@ FK_CHECKRETURN int fk__fedgrem_cli_init(void **out, const fk_params *p, const fk
                                         int client, int n_clients, uint64_t seed, int variant,
                                         fk_err *err);
 void fk__fedgrem_cli_close(void *v);
-/* Relabel the local fit (W) with the server's permutation; fix the step sizes. */
-FK_CHECKRETURN int fk__fedgrem_apply_perm(fk__fedgrem_cli *c, const fk_tensor *pt, fk_err *err);
 /* A step task, checked: theta (R x p) into c->theta, the permutation applied when present;
  * w (pooled-grem) and src (tgmm) for those variants (the pointers may be NULL otherwise).
  * FK_ESTATE before the client's initialisation. */

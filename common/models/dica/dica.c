@@ -15,17 +15,6 @@
 
 static const char *const VARIANT_NAMES[4] = {"dica", "udica", "coir", "kpca"};
 
-int fk_dica_variant_parse(const char *s, fk_dica_variant *v, fk_err *err)
-{
-    for (int i = 0; i < 4; i++)
-        if (s && !strcmp(s, VARIANT_NAMES[i])) {
-            *v = (fk_dica_variant)i;
-            return FK_OK;
-        }
-    return fk_err_set(err, FK_EINVAL, "variant must be dica, udica, coir or kpca (got '%s')",
-                      s ? s : "(null)");
-}
-
 const char *fk_dica_variant_name(fk_dica_variant v)
 {
     return (unsigned)v < 4 ? VARIANT_NAMES[v] : "?";

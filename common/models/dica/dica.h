@@ -29,7 +29,6 @@ typedef enum fk_dica_variant {
     FK_DICA_KPCA = 3
 } fk_dica_variant;
 
-FK_CHECKRETURN int fk_dica_variant_parse(const char *s, fk_dica_variant *v, fk_err *err);
 const char *fk_dica_variant_name(fk_dica_variant v);
 /* 1 for DICA and COIR (they need outputs). */
 int fk_dica_supervised(fk_dica_variant v);

@@ -81,9 +81,6 @@ int fk_kahm_n_parts(size_t N, const fk_kahm_opts *o);
 FK_CHECKRETURN int fk_kahm_class_fit(fk_kahm_class *c, int cls, const double *Y, size_t N, size_t p,
                                      size_t ldy, const fk_kahm_opts *o, fk_err *err);
 void fk_kahm_class_close(fk_kahm_class *c);
-/* Class distance (67): the minimum over the parts. */
-FK_CHECKRETURN int fk_kahm_class_dist(const fk_kahm_class *c, const double *T, size_t nt,
-                                      size_t ldt, double *gamma, fk_err *err);
 
 /* The class models one party holds. */
 typedef struct fk_kahm_set {

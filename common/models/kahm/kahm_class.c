@@ -94,8 +94,9 @@ int fk_kahm_class_fit(fk_kahm_class *c, int cls, const double *Y, size_t N, size
     return rc;
 }
 
-int fk_kahm_class_dist(const fk_kahm_class *c, const double *T, size_t nt, size_t ldt,
-                       double *gamma, fk_err *err)
+/* Class distance (67): the minimum over the parts. */
+FK_CHECKRETURN static int class_dist(const fk_kahm_class *c, const double *T, size_t nt, size_t ldt,
+                                     double *gamma, fk_err *err)
 {
     for (size_t i = 0; i < nt; i++)
         gamma[i] = INFINITY;
@@ -197,7 +198,7 @@ int fk_kahm_set_dist(const fk_kahm_set *s, const double *T, size_t nt, size_t ld
     if (nt && !g)
         return fk_err_set(err, FK_ENOMEM, "KAHM: out of memory");
     for (int k = 0; k < s->n; k++) {
-        int rc = fk_kahm_class_dist(&s->cls[k], T, nt, ldt, g, err);
+        int rc = class_dist(&s->cls[k], T, nt, ldt, g, err);
         if (rc) {
             free(g);
             return rc;

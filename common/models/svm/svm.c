@@ -532,17 +532,6 @@ int fk_svm_vote(const fk_svm *s, const fk_mat *dec, int *yhat, fk_err *err)
     return FK_OK;
 }
 
-int fk_svm_predict_kernel(const fk_svm *s, const fk_mat *Kt, int *yhat, fk_err *err)
-{
-    fk_mat dec;
-    int rc = fk_svm_decision_kernel(s, Kt, &dec, err);
-    if (rc)
-        return rc;
-    rc = fk_svm_vote(s, &dec, yhat, err);
-    fk_mat_close(&dec);
-    return rc;
-}
-
 int fk_svm_predict(const fk_svm *s, const fk_mat *Xt, int *yhat, fk_err *err)
 {
     fk_mat dec;

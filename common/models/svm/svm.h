@@ -71,9 +71,6 @@ FK_CHECKRETURN int fk_svm_decision_kernel(const fk_svm *s, const fk_mat *Kt, fk_
 FK_CHECKRETURN int fk_svm_decision(const fk_svm *s, const fk_mat *Xt, fk_mat *dec, fk_err *err);
 /* Labels yhat[0..nt) from decision values (OvO votes or OvR argmax). */
 FK_CHECKRETURN int fk_svm_vote(const fk_svm *s, const fk_mat *dec, int *yhat, fk_err *err);
-/* Labels for test kernel rows (kernel fit) or inputs (rbf fit). */
-FK_CHECKRETURN int fk_svm_predict_kernel(const fk_svm *s, const fk_mat *Kt, int *yhat,
-                                         fk_err *err);
 FK_CHECKRETURN int fk_svm_predict(const fk_svm *s, const fk_mat *Xt, int *yhat, fk_err *err);
 
 /* Gaussian Gram matrix K (initialised here, na x nb) of the rows of A and B, through one
