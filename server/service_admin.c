@@ -71,6 +71,18 @@ int fk__service_job_status(fk_service *s, fk_grpc_call *call, const char *job_id
     return rc == FK_OK;
 }
 
+/* The prologue of the admin calls on one job (status, result, delete): admin_req, then the job
+ * named by job_id (the request's field, filled by the decode), its engine status and the
+ * caller's right to it; 0 = answered. */
+static int admin_job_req(fk_service *s, fk_grpc_call *call, const fk_tls_peer *peer,
+                         const pb_msgdesc_t *fields, void *msg, const char *job_id,
+                         const uint8_t *req, size_t len, int64_t *job, fk_job_status *st)
+{
+    return admin_req(s, call, peer, fields, msg, req, len) &&
+           fk__service_job_status(s, call, job_id, job, st) &&
+           fk__service_job_access(s, call, peer, *job);
+}
+
 /* A client the store has seen (joined before a restart) counts as known. */
 static int store_knows(void *ud, const char *identity)
 {
@@ -367,12 +379,10 @@ void fk__service_on_status(fk_grpc_call *call, const fk_tls_peer *peer, const ui
     (void)deadline;
     fk_service *s = ud;
     fedkern_v1_JobStatusRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_JobStatusRequest_fields, &in, req, len))
-        return;
     int64_t job;
     fk_job_status st;
-    if (!fk__service_job_status(s, call, in.job_id, &job, &st) ||
-        !fk__service_job_access(s, call, peer, job))
+    if (!admin_job_req(s, call, peer, fedkern_v1_JobStatusRequest_fields, &in, in.job_id, req, len,
+                       &job, &st))
         return;
     fedkern_v1_JobStatusResponse out = fedkern_v1_JobStatusResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
@@ -413,33 +423,12 @@ FK_CHECKRETURN static int selected_round(fk_service *s, int64_t job, const char 
                           "(fedrf-tca's select_holdout keeps it inside the model: see "
                           "`fedkern model show`)",
                           job, method);
-    fk_store_round *rows;
-    int count;
-    int rc = fk_store_round_list(s->st, job, &rows, &count, err);
+    /* the rule is the store's, which retention also follows (it keeps that round) */
+    int best;
+    double best_v;
+    int rc = fk_store_selected_round(s->st, job, m, &best, &best_v, err);
     if (rc)
         return rc;
-    int best = 0;
-    double best_v = NAN;
-    for (int i = 0; i < count; i++) {
-        fk_report q = {.loss = rows[i].loss,
-                       .accuracy = rows[i].accuracy,
-                       .error = rows[i].error,
-                       .misclust = rows[i].misclust,
-                       .ari = rows[i].ari,
-                       .rmse = rows[i].rmse,
-                       .model_error = rows[i].model_error};
-        double v = fk_report_get(&q, m->select_by);
-        int r = rows[i].round - m->select_lag; /* the round whose model v scores */
-        if (rows[i].closed != 1 || isnan(v) || r < 1)
-            continue;
-        if (!best || (m->select_max ? v > best_v : v < best_v)) {
-            best = r;
-            best_v = v;
-        }
-    }
-    for (int i = 0; i < count; i++)
-        fk_store_round_free(&rows[i]);
-    free(rows);
     if (!best)
         return fk_err_set(err, FK_ENOTFOUND,
                           "job %" PRId64 " has no selected model yet: its %s is measured on a "
@@ -503,12 +492,10 @@ void fk__service_on_result(fk_grpc_call *call, const fk_tls_peer *peer, const ui
     (void)deadline;
     fk_service *s = ud;
     fedkern_v1_JobResultRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_JobResultRequest_fields, &in, req, len))
-        return;
     int64_t job;
     fk_job_status st;
-    if (!fk__service_job_status(s, call, in.job_id, &job, &st) ||
-        !fk__service_job_access(s, call, peer, job))
+    if (!admin_job_req(s, call, peer, fedkern_v1_JobResultRequest_fields, &in, in.job_id, req, len,
+                       &job, &st))
         return;
     fedkern_v1_JobResultResponse out = fedkern_v1_JobResultResponse_init_zero;
     snprintf(out.job_id, sizeof out.job_id, "%" PRId64, job);
@@ -634,12 +621,10 @@ void fk__service_on_delete(fk_grpc_call *call, const fk_tls_peer *peer, const ui
     (void)deadline;
     fk_service *s = ud;
     fedkern_v1_DeleteJobRequest in;
-    if (!admin_req(s, call, peer, fedkern_v1_DeleteJobRequest_fields, &in, req, len))
-        return;
     int64_t job;
     fk_job_status st;
-    if (!fk__service_job_status(s, call, in.job_id, &job, &st) ||
-        !fk__service_job_access(s, call, peer, job))
+    if (!admin_job_req(s, call, peer, fedkern_v1_DeleteJobRequest_fields, &in, in.job_id, req, len,
+                       &job, &st))
         return;
     fk_err err = {0};
     int rc = FK_OK;
