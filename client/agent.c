@@ -4,6 +4,7 @@
  * (agent_int.h). */
 #include "client/agent_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,11 @@ int fk__agent_call(fk_agent *a, int kind, const char *method, uint8_t *req, size
         free(req);
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory for the call", method);
     }
+    /* next() starts a call only on an idle connection, the heartbeat timer only when none is
+     * in flight, and Leave once: a second call of a kind would lose the first's completion. */
+    assert(kind == FK__AGENT_CALL_HB      ? !a->hb_in_flight
+           : kind == FK__AGENT_CALL_LEAVE ? !a->leaving
+                                          : !a->in_flight);
     *c = (callctx){.a = a, .gen = a->gen, .req = req, .kind = kind};
     if (kind == FK__AGENT_CALL_HB)
         a->hb_in_flight = 1;
@@ -457,6 +463,7 @@ void fk__agent_maybe_finish_stop(fk_agent *a)
     }
     if (a->handles > 0)
         return;
+    assert(!a->w.running && !a->p.running); /* each holds a handle until its done callback */
     for (int i = 0; i < a->n_jobs; i++)
         fk__agent_job_free(a->jobs[i]);
     fk__agent_work_reset(&a->w);

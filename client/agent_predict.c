@@ -3,6 +3,7 @@
  * answer (or why there is none) goes back in one PushUpdate, never stored nor resent. */
 #include "client/agent_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@ static fk_agent *agent_of_p(fk__agent_pwork *p)
 
 void fk__agent_pwork_reset(fk__agent_pwork *p)
 {
+    assert(!p->running); /* the thread pool still writes the answer into *p */
     fk_bundle_close(&p->q);
     fk_bundle_close(&p->ans);
     memset(p, 0, sizeof *p);
@@ -38,6 +40,7 @@ static void predict_done(uv_work_t *req, int status)
 {
     fk__agent_pwork *p = req->data;
     fk_agent *a = agent_of_p(p);
+    assert(p->running);
     p->running = 0;
     a->handles--;
     if (a->stopping) {

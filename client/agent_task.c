@@ -4,6 +4,7 @@
  * failure the server counts as a dropout. */
 #include "client/agent_int.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <openssl/rand.h>
@@ -18,6 +19,7 @@
 
 void fk__agent_work_reset(fk__agent_work *w)
 {
+    assert(!w->running); /* the thread pool still writes the step's results into *w */
     fk_reasm_close(&w->reasm);
     fk_bundle_close(&w->task);
     fk_bundle_close(&w->update);
@@ -151,6 +153,7 @@ static void step_done(uv_work_t *req, int status)
 {
     fk__agent_work *w = req->data;
     fk_agent *a = agent_of(w);
+    assert(w->running);
     w->running = 0;
     a->handles--;
     if (a->stopping) {
@@ -235,6 +238,7 @@ static void start_step(fk_agent *a)
         }
         fk_cstate_close(sv);
     }
+    assert(!w->running); /* one step at a time: pulls wait while a step runs (fk__agent_next) */
     w->running = 1;
     w->req.data = w;
     a->handles++;

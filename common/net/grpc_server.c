@@ -389,6 +389,9 @@ static void deadline_fired(uv_timer_t *t)
 static int reply(fk_grpc_call *call, int status, const char *msg, uint8_t *bytes, size_t len,
                  void (*free_fn)(void *))
 {
+    /* One reply per handed call: after it the server owns the call again and frees it once
+     * the stream is gone, so a second reply would touch freed memory. */
+    assert(call->handed && !call->app_done);
     int was_cancelled = call->cancelled;
     h2conn *c = call->conn;
     call_answer(call, status, msg, bytes, len, free_fn);
@@ -484,6 +487,7 @@ static void dispatch(h2conn *c, fk_grpc_call *call)
         return;
     }
     fk__ctr_add(&c->srv->ctr->calls, 1);
+    assert(!call->handed && call->app_done); /* a stream's request is handed out once */
     call->handed = 1;
     call->app_done = 0;
     m->fn(call, &c->peer, call->req ? call->req : (const uint8_t *)"", call->req_len, call->deadline,
@@ -716,6 +720,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t sid, uint32_t code, void
     if (!call)
         return 0;
     nghttp2_session_set_stream_user_data(ng, sid, NULL);
+    assert(c->nstreams > 0 && !call->stream_closed); /* counted by on_begin_headers, closed once */
     c->nstreams--;
     call->stream_closed = 1;
     call->answered = 1;
