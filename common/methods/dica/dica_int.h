@@ -32,6 +32,9 @@ typedef struct fk__dicaj_cfg {
     int n_clients;
 } fk__dicaj_cfg;
 
+/* The holdout key ("none", "last" or client indices) into flags[n]. */
+FK_CHECKRETURN int fk__dicaj_parse_holdout(const char *s, int n, unsigned char *flags, fk_err *err);
+
 FK_CHECKRETURN int fk__dicaj_cfg_parse(const fk_params *p, fk_dica_variant v, int n_clients,
                                        fk__dicaj_cfg *c, fk_err *err);
 void fk__dicaj_cfg_close(fk__dicaj_cfg *c);
