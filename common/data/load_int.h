@@ -54,6 +54,8 @@ FK_CHECKRETURN int fk__load_finish(fk_dataset *ds, const char *path, const doubl
                                    size_t d, const double *labels, fk_err *err);
 /* The value limit in effect. */
 size_t fk__load_max_values(const fk_load_opts *o);
+/* The file name without its directories (a loaded data set's name). */
+const char *fk__load_base_name(const char *path);
 /* Parse a whole cell as a finite double; 0 on success, else a reason string. */
 const char *fk__parse_cell(char *cell, double *out);
 

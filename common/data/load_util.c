@@ -1,4 +1,5 @@
-/* fk_load: picks the format, and the helpers every loader shares. */
+/* The helpers every loader shares (load_int.h): buffers, gzip reads, line reading, cells,
+ * the size cap and the data set a loader hands back. fk_load itself is in load.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -226,7 +227,7 @@ size_t fk__load_max_values(const fk_load_opts *o)
     return o && o->max_values ? o->max_values : (size_t)1 << 31;
 }
 
-static const char *base_name(const char *path)
+const char *fk__load_base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
@@ -240,7 +241,7 @@ int fk__load_finish(fk_dataset *ds, const char *path, const double *x, size_t n,
                           n, d);
     if (fk_dataset_init(ds, n, d, 0))
         return fk_err_set(err, FK_ENOMEM, "%s: out of memory for %zu x %zu values", path, n, d);
-    fk_dataset_set_name(ds, base_name(path));
+    fk_dataset_set_name(ds, fk__load_base_name(path));
     for (size_t i = 0; i < n; i++)
         memcpy(fk_mat_row(&ds->X, i), x + i * d, d * sizeof *x);
     if (labels) {
@@ -251,66 +252,4 @@ int fk__load_finish(fk_dataset *ds, const char *path, const double *x, size_t n,
         }
     }
     return FK_OK;
-}
-
-static int has_suffix(const char *s, size_t n, const char *suf)
-{
-    size_t k = strlen(suf);
-    return n >= k && strncasecmp(s + n - k, suf, k) == 0;
-}
-
-fk_format fk_format_from_path(const char *path)
-{
-    const char *b = base_name(path);
-    size_t n = strlen(b);
-    if (has_suffix(b, n, ".gz"))
-        n -= 3;
-    static const struct {
-        const char *suf;
-        fk_format f;
-    } map[] = {
-        {".csv", FK_FORMAT_CSV},    {".txt", FK_FORMAT_CSV},    {".data", FK_FORMAT_CSV},
-        {".tra", FK_FORMAT_CSV},    {".tes", FK_FORMAT_CSV},    {".libsvm", FK_FORMAT_LIBSVM},
-        {".svm", FK_FORMAT_LIBSVM}, {".idx", FK_FORMAT_IDX},    {"-ubyte", FK_FORMAT_IDX},
-        {".mat", FK_FORMAT_MAT},    {".npy", FK_FORMAT_NPY},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (has_suffix(b, n, map[i].suf))
-            return map[i].f;
-    return FK_FORMAT_AUTO;
-}
-
-static const char *const format_names[] = {"auto", "csv", "libsvm", "idx", "mat", "npy"};
-
-const char *fk_format_name(fk_format f)
-{
-    return (unsigned)f < sizeof format_names / sizeof format_names[0] ? format_names[f] : "?";
-}
-
-fk_format fk_format_parse(const char *name)
-{
-    for (size_t i = 1; i < sizeof format_names / sizeof format_names[0]; i++)
-        if (!strcasecmp(name, format_names[i]))
-            return (fk_format)i;
-    return FK_FORMAT_AUTO;
-}
-
-int fk_load(fk_dataset *ds, const char *path, const fk_load_opts *opts, fk_err *err)
-{
-    static const fk_load_opts defaults = {0};
-    const fk_load_opts *o = opts ? opts : &defaults;
-    memset(ds, 0, sizeof *ds);
-    fk_format f = o->format != FK_FORMAT_AUTO ? o->format : fk_format_from_path(path);
-    switch (f) {
-    case FK_FORMAT_CSV: return fk__load_csv(ds, path, o, err);
-    case FK_FORMAT_LIBSVM: return fk__load_libsvm(ds, path, o, err);
-    case FK_FORMAT_IDX: return fk__load_idx(ds, path, o, err);
-    case FK_FORMAT_MAT: return fk__load_mat(ds, path, o, err);
-    case FK_FORMAT_NPY: return fk__load_npy(ds, path, o, err);
-    default: break;
-    }
-    return fk_err_set(err, FK_EINVAL,
-                      "%s: cannot tell the format from the file name; pass --format "
-                      "csv|libsvm|idx|mat|npy",
-                      path);
 }
