@@ -374,22 +374,6 @@ FK_CHECKRETURN static int run_1nn(const bopts *o, const char *name, const fk_dat
     return rc;
 }
 
-/* The spec's RBF-SVM width, sklearn's gamma = 'scale' = 1 / (p var(X)) with var over every
- * entry of the training matrix (population variance), as sigma: gamma = 1 / (2 sigma^2). */
-double fk_bench_kahm_svm_sigma(const fk_mat *X)
-{
-    size_t n = X->rows, p = X->cols;
-    double s = 0, s2 = 0;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < p; j++) {
-            double v = X->data[i * X->ld + j];
-            s += v;
-            s2 += v * v;
-        }
-    double m = s / (double)(n * p), var = s2 / (double)(n * p) - m * m;
-    return sqrt((double)p * (var > 0 ? var : 1.0) / 2.0);
-}
-
 /* Centralised RBF-SVM (C = 10, gamma = 'scale', one-vs-one: spec 11.3-11.4) on the same
  * preprocessed features. The fit holds the n x n kernel (8 n^2 bytes), so training sets
  * above o->svm_max_train rows are cut to every stride-th row (gamma from those rows); the

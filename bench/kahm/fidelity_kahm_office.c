@@ -36,6 +36,22 @@ static const double SURF_63[4][4] = {
 static const double SURF_64[4][4] = {
     {0, 27.8, 53.5, 60.2}, {40.6, 0, 52.0, 60.5}, {40.8, 26.9, 0, 60.3}, {41.2, 29.3, 52.0, 0}};
 
+/* The spec's RBF-SVM width, sklearn's gamma = 'scale' = 1 / (p var(X)) with var over every
+ * entry of the training matrix (population variance), as sigma: gamma = 1 / (2 sigma^2). */
+double fk_bench_kahm_svm_sigma(const fk_mat *X)
+{
+    size_t n = X->rows, p = X->cols;
+    double s = 0, s2 = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < p; j++) {
+            double v = X->data[i * X->ld + j];
+            s += v;
+            s2 += v * v;
+        }
+    double m = s / (double)(n * p), var = s2 / (double)(n * p) - m * m;
+    return sqrt((double)p * (var > 0 ? var : 1.0) / 2.0);
+}
+
 /* Rows of class c in d, shuffled by the split's stream; *n of them (malloc'd). */
 static int *class_rows(const fk_dataset *d, int c, int split, int domain, size_t *n)
 {
