@@ -176,6 +176,27 @@ static int cmp_job(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* 1 when the agent holds the method state of job. */
+static int held(const fk_agent *a, int64_t job)
+{
+    int have = 0;
+    for (int k = 0; k < a->n_jobs; k++)
+        have |= a->jobs[k]->job == job;
+    return have;
+}
+
+/* The jobs with a state file (*ids malloc'd); 0, logged, when the state dir cannot be listed
+ * (nothing is reloaded or removed then: the next list tries again). */
+static int list_states(const fk_agent *a, int64_t **ids, int *n)
+{
+    fk_err err = {0};
+    if (fk_cstate_list(a->cfg.state_dir, ids, n, &err)) {
+        fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
+        return 0;
+    }
+    return 1;
+}
+
 /* After a restart (the first Join, once the client knows its identity): rebuild from the
  * state dir every job whose models answer predictions after it ended (kahm mode B), so
  * they are kept (forget_ended_jobs) and answer as before the restart. Oldest job first:
@@ -186,16 +207,12 @@ void fk__agent_reload_held(fk_agent *a)
     int64_t *ids;
     int n;
     fk_err err = {0};
-    if (fk_cstate_list(a->cfg.state_dir, &ids, &n, &err)) {
-        fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
+    if (!list_states(a, &ids, &n))
         return;
-    }
     if (n > 1)
         qsort(ids, (size_t)n, sizeof *ids, cmp_job);
     for (int i = 0; i < n; i++) {
-        int have = 0;
-        for (int k = 0; k < a->n_jobs; k++)
-            have |= a->jobs[k]->job == ids[i];
+        int have = held(a, ids[i]);
         fk_cstate cs;
         fk_cstate_init(&cs);
         if (have || fk_cstate_read(a->cfg.state_dir, ids[i], &cs, &err) || !cs.method) {
@@ -255,14 +272,10 @@ void fk__agent_forget_ended_jobs(fk_agent *a, const fedkern_v1_PullTaskResponse 
     int64_t *ids;
     int n;
     fk_err err = {0};
-    if (fk_cstate_list(a->cfg.state_dir, &ids, &n, &err)) {
-        fk_log(FK_LOG_WARN, "client_state_unlisted", "error=\"%s\"", err.msg);
+    if (!list_states(a, &ids, &n))
         return;
-    }
     for (int i = 0; i < n; i++) {
-        int kept = 0;
-        for (int j = 0; j < a->n_jobs; j++)
-            kept |= a->jobs[j]->job == ids[i];
+        int kept = held(a, ids[i]);
         if (listed(out, ids[i]) || (a->w.active && a->w.job == ids[i]) || kept)
             continue;
         if (fk_cstate_remove(a->cfg.state_dir, ids[i], &err))
