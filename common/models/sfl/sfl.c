@@ -736,16 +736,6 @@ static void worst_rows(const double *lam, size_t N, int *out, int *n_out)
     *n_out = n;
 }
 
-void fk_sfl_fit_close(fk_sfl_fit *f)
-{
-    if (!f)
-        return;
-    free(f->lambda);
-    free(f->alpha);
-    free(f->f);
-    memset(f, 0, sizeof *f);
-}
-
 FK_CHECKRETURN static int check_args(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                       const fk_sfl_opts *o, fk_err *err)
 {

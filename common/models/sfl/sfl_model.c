@@ -1,5 +1,6 @@
 /* From alpha on the atoms to a discrete model (spec §3.8): support model, bumps, one kernel
- * per bump at its peak, optional least-squares refit; and model evaluation. */
+ * per bump at its peak, optional least-squares refit; and model evaluation. Also the storage
+ * of a fit and of a model. */
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
@@ -7,6 +8,18 @@
 #include <string.h>
 
 #include "common/models/sfl/sfl.h"
+
+/* A fit of any of the solvers (sfl.c, sfl_alg1.c, sfl_ah.c): here, below them all, so that
+ * none calls back into another for its storage. */
+void fk_sfl_fit_close(fk_sfl_fit *f)
+{
+    if (!f)
+        return;
+    free(f->lambda);
+    free(f->alpha);
+    free(f->f);
+    memset(f, 0, sizeof *f);
+}
 
 void fk_sfl_model_close(fk_sfl_model *m)
 {
