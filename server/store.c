@@ -28,6 +28,8 @@ typedef struct cached_stmt {
 
 struct fk_store {
     sqlite3 *db;
+    int wal_pages;  /* the writer's in-commit checkpoint from this many -wal frames (0: none) */
+    int wal_frames; /* frames in the -wal after the last commit (its hook) */
     char path[512];
     cached_stmt cache[STMT_CACHE_MAX];
     int n_cache;
@@ -1052,8 +1054,32 @@ int fk_store_open_checkpointer(fk_store **out, fk_store *writer, fk_err *err)
     return FK_OK;
 }
 
+/* The writer's checkpoint inside a commit (SQLite's auto-checkpoint), except after a commit
+ * that alone wrote wal_pages frames or more: a large update, checkpoint or model (issue 35).
+ * That one would copy all of it into the file on the event loop; the pool's checkpointer does
+ * it instead, right after. Small commits checkpoint as before, so the backstop stays for a
+ * -wal that the pool cannot keep small (fault scenario disk-full). */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    fk_store *st = arg;
+    int added = frames >= st->wal_frames ? frames - st->wal_frames : frames; /* restarted */
+    st->wal_frames = frames;
+    if (st->wal_pages <= 0 || frames < st->wal_pages || added >= st->wal_pages)
+        return SQLITE_OK;
+    (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK; /* as SQLite's own hook: a failed checkpoint is not the commit's error */
+}
+
+void fk_store_autocheckpoint_small(fk_store *writer)
+{
+    writer->wal_pages = 1000; /* SQLite's default */
+    writer->wal_frames = 0;
+    sqlite3_wal_hook(writer->db, wal_hook, writer);
+}
+
 void fk_store_autocheckpoint_default(fk_store *writer)
 {
+    writer->wal_pages = 0;
     sqlite3_wal_autocheckpoint(writer->db, 1000); /* SQLite's default */
 }
 
@@ -2170,6 +2196,16 @@ int fk_store_update_match(fk_store *st, const char *idem, const char *identity, 
     if (sha256(blob, len, d))
         return fk_err_set(err, FK_EIO, "state db %s: cannot compute an update's SHA-256",
                           st->path);
+    int rc = idem_state(st, idem, identity, d, err);
+    if (rc < 0)
+        return rc;
+    *state = rc;
+    return FK_OK;
+}
+
+int fk_store_update_match_digest(fk_store *st, const char *idem, const char *identity,
+                                 const uint8_t d[32], int *state, fk_err *err)
+{
     int rc = idem_state(st, idem, identity, d, err);
     if (rc < 0)
         return rc;

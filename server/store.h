@@ -99,6 +99,11 @@ FK_CHECKRETURN int fk_store_checkpoint_passive(fk_store *ck, int *frames_left, f
 uint64_t fk_store_wal_bytes(const fk_store *st);
 /* The writer checkpoints at commit again (after the checkpointer is closed). */
 void fk_store_autocheckpoint_default(fk_store *writer);
+/* With a checkpointer on the pool: the writer checkpoints inside a commit as SQLite does by
+ * default (from 1000 -wal pages), except in a commit that itself wrote 1000 pages or more (a
+ * large update, checkpoint or model), which the pool's checkpointer copies instead (issue 35).
+ * fk_store_autocheckpoint_default undoes it. */
+void fk_store_autocheckpoint_small(fk_store *writer);
 /* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
  * writer to a new file: open a new reader). */
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
@@ -331,6 +336,10 @@ FK_CHECKRETURN int fk_store_update_known(fk_store *st, const char *idem, const c
 FK_CHECKRETURN int fk_store_update_match(fk_store *st, const char *idem, const char *identity,
                                          const void *blob, size_t len, int *state,
                                          uint8_t sha256[32], fk_err *err);
+/* fk_store_update_match with the SHA-256 of the bytes already computed (off the loop). */
+FK_CHECKRETURN int fk_store_update_match_digest(fk_store *st, const char *idem,
+                                                const char *identity, const uint8_t d[32],
+                                                int *state, fk_err *err);
 FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
 /* --- checkpoints (method server state) and models, per round ---
