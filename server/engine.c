@@ -117,6 +117,8 @@ struct fk_engine_work {
     double agg_seconds, wall, cpu;
     uint8_t *ckpt, *model;
     size_t ckpt_len, model_len;
+    uint8_t ckpt_sum[32], model_sum[32]; /* their SHA-256, hashed by run() (issue 35) */
+    int summed;
 };
 
 static double mono_seconds(void)
@@ -728,9 +730,13 @@ FK_CHECKRETURN static int close_round(fk_engine *e, job *j, fk_store_round *r, c
     if (!rc)
         rc = fk_store_round_close(st, r, err);
     if (!rc)
-        rc = fk_store_checkpoint_put(st, j->id, j->round, w->ckpt, w->ckpt_len, err);
+        rc = w->summed ? fk_store_checkpoint_put_summed(st, j->id, j->round, w->ckpt, w->ckpt_len,
+                                                        w->ckpt_sum, err)
+                       : fk_store_checkpoint_put(st, j->id, j->round, w->ckpt, w->ckpt_len, err);
     if (!rc)
-        rc = fk_store_model_put(st, j->id, j->round, w->model, w->model_len, err);
+        rc = w->summed ? fk_store_model_put_summed(st, j->id, j->round, w->model, w->model_len,
+                                                   w->model_sum, err)
+                       : fk_store_model_put(st, j->id, j->round, w->model, w->model_len, err);
     /* retention in the same transaction: the updates go exactly when the checkpoint made of
      * them is durable (docs/operations.md "Retention") */
     if (!rc)
@@ -970,6 +976,10 @@ void fk_engine_work_run(fk_engine_work *w)
         w->blob_rc = state_blob(&w->codec, w->m, w->srv, 0, &w->ckpt, &w->ckpt_len, &w->err);
         if (!w->blob_rc)
             w->blob_rc = state_blob(&w->codec, w->m, w->srv, 1, &w->model, &w->model_len, &w->err);
+        fk_err herr = {0}; /* no digest: the loop hashes them, as before */
+        w->summed = !w->blob_rc &&
+                    fk_store_digest(w->ckpt, w->ckpt_len, w->ckpt_sum, &herr) == FK_OK &&
+                    fk_store_digest(w->model, w->model_len, w->model_sum, &herr) == FK_OK;
     }
     w->wall = mono_seconds() - t0;
     w->cpu = cpu_seconds() - c0;

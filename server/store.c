@@ -2228,8 +2228,8 @@ int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
 
 /* ------------------------------------------------- checkpoints, models */
 
-FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job, int round, const void *blob,
-                    size_t len, fk_err *err)
+FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job, int round,
+                                   const void *blob, size_t len, const uint8_t *given, fk_err *err)
 {
     char sql[160];
     snprintf(sql, sizeof sql,
@@ -2237,7 +2237,9 @@ FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job,
              "VALUES (?1, ?2, ?3, ?4, ?5)",
              table);
     unsigned char sum[SUM_LEN];
-    if (sha256(blob, len, sum))
+    if (given) /* hashed off the loop (fk_store_digest) */
+        memcpy(sum, given, SUM_LEN);
+    else if (sha256(blob, len, sum))
         return fk_err_set(err, FK_EIO, "state db %s: cannot compute the SHA-256 of a %s row",
                           st->path, table);
     sqlite3_stmt *s;
@@ -2309,7 +2311,21 @@ FK_CHECKRETURN static int blob_get(fk_store *st, const char *table, int64_t job,
 int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
                             fk_err *err)
 {
-    return blob_put(st, "checkpoints", job, round, blob, len, err);
+    return blob_put(st, "checkpoints", job, round, blob, len, NULL, err);
+}
+
+int fk_store_checkpoint_put_summed(fk_store *st, int64_t job, int round, const void *blob,
+                                   size_t len, const uint8_t sum[32], fk_err *err)
+{
+    return blob_put(st, "checkpoints", job, round, blob, len, sum, err);
+}
+
+int fk_store_digest(const void *blob, size_t len, uint8_t out[32], fk_err *err)
+{
+    return sha256(blob, len, out) ? fk_err_set(err, FK_EIO,
+                                               "cannot compute a SHA-256 (OpenSSL "
+                                               "EVP_Digest failed)")
+                                  : FK_OK;
 }
 
 int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
@@ -2321,7 +2337,13 @@ int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, s
 int fk_store_model_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
                        fk_err *err)
 {
-    return blob_put(st, "models", job, round, blob, len, err);
+    return blob_put(st, "models", job, round, blob, len, NULL, err);
+}
+
+int fk_store_model_put_summed(fk_store *st, int64_t job, int round, const void *blob, size_t len,
+                              const uint8_t sum[32], fk_err *err)
+{
+    return blob_put(st, "models", job, round, blob, len, sum, err);
 }
 
 int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,

@@ -347,6 +347,15 @@ FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_e
  * round with the restore steps, never the bytes. */
 FK_CHECKRETURN int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob,
                                            size_t len, fk_err *err);
+/* The _summed puts take the bytes' SHA-256 computed before (fk_store_digest, any thread), so
+ * that a large checkpoint or model is not hashed on the event loop (issue 35). */
+FK_CHECKRETURN int fk_store_checkpoint_put_summed(fk_store *st, int64_t job, int round,
+                                                  const void *blob, size_t len,
+                                                  const uint8_t sum[32], fk_err *err);
+FK_CHECKRETURN int fk_store_model_put_summed(fk_store *st, int64_t job, int round, const void *blob,
+                                             size_t len, const uint8_t sum[32], fk_err *err);
+/* SHA-256 of bytes as the store keeps it; touches no connection. */
+FK_CHECKRETURN int fk_store_digest(const void *blob, size_t len, uint8_t out[32], fk_err *err);
 /* *blob is malloc'd; FK_ENOTFOUND if absent. */
 FK_CHECKRETURN int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob,
                                            size_t *len, fk_err *err);
