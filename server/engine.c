@@ -1682,7 +1682,8 @@ int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *
     for (int i = 0; i < e->n_jobs; i++) {
         job *j = e->jobs[i];
         int c = fk_jobconf_client_index(&j->conf, identity);
-        slot *s = c < 0 || j->busy ? NULL : find_slot(j, c);
+        /* a job that ended while a check had it pinned stays listed until the check is back */
+        slot *s = c < 0 || j->busy || j->state != FK_JOB_RUNNING ? NULL : find_slot(j, c);
         if (!s || s->answered || s->failed || !s->task)
             continue;
         *t = (fk_task_ref){.job = j->id, .round = j->round, .attempt = j->attempt,
