@@ -951,7 +951,9 @@ static void batch_flush_mode(fk_service *s, int defer)
             s->n_synced += n;
             s->n_batch = 0;
             sync_start(s);
-            ckpt_maybe(s); /* a large commit's -wal is copied on the pool, not by the next */
+            if (fk_store_checkpoint_skipped(
+                    s->st)) /* a large commit: its -wal copied on the pool */
+                ckpt_maybe(s);
             return;
         }
         rc = fk_store_sync_wal(fk_store_path(s->st), &err);
@@ -959,7 +961,8 @@ static void batch_flush_mode(fk_service *s, int defer)
             fk_log(FK_LOG_ERROR, "updates_not_synced", "error=\"%s\"", err.msg);
         answer_synced(s, UINT64_MAX, rc, &err); /* earlier batches first: this sync covers them */
     }
-    ckpt_maybe(s); /* a large commit's -wal is copied on the pool, not by the next commit */
+    if (fk_store_checkpoint_skipped(s->st)) /* a large commit's -wal: copied on the pool now */
+        ckpt_maybe(s);
     double now = fk_service_now();
     s->n_batch = 0; /* an answer below may not stage anything, but keep the queue sound */
     for (int i = 0; i < n; i++)
@@ -1055,7 +1058,8 @@ static void engine_item_done(fk_offload_item *it)
     fk__service_batch_flush(s); /* the engine writes in transactions of its own; staged updates count first */
     fk_engine_work_done(s->e, x->w, fk_service_now());
     free(x);
-    ckpt_maybe(s); /* the round's checkpoint and model: their -wal copied on the pool */
+    if (fk_store_checkpoint_skipped(s->st)) /* a large checkpoint or model: copied on the pool */
+        ckpt_maybe(s);
     fk__service_wake_waiters(s); /* the next phase's or round's tasks */
 }
 

@@ -30,6 +30,7 @@ struct fk_store {
     sqlite3 *db;
     int wal_pages;  /* the writer's in-commit checkpoint from this many -wal frames (0: none) */
     int wal_frames; /* frames in the -wal after the last commit (its hook) */
+    int wal_skipped; /* the hook left a large commit's checkpoint to the pool */
     char path[512];
     cached_stmt cache[STMT_CACHE_MAX];
     int n_cache;
@@ -1064,10 +1065,21 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
     fk_store *st = arg;
     int added = frames >= st->wal_frames ? frames - st->wal_frames : frames; /* restarted */
     st->wal_frames = frames;
-    if (st->wal_pages <= 0 || frames < st->wal_pages || added >= st->wal_pages)
+    if (st->wal_pages <= 0 || frames < st->wal_pages)
         return SQLITE_OK;
+    if (added >= st->wal_pages) {
+        st->wal_skipped = 1;
+        return SQLITE_OK;
+    }
     (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
     return SQLITE_OK; /* as SQLite's own hook: a failed checkpoint is not the commit's error */
+}
+
+int fk_store_checkpoint_skipped(fk_store *writer)
+{
+    int was = writer->wal_skipped;
+    writer->wal_skipped = 0;
+    return was;
 }
 
 void fk_store_autocheckpoint_small(fk_store *writer)

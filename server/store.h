@@ -104,6 +104,8 @@ void fk_store_autocheckpoint_default(fk_store *writer);
  * large update, checkpoint or model), which the pool's checkpointer copies instead (issue 35).
  * fk_store_autocheckpoint_default undoes it. */
 void fk_store_autocheckpoint_small(fk_store *writer);
+/* 1 once after a commit whose checkpoint fk_store_autocheckpoint_small left to the pool. */
+int fk_store_checkpoint_skipped(fk_store *writer);
 /* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
  * writer to a new file: open a new reader). */
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
