@@ -951,8 +951,7 @@ static void batch_flush_mode(fk_service *s, int defer)
             s->n_synced += n;
             s->n_batch = 0;
             sync_start(s);
-            if (fk_store_checkpoint_skipped(
-                    s->st)) /* a large commit: its -wal copied on the pool */
+            if (fk_store_checkpoint_skipped(s->st)) /* a large commit: the pool copies it */
                 ckpt_maybe(s);
             return;
         }
