@@ -56,6 +56,8 @@ typedef struct job {
                                    * it measured, a later phase winning per field like q */
     double round_t0;              /* when this attempt of the round opened (its duration) */
     int busy; /* a work (fk_engine_work) is in flight: j->srv is the work's until it is done */
+    int pins; /* fk_engine_check runs on a worker, reading j->srv: the phase neither ends nor
+               * retries, and the job is not freed, until each is back (issue 35) */
 } job;
 
 struct fk_engine {
@@ -115,6 +117,8 @@ struct fk_engine_work {
     double agg_seconds, wall, cpu;
     uint8_t *ckpt, *model;
     size_t ckpt_len, model_len;
+    uint8_t ckpt_sum[32], model_sum[32]; /* their SHA-256, hashed by run() (issue 35) */
+    int summed;
 };
 
 static double mono_seconds(void)
@@ -156,7 +160,7 @@ static void job_free(job *j)
 {
     if (!j)
         return;
-    assert(!j->busy); /* its work still uses j->srv */
+    assert(!j->busy && !j->pins); /* its work (or a check) still uses j->srv */
     free_tasks(j);
     free(j->slots);
     free(j->refusals);
@@ -726,9 +730,13 @@ FK_CHECKRETURN static int close_round(fk_engine *e, job *j, fk_store_round *r, c
     if (!rc)
         rc = fk_store_round_close(st, r, err);
     if (!rc)
-        rc = fk_store_checkpoint_put(st, j->id, j->round, w->ckpt, w->ckpt_len, err);
+        rc = w->summed ? fk_store_checkpoint_put_summed(st, j->id, j->round, w->ckpt, w->ckpt_len,
+                                                        w->ckpt_sum, err)
+                       : fk_store_checkpoint_put(st, j->id, j->round, w->ckpt, w->ckpt_len, err);
     if (!rc)
-        rc = fk_store_model_put(st, j->id, j->round, w->model, w->model_len, err);
+        rc = w->summed ? fk_store_model_put_summed(st, j->id, j->round, w->model, w->model_len,
+                                                   w->model_sum, err)
+                       : fk_store_model_put(st, j->id, j->round, w->model, w->model_len, err);
     /* retention in the same transaction: the updates go exactly when the checkpoint made of
      * them is durable (docs/operations.md "Retention") */
     if (!rc)
@@ -968,6 +976,10 @@ void fk_engine_work_run(fk_engine_work *w)
         w->blob_rc = state_blob(&w->codec, w->m, w->srv, 0, &w->ckpt, &w->ckpt_len, &w->err);
         if (!w->blob_rc)
             w->blob_rc = state_blob(&w->codec, w->m, w->srv, 1, &w->model, &w->model_len, &w->err);
+        fk_err herr = {0}; /* no digest: the loop hashes them, as before */
+        w->summed = !w->blob_rc &&
+                    fk_store_digest(w->ckpt, w->ckpt_len, w->ckpt_sum, &herr) == FK_OK &&
+                    fk_store_digest(w->model, w->model_len, w->model_sum, &herr) == FK_OK;
     }
     w->wall = mono_seconds() - t0;
     w->cpu = cpu_seconds() - c0;
@@ -1251,7 +1263,7 @@ static void store_ok(job *j)
  * waits for them until its deadline (as before there was a session to watch). */
 static int phase_complete(const job *j)
 {
-    return j->state == FK_JOB_RUNNING && !j->stalled && !j->busy && j->n_slots > 0 &&
+    return j->state == FK_JOB_RUNNING && !j->stalled && !j->busy && !j->pins && j->n_slots > 0 &&
            j->answered + j->failed == j->n_slots && j->n_role_gone == 0 &&
            (j->n_gone == 0 || j->answered >= quorum(j));
 }
@@ -1411,7 +1423,8 @@ static void reap(fk_engine *e)
 {
     int k = 0;
     for (int i = 0; i < e->n_jobs; i++) {
-        if (e->jobs[i]->state == FK_JOB_RUNNING || e->jobs[i]->busy) /* busy: freed once done */
+        if (e->jobs[i]->state == FK_JOB_RUNNING || e->jobs[i]->busy ||
+            e->jobs[i]->pins) /* busy or pinned: freed once done (work done, check end) */
             e->jobs[k++] = e->jobs[i];
         else
             job_free(e->jobs[i]);
@@ -1669,7 +1682,8 @@ int fk_engine_pull(fk_engine *e, const char *identity, double now, fk_task_ref *
     for (int i = 0; i < e->n_jobs; i++) {
         job *j = e->jobs[i];
         int c = fk_jobconf_client_index(&j->conf, identity);
-        slot *s = c < 0 || j->busy ? NULL : find_slot(j, c);
+        /* a job that ended while a check had it pinned stays listed until the check is back */
+        slot *s = c < 0 || j->busy || j->state != FK_JOB_RUNNING ? NULL : find_slot(j, c);
         if (!s || s->answered || s->failed || !s->task)
             continue;
         *t = (fk_task_ref){.job = j->id, .round = j->round, .attempt = j->attempt,
@@ -1776,8 +1790,12 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
         return fk_err_set(err, FK_EINVAL, "update without a valid idempotency id");
     int known = FK_STORE_IDEM_NEW;
     uint8_t digest[32]; /* hashed once: the resend check and the stored row */
-    int rc = fk_store_update_match(e->o.store, p->idem, p->identity, p->blob, p->len, &known,
-                                   digest, err);
+    int rc = p->sha256 ? fk_store_update_match_digest(e->o.store, p->idem, p->identity, p->sha256,
+                                                      &known, err)
+                       : fk_store_update_match(e->o.store, p->idem, p->identity, p->blob, p->len,
+                                               &known, digest, err);
+    if (p->sha256)
+        memcpy(digest, p->sha256, sizeof digest);
     if (rc)
         return rc;
     if (known != FK_STORE_IDEM_NEW) { /* a resend, or the id reused for other bytes */
@@ -1795,8 +1813,16 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
     if (!rc) /* the report and the method's checks, before anything is stored */
         rc = fk_update_check_report(&p->report, s->client, err);
     if (!rc && j->m->check_update) {
-        fk_update up = {.client = s->client, .msg = p->msg ? *p->msg : b, .report = p->report};
-        rc = j->m->check_update(j->srv, j->round, j->phase, &up, err);
+        const fk_engine_check *c = p->check;
+        if (c && c->ran && c->j_ == j && c->srv == j->srv && c->round == j->round &&
+            c->attempt == j->attempt && c->phase == j->phase && c->client == s->client) {
+            rc = c->rc; /* the same op on the same state and bytes, run off the loop */
+            if (rc)
+                *err = c->err;
+        } else {
+            fk_update up = {.client = s->client, .msg = p->msg ? *p->msg : b, .report = p->report};
+            rc = j->m->check_update(j->srv, j->round, j->phase, &up, err);
+        }
         if (rc && rc != FK_ENOMEM)
             rc = err->code = FK_EINVAL;
         if (rc == FK_EINVAL) {
@@ -1819,6 +1845,55 @@ int fk_engine_push_stage(fk_engine *e, const fk_push *p, double now, int *dup, f
                          .idem = p->idem, .report = p->report, .blob = p->blob, .len = p->len,
                          .received = now, .sha256 = digest};
     return fk_store_update_put(e->o.store, &u, dup, err);
+}
+
+int fk_engine_check_begin(fk_engine *e, int64_t id, int round, int attempt, int phase,
+                          const char *identity, fk_engine_check *c)
+{
+    memset(c, 0, sizeof *c);
+    job *j = find_job(e, id);
+    if (!j || j->stalled || j->busy || j->round != round || j->attempt != attempt ||
+        j->phase != phase || !j->m->check_update)
+        return 0;
+    int k = fk_jobconf_client_index(&j->conf, identity);
+    slot *s = k < 0 ? NULL : find_slot(j, k);
+    if (!s || s->answered || (s->failed && !s->gone))
+        return 0;
+    j->pins++;
+    *c = (fk_engine_check){.j_ = j,
+                           .m = j->m,
+                           .srv = j->srv,
+                           .job = id,
+                           .round = round,
+                           .attempt = attempt,
+                           .phase = phase,
+                           .client = k};
+    return 1;
+}
+
+void fk_engine_check_run(fk_engine_check *c, const fk_bundle *msg, const fk_report *report)
+{
+    /* check_update reads the method state, never changes it (method.h); the pin keeps the
+     * loop from changing or freeing it meanwhile */
+    fk_update up = {.client = c->client, .msg = *msg, .report = *report};
+    c->err = (fk_err){0};
+    c->rc = c->m->check_update(c->srv, c->round, c->phase, &up, &c->err);
+    c->ran = 1;
+}
+
+int fk_engine_check_end(fk_engine *e, fk_engine_check *c)
+{
+    job *j = c->j_;
+    if (!j)
+        return 0;
+    assert(j->pins > 0);
+    j->pins--;
+    if (j->state != FK_JOB_RUNNING) { /* cancelled or failed while pinned: free it now */
+        c->j_ = NULL;
+        reap(e);
+        return 0;
+    }
+    return phase_complete(j);
 }
 
 void fk_engine_push_apply(fk_engine *e, const fk_push *p, double now)
@@ -1974,8 +2049,10 @@ int fk_engine_tick(fk_engine *e, double now, double *next, fk_err *err)
     (void)err;
     for (int i = 0; i < e->n_jobs; i++) {
         job *j = e->jobs[i];
-        if (j->state != FK_JOB_RUNNING || j->busy || (now < j->deadline && !phase_complete(j)))
-            continue; /* a busy job goes on when its work is done */
+        if (j->state != FK_JOB_RUNNING || j->busy || j->pins ||
+            (now < j->deadline && !phase_complete(j)))
+            continue; /* a busy job goes on when its work is done; a pinned one at the next
+                       * tick after its checks are back */
         if (j->stalled)
             unstall(e, j, now);
         else

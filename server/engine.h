@@ -103,7 +103,36 @@ typedef struct fk_push {
     size_t len;
     const fk_bundle *msg; /* blob decoded, when the caller has it (NULL: the engine decodes) */
     fk_report report;
+    const uint8_t *sha256; /* SHA-256 of blob, when the caller has it (NULL: the engine hashes) */
+    const struct fk_engine_check *check; /* the method's check_update, run off the loop by
+                                          * the caller (NULL: the engine runs it) */
 } fk_push;
+
+/* The method's check_update of one update, off the loop (issue 35). On the loop,
+ * fk_engine_check_begin pins the job when identity owes an update for exactly (job, round,
+ * attempt, phase): until fk_engine_check_end the phase neither closes nor retries and the job
+ * is not freed, so its method state stays as the check reads it. fk_engine_check_run (any
+ * thread, one at a time with the engine's works) reads only the check and the method state.
+ * A push carrying a check whose job state, position and client are still those of the stage
+ * takes its verdict instead of calling check_update again; any other runs it on the loop, so
+ * the outcome is the same either way. */
+typedef struct fk_engine_check {
+    void *j_; /* private: the pinned job */
+    const fk_method *m;
+    void *srv;
+    int64_t job;
+    int round, attempt, phase, client;
+    int ran, rc; /* set by run */
+    fk_err err;
+} fk_engine_check;
+
+/* 1 and pinned (c filled), or 0 when no such task is open now (nothing to end). */
+int fk_engine_check_begin(fk_engine *e, int64_t job, int round, int attempt, int phase,
+                          const char *identity, fk_engine_check *c);
+void fk_engine_check_run(fk_engine_check *c, const fk_bundle *msg, const fk_report *report);
+/* Unpin. 1 when the job's phase is complete now (a push, failure or departure came while it
+ * was pinned): the caller closes its store transaction, then calls fk_engine_settle. */
+int fk_engine_check_end(fk_engine *e, fk_engine_check *c);
 
 /* Accept one update. FK_OK: committed, acknowledge it (*dup = FK_STORE_IDEM_SAME (1) for a
  * resend that was already counted; *dup = FK_STORE_IDEM_OTHER (2) when the update_id was used

@@ -29,7 +29,6 @@
 
 #define FED "/fedkern.v1.Federation/"
 
-
 double fk_service_now(void)
 {
     struct timespec ts;
@@ -876,6 +875,7 @@ static void answer_synced(fk_service *s, uint64_t upto, int rc, const fk_err *er
 }
 
 static void sync_start(fk_service *s);
+static void ckpt_maybe(fk_service *s);
 
 static void sync_work(uv_work_t *req)
 {
@@ -952,6 +952,8 @@ static void batch_flush_mode(fk_service *s, int defer)
             s->n_synced += n;
             s->n_batch = 0;
             sync_start(s);
+            if (fk_store_checkpoint_skipped(s->st)) /* a large commit: the pool copies it */
+                ckpt_maybe(s);
             return;
         }
         rc = fk_store_sync_wal(fk_store_path(s->st), &err);
@@ -959,6 +961,8 @@ static void batch_flush_mode(fk_service *s, int defer)
             fk_log(FK_LOG_ERROR, "updates_not_synced", "error=\"%s\"", err.msg);
         answer_synced(s, UINT64_MAX, rc, &err); /* earlier batches first: this sync covers them */
     }
+    if (fk_store_checkpoint_skipped(s->st)) /* a large commit's -wal: copied on the pool now */
+        ckpt_maybe(s);
     double now = fk_service_now();
     s->n_batch = 0; /* an answer below may not stage anything, but keep the queue sound */
     for (int i = 0; i < n; i++)
@@ -1054,6 +1058,8 @@ static void engine_item_done(fk_offload_item *it)
     fk__service_batch_flush(s); /* the engine writes in transactions of its own; staged updates count first */
     fk_engine_work_done(s->e, x->w, fk_service_now());
     free(x);
+    if (fk_store_checkpoint_skipped(s->st)) /* a large checkpoint or model: copied on the pool */
+        ckpt_maybe(s);
     fk__service_wake_waiters(s); /* the next phase's or round's tasks */
 }
 
@@ -1071,11 +1077,38 @@ static int offload_engine(void *ud, fk_engine_work *w)
     return FK_OK;
 }
 
-/* Hand a complete update (encoded bundle) to the engine; it is answered once
- * the batch it was staged in committed. */
+/* What a PushUpdate says about its update besides the payload, copied out of the request so
+ * that the payload's preparation can go on after the request is released. */
+typedef struct push_meta {
+    char update_id[128];
+    int round, phase;
+    fk_report report;
+} push_meta;
+
+static void push_meta_of(const fedkern_v1_PushUpdateRequest *in, push_meta *m)
+{
+    snprintf(m->update_id, sizeof m->update_id, "%s", in->update_id);
+    m->round = (int)in->round;
+    m->phase = (int)in->phase;
+    fk_report_init(&m->report);
+    if (in->has_report) {
+        m->report.n_samples = (double)in->report.n_samples;
+        m->report.loss = in->report.loss;
+        m->report.accuracy = in->report.accuracy;
+        for (pb_size_t i = 0; i < in->report.metrics_count; i++) /* unknown names: ignored */
+            if (strcmp(in->report.metrics[i].name, "loss") &&
+                strcmp(in->report.metrics[i].name, "accuracy"))
+                fk_report_set(&m->report, in->report.metrics[i].name, in->report.metrics[i].value);
+    }
+}
+
+/* Hand a complete update (encoded bundle) to the engine; it is answered once the batch it
+ * was staged in committed. digest (SHA-256 of blob) and check (the method's check_update)
+ * when they were computed off the loop, else NULL. */
 static void commit_update(fk_service *s, fk_grpc_call *call, const char *identity,
-                          const fedkern_v1_PushUpdateRequest *in, int64_t job, int attempt,
-                          const uint8_t *blob, size_t len, const fk_bundle *msg)
+                          const push_meta *m, int64_t job, int attempt, const uint8_t *blob,
+                          size_t len, const fk_bundle *msg, const uint8_t *digest,
+                          const fk_engine_check *check)
 {
     fk_err err = {0};
     int rc = batch_reserve(s, &err);
@@ -1089,25 +1122,25 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     memset(q, 0, sizeof *q);
     q->call = call;
     snprintf(q->identity, sizeof q->identity, "%s", identity);
-    snprintf(q->idem, sizeof q->idem, "%s", in->update_id);
-    q->p = (fk_push){.job = job, .round = (int)in->round, .attempt = attempt,
-                     .phase = (int)in->phase, .identity = q->identity, .idem = q->idem,
-                     .blob = blob, .len = len, .msg = msg};
-    fk_report_init(&q->p.report);
-    if (in->has_report) {
-        q->p.report.n_samples = (double)in->report.n_samples;
-        q->p.report.loss = in->report.loss;
-        q->p.report.accuracy = in->report.accuracy;
-        for (pb_size_t i = 0; i < in->report.metrics_count; i++) /* unknown names: ignored */
-            if (strcmp(in->report.metrics[i].name, "loss") &&
-                strcmp(in->report.metrics[i].name, "accuracy"))
-                fk_report_set(&q->p.report, in->report.metrics[i].name,
-                              in->report.metrics[i].value);
-    }
+    snprintf(q->idem, sizeof q->idem, "%s", m->update_id);
+    q->p = (fk_push){.job = job,
+                     .round = m->round,
+                     .attempt = attempt,
+                     .phase = m->phase,
+                     .identity = q->identity,
+                     .idem = q->idem,
+                     .blob = blob,
+                     .len = len,
+                     .msg = msg,
+                     .report = m->report,
+                     .sha256 = digest,
+                     .check = check};
     q->rc = fk_engine_push_stage(s->e, &q->p, fk_service_now(), &q->dup, &q->err);
     q->p.blob = NULL; /* stored (or not) now; the caller frees it */
     q->p.len = 0;
     q->p.msg = NULL;
+    q->p.sha256 = NULL;
+    q->p.check = NULL;
     s->n_batch++;
     if (q->rc == FK_EIO || q->rc == FK_ENOMEM) {
         fk_err why = q->err;
@@ -1115,6 +1148,140 @@ static void commit_update(fk_service *s, fk_grpc_call *call, const char *identit
     } else if (s->n_batch >= BATCH_MAX) {
         batch_flush_mode(s, 1);
     }
+}
+
+/* ------------------------------------------------- uploads off the loop (issue 35)
+ *
+ * A large PushUpdate's decode, the re-encode of its bundle, the SHA-256 of the bytes and the
+ * method's check_update run on the offload (in the order they came, one at a time with the
+ * engine's works); the loop then does with the results what it did before: the session
+ * checks, the stage in the group commit (the idempotence lookup, the engine's checks of the
+ * job's state, the INSERT) and the answer once the commit is synced. A request is the call's
+ * until it is answered (grpc_server.h), so the worker reads it in place. */
+
+typedef struct upload {
+    fk_offload_item it; /* first: the offload hands this back */
+    fk_service *s;
+    fk_grpc_call *call;
+    char identity[FK_IDENTITY_CAP];
+    int step; /* STEP_REQUEST or STEP_UPDATE */
+    /* STEP_REQUEST: the request, decoded on the worker */
+    const uint8_t *req;
+    size_t req_len;
+    fedkern_v1_PushUpdateRequest in;
+    fk_codec_rx rx;
+    int decode_rc, decoded;
+    /* both: the update's bundle (decoded) and its bytes (encoded), digest and check */
+    fk_bundle b;
+    int msg_ok; /* b is blob decoded */
+    uint8_t *blob;
+    size_t len;
+    int enc_rc;
+    uint8_t digest[32];
+    int digest_ok;
+    push_meta meta;
+    int64_t job;
+    int attempt;
+    fk_engine_check check;
+    int checking; /* check pinned its job */
+    fk_err err;
+} upload;
+
+enum { STEP_REQUEST, STEP_UPDATE };
+
+static void upload_free(upload *u)
+{
+    fk_bundle_close(&u->b);
+    if (u->decoded)
+        fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &u->in);
+    free(u->blob);
+    free(u);
+}
+
+static int plain_push(const fedkern_v1_PushUpdateRequest *in, const fk_codec_rx *rx)
+{
+    return !in->predict_id && !(in->has_report && in->report.error[0]) && !in->probe &&
+           !rx->has_chunk && rx->has_bundle;
+}
+
+static void upload_run(fk_offload_item *it)
+{
+    upload *u = (upload *)it;
+    if (u->step == STEP_REQUEST) {
+        u->rx = (fk_codec_rx){.bundle = &u->b};
+        u->decode_rc =
+            fk_codec_decode_push_update_request(u->req, u->req_len, &u->in, &u->rx, &u->err);
+        u->decoded = u->decode_rc == FK_OK;
+        if (!u->decoded || !plain_push(&u->in, &u->rx))
+            return;
+        /* the bytes stored are the bundle's canonical encoding, as on the loop before */
+        fk_err eerr = {0};
+        u->enc_rc = fk_codec_bundle_encode(&u->b, &u->blob, &u->len, &eerr);
+        if (u->enc_rc)
+            u->err = eerr;
+        u->msg_ok = 1;
+    } else if (!u->msg_ok) { /* a chunked update, complete: its bytes, decoded once here */
+        fk_err derr = {0};
+        u->msg_ok = fk_codec_bundle_decode(u->blob, u->len, &u->b, &derr) == FK_OK;
+        if (!u->msg_ok) /* the engine decodes it again on the loop and refuses it */
+            fk_bundle_clear(&u->b);
+    }
+    if (u->blob && !u->enc_rc && !u->digest_ok) {
+        fk_err herr = {0};
+        u->digest_ok = fk_sha256(u->blob, u->len, u->digest, &herr) == FK_OK;
+    }
+    if (u->checking && u->msg_ok)
+        fk_engine_check_run(&u->check, &u->b, &u->meta.report);
+}
+
+static void upload_done(fk_offload_item *it);
+
+static void upload_submit(fk_service *s, upload *u)
+{
+    u->it.run = upload_run;
+    u->it.done = upload_done;
+    u->s = s;
+    s->stats.uploads_offloaded++;
+    fk_offload_submit(&s->off, &u->it);
+}
+
+/* A complete update: prepared off the loop when large (its job pinned for the check), else
+ * staged at once as before. Takes blob (malloc'd); msg is blob decoded, or NULL. */
+static void update_ready(fk_service *s, fk_grpc_call *call, const char *identity,
+                         const push_meta *m, int64_t job, int attempt, uint8_t *blob, size_t len,
+                         upload *from)
+{
+    if (!from && len < s->cfg.stage_min) {
+        commit_update(s, call, identity, m, job, attempt, blob, len, NULL, NULL, NULL);
+        free(blob);
+        return;
+    }
+    upload *u = from ? from : calloc(1, sizeof *u);
+    if (!u) { /* no room to hand it off: on the loop, as before */
+        commit_update(s, call, identity, m, job, attempt, blob, len, NULL, NULL, NULL);
+        free(blob);
+        return;
+    }
+    if (!from) {
+        fk_bundle_init(&u->b);
+        u->call = call;
+        snprintf(u->identity, sizeof u->identity, "%s", identity);
+        u->blob = blob;
+        u->len = len;
+    }
+    u->step = STEP_UPDATE;
+    u->meta = *m;
+    u->job = job;
+    u->attempt = attempt;
+    u->checking =
+        fk_engine_check_begin(s->e, job, m->round, attempt, m->phase, identity, &u->check);
+    if (from && !u->checking) { /* decoded, encoded and hashed already: nothing left to do */
+        commit_update(s, u->call, u->identity, &u->meta, job, attempt, u->blob, u->len, &u->b,
+                      u->digest_ok ? u->digest : NULL, NULL);
+        upload_free(u);
+        return;
+    }
+    upload_submit(s, u);
 }
 
 static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity,
@@ -1189,8 +1356,121 @@ static void handle_chunk(fk_service *s, fk_grpc_call *call, const char *identity
         fk__service_reply_err(call, rc, &err);
         return;
     }
-    commit_update(s, call, identity, in, job, attempt, blob, len, NULL);
-    free(blob);
+    push_meta m;
+    push_meta_of(in, &m);
+    update_ready(s, call, identity, &m, job, attempt, blob, len, NULL);
+}
+
+/* A decoded PushUpdate (rc: the decode's verdict); from: the upload that decoded it off the
+ * loop (its bundle encoded and hashed there), NULL when decoded here. Consumes from. */
+static void push_decoded(fk_service *s, fk_grpc_call *call, const char *id,
+                         fedkern_v1_PushUpdateRequest *in, const fk_codec_rx *rx, fk_bundle *b,
+                         int rc, fk_err *err, upload *from)
+{
+    if (rc == FK_OK && !session_ok(s, call, id, in->session_id, "PushUpdate")) {
+        if (from)
+            upload_free(from);
+        return;
+    }
+    client_called(s, id);
+    int64_t job = 0;
+    int attempt = 0;
+    if (!rc && fk_task_id_parse(in->job_id, &job, &attempt))
+        rc = fk_err_set(err, FK_EINVAL, "PushUpdate: job_id '%s' is not a task id", in->job_id);
+    if (!rc && strlen(in->update_id) < 8)
+        rc = fk_err_set(err, FK_EINVAL, "PushUpdate: update_id must have at least 8 characters");
+    if (rc) {
+        fk__service_reply_err(call, rc, err);
+    } else if (in->predict_id) {
+        fk__service_predict_answer(s, call, id, in, rx->has_bundle ? b : NULL, job);
+    } else if (in->has_report && in->report.error[0]) {
+        fk_log(FK_LOG_WARN, "client_task_failed",
+               "identity=%s job=%s round=%u phase=%u error=\"%s\"", id, in->job_id, in->round,
+               in->phase, in->report.error);
+        fk_push p = {.job = job,
+                     .round = (int)in->round,
+                     .attempt = attempt,
+                     .phase = (int)in->phase,
+                     .identity = id,
+                     .idem = in->update_id};
+        fk__service_batch_flush(s); /* staged updates count first: the failure may close the phase */
+        rc = fk_engine_fail(s->e, &p, in->report.error, fk_service_now(), err);
+        if (rc == FK_OK)
+            fk__service_wake_waiters(s); /* the phase may have closed: new tasks */
+        fk__service_reply_push(
+            s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
+            rc == FK_OK ? "failure noted; the client counts as a dropout of this phase" : err->msg);
+    } else if (in->probe) {
+        fk__service_batch_flush(s); /* a staged update is not known until it committed */
+        int known = 0;
+        partial *p = find_partial(s, in->update_id, id);
+        if (fk_store_update_known(s->st, in->update_id, id, &known, err) == FK_OK && known)
+            fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0, NULL);
+        else if (p)
+            reply_missing(s, call, p, fedkern_v1_UpdateState_UPDATE_PARTIAL);
+        else
+            fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_UNKNOWN, NULL, 0, NULL);
+    } else if (rx->has_chunk) {
+        handle_chunk(s, call, id, in, rx, job, attempt);
+    } else if (rx->has_bundle && from) {
+        if (from->enc_rc) {
+            fk__service_reply_err(call, from->enc_rc, &from->err);
+        } else {
+            push_meta m;
+            push_meta_of(in, &m);
+            update_ready(s, call, id, &m, job, attempt, from->blob, from->len, from);
+            return; /* from is the update's now */
+        }
+    } else if (rx->has_bundle) {
+        uint8_t *blob;
+        size_t blen;
+        rc = fk_codec_bundle_encode(b, &blob, &blen, err);
+        if (rc) {
+            fk__service_reply_err(call, rc, err);
+        } else {
+            /* b is blob decoded: the engine's checks read it instead of decoding again */
+            push_meta m;
+            push_meta_of(in, &m);
+            commit_update(s, call, id, &m, job, attempt, blob, blen, b, NULL, NULL);
+            free(blob);
+        }
+    } else {
+        fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, "PushUpdate without a payload", NULL,
+                           0);
+    }
+    if (from)
+        upload_free(from);
+}
+
+static void upload_done(fk_offload_item *it)
+{
+    upload *u = (upload *)it;
+    fk_service *s = u->s;
+    int settle = 0;
+    if (u->checking) {
+        settle = fk_engine_check_end(s->e, &u->check);
+        u->checking = 0;
+    }
+    if (settle) { /* pushes or departures came while it was pinned: the phase may end now */
+        fk__service_batch_flush(s);
+        fk_engine_settle(s->e, u->check.job, fk_service_now());
+        fk__service_wake_waiters(s);
+    }
+    if (s->closing) {
+        fk_err err = {0};
+        fk_err_set(&err, FK_EIO,
+                   "the server is shutting down; send the update again once it is "
+                   "back");
+        fk__service_reply_err(u->call, FK_EIO, &err);
+        upload_free(u);
+    } else if (u->step == STEP_REQUEST) {
+        push_decoded(s, u->call, u->identity, &u->in, &u->rx, &u->b, u->decode_rc, &u->err, u);
+    } else {
+        commit_update(s, u->call, u->identity, &u->meta, u->job, u->attempt, u->blob, u->len,
+                      u->msg_ok ? &u->b : NULL, u->digest_ok ? u->digest : NULL,
+                      u->check.ran ? &u->check : NULL);
+        upload_free(u);
+    }
 }
 
 static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
@@ -1203,6 +1483,17 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     const char *id = fk__service_identity_of(peer);
     s->stats.pushes++;
     s->stats.bytes_in += len;
+    upload *u = len >= s->cfg.stage_min && !s->closing ? calloc(1, sizeof *u) : NULL;
+    if (u) { /* decoded, encoded and hashed off the loop: upload_done goes on */
+        fk_bundle_init(&u->b);
+        u->call = call;
+        snprintf(u->identity, sizeof u->identity, "%s", id);
+        u->step = STEP_REQUEST;
+        u->req = req;
+        u->req_len = len;
+        upload_submit(s, u);
+        return;
+    }
     fedkern_v1_PushUpdateRequest in;
     fk_bundle b;
     fk_bundle_init(&b);
@@ -1210,61 +1501,7 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     fk_err err = {0};
     int rc = fk_codec_decode_push_update_request(req, len, &in, &rx, &err);
     int decoded = rc == FK_OK;
-    if (decoded && !session_ok(s, call, id, in.session_id, "PushUpdate")) {
-        fk_bundle_close(&b);
-        fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &in);
-        return;
-    }
-    client_called(s, id);
-    int64_t job = 0;
-    int attempt = 0;
-    if (!rc && fk_task_id_parse(in.job_id, &job, &attempt))
-        rc = fk_err_set(&err, FK_EINVAL, "PushUpdate: job_id '%s' is not a task id", in.job_id);
-    if (!rc && strlen(in.update_id) < 8)
-        rc = fk_err_set(&err, FK_EINVAL, "PushUpdate: update_id must have at least 8 characters");
-    if (rc) {
-        fk__service_reply_err(call, rc, &err);
-    } else if (in.predict_id) {
-        fk__service_predict_answer(s, call, id, &in, rx.has_bundle ? &b : NULL, job);
-    } else if (in.has_report && in.report.error[0]) {
-        fk_log(FK_LOG_WARN, "client_task_failed", "identity=%s job=%s round=%u phase=%u error=\"%s\"",
-               id, in.job_id, in.round, in.phase, in.report.error);
-        fk_push p = {.job = job, .round = (int)in.round, .attempt = attempt,
-                     .phase = (int)in.phase, .identity = id, .idem = in.update_id};
-        fk__service_batch_flush(s); /* staged updates count first: the failure may close the phase */
-        rc = fk_engine_fail(s->e, &p, in.report.error, fk_service_now(), &err);
-        if (rc == FK_OK)
-            fk__service_wake_waiters(s); /* the phase may have closed: new tasks */
-        fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_STALE, NULL, 0,
-                   rc == FK_OK ? "failure noted; the client counts as a dropout of this phase"
-                               : err.msg);
-    } else if (in.probe) {
-        fk__service_batch_flush(s); /* a staged update is not known until it committed */
-        int known = 0;
-        partial *p = find_partial(s, in.update_id, id);
-        if (fk_store_update_known(s->st, in.update_id, id, &known, &err) == FK_OK && known)
-            fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_DUPLICATE, NULL, 0, NULL);
-        else if (p)
-            reply_missing(s, call, p, fedkern_v1_UpdateState_UPDATE_PARTIAL);
-        else
-            fk__service_reply_push(s, call, fedkern_v1_UpdateState_UPDATE_UNKNOWN, NULL, 0, NULL);
-    } else if (rx.has_chunk) {
-        handle_chunk(s, call, id, &in, &rx, job, attempt);
-    } else if (rx.has_bundle) {
-        uint8_t *blob;
-        size_t blen;
-        rc = fk_codec_bundle_encode(&b, &blob, &blen, &err);
-        if (rc) {
-            fk__service_reply_err(call, rc, &err);
-        } else {
-            /* b is blob decoded: the engine's checks read it instead of decoding again */
-            commit_update(s, call, id, &in, job, attempt, blob, blen, &b);
-            free(blob);
-        }
-    } else {
-        fk_grpc_call_reply(call, FK_GRPC_INVALID_ARGUMENT, "PushUpdate without a payload", NULL,
-                           0);
-    }
+    push_decoded(s, call, id, &in, &rx, &b, rc, &err, NULL);
     fk_bundle_close(&b);
     if (decoded)
         fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &in);
@@ -1437,6 +1674,8 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         s->cfg.partial_client_limit = FK_SERVICE_PARTIAL_CLIENT_DEFAULT;
     if (!s->cfg.partial_total_limit)
         s->cfg.partial_total_limit = FK_SERVICE_PARTIAL_TOTAL_DEFAULT;
+    if (!s->cfg.stage_min)
+        s->cfg.stage_min = FK_SERVICE_STAGE_MIN_DEFAULT;
     static const struct {
         const char *path;
         fk_grpc_handler fn;
@@ -1497,6 +1736,8 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
     fk_err cerr = {0};
     if (fk_store_open_checkpointer(&s->ckpt, st, &cerr) && cerr.code != FK_ESTATE)
         fk_log(FK_LOG_WARN, "wal_checkpointer_unavailable", "error=\"%s\"", cerr.msg);
+    if (s->ckpt) /* a large commit's checkpoint runs on the pool (ckpt_maybe), not in it */
+        fk_store_autocheckpoint_small(st);
     *out = s;
     return FK_OK;
 }

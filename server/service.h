@@ -29,6 +29,9 @@
 #define FK_SERVICE_PARTIAL_CLIENT_DEFAULT ((size_t)1 << 30)
 #define FK_SERVICE_PARTIAL_TOTAL_DEFAULT ((size_t)2 << 30)
 
+/* Default of fk_service_config.stage_min: below it a hop to a worker costs more than it saves. */
+#define FK_SERVICE_STAGE_MIN_DEFAULT ((size_t)64 << 10)
+
 /* Query rows one Predict call may carry, for every job type (RESOURCE_EXHAUSTED beyond). */
 #define FK_PREDICT_MAX_QUERIES 100000
 
@@ -50,6 +53,9 @@ typedef struct fk_service_config {
     /* the job types submit checks look up (the clients a type needs connected); NULL: the
      * registry (fk_method_find), as the engine's fk_engine_opts.find */
     fk_method_lookup find;
+    /* PushUpdate requests (and chunked updates once complete) from this many bytes are
+     * decoded, hashed and checked off the loop (issue 35); 0: FK_SERVICE_STAGE_MIN_DEFAULT */
+    size_t stage_min;
 } fk_service_config;
 
 typedef struct fk_service fk_service;
@@ -73,6 +79,8 @@ typedef struct fk_service_stats {
     uint64_t expired;            /* sessions ended for silence (no call, no byte) */
     /* Work off the loop (phase closes, predictions): waiting or running, done, seconds run
      * on the worker and waited for it. */
+    uint64_t uploads_offloaded; /* PushUpdate steps (decode, encode, SHA-256, check) handed to
+                                 * the offload (issue 35) */
     int works_pending;
     uint64_t works_done;
     double work_seconds, work_wait_seconds;

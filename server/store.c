@@ -28,6 +28,9 @@ typedef struct cached_stmt {
 
 struct fk_store {
     sqlite3 *db;
+    int wal_pages;  /* the writer's in-commit checkpoint from this many -wal frames (0: none) */
+    int wal_frames; /* frames in the -wal after the last commit (its hook) */
+    int wal_skipped; /* the hook left a large commit's checkpoint to the pool */
     char path[512];
     cached_stmt cache[STMT_CACHE_MAX];
     int n_cache;
@@ -1052,8 +1055,43 @@ int fk_store_open_checkpointer(fk_store **out, fk_store *writer, fk_err *err)
     return FK_OK;
 }
 
+/* The writer's checkpoint inside a commit (SQLite's auto-checkpoint), except after a commit
+ * that alone wrote wal_pages frames or more: a large update, checkpoint or model (issue 35).
+ * That one would copy all of it into the file on the event loop; the pool's checkpointer does
+ * it instead, right after. Small commits checkpoint as before, so the backstop stays for a
+ * -wal that the pool cannot keep small (fault scenario disk-full). */
+static int wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    fk_store *st = arg;
+    int added = frames >= st->wal_frames ? frames - st->wal_frames : frames; /* restarted */
+    st->wal_frames = frames;
+    if (st->wal_pages <= 0 || frames < st->wal_pages)
+        return SQLITE_OK;
+    if (added >= st->wal_pages) {
+        st->wal_skipped = 1;
+        return SQLITE_OK;
+    }
+    (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    return SQLITE_OK; /* as SQLite's own hook: a failed checkpoint is not the commit's error */
+}
+
+int fk_store_checkpoint_skipped(fk_store *writer)
+{
+    int was = writer->wal_skipped;
+    writer->wal_skipped = 0;
+    return was;
+}
+
+void fk_store_autocheckpoint_small(fk_store *writer)
+{
+    writer->wal_pages = 1000; /* SQLite's default */
+    writer->wal_frames = 0;
+    sqlite3_wal_hook(writer->db, wal_hook, writer);
+}
+
 void fk_store_autocheckpoint_default(fk_store *writer)
 {
+    writer->wal_pages = 0;
     sqlite3_wal_autocheckpoint(writer->db, 1000); /* SQLite's default */
 }
 
@@ -2177,6 +2215,16 @@ int fk_store_update_match(fk_store *st, const char *idem, const char *identity, 
     return FK_OK;
 }
 
+int fk_store_update_match_digest(fk_store *st, const char *idem, const char *identity,
+                                 const uint8_t d[32], int *state, fk_err *err)
+{
+    int rc = idem_state(st, idem, identity, d, err);
+    if (rc < 0)
+        return rc;
+    *state = rc;
+    return FK_OK;
+}
+
 int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
 {
     sqlite3_stmt *s;
@@ -2192,8 +2240,8 @@ int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err)
 
 /* ------------------------------------------------- checkpoints, models */
 
-FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job, int round, const void *blob,
-                    size_t len, fk_err *err)
+FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job, int round,
+                                   const void *blob, size_t len, const uint8_t *given, fk_err *err)
 {
     char sql[160];
     snprintf(sql, sizeof sql,
@@ -2201,7 +2249,9 @@ FK_CHECKRETURN static int blob_put(fk_store *st, const char *table, int64_t job,
              "VALUES (?1, ?2, ?3, ?4, ?5)",
              table);
     unsigned char sum[SUM_LEN];
-    if (sha256(blob, len, sum))
+    if (given) /* hashed off the loop (fk_store_digest) */
+        memcpy(sum, given, SUM_LEN);
+    else if (sha256(blob, len, sum))
         return fk_err_set(err, FK_EIO, "state db %s: cannot compute the SHA-256 of a %s row",
                           st->path, table);
     sqlite3_stmt *s;
@@ -2273,7 +2323,21 @@ FK_CHECKRETURN static int blob_get(fk_store *st, const char *table, int64_t job,
 int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
                             fk_err *err)
 {
-    return blob_put(st, "checkpoints", job, round, blob, len, err);
+    return blob_put(st, "checkpoints", job, round, blob, len, NULL, err);
+}
+
+int fk_store_checkpoint_put_summed(fk_store *st, int64_t job, int round, const void *blob,
+                                   size_t len, const uint8_t sum[32], fk_err *err)
+{
+    return blob_put(st, "checkpoints", job, round, blob, len, sum, err);
+}
+
+int fk_store_digest(const void *blob, size_t len, uint8_t out[32], fk_err *err)
+{
+    return sha256(blob, len, out) ? fk_err_set(err, FK_EIO,
+                                               "cannot compute a SHA-256 (OpenSSL "
+                                               "EVP_Digest failed)")
+                                  : FK_OK;
 }
 
 int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,
@@ -2285,7 +2349,13 @@ int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob, s
 int fk_store_model_put(fk_store *st, int64_t job, int round, const void *blob, size_t len,
                        fk_err *err)
 {
-    return blob_put(st, "models", job, round, blob, len, err);
+    return blob_put(st, "models", job, round, blob, len, NULL, err);
+}
+
+int fk_store_model_put_summed(fk_store *st, int64_t job, int round, const void *blob, size_t len,
+                              const uint8_t sum[32], fk_err *err)
+{
+    return blob_put(st, "models", job, round, blob, len, sum, err);
 }
 
 int fk_store_model_get(fk_store *st, int64_t job, int round, void **blob, size_t *len,

@@ -99,6 +99,13 @@ FK_CHECKRETURN int fk_store_checkpoint_passive(fk_store *ck, int *frames_left, f
 uint64_t fk_store_wal_bytes(const fk_store *st);
 /* The writer checkpoints at commit again (after the checkpointer is closed). */
 void fk_store_autocheckpoint_default(fk_store *writer);
+/* With a checkpointer on the pool: the writer checkpoints inside a commit as SQLite does by
+ * default (from 1000 -wal pages), except in a commit that itself wrote 1000 pages or more (a
+ * large update, checkpoint or model), which the pool's checkpointer copies instead (issue 35).
+ * fk_store_autocheckpoint_default undoes it. */
+void fk_store_autocheckpoint_small(fk_store *writer);
+/* 1 once after a commit whose checkpoint fk_store_autocheckpoint_small left to the pool. */
+int fk_store_checkpoint_skipped(fk_store *writer);
 /* 1 while reader still reads the file writer writes (0 after fk_store_recreate moved the
  * writer to a new file: open a new reader). */
 int fk_store_reads_writer(const fk_store *reader, const fk_store *writer);
@@ -331,6 +338,10 @@ FK_CHECKRETURN int fk_store_update_known(fk_store *st, const char *idem, const c
 FK_CHECKRETURN int fk_store_update_match(fk_store *st, const char *idem, const char *identity,
                                          const void *blob, size_t len, int *state,
                                          uint8_t sha256[32], fk_err *err);
+/* fk_store_update_match with the SHA-256 of the bytes already computed (off the loop). */
+FK_CHECKRETURN int fk_store_update_match_digest(fk_store *st, const char *idem,
+                                                const char *identity, const uint8_t d[32],
+                                                int *state, fk_err *err);
 FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_err *err);
 
 /* --- checkpoints (method server state) and models, per round ---
@@ -338,6 +349,15 @@ FK_CHECKRETURN int fk_store_update_count(fk_store *st, int64_t job, int *n, fk_e
  * round with the restore steps, never the bytes. */
 FK_CHECKRETURN int fk_store_checkpoint_put(fk_store *st, int64_t job, int round, const void *blob,
                                            size_t len, fk_err *err);
+/* The _summed puts take the bytes' SHA-256 computed before (fk_store_digest, any thread), so
+ * that a large checkpoint or model is not hashed on the event loop (issue 35). */
+FK_CHECKRETURN int fk_store_checkpoint_put_summed(fk_store *st, int64_t job, int round,
+                                                  const void *blob, size_t len,
+                                                  const uint8_t sum[32], fk_err *err);
+FK_CHECKRETURN int fk_store_model_put_summed(fk_store *st, int64_t job, int round, const void *blob,
+                                             size_t len, const uint8_t sum[32], fk_err *err);
+/* SHA-256 of bytes as the store keeps it; touches no connection. */
+FK_CHECKRETURN int fk_store_digest(const void *blob, size_t len, uint8_t out[32], fk_err *err);
 /* *blob is malloc'd; FK_ENOTFOUND if absent. */
 FK_CHECKRETURN int fk_store_checkpoint_get(fk_store *st, int64_t job, int round, void **blob,
                                            size_t *len, fk_err *err);

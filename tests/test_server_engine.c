@@ -107,10 +107,28 @@ static int roles_last_unseen(const fk_params *p, int n, const char **roles, fk_e
     return FK_OK;
 }
 
-static fk_method roles_m;
+static fk_method roles_m, checked_m;
+static int checks_run; /* fedmean-checked's check_update calls */
+
+/* fedmean-checked: check_update refuses a delta whose first value is negative. */
+static int check_first_positive(void *srv, int round, int phase, const fk_update *up, fk_err *err)
+{
+    (void)srv, (void)round, (void)phase;
+    checks_run++;
+    const fk_tensor *d = fk_bundle_get(&up->msg, "delta");
+    if (d && d->len > 0 && d->data[0] < 0)
+        return fk_err_set(err, FK_EINVAL, "tensor 'delta': first value is negative");
+    return FK_OK;
+}
 
 static const fk_method *find_test_method(const char *name, fk_err *err)
 {
+    if (!strcmp(name, "fedmean-checked")) {
+        checked_m = fk_test_fedmean;
+        checked_m.name = "fedmean-checked";
+        checked_m.check_update = check_first_positive;
+        return &checked_m;
+    }
     if (strcmp(name, "fedmean-roles"))
         return fk_test_find_method(name, err);
     roles_m = fk_test_fedmean;
@@ -668,6 +686,93 @@ static void batch_commits_together_then_counts(void **state)
     fk_store_round_free(&r);
     for (int c = 0; c < N_CLIENTS; c++)
         free(sp[c].blob);
+}
+
+/* Issue 35: a check run off the loop (fk_engine_check_begin/run/end) pins the job: a phase
+ * that completes meanwhile (the other clients answered) does not end, and no deadline ends
+ * it, until the check is back; then the caller settles it. A stage that carries the check's
+ * verdict does not call check_update again; a verdict taken on another state (the phase moved
+ * on) is not used. */
+static void pinned_check_defers_the_phase_end(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean-checked", "rounds = 2\n"));
+    fk_err err;
+    staged_push sp[N_CLIENTS];
+    for (int c = 0; c < N_CLIENTS; c++)
+        make_push(f, c, &sp[c]);
+    /* client 0's check runs "on a worker" while the others are counted */
+    fk_engine_check chk;
+    assert_int_equal(fk_engine_check_begin(f->e, id, 1, 0, 0, "c0", &chk), 1);
+    fk_engine_check none;
+    assert_int_equal(fk_engine_check_begin(f->e, id, 2, 0, 0, "c0", &none), 0); /* not open */
+    assert_int_equal(fk_engine_check_begin(f->e, id + 1, 1, 0, 0, "c0", &none), 0);
+    for (int c = 1; c < N_CLIENTS; c++) {
+        int dup = -1;
+        assert_int_equal(fk_engine_push(f->e, &sp[c].p, f->now, &dup, &err), FK_OK);
+        assert_int_equal(dup, 0);
+    }
+    /* client 0 never answers: its deadline passes, yet the pinned phase stays open */
+    double next;
+    assert_int_equal(fk_engine_tick(f->e, f->now + 1000.0, &next, &err), FK_OK);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    assert_int_equal(s.round, 1);
+    assert_int_equal(s.answered, N_CLIENTS - 1);
+    fk_bundle b;
+    fk_bundle_init(&b);
+    assert_int_equal(t_decode(sp[0].blob, sp[0].p.len, &b, &err), FK_OK);
+    checks_run = 0;
+    fk_engine_check_run(&chk, &b, &sp[0].p.report);
+    assert_int_equal(checks_run, 1);
+    assert_int_equal(chk.rc, FK_OK);
+    assert_int_equal(fk_engine_check_end(f->e, &chk), 0); /* c0 still owes its update */
+    /* the stage takes the verdict: check_update is not called again */
+    sp[0].p.check = &chk;
+    sp[0].p.msg = &b;
+    int dup = -1;
+    assert_int_equal(fk_engine_push(f->e, &sp[0].p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(checks_run, 1);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING);
+    assert_int_equal(s.round, 2); /* its count closed round 1 */
+    fk_bundle_close(&b);
+    /* round 2: a verdict of round 1 is not reused, the stage checks again */
+    for (int c = 0; c < N_CLIENTS; c++)
+        free(sp[c].blob);
+    for (int c = 0; c < N_CLIENTS; c++)
+        make_push(f, c, &sp[c]);
+    sp[1].p.check = &chk; /* round 1's, client 0's */
+    assert_int_equal(fk_engine_push(f->e, &sp[1].p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(checks_run, 2);
+    /* a phase completed while pinned: the check's end says so, settle closes it */
+    assert_int_equal(fk_engine_check_begin(f->e, id, 2, 0, 0, "c0", &chk), 1);
+    for (int c = 2; c < N_CLIENTS; c++)
+        assert_int_equal(fk_engine_push(f->e, &sp[c].p, f->now, &dup, &err), FK_OK);
+    assert_int_equal(fk_engine_fail(f->e, &sp[0].p, "test: its data is gone", f->now, &err), FK_OK);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_RUNNING); /* complete, but pinned */
+    assert_int_equal(fk_engine_check_end(f->e, &chk), 1);
+    fk_engine_settle(f->e, id, f->now);
+    assert_int_equal(job_state(f, id, &s), FK_JOB_DONE);
+    for (int c = 0; c < N_CLIENTS; c++)
+        free(sp[c].blob);
+}
+
+/* A cancel while a check has the job pinned: the job leaves the running set at once and is
+ * freed when the check ends (ASan: no use after free, no leak). */
+static void cancel_while_pinned_frees_at_check_end(void **state)
+{
+    fed *f = *state;
+    int64_t id = submit(f, job_text("fedmean-checked", "rounds = 2\n"));
+    fk_err err;
+    fk_engine_check chk;
+    assert_int_equal(fk_engine_check_begin(f->e, id, 1, 0, 0, "c3", &chk), 1);
+    assert_int_equal(fk_engine_cancel(f->e, id, f->now, &err), FK_OK);
+    fk_task_ref t;
+    assert_int_equal(fk_engine_pull(f->e, "c3", f->now, &t, &err), FK_ENOTFOUND);
+    assert_false(fk_engine_task_open(f->e, id, 1, 0, 0, "c3"));
+    assert_int_equal(fk_engine_check_end(f->e, &chk), 0);
+    fk_job_status s;
+    assert_int_equal(job_state(f, id, &s), FK_JOB_CANCELLED);
 }
 
 /* A batch whose commit fails stores nothing and changes nothing in memory;
@@ -1530,6 +1635,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(retry_draws_a_new_sample, setup, teardown),
         cmocka_unit_test_setup_teardown(resent_update_counts_once, setup, teardown),
         cmocka_unit_test_setup_teardown(batch_commits_together_then_counts, setup, teardown),
+        cmocka_unit_test_setup_teardown(pinned_check_defers_the_phase_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(cancel_while_pinned_frees_at_check_end, setup, teardown),
         cmocka_unit_test_setup_teardown(failed_batch_commit_changes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(reported_failure_is_an_early_dropout, setup, teardown),
         cmocka_unit_test_setup_teardown(full_disk_refuses_then_recovers, setup, teardown),

@@ -497,6 +497,57 @@ static void heavy_aggregation_leaves_the_loop_answering(void **state)
     close_server(t);
 }
 
+/* fedmean-slowcheck: the first check_update of round 1 blocks like fedmean-slow's aggregate */
+static int slow_check(void *srv, int round, int phase, const fk_update *up, fk_err *err)
+{
+    (void)srv, (void)phase, (void)up, (void)err;
+    if (round == 1 && !atomic_exchange(&slow_entered, 1)) {
+        int i = 0;
+        for (; i < 20000 && !atomic_load(&slow_release); i++)
+            usleep(1000);
+        atomic_store(&slow_timed_out, i == 20000);
+        atomic_store(&slow_left, 1);
+    }
+    return FK_OK;
+}
+
+static fk_method slowcheck;
+static const fk_method *slowcheck_find(const char *name, fk_err *err)
+{
+    if (strcmp(name, "fedmean-slowcheck"))
+        return fk_test_find_method(name, err);
+    slowcheck = fk_test_fedmean;
+    slowcheck.name = "fedmean-slowcheck";
+    slowcheck.check_update = slow_check;
+    return &slowcheck;
+}
+
+/* Issue 35: an upload's staging (its decode, SHA-256 and the method's check_update) runs off
+ * the loop. Every PushUpdate is staged off it here (stage_min 1); while round 1's first check
+ * is blocked, the loop answers heartbeats of every client (two each; the check waits for them,
+ * so no clock decides), the phase does not close under the check, and the job ends with the
+ * simulator's model. With the check on the loop, no heartbeat is answered until it gives up. */
+static void slow_upload_check_leaves_the_loop_answering(void **state)
+{
+    net *t = *state;
+    t->find = slowcheck_find;
+    t->cfg.stage_min = 1;
+    atomic_store(&slow_entered, 0);
+    atomic_store(&slow_release, 0);
+    atomic_store(&slow_left, 0);
+    atomic_store(&slow_timed_out, 0);
+    const char *text = job("fedmean-slowcheck", "rounds = 2\n");
+    run_job(t, text, 0x3f);
+    assert_job_done(t);
+    assert_true(t->slow_seen > 0);
+    assert_true(t->slow_hb >= 2 * N);
+    assert_false(atomic_load(&slow_timed_out)); /* released by the loop, not by its timeout */
+    assert_true(t->sstats.uploads_offloaded >= 2 * N); /* every update of the two rounds */
+    assert_true(t->sstats.committed >= 2 * N);
+    compare_with_sim(t, text);
+    close_server(t);
+}
+
 /* SIGTERM while a phase is aggregated off the loop: the service and the gRPC server close at
  * once, the loop runs until the work is back, and its result is stored (round 1's model) before
  * anything is freed; the job stays running for the restart, and nothing leaks (ASan). */
@@ -1165,6 +1216,8 @@ int main(void)
     signal(SIGPIPE, SIG_IGN); /* a peer closing mid-write must not kill the test */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(federation_matches_sim, setup, teardown),
+        cmocka_unit_test_setup_teardown(slow_upload_check_leaves_the_loop_answering, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(heavy_aggregation_leaves_the_loop_answering, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(predict_over_the_query_cap_is_refused, setup, teardown),
