@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/mixture/gmm_real.h"
+#include "bench/mixture/gmm_run.h"
 #include "bench/mixture/sim_fedgrem.h"
 #include "bench/sim_designs.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/mixture/gmm_real.h"
-#include "common/methods/mixture/gmm_run.h"
 
 typedef struct progress_ctx {
     int every, json, rep;

@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/mixture/mor.h"
 #include "bench/mixture/sim_fedgrem.h"
 #include "bench/sim_designs.h"
-#include "common/methods/mixture/mor.h"
 
 /* fedkern sim fedgrem-mor [options]: `sim fedgrem --model mor` with the federated job type
  * fedgrem-mor (or --method fedem-mor, local-em-mor, local-grem-mor, pooled-grem-mor,
