@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "bench/knn.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
-#include "common/la/knn.h"
 
 static const char *const domains[4] = {"caltech", "amazon", "webcam", "dslr"};
 static const char letters[4] = {'C', 'A', 'W', 'D'};

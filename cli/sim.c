@@ -1,37 +1,21 @@
-/* fedkern sim METHOD: in-process federations, one runner per method. */
+/* fedkern sim METHOD: in-process federations through the generic runner (sim_generic.c), or
+ * one of the paper-design simulations of the method families (bench/sim_designs.h). */
 #include <stdio.h>
 #include <string.h>
 
+#include "bench/sim_designs.h"
 #include "cli/cli.h"
-#include "cli/sim_fedrf_tca.h"
 #include "cli/sim_runners.h"
 #include "common/base/params.h"
 #include "common/methods/method.h"
-
-typedef struct sim_entry {
-    const char *method;
-    const char *summary;
-    int (*run)(int argc, char **argv);
-} sim_entry;
-
-/* Methods with a runner of their own (cli/sim_<method>.c: paper designs, several
- * replications); every other job type runs through the generic runner (sim_generic.c). */
-static const sim_entry sims[] = {
-    {"fedrf-tca", "federated domain adaptation with random-feature TCA", fk_sim_fedrf_tca},
-    {"fedgrem", "FedGrEM and mixture baselines on the paper's simulation design", fk_sim_fedgrem},
-    {"fedgrem-mor",
-     "the *-mor job types (fedgrem, fedem, local-em, local-grem, pooled-grem, pooled-em, "
-     "fedgmm) on the mixture-of-regressions design",
-     fk_sim_fedgrem_mor_jobs},
-    {NULL, NULL, NULL},
-};
 
 static void usage(FILE *out)
 {
     fprintf(out, "usage: fedkern sim METHOD [options]\n\nRuns a federation of simulated clients in "
                  "this process.\n\nmethods:\n");
-    for (int i = 0; sims[i].method; i++)
-        fprintf(out, "  %-12s %s\n", sims[i].method, sims[i].summary);
+    for (int t = 0; fk_sim_designs[t]; t++)
+        for (const fk_bench_entry *e = fk_sim_designs[t]; e->name; e++)
+            fprintf(out, "  %-12s %s\n", e->name, e->summary);
     for (int i = 0; fk_methods[i]; i++)
         if (fk_methods[i]->sim_data)
             fprintf(out, "  %-12s %s\n", fk_methods[i]->name, fk_methods[i]->summary);
@@ -44,7 +28,7 @@ static void usage(FILE *out)
                  "--header, --delim, --prep, ...) apply to every --data file.\n");
 }
 
-/* Whether the job type name belongs to the runner of `fedkern sim runner`: the same name,
+/* Whether the job type name belongs to the paper design `fedkern sim runner`: the same name,
  * or for fedgrem-mor any *-mor job type. */
 static int runs_under(const char *runner, const char *name)
 {
@@ -109,13 +93,13 @@ int fk_cmd_sim(int argc, char **argv)
     }
     if (!strncmp(argv[0], "--", 2))
         return sim_job_file(argc, argv, NULL);
-    /* A job file goes through the generic runner even when the method has a runner of its
-     * own: the file runs as the daemons run it (their per-round metrics); the named
-     * runners keep their own flags. */
-    for (int i = 0; sims[i].method; i++)
-        if (!strcmp(argv[0], sims[i].method))
-            return has_job(argc - 1, argv + 1) ? sim_job_file(argc - 1, argv + 1, sims[i].method)
-                                               : sims[i].run(argc - 1, argv + 1);
+    /* A job file goes through the generic runner even when the name is a paper design's: the
+     * file runs as the daemons run it (their per-round metrics); the designs keep their own
+     * flags. */
+    const fk_bench_entry *design = fk_sim_design_find(argv[0]);
+    if (design)
+        return has_job(argc - 1, argv + 1) ? sim_job_file(argc - 1, argv + 1, design->name)
+                                           : design->run(argc - 1, argv + 1);
     for (int i = 0; fk_methods[i]; i++)
         if (!strcmp(argv[0], fk_methods[i]->name))
             return fk_sim_generic(fk_methods[i], argc - 1, argv + 1);

@@ -7,11 +7,11 @@
 
 #include <cblas.h>
 
+#include "bench/subspace.h"
 #include "common/la/blas.h"
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/la/subspace.h"
 
 static void fill_normal(fk_mat *X, uint64_t seed)
 {

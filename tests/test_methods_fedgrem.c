@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/mixture/gmm_run.h"
 #include "common/methods/mixture/fedgrem.h"
-#include "common/methods/mixture/gmm_run.h"
 #include "common/models/mixture/gmm.h"
 #include "tests/bundle_assert.h"
 #include "tests/support_gmm.h"

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/mixture/mor.h"
 #include "common/data/synth_spec.h"
 #include "common/methods/mixture/fedgmm_mor.h"
 #include "common/methods/mixture/fedgrem.h"
-#include "common/methods/mixture/mor.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/methods/sim.h"
 #include "common/models/mixture/gmm.h"

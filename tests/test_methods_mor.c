@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/mixture/mor.h"
 #include "common/base/params.h"
-#include "common/methods/mixture/mor.h"
 
 static void small_params(fk_params *p)
 {

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/methods/mixture/gmm_run.h"
+#include "bench/mixture/gmm_run.h"
 #include "common/methods/mixture/pooled_em.h"
 #include "common/models/mixture/gmm.h"
 #include "tests/support_gmm.h"

@@ -8,10 +8,10 @@
 
 #include <cblas.h>
 
+#include "bench/subspace.h"
 #include "common/la/eig.h"
 #include "common/la/rff.h"
 #include "common/la/rng.h"
-#include "common/la/subspace.h"
 #include "common/models/fedrf_tca/rftca.h"
 #include "common/models/fedrf_tca/tca.h"
 

@@ -21,9 +21,9 @@
 
 #include "bench/bench.h"
 #include "bench/dica/dica_bench.h"
+#include "bench/knn.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
-#include "common/la/knn.h"
 #include "common/methods/dica/dica_job.h"
 #include "common/methods/sim.h"
 #include "common/models/dica/dica.h"

@@ -12,9 +12,9 @@
 
 #include "bench/bench.h"
 #include "bench/fedrf_tca/rftca_bench.h"
+#include "bench/knn.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
-#include "common/la/knn.h"
 #include "common/methods/fedrf_tca/fedrf_tca.h"
 #include "common/methods/sim.h"
 #include "common/models/fedrf_tca/rftca.h"

@@ -10,11 +10,11 @@
 
 #include "bench/bench.h"
 #include "bench/fedrf_tca/rftca_bench.h"
+#include "bench/subspace.h"
 #include "common/data/catalog.h"
 #include "common/la/blas.h"
 #include "common/la/eig.h"
 #include "common/la/rff.h"
-#include "common/la/subspace.h"
 #include "common/models/fedrf_tca/rftca.h"
 #include "common/models/fedrf_tca/tca.h"
 

@@ -22,10 +22,10 @@
 
 #include "bench/bench.h"
 #include "bench/kahm/kahm_bench.h"
+#include "bench/knn.h"
 #include "common/base/params.h"
 #include "common/data/catalog.h"
 #include "common/data/load.h"
-#include "common/la/knn.h"
 #include "common/la/rng.h"
 #include "common/models/kahm/kahm.h"
 #include "common/models/svm/svm.h"

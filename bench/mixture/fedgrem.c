@@ -10,8 +10,8 @@
 
 #include "bench/bench.h"
 #include "bench/mixture/fedgrem_bench.h"
+#include "bench/mixture/gmm_run.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/mixture/gmm_run.h"
 #include "common/models/mixture/gmm.h"
 #include "common/models/mixture/gmm_estep.h"
 

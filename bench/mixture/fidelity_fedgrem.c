@@ -11,11 +11,11 @@
 
 #include "bench/bench.h"
 #include "bench/mixture/fedgrem_bench.h"
+#include "bench/mixture/gmm_real.h"
+#include "bench/mixture/gmm_run.h"
+#include "bench/mixture/mor.h"
 #include "common/data/synth_gmm.h"
 #include "common/la/hungarian.h"
-#include "common/methods/mixture/gmm_real.h"
-#include "common/methods/mixture/gmm_run.h"
-#include "common/methods/mixture/mor.h"
 
 typedef struct fopts {
     int json, sim_reps, real_reps, full, rounds, fashion_clients, real_methods, mor_reps;

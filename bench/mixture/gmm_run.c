@@ -1,4 +1,4 @@
-#include "common/methods/mixture/gmm_run.h"
+#include "bench/mixture/gmm_run.h"
 
 #include <stdlib.h>
 #include <string.h>

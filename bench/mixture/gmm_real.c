@@ -1,4 +1,4 @@
-#include "common/methods/mixture/gmm_real.h"
+#include "bench/mixture/gmm_real.h"
 
 #include <cblas.h>
 #include <lapacke.h>
@@ -8,12 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/mixture/gmm_run.h"
 #include "common/data/catalog.h"
 #include "common/data/mat_cache.h"
 #include "common/data/prep.h"
 #include "common/la/hungarian.h"
 #include "common/models/mixture/tsne.h"
-#include "common/methods/mixture/gmm_run.h"
 
 enum { S_ASSIGN = 1, S_SPLIT, S_CONTAM_PICK, S_CONTAM_NOISE };
 

@@ -4,7 +4,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 
-#include "common/la/knn.h"
+#include "bench/knn.h"
 #include "common/la/rng.h"
 
 static void ties_go_to_lowest_index(void **state)

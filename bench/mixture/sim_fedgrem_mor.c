@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/sim_runners.h"
-#include "common/methods/mixture/mor.h"
+#include "bench/mixture/mor.h"
+#include "bench/mixture/sim_fedgrem.h"
+#include "bench/sim_designs.h"
 
 /* fedkern sim fedgrem-mor [options]: `sim fedgrem --model mor` with the federated job type
  * fedgrem-mor (or --method fedem-mor, local-em-mor, local-grem-mor, pooled-grem-mor,
@@ -18,7 +18,7 @@ int fk_sim_fedgrem_mor_jobs(int argc, char **argv)
         has_method |= !strcmp(argv[i], "--method") || !strncmp(argv[i], "--method=", 9);
     char **av = malloc(((size_t)argc + 5) * sizeof *av);
     if (!av)
-        return fk_cli_fail("sim fedgrem-mor", "out of memory"), 1;
+        return fk_sim_fail("sim fedgrem-mor", "out of memory"), 1;
     int n = 0;
     av[n++] = "--model";
     av[n++] = "mor";
@@ -41,14 +41,14 @@ int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps,
     double coef;
     int rc = fk_params_double(p, "out_coef", -3.0, -1e6, 1e6, &coef, &err);
     if (rc)
-        return fk_cli_fail("sim fedgrem", "%s", err.msg), 2;
+        return fk_sim_fail("sim fedgrem", "%s", err.msg), 2;
     double sum_t = 0, sum_w = 0;
     int failed = 0;
     double *th = malloc((size_t)(K * R * dim) * sizeof *th), *w = malloc((size_t)(K * R) * sizeof *w);
     if (!th || !w) {
         free(th);
         free(w);
-        return fk_cli_fail("sim fedgrem", "out of memory for K=%ld R=%ld p=%ld", K, R, dim), 1;
+        return fk_sim_fail("sim fedgrem", "out of memory for K=%ld R=%ld p=%ld", K, R, dim), 1;
     }
     for (long s = 0; s < reps; s++) {
         uint64_t sd = seed + (uint64_t)s;
@@ -84,7 +84,7 @@ int fk_sim_fedgrem_mor(fk_params *p, const char *method, long rounds, long reps,
     free(th);
     free(w);
     if (rc)
-        return fk_cli_fail("sim fedgrem", "%s", err.msg), rc == FK_EINVAL ? 2 : 1;
+        return fk_sim_fail("sim fedgrem", "%s", err.msg), rc == FK_EINVAL ? 2 : 1;
     long ok = reps - failed;
     if (ok > 0 && reps > 1) {
         if (json)

@@ -7,9 +7,9 @@
 
 #include <cmocka.h>
 
+#include "bench/subspace.h"
 #include "common/la/mat.h"
 #include "common/la/rng.h"
-#include "common/la/subspace.h"
 
 static void fill_normal(fk_mat *M, uint64_t seed)
 {

@@ -1,4 +1,4 @@
-#include "common/methods/mixture/mor.h"
+#include "bench/mixture/mor.h"
 
 #include <math.h>
 #include <stdio.h>

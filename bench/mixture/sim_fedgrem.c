@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/sim_runners.h"
+#include "bench/mixture/gmm_real.h"
+#include "bench/mixture/gmm_run.h"
+#include "bench/mixture/sim_fedgrem.h"
+#include "bench/sim_designs.h"
 #include "common/data/synth_gmm.h"
-#include "common/methods/mixture/gmm_real.h"
-#include "common/methods/mixture/gmm_run.h"
 
 typedef struct progress_ctx {
     int every, json, rep;
@@ -114,7 +114,7 @@ static int run_real(fk_params *p, const char *data, const char *method, long rou
     if (!rc)
         rc = fk_gmm_real_load(&r, dir, data, &err);
     if (rc)
-        return fk_cli_fail("sim fedgrem", "%s", err.msg);
+        return fk_sim_fail("sim fedgrem", "%s", err.msg);
     double sum = 0;
     for (long s = 0; rc == FK_OK && s < reps; s++) {
         fk_gmm_real_out o;
@@ -136,7 +136,7 @@ static int run_real(fk_params *p, const char *data, const char *method, long rou
     }
     fk_gmm_real_close(&r);
     if (rc)
-        return fk_cli_fail("sim fedgrem", "%s", err.msg);
+        return fk_sim_fail("sim fedgrem", "%s", err.msg);
     if (reps > 1)
         printf(json ? "{\"sim\":\"fedgrem\",\"data\":\"%s\",\"method\":\"%s\",\"summary\":true,"
                       "\"mean_misclustering_pct\":%.4f}\n"
@@ -161,7 +161,7 @@ int fk_sim_fedgrem(int argc, char **argv)
     if (rc || argc > 0) {
         fk_params_close(&p);
         if (rc)
-            return fk_cli_fail("sim fedgrem", "%s", err.msg), 2;
+            return fk_sim_fail("sim fedgrem", "%s", err.msg), 2;
         fprintf(stderr, "fedkern sim fedgrem: unexpected argument '%s'\n", argv[0]);
         return 2;
     }
@@ -196,7 +196,7 @@ int fk_sim_fedgrem(int argc, char **argv)
             n = 200; /* reference MoR.R (paper text: 150) */
         if (outl >= K) {
             fk_params_close(&p);
-            return fk_cli_fail("sim fedgrem", "--outliers %ld must be below --K %ld", outl, K), 2;
+            return fk_sim_fail("sim fedgrem", "--outliers %ld must be below --K %ld", outl, K), 2;
         }
         rc = fk_sim_fedgrem_mor(&p, method, rounds, reps, seed, K, R, dim, n, outl, h, json);
         fk_params_close(&p);
@@ -211,7 +211,7 @@ int fk_sim_fedgrem(int argc, char **argv)
         rc = fk_err_set(&err, FK_EINVAL, "--outliers %ld must be below --K %ld", outl, K);
     if (rc) {
         fk_params_close(&p);
-        fk_cli_fail("sim fedgrem", "%s", err.msg);
+        fk_sim_fail("sim fedgrem", "%s", err.msg);
         return 2;
     }
     const char *data = fk_params_str(&p, "data", "synth");
@@ -285,6 +285,6 @@ int fk_sim_fedgrem(int argc, char **argv)
     free(w);
     fk_params_close(&p);
     if (rc)
-        return fk_cli_fail("sim fedgrem", "%s", err.msg);
+        return fk_sim_fail("sim fedgrem", "%s", err.msg);
     return 0;
 }

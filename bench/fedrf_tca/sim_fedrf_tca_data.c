@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/sim_fedrf_tca.h"
+#include "bench/fedrf_tca/sim_fedrf_tca.h"
 #include "common/data/catalog.h"
 #include "common/data/synth_shift.h"
 
@@ -86,7 +86,7 @@ FK_CHECKRETURN static int load_surf(const fk_params *a, fk_dataset **ds, int *n_
     return FK_OK;
 }
 
-int fk_fedrf_cli_load(const fk_params *a, int synthetic, fk_dataset **ds, int *n_clients,
+int fk_fedrf_sim_load(const fk_params *a, int synthetic, fk_dataset **ds, int *n_clients,
                       fk_err *err)
 {
     *ds = NULL;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/sim_fedrf_tca.h"
+#include "bench/fedrf_tca/sim_fedrf_tca.h"
+#include "bench/sim_designs.h"
 #include "common/base/options.h"
 #include "common/base/params.h"
 #include "common/data/synth_shift.h"
@@ -141,7 +141,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     fk_dataset *ds = NULL;
     int n_clients = 0, rc = 1;
     if (fk_params_parse_args(&a, &argc, argv, &err)) {
-        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+        fk_sim_fail("sim fedrf-tca", "%s", err.msg);
         rc = 2;
         goto out;
     }
@@ -151,7 +151,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         goto out;
     }
     if (argc > 0) {
-        fk_cli_fail("sim fedrf-tca", "unexpected argument '%s'; see --help", argv[0]);
+        fk_sim_fail("sim fedrf-tca", "unexpected argument '%s'; see --help", argv[0]);
         rc = 2;
         goto out;
     }
@@ -166,20 +166,20 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         fk_params_bool(&a, "common_init", 0, &common_init, &err) ||
         fk_params_int(&a, "rounds", 300, 1, 100000000, &rounds, &err) ||
         fk_params_int(&a, "seed", 1, 0, 0x7fffffffffffffffL, &seed_l, &err)) {
-        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+        fk_sim_fail("sim fedrf-tca", "%s", err.msg);
         rc = 2;
         goto out;
     }
     double drop;
     if (fk_params_double(&a, "drop", 0.0, 0.0, 0.999, &drop, &err)) {
-        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+        fk_sim_fail("sim fedrf-tca", "%s", err.msg);
         rc = 2;
         goto out;
     }
     int unset = 0; /* a job parameter could not be stored */
     int synthetic = fk_params_get(&a, "synthetic") || !fk_params_get(&a, "data_dir");
-    if (fk_fedrf_cli_load(&a, synthetic, &ds, &n_clients, &err)) {
-        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+    if (fk_fedrf_sim_load(&a, synthetic, &ds, &n_clients, &err)) {
+        fk_sim_fail("sim fedrf-tca", "%s", err.msg);
         goto out;
     }
     pass(&p, &a, "N", "N", synthetic ? "200" : "1000", &unset);
@@ -211,12 +211,12 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     snprintf(buf, sizeof buf, "%d", ds[0].n_classes);
     unset |= fk_params_set(&p, "classes", buf) != FK_OK;
     if (unset) {
-        fk_cli_fail("sim fedrf-tca", "out of memory for the job parameters");
+        fk_sim_fail("sim fedrf-tca", "out of memory for the job parameters");
         goto out;
     }
     const char *unused = fk_params_unused(&a);
     if (unused) {
-        fk_cli_fail("sim fedrf-tca", "unknown option --%s; see --help", unused);
+        fk_sim_fail("sim fedrf-tca", "unknown option --%s; see --help", unused);
         rc = 2;
         goto out;
     }
@@ -225,7 +225,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     int dense = !strcmp(fk_params_str(&p, "extractor", "identity"), "dense");
     fk_report *finals = dense ? calloc((size_t)n_clients, sizeof *finals) : NULL;
     if (dense && !finals) {
-        fk_cli_fail("sim fedrf-tca", "out of memory");
+        fk_sim_fail("sim fedrf-tca", "out of memory");
         goto out;
     }
     fk_sim_opts o = {.rounds = (int)rounds, .seed = (uint64_t)seed_l, .drop = drop,
@@ -235,7 +235,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     const fk_method *m = &fk_method_fedrf_tca;
     if (fk_sim_run(m, &p, ds, n_clients, &o, &model, &last, &err)) {
         free(finals);
-        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+        fk_sim_fail("sim fedrf-tca", "%s", err.msg);
         goto out;
     }
     if (dense) {
@@ -263,7 +263,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         if (cli)
             m->client_close(cli);
         fk_bundle_close(&model);
-        fk_cli_fail("sim fedrf-tca", "final evaluation: %s", err.msg);
+        fk_sim_fail("sim fedrf-tca", "final evaluation: %s", err.msg);
         goto out;
     }
     /* The tail average of the last avg_last rounds (if asked), scored the same way. */
@@ -276,7 +276,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         if (m->evaluate(cli, &model, &rep_avg, &err)) {
             m->client_close(cli);
             fk_bundle_close(&model);
-            fk_cli_fail("sim fedrf-tca", "final evaluation of the averaged model: %s", err.msg);
+            fk_sim_fail("sim fedrf-tca", "final evaluation of the averaged model: %s", err.msg);
             goto out;
         }
     }
@@ -292,7 +292,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
         if (m->evaluate(cli, &model, &rep_sel, &err)) {
             m->client_close(cli);
             fk_bundle_close(&model);
-            fk_cli_fail("sim fedrf-tca", "final evaluation of the selected model: %s", err.msg);
+            fk_sim_fail("sim fedrf-tca", "final evaluation of the selected model: %s", err.msg);
             goto out;
         }
     }
@@ -321,7 +321,7 @@ int fk_sim_fedrf_tca(int argc, char **argv)
     long N, mm;
     if (fk_params_int(&p, "N", 1000, 1, 1000000, &N, &err) ||
         fk_params_int(&p, "m", 100, 1, 1000000, &mm, &err)) {
-        fk_cli_fail("sim fedrf-tca", "%s", err.msg);
+        fk_sim_fail("sim fedrf-tca", "%s", err.msg);
         goto out;
     }
     size_t hid[4] = {100, 100}, paper_hidden[2] = {100, 100};

@@ -1,4 +1,4 @@
-#include "common/la/subspace.h"
+#include "bench/subspace.h"
 
 #include <cblas.h>
 #include <lapacke.h>

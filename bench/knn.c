@@ -1,4 +1,4 @@
-#include "common/la/knn.h"
+#include "bench/knn.h"
 
 #include <cblas.h>
 #include <stdlib.h>
