@@ -466,8 +466,9 @@ FK_CHECKRETURN static int wset_init(const ws *s, wset *w, fk_err *err)
     memset(w, 0, sizeof *w);
     w->in = calloc(s->N, 1);
     if (!w->in)
-        return fk_err_set(err, FK_ENOMEM, "sfl solve: out of memory for the working set of %zu "
-                                          "rows", s->N);
+        return fk_err_set(err, FK_ENOMEM,
+                          "sfl solve: out of memory for the working set of %zu rows",
+                          s->N);
     size_t by_mem = ((size_t)256 << 20) / (s->J * sizeof(double));
     w->max = by_mem < WS_MAX ? (by_mem < 2 ? 2 : by_mem) : WS_MAX;
     return FK_OK;
@@ -476,8 +477,7 @@ FK_CHECKRETURN static int wset_init(const ws *s, wset *w, fk_err *err)
 /* Rows add[0..k) (not in W, n + k <= max) join W: their scaled kernel rows, then their Gram
  * rows against all of W (BLAS, or plain dot products when a gamma > 0 phase follows so the
  * sums do not depend on the BLAS thread count). */
-FK_CHECKRETURN static int wset_add(ws *s, wset *w, const int *add, size_t k, double rt,
-                                   fk_err *err)
+FK_CHECKRETURN static int wset_add(ws *s, wset *w, const int *add, size_t k, double rt, fk_err *err)
 {
     size_t J = s->J, n0 = w->n, n1 = n0 + k;
     assert(n1 <= w->max);
@@ -633,8 +633,8 @@ FK_CHECKRETURN static int wset_bpp(ws *s, const wset *w, double *lam, int *ok, f
 /* Working-set solve inside the coordinate ascent (classification with the resilient ridge):
  * the QP on the rows W (the others fixed at 0) solved exactly from the coordinate ascent's
  * iterate. *ok = 0 when it did not finish (the caller keeps the coordinate ascent). */
-FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, double rt,
-                                   int *ok, fk_err *err)
+FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, double rt, int *ok,
+                                   fk_err *err)
 {
     wset w;
     *ok = 0;

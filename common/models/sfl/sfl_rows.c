@@ -104,7 +104,8 @@ static void widths_exp(const fk__sfl_rows *r, const double *d2, double *out)
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 __attribute__((target_clones("avx2", "default"))) /* 4 lanes where the CPU has them */
 #endif
-static void dist2(const fk__sfl_rows *r, size_t n, double *d2)
+static void
+dist2(const fk__sfl_rows *r, size_t n, double *d2)
 {
     size_t M = r->M;
     int p = r->p;
