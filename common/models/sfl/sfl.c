@@ -447,6 +447,7 @@ typedef struct wset {
     int *idx;          /* cap: the rows of W */
     double *B;         /* cap x J: B_i = wv_i sqrt(v) .* K_i */
     double *H;         /* cap x cap (leading dimension cap): B B' + 2 rt I, both triangles */
+    double *sv;        /* J: sqrt(v) */
     unsigned char *in; /* N: 1 when the row is in W */
 } wset;
 
@@ -455,6 +456,7 @@ static void wset_close(wset *w)
     free(w->idx);
     free(w->B);
     free(w->H);
+    free(w->sv);
     free(w->in);
     memset(w, 0, sizeof *w);
 }
@@ -465,10 +467,14 @@ FK_CHECKRETURN static int wset_init(const ws *s, wset *w, fk_err *err)
 {
     memset(w, 0, sizeof *w);
     w->in = calloc(s->N, 1);
-    if (!w->in)
+    w->sv = malloc(s->J * sizeof *w->sv);
+    for (size_t j = 0; w->sv && j < s->J; j++)
+        w->sv[j] = sqrt(s->v[j]);
+    if (!w->in || !w->sv) {
+        wset_close(w);
         return fk_err_set(err, FK_ENOMEM,
-                          "sfl solve: out of memory for the working set of %zu rows",
-                          s->N);
+                          "sfl solve: out of memory for the working set of %zu rows", s->N);
+    }
     size_t by_mem = ((size_t)256 << 20) / (s->J * sizeof(double));
     w->max = by_mem < WS_MAX ? (by_mem < 2 ? 2 : by_mem) : WS_MAX;
     return FK_OK;
@@ -508,7 +514,7 @@ FK_CHECKRETURN static int wset_add(ws *s, wset *w, const int *add, size_t k, dou
         const double *kr = fk__sfl_row(s->rows, n);
         double *b = w->B + (n0 + i) * J;
         for (size_t j = 0; j < J; j++)
-            b[j] = kr[j] * s->wv[n] * sqrt(s->v[j]);
+            b[j] = kr[j] * s->wv[n] * w->sv[j];
         w->idx[n0 + i] = (int)n;
         w->in[n] = 1;
     }
