@@ -47,6 +47,11 @@ typedef struct ws {
     double *wv;                /* row weights: y/N (classify) or 1 (regress) */
     double *t, *abar, *alpha, *va, *f;
     double scale, kappa, Np, gamma, L, eta, box;
+    /* 1: the working set ended on eval() of the returned lambda; abar, alpha, f and these are
+     * its (the solve's closing evaluation is not repeated) */
+    int fresh;
+    double fresh_P, fresh_g, fresh_viol;
+    size_t fresh_sup;
 } ws;
 
 static int hard(const ws *s)
@@ -726,6 +731,11 @@ FK_CHECKRETURN static int run_ws(ws *s, double *lam, phase_out *out, int *fallba
         if (e.viol <= o->tau_feas * s->scale &&
             fabs(e.P - e.g) / fmax(1.0, fabs(e.P)) <= o->tau_gap) {
             r.status = FK_SFL_CONVERGED;
+            s->fresh = 1;
+            s->fresh_P = e.P;
+            s->fresh_g = e.g;
+            s->fresh_viol = e.viol;
+            s->fresh_sup = e.sup;
             break;
         }
         for (k = 0; k == 0;) { /* the violators outside W */
@@ -1161,12 +1171,14 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
     if (!rc && ph.status != FK_SFL_INFEASIBLE) {
         s.gamma = o->gamma;
         if (o->gamma_rel > 0) { /* relative gamma from the gamma = 0 (or warm) solution */
+            s.fresh = 0;
             coeffs(&s, lam);
             double m = max_abs(s.abar, J);
             s.gamma = o->gamma_rel * 0.5 * m * m;
         }
         if (!two || s.gamma > 0) {
             if (s.gamma > 0) {
+                s.fresh = 0;
                 if (!(rc = need_matrix(&s, err)))
                     ph = run_phase(&s, lam, prev, lhat, snap, klam, kalpha, kf);
             } else {
@@ -1193,7 +1205,9 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
         memcpy(lam, klam, N * sizeof *lam);
         fit->kept = 1;
     }
-    evalr e = eval(&s, lam);
+    evalr e = {.P = s.fresh_P, .g = s.fresh_g, .viol = s.fresh_viol, .sup = s.fresh_sup};
+    if (!s.fresh || fit->kept)
+        e = eval(&s, lam);
     memcpy(fit->alpha, s.alpha, J * sizeof(double));
     memcpy(fit->f, s.f, N * sizeof(double));
     fit->viol = e.viol;
