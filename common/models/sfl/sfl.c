@@ -1,5 +1,6 @@
 /* Dual ascent on an atom set (spec §3.6 Algorithm SFL-DA, §3.9 stopping and iterate
  * selection, §4.3 critical rows, §5.8 resilient closed form). */
+#include <assert.h>
 #include <cblas.h>
 #include <lapacke.h>
 #include <math.h>
@@ -46,6 +47,11 @@ typedef struct ws {
     double *wv;                /* row weights: y/N (classify) or 1 (regress) */
     double *t, *abar, *alpha, *va, *f;
     double scale, kappa, Np, gamma, L, eta, box;
+    /* 1: the working set ended on eval() of the returned lambda; abar, alpha, f and these are
+     * its (the solve's closing evaluation is not repeated) */
+    int fresh;
+    double fresh_P, fresh_g, fresh_viol;
+    size_t fresh_sup;
 } ws;
 
 static int hard(const ws *s)
@@ -401,7 +407,7 @@ static phase_out run_phase(ws *s, double *lam, double *prev, double *lhat, doubl
     return r;
 }
 
-enum { WS_MAX = 1200, WS_STEPS = 200 };
+enum { WS_MAX = 1200, WS_STEPS = 200, WS_FIRST = 64 };
 
 /* Cholesky solve of the n x n row-major SPD M (lower part) in place, b overwritten: plain loops
  * whose sums do not depend on the BLAS thread count. Non-zero when M is not positive definite. */
@@ -427,52 +433,141 @@ static int chol_solve(double *M, size_t n, double *b)
     return 0;
 }
 
-/* Working-set solve (classification with the resilient ridge, rt > 0): the dual restricted to
- * the rows W (the others fixed at 0) is the box QP max c'l - l'Hl/2, 0 <= l <= box, with
- * H = B B' + 2 rt I, B_i = wv_i sqrt(v) .* K_i and c_i = (1 - eps)/N; solved exactly by a
- * primal active-set method (Cholesky on the free rows, steps kept feasible, the most violating
- * bound row freed) from the coordinate ascent's iterate. *ok = 0 when it did not finish (the
- * caller keeps the coordinate ascent). Few non-zero duals make W small. */
-FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, double rt,
-                                   int *ok, fk_err *err)
+/* The resilient ridge of the classification dual, rt ||lambda||^2 (0: regression, hard or
+ * linear cost). */
+static double ridge(const ws *s)
 {
-    size_t J = s->J, n2 = nW * nW;
+    const fk_sfl_opts *o = s->o;
+    if (o->mode == FK_SFL_REGRESS)
+        return 0.0;
+    return o->res == FK_SFL_QUAD    ? 1.0 / (2.0 * s->kappa * o->c * s->Np * s->Np)
+           : o->res == FK_SFL_HUBER ? 1.0 / (2.0 * s->kappa * s->Np * s->Np)
+                                    : 0.0;
+}
+
+/* A working set of rows W with its Gram block, grown in place: rows that join later cost only
+ * their own products with W (issue 36). */
+typedef struct wset {
+    size_t n, cap, max;
+    int *idx;          /* cap: the rows of W */
+    double *B;         /* cap x J: B_i = wv_i sqrt(v) .* K_i */
+    double *H;         /* cap x cap (leading dimension cap): B B' + 2 rt I, both triangles */
+    double *sv;        /* J: sqrt(v) */
+    unsigned char *in; /* N: 1 when the row is in W */
+} wset;
+
+static void wset_close(wset *w)
+{
+    free(w->idx);
+    free(w->B);
+    free(w->H);
+    free(w->sv);
+    free(w->in);
+    memset(w, 0, sizeof *w);
+}
+
+/* An empty working set for N rows. Its size is capped at WS_MAX rows and at 256 MB of scaled
+ * kernel rows. */
+FK_CHECKRETURN static int wset_init(const ws *s, wset *w, fk_err *err)
+{
+    memset(w, 0, sizeof *w);
+    w->in = calloc(s->N, 1);
+    w->sv = malloc(s->J * sizeof *w->sv);
+    for (size_t j = 0; w->sv && j < s->J; j++)
+        w->sv[j] = sqrt(s->v[j]);
+    if (!w->in || !w->sv) {
+        wset_close(w);
+        return fk_err_set(err, FK_ENOMEM,
+                          "sfl solve: out of memory for the working set of %zu rows", s->N);
+    }
+    size_t by_mem = ((size_t)256 << 20) / (s->J * sizeof(double));
+    w->max = by_mem < WS_MAX ? (by_mem < 2 ? 2 : by_mem) : WS_MAX;
+    return FK_OK;
+}
+
+/* Rows add[0..k) (not in W, n + k <= max) join W: their scaled kernel rows, then their Gram
+ * rows against all of W (BLAS, or plain dot products when a gamma > 0 phase follows so the
+ * sums do not depend on the BLAS thread count). */
+FK_CHECKRETURN static int wset_add(ws *s, wset *w, const int *add, size_t k, double rt, fk_err *err)
+{
+    size_t J = s->J, n0 = w->n, n1 = n0 + k;
+    assert(n1 <= w->max);
+    if (n1 > w->cap) {
+        size_t cap = 2 * w->cap > n1 ? 2 * w->cap : n1;
+        cap = cap < w->max ? cap : w->max;
+        int *ni = realloc(w->idx, cap * sizeof *ni);
+        if (ni)
+            w->idx = ni;
+        double *nB = ni ? realloc(w->B, cap * J * sizeof *nB) : NULL;
+        if (nB)
+            w->B = nB;
+        double *nH = nB ? malloc(cap * cap * sizeof *nH) : NULL;
+        if (!nH)
+            return fk_err_set(err, FK_ENOMEM,
+                              "sfl solve: out of memory for a working set of %zu rows x %zu "
+                              "atoms",
+                              cap, J);
+        for (size_t i = 0; i < n0; i++)
+            memcpy(nH + i * cap, w->H + i * w->cap, n0 * sizeof *nH);
+        free(w->H);
+        w->H = nH;
+        w->cap = cap;
+    }
+    size_t cap = w->cap;
+    for (size_t i = 0; i < k; i++) {
+        size_t n = (size_t)add[i];
+        const double *kr = fk__sfl_row(s->rows, n);
+        double *b = w->B + (n0 + i) * J;
+        for (size_t j = 0; j < J; j++)
+            b[j] = kr[j] * s->wv[n] * w->sv[j];
+        w->idx[n0 + i] = (int)n;
+        w->in[n] = 1;
+    }
+    double *H = w->H, *B = w->B;
+    if (s->det) {
+        for (size_t i = n0; i < n1; i++)
+            for (size_t c = 0; c <= i; c++)
+                H[i * cap + c] = dot(B + i * J, B + c * J, J);
+    } else {
+        if (n0 > 0)
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)k, (int)n0, (int)J, 1.0,
+                        B + n0 * J, (int)J, B, (int)J, 0.0, H + n0 * cap, (int)cap);
+        cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)k, (int)J, 1.0, B + n0 * J,
+                    (int)J, 0.0, H + n0 * cap + n0, (int)cap);
+    }
+    for (size_t i = n0; i < n1; i++) {
+        H[i * cap + i] += 2.0 * rt;
+        for (size_t c = 0; c < i; c++)
+            H[c * cap + i] = H[i * cap + c];
+    }
+    w->n = n1;
+    return FK_OK;
+}
+
+/* The dual restricted to W (the other rows at 0) is the box QP max c'l - l'Hl/2, 0 <= l <= box,
+ * c_i = (1 - eps)/N; solved exactly by block principal pivoting (Judice and Pires 1994) with
+ * Murty's single pivot as the backup against cycling, from lam's values on W (Cholesky on the
+ * free rows). *ok = 0 when it did not finish (lam unchanged). */
+FK_CHECKRETURN static int wset_bpp(ws *s, const wset *w, double *lam, int *ok, fk_err *err)
+{
+    size_t nW = w->n, cap = w->cap;
     *ok = 0;
-    double *B = malloc(nW * J * sizeof *B), *H = malloc(2 * n2 * sizeof *H);
-    double *l = malloc(5 * nW * sizeof *l);
-    int *fr = malloc(nW * sizeof *fr);
-    if (!B || !H || !l || !fr) {
-        free(B);
-        free(H);
+    double *M = malloc((nW * nW + 1) * sizeof *M), *l = malloc((5 * nW + 1) * sizeof *l);
+    int *fr = malloc((nW + 1) * sizeof *fr);
+    if (!M || !l || !fr) {
+        free(M);
         free(l);
         free(fr);
         return fk_err_set(err, FK_ENOMEM, "sfl solve: out of memory for the working set");
     }
-    double *M = H + n2, *x = l + nW, *g = l + 2 * nW, *rhs = l + 3 * nW, *hl = l + 4 * nW;
-    for (size_t i = 0; i < nW; i++) {
-        size_t n = (size_t)W[i];
-        const double *k = fk__sfl_row(s->rows, n);
-        for (size_t j = 0; j < J; j++)
-            B[i * J + j] = k[j] * s->wv[n] * sqrt(s->v[j]);
-        l[i] = lam[n];
-    }
-    if (s->det) /* a gamma > 0 phase follows: the same sums at any BLAS thread count */
-        for (size_t i = 0; i < nW; i++)
-            for (size_t k = 0; k <= i; k++)
-                H[i * nW + k] = dot(B + i * J, B + k * J, J);
-    else
-        cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, (int)nW, (int)J, 1.0, B, (int)J, 0.0,
-                    H, (int)nW);
-    for (size_t i = 0; i < nW; i++) {
-        H[i * nW + i] += 2.0 * rt;
-        for (size_t k = 0; k < i; k++)
-            H[k * nW + i] = H[i * nW + k];
-    }
+    const double *H = w->H;
+    double *x = l + nW, *g = l + 2 * nW, *rhs = l + 3 * nW, *hl = l + 4 * nW;
     double c0 = (1.0 - s->o->eps) / s->Np, box = s->box, gtol = 1e-12 * c0;
-    /* block principal pivoting (Judice and Pires 1994) with Murty's single pivot as the backup
-     * against cycling: fr 0 = at 0, 1 = free, 2 = at the box */
-    for (size_t i = 0; i < nW; i++)
+    /* fr 0 = at 0, 1 = free, 2 = at the box */
+    for (size_t i = 0; i < nW; i++) {
+        l[i] = lam[w->idx[i]];
         fr[i] = l[i] <= 0 ? 0 : l[i] >= box ? 2 : 1;
+    }
     size_t best = nW + 1;
     int backup = 3;
     for (int it = 0; it < WS_STEPS; it++) {
@@ -486,9 +581,9 @@ FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, 
             size_t b = 0;
             for (size_t k = 0; k < nW; k++) {
                 if (fr[k] == 2)
-                    r -= H[i * nW + k] * box;
+                    r -= H[i * cap + k] * box;
                 else if (fr[k] == 1)
-                    M[a * nf + b++] = H[i * nW + k];
+                    M[a * nf + b++] = H[i * cap + k];
             }
             rhs[a++] = r;
         }
@@ -500,7 +595,7 @@ FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, 
         for (size_t i = 0; i < nW; i++)
             x[i] = fr[i] == 1 ? rhs[a++] : fr[i] == 2 ? box : 0.0;
         for (size_t i = 0; i < nW; i++) /* H x, the same sums at any BLAS thread count */
-            hl[i] = dot(H + i * nW, x, nW);
+            hl[i] = dot(H + i * cap, x, nW);
         size_t ninf = 0, last = nW;
         for (size_t i = 0; i < nW; i++) {
             g[i] = c0 - hl[i];
@@ -539,12 +634,138 @@ FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, 
     }
     if (*ok)
         for (size_t i = 0; i < nW; i++)
-            lam[W[i]] = l[i];
-    free(B);
-    free(H);
+            lam[w->idx[i]] = l[i];
+    free(M);
     free(l);
     free(fr);
     return FK_OK;
+}
+
+/* Working-set solve inside the coordinate ascent (classification with the resilient ridge):
+ * the QP on the rows W (the others fixed at 0) solved exactly from the coordinate ascent's
+ * iterate. *ok = 0 when it did not finish (the caller keeps the coordinate ascent). */
+FK_CHECKRETURN static int ws_solve(ws *s, double *lam, const int *W, size_t nW, double rt, int *ok,
+                                   fk_err *err)
+{
+    wset w;
+    *ok = 0;
+    int rc = wset_init(s, &w, err);
+    if (!rc && nW <= w.max && !(rc = wset_add(s, &w, W, nW, rt, err)))
+        rc = wset_bpp(s, &w, lam, ok, err);
+    wset_close(&w);
+    return rc;
+}
+
+static int by_gain(const void *a, const void *b)
+{
+    const double *x = a, *y = b; /* (gradient, row) pairs: largest gradient, then lowest row */
+    return x[0] > y[0] ? -1 : x[0] < y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Classification with the resilient ridge (rt > 0) at gamma = 0 by a growing working set
+ * (issue 36; the chunking of SVM solvers): the QP on W (the other rows at 0) is solved exactly
+ * (wset_bpp), every row is evaluated (one pass over the kernel rows: abar from W's rows, f for
+ * all), and the stopping rule of the coordinate ascent applies; otherwise the rows outside W
+ * whose gradient (1 - eps - y_n f_n)/N exceeds tol join W, the most violating first and at most
+ * max(WS_FIRST, |W|/2) at a time (tol falls tenfold when none does). The Gram block is kept,
+ * so a row's products with W are computed once. W starts from the warm start's non-zero duals
+ * (the WS_FIRST * 4 largest) or WS_FIRST rows drawn from fk_rng(seed); the other duals are set
+ * to 0. Few non-zero duals at the optimum (157 of 1557 rows on pen-digits 1 vs 7) keep W and its
+ * Gram block small where the coordinate ascent's first epochs left 607 rows non-zero. A pass
+ * counts as one iteration. *fallback = 1 when W would outgrow its cap or the QP did not finish:
+ * the caller continues with the coordinate ascent from lam. */
+FK_CHECKRETURN static int run_ws(ws *s, double *lam, phase_out *out, int *fallback, fk_err *err)
+{
+    const fk_sfl_opts *o = s->o;
+    size_t N = s->N;
+    phase_out r = {FK_SFL_MAXITER, 0, 0, -INFINITY};
+    *fallback = 0;
+    double rt = ridge(s), unit = s->scale / s->Np, tol = 0.1 * unit, floor_tol = 1e-15 * unit;
+    wset w;
+    int rc = wset_init(s, &w, err);
+    if (rc)
+        return rc;
+    int *add = malloc(N * sizeof *add);
+    double *gv = malloc(2 * N * sizeof *gv);
+    if (!add || !gv) {
+        free(add);
+        free(gv);
+        wset_close(&w);
+        return fk_err_set(err, FK_ENOMEM, "sfl solve: out of memory for %zu rows", N);
+    }
+    size_t k = 0, first = WS_FIRST < w.max ? WS_FIRST : w.max;
+    for (size_t n = 0; n < N; n++) /* the warm start's non-zero duals, largest first */
+        if (lam[n] > 0) {
+            gv[2 * k] = lam[n];
+            gv[2 * k + 1] = (double)n;
+            k++;
+        }
+    memset(lam, 0, N * sizeof *lam);
+    if (k) {
+        qsort(gv, k, 2 * sizeof *gv, by_gain);
+        k = k < 4 * first ? k : 4 * first;
+        for (size_t i = 0; i < k; i++) {
+            add[i] = (int)gv[2 * i + 1];
+            lam[add[i]] = gv[2 * i];
+        }
+    } else { /* a seeded sample of the rows */
+        fk_rng rng;
+        fk_rng_init(&rng, o->seed, 0x77735f31ULL);
+        for (size_t n = 0; n < N; n++)
+            add[n] = (int)n;
+        fk_rng_shuffle(&rng, add, N);
+        k = N < first ? N : first;
+    }
+    for (long t = 1; t <= o->T; t++) {
+        r.iters = t;
+        int ok = 0;
+        if ((rc = wset_add(s, &w, add, k, rt, err)) || (rc = wset_bpp(s, &w, lam, &ok, err)))
+            break;
+        if (!ok) {
+            *fallback = 1;
+            break;
+        }
+        evalr e = eval(s, lam); /* every row, abar afresh */
+        if (e.g > r.best_dual)
+            r.best_dual = e.g;
+        if (e.viol <= o->tau_feas * s->scale &&
+            fabs(e.P - e.g) / fmax(1.0, fabs(e.P)) <= o->tau_gap) {
+            r.status = FK_SFL_CONVERGED;
+            s->fresh = 1;
+            s->fresh_P = e.P;
+            s->fresh_g = e.g;
+            s->fresh_viol = e.viol;
+            s->fresh_sup = e.sup;
+            break;
+        }
+        for (k = 0; k == 0;) { /* the violators outside W */
+            for (size_t n = 0; n < N; n++) {
+                double gr = ((1.0 - o->eps) - s->y[n] * s->f[n]) / s->Np;
+                if (!w.in[n] && gr > tol) {
+                    gv[2 * k] = gr;
+                    gv[2 * k + 1] = (double)n;
+                    k++;
+                }
+            }
+            if (k || tol <= floor_tol)
+                break;
+            tol = fmax(0.1 * tol, floor_tol);
+        }
+        size_t q = w.n / 2 > first ? w.n / 2 : first;
+        qsort(gv, k, 2 * sizeof *gv, by_gain);
+        k = k < q ? k : q;
+        if (k == 0 || w.n + k > w.max) {
+            *fallback = 1;
+            break;
+        }
+        for (size_t i = 0; i < k; i++)
+            add[i] = (int)gv[2 * i + 1];
+    }
+    free(add);
+    free(gv);
+    wset_close(&w);
+    *out = r;
+    return rc;
 }
 
 /* The gamma = 0 problems by dual coordinate ascent (issue 36): at gamma = 0 the dual is a
@@ -572,10 +793,7 @@ FK_CHECKRETURN static int run_cd(ws *s, double *lam, phase_out *out, fk_err *err
         return fk_err_set(err, FK_ENOMEM, "sfl solve: out of memory");
     }
     int reg = o->mode == FK_SFL_REGRESS;
-    double rt = reg                      ? 0.0
-                : o->res == FK_SFL_QUAD  ? 1.0 / (2.0 * s->kappa * o->c * s->Np * s->Np)
-                : o->res == FK_SFL_HUBER ? 1.0 / (2.0 * s->kappa * s->Np * s->Np)
-                                         : 0.0;
+    double rt = ridge(s);
     double se = reg ? sqrt(o->eps) : 0.0, unit = reg ? s->scale : s->scale / s->Np;
     const double *v = s->v, *y = s->y, *wv = s->wv;
     double *abar = s->abar;
@@ -858,6 +1076,24 @@ FK_CHECKRETURN static int need_matrix(ws *s, fk_err *err)
     return FK_OK;
 }
 
+/* The gamma = 0 problem: the working set where the dual has the resilient ridge, else (and when
+ * the working set gives up) the coordinate ascent, from where it stopped. */
+FK_CHECKRETURN static int run_dual0(ws *s, double *lam, phase_out *out, fk_err *err)
+{
+    int fallback = 1, rc = FK_OK;
+    phase_out first = {FK_SFL_MAXITER, 0, 0, -INFINITY};
+    if (ridge(s) > 0)
+        rc = run_ws(s, lam, &first, &fallback, err);
+    if (rc || !fallback) {
+        *out = first;
+        return rc;
+    }
+    rc = run_cd(s, lam, out, err);
+    out->iters += first.iters;
+    out->best_dual = fmax(out->best_dual, first.best_dual);
+    return rc;
+}
+
 int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl_atoms *a,
                  const fk_sfl_opts *o, const double *lambda0, fk_sfl_fit *fit, fk_err *err)
 {
@@ -918,23 +1154,25 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
     if (two) { /* gamma = 0 pass first */
         s.gamma = 0;
         s.det = 1; /* the thresholded iteration after it would amplify rounding differences */
-        rc = run_cd(&s, lam, &ph, err);
+        rc = run_dual0(&s, lam, &ph, err);
         iters += ph.iters;
         best_dual = ph.best_dual;
     }
     if (!rc && ph.status != FK_SFL_INFEASIBLE) {
         s.gamma = o->gamma;
         if (o->gamma_rel > 0) { /* relative gamma from the gamma = 0 (or warm) solution */
+            s.fresh = 0;
             coeffs(&s, lam);
             double m = max_abs(s.abar, J);
             s.gamma = o->gamma_rel * 0.5 * m * m;
         }
         if (!two || s.gamma > 0) {
             if (s.gamma > 0) {
+                s.fresh = 0;
                 if (!(rc = need_matrix(&s, err)))
                     ph = run_phase(&s, lam, prev, lhat, snap, klam, kalpha, kf);
             } else {
-                rc = run_cd(&s, lam, &ph, err);
+                rc = run_dual0(&s, lam, &ph, err);
             }
             iters += ph.iters;
             best_dual = fmax(best_dual, ph.best_dual);
@@ -957,7 +1195,9 @@ int fk_sfl_solve(const double *X, const double *y, size_t N, int p, const fk_sfl
         memcpy(lam, klam, N * sizeof *lam);
         fit->kept = 1;
     }
-    evalr e = eval(&s, lam);
+    evalr e = {.P = s.fresh_P, .g = s.fresh_g, .viol = s.fresh_viol, .sup = s.fresh_sup};
+    if (!s.fresh || fit->kept)
+        e = eval(&s, lam);
     memcpy(fit->alpha, s.alpha, J * sizeof(double));
     memcpy(fit->f, s.f, N * sizeof(double));
     fit->viol = e.viol;

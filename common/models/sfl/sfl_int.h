@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "common/base/err.h"
+#include "common/la/mat.h"
 #include "common/models/sfl/sfl.h"
 
 /* Rows of the N x J kernel matrix on demand (issue 36). When N x J doubles fit in the budget
@@ -20,6 +21,7 @@ typedef struct fk__sfl_rows {
     double *sT;          /* (p + 1) x M: squared norms, then -2 x the centres, transposed */
     double *cw;          /* J: 1 / (2 w_j^2) */
     double *d2;          /* M distances of the row being built */
+    fk_mat mem;          /* the storage of full or slot */
     double *full;        /* N x J, or NULL in cache mode */
     unsigned char *have; /* full mode: row n computed */
     double *slot;        /* cache mode: R x J */

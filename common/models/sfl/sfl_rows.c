@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/la/vexp.h"
 #include "common/models/sfl/sfl_int.h"
 
 /* The smallest period M of the centres (J = Q M, centre j = centre j mod M), else J. */
@@ -39,14 +40,18 @@ int fk__sfl_rows_init(fk__sfl_rows *r, const double *X, size_t N, int p, const f
     r->cw = malloc(r->J * sizeof *r->cw);
     r->d2 = malloc(r->M * sizeof *r->d2);
     int ok = r->sT && r->cw && r->d2;
+    /* fk_mat: huge pages for the matrix or the cache (a fresh 58 MB matrix took 100 ms of
+     * 4 KiB page faults per solve on the benches' virtual machine, issue 36) */
     if (ok && (double)N * row_bytes <= budget_bytes) {
-        r->full = malloc(N * r->J * sizeof *r->full);
+        ok = fk_mat_init_uninit(&r->mem, N, r->J) == FK_OK;
+        r->full = r->mem.data;
         r->have = calloc(N, 1);
-        ok = r->full && r->have;
+        ok = ok && r->have;
     } else if (ok) {
         double R = floor(budget_bytes / row_bytes);
         r->R = R < 2 ? 2 : R > (double)N ? N : (size_t)R;
-        r->slot = malloc(r->R * r->J * sizeof *r->slot);
+        ok = fk_mat_init_uninit(&r->mem, r->R, r->J) == FK_OK;
+        r->slot = r->mem.data;
         r->slot_row = malloc(r->R * sizeof *r->slot_row);
         r->slot_used = calloc(r->R, sizeof *r->slot_used);
         r->slot_of = malloc(N * sizeof *r->slot_of);
@@ -78,7 +83,9 @@ int fk__sfl_rows_init(fk__sfl_rows *r, const double *X, size_t N, int p, const f
 }
 
 /* exp(-d2 c) of the Q width blocks from the M squared distances in d2 (which may be the first
- * block of out: it is written last). */
+ * block of out: it is written last), by the shared vectorised exp (libm's call per entry was
+ * most of a pooled solve, issue 36); an exponent below -37 gives 0 instead of a value under
+ * 1e-16, below the last bit of the kernel sums it enters. */
 static void widths_exp(const fk__sfl_rows *r, const double *d2, double *out)
 {
     size_t M = r->M;
@@ -86,13 +93,19 @@ static void widths_exp(const fk__sfl_rows *r, const double *d2, double *out)
         double *o = out + q * M;
         const double *c = r->cw + q * M;
         for (size_t m = 0; m < M; m++)
-            o[m] = exp(-(d2[m] > 0 ? d2[m] : 0.0) * c[m]);
+            o[m] = -(d2[m] > 0 ? d2[m] : 0.0) * c[m];
+        fk_vexp_nonpos(o, M);
     }
 }
 
 /* Squared distances |x|^2 + |s|^2 - 2 x.s of row n into d2 (M values): a loop the compiler
- * vectorises over the centres, the same sums at any BLAS thread count. */
-static void dist2(const fk__sfl_rows *r, size_t n, double *d2)
+ * vectorises over the centres, the same sums at any BLAS thread count (and in both clones:
+ * no FMA, element by element in the same order). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target_clones("avx2", "default"))) /* 4 lanes where the CPU has them */
+#endif
+static void
+dist2(const fk__sfl_rows *r, size_t n, double *d2)
 {
     size_t M = r->M;
     int p = r->p;
@@ -116,27 +129,25 @@ static void compute(fk__sfl_rows *r, size_t n, double *out)
     r->computed++;
 }
 
-/* Full mode: every row at once (each row's distances into its first width block). */
-static void compute_all(fk__sfl_rows *r)
+/* Full mode: row n in place (its distances into its first width block), the first time it is
+ * asked for: a pass over the rows (the solver's evaluation) computes each row while it is in
+ * cache and uses it at once. */
+static const double *full_row(fk__sfl_rows *r, size_t n)
 {
-    for (size_t n = 0; n < r->N; n++) {
-        double *row = r->full + n * r->J;
-        if (r->have[n])
-            continue;
+    double *row = r->full + n * r->J;
+    if (!r->have[n]) {
         dist2(r, n, row);
         widths_exp(r, row, row);
         r->have[n] = 1;
         r->computed++;
     }
+    return row;
 }
 
 const double *fk__sfl_row(fk__sfl_rows *r, size_t n)
 {
-    if (r->full) {
-        if (!r->have[n])
-            compute_all(r);
-        return r->full + n * r->J;
-    }
+    if (r->full)
+        return full_row(r, n);
     size_t s = r->slot_of[n];
     if (s < r->R) {
         r->slot_used[s] = ++r->clock;
@@ -171,9 +182,8 @@ void fk__sfl_rows_close(fk__sfl_rows *r)
     free(r->sT);
     free(r->cw);
     free(r->d2);
-    free(r->full);
+    fk_mat_close(&r->mem);
     free(r->have);
-    free(r->slot);
     free(r->slot_row);
     free(r->slot_used);
     free(r->slot_of);
