@@ -204,10 +204,10 @@ static int krylov_route(const yparts *y, size_t m, fk_mat *U, double *theta, fk_
     g.of = malloc(b1 * D * sizeof *g.of);
     /* float copy of Y, written in one pass over Phi (fk_mat gives huge pages; n x D floats
      * fill half of an n x D/2 double matrix) */
-    int ok = g.yt && g.ab && g.xf && g.ytf && g.of && !fk_mat_init_uninit(&F, n, (D + 1) / 2);
+    int ok = g.yt && g.ab, low = ok && g.xf && g.ytf && g.of;
     double *th1 = malloc(b2 * sizeof *th1);
     fk_err e = {0};
-    if (ok && th1) {
+    if (low && th1 && !fk_mat_init_uninit(&F, n, (D + 1) / 2)) {
         float *yf = (float *)F.data;
         for (size_t i = 0; i < n; i++) {
             const double *p = fk_mat_row(Phi, i);
@@ -223,9 +223,10 @@ static int krylov_route(const yparts *y, size_t m, fk_mat *U, double *theta, fk_
                              .keep = b2,
                              .partial = 1,
                              .one_pass = 1};
-        ok = fk_eig_op_top_ex(D, apply_gram_f, &g, m, &o1, th1, &U1, &e) == FK_OK;
-    } else {
-        ok = 0;
+        /* float trouble (an overflow, no memory) only costs the head start: the double phase
+         * then begins from random vectors */
+        if (fk_eig_op_top_ex(D, apply_gram_f, &g, m, &o1, th1, &U1, &e) != FK_OK)
+            fk_mat_close(&U1);
     }
     fk_mat_close(&F);
     free(g.xf);
@@ -233,8 +234,11 @@ static int krylov_route(const yparts *y, size_t m, fk_mat *U, double *theta, fk_
     free(g.of);
     free(th1);
     if (ok) {
-        fk_eig_op_opts o2 = {
-            .block = b2, .max_basis = 24 * (m + 8), .tol = 1e-8, .seed = 2, .start = &U1};
+        fk_eig_op_opts o2 = {.block = b2,
+                             .max_basis = 24 * (m + 8),
+                             .tol = 1e-8,
+                             .seed = 2,
+                             .start = U1.data ? &U1 : NULL};
         ok = fk_eig_op_top_ex(D, apply_gram, &g, m, &o2, theta, U, &e) == FK_OK;
     }
     fk_mat_close(&U1);
