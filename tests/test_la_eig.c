@@ -158,6 +158,54 @@ static void krylov_matches_dense(void **state)
     fk_mat_close(&V2);
 }
 
+/* Options: start vectors that already span the answer converge at the first check; a
+ * partial run returns what it reached; keep returns more Ritz pairs; bad shapes refused. */
+static void krylov_options(void **state)
+{
+    (void)state;
+    size_t n = 300, m = 6;
+    fk_mat Z, A, Vd, V;
+    fk_rng g;
+    fk_rng_init(&g, 9, 9);
+    assert_int_equal(fk_mat_init(&Z, n, n), FK_OK);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            Z.data[i * n + j] = fk_rng_normal(&g) * pow(0.97, (double)j);
+    assert_int_equal(fk_mat_init(&A, n, n), FK_OK);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)n, (int)n, 1.0, Z.data,
+                (int)n, Z.data, (int)n, 0.0, A.data, (int)n);
+    double vd[16], v[16];
+    fk_err err;
+    mat_op op = {&A};
+    assert_int_equal(fk_eig_sym_top(&A, 16, vd, &Vd, &err), FK_OK);
+    fk_mat start = fk_mat_view(Vd.data, n, m, Vd.ld);
+    fk_eig_op_opts o = {.block = 8, .max_basis = 200, .tol = 1e-10, .seed = 1, .start = &start};
+    assert_int_equal(fk_eig_op_top_ex(n, apply, &op, m, &o, v, &V, &err), FK_OK);
+    assert_true(o.applied <= 3 * 8); /* the first Rayleigh-Ritz check */
+    assert_true(o.residual <= 1e-10);
+    for (size_t k = 0; k < m; k++) {
+        assert_true(fabs(v[k] - vd[k]) <= 1e-12 * vd[0]);
+        double dot = cblas_ddot((int)n, V.data + k, (int)m, Vd.data + k, (int)Vd.ld);
+        assert_true(fabs(fabs(dot) - 1.0) < 1e-9);
+    }
+    fk_mat_close(&V);
+    /* partial: an unreachable tolerance in two blocks is no error; keep = 8 pairs back */
+    fk_eig_op_opts p = {
+        .block = 8, .max_basis = 16, .tol = 1e-30, .seed = 1, .keep = 8, .partial = 1};
+    assert_int_equal(fk_eig_op_top_ex(n, apply, &op, m, &p, v, &V, &err), FK_OK);
+    assert_true(p.residual > 1e-30 && isfinite(p.residual));
+    assert_int_equal(p.applied, 16);
+    assert_int_equal(V.cols, 8);
+    assert_true(v[0] <= vd[0] * (1 + 1e-12) && v[0] > 0.5 * vd[0]);
+    fk_mat_close(&V);
+    fk_eig_op_opts bad = {.block = 8, .max_basis = 200, .tol = 1e-10, .keep = 9};
+    assert_int_equal(fk_eig_op_top_ex(n, apply, &op, m, &bad, v, &V, &err), FK_EINVAL);
+    assert_non_null(strstr(err.msg, "keep"));
+    fk_mat_close(&A);
+    fk_mat_close(&Z);
+    fk_mat_close(&Vd);
+}
+
 static void signs_are_fixed(void **state)
 {
     (void)state;
@@ -173,6 +221,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(top_eigenpairs_of_symmetric),
         cmocka_unit_test(generalized_top_is_b_orthonormal),
+        cmocka_unit_test(krylov_options),
         cmocka_unit_test(bad_input_gives_clear_errors),
         cmocka_unit_test(krylov_matches_dense),
         cmocka_unit_test(signs_are_fixed),

@@ -167,6 +167,8 @@ typedef struct krylov {
     fk_mat Qm, AQm;  /* their storage: rows are written before they are read */
     double *T;       /* L x L projected matrix Q A Q^T */
     double *tau, *tmp;
+    double *gram; /* b x b: Cholesky QR's Gram matrix */
+    int passes;   /* block Gram-Schmidt passes against the basis (2, or 1 if asked) */
 } krylov;
 
 static void krylov_free(krylov *k)
@@ -176,16 +178,59 @@ static void krylov_free(krylov *k)
     free(k->T);
     free(k->tau);
     free(k->tmp);
+    free(k->gram);
 }
 
-/* Orthonormalise block rows [c, c+b) of Q against rows [0, c) (twice) and
- * within the block (Householder QR). coef (c x b, leading dimension ldc) may
- * hold Q[0:c) times the block already, saving the first pass's product. */
+/* Householder QR of the b rows at blk (an n x b column-major matrix), Q in place. */
+FK_CHECKRETURN static int householder_rows(krylov *k, double *blk, fk_err *err)
+{
+    size_t n = k->n, b = k->b;
+    lapack_int info =
+        LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)b, blk, (lapack_int)n, k->tau);
+    if (!info)
+        info = LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)b, (lapack_int)b, blk,
+                              (lapack_int)n, k->tau);
+    if (info)
+        return fk_err_set(err, FK_ENUMERIC, "Krylov eigen-solver: QR failed (info=%d)", (int)info);
+    return FK_OK;
+}
+
+/* One Cholesky QR pass on the b rows at blk: G = blk blk^T = R^T R, blk <- R^-T blk. 0 on
+ * success; 1 when G is not safely positive definite (a nearly dependent block), blk untouched
+ * then. The b x b Gram matrix goes in g. */
+static int cholqr_rows(krylov *k, double *blk, double *g)
+{
+    size_t n = k->n, b = k->b;
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasNoTrans, (int)b, (int)n, 1.0, blk, (int)n, 0.0, g,
+                (int)b);
+    double dmax = 0;
+    for (size_t i = 0; i < b; i++)
+        dmax = g[i * b + i] > dmax ? g[i * b + i] : dmax;
+    if (!(dmax > 0) || !isfinite(dmax))
+        return 1;
+    /* row-major upper = column-major lower: G = L L^T with L = R^T */
+    if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)b, g, (lapack_int)b) != 0)
+        return 1;
+    /* a pivot below 1e-5 of the largest means cond(block) > 1e5: one more pass could not
+     * restore orthogonality to rounding (cond^2 eps), so Householder decides instead */
+    for (size_t i = 0; i < b; i++)
+        if (!(g[i * b + i] > 1e-5 * sqrt(dmax)))
+            return 1;
+    cblas_dtrsm(CblasRowMajor, CblasLeft, CblasUpper, CblasTrans, CblasNonUnit, (int)b, (int)n, 1.0,
+                g, (int)b, blk, (int)n);
+    return 0;
+}
+
+/* Orthonormalise block rows [c, c+b) of Q against rows [0, c) (twice, or once) and
+ * within the block: Cholesky QR twice (BLAS 3; Householder's panel QR took
+ * as long as the products), Householder when the block is nearly dependent.
+ * coef (c x b, leading dimension ldc) may hold Q[0:c) times the block
+ * already, saving the first pass's product. */
 FK_CHECKRETURN static int orth_block(krylov *k, size_t c, const double *coef, size_t ldc, fk_err *err)
 {
     size_t n = k->n, b = k->b;
     double *blk = k->Q + c * n;
-    for (int pass = 0; pass < 2 && c > 0; pass++) {
+    for (int pass = 0; pass < k->passes && c > 0; pass++) {
         const double *h = k->tmp;
         size_t ldh = b;
         if (pass == 0 && coef) {
@@ -198,21 +243,16 @@ FK_CHECKRETURN static int orth_block(krylov *k, size_t c, const double *coef, si
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)b, (int)n, (int)c, -1.0, h,
                     (int)ldh, k->Q, (int)n, 1.0, blk, (int)n);
     }
-    /* b rows of length n row-major are an n x b column-major matrix */
-    lapack_int info = LAPACKE_dgeqrf(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)b, blk,
-                                     (lapack_int)n, k->tau);
-    if (!info)
-        info = LAPACKE_dorgqr(LAPACK_COL_MAJOR, (lapack_int)n, (lapack_int)b, (lapack_int)b, blk,
-                              (lapack_int)n, k->tau);
-    if (info)
-        return fk_err_set(err, FK_ENUMERIC, "Krylov eigen-solver: QR failed (info=%d)", (int)info);
+    if (cholqr_rows(k, blk, k->gram) || cholqr_rows(k, blk, k->gram))
+        return householder_rows(k, blk, err);
     return FK_OK;
 }
 
 /* Rayleigh-Ritz on the first c basis vectors: Ritz values into vals, Ritz
- * vectors as rows of Ut (m x n), the largest relative residual into worst. */
-FK_CHECKRETURN static int ritz(krylov *k, size_t c, size_t m, double *vals, double *Ut, double *worst,
-                fk_err *err)
+ * vectors as rows of Ut (keep x n), the largest relative residual of the first
+ * m into worst. */
+FK_CHECKRETURN static int ritz(krylov *k, size_t c, size_t m, size_t keep, double *vals, double *Ut,
+                               double *worst, fk_err *err)
 {
     size_t n = k->n, L = k->L;
     fk_mat Tc, Sm;
@@ -229,17 +269,17 @@ FK_CHECKRETURN static int ritz(krylov *k, size_t c, size_t m, double *vals, doub
             double a = k->T[i * L + j], bb = k->T[j * L + i];
             Tc.data[i * c + j] = ij && ji ? 0.5 * (a + bb) : ij ? a : bb;
         }
-    int rc = fk_eig_sym_top(&Tc, m, w, &Sm, err);
+    int rc = fk_eig_sym_top(&Tc, keep, w, &Sm, err);
     fk_mat_close(&Tc);
     if (rc) {
         free(w);
         free(Rt);
         return rc;
     }
-    memcpy(vals, w, m * sizeof *w);
+    memcpy(vals, w, keep * sizeof *w);
     free(w);
     /* U^T = S^T Q, R^T = S^T AQ - diag(theta) U^T. */
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)c, 1.0, Sm.data,
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)keep, (int)n, (int)c, 1.0, Sm.data,
                 (int)Sm.ld, k->Q, (int)n, 0.0, Ut, (int)n);
     cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)c, 1.0, Sm.data,
                 (int)Sm.ld, k->AQ, (int)n, 0.0, Rt, (int)n);
@@ -258,15 +298,19 @@ FK_CHECKRETURN static int ritz(krylov *k, size_t c, size_t m, double *vals, doub
 /* Block after which to run the next Rayleigh-Ritz step, given a check after
  * block j with residual r. Residuals fall about geometrically per block and
  * faster later, so the rate since the last check overestimates the blocks
- * still needed; skipping 60% of them rarely overshoots and saves most of the
- * O(L^3) checks of a fixed schedule. Without a usable rate the step is 1 + j/8. */
+ * still needed: the first three estimated blocks are taken whole and 60% of
+ * the rest, which rarely overshoots and saves most of the O(L^3) checks of a
+ * fixed schedule (the whole estimate when it is under three blocks: a check of
+ * a 300-vector basis costs more than a block). Without a usable rate the step
+ * is 1 + j/8. */
 static size_t next_ritz(size_t j, double r, size_t *last_j, double *last_r, double tol)
 {
     size_t step = 1 + j / 8;
     if (*last_j && r < *last_r && r > tol) {
         double per_block = log(*last_r / r) / (double)(j - *last_j);
         double need = log(r / tol) / per_block;
-        step = need < 2.0 / 0.6 ? 1 : (size_t)(0.6 * need);
+        need = need <= 3.0 ? need : 3.0 + 0.6 * (need - 3.0);
+        step = need < 1.0 ? 1 : (size_t)need;
         if (step > 2 * j) /* an early, noisy rate never skips more than 2/3 of the basis */
             step = 2 * j;
     }
@@ -284,11 +328,28 @@ size_t fk_eig_op_block(size_t m, size_t n)
 int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis, double tol,
                   uint64_t seed, double *vals, fk_mat *V, fk_err *err)
 {
+    fk_eig_op_opts o = {.max_basis = max_basis, .tol = tol, .seed = seed};
+    return fk_eig_op_top_ex(n, op, ctx, m, &o, vals, V, err);
+}
+
+int fk_eig_op_top_ex(size_t n, fk_sym_op op, void *ctx, size_t m, fk_eig_op_opts *o, double *vals,
+                     fk_mat *V, fk_err *err)
+{
     *V = (fk_mat){0};
+    o->residual = INFINITY;
+    o->applied = 0;
     if (m == 0 || m > n)
         return fk_err_set(err, FK_EINVAL, "Krylov eigen-solver: want 1 <= m <= n (m=%zu, n=%zu)", m, n);
-    krylov k = {.n = n, .b = fk_eig_op_block(m, n)};
-    size_t blocks = max_basis / k.b;
+    size_t keep = o->keep ? o->keep : m;
+    krylov k = {
+        .n = n, .b = o->block ? o->block : fk_eig_op_block(m, n), .passes = o->one_pass ? 1 : 2};
+    size_t s0 = o->start ? o->start->cols : 0;
+    if (keep < m || keep > k.b || k.b > n || s0 > k.b || (o->start && o->start->rows != n))
+        return fk_err_set(err, FK_EINVAL,
+                          "Krylov eigen-solver: want m=%zu <= keep=%zu <= block=%zu <= n=%zu and "
+                          "at most a block of start vectors of length n (got %zu)",
+                          m, keep, k.b, n, s0);
+    size_t blocks = o->max_basis / k.b;
     if (blocks < 2 || blocks * k.b > n)
         blocks = n / k.b;
     if (blocks < 2)
@@ -303,17 +364,18 @@ int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis,
     k.T = calloc(k.L * k.L, sizeof *k.T);
     k.tau = malloc(k.b * sizeof *k.tau);
     k.tmp = malloc(k.L * k.b * sizeof *k.tmp);
-    double *Ut = malloc(m * n * sizeof *Ut);
+    k.gram = malloc(k.b * k.b * sizeof *k.gram);
+    double *Ut = malloc(keep * n * sizeof *Ut);
     int rc = FK_OK;
-    if (!k.Q || !k.AQ || !k.T || !k.tau || !k.tmp || !Ut) {
+    if (!k.Q || !k.AQ || !k.T || !k.tau || !k.tmp || !k.gram || !Ut) {
         rc = fk_err_set(err, FK_ENOMEM, "Krylov eigen-solver: out of memory (basis %zu)", k.L);
         goto out;
     }
     fk_rng g;
-    fk_rng_init(&g, seed, 0x6b72796c6f760000ULL);
+    fk_rng_init(&g, o->seed, 0x6b72796c6f760000ULL);
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < k.b; j++)
-            k.Q[j * n + i] = fk_rng_normal(&g);
+            k.Q[j * n + i] = j < s0 ? o->start->data[i * o->start->ld + j] : fk_rng_normal(&g);
     if ((rc = orth_block(&k, 0, NULL, 0, err)))
         goto out;
     double worst = INFINITY, last_worst = INFINITY;
@@ -321,16 +383,22 @@ int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis,
     for (size_t j = 0; j < blocks; j++) {
         size_t c = j * k.b;
         op(ctx, k.Q + c * n, n, k.AQ + c * n, n, k.b);
+        o->applied += k.b;
         /* new columns of T = Q (A Q_j)^T for the blocks so far */
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(c + k.b), (int)k.b, (int)n, 1.0,
                     k.Q, (int)n, k.AQ + c * n, (int)n, 0.0, k.T + c, (int)k.L);
         /* Rayleigh-Ritz (it costs O(L^3)) where convergence may have happened. */
         if (j + 1 == next_check || j + 1 == blocks) {
-            if ((rc = ritz(&k, c + k.b, m, vals, Ut, &worst, err)))
+            double prev = worst;
+            if ((rc = ritz(&k, c + k.b, m, keep, vals, Ut, &worst, err)))
                 goto out;
-            next_check = next_ritz(j + 1, worst, &last_check, &last_worst, tol);
+            /* a low-precision operator's residual floors (float32: near 1e-7 of theta_1):
+             * stop once a small residual no longer falls by a third between checks */
+            if (o->partial && worst < 1e-4 && worst > 0.7 * prev)
+                break;
+            next_check = next_ritz(j + 1, worst, &last_check, &last_worst, o->tol);
         }
-        if (worst <= tol)
+        if (worst <= o->tol)
             break;
         if (j + 1 == blocks)
             break;
@@ -339,18 +407,21 @@ int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis,
         if ((rc = orth_block(&k, c + k.b, k.T + c, k.L, err)))
             goto out;
     }
-    if (worst > tol) {
-        rc = fk_err_set(err, FK_ENUMERIC, "Krylov eigen-solver: not converged with %zu basis vectors "
-                        "(residual %.2g > %.2g)", k.L, worst, tol);
+    o->residual = worst;
+    if (worst > o->tol && !o->partial) {
+        rc = fk_err_set(err, FK_ENUMERIC,
+                        "Krylov eigen-solver: not converged with %zu basis vectors "
+                        "(residual %.2g > %.2g)",
+                        k.L, worst, o->tol);
         goto out;
     }
-    if (fk_mat_init(V, n, m)) {
+    if (fk_mat_init_uninit(V, n, keep)) {
         rc = fk_err_set(err, FK_ENOMEM, "Krylov eigen-solver: out of memory");
         goto out;
     }
     for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < m; j++)
-            V->data[i * m + j] = Ut[j * n + i];
+        for (size_t j = 0; j < keep; j++)
+            V->data[i * keep + j] = Ut[j * n + i];
 out:
     free(Ut);
     krylov_free(&k);

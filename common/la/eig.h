@@ -38,6 +38,27 @@ size_t fk_eig_op_block(size_t m, size_t n);
 FK_CHECKRETURN int fk_eig_op_top(size_t n, fk_sym_op op, void *ctx, size_t m, size_t max_basis,
                                  double tol, uint64_t seed, double *vals, fk_mat *V, fk_err *err);
 
+/* Options of fk_eig_op_top_ex (zero-initialise, then set what differs). */
+typedef struct fk_eig_op_opts {
+    size_t block;        /* vectors per block; 0: fk_eig_op_block(m, n) */
+    size_t max_basis;    /* basis columns at most (rounded down to whole blocks) */
+    double tol;          /* converged when every wanted residual <= tol * theta_1 */
+    uint64_t seed;       /* random start for the columns start does not give */
+    const fk_mat *start; /* NULL or n x s starting vectors (s <= block; orthogonalised here) */
+    size_t keep;         /* Ritz pairs returned (m <= keep <= block); 0: m */
+    int partial;         /* 1: not converged is not an error: stop at the basis limit or when the
+                          * residual stalls (a low-precision operator's floor) and return the
+                          * Ritz pairs reached; the caller reads residual */
+    int one_pass;        /* 1: one block Gram-Schmidt pass against the basis instead of two
+                          * (enough when the operator itself is only float-accurate) */
+    double residual;     /* out: largest |A u - theta u| / theta_1 of the m wanted pairs */
+    size_t applied;      /* out: vectors the operator was applied to */
+} fk_eig_op_opts;
+
+/* fk_eig_op_top with options: vals (keep values) and V (n x keep). */
+FK_CHECKRETURN int fk_eig_op_top_ex(size_t n, fk_sym_op op, void *ctx, size_t m, fk_eig_op_opts *o,
+                                    double *vals, fk_mat *V, fk_err *err);
+
 /* Flip each column of V so that its entry of largest magnitude is positive
  * (a deterministic sign for eigenvectors). */
 void fk_eig_fix_signs(fk_mat *V);

@@ -30,19 +30,37 @@ void fk_rows_l2_normalize(fk_mat *X)
     }
 }
 
-/* v = Phi^T l and Y = gamma^-1/2 (Phi_c - c (Phi_c v) v^T), Phi_c column-centred.
- * Phi is read three times (v and mu together, Phi v, the fused write of Y):
- * Phi_c v = Phi v - (mu . v) 1, so Y is written once. */
-FK_CHECKRETURN static int build_y(const fk_mat *Phi, size_t n_s, double gamma, fk_mat *Y, double *v,
-                                  double *c_out, fk_err *err)
+/* What Y = gamma^-1/2 (Phi_c - c (Phi_c v) v^T) is made of, Phi_c column-centred:
+ * Y_ij = g (Phi_ij - mu_j) - g c w_i v_j with g = gamma^-1/2 and w = Phi_c v. */
+typedef struct yparts {
+    const fk_mat *Phi;
+    double *v;  /* D: Phi^T l (owned by the caller) */
+    double *mu; /* D: column means */
+    double *w;  /* n: Phi_c v */
+    double g, c;
+} yparts;
+
+static void yparts_free(yparts *y)
+{
+    free(y->mu);
+    free(y->w);
+    y->mu = y->w = NULL;
+}
+
+/* v = Phi^T l, mu, w and c from Phi (read twice: v and mu together, then Phi v). */
+FK_CHECKRETURN static int yparts_init(yparts *y, const fk_mat *Phi, size_t n_s, double gamma,
+                                      double *v, fk_err *err)
 {
     size_t n = Phi->rows, D = Phi->cols, n_t = n - n_s;
-    double *l = malloc(2 * n * sizeof *l), *vm = malloc(2 * D * sizeof *vm),
-           *mu = malloc(D * sizeof *mu), *u = malloc(n * sizeof *u);
-    int rc = FK_OK;
-    if (!l || !vm || !mu || !u || fk_mat_init_uninit(Y, n, D)) { /* written in full below */
-        rc = fk_err_set(err, FK_ENOMEM, "TCA: out of memory for %zux%zu features", n, D);
-        goto out;
+    *y = (yparts){.Phi = Phi, .v = v, .g = 1.0 / sqrt(gamma)};
+    double *l = malloc(2 * n * sizeof *l), *vm = malloc(2 * D * sizeof *vm);
+    y->mu = malloc(D * sizeof *y->mu);
+    y->w = malloc(n * sizeof *y->w);
+    if (!l || !vm || !y->mu || !y->w) {
+        free(l);
+        free(vm);
+        yparts_free(y);
+        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory for %zux%zu features", n, D);
     }
     for (size_t i = 0; i < n; i++) {
         l[2 * i] = i < n_s ? 1.0 / (double)n_s : -1.0 / (double)n_t;
@@ -52,83 +70,195 @@ FK_CHECKRETURN static int build_y(const fk_mat *Phi, size_t n_s, double gamma, f
                 (int)Phi->ld, l, 2, 0.0, vm, 2);
     for (size_t j = 0; j < D; j++) {
         v[j] = vm[2 * j];
-        mu[j] = vm[2 * j + 1];
+        y->mu[j] = vm[2 * j + 1];
     }
-    double a = cblas_ddot((int)D, v, 1, v, 1), muv = cblas_ddot((int)D, mu, 1, v, 1);
-    double c = a > 0 ? (1.0 - sqrt(gamma / (gamma + a))) / a : 0.0;
-    double g = 1.0 / sqrt(gamma);
+    double a = cblas_ddot((int)D, v, 1, v, 1), muv = cblas_ddot((int)D, y->mu, 1, v, 1);
+    y->c = a > 0 ? (1.0 - sqrt(gamma / (gamma + a))) / a : 0.0;
+    /* Phi_c v = Phi v - (mu . v) 1 */
     cblas_dgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)D, 1.0, Phi->data, (int)Phi->ld, v, 1,
-                0.0, u, 1);
-    for (size_t i = 0; i < n; i++) {
-        const double *p = fk_mat_row(Phi, i);
-        double *y = fk_mat_row(Y, i);
-        double cu = c * g * (u[i] - muv); /* c (Y_c v)_i, Y_c = g Phi_c */
-        for (size_t j = 0; j < D; j++)
-            y[j] = g * (p[j] - mu[j]) - cu * v[j];
-    }
-    *c_out = c;
-out:
+                0.0, y->w, 1);
+    for (size_t i = 0; i < n; i++)
+        y->w[i] -= muv;
     free(l);
     free(vm);
-    free(mu);
-    free(u);
-    return rc;
+    return FK_OK;
 }
 
-/* x -> Y^T (Y x) for the Krylov solver, on a block of vectors as rows. */
+/* Y (initialised here, n x D) written in one pass over Phi. */
+FK_CHECKRETURN static int build_y(const yparts *y, fk_mat *Y, fk_err *err)
+{
+    const fk_mat *Phi = y->Phi;
+    size_t n = Phi->rows, D = Phi->cols;
+    if (fk_mat_init_uninit(Y, n, D)) /* written in full below */
+        return fk_err_set(err, FK_ENOMEM, "TCA: out of memory for %zux%zu features", n, D);
+    for (size_t i = 0; i < n; i++) {
+        const double *p = fk_mat_row(Phi, i);
+        double *r = fk_mat_row(Y, i), cw = y->c * y->g * y->w[i];
+        for (size_t j = 0; j < D; j++)
+            r[j] = y->g * (p[j] - y->mu[j]) - cw * y->v[j];
+    }
+    return FK_OK;
+}
+
+/* x -> Y^T (Y x) for the Krylov solver, on a block of vectors as rows: in float32 on a float
+ * copy of Y (first phase), or in double on Phi itself with the centring and the rank-one
+ * term applied to the skinny products (second phase), so Y is never formed in double. */
 typedef struct gram_op {
-    const fk_mat *Y;
-    double *yt; /* b x n: the block times Y^T */
-    size_t cols; /* vectors the operator was applied to */
+    const yparts *y;
+    const float *yf;      /* n x D, Y rounded to float (float phase) */
+    double *yt;           /* b x n: the block times Y^T */
+    float *xf, *ytf, *of; /* float phase: the block, Y x and the result (b x D, b x n, b x D) */
+    double *ab;           /* 2b: the block's dot products with mu and v, then with 1 and w */
+    size_t cols;          /* vectors the operator was applied to, in double / in float */
+    size_t cols_f;
     double seconds; /* wall time inside the operator */
 } gram_op;
 
 static void apply_gram(void *ctx, const double *X, size_t ldx, double *out, size_t ldo, size_t b)
 {
-    gram_op *g = ctx;
-    const fk_mat *Y = g->Y;
-    size_t n = Y->rows, D = Y->cols;
-    g->cols += b;
-    double t0 = now();
+    gram_op *o = ctx;
+    const yparts *y = o->y;
+    const fk_mat *Phi = y->Phi;
+    size_t n = Phi->rows, D = Phi->cols;
+    o->cols += b;
+    double t0 = now(), g = y->g, c = y->c;
+    double *a = o->ab, *bv = o->ab + b;
+    /* Y x = g (Phi x - (mu . x) 1 - c (v . x) w) */
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)n, (int)D, 1.0, X, (int)ldx,
-                Y->data, (int)Y->ld, 0.0, g->yt, (int)n);
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)D, (int)n, 1.0, g->yt,
-                (int)n, Y->data, (int)Y->ld, 0.0, out, (int)ldo);
-    g->seconds += now() - t0;
+                Phi->data, (int)Phi->ld, 0.0, o->yt, (int)n);
+    for (size_t k = 0; k < b; k++) {
+        a[k] = cblas_ddot((int)D, X + k * ldx, 1, y->mu, 1);
+        bv[k] = c * cblas_ddot((int)D, X + k * ldx, 1, y->v, 1);
+    }
+    for (size_t k = 0; k < b; k++) {
+        double *z = o->yt + k * n;
+        for (size_t i = 0; i < n; i++)
+            z[i] = g * (z[i] - a[k] - bv[k] * y->w[i]);
+    }
+    /* Y^T z = g (Phi^T z - (1 . z) mu - c (w . z) v) */
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)D, (int)n, 1.0, o->yt,
+                (int)n, Phi->data, (int)Phi->ld, 0.0, out, (int)ldo);
+    for (size_t k = 0; k < b; k++) {
+        const double *z = o->yt + k * n;
+        double s = 0, t = 0;
+        for (size_t i = 0; i < n; i++) {
+            s += z[i];
+            t += z[i] * y->w[i];
+        }
+        double *r = out + k * ldo;
+        for (size_t j = 0; j < D; j++)
+            r[j] = g * (r[j] - s * y->mu[j] - c * t * y->v[j]);
+    }
+    o->seconds += now() - t0;
 }
 
-/* Large problems with few components: block Krylov on Y^T Y without forming
- * it; 1 if it converged into U and theta, 0 to take the dense route. */
-static int krylov_route(const fk_mat *Y, size_t m, fk_mat *U, double *theta, fk_tca_times *tm)
+static void apply_gram_f(void *ctx, const double *X, size_t ldx, double *out, size_t ldo, size_t b)
 {
-    size_t n = Y->rows, D = Y->cols, k = n < D ? n : D;
+    gram_op *o = ctx;
+    size_t n = o->y->Phi->rows, D = o->y->Phi->cols;
+    o->cols_f += b;
+    double t0 = now();
+    for (size_t k = 0; k < b; k++)
+        for (size_t j = 0; j < D; j++)
+            o->xf[k * D + j] = (float)X[k * ldx + j];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)b, (int)n, (int)D, 1.0f, o->xf,
+                (int)D, o->yf, (int)D, 0.0f, o->ytf, (int)n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)b, (int)D, (int)n, 1.0f, o->ytf,
+                (int)n, o->yf, (int)D, 0.0f, o->of, (int)D);
+    for (size_t k = 0; k < b; k++)
+        for (size_t j = 0; j < D; j++)
+            out[k * ldo + j] = (double)o->of[k * D + j];
+    o->seconds += now() - t0;
+}
+
+static size_t round8(size_t x)
+{
+    return (x + 7) / 8 * 8;
+}
+
+/* Large problems with few components: block Krylov on Y^T Y without forming it, in two
+ * phases. A float32 phase (sgemm runs the skinny products 2.2x faster than dgemm) goes as far
+ * as float allows (residual 1e-6 theta_1 or its floor); its top Ritz vectors start a double
+ * phase on the exact operator, which alone decides convergence (residual <= 1e-8 theta_1),
+ * so the answer is double precision whatever the first phase reached. 1 if it converged into
+ * U and theta, 0 to take the dense route. */
+static int krylov_route(const yparts *y, size_t m, fk_mat *U, double *theta, fk_tca_times *tm)
+{
+    const fk_mat *Phi = y->Phi;
+    size_t n = Phi->rows, D = Phi->cols, k = n < D ? n : D;
     if (k < 600 || 12 * m > k)
         return 0;
     double t0 = now();
-    gram_op g = {.Y = Y, .yt = malloc(fk_eig_op_block(m, D) * n * sizeof(double))};
+    /* blocks: m + 4 vectors in the float phase, m rounded up to a multiple of 8 (OpenBLAS's
+     * kernels are 4 x 8; 20 ran 30 % slower per vector than 24) in the double phase, started
+     * from as many Ritz vectors */
+    size_t b1 = round8(m + 4), b2 = round8(m);
+    if (b1 > D / 2)
+        b1 = b2 = m;
+    fk_mat F = {0}, U1 = {0};
+    gram_op g = {.y = y};
+    g.yt = malloc(b2 * n * sizeof *g.yt);
+    g.ab = malloc(2 * (b1 > b2 ? b1 : b2) * sizeof *g.ab);
+    g.xf = malloc(b1 * D * sizeof *g.xf);
+    g.ytf = malloc(b1 * n * sizeof *g.ytf);
+    g.of = malloc(b1 * D * sizeof *g.of);
+    /* float copy of Y, written in one pass over Phi (fk_mat gives huge pages; n x D floats
+     * fill half of an n x D/2 double matrix) */
+    int ok = g.yt && g.ab, low = ok && g.xf && g.ytf && g.of;
+    double *th1 = malloc(b2 * sizeof *th1);
     fk_err e = {0};
-    int rc = g.yt ? fk_eig_op_top(D, apply_gram, &g, m, 24 * (m + 8), 1e-8, 1, theta, U, &e)
-                  : FK_ENOMEM;
+    if (low && th1 && !fk_mat_init_uninit(&F, n, (D + 1) / 2)) {
+        float *yf = (float *)F.data;
+        for (size_t i = 0; i < n; i++) {
+            const double *p = fk_mat_row(Phi, i);
+            double cw = y->c * y->g * y->w[i];
+            for (size_t j = 0; j < D; j++)
+                yf[i * D + j] = (float)(y->g * (p[j] - y->mu[j]) - cw * y->v[j]);
+        }
+        g.yf = yf;
+        fk_eig_op_opts o1 = {.block = b1,
+                             .max_basis = 24 * (m + 8),
+                             .tol = 1e-6,
+                             .seed = 1,
+                             .keep = b2,
+                             .partial = 1,
+                             .one_pass = 1};
+        /* float trouble (an overflow, no memory) only costs the head start: the double phase
+         * then begins from random vectors */
+        if (fk_eig_op_top_ex(D, apply_gram_f, &g, m, &o1, th1, &U1, &e) != FK_OK)
+            fk_mat_close(&U1);
+    }
+    fk_mat_close(&F);
+    free(g.xf);
+    free(g.ytf);
+    free(g.of);
+    free(th1);
+    if (ok) {
+        fk_eig_op_opts o2 = {.block = b2,
+                             .max_basis = 24 * (m + 8),
+                             .tol = 1e-8,
+                             .seed = 2,
+                             .start = U1.data ? &U1 : NULL};
+        ok = fk_eig_op_top_ex(D, apply_gram, &g, m, &o2, theta, U, &e) == FK_OK;
+    }
+    fk_mat_close(&U1);
     free(g.yt);
+    free(g.ab);
     if (tm) {
         tm->krylov = now() - t0;
-        tm->krylov_ok = rc == FK_OK;
+        tm->krylov_ok = ok;
         tm->krylov_op = g.seconds;
-        tm->krylov_flops = 4.0 * (double)n * (double)D * (double)g.cols;
+        tm->krylov_flops = 4.0 * (double)n * (double)D * (double)(g.cols + g.cols_f);
+        tm->krylov_cols_f = g.cols_f;
     }
-    return rc == FK_OK;
+    return ok;
 }
 
-/* U (D x m): top-m right singular vectors of Y (n x D) and theta = sigma^2. */
-FK_CHECKRETURN static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U, double *theta,
-                                            fk_tca_times *tm, fk_err *err)
+/* Dense route: U (D x m), the top-m right singular vectors of Y (n x D) by the smaller Gram
+ * matrix and dsyevr, theta = sigma^2. */
+FK_CHECKRETURN static int dense_top(const fk_mat *Y, size_t m, fk_mat *U, double *theta,
+                                    fk_tca_times *tm, fk_err *err)
 {
-    if (krylov_route(Y, m, U, theta, tm)) {
-        double tol = 1e-10 * (theta[0] > 0 ? theta[0] : 1.0);
-        if (theta[m - 1] > tol)
-            return FK_OK;
-        fk_mat_close(U); /* rank check below decides with the dense solver */
-    }
     double t0 = now();
     size_t n = Y->rows, D = Y->cols;
     size_t k = n < D ? n : D;
@@ -177,6 +307,25 @@ FK_CHECKRETURN static int top_right_vectors(const fk_mat *Y, size_t m, fk_mat *U
         cblas_dscal((int)D, 1.0 / sqrt(theta[j]), U->data + j, (int)U->ld);
     fk_mat_close(&Q);
     return FK_OK;
+}
+
+/* U (D x m): top-m right singular vectors of Y (n x D) and theta = sigma^2. */
+FK_CHECKRETURN static int top_right_vectors(const yparts *yp, size_t m, fk_mat *U, double *theta,
+                                            fk_tca_times *tm, fk_err *err)
+{
+    if (krylov_route(yp, m, U, theta, tm)) {
+        double tol = 1e-10 * (theta[0] > 0 ? theta[0] : 1.0);
+        if (theta[m - 1] > tol)
+            return FK_OK;
+        fk_mat_close(U); /* rank check below decides with the dense solver */
+    }
+    fk_mat Y;
+    int rc = build_y(yp, &Y, err);
+    if (rc)
+        return rc;
+    rc = dense_top(&Y, m, U, theta, tm, err);
+    fk_mat_close(&Y);
+    return rc;
 }
 
 static void normalize_columns(fk_mat *W, const double *theta, fk_tca_norm norm)
@@ -238,17 +387,19 @@ int fk_tca_solve_timed(const fk_mat *Phi, size_t n_s, double gamma, size_t m, fk
         return fk_err_set(err, FK_EINVAL,
                           "TCA: projected dimension m=%zu must satisfy 1 <= m < n=%zu samples and "
                           "m <= D=%zu features", m, n, D);
-    fk_mat Y = {0}, U = {0};
-    double *v = malloc(D * sizeof *v), c = 0;
+    fk_mat U = {0};
+    yparts yp = {0};
+    double *v = malloc(D * sizeof *v);
     int rc = v ? FK_OK : fk_err_set(err, FK_ENOMEM, "TCA: out of memory");
     double t0 = now();
     if (!rc)
-        rc = build_y(Phi, n_s, gamma, &Y, v, &c, err);
+        rc = yparts_init(&yp, Phi, n_s, gamma, v, err);
     if (tm)
         tm->center = now() - t0;
     if (!rc)
-        rc = top_right_vectors(&Y, m, &U, theta, tm, err);
-    fk_mat_close(&Y);
+        rc = top_right_vectors(&yp, m, &U, theta, tm, err);
+    double c = yp.c;
+    yparts_free(&yp);
     double t3 = now();
     if (rc) {
         free(v);

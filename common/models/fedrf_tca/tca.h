@@ -41,6 +41,7 @@ typedef struct fk_tca_times {
     double krylov; /* block Krylov attempt on Y^T Y (large problems) */
     double krylov_op; /* of which inside the operator Y^T (Y X) */
     double krylov_flops; /* operator flops (4 n D per column) */
+    size_t krylov_cols_f; /* of the columns, those applied in float32 (the first phase) */
     int krylov_ok; /* 1 if the Krylov route converged (then gram = eig = 0) */
     size_t gram_dim, other_dim; /* Gram matrix order k and the summed dimension */
 } fk_tca_times;
