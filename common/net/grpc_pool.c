@@ -502,6 +502,7 @@ FK_CHECKRETURN static int worker_new(fk__grpc_pool *P, int i, const fk_grpc_serv
     w->n_exit.kind = K_EXIT;
     w->ctr.nmethods = nmethods;
     w->ctr.activity = fk__grpc_server_activity(P->front);
+    w->ctr.budget = fk__grpc_server_budget(P->front);
     w->ctr.answered = calloc((size_t)(nmethods ? nmethods : 1) * FK_GRPC_N_STATUS,
                              sizeof *w->ctr.answered);
     w->fwd = calloc((size_t)(nmethods ? nmethods : 1), sizeof *w->fwd);
