@@ -115,8 +115,8 @@ struct fk_grpc_server {
     int io_threads;        /* > 1: connections are served by the pool's I/O threads */
     fk__grpc_pool *pool;
     fk_bigbuf_cache cache; /* one idle large request buffer */
-    fk__grpc_budget own_budget; /* the front server's */
-    fk__grpc_budget *budget;    /* own_budget, or the front server's for a worker */
+    fk__grpc_budget own_budget;          /* the front server's */
+    fk__grpc_budget *budget;             /* own_budget, or the front server's for a worker */
     fk_grpc_call *wait_head, *wait_tail; /* large messages waiting for the budget, FIFO */
     uv_timer_t wake;                     /* admits waiters after a release (or polls) */
     void (*on_closed)(void *);
@@ -516,9 +516,8 @@ static int budget_take(fk__grpc_budget *b, uint64_t n)
     } while (!atomic_compare_exchange_weak_explicit(&b->held, &cur, cur + n, memory_order_relaxed,
                                                     memory_order_relaxed));
     uint64_t pk = atomic_load_explicit(&b->peak, memory_order_relaxed);
-    while (cur + n > pk && !atomic_compare_exchange_weak_explicit(&b->peak, &pk, cur + n,
-                                                                  memory_order_relaxed,
-                                                                  memory_order_relaxed))
+    while (cur + n > pk && !atomic_compare_exchange_weak_explicit(
+                               &b->peak, &pk, cur + n, memory_order_relaxed, memory_order_relaxed))
         ;
     return 1;
 }
@@ -938,8 +937,8 @@ static void pend_data(h2conn *c, fk_grpc_call *call, const uint8_t *data, size_t
     int large = h[0] == 0 && call->want > FK_GRPC_SMALL_MESSAGE && call->want <= s->lim.max_message;
     if (large && (s->wait_head || !budget_take(s->budget, call->want))) {
         wait_add(s, call);
-        fk_log(FK_LOG_DEBUG, "upload_waits", "peer=%s path=%s bytes=%llu held=%llu",
-               c->peer.addr, call->path, (unsigned long long)call->want,
+        fk_log(FK_LOG_DEBUG, "upload_waits", "peer=%s path=%s bytes=%llu held=%llu", c->peer.addr,
+               call->path, (unsigned long long)call->want,
                (unsigned long long)atomic_load_explicit(&s->budget->held, memory_order_relaxed));
         return;
     }
@@ -1370,6 +1369,16 @@ uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i)
     return s->pool ? fk__grpc_pool_thread_accepted(s->pool, i) : 0;
 }
 
+int fk__grpc_server_method_releases(const fk_grpc_server *s, int i)
+{
+    return i >= 0 && i < s->nmethods && s->methods[i].release_on_return;
+}
+
+void fk__grpc_call_release_request(fk_grpc_call *call)
+{
+    request_release(call);
+}
+
 const char *fk__grpc_server_method(const fk_grpc_server *s, int i, fk_grpc_handler *fn, void **ud)
 {
     if (i < 0 || i >= s->nmethods)
@@ -1429,7 +1438,8 @@ int fk_grpc_server_release_on_return(fk_grpc_server *s, const char *path, fk_err
         }
     return fk_err_set(err, FK_ENOTFOUND,
                       "grpc server: %s has no handler; register it before asking to release its "
-                      "requests on return", path);
+                      "requests on return",
+                      path);
 }
 
 int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
@@ -1459,7 +1469,9 @@ int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
     if (s->io_threads > 1) {
         if (s->pool || s->listening || s->closing)
             return fk_err_set(err, FK_ESTATE, "grpc server: already listening");
-        fk_grpc_server_config wcfg = {.limits = s->lim, .tls = s->tls, .drain_ms = s->drain_ms,
+        fk_grpc_server_config wcfg = {.limits = s->lim,
+                                      .tls = s->tls,
+                                      .drain_ms = s->drain_ms,
                                       .upload_budget = s->own_budget.limit};
         int prc = fk__grpc_pool_start(&s->pool, s, s->loop, s->io_threads, (struct sockaddr *)&ss,
                                       &wcfg, s->nmethods, err);

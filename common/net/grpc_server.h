@@ -60,10 +60,10 @@ FK_CHECKRETURN int fk_grpc_server_handle(fk_grpc_server *srv, const char *path, 
 /* The handler of path reads its request bytes only while it runs (it copies what it keeps):
  * the server frees them, and gives their memory back to the upload budget, as soon as the
  * handler returns, even when the reply comes later (an upload acknowledged after its commit).
- * Without it the bytes live until the reply. With io_threads > 1 the bytes still live until
- * the reply (they belong to the I/O thread). */
+ * Without it the bytes live until the reply. With io_threads > 1 the engine loop tells the
+ * connection's I/O thread to free them once the handler returned. */
 FK_CHECKRETURN int fk_grpc_server_release_on_return(fk_grpc_server *srv, const char *path,
-                                                   fk_err *err);
+                                                    fk_err *err);
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]); port 0 picks a free port, see fk_grpc_server_port. */
 FK_CHECKRETURN int fk_grpc_server_listen(fk_grpc_server *srv, const char *hostport, fk_err *err);
 int fk_grpc_server_port(const fk_grpc_server *srv);

@@ -107,6 +107,11 @@ FK_CHECKRETURN int fk__grpc_server_init_worker(fk_grpc_server **out, uv_loop_t *
                                                fk__grpc_counters *ctr, fk_err *err);
 /* Serve an accepted socket (the server owns fd from now on, also on failure). */
 void fk__grpc_server_adopt(fk_grpc_server *s, uv_os_sock_t fd);
+/* 1 if method i's request bytes are to be freed when its handler returns
+ * (fk_grpc_server_release_on_return). */
+int fk__grpc_server_method_releases(const fk_grpc_server *s, int i);
+/* Free a call's request bytes now and give their reservation back (its handler let go). */
+void fk__grpc_call_release_request(fk_grpc_call *call);
 /* Method i of the front server: path, handler and its user data (NULL past the last). */
 const char *fk__grpc_server_method(const fk_grpc_server *s, int i, fk_grpc_handler *fn, void **ud);
 
