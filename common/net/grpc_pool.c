@@ -31,9 +31,10 @@ enum { ACCEPT_PAUSE_MS = 100 }; /* out of descriptors or memory: wait before acc
 
 enum kind {
     K_CALL, K_CANCEL, K_EXIT,         /* I/O thread -> engine loop */
-    K_CONN, K_REPLY, K_TLS, K_CLOSE,  /* engine loop -> I/O thread */
-    K_RELEASE                         /* engine loop -> I/O thread: free the request bytes */
+    K_CONN, K_REPLY, K_TLS, K_CLOSE   /* engine loop -> I/O thread */
 };
+/* engine loop -> I/O thread: free a call's request bytes (its handler has returned) */
+enum { K_RELEASE = K_CLOSE + 1 };
 
 typedef struct qnode {
     struct qnode *next;
