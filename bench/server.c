@@ -252,6 +252,7 @@ static const fk_method loadgen_fold = {
     .evaluate = lg_noop, .client_save = lg_csave, .client_load = lg_cload, .keys = lg_keys,
 };
 static int g_fold; /* --fold: the server aggregates with loadgen_fold */
+static long g_upload_mb = 64; /* --upload_memory_mb: the server's upload budget (its default) */
 
 /* All clients every round (the server keeps n from server_init via the job's client list). */
 static int g_clients;
@@ -523,6 +524,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_net_limits_default(&gc.limits);
     /* the load generator answers PINGs late while it builds 10,000 uploads: not a dead peer */
     gc.limits.keepalive_timeout_ms = 600000;
+    gc.upload_budget = (uint64_t)g_upload_mb << 20;
     /* Past 2,000 clients one round's uploads keep the shared 2-core machine (server and load
      * generator) busy for longer than a heartbeat's deadline (4 intervals of 5 s): the clients
      * would take their connections for stalled and reconnect, and the bench would measure a
@@ -537,6 +539,7 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
         fk_grpc_server_listen(r.srv, "127.0.0.1:0", &err))
         return fprintf(stderr, "bench server: %s\n", err.msg), 1;
     fk_tls_ctx_unref(tls);
+    double rss_base = rss_mb(); /* the server with no client yet */
     /* the clients in another process, so their CPU is not counted as the server's */
     pid_t child = fork();
     if (child == 0)
@@ -561,6 +564,8 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     while (fk_bench_now() - idle_t0 < 5.0)
         FK_UV_MUST(uv_run(&r.loop, UV_RUN_ONCE));
     double idle_rate = (cpu_seconds() - idle_cpu0) / (fk_bench_now() - idle_t0);
+    /* every client joined and idle: what their sessions cost (TLS, HTTP/2, session state) */
+    double rss_joined = rss_mb();
     /* the timed part: one job of `rounds` rounds, the loop runs until watch_job sees it end */
     char conf[256];
     snprintf(conf, sizeof conf,
@@ -608,6 +613,22 @@ static int bench_n(int n, int rounds, long dim, int full_sync, int json, const c
     fk_bench_emit(json, "server", c, "server_cpu_ms_per_round", 1e3 * cpu / rounds, NULL);
     fk_bench_emit(json, "server", c, "server_rss_MB", rss_mb(), NULL);
     fk_bench_emit(json, "server", c, "server_peak_rss_MB", peak_rss_mb(), NULL);
+    /* Memory target (issue 35): peak RSS against the server with no client, plus two models,
+     * plus what the joined, idle clients' sessions cost (measured above, in this run). */
+    double model_mb = (double)dim * 8.0 / 1048576.0;
+    double target = rss_base + 2.0 * model_mb + (rss_joined - rss_base);
+    fk_grpc_server_stats gs;
+    fk_grpc_server_stats_get(r.srv, &gs);
+    fk_bench_emit(json, "server", c, "server_rss_no_clients_MB", rss_base, NULL);
+    fk_bench_emit(json, "server", c, "session_cost_KB_per_client",
+                  1024.0 * (rss_joined - rss_base) / n, NULL);
+    fk_bench_emit(json, "server", c, "model_MB", model_mb, NULL);
+    fk_bench_emit(json, "server", c, "peak_rss_target_MB", target, NULL);
+    fk_bench_emit(json, "server", c, "peak_rss_over_target", peak_rss_mb() / target, NULL);
+    fk_bench_emit(json, "server", c, "upload_budget_MB", (double)g_upload_mb, NULL);
+    fk_bench_emit(json, "server", c, "upload_held_peak_MB", (double)gs.upload_peak / 1048576.0,
+                  NULL);
+    fk_bench_emit(json, "server", c, "uploads_waited", (double)gs.upload_waits, NULL);
     /* per client update: must not grow with the number of clients (no O(K^2) bookkeeping) */
     double upd = ss.committed ? (double)ss.committed : NAN;
     fk_bench_emit(json, "server", c, "server_cpu_ms_per_update", 1e3 * cpu / upd, NULL);
@@ -709,7 +730,9 @@ int fk_bench_server(int argc, char **argv)
         fprintf(rc ? stderr : stdout,
                 "usage: fedkern bench server [--clients 100] [--rounds 5] [--dim 1000]\n"
                 "                            [--sync full,normal] [--pki_dir DIR] [--json]\n"
-                "                            [--fold 0|1]\n"
+                "                            [--fold 0|1] [--upload_memory_mb 64]\n"
+                "--upload_memory_mb: the server's upload budget (net.upload_memory_mb; 0 = none).\n"
+                "peak_rss_target_MB = RSS with no client + 2 x model + the joined clients' RSS.\n"
                 "--fold 1: the server folds each update into the sum as it reads it (streaming\n"
                 "aggregation, O(dim) memory) instead of holding the round's updates.\n"
                 "sync=full is the server's setting (every acknowledged update fsync'd; a\n"
@@ -726,7 +749,8 @@ int fk_bench_server(int argc, char **argv)
     if (fk_params_int(&p, "rounds", 5, 1, 100000, &rounds, &err) ||
         fk_params_int(&p, "dim", 1000, 1, 1L << 26, &dim, &err) ||
         fk_params_bool(&p, "json", 0, &json, &err) ||
-        fk_params_bool(&p, "fold", 0, &g_fold, &err)) {
+        fk_params_bool(&p, "fold", 0, &g_fold, &err) ||
+        fk_params_int(&p, "upload_memory_mb", 64, 0, 1L << 20, &g_upload_mb, &err)) {
         fprintf(stderr, "fedkern bench server: %s\n", err.msg);
         fk_params_close(&p);
         return 2;

@@ -74,6 +74,10 @@ static const fk_param_doc opts[] = {
     {"net.io_threads N", "threads that own the client connections (TLS, HTTP/2), each with its own "
                          "event loop; the jobs, the state and the handlers stay on the one main "
                          "loop. 1: that loop does everything (1, at most 64)"},
+    {"net.upload_memory_mb N",
+     "MiB of large request messages (uploads) the server receives and holds at once, over all "
+     "connections (64; 0 = no bound): a client whose upload does not fit waits, its HTTP/2 "
+     "window shut, until earlier uploads are stored; one upload larger than this goes alone"},
     {"memtrim_ms MS", "how often freed heap is checked and, after a load spike, given back to the "
                       "system (5000; 0 = never)"},
     {"log_level LEVEL", "error, warn, info or debug (info)"},
@@ -459,9 +463,10 @@ static int run(fk_params *p)
     fk_err err = {0};
     fk_grpc_server_config cfg = {0};
     fk_net_limits_default(&cfg.limits);
-    long hb, drain, trim_ms, io_threads;
+    long hb, drain, trim_ms, io_threads, upload_mb;
     if (fk_net_limits_from_params(&cfg.limits, p, "net", &err) != FK_OK ||
         fk_params_int(p, "net.io_threads", 1, 1, 64, &io_threads, &err) != FK_OK ||
+        fk_params_int(p, "net.upload_memory_mb", 64, 0, 1L << 20, &upload_mb, &err) != FK_OK ||
         fk_params_int(p, "heartbeat_ms", 10000, 100, 3600000, &hb, &err) != FK_OK ||
         fk_params_int(p, "drain_ms", 5000, 0, 3600000, &drain, &err) != FK_OK ||
         fk_params_int(p, "memtrim_ms", 5000, 0, 3600000, &trim_ms, &err) != FK_OK)
@@ -508,6 +513,7 @@ static int run(fk_params *p)
     }
     cfg.drain_ms = (uint64_t)drain;
     cfg.io_threads = (int)io_threads;
+    cfg.upload_budget = (uint64_t)upload_mb << 20;
     uv_loop_t loop;
     int rc = fk_uv_err(uv_loop_init(&loop), "event loop", &err);
     if (rc) {

@@ -1712,8 +1712,13 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         free(s);
         return orc;
     }
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
-        int rc = fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err);
+    for (size_t i = 0; i <= sizeof routes / sizeof *routes; i++) {
+        /* on_push copies what it keeps (decoded, staged) before it returns: its request bytes
+         * are freed then, not at the acknowledgement after the commit, so an upload holds the
+         * server's upload budget only while it is received and staged. */
+        int rc = i < sizeof routes / sizeof *routes
+                     ? fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err)
+                     : fk_grpc_server_release_on_return(srv, FED "PushUpdate", err);
         if (rc) {
             fk_fanout_close(s->fo);
             fk_roster_free(s->roster);

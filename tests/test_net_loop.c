@@ -312,6 +312,202 @@ static void oversized_request_refused_by_client(void **state)
     assert_non_null(strstr(f->msg, "1000"));
 }
 
+/* ---- upload budget: many large uploads at once hold at most the budget ---------------- */
+
+enum { UP_CLIENTS = 3, UP_EACH = 4, UP_SIZE = 1u << 20, UP_MAX = UP_CLIENTS * UP_EACH };
+
+typedef struct upfix {
+    uv_loop_t loop;
+    fk_grpc_server *srv;
+    fk_grpc_client *cl[UP_CLIENTS];
+    uint64_t budget;
+    uv_timer_t acker;
+    fk_grpc_call *pending[UP_MAX]; /* handled, not answered yet (a commit that takes time) */
+    int npending, max_pending, bad_bytes, over_budget, handled;
+    int ack_all_at_end; /* answer only once every upload was handled */
+    int total;
+    int up_done, up_ok, echo_done, echo_ok, echo_before_last_upload;
+    int server_closed;
+} upfix;
+
+static uint8_t up_data[UP_MAX][UP_SIZE];
+
+/* The handler checks the bytes and that what the server holds is within the budget, then
+ * answers only later (the acker), as the service acknowledges an update after its commit. */
+static void on_upload(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                      uint64_t deadline, void *ud)
+{
+    (void)peer;
+    (void)deadline;
+    upfix *u = ud;
+    fk_grpc_server_stats st;
+    fk_grpc_server_stats_get(u->srv, &st);
+    if (st.upload_held > u->budget)
+        u->over_budget++;
+    if (len != UP_SIZE || req[0] != req[len - 1] || req[len / 2] != req[0])
+        u->bad_bytes++;
+    u->handled++;
+    u->pending[u->npending++] = call;
+    if (u->npending > u->max_pending)
+        u->max_pending = u->npending;
+}
+
+static void up_ack(uv_timer_t *t)
+{
+    upfix *u = t->data;
+    if (u->ack_all_at_end && u->handled < u->total)
+        return;
+    for (int i = 0; i < u->npending; i++)
+        assert_int_equal(
+            fk_grpc_call_reply(u->pending[i], FK_GRPC_OK, NULL, (const uint8_t *)"k", 1), FK_OK);
+    u->npending = 0;
+}
+
+static void up_echo(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *req, size_t len,
+                    uint64_t deadline, void *ud)
+{
+    (void)peer;
+    (void)deadline;
+    (void)ud;
+    fk_grpc_call_reply(call, FK_GRPC_OK, NULL, req, len);
+}
+
+static void up_done_cb(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    (void)msg;
+    (void)resp;
+    (void)len;
+    upfix *u = ud;
+    u->up_done++;
+    u->up_ok += status == FK_GRPC_OK;
+}
+
+static void echo_done_cb(void *ud, int status, const char *msg, const uint8_t *resp, size_t len)
+{
+    (void)msg;
+    (void)resp;
+    (void)len;
+    upfix *u = ud;
+    u->echo_done++;
+    u->echo_ok += status == FK_GRPC_OK;
+    if (u->up_done < UP_MAX)
+        u->echo_before_last_upload++;
+}
+
+static void up_server_closed(void *ud)
+{
+    ((upfix *)ud)->server_closed = 1;
+}
+
+/* Start the server (budget bytes; the uploads' bytes freed when the handler returns if
+ * release) and UP_CLIENTS clients, each sending nup uploads of size bytes at once, then a
+ * small echo; run until all are answered (bounded). */
+static void upload_run(upfix *u, const char *dir, uint64_t budget, int release, int nup,
+                       size_t size)
+{
+    fk_err err = {0};
+    u->budget = budget;
+    u->total = UP_CLIENTS * nup;
+    /* bytes freed at the handler's return: the uploads all go through while none is answered
+     * (held until the reply, that would wait for ever) */
+    u->ack_all_at_end = release;
+    assert_int_equal(uv_loop_init(&u->loop), 0);
+    fk_grpc_server_config sc = {.drain_ms = 200, .io_threads = io_threads, .upload_budget = budget};
+    fk_net_limits_default(&sc.limits);
+    sc.tls = fk_test_tls(dir, 1, "localhost");
+    assert_int_equal(fk_grpc_server_init(&u->srv, &u->loop, &sc, &err), FK_OK);
+    fk_tls_ctx_unref(sc.tls);
+    assert_int_equal(fk_grpc_server_handle(u->srv, "/t.T/Up", on_upload, u, &err), FK_OK);
+    assert_int_equal(fk_grpc_server_handle(u->srv, "/t.T/Echo", up_echo, u, &err), FK_OK);
+    if (release)
+        assert_int_equal(fk_grpc_server_release_on_return(u->srv, "/t.T/Up", &err), FK_OK);
+    assert_int_equal(fk_grpc_server_listen(u->srv, "127.0.0.1:0", &err), FK_OK);
+    FK_UV_MUST(uv_timer_init(&u->loop, &u->acker));
+    u->acker.data = u;
+    FK_UV_MUST(uv_timer_start(&u->acker, up_ack, 20, 20));
+    for (int c = 0; c < UP_CLIENTS; c++) {
+        fk_grpc_client_config cc = {0};
+        fk_net_limits_default(&cc.limits);
+        cc.tls = fk_test_tls(dir, 0, "alice");
+        assert_int_equal(fk_grpc_client_connect(&u->cl[c], &u->loop, &cc, "127.0.0.1",
+                                                fk_grpc_server_port(u->srv), "localhost", NULL,
+                                                NULL, &err),
+                         FK_OK);
+        fk_tls_ctx_unref(cc.tls);
+        for (int i = 0; i < nup; i++) {
+            uint8_t *d = up_data[c * nup + i];
+            memset(d, 1 + c * nup + i, size);
+            fk_grpc_client_call(u->cl[c], "/t.T/Up", d, size, 20000, up_done_cb, u);
+        }
+        fk_grpc_client_call(u->cl[c], "/t.T/Echo", (const uint8_t *)"ping", 4, 20000, echo_done_cb,
+                            u);
+    }
+    uint64_t end = uv_now(&u->loop) + 15000;
+    while ((u->up_done < UP_CLIENTS * nup || u->echo_done < UP_CLIENTS) && uv_now(&u->loop) < end)
+        FK_UV_MUST(uv_run(&u->loop, UV_RUN_ONCE));
+}
+
+static void upload_stop(upfix *u)
+{
+    for (int c = 0; c < UP_CLIENTS; c++)
+        if (u->cl[c])
+            fk_grpc_client_close(u->cl[c], client_closed, NULL);
+    uv_close((uv_handle_t *)&u->acker, NULL);
+    fk_grpc_server_close(u->srv, up_server_closed, u);
+    FK_UV_MUST(uv_run(&u->loop, UV_RUN_DEFAULT));
+    assert_int_equal(uv_loop_close(&u->loop), 0);
+}
+
+/* 12 uploads of 1 MiB at once over 3 connections, budget 3 MiB: every upload completes with
+ * its bytes intact, the server never holds more than the budget, uploads waited, and a small
+ * call on the same connections is not held up by them. Bytes held until the reply (answered
+ * every 20 ms): at most 3 handled and unanswered at once. Bytes freed when the handler
+ * returns: all 12 are handled before the first is answered. */
+static void uploads_wait_for_the_budget(void **state)
+{
+    fixture *f = *state;
+    for (int release = 0; release <= 1; release++) {
+        upfix *u = calloc(1, sizeof *u);
+        upload_run(u, f->dir, 3u * UP_SIZE, release, UP_EACH, UP_SIZE);
+        fk_grpc_server_stats st;
+        fk_grpc_server_stats_get(u->srv, &st);
+        assert_int_equal(u->up_ok, UP_MAX);
+        assert_int_equal(u->echo_ok, UP_CLIENTS);
+        assert_int_equal(u->bad_bytes, 0);
+        assert_int_equal(u->over_budget, 0);
+        assert_true(st.upload_peak <= 3u * UP_SIZE);
+        assert_true(st.upload_peak >= UP_SIZE);
+        assert_true(st.upload_waits > 0);
+        assert_int_equal(st.upload_held, 0);
+        assert_int_equal(st.upload_waiting, 0);
+        assert_true(u->echo_before_last_upload > 0);
+        /* held until the reply: no more than fit the budget were handled and unanswered */
+        if (!release)
+            assert_true(u->max_pending <= 3);
+        else /* freed at return: all were handled before any was answered */
+            assert_int_equal(u->max_pending, UP_MAX);
+        upload_stop(u);
+        free(u);
+    }
+}
+
+/* An upload larger than the whole budget still goes, alone; two of them one after the other. */
+static void upload_larger_than_budget_goes_alone(void **state)
+{
+    fixture *f = *state;
+    upfix *u = calloc(1, sizeof *u);
+    upload_run(u, f->dir, UP_SIZE / 4, 0, 2, UP_SIZE);
+    fk_grpc_server_stats st;
+    fk_grpc_server_stats_get(u->srv, &st);
+    assert_int_equal(u->up_ok, 2 * UP_CLIENTS);
+    assert_int_equal(u->echo_ok, UP_CLIENTS);
+    assert_int_equal(u->bad_bytes, 0);
+    assert_int_equal(st.upload_peak, UP_SIZE); /* one at a time */
+    assert_true(u->max_pending <= 1);
+    upload_stop(u);
+    free(u);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN); /* a closed peer is an error code, not a kill */
@@ -326,6 +522,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(more_calls_than_streams, setup, teardown),
         cmocka_unit_test_setup_teardown(idle_connection_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(oversized_request_refused_by_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(uploads_wait_for_the_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(upload_larger_than_budget_goes_alone, setup, teardown),
     };
     int failed = cmocka_run_group_tests_name("io_threads=1", tests, NULL, NULL);
     io_threads = 2;

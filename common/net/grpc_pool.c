@@ -33,6 +33,8 @@ enum kind {
     K_CALL, K_CANCEL, K_EXIT,         /* I/O thread -> engine loop */
     K_CONN, K_REPLY, K_TLS, K_CLOSE   /* engine loop -> I/O thread */
 };
+/* engine loop -> I/O thread: free a call's request bytes (its handler has returned) */
+enum { K_RELEASE = K_CLOSE + 1 };
 
 typedef struct qnode {
     struct qnode *next;
@@ -102,6 +104,7 @@ typedef struct proxy {
     fk_tls_peer peer;
     /* the engine loop's */
     int cancelled, replied;
+    int in_handler, reply_held; /* a reply during the handler is sent when it returns */
     void (*cancel_cb)(fk_grpc_call *, void *);
     void *cancel_ud;
     /* the reply, written before REPLY is sent */
@@ -110,7 +113,7 @@ typedef struct proxy {
     uint8_t *bytes;
     size_t blen;
     void (*free_fn)(void *);
-    qnode n_call, n_cancel, n_reply;
+    qnode n_call, n_cancel, n_reply, n_release;
 } proxy;
 
 typedef struct conn_msg {
@@ -232,6 +235,8 @@ static void fwd_handler(fk_grpc_call *call, const fk_tls_peer *peer, const uint8
     p->n_call.kind = K_CALL;
     p->n_cancel.kind = K_CANCEL;
     p->n_reply.kind = K_REPLY;
+    p->n_release.kind = K_RELEASE;
+    p->in_handler = p->reply_held = 0;
     w->outstanding++;
     fk_grpc_call_on_cancel(call, fwd_cancelled, p);
     q_push(&w->pool->in, &p->n_call);
@@ -281,6 +286,9 @@ static void worker_wake(uv_async_t *a)
         case K_REPLY:
             worker_reply(w, OWNER(n, proxy, n_reply));
             break;
+        case K_RELEASE: /* before its REPLY (same queue): the call is still there */
+            fk__grpc_call_release_request(OWNER(n, proxy, n_release)->wcall);
+            break;
         case K_CLOSE:
             if (w->srv)
                 fk_grpc_server_close(w->srv, worker_srv_closed, w);
@@ -313,8 +321,16 @@ static void proxy_deliver(fk__grpc_pool *P, proxy *p)
                                  "method not implemented", NULL, 0);
         return;
     }
+    /* A REPLY made by the handler waits until it returns: until the REPLY is sent the I/O
+     * thread keeps the proxy, so p can be read afterwards (to ask for the bytes' release). */
+    p->in_handler = 1;
     fn((fk_grpc_call *)(void *)p, &p->peer, p->req ? p->req : (const uint8_t *)"", p->len,
        p->deadline, ud);
+    p->in_handler = 0;
+    if (p->reply_held)
+        q_push(&p->w->in, &p->n_reply);
+    else if (fk__grpc_server_method_releases(P->front, p->method))
+        q_push(&p->w->in, &p->n_release); /* the reply comes later: free the bytes now */
 }
 
 static void pool_free(fk__grpc_pool *P)
@@ -502,6 +518,7 @@ FK_CHECKRETURN static int worker_new(fk__grpc_pool *P, int i, const fk_grpc_serv
     w->n_exit.kind = K_EXIT;
     w->ctr.nmethods = nmethods;
     w->ctr.activity = fk__grpc_server_activity(P->front);
+    w->ctr.budget = fk__grpc_server_budget(P->front);
     w->ctr.answered = calloc((size_t)(nmethods ? nmethods : 1) * FK_GRPC_N_STATUS,
                              sizeof *w->ctr.answered);
     w->fwd = calloc((size_t)(nmethods ? nmethods : 1), sizeof *w->fwd);
@@ -733,7 +750,10 @@ int fk__grpc_proxy_reply(fk_grpc_call *call, int status, const char *msg, uint8_
     } else if (!copy && bytes && free_fn) {
         free_fn(bytes); /* never sent: freed here, on the loop that made it */
     }
-    q_push(&p->w->in, &p->n_reply);
+    if (p->in_handler)
+        p->reply_held = 1; /* proxy_deliver sends it once the handler returned */
+    else
+        q_push(&p->w->in, &p->n_reply);
     return was_cancelled ? FK_ESTATE : FK_OK;
 }
 

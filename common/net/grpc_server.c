@@ -18,12 +18,31 @@
 
 enum { SEND_HIGH_WATER = 1u << 20 }; /* stop producing frames above this many queued bytes */
 enum { HPACK_TABLE = 1024 }; /* bytes of each HPACK dynamic table (RFC 7541 default 4096) */
+/* A stream's receive window until its message is admitted: a small message fits whole, a large
+ * one sends its prefix and waits (see upload budget below). */
+enum { INITIAL_WINDOW = FK_GRPC_SMALL_MESSAGE + FK_GRPC_PREFIX_LEN };
+/* An admitted message's stream window: large transfers do not stall on WINDOW_UPDATE round
+ * trips; the message's whole size is already reserved. */
+enum { ADMITTED_WINDOW = 16u << 20 };
+/* Bytes a stream may have sent before admission (a peer that ignores our SETTINGS could send
+ * up to the protocol's default window of 65535): more is a flow-control violation. */
+enum { PEND_MAX = 256u << 10 };
+/* With I/O threads a budget freed on one thread is seen by the others at their next poll. */
+enum { WAKE_POLL_MS = 5 };
 
 typedef struct method {
     char *path;
     fk_grpc_handler fn;
     void *ud;
+    int release_on_return; /* request bytes freed when the handler returns */
 } method;
+
+/* The upload budget: bytes of large request messages admitted and not yet let go, over the
+ * front server and all its I/O threads (atomics: each thread admits and releases its own). */
+struct fk__grpc_budget {
+    uint64_t limit; /* UINT64_MAX: no budget */
+    _Atomic uint64_t held, peak, waits, waiting;
+};
 
 typedef struct h2conn h2conn;
 
@@ -42,8 +61,16 @@ struct fk_grpc_call {
     uint8_t *req;
     size_t req_len, req_cap;
     int nmsgs, req_done, discarding;
+    /* upload budget: bytes that came before the message was admitted (prefix and what the
+     * initial window let through), the announced length, what is reserved */
+    uint8_t *pend;
+    size_t pend_len, pend_cap;
+    uint64_t want, reserved;
+    int admitted, waiting;
+    fk_grpc_call *wnext, *wprev; /* the server's waiting list, oldest first */
     /* lifecycle */
     int handed, app_done, answered, stream_closed, cancelled;
+    int in_handler, free_deferred; /* the handler runs: freeing waits until it returned */
     void (*cancel_cb)(fk_grpc_call *, void *);
     void *cancel_ud;
     /* response */
@@ -88,6 +115,10 @@ struct fk_grpc_server {
     int io_threads;        /* > 1: connections are served by the pool's I/O threads */
     fk__grpc_pool *pool;
     fk_bigbuf_cache cache; /* one idle large request buffer */
+    fk__grpc_budget own_budget;          /* the front server's */
+    fk__grpc_budget *budget;             /* own_budget, or the front server's for a worker */
+    fk_grpc_call *wait_head, *wait_tail; /* large messages waiting for the budget, FIFO */
+    uv_timer_t wake;                     /* admits waiters after a release (or polls) */
     void (*on_closed)(void *);
     void *closed_ud;
 };
@@ -97,6 +128,10 @@ static const method *find_method(const fk_grpc_server *s, const char *path);
 static int begin_message(void *ud, size_t len, uint8_t **buf);
 static void conn_close(h2conn *c, const char *why);
 static void maybe_server_done(fk_grpc_server *s);
+static void wait_remove(fk_grpc_server *s, fk_grpc_call *call);
+static void wake_soon(fk_grpc_server *s);
+static void pend_free(fk_grpc_call *call);
+static void admit(h2conn *c, fk_grpc_call *call);
 
 /* ---- peer activity --------------------------------------------------------- */
 
@@ -191,6 +226,11 @@ fk__grpc_activity *fk__grpc_server_activity(const fk_grpc_server *s)
     return s->act;
 }
 
+fk__grpc_budget *fk__grpc_server_budget(const fk_grpc_server *s)
+{
+    return s->budget;
+}
+
 /* Ciphertext from the connection's peer (tlsconn's on_rx). */
 static void conn_activity(h2conn *c, int force)
 {
@@ -209,6 +249,9 @@ static void call_free_now(fk_grpc_call *call)
         call->resp_free(call->resp);
     fk_grpc_frame_close(&call->frame); /* the request buffer is ours, not the parser's */
     fk_bigbuf_free(call->req, call->req_cap);
+    if (call->pend)
+        fk_memacct_add(FK_MEM_CALL, -(long)call->pend_cap);
+    free(call->pend);
     fk_memacct_add(FK_MEM_CALL, -(long)sizeof *call);
     free(call);
 }
@@ -231,6 +274,15 @@ static void call_unlink(fk_grpc_call *call)
         call->next->prev = call->prev;
     c->mem -= call->req ? call->req_len : 0;
     call->conn = NULL;
+    if (call->waiting)
+        wait_remove(c->srv, call);
+    /* The connection lets go of the call: its reservation goes back to the budget (a handler
+     * that still holds the request bytes after its connection died keeps them uncounted). */
+    if (call->reserved) {
+        atomic_fetch_sub_explicit(&c->srv->budget->held, call->reserved, memory_order_relaxed);
+        call->reserved = 0;
+        wake_soon(c->srv);
+    }
 }
 
 /* Free when the stream is gone and the application has let go of the handle. */
@@ -238,6 +290,10 @@ static void call_maybe_free(fk_grpc_call *call)
 {
     if (!call->stream_closed || !call->app_done)
         return;
+    if (call->in_handler) { /* dispatch frees it once the handler has returned */
+        call->free_deferred = 1;
+        return;
+    }
     h2conn *c = call->conn;
     call_unlink(call);
     if (c && call->req) { /* the next large message on this server can reuse the pages */
@@ -450,6 +506,79 @@ void fk_grpc_call_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *, void 
     call->cancel_ud = ud;
 }
 
+/* ---- upload budget --------------------------------------------------------- */
+
+/* Reserve n bytes; a message larger than what is free waits, except when nothing is held
+ * (so one message larger than the whole budget still proceeds, alone). */
+static int budget_take(fk__grpc_budget *b, uint64_t n)
+{
+    uint64_t cur = atomic_load_explicit(&b->held, memory_order_relaxed);
+    do {
+        if (cur && (cur > b->limit || n > b->limit - cur))
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&b->held, &cur, cur + n, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    uint64_t pk = atomic_load_explicit(&b->peak, memory_order_relaxed);
+    while (cur + n > pk && !atomic_compare_exchange_weak_explicit(
+                               &b->peak, &pk, cur + n, memory_order_relaxed, memory_order_relaxed))
+        ;
+    return 1;
+}
+
+static void wait_add(fk_grpc_server *s, fk_grpc_call *call)
+{
+    assert(!call->waiting);
+    call->waiting = 1;
+    call->wnext = NULL;
+    call->wprev = s->wait_tail;
+    if (s->wait_tail)
+        s->wait_tail->wnext = call;
+    else
+        s->wait_head = call;
+    s->wait_tail = call;
+    atomic_fetch_add_explicit(&s->budget->waits, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->budget->waiting, 1, memory_order_relaxed);
+    if (s->ctr != &s->own) /* an I/O thread: releases on the other threads are polled for */
+        wake_soon(s);
+}
+
+static void wait_remove(fk_grpc_server *s, fk_grpc_call *call)
+{
+    assert(call->waiting);
+    call->waiting = 0;
+    if (call->wprev)
+        call->wprev->wnext = call->wnext;
+    else
+        s->wait_head = call->wnext;
+    if (call->wnext)
+        call->wnext->wprev = call->wprev;
+    else
+        s->wait_tail = call->wprev;
+    call->wnext = call->wprev = NULL;
+    atomic_fetch_sub_explicit(&s->budget->waiting, 1, memory_order_relaxed);
+}
+
+/* The request bytes are no longer needed: free them and give their reservation back. */
+static void request_release(fk_grpc_call *call)
+{
+    h2conn *c = call->conn;
+    if (call->req) {
+        if (c) {
+            c->mem -= call->req_len;
+            fk_bigbuf_cache_put(&c->srv->cache, call->req, call->req_cap);
+        } else {
+            fk_bigbuf_free(call->req, call->req_cap);
+        }
+        call->req = NULL;
+        call->req_cap = 0;
+    }
+    if (c && call->reserved) {
+        atomic_fetch_sub_explicit(&c->srv->budget->held, call->reserved, memory_order_relaxed);
+        call->reserved = 0;
+        wake_soon(c->srv);
+    }
+}
+
 /* ---- request handling ----------------------------------------------------- */
 
 static fk_grpc_call *stream_call(h2conn *c, int32_t sid)
@@ -490,8 +619,16 @@ static void dispatch(h2conn *c, fk_grpc_call *call)
     assert(!call->handed && call->app_done); /* a stream's request is handed out once */
     call->handed = 1;
     call->app_done = 0;
+    call->in_handler = 1;
     m->fn(call, &c->peer, call->req ? call->req : (const uint8_t *)"", call->req_len, call->deadline,
           m->ud);
+    call->in_handler = 0;
+    if (m->release_on_return)
+        request_release(call);
+    if (call->free_deferred) {
+        call->free_deferred = 0;
+        call_maybe_free(call);
+    }
 }
 
 static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud)
@@ -603,6 +740,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         headers_done(c, call);
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
         call->req_done = 1;
+        if (call->waiting) { /* ended before its announced length could have come */
+            wait_remove(c->srv, call);
+            pend_free(call);
+            refuse(call, FK_GRPC_INTERNAL, "truncated request message");
+            return 0;
+        }
+        if (!call->admitted && !call->discarding && !call->answered)
+            admit(c, call); /* a short or empty body: the parser says what is wrong with it */
         dispatch(c, call);
     }
     return 0;
@@ -679,24 +824,156 @@ static void frame_refused(h2conn *c, fk_grpc_call *call, int rc)
     }
 }
 
-static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
-                         size_t len, void *ud)
+/* Bytes of the request message, in order, once the message is admitted. */
+static void feed(h2conn *c, fk_grpc_call *call, const uint8_t *data, size_t len)
 {
-    (void)ng;
-    (void)flags;
-    h2conn *c = ud;
-    fk_grpc_call *call = stream_call(c, sid);
-    if (!call || len == 0 || call->discarding || call->answered)
-        return 0;
+    if (len == 0 || call->discarding || call->answered)
+        return;
     if (call->nmsgs > 0) { /* unary: nothing may follow the request message */
         refuse(call, FK_GRPC_INTERNAL, "more than one request message in a unary call");
-        return 0;
+        return;
     }
     int rc = fk_grpc_frame_feed(&call->frame, data, len, message_done, call, NULL);
     if (rc != FK_OK)
         frame_refused(c, call, rc);
     else if (call->nmsgs > 0 && fk_grpc_frame_partial(&call->frame))
         refuse(call, FK_GRPC_INTERNAL, "more than one request message in a unary call");
+}
+
+static void pend_free(fk_grpc_call *call)
+{
+    if (call->pend)
+        fk_memacct_add(FK_MEM_CALL, -(long)call->pend_cap);
+    free(call->pend);
+    call->pend = NULL;
+    call->pend_len = call->pend_cap = 0;
+}
+
+/* The stream's bytes so far go to the frame parser (which allocates the message buffer at the
+ * prefix); from now on its window opens as bytes arrive, and wide for a large message. */
+static void admit(h2conn *c, fk_grpc_call *call)
+{
+    call->admitted = 1;
+    uint8_t *p = call->pend;
+    size_t n = call->pend_len;
+    call->pend = NULL;
+    size_t cap = call->pend_cap;
+    call->pend_len = call->pend_cap = 0;
+    if (c->ng) {
+        (void)nghttp2_session_consume_stream(c->ng, call->stream_id, n);
+        uint64_t want = call->want + FK_GRPC_PREFIX_LEN;
+        if (call->want <= c->srv->lim.max_message && want > INITIAL_WINDOW)
+            (void)nghttp2_session_set_local_window_size(
+                c->ng, NGHTTP2_FLAG_NONE, call->stream_id,
+                (int32_t)(want < ADMITTED_WINDOW ? want : ADMITTED_WINDOW));
+    }
+    feed(c, call, p, n);
+    if (p)
+        fk_memacct_add(FK_MEM_CALL, -(long)cap);
+    free(p);
+}
+
+/* Admit the oldest waiting messages that fit the budget now. */
+static void wake_fired(uv_timer_t *t)
+{
+    fk_grpc_server *s = t->data;
+    while (s->wait_head) {
+        fk_grpc_call *call = s->wait_head;
+        h2conn *c = call->conn;
+        if (!c || c->dead || !c->ng || call->discarding || call->answered) {
+            wait_remove(s, call); /* refused or going: it needs nothing any more */
+            continue;
+        }
+        if (!budget_take(s->budget, call->want))
+            break;
+        wait_remove(s, call);
+        call->reserved = call->want;
+        admit(c, call);
+        conn_pump(c); /* the WINDOW_UPDATE that lets the client go on */
+    }
+    if (s->wait_head && s->ctr != &s->own && !uv_is_closing((uv_handle_t *)t))
+        FK_UV_MUST(uv_timer_start(t, wake_fired, WAKE_POLL_MS, 0));
+}
+
+/* Budget freed (or, on an I/O thread, a message began to wait): admit on the next loop turn,
+ * outside whatever nghttp2 callback or handler released it. */
+static void wake_soon(fk_grpc_server *s)
+{
+    if (s->wait_head && !uv_is_closing((uv_handle_t *)&s->wake))
+        FK_UV_MUST(uv_timer_start(&s->wake, wake_fired, 0, 0));
+}
+
+/* A stream not admitted yet got bytes: keep them (at most its window); once the prefix is
+ * known, admit a small message at once, a large one when the budget has room for it all and
+ * nothing waits before it; else it waits with its window shut. */
+static void pend_data(h2conn *c, fk_grpc_call *call, const uint8_t *data, size_t len)
+{
+    if (call->pend_len + len > PEND_MAX) {
+        refuse(call, FK_GRPC_RESOURCE_EXHAUSTED,
+               "request data beyond the stream's flow-control window");
+        (void)nghttp2_session_consume_stream(c->ng, call->stream_id, call->pend_len + len);
+        pend_free(call);
+        return;
+    }
+    if (call->pend_len + len > call->pend_cap) {
+        size_t cap = call->pend_cap ? 2 * call->pend_cap : 64;
+        while (cap < call->pend_len + len)
+            cap *= 2;
+        uint8_t *p = realloc(call->pend, cap);
+        if (!p) {
+            refuse(call, FK_GRPC_RESOURCE_EXHAUSTED, "server out of memory");
+            (void)nghttp2_session_consume_stream(c->ng, call->stream_id, call->pend_len + len);
+            pend_free(call);
+            return;
+        }
+        fk_memacct_add(FK_MEM_CALL, (long)(cap - call->pend_cap));
+        call->pend = p;
+        call->pend_cap = cap;
+    }
+    memcpy(call->pend + call->pend_len, data, len);
+    call->pend_len += len;
+    if (call->waiting || call->pend_len < FK_GRPC_PREFIX_LEN)
+        return;
+    const uint8_t *h = call->pend;
+    call->want = (uint64_t)h[1] << 24 | (uint64_t)h[2] << 16 | (uint64_t)h[3] << 8 | h[4];
+    fk_grpc_server *s = c->srv;
+    /* small, compressed or oversized (refused by the parser): nothing to reserve */
+    int large = h[0] == 0 && call->want > FK_GRPC_SMALL_MESSAGE && call->want <= s->lim.max_message;
+    if (large && (s->wait_head || !budget_take(s->budget, call->want))) {
+        wait_add(s, call);
+        fk_log(FK_LOG_DEBUG, "upload_waits", "peer=%s path=%s bytes=%llu held=%llu", c->peer.addr,
+               call->path, (unsigned long long)call->want,
+               (unsigned long long)atomic_load_explicit(&s->budget->held, memory_order_relaxed));
+        return;
+    }
+    if (large)
+        call->reserved = call->want;
+    admit(c, call);
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t sid, const uint8_t *data,
+                         size_t len, void *ud)
+{
+    (void)flags;
+    h2conn *c = ud;
+    /* Flow control is ours (no automatic WINDOW_UPDATE). The connection's window opens at
+     * once: every byte is copied or dropped below, so one stream never holds up the others
+     * (heartbeats behind a waiting upload). A stream's window opens as its bytes enter its
+     * message buffer, which happens only once the message was admitted to the budget. */
+    (void)nghttp2_session_consume_connection(ng, len);
+    fk_grpc_call *call = stream_call(c, sid);
+    if (!call || call->discarding || call->answered) {
+        (void)nghttp2_session_consume_stream(ng, sid, len);
+        return 0;
+    }
+    if (len == 0)
+        return 0;
+    if (!call->admitted) {
+        pend_data(c, call, data, len);
+        return 0;
+    }
+    (void)nghttp2_session_consume_stream(ng, sid, len);
+    feed(c, call, data, len);
     return 0;
 }
 
@@ -774,16 +1051,21 @@ static int session_new(h2conn *c)
      * whatever size is allowed; the few repeated headers of a unary call still fit. */
     nghttp2_option_set_max_deflate_dynamic_table_size(opt, HPACK_TABLE);
     nghttp2_option_set_no_closed_streams(opt, 1); /* closed streams would pile up per connection */
+    /* WINDOW_UPDATEs are ours (nghttp2_session_consume*): a large request message gets its
+     * window only once the upload budget holds its size (on_data_chunk, admit). */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
     int rc = nghttp2_session_server_new3(&c->ng, cb, c, opt, fk_memacct_nghttp2());
     nghttp2_option_del(opt);
     nghttp2_session_callbacks_del(cb);
     if (rc != 0)
         return -1;
-    /* Large windows: loopback and LAN transfers of big models should not stall on
-     * WINDOW_UPDATE round trips; the message-size and memory limits bound buffering. */
+    /* A stream starts with a window for a small message (its prefix tells the length); an
+     * admitted large message gets a wide one (admit), so loopback and LAN transfers of big
+     * models do not stall on WINDOW_UPDATE round trips. The connection's window is wide:
+     * its bytes are consumed as they arrive (on_data_chunk). */
     nghttp2_settings_entry iv[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, c->srv->lim.max_streams},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 16u << 20},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, INITIAL_WINDOW},
         {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 20},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16384},
         {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, HPACK_TABLE},
@@ -1056,6 +1338,9 @@ FK_CHECKRETURN static int server_new(fk_grpc_server **out, uv_loop_t *loop, cons
         }
         s->own.activity = s->act;
     }
+    s->budget = ctr && ctr->budget ? ctr->budget : &s->own_budget;
+    s->own_budget.limit = cfg->upload_budget ? cfg->upload_budget : UINT64_MAX;
+    s->own.budget = s->budget;
     s->loop = loop;
     s->lim = cfg->limits;
     s->tls = cfg->tls;
@@ -1064,8 +1349,9 @@ FK_CHECKRETURN static int server_new(fk_grpc_server **out, uv_loop_t *loop, cons
     s->drain_ms = cfg->drain_ms ? cfg->drain_ms : 5000;
     FK_UV_MUST(uv_tcp_init(loop, &s->listener));
     FK_UV_MUST(uv_timer_init(loop, &s->drain_timer));
-    s->listener.data = s->drain_timer.data = s;
-    s->handles_open = 2;
+    FK_UV_MUST(uv_timer_init(loop, &s->wake));
+    s->listener.data = s->drain_timer.data = s->wake.data = s;
+    s->handles_open = 3;
     *out = s;
     return FK_OK;
 }
@@ -1086,6 +1372,16 @@ int fk__grpc_server_init_worker(fk_grpc_server **out, uv_loop_t *loop,
 uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i)
 {
     return s->pool ? fk__grpc_pool_thread_accepted(s->pool, i) : 0;
+}
+
+int fk__grpc_server_method_releases(const fk_grpc_server *s, int i)
+{
+    return i >= 0 && i < s->nmethods && s->methods[i].release_on_return;
+}
+
+void fk__grpc_call_release_request(fk_grpc_call *call)
+{
+    request_release(call);
 }
 
 const char *fk__grpc_server_method(const fk_grpc_server *s, int i, fk_grpc_handler *fn, void **ud)
@@ -1133,8 +1429,22 @@ int fk_grpc_server_handle(fk_grpc_server *s, const char *path, fk_grpc_handler f
         return fk_err_set(err, FK_ENOMEM, "grpc server: out of memory");
     m[s->nmethods].fn = fn;
     m[s->nmethods].ud = ud;
+    m[s->nmethods].release_on_return = 0;
     s->nmethods++;
     return FK_OK;
+}
+
+int fk_grpc_server_release_on_return(fk_grpc_server *s, const char *path, fk_err *err)
+{
+    for (int i = 0; i < s->nmethods; i++)
+        if (!strcmp(s->methods[i].path, path)) {
+            s->methods[i].release_on_return = 1;
+            return FK_OK;
+        }
+    return fk_err_set(err, FK_ENOTFOUND,
+                      "grpc server: %s has no handler; register it before asking to release its "
+                      "requests on return",
+                      path);
 }
 
 int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
@@ -1164,7 +1474,10 @@ int fk_grpc_server_listen(fk_grpc_server *s, const char *hostport, fk_err *err)
     if (s->io_threads > 1) {
         if (s->pool || s->listening || s->closing)
             return fk_err_set(err, FK_ESTATE, "grpc server: already listening");
-        fk_grpc_server_config wcfg = {.limits = s->lim, .tls = s->tls, .drain_ms = s->drain_ms};
+        fk_grpc_server_config wcfg = {.limits = s->lim,
+                                      .tls = s->tls,
+                                      .drain_ms = s->drain_ms,
+                                      .upload_budget = s->own_budget.limit};
         int prc = fk__grpc_pool_start(&s->pool, s, s->loop, s->io_threads, (struct sockaddr *)&ss,
                                       &wcfg, s->nmethods, err);
         if (prc != FK_OK) {
@@ -1218,6 +1531,10 @@ void fk_grpc_server_stats_get(const fk_grpc_server *s, fk_grpc_server_stats *out
         .calls = fk__ctr_get(&c->calls),
         .oversized_refused = fk__ctr_get(&c->oversized_refused),
         .peak_conn_memory = fk__ctr_get(&c->peak_conn_memory),
+        .upload_held = fk__ctr_get(&s->budget->held),
+        .upload_peak = fk__ctr_get(&s->budget->peak),
+        .upload_waits = fk__ctr_get(&s->budget->waits),
+        .upload_waiting = fk__ctr_get(&s->budget->waiting),
     };
     if (s->pool)
         fk__grpc_pool_stats(s->pool, out);
@@ -1249,6 +1566,7 @@ static void maybe_server_done(fk_grpc_server *s)
         return;
     if (!uv_is_closing((uv_handle_t *)&s->drain_timer)) {
         uv_close((uv_handle_t *)&s->drain_timer, server_handle_closed);
+        uv_close((uv_handle_t *)&s->wake, server_handle_closed);
         return;
     }
     if (s->handles_open > 0)

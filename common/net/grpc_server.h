@@ -39,13 +39,31 @@ typedef struct fk_grpc_server_config {
      * Then a reply's free_fn may run on an I/O thread (it must be thread-safe, as free is),
      * and every handler must be registered before listening. */
     int io_threads;
+    /* Bytes of large request messages (over FK_GRPC_SMALL_MESSAGE) the server holds at once,
+     * being received or waiting for their handler to let go, over all connections and I/O
+     * threads (0: no budget). A message is admitted whole when its 5-byte prefix announces
+     * its length and it fits what is free; until then its stream's HTTP/2 flow-control window
+     * stays shut, so the client waits instead of the server growing. A message larger than
+     * the budget is admitted when no other large message is held (it proceeds alone). */
+    uint64_t upload_budget;
 } fk_grpc_server_config;
+
+/* Request messages up to this many bytes are taken at once, outside the upload budget: the
+ * stream's initial window lets a client send that much before the server knows the length. */
+#define FK_GRPC_SMALL_MESSAGE (16u << 10)
 
 FK_CHECKRETURN int fk_grpc_server_init(fk_grpc_server **out, uv_loop_t *loop,
                                        const fk_grpc_server_config *cfg, fk_err *err);
 /* Register (or replace) the handler for a full path "/package.Service/Method". */
 FK_CHECKRETURN int fk_grpc_server_handle(fk_grpc_server *srv, const char *path, fk_grpc_handler fn,
                                          void *ud, fk_err *err);
+/* The handler of path reads its request bytes only while it runs (it copies what it keeps):
+ * the server frees them, and gives their memory back to the upload budget, as soon as the
+ * handler returns, even when the reply comes later (an upload acknowledged after its commit).
+ * Without it the bytes live until the reply. With io_threads > 1 the engine loop tells the
+ * connection's I/O thread to free them once the handler returned. */
+FK_CHECKRETURN int fk_grpc_server_release_on_return(fk_grpc_server *srv, const char *path,
+                                                    fk_err *err);
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]); port 0 picks a free port, see fk_grpc_server_port. */
 FK_CHECKRETURN int fk_grpc_server_listen(fk_grpc_server *srv, const char *hostport, fk_err *err);
 int fk_grpc_server_port(const fk_grpc_server *srv);
@@ -81,6 +99,10 @@ uint64_t fk_grpc_server_peer_idle_ms(fk_grpc_server *srv, const char *id);
 typedef struct fk_grpc_server_stats {
     uint64_t conns_accepted, conns_refused, calls, oversized_refused;
     uint64_t peak_conn_memory; /* largest message-buffer total one connection held */
+    uint64_t upload_held;      /* bytes of large request messages admitted and held now */
+    uint64_t upload_peak;      /* most such bytes held at once */
+    uint64_t upload_waits;     /* large messages that waited for the budget */
+    uint64_t upload_waiting;   /* large messages waiting now */
 } fk_grpc_server_stats;
 void fk_grpc_server_stats_get(const fk_grpc_server *srv, fk_grpc_server_stats *out);
 /* Calls answered per registered method, by gRPC status code: the i-th registered path and its

@@ -30,8 +30,13 @@ enum { FK__GRPC_LISTEN_BACKLOG = 1024 };
  * may read them: relaxed atomics, no read-modify-write needed. */
 typedef struct fk__grpc_activity fk__grpc_activity;
 
+/* The server-wide budget for request messages being received or held (grpc_server.c):
+ * shared by the front server and its I/O threads' workers. */
+typedef struct fk__grpc_budget fk__grpc_budget;
+
 typedef struct fk__grpc_counters {
     fk__grpc_activity *activity; /* the front server's (fk_grpc_server_peer_idle_ms) */
+    fk__grpc_budget *budget;     /* the front server's upload budget */
     _Atomic uint64_t conns_accepted, conns_refused, calls, oversized_refused, peak_conn_memory;
     _Atomic uint64_t conns_closed; /* connections freed (counted for the I/O threads' balance) */
     _Atomic uint64_t *answered;    /* [method index * FK_GRPC_N_STATUS + status] */
@@ -84,6 +89,8 @@ uint64_t fk__grpc_pool_thread_accepted(const fk__grpc_pool *p, int i);
 
 /* The front server's peer activity table, for its workers' counters. */
 fk__grpc_activity *fk__grpc_server_activity(const fk_grpc_server *s);
+/* The front server's upload budget, for its workers' counters. */
+fk__grpc_budget *fk__grpc_server_budget(const fk_grpc_server *s);
 /* Connections I/O thread i of s has accepted (0 without I/O threads or past the last). */
 uint64_t fk__grpc_server_thread_accepted(const fk_grpc_server *s, int i);
 
@@ -100,6 +107,11 @@ FK_CHECKRETURN int fk__grpc_server_init_worker(fk_grpc_server **out, uv_loop_t *
                                                fk__grpc_counters *ctr, fk_err *err);
 /* Serve an accepted socket (the server owns fd from now on, also on failure). */
 void fk__grpc_server_adopt(fk_grpc_server *s, uv_os_sock_t fd);
+/* 1 if method i's request bytes are to be freed when its handler returns
+ * (fk_grpc_server_release_on_return). */
+int fk__grpc_server_method_releases(const fk_grpc_server *s, int i);
+/* Free a call's request bytes now and give their reservation back (its handler let go). */
+void fk__grpc_call_release_request(fk_grpc_call *call);
 /* Method i of the front server: path, handler and its user data (NULL past the last). */
 const char *fk__grpc_server_method(const fk_grpc_server *s, int i, fk_grpc_handler *fn, void **ud);
 
