@@ -1256,6 +1256,8 @@ static void update_ready(fk_service *s, fk_grpc_call *call, const char *identity
         free(blob);
         return;
     }
+    if (from) /* blob is the bundle's own encoding: the request's bytes are not read again */
+        fk_grpc_call_release_request(call);
     upload *u = from ? from : calloc(1, sizeof *u);
     if (!u) { /* no room to hand it off: on the loop, as before */
         commit_update(s, call, identity, m, job, attempt, blob, len, NULL, NULL, NULL);
@@ -1491,6 +1493,9 @@ static void on_push(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
         u->step = STEP_REQUEST;
         u->req = req;
         u->req_len = len;
+        /* the worker reads the request in place after on_push returned: the bytes stay until
+         * update_ready has the canonical copy (or until the reply) */
+        fk_grpc_call_keep_request(call);
         upload_submit(s, u);
         return;
     }
@@ -1713,9 +1718,10 @@ int fk_service_init(fk_service **out, uv_loop_t *loop, fk_grpc_server *srv, fk_e
         return orc;
     }
     for (size_t i = 0; i <= sizeof routes / sizeof *routes; i++) {
-        /* on_push copies what it keeps (decoded, staged) before it returns: its request bytes
-         * are freed then, not at the acknowledgement after the commit, so an upload holds the
-         * server's upload budget only while it is received and staged. */
+        /* on_push copies what it keeps (decoded, staged) before it returns, or, when a worker
+         * decodes it, keeps the request until the worker's copy is made (update_ready): its
+         * bytes are freed then, not at the acknowledgement after the commit, so an upload
+         * holds the server's upload budget only while it is received and staged. */
         int rc = i < sizeof routes / sizeof *routes
                      ? fk_grpc_server_handle(srv, routes[i].path, routes[i].fn, s, err)
                      : fk_grpc_server_release_on_return(srv, FED "PushUpdate", err);

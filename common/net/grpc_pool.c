@@ -105,6 +105,7 @@ typedef struct proxy {
     /* the engine loop's */
     int cancelled, replied;
     int in_handler, reply_held; /* a reply during the handler is sent when it returns */
+    int keep_req, release_sent; /* fk_grpc_call_keep_request; n_release queued (once) */
     void (*cancel_cb)(fk_grpc_call *, void *);
     void *cancel_ud;
     /* the reply, written before REPLY is sent */
@@ -237,6 +238,7 @@ static void fwd_handler(fk_grpc_call *call, const fk_tls_peer *peer, const uint8
     p->n_reply.kind = K_REPLY;
     p->n_release.kind = K_RELEASE;
     p->in_handler = p->reply_held = 0;
+    p->keep_req = p->release_sent = 0;
     w->outstanding++;
     fk_grpc_call_on_cancel(call, fwd_cancelled, p);
     q_push(&w->pool->in, &p->n_call);
@@ -329,8 +331,10 @@ static void proxy_deliver(fk__grpc_pool *P, proxy *p)
     p->in_handler = 0;
     if (p->reply_held)
         q_push(&p->w->in, &p->n_reply);
-    else if (fk__grpc_server_method_releases(P->front, p->method))
+    else if (fk__grpc_server_method_releases(P->front, p->method) && !p->keep_req) {
+        p->release_sent = 1;
         q_push(&p->w->in, &p->n_release); /* the reply comes later: free the bytes now */
+    }
 }
 
 static void pool_free(fk__grpc_pool *P)
@@ -760,6 +764,25 @@ int fk__grpc_proxy_reply(fk_grpc_call *call, int status, const char *msg, uint8_
 int fk__grpc_proxy_cancelled(const fk_grpc_call *call)
 {
     return ((const proxy *)(const void *)call)->cancelled;
+}
+
+void fk__grpc_proxy_keep_request(fk_grpc_call *call)
+{
+    proxy *p = (proxy *)(void *)call;
+    assert(p->in_handler);
+    p->keep_req = 1;
+}
+
+void fk__grpc_proxy_release_request(fk_grpc_call *call)
+{
+    proxy *p = (proxy *)(void *)call;
+    /* RELEASE goes before the REPLY on the same queue, so the I/O thread's call is still there;
+     * after the reply the proxy itself may be gone, hence the assert. */
+    assert(!p->in_handler && !p->replied);
+    if (p->release_sent)
+        return;
+    p->release_sent = 1;
+    q_push(&p->w->in, &p->n_release);
 }
 
 const char *fk__grpc_proxy_method(const fk_grpc_call *call)

@@ -71,6 +71,7 @@ struct fk_grpc_call {
     /* lifecycle */
     int handed, app_done, answered, stream_closed, cancelled;
     int in_handler, free_deferred; /* the handler runs: freeing waits until it returned */
+    int keep_req; /* the handler keeps its request past its return (fk_grpc_call_keep_request) */
     void (*cancel_cb)(fk_grpc_call *, void *);
     void *cancel_ud;
     /* response */
@@ -579,6 +580,26 @@ static void request_release(fk_grpc_call *call)
     }
 }
 
+void fk_grpc_call_keep_request(fk_grpc_call *call)
+{
+    if (fk__grpc_call_is_proxy(call)) {
+        fk__grpc_proxy_keep_request(call);
+        return;
+    }
+    assert(call->in_handler); /* only the handler can say what it does with its request */
+    call->keep_req = 1;
+}
+
+void fk_grpc_call_release_request(fk_grpc_call *call)
+{
+    if (fk__grpc_call_is_proxy(call)) {
+        fk__grpc_proxy_release_request(call);
+        return;
+    }
+    assert(!call->in_handler && !call->app_done); /* after the reply the call may be gone */
+    request_release(call);
+}
+
 /* ---- request handling ----------------------------------------------------- */
 
 static fk_grpc_call *stream_call(h2conn *c, int32_t sid)
@@ -623,7 +644,7 @@ static void dispatch(h2conn *c, fk_grpc_call *call)
     m->fn(call, &c->peer, call->req ? call->req : (const uint8_t *)"", call->req_len, call->deadline,
           m->ud);
     call->in_handler = 0;
-    if (m->release_on_return)
+    if (m->release_on_return && !call->keep_req)
         request_release(call);
     if (call->free_deferred) {
         call->free_deferred = 0;

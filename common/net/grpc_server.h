@@ -64,6 +64,14 @@ FK_CHECKRETURN int fk_grpc_server_handle(fk_grpc_server *srv, const char *path, 
  * connection's I/O thread to free them once the handler returned. */
 FK_CHECKRETURN int fk_grpc_server_release_on_return(fk_grpc_server *srv, const char *path,
                                                     fk_err *err);
+/* For such a method, a handler that hands its request bytes to other work (read in place on a
+ * worker thread) keeps them past its return: called inside the handler. They are freed by
+ * fk_grpc_call_release_request, or at the reply, whichever comes first. Engine loop only. */
+void fk_grpc_call_keep_request(fk_grpc_call *call);
+/* Free a kept request's bytes now (and give them back to the upload budget), before the reply:
+ * not after it, when the call is gone. A second call, or one for bytes already freed, does
+ * nothing. Engine loop only, outside the handler. */
+void fk_grpc_call_release_request(fk_grpc_call *call);
 /* Listen on "HOST:PORT" (IPv4 or [IPv6]); port 0 picks a free port, see fk_grpc_server_port. */
 FK_CHECKRETURN int fk_grpc_server_listen(fk_grpc_server *srv, const char *hostport, fk_err *err);
 int fk_grpc_server_port(const fk_grpc_server *srv);

@@ -81,6 +81,8 @@ int fk__grpc_proxy_reply(fk_grpc_call *call, int status, const char *msg, uint8_
 int fk__grpc_proxy_cancelled(const fk_grpc_call *call);
 const char *fk__grpc_proxy_method(const fk_grpc_call *call);
 void fk__grpc_proxy_on_cancel(fk_grpc_call *call, void (*cb)(fk_grpc_call *, void *), void *ud);
+void fk__grpc_proxy_keep_request(fk_grpc_call *call);
+void fk__grpc_proxy_release_request(fk_grpc_call *call);
 
 /* Connections thread i has accepted (0 past the last thread); for tests. */
 uint64_t fk__grpc_pool_thread_accepted(const fk__grpc_pool *p, int i);
