@@ -33,6 +33,7 @@
 #include "common/net/codec.h"
 
 static int mpi_rank_ = 0, mpi_size_ = 1;
+static int in_grid; /* a bench grid run: its simulations run whole in this process */
 
 int fk_mpi_rank(void)
 {
@@ -51,7 +52,7 @@ static int owner(int client)
 
 int fk_mpi_holds(int client)
 {
-    return mpi_size_ <= 1 || owner(client) == mpi_rank_;
+    return mpi_size_ <= 1 || in_grid || owner(client) == mpi_rank_;
 }
 
 /* Launched by an MPI launcher: Open MPI's mpirun, PMIx (Open MPI 4/5, srun --mpi=pmix), PMI
@@ -1089,6 +1090,7 @@ FK_CHECKRETURN static int mpi_grid(int n, size_t out_size, fk_bench_run_fn run, 
         return fk_err_set(err, FK_ENOMEM, "out of memory for a bench grid of %d runs", n);
     }
     fk_sim_set_driver(NULL);
+    in_grid = 1;
     for (int i = mpi_rank_; i < n; i += mpi_size_) {
         grid_slot *g = (grid_slot *)(mine + (size_t)i * slot);
         fk_err e = {0};
@@ -1102,6 +1104,7 @@ FK_CHECKRETURN static int mpi_grid(int n, size_t out_size, fk_bench_run_fn run, 
         }
     }
     fk_sim_set_driver(mpi_driver);
+    in_grid = 0;
     int mrc = MPI_Allreduce(mine, all, (int)(slot * (size_t)n), MPI_BYTE, MPI_BOR, MPI_COMM_WORLD);
     free(mine);
     int rc = FK_OK;

@@ -20,8 +20,9 @@ int fk_mpi_finish(int status);
 
 int fk_mpi_rank(void); /* 0 without MPI */
 int fk_mpi_size(void); /* 1 without MPI */
-/* Whether this process holds client `client`'s data: every client in one process, none on
- * rank 0 of several (the server side needs no data), its own on the other ranks. */
+/* Whether this process holds client `client`'s data: every client in one process (and in
+ * a bench grid's run, whose simulations run whole on one rank), none on rank 0 of several
+ * (the server side needs no data), its own on the other ranks. */
 int fk_mpi_holds(int client);
 
 #endif

@@ -15,8 +15,8 @@ rule() { # rule WHAT DIRS REGEX: no file under DIRS includes a header matching R
   hits=$(grep -rnE "^#include \"($re)" $dirs --include=*.c --include=*.h 2>/dev/null |
     grep -vxFf /dev/fd/3 3<<KNOWN
 cli/sim_fedrf_tca.c:13:#include "common/methods/fedrf_tca/fedrf_tca.h"
-cli/sim_fedgrem.c:12:#include "common/methods/mixture/gmm_real.h"
-cli/sim_fedgrem.c:13:#include "common/methods/mixture/gmm_run.h"
+cli/sim_fedgrem.c:13:#include "common/methods/mixture/gmm_real.h"
+cli/sim_fedgrem.c:14:#include "common/methods/mixture/gmm_run.h"
 cli/sim_fedgrem_mor.c:9:#include "common/methods/mixture/mor.h"
 KNOWN
   )

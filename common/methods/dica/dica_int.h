@@ -138,7 +138,7 @@ FK_CHECKRETURN int fk__dicaj_client_save(void *c, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__dicaj_client_load(void *c, const fk_bundle *in, fk_err *err);
 
 FK_CHECKRETURN int fk__dicaj_sim_data(const fk_params *p, int n_clients, uint64_t seed,
-                                      fk_dataset *clients, fk_err *err);
+                                      fk_dataset *clients, const unsigned char *want, fk_err *err);
 extern const fk_param_doc fk__dicaj_keys[];
 
 #endif

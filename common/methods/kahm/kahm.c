@@ -85,7 +85,7 @@ void fk__kahm_label_values(const fk_bundle *model, double *labels, size_t n, dou
  * in [-1, 1] after tanh); client i holds sim_classes_per_client classes, round robin, with
  * sim_samples samples of each, so every class is held by some client when K*k >= C. */
 int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                      fk_err *err)
+                      const unsigned char *want, fk_err *err)
 {
     long C, per, d, k;
     fk_classes cls;
@@ -121,6 +121,12 @@ int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datas
         A[i] = 0.35 * fk_rng_normal(&r);
     for (int q = 0; q < n_clients && !rc; q++) {
         fk_dataset *ds = &clients[q];
+        if (want && !want[q]) { /* its own stream (the class generators above are shared) */
+            char nm[32];
+            snprintf(nm, sizeof nm, "kahm-sim-%d", q);
+            fk_dataset_set_name(ds, nm);
+            continue;
+        }
         rc = fk_dataset_init(ds, (size_t)(k * per), D, 1);
         fk_rng cr;
         fk_rng_init(&cr, seed, SIM_STREAM + 1 + (uint64_t)q);

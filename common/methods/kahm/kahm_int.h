@@ -81,6 +81,6 @@ FK_CHECKRETURN int fk__kahm_check_answer(const fk_bundle *model, const fk_bundle
 FK_CHECKRETURN int fk__kahm_combine(const fk_bundle *model, const fk_bundle *queries,
                                     const fk_update *ans, int n, fk_bundle *out, fk_err *err);
 FK_CHECKRETURN int fk__kahm_sim_data(const fk_params *p, int n_clients, uint64_t seed,
-                                     fk_dataset *clients, fk_err *err);
+                                     fk_dataset *clients, const unsigned char *want, fk_err *err);
 
 #endif
