@@ -182,9 +182,8 @@ echo "ok missed quorum"
 # and orte_abort_on_non_zero_status 0 the other ranks live on, and rank 0's deadline drops the
 # dead rank's clients: the run ends with a model and names them (Open MPI's flags only)
 "$mpirun" --version 2>/dev/null | grep -q "Open MPI" || { echo "SKIP: killed rank (not Open MPI)"; exit 0; }
-# In the ASan build the run ends as here (model, dropouts, every live rank's end) but mpirun did
-# not return within 300 s (an exit with the dead rank under --enable-recovery; not debugged).
-grep -qa __asan_init "$fk" && { echo "SKIP: killed rank (ASan build: mpirun does not return)"; exit 0; }
+# (Also in the ASan build: an earlier tree's mpirun did not return there; at this one it does,
+# with LeakSanitizer on or off at the survivors' exit: docs/mpi.md.)
 printf 'method = fedgrem\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 1000\nseed = 1\nR = 5\n' >kill.conf
 MPT=300 MPX="--enable-recovery --mca orte_abort_on_non_zero_status 0" mp 3 sim --job kill.conf $G \
   --deadline 2 --model_out kill.bin >kill.txt 2>kill.err &
