@@ -81,7 +81,7 @@ static void clients_main(const char *pki, int port, int n, const fk_params *jp, 
     static fk_dataset data[MAX_CLIENTS];
     static fk_agent *agents[MAX_CLIENTS];
     fk_err err;
-    if (uv_loop_init(&loop) || fk_method_dica.sim_data(jp, n, seed, data, &err))
+    if (uv_loop_init(&loop) || fk_method_dica.sim_data(jp, n, seed, data, NULL, &err))
         _exit(2);
     for (int i = 0; i < n; i++) {
         char name[16];

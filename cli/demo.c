@@ -298,7 +298,7 @@ FK_CHECKRETURN static int builtin_data(demo_job *j, const demo_opts *o, const ch
         return fk_err_set(err, FK_ENOMEM, "out of memory");
     }
     j->from_files = 1;
-    int rc = m->sim_data(gen, n, o->seed, gen_ds, err);
+    int rc = m->sim_data(gen, n, o->seed, gen_ds, NULL, err);
     char path[4200];
     for (int c = 0; !rc && c < j->n_clients; c++) {
         snprintf(path, sizeof path, "%s/%s-c%d.csv", dir, jname(j), c);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/sim_mpi.h"
@@ -265,15 +264,12 @@ FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, c
     if (n_data) {
         for (int i = 0; i < n && rc == FK_OK; i++) {
             const char *file = data[slot[i]].file;
-            struct stat st;
-            if (!fk_mpi_holds(i) && stat(file, &st) == 0 && S_ISREG(st.st_mode)) {
-                /* under mpirun another rank holds this client: its file stays unread here
-                 * (only its name, as the loader gives it, for the output) */
-                const char *base = strrchr(file, '/');
-                fk_dataset_set_name(&ds[i], base ? base + 1 : file);
-            } else {
+            fk_err nerr = {0};
+            /* under mpirun another rank holds this client: its file, catalog set or synthetic
+             * part stays unread here (only its name, as the loader gives it, for the output);
+             * a source that does not check out is loaded, for the loader's own error */
+            if (fk_sim_holds(i) || fk_source_name_only(&ds[i], file, so, &nerr) != FK_OK)
                 rc = fk_source_load(&ds[i], file, so, NULL, err);
-            }
             if (!rc && data[slot[i]].name) {
                 char id[128];
                 snprintf(id, sizeof id, "%.*s", (int)data[slot[i]].name_len, data[slot[i]].name);
@@ -281,7 +277,12 @@ FK_CHECKRETURN static int open_clients(const fk_method *m, const fk_params *p, c
             }
         }
     } else if (m->sim_data) {
-        rc = m->sim_data(p, n, seed, ds, err);
+        /* under mpirun each rank makes only its own clients' data (rank 0 none) */
+        unsigned char *want;
+        rc = fk_sim_want(n, &want, err);
+        if (rc == FK_OK)
+            rc = m->sim_data(p, n, seed, ds, want, err);
+        free(want);
     } else {
         rc = fk_err_set(err, FK_EINVAL,
                         "job type %s has no built-in data: give one --data FILE per client",
@@ -460,6 +461,14 @@ int fk_sim_generic(const fk_method *m, int argc, char **argv)
     fk_sim_round last = {0};
     if (rc == FK_OK)
         rc = fk_sim_run(m, &p, clients, n, &o, &model, &last, &err);
+    /* a model that says it is not ready (pooled-em: the budget ended before its EM stage) has
+     * nothing to score: the final lines say nan, and this says why */
+    const fk_tensor *ready = rc == FK_OK ? fk_bundle_get(&model, "ready") : NULL;
+    if (ready && ready->len == 1 && ready->data[0] == 0.0 && fk_mpi_rank() == 0)
+        fprintf(stderr,
+                "fedkern %s: the model is not ready after %ld rounds (its final scores are not "
+                "measured); give more rounds, or none for the method's own budget (%d)\n",
+                cmd, rounds, fk_method_default_rounds(m, &p));
     if (rc == FK_OK && model_out)
         rc = record_prep(&model, data, slot, n_data, &so, n, &err);
     if (rc == FK_OK && model_out && fk_mpi_rank() == 0) { /* under mpirun: rank 0 writes */

@@ -32,21 +32,11 @@
 #include "common/methods/sim.h"
 #include "common/net/codec.h"
 
-static int mpi_rank_ = 0, mpi_size_ = 1;
+static int mpi_rank_ = 0;
 
 int fk_mpi_rank(void)
 {
     return mpi_rank_;
-}
-
-static int owner(int client)
-{
-    return mpi_size_ <= 1 ? 0 : 1 + client % (mpi_size_ - 1);
-}
-
-int fk_mpi_holds(int client)
-{
-    return mpi_size_ <= 1 || owner(client) == mpi_rank_;
 }
 
 /* Launched by an MPI launcher: Open MPI's mpirun, PMIx (Open MPI 4/5, srun --mpi=pmix), PMI
@@ -88,6 +78,22 @@ int fk_mpi_finish(int status)
 #else
 
 #include <mpi.h>
+
+static int mpi_size_ = 1;
+static int in_grid; /* a bench grid run: its simulations run whole in this process */
+
+static int owner(int client)
+{
+    return mpi_size_ <= 1 ? 0 : 1 + client % (mpi_size_ - 1);
+}
+
+/* Whether this process holds client `client`'s data (fk_sim_holds): every client in one
+ * process (and in a bench grid's run, whose simulations run whole on one rank), none on rank 0
+ * of several (the server side needs no data), its own on the other ranks. */
+static int holds(int client)
+{
+    return mpi_size_ <= 1 || in_grid || owner(client) == mpi_rank_;
+}
 
 enum {
     TAG_READY = 101, /* w -> 0: client_init's outcome */
@@ -1084,6 +1090,7 @@ FK_CHECKRETURN static int mpi_grid(int n, size_t out_size, fk_bench_run_fn run, 
         return fk_err_set(err, FK_ENOMEM, "out of memory for a bench grid of %d runs", n);
     }
     fk_sim_set_driver(NULL);
+    in_grid = 1;
     for (int i = mpi_rank_; i < n; i += mpi_size_) {
         grid_slot *g = (grid_slot *)(mine + (size_t)i * slot);
         fk_err e = {0};
@@ -1097,6 +1104,7 @@ FK_CHECKRETURN static int mpi_grid(int n, size_t out_size, fk_bench_run_fn run, 
         }
     }
     fk_sim_set_driver(mpi_driver);
+    in_grid = 0;
     int mrc = MPI_Allreduce(mine, all, (int)(slot * (size_t)n), MPI_BYTE, MPI_BOR, MPI_COMM_WORLD);
     free(mine);
     int rc = FK_OK;
@@ -1136,6 +1144,7 @@ int fk_mpi_start(int *argc, char ***argv, fk_err *err)
         return mpi_fail(err, mrc, "start", 0);
     if (mpi_size_ > 1) {
         fk_sim_set_driver(mpi_driver);
+        fk_sim_set_holds(holds);
         fk_bench_set_grid_driver(mpi_grid);
         if (mpi_rank_ > 0 && !freopen("/dev/null", "w", stdout))
             return fk_err_set(err, FK_EIO, "rank %d: cannot send stdout to /dev/null", mpi_rank_);

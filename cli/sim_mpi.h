@@ -19,8 +19,5 @@ FK_CHECKRETURN int fk_mpi_start(int *argc, char ***argv, fk_err *err);
 int fk_mpi_finish(int status);
 
 int fk_mpi_rank(void); /* 0 without MPI */
-/* Whether this process holds client `client`'s data: every client in one process, none on
- * rank 0 of several (the server side needs no data), its own on the other ranks. */
-int fk_mpi_holds(int client);
 
 #endif

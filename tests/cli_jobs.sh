@@ -190,4 +190,15 @@ expect 2 "sim --job typo" "$fk" sim --job typo.conf --data c0=c0.csv --data c1=c
 grep -q "'restrats' (did you mean 'restarts'?)" out.txt || fail "sim typo: $(cat out.txt)"
 expect 1 "sim --job missing client" "$fk" sim --job job.conf --data c0=c0.csv --data c1=c1.csv
 grep -q "client 'c2' of the job has no --data c2=FILE" out.txt || fail "sim missing: $(cat out.txt)"
+# pooled-em as a job file (it ran into its final evaluation with no model: "the pooled-em model
+# sent no 'theta'"): a round budget that ends before its EM stage gives a model that is not
+# ready, unscored (nan) and said so; without `rounds` its own budget runs it to convergence
+printf 'method = pooled-em\nclients = c0, c1, c2\nrounds = 3\nR = 2\nseed = 1\n' >pem.conf
+expect 0 "sim --job pooled-em, 3 rounds" "$fk" sim --job pem.conf --data c0=c0.csv --data c1=c1.csv --data c2=c2.csv
+grep -q "the model is not ready after 3 rounds" out.txt || fail "pooled-em 3 rounds: $(cat out.txt)"
+[ "$(grep -c "^pooled-em final client .* loss *nan" out.txt)" -eq 3 ] || fail "pooled-em 3 rounds: $(cat out.txt)"
+grep -v rounds pem.conf >pem2.conf
+expect 0 "sim --job pooled-em" "$fk" sim --job pem2.conf --data c0=c0.csv --data c1=c1.csv --data c2=c2.csv
+[ "$(grep -c "^pooled-em final client .* loss *[0-9.-]* *accuracy *[0-9.]" out.txt)" -eq 3 ] &&
+  ! grep -q "not ready" out.txt || fail "pooled-em: $(cat out.txt)"
 echo ok

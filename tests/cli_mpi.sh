@@ -54,7 +54,7 @@ G="--data s0=sites/client0.csv --data s1=sites/client1.csv --data s2=sites/clien
 D="--data a=dom0.csv --data b=dom1.csv --data c=dom2.csv --data t=dom3.csv"
 
 # every job type over 3 ranks
-for t in fedgrem fedem local-em local-grem tgmm pooled-grem; do
+for t in fedgrem fedem local-em local-grem tgmm pooled-grem pooled-em; do
   printf 'method = %s\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 6\nseed = 1\nR = 5\n' $t >$t.conf
   same "$t" 3 sim --job $t.conf $G
 done
@@ -107,6 +107,36 @@ for p in 1 3; do
   echo "ok bench fidelity fedgrem grid (P=$p)"
 done
 
+# the sfl bench's E2.1 realisations (fast: P = 1, 2, 3) and E3.1 repetitions (4 runs, and 15
+# of its gamma sweep: P = 3 only), synthetic data, no shared data needed: the same rows over
+# the ranks as in process (times excepted), every rank ran a share of the runs
+S="bench fidelity sfl --skip_e22 --skip_e23 --skip_pendigits --skip_parkinsons --skip_resilient"
+S="$S --skip_res_fashion --skip_res_sweep --skip_t1 --skip_blur --skip_gsweep --skip_fig8"
+S="$S --skip_t1_mnist --skip_ksweep --skip_e24 --skip_e25 --skip_noniid"
+S="$S --reps21 3 --n21 40 --reps31 2 --T 50 --json"
+for part in e31 e21; do
+  # shellcheck disable=SC2086
+  "$fk" $S --skip_$part 2>/dev/null | grep -v '"seconds"' >one.txt || fail "fidelity sfl in process"
+  want='"case":"E2.1 (PII)"'
+  [ $part = e21 ] && want='"case":"E3.1 N=900 K=9"'
+  grep -q "$want" one.txt || fail "fidelity sfl: rows missing: $(head -3 one.txt)"
+  ps="1 2 3"
+  [ $part = e21 ] && ps=3
+  for p in $ps; do
+    # shellcheck disable=SC2086
+    MPT=600 mp $p $S --skip_$part 2>mpi.err | grep -v '"seconds"' >mpi.txt
+    cmp -s one.txt mpi.txt ||
+      fail "fidelity sfl (--skip_$part) over $p ranks: rows differ: $(diff one.txt mpi.txt | head -5) $(tail -3 mpi.err)"
+    r=0
+    while [ $r -lt $p ] && [ $p -gt 1 ]; do
+      grep -q "fk-mpi-stats rank=$r size=$p rounds=0 .* grid_runs=[1-9]" mpi.err ||
+        fail "fidelity sfl over $p ranks: rank $r ran no grid run: $(grep fk-mpi-stats mpi.err)"
+      r=$((r + 1))
+    done
+    echo "ok bench fidelity sfl grids, --skip_$part (P=$p)"
+  done
+done
+
 # the §2.8 grid of `bench fidelity rf-tca` (its own loop per run, no fk_sim_run), small: the
 # COIL pair, 2 seeds, 3 rounds, both extractors, 4 variants = 32 runs; needs the data sets
 # (FK_TEST_DATA_DIR=.../shared/data), else skipped
@@ -152,9 +182,8 @@ echo "ok missed quorum"
 # and orte_abort_on_non_zero_status 0 the other ranks live on, and rank 0's deadline drops the
 # dead rank's clients: the run ends with a model and names them (Open MPI's flags only)
 "$mpirun" --version 2>/dev/null | grep -q "Open MPI" || { echo "SKIP: killed rank (not Open MPI)"; exit 0; }
-# In the ASan build the run ends as here (model, dropouts, every live rank's end) but mpirun did
-# not return within 300 s (an exit with the dead rank under --enable-recovery; not debugged).
-grep -qa __asan_init "$fk" && { echo "SKIP: killed rank (ASan build: mpirun does not return)"; exit 0; }
+# (Also in the ASan build: an earlier tree's mpirun did not return there; at this one it does,
+# with LeakSanitizer on or off at the survivors' exit: docs/mpi.md.)
 printf 'method = fedgrem\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 1000\nseed = 1\nR = 5\n' >kill.conf
 MPT=300 MPX="--enable-recovery --mca orte_abort_on_non_zero_status 0" mp 3 sim --job kill.conf $G \
   --deadline 2 --model_out kill.bin >kill.txt 2>kill.err &

@@ -502,7 +502,7 @@ static void method_sim_one(const fk_method *m, const char *const *kv, int rounds
     fk_dataset d[SK];
     memset(d, 0, sizeof d);
     fk_err err = {0};
-    if (m->sim_data(&p, SK, 6, d, &err))
+    if (m->sim_data(&p, SK, 6, d, NULL, &err))
         fail_msg("%s data: %s", m->name, err.msg);
     int level = fk_log_level();
     fk_log_set_level(FK_LOG_ERROR);

@@ -21,6 +21,18 @@ static void assert_same_data(const fk_dataset *a, const fk_dataset *b)
     if (a->y)
         assert_memory_equal(a->y, b->y, a->X.rows * sizeof *a->y);
     assert_int_equal(a->n_classes, b->n_classes);
+    assert_string_equal(a->name, b->name);
+}
+
+/* The spec's name without its data (a process that does not hold the client): the loader's. */
+static void assert_name_only(const char *spec, const fk_dataset *loaded)
+{
+    fk_dataset ds;
+    fk_err err = {0};
+    assert_int_equal(fk_synth_spec_name(&ds, spec, &err), FK_OK);
+    assert_string_equal(ds.name, loaded->name);
+    assert_int_equal(ds.X.rows, 0);
+    assert_null(ds.X.data);
 }
 
 static void shift_matches_generator(void **state)
@@ -39,6 +51,7 @@ static void shift_matches_generator(void **state)
         fk_dataset ds;
         assert_int_equal(fk_synth_spec_load(&ds, spec, &err), FK_OK);
         assert_same_data(&ds, &all[c]);
+        assert_name_only(spec, &ds);
         fk_dataset_close(&ds);
         fk_dataset_close(&all[c]);
     }
@@ -60,7 +73,26 @@ static void gmm_matches_generator(void **state)
         fk_dataset ds;
         assert_int_equal(fk_synth_spec_load(&ds, spec, &err), FK_OK);
         assert_same_data(&ds, &all[c]);
+        assert_name_only(spec, &ds);
         fk_dataset_close(&ds);
+    }
+    /* some tasks only (a rank's share under mpirun): those bit for bit, the others named and
+     * empty, the truth of every task */
+    fk_dataset some[4];
+    memset(some, 0, sizeof some);
+    double th2[4 * 5 * 10], w2[4 * 5];
+    const unsigned char want[4] = {0, 1, 0, 1};
+    assert_int_equal(fk_synth_gmm_make_some(&g, 3, some, th2, w2, want, &err), FK_OK);
+    assert_memory_equal(th2, theta, sizeof theta);
+    assert_memory_equal(w2, w, sizeof w);
+    for (int c = 0; c < 4; c++) {
+        if (want[c]) {
+            assert_same_data(&some[c], &all[c]);
+        } else {
+            assert_null(some[c].X.data);
+            assert_string_equal(some[c].name, all[c].name);
+        }
+        fk_dataset_close(&some[c]);
         fk_dataset_close(&all[c]);
     }
 }
@@ -84,6 +116,7 @@ static void mor_matches_generator(void **state)
         assert_same_data(&ds, &ref);
         assert_null(ds.y);
         assert_memory_equal(ds.y_raw, d.y + (size_t)c * 50, 50 * sizeof(double));
+        assert_name_only(spec, &ds);
         fk_dataset_close(&ds);
         fk_dataset_close(&ref);
     }

@@ -32,7 +32,7 @@ static void job_open(job *j, const fk_method *m, const char *const *kv)
     for (int i = 0; kv && kv[i]; i += 2)
         assert_int_equal(fk_params_set(&j->p, kv[i], kv[i + 1]), FK_OK);
     fk_err err;
-    assert_int_equal(m->sim_data(&j->p, K, 5, j->ds, &err), FK_OK);
+    assert_int_equal(m->sim_data(&j->p, K, 5, j->ds, NULL, &err), FK_OK);
     for (int i = 0; i < K; i++) {
         fk_bundle_init(&j->ups[i].msg);
         j->ups[i].client = i;

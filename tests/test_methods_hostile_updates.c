@@ -222,7 +222,7 @@ static void setup_job(const job *j, fk_params *p, fk_dataset *ds)
         if (fk_synth_spec_load(&ds[c], spec, &err))
             fail_msg("%s: %s", spec, err.msg);
     }
-    if (!j->data && real->sim_data(p, K, 1, ds, &err))
+    if (!j->data && real->sim_data(p, K, 1, ds, NULL, &err))
         fail_msg("%s: %s", j->method, err.msg);
 }
 

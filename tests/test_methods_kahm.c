@@ -26,7 +26,7 @@ static void make_clients(const fk_params *p, fk_dataset *ds)
 {
     memset(ds, 0, K * sizeof *ds);
     fk_err err;
-    assert_int_equal(fk_method_kahm.sim_data(p, K, 7, ds, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.sim_data(p, K, 7, ds, NULL, &err), FK_OK);
 }
 
 static void close_clients(fk_dataset *ds)

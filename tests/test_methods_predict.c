@@ -348,8 +348,8 @@ static void dica(void **state)
             fk_err err;
             memset(tr, 0, sizeof tr);
             memset(te, 0, sizeof te);
-            assert_int_equal(ms[i]->sim_data(&p, K, 3, tr, &err), FK_OK);
-            assert_int_equal(ms[i]->sim_data(&p, K, 4, te, &err), FK_OK);
+            assert_int_equal(ms[i]->sim_data(&p, K, 3, tr, NULL, &err), FK_OK);
+            assert_int_equal(ms[i]->sim_data(&p, K, 4, te, NULL, &err), FK_OK);
             double q;
             check(ms[i], kv, tr, te, K, 1, 0, &q);
             print_message("%s %s: held-out %s %.4f\n", ms[i]->name,

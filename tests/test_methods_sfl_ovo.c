@@ -411,7 +411,7 @@ static void builtin_multiclass_data(void **state)
     memset(ds, 0, sizeof ds);
     fk_err err = {0};
     assert_non_null(M->sim_data);
-    assert_int_equal(M->sim_data(&p, K, 3, ds, &err), FK_OK);
+    assert_int_equal(M->sim_data(&p, K, 3, ds, NULL, &err), FK_OK);
     for (int k = 0; k < K; k++) {
         assert_int_equal(ds[k].X.rows, 40);
         assert_int_equal(ds[k].X.cols, 2);
@@ -449,11 +449,11 @@ static void builtin_multiclass_data(void **state)
         fk_dataset_close(&ds[k]);
     /* bad class lists; without ovo: the binary E3.1 cells */
     assert_int_equal(fk_params_set(&p, "classes", "10,5"), FK_OK);
-    assert_int_equal(M->sim_data(&p, K, 3, ds, &err), FK_EINVAL);
+    assert_int_equal(M->sim_data(&p, K, 3, ds, NULL, &err), FK_EINVAL);
     assert_non_null(strstr(err.msg, "classes"));
     assert_int_equal(fk_params_set(&p, "multiclass", "none"), FK_OK);
     memset(ds, 0, sizeof ds);
-    assert_int_equal(M->sim_data(&p, K, 3, ds, &err), FK_OK);
+    assert_int_equal(M->sim_data(&p, K, 3, ds, NULL, &err), FK_OK);
     assert_int_equal(ds[0].n_classes, 2);
     for (int k = 0; k < K; k++)
         fk_dataset_close(&ds[k]);

@@ -36,7 +36,7 @@ static int setup(void **state)
     assert_int_equal(fk_params_set(&x->p, "classes", "6"), FK_OK);
     assert_int_equal(fk_params_set(&x->p, "sim_classes_per_client", "2"), FK_OK);
     fk_err err;
-    assert_int_equal(fk_method_kahm.sim_data(&x->p, K, 7, x->ds, &err), FK_OK);
+    assert_int_equal(fk_method_kahm.sim_data(&x->p, K, 7, x->ds, NULL, &err), FK_OK);
     fk_sim_opts o = {.rounds = 1, .seed = 7};
     assert_int_equal(fk_sim_run(&fk_method_kahm, &x->p, x->ds, K, &o, &x->model, NULL, &err),
                      FK_OK);

@@ -11,6 +11,7 @@
 #include "bench/mixture/sim_fedgrem.h"
 #include "bench/sim_designs.h"
 #include "common/data/synth_gmm.h"
+#include "common/methods/sim.h"
 
 typedef struct progress_ctx {
     int every, json, rep;
@@ -233,14 +234,19 @@ int fk_sim_fedgrem(int argc, char **argv)
         d.out_var = 3.0;
     }
     fk_dataset *tasks = calloc((size_t)K, sizeof *tasks);
+    /* under mpirun each rank makes the data of its own tasks only (rank 0 none: the server
+     * side needs none); every rank the truth, for the errors */
+    unsigned char *want = NULL;
+    if (!rc)
+        rc = fk_sim_want((int)K, &want, &err);
     double *th = malloc((size_t)(K * R * dim) * sizeof *th), *w = malloc((size_t)(K * R) * sizeof *w);
     double sum_t = 0, sum_w = 0;
     int failed = 0;
-    if (!tasks || !th || !w)
+    if (!rc && (!tasks || !th || !w))
         rc = fk_err_set(&err, FK_ENOMEM, "out of memory for K=%ld tasks", K);
     for (long s = 0; rc == FK_OK && s < reps; s++) {
         uint64_t sd = seed + (uint64_t)s;
-        rc = fk_synth_gmm_make(&d, sd, tasks, th, w, &err);
+        rc = fk_synth_gmm_make_some(&d, sd, tasks, th, w, want, &err);
         progress_ctx ctx = {.every = (int)every, .json = json, .rep = (int)sd, .method = method};
         fk_gmm_result res;
         if (!rc) {
@@ -281,6 +287,7 @@ int fk_sim_fedgrem(int argc, char **argv)
                    failed, sum_t / ok, sum_w / ok);
     }
     free(tasks);
+    free(want);
     free(th);
     free(w);
     fk_params_close(&p);

@@ -242,25 +242,23 @@ static void e21_emit(const bopts *o, double sum[2][E21_N], const double pi[10], 
                 sum[0][E21_MSE] < bestk);
 }
 
-FK_CHECKRETURN static int run_e21(const bopts *o, fk_err *err)
+/* One realisation of E2.1 (a run of the bench grid): its rows' values before the means. */
+typedef struct e21_out {
+    double one[2][E21_N], pi[10], pik[10];
+    int conv[10], convk[10];
+} e21_out;
+
+FK_CHECKRETURN static int e21_run(void *ctx, int r, void *out, fk_err *err)
 {
+    const bopts *o = ctx;
+    e21_out *res = out;
     size_t N = (size_t)o->n21, Nt = 1000;
-    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *xt = malloc(Nt * sizeof *xt),
-           *yt = malloc(Nt * sizeof *yt);
-    double sum[2][E21_N] = {{0}}, pi[10] = {0}, pik[10] = {0}, t0 = fk_bench_now();
-    int conv[10] = {0}, convk[10] = {0};
     size_t M = (size_t)o->m21 < N ? (size_t)o->m21 : N;
-    double *Z = malloc(M * sizeof *Z);
-    if (!x || !y || !xt || !yt || !Z) {
-        free(x);
-        free(y);
-        free(xt);
-        free(yt);
-        free(Z);
-        return fk_err_set(err, FK_ENOMEM, "out of memory");
-    }
-    int rc = FK_OK;
-    for (int r = 0; r < o->reps21 && !rc; r++) {
+    double *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *xt = malloc(Nt * sizeof *xt),
+           *yt = malloc(Nt * sizeof *yt), *Z = malloc(M * sizeof *Z);
+    int rc = x && y && xt && yt && Z ? FK_OK : fk_err_set(err, FK_ENOMEM, "out of memory");
+    memset(res, 0, sizeof *res);
+    if (!rc) {
         fk_rng g;
         fk_rng_init(&g, 2021, (uint64_t)r);
         double a[10], c[10];
@@ -270,29 +268,49 @@ FK_CHECKRETURN static int run_e21(const bopts *o, fk_err *err)
         }
         e21_draw(&g, a, c, N, x, y);
         e21_draw(&g, a, c, Nt, xt, yt);
-        for (int pii = 0; pii < 2 && !rc; pii++) {
-            double one[E21_N];
-            for (int i = 0; i < E21_N; i++)
-                one[i] = NAN;
-            rc =
-                e21_fit(x, y, N, xt, yt, Nt, pii, pii ? o->grel_pii : o->grel_pii2, o->T, one, err);
-            for (int i = 0; i < E21_N; i++)
-                sum[pii][i] += one[i] / o->reps21;
-        }
-        double one[10];
-        if (!rc && !(rc = e21_pi(x, y, N, NULL, 0, xt, yt, Nt, 4 * o->T, one, conv, err)))
-            for (int i = 0; i < 10; i++)
-                pi[i] += one[i] / o->reps21;
-        if (!rc && !(rc = fk_sfl_kmeans(x, N, 1, M, 2021 + (uint64_t)r, Z, NULL, err)) &&
-            !(rc = e21_pi(x, y, N, Z, M, xt, yt, Nt, 4 * o->T, one, convk, err)))
-            for (int i = 0; i < 10; i++)
-                pik[i] += one[i] / o->reps21;
     }
+    for (int pii = 0; pii < 2 && !rc; pii++) {
+        for (int i = 0; i < E21_N; i++)
+            res->one[pii][i] = NAN;
+        rc = e21_fit(x, y, N, xt, yt, Nt, pii, pii ? o->grel_pii : o->grel_pii2, o->T,
+                     res->one[pii], err);
+    }
+    if (!rc)
+        rc = e21_pi(x, y, N, NULL, 0, xt, yt, Nt, 4 * o->T, res->pi, res->conv, err);
+    if (!rc && !(rc = fk_sfl_kmeans(x, N, 1, M, 2021 + (uint64_t)r, Z, NULL, err)))
+        rc = e21_pi(x, y, N, Z, M, xt, yt, Nt, 4 * o->T, res->pik, res->convk, err);
     free(Z);
     free(x);
     free(y);
     free(xt);
     free(yt);
+    return rc;
+}
+
+/* The realisations are a grid of independent runs (over the ranks under mpirun:
+ * fk_bench_grid); their means are summed here in realisation order, as one process does. */
+FK_CHECKRETURN static int run_e21(const bopts *o, fk_err *err)
+{
+    size_t N = (size_t)o->n21;
+    double sum[2][E21_N] = {{0}}, pi[10] = {0}, pik[10] = {0}, t0 = fk_bench_now();
+    int conv[10] = {0}, convk[10] = {0}, done = 0;
+    e21_out *runs = malloc((size_t)o->reps21 * sizeof *runs);
+    if (!runs)
+        return fk_err_set(err, FK_ENOMEM, "out of memory");
+    int rc = fk_bench_grid(o->reps21, sizeof *runs, e21_run, (void *)o, runs, &done, err);
+    for (int r = 0; r < o->reps21 && !rc; r++) {
+        const e21_out *x = &runs[r];
+        for (int pii = 0; pii < 2; pii++)
+            for (int i = 0; i < E21_N; i++)
+                sum[pii][i] += x->one[pii][i] / o->reps21;
+        for (int i = 0; i < 10; i++) {
+            pi[i] += x->pi[i] / o->reps21;
+            pik[i] += x->pik[i] / o->reps21;
+            conv[i] += x->conv[i];
+            convk[i] += x->convk[i];
+        }
+    }
+    free(runs);
     if (rc)
         return rc;
     e21_emit(o, sum, pi, conv, pik, convk);
@@ -438,10 +456,40 @@ static void emit_fed(const bopts *o, const char *cs, const fedres *m, double gap
     fk_bench_emit(o->json, "sfl", cs, "repetitions", reps, NULL);
 }
 
+typedef struct e31_ctx {
+    const fk_params *p;
+    size_t N;
+} e31_ctx;
+
+/* Repetition r of E3.1: 9 clients of N / 9 rows each, federated against pooled. */
+FK_CHECKRETURN static int e31_run(void *ctx, int r, void *out, fk_err *err)
+{
+    enum { K = 9 };
+    const e31_ctx *c = ctx;
+    fk_dataset ds[K], test;
+    memset(ds, 0, sizeof ds);
+    int rc = FK_OK;
+    for (int k = 0; k < K && !rc; k++)
+        rc = fk_sfl_e31_make(K, k, c->N / K, 3100 + (uint64_t)r, &ds[k], err);
+    if (!rc)
+        rc = fk_sfl_e31_make(K, -1, 1000, 9100 + (uint64_t)r, &test, err);
+    double yt[1000];
+    fedres *one = out;
+    *one = (fedres){0};
+    if (!rc) {
+        for (int i = 0; i < 1000; i++)
+            yt[i] = test.y_raw[i] == 1 ? 1 : -1;
+        rc = fed_vs_pooled(c->p, ds, K, test.X.data, yt, 1000, 2, one, err);
+        fk_dataset_close(&test);
+    }
+    for (int k = 0; k < K; k++)
+        fk_dataset_close(&ds[k]);
+    return rc;
+}
+
 FK_CHECKRETURN static int run_e31(const bopts *o, size_t N, double grel, int reps, int sweep,
                                   fedres *res, fk_err *err)
 {
-    enum { K = 9 };
     fk_params p;
     fk_params_init(&p);
     char gv[32];
@@ -454,27 +502,18 @@ FK_CHECKRETURN static int run_e31(const bopts *o, size_t N, double grel, int rep
                                                            "gamma_rel_client", gv,
                                                            "gamma_rel_server", gv, NULL}))
         rc = fk_err_set(err, FK_ENOMEM, "out of memory for the job parameters");
-    for (int r = 0; r < reps && !rc; r++) {
-        fk_dataset ds[K], test;
-        memset(ds, 0, sizeof ds);
-        for (int k = 0; k < K && !rc; k++)
-            rc = fk_sfl_e31_make(K, k, N / K, 3100 + (uint64_t)r, &ds[k], err);
-        if (!rc)
-            rc = fk_sfl_e31_make(K, -1, 1000, 9100 + (uint64_t)r, &test, err);
-        double yt[1000];
-        fedres one = {0};
-        if (!rc) {
-            for (int i = 0; i < 1000; i++)
-                yt[i] = test.y_raw[i] == 1 ? 1 : -1;
-            rc = fed_vs_pooled(&p, ds, K, test.X.data, yt, 1000, 2, &one, err);
-            fk_dataset_close(&test);
-        }
-        for (int k = 0; k < K; k++)
-            fk_dataset_close(&ds[k]);
-        if (rc)
-            break;
-        fedres_add(&mean, &one, reps, &gmax);
-    }
+    /* the repetitions: a grid of independent runs (over the ranks under mpirun), their means
+     * summed in repetition order */
+    fedres *runs = rc ? NULL : malloc((size_t)reps * sizeof *runs);
+    if (!rc && !runs)
+        rc = fk_err_set(err, FK_ENOMEM, "out of memory");
+    e31_ctx c = {.p = &p, .N = N};
+    int done = 0;
+    if (!rc)
+        rc = fk_bench_grid(reps, sizeof *runs, e31_run, &c, runs, &done, err);
+    for (int r = 0; r < reps && !rc; r++)
+        fedres_add(&mean, &runs[r], reps, &gmax);
+    free(runs);
     if (res)
         *res = mean;
     if (!rc && sweep) { /* sweep rows: the shapes of Figs. 16-17 are checked by the caller */

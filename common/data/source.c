@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/data/catalog.h"
 #include "common/data/prep.h"
@@ -324,4 +325,28 @@ int fk_source_load(fk_dataset *ds, const char *src, const fk_source *s, fk_affin
             fk_affine_close(zmap);
     }
     return rc;
+}
+
+int fk_source_name_only(fk_dataset *ds, const char *src, const fk_source *s, fk_err *err)
+{
+    memset(ds, 0, sizeof *ds);
+    int catalog = is_catalog_name(src), synth = !catalog && fk_synth_spec_is(src);
+    if ((catalog || synth) && s && s->loader_set)
+        return fk_err_set(err, FK_EINVAL,
+                          "%s is a %s data set with its own loader settings; loader options "
+                          "(format, label, header, ...) apply to files only (prep and affine "
+                          "are allowed)",
+                          src, catalog ? "catalog" : "built-in synthetic");
+    if (synth)
+        return fk_synth_spec_name(ds, src, err);
+    if (catalog) { /* fk_catalog_load names it by its catalog name */
+        fk_dataset_set_name(ds, src);
+        return FK_OK;
+    }
+    struct stat st;
+    if (stat(src, &st) != 0 || !S_ISREG(st.st_mode))
+        return fk_err_set(err, FK_EIO, "%s: not a readable file (%s)", src, strerror(errno));
+    const char *base = strrchr(src, '/'); /* the loader's name: the file's base name */
+    fk_dataset_set_name(ds, base ? base + 1 : src);
+    return FK_OK;
 }

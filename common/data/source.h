@@ -53,6 +53,13 @@ FK_CHECKRETURN int fk_source_parse(fk_source *s, const fk_params *p, const char 
 FK_CHECKRETURN int fk_source_load(fk_dataset *ds, const char *src, const fk_source *s,
                                   fk_affine *zmap, fk_err *err);
 
+/* The name fk_source_load gives src's data set, without loading it: *ds gets the name and no
+ * rows. A synthetic spec is parsed, a catalog name known, a file's path a regular file (not
+ * read); the loader options are checked as fk_source_load checks them. For a process that
+ * does not hold this client of a federation (`fedkern sim` under mpirun). */
+FK_CHECKRETURN int fk_source_name_only(fk_dataset *ds, const char *src, const fk_source *s,
+                                       fk_err *err);
+
 /* The steps fk_source_load applies to src's raw rows, in order (a catalog set's own, then
  * s->prep; s may be NULL): their count (at most cap; more are cut). The affine map, if any,
  * comes after them (s->affine). */

@@ -31,4 +31,20 @@ FK_CHECKRETURN int fk_synth_gmm_centres(const fk_synth_gmm *o, uint64_t seed, do
 FK_CHECKRETURN int fk_synth_gmm_make(const fk_synth_gmm *o, uint64_t seed, fk_dataset *tasks,
                                      double *theta, double *w, fk_err *err);
 
+/* fk_synth_gmm_make for a process that holds some of the tasks (`fedkern sim fedgrem` under
+ * mpirun): want NULL is every task; a task with want[k] == 0 gets its name, no rows, while
+ * theta and w get every task's truth. The tasks made are bit for bit fk_synth_gmm_make's
+ * (each task draws from its own streams). */
+FK_CHECKRETURN int fk_synth_gmm_make_some(const fk_synth_gmm *o, uint64_t seed, fk_dataset *tasks,
+                                          double *theta, double *w, const unsigned char *want,
+                                          fk_err *err);
+
+/* Task k alone, bit for bit as fk_synth_gmm_make makes it among all K: its data (task NULL:
+ * none) and its truth theta_k (R x p) and w_k (R), NaN for an outlier task. */
+FK_CHECKRETURN int fk_synth_gmm_task(const fk_synth_gmm *o, uint64_t seed, int k, fk_dataset *task,
+                                     double *theta_k, double *w_k, fk_err *err);
+
+/* Task k's name as fk_synth_gmm_make gives it ("task3", "outlier9"). */
+void fk_synth_gmm_task_name(const fk_synth_gmm *o, int k, char *name, size_t cap);
+
 #endif

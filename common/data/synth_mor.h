@@ -32,6 +32,12 @@ FK_CHECKRETURN int fk_mor_make(int K, int R, int p, int n, int n_outlier, double
                                uint64_t seed, fk_mor_data *d, fk_err *err);
 void fk_mor_data_close(fk_mor_data *d);
 
+/* Task k alone, bit for bit fk_mor_task_dataset(k) of fk_mor_make with the same arguments
+ * (every task draws from its own streams). Caller closes ds. */
+FK_CHECKRETURN int fk_mor_task_make(int K, int R, int p, int n, int n_outlier, double h,
+                                    double out_coef, uint64_t seed, int k, fk_dataset *ds,
+                                    fk_err *err);
+
 /* Task k as a client data set: X (n x p) and the regression target in y_raw (unlabelled).
  * Caller closes ds. */
 FK_CHECKRETURN int fk_mor_task_dataset(const fk_mor_data *d, int k, fk_dataset *ds, fk_err *err);

@@ -49,28 +49,69 @@ FK_CHECKRETURN static int make_domain(const fk_synth_opts *o, const double *prot
     return FK_OK;
 }
 
-int fk_synth_shift(const fk_synth_opts *o, fk_dataset *out, fk_err *err)
+/* The class prototypes every domain shares (their own stream); NULL: out of memory. */
+static double *make_proto(const fk_synth_opts *o, fk_err *err)
+{
+    double *proto = malloc((size_t)o->n_classes * o->d * sizeof *proto);
+    if (!proto) {
+        fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory");
+        return NULL;
+    }
+    fk_rng g;
+    fk_rng_init(&g, o->seed, 0x70726f746f000000ULL);
+    for (size_t i = 0; i < (size_t)o->n_classes * o->d; i++)
+        proto[i] = o->class_sep * fk_rng_normal(&g);
+    return proto;
+}
+
+FK_CHECKRETURN static int check_opts(const fk_synth_opts *o, fk_err *err)
 {
     if (o->n_sources < 1 || o->n_classes < 2 || o->d < 1 || o->n_per_domain < (size_t)o->n_classes)
         return fk_err_set(err, FK_EINVAL,
                           "synthetic data: need >= 1 source, >= 2 classes, d >= 1 and at least one "
                           "sample per class per domain");
-    double *proto = malloc((size_t)o->n_classes * o->d * sizeof *proto);
+    return FK_OK;
+}
+
+void fk_synth_shift_name(const fk_synth_opts *o, int k, char *name, size_t cap)
+{
+    if (k < o->n_sources)
+        snprintf(name, cap, "src%d", k);
+    else
+        snprintf(name, cap, "target");
+}
+
+int fk_synth_shift_domain(const fk_synth_opts *o, int k, fk_dataset *ds, fk_err *err)
+{
+    int rc = check_opts(o, err);
+    if (!rc && (k < 0 || k > o->n_sources))
+        rc = fk_err_set(err, FK_EINVAL, "synthetic data: domain %d of %d", k, o->n_sources + 1);
+    if (rc)
+        return rc;
+    double *proto = make_proto(o, err);
     if (!proto)
-        return fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory");
-    fk_rng g;
-    fk_rng_init(&g, o->seed, 0x70726f746f000000ULL);
-    for (size_t i = 0; i < (size_t)o->n_classes * o->d; i++)
-        proto[i] = o->class_sep * fk_rng_normal(&g);
-    int rc = FK_OK, made = 0;
+        return FK_ENOMEM;
+    rc = make_domain(o, proto, k, ds, err);
+    if (!rc)
+        fk_synth_shift_name(o, k, ds->name, sizeof ds->name);
+    free(proto);
+    return rc;
+}
+
+int fk_synth_shift(const fk_synth_opts *o, fk_dataset *out, fk_err *err)
+{
+    int rc = check_opts(o, err);
+    if (rc)
+        return rc;
+    double *proto = make_proto(o, err);
+    if (!proto)
+        return FK_ENOMEM;
+    int made = 0;
     for (int k = 0; k <= o->n_sources && !rc; k++) {
         rc = make_domain(o, proto, k, &out[k], err);
         if (!rc) {
             made++;
-            if (k < o->n_sources)
-                snprintf(out[k].name, sizeof out[k].name, "src%d", k);
-            else
-                snprintf(out[k].name, sizeof out[k].name, "target");
+            fk_synth_shift_name(o, k, out[k].name, sizeof out[k].name);
         }
     }
     free(proto);

@@ -31,4 +31,12 @@ void fk_synth_defaults(fk_synth_opts *o);
  * provides n_sources + 1 datasets and closes them. */
 FK_CHECKRETURN int fk_synth_shift(const fk_synth_opts *o, fk_dataset *out, fk_err *err);
 
+/* Domain k (0..n_sources) alone, bit for bit out[k] of fk_synth_shift (each domain draws from
+ * its own stream). Caller closes ds. */
+FK_CHECKRETURN int fk_synth_shift_domain(const fk_synth_opts *o, int k, fk_dataset *ds,
+                                         fk_err *err);
+
+/* Domain k's name as fk_synth_shift gives it ("src0", ..., "target"). */
+void fk_synth_shift_name(const fk_synth_opts *o, int k, char *name, size_t cap);
+
 #endif

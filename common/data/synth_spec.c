@@ -138,38 +138,20 @@ int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err)
     return rc;
 }
 
+/* One client's data set made alone: each generator draws a task's or domain's data from
+ * its own streams, so it is bit for bit the client's part of the whole federation's. */
 FK_CHECKRETURN static int load_shift(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
 {
-    int n = s->shift.n_sources + 1;
-    fk_dataset *all = calloc((size_t)n, sizeof *all);
-    if (!all)
-        return fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory");
-    int rc = fk_synth_shift(&s->shift, all, err);
-    if (!rc) {
-        *ds = all[s->client];
-        memset(&all[s->client], 0, sizeof all[s->client]);
-    }
-    for (int i = 0; i < n; i++)
-        fk_dataset_close(&all[i]);
-    free(all);
-    return rc;
+    return fk_synth_shift_domain(&s->shift, s->client, ds, err);
 }
 
 FK_CHECKRETURN static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
 {
     const fk_synth_gmm *g = &s->gmm;
-    fk_dataset *all = calloc((size_t)g->K, sizeof *all);
-    double *theta = malloc((size_t)g->K * (size_t)g->R * (size_t)g->p * sizeof *theta);
-    double *w = malloc((size_t)g->K * (size_t)g->R * sizeof *w);
-    int rc = (!all || !theta || !w) ? fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory")
-                                    : fk_synth_gmm_make(g, s->seed, all, theta, w, err);
-    if (!rc) {
-        *ds = all[s->client];
-        memset(&all[s->client], 0, sizeof all[s->client]);
-    }
-    for (int i = 0; all && i < g->K; i++)
-        fk_dataset_close(&all[i]);
-    free(all);
+    double *theta = malloc((size_t)g->R * (size_t)g->p * sizeof *theta);
+    double *w = malloc((size_t)g->R * sizeof *w);
+    int rc = (!theta || !w) ? fk_err_set(err, FK_ENOMEM, "synthetic data: out of memory")
+                            : fk_synth_gmm_task(g, s->seed, s->client, ds, theta, w, err);
     free(theta);
     free(w);
     return rc;
@@ -178,13 +160,24 @@ FK_CHECKRETURN static int load_gmm(fk_dataset *ds, const fk_synth_spec *s, fk_er
 FK_CHECKRETURN static int load_mor(fk_dataset *ds, const fk_synth_spec *s, fk_err *err)
 {
     const fk_synth_mor *m = &s->mor;
-    fk_mor_data d;
-    int rc = fk_mor_make(m->K, m->R, m->p, m->n, m->n_outlier, m->h, m->out_coef, s->seed, &d, err);
+    return fk_mor_task_make(m->K, m->R, m->p, m->n, m->n_outlier, m->h, m->out_coef, s->seed,
+                            s->client, ds, err);
+}
+
+int fk_synth_spec_name(fk_dataset *ds, const char *spec, fk_err *err)
+{
+    memset(ds, 0, sizeof *ds);
+    fk_synth_spec s;
+    int rc = fk_synth_spec_parse(spec, &s, err);
     if (rc)
         return rc;
-    rc = fk_mor_task_dataset(&d, s->client, ds, err);
-    fk_mor_data_close(&d);
-    return rc;
+    if (s.kind == FK_SYNTH_SHIFT)
+        fk_synth_shift_name(&s.shift, s.client, ds->name, sizeof ds->name);
+    else if (s.kind == FK_SYNTH_GMM)
+        fk_synth_gmm_task_name(&s.gmm, s.client, ds->name, sizeof ds->name);
+    else
+        snprintf(ds->name, sizeof ds->name, "mor-task%d", s.client);
+    return FK_OK;
 }
 
 int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err)

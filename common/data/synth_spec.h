@@ -41,7 +41,11 @@ int fk_synth_spec_is(const char *src);
 /* Parse and validate; FK_EINVAL with a message naming the spec and the key. */
 FK_CHECKRETURN int fk_synth_spec_parse(const char *spec, fk_synth_spec *out, fk_err *err);
 
-/* Parse and generate the one client's dataset. */
+/* Parse and generate the one client's dataset (only its own part of the design). */
 FK_CHECKRETURN int fk_synth_spec_load(fk_dataset *ds, const char *spec, fk_err *err);
+
+/* Parse; *ds gets the name fk_synth_spec_load gives the data set and no rows (a process
+ * that does not hold this client: `fedkern sim` under mpirun). */
+FK_CHECKRETURN int fk_synth_spec_name(fk_dataset *ds, const char *spec, fk_err *err);
 
 #endif

@@ -189,9 +189,11 @@ typedef struct fk_method {
     /* --- in-process simulation and docs (optional) --- */
     /* Built-in synthetic clients for `fedkern sim NAME` run without --data: fills
      * clients[0..n_clients) (zeroed on entry; the caller closes each) from the job
-     * parameters and the seed. */
+     * parameters and the seed. want (NULL: every client): a client c with want[c] == 0 gets
+     * its name only, no rows (a process that holds some clients of the federation: `fedkern
+     * sim` under mpirun); the wanted ones are bit for bit those of a call without want. */
     FK_CHECKRETURN int (*sim_data)(const fk_params *p, int n_clients, uint64_t seed,
-                                   fk_dataset *clients, fk_err *err);
+                                   fk_dataset *clients, const unsigned char *want, fk_err *err);
     /* The job keys the method reads, NULL-terminated, for --help and the docs. */
     const fk_param_doc *keys;
 } fk_method;

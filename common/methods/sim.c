@@ -182,6 +182,33 @@ void fk_sim_set_driver(fk_sim_driver d)
     sim_driver = d;
 }
 
+static fk_sim_holds_fn sim_holds;
+
+void fk_sim_set_holds(fk_sim_holds_fn h)
+{
+    sim_holds = h;
+}
+
+int fk_sim_holds(int client)
+{
+    return !sim_holds || sim_holds(client);
+}
+
+int fk_sim_want(int n, unsigned char **want, fk_err *err)
+{
+    *want = NULL;
+    if (!sim_holds) /* one process: every client's data is made here */
+        return FK_OK;
+    unsigned char *w = malloc(n > 0 ? (size_t)n : 1);
+    if (!w)
+        return fk_err_set(err, FK_ENOMEM,
+                          "out of memory for the list of this process's %d clients", n);
+    for (int i = 0; i < n; i++)
+        w[i] = (unsigned char)sim_holds(i);
+    *want = w;
+    return FK_OK;
+}
+
 void fk_sim_sort_plan(int *chosen, int n_chosen)
 {
     qsort(chosen, (size_t)n_chosen, sizeof *chosen, compare_int);

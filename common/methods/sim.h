@@ -72,4 +72,14 @@ typedef int (*fk_sim_driver)(const fk_method *m, const fk_params *p, const fk_da
                              fk_sim_round *last, fk_err *err);
 void fk_sim_set_driver(fk_sim_driver d);
 
+/* Which clients' data this process makes or loads, set with the driver when a simulation runs
+ * over several processes (each makes only its own clients'); NULL (the default): all. */
+typedef int (*fk_sim_holds_fn)(int client);
+void fk_sim_set_holds(fk_sim_holds_fn h);
+/* 1 if this process makes or loads client's data. */
+int fk_sim_holds(int client);
+/* A mask of the n clients this process holds, for a sim_data op's `want`: *want NULL when it
+ * holds every client (no hook), else malloc'd (the caller frees). */
+FK_CHECKRETURN int fk_sim_want(int n, unsigned char **want, fk_err *err);
+
 #endif

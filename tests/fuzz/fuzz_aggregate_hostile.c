@@ -74,7 +74,7 @@ static void builtin_data(const char *name)
     fk_params_init(&p);
     fk_err err;
     if (!m || !m->sim_data || fk_params_parse_ini(&p, keys, "fuzz keys", &err) ||
-        m->sim_data(&p, K, 5, data[d], &err))
+        m->sim_data(&p, K, 5, data[d], NULL, &err))
         abort();
     fk_params_close(&p);
 }

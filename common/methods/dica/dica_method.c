@@ -26,7 +26,7 @@ FK_CHECKRETURN static int client_roles(const fk_params *p, int n_clients, const 
 /* Built-in data: one domain per client. Three classes with shared class means; each
  * domain shifts and scales the inputs (the domain shift DICA should be invariant to). */
 FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t seed,
-                                   fk_dataset *clients, fk_err *err)
+                                   fk_dataset *clients, const unsigned char *want, fk_err *err)
 {
     long n, d;
     int rc = fk_params_int(p, "sim_n", 150, 2, 1000000, &n, err);
@@ -41,6 +41,12 @@ FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t s
     if (!raw)
         return fk_err_set(err, FK_ENOMEM, "dica: out of memory");
     for (int c = 0; c < n_clients && rc == FK_OK; c++) {
+        char name[32];
+        snprintf(name, sizeof name, "domain-%d", c);
+        if (want && !want[c]) { /* its own stream: the others' draws do not depend on it */
+            fk_dataset_set_name(&clients[c], name);
+            continue;
+        }
         fk_rng_init(&g, seed, SIM_STREAM + (uint64_t)c);
         if (fk_dataset_init(&clients[c], (size_t)n, (size_t)d, 0)) {
             rc = fk_err_set(err, FK_ENOMEM, "dica: out of memory for client %d", c);
@@ -62,8 +68,6 @@ FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t s
             static const double cls[3] = {0, 1, 2};
             rc = fk_dataset_use_classes(&clients[c], cls, 3, err);
         }
-        char name[32];
-        snprintf(name, sizeof name, "domain-%d", c);
         fk_dataset_set_name(&clients[c], name);
     }
     free(raw);

@@ -15,7 +15,7 @@ static const uint64_t SIM_STREAM = 0x6b73696d00000000ULL; /* "ksim" */
  * in [-1, 1] after tanh); client i holds sim_classes_per_client classes, round robin, with
  * sim_samples samples of each, so every class is held by some client when K*k >= C. */
 FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t seed,
-                                   fk_dataset *clients, fk_err *err)
+                                   fk_dataset *clients, const unsigned char *want, fk_err *err)
 {
     long C, per, d, k;
     fk_classes cls;
@@ -51,6 +51,12 @@ FK_CHECKRETURN static int sim_data(const fk_params *p, int n_clients, uint64_t s
         A[i] = 0.35 * fk_rng_normal(&r);
     for (int q = 0; q < n_clients && !rc; q++) {
         fk_dataset *ds = &clients[q];
+        if (want && !want[q]) { /* its own stream (the class generators above are shared) */
+            char nm[32];
+            snprintf(nm, sizeof nm, "kahm-sim-%d", q);
+            fk_dataset_set_name(ds, nm);
+            continue;
+        }
         rc = fk_dataset_init(ds, (size_t)(k * per), D, 1);
         fk_rng cr;
         fk_rng_init(&cr, seed, SIM_STREAM + 1 + (uint64_t)q);

@@ -323,6 +323,8 @@ int fk__pooled_em_cli_evaluate(void *v, const fk_bundle *model, fk_report *rep, 
     const fk_tensor *t, *w, *g;
     const char *who = "the pooled-em model";
     int rc;
+    if (fk__pooled_model_unready(model)) /* no parameters yet: nothing measured (NaN) */
+        return FK_OK;
     if ((rc = fk__fedgrem_take(model, "theta", 3, th, 0, who, &t, err)) ||
         (rc = fk__fedgrem_take(model, "w", 2, ww, 1, who, &w, err)) ||
         (rc = fk__fedgrem_take(model, "sigma", 3, sg, 0, who, &g, err)))

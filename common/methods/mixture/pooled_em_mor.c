@@ -513,6 +513,8 @@ FK_CHECKRETURN static int mcli_evaluate(void *v, const fk_bundle *model, fk_repo
     const fk_tensor *t, *w, *s2;
     const char *who = "the pooled-em-mor model";
     int rc;
+    if (fk__pooled_model_unready(model)) /* no parameters yet: nothing measured (NaN) */
+        return FK_OK;
     if ((rc = fk__fedgrem_take(model, "theta", 3, ts, 0, who, &t, err)) ||
         (rc = fk__fedgrem_take(model, "w", 2, ws, 1, who, &w, err)) ||
         (rc = fk__fedgrem_take(model, "s2", 2, ws, 1, who, &s2, err)))

@@ -26,6 +26,10 @@ typedef struct fk__pooled_head {
 /* One restart's EM bookkeeping after the clients' E-step: counts the iteration, marks the
  * restart failed (`bad`: a client's or the summed log-likelihood out of range) or done
  * (relative change within tol, or cap iterations), else records ll. 1 when the M-step is due. */
+/* 1 when model is a pooled EM model that is not ready ("ready" = 0: the round budget ended
+ * before the pooled EM reached its main stage), which has no parameters to score. */
+int fk__pooled_model_unready(const fk_bundle *model);
+
 int fk__pooled_em_advance(double *stage, double *iters, double *ll, double *ll_old, int r,
                           double ll_now, int bad, double tol, int cap);
 

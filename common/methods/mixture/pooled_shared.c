@@ -166,3 +166,9 @@ void fk__pooled_free(fk__pooled_arr *a, int n_arr)
         *a[i].a = NULL;
     }
 }
+
+int fk__pooled_model_unready(const fk_bundle *model)
+{
+    const fk_tensor *r = fk_bundle_get(model, "ready");
+    return r && r->len == 1 && r->data[0] == 0.0;
+}

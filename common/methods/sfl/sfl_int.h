@@ -160,6 +160,6 @@ FK_CHECKRETURN int fk__sfl_model_read(const fk_bundle *b, int p, fk_sfl_model *m
 
 /* built-in synthetic clients (sfl_sim.c) */
 FK_CHECKRETURN int fk__sfl_sim_data(const fk_params *p, int n_clients, uint64_t seed,
-                                    fk_dataset *clients, fk_err *err);
+                                    fk_dataset *clients, const unsigned char *want, fk_err *err);
 
 #endif

@@ -108,13 +108,20 @@ FK_CHECKRETURN int fk_sfl_blobs_make(const double *cls, int n_cls, int K, int k,
 /* multiclass = ovo: the job's 'classes' (or 0, 1, 2 when it lists none; the job then says
  * what is missing) as blobs; else the E3.1 cells. */
 int fk__sfl_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_dataset *clients,
-                     fk_err *err)
+                     const unsigned char *want, fk_err *err)
 {
     long n = 50;
     int rc = fk_params_int(p, "sim_n", 50, 1, 1000000, &n, err);
     if (rc || strcmp(fk_params_str(p, "multiclass", "none"), "ovo")) {
-        for (int k = 0; !rc && k < n_clients; k++)
+        for (int k = 0; !rc && k < n_clients; k++) {
+            if (want && !want[k]) { /* each client its own stream */
+                char name[32];
+                snprintf(name, sizeof name, "e31-cell%d", k);
+                fk_dataset_set_name(&clients[k], name);
+                continue;
+            }
             rc = fk_sfl_e31_make(n_clients, k, (size_t)n, seed, &clients[k], err);
+        }
         return rc;
     }
     double cls[32] = {0, 1, 2};
@@ -135,7 +142,14 @@ int fk__sfl_sim_data(const fk_params *p, int n_clients, uint64_t seed, fk_datase
             q = end + (*end == ',');
         }
     }
-    for (int k = 0; !rc && k < n_clients; k++)
+    for (int k = 0; !rc && k < n_clients; k++) {
+        if (want && !want[k]) { /* each client its own stream */
+            char name[32];
+            snprintf(name, sizeof name, "blobs-client%d", k);
+            fk_dataset_set_name(&clients[k], name);
+            continue;
+        }
         rc = fk_sfl_blobs_make(cls, n_cls, n_clients, k, (size_t)n, seed, &clients[k], err);
+    }
     return rc;
 }
