@@ -4,10 +4,10 @@
  * clients on its built-in data (`sim dica --clients 100`), each in process and then under
  * `mpirun --oversubscribe -n P` for P = 1, 2, 4. Every run is a child process of this one
  * (this fedkern's own executable), bounded by --timeout. Rows: wall seconds (mpirun's start
- * included), the speed-up against the in-process run, whether the output equals the
- * in-process output (its "seconds" fields aside), and per rank the messages and bytes sent
- * and received per round and the peak RSS, from the ranks' FK_MPI_STATS lines
- * (cli/sim_mpi.c). Rank 0 is the server side and the clients are dealt over ranks 1..P-1,
+ * included) and CPU seconds (every rank's), the speed-up against the in-process run,
+ * whether the output equals the in-process output (its "seconds" fields aside), and per rank
+ * the messages and bytes sent and received per round and the peak RSS, from the ranks'
+ * FK_MPI_STATS lines (cli/sim_mpi.c). Rank 0 is the server side and the clients are dealt over ranks 1..P-1,
  * so P = 2 puts every client on one rank. */
 #include <errno.h>
 #include <fcntl.h>
@@ -142,6 +142,7 @@ static int parse(int argc, char **argv, opts *o)
 
 typedef struct run {
     double wall;
+    double cpu;     /* user + system seconds of the child and all it waited for (the ranks) */
     long maxrss_kb; /* the child's own peak (the in-process run: fedkern; else mpirun) */
     int status;     /* exit status, 128 + signal, -1 timed out */
 } run;
@@ -210,6 +211,8 @@ FK_CHECKRETURN static int run_child(char *const argv[], const char *out, const c
         kill(-pid, SIGKILL);
     r->wall = fk_bench_now() - t0;
     r->maxrss_kb = ru.ru_maxrss;
+    r->cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+             (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
     r->status = killed            ? -1
                 : WIFEXITED(st)   ? WEXITSTATUS(st)
                 : WIFSIGNALED(st) ? 128 + WTERMSIG(st)
@@ -360,6 +363,7 @@ static void job(bench *b, const char *tag, const char *name, const char *const *
     }
     char *base = read_output(out1);
     emit(b, cs, "wall_s", one.wall, NULL);
+    emit(b, cs, "cpu_s", one.cpu, NULL);
     emit(b, cs, "peak_rss_mb", (double)one.maxrss_kb / 1024.0, NULL);
     for (int k = 0; k < o->n_ps; k++) {
         int P = o->ps[k];
@@ -412,6 +416,7 @@ static void job(bench *b, const char *tag, const char *name, const char *const *
             b->failed = 1;
         }
         emit(b, cs, "wall_s", r.wall, NULL);
+        emit(b, cs, "cpu_s", r.cpu, NULL); /* every rank's, and mpirun's */
         snprintf(extra, sizeof extra, "\"baseline_s\":%.6g", one.wall);
         emit(b, cs, "speedup", one.wall / r.wall, o->json ? extra : NULL);
         emit(b, cs, "same_output", same, NULL);

@@ -97,6 +97,7 @@ ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 "$fk" b
 for c in "fedgrem K=12" "dica clients=3"; do
   grep -q "\"case\":\"$c in-process\",\"metric\":\"wall_s\"" b.txt || fail "bench sim-mpi: no $c baseline"
   grep -q "\"case\":\"$c P=3\",\"metric\":\"speedup\",\"value\":[0-9]" b.txt || fail "bench sim-mpi: no $c speed-up"
+  grep -q "\"case\":\"$c P=3\",\"metric\":\"cpu_s\",\"value\":[0-9]" b.txt || fail "bench sim-mpi: no $c CPU time"
   for r in 0 1 2; do
     grep -q "\"case\":\"$c P=3 rank $r\",\"metric\":\"sent_msgs_per_round\",\"value\":[1-9]" b.txt ||
       fail "bench sim-mpi: $c rank $r sent no messages: $(grep "P=3 rank $r" b.txt | head -3)"
