@@ -22,6 +22,7 @@ const fk_bench_entry fk_benches[] = {
     {"server", "aggregation server under a load generator: rounds/s, overhead, GB/s, RSS, CPU", fk_bench_server},
     {"stall", "health and status latency while the server aggregates a heavy dica job", fk_bench_stall},
     {"state", "state file size and start-up time after many jobs, with and without retention", fk_bench_state},
+    {"sim-mpi", "fedkern sim over 1, 2, 4 MPI ranks vs in process: speed-up", fk_bench_sim_mpi},
     {NULL, NULL, NULL},
 };
 

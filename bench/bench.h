@@ -29,6 +29,7 @@ int fk_bench_wire(int argc, char **argv); /* bench/wire.c */
 int fk_bench_server(int argc, char **argv); /* bench/server.c (built with fedkern, see client/meson.build) */
 int fk_bench_stall(int argc, char **argv);  /* bench/stall.c */
 int fk_bench_state(int argc, char **argv);  /* bench/state.c */
+int fk_bench_sim_mpi(int argc, char **argv); /* bench/sim_mpi.c */
 
 /* The end of an in-process server (bench/server.c): close the service, then the gRPC server,
  * drain the loop (works in flight finish), free the service. */

@@ -19,6 +19,7 @@
  * round k on (0: from the start), as a rank that died would; it still leaves at the end. */
 #include "cli/sim_mpi.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "common/methods/method.h"
@@ -107,7 +109,8 @@ enum {
 
 static int mpi_on;
 static long session; /* fk_sim_run calls so far: stale messages carry an older one */
-/* What this rank sent and received (FK_MPI_STATS=1 prints them at the end: bench/sim_mpi.sh). */
+/* What this rank sent and received (FK_MPI_STATS=1 prints them at the end on stderr,
+ * FK_MPI_STATS=PATH appends them to a file: fedkern bench sim-mpi, bench/sim_mpi.c). */
 static struct {
     long rounds, sent_msgs, recv_msgs, grid_runs; /* grid_runs: bench grid runs done here */
     unsigned long long sent_bytes, recv_bytes;
@@ -1156,14 +1159,23 @@ int fk_mpi_finish(int status)
 {
     if (!mpi_on)
         return status;
-    if (getenv("FK_MPI_STATS")) {
+    const char *sv = getenv("FK_MPI_STATS");
+    if (sv) {
         struct rusage ru;
         long rss = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
-        fprintf(stderr,
-                "fk-mpi-stats rank=%d size=%d rounds=%ld sent_msgs=%ld sent_bytes=%llu "
-                "recv_msgs=%ld recv_bytes=%llu maxrss_kb=%ld grid_runs=%ld\n",
-                mpi_rank_, mpi_size_, stats.rounds, stats.sent_msgs, stats.sent_bytes,
-                stats.recv_msgs, stats.recv_bytes, rss, stats.grid_runs);
+        char line[320];
+        snprintf(line, sizeof line,
+                 "fk-mpi-stats rank=%d size=%d rounds=%ld sent_msgs=%ld sent_bytes=%llu "
+                 "recv_msgs=%ld recv_bytes=%llu maxrss_kb=%ld grid_runs=%ld\n",
+                 mpi_rank_, mpi_size_, stats.rounds, stats.sent_msgs, stats.sent_bytes,
+                 stats.recv_msgs, stats.recv_bytes, rss, stats.grid_runs);
+        /* FK_MPI_STATS=PATH (fedkern bench sim-mpi): every rank appends its line to the file
+         * in one write (O_APPEND), never interleaved with another rank's stderr */
+        int fd = strchr(sv, '/') ? open(sv, O_WRONLY | O_APPEND | O_CREAT, 0600) : -1;
+        if (fd < 0 || write(fd, line, strlen(line)) != (ssize_t)strlen(line))
+            fputs(line, stderr);
+        if (fd >= 0)
+            close(fd);
     }
     free(pend);
     pend = NULL;

@@ -4,7 +4,8 @@
 # the in-process run's, and so are the per-round and final lines; the same for P = 1, 2 and 4
 # on one job. A rank that stops answering (FK_MPI_FAULT_RANK) past the job's deadline: the run
 # ends with a model, its clients counted as dropouts and named; with a quorum the others cannot
-# meet, the run fails with the reason and the job ends (no rank hangs).
+# meet, the run fails with the reason and the job ends (no rank hangs). `fedkern bench sim-mpi`
+# on a tiny federation: its rows, equal outputs, per-rank stats.
 # Usage: cli_mpi.sh FEDKERN MPIRUN (only built when meson found MPI)
 set -u
 fk=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -84,6 +85,30 @@ for p in 1 2 4; do
   cmp -s one.bin mpi.bin && cmp -s one.txt mpi.txt || fail "fedgrem over $p ranks differs"
   echo "ok fedgrem (P=$p)"
 done
+
+# fedkern bench sim-mpi (issue 38): the bench's rows on a tiny federation over 1 and 3 ranks;
+# every MPI output equals the in-process output, every rank reports its messages, bytes and
+# RSS, and a run that fails (a launcher that fails) is reported and fails the bench
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 300 "$fk" bench sim-mpi --json \
+  --clients 12 --rounds 2 --dica_clients 3 --ps 1,3 --timeout 120 --mpirun "$mpirun" >b.txt 2>b.err ||
+  fail "bench sim-mpi: $(tail -3 b.err)"
+[ "$(grep -c '"metric":"same_output","value":1}' b.txt)" -eq 4 ] ||
+  fail "bench sim-mpi: want 4 equal outputs: $(grep same_output b.txt)"
+for c in "fedgrem K=12" "dica clients=3"; do
+  grep -q "\"case\":\"$c in-process\",\"metric\":\"wall_s\"" b.txt || fail "bench sim-mpi: no $c baseline"
+  grep -q "\"case\":\"$c P=3\",\"metric\":\"speedup\",\"value\":[0-9]" b.txt || fail "bench sim-mpi: no $c speed-up"
+  grep -q "\"case\":\"$c P=3\",\"metric\":\"cpu_s\",\"value\":[0-9]" b.txt || fail "bench sim-mpi: no $c CPU time"
+  for r in 0 1 2; do
+    grep -q "\"case\":\"$c P=3 rank $r\",\"metric\":\"sent_msgs_per_round\",\"value\":[1-9]" b.txt ||
+      fail "bench sim-mpi: $c rank $r sent no messages: $(grep "P=3 rank $r" b.txt | head -3)"
+    grep -q "\"case\":\"$c P=3 rank $r\",\"metric\":\"peak_rss_mb\",\"value\":[1-9]" b.txt ||
+      fail "bench sim-mpi: $c rank $r: no peak RSS"
+  done
+done
+timeout 120 "$fk" bench sim-mpi --jobs fedgrem --clients 12 --rounds 1 --ps 2 --mpirun false >b.txt 2>b.err &&
+  fail "bench sim-mpi: a failing launcher passed"
+grep -q "fedgrem K=12 P=2 failed" b.err || fail "bench sim-mpi: failing run not reported: $(cat b.err)"
+echo "ok bench sim-mpi (P=1, 3)"
 
 # a fidelity bench's grid of independent runs (fk_bench_grid: run i on rank i mod P, rows in
 # order on rank 0): the simulation cells of `bench fidelity fedgrem` (17 cells x 2 reps), the

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/data/synth_gmm.h"
+#include "common/la/hungarian.h"
 #include "common/models/mixture/gmm.h"
 
 #define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
@@ -279,6 +280,100 @@ static void align_recovers_permutations(void **state)
     }
 }
 
+/* The alignment as the spec's direct loops compute it (the code before issue 38's blocked,
+ * vectorised version): the fast one must give the same labels bit for bit, tie breaks too. */
+static double ref_dist(const double *a, const double *b, int p)
+{
+    double s = 0.0;
+    for (int j = 0; j < p; j++)
+        s += (a[j] - b[j]) * (a[j] - b[j]);
+    return sqrt(s);
+}
+
+static const double *ref_centre(const double *M, int R, int p, int k, int s)
+{
+    return M + ((size_t)k * R + s) * p;
+}
+
+static void ref_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *perm)
+{
+    int *order = malloc((size_t)K * sizeof *order), *cur = malloc((size_t)K * R * sizeof *cur);
+    int as[R];
+    double cost[R * R], best = INFINITY;
+    assert_non_null(order);
+    assert_non_null(cur);
+    for (int b = 0; b < B; b++) {
+        for (int k = 0; k < K; k++)
+            order[k] = k;
+        fk_rng_shuffle(rng, order, (size_t)K);
+        for (int r = 0; r < R; r++)
+            cur[order[0] * R + r] = r;
+        for (int j = 1; j < K; j++) {
+            int k = order[j];
+            for (int r = 0; r < R; r++)
+                for (int s = 0; s < R; s++) {
+                    double c = 0.0;
+                    for (int a = 0; a < j; a++) {
+                        int k2 = order[a];
+                        c += ref_dist(ref_centre(M, R, p, k, s),
+                                      ref_centre(M, R, p, k2, cur[k2 * R + r]), p);
+                    }
+                    cost[r * R + s] = c;
+                }
+            assert_int_equal(fk_hungarian(cost, R, as, NULL, NULL), FK_OK);
+            for (int r = 0; r < R; r++)
+                cur[k * R + r] = as[r];
+        }
+        double sc = 0.0;
+        for (int k = 0; k < K; k++)
+            for (int k2 = k + 1; k2 < K; k2++)
+                for (int r = 0; r < R; r++)
+                    sc += ref_dist(ref_centre(M, R, p, k, cur[k * R + r]),
+                                   ref_centre(M, R, p, k2, cur[k2 * R + r]), p);
+        if (sc < best) {
+            best = sc;
+            memcpy(perm, cur, (size_t)K * R * sizeof *cur);
+        }
+    }
+    free(order);
+    free(cur);
+}
+
+/* Sizes that cross the fast code's blocks (256 tasks), its vector widths (16 and 4 points,
+ * scalar tails) and its groups of 8 cost sums (R^2 = 9, 25); centres drawn so that several
+ * orders score close, and quantised ones so that distances tie. */
+static void align_matches_direct_loops(void **state)
+{
+    (void)state;
+    const int sizes[][4] = {{300, 3, 7, 3}, {37, 5, 10, 4}, {2, 2, 1, 2}, {261, 5, 3, 2}};
+    for (size_t t = 0; t < sizeof sizes / sizeof *sizes; t++) {
+        int K = sizes[t][0], R = sizes[t][1], P = sizes[t][2], B = sizes[t][3];
+        for (int quant = 0; quant < 2; quant++) {
+            double *M = malloc((size_t)K * R * P * sizeof *M);
+            int *fast = malloc((size_t)K * R * sizeof *fast),
+                *ref = malloc((size_t)K * R * sizeof *ref);
+            assert_non_null(M);
+            assert_non_null(fast);
+            assert_non_null(ref);
+            fk_rng g;
+            fk_rng_init(&g, 7 + (uint64_t)t, (uint64_t)quant);
+            for (int i = 0; i < K * R * P; i++) {
+                double v = 3.0 * fk_rng_normal(&g);
+                M[i] = quant ? round(v) : v;
+            }
+            fk_rng r1, r2;
+            fk_rng_init(&r1, 99, 1);
+            fk_rng_init(&r2, 99, 1);
+            assert_int_equal(fk_gmm_align(M, K, R, P, B, &r1, fast, NULL), FK_OK);
+            ref_align(M, K, R, P, B, &r2, ref);
+            assert_memory_equal(fast, ref, (size_t)K * R * sizeof *ref);
+            free(M);
+            free(fast);
+            free(ref);
+        }
+    }
+}
+
 /* Generator (spec 6.6): exact heterogeneity radius, Dirichlet moments, outlier moments. */
 static void synth_generator(void **state)
 {
@@ -341,6 +436,7 @@ int main(void)
         cmocka_unit_test(bottleneck_matches_brute_force),
         cmocka_unit_test(lambda_schedule),
         cmocka_unit_test(align_recovers_permutations),
+        cmocka_unit_test(align_matches_direct_loops),
         cmocka_unit_test(synth_generator),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -67,6 +67,8 @@ static void usage(FILE *out)
             "                    fedgmm-mor (method table; also 'fedkern sim\n"
             "                    fedgrem-mor')\n"
             "  --json            JSON lines\n"
+            "  --deadline S, --quorum Q   under mpirun: how long rank 0 waits for a phase's\n"
+            "                    updates (default 60 s) and the fraction it needs (0.5)\n"
             "method parameters: --c_eta 0.95 --kappa 0.1 --C 2 --lambda0 1 --central_passes 0\n"
             "  (2 = reference) --align_B 50 --restarts 10 --grem_step 0.1 --tgmm_lambda 0.4\n"
             "  --fedem_weights n|uniform --step_guard 0 --local_init kmeans|hc (Local-EM start:\n"
@@ -78,7 +80,8 @@ static const char *const KNOWN[] = {
     "method", "rounds", "reps", "seed", "K", "R", "p", "n", "h", "outliers", "outlier_text",
     "every", "json", "data", "data_dir", "clients", "contaminated", "c_eta", "kappa", "C",
     "lambda0", "central_passes", "align_B", "restarts", "grem_step", "tgmm_lambda",
-    "fedem_weights", "step_guard", "local_init", "model", "out_coef", "fedgmm_R1", "fedgmm_cov", NULL};
+    "fedem_weights", "step_guard", "local_init", "model", "out_coef", "fedgmm_R1", "fedgmm_cov",
+    "deadline", "quorum", NULL};
 
 static const char *unknown_option(const fk_params *p)
 {

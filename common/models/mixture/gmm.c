@@ -499,6 +499,11 @@ int fk_gmm_predict_eee(const double *X, size_t n, int p, const double *w, const 
 
 /* ---------- alignment ---------- */
 
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#include <immintrin.h>
+#define FK_GMM_DIST_AVX2 1
+#endif
+
 static double dist(const double *a, const double *b, int p)
 {
     double s = 0.0;
@@ -513,17 +518,169 @@ static const double *centre(const double *M, int R, int p, int k, int s)
     return M + ((size_t)k * (size_t)R + (size_t)s) * (size_t)p;
 }
 
+/* out[a] = dist(x, point a) for a < n, the points stored by coordinate (coordinate q of point
+ * a at Y[q * ld + a]). Bit for bit dist()'s: per point the same subtractions, products and
+ * sums in the same order (the vector version only does several points at once), so the
+ * alignment's labels, and the fedgrem models, are those of the direct loops. */
+static void dist_many_scalar(const double *x, const double *Y, size_t ld, size_t n, int p,
+                             double *out)
+{
+    for (size_t a = 0; a < n; a++) {
+        double s = 0.0;
+        for (int q = 0; q < p; q++) {
+            double d = x[q] - Y[(size_t)q * ld + a];
+            s += d * d;
+        }
+        out[a] = sqrt(s);
+    }
+}
+
+#ifdef FK_GMM_DIST_AVX2
+/* Four points per lane group, 16 at a time; no FMA (target avx2 only), so every lane rounds
+ * exactly as the scalar code does. */
+__attribute__((target("avx2"))) static void dist_many_avx2(const double *x, const double *Y,
+                                                           size_t ld, size_t n, int p, double *out)
+{
+    size_t a = 0;
+    for (; a + 16 <= n; a += 16) {
+        __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+        for (int q = 0; q < p; q++) {
+            const double *y = Y + (size_t)q * ld + a;
+            __m256d xq = _mm256_set1_pd(x[q]);
+            __m256d d0 = _mm256_sub_pd(xq, _mm256_loadu_pd(y));
+            __m256d d1 = _mm256_sub_pd(xq, _mm256_loadu_pd(y + 4));
+            __m256d d2 = _mm256_sub_pd(xq, _mm256_loadu_pd(y + 8));
+            __m256d d3 = _mm256_sub_pd(xq, _mm256_loadu_pd(y + 12));
+            s0 = _mm256_add_pd(s0, _mm256_mul_pd(d0, d0));
+            s1 = _mm256_add_pd(s1, _mm256_mul_pd(d1, d1));
+            s2 = _mm256_add_pd(s2, _mm256_mul_pd(d2, d2));
+            s3 = _mm256_add_pd(s3, _mm256_mul_pd(d3, d3));
+        }
+        _mm256_storeu_pd(out + a, _mm256_sqrt_pd(s0));
+        _mm256_storeu_pd(out + a + 4, _mm256_sqrt_pd(s1));
+        _mm256_storeu_pd(out + a + 8, _mm256_sqrt_pd(s2));
+        _mm256_storeu_pd(out + a + 12, _mm256_sqrt_pd(s3));
+    }
+    for (; a + 4 <= n; a += 4) {
+        __m256d s0 = _mm256_setzero_pd();
+        for (int q = 0; q < p; q++) {
+            __m256d d0 =
+                _mm256_sub_pd(_mm256_set1_pd(x[q]), _mm256_loadu_pd(Y + (size_t)q * ld + a));
+            s0 = _mm256_add_pd(s0, _mm256_mul_pd(d0, d0));
+        }
+        _mm256_storeu_pd(out + a, _mm256_sqrt_pd(s0));
+    }
+    dist_many_scalar(x, Y + a, ld, n - a, p, out + a);
+}
+#endif
+
+static void dist_many(const double *x, const double *Y, size_t ld, size_t n, int p, double *out)
+{
+#ifdef FK_GMM_DIST_AVX2
+    static int avx2 = -1; /* racy first use is benign: every thread computes the same answer */
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
+    if (avx2) {
+        dist_many_avx2(x, Y, ld, n, p, out);
+        return;
+    }
+#endif
+    dist_many_scalar(x, Y, ld, n, p, out);
+}
+
+/* Points per dist_many call: a block's distances stay in L1 until they are summed. */
+enum { ALIGN_BLOCK = 256, ALIGN_LANES = 8 };
+
+/* The greedy pass of one task order, then its score. The costs and the score are the sums of
+ * the direct loops, term by term in the same order (only the distances are computed ahead,
+ * ALIGN_BLOCK at a time, from coordinate-major copies of the aligned centres), so perm and
+ * every tie break are the direct loops' for the same seed. */
+typedef struct align_ws {
+    int K, R, p;
+    double *A;    /* R x p x K: aligned centre r of the a-th task of the order, coordinate q */
+    double *buf;  /* max(R, ALIGN_LANES) x ALIGN_BLOCK distances */
+    double *cost; /* R x R */
+    int *as;
+} align_ws;
+
+/* The cost matrix of task k against the first j tasks of the order (their centres in ws->A):
+ * cost(r, s) = sum over a < j of dist(centre s of k, aligned centre r of task a), each sum in
+ * the order of a. ALIGN_LANES of the R x R sums run side by side: each is a chain of
+ * dependent additions, and only independent chains keep the adder busy. */
+static void align_costs(align_ws *w, const double *M, int k, int j)
+{
+    int R = w->R, p = w->p, RR = R * R;
+    size_t K = (size_t)w->K;
+    for (int t0 = 0; t0 < RR; t0 += ALIGN_LANES) {
+        int nt = RR - t0 < ALIGN_LANES ? RR - t0 : ALIGN_LANES;
+        double c[ALIGN_LANES] = {0};
+        for (int a0 = 0; a0 < j; a0 += ALIGN_BLOCK) {
+            size_t m = (size_t)(j - a0 < ALIGN_BLOCK ? j - a0 : ALIGN_BLOCK);
+            for (int l = 0; l < nt; l++) {
+                int r = (t0 + l) / R, s = (t0 + l) % R;
+                dist_many(centre(M, R, p, k, s), w->A + (size_t)r * p * K + a0, K, m, p,
+                          w->buf + (size_t)l * ALIGN_BLOCK);
+            }
+            const double *b = w->buf;
+            if (nt == ALIGN_LANES)
+                for (size_t a = 0; a < m; a++)
+                    for (int l = 0; l < ALIGN_LANES; l++)
+                        c[l] += b[(size_t)l * ALIGN_BLOCK + a];
+            else
+                for (int l = 0; l < nt; l++)
+                    for (size_t a = 0; a < m; a++)
+                        c[l] += b[(size_t)l * ALIGN_BLOCK + a];
+        }
+        for (int l = 0; l < nt; l++)
+            w->cost[t0 + l] = c[l];
+    }
+}
+
+/* Aligned centres of task k (its labels cur_k) into column col of the R x p x K block D. */
+static void align_put(double *D, const double *M, int K, int R, int p, int k, const int *cur_k,
+                      int col)
+{
+    for (int r = 0; r < R; r++) {
+        const double *x = centre(M, R, p, k, cur_k[r]);
+        for (int q = 0; q < p; q++)
+            D[((size_t)r * p + (size_t)q) * (size_t)K + (size_t)col] = x[q];
+    }
+}
+
+/* Sum over task pairs k < k2 and labels r of dist(aligned centre r of k, of k2), in that
+ * order (ws->A holds the aligned centres by task). */
+static double align_score(align_ws *w, const double *M, const int *cur)
+{
+    int K = w->K, R = w->R, p = w->p;
+    double sc = 0.0;
+    for (int k = 0; k < K; k++)
+        for (int b0 = k + 1; b0 < K; b0 += ALIGN_BLOCK) {
+            size_t m = (size_t)(K - b0 < ALIGN_BLOCK ? K - b0 : ALIGN_BLOCK);
+            for (int r = 0; r < R; r++)
+                dist_many(centre(M, R, p, k, cur[(size_t)k * R + r]),
+                          w->A + (size_t)r * p * (size_t)K + b0, (size_t)K, m, p,
+                          w->buf + (size_t)r * ALIGN_BLOCK);
+            for (size_t i = 0; i < m; i++)
+                for (int r = 0; r < R; r++)
+                    sc += w->buf[(size_t)r * ALIGN_BLOCK + i];
+        }
+    return sc;
+}
+
 int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *perm, fk_err *err)
 {
     if (K < 1 || R < 1 || B < 1)
         return fk_err_set(err, FK_EINVAL, "align: need K, R, B >= 1");
     size_t KR = (size_t)K * R;
+    align_ws w = {.K = K, .R = R, .p = p};
     int *order = malloc((size_t)K * sizeof *order), *cur = malloc(KR * sizeof *cur);
-    int *as = malloc((size_t)R * sizeof *as);
-    double *cost = malloc((size_t)R * R * sizeof *cost);
+    w.as = malloc((size_t)R * sizeof *w.as);
+    w.cost = malloc((size_t)R * R * sizeof *w.cost);
+    w.A = malloc(KR * (size_t)(p > 0 ? p : 1) * sizeof *w.A);
+    w.buf = malloc((size_t)(R > ALIGN_LANES ? R : ALIGN_LANES) * ALIGN_BLOCK * sizeof *w.buf);
     int rc = FK_OK;
-    if (!order || !cur || !as || !cost) {
-        rc = fk_err_set(err, FK_ENOMEM, "align: out of memory for K=%d, R=%d", K, R);
+    if (!order || !cur || !w.as || !w.cost || !w.A || !w.buf) {
+        rc = fk_err_set(err, FK_ENOMEM, "align: out of memory for K=%d, R=%d, p=%d", K, R, p);
         goto done;
     }
     double best = INFINITY;
@@ -533,35 +690,28 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
         fk_rng_shuffle(rng, order, (size_t)K);
         for (int r = 0; r < R; r++)
             cur[(size_t)order[0] * R + r] = r;
+        align_put(w.A, M, K, R, p, order[0], cur + (size_t)order[0] * R, 0);
         for (int j = 1; j < K && rc == FK_OK; j++) {
             int k = order[j];
-            for (int r = 0; r < R; r++)
-                for (int s = 0; s < R; s++) {
-                    double c = 0.0;
-                    for (int a = 0; a < j; a++) {
-                        int k2 = order[a];
-                        c += dist(centre(M, R, p, k, s), centre(M, R, p, k2, cur[(size_t)k2 * R + r]), p);
-                    }
-                    cost[r * R + s] = c;
-                    if (!isfinite(c))
-                        rc = fk_err_set(err, FK_ENUMERIC,
-                                        "align: distances between the centres of tasks are not "
-                                        "finite (centres beyond +-%g?)",
-                                        FK_GMM_MAX_ABS);
-                }
+            align_costs(&w, M, k, j);
+            for (int i = 0; i < R * R && rc == FK_OK; i++)
+                if (!isfinite(w.cost[i]))
+                    rc = fk_err_set(err, FK_ENUMERIC,
+                                    "align: distances between the centres of tasks are not "
+                                    "finite (centres beyond +-%g?)",
+                                    FK_GMM_MAX_ABS);
             if (rc == FK_OK)
-                rc = fk_hungarian(cost, R, as, NULL, err);
+                rc = fk_hungarian(w.cost, R, w.as, NULL, err);
             if (rc) /* no assignment: cur must not be scored */
                 goto done;
             for (int r = 0; r < R; r++)
-                cur[(size_t)k * R + r] = as[r];
+                cur[(size_t)k * R + r] = w.as[r];
+            align_put(w.A, M, K, R, p, k, cur + (size_t)k * R, j);
         }
-        double sc = 0.0;
+        /* the score sums by task, not by order: the same block, refilled by task */
         for (int k = 0; k < K; k++)
-            for (int k2 = k + 1; k2 < K; k2++)
-                for (int r = 0; r < R; r++)
-                    sc += dist(centre(M, R, p, k, cur[(size_t)k * R + r]), centre(M, R, p, k2, cur[(size_t)k2 * R + r]),
-                               p);
+            align_put(w.A, M, K, R, p, k, cur + (size_t)k * R, k);
+        double sc = align_score(&w, M, cur);
         if (rc == FK_OK && sc < best) {
             best = sc;
             memcpy(perm, cur, KR * sizeof *cur);
@@ -572,8 +722,10 @@ int fk_gmm_align(const double *M, int K, int R, int p, int B, fk_rng *rng, int *
 done:
     free(order);
     free(cur);
-    free(as);
-    free(cost);
+    free(w.as);
+    free(w.cost);
+    free(w.A);
+    free(w.buf);
     return rc;
 }
 
