@@ -378,7 +378,7 @@ void fk__service_on_status(fk_grpc_call *call, const fk_tls_peer *peer, const ui
 {
     (void)deadline;
     fk_service *s = ud;
-    fedkern_v1_JobStatusRequest in;
+    fedkern_v1_JobStatusRequest in = fedkern_v1_JobStatusRequest_init_zero;
     int64_t job;
     fk_job_status st;
     if (!admin_job_req(s, call, peer, fedkern_v1_JobStatusRequest_fields, &in, in.job_id, req, len,
@@ -491,7 +491,7 @@ void fk__service_on_result(fk_grpc_call *call, const fk_tls_peer *peer, const ui
 {
     (void)deadline;
     fk_service *s = ud;
-    fedkern_v1_JobResultRequest in;
+    fedkern_v1_JobResultRequest in = fedkern_v1_JobResultRequest_init_zero;
     int64_t job;
     fk_job_status st;
     if (!admin_job_req(s, call, peer, fedkern_v1_JobResultRequest_fields, &in, in.job_id, req, len,
@@ -620,7 +620,7 @@ void fk__service_on_delete(fk_grpc_call *call, const fk_tls_peer *peer, const ui
 {
     (void)deadline;
     fk_service *s = ud;
-    fedkern_v1_DeleteJobRequest in;
+    fedkern_v1_DeleteJobRequest in = fedkern_v1_DeleteJobRequest_init_zero;
     int64_t job;
     fk_job_status st;
     if (!admin_job_req(s, call, peer, fedkern_v1_DeleteJobRequest_fields, &in, in.job_id, req, len,
