@@ -1,5 +1,6 @@
 #include "server/clients.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,11 +56,17 @@ FK_CHECKRETURN static int rebuild(fk_clients *c, fk_err *err)
     }
     memset(a, 0xff, slots * sizeof *a); /* -1: empty */
     memset(b, 0xff, slots * sizeof *b);
+    int with_session = 0;
     for (int i = 0; i < c->n; i++) {
         put(a, slots, c->recs[i].identity, i);
-        if (c->recs[i].session[0])
+        if (c->recs[i].session[0]) {
             put(b, slots, c->recs[i].session, i);
+            with_session++;
+        }
     }
+    /* n_sessions moves only where a record's session goes from "" to set (set_session) or
+     * back (end_session), and rebuild runs before either writes: the count is exact here */
+    assert(with_session == c->n_sessions);
     free(c->by_id);
     free(c->by_session);
     c->by_id = a;
@@ -136,6 +143,7 @@ int fk_clients_set_session(fk_clients *c, fk_client_rec *r, const char *session,
         return fk_err_set(err, FK_EINVAL, "session id longer than %zu bytes",
                           sizeof r->session - 1);
     int idx = (int)(r - c->recs);
+    assert(idx >= 0 && idx < c->n); /* r came from fk_clients_get or a lookup of c */
     int had = r->session[0] != '\0';
     if ((size_t)(c->n_session_entries + 1) * 2 > c->slots) {
         int rc = rebuild(c, err);
@@ -146,6 +154,8 @@ int fk_clients_set_session(fk_clients *c, fk_client_rec *r, const char *session,
     put(c->by_session, c->slots, r->session, idx);
     c->n_session_entries++;
     c->n_sessions += !had;
+    /* every live session has its entry; replaced ones keep theirs until the next rebuild */
+    assert(c->n_sessions <= c->n && c->n_sessions <= c->n_session_entries);
     return FK_OK;
 }
 
@@ -153,6 +163,8 @@ void fk_clients_end_session(fk_clients *c, fk_client_rec *r)
 {
     if (!r->session[0])
         return;
+    /* r had a session, so set_session counted it and nothing uncounted it since */
+    assert(c->n_sessions > 0);
     r->session[0] = '\0'; /* its index entry stays until the next rebuild and never matches */
     c->n_sessions--;
 }
@@ -183,6 +195,7 @@ void fk_clients_queue_done(fk_clients *c, int ok)
         return;
     for (int i = 0; i < c->n_queue; i++) {
         fk_client_rec *r = &c->recs[c->queue[i]];
+        assert(r->queued); /* mark queues a record once, and only this loop unqueues it */
         r->written = r->seen;
         r->queued = 0;
     }

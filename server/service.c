@@ -239,6 +239,7 @@ static void seen_flush(fk_service *s)
 
 static void handle_gone(fk_service *s)
 {
+    assert(s->handles > 0); /* each close callback ends a handle counted when it was opened */
     if (--s->handles == 0 && s->closing && s->on_closed)
         s->on_closed(s->closed_ud);
 }
@@ -254,12 +255,18 @@ static void waiter_closed(uv_handle_t *h)
 /* Unlink w and release its timer (the call must already be answered). */
 static void waiter_drop(fk_service *s, waiter *w)
 {
+    /* every caller takes w->call before answering it: a drop after a reply (or a reply after
+     * the drop) would answer the call twice */
+    assert(!w->call);
     *w->pprev = w->next;
     if (w->next)
         w->next->pprev = w->pprev;
     fk_client_rec *r = w->counted ? fk_clients_find(&s->clients, w->identity) : NULL;
+    /* records are never removed, and park counted this waiter's poll on its record */
+    assert(!w->counted || (r && r->polls > 0));
     if (r && r->polls > 0)
         r->polls--;
+    assert(s->stats.waiting_polls > 0); /* park counted it; each waiter is dropped once */
     s->stats.waiting_polls--;
     FK_UV_MUST(uv_timer_stop(&w->timer));
     uv_close((uv_handle_t *)&w->timer, waiter_closed);
@@ -522,6 +529,9 @@ static int presence_gone(void *ud, const char *identity)
  * The engine may close a phase here, so staged updates are committed and counted first. */
 static void client_gone(fk_service *s, fk_client_rec *r, double now)
 {
+    /* both callers end the session first: a record is gone only without a session, so a
+     * session id is set only on a record that is not gone (Join clears gone, client_called) */
+    assert(!r->session[0]);
     if (r->gone)
         return;
     r->gone = 1;
@@ -632,6 +642,8 @@ static void on_join(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t *
     s->stats.joins++;
     note_seen(s, ss, 1);
     client_called(s, id); /* back, if it was taken for gone */
+    /* client_called found ss (same identity) and creates no record, so ss is still valid */
+    assert(ss->session[0] && !ss->gone);
     fk_roster_set sets[16];
     int n_sets = 0;
     for (pb_size_t i = 0; in.datasets_listed && i < in.datasets_count && i < 16; i++) {
@@ -1191,6 +1203,7 @@ enum { STEP_REQUEST, STEP_UPDATE };
 
 static void upload_free(upload *u)
 {
+    assert(!u->checking); /* a check still pinned would keep its job's phase open for good */
     fk_bundle_close(&u->b);
     if (u->decoded)
         fk_codec_release(fedkern_v1_PushUpdateRequest_fields, &u->in);
@@ -1238,6 +1251,8 @@ static void upload_done(fk_offload_item *it);
 
 static void upload_submit(fk_service *s, upload *u)
 {
+    /* only update_ready pins, and it sets STEP_UPDATE first: a request decode pins nothing */
+    assert(!u->checking || u->step == STEP_UPDATE);
     u->it.run = upload_run;
     u->it.done = upload_done;
     u->s = s;
@@ -1275,6 +1290,8 @@ static void update_ready(fk_service *s, fk_grpc_call *call, const char *identity
     u->meta = *m;
     u->job = job;
     u->attempt = attempt;
+    /* a fresh upload, or one whose upload_done ended its check: begin/end stay paired */
+    assert(!u->checking);
     u->checking =
         fk_engine_check_begin(s->e, job, m->round, attempt, m->phase, identity, &u->check);
     if (from && !u->checking) { /* decoded, encoded and hashed already: nothing left to do */
@@ -1528,6 +1545,7 @@ static void on_heartbeat(fk_grpc_call *call, const fk_tls_peer *peer, const uint
         return;
     }
     fk_client_rec *ss = fk_clients_by_session(&s->clients, in.session_id);
+    assert(ss && !strcmp(ss->identity, id)); /* session_ok just found this very record */
     note_seen(s, ss, 0);
     fedkern_v1_HeartbeatResponse out = fedkern_v1_HeartbeatResponse_init_zero;
     out.heartbeat_interval_ms = s->cfg.heartbeat_ms;
@@ -1562,6 +1580,7 @@ static void on_leave(fk_grpc_call *call, const fk_tls_peer *peer, const uint8_t 
     fk_client_rec *r;
     fk_err err = {0};
     if (fk_clients_get(&s->clients, fk__service_identity_of(peer), &r, &err) == FK_OK) {
+        assert(r->session[0]); /* session_ok found it by its session; nothing ended it since */
         note_seen(s, r, 1);
         fk_clients_end_session(&s->clients, r); /* gone: no longer counted as connected */
         client_gone(s, r, fk_service_now());
