@@ -103,6 +103,8 @@ static void step_run(uv_work_t *req)
         w->step_rc = fk_codec_bundle_encode(&w->update, &w->blob, &w->blob_len, &w->step_err);
     if (w->step_rc)
         return;
+    /* the id is made before the save, so the state file and the push carry the same one: an
+     * update resent after a restart is then a duplicate to the server, not a second update */
     fk__agent_new_update_id(w->update_id, sizeof w->update_id);
     const char *dir = agent_of(w)->cfg.state_dir; /* set before the loop runs: read-only */
     if (dir)
@@ -220,8 +222,8 @@ static void start_step(fk_agent *a)
             w->seconds = sv->report[4];
             w->from_disk = 1;
             fk_cstate_close(sv);
-            fk_err err = {
-                0}; /* an inline push sends the bundle, a chunked one the bytes: keep both */
+            /* an inline push sends the bundle, a chunked one the bytes: keep both */
+            fk_err err = {0};
             fk_bundle_close(&w->update);
             fk_bundle_init(&w->update);
             if (fk_codec_bundle_decode(w->blob, w->blob_len, &w->update, &err)) {
@@ -236,6 +238,8 @@ static void start_step(fk_agent *a)
             update_ready(a);
             return;
         }
+        /* only the first task after a restart can be the one answered before it: another
+         * task means the saved update is stale, so it is dropped and the step runs anew */
         fk_cstate_close(sv);
     }
     assert(!w->running); /* one step at a time: pulls wait while a step runs (fk__agent_next) */
@@ -499,6 +503,8 @@ void fk__agent_send_push(fk_agent *a)
         rc = fk_chunker_get(&w->chunker, w->next_chunk, &in.chunk, &data, &dlen, &err);
         tx.chunk_data = data;
         tx.chunk_len = dlen;
+        /* never past the last chunk: the answer to it (PARTIAL with what is missing, or the
+         * commit) says what to send next, and a lost answer means the last one again */
         if (w->next_chunk + 1 < w->chunker.total)
             w->next_chunk++;
         a->stats.chunks_sent++;

@@ -1857,6 +1857,8 @@ int fk_engine_check_begin(fk_engine *e, int64_t id, int round, int attempt, int 
         return 0;
     int k = fk_jobconf_client_index(&j->conf, identity);
     slot *s = k < 0 ? NULL : find_slot(j, k);
+    /* the same test as stage's: a slot failed only because its client was taken for gone
+     * still takes the update, so it is worth checking too */
     if (!s || s->answered || (s->failed && !s->gone))
         return 0;
     j->pins++;
@@ -1893,6 +1895,8 @@ int fk_engine_check_end(fk_engine *e, fk_engine_check *c)
         reap(e);
         return 0;
     }
+    /* phase_complete is false while a pin is held, so pushes and departures counted meanwhile
+     * could not end the phase: the caller settles it now that the last pin may be gone */
     return phase_complete(j);
 }
 

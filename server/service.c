@@ -404,7 +404,7 @@ void fk__service_wake_waiters(fk_service *s)
     clock_gettime(CLOCK_MONOTONIC, &t0);
     waiter *w = s->waiting;
     while (w) {
-        waiter *next = w->next;
+        waiter *next = w->next; /* before the answer: waiter_drop unlinks w */
         fk_task_ref t;
         fk_err err = {0};
         if (w->call && reply_predict_task(s, w->call, w->identity)) {
@@ -1391,6 +1391,7 @@ static void push_decoded(fk_service *s, fk_grpc_call *call, const char *id,
             upload_free(from);
         return;
     }
+    /* before the checks below: even a push refused for its content shows the client alive */
     client_called(s, id);
     int64_t job = 0;
     int attempt = 0;
@@ -1476,6 +1477,8 @@ static void upload_done(fk_offload_item *it)
         fk__service_wake_waiters(s);
     }
     if (s->closing) {
+        /* the group commit's handles are closed, so nothing can be staged now; the client
+         * keeps the update and sends it again once the server is back */
         fk_err err = {0};
         fk_err_set(&err, FK_EIO,
                    "the server is shutting down; send the update again once it is "
