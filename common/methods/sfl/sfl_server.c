@@ -497,8 +497,9 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
  * as the server knows it, before any client uploads a raw row (issue 36): N <= the sum of the
  * clients' caps ceil(max_upload_fraction * N_i) over the phase-0 counts (ovo: also <= the
  * pair's rows); J = the grid's atoms, the candidates' (known after the centres phase) or, for
- * sample atoms, N x the widths. Variant A (regress) samples its atoms and needs no whole
- * matrix. Called at the end of phase 0 and of the centres phase, before the stage moves on. */
+ * sample atoms, N x the widths. Variant A (regress) is not capped: its solver allocates the
+ * whole matrix whatever gamma (fk_sfl_solve_a). Called at the end of phase 0 and of the
+ * centres phase, before the stage moves on. */
 FK_CHECKRETURN static int check_fista_size(const ssrv *s, fk_err *err)
 {
     if (!(s->c.gamma_server > 0 || s->c.grel_server > 0) ||
