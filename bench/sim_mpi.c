@@ -9,6 +9,7 @@
  * the messages and bytes sent and received per round and the peak RSS, from the ranks'
  * FK_MPI_STATS lines (cli/sim_mpi.c). Rank 0 is the server side and the clients are dealt over ranks 1..P-1,
  * so P = 2 puts every client on one rank. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -138,6 +140,90 @@ static int parse(int argc, char **argv, opts *o)
     return rc;
 }
 
+/* ---- signals (issue 38) ---- */
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The running child's process group (0: none) and the first SIGTERM/SIGINT/SIGHUP the bench
+ * got (0: none). Each child runs in its own group, which the terminal's ^C and a kill of the
+ * bench alone do not reach: the handler passes the signal on to the group (kill is
+ * async-signal-safe), and the bench reaps the child, stops and exits non-zero. */
+static volatile sig_atomic_t child_pgid, stop_sig;
+
+static void on_stop(int sig)
+{
+    if (!stop_sig)
+        stop_sig = sig;
+    pid_t g = (pid_t)child_pgid;
+    if (g > 0)
+        kill(-g, sig);
+}
+
+/* Open MPI puts each rank in a process group of its own, so the group signal reaches mpirun,
+ * which signals its ranks and may exit before they are gone. The bench is their subreaper
+ * (install_stop_handlers): the ranks mpirun leaves become its children, and after a stopped or
+ * timed-out run it reaps them, SIGKILLing those still there after 5 s. */
+static int other_children(pid_t *pids, int cap)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t self = getpid();
+    while (d && n < cap && (e = readdir(d))) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[len] = '\0';
+        const char *r = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+        char state;
+        long ppid;
+        if (r && sscanf(r + 1, " %c %ld", &state, &ppid) == 2 && ppid == (long)self)
+            pids[n++] = (pid_t)atol(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void end_orphans(void)
+{
+    double t0 = fk_bench_now();
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        pid_t pids[MAX_RANKS * 4];
+        int n = other_children(pids, MAX_RANKS * 4);
+        double t = fk_bench_now() - t0;
+        if (n == 0 || t > 10.0)
+            return;
+        for (int i = 0; t > 5.0 && i < n; i++)
+            kill(pids[i], SIGKILL);
+        sleep_s(0.1);
+    }
+}
+
+static void install_stop_handlers(void)
+{
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        (void)sigaction(sigs[i], &sa, NULL);
+}
+
 /* ---- one child run ---- */
 
 typedef struct run {
@@ -146,13 +232,6 @@ typedef struct run {
     long maxrss_kb; /* the child's own peak (the in-process run: fedkern; else mpirun) */
     int status;     /* exit status, 128 + signal, -1 timed out */
 } run;
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {.tv_sec = (time_t)s, .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-    }
-}
 
 /* argv (argv[0] a path or a name on PATH) with stdout and stderr to files and, when stats is
  * not NULL, FK_MPI_STATS=stats (each rank appends its line there). In its own process group,
@@ -170,6 +249,10 @@ FK_CHECKRETURN static int run_child(char *const argv[], const char *out, const c
                           strerror(errno));
     if (pid == 0) {
         setpgid(0, 0);
+        /* the bench's handlers stay until exec resets them; a stop before then ends this
+         * child (the parent forwards to the group only once it knows the group) */
+        if (stop_sig)
+            _exit(128 + stop_sig);
         int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int fe = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
@@ -185,17 +268,30 @@ FK_CHECKRETURN static int run_child(char *const argv[], const char *out, const c
         _exit(127);
     }
     setpgid(pid, pid); /* as the child does: whichever runs first */
-    int st = 0, killed = 0;
+    child_pgid = pid;
+    int st = 0, killed = 0, forwarded = 0;
     struct rusage ru = {0};
     double deadline = t0 + timeout_s, poll = 0.02;
     for (;;) {
         pid_t w = wait4(pid, &st, WNOHANG, &ru);
         if (w == pid)
             break;
-        if (w < 0 && errno != EINTR)
+        if (w < 0 && errno != EINTR) {
+            child_pgid = 0;
             return fk_err_set(err, FK_EIO, "bench sim-mpi: waiting for '%s': %s", argv[0],
                               strerror(errno));
+        }
         double t = fk_bench_now();
+        if (stop_sig && !forwarded) {
+            /* the handler forwarded it, unless it came before child_pgid was set: again
+             * (harmless twice); then as a timeout, SIGKILL after 5 s */
+            kill(-pid, stop_sig);
+            forwarded = 1;
+            if (!killed) {
+                killed = 1;
+                deadline = t + 5.0;
+            }
+        }
         if (!killed && t > deadline) {
             kill(-pid, SIGTERM);
             killed = 1;
@@ -207,8 +303,11 @@ FK_CHECKRETURN static int run_child(char *const argv[], const char *out, const c
         sleep_s(poll);
         poll = poll < 0.2 ? poll * 2 : poll;
     }
-    if (killed) /* what the group left behind (ranks mpirun did not take down) */
+    if (killed) { /* what the group left behind, and the ranks mpirun did not take down */
         kill(-pid, SIGKILL);
+        end_orphans();
+    }
+    child_pgid = 0;
     r->wall = fk_bench_now() - t0;
     r->maxrss_kb = ru.ru_maxrss;
     r->cpu = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
@@ -345,9 +444,16 @@ static void job(bench *b, const char *tag, const char *name, const char *const *
     snprintf(errf, sizeof errf, "%s/%s.err", b->dir, tag);
     fk_err err = {0};
     run one;
+    if (stop_sig) /* stopped before this job */
+        return;
     if (run_child(argv, out1, errf, NULL, (double)o->timeout, &one, &err)) {
         fprintf(stderr, "fedkern bench sim-mpi: %s: %s\n", name, err.msg);
         b->failed = 1;
+        return;
+    }
+    if (stop_sig) {
+        unlink(out1);
+        unlink(errf);
         return;
     }
     snprintf(cs, sizeof cs, "%s in-process", name);
@@ -389,10 +495,17 @@ static void job(bench *b, const char *tag, const char *name, const char *const *
         snprintf(cs, sizeof cs, "%s P=%d", name, P);
         unlink(stats);
         run r;
+        if (stop_sig)
+            break;
         if (run_child(margv, outp, errf, stats, (double)o->timeout, &r, &err)) {
             fprintf(stderr, "fedkern bench sim-mpi: %s: %s\n", cs, err.msg);
             b->failed = 1;
             continue;
+        }
+        if (stop_sig) {
+            unlink(outp);
+            unlink(stats);
+            break;
         }
         if (r.status != 0) {
             unlink(outp);
@@ -485,6 +598,7 @@ int fk_bench_sim_mpi(int argc, char **argv)
                 tmp && *tmp ? tmp : "/tmp", strerror(errno));
         return 1;
     }
+    install_stop_handlers();
     double load[3] = {NAN, NAN, NAN};
     if (getloadavg(load, 3) < 1)
         load[0] = NAN;
@@ -516,6 +630,13 @@ int fk_bench_sim_mpi(int argc, char **argv)
     if (getloadavg(load, 3) < 1)
         load[0] = NAN;
     emit(&b, "machine", "loadavg_1min_end", load[0], NULL);
-    rmdir(b.dir); /* each job removed its files */
+    rmdir(b.dir);   /* each job removed its files */
+    if (stop_sig) { /* its child reaped, its group killed: stopped, not finished */
+        fprintf(stderr,
+                "fedkern bench sim-mpi: stopped by signal %d; the running child's "
+                "process group got it too\n",
+                (int)stop_sig);
+        return 128 + (int)stop_sig;
+    }
     return b.failed;
 }

@@ -110,6 +110,39 @@ timeout 120 "$fk" bench sim-mpi --jobs fedgrem --clients 12 --rounds 1 --ps 2 --
 grep -q "fedgrem K=12 P=2 failed" b.err || fail "bench sim-mpi: failing run not reported: $(cat b.err)"
 echo "ok bench sim-mpi (P=1, 3)"
 
+# a SIGTERM to the bench reaches the running launcher's process group (its own group, which a
+# kill of the bench alone does not reach): a stand-in launcher that waits on a child; the bench
+# reaps it, exits 128 + 15, and nothing of the group is left
+printf '#!/bin/sh\necho $$ >"%s/slow.pid"\nsleep 300 &\nwait\n' "$dir" >slow
+chmod +x slow
+rm -f slow.pid
+timeout 120 "$fk" bench sim-mpi --jobs fedgrem --clients 12 --rounds 1 --ps 2 --timeout 100 \
+  --mpirun "$dir/slow" >b.txt 2>b.err &
+bp=$!
+i=0
+while [ ! -s slow.pid ] && [ $i -lt 600 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+[ -s slow.pid ] || fail "bench sim-mpi: the stand-in launcher never started: $(cat b.err)"
+lp=$(cat slow.pid)
+sleep 0.3 # its sleep child started
+kill -TERM $bp
+wait $bp
+rc=$?
+[ $rc -eq 143 ] || fail "bench sim-mpi: exit $rc after SIGTERM, want 143: $(cat b.err)"
+grep -q "stopped by signal 15" b.err || fail "bench sim-mpi: stop not reported: $(cat b.err)"
+i=0
+while kill -0 -- "-$lp" 2>/dev/null && [ $i -lt 50 ]; do
+  sleep 0.1
+  i=$((i + 1))
+done
+kill -0 -- "-$lp" 2>/dev/null && {
+  kill -KILL -- "-$lp"
+  fail "bench sim-mpi: the launcher's process group outlived the bench's SIGTERM"
+}
+echo "ok bench sim-mpi SIGTERM reaches the launcher's group"
+
 # a fidelity bench's grid of independent runs (fk_bench_grid: run i on rank i mod P, rows in
 # order on rank 0): the simulation cells of `bench fidelity fedgrem` (17 cells x 2 reps), the
 # same rows over 1 and 3 ranks as in process, every rank ran its share of the runs, and no run

@@ -491,6 +491,72 @@ static void dropout(void **state)
 
 /* Regression mode end to end: y = sin(x) + noise on 3 clients, eps = 1e-2 (a 0.1 tube); the
  * clients' RMSE on their own rows stays near the tube and the model is sparse. */
+/* Phase-0 counts of two clients declaring n rows each (p = 2, unit spread): messages only,
+ * no rows behind them. */
+static void count_updates(fk_update *ups, double n)
+{
+    const double mu[2] = {0, 0}, m2[2] = {n, n};
+    for (int k = 0; k < 2; k++) {
+        memset(&ups[k], 0, sizeof ups[k]);
+        ups[k].client = k;
+        fk_bundle_init(&ups[k].msg);
+        assert_int_equal(fk_bundle_put_scalar(&ups[k].msg, "n", n), FK_OK);
+        assert_int_equal(fk_bundle_put_scalar(&ups[k].msg, "p", 2), FK_OK);
+        assert_int_equal(fk_bundle_put_vec(&ups[k].msg, "mu", 2, mu), FK_OK);
+        assert_int_equal(fk_bundle_put_vec(&ups[k].msg, "m2", 2, m2), FK_OK);
+    }
+}
+
+/* Issue 36: a gamma > 0 server problem needs its whole N x J kernel matrix (at most 4e9
+ * entries); the job is refused at phase 0, from the declared counts and the upload cap, not
+ * at the server's solve after the clients uploaded raw rows. Sample atoms: J = N x 3 widths. */
+static void fista_size_refused_early(void **state)
+{
+    (void)state;
+    struct {
+        const char *gamma, *frac;
+        double n;
+        int ok;
+    } cases[] = {
+        {"0.5", "1", 1e5, 0},    /* N <= 2e5, J <= 6e5: 1.2e11 entries */
+        {"0", "1", 1e5, 1},      /* gamma = 0 works in the row budget, whatever N x J */
+        {"0.5", "0.05", 1e5, 1}, /* N <= 1e4, J <= 3e4: 3e8 entries */
+        {"0.5", "1", 1e4, 1},    /* N <= 2e4: 1.2e9 entries */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fk_params p;
+        job(&p, 1);
+        assert_int_equal(fk_params_set(&p, "gamma_server", cases[i].gamma), FK_OK);
+        assert_int_equal(fk_params_set(&p, "max_upload_fraction", cases[i].frac), FK_OK);
+        void *srv = NULL;
+        fk_err err = {0};
+        assert_int_equal(M->server_init(&srv, &p, 2, 1, &err), FK_OK);
+        fk_update ups[2];
+        count_updates(ups, cases[i].n);
+        int done = -1;
+        int rc = M->aggregate(srv, 1, 0, ups, 2, &done, &err);
+        if (cases[i].ok) {
+            assert_int_equal(rc, FK_OK);
+            assert_int_equal(done, 0); /* the upload phase follows */
+        } else {
+            assert_int_equal(rc, FK_ELIMIT);
+            assert_non_null(strstr(err.msg, "gamma_server = 0"));
+            assert_non_null(strstr(err.msg, "max_upload_fraction"));
+            assert_non_null(strstr(err.msg, "before any row is uploaded"));
+            /* still at phase 0: no upload task is ever handed out */
+            fk_bundle task;
+            fk_bundle_init(&task);
+            assert_int_equal(M->task(srv, 1, 1, 0, &task, &err), FK_OK);
+            assert_true(fk_test_scalar(&task, "op") == FK__SFL_OP_COUNT);
+            fk_bundle_close(&task);
+        }
+        for (int k = 0; k < 2; k++)
+            fk_bundle_close(&ups[k].msg);
+        M->server_close(srv);
+        fk_params_close(&p);
+    }
+}
+
 static void regression_job(void **state)
 {
     (void)state;
@@ -536,6 +602,7 @@ int main(void)
         cmocka_unit_test(bad_diag),
         cmocka_unit_test(dropout),
         cmocka_unit_test(regression_job),
+        cmocka_unit_test(fista_size_refused_early),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -488,6 +488,64 @@ int fk__sfl_check_update(void *v, int round, int phase, const fk_update *u, fk_e
     return FK_OK;
 }
 
+/* Entries of the whole kernel matrix a gamma > 0 solve (FISTA) needs at most: fk_sfl_solve
+ * refuses beyond it (common/models/sfl/sfl.c, the default row budget). */
+#define FISTA_MAX_ENTRIES 4e9
+
+/* A server problem with gamma > 0 (gamma_server or gamma_rel_server) solves by FISTA over its
+ * whole N x J kernel matrix, refused beyond FISTA_MAX_ENTRIES entries. Check the bound as soon
+ * as the server knows it, before any client uploads a raw row (issue 36): N <= the sum of the
+ * clients' caps ceil(max_upload_fraction * N_i) over the phase-0 counts (ovo: also <= the
+ * pair's rows); J = the grid's atoms, the candidates' (known after the centres phase) or, for
+ * sample atoms, N x the widths. Variant A (regress) is not capped: its solver allocates the
+ * whole matrix whatever gamma (fk_sfl_solve_a). Called at the end of phase 0 and of the
+ * centres phase, before the stage moves on. */
+FK_CHECKRETURN static int check_fista_size(const ssrv *s, fk_err *err)
+{
+    if (!(s->c.gamma_server > 0 || s->c.grel_server > 0) ||
+        (s->c.mode == FK_SFL_REGRESS && s->c.solver == FK_SFL_SOLVER_VA) ||
+        (s->c.atoms == FK__SFL_AT_CAND && s->c.M == 0)) /* candidates: after their phase */
+        return FK_OK;
+    double Nb = 0;
+    for (int k = 0; k < s->K; k++)
+        if (s->n_decl[k] > 0)
+            Nb += ceil(s->c.max_frac * s->n_decl[k] - 1e-9);
+    double worst = 0, wN = 0, wJ = 0;
+    for (int q = s->P ? 0 : -1; q < (s->P ? s->P : 0); q++) {
+        double N = q >= 0 ? fmin(Nb, s->nq_ref[q]) : Nb, J;
+        if (s->c.atoms == FK__SFL_AT_CAND) {
+            double m = 0;
+            int a = 0, b = 0;
+            if (q >= 0)
+                fk__sfl_ovo_pair(s->c.n_cls, q, &a, &b);
+            for (size_t j = 0; j < s->c.M; j++)
+                m += q < 0 || s->c.cand_cls[j] == a || s->c.cand_cls[j] == b;
+            J = m * s->c.Q;
+        } else {
+            J = atom_count(s, N);
+        }
+        if (N * J > worst) {
+            worst = N * J;
+            wN = N;
+            wJ = J;
+        }
+    }
+    if (worst <= FISTA_MAX_ENTRIES)
+        return FK_OK;
+    return fk_err_set(err, FK_ELIMIT,
+                      "sfl: the server's gamma > 0 problem may need a %.0f x %.0f kernel matrix "
+                      "(%.3g entries, %.0f MB; up to %.0f uploaded rows from the declared counts "
+                      "and max_upload_fraction = %g, %s atoms), beyond the solver's %.0g entries; "
+                      "refused before any row is uploaded: set gamma_server = 0 (and "
+                      "gamma_rel_server = 0), a lower max_upload_fraction, or fewer atoms "
+                      "(n_widths, candidates_per_class, grid_h)",
+                      wN, wJ, worst, worst * 8.0 / 1048576.0, wN, s->c.max_frac,
+                      s->c.atoms == FK__SFL_AT_GRID   ? "grid"
+                      : s->c.atoms == FK__SFL_AT_CAND ? "candidate"
+                                                      : "sample",
+                      FISTA_MAX_ENTRIES);
+}
+
 /* Phase 0: the declared row counts fix p and n_ref = sum N_i (slack weight 1/n_ref); the
  * per-feature means and squared deviations, combined in client order (Chan's rule: stable,
  * and the same sum in the daemons and the simulation), give the data's scale, from which
@@ -554,6 +612,8 @@ FK_CHECKRETURN static int aggregate_count(ssrv *s, const fk_update *ups, int n, 
            : s->c.atoms == FK__SFL_AT_CAND ? "candidates"
                                            : "samples",
            s->c.wmin, s->c.wmax, s->c.h, s->c.pre_auto);
+    if ((rc = check_fista_size(s, err)))
+        return rc;
     s->stage = s->c.atoms == FK__SFL_AT_CAND ? ST_CENTRES : ST_COLLECT;
     return FK_OK;
 }
@@ -592,8 +652,10 @@ FK_CHECKRETURN static int aggregate_centres(ssrv *s, const fk_update *ups, int n
         return fk_err_set(err, FK_ESTATE, "sfl: no client sent candidate centres; the job has no "
                                           "atoms");
     fk_log(FK_LOG_INFO, "sfl_candidates", "centres=%zu", M);
-    s->stage = ST_COLLECT;
-    return FK_OK;
+    int rc = check_fista_size(s, err);
+    if (!rc)
+        s->stage = ST_COLLECT;
+    return rc;
 }
 
 /* *a grown to n doubles: kept on success, as it was on failure. Callers grow every array
