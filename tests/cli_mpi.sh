@@ -243,7 +243,7 @@ echo "ok missed quorum"
 # (Also in the ASan build: an earlier tree's mpirun did not return there; at this one it does,
 # with LeakSanitizer on or off at the survivors' exit: docs/mpi.md.)
 printf 'method = fedgrem\ndataset = blobs\nclients = s0, s1, s2, s3\nrounds = 1000\nseed = 1\nR = 5\n' >kill.conf
-MPT=300 MPX="--enable-recovery --mca orte_abort_on_non_zero_status 0" mp 3 sim --job kill.conf $G \
+MPT=150 MPX="--enable-recovery --mca orte_abort_on_non_zero_status 0" mp 3 sim --job kill.conf $G \
   --deadline 2 --model_out kill.bin >kill.txt 2>kill.err &
 job=$!
 i=0
@@ -260,10 +260,20 @@ done
 wait $job
 rc=$?
 [ -n "$killed" ] || fail "kill: no rank 2 process found (rounds so far: $(grep -c round kill.txt))"
+# Open MPI 4.1 sometimes does not return after such a run has ended: the survivors reached
+# fk_mpi_finish (their fk-mpi-stats lines) and the model is written, but MPI_Finalize waits on
+# the end-of-run send to the dead rank (docs/mpi.md, "A rank killed"). That is mpirun's exit, not
+# the run: checked below like a run that returned, and said.
+hung=
+if [ $rc -eq 124 ] && [ -s kill.bin ] && grep -q "fk-mpi-stats rank=0 size=3 rounds=1000 " kill.err &&
+  grep -q "fk-mpi-stats rank=1 size=3 rounds=1000 " kill.err; then
+  hung=" (mpirun did not return after the run ended: Open MPI's finalize with a dead rank; stopped by timeout)"
+  rc=0
+fi
 [ $rc -eq 0 ] || fail "kill: the run failed ($rc): $(grep -v relaxation kill.err | tail -5)"
 [ -s kill.bin ] || fail "kill: no model"
 grep -q "rank 2 did not answer round [0-9]* phase 0 within the deadline (2 s): its 2 clients" kill.err ||
   fail "kill: no dropout message: $(grep -v relaxation kill.err | tail -5)"
 grep -q "2 of 4 clients dropped out: 1 (rank 2, round [0-9]*) 3 (rank 2, round [0-9]*)" kill.err ||
   fail "kill: dropouts not named: $(grep -v relaxation kill.err | tail -5)"
-echo "ok a killed rank's clients dropped (rank 2 killed after $at of 1000 rounds)"
+echo "ok a killed rank's clients dropped (rank 2 killed after $at of 1000 rounds)$hung"
